@@ -1,0 +1,1 @@
+"""The agent core: turns, sessions, context. Knows no channel and no SDK."""

@@ -1,0 +1,97 @@
+"""Turn events: the one stream every channel receives (SPEC §4).
+
+The JSON form (``to_dict``) is what the HTTP sidecar serialises, matching seed 000's
+``/agent/process`` events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(slots=True)
+class StepStarted:
+    step: int
+    type: Literal["step_started"] = "step_started"
+
+
+@dataclass(slots=True)
+class AssistantDelta:
+    step: int
+    delta: str
+    type: Literal["assistant_delta"] = "assistant_delta"
+
+
+@dataclass(slots=True)
+class ToolCall:
+    step: int
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    type: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(slots=True)
+class ToolResult:
+    step: int
+    id: str
+    name: str
+    ok: bool
+    summary: str
+    type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(slots=True)
+class Completed:
+    step: int
+    reply: str
+    cancelled: bool = False
+    type: Literal["completed"] = "completed"
+
+
+@dataclass(slots=True)
+class ErrorEvent:
+    step: int
+    code: str
+    message: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    type: Literal["error"] = "error"
+
+
+TurnEvent = StepStarted | AssistantDelta | ToolCall | ToolResult | Completed | ErrorEvent
+
+
+def event_to_dict(event: TurnEvent) -> dict[str, Any]:
+    """The wire shape of seed 000: ``tool_call``/``tool_result`` nested, error in ``meta``."""
+    if isinstance(event, StepStarted):
+        return {"type": event.type, "step": event.step}
+    if isinstance(event, AssistantDelta):
+        return {"type": event.type, "step": event.step, "delta": event.delta}
+    if isinstance(event, ToolCall):
+        return {
+            "type": event.type,
+            "step": event.step,
+            "tool_call": {"id": event.id, "name": event.name, "arguments": event.arguments},
+        }
+    if isinstance(event, ToolResult):
+        return {
+            "type": event.type,
+            "step": event.step,
+            "tool_result": {
+                "id": event.id,
+                "name": event.name,
+                "ok": event.ok,
+                "summary": event.summary,
+            },
+        }
+    if isinstance(event, Completed):
+        out: dict[str, Any] = {"type": event.type, "step": event.step, "reply": event.reply}
+        if event.cancelled:
+            out["cancelled"] = True
+        return out
+    return {
+        "type": event.type,
+        "step": event.step,
+        "meta": {"code": event.code, "message": event.message, **event.meta},
+    }

@@ -1,0 +1,76 @@
+"""Kernel's exception tree.
+
+KernelError
+├── ConfigError            bad or missing configuration (start-up refusals carry ``key``)
+├── ProviderError          a model provider failed (status/code/message, never secrets)
+│   ├── RateLimitedError   429 / overloaded; carries ``retry_after`` seconds when known
+│   ├── TransientProviderError  5xx, timeouts, dropped connections: worth a retry
+│   └── CapabilityError    the provider lacks what the request needs (no silent downgrade)
+├── ToolError              a tool could not run; becomes a tool result the model reads
+├── StoreError             the SQLite store failed
+├── SessionError           unknown session / bad session reference
+└── BusyError              a turn is already running for this conversation
+"""
+
+from __future__ import annotations
+
+
+class KernelError(Exception):
+    """Root of every error Kernel raises on purpose."""
+
+
+class ConfigError(KernelError):
+    def __init__(self, message: str, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class ProviderError(KernelError):
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        code: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.provider, str(self.status or ""), self.code) if p]
+        prefix = " ".join(parts)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class TransientProviderError(ProviderError):
+    """A failure worth retrying: 5xx, timeouts, dropped connections."""
+
+
+class RateLimitedError(TransientProviderError):
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.retry_after = retry_after
+
+
+class CapabilityError(ProviderError):
+    """The active provider cannot do what the request needs."""
+
+
+class ToolError(KernelError):
+    pass
+
+
+class StoreError(KernelError):
+    pass
+
+
+class SessionError(KernelError):
+    pass
+
+
+class BusyError(KernelError):
+    pass
