@@ -15,7 +15,6 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kernel.agent.messages import ImageBlock, Message, ToolSpec
 from kernel.errors import CapabilityError, RateLimitedError, TransientProviderError
@@ -157,4 +156,3 @@ async def stream_with_retry(
             if on_retry is not None:
                 on_retry(attempt, delay, exc)
             await sleep(delay)
-

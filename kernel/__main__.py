@@ -1,0 +1,71 @@
+"""Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from kernel import __version__
+from kernel.config import Config, load_config
+from kernel.errors import ConfigError
+
+log = logging.getLogger("kernel")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernel", description="Kernel personal AI assistant")
+    parser.add_argument("--version", action="version", version=f"kernel {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("run", help="run the assistant service (the default)")
+    sub.add_parser("chat", help="talk to the assistant in this terminal (reads stdin)")
+    return parser
+
+
+def _configure(require_telegram: bool, to_file: bool) -> Config:
+    from kernel.app import secrets_of
+    from kernel.logs import setup_logging
+
+    config = load_config(require_telegram=require_telegram)
+    log_dir = config.data_dir / "logs" if to_file else None
+    level = logging.INFO if to_file else logging.WARNING
+    setup_logging(log_dir, secrets_of(config), level=level)
+    for warning in config.warnings:
+        log.warning("%s", warning)
+    return config
+
+
+async def serve(config: Config) -> None:
+    """Run until SIGINT/SIGTERM, then stop taking work and shut down in order."""
+    from kernel.app import Kernel
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with Kernel(config):
+        log.info("no channel is enabled in this version; waiting for a stop signal")
+        await stop.wait()
+        log.info("stop signal received; shutting down")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = args.command or "run"
+    try:
+        config = _configure(require_telegram=command == "run", to_file=command == "run")
+    except ConfigError as exc:
+        print(f"kernel: {exc}", file=sys.stderr)
+        return 2
+    if command == "chat":
+        from kernel.console.chat import run_chat
+
+        return asyncio.run(run_chat(config))
+    asyncio.run(serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

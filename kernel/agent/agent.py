@@ -1,0 +1,467 @@
+"""The agent: sessions, provider choice, and the turn loop every channel shares (SPEC §4).
+
+A channel calls :meth:`Agent.start_turn` with a conversation key (``"telegram:42"``,
+``"console:default"``) and iterates the returned :class:`Turn` for events. The agent
+builds the request (system layers, recalled memories, truncated history, the input),
+streams the model, runs requested tools, loops until a final reply, and writes the
+history as it goes, slimmed, so that a crash or cancel at any point leaves a history
+the next turn is accepted with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from kernel.agent.context import (
+    CANCELLED_RESULT,
+    Layer,
+    join_layers,
+    repair_history,
+)
+from kernel.agent.events import (
+    AssistantDelta,
+    Completed,
+    ErrorEvent,
+    StepStarted,
+    ToolCall,
+    ToolResult,
+)
+from kernel.agent.messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from kernel.agent.slimming import TOOL_RESULT_LIMIT, slim_message, summarize_tool_result
+from kernel.agent.turns import Turn
+from kernel.config import Config
+from kernel.errors import BusyError, KernelError, ProviderError, SessionError, ToolError
+from kernel.i18n import t
+from kernel.providers.base import (
+    ChatRequest,
+    Completion,
+    Provider,
+    RawToolCall,
+    RetryPolicy,
+    Sleep,
+    TextDelta,
+    stream_with_retry,
+)
+from kernel.store.db import SessionRow, Store
+from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
+from kernel.tools.repair import repair_arguments
+
+log = logging.getLogger(__name__)
+
+ProviderFactory = Callable[[str], Provider]
+
+SOUL_FALLBACK = "You are Kernel, the owner's personal assistant. Be brief, accurate and kind."
+
+
+class SelectionError(KernelError):
+    """A /provider or /model choice that cannot be made; the text says why and what to pick."""
+
+
+@dataclass(slots=True)
+class UserInput:
+    text: str
+    images: list[ImageBlock] = field(default_factory=list)
+    channel: str = "console"
+
+    def to_message(self) -> Message:
+        blocks: list[TextBlock | ImageBlock] = [*self.images]
+        if self.text:
+            blocks.append(TextBlock(self.text))
+        return Message("user", list(blocks))
+
+
+@dataclass(slots=True)
+class _Conversation:
+    session_id: int | None = None
+    turn: Turn | None = None
+
+
+class Agent:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        tools: ToolRegistry,
+        provider_factory: ProviderFactory,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.tools = tools
+        self._factory = provider_factory
+        self._providers: dict[str, Provider] = {}
+        self._sleep = sleep
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._conversations: dict[str, _Conversation] = {}
+        self.provider_name = config.general.default_provider
+        self.model = config.providers[self.provider_name].default_model
+        self.last_error: str = ""
+        self.tz = ZoneInfo(config.general.timezone)
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Restore the saved provider/model (falling back to the defaults)."""
+        saved = await self.store.get_setting("provider")
+        if saved and saved in self.config.enabled_providers:
+            self.provider_name = saved
+        elif saved:
+            log.warning("saved provider %s is unavailable; using the default", saved)
+        pcfg = self.config.providers[self.provider_name]
+        saved_model = await self.store.get_setting("model")
+        self.model = saved_model if saved_model in pcfg.models else pcfg.default_model
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Cancel running turns (they persist what they have), then close providers."""
+        turns = [c.turn for c in self._conversations.values() if c.turn and not c.turn.done]
+        for turn in turns:
+            turn.cancel()
+        tasks = [turn.task for turn in turns if turn.task]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for provider in self._providers.values():
+            await provider.aclose()
+        self._providers.clear()
+
+    # ----- providers and models --------------------------------------------------------
+
+    def provider(self, name: str | None = None) -> Provider:
+        name = name or self.provider_name
+        if name not in self._providers:
+            self._providers[name] = self._factory(name)
+        return self._providers[name]
+
+    @property
+    def available_providers(self) -> list[str]:
+        return list(self.config.enabled_providers)
+
+    async def set_provider(self, name: str) -> str:
+        """Switch provider (and to its default model); persisted. Returns the model."""
+        if name not in self.config.enabled_providers:
+            raise SelectionError(
+                t("provider.unavailable", name=name, available=", ".join(self.available_providers))
+            )
+        self.provider_name = name
+        self.model = self.config.providers[name].default_model
+        await self.store.set_setting("provider", name)
+        await self.store.set_setting("model", self.model)
+        return self.model
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.config.providers[self.provider_name].models)
+
+    async def set_model(self, model: str) -> None:
+        if model not in self.models:
+            raise SelectionError(
+                t(
+                    "model.invalid",
+                    model=model,
+                    provider=self.provider_name,
+                    models=", ".join(self.models),
+                )
+            )
+        self.model = model
+        await self.store.set_setting("model", model)
+
+    # ----- sessions --------------------------------------------------------------------
+
+    def _conv(self, conversation: str) -> _Conversation:
+        return self._conversations.setdefault(conversation, _Conversation())
+
+    def current_session(self, conversation: str) -> int | None:
+        return self._conv(conversation).session_id
+
+    def new_session(self, conversation: str) -> None:
+        """Start afresh; the session row is created with the first message."""
+        self._guard_idle(conversation)
+        self._conv(conversation).session_id = None
+
+    async def list_sessions(self, limit: int = 20) -> list[SessionRow]:
+        return await self.store.list_sessions(limit=limit)
+
+    async def resume(self, conversation: str, session_id: int) -> SessionRow:
+        self._guard_idle(conversation)
+        row = await self.store.get_session(session_id)
+        if row is None:
+            raise SessionError(f"session {session_id} does not exist")
+        self._conv(conversation).session_id = session_id
+        return row
+
+    async def delete_sessions(self, ids: list[int]) -> int:
+        for conv in self._conversations.values():
+            if conv.session_id in ids:
+                if conv.turn and not conv.turn.done:
+                    raise BusyError(t("turn.busy"))
+                conv.session_id = None
+        return await self.store.delete_sessions(ids)
+
+    async def retitle(self, session_id: int, title: str | None) -> None:
+        await self.store.set_title(session_id, title)
+
+    def local_time(self, when: datetime) -> datetime:
+        return when.astimezone(self.tz)
+
+    # ----- turns -----------------------------------------------------------------------
+
+    def is_busy(self, conversation: str) -> bool:
+        turn = self._conv(conversation).turn
+        return turn is not None and not turn.done
+
+    def _guard_idle(self, conversation: str) -> None:
+        if self.is_busy(conversation):
+            raise BusyError(t("turn.busy"))
+
+    def start_turn(self, conversation: str, user_input: UserInput) -> Turn:
+        """Begin a turn; raises BusyError while this conversation already has one."""
+        self._guard_idle(conversation)
+        if not user_input.text.strip() and not user_input.images:
+            raise ValueError("empty input")
+        turn = Turn(conversation)
+        self._conv(conversation).turn = turn
+        turn.task = asyncio.get_running_loop().create_task(
+            self._run(turn, user_input), name=turn.id
+        )
+        return turn
+
+    def cancel(self, conversation: str) -> bool:
+        turn = self._conv(conversation).turn
+        return turn.cancel() if turn else False
+
+    async def system_layers(self, query: str = "") -> list[Layer]:
+        """SOUL.md, tool guide, recalled memories, skills summary, local time (SPEC §4)."""
+        layers = [Layer("soul", await asyncio.to_thread(self._read_soul))]
+        names = self.tools.names()
+        if names:
+            layers.append(Layer("tools", _tool_guide(names)))
+        memories = await self._recall(query)
+        if memories:
+            layers.append(Layer("memories", memories))
+        now = self.local_time(self._clock())
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
+        layers.append(Layer("time", f"当前时间：{stamp}（{self.config.general.timezone}）"))
+        return layers
+
+    def _read_soul(self) -> str:
+        try:
+            return self.config.general.soul.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return SOUL_FALLBACK
+
+    async def _recall(self, query: str) -> str:
+        k = self.config.general.memory_recall_k
+        try:
+            found = await self.store.search_memories(query, limit=k) if query.strip() else []
+            if not found:
+                found = await self.store.list_memories(limit=k)
+        except KernelError:
+            log.warning("memory recall failed", exc_info=True)
+            return ""
+        if not found:
+            return ""
+        lines = [f"- [{m.id}] {m.text}" for m in found]
+        return "## 长期记忆（自动召回）\n" + "\n".join(lines)
+
+    async def _run(self, turn: Turn, user_input: UserInput) -> None:
+        run = _TurnRun(self, turn)
+        try:
+            await run.execute(user_input)
+        except asyncio.CancelledError:
+            await asyncio.shield(run.close_history(CANCELLED_RESULT, partial_note=" [已取消]"))
+            turn.emit(Completed(run.step, run.reply_so_far(), cancelled=True))
+            raise
+        except ProviderError as exc:
+            self.last_error = str(exc)
+            log.warning("turn %s: provider error %s", turn.id, type(exc).__name__)
+            await asyncio.shield(run.close_history("turn failed"))
+            code = exc.code or "provider_request_failed"
+            turn.emit(ErrorEvent(run.step, code, t("provider.error", detail=str(exc))))
+        except Exception as exc:
+            self.last_error = type(exc).__name__
+            log.exception("turn %s failed", turn.id)
+            await asyncio.shield(run.close_history("turn failed"))
+            turn.emit(ErrorEvent(run.step, "internal_error", f"{type(exc).__name__}: {exc}"))
+
+
+class _TurnRun:
+    """The state of one turn while it runs; history is written step by step."""
+
+    def __init__(self, agent: Agent, turn: Turn) -> None:
+        self.agent = agent
+        self.turn = turn
+        self.step = 0
+        self.session_id: int | None = None
+        self.pending: Message | None = None  # an assistant message whose tools have no results
+        self.partial: list[str] = []  # text streamed in the current step, not yet stored
+        self.replies: list[str] = []
+
+    def reply_so_far(self) -> str:
+        return "".join([*self.replies, *self.partial])
+
+    async def _store(self, message: Message, artifacts: dict[str, str] | None = None) -> None:
+        assert self.session_id is not None
+        # Shielded: once a write has begun it completes even if the turn is cancelled.
+        write = self.agent.store.append_messages(
+            self.session_id, [slim_message(message, artifacts)]
+        )
+        await asyncio.shield(write)
+
+    async def execute(self, user_input: UserInput) -> None:
+        agent, cfg = self.agent, self.agent.config
+        conv = agent._conv(self.turn.conversation)
+        if conv.session_id is None:
+            row = await agent.store.create_session(user_input.channel)
+            conv.session_id = row.id
+        self.session_id = conv.session_id
+        history = await agent.store.load_messages(
+            self.session_id, rounds=max(cfg.general.context_rounds - 1, 1)
+        )
+        user_message = user_input.to_message()
+        await self._store(user_message)
+        working = repair_history([*history, user_message])
+        system = join_layers(await agent.system_layers(user_input.text))
+        provider = agent.provider()
+        pcfg = cfg.providers[provider.name]
+        policy = RetryPolicy(max_retries=pcfg.max_retries, base_delay=pcfg.retry_base_delay)
+        limit = cfg.general.max_tool_calls
+        calls_used = 0
+        while True:
+            self.step += 1
+            self.turn.emit(StepStarted(self.step))
+            tools = agent.tools.specs() if provider.capabilities.tool_call else []
+            request = ChatRequest(agent.model, system, working, tools)
+            completion = await self._stream(provider, request, policy)
+            assistant = Message("assistant", [])
+            if completion.text:
+                assistant.content.append(TextBlock(completion.text))
+            for call in completion.tool_calls:
+                assistant.content.append(ToolUseBlock(call.id, call.name, self._args(call)))
+            self.partial = []
+            if completion.text:
+                self.replies.append(completion.text)
+            if not completion.tool_calls:
+                if assistant.content:
+                    await self._store(assistant)
+                self.turn.emit(Completed(self.step, completion.text))
+                return
+            self.pending = assistant
+            await self._store(assistant)
+            working.append(assistant)
+            allowed = max(0, limit - calls_used)
+            calls_used += len(completion.tool_calls)
+            results = await self._run_tools(completion.tool_calls, allowed)
+            working.append(results)
+            if calls_used > limit:
+                notice = t("turn.tool_limit", limit=limit)
+                self.turn.emit(AssistantDelta(self.step, notice))
+                self.turn.emit(Completed(self.step, notice))
+                return
+
+    async def _stream(
+        self, provider: Provider, request: ChatRequest, policy: RetryPolicy
+    ) -> Completion:
+        completion: Completion | None = None
+        stream = stream_with_retry(provider, request, policy, sleep=self.agent._sleep)
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                self.partial.append(event.text)
+                self.turn.emit(AssistantDelta(self.step, event.text))
+            elif isinstance(event, Completion):
+                completion = event
+        assert completion is not None
+        return completion
+
+    def _args(self, call: RawToolCall) -> dict[str, object]:
+        spec = next((s for s in self.agent.tools.specs() if s.name == call.name), None)
+        try:
+            return repair_arguments(call.arguments, spec.parameters if spec else {})
+        except ToolError:
+            return {}
+
+    async def _run_tools(self, calls: list[RawToolCall], allowed: int) -> Message:
+        """Run the step's tool calls concurrently; calls past the cap get an error result."""
+        agent = self.agent
+        for call in calls:
+            self.turn.emit(ToolCall(self.step, call.id, call.name, self._args(call)))
+        context = ToolContext(session_id=self.session_id, conversation=self.turn.conversation)
+
+        async def run(index: int, call: RawToolCall) -> ToolOutcome:
+            if index >= allowed:
+                msg = t("turn.tool_limit", limit=agent.config.general.max_tool_calls)
+                return ToolOutcome(call.name, False, msg, {})
+            outcome = await agent.tools.call(call.name, call.arguments, context)
+            summary = summarize_tool_result(outcome.content)
+            self.turn.emit(ToolResult(self.step, call.id, call.name, outcome.ok, summary))
+            return outcome
+
+        outcomes = await asyncio.gather(*(run(i, c) for i, c in enumerate(calls)))
+        blocks = [
+            ToolResultBlock(c.id, o.content, is_error=not o.ok)
+            for c, o in zip(calls, outcomes, strict=True)
+        ]
+        message = Message("user", list(blocks))
+        artifacts = await asyncio.to_thread(self._save_artifacts, blocks, calls)
+        self.pending = None
+        await self._store(message, artifacts)
+        return message
+
+    def _save_artifacts(
+        self, blocks: list[ToolResultBlock], calls: list[RawToolCall]
+    ) -> dict[str, str]:
+        """Keep long tool results on disk so the slimmed history can point at them."""
+        out: dict[str, str] = {}
+        folder = self.agent.config.data_dir / "tool_outputs"
+        for block, call in zip(blocks, calls, strict=True):
+            if len(block.content) <= TOOL_RESULT_LIMIT or '"output_path"' in block.content:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in block.tool_use_id)
+            path = folder / f"{self.session_id}-{call.name}-{safe}.txt"
+            path.write_text(block.content, encoding="utf-8")
+            out[block.tool_use_id] = _relative(path, self.agent.config.base_dir)
+        return out
+
+    async def close_history(self, reason: str, partial_note: str = "") -> None:
+        """After a cancel or failure: answer dangling tool calls and keep streamed text."""
+        if self.session_id is None:
+            return
+        try:
+            if self.pending is not None:
+                results = [ToolResultBlock(u.id, reason, True) for u in self.pending.tool_uses]
+                await self._store(Message("user", list(results)))
+                self.pending = None
+            if self.partial:
+                text = "".join(self.partial) + partial_note
+                await self._store(Message("assistant", [TextBlock(text)]))
+                self.partial = []
+        except KernelError:
+            log.warning("could not record the end of an interrupted turn", exc_info=True)
+
+
+def _tool_guide(names: list[str]) -> str:
+    return (
+        "## 工具\n"
+        "你可以通过 tool use 调用这些工具：" + ", ".join(names) + "。\n"
+        "需要时直接调用，不要假装已经调用；工具失败时读懂错误，修正参数或告诉用户。"
+    )
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,99 @@
+"""What the model is sent: system layers, a truncated history, repaired tool pairs."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from kernel.agent.messages import Block, Message, ToolResultBlock
+
+CANCELLED_RESULT = "cancelled: the user stopped this turn before the tool finished"
+LOST_RESULT = "no result: the tool did not finish (Kernel stopped or crashed)"
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    name: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+    @property
+    def token_estimate(self) -> int:
+        # ~4 characters a token for Latin text, ~1 for CJK: count both kinds.
+        cjk = sum(1 for ch in self.text if ord(ch) > 0x2E80)
+        return cjk + (len(self.text) - cjk + 3) // 4
+
+
+def join_layers(layers: list[Layer]) -> str:
+    return "\n\n".join(layer.text for layer in layers if layer.text.strip())
+
+
+def truncate_rounds(messages: list[Message], rounds: int) -> list[Message]:
+    """The last ``rounds`` rounds. A round starts at a user input, so a tool_use and its
+    tool_result (which live inside one round) are never separated."""
+    starts = [i for i, m in enumerate(messages) if m.is_user_input]
+    if len(starts) <= rounds:
+        return messages[starts[0] :] if starts else []
+    return messages[starts[-rounds] :]
+
+
+def repair_history(messages: list[Message]) -> list[Message]:
+    """Make stored history acceptable to every provider, whatever happened while writing it.
+
+    - every tool_use gets a tool_result in the next user message (a crash mid-tool
+      leaves none); tool_results with no tool_use right before them are dropped;
+    - consecutive messages of one role are merged; empty messages are dropped;
+    - the conversation starts with a user message.
+    """
+    out: list[Message] = []
+    for message in messages:
+        content = list(message.content)
+        if message.role == "user":
+            expected = (
+                {u.id for u in out[-1].tool_uses} if out and out[-1].role == "assistant" else set()
+            )
+            content = [
+                b
+                for b in content
+                if not isinstance(b, ToolResultBlock) or b.tool_use_id in expected
+            ]
+        if out and out[-1].role == "assistant" and out[-1].tool_uses:
+            answered = {b.tool_use_id for b in content if isinstance(b, ToolResultBlock)}
+            if message.role == "assistant":
+                answered = set()
+            missing: list[Block] = [
+                ToolResultBlock(u.id, LOST_RESULT, is_error=True)
+                for u in out[-1].tool_uses
+                if u.id not in answered
+            ]
+            if missing:
+                if message.role == "user":
+                    content = [*missing, *content]
+                else:
+                    out.append(Message("user", missing))
+        if not content:
+            continue
+        if out and out[-1].role == message.role:
+            _merge(out[-1], content)
+        else:
+            out.append(Message(message.role, content))
+    if out and out[-1].role == "assistant" and out[-1].tool_uses:
+        out.append(
+            Message("user", [ToolResultBlock(u.id, LOST_RESULT, True) for u in out[-1].tool_uses])
+        )
+    while out and out[0].role != "user":
+        out.pop(0)
+    return out
+
+
+def _merge(target: Message, content: list[Block]) -> None:
+    # Tool results must come first in a user message (Anthropic rule).
+    if target.role == "user":
+        results = [b for b in target.content + content if isinstance(b, ToolResultBlock)]
+        rest = [b for b in target.content + content if not isinstance(b, ToolResultBlock)]
+        target.content = [*results, *rest]
+    else:
+        target.content.extend(content)

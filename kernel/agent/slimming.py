@@ -1,0 +1,61 @@
+"""History slimming on write (seed 004 "历史瘦身"): the model sees everything during the
+turn; the database keeps a rule-made one-liner for bulky content so history stays small
+and ``/resume`` stays cheap. Nothing here calls a model."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+from kernel.agent.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
+
+IMAGE_DONE = "[图片已处理]"
+VOICE_DONE = "[语音已处理]"
+TOOL_RESULT_LIMIT = 200  # tool results longer than this are summarised in history
+
+_FILE = re.compile(r"\[文件: (?P<name>[^\]\n]+)\]\n```[^\n]*\n.*?\n```", re.DOTALL)
+_VOICE = re.compile(r"\[语音: .*?\]", re.DOTALL)
+
+
+def slim_message(message: Message, artifacts: dict[str, str] | None = None) -> Message:
+    """A copy of ``message`` fit for storage. ``artifacts`` maps tool_use_id → saved file."""
+    artifacts = artifacts or {}
+    return Message(message.role, [_slim_block(b, artifacts) for b in message.content])
+
+
+def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
+    if isinstance(block, ImageBlock):
+        return TextBlock(IMAGE_DONE)
+    if isinstance(block, TextBlock):
+        text = _FILE.sub(lambda m: f"[文件 {m.group('name')} 已处理]", block.text)
+        return TextBlock(_VOICE.sub(VOICE_DONE, text))
+    if isinstance(block, ToolResultBlock):
+        summary = summarize_tool_result(block.content, artifacts.get(block.tool_use_id))
+        return replace(block, content=summary)
+    return block
+
+
+def summarize_tool_result(content: str, artifact: str | None = None) -> str:
+    """One line describing a tool result; short results are kept as they are."""
+    data = _as_dict(content)
+    path = artifact or (str(data.get("output_path")) if data.get("output_path") else None)
+    if len(content) <= TOOL_RESULT_LIMIT and not path:
+        return content
+    if "ok" in data and ("exit_code" in data or "cli" in data):
+        state = "成功" if data.get("ok") else f"失败, exit_code={data.get('exit_code')}"
+        head = f"{data.get('cli') or '任务'} 已完成({state})"
+    else:
+        preview = " ".join(content.split())[:80]
+        head = f"{preview}… ({len(content)} 字符)"
+    return f"{head}，详见 {path}" if path else head
+
+
+def _as_dict(content: str) -> dict[str, object]:
+    if not content.startswith("{"):
+        return {}
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}

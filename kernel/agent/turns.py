@@ -1,0 +1,55 @@
+"""A running turn: the task that produces its events and the queue channels read them from."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+
+from kernel.agent.events import Completed, ErrorEvent, TurnEvent
+
+_ids = itertools.count(1)
+
+
+class Turn:
+    """Handle on one turn. Iterate it for events; the last one is Completed or ErrorEvent."""
+
+    def __init__(self, conversation: str) -> None:
+        self.id = f"turn-{next(_ids)}"
+        self.conversation = conversation
+        self._queue: asyncio.Queue[TurnEvent] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.reply = ""
+        self.final: Completed | ErrorEvent | None = None
+
+    def emit(self, event: TurnEvent) -> None:
+        if isinstance(event, (Completed, ErrorEvent)):
+            self.final = event
+            if isinstance(event, Completed):
+                self.reply = event.reply
+        self._queue.put_nowait(event)
+
+    @property
+    def done(self) -> bool:
+        return self.task is not None and self.task.done()
+
+    def cancel(self) -> bool:
+        """Ask the turn to stop; it still emits its final event and leaves history valid."""
+        if self.task is None or self.task.done():
+            return False
+        self.task.cancel()
+        return True
+
+    async def wait(self) -> Completed | ErrorEvent:
+        """Drain the events and return the final one."""
+        async for _ in self:
+            pass
+        assert self.final is not None
+        return self.final
+
+    async def __aiter__(self) -> AsyncIterator[TurnEvent]:
+        while True:
+            event = await self._queue.get()
+            yield event
+            if isinstance(event, (Completed, ErrorEvent)):
+                return

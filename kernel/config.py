@@ -1,0 +1,510 @@
+"""Configuration: locate ``config.toml``, parse it, apply environment overrides, validate.
+
+Every refusal is a :class:`ConfigError` whose text is one line naming the key and the
+fix; ``kernel.__main__`` prints it and exits with code 2. Without a ``config.toml``
+the built-in defaults apply; they equal ``config.example.toml`` (a test keeps them so).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from kernel.errors import ConfigError
+from kernel.i18n import LANGUAGES, set_language, t
+
+PROVIDER_TYPES = ("claude", "openai_compat")
+
+
+@dataclass(slots=True)
+class TelegramConfig:
+    token: str = ""
+    allowed_user: int = 0
+    api_base: str = "https://api.telegram.org"
+    stream: bool = True
+
+
+@dataclass(slots=True)
+class GeneralConfig:
+    timezone: str = "Asia/Shanghai"
+    default_provider: str = "anthropic"
+    default_workspace: Path = Path(".")
+    context_rounds: int = 50
+    memory_recall_k: int = 5
+    data_dir: Path = Path("data")
+    language: str = "zh"
+    max_tool_calls: int = 25
+    soul: Path = Path("SOUL.md")
+    disabled_tools: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ProviderConfig:
+    name: str
+    type: str
+    api_base: str = ""
+    api_key: str = ""
+    max_tokens: int | None = None
+    default_model: str = ""
+    models: list[str] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = 120.0
+    max_retries: int = 3
+    retry_base_delay: float = 1.0
+
+    @property
+    def env_key(self) -> str:
+        return provider_env_key(self.name)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_key)
+
+
+@dataclass(slots=True)
+class TitlesConfig:
+    type: str = "openai_compat"
+    api_base: str = ""
+    api_key: str = ""
+    model: str = ""
+    max_tokens: int = 100
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CLIConfig:
+    name: str
+    command: str
+    args: list[str] = field(default_factory=list)
+    timeout: float = 600.0
+
+
+@dataclass(slots=True)
+class MCPServerConfig:
+    name: str
+    type: str
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    command: str = ""
+    args: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GatewayConfig:
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8088
+    api_key: str = ""
+    request_timeout: float = 300.0
+
+
+@dataclass(slots=True)
+class Config:
+    path: Path  # where config.toml is (or would be)
+    telegram: TelegramConfig
+    general: GeneralConfig
+    providers: dict[str, ProviderConfig]
+    titles: TitlesConfig | None
+    cli: dict[str, CLIConfig]
+    mcp_servers: list[MCPServerConfig]
+    gateway: GatewayConfig
+    extra: dict[str, Any]  # sections owned by later features (channels, stt, tts)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def data_dir(self) -> Path:
+        return self.general.data_dir
+
+    @property
+    def db_path(self) -> Path:
+        return self.general.data_dir / "kernel.db"
+
+    @property
+    def enabled_providers(self) -> dict[str, ProviderConfig]:
+        return {n: p for n, p in self.providers.items() if p.enabled}
+
+
+DEFAULT_PROVIDERS: dict[str, dict[str, Any]] = {
+    "anthropic": {
+        "type": "claude",
+        "api_base": "https://api.anthropic.com",
+        "max_tokens": 16384,
+        "default_model": "claude-sonnet-4-5",
+        "models": ["claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"],
+    },
+    "openai": {
+        "type": "openai_compat",
+        "api_base": "https://api.openai.com/v1",
+        "default_model": "gpt-4o",
+        "models": ["gpt-4o", "gpt-4o-mini"],
+    },
+}
+
+DEFAULT_CLI: dict[str, dict[str, Any]] = {
+    "claude_code": {"command": "claude", "args": ["-p", "--output-format", "text"]},
+    "codex": {
+        "command": "codex",
+        "args": ["exec", "--full-auto", "--skip-git-repo-check", "--color", "never"],
+    },
+    "gemini": {"command": "gemini", "args": ["-p"]},
+}
+
+KNOWN_SECTIONS = {
+    "telegram",
+    "general",
+    "providers",
+    "titles",
+    "cli",
+    "mcp",
+    "gateway",
+    "channels",
+    "stt",
+    "tts",
+}
+
+
+def provider_env_key(name: str) -> str:
+    return "KERNEL_PROVIDER_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_API_KEY"
+
+
+def locate_config(env: Mapping[str, str]) -> Path:
+    """``KERNEL_CONFIG`` if set (it must exist), else ``./config.toml`` (which may not)."""
+    explicit = env.get("KERNEL_CONFIG")
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(t("config.not_found", path=path), key="KERNEL_CONFIG")
+        return path.resolve()
+    return (Path.cwd() / "config.toml").resolve()
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    require_telegram: bool = True,
+) -> Config:
+    """Read, override from ``env``, validate. Raises ConfigError on the first refusal."""
+    env = os.environ if env is None else env
+    path = locate_config(env) if path is None else path.resolve()
+    raw: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(t("config.bad_toml", path=path.name, detail=exc), key="") from None
+        except UnicodeDecodeError:
+            detail = "not UTF-8"
+            raise ConfigError(t("config.bad_toml", path=path.name, detail=detail)) from None
+    return _build(raw, path, env, require_telegram)
+
+
+class _Reader:
+    """Typed access to one TOML table with key-naming refusals."""
+
+    def __init__(self, table: Any, prefix: str) -> None:
+        if not isinstance(table, dict):
+            raise ConfigError(
+                t("config.bad_type", key=prefix, expected=_expected("table"), got=table),
+                key=prefix,
+            )
+        self.table = table
+        self.prefix = prefix
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}"
+
+    def get(self, name: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        value = self.table.get(name, default)
+        if value is default:
+            return value
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            ok, value = True, float(value)
+        if not ok:
+            expected = _expected(kinds[0].__name__)
+            raise ConfigError(
+                t("config.bad_type", key=self.key(name), expected=expected, got=value),
+                key=self.key(name),
+            )
+        return value
+
+    def str_list(self, name: str, default: list[str]) -> list[str]:
+        value = self.get(name, list, default)
+        if not all(isinstance(v, str) for v in value):
+            expected = _expected("list of strings")
+            raise ConfigError(
+                t("config.bad_type", key=self.key(name), expected=expected, got=value),
+                key=self.key(name),
+            )
+        return list(value)
+
+    def str_map(self, name: str) -> dict[str, str]:
+        value = self.get(name, dict, {})
+        return {str(k): str(v) for k, v in value.items()}
+
+    def positive(self, name: str, kind: type, default: Any) -> Any:
+        value = self.get(name, kind, default)
+        if value is not None and value <= 0:
+            expected = _expected("positive number")
+            raise ConfigError(
+                t("config.bad_type", key=self.key(name), expected=expected, got=value),
+                key=self.key(name),
+            )
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.get(name, str, default)
+        if value not in choices:
+            raise _bad_choice(self.key(name), choices, value)
+        return str(value)
+
+
+_EXPECTED_ZH = {
+    "str": "字符串",
+    "int": "整数",
+    "float": "数字",
+    "bool": "true 或 false",
+    "list": "列表",
+    "dict": "表",
+    "table": "表（[section]）",
+    "list of strings": "字符串列表",
+    "positive number": "正数",
+}
+
+
+def _bad_choice(key: str, choices: tuple[str, ...], got: Any) -> ConfigError:
+    return ConfigError(
+        t("config.bad_choice", key=key, choices=" / ".join(choices), got=got), key=key
+    )
+
+
+def _expected(kind: str) -> str:
+    from kernel.i18n import get_language
+
+    return _EXPECTED_ZH.get(kind, kind) if get_language() == "zh" else kind.replace("dict", "table")
+
+
+def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: bool) -> Config:
+    base = path.parent
+    warnings = [t("config.warn_unknown_key", key=k) for k in raw if k not in KNOWN_SECTIONS]
+
+    g = _Reader(raw.get("general", {}), "general")
+    language = env.get("KERNEL_LANGUAGE") or g.get("language", str, "zh")
+    if language not in LANGUAGES:
+        raise _bad_choice("general.language", LANGUAGES, language)
+    set_language(language)
+    general = GeneralConfig(
+        timezone=g.get("timezone", str, "Asia/Shanghai"),
+        default_provider=g.get("default_provider", str, "anthropic"),
+        default_workspace=_resolve(base, g.get("default_workspace", str, ".")),
+        context_rounds=g.positive("context_rounds", int, 50),
+        memory_recall_k=g.positive("memory_recall_k", int, 5),
+        data_dir=_resolve(base, g.get("data_dir", str, "data")),
+        language=language,
+        max_tool_calls=g.positive("max_tool_calls", int, 25),
+        soul=_resolve(base, g.get("soul", str, "SOUL.md")),
+        disabled_tools=g.str_list("disabled_tools", []),
+    )
+    disabled_env = env.get("KERNEL_DISABLED_TOOLS", "")
+    general.disabled_tools += [n.strip() for n in disabled_env.split(",") if n.strip()]
+    try:
+        ZoneInfo(general.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            t("config.bad_timezone", tz=general.timezone), key="general.timezone"
+        ) from None
+
+    telegram = _telegram(_Reader(raw.get("telegram", {}), "telegram"), env, require_tg)
+    providers = _providers(raw.get("providers"), env, general.default_provider, warnings)
+    titles = _titles(raw.get("titles"), env)
+    cli = _cli(raw.get("cli"))
+    mcp_servers = _mcp(raw.get("mcp", {}), env, warnings)
+    gateway = _gateway(_Reader(raw.get("gateway", {}), "gateway"), env)
+    extra: dict[str, Any] = {k: raw[k] for k in ("channels", "stt", "tts") if k in raw}
+    return Config(
+        path=path,
+        telegram=telegram,
+        general=general,
+        providers=providers,
+        titles=titles,
+        cli=cli,
+        mcp_servers=mcp_servers,
+        gateway=gateway,
+        extra=extra,
+        warnings=warnings,
+    )
+
+
+def _resolve(base: Path, value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def _telegram(r: _Reader, env: Mapping[str, str], required: bool) -> TelegramConfig:
+    token = env.get("KERNEL_TELEGRAM_TOKEN") or r.get("token", str, "")
+    user_raw: Any = env.get("KERNEL_TELEGRAM_ALLOWED_USER") or r.get("allowed_user", (int, str), 0)
+    try:
+        allowed_user = int(user_raw)
+    except ValueError:
+        raise ConfigError(
+            t(
+                "config.bad_type",
+                key="telegram.allowed_user",
+                expected=_expected("int"),
+                got=user_raw,
+            ),
+            key="telegram.allowed_user",
+        ) from None
+    if required and not token:
+        raise ConfigError(t("config.missing_token"), key="telegram.token")
+    if required and allowed_user <= 0:
+        raise ConfigError(t("config.missing_user"), key="telegram.allowed_user")
+    return TelegramConfig(
+        token=token,
+        allowed_user=allowed_user,
+        api_base=r.get("api_base", str, "https://api.telegram.org").rstrip("/"),
+        stream=r.get("stream", bool, True),
+    )
+
+
+def _providers(
+    section: Any, env: Mapping[str, str], default: str, warnings: list[str]
+) -> dict[str, ProviderConfig]:
+    tables = DEFAULT_PROVIDERS if section is None else _Reader(section, "providers").table
+    providers: dict[str, ProviderConfig] = {}
+    for name, table in tables.items():
+        r = _Reader(table, f"providers.{name}")
+        p = ProviderConfig(
+            name=name,
+            type=r.choice("type", PROVIDER_TYPES, "openai_compat"),
+            api_base=r.get("api_base", str, "").rstrip("/"),
+            api_key=env.get(provider_env_key(name)) or r.get("api_key", str, ""),
+            max_tokens=r.positive("max_tokens", int, None),
+            default_model=r.get("default_model", str, ""),
+            models=r.str_list("models", []),
+            headers=r.str_map("headers"),
+            timeout=r.positive("timeout", float, 120.0),
+            max_retries=r.get("max_retries", int, 3),
+            retry_base_delay=r.get("retry_base_delay", float, 1.0),
+        )
+        if not p.default_model and p.models:
+            p.default_model = p.models[0]
+        if not p.default_model:
+            raise ConfigError(t("config.missing_model", name=name), key=r.key("default_model"))
+        if p.default_model not in p.models:
+            p.models.insert(0, p.default_model)
+        if p.type == "claude" and p.max_tokens is None:
+            raise ConfigError(t("config.missing_max_tokens", name=name), key=r.key("max_tokens"))
+        providers[name] = p
+    if default not in providers:
+        available = ", ".join(providers) or "-"
+        raise ConfigError(
+            t("config.unknown_default_provider", name=default, available=available),
+            key="general.default_provider",
+        )
+    if not providers[default].enabled:
+        raise ConfigError(
+            t("config.missing_api_key", name=default, env=provider_env_key(default)),
+            key=f"providers.{default}.api_key",
+        )
+    for p in providers.values():
+        if not p.enabled:
+            warnings.append(t("config.warn_provider_disabled", name=p.name, env=p.env_key))
+    return providers
+
+
+def _titles(section: Any, env: Mapping[str, str]) -> TitlesConfig | None:
+    if section is None:
+        return None
+    r = _Reader(section, "titles")
+    titles = TitlesConfig(
+        type=r.choice("type", PROVIDER_TYPES, "openai_compat"),
+        api_base=r.get("api_base", str, "").rstrip("/"),
+        api_key=env.get("KERNEL_TITLES_API_KEY") or r.get("api_key", str, ""),
+        model=r.get("model", str, ""),
+        max_tokens=r.positive("max_tokens", int, 100),
+        headers=r.str_map("headers"),
+    )
+    return titles if titles.api_key and titles.model else None
+
+
+def _cli(section: Any) -> dict[str, CLIConfig]:
+    tables = dict(DEFAULT_CLI)
+    if section is not None:
+        tables.update(_Reader(section, "cli").table)
+    out: dict[str, CLIConfig] = {}
+    for name, table in tables.items():
+        r = _Reader(table, f"cli.{name}")
+        out[name] = CLIConfig(
+            name=name,
+            command=r.get("command", str, DEFAULT_CLI.get(name, {}).get("command", name)),
+            args=r.str_list("args", []),
+            timeout=r.positive("timeout", float, 600.0),
+        )
+    return out
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _mcp(section: Any, env: Mapping[str, str], warnings: list[str]) -> list[MCPServerConfig]:
+    r = _Reader(section, "mcp")
+    servers: list[MCPServerConfig] = []
+    for i, table in enumerate(r.get("servers", list, [])):
+        s = _Reader(table, f"mcp.servers[{i}]")
+        name = s.get("name", str, f"server{i}")
+        headers: dict[str, str] = {}
+        missing = ""
+        for key, value in s.str_map("headers").items():
+            refs = _ENV_REF.findall(value)
+            missing = next((v for v in refs if v not in env), missing)
+            headers[key] = _ENV_REF.sub(lambda m: env.get(m.group(1), ""), value)
+        if missing:
+            warnings.append(t("config.warn_mcp_env", name=name, var=missing))
+            continue
+        servers.append(
+            MCPServerConfig(
+                name=name,
+                type=s.choice("type", ("http", "stdio"), "http"),
+                url=s.get("url", str, ""),
+                headers=headers,
+                command=s.get("command", str, ""),
+                args=s.str_list("args", []),
+            )
+        )
+    return servers
+
+
+def _gateway(r: _Reader, env: Mapping[str, str]) -> GatewayConfig:
+    gw = GatewayConfig(
+        enabled=r.get("enabled", bool, True),
+        host=r.get("host", str, "127.0.0.1"),
+        port=r.get("port", int, 8088),
+        api_key=env.get("KERNEL_GATEWAY_API_KEY") or r.get("api_key", str, ""),
+        request_timeout=r.positive("request_timeout", float, 300.0),
+    )
+    if gw.enabled and not gw.api_key and not _is_loopback(gw.host):
+        raise ConfigError(t("config.gateway_no_key", host=gw.host), key="gateway.api_key")
+    return gw
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

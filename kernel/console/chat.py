@@ -1,0 +1,192 @@
+"""``kernel chat``: a terminal conversation with the in-process agent (channel ``console``).
+
+Replies stream to stdout as they arrive; each tool call is one line. Ctrl-C cancels
+the running turn, not the program (Ctrl-C while idle, ``/exit`` or end of input
+quits). Works with a pipe: lines are taken one at a time, each turn finished before
+the next line is read, and the exit code is 1 if any turn ended in an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import threading
+from typing import IO
+
+from kernel.agent.agent import Agent, SelectionError, UserInput
+from kernel.agent.events import AssistantDelta, Completed, ErrorEvent, ToolCall, ToolResult
+from kernel.app import Kernel
+from kernel.config import Config
+from kernel.console.sessions import format_history, parse_refs
+from kernel.errors import KernelError
+from kernel.i18n import t
+
+CONVERSATION = "console:default"
+
+
+class ConsoleChat:
+    def __init__(self, agent: Agent, out: IO[str], err: IO[str], interactive: bool) -> None:
+        self.agent = agent
+        self.out = out
+        self.err = err
+        self.interactive = interactive
+        self.listing: list[int] = []  # session ids of the last /history, for #n
+        self.failed = False
+        self._line_open = False
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        self._line_open = not text.endswith("\n")
+
+    def line(self, text: str) -> None:
+        if self._line_open:
+            self.write("\n")
+        self.write(text + "\n")
+
+    async def handle(self, text: str) -> bool:
+        """Handle one input line; False means quit."""
+        text = text.strip()
+        if not text:
+            return True
+        if text.startswith("/"):
+            return await self.command(text)
+        await self.converse(text)
+        return True
+
+    async def converse(self, text: str) -> None:
+        try:
+            turn = self.agent.start_turn(CONVERSATION, UserInput(text, channel="console"))
+        except KernelError as exc:
+            self.line(t("console.error", message=exc))
+            return
+        async for event in turn:
+            if isinstance(event, AssistantDelta):
+                self.write(event.delta)
+            elif isinstance(event, ToolCall):
+                args = json.dumps(event.arguments, ensure_ascii=False)
+                self.line(t("console.tool_call", name=event.name, args=_clip(args, 80)))
+            elif isinstance(event, ToolResult):
+                key = "console.tool_result_ok" if event.ok else "console.tool_result_err"
+                self.line(t(key, summary=_clip(event.summary, 100)))
+            elif isinstance(event, Completed):
+                if event.cancelled:
+                    self.line(f"[{t('turn.cancelled')}]")
+                elif self._line_open:
+                    self.write("\n")
+            elif isinstance(event, ErrorEvent):
+                self.failed = True
+                if self._line_open:
+                    self.write("\n")
+                self.err.write(t("console.error", message=event.message) + "\n")
+                self.err.flush()
+
+    async def command(self, text: str) -> bool:
+        name, _, arg = text.partition(" ")
+        arg = arg.strip()
+        agent = self.agent
+        try:
+            if name in ("/exit", "/quit"):
+                return False
+            if name == "/help":
+                self.line(t("console.help"))
+            elif name == "/new":
+                agent.new_session(CONVERSATION)
+                self.line(t("session.new"))
+            elif name == "/history":
+                rows = await agent.list_sessions()
+                self.listing = [r.id for r in rows]
+                self.line(format_history(rows, agent) if rows else t("session.none"))
+            elif name == "/resume":
+                refs = parse_refs(arg, len(self.listing))
+                if len(refs) != 1:
+                    raise SelectionError(t("session.bad_ref", ref=arg or "-"))
+                row = await agent.resume(CONVERSATION, self.listing[refs[0] - 1])
+                title = row.title or t("session.untitled")
+                self.line(t("session.resumed", n=refs[0], title=title))
+            elif name == "/provider":
+                if arg:
+                    model = await agent.set_provider(arg)
+                    self.line(t("provider.switched", name=arg, model=model))
+                else:
+                    available = ", ".join(agent.available_providers)
+                    self.line(
+                        t(
+                            "provider.current",
+                            name=agent.provider_name,
+                            model=agent.model,
+                            available=available,
+                        )
+                    )
+            elif name == "/model":
+                if arg:
+                    await agent.set_model(arg)
+                    self.line(t("model.switched", model=arg))
+                else:
+                    self.line(t("model.current", model=agent.model, models=", ".join(agent.models)))
+            else:
+                self.line(t("console.unknown_command", cmd=name, help=t("console.help")))
+        except KernelError as exc:
+            self.line(t("console.error", message=exc))
+        return True
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _read_lines(
+    stream: IO[str], queue: asyncio.Queue[str | None], loop: asyncio.AbstractEventLoop
+) -> None:
+    for line in stream:
+        loop.call_soon_threadsafe(queue.put_nowait, line)
+    loop.call_soon_threadsafe(queue.put_nowait, None)
+
+
+async def run_chat(
+    config: Config,
+    stdin: IO[str] | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+) -> int:
+    stdin = stdin or sys.stdin
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    interactive = stdin.isatty()
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    # A daemon thread, so a blocked read never holds up the exit.
+    threading.Thread(target=_read_lines, args=(stdin, lines, loop), daemon=True).start()
+    async with Kernel(config) as kernel:
+        chat = ConsoleChat(kernel.agent, out, err, interactive)
+
+        def on_interrupt() -> None:
+            if not kernel.agent.cancel(CONVERSATION):
+                lines.put_nowait(None)
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            if interactive:
+                chat.line(
+                    t(
+                        "console.welcome",
+                        provider=kernel.agent.provider_name,
+                        model=kernel.agent.model,
+                    )
+                )
+            while True:
+                if interactive:
+                    chat.write("› ")
+                line = await lines.get()
+                if line is None or not await chat.handle(line):
+                    break
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+        if interactive:
+            chat.line(t("console.bye"))
+    return 1 if chat.failed else 0

@@ -1,0 +1,33 @@
+"""Session listing and ``#n`` references shared by the text channels (console, Telegram)."""
+
+from __future__ import annotations
+
+import re
+
+from kernel.agent.agent import Agent
+from kernel.errors import SessionError
+from kernel.i18n import t
+from kernel.store.db import SessionRow
+
+_REF = re.compile(r"^#?(\d+)$")
+
+
+def format_history(rows: list[SessionRow], agent: Agent) -> str:
+    """``#<n> YYYY-MM-DD <title>`` lines, newest first, dates in the configured zone."""
+    lines = [t("session.list_header")]
+    for n, row in enumerate(rows, start=1):
+        date = agent.local_time(row.updated_at).strftime("%Y-%m-%d")
+        lines.append(f"#{n} {date} {row.title or t('session.untitled')}")
+    return "\n".join(lines)
+
+
+def parse_refs(text: str, listed: int) -> list[int]:
+    """``#1/#3`` → [1, 3]; each must be within the last listing of ``listed`` rows."""
+    refs: list[int] = []
+    for part in filter(None, (p.strip() for p in text.replace(",", "/").split("/"))):
+        match = _REF.match(part)
+        n = int(match.group(1)) if match else 0
+        if not 1 <= n <= listed:
+            raise SessionError(t("session.bad_ref", ref=part))
+        refs.append(n)
+    return refs

@@ -1,0 +1,135 @@
+"""The ``claude`` provider type: Anthropic Messages API through the ``anthropic`` SDK."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+
+from kernel.agent.messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from kernel.config import ProviderConfig
+from kernel.providers import errors
+from kernel.providers.base import (
+    Capabilities,
+    ChatRequest,
+    Completion,
+    Provider,
+    RawToolCall,
+    StreamEvent,
+    TextDelta,
+    ToolCallStarted,
+)
+
+
+class ClaudeProvider(Provider):
+    capabilities = Capabilities(stream=True, tool_call=True, attachments=True, reasoning=True)
+
+    def __init__(self, cfg: ProviderConfig) -> None:
+        super().__init__(cfg.name, cfg.models, cfg.default_model)
+        self.max_tokens = cfg.max_tokens or 4096
+        self._secrets = [cfg.api_key, *cfg.headers.values()]
+        self._client = anthropic.AsyncAnthropic(
+            api_key=cfg.api_key,
+            base_url=cfg.api_base or None,
+            default_headers=cfg.headers or None,
+            timeout=cfg.timeout,
+            max_retries=0,  # Kernel retries itself, so /cancel can interrupt the wait
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _translate(self, exc: Exception) -> Exception:
+        return errors.translate(
+            exc,
+            provider=self.name,
+            secrets=self._secrets,
+            status_error=anthropic.APIStatusError,
+            timeout_error=anthropic.APITimeoutError,
+            connection_error=anthropic.APIConnectionError,
+        )
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens or self.max_tokens,
+            "messages": [_to_wire(m) for m in request.messages],
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+        text: list[str] = []
+        calls: dict[int, RawToolCall] = {}
+        stop_reason = ""
+        usage = [0, 0]
+        try:
+            stream = await self._client.messages.create(**params, stream=True)
+            async with stream:
+                async for event in stream:
+                    kind = event.type
+                    if kind == "message_start":
+                        usage[0] = event.message.usage.input_tokens or 0
+                    elif kind == "content_block_start":
+                        block = event.content_block
+                        if block.type == "tool_use":
+                            calls[event.index] = RawToolCall(block.id, block.name, "")
+                            yield ToolCallStarted(block.id, block.name)
+                    elif kind == "content_block_delta":
+                        delta = event.delta
+                        if delta.type == "text_delta":
+                            text.append(delta.text)
+                            yield TextDelta(delta.text)
+                        elif delta.type == "input_json_delta" and event.index in calls:
+                            calls[event.index].arguments += delta.partial_json
+                    elif kind == "message_delta":
+                        stop_reason = event.delta.stop_reason or ""
+                        usage[1] = event.usage.output_tokens or 0
+        except Exception as exc:  # SDK, transport and malformed-stream errors alike
+            raise self._translate(exc) from None
+        if stop_reason == "":
+            raise self._translate(ValueError("stream ended without message_delta"))
+        yield Completion(
+            text="".join(text),
+            tool_calls=[calls[i] for i in sorted(calls)],
+            stop_reason=stop_reason,
+            input_tokens=usage[0],
+            output_tokens=usage[1],
+        )
+
+
+def _to_wire(message: Message) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            if block.text:
+                content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            source = {"type": "base64", "media_type": block.media_type, "data": block.data}
+            content.append({"type": "image", "source": source})
+        elif isinstance(block, ToolUseBlock):
+            content.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+            )
+        elif isinstance(block, ToolResultBlock):
+            content.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": block.tool_use_id,
+                    "content": block.content,
+                    "is_error": block.is_error,
+                }
+            )
+    if not content:
+        content.append({"type": "text", "text": "…"})
+    return {"role": message.role, "content": content}

@@ -1,0 +1,87 @@
+"""Translation of SDK exceptions into Kernel's error tree, shared by both adapters.
+
+Both SDKs come from the same generator, so their errors have the same shape:
+``APIStatusError`` with ``status_code``/``body``/``response``, plus timeout and
+connection errors. Only the message from the body is kept, redacted: never the
+request, its headers or the key.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from kernel.errors import ProviderError, RateLimitedError, TransientProviderError
+from kernel.redact import redact_text
+
+TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "server_error", "timeout"}
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _body_error(body: Any) -> tuple[str, str]:
+    """(type/code, message) from an error body of either API."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            code = str(inner.get("type") or inner.get("code") or "")
+            return code, str(inner.get("message") or "")
+        if isinstance(inner, str):
+            return "", inner
+    return "", ""
+
+
+def translate(
+    exc: Exception,
+    *,
+    provider: str,
+    secrets: list[str],
+    status_error: type[Exception],
+    timeout_error: type[Exception],
+    connection_error: type[Exception],
+) -> ProviderError:
+    if isinstance(exc, timeout_error):
+        return TransientProviderError("request timed out", provider=provider, code="timeout")
+    if isinstance(exc, connection_error):
+        return TransientProviderError(
+            "connection failed", provider=provider, code="connection_error"
+        )
+    if isinstance(exc, status_error):
+        status = int(getattr(exc, "status_code", 0) or 0)
+        code, message = _body_error(getattr(exc, "body", None))
+        message = redact_text(message or f"HTTP {status}", secrets)[:500]
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        kw: dict[str, Any] = {"provider": provider, "status": status or None, "code": code}
+        if status == 429 or code in ("rate_limit_error", "overloaded_error") or status == 529:
+            return RateLimitedError(message, retry_after=parse_retry_after(headers), **kw)
+        if status >= 500 or status == 408 or (status == 200 and code in TRANSIENT_TYPES):
+            return TransientProviderError(message, **kw)
+        return ProviderError(message, **kw)
+    # A broken stream (bad JSON, cut connection) surfaces as various library errors.
+    return TransientProviderError(
+        f"malformed response ({type(exc).__name__})", provider=provider, code="bad_response"
+    )

@@ -1,0 +1,171 @@
+"""The ``openai_compat`` provider type: ``/v1/chat/completions`` through the ``openai`` SDK.
+
+Kernel's messages are Anthropic-shaped; this module is the one place they are
+converted to and from OpenAI's shape (system message, ``tool`` role messages,
+``tool_calls`` with JSON-string arguments, ``image_url`` data URLs).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+
+from kernel.agent.messages import ImageBlock, Message, TextBlock, ToolResultBlock
+from kernel.config import ProviderConfig
+from kernel.providers import errors
+from kernel.providers.base import (
+    Capabilities,
+    ChatRequest,
+    Completion,
+    Provider,
+    RawToolCall,
+    StreamEvent,
+    TextDelta,
+    ToolCallStarted,
+)
+
+
+class OpenAICompatProvider(Provider):
+    capabilities = Capabilities(stream=True, tool_call=True, attachments=True, reasoning=False)
+
+    def __init__(self, cfg: ProviderConfig) -> None:
+        super().__init__(cfg.name, cfg.models, cfg.default_model)
+        self.max_tokens = cfg.max_tokens
+        self._secrets = [cfg.api_key, *cfg.headers.values()]
+        self._client = openai.AsyncOpenAI(
+            api_key=cfg.api_key,
+            base_url=cfg.api_base or None,
+            default_headers=cfg.headers or None,
+            timeout=cfg.timeout,
+            max_retries=0,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _translate(self, exc: Exception) -> Exception:
+        return errors.translate(
+            exc,
+            provider=self.name,
+            secrets=self._secrets,
+            status_error=openai.APIStatusError,
+            timeout_error=openai.APITimeoutError,
+            connection_error=openai.APIConnectionError,
+        )
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_wire(request.system, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        max_tokens = request.max_tokens or self.max_tokens
+        if max_tokens:
+            params["max_tokens"] = max_tokens
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        text: list[str] = []
+        calls: dict[int, RawToolCall] = {}
+        finish = ""
+        usage = [0, 0]
+        try:
+            stream = await self._client.chat.completions.create(**params)
+            async with stream:
+                async for chunk in stream:
+                    if chunk.usage is not None:
+                        usage = [chunk.usage.prompt_tokens, chunk.usage.completion_tokens]
+                    if not chunk.choices:
+                        continue
+                    choice = chunk.choices[0]
+                    delta = choice.delta
+                    if delta.content:
+                        text.append(delta.content)
+                        yield TextDelta(delta.content)
+                    for tc in delta.tool_calls or []:
+                        call = calls.get(tc.index)
+                        if call is None:
+                            name = tc.function.name if tc.function else ""
+                            call = calls[tc.index] = RawToolCall(tc.id or "", name or "", "")
+                            yield ToolCallStarted(call.id, call.name)
+                        elif tc.function and tc.function.name and not call.name:
+                            call.name = tc.function.name
+                        if tc.function and tc.function.arguments:
+                            call.arguments += tc.function.arguments
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        except Exception as exc:  # SDK, transport and malformed-stream errors alike
+            raise self._translate(exc) from None
+        if not finish:
+            raise self._translate(ValueError("stream ended without finish_reason"))
+        for i, call in calls.items():
+            call.id = call.id or f"call_{i}"
+        yield Completion(
+            text="".join(text),
+            tool_calls=[calls[i] for i in sorted(calls)],
+            stop_reason="tool_use" if finish == "tool_calls" else finish,
+            input_tokens=usage[0],
+            output_tokens=usage[1],
+        )
+
+
+def to_wire(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        if message.role == "assistant":
+            out.append(_assistant(message))
+            continue
+        # Tool results become ``tool`` messages, which must directly follow the call.
+        for result in message.tool_results:
+            content = f"[error] {result.content}" if result.is_error else result.content
+            out.append({"role": "tool", "tool_call_id": result.tool_use_id, "content": content})
+        parts = [
+            part
+            for b in message.content
+            if not isinstance(b, ToolResultBlock) and (part := _user_part(b)) is not None
+        ]
+        if not parts:
+            continue
+        if all(p["type"] == "text" for p in parts):
+            out.append({"role": "user", "content": "".join(p["text"] for p in parts)})
+        else:
+            out.append({"role": "user", "content": parts})
+    return out
+
+
+def _user_part(block: Any) -> dict[str, Any] | None:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text} if block.text else None
+    if isinstance(block, ImageBlock):
+        url = f"data:{block.media_type};base64,{block.data}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    return None
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    if message.tool_uses:
+        wire["tool_calls"] = [
+            {
+                "id": u.id,
+                "type": "function",
+                "function": {"name": u.name, "arguments": json.dumps(u.input, ensure_ascii=False)},
+            }
+            for u in message.tool_uses
+        ]
+    elif wire["content"] is None:
+        wire["content"] = ""
+    return wire

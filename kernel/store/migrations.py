@@ -1,0 +1,137 @@
+"""Named, ordered schema migrations; schema version N = the first N applied.
+
+The version lives in ``PRAGMA user_version``. Each migration and its version bump
+commit together in one transaction, so a failure leaves the previous version intact.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kernel.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    name: str
+    # Runs statements one at a time with conn.execute: executescript would commit
+    # the surrounding transaction implicitly.
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """
+        CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel TEXT NOT NULL,
+            title TEXT,
+            meta TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX sessions_updated_at ON sessions(updated_at)")
+    conn.execute(
+        """
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            content TEXT NOT NULL, -- JSON list of blocks
+            starts_round INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX messages_session ON messages(session_id, id)")
+    conn.execute(
+        "CREATE INDEX messages_round_starts ON messages(session_id, id) WHERE starts_round = 1"
+    )
+    conn.execute(
+        """
+        CREATE TABLE settings (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )
+        """
+    )
+
+
+def m002_memories(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """
+        CREATE TABLE memories (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            text TEXT NOT NULL,
+            category TEXT CHECK (
+                category IS NULL OR category IN ('user', 'feedback', 'project', 'reference')
+            ),
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    Migration("initial", m001_initial),
+    Migration("memories", m002_memories),
+]
+
+
+def get_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def check_not_newer(version: int, known: int) -> None:
+    if version > known:
+        raise StoreError(
+            f"database schema v{version} is newer than this Kernel (v{known}); upgrade Kernel"
+        )
+
+
+def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Apply the pending migrations in order; returns the resulting schema version.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``) and outside a transaction.
+    """
+    known = len(migrations)
+    check_not_newer(get_version(conn), known)
+    for number, migration in enumerate(migrations, start=1):
+        if get_version(conn) >= number:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            current = get_version(conn)
+            check_not_newer(current, known)
+            if current >= number:
+                conn.execute("COMMIT")
+                continue
+            migration.apply(conn)
+            conn.execute(f"PRAGMA user_version = {number:d}")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            _rollback(conn)
+            if isinstance(exc, StoreError) or not isinstance(exc, Exception):
+                raise
+            code = getattr(exc, "sqlite_errorname", type(exc).__name__)
+            raise StoreError(f"migration {number} ({migration.name}) failed: {code}") from exc
+        log.info("applied schema migration %d (%s)", number, migration.name)
+    return get_version(conn)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            log.warning("rollback after failed migration also failed")

@@ -1,0 +1,65 @@
+"""Built-in long-term memory tools (SPEC §6), registered like any extension's tools."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from kernel.errors import ToolError
+from kernel.store.db import MemoryRow, Store
+from kernel.tools.registry import ToolRegistry
+
+Category = Literal["user", "feedback", "project", "reference"]
+
+
+def _row(m: MemoryRow) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": m.id, "text": m.text, "created_at": m.created_at.isoformat()}
+    if m.category:
+        out["category"] = m.category
+    return out
+
+
+def register(registry: ToolRegistry, store: Store) -> None:
+    @registry.tool
+    async def memory_add(text: str, category: Category | None = None) -> dict[str, Any]:
+        """Save one durable fact about the owner or their work to long-term memory.
+
+        Args:
+            text: the fact, one self-contained sentence
+            category: user (who they are), feedback (how they want you to work),
+                project (ongoing work), reference (where things are)
+        """
+        if not text.strip():
+            raise ToolError("text is empty")
+        row = await store.add_memory(text.strip(), category)
+        return {"id": row.id}
+
+    @registry.tool
+    async def memory_search(query: str, limit: int = 5) -> list[dict[str, Any]]:
+        """Search long-term memory for facts matching the query.
+
+        Args:
+            query: words to look for
+            limit: how many results at most
+        """
+        return [_row(m) for m in await store.search_memories(query, limit=max(1, limit))]
+
+    @registry.tool
+    async def memory_list(limit: int = 200) -> list[dict[str, Any]]:
+        """List long-term memories, newest first.
+
+        Args:
+            limit: how many at most
+        """
+        return [_row(m) for m in await store.list_memories(limit=max(1, limit))]
+
+    @registry.tool
+    async def memory_delete(id: int) -> dict[str, Any]:
+        """Delete one long-term memory by its id (as returned by memory_search/memory_list).
+
+        Args:
+            id: the memory's id
+        """
+        deleted = await store.delete_memories([id])
+        if not deleted:
+            raise ToolError(f"no memory with id {id}")
+        return {"ok": True}

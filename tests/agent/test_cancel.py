@@ -1,0 +1,131 @@
+"""/cancel in every phase of a turn, each followed by a turn the model API accepts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from kernel.agent.agent import UserInput
+from kernel.agent.events import AssistantDelta, Completed, ToolCall, TurnEvent
+from kernel.agent.turns import Turn
+from kernel.app import Kernel
+from tests.agent.test_turns import CONV, Sim, run, sent
+from tests.conftest import KernelFactory
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
+
+
+async def next_event(turn: Turn, kind: type) -> list[TurnEvent]:
+    """Events up to and including the first one of ``kind``."""
+    seen: list[TurnEvent] = []
+    async for event in turn:
+        seen.append(event)
+        if isinstance(event, kind):
+            return seen
+    raise AssertionError(f"turn ended before a {kind.__name__}: {seen}")
+
+
+async def cancel_and_finish(kernel: Kernel, turn: Turn) -> Completed:
+    assert kernel.agent.cancel(CONV)
+    final = await asyncio.wait_for(turn.wait(), timeout=5)
+    assert isinstance(final, Completed) and final.cancelled
+    assert not kernel.agent.is_busy(CONV)
+    return final
+
+
+async def test_cancel_during_streaming(sim: Sim, make_kernel: KernelFactory) -> None:
+    kernel = await make_kernel(sim)
+    sim.enqueue(
+        Reply(Text("partial answer that never ends", chunks=["partial ", "answer"]), stall_after=4)
+    )
+    turn = kernel.agent.start_turn(CONV, UserInput("tell me a long story"))
+    await next_event(turn, AssistantDelta)
+
+    final = await cancel_and_finish(kernel, turn)
+    assert final.reply.startswith("partial")
+
+    sim.enqueue(text_reply("short story then"))
+    events = await run(kernel, "ok, short then")
+    assert isinstance(events[-1], Completed) and events[-1].reply == "short story then"
+    history = json.dumps(sent(sim), ensure_ascii=False)
+    assert "tell me a long story" in history and "[已取消]" in history
+
+
+async def test_cancel_during_slow_tool(sim: Sim, make_kernel: KernelFactory) -> None:
+    kernel = await make_kernel(sim)
+    started = asyncio.Event()
+    finished: list[bool] = []
+
+    @kernel.tools.tool
+    async def slow_job(name: str) -> str:
+        """A job that takes very long.
+
+        Args:
+            name: job name
+        """
+        started.set()
+        await asyncio.sleep(3600)
+        finished.append(True)
+        return "done"
+
+    sim.enqueue(tool_reply("slow_job", {"name": "backup"}))
+    turn = kernel.agent.start_turn(CONV, UserInput("run the backup"))
+    await next_event(turn, ToolCall)
+    await asyncio.wait_for(started.wait(), timeout=5)
+
+    await cancel_and_finish(kernel, turn)
+    assert finished == []
+
+    sim.enqueue(text_reply("The backup was cancelled."))
+    events = await run(kernel, "what happened?")
+    assert isinstance(events[-1], Completed)
+    # the simulator (like the real API) rejects an unanswered tool_use with a 400;
+    # it accepted this one, and the answer says why the tool stopped
+    history = json.dumps(sent(sim))
+    assert "cancelled" in history
+
+
+async def test_cancel_during_retry_wait(sim: Sim, make_kernel: KernelFactory) -> None:
+    waiting = asyncio.Event()
+
+    async def sleep(delay: float) -> None:
+        waiting.set()
+        await asyncio.sleep(delay)
+
+    kernel = await make_kernel(sim, sleep=sleep)
+    sim.enqueue(Error(503, "api_error", "try later", retry_after=3600))
+    turn = kernel.agent.start_turn(CONV, UserInput("hello?"))
+    await asyncio.wait_for(waiting.wait(), timeout=5)
+
+    final = await cancel_and_finish(kernel, turn)
+    assert final.reply == ""
+    assert len(sim.requests) == 1
+
+    sim.enqueue(text_reply("hello!"))
+    events = await run(kernel, "hello again")
+    assert isinstance(events[-1], Completed) and events[-1].reply == "hello!"
+    users = json.dumps([m for m in sent(sim) if m["role"] == "user"])
+    assert "hello?" in users and "hello again" in users
+
+
+async def test_busy_conversation_refuses_a_second_turn(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    from kernel.errors import BusyError
+
+    kernel = await make_kernel(anthropic_sim)
+    anthropic_sim.enqueue(Reply(Text("slow", chunks=["s", "low"]), stall_after=3))
+    turn = kernel.agent.start_turn(CONV, UserInput("first"))
+    await next_event(turn, AssistantDelta)
+    try:
+        kernel.agent.start_turn(CONV, UserInput("second"))
+    except BusyError as exc:
+        assert "/cancel" in str(exc)
+    else:
+        raise AssertionError("a second turn was accepted while busy")
+    # another conversation is independent
+    anthropic_sim.enqueue(text_reply("other"))
+    other = kernel.agent.start_turn("test:2", UserInput("parallel"))
+    final = await asyncio.wait_for(other.wait(), timeout=5)
+    assert isinstance(final, Completed) and final.reply == "other"
+    await cancel_and_finish(kernel, turn)

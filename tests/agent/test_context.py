@@ -1,0 +1,149 @@
+"""Context truncation, tool-pair integrity, the tool-call cap, sessions and settings."""
+
+from __future__ import annotations
+
+import json
+
+from kernel.agent.context import repair_history, truncate_rounds
+from kernel.agent.events import Completed, ToolResult
+from kernel.agent.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from tests.agent.test_turns import CONV, Sim, run, sent
+from tests.conftest import KernelFactory
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Reply, Text, ToolUse, text_reply, tool_reply
+
+
+async def test_truncation_keeps_tool_pairs_at_the_boundary(
+    sim: Sim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(sim, context_rounds=2)
+
+    @kernel.tools.tool
+    def note(text: str) -> str:
+        """Take a note.
+
+        Args:
+            text: the note
+        """
+        return "noted " + text
+
+    sim.enqueue(text_reply("r1 answer"))
+    await run(kernel, "round one")
+    sim.enqueue(Reply(Text("noting"), ToolUse("note", {"text": "x"})), text_reply("r2 answer"))
+    await run(kernel, "round two")
+    sim.enqueue(text_reply("r3 answer"))
+    await run(kernel, "round three")
+
+    messages = sent(sim)  # the request of round three: rounds two and three only
+    dumped = json.dumps(messages)
+    assert "round one" not in dumped and "r1 answer" not in dumped
+    assert "round two" in json.dumps(messages[0]) and "round three" in dumped
+    if isinstance(sim, AnthropicSim):
+        kinds = [[b["type"] for b in m["content"]] for m in messages]
+        assert kinds == [["text"], ["text", "tool_use"], ["tool_result"], ["text"], ["text"]]
+    else:
+        roles = [m["role"] for m in messages]
+        assert roles == ["user", "assistant", "tool", "assistant", "user"]
+
+
+def test_truncate_and_repair_units() -> None:
+    use = ToolUseBlock("t1", "note", {})
+    msgs = [
+        Message("user", [TextBlock("a")]),
+        Message("assistant", [use]),
+        Message("user", [ToolResultBlock("t1", "ok")]),
+        Message("assistant", [TextBlock("done")]),
+        Message("user", [TextBlock("b")]),
+        Message("assistant", [ToolUseBlock("t2", "note", {})]),  # crashed: no result
+    ]
+    assert truncate_rounds(msgs, 1)[0].text == "b"
+    assert truncate_rounds(msgs, 5) == msgs
+    repaired = repair_history([*msgs, Message("user", [TextBlock("c")])])
+    last = repaired[-1]
+    assert last.role == "user"
+    assert [b.tool_use_id for b in last.tool_results] == ["t2"] and last.text == "c"
+    # an orphan tool_result (its tool_use truncated away) is dropped
+    orphan = repair_history([Message("user", [ToolResultBlock("zz", "x"), TextBlock("hi")])])
+    assert orphan == [Message("user", [TextBlock("hi")])]
+
+
+async def test_tool_call_cap(anthropic_sim: AnthropicSim, make_kernel: KernelFactory) -> None:
+    kernel = await make_kernel(anthropic_sim, max_tool_calls=25)
+    calls: list[int] = []
+
+    @kernel.tools.tool
+    def tick() -> int:
+        """Count one tick."""
+        calls.append(1)
+        return len(calls)
+
+    anthropic_sim.enqueue(*(tool_reply("tick", {}) for _ in range(26)))
+    events = await run(kernel, "tick forever")
+
+    assert len(calls) == 25
+    assert len(anthropic_sim.requests) == 26
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert len(results) == 25
+    final = events[-1]
+    assert isinstance(final, Completed) and "25" in final.reply
+    # the history is valid: the next turn is accepted by the pairing-strict simulator
+    assert anthropic_sim.pending == 0
+    anthropic_sim.enqueue(text_reply("stopped"))
+    events = await run(kernel, "ok stop")
+    assert isinstance(events[-1], Completed) and events[-1].reply == "stopped"
+
+
+async def test_provider_and_model_choice_persist(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    from kernel.agent.agent import SelectionError
+
+    kernel = await make_kernel(anthropic_sim)
+    await kernel.agent.set_model("model-b")
+    try:
+        await kernel.agent.set_model("model-z")
+    except SelectionError as exc:
+        assert "model-a" in str(exc) and "model-b" in str(exc)
+    else:
+        raise AssertionError("an unlisted model was accepted")
+    try:
+        await kernel.agent.set_provider("nope")
+    except SelectionError as exc:
+        assert "main" in str(exc)
+    else:
+        raise AssertionError("an unknown provider was accepted")
+    anthropic_sim.enqueue(text_reply("hi"))
+    await run(kernel, "hi")
+    assert anthropic_sim.requests[-1].body["model"] == "model-b"
+    await kernel.stop()
+
+    again = await make_kernel(anthropic_sim)  # a restart: same database
+    assert again.agent.model == "model-b"
+    assert again.agent.current_session(CONV) is None  # a restart starts a new conversation
+
+
+async def test_sessions_new_list_resume_delete(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    anthropic_sim.enqueue(text_reply("one"), text_reply("two"), text_reply("three"))
+    await run(kernel, "first session")
+    first = kernel.agent.current_session(CONV)
+    kernel.agent.new_session(CONV)
+    await run(kernel, "second session")
+    second = kernel.agent.current_session(CONV)
+    assert first != second
+
+    rows = await kernel.agent.list_sessions()
+    assert [r.id for r in rows] == [second, first]
+    assert first is not None
+    await kernel.agent.resume(CONV, first)
+    await run(kernel, "back to first")
+    assert "first session" in json.dumps(sent(anthropic_sim))
+    assert "second session" not in json.dumps(sent(anthropic_sim))
+
+    assert await kernel.agent.delete_sessions([first]) == 1
+    assert kernel.agent.current_session(CONV) is None
+    assert [r.id for r in await kernel.agent.list_sessions()] == [second]
+    await kernel.agent.retitle(second or 0, "Second")
+    assert (await kernel.agent.list_sessions())[0].title == "Second"

@@ -1,0 +1,99 @@
+"""Shared fixtures: an isolated environment, the model simulators, and a real Kernel
+(config file, SQLite on disk) wired to them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel.app import Kernel
+from kernel.config import load_config
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.openai_sim import OpenAISim
+
+SECRET_KEY = "sk-test-SECRET-0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No KERNEL_* variable from the developer's shell; cwd is a fresh folder."""
+    for name in list(os.environ):
+        if name.startswith("KERNEL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+async def anthropic_sim() -> AsyncIterator[AnthropicSim]:
+    sim = AnthropicSim()
+    await sim.start()
+    yield sim
+    await sim.stop()
+
+
+@pytest.fixture
+async def openai_sim() -> AsyncIterator[OpenAISim]:
+    sim = OpenAISim()
+    await sim.start()
+    yield sim
+    await sim.stop()
+
+
+def write_config(folder: Path, base_url: str, provider_type: str, **general: Any) -> Path:
+    """A config.toml with one provider (named ``main``) pointing at a simulator."""
+    lines = ["[general]", 'default_provider = "main"', 'timezone = "Asia/Shanghai"']
+    lines += [f"{k} = {v!r}".replace("'", '"') for k, v in general.items()]
+    lines += [
+        "[providers.main]",
+        f'type = "{provider_type}"',
+        f'api_base = "{base_url}"',
+        f'api_key = "{SECRET_KEY}"',
+        "max_tokens = 1024",
+        'default_model = "model-a"',
+        'models = ["model-a", "model-b"]',
+        "retry_base_delay = 0.01",
+        "max_retries = 2",
+        "timeout = 10.0",
+    ]
+    path = folder / "config.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+KernelFactory = Callable[..., Awaitable[Kernel]]
+
+
+@pytest.fixture
+async def make_kernel(tmp_path: Path) -> AsyncIterator[KernelFactory]:
+    started: list[Kernel] = []
+
+    async def factory(sim: AnthropicSim | OpenAISim, **general: Any) -> Kernel:
+        sleep = general.pop("sleep", asyncio.sleep)
+        kind = "claude" if isinstance(sim, AnthropicSim) else "openai_compat"
+        path = write_config(tmp_path, sim.base_url, kind, **general)
+        config = load_config(path, env={}, require_telegram=False)
+        kernel = Kernel(config, sleep=sleep)
+        await kernel.start()
+        started.append(kernel)
+        return kernel
+
+    yield factory
+    for kernel in started:
+        await kernel.stop()
+
+
+@pytest.fixture(params=["anthropic", "openai"])
+async def sim(request: pytest.FixtureRequest) -> AsyncIterator[AnthropicSim | OpenAISim]:
+    """Each test using this runs once against each provider type."""
+    server: AnthropicSim | OpenAISim = (
+        AnthropicSim() if request.param == "anthropic" else OpenAISim()
+    )
+    await server.start()
+    yield server
+    await server.stop()

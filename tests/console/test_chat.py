@@ -1,0 +1,100 @@
+"""`kernel chat` driven through a pipe, as a script would: a separate process, the real
+SDK, the simulator, SQLite on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+from tests.conftest import SECRET_KEY, write_config
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Reply, Text, ToolUse, text_reply
+
+
+async def chat(cwd: Path, stdin: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    env["KERNEL_LANGUAGE"] = "en"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kernel",
+        "chat",
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_two_turns_with_a_tool_call_through_a_pipe(
+    anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    write_config(tmp_path, anthropic_sim.base_url, "claude")
+    anthropic_sim.enqueue(
+        Reply(Text("Noting that."), ToolUse("memory_add", {"text": "The owner likes jasmine tea"})),
+        text_reply("Saved: you like jasmine tea."),
+        text_reply("You like jasmine tea."),
+    )
+
+    code, out, err = await chat(tmp_path, "I like jasmine tea, remember it\nwhat do I like?\n")
+
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any(line.startswith("⚙ memory_add(") and "jasmine" in line for line in lines)
+    assert "Saved: you like jasmine tea." in out
+    assert lines[-1] == "You like jasmine tea."
+    # the tool really ran: the memory is in the database, and it was recalled into the
+    # system prompt of the second turn
+    db = sqlite3.connect(tmp_path / "data" / "kernel.db")
+    assert db.execute("select text from memories").fetchall() == [("The owner likes jasmine tea",)]
+    db.close()
+    assert "jasmine tea" in str(anthropic_sim.requests[-1].body["system"])
+    assert SECRET_KEY not in out + err
+
+
+async def test_commands_and_errors_in_a_pipe(anthropic_sim: AnthropicSim, tmp_path: Path) -> None:
+    write_config(tmp_path, anthropic_sim.base_url, "claude")
+    anthropic_sim.enqueue(text_reply("first answer"), text_reply("second answer"))
+    script = "\n".join(
+        [
+            "hello",
+            "/new",
+            "again",
+            "/history",
+            "/resume #2",
+            "/model model-b",
+            "/model nope",
+            "/provider",
+            "/bogus",
+            "/exit",
+            "never sent",
+        ]
+    )
+
+    code, out, err = await chat(tmp_path, script + "\n")
+
+    assert code == 0, err
+    assert "first answer" in out and "second answer" in out
+    assert "#1 " in out and "#2 " in out
+    assert "Resumed session #2" in out
+    assert "Switched to model model-b" in out
+    assert "model nope is not in provider main's models list" in out
+    assert "Current provider: main" in out
+    assert "Unknown command /bogus" in out
+    assert len(anthropic_sim.requests) == 2  # "never sent" came after /exit
+
+
+async def test_provider_error_sets_exit_code(anthropic_sim: AnthropicSim, tmp_path: Path) -> None:
+    from tests.sim.script import Error
+
+    write_config(tmp_path, anthropic_sim.base_url, "claude")
+    anthropic_sim.enqueue(Error(400, "invalid_request_error", "bad things"))
+    code, out, err = await chat(tmp_path, "hi\n")
+    assert code == 1
+    assert "bad things" in err and "400" in err

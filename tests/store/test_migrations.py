@@ -1,0 +1,247 @@
+"""Schema migrations: fresh databases, upgrades from every version, atomic failure."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Awaitable, Callable
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from kernel.agent.messages import Message, TextBlock
+from kernel.errors import StoreError
+from kernel.store.db import Store
+from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
+
+TS = "2024-05-01T12:00:00+00:00"
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def version_of(path: Path) -> int:
+    with closing(connect(path)) as conn:
+        return get_version(conn)
+
+
+def tables(conn: sqlite3.Connection) -> set[str]:
+    rows = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    )
+    return {r[0] for r in rows}
+
+
+def schema(path: Path) -> dict[tuple[str, str], str]:
+    with closing(connect(path)) as conn:
+        rows = conn.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+    return {(t, n): " ".join((sql or "").split()) for t, n, sql in rows}
+
+
+# Sample data per schema version: inserted right after reaching that version by hand,
+# checked through the Store after upgrading to the latest. A new migration needs an entry.
+
+
+def insert_v1(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO sessions (id, channel, title, meta, created_at, updated_at)"
+        " VALUES (1, 'telegram', 'old chat', ?, ?, ?)",
+        (json.dumps({"chat_id": 42}), TS, TS),
+    )
+    conn.execute(
+        "INSERT INTO messages (session_id, role, content, starts_round, created_at)"
+        " VALUES (1, 'user', ?, 1, ?)",
+        (json.dumps([{"type": "text", "text": "hello"}]), TS),
+    )
+    conn.execute(
+        "INSERT INTO settings (key, value, updated_at) VALUES ('model', 'claude', ?)", (TS,)
+    )
+
+
+async def check_v1(store: Store) -> None:
+    session = await store.get_session(1)
+    assert session is not None
+    assert (session.channel, session.title) == ("telegram", "old chat")
+    assert (session.meta, session.message_count) == ({"chat_id": 42}, 1)
+    assert await store.load_messages(1) == [Message("user", [TextBlock("hello")])]
+    assert await store.count_rounds(1) == 1
+    assert await store.get_setting("model") == "claude"
+
+
+def insert_v2(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO memories (text, category, created_at) VALUES ('likes green tea', 'user', ?)",
+        (TS,),
+    )
+
+
+async def check_v2(store: Store) -> None:
+    memories = await store.list_memories()
+    assert [(m.text, m.category) for m in memories] == [("likes green tea", "user")]
+    assert [m.text for m in await store.search_memories("tea")] == ["likes green tea"]
+
+
+SAMPLES: dict[
+    int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
+] = {
+    1: (insert_v1, check_v1),
+    2: (insert_v2, check_v2),
+}
+
+
+def test_every_version_has_sample_data() -> None:
+    assert sorted(SAMPLES) == list(range(1, len(MIGRATIONS) + 1))
+
+
+def test_migration_names_are_unique() -> None:
+    names = [m.name for m in MIGRATIONS]
+    assert len(set(names)) == len(names)
+
+
+async def test_fresh_database_gets_every_migration(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dir" / "kernel.db"
+    store = Store(path)
+    await store.start()
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+    finally:
+        await store.close()
+    assert version_of(path) == len(MIGRATIONS)
+    with closing(connect(path)) as conn:
+        assert {"sessions", "messages", "settings", "memories"} <= tables(conn)
+
+
+@pytest.mark.parametrize("start_version", range(len(MIGRATIONS) + 1))
+async def test_upgrade_from_every_version_keeps_data(tmp_path: Path, start_version: int) -> None:
+    path = tmp_path / "old.db"
+    with closing(connect(path)) as conn:
+        for version in range(1, start_version + 1):
+            assert migrate(conn, MIGRATIONS[:version]) == version
+            insert, _ = SAMPLES[version]
+            insert(conn)
+        assert get_version(conn) == start_version
+
+    store = Store(path)
+    await store.start()
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+        for version in range(1, start_version + 1):
+            _, check = SAMPLES[version]
+            await check(store)
+    finally:
+        await store.close()
+
+    fresh = tmp_path / "fresh.db"
+    with closing(connect(fresh)) as conn:
+        migrate(conn)
+    assert schema(path) == schema(fresh)
+
+
+def broken(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE half_done (x INTEGER)")
+    conn.execute("INSERT INTO half_done (x) VALUES (1)")
+    raise RuntimeError("boom")
+
+
+def test_failing_migration_rolls_back_completely(tmp_path: Path) -> None:
+    path = tmp_path / "kernel.db"
+    with closing(connect(path)) as conn:
+        migrate(conn)
+        conn.execute("INSERT INTO settings (key, value, updated_at) VALUES ('k', 'v', ?)", (TS,))
+
+        def also_writes(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE settings SET value = 'changed'")
+            broken(conn)
+
+        with pytest.raises(StoreError, match=rf"migration {len(MIGRATIONS) + 1} \(broken\)"):
+            migrate(conn, [*MIGRATIONS, Migration("broken", also_writes)])
+        assert not conn.in_transaction
+        assert get_version(conn) == len(MIGRATIONS)
+        assert "half_done" not in tables(conn)
+        assert conn.execute("SELECT value FROM settings").fetchone() == ("v",)
+
+
+def test_failure_keeps_the_migrations_before_it(tmp_path: Path) -> None:
+    with closing(connect(tmp_path / "kernel.db")) as conn:
+        with pytest.raises(StoreError):
+            migrate(conn, [MIGRATIONS[0], Migration("broken", broken)])
+        assert get_version(conn) == 1
+        assert tables(conn) == {"sessions", "messages", "settings"}
+
+
+def test_sqlite_error_in_a_migration_becomes_store_error(tmp_path: Path) -> None:
+    def clashes(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE half_done (x INTEGER)")
+        conn.execute("CREATE TABLE sessions (x INTEGER)")  # already exists
+
+    with closing(connect(tmp_path / "kernel.db")) as conn:
+        with pytest.raises(StoreError, match="SQLITE_ERROR") as info:
+            migrate(conn, [*MIGRATIONS, Migration("clashes", clashes)])
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+        assert get_version(conn) == len(MIGRATIONS)
+        assert "half_done" not in tables(conn)
+
+
+async def test_store_start_with_failing_migration_leaves_db_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "kernel.db"
+    with closing(connect(path)) as conn:
+        migrate(conn)
+    monkeypatch.setattr("kernel.store.db.MIGRATIONS", [*MIGRATIONS, Migration("broken", broken)])
+    store = Store(path)
+    with pytest.raises(StoreError, match="broken"):
+        await store.start()
+    with pytest.raises(StoreError, match="closed"):
+        await store.list_sessions()
+    await store.close()
+    assert version_of(path) == len(MIGRATIONS)
+    with closing(connect(path)) as conn:
+        assert "half_done" not in tables(conn)
+
+
+async def test_newer_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "kernel.db"
+    newer = len(MIGRATIONS) + 1
+    with closing(connect(path)) as conn:
+        migrate(conn)
+        conn.execute(f"PRAGMA user_version = {newer}")
+
+    store = Store(path)
+    expected = (
+        f"database schema v{newer} is newer than this Kernel (v{len(MIGRATIONS)}); upgrade Kernel"
+    )
+    with pytest.raises(StoreError) as info:
+        await store.start()
+    assert str(info.value) == expected
+    with pytest.raises(StoreError):
+        await store.get_setting("x")
+    await store.close()
+    assert version_of(path) == newer
+
+    with closing(connect(path)) as conn, pytest.raises(StoreError, match="newer"):
+        migrate(conn)
+
+
+async def test_wal_and_connection_pragmas(tmp_path: Path) -> None:
+    path = tmp_path / "kernel.db"
+    store = Store(path)
+    await store.start()
+    try:
+        with closing(connect(path)) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+        def pragmas(conn: sqlite3.Connection) -> tuple[int, int, int]:
+            return (
+                conn.execute("PRAGMA foreign_keys").fetchone()[0],
+                conn.execute("PRAGMA busy_timeout").fetchone()[0],
+                conn.execute("PRAGMA synchronous").fetchone()[0],
+            )
+
+        assert await store._run("pragmas", pragmas) == (1, 5000, 1)  # 1 = NORMAL
+    finally:
+        await store.close()

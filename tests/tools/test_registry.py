@@ -1,0 +1,440 @@
+# The tools below are defined under postponed evaluation on purpose: schema
+# generation must resolve string annotations.
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Annotated, Any, Literal, Optional
+
+import pytest
+
+from kernel.errors import ToolError
+from kernel.tools.registry import ToolContext, ToolRegistry
+
+
+@pytest.fixture
+def reg() -> ToolRegistry:
+    return ToolRegistry()
+
+
+def props(reg: ToolRegistry, name: str) -> dict[str, Any]:
+    spec = next(s for s in reg.specs() if s.name == name)
+    return spec.parameters["properties"]
+
+
+# ---------------------------------------------------------------- schemas
+
+
+def test_schema_for_every_supported_annotation(reg: ToolRegistry) -> None:
+    @reg.tool
+    def everything(
+        text: str,
+        n: int,
+        ratio: float,
+        flag: bool,
+        tags: list[str],
+        ids: list[int],
+        extra: dict[str, Any],
+        maybe: str | None,
+        old_style: Optional[int] = None,  # noqa: UP045 - the Optional spelling is under test
+        mode: Literal["fast", "slow"] = "fast",
+        level: Literal[1, 2, 3] = 1,
+        limit: int = 10,
+        note: Annotated[str, "a note"] = "",
+    ) -> str:
+        return ""
+
+    (spec,) = reg.specs()
+    assert spec.parameters["type"] == "object"
+    assert spec.parameters["additionalProperties"] is False
+    assert spec.parameters["required"] == [
+        "text", "n", "ratio", "flag", "tags", "ids", "extra", "maybe"
+    ]  # fmt: skip
+    assert spec.parameters["properties"] == {
+        "text": {"type": "string"},
+        "n": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "flag": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "ids": {"type": "array", "items": {"type": "integer"}},
+        "extra": {"type": "object"},
+        "maybe": {"type": ["string", "null"]},
+        "old_style": {"type": ["integer", "null"], "default": None},
+        "mode": {"type": "string", "enum": ["fast", "slow"], "default": "fast"},
+        "level": {"type": "integer", "enum": [1, 2, 3], "default": 1},
+        "limit": {"type": "integer", "default": 10},
+        "note": {"type": "string", "description": "a note", "default": ""},
+    }
+
+
+def test_nullable_literal_allows_null_in_enum(reg: ToolRegistry) -> None:
+    @reg.tool
+    def pick(choice: Literal["a", "b"] | None = None) -> str:
+        return str(choice)
+
+    assert props(reg, "pick")["choice"] == {
+        "type": ["string", "null"],
+        "enum": ["a", "b", None],
+        "default": None,
+    }
+
+
+def test_docstring_summary_and_args(reg: ToolRegistry) -> None:
+    @reg.tool
+    def web_search(query: str, count: int = 5) -> str:
+        """Search the web.
+
+        Returns the top results as text.
+
+        Args:
+            query: What to look for,
+                in plain words.
+            count (int): How many results.
+
+        Returns:
+            Text lines.
+        """
+        return ""
+
+    (spec,) = reg.specs()
+    assert spec.description == "Search the web.\n\nReturns the top results as text."
+    assert spec.parameters["properties"]["query"]["description"] == (
+        "What to look for, in plain words."
+    )
+    assert spec.parameters["properties"]["count"]["description"] == "How many results."
+
+
+def test_decorator_name_and_description_override(reg: ToolRegistry) -> None:
+    @reg.tool(name="renamed", description="Custom.")
+    def original() -> str:
+        """Ignored."""
+        return ""
+
+    assert [(s.name, s.description) for s in reg.specs()] == [("renamed", "Custom.")]
+    assert original() == ""  # the decorator returns the function itself
+
+
+async def test_context_is_injected_not_offered(reg: ToolRegistry) -> None:
+    @reg.tool
+    def whoami(ctx: ToolContext | None, loud: bool = False) -> str:
+        assert ctx is not None
+        return ctx.conversation.upper() if loud else ctx.conversation
+
+    assert set(props(reg, "whoami")) == {"loud"}
+    assert reg.specs()[0].parameters["required"] == []
+    ctx = ToolContext(session_id=7, conversation="telegram:123")
+    outcome = await reg.call("whoami", {"loud": True}, ctx)
+    assert (outcome.ok, outcome.content, outcome.arguments) == (
+        True,
+        "TELEGRAM:123",
+        {"loud": True},
+    )
+    default = await reg.call("whoami", None)
+    assert (default.ok, default.content) == (True, "")
+
+
+@pytest.mark.parametrize("name", ["", "has space", "dots.not.ok", "x" * 65, "ümlaut"])
+def test_bad_names_are_refused(reg: ToolRegistry, name: str) -> None:
+    with pytest.raises(ValueError, match="invalid tool name"):
+        reg.register(name, "d", {"type": "object"}, lambda: "")
+
+
+def test_duplicate_names_are_refused(reg: ToolRegistry) -> None:
+    reg.register("dup", "d", {"type": "object"}, lambda: "")
+    with pytest.raises(ValueError, match="already registered"):
+
+        @reg.tool(name="dup")
+        def other() -> str:
+            return ""
+
+
+def test_unsupported_annotation_names_the_parameter(reg: ToolRegistry) -> None:
+    with pytest.raises(TypeError, match="'when'"):
+
+        @reg.tool
+        def bad(when: set[str]) -> str:
+            return ""
+
+    assert reg.names() == []
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (lambda x: "", "'x' has no type annotation"),
+        (lambda: _union_tool, "'x': unsupported union"),
+        (lambda: _varargs_tool, "'items' must be passable by keyword"),
+        (lambda: _list_of_dicts_tool, "'rows': unsupported list item type"),
+        (lambda: _unresolvable_tool, "cannot resolve the type hints"),
+    ],
+)
+def test_other_unsupported_signatures_fail_early(reg: ToolRegistry, fn: Any, message: str) -> None:
+    target = fn if message.startswith("'x' has") else fn()
+    with pytest.raises(TypeError, match=message):
+        reg.tool(target, name="t")
+    assert reg.names() == []
+
+
+def _union_tool(x: int | str) -> str:
+    return ""
+
+
+def _varargs_tool(*items: str) -> str:
+    return ""
+
+
+def _list_of_dicts_tool(rows: list[dict[str, Any]]) -> str:
+    return ""
+
+
+def _unresolvable_tool(x: NotDefinedAnywhere) -> str:  # type: ignore[name-defined]  # noqa: F821
+    return ""
+
+
+# ---------------------------------------------------------------- listing
+
+
+def test_names_specs_disable_unregister(reg: ToolRegistry) -> None:
+    for name in ("a", "b", "c"):
+        reg.register(name, f"tool {name}", {"type": "object", "properties": {}}, lambda: "")
+    reg.register("m1", "mcp", {"type": "object"}, lambda: "", source="mcp:x")
+    reg.register("m2", "mcp", {"type": "object"}, lambda: "", source="mcp:x")
+    reg.disable(["b", "later"])
+    assert reg.names() == ["a", "c", "m1", "m2"]
+    assert [s.name for s in reg.specs()] == ["a", "c", "m1", "m2"]
+    assert "a" in reg and "b" not in reg and "zzz" not in reg
+
+    reg.unregister_source("mcp:x")
+    reg.unregister("a")
+    reg.unregister("never-registered")
+    reg.register("later", "d", {"type": "object"}, lambda: "")
+    assert reg.names() == ["c"]
+
+
+def test_specs_are_copies(reg: ToolRegistry) -> None:
+    reg.register("t", "d", {"type": "object", "properties": {}}, lambda: "")
+    reg.specs()[0].parameters["properties"]["x"] = {}
+    assert reg.specs()[0].parameters == {"type": "object", "properties": {}}
+
+
+# ---------------------------------------------------------------- calling
+
+
+async def test_sync_tool_runs_in_a_worker_thread(reg: ToolRegistry) -> None:
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+
+    @reg.tool
+    def blocking(x: int) -> dict[str, Any]:
+        threads.append(threading.get_ident())
+        return {"double": x * 2, "text": "中文"}
+
+    outcome = await reg.call("blocking", '{"x": 21}')
+    assert outcome.ok
+    assert outcome.content == '{"double": 42, "text": "中文"}'
+    assert threads and threads[0] != loop_thread
+
+
+async def test_async_tool_runs_on_the_loop(reg: ToolRegistry) -> None:
+    loop_thread = threading.get_ident()
+
+    @reg.tool
+    async def fetch(url: str) -> str:
+        await asyncio.sleep(0)
+        assert threading.get_ident() == loop_thread
+        return f"got {url}"
+
+    outcome = await reg.call("fetch", {"url": "https://example.org"})
+    assert (outcome.name, outcome.ok, outcome.content) == ("fetch", True, "got https://example.org")
+    assert outcome.arguments == {"url": "https://example.org"}
+    assert outcome.error is None
+
+
+async def test_registered_handler_gets_keyword_arguments(reg: ToolRegistry) -> None:
+    async def handler(**kwargs: Any) -> Any:
+        return sorted(kwargs.items())
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    reg.register("mcp_tool", "d", schema, handler, source="mcp:s")
+    outcome = await reg.call("mcp_tool", {"a": 1, "b": 2})
+    assert (outcome.ok, outcome.content) == (True, '[["a", 1], ["b", 2]]')
+
+
+async def test_non_string_results_are_json(reg: ToolRegistry) -> None:
+    reg.register("none", "d", {"type": "object"}, lambda: None)
+    reg.register("obj", "d", {"type": "object"}, lambda: {"when": threading})
+    assert (await reg.call("none", None)).content == "null"
+    assert (await reg.call("obj", None)).content.startswith('{"when": "<module')
+
+
+async def test_raising_tool_becomes_a_readable_error(
+    reg: ToolRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    @reg.tool
+    def broken(secret: str) -> str:
+        raise ValueError("disk is full")
+
+    @reg.tool
+    async def refused() -> str:
+        raise ToolError("the file does not exist")
+
+    with caplog.at_level(logging.WARNING, logger="kernel.tools.registry"):
+        outcome = await reg.call("broken", {"secret": "p4ssw0rd"})
+    assert (outcome.ok, outcome.content) == (False, "error: ValueError: disk is full")
+    assert isinstance(outcome.error, ValueError)
+    assert outcome.arguments == {"secret": "p4ssw0rd"}
+    assert "broken" in caplog.text and "ValueError" in caplog.text
+    assert "p4ssw0rd" not in caplog.text and "disk is full" not in caplog.text
+
+    refusal = await reg.call("refused", {})
+    assert (refusal.ok, refusal.content) == (False, "error: the file does not exist")
+    assert isinstance(refusal.error, ToolError)
+
+
+async def test_unknown_and_disabled_tools(reg: ToolRegistry) -> None:
+    reg.register("alpha", "d", {"type": "object"}, lambda: "a")
+    reg.register("beta", "d", {"type": "object"}, lambda: "b")
+    unknown = await reg.call("gamma", {})
+    assert (unknown.name, unknown.ok) == ("gamma", False)
+    assert unknown.content == "unknown tool 'gamma'; available tools: alpha, beta"
+
+    reg.disable(["beta"])
+    disabled = await reg.call("beta", {})
+    assert (disabled.ok, disabled.content) == (False, "unknown tool 'beta'; available tools: alpha")
+
+
+async def test_name_is_resolved(reg: ToolRegistry) -> None:
+    calls: list[str] = []
+
+    @reg.tool
+    def delegate_to_cli(task: str) -> str:
+        calls.append(task)
+        return "done"
+
+    outcome = await reg.call("functions.exec_command", '{"cmd": "ls -la"}')
+    assert (outcome.name, outcome.ok, outcome.arguments) == (
+        "delegate_to_cli",
+        True,
+        {"task": "ls -la"},
+    )
+    assert calls == ["ls -la"]
+
+
+async def test_unrepairable_arguments_ask_for_valid_json(reg: ToolRegistry) -> None:
+    @reg.tool
+    def echo(text: str) -> str:
+        return text
+
+    outcome = await reg.call("echo", "this is ] not json")
+    assert not outcome.ok
+    assert outcome.arguments == {}
+    assert isinstance(outcome.error, ToolError)
+    assert outcome.content.startswith("invalid arguments for echo:")
+    assert "valid JSON" in outcome.content
+
+
+async def test_repaired_arguments_are_used(reg: ToolRegistry) -> None:
+    @reg.tool
+    def search(query: str, count: int = 3) -> str:
+        return f"{query}/{count}"
+
+    truncated = await reg.call("search", '{"query": "abc')
+    assert (truncated.ok, truncated.content, truncated.arguments) == (
+        True,
+        "abc/3",
+        {"query": "abc"},
+    )
+    wrapped = await reg.call("search", {"input": {"q": "x", "num_results": "7"}})
+    assert (wrapped.ok, wrapped.content) == (True, "x/7")
+    assert wrapped.arguments == {"query": "x", "count": 7}
+
+
+async def test_missing_required_arguments(reg: ToolRegistry) -> None:
+    @reg.tool
+    def move(src: str, dst: str, force: bool = False) -> str:
+        return "moved"
+
+    outcome = await reg.call("move", {"force": True})
+    assert not outcome.ok
+    assert outcome.content == "invalid arguments for move: missing required parameter(s): src, dst"
+
+
+async def test_wrong_types_and_trivial_coercions(reg: ToolRegistry) -> None:
+    @reg.tool
+    def calc(n: int, x: float, on: bool, ids: list[int] | None = None) -> str:
+        return f"{n!r} {x!r} {on!r} {ids!r}"
+
+    good = await reg.call("calc", {"n": "3", "x": 2, "on": "true", "ids": ["1", 2]})
+    assert (good.ok, good.content) == (True, "3 2 True [1, 2]")
+    floaty = await reg.call("calc", {"n": 4.0, "x": "1.5", "on": False})
+    assert (floaty.ok, floaty.content) == (True, "4 1.5 False None")
+
+    bad_int = await reg.call("calc", {"n": "3.5", "x": 1, "on": True})
+    assert (bad_int.ok, bad_int.content) == (
+        False,
+        "invalid arguments for calc: parameter 'n' must be an integer, got a string",
+    )
+    bad_bool = await reg.call("calc", {"n": 1, "x": 1, "on": "yes"})
+    assert "parameter 'on' must be a boolean" in bad_bool.content
+    not_bool_from_int = await reg.call("calc", {"n": True, "x": 1, "on": True})
+    assert "parameter 'n' must be an integer, got a boolean" in not_bool_from_int.content
+    bad_item = await reg.call("calc", {"n": 1, "x": 1, "on": True, "ids": ["a"]})
+    assert "parameter 'ids' item 0 must be an integer" in bad_item.content
+
+
+async def test_null_for_an_optional_parameter_means_default(reg: ToolRegistry) -> None:
+    @reg.tool
+    def page(n: int = 1) -> str:
+        return str(n)
+
+    outcome = await reg.call("page", {"n": None})
+    assert (outcome.ok, outcome.content, outcome.arguments) == (True, "1", {})
+
+
+async def test_enum_violation_lists_allowed_values(reg: ToolRegistry) -> None:
+    @reg.tool
+    def speed(mode: Literal["fast", "slow"]) -> str:
+        return mode
+
+    outcome = await reg.call("speed", {"mode": "medium"})
+    assert (outcome.ok, outcome.content) == (
+        False,
+        'invalid arguments for speed: parameter \'mode\' must be one of: "fast", "slow"',
+    )
+    assert (await reg.call("speed", {"mode": "slow"})).content == "slow"
+
+
+async def test_unknown_keys_are_dropped(reg: ToolRegistry) -> None:
+    @reg.tool
+    def only(a: str) -> str:
+        return a
+
+    outcome = await reg.call("only", {"a": "x", "hallucinated": 1})
+    assert (outcome.ok, outcome.content, outcome.arguments) == (True, "x", {"a": "x"})
+
+
+async def test_cancelled_call_propagates(reg: ToolRegistry) -> None:
+    started = asyncio.Event()
+
+    @reg.tool
+    async def slow() -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    task = asyncio.create_task(reg.call("slow", {}))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
+
+
+async def test_tool_raising_cancelled_error_is_not_swallowed(reg: ToolRegistry) -> None:
+    @reg.tool
+    async def self_cancel() -> str:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await reg.call("self_cancel", {})
