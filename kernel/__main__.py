@@ -30,8 +30,11 @@ def _configure(require_telegram: bool, to_file: bool) -> Config:
 
     config = load_config(require_telegram=require_telegram)
     log_dir = config.data_dir / "logs" if to_file else None
-    level = logging.INFO if to_file else logging.WARNING
-    setup_logging(log_dir, secrets_of(config), level=level)
+    # The service logs to stdout; `kernel chat` keeps stdout for the conversation.
+    if to_file:
+        setup_logging(log_dir, secrets_of(config), level=logging.INFO, stream=sys.stdout)
+    else:
+        setup_logging(None, secrets_of(config), level=logging.WARNING, stream=sys.stderr)
     for warning in config.warnings:
         log.warning("%s", warning)
     return config

@@ -42,6 +42,7 @@ class GeneralConfig:
     language: str = "zh"
     max_tool_calls: int = 25
     soul: Path = Path("SOUL.md")
+    shutdown_timeout: float = 10.0
     disabled_tools: list[str] = field(default_factory=list)
 
 
@@ -316,6 +317,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         language=language,
         max_tool_calls=g.positive("max_tool_calls", int, 25),
         soul=_resolve(base, g.get("soul", str, "SOUL.md")),
+        shutdown_timeout=g.positive("shutdown_timeout", float, 10.0),
         disabled_tools=g.str_list("disabled_tools", []),
     )
     disabled_env = env.get("KERNEL_DISABLED_TOOLS", "")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import re
-import sys
 from pathlib import Path
+from typing import TextIO
 
 from kernel.redact import redact_text
 
@@ -30,13 +30,15 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def setup_logging(log_dir: Path | None, secrets: list[str], level: int = logging.INFO) -> None:
+def setup_logging(
+    log_dir: Path | None, secrets: list[str], *, level: int = logging.INFO, stream: TextIO
+) -> None:
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
         handler.close()
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    handlers: list[logging.Handler] = [logging.StreamHandler(stream)]
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
         handlers.append(

@@ -125,8 +125,9 @@ class Agent:
         saved_model = await self.store.get_setting("model")
         self.model = saved_model if saved_model in pcfg.models else pcfg.default_model
 
-    async def stop(self, timeout: float = 5.0) -> None:
+    async def stop(self) -> None:
         """Cancel running turns (they persist what they have), then close providers."""
+        timeout = self.config.general.shutdown_timeout
         turns = [c.turn for c in self._conversations.values() if c.turn and not c.turn.done]
         for turn in turns:
             turn.cancel()
@@ -281,8 +282,9 @@ class Agent:
         try:
             await run.execute(user_input)
         except asyncio.CancelledError:
+            reply = run.reply_so_far()
             await asyncio.shield(run.close_history(CANCELLED_RESULT, partial_note=" [已取消]"))
-            turn.emit(Completed(run.step, run.reply_so_far(), cancelled=True))
+            turn.emit(Completed(run.step, reply, cancelled=True))
             raise
         except ProviderError as exc:
             self.last_error = str(exc)
@@ -402,8 +404,9 @@ class _TurnRun:
         async def run(index: int, call: RawToolCall) -> ToolOutcome:
             if index >= allowed:
                 msg = t("turn.tool_limit", limit=agent.config.general.max_tool_calls)
-                return ToolOutcome(call.name, False, msg, {})
-            outcome = await agent.tools.call(call.name, call.arguments, context)
+                outcome = ToolOutcome(call.name, False, msg, {})
+            else:
+                outcome = await agent.tools.call(call.name, call.arguments, context)
             summary = summarize_tool_result(outcome.content)
             self.turn.emit(ToolResult(self.step, call.id, call.name, outcome.ok, summary))
             return outcome

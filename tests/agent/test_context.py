@@ -83,7 +83,7 @@ async def test_tool_call_cap(anthropic_sim: AnthropicSim, make_kernel: KernelFac
     assert len(calls) == 25
     assert len(anthropic_sim.requests) == 26
     results = [e for e in events if isinstance(e, ToolResult)]
-    assert len(results) == 25
+    assert [r.ok for r in results] == [True] * 25 + [False]  # the 26th call was refused
     final = events[-1]
     assert isinstance(final, Completed) and "25" in final.reply
     # the history is valid: the next turn is accepted by the pairing-strict simulator

@@ -103,10 +103,11 @@ async def test_two_step_tool_loop(sim: Sim, make_kernel: KernelFactory) -> None:
     if isinstance(sim, AnthropicSim):
         result = second[-1]["content"][0]
         assert result["type"] == "tool_result" and "clear" in result["content"]
-        assert sim.requests[1].body["tools"][0]["name"] == "lookup_weather"
+        assert "lookup_weather" in [t["name"] for t in sim.requests[1].body["tools"]]
     else:
         assert second[-1]["role"] == "tool" and "clear" in second[-1]["content"]
-        assert sim.requests[1].body["tools"][0]["function"]["name"] == "lookup_weather"
+        names = [t["function"]["name"] for t in sim.requests[1].body["tools"]]
+        assert "lookup_weather" in names
 
 
 async def test_parallel_tool_calls_run_concurrently(sim: Sim, make_kernel: KernelFactory) -> None:

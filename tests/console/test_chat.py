@@ -98,3 +98,45 @@ async def test_provider_error_sets_exit_code(anthropic_sim: AnthropicSim, tmp_pa
     code, out, err = await chat(tmp_path, "hi\n")
     assert code == 1
     assert "bad things" in err and "400" in err
+
+
+async def test_ctrl_c_cancels_the_turn_not_the_program(
+    anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    import signal
+
+    write_config(tmp_path, anthropic_sim.base_url, "claude")
+    anthropic_sim.enqueue(
+        Reply(Text("a very long", chunks=["a very ", "long"]), stall_after=3),
+        text_reply("short answer"),
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    env["KERNEL_LANGUAGE"] = "en"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kernel",
+        "chat",
+        cwd=tmp_path,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin and proc.stdout
+    proc.stdin.write(b"tell me everything\n")
+    await proc.stdin.drain()
+    first = await asyncio.wait_for(proc.stdout.read(7), timeout=30)
+    assert first == b"a very "  # the reply is streaming and then stalls
+
+    proc.send_signal(signal.SIGINT)
+    proc.stdin.write(b"just the short version\n")
+    proc.stdin.close()
+    rest, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+
+    assert proc.returncode == 0, err.decode()
+    out = (first + rest).decode()
+    assert "[Cancelled]" in out
+    assert out.splitlines()[-1] == "short answer"
+    # the cancelled partial reply is in the history the model saw next
+    assert "a very" in str(anthropic_sim.requests[-1].body["messages"])

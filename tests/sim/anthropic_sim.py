@@ -1,0 +1,322 @@
+"""Wire-level simulator of the Anthropic Messages API (`POST /v1/messages`).
+
+    async with AnthropicSim() as sim:
+        sim.enqueue(text_reply("hello"))
+        client = anthropic.AsyncAnthropic(api_key="k", base_url=sim.base_url, max_retries=0)
+
+Run standalone (echoing the last user text when nothing is scripted):
+
+    uv run python -m tests.sim.anthropic_sim --port 8787
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from tests.sim.script import (
+    Error,
+    Reply,
+    Scripted,
+    SimServer,
+    Stall,
+    Text,
+    ToolUse,
+    new_id,
+    run_standalone,
+    sse_frame,
+)
+
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+GARBAGE = b'event: content_block_delta\ndata: {"type": "content_block_delta", <<garbage\n\n'
+
+Validator = Callable[[dict[str, Any]], str | None]
+
+
+class AnthropicSim(SimServer):
+    """Fake `api.anthropic.com`; `base_url` is `http://127.0.0.1:PORT` (no `/v1`)."""
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.post("/v1/messages", self._messages)]
+
+    def error_response(
+        self, status: int, type_: str, message: str, headers: dict[str, str] | None = None
+    ) -> web.Response:
+        request_id = new_id("req_sim_")
+        body = {
+            "type": "error",
+            "error": {"type": type_, "message": message},
+            "request_id": request_id,
+        }
+        return web.json_response(
+            body, status=status, headers={"request-id": request_id, **(headers or {})}
+        )
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self.record(request)
+        if not has_credentials(request):
+            return self.error_response(401, "authentication_error", "x-api-key header is required")
+        if not request.headers.get("anthropic-version"):
+            return self.invalid("anthropic-version: header is required")
+        body = recorded.body
+        if not isinstance(body, dict):
+            return self.invalid("request body must be a JSON object")
+        if problem := validate_request(body):
+            return self.invalid(problem)
+        scripted = self.next_scripted(lambda: last_user_text(body["messages"]))
+        if scripted is None:
+            return self.no_reply_response()
+        return await self._answer(request, body, scripted)
+
+    def invalid(self, message: str) -> web.Response:
+        return self.error_response(400, "invalid_request_error", message)
+
+    async def _answer(
+        self, request: web.Request, body: dict[str, Any], scripted: Scripted
+    ) -> web.StreamResponse:
+        if isinstance(scripted, Error):
+            return self.error_response(
+                scripted.status, scripted.type, scripted.message, scripted.response_headers()
+            )
+        if isinstance(scripted, Stall):
+            return await self.stall(request, scripted.seconds)
+        model = str(body["model"])
+        message_id = new_id("msg_sim_")
+        if not body.get("stream"):
+            payload = message_json(scripted, model, message_id)
+            return await self.reply_json(request, scripted, payload, GARBAGE)
+        error = {
+            "type": "error",
+            "error": {"type": scripted.error_type, "message": "simulated in-stream error"},
+        }
+        return await self.reply_sse(
+            request,
+            scripted,
+            stream_frames(scripted, model, message_id),
+            garbage=GARBAGE,
+            error_frame=sse_frame(error, "error"),
+            headers={"request-id": new_id("req_sim_")},
+        )
+
+
+# ---- responses --------------------------------------------------------------------------
+
+
+def stop_reason(reply: Reply) -> str:
+    if reply.stop_reason is not None:
+        return reply.stop_reason
+    return "tool_use" if reply.has_tool_use else "end_turn"
+
+
+def block_json(block: Text | ToolUse) -> dict[str, Any]:
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    return {
+        "type": "tool_use",
+        "id": block.call_id("toolu_"),
+        "name": block.name,
+        "input": block.input,
+    }
+
+
+def message_json(reply: Reply, model: str, message_id: str) -> dict[str, Any]:
+    input_tokens, output_tokens = reply.usage
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [block_json(block) for block in reply.blocks],
+        "stop_reason": stop_reason(reply),
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    }
+
+
+def stream_frames(reply: Reply, model: str, message_id: str) -> list[bytes]:
+    """The SSE frames of a streamed reply, one per event the SDK yields (pings ride along)."""
+    input_tokens, output_tokens = reply.usage
+    start = message_json(reply, model, message_id) | {
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+    }
+    ping = event({"type": "ping"})
+    frames = [event({"type": "message_start", "message": start})]
+    for index, block in enumerate(reply.blocks):
+        block_start, *rest = block_frames(index, block)
+        # The real API pings right after the first content_block_start. The SDK drops pings,
+        # so the ping rides in the same write and fault counters see only visible events.
+        frames.append(block_start + ping if index == 0 else block_start)
+        frames.extend(rest)
+    if not reply.blocks:
+        frames[0] += ping
+    frames.append(
+        event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
+                "usage": {"output_tokens": output_tokens},
+            }
+        )
+    )
+    frames.append(event({"type": "message_stop"}))
+    return frames
+
+
+def block_frames(index: int, block: Text | ToolUse) -> list[bytes]:
+    if isinstance(block, Text):
+        start: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": piece} for piece in block.pieces()]
+    else:
+        start = {"type": "tool_use", "id": block.call_id("toolu_"), "name": block.name, "input": {}}
+        deltas = [
+            {"type": "input_json_delta", "partial_json": piece}
+            for piece in block.argument_fragments()
+        ]
+    return [
+        event({"type": "content_block_start", "index": index, "content_block": start}),
+        *(event({"type": "content_block_delta", "index": index, "delta": d}) for d in deltas),
+        event({"type": "content_block_stop", "index": index}),
+    ]
+
+
+def event(data: dict[str, Any]) -> bytes:
+    return sse_frame(data, data["type"])
+
+
+# ---- request validation -----------------------------------------------------------------
+
+
+def has_credentials(request: web.Request) -> bool:
+    """`x-api-key`, or `Authorization: Bearer` (what recent SDKs send for an api_key)."""
+    if request.headers.get("x-api-key"):
+        return True
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())
+
+
+def validate_request(body: dict[str, Any]) -> str | None:
+    """The first problem the real API would report with `invalid_request_error`, if any."""
+    for name in ("model", "max_tokens", "messages"):
+        if name not in body:
+            return f"{name}: Field required"
+    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
+        return "max_tokens: Input should be a positive integer"
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    for check in (check_shapes, check_images, check_tool_pairing):
+        if problem := check(messages):
+            return problem
+    return None
+
+
+def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [block for block in content or [] if isinstance(block, dict)]
+
+
+def check_shapes(messages: list[Any]) -> str | None:
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages.{index}: Input should be a valid dictionary"
+        if message.get("role") not in ("user", "assistant"):
+            return f"messages.{index}.role: Input should be 'user' or 'assistant'"
+        if not isinstance(message.get("content"), str | list):
+            return f"messages.{index}.content: Field required"
+    return None
+
+
+def check_images(messages: list[dict[str, Any]]) -> str | None:
+    for index, message in enumerate(messages):
+        for position, block in enumerate(content_blocks(message)):
+            for image in image_blocks(block):
+                if problem := image_problem(image):
+                    return f"messages.{index}.content.{position}.image.source: {problem}"
+    return None
+
+
+def image_blocks(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """The block if it is an image, plus images nested in a `tool_result`'s content."""
+    nested = block.get("content") if block.get("type") == "tool_result" else None
+    inner = [b for b in nested if isinstance(b, dict)] if isinstance(nested, list) else []
+    return [b for b in (block, *inner) if b.get("type") == "image"]
+
+
+def image_problem(block: dict[str, Any]) -> str | None:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return "Field required"
+    if source.get("type") == "url":
+        return None if isinstance(source.get("url"), str) else "url: Field required"
+    if source.get("type") != "base64":
+        return "Input tag does not match any of the expected tags: 'base64', 'url'"
+    if source.get("media_type") not in IMAGE_MEDIA_TYPES:
+        return f"base64.media_type: Input should be one of {', '.join(IMAGE_MEDIA_TYPES)}"
+    data = source.get("data")
+    if not isinstance(data, str) or not data:
+        return "base64.data: Field required"
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return "base64.data: Invalid base64 data"
+    return None
+
+
+def tool_use_ids(message: dict[str, Any] | None) -> list[str]:
+    if message is None or message.get("role") != "assistant":
+        return []
+    return [str(b.get("id")) for b in content_blocks(message) if b.get("type") == "tool_use"]
+
+
+def tool_result_ids(message: dict[str, Any] | None) -> list[str]:
+    if message is None or message.get("role") != "user":
+        return []
+    return [
+        str(b.get("tool_use_id")) for b in content_blocks(message) if b.get("type") == "tool_result"
+    ]
+
+
+def check_tool_pairing(messages: list[dict[str, Any]]) -> str | None:
+    for index, message in enumerate(messages):
+        previous = messages[index - 1] if index > 0 else None
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        answered = set(tool_result_ids(following))
+        missing = [tool_id for tool_id in tool_use_ids(message) if tool_id not in answered]
+        if missing:
+            return (
+                f"messages.{index + 1}: `tool_use` ids were found without `tool_result` blocks "
+                f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+                "corresponding `tool_result` block in the next message."
+            )
+        offered = set(tool_use_ids(previous))
+        for position, block in enumerate(content_blocks(message)):
+            if message["role"] != "user" or block.get("type") != "tool_result":
+                continue
+            if block.get("tool_use_id") not in offered:
+                return (
+                    f"messages.{index}.content.{position}: unexpected `tool_use_id` found in "
+                    f"`tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result` block "
+                    "must have a corresponding `tool_use` block in the previous message."
+                )
+    return None
+
+
+def last_user_text(messages: list[dict[str, Any]]) -> str:
+    """Text of the last user message (its text blocks joined), for the echo fallback."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            texts = [b.get("text", "") for b in content_blocks(message) if b.get("type") == "text"]
+            return " ".join(str(text) for text in texts)
+    return ""
+
+
+if __name__ == "__main__":
+    run_standalone(AnthropicSim, "Anthropic Messages API simulator")
