@@ -21,6 +21,7 @@ from kernel.errors import ConfigError
 from kernel.i18n import LANGUAGES, set_language, t
 
 PROVIDER_TYPES = ("claude", "openai_compat")
+CAPABILITIES = ("stream", "tool_call", "attachments", "reasoning")
 
 
 @dataclass(slots=True)
@@ -59,6 +60,7 @@ class ProviderConfig:
     timeout: float = 120.0
     max_retries: int = 3
     retry_base_delay: float = 1.0
+    capabilities: list[str] | None = None  # None: what the provider type supports
 
     @property
     def env_key(self) -> str:
@@ -401,6 +403,7 @@ def _providers(
             timeout=r.positive("timeout", float, 120.0),
             max_retries=r.get("max_retries", int, 3),
             retry_base_delay=r.get("retry_base_delay", float, 1.0),
+            capabilities=_capabilities(r),
         )
         if not p.default_model and p.models:
             p.default_model = p.models[0]
@@ -426,6 +429,21 @@ def _providers(
         if not p.enabled:
             warnings.append(t("config.warn_provider_disabled", name=p.name, env=p.env_key))
     return providers
+
+
+def _capabilities(r: _Reader) -> list[str] | None:
+    if "capabilities" not in r.table:
+        return None
+    caps = r.str_list("capabilities", [])
+    for cap in caps:
+        if cap not in CAPABILITIES:
+            raise _bad_choice(r.key("capabilities"), CAPABILITIES, cap)
+    if "stream" not in caps:
+        # Kernel streams every reply; no silent fallback to a blocking call.
+        raise ConfigError(
+            t("config.needs_stream", key=r.key("capabilities")), key=r.key("capabilities")
+        )
+    return caps
 
 
 def _titles(section: Any, env: Mapping[str, str]) -> TitlesConfig | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from kernel.agent.messages import ImageBlock, Message, ToolSpec
 from kernel.errors import CapabilityError, RateLimitedError, TransientProviderError
+from kernel.i18n import t
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,9 @@ class Capabilities:
     tool_call: bool = True
     attachments: bool = True
     reasoning: bool = False
+
+
+_CAPABILITY_FIELDS = ("stream", "tool_call", "attachments", "reasoning")
 
 
 @dataclass(slots=True)
@@ -83,10 +87,19 @@ class Provider(ABC):
 
     capabilities: Capabilities = Capabilities()
 
-    def __init__(self, name: str, models: list[str], default_model: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        models: list[str],
+        default_model: str,
+        declared: list[str] | None = None,
+    ) -> None:
         self.name = name
         self.models = models
         self.default_model = default_model
+        if declared is not None:
+            # The owner narrowed what this endpoint can do (e.g. a text-only model).
+            self.capabilities = Capabilities(**{f: f in declared for f in _CAPABILITY_FIELDS})
 
     @abstractmethod
     def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -96,20 +109,13 @@ class Provider(ABC):
         """Release the SDK client."""
 
     def check(self, request: ChatRequest) -> None:
-        """Refuse, with a named reason, what this provider cannot do."""
-        if request.tools and not self.capabilities.tool_call:
-            raise CapabilityError(
-                "this provider does not support tool calls; switch with /provider",
-                provider=self.name,
-                code="provider_not_supported",
-            )
+        """Refuse, with a named reason, what this provider cannot do. (Without
+        ``tool_call`` the agent simply offers no tools: the owner declared that.)"""
         if not self.capabilities.attachments and any(
             isinstance(b, ImageBlock) for m in request.messages for b in m.content
         ):
             raise CapabilityError(
-                "this provider does not accept images; switch with /provider",
-                provider=self.name,
-                code="provider_not_supported",
+                t("provider.no_images"), provider=self.name, code="provider_not_supported"
             )
 
 

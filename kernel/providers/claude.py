@@ -32,7 +32,7 @@ class ClaudeProvider(Provider):
     capabilities = Capabilities(stream=True, tool_call=True, attachments=True, reasoning=True)
 
     def __init__(self, cfg: ProviderConfig) -> None:
-        super().__init__(cfg.name, cfg.models, cfg.default_model)
+        super().__init__(cfg.name, cfg.models, cfg.default_model, cfg.capabilities)
         self.max_tokens = cfg.max_tokens or 4096
         self._secrets = [cfg.api_key, *cfg.headers.values()]
         self._client = anthropic.AsyncAnthropic(

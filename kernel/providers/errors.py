@@ -81,7 +81,14 @@ def translate(
         if status >= 500 or status == 408 or (status == 200 and code in TRANSIENT_TYPES):
             return TransientProviderError(message, **kw)
         return ProviderError(message, **kw)
-    # A broken stream (bad JSON, cut connection) surfaces as various library errors.
+    # Mid-stream, the SDKs let the transport's own errors through unwrapped.
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"TimeoutException", "TimeoutError"}:
+        return TransientProviderError("stream timed out", provider=provider, code="timeout")
+    if "TransportError" in names:
+        return TransientProviderError(
+            "connection dropped mid-stream", provider=provider, code="connection_error"
+        )
     return TransientProviderError(
         f"malformed response ({type(exc).__name__})", provider=provider, code="bad_response"
     )
