@@ -104,6 +104,7 @@ class Agent:
         self.tools = tools
         self._factory = provider_factory
         self._providers: dict[str, Provider] = {}
+        self._provider_lock = asyncio.Lock()
         self._sleep = sleep
         self._clock = clock or (lambda: datetime.now(UTC))
         self._conversations: dict[str, _Conversation] = {}
@@ -124,6 +125,7 @@ class Agent:
         pcfg = self.config.providers[self.provider_name]
         saved_model = await self.store.get_setting("model")
         self.model = saved_model if saved_model in pcfg.models else pcfg.default_model
+        await self.provider()  # warm up now rather than in the owner's first turn
 
     async def stop(self) -> None:
         """Cancel running turns (they persist what they have), then close providers."""
@@ -140,10 +142,13 @@ class Agent:
 
     # ----- providers and models --------------------------------------------------------
 
-    def provider(self, name: str | None = None) -> Provider:
+    async def provider(self, name: str | None = None) -> Provider:
+        """The built provider, created on first use in a worker thread: importing an
+        SDK takes seconds (anthropic ~1.8 s) and must not stall the event loop."""
         name = name or self.provider_name
-        if name not in self._providers:
-            self._providers[name] = self._factory(name)
+        async with self._provider_lock:
+            if name not in self._providers:
+                self._providers[name] = await asyncio.to_thread(self._factory, name)
         return self._providers[name]
 
     @property
@@ -156,6 +161,7 @@ class Agent:
             raise SelectionError(
                 t("provider.unavailable", name=name, available=", ".join(self.available_providers))
             )
+        await self.provider(name)
         self.provider_name = name
         self.model = self.config.providers[name].default_model
         await self.store.set_setting("provider", name)
@@ -336,7 +342,7 @@ class _TurnRun:
         await self._store(user_message)
         working = repair_history([*history, user_message])
         system = join_layers(await agent.system_layers(user_input.text))
-        provider = agent.provider()
+        provider = await agent.provider()
         pcfg = cfg.providers[provider.name]
         policy = RetryPolicy(max_retries=pcfg.max_retries, base_delay=pcfg.retry_base_delay)
         limit = cfg.general.max_tool_calls

@@ -1,0 +1,70 @@
+"""What is stored and what the model is told: slimming on write, system layers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernel.agent.events import Completed
+from kernel.agent.messages import Message, TextBlock, ToolResultBlock
+from kernel.agent.slimming import slim_message, summarize_tool_result
+from tests.agent.test_turns import CONV, run, system_of
+from tests.conftest import KernelFactory
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import text_reply, tool_reply
+
+
+async def test_long_tool_result_is_slimmed_with_an_artifact(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory, tmp_path: Path
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    report = "line of a very long report\n" * 200
+
+    @kernel.tools.tool
+    def build_report() -> str:
+        """Build the weekly report."""
+        return report
+
+    anthropic_sim.enqueue(tool_reply("build_report", {}), text_reply("Report ready."))
+    events = await run(kernel, "weekly report please")
+    assert isinstance(events[-1], Completed)
+
+    # during the turn the model saw everything
+    second = anthropic_sim.requests[1].body["messages"][-1]["content"][0]
+    assert second["content"] == report
+    # the database keeps one line and the path of the full text
+    stored = await kernel.store.load_messages(kernel.agent.current_session(CONV) or 0)
+    result = stored[2].tool_results[0]
+    assert "\n" not in result.content and len(result.content) < 200
+    artifact = result.content.rsplit("详见 ", 1)[1]
+    assert (tmp_path / artifact).read_text(encoding="utf-8") == report
+
+
+def test_slimming_rules() -> None:
+    file_text = "[文件: main.py]\n```\nprint('hi')\n```\n请看看这个文件"
+    message = Message("user", [TextBlock(file_text), TextBlock("[语音: 明天提醒我开会]")])
+    slim = slim_message(message)
+    assert slim.content == [
+        TextBlock("[文件 main.py 已处理]\n请看看这个文件"),
+        TextBlock("[语音已处理]"),
+    ]
+    short = ToolResultBlock("t1", "ok")
+    assert slim_message(Message("user", [short])).content == [short]
+    cli = '{"ok": true, "cli": "claude_code", "exit_code": 0, "output_path": "data/cli_outputs/a.txt"}'
+    assert summarize_tool_result(cli) == "claude_code 已完成(成功)，详见 data/cli_outputs/a.txt"
+
+
+async def test_system_layers_in_order(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory, tmp_path: Path
+) -> None:
+    (tmp_path / "SOUL.md").write_text("# Soul\nYou are Testy.", encoding="utf-8")
+    kernel = await make_kernel(anthropic_sim)
+    await kernel.store.add_memory("The owner's cat is called Miso")
+    anthropic_sim.enqueue(text_reply("hi"))
+    await run(kernel, "what is my cat called?")
+
+    system = system_of(anthropic_sim)
+    order = [system.index(s) for s in ("You are Testy.", "memory_add", "Miso", "当前时间")]
+    assert order == sorted(order)
+    layers = await kernel.agent.system_layers("cat")
+    assert [layer.name for layer in layers] == ["soul", "tools", "memories", "time"]
+    assert all(len(layer.sha256) == 16 and layer.token_estimate > 0 for layer in layers)
