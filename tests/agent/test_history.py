@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kernel.agent.events import Completed
@@ -49,7 +50,9 @@ def test_slimming_rules() -> None:
     ]
     short = ToolResultBlock("t1", "ok")
     assert slim_message(Message("user", [short])).content == [short]
-    cli = '{"ok": true, "cli": "claude_code", "exit_code": 0, "output_path": "data/cli_outputs/a.txt"}'
+    cli = json.dumps(
+        {"ok": True, "cli": "claude_code", "exit_code": 0, "output_path": "data/cli_outputs/a.txt"}
+    )
     assert summarize_tool_result(cli) == "claude_code 已完成(成功)，详见 data/cli_outputs/a.txt"
 
 
