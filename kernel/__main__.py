@@ -10,7 +10,8 @@ import sys
 
 from kernel import __version__
 from kernel.config import Config, load_config
-from kernel.errors import ConfigError
+from kernel.errors import ConfigError, StartupError
+from kernel.i18n import t
 
 log = logging.getLogger("kernel")
 
@@ -32,7 +33,11 @@ def _configure(require_telegram: bool, to_file: bool) -> Config:
     log_dir = config.data_dir / "logs" if to_file else None
     # The service logs to stdout; `kernel chat` keeps stdout for the conversation.
     if to_file:
-        setup_logging(log_dir, secrets_of(config), level=logging.INFO, stream=sys.stdout)
+        try:
+            setup_logging(log_dir, secrets_of(config), level=logging.INFO, stream=sys.stdout)
+        except OSError as exc:
+            detail = exc.strerror or str(exc)
+            raise StartupError(t("startup.storage", path=config.data_dir, detail=detail)) from None
     else:
         setup_logging(None, secrets_of(config), level=logging.WARNING, stream=sys.stderr)
     for warning in config.warnings:
@@ -43,15 +48,21 @@ def _configure(require_telegram: bool, to_file: bool) -> Config:
 async def serve(config: Config) -> None:
     """Run until SIGINT/SIGTERM, then stop taking work and shut down in order."""
     from kernel.app import Kernel
+    from kernel.telegram.channel import TelegramChannel
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Kernel(config):
-        log.info("no channel is enabled in this version; waiting for a stop signal")
-        await stop.wait()
-        log.info("stop signal received; shutting down")
+    async with Kernel(config) as kernel:
+        telegram = TelegramChannel(kernel)
+        await telegram.start()
+        try:
+            await stop.wait()
+            log.info("stop signal received; shutting down")
+        finally:
+            # Channels first (no new work), then the core, the database last.
+            await telegram.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,14 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command or "run"
     try:
         config = _configure(require_telegram=command == "run", to_file=command == "run")
-    except ConfigError as exc:
+    except (ConfigError, StartupError) as exc:
         print(f"kernel: {exc}", file=sys.stderr)
         return 2
-    if command == "chat":
-        from kernel.console.chat import run_chat
+    try:
+        if command == "chat":
+            from kernel.console.chat import run_chat
 
-        return asyncio.run(run_chat(config))
-    asyncio.run(serve(config))
+            return asyncio.run(run_chat(config))
+        asyncio.run(serve(config))
+    except StartupError as exc:
+        print(f"kernel: {exc}", file=sys.stderr)  # one line, like config refusals
+        return 2
     return 0
 
 

@@ -7,8 +7,11 @@ import asyncio
 import logging
 
 from kernel.agent.agent import Agent
+from kernel.agent.titles import TitleMaker
 from kernel.config import Config
-from kernel.providers import create_provider
+from kernel.errors import StartupError, StoreError
+from kernel.i18n import t
+from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
 from kernel.store.db import Store
 from kernel.tools import memory
@@ -17,14 +20,22 @@ from kernel.tools.registry import ToolRegistry
 log = logging.getLogger(__name__)
 
 
+_PUBLIC_HEADERS = {"user-agent", "accept", "accept-language", "content-type"}
+
+
+def _header_secrets(headers: dict[str, str]) -> list[str]:
+    return [v for k, v in headers.items() if k.lower() not in _PUBLIC_HEADERS]
+
+
 def secrets_of(config: Config) -> list[str]:
+    """Every configured value that must never reach a log line or an error message."""
     found = [config.telegram.token, config.gateway.api_key]
     for p in config.providers.values():
-        found += [p.api_key, *p.headers.values()]
+        found += [p.api_key, *_header_secrets(p.headers)]
     if config.titles:
-        found += [config.titles.api_key, *config.titles.headers.values()]
+        found += [config.titles.api_key, *_header_secrets(config.titles.headers)]
     for server in config.mcp_servers:
-        found += list(server.headers.values())
+        found += list(server.headers.values())  # MCP headers: always secret (seed 004)
     return [s for s in found if s]
 
 
@@ -35,14 +46,23 @@ class Kernel:
         self.config = config
         self.store = Store(config.db_path)
         self.tools = ToolRegistry()
+        self._sleep = sleep
         self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
 
     def _make_provider(self, name: str) -> Provider:
         return create_provider(self.config.providers[name])
 
     async def start(self) -> None:
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        await self.store.start()
+        try:
+            self.config.data_dir.mkdir(parents=True, exist_ok=True)
+            await self.store.start()
+        except (OSError, StoreError) as exc:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            path = self.config.data_dir
+            raise StartupError(t("startup.storage", path=path, detail=detail)) from None
+        if self.config.titles is not None:
+            provider = await asyncio.to_thread(create_titles_provider, self.config.titles)
+            self.agent.titles = TitleMaker(provider, self._sleep)
         memory.register(self.tools, self.store)
         self.tools.disable(self.config.general.disabled_tools)
         await self.agent.start()
@@ -56,6 +76,8 @@ class Kernel:
     async def stop(self) -> None:
         """Turns first (they write their last history), then the database last."""
         await self.agent.stop()
+        if self.agent.titles is not None:
+            await self.agent.titles.provider.aclose()
         await self.store.close()
         log.info("kernel stopped")
 

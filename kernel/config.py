@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kernel.errors import ConfigError
 from kernel.i18n import LANGUAGES, set_language, t
+from kernel.redact import mask_secret
 
 PROVIDER_TYPES = ("claude", "openai_compat")
 CAPABILITIES = ("stream", "tool_call", "attachments", "reasoning")
@@ -30,6 +31,9 @@ class TelegramConfig:
     allowed_user: int = 0
     api_base: str = "https://api.telegram.org"
     stream: bool = True
+    poll_timeout: int = 30
+    watchdog_seconds: float = 120.0
+    max_retries_429: int = 3
 
 
 @dataclass(slots=True)
@@ -219,7 +223,7 @@ class _Reader:
     def __init__(self, table: Any, prefix: str) -> None:
         if not isinstance(table, dict):
             raise ConfigError(
-                t("config.bad_type", key=prefix, expected=_expected("table"), got=table),
+                _bad_type_text(prefix, _expected("table"), table),
                 key=prefix,
             )
         self.table = table
@@ -239,7 +243,7 @@ class _Reader:
         if not ok:
             expected = _expected(kinds[0].__name__)
             raise ConfigError(
-                t("config.bad_type", key=self.key(name), expected=expected, got=value),
+                _bad_type_text(self.key(name), expected, value),
                 key=self.key(name),
             )
         return value
@@ -249,7 +253,7 @@ class _Reader:
         if not all(isinstance(v, str) for v in value):
             expected = _expected("list of strings")
             raise ConfigError(
-                t("config.bad_type", key=self.key(name), expected=expected, got=value),
+                _bad_type_text(self.key(name), expected, value),
                 key=self.key(name),
             )
         return list(value)
@@ -263,7 +267,7 @@ class _Reader:
         if value is not None and value <= 0:
             expected = _expected("positive number")
             raise ConfigError(
-                t("config.bad_type", key=self.key(name), expected=expected, got=value),
+                _bad_type_text(self.key(name), expected, value),
                 key=self.key(name),
             )
         return value
@@ -286,6 +290,18 @@ _EXPECTED_ZH = {
     "list of strings": "字符串列表",
     "positive number": "正数",
 }
+
+
+_SECRET_KEYS = ("token", "api_key", "secret", "client_secret", "allowed_user", "headers")
+
+
+def _bad_type_text(key: str, expected: str, got: Any) -> str:
+    """The refusal text; a value under a secret-like key (or a long one) is masked, since
+    a token pasted into the wrong key must not be printed back."""
+    shown = repr(got)
+    if key.rsplit(".", 1)[-1] in _SECRET_KEYS or len(shown) > 40:
+        shown = repr(mask_secret(str(got)))
+    return t("config.bad_type", key=key, expected=expected, got=shown)
 
 
 def _bad_choice(key: str, choices: tuple[str, ...], got: Any) -> ConfigError:
@@ -364,12 +380,7 @@ def _telegram(r: _Reader, env: Mapping[str, str], required: bool) -> TelegramCon
         allowed_user = int(user_raw)
     except ValueError:
         raise ConfigError(
-            t(
-                "config.bad_type",
-                key="telegram.allowed_user",
-                expected=_expected("int"),
-                got=user_raw,
-            ),
+            _bad_type_text("telegram.allowed_user", _expected("int"), user_raw),
             key="telegram.allowed_user",
         ) from None
     if required and not token:
@@ -381,6 +392,9 @@ def _telegram(r: _Reader, env: Mapping[str, str], required: bool) -> TelegramCon
         allowed_user=allowed_user,
         api_base=r.get("api_base", str, "https://api.telegram.org").rstrip("/"),
         stream=r.get("stream", bool, True),
+        poll_timeout=r.positive("poll_timeout", int, 30),
+        watchdog_seconds=r.positive("watchdog_seconds", float, 120.0),
+        max_retries_429=r.get("max_retries_429", int, 3),
     )
 
 
@@ -471,7 +485,7 @@ def _cli(section: Any) -> dict[str, CLIConfig]:
         out[name] = CLIConfig(
             name=name,
             command=r.get("command", str, DEFAULT_CLI.get(name, {}).get("command", name)),
-            args=r.str_list("args", []),
+            args=r.str_list("args", DEFAULT_CLI.get(name, {}).get("args", [])),
             timeout=r.positive("timeout", float, 600.0),
         )
     return out

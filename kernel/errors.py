@@ -2,6 +2,7 @@
 
 KernelError
 ├── ConfigError            bad or missing configuration (start-up refusals carry ``key``)
+├── StartupError           the data directory or database cannot be used at start
 ├── ProviderError          a model provider failed (status/code/message, never secrets)
 │   ├── RateLimitedError   429 / overloaded; carries ``retry_after`` seconds when known
 │   ├── TransientProviderError  5xx, timeouts, dropped connections: worth a retry
@@ -23,6 +24,10 @@ class ConfigError(KernelError):
     def __init__(self, message: str, key: str = "") -> None:
         super().__init__(message)
         self.key = key
+
+
+class StartupError(KernelError):
+    """Kernel cannot start for a reason outside config.toml; the text names the fix."""
 
 
 class ProviderError(KernelError):

@@ -17,17 +17,17 @@ from kernel.redact import redact_text
 _HEADER = re.compile(r"(?i)\b(authorization|x-api-key|cookie|api-key)\b(\s*[:=]\s*)([^\s,;]+)")
 
 
-class RedactingFilter(logging.Filter):
-    def __init__(self, secrets: list[str]) -> None:
-        super().__init__()
+class RedactingFormatter(logging.Formatter):
+    """Masks secrets in the whole formatted record, tracebacks included (an HTTP
+    library's exception text may carry a URL with the bot token in it)."""
+
+    def __init__(self, fmt: str, secrets: list[str]) -> None:
+        super().__init__(fmt)
         self.secrets = [s for s in secrets if s]
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        clean = _HEADER.sub(r"\1\2[REDACTED]", redact_text(message, self.secrets))
-        if clean != message:
-            record.msg, record.args = clean, None
-        return True
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return _HEADER.sub(r"\1\2[REDACTED]", redact_text(text, self.secrets))
 
 
 def setup_logging(
@@ -37,7 +37,7 @@ def setup_logging(
     for handler in list(root.handlers):
         root.removeHandler(handler)
         handler.close()
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fmt = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", secrets)
     handlers: list[logging.Handler] = [logging.StreamHandler(stream)]
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -46,11 +46,10 @@ def setup_logging(
                 log_dir / "kernel.log", maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8"
             )
         )
-    redactor = RedactingFilter(secrets)
     for handler in handlers:
         handler.setFormatter(fmt)
-        handler.addFilter(redactor)
         root.addHandler(handler)
     root.setLevel(level)
+    # httpx logs every request URL at INFO, and Telegram's URLs contain the bot token.
     for noisy in ("httpx", "httpx2", "httpcore", "anthropic", "openai", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -13,8 +13,11 @@ def mask_secret(secret: str) -> str:
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """Replace every occurrence of each secret (and its longer tails) in ``text``."""
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+    """Replace every occurrence of each secret (and its longer tails) in ``text``.
+
+    Values under 8 characters are not searched for: they are not real keys, and masking
+    every "1" or "Kernel" in a log line would destroy it."""
+    for secret in sorted((s for s in secrets if len(s) >= 8), key=len, reverse=True):
         text = text.replace(secret, mask_secret(secret))
         if len(secret) > 12:
             # Servers often echo a key partly masked: hide any long visible tail too.

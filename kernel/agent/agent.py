@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from zoneinfo import ZoneInfo
 from kernel.agent.context import (
     CANCELLED_RESULT,
     Layer,
+    flatten_tool_blocks,
     join_layers,
     repair_history,
 )
@@ -40,6 +42,7 @@ from kernel.agent.messages import (
     ToolUseBlock,
 )
 from kernel.agent.slimming import TOOL_RESULT_LIMIT, slim_message, summarize_tool_result
+from kernel.agent.titles import TitleMaker
 from kernel.agent.turns import Turn
 from kernel.config import Config
 from kernel.errors import BusyError, KernelError, ProviderError, SessionError, ToolError
@@ -62,6 +65,8 @@ log = logging.getLogger(__name__)
 
 ProviderFactory = Callable[[str], Provider]
 
+CANCELLED_MARK = " [已取消]"  # model-facing history marker, not user-facing text
+FAILED_RESULT = "failed: the turn ended with an error before this tool's result was recorded"
 SOUL_FALLBACK = "You are Kernel, the owner's personal assistant. Be brief, accurate and kind."
 
 
@@ -98,6 +103,7 @@ class Agent:
         *,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], datetime] | None = None,
+        titles: TitleMaker | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -105,6 +111,8 @@ class Agent:
         self._factory = provider_factory
         self._providers: dict[str, Provider] = {}
         self._provider_lock = asyncio.Lock()
+        self.titles = titles
+        self._background: set[asyncio.Task[object]] = set()
         self._sleep = sleep
         self._clock = clock or (lambda: datetime.now(UTC))
         self._conversations: dict[str, _Conversation] = {}
@@ -136,6 +144,10 @@ class Agent:
         tasks = [turn.task for turn in turns if turn.task]
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.wait(self._background, timeout=timeout)
         for provider in self._providers.values():
             await provider.aclose()
         self._providers.clear()
@@ -205,7 +217,7 @@ class Agent:
         self._guard_idle(conversation)
         row = await self.store.get_session(session_id)
         if row is None:
-            raise SessionError(f"session {session_id} does not exist")
+            raise SessionError(t("session.not_found", id=session_id))
         self._conv(conversation).session_id = session_id
         return row
 
@@ -219,6 +231,27 @@ class Agent:
 
     async def retitle(self, session_id: int, title: str | None) -> None:
         await self.store.set_title(session_id, title)
+
+    async def generate_title(self, session_id: int) -> str | None:
+        """Ask the titles model for a title and store it; None when unavailable."""
+        if self.titles is None:
+            return None
+        messages = await self.store.load_messages(session_id, rounds=2)
+        title = await self.titles.make(messages)
+        if title:
+            await self.store.set_title(session_id, title)
+        return title
+
+    def spawn(self, coro: Coroutine[object, object, object], name: str) -> None:
+        """Run background work that is tracked and cancelled at stop (no fire-and-forget)."""
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[object]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("background task %s failed: %r", task.get_name(), task.exception())
 
     def local_time(self, when: datetime) -> datetime:
         return when.astimezone(self.tz)
@@ -240,8 +273,8 @@ class Agent:
             raise ValueError("empty input")
         turn = Turn(conversation)
         self._conv(conversation).turn = turn
-        turn.task = asyncio.get_running_loop().create_task(
-            self._run(turn, user_input), name=turn.id
+        turn.attach(
+            asyncio.get_running_loop().create_task(self._run(turn, user_input), name=turn.id)
         )
         return turn
 
@@ -284,25 +317,27 @@ class Agent:
         return "## 长期记忆（自动召回）\n" + "\n".join(lines)
 
     async def _run(self, turn: Turn, user_input: UserInput) -> None:
+        turn.started = True
         run = _TurnRun(self, turn)
         try:
             await run.execute(user_input)
         except asyncio.CancelledError:
             reply = run.reply_so_far()
-            await asyncio.shield(run.close_history(CANCELLED_RESULT, partial_note=" [已取消]"))
-            turn.emit(Completed(run.step, reply, cancelled=True))
+            try:
+                await asyncio.shield(run.close_history(CANCELLED_RESULT, CANCELLED_MARK))
+            finally:
+                turn.emit(Completed(run.step, reply, cancelled=True))
             raise
         except ProviderError as exc:
             self.last_error = str(exc)
             log.warning("turn %s: provider error %s", turn.id, type(exc).__name__)
-            await asyncio.shield(run.close_history("turn failed"))
             code = exc.code or "provider_request_failed"
-            turn.emit(ErrorEvent(run.step, code, t("provider.error", detail=str(exc))))
+            await run.fail(ErrorEvent(run.step, code, t("provider.error", detail=str(exc))))
         except Exception as exc:
             self.last_error = type(exc).__name__
             log.exception("turn %s failed", turn.id)
-            await asyncio.shield(run.close_history("turn failed"))
-            turn.emit(ErrorEvent(run.step, "internal_error", f"{type(exc).__name__}: {exc}"))
+            message = t("turn.internal_error", kind=type(exc).__name__)
+            await run.fail(ErrorEvent(run.step, "internal_error", message))
 
 
 class _TurnRun:
@@ -331,6 +366,7 @@ class _TurnRun:
     async def execute(self, user_input: UserInput) -> None:
         agent, cfg = self.agent, self.agent.config
         conv = agent._conv(self.turn.conversation)
+        new_session = conv.session_id is None
         if conv.session_id is None:
             row = await agent.store.create_session(user_input.channel)
             conv.session_id = row.id
@@ -340,6 +376,8 @@ class _TurnRun:
         )
         user_message = user_input.to_message()
         await self._store(user_message)
+        if self.turn.cancel_requested:  # cancelled before it began: the message is kept
+            raise asyncio.CancelledError
         working = repair_history([*history, user_message])
         system = join_layers(await agent.system_layers(user_input.text))
         provider = await agent.provider()
@@ -351,7 +389,8 @@ class _TurnRun:
             self.step += 1
             self.turn.emit(StepStarted(self.step))
             tools = agent.tools.specs() if provider.capabilities.tool_call else []
-            request = ChatRequest(agent.model, system, working, tools)
+            messages = working if tools else flatten_tool_blocks(working)
+            request = ChatRequest(agent.model, system, messages, tools)
             completion = await self._stream(provider, request, policy)
             assistant = Message("assistant", [])
             if completion.text:
@@ -365,6 +404,8 @@ class _TurnRun:
                 if assistant.content:
                     await self._store(assistant)
                 self.turn.emit(Completed(self.step, completion.text))
+                if new_session and agent.titles is not None:
+                    agent.spawn(agent.generate_title(self.session_id), f"title-{self.session_id}")
                 return
             self.pending = assistant
             await self._store(assistant)
@@ -376,7 +417,8 @@ class _TurnRun:
             if calls_used > limit:
                 notice = t("turn.tool_limit", limit=limit)
                 self.turn.emit(AssistantDelta(self.step, notice))
-                self.turn.emit(Completed(self.step, notice))
+                await self._store(Message("assistant", [TextBlock(notice)]))
+                self.turn.emit(Completed(self.step, "\n\n".join([*self.replies, notice])))
                 return
 
     async def _stream(
@@ -423,26 +465,30 @@ class _TurnRun:
             for c, o in zip(calls, outcomes, strict=True)
         ]
         message = Message("user", list(blocks))
-        artifacts = await asyncio.to_thread(self._save_artifacts, blocks, calls)
+        artifacts = await asyncio.to_thread(self._save_artifacts, blocks)
         self.pending = None
         await self._store(message, artifacts)
         return message
 
-    def _save_artifacts(
-        self, blocks: list[ToolResultBlock], calls: list[RawToolCall]
-    ) -> dict[str, str]:
+    def _save_artifacts(self, blocks: list[ToolResultBlock]) -> dict[str, str]:
         """Keep long tool results on disk so the slimmed history can point at them."""
         out: dict[str, str] = {}
         folder = self.agent.config.data_dir / "tool_outputs"
-        for block, call in zip(blocks, calls, strict=True):
+        for index, block in enumerate(blocks):
             if len(block.content) <= TOOL_RESULT_LIMIT or '"output_path"' in block.content:
                 continue
             folder.mkdir(parents=True, exist_ok=True)
-            safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in block.tool_use_id)
-            path = folder / f"{self.session_id}-{call.name}-{safe}.txt"
+            # Only Kernel-made parts in the name: the tool name and id come from the model.
+            path = folder / f"s{self.session_id}-{uuid.uuid4().hex[:12]}-{index}.txt"
             path.write_text(block.content, encoding="utf-8")
             out[block.tool_use_id] = _relative(path, self.agent.config.base_dir)
         return out
+
+    async def fail(self, event: ErrorEvent) -> None:
+        try:
+            await asyncio.shield(self.close_history(FAILED_RESULT))
+        finally:
+            self.turn.emit(event)
 
     async def close_history(self, reason: str, partial_note: str = "") -> None:
         """After a cancel or failure: answer dangling tool calls and keep streamed text."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
-from kernel.agent.messages import Block, Message, ToolResultBlock
+from kernel.agent.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 CANCELLED_RESULT = "cancelled: the user stopped this turn before the tool finished"
 LOST_RESULT = "no result: the tool did not finish (Kernel stopped or crashed)"
@@ -49,7 +50,8 @@ def repair_history(messages: list[Message]) -> list[Message]:
     - the conversation starts with a user message.
     """
     out: list[Message] = []
-    for message in messages:
+    start = next((i for i, m in enumerate(messages) if m.role == "user"), len(messages))
+    for message in messages[start:]:
         content = list(message.content)
         if message.role == "user":
             expected = (
@@ -84,8 +86,27 @@ def repair_history(messages: list[Message]) -> list[Message]:
         out.append(
             Message("user", [ToolResultBlock(u.id, LOST_RESULT, True) for u in out[-1].tool_uses])
         )
-    while out and out[0].role != "user":
-        out.pop(0)
+    return out
+
+
+def flatten_tool_blocks(messages: list[Message]) -> list[Message]:
+    """Tool blocks as plain text, for a request that offers no tools: the APIs reject
+    tool_use/tool_result blocks in a request without tool definitions."""
+    out: list[Message] = []
+    for message in messages:
+        blocks: list[Block] = []
+        for b in message.content:
+            if isinstance(b, ToolUseBlock):
+                blocks.append(
+                    TextBlock(f"[tool call {b.name} {json.dumps(b.input, ensure_ascii=False)}]")
+                )
+            elif isinstance(b, ToolResultBlock):
+                blocks.append(
+                    TextBlock(f"[tool result{' (error)' if b.is_error else ''}: {b.content}]")
+                )
+            else:
+                blocks.append(b)
+        out.append(Message(message.role, blocks))
     return out
 
 

@@ -21,8 +21,21 @@ class Turn:
         self.task: asyncio.Task[None] | None = None
         self.reply = ""
         self.final: Completed | ErrorEvent | None = None
+        self.started = False  # set by the runner once it holds the turn
+        self.cancel_requested = False
+
+    def attach(self, task: asyncio.Task[None]) -> None:
+        self.task = task
+        task.add_done_callback(self._ensure_final)
+
+    def _ensure_final(self, task: asyncio.Task[None]) -> None:
+        # Safety net: whatever ended the task, readers always get a last event.
+        if self.final is None:
+            self.emit(Completed(0, "", cancelled=True))
 
     def emit(self, event: TurnEvent) -> None:
+        if self.final is not None:
+            return
         if isinstance(event, (Completed, ErrorEvent)):
             self.final = event
             if isinstance(event, Completed):
@@ -34,10 +47,17 @@ class Turn:
         return self.task is not None and self.task.done()
 
     def cancel(self) -> bool:
-        """Ask the turn to stop; it still emits its final event and leaves history valid."""
+        """Ask the turn to stop; it still emits its final event and leaves history valid.
+
+        Asking twice does not interrupt the clean-up of the first request. A turn not yet
+        started stops right after it has stored the owner's message.
+        """
         if self.task is None or self.task.done():
             return False
-        self.task.cancel()
+        if not self.cancel_requested:
+            self.cancel_requested = True
+            if self.started:
+                self.task.cancel()
         return True
 
     async def wait(self) -> Completed | ErrorEvent:

@@ -150,6 +150,8 @@ async def stream_with_retry(
             delay = min(policy.max_delay, policy.base_delay * (2**attempt))
             delay *= 0.8 + 0.4 * random.random()  # jitter
             if isinstance(exc, RateLimitedError) and exc.retry_after is not None:
+                if exc.retry_after > policy.max_delay:
+                    raise  # waiting that long silently would look like a hang; say so now
                 delay = max(0.0, exc.retry_after)
             attempt += 1
             log.warning(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -108,6 +109,12 @@ class ClaudeProvider(Provider):
         )
 
 
+def _safe(identifier: str) -> str:
+    """Anthropic requires ``^[a-zA-Z0-9_-]+$`` for tool ids and names; history may hold
+    ones another provider made (``functions.x:0``) after a /provider switch."""
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", identifier)[:64] or "_"
+
+
 def _to_wire(message: Message) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     for block in message.content:
@@ -118,14 +125,13 @@ def _to_wire(message: Message) -> dict[str, Any]:
             source = {"type": "base64", "media_type": block.media_type, "data": block.data}
             content.append({"type": "image", "source": source})
         elif isinstance(block, ToolUseBlock):
-            content.append(
-                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-            )
+            name, ident = _safe(block.name), _safe(block.id)
+            content.append({"type": "tool_use", "id": ident, "name": name, "input": block.input})
         elif isinstance(block, ToolResultBlock):
             content.append(
                 {
                     "type": "tool_result",
-                    "tool_use_id": block.tool_use_id,
+                    "tool_use_id": _safe(block.tool_use_id),
                     "content": block.content,
                     "is_error": block.is_error,
                 }

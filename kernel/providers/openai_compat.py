@@ -145,7 +145,7 @@ def to_wire(system: str, messages: list[Message]) -> list[dict[str, Any]]:
         if not parts:
             continue
         if all(p["type"] == "text" for p in parts):
-            out.append({"role": "user", "content": "".join(p["text"] for p in parts)})
+            out.append({"role": "user", "content": "\n\n".join(p["text"] for p in parts)})
         else:
             out.append({"role": "user", "content": parts})
     return out

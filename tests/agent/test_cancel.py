@@ -93,7 +93,7 @@ async def test_cancel_during_retry_wait(sim: Sim, make_kernel: KernelFactory) ->
         await asyncio.sleep(delay)
 
     kernel = await make_kernel(sim, sleep=sleep)
-    sim.enqueue(Error(503, "api_error", "try later", retry_after=3600))
+    sim.enqueue(Error(503, "api_error", "try later", retry_after=20))
     turn = kernel.agent.start_turn(CONV, UserInput("hello?"))
     await asyncio.wait_for(waiting.wait(), timeout=5)
 

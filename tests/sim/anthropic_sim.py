@@ -210,9 +210,36 @@ def validate_request(body: dict[str, Any]) -> str | None:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
-    for check in (check_shapes, check_images, check_tool_pairing):
+    for check in (check_shapes, check_images, check_text, check_tool_pairing):
         if problem := check(messages):
             return problem
+    return check_tools_defined(body)
+
+
+def check_text(messages: list[dict[str, Any]]) -> str | None:
+    """Empty text blocks and empty content are rejected by the real API."""
+    for index, message in enumerate(messages):
+        blocks = content_blocks(message)
+        if not blocks:
+            return f"messages.{index}: all messages must have non-empty content"
+        for position, block in enumerate(blocks):
+            if block.get("type") == "text" and not str(block.get("text", "")).strip():
+                return f"messages.{index}.content.{position}.text: text content blocks must be non-empty"
+        kinds = [b.get("type") for b in blocks]
+        if message.get("role") == "user" and "tool_result" in kinds:
+            first_other = next((i for i, k in enumerate(kinds) if k != "tool_result"), len(kinds))
+            if "tool_result" in kinds[first_other:]:
+                return f"messages.{index}: `tool_result` blocks must come first in the user message"
+    return None
+
+
+def check_tools_defined(body: dict[str, Any]) -> str | None:
+    """A request holding tool_use/tool_result blocks must define tools."""
+    if body.get("tools"):
+        return None
+    for message in body["messages"]:
+        if any(b.get("type") in ("tool_use", "tool_result") for b in content_blocks(message)):
+            return "Requests which include `tool_use` or `tool_result` blocks must define tools."
     return None
 
 

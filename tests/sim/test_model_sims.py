@@ -311,8 +311,41 @@ async def test_anthropic_accepts_tool_round_trip_and_consecutive_user_turns(
             ],
         },
     ]
-    message = await claude.messages.create(model=MODEL, max_tokens=10, messages=messages)
+    tools = [{"name": n, "input_schema": {"type": "object"}} for n in ("f", "g")]
+    message = await claude.messages.create(
+        model=MODEL, max_tokens=10, messages=messages, tools=tools
+    )
     assert message.content[0].text == "done"
+
+
+@pytest.mark.parametrize(
+    ("messages", "problem"),
+    [
+        (
+            [
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"}],
+                },
+            ],
+            "must define tools",
+        ),
+        ([{"role": "user", "content": [{"type": "text", "text": " "}]}], "non-empty"),
+    ],
+)
+async def test_anthropic_rejects_tool_blocks_without_tools_and_empty_text(
+    asim: AnthropicSim,
+    claude: anthropic.AsyncAnthropic,
+    messages: list[dict[str, object]],
+    problem: str,
+) -> None:
+    with pytest.raises(anthropic.BadRequestError, match=problem):
+        await claude.messages.create(model=MODEL, max_tokens=10, messages=messages)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,76 @@
+"""Session titles from a small, separate model (seed 004 Phase 1 "会话标题").
+
+Generated once after a session's first turn and on ``/retitle``. Transient failures
+are retried after 0, 3, 15 and 60 seconds; a 429 gives up at once (the owner's quota
+matters more than a title); a title never blocks or breaks the chat.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from kernel.agent.messages import Message, TextBlock
+from kernel.errors import ProviderError, RateLimitedError, TransientProviderError
+from kernel.providers.base import ChatRequest, Completion, Provider, Sleep
+
+log = logging.getLogger(__name__)
+
+RETRY_DELAYS = (0.0, 3.0, 15.0, 60.0)
+MAX_TITLE = 40
+PROMPT = (
+    "用不超过 12 个字（或 6 个英文单词）为下面这段对话起一个简短标题，"
+    "只输出标题本身，不要引号、标点或解释。"
+)
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def clean_title(raw: str) -> str:
+    """Strip reasoning blocks (closed or not), quotes, a 'Title:' prefix, extra lines."""
+    text = _THINK.sub("", raw).strip()
+    text = text.splitlines()[0].strip() if text else ""
+    text = re.sub(r"^(title|标题)\s*[:：]\s*", "", text, flags=re.IGNORECASE)
+    text = text.strip(" \"'“”‘’「」《》*#`")
+    return text[:MAX_TITLE].rstrip()
+
+
+class TitleMaker:
+    def __init__(
+        self, provider: Provider, sleep: Sleep, delays: tuple[float, ...] = RETRY_DELAYS
+    ) -> None:
+        self.provider = provider
+        self.sleep = sleep
+        self.delays = delays
+
+    async def make(self, messages: list[Message]) -> str | None:
+        transcript = "\n".join(f"{m.role}: {m.text[:500]}" for m in messages if m.text.strip())[
+            :4000
+        ]
+        if not transcript:
+            return None
+        request = ChatRequest(
+            model=self.provider.default_model,
+            system=PROMPT,
+            messages=[Message("user", [TextBlock(transcript)])],
+        )
+        for attempt, delay in enumerate(self.delays):
+            if delay:
+                await self.sleep(delay)
+            try:
+                return clean_title(await self._complete(request)) or None
+            except RateLimitedError:
+                log.warning("title generation rate-limited; giving up")
+                return None
+            except TransientProviderError as exc:
+                log.warning("title attempt %d failed (%s)", attempt + 1, exc.code or "transient")
+            except ProviderError as exc:
+                log.warning("title generation failed (%s)", exc.code or exc.status)
+                return None
+        return None
+
+    async def _complete(self, request: ChatRequest) -> str:
+        async for event in self.provider._stream(request):
+            if isinstance(event, Completion):
+                return event.text
+        return ""

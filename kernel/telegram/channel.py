@@ -1,0 +1,184 @@
+"""The Telegram channel: python-telegram-bot's Application inside Kernel's own loop.
+
+Started by hand (initialize → start_polling → start; the reverse on stop) with
+``drop_pending_updates`` and explicit ``allowed_updates``. Updates are handled one at
+a time in order; a message starts a turn whose presentation runs as a tracked task, so
+``/cancel`` and ``/status`` are never stuck behind a running reply. A watchdog restarts
+polling when no ``getUpdates`` has completed for ``telegram.watchdog_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Coroutine
+from typing import Any
+
+from telegram import BotCommand, Update
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ApplicationBuilder,
+    ApplicationHandlerStop,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+from telegram.request import HTTPXRequest
+
+from kernel.app import Kernel
+from kernel.i18n import t
+from kernel.telegram.commands import COMMANDS, CommandSet
+from kernel.telegram.inbound import Inbound
+
+log = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query", "channel_post"]
+Context = ContextTypes.DEFAULT_TYPE
+
+
+class _PollClock(HTTPXRequest):
+    """The request object PTB uses for getUpdates only: records each completed poll."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.last_ok = time.monotonic()
+
+    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        result = await super().do_request(*args, **kwargs)
+        self.last_ok = time.monotonic()
+        return result
+
+
+class TelegramChannel:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        cfg = kernel.config.telegram
+        self.cfg = cfg
+        self.owner = cfg.allowed_user
+        self.dropped: Counter[str] = Counter()
+        self.started_at = time.monotonic()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+        self.poll_restarts = 0
+        self._clock = _PollClock(connection_pool_size=1, read_timeout=cfg.poll_timeout + 10)
+        self.app: Application[Any, Any, Any, Any, Any, Any] = (
+            ApplicationBuilder()
+            .token(cfg.token)
+            .base_url(f"{cfg.api_base}/bot")
+            .base_file_url(f"{cfg.api_base}/file/bot")
+            .get_updates_request(self._clock)
+            .rate_limiter(AIORateLimiter(max_retries=cfg.max_retries_429))
+            .concurrent_updates(False)
+            .build()
+        )
+        self.commands = CommandSet(self)
+        self.inbound = Inbound(self)
+        self._register()
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.app.initialize()
+        await self.app.bot.set_my_commands(
+            [BotCommand(name, t(f"tg.cmd.{name}")) for name in COMMANDS]
+        )
+        await self._start_polling()
+        await self.app.start()
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch_polling())
+        log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
+
+    async def stop(self) -> None:
+        if self._watchdog:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+        if self.app.updater and self.app.updater.running:
+            await self.app.updater.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self.kernel.config.general.shutdown_timeout)
+        if self.app.running:
+            await self.app.stop()
+        await self.app.shutdown()
+        log.info("telegram channel stopped")
+
+    async def _start_polling(self) -> None:
+        assert self.app.updater is not None
+        self._clock.last_ok = time.monotonic()
+        await self.app.updater.start_polling(
+            timeout=self.cfg.poll_timeout,
+            allowed_updates=ALLOWED_UPDATES,
+            drop_pending_updates=True,
+            error_callback=self._polling_error,
+        )
+
+    def _polling_error(self, error: Exception) -> None:
+        # PTB retries by itself; log the kind only (the URL carries the token).
+        log.warning("getUpdates failed: %s", type(error).__name__)
+
+    async def _watch_polling(self) -> None:
+        limit = self.cfg.watchdog_seconds
+        while True:
+            await asyncio.sleep(min(limit / 4, 15))
+            if time.monotonic() - self._clock.last_ok < limit:
+                continue
+            log.warning("no getUpdates completed for %.0fs; restarting polling", limit)
+            self.poll_restarts += 1
+            updater = self.app.updater
+            assert updater is not None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(updater.stop(), timeout=limit)
+            try:
+                await self._start_polling()
+            except Exception as exc:  # keep watching; the next round tries again
+                log.warning("restarting polling failed: %s", type(exc).__name__)
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """Tracked background work, cancelled at stop."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("telegram task %s failed", task.get_name(), exc_info=task.exception())
+
+    # ----- routing ---------------------------------------------------------------------
+
+    def _register(self) -> None:
+        self.app.add_handler(TypeHandler(Update, self._gate), group=-1)
+        for name in COMMANDS:
+            self.app.add_handler(CommandHandler(name, getattr(self.commands, name)))
+        self.app.add_handler(MessageHandler(filters.COMMAND, self.commands.unknown))
+        self.app.add_handler(MessageHandler(filters.ALL, self.inbound.handle))
+
+    async def _gate(self, update: Update, context: Context) -> None:
+        """Only the owner's private chat gets through; the rest is dropped and counted."""
+        reason = self._reject_reason(update)
+        if reason:
+            self.dropped[reason] += 1
+            raise ApplicationHandlerStop
+
+    def _reject_reason(self, update: Update) -> str:
+        if update.edited_message or update.edited_channel_post:
+            return "edited"
+        if update.channel_post:
+            return "channel"
+        if update.callback_query:
+            return "" if update.callback_query.from_user.id == self.owner else "stranger"
+        message = update.message
+        if message is None:
+            return "other"
+        if message.chat.type != "private":
+            return "group"
+        if message.from_user is None or message.from_user.id != self.owner:
+            return "stranger"
+        return ""

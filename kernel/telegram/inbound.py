@@ -1,0 +1,114 @@
+"""Owner messages that are not commands: text, photos, documents (voice: refused until
+speech-to-text lands). Each starts a turn shown by a TurnView running as a tracked task;
+a message that arrives while a turn runs gets one busy notice per busy window."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from telegram import Message, Update
+from telegram.error import TelegramError
+from telegram.ext import ContextTypes
+
+from kernel.agent.agent import UserInput
+from kernel.errors import BusyError
+from kernel.i18n import t
+from kernel.telegram import media
+from kernel.telegram.view import TurnView
+
+if TYPE_CHECKING:
+    from kernel.telegram.channel import TelegramChannel
+
+log = logging.getLogger(__name__)
+
+
+def conversation_of(chat_id: int) -> str:
+    return f"telegram:{chat_id}"
+
+
+class Inbound:
+    def __init__(self, channel: TelegramChannel) -> None:
+        self.channel = channel
+        self.agent = channel.kernel.agent
+        self._busy_notified: set[int] = set()
+
+    async def handle(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        if message is None:
+            return
+        chat_id = message.chat.id
+        if self.agent.is_busy(conversation_of(chat_id)):
+            await self._busy(chat_id, message)
+            return
+        try:
+            user_input = await self._read(message)
+        except media.MediaRefused as exc:
+            await message.reply_text(str(exc))
+            return
+        except TelegramError as exc:
+            log.warning("download failed: %s", type(exc).__name__)
+            await message.reply_text(t("tg.download_failed"))
+            return
+        if user_input is None:
+            await message.reply_text(t("tg.unsupported_message"))
+            return
+        self.start(chat_id, user_input)
+
+    def start(self, chat_id: int, user_input: UserInput) -> None:
+        try:
+            turn = self.agent.start_turn(conversation_of(chat_id), user_input)
+        except BusyError:
+            return
+        self._busy_notified.discard(chat_id)
+        view = TurnView(self.channel.app.bot, chat_id, drafts=self.channel.cfg.stream)
+        self.channel.spawn(view.show(turn), f"tg-{turn.id}")
+
+    async def _busy(self, chat_id: int, message: Message) -> None:
+        if chat_id in self._busy_notified:
+            return
+        self._busy_notified.add(chat_id)
+        await message.reply_text(t("turn.busy"))
+
+    async def _read(self, message: Message) -> UserInput | None:
+        caption = message.caption or ""
+        if message.text:
+            return UserInput(message.text, channel="telegram")
+        if message.photo:
+            largest = message.photo[-1]
+            media.check_size(largest.file_size, photo=True)
+            data = await self._download(largest.file_id)
+            return UserInput(caption, images=[media.image_block(data)], channel="telegram")
+        if message.document:
+            return await self._document(message, caption)
+        if message.voice or message.audio:
+            raise media.MediaRefused(t("tg.voice_unavailable"))
+        return None
+
+    async def _document(self, message: Message, caption: str) -> UserInput:
+        doc = message.document
+        assert doc is not None
+        name = doc.file_name or "file"
+        kind = media.classify_document(name, doc.mime_type)
+        media.check_size(doc.file_size, photo=kind == "image")
+        data = await self._download(doc.file_id)
+        media.check_size(len(data), photo=kind == "image")
+        folder = self.channel.kernel.config.data_dir / "downloads"
+        path = media.download_path(folder, doc.file_unique_id, name)
+        await asyncio.to_thread(_save, path, data)
+        if kind == "image":
+            image = media.image_block(data, doc.mime_type or "image/jpeg")
+            return UserInput(caption, images=[image], channel="telegram")
+        text_file = await asyncio.to_thread(media.read_text, name, data)
+        return UserInput(text_file.as_input(caption), channel="telegram")
+
+    async def _download(self, file_id: str) -> bytes:
+        file = await self.channel.app.bot.get_file(file_id)
+        return bytes(await file.download_as_bytearray())
+
+
+def _save(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)

@@ -1,0 +1,96 @@
+"""A running Telegram channel: the real PTB Application long-polling the Bot API
+simulator, the real anthropic SDK talking to the model simulator, SQLite on disk."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel.app import Kernel
+from kernel.config import load_config
+from kernel.telegram.channel import TelegramChannel
+from tests.conftest import write_config
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, ChatMessage, TelegramSim
+
+CONV = f"telegram:{OWNER}"
+
+
+@dataclass
+class BotHarness:
+    tg: TelegramSim
+    model: AnthropicSim
+    kernel: Kernel
+    channel: TelegramChannel
+
+    def bot_messages(self, chat_id: int = OWNER) -> list[ChatMessage]:
+        return self.tg.chat(chat_id, from_bot=True)
+
+    def texts(self, chat_id: int = OWNER) -> list[str]:
+        return [m.text for m in self.bot_messages(chat_id)]
+
+    async def ask(self, text: str, **kw: Any) -> str:
+        """Send a command or message and return the text of the bot's next new message."""
+        before = len(self.tg.calls_to("sendMessage"))
+        self.tg.inject_text(text, **kw)
+        await self.tg.wait_until(lambda: len(self.tg.calls_to("sendMessage")) > before)
+        call = self.tg.calls_to("sendMessage")[before]
+        return str(call.params["text"])
+
+    async def settle(self, timeout: float = 10) -> None:
+        """Wait until no turn runs and no placeholder is left in the chat."""
+        placeholder = "Working on a reply…"
+        await self.tg.wait_until(
+            lambda: not self.kernel.agent.is_busy(CONV)
+            and not self.channel._tasks
+            and placeholder not in self.texts(),
+            timeout=timeout,
+        )
+
+    async def converse(self, text: str) -> str:
+        """Send a message; return the last bot message once the turn is shown."""
+        self.tg.inject_text(text)
+        await self.tg.wait_until(lambda: self.kernel.agent.is_busy(CONV) or bool(self.texts()))
+        await self.settle()
+        return self.texts()[-1]
+
+
+Factory = Callable[..., Awaitable[BotHarness]]
+
+
+@pytest.fixture
+async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
+    running: list[tuple[TelegramChannel, Kernel, TelegramSim, AnthropicSim]] = []
+
+    async def start(
+        *, extra: str = "", tg: TelegramSim | None = None, model: AnthropicSim | None = None,
+        **general: Any,
+    ) -> BotHarness:
+        tg = tg or await TelegramSim().start()
+        model = model or await AnthropicSim().start()
+        path = write_config(tmp_path, model.base_url, "claude", language="en", **general)
+        path.write_text(
+            path.read_text()
+            + f'\n[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'
+            f'api_base = "{tg.api_base}"\npoll_timeout = 1\nwatchdog_seconds = 2.0\n'
+            + extra
+        )
+        kernel = Kernel(load_config(path, env={}))
+        await kernel.start()
+        channel = TelegramChannel(kernel)
+        await channel.start()
+        running.append((channel, kernel, tg, model))
+        return BotHarness(tg, model, kernel, channel)
+
+    yield start
+    servers: dict[int, TelegramSim | AnthropicSim] = {}
+    for channel, kernel, tg, model in reversed(running):
+        await channel.stop()
+        await kernel.stop()
+        servers |= {id(tg): tg, id(model): model}
+    for server in servers.values():
+        await server.stop()

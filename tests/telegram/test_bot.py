@@ -1,0 +1,244 @@
+"""The Telegram channel end to end: real PTB against the strict Bot API simulator."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kernel.telegram.commands import COMMANDS
+from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
+from tests.sim.telegram_html import parse_html, utf16_len
+from tests.sim.telegram_sim import OWNER
+from tests.telegram.conftest import CONV, Factory
+
+STRANGER = 999
+
+
+async def test_reply_is_rendered_html_and_the_placeholder_is_replaced(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("**Bold** move & `x < y`\n\n- one\n- two"))
+
+    last = await h.converse("hi")
+
+    assert last == "Bold move & x < y\n\n• one\n• two"
+    final = h.bot_messages()[-1]
+    assert final.parse_mode == "HTML"
+    assert {e["type"] for e in final.entities} >= {"bold", "code"}
+    assert len(h.bot_messages()) == 1  # the placeholder became the reply
+    assert h.tg.calls_to("sendChatAction")[0].params["action"] == "typing"
+    assert h.tg.calls_to("sendMessage")[0].params["text"] == "Working on a reply…"
+
+
+async def test_every_command_is_registered_and_in_help(bot: Factory) -> None:
+    h = await bot()
+    assert [c["command"] for c in h.tg.commands] == list(COMMANDS)
+    help_text = await h.ask("/help")
+    for name in COMMANDS:
+        assert f"/{name}" in help_text
+    assert await h.ask("/start") == help_text
+    assert "Unknown command" in await h.ask("/frobnicate")
+
+
+async def test_strangers_groups_edits_and_channels_are_never_answered(bot: Factory) -> None:
+    h = await bot()
+    await h.ask("/help")
+    h.tg.inject_text("hello from a stranger", user_id=STRANGER)
+    h.tg.inject_text("hello group", chat_id=-100, chat_type="group")
+    h.tg.inject_edited_text("edited")
+    h.tg.inject_channel_post("post")
+    status = await h.ask("/status")
+
+    assert "strangers 1, groups 1, edits 1, channels 1" in status
+    assert h.tg.chat(STRANGER, from_bot=True) == [] and h.tg.chat(-100, from_bot=True) == []
+    assert h.model.requests == []
+
+
+async def test_busy_notice_once_then_cancel_then_normal_reply(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(Reply(Text("long", chunks=["lo", "ng"]), stall_after=3), text_reply("fresh"))
+    h.tg.inject_text("first")
+    await h.tg.wait_until(lambda: h.kernel.agent.is_busy(CONV))
+    for text in ("second", "third", "fourth"):
+        h.tg.inject_text(text)
+    await h.tg.wait_until(lambda: "Still working on the previous message" in " ".join(h.texts()))
+    status = await h.ask("/status")  # bypasses the busy lock
+    assert "replying" in status
+
+    assert await h.ask("/cancel") == "Cancelled"
+    await h.settle()
+    assert h.texts().count("Still working on the previous message; wait or send /cancel") == 1
+    assert "Working on a reply…" not in h.texts()  # the placeholder was removed
+
+    assert await h.converse("again") == "fresh"
+    assert "second" not in str(h.model.requests[-1].body)  # busy messages were dropped
+    assert await h.ask("/cancel") == "Nothing is running"
+
+
+async def test_provider_error_reaches_the_chat_redacted(bot: Factory) -> None:
+    h = await bot()
+    from tests.conftest import SECRET_KEY
+
+    h.model.enqueue(Error(400, "invalid_request_error", f"bad key {SECRET_KEY}"))
+    last = await h.converse("hi")
+    assert "400" in last and "bad key" in last
+    assert SECRET_KEY not in last
+
+
+async def test_session_commands_and_their_bad_input(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("one"), text_reply("two"), text_reply("three"))
+    await h.converse("first session")
+    assert await h.ask("/new") == "Started a new session"
+    await h.converse("second session")
+
+    listing = await h.ask("/history")
+    assert listing.splitlines()[1].startswith("#1 ") and listing.splitlines()[2].startswith("#2 ")
+    assert "Invalid session number" in await h.ask("/resume #99")
+    assert "Give a session number" in await h.ask("/resume")
+    assert (await h.ask("/resume #2")).startswith("Resumed session #2")
+    await h.converse("back in the first")
+    assert "first session" in str(h.model.requests[-1].body["messages"])
+
+    assert "Invalid session number #x" in await h.ask("/del_history #x")
+    await h.ask("/history")
+    assert await h.ask("/del_history #1/#2") == "Deleted 2 session(s)"
+    assert await h.ask("/history") == "No sessions yet"
+    assert "No titles model" in await h.ask("/retitle")
+
+
+async def test_provider_and_model_commands(bot: Factory) -> None:
+    h = await bot()
+    assert "Current provider: main" in await h.ask("/provider")
+    assert "provider nope is unavailable" in await h.ask("/provider nope")
+    assert "model-a" in await h.ask("/model")
+    assert "not in provider main's models list" in await h.ask("/model gpt-9")
+    assert await h.ask("/model model-b") == "Switched to model model-b"
+    assert (await h.ask("/provider main")).startswith("Switched to provider main")
+
+
+async def test_memory_commands(bot: Factory) -> None:
+    h = await bot()
+    assert await h.ask("/remember I drink oolong") == "Remembered (#1)"
+    assert "Usage" in await h.ask("/remember")
+    listing = await h.ask("/memory")
+    assert "#1 " in listing and "I drink oolong" in listing
+    assert "Invalid session number" not in await h.ask("/forget #7")
+    assert await h.ask("/forget #1") == "Deleted 1 memory(ies)"
+    assert await h.ask("/memory") == "No long-term memories yet"
+
+
+async def test_long_mixed_markdown_arrives_whole_in_accepted_chunks(bot: Factory) -> None:
+    h = await bot()
+    section = (
+        "## Heading {n}\n\nSome *text* with a [link](https://example.com/{n}) and `a<b&c`.\n\n"
+        "```python\nif a < b and c & d:\n    print('<tag>')\n```\n\n"
+        "| col | value |\n|---|---|\n| a | 1 |\n| b | 2 |\n\n"
+        "- item\n  - nested item\n- other\n\n> quoted wisdom {n}\n\n"
+    )
+    markdown = "".join(section.format(n=n) for n in range(40))
+    assert len(markdown) > 10_000
+    h.model.enqueue(text_reply(markdown))
+
+    await h.converse("write a lot")
+
+    chunks = h.bot_messages()
+    assert len(chunks) >= 3
+    assert all(utf16_len(m.text) <= 4096 and m.parse_mode == "HTML" for m in chunks)
+    shown = "".join(m.text for m in chunks)
+    for n in range(40):
+        assert shown.count(f"Heading {n}\n") == 1 and f"quoted wisdom {n}" in shown
+    assert shown.count("print('<tag>')") == 40 and shown.count("a<b&c") == 40
+    rejected = [c for c in h.tg.calls if c.method in ("sendMessage", "editMessageText") and not c.ok]
+    assert rejected == []
+
+
+async def test_a_rejected_chunk_falls_back_to_plain_text(bot: Factory) -> None:
+    h = await bot()
+    h.tg.fail("editMessageText", status=400,
+              description="Bad Request: can't parse entities: Unsupported start tag")
+    h.model.enqueue(text_reply("**important** news"))
+    last = await h.converse("news?")
+    assert last == "important news"
+    assert h.bot_messages()[-1].parse_mode is None
+
+
+async def test_429_is_honoured(bot: Factory) -> None:
+    h = await bot()
+    h.tg.fail("sendMessage", status=429, retry_after=1)
+    assert (await h.converse("/help")).startswith("Kernel, your personal assistant")
+    attempts = h.tg.calls_to("sendMessage")
+    assert attempts[0].status == 429 and attempts[1].ok
+    assert attempts[1].at - attempts[0].at >= 0.9
+
+
+async def test_drafts_stream_then_stop_after_a_draft_error(bot: Factory) -> None:
+    h = await bot()
+    chunks = [f"part {i} " for i in range(8)]
+    h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), chunk_delay=0.35))
+    await h.converse("stream please")
+    drafts = h.tg.drafts(OWNER)
+    assert len(drafts) >= 2
+    assert all(d.parse_mode is None for d in drafts)
+    assert drafts[-1].text.startswith("part 0 part 1")
+
+    h.tg.fail("sendMessageDraft", status=400, description="Bad Request: draft failed", times=1)
+    h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), chunk_delay=0.35))
+    before = len(h.tg.calls_to("sendMessageDraft"))
+    assert (await h.converse("again")).startswith("part 0")
+    assert len(h.tg.calls_to("sendMessageDraft")) == before + 1  # the failed one, then none
+
+
+async def test_drafts_off_when_stream_is_false(bot: Factory) -> None:
+    h = await bot(extra="stream = false\n")
+    chunks = ["a ", "b ", "c"]
+    h.model.enqueue(Reply(Text("a b c", chunks=chunks), chunk_delay=0.35))
+    assert await h.converse("hi") == "a b c"
+    assert h.tg.calls_to("sendMessageDraft") == []
+
+
+async def test_tool_progress_shows_in_the_placeholder(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(tool_reply("memory_add", {"text": "likes rain"}), text_reply("noted"))
+    assert await h.converse("I like rain") == "noted"
+    edits = [c.params["text"] for c in h.tg.calls_to("editMessageText")]
+    assert "⚙ Running memory_add…" in edits
+
+
+async def test_restart_restores_choice_and_starts_a_new_conversation(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("hi"))
+    await h.converse("hello")
+    await h.ask("/model model-b")
+    await h.channel.stop()
+    await h.kernel.stop()
+
+    again = await bot(tg=h.tg, model=h.model)
+    assert "model-b" in await again.ask("/model")
+    assert "new (no messages yet)" in await again.ask("/status")
+
+
+async def test_polling_recovers_after_dropped_connections(bot: Factory) -> None:
+    h = await bot()
+    h.tg.drop_connections("getUpdates", times=3)
+    await h.tg.wait_until(lambda: sum(1 for p in h.tg.polls if p.status == 0) >= 3, timeout=20)
+    h.model.enqueue(text_reply("still here"))
+    h.tg.inject_text("are you there?")
+    await h.tg.wait_until(lambda: "still here" in h.texts(), timeout=30)
+
+
+async def test_watchdog_restarts_a_wedged_poll(bot: Factory) -> None:
+    h = await bot()
+    h.tg.hang_get_updates(60)
+    await h.tg.wait_until(lambda: h.channel.poll_restarts >= 1, timeout=20)
+    h.model.enqueue(text_reply("recovered"))
+    h.tg.inject_text("ping")
+    await h.tg.wait_until(lambda: "recovered" in h.texts(), timeout=30)
+
+
+async def test_html_of_every_reply_passes_the_strict_parser(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("<script>alert(1)</script> & [x](javascript:alert(1)) # not"))
+    await h.converse("tricky")
+    call = [c for c in h.tg.calls if c.method == "editMessageText" and c.ok][-1]
+    parse_html(str(call.params["text"]))
+    assert "<script>" in h.texts()[-1]  # shown as text, never interpreted
+    await asyncio.sleep(0)
