@@ -43,6 +43,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "model.current": "当前模型：{model}；可选：{models}",
         # sessions
         "session.new": "已开始新会话",
+        "memory.bad_ref": "无效的记忆序号 {ref}：请先用 /memory 查看，再用 /forget #n",
         "session.not_found": "会话 {id} 不存在：用 /history 查看现有会话",
         "turn.internal_error": "内部错误（{kind}），本轮已停止；详情见日志 data/logs/kernel.log",
         "session.none": "还没有历史会话",
@@ -142,6 +143,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "model.switched": "Switched to model {model}",
         "model.current": "Current model: {model}; choose from: {models}",
         "session.new": "Started a new session",
+        "memory.bad_ref": "Invalid memory number {ref}: list them with /memory, then /forget #n",
         "session.not_found": "Session {id} does not exist: list sessions with /history",
         "turn.internal_error": "Internal error ({kind}); this turn stopped. Details are in data/logs/kernel.log",
         "session.none": "No sessions yet",

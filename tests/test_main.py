@@ -11,41 +11,55 @@ from pathlib import Path
 
 from tests.conftest import SECRET_KEY, write_config
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import text_reply
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
 
-async def test_service_starts_and_stops_on_sigterm(
+async def test_service_answers_on_telegram_and_stops_on_sigterm(
     anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
-    write_config(tmp_path, anthropic_sim.base_url, "claude")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
-    env |= {"KERNEL_TELEGRAM_TOKEN": "123:abcdefghijklmnop", "KERNEL_TELEGRAM_ALLOWED_USER": "7"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kernel",
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout
-    lines: list[str] = []
-    async with asyncio.timeout(30):
-        while not any("kernel started" in line for line in lines):
-            line = (await proc.stdout.readline()).decode()
-            assert line, "the service exited before it started"
-            lines.append(line)
-    proc.send_signal(signal.SIGTERM)
-    rest, err = await asyncio.wait_for(proc.communicate(), timeout=30)
-    output = "".join(lines) + rest.decode()
+    """`python -m kernel` as systemd runs it: real process, real PTB polling the Bot API
+    simulator, real anthropic SDK to the model simulator."""
+    tg = await TelegramSim().start()
+    try:
+        path = write_config(tmp_path, anthropic_sim.base_url, "claude")
+        path.write_text(
+            path.read_text() + f'[telegram]\napi_base = "{tg.api_base}"\npoll_timeout = 1\n'
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+        env |= {"KERNEL_TELEGRAM_TOKEN": DEFAULT_TOKEN, "KERNEL_TELEGRAM_ALLOWED_USER": str(OWNER)}
+        anthropic_sim.enqueue(text_reply("Hello from the service"))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "kernel",
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        await tg.wait_until(lambda: tg.get_updates_completed >= 1, timeout=30)
+        tg.inject_text("hi")
+        await tg.wait_until(
+            lambda: [m.text for m in tg.chat(OWNER, from_bot=True)] == ["Hello from the service"],
+            timeout=30,
+        )
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+    finally:
+        await tg.stop()
+    output = out.decode()
 
     assert proc.returncode == 0, err.decode()
-    assert "kernel stopped" in output
+    assert "kernel started" in output and "telegram channel stopped" in output
+    assert output.index("telegram channel stopped") < output.index("kernel stopped")
     log_file = (tmp_path / "data" / "logs" / "kernel.log").read_text()
     assert "kernel started" in log_file and "kernel stopped" in log_file
-    assert "abcdefghijklmnop" not in output + log_file and SECRET_KEY not in log_file
+    for text in (output, err.decode(), log_file):
+        assert DEFAULT_TOKEN not in text and SECRET_KEY not in text and "hi\n" not in text
     db = sqlite3.connect(tmp_path / "data" / "kernel.db")
     assert db.execute("pragma journal_mode").fetchone() == ("wal",)
+    assert db.execute("select count(*) from messages").fetchone() == (2,)
     db.close()
 
 

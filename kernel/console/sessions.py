@@ -21,13 +21,14 @@ def format_history(rows: list[SessionRow], agent: Agent) -> str:
     return "\n".join(lines)
 
 
-def parse_refs(text: str, listed: int) -> list[int]:
-    """``#1/#3`` → [1, 3]; each must be within the last listing of ``listed`` rows."""
+def parse_refs(text: str, listed: int, bad_ref: str = "session.bad_ref") -> list[int]:
+    """``#1/#3`` → [1, 3]; each must be within the last listing of ``listed`` rows.
+    ``bad_ref`` names the catalogue text of the refusal."""
     refs: list[int] = []
     for part in filter(None, (p.strip() for p in text.replace(",", "/").split("/"))):
         match = _REF.match(part)
         n = int(match.group(1)) if match else 0
         if not 1 <= n <= listed:
-            raise SessionError(t("session.bad_ref", ref=part))
+            raise SessionError(t(bad_ref, ref=part))
         refs.append(n)
     return refs

@@ -9,6 +9,12 @@ polling when no ``getUpdates`` has completed for ``telegram.watchdog_seconds``.
 
 from __future__ import annotations
 
+import os
+
+# Opt in to PTB's future timedelta durations now: in 22.x reading an int duration (e.g.
+# inside RetryAfter's own constructor on every 429) emits a deprecation warning.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
+
 import asyncio
 import contextlib
 import logging
@@ -88,7 +94,7 @@ class TelegramChannel:
         await self.app.bot.set_my_commands(
             [BotCommand(name, t(f"tg.cmd.{name}")) for name in COMMANDS]
         )
-        await self._start_polling()
+        await self._start_polling(drop_pending=True)
         await self.app.start()
         self._watchdog = asyncio.get_running_loop().create_task(self._watch_polling())
         log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
@@ -109,13 +115,15 @@ class TelegramChannel:
         await self.app.shutdown()
         log.info("telegram channel stopped")
 
-    async def _start_polling(self) -> None:
+    async def _start_polling(self, *, drop_pending: bool = False) -> None:
+        """``drop_pending`` only at process start (seed 004): a watchdog restart must not
+        throw away what the owner sent while polling was stuck."""
         assert self.app.updater is not None
         self._clock.last_ok = time.monotonic()
         await self.app.updater.start_polling(
             timeout=self.cfg.poll_timeout,
             allowed_updates=ALLOWED_UPDATES,
-            drop_pending_updates=True,
+            drop_pending_updates=drop_pending,
             error_callback=self._polling_error,
         )
 

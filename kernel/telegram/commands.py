@@ -205,9 +205,9 @@ class CommandSet:
         try:
             if not arg:
                 raise SessionError(t("tg.forget_usage"))
-            refs = parse_refs(arg, len(listing))
+            refs = parse_refs(arg, len(listing), "memory.bad_ref")
         except KernelError as exc:
-            await self._reply(update, str(exc).replace("/history", "/memory"))
+            await self._reply(update, str(exc))
             return
         count = await self.store.delete_memories([listing[n - 1] for n in refs])
         self.memories.pop(self._chat(update), None)

@@ -224,7 +224,8 @@ def check_text(messages: list[dict[str, Any]]) -> str | None:
             return f"messages.{index}: all messages must have non-empty content"
         for position, block in enumerate(blocks):
             if block.get("type") == "text" and not str(block.get("text", "")).strip():
-                return f"messages.{index}.content.{position}.text: text content blocks must be non-empty"
+                where = f"messages.{index}.content.{position}.text"
+                return f"{where}: text content blocks must be non-empty"
         kinds = [b.get("type") for b in blocks]
         if message.get("role") == "user" and "tool_result" in kinds:
             first_other = next((i for i, k in enumerate(kinds) if k != "tool_result"), len(kinds))

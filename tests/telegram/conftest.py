@@ -41,20 +41,35 @@ class BotHarness:
         call = self.tg.calls_to("sendMessage")[before]
         return str(call.params["text"])
 
-    async def settle(self, timeout: float = 10) -> None:
+    async def ask_update(self, update: dict[str, Any]) -> str:
+        before = len(self.tg.calls_to("sendMessage"))
+        self.tg.inject_update(update)
+        await self.tg.wait_until(lambda: len(self.tg.calls_to("sendMessage")) > before)
+        return str(self.tg.calls_to("sendMessage")[before].params["text"])
+
+    async def ask_document(self, data: bytes, name: str, **kw: Any) -> str:
+        before = len(self.tg.calls_to("sendMessage"))
+        self.tg.inject_document(data, name, **kw)
+        await self.tg.wait_until(lambda: len(self.tg.calls_to("sendMessage")) > before)
+        return str(self.tg.calls_to("sendMessage")[before].params["text"])
+
+    async def settle(self) -> None:
         """Wait until no turn runs and no placeholder is left in the chat."""
         placeholder = "Working on a reply…"
         await self.tg.wait_until(
-            lambda: not self.kernel.agent.is_busy(CONV)
-            and not self.channel._tasks
-            and placeholder not in self.texts(),
-            timeout=timeout,
+            lambda: (
+                not self.kernel.agent.is_busy(CONV)
+                and not self.channel._tasks
+                and placeholder not in self.texts()
+            ),
+            timeout=10,
         )
 
     async def converse(self, text: str) -> str:
         """Send a message; return the last bot message once the turn is shown."""
+        before = len(self.tg.calls_to("sendMessage"))
         self.tg.inject_text(text)
-        await self.tg.wait_until(lambda: self.kernel.agent.is_busy(CONV) or bool(self.texts()))
+        await self.tg.wait_until(lambda: len(self.tg.calls_to("sendMessage")) > before)
         await self.settle()
         return self.texts()[-1]
 
@@ -67,17 +82,18 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
     running: list[tuple[TelegramChannel, Kernel, TelegramSim, AnthropicSim]] = []
 
     async def start(
-        *, extra: str = "", tg: TelegramSim | None = None, model: AnthropicSim | None = None,
+        *,
+        extra: str = "",
+        tg: TelegramSim | None = None,
+        model: AnthropicSim | None = None,
         **general: Any,
     ) -> BotHarness:
         tg = tg or await TelegramSim().start()
         model = model or await AnthropicSim().start()
         path = write_config(tmp_path, model.base_url, "claude", language="en", **general)
         path.write_text(
-            path.read_text()
-            + f'\n[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'
-            f'api_base = "{tg.api_base}"\npoll_timeout = 1\nwatchdog_seconds = 2.0\n'
-            + extra
+            path.read_text() + f'\n[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'
+            f'api_base = "{tg.api_base}"\npoll_timeout = 1\nwatchdog_seconds = 2.0\n' + extra
         )
         kernel = Kernel(load_config(path, env={}))
         await kernel.start()

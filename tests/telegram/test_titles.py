@@ -1,0 +1,74 @@
+"""Session titles: generated once after a new session's first turn by the separate
+[titles] model, retried on transient errors, never on 429, reasoning stripped."""
+
+from __future__ import annotations
+
+from kernel.agent.messages import Message, TextBlock
+from kernel.agent.titles import TitleMaker, clean_title
+from kernel.config import TitlesConfig
+from kernel.providers import create_titles_provider
+from tests.sim.openai_sim import OpenAISim
+from tests.sim.script import Error, text_reply
+from tests.telegram.conftest import Factory
+
+
+def titles_section(sim: OpenAISim) -> str:
+    return (
+        f'[titles]\ntype = "openai_compat"\napi_base = "{sim.base_url}"\n'
+        'api_key = "sk-titles-0123456789"\nmodel = "tiny"\nmax_tokens = 50\n'
+    )
+
+
+async def test_title_after_first_turn_and_retitle(bot: Factory, openai_sim: OpenAISim) -> None:
+    h = await bot(extra=titles_section(openai_sim))
+    openai_sim.enqueue(text_reply("<think>the user greets</think>\n“Greeting the owner”"))
+    h.model.enqueue(text_reply("Hello!"), text_reply("Fine."))
+
+    await h.converse("hello there")
+    await h.tg.wait_until(lambda: len(openai_sim.requests) == 1)
+    await h.tg.wait_until(lambda: not h.kernel.agent._background)
+    listing = await h.ask("/history")
+    assert "Greeting the owner" in listing
+    body = openai_sim.requests[0].body
+    assert body["model"] == "tiny" and "hello there" in str(body["messages"])
+
+    await h.converse("how are you?")  # not a new session: no second title
+    assert len(openai_sim.requests) == 1
+
+    openai_sim.enqueue(text_reply("Small talk"))
+    assert await h.ask("/retitle") == "New title: Small talk"
+    assert "Invalid session number" in await h.ask("/retitle #5")
+
+
+def test_clean_title() -> None:
+    assert clean_title("<think>unfinished reasoning") == ""
+    assert clean_title("<THINK>x</THINK>Title: 'Trip plan'\nextra") == "Trip plan"
+    assert len(clean_title("x" * 100)) == 40
+
+
+async def test_transient_errors_retry_and_429_gives_up(openai_sim: OpenAISim) -> None:
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    provider = create_titles_provider(
+        TitlesConfig(api_base=openai_sim.base_url, api_key="sk-titles-0123456789", model="tiny")
+    )
+    maker = TitleMaker(provider, sleep)
+    messages = [Message("user", [TextBlock("plan a trip to Kyoto")])]
+    try:
+        openai_sim.enqueue(Error(500), Error(503), text_reply("Kyoto trip"))
+        assert await maker.make(messages) == "Kyoto trip"
+        assert waits == [3.0, 15.0]
+
+        waits.clear()
+        openai_sim.enqueue(Error(429, "rate_limit_error"))
+        assert await maker.make(messages) is None
+        assert waits == [] and openai_sim.pending == 0
+
+        openai_sim.enqueue(*(Error(500) for _ in range(4)))
+        assert await maker.make(messages) is None
+        assert waits == [3.0, 15.0, 60.0]
+    finally:
+        await provider.aclose()
