@@ -56,11 +56,18 @@ async def serve(config: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with Kernel(config) as kernel:
         telegram = TelegramChannel(kernel)
-        await telegram.start()
+        starting = asyncio.ensure_future(telegram.start())
+        stopping = asyncio.ensure_future(stop.wait())
         try:
-            await stop.wait()
+            # A stop signal also ends a start-up that is still waiting for the network.
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if starting.done():
+                starting.result()  # a refusal (e.g. a rejected token) propagates
+                await stopping
             log.info("stop signal received; shutting down")
         finally:
+            starting.cancel()
+            stopping.cancel()
             # Channels first (no new work), then the core, the database last.
             await telegram.stop()
 

@@ -24,6 +24,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from telegram import BotCommand, Update
+from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -38,6 +39,7 @@ from telegram.ext import (
 from telegram.request import HTTPXRequest
 
 from kernel.app import Kernel
+from kernel.errors import StartupError
 from kernel.i18n import t
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound
@@ -90,10 +92,26 @@ class TelegramChannel:
     # ----- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.app.initialize()
-        await self.app.bot.set_my_commands(
-            [BotCommand(name, t(f"tg.cmd.{name}")) for name in COMMANDS]
-        )
+        """Connect, register commands, poll. An unreachable Bot API is waited for (a
+        service often starts before the network); a rejected token is a refusal."""
+        delay = 1.0
+        while True:
+            try:
+                await self.app.initialize()
+                break
+            except InvalidToken:
+                raise StartupError(t("tg.bad_token", api_base=self.cfg.api_base)) from None
+            except NetworkError as exc:
+                log.warning(
+                    "Bot API unreachable (%s); retrying in %.0fs", type(exc).__name__, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 60.0)
+        commands = [BotCommand(name, t(f"tg.cmd.{name}")) for name in COMMANDS]
+        try:
+            await self.app.bot.set_my_commands(commands)
+        except TelegramError as exc:  # the menu is a convenience; the bot works without it
+            log.warning("setMyCommands failed: %s", type(exc).__name__)
         await self._start_polling(drop_pending=True)
         await self.app.start()
         self._watchdog = asyncio.get_running_loop().create_task(self._watch_polling())
@@ -105,11 +123,13 @@ class TelegramChannel:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watchdog
         if self.app.updater and self.app.updater.running:
-            await self.app.updater.stop()
+            await self.app.updater.stop()  # no new work from here on
+        if self._tasks:  # replies being shown get a bounded chance to finish
+            await asyncio.wait(self._tasks, timeout=self.kernel.config.general.shutdown_timeout)
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
-            await asyncio.wait(self._tasks, timeout=self.kernel.config.general.shutdown_timeout)
+            await asyncio.wait(self._tasks, timeout=1.0)
         if self.app.running:
             await self.app.stop()
         await self.app.shutdown()

@@ -249,3 +249,48 @@ async def test_html_of_every_reply_passes_the_strict_parser(bot: Factory) -> Non
     parse_html(str(call.params["text"]))
     assert "<script>" in h.texts()[-1]  # shown as text, never interpreted
     await asyncio.sleep(0)
+
+
+async def test_unreachable_bot_api_is_waited_for(bot: Factory) -> None:
+    from tests.sim.telegram_sim import TelegramSim
+
+    tg = await TelegramSim().start()
+    tg.drop_connections("getMe", times=2)
+    h = await bot(tg=tg)  # start() retried getMe until it answered
+    assert len([p for p in tg.calls_to("getMe") if p.status == 0]) == 2
+    assert "/help" in await h.ask("/help")
+
+
+async def test_rejected_token_is_a_one_line_refusal(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import sys
+
+    from tests.conftest import write_config
+    from tests.sim.telegram_sim import TelegramSim
+
+    tg = await TelegramSim(token="111:RIGHT-TOKEN-abcdef").start()
+    try:
+        path = write_config(tmp_path, "http://127.0.0.1:9", "claude")
+        path.write_text(path.read_text() + f'[telegram]\napi_base = "{tg.api_base}"\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+        env |= {
+            "KERNEL_TELEGRAM_TOKEN": "222:WRONG-TOKEN-zyxwvu",
+            "KERNEL_TELEGRAM_ALLOWED_USER": "1",
+            "KERNEL_LANGUAGE": "en",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "kernel",
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+    finally:
+        await tg.stop()
+    assert proc.returncode == 2
+    assert err.decode().strip().splitlines() == [err.decode().strip()]
+    assert "rejected telegram.token" in err.decode() and "@BotFather" in err.decode()
+    assert "WRONG-TOKEN" not in (out + err).decode()
