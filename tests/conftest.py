@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,29 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 
 SECRET_KEY = "sk-test-SECRET-0123456789abcdef"
+
+
+def kernel_env(**extra: str) -> dict[str, str]:
+    """The environment for a Kernel child process: no KERNEL_* from the shell, plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    return env | extra
+
+
+async def spawn_kernel(
+    *args: str, cwd: Path, env: dict[str, str], stdin: bool = False
+) -> asyncio.subprocess.Process:
+    """``python -m kernel ARGS`` as the owner (or systemd) runs it."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kernel",
+        *args,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from tests.conftest import SECRET_KEY, write_config
+from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
@@ -26,18 +26,11 @@ async def test_service_answers_on_telegram_and_stops_on_sigterm(
         path.write_text(
             path.read_text() + f'[telegram]\napi_base = "{tg.api_base}"\npoll_timeout = 1\n'
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
-        env |= {"KERNEL_TELEGRAM_TOKEN": DEFAULT_TOKEN, "KERNEL_TELEGRAM_ALLOWED_USER": str(OWNER)}
-        anthropic_sim.enqueue(text_reply("Hello from the service"))
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "kernel",
-            cwd=tmp_path,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        env = kernel_env(
+            **{"KERNEL_TELEGRAM_TOKEN": DEFAULT_TOKEN, "KERNEL_TELEGRAM_ALLOWED_USER": str(OWNER)}
         )
+        anthropic_sim.enqueue(text_reply("Hello from the service"))
+        proc = await spawn_kernel(cwd=tmp_path, env=env)
         await tg.wait_until(lambda: tg.get_updates_completed >= 1, timeout=30)
         tg.inject_text("hi")
         await tg.wait_until(

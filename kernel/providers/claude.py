@@ -16,46 +16,26 @@ from kernel.agent.messages import (
     ToolUseBlock,
 )
 from kernel.config import ProviderConfig
-from kernel.providers import errors
 from kernel.providers.base import (
     Capabilities,
     ChatRequest,
     Completion,
-    Provider,
     RawToolCall,
     StreamEvent,
     TextDelta,
     ToolCallStarted,
 )
+from kernel.providers.sdk import SDKProvider
 
 
-class ClaudeProvider(Provider):
+class ClaudeProvider(SDKProvider):
     capabilities = Capabilities(stream=True, tool_call=True, attachments=True, reasoning=True)
 
+    sdk = anthropic
+
     def __init__(self, cfg: ProviderConfig) -> None:
-        super().__init__(cfg.name, cfg.models, cfg.default_model, cfg.capabilities)
-        self.max_tokens = cfg.max_tokens or 4096
-        self._secrets = [cfg.api_key, *cfg.headers.values()]
-        self._client = anthropic.AsyncAnthropic(
-            api_key=cfg.api_key,
-            base_url=cfg.api_base or None,
-            default_headers=cfg.headers or None,
-            timeout=cfg.timeout,
-            max_retries=0,  # Kernel retries itself, so /cancel can interrupt the wait
-        )
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    def _translate(self, exc: Exception) -> Exception:
-        return errors.translate(
-            exc,
-            provider=self.name,
-            secrets=self._secrets,
-            status_error=anthropic.APIStatusError,
-            timeout_error=anthropic.APITimeoutError,
-            connection_error=anthropic.APIConnectionError,
-        )
+        super().__init__(cfg, anthropic.AsyncAnthropic)
+        self.max_tokens = cfg.max_tokens or 4096  # required by the Messages API
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         params: dict[str, Any] = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from types import ModuleType
 from typing import Any
 
 from kernel.errors import ProviderError, RateLimitedError, TransientProviderError
@@ -55,21 +56,16 @@ def _body_error(body: Any) -> tuple[str, str]:
 
 
 def translate(
-    exc: Exception,
-    *,
-    provider: str,
-    secrets: list[str],
-    status_error: type[Exception],
-    timeout_error: type[Exception],
-    connection_error: type[Exception],
+    exc: Exception, *, provider: str, secrets: list[str], sdk: ModuleType
 ) -> ProviderError:
-    if isinstance(exc, timeout_error):
+    """``sdk`` is the ``anthropic`` or ``openai`` module: their error classes share names."""
+    if isinstance(exc, sdk.APITimeoutError):
         return TransientProviderError("request timed out", provider=provider, code="timeout")
-    if isinstance(exc, connection_error):
+    if isinstance(exc, sdk.APIConnectionError):
         return TransientProviderError(
             "connection failed", provider=provider, code="connection_error"
         )
-    if isinstance(exc, status_error):
+    if isinstance(exc, sdk.APIStatusError):
         status = int(getattr(exc, "status_code", 0) or 0)
         code, message = _body_error(getattr(exc, "body", None))
         message = redact_text(message or f"HTTP {status}", secrets)[:500]

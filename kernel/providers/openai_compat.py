@@ -15,46 +15,25 @@ import openai
 
 from kernel.agent.messages import ImageBlock, Message, TextBlock, ToolResultBlock
 from kernel.config import ProviderConfig
-from kernel.providers import errors
 from kernel.providers.base import (
     Capabilities,
     ChatRequest,
     Completion,
-    Provider,
     RawToolCall,
     StreamEvent,
     TextDelta,
     ToolCallStarted,
 )
+from kernel.providers.sdk import SDKProvider
 
 
-class OpenAICompatProvider(Provider):
+class OpenAICompatProvider(SDKProvider):
     capabilities = Capabilities(stream=True, tool_call=True, attachments=True, reasoning=False)
 
+    sdk = openai
+
     def __init__(self, cfg: ProviderConfig) -> None:
-        super().__init__(cfg.name, cfg.models, cfg.default_model, cfg.capabilities)
-        self.max_tokens = cfg.max_tokens
-        self._secrets = [cfg.api_key, *cfg.headers.values()]
-        self._client = openai.AsyncOpenAI(
-            api_key=cfg.api_key,
-            base_url=cfg.api_base or None,
-            default_headers=cfg.headers or None,
-            timeout=cfg.timeout,
-            max_retries=0,
-        )
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    def _translate(self, exc: Exception) -> Exception:
-        return errors.translate(
-            exc,
-            provider=self.name,
-            secrets=self._secrets,
-            status_error=openai.APIStatusError,
-            timeout_error=openai.APITimeoutError,
-            connection_error=openai.APIConnectionError,
-        )
+        super().__init__(cfg, openai.AsyncOpenAI)
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         # messages and tools go in extra_body: they are plain JSON already, and the SDK's

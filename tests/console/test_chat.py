@@ -4,30 +4,17 @@ SDK, the simulator, SQLite on disk."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
-import sys
 from pathlib import Path
 
-from tests.conftest import SECRET_KEY, write_config
+from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, ToolUse, text_reply
 
 
 async def chat(cwd: Path, stdin: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
-    env["KERNEL_LANGUAGE"] = "en"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kernel",
-        "chat",
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    env = kernel_env(KERNEL_LANGUAGE="en")
+    proc = await spawn_kernel("chat", cwd=cwd, env=env, stdin=True)
     out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout=60)
     return proc.returncode or 0, out.decode(), err.decode()
 
@@ -110,19 +97,8 @@ async def test_ctrl_c_cancels_the_turn_not_the_program(
         Reply(Text("a very long", chunks=["a very ", "long"]), stall_after=3),
         text_reply("short answer"),
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
-    env["KERNEL_LANGUAGE"] = "en"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kernel",
-        "chat",
-        cwd=tmp_path,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    env = kernel_env(KERNEL_LANGUAGE="en")
+    proc = await spawn_kernel("chat", cwd=tmp_path, env=env, stdin=True)
     assert proc.stdin and proc.stdout
     proc.stdin.write(b"tell me everything\n")
     await proc.stdin.drain()

@@ -262,31 +262,22 @@ async def test_unreachable_bot_api_is_waited_for(bot: Factory) -> None:
 
 
 async def test_rejected_token_is_a_one_line_refusal(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import os
-    import sys
 
-    from tests.conftest import write_config
+    from tests.conftest import kernel_env, spawn_kernel, write_config
     from tests.sim.telegram_sim import TelegramSim
 
     tg = await TelegramSim(token="111:RIGHT-TOKEN-abcdef").start()
     try:
         path = write_config(tmp_path, "http://127.0.0.1:9", "claude")
         path.write_text(path.read_text() + f'[telegram]\napi_base = "{tg.api_base}"\n')
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
-        env |= {
-            "KERNEL_TELEGRAM_TOKEN": "222:WRONG-TOKEN-zyxwvu",
-            "KERNEL_TELEGRAM_ALLOWED_USER": "1",
-            "KERNEL_LANGUAGE": "en",
-        }
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "kernel",
-            cwd=tmp_path,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        env = kernel_env(
+            **{
+                "KERNEL_TELEGRAM_TOKEN": "222:WRONG-TOKEN-zyxwvu",
+                "KERNEL_TELEGRAM_ALLOWED_USER": "1",
+                "KERNEL_LANGUAGE": "en",
+            }
         )
+        proc = await spawn_kernel(cwd=tmp_path, env=env)
         out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
     finally:
         await tg.stop()
