@@ -403,7 +403,8 @@ class _TurnRun:
             if not completion.tool_calls:
                 if assistant.content:
                     await self._store(assistant)
-                self.turn.emit(Completed(self.step, completion.text))
+                # Text written before tool calls is part of the answer too.
+                self.turn.emit(Completed(self.step, "\n\n".join(self.replies)))
                 if new_session and agent.titles is not None:
                     agent.spawn(agent.generate_title(self.session_id), f"title-{self.session_id}")
                 return

@@ -42,7 +42,7 @@ from kernel.app import Kernel
 from kernel.errors import StartupError
 from kernel.i18n import t
 from kernel.telegram.commands import COMMANDS, CommandSet
-from kernel.telegram.inbound import Inbound
+from kernel.telegram.inbound import Inbound, conversation_of
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ class TelegramChannel:
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self.poll_restarts = 0
+        self.stopping = False
         self._clock = _PollClock(connection_pool_size=1, read_timeout=cfg.poll_timeout + 10)
         self.app: Application[Any, Any, Any, Any, Any, Any] = (
             ApplicationBuilder()
@@ -122,9 +123,13 @@ class TelegramChannel:
             self._watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watchdog
+        self.stopping = True  # the gate refuses new work; views say "interrupted"
         if self.app.updater and self.app.updater.running:
-            await self.app.updater.stop()  # no new work from here on
-        if self._tasks:  # replies being shown get a bounded chance to finish
+            await self.app.updater.stop()
+        # Running turns stop now (their history is kept) and their views tell the owner;
+        # a reply already being delivered gets a bounded chance to finish.
+        self.kernel.agent.cancel(conversation_of(self.owner))
+        if self._tasks:
             await asyncio.wait(self._tasks, timeout=self.kernel.config.general.shutdown_timeout)
         for task in list(self._tasks):
             task.cancel()
@@ -168,11 +173,12 @@ class TelegramChannel:
             except Exception as exc:  # keep watching; the next round tries again
                 log.warning("restarting polling failed: %s", type(exc).__name__)
 
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Tracked background work, cancelled at stop."""
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -187,9 +193,22 @@ class TelegramChannel:
             self.app.add_handler(CommandHandler(name, getattr(self.commands, name)))
         self.app.add_handler(MessageHandler(filters.COMMAND, self.commands.unknown))
         self.app.add_handler(MessageHandler(filters.ALL, self.inbound.handle))
+        self.app.add_error_handler(self._on_error)
+
+    async def _on_error(self, update: object, context: Context) -> None:
+        """A handler failed: log it (redacted by the formatter) and tell the owner."""
+        error = context.error
+        log.error("handling an update failed: %s", type(error).__name__, exc_info=error)
+        chat = update.effective_chat if isinstance(update, Update) else None
+        if chat is not None and chat.id == self.owner:
+            with contextlib.suppress(TelegramError):
+                kind = type(error).__name__
+                await self.app.bot.send_message(self.owner, t("turn.internal_error", kind=kind))
 
     async def _gate(self, update: Update, context: Context) -> None:
         """Only the owner's private chat gets through; the rest is dropped and counted."""
+        if self.stopping:
+            raise ApplicationHandlerStop
         reason = self._reject_reason(update)
         if reason:
             self.dropped[reason] += 1

@@ -216,7 +216,7 @@ class CommandSet:
     # ----- control ------------------------------------------------------------------------
 
     async def cancel(self, update: Update, context: Context) -> None:
-        cancelled = self.agent.cancel(conversation_of(self._chat(update)))
+        cancelled = self.channel.inbound.cancel(self._chat(update))
         await self._reply(update, t("turn.cancelled") if cancelled else t("tg.nothing_to_cancel"))
 
     async def status(self, update: Update, context: Context) -> None:

@@ -34,13 +34,15 @@ class Inbound:
         self.channel = channel
         self.agent = channel.kernel.agent
         self._busy_notified: set[int] = set()
+        self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
 
     async def handle(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
         if message is None:
             return
         chat_id = message.chat.id
-        if self.agent.is_busy(conversation_of(chat_id)):
+        view = self.views.get(chat_id)
+        if self.agent.is_busy(conversation_of(chat_id)) or (view and not view.done()):
             await self._busy(chat_id, message)
             return
         try:
@@ -63,8 +65,23 @@ class Inbound:
         except BusyError:
             return
         self._busy_notified.discard(chat_id)
-        view = TurnView(self.channel.app.bot, chat_id, drafts=self.channel.cfg.stream)
-        self.channel.spawn(view.show(turn), f"tg-{turn.id}")
+        view = TurnView(
+            self.channel.app.bot,
+            chat_id,
+            drafts=self.channel.cfg.stream,
+            interrupted=lambda: self.channel.stopping,
+        )
+        self.views[chat_id] = self.channel.spawn(view.show(turn), f"tg-{turn.id}")
+
+    def cancel(self, chat_id: int) -> bool:
+        """Stop the chat's turn, or the delivery of a reply that just completed."""
+        if self.agent.cancel(conversation_of(chat_id)):
+            return True
+        view = self.views.get(chat_id)
+        if view is not None and not view.done():
+            view.cancel()
+            return True
+        return False
 
     async def _busy(self, chat_id: int, message: Message) -> None:
         if chat_id in self._busy_notified:

@@ -135,31 +135,31 @@ KNOWN_NAMES = frozenset(
         ".zshrc",
     ]
 )
-REFUSED_KINDS = {
-    "pdf": "PDF",
-    "doc": "Word",
-    "docx": "Word",
-    "xls": "Excel",
-    "xlsx": "Excel",
-    "ppt": "PowerPoint",
-    "pptx": "PowerPoint",
-    "odt": "OpenDocument",
-    "ods": "OpenDocument",
-    "odp": "OpenDocument",
-    "rtf": "RTF",
-    "epub": "EPUB",
-    "zip": "压缩包/archive",
-    "rar": "压缩包/archive",
-    "7z": "压缩包/archive",
-    "tar": "压缩包/archive",
-    "gz": "压缩包/archive",
-    "exe": "可执行文件/executable",
-    "dll": "可执行文件/executable",
-    "so": "可执行文件/executable",
-    "bin": "二进制/binary",
-    "mp3": "音频/audio",
-    "mp4": "视频/video",
-    "mov": "视频/video",
+REFUSED_KINDS = {  # extension → catalogue key tg.kind.<kind>
+    "pdf": "pdf",
+    "doc": "word",
+    "docx": "word",
+    "xls": "excel",
+    "xlsx": "excel",
+    "ppt": "powerpoint",
+    "pptx": "powerpoint",
+    "odt": "opendocument",
+    "ods": "opendocument",
+    "odp": "opendocument",
+    "rtf": "rtf",
+    "epub": "epub",
+    "zip": "archive",
+    "rar": "archive",
+    "7z": "archive",
+    "tar": "archive",
+    "gz": "archive",
+    "exe": "executable",
+    "dll": "executable",
+    "so": "executable",
+    "bin": "binary",
+    "mp3": "audio",
+    "mp4": "video",
+    "mov": "video",
 }
 IMAGE_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
 
@@ -198,7 +198,8 @@ def classify_document(name: str, mime_type: str | None) -> str:
     if base in KNOWN_NAMES or (ext and ext in TEXT_EXTENSIONS):
         return "text"
     if ext in REFUSED_KINDS:
-        raise MediaRefused(t("tg.file_unsupported", name=base, kind=REFUSED_KINDS[ext]))
+        kind = t(f"tg.kind.{REFUSED_KINDS[ext]}")
+        raise MediaRefused(t("tg.file_unsupported", name=base, kind=kind))
     raise MediaRefused(t("tg.file_unknown", name=base))
 
 

@@ -1,9 +1,11 @@
 """How one turn looks in the chat: placeholder, typing, drafts, then the final reply.
 
-The placeholder is always replaced (by the first chunk of the reply or the error) or
-deleted (on cancel), never left dangling. Drafts (``sendMessageDraft``) preview the
-reply as plain text while it forms, at most one every ``draft_interval`` seconds; the
-first draft error turns them off for the rest of the turn.
+The placeholder is always replaced (by the first chunk of the reply, an error, or a
+notice) or deleted (on /cancel), never left dangling. Drafts (``sendMessageDraft``)
+preview the reply as plain text while it forms, at most one every ``draft_interval``
+seconds; the first draft error turns them off for the rest of the turn. Delivery
+survives a dropped connection: each chunk is retried a few times, and if it still
+cannot be sent the owner is told, since the reply is already in history.
 """
 
 from __future__ import annotations
@@ -13,21 +15,27 @@ import contextlib
 import itertools
 import logging
 import time
+from collections.abc import Callable
 
 from telegram import Bot
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, TelegramError
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
 from kernel.agent.events import AssistantDelta, Completed, ErrorEvent, ToolCall
 from kernel.agent.turns import Turn
 from kernel.i18n import t
 from kernel.telegram.render import html_to_plain, render_markdown
-from kernel.telegram.split import split_html, split_plain
+from kernel.telegram.split import split_html, split_plain, utf16_len
 
 log = logging.getLogger(__name__)
 
 DRAFT_LIMIT = 4096
+SEND_ATTEMPTS = 3
 _draft_ids = itertools.count(1)
+
+
+class DeliveryError(Exception):
+    """A chunk could not be delivered after retries."""
 
 
 async def send_reply(bot: Bot, chat_id: int, markdown: str, replace: int | None = None) -> None:
@@ -35,7 +43,10 @@ async def send_reply(bot: Bot, chat_id: int, markdown: str, replace: int | None 
 
     ``replace``: a message (the placeholder) whose text becomes the first chunk.
     """
-    for index, chunk in enumerate(split_html(render_markdown(markdown))):
+    chunks = split_html(render_markdown(markdown))
+    if not chunks:
+        chunks = [t("tg.empty_reply")]
+    for index, chunk in enumerate(chunks):
         target = replace if index == 0 else None
         try:
             await _put(bot, chat_id, chunk, ParseMode.HTML, target)
@@ -47,26 +58,55 @@ async def send_reply(bot: Bot, chat_id: int, markdown: str, replace: int | None 
 
 
 async def send_plain(bot: Bot, chat_id: int, text: str, replace: int | None = None) -> None:
-    for index, part in enumerate(split_plain(text)):
+    for index, part in enumerate(split_plain(text) or [t("tg.empty_reply")]):
         await _put(bot, chat_id, part, None, replace if index == 0 else None)
 
 
 async def _put(bot: Bot, chat_id: int, text: str, mode: str | None, replace: int | None) -> None:
     if replace is not None:
         try:
-            await bot.edit_message_text(text, chat_id=chat_id, message_id=replace, parse_mode=mode)
+            await _retrying(
+                lambda: bot.edit_message_text(
+                    text, chat_id=chat_id, message_id=replace, parse_mode=mode
+                )
+            )
             return
         except BadRequest as exc:
             if "can't parse entities" in exc.message.lower():
                 raise
             # The placeholder is gone or unchanged: fall through and send anew.
             await _delete(bot, chat_id, replace)
-    await bot.send_message(chat_id, text, parse_mode=mode)
+    await _retrying(lambda: bot.send_message(chat_id, text, parse_mode=mode))
+
+
+async def _retrying(call: Callable[[], object]) -> None:
+    """A network failure or a 429 beyond the rate limiter's own retries gets a few more
+    tries; a BadRequest is the caller's to handle."""
+    for attempt in range(SEND_ATTEMPTS):
+        try:
+            await call()  # type: ignore[misc]
+            return
+        except (NetworkError, RetryAfter) as exc:
+            if isinstance(exc, BadRequest) or attempt == SEND_ATTEMPTS - 1:
+                raise
+            wait = exc._retry_after.total_seconds() if isinstance(exc, RetryAfter) else 1.0
+            log.warning("telegram send failed (%s); retrying", type(exc).__name__)
+            await asyncio.sleep(wait * (attempt + 1))
 
 
 async def _delete(bot: Bot, chat_id: int, message_id: int) -> None:
     with contextlib.suppress(TelegramError):
         await bot.delete_message(chat_id, message_id)
+
+
+def _tail_utf16(text: str, limit: int) -> str:
+    """The end of ``text`` within ``limit`` UTF-16 units: a draft shows the newest part."""
+    if utf16_len(text) <= limit:
+        return text
+    tail = text[-limit:]
+    while utf16_len(tail) > limit:
+        tail = tail[1:]
+    return tail
 
 
 class TurnView:
@@ -78,44 +118,61 @@ class TurnView:
         drafts: bool,
         draft_interval: float = 0.3,
         typing_interval: float = 4.0,
+        interrupted: Callable[[], bool] = lambda: False,
     ) -> None:
         self.bot = bot
         self.chat_id = chat_id
         self.drafts = drafts
         self.draft_interval = draft_interval
         self.typing_interval = typing_interval
+        self.interrupted = interrupted  # true when the channel is shutting down
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self._last_draft = 0.0
         self._drafted = ""
 
     async def show(self, turn: Turn) -> None:
-        placeholder = await self.bot.send_message(self.chat_id, t("tg.placeholder"))
+        pending: int | None = None
+        try:
+            placeholder = await self.bot.send_message(self.chat_id, t("tg.placeholder"))
+            pending = placeholder.message_id
+        except TelegramError as exc:  # no placeholder; the reply still comes
+            log.warning("placeholder failed: %s", type(exc).__name__)
         typing = asyncio.get_running_loop().create_task(self._keep_typing())
-        pending: int | None = placeholder.message_id
         try:
             async for event in turn:
                 if isinstance(event, AssistantDelta):
                     self._text.append(event.delta)
                     await self._maybe_draft()
-                elif isinstance(event, ToolCall):
-                    await self._note_tool(placeholder.message_id, event.name)
+                elif isinstance(event, ToolCall) and pending is not None:
+                    await self._note_tool(pending, event.name)
                 elif isinstance(event, Completed):
-                    if event.cancelled:
-                        break
                     typing.cancel()
-                    await send_reply(self.bot, self.chat_id, event.reply or "…", pending)
-                    pending = None
+                    if event.cancelled and self.interrupted():
+                        await send_plain(self.bot, self.chat_id, t("tg.interrupted"), pending)
+                        pending = None
+                    elif not event.cancelled:
+                        first, pending = pending, None  # from here the placeholder is the reply
+                        await self._deliver(event.reply, first)
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
-                    await send_plain(self.bot, self.chat_id, "⚠️ " + event.message, pending)
-                    pending = None
+                    first, pending = pending, None
+                    text = t("tg.turn_error", message=event.message)
+                    await send_plain(self.bot, self.chat_id, text, first)
         finally:
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await typing
             if pending is not None:
                 await _delete(self.bot, self.chat_id, pending)
+
+    async def _deliver(self, reply: str, placeholder: int | None) -> None:
+        try:
+            await send_reply(self.bot, self.chat_id, reply, placeholder)
+        except TelegramError as exc:
+            log.error("reply delivery failed: %s", type(exc).__name__)
+            with contextlib.suppress(TelegramError):
+                await self.bot.send_message(self.chat_id, t("tg.delivery_failed"))
 
     async def _keep_typing(self) -> None:
         while True:
@@ -129,7 +186,7 @@ class TurnView:
         now = time.monotonic()
         if now - self._last_draft < self.draft_interval:
             return
-        text = "".join(self._text).strip()[:DRAFT_LIMIT]
+        text = _tail_utf16("".join(self._text).strip(), DRAFT_LIMIT)
         if not text or text == self._drafted:
             return
         self._last_draft = now
