@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from kernel.agent.context import repair_history, truncate_rounds
 from kernel.agent.events import Completed, ToolResult
 from kernel.agent.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from kernel.app import Kernel
+from kernel.config import load_config
 from tests.agent.test_turns import CONV, Sim, run, sent
-from tests.conftest import KernelFactory
+from tests.conftest import KernelFactory, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, ToolUse, text_reply, tool_reply
 
@@ -147,3 +150,31 @@ async def test_sessions_new_list_resume_delete(
     assert [r.id for r in await kernel.agent.list_sessions()] == [second]
     await kernel.agent.retitle(second or 0, "Second")
     assert (await kernel.agent.list_sessions())[0].title == "Second"
+
+
+async def test_provider_switch_restore_and_fallback(
+    anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    from tests.sim.openai_sim import OpenAISim
+
+    openai_sim = await OpenAISim().start()
+    try:
+        path = write_config(tmp_path, anthropic_sim.base_url, "claude")
+        second = (
+            f'[providers.other]\ntype = "openai_compat"\napi_base = "{openai_sim.base_url}"\n'
+            'api_key = "sk-other-0123456789"\ndefault_model = "gpt-x"\n'
+        )
+        path.write_text(path.read_text() + second)
+        async with Kernel(load_config(path, env={}, require_telegram=False)) as kernel:
+            assert await kernel.agent.set_provider("other") == "gpt-x"
+            openai_sim.enqueue(text_reply("from the other provider"))
+            events = await run(kernel, "hi")
+            assert events[-1] == Completed(1, "from the other provider")
+        async with Kernel(load_config(path, env={}, require_telegram=False)) as kernel:
+            assert (kernel.agent.provider_name, kernel.agent.model) == ("other", "gpt-x")
+        # the saved provider loses its key: back to default_provider, with its default model
+        path.write_text(path.read_text().replace('api_key = "sk-other-0123456789"\n', ""))
+        async with Kernel(load_config(path, env={}, require_telegram=False)) as kernel:
+            assert (kernel.agent.provider_name, kernel.agent.model) == ("main", "model-a")
+    finally:
+        await openai_sim.stop()
