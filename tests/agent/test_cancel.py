@@ -129,3 +129,41 @@ async def test_busy_conversation_refuses_a_second_turn(
     final = await asyncio.wait_for(other.wait(), timeout=5)
     assert isinstance(final, Completed) and final.reply == "other"
     await cancel_and_finish(kernel, turn)
+
+
+async def test_cancel_before_the_turn_starts_keeps_the_message(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    turn = kernel.agent.start_turn(CONV, UserInput("cancelled at once"))
+    await cancel_and_finish(kernel, turn)  # in the same tick: the task had not run yet
+    assert anthropic_sim.requests == []
+    anthropic_sim.enqueue(text_reply("ok"))
+    await run(kernel, "next")
+    assert "cancelled at once" in json.dumps(sent(anthropic_sim))
+
+
+async def test_double_cancel_still_ends_the_turn_once(sim: Sim, make_kernel: KernelFactory) -> None:
+    kernel = await make_kernel(sim)
+    sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=3))
+    turn = kernel.agent.start_turn(CONV, UserInput("go"))
+    await next_event(turn, AssistantDelta)
+    assert kernel.agent.cancel(CONV) and kernel.agent.cancel(CONV)
+    final = await asyncio.wait_for(turn.wait(), timeout=5)
+    assert isinstance(final, Completed) and final.cancelled
+
+
+async def test_provider_error_after_a_tool_ran_leaves_a_valid_history(
+    sim: Sim, make_kernel: KernelFactory
+) -> None:
+    from kernel.agent.events import ErrorEvent
+
+    kernel = await make_kernel(sim)
+    sim.enqueue(
+        tool_reply("memory_add", {"text": "x likes y"}), Error(400, "invalid_request_error")
+    )
+    events = await run(kernel, "remember x likes y")
+    assert isinstance(events[-1], ErrorEvent)
+    sim.enqueue(text_reply("recovered"))
+    events = await run(kernel, "and now?")
+    assert events[-1] == Completed(1, "recovered")  # the strict simulator accepted the history
