@@ -61,8 +61,8 @@ class Kernel:
             path = self.config.data_dir
             raise StartupError(t("startup.storage", path=path, detail=detail)) from None
         if self.config.titles is not None:
-            provider = await asyncio.to_thread(create_titles_provider, self.config.titles)
-            self.agent.titles = TitleMaker(provider, self._sleep)
+            titles = self.config.titles
+            self.agent.titles = TitleMaker(lambda: create_titles_provider(titles), self._sleep)
         memory.register(self.tools, self.store)
         self.tools.disable(self.config.general.disabled_tools)
         await self.agent.start()
@@ -77,7 +77,7 @@ class Kernel:
         """Turns first (they write their last history), then the database last."""
         await self.agent.stop()
         if self.agent.titles is not None:
-            await self.agent.titles.provider.aclose()
+            await self.agent.titles.aclose()
         await self.store.close()
         log.info("kernel stopped")
 

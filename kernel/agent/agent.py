@@ -133,7 +133,16 @@ class Agent:
         pcfg = self.config.providers[self.provider_name]
         saved_model = await self.store.get_setting("model")
         self.model = saved_model if saved_model in pcfg.models else pcfg.default_model
-        await self.provider()  # warm up now rather than in the owner's first turn
+        # Warm up in the background rather than in the owner's first turn: importing an
+        # SDK takes seconds, and channels should start polling meanwhile. A turn that
+        # arrives first simply waits for the same build (``provider()`` holds a lock).
+        self.spawn(self._warm_up(), "provider-warm-up")
+
+    async def _warm_up(self) -> None:
+        try:
+            await self.provider()
+        except Exception as exc:  # the first turn builds it again and reports the error
+            log.warning("building provider %s failed: %s", self.provider_name, type(exc).__name__)
 
     async def stop(self) -> None:
         """Cancel running turns (they persist what they have), then close providers."""

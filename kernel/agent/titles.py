@@ -7,8 +7,10 @@ matters more than a title); a title never blocks or breaks the chat.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+from collections.abc import Callable
 
 from kernel.agent.messages import Message, TextBlock
 from kernel.errors import ProviderError, RateLimitedError, TransientProviderError
@@ -37,11 +39,28 @@ def clean_title(raw: str) -> str:
 
 class TitleMaker:
     def __init__(
-        self, provider: Provider, sleep: Sleep, delays: tuple[float, ...] = RETRY_DELAYS
+        self,
+        factory: Callable[[], Provider],
+        sleep: Sleep,
+        delays: tuple[float, ...] = RETRY_DELAYS,
     ) -> None:
-        self.provider = provider
+        self._factory = factory
+        self._provider: Provider | None = None
+        self._lock = asyncio.Lock()
         self.sleep = sleep
         self.delays = delays
+
+    async def provider(self) -> Provider:
+        """Built on first use, in a thread: importing an SDK must not delay start-up
+        nor stall the event loop."""
+        async with self._lock:
+            if self._provider is None:
+                self._provider = await asyncio.to_thread(self._factory)
+        return self._provider
+
+    async def aclose(self) -> None:
+        if self._provider is not None:
+            await self._provider.aclose()
 
     async def make(self, messages: list[Message]) -> str | None:
         transcript = "\n".join(f"{m.role}: {m.text[:500]}" for m in messages if m.text.strip())[
@@ -49,8 +68,9 @@ class TitleMaker:
         ]
         if not transcript:
             return None
+        provider = await self.provider()
         request = ChatRequest(
-            model=self.provider.default_model,
+            model=provider.default_model,
             system=PROMPT,
             messages=[Message("user", [TextBlock(transcript)])],
         )
@@ -58,7 +78,7 @@ class TitleMaker:
             if delay:
                 await self.sleep(delay)
             try:
-                return clean_title(await self._complete(request)) or None
+                return clean_title(await _complete(provider, request)) or None
             except RateLimitedError:
                 log.warning("title generation rate-limited; giving up")
                 return None
@@ -69,8 +89,10 @@ class TitleMaker:
                 return None
         return None
 
-    async def _complete(self, request: ChatRequest) -> str:
-        async for event in self.provider._stream(request):
-            if isinstance(event, Completion):
-                return event.text
-        return ""
+
+
+async def _complete(provider: Provider, request: ChatRequest) -> str:
+    async for event in provider._stream(request):
+        if isinstance(event, Completion):
+            return event.text
+    return ""

@@ -55,7 +55,7 @@ async def test_transient_errors_retry_and_429_gives_up(openai_sim: OpenAISim) ->
     provider = create_titles_provider(
         TitlesConfig(api_base=openai_sim.base_url, api_key="sk-titles-0123456789", model="tiny")
     )
-    maker = TitleMaker(provider, sleep)
+    maker = TitleMaker(lambda: provider, sleep)
     messages = [Message("user", [TextBlock("plan a trip to Kyoto")])]
     try:
         openai_sim.enqueue(Error(500), Error(503), text_reply("Kyoto trip"))
