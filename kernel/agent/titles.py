@@ -90,7 +90,6 @@ class TitleMaker:
         return None
 
 
-
 async def _complete(provider: Provider, request: ChatRequest) -> str:
     async for event in provider._stream(request):
         if isinstance(event, Completion):
