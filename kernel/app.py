@@ -65,6 +65,9 @@ class Kernel:
             self.agent.titles = TitleMaker(lambda: create_titles_provider(titles), self._sleep)
         memory.register(self.tools, self.store)
         self.tools.disable(self.config.general.disabled_tools)
+        for policy in self.config.tools.values():
+            if policy.approval:
+                self.tools.require_approval(policy.name, policy.approval_timeout)
         await self.agent.start()
         log.info(
             "kernel started: provider=%s model=%s tools=%d",

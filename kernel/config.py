@@ -94,6 +94,16 @@ class CLIConfig:
 
 
 @dataclass(slots=True)
+class ToolPolicy:
+    """``[tools.<name>]``: per-tool switches."""
+
+    name: str
+    enabled: bool = True
+    approval: bool = False  # the owner approves each call (Telegram inline buttons)
+    approval_timeout: float = 300.0
+
+
+@dataclass(slots=True)
 class MCPServerConfig:
     name: str
     type: str
@@ -124,6 +134,7 @@ class Config:
     gateway: GatewayConfig
     extra: dict[str, Any]  # sections owned by later features (channels, stt, tts)
     warnings: list[str] = field(default_factory=list)
+    tools: dict[str, ToolPolicy] = field(default_factory=dict)
 
     @property
     def base_dir(self) -> Path:
@@ -178,6 +189,7 @@ KNOWN_SECTIONS = {
     "channels",
     "stt",
     "tts",
+    "tools",
 }
 
 
@@ -353,6 +365,8 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     cli = _cli(raw.get("cli"))
     mcp_servers = _mcp(raw.get("mcp", {}), env, warnings)
     gateway = _gateway(_Reader(raw.get("gateway", {}), "gateway"), env)
+    tools = _tools(_Reader(raw.get("tools", {}), "tools"))
+    general.disabled_tools += [p.name for p in tools.values() if not p.enabled]
     extra: dict[str, Any] = {k: raw[k] for k in ("channels", "stt", "tts") if k in raw}
     return Config(
         path=path,
@@ -365,7 +379,21 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         gateway=gateway,
         extra=extra,
         warnings=warnings,
+        tools=tools,
     )
+
+
+def _tools(r: _Reader) -> dict[str, ToolPolicy]:
+    policies: dict[str, ToolPolicy] = {}
+    for name in r.table:
+        tr = _Reader(r.table[name], r.key(name))
+        policies[name] = ToolPolicy(
+            name=name,
+            enabled=tr.get("enabled", bool, True),
+            approval=tr.get("approval", bool, False),
+            approval_timeout=tr.positive("approval_timeout", float, 300.0),
+        )
+    return policies
 
 
 def _resolve(base: Path, value: str) -> Path:

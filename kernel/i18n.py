@@ -129,6 +129,15 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.cmd.forget": "删除记忆 #n[/#m…]",
         "tg.cmd.cancel": "取消当前任务",
         "tg.cmd.status": "当前状态",
+        # questions to the owner and tool approval
+        "ask.approval": "🔐 需要你的批准：调用工具 {tool}\n参数：\n{args}",
+        "ask.approve": "✅ 批准",
+        "ask.deny": "❌ 拒绝",
+        "tg.ask_chosen": "已选择：{option}",
+        "tg.ask_unanswered": "⌛ 未及时答复，已按未批准处理",
+        "tg.ask_cancelled": "⏹ 已不再等待答复",
+        "tg.ask_gone": "这个问题已失效（已答复、超时或已取消）",
+        "console.ask_prompt": "请输入选项编号（1-{count}）：",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -245,6 +254,15 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.cmd.forget": "Delete memories #n[/#m…]",
         "tg.cmd.cancel": "Cancel the current task",
         "tg.cmd.status": "Current status",
+        # questions to the owner and tool approval
+        "ask.approval": "🔐 Your approval is needed: call the tool {tool}\nArguments:\n{args}",
+        "ask.approve": "✅ Approve",
+        "ask.deny": "❌ Deny",
+        "tg.ask_chosen": "Chosen: {option}",
+        "tg.ask_unanswered": "⌛ No answer in time; treated as not approved",
+        "tg.ask_cancelled": "⏹ No longer waiting for an answer",
+        "tg.ask_gone": "This question has expired (answered, timed out or cancelled)",
+        "console.ask_prompt": "Answer with a number (1-{count}): ",
     },
 }
 

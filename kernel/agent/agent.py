@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from kernel.agent.asks import Answer, AskRegistry, Question
 from kernel.agent.context import (
     CANCELLED_RESULT,
     Layer,
@@ -27,6 +28,7 @@ from kernel.agent.context import (
     repair_history,
 )
 from kernel.agent.events import (
+    AskUser,
     AssistantDelta,
     Completed,
     ErrorEvent,
@@ -120,6 +122,7 @@ class Agent:
         self.model = config.providers[self.provider_name].default_model
         self.last_error: str = ""
         self.tz = ZoneInfo(config.general.timezone)
+        self.asks = AskRegistry()
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -457,14 +460,13 @@ class _TurnRun:
         agent = self.agent
         for call in calls:
             self.turn.emit(ToolCall(self.step, call.id, call.name, self._args(call)))
-        context = ToolContext(session_id=self.session_id, conversation=self.turn.conversation)
 
         async def run(index: int, call: RawToolCall) -> ToolOutcome:
             if index >= allowed:
                 msg = t("turn.tool_limit", limit=agent.config.general.max_tool_calls)
                 outcome = ToolOutcome(call.name, False, msg, {})
             else:
-                outcome = await agent.tools.call(call.name, call.arguments, context)
+                outcome = await agent.tools.call(call.name, call.arguments, self._context(call))
             summary = summarize_tool_result(outcome.content)
             self.turn.emit(ToolResult(self.step, call.id, call.name, outcome.ok, summary))
             return outcome
@@ -479,6 +481,21 @@ class _TurnRun:
         self.pending = None
         await self._store(message, artifacts)
         return message
+
+    def _context(self, call: RawToolCall) -> ToolContext:
+        async def ask(
+            question: str, options: list[str], *, kind: str = "question", seconds: float = 300.0
+        ) -> Answer:
+            asked = Question(self.turn.conversation, question, list(options), call.id, kind)
+            self.turn.emit(AskUser(self.step, asked.id, call.id, question, list(options), kind))
+            return await self.agent.asks.wait(asked, seconds)
+
+        return ToolContext(
+            session_id=self.session_id,
+            conversation=self.turn.conversation,
+            tool_call_id=call.id,
+            ask=ask,
+        )
 
     def _save_artifacts(self, blocks: list[ToolResultBlock]) -> dict[str, str]:
         """Keep long tool results on disk so the slimmed history can point at them."""

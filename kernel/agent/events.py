@@ -43,6 +43,19 @@ class ToolResult:
 
 
 @dataclass(slots=True)
+class AskUser:
+    """The turn waits for the owner to pick one of ``options`` (SPEC §9)."""
+
+    step: int
+    id: str
+    tool_call_id: str
+    question: str
+    options: list[str]
+    kind: str = "question"  # "approval" when it gates a tool call
+    type: Literal["ask_user"] = "ask_user"
+
+
+@dataclass(slots=True)
 class Completed:
     step: int
     reply: str
@@ -59,7 +72,7 @@ class ErrorEvent:
     type: Literal["error"] = "error"
 
 
-TurnEvent = StepStarted | AssistantDelta | ToolCall | ToolResult | Completed | ErrorEvent
+TurnEvent = StepStarted | AssistantDelta | ToolCall | ToolResult | AskUser | Completed | ErrorEvent
 
 
 def event_to_dict(event: TurnEvent) -> dict[str, Any]:
@@ -83,6 +96,18 @@ def event_to_dict(event: TurnEvent) -> dict[str, Any]:
                 "name": event.name,
                 "ok": event.ok,
                 "summary": event.summary,
+            },
+        }
+    if isinstance(event, AskUser):
+        return {
+            "type": event.type,
+            "step": event.step,
+            "ask": {
+                "id": event.id,
+                "tool_call_id": event.tool_call_id,
+                "kind": event.kind,
+                "question": event.question,
+                "options": list(event.options),
             },
         }
     if isinstance(event, Completed):

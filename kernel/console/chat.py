@@ -17,7 +17,15 @@ import threading
 from typing import IO
 
 from kernel.agent.agent import Agent, SelectionError, UserInput
-from kernel.agent.events import AssistantDelta, Completed, ErrorEvent, ToolCall, ToolResult
+from kernel.agent.events import (
+    AskUser,
+    AssistantDelta,
+    Completed,
+    ErrorEvent,
+    ToolCall,
+    ToolResult,
+    TurnEvent,
+)
 from kernel.app import Kernel
 from kernel.config import Config
 from kernel.console.sessions import format_history, parse_refs
@@ -28,8 +36,16 @@ CONVERSATION = "console:default"
 
 
 class ConsoleChat:
-    def __init__(self, agent: Agent, out: IO[str], err: IO[str], interactive: bool) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        out: IO[str],
+        err: IO[str],
+        interactive: bool,
+        lines: asyncio.Queue[str | None] | None = None,
+    ) -> None:
         self.agent = agent
+        self.lines = lines  # the input; a question from the turn reads its answer here
         self.out = out
         self.err = err
         self.interactive = interactive
@@ -63,26 +79,54 @@ class ConsoleChat:
         except KernelError as exc:
             self.line(t("console.error", message=exc))
             return
-        async for event in turn:
-            if isinstance(event, AssistantDelta):
-                self.write(event.delta)
-            elif isinstance(event, ToolCall):
-                args = json.dumps(event.arguments, ensure_ascii=False)
-                self.line(t("console.tool_call", name=event.name, args=_clip(args, 80)))
-            elif isinstance(event, ToolResult):
-                key = "console.tool_result_ok" if event.ok else "console.tool_result_err"
-                self.line(t(key, summary=_clip(event.summary, 100)))
-            elif isinstance(event, Completed):
-                if event.cancelled:
-                    self.line(f"[{t('turn.cancelled')}]")
-                elif self._line_open:
-                    self.write("\n")
-            elif isinstance(event, ErrorEvent):
-                self.failed = True
-                if self._line_open:
-                    self.write("\n")
-                self.err.write(t("console.error", message=event.message) + "\n")
-                self.err.flush()
+        asking: asyncio.Task[None] | None = None
+        try:
+            async for event in turn:
+                if isinstance(event, AskUser):
+                    asking = asyncio.get_running_loop().create_task(self._answer(event))
+                elif isinstance(event, ToolResult | Completed | ErrorEvent) and asking:
+                    asking.cancel()  # settled otherwise (timeout, cancel): stop reading
+                self._show(event)
+        finally:
+            if asking is not None:
+                asking.cancel()
+
+    async def _answer(self, event: AskUser) -> None:
+        """Print the options and wait for the owner's number on the next input line."""
+        self.line(event.question)
+        for n, option in enumerate(event.options, start=1):
+            self.line(f"  {n}) {option}")
+        while self.lines is not None:
+            self.write(t("console.ask_prompt", count=len(event.options)))
+            line = await self.lines.get()
+            if line is None:
+                self.lines.put_nowait(None)  # end of input: leave it for the main loop
+                return
+            choice = line.strip()
+            if choice.isdigit() and 1 <= int(choice) <= len(event.options):
+                self.agent.asks.answer(event.id, int(choice) - 1)
+                return
+
+    def _show(self, event: TurnEvent) -> None:
+        if isinstance(event, AssistantDelta):
+            self.write(event.delta)
+        elif isinstance(event, ToolCall):
+            args = json.dumps(event.arguments, ensure_ascii=False)
+            self.line(t("console.tool_call", name=event.name, args=_clip(args, 80)))
+        elif isinstance(event, ToolResult):
+            key = "console.tool_result_ok" if event.ok else "console.tool_result_err"
+            self.line(t(key, summary=_clip(event.summary, 100)))
+        elif isinstance(event, Completed):
+            if event.cancelled:
+                self.line(f"[{t('turn.cancelled')}]")
+            elif self._line_open:
+                self.write("\n")
+        elif isinstance(event, ErrorEvent):
+            self.failed = True
+            if self._line_open:
+                self.write("\n")
+            self.err.write(t("console.error", message=event.message) + "\n")
+            self.err.flush()
 
     async def command(self, text: str) -> bool:
         name, _, arg = text.partition(" ")
@@ -161,7 +205,7 @@ async def run_chat(
     # A daemon thread, so a blocked read never holds up the exit.
     threading.Thread(target=_read_lines, args=(stdin, lines, loop), daemon=True).start()
     async with Kernel(config) as kernel:
-        chat = ConsoleChat(kernel.agent, out, err, interactive)
+        chat = ConsoleChat(kernel.agent, out, err, interactive, lines)
 
         def on_interrupt() -> None:
             if not kernel.agent.cancel(CONVERSATION):

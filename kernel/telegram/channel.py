@@ -30,6 +30,7 @@ from telegram.ext import (
     Application,
     ApplicationBuilder,
     ApplicationHandlerStop,
+    CallbackQueryHandler,
     CommandHandler,
     ContextTypes,
     MessageHandler,
@@ -41,6 +42,7 @@ from telegram.request import HTTPXRequest
 from kernel.app import Kernel
 from kernel.errors import StartupError
 from kernel.i18n import t
+from kernel.telegram.asks import AskBoard
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
 
@@ -86,6 +88,7 @@ class TelegramChannel:
             .concurrent_updates(False)
             .build()
         )
+        self.board = AskBoard(self.app.bot, kernel.agent.asks)
         self.commands = CommandSet(self)
         self.inbound = Inbound(self)
         self._register()
@@ -191,6 +194,7 @@ class TelegramChannel:
         self.app.add_handler(TypeHandler(Update, self._gate), group=-1)
         for name in COMMANDS:
             self.app.add_handler(CommandHandler(name, getattr(self.commands, name)))
+        self.app.add_handler(CallbackQueryHandler(self.board.on_press))
         self.app.add_handler(MessageHandler(filters.COMMAND, self.commands.unknown))
         self.app.add_handler(MessageHandler(filters.ALL, self.inbound.handle))
         self.app.add_error_handler(self._on_error)

@@ -70,6 +70,7 @@ class Inbound:
             chat_id,
             drafts=self.channel.cfg.stream,
             interrupted=lambda: self.channel.stopping,
+            board=self.channel.board,
         )
         self.views[chat_id] = self.channel.spawn(view.show(turn), f"tg-{turn.id}")
 

@@ -21,9 +21,10 @@ from telegram import Bot
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
-from kernel.agent.events import AssistantDelta, Completed, ErrorEvent, ToolCall
+from kernel.agent.events import AskUser, AssistantDelta, Completed, ErrorEvent, ToolCall, ToolResult
 from kernel.agent.turns import Turn
 from kernel.i18n import t
+from kernel.telegram.asks import AskBoard
 from kernel.telegram.render import html_to_plain, render_markdown
 from kernel.telegram.split import split_html, split_plain, utf16_len
 
@@ -119,8 +120,10 @@ class TurnView:
         draft_interval: float = 0.3,
         typing_interval: float = 4.0,
         interrupted: Callable[[], bool] = lambda: False,
+        board: AskBoard | None = None,
     ) -> None:
         self.bot = bot
+        self.board = board
         self.chat_id = chat_id
         self.drafts = drafts
         self.draft_interval = draft_interval
@@ -132,12 +135,7 @@ class TurnView:
         self._drafted = ""
 
     async def show(self, turn: Turn) -> None:
-        pending: int | None = None
-        try:
-            placeholder = await self.bot.send_message(self.chat_id, t("tg.placeholder"))
-            pending = placeholder.message_id
-        except TelegramError as exc:  # no placeholder; the reply still comes
-            log.warning("placeholder failed: %s", type(exc).__name__)
+        pending = await self._placeholder()
         typing = asyncio.get_running_loop().create_task(self._keep_typing())
         try:
             async for event in turn:
@@ -146,6 +144,17 @@ class TurnView:
                     await self._maybe_draft()
                 elif isinstance(event, ToolCall) and pending is not None:
                     await self._note_tool(pending, event.name)
+                elif isinstance(event, AskUser) and self.board is not None:
+                    # The reply must come below the question, so the placeholder goes
+                    # and a new one follows once the question is settled.
+                    if pending is not None:
+                        await _delete(self.bot, self.chat_id, pending)
+                        pending = None
+                    await self.board.show(self.chat_id, event)
+                elif isinstance(event, ToolResult) and self.board is not None:
+                    await self.board.close_for_tool(event.id, t("tg.ask_unanswered"))
+                    if pending is None:
+                        pending = await self._placeholder()
                 elif isinstance(event, Completed):
                     typing.cancel()
                     if event.cancelled and self.interrupted():
@@ -163,8 +172,18 @@ class TurnView:
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await typing
+            if self.board is not None:  # a question the turn no longer waits for
+                await self.board.close_chat(self.chat_id, t("tg.ask_cancelled"))
             if pending is not None:
                 await _delete(self.bot, self.chat_id, pending)
+
+    async def _placeholder(self) -> int | None:
+        try:
+            placeholder = await self.bot.send_message(self.chat_id, t("tg.placeholder"))
+        except TelegramError as exc:  # no placeholder; the reply still comes
+            log.warning("placeholder failed: %s", type(exc).__name__)
+            return None
+        return placeholder.message_id
 
     async def _deliver(self, reply: str, placeholder: int | None) -> None:
         try:

@@ -15,11 +15,13 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import NoneType
 from typing import Any, Literal, TypeVar, overload
 
+from kernel import i18n
+from kernel.agent.asks import Answer, AskOutcome
 from kernel.agent.messages import ToolSpec
 from kernel.errors import ToolError
 from kernel.tools.repair import repair_arguments, resolve_tool_name
@@ -27,6 +29,8 @@ from kernel.tools.repair import repair_arguments, resolve_tool_name
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
+# ask(question, options, kind=..., seconds=...) -> the owner's Answer
+Ask = Callable[..., Awaitable[Answer]]
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -38,6 +42,8 @@ class ToolContext:
     session_id: int | None = None
     conversation: str = ""  # e.g. "console:default", "telegram:123"
     progress: Callable[[str], None] | None = None  # a tool may report a progress line
+    tool_call_id: str = ""
+    ask: Ask | None = None  # put a question to the owner; None where nobody can answer
 
 
 @dataclass
@@ -63,6 +69,7 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, _Tool] = {}
         self._disabled: set[str] = set()
+        self._approval: dict[str, float] = {}  # tool name -> seconds to wait for the owner
 
     # ------------------------------------------------------------ registration
 
@@ -133,6 +140,13 @@ class ToolRegistry:
         """Disabled tools are not offered and refuse calls (also if registered later)."""
         self._disabled.update(names)
 
+    def require_approval(self, name: str, timeout: float) -> None:
+        """Calls to ``name`` run only after the owner approves each one (SPEC §7)."""
+        self._approval[name] = timeout
+
+    def needs_approval(self, name: str) -> bool:
+        return name in self._approval
+
     # ------------------------------------------------------------ listing
 
     def names(self) -> list[str]:
@@ -177,7 +191,45 @@ class ToolRegistry:
             log.info("tool %s: rejected arguments", resolved)
             content = f"invalid arguments for {resolved}: {problem}"
             return ToolOutcome(resolved, False, content, args)
+        if tool.name in self._approval:
+            refusal = await self._approve(tool, args, context)
+            if refusal is not None:
+                return refusal
         return await self._run(tool, args, context)
+
+    async def _approve(
+        self, tool: _Tool, args: dict[str, Any], context: ToolContext | None
+    ) -> ToolOutcome | None:
+        """Ask the owner; None means approved, otherwise the refusal the model reads."""
+        timeout = self._approval[tool.name]
+        if context is None or context.ask is None:
+            content = (
+                f"error: {tool.name} needs the owner's approval for each call, and nobody "
+                "can be asked here; the call was not run"
+            )
+            return ToolOutcome(tool.name, False, content, args)
+        shown = json.dumps(args, ensure_ascii=False, indent=1)
+        if len(shown) > 800:
+            shown = shown[:800] + " …"
+        question = i18n.t("ask.approval", tool=tool.name, args=shown)
+        options = [i18n.t("ask.approve"), i18n.t("ask.deny")]
+        answer = await context.ask(question, options, kind="approval", seconds=timeout)
+        if answer.option == 0:
+            log.info("tool %s approved by the owner", tool.name)
+            return None
+        if answer.outcome is AskOutcome.TIMEOUT:
+            log.info("tool %s: approval timed out", tool.name)
+            content = (
+                f"error: the owner did not answer the approval request for {tool.name} "
+                f"within {timeout:g} s; the call was not run. Do not retry it unasked."
+            )
+        else:
+            log.info("tool %s denied by the owner", tool.name)
+            content = (
+                f"error: the owner denied this call to {tool.name}; it was not run. "
+                "Do not retry it; ask the owner what to do instead."
+            )
+        return ToolOutcome(tool.name, False, content, args)
 
     async def _run(
         self, tool: _Tool, args: dict[str, Any], context: ToolContext | None

@@ -110,6 +110,9 @@ REFUSALS = [
     ('[general]\nlanguage = "fr"\n', {}, "general.language"),
     ('[gateway]\nhost = "0.0.0.0"\n', {}, "gateway.api_key"),
     ("[telegram\ntoken = 1\n", {}, "config.toml"),
+    ("[tools.memory_add]\napproval = 'yes'\n", {}, "tools.memory_add.approval"),
+    ("[tools.memory_add]\napproval_timeout = 0\n", {}, "tools.memory_add.approval_timeout"),
+    ("[tools]\nmemory_add = true\n", {}, "tools.memory_add"),
     (None, {"KERNEL_CONFIG": "/nonexistent/kernel.toml"}, "KERNEL_CONFIG"),
 ]
 
@@ -168,3 +171,16 @@ def test_other_provider_without_key_is_only_disabled(tmp_path: Path) -> None:
     config = load_config(tmp_path / "config.toml", env=BASE_ENV)
     assert "openai" in config.providers and "openai" not in config.enabled_providers
     assert any("KERNEL_PROVIDER_OPENAI_API_KEY" in w for w in config.warnings)
+
+
+def test_tool_switches(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "[tools.memory_delete]\nenabled = false\n"
+        "[tools.delegate_to_cli]\napproval = true\napproval_timeout = 60\n",
+        encoding="utf-8",
+    )
+    config = load_config(path, env=BASE_ENV)
+    assert "memory_delete" in config.general.disabled_tools
+    policy = config.tools["delegate_to_cli"]
+    assert policy.approval and policy.approval_timeout == 60.0

@@ -116,3 +116,30 @@ async def test_ctrl_c_cancels_the_turn_not_the_program(
     assert out.splitlines()[-1] == "short answer"
     # the cancelled partial reply is in the history the model saw next
     assert "a very" in str(anthropic_sim.requests[-1].body["messages"])
+
+
+async def test_approval_answered_on_the_next_input_line(
+    anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, anthropic_sim.base_url, "claude")
+    config.write_text(config.read_text() + "[tools.memory_add]\napproval = true\n")
+    anthropic_sim.enqueue(
+        Reply(ToolUse("memory_add", {"text": "tea"})),
+        text_reply("Saved."),
+        Reply(ToolUse("memory_add", {"text": "coffee"})),
+        text_reply("Not saved."),
+    )
+
+    # "x" is not an option and is asked again; then 1 approves, 2 denies.
+    code, out, err = await chat(tmp_path, "remember tea\nx\n1\nremember coffee\n2\n")
+
+    assert code == 0, err
+    assert out.count("Your approval is needed: call the tool memory_add") == 2
+    assert "  1) ✅ Approve" in out and "  2) ❌ Deny" in out
+    assert out.count("Answer with a number (1-2)") == 3
+    assert "Saved." in out and "Not saved." in out
+    db = sqlite3.connect(tmp_path / "data" / "kernel.db")
+    assert db.execute("select text from memories").fetchall() == [("tea",)]
+    db.close()
+    denied = anthropic_sim.requests[-1].body["messages"][-1]["content"][0]
+    assert denied["is_error"] is True and "denied" in denied["content"]

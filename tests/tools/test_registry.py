@@ -438,3 +438,47 @@ async def test_tool_raising_cancelled_error_is_not_swallowed(reg: ToolRegistry) 
 
     with pytest.raises(asyncio.CancelledError):
         await reg.call("self_cancel", {})
+
+
+# ---------------------------------------------------------------- approval
+
+
+async def test_approval_gate_asks_first_and_refuses_where_nobody_can_answer(
+    reg: ToolRegistry,
+) -> None:
+    from kernel.agent.asks import Answer, AskOutcome
+
+    ran: list[str] = []
+
+    @reg.tool
+    def launch(target: str) -> str:
+        """Launch something."""
+        ran.append(target)
+        return "launched"
+
+    reg.require_approval("launch", 5.0)
+    asked: list[tuple[str, list[str], str, float]] = []
+
+    def asker(choice: int | None) -> Any:
+        async def ask(question: str, options: list[str], *, kind: str, seconds: float) -> Answer:
+            asked.append((question, options, kind, seconds))
+            if choice is None:
+                return Answer(AskOutcome.TIMEOUT)
+            return Answer(AskOutcome.ANSWERED, choice)
+
+        return ask
+
+    nobody = await reg.call("launch", {"target": "a"}, ToolContext())
+    assert not nobody.ok and "approval" in nobody.content and ran == []
+
+    denied = await reg.call("launch", {"target": "b"}, ToolContext(ask=asker(1)))
+    assert not denied.ok and "denied" in denied.content and ran == []
+
+    late = await reg.call("launch", {"target": "c"}, ToolContext(ask=asker(None)))
+    assert not late.ok and "did not answer" in late.content and ran == []
+
+    approved = await reg.call("launch", {"target": "d"}, ToolContext(ask=asker(0)))
+    assert approved.ok and approved.content == "launched" and ran == ["d"]
+    question, options, kind, seconds = asked[-1]
+    assert '"target": "d"' in question and len(options) == 2
+    assert (kind, seconds) == ("approval", 5.0)

@@ -1,0 +1,81 @@
+"""Questions a running turn puts to the owner, and the answers that resume it.
+
+A tool (or the approval gate in front of a tool) asks through ``ToolContext.ask``; the
+turn emits an ``ask_user`` event, a channel shows the options (Telegram: inline
+buttons), and the owner's choice comes back through :meth:`AskRegistry.answer`. The
+asking coroutine waits with a timeout; a cancelled turn stops waiting at once, and the
+question is withdrawn in every path, so a late answer finds nothing to resolve.
+(Seed 002's pending registry; seed 001's ``ask_user``.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class AskOutcome(Enum):
+    ANSWERED = "answered"
+    TIMEOUT = "timeout"
+
+
+class AnswerResult(Enum):
+    RESOLVED = "resolved"
+    UNKNOWN = "unknown"  # no such question waits: answered, timed out, or cancelled
+    BAD_OPTION = "bad_option"
+
+
+@dataclass(slots=True)
+class Question:
+    conversation: str
+    text: str
+    options: list[str]
+    tool_call_id: str = ""
+    kind: str = "question"  # "approval" for the approval gate
+    id: str = field(default_factory=lambda: secrets.token_hex(4))
+
+
+@dataclass(slots=True)
+class Answer:
+    outcome: AskOutcome
+    choice: int | None = None  # the index into ``Question.options``
+
+    @property
+    def option(self) -> int | None:
+        return self.choice if self.outcome is AskOutcome.ANSWERED else None
+
+
+class AskRegistry:
+    def __init__(self) -> None:
+        self._waiting: dict[str, tuple[Question, asyncio.Future[int]]] = {}
+
+    async def wait(self, question: Question, seconds: float) -> Answer:
+        """Wait for the owner's choice; the question is withdrawn however this ends."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiting[question.id] = (question, future)
+        try:
+            choice = await asyncio.wait_for(future, seconds)
+        except TimeoutError:
+            return Answer(AskOutcome.TIMEOUT)
+        finally:
+            self._waiting.pop(question.id, None)
+        return Answer(AskOutcome.ANSWERED, choice)
+
+    def answer(self, question_id: str, choice: int) -> AnswerResult:
+        entry = self._waiting.get(question_id)
+        if entry is None or entry[1].done():
+            return AnswerResult.UNKNOWN
+        question, future = entry
+        if not 0 <= choice < len(question.options):
+            return AnswerResult.BAD_OPTION
+        future.set_result(choice)
+        return AnswerResult.RESOLVED
+
+    def get(self, question_id: str) -> Question | None:
+        entry = self._waiting.get(question_id)
+        return entry[0] if entry else None
+
+    def waiting(self, conversation: str | None = None) -> list[Question]:
+        return [q for q, _ in self._waiting.values() if conversation in (None, q.conversation)]

@@ -1,0 +1,117 @@
+"""Questions from a turn as messages with inline buttons, and the owner's presses.
+
+``ask_user`` events become a message whose buttons carry ``ask:<id>:<option>``. A press
+(the gate lets only the owner's through) resolves the waiting question and the message
+is closed with the choice; a question that ended otherwise (timeout, /cancel, the turn
+failing) is closed by the turn's view with that outcome. Buttons never stay live on a
+question nobody waits for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.error import TelegramError
+from telegram.ext import ContextTypes
+
+from kernel.agent.asks import AnswerResult, AskRegistry
+from kernel.agent.events import AskUser
+from kernel.i18n import t
+
+log = logging.getLogger(__name__)
+
+PREFIX = "ask"
+
+
+@dataclass(slots=True)
+class _Shown:
+    chat_id: int
+    message_id: int
+    text: str
+    tool_call_id: str
+    options: list[str]
+
+
+class AskBoard:
+    """Open questions shown in Telegram, shared by turn views and the callback handler."""
+
+    def __init__(self, bot: Bot, asks: AskRegistry) -> None:
+        self.bot = bot
+        self.asks = asks
+        self._open: dict[str, _Shown] = {}
+
+    async def show(self, chat_id: int, event: AskUser) -> None:
+        buttons = [
+            InlineKeyboardButton(option, callback_data=f"{PREFIX}:{event.id}:{index}")
+            for index, option in enumerate(event.options)
+        ]
+        rows = [buttons[i : i + 2] for i in range(0, len(buttons), 2)]
+        try:
+            message = await self.bot.send_message(
+                chat_id, event.question, reply_markup=InlineKeyboardMarkup(rows)
+            )
+        except TelegramError as exc:  # unanswerable now: the wait runs into its timeout
+            log.warning("could not show a question: %s", type(exc).__name__)
+            return
+        self._open[event.id] = _Shown(
+            chat_id, message.message_id, event.question, event.tool_call_id, list(event.options)
+        )
+
+    async def close_for_tool(self, tool_call_id: str, note: str) -> None:
+        """The tool finished while its question was still open: it was not answered."""
+        for ask_id in [k for k, v in self._open.items() if v.tool_call_id == tool_call_id]:
+            await self._close(ask_id, note)
+
+    async def close_chat(self, chat_id: int, note: str) -> None:
+        for ask_id in [k for k, v in self._open.items() if v.chat_id == chat_id]:
+            await self._close(ask_id, note)
+
+    async def _close(self, ask_id: str, note: str) -> None:
+        shown = self._open.pop(ask_id, None)
+        if shown is None:
+            return
+        with contextlib.suppress(TelegramError):
+            await self.bot.edit_message_text(
+                f"{shown.text}\n\n{note}",
+                chat_id=shown.chat_id,
+                message_id=shown.message_id,
+                reply_markup=None,
+            )
+
+    async def on_press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        query = update.callback_query
+        if query is None:
+            return
+        ask_id, choice = _parse(query.data or "")
+        result = self.asks.answer(ask_id, choice) if ask_id else AnswerResult.UNKNOWN
+        if result is AnswerResult.RESOLVED:
+            shown = self._open.get(ask_id)
+            option = shown.options[choice] if shown else ""
+            # _close takes it off the board before its first await, so the resumed turn's
+            # view cannot close it as unanswered.
+            await self._close(ask_id, t("tg.ask_chosen", option=option))
+            await self._answer_query(query.id, t("tg.ask_chosen", option=option))
+            return
+        await self._answer_query(query.id, t("tg.ask_gone"))
+        self._open.pop(ask_id, None)
+        message = query.message
+        if message is not None:  # a stale question: take its buttons away
+            with contextlib.suppress(TelegramError):
+                await self.bot.edit_message_reply_markup(
+                    chat_id=message.chat.id, message_id=message.message_id, reply_markup=None
+                )
+
+    async def _answer_query(self, query_id: str, text: str) -> None:
+        with contextlib.suppress(TelegramError):
+            await self.bot.answer_callback_query(query_id, text=text)
+
+
+def _parse(data: str) -> tuple[str, int]:
+    prefix, _, rest = data.partition(":")
+    ask_id, _, index = rest.partition(":")
+    if prefix != PREFIX or not ask_id or not index.isdigit():
+        return "", -1
+    return ask_id, int(index)
