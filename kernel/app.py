@@ -14,7 +14,7 @@ from kernel.i18n import t
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
 from kernel.store.db import Store
-from kernel.tools import memory
+from kernel.tools import ask, memory
 from kernel.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class Kernel:
             titles = self.config.titles
             self.agent.titles = TitleMaker(lambda: create_titles_provider(titles), self._sleep)
         memory.register(self.tools, self.store)
+        ask.register(self.tools)
         self.tools.disable(self.config.general.disabled_tools)
         for policy in self.config.tools.values():
             if policy.approval:

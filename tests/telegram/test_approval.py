@@ -141,3 +141,22 @@ async def test_cancel_ends_the_wait_and_the_next_message_works(bot: Factory) -> 
         if b["type"] == "tool_result"
     ]
     assert len(results) == 1 and results[0]["is_error"] is True
+
+
+async def test_the_model_asks_a_multiple_choice_question(bot: Factory) -> None:
+    h = await bot()
+    options = ["Kyoto", "Osaka", "Nara"]
+    h.model.enqueue(
+        tool_reply("ask_user", {"question": "Which city first?", "options": options}),
+        text_reply("Osaka it is."),
+    )
+    h.tg.inject_text("plan my trip")
+
+    asked = await question(h)
+    assert asked.text == "Which city first?"
+    assert [b["text"] for b in buttons(asked)] == options
+    h.tg.inject_callback(buttons(asked)[1]["callback_data"], message_id=asked.message_id)
+    await h.settle()
+
+    assert h.texts()[-1] == "Osaka it is."
+    assert '"choice": "Osaka"' in str(tool_result_sent(h)["content"])

@@ -1,0 +1,39 @@
+"""The built-in ``ask_user`` tool: the model asks the owner to choose (SPEC §9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernel.agent.asks import AskOutcome
+from kernel.errors import ToolError
+from kernel.tools.registry import ToolContext, ToolRegistry
+
+MAX_OPTIONS = 8
+MAX_OPTION_LENGTH = 40  # an inline button shows about this much
+
+
+def register(registry: ToolRegistry, default_seconds: float = 300.0) -> None:
+    @registry.tool
+    async def ask_user(
+        question: str, options: list[str], context: ToolContext, wait_seconds: int = 0
+    ) -> dict[str, Any]:
+        """Ask the owner a multiple-choice question and wait for the answer. Use it when
+        you need the owner to decide between a few concrete options before going on.
+
+        Args:
+            question: the question, short and self-contained
+            options: 2 to 8 short answers the owner can pick from
+            wait_seconds: how long to wait for an answer (0: the default, 5 minutes)
+        """
+        choices = [o.strip() for o in options if o.strip()]
+        if not question.strip() or not 2 <= len(choices) <= MAX_OPTIONS:
+            raise ToolError(f"give a question and 2 to {MAX_OPTIONS} non-empty options")
+        if any(len(o) > MAX_OPTION_LENGTH for o in choices):
+            raise ToolError(f"keep each option within {MAX_OPTION_LENGTH} characters")
+        if context.ask is None:
+            raise ToolError("nobody can be asked in this channel; ask in your reply instead")
+        seconds = float(wait_seconds) if wait_seconds > 0 else default_seconds
+        answer = await context.ask(question.strip(), choices, kind="question", seconds=seconds)
+        if answer.outcome is AskOutcome.TIMEOUT or answer.option is None:
+            return {"answered": False, "note": f"no answer within {seconds:g} s"}
+        return {"answered": True, "choice": choices[answer.option]}
