@@ -7,6 +7,7 @@ the built-in defaults apply; they equal ``config.example.toml`` (a test keeps th
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import re
@@ -34,6 +35,7 @@ class TelegramConfig:
     poll_timeout: int = 30
     watchdog_seconds: float = 120.0
     max_retries_429: int = 3
+    typing_interval: float = 4.0
 
 
 @dataclass(slots=True)
@@ -216,6 +218,8 @@ def load_config(
 ) -> Config:
     """Read, override from ``env``, validate. Raises ConfigError on the first refusal."""
     env = os.environ if env is None else env
+    if env.get("KERNEL_LANGUAGE") in LANGUAGES:  # so that even a bad file is refused in it
+        set_language(env["KERNEL_LANGUAGE"])
     path = locate_config(env) if path is None else path.resolve()
     raw: dict[str, Any] = {}
     if path.is_file():
@@ -330,7 +334,7 @@ def _expected(kind: str) -> str:
 
 def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: bool) -> Config:
     base = path.parent
-    warnings = [t("config.warn_unknown_key", key=k) for k in raw if k not in KNOWN_SECTIONS]
+    warnings: list[str] = []
 
     g = _Reader(raw.get("general", {}), "general")
     language = env.get("KERNEL_LANGUAGE") or g.get("language", str, "zh")
@@ -368,6 +372,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     tools = _tools(_Reader(raw.get("tools", {}), "tools"))
     general.disabled_tools += [p.name for p in tools.values() if not p.enabled]
     extra: dict[str, Any] = {k: raw[k] for k in ("channels", "stt", "tts") if k in raw}
+    warnings += [t("config.warn_unknown_key", key=k) for k in unknown_keys(raw)]
     return Config(
         path=path,
         telegram=telegram,
@@ -394,6 +399,36 @@ def _tools(r: _Reader) -> dict[str, ToolPolicy]:
             approval_timeout=tr.positive("approval_timeout", float, 300.0),
         )
     return policies
+
+
+def _keys(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)} - {"name"}
+
+
+def unknown_keys(raw: dict[str, Any]) -> list[str]:
+    """Keys Kernel does not read (a typo such as ``[telegram] tokne`` would otherwise be
+    ignored silently); sections owned by adapters with their own parsing are skipped."""
+    found = [k for k in raw if k not in KNOWN_SECTIONS]
+
+    def check(table: Any, prefix: str, known: set[str]) -> None:
+        if isinstance(table, dict):
+            found.extend(f"{prefix}.{k}" for k in table if k not in known)
+
+    check(raw.get("telegram"), "telegram", _keys(TelegramConfig))
+    check(raw.get("general"), "general", _keys(GeneralConfig))
+    check(raw.get("gateway"), "gateway", _keys(GatewayConfig))
+    check(raw.get("titles"), "titles", _keys(TitlesConfig))
+    for section, cls in (("providers", ProviderConfig), ("cli", CLIConfig), ("tools", ToolPolicy)):
+        tables = raw.get(section)
+        if isinstance(tables, dict):
+            for name, table in tables.items():
+                check(table, f"{section}.{name}", _keys(cls))
+    mcp = raw.get("mcp")
+    if isinstance(mcp, dict):
+        check(mcp, "mcp", {"servers"})
+        for i, server in enumerate(mcp.get("servers", []) or []):
+            check(server, f"mcp.servers[{i}]", _keys(MCPServerConfig) | {"name"})
+    return found
 
 
 def _resolve(base: Path, value: str) -> Path:
@@ -423,6 +458,7 @@ def _telegram(r: _Reader, env: Mapping[str, str], required: bool) -> TelegramCon
         poll_timeout=r.positive("poll_timeout", int, 30),
         watchdog_seconds=r.positive("watchdog_seconds", float, 120.0),
         max_retries_429=r.get("max_retries_429", int, 3),
+        typing_interval=r.positive("typing_interval", float, 4.0),
     )
 
 

@@ -4,8 +4,9 @@ KernelError
 ├── ConfigError            bad or missing configuration (start-up refusals carry ``key``)
 ├── StartupError           the data directory or database cannot be used at start
 ├── ProviderError          a model provider failed (status/code/message, never secrets)
-│   ├── RateLimitedError   429 / overloaded; carries ``retry_after`` seconds when known
-│   ├── TransientProviderError  5xx, timeouts, dropped connections: worth a retry
+│   ├── TransientProviderError  5xx, timeouts, dropped connections: worth a retry;
+│   │   │                       carries ``retry_after`` seconds when the server sent it
+│   │   └── RateLimitedError    429 / overloaded
 │   └── CapabilityError    the provider lacks what the request needs (no silent downgrade)
 ├── ToolError              a tool could not run; becomes a tool result the model reads
 ├── StoreError             the SQLite store failed
@@ -52,13 +53,16 @@ class ProviderError(KernelError):
 
 
 class TransientProviderError(ProviderError):
-    """A failure worth retrying: 5xx, timeouts, dropped connections."""
+    """A failure worth retrying: 5xx, timeouts, dropped connections. ``retry_after``:
+    the server's Retry-After in seconds, when it sent one (a 503 may)."""
 
-
-class RateLimitedError(TransientProviderError):
     def __init__(self, message: str, *, retry_after: float | None = None, **kw: object) -> None:
         super().__init__(message, **kw)  # type: ignore[arg-type]
         self.retry_after = retry_after
+
+
+class RateLimitedError(TransientProviderError):
+    """429, or the provider says it is overloaded (Anthropic's 529)."""
 
 
 class CapabilityError(ProviderError):

@@ -350,6 +350,12 @@ class Agent:
             log.exception("turn %s failed", turn.id)
             message = t("turn.internal_error", kind=type(exc).__name__)
             await run.fail(ErrorEvent(run.step, "internal_error", message))
+        finally:
+            self._title_later(run)  # a failed or cancelled first turn still names its session
+
+    def _title_later(self, run: _TurnRun) -> None:
+        if run.new_session and run.session_id is not None and self.titles is not None:
+            self.spawn(self.generate_title(run.session_id), f"title-{run.session_id}")
 
 
 class _TurnRun:
@@ -363,6 +369,7 @@ class _TurnRun:
         self.pending: Message | None = None  # an assistant message whose tools have no results
         self.partial: list[str] = []  # text streamed in the current step, not yet stored
         self.replies: list[str] = []
+        self.new_session = False
 
     def reply_so_far(self) -> str:
         return "".join([*self.replies, *self.partial])
@@ -378,7 +385,7 @@ class _TurnRun:
     async def execute(self, user_input: UserInput) -> None:
         agent, cfg = self.agent, self.agent.config
         conv = agent._conv(self.turn.conversation)
-        new_session = conv.session_id is None
+        self.new_session = conv.session_id is None
         if conv.session_id is None:
             row = await agent.store.create_session(user_input.channel)
             conv.session_id = row.id
@@ -417,8 +424,6 @@ class _TurnRun:
                     await self._store(assistant)
                 # Text written before tool calls is part of the answer too.
                 self.turn.emit(Completed(self.step, "\n\n".join(self.replies)))
-                if new_session and agent.titles is not None:
-                    agent.spawn(agent.generate_title(self.session_id), f"title-{self.session_id}")
                 return
             self.pending = assistant
             await self._store(assistant)

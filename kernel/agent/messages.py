@@ -51,7 +51,7 @@ class Message:
 
     @property
     def text(self) -> str:
-        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:

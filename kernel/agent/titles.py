@@ -79,9 +79,12 @@ class TitleMaker:
                 await self.sleep(delay)
             try:
                 return clean_title(await _complete(provider, request)) or None
-            except RateLimitedError:
-                log.warning("title generation rate-limited; giving up")
-                return None
+            except RateLimitedError as exc:
+                if exc.status != 529 and exc.code != "overloaded_error":
+                    log.warning("title generation rate-limited; giving up")
+                    return None
+                # "Overloaded" is the provider's trouble, not the owner's quota: retry.
+                log.warning("title attempt %d failed (overloaded)", attempt + 1)
             except TransientProviderError as exc:
                 log.warning("title attempt %d failed (%s)", attempt + 1, exc.code or "transient")
             except ProviderError as exc:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kernel.agent.messages import ImageBlock, Message, ToolSpec
-from kernel.errors import CapabilityError, RateLimitedError, TransientProviderError
+from kernel.errors import CapabilityError, TransientProviderError
 from kernel.i18n import t
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ async def stream_with_retry(
                 raise
             delay = min(policy.max_delay, policy.base_delay * (2**attempt))
             delay *= 0.8 + 0.4 * random.random()  # jitter
-            if isinstance(exc, RateLimitedError) and exc.retry_after is not None:
+            if exc.retry_after is not None:
                 if exc.retry_after > policy.max_delay:
                     raise  # waiting that long silently would look like a hang; say so now
                 delay = max(0.0, exc.retry_after)

@@ -75,7 +75,7 @@ def translate(
         if status == 429 or code in ("rate_limit_error", "overloaded_error") or status == 529:
             return RateLimitedError(message, retry_after=parse_retry_after(headers), **kw)
         if status >= 500 or status == 408 or (status == 200 and code in TRANSIENT_TYPES):
-            return TransientProviderError(message, **kw)
+            return TransientProviderError(message, retry_after=parse_retry_after(headers), **kw)
         return ProviderError(message, **kw)
     # Mid-stream, the SDKs let the transport's own errors through unwrapped.
     names = {cls.__name__ for cls in type(exc).__mro__}

@@ -61,7 +61,8 @@ class _PollClock(HTTPXRequest):
 
     async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
         result = await super().do_request(*args, **kwargs)
-        self.last_ok = time.monotonic()
+        if result[0] == 200:  # a 409 or a proxy's 502 is no completed poll
+            self.last_ok = time.monotonic()
         return result
 
 
@@ -150,6 +151,9 @@ class TelegramChannel:
         self._clock.last_ok = time.monotonic()
         await self.app.updater.start_polling(
             timeout=self.cfg.poll_timeout,
+            # deleteWebhook (the bootstrap) is retried until it works: with PTB's default
+            # of no retries, a failure during an outage would leave polling stopped.
+            bootstrap_retries=-1,
             allowed_updates=ALLOWED_UPDATES,
             drop_pending_updates=drop_pending,
             error_callback=self._polling_error,
@@ -176,12 +180,29 @@ class TelegramChannel:
             except Exception as exc:  # keep watching; the next round tries again
                 log.warning("restarting polling failed: %s", type(exc).__name__)
 
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        """Tracked background work, cancelled at stop."""
+    def spawn(
+        self, coro: Coroutine[Any, Any, None], name: str, *, for_owner: bool = False
+    ) -> asyncio.Task[None]:
+        """Tracked background work, cancelled at stop. ``for_owner``: work the owner
+        asked for, so a failure is told in the chat, as the update error handler would."""
+        if for_owner:
+            coro = self._telling_failures(coro)
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
+
+    async def _telling_failures(self, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            await coro
+        except Exception as exc:
+            log.error("owner task failed: %s", type(exc).__name__, exc_info=exc)
+            await self._tell_owner(exc)
+
+    async def _tell_owner(self, error: BaseException | None) -> None:
+        with contextlib.suppress(TelegramError):
+            kind = type(error).__name__
+            await self.app.bot.send_message(self.owner, t("turn.internal_error", kind=kind))
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -205,9 +226,7 @@ class TelegramChannel:
         log.error("handling an update failed: %s", type(error).__name__, exc_info=error)
         chat = update.effective_chat if isinstance(update, Update) else None
         if chat is not None and chat.id == self.owner:
-            with contextlib.suppress(TelegramError):
-                kind = type(error).__name__
-                await self.app.bot.send_message(self.owner, t("turn.internal_error", kind=kind))
+            await self._tell_owner(error)
 
     async def _gate(self, update: Update, context: Context) -> None:
         """Only the owner's private chat gets through; the rest is dropped and counted."""

@@ -125,6 +125,12 @@ class CommandSet:
         except KernelError as exc:
             await self._reply(update, str(exc))
             return
+        # Title retries wait up to 78 s: never in the update queue, ahead of /cancel.
+        self.channel.spawn(
+            self._retitle(update, session_id), f"tg-retitle-{session_id}", for_owner=True
+        )
+
+    async def _retitle(self, update: Update, session_id: int) -> None:
         title = await self.agent.generate_title(session_id)
         await self._reply(
             update, t("tg.retitled", title=title) if title else t("tg.retitle_failed")

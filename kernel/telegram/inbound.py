@@ -45,6 +45,16 @@ class Inbound:
         if self.agent.is_busy(conversation_of(chat_id)) or (view and not view.done()):
             await self._busy(chat_id, message)
             return
+        if message.text:
+            self.start(chat_id, UserInput(message.text, channel="telegram"))
+            return
+        # Downloads take a while: they run beside the update queue (so /cancel and
+        # /status stay instant) and count as busy until the turn starts.
+        self.views[chat_id] = self.channel.spawn(
+            self._prepare(chat_id, message), f"tg-read-{message.message_id}", for_owner=True
+        )
+
+    async def _prepare(self, chat_id: int, message: Message) -> None:
         try:
             user_input = await self._read(message)
         except media.MediaRefused as exc:
@@ -69,6 +79,7 @@ class Inbound:
             self.channel.app.bot,
             chat_id,
             drafts=self.channel.cfg.stream,
+            typing_interval=self.channel.cfg.typing_interval,
             interrupted=lambda: self.channel.stopping,
             board=self.channel.board,
         )
@@ -92,8 +103,6 @@ class Inbound:
 
     async def _read(self, message: Message) -> UserInput | None:
         caption = message.caption or ""
-        if message.text:
-            return UserInput(message.text, channel="telegram")
         if message.photo:
             largest = message.photo[-1]
             media.check_size(largest.file_size, photo=True)

@@ -31,6 +31,7 @@ from kernel.telegram.split import split_html, split_plain, utf16_len
 log = logging.getLogger(__name__)
 
 DRAFT_LIMIT = 4096
+DRAFT_SETTLE = 1.0
 SEND_ATTEMPTS = 3
 _draft_ids = itertools.count(1)
 
@@ -133,6 +134,7 @@ class TurnView:
         self._text: list[str] = []
         self._last_draft = 0.0
         self._drafted = ""
+        self._draft_task: asyncio.Task[None] | None = None
 
     async def show(self, turn: Turn) -> None:
         pending = await self._placeholder()
@@ -141,7 +143,7 @@ class TurnView:
             async for event in turn:
                 if isinstance(event, AssistantDelta):
                     self._text.append(event.delta)
-                    await self._maybe_draft()
+                    self._maybe_draft()
                 elif isinstance(event, ToolCall) and pending is not None:
                     await self._note_tool(pending, event.name)
                 elif isinstance(event, AskUser) and self.board is not None:
@@ -157,6 +159,7 @@ class TurnView:
                         pending = await self._placeholder()
                 elif isinstance(event, Completed):
                     typing.cancel()
+                    await self._settle_draft()
                     if event.cancelled and self.interrupted():
                         await send_plain(self.bot, self.chat_id, t("tg.interrupted"), pending)
                         pending = None
@@ -165,10 +168,16 @@ class TurnView:
                         await self._deliver(event.reply, first)
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
+                    await self._settle_draft()
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
-                    await send_plain(self.bot, self.chat_id, text, first)
+                    try:
+                        await send_plain(self.bot, self.chat_id, text, first)
+                    except TelegramError as exc:
+                        log.error("error notice delivery failed: %s", type(exc).__name__)
         finally:
+            if self._draft_task is not None:
+                self._draft_task.cancel()
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await typing
@@ -199,8 +208,11 @@ class TurnView:
                 await self.bot.send_chat_action(self.chat_id, ChatAction.TYPING)
             await asyncio.sleep(self.typing_interval)
 
-    async def _maybe_draft(self) -> None:
-        if not self.drafts:
+    def _maybe_draft(self) -> None:
+        """Drafts are best-effort previews sent beside the turn, one at a time: a slow or
+        rate-limited draft (PTB retries a 429 after retry_after) must never hold up the
+        events behind it, the final reply least of all."""
+        if not self.drafts or (self._draft_task is not None and not self._draft_task.done()):
             return
         now = time.monotonic()
         if now - self._last_draft < self.draft_interval:
@@ -209,12 +221,25 @@ class TurnView:
         if not text or text == self._drafted:
             return
         self._last_draft = now
+        self._draft_task = asyncio.get_running_loop().create_task(self._send_draft(text))
+
+    async def _send_draft(self, text: str) -> None:
         try:
             await self.bot.send_message_draft(self.chat_id, self.draft_id, text)
             self._drafted = text
         except TelegramError as exc:
             log.info("draft failed (%s); drafts off for this turn", type(exc).__name__)
             self.drafts = False
+
+    async def _settle_draft(self) -> None:
+        """Before the final message: let a draft in flight land (a draft arriving after
+        the reply would show stale text), but wait at most DRAFT_SETTLE seconds."""
+        self.drafts = False
+        task = self._draft_task
+        if task is None or task.done():
+            return
+        await asyncio.wait({task}, timeout=DRAFT_SETTLE)
+        task.cancel()
 
     async def _note_tool(self, message_id: int, name: str) -> None:
         with contextlib.suppress(TelegramError):

@@ -87,16 +87,21 @@ async def test_cancel_during_slow_tool(sim: Sim, make_kernel: KernelFactory) -> 
 
 async def test_cancel_during_retry_wait(sim: Sim, make_kernel: KernelFactory) -> None:
     waiting = asyncio.Event()
+    waits: list[float] = []
 
     async def sleep(delay: float) -> None:
+        waits.append(delay)
         waiting.set()
         await asyncio.sleep(delay)
 
     kernel = await make_kernel(sim, sleep=sleep)
+    # A 503's Retry-After is honoured like a 429's: the turn waits the whole 20 s...
     sim.enqueue(Error(503, "api_error", "try later", retry_after=20))
     turn = kernel.agent.start_turn(CONV, UserInput("hello?"))
-    await asyncio.wait_for(waiting.wait(), timeout=5)
+    await asyncio.wait_for(waiting.wait(), timeout=30)
+    assert waits == [20]
 
+    # ...unless the owner cancels it, which ends the wait at once.
     final = await cancel_and_finish(kernel, turn)
     assert final.reply == ""
     assert len(sim.requests) == 1

@@ -184,3 +184,28 @@ def test_tool_switches(tmp_path: Path) -> None:
     assert "memory_delete" in config.general.disabled_tools
     policy = config.tools["delegate_to_cli"]
     assert policy.approval and policy.approval_timeout == 60.0
+
+
+def test_misspelled_keys_are_warned_about_and_the_example_has_none(tmp_path: Path) -> None:
+    example = tmp_path / "config.toml"
+    example.write_text((REPO / "config.example.toml").read_text(encoding="utf-8"))
+    assert [w for w in load_config(example, env=BASE_ENV).warnings if "unknown" in w] == []
+
+    example.write_text(
+        '[telegram]\ntokne = "x"\n[providers.anthropic]\ntype = "claude"\nmax_tokens = 9\n'
+        'default_model = "m"\nmodle = "n"\n[tools.ask_user]\napprove = true\n[colour]\n',
+        encoding="utf-8",
+    )
+    warnings = " | ".join(load_config(example, env={**BASE_ENV, "KERNEL_LANGUAGE": "en"}).warnings)
+    for key in ("telegram.tokne", "providers.anthropic.modle", "tools.ask_user.approve", "colour"):
+        assert f"unknown key {key} " in warnings
+
+
+def test_kernel_language_applies_to_a_refused_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.toml").write_text("[telegram\n", encoding="utf-8")
+    for name, value in {**BASE_ENV, "KERNEL_LANGUAGE": "en"}.items():
+        monkeypatch.setenv(name, value)
+    assert main([]) == 2
+    assert "is not valid TOML" in capsys.readouterr().err

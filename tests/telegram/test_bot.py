@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from kernel.telegram.commands import COMMANDS
+from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_html import parse_html, utf16_len
-from tests.sim.telegram_sim import OWNER
+from tests.sim.telegram_sim import OWNER, TelegramSim
 from tests.telegram.conftest import Factory
 
 STRANGER = 999
@@ -197,6 +198,17 @@ async def test_drafts_stream_then_stop_after_a_draft_error(bot: Factory) -> None
     assert len(h.tg.calls_to("sendMessageDraft")) == before + 1  # the failed one, then none
 
 
+async def test_a_rate_limited_draft_never_holds_up_the_reply(bot: Factory) -> None:
+    h = await bot()
+    # PTB's rate limiter would wait 30 s and retry the draft: the reply must not wait.
+    h.tg.fail("sendMessageDraft", retry_after=30, times=5)
+    chunks = [f"part {i} " for i in range(4)]
+    h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), chunk_delay=0.35))
+    assert (await h.converse("stream please")) == "part 0 part 1 part 2 part 3"
+    assert len(h.tg.calls_to("sendMessageDraft")) == 1  # one in flight at a time, then given up
+    assert h.tg.drafts(OWNER) == []
+
+
 async def test_drafts_off_when_stream_is_false(bot: Factory) -> None:
     h = await bot(extra="stream = false\n")
     chunks = ["a ", "b ", "c"]
@@ -224,6 +236,51 @@ async def test_restart_restores_choice_and_starts_a_new_conversation(bot: Factor
     again = await bot(tg=h.tg, model=h.model)
     assert "model-b" in await again.ask("/model")
     assert "new (no messages yet)" in await again.ask("/status")
+
+
+async def test_provider_switch_survives_a_restart_and_falls_back_when_gone(
+    bot: Factory, openai_sim: OpenAISim
+) -> None:
+    second = (
+        f'\n[providers.second]\ntype = "openai_compat"\napi_base = "{openai_sim.base_url}"\n'
+        'api_key = "sk-second-0123456789"\ndefault_model = "gpt-x"\nmodels = ["gpt-x", "gpt-y"]\n'
+    )
+    h = await bot(extra=second)
+    assert (await h.ask("/provider second")).startswith("Switched to provider second")
+    assert await h.ask("/model gpt-y") == "Switched to model gpt-y"
+    await h.channel.stop()
+    await h.kernel.stop()
+
+    again = await bot(tg=h.tg, model=h.model, extra=second)
+    assert "Current provider: second (model gpt-y)" in await again.ask("/provider")
+    openai_sim.enqueue(text_reply("from the second provider"))
+    assert await again.converse("which one?") == "from the second provider"
+    assert openai_sim.requests[-1].body["model"] == "gpt-y"
+    await again.channel.stop()
+    await again.kernel.stop()
+
+    # The saved provider lost its key: Kernel falls back to the default and says so.
+    gone = await bot(tg=h.tg, model=h.model, extra=second.replace("sk-second-0123456789", ""))
+    assert "Current provider: main (model model-a)" in await gone.ask("/provider")
+    h.model.enqueue(text_reply("from main"))
+    assert await gone.converse("and now?") == "from main"
+
+
+async def test_updates_sent_while_kernel_was_down_are_dropped(bot: Factory) -> None:
+    tg = await TelegramSim().start()
+    tg.inject_text("sent while Kernel was down")  # seed 004: drop_pending_updates at start
+    h = await bot(tg=tg)
+    h.model.enqueue(text_reply("fresh start"))
+    assert await h.converse("hello") == "fresh start"
+    assert len(h.model.requests) == 1
+    assert "while Kernel was down" not in str(h.model.requests[0].body["messages"])
+
+
+async def test_typing_is_refreshed_while_the_reply_takes_long(bot: Factory) -> None:
+    h = await bot(extra="typing_interval = 0.2\n")
+    h.model.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), chunk_delay=0.5))
+    assert await h.converse("take your time") == "slow"
+    assert len(h.tg.calls_to("sendChatAction")) >= 3
 
 
 async def test_polling_recovers_after_dropped_connections(bot: Factory) -> None:

@@ -49,7 +49,7 @@ async def test_photo_with_caption_reaches_the_model_and_history_keeps_a_marker(
     blocks = {b["type"]: b for b in content}
     assert blocks["image"]["source"]["data"] == base64.b64encode(image).decode()
     assert blocks["text"]["text"] == "what is this?"
-    assert await stored_texts(h) == ["[图片已处理]what is this?", "A tiny black picture."]
+    assert await stored_texts(h) == ["[图片已处理]\nwhat is this?", "A tiny black picture."]
 
 
 async def test_oversized_photo_is_refused_before_download(bot: Factory) -> None:

@@ -67,8 +67,27 @@ async def test_transient_errors_retry_and_429_gives_up(openai_sim: OpenAISim) ->
         assert await maker.make(messages) is None
         assert waits == [] and openai_sim.pending == 0
 
+        waits.clear()  # "overloaded" is the provider's trouble, not a quota: retried
+        openai_sim.enqueue(Error(529, "overloaded_error"), text_reply("Osaka food"))
+        assert await maker.make(messages) == "Osaka food"
+        assert waits == [3.0]
+
+        waits.clear()
         openai_sim.enqueue(*(Error(500) for _ in range(4)))
         assert await maker.make(messages) is None
         assert waits == [3.0, 15.0, 60.0]
     finally:
         await provider.aclose()
+
+
+async def test_a_first_turn_that_fails_still_names_its_session(
+    bot: Factory, openai_sim: OpenAISim
+) -> None:
+    h = await bot(extra=titles_section(openai_sim))
+    openai_sim.enqueue(text_reply("Broken request"))
+    h.model.enqueue(Error(400, "invalid_request_error", "bad request"))
+
+    assert "bad request" in await h.converse("summarise my week")
+    await h.tg.wait_until(lambda: len(openai_sim.requests) == 1)
+    await h.tg.wait_until(lambda: not h.kernel.agent._background)
+    assert "Broken request" in await h.ask("/history")
