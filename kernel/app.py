@@ -34,6 +34,11 @@ def secrets_of(config: Config) -> list[str]:
         found += [p.api_key, *_header_secrets(p.headers)]
     if config.titles:
         found += [config.titles.api_key, *_header_secrets(config.titles.headers)]
+    for voice in (config.stt, config.tts):
+        if voice is not None:
+            found += [voice.api_key, *_header_secrets(voice.headers)]
+    if config.tts is not None:
+        found.append(config.tts.proxy)  # a proxy URL may carry a user and password
     for server in config.mcp_servers:
         found += list(server.headers.values())  # MCP headers: always secret (seed 004)
     return [s for s in found if s]

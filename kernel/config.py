@@ -23,6 +23,8 @@ from kernel.i18n import LANGUAGES, set_language, t
 from kernel.redact import mask_secret
 
 PROVIDER_TYPES = ("claude", "openai_compat")
+TTS_TYPES = ("edge", "openai")
+TTS_FORMATS = ("mp3", "opus", "aac", "flac", "wav")  # what ffmpeg can read from a pipe
 CAPABILITIES = ("stream", "tool_call", "attachments", "reasoning")
 
 
@@ -88,6 +90,35 @@ class TitlesConfig:
 
 
 @dataclass(slots=True)
+class SttConfig:
+    """``[stt]``: speech to text through an OpenAI-compatible ``audio/transcriptions``."""
+
+    api_base: str = "https://api.openai.com/v1"
+    api_key: str = ""
+    model: str = "whisper-1"
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = 60.0
+
+
+@dataclass(slots=True)
+class TtsConfig:
+    """``[tts]``: replies to voice spoken by edge-tts or an OpenAI-compatible
+    ``audio/speech``, then converted to OGG/Opus by ffmpeg."""
+
+    type: str = "edge"
+    voice: str = "zh-CN-XiaoxiaoNeural"
+    api_base: str = "https://api.openai.com/v1"  # type "openai" only
+    api_key: str = ""
+    model: str = "tts-1"
+    headers: dict[str, str] = field(default_factory=dict)
+    format: str = "mp3"  # what the openai endpoint returns; edge always gives mp3
+    proxy: str = ""  # type "edge" only: an HTTP proxy to reach Microsoft's service
+    timeout: float = 30.0
+    ffmpeg: str = ""  # an explicit path; empty: PATH, then imageio-ffmpeg's binary
+    max_chars: int = 500
+
+
+@dataclass(slots=True)
 class CLIConfig:
     name: str
     command: str
@@ -134,9 +165,11 @@ class Config:
     cli: dict[str, CLIConfig]
     mcp_servers: list[MCPServerConfig]
     gateway: GatewayConfig
-    extra: dict[str, Any]  # sections owned by later features (channels, stt, tts)
+    extra: dict[str, Any]  # sections owned by later features (channels)
     warnings: list[str] = field(default_factory=list)
     tools: dict[str, ToolPolicy] = field(default_factory=dict)
+    stt: SttConfig | None = None  # None: voice messages are refused
+    tts: TtsConfig | None = None  # None: replies to voice come as text only
 
     @property
     def base_dir(self) -> Path:
@@ -371,7 +404,9 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     gateway = _gateway(_Reader(raw.get("gateway", {}), "gateway"), env)
     tools = _tools(_Reader(raw.get("tools", {}), "tools"))
     general.disabled_tools += [p.name for p in tools.values() if not p.enabled]
-    extra: dict[str, Any] = {k: raw[k] for k in ("channels", "stt", "tts") if k in raw}
+    stt = _stt(raw.get("stt"), env, warnings)
+    tts = _tts(raw.get("tts"), env, warnings, base)
+    extra: dict[str, Any] = {k: raw[k] for k in ("channels",) if k in raw}
     warnings += [t("config.warn_unknown_key", key=k) for k in unknown_keys(raw)]
     return Config(
         path=path,
@@ -385,6 +420,8 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         extra=extra,
         warnings=warnings,
         tools=tools,
+        stt=stt,
+        tts=tts,
     )
 
 
@@ -418,6 +455,8 @@ def unknown_keys(raw: dict[str, Any]) -> list[str]:
     check(raw.get("general"), "general", _keys(GeneralConfig))
     check(raw.get("gateway"), "gateway", _keys(GatewayConfig))
     check(raw.get("titles"), "titles", _keys(TitlesConfig))
+    check(raw.get("stt"), "stt", _keys(SttConfig))
+    check(raw.get("tts"), "tts", _keys(TtsConfig))
     for section, cls in (("providers", ProviderConfig), ("cli", CLIConfig), ("tools", ToolPolicy)):
         tables = raw.get(section)
         if isinstance(tables, dict):
@@ -537,6 +576,55 @@ def _titles(section: Any, env: Mapping[str, str]) -> TitlesConfig | None:
         headers=r.str_map("headers"),
     )
     return titles if titles.api_key and titles.model else None
+
+
+def _stt(section: Any, env: Mapping[str, str], warnings: list[str]) -> SttConfig | None:
+    if section is None:
+        return None
+    r = _Reader(section, "stt")
+    stt = SttConfig(
+        api_base=r.get("api_base", str, "https://api.openai.com/v1").rstrip("/"),
+        api_key=env.get("KERNEL_STT_API_KEY") or r.get("api_key", str, ""),
+        model=r.get("model", str, "whisper-1"),
+        headers=r.str_map("headers"),
+        timeout=r.positive("timeout", float, 60.0),
+    )
+    if not stt.model:
+        raise ConfigError(t("config.missing_voice_model", key="stt.model"), key="stt.model")
+    if not stt.api_key:
+        warnings.append(t("config.warn_stt_disabled"))
+        return None
+    return stt
+
+
+def _tts(section: Any, env: Mapping[str, str], warnings: list[str], base: Path) -> TtsConfig | None:
+    if section is None:
+        return None
+    r = _Reader(section, "tts")
+    kind = r.choice("type", TTS_TYPES, "edge")
+    tts = TtsConfig(
+        type=kind,
+        voice=r.get("voice", str, "zh-CN-XiaoxiaoNeural" if kind == "edge" else "alloy"),
+        api_base=r.get("api_base", str, "https://api.openai.com/v1").rstrip("/"),
+        api_key=env.get("KERNEL_TTS_API_KEY") or r.get("api_key", str, ""),
+        model=r.get("model", str, "tts-1"),
+        headers=r.str_map("headers"),
+        format=r.choice("format", TTS_FORMATS, "mp3"),
+        proxy=r.get("proxy", str, ""),
+        timeout=r.positive("timeout", float, 30.0),
+        ffmpeg=r.get("ffmpeg", str, ""),
+        max_chars=r.positive("max_chars", int, 500),
+    )
+    if not tts.voice:
+        raise ConfigError(t("config.missing_voice_model", key="tts.voice"), key="tts.voice")
+    if kind == "openai" and not tts.model:
+        raise ConfigError(t("config.missing_voice_model", key="tts.model"), key="tts.model")
+    if kind == "openai" and not tts.api_key:
+        warnings.append(t("config.warn_tts_disabled"))
+        return None
+    if tts.ffmpeg:
+        tts.ffmpeg = str(_resolve(base, tts.ffmpeg))
+    return tts
 
 
 def _cli(section: Any) -> dict[str, CLIConfig]:

@@ -9,6 +9,7 @@ KernelError
 │   │   └── RateLimitedError    429 / overloaded
 │   └── CapabilityError    the provider lacks what the request needs (no silent downgrade)
 ├── ToolError              a tool could not run; becomes a tool result the model reads
+├── SpeechError            speech to text or text to speech failed (``cause``: a short tag)
 ├── StoreError             the SQLite store failed
 ├── SessionError           unknown session / bad session reference
 └── BusyError              a turn is already running for this conversation
@@ -71,6 +72,15 @@ class CapabilityError(ProviderError):
 
 class ToolError(KernelError):
     pass
+
+
+class SpeechError(KernelError):
+    """``str()`` is a redacted detail fit for the owner; ``cause`` groups failures so a
+    recurring one is logged once (e.g. ``"ffmpeg_missing"``, ``"http_500"``)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class StoreError(KernelError):

@@ -88,7 +88,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.file_not_utf8": "{name} 不是 UTF-8 文本：请转换为 UTF-8 编码后再发",
         "tg.download_failed": "从 Telegram 下载文件失败，请稍后重发",
         "tg.unsupported_message": "暂不支持这种消息：请发送文字、图片或文本文件",
-        "tg.voice_unavailable": "语音消息暂不支持（语音识别尚未启用）：请发送文字",
         "tg.help_header": "Kernel —— 你的私人助手。直接发消息即可对话；命令：",
         "tg.help_footer": "当前：{provider} / {model}",
         "tg.unknown_command": "未知命令：发送 /help 查看可用命令",
@@ -138,6 +137,14 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.ask_cancelled": "⏹ 已不再等待答复",
         "tg.ask_gone": "这个问题已失效（已答复、超时或已取消）",
         "console.ask_prompt": "请输入选项编号（1-{count}）：",
+        # voice (speech to text, text to speech)
+        "config.missing_voice_model": "{key} 不能为空：请在 config.toml 中填写，或删除该行使用默认值",
+        "config.warn_stt_disabled": "[stt] 没有 api_key，语音识别已停用（设置 KERNEL_STT_API_KEY 或 [stt] api_key 启用）",
+        "config.warn_tts_disabled": '[tts] type = "openai" 没有 api_key，语音回复已停用（设置 KERNEL_TTS_API_KEY 或 [tts] api_key 启用）',
+        "tg.voice_no_stt": "收到语音，但没有配置语音识别：在 config.toml 添加 [stt]（api_base、model，api_key 或环境变量 KERNEL_STT_API_KEY）后重启，或直接发文字",
+        "tg.voice_too_big": "语音太大（{size} MB），上限 {limit} MB：请分段发送",
+        "tg.stt_failed": "语音识别失败（{detail}）：这条语音没有交给模型，请稍后重发，或改发文字",
+        "tg.stt_empty": "没有从语音中识别出文字（可能太短或太安静）：请重说一遍，或改发文字",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -213,7 +220,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.file_not_utf8": "{name} is not UTF-8 text: convert it to UTF-8 and send again",
         "tg.download_failed": "Downloading the file from Telegram failed; please send it again",
         "tg.unsupported_message": "This kind of message is not supported: send text, a picture or a text file",
-        "tg.voice_unavailable": "Voice messages are not supported yet (speech-to-text is not enabled): please type",
         "tg.help_header": "Kernel, your personal assistant. Just write to chat; commands:",
         "tg.help_footer": "Now using: {provider} / {model}",
         "tg.unknown_command": "Unknown command: send /help for the list",
@@ -263,6 +269,14 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.ask_cancelled": "⏹ No longer waiting for an answer",
         "tg.ask_gone": "This question has expired (answered, timed out or cancelled)",
         "console.ask_prompt": "Answer with a number (1-{count}): ",
+        # voice (speech to text, text to speech)
+        "config.missing_voice_model": "{key} must not be empty: fill it in config.toml, or remove the line to use the default",
+        "config.warn_stt_disabled": "[stt] has no api_key, so speech-to-text is off (set KERNEL_STT_API_KEY or [stt] api_key to enable it)",
+        "config.warn_tts_disabled": '[tts] type = "openai" has no api_key, so spoken replies are off (set KERNEL_TTS_API_KEY or [tts] api_key to enable them)',
+        "tg.voice_no_stt": "Got a voice message, but speech-to-text is not configured: add [stt] to config.toml (api_base, model, and api_key or KERNEL_STT_API_KEY) and restart, or type instead",
+        "tg.voice_too_big": "The voice message is too big ({size} MB; limit {limit} MB): send it in parts",
+        "tg.stt_failed": "Speech-to-text failed ({detail}): the voice message did not reach the model; send it again later, or type instead",
+        "tg.stt_empty": "No words were recognised in the voice message (too short or too quiet?): say it again, or type instead",
     },
 }
 

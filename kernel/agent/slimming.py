@@ -15,7 +15,9 @@ VOICE_DONE = "[语音已处理]"
 TOOL_RESULT_LIMIT = 200  # tool results longer than this are summarised in history
 
 _FILE = re.compile(r"\[文件: (?P<name>[^\]\n]+)\]\n```[^\n]*\n.*?\n```", re.DOTALL)
-_VOICE = re.compile(r"\[语音: .*?\]", re.DOTALL)
+# A transcript is one line (whitespace collapsed) and may hold "]" itself: the tag ends
+# at the last "]" of its line.
+_VOICE = re.compile(r"\[语音: [^\n]*\](?=\n|$)")
 
 
 def slim_message(message: Message, artifacts: dict[str, str] | None = None) -> Message:

@@ -139,6 +139,7 @@ class TelegramChannel:
             task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=1.0)
+        await self.inbound.voice.aclose()
         if self.app.running:
             await self.app.stop()
         await self.app.shutdown()

@@ -1,6 +1,6 @@
-"""Owner messages that are not commands: text, photos, documents (voice: refused until
-speech-to-text lands). Each starts a turn shown by a TurnView running as a tracked task;
-a message that arrives while a turn runs gets one busy notice per busy window."""
+"""Owner messages that are not commands: text, photos, documents, voice (``voice.py``).
+Each starts a turn shown by a TurnView running as a tracked task; a message that arrives
+while a turn runs gets one busy notice per busy window."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from kernel.agent.agent import UserInput
+from kernel.agent.turns import Turn
 from kernel.errors import BusyError
 from kernel.i18n import t
 from kernel.telegram import media
 from kernel.telegram.view import TurnView
+from kernel.telegram.voice import TelegramVoice
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -35,6 +37,7 @@ class Inbound:
         self.agent = channel.kernel.agent
         self._busy_notified: set[int] = set()
         self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
+        self.voice = TelegramVoice(channel.app.bot, channel.kernel.config)
 
     async def handle(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
@@ -48,13 +51,14 @@ class Inbound:
         if message.text:
             self.start(chat_id, UserInput(message.text, channel="telegram"))
             return
-        # Downloads take a while: they run beside the update queue (so /cancel and
-        # /status stay instant) and count as busy until the turn starts.
+        # Downloads and transcription take a while: they run beside the update queue
+        # (so /cancel and /status stay instant) and count as busy until the turn starts.
         self.views[chat_id] = self.channel.spawn(
             self._prepare(chat_id, message), f"tg-read-{message.message_id}", for_owner=True
         )
 
     async def _prepare(self, chat_id: int, message: Message) -> None:
+        spoken = bool(message.voice or message.audio)
         try:
             user_input = await self._read(message)
         except media.MediaRefused as exc:
@@ -67,9 +71,12 @@ class Inbound:
         if user_input is None:
             await message.reply_text(t("tg.unsupported_message"))
             return
-        self.start(chat_id, user_input)
+        if self.channel.stopping:  # ready just as Kernel stops: no turn can run now
+            await message.reply_text(t("tg.interrupted"))
+            return
+        self.start(chat_id, user_input, spoken=spoken)
 
-    def start(self, chat_id: int, user_input: UserInput) -> None:
+    def start(self, chat_id: int, user_input: UserInput, *, spoken: bool = False) -> None:
         try:
             turn = self.agent.start_turn(conversation_of(chat_id), user_input)
         except BusyError:
@@ -83,7 +90,14 @@ class Inbound:
             interrupted=lambda: self.channel.stopping,
             board=self.channel.board,
         )
-        self.views[chat_id] = self.channel.spawn(view.show(turn), f"tg-{turn.id}")
+        shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
+        self.views[chat_id] = self.channel.spawn(shown, f"tg-{turn.id}")
+
+    async def _show_and_speak(self, view: TurnView, turn: Turn, chat_id: int) -> None:
+        """A reply to voice: the text as always, then the voice note (``[tts]``)."""
+        await view.show(turn)
+        if view.reply:
+            await self.voice.reply(chat_id, view.reply)
 
     def cancel(self, chat_id: int) -> bool:
         """Stop the chat's turn, or the delivery of a reply that just completed."""
@@ -110,8 +124,8 @@ class Inbound:
             return UserInput(caption, images=[media.image_block(data)], channel="telegram")
         if message.document:
             return await self._document(message, caption)
-        if message.voice or message.audio:
-            raise media.MediaRefused(t("tg.voice_unavailable"))
+        if message.voice or message.audio:  # refused with the fix when [stt] is not set
+            return await self.voice.hear(message)
         return None
 
     async def _document(self, message: Message, caption: str) -> UserInput:

@@ -132,6 +132,7 @@ class TurnView:
         self.interrupted = interrupted  # true when the channel is shutting down
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
+        self.reply: str | None = None  # the final reply, once completed (not cancelled)
         self._last_draft = 0.0
         self._drafted = ""
         self._draft_task: asyncio.Task[None] | None = None
@@ -165,6 +166,7 @@ class TurnView:
                         pending = None
                     elif not event.cancelled:
                         first, pending = pending, None  # from here the placeholder is the reply
+                        self.reply = event.reply
                         await self._deliver(event.reply, first)
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()

@@ -48,6 +48,11 @@ def test_slimming_rules() -> None:
         TextBlock("[文件 main.py 已处理]\n请看看这个文件"),
         TextBlock("[语音已处理]"),
     ]
+    # A transcript may hold "]"; the tag ends at its line's end, the caption is kept.
+    spoken = TextBlock("[语音: set [x] to 3]\n[注] caption")
+    assert slim_message(Message("user", [spoken])).content == [
+        TextBlock("[语音已处理]\n[注] caption")
+    ]
     short = ToolResultBlock("t1", "ok")
     assert slim_message(Message("user", [short])).content == [short]
     cli = json.dumps(

@@ -5,8 +5,9 @@
         client = openai.AsyncOpenAI(api_key="k", base_url=sim.base_url, max_retries=0)
 
 Endpoints: `POST /v1/chat/completions`, `POST /v1/audio/transcriptions` (answers from
-`sim.transcriptions`), `POST /v1/audio/speech` (answers `sim.speech_audio`),
-`GET /v1/models`. Run standalone (echo fallback):
+`sim.transcriptions`: text, or a scripted `Error` or `Stall`; the uploaded files' bytes are kept in
+`sim.audio_uploads`), `POST /v1/audio/speech` (answers `sim.speech_audio`, audio bytes or
+an `Error`), `GET /v1/models`. Run standalone (echo fallback):
 
     uv run python -m tests.sim.openai_sim --port 8788
 """
@@ -36,8 +37,9 @@ from tests.sim.script import (
 GARBAGE = b'data: {"id": "chatcmpl-sim", "choices": [<<garbage\n\n'
 DEFAULT_TRANSCRIPTION = "simulated transcription"
 MODELS = ("gpt-sim", "whisper-sim", "tts-sim")
-# One silent MPEG-1 Layer III frame (128 kbit/s, 44.1 kHz): 417 bytes.
-SILENT_MP3 = b"\xff\xfb\x90\x64" + bytes(413)
+# About a second of silence: 40 silent MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz,
+# 417 bytes each). A single frame is too short for decoders such as ffmpeg to recognise.
+SILENT_MP3 = (b"\xff\xfb\x90\x64" + bytes(413)) * 40
 DEFAULT_ERROR_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -53,10 +55,11 @@ class OpenAISim(SimServer):
         self, *, fallback: Fallback = None, host: str = "127.0.0.1", port: int = 0
     ) -> None:
         super().__init__(fallback=fallback, host=host, port=port)
-        self.transcriptions: deque[str] = deque()
-        self.speech_audio: bytes = SILENT_MP3
+        self.transcriptions: deque[str | Error | Stall] = deque()
+        self.speech_audio: bytes | Error = SILENT_MP3
+        self.audio_uploads: list[bytes] = []
 
-    def enqueue_transcription(self, *texts: str) -> None:
+    def enqueue_transcription(self, *texts: str | Error | Stall) -> None:
         self.transcriptions.extend(texts)
 
     def routes(self) -> list[web.RouteDef]:
@@ -164,7 +167,15 @@ class OpenAISim(SimServer):
         for name in ("file", "model"):
             if name not in form:
                 return self.invalid(f"Missing required parameter: '{name}'.", name)
+        upload = form["file"]
+        if isinstance(upload, web.FileField):
+            upload.file.seek(0)
+            self.audio_uploads.append(upload.file.read())
         text = self.transcriptions.popleft() if self.transcriptions else DEFAULT_TRANSCRIPTION
+        if isinstance(text, Error):
+            return self.error_response(text.status, text.type, text.message, code=text.code)
+        if isinstance(text, Stall):
+            return await self.stall(request, text.seconds)
         if form.get("response_format") == "text":
             return web.Response(text=text + "\n", content_type="text/plain")
         return web.json_response({"text": text})
@@ -179,7 +190,10 @@ class OpenAISim(SimServer):
         for name in ("model", "input", "voice"):
             if name not in body:
                 return self.invalid(f"Missing required parameter: '{name}'.", name)
-        return web.Response(body=self.speech_audio, content_type="audio/mpeg")
+        audio = self.speech_audio
+        if isinstance(audio, Error):
+            return self.error_response(audio.status, audio.type, audio.message, code=audio.code)
+        return web.Response(body=audio, content_type="audio/mpeg")
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         await self.record(request)

@@ -628,6 +628,29 @@ class TelegramSim:
         message.media = media
         return self.inject_update({"message": message.to_json()})
 
+    def inject_audio(
+        self,
+        data: bytes,
+        file_name: str,
+        *,
+        duration: int = 2,
+        mime_type: str = "audio/mpeg",
+        caption: str | None = None,
+        file_size: int | None = None,
+    ) -> JSON:
+        """An audio file (a music player's track rather than a voice note) from the owner."""
+        stored = self.store_file(data, "music", file_name, mime_type=mime_type, file_size=file_size)
+        stored.file_name = file_name
+        media = {
+            "duration": duration,
+            "mime_type": mime_type,
+            "file_name": file_name,
+            **stored.descriptor(),
+        }
+        message = self._user_message(None, None, "private", "audio", caption or "", [])
+        message.media = media
+        return self.inject_update({"message": message.to_json()})
+
     def inject_callback(
         self,
         data: str,

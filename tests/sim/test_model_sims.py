@@ -652,6 +652,7 @@ async def test_openai_audio_and_models(osim: OpenAISim, oai: openai.AsyncOpenAI)
     form = osim.requests[0].form
     assert form["model"] == "whisper-1"
     assert form["file"] == {"filename": "voice.ogg", "content_type": "audio/ogg", "size": 68}
+    assert osim.audio_uploads == [b"OggS" + bytes(64), b"x"]
 
     speech = await oai.audio.speech.create(model="tts-1", voice="alloy", input="Hello")
     assert speech.response.headers["content-type"] == "audio/mpeg"
@@ -660,6 +661,19 @@ async def test_openai_audio_and_models(osim: OpenAISim, oai: openai.AsyncOpenAI)
 
     models = await oai.models.list()
     assert [m.id async for m in models]
+
+
+async def test_openai_audio_errors_are_scripted(osim: OpenAISim, oai: openai.AsyncOpenAI) -> None:
+    osim.enqueue_transcription(Error(500, "server_error", "stt down"), "after")
+    with pytest.raises(openai.InternalServerError, match="stt down"):
+        await oai.audio.transcriptions.create(model="whisper-1", file=("v.ogg", b"x"))
+    again = await oai.audio.transcriptions.create(model="whisper-1", file=("v.ogg", b"y"))
+    assert again.text == "after"
+
+    osim.speech_audio = Error(503, "server_error", "tts down")
+    with pytest.raises(openai.APIStatusError, match="tts down") as caught:
+        await oai.audio.speech.create(model="tts-1", voice="alloy", input="Hello")
+    assert caught.value.status_code == 503
 
 
 # ---- lifecycle ---------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import struct
 import zlib
 
 from tests.sim.script import text_reply
-from tests.sim.telegram_sim import OWNER
 from tests.telegram.conftest import CONV, Factory
 
 
@@ -121,12 +120,3 @@ async def test_refused_documents_name_the_reason(bot: Factory) -> None:
         assert expected in reply, (name, reply)
     assert h.model.requests == []
     assert not h.kernel.agent.is_busy(CONV)
-
-
-async def test_voice_is_refused_until_speech_to_text(bot: Factory) -> None:
-    h = await bot()
-    before = len(h.tg.calls_to("sendMessage"))
-    h.tg.inject_voice(b"OggS fake")
-    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
-    assert "Voice messages are not supported yet" in h.texts()[-1]
-    assert h.tg.chat(OWNER, from_bot=True)[-1].text == h.texts()[-1]

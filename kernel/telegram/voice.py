@@ -1,0 +1,124 @@
+"""Voice in Telegram (seed 004 Phase 6): a voice note (or audio file) is downloaded,
+transcribed by ``[stt]`` and given to the agent as ``[语音: transcript]`` (history keeps
+``[语音已处理]``); the reply to it comes as text first and then, when ``[tts]`` is
+configured, as a voice note of its beginning.
+
+Text first, always: it arrives the moment the model is done, it is the full answer
+(formatted, searchable, copyable), and nothing about it depends on speech working. The
+voice note follows a second or two later, so it carries no caption (that would repeat
+the text just sent)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from pathlib import PurePath
+
+from telegram import Bot, Message
+from telegram.constants import ChatAction
+from telegram.error import TelegramError
+
+from kernel.agent.agent import UserInput
+from kernel.config import Config
+from kernel.errors import SpeechError
+from kernel.i18n import t
+from kernel.telegram import media
+from kernel.voice.stt import Transcriber
+from kernel.voice.text import speakable
+from kernel.voice.tts import Synthesizer
+
+log = logging.getLogger(__name__)
+
+# Extensions transcription servers recognise, by the MIME type Telegram reports.
+_EXTENSIONS = {
+    "audio/ogg": ".ogg",
+    "audio/opus": ".ogg",
+    "audio/mpeg": ".mp3",
+    "audio/mp3": ".mp3",
+    "audio/mp4": ".m4a",
+    "audio/x-m4a": ".m4a",
+    "audio/m4a": ".m4a",
+    "audio/aac": ".m4a",
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/flac": ".flac",
+    "audio/x-flac": ".flac",
+    "audio/webm": ".webm",
+}
+
+
+class TelegramVoice:
+    def __init__(self, bot: Bot, config: Config) -> None:
+        self.bot = bot
+        self.stt = Transcriber(config.stt) if config.stt else None
+        self.tts = Synthesizer(config.tts) if config.tts else None
+
+    async def hear(self, message: Message) -> UserInput:
+        """The voice message as model input; MediaRefused (with the reason and the fix)
+        when it cannot be: no ``[stt]``, too big, STT failed or heard nothing."""
+        if self.stt is None:
+            raise media.MediaRefused(t("tg.voice_no_stt"))
+        audio = message.voice or message.audio
+        assert audio is not None
+        _check_size(audio.file_size)
+        with contextlib.suppress(TelegramError):
+            await self.bot.send_chat_action(message.chat.id, ChatAction.TYPING)
+        file = await self.bot.get_file(audio.file_id)
+        data = bytes(await file.download_as_bytearray())
+        _check_size(len(data))
+        mime = audio.mime_type or "audio/ogg"
+        try:
+            transcript = await self.stt.transcribe(data, _upload_name(message, mime), mime)
+        except SpeechError as exc:
+            log.warning("speech to text failed (%s)", exc.cause)
+            raise media.MediaRefused(t("tg.stt_failed", detail=str(exc))) from None
+        if not transcript:
+            raise media.MediaRefused(t("tg.stt_empty"))
+        text = f"[语音: {transcript}]"  # the seed's format; history slimming recognises it
+        caption = message.caption or ""
+        return UserInput(f"{text}\n{caption}" if caption else text, channel="telegram")
+
+    async def reply(self, chat_id: int, markdown: str) -> None:
+        """Speak the beginning of a reply already delivered as text. Never raises for
+        speech problems: the text is the reply, the voice note an extra."""
+        if self.tts is None:
+            return
+        text = speakable(markdown, self.tts.cfg.max_chars)
+        if not text:
+            return
+        with contextlib.suppress(TelegramError):
+            await self.bot.send_chat_action(chat_id, ChatAction.RECORD_VOICE)
+        note = await self.tts.speak(text)
+        if note is None:
+            return
+        try:
+            await self.bot.send_voice(
+                chat_id, note.ogg, duration=max(1, math.ceil(note.seconds)), filename="reply.ogg"
+            )
+        except TelegramError as exc:
+            log.warning("sending the voice reply failed: %s", type(exc).__name__)
+
+    async def aclose(self) -> None:
+        if self.stt is not None:
+            await self.stt.aclose()
+        if self.tts is not None:
+            await self.tts.aclose()
+
+
+def _check_size(size: int | None) -> None:
+    if size is not None and size > media.MAX_BYTES:
+        raise media.MediaRefused(
+            t(
+                "tg.voice_too_big",
+                size=f"{size / 1024 / 1024:.1f}",
+                limit=media.MAX_BYTES // 1024 // 1024,
+            )
+        )
+
+
+def _upload_name(message: Message, mime: str) -> str:
+    """A file name whose extension names the format: servers decide by it."""
+    if message.audio and message.audio.file_name and PurePath(message.audio.file_name).suffix:
+        return PurePath(message.audio.file_name).name
+    return "voice" + _EXTENSIONS.get(mime.split(";")[0].strip().lower(), ".ogg")
