@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from kernel.telegram.commands import COMMANDS
+from kernel.telegram.render import render_markdown
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_html import parse_html, utf16_len
@@ -148,6 +149,10 @@ async def test_long_mixed_markdown_arrives_whole_in_accepted_chunks(bot: Factory
     assert len(chunks) >= 3
     assert all(utf16_len(m.text) <= 4096 and m.parse_mode == "HTML" for m in chunks)
     shown = "".join(m.text for m in chunks)
+    # Every visible character of the whole rendered reply arrives exactly once, in order
+    # (chunks are trimmed at their edges, as Telegram trims messages).
+    whole, _ = parse_html(render_markdown(markdown))
+    assert "".join(shown.split()) == "".join(whole.split())
     for n in range(48):
         assert shown.count(f"Heading {n}\n") == 1 and f"quoted wisdom {n}" in shown
     assert shown.count("print('<tag>')") == 48 and shown.count("a<b&c") == 48
