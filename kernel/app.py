@@ -9,6 +9,8 @@ import logging
 from kernel.agent.agent import Agent
 from kernel.agent.titles import TitleMaker
 from kernel.config import Config
+from kernel.delegate import tool as delegate_tool
+from kernel.delegate.delegator import Delegator
 from kernel.errors import StartupError, StoreError
 from kernel.i18n import t
 from kernel.providers import create_provider, create_titles_provider
@@ -47,6 +49,7 @@ class Kernel:
         self.store = Store(config.db_path)
         self.tools = ToolRegistry()
         self._sleep = sleep
+        self.delegator = Delegator(config)
         self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
 
     def _make_provider(self, name: str) -> Provider:
@@ -64,6 +67,7 @@ class Kernel:
             provider = await asyncio.to_thread(create_titles_provider, self.config.titles)
             self.agent.titles = TitleMaker(provider, self._sleep)
         memory.register(self.tools, self.store)
+        delegate_tool.register(self.tools, self.delegator)
         self.tools.disable(self.config.general.disabled_tools)
         await self.agent.start()
         log.info(
@@ -74,8 +78,10 @@ class Kernel:
         )
 
     async def stop(self) -> None:
-        """Turns first (they write their last history), then the database last."""
+        """Turns first (they write their last history; cancelling one kills its CLI),
+        then any CLI still running, then the database last."""
         await self.agent.stop()
+        await self.delegator.stop()
         if self.agent.titles is not None:
             await self.agent.titles.provider.aclose()
         await self.store.close()

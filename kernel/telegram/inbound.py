@@ -70,6 +70,9 @@ class Inbound:
             chat_id,
             drafts=self.channel.cfg.stream,
             interrupted=lambda: self.channel.stopping,
+            delegator=self.channel.kernel.delegator,
+            conversation=conversation_of(chat_id),
+            progress_interval=self.channel.cfg.progress_interval,
         )
         self.views[chat_id] = self.channel.spawn(view.show(turn), f"tg-{turn.id}")
 

@@ -21,9 +21,11 @@ from telegram import Bot
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
-from kernel.agent.events import AssistantDelta, Completed, ErrorEvent, ToolCall
+from kernel.agent.events import AssistantDelta, Completed, ErrorEvent, ToolCall, ToolResult
 from kernel.agent.turns import Turn
+from kernel.delegate.delegator import Delegator
 from kernel.i18n import t
+from kernel.telegram.progress import TOOL_NAME, DelegationProgress
 from kernel.telegram.render import html_to_plain, render_markdown
 from kernel.telegram.split import split_html, split_plain, utf16_len
 
@@ -119,6 +121,9 @@ class TurnView:
         draft_interval: float = 0.3,
         typing_interval: float = 4.0,
         interrupted: Callable[[], bool] = lambda: False,
+        delegator: Delegator | None = None,
+        conversation: str = "",
+        progress_interval: float = 3.0,
     ) -> None:
         self.bot = bot
         self.chat_id = chat_id
@@ -126,6 +131,10 @@ class TurnView:
         self.draft_interval = draft_interval
         self.typing_interval = typing_interval
         self.interrupted = interrupted  # true when the channel is shutting down
+        self.delegator = delegator
+        self.conversation = conversation
+        self.progress_interval = progress_interval
+        self._progress: DelegationProgress | None = None
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self._last_draft = 0.0
@@ -144,10 +153,22 @@ class TurnView:
                 if isinstance(event, AssistantDelta):
                     self._text.append(event.delta)
                     await self._maybe_draft()
-                elif isinstance(event, ToolCall) and pending is not None:
-                    await self._note_tool(pending, event.name)
+                elif isinstance(event, ToolCall):
+                    if event.name == TOOL_NAME and self._watch_delegation(event):
+                        # The placeholder becomes the progress message; the reply comes anew.
+                        reuse, pending = pending, None
+                        assert self._progress is not None
+                        await self._progress.begin(reuse)
+                    elif pending is not None:
+                        await self._note_tool(pending, event.name)
+                elif isinstance(event, ToolResult):
+                    if self._progress is not None and event.id == self._progress.call_id:
+                        progress, self._progress = self._progress, None
+                        await progress.finish(event)
                 elif isinstance(event, Completed):
                     typing.cancel()
+                    if self._progress is not None:
+                        await self._progress.cancelled()
                     if event.cancelled and self.interrupted():
                         await send_plain(self.bot, self.chat_id, t("tg.interrupted"), pending)
                         pending = None
@@ -156,6 +177,8 @@ class TurnView:
                         await self._deliver(event.reply, first)
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
+                    if self._progress is not None:
+                        await self._progress.cancelled()
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
                     await send_plain(self.bot, self.chat_id, text, first)
@@ -163,8 +186,27 @@ class TurnView:
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await typing
+            if self._progress is not None:
+                await self._progress.close()
             if pending is not None:
                 await _delete(self.bot, self.chat_id, pending)
+
+    def _watch_delegation(self, event: ToolCall) -> bool:
+        """Follow this delegate_to_cli call, unless one is already followed (a second
+        call in the same step is refused as busy and shows in the model's reply)."""
+        if self.delegator is None or self._progress is not None:
+            return False
+        cli = event.arguments.get("cli")
+        self._progress = DelegationProgress(
+            self.bot,
+            self.chat_id,
+            self.delegator,
+            self.conversation,
+            event.id,
+            cli if isinstance(cli, str) else None,
+            interval=self.progress_interval,
+        )
+        return True
 
     async def _deliver(self, reply: str, placeholder: int | None) -> None:
         try:
