@@ -12,12 +12,12 @@ CLI, its cwd, start time, latest progress step, elapsed time) and wait for chang
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +49,7 @@ class Delegation:
     timeout: float = 0.0
     step: str = ""  # the latest progress step
     steps: int = 0
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     pid: int | None = None
     finished: float | None = None
     outcome: str | None = None  # ok | failed | timeout | idle | cancelled | stopped
@@ -120,9 +121,13 @@ class Delegator:
         """Wait until something changed after version ``seen`` (or ``timeout`` passed)."""
         if self._version != seen:
             return self._version
-        event = self._changed
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+        # asyncio.wait, not wait_for: in 3.11 wait_for can swallow a cancellation that
+        # arrives as the event fires, and a channel's ticker must stop when cancelled.
+        waiter = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            waiter.cancel()
         return self._version
 
     def _bump(self) -> None:
@@ -196,6 +201,7 @@ class Delegator:
         def on_step(step: str) -> None:
             claim.step = step
             claim.steps += 1
+            claim.recent.append(step)
             self._bump()
 
         process = CLIProcess(
@@ -223,6 +229,7 @@ class Delegator:
             ) from None
         claim.finished = self.clock()
         answer = formatter.answer() if formatter.jsonl else report.stdout.text(omission)
+        answer = strip_ansi(answer)
         if last_message is not None:
             answer = await asyncio.to_thread(_read_text, last_message) or answer
         return self._result(claim, report, formatter.failure, answer, output_path)
@@ -263,9 +270,9 @@ class Delegator:
     def _note(self, claim: Delegation, report: RunReport, failure: str, answer: str) -> str:
         cfg = self.config.cli[claim.cli]
         if report.reason == "timeout":
-            return t("delegate.note_timeout", cli=claim.cli, seconds=int(cfg.timeout))
+            return t("delegate.note_timeout", cli=claim.cli, seconds=f"{cfg.timeout:g}")
         if report.reason == "idle":
-            return t("delegate.note_idle", cli=claim.cli, seconds=int(cfg.idle_timeout))
+            return t("delegate.note_idle", cli=claim.cli, seconds=f"{cfg.idle_timeout:g}")
         if report.reason == "stopped":
             return t("delegate.note_stopped", cli=claim.cli)
         if failure:

@@ -30,6 +30,7 @@ CHUNK = 64 * 1024
 FLUSH_AT = 256 * 1024  # bytes of stdout buffered before a write to disk
 MAX_LINE = 8 * 1024 * 1024  # a longer "line" is handed on in pieces
 REAP_WAIT = 5.0  # seconds to wait for the leader after SIGKILL
+POLL = 0.1  # seconds between checks for a leader that exited while its pipes stay open
 DRAIN_WAIT = 2.0  # seconds to wait for the pipes to close after the group is gone
 OUTPUT_LIMIT = 50_000  # characters of output the model gets (seed 004)
 HALF = 24_500  # head and tail kept of a longer output; the rest holds the marker
@@ -167,12 +168,11 @@ class CLIProcess:
         try:
             reason = await self._supervise(started, exited)
             if reason in ("timeout", "idle"):
-                await self._terminate(exited)
-            elif reason == "completed" and not exited.done():
-                await asyncio.wait({exited}, timeout=self.done_grace)
-                killed_after_done = not exited.done()
+                await self._terminate()
+            elif reason == "completed":
+                killed_after_done = not await self._exits_within(self.done_grace)
         except asyncio.CancelledError:
-            await self._terminate(exited)
+            await self._terminate()
             raise
         finally:
             # Leftovers (grandchildren, a leader past its grace) die here, in every path.
@@ -191,10 +191,14 @@ class CLIProcess:
 
     async def _supervise(self, started: float, exited: asyncio.Task[int]) -> str:
         req = self.request
+        proc = self.proc
+        assert proc is not None
         while True:
             if req.formatter.done:
                 return "completed"
-            if exited.done():
+            if exited.done() or proc.returncode is not None:
+                # asyncio's wait() also waits for the pipes, which a grandchild may
+                # hold open: the leader's own exit is what counts.
                 return "exit"
             now = self.clock()
             deadline = started + req.timeout
@@ -209,19 +213,32 @@ class CLIProcess:
             waiter = asyncio.create_task(self._activity.wait())
             try:
                 await asyncio.wait(
-                    {waiter, exited}, timeout=deadline - now, return_when=asyncio.FIRST_COMPLETED
+                    {waiter, exited},
+                    timeout=min(deadline - now, POLL),
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
             finally:
                 waiter.cancel()
 
-    async def _terminate(self, exited: asyncio.Task[int]) -> None:
+    async def _terminate(self) -> None:
         """SIGTERM, a short grace, then SIGKILL, which is sent even if this is cancelled."""
         assert self.proc is not None
         try:
             signal_group(self.proc.pid, signal.SIGTERM)
-            await asyncio.wait({exited}, timeout=self.kill_grace)
+            await self._exits_within(self.kill_grace)
         finally:
             signal_group(self.proc.pid, signal.SIGKILL)
+
+    async def _exits_within(self, seconds: float) -> bool:
+        """Whether the leader exits within ``seconds`` (its pipes may stay open)."""
+        assert self.proc is not None
+        end = self.clock() + seconds
+        while self.proc.returncode is None:
+            left = end - self.clock()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(left, POLL / 4))
+        return True
 
     async def _finish(
         self, out: asyncio.Task[None], err: asyncio.Task[None], exited: asyncio.Task[int]

@@ -24,6 +24,7 @@ from kernel.i18n import t
 log = logging.getLogger(__name__)
 
 TOOL_NAME = "delegate_to_cli"
+HALT_WAIT = 5.0  # seconds the view waits for a cancelled progress edit to end
 
 
 def format_elapsed(seconds: float) -> str:
@@ -113,11 +114,11 @@ class DelegationProgress:
         return True
 
     async def _halt(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
-            self._ticker = None
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.cancel()
+            # Bounded: an edit in flight gets a moment, the view never hangs on it.
+            await asyncio.wait({ticker}, timeout=HALT_WAIT)
 
     async def finish(self, event: ToolResult) -> None:
         """The tool returned: show its outcome."""
