@@ -9,7 +9,7 @@ One script serves every CLI; its behaviour comes from the environment the test s
   of ``STANDIN_PAUSE`` seconds, then a normal run), ``big`` (``STANDIN_SIZE`` characters
   of answer), ``fail`` (an error on stderr, exit 3), ``no_exit`` (completion event, then
   sleep without exiting).
-- ``STANDIN_DELAY``: seconds between events.
+- ``STANDIN_DELAY``: seconds after each displayable event (start-up noise comes at once).
 - ``STANDIN_IGNORE_TERM=1``: ignore SIGTERM (the child and its grandchild).
 - ``STANDIN_GRANDCHILD=1``: spawn a sleeping grandchild first.
 - ``STANDIN_RECORD``: a file that gets ``{"argv", "cwd", "pid", "grandchild", "env"}``.
@@ -52,10 +52,10 @@ if record:
     os.replace(record + ".tmp", record)
 
 
-def emit(event):
+def emit(event, pause=True):
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
-    if delay:
+    if delay and pause:
         time.sleep(delay)
 
 
@@ -85,7 +85,7 @@ if mode == "fail":
 if SHAPE == "claude_code":
     emit({{"type": "system", "subtype": "init", "cwd": os.getcwd(), "session_id": "s-1",
            "tools": ["Bash", "Read", "Edit"], "model": "claude-sonnet-4-5",
-           "permissionMode": "default"}})
+           "permissionMode": "default"}}, pause=False)
     if mode == "noise_then_ok":
         time.sleep(float(os.environ.get("STANDIN_PAUSE", "1")))
     emit({{"type": "assistant", "message": {{"id": "msg_1", "type": "message",
@@ -106,8 +106,8 @@ if SHAPE == "claude_code":
     emit({{"type": "result", "subtype": "success", "is_error": False, "duration_ms": 1200,
            "num_turns": 3, "result": answer, "session_id": "s-1", "total_cost_usd": 0.01}})
 elif SHAPE == "codex":
-    emit({{"type": "thread.started", "thread_id": "th-1"}})
-    emit({{"type": "turn.started"}})
+    emit({{"type": "thread.started", "thread_id": "th-1"}}, pause=False)
+    emit({{"type": "turn.started"}}, pause=False)
     if mode == "noise_then_ok":
         time.sleep(float(os.environ.get("STANDIN_PAUSE", "1")))
     emit({{"type": "item.completed", "item": {{"id": "item_0", "type": "reasoning",
@@ -132,9 +132,9 @@ elif SHAPE == "codex":
            "cached_input_tokens": 0, "output_tokens": 5}}}})
 elif SHAPE == "gemini":
     emit({{"type": "init", "timestamp": "2025-10-10T12:00:00.000Z", "session_id": "g-1",
-           "model": "gemini-2.5-pro"}})
+           "model": "gemini-2.5-pro"}}, pause=False)
     emit({{"type": "message", "role": "user", "content": task,
-           "timestamp": "2025-10-10T12:00:00.000Z"}})
+           "timestamp": "2025-10-10T12:00:00.000Z"}}, pause=False)
     if mode == "noise_then_ok":
         time.sleep(float(os.environ.get("STANDIN_PAUSE", "1")))
     emit({{"type": "tool_use", "tool_name": "run_shell_command", "tool_id": "t-1",

@@ -162,3 +162,10 @@ async def test_kernel_stop_kills_a_running_delegation(
     assert not alive(info["pid"])
     await wait_dead(info["grandchild"])
     assert delegator.running is None
+
+
+def test_soul_md_carries_the_tool_rules_of_phase_2() -> None:
+    soul = (Path(__file__).resolve().parents[2] / "SOUL.md").read_text(encoding="utf-8")
+    for name in ("delegate_to_cli", "memory_add", "memory_search", "memory_delete"):
+        assert f"`{name}`" in soul
+    assert "/cancel" in soul and "codex" in soul and "output_path" in soul
