@@ -155,7 +155,7 @@ class CLIProcess:
                 start_new_session=True,  # its own group, so the whole tree can be killed
             )
         except BaseException:
-            await asyncio.to_thread(self._file.close)
+            await asyncio.to_thread(_discard, self._file, req.output_path)
             raise
         proc = self.proc
         self.on_start(proc.pid)
@@ -308,6 +308,11 @@ class CLIProcess:
 def _open(path: Path) -> BinaryIO:
     path.parent.mkdir(parents=True, exist_ok=True)
     return path.open("wb")
+
+
+def _discard(file: BinaryIO, path: Path) -> None:
+    file.close()
+    path.unlink(missing_ok=True)
 
 
 def _write_and_close(file: BinaryIO, data: bytes) -> None:

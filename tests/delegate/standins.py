@@ -20,7 +20,6 @@ The CLI shape is the script's first argument baked in at creation (``claude_code
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 from pathlib import Path
@@ -179,17 +178,3 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")
-
-
-def children_of(pid: int) -> list[int]:
-    """Direct children of ``pid`` (from /proc), to find leftovers."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found

@@ -321,3 +321,39 @@ async def test_a_grandchild_left_behind_by_a_cli_that_exited_is_killed(
     info = record_of(record)
     assert not alive(info["pid"])
     await wait_dead(info["grandchild"])
+
+
+async def test_stop_kills_a_delegation_and_its_caller_gets_a_clear_result(
+    bin_dir: dict[str, Path],
+    make_config: ConfigFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("STANDIN_MODE", "step_then_hang")
+    monkeypatch.setenv("STANDIN_RECORD", str(record))
+    config = make_config(cli_section("claude_code", command=str(bin_dir["claude_code"])))
+    delegator = delegator_for(config)
+    task = asyncio.create_task(delegator.delegate("x", conversation="c"))
+    await wait_for(lambda: delegator.running is not None and bool(delegator.running.step))
+    await delegator.stop()
+    result = await asyncio.wait_for(task, 5)
+    assert result["ok"] is False
+    assert "Kernel is stopping; claude_code was killed" in result["output"]
+    assert not alive(record_of(record)["pid"])
+    latest = delegator.latest("c")
+    assert latest is not None and latest.outcome == "stopped"
+
+
+async def test_a_file_that_cannot_be_executed_is_a_clear_tool_error(
+    make_config: ConfigFactory, tmp_path: Path
+) -> None:
+    broken = tmp_path / "bin" / "broken-cli"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_text("#!/nonexistent/interpreter\n")
+    broken.chmod(0o755)
+    delegator = delegator_for(make_config(cli_section("claude_code", command=str(broken))))
+    with pytest.raises(ToolError, match="could not start"):
+        await delegator.delegate("x")
+    assert delegator.running is None
+    assert list((tmp_path / "data" / "cli_outputs").glob("*")) == []
