@@ -18,7 +18,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -95,7 +95,6 @@ class RunReport:
     stdout: HeadTail
     stderr: HeadTail
     killed_after_done: bool = False  # the CLI said it was done but did not exit in time
-    pids: list[int] = field(default_factory=list)
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -186,7 +185,6 @@ class CLIProcess:
             stdout=self.stdout,
             stderr=self.stderr,
             killed_after_done=killed_after_done,
-            pids=[proc.pid],
         )
 
     async def _supervise(self, started: float, exited: asyncio.Task[int]) -> str:
