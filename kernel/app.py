@@ -9,6 +9,8 @@ import logging
 from kernel.agent.agent import Agent
 from kernel.agent.titles import TitleMaker
 from kernel.config import Config
+from kernel.delegate import tool as delegate_tool
+from kernel.delegate.delegator import Delegator
 from kernel.errors import StartupError, StoreError
 from kernel.i18n import t
 from kernel.providers import create_provider, create_titles_provider
@@ -52,6 +54,7 @@ class Kernel:
         self.store = Store(config.db_path)
         self.tools = ToolRegistry()
         self._sleep = sleep
+        self.delegator = Delegator(config)
         self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
 
     def _make_provider(self, name: str) -> Provider:
@@ -70,6 +73,7 @@ class Kernel:
             self.agent.titles = TitleMaker(lambda: create_titles_provider(titles), self._sleep)
         memory.register(self.tools, self.store)
         ask.register(self.tools)
+        delegate_tool.register(self.tools, self.delegator)
         self.tools.disable(self.config.general.disabled_tools)
         for policy in self.config.tools.values():
             if policy.approval:
@@ -83,8 +87,10 @@ class Kernel:
         )
 
     async def stop(self) -> None:
-        """Turns first (they write their last history), then the database last."""
+        """Turns first (they write their last history; cancelling one kills its CLI),
+        then any CLI still running, then the database last."""
         await self.agent.stop()
+        await self.delegator.stop()
         if self.agent.titles is not None:
             await self.agent.titles.aclose()
         await self.store.close()

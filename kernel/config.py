@@ -34,6 +34,7 @@ class TelegramConfig:
     allowed_user: int = 0
     api_base: str = "https://api.telegram.org"
     stream: bool = True
+    progress_interval: float = 3.0
     poll_timeout: int = 30
     watchdog_seconds: float = 120.0
     max_retries_429: int = 3
@@ -89,6 +90,10 @@ class TitlesConfig:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+CLI_NAMES = ("claude_code", "codex", "gemini")
+CLI_OUTPUTS = ("text", "jsonl")
+
+
 @dataclass(slots=True)
 class SttConfig:
     """``[stt]``: speech to text through an OpenAI-compatible ``audio/transcriptions``."""
@@ -124,6 +129,15 @@ class CLIConfig:
     command: str
     args: list[str] = field(default_factory=list)
     timeout: float = 600.0
+    idle_timeout: float = 300.0  # counted only after the CLI has shown something (seed 003)
+    output: str | None = None  # "text" | "jsonl"; None: detected from args
+
+    @property
+    def jsonl(self) -> bool:
+        """Whether stdout is a JSONL event stream rather than the answer itself."""
+        if self.output is not None:
+            return self.output == "jsonl"
+        return any("stream-json" in a or a in ("--json", "--experimental-json") for a in self.args)
 
 
 @dataclass(slots=True)
@@ -205,12 +219,15 @@ DEFAULT_PROVIDERS: dict[str, dict[str, Any]] = {
 }
 
 DEFAULT_CLI: dict[str, dict[str, Any]] = {
-    "claude_code": {"command": "claude", "args": ["-p", "--output-format", "text"]},
+    "claude_code": {
+        "command": "claude",
+        "args": ["-p", "--output-format", "stream-json", "--verbose"],
+    },
     "codex": {
         "command": "codex",
-        "args": ["exec", "--full-auto", "--skip-git-repo-check", "--color", "never"],
+        "args": ["exec", "--json", "--full-auto", "--skip-git-repo-check", "--color", "never"],
     },
-    "gemini": {"command": "gemini", "args": ["-p"]},
+    "gemini": {"command": "gemini", "args": ["--output-format", "stream-json", "-p"]},
 }
 
 KNOWN_SECTIONS = {
@@ -399,7 +416,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     telegram = _telegram(_Reader(raw.get("telegram", {}), "telegram"), env, require_tg)
     providers = _providers(raw.get("providers"), env, general.default_provider, warnings)
     titles = _titles(raw.get("titles"), env)
-    cli = _cli(raw.get("cli"))
+    cli = _cli(raw.get("cli"), warnings)
     mcp_servers = _mcp(raw.get("mcp", {}), env, warnings)
     gateway = _gateway(_Reader(raw.get("gateway", {}), "gateway"), env)
     tools = _tools(_Reader(raw.get("tools", {}), "tools"))
@@ -494,6 +511,7 @@ def _telegram(r: _Reader, env: Mapping[str, str], required: bool) -> TelegramCon
         allowed_user=allowed_user,
         api_base=r.get("api_base", str, "https://api.telegram.org").rstrip("/"),
         stream=r.get("stream", bool, True),
+        progress_interval=r.positive("progress_interval", float, 3.0),
         poll_timeout=r.positive("poll_timeout", int, 30),
         watchdog_seconds=r.positive("watchdog_seconds", float, 120.0),
         max_retries_429=r.get("max_retries_429", int, 3),
@@ -627,19 +645,27 @@ def _tts(section: Any, env: Mapping[str, str], warnings: list[str], base: Path) 
     return tts
 
 
-def _cli(section: Any) -> dict[str, CLIConfig]:
+def _cli(section: Any, warnings: list[str]) -> dict[str, CLIConfig]:
     tables = dict(DEFAULT_CLI)
     if section is not None:
         tables.update(_Reader(section, "cli").table)
     out: dict[str, CLIConfig] = {}
     for name, table in tables.items():
+        if name not in CLI_NAMES:
+            warnings.append(t("config.warn_unknown_cli", name=name, names=", ".join(CLI_NAMES)))
+            continue
         r = _Reader(table, f"cli.{name}")
-        out[name] = CLIConfig(
+        cli = CLIConfig(
             name=name,
-            command=r.get("command", str, DEFAULT_CLI.get(name, {}).get("command", name)),
-            args=r.str_list("args", DEFAULT_CLI.get(name, {}).get("args", [])),
+            command=r.get("command", str, DEFAULT_CLI[name]["command"]).strip(),
+            args=r.str_list("args", DEFAULT_CLI[name]["args"]),
             timeout=r.positive("timeout", float, 600.0),
+            idle_timeout=r.positive("idle_timeout", float, 300.0),
+            output=r.choice("output", CLI_OUTPUTS, "") if "output" in r.table else None,
         )
+        if not cli.command:
+            raise ConfigError(t("config.empty_command", key=r.key("command")), key=r.key("command"))
+        out[name] = cli
     return out
 
 

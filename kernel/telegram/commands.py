@@ -14,6 +14,7 @@ from kernel.console.sessions import format_history, parse_refs
 from kernel.errors import KernelError, SessionError
 from kernel.i18n import t
 from kernel.telegram.inbound import conversation_of
+from kernel.telegram.progress import format_elapsed
 from kernel.telegram.view import send_plain
 
 if TYPE_CHECKING:
@@ -222,8 +223,21 @@ class CommandSet:
     # ----- control ------------------------------------------------------------------------
 
     async def cancel(self, update: Update, context: Context) -> None:
-        cancelled = self.channel.inbound.cancel(self._chat(update))
-        await self._reply(update, t("turn.cancelled") if cancelled else t("tg.nothing_to_cancel"))
+        chat = self._chat(update)
+        running = self.channel.kernel.delegator.current(conversation_of(chat))
+        cancelled = self.channel.inbound.cancel(chat)
+        if not cancelled:
+            await self._reply(update, t("tg.nothing_to_cancel"))
+        elif running is not None and not running.done:
+            await self._reply(update, t("tg.cancelled_cli", cli=running.cli))
+        else:
+            await self._reply(update, t("turn.cancelled"))
+
+    def _cli_status(self) -> str:
+        running = self.channel.kernel.delegator.running
+        if running is None:
+            return t("tg.status_cli_idle")
+        return t("tg.status_cli_running", cli=running.cli, elapsed=format_elapsed(running.elapsed))
 
     async def status(self, update: Update, context: Context) -> None:
         conversation = conversation_of(self._chat(update))
@@ -238,7 +252,7 @@ class CommandSet:
             t("tg.status_session", session=f"{session} {title}" if session else t("tg.status_new")),
             t("tg.status_model", provider=agent.provider_name, model=agent.model),
             t("tg.status_busy") if agent.is_busy(conversation) else t("tg.status_idle"),
-            t("tg.status_cli"),
+            self._cli_status(),
             t("tg.status_mcp"),
             t("tg.status_search"),
             t(

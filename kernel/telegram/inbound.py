@@ -89,6 +89,10 @@ class Inbound:
             typing_interval=self.channel.cfg.typing_interval,
             interrupted=lambda: self.channel.stopping,
             board=self.channel.board,
+            delegator=self.channel.kernel.delegator,
+            conversation=conversation_of(chat_id),
+            progress_interval=self.channel.cfg.progress_interval,
+            needs_approval=self.channel.kernel.tools.needs_approval,
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
         self.views[chat_id] = self.channel.spawn(shown, f"tg-{turn.id}")

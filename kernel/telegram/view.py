@@ -23,8 +23,10 @@ from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
 from kernel.agent.events import AskUser, AssistantDelta, Completed, ErrorEvent, ToolCall, ToolResult
 from kernel.agent.turns import Turn
+from kernel.delegate.delegator import Delegator
 from kernel.i18n import t
 from kernel.telegram.asks import AskBoard
+from kernel.telegram.progress import TOOL_NAME, DelegationProgress
 from kernel.telegram.render import html_to_plain, render_markdown
 from kernel.telegram.split import split_html, split_plain, utf16_len
 
@@ -122,6 +124,10 @@ class TurnView:
         typing_interval: float = 4.0,
         interrupted: Callable[[], bool] = lambda: False,
         board: AskBoard | None = None,
+        delegator: Delegator | None = None,
+        conversation: str = "",
+        progress_interval: float = 3.0,
+        needs_approval: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self.bot = bot
         self.board = board
@@ -130,6 +136,11 @@ class TurnView:
         self.draft_interval = draft_interval
         self.typing_interval = typing_interval
         self.interrupted = interrupted  # true when the channel is shutting down
+        self.delegator = delegator
+        self.conversation = conversation
+        self.progress_interval = progress_interval
+        self.needs_approval = needs_approval
+        self._progress: DelegationProgress | None = None
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
@@ -139,28 +150,44 @@ class TurnView:
 
     async def show(self, turn: Turn) -> None:
         pending = await self._placeholder()
+        asked = False  # a question took the placeholder away
         typing = asyncio.get_running_loop().create_task(self._keep_typing())
         try:
             async for event in turn:
                 if isinstance(event, AssistantDelta):
                     self._text.append(event.delta)
                     self._maybe_draft()
-                elif isinstance(event, ToolCall) and pending is not None:
-                    await self._note_tool(pending, event.name)
+                elif isinstance(event, ToolCall):
+                    if event.name == TOOL_NAME and self._watch_delegation(event):
+                        assert self._progress is not None
+                        if self.needs_approval(TOOL_NAME):
+                            self._progress.begin_when_running()
+                        else:  # the placeholder becomes the progress; the reply comes anew
+                            reuse, pending = pending, None
+                            await self._progress.begin(reuse)
+                    elif pending is not None:
+                        await self._note_tool(pending, event.name)
                 elif isinstance(event, AskUser) and self.board is not None:
                     # The reply must come below the question, so the placeholder goes
                     # and a new one follows once the question is settled.
                     if pending is not None:
                         await _delete(self.bot, self.chat_id, pending)
                         pending = None
+                    asked = True
                     await self.board.show(self.chat_id, event)
-                elif isinstance(event, ToolResult) and self.board is not None:
-                    await self.board.close_for_tool(event.id, t("tg.ask_unanswered"))
-                    if pending is None:
-                        pending = await self._placeholder()
+                elif isinstance(event, ToolResult):
+                    if self._progress is not None and event.id == self._progress.call_id:
+                        progress, self._progress = self._progress, None
+                        await progress.finish(event)
+                    if self.board is not None:
+                        await self.board.close_for_tool(event.id, t("tg.ask_unanswered"))
+                    if asked and pending is None:
+                        asked, pending = False, await self._placeholder()
                 elif isinstance(event, Completed):
                     typing.cancel()
                     await self._settle_draft()
+                    if self._progress is not None:
+                        await self._progress.cancelled()
                     if event.cancelled and self.interrupted():
                         await send_plain(self.bot, self.chat_id, t("tg.interrupted"), pending)
                         pending = None
@@ -171,6 +198,8 @@ class TurnView:
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
                     await self._settle_draft()
+                    if self._progress is not None:
+                        await self._progress.cancelled()
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
                     try:
@@ -183,10 +212,29 @@ class TurnView:
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await typing
+            if self._progress is not None:
+                await self._progress.close()
             if self.board is not None:  # a question the turn no longer waits for
                 await self.board.close_chat(self.chat_id, t("tg.ask_cancelled"))
             if pending is not None:
                 await _delete(self.bot, self.chat_id, pending)
+
+    def _watch_delegation(self, event: ToolCall) -> bool:
+        """Follow this delegate_to_cli call, unless one is already followed (a second
+        call in the same step is refused as busy and shows in the model's reply)."""
+        if self.delegator is None or self._progress is not None:
+            return False
+        cli = event.arguments.get("cli")
+        self._progress = DelegationProgress(
+            self.bot,
+            self.chat_id,
+            self.delegator,
+            self.conversation,
+            event.id,
+            cli if isinstance(cli, str) else None,
+            interval=self.progress_interval,
+        )
+        return True
 
     async def _placeholder(self) -> int | None:
         try:

@@ -1,0 +1,309 @@
+"""The Delegator: runs one coding-CLI task at a time and shows what runs to channels.
+
+``delegate()`` is what the ``delegate_to_cli`` tool calls. It checks the request (known
+CLI, not busy, a real working directory, an executable on PATH; each refusal a
+:class:`ToolError` naming the fix), builds ``command + args [+ codex's -C/--output-last-
+message] + [task]``, runs it through :class:`CLIProcess`, and returns
+``{ok, cli, cwd, exit_code, output_path, output}``. Channels read :attr:`running` (the
+CLI, its cwd, start time, latest progress step, elapsed time) and wait for changes with
+:meth:`wait_change`; they never touch the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kernel.config import Config
+from kernel.delegate.formats import formatter_for, strip_ansi
+from kernel.delegate.runner import HALF, OUTPUT_LIMIT, CLIProcess, RunReport, RunRequest
+from kernel.errors import ToolError
+from kernel.i18n import t
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLI = "claude_code"
+STDERR_FOR_MODEL = 2_000  # characters of stderr shown to the model when a run failed
+
+
+@dataclass
+class Delegation:
+    """One delegated task, running or finished."""
+
+    cli: str
+    cwd: str
+    conversation: str
+    started: float  # monotonic
+    started_at: datetime
+    clock: Callable[[], float] = field(repr=False)
+    timeout: float = 0.0
+    step: str = ""  # the latest progress step
+    steps: int = 0
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+    pid: int | None = None
+    finished: float | None = None
+    outcome: str | None = None  # ok | failed | timeout | idle | cancelled | stopped
+    exit_code: int | None = None
+    output_path: str = ""
+
+    @property
+    def elapsed(self) -> float:
+        return (self.finished if self.finished is not None else self.clock()) - self.started
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+
+def truncate(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    """Head and tail of ``text`` within ``limit`` characters, the middle replaced by a note."""
+    if len(text) <= limit:
+        return text
+    omitted = len(text) - 2 * HALF
+    return text[:HALF] + omission(omitted) + text[-HALF:]
+
+
+def omission(count: int) -> str:
+    return "\n" + t("delegate.omitted", count=count) + "\n"
+
+
+def child_env() -> dict[str, str]:
+    """The CLI's environment: Kernel's own, minus Kernel's secrets (KERNEL_*), which a
+    coding agent has no business reading and could echo into its output."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+
+
+class Delegator:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        kill_grace: float = 0.8,
+        done_grace: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.kill_grace = kill_grace  # SPEC §4: /cancel stops a CLI child within a second
+        self.done_grace = done_grace
+        self.clock = clock
+        self.running: Delegation | None = None
+        self._latest: dict[str, Delegation] = {}
+        self._process: CLIProcess | None = None
+        self._version = 0
+        self._changed = asyncio.Event()
+
+    # ----- what channels read ------------------------------------------------------------
+
+    def current(self, conversation: str) -> Delegation | None:
+        """The running delegation if it belongs to ``conversation``."""
+        running = self.running
+        return running if running and running.conversation == conversation else None
+
+    def latest(self, conversation: str) -> Delegation | None:
+        """The last delegation (running or finished) that ``conversation`` started."""
+        return self._latest.get(conversation)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    async def wait_change(self, seen: int, timeout: float) -> int:  # noqa: ASYNC109
+        """Wait until something changed after version ``seen`` (or ``timeout`` passed)."""
+        if self._version != seen:
+            return self._version
+        # asyncio.wait, not wait_for: in 3.11 wait_for can swallow a cancellation that
+        # arrives as the event fires, and a channel's ticker must stop when cancelled.
+        waiter = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            waiter.cancel()
+        return self._version
+
+    def _bump(self) -> None:
+        self._version += 1
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    # ----- running ---------------------------------------------------------------------
+
+    async def delegate(
+        self, task: str, cwd: str | None = None, cli: str | None = None, *, conversation: str = ""
+    ) -> dict[str, Any]:
+        name = cli or DEFAULT_CLI
+        if name not in self.config.cli:
+            raise ToolError(t("delegate.unknown_cli", cli=name, names=", ".join(self.config.cli)))
+        if not task.strip():
+            raise ToolError(t("delegate.empty_task"))
+        if self.running is not None:  # checked and claimed with no await in between
+            busy = self.running
+            raise ToolError(t("delegate.busy", cli=busy.cli, elapsed=int(busy.elapsed), asked=name))
+        cfg = self.config.cli[name]
+        base = self.config.general.default_workspace
+        claim = Delegation(
+            cli=name,
+            cwd=str(base),
+            conversation=conversation,
+            started=self.clock(),
+            started_at=datetime.now(UTC),
+            clock=self.clock,
+            timeout=cfg.timeout,
+        )
+        self.running = claim
+        self._bump()
+        try:
+            return await self._run(claim, task, cwd)
+        finally:
+            self.running = None
+            self._process = None
+            if claim.finished is None:
+                claim.finished = self.clock()
+            self._bump()
+
+    async def _run(self, claim: Delegation, task: str, cwd: str | None) -> dict[str, Any]:
+        cfg = self.config.cli[claim.cli]
+        workdir = await asyncio.to_thread(self._workdir, cwd)
+        claim.cwd = str(workdir)
+        env = child_env()
+        executable = shutil.which(cfg.command, path=env.get("PATH"))
+        if executable is None:
+            raise ToolError(t("delegate.not_found", cli=claim.cli, command=cfg.command))
+        folder = self.config.data_dir / "cli_outputs"
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        output_path = folder / f"{stamp}-{claim.cli}.txt"
+        argv = [executable, *cfg.args]
+        last_message: Path | None = None
+        if claim.cli == "codex":
+            last_message = folder / f"{stamp}-codex-last.txt"
+            argv += ["-C", str(workdir), "--output-last-message", str(last_message)]
+        argv.append(task)
+        formatter = formatter_for(claim.cli, cfg.jsonl)
+        request = RunRequest(
+            argv=argv,
+            cwd=workdir,
+            env=env,
+            timeout=cfg.timeout,
+            idle_timeout=cfg.idle_timeout,
+            formatter=formatter,
+            output_path=output_path,
+        )
+
+        def on_step(step: str) -> None:
+            claim.step = step
+            claim.steps += 1
+            claim.recent.append(step)
+            self._bump()
+
+        process = CLIProcess(
+            request,
+            on_step=on_step,
+            on_start=lambda pid: setattr(claim, "pid", pid),
+            kill_grace=self.kill_grace,
+            done_grace=self.done_grace,
+            clock=self.clock,
+        )
+        self._process = process
+        claim.output_path = str(output_path)
+        self._latest[claim.conversation] = claim
+        log.info("delegation started: cli=%s jsonl=%s", claim.cli, cfg.jsonl)
+        try:
+            report = await process.run()
+        except asyncio.CancelledError:
+            claim.outcome = "cancelled"
+            claim.finished = self.clock()
+            log.info("delegation cancelled: cli=%s after %.1fs", claim.cli, claim.elapsed)
+            raise
+        except OSError as exc:  # found on PATH but not runnable (permissions, bad binary)
+            raise ToolError(
+                t("delegate.start_failed", cli=claim.cli, command=cfg.command, detail=exc.strerror)
+            ) from None
+        claim.finished = self.clock()
+        answer = formatter.answer() if formatter.jsonl else report.stdout.text(omission)
+        answer = strip_ansi(answer)
+        if last_message is not None:
+            answer = await asyncio.to_thread(_read_text, last_message) or answer
+        return self._result(claim, report, formatter.failure, answer, output_path)
+
+    def _result(
+        self, claim: Delegation, report: RunReport, failure: str, answer: str, output_path: Path
+    ) -> dict[str, Any]:
+        exited_ok = report.exit_code == 0 or report.killed_after_done
+        ok = report.reason in ("exit", "completed") and exited_ok and not failure
+        ok = ok and bool(answer.strip())
+        claim.exit_code = report.exit_code
+        claim.outcome = "ok" if ok else report.reason if report.reason in _ABORTS else "failed"
+        text = answer.strip() or strip_ansi(report.stdout.text(omission)).strip()
+        if not ok:
+            notes = [self._note(claim, report, failure, answer)]
+            stderr = strip_ansi(report.stderr.tail or "".join(report.stderr.head)).strip()
+            if stderr:
+                notes.append("[stderr]\n" + stderr[-STDERR_FOR_MODEL:])
+            text = "\n\n".join([p for p in [text, *notes] if p])
+        log.info(
+            "delegation ended: cli=%s outcome=%s exit=%s reason=%s %.1fs, %d stdout chars",
+            claim.cli,
+            claim.outcome,
+            report.exit_code,
+            report.reason,
+            claim.elapsed,
+            report.stdout.total,
+        )
+        return {
+            "ok": ok,
+            "cli": claim.cli,
+            "cwd": claim.cwd,
+            "exit_code": report.exit_code,
+            "output_path": str(output_path),
+            "output": truncate(text),
+        }
+
+    def _note(self, claim: Delegation, report: RunReport, failure: str, answer: str) -> str:
+        cfg = self.config.cli[claim.cli]
+        if report.reason == "timeout":
+            return t("delegate.note_timeout", cli=claim.cli, seconds=f"{cfg.timeout:g}")
+        if report.reason == "idle":
+            return t("delegate.note_idle", cli=claim.cli, seconds=f"{cfg.idle_timeout:g}")
+        if report.reason == "stopped":
+            return t("delegate.note_stopped", cli=claim.cli)
+        if failure:
+            return t("delegate.note_failure", cli=claim.cli, detail=failure)
+        if report.exit_code not in (0, None):
+            return t("delegate.note_exit", cli=claim.cli, code=report.exit_code)
+        return t("delegate.note_empty", cli=claim.cli)
+
+    def _workdir(self, cwd: str | None) -> Path:
+        base = self.config.general.default_workspace
+        path = base if not cwd or not cwd.strip() else Path(cwd.strip()).expanduser()
+        if not path.is_absolute():
+            path = base / path
+        path = path.resolve()
+        if not path.is_dir():
+            raise ToolError(t("delegate.bad_cwd", cwd=path))
+        return path
+
+    async def stop(self) -> None:
+        """Kernel is stopping: kill a running CLI's process group at once."""
+        process = self._process
+        if process is not None:
+            log.info("stopping the running delegation")
+            process.kill()
+
+
+_ABORTS = ("timeout", "idle", "stopped")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""

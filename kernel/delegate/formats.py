@@ -1,0 +1,262 @@
+"""Turning a coding CLI's stdout into progress steps and a final answer (seed 003).
+
+One formatter per CLI for its JSONL stream mode, plus :class:`PlainText` for CLIs run in
+text mode (stdout is the answer). A formatter is fed one stdout line at a time and
+returns the progress steps that line shows, if any: a line that returns steps is
+"displayable", which is what arms the idle timeout. Start-up noise (Claude's
+``system/init``, Codex's ``thread.started``, Gemini's ``init`` and the echoed prompt) is
+never displayable. ``done`` turns true on the CLI's completion event (``result``,
+``turn.completed``, ``turn.failed``, ``turn.finished``); ``failure`` holds the CLI's own
+error text when it reported one.
+
+Event shapes, as the CLIs document them:
+
+- Claude Code ``-p --output-format stream-json --verbose``: ``{"type": "system",
+  "subtype": "init", ...}``, ``{"type": "assistant", "message": {"content": [{"type":
+  "text", "text": ...}, {"type": "tool_use", "name": ..., "input": {...}}]}}``,
+  ``{"type": "user", ...tool_result...}``, then ``{"type": "result", "subtype":
+  "success", "is_error": false, "result": "<final text>", ...}``.
+- Codex ``exec --json``: ``thread.started``, ``turn.started``, ``item.started`` /
+  ``item.updated`` / ``item.completed`` with ``item.type`` in agent_message, reasoning,
+  command_execution, file_change, mcp_tool_call, web_search, todo_list, error; then
+  ``turn.completed`` (or ``turn.failed`` with ``error.message``); ``error`` events.
+- Gemini CLI ``--output-format stream-json``: ``init``, ``message`` (role user/assistant,
+  ``delta`` chunks), ``tool_use`` (``tool_name``, ``parameters``), ``tool_result``,
+  ``error``, then ``result`` (``status``, ``stats``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+STEP_LIMIT = 300  # characters of one progress step
+COMPLETION_EVENTS = frozenset({"result", "turn.completed", "turn.failed", "turn.finished"})
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def one_line(text: str, limit: int = STEP_LIMIT) -> str:
+    """Collapse whitespace to one line and cut it at ``limit`` characters."""
+    flat = " ".join(strip_ansi(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def first_line(text: str) -> str:
+    for line in text.strip().splitlines():
+        if line.strip():
+            return one_line(line.strip().strip("*").strip())
+    return ""
+
+
+_ARG_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description", "prompt")
+
+
+def describe_call(name: str, arguments: Any) -> str:
+    """``Bash: ls -la`` from a tool name and its arguments (the most telling one)."""
+    if isinstance(arguments, dict):
+        for key in _ARG_KEYS:
+            value = arguments.get(key)
+            if isinstance(value, str) and value.strip():
+                return one_line(f"{name}: {value}")
+    return one_line(name)
+
+
+class Formatter:
+    """Base: feed lines, read steps, ``done``, ``failure`` and the final ``answer()``."""
+
+    jsonl = True
+
+    def __init__(self) -> None:
+        self.done = False
+        self.failure = ""
+        self.bad_lines = 0
+
+    def feed(self, line: str) -> list[str]:
+        line = line.strip()
+        if not line:
+            return []
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            # Banners and warnings between events are kept in the saved output only.
+            self.bad_lines += 1
+            log.debug("non-JSON line on a JSONL stream (%d chars)", len(line))
+            return []
+        kind = str(event.get("type", ""))
+        steps = [s for s in self.event(kind, event) if s]
+        if kind in COMPLETION_EVENTS:
+            self.done = True
+        return steps
+
+    def event(self, kind: str, event: dict[str, Any]) -> list[str]:
+        raise NotImplementedError
+
+    def answer(self) -> str:
+        raise NotImplementedError
+
+
+class PlainText(Formatter):
+    """Text mode: every non-empty line is progress; the answer is all of stdout (kept by
+    the runner, which bounds it)."""
+
+    jsonl = False
+
+    def feed(self, line: str) -> list[str]:
+        step = one_line(line)
+        return [step] if step else []
+
+    def event(self, kind: str, event: dict[str, Any]) -> list[str]:  # pragma: no cover
+        return []
+
+    def answer(self) -> str:
+        return ""
+
+
+class ClaudeStream(Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+        self.result: str | None = None
+
+    def event(self, kind: str, event: dict[str, Any]) -> list[str]:
+        if kind == "assistant":
+            message = event.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            steps: list[str] = []
+            for block in content if isinstance(content, list) else []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text" and str(block.get("text", "")).strip():
+                    self.texts.append(str(block["text"]))
+                    steps.append(first_line(str(block["text"])))
+                elif block.get("type") == "tool_use":
+                    steps.append(describe_call(str(block.get("name", "tool")), block.get("input")))
+            return steps
+        if kind == "result":
+            result = event.get("result")
+            if isinstance(result, str):
+                self.result = result
+            if event.get("is_error") or event.get("subtype", "success") != "success":
+                self.failure = one_line(str(result or event.get("subtype") or "error"), limit=2000)
+        return []  # system/init, user tool results, stream events: not progress
+
+    def answer(self) -> str:
+        if self.result and self.result.strip():
+            return self.result
+        return self.texts[-1] if self.texts else ""
+
+
+class CodexStream(Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def event(self, kind: str, event: dict[str, Any]) -> list[str]:
+        if kind.startswith("item."):
+            item = event.get("item")
+            return [self._item(kind, item)] if isinstance(item, dict) else []
+        if kind == "turn.failed":
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else None
+            self.failure = one_line(str(message or "turn failed"), limit=2000)
+            return [one_line(f"✗ {self.failure}")]
+        if kind == "error":
+            return [one_line(f"✗ {event.get('message', 'error')}")]
+        return []  # thread.started, turn.started, turn.completed
+
+    def _item(self, kind: str, item: dict[str, Any]) -> str:
+        itype = item.get("type")
+        completed = kind == "item.completed"
+        if itype == "agent_message":
+            text = str(item.get("text", ""))
+            if completed and text.strip():
+                self.messages.append(text)
+            return first_line(text)
+        if itype == "reasoning":
+            return first_line(str(item.get("text", "")))
+        if itype == "command_execution":
+            command = str(item.get("command", ""))
+            code = item.get("exit_code")
+            suffix = f" (exit {code})" if completed and code is not None else ""
+            return one_line(f"$ {command}{suffix}")
+        if itype == "file_change":
+            changes = item.get("changes")
+            paths = [
+                str(c.get("path")) for c in changes or [] if isinstance(c, dict) and c.get("path")
+            ]
+            return one_line("✎ " + ", ".join(paths)) if paths else ""
+        if itype == "mcp_tool_call":
+            return one_line(f"{item.get('server', 'mcp')}.{item.get('tool', 'tool')}")
+        if itype == "web_search":
+            return one_line(f"search: {item.get('query', '')}")
+        if itype == "todo_list":
+            items = [i for i in item.get("items") or [] if isinstance(i, dict)]
+            done = sum(1 for i in items if i.get("completed"))
+            current = next((str(i.get("text", "")) for i in items if not i.get("completed")), "")
+            return one_line(f"[{done}/{len(items)}] {current}")
+        if itype == "error":
+            return one_line(f"✗ {item.get('message', 'error')}")
+        return ""
+
+    def answer(self) -> str:
+        return self.messages[-1] if self.messages else ""
+
+
+class GeminiStream(Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.segments: list[list[str]] = [[]]  # assistant text between tool calls
+
+    def event(self, kind: str, event: dict[str, Any]) -> list[str]:
+        if kind == "message" and event.get("role") == "assistant":
+            content = str(event.get("content", ""))
+            if not event.get("delta") and self.segments[-1]:
+                self.segments.append([])  # a whole message replaces, not extends
+            self.segments[-1].append(content)
+            current = "".join(self.segments[-1]).strip().splitlines()
+            return [one_line(current[-1])] if current else []
+        if kind == "tool_use":
+            self.segments.append([])
+            return [describe_call(str(event.get("tool_name", "tool")), event.get("parameters"))]
+        if kind == "tool_result" and event.get("status") == "error":
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else "tool failed"
+            return [one_line(f"✗ {message}")]
+        if kind == "error":
+            return [one_line(f"✗ {event.get('message', 'error')}")]
+        if kind == "result" and event.get("status", "success") != "success":
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else event.get("status")
+            self.failure = one_line(str(message or "error"), limit=2000)
+        return []  # init, the echoed user message, tool results
+
+    def answer(self) -> str:
+        for segment in reversed(self.segments):
+            text = "".join(segment)
+            if text.strip():
+                return text
+        return ""
+
+
+FORMATTERS: dict[str, type[Formatter]] = {
+    "claude_code": ClaudeStream,
+    "codex": CodexStream,
+    "gemini": GeminiStream,
+}
+
+
+def formatter_for(cli: str, jsonl: bool) -> Formatter:
+    if not jsonl:
+        return PlainText()
+    return FORMATTERS[cli]()

@@ -1,0 +1,318 @@
+"""One CLI child process, start to reaped: its own session and process group, stdout and
+stderr read concurrently, the full output written to disk as it comes, and the whole
+group killed on timeout, idle timeout, cancellation or Kernel's stop.
+
+Killing is SIGTERM to the group, then SIGKILL after a short grace, so a child that
+ignores SIGTERM dies too. Whatever ended the run, the group gets a final SIGKILL (a
+grandchild left behind by a CLI that exited must not outlive the delegation) and the
+leader is reaped before :meth:`CLIProcess.run` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from kernel.delegate.formats import Formatter
+
+log = logging.getLogger(__name__)
+
+CHUNK = 64 * 1024
+FLUSH_AT = 256 * 1024  # bytes of stdout buffered before a write to disk
+MAX_LINE = 8 * 1024 * 1024  # a longer "line" is handed on in pieces
+REAP_WAIT = 5.0  # seconds to wait for the leader after SIGKILL
+POLL = 0.1  # seconds between checks for a leader that exited while its pipes stay open
+DRAIN_WAIT = 2.0  # seconds to wait for the pipes to close after the group is gone
+OUTPUT_LIMIT = 50_000  # characters of output the model gets (seed 004)
+HALF = 24_500  # head and tail kept of a longer output; the rest holds the marker
+
+
+class HeadTail:
+    """Keeps the first ``head`` and last ``tail`` characters of a growing text."""
+
+    def __init__(self, head: int, tail: int) -> None:
+        self.head_limit = head
+        self.tail_limit = tail
+        self.head: list[str] = []
+        self.head_len = 0
+        self._tail: list[str] = []
+        self._tail_len = 0
+        self.total = 0
+
+    def add(self, text: str) -> None:
+        self.total += len(text)
+        room = self.head_limit - self.head_len
+        if room > 0:
+            self.head.append(text[:room])
+            self.head_len += len(text[:room])
+            text = text[room:]
+        if text and self.tail_limit:
+            self._tail.append(text)
+            self._tail_len += len(text)
+            if self._tail_len > 2 * self.tail_limit:  # trim now and then, not per line
+                self._tail = [self.tail]
+                self._tail_len = len(self._tail[0])
+
+    @property
+    def tail(self) -> str:
+        return "".join(self._tail)[-self.tail_limit :] if self.tail_limit else ""
+
+    @property
+    def omitted(self) -> int:
+        return self.total - self.head_len - min(self._tail_len, self.tail_limit)
+
+    def text(self, marker: Callable[[int], str] = lambda n: f"\n…[{n} omitted]…\n") -> str:
+        head = "".join(self.head)
+        if self.omitted <= 0:
+            return head + "".join(self._tail)
+        return head + marker(self.omitted) + self.tail
+
+
+@dataclass
+class RunRequest:
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    timeout: float
+    idle_timeout: float
+    formatter: Formatter
+    output_path: Path
+
+
+@dataclass
+class RunReport:
+    reason: str  # exit | completed | timeout | idle | stopped
+    exit_code: int | None
+    stdout: HeadTail
+    stderr: HeadTail
+    killed_after_done: bool = False  # the CLI said it was done but did not exit in time
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class CLIProcess:
+    def __init__(
+        self,
+        request: RunRequest,
+        *,
+        on_step: Callable[[str], None] = lambda step: None,
+        on_start: Callable[[int], None] = lambda pid: None,
+        kill_grace: float = 0.8,
+        done_grace: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.request = request
+        self.on_step = on_step
+        self.on_start = on_start
+        self.kill_grace = kill_grace
+        self.done_grace = done_grace
+        self.clock = clock
+        self.proc: asyncio.subprocess.Process | None = None
+        self.stdout = HeadTail(HALF, HALF)
+        self.stderr = HeadTail(10_000, 10_000)
+        self.last_display: float | None = None
+        self._activity = asyncio.Event()
+        self._buffer = bytearray()
+        self._file: BinaryIO | None = None
+        self._stopped = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def kill(self) -> None:
+        """Kernel is stopping: SIGKILL the whole group now; ``run`` then returns."""
+        self._stopped = True
+        if self.proc is not None:
+            signal_group(self.proc.pid, signal.SIGKILL)
+
+    async def run(self) -> RunReport:
+        """Run to the end. Raises OSError if the process cannot be started; re-raises
+        CancelledError after the group is killed."""
+        req = self.request
+        self._file = await asyncio.to_thread(_open, req.output_path)
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *req.argv,
+                cwd=req.cwd,
+                env=req.env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own group, so the whole tree can be killed
+            )
+        except BaseException:
+            await asyncio.to_thread(_discard, self._file, req.output_path)
+            raise
+        proc = self.proc
+        self.on_start(proc.pid)
+        assert proc.stdout is not None and proc.stderr is not None
+        started = self.clock()
+        out = asyncio.create_task(self._pump_stdout(proc.stdout), name=f"cli-out-{proc.pid}")
+        err = asyncio.create_task(self._pump_stderr(proc.stderr), name=f"cli-err-{proc.pid}")
+        exited = asyncio.create_task(proc.wait(), name=f"cli-wait-{proc.pid}")
+        killed_after_done = False
+        try:
+            reason = await self._supervise(started, exited)
+            if reason in ("timeout", "idle"):
+                await self._terminate()
+            elif reason == "completed":
+                killed_after_done = not await self._exits_within(self.done_grace)
+        except asyncio.CancelledError:
+            await self._terminate()
+            raise
+        finally:
+            # Leftovers (grandchildren, a leader past its grace) die here, in every path.
+            signal_group(proc.pid, signal.SIGKILL)
+            await self._finish(out, err, exited)
+        if self._stopped:
+            reason = "stopped"
+        return RunReport(
+            reason=reason,
+            exit_code=proc.returncode,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            killed_after_done=killed_after_done,
+        )
+
+    async def _supervise(self, started: float, exited: asyncio.Task[int]) -> str:
+        req = self.request
+        proc = self.proc
+        assert proc is not None
+        while True:
+            if req.formatter.done:
+                return "completed"
+            if exited.done() or proc.returncode is not None:
+                # asyncio's wait() also waits for the pipes, which a grandchild may
+                # hold open: the leader's own exit is what counts.
+                return "exit"
+            now = self.clock()
+            deadline = started + req.timeout
+            if now >= deadline:
+                return "timeout"
+            if self.last_display is not None:
+                idle_deadline = self.last_display + req.idle_timeout
+                if now >= idle_deadline:
+                    return "idle"
+                deadline = min(deadline, idle_deadline)
+            self._activity.clear()
+            waiter = asyncio.create_task(self._activity.wait())
+            try:
+                await asyncio.wait(
+                    {waiter, exited},
+                    timeout=min(deadline - now, POLL),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                waiter.cancel()
+
+    async def _terminate(self) -> None:
+        """SIGTERM, a short grace, then SIGKILL, which is sent even if this is cancelled."""
+        assert self.proc is not None
+        try:
+            signal_group(self.proc.pid, signal.SIGTERM)
+            await self._exits_within(self.kill_grace)
+        finally:
+            signal_group(self.proc.pid, signal.SIGKILL)
+
+    async def _exits_within(self, seconds: float) -> bool:
+        """Whether the leader exits within ``seconds`` (its pipes may stay open)."""
+        assert self.proc is not None
+        end = self.clock() + seconds
+        while self.proc.returncode is None:
+            left = end - self.clock()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(left, POLL / 4))
+        return True
+
+    async def _finish(
+        self, out: asyncio.Task[None], err: asyncio.Task[None], exited: asyncio.Task[int]
+    ) -> None:
+        try:
+            await asyncio.wait({exited}, timeout=REAP_WAIT)
+            await asyncio.wait({out, err}, timeout=DRAIN_WAIT)
+        finally:
+            for task in (out, err, exited):
+                task.cancel()
+            await self._close_file()
+
+    def _line(self, line: str) -> None:
+        self.stdout.add(line + "\n")
+        formatter = self.request.formatter
+        steps = formatter.feed(line)
+        if steps:
+            self.last_display = self.clock()
+            for step in steps:
+                self.on_step(step)
+        if steps or formatter.done:
+            self._activity.set()
+
+    async def _pump_stdout(self, stream: asyncio.StreamReader) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending = ""
+        while chunk := await stream.read(CHUNK):
+            await self._write(chunk)
+            text = pending + decoder.decode(chunk)
+            lines = text.split("\n")
+            pending = lines.pop()
+            for line in lines:
+                self._line(line.rstrip("\r"))
+            if len(pending) > MAX_LINE:
+                self._line(pending)
+                pending = ""
+        pending += decoder.decode(b"", final=True)
+        if pending:
+            self._line(pending)
+
+    async def _pump_stderr(self, stream: asyncio.StreamReader) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while chunk := await stream.read(CHUNK):
+            self.stderr.add(decoder.decode(chunk))
+        self.stderr.add(decoder.decode(b"", final=True))
+
+    async def _write(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        if len(self._buffer) >= FLUSH_AT and self._file is not None:
+            data, self._buffer = bytes(self._buffer), bytearray()
+            await asyncio.to_thread(self._file.write, data)
+
+    async def _close_file(self) -> None:
+        file, self._file = self._file, None
+        if file is None:
+            return
+        data = bytes(self._buffer)
+        if self.stderr.total:
+            data += b"\n----- stderr -----\n" + self.stderr.text().encode("utf-8", "replace")
+        try:
+            await asyncio.to_thread(_write_and_close, file, data)
+        finally:
+            if not file.closed:  # cancelled while writing: do not leak the descriptor
+                file.close()
+
+
+def _open(path: Path) -> BinaryIO:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("wb")
+
+
+def _discard(file: BinaryIO, path: Path) -> None:
+    file.close()
+    path.unlink(missing_ok=True)
+
+
+def _write_and_close(file: BinaryIO, data: bytes) -> None:
+    with file:
+        file.write(data)

@@ -1,0 +1,184 @@
+"""The chat message that follows a running ``delegate_to_cli`` call.
+
+The view learns a delegation started from the turn's ``tool_call`` event and hands it
+here: "⏳ Running the task… (cli)", then the current step and the elapsed time read
+from the Kernel's Delegator, edited at most once per ``interval`` (a new step is shown
+at the first allowed moment, the elapsed time refreshes at least that often), then the
+outcome. An edit is never sent with unchanged text ("message is not modified").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from telegram import Bot
+from telegram.error import TelegramError
+
+from kernel.agent.events import ToolResult
+from kernel.delegate.delegator import DEFAULT_CLI, Delegation, Delegator
+from kernel.i18n import t
+
+log = logging.getLogger(__name__)
+
+TOOL_NAME = "delegate_to_cli"
+HALT_WAIT = 5.0  # seconds the view waits for a cancelled progress edit to end
+
+
+def format_elapsed(seconds: float) -> str:
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return t("delegate.seconds", s=whole)
+    return t("delegate.minutes", m=whole // 60, s=whole % 60)
+
+
+class DelegationProgress:
+    def __init__(
+        self,
+        bot: Bot,
+        chat_id: int,
+        delegator: Delegator,
+        conversation: str,
+        call_id: str,
+        cli: str | None,
+        *,
+        interval: float,
+    ) -> None:
+        self.bot = bot
+        self.chat_id = chat_id
+        self.delegator = delegator
+        self.conversation = conversation
+        self.call_id = call_id
+        self.cli = cli or DEFAULT_CLI
+        self.interval = interval
+        self.message_id: int | None = None
+        self.started = time.monotonic()
+        self._shown = ""
+        self._last_edit = 0.0
+        self._ticker: asyncio.Task[None] | None = None
+        self._began = False  # false while an approval is still asked
+
+    def _delegation(self) -> Delegation | None:
+        found = self.delegator.current(self.conversation)
+        return found if found is not None and found.cli == self.cli else None
+
+    def render(self) -> str:
+        delegation = self._delegation()
+        lines = [t("tg.delegate_running", cli=self.cli)]
+        elapsed = time.monotonic() - self.started
+        if delegation is not None:
+            elapsed = delegation.elapsed
+            if delegation.step:
+                lines.append(t("tg.delegate_step", step=delegation.step))
+        lines.append(t("tg.delegate_elapsed", elapsed=format_elapsed(elapsed)))
+        return "\n".join(lines)
+
+    async def begin(self, placeholder: int | None) -> None:
+        """Show the progress in ``placeholder`` (or a new message) and start the edits."""
+        self._began = True
+        text = self.render()
+        if placeholder is not None and await self._edit(placeholder, text):
+            self.message_id = placeholder
+        else:
+            try:
+                sent = await self.bot.send_message(self.chat_id, text)
+                self.message_id = sent.message_id
+                self._shown = text
+            except TelegramError as exc:
+                log.warning("progress message failed: %s", type(exc).__name__)
+        self._last_edit = time.monotonic()
+        if self.message_id is not None:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    def begin_when_running(self) -> None:
+        """For a call that waits for the owner's approval first: the message appears
+        only once the CLI really starts (below the question), not while it is asked."""
+        self._ticker = asyncio.get_running_loop().create_task(self._await_start())
+
+    async def _await_start(self) -> None:
+        seen = self.delegator.version
+        while self.delegator.current(self.conversation) is None:
+            seen = await self.delegator.wait_change(seen, self.interval)
+        self.started = time.monotonic()
+        await self.begin(None)
+
+    async def _tick(self) -> None:
+        seen = self.delegator.version
+        while True:
+            wait = self._last_edit + self.interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            # A change (a new step) shows at once; otherwise the clock refreshes.
+            seen = await self.delegator.wait_change(seen, self.interval)
+            assert self.message_id is not None
+            await self._edit(self.message_id, self.render())
+            self._last_edit = time.monotonic()
+
+    async def _edit(self, message_id: int, text: str) -> bool:
+        if text == self._shown:
+            return True
+        try:
+            await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=message_id)
+        except TelegramError as exc:
+            log.info("progress edit failed: %s", type(exc).__name__)
+            return False
+        self._shown = text
+        return True
+
+    async def _halt(self) -> None:
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.cancel()
+            # Bounded: an edit in flight gets a moment, the view never hangs on it.
+            await asyncio.wait({ticker}, timeout=HALT_WAIT)
+
+    async def finish(self, event: ToolResult) -> None:
+        """The tool returned: show its outcome."""
+        await self._halt()
+        if not self._began:
+            return  # never ran (denied or unanswered approval): the question says so
+        if not event.ok:  # refused before anything ran (busy, not installed, bad cwd)
+            reason = event.summary.removeprefix("error: ")
+            await self._show(t("tg.delegate_refused", cli=self.cli, reason=reason))
+            return
+        delegation = self.delegator.latest(self.conversation)
+        await self._show(self._outcome(delegation))
+
+    async def cancelled(self) -> None:
+        """The turn was cancelled (or failed) while the CLI ran."""
+        await self._halt()
+        if not self._began:
+            return
+        delegation = self.delegator.latest(self.conversation)
+        elapsed = delegation.elapsed if delegation else time.monotonic() - self.started
+        await self._show(t("tg.delegate_stopped", cli=self.cli, elapsed=format_elapsed(elapsed)))
+
+    async def close(self) -> None:
+        await self._halt()
+
+    def _outcome(self, delegation: Delegation | None) -> str:
+        if delegation is None:  # not expected: a tool that returned has a record
+            elapsed = format_elapsed(time.monotonic() - self.started)
+            return t("tg.delegate_done", cli=self.cli, elapsed=elapsed)
+        elapsed = format_elapsed(delegation.elapsed)
+        outcome = delegation.outcome
+        if outcome == "ok":
+            return t("tg.delegate_ok", cli=self.cli, elapsed=elapsed)
+        if outcome == "timeout":
+            return t("tg.delegate_timeout", cli=self.cli, elapsed=elapsed)
+        if outcome == "idle":
+            return t("tg.delegate_idle", cli=self.cli, elapsed=elapsed)
+        if outcome in ("stopped", "cancelled"):
+            return t("tg.delegate_stopped", cli=self.cli, elapsed=elapsed)
+        code = "—" if delegation.exit_code is None else delegation.exit_code
+        return t("tg.delegate_failed", cli=self.cli, code=code, elapsed=elapsed)
+
+    async def _show(self, text: str) -> None:
+        if self.message_id is not None and await self._edit(self.message_id, text):
+            return
+        with contextlib.suppress(TelegramError):
+            sent = await self.bot.send_message(self.chat_id, text)
+            self.message_id = sent.message_id
+            self._shown = text

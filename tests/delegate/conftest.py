@@ -1,0 +1,79 @@
+"""Delegation fixtures: stand-in CLIs on disk and a config.toml pointing at them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel.config import Config, load_config
+from kernel.delegate.delegator import Delegator
+from tests.conftest import write_config
+from tests.delegate.standins import alive, make_cli
+
+SHAPES = ("claude_code", "codex", "gemini", "text")
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> dict[str, Path]:
+    """One stand-in executable per CLI shape."""
+    return {shape: make_cli(tmp_path / "bin", shape) for shape in SHAPES}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+ConfigFactory = Callable[..., Config]
+
+
+def cli_section(name: str, **keys: Any) -> str:
+    lines = [f"[cli.{name}]"] + [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def make_config(tmp_path: Path, workspace: Path) -> ConfigFactory:
+    def factory(*sections: str) -> Config:
+        path = write_config(
+            tmp_path,
+            "http://127.0.0.1:9",
+            "claude",
+            default_workspace=str(workspace),
+            language="en",
+        )
+        path.write_text(path.read_text() + "\n" + "\n".join(sections), encoding="utf-8")
+        return load_config(path, env={}, require_telegram=False)
+
+    return factory
+
+
+def delegator_for(config: Config, **kw: Any) -> Delegator:
+    return Delegator(config, **kw)
+
+
+def read(path: Path | str) -> str:
+    """A file's text (sync: a test's own small read)."""
+    return Path(path).read_text(encoding="utf-8")
+
+
+def record_of(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110 (polling process state, which has no event)
+            await asyncio.sleep(0.02)
+
+
+async def wait_dead(*pids: int, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+    await wait_for(lambda: not any(alive(p) for p in pids), timeout)

@@ -1,0 +1,180 @@
+"""Stand-in coding CLIs: small Python executables (``#!<this python>``, chmod +x) that
+print the JSONL each real CLI documents, and misbehave on demand.
+
+One script serves every CLI; its behaviour comes from the environment the test sets
+(the child inherits it):
+
+- ``STANDIN_MODE``: ``ok`` (default), ``hang`` (no output, sleep), ``step_then_hang``
+  (one displayable event, then sleep), ``noise_then_ok`` (start-up noise only, a pause
+  of ``STANDIN_PAUSE`` seconds, then a normal run), ``big`` (``STANDIN_SIZE`` characters
+  of answer), ``fail`` (an error on stderr, exit 3), ``no_exit`` (completion event, then
+  sleep without exiting).
+- ``STANDIN_DELAY``: seconds after each displayable event (start-up noise comes at once).
+- ``STANDIN_IGNORE_TERM=1``: ignore SIGTERM (the child and its grandchild).
+- ``STANDIN_GRANDCHILD=1``: spawn a sleeping grandchild first.
+- ``STANDIN_RECORD``: a file that gets ``{"argv", "cwd", "pid", "grandchild", "env"}``.
+
+The CLI shape is the script's first argument baked in at creation (``claude_code``,
+``codex``, ``gemini`` or ``text``).
+"""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+SCRIPT = r"""#!{python}
+import json, os, signal, subprocess, sys, time
+
+SHAPE = {shape!r}
+args = sys.argv[1:]
+task = args[-1] if args else ""
+mode = os.environ.get("STANDIN_MODE", "ok")
+delay = float(os.environ.get("STANDIN_DELAY", "0"))
+if os.environ.get("STANDIN_IGNORE_TERM") == "1":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+grandchild = None
+if os.environ.get("STANDIN_GRANDCHILD") == "1":
+    code = "import signal, time\n"
+    if os.environ.get("STANDIN_IGNORE_TERM") == "1":
+        code += "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    code += "time.sleep(600)\n"
+    grandchild = subprocess.Popen([sys.executable, "-c", code]).pid
+record = os.environ.get("STANDIN_RECORD")
+if record:
+    env = {{k: v for k, v in os.environ.items() if k.startswith(("KERNEL_", "STANDIN_"))}}
+    info = {{"argv": sys.argv, "cwd": os.getcwd(), "pid": os.getpid(),
+             "grandchild": grandchild, "env": env}}
+    with open(record + ".tmp", "w") as f:
+        json.dump(info, f)
+    os.replace(record + ".tmp", record)
+
+
+def emit(event, pause=True):
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+    if delay and pause:
+        time.sleep(delay)
+
+
+def say(text):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    if delay:
+        time.sleep(delay)
+
+
+def option(name):
+    return args[args.index(name) + 1] if name in args else None
+
+
+answer = "Done: " + task
+if mode == "big":
+    size = int(os.environ.get("STANDIN_SIZE", "200000"))
+    answer = "HEAD-" + "x" * (size - 10) + "-TAIL"
+
+if mode == "hang":
+    time.sleep(600)
+if mode == "fail":
+    sys.stderr.write("fatal: the model refused the credentials\n")
+    sys.stderr.flush()
+    sys.exit(3)
+
+if SHAPE == "claude_code":
+    emit({{"type": "system", "subtype": "init", "cwd": os.getcwd(), "session_id": "s-1",
+           "tools": ["Bash", "Read", "Edit"], "model": "claude-sonnet-4-5",
+           "permissionMode": "default"}}, pause=False)
+    if mode == "noise_then_ok":
+        time.sleep(float(os.environ.get("STANDIN_PAUSE", "1")))
+    emit({{"type": "assistant", "message": {{"id": "msg_1", "type": "message",
+           "role": "assistant", "content": [{{"type": "text", "text": "Let me look around."}}]}},
+           "parent_tool_use_id": None, "session_id": "s-1"}})
+    if mode == "step_then_hang":
+        time.sleep(600)
+    emit({{"type": "assistant", "message": {{"id": "msg_2", "type": "message",
+           "role": "assistant", "content": [{{"type": "tool_use", "id": "toolu_1",
+           "name": "Bash", "input": {{"command": "ls -la", "description": "List files"}}}}]}},
+           "parent_tool_use_id": None, "session_id": "s-1"}})
+    emit({{"type": "user", "message": {{"role": "user", "content": [{{"tool_use_id": "toolu_1",
+           "type": "tool_result", "content": "a.txt\nb.txt", "is_error": False}}]}},
+           "parent_tool_use_id": None, "session_id": "s-1"}})
+    emit({{"type": "assistant", "message": {{"id": "msg_3", "type": "message",
+           "role": "assistant", "content": [{{"type": "text", "text": answer}}]}},
+           "parent_tool_use_id": None, "session_id": "s-1"}})
+    emit({{"type": "result", "subtype": "success", "is_error": False, "duration_ms": 1200,
+           "num_turns": 3, "result": answer, "session_id": "s-1", "total_cost_usd": 0.01}})
+elif SHAPE == "codex":
+    emit({{"type": "thread.started", "thread_id": "th-1"}}, pause=False)
+    emit({{"type": "turn.started"}}, pause=False)
+    if mode == "noise_then_ok":
+        time.sleep(float(os.environ.get("STANDIN_PAUSE", "1")))
+    emit({{"type": "item.completed", "item": {{"id": "item_0", "type": "reasoning",
+           "text": "**Scanning the repository**"}}}})
+    if mode == "step_then_hang":
+        time.sleep(600)
+    emit({{"type": "item.started", "item": {{"id": "item_1", "type": "command_execution",
+           "command": "bash -lc ls", "aggregated_output": "", "exit_code": None,
+           "status": "in_progress"}}}})
+    emit({{"type": "item.completed", "item": {{"id": "item_1", "type": "command_execution",
+           "command": "bash -lc ls", "aggregated_output": "a.txt\n", "exit_code": 0,
+           "status": "completed"}}}})
+    emit({{"type": "item.completed", "item": {{"id": "item_2", "type": "file_change",
+           "changes": [{{"path": "src/app.py", "kind": "update"}}], "status": "completed"}}}})
+    emit({{"type": "item.completed", "item": {{"id": "item_3", "type": "agent_message",
+           "text": "stream copy: " + answer}}}})
+    last = option("--output-last-message")
+    if last:
+        with open(last, "w") as f:
+            f.write("From the last-message file: " + answer)
+    emit({{"type": "turn.completed", "usage": {{"input_tokens": 10,
+           "cached_input_tokens": 0, "output_tokens": 5}}}})
+elif SHAPE == "gemini":
+    emit({{"type": "init", "timestamp": "2025-10-10T12:00:00.000Z", "session_id": "g-1",
+           "model": "gemini-2.5-pro"}}, pause=False)
+    emit({{"type": "message", "role": "user", "content": task,
+           "timestamp": "2025-10-10T12:00:00.000Z"}}, pause=False)
+    if mode == "noise_then_ok":
+        time.sleep(float(os.environ.get("STANDIN_PAUSE", "1")))
+    emit({{"type": "tool_use", "tool_name": "run_shell_command", "tool_id": "t-1",
+           "parameters": {{"command": "ls -la"}}, "timestamp": "2025-10-10T12:00:01.000Z"}})
+    if mode == "step_then_hang":
+        time.sleep(600)
+    emit({{"type": "tool_result", "tool_id": "t-1", "status": "success",
+           "output": "a.txt", "timestamp": "2025-10-10T12:00:01.000Z"}})
+    half = len(answer) // 2
+    emit({{"type": "message", "role": "assistant", "content": answer[:half], "delta": True,
+           "timestamp": "2025-10-10T12:00:02.000Z"}})
+    emit({{"type": "message", "role": "assistant", "content": answer[half:], "delta": True,
+           "timestamp": "2025-10-10T12:00:02.000Z"}})
+    emit({{"type": "result", "status": "success", "stats": {{"total_tokens": 20,
+           "input_tokens": 10, "output_tokens": 10, "duration_ms": 900, "tool_calls": 1}},
+           "timestamp": "2025-10-10T12:00:03.000Z"}})
+else:
+    say("\x1b[1mworking on it\x1b[0m")
+    if mode == "step_then_hang":
+        time.sleep(600)
+    say(answer)
+
+if mode == "no_exit":
+    time.sleep(600)
+sys.exit(0)
+"""
+
+
+def make_cli(folder: Path, shape: str, name: str | None = None) -> Path:
+    """Write a stand-in executable printing ``shape``'s stream; returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (name or f"fake-{shape}")
+    path.write_text(SCRIPT.format(python=sys.executable, shape=shape), encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def alive(pid: int) -> bool:
+    """A live process (a zombie waiting for its parent counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")

@@ -1,0 +1,59 @@
+"""[cli.<name>] and telegram.progress_interval: parsing, detection, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel.config import Config, load_config
+from kernel.errors import ConfigError
+from tests.config.test_config import BASE_ENV
+
+
+def load(tmp_path: Path, text: str) -> Config:
+    path = tmp_path / "config.toml"
+    path.write_text('[general]\nlanguage = "en"\n' + text, encoding="utf-8")
+    return load_config(path, env=BASE_ENV)
+
+
+def test_defaults_stream_jsonl_and_keys_parse(tmp_path: Path) -> None:
+    config = load(
+        tmp_path,
+        "[telegram]\nprogress_interval = 0.5\n"
+        '[cli.codex]\ncommand = "/opt/codex"\ntimeout = 30\nidle_timeout = 5\n'
+        '[cli.gemini]\nargs = ["-p"]\n'
+        '[cli.claude_code]\nargs = ["-p"]\noutput = "jsonl"\n',
+    )
+    assert config.telegram.progress_interval == 0.5
+    codex = config.cli["codex"]
+    assert (codex.command, codex.timeout, codex.idle_timeout) == ("/opt/codex", 30.0, 5.0)
+    assert codex.jsonl  # default args carry --json
+    assert config.cli["gemini"].jsonl is False  # plain -p: text
+    assert config.cli["claude_code"].jsonl is True  # forced
+    defaults = load(tmp_path, "")
+    assert all(c.jsonl for c in defaults.cli.values())
+    assert all(c.timeout == 600.0 for c in defaults.cli.values())
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[cli.codex]\noutput = "yaml"\n', "cli.codex.output"),
+        ("[cli.claude_code]\ntimeout = 0\n", "cli.claude_code.timeout"),
+        ("[cli.gemini]\nidle_timeout = -1\n", "cli.gemini.idle_timeout"),
+        ('[cli.claude_code]\ncommand = " "\n', "cli.claude_code.command"),
+        ('[cli.codex]\nargs = "exec --json"\n', "cli.codex.args"),
+        ("[telegram]\nprogress_interval = 0\n", "telegram.progress_interval"),
+    ],
+)
+def test_bad_cli_settings_are_refused_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load(tmp_path, text)
+    assert refused.value.key == key and key in str(refused.value)
+
+
+def test_an_unknown_cli_section_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    config = load(tmp_path, '[cli.aider]\ncommand = "aider"\n')
+    assert "aider" not in config.cli
+    assert any("[cli.aider]" in w and "claude_code" in w for w in config.warnings)
