@@ -11,6 +11,7 @@ from kernel.agent.titles import TitleMaker
 from kernel.config import Config
 from kernel.errors import StartupError, StoreError
 from kernel.i18n import t
+from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
 from kernel.store.db import Store
@@ -45,9 +46,12 @@ class Kernel:
     def __init__(self, config: Config, *, sleep: Sleep = asyncio.sleep) -> None:
         self.config = config
         self.store = Store(config.db_path)
+        self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
         self._sleep = sleep
-        self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
+        self.agent = Agent(
+            config, self.store, self.tools, self._make_provider, sleep=sleep, memories=self.memories
+        )
 
     def _make_provider(self, name: str) -> Provider:
         return create_provider(self.config.providers[name])
@@ -63,7 +67,7 @@ class Kernel:
         if self.config.titles is not None:
             provider = await asyncio.to_thread(create_titles_provider, self.config.titles)
             self.agent.titles = TitleMaker(provider, self._sleep)
-        memory.register(self.tools, self.store)
+        memory.register(self.tools, self.memories)
         self.tools.disable(self.config.general.disabled_tools)
         await self.agent.start()
         log.info(
