@@ -2,7 +2,8 @@
 ``<remember>`` tags): tokens with jieba, rows and the full-text index in the store.
 
 Search is FTS5 with BM25 rank when SQLite has FTS5 (detected at start), else LIKE; an
-FTS5 search that finds nothing tries LIKE too (substrings find what whole tokens miss).
+FTS5 search that finds nothing tries LIKE over the most recent memories too (substrings
+find what whole tokens miss).
 jieba loads on the first operation that needs tokens (add, search, recall), never at
 start; listing, counting and deleting do not need it. Memories that are not in the
 full-text index yet (those there before the FTS5 migration, or added while FTS5 was
@@ -25,6 +26,7 @@ from kernel.store.migrations import memory_key
 log = logging.getLogger(__name__)
 
 BACKLOG_BATCH = 500
+LIKE_WINDOW = 5000  # the most recent memories the LIKE fallback of an FTS5 search scans
 MAX_REMEMBERED_PER_TURN = 3  # seed 001: at most 3 facts saved from one turn's tags
 MAX_FACTS_CONSIDERED = 10  # a reply full of tags costs a bounded number of writes
 
@@ -74,11 +76,14 @@ class Memories:
         terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
         if not terms:
             return []
-        if self.store.fts5_available:
-            found = await self.store.search_memories_fts(fts_query(terms), limit=limit)
-            if found:
-                return found
-        return await self.store.search_memories_like(terms, limit=limit)
+        if not self.store.fts5_available:
+            return await self.store.search_memories_like(terms, limit=limit)
+        found = await self.store.search_memories_fts(fts_query(terms), limit=limit)
+        if found:
+            return found
+        # Substrings find what whole tokens miss ("vim" in "neovim"), within a window so
+        # that a query matching nothing costs little even with 100K memories.
+        return await self.store.search_memories_like(terms, limit=limit, newest=LIKE_WINDOW)
 
     async def recall(self, query: str, k: int) -> list[MemoryRow]:
         """Memories for the model's context: the top ``k`` matches for the owner's

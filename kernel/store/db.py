@@ -461,11 +461,12 @@ class Store:
         return await self._read("search memories", op)
 
     async def search_memories_like(
-        self, terms: Sequence[str], *, limit: int = 5
+        self, terms: Sequence[str], *, limit: int = 5, newest: int | None = None
     ) -> list[MemoryRow]:
         """Memories containing any of ``terms`` (substring match, the fallback without
         FTS5). Ranked by how many distinct terms match, then newest first.
-        Case-insensitive for ASCII only (SQLite LIKE)."""
+        Case-insensitive for ASCII only (SQLite LIKE). ``newest``: look only at that
+        many of the most recent memories (a scan's cost grows with the table)."""
         _check_non_negative(limit=limit)
         # LIKE folds ASCII case only, so terms are deduplicated the same way.
         unique: dict[str, str] = {}
@@ -476,12 +477,15 @@ class Store:
         if not chosen or limit == 0:
             return []
         score = " + ".join(["(text LIKE ? ESCAPE '\\')"] * len(chosen))
+        window = "" if newest is None else " ORDER BY id DESC LIMIT ?"
         sql = (
             f"SELECT id, text, category, created_at FROM"
-            f" (SELECT *, {score} AS score FROM memories)"
+            f" (SELECT *, {score} AS score FROM memories{window})"
             " WHERE score > 0 ORDER BY score DESC, id DESC LIMIT ?"
         )
         params: list[Any] = [f"%{_escape_like(t)}%" for t in chosen]
+        if newest is not None:
+            params.append(newest)
         params.append(limit)
 
         def op(conn: sqlite3.Connection) -> list[MemoryRow]:

@@ -374,6 +374,15 @@ async def test_like_search_escapes_like_wildcards(store: Store) -> None:
     assert await store.search_memories_like(["%"]) == [pct]
 
 
+async def test_like_search_within_the_newest(store: Store) -> None:
+    old, _ = await store.add_memory("old tea note")
+    new, _ = await store.add_memory("new tea note")
+    await store.add_memory("unrelated")
+    assert await store.search_memories_like(["tea"]) == [new, old]
+    assert await store.search_memories_like(["tea"], newest=2) == [new]
+    assert await store.search_memories_like(["tea"], newest=0) == []
+
+
 async def test_fts_index_follows_adds_and_deletes(store: Store) -> None:
     assert store.fts5_available and not store.memory_index_pending
     tea, _ = await store.add_memory("Likes green tea", tokens="likes green tea")
