@@ -201,11 +201,13 @@ async def measure_sizes(args: argparse.Namespace, corpus: Corpus, folder: Path) 
         took = time.perf_counter() - start
         have = size
         count = await store.count_memories()
-        rate = len(fresh) / took if took and store.fts5_available else 0.0
         db_mb = (folder / "kernel.db").stat().st_size / 2**20
         wal = folder / "kernel.db-wal"
         db_mb += wal.stat().st_size / 2**20 if wal.exists() else 0.0
-        print(f"== {count} memories (db {db_mb:.1f} MiB; backlog indexed at {rate:,.0f} rows/s)")
+        indexed = (
+            f"; backlog indexed at {len(fresh) / took:,.0f} rows/s" if store.fts5_available else ""
+        )
+        print(f"== {count} memories (db + wal {db_mb:.1f} MiB{indexed})")
 
         rng = random.Random(size)
         sources = [rng.choice(texts) for _ in range(args.queries // 2)]
