@@ -4,8 +4,8 @@
 Search is FTS5 with BM25 rank when SQLite has FTS5 (detected at start), else LIKE; an
 FTS5 search that finds nothing tries LIKE over the most recent memories too (substrings
 find what whole tokens miss).
-jieba loads on the first operation that needs tokens (add, search, recall), never at
-start; listing, counting and deleting do not need it. Memories that are not in the
+jieba loads on the first operation that needs tokens (search, recall, add with FTS5),
+never at start; listing, counting and deleting do not need it. Memories that are not in the
 full-text index yet (those there before the FTS5 migration, or added while FTS5 was
 unavailable) are indexed then, in batches, before the first search.
 """
@@ -48,13 +48,15 @@ class Memories:
 
     async def _index_backlog(self) -> None:
         async with self._index_lock:
+            total = 0
             while self.store.memory_index_pending:
                 rows = await self.store.memory_backlog(BACKLOG_BATCH)
                 pairs = await asyncio.to_thread(self._cut_rows, rows)
-                await self.store.index_memories(pairs)
+                total += await self.store.index_memories(pairs)
                 if not rows:
                     break
-                log.info("indexed %d earlier memories for full-text search", len(rows))
+            if total:
+                log.info("indexed %d earlier memories for full-text search", total)
 
     def _cut_rows(self, rows: list[tuple[int, str]]) -> list[tuple[int, str]]:
         return [(memory_id, self.tokenizer.index_text(text)) for memory_id, text in rows]
@@ -64,8 +66,10 @@ class Memories:
         Raises ValueError for empty text or an unknown category."""
         if not text.strip():
             raise ValueError("memory text is empty")
-        await self._ready()
-        tokens = await asyncio.to_thread(self.tokenizer.index_text, text)
+        tokens = None
+        if self.store.fts5_available:
+            await self._ready()
+            tokens = await asyncio.to_thread(self.tokenizer.index_text, text)
         return await self.store.add_memory(text, category, tokens=tokens)
 
     async def search(self, query: str, limit: int = 5) -> list[MemoryRow]:
