@@ -12,7 +12,8 @@ Cases:
   import kernel.app     ``import kernel`` then ``import kernel.app`` (no SDK should load)
   start Kernel (claude) load_config + Kernel + start() + agent.provider(): the real
                         start-up with one ``claude`` provider, so ``anthropic`` is imported;
-                        ``openai`` must not be
+                        ``openai`` must not be, nor ``jieba`` (it loads on the first
+                        memory operation)
   anthropic/openai/aiohttp  eager SDK imports, alone and together, for scale
 
     uv run python bench/import_rss.py [-n 5]
@@ -48,7 +49,7 @@ PRELUDE = textwrap.dedent(
         return out
 
     def _report(**extra):
-        heavy = ("anthropic", "openai", "aiohttp", "pydantic")
+        heavy = ("anthropic", "openai", "aiohttp", "pydantic", "jieba")
         loaded = {m: m in sys.modules for m in heavy}
         print(json.dumps({**_mem(), "total": time.perf_counter() - _t0, "loaded": loaded,
                           "modules": len(sys.modules), **extra}))
@@ -84,13 +85,14 @@ CASES: dict[str, str] = {
             t_provider = time.perf_counter() - _t0
             mem = _mem()
             openai_loaded = "openai" in sys.modules
+            jieba_loaded = "jieba" in sys.modules
             await app.stop()
-            return t_started, t_provider, mem, openai_loaded
+            return t_started, t_provider, mem, openai_loaded, jieba_loaded
 
-        t_started, t_provider, mem, openai_loaded = asyncio.run(main())
+        t_started, t_provider, mem, openai_loaded, jieba_loaded = asyncio.run(main())
         # Memory and time as they were with the provider built (before the stop).
         _report(imports=t_import, started=t_started, provider=t_provider,
-                openai_at_start=openai_loaded, **mem)
+                openai_at_start=openai_loaded, jieba_at_start=jieba_loaded, **mem)
         """
     ),
     "import anthropic": "import anthropic\n_report()",
@@ -182,6 +184,9 @@ def main() -> None:
     leaked = [r.report["openai_at_start"] for r in start]
     verdict = "NO (good)" if not any(leaked) else f"YES in {sum(leaked)}/{len(leaked)} runs"
     print(f"'openai' in sys.modules after a claude-only start: {verdict}")
+    jieba = [r.report["jieba_at_start"] for r in start]
+    verdict = "NO (good)" if not any(jieba) else f"YES in {sum(jieba)}/{len(jieba)} runs"
+    print(f"'jieba' in sys.modules after start (no memory operation yet): {verdict}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from kernel.delegate import tool as delegate_tool
 from kernel.delegate.delegator import Delegator
 from kernel.errors import StartupError, StoreError
 from kernel.i18n import t
+from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
 from kernel.store.db import Store
@@ -52,10 +53,13 @@ class Kernel:
     def __init__(self, config: Config, *, sleep: Sleep = asyncio.sleep) -> None:
         self.config = config
         self.store = Store(config.db_path)
+        self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
         self._sleep = sleep
         self.delegator = Delegator(config)
-        self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
+        self.agent = Agent(
+            config, self.store, self.tools, self._make_provider, sleep=sleep, memories=self.memories
+        )
 
     def _make_provider(self, name: str) -> Provider:
         return create_provider(self.config.providers[name])
@@ -71,7 +75,7 @@ class Kernel:
         if self.config.titles is not None:
             titles = self.config.titles
             self.agent.titles = TitleMaker(lambda: create_titles_provider(titles), self._sleep)
-        memory.register(self.tools, self.store)
+        memory.register(self.tools, self.memories)
         ask.register(self.tools)
         delegate_tool.register(self.tools, self.delegator)
         self.tools.disable(self.config.general.disabled_tools)

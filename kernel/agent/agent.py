@@ -49,6 +49,8 @@ from kernel.agent.turns import Turn
 from kernel.config import Config
 from kernel.errors import BusyError, KernelError, ProviderError, SessionError, ToolError
 from kernel.i18n import t
+from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
+from kernel.memory.remember import Fact, RememberFilter, extract_remember
 from kernel.providers.base import (
     ChatRequest,
     Completion,
@@ -106,9 +108,11 @@ class Agent:
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], datetime] | None = None,
         titles: TitleMaker | None = None,
+        memories: Memories | None = None,
     ) -> None:
         self.config = config
         self.store = store
+        self.memories = memories or Memories(store, config.data_dir / "cache")
         self.tools = tools
         self._factory = provider_factory
         self._providers: dict[str, Provider] = {}
@@ -315,12 +319,10 @@ class Agent:
             return SOUL_FALLBACK
 
     async def _recall(self, query: str) -> str:
-        k = self.config.general.memory_recall_k
         try:
-            found = await self.store.search_memories(query, limit=k) if query.strip() else []
-            if not found:
-                found = await self.store.list_memories(limit=k)
+            found = await self.memories.recall(query, self.config.general.memory_recall_k)
         except KernelError:
+            # Recall is a help, not a condition: the turn goes on without it.
             log.warning("memory recall failed", exc_info=True)
             return ""
         if not found:
@@ -370,6 +372,7 @@ class _TurnRun:
         self.partial: list[str] = []  # text streamed in the current step, not yet stored
         self.replies: list[str] = []
         self.new_session = False
+        self.remembered = 0  # new memories from <remember> tags in this turn
 
     def reply_so_far(self) -> str:
         return "".join([*self.replies, *self.partial])
@@ -411,14 +414,20 @@ class _TurnRun:
             messages = working if tools else flatten_tool_blocks(working)
             request = ChatRequest(agent.model, system, messages, tools)
             completion = await self._stream(provider, request, policy)
+            # History keeps the text without <remember> tags: it is what the owner saw,
+            # the facts live in memories (recalled as their own layer), and a model shown
+            # its old tags would learn to repeat them.
+            text, facts = extract_remember(completion.text)
+            if facts:
+                await self._remember(facts)
             assistant = Message("assistant", [])
-            if completion.text:
-                assistant.content.append(TextBlock(completion.text))
+            if text:
+                assistant.content.append(TextBlock(text))
             for call in completion.tool_calls:
                 assistant.content.append(ToolUseBlock(call.id, call.name, self._args(call)))
             self.partial = []
-            if completion.text:
-                self.replies.append(completion.text)
+            if text:
+                self.replies.append(text)
             if not completion.tool_calls:
                 if assistant.content:
                     await self._store(assistant)
@@ -443,15 +452,35 @@ class _TurnRun:
         self, provider: Provider, request: ChatRequest, policy: RetryPolicy
     ) -> Completion:
         completion: Completion | None = None
+        tags = RememberFilter()  # every channel previews deltas: tags never reach them
         stream = stream_with_retry(provider, request, policy, sleep=self.agent._sleep)
         async for event in stream:
             if isinstance(event, TextDelta):
-                self.partial.append(event.text)
-                self.turn.emit(AssistantDelta(self.step, event.text))
+                self._show(tags.feed(event.text))
             elif isinstance(event, Completion):
                 completion = event
         assert completion is not None
+        self._show(tags.flush())
         return completion
+
+    def _show(self, text: str) -> None:
+        if text:
+            self.partial.append(text)
+            self.turn.emit(AssistantDelta(self.step, text))
+
+    async def _remember(self, facts: list[Fact]) -> None:
+        """Save the facts of this step's <remember> tags, at most 3 new per turn."""
+        allowance = MAX_REMEMBERED_PER_TURN - self.remembered
+        if allowance <= 0:
+            return
+        try:
+            saved = await self.agent.memories.save_facts(facts, limit=allowance)
+        except (KernelError, ValueError):
+            log.warning("turn %s: saving remembered facts failed", self.turn.id, exc_info=True)
+            return
+        self.remembered += len(saved)
+        if saved:
+            log.info("turn %s: %d new memories from remember tags", self.turn.id, len(saved))
 
     def _args(self, call: RawToolCall) -> dict[str, object]:
         spec = next((s for s in self.agent.tools.specs() if s.name == call.name), None)

@@ -10,6 +10,7 @@ from kernel.i18n import t
 from kernel.store.db import SessionRow
 
 _REF = re.compile(r"^#?(\d+)$")
+_SEPARATORS = re.compile(r"[/,，、\s]+")
 
 
 def format_history(rows: list[SessionRow], agent: Agent) -> str:
@@ -22,10 +23,10 @@ def format_history(rows: list[SessionRow], agent: Agent) -> str:
 
 
 def parse_refs(text: str, listed: int, bad_ref: str = "session.bad_ref") -> list[int]:
-    """``#1/#3`` → [1, 3]; each must be within the last listing of ``listed`` rows.
-    ``bad_ref`` names the catalogue text of the refusal."""
+    """``#1/#3`` (also ``#1 #3``, ``#1,#3``) → [1, 3]; each must be within the last
+    listing of ``listed`` rows. ``bad_ref`` names the catalogue text of the refusal."""
     refs: list[int] = []
-    for part in filter(None, (p.strip() for p in text.replace(",", "/").split("/"))):
+    for part in filter(None, _SEPARATORS.split(text)):
         match = _REF.match(part)
         n = int(match.group(1)) if match else 0
         if not 1 <= n <= listed:

@@ -20,7 +20,13 @@ from typing import Any, TypeVar, cast
 
 from kernel.agent.messages import Message, Role, content_from_json, content_to_json
 from kernel.errors import StoreError
-from kernel.store.migrations import MIGRATIONS, migrate
+from kernel.store.migrations import (
+    MEMORIES_FTS_SQL,
+    MIGRATIONS,
+    fts5_supported,
+    memory_key,
+    migrate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +67,20 @@ _MEMORY_SELECT = "SELECT id, text, category, created_at FROM memories"
 class Store:
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
 
-    def __init__(self, path: Path, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        fts5: bool = True,
+    ) -> None:
+        """``fts5=False`` searches memories with LIKE even where SQLite has FTS5."""
         self.path = Path(path)
+        self._want_fts5 = fts5
+        # Set at start: whether memory search uses FTS5 (detected) or LIKE.
+        self.fts5_available = False
+        # True while some memories are not in the full-text index yet.
+        self.memory_index_pending = False
         self._clock = clock or _utcnow
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None  # touched only on the db thread
@@ -120,7 +138,28 @@ class Store:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
-            return migrate(conn, MIGRATIONS)
+            version = migrate(conn, MIGRATIONS)
+            self._detect_fts5(conn)
+            return version
+
+    def _detect_fts5(self, conn: sqlite3.Connection) -> None:
+        self.fts5_available = self._want_fts5 and fts5_supported(conn)
+        if not self.fts5_available:
+            log.info(
+                "memory search: LIKE (FTS5 %s)", "unavailable" if self._want_fts5 else "turned off"
+            )
+            return
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories_fts'"
+        ).fetchone()
+        if exists is None:
+            # Migrated where SQLite lacked FTS5: build the index now that it is here.
+            def create(conn: sqlite3.Connection) -> None:
+                conn.execute(MEMORIES_FTS_SQL)
+                conn.execute("UPDATE memories SET tokens = NULL")
+
+            _transaction(conn, create, "BEGIN IMMEDIATE")
+        self.memory_index_pending = _has_backlog(conn)
 
     def _close_conn(self) -> None:
         conn, self._conn = self._conn, None
@@ -338,10 +377,18 @@ class Store:
         await self._write("delete setting", op)
 
     # ------------------------------------------------------------------ memories
+    #
+    # Kernel cuts the text into tokens (jieba, in kernel/memory); the store keeps the
+    # row in ``memories`` and, when FTS5 is in use, the same tokens in ``memories_fts``.
 
-    async def add_memory(self, text: str, category: str | None = None) -> MemoryRow:
-        """Store a memory; an identical text (after strip) returns the existing row.
+    async def add_memory(
+        self, text: str, category: str | None = None, *, tokens: str | None = None
+    ) -> tuple[MemoryRow, bool]:
+        """Store a memory; returns (row, created). The same fact (whitespace and case
+        aside) returns the existing row and False.
 
+        ``tokens``: the text's search tokens; indexed at once when FTS5 is in use,
+        otherwise the row waits in the backlog (:meth:`memory_backlog`).
         Raises ValueError for empty text or an unknown category.
         """
         clean = text.strip()
@@ -350,20 +397,31 @@ class Store:
         if category is not None and category not in MEMORY_CATEGORIES:
             raise ValueError(f"memory category must be one of {', '.join(MEMORY_CATEGORIES)}")
         now = self._now()
+        key = memory_key(clean)
+        index = tokens is not None and self.fts5_available
 
-        def op(conn: sqlite3.Connection) -> MemoryRow:
+        def op(conn: sqlite3.Connection) -> tuple[MemoryRow, bool]:
             row = conn.execute(
-                _MEMORY_SELECT + " WHERE text = ? ORDER BY id LIMIT 1", (clean,)
+                _MEMORY_SELECT + " WHERE key = ? ORDER BY id LIMIT 1", (key,)
             ).fetchone()
             if row is not None:
-                return _memory_from_row(row)
+                return _memory_from_row(row), False
             cur = conn.execute(
-                "INSERT INTO memories (text, category, created_at) VALUES (?, ?, ?)",
-                (clean, category, now),
+                "INSERT INTO memories (text, category, created_at, key, tokens)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (clean, category, now, key, tokens if index else None),
             )
-            return MemoryRow(_last_id(cur), clean, category, datetime.fromisoformat(now))
+            memory_id = _last_id(cur)
+            if index:
+                conn.execute(
+                    "INSERT INTO memories_fts (rowid, tokens) VALUES (?, ?)", (memory_id, tokens)
+                )
+            return MemoryRow(memory_id, clean, category, datetime.fromisoformat(now)), True
 
-        return await self._write("add memory", op)
+        result = await self._write("add memory", op)
+        if result[1] and not index and self.fts5_available:
+            self.memory_index_pending = True
+        return result
 
     async def list_memories(self, *, limit: int = 200) -> list[MemoryRow]:
         """Newest first."""
@@ -375,27 +433,59 @@ class Store:
 
         return await self._read("list memories", op)
 
-    async def search_memories(self, query: str, *, limit: int = 5) -> list[MemoryRow]:
-        """Memories containing any whitespace-separated term of ``query``.
+    async def count_memories(self) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
 
-        Ranked by how many distinct terms match, then newest first. Case-insensitive
-        for ASCII only (SQLite LIKE).
-        """
+        return await self._read("count memories", op)
+
+    async def search_memories_fts(self, match: str, *, limit: int = 5) -> list[MemoryRow]:
+        """Memories matching an FTS5 query (built by kernel/memory/tokens.py), best
+        BM25 rank first. Raises StoreError when FTS5 is not in use."""
+        _check_non_negative(limit=limit)
+        if not self.fts5_available:
+            raise StoreError("full-text search is not available (SQLite without FTS5)")
+        if not match or limit == 0:
+            return []
+        # Joined with memories: a row deleted while FTS5 was unavailable may linger in
+        # the index (ids are never reused, so it can never match another memory).
+        sql = (
+            "SELECT m.id, m.text, m.category, m.created_at"
+            " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+            " WHERE memories_fts MATCH ? ORDER BY memories_fts.rank LIMIT ?"
+        )
+
+        def op(conn: sqlite3.Connection) -> list[MemoryRow]:
+            return [_memory_from_row(r) for r in conn.execute(sql, (match, limit)).fetchall()]
+
+        return await self._read("search memories", op)
+
+    async def search_memories_like(
+        self, terms: Sequence[str], *, limit: int = 5, newest: int | None = None
+    ) -> list[MemoryRow]:
+        """Memories containing any of ``terms`` (substring match, the fallback without
+        FTS5). Ranked by how many distinct terms match, then newest first.
+        Case-insensitive for ASCII only (SQLite LIKE). ``newest``: look only at that
+        many of the most recent memories (a scan's cost grows with the table)."""
         _check_non_negative(limit=limit)
         # LIKE folds ASCII case only, so terms are deduplicated the same way.
         unique: dict[str, str] = {}
-        for term in query.split():
-            unique.setdefault(_ascii_lower(term), term)
-        terms = list(unique.values())[:MAX_SEARCH_TERMS]
-        if not terms or limit == 0:
+        for term in terms:
+            if term:
+                unique.setdefault(_ascii_lower(term), term)
+        chosen = list(unique.values())[:MAX_SEARCH_TERMS]
+        if not chosen or limit == 0:
             return []
-        score = " + ".join(["(text LIKE ? ESCAPE '\\')"] * len(terms))
+        score = " + ".join(["(text LIKE ? ESCAPE '\\')"] * len(chosen))
+        window = "" if newest is None else " ORDER BY id DESC LIMIT ?"
         sql = (
             f"SELECT id, text, category, created_at FROM"
-            f" (SELECT *, {score} AS score FROM memories)"
+            f" (SELECT *, {score} AS score FROM memories{window})"
             " WHERE score > 0 ORDER BY score DESC, id DESC LIMIT ?"
         )
-        params: list[Any] = [f"%{_escape_like(t)}%" for t in terms]
+        params: list[Any] = [f"%{_escape_like(t)}%" for t in chosen]
+        if newest is not None:
+            params.append(newest)
         params.append(limit)
 
         def op(conn: sqlite3.Connection) -> list[MemoryRow]:
@@ -404,16 +494,73 @@ class Store:
         return await self._read("search memories", op)
 
     async def delete_memories(self, ids: Sequence[int]) -> int:
-        """Returns how many memories were deleted."""
+        """Delete memories (and their index entries); returns how many were deleted."""
         unique = sorted({int(i) for i in ids})
         if not unique:
             return 0
+        fts = self.fts5_available
 
         def op(conn: sqlite3.Connection) -> int:
-            cur = conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in unique])
-            return cur.rowcount
+            deleted = 0
+            for memory_id in unique:
+                row = conn.execute(
+                    "SELECT tokens FROM memories WHERE id = ?", (memory_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                if fts and row[0] is not None:
+                    conn.execute(
+                        "INSERT INTO memories_fts (memories_fts, rowid, tokens)"
+                        " VALUES ('delete', ?, ?)",
+                        (memory_id, row[0]),
+                    )
+                conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+                deleted += 1
+            return deleted
 
         return await self._write("delete memories", op)
+
+    async def memory_backlog(self, limit: int = 500) -> list[tuple[int, str]]:
+        """(id, text) of memories not yet in the full-text index, oldest first."""
+        _check_non_negative(limit=limit)
+
+        def op(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            rows = conn.execute(
+                "SELECT id, text FROM memories WHERE tokens IS NULL ORDER BY id LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [(int(i), str(text)) for i, text in rows]
+
+        return await self._read("read memory backlog", op)
+
+    async def index_memories(self, rows: Sequence[tuple[int, str]]) -> int:
+        """Put (id, tokens) into the full-text index; returns how many were indexed.
+
+        A row deleted or indexed meanwhile is skipped, so this is safe to race with
+        adds and deletes. Clears :attr:`memory_index_pending` once nothing is left.
+        """
+        if not self.fts5_available:
+            return 0
+        pairs = list(rows)
+
+        def op(conn: sqlite3.Connection) -> tuple[int, bool]:
+            indexed = 0
+            for memory_id, tokens in pairs:
+                cur = conn.execute(
+                    "UPDATE memories SET tokens = ? WHERE id = ? AND tokens IS NULL",
+                    (tokens, memory_id),
+                )
+                if cur.rowcount:
+                    conn.execute(
+                        "INSERT INTO memories_fts (rowid, tokens) VALUES (?, ?)",
+                        (memory_id, tokens),
+                    )
+                    indexed += 1
+            return indexed, _has_backlog(conn)
+
+        indexed, pending = await self._write("index memories", op)
+        self.memory_index_pending = pending
+        return indexed
 
 
 # ---------------------------------------------------------------------- helpers
@@ -473,6 +620,11 @@ def _dump_json(value: Any, what: str) -> str:
         return json.dumps(value, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{what} is not JSON-serialisable") from exc
+
+
+def _has_backlog(conn: sqlite3.Connection) -> bool:
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE tokens IS NULL)").fetchone()
+    return bool(row[0])
 
 
 def _ascii_lower(text: str) -> str:

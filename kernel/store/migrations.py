@@ -80,9 +80,54 @@ def m002_memories(conn: sqlite3.Connection) -> None:
     )
 
 
+# Tokens are jieba ``cut_for_search`` output joined by spaces (Kernel's side); FTS5 then
+# splits on those spaces, folds case and diacritics, and stems English (porter).
+# Contentless: the text lives in ``memories`` only.
+MEMORIES_FTS_SQL = (
+    "CREATE VIRTUAL TABLE memories_fts USING fts5("
+    "tokens, content='', tokenize='porter unicode61 remove_diacritics 2')"
+)
+
+
+def memory_key(text: str) -> str:
+    """What two memories must share to count as the same fact: text with whitespace
+    collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+def fts5_supported(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite has the FTS5 module (probed with a throwaway temp table)."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.kernel_fts5_probe USING fts5(x)")
+    except sqlite3.OperationalError:
+        return False
+    conn.execute("DROP TABLE temp.kernel_fts5_probe")
+    return True
+
+
+def m003_memories_fts(conn: sqlite3.Connection) -> None:
+    # key: the dedupe key, indexed so adding stays cheap at 100K memories.
+    # tokens: exactly what was put into memories_fts for this row. A contentless
+    # table can only delete a row given the same tokens, and re-cutting at delete
+    # time could differ (another jieba dictionary); NULL = not indexed yet.
+    # The existing rows are indexed by Kernel on the first memory operation, since
+    # jieba must not load at start-up (see kernel/memory/memories.py).
+    conn.create_function("kernel_memory_key", 1, memory_key, deterministic=True)
+    conn.execute("ALTER TABLE memories ADD COLUMN key TEXT")
+    conn.execute("ALTER TABLE memories ADD COLUMN tokens TEXT")
+    conn.execute("UPDATE memories SET key = kernel_memory_key(text)")
+    conn.execute("CREATE INDEX memories_key ON memories(key)")
+    conn.execute("CREATE INDEX memories_unindexed ON memories(id) WHERE tokens IS NULL")
+    if fts5_supported(conn):
+        conn.execute(MEMORIES_FTS_SQL)
+    else:  # created by Store.start once an SQLite with FTS5 opens this database
+        log.warning("SQLite has no FTS5: memory search falls back to LIKE")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
+    Migration("memories_fts", m003_memories_fts),
 ]
 
 

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 Context = ContextTypes.DEFAULT_TYPE
 
+MEMORY_LISTING = 200  # /memory shows the newest this many (and says how many there are)
+
 COMMANDS = (
     "start",
     "help",
@@ -45,8 +47,9 @@ class CommandSet:
         self.channel = channel
         self.agent = channel.kernel.agent
         self.store = channel.kernel.store
+        self.memories = channel.kernel.memories
         self.sessions: dict[int, list[int]] = {}  # chat → session ids of the last /history
-        self.memories: dict[int, list[int]] = {}  # chat → memory ids of the last /memory
+        self.memories_listed: dict[int, list[int]] = {}  # chat → memory ids of the last /memory
 
     async def _reply(self, update: Update, text: str) -> None:
         assert update.effective_message is not None
@@ -191,23 +194,28 @@ class CommandSet:
         if not text:
             await self._reply(update, t("tg.remember_usage"))
             return
-        row = await self.store.add_memory(text)
-        await self._reply(update, t("tg.remembered", id=row.id))
+        _, created = await self.memories.add(text)
+        await self._reply(update, t("tg.remembered" if created else "tg.remember_exists"))
 
     async def memory(self, update: Update, context: Context) -> None:
-        rows = await self.store.list_memories(limit=200)
-        self.memories[self._chat(update)] = [r.id for r in rows]
+        rows = await self.memories.recent(MEMORY_LISTING)
+        self.memories_listed[self._chat(update)] = [r.id for r in rows]
         if not rows:
             await self._reply(update, t("tg.memory_none"))
             return
         lines = [t("tg.memory_header")]
         for n, row in enumerate(rows, start=1):
             date = self.agent.local_time(row.created_at).strftime("%Y-%m-%d")
-            lines.append(f"#{n} {date} {row.text}")
+            category = f"[{t(f'memory.category.{row.category}')}] " if row.category else ""
+            lines.append(f"#{n} {date} {category}{row.text}")
+        if len(rows) == MEMORY_LISTING:
+            total = await self.memories.count()
+            if total > len(rows):
+                lines.append(t("tg.memory_more", shown=len(rows), total=total))
         await send_plain(self.channel.app.bot, self._chat(update), "\n".join(lines))
 
     async def forget(self, update: Update, context: Context) -> None:
-        listing = self.memories.get(self._chat(update), [])
+        listing = self.memories_listed.get(self._chat(update), [])
         arg = self._arg(context)
         try:
             if not arg:
@@ -216,8 +224,8 @@ class CommandSet:
         except KernelError as exc:
             await self._reply(update, str(exc))
             return
-        count = await self.store.delete_memories([listing[n - 1] for n in refs])
-        self.memories.pop(self._chat(update), None)
+        count = await self.memories.delete([listing[n - 1] for n in refs])
+        self.memories_listed.pop(self._chat(update), None)  # numbers changed: list again
         await self._reply(update, t("tg.forgotten", count=count))
 
     # ----- control ------------------------------------------------------------------------
@@ -239,6 +247,14 @@ class CommandSet:
             return t("tg.status_cli_idle")
         return t("tg.status_cli_running", cli=running.cli, elapsed=format_elapsed(running.elapsed))
 
+    async def _search_status(self) -> str:
+        key = (
+            "tg.status_search_fts"
+            if self.memories.search_mode == "fts5"
+            else "tg.status_search_like"
+        )
+        return t(key, count=await self.memories.count())
+
     async def status(self, update: Update, context: Context) -> None:
         conversation = conversation_of(self._chat(update))
         agent = self.agent
@@ -254,7 +270,7 @@ class CommandSet:
             t("tg.status_busy") if agent.is_busy(conversation) else t("tg.status_idle"),
             self._cli_status(),
             t("tg.status_mcp"),
-            t("tg.status_search"),
+            await self._search_status(),
             t(
                 "tg.status_dropped",
                 stranger=dropped["stranger"],

@@ -1,11 +1,13 @@
-"""Built-in long-term memory tools (SPEC §6), registered like any extension's tools."""
+"""Built-in long-term memory tools (SPEC §6, seed 004 result shapes), registered like
+any extension's tools."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from kernel.errors import ToolError
-from kernel.store.db import MemoryRow, Store
+from kernel.memory.memories import Memories
+from kernel.store.db import MemoryRow
 from kernel.tools.registry import ToolRegistry
 
 Category = Literal["user", "feedback", "project", "reference"]
@@ -18,7 +20,7 @@ def _row(m: MemoryRow) -> dict[str, Any]:
     return out
 
 
-def register(registry: ToolRegistry, store: Store) -> None:
+def register(registry: ToolRegistry, memories: Memories) -> None:
     @registry.tool
     async def memory_add(text: str, category: Category | None = None) -> dict[str, Any]:
         """Save one durable fact about the owner or their work to long-term memory.
@@ -29,19 +31,19 @@ def register(registry: ToolRegistry, store: Store) -> None:
                 project (ongoing work), reference (where things are)
         """
         if not text.strip():
-            raise ToolError("text is empty")
-        row = await store.add_memory(text.strip(), category)
+            raise ToolError("text is empty: give the fact to remember")
+        row, _ = await memories.add(text, category)
         return {"id": row.id}
 
     @registry.tool
     async def memory_search(query: str, limit: int = 5) -> list[dict[str, Any]]:
-        """Search long-term memory for facts matching the query.
+        """Search long-term memory for facts matching the query (best match first).
 
         Args:
-            query: words to look for
+            query: words to look for, in any language
             limit: how many results at most
         """
-        return [_row(m) for m in await store.search_memories(query, limit=max(1, limit))]
+        return [_row(m) for m in await memories.search(query, limit=max(1, min(limit, 50)))]
 
     @registry.tool
     async def memory_list(limit: int = 200) -> list[dict[str, Any]]:
@@ -50,7 +52,7 @@ def register(registry: ToolRegistry, store: Store) -> None:
         Args:
             limit: how many at most
         """
-        return [_row(m) for m in await store.list_memories(limit=max(1, limit))]
+        return [_row(m) for m in await memories.recent(max(1, min(limit, 1000)))]
 
     @registry.tool
     async def memory_delete(id: int) -> dict[str, Any]:
@@ -59,7 +61,6 @@ def register(registry: ToolRegistry, store: Store) -> None:
         Args:
             id: the memory's id
         """
-        deleted = await store.delete_memories([id])
-        if not deleted:
-            raise ToolError(f"no memory with id {id}")
+        if not await memories.delete([id]):
+            raise ToolError(f"no memory with id {id}: find ids with memory_search or memory_list")
         return {"ok": True}

@@ -81,8 +81,32 @@ def insert_v2(conn: sqlite3.Connection) -> None:
 
 async def check_v2(store: Store) -> None:
     memories = await store.list_memories()
-    assert [(m.text, m.category) for m in memories] == [("likes green tea", "user")]
-    assert [m.text for m in await store.search_memories("tea")] == ["likes green tea"]
+    assert [(m.text, m.category) for m in memories][-1] == ("likes green tea", "user")
+    assert [m.text for m in await store.search_memories_like(["tea"])] == ["likes green tea"]
+    # the dedupe key was filled in for the old row
+    row, created = await store.add_memory("Likes  GREEN tea")
+    assert (row.text, created) == ("likes green tea", False)
+
+
+def insert_v3(conn: sqlite3.Connection) -> None:
+    # As Kernel v3 writes it: the row with its key and tokens, the tokens in the index.
+    text = "我喜欢昭和时期的音乐"
+    conn.execute(
+        "INSERT INTO memories (text, category, created_at, key, tokens) VALUES (?, NULL, ?, ?, ?)",
+        (text, TS, text, "我 喜欢 昭和 时期 的 音乐"),
+    )
+    conn.execute(
+        "INSERT INTO memories_fts (rowid, tokens) SELECT id, tokens FROM memories"
+        " WHERE tokens IS NOT NULL"
+    )
+
+
+async def check_v3(store: Store) -> None:
+    assert store.fts5_available
+    [found] = await store.search_memories_fts('"昭和"')
+    assert found.text == "我喜欢昭和时期的音乐"
+    assert await store.delete_memories([found.id]) == 1
+    assert await store.search_memories_fts('"昭和"') == []
 
 
 SAMPLES: dict[
@@ -90,6 +114,7 @@ SAMPLES: dict[
 ] = {
     1: (insert_v1, check_v1),
     2: (insert_v2, check_v2),
+    3: (insert_v3, check_v3),
 }
 
 
@@ -112,7 +137,7 @@ async def test_fresh_database_gets_every_migration(tmp_path: Path) -> None:
         await store.close()
     assert version_of(path) == len(MIGRATIONS)
     with closing(connect(path)) as conn:
-        assert {"sessions", "messages", "settings", "memories"} <= tables(conn)
+        assert {"sessions", "messages", "settings", "memories", "memories_fts"} <= tables(conn)
 
 
 @pytest.mark.parametrize("start_version", range(len(MIGRATIONS) + 1))

@@ -318,17 +318,18 @@ async def test_settings(store: Store) -> None:
 
 
 async def test_memories_add_dedupe_list_delete(store: Store) -> None:
-    tea = await store.add_memory("  likes green tea\n", "user")
-    assert (tea.text, tea.category) == ("likes green tea", "user")
+    tea, created = await store.add_memory("  likes green tea\n", "user")
+    assert created and (tea.text, tea.category) == ("likes green tea", "user")
     assert tea.created_at.tzinfo is not None
-    again = await store.add_memory("likes green tea", "feedback")
-    assert again == tea
-    repo = await store.add_memory("repo lives in ~/src/kernel", "project")
-    plain = await store.add_memory("no category")
+    # the same fact, whitespace and case aside, is not stored twice
+    assert await store.add_memory("Likes   GREEN tea", "feedback") == (tea, False)
+    repo, _ = await store.add_memory("repo lives in ~/src/kernel", "project")
+    plain, _ = await store.add_memory("no category")
     assert plain.category is None
 
     assert [m.id for m in await store.list_memories()] == [plain.id, repo.id, tea.id]
     assert [m.id for m in await store.list_memories(limit=1)] == [plain.id]
+    assert await store.count_memories() == 3
 
     assert await store.delete_memories([tea.id, plain.id, 12345]) == 2
     assert await store.list_memories() == [repo]
@@ -340,37 +341,84 @@ async def test_memories_add_dedupe_list_delete(store: Store) -> None:
         await store.add_memory("x", "gossip")
 
 
-async def test_search_memories_ranks_by_terms_then_newest(store: Store) -> None:
-    tea = await store.add_memory("likes green tea")
-    coffee = await store.add_memory("drinks coffee at 9")
-    both = await store.add_memory("tea and coffee lover")
-    unrelated = await store.add_memory("has a dog")
-    newer_tea = await store.add_memory("TEA ceremony fan")
+async def test_like_search_ranks_by_terms_then_newest(store: Store) -> None:
+    tea, _ = await store.add_memory("likes green tea")
+    coffee, _ = await store.add_memory("drinks coffee at 9")
+    both, _ = await store.add_memory("tea and coffee lover")
+    unrelated, _ = await store.add_memory("has a dog")
+    newer_tea, _ = await store.add_memory("TEA ceremony fan")
 
-    found = await store.search_memories("coffee  tea")
+    found = await store.search_memories_like(["coffee", "tea"])
     assert [m.id for m in found] == [both.id, newer_tea.id, coffee.id, tea.id]
     assert unrelated.id not in {m.id for m in found}
-    assert [m.id for m in await store.search_memories("tea tea TEA", limit=2)] == [
+    assert [m.id for m in await store.search_memories_like(["tea", "TEA"], limit=2)] == [
         newer_tea.id,
         both.id,
     ]
-    assert await store.search_memories("") == []
-    assert await store.search_memories("   ") == []
-    assert await store.search_memories("nothing-matches") == []
+    assert await store.search_memories_like([]) == []
+    assert await store.search_memories_like([""]) == []
+    assert await store.search_memories_like(["nothing-matches"]) == []
 
 
-async def test_search_memories_escapes_like_wildcards(store: Store) -> None:
-    pct = await store.add_memory("is 100% sure")
+async def test_like_search_escapes_like_wildcards(store: Store) -> None:
+    pct, _ = await store.add_memory("is 100% sure")
     await store.add_memory("has 1000 books")
-    under = await store.add_memory("file a_b.txt")
+    under, _ = await store.add_memory("file a_b.txt")
     await store.add_memory("file axb.txt")
-    slash = await store.add_memory(r"path C:\temp")
+    slash, _ = await store.add_memory(r"path C:\temp")
     await store.add_memory("path C:temp")
 
-    assert await store.search_memories("100%") == [pct]
-    assert await store.search_memories("a_b") == [under]
-    assert await store.search_memories(r"C:\temp") == [slash]
-    assert await store.search_memories("%") == [pct]
+    assert await store.search_memories_like(["100%"]) == [pct]
+    assert await store.search_memories_like(["a_b"]) == [under]
+    assert await store.search_memories_like([r"C:\temp"]) == [slash]
+    assert await store.search_memories_like(["%"]) == [pct]
+
+
+async def test_like_search_within_the_newest(store: Store) -> None:
+    old, _ = await store.add_memory("old tea note")
+    new, _ = await store.add_memory("new tea note")
+    await store.add_memory("unrelated")
+    assert await store.search_memories_like(["tea"]) == [new, old]
+    assert await store.search_memories_like(["tea"], newest=2) == [new]
+    assert await store.search_memories_like(["tea"], newest=0) == []
+
+
+async def test_fts_index_follows_adds_and_deletes(store: Store) -> None:
+    assert store.fts5_available and not store.memory_index_pending
+    tea, _ = await store.add_memory("Likes green tea", tokens="likes green tea")
+    cat, _ = await store.add_memory("cat is Miso", tokens="cat is miso")
+    assert await store.search_memories_fts('"tea"') == [tea]
+    assert await store.search_memories_fts('"miso" OR "tea"', limit=1) in ([cat], [tea])
+    assert await store.delete_memories([tea.id]) == 1
+    assert await store.search_memories_fts('"tea"') == []
+    assert await store.search_memories_fts('"miso"') == [cat]
+
+    # added without tokens: waits in the backlog until indexed
+    late, _ = await store.add_memory("late riser")
+    assert store.memory_index_pending
+    assert await store.memory_backlog() == [(late.id, "late riser")]
+    assert await store.search_memories_fts('"late"') == []
+    assert await store.index_memories([(late.id, "late riser"), (99999, "ghost")]) == 1
+    assert not store.memory_index_pending and await store.memory_backlog() == []
+    assert await store.search_memories_fts('"riser"') == [late]
+    # indexing twice does not put the row in the index twice
+    assert await store.index_memories([(late.id, "late riser")]) == 0
+    assert await store.delete_memories([late.id]) == 1
+    assert await store.search_memories_fts('"riser"') == []
+
+
+async def test_fts_turned_off_refuses_fts_search(tmp_path: Path) -> None:
+    store = Store(tmp_path / "kernel.db", fts5=False)
+    await store.start()
+    try:
+        assert not store.fts5_available
+        row, _ = await store.add_memory("likes tea", tokens="likes tea")
+        assert await store.memory_backlog() == [(row.id, "likes tea")]  # not indexed
+        with pytest.raises(StoreError, match="FTS5"):
+            await store.search_memories_fts('"tea"')
+        assert await store.index_memories([(row.id, "likes tea")]) == 0
+    finally:
+        await store.close()
 
 
 # ---------------------------------------------------------------------- threading
@@ -389,8 +437,9 @@ async def test_sql_runs_on_the_db_thread(store: Store) -> None:
     await store.load_messages(s.id, rounds=1)
     await store.list_sessions()
     await store.set_setting("k", "v")
-    await store.add_memory("fact")
-    await store.search_memories("fact")
+    await store.add_memory("fact", tokens="fact")
+    await store.search_memories_fts('"fact"')
+    await store.search_memories_like(["fact"])
     await store.delete_sessions([s.id])
 
     assert len(threads) == 1

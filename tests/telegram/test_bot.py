@@ -120,17 +120,6 @@ async def test_provider_and_model_commands(bot: Factory) -> None:
     assert (await h.ask("/provider main")).startswith("Switched to provider main")
 
 
-async def test_memory_commands(bot: Factory) -> None:
-    h = await bot()
-    assert await h.ask("/remember I drink oolong") == "Remembered (#1)"
-    assert "Usage" in await h.ask("/remember")
-    listing = await h.ask("/memory")
-    assert "#1 " in listing and "I drink oolong" in listing
-    assert "Invalid memory number #7" in await h.ask("/forget #7")
-    assert await h.ask("/forget #1") == "Deleted 1 memory(ies)"
-    assert await h.ask("/memory") == "No long-term memories yet"
-
-
 async def test_long_mixed_markdown_arrives_whole_in_accepted_chunks(bot: Factory) -> None:
     h = await bot()
     section = (

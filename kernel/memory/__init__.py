@@ -1,0 +1,1 @@
+"""Long-term memory (SPEC §6): tokens for search, the memory service, <remember> tags."""

@@ -1,0 +1,134 @@
+"""The memory service every caller uses (tools, commands, the agent's recall and
+``<remember>`` tags): tokens with jieba, rows and the full-text index in the store.
+
+Search is FTS5 with BM25 rank when SQLite has FTS5 (detected at start), else LIKE; an
+FTS5 search that finds nothing tries LIKE over the most recent memories too (substrings
+find what whole tokens miss).
+jieba loads on the first operation that needs tokens (search, recall, add with FTS5),
+never at start; listing, counting and deleting do not need it. Memories that are not in the
+full-text index yet (those there before the FTS5 migration, or added while FTS5 was
+unavailable) are indexed then, in batches, before the first search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from kernel.memory.remember import Fact
+from kernel.memory.tokens import Tokenizer, fts_query
+from kernel.store.db import MemoryRow, Store
+from kernel.store.migrations import memory_key
+
+log = logging.getLogger(__name__)
+
+BACKLOG_BATCH = 500
+LIKE_WINDOW = 5000  # the most recent memories the LIKE fallback of an FTS5 search scans
+MAX_REMEMBERED_PER_TURN = 3  # seed 001: at most 3 facts saved from one turn's tags
+MAX_FACTS_CONSIDERED = 10  # a reply full of tags costs a bounded number of writes
+
+
+class Memories:
+    def __init__(self, store: Store, cache_dir: Path) -> None:
+        self.store = store
+        self.tokenizer = Tokenizer(cache_dir)
+        self._index_lock = asyncio.Lock()
+
+    @property
+    def search_mode(self) -> Literal["fts5", "like"]:
+        return "fts5" if self.store.fts5_available else "like"
+
+    async def _ready(self) -> None:
+        await self.tokenizer.load()
+        if self.store.fts5_available and self.store.memory_index_pending:
+            await self._index_backlog()
+
+    async def _index_backlog(self) -> None:
+        async with self._index_lock:
+            total = 0
+            while self.store.memory_index_pending:
+                rows = await self.store.memory_backlog(BACKLOG_BATCH)
+                pairs = await asyncio.to_thread(self._cut_rows, rows)
+                total += await self.store.index_memories(pairs)
+                if not rows:
+                    break
+            if total:
+                log.info("indexed %d earlier memories for full-text search", total)
+
+    def _cut_rows(self, rows: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        return [(memory_id, self.tokenizer.index_text(text)) for memory_id, text in rows]
+
+    async def add(self, text: str, category: str | None = None) -> tuple[MemoryRow, bool]:
+        """Save a fact; returns (row, created): the same fact again returns the first row.
+        Raises ValueError for empty text or an unknown category."""
+        if not text.strip():
+            raise ValueError("memory text is empty")
+        tokens = None
+        if self.store.fts5_available:
+            await self._ready()
+            tokens = await asyncio.to_thread(self.tokenizer.index_text, text)
+        return await self.store.add_memory(text, category, tokens=tokens)
+
+    async def search(self, query: str, limit: int = 5) -> list[MemoryRow]:
+        """The best matches for ``query``; [] when nothing matches."""
+        if limit <= 0 or not query.strip():
+            return []
+        await self._ready()
+        terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
+        if not terms:
+            return []
+        if not self.store.fts5_available:
+            return await self.store.search_memories_like(terms, limit=limit)
+        found = await self.store.search_memories_fts(fts_query(terms), limit=limit)
+        if found:
+            return found
+        # Substrings find what whole tokens miss ("vim" in "neovim"), within a window so
+        # that a query matching nothing costs little even with 100K memories.
+        return await self.store.search_memories_like(terms, limit=limit, newest=LIKE_WINDOW)
+
+    async def recall(self, query: str, k: int) -> list[MemoryRow]:
+        """Memories for the model's context: the top ``k`` matches for the owner's
+        message, or, when nothing matches, the ``k`` most recent (seed 004)."""
+        if k <= 0:
+            return []
+        # With no memories at all there is nothing to search: jieba stays unloaded.
+        if not self.tokenizer.loaded and await self.store.count_memories() == 0:
+            return []
+        found = await self.search(query, k) if query.strip() else []
+        return found or await self.store.list_memories(limit=k)
+
+    async def recent(self, limit: int = 200) -> list[MemoryRow]:
+        """Newest first."""
+        return await self.store.list_memories(limit=limit)
+
+    async def count(self) -> int:
+        return await self.store.count_memories()
+
+    async def delete(self, ids: Sequence[int]) -> int:
+        return await self.store.delete_memories(ids)
+
+    async def save_facts(
+        self, facts: Sequence[Fact], limit: int = MAX_REMEMBERED_PER_TURN
+    ) -> list[MemoryRow]:
+        """Store facts from ``<remember>`` tags: duplicates of each other or of existing
+        memories are skipped, and at most ``limit`` new rows are made."""
+        saved: list[MemoryRow] = []
+        if limit <= 0:
+            return saved
+        seen: set[str] = set()
+        for fact in facts:
+            key = memory_key(fact.text)
+            if key in seen:
+                continue
+            if len(seen) == MAX_FACTS_CONSIDERED:
+                break
+            seen.add(key)
+            row, created = await self.add(fact.text, fact.category)
+            if created:
+                saved.append(row)
+                if len(saved) >= limit:
+                    break
+        return saved
