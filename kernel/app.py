@@ -11,6 +11,7 @@ from kernel.agent.titles import TitleMaker
 from kernel.config import Config
 from kernel.errors import StartupError, StoreError
 from kernel.i18n import t
+from kernel.mcp import MCPManager
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
 from kernel.store.db import Store
@@ -36,6 +37,7 @@ def secrets_of(config: Config) -> list[str]:
         found += [config.titles.api_key, *_header_secrets(config.titles.headers)]
     for server in config.mcp_servers:
         found += list(server.headers.values())  # MCP headers: always secret (seed 004)
+        found += list(server.env.values())  # a stdio server's env carries its keys
     return [s for s in found if s]
 
 
@@ -46,6 +48,7 @@ class Kernel:
         self.config = config
         self.store = Store(config.db_path)
         self.tools = ToolRegistry()
+        self.mcp = MCPManager(config, self.tools)
         self._sleep = sleep
         self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
 
@@ -65,7 +68,12 @@ class Kernel:
             self.agent.titles = TitleMaker(provider, self._sleep)
         memory.register(self.tools, self.store)
         self.tools.disable(self.config.general.disabled_tools)
-        await self.agent.start()
+        try:
+            await self.mcp.start()
+            await self.agent.start()
+        except BaseException:
+            await self.mcp.stop()  # no stdio child may outlive a failed start
+            raise
         log.info(
             "kernel started: provider=%s model=%s tools=%d",
             self.agent.provider_name,
@@ -74,8 +82,10 @@ class Kernel:
         )
 
     async def stop(self) -> None:
-        """Turns first (they write their last history), then the database last."""
+        """Turns first (they write their last history), MCP sessions and their child
+        processes next, the database last."""
         await self.agent.stop()
+        await self.mcp.stop()
         if self.agent.titles is not None:
             await self.agent.titles.provider.aclose()
         await self.store.close()

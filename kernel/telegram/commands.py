@@ -233,7 +233,7 @@ class CommandSet:
             t("tg.status_model", provider=agent.provider_name, model=agent.model),
             t("tg.status_busy") if agent.is_busy(conversation) else t("tg.status_idle"),
             t("tg.status_cli"),
-            t("tg.status_mcp"),
+            self.channel.kernel.mcp.status_text(),
             t("tg.status_search"),
             t(
                 "tg.status_dropped",
