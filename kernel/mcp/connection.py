@@ -123,6 +123,8 @@ class ServerConnection:
         self._stopping = True
         self._wake.set()
         task = self._task
+        if self.config.enabled:
+            self.state = "disabled"  # not running any more, whatever happens below
         if task is None:
             return
         if not self._serving:

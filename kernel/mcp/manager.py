@@ -73,7 +73,6 @@ class MCPManager:
         await asyncio.gather(*(c.stop(grace) for c in self._connections.values()))
         for name in self._connections:
             self._registry.unregister_source(_source(name))
-        self._connections.clear()
 
     # ------------------------------------------------------------------ tools
 

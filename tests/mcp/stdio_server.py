@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ImageContent, TextContent
@@ -65,6 +66,17 @@ def build(names: str) -> MCPServer:
             TextContent(type="text", text="a red dot"),
             ImageContent(type="image", data=data, mime_type="image/png"),
         ]
+
+    @server.tool()
+    def whereami(variable: str) -> str:
+        """The working directory and one environment variable."""
+        return f"{os.getcwd()} {os.environ.get(variable, '-')}"
+
+    @server.tool()
+    async def nap(seconds: float) -> str:
+        """Sleep, then say so."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
 
     @server.tool()
     def die() -> str:

@@ -104,4 +104,8 @@ async def test_colliding_tools_reach_the_right_tool_through_kernel(
         for raw in ("a.b", "a_b", "a b", "x" * 70 + "1", "x" * 70 + "2"):
             outcome = await kernel.tools.call(names[raw], {})
             assert outcome.ok and outcome.content == f"I am {raw}"
-    assert len(mine) == 2 * 13  # 8 regular + 5 colliding tools on each server, all distinct
+    regular = len([n for n in kernel.tools.names() if n.startswith("mcp_test")])
+    assert regular == 0
+    per_server = len(kernel.mcp.tool_names("c.s"))
+    assert per_server == len(kernel.mcp.tool_names("c_s")) >= 5 + 8
+    assert len(mine) == 2 * per_server  # every tool of both servers, all distinct

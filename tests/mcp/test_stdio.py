@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 
+from kernel.agent.agent import UserInput
+from kernel.agent.events import Completed, ToolCall
 from tests.mcp.conftest import MCPKernel, alive, stdio_server, time_server, wait_until
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Reply, ToolUse
 
 
 async def test_tools_are_registered_and_results_converted(
@@ -95,6 +99,10 @@ async def test_shutdown_leaves_no_child_process(model: AnthropicSim, mcp_kernel:
 
     assert not any(alive(pid) for pid in pids)
     assert not [n for n in kernel.tools.names() if n.startswith("mcp_")]
+    assert [(s.name, s.state, s.tools) for s in kernel.mcp.status()] == [
+        ("a", "disabled", 0),
+        ("b", "disabled", 0),
+    ]
 
 
 async def test_killed_server_reconnects_and_the_tool_works_again(
@@ -112,3 +120,38 @@ async def test_killed_server_reconnects_and_the_tool_works_again(
     assert second != first and alive(second)
     assert (await kernel.tools.call("mcp_test__echo", {"text": "back"})).content == "back"
     assert kernel.mcp.status()[0].state == "connected"
+
+
+async def test_a_slow_call_times_out_and_the_session_stays_usable(
+    model: AnthropicSim, mcp_kernel: MCPKernel
+) -> None:
+    kernel = await mcp_kernel(model, [stdio_server("test", timeout=0.3)])
+    pid = (await kernel.tools.call("mcp_test__pid", {})).content
+
+    slow = await kernel.tools.call("mcp_test__nap", {"seconds": 30})
+
+    assert not slow.ok
+    assert slow.content == "error: MCP server 'test' did not answer tool 'nap' within 0.3 s"
+    # No reconnect for a timeout: the same server process answers the next call.
+    assert (await kernel.tools.call("mcp_test__pid", {})).content == pid
+
+
+async def test_cancelling_a_turn_mid_call_leaves_the_session_usable(
+    model: AnthropicSim, mcp_kernel: MCPKernel
+) -> None:
+    kernel = await mcp_kernel(model, [stdio_server("test")])
+    pid = (await kernel.tools.call("mcp_test__pid", {})).content
+    model.enqueue(Reply(ToolUse("mcp_test__nap", {"seconds": 30})))
+
+    turn = kernel.agent.start_turn("test:1", UserInput("nap"))
+    seen = []
+    async for event in turn:
+        seen.append(event)
+        if isinstance(event, ToolCall):
+            await asyncio.sleep(0.2)  # the call is in flight at the server
+            turn.cancel()
+
+    assert isinstance(seen[-1], Completed) and seen[-1].cancelled
+    echoed = await kernel.tools.call("mcp_test__echo", {"text": "after cancel"})
+    assert echoed.ok and echoed.content == "after cancel"
+    assert (await kernel.tools.call("mcp_test__pid", {})).content == pid
