@@ -13,6 +13,7 @@ from kernel.delegate import tool as delegate_tool
 from kernel.delegate.delegator import Delegator
 from kernel.errors import StartupError, StoreError
 from kernel.i18n import t
+from kernel.mcp import MCPManager
 from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
@@ -44,6 +45,7 @@ def secrets_of(config: Config) -> list[str]:
         found.append(config.tts.proxy)  # a proxy URL may carry a user and password
     for server in config.mcp_servers:
         found += list(server.headers.values())  # MCP headers: always secret (seed 004)
+        found += list(server.env.values())  # a stdio server's env carries its keys
     return [s for s in found if s]
 
 
@@ -55,6 +57,7 @@ class Kernel:
         self.store = Store(config.db_path)
         self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
+        self.mcp = MCPManager(config, self.tools)
         self._sleep = sleep
         self.delegator = Delegator(config)
         self.agent = Agent(
@@ -82,7 +85,12 @@ class Kernel:
         for policy in self.config.tools.values():
             if policy.approval:
                 self.tools.require_approval(policy.name, policy.approval_timeout)
-        await self.agent.start()
+        try:
+            await self.mcp.start()
+            await self.agent.start()
+        except BaseException:
+            await self.mcp.stop()  # no stdio child may outlive a failed start
+            raise
         log.info(
             "kernel started: provider=%s model=%s tools=%d",
             self.agent.provider_name,
@@ -91,10 +99,11 @@ class Kernel:
         )
 
     async def stop(self) -> None:
-        """Turns first (they write their last history; cancelling one kills its CLI),
-        then any CLI still running, then the database last."""
+        """Turns first (they write their last history; cancelling one kills its CLI), then
+        any CLI still running, MCP sessions and their child processes, the database last."""
         await self.agent.stop()
         await self.delegator.stop()
+        await self.mcp.stop()
         if self.agent.titles is not None:
             await self.agent.titles.aclose()
         await self.store.close()

@@ -158,6 +158,21 @@ class MCPServerConfig:
     headers: dict[str, str] = field(default_factory=dict)
     command: str = ""
     args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # stdio: extra environment, ${ENV} expanded
+    cwd: Path | None = None  # stdio: working directory of the server process
+    enabled: bool = True
+    connect_timeout: float = 10.0  # seconds for start + initialize + tools/list
+    timeout: float = 60.0  # seconds per tool call
+
+
+@dataclass(slots=True)
+class MCPSettings:
+    """``[mcp]``: how dropped servers are retried (per-server keys live on each server)."""
+
+    reconnect_attempts: int = 5  # consecutive failures before a server's tools are withdrawn
+    reconnect_base_delay: float = 1.0  # first backoff in seconds, doubled each failure
+    reconnect_max_delay: float = 60.0  # backoff ceiling; withdrawn servers are retried this often
+    ping_interval: float = 30.0  # seconds between liveness pings of a connected server; 0 = off
 
 
 @dataclass(slots=True)
@@ -184,6 +199,7 @@ class Config:
     tools: dict[str, ToolPolicy] = field(default_factory=dict)
     stt: SttConfig | None = None  # None: voice messages are refused
     tts: TtsConfig | None = None  # None: replies to voice come as text only
+    mcp: MCPSettings = field(default_factory=MCPSettings)
 
     @property
     def base_dir(self) -> Path:
@@ -417,7 +433,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     providers = _providers(raw.get("providers"), env, general.default_provider, warnings)
     titles = _titles(raw.get("titles"), env)
     cli = _cli(raw.get("cli"), warnings)
-    mcp_servers = _mcp(raw.get("mcp", {}), env, warnings)
+    mcp, mcp_servers = _mcp(raw.get("mcp", {}), env, base, warnings)
     gateway = _gateway(_Reader(raw.get("gateway", {}), "gateway"), env)
     tools = _tools(_Reader(raw.get("tools", {}), "tools"))
     general.disabled_tools += [p.name for p in tools.values() if not p.enabled]
@@ -439,6 +455,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         tools=tools,
         stt=stt,
         tts=tts,
+        mcp=mcp,
     )
 
 
@@ -481,7 +498,7 @@ def unknown_keys(raw: dict[str, Any]) -> list[str]:
                 check(table, f"{section}.{name}", _keys(cls))
     mcp = raw.get("mcp")
     if isinstance(mcp, dict):
-        check(mcp, "mcp", {"servers"})
+        check(mcp, "mcp", _keys(MCPSettings) | {"servers"})
         for i, server in enumerate(mcp.get("servers", []) or []):
             check(server, f"mcp.servers[{i}]", _keys(MCPServerConfig) | {"name"})
     return found
@@ -672,32 +689,73 @@ def _cli(section: Any, warnings: list[str]) -> dict[str, CLIConfig]:
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def _mcp(section: Any, env: Mapping[str, str], warnings: list[str]) -> list[MCPServerConfig]:
+def _mcp(
+    section: Any, env: Mapping[str, str], base: Path, warnings: list[str]
+) -> tuple[MCPSettings, list[MCPServerConfig]]:
     r = _Reader(section, "mcp")
+    settings = MCPSettings(
+        reconnect_attempts=r.positive("reconnect_attempts", int, 5),
+        reconnect_base_delay=r.positive("reconnect_base_delay", float, 1.0),
+        reconnect_max_delay=r.positive("reconnect_max_delay", float, 60.0),
+        ping_interval=r.get("ping_interval", float, 30.0),
+    )
+    if settings.ping_interval < 0:
+        expected = _expected("positive number")
+        raise ConfigError(
+            _bad_type_text("mcp.ping_interval", expected, settings.ping_interval),
+            key="mcp.ping_interval",
+        )
     servers: list[MCPServerConfig] = []
+    seen: set[str] = set()
     for i, table in enumerate(r.get("servers", list, [])):
         s = _Reader(table, f"mcp.servers[{i}]")
         name = s.get("name", str, f"server{i}")
-        headers: dict[str, str] = {}
-        missing = ""
-        for key, value in s.str_map("headers").items():
-            refs = _ENV_REF.findall(value)
-            missing = next((v for v in refs if v not in env), missing)
-            headers[key] = _ENV_REF.sub(lambda m: env.get(m.group(1), ""), value)
-        if missing:
-            warnings.append(t("config.warn_mcp_env", name=name, var=missing))
-            continue
-        servers.append(
-            MCPServerConfig(
-                name=name,
-                type=s.choice("type", ("http", "stdio"), "http"),
-                url=s.get("url", str, ""),
-                headers=headers,
-                command=s.get("command", str, ""),
-                args=s.str_list("args", []),
+        if not name.strip():
+            raise ConfigError(t("config.mcp_no_name", key=s.key("name")), key=s.key("name"))
+        if name in seen:
+            raise ConfigError(
+                t("config.mcp_duplicate", key=s.key("name"), name=name), key=s.key("name")
             )
+        seen.add(name)
+        kind = s.choice("type", ("http", "stdio"), "http")
+        headers, missing = _expand_env(s.str_map("headers"), env)
+        server_env, missing_in_env = _expand_env(s.str_map("env"), env)
+        if missing or missing_in_env:
+            warnings.append(t("config.warn_mcp_env", name=name, var=missing or missing_in_env))
+            continue
+        cwd = s.get("cwd", str, "")
+        server = MCPServerConfig(
+            name=name,
+            type=kind,
+            url=s.get("url", str, ""),
+            headers=headers,
+            command=s.get("command", str, ""),
+            args=s.str_list("args", []),
+            env=server_env,
+            cwd=_resolve(base, cwd) if cwd else None,
+            enabled=s.get("enabled", bool, True),
+            connect_timeout=s.positive("connect_timeout", float, 10.0),
+            timeout=s.positive("timeout", float, 60.0),
         )
-    return servers
+        if kind == "http" and not server.url.startswith(("http://", "https://")):
+            raise ConfigError(t("config.mcp_needs_url", key=s.key("url")), key=s.key("url"))
+        if kind == "stdio" and not server.command:
+            raise ConfigError(
+                t("config.mcp_needs_command", key=s.key("command")), key=s.key("command")
+            )
+        servers.append(server)
+    return settings, servers
+
+
+def _expand_env(values: dict[str, str], env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """``${VAR}`` references replaced from ``env``; also the first unset variable ("" if none)."""
+    out: dict[str, str] = {}
+    missing = ""
+    for key, value in values.items():
+        refs = _ENV_REF.findall(value)
+        missing = missing or next((v for v in refs if v not in env), "")
+        out[key] = _ENV_REF.sub(lambda m: env.get(m.group(1), ""), value)
+    return out, missing
 
 
 def _gateway(r: _Reader, env: Mapping[str, str]) -> GatewayConfig:

@@ -51,5 +51,15 @@ def setup_logging(
         root.addHandler(handler)
     root.setLevel(level)
     # httpx logs every request URL at INFO, and Telegram's URLs contain the bot token.
-    for noisy in ("httpx", "httpx2", "httpcore", "anthropic", "openai", "aiohttp.access"):
+    # The MCP SDK logs session ids and (at debug) whole messages; httpcore2 is httpx2's core.
+    for noisy in (
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "httpcore2",
+        "anthropic",
+        "openai",
+        "aiohttp.access",
+        "mcp",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -269,7 +269,7 @@ class CommandSet:
             t("tg.status_model", provider=agent.provider_name, model=agent.model),
             t("tg.status_busy") if agent.is_busy(conversation) else t("tg.status_idle"),
             self._cli_status(),
-            t("tg.status_mcp"),
+            self.channel.kernel.mcp.status_text(),
             await self._search_status(),
             t(
                 "tg.status_dropped",

@@ -1,0 +1,117 @@
+"""End to end: the model (simulator, both wire formats) calls an MCP tool in a turn and
+receives its result; /status shows the servers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kernel.agent.agent import UserInput
+from kernel.agent.events import Completed, ToolCall, ToolResult
+from tests.mcp.conftest import MCPKernel, stdio_server, time_server, wait_until
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.openai_sim import OpenAISim
+from tests.sim.script import Reply, Text, ToolUse, text_reply
+
+Sim = AnthropicSim | OpenAISim
+
+
+def tool_results(sim: Sim, index: int) -> list[tuple[str, str]]:
+    """(tool call id, content) of every tool result in a recorded request."""
+    body = sim.requests[index].body
+    assert body is not None
+    found: list[tuple[str, str]] = []
+    for message in body["messages"]:
+        if isinstance(sim, OpenAISim):
+            if message.get("role") == "tool":
+                found.append((message["tool_call_id"], message["content"]))
+            continue
+        content: Any = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_result":
+                inner = block["content"]
+                text = inner if isinstance(inner, str) else "".join(b["text"] for b in inner)
+                found.append((block["tool_use_id"], text))
+    return found
+
+
+def offered(sim: Sim, index: int) -> dict[str, dict[str, Any]]:
+    body = sim.requests[index].body
+    assert body is not None
+    if isinstance(sim, OpenAISim):
+        return {t["function"]["name"]: t["function"]["parameters"] for t in body["tools"]}
+    return {t["name"]: t["input_schema"] for t in body["tools"]}
+
+
+async def test_the_model_calls_an_mcp_tool_and_gets_its_result(
+    sim: Sim, mcp_kernel: MCPKernel
+) -> None:
+    kernel = await mcp_kernel(sim, [stdio_server("test"), time_server("time")])
+    sim.enqueue(
+        Reply(
+            Text("Checking."),
+            ToolUse("mcp_test__echo", {"text": "ping-42"}),
+            ToolUse("mcp_time__get_current_time", {"timezone": "Asia/Tokyo"}),
+        ),
+        text_reply("The server said ping-42."),
+    )
+
+    turn = kernel.agent.start_turn("test:1", UserInput("use the tools"))
+    events = [e async for e in turn]
+
+    tools = offered(sim, 0)
+    assert tools["mcp_test__echo"]["properties"]["text"]["type"] == "string"
+    assert "timezone" in tools["mcp_time__get_current_time"]["properties"]
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [c.name for c in calls] == ["mcp_test__echo", "mcp_time__get_current_time"]
+    assert [e.ok for e in events if isinstance(e, ToolResult)] == [True, True]
+    results = dict(tool_results(sim, 1))
+    assert results[calls[0].id] == "ping-42"
+    assert json.loads(results[calls[1].id])["timezone"] == "Asia/Tokyo"
+    assert isinstance(events[-1], Completed) and events[-1].reply.endswith("ping-42.")
+
+
+async def test_a_failing_mcp_tool_reaches_the_model_as_an_error(
+    model: AnthropicSim, mcp_kernel: MCPKernel
+) -> None:
+    kernel = await mcp_kernel(model, [stdio_server("test")])
+    model.enqueue(
+        Reply(ToolUse("mcp_test__fail", {"reason": "disk full"})),
+        text_reply("It failed."),
+    )
+
+    turn = kernel.agent.start_turn("test:1", UserInput("try"))
+    events = [e async for e in turn]
+
+    assert [e.ok for e in events if isinstance(e, ToolResult)] == [False]
+    body = model.requests[1].body
+    assert body is not None
+    block = body["messages"][-1]["content"][0]
+    assert block["type"] == "tool_result" and block["is_error"] is True
+    assert block["content"] == (
+        "error: MCP server 'test', tool 'fail' reported an error: "
+        "Error executing tool fail: refused: disk full"  # the server's own words follow ours
+    )
+
+
+async def test_status_lists_servers_state_and_tools(bot: Any, tmp_path: Any) -> None:
+    from tests.mcp.conftest import mcp_toml
+
+    servers = [
+        stdio_server("test"),
+        {"name": "gone", "type": "stdio", "command": "/nonexistent/server"},
+        stdio_server("off", enabled=False),
+    ]
+    h = await bot(extra=mcp_toml(servers, {"reconnect_max_delay": 0.2}))
+    await wait_until(lambda: h.kernel.mcp.status()[0].state == "connected")
+
+    status = await h.ask("/status")
+
+    count = len([n for n in h.kernel.tools.names() if n.startswith("mcp_test__")])
+    assert count >= 8
+    line = next(x for x in status.splitlines() if x.startswith("MCP: "))
+    assert line == (
+        f"MCP: test connected, {count} tools; "
+        "gone failed (cannot run '/nonexistent/server': No such file or directory); "
+        "off disabled, 0 tools"
+    )
