@@ -87,6 +87,30 @@ def test_sweep_without_folders_does_nothing(tmp_path: Path) -> None:
     assert result.total == 0 and result.failures == 0
 
 
+class Sleeps:
+    """An injected sleep that waits until the test lets it go; each call is recorded, so
+    the n-th call also says the job finished what came before it."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self._gate: asyncio.Queue[None] = asyncio.Queue()
+        self._called = asyncio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self._called.set()
+        await self._gate.get()
+
+    def release(self) -> None:
+        self._gate.put_nowait(None)
+
+    async def until_called(self, count: int) -> None:
+        async with asyncio.timeout(5):
+            while len(self.waits) < count:
+                self._called.clear()
+                await self._called.wait()
+
+
 async def test_job_runs_first_soon_then_daily_with_its_clock(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -94,36 +118,23 @@ async def test_job_runs_first_soon_then_daily_with_its_clock(
     a = _file(data / "downloads" / "secret-plans.txt", 8)
     b = _file(data / "cli_outputs" / "run.log", 6)
     clock = [NOW]
-    waits: list[float] = []
-    gate: asyncio.Queue[None] = asyncio.Queue()
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        await gate.get()
-
-    job = RetentionJob(data, 7, first_run=30.0, clock=lambda: clock[0], sleep=sleep)
+    sleeps = Sleeps()
+    job = RetentionJob(data, 7, first_run=30.0, clock=lambda: clock[0], sleep=sleeps)
     caplog.set_level(logging.INFO, logger="kernel.retention")
     job.start()
     assert job.running
-    await asyncio.sleep(0)
-    assert waits == [30.0] and a.exists()  # nothing before the first run is due
+    await sleeps.until_called(1)
+    assert sleeps.waits == [30.0] and a.exists()  # nothing before the first run is due
 
-    gate.put_nowait(None)
-    async with asyncio.timeout(5):
-        while job.runs < 1:
-            await asyncio.sleep(0.01)
-    assert not a.exists() and b.exists()
+    sleeps.release()
+    await sleeps.until_called(2)  # the first sweep is done
+    assert job.runs == 1 and not a.exists() and b.exists()
+    assert sleeps.waits[1] == DAY
 
-    clock[0] += 2 * DAY  # a day and more later, b is 8 days old
-    async with asyncio.timeout(5):
-        while len(waits) < 2:
-            await asyncio.sleep(0.01)
-    assert waits[1] == DAY
-    gate.put_nowait(None)
-    async with asyncio.timeout(5):
-        while job.runs < 2:
-            await asyncio.sleep(0.01)
-    assert not b.exists()
+    clock[0] += 2 * DAY  # two days later b is 8 days old
+    sleeps.release()
+    await sleeps.until_called(3)
+    assert job.runs == 2 and not b.exists()
 
     await job.stop()
     assert not job.running
@@ -136,13 +147,14 @@ async def test_kernel_starts_the_job_and_stops_it(tmp_path: Path) -> None:
     path = write_config(tmp_path, "http://127.0.0.1:9", "claude")
     old = _file(tmp_path / "data" / "downloads" / "old.bin", 8, now=time.time())
     kernel = Kernel(load_config(path, env={}, require_telegram=False))
-    kernel.retention.first_run = 0.0
+    sleeps = Sleeps()
+    kernel.retention.sleep = sleeps
     await kernel.start()
     try:
         assert kernel.retention.running
-        async with asyncio.timeout(5):
-            while kernel.retention.runs < 1:
-                await asyncio.sleep(0.01)
+        await sleeps.until_called(1)
+        sleeps.release()
+        await sleeps.until_called(2)  # the first sweep is done
         assert not old.exists()
     finally:
         await kernel.stop()
