@@ -207,3 +207,18 @@ def test_the_audit_finds_what_it_looks_for() -> None:
         "kernel/example.py:3",
         "kernel/example.py:4",
     ]
+
+
+def test_log_settings_are_validated(tmp_path: Path) -> None:
+    from kernel.config import load_config
+    from kernel.errors import ConfigError
+    from tests.conftest import write_config
+
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude", log_level="verbose")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, env={}, require_telegram=False)
+    assert "general.log_level" in str(refused.value) and "debug" in str(refused.value)
+    path.write_text(path.read_text().replace('log_level = "verbose"', "log_messages = 1"))
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, env={}, require_telegram=False)
+    assert "general.log_messages" in str(refused.value)
