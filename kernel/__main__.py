@@ -26,20 +26,26 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _configure(require_telegram: bool, to_file: bool) -> Config:
-    from kernel.app import secrets_of
-    from kernel.logs import setup_logging
+    from kernel.app import header_names_of, secrets_of
+    from kernel.logs import LEVELS, setup_logging
 
     config = load_config(require_telegram=require_telegram)
+    level = LEVELS[config.general.log_level]
+    # The service logs to stdout and the file; `kernel chat` keeps stdout for the
+    # conversation and shows only warnings, on stderr.
     log_dir = config.data_dir / "logs" if to_file else None
-    # The service logs to stdout; `kernel chat` keeps stdout for the conversation.
-    if to_file:
-        try:
-            setup_logging(log_dir, secrets_of(config), level=logging.INFO, stream=sys.stdout)
-        except OSError as exc:
-            detail = exc.strerror or str(exc)
-            raise StartupError(t("startup.storage", path=config.data_dir, detail=detail)) from None
-    else:
-        setup_logging(None, secrets_of(config), level=logging.WARNING, stream=sys.stderr)
+    try:
+        setup_logging(
+            log_dir,
+            secrets_of(config),
+            stream=sys.stdout if to_file else sys.stderr,
+            level=level if to_file else max(level, logging.WARNING),
+            log_messages=config.general.log_messages,
+            header_names=header_names_of(config),
+        )
+    except OSError as exc:
+        detail = exc.strerror or str(exc)
+        raise StartupError(t("startup.storage", path=config.data_dir, detail=detail)) from None
     for warning in config.warnings:
         log.warning("%s", warning)
     return config
@@ -89,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as exc:
         print(f"kernel: {exc}", file=sys.stderr)  # one line, like config refusals
         return 2
+    except Exception:
+        # Through logging, not Python's own traceback print: the formatter masks secrets
+        # and hides quoted values, and the file keeps it (systemd restarts on failure).
+        log.critical("kernel crashed", exc_info=True)
+        return 1
     return 0
 
 

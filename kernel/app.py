@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from kernel.agent.agent import Agent
 from kernel.agent.titles import TitleMaker
@@ -17,6 +18,7 @@ from kernel.mcp import MCPManager
 from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
+from kernel.retention import RetentionJob
 from kernel.store.db import Store
 from kernel.tools import ask, memory
 from kernel.tools.registry import ToolRegistry
@@ -29,6 +31,26 @@ _PUBLIC_HEADERS = {"user-agent", "accept", "accept-language", "content-type"}
 
 def _header_secrets(headers: dict[str, str]) -> list[str]:
     return [v for k, v in headers.items() if k.lower() not in _PUBLIC_HEADERS]
+
+
+# Keys that hold a secret in sections parsed by later features ([stt], [tts], [channels.*]).
+_SECRET_NAMES = {"api_key", "token", "secret", "client_secret", "password", "app_secret"}
+
+
+def _extra_secrets(value: Any) -> list[str]:
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in _SECRET_NAMES and isinstance(item, str):
+                found.append(item)
+            elif key == "headers" and isinstance(item, dict):
+                found += _header_secrets({str(k): str(v) for k, v in item.items()})
+            else:
+                found += _extra_secrets(item)
+    elif isinstance(value, list):
+        for item in value:
+            found += _extra_secrets(item)
+    return found
 
 
 def secrets_of(config: Config) -> list[str]:
@@ -46,7 +68,18 @@ def secrets_of(config: Config) -> list[str]:
     for server in config.mcp_servers:
         found += list(server.headers.values())  # MCP headers: always secret (seed 004)
         found += list(server.env.values())  # a stdio server's env carries its keys
+    found += _extra_secrets(config.extra)
     return [s for s in found if s]
+
+
+def header_names_of(config: Config) -> list[str]:
+    """Configured header names whose values the log always shows as ``[REDACTED]``."""
+    names = [n for server in config.mcp_servers for n in server.headers]
+    for headers in [p.headers for p in config.providers.values()]:
+        names += [n for n in headers if n.lower() not in _PUBLIC_HEADERS]
+    if config.titles:
+        names += [n for n in config.titles.headers if n.lower() not in _PUBLIC_HEADERS]
+    return names
 
 
 class Kernel:
@@ -63,6 +96,7 @@ class Kernel:
         self.agent = Agent(
             config, self.store, self.tools, self._make_provider, sleep=sleep, memories=self.memories
         )
+        self.retention = RetentionJob(config.data_dir, config.general.retention_days)
 
     def _make_provider(self, name: str) -> Provider:
         return create_provider(self.config.providers[name])
@@ -91,6 +125,7 @@ class Kernel:
         except BaseException:
             await self.mcp.stop()  # no stdio child may outlive a failed start
             raise
+        self.retention.start()
         log.info(
             "kernel started: provider=%s model=%s tools=%d",
             self.agent.provider_name,
@@ -101,6 +136,7 @@ class Kernel:
     async def stop(self) -> None:
         """Turns first (they write their last history; cancelling one kills its CLI), then
         any CLI still running, MCP sessions and their child processes, the database last."""
+        await self.retention.stop()
         await self.agent.stop()
         await self.delegator.stop()
         await self.mcp.stop()

@@ -26,6 +26,7 @@ PROVIDER_TYPES = ("claude", "openai_compat")
 TTS_TYPES = ("edge", "openai")
 TTS_FORMATS = ("mp3", "opus", "aac", "flac", "wav")  # what ffmpeg can read from a pipe
 CAPABILITIES = ("stream", "tool_call", "attachments", "reasoning")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 @dataclass(slots=True)
@@ -54,6 +55,9 @@ class GeneralConfig:
     soul: Path = Path("SOUL.md")
     shutdown_timeout: float = 10.0
     disabled_tools: list[str] = field(default_factory=list)
+    log_level: str = "info"
+    log_messages: bool = False  # message text may reach the log (debugging only)
+    retention_days: int = 7  # downloads, CLI and tool outputs; 0 keeps them forever
 
 
 @dataclass(slots=True)
@@ -371,6 +375,7 @@ _EXPECTED_ZH = {
     "table": "表（[section]）",
     "list of strings": "字符串列表",
     "positive number": "正数",
+    "int ≥ 0": "大于等于 0 的整数",
 }
 
 
@@ -419,7 +424,15 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         soul=_resolve(base, g.get("soul", str, "SOUL.md")),
         shutdown_timeout=g.positive("shutdown_timeout", float, 10.0),
         disabled_tools=g.str_list("disabled_tools", []),
+        log_level=g.choice("log_level", LOG_LEVELS, "info"),
+        log_messages=g.get("log_messages", bool, False),
+        retention_days=g.get("retention_days", int, 7),
     )
+    if general.retention_days < 0:
+        raise ConfigError(
+            _bad_type_text("general.retention_days", _expected("int ≥ 0"), general.retention_days),
+            key="general.retention_days",
+        )
     disabled_env = env.get("KERNEL_DISABLED_TOOLS", "")
     general.disabled_tools += [n.strip() for n in disabled_env.split(",") if n.strip()]
     try:

@@ -266,8 +266,14 @@ class Agent:
 
     def _background_done(self, task: asyncio.Task[object]) -> None:
         self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("background task %s failed: %r", task.get_name(), task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            log.warning(
+                "background task %s failed: %s",
+                task.get_name(),
+                type(error).__name__,
+                exc_info=error,
+            )
 
     def local_time(self, when: datetime) -> datetime:
         return when.astimezone(self.tz)

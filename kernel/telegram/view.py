@@ -25,6 +25,7 @@ from kernel.agent.events import AskUser, AssistantDelta, Completed, ErrorEvent, 
 from kernel.agent.turns import Turn
 from kernel.delegate.delegator import Delegator
 from kernel.i18n import t
+from kernel.redact import hide_quoted
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
 from kernel.telegram.render import html_to_plain, render_markdown
@@ -55,7 +56,9 @@ async def send_reply(bot: Bot, chat_id: int, markdown: str, replace: int | None 
         try:
             await _put(bot, chat_id, chunk, ParseMode.HTML, target)
         except BadRequest as exc:
-            log.warning("telegram rejected an HTML chunk (%s); sending plain text", exc.message)
+            # Telegram quotes the offending tag or entity of the reply: keep only the shape.
+            reason = hide_quoted(exc.message)
+            log.warning("telegram rejected an HTML chunk (%s); sending plain text", reason)
             for part in split_plain(html_to_plain(chunk)):
                 await _put(bot, chat_id, part, None, target)
                 target = None

@@ -1,0 +1,182 @@
+"""Retention (seed 004 "数据目录与保留"): files Kernel made for a moment — downloads, CLI
+outputs, long tool outputs — are deleted once older than ``general.retention_days``.
+
+History and memories live in the database and are kept forever; logs are bounded by
+rotation. The sweep runs in a thread (it may touch many files) and never leaves its
+folders: symbolic links are removed as links, never followed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FOLDERS = ("downloads", "cli_outputs", "tool_outputs")
+DAY = 86400.0
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class SweepResult:
+    deleted: dict[str, int] = field(default_factory=dict)  # folder → files removed
+    folders_removed: int = 0
+    failures: int = 0
+    skipped: list[str] = field(default_factory=list)  # top folders that are not real dirs
+
+    @property
+    def total(self) -> int:
+        return sum(self.deleted.values())
+
+
+def sweep(
+    data_dir: Path,
+    max_age: float,
+    now: float,
+    *,
+    folders: tuple[str, ...] = FOLDERS,
+    stop: threading.Event | None = None,
+) -> SweepResult:
+    """Delete files (and emptied sub-folders) under ``data_dir/<folder>`` whose mtime is
+    more than ``max_age`` seconds before ``now``. Blocking: call it in a thread."""
+    result = SweepResult()
+    cutoff = now - max_age
+    for name in folders:
+        top = data_dir / name
+        result.deleted[name] = 0
+        try:
+            mode = os.lstat(top).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError:
+            result.failures += 1
+            continue
+        if not stat.S_ISDIR(mode):
+            # A link here could point anywhere (/, the home folder): not ours to clean.
+            result.skipped.append(name)
+            continue
+        _sweep_tree(top, cutoff, name, result, stop)
+    return result
+
+
+def _sweep_tree(
+    top: Path, cutoff: float, name: str, result: SweepResult, stop: threading.Event | None
+) -> None:
+    emptied: set[str] = set()  # folders this sweep deleted from (their mtime is now new)
+    # Bottom-up, links not followed: a linked folder shows up as an entry, never entered.
+    for folder, dirs, files in os.walk(top, topdown=False, followlinks=False):
+        for entry in (*files, *dirs):
+            if stop is not None and stop.is_set():
+                return
+            path = os.path.join(folder, entry)
+            try:
+                info = os.lstat(path)
+                if stat.S_ISDIR(info.st_mode):
+                    # A real sub-folder goes once empty, if old or emptied by this sweep.
+                    old = info.st_mtime < cutoff or path in emptied
+                    if old and not os.listdir(path):
+                        os.rmdir(path)
+                        result.folders_removed += 1
+                        emptied.add(folder)
+                elif info.st_mtime < cutoff:
+                    os.unlink(path)  # a link is removed as a link
+                    result.deleted[name] += 1
+                    emptied.add(folder)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                result.failures += 1
+
+
+class RetentionJob:
+    """A daily sweep as one tracked task: started by the Kernel, cancelled at stop.
+
+    ``first_run`` (seconds after start) and ``interval``, ``clock`` and ``sleep`` are
+    attributes so a test can run it at once with its own time."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        days: int,
+        *,
+        first_run: float = 60.0,
+        interval: float = DAY,
+        clock: Clock = time.time,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.data_dir = data_dir
+        self.days = days
+        self.first_run = first_run
+        self.interval = interval
+        self.clock = clock
+        self.sleep = sleep
+        self.runs = 0
+        self.last: SweepResult | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = threading.Event()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        if self.days <= 0 or self.running:
+            return  # retention_days = 0: keep everything
+        self._stop.clear()
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="retention")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stop.set()  # a sweep in its thread stops at the next file
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def run_once(self) -> SweepResult:
+        result = await asyncio.to_thread(
+            sweep, self.data_dir, self.days * DAY, self.clock(), stop=self._stop
+        )
+        self.runs += 1
+        self.last = result
+        for name in result.skipped:
+            log.warning(
+                "retention: data/%s is not a real folder (a link?); not cleaned. "
+                "Make it a directory inside the data folder.",
+                name,
+            )
+        counts = ", ".join(f"{k} {v}" for k, v in result.deleted.items())
+        if result.total or result.failures:
+            log.info(
+                "retention: deleted %d files older than %d days (%s), %d empty folders, "
+                "%d failures",
+                result.total,
+                self.days,
+                counts,
+                result.folders_removed,
+                result.failures,
+            )
+        else:
+            log.debug("retention: nothing older than %d days", self.days)
+        return result
+
+    async def _loop(self) -> None:
+        await self.sleep(self.first_run)
+        while True:
+            try:
+                await self.run_once()
+            except Exception as exc:  # a failed sweep must not end the daily job
+                log.warning("retention sweep failed: %s", type(exc).__name__)
+            await self.sleep(self.interval)
