@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from kernel.agent.agent import Agent
 from kernel.agent.titles import TitleMaker
@@ -13,6 +15,7 @@ from kernel.errors import StartupError, StoreError
 from kernel.i18n import t
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
+from kernel.runtime import Runtime
 from kernel.store.db import Store
 from kernel.tools import memory
 from kernel.tools.registry import ToolRegistry
@@ -29,7 +32,10 @@ def _header_secrets(headers: dict[str, str]) -> list[str]:
 
 def secrets_of(config: Config) -> list[str]:
     """Every configured value that must never reach a log line or an error message."""
+    from kernel.runtime import is_sensitive
+
     found = [config.telegram.token, config.gateway.api_key]
+    found += [v for k, v in config.envs.items() if is_sensitive(k)]
     for p in config.providers.values():
         found += [p.api_key, *_header_secrets(p.headers)]
     if config.titles:
@@ -37,6 +43,28 @@ def secrets_of(config: Config) -> list[str]:
     for server in config.mcp_servers:
         found += list(server.headers.values())  # MCP headers: always secret (seed 004)
     return [s for s in found if s]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelState:
+    """What a channel reports about itself for /healthz and /status."""
+
+    name: str
+    state: str  # "running", "starting", "degraded" or "stopped"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "running"
+
+
+class ChannelStatus(Protocol):
+    """A channel that registers with the Kernel so others can see its state without
+    importing it (the sidecar never imports telegram)."""
+
+    name: str
+
+    def status(self) -> ChannelState: ...
 
 
 class Kernel:
@@ -48,6 +76,15 @@ class Kernel:
         self.tools = ToolRegistry()
         self._sleep = sleep
         self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
+        self.runtime = Runtime(config)
+        self.runtime.on_providers_changed(self.agent.providers_changed)
+        self.channels: dict[str, ChannelStatus] = {}
+
+    def register_channel(self, channel: ChannelStatus) -> None:
+        self.channels[channel.name] = channel
+
+    def channel_states(self) -> list[ChannelState]:
+        return [channel.status() for channel in self.channels.values()]
 
     def _make_provider(self, name: str) -> Provider:
         return create_provider(self.config.providers[name])

@@ -7,6 +7,7 @@ the built-in defaults apply; they equal ``config.example.toml`` (a test keeps th
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 import re
@@ -65,6 +66,8 @@ class ProviderConfig:
     max_retries: int = 3
     retry_base_delay: float = 1.0
     capabilities: list[str] | None = None  # None: what the provider type supports
+    aliases: dict[str, str] = field(default_factory=dict)  # alias → one of ``models``
+    switched_off: bool = False  # `enabled = false`: kept configured but not used
 
     @property
     def env_key(self) -> str:
@@ -72,7 +75,13 @@ class ProviderConfig:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.api_key)
+        return bool(self.api_key) and not self.switched_off
+
+    def resolve(self, model: str) -> str | None:
+        """A configured model name, or the model an alias points at; else None."""
+        if model in self.models:
+            return model
+        return self.aliases.get(model)
 
 
 @dataclass(slots=True)
@@ -107,9 +116,29 @@ class MCPServerConfig:
 class GatewayConfig:
     enabled: bool = True
     host: str = "127.0.0.1"
-    port: int = 8088
+    port: int = 8088  # 0: any free port (the bound one is logged)
     api_key: str = ""
-    request_timeout: float = 300.0
+    read_header_timeout: float = 10.0
+    read_timeout: float = 120.0
+    idle_timeout: float = 120.0
+    shutdown_timeout: float = 30.0
+    max_body_bytes: int = 32 * 1024 * 1024
+    queue_timeout: float = 300.0  # a request waits this long for its chat's running turn
+
+    @property
+    def client_host(self) -> str:
+        """Where a local client reaches the sidecar (a wildcard bind is reached locally)."""
+        if self.host in ("0.0.0.0", ""):
+            return "127.0.0.1"
+        if self.host == "::":
+            return "::1"
+        return self.host
+
+    @property
+    def url(self) -> str:
+        host = self.client_host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}"
 
 
 @dataclass(slots=True)
@@ -124,6 +153,11 @@ class Config:
     gateway: GatewayConfig
     extra: dict[str, Any]  # sections owned by later features (channels, stt, tts)
     warnings: list[str] = field(default_factory=list)
+    # Variables given to tools and child processes (CLIs, MCP stdio servers): [envs] of
+    # config.toml under runtime.toml's. Kept current by kernel.runtime; see child_env().
+    envs: dict[str, str] = field(default_factory=dict)
+    # The environment this was loaded with, so a runtime change re-validates the same way.
+    source_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def base_dir(self) -> Path:
@@ -136,6 +170,10 @@ class Config:
     @property
     def db_path(self) -> Path:
         return self.general.data_dir / "kernel.db"
+
+    @property
+    def runtime_path(self) -> Path:
+        return self.general.data_dir / RUNTIME_FILE
 
     @property
     def enabled_providers(self) -> dict[str, ProviderConfig]:
@@ -167,7 +205,11 @@ DEFAULT_CLI: dict[str, dict[str, Any]] = {
     "gemini": {"command": "gemini", "args": ["-p"]},
 }
 
+RUNTIME_FILE = "runtime.toml"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
 KNOWN_SECTIONS = {
+    "envs",
     "telegram",
     "general",
     "providers",
@@ -201,20 +243,71 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     require_telegram: bool = True,
+    overlay: dict[str, Any] | None = None,
 ) -> Config:
-    """Read, override from ``env``, validate. Raises ConfigError on the first refusal."""
+    """Read, layer ``data/runtime.toml`` over it, override from ``env``, validate.
+    Raises ConfigError on the first refusal. ``overlay`` replaces the runtime file's
+    contents (a change is validated this way before it is written)."""
     env = os.environ if env is None else env
     path = locate_config(env) if path is None else path.resolve()
     raw: dict[str, Any] = {}
     if path.is_file():
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(t("config.bad_toml", path=path.name, detail=exc), key="") from None
-        except UnicodeDecodeError:
-            detail = "not UTF-8"
-            raise ConfigError(t("config.bad_toml", path=path.name, detail=detail)) from None
-    return _build(raw, path, env, require_telegram)
+        raw = _read_toml(path, path.name)
+    if overlay is None:
+        overlay = read_overlay(_data_dir_of(raw, path.parent) / RUNTIME_FILE)
+    config = _build(merge_overlay(raw, overlay), path, env, require_telegram)
+    config.source_env = dict(env)
+    return config
+
+
+def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(t("config.bad_toml", path=shown, detail=exc), key="") from None
+    except UnicodeDecodeError:
+        raise ConfigError(t("config.bad_toml", path=shown, detail="not UTF-8")) from None
+
+
+def _data_dir_of(raw: dict[str, Any], base: Path) -> Path:
+    general = raw.get("general")
+    value = general.get("data_dir") if isinstance(general, dict) else None
+    return _resolve(base, value if isinstance(value, str) else "data")
+
+
+def read_overlay(path: Path) -> dict[str, Any]:
+    """The Kernel-managed overlay (SPEC §2); a missing file is an empty overlay."""
+    if not path.is_file():
+        return {}
+    return _read_toml(path, str(path))
+
+
+def merge_overlay(raw: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """``overlay`` over ``raw``: tables merge key by key, anything else is replaced."""
+    merged = copy.deepcopy(raw)
+    if "providers" in overlay and "providers" not in merged:
+        # Without [providers.*] in config.toml the built-in pair applies; the overlay
+        # changes that pair rather than replacing it.
+        merged["providers"] = copy.deepcopy(DEFAULT_PROVIDERS)
+    _merge_into(merged, overlay)
+    return merged
+
+
+def _merge_into(target: dict[str, Any], overlay: dict[str, Any]) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge_into(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def gateway_of(path: Path | None = None, env: Mapping[str, str] | None = None) -> GatewayConfig:
+    """Only the [gateway] section (for the sidecar's command-line client, which must
+    work whatever the rest of config.toml says)."""
+    env = os.environ if env is None else env
+    path = locate_config(env) if path is None else path.resolve()
+    raw = _read_toml(path, path.name) if path.is_file() else {}
+    return _gateway(_Reader(raw.get("gateway", {}), "gateway"), env, check=False)
 
 
 class _Reader:
@@ -353,6 +446,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     cli = _cli(raw.get("cli"))
     mcp_servers = _mcp(raw.get("mcp", {}), env, warnings)
     gateway = _gateway(_Reader(raw.get("gateway", {}), "gateway"), env)
+    envs = _envs(raw.get("envs", {}))
     extra: dict[str, Any] = {k: raw[k] for k in ("channels", "stt", "tts") if k in raw}
     return Config(
         path=path,
@@ -365,6 +459,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         gateway=gateway,
         extra=extra,
         warnings=warnings,
+        envs=envs,
     )
 
 
@@ -418,6 +513,8 @@ def _providers(
             max_retries=r.get("max_retries", int, 3),
             retry_base_delay=r.get("retry_base_delay", float, 1.0),
             capabilities=_capabilities(r),
+            aliases=r.str_map("aliases"),
+            switched_off=not r.get("enabled", bool, True),
         )
         if not p.default_model and p.models:
             p.default_model = p.models[0]
@@ -427,6 +524,10 @@ def _providers(
             p.models.insert(0, p.default_model)
         if p.type == "claude" and p.max_tokens is None:
             raise ConfigError(t("config.missing_max_tokens", name=name), key=r.key("max_tokens"))
+        for alias, target in p.aliases.items():
+            if target not in p.models:
+                key = r.key(f"aliases.{alias}")
+                raise ConfigError(t("config.bad_alias", key=key, model=target), key=key)
         providers[name] = p
     if default not in providers:
         available = ", ".join(providers) or "-"
@@ -434,13 +535,17 @@ def _providers(
             t("config.unknown_default_provider", name=default, available=available),
             key="general.default_provider",
         )
+    if providers[default].switched_off:
+        raise ConfigError(
+            t("config.default_switched_off", name=default), key=f"providers.{default}.enabled"
+        )
     if not providers[default].enabled:
         raise ConfigError(
             t("config.missing_api_key", name=default, env=provider_env_key(default)),
             key=f"providers.{default}.api_key",
         )
     for p in providers.values():
-        if not p.enabled:
+        if not p.api_key:
             warnings.append(t("config.warn_provider_disabled", name=p.name, env=p.env_key))
     return providers
 
@@ -522,20 +627,38 @@ def _mcp(section: Any, env: Mapping[str, str], warnings: list[str]) -> list[MCPS
     return servers
 
 
-def _gateway(r: _Reader, env: Mapping[str, str]) -> GatewayConfig:
+def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> GatewayConfig:
     gw = GatewayConfig(
         enabled=r.get("enabled", bool, True),
         host=r.get("host", str, "127.0.0.1"),
         port=r.get("port", int, 8088),
         api_key=env.get("KERNEL_GATEWAY_API_KEY") or r.get("api_key", str, ""),
-        request_timeout=r.positive("request_timeout", float, 300.0),
+        read_header_timeout=r.positive("read_header_timeout", float, 10.0),
+        read_timeout=r.positive("read_timeout", float, 120.0),
+        idle_timeout=r.positive("idle_timeout", float, 120.0),
+        shutdown_timeout=r.positive("shutdown_timeout", float, 30.0),
+        max_body_bytes=r.positive("max_body_bytes", int, 32 * 1024 * 1024),
+        queue_timeout=r.positive("queue_timeout", float, 300.0),
     )
-    if gw.enabled and not gw.api_key and not _is_loopback(gw.host):
+    if not 0 <= gw.port <= 65535:
+        expected = _expected("int") + " 0-65535"
+        raise ConfigError(_bad_type_text(r.key("port"), expected, gw.port), key=r.key("port"))
+    if check and gw.enabled and not gw.api_key and not is_loopback(gw.host):
         raise ConfigError(t("config.gateway_no_key", host=gw.host), key="gateway.api_key")
     return gw
 
 
-def _is_loopback(host: str) -> bool:
+def _envs(section: Any) -> dict[str, str]:
+    r = _Reader(section, "envs")
+    out: dict[str, str] = {}
+    for name in r.table:
+        if not ENV_NAME.match(str(name)):
+            raise ConfigError(t("config.bad_env_name", key=f"envs.{name}"), key=f"envs.{name}")
+        out[str(name)] = r.get(name, str, "")
+    return out
+
+
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:

@@ -10,6 +10,7 @@ KernelError
 ├── ToolError              a tool could not run; becomes a tool result the model reads
 ├── StoreError             the SQLite store failed
 ├── SessionError           unknown session / bad session reference
+│   └── ProtectedSessionError  the default chat, which is never deleted
 └── BusyError              a turn is already running for this conversation
 """
 
@@ -74,6 +75,10 @@ class StoreError(KernelError):
 
 
 class SessionError(KernelError):
+    pass
+
+
+class ProtectedSessionError(SessionError):
     pass
 
 

@@ -30,6 +30,14 @@ class RedactingFormatter(logging.Formatter):
         return _HEADER.sub(r"\1\2[REDACTED]", redact_text(text, self.secrets))
 
 
+def add_secrets(secrets: list[str]) -> None:
+    """Mask these too from now on (a key set at runtime, e.g. through the sidecar)."""
+    for handler in logging.getLogger().handlers:
+        fmt = handler.formatter
+        if isinstance(fmt, RedactingFormatter):
+            fmt.secrets.extend(s for s in secrets if s and s not in fmt.secrets)
+
+
 def setup_logging(
     log_dir: Path | None, secrets: list[str], *, level: int = logging.INFO, stream: TextIO
 ) -> None:

@@ -45,7 +45,14 @@ from kernel.agent.slimming import TOOL_RESULT_LIMIT, slim_message, summarize_too
 from kernel.agent.titles import TitleMaker
 from kernel.agent.turns import Turn
 from kernel.config import Config
-from kernel.errors import BusyError, KernelError, ProviderError, SessionError, ToolError
+from kernel.errors import (
+    BusyError,
+    KernelError,
+    ProtectedSessionError,
+    ProviderError,
+    SessionError,
+    ToolError,
+)
 from kernel.i18n import t
 from kernel.providers.base import (
     ChatRequest,
@@ -79,12 +86,30 @@ class UserInput:
     text: str
     images: list[ImageBlock] = field(default_factory=list)
     channel: str = "console"
+    user_id: str = ""  # the sender in the channel's terms, recorded with a new session
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
         if self.text:
             blocks.append(TextBlock(self.text))
         return Message("user", list(blocks))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """A session named in a channel's own terms: who (``user_id``) and which of their
+    conversations (``external_id``, e.g. the sidecar's ``session_id``)."""
+
+    channel: str
+    user_id: str
+    external_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedSession:
+    conversation: str  # the key to start turns with
+    row: SessionRow
+    created: bool
 
 
 @dataclass(slots=True)
@@ -120,6 +145,7 @@ class Agent:
         self.model = config.providers[self.provider_name].default_model
         self.last_error: str = ""
         self.tz = ZoneInfo(config.general.timezone)
+        self._retired: list[Provider] = []  # replaced at runtime; closed at stop
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -148,9 +174,10 @@ class Agent:
             task.cancel()
         if self._background:
             await asyncio.wait(self._background, timeout=timeout)
-        for provider in self._providers.values():
+        for provider in [*self._providers.values(), *self._retired]:
             await provider.aclose()
         self._providers.clear()
+        self._retired.clear()
 
     # ----- providers and models --------------------------------------------------------
 
@@ -162,6 +189,32 @@ class Agent:
             if name not in self._providers:
                 self._providers[name] = await asyncio.to_thread(self._factory, name)
         return self._providers[name]
+
+    def providers_changed(self, names: set[str]) -> None:
+        """Providers' settings changed at runtime: rebuild their clients on next use.
+        A client in use by a running turn is closed at stop, not under its feet."""
+        for name in names:
+            old = self._providers.pop(name, None)
+            if old is not None:
+                self._retired.append(old)
+        pcfg = self.config.providers.get(self.provider_name)
+        if pcfg is None or not pcfg.enabled:
+            self.provider_name = self.config.general.default_provider
+            pcfg = self.config.providers[self.provider_name]
+        if self.model not in pcfg.models:
+            self.model = pcfg.default_model
+
+    def resolve_model(self, requested: str) -> tuple[str, str]:
+        """(provider, model) for a model name or alias of an enabled provider, the
+        active provider first; an unknown or empty name means the active choice."""
+        enabled = self.config.enabled_providers
+        order = [self.provider_name, *(n for n in enabled if n != self.provider_name)]
+        for name in order:
+            pcfg = enabled.get(name)
+            model = pcfg.resolve(requested) if pcfg and requested else None
+            if model:
+                return name, model
+        return self.provider_name, self.model
 
     @property
     def available_providers(self) -> list[str]:
@@ -185,6 +238,8 @@ class Agent:
         return list(self.config.providers[self.provider_name].models)
 
     async def set_model(self, model: str) -> None:
+        """Switch model (a configured name or an alias of one); persisted."""
+        model = self.config.providers[self.provider_name].resolve(model) or model
         if model not in self.models:
             raise SelectionError(
                 t(
@@ -213,6 +268,34 @@ class Agent:
     async def list_sessions(self, limit: int = 20) -> list[SessionRow]:
         return await self.store.list_sessions(limit=limit)
 
+    async def open_session(
+        self,
+        key: SessionKey,
+        *,
+        create: bool = True,
+        title: str | None = None,
+        meta: dict[str, object] | None = None,
+    ) -> OpenedSession | None:
+        """The conversation for the session with this key, the session created first
+        when missing (unless ``create`` is false: then None). Every caller naming the same
+        session gets the same conversation, so its turns queue behind one another."""
+        row, created = await self.store.open_session(
+            key.channel, key.user_id, key.external_id, title=title, meta=meta, create=create
+        )
+        if row is None:
+            return None
+        conversation = f"session:{row.id}"
+        self._conv(conversation).session_id = row.id
+        return OpenedSession(conversation, row, created)
+
+    async def clear_history(self, conversation: str) -> int:
+        """Forget the conversation's messages but keep its session (seed 000 ``/new``)."""
+        self._guard_idle(conversation)
+        session_id = self._conv(conversation).session_id
+        if session_id is None:
+            return 0
+        return await self.store.clear_messages(session_id)
+
     async def resume(self, conversation: str, session_id: int) -> SessionRow:
         self._guard_idle(conversation)
         row = await self.store.get_session(session_id)
@@ -222,6 +305,11 @@ class Agent:
         return row
 
     async def delete_sessions(self, ids: list[int]) -> int:
+        """Delete sessions (not a protected one, nor one with a running turn)."""
+        for session_id in ids:
+            row = await self.store.get_session(session_id)
+            if row is not None and row.meta.get("system_default"):
+                raise ProtectedSessionError(t("session.protected"))
         for conv in self._conversations.values():
             if conv.session_id in ids:
                 if conv.turn and not conv.turn.done:
@@ -258,9 +346,40 @@ class Agent:
 
     # ----- turns -----------------------------------------------------------------------
 
+    def _running(self, conversation: str) -> Turn | None:
+        """The turn this conversation must wait for: its own, or one running on the same
+        session from another channel (e.g. a Telegram chat that resumed it)."""
+        conv = self._conv(conversation)
+        if conv.turn is not None and not conv.turn.done:
+            return conv.turn
+        if conv.session_id is None:
+            return None
+        for other in self._conversations.values():
+            turn = other.turn
+            if other.session_id == conv.session_id and turn is not None and not turn.done:
+                return turn
+        return None
+
     def is_busy(self, conversation: str) -> bool:
-        turn = self._conv(conversation).turn
-        return turn is not None and not turn.done
+        return self._running(conversation) is not None
+
+    async def wait_idle(self, conversation: str, timeout: float) -> None:
+        """Wait (up to ``timeout`` seconds) until no turn runs on this conversation's
+        session; BusyError after that. Waiters are woken in the order they came."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (turn := self._running(conversation)) is not None:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or turn.task is None:
+                raise BusyError(t("turn.busy"))
+            await asyncio.wait({turn.task}, timeout=remaining)
+
+    def find_turn(self, turn_id: str) -> Turn | None:
+        """A running turn, or the last one of its conversation."""
+        for conv in self._conversations.values():
+            if conv.turn is not None and conv.turn.id == turn_id:
+                return conv.turn
+        return None
 
     def _guard_idle(self, conversation: str) -> None:
         if self.is_busy(conversation):
@@ -284,16 +403,19 @@ class Agent:
 
     async def system_layers(self, query: str = "") -> list[Layer]:
         """SOUL.md, tool guide, recalled memories, skills summary, local time (SPEC §4)."""
-        layers = [Layer("soul", await asyncio.to_thread(self._read_soul))]
+        soul = await asyncio.to_thread(self._read_soul)
+        where = _relative(self.config.general.soul, self.config.base_dir)
+        layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
         names = self.tools.names()
         if names:
-            layers.append(Layer("tools", _tool_guide(names)))
+            layers.append(Layer("tools", _tool_guide(names), "tool registry"))
         memories = await self._recall(query)
         if memories:
-            layers.append(Layer("memories", memories))
+            layers.append(Layer("memories", memories, "memories"))
         now = self.local_time(self._clock())
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
-        layers.append(Layer("time", f"当前时间：{stamp}（{self.config.general.timezone}）"))
+        text = f"当前时间：{stamp}（{self.config.general.timezone}）"
+        layers.append(Layer("time", text, "clock"))
         return layers
 
     def _read_soul(self) -> str:
@@ -368,7 +490,9 @@ class _TurnRun:
         conv = agent._conv(self.turn.conversation)
         new_session = conv.session_id is None
         if conv.session_id is None:
-            row = await agent.store.create_session(user_input.channel)
+            row = await agent.store.create_session(
+                user_input.channel, user_id=user_input.user_id
+            )
             conv.session_id = row.id
         self.session_id = conv.session_id
         history = await agent.store.load_messages(
