@@ -55,6 +55,12 @@ async def serve(config: Config) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with Kernel(config) as kernel:
+        gateway = None
+        if config.gateway.enabled:
+            from kernel.gateway.server import Gateway
+
+            gateway = Gateway(kernel)
+            await gateway.start()  # local and quick, so it answers while Telegram connects
         telegram = TelegramChannel(kernel)
         starting = asyncio.ensure_future(telegram.start())
         stopping = asyncio.ensure_future(stop.wait())
@@ -68,8 +74,13 @@ async def serve(config: Config) -> None:
         finally:
             starting.cancel()
             stopping.cancel()
-            # Channels first (no new work), then the core, the database last.
-            await telegram.stop()
+            # Channels first (no new work; in-flight requests and replies get their
+            # bounded time side by side), then the core, the database last.
+            await asyncio.gather(telegram.stop(), gateway.stop() if gateway else _nothing())
+
+
+async def _nothing() -> None:
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

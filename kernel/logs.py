@@ -9,10 +9,15 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import re
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TextIO
 
 from kernel.redact import redact_text
+
+# A tag for every line logged while handling one request (the sidecar's request id);
+# tasks started meanwhile, e.g. the request's turn, inherit it.
+request_tag: ContextVar[str] = ContextVar("request_tag", default="")
 
 _HEADER = re.compile(r"(?i)\b(authorization|x-api-key|cookie|api-key)\b(\s*[:=]\s*)([^\s,;]+)")
 
@@ -27,6 +32,10 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
+        tag = request_tag.get()
+        if tag:
+            first, newline, rest = text.partition("\n")
+            text = f"{first} [{tag}]{newline}{rest}"
         return _HEADER.sub(r"\1\2[REDACTED]", redact_text(text, self.secrets))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +61,7 @@ from kernel.providers.base import (
     RawToolCall,
     RetryPolicy,
     Sleep,
+    StreamEvent,
     TextDelta,
     stream_with_retry,
 )
@@ -216,6 +217,17 @@ class Agent:
                 return name, model
         return self.provider_name, self.model
 
+    async def stream_request(
+        self, name: str, request: ChatRequest
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One model request outside any turn (the sidecar's Claude-compatible endpoint):
+        provider ``name``'s client, capability checks and retry policy, no history."""
+        provider = await self.provider(name)
+        pcfg = self.config.providers[name]
+        policy = RetryPolicy(max_retries=pcfg.max_retries, base_delay=pcfg.retry_base_delay)
+        async for event in stream_with_retry(provider, request, policy, sleep=self._sleep):
+            yield event
+
     @property
     def available_providers(self) -> list[str]:
         return list(self.config.enabled_providers)
@@ -363,11 +375,11 @@ class Agent:
     def is_busy(self, conversation: str) -> bool:
         return self._running(conversation) is not None
 
-    async def wait_idle(self, conversation: str, timeout: float) -> None:
-        """Wait (up to ``timeout`` seconds) until no turn runs on this conversation's
-        session; BusyError after that. Waiters are woken in the order they came."""
+    async def wait_idle(self, conversation: str, seconds: float) -> None:
+        """Wait (up to ``seconds``) until no turn runs on this conversation's session;
+        BusyError after that. Waiters are woken in the order they came."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = loop.time() + seconds
         while (turn := self._running(conversation)) is not None:
             remaining = deadline - loop.time()
             if remaining <= 0 or turn.task is None:
@@ -490,9 +502,7 @@ class _TurnRun:
         conv = agent._conv(self.turn.conversation)
         new_session = conv.session_id is None
         if conv.session_id is None:
-            row = await agent.store.create_session(
-                user_input.channel, user_id=user_input.user_id
-            )
+            row = await agent.store.create_session(user_input.channel, user_id=user_input.user_id)
             conv.session_id = row.id
         self.session_id = conv.session_id
         history = await agent.store.load_messages(

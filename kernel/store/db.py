@@ -238,9 +238,7 @@ class Store:
 
         def op(conn: sqlite3.Connection) -> list[SessionRow]:
             rows = conn.execute(
-                _SESSION_SELECT
-                + where
-                + " ORDER BY s.updated_at DESC, s.id DESC LIMIT ? OFFSET ?",
+                _SESSION_SELECT + where + " ORDER BY s.updated_at DESC, s.id DESC LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             ).fetchall()
             return [_session_from_row(r) for r in rows]

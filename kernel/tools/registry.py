@@ -133,6 +133,9 @@ class ToolRegistry:
         """Disabled tools are not offered and refuse calls (also if registered later)."""
         self._disabled.update(names)
 
+    def is_disabled(self, name: str) -> bool:
+        return name in self._disabled
+
     # ------------------------------------------------------------ listing
 
     def names(self) -> list[str]:
