@@ -147,6 +147,7 @@ class Agent:
         self.last_error: str = ""
         self.tz = ZoneInfo(config.general.timezone)
         self._retired: list[Provider] = []  # replaced at runtime; closed at stop
+        self._waiting: dict[str, int] = {}  # conversation → requests queued behind its turn
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -380,11 +381,21 @@ class Agent:
         BusyError after that. Waiters are woken in the order they came."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
-        while (turn := self._running(conversation)) is not None:
-            remaining = deadline - loop.time()
-            if remaining <= 0 or turn.task is None:
-                raise BusyError(t("turn.busy"))
-            await asyncio.wait({turn.task}, timeout=remaining)
+        self._waiting[conversation] = self._waiting.get(conversation, 0) + 1
+        try:
+            while (turn := self._running(conversation)) is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0 or turn.task is None:
+                    raise BusyError(t("turn.busy"))
+                await asyncio.wait({turn.task}, timeout=remaining)
+        finally:
+            self._waiting[conversation] -= 1
+            if not self._waiting[conversation]:
+                del self._waiting[conversation]
+
+    def waiting(self, conversation: str) -> int:
+        """How many callers are queued in :meth:`wait_idle` for this conversation."""
+        return self._waiting.get(conversation, 0)
 
     def find_turn(self, turn_id: str) -> Turn | None:
         """A running turn, or the last one of its conversation."""

@@ -4,6 +4,7 @@ aiohttp client in front of it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +33,16 @@ class Sidecar:
     model: Sim
     config_path: Path
     api_key: str = ""
+    stopped: bool = False
+
+    async def stop(self) -> None:
+        """As at shutdown: the sidecar, then the Kernel (database last)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        await self.http.close()
+        await self.gateway.stop()
+        await self.kernel.stop()
 
     @property
     def url(self) -> str:
@@ -45,7 +56,7 @@ class Sidecar:
         self, method: str, path: str, body: Any = None, **kw: Any
     ) -> tuple[int, Any, aiohttp.ClientResponse]:
         """(status, parsed JSON body, response) of one request."""
-        headers = kw.pop("headers", None) or self.headers()
+        headers = kw.pop("headers") if "headers" in kw else self.headers()
         data = kw.pop("data", None)
         if body is not None:
             data = json.dumps(body)
@@ -61,6 +72,13 @@ class Sidecar:
         body = {"input": [message(text)], **fields}
         status, data, _ = await self.call("POST", "/agent/process", body)
         return status, data
+
+
+async def until(condition: Callable[[], bool], seconds: float = 5) -> None:
+    """Return once ``condition()`` holds, checked every 10 ms, for at most ``seconds``."""
+    async with asyncio.timeout(seconds):
+        for _ in iter(condition, True):  # calls condition() until it is true
+            await asyncio.sleep(0.01)
 
 
 def message(text: str) -> dict[str, Any]:
@@ -85,7 +103,7 @@ SidecarFactory = Callable[..., Awaitable[Sidecar]]
 
 @pytest.fixture
 async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
-    running: list[tuple[Gateway, Kernel, aiohttp.ClientSession]] = []
+    running: list[Sidecar] = []
 
     async def start(
         model: Sim,
@@ -93,26 +111,28 @@ async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
         api_key: str = "",
         gateway: dict[str, Any] | None = None,
         extra: str = "",
+        keep_config: bool = False,
         **general: Any,
     ) -> Sidecar:
+        """``keep_config``: a restart, with the config.toml already there."""
         kind = "claude" if isinstance(model, AnthropicSim) else "openai_compat"
         settings = {"shutdown_timeout": 2.0, **(gateway or {})}
         if api_key:
             settings["api_key"] = api_key
         general.setdefault("language", "en")
-        path = write_config(tmp_path, model.base_url, kind, gateway=settings, **general)
-        if extra:
-            path.write_text(path.read_text() + extra)
+        path = tmp_path / "config.toml"
+        if not (keep_config and path.exists()):
+            path = write_config(tmp_path, model.base_url, kind, gateway=settings, **general)
+            if extra:
+                path.write_text(path.read_text() + extra)
         kernel = Kernel(load_config(path, env={}, require_telegram=False))
         await kernel.start()
         gw = Gateway(kernel)
         await gw.start()
-        http = aiohttp.ClientSession()
-        running.append((gw, kernel, http))
-        return Sidecar(kernel, gw, http, model, path, api_key)
+        sc = Sidecar(kernel, gw, aiohttp.ClientSession(), model, path, api_key)
+        running.append(sc)
+        return sc
 
     yield start
-    for gw, kernel, http in reversed(running):
-        await http.close()
-        await gw.stop()
-        await kernel.stop()
+    for sc in reversed(running):
+        await sc.stop()

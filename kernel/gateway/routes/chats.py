@@ -90,7 +90,9 @@ async def require_chat(kernel: Kernel, chat_id: str) -> SessionRow:
 
 
 def key_part(body: Body, name: str, default: str) -> str:
-    value = body.text(name, default, max_len=NAME_LIMIT) or default
+    value = body.text(name, max_len=NAME_LIMIT)
+    if value is None:
+        return default
     if not value.strip() or any(ord(c) < 32 for c in value):
         raise invalid(t("gw.bad_key_part", field=name), field=name)
     return value
