@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kernel.errors import ConfigError
@@ -365,6 +366,14 @@ class _Reader:
             )
         return value
 
+    def url(self, name: str) -> str:
+        """An http(s) URL (or empty), without a trailing slash."""
+        value = str(self.get(name, str, "")).rstrip("/")
+        if value and not is_http_url(value):
+            expected = _expected("http(s) URL")
+            raise ConfigError(_bad_type_text(self.key(name), expected, value), key=self.key(name))
+        return value
+
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
         value = self.get(name, str, default)
         if value not in choices:
@@ -382,6 +391,7 @@ _EXPECTED_ZH = {
     "table": "表（[section]）",
     "list of strings": "字符串列表",
     "positive number": "正数",
+    "http(s) URL": "http(s) 网址",
 }
 
 
@@ -503,7 +513,7 @@ def _providers(
         p = ProviderConfig(
             name=name,
             type=r.choice("type", PROVIDER_TYPES, "openai_compat"),
-            api_base=r.get("api_base", str, "").rstrip("/"),
+            api_base=r.url("api_base"),
             api_key=env.get(provider_env_key(name)) or r.get("api_key", str, ""),
             max_tokens=r.positive("max_tokens", int, None),
             default_model=r.get("default_model", str, ""),
@@ -656,6 +666,17 @@ def _envs(section: Any) -> dict[str, str]:
             raise ConfigError(t("config.bad_env_name", key=f"envs.{name}"), key=f"envs.{name}")
         out[str(name)] = r.get(name, str, "")
     return out
+
+
+def is_http_url(value: str) -> bool:
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not 0-65535
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def is_loopback(host: str) -> bool:

@@ -178,6 +178,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "gw.nothing_to_change": "请求中没有可修改的字段；可用字段：{fields}",
         "gw.env_name": "环境变量名 {key!r} 不合法：只能由字母、数字和 _ 组成且不能以数字开头",
         "gw.env_value": "{key} 的值必须是不含 NUL 的字符串，最多 {limit} 个字符",
+        "gw.malformed": "无法解析的 HTTP 请求（请求行或请求头不合法）：请检查客户端",
         "gw.env_in_config": "{key} 写在 config.toml 的 [envs] 中，这里不能删除：请在 config.toml 中删除它",
     },
     "en": {
@@ -344,6 +345,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "gw.nothing_to_change": "nothing to change in this request; fields: {fields}",
         "gw.env_name": "{key!r} is not a valid variable name: letters, digits and _, not starting with a digit",
         "gw.env_value": "the value of {key} must be a string without NUL, at most {limit} characters",
+        "gw.malformed": "malformed HTTP request (bad request line or header): check the client",
         "gw.env_in_config": "{key} is set in config.toml's [envs] and cannot be deleted here: remove it from config.toml",
     },
 }

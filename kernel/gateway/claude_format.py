@@ -114,6 +114,11 @@ def _tools(value: Any) -> list[ToolSpec]:
     return specs
 
 
+def _kind(raw: Any) -> str | None:
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def _message(value: Any, where: str) -> Message:
     if not isinstance(value, dict) or value.get("role") not in ("user", "assistant"):
         raise invalid(t("gw.bad_field", field=f"{where}.role", expected="user or assistant"))
@@ -127,7 +132,7 @@ def _message(value: Any, where: str) -> Message:
     trailing_images: list[Block] = []
     for j, raw in enumerate(content):
         field = f"{where}.content[{j}]"
-        kind = raw.get("type") if isinstance(raw, dict) else None
+        kind = _kind(raw)
         if kind == "text" and isinstance(raw.get("text"), str):
             blocks.append(TextBlock(raw["text"]))
         elif kind == "image":
@@ -171,7 +176,7 @@ def _tool_result_content(value: Any, field: str) -> tuple[str, list[Block]]:
     texts: list[str] = []
     images: list[Block] = []
     for k, part in enumerate(value):
-        kind = part.get("type") if isinstance(part, dict) else None
+        kind = _kind(part)
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif kind == "image":

@@ -45,6 +45,24 @@ from kernel.logs import request_tag
 
 log = logging.getLogger("kernel.gateway")
 
+
+class _Short(logging.Filter):
+    """aiohttp logs a malformed request with a traceback that quotes the raw bytes,
+    headers (and so keys) included: keep only what kind of error it was."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            kind = type(record.exc_info[1]).__name__
+            record.msg = f"{record.getMessage()} ({kind})"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+http_log = logging.getLogger("kernel.gateway.http")
+http_log.addFilter(_Short())
+
 REQUEST_ID = web.RequestKey("request_id", str)
 ROUTERS = web.AppKey("routers", list[Router])
 PUBLIC_PATHS = frozenset({"/healthz", "/version"})
@@ -212,6 +230,21 @@ class _Connection(RequestHandler):
             self._head_timer.cancel()
             self._head_timer = None
 
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """A request aiohttp could not parse: our error shape, without echoing its bytes."""
+        super().handle_error(request, status, exc, message)  # logs it (shortened), checks state
+        code = "invalid_request" if status < 500 else "internal_error"
+        text = t("gw.malformed") if status < 500 else t("gw.internal", kind=type(exc).__name__)
+        response = error_response(status, code, text)
+        response.force_close()
+        return response
+
     def _head_expired(self) -> None:
         self._head_timer = None
         if not self._in_request:
@@ -302,6 +335,7 @@ class Gateway:
             head_timeout=cfg.read_header_timeout,
             keepalive_timeout=cfg.idle_timeout,
             access_log=None,
+            logger=http_log,
         )
         try:
             await site.start()

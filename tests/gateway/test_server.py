@@ -287,3 +287,26 @@ async def test_shutdown_cancels_what_does_not_finish_in_time(
     stored = await sc.kernel.store.load_messages(opened.row.id)
     assert [m.role for m in stored] == ["user"]  # the question is kept; nothing dangles
     assert json.dumps([m.text for m in stored]) == '["hang"]'
+
+
+async def test_a_malformed_request_is_logged_without_its_bytes(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, log_output: io.StringIO
+) -> None:
+    sc = await sidecar(anthropic_sim, api_key=API_KEY)
+    reader, writer = await asyncio.open_connection("127.0.0.1", sc.gateway.port)
+    writer.write(
+        b"GET /chats HTTP/1.1\r\nHost: x\r\nX-API-Key: " + API_KEY.encode() + b"\r\n"
+        b"X-Bad: \x00\r\n\r\n"
+    )
+    await writer.drain()
+    async with asyncio.timeout(5):
+        head = await reader.read()
+    writer.close()
+    status_line, _, rest = head.partition(b"\r\n")
+    assert status_line.endswith(b" 400 Bad Request")
+    body = json.loads(rest.split(b"\r\n\r\n", 1)[1])
+    assert_error(body, "invalid_request")
+    assert b"X-Bad" not in head and API_KEY.encode() not in head
+    text = log_output.getvalue()
+    assert "BadHttpMessage" in text
+    assert API_KEY not in text and "X-Bad" not in text and "Traceback" not in text

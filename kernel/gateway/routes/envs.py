@@ -15,12 +15,12 @@ from kernel.app import Kernel
 from kernel.config import ENV_NAME
 from kernel.gateway.api import (
     ApiError,
+    Param,
     Router,
     invalid,
     json_response,
     kernel_of,
     not_found,
-    path_param,
     read_object,
 )
 from kernel.i18n import t
@@ -43,7 +43,13 @@ LIST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"envs": {"type": "array", "items": ENV_SCHEMA}},
 }
-KEY = path_param("key", "a variable name: letters, digits, _")
+KEY = Param(
+    "key",
+    "path",
+    {"type": "string", "pattern": ENV_NAME.pattern},
+    "a variable name: letters, digits, _",
+    required=True,
+)
 
 
 def _entry(key: str, value: str, runtime: dict[str, Any]) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from aiohttp import web
 from kernel.config import PROVIDER_TYPES, ProviderConfig
 from kernel.gateway.api import (
     ApiError,
+    Param,
     Router,
     invalid,
     json_response,
     kernel_of,
-    path_param,
     read_object,
 )
 from kernel.i18n import t
@@ -115,7 +115,14 @@ CONFIG_BODY: dict[str, Any] = {
 @router.put(
     "/models/{provider}/config",
     summary="Change (or, with type, add) a provider; kept in data/runtime.toml",
-    params=(path_param("provider"),),
+    params=(
+        Param(
+            "provider",
+            "path",
+            {"type": "string", "minLength": 1, "maxLength": 64},
+            required=True,
+        ),
+    ),
     body=CONFIG_BODY,
     response=PROVIDER_SCHEMA,
     errors=(404,),
