@@ -303,11 +303,16 @@ def _merge_into(target: dict[str, Any], overlay: dict[str, Any]) -> None:
 
 
 def gateway_of(path: Path | None = None, env: Mapping[str, str] | None = None) -> GatewayConfig:
-    """Only the [gateway] section (for the sidecar's command-line client, which must
-    work whatever the rest of config.toml says)."""
+    """Only the [gateway] section, and the language (for the sidecar's command-line
+    client, which must work whatever the rest of config.toml says)."""
     env = os.environ if env is None else env
     path = locate_config(env) if path is None else path.resolve()
     raw = _read_toml(path, path.name) if path.is_file() else {}
+    general = raw.get("general")
+    general = general if isinstance(general, dict) else {}
+    language = env.get("KERNEL_LANGUAGE") or general.get("language", "zh")
+    if language in LANGUAGES:
+        set_language(language)
     return _gateway(_Reader(raw.get("gateway", {}), "gateway"), env, check=False)
 
 
