@@ -216,8 +216,14 @@ class Store:
             row = _insert_session(conn, channel, user_id, external_id, title, meta_json, now)
             return row, True
 
-        if not create:
-            return await self._read("find session", op)
+        def find(conn: sqlite3.Connection) -> SessionRow | None:
+            return _find_session(conn, channel, user_id, external_id)
+
+        # Found in a read (the usual case) without taking the write lock; created in a
+        # write transaction that looks again, so two openers never make two rows.
+        found = await self._read("find session", find)
+        if found is not None or not create:
+            return found, False
         return await self._write("open session", op)
 
     async def get_session(self, session_id: int) -> SessionRow | None:

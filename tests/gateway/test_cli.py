@@ -24,7 +24,12 @@ async def kernel(
     cwd = sc.config_path.parent if sc else Path.cwd()
     process = await spawn_kernel(*args, cwd=cwd, env=env, stdin=stdin is not None)
     data = stdin.encode() if stdin is not None else None
-    out, err = await asyncio.wait_for(process.communicate(data), timeout=30)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(data), timeout=30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 

@@ -79,7 +79,12 @@ async def test_schemathesis_finds_no_server_error(sidecar: SidecarFactory, tmp_p
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
-        output, _ = await asyncio.wait_for(process.communicate(), timeout=50)
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), timeout=50)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
     finally:
         await model.stop()
     text = output.decode(errors="replace")

@@ -59,6 +59,7 @@ async def test_service_runs_the_sidecar_and_keeps_runtime_changes(
     )
     env = kernel_env(KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER))
     outputs: list[str] = []
+    process: asyncio.subprocess.Process | None = None
     try:
         for round_ in (1, 2):
             process = await spawn_kernel(cwd=tmp_path, env=env)
@@ -88,6 +89,9 @@ async def test_service_runs_the_sidecar_and_keeps_runtime_changes(
             assert process.returncode == 0, err.decode()
             outputs.append("".join(seen) + out.decode())
     finally:
+        if process is not None and process.returncode is None:
+            process.kill()  # a failed assertion must not leave the service running
+            await process.wait()
         await tg.stop()
     for output in outputs:
         assert output.index("gateway listening") < output.index("telegram channel started")
