@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import logging
 import statistics
@@ -154,9 +155,8 @@ async def serve_and_measure(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="kernel-gw-bench-") as tmp:
         folder = Path(tmp)
         config = load_config(write_config(folder), env={}, require_telegram=False)
-        setup_logging(folder / "data" / "logs", [], level=logging.INFO, stream=open(  # noqa: SIM115
-            folder / "stdout.log", "w", encoding="utf-8"
-        ))
+        # As the service: INFO to the rotating file, and to a stream (here a buffer).
+        setup_logging(folder / "data" / "logs", [], level=logging.INFO, stream=io.StringIO())
         kernel = InstantKernel(config)
         await kernel.start()
         gateway = Gateway(kernel)

@@ -90,7 +90,12 @@ class Runtime:
 
     async def update(self, change: Callable[[Overlay], None]) -> Config:
         """Apply ``change`` to a copy of the overlay, validate the result as a whole
-        configuration (ConfigError names the problem), write it, then make it live."""
+        configuration (ConfigError names the problem), write it, then make it live.
+        Shielded: a caller that goes away (an HTTP client disconnecting) never leaves
+        the file and the live configuration disagreeing."""
+        return await asyncio.shield(self._update(change))
+
+    async def _update(self, change: Callable[[Overlay], None]) -> Config:
         async with self._lock:
             current = await asyncio.to_thread(read_overlay, self.path)
             candidate = copy.deepcopy(current)

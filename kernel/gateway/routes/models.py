@@ -8,6 +8,7 @@ two never disagree.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -222,6 +223,10 @@ async def set_active(request: web.Request) -> web.Response:
             t("model.invalid", model=requested, provider=name, models=", ".join(pcfg.models)),
             {"models": pcfg.models, "aliases": pcfg.aliases},
         )
-    await kernel.agent.set_provider(name)
-    await kernel.agent.set_model(model)
+
+    async def switch() -> None:
+        await kernel.agent.set_provider(name)
+        await kernel.agent.set_model(model)
+
+    await asyncio.shield(switch())  # both or neither, even if the client goes away
     return json_response(_active(request))
