@@ -1,4 +1,5 @@
-"""Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal."""
+"""Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
+``kernel chats|models|env …`` manage the running service through its sidecar."""
 
 from __future__ import annotations
 
@@ -21,8 +22,29 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kernel {__version__}")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="run the assistant service (the default)")
-    sub.add_parser("chat", help="talk to the assistant in this terminal (reads stdin)")
+    chat = sub.add_parser(
+        "chat",
+        help="talk to the assistant in this terminal (through the running Kernel if any)",
+    )
+    chat.add_argument("--local", action="store_true", help="always run an agent in-process")
+    from kernel.client.commands import register
+
+    register(sub)
     return parser
+
+
+def _remote_chat() -> int | None:
+    """``kernel chat`` through the running Kernel's sidecar, when one answers."""
+    from kernel.client.chat import run_remote_chat
+    from kernel.client.http import sidecar_from
+
+    try:
+        sidecar = sidecar_from()
+    except ConfigError:
+        return None  # the in-process path reports the config problem
+    if sidecar is None or not sidecar.probe():
+        return None
+    return run_remote_chat(sidecar, sys.stdin, sys.stdout, sys.stderr)
 
 
 def _configure(require_telegram: bool, to_file: bool) -> Config:
@@ -61,6 +83,12 @@ async def serve(config: Config) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with Kernel(config) as kernel:
+        gateway = None
+        if config.gateway.enabled:
+            from kernel.gateway.server import Gateway
+
+            gateway = Gateway(kernel)
+            await gateway.start()  # local and quick, so it answers while Telegram connects
         telegram = TelegramChannel(kernel)
         starting = asyncio.ensure_future(telegram.start())
         stopping = asyncio.ensure_future(stop.wait())
@@ -74,13 +102,26 @@ async def serve(config: Config) -> None:
         finally:
             starting.cancel()
             stopping.cancel()
-            # Channels first (no new work), then the core, the database last.
-            await telegram.stop()
+            # Channels first (no new work; in-flight requests and replies get their
+            # bounded time side by side), then the core, the database last.
+            await asyncio.gather(telegram.stop(), gateway.stop() if gateway else _nothing())
+
+
+async def _nothing() -> None:
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "client", None) is not None:
+        from kernel.client.commands import run
+
+        return run(args)
     command = args.command or "run"
+    if command == "chat" and not args.local:
+        remote = _remote_chat()
+        if remote is not None:
+            return remote
     try:
         config = _configure(require_telegram=command == "run", to_file=command == "run")
     except (ConfigError, StartupError) as exc:

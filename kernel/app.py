@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from kernel.agent.agent import Agent
 from kernel.agent.titles import TitleMaker
@@ -19,6 +20,7 @@ from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
 from kernel.retention import RetentionJob
+from kernel.runtime import Runtime
 from kernel.store.db import Store
 from kernel.tools import ask, memory
 from kernel.tools.registry import ToolRegistry
@@ -55,7 +57,10 @@ def _extra_secrets(value: Any) -> list[str]:
 
 def secrets_of(config: Config) -> list[str]:
     """Every configured value that must never reach a log line or an error message."""
+    from kernel.runtime import is_sensitive
+
     found = [config.telegram.token, config.gateway.api_key]
+    found += [v for k, v in config.envs.items() if is_sensitive(k)]
     for p in config.providers.values():
         found += [p.api_key, *_header_secrets(p.headers)]
     if config.titles:
@@ -82,6 +87,28 @@ def header_names_of(config: Config) -> list[str]:
     return names
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelState:
+    """What a channel reports about itself for /healthz and /status."""
+
+    name: str
+    state: str  # "running", "starting", "degraded" or "stopped"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "running"
+
+
+class ChannelStatus(Protocol):
+    """A channel that registers with the Kernel so others can see its state without
+    importing it (the sidecar never imports telegram)."""
+
+    name: str
+
+    def status(self) -> ChannelState: ...
+
+
 class Kernel:
     """The assembled assistant, independent of any channel."""
 
@@ -97,6 +124,16 @@ class Kernel:
             config, self.store, self.tools, self._make_provider, sleep=sleep, memories=self.memories
         )
         self.retention = RetentionJob(config.data_dir, config.general.retention_days)
+        self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
+        self.runtime = Runtime(config)
+        self.runtime.on_providers_changed(self.agent.providers_changed)
+        self.channels: dict[str, ChannelStatus] = {}
+
+    def register_channel(self, channel: ChannelStatus) -> None:
+        self.channels[channel.name] = channel
+
+    def channel_states(self) -> list[ChannelState]:
+        return [channel.status() for channel in self.channels.values()]
 
     def _make_provider(self, name: str) -> Provider:
         return create_provider(self.config.providers[name])

@@ -7,6 +7,7 @@ the built-in defaults apply; they equal ``config.example.toml`` (a test keeps th
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import ipaddress
 import os
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kernel.errors import ConfigError
@@ -74,6 +76,8 @@ class ProviderConfig:
     max_retries: int = 3
     retry_base_delay: float = 1.0
     capabilities: list[str] | None = None  # None: what the provider type supports
+    aliases: dict[str, str] = field(default_factory=dict)  # alias → one of ``models``
+    switched_off: bool = False  # `enabled = false`: kept configured but not used
 
     @property
     def env_key(self) -> str:
@@ -81,7 +85,13 @@ class ProviderConfig:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.api_key)
+        return bool(self.api_key) and not self.switched_off
+
+    def resolve(self, model: str) -> str | None:
+        """A configured model name, or the model an alias points at; else None."""
+        if model in self.models:
+            return model
+        return self.aliases.get(model)
 
 
 @dataclass(slots=True)
@@ -183,9 +193,29 @@ class MCPSettings:
 class GatewayConfig:
     enabled: bool = True
     host: str = "127.0.0.1"
-    port: int = 8088
+    port: int = 8088  # 0: any free port (the bound one is logged)
     api_key: str = ""
-    request_timeout: float = 300.0
+    read_header_timeout: float = 10.0
+    read_timeout: float = 120.0
+    idle_timeout: float = 120.0
+    shutdown_timeout: float = 30.0
+    max_body_bytes: int = 32 * 1024 * 1024
+    queue_timeout: float = 300.0  # a request waits this long for its chat's running turn
+
+    @property
+    def client_host(self) -> str:
+        """Where a local client reaches the sidecar (a wildcard bind is reached locally)."""
+        if self.host in ("0.0.0.0", ""):
+            return "127.0.0.1"
+        if self.host == "::":
+            return "::1"
+        return self.host
+
+    @property
+    def url(self) -> str:
+        host = self.client_host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}"
 
 
 @dataclass(slots=True)
@@ -204,6 +234,11 @@ class Config:
     stt: SttConfig | None = None  # None: voice messages are refused
     tts: TtsConfig | None = None  # None: replies to voice come as text only
     mcp: MCPSettings = field(default_factory=MCPSettings)
+    # Variables given to tools and child processes (CLIs, MCP stdio servers): [envs] of
+    # config.toml under runtime.toml's. Kept current by kernel.runtime; see child_env().
+    envs: dict[str, str] = field(default_factory=dict)
+    # The environment this was loaded with, so a runtime change re-validates the same way.
+    source_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def base_dir(self) -> Path:
@@ -216,6 +251,10 @@ class Config:
     @property
     def db_path(self) -> Path:
         return self.general.data_dir / "kernel.db"
+
+    @property
+    def runtime_path(self) -> Path:
+        return self.general.data_dir / RUNTIME_FILE
 
     @property
     def enabled_providers(self) -> dict[str, ProviderConfig]:
@@ -250,7 +289,11 @@ DEFAULT_CLI: dict[str, dict[str, Any]] = {
     "gemini": {"command": "gemini", "args": ["--output-format", "stream-json", "-p"]},
 }
 
+RUNTIME_FILE = "runtime.toml"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
 KNOWN_SECTIONS = {
+    "envs",
     "telegram",
     "general",
     "providers",
@@ -285,22 +328,78 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     require_telegram: bool = True,
+    overlay: dict[str, Any] | None = None,
 ) -> Config:
-    """Read, override from ``env``, validate. Raises ConfigError on the first refusal."""
+    """Read, layer ``data/runtime.toml`` over it, override from ``env``, validate.
+    Raises ConfigError on the first refusal. ``overlay`` replaces the runtime file's
+    contents (a change is validated this way before it is written)."""
     env = os.environ if env is None else env
     if env.get("KERNEL_LANGUAGE") in LANGUAGES:  # so that even a bad file is refused in it
         set_language(env["KERNEL_LANGUAGE"])
     path = locate_config(env) if path is None else path.resolve()
     raw: dict[str, Any] = {}
     if path.is_file():
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(t("config.bad_toml", path=path.name, detail=exc), key="") from None
-        except UnicodeDecodeError:
-            detail = "not UTF-8"
-            raise ConfigError(t("config.bad_toml", path=path.name, detail=detail)) from None
-    return _build(raw, path, env, require_telegram)
+        raw = _read_toml(path, path.name)
+    if overlay is None:
+        overlay = read_overlay(_data_dir_of(raw, path.parent) / RUNTIME_FILE)
+    config = _build(merge_overlay(raw, overlay), path, env, require_telegram)
+    config.source_env = dict(env)
+    return config
+
+
+def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(t("config.bad_toml", path=shown, detail=exc), key="") from None
+    except UnicodeDecodeError:
+        raise ConfigError(t("config.bad_toml", path=shown, detail="not UTF-8")) from None
+
+
+def _data_dir_of(raw: dict[str, Any], base: Path) -> Path:
+    general = raw.get("general")
+    value = general.get("data_dir") if isinstance(general, dict) else None
+    return _resolve(base, value if isinstance(value, str) else "data")
+
+
+def read_overlay(path: Path) -> dict[str, Any]:
+    """The Kernel-managed overlay (SPEC §2); a missing file is an empty overlay."""
+    if not path.is_file():
+        return {}
+    return _read_toml(path, str(path))
+
+
+def merge_overlay(raw: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """``overlay`` over ``raw``: tables merge key by key, anything else is replaced."""
+    merged = copy.deepcopy(raw)
+    if "providers" in overlay and "providers" not in merged:
+        # Without [providers.*] in config.toml the built-in pair applies; the overlay
+        # changes that pair rather than replacing it.
+        merged["providers"] = copy.deepcopy(DEFAULT_PROVIDERS)
+    _merge_into(merged, overlay)
+    return merged
+
+
+def _merge_into(target: dict[str, Any], overlay: dict[str, Any]) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge_into(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def gateway_of(path: Path | None = None, env: Mapping[str, str] | None = None) -> GatewayConfig:
+    """Only the [gateway] section, and the language (for the sidecar's command-line
+    client, which must work whatever the rest of config.toml says)."""
+    env = os.environ if env is None else env
+    path = locate_config(env) if path is None else path.resolve()
+    raw = _read_toml(path, path.name) if path.is_file() else {}
+    general = raw.get("general")
+    general = general if isinstance(general, dict) else {}
+    language = env.get("KERNEL_LANGUAGE") or general.get("language", "zh")
+    if language in LANGUAGES:
+        set_language(language)
+    return _gateway(_Reader(raw.get("gateway", {}), "gateway"), env, check=False)
 
 
 class _Reader:
@@ -358,6 +457,14 @@ class _Reader:
             )
         return value
 
+    def url(self, name: str) -> str:
+        """An http(s) URL (or empty), without a trailing slash."""
+        value = str(self.get(name, str, "")).rstrip("/")
+        if value and not is_http_url(value):
+            expected = _expected("http(s) URL")
+            raise ConfigError(_bad_type_text(self.key(name), expected, value), key=self.key(name))
+        return value
+
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
         value = self.get(name, str, default)
         if value not in choices:
@@ -376,6 +483,7 @@ _EXPECTED_ZH = {
     "list of strings": "字符串列表",
     "positive number": "正数",
     "int ≥ 0": "大于等于 0 的整数",
+    "http(s) URL": "http(s) 网址",
 }
 
 
@@ -452,6 +560,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     general.disabled_tools += [p.name for p in tools.values() if not p.enabled]
     stt = _stt(raw.get("stt"), env, warnings)
     tts = _tts(raw.get("tts"), env, warnings, base)
+    envs = _envs(raw.get("envs", {}))
     extra: dict[str, Any] = {k: raw[k] for k in ("channels",) if k in raw}
     warnings += [t("config.warn_unknown_key", key=k) for k in unknown_keys(raw)]
     return Config(
@@ -469,6 +578,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         stt=stt,
         tts=tts,
         mcp=mcp,
+        envs=envs,
     )
 
 
@@ -559,7 +669,7 @@ def _providers(
         p = ProviderConfig(
             name=name,
             type=r.choice("type", PROVIDER_TYPES, "openai_compat"),
-            api_base=r.get("api_base", str, "").rstrip("/"),
+            api_base=r.url("api_base"),
             api_key=env.get(provider_env_key(name)) or r.get("api_key", str, ""),
             max_tokens=r.positive("max_tokens", int, None),
             default_model=r.get("default_model", str, ""),
@@ -569,6 +679,8 @@ def _providers(
             max_retries=r.get("max_retries", int, 3),
             retry_base_delay=r.get("retry_base_delay", float, 1.0),
             capabilities=_capabilities(r),
+            aliases=r.str_map("aliases"),
+            switched_off=not r.get("enabled", bool, True),
         )
         if not p.default_model and p.models:
             p.default_model = p.models[0]
@@ -578,6 +690,10 @@ def _providers(
             p.models.insert(0, p.default_model)
         if p.type == "claude" and p.max_tokens is None:
             raise ConfigError(t("config.missing_max_tokens", name=name), key=r.key("max_tokens"))
+        for alias, target in p.aliases.items():
+            if target not in p.models:
+                key = r.key(f"aliases.{alias}")
+                raise ConfigError(t("config.bad_alias", key=key, model=target), key=key)
         providers[name] = p
     if default not in providers:
         available = ", ".join(providers) or "-"
@@ -585,13 +701,17 @@ def _providers(
             t("config.unknown_default_provider", name=default, available=available),
             key="general.default_provider",
         )
+    if providers[default].switched_off:
+        raise ConfigError(
+            t("config.default_switched_off", name=default), key=f"providers.{default}.enabled"
+        )
     if not providers[default].enabled:
         raise ConfigError(
             t("config.missing_api_key", name=default, env=provider_env_key(default)),
             key=f"providers.{default}.api_key",
         )
     for p in providers.values():
-        if not p.enabled:
+        if not p.api_key:
             warnings.append(t("config.warn_provider_disabled", name=p.name, env=p.env_key))
     return providers
 
@@ -771,20 +891,49 @@ def _expand_env(values: dict[str, str], env: Mapping[str, str]) -> tuple[dict[st
     return out, missing
 
 
-def _gateway(r: _Reader, env: Mapping[str, str]) -> GatewayConfig:
+def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> GatewayConfig:
     gw = GatewayConfig(
         enabled=r.get("enabled", bool, True),
         host=r.get("host", str, "127.0.0.1"),
         port=r.get("port", int, 8088),
         api_key=env.get("KERNEL_GATEWAY_API_KEY") or r.get("api_key", str, ""),
-        request_timeout=r.positive("request_timeout", float, 300.0),
+        read_header_timeout=r.positive("read_header_timeout", float, 10.0),
+        read_timeout=r.positive("read_timeout", float, 120.0),
+        idle_timeout=r.positive("idle_timeout", float, 120.0),
+        shutdown_timeout=r.positive("shutdown_timeout", float, 30.0),
+        max_body_bytes=r.positive("max_body_bytes", int, 32 * 1024 * 1024),
+        queue_timeout=r.positive("queue_timeout", float, 300.0),
     )
-    if gw.enabled and not gw.api_key and not _is_loopback(gw.host):
+    if not 0 <= gw.port <= 65535:
+        expected = _expected("int") + " 0-65535"
+        raise ConfigError(_bad_type_text(r.key("port"), expected, gw.port), key=r.key("port"))
+    if check and gw.enabled and not gw.api_key and not is_loopback(gw.host):
         raise ConfigError(t("config.gateway_no_key", host=gw.host), key="gateway.api_key")
     return gw
 
 
-def _is_loopback(host: str) -> bool:
+def _envs(section: Any) -> dict[str, str]:
+    r = _Reader(section, "envs")
+    out: dict[str, str] = {}
+    for name in r.table:
+        if not ENV_NAME.match(str(name)):
+            raise ConfigError(t("config.bad_env_name", key=f"envs.{name}"), key=f"envs.{name}")
+        out[str(name)] = r.get(name, str, "")
+    return out
+
+
+def is_http_url(value: str) -> bool:
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not 0-65535
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:

@@ -12,6 +12,7 @@ KernelError
 ├── SpeechError            speech to text or text to speech failed (``cause``: a short tag)
 ├── StoreError             the SQLite store failed
 ├── SessionError           unknown session / bad session reference
+│   └── ProtectedSessionError  the default chat, which is never deleted
 └── BusyError              a turn is already running for this conversation
 """
 
@@ -88,6 +89,10 @@ class StoreError(KernelError):
 
 
 class SessionError(KernelError):
+    pass
+
+
+class ProtectedSessionError(SessionError):
     pass
 
 

@@ -19,6 +19,7 @@ import logging
 import logging.handlers
 import traceback
 from collections.abc import Iterable
+from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
 from typing import TextIO
@@ -61,6 +62,18 @@ _CODE_SHAPED: tuple[type[BaseException], ...] = (
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
+# A tag for every line logged while handling one request (the sidecar's request id);
+# tasks started meanwhile, e.g. the request's turn, inherit it.
+request_tag: ContextVar[str] = ContextVar("request_tag", default="")
+
+
+def add_secrets(secrets: list[str]) -> None:
+    """Mask these too from now on (a key set at runtime, e.g. through the sidecar)."""
+    for handler in logging.getLogger().handlers:
+        fmt = handler.formatter
+        if isinstance(fmt, RedactingFormatter):
+            fmt.redactor = fmt.redactor.with_secrets(secrets)
+
 
 class RedactingFormatter(logging.Formatter):
     """Formats a record, then masks secrets in all of it (message and traceback).
@@ -87,6 +100,10 @@ class RedactingFormatter(logging.Formatter):
             text += "\n" + (record.exc_text if self.keep_text else hide_quoted(record.exc_text))
         if record.stack_info:
             text += "\n" + self.formatStack(record.stack_info)
+        tag = request_tag.get()
+        if tag:
+            first, newline, rest = text.partition("\n")
+            text = f"{first} [{tag}]{newline}{rest}"
         return self.redactor(text)
 
     def formatException(self, ei: object) -> str:  # noqa: N802 (logging's name)

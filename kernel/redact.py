@@ -75,6 +75,8 @@ class Redactor:
     """All the rules, compiled once for one set of secrets."""
 
     def __init__(self, secrets: Iterable[str] = (), header_names: Iterable[str] = ()) -> None:
+        secrets, header_names = list(secrets), list(header_names)
+        self.secrets, self.header_names = secrets, header_names
         replacements: dict[str, str] = {}
         short: set[str] = set()
         for secret in secrets:
@@ -111,6 +113,11 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         return self.redact(text)
+
+    def with_secrets(self, more: Iterable[str]) -> Redactor:
+        """A redactor that also masks ``more`` (rules are compiled once, so a new one)."""
+        added = [s for s in more if s and s not in self.secrets]
+        return Redactor([*self.secrets, *added], self.header_names) if added else self
 
     def redact(self, text: str) -> str:
         if not text:

@@ -69,10 +69,27 @@ async def openai_sim() -> AsyncIterator[OpenAISim]:
     await sim.stop()
 
 
-def write_config(folder: Path, base_url: str, provider_type: str, **general: Any) -> Path:
-    """A config.toml with one provider (named ``main``) pointing at a simulator."""
+def toml_value(value: Any) -> str:
+    return repr(value).replace("'", '"') if not isinstance(value, bool) else str(value).lower()
+
+
+def write_config(
+    folder: Path,
+    base_url: str,
+    provider_type: str,
+    *,
+    gateway: dict[str, Any] | None = None,
+    **general: Any,
+) -> Path:
+    """A config.toml with one provider (named ``main``) pointing at a simulator. The
+    sidecar gets any free port (``gateway`` adds or overrides its keys), so a test never
+    collides with a Kernel running on 8088."""
     lines = ["[general]", 'default_provider = "main"', 'timezone = "Asia/Shanghai"']
-    lines += [f"{k} = {v!r}".replace("'", '"') for k, v in general.items()]
+    lines += [f"{k} = {toml_value(v)}" for k, v in general.items()]
+    lines += [
+        "[gateway]",
+        *(f"{k} = {toml_value(v)}" for k, v in {"port": 0, **(gateway or {})}.items()),
+    ]
     lines += [
         "[providers.main]",
         f'type = "{provider_type}"',

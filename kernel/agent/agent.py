@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,7 +47,14 @@ from kernel.agent.slimming import TOOL_RESULT_LIMIT, slim_message, summarize_too
 from kernel.agent.titles import TitleMaker
 from kernel.agent.turns import Turn
 from kernel.config import Config
-from kernel.errors import BusyError, KernelError, ProviderError, SessionError, ToolError
+from kernel.errors import (
+    BusyError,
+    KernelError,
+    ProtectedSessionError,
+    ProviderError,
+    SessionError,
+    ToolError,
+)
 from kernel.i18n import t
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.memory.remember import Fact, RememberFilter, extract_remember
@@ -58,6 +65,7 @@ from kernel.providers.base import (
     RawToolCall,
     RetryPolicy,
     Sleep,
+    StreamEvent,
     TextDelta,
     stream_with_retry,
 )
@@ -83,12 +91,30 @@ class UserInput:
     text: str
     images: list[ImageBlock] = field(default_factory=list)
     channel: str = "console"
+    user_id: str = ""  # the sender in the channel's terms, recorded with a new session
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
         if self.text:
             blocks.append(TextBlock(self.text))
         return Message("user", list(blocks))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """A session named in a channel's own terms: who (``user_id``) and which of their
+    conversations (``external_id``, e.g. the sidecar's ``session_id``)."""
+
+    channel: str
+    user_id: str
+    external_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedSession:
+    conversation: str  # the key to start turns with
+    row: SessionRow
+    created: bool
 
 
 @dataclass(slots=True)
@@ -127,6 +153,9 @@ class Agent:
         self.last_error: str = ""
         self.tz = ZoneInfo(config.general.timezone)
         self.asks = AskRegistry()
+        self._retired: list[Provider] = []  # replaced at runtime; closed at stop
+        self._generations: dict[str, int] = {}  # bumped when a provider's settings change
+        self._waiting: dict[str, int] = {}  # conversation → requests queued behind its turn
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -164,9 +193,10 @@ class Agent:
             task.cancel()
         if self._background:
             await asyncio.wait(self._background, timeout=timeout)
-        for provider in self._providers.values():
+        for provider in [*self._providers.values(), *self._retired]:
             await provider.aclose()
         self._providers.clear()
+        self._retired.clear()
 
     # ----- providers and models --------------------------------------------------------
 
@@ -175,9 +205,52 @@ class Agent:
         SDK takes seconds (anthropic ~1.8 s) and must not stall the event loop."""
         name = name or self.provider_name
         async with self._provider_lock:
-            if name not in self._providers:
-                self._providers[name] = await asyncio.to_thread(self._factory, name)
+            while name not in self._providers:
+                generation = self._generations.get(name, 0)
+                built = await asyncio.to_thread(self._factory, name)
+                if self._generations.get(name, 0) == generation:
+                    self._providers[name] = built
+                else:  # its settings changed while it was being built: build anew
+                    self._retired.append(built)
         return self._providers[name]
+
+    def providers_changed(self, names: set[str]) -> None:
+        """Providers' settings changed at runtime: rebuild their clients on next use.
+        A client in use by a running turn is closed at stop, not under its feet."""
+        for name in names:
+            self._generations[name] = self._generations.get(name, 0) + 1
+            old = self._providers.pop(name, None)
+            if old is not None:
+                self._retired.append(old)
+        pcfg = self.config.providers.get(self.provider_name)
+        if pcfg is None or not pcfg.enabled:
+            self.provider_name = self.config.general.default_provider
+            pcfg = self.config.providers[self.provider_name]
+        if self.model not in pcfg.models:
+            self.model = pcfg.default_model
+
+    def resolve_model(self, requested: str) -> tuple[str, str]:
+        """(provider, model) for a model name or alias of an enabled provider, the
+        active provider first; an unknown or empty name means the active choice."""
+        enabled = self.config.enabled_providers
+        order = [self.provider_name, *(n for n in enabled if n != self.provider_name)]
+        for name in order:
+            pcfg = enabled.get(name)
+            model = pcfg.resolve(requested) if pcfg and requested else None
+            if model:
+                return name, model
+        return self.provider_name, self.model
+
+    async def stream_request(
+        self, name: str, request: ChatRequest
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One model request outside any turn (the sidecar's Claude-compatible endpoint):
+        provider ``name``'s client, capability checks and retry policy, no history."""
+        provider = await self.provider(name)
+        pcfg = self.config.providers[name]
+        policy = RetryPolicy(max_retries=pcfg.max_retries, base_delay=pcfg.retry_base_delay)
+        async for event in stream_with_retry(provider, request, policy, sleep=self._sleep):
+            yield event
 
     @property
     def available_providers(self) -> list[str]:
@@ -201,6 +274,8 @@ class Agent:
         return list(self.config.providers[self.provider_name].models)
 
     async def set_model(self, model: str) -> None:
+        """Switch model (a configured name or an alias of one); persisted."""
+        model = self.config.providers[self.provider_name].resolve(model) or model
         if model not in self.models:
             raise SelectionError(
                 t(
@@ -229,6 +304,34 @@ class Agent:
     async def list_sessions(self, limit: int = 20) -> list[SessionRow]:
         return await self.store.list_sessions(limit=limit)
 
+    async def open_session(
+        self,
+        key: SessionKey,
+        *,
+        create: bool = True,
+        title: str | None = None,
+        meta: dict[str, object] | None = None,
+    ) -> OpenedSession | None:
+        """The conversation for the session with this key, the session created first
+        when missing (unless ``create`` is false: then None). Every caller naming the same
+        session gets the same conversation, so its turns queue behind one another."""
+        row, created = await self.store.open_session(
+            key.channel, key.user_id, key.external_id, title=title, meta=meta, create=create
+        )
+        if row is None:
+            return None
+        conversation = f"session:{row.id}"
+        self._conv(conversation).session_id = row.id
+        return OpenedSession(conversation, row, created)
+
+    async def clear_history(self, conversation: str) -> int:
+        """Forget the conversation's messages but keep its session (seed 000 ``/new``)."""
+        self._guard_idle(conversation)
+        session_id = self._conv(conversation).session_id
+        if session_id is None:
+            return 0
+        return await self.store.clear_messages(session_id)
+
     async def resume(self, conversation: str, session_id: int) -> SessionRow:
         self._guard_idle(conversation)
         row = await self.store.get_session(session_id)
@@ -238,6 +341,11 @@ class Agent:
         return row
 
     async def delete_sessions(self, ids: list[int]) -> int:
+        """Delete sessions (not a protected one, nor one with a running turn)."""
+        for session_id in ids:
+            row = await self.store.get_session(session_id)
+            if row is not None and row.meta.get("system_default"):
+                raise ProtectedSessionError(t("session.protected"))
         for conv in self._conversations.values():
             if conv.session_id in ids:
                 if conv.turn and not conv.turn.done:
@@ -280,9 +388,50 @@ class Agent:
 
     # ----- turns -----------------------------------------------------------------------
 
+    def _running(self, conversation: str) -> Turn | None:
+        """The turn this conversation must wait for: its own, or one running on the same
+        session from another channel (e.g. a Telegram chat that resumed it)."""
+        conv = self._conv(conversation)
+        if conv.turn is not None and not conv.turn.done:
+            return conv.turn
+        if conv.session_id is None:
+            return None
+        for other in self._conversations.values():
+            turn = other.turn
+            if other.session_id == conv.session_id and turn is not None and not turn.done:
+                return turn
+        return None
+
     def is_busy(self, conversation: str) -> bool:
-        turn = self._conv(conversation).turn
-        return turn is not None and not turn.done
+        return self._running(conversation) is not None
+
+    async def wait_idle(self, conversation: str, seconds: float) -> None:
+        """Wait (up to ``seconds``) until no turn runs on this conversation's session;
+        BusyError after that. Waiters are woken in the order they came."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        self._waiting[conversation] = self._waiting.get(conversation, 0) + 1
+        try:
+            while (turn := self._running(conversation)) is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0 or turn.task is None:
+                    raise BusyError(t("turn.busy"))
+                await asyncio.wait({turn.task}, timeout=remaining)
+        finally:
+            self._waiting[conversation] -= 1
+            if not self._waiting[conversation]:
+                del self._waiting[conversation]
+
+    def waiting(self, conversation: str) -> int:
+        """How many callers are queued in :meth:`wait_idle` for this conversation."""
+        return self._waiting.get(conversation, 0)
+
+    def find_turn(self, turn_id: str) -> Turn | None:
+        """A running turn, or the last one of its conversation."""
+        for conv in self._conversations.values():
+            if conv.turn is not None and conv.turn.id == turn_id:
+                return conv.turn
+        return None
 
     def _guard_idle(self, conversation: str) -> None:
         if self.is_busy(conversation):
@@ -306,16 +455,19 @@ class Agent:
 
     async def system_layers(self, query: str = "") -> list[Layer]:
         """SOUL.md, tool guide, recalled memories, skills summary, local time (SPEC §4)."""
-        layers = [Layer("soul", await asyncio.to_thread(self._read_soul))]
+        soul = await asyncio.to_thread(self._read_soul)
+        where = _relative(self.config.general.soul, self.config.base_dir)
+        layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
         names = self.tools.names()
         if names:
-            layers.append(Layer("tools", _tool_guide(names)))
+            layers.append(Layer("tools", _tool_guide(names), "tool registry"))
         memories = await self._recall(query)
         if memories:
-            layers.append(Layer("memories", memories))
+            layers.append(Layer("memories", memories, "memories"))
         now = self.local_time(self._clock())
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
-        layers.append(Layer("time", f"当前时间：{stamp}（{self.config.general.timezone}）"))
+        text = f"当前时间：{stamp}（{self.config.general.timezone}）"
+        layers.append(Layer("time", text, "clock"))
         return layers
 
     def _read_soul(self) -> str:
@@ -396,7 +548,7 @@ class _TurnRun:
         conv = agent._conv(self.turn.conversation)
         self.new_session = conv.session_id is None
         if conv.session_id is None:
-            row = await agent.store.create_session(user_input.channel)
+            row = await agent.store.create_session(user_input.channel, user_id=user_input.user_id)
             conv.session_id = row.id
         self.session_id = conv.session_id
         history = await agent.store.load_messages(

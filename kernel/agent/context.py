@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 
 from kernel.agent.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -12,14 +13,26 @@ CANCELLED_RESULT = "cancelled: the user stopped this turn before the tool finish
 LOST_RESULT = "no result: the tool did not finish (Kernel stopped or crashed)"
 
 
+_SPACE_RUN = re.compile(r"[ \t]+")
+
+
 @dataclass(frozen=True, slots=True)
 class Layer:
     name: str
     text: str
+    source: str = ""  # where the text comes from: a file path, "tools", "memories", …
 
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+    @property
+    def normalized_hash(self) -> str:
+        """The hash of the text with line endings, trailing blanks and runs of spaces
+        normalised, so only a change of content (not of formatting) changes it."""
+        lines = self.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        norm = "\n".join(_SPACE_RUN.sub(" ", line).strip() for line in lines).strip()
+        return hashlib.sha256(norm.encode()).hexdigest()[:16]
 
     @property
     def token_estimate(self) -> int:

@@ -46,6 +46,8 @@ class SessionRow:
     created_at: datetime
     updated_at: datetime
     message_count: int
+    user_id: str = ""
+    external_id: str = ""  # the channel's own id for it; "session-<id>" unless given
 
 
 @dataclass(slots=True)
@@ -58,7 +60,8 @@ class MemoryRow:
 
 _SESSION_SELECT = """
     SELECT s.id, s.channel, s.title, s.meta, s.created_at, s.updated_at,
-           (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
+           (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
+           s.user_id, s.external_id
     FROM sessions s
 """
 _MEMORY_SELECT = "SELECT id, text, category, created_at FROM memories"
@@ -212,39 +215,91 @@ class Store:
     # ------------------------------------------------------------------ sessions
 
     async def create_session(
-        self, channel: str, *, title: str | None = None, meta: dict[str, Any] | None = None
+        self,
+        channel: str,
+        *,
+        title: str | None = None,
+        meta: dict[str, Any] | None = None,
+        user_id: str = "",
+        external_id: str | None = None,
     ) -> SessionRow:
+        """A new session; ``external_id`` defaults to ``session-<id>``. Raises StoreError
+        when (channel, user_id, external_id) is taken."""
         now = self._now()
         meta_json = _dump_json(meta or {}, "session meta")
 
         def op(conn: sqlite3.Connection) -> SessionRow:
-            cur = conn.execute(
-                "INSERT INTO sessions (channel, title, meta, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (channel, title, meta_json, now, now),
-            )
-            row = _fetch_session(conn, _last_id(cur))
-            if row is None:  # pragma: no cover - just inserted in this transaction
-                raise StoreError("session vanished after insert")
-            return row
+            return _insert_session(conn, channel, user_id, external_id, title, meta_json, now)
 
         return await self._write("create session", op)
+
+    async def open_session(
+        self,
+        channel: str,
+        user_id: str,
+        external_id: str,
+        *,
+        title: str | None = None,
+        meta: dict[str, Any] | None = None,
+        create: bool = True,
+    ) -> tuple[SessionRow | None, bool]:
+        """The session with this key, created (when ``create``) if missing, in one
+        transaction. Returns (row or None, whether it was created now)."""
+        now = self._now()
+        meta_json = _dump_json(meta or {}, "session meta")
+
+        def op(conn: sqlite3.Connection) -> tuple[SessionRow | None, bool]:
+            found = _find_session(conn, channel, user_id, external_id)
+            if found is not None or not create:
+                return found, False
+            row = _insert_session(conn, channel, user_id, external_id, title, meta_json, now)
+            return row, True
+
+        def find(conn: sqlite3.Connection) -> SessionRow | None:
+            return _find_session(conn, channel, user_id, external_id)
+
+        # Found in a read (the usual case) without taking the write lock; created in a
+        # write transaction that looks again, so two openers never make two rows.
+        found = await self._read("find session", find)
+        if found is not None or not create:
+            return found, False
+        return await self._write("open session", op)
 
     async def get_session(self, session_id: int) -> SessionRow | None:
         return await self._read("get session", lambda conn: _fetch_session(conn, session_id))
 
-    async def list_sessions(self, *, limit: int = 20, offset: int = 0) -> list[SessionRow]:
-        """Sessions with the most recent activity first (ties: newest id first)."""
+    async def list_sessions(
+        self,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        channel: str | None = None,
+        user_id: str | None = None,
+    ) -> list[SessionRow]:
+        """Sessions with the most recent activity first (ties: newest id first),
+        optionally only one channel's and/or one user's."""
         _check_non_negative(limit=limit, offset=offset)
+        where, params = _session_filter(channel, user_id)
 
         def op(conn: sqlite3.Connection) -> list[SessionRow]:
             rows = conn.execute(
-                _SESSION_SELECT + " ORDER BY s.updated_at DESC, s.id DESC LIMIT ? OFFSET ?",
-                (limit, offset),
+                _SESSION_SELECT + where + " ORDER BY s.updated_at DESC, s.id DESC LIMIT ? OFFSET ?",
+                (*params, limit, offset),
             ).fetchall()
             return [_session_from_row(r) for r in rows]
 
         return await self._read("list sessions", op)
+
+    async def count_sessions(
+        self, *, channel: str | None = None, user_id: str | None = None
+    ) -> int:
+        where, params = _session_filter(channel, user_id)
+
+        def op(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT COUNT(*) FROM sessions s" + where, params).fetchone()
+            return int(row[0])
+
+        return await self._read("count sessions", op)
 
     async def delete_sessions(self, ids: Sequence[int]) -> int:
         """Delete sessions (their messages cascade); returns how many sessions were deleted."""
@@ -257,6 +312,17 @@ class Store:
             return cur.rowcount
 
         return await self._write("delete sessions", op)
+
+    async def clear_messages(self, session_id: int) -> int:
+        """Delete the session's messages, keeping the session; returns how many went."""
+        now = self._now()
+
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            return cur.rowcount
+
+        return await self._write("clear messages", op)
 
     async def set_title(self, session_id: int, title: str | None) -> None:
         def op(conn: sqlite3.Connection) -> None:
@@ -349,6 +415,20 @@ class Store:
         return await self._read("count rounds", op)
 
     # ------------------------------------------------------------------ settings
+
+    async def check_writable(self) -> None:
+        """A real write (and its commit) to prove the database accepts writes now."""
+        now = self._now()
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO settings (key, value, updated_at) VALUES ('health_probe', ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+                " updated_at = excluded.updated_at",
+                (now, now),
+            )
+
+        await self._write("write probe", op)
 
     async def get_setting(self, key: str) -> str | None:
         def op(conn: sqlite3.Connection) -> str | None:
@@ -635,13 +715,60 @@ def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def _session_filter(channel: str | None, user_id: str | None) -> tuple[str, tuple[str, ...]]:
+    clauses, params = [], []
+    if channel is not None:
+        clauses.append("s.channel = ?")
+        params.append(channel)
+    if user_id is not None:
+        clauses.append("s.user_id = ?")
+        params.append(user_id)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
+
+
+def _find_session(
+    conn: sqlite3.Connection, channel: str, user_id: str, external_id: str
+) -> SessionRow | None:
+    row = conn.execute(
+        _SESSION_SELECT + " WHERE s.channel = ? AND s.user_id = ? AND s.external_id = ?",
+        (channel, user_id, external_id),
+    ).fetchone()
+    return None if row is None else _session_from_row(row)
+
+
+def _insert_session(
+    conn: sqlite3.Connection,
+    channel: str,
+    user_id: str,
+    external_id: str | None,
+    title: str | None,
+    meta_json: str,
+    now: str,
+) -> SessionRow:
+    cur = conn.execute(
+        "INSERT INTO sessions (channel, user_id, external_id, title, meta, created_at,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (channel, user_id, external_id, title, meta_json, now, now),
+    )
+    session_id = _last_id(cur)
+    if external_id is None:
+        conn.execute(
+            "UPDATE sessions SET external_id = ? WHERE id = ?",
+            (f"session-{session_id}", session_id),
+        )
+    row = _fetch_session(conn, session_id)
+    if row is None:  # pragma: no cover - just inserted in this transaction
+        raise StoreError("session vanished after insert")
+    return row
+
+
 def _fetch_session(conn: sqlite3.Connection, session_id: int) -> SessionRow | None:
     row = conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (session_id,)).fetchone()
     return None if row is None else _session_from_row(row)
 
 
 def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
-    sid, channel, title, meta_json, created_at, updated_at, count = row
+    sid, channel, title, meta_json, created_at, updated_at, count, user_id, external_id = row
     try:
         meta = json.loads(meta_json)
     except ValueError:
@@ -657,6 +784,8 @@ def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
         created_at=datetime.fromisoformat(created_at),
         updated_at=datetime.fromisoformat(updated_at),
         message_count=int(count),
+        user_id=str(user_id),
+        external_id=str(external_id or f"session-{sid}"),
     )
 
 

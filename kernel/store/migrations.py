@@ -124,10 +124,20 @@ def m003_memories_fts(conn: sqlite3.Connection) -> None:
         log.warning("SQLite has no FTS5: memory search falls back to LIKE")
 
 
+def m004_session_keys(conn: sqlite3.Connection) -> None:
+    """Who a session belongs to, in a channel's own terms: ``user_id`` and the client's
+    ``external_id`` (the sidecar's ``session_id``). Existing rows get ``session-<id>``."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE sessions ADD COLUMN external_id TEXT")
+    conn.execute("UPDATE sessions SET external_id = 'session-' || id")
+    conn.execute("CREATE UNIQUE INDEX sessions_key ON sessions(channel, user_id, external_id)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
     Migration("memories_fts", m003_memories_fts),
+    Migration("session_keys", m004_session_keys),
 ]
 
 

@@ -39,7 +39,7 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
-from kernel.app import Kernel
+from kernel.app import ChannelState, Kernel
 from kernel.errors import StartupError
 from kernel.i18n import t
 from kernel.telegram.asks import AskBoard
@@ -67,6 +67,8 @@ class _PollClock(HTTPXRequest):
 
 
 class TelegramChannel:
+    name = "telegram"
+
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         cfg = kernel.config.telegram
@@ -93,6 +95,30 @@ class TelegramChannel:
         self.commands = CommandSet(self)
         self.inbound = Inbound(self)
         self._register()
+        self._started = False
+        kernel.register_channel(self)
+
+    def status(self) -> ChannelState:
+        """Polling state for /healthz: running, degraded (no getUpdates completed within
+        the watchdog limit), starting or stopped."""
+        updater = self.app.updater
+        polling = bool(updater and updater.running)
+        age = time.monotonic() - self._clock.last_ok
+        detail = {
+            "polling": polling,
+            "last_poll_seconds_ago": round(age, 1),
+            "poll_restarts": self.poll_restarts,
+            "dropped_updates": sum(self.dropped.values()),
+        }
+        if self.stopping:
+            state = "stopped"
+        elif not self._started:
+            state = "starting"
+        elif polling and age < self.cfg.watchdog_seconds:
+            state = "running"
+        else:
+            state = "degraded"
+        return ChannelState(self.name, state, detail)
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -120,6 +146,7 @@ class TelegramChannel:
         await self._start_polling(drop_pending=True)
         await self.app.start()
         self._watchdog = asyncio.get_running_loop().create_task(self._watch_polling())
+        self._started = True
         log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
 
     async def stop(self) -> None:

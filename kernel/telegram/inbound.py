@@ -77,6 +77,7 @@ class Inbound:
         self.start(chat_id, user_input, spoken=spoken)
 
     def start(self, chat_id: int, user_input: UserInput, *, spoken: bool = False) -> None:
+        user_input.user_id = user_input.user_id or str(chat_id)  # recorded with a new session
         try:
             turn = self.agent.start_turn(conversation_of(chat_id), user_input)
         except BusyError:

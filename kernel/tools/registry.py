@@ -147,6 +147,9 @@ class ToolRegistry:
     def needs_approval(self, name: str) -> bool:
         return name in self._approval
 
+    def is_disabled(self, name: str) -> bool:
+        return name in self._disabled
+
     # ------------------------------------------------------------ listing
 
     def names(self) -> list[str]:

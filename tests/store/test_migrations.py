@@ -109,12 +109,27 @@ async def check_v3(store: Store) -> None:
     assert await store.search_memories_fts('"昭和"') == []
 
 
+def insert_v4(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO sessions (id, channel, user_id, external_id, title, meta, created_at,"
+        " updated_at) VALUES (7, 'console', 'u1', 's1', NULL, '{}', ?, ?)",
+        (TS, TS),
+    )
+
+
+async def check_v4(store: Store) -> None:
+    found, created = await store.open_session("console", "u1", "s1", create=False)
+    assert found is not None and found.id == 7 and not created
+    assert (found.user_id, found.external_id) == ("u1", "s1")
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
     1: (insert_v1, check_v1),
     2: (insert_v2, check_v2),
     3: (insert_v3, check_v3),
+    4: (insert_v4, check_v4),
 }
 
 

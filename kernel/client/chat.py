@@ -1,0 +1,62 @@
+"""``kernel chat`` through the running Kernel's sidecar (the default chat, streamed).
+
+Used when a sidecar answers; otherwise ``kernel chat`` runs its own agent in-process
+(kernel/console/chat.py). Ctrl-C while a reply streams closes the connection, which
+cancels the turn on the server; Ctrl-C while idle, ``/exit`` or end of input quits.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+from kernel.client.commands import EXIT_REFUSED, EXIT_UNREACHABLE, show_stream
+from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable
+from kernel.i18n import t
+
+LOCAL_ONLY = ("/history", "/resume", "/provider", "/model")
+
+
+def run_remote_chat(sidecar: Sidecar, stdin: IO[str], out: IO[str], err: IO[str]) -> int:
+    interactive = stdin.isatty()
+    failed = False
+    if interactive:
+        out.write(t("client.chat_remote", url=sidecar.url) + "\n")
+    while True:
+        if interactive:
+            out.write("› ")
+            out.flush()
+        try:
+            line = stdin.readline()
+        except KeyboardInterrupt:
+            break
+        text = line.strip()
+        if not line or text in ("/exit", "/quit"):
+            break
+        if not text:
+            continue
+        if text == "/help":
+            out.write(t("client.chat_help") + "\n")
+            continue
+        if text.split()[0] in LOCAL_ONLY:
+            out.write(t("client.chat_local_only", cmd=text.split()[0]) + "\n")
+            continue
+        body = {
+            "input": [
+                {"role": "user", "type": "message", "content": [{"type": "text", "text": text}]}
+            ],
+            "channel": "console",
+            "stream": True,
+        }
+        try:
+            failed |= show_stream(sidecar.stream("/agent/process", body), out, err) != 0
+        except KeyboardInterrupt:  # the connection is closed: the turn is cancelled
+            out.write(f"\n[{t('turn.cancelled')}]\n")
+        except SidecarUnreachable as exc:
+            err.write(f"kernel: {exc}\n")
+            return EXIT_UNREACHABLE
+        except SidecarError as exc:
+            err.write(t("console.error", message=f"{exc} ({exc.code})") + "\n")
+            failed = True
+    if interactive:
+        out.write(t("console.bye") + "\n")
+    return EXIT_REFUSED if failed else 0

@@ -1,0 +1,114 @@
+"""A small blocking HTTP client for the running sidecar (stdlib only: the command line
+starts fast and needs no event loop)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from http.client import HTTPResponse
+from typing import Any
+
+from kernel.config import gateway_of
+from kernel.errors import KernelError
+from kernel.i18n import t
+
+CALL_TIMEOUT = 30.0  # seconds for a plain request
+TURN_TIMEOUT = 900.0  # seconds without a byte while a turn streams (a delegated CLI is quiet)
+
+
+class SidecarUnreachable(KernelError):
+    """Nothing answers at the sidecar's address."""
+
+
+class SidecarError(KernelError):
+    """The sidecar answered with an error ``{"error": {code, message, details}}``."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass(slots=True)
+class Sidecar:
+    url: str
+    api_key: str = ""
+
+    def _request(
+        self, method: str, path: str, body: Any = None, *, accept: str = "application/json"
+    ) -> urllib.request.Request:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Accept": accept}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.api_key:
+            headers["X-API-Key"] = self.api_key
+        return urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+
+    def _open(self, request: urllib.request.Request, timeout: float) -> HTTPResponse:
+        try:
+            response: HTTPResponse = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310
+            return response
+        except urllib.error.HTTPError as exc:
+            raise _error_of(exc.code, exc.read()) from None
+        except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", exc)
+            detail = getattr(reason, "strerror", None) or str(reason)
+            raise SidecarUnreachable(t("client.unreachable", url=self.url, detail=detail)) from None
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        with self._open(self._request(method, path, body), CALL_TIMEOUT) as response:
+            raw = response.read()
+        return json.loads(raw) if raw else None
+
+    def stream(self, path: str, body: Any) -> Iterator[Any]:
+        """The ``data:`` payloads of an SSE answer as they arrive, up to ``[DONE]``.
+        Closing the generator closes the connection (which cancels the turn)."""
+        request = self._request("POST", path, body, accept="text/event-stream")
+        with self._open(request, TURN_TIMEOUT) as response:
+            try:
+                for raw in response:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                    if not line.startswith("data: "):
+                        continue
+                    payload = line[6:]
+                    if payload == "[DONE]":
+                        return
+                    yield json.loads(payload)
+            except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                detail = type(exc).__name__
+                raise SidecarUnreachable(t("client.broken", url=self.url, detail=detail)) from None
+
+    def probe(self, timeout: float = 1.0) -> bool:
+        """True when a Kernel sidecar answers here."""
+        try:
+            with self._open(self._request("GET", "/version"), timeout) as response:
+                return bool(json.loads(response.read()).get("name") == "kernel")
+        except (KernelError, ValueError, AttributeError):
+            return False
+
+
+def _error_of(status: int, raw: bytes) -> SidecarError:
+    try:
+        error = json.loads(raw)["error"]
+        return SidecarError(status, str(error["code"]), str(error["message"]))
+    except (ValueError, KeyError, TypeError):
+        return SidecarError(status, f"http_{status}", raw.decode("utf-8", "replace")[:200])
+
+
+def sidecar_from(env: Mapping[str, str] | None = None) -> Sidecar | None:
+    """The sidecar's address and key: ``KERNEL_GATEWAY_URL`` / ``KERNEL_GATEWAY_API_KEY``,
+    else config.toml's [gateway]. None when it is off or listens on an unknown port."""
+    env = os.environ if env is None else env
+    gateway = gateway_of(env=env)
+    url = env.get("KERNEL_GATEWAY_URL", "").rstrip("/")
+    if url:
+        return Sidecar(url, gateway.api_key)
+    if not gateway.enabled or gateway.port == 0:
+        return None
+    return Sidecar(gateway.url, gateway.api_key)

@@ -1,0 +1,351 @@
+"""What a route module needs: a :class:`Router` that records each route with its OpenAPI
+description, the error model (:class:`ApiError` → ``{"error": {code, message,
+details}}``), body reading and validation, and access to the Kernel.
+
+A new area of the API is one module under ``kernel/gateway/routes/`` with its own
+``router = Router("tag")``, listed in ``kernel/gateway/routes/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from kernel.agent.messages import ImageBlock
+from kernel.app import Kernel
+from kernel.i18n import t
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+KERNEL = web.AppKey("kernel", Kernel)
+
+
+def kernel_of(request: web.Request) -> Kernel:
+    return request.app[KERNEL]
+
+
+class ApiError(Exception):
+    """An answer other than success: HTTP status, a stable code, a message that names
+    the problem and the fix, and optional details."""
+
+    def __init__(
+        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+
+def invalid(message: str, **details: Any) -> ApiError:
+    return ApiError(400, "invalid_request", message, details)
+
+
+def not_found(what: str, ident: str) -> ApiError:
+    return ApiError(404, "not_found", t("gw.not_found", what=what, id=ident), {what: ident})
+
+
+def json_response(
+    data: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return web.Response(text=body, status=status, content_type="application/json", headers=headers)
+
+
+def error_response(
+    status: int, code: str, message: str, details: dict[str, Any] | None = None
+) -> web.Response:
+    return json_response(
+        {"error": {"code": code, "message": message, "details": details or {}}}, status
+    )
+
+
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error(
+    status: int, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    """The Messages API's error shape, so the anthropic SDK raises its usual errors."""
+    kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    body = {"type": "error", "error": {"type": kind, "message": message}}
+    return json_response(body, status, headers)
+
+
+# ---------------------------------------------------------------------- bodies
+
+READ_TIMEOUT = web.AppKey("read_timeout", float)
+
+
+async def read_json(request: web.Request) -> Any:
+    """The parsed body. 400 when it is not JSON, 408 when it does not arrive within
+    ``gateway.read_timeout``, 413 over ``gateway.max_body_bytes``."""
+    try:
+        async with asyncio.timeout(request.app[READ_TIMEOUT]):
+            raw = await request.read()
+    except TimeoutError:
+        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+    if not raw.strip():
+        raise invalid(t("gw.body_missing"))
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise invalid(t("gw.bad_json", detail=_json_problem(exc))) from None
+
+
+def _json_problem(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno} column {exc.colno}: {exc.msg}"
+    return "not UTF-8"
+
+
+async def read_object(request: web.Request) -> Body:
+    data = await read_json(request)
+    if not isinstance(data, dict):
+        raise invalid(t("gw.body_not_object"))
+    return Body(data)
+
+
+_TYPE_NAMES = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    list: "array",
+    dict: "object",
+}
+
+
+class Body:
+    """Typed access to a JSON object's fields; a wrong type is a 400 naming the field."""
+
+    def __init__(self, data: dict[str, Any], prefix: str = "") -> None:
+        self.data = data
+        self.prefix = prefix
+
+    def name(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def _typed(self, key: str, kind: type, default: Any) -> Any:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
+        if not ok:
+            raise invalid(
+                t("gw.bad_field", field=self.name(key), expected=_TYPE_NAMES[kind]),
+                field=self.name(key),
+            )
+        return value
+
+    def text(
+        self, key: str, default: str | None = None, *, required: bool = False, max_len: int = 0
+    ) -> str | None:
+        value = self._typed(key, str, default)
+        if required and not (value or "").strip():
+            raise invalid(t("gw.field_required", field=self.name(key)), field=self.name(key))
+        if value is not None and max_len and len(value) > max_len:
+            raise invalid(
+                t("gw.field_too_long", field=self.name(key), limit=max_len), field=self.name(key)
+            )
+        return value
+
+    def required_text(self, key: str, *, max_len: int = 0) -> str:
+        value = self.text(key, required=True, max_len=max_len)
+        assert value is not None
+        return value
+
+    def boolean(self, key: str, default: bool | None = None) -> bool | None:
+        value: bool | None = self._typed(key, bool, default)
+        return value
+
+    def integer(
+        self, key: str, default: int | None = None, *, minimum: int | None = None
+    ) -> int | None:
+        value: int | None = self._typed(key, int, default)
+        if value is not None and minimum is not None and value < minimum:
+            raise invalid(
+                t("gw.field_min", field=self.name(key), minimum=minimum), field=self.name(key)
+            )
+        return value
+
+    def str_list(self, key: str) -> list[str] | None:
+        value = self._typed(key, list, None)
+        if value is not None and not all(isinstance(v, str) and v.strip() for v in value):
+            raise invalid(
+                t("gw.bad_field", field=self.name(key), expected="array of non-empty strings"),
+                field=self.name(key),
+            )
+        return value
+
+    def str_map(self, key: str) -> dict[str, str] | None:
+        value = self._typed(key, dict, None)
+        if value is not None and not all(isinstance(v, str) for v in value.values()):
+            raise invalid(
+                t("gw.bad_field", field=self.name(key), expected="object of strings"),
+                field=self.name(key),
+            )
+        return value
+
+    def obj(self, key: str) -> Body | None:
+        value = self._typed(key, dict, None)
+        return None if value is None else Body(value, f"{self.name(key)}.")
+
+    def array(self, key: str) -> list[Any] | None:
+        value: list[Any] | None = self._typed(key, list, None)
+        return value
+
+
+def query_int(request: web.Request, name: str, default: int, *, maximum: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= maximum:
+        raise invalid(t("gw.bad_query_int", name=name, maximum=maximum), field=name)
+    return value
+
+
+# ---------------------------------------------------------------------- routers
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    where: str  # "path" or "query"
+    schema: dict[str, Any]
+    description: str = ""
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    tag: str
+    body: dict[str, Any] | None
+    response: dict[str, Any] | None
+    status: int
+    errors: tuple[int, ...]
+    params: tuple[Param, ...]
+    public: bool
+    sse: bool  # may answer with text/event-stream
+    anthropic: bool  # errors in the Anthropic format
+
+
+@dataclass
+class Router:
+    """One area of the API. Routes carry what /openapi.json says about them, so the
+    document and the server are built from the same table."""
+
+    tag: str
+    description: str = ""
+    operations: list[Operation] = field(default_factory=list)
+    # Run at gateway start, before it listens (e.g. to make sure the default chat exists).
+    startup: list[Callable[[Kernel], Awaitable[None]]] = field(default_factory=list)
+
+    def route(
+        self,
+        method: str,
+        path: str,
+        *,
+        summary: str,
+        body: dict[str, Any] | None = None,
+        response: dict[str, Any] | None = None,
+        status: int = 200,
+        errors: Iterable[int] = (),
+        params: Iterable[Param] = (),
+        public: bool = False,
+        sse: bool = False,
+        anthropic: bool = False,
+    ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self.operations.append(
+                Operation(
+                    method=method.upper(),
+                    path=path,
+                    handler=handler,
+                    summary=summary,
+                    tag=self.tag,
+                    body=body,
+                    response=response,
+                    status=status,
+                    errors=tuple(errors),
+                    params=tuple(params),
+                    public=public,
+                    sse=sse,
+                    anthropic=anthropic,
+                )
+            )
+            return handler
+
+        return register
+
+    def get(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("POST", path, **kw)
+
+    def put(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("PUT", path, **kw)
+
+    def delete(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("DELETE", path, **kw)
+
+
+def path_param(name: str, description: str = "") -> Param:
+    return Param(name, "path", {"type": "string", "minLength": 1}, description, required=True)
+
+
+def query_param(name: str, schema: dict[str, Any], description: str = "") -> Param:
+    return Param(name, "query", schema, description)
+
+
+# ---------------------------------------------------------------------- content
+
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+
+
+def image_block(media_type: Any, data: Any, field: str) -> ImageBlock:
+    """A base64 image from a request, checked: a known type and valid base64."""
+    if media_type not in IMAGE_MEDIA_TYPES:
+        raise invalid(
+            t("gw.bad_image_type", field=field, types=", ".join(IMAGE_MEDIA_TYPES)), field=field
+        )
+    if not isinstance(data, str) or not data:
+        raise invalid(t("gw.bad_image_data", field=field), field=field)
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid(t("gw.bad_image_data", field=field), field=field) from None
+    return ImageBlock(media_type, data)
+
+
+def sse_frame(data: Any, event: str | None = None) -> bytes:
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    prefix = f"event: {event}\n" if event else ""
+    return f"{prefix}data: {text}\n\n".encode()

@@ -1,0 +1,141 @@
+"""``/openapi.json``: built from the same :class:`Router` tables the server is built from."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from kernel import __version__
+from kernel.gateway.api import Operation, Router
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "details"],
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {"type": "object"},
+            },
+        }
+    },
+}
+
+ANTHROPIC_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
+        "type": {"type": "string", "enum": ["error"]},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        },
+    },
+}
+
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    400: "Invalid request",
+    401: "Missing or wrong API key",
+    403: "Forbidden",
+    404: "Not found",
+    408: "The body did not arrive in time",
+    409: "Busy: the chat's running turn did not finish in time",
+    413: "Body larger than gateway.max_body_bytes",
+    429: "Rate limited by the model provider",
+    502: "The model provider failed",
+    503: "Unavailable",
+}
+
+
+def operation_id(op: Operation) -> str:
+    words = re.sub(r"[^A-Za-z0-9]+", "_", op.path).strip("_")
+    return f"{op.method.lower()}_{words or 'root'}"
+
+
+def _response(op: Operation) -> dict[str, Any]:
+    content: dict[str, Any] = {"application/json": {"schema": op.response or {"type": "object"}}}
+    if op.sse:
+        content["text/event-stream"] = {"schema": {"type": "string"}}
+    return {"description": _REASONS.get(op.status, "OK"), "content": content}
+
+
+def _error(op: Operation, status: int) -> dict[str, Any]:
+    schema = "#/components/schemas/" + ("AnthropicError" if op.anthropic else "Error")
+    return {
+        "description": _REASONS.get(status, "Error"),
+        "content": {"application/json": {"schema": {"$ref": schema}}},
+    }
+
+
+def _operation(op: Operation) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "operationId": operation_id(op),
+        "summary": op.summary,
+        "tags": [op.tag],
+    }
+    if op.params:
+        out["parameters"] = [
+            {
+                "name": p.name,
+                "in": p.where,
+                "required": p.required,
+                "schema": p.schema,
+                **({"description": p.description} if p.description else {}),
+            }
+            for p in op.params
+        ]
+    if op.body is not None:
+        out["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": op.body}},
+        }
+    errors = set(op.errors)
+    if op.body is not None:
+        errors |= {400, 408, 413}
+    if op.params:
+        errors.add(400)
+    if not op.public:
+        errors.add(401)
+        out["security"] = [{"ApiKey": []}, {"Bearer": []}]
+    else:
+        out["security"] = []
+    responses = {str(op.status): _response(op)}
+    for status in sorted(errors):
+        responses[str(status)] = _error(op, status)
+    out["responses"] = responses
+    return out
+
+
+def build_document(routers: Sequence[Router]) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for router in routers:
+        for op in router.operations:
+            paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Kernel sidecar",
+            "version": __version__,
+            "description": (
+                "The local HTTP API of Kernel, in the same process as the Telegram bot. "
+                "Errors are {error: {code, message, details}}; /v1/* answers in the "
+                "Anthropic Messages format. Every response carries X-Request-Id."
+            ),
+        },
+        "tags": [{"name": r.tag, "description": r.description} for r in routers],
+        "paths": paths,
+        "components": {
+            "schemas": {"Error": ERROR_SCHEMA, "AnthropicError": ANTHROPIC_ERROR_SCHEMA},
+            "securitySchemes": {
+                "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "Bearer": {"type": "http", "scheme": "bearer"},
+            },
+        },
+    }

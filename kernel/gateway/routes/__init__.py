@@ -1,0 +1,16 @@
+"""The sidecar's API, one module per area. A new area: a module with its own
+``router = Router(...)``, appended to ``ROUTERS`` (order = order in /openapi.json)."""
+
+from __future__ import annotations
+
+from kernel.gateway.api import Router
+from kernel.gateway.routes import agent, chats, envs, health, messages, models
+
+ROUTERS: list[Router] = [
+    health.router,
+    chats.router,
+    agent.router,
+    messages.router,
+    models.router,
+    envs.router,
+]

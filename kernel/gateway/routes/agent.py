@@ -1,0 +1,389 @@
+"""``/agent/process`` (seed 000's protocol, JSON or SSE), turn cancel, system layers.
+
+A request names its chat by ``channel`` (default ``console``), ``user_id`` and
+``session_id`` (default: the protected default chat). Requests for the same chat run
+one at a time: a request arriving while the chat's turn runs waits for it (up to
+``gateway.queue_timeout``, then 409 ``session_busy``); different chats run in parallel.
+A client that disconnects cancels its turn; the history stays valid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from kernel.agent.agent import OpenedSession, SessionKey, UserInput
+from kernel.agent.events import (
+    Completed,
+    ErrorEvent,
+    ToolCall,
+    ToolResult,
+    TurnEvent,
+    event_to_dict,
+)
+from kernel.agent.messages import ImageBlock
+from kernel.agent.slimming import summarize_tool_result
+from kernel.agent.turns import Turn
+from kernel.app import Kernel
+from kernel.gateway.api import (
+    ApiError,
+    Body,
+    Router,
+    image_block,
+    invalid,
+    json_response,
+    kernel_of,
+    not_found,
+    path_param,
+    query_param,
+    read_object,
+    sse_frame,
+)
+from kernel.gateway.routes.chats import DEFAULT_KEY, chat_id_of, key_part
+from kernel.i18n import t
+from kernel.tools.registry import ToolContext
+
+router = Router("agent", "Turns: /agent/process, cancel, system layers")
+
+PROMPT_MODES = ("default",)
+PREVIEW_CHARS = 240
+NEW_COMMAND = "/new"
+
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {
+        "type": {
+            "type": "string",
+            "enum": [
+                "step_started",
+                "assistant_delta",
+                "tool_call",
+                "tool_result",
+                "completed",
+                "error",
+            ],
+        },
+        "step": {"type": "integer"},
+        "delta": {"type": "string"},
+        "reply": {"type": "string"},
+        "tool_call": {"type": "object"},
+        "tool_result": {"type": "object"},
+        "meta": {"type": "object"},
+    },
+}
+PART_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {
+        "type": {"type": "string", "enum": ["text", "image"]},
+        "text": {"type": "string"},
+        "media_type": {
+            "type": "string",
+            "enum": ["image/jpeg", "image/png", "image/gif", "image/webp"],
+        },
+        "data": {"type": "string", "description": "base64"},
+    },
+}
+PROCESS_BODY: dict[str, Any] = {
+    "type": "object",
+    "required": ["input"],
+    "properties": {
+        "input": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["content"],
+                "properties": {
+                    "role": {"type": "string", "enum": ["user"]},
+                    "type": {"type": "string", "enum": ["message"]},
+                    "content": {"type": "array", "items": PART_SCHEMA},
+                },
+            },
+        },
+        "session_id": {"type": "string", "maxLength": 128},
+        "user_id": {"type": "string", "maxLength": 128},
+        "channel": {"type": "string", "maxLength": 128},
+        "stream": {"type": "boolean"},
+        "biz_params": {
+            "type": "object",
+            "properties": {
+                "prompt_mode": {"type": "string", "enum": list(PROMPT_MODES)},
+                "tool": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {"name": {"type": "string"}, "input": {"type": "object"}},
+                },
+            },
+        },
+    },
+}
+PROCESS_RESPONSE: dict[str, Any] = {
+    "type": "object",
+    "required": ["reply", "events"],
+    "properties": {
+        "reply": {"type": "string"},
+        "events": {"type": "array", "items": EVENT_SCHEMA},
+        "turn_id": {"type": "string"},
+        "chat_id": {"type": "string"},
+        "session_id": {"type": "string"},
+    },
+}
+
+
+def read_input(body: Body) -> tuple[str, list[ImageBlock]]:
+    """Text and images of the ``input`` messages (seed 000 format), in order."""
+    items = body.array("input")
+    if not items:
+        raise invalid(t("gw.input_missing"), field="input")
+    texts: list[str] = []
+    images: list[ImageBlock] = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise invalid(t("gw.bad_field", field=where, expected="object"), field=where)
+        role = item.get("role", "user")
+        if role != "user":
+            raise invalid(t("gw.input_role", field=f"{where}.role"), field=f"{where}.role")
+        content = item.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            field = f"{where}.content"
+            raise invalid(t("gw.bad_field", field=field, expected="array"), field=field)
+        for j, part in enumerate(content):
+            field = f"{where}.content[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif kind == "image" and isinstance(part, dict):
+                source = part["source"] if isinstance(part.get("source"), dict) else part
+                images.append(image_block(source.get("media_type"), source.get("data"), field))
+            else:
+                raise invalid(t("gw.bad_part", field=field), field=field)
+    return "\n\n".join(texts), images
+
+
+def prompt_mode_of(biz: Body | None) -> str | None:
+    if biz is None or "prompt_mode" not in biz.data:
+        return None
+    mode = biz.data["prompt_mode"]
+    if mode not in PROMPT_MODES:
+        raise invalid(t("gw.prompt_mode"), field="biz_params.prompt_mode", allowed=PROMPT_MODES)
+    return str(mode)
+
+
+@router.post(
+    "/agent/process",
+    summary="Run one turn: JSON {reply, events} or, with stream=true, SSE ending data: [DONE]",
+    body=PROCESS_BODY,
+    response=PROCESS_RESPONSE,
+    sse=True,
+    errors=(403, 409, 500, 502),
+)
+async def process(request: web.Request) -> web.StreamResponse:
+    kernel = kernel_of(request)
+    body = await read_object(request)
+    key = SessionKey(
+        key_part(body, "channel", DEFAULT_KEY.channel),
+        key_part(body, "user_id", DEFAULT_KEY.user_id),
+        key_part(body, "session_id", DEFAULT_KEY.external_id),
+    )
+    stream = bool(body.boolean("stream", False))
+    biz = body.obj("biz_params")
+    mode = prompt_mode_of(biz)
+    tool = biz.obj("tool") if biz else None
+    if tool is not None:
+        name = tool.required_text("name", max_len=64)
+        arguments = tool.obj("input")
+        if kernel.tools.is_disabled(name):
+            raise ApiError(403, "tool_disabled", t("gw.tool_disabled", name=name), {"tool": name})
+        if name not in kernel.tools:
+            available = kernel.tools.names()
+            raise ApiError(
+                400,
+                "tool_not_supported",
+                t("gw.tool_unknown", name=name, available=", ".join(available) or "-"),
+                {"tool": name, "available": available},
+            )
+        text, images = "", list[ImageBlock]()
+    else:
+        text, images = read_input(body)
+        if not text.strip() and not images:
+            raise invalid(t("gw.input_empty"), field="input")
+    opened = await kernel.agent.open_session(key)
+    assert opened is not None
+    if mode is not None and opened.row.meta.get("prompt_mode") != mode:
+        await kernel.store.update_meta(opened.row.id, {**opened.row.meta, "prompt_mode": mode})
+    turn: Turn | None = None
+    events: AsyncIterator[TurnEvent]
+    if tool is not None:
+        events = _direct_tool(kernel, opened, name, arguments.data if arguments else {})
+    elif text.strip() == NEW_COMMAND and not images:
+        await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
+        await kernel.agent.clear_history(opened.conversation)
+        events = _single(Completed(0, t("session.cleared")))
+    else:
+        await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
+        user_input = UserInput(text, images, channel=key.channel, user_id=key.user_id)
+        turn = kernel.agent.start_turn(opened.conversation, user_input)
+        events = aiter(turn)
+    ids = {"chat_id": chat_id_of(opened.row), "session_id": key.external_id}
+    try:
+        if stream:
+            return await _stream(request, events, turn)
+        return await _collect(events, turn, ids)
+    except asyncio.CancelledError:
+        # The client went away (or shutdown gave up on it): stop the turn; it still
+        # writes a valid history.
+        if turn is not None:
+            turn.cancel()
+        raise
+
+
+async def _single(event: TurnEvent) -> AsyncIterator[TurnEvent]:
+    yield event
+
+
+async def _direct_tool(
+    kernel: Kernel, opened: OpenedSession, name: str, arguments: dict[str, Any]
+) -> AsyncIterator[TurnEvent]:
+    """``biz_params.tool``: run one registered tool as the model would, no model call."""
+    call_id = f"direct_{uuid.uuid4().hex[:12]}"
+    yield ToolCall(1, call_id, name, arguments)
+    context = ToolContext(session_id=opened.row.id, conversation=opened.conversation)
+    outcome = await kernel.tools.call(name, arguments, context)
+    yield ToolResult(1, call_id, outcome.name, outcome.ok, summarize_tool_result(outcome.content))
+    yield Completed(1, outcome.content)
+
+
+def _error_status(code: str) -> int:
+    if code == "provider_not_supported":
+        return 400
+    if code == "internal_error":
+        return 500
+    if code in ("rate_limit_error", "rate_limited"):
+        return 429
+    return 502
+
+
+async def _collect(
+    events: AsyncIterator[TurnEvent], turn: Turn | None, ids: dict[str, str]
+) -> web.Response:
+    collected: list[dict[str, Any]] = []
+    final: TurnEvent | None = None
+    async for event in events:
+        collected.append(event_to_dict(event))
+        final = event
+    extra = {"turn_id": turn.id} if turn else {}
+    if isinstance(final, ErrorEvent):
+        details = {"events": collected, **extra, **ids}
+        raise ApiError(_error_status(final.code), final.code, final.message, details)
+    reply = final.reply if isinstance(final, Completed) else ""
+    return json_response({"reply": reply, "events": collected, **extra, **ids})
+
+
+async def _stream(
+    request: web.Request, events: AsyncIterator[TurnEvent], turn: Turn | None
+) -> web.StreamResponse:
+    """Each event is written (and so sent) as it happens; the end is ``data: [DONE]``."""
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    if turn is not None:
+        headers["X-Turn-Id"] = turn.id
+    response = web.StreamResponse(headers=headers)
+    response.content_type = "text/event-stream"
+    response.charset = "utf-8"
+    await response.prepare(request)
+    try:
+        async for event in events:
+            await response.write(sse_frame(event_to_dict(event)))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+    except ConnectionError:  # gone between two events
+        if turn is not None:
+            turn.cancel()
+    return response
+
+
+@router.post(
+    "/agent/turns/{turn_id}/cancel",
+    summary="Cancel a running turn (its history stays valid)",
+    params=(path_param("turn_id"),),
+    response={
+        "type": "object",
+        "required": ["cancelled"],
+        "properties": {"cancelled": {"type": "boolean"}, "turn_id": {"type": "string"}},
+    },
+    errors=(404,),
+)
+async def cancel_turn(request: web.Request) -> web.Response:
+    """``cancelled`` is false for a turn that already ended."""
+    turn_id = request.match_info["turn_id"]
+    turn = kernel_of(request).agent.find_turn(turn_id)
+    if turn is None:
+        raise not_found("turn_id", turn_id)
+    return json_response({"cancelled": turn.cancel(), "turn_id": turn_id})
+
+
+LAYERS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["layers", "estimated_tokens_total"],
+    "properties": {
+        "version": {"type": "string"},
+        "mode_variant": {"type": "string"},
+        "layers": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "role": {"type": "string"},
+                    "source": {"type": "string"},
+                    "content_preview": {"type": "string"},
+                    "layer_hash": {"type": "string"},
+                    "estimated_tokens": {"type": "integer"},
+                },
+            },
+        },
+        "estimated_tokens_total": {"type": "integer"},
+    },
+}
+
+
+@router.get(
+    "/agent/system-layers",
+    summary="The system prompt layers a turn would get now, with hashes and token estimates",
+    params=(
+        query_param("prompt_mode", {"type": "string", "enum": list(PROMPT_MODES)}),
+        query_param("query", {"type": "string"}, "text whose memories are recalled"),
+    ),
+    response=LAYERS_SCHEMA,
+)
+async def system_layers(request: web.Request) -> web.Response:
+    mode = request.query.get("prompt_mode", "default")
+    if mode not in PROMPT_MODES:
+        raise invalid(t("gw.prompt_mode"), field="prompt_mode", allowed=PROMPT_MODES)
+    layers = await kernel_of(request).agent.system_layers(request.query.get("query", ""))
+    out = [
+        {
+            "name": layer.name,
+            "role": "system",
+            "source": layer.source,
+            "content_preview": layer.text[:PREVIEW_CHARS],
+            "layer_hash": layer.normalized_hash,
+            "estimated_tokens": layer.token_estimate,
+        }
+        for layer in layers
+    ]
+    body = {
+        "version": "v1",
+        "mode_variant": mode,
+        "layers": out,
+        "estimated_tokens_total": sum(layer.token_estimate for layer in layers),
+    }
+    return json_response(body)

@@ -1,0 +1,271 @@
+"""``/chats``: the agent's sessions, whichever channel made them (seed 000 "Chat
+Default Session Rule").
+
+A chat is a session row: ``channel``, ``user_id``, ``session_id`` (the row's external
+id) and ``meta``. Its id is ``chat-<row id>``, except the protected default chat
+``chat-default`` (``console`` / ``demo-user`` / ``session-default``,
+``meta.system_default = true``), which exists from the gateway's start and is never
+deleted.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from kernel.agent.agent import SessionKey
+from kernel.agent.messages import content_to_json
+from kernel.app import Kernel
+from kernel.gateway.api import (
+    ApiError,
+    Body,
+    Router,
+    invalid,
+    json_response,
+    kernel_of,
+    not_found,
+    path_param,
+    query_int,
+    query_param,
+    read_object,
+)
+from kernel.i18n import t
+from kernel.store.db import SessionRow
+
+router = Router("chats", "Conversations (sessions) of every channel")
+
+DEFAULT_CHAT_ID = "chat-default"
+DEFAULT_KEY = SessionKey("console", "demo-user", "session-default")
+_CHAT_ID = re.compile(r"^chat-(\d{1,18})$")
+NAME_LIMIT = 128  # channel, user_id, session_id
+
+
+async def ensure_default_chat(kernel: Kernel) -> None:
+    opened = await kernel.agent.open_session(DEFAULT_KEY, meta={"system_default": True})
+    assert opened is not None
+    if not opened.row.meta.get("system_default"):
+        await kernel.store.update_meta(opened.row.id, {**opened.row.meta, "system_default": True})
+
+
+router.startup.append(ensure_default_chat)
+
+
+def chat_id_of(row: SessionRow) -> str:
+    key = SessionKey(row.channel, row.user_id, row.external_id)
+    return DEFAULT_CHAT_ID if key == DEFAULT_KEY else f"chat-{row.id}"
+
+
+def chat_json(row: SessionRow) -> dict[str, Any]:
+    return {
+        "id": chat_id_of(row),
+        "name": row.title or "",
+        "session_id": row.external_id,
+        "user_id": row.user_id,
+        "channel": row.channel,
+        "meta": row.meta,
+        "message_count": row.message_count,
+        "created_at": row.created_at.isoformat(),
+        "updated_at": row.updated_at.isoformat(),
+    }
+
+
+async def find_chat(kernel: Kernel, chat_id: str) -> SessionRow | None:
+    if chat_id == DEFAULT_CHAT_ID:
+        opened = await kernel.agent.open_session(DEFAULT_KEY, create=False)
+        return opened.row if opened else None
+    match = _CHAT_ID.match(chat_id)
+    if match is None:
+        return None
+    return await kernel.store.get_session(int(match.group(1)))
+
+
+async def require_chat(kernel: Kernel, chat_id: str) -> SessionRow:
+    row = await find_chat(kernel, chat_id)
+    if row is None:
+        raise not_found("chat_id", chat_id)
+    return row
+
+
+def key_part(body: Body, name: str, default: str) -> str:
+    value = body.text(name, max_len=NAME_LIMIT)
+    if value is None:
+        return default
+    if not value.strip() or any(ord(c) < 32 for c in value):
+        raise invalid(t("gw.bad_key_part", field=name), field=name)
+    return value
+
+
+CHAT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "session_id", "user_id", "channel", "meta"],
+    "properties": {
+        "id": {"type": "string"},
+        "name": {"type": "string"},
+        "session_id": {"type": "string"},
+        "user_id": {"type": "string"},
+        "channel": {"type": "string"},
+        "meta": {"type": "object"},
+        "message_count": {"type": "integer"},
+        "created_at": {"type": "string"},
+        "updated_at": {"type": "string"},
+    },
+}
+KEY_PROPS: dict[str, Any] = {
+    "session_id": {"type": "string", "maxLength": NAME_LIMIT},
+    "user_id": {"type": "string", "maxLength": NAME_LIMIT},
+    "channel": {"type": "string", "maxLength": NAME_LIMIT},
+}
+CHAT_ID = path_param("chat_id", "chat-default or chat-<n>")
+
+
+@router.get(
+    "/chats",
+    summary="List chats, most recently active first",
+    params=(
+        query_param("channel", {"type": "string"}),
+        query_param("user_id", {"type": "string"}),
+        query_param("limit", {"type": "integer", "minimum": 0, "maximum": 500}),
+        query_param("offset", {"type": "integer", "minimum": 0}),
+    ),
+    response={
+        "type": "object",
+        "properties": {
+            "chats": {"type": "array", "items": CHAT_SCHEMA},
+            "total": {"type": "integer"},
+        },
+    },
+)
+async def list_chats(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    limit = query_int(request, "limit", 50, maximum=500)
+    offset = query_int(request, "offset", 0, maximum=2**31)
+    channel = request.query.get("channel")
+    user_id = request.query.get("user_id")
+    rows = await kernel.store.list_sessions(
+        limit=limit, offset=offset, channel=channel, user_id=user_id
+    )
+    total = await kernel.store.count_sessions(channel=channel, user_id=user_id)
+    return json_response({"chats": [chat_json(r) for r in rows], "total": total})
+
+
+@router.post(
+    "/chats",
+    summary="Create a chat (or return the one with the same channel/user_id/session_id)",
+    body={
+        "type": "object",
+        "properties": {
+            **KEY_PROPS,
+            "name": {"type": "string", "maxLength": 200},
+            "meta": {"type": "object"},
+        },
+    },
+    response=CHAT_SCHEMA,
+    status=201,
+)
+async def create_chat(request: web.Request) -> web.Response:
+    """201 with a new chat; 200 with the existing one when the key is taken. Without a
+    ``session_id`` a fresh one is made."""
+    kernel = kernel_of(request)
+    body = await read_object(request)
+    key = SessionKey(
+        key_part(body, "channel", "console"),
+        key_part(body, "user_id", DEFAULT_KEY.user_id),
+        key_part(body, "session_id", f"s-{uuid.uuid4().hex[:12]}"),
+    )
+    name = body.text("name", max_len=200)
+    meta_body = body.obj("meta")
+    meta = dict(meta_body.data) if meta_body else {}
+    if "system_default" in meta:
+        raise invalid(t("gw.meta_reserved", key="system_default"), field="meta.system_default")
+    opened = await kernel.agent.open_session(key, title=name or None, meta=meta)
+    assert opened is not None
+    return json_response(chat_json(opened.row), 201 if opened.created else 200)
+
+
+@router.get(
+    "/chats/{chat_id}",
+    summary="A chat with its recent messages",
+    params=(
+        CHAT_ID,
+        query_param("rounds", {"type": "integer", "minimum": 0, "maximum": 1000}),
+    ),
+    response={
+        "type": "object",
+        "properties": {
+            **CHAT_SCHEMA["properties"],
+            "messages": {"type": "array", "items": {"type": "object"}},
+        },
+    },
+    errors=(404,),
+)
+async def get_chat(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    rounds = query_int(request, "rounds", 20, maximum=1000)
+    row = await require_chat(kernel, request.match_info["chat_id"])
+    messages = await kernel.store.load_messages(row.id, rounds=rounds)
+    out = chat_json(row)
+    out["messages"] = [{"role": m.role, "content": content_to_json(m.content)} for m in messages]
+    return json_response(out)
+
+
+@router.delete(
+    "/chats/{chat_id}",
+    summary="Delete a chat and its messages (never chat-default)",
+    params=(CHAT_ID,),
+    response={"type": "object", "properties": {"deleted": {"type": "boolean"}}},
+    errors=(400, 404, 409),
+)
+async def delete_chat(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    chat_id = request.match_info["chat_id"]
+    if chat_id == DEFAULT_CHAT_ID:
+        raise _protected()
+    row = await require_chat(kernel, chat_id)
+    await kernel.agent.delete_sessions([row.id])
+    return json_response({"deleted": True, "id": chat_id})
+
+
+@router.post(
+    "/chats/batch-delete",
+    summary="Delete several chats; refused as a whole if chat-default is among them",
+    body={
+        "type": "object",
+        "required": ["chat_ids"],
+        "properties": {"chat_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 500}},
+    },
+    response={
+        "type": "object",
+        "properties": {
+            "deleted": {"type": "integer"},
+            "missing": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    errors=(409,),
+)
+async def batch_delete(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    body = await read_object(request)
+    ids = body.array("chat_ids")
+    if ids is None or not all(isinstance(i, str) for i in ids) or len(ids) > 500:
+        raise invalid(t("gw.chat_ids"), field="chat_ids")
+    if DEFAULT_CHAT_ID in ids:
+        raise _protected()
+    rows: list[SessionRow] = []
+    missing: list[str] = []
+    for chat_id in dict.fromkeys(ids):
+        row = await find_chat(kernel, chat_id)
+        if row is None:
+            missing.append(chat_id)
+        else:
+            rows.append(row)
+    deleted = await kernel.agent.delete_sessions([r.id for r in rows]) if rows else 0
+    return json_response({"deleted": deleted, "missing": missing})
+
+
+def _protected() -> ApiError:
+    return ApiError(
+        400, "default_chat_protected", t("session.protected"), {"chat_id": DEFAULT_CHAT_ID}
+    )

@@ -1,0 +1,174 @@
+"""``/envs``: environment variables given to tools and child processes.
+
+Set here, they are kept in ``data/runtime.toml`` ``[envs]`` over ``config.toml``'s
+``[envs]``, and are in effect for the next child process at once. Values of names
+ending ``_KEY``, ``_TOKEN``, ``_SECRET`` (or named ``api_key``) are never shown whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from kernel.app import Kernel
+from kernel.config import ENV_NAME
+from kernel.gateway.api import (
+    ApiError,
+    Param,
+    Router,
+    invalid,
+    json_response,
+    kernel_of,
+    not_found,
+    read_object,
+)
+from kernel.i18n import t
+from kernel.redact import mask_secret
+from kernel.runtime import is_sensitive
+
+router = Router("envs", "Environment variables for tools and CLIs")
+
+VALUE_LIMIT = 32 * 1024
+ENV_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "key": {"type": "string"},
+        "value": {"type": "string"},
+        "sensitive": {"type": "boolean"},
+        "source": {"type": "string", "enum": ["runtime", "config"]},
+    },
+}
+LIST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"envs": {"type": "array", "items": ENV_SCHEMA}},
+}
+KEY = Param(
+    "key",
+    "path",
+    {"type": "string", "pattern": ENV_NAME.pattern},
+    "a variable name: letters, digits, _",
+    required=True,
+)
+
+
+def _entry(key: str, value: str, runtime: dict[str, Any]) -> dict[str, Any]:
+    sensitive = is_sensitive(key)
+    return {
+        "key": key,
+        "value": mask_secret(value) if sensitive else value,
+        "sensitive": sensitive,
+        "source": "runtime" if key in runtime else "config",
+    }
+
+
+async def _runtime_envs(kernel: Kernel) -> dict[str, Any]:
+    envs = (await kernel.runtime.overlay()).get("envs", {})
+    return envs if isinstance(envs, dict) else {}
+
+
+def _check_name(key: str) -> None:
+    if not ENV_NAME.match(key):
+        raise invalid(t("gw.env_name", key=key[:80]), field="key")
+
+
+def _check_value(key: str, value: Any) -> str:
+    if not isinstance(value, str) or "\0" in value or len(value) > VALUE_LIMIT:
+        raise invalid(t("gw.env_value", key=key, limit=VALUE_LIMIT), field=key)
+    return value
+
+
+async def _listing(kernel: Kernel) -> web.Response:
+    runtime = await _runtime_envs(kernel)
+    envs = kernel.config.envs
+    return json_response({"envs": [_entry(k, envs[k], runtime) for k in sorted(envs)]})
+
+
+@router.get("/envs", summary="All variables (sensitive values masked)", response=LIST_SCHEMA)
+async def list_envs(request: web.Request) -> web.Response:
+    return await _listing(kernel_of(request))
+
+
+@router.put(
+    "/envs",
+    summary="Replace every variable set at runtime with these",
+    body={
+        "type": "object",
+        "required": ["envs"],
+        "properties": {"envs": {"type": "object", "additionalProperties": {"type": "string"}}},
+    },
+    response=LIST_SCHEMA,
+)
+async def replace_envs(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    body = await read_object(request)
+    envs = body.obj("envs")
+    if envs is None:
+        raise invalid(t("gw.field_required", field="envs"), field="envs")
+    table = {}
+    for key, value in envs.data.items():
+        _check_name(key)
+        table[key] = _check_value(key, value)
+
+    def change(overlay: dict[str, Any]) -> None:
+        overlay["envs"] = table
+
+    await kernel.runtime.update(change)
+    return await _listing(kernel)
+
+
+@router.get(
+    "/envs/{key}", summary="One variable", params=(KEY,), response=ENV_SCHEMA, errors=(404,)
+)
+async def get_env(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    key = request.match_info["key"]
+    if key not in kernel.config.envs:
+        raise not_found("key", key)
+    return json_response(_entry(key, kernel.config.envs[key], await _runtime_envs(kernel)))
+
+
+@router.put(
+    "/envs/{key}",
+    summary="Set one variable",
+    params=(KEY,),
+    body={"type": "object", "required": ["value"], "properties": {"value": {"type": "string"}}},
+    response=ENV_SCHEMA,
+)
+async def set_env(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    key = request.match_info["key"]
+    _check_name(key)
+    body = await read_object(request)
+    if "value" not in body.data:
+        raise invalid(t("gw.field_required", field="value"), field="value")
+    value = _check_value(key, body.data["value"])
+
+    def change(overlay: dict[str, Any]) -> None:
+        overlay.setdefault("envs", {})[key] = value
+
+    await kernel.runtime.update(change)
+    return json_response(_entry(key, value, {key: value}))
+
+
+@router.delete(
+    "/envs/{key}",
+    summary="Remove a variable set at runtime",
+    params=(KEY,),
+    response={"type": "object", "properties": {"deleted": {"type": "boolean"}}},
+    errors=(404,),
+)
+async def delete_env(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    key = request.match_info["key"]
+    runtime = await _runtime_envs(kernel)
+    if key not in runtime:
+        if key in kernel.config.envs:
+            raise ApiError(400, "invalid_request", t("gw.env_in_config", key=key), {"key": key})
+        raise not_found("key", key)
+
+    def change(overlay: dict[str, Any]) -> None:
+        overlay.get("envs", {}).pop(key, None)
+
+    await kernel.runtime.update(change)
+    return json_response({"deleted": True, "key": key})

@@ -1,0 +1,357 @@
+"""The sidecar's server: an aiohttp application in Kernel's own event loop.
+
+:class:`Gateway` is started after the store (``start``) and stopped before it (``stop``:
+stop listening, give in-flight requests ``gateway.shutdown_timeout`` seconds, then
+cancel them, which cancels their turns). Every request gets an id, returned in
+``X-Request-Id`` and added to every log line written while it is handled; requests are
+logged by method, path, status and duration only (never bodies, headers or keys).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from kernel.app import Kernel
+from kernel.config import is_loopback
+from kernel.errors import (
+    BusyError,
+    ConfigError,
+    KernelError,
+    ProtectedSessionError,
+    ProviderError,
+    SessionError,
+    StartupError,
+)
+from kernel.gateway.api import (
+    KERNEL,
+    READ_TIMEOUT,
+    ApiError,
+    Operation,
+    Router,
+    anthropic_error,
+    error_response,
+)
+from kernel.i18n import t
+from kernel.logs import request_tag
+
+log = logging.getLogger("kernel.gateway")
+
+
+class _Short(logging.Filter):
+    """aiohttp logs a malformed request with a traceback that quotes the raw bytes,
+    headers (and so keys) included: keep only what kind of error it was."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            kind = type(record.exc_info[1]).__name__
+            record.msg = f"{record.getMessage()} ({kind})"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+http_log = logging.getLogger("kernel.gateway.http")
+http_log.addFilter(_Short())
+
+REQUEST_ID = web.RequestKey("request_id", str)
+ROUTERS = web.AppKey("routers", list[Router])
+PUBLIC_PATHS = frozenset({"/healthz", "/version"})
+QUIET_PATHS = PUBLIC_PATHS  # polled by monitors: logged at DEBUG only
+
+
+def _render(
+    request: web.Request, exc: ApiError, headers: dict[str, str] | None = None
+) -> web.Response:
+    if request.path.startswith("/v1/"):
+        return anthropic_error(exc.status, exc.message, headers)
+    response = error_response(exc.status, exc.code, exc.message, exc.details)
+    for key, value in (headers or {}).items():
+        response.headers[key] = value
+    return response
+
+
+_HTTP_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    413: "request_too_large",
+}
+
+
+def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
+    status = exc.status
+    code = _HTTP_CODES.get(status, "http_error")
+    if status == 404:
+        message = t("gw.no_route", method=request.method, path=request.path)
+    elif status == 405:
+        allowed = sorted(getattr(exc, "allowed_methods", ()) or ())
+        message = t("gw.bad_method", method=request.method, allowed=", ".join(allowed) or "-")
+        return ApiError(status, code, message, {"allowed": allowed})
+    elif status == 413:
+        limit = request.app[MAX_BODY]
+        message = t("gw.too_large", limit=limit)
+        return ApiError(status, code, message, {"max_body_bytes": limit})
+    else:
+        message = exc.reason
+    return ApiError(status, code, message)
+
+
+def _from_kernel(exc: KernelError) -> ApiError:
+    if isinstance(exc, BusyError):
+        return ApiError(409, "session_busy", t("gw.session_busy"))
+    if isinstance(exc, ProtectedSessionError):
+        return ApiError(400, "default_chat_protected", str(exc))
+    if isinstance(exc, SessionError):
+        return ApiError(404, "not_found", str(exc))
+    if isinstance(exc, ConfigError):
+        return ApiError(400, "invalid_request", str(exc), {"key": exc.key} if exc.key else {})
+    if isinstance(exc, ProviderError):
+        return ApiError(502, "provider_request_failed", t("provider.error", detail=str(exc)))
+    return ApiError(500, "internal_error", t("gw.internal", kind=type(exc).__name__))
+
+
+MAX_BODY = web.AppKey("max_body", int)
+API_KEY = web.AppKey("api_key", str)
+
+
+@web.middleware
+async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Request id, the one error shape, and the log line, around every request."""
+    request_id = uuid.uuid4().hex[:16]
+    request[REQUEST_ID] = request_id
+    tag = request_tag.set(f"req={request_id}")
+    started = time.perf_counter()
+    status = 500
+    protocol = request.protocol
+    if isinstance(protocol, _Connection):
+        protocol.request_started()
+    try:
+        response: web.StreamResponse = await handler(request)
+        status = response.status
+        return response
+    except ApiError as exc:
+        status = exc.status
+        return _render(request, exc)
+    except web.HTTPException as exc:
+        api = _from_http(request, exc)
+        status = api.status
+        allow = exc.headers.get("Allow")
+        return _render(request, api, {"Allow": allow} if allow else None)
+    except KernelError as exc:
+        api = _from_kernel(exc)
+        status = api.status
+        if status >= 500:
+            log.warning("request failed: %s", type(exc).__name__)
+        return _render(request, api)
+    except asyncio.CancelledError:
+        status = 499  # the client went away (or shutdown cancelled the request)
+        raise
+    except Exception as exc:
+        log.exception("request failed")
+        api = ApiError(500, "internal_error", t("gw.internal", kind=type(exc).__name__))
+        return _render(request, api)
+    finally:
+        if isinstance(protocol, _Connection):
+            protocol.request_finished()
+        elapsed = (time.perf_counter() - started) * 1000
+        level = logging.DEBUG if request.path in QUIET_PATHS else logging.INFO
+        log.log(level, "%s %s -> %d in %.1f ms", request.method, request.path, status, elapsed)
+        request_tag.reset(tag)
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
+    """The API key (constant-time compare) and the body limit, before any handler."""
+    key = request.app[API_KEY]
+    if key and request.path not in PUBLIC_PATHS and not _authorized(request, key):
+        raise ApiError(401, "unauthorized", t("gw.unauthorized"))
+    length = request.content_length
+    if length is not None and length > request.app[MAX_BODY]:
+        raise web.HTTPRequestEntityTooLarge(max_size=request.app[MAX_BODY], actual_size=length)
+    response: web.StreamResponse = await handler(request)
+    return response
+
+
+def _authorized(request: web.Request, key: str) -> bool:
+    given = request.headers.get("X-API-Key", "")
+    auth = request.headers.get("Authorization", "")
+    if not given and auth[:7].lower() == "bearer ":
+        given = auth[7:].strip()
+    return hmac.compare_digest(given.encode(), key.encode())
+
+
+async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    request_id = request.get(REQUEST_ID)
+    if request_id:
+        response.headers["X-Request-Id"] = request_id
+
+
+class _Connection(RequestHandler):
+    """aiohttp has no read-header timeout: close a connection whose request head has
+    not been completed within ``gateway.read_header_timeout`` of its first byte."""
+
+    def __init__(self, *args: Any, head_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timeout = head_timeout
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._in_request = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is None and not self._in_request:
+            self._head_timer = self._loop.call_later(self._head_timeout, self._head_expired)
+        super().data_received(data)
+
+    def request_started(self) -> None:
+        self._in_request = True
+        self._cancel_head_timer()
+
+    def request_finished(self) -> None:
+        self._in_request = False
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """A request aiohttp could not parse: our error shape, without echoing its bytes."""
+        super().handle_error(request, status, exc, message)  # logs it (shortened), checks state
+        code = "invalid_request" if status < 500 else "internal_error"
+        text = t("gw.malformed") if status < 500 else t("gw.internal", kind=type(exc).__name__)
+        response = error_response(status, code, text)
+        response.force_close()
+        return response
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if not self._in_request:
+            log.info("closing a connection: request headers not received in time")
+            self.force_close()
+
+
+class _Site(web.TCPSite):
+    """A TCP site whose connections are :class:`_Connection`s."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, **handler: Any) -> None:
+        super().__init__(runner, host, port)
+        self._handler_kwargs = handler
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)
+        loop = asyncio.get_running_loop()
+        server = self._runner.server
+        assert server is not None
+
+        def connection() -> _Connection:
+            return _Connection(server, loop=loop, **self._handler_kwargs)
+
+        self._server = await loop.create_server(
+            connection, self._host, self._port, reuse_address=True
+        )
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+
+def default_routers() -> list[Router]:
+    from kernel.gateway.routes import ROUTERS as all_routers
+
+    return list(all_routers)
+
+
+class Gateway:
+    """The sidecar for one Kernel. ``start()`` binds, ``stop()`` drains and closes."""
+
+    def __init__(self, kernel: Kernel, routers: Sequence[Router] | None = None) -> None:
+        self.kernel = kernel
+        self.cfg = kernel.config.gateway
+        self.routers = list(routers) if routers is not None else default_routers()
+        self._runner: web.AppRunner | None = None
+        self._site: _Site | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        host = self.cfg.client_host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    @property
+    def operations(self) -> list[Operation]:
+        return [op for router in self.routers for op in router.operations]
+
+    def build_app(self) -> web.Application:
+        app = web.Application(middlewares=[_frame, _guard], client_max_size=self.cfg.max_body_bytes)
+        app[KERNEL] = self.kernel
+        app[ROUTERS] = self.routers
+        app[READ_TIMEOUT] = self.cfg.read_timeout
+        app[MAX_BODY] = self.cfg.max_body_bytes
+        app[API_KEY] = self.cfg.api_key
+        for op in self.operations:
+            app.router.add_route(op.method, op.path, op.handler)
+        app.on_response_prepare.append(_add_request_id)
+        return app
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        if not cfg.api_key and not is_loopback(cfg.host):
+            # config.py refuses this too; the server never binds so whatever built it.
+            raise StartupError(t("config.gateway_no_key", host=cfg.host))
+        for router in self.routers:
+            for hook in router.startup:
+                await hook(self.kernel)
+        runner = web.AppRunner(
+            self.build_app(),
+            handler_cancellation=True,  # a client that goes away cancels its turn
+            shutdown_timeout=cfg.shutdown_timeout,
+            access_log=None,
+        )
+        await runner.setup()
+        site = _Site(
+            runner,
+            cfg.host,
+            cfg.port,
+            head_timeout=cfg.read_header_timeout,
+            keepalive_timeout=cfg.idle_timeout,
+            access_log=None,
+            logger=http_log,
+        )
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            detail = exc.strerror or type(exc).__name__
+            raise StartupError(
+                t("gw.bind_failed", host=cfg.host, port=cfg.port, detail=detail)
+            ) from None
+        self._runner, self._site = runner, site
+        self.port = site.port
+        log.info("gateway listening on %s (api key %s)", self.url, "on" if cfg.api_key else "off")
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        await runner.cleanup()
+        log.info("gateway stopped")

@@ -1,0 +1,131 @@
+"""Runtime changes: the Kernel-managed overlay ``data/runtime.toml`` (SPEC §2).
+
+Changes made while Kernel runs (provider settings, envs; later channel settings) are
+written here, never into the owner's ``config.toml``, and layered over it at every load
+(:func:`kernel.config.merge_overlay`). :meth:`Runtime.update` validates a change by
+loading the whole configuration with it, writes the file atomically (tomli-w, a
+temporary file renamed over the old one, mode 0600 since it may hold keys), then applies
+it to the live :class:`Config` in place, so the change takes effect without a restart.
+
+Child processes (coding CLIs, MCP stdio servers) get their environment from
+:func:`child_env`: the process environment plus the effective ``envs`` overlay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from kernel.config import Config, load_config, read_overlay
+
+log = logging.getLogger(__name__)
+
+_SENSITIVE_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET")
+
+Overlay = dict[str, Any]
+ProvidersListener = Callable[[set[str]], None]
+
+
+def is_sensitive(name: str) -> bool:
+    """Env names whose values are masked when listed (seed 000 "敏感字段判定")."""
+    upper = name.upper()
+    return upper == "API_KEY" or upper.endswith(_SENSITIVE_SUFFIXES)
+
+
+def child_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a child process: ``base`` (default: this process's
+    environment) with the effective ``envs`` overlay on top."""
+    env = dict(os.environ if base is None else base)
+    env.update(config.envs)
+    return env
+
+
+def write_overlay(path: Path, data: Overlay) -> None:
+    """Replace ``path`` atomically: readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = tomli_w.dumps(data).encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=".runtime-", suffix=".toml", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Runtime:
+    """Reads and changes the overlay; one change at a time."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._lock = asyncio.Lock()
+        self._providers_listeners: list[ProvidersListener] = []
+
+    @property
+    def path(self) -> Path:
+        return self.config.runtime_path
+
+    def on_providers_changed(self, listener: ProvidersListener) -> None:
+        """Call ``listener(names)`` after providers' settings changed (e.g. to drop a
+        cached client built with the old key or address)."""
+        self._providers_listeners.append(listener)
+
+    def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        return child_env(self.config, base)
+
+    async def overlay(self) -> Overlay:
+        return await asyncio.to_thread(read_overlay, self.path)
+
+    async def update(self, change: Callable[[Overlay], None]) -> Config:
+        """Apply ``change`` to a copy of the overlay, validate the result as a whole
+        configuration (ConfigError names the problem), write it, then make it live.
+        Shielded: a caller that goes away (an HTTP client disconnecting) never leaves
+        the file and the live configuration disagreeing."""
+        return await asyncio.shield(self._update(change))
+
+    async def _update(self, change: Callable[[Overlay], None]) -> Config:
+        async with self._lock:
+            current = await asyncio.to_thread(read_overlay, self.path)
+            candidate = copy.deepcopy(current)
+            change(candidate)
+            fresh = await asyncio.to_thread(
+                load_config,
+                self.config.path,
+                env=self.config.source_env,
+                require_telegram=False,
+                overlay=candidate,
+            )
+            await asyncio.to_thread(write_overlay, self.path, candidate)
+            self._apply(fresh)
+            return fresh
+
+    def _apply(self, fresh: Config) -> None:
+        live = self.config
+        changed = {
+            name
+            for name in set(live.providers) | set(fresh.providers)
+            if live.providers.get(name) != fresh.providers.get(name)
+        }
+        live.providers.clear()
+        live.providers.update(fresh.providers)
+        live.envs = dict(fresh.envs)
+        from kernel.logs import add_secrets
+
+        add_secrets([p.api_key for p in fresh.providers.values()])
+        add_secrets([v for k, v in fresh.envs.items() if is_sensitive(k)])
+        if changed:
+            log.info("runtime change: providers %s updated", ", ".join(sorted(changed)))
+            for listener in self._providers_listeners:
+                listener(changed)
