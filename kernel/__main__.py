@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
         help="talk to the assistant in this terminal (through the running Kernel if any)",
     )
     chat.add_argument("--local", action="store_true", help="always run an agent in-process")
+    sub.add_parser(
+        "check", help="validate config.toml and reach every configured part (one line each)"
+    )
     from kernel.client.commands import register
 
     register(sub)
@@ -107,6 +110,14 @@ async def serve(config: Config) -> None:
             await asyncio.gather(telegram.stop(), gateway.stop() if gateway else _nothing())
 
 
+async def _check(config: Config) -> int:
+    from kernel.check import report, run_checks
+
+    text, code = report(await run_checks(config))
+    print(text)
+    return code
+
+
 async def _nothing() -> None:
     return None
 
@@ -123,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         if remote is not None:
             return remote
     try:
+        # `check` reports a missing Telegram token as one of its lines, not as a refusal.
         config = _configure(require_telegram=command == "run", to_file=command == "run")
     except (ConfigError, StartupError) as exc:
         print(f"kernel: {exc}", file=sys.stderr)
@@ -132,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             from kernel.console.chat import run_chat
 
             return asyncio.run(run_chat(config))
+        if command == "check":
+            return asyncio.run(_check(config))
         asyncio.run(serve(config))
     except StartupError as exc:
         print(f"kernel: {exc}", file=sys.stderr)  # one line, like config refusals

@@ -1,0 +1,195 @@
+"""``kernel check``: validate the configuration and reach every configured part.
+
+One line per part: ``ok``, ``warn`` (Kernel runs, but this part will not work) or
+``fail`` (Kernel cannot do its job: it exits non-zero). Each non-ok line says how to
+fix it. Nothing here changes state: the provider gets one tiny request, Telegram one
+``getMe``, each MCP server one connection, the data directory one temporary file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from kernel.agent.messages import Message, TextBlock
+from kernel.config import Config
+from kernel.errors import KernelError
+from kernel.i18n import t
+from kernel.providers import create_provider
+from kernel.providers.base import ChatRequest, Completion
+
+Status = Literal["ok", "warn", "fail"]
+MARKS: dict[Status, str] = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+
+
+@dataclass(slots=True)
+class CheckLine:
+    part: str
+    status: Status
+    detail: str
+
+    def render(self) -> str:
+        return f"[{MARKS[self.status]}] {self.part}: {self.detail}"
+
+
+async def run_checks(config: Config, *, seconds: float = 20.0) -> list[CheckLine]:
+    """Every check, the slow ones concurrently, each bounded by ``seconds``."""
+    lines = [CheckLine("config", "ok", t("check.config_ok", path=config.path))]
+    lines += [CheckLine("config", "warn", w) for w in config.warnings]
+    lines.append(await asyncio.to_thread(_data_dir, config))
+    lines.append(await asyncio.to_thread(_fts5))
+    probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []
+    for name, provider in config.providers.items():
+        if provider.enabled:
+            probes.append((f"provider {name}", lambda n=name: _provider(config, n)))  # type: ignore[misc]
+    probes.append(("telegram", lambda: _telegram(config)))
+    results = await asyncio.gather(*(_bounded(part, probe, seconds) for part, probe in probes))
+    lines += results
+    lines += await _mcp(config)
+    lines += await asyncio.to_thread(_clis, config)
+    lines.append(await asyncio.to_thread(_ffmpeg, config))
+    return lines
+
+
+async def _bounded(
+    part: str, probe: Callable[[], Awaitable[CheckLine]], seconds: float
+) -> CheckLine:
+    try:
+        return await asyncio.wait_for(probe(), seconds)
+    except TimeoutError:
+        return CheckLine(part, "fail", t("check.timeout", seconds=f"{seconds:g}"))
+
+
+def _data_dir(config: Config) -> CheckLine:
+    try:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=config.data_dir, prefix=".check-"):
+            pass
+    except OSError as exc:
+        detail = t("check.data_dir_bad", path=config.data_dir, detail=exc.strerror or exc)
+        return CheckLine("data_dir", "fail", detail)
+    return CheckLine("data_dir", "ok", t("check.data_dir_ok", path=config.data_dir))
+
+
+def _fts5() -> CheckLine:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+    except sqlite3.OperationalError:
+        return CheckLine("memory search", "warn", t("check.fts5_missing"))
+    finally:
+        conn.close()
+    return CheckLine("memory search", "ok", t("check.fts5_ok", version=sqlite3.sqlite_version))
+
+
+async def _provider(config: Config, name: str) -> CheckLine:
+    part = f"provider {name}"
+    cfg = config.providers[name]
+    is_default = name == config.general.default_provider
+    try:
+        provider = await asyncio.to_thread(create_provider, cfg)
+    except Exception as exc:  # an SDK that cannot even be built
+        return CheckLine(part, "fail" if is_default else "warn", type(exc).__name__)
+    request = ChatRequest(
+        model=cfg.default_model,
+        system="Reply with one word.",
+        messages=[Message("user", [TextBlock("ping")])],
+        max_tokens=8,
+    )
+    try:
+        async for event in provider._stream(request):
+            if isinstance(event, Completion):
+                break
+    except KernelError as exc:
+        fix = t("check.provider_fix", env=cfg.env_key)
+        status: Status = "fail" if is_default else "warn"
+        return CheckLine(part, status, f"{exc} — {fix}")
+    finally:
+        with contextlib.suppress(Exception):
+            await provider.aclose()
+    return CheckLine(part, "ok", t("check.provider_ok", model=cfg.default_model, url=cfg.api_base))
+
+
+async def _telegram(config: Config) -> CheckLine:
+    tg = config.telegram
+    if not tg.token or tg.allowed_user <= 0:
+        return CheckLine("telegram", "fail", t("config.missing_token"))
+    from telegram import Bot
+    from telegram.error import InvalidToken, TelegramError
+
+    bot = Bot(tg.token, base_url=f"{tg.api_base}/bot", base_file_url=f"{tg.api_base}/file/bot")
+    try:
+        async with bot:
+            me = await bot.get_me()
+    except InvalidToken:
+        return CheckLine("telegram", "fail", t("tg.bad_token", api_base=tg.api_base))
+    except TelegramError as exc:
+        detail = t("check.telegram_unreachable", api_base=tg.api_base, kind=type(exc).__name__)
+        return CheckLine("telegram", "fail", detail)
+    return CheckLine("telegram", "ok", t("check.telegram_ok", bot=me.username or me.id))
+
+
+async def _mcp(config: Config) -> list[CheckLine]:
+    """Each server connected once by a throwaway manager (its own registry), then closed;
+    a server that cannot connect within its connect_timeout is a warning: Kernel runs
+    without it."""
+    if not config.mcp_servers:
+        return []
+    from kernel.mcp import MCPManager
+    from kernel.tools.registry import ToolRegistry
+
+    manager = MCPManager(config, ToolRegistry())
+    try:
+        await manager.start()
+        statuses = manager.status()
+    finally:
+        await manager.stop()
+    lines = []
+    for status in statuses:
+        part = f"mcp {status.name}"
+        if status.state == "connected":
+            lines.append(CheckLine(part, "ok", t("check.mcp_ok", count=status.tools)))
+        elif status.state == "disabled":
+            lines.append(CheckLine(part, "ok", t("check.mcp_disabled")))
+        else:
+            error = status.last_error or status.state
+            lines.append(CheckLine(part, "warn", t("check.mcp_failed", error=error)))
+    return lines
+
+
+def _clis(config: Config) -> list[CheckLine]:
+    lines = []
+    for name, cli in config.cli.items():
+        found = shutil.which(cli.command)
+        if found:
+            lines.append(CheckLine(f"cli {name}", "ok", found))
+        else:
+            detail = t("delegate.not_found", cli=name, command=cli.command)
+            lines.append(CheckLine(f"cli {name}", "warn", detail))
+    return lines
+
+
+def _ffmpeg(config: Config) -> CheckLine:
+    from kernel.voice.ffmpeg import find_ffmpeg
+
+    explicit = config.tts.ffmpeg if config.tts else ""
+    found = find_ffmpeg(explicit)
+    if found:
+        return CheckLine("ffmpeg", "ok", found)
+    status: Status = "warn" if config.tts else "ok"
+    return CheckLine("ffmpeg", status, t("check.ffmpeg_missing"))
+
+
+def report(lines: list[CheckLine]) -> tuple[str, int]:
+    """The printed report and the exit code: 1 when anything failed."""
+    text = "\n".join(line.render() for line in lines)
+    failed = sum(1 for line in lines if line.status == "fail")
+    warned = sum(1 for line in lines if line.status == "warn")
+    summary = t("check.summary", failed=failed, warned=warned)
+    return f"{text}\n{summary}", 1 if failed else 0

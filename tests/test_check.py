@@ -1,0 +1,80 @@
+"""``kernel check`` as the owner runs it: a real process against the simulators, a real
+MCP server and a stand-in CLI; one line per part and the exit code."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
+from tests.delegate.standins import make_cli
+from tests.mcp.conftest import free_port, mcp_toml, stdio_server
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Error, text_reply
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+
+
+async def check(cwd: Path) -> tuple[int, list[str], str]:
+    proc = await spawn_kernel("check", cwd=cwd, env=kernel_env(KERNEL_LANGUAGE="en"))
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return proc.returncode or 0, out.decode().splitlines(), err.decode()
+
+
+def line(lines: list[str], part: str) -> str:
+    return next(x for x in lines if x.split("] ", 1)[-1].startswith(f"{part}:"))
+
+
+def configure(
+    folder: Path, model: AnthropicSim, tg: TelegramSim, token: str, extra: str = ""
+) -> None:
+    path = write_config(folder, model.base_url, "claude")
+    cli = make_cli(folder / "bin", "claude_code")
+    path.write_text(
+        path.read_text()
+        + f'[telegram]\ntoken = "{token}"\nallowed_user = {OWNER}\napi_base = "{tg.api_base}"\n'
+        + f'[cli.claude_code]\ncommand = "{cli}"\n[cli.codex]\ncommand = "no-such-codex"\n'
+        + extra
+    )
+
+
+async def test_all_parts_reachable(anthropic_sim: AnthropicSim, tmp_path: Path) -> None:
+    async with TelegramSim() as tg:
+        configure(tmp_path, anthropic_sim, tg, DEFAULT_TOKEN, mcp_toml([stdio_server("tools")]))
+        anthropic_sim.enqueue(text_reply("pong"))
+        code, lines, err = await check(tmp_path)
+
+    assert code == 0, lines
+    assert line(lines, "provider main").startswith("[ok  ]")
+    assert "model-a answered" in line(lines, "provider main")
+    assert line(lines, "telegram").startswith("[ok  ] telegram: getMe answered: @")
+    assert line(lines, "mcp tools").startswith("[ok  ] mcp tools: connected, ")
+    assert line(lines, "cli claude_code").startswith("[ok  ]")
+    assert line(lines, "cli codex").startswith("[warn]")  # not installed: Kernel runs anyway
+    assert "no-such-codex" in line(lines, "cli codex")
+    assert line(lines, "data_dir").startswith("[ok  ]")
+    assert line(lines, "memory search").startswith("[ok  ] memory search: FTS5 available")
+    assert lines[-1] == "0 failed, 2 warnings"  # codex and gemini are not installed
+    assert len(anthropic_sim.requests) == 1
+    assert anthropic_sim.requests[0].body["max_tokens"] == 8  # a tiny request, not a chat
+    assert SECRET_KEY not in "\n".join(lines) + err
+
+
+async def test_broken_parts_are_named_with_the_fix(
+    anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    nowhere = {"name": "docs", "type": "http", "url": f"http://127.0.0.1:{free_port()}/mcp"}
+    nowhere["connect_timeout"] = 2.0  # type: ignore[assignment]
+    async with TelegramSim() as tg:
+        configure(tmp_path, anthropic_sim, tg, "999:WRONG-TOKEN", mcp_toml([nowhere]))
+        anthropic_sim.enqueue(Error(401, "authentication_error", f"invalid x-api-key {SECRET_KEY}"))
+        code, lines, err = await check(tmp_path)
+
+    assert code == 1, lines
+    provider = line(lines, "provider main")
+    assert provider.startswith("[FAIL]") and "401" in provider and "api_key" in provider
+    assert line(lines, "telegram").startswith("[FAIL]")
+    assert "token" in line(lines, "telegram").lower()
+    assert line(lines, "mcp docs").startswith("[warn] mcp docs: could not connect")
+    assert lines[-1].startswith("2 failed")
+    assert SECRET_KEY not in "\n".join(lines) + err
+    assert "WRONG-TOKEN" not in "\n".join(lines) + err
