@@ -296,6 +296,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "check.mcp_failed": "连接失败（{error}）：Kernel 会在后台重试；检查 url/command 与 headers",
         "check.ffmpeg_missing": "找不到 ffmpeg：语音回复将只发文字；apt install ffmpeg 或设置 [tts] ffmpeg",
         "check.summary": "{failed} 项失败，{warned} 项警告",
+        "gw.bad_choice": "choice 超出范围：这个问题有 {count} 个选项，请给 0 到 {last}",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -577,6 +578,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "check.mcp_failed": "could not connect ({error}): Kernel retries in the background; check url/command and headers",
         "check.ffmpeg_missing": "no ffmpeg found: replies to voice will be text only; apt install ffmpeg or set [tts] ffmpeg",
         "check.summary": "{failed} failed, {warned} warnings",
+        "gw.bad_choice": "choice is out of range: this question has {count} options, give 0 to {last}",
     },
 }
 

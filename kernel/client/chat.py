@@ -7,7 +7,7 @@ cancels the turn on the server; Ctrl-C while idle, ``/exit`` or end of input qui
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, Any
 
 from kernel.client.commands import EXIT_REFUSED, EXIT_UNREACHABLE, show_stream
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable
@@ -47,8 +47,13 @@ def run_remote_chat(sidecar: Sidecar, stdin: IO[str], out: IO[str], err: IO[str]
             "channel": "console",
             "stream": True,
         }
+
+        def answer(ask: dict[str, Any]) -> None:
+            _answer(sidecar, ask, stdin, out)
+
         try:
-            failed |= show_stream(sidecar.stream("/agent/process", body), out, err) != 0
+            events = sidecar.stream("/agent/process", body)
+            failed |= show_stream(events, out, err, answer) != 0
         except KeyboardInterrupt:  # the connection is closed: the turn is cancelled
             out.write(f"\n[{t('turn.cancelled')}]\n")
         except SidecarUnreachable as exc:
@@ -60,3 +65,24 @@ def run_remote_chat(sidecar: Sidecar, stdin: IO[str], out: IO[str], err: IO[str]
     if interactive:
         out.write(t("console.bye") + "\n")
     return EXIT_REFUSED if failed else 0
+
+
+def _answer(sidecar: Sidecar, ask: dict[str, Any], stdin: IO[str], out: IO[str]) -> None:
+    """Show the question with numbered options; the next valid number answers it."""
+    options = [str(o) for o in ask.get("options", [])]
+    out.write(str(ask.get("question", "")) + "\n")
+    for n, option in enumerate(options, start=1):
+        out.write(f"  {n}) {option}\n")
+    while True:
+        out.write(t("console.ask_prompt", count=len(options)))
+        out.flush()
+        line = stdin.readline()
+        if not line:
+            return  # end of input: the question times out on the server
+        choice = line.strip()
+        if choice.isdigit() and 1 <= int(choice) <= len(options):
+            break
+    try:
+        sidecar.call("POST", f"/agent/asks/{ask['id']}/answer", {"choice": int(choice) - 1})
+    except SidecarError:
+        out.write(t("tg.ask_gone") + "\n")  # answered elsewhere, timed out or cancelled

@@ -227,8 +227,14 @@ def chats_send(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     return show_stream(sidecar.stream("/agent/process", {**body, "stream": True}), out)
 
 
-def show_stream(events: Any, out: IO[str], err: IO[str] | None = None) -> int:
-    """Print a turn's events as they arrive: deltas inline, tools on their own lines."""
+def show_stream(
+    events: Any,
+    out: IO[str],
+    err: IO[str] | None = None,
+    answer: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
+    """Print a turn's events as they arrive: deltas inline, tools on their own lines;
+    an ``ask_user`` question goes to ``answer`` (which asks the person at the terminal)."""
     err = err or sys.stderr
     open_line = streamed = failed = False
 
@@ -254,6 +260,9 @@ def show_stream(events: Any, out: IO[str], err: IO[str] | None = None) -> int:
             result = event["tool_result"]
             key = "console.tool_result_ok" if result["ok"] else "console.tool_result_err"
             out.write(t(key, summary=_clip(result["summary"], 100)) + "\n")
+        elif kind == "ask_user" and answer is not None:
+            end_line()
+            answer(event["ask"])
         elif kind == "completed":
             end_line()
             if event.get("cancelled"):

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.conftest import kernel_env, spawn_kernel
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
-from tests.sim.script import text_reply
+from tests.sim.script import text_reply, tool_reply
 
 
 async def kernel(
@@ -152,3 +152,19 @@ async def test_kernel_chat_uses_the_running_sidecar(
     assert chat["message_count"] == 0
     status, data, _ = await sc.call("GET", "/chats")
     assert data["total"] == 1
+
+
+async def test_kernel_chat_answers_an_approval_through_the_sidecar(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    extra = "\n[tools.memory_add]\napproval = true\napproval_timeout = 20\n"
+    sc = await sidecar(anthropic_sim, api_key=API_KEY, extra=extra)
+    anthropic_sim.enqueue(
+        tool_reply("memory_add", {"text": "likes rain"}), text_reply("Remembered.")
+    )
+    code, out, err = await kernel(sc, "chat", stdin="remember rain\n9\n1\n/exit\n")
+    assert code == 0, err
+    assert "Your approval is needed: call the tool memory_add" in out
+    assert "  1) ✅ Approve" in out and out.count("Answer with a number (1-2)") == 2
+    assert out.rstrip().endswith("Remembered.")
+    assert [m.text for m in await sc.kernel.store.list_memories()] == ["likes rain"]

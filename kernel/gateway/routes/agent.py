@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from kernel.agent.agent import OpenedSession, SessionKey, UserInput
+from kernel.agent.asks import AnswerResult
 from kernel.agent.events import (
     Completed,
     ErrorEvent,
@@ -53,6 +54,17 @@ PROMPT_MODES = ("default",)
 PREVIEW_CHARS = 240
 NEW_COMMAND = "/new"
 
+ASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "question", "options"],
+    "properties": {
+        "id": {"type": "string"},
+        "tool_call_id": {"type": "string"},
+        "kind": {"type": "string", "enum": ["question", "approval"]},
+        "question": {"type": "string"},
+        "options": {"type": "array", "items": {"type": "string"}},
+    },
+}
 EVENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["type"],
@@ -66,6 +78,7 @@ EVENT_SCHEMA: dict[str, Any] = {
                 "tool_result",
                 "completed",
                 "error",
+                "ask_user",
             ],
         },
         "step": {"type": "integer"},
@@ -73,6 +86,7 @@ EVENT_SCHEMA: dict[str, Any] = {
         "reply": {"type": "string"},
         "tool_call": {"type": "object"},
         "tool_result": {"type": "object"},
+        "ask": ASK_SCHEMA,
         "meta": {"type": "object"},
     },
 }
@@ -328,6 +342,64 @@ async def cancel_turn(request: web.Request) -> web.Response:
     if turn is None:
         raise not_found("turn_id", turn_id)
     return json_response({"cancelled": turn.cancel(), "turn_id": turn_id})
+
+
+@router.get(
+    "/agent/asks",
+    summary="Questions running turns wait on (ask_user, tool approvals), oldest first",
+    response={
+        "type": "object",
+        "required": ["asks"],
+        "properties": {"asks": {"type": "array", "items": ASK_SCHEMA}},
+    },
+)
+async def list_asks(request: web.Request) -> web.Response:
+    waiting = kernel_of(request).agent.asks.waiting()
+    asks = [
+        {
+            "id": q.id,
+            "tool_call_id": q.tool_call_id,
+            "kind": q.kind,
+            "question": q.text,
+            "options": list(q.options),
+            "conversation": q.conversation,
+        }
+        for q in waiting
+    ]
+    return json_response({"asks": asks})
+
+
+@router.post(
+    "/agent/asks/{ask_id}/answer",
+    summary="Answer a waiting question with the index of one of its options",
+    params=(path_param("ask_id"),),
+    body={
+        "type": "object",
+        "required": ["choice"],
+        "properties": {"choice": {"type": "integer", "minimum": 0}},
+    },
+    response={
+        "type": "object",
+        "required": ["resolved"],
+        "properties": {"resolved": {"type": "boolean"}, "option": {"type": "string"}},
+    },
+    errors=(400, 404),
+)
+async def answer_ask(request: web.Request) -> web.Response:
+    """404 when nothing waits on that id any more (answered, timed out, cancelled)."""
+    ask_id = request.match_info["ask_id"]
+    choice = (await read_object(request)).integer("choice", minimum=0)
+    if choice is None:
+        raise invalid(t("gw.field_required", field="choice"), field="choice")
+    asks = kernel_of(request).agent.asks
+    question = asks.get(ask_id)
+    result = asks.answer(ask_id, choice)
+    if result is AnswerResult.UNKNOWN or question is None:
+        raise not_found("ask_id", ask_id)
+    if result is AnswerResult.BAD_OPTION:
+        count = len(question.options)
+        raise invalid(t("gw.bad_choice", count=count, last=count - 1), field="choice")
+    return json_response({"resolved": True, "option": question.options[choice]})
 
 
 LAYERS_SCHEMA: dict[str, Any] = {
