@@ -77,10 +77,13 @@ def omission(count: int) -> str:
     return "\n" + t("delegate.omitted", count=count) + "\n"
 
 
-def child_env() -> dict[str, str]:
+def child_env(envs: dict[str, str] | None = None) -> dict[str, str]:
     """The CLI's environment: Kernel's own, minus Kernel's secrets (KERNEL_*), which a
-    coding agent has no business reading and could echo into its output."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    coding agent has no business reading and could echo into its output; then the
+    owner's ``envs`` (config.toml ``[envs]`` under the sidecar's ``/envs``) on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    env.update(envs or {})
+    return env
 
 
 class Delegator:
@@ -174,7 +177,7 @@ class Delegator:
         cfg = self.config.cli[claim.cli]
         workdir = await asyncio.to_thread(self._workdir, cwd)
         claim.cwd = str(workdir)
-        env = child_env()
+        env = child_env(self.config.envs)
         executable = shutil.which(cfg.command, path=env.get("PATH"))
         if executable is None:
             raise ToolError(t("delegate.not_found", cli=claim.cli, command=cfg.command))

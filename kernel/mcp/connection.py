@@ -71,8 +71,10 @@ class ServerConnection:
         listener: ToolsListener,
         *,
         log_dir: Path | None = None,
+        shared_env: Callable[[], dict[str, str]] = dict,
     ) -> None:
         self.config = config
+        self._shared_env = shared_env  # the owner's [envs]/`/envs`, read at each (re)start
         self.name = config.name
         self.settings = settings
         self.state = "connecting" if config.enabled else "disabled"
@@ -205,7 +207,8 @@ class ServerConnection:
             params = StdioServerParameters(
                 command=cfg.command,
                 args=list(cfg.args),
-                env=dict(cfg.env) or None,
+                # The SDK adds a safe default environment (PATH, HOME…) to this.
+                env={**self._shared_env(), **cfg.env} or None,
                 cwd=cfg.cwd,
             )
             errlog = stack.enter_context(self._errlog())

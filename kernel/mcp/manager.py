@@ -59,7 +59,11 @@ class MCPManager:
         module = await asyncio.to_thread(importlib.import_module, "kernel.mcp.connection")
         for server in self._servers:
             connection = module.ServerConnection(
-                server, self._config.mcp, self._publish, log_dir=self.log_dir
+                server,
+                self._config.mcp,
+                self._publish,
+                log_dir=self.log_dir,
+                shared_env=lambda: self._config.envs,
             )
             self._connections[server.name] = connection
             connection.start()

@@ -299,11 +299,15 @@ async def test_kernel_secrets_are_not_passed_to_the_cli(
     record = tmp_path / "record.json"
     monkeypatch.setenv("STANDIN_RECORD", str(record))
     monkeypatch.setenv("KERNEL_TELEGRAM_TOKEN", "123:secret-token")
-    config = make_config(cli_section("claude_code", command=str(bin_dir["text"])))
+    config = make_config(
+        cli_section("claude_code", command=str(bin_dir["text"]))
+        + '\n[envs]\nSTANDIN_PROJECT_TOKEN = "tok-for-the-cli"\n'
+    )
     await delegator_for(config).delegate("x")
     env = record_of(record)["env"]
     assert "STANDIN_RECORD" in env
     assert not [k for k in env if k.startswith("KERNEL_")]
+    assert env["STANDIN_PROJECT_TOKEN"] == "tok-for-the-cli"  # the owner's [envs] do reach it
 
 
 async def test_a_grandchild_left_behind_by_a_cli_that_exited_is_killed(

@@ -120,3 +120,19 @@ async def test_env_and_cwd_reach_the_server_process(
     outcome = await kernel.tools.call("mcp_test__whereami", {"variable": "GREETING"})
 
     assert outcome.content == f"{tmp_path / 'work'} bonjour"
+
+
+async def test_the_owners_envs_reach_the_server_and_its_own_env_wins(
+    model: AnthropicSim, mcp_kernel: MCPKernel, tmp_path: Path
+) -> None:
+    server = stdio_server("test", env={"GREETING": "from the server table"})
+    kernel = await mcp_kernel(model, [server], start=False)
+    # As the sidecar's PUT /envs leaves it: the live config's envs overlay.
+    kernel.config.envs.update({"SHARED": "for every child", "GREETING": "overridden?"})
+    await kernel.start()
+
+    shared = await kernel.tools.call("mcp_test__whereami", {"variable": "SHARED"})
+    own = await kernel.tools.call("mcp_test__whereami", {"variable": "GREETING"})
+
+    assert shared.content.endswith(" for every child")
+    assert own.content.endswith(" from the server table")
