@@ -102,8 +102,14 @@ install_packages() {
 }
 
 install_uv() {
+    # The unit runs /usr/local/bin/uv: a uv found elsewhere (e.g. under root's home,
+    # which ProtectHome hides from the service) is copied there; it is one static binary.
+    if [[ -x /usr/local/bin/uv ]]; then
+        kept "uv present: /usr/local/bin/uv"
+        return
+    fi
     if command -v uv >/dev/null 2>&1; then
-        kept "uv present: $(command -v uv)"
+        act install -m 755 "$(command -v uv)" /usr/local/bin/uv
         return
     fi
     local url="https://astral.sh/uv/install.sh"
@@ -175,7 +181,7 @@ sync_venv() {
     # /usr/bin/python3 (3.11 on Debian 12), never a uv-managed Python under root's home,
     # which the service could not reach through ProtectHome.
     local uv_bin
-    uv_bin="$(command -v uv 2>/dev/null || echo /usr/local/bin/uv)"
+    uv_bin=/usr/local/bin/uv
     act env UV_PROJECT_ENVIRONMENT="$VENV_DIR" UV_PYTHON_DOWNLOADS=never \
         "$uv_bin" sync --frozen --no-dev --compile-bytecode \
         --python /usr/bin/python3 --project "$APP_DIR"

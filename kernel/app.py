@@ -124,7 +124,6 @@ class Kernel:
             config, self.store, self.tools, self._make_provider, sleep=sleep, memories=self.memories
         )
         self.retention = RetentionJob(config.data_dir, config.general.retention_days)
-        self.agent = Agent(config, self.store, self.tools, self._make_provider, sleep=sleep)
         self.runtime = Runtime(config)
         self.runtime.on_providers_changed(self.agent.providers_changed)
         self.channels: dict[str, ChannelStatus] = {}

@@ -84,7 +84,7 @@ def test_dry_run_lists_every_action_and_changes_nothing(tmp_path: Path, staged: 
     out = result.stdout
     assert out.startswith("# dry run: nothing below is done")
     assert "ffmpeg" in out  # installed by apt, or reported as present
-    assert "uv present" in out or "astral.sh/uv" in out
+    assert any(m in out for m in ("uv present", "/usr/local/bin/uv", "astral.sh/uv"))
     assert "useradd --system" in out or "user kernel exists" in out
     if not Path(f"{prefix}/opt/kernel/app").exists():
         assert f"+ install the code from {REPO} into {prefix}/opt/kernel/app" in out
@@ -170,7 +170,9 @@ def test_unit_file_settings() -> None:
         return service[key][0]
 
     assert one("User") == "kernel" and one("Group") == "kernel"
-    assert one("ExecStart") == "/opt/kernel/venv/bin/python -m kernel"
+    assert one("ExecStart") == (
+        "/usr/local/bin/uv run --frozen --no-sync --project /opt/kernel/app -m kernel"
+    )
     assert one("Restart") == "on-failure" and float(one("RestartSec")) > 0
     assert one("RestartPreventExitStatus") == "2"  # a config refusal is not retried
     assert one("KillSignal") == "SIGTERM" and one("KillMode") == "mixed"
@@ -181,6 +183,8 @@ def test_unit_file_settings() -> None:
     assert one("EnvironmentFile") == "/etc/kernel-assistant/kernel.env"
     env = dict(e.split("=", 1) for e in service["Environment"])
     assert env["KERNEL_CONFIG"] == "/etc/kernel-assistant/config.toml"
+    assert env["UV_PROJECT_ENVIRONMENT"] == "/opt/kernel/venv"  # the one setup.sh built
+    assert env["UV_CACHE_DIR"].startswith("/var/lib/kernel/")  # writable, not under /home
     writable = " ".join(service["ReadWritePaths"]).split()
     # Data, workspace and the CLIs' HOME are all writable under ProtectSystem=strict.
     for path in ("/var/lib/kernel/data", "/var/lib/kernel/workspace", env["HOME"]):
@@ -193,9 +197,10 @@ def test_unit_file_settings() -> None:
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
 def test_unit_file_passes_systemd_analyze_verify(tmp_path: Path) -> None:
-    # The venv's python exists only after setup: point ExecStart at a real interpreter.
+    # uv is installed to /usr/local/bin only by setup: point ExecStart at a real one.
     copy = tmp_path / "kernel.service"
-    copy.write_text(UNIT.read_text().replace("/opt/kernel/venv/bin/python", sys.executable))
+    uv = shutil.which("uv") or sys.executable
+    copy.write_text(UNIT.read_text().replace("/usr/local/bin/uv", str(Path(uv).resolve())))
     result = subprocess.run(
         ["systemd-analyze", "verify", str(copy)],
         capture_output=True,

@@ -213,3 +213,11 @@ async def test_like_fallback_through_the_agent(
     await run(kernel, "昭和有什么好歌")
     assert "我喜欢昭和时期的音乐" in recalled(sim)
     assert [m["text"] for m in last_tool_result(sim)] == ["我喜欢昭和时期的音乐"]
+
+
+async def test_the_agent_recalls_from_the_kernels_one_memory_service(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    # One Memories (one index lock, one jieba) for tools, commands and recall alike.
+    kernel = await make_kernel(anthropic_sim)
+    assert kernel.agent.memories is kernel.memories
