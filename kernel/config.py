@@ -201,6 +201,8 @@ class GatewayConfig:
     shutdown_timeout: float = 30.0
     max_body_bytes: int = 32 * 1024 * 1024
     queue_timeout: float = 300.0  # a request waits this long for its chat's running turn
+    # Browser origins allowed to call the sidecar (a page of yours); others get 403.
+    allowed_origins: list[str] = field(default_factory=list)
 
     @property
     def client_host(self) -> str:
@@ -903,6 +905,7 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
         shutdown_timeout=r.positive("shutdown_timeout", float, 30.0),
         max_body_bytes=r.positive("max_body_bytes", int, 32 * 1024 * 1024),
         queue_timeout=r.positive("queue_timeout", float, 300.0),
+        allowed_origins=[o.rstrip("/") for o in r.str_list("allowed_origins", [])],
     )
     if not 0 <= gw.port <= 65535:
         expected = _expected("int") + " 0-65535"

@@ -296,6 +296,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "check.mcp_failed": "连接失败（{error}）：Kernel 会在后台重试；检查 url/command 与 headers",
         "check.ffmpeg_missing": "找不到 ffmpeg：语音回复将只发文字；apt install ffmpeg 或设置 [tts] ffmpeg",
         "check.summary": "{failed} 项失败，{warned} 项警告",
+        "gw.foreign_origin": "拒绝来自其他网页的请求（Origin 不是本机）：如需允许自己的页面，把它加入 gateway.allowed_origins",
+        "gw.foreign_host": "拒绝 Host 不是本机名的请求（可能是 DNS 重绑定）：用 127.0.0.1 或 localhost 访问，或设置 gateway.api_key",
+        "gw.json_only": "请求体必须以 Content-Type: application/json 发送（当前为 {got}）",
         "gw.bad_choice": "choice 超出范围：这个问题有 {count} 个选项，请给 0 到 {last}",
     },
     "en": {
@@ -578,6 +581,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "check.mcp_failed": "could not connect ({error}): Kernel retries in the background; check url/command and headers",
         "check.ffmpeg_missing": "no ffmpeg found: replies to voice will be text only; apt install ffmpeg or set [tts] ffmpeg",
         "check.summary": "{failed} failed, {warned} warnings",
+        "gw.foreign_origin": "requests from other web pages are refused (the Origin is not this machine): add your own page to gateway.allowed_origins to allow it",
+        "gw.foreign_host": "requests whose Host is not a loopback name are refused (DNS rebinding?): use 127.0.0.1 or localhost, or set gateway.api_key",
+        "gw.json_only": "the request body must be sent with Content-Type: application/json (got {got})",
         "gw.bad_choice": "choice is out of range: this question has {count} options, give 0 to {last}",
     },
 }

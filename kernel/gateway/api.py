@@ -96,6 +96,10 @@ READ_TIMEOUT = web.AppKey("read_timeout", float)
 async def read_json(request: web.Request) -> Any:
     """The parsed body. 400 when it is not JSON, 408 when it does not arrive within
     ``gateway.read_timeout``, 413 over ``gateway.max_body_bytes``."""
+    kind = request.content_type.lower()
+    if kind != "application/json" and not kind.endswith("+json"):
+        # A cross-site page can POST text/plain without a preflight; never JSON.
+        raise ApiError(415, "unsupported_media_type", t("gw.json_only", got=kind or "none"))
     try:
         async with asyncio.timeout(request.app[READ_TIMEOUT]):
             raw = await request.read()

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -125,6 +126,7 @@ def _from_kernel(exc: KernelError) -> ApiError:
 
 MAX_BODY = web.AppKey("max_body", int)
 API_KEY = web.AppKey("api_key", str)
+ORIGINS = web.AppKey("origins", list[str])
 
 
 @web.middleware
@@ -172,9 +174,40 @@ async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
         request_tag.reset(tag)
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def _loopback(host: str) -> bool:
+    name = host.lower()
+    if name.startswith("["):  # [::1]:8088
+        name = name[: name.find("]") + 1]
+    elif name.count(":") == 1:  # localhost:8088
+        name = name.split(":", 1)[0]
+    return name in LOOPBACK_NAMES or name.startswith("127.")
+
+
+def _browser_refusal(request: web.Request) -> ApiError | None:
+    """Web pages must not drive the sidecar: a foreign ``Origin`` is refused, and with no
+    API key a ``Host`` that is not a loopback name (DNS rebinding) too."""
+    origin = request.headers.get("Origin")
+    if origin and origin != "null":
+        host = urlsplit(origin).netloc
+        if not _loopback(host) and origin.rstrip("/") not in request.app[ORIGINS]:
+            return ApiError(403, "forbidden_origin", t("gw.foreign_origin"))
+    elif origin == "null":
+        return ApiError(403, "forbidden_origin", t("gw.foreign_origin"))
+    if not request.app[API_KEY] and not _loopback(request.host):
+        return ApiError(403, "forbidden_host", t("gw.foreign_host"))
+    return None
+
+
 @web.middleware
 async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
-    """The API key (constant-time compare) and the body limit, before any handler."""
+    """Browser checks, the API key (constant-time compare) and the body limit, before
+    any handler."""
+    refusal = _browser_refusal(request)
+    if refusal is not None:
+        raise refusal
     key = request.app[API_KEY]
     if key and request.path not in PUBLIC_PATHS and not _authorized(request, key):
         raise ApiError(401, "unauthorized", t("gw.unauthorized"))
@@ -308,6 +341,7 @@ class Gateway:
         app[READ_TIMEOUT] = self.cfg.read_timeout
         app[MAX_BODY] = self.cfg.max_body_bytes
         app[API_KEY] = self.cfg.api_key
+        app[ORIGINS] = list(self.cfg.allowed_origins)
         for op in self.operations:
             app.router.add_route(op.method, op.path, op.handler)
         app.on_response_prepare.append(_add_request_id)

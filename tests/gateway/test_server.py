@@ -143,11 +143,56 @@ async def test_bad_bodies_are_invalid_request(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, raw: bytes, fragment: str
 ) -> None:
     sc = await sidecar(anthropic_sim)
-    status, data, _ = await sc.call("POST", "/agent/process", data=raw)
+    json_type = {"Content-Type": "application/json"}
+    status, data, _ = await sc.call("POST", "/agent/process", data=raw, headers=json_type)
     assert status == 400
     assert_error(data, "invalid_request")
     assert fragment in data["error"]["message"]
     assert anthropic_sim.requests == []
+
+
+async def test_web_pages_cannot_drive_the_sidecar(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """A cross-site "simple" POST (text/plain, no preflight), a foreign Origin, and a
+    rebound Host are all refused before anything runs."""
+    sc = await sidecar(anthropic_sim)
+    body = json.dumps(
+        {
+            "input": [message("x")],
+            "biz_params": {"tool": {"name": "memory_add", "input": {"text": "pwned"}}},
+        }
+    )
+    plain = {"Content-Type": "text/plain"}
+    status, data, _ = await sc.call("POST", "/agent/process", data=body, headers=plain)
+    assert status == 415 and data["error"]["code"] == "unsupported_media_type"
+    evil = {"Content-Type": "application/json", "Origin": "https://evil.example"}
+    status, data, _ = await sc.call("POST", "/agent/process", data=body, headers=evil)
+    assert status == 403 and data["error"]["code"] == "forbidden_origin"
+    rebound = {"Content-Type": "application/json", "Host": "evil.example:8088"}
+    status, data, _ = await sc.call("POST", "/agent/process", data=body, headers=rebound)
+    assert status == 403 and data["error"]["code"] == "forbidden_host"
+    assert await sc.kernel.store.list_memories() == []
+    # This machine's own pages and tools are fine.
+    local = {"Content-Type": "application/json", "Origin": f"http://127.0.0.1:{sc.gateway.port}"}
+    status, _, _ = await sc.call("POST", "/agent/process", data=body, headers=local)
+    assert status == 200 and [m.text for m in await sc.kernel.store.list_memories()] == ["pwned"]
+
+
+async def test_an_allowed_origin_and_a_keyed_sidecar_behind_a_proxy(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(
+        anthropic_sim,
+        api_key=API_KEY,
+        gateway={"allowed_origins": ["https://dash.example.com/"]},
+    )
+    ok = sc.headers(Origin="https://dash.example.com", Host="kernel.example.com")
+    status, _, _ = await sc.call("GET", "/chats", headers=ok)
+    assert status == 200  # with a key, any Host (a reverse proxy) is fine
+    other = sc.headers(Origin="https://other.example.com")
+    status, data, _ = await sc.call("GET", "/chats", headers=other)
+    assert status == 403 and data["error"]["code"] == "forbidden_origin"
 
 
 async def test_wrong_field_type_names_the_field(
@@ -175,7 +220,10 @@ async def test_oversized_bodies_are_refused_with_413(
         for _ in range(4):
             yield b" " * 400
 
-    async with sc.http.post(sc.url + "/agent/process", data=chunks()) as response:
+    json_type = {"Content-Type": "application/json"}
+    async with sc.http.post(
+        sc.url + "/agent/process", data=chunks(), headers=json_type
+    ) as response:
         assert response.status == 413
         assert_error(await response.json(), "request_too_large")
     assert anthropic_sim.requests == []
@@ -202,7 +250,7 @@ async def test_slow_body_is_refused_with_408(
     sc = await sidecar(anthropic_sim, gateway={"read_timeout": 0.2})
     reader, writer = await asyncio.open_connection("127.0.0.1", sc.gateway.port)
     writer.write(
-        b"POST /agent/process HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /agent/process HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Content-Length: 100\r\n\r\n{"
     )
     await writer.drain()
