@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -77,6 +78,8 @@ log = logging.getLogger(__name__)
 
 ProviderFactory = Callable[[str], Provider]
 
+SESSION_PREFIX = "session:"  # a conversation named by its session: "session:<id>"
+RECENT_TURNS = 256
 CANCELLED_MARK = " [已取消]"  # model-facing history marker, not user-facing text
 FAILED_RESULT = "failed: the turn ended with an error before this tool's result was recorded"
 SOUL_FALLBACK = "You are Kernel, the owner's personal assistant. Be brief, accurate and kind."
@@ -148,6 +151,7 @@ class Agent:
         self._sleep = sleep
         self._clock = clock or (lambda: datetime.now(UTC))
         self._conversations: dict[str, _Conversation] = {}
+        self._recent: OrderedDict[str, Turn] = OrderedDict()  # turn id → turn, for cancel
         self.provider_name = config.general.default_provider
         self.model = config.providers[self.provider_name].default_model
         self.last_error: str = ""
@@ -211,23 +215,37 @@ class Agent:
                 if self._generations.get(name, 0) == generation:
                     self._providers[name] = built
                 else:  # its settings changed while it was being built: build anew
-                    self._retired.append(built)
+                    self._retire(built)
         return self._providers[name]
 
     def providers_changed(self, names: set[str]) -> None:
         """Providers' settings changed at runtime: rebuild their clients on next use.
-        A client in use by a running turn is closed at stop, not under its feet."""
+        An old client is closed once the turns running now end, never under their feet."""
         for name in names:
             self._generations[name] = self._generations.get(name, 0) + 1
             old = self._providers.pop(name, None)
             if old is not None:
-                self._retired.append(old)
+                self._retire(old)
         pcfg = self.config.providers.get(self.provider_name)
         if pcfg is None or not pcfg.enabled:
             self.provider_name = self.config.general.default_provider
             pcfg = self.config.providers[self.provider_name]
         if self.model not in pcfg.models:
             self.model = pcfg.default_model
+
+    def _retire(self, provider: Provider) -> None:
+        """Close a replaced client once the turns running now (which may use it) end;
+        whatever is still open at stop is closed there."""
+        self._retired.append(provider)
+        running = [c.turn.task for c in self._conversations.values() if c.turn and c.turn.task]
+        self.spawn(self._close_after(provider, [t for t in running if not t.done()]), "retire")
+
+    async def _close_after(self, provider: Provider, tasks: list[asyncio.Task[None]]) -> None:
+        if tasks:
+            await asyncio.wait(tasks)
+        if provider in self._retired:
+            self._retired.remove(provider)
+            await provider.aclose()
 
     def resolve_model(self, requested: str) -> tuple[str, str]:
         """(provider, model) for a model name or alias of an enabled provider, the
@@ -291,7 +309,24 @@ class Agent:
     # ----- sessions --------------------------------------------------------------------
 
     def _conv(self, conversation: str) -> _Conversation:
-        return self._conversations.setdefault(conversation, _Conversation())
+        conv = self._conversations.get(conversation)
+        if conv is None:
+            conv = self._conversations[conversation] = _Conversation()
+            if conversation.startswith(SESSION_PREFIX):  # named by its session: derivable
+                conv.session_id = int(conversation.removeprefix(SESSION_PREFIX))
+        return conv
+
+    def _forget_if_idle(self, conversation: str) -> None:
+        """A ``session:<id>`` conversation is rebuilt from its name when needed: drop it
+        once idle, so thousands of HTTP chats do not pile up (nor slow ``_running``)."""
+        conv = self._conversations.get(conversation)
+        if (
+            conversation.startswith(SESSION_PREFIX)
+            and conv is not None
+            and (conv.turn is None or conv.turn.done)
+            and not self._waiting.get(conversation)
+        ):
+            del self._conversations[conversation]
 
     def current_session(self, conversation: str) -> int | None:
         return self._conv(conversation).session_id
@@ -320,9 +355,7 @@ class Agent:
         )
         if row is None:
             return None
-        conversation = f"session:{row.id}"
-        self._conv(conversation).session_id = row.id
-        return OpenedSession(conversation, row, created)
+        return OpenedSession(f"{SESSION_PREFIX}{row.id}", row, created)
 
     async def clear_history(self, conversation: str) -> int:
         """Forget the conversation's messages but keep its session (seed 000 ``/new``)."""
@@ -346,11 +379,12 @@ class Agent:
             row = await self.store.get_session(session_id)
             if row is not None and row.meta.get("system_default"):
                 raise ProtectedSessionError(t("session.protected"))
-        for conv in self._conversations.values():
+        for name, conv in list(self._conversations.items()):
             if conv.session_id in ids:
                 if conv.turn and not conv.turn.done:
                     raise BusyError(t("turn.busy"))
                 conv.session_id = None
+                self._forget_if_idle(name)
         return await self.store.delete_sessions(ids)
 
     async def retitle(self, session_id: int, title: str | None) -> None:
@@ -421,17 +455,15 @@ class Agent:
             self._waiting[conversation] -= 1
             if not self._waiting[conversation]:
                 del self._waiting[conversation]
+            self._forget_if_idle(conversation)
 
     def waiting(self, conversation: str) -> int:
         """How many callers are queued in :meth:`wait_idle` for this conversation."""
         return self._waiting.get(conversation, 0)
 
     def find_turn(self, turn_id: str) -> Turn | None:
-        """A running turn, or the last one of its conversation."""
-        for conv in self._conversations.values():
-            if conv.turn is not None and conv.turn.id == turn_id:
-                return conv.turn
-        return None
+        """A running turn, or one of the last ``RECENT_TURNS`` that ended."""
+        return self._recent.get(turn_id)
 
     def _guard_idle(self, conversation: str) -> None:
         if self.is_busy(conversation):
@@ -444,9 +476,12 @@ class Agent:
             raise ValueError("empty input")
         turn = Turn(conversation)
         self._conv(conversation).turn = turn
-        turn.attach(
-            asyncio.get_running_loop().create_task(self._run(turn, user_input), name=turn.id)
-        )
+        self._recent[turn.id] = turn
+        while len(self._recent) > RECENT_TURNS:
+            self._recent.popitem(last=False)
+        task = asyncio.get_running_loop().create_task(self._run(turn, user_input), name=turn.id)
+        turn.attach(task)
+        task.add_done_callback(lambda _: self._forget_if_idle(conversation))
         return turn
 
     def cancel(self, conversation: str) -> bool:

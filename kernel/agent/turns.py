@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
+import uuid
 from collections.abc import AsyncIterator
 
 from kernel.agent.events import Completed, ErrorEvent, TurnEvent
-
-_ids = itertools.count(1)
 
 
 class Turn:
     """Handle on one turn. Iterate it for events; the last one is Completed or ErrorEvent."""
 
     def __init__(self, conversation: str) -> None:
-        self.id = f"turn-{next(_ids)}"
+        # Unique across restarts: a stale id from before must never cancel a new turn.
+        self.id = f"turn-{uuid.uuid4().hex[:16]}"
         self.conversation = conversation
         self._queue: asyncio.Queue[TurnEvent] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None

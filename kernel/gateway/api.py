@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hmac
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -86,6 +87,24 @@ def anthropic_error(
     kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     body = {"type": "error", "error": {"type": kind, "message": message}}
     return json_response(body, status, headers)
+
+
+# ---------------------------------------------------------------------- auth
+
+API_KEY = web.AppKey("api_key", str)
+
+
+def authorized(request: web.Request) -> bool:
+    """The request carries the sidecar's key (``X-API-Key`` or ``Authorization: Bearer``,
+    compared in constant time); always true when no key is set."""
+    key = request.app.get(API_KEY, "")
+    if not key:
+        return True
+    given = request.headers.get("X-API-Key", "")
+    auth = request.headers.get("Authorization", "")
+    if not given and auth[:7].lower() == "bearer ":
+        given = auth[7:].strip()
+    return hmac.compare_digest(given.encode(), key.encode())
 
 
 # ---------------------------------------------------------------------- bodies

@@ -10,7 +10,6 @@ logged by method, path, status and duration only (never bodies, headers or keys)
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 import uuid
@@ -33,12 +32,14 @@ from kernel.errors import (
     StartupError,
 )
 from kernel.gateway.api import (
+    API_KEY,
     KERNEL,
     READ_TIMEOUT,
     ApiError,
     Operation,
     Router,
     anthropic_error,
+    authorized,
     error_response,
 )
 from kernel.i18n import t
@@ -125,7 +126,6 @@ def _from_kernel(exc: KernelError) -> ApiError:
 
 
 MAX_BODY = web.AppKey("max_body", int)
-API_KEY = web.AppKey("api_key", str)
 ORIGINS = web.AppKey("origins", list[str])
 
 
@@ -209,21 +209,13 @@ async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
     if refusal is not None:
         raise refusal
     key = request.app[API_KEY]
-    if key and request.path not in PUBLIC_PATHS and not _authorized(request, key):
+    if key and request.path not in PUBLIC_PATHS and not authorized(request):
         raise ApiError(401, "unauthorized", t("gw.unauthorized"))
     length = request.content_length
     if length is not None and length > request.app[MAX_BODY]:
         raise web.HTTPRequestEntityTooLarge(max_size=request.app[MAX_BODY], actual_size=length)
     response: web.StreamResponse = await handler(request)
     return response
-
-
-def _authorized(request: web.Request, key: str) -> bool:
-    given = request.headers.get("X-API-Key", "")
-    auth = request.headers.get("Authorization", "")
-    if not given and auth[:7].lower() == "bearer ":
-        given = auth[7:].strip()
-    return hmac.compare_digest(given.encode(), key.encode())
 
 
 async def _add_request_id(request: web.Request, response: web.StreamResponse) -> None:
@@ -270,11 +262,18 @@ class _Connection(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
-        """A request aiohttp could not parse: our error shape, without echoing its bytes."""
-        super().handle_error(request, status, exc, message)  # logs it (shortened), checks state
+        """A request aiohttp could not parse: our error shape, without echoing its bytes,
+        with a request id like every other response."""
+        request_id = uuid.uuid4().hex[:16]
+        tag = request_tag.set(f"req={request_id}")
+        try:
+            super().handle_error(request, status, exc, message)  # logs it (shortened)
+        finally:
+            request_tag.reset(tag)
         code = "invalid_request" if status < 500 else "internal_error"
         text = t("gw.malformed") if status < 500 else t("gw.internal", kind=type(exc).__name__)
         response = error_response(status, code, text)
+        response.headers["X-Request-Id"] = request_id
         response.force_close()
         return response
 

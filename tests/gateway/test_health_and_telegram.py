@@ -170,3 +170,16 @@ async def test_telegram_and_http_turns_in_flight_at_once(bot: Factory) -> None:
 async def _get(http: aiohttp.ClientSession, url: str) -> tuple[int, Any]:
     async with http.get(url) as response:
         return response.status, await response.json()
+
+
+async def test_public_healthz_keeps_error_details_for_the_key_holder(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    docs = {"name": "docs", "type": "http", "url": f"http://127.0.0.1:{free_port()}/mcp"}
+    docs["connect_timeout"] = 2.0  # type: ignore[assignment]
+    sc = await sidecar(anthropic_sim, api_key=API_KEY, extra=mcp_toml([docs]))
+    _, anonymous, _ = await sc.call("GET", "/healthz", headers={})
+    _, owner, _ = await sc.call("GET", "/healthz")
+    assert anonymous["mcp"]["servers"][0]["state"] == "failed"
+    assert anonymous["mcp"]["servers"][0]["last_error"] == ""  # no commands, no paths
+    assert owner["mcp"]["servers"][0]["last_error"] != ""

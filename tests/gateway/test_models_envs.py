@@ -8,7 +8,7 @@ import tomllib
 
 from kernel.runtime import child_env
 from tests.conftest import SECRET_KEY
-from tests.gateway.conftest import SidecarFactory
+from tests.gateway.conftest import SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply
@@ -45,6 +45,8 @@ async def test_provider_change_applies_at_once_and_only_in_runtime_toml(
         headers = other.requests[-1].headers  # the client was rebuilt with the new key
         assert NEW_KEY in (headers.get("x-api-key", ""), headers.get("Authorization", "")[7:])
         assert anthropic_sim.requests == []
+        # The replaced client was closed once no turn used it (no pool left open).
+        await until(lambda: not sc.kernel.agent._retired)
     finally:
         await other.stop()
     assert sc.config_path.read_bytes() == config_before

@@ -143,9 +143,9 @@ async def test_client_disconnect_cancels_its_turn(
         await anext(events)  # "Hello " has arrived: the turn is mid-stream
         conv, session_id = await conversation(sc, "s-gone")
         assert sc.kernel.agent.is_busy(conv)
+        turn = sc.kernel.agent._conv(conv).turn
         response.close()  # the client goes away
     await idle(sc, conv)
-    turn = sc.kernel.agent._conv(conv).turn
     assert turn is not None and turn.final is not None
     assert getattr(turn.final, "cancelled", False) is True
     stored = await sc.kernel.store.load_messages(session_id)
@@ -343,3 +343,30 @@ async def test_events_are_valid_json_lines(
     for frame in frames[:-1]:
         assert frame.startswith("data: ") and "\n" not in frame
         json.loads(frame[6:])
+
+
+async def test_many_chats_leave_no_state_behind_and_a_direct_tool_waits_its_turn(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    for n in range(30):
+        anthropic_sim.enqueue(text_reply(f"reply {n}"))
+        status, data = await sc.process("hi", session_id=f"many-{n}")
+        assert (status, data["reply"]) == (200, f"reply {n}")
+    # Idle HTTP chats are rebuilt from their session when needed, never kept around.
+    assert [k for k in sc.kernel.agent._conversations if k.startswith("session:")] == []
+
+    anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), chunk_delay=0.3))
+    turn = asyncio.ensure_future(sc.process("take your time", session_id="busy"))
+    await until(lambda: len(anthropic_sim.requests) == 31)
+    body = {
+        "input": [message("x")],
+        "session_id": "busy",
+        "biz_params": {"tool": {"name": "memory_add", "input": {"text": "after"}}},
+    }
+    direct = asyncio.ensure_future(sc.call("POST", "/agent/process", body))
+    await asyncio.sleep(0.1)
+    assert not direct.done()  # queued behind the running turn of the same chat
+    assert (await turn)[1]["reply"] == "slow"
+    assert (await direct)[0] == 200
+    assert [m.text for m in await sc.kernel.store.list_memories()] == ["after"]

@@ -355,6 +355,11 @@ async def test_a_malformed_request_is_logged_without_its_bytes(
     body = json.loads(rest.split(b"\r\n\r\n", 1)[1])
     assert_error(body, "invalid_request")
     assert b"X-Bad" not in head and API_KEY.encode() not in head
+    [request_id] = [
+        line.split(b":", 1)[1].strip().decode()
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"x-request-id:")
+    ]
     text = log_output.getvalue()
-    assert "BadHttpMessage" in text
+    assert "BadHttpMessage" in text and f"req={request_id}" in text
     assert API_KEY not in text and "X-Bad" not in text and "Traceback" not in text

@@ -10,6 +10,8 @@ A client that disconnects cancels its turn; the history stays valid.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -47,6 +49,8 @@ from kernel.gateway.api import (
 from kernel.gateway.routes.chats import DEFAULT_KEY, chat_id_of, key_part
 from kernel.i18n import t
 from kernel.tools.registry import ToolContext
+
+log = logging.getLogger(__name__)
 
 router = Router("agent", "Turns: /agent/process, cancel, system layers")
 
@@ -237,6 +241,8 @@ async def process(request: web.Request) -> web.StreamResponse:
     turn: Turn | None = None
     events: AsyncIterator[TurnEvent]
     if tool is not None:
+        # Queued behind the chat's turn like any request for this chat.
+        await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
         events = _direct_tool(kernel, opened, name, arguments.data if arguments else {})
     elif text.strip() == NEW_COMMAND and not images:
         await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
@@ -321,6 +327,15 @@ async def _stream(
     except ConnectionError:  # gone between two events
         if turn is not None:
             turn.cancel()
+    except Exception as exc:  # the stream has begun: end it with an error event, not a cut
+        log.exception("stream failed after it began")
+        if turn is not None:
+            turn.cancel()
+        meta = {"code": "internal_error", "message": t("gw.internal", kind=type(exc).__name__)}
+        with contextlib.suppress(ConnectionError):
+            await response.write(sse_frame({"type": "error", "meta": meta}))
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
     return response
 
 

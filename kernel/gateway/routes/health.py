@@ -2,58 +2,50 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Mapping
-from typing import Any, Protocol
+import time
+import weakref
+from typing import Any
 
 from aiohttp import web
 
 from kernel import __version__
 from kernel.app import Kernel
 from kernel.errors import KernelError
-from kernel.gateway.api import Router, json_response, kernel_of
+from kernel.gateway.api import Router, authorized, json_response, kernel_of
+from kernel.store.db import Store
 
 router = Router("health", "Liveness, version, feature flags and this document")
 
-HEALTHY_MCP_STATES = frozenset({"connected", "ready", "running", "ok"})
+HEALTHY_MCP_STATES = frozenset({"connected", "disabled"})
+WRITE_CHECK_TTL = 2.0  # seconds one write probe answers for: /healthz is public
 
 
-class MCPStatusSource(Protocol):
-    """What /healthz needs of ``kernel.mcp``: one entry per configured server, each
-    with ``name``, ``type``, ``state``, a tool count and the last error (attributes or
-    mapping keys). A Kernel without ``mcp`` has no servers."""
-
-    def status(self) -> Any: ...
-
-
-def _field(entry: Any, *names: str) -> Any:
-    for name in names:
-        value = entry.get(name) if isinstance(entry, Mapping) else getattr(entry, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-async def mcp_servers(kernel: Kernel) -> list[dict[str, Any]]:
-    source: MCPStatusSource | None = getattr(kernel, "mcp", None)
-    if source is None:
-        return []
-    entries = source.status()
-    if inspect.isawaitable(entries):
-        entries = await entries
-    servers = []
-    for entry in entries or []:
-        tools = _field(entry, "tool_count", "tools")
-        servers.append(
-            {
-                "name": str(_field(entry, "name") or ""),
-                "type": str(_field(entry, "type", "transport") or ""),
-                "state": str(_field(entry, "state", "status") or "unknown"),
-                "tools": len(tools) if isinstance(tools, list | tuple) else int(tools or 0),
-                "last_error": _field(entry, "last_error", "error"),
-            }
-        )
+def mcp_servers(kernel: Kernel, *, detailed: bool) -> list[dict[str, Any]]:
+    servers = [s.as_dict() for s in kernel.mcp.status()]
+    if not detailed:  # an error can name commands and paths: only for the key holder
+        for server in servers:
+            server["last_error"] = ""
     return servers
+
+
+async def database_state(kernel: Kernel) -> dict[str, Any]:
+    """Whether the database takes a write, probed at most once per WRITE_CHECK_TTL."""
+    now = time.monotonic()
+    cached = _last_check.get(kernel.store)
+    if cached is not None and now - cached[0] < WRITE_CHECK_TTL:
+        return dict(cached[1])
+    state: dict[str, Any] = {"writable": True}
+    try:
+        await kernel.store.check_writable()
+    except KernelError as exc:
+        state = {"writable": False, "error": str(exc)}
+    _last_check[kernel.store] = (now, state)
+    return dict(state)
+
+
+_last_check: weakref.WeakKeyDictionary[Store, tuple[float, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 VERSION_SCHEMA = {
@@ -98,15 +90,14 @@ async def healthz(request: web.Request) -> web.Response:
     """200 with ``ok`` or ``degraded`` (a channel or MCP server is unwell); 503 with
     ``unavailable`` when the database does not accept writes."""
     kernel = kernel_of(request)
-    database: dict[str, Any] = {"writable": True}
-    try:
-        await kernel.store.check_writable()
-    except KernelError as exc:
-        database = {"writable": False, "error": str(exc)}
+    detailed = authorized(request)
+    database = await database_state(kernel)
+    if not detailed:
+        database.pop("error", None)
     channels = {}
     for state in kernel.channel_states():
         channels[state.name] = {"state": state.state, **state.detail}
-    servers = await mcp_servers(kernel)
+    servers = mcp_servers(kernel, detailed=detailed)
     if not database["writable"]:
         status = "unavailable"
     elif any(c["state"] != "running" for c in channels.values()) or any(
@@ -174,7 +165,7 @@ async def runtime_config(request: web.Request) -> web.Response:
 
 @router.get(
     "/openapi.json",
-    summary="This document (OpenAPI 3.1)",
+    summary="This document (OpenAPI 3.0.3)",
     response={"type": "object"},
 )
 async def openapi(request: web.Request) -> web.Response:

@@ -10,6 +10,7 @@ call them, Kernel never runs them. Errors are in the Anthropic format.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,6 +37,8 @@ from kernel.gateway.claude_format import (
 )
 from kernel.i18n import t
 from kernel.providers.base import ChatRequest, Completion, StreamEvent, TextDelta
+
+log = logging.getLogger(__name__)
 
 router = Router("messages", "Claude-compatible Messages API")
 
@@ -204,6 +207,11 @@ async def _stream(
         await send({"type": "error", "error": {"type": kind, "message": message}})
     except ConnectionError:
         return response
+    except Exception as exc:  # the stream has begun: end it with an error event, not a cut
+        log.exception("stream failed after it began")
+        message = t("gw.internal", kind=type(exc).__name__)
+        with contextlib.suppress(ConnectionError):
+            await send({"type": "error", "error": {"type": "api_error", "message": message}})
     await response.write_eof()
     return response
 
