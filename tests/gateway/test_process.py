@@ -370,3 +370,20 @@ async def test_many_chats_leave_no_state_behind_and_a_direct_tool_waits_its_turn
     assert (await turn)[1]["reply"] == "slow"
     assert (await direct)[0] == 200
     assert [m.text for m in await sc.kernel.store.list_memories()] == ["after"]
+
+
+async def test_a_json_client_that_goes_away_cancels_its_turn(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    anthropic_sim.enqueue(Reply(Text("never", chunks=["nev", "er"]), stall_after=3))
+    request = asyncio.ensure_future(sc.process("long question", session_id="s-left"))
+    await until(lambda: len(anthropic_sim.requests) == 1)
+    conv, session_id = await conversation(sc, "s-left")
+    turn = sc.kernel.agent._conv(conv).turn
+    assert turn is not None and not turn.done
+    request.cancel()  # the client closes its connection without waiting for the reply
+    await idle(sc, conv)
+    assert turn.final is not None and getattr(turn.final, "cancelled", False) is True
+    stored = await sc.kernel.store.load_messages(session_id)
+    assert stored[0].text == "long question"  # kept; nothing dangles
