@@ -19,6 +19,7 @@ from enum import Enum
 class AskOutcome(Enum):
     ANSWERED = "answered"
     TIMEOUT = "timeout"
+    UNDELIVERED = "undelivered"  # the channel could not show the question at all
 
 
 class AnswerResult(Enum):
@@ -47,6 +48,9 @@ class Answer:
         return self.choice if self.outcome is AskOutcome.ANSWERED else None
 
 
+_UNDELIVERED = -1
+
+
 class AskRegistry:
     def __init__(self) -> None:
         self._waiting: dict[str, tuple[Question, asyncio.Future[int]]] = {}
@@ -61,7 +65,15 @@ class AskRegistry:
             return Answer(AskOutcome.TIMEOUT)
         finally:
             self._waiting.pop(question.id, None)
+        if choice == _UNDELIVERED:
+            return Answer(AskOutcome.UNDELIVERED)
         return Answer(AskOutcome.ANSWERED, choice)
+
+    def undelivered(self, question_id: str) -> None:
+        """The channel could not show the question: stop waiting now, not at the timeout."""
+        entry = self._waiting.get(question_id)
+        if entry is not None and not entry[1].done():
+            entry[1].set_result(_UNDELIVERED)
 
     def answer(self, question_id: str, choice: int) -> AnswerResult:
         entry = self._waiting.get(question_id)

@@ -102,6 +102,7 @@ class Delegator:
         self.running: Delegation | None = None
         self._latest: dict[str, Delegation] = {}
         self._process: CLIProcess | None = None
+        self._stopping = False
         self._version = 0
         self._changed = asyncio.Event()
 
@@ -148,6 +149,8 @@ class Delegator:
             raise ToolError(t("delegate.unknown_cli", cli=name, names=", ".join(self.config.cli)))
         if not task.strip():
             raise ToolError(t("delegate.empty_task"))
+        if self._stopping:
+            raise ToolError(t("delegate.note_stopped", cli=name))
         if self.running is not None:  # checked and claimed with no await in between
             busy = self.running
             raise ToolError(t("delegate.busy", cli=busy.cli, elapsed=int(busy.elapsed), asked=name))
@@ -216,6 +219,8 @@ class Delegator:
             clock=self.clock,
         )
         self._process = process
+        if self._stopping:  # stop() came while the working directory was checked
+            process.kill()
         claim.output_path = str(output_path)
         self._latest[claim.conversation] = claim
         log.info("delegation started: cli=%s jsonl=%s", claim.cli, cfg.jsonl)
@@ -295,7 +300,9 @@ class Delegator:
         return path
 
     async def stop(self) -> None:
-        """Kernel is stopping: kill a running CLI's process group at once."""
+        """Kernel is stopping: no new delegation starts, a running CLI's process group
+        is killed at once (also one still being set up)."""
+        self._stopping = True
         process = self._process
         if process is not None:
             log.info("stopping the running delegation")

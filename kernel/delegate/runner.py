@@ -135,6 +135,7 @@ class CLIProcess:
     def kill(self) -> None:
         """Kernel is stopping: SIGKILL the whole group now; ``run`` then returns."""
         self._stopped = True
+        self._activity.set()  # wake the supervisor
         if self.proc is not None:
             signal_group(self.proc.pid, signal.SIGKILL)
 
@@ -157,6 +158,8 @@ class CLIProcess:
             await asyncio.to_thread(_discard, self._file, req.output_path)
             raise
         proc = self.proc
+        if self._stopped:  # Kernel began stopping while this was being started
+            signal_group(proc.pid, signal.SIGKILL)
         self.on_start(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
         started = self.clock()
@@ -192,6 +195,8 @@ class CLIProcess:
         proc = self.proc
         assert proc is not None
         while True:
+            if self._stopped:
+                return "stopped"
             if req.formatter.done:
                 return "completed"
             if exited.done() or proc.returncode is not None:

@@ -53,8 +53,9 @@ class AskBoard:
             message = await self.bot.send_message(
                 chat_id, event.question, reply_markup=InlineKeyboardMarkup(rows)
             )
-        except TelegramError as exc:  # unanswerable now: the wait runs into its timeout
+        except TelegramError as exc:  # unanswerable: the turn stops waiting at once
             log.warning("could not show a question: %s", type(exc).__name__)
+            self.asks.undelivered(event.id)
             return
         self._open[event.id] = _Shown(
             chat_id, message.message_id, event.question, event.tool_call_id, list(event.options)

@@ -105,13 +105,12 @@ class DelegationProgress:
         await self.begin(None)
 
     async def _tick(self) -> None:
-        seen = self.delegator.version
+        # One edit per interval: a new step shows at the next allowed moment, and the
+        # elapsed time (which changes every second) refreshes at that same cadence.
         while True:
             wait = self._last_edit + self.interval - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            # A change (a new step) shows at once; otherwise the clock refreshes.
-            seen = await self.delegator.wait_change(seen, self.interval)
             assert self.message_id is not None
             await self._edit(self.message_id, self.render())
             self._last_edit = time.monotonic()

@@ -34,6 +34,8 @@ def register(registry: ToolRegistry, default_seconds: float = 300.0) -> None:
             raise ToolError("nobody can be asked in this channel; ask in your reply instead")
         seconds = float(wait_seconds) if wait_seconds > 0 else default_seconds
         answer = await context.ask(question.strip(), choices, kind="question", seconds=seconds)
+        if answer.outcome is AskOutcome.UNDELIVERED:
+            return {"answered": False, "note": "the question could not be shown to the owner"}
         if answer.outcome is AskOutcome.TIMEOUT or answer.option is None:
             return {"answered": False, "note": f"no answer within {seconds:g} s"}
         return {"answered": True, "choice": choices[answer.option]}

@@ -220,7 +220,13 @@ class ToolRegistry:
         if answer.option == 0:
             log.info("tool %s approved by the owner", tool.name)
             return None
-        if answer.outcome is AskOutcome.TIMEOUT:
+        if answer.outcome is AskOutcome.UNDELIVERED:
+            log.info("tool %s: the approval request could not be shown", tool.name)
+            content = (
+                f"error: the approval request for {tool.name} could not be shown to the "
+                "owner (their chat is unreachable now); the call was not run"
+            )
+        elif answer.outcome is AskOutcome.TIMEOUT:
             log.info("tool %s: approval timed out", tool.name)
             content = (
                 f"error: the owner did not answer the approval request for {tool.name} "

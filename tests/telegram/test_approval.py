@@ -160,3 +160,19 @@ async def test_the_model_asks_a_multiple_choice_question(bot: Factory) -> None:
 
     assert h.texts()[-1] == "Osaka it is."
     assert '"choice": "Osaka"' in str(tool_result_sent(h)["content"])
+
+
+async def test_a_question_telegram_refuses_is_settled_at_once(bot: Factory) -> None:
+    h = await start(bot, wait=30.0)  # 30 s: settle() would time out if the turn waited
+    h.model.enqueue(
+        tool_reply("memory_add", {"text": "x"}, chunk_delay=0.5), text_reply("Could not ask.")
+    )
+    h.tg.inject_text("remember x")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 1)  # the placeholder is out
+    h.tg.fail("sendMessage", status=400, description="Bad Request: chat not found", times=1)
+    await h.settle()
+
+    assert h.texts()[-1] == "Could not ask."
+    assert "could not be shown" in str(tool_result_sent(h)["content"])
+    assert await h.kernel.store.list_memories() == []
+    assert h.kernel.agent.asks.waiting() == []
