@@ -289,10 +289,20 @@ class CLIProcess:
         self.stderr.add(decoder.decode(b"", final=True))
 
     async def _write(self, chunk: bytes) -> None:
+        if self._file is None:  # the file was given up: nothing to buffer for
+            return
         self._buffer += chunk
         if len(self._buffer) >= FLUSH_AT and self._file is not None:
             data, self._buffer = bytes(self._buffer), bytearray()
-            await asyncio.to_thread(self._file.write, data)
+            try:
+                await asyncio.to_thread(self._file.write, data)
+            except OSError as exc:
+                # A full disk must not stop the reading (the CLI would block on a full
+                # pipe): keep draining, give up the file, say so once.
+                log.warning("cli output file write failed (%s); output not saved", exc.strerror)
+                file, self._file = self._file, None
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(file.close)
 
     async def _close_file(self) -> None:
         file, self._file = self._file, None
