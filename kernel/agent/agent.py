@@ -632,7 +632,9 @@ class _TurnRun:
             working.append(assistant)
             allowed = max(0, limit - calls_used)
             calls_used += len(completion.tool_calls)
-            results = await self._run_tools(completion.tool_calls, allowed)
+            results = await self._run_tools(
+                completion.tool_calls, allowed, images=provider.capabilities.attachments
+            )
             working.append(results)
             if calls_used > limit:
                 notice = t("turn.tool_limit", limit=limit)
@@ -682,8 +684,12 @@ class _TurnRun:
         except ToolError:
             return {}
 
-    async def _run_tools(self, calls: list[RawToolCall], allowed: int) -> Message:
-        """Run the step's tool calls concurrently; calls past the cap get an error result."""
+    async def _run_tools(
+        self, calls: list[RawToolCall], allowed: int, *, images: bool = True
+    ) -> Message:
+        """Run the step's tool calls concurrently; calls past the cap get an error result.
+        Images a tool returned follow the results, each labelled with its tool (``images``
+        false: the provider takes none, so the model is told instead)."""
         agent = self.agent
         for call in calls:
             self.turn.emit(ToolCall(self.step, call.id, call.name, self._args(call)))
@@ -700,10 +706,16 @@ class _TurnRun:
 
         outcomes = await asyncio.gather(*(run(i, c) for i, c in enumerate(calls)))
         blocks = [
-            ToolResultBlock(c.id, o.content, is_error=not o.ok)
+            ToolResultBlock(c.id, _with_image_note(o, images), is_error=not o.ok)
             for c, o in zip(calls, outcomes, strict=True)
         ]
-        message = Message("user", list(blocks))
+        extra: list[TextBlock | ImageBlock] = []
+        if images:
+            for call, outcome in zip(calls, outcomes, strict=True):
+                if outcome.images:
+                    extra.append(TextBlock(t("tool.images_from", name=call.name, id=call.id)))
+                    extra.extend(outcome.images)
+        message = Message("user", [*blocks, *extra])
         artifacts = await asyncio.to_thread(self._save_artifacts, blocks)
         self.pending = None
         await self._store(message, artifacts)
@@ -759,6 +771,13 @@ class _TurnRun:
                 self.partial = []
         except KernelError:
             log.warning("could not record the end of an interrupted turn", exc_info=True)
+
+
+def _with_image_note(outcome: ToolOutcome, shown: bool) -> str:
+    if not outcome.images:
+        return outcome.content
+    key = "tool.images_follow" if shown else "tool.images_not_shown"
+    return f"{outcome.content}\n{t(key, count=len(outcome.images))}"
 
 
 def _tool_guide(names: list[str]) -> str:

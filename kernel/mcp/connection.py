@@ -41,6 +41,7 @@ from kernel.config import MCPServerConfig, MCPSettings
 from kernel.errors import ToolError
 from kernel.mcp.results import render_result
 from kernel.redact import redact_text
+from kernel.tools.registry import ToolReply
 
 log = logging.getLogger(__name__)
 
@@ -399,8 +400,9 @@ class ServerConnection:
                 raise _Lost(f"ping failed: {self._describe(exc)}") from None
             # A server without ping support is still alive.
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> str:
-        """Call ``tool``; the text for the model, or ToolError naming the server."""
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> str | ToolReply:
+        """Call ``tool``; the text (and images) for the model, or ToolError naming the
+        server."""
         session, generation = await self._ready_session()
         try:
             result = await session.call_tool(
@@ -419,10 +421,10 @@ class ServerConnection:
                 )
             except Exception as again:
                 raise ToolError(self._call_error(tool, again, retried=True)) from None
-        ok, text = render_result(result)
+        ok, text, images = render_result(result)
         if not ok:
             raise ToolError(f"MCP server '{self.name}', tool '{tool}' reported an error: {text}")
-        return text
+        return ToolReply(text, images) if images else text
 
     async def _ready_session(self) -> tuple[ClientSession, int]:
         if self._session is not None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kernel.config import Config, MCPServerConfig
 from kernel.i18n import t
 from kernel.mcp.naming import assign_names, server_parts
-from kernel.tools.registry import ToolRegistry
+from kernel.tools.registry import ToolRegistry, ToolReply
 
 if TYPE_CHECKING:
     from kernel.mcp.connection import RemoteTool, ServerConnection
@@ -180,7 +180,7 @@ def _source(server: str) -> str:
 
 
 def _handler(connection: ServerConnection, tool: str) -> Any:
-    async def call(**arguments: Any) -> str:
+    async def call(**arguments: Any) -> str | ToolReply:
         return await connection.call_tool(tool, arguments)
 
     return call

@@ -1,8 +1,9 @@
-"""MCP tool results as the text a model reads.
+"""MCP tool results as what a model reads: text, plus images.
 
-Kernel's tool results are text (``ToolResultBlock.content`` is a string on every
-provider path), so content that is not text is described, never silently dropped:
-an image becomes a line saying an image was returned and was not shown. Structured
+An image in a format the model APIs take (PNG, JPEG, GIF, WebP; up to IMAGE_LIMIT)
+reaches the model as an image after the tool results; other content that is not text
+(audio, an oversized or odd image, binary resources) is described, never silently
+dropped. Structured
 content is added as JSON unless a text block already carries the same value (the
 spec asks servers to mirror it as text; MCPServer also wraps plain returns as
 ``{"result": ...}``). Duck-typed on the SDK's content models, so this module needs
@@ -14,14 +15,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kernel.agent.messages import ImageBlock
+
 RESULT_LIMIT = 50_000  # characters the model gets; the head and tail are kept
 
 
-def render_result(result: Any) -> tuple[bool, str]:
-    """(ok, text) for a ``CallToolResult``; ok is False when the server set ``isError``."""
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+IMAGE_LIMIT = 5 * 1024 * 1024  # bytes: the model APIs' own per-image limit
+
+
+def render_result(result: Any) -> tuple[bool, str, list[ImageBlock]]:
+    """(ok, text, images) for a ``CallToolResult``; ok is False when the server set
+    ``isError``."""
     texts: list[str] = []
     parts: list[str] = []
+    images: list[ImageBlock] = []
     for block in getattr(result, "content", None) or []:
+        image = _image(block)
+        if image is not None:
+            images.append(image)
+            parts.append(f"[image {image.media_type}, {_size(image.data)}]")
+            continue
         text = render_block(block)
         if getattr(block, "type", "") == "text":
             texts.append(text)
@@ -31,7 +45,17 @@ def render_result(result: Any) -> tuple[bool, str]:
     if structured is not None and not _mirrored(structured, texts):
         parts.append(json.dumps(structured, ensure_ascii=False, default=str))
     text = "\n".join(parts) if parts else "(the tool returned no content)"
-    return not bool(getattr(result, "is_error", False)), clip(text)
+    return not bool(getattr(result, "is_error", False)), clip(text), images
+
+
+def _image(block: Any) -> ImageBlock | None:
+    if getattr(block, "type", "") != "image":
+        return None
+    mime = (getattr(block, "mime_type", "") or "").lower()
+    data = "".join((getattr(block, "data", "") or "").split())
+    if mime not in IMAGE_TYPES or not data or len(data) * 3 // 4 > IMAGE_LIMIT:
+        return None
+    return ImageBlock(mime, data)
 
 
 def render_block(block: Any) -> str:
@@ -41,7 +65,8 @@ def render_block(block: Any) -> str:
     if kind in ("image", "audio"):
         mime = getattr(block, "mime_type", "") or kind
         size = _size(getattr(block, "data", ""))
-        return f"[{kind} {mime}, {size}: not shown, tool results reach the model as text only]"
+        why = "audio is not passed to models" if kind == "audio" else "format or size not taken"
+        return f"[{kind} {mime}, {size}: not shown ({why})]"
     if kind == "resource":
         resource = block.resource
         uri = getattr(resource, "uri", "")

@@ -16,13 +16,13 @@ import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import NoneType
 from typing import Any, Literal, TypeVar, overload
 
 from kernel import i18n
 from kernel.agent.asks import Answer, AskOutcome
-from kernel.agent.messages import ToolSpec
+from kernel.agent.messages import ImageBlock, ToolSpec
 from kernel.errors import ToolError
 from kernel.tools.repair import repair_arguments, resolve_tool_name
 
@@ -47,12 +47,21 @@ class ToolContext:
 
 
 @dataclass
+class ToolReply:
+    """What a tool returns when it has images for the model besides its text."""
+
+    text: str
+    images: list[ImageBlock] = field(default_factory=list)
+
+
+@dataclass
 class ToolOutcome:
     name: str  # the resolved tool name actually called
     ok: bool
     content: str  # what the model reads
     arguments: dict[str, Any]  # the repaired arguments that were used ({} if unrepairable)
     error: BaseException | None = None  # kept for the log, never shown raw to the model
+    images: list[ImageBlock] = field(default_factory=list)  # shown to the model after it
 
 
 @dataclass
@@ -248,11 +257,12 @@ class ToolRegistry:
             kwargs[tool.context_param] = context if context is not None else ToolContext()
         try:
             result = await _invoke(tool.handler, kwargs)
-            content = render_result(result)
+            images = list(result.images) if isinstance(result, ToolReply) else []
+            content = render_result(result.text if isinstance(result, ToolReply) else result)
         except Exception as exc:  # CancelledError is a BaseException and propagates
             log.warning("tool %s failed: %s", tool.name, type(exc).__name__)
             return ToolOutcome(tool.name, False, _error_text(exc), args, exc)
-        return ToolOutcome(tool.name, True, content, args)
+        return ToolOutcome(tool.name, True, content, args, images=images)
 
 
 async def _invoke(handler: Callable[..., Any], kwargs: dict[str, Any]) -> Any:

@@ -19,26 +19,29 @@ def text(value: str) -> mt.TextContent:
 
 def test_text_blocks_are_joined() -> None:
     result = mt.CallToolResult(content=[text("one"), text("two")])
-    assert render_result(result) == (True, "one\ntwo")
+    assert render_result(result) == (True, "one\ntwo", [])
 
 
 def test_is_error_is_reported() -> None:
     result = mt.CallToolResult(content=[text("no such city")], is_error=True)
-    assert render_result(result) == (False, "no such city")
+    assert render_result(result) == (False, "no such city", [])
 
 
-def test_images_and_audio_are_described_not_dropped() -> None:
+def test_images_go_to_the_model_and_the_rest_is_described() -> None:
     result = mt.CallToolResult(
         content=[
             mt.ImageContent(type="image", data=PNG, mime_type="image/png"),
+            mt.ImageContent(type="image", data=PNG, mime_type="image/tiff"),
             mt.AudioContent(type="audio", data="A" * 4096, mime_type="audio/wav"),
         ]
     )
-    ok, shown = render_result(result)
+    ok, shown, images = render_result(result)
     assert ok
+    assert [(i.media_type, i.data) for i in images] == [("image/png", PNG)]
     lines = shown.splitlines()
-    assert lines[0].startswith("[image image/png, 70 bytes: not shown")
-    assert lines[1].startswith("[audio audio/wav, 3.0 KB: not shown")
+    assert lines[0] == "[image image/png, 70 bytes]"
+    assert lines[1].startswith("[image image/tiff, 70 bytes: not shown (format or size")
+    assert lines[2].startswith("[audio audio/wav, 3.0 KB: not shown (audio is not passed")
 
 
 def test_resources_and_links() -> None:
@@ -57,7 +60,7 @@ def test_resources_and_links() -> None:
             mt.ResourceLink(type="resource_link", uri="https://example.com/c", name="c"),
         ]
     )
-    _, shown = render_result(result)
+    _, shown, _ = render_result(result)
     assert shown.splitlines() == [
         "[resource file:///a.txt]",
         "inside a",
@@ -87,6 +90,7 @@ def test_empty_and_huge_results() -> None:
     assert render_result(mt.CallToolResult(content=[])) == (
         True,
         "(the tool returned no content)",
+        [],
     )
     huge = "a" * RESULT_LIMIT + "b" * 1000
     shown = clip(huge)

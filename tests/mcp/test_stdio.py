@@ -39,7 +39,8 @@ async def test_tools_are_registered_and_results_converted(
     picture = await kernel.tools.call("mcp_test__picture", {})
     assert picture.ok
     assert picture.content.startswith("a red dot\n[image image/png, ")
-    assert "not shown" in picture.content
+    assert "[image image/png" in picture.content
+    assert [i.media_type for i in picture.images] == ["image/png"]  # for the model
 
     bad = await kernel.tools.call("mcp_test__echo", {})
     assert not bad.ok and "missing required parameter(s): text" in bad.content

@@ -11,7 +11,7 @@ from kernel.agent.events import Completed, ToolCall, ToolResult
 from tests.mcp.conftest import MCPKernel, stdio_server, time_server, wait_until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
-from tests.sim.script import Reply, Text, ToolUse, text_reply
+from tests.sim.script import Reply, Text, ToolUse, text_reply, tool_reply
 
 Sim = AnthropicSim | OpenAISim
 
@@ -115,3 +115,35 @@ async def test_status_lists_servers_state_and_tools(bot: Any, tmp_path: Any) -> 
         "gone failed (cannot run '/nonexistent/server': No such file or directory); "
         "off disabled, 0 tools"
     )
+
+
+async def test_an_image_from_an_mcp_tool_reaches_the_model(sim: Sim, mcp_kernel: MCPKernel) -> None:
+    kernel = await mcp_kernel(sim, [stdio_server("test")])
+    sim.enqueue(tool_reply("mcp_test__picture", {}), text_reply("A red dot."))
+
+    turn = kernel.agent.start_turn("test:1", UserInput("show me the picture"))
+    events = [e async for e in turn]
+
+    assert isinstance(events[-1], Completed) and events[-1].reply == "A red dot."
+    [(_, result)] = tool_results(sim, 1)
+    assert "a red dot" in result and "[image image/png" in result
+    body = sim.requests[1].body
+    assert body is not None
+    if isinstance(sim, OpenAISim):  # tool messages carry text: the image follows as user
+        last = body["messages"][-1]
+        assert last["role"] == "user"
+        urls = [p["image_url"]["url"] for p in last["content"] if p["type"] == "image_url"]
+    else:  # Anthropic: image blocks after the tool_result blocks of the same message
+        blocks = body["messages"][-1]["content"]
+        assert blocks[0]["type"] == "tool_result"
+        urls = [
+            f"data:{b['source']['media_type']};base64,{b['source']['data']}"
+            for b in blocks
+            if b["type"] == "image"
+        ]
+    [url] = urls
+    assert url.startswith("data:image/png;base64,iVBOR")  # the PNG the server sent
+    # History keeps a marker, not the image.
+    session = kernel.agent.current_session("test:1")
+    stored = await kernel.store.load_messages(session or 0)
+    assert "[图片已处理]" in str([m.content for m in stored])

@@ -4,6 +4,7 @@ overload, capability refusals, and what reaches the user."""
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 from kernel.agent.agent import UserInput
@@ -11,11 +12,12 @@ from kernel.agent.events import AssistantDelta, Completed, ErrorEvent
 from kernel.agent.messages import ImageBlock
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.tools.registry import ToolReply
 from tests.agent.test_turns import CONV, Sim, run
 from tests.conftest import KernelFactory, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
-from tests.sim.script import Error, Reply, Text, text_reply
+from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
 
 
 async def test_malformed_stream_before_output_is_retried(
@@ -113,3 +115,26 @@ async def test_disabled_tools_are_not_offered(
     await run(kernel, "hi")
     names = [t["name"] for t in anthropic_sim.requests[-1].body["tools"]]
     assert "memory_add" in names and "memory_delete" not in names
+
+
+async def test_images_from_a_tool_are_noted_not_sent_to_a_text_only_endpoint(
+    openai_sim: OpenAISim, tmp_path: Path
+) -> None:
+    path = write_config(tmp_path, openai_sim.base_url, "openai_compat")
+    path.write_text(path.read_text() + 'capabilities = ["stream", "tool_call"]\n')
+    async with Kernel(
+        load_config(path, env={"KERNEL_LANGUAGE": "en"}, require_telegram=False)
+    ) as kernel:
+
+        @kernel.tools.tool
+        def snapshot() -> ToolReply:
+            """Take a picture."""
+            return ToolReply("one picture", [ImageBlock("image/png", "iVBORw0KGgo=")])
+
+        openai_sim.enqueue(tool_reply("snapshot", {}), text_reply("Described."))
+        final = await kernel.agent.start_turn(CONV, UserInput("look")).wait()
+        assert isinstance(final, Completed) and final.reply == "Described."
+        messages = openai_sim.requests[1].body["messages"]
+        [tool] = [m for m in messages if m["role"] == "tool"]
+        assert "not shown: the current provider takes no images" in tool["content"]
+        assert "image_url" not in json.dumps(messages)
