@@ -172,3 +172,33 @@ async def test_a_denied_delegation_never_starts_the_cli(
     assert h.texts()[-1] == "Not done."
     assert not record.exists()  # the stand-in never ran
     assert not [t for t in h.texts() if t.startswith(("⏳", "✅", "⛔"))]
+
+
+@pytest.mark.parametrize(
+    ("mode", "keys", "outcome"),
+    [
+        ("fail", {}, "❌ claude_code did not succeed (exit code 3, "),
+        ("hang", {"timeout": 1.0}, "⏱ claude_code timed out and was stopped ("),
+        ("step_then_hang", {"idle_timeout": 1.0}, "⏱ claude_code went silent and was stopped ("),
+    ],
+)
+async def test_the_outcome_line_says_how_the_cli_ended(
+    bot: Factory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    keys: dict[str, float],
+    outcome: str,
+) -> None:
+    monkeypatch.setenv("STANDIN_MODE", mode)
+    command = make_cli(tmp_path / "bin", "claude_code")
+    extra = f"progress_interval = {INTERVAL}\n" + cli_section(
+        "claude_code", command=str(command), **keys
+    )
+    h = await bot(extra=extra)
+    h.model.enqueue(tool_reply("delegate_to_cli", {"task": "try"}), text_reply("It failed."))
+
+    assert await h.converse("try it") == "It failed."
+    assert any(text.startswith(outcome) for text in h.texts()), h.texts()
+    fed = json.loads(h.model.requests[1].body["messages"][-1]["content"][0]["content"])
+    assert fed["ok"] is False
