@@ -64,6 +64,15 @@ class _Lost(Exception):
     """The live connection ended; the text says how."""
 
 
+def reconnect_delay(settings: MCPSettings, failures: int) -> float:
+    """Seconds before the next attempt: base, doubling per consecutive failure, capped."""
+    if failures <= 0:
+        return settings.reconnect_base_delay
+    return float(
+        min(settings.reconnect_max_delay, settings.reconnect_base_delay * 2 ** (failures - 1))
+    )
+
+
 class ServerConnection:
     def __init__(
         self,
@@ -186,15 +195,9 @@ class ServerConnection:
                 self._down()
             if self._stopping:
                 return
-            if failures:
-                delay = min(
-                    self.settings.reconnect_max_delay,
-                    self.settings.reconnect_base_delay * 2 ** (failures - 1),
-                )
-            else:
-                # A short pause keeps a server that dies right after connecting from
-                # spinning; a caller waiting to retry cuts it (and any backoff) short.
-                delay = self.settings.reconnect_base_delay
+            # After a drop (no failures yet) a short pause keeps a server that dies right
+            # after connecting from spinning; a caller waiting to retry cuts it short.
+            delay = reconnect_delay(self.settings, failures)
             now, self._reconnect_now = self._reconnect_now, False
             if not now:
                 await self._pause(delay)

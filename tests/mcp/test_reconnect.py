@@ -83,3 +83,12 @@ async def test_repeated_failure_withdraws_tools_until_the_server_returns(
     assert names_after == names_before
     assert (await kernel.tools.call("mcp_flaky__echo", {"text": "back"})).content == "back"
     assert kernel.mcp.status()[0].state == "connected"
+
+
+def test_reconnect_backoff_doubles_up_to_the_ceiling() -> None:
+    from kernel.config import MCPSettings
+    from kernel.mcp.connection import reconnect_delay
+
+    settings = MCPSettings(reconnect_base_delay=1.0, reconnect_max_delay=10.0)
+    delays = [reconnect_delay(settings, n) for n in range(7)]
+    assert delays == [1.0, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
