@@ -51,7 +51,7 @@ def _remote_chat() -> int | None:
 
 
 def _configure(require_telegram: bool, to_file: bool) -> Config:
-    from kernel.app import header_names_of, secrets_of
+    from kernel.app import header_names_of, header_values_of, secrets_of
     from kernel.logs import LEVELS, setup_logging
 
     config = load_config(require_telegram=require_telegram)
@@ -67,6 +67,7 @@ def _configure(require_telegram: bool, to_file: bool) -> Config:
             level=level if to_file else max(level, logging.WARNING),
             log_messages=config.general.log_messages,
             header_names=header_names_of(config),
+            opaque=header_values_of(config),
         )
     except OSError as exc:
         detail = exc.strerror or str(exc)

@@ -77,14 +77,30 @@ def secrets_of(config: Config) -> list[str]:
     return [s for s in found if s]
 
 
+def _secret_headers(config: Config) -> list[dict[str, str]]:
+    """Every configured header table whose non-public entries are secrets."""
+    tables = [p.headers for p in config.providers.values()]
+    tables += [s.headers for s in config.mcp_servers]
+    if config.titles:
+        tables.append(config.titles.headers)
+    tables += [v.headers for v in (config.stt, config.tts) if v is not None]
+    return tables
+
+
 def header_names_of(config: Config) -> list[str]:
     """Configured header names whose values the log always shows as ``[REDACTED]``."""
     names = [n for server in config.mcp_servers for n in server.headers]
-    for headers in [p.headers for p in config.providers.values()]:
+    for headers in _secret_headers(config):
         names += [n for n in headers if n.lower() not in _PUBLIC_HEADERS]
-    if config.titles:
-        names += [n for n in config.titles.headers if n.lower() not in _PUBLIC_HEADERS]
     return names
+
+
+def header_values_of(config: Config) -> list[str]:
+    """Configured secret header values: never shown even in part (seed 004)."""
+    values = [v for server in config.mcp_servers for v in server.headers.values()]
+    for headers in _secret_headers(config):
+        values += _header_secrets(headers)
+    return [v for v in values if v]
 
 
 @dataclass(frozen=True, slots=True)

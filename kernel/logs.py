@@ -169,6 +169,7 @@ def setup_logging(
     level: int = logging.INFO,
     log_messages: bool = False,
     header_names: Iterable[str] = (),
+    opaque: Iterable[str] = (),
 ) -> None:
     """Route every logger (Kernel's and the libraries') through one redacting formatter,
     to ``stream`` and, with ``log_dir``, to ``kernel.log`` rotated at 10 MB × 5."""
@@ -176,7 +177,7 @@ def setup_logging(
     for handler in list(root.handlers):
         root.removeHandler(handler)
         handler.close()
-    fmt = RedactingFormatter(Redactor(secrets, header_names), keep_text=log_messages)
+    fmt = RedactingFormatter(Redactor(secrets, header_names, opaque), keep_text=log_messages)
     handlers: list[logging.Handler] = [logging.StreamHandler(stream)]
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)

@@ -74,13 +74,29 @@ def _variants(secret: str) -> set[str]:
 class Redactor:
     """All the rules, compiled once for one set of secrets."""
 
-    def __init__(self, secrets: Iterable[str] = (), header_names: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        secrets: Iterable[str] = (),
+        header_names: Iterable[str] = (),
+        opaque: Iterable[str] = (),
+    ) -> None:
+        """``opaque``: values never shown even in part (header values, seed 004: headers
+        are always ``[REDACTED]``); other secrets keep their first and last 4."""
         secrets, header_names = list(secrets), list(header_names)
-        self.secrets, self.header_names = secrets, header_names
+        opaque = [o for o in opaque if o]
+        self.secrets, self.header_names, self.opaque = secrets, header_names, opaque
         replacements: dict[str, str] = {}
         short: set[str] = set()
+        for value in opaque:
+            for variant in _variants(value):
+                if len(variant) >= 4:
+                    replacements[variant] = REDACTED
+                    if len(variant) < 8:
+                        short.add(variant)
         for secret in secrets:
             for value in _variants(secret):
+                if value in replacements:
+                    continue  # an opaque value stays wholly hidden
                 if len(value) >= 8:
                     replacements[value] = mask_secret(value.strip())
                     if len(value) > 12:
@@ -117,7 +133,9 @@ class Redactor:
     def with_secrets(self, more: Iterable[str]) -> Redactor:
         """A redactor that also masks ``more`` (rules are compiled once, so a new one)."""
         added = [s for s in more if s and s not in self.secrets]
-        return Redactor([*self.secrets, *added], self.header_names) if added else self
+        if not added:
+            return self
+        return Redactor([*self.secrets, *added], self.header_names, self.opaque)
 
     def redact(self, text: str) -> str:
         if not text:

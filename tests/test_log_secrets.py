@@ -23,7 +23,15 @@ TITLES_KEY = "sk-TITLESkey-9z8y7x6w5v4u3t2s1r"
 GATEWAY_KEY = "gw-GATEWAYkey-abcdef0123456789"
 MCP_TOKEN = "mcp-BEARERtoken-0f0e0d0c0b0a0908"
 MCP_KEY = "mcp-HEADERkey-1a2b3c4d5e6f7a8b"
+STT_KEY = "sk-STTkey-77aa66bb55cc44dd33ee"
+TTS_KEY = "sk-TTSkey-11ff22ee33dd44cc55bb"
+PROXY_PASS = "PROXYpass-0123abcd4567"
+RELAY_KEY = "relay-HEADERvalue-9988776655443322"
+STT_HEADER = "stt-HEADERvalue-1122334455667788"
 SECRETS = [BOT_TOKEN, PROVIDER_KEY, BROKEN_KEY, TITLES_KEY, GATEWAY_KEY, MCP_TOKEN, MCP_KEY]
+SECRETS += [STT_KEY, TTS_KEY, PROXY_PASS, RELAY_KEY, STT_HEADER]
+# Header values are never shown even in part (seed 004): not their masked form either.
+HEADER_VALUES = [MCP_TOKEN, MCP_KEY, RELAY_KEY, STT_HEADER]
 # What the owner writes: none of it may be logged unless general.log_messages = true.
 OWNER_TEXTS = [
     "ZEBRA-PLUM-417 my private diary entry",
@@ -57,6 +65,7 @@ default_model = "model-a"
 max_retries = 2
 retry_base_delay = 0.01
 timeout = 10.0
+headers = {{ X-Relay-Key = "{RELAY_KEY}" }}
 
 [providers.broken]
 type = "openai_compat"
@@ -71,7 +80,15 @@ api_base = "{openai.base_url}"
 model = "titler"
 
 [gateway]
-enabled = false
+port = 0
+
+[stt]
+api_base = "{openai.base_url}"
+headers = {{ X-Stt-Extra = "{STT_HEADER}" }}
+
+[tts]
+type = "edge"
+proxy = "http://kernel:{PROXY_PASS}@127.0.0.1:9"
 
 [[mcp.servers]]
 name = "notes"
@@ -124,6 +141,8 @@ async def test_no_secret_or_message_text_reaches_the_log(
             KERNEL_PROVIDER_BROKEN_API_KEY=BROKEN_KEY + "\n",
             KERNEL_TITLES_API_KEY=TITLES_KEY,
             KERNEL_GATEWAY_API_KEY=GATEWAY_KEY,
+            KERNEL_STT_API_KEY=STT_KEY,
+            KERNEL_TTS_API_KEY=TTS_KEY,
             NOTES_MCP_TOKEN=MCP_TOKEN,
             NOTES_MCP_KEY=MCP_KEY,
         )
@@ -177,6 +196,9 @@ async def test_no_secret_or_message_text_reaches_the_log(
             assert secret not in text, f"{secret} in {where}"
             assert secret[-12:] not in text, f"tail of {secret} in {where}"
         assert not any(secret in message for message in chat), f"{secret} in the chat"
+    for value in HEADER_VALUES:
+        for where, text in outputs.items():
+            assert f"{value[:4]}…{value[-4:]}" not in text, f"a fragment of {value} in {where}"
     if not messages:
         for where, text in outputs.items():
             for marker in OWNER_MARKERS:

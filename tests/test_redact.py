@@ -3,6 +3,8 @@ credential headers always [REDACTED], in every shape a library prints them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernel.redact import Redactor, hide_quoted, mask_secret, redact_text
@@ -119,3 +121,35 @@ def test_hide_quoted_keeps_the_shape_and_drops_the_values() -> None:
         "fts5: syntax error near \"…\"; No such file or directory: '…'; can't parse b'…' won't"
     )
     assert hide_quoted("'He said \"hi\"'") == "'…'"
+
+
+def test_header_values_are_never_shown_even_in_part() -> None:
+    value = "mcp-HEADERkey-1a2b3c4d5e6f7a8b"
+    redactor = Redactor([value], opaque=[value])
+    shown = redactor(f"server echoed {value} and {value}\n in its error")
+    assert shown == "server echoed [REDACTED] and [REDACTED]\n in its error"
+    # Without being opaque, a secret keeps its first and last four (seed 004's rule).
+    assert Redactor([value])(value) == f"{value[:4]}…{value[-4:]}"
+    # Added secrets keep the opaque ones opaque.
+    assert redactor.with_secrets(["sk-another-0123456789"])(value) == "[REDACTED]"
+
+
+def test_every_configured_header_table_feeds_the_redactor(tmp_path: Path) -> None:
+    from kernel.app import header_names_of, header_values_of
+    from kernel.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[general]\ndefault_provider = "p"\n'
+        '[providers.p]\ntype = "openai_compat"\napi_key = "k"\ndefault_model = "m"\n'
+        'headers = { User-Agent = "Kernel", X-Relay = "relay-value-123456" }\n'
+        '[stt]\napi_key = "s"\nheaders = { X-Stt = "stt-value-123456" }\n'
+        '[tts]\ntype = "openai"\napi_key = "t"\nheaders = { X-Tts = "tts-value-123456" }\n',
+        encoding="utf-8",
+    )
+    config = load_config(path, env={}, require_telegram=False)
+    assert {"X-Relay", "X-Stt", "X-Tts"} <= set(header_names_of(config))
+    assert "User-Agent" not in header_names_of(config)
+    values = set(header_values_of(config))
+    assert {"relay-value-123456", "stt-value-123456", "tts-value-123456"} <= values
+    assert "Kernel" not in values
