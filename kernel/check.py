@@ -3,16 +3,21 @@
 One line per part: ``ok``, ``warn`` (Kernel runs, but this part will not work) or
 ``fail`` (Kernel cannot do its job: it exits non-zero). Each non-ok line says how to
 fix it. Nothing here changes state: the provider gets one tiny request, Telegram one
-``getMe``, each MCP server one connection, the data directory one temporary file.
+``getMe``, each MCP server one connection, the titles model one tiny request, speech to
+text a fifth of a second of silence, text to speech one word, the data directory one
+temporary file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import shutil
 import sqlite3
+import subprocess
 import tempfile
+import wave
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -49,6 +54,12 @@ async def run_checks(config: Config, *, seconds: float = 20.0) -> list[CheckLine
         if provider.enabled:
             probes.append((f"provider {name}", lambda n=name: _provider(config, n)))  # type: ignore[misc]
     probes.append(("telegram", lambda: _telegram(config)))
+    if config.titles is not None:
+        probes.append(("titles", lambda: _titles(config)))
+    if config.stt is not None:
+        probes.append(("stt", lambda: _stt(config)))
+    if config.tts is not None:
+        probes.append(("tts", lambda: _tts(config)))
     results = await asyncio.gather(*(_bounded(part, probe, seconds) for part, probe in probes))
     lines += results
     lines += await _mcp(config)
@@ -163,6 +174,75 @@ async def _mcp(config: Config) -> list[CheckLine]:
     return lines
 
 
+async def _titles(config: Config) -> CheckLine:
+    from kernel.providers import create_titles_provider
+
+    assert config.titles is not None
+    try:
+        provider = await asyncio.to_thread(create_titles_provider, config.titles)
+        request = ChatRequest(
+            model=config.titles.model,
+            system="Reply with one word.",
+            messages=[Message("user", [TextBlock("ping")])],
+            max_tokens=8,
+        )
+        try:
+            async for event in provider._stream(request):
+                if isinstance(event, Completion):
+                    break
+        finally:
+            with contextlib.suppress(Exception):
+                await provider.aclose()
+    except KernelError as exc:
+        return CheckLine("titles", "warn", f"{exc} — {t('check.titles_fix')}")
+    return CheckLine(
+        "titles",
+        "ok",
+        t("check.provider_ok", model=config.titles.model, url=config.titles.api_base),
+    )
+
+
+def _silent_wav() -> bytes:
+    """A fifth of a second of silence: the smallest honest thing to transcribe."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(b"\0\0" * 3200)
+    return buffer.getvalue()
+
+
+async def _stt(config: Config) -> CheckLine:
+    from kernel.voice.stt import Transcriber
+
+    assert config.stt is not None
+    transcriber = Transcriber(config.stt)
+    try:
+        await transcriber.transcribe(_silent_wav(), "check.wav", "audio/wav")
+    except KernelError as exc:
+        return CheckLine("stt", "warn", f"{exc} — {t('check.stt_fix')}")
+    finally:
+        await transcriber.aclose()
+    return CheckLine("stt", "ok", t("check.stt_ok", model=config.stt.model))
+
+
+async def _tts(config: Config) -> CheckLine:
+    from kernel.voice.tts import Synthesizer
+
+    assert config.tts is not None
+    synthesizer = Synthesizer(config.tts)
+    try:
+        note = await synthesizer.synthesize("ok")
+    except KernelError as exc:
+        return CheckLine("tts", "warn", f"{exc} — {t('check.tts_fix')}")
+    finally:
+        await synthesizer.aclose()
+    return CheckLine(
+        "tts", "ok", t("check.tts_ok", kind=config.tts.type, seconds=f"{note.seconds:.1f}")
+    )
+
+
 def _clis(config: Config) -> list[CheckLine]:
     lines = []
     for name, cli in config.cli.items():
@@ -179,11 +259,19 @@ def _ffmpeg(config: Config) -> CheckLine:
     from kernel.voice.ffmpeg import find_ffmpeg
 
     explicit = config.tts.ffmpeg if config.tts else ""
+    status: Status = "warn" if config.tts else "ok"  # only replies to voice need it
     found = find_ffmpeg(explicit)
-    if found:
-        return CheckLine("ffmpeg", "ok", found)
-    status: Status = "warn" if config.tts else "ok"
-    return CheckLine("ffmpeg", status, t("check.ffmpeg_missing"))
+    if not found:
+        return CheckLine("ffmpeg", status, t("check.ffmpeg_missing"))
+    try:
+        encoders = subprocess.run(
+            [found, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=20
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        encoders = ""
+    if "libopus" not in encoders:
+        return CheckLine("ffmpeg", status, t("check.ffmpeg_no_opus", path=found))
+    return CheckLine("ffmpeg", "ok", found)
 
 
 def report(lines: list[CheckLine]) -> tuple[str, int]:

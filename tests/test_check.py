@@ -10,6 +10,7 @@ from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.delegate.standins import make_cli
 from tests.mcp.conftest import free_port, mcp_toml, stdio_server
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
@@ -37,10 +38,23 @@ def configure(
     )
 
 
-async def test_all_parts_reachable(anthropic_sim: AnthropicSim, tmp_path: Path) -> None:
+def voice_toml(openai: OpenAISim, ffmpeg: str = "") -> str:
+    base = f'api_base = "{openai.base_url}"\napi_key = "sk-voice-0123456789"\n'
+    return (
+        f'\n[titles]\ntype = "openai_compat"\nmodel = "tiny"\n{base}'
+        f"[stt]\n{base}"
+        f'[tts]\ntype = "openai"\n{base}' + (f'ffmpeg = "{ffmpeg}"\n' if ffmpeg else "")
+    )
+
+
+async def test_all_parts_reachable(
+    anthropic_sim: AnthropicSim, openai_sim: OpenAISim, tmp_path: Path
+) -> None:
     async with TelegramSim() as tg:
-        configure(tmp_path, anthropic_sim, tg, DEFAULT_TOKEN, mcp_toml([stdio_server("tools")]))
+        extra = mcp_toml([stdio_server("tools")]) + voice_toml(openai_sim)
+        configure(tmp_path, anthropic_sim, tg, DEFAULT_TOKEN, extra)
         anthropic_sim.enqueue(text_reply("pong"))
+        openai_sim.enqueue(text_reply("pong"))  # the titles model
         code, lines, err = await check(tmp_path)
 
     assert code == 0, lines
@@ -52,6 +66,12 @@ async def test_all_parts_reachable(anthropic_sim: AnthropicSim, tmp_path: Path) 
     assert line(lines, "cli codex").startswith("[warn]")  # not installed: Kernel runs anyway
     assert "no-such-codex" in line(lines, "cli codex")
     assert line(lines, "data_dir").startswith("[ok  ]")
+    assert line(lines, "titles").startswith("[ok  ] titles: tiny answered")
+    assert line(lines, "stt").startswith("[ok  ] stt: whisper-1 transcribes speech")
+    assert line(lines, "tts").startswith("[ok  ] tts: openai speaks (")
+    assert line(lines, "ffmpeg").startswith("[ok  ] ffmpeg: ")  # with libopus
+    uploads = openai_sim.audio_uploads
+    assert len(uploads) == 1 and uploads[0][:4] == b"RIFF"  # a real WAV was sent
     assert line(lines, "memory search").startswith("[ok  ] memory search: FTS5 available")
     assert lines[-1] == "0 failed, 2 warnings"  # codex and gemini are not installed
     assert len(anthropic_sim.requests) == 1
@@ -64,9 +84,12 @@ async def test_broken_parts_are_named_with_the_fix(
 ) -> None:
     nowhere = {"name": "docs", "type": "http", "url": f"http://127.0.0.1:{free_port()}/mcp"}
     nowhere["connect_timeout"] = 2.0  # type: ignore[assignment]
-    async with TelegramSim() as tg:
-        configure(tmp_path, anthropic_sim, tg, "999:WRONG-TOKEN", mcp_toml([nowhere]))
+    async with TelegramSim() as tg, OpenAISim() as openai_sim:
+        extra = mcp_toml([nowhere]) + voice_toml(openai_sim, ffmpeg="/nonexistent/ffmpeg")
+        configure(tmp_path, anthropic_sim, tg, "999:WRONG-TOKEN", extra)
         anthropic_sim.enqueue(Error(401, "authentication_error", f"invalid x-api-key {SECRET_KEY}"))
+        openai_sim.enqueue(Error(500))  # the titles model
+        openai_sim.enqueue_transcription(Error(500))
         code, lines, err = await check(tmp_path)
 
     assert code == 1, lines
@@ -75,6 +98,10 @@ async def test_broken_parts_are_named_with_the_fix(
     assert line(lines, "telegram").startswith("[FAIL]")
     assert "token" in line(lines, "telegram").lower()
     assert line(lines, "mcp docs").startswith("[warn] mcp docs: could not connect")
+    assert line(lines, "titles").startswith("[warn]")
+    assert line(lines, "stt").startswith("[warn]") and "[stt]" in line(lines, "stt")
+    assert line(lines, "tts").startswith("[warn]") and "ffmpeg" in line(lines, "tts")
+    assert line(lines, "ffmpeg").startswith("[warn] ffmpeg: no ffmpeg found")
     assert lines[-1].startswith("2 failed")
     assert SECRET_KEY not in "\n".join(lines) + err
     assert "WRONG-TOKEN" not in "\n".join(lines) + err
