@@ -72,11 +72,14 @@ async def test_memory_tools_and_recall_in_chinese_and_english(
     assert found["text"] == "我喜欢昭和时期的音乐" and found["category"] == "user"
     assert set(found) == {"id", "text", "created_at", "category"}
 
-    # English: recalled for a message about tea, first in the layer
+    # English: recalled for a message about tea, first in the layer, ahead of a newer,
+    # unrelated memory (so the most-recent fallback could not pass this)
+    cat, _ = await kernel.memories.add("The owner's cat is called Mochi")
     sim.enqueue(text_reply("Try a Tieguanyin."))
     await run(kernel, "Which TEA should I brew today?")
     lines = recalled(sim).splitlines()
     assert "The owner drinks oolong tea every morning" in lines[0]
+    await kernel.store.delete_memories([cat.id])
 
     # list, delete, delete again (an error the model reads), list again
     sim.enqueue(

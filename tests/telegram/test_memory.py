@@ -32,6 +32,9 @@ async def test_remembered_in_chinese_is_recalled_for_a_message_about_it(bot: Fac
     layer = recalled_layer(str(h.model.requests[-1].body["system"]))
     assert layer.splitlines()[0].endswith("我喜欢昭和时期的音乐")
 
+    # A newer, unrelated memory: only a real search puts the tea first (the
+    # most-recent fallback would put this one first).
+    assert (await h.ask("/remember My cat is called Mochi")).startswith("Remembered")
     await h.converse("Which tea should I brew?")
     layer = recalled_layer(str(h.model.requests[-1].body["system"]))
     assert layer.splitlines()[0].endswith("The owner drinks oolong tea")
