@@ -126,6 +126,8 @@ class CLIProcess:
         self._activity = asyncio.Event()
         self._buffer = bytearray()
         self._file: BinaryIO | None = None
+        self._err_file: BinaryIO | None = None
+        self._err_failed = False
         self._stopped = False
 
     @property
@@ -286,7 +288,25 @@ class CLIProcess:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         while chunk := await stream.read(CHUNK):
             self.stderr.add(decoder.decode(chunk))
+            await self._write_stderr(chunk)
         self.stderr.add(decoder.decode(b"", final=True))
+
+    async def _write_stderr(self, chunk: bytes) -> None:
+        """All of stderr goes to its own file beside the output (a CLI in text mode may
+        put its whole progress there); the output file keeps its head and tail."""
+        if self._err_failed:
+            return
+        try:
+            if self._err_file is None:
+                self._err_file = await asyncio.to_thread(_open, self.stderr_path)
+            await asyncio.to_thread(self._err_file.write, chunk)
+        except OSError as exc:
+            self._err_failed = True
+            log.warning("cli stderr file write failed (%s); stderr not saved", exc.strerror)
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.request.output_path.with_name(self.request.output_path.stem + ".stderr.txt")
 
     async def _write(self, chunk: bytes) -> None:
         if self._file is None:  # the file was given up: nothing to buffer for
@@ -305,12 +325,22 @@ class CLIProcess:
                     await asyncio.to_thread(file.close)
 
     async def _close_file(self) -> None:
+        err_file, self._err_file = self._err_file, None
+        if err_file is not None:
+            await asyncio.to_thread(err_file.close)
+            if self.stderr.omitted <= 0:  # all of it fits in the output file below
+                await asyncio.to_thread(self.stderr_path.unlink, True)
         file, self._file = self._file, None
         if file is None:
             return
         data = bytes(self._buffer)
         if self.stderr.total:
-            data += b"\n----- stderr -----\n" + self.stderr.text().encode("utf-8", "replace")
+            title = "stderr"
+            if self.stderr.omitted > 0 and not self._err_failed:
+                title = f"stderr, head and tail; all of it in {self.stderr_path.name}"
+            data += f"\n----- {title} -----\n".encode() + self.stderr.text().encode(
+                "utf-8", "replace"
+            )
         try:
             await asyncio.to_thread(_write_and_close, file, data)
         finally:

@@ -12,6 +12,7 @@ One script serves every CLI; its behaviour comes from the environment the test s
 - ``STANDIN_DELAY``: seconds after each displayable event (start-up noise comes at once).
 - ``STANDIN_IGNORE_TERM=1``: ignore SIGTERM (the child and its grandchild).
 - ``STANDIN_GRANDCHILD=1``: spawn a sleeping grandchild first.
+- ``STANDIN_STDERR_SIZE``: that many characters on stderr first.
 - ``STANDIN_RECORD``: a file that gets ``{"argv", "cwd", "pid", "grandchild", "env"}``.
 
 The CLI shape is the script's first argument baked in at creation (``claude_code``,
@@ -41,6 +42,10 @@ if os.environ.get("STANDIN_GRANDCHILD") == "1":
         code += "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     code += "time.sleep(600)\n"
     grandchild = subprocess.Popen([sys.executable, "-c", code]).pid
+stderr_size = int(os.environ.get("STANDIN_STDERR_SIZE", "0"))
+if stderr_size:  # progress on stderr, as codex prints it in text mode
+    sys.stderr.write("ERR-HEAD-" + "e" * (stderr_size - 18) + "-ERR-TAIL")
+    sys.stderr.flush()
 record = os.environ.get("STANDIN_RECORD")
 if record:
     env = {{k: v for k, v in os.environ.items() if k.startswith(("KERNEL_", "STANDIN_"))}}

@@ -232,6 +232,33 @@ async def test_200k_characters_are_saved_whole_and_cut_head_and_tail_for_the_mod
     assert saved.count("x") >= 199_990  # the file has everything
 
 
+async def test_a_long_stderr_is_saved_whole_beside_the_output(
+    bin_dir: dict[str, Path], make_config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STANDIN_STDERR_SIZE", "60000")
+    config = make_config(cli_section("claude_code", command=str(bin_dir["text"])))
+    result = await delegator_for(config).delegate("talk on stderr")
+
+    output_path = Path(result["output_path"])
+    saved = read(output_path)
+    assert "ERR-HEAD-" in saved and "-ERR-TAIL" in saved and saved.count("e") < 30_000
+    full = output_path.with_name(output_path.stem + ".stderr.txt")
+    assert f"all of it in {full.name}" in saved
+    text = read(full)
+    assert text.startswith("ERR-HEAD-") and text.endswith("-ERR-TAIL") and len(text) == 60_000
+
+
+async def test_a_short_stderr_needs_no_file_of_its_own(
+    bin_dir: dict[str, Path], make_config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STANDIN_STDERR_SIZE", "100")
+    config = make_config(cli_section("claude_code", command=str(bin_dir["text"])))
+    result = await delegator_for(config).delegate("a little on stderr")
+    output_path = Path(result["output_path"])
+    assert "ERR-TAIL" in read(output_path)
+    assert not output_path.with_name(output_path.stem + ".stderr.txt").exists()
+
+
 async def test_nonzero_exit_is_a_failure_with_stderr_for_the_model(
     bin_dir: dict[str, Path], make_config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
