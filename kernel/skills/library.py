@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from stat import S_ISREG
 
 from kernel.errors import SkillError
 from kernel.i18n import t
@@ -153,6 +154,9 @@ class SkillLibrary:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._lock = asyncio.Lock()  # one change at a time
+        # Parsed skills by name with the (mtime, size) they were read at: each turn
+        # lists the folder, but re-reads only a SKILL.md that changed.
+        self._parsed: dict[str, tuple[tuple[int, int], Skill]] = {}
 
     # ----- reading (always in a worker thread) --------------------------------------
 
@@ -162,21 +166,27 @@ class SkillLibrary:
             stat = path.stat()
         except OSError:
             return None
-        modified = datetime.fromtimestamp(stat.st_mtime, UTC)
-        if not path.is_file():
+        if not S_ISREG(stat.st_mode):
             return None
+        modified = datetime.fromtimestamp(stat.st_mtime, UTC)
         if not valid_name(name):
             return Skill(name, "", False, "", stat.st_size, modified, t("skill.bad_folder"))
         if stat.st_size > MAX_SKILL_BYTES:
             problem = t("skill.too_large", limit=MAX_SKILL_BYTES)
             return Skill(name, "", False, "", stat.st_size, modified, problem)
+        version = (stat.st_mtime_ns, stat.st_size)
+        cached = self._parsed.get(name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
         try:
             text = path.read_bytes()[:MAX_SKILL_BYTES].decode("utf-8-sig")
         except UnicodeDecodeError:
             return Skill(name, "", False, "", stat.st_size, modified, t("skill.not_utf8"))
         except OSError:
             return None
-        return parse_skill(name, text, stat.st_size, modified)
+        skill = parse_skill(name, text, stat.st_size, modified)
+        self._parsed[name] = (version, skill)
+        return skill
 
     def _scan(self) -> list[Skill]:
         try:
@@ -218,12 +228,16 @@ class SkillLibrary:
         refs = skill_refs(text)
         if not refs:
             return []
-        skills = await self.all()
-        by_name = {s.name: s for s in skills}
-        unknown = [name for name in refs if name not in by_name]
+
+        def load_named() -> list[Skill | None]:
+            # A name that is not a valid skill name is never a path to look at.
+            return [self._load(name) if valid_name(name) else None for name in refs]
+
+        found = await asyncio.to_thread(load_named)
+        unknown = [name for name, skill in zip(refs, found, strict=True) if skill is None]
         if unknown:
-            raise await self._unknown(unknown, skills)
-        chosen = [by_name[name] for name in refs]
+            raise await self._unknown(unknown)
+        chosen = [skill for skill in found if skill is not None]
         for skill in chosen:
             if skill.problem:
                 raise SkillError(
