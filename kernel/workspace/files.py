@@ -123,9 +123,7 @@ class Workspace:
         self.root = root.resolve()
         # A workspace may live inside the data directory (data/workspace): then only what
         # lies beside it there is Kernel's, and none of that is under the root.
-        self.protected = [
-            p.resolve() for p in protected if p.resolve() not in self.root.parents
-        ]
+        self.protected = [p.resolve() for p in protected if p.resolve() not in self.root.parents]
 
     # ----- checks --------------------------------------------------------------------
 

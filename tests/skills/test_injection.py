@@ -164,3 +164,19 @@ async def test_skills_summary_is_a_layer_between_memories_and_time(
     skills = layers[3]
     assert skills.source == "skills" and "- tidy: sorts lists" in skills.text
     assert "off" not in skills.text
+
+
+async def test_an_edit_by_hand_counts_from_the_next_turn(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    path = write_skill(tmp_path, "tidy", "sorts lists", TIDY)
+    assert [s.body for s in await kernel.skills.invoked("/skill/tidy")] == [TIDY]
+    assert "- tidy: sorts lists" in await kernel.skills.summary()
+
+    path.write_text("---\nname: tidy\ndescription: sorts and dedupes\n---\nSort; drop repeats.\n")
+
+    assert [s.body for s in await kernel.skills.invoked("/skill/tidy")] == ["Sort; drop repeats."]
+    assert "- tidy: sorts and dedupes" in await kernel.skills.summary()
+    path.unlink()
+    assert await kernel.skills.summary() == ""
