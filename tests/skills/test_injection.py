@@ -16,6 +16,7 @@ from kernel.skills import skill_refs
 from tests.conftest import KernelFactory
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply
 from tests.telegram.conftest import CONV, Factory
 
@@ -32,7 +33,11 @@ def write_skill(base: Path, name: str, description: str, body: str, extra: str =
 
 
 def last_user_blocks(request_body: dict[str, Any]) -> list[str]:
+    """The text parts of the last message a model got (the OpenAI format joins a message
+    of text parts into one string: then that string is the one part)."""
     content = request_body["messages"][-1]["content"]
+    if isinstance(content, str):
+        return [content]
     return [block["text"] for block in content if block["type"] == "text"]
 
 
@@ -108,17 +113,18 @@ async def test_telegram_unknown_skill_is_refused_naming_the_available_ones(
 
 
 async def test_http_process_injects_and_refuses(
-    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+    sidecar: SidecarFactory, sim: AnthropicSim | OpenAISim, tmp_path: Path
 ) -> None:
+    """Both provider types: the skill block reaches each wire format as its own part."""
     write_skill(tmp_path, "tidy", "sorts lists", TIDY)
     write_skill(tmp_path, "broken", "", "no description")
-    sc = await sidecar(anthropic_sim)
-    anthropic_sim.enqueue(text_reply("a\nb"))
+    sc = await sidecar(sim)
+    sim.enqueue(text_reply("a\nb"))
 
     status, data = await sc.process("b a — please use /skill/tidy.")
     assert status == 200 and data["reply"] == "a\nb"
-    blocks = last_user_blocks(anthropic_sim.requests[-1].body)
-    assert blocks[0] == f'<skill name="tidy">\n{TIDY}\n</skill>'
+    sent = "\n\n".join(last_user_blocks(sim.requests[-1].body))
+    assert sent == f'<skill name="tidy">\n{TIDY}\n</skill>\n\nb a — please use /skill/tidy.'
 
     status, data = await sc.process("/skill/nope and /skill/other")
     assert status == 404
@@ -129,7 +135,7 @@ async def test_http_process_injects_and_refuses(
     status, data = await sc.process("/skill/broken")
     assert status == 409 and data["error"]["code"] == "skill_invalid"
     assert "description" in data["error"]["message"]
-    assert len(anthropic_sim.requests) == 1
+    assert len(sim.requests) == 1
 
 
 async def test_console_treats_a_skill_as_a_message(
