@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kernel.agent.agent import Agent
+from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
 from kernel.config import Config
 from kernel.delegate import tool as delegate_tool
@@ -21,9 +21,13 @@ from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
 from kernel.retention import RetentionJob
 from kernel.runtime import Runtime
+from kernel.selfops import Mutations
+from kernel.skills import SkillLibrary
 from kernel.store.db import Store
 from kernel.tools import ask, memory
 from kernel.tools.registry import ToolRegistry
+from kernel.workspace import Workspace
+from kernel.workspace.archive import Archives
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +140,30 @@ class Kernel:
         self.mcp = MCPManager(config, self.tools)
         self._sleep = sleep
         self.delegator = Delegator(config)
+        self.skills = SkillLibrary(config.base_dir / SKILLS_FOLDER)
         self.agent = Agent(
-            config, self.store, self.tools, self._make_provider, sleep=sleep, memories=self.memories
+            config,
+            self.store,
+            self.tools,
+            self._make_provider,
+            sleep=sleep,
+            memories=self.memories,
+            skills=self.skills,
         )
         self.retention = RetentionJob(config.data_dir, config.general.retention_days)
         self.runtime = Runtime(config)
         self.runtime.on_providers_changed(self.agent.providers_changed)
+        # The workspace the sidecar serves: config.toml and the data dir never among it.
+        self.workspace = Workspace(
+            config.general.default_workspace, protected=[config.path, config.data_dir]
+        )
+        self.archives = Archives(
+            self.workspace,
+            config.data_dir / "tmp",
+            max_bytes=config.gateway.archive_max_bytes,
+            max_files=config.gateway.archive_max_files,
+        )
+        self.selfops = Mutations(config, self.runtime, self.agent)
         self.channels: dict[str, ChannelStatus] = {}
 
     def register_channel(self, channel: ChannelStatus) -> None:

@@ -203,6 +203,8 @@ class GatewayConfig:
     queue_timeout: float = 300.0  # a request waits this long for its chat's running turn
     # Browser origins allowed to call the sidecar (a page of yours); others get 403.
     allowed_origins: list[str] = field(default_factory=list)
+    archive_max_bytes: int = 256 * 1024 * 1024  # workspace zip export/import, uncompressed
+    archive_max_files: int = 10000  # entries in a workspace zip
 
     @property
     def client_host(self) -> str:
@@ -906,6 +908,8 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
         max_body_bytes=r.positive("max_body_bytes", int, 32 * 1024 * 1024),
         queue_timeout=r.positive("queue_timeout", float, 300.0),
         allowed_origins=[o.rstrip("/") for o in r.str_list("allowed_origins", [])],
+        archive_max_bytes=r.positive("archive_max_bytes", int, 256 * 1024 * 1024),
+        archive_max_files=r.positive("archive_max_files", int, 10000),
     )
     if not 0 <= gw.port <= 65535:
         expected = _expected("int") + " 0-65535"

@@ -13,7 +13,12 @@ KernelError
 ├── StoreError             the SQLite store failed
 ├── SessionError           unknown session / bad session reference
 │   └── ProtectedSessionError  the default chat, which is never deleted
-└── BusyError              a turn is already running for this conversation
+├── BusyError              a turn is already running for this conversation
+└── CodedError             a refusal with a stable ``code`` (and ``details``) the sidecar
+    │                      returns as is; the text names the problem and the fix
+    ├── SkillError         unknown, disabled or badly named skill; skill files
+    ├── WorkspaceError     a workspace path or archive that is refused
+    └── SelfOpsError       SelfOps: session model override, config mutations
 """
 
 from __future__ import annotations
@@ -97,4 +102,25 @@ class ProtectedSessionError(SessionError):
 
 
 class BusyError(KernelError):
+    pass
+
+
+class CodedError(KernelError):
+    """A refusal with a stable machine-readable ``code`` (seed 000's error codes)."""
+
+    def __init__(self, code: str, message: str, details: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details or {}
+
+
+class SkillError(CodedError):
+    pass
+
+
+class WorkspaceError(CodedError):
+    pass
+
+
+class SelfOpsError(CodedError):
     pass

@@ -35,8 +35,9 @@ ProvidersListener = Callable[[set[str]], None]
 
 
 def is_sensitive(name: str) -> bool:
-    """Env names whose values are masked when listed (seed 000 "敏感字段判定")."""
-    upper = name.upper()
+    """Names whose values are secrets (seed 000 "敏感字段判定"): ``api_key`` and names
+    ending ``_KEY``/``_TOKEN``/``_SECRET`` (``-`` counts as ``_``: ``X-Api-Key``)."""
+    upper = name.upper().replace("-", "_")
     return upper == "API_KEY" or upper.endswith(_SENSITIVE_SUFFIXES)
 
 
@@ -88,25 +89,41 @@ class Runtime:
     async def overlay(self) -> Overlay:
         return await asyncio.to_thread(read_overlay, self.path)
 
-    async def update(self, change: Callable[[Overlay], None]) -> Config:
+    async def validate(self, candidate: Overlay) -> Config:
+        """The configuration ``candidate`` would give (ConfigError names the problem);
+        nothing is written."""
+        return await asyncio.to_thread(
+            load_config,
+            self.config.path,
+            env=self.config.source_env,
+            require_telegram=False,
+            overlay=candidate,
+        )
+
+    async def update(
+        self,
+        change: Callable[[Overlay], None],
+        *,
+        expect: Callable[[Overlay], None] | None = None,
+    ) -> Config:
         """Apply ``change`` to a copy of the overlay, validate the result as a whole
         configuration (ConfigError names the problem), write it, then make it live.
-        Shielded: a caller that goes away (an HTTP client disconnecting) never leaves
-        the file and the live configuration disagreeing."""
-        return await asyncio.shield(self._update(change))
+        ``expect`` sees the current overlay first, under the same lock, and may raise to
+        refuse a change prepared against an older one. Shielded: a caller that goes away
+        (an HTTP client disconnecting) never leaves the file and the live configuration
+        disagreeing."""
+        return await asyncio.shield(self._update(change, expect))
 
-    async def _update(self, change: Callable[[Overlay], None]) -> Config:
+    async def _update(
+        self, change: Callable[[Overlay], None], expect: Callable[[Overlay], None] | None
+    ) -> Config:
         async with self._lock:
             current = await asyncio.to_thread(read_overlay, self.path)
+            if expect is not None:
+                expect(current)
             candidate = copy.deepcopy(current)
             change(candidate)
-            fresh = await asyncio.to_thread(
-                load_config,
-                self.config.path,
-                env=self.config.source_env,
-                require_telegram=False,
-                overlay=candidate,
-            )
+            fresh = await self.validate(candidate)
             await asyncio.to_thread(write_overlay, self.path, candidate)
             self._apply(fresh)
             return fresh

@@ -54,6 +54,7 @@ from kernel.errors import (
     ProtectedSessionError,
     ProviderError,
     SessionError,
+    SkillError,
     ToolError,
 )
 from kernel.i18n import t
@@ -70,6 +71,7 @@ from kernel.providers.base import (
     TextDelta,
     stream_with_retry,
 )
+from kernel.skills import SkillLibrary, wrap_skill
 from kernel.store.db import SessionRow, Store
 from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
 from kernel.tools.repair import repair_arguments
@@ -83,6 +85,8 @@ RECENT_TURNS = 256
 CANCELLED_MARK = " [已取消]"  # model-facing history marker, not user-facing text
 FAILED_RESULT = "failed: the turn ended with an error before this tool's result was recorded"
 SOUL_FALLBACK = "You are Kernel, the owner's personal assistant. Be brief, accurate and kind."
+SKILLS_FOLDER = "skills"  # beside config.toml
+MODEL_OVERRIDE = "active_llm_override"  # session meta: {"provider_id", "model"} for its turns
 
 
 class SelectionError(KernelError):
@@ -138,10 +142,12 @@ class Agent:
         clock: Callable[[], datetime] | None = None,
         titles: TitleMaker | None = None,
         memories: Memories | None = None,
+        skills: SkillLibrary | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.memories = memories or Memories(store, config.data_dir / "cache")
+        self.skills = skills or SkillLibrary(config.base_dir / SKILLS_FOLDER)
         self.tools = tools
         self._factory = provider_factory
         self._providers: dict[str, Provider] = {}
@@ -258,6 +264,59 @@ class Agent:
             if model:
                 return name, model
         return self.provider_name, self.model
+
+    def check_model(self, provider_id: str, requested: str | None = None) -> tuple[str, str]:
+        """(provider, model) for an explicit choice: a configured, enabled provider and one
+        of its models or aliases (its default model when none is named)."""
+        pcfg = self.config.providers.get(provider_id)
+        if pcfg is None or not pcfg.enabled:
+            available = ", ".join(self.available_providers)
+            raise SelectionError(t("provider.unavailable", name=provider_id, available=available))
+        model = pcfg.resolve(requested) if requested else pcfg.default_model
+        if model is None:
+            raise SelectionError(
+                t(
+                    "model.invalid",
+                    model=requested,
+                    provider=provider_id,
+                    models=", ".join(pcfg.models),
+                )
+            )
+        return provider_id, model
+
+    def model_for(self, meta: dict[str, object]) -> tuple[str, str]:
+        """The provider and model a session's turns use: its own override (set through
+        SelfOps) while it still resolves, else the active choice."""
+        override = meta.get(MODEL_OVERRIDE)
+        if isinstance(override, dict):
+            try:
+                model = override.get("model")
+                return self.check_model(str(override.get("provider_id", "")), str(model or ""))
+            except SelectionError:
+                # A provider switched off or a model removed since: the session is not
+                # left unable to answer; the override shows in the chat's meta to fix.
+                log.warning("a session's model override no longer resolves; using the active one")
+        return self.provider_name, self.model
+
+    async def set_session_model(
+        self, session_id: int, provider_id: str, requested: str | None = None
+    ) -> tuple[str, str]:
+        """Give one session its own provider/model; the active choice is untouched."""
+        chosen = self.check_model(provider_id, requested)
+        row = await self.store.get_session(session_id)
+        if row is None:
+            raise SessionError(t("session.not_found", id=session_id))
+        override = {"provider_id": chosen[0], "model": chosen[1]}
+        await self.store.update_meta(session_id, {**row.meta, MODEL_OVERRIDE: override})
+        return chosen
+
+    async def clear_session_model(self, session_id: int) -> None:
+        row = await self.store.get_session(session_id)
+        if row is None:
+            raise SessionError(t("session.not_found", id=session_id))
+        if MODEL_OVERRIDE in row.meta:
+            meta = {k: v for k, v in row.meta.items() if k != MODEL_OVERRIDE}
+            await self.store.update_meta(session_id, meta)
 
     async def stream_request(
         self, name: str, request: ChatRequest
@@ -499,6 +558,10 @@ class Agent:
         memories = await self._recall(query)
         if memories:
             layers.append(Layer("memories", memories, "memories"))
+        skills = await self.skills.summary()
+        if skills:
+            where = _relative(self.skills.folder, self.config.base_dir)
+            layers.append(Layer("skills", skills, where))
         now = self.local_time(self._clock())
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
         text = f"当前时间：{stamp}（{self.config.general.timezone}）"
@@ -535,6 +598,10 @@ class Agent:
             finally:
                 turn.emit(Completed(run.step, reply, cancelled=True))
             raise
+        except SkillError as exc:
+            # Refused before anything was stored or sent: the owner fixes the name and
+            # sends again (the text names the skills there are).
+            turn.emit(ErrorEvent(run.step, exc.code, str(exc)))
         except ProviderError as exc:
             self.last_error = str(exc)
             log.warning("turn %s: provider error %s", turn.id, type(exc).__name__)
@@ -580,6 +647,7 @@ class _TurnRun:
 
     async def execute(self, user_input: UserInput) -> None:
         agent, cfg = self.agent, self.agent.config
+        skills = await agent.skills.invoked(user_input.text)
         conv = agent._conv(self.turn.conversation)
         self.new_session = conv.session_id is None
         if conv.session_id is None:
@@ -590,12 +658,17 @@ class _TurnRun:
             self.session_id, rounds=max(cfg.general.context_rounds - 1, 1)
         )
         user_message = user_input.to_message()
+        # Each invoked skill is a block of its own before the owner's words, so that
+        # slimming can replace exactly it with a marker when storing.
+        user_message.content[0:0] = [TextBlock(wrap_skill(s)) for s in skills]
         await self._store(user_message)
         if self.turn.cancel_requested:  # cancelled before it began: the message is kept
             raise asyncio.CancelledError
         working = repair_history([*history, user_message])
         system = join_layers(await agent.system_layers(user_input.text))
-        provider = await agent.provider()
+        session = await agent.store.get_session(self.session_id)
+        name, model = agent.model_for(session.meta if session else {})
+        provider = await agent.provider(name)
         pcfg = cfg.providers[provider.name]
         policy = RetryPolicy(max_retries=pcfg.max_retries, base_delay=pcfg.retry_base_delay)
         limit = cfg.general.max_tool_calls
@@ -605,7 +678,7 @@ class _TurnRun:
             self.turn.emit(StepStarted(self.step))
             tools = agent.tools.specs() if provider.capabilities.tool_call else []
             messages = working if tools else flatten_tool_blocks(working)
-            request = ChatRequest(agent.model, system, messages, tools)
+            request = ChatRequest(model, system, messages, tools)
             completion = await self._stream(provider, request, policy)
             # History keeps the text without <remember> tags: it is what the owner saw,
             # the facts live in memories (recalled as their own layer), and a model shown

@@ -1,6 +1,7 @@
 """History slimming on write (seed 004 "历史瘦身"): the model sees everything during the
-turn; the database keeps a rule-made one-liner for bulky content so history stays small
-and ``/resume`` stays cheap. Nothing here calls a model."""
+turn; the database keeps a rule-made one-liner for bulky content (tool results, images,
+files, voice, injected skills) so history stays small and ``/resume`` stays cheap.
+Nothing here calls a model."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import re
 from dataclasses import replace
 
 from kernel.agent.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
+from kernel.skills.library import SKILL_BLOCK
 
 IMAGE_DONE = "[图片已处理]"
 VOICE_DONE = "[语音已处理]"
+SKILL_DONE = "[技能 {name} 已加载]"  # a skill's text is in skills/, not repeated in history
 TOOL_RESULT_LIMIT = 200  # tool results longer than this are summarised in history
 
 _FILE = re.compile(r"\[文件: (?P<name>[^\]\n]+)\]\n```[^\n]*\n.*?\n```", re.DOTALL)
@@ -30,6 +33,8 @@ def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
     if isinstance(block, ImageBlock):
         return TextBlock(IMAGE_DONE)
     if isinstance(block, TextBlock):
+        if skill := SKILL_BLOCK.match(block.text):
+            return TextBlock(SKILL_DONE.format(name=skill.group(1)))
         text = _FILE.sub(lambda m: f"[文件 {m.group('name')} 已处理]", block.text)
         return TextBlock(_VOICE.sub(VOICE_DONE, text))
     if isinstance(block, ToolResultBlock):

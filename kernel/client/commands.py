@@ -1,4 +1,5 @@
-"""``kernel chats|models|env …``: seed 000's CLI verbs, talking to the running sidecar.
+"""``kernel chats|models|env …``: seed 000's CLI verbs, talking to the running sidecar
+(``kernel skills|workspace …`` are in :mod:`kernel.client.files`).
 
 Human-readable tables by default, the sidecar's JSON with ``--json``. Exit codes: 0 done,
 1 the sidecar refused (its message is printed), 2 bad usage, 3 Kernel is not running.
@@ -79,6 +80,10 @@ def register(sub: Any) -> None:
     p = _verb(verbs, "delete", env_delete, "delete a variable")
     p.add_argument("key")
 
+    from kernel.client import files  # skills and workspace verbs (they use this module)
+
+    files.register(sub)
+
 
 def _verb(verbs: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = verbs.add_parser(name, help=help_text)
@@ -103,6 +108,9 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         return EXIT_REFUSED
     except ConfigError as exc:
         print(f"kernel: {exc}", file=err)
+        return 2
+    except OSError as exc:  # a local file to send or to write
+        print(f"kernel: {t('client.local_file', path=exc.filename, detail=exc.strerror)}", file=err)
         return 2
 
 

@@ -11,13 +11,14 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from http.client import HTTPResponse
-from typing import Any
+from typing import IO, Any
 
 from kernel.config import gateway_of
 from kernel.errors import KernelError
 from kernel.i18n import t
 
 CALL_TIMEOUT = 30.0  # seconds for a plain request
+TRANSFER_TIMEOUT = 300.0  # seconds without a byte while a file or an archive moves
 TURN_TIMEOUT = 900.0  # seconds without a byte while a turn streams (a delegated CLI is quiet)
 
 
@@ -65,6 +66,26 @@ class Sidecar:
         with self._open(self._request(method, path, body), CALL_TIMEOUT) as response:
             raw = response.read()
         return json.loads(raw) if raw else None
+
+    def send(self, method: str, path: str, data: bytes, content_type: str) -> Any:
+        """A raw body (a file, a zip); the answer is JSON."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        if self.api_key:
+            headers["X-API-Key"] = self.api_key
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        with self._open(request, TRANSFER_TIMEOUT) as response:
+            raw = response.read()
+        return json.loads(raw) if raw else None
+
+    def download(self, path: str, sink: IO[bytes]) -> int:
+        """Copy a raw answer (a file, a zip) into ``sink``; returns the byte count."""
+        request = self._request("GET", path, accept="*/*")
+        count = 0
+        with self._open(request, TRANSFER_TIMEOUT) as response:
+            while chunk := response.read(256 * 1024):
+                sink.write(chunk)
+                count += len(chunk)
+        return count
 
     def stream(self, path: str, body: Any) -> Iterator[Any]:
         """The ``data:`` payloads of an SSE answer as they arrive, up to ``[DONE]``.

@@ -68,7 +68,7 @@ class ConsoleChat:
         text = text.strip()
         if not text:
             return True
-        if text.startswith("/"):
+        if text.startswith("/") and not text.startswith("/skill/"):  # a skill is a message
             return await self.command(text)
         await self.converse(text)
         return True

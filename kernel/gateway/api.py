@@ -21,6 +21,7 @@ from aiohttp import web
 
 from kernel.agent.messages import ImageBlock
 from kernel.app import Kernel
+from kernel.errors import CodedError
 from kernel.i18n import t
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -52,6 +53,41 @@ def invalid(message: str, **details: Any) -> ApiError:
 
 def not_found(what: str, ident: str) -> ApiError:
     return ApiError(404, "not_found", t("gw.not_found", what=what, id=ident), {what: ident})
+
+
+# HTTP status of each code a CodedError carries (skills, workspace, SelfOps).
+CODE_STATUS: dict[str, int] = {
+    "invalid_request": 400,
+    "not_found": 404,
+    "skill_not_found": 404,
+    "skill_exists": 409,
+    "skill_invalid_name": 400,
+    "skill_invalid": 409,
+    "skill_disabled": 409,
+    "skill_too_large": 413,
+    "path_invalid": 400,
+    "path_denied": 403,
+    "path_conflict": 409,
+    "path_is_directory": 400,
+    "directory_not_empty": 409,
+    "workspace_missing": 404,
+    "archive_too_large": 413,
+    "import_invalid": 400,
+    "import_unsafe_entry": 400,
+    "session_not_found": 404,
+    "session_model_invalid": 400,
+    "session_exists": 409,
+    "mutation_not_found": 404,
+    "mutation_expired": 410,
+    "mutation_hash_mismatch": 409,
+    "mutation_sensitive_denied": 403,
+    "mutation_path_denied": 403,
+    "mutation_apply_conflict": 409,
+}
+
+
+def coded(exc: CodedError) -> ApiError:
+    return ApiError(CODE_STATUS.get(exc.code, 400), exc.code, str(exc), dict(exc.details))
 
 
 def json_response(
@@ -110,6 +146,17 @@ def authorized(request: web.Request) -> bool:
 # ---------------------------------------------------------------------- bodies
 
 READ_TIMEOUT = web.AppKey("read_timeout", float)
+MAX_BODY = web.AppKey("max_body", int)
+
+
+async def read_bytes(request: web.Request) -> bytes:
+    """The whole body: 408 when it does not arrive within ``gateway.read_timeout``, 413
+    over ``gateway.max_body_bytes`` (aiohttp's ``client_max_size``)."""
+    try:
+        async with asyncio.timeout(request.app[READ_TIMEOUT]):
+            return await request.read()
+    except TimeoutError:
+        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
 
 
 async def read_json(request: web.Request) -> Any:
@@ -119,11 +166,7 @@ async def read_json(request: web.Request) -> Any:
     if kind != "application/json" and not kind.endswith("+json"):
         # A cross-site page can POST text/plain without a preflight; never JSON.
         raise ApiError(415, "unsupported_media_type", t("gw.json_only", got=kind or "none"))
-    try:
-        async with asyncio.timeout(request.app[READ_TIMEOUT]):
-            raw = await request.read()
-    except TimeoutError:
-        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+    raw = await read_bytes(request)
     if not raw.strip():
         raise invalid(t("gw.body_missing"))
     try:
@@ -277,6 +320,8 @@ class Operation:
     public: bool
     sse: bool  # may answer with text/event-stream
     anthropic: bool  # errors in the Anthropic format
+    body_type: str = "application/json"
+    response_type: str = "application/json"
 
 
 @dataclass
@@ -304,6 +349,8 @@ class Router:
         public: bool = False,
         sse: bool = False,
         anthropic: bool = False,
+        body_type: str = "application/json",
+        response_type: str = "application/json",
     ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.operations.append(
@@ -321,6 +368,8 @@ class Router:
                     public=public,
                     sse=sse,
                     anthropic=anthropic,
+                    body_type=body_type,
+                    response_type=response_type,
                 )
             )
             return handler

@@ -46,7 +46,8 @@ _REASONS = {
     403: "Forbidden",
     404: "Not found",
     408: "The body did not arrive in time",
-    409: "Busy: the chat's running turn did not finish in time",
+    409: "Conflict: busy, exists already, or changed since (see the error code)",
+    410: "Gone: expired",
     413: "Body larger than gateway.max_body_bytes",
     429: "Rate limited by the model provider",
     502: "The model provider failed",
@@ -55,12 +56,12 @@ _REASONS = {
 
 
 def operation_id(op: Operation) -> str:
-    words = re.sub(r"[^A-Za-z0-9]+", "_", op.path).strip("_")
+    words = re.sub(r"[^A-Za-z0-9]+", "_", openapi_path(op.path)).strip("_")
     return f"{op.method.lower()}_{words or 'root'}"
 
 
 def _response(op: Operation) -> dict[str, Any]:
-    content: dict[str, Any] = {"application/json": {"schema": op.response or {"type": "object"}}}
+    content: dict[str, Any] = {op.response_type: {"schema": op.response or {"type": "object"}}}
     if op.sse:
         content["text/event-stream"] = {"schema": {"type": "string"}}
     return {"description": _REASONS.get(op.status, "OK"), "content": content}
@@ -94,7 +95,7 @@ def _operation(op: Operation) -> dict[str, Any]:
     if op.body is not None:
         out["requestBody"] = {
             "required": True,
-            "content": {"application/json": {"schema": op.body}},
+            "content": {op.body_type: {"schema": op.body}},
         }
     errors = set(op.errors)
     if op.body is not None:
@@ -113,11 +114,16 @@ def _operation(op: Operation) -> dict[str, Any]:
     return out
 
 
+def openapi_path(path: str) -> str:
+    """aiohttp's ``{name:regex}`` as OpenAPI's ``{name}``."""
+    return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
+
+
 def build_document(routers: Sequence[Router]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for router in routers:
         for op in router.operations:
-            paths.setdefault(op.path, {})[op.method.lower()] = _operation(op)
+            paths.setdefault(openapi_path(op.path), {})[op.method.lower()] = _operation(op)
     return {
         "openapi": "3.0.3",
         "info": {

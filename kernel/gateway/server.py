@@ -24,6 +24,7 @@ from kernel.app import Kernel
 from kernel.config import is_loopback
 from kernel.errors import (
     BusyError,
+    CodedError,
     ConfigError,
     KernelError,
     ProtectedSessionError,
@@ -34,12 +35,14 @@ from kernel.errors import (
 from kernel.gateway.api import (
     API_KEY,
     KERNEL,
+    MAX_BODY,
     READ_TIMEOUT,
     ApiError,
     Operation,
     Router,
     anthropic_error,
     authorized,
+    coded,
     error_response,
 )
 from kernel.i18n import t
@@ -112,6 +115,8 @@ def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
 
 
 def _from_kernel(exc: KernelError) -> ApiError:
+    if isinstance(exc, CodedError):
+        return coded(exc)
     if isinstance(exc, BusyError):
         return ApiError(409, "session_busy", t("gw.session_busy"))
     if isinstance(exc, ProtectedSessionError):
@@ -125,7 +130,6 @@ def _from_kernel(exc: KernelError) -> ApiError:
     return ApiError(500, "internal_error", t("gw.internal", kind=type(exc).__name__))
 
 
-MAX_BODY = web.AppKey("max_body", int)
 ORIGINS = web.AppKey("origins", list[str])
 
 

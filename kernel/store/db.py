@@ -290,6 +290,21 @@ class Store:
 
         return await self._read("list sessions", op)
 
+    async def sessions_by_external_id(
+        self, external_id: str, *, channel: str | None = None, user_id: str | None = None
+    ) -> list[SessionRow]:
+        """Sessions with this external id (several channels or users may share one)."""
+        where, params = _session_filter(channel, user_id)
+        where = (where + " AND" if where else " WHERE") + " s.external_id = ?"
+
+        def op(conn: sqlite3.Connection) -> list[SessionRow]:
+            rows = conn.execute(
+                _SESSION_SELECT + where + " ORDER BY s.id LIMIT 50", (*params, external_id)
+            ).fetchall()
+            return [_session_from_row(r) for r in rows]
+
+        return await self._read("find sessions", op)
+
     async def count_sessions(
         self, *, channel: str | None = None, user_id: str | None = None
     ) -> int:

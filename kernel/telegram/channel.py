@@ -48,6 +48,7 @@ from kernel.telegram.inbound import Inbound, conversation_of
 
 log = logging.getLogger(__name__)
 
+SKILL_PREFIX = r"^/skill/"  # a message invoking a skill, not a command
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query", "channel_post"]
 Context = ContextTypes.DEFAULT_TYPE
 
@@ -244,7 +245,10 @@ class TelegramChannel:
         for name in COMMANDS:
             self.app.add_handler(CommandHandler(name, getattr(self.commands, name)))
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
-        self.app.add_handler(MessageHandler(filters.COMMAND, self.commands.unknown))
+        # "/skill/<name> …" starts like a command but is a message (the agent injects
+        # the skill), so it goes to the inbound handler like any text.
+        skill = filters.Regex(SKILL_PREFIX)
+        self.app.add_handler(MessageHandler(filters.COMMAND & ~skill, self.commands.unknown))
         self.app.add_handler(MessageHandler(filters.ALL, self.inbound.handle))
         self.app.add_error_handler(self._on_error)
 

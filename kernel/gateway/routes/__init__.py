@@ -4,7 +4,17 @@
 from __future__ import annotations
 
 from kernel.gateway.api import Router
-from kernel.gateway.routes import agent, chats, envs, health, messages, models
+from kernel.gateway.routes import (
+    agent,
+    chats,
+    envs,
+    health,
+    messages,
+    models,
+    selfops,
+    skills,
+    workspace,
+)
 
 ROUTERS: list[Router] = [
     health.router,
@@ -13,4 +23,7 @@ ROUTERS: list[Router] = [
     messages.router,
     models.router,
     envs.router,
+    skills.router,
+    workspace.router,
+    selfops.router,
 ]

@@ -33,6 +33,7 @@ from kernel.agent.slimming import summarize_tool_result
 from kernel.agent.turns import Turn
 from kernel.app import Kernel
 from kernel.gateway.api import (
+    CODE_STATUS,
     ApiError,
     Body,
     Router,
@@ -202,7 +203,7 @@ def prompt_mode_of(biz: Body | None) -> str | None:
     body=PROCESS_BODY,
     response=PROCESS_RESPONSE,
     sse=True,
-    errors=(403, 409, 500, 502),
+    errors=(403, 404, 409, 500, 502),
 )
 async def process(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
@@ -256,7 +257,7 @@ async def process(request: web.Request) -> web.StreamResponse:
     ids = {"chat_id": chat_id_of(opened.row), "session_id": key.external_id}
     try:
         if stream:
-            return await _stream(request, events, turn)
+            return await stream_events(request, events, turn)
         return await _collect(events, turn, ids)
     except asyncio.CancelledError:
         # The client went away (or shutdown gave up on it): stop the turn; it still
@@ -282,7 +283,9 @@ async def _direct_tool(
     yield Completed(1, outcome.content)
 
 
-def _error_status(code: str) -> int:
+def error_status(code: str) -> int:
+    if code in CODE_STATUS:  # skills named in the input
+        return CODE_STATUS[code]
     if code == "provider_not_supported":
         return 400
     if code == "internal_error":
@@ -303,16 +306,19 @@ async def _collect(
     extra = {"turn_id": turn.id} if turn else {}
     if isinstance(final, ErrorEvent):
         details = {"events": collected, **extra, **ids}
-        raise ApiError(_error_status(final.code), final.code, final.message, details)
+        raise ApiError(error_status(final.code), final.code, final.message, details)
     reply = final.reply if isinstance(final, Completed) else ""
     return json_response({"reply": reply, "events": collected, **extra, **ids})
 
 
-async def _stream(
-    request: web.Request, events: AsyncIterator[TurnEvent], turn: Turn | None
+async def stream_events(
+    request: web.Request,
+    events: AsyncIterator[TurnEvent],
+    turn: Turn | None,
+    extra: dict[str, str] | None = None,
 ) -> web.StreamResponse:
     """Each event is written (and so sent) as it happens; the end is ``data: [DONE]``."""
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(extra or {})}
     if turn is not None:
         headers["X-Turn-Id"] = turn.id
     response = web.StreamResponse(headers=headers)

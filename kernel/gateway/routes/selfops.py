@@ -1,0 +1,404 @@
+"""``/agent/self/*``: SelfOps (seed 000 "SelfOps 契约").
+
+- ``POST /agent/self/sessions/bootstrap``: a new chat, its first input and one turn, in
+  one call (``channel`` default ``console``, ``stream`` default false), optionally with
+  its own model; answers ``chat``, ``reply``, ``events`` and ``applied_model``.
+- ``PUT|DELETE /agent/self/sessions/{session_id}/model``: that session's own provider and
+  model (``meta.active_llm_override``), checked against enabled providers and their models
+  and aliases; the global active model is untouched. ``session_id`` is a chat id
+  (``chat-<n>``, ``chat-default``) or a session's ``session_id`` (narrowed by ``channel``
+  and ``user_id`` when several chats share it).
+- ``POST /agent/self/config-mutations/preview`` and ``…/apply``: see
+  :mod:`kernel.selfops.mutations`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from kernel.agent.agent import MODEL_OVERRIDE, SelectionError, SessionKey, UserInput
+from kernel.agent.events import Completed, ErrorEvent, event_to_dict
+from kernel.app import Kernel
+from kernel.errors import SelfOpsError
+from kernel.gateway.api import (
+    ApiError,
+    Body,
+    Router,
+    invalid,
+    json_response,
+    kernel_of,
+    path_param,
+    query_param,
+    read_object,
+)
+from kernel.gateway.routes.agent import (
+    EVENT_SCHEMA,
+    PART_SCHEMA,
+    error_status,
+    read_input,
+    stream_events,
+)
+from kernel.gateway.routes.chats import (
+    CHAT_SCHEMA,
+    DEFAULT_KEY,
+    NAME_LIMIT,
+    chat_id_of,
+    chat_json,
+    find_chat,
+    key_part,
+)
+from kernel.i18n import t
+from kernel.selfops.mutations import TARGETS
+from kernel.store.db import SessionRow
+
+router = Router(
+    "selfops", "SelfOps: session bootstrap, per-session model, two-phase config changes"
+)
+
+MODEL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["provider_id", "model"],
+    "properties": {"provider_id": {"type": "string"}, "model": {"type": "string"}},
+}
+
+
+def _choose(kernel: Kernel, provider_id: str | None, model: str | None) -> tuple[str, str]:
+    """A provider and model named by a request, or 400 ``session_model_invalid``. A model
+    (or alias) alone is looked for among the enabled providers, the active one first."""
+    agent = kernel.agent
+    try:
+        if provider_id:
+            return agent.check_model(provider_id, model)
+        assert model
+        for name in [agent.provider_name, *agent.available_providers]:
+            pcfg = kernel.config.enabled_providers.get(name)
+            if pcfg is not None and pcfg.resolve(model):
+                return agent.check_model(name, model)
+        return agent.check_model(agent.provider_name, model)  # refused, naming the models
+    except SelectionError as exc:
+        raise SelfOpsError(
+            "session_model_invalid",
+            str(exc),
+            {"providers": agent.available_providers},
+        ) from None
+
+
+def _model_fields(body: Body) -> tuple[str | None, str | None]:
+    provider_id = body.text("provider_id", max_len=64)
+    model = body.text("model", max_len=256)
+    return (provider_id or None), (model or None)
+
+
+@router.post(
+    "/agent/self/sessions/bootstrap",
+    summary="Create a chat, write its first input and run one turn, in one call",
+    body={
+        "type": "object",
+        "required": ["input"],
+        "properties": {
+            "input": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["content"],
+                    "properties": {
+                        "role": {"type": "string", "enum": ["user"]},
+                        "type": {"type": "string", "enum": ["message"]},
+                        "content": {"type": "array", "items": PART_SCHEMA},
+                    },
+                },
+            },
+            "session_id": {"type": "string", "maxLength": NAME_LIMIT},
+            "user_id": {"type": "string", "maxLength": NAME_LIMIT},
+            "channel": {"type": "string", "maxLength": NAME_LIMIT},
+            "name": {"type": "string", "maxLength": 200},
+            "stream": {"type": "boolean"},
+            "provider_id": {"type": "string", "maxLength": 64},
+            "model": {"type": "string", "maxLength": 256},
+        },
+    },
+    response={
+        "type": "object",
+        "required": ["chat", "reply", "events", "applied_model"],
+        "properties": {
+            "chat": CHAT_SCHEMA,
+            "reply": {"type": "string"},
+            "events": {"type": "array", "items": EVENT_SCHEMA},
+            "applied_model": MODEL_SCHEMA,
+            "turn_id": {"type": "string"},
+        },
+    },
+    status=201,
+    sse=True,
+    errors=(409, 500, 502),
+)
+async def bootstrap(request: web.Request) -> web.StreamResponse:
+    """409 ``session_exists`` when the chat is there already (use /agent/process)."""
+    kernel = kernel_of(request)
+    agent = kernel.agent
+    body = await read_object(request)
+    key = SessionKey(
+        key_part(body, "channel", "console"),
+        key_part(body, "user_id", DEFAULT_KEY.user_id),
+        key_part(body, "session_id", f"s-{uuid.uuid4().hex[:12]}"),
+    )
+    stream = bool(body.boolean("stream", False))
+    name = body.text("name", max_len=200)
+    text, images = read_input(body)
+    if not text.strip() and not images:
+        raise invalid(t("gw.input_empty"), field="input")
+    provider_id, model = _model_fields(body)
+    meta: dict[str, object] = {}
+    if provider_id or model:
+        chosen = _choose(kernel, provider_id, model)
+        meta[MODEL_OVERRIDE] = {"provider_id": chosen[0], "model": chosen[1]}
+    opened = await agent.open_session(key, title=name or None, meta=meta)
+    assert opened is not None
+    if not opened.created:
+        raise SelfOpsError(
+            "session_exists",
+            t("selfops.session_exists", session_id=key.external_id),
+            {"chat_id": chat_id_of(opened.row)},
+        )
+    applied = agent.model_for(opened.row.meta)
+    applied_json = {"provider_id": applied[0], "model": applied[1]}
+    user_input = UserInput(text, images, channel=key.channel, user_id=key.user_id)
+    turn = agent.start_turn(opened.conversation, user_input)
+    chat_id = chat_id_of(opened.row)
+    try:
+        if stream:
+            headers = {
+                "X-Chat-Id": chat_id,
+                "X-Applied-Model": f"{applied[0]}/{applied[1]}",
+            }
+            return await stream_events(request, aiter(turn), turn, headers)
+        events: list[dict[str, Any]] = []
+        async for event in turn:
+            events.append(event_to_dict(event))
+    except asyncio.CancelledError:
+        turn.cancel()  # the client went away: the turn stops, its history stays valid
+        raise
+    row = await kernel.store.get_session(opened.row.id)
+    chat = chat_json(row or opened.row)
+    final = turn.final
+    if isinstance(final, ErrorEvent):
+        details = {"events": events, "chat": chat, "turn_id": turn.id}
+        raise ApiError(error_status(final.code), final.code, final.message, details)
+    reply = final.reply if isinstance(final, Completed) else ""
+    out = {
+        "chat": chat,
+        "reply": reply,
+        "events": events,
+        "applied_model": applied_json,
+        "turn_id": turn.id,
+    }
+    return json_response(out, 201)
+
+
+SESSION = path_param("session_id", "chat-<n>, chat-default, or a chat's session_id")
+SESSION_QUERY = (
+    query_param("channel", {"type": "string"}, "narrows a session_id several chats share"),
+    query_param("user_id", {"type": "string"}, "narrows a session_id several chats share"),
+)
+
+
+async def _session(request: web.Request) -> SessionRow:
+    kernel = kernel_of(request)
+    ident = request.match_info["session_id"]
+    row = await find_chat(kernel, ident)
+    if row is not None:
+        return row
+    rows = await kernel.store.sessions_by_external_id(
+        ident, channel=request.query.get("channel"), user_id=request.query.get("user_id")
+    )
+    if not rows:
+        raise SelfOpsError(
+            "session_not_found",
+            t("selfops.session_not_found", id=ident[:128]),
+            {"session_id": ident},
+        )
+    if len(rows) > 1:
+        raise invalid(
+            t("selfops.session_ambiguous", id=ident[:128], count=len(rows)),
+            chats=[chat_id_of(r) for r in rows],
+        )
+    return rows[0]
+
+
+def _override_json(row: SessionRow, kernel: Kernel) -> dict[str, Any]:
+    agent = kernel.agent
+    return {
+        "chat_id": chat_id_of(row),
+        "session_id": row.external_id,
+        "active_llm_override": row.meta.get(MODEL_OVERRIDE),
+        "applied_model": dict(
+            zip(("provider_id", "model"), agent.model_for(row.meta), strict=True)
+        ),
+        "active_llm": {"provider_id": agent.provider_name, "model": agent.model},
+    }
+
+
+OVERRIDE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "chat_id": {"type": "string"},
+        "session_id": {"type": "string"},
+        "active_llm_override": {"type": "object", "nullable": True},
+        "applied_model": MODEL_SCHEMA,
+        "active_llm": MODEL_SCHEMA,
+    },
+}
+
+
+@router.put(
+    "/agent/self/sessions/{session_id}/model",
+    summary="Give one session its own provider/model (the global active model is untouched)",
+    params=(SESSION, *SESSION_QUERY),
+    body={
+        "type": "object",
+        "properties": {
+            "provider_id": {"type": "string", "maxLength": 64},
+            "model": {"type": "string", "maxLength": 256},
+        },
+    },
+    response=OVERRIDE_SCHEMA,
+    errors=(404,),
+)
+async def set_session_model(request: web.Request) -> web.Response:
+    """``provider_id`` and/or ``model`` (a model name or alias): 400
+    ``session_model_invalid`` when they do not name an enabled provider's model."""
+    kernel = kernel_of(request)
+    body = await read_object(request)
+    provider_id, model = _model_fields(body)
+    if not provider_id and not model:
+        raise invalid(t("gw.field_required", field="provider_id"), field="provider_id")
+    chosen = _choose(kernel, provider_id, model)
+    row = await _session(request)
+    await kernel.agent.set_session_model(row.id, *chosen)
+    fresh = await kernel.store.get_session(row.id)
+    return json_response(_override_json(fresh or row, kernel))
+
+
+@router.delete(
+    "/agent/self/sessions/{session_id}/model",
+    summary="Remove a session's own model: it follows the active model again",
+    params=(SESSION, *SESSION_QUERY),
+    response=OVERRIDE_SCHEMA,
+    errors=(404,),
+)
+async def clear_session_model(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    row = await _session(request)
+    await kernel.agent.clear_session_model(row.id)
+    fresh = await kernel.store.get_session(row.id)
+    return json_response(_override_json(fresh or row, kernel))
+
+
+OPERATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["kind"],
+    "properties": {
+        "kind": {"type": "string", "enum": ["replace", "text_rewrite", "merge"]},
+        "path": {"type": "string"},
+        "value": {},
+        "search": {"type": "string"},
+        "replace": {"type": "string"},
+    },
+}
+PREVIEW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "mutation_id",
+        "confirm_hash",
+        "checks",
+        "diff_summary",
+        "unified_diff",
+        "requires_sensitive_allow",
+    ],
+    "properties": {
+        "mutation_id": {"type": "string"},
+        "target": {"type": "string"},
+        "confirm_hash": {"type": "string"},
+        "expires_at": {"type": "string"},
+        "ttl_seconds": {"type": "integer"},
+        "checks": {"type": "object"},
+        "diff_summary": {"type": "array", "items": {"type": "object"}},
+        "unified_diff": {"type": "string"},
+        "requires_sensitive_allow": {"type": "boolean"},
+        "allow_sensitive": {"type": "boolean"},
+    },
+}
+
+
+@router.post(
+    "/agent/self/config-mutations/preview",
+    summary="Work out a change to SOUL.md, prompts/**, skills/**, providers or the active "
+    "model without making it: diff, checks, a one-time id and confirm hash (5 minutes)",
+    body={
+        "type": "object",
+        "required": ["target", "operations"],
+        "properties": {
+            "target": {"type": "string", "enum": [*TARGETS, "file"]},
+            "operations": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 50,
+                "items": OPERATION_SCHEMA,
+            },
+            "allow_sensitive": {"type": "boolean"},
+        },
+    },
+    response=PREVIEW_SCHEMA,
+    errors=(403,),
+)
+async def preview(request: web.Request) -> web.Response:
+    """403 ``mutation_path_denied`` for a file outside the whitelist."""
+    body = await read_object(request)
+    target = body.required_text("target", max_len=64)
+    operations = body.array("operations")
+    if operations is None or len(operations) > 50:
+        raise invalid(t("selfops.no_operations"), field="operations")
+    allow = bool(body.boolean("allow_sensitive", False))
+    result = await kernel_of(request).selfops.preview(target, operations, allow)
+    return json_response(result)
+
+
+@router.post(
+    "/agent/self/config-mutations/apply",
+    summary="Make a previewed change: the same mutation_id, confirm_hash and allow_sensitive",
+    body={
+        "type": "object",
+        "required": ["mutation_id", "confirm_hash"],
+        "properties": {
+            "mutation_id": {"type": "string", "maxLength": 64},
+            "confirm_hash": {"type": "string", "maxLength": 128},
+            "allow_sensitive": {"type": "boolean"},
+        },
+    },
+    response={
+        "type": "object",
+        "required": ["applied"],
+        "properties": {
+            "applied": {"type": "boolean"},
+            "mutation_id": {"type": "string"},
+            "target": {"type": "string"},
+            "applied_targets": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    errors=(403, 404, 409, 410),
+)
+async def apply(request: web.Request) -> web.Response:
+    """404 ``mutation_not_found``, 410 ``mutation_expired``, 409 ``mutation_hash_mismatch``
+    or ``mutation_apply_conflict`` (the target changed since the preview), 403
+    ``mutation_sensitive_denied``."""
+    body = await read_object(request)
+    mutation_id = body.required_text("mutation_id", max_len=64)
+    confirm_hash = body.required_text("confirm_hash", max_len=128)
+    allow = bool(body.boolean("allow_sensitive", False))
+    result = await kernel_of(request).selfops.apply(mutation_id, confirm_hash, allow)
+    return json_response(result)

@@ -1,0 +1,6 @@
+"""SelfOps (seed 000): the assistant changing its own prompts, skills and model settings
+through previews the owner (or the agent) confirms."""
+
+from kernel.selfops.mutations import Mutations
+
+__all__ = ["Mutations"]
