@@ -17,7 +17,6 @@ import asyncio
 import copy
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import tomli_w
 
 from kernel.config import Config, load_config, read_overlay
+from kernel.fileio import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +51,7 @@ def child_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str
 
 def write_overlay(path: Path, data: Overlay) -> None:
     """Replace ``path`` atomically: readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = tomli_w.dumps(data).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=".runtime-", suffix=".toml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, tomli_w.dumps(data).encode("utf-8"), mode=0o600)
 
 
 class Runtime:

@@ -15,13 +15,13 @@ import asyncio
 import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from stat import S_ISREG
 
 from kernel.errors import SkillError
+from kernel.fileio import write_atomic
 from kernel.i18n import t
 
 SKILL_FILE = "SKILL.md"
@@ -135,17 +135,7 @@ def parse_skill(name: str, text: str, size: int, modified: datetime) -> Skill:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".skill-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o644)
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text.encode("utf-8"), mode=0o644)
 
 
 class SkillLibrary:

@@ -58,7 +58,7 @@ async def test_provider_change_applies_at_once_and_only_in_runtime_toml(
         "api_key": NEW_KEY,
         "models": ["model-a", "model-c"],
     }
-    assert [p.name for p in runtime.parent.iterdir() if p.name.startswith(".runtime-")] == []
+    assert [p.name for p in runtime.parent.iterdir() if p.name.startswith(".runtime.toml-")] == []
 
 
 async def test_runtime_changes_survive_a_restart(
