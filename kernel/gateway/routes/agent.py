@@ -108,23 +108,24 @@ PART_SCHEMA: dict[str, Any] = {
         "data": {"type": "string", "description": "base64"},
     },
 }
+INPUT_SCHEMA: dict[str, Any] = {  # seed 000's input messages
+    "type": "array",
+    "minItems": 1,
+    "items": {
+        "type": "object",
+        "required": ["content"],
+        "properties": {
+            "role": {"type": "string", "enum": ["user"]},
+            "type": {"type": "string", "enum": ["message"]},
+            "content": {"type": "array", "items": PART_SCHEMA},
+        },
+    },
+}
 PROCESS_BODY: dict[str, Any] = {
     "type": "object",
     "required": ["input"],
     "properties": {
-        "input": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["content"],
-                "properties": {
-                    "role": {"type": "string", "enum": ["user"]},
-                    "type": {"type": "string", "enum": ["message"]},
-                    "content": {"type": "array", "items": PART_SCHEMA},
-                },
-            },
-        },
+        "input": INPUT_SCHEMA,
         "session_id": {"type": "string", "maxLength": 128},
         "user_id": {"type": "string", "maxLength": 128},
         "channel": {"type": "string", "maxLength": 128},

@@ -37,7 +37,7 @@ from kernel.gateway.api import (
 )
 from kernel.gateway.routes.agent import (
     EVENT_SCHEMA,
-    PART_SCHEMA,
+    INPUT_SCHEMA,
     error_status,
     read_input,
     stream_events,
@@ -100,19 +100,7 @@ def _model_fields(body: Body) -> tuple[str | None, str | None]:
         "type": "object",
         "required": ["input"],
         "properties": {
-            "input": {
-                "type": "array",
-                "minItems": 1,
-                "items": {
-                    "type": "object",
-                    "required": ["content"],
-                    "properties": {
-                        "role": {"type": "string", "enum": ["user"]},
-                        "type": {"type": "string", "enum": ["message"]},
-                        "content": {"type": "array", "items": PART_SCHEMA},
-                    },
-                },
-            },
+            "input": INPUT_SCHEMA,
             "session_id": {"type": "string", "maxLength": NAME_LIMIT},
             "user_id": {"type": "string", "maxLength": NAME_LIMIT},
             "channel": {"type": "string", "maxLength": NAME_LIMIT},
