@@ -13,7 +13,11 @@ KernelError
 ├── StoreError             the SQLite store failed
 ├── SessionError           unknown session / bad session reference
 │   └── ProtectedSessionError  the default chat, which is never deleted
-└── BusyError              a turn is already running for this conversation
+├── BusyError              a turn is already running for this conversation
+├── ChannelError           an outbound channel refused or failed (``code``: channel_not_supported,
+│                          channel_disabled, channel_dispatch_failed)
+└── CronError              a scheduled job request that cannot be done (``code`` names it:
+                           not_found, default_cron_protected, cron_busy, invalid_cron_*)
 """
 
 from __future__ import annotations
@@ -98,3 +102,25 @@ class ProtectedSessionError(SessionError):
 
 class BusyError(KernelError):
     pass
+
+
+class ChannelError(KernelError):
+    """``code`` is one of the seed's channel error codes; ``details`` are safe to show."""
+
+    NOT_SUPPORTED = "channel_not_supported"
+    DISABLED = "channel_disabled"
+    DISPATCH_FAILED = "channel_dispatch_failed"
+
+    def __init__(self, code: str, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details
+
+
+class CronError(KernelError):
+    """A job request that cannot be done; ``code`` is the API's error code."""
+
+    def __init__(self, code: str, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details

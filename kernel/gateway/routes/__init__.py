@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from kernel.gateway.api import Router
-from kernel.gateway.routes import agent, chats, envs, health, messages, models
+from kernel.gateway.routes import agent, channels, chats, cron, envs, health, messages, models
 
 ROUTERS: list[Router] = [
     health.router,
@@ -13,4 +13,6 @@ ROUTERS: list[Router] = [
     messages.router,
     models.router,
     envs.router,
+    channels.router,
+    cron.router,
 ]
