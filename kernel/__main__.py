@@ -1,5 +1,5 @@
 """Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
-``kernel chats|models|env …`` manage the running service through its sidecar."""
+``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar."""
 
 from __future__ import annotations
 

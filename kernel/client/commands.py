@@ -1,4 +1,5 @@
-"""``kernel chats|models|env …``: seed 000's CLI verbs, talking to the running sidecar.
+"""``kernel chats|models|env …`` (cron and channels in kernel/client/cron.py): seed 000's
+CLI verbs, talking to the running sidecar.
 
 Human-readable tables by default, the sidecar's JSON with ``--json``. Exit codes: 0 done,
 1 the sidecar refused (its message is printed), 2 bad usage, 3 Kernel is not running.
@@ -78,6 +79,10 @@ def register(sub: Any) -> None:
     p.add_argument("value", help='the value, or "-" to read it from stdin')
     p = _verb(verbs, "delete", env_delete, "delete a variable")
     p.add_argument("key")
+
+    from kernel.client import cron
+
+    cron.register(sub, _verb)
 
 
 def _verb(verbs: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
