@@ -13,6 +13,7 @@ class ManualClock:
         self._now = start
         self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
         self.slept: list[float] = []  # every duration asked for, in order
+        self._changed = asyncio.Event()
 
     def now(self) -> datetime:
         return self._now
@@ -24,6 +25,7 @@ class ManualClock:
             return
         entry = (self._now + timedelta(seconds=seconds), asyncio.get_running_loop().create_future())
         self._sleepers.append(entry)
+        self._changed.set()
         try:
             await entry[1]
         finally:
@@ -45,7 +47,8 @@ class ManualClock:
         deadline = self._now + timedelta(seconds=seconds)
         async with asyncio.timeout(timeout):
             while not self.sleeping_until(deadline):
-                await asyncio.sleep(0.01)
+                self._changed.clear()
+                await self._changed.wait()
 
 
 class InstantClock(ManualClock):
