@@ -105,9 +105,11 @@ async def serve(config: Config) -> None:
         finally:
             starting.cancel()
             stopping.cancel()
-            # Channels first (no new work; in-flight requests and replies get their
-            # bounded time side by side), then the core, the database last.
-            await asyncio.gather(telegram.stop(), gateway.stop() if gateway else _nothing())
+            # Channels and the scheduler first (no new work; in-flight requests and
+            # replies get their bounded time side by side), then the core, the database last.
+            await asyncio.gather(
+                kernel.cron.stop(), telegram.stop(), gateway.stop() if gateway else _nothing()
+            )
 
 
 async def _check(config: Config) -> int:

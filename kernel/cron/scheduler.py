@@ -90,7 +90,11 @@ class CronScheduler:
             try:
                 spec = spec_from_row(row, rules, channels)
             except KernelError as exc:
-                log.warning("cron job %s cannot be loaded (%s); left alone", row.id, exc)
+                log.warning(
+                    "cron job %s cannot be loaded (%s); left alone",
+                    row.id,
+                    getattr(exc, "code", type(exc).__name__),
+                )
                 continue
             self.jobs[row.id] = CronJob(spec, row)
         await self._ensure_default()
