@@ -1,5 +1,5 @@
 """Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
-``kernel chats|models|env …`` manage the running service through its sidecar."""
+``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar."""
 
 from __future__ import annotations
 
@@ -106,9 +106,11 @@ async def serve(config: Config) -> None:
         finally:
             starting.cancel()
             stopping.cancel()
-            # Channels first (no new work; in-flight requests and replies get their
-            # bounded time side by side), then the core, the database last.
-            await asyncio.gather(telegram.stop(), gateway.stop() if gateway else _nothing())
+            # Channels and the scheduler first (no new work; in-flight requests and
+            # replies get their bounded time side by side), then the core, the database last.
+            await asyncio.gather(
+                kernel.cron.stop(), telegram.stop(), gateway.stop() if gateway else _nothing()
+            )
 
 
 async def _check(config: Config) -> int:

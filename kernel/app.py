@@ -10,7 +10,15 @@ from typing import Any, Protocol
 
 from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
+from kernel.channels.base import ChannelRegistry, Detached
+from kernel.channels.console import ConsoleChannel
+from kernel.channels.qq import QQChannel
+from kernel.channels.qq_inbound import QQInbound
+from kernel.channels.webhook import WebhookChannel
+from kernel.clock import Clock, SystemClock
 from kernel.config import Config
+from kernel.cron.runner import JobRunner
+from kernel.cron.scheduler import CronScheduler
 from kernel.delegate import tool as delegate_tool
 from kernel.delegate.delegator import Delegator
 from kernel.errors import StartupError, StoreError
@@ -23,8 +31,10 @@ from kernel.retention import RetentionJob
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
 from kernel.skills import SkillLibrary
+from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.tools import ask, memory
+from kernel.tools import cron as cron_tools
 from kernel.tools.registry import ToolRegistry
 from kernel.workspace import Workspace
 from kernel.workspace.archive import Archives
@@ -39,7 +49,7 @@ def _header_secrets(headers: dict[str, str]) -> list[str]:
     return [v for k, v in headers.items() if k.lower() not in _PUBLIC_HEADERS]
 
 
-# Keys that hold a secret in sections parsed by later features ([stt], [tts], [channels.*]).
+# Keys that hold a secret in sections parsed by later features.
 _SECRET_NAMES = {"api_key", "token", "secret", "client_secret", "password", "app_secret"}
 
 
@@ -77,6 +87,7 @@ def secrets_of(config: Config) -> list[str]:
     for server in config.mcp_servers:
         found += list(server.headers.values())  # MCP headers: always secret (seed 004)
         found += list(server.env.values())  # a stdio server's env carries its keys
+    found += [config.channels.webhook.secret, config.channels.qq.client_secret]
     found += _extra_secrets(config.extra)
     return [s for s in found if s]
 
@@ -132,8 +143,13 @@ class ChannelStatus(Protocol):
 class Kernel:
     """The assembled assistant, independent of any channel."""
 
-    def __init__(self, config: Config, *, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(
+        self, config: Config, *, sleep: Sleep = asyncio.sleep, clock: Clock | None = None
+    ) -> None:
+        """``clock``: what cron, token expiry and webhook backoff see as time (tests
+        inject one they drive); ``sleep``: provider retry waits."""
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.store = Store(config.db_path)
         self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
@@ -149,6 +165,7 @@ class Kernel:
             sleep=sleep,
             memories=self.memories,
             skills=self.skills,
+            clock=self.clock.now,
         )
         self.retention = RetentionJob(config.data_dir, config.general.retention_days)
         self.runtime = Runtime(config)
@@ -165,6 +182,23 @@ class Kernel:
         )
         self.selfops = Mutations(config, self.runtime, self.agent)
         self.channels: dict[str, ChannelStatus] = {}
+        # Outbound channels (seed 000's Channel plugins): every delivery goes through here.
+        self.channel_registry = ChannelRegistry()
+        self.webhook = WebhookChannel(config, self.clock)
+        self.qq = QQChannel(config, self.clock)
+        self.channel_registry.register(ConsoleChannel(config, self.store))
+        self.channel_registry.register(self.webhook, close=self.webhook.aclose)
+        self.channel_registry.register(self.qq, close=self.qq.aclose)
+        self.channel_registry.register(Detached("telegram"))  # attached by TelegramChannel
+        self.runtime.on_channels_changed(self.qq.settings_changed)
+        self.qq_inbound = QQInbound(self.qq, self.agent, self.channel_registry)
+        self.cron = CronScheduler(
+            config,
+            CronStore(self.store),
+            JobRunner(config, self.agent, self.channel_registry, self.clock),
+            self.clock,
+            self.channel_registry.names,
+        )
 
     def register_channel(self, channel: ChannelStatus) -> None:
         self.channels[channel.name] = channel
@@ -189,6 +223,8 @@ class Kernel:
         memory.register(self.tools, self.memories)
         ask.register(self.tools)
         delegate_tool.register(self.tools, self.delegator)
+        if self.config.cron.enabled:
+            cron_tools.register(self.tools, self.cron)
         self.tools.disable(self.config.general.disabled_tools)
         for policy in self.config.tools.values():
             if policy.approval:
@@ -199,6 +235,8 @@ class Kernel:
         except BaseException:
             await self.mcp.stop()  # no stdio child may outlive a failed start
             raise
+        if self.config.cron.enabled:
+            await self.cron.start()
         self.retention.start()
         log.info(
             "kernel started: provider=%s model=%s tools=%d",
@@ -209,13 +247,17 @@ class Kernel:
 
     async def stop(self) -> None:
         """Turns first (they write their last history; cancelling one kills its CLI), then
-        any CLI still running, MCP sessions and their child processes, the database last."""
+        any CLI still running, MCP sessions and their child processes, the database last.
+        Scheduled jobs and QQ messages stop first: they start turns."""
+        await self.cron.stop()
+        await self.qq_inbound.stop()
         await self.retention.stop()
         await self.agent.stop()
         await self.delegator.stop()
         await self.mcp.stop()
         if self.agent.titles is not None:
             await self.agent.titles.aclose()
+        await self.channel_registry.aclose()
         await self.store.close()
         log.info("kernel stopped")
 

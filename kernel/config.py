@@ -29,6 +29,8 @@ TTS_TYPES = ("edge", "openai")
 TTS_FORMATS = ("mp3", "opus", "aac", "flac", "wav")  # what ffmpeg can read from a pipe
 CAPABILITIES = ("stream", "tool_call", "attachments", "reasoning")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+QQ_TARGET_TYPES = ("c2c", "group", "guild", "dm")
+CHANNEL_TYPES = ("console", "webhook", "qq")  # configurable under [channels.<type>]
 
 
 @dataclass(slots=True)
@@ -223,6 +225,61 @@ class GatewayConfig:
 
 
 @dataclass(slots=True)
+class ConsoleChannelConfig:
+    """``[channels.console]``: replies over HTTP (``/agent/process``); as a delivery
+    target (cron), the text is added to a console chat."""
+
+    enabled: bool = True
+
+
+@dataclass(slots=True)
+class WebhookChannelConfig:
+    """``[channels.webhook]``: each final text POSTed as JSON to ``url``."""
+
+    enabled: bool = False
+    url: str = ""
+    secret: str = ""  # HMAC-SHA256 key; empty: requests are not signed
+    timeout_seconds: float = 10.0  # per attempt
+    max_retries: int = 3  # after the first attempt, on timeouts, 429 and 5xx
+    retry_base_delay: float = 1.0  # seconds; doubled each retry
+
+
+@dataclass(slots=True)
+class QQChannelConfig:
+    """``[channels.qq]``: the official QQ bot open platform (webhook events in, REST out)."""
+
+    enabled: bool = False
+    app_id: str = ""
+    client_secret: str = ""
+    bot_prefix: str = ""  # put before every reply
+    target_type: str = "c2c"  # where a reply with no inbound event goes: c2c/group/guild/dm
+    target_id: str = ""
+    api_base: str = "https://api.sgroup.qq.com"
+    token_url: str = "https://bots.qq.com/app/getAppAccessToken"
+    timeout_seconds: float = 10.0
+    allowed_users: list[str] = field(default_factory=list)  # sender ids; empty: everyone
+
+
+@dataclass(slots=True)
+class ChannelsConfig:
+    console: ConsoleChannelConfig = field(default_factory=ConsoleChannelConfig)
+    webhook: WebhookChannelConfig = field(default_factory=WebhookChannelConfig)
+    qq: QQChannelConfig = field(default_factory=QQChannelConfig)
+
+
+@dataclass(slots=True)
+class CronConfig:
+    """``[cron]``: scheduled jobs (times in ``general.timezone``)."""
+
+    enabled: bool = True
+    max_jobs: int = 50  # jobs the agent may have created through its cron tools
+    misfire_grace_seconds: float = 300.0  # a run missed by at most this much runs at start
+    run_timeout: float = 600.0  # seconds one run (turn, workflow) may take
+    delivery_timeout: float = 60.0  # seconds one delivery to a channel may take
+    min_interval_seconds: int = 60  # the shortest fixed interval accepted
+
+
+@dataclass(slots=True)
 class Config:
     path: Path  # where config.toml is (or would be)
     telegram: TelegramConfig
@@ -232,7 +289,7 @@ class Config:
     cli: dict[str, CLIConfig]
     mcp_servers: list[MCPServerConfig]
     gateway: GatewayConfig
-    extra: dict[str, Any]  # sections owned by later features (channels)
+    extra: dict[str, Any]  # sections owned by later features
     warnings: list[str] = field(default_factory=list)
     tools: dict[str, ToolPolicy] = field(default_factory=dict)
     stt: SttConfig | None = None  # None: voice messages are refused
@@ -241,6 +298,8 @@ class Config:
     # Variables given to tools and child processes (CLIs, MCP stdio servers): [envs] of
     # config.toml under runtime.toml's. Kept current by kernel.runtime; see child_env().
     envs: dict[str, str] = field(default_factory=dict)
+    channels: ChannelsConfig = field(default_factory=ChannelsConfig)
+    cron: CronConfig = field(default_factory=CronConfig)
     # The environment this was loaded with, so a runtime change re-validates the same way.
     source_env: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -309,6 +368,7 @@ KNOWN_SECTIONS = {
     "stt",
     "tts",
     "tools",
+    "cron",
 }
 
 
@@ -461,6 +521,13 @@ class _Reader:
             )
         return value
 
+    def non_negative(self, name: str, default: Any, kind: type = int) -> Any:
+        value = self.get(name, kind, default)
+        if value < 0:
+            expected = _expected("int ≥ 0" if kind is int else "number ≥ 0")
+            raise ConfigError(_bad_type_text(self.key(name), expected, value), key=self.key(name))
+        return value
+
     def url(self, name: str) -> str:
         """An http(s) URL (or empty), without a trailing slash."""
         value = str(self.get(name, str, "")).rstrip("/")
@@ -487,6 +554,7 @@ _EXPECTED_ZH = {
     "list of strings": "字符串列表",
     "positive number": "正数",
     "int ≥ 0": "大于等于 0 的整数",
+    "number ≥ 0": "大于等于 0 的数字",
     "http(s) URL": "http(s) 网址",
 }
 
@@ -565,7 +633,9 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     stt = _stt(raw.get("stt"), env, warnings)
     tts = _tts(raw.get("tts"), env, warnings, base)
     envs = _envs(raw.get("envs", {}))
-    extra: dict[str, Any] = {k: raw[k] for k in ("channels",) if k in raw}
+    channels = _channels(_Reader(raw.get("channels", {}), "channels"), env)
+    cron = _cron(_Reader(raw.get("cron", {}), "cron"))
+    extra: dict[str, Any] = {}
     warnings += [t("config.warn_unknown_key", key=k) for k in unknown_keys(raw)]
     return Config(
         path=path,
@@ -583,6 +653,8 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         tts=tts,
         mcp=mcp,
         envs=envs,
+        channels=channels,
+        cron=cron,
     )
 
 
@@ -618,6 +690,16 @@ def unknown_keys(raw: dict[str, Any]) -> list[str]:
     check(raw.get("titles"), "titles", _keys(TitlesConfig))
     check(raw.get("stt"), "stt", _keys(SttConfig))
     check(raw.get("tts"), "tts", _keys(TtsConfig))
+    check(raw.get("cron"), "cron", _keys(CronConfig))
+    channels = raw.get("channels")
+    if isinstance(channels, dict):
+        check(channels, "channels", set(CHANNEL_TYPES))
+        for name, kind in (
+            ("console", ConsoleChannelConfig),
+            ("webhook", WebhookChannelConfig),
+            ("qq", QQChannelConfig),
+        ):
+            check(channels.get(name), f"channels.{name}", _keys(kind))
     for section, cls in (("providers", ProviderConfig), ("cli", CLIConfig), ("tools", ToolPolicy)):
         tables = raw.get(section)
         if isinstance(tables, dict):
@@ -917,6 +999,54 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
     if check and gw.enabled and not gw.api_key and not is_loopback(gw.host):
         raise ConfigError(t("config.gateway_no_key", host=gw.host), key="gateway.api_key")
     return gw
+
+
+def _channels(r: _Reader, env: Mapping[str, str]) -> ChannelsConfig:
+    console = _Reader(r.table.get("console", {}), "channels.console")
+    w = _Reader(r.table.get("webhook", {}), "channels.webhook")
+    q = _Reader(r.table.get("qq", {}), "channels.qq")
+    webhook = WebhookChannelConfig(
+        enabled=w.get("enabled", bool, False),
+        url=w.url("url"),
+        secret=env.get("KERNEL_WEBHOOK_SECRET") or w.get("secret", str, ""),
+        timeout_seconds=w.positive("timeout_seconds", float, 10.0),
+        max_retries=w.non_negative("max_retries", 3),
+        retry_base_delay=w.positive("retry_base_delay", float, 1.0),
+    )
+    if webhook.enabled and not webhook.url:
+        raise ConfigError(t("config.channel_needs", key=w.key("url")), key=w.key("url"))
+    qq = QQChannelConfig(
+        enabled=q.get("enabled", bool, False),
+        app_id=str(q.get("app_id", (str, int), "")).strip(),
+        client_secret=env.get("KERNEL_QQ_CLIENT_SECRET") or q.get("client_secret", str, ""),
+        bot_prefix=q.get("bot_prefix", str, ""),
+        target_type=q.choice("target_type", QQ_TARGET_TYPES, "c2c"),
+        target_id=q.get("target_id", str, ""),
+        api_base=q.url("api_base") or "https://api.sgroup.qq.com",
+        token_url=q.url("token_url") or "https://bots.qq.com/app/getAppAccessToken",
+        timeout_seconds=q.positive("timeout_seconds", float, 10.0),
+        allowed_users=q.str_list("allowed_users", []),
+    )
+    if qq.enabled:
+        for name in ("app_id", "client_secret"):
+            if not getattr(qq, name):
+                raise ConfigError(t("config.channel_needs", key=q.key(name)), key=q.key(name))
+    return ChannelsConfig(
+        console=ConsoleChannelConfig(enabled=console.get("enabled", bool, True)),
+        webhook=webhook,
+        qq=qq,
+    )
+
+
+def _cron(r: _Reader) -> CronConfig:
+    return CronConfig(
+        enabled=r.get("enabled", bool, True),
+        max_jobs=r.positive("max_jobs", int, 50),
+        misfire_grace_seconds=float(r.non_negative("misfire_grace_seconds", 300.0, float)),
+        run_timeout=r.positive("run_timeout", float, 600.0),
+        delivery_timeout=r.positive("delivery_timeout", float, 60.0),
+        min_interval_seconds=r.positive("min_interval_seconds", int, 60),
+    )
 
 
 def _envs(section: Any) -> dict[str, str]:

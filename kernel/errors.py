@@ -14,6 +14,10 @@ KernelError
 ├── SessionError           unknown session / bad session reference
 │   └── ProtectedSessionError  the default chat, which is never deleted
 ├── BusyError              a turn is already running for this conversation
+├── ChannelError           an outbound channel refused or failed (``code``: channel_not_supported,
+│                          channel_disabled, channel_dispatch_failed)
+├── CronError              a scheduled job request that cannot be done (``code`` names it:
+│                          not_found, default_cron_protected, cron_busy, invalid_cron_*)
 └── CodedError             a refusal with a stable ``code`` (and ``details``) the sidecar
     │                      returns as is; the text names the problem and the fix
     ├── SkillError         unknown, disabled or badly named skill; skill files
@@ -124,3 +128,25 @@ class WorkspaceError(CodedError):
 
 class SelfOpsError(CodedError):
     pass
+
+
+class ChannelError(KernelError):
+    """``code`` is one of the seed's channel error codes; ``details`` are safe to show."""
+
+    NOT_SUPPORTED = "channel_not_supported"
+    DISABLED = "channel_disabled"
+    DISPATCH_FAILED = "channel_dispatch_failed"
+
+    def __init__(self, code: str, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details
+
+
+class CronError(KernelError):
+    """A job request that cannot be done; ``code`` is the API's error code."""
+
+    def __init__(self, code: str, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details

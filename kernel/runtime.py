@@ -1,6 +1,6 @@
 """Runtime changes: the Kernel-managed overlay ``data/runtime.toml`` (SPEC §2).
 
-Changes made while Kernel runs (provider settings, envs; later channel settings) are
+Changes made while Kernel runs (provider settings, envs, channel settings) are
 written here, never into the owner's ``config.toml``, and layered over it at every load
 (:func:`kernel.config.merge_overlay`). :meth:`Runtime.update` validates a change by
 loading the whole configuration with it, writes the file atomically (tomli-w, a
@@ -32,6 +32,7 @@ _SENSITIVE_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET")
 
 Overlay = dict[str, Any]
 ProvidersListener = Callable[[set[str]], None]
+ChannelsListener = Callable[[set[str]], None]
 
 
 def is_sensitive(name: str) -> bool:
@@ -61,6 +62,7 @@ class Runtime:
         self.config = config
         self._lock = asyncio.Lock()
         self._providers_listeners: list[ProvidersListener] = []
+        self._channels_listeners: list[ChannelsListener] = []
 
     @property
     def path(self) -> Path:
@@ -70,6 +72,11 @@ class Runtime:
         """Call ``listener(names)`` after providers' settings changed (e.g. to drop a
         cached client built with the old key or address)."""
         self._providers_listeners.append(listener)
+
+    def on_channels_changed(self, listener: ChannelsListener) -> None:
+        """Call ``listener(names)`` after channels' settings changed (e.g. to drop a
+        cached access token obtained with the old secret)."""
+        self._channels_listeners.append(listener)
 
     def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         return child_env(self.config, base)
@@ -126,10 +133,21 @@ class Runtime:
         live.providers.clear()
         live.providers.update(fresh.providers)
         live.envs = dict(fresh.envs)
+        channels = {
+            name
+            for name in ("console", "webhook", "qq")
+            if getattr(live.channels, name) != getattr(fresh.channels, name)
+        }
+        live.channels = fresh.channels
         from kernel.logs import add_secrets
 
         add_secrets([p.api_key for p in fresh.providers.values()])
         add_secrets([v for k, v in fresh.envs.items() if is_sensitive(k)])
+        add_secrets([fresh.channels.webhook.secret, fresh.channels.qq.client_secret])
+        if channels:
+            log.info("runtime change: channels %s updated", ", ".join(sorted(channels)))
+            for channel_listener in self._channels_listeners:
+                channel_listener(channels)
         if changed:
             log.info("runtime change: providers %s updated", ", ".join(sorted(changed)))
             for listener in self._providers_listeners:

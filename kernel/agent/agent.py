@@ -99,6 +99,9 @@ class UserInput:
     images: list[ImageBlock] = field(default_factory=list)
     channel: str = "console"
     user_id: str = ""  # the sender in the channel's terms, recorded with a new session
+    # False where nobody can answer a question (ask_user, a tool approval) during the
+    # turn: tools see ToolContext.ask = None and refuse at once instead of waiting.
+    interactive: bool = True
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
@@ -633,6 +636,7 @@ class _TurnRun:
         self.replies: list[str] = []
         self.new_session = False
         self.remembered = 0  # new memories from <remember> tags in this turn
+        self.interactive = True
 
     def reply_so_far(self) -> str:
         return "".join([*self.replies, *self.partial])
@@ -648,6 +652,7 @@ class _TurnRun:
     async def execute(self, user_input: UserInput) -> None:
         agent, cfg = self.agent, self.agent.config
         skills = await agent.skills.invoked(user_input.text)
+        self.interactive = user_input.interactive
         conv = agent._conv(self.turn.conversation)
         self.new_session = conv.session_id is None
         if conv.session_id is None:
@@ -806,7 +811,7 @@ class _TurnRun:
             session_id=self.session_id,
             conversation=self.turn.conversation,
             tool_call_id=call.id,
-            ask=ask,
+            ask=ask if self.interactive else None,
         )
 
     def _save_artifacts(self, blocks: list[ToolResultBlock]) -> dict[str, str]:

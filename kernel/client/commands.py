@@ -1,5 +1,6 @@
 """``kernel chats|models|env …``: seed 000's CLI verbs, talking to the running sidecar
-(``kernel skills|workspace …`` are in :mod:`kernel.client.files`).
+(``kernel skills|workspace …`` are in :mod:`kernel.client.files`, ``kernel cron|channels …``
+in :mod:`kernel.client.cron`).
 
 Human-readable tables by default, the sidecar's JSON with ``--json``. Exit codes: 0 done,
 1 the sidecar refused (its message is printed), 2 bad usage, 3 Kernel is not running.
@@ -83,6 +84,10 @@ def register(sub: Any) -> None:
     from kernel.client import files  # skills and workspace verbs (they use this module)
 
     files.register(sub)
+
+    from kernel.client import cron
+
+    cron.register(sub, _verb)
 
 
 def _verb(verbs: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:

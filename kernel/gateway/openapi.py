@@ -41,12 +41,16 @@ ANTHROPIC_ERROR_SCHEMA: dict[str, Any] = {
 _REASONS = {
     200: "OK",
     201: "Created",
+    202: "Accepted: started; its outcome shows in the state",
     400: "Invalid request",
     401: "Missing or wrong API key",
     403: "Forbidden",
     404: "Not found",
     408: "The body did not arrive in time",
-    409: "Conflict: busy, exists already, or changed since (see the error code)",
+    409: (
+        "Conflict: busy (a chat's running turn, a running job), exists already, "
+        "or changed since (see the error code)"
+    ),
     410: "Gone: expired",
     413: "Body larger than gateway.max_body_bytes",
     429: "Rate limited by the model provider",

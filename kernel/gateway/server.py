@@ -24,8 +24,10 @@ from kernel.app import Kernel
 from kernel.config import is_loopback
 from kernel.errors import (
     BusyError,
+    ChannelError,
     CodedError,
     ConfigError,
+    CronError,
     KernelError,
     ProtectedSessionError,
     ProviderError,
@@ -114,9 +116,21 @@ def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
     return ApiError(status, code, message)
 
 
+_CHANNEL_STATUS = {
+    ChannelError.NOT_SUPPORTED: 400,
+    ChannelError.DISABLED: 400,
+    ChannelError.DISPATCH_FAILED: 502,
+}
+_CRON_STATUS = {"not_found": 404, "cron_busy": 409, "cron_job_exists": 409}
+
+
 def _from_kernel(exc: KernelError) -> ApiError:
     if isinstance(exc, CodedError):
         return coded(exc)
+    if isinstance(exc, ChannelError):
+        return ApiError(_CHANNEL_STATUS.get(exc.code, 502), exc.code, str(exc), exc.details)
+    if isinstance(exc, CronError):
+        return ApiError(_CRON_STATUS.get(exc.code, 400), exc.code, str(exc), exc.details)
     if isinstance(exc, BusyError):
         return ApiError(409, "session_busy", t("gw.session_busy"))
     if isinstance(exc, ProtectedSessionError):

@@ -206,6 +206,15 @@ class Store:
         # A read transaction gives multi-statement reads one consistent snapshot.
         return await self._run(op, lambda conn: _transaction(conn, fn, "BEGIN"))
 
+    async def write(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one write transaction on the db thread: for tables kept in
+        modules of their own (``kernel/store/cron.py``)."""
+        return await self._write(op, fn)
+
+    async def read(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one read transaction on the db thread."""
+        return await self._read(op, fn)
+
     def _now(self) -> str:
         now = self._clock()
         if now.tzinfo is None:

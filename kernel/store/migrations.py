@@ -133,11 +133,39 @@ def m004_session_keys(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE UNIQUE INDEX sessions_key ON sessions(channel, user_id, external_id)")
 
 
+def m005_cron_jobs(conn: sqlite3.Connection) -> None:
+    """Scheduled jobs: the definition (``spec`` JSON: schedule, task, delivery, limits)
+    and the scheduler's state, which survives restarts so missed runs can be found."""
+    conn.execute(
+        """
+        CREATE TABLE cron_jobs (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            spec TEXT NOT NULL DEFAULT '{}',
+            created_by TEXT NOT NULL DEFAULT 'api',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            paused INTEGER NOT NULL DEFAULT 0,
+            next_run_at TEXT,
+            last_run_at TEXT,
+            last_status TEXT,
+            last_result TEXT,
+            last_error TEXT,
+            last_execution TEXT,
+            run_count INTEGER NOT NULL DEFAULT 0
+        )
+        """
+    )
+    conn.execute("CREATE INDEX cron_jobs_created_by ON cron_jobs(created_by)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
     Migration("memories_fts", m003_memories_fts),
     Migration("session_keys", m004_session_keys),
+    Migration("cron_jobs", m005_cron_jobs),
 ]
 
 

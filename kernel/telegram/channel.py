@@ -45,6 +45,7 @@ from kernel.i18n import t
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
+from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,13 @@ class TelegramChannel:
         self._register()
         self._started = False
         kernel.register_channel(self)
+        # Deliveries (cron results) and questions of unwatched turns come here while it runs.
+        kernel.channel_registry.attach(TelegramOutlet(self))
+        kernel.channel_registry.asker = TelegramAsker(self)
+
+    @property
+    def running(self) -> bool:
+        return self._started and not self.stopping
 
     def status(self) -> ChannelState:
         """Polling state for /healthz: running, degraded (no getUpdates completed within
@@ -156,6 +164,9 @@ class TelegramChannel:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watchdog
         self.stopping = True  # the gate refuses new work; views say "interrupted"
+        self.kernel.channel_registry.detach(self.name)
+        if isinstance(self.kernel.channel_registry.asker, TelegramAsker):
+            self.kernel.channel_registry.asker = None
         if self.app.updater and self.app.updater.running:
             await self.app.updater.stop()
         # Running turns stop now (their history is kept) and their views tell the owner;

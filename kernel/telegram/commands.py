@@ -255,6 +255,14 @@ class CommandSet:
         )
         return t(key, count=await self.memories.count())
 
+    def _cron_status(self) -> str:
+        cron = self.channel.kernel.cron
+        job = cron.next_due() if cron.started else None
+        if job is None or job.row.next_run_at is None:
+            return t("tg.status_cron_none")
+        when = self.agent.local_time(job.row.next_run_at).strftime("%Y-%m-%d %H:%M")
+        return t("tg.status_cron", name=job.spec.name, when=when)
+
     async def status(self, update: Update, context: Context) -> None:
         conversation = conversation_of(self._chat(update))
         agent = self.agent
@@ -283,6 +291,7 @@ class CommandSet:
                 minutes=int((time.monotonic() - self.channel.started_at) // 60),
                 restarts=self.channel.poll_restarts,
             ),
+            self._cron_status(),
             t("tg.status_error", error=agent.last_error or "—"),
         ]
         await self._reply(update, "\n".join(lines))

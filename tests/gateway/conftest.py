@@ -112,9 +112,11 @@ async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
         gateway: dict[str, Any] | None = None,
         extra: str = "",
         keep_config: bool = False,
+        clock: Any = None,
         **general: Any,
     ) -> Sidecar:
-        """``keep_config``: a restart, with the config.toml already there."""
+        """``keep_config``: a restart, with the config.toml already there. ``clock``: the
+        Kernel's clock (tests/clock.py)."""
         kind = "claude" if isinstance(model, AnthropicSim) else "openai_compat"
         settings = {"shutdown_timeout": 2.0, **(gateway or {})}
         if api_key:
@@ -125,7 +127,7 @@ async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
             path = write_config(tmp_path, model.base_url, kind, gateway=settings, **general)
             if extra:
                 path.write_text(path.read_text() + extra)
-        kernel = Kernel(load_config(path, env={}, require_telegram=False))
+        kernel = Kernel(load_config(path, env={}, require_telegram=False), clock=clock)
         await kernel.start()
         gw = Gateway(kernel)
         await gw.start()

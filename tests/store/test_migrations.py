@@ -12,6 +12,7 @@ import pytest
 
 from kernel.agent.messages import Message, TextBlock
 from kernel.errors import StoreError
+from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
 
@@ -123,6 +124,22 @@ async def check_v4(store: Store) -> None:
     assert (found.user_id, found.external_id) == ("u1", "s1")
 
 
+def insert_v5(conn: sqlite3.Connection) -> None:
+    spec = {"schedule": "every 1h", "task_type": "text", "text": "drink water"}
+    conn.execute(
+        "INSERT INTO cron_jobs (id, name, enabled, spec, created_by, created_at, updated_at,"
+        " next_run_at, last_status) VALUES ('job-1', 'water', 1, ?, 'agent', ?, ?, ?, 'succeeded')",
+        (json.dumps(spec), TS, TS, TS),
+    )
+
+
+async def check_v5(store: Store) -> None:
+    [row] = [r for r in await CronStore(store).list() if r.id == "job-1"]
+    assert (row.name, row.enabled, row.created_by) == ("water", True, "agent")
+    assert row.spec["text"] == "drink water" and row.last_status == "succeeded"
+    assert row.next_run_at is not None and row.next_run_at.isoformat() == TS
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -130,6 +147,7 @@ SAMPLES: dict[
     2: (insert_v2, check_v2),
     3: (insert_v3, check_v3),
     4: (insert_v4, check_v4),
+    5: (insert_v5, check_v5),
 }
 
 

@@ -86,6 +86,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
         extra: str = "",
         tg: TelegramSim | None = None,
         model: AnthropicSim | None = None,
+        clock: Any = None,
         **general: Any,
     ) -> BotHarness:
         tg = tg or await TelegramSim().start()
@@ -95,7 +96,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
             path.read_text() + f'\n[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'
             f'api_base = "{tg.api_base}"\npoll_timeout = 1\nwatchdog_seconds = 2.0\n' + extra
         )
-        kernel = Kernel(load_config(path, env={}))
+        kernel = Kernel(load_config(path, env={}), clock=clock)
         await kernel.start()
         channel = TelegramChannel(kernel)
         await channel.start()

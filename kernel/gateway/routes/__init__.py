@@ -6,7 +6,9 @@ from __future__ import annotations
 from kernel.gateway.api import Router
 from kernel.gateway.routes import (
     agent,
+    channels,
     chats,
+    cron,
     envs,
     health,
     messages,
@@ -26,4 +28,6 @@ ROUTERS: list[Router] = [
     skills.router,
     workspace.router,
     selfops.router,
+    channels.router,
+    cron.router,
 ]

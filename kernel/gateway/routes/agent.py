@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -32,6 +32,8 @@ from kernel.agent.messages import ImageBlock
 from kernel.agent.slimming import summarize_tool_result
 from kernel.agent.turns import Turn
 from kernel.app import Kernel
+from kernel.channels.base import Target
+from kernel.errors import ChannelError
 from kernel.gateway.api import (
     CODE_STATUS,
     ApiError,
@@ -133,6 +135,15 @@ PROCESS_BODY: dict[str, Any] = {
         "biz_params": {
             "type": "object",
             "properties": {
+                "channel": {
+                    "type": "object",
+                    "description": "qq: where the reply goes (default channels.qq.target_*)",
+                    "properties": {
+                        "target_type": {"type": "string", "enum": ["c2c", "group", "guild", "dm"]},
+                        "target_id": {"type": "string"},
+                        "msg_id": {"type": "string"},
+                    },
+                },
                 "prompt_mode": {"type": "string", "enum": list(PROMPT_MODES)},
                 "tool": {
                     "type": "object",
@@ -217,6 +228,7 @@ async def process(request: web.Request) -> web.StreamResponse:
     stream = bool(body.boolean("stream", False))
     biz = body.obj("biz_params")
     mode = prompt_mode_of(biz)
+    deliver = _delivery(kernel, key, biz)
     tool = biz.obj("tool") if biz else None
     if tool is not None:
         name = tool.required_text("name", max_len=64)
@@ -256,16 +268,47 @@ async def process(request: web.Request) -> web.StreamResponse:
         turn = kernel.agent.start_turn(opened.conversation, user_input)
         events = aiter(turn)
     ids = {"chat_id": chat_id_of(opened.row), "session_id": key.external_id}
+    if turn is None:
+        deliver = None  # /new and direct tool calls answer here only
     try:
         if stream:
-            return await stream_events(request, events, turn)
-        return await _collect(events, turn, ids)
+            return await stream_events(request, events, turn, deliver=deliver)
+        return await _collect(events, turn, ids, deliver)
     except asyncio.CancelledError:
         # The client went away (or shutdown gave up on it): stop the turn; it still
         # writes a valid history.
         if turn is not None:
             turn.cancel()
         raise
+
+
+Deliver = Callable[[str], Awaitable[None]]
+
+
+def _delivery(kernel: Kernel, key: SessionKey, biz: Body | None) -> Deliver | None:
+    """For a channel other than console, the final reply is also delivered through it
+    (seed 000: the channel plugin's SendText); the channel must be usable before the
+    turn starts. ``biz_params.channel`` names a QQ target."""
+    if key.channel == "console":
+        return None
+    registry = kernel.channel_registry
+    registry.require(key.channel)
+    target = Target(user_id=key.user_id, session_id=key.external_id, origin=key.channel)
+    where = biz.obj("channel") if biz else None
+    if where is not None and key.channel == "qq":
+        target = Target(
+            user_id=where.text("target_id", max_len=128) or "",
+            session_id=key.external_id,
+            kind=where.text("target_type", max_len=16) or "",
+            reply_to=where.text("msg_id", max_len=128) or "",
+            origin="qq",
+        )
+
+    async def deliver(reply: str) -> None:
+        timeout = kernel.config.cron.delivery_timeout
+        await registry.send(key.channel, target, reply, timeout=timeout)
+
+    return deliver
 
 
 async def _single(event: TurnEvent) -> AsyncIterator[TurnEvent]:
@@ -297,7 +340,10 @@ def error_status(code: str) -> int:
 
 
 async def _collect(
-    events: AsyncIterator[TurnEvent], turn: Turn | None, ids: dict[str, str]
+    events: AsyncIterator[TurnEvent],
+    turn: Turn | None,
+    ids: dict[str, str],
+    deliver: Deliver | None = None,
 ) -> web.Response:
     collected: list[dict[str, Any]] = []
     final: TurnEvent | None = None
@@ -309,6 +355,12 @@ async def _collect(
         details = {"events": collected, **extra, **ids}
         raise ApiError(error_status(final.code), final.code, final.message, details)
     reply = final.reply if isinstance(final, Completed) else ""
+    if deliver is not None and isinstance(final, Completed) and not final.cancelled and reply:
+        try:
+            await deliver(reply)
+        except ChannelError as exc:
+            failed: dict[str, Any] = {**exc.details, "reply": reply, **extra, **ids}
+            raise ApiError(502, exc.code, str(exc), failed) from None
     return json_response({"reply": reply, "events": collected, **extra, **ids})
 
 
@@ -317,6 +369,7 @@ async def stream_events(
     events: AsyncIterator[TurnEvent],
     turn: Turn | None,
     extra: dict[str, str] | None = None,
+    deliver: Deliver | None = None,
 ) -> web.StreamResponse:
     """Each event is written (and so sent) as it happens; the end is ``data: [DONE]``."""
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(extra or {})}
@@ -327,8 +380,17 @@ async def stream_events(
     response.charset = "utf-8"
     await response.prepare(request)
     try:
+        final: TurnEvent | None = None
         async for event in events:
             await response.write(sse_frame(event_to_dict(event)))
+            final = event
+        if deliver is not None and isinstance(final, Completed) and not final.cancelled:
+            try:
+                if final.reply:
+                    await deliver(final.reply)
+            except ChannelError as exc:
+                error = ErrorEvent(final.step, exc.code, str(exc))
+                await response.write(sse_frame(event_to_dict(error)))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
     except ConnectionError:  # gone between two events

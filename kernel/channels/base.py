@@ -1,0 +1,198 @@
+"""Outbound channels: plugins that deliver a final text somewhere (seed 000's Channel
+extension point), and the registry every producer (cron, the sidecar, QQ inbound) sends
+through.
+
+A channel has a stable lowercase ``name``, says whether it is ``enabled`` (and why not),
+and implements ``send_text(target, text)``, raising :class:`ChannelError` when delivery
+fails. :meth:`ChannelRegistry.send` bounds every delivery by a timeout and lets
+cancellation through, so a caller that goes away stops the delivery too.
+
+Built-in channels register the same way an extension would. Channels living in an
+adapter the core must not import (Telegram) attach themselves while they run; until
+then their name is known and refuses with ``channel_disabled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kernel.agent.events import AskUser, Completed, ErrorEvent, ToolResult
+from kernel.agent.turns import Turn
+from kernel.errors import ChannelError
+from kernel.i18n import t
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a text goes, in the channel's own terms.
+
+    ``user_id``/``session_id``: the receiver and conversation (webhook payload, console
+    chat, the Telegram chat id). For QQ, ``kind`` is c2c/group/guild/dm and ``user_id``
+    the openid, group_openid, channel_id or guild_id; ``reply_to`` the inbound message
+    id that makes a passive reply. ``origin`` names the channel the text came from.
+    """
+
+    user_id: str = ""
+    session_id: str = ""
+    kind: str = ""
+    reply_to: str = ""
+    origin: str = ""
+
+
+class Channel(Protocol):
+    name: str
+
+    def unavailable(self) -> str:
+        """Why the channel cannot send now ("" when it can): disabled, not configured…"""
+        ...
+
+    async def send_text(self, target: Target, text: str) -> None: ...
+
+
+class Asker(Protocol):
+    """A channel that can put a running turn's question (ask_user, a tool approval) to
+    the owner, for turns no channel is watching (cron jobs, QQ messages)."""
+
+    async def show(self, event: AskUser, label: str) -> None: ...
+
+    async def settle(self, tool_call_id: str) -> None:
+        """The tool finished: a question still open for it is closed as unanswered."""
+        ...
+
+
+class Detached:
+    """A known channel whose adapter is not running (Telegram before start, after stop)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def unavailable(self) -> str:
+        return t("channel.not_running", name=self.name)
+
+    async def send_text(self, target: Target, text: str) -> None:
+        raise ChannelError(ChannelError.DISABLED, self.unavailable(), channel=self.name)
+
+
+Closer = Callable[[], Awaitable[None]]
+
+
+class ChannelRegistry:
+    def __init__(self) -> None:
+        self._channels: dict[str, Channel] = {}
+        self._closers: list[Closer] = []
+        self.asker: Asker | None = None
+
+    def register(self, channel: Channel, *, close: Closer | None = None) -> None:
+        """Add a channel (replacing one of the same name); ``close`` runs at shutdown."""
+        name = channel.name
+        if not name or name != name.lower() or not name.replace("_", "").isalnum():
+            raise ValueError(f"invalid channel name {name!r}: use lowercase letters, digits, _")
+        self._channels[name] = channel
+        if close is not None:
+            self._closers.append(close)
+
+    def attach(self, channel: Channel) -> None:
+        """A running adapter takes over its channel's name."""
+        self._channels[channel.name] = channel
+
+    def detach(self, name: str) -> None:
+        """The adapter stopped: its name stays known but refuses."""
+        if name in self._channels:
+            self._channels[name] = Detached(name)
+
+    def names(self) -> list[str]:
+        return list(self._channels)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._channels
+
+    def get(self, name: str) -> Channel:
+        """The channel, or ChannelError(channel_not_supported) naming the known ones."""
+        channel = self._channels.get(name)
+        if channel is None:
+            known = ", ".join(self._channels)
+            raise ChannelError(
+                ChannelError.NOT_SUPPORTED,
+                t("channel.not_supported", name=name[:64], known=known),
+                channel=name[:64],
+                supported=list(self._channels),
+            )
+        return channel
+
+    def require(self, name: str) -> Channel:
+        """The channel if it can send now; else ChannelError (not supported / disabled)."""
+        channel = self.get(name)
+        reason = channel.unavailable()
+        if reason:
+            raise ChannelError(ChannelError.DISABLED, reason, channel=name)
+        return channel
+
+    async def send(self, name: str, target: Target, text: str, *, timeout: float) -> None:  # noqa: ASYNC109 - a bound per channel, applied inside
+        """Deliver ``text`` within ``timeout`` seconds; ChannelError when it cannot."""
+        channel = self.require(name)
+        try:
+            async with asyncio.timeout(timeout):
+                await channel.send_text(target, text)
+        except ChannelError:
+            raise
+        except TimeoutError:
+            log.warning("delivery to %s timed out after %.0fs", name, timeout)
+            raise ChannelError(
+                ChannelError.DISPATCH_FAILED,
+                t("channel.timeout", name=name, seconds=f"{timeout:g}"),
+                channel=name,
+            ) from None
+        except Exception as exc:
+            log.warning("delivery to %s failed: %s", name, type(exc).__name__)
+            raise ChannelError(
+                ChannelError.DISPATCH_FAILED,
+                t("channel.failed", name=name, detail=type(exc).__name__),
+                channel=name,
+            ) from exc
+
+    async def aclose(self) -> None:
+        for close in self._closers:
+            try:
+                await close()
+            except Exception as exc:  # closing is best effort at shutdown
+                log.warning("closing a channel failed: %s", type(exc).__name__)
+
+
+async def follow_turn(turn: Turn, asker: Asker | None, label: str) -> Completed | ErrorEvent:
+    """Drain a turn no channel is showing (a cron job, a QQ message): its questions go to
+    the owner through ``asker`` (headed by ``label``) and are closed once their tool is
+    done. Cancelling the caller cancels the turn, which still writes a valid history."""
+    shown: set[str] = set()
+    try:
+        async for event in turn:
+            if isinstance(event, AskUser) and asker is not None:
+                try:
+                    await asker.show(event, label)
+                    shown.add(event.tool_call_id)
+                except Exception as exc:  # unanswerable: the wait runs into its timeout
+                    log.warning("could not show a question: %s", type(exc).__name__)
+            elif isinstance(event, ToolResult) and event.id in shown and asker is not None:
+                shown.discard(event.id)
+                await _settle(asker, event.id)
+    except asyncio.CancelledError:
+        turn.cancel()
+        raise
+    finally:
+        for tool_call_id in shown:
+            if asker is not None:
+                await _settle(asker, tool_call_id)
+    assert turn.final is not None
+    return turn.final
+
+
+async def _settle(asker: Asker, tool_call_id: str) -> None:
+    try:
+        await asker.settle(tool_call_id)
+    except Exception as exc:
+        log.warning("could not close a question: %s", type(exc).__name__)

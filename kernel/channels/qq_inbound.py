@@ -1,0 +1,320 @@
+"""QQ events in: ``POST /channels/qq/inbound`` (seed 000 "QQ 入站契约").
+
+Every request is signed by the platform: ``X-Signature-Ed25519`` (hex) over
+``X-Signature-Timestamp + body``, with the Ed25519 key whose 32-byte seed is the bot
+secret repeated to 32 bytes. A missing or wrong signature is refused (401).
+
+- ``op 13`` (callback address validation): answered with ``{"plain_token",
+  "signature"}``, the signature over ``event_ts + plain_token``. The platform may send it
+  unsigned; its fields are then held to a timestamp of digits and a token of
+  ``[A-Za-z0-9_-]`` (no JSON can be both), so answering it cannot sign a forged event.
+- ``op 0`` (dispatch): ``C2C_MESSAGE_CREATE``, ``GROUP_AT_MESSAGE_CREATE``,
+  ``AT_MESSAGE_CREATE``, ``DIRECT_MESSAGE_CREATE``, or a payload with ``message_type``
+  (c2c/private, group, guild/channel, dm/direct) as some bridges send. It is
+  acknowledged at once (``{"op": 12, "d": 0}``: the platform wants an answer within
+  seconds) and the turn runs in a tracked task; an event id seen before is acknowledged
+  and dropped. The text goes through the agent as channel ``qq`` in a session per
+  conversation, and the reply goes back to the event's own target with its ``msg_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kernel.agent.agent import Agent, SessionKey, UserInput
+from kernel.agent.events import Completed
+from kernel.channels.base import ChannelRegistry, Target, follow_turn
+from kernel.channels.qq import QQChannel
+from kernel.errors import ChannelError, KernelError
+from kernel.i18n import t
+
+log = logging.getLogger(__name__)
+
+ACK = {"op": 12, "d": 0}
+_SEEN_KEPT = 2000
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_DIGITS = re.compile(r"^[0-9]{1,20}$")
+_MENTION = re.compile(r"<@!?[0-9A-Za-z]+>")
+
+EVENT_KINDS = {
+    "C2C_MESSAGE_CREATE": "c2c",
+    "GROUP_AT_MESSAGE_CREATE": "group",
+    "AT_MESSAGE_CREATE": "guild",
+    "DIRECT_MESSAGE_CREATE": "dm",
+}
+_ALIASES = {
+    "c2c": "c2c",
+    "private": "c2c",
+    "friend": "c2c",
+    "group": "group",
+    "group_at": "group",
+    "guild": "guild",
+    "channel": "guild",
+    "guild_channel": "guild",
+    "dm": "dm",
+    "direct": "dm",
+    "direct_message": "dm",
+}
+
+
+class InboundError(KernelError):
+    """A callback refused: ``status`` and ``code`` for the HTTP answer."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def _signing_key(secret: str) -> Any:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    raw = secret.encode()
+    seed = (raw * (32 // len(raw) + 1))[:32]
+    return Ed25519PrivateKey.from_private_bytes(seed)
+
+
+def sign(secret: str, message: bytes) -> str:
+    """Hex Ed25519 signature with the key derived from the bot secret (QQ's algorithm)."""
+    return str(_signing_key(secret).sign(message).hex())
+
+
+def verify(secret: str, message: bytes, signature_hex: str) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        signature = bytes.fromhex(signature_hex)
+    except ValueError:
+        return False
+    if len(signature) != 64:
+        return False
+    try:
+        _signing_key(secret).public_key().verify(signature, message)
+    except InvalidSignature:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    event_type: str
+    kind: str  # c2c, group, guild, dm: where the reply goes
+    target_id: str  # openid, group_openid, channel_id or guild_id
+    user_id: str  # the sender
+    msg_id: str
+    text: str
+
+    @property
+    def session_id(self) -> str:
+        """One conversation per place and sender."""
+        if self.kind == "c2c":
+            return f"c2c:{self.target_id}"
+        return f"{self.kind}:{self.target_id}:{self.user_id}"
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else str(value) if isinstance(value, int) else ""
+
+
+def _first(*values: Any) -> str:
+    return next((v for v in (_text(x) for x in values) if v), "")
+
+
+def parse_event(payload: dict[str, Any]) -> InboundMessage | None:
+    """The message in a callback payload; None for events that are not messages Kernel
+    answers. ValueError when a message event lacks where it came from."""
+    data: dict[str, Any] = payload
+    for key in ("d", "data"):
+        nested = payload.get(key)
+        if isinstance(nested, dict):
+            data = nested
+            break
+    event_type = _first(
+        payload.get("t"), payload.get("event"), payload.get("event_type"), payload.get("type")
+    ).upper()
+    kind = EVENT_KINDS.get(event_type) or _ALIASES.get(
+        _first(data.get("message_type"), data.get("target_type")).lower()
+    )
+    if kind is None:
+        return None
+    author: dict[str, Any] = data["author"] if isinstance(data.get("author"), dict) else {}
+    sender: dict[str, Any] = data["sender"] if isinstance(data.get("sender"), dict) else {}
+    if kind == "c2c":
+        target = _first(
+            author.get("user_openid"),
+            author.get("id"),
+            sender.get("user_id"),
+            data.get("user_id"),
+            data.get("target_id"),
+        )
+        user = target
+    elif kind == "group":
+        target = _first(data.get("group_openid"), data.get("group_id"), data.get("target_id"))
+        user = _first(
+            author.get("member_openid"),
+            author.get("id"),
+            sender.get("user_id"),
+            data.get("user_id"),
+        )
+    elif kind == "guild":
+        target = _first(data.get("channel_id"), data.get("target_id"))
+        user = _first(author.get("id"), sender.get("user_id"), data.get("user_id"))
+    else:
+        target = _first(data.get("guild_id"), data.get("target_id"))
+        user = _first(author.get("id"), sender.get("user_id"), data.get("user_id"))
+    if not target:
+        raise ValueError(t("qq.event_no_target", kind=kind))
+    raw = data.get("content")
+    if not isinstance(raw, str):
+        raw = data.get("message") if isinstance(data.get("message"), str) else data.get("text")
+    text = _MENTION.sub(" ", raw if isinstance(raw, str) else "").strip()
+    msg_id = _first(data.get("id"), data.get("message_id"), data.get("msg_id"))
+    return InboundMessage(event_type or kind, kind, target, user or target, msg_id, text)
+
+
+class QQInbound:
+    """Checks and answers callbacks; runs each message's turn in a tracked task."""
+
+    def __init__(self, channel: QQChannel, agent: Agent, registry: ChannelRegistry) -> None:
+        self.channel = channel
+        self.agent = agent
+        self.registry = registry
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def handle(self, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+        """The JSON answer to one callback, or InboundError."""
+        cfg = self.channel.cfg
+        reason = self.channel.unavailable()
+        if reason:
+            raise InboundError(400, ChannelError.DISABLED, reason)
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise InboundError(400, "invalid_request", t("qq.bad_body")) from None
+        if not isinstance(payload, dict):
+            raise InboundError(400, "invalid_request", t("qq.bad_body"))
+        signature = headers.get("X-Signature-Ed25519", "")
+        stamp = headers.get("X-Signature-Timestamp", "")
+        signed = bool(signature or stamp)
+        if signed or payload.get("op") != 13:
+            if not (_DIGITS.match(stamp) and signature):
+                raise InboundError(401, "invalid_signature", t("qq.unsigned"))
+            if not await asyncio.to_thread(
+                verify, cfg.client_secret, stamp.encode() + body, signature
+            ):
+                log.warning("qq callback with a bad signature refused")
+                raise InboundError(401, "invalid_signature", t("qq.bad_signature"))
+        op = payload.get("op", 0)
+        if op == 13:
+            return await self._validate(payload)
+        if op != 0:
+            raise InboundError(400, "invalid_request", t("qq.bad_op", op=str(op)[:16]))
+        self._dispatch(payload)
+        return ACK
+
+    async def _validate(self, payload: dict[str, Any]) -> dict[str, Any]:
+        data = payload.get("d")
+        data = data if isinstance(data, dict) else {}
+        token = data.get("plain_token")
+        stamp = data.get("event_ts")
+        stamp = str(stamp) if isinstance(stamp, int) and not isinstance(stamp, bool) else stamp
+        if not (isinstance(token, str) and _TOKEN.match(token)):
+            raise InboundError(400, "invalid_request", t("qq.bad_validation"))
+        if not (isinstance(stamp, str) and _DIGITS.match(stamp)):
+            raise InboundError(400, "invalid_request", t("qq.bad_validation"))
+        secret = self.channel.cfg.client_secret
+        signature = await asyncio.to_thread(sign, secret, (stamp + token).encode())
+        log.info("qq callback address validated")
+        return {"plain_token": token, "signature": signature}
+
+    def _dispatch(self, payload: dict[str, Any]) -> None:
+        channel = self.channel
+        try:
+            message = parse_event(payload)
+        except ValueError as exc:
+            raise InboundError(400, "invalid_request", str(exc)) from None
+        if message is None:
+            channel.ignored += 1
+            return
+        event_id = _first(payload.get("id")) or message.msg_id
+        if event_id:
+            if event_id in self._seen:
+                channel.duplicates += 1
+                log.info("qq event repeated; ignored")
+                return
+            self._seen[event_id] = None
+            while len(self._seen) > _SEEN_KEPT:
+                self._seen.popitem(last=False)
+        channel.events += 1
+        channel.last_inbound = {
+            "at": channel.clock.now().isoformat(timespec="seconds"),
+            "event_type": message.event_type,
+            "target_type": message.kind,
+            "target_id": message.target_id,
+            "user_id": message.user_id,
+        }
+        allowed = channel.cfg.allowed_users
+        if allowed and message.user_id not in allowed:
+            channel.refused += 1
+            log.info("qq message from a sender not in channels.qq.allowed_users dropped")
+            return
+        self._spawn(self._answer(message), f"qq-{message.kind}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, message: InboundMessage) -> None:
+        target = Target(
+            user_id=message.target_id,
+            session_id=message.session_id,
+            kind=message.kind,
+            reply_to=message.msg_id,
+            origin="qq",
+        )
+        cfg = self.agent.config
+        try:
+            if not message.text:
+                text = t("qq.text_only")
+            else:
+                text = await self._turn(message)
+            if text:
+                await self.registry.send("qq", target, text, timeout=cfg.cron.delivery_timeout)
+        except ChannelError as exc:
+            self.channel.note_error("reply", str(exc))
+        except KernelError as exc:
+            self.channel.note_error("turn", type(exc).__name__)
+        except Exception as exc:
+            log.exception("answering a qq message failed")
+            self.channel.note_error("turn", type(exc).__name__)
+
+    async def _turn(self, message: InboundMessage) -> str:
+        agent = self.agent
+        key = SessionKey("qq", message.user_id, message.session_id)
+        opened = await agent.open_session(key)
+        assert opened is not None
+        await agent.wait_idle(opened.conversation, agent.config.gateway.queue_timeout)
+        asker = self.registry.asker
+        user_input = UserInput(
+            message.text, channel="qq", user_id=message.user_id, interactive=asker is not None
+        )
+        turn = agent.start_turn(opened.conversation, user_input)
+        final = await follow_turn(turn, asker, t("qq.ask_label"))
+        if isinstance(final, Completed):
+            return "" if final.cancelled else final.reply
+        return t("qq.turn_failed", message=final.message)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self.agent.config.general.shutdown_timeout)

@@ -1,0 +1,175 @@
+"""The ``webhook`` channel: each text POSTed as JSON to ``channels.webhook.url``.
+
+Body: ``{"delivery_id", "user_id", "session_id", "channel", "text", "timestamp"}``
+(``channel``: where the text came from, e.g. ``cron``; ``timestamp``: ISO 8601 UTC;
+``delivery_id``: the same on every retry of one delivery, so a receiver can drop
+repeats). With ``channels.webhook.secret`` set, each request carries
+``X-Kernel-Timestamp: <unix seconds>`` and
+``X-Kernel-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>``.
+
+Timeouts, connection failures, 429 and 5xx are retried ``max_retries`` times with
+exponential backoff; other statuses fail at once. A delivery that finally fails is
+logged (never with the text or URL), kept in :attr:`WebhookChannel.failures` (shown by
+``GET /channels/webhook/state``) and raised as ``channel_dispatch_failed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import uuid
+from collections import deque
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from kernel.channels.base import Target
+from kernel.clock import Clock
+from kernel.config import Config, WebhookChannelConfig
+from kernel.errors import ChannelError
+from kernel.i18n import t
+
+if TYPE_CHECKING:
+    import aiohttp
+
+log = logging.getLogger(__name__)
+
+FAILURES_KEPT = 50
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """The ``X-Kernel-Signature`` value for ``body`` sent at ``timestamp``."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+class WebhookChannel:
+    name = "webhook"
+
+    def __init__(self, config: Config, clock: Clock) -> None:
+        self.config = config
+        self.clock = clock
+        self._http: aiohttp.ClientSession | None = None
+        self.delivered = 0
+        self.failed = 0
+        self.last_delivery_at: datetime | None = None
+        self.last_error = ""
+        self.failures: deque[dict[str, Any]] = deque(maxlen=FAILURES_KEPT)
+
+    @property
+    def cfg(self) -> WebhookChannelConfig:
+        return self.config.channels.webhook
+
+    def unavailable(self) -> str:
+        if not self.cfg.enabled:
+            return t("channel.disabled", name=self.name, key="channels.webhook.enabled")
+        if not self.cfg.url:
+            return t("config.channel_needs", key="channels.webhook.url")
+        return ""
+
+    async def send_text(self, target: Target, text: str) -> None:
+        cfg = self.cfg  # one delivery uses one version of the settings
+        delivery_id = uuid.uuid4().hex
+        payload = {
+            "delivery_id": delivery_id,
+            "user_id": target.user_id,
+            "session_id": target.session_id,
+            "channel": target.origin or self.name,
+            "text": text,
+            "timestamp": self.clock.now().isoformat(timespec="seconds"),
+        }
+        body = json.dumps(payload, ensure_ascii=False).encode()
+        attempts = 1 + cfg.max_retries
+        problem = ""
+        used = 0
+        for attempt in range(attempts):
+            used = attempt + 1
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "Kernel",
+                "X-Kernel-Delivery": delivery_id,
+            }
+            if cfg.secret:
+                stamp = str(int(self.clock.now().timestamp()))
+                headers["X-Kernel-Timestamp"] = stamp
+                headers["X-Kernel-Signature"] = signature(cfg.secret, stamp, body)
+            status, problem = await self._post(cfg, body, headers)
+            if status is not None and 200 <= status < 300:
+                self.delivered += 1
+                self.last_delivery_at = self.clock.now()
+                if attempt:
+                    log.info("webhook delivery %s succeeded on attempt %d", delivery_id, used)
+                return
+            retry = status is None or status == 429 or status >= 500
+            if not retry or used == attempts:
+                break
+            log.info("webhook delivery %s: %s; retrying", delivery_id, problem)
+            await self.clock.sleep(cfg.retry_base_delay * 2**attempt)
+        self._record_failure(delivery_id, target, used, problem)
+        raise ChannelError(
+            ChannelError.DISPATCH_FAILED,
+            t("webhook.failed", attempts=used, detail=problem),
+            channel=self.name,
+            delivery_id=delivery_id,
+        )
+
+    async def _post(
+        self, cfg: WebhookChannelConfig, body: bytes, headers: dict[str, str]
+    ) -> tuple[int | None, str]:
+        """(status, problem): status None when no answer came (timeout, connection)."""
+        import aiohttp
+
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession()
+        timeout = aiohttp.ClientTimeout(total=cfg.timeout_seconds)
+        try:
+            async with self._http.post(
+                cfg.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            ) as response:
+                await response.read()
+                return response.status, f"HTTP {response.status}"
+        except TimeoutError:
+            return None, t("webhook.timeout", seconds=f"{cfg.timeout_seconds:g}")
+        except aiohttp.ClientError as exc:
+            return None, type(exc).__name__
+
+    def _record_failure(
+        self, delivery_id: str, target: Target, attempts: int, problem: str
+    ) -> None:
+        self.failed += 1
+        self.last_error = problem
+        self.failures.append(
+            {
+                "delivery_id": delivery_id,
+                "at": self.clock.now().isoformat(timespec="seconds"),
+                "attempts": attempts,
+                "error": problem,
+                "origin": target.origin or self.name,
+                "session_id": target.session_id,
+            }
+        )
+        log.warning(
+            "webhook delivery %s failed after %d attempt(s): %s", delivery_id, attempts, problem
+        )
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "enabled": self.cfg.enabled,
+            "configured": bool(self.cfg.url),
+            "signed": bool(self.cfg.secret),
+            "delivered": self.delivered,
+            "failed": self.failed,
+            "last_delivery_at": (
+                self.last_delivery_at.isoformat(timespec="seconds")
+                if self.last_delivery_at
+                else None
+            ),
+            "last_error": self.last_error or None,
+            "recent_failures": list(reversed(self.failures)),
+        }
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None

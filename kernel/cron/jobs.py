@@ -1,0 +1,281 @@
+"""A job's definition, checked at the boundary (HTTP bodies, tool arguments, the CLI),
+and its JSON view.
+
+The API shape follows seed 000's ``CronJobSpec``: ``id``, ``name``, ``enabled``,
+``schedule``, ``task_type`` (``text`` or ``workflow``), ``text`` / ``workflow``,
+``dispatch`` (``{"channel", "target": {"user_id", "session_id", "target_type"}}``,
+Telegram's owner by default), ``runtime`` (``timeout_seconds``,
+``misfire_grace_seconds``), ``meta``; plus ``state`` in views.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from kernel.channels.base import Target
+from kernel.cron import schedule as schedules
+from kernel.cron.schedule import Rules, Schedule
+from kernel.cron.workflow import Workflow, parse_workflow
+from kernel.errors import CronError
+from kernel.i18n import t
+from kernel.store.cron import CronRow
+
+DEFAULT_ID = "cron-default"
+DEFAULT_NAME = "你好文本任务"
+DEFAULT_TEXT = "你好"
+DEFAULT_SCHEDULE = "0 9 * * *"
+DEFAULT_CHANNEL = "telegram"
+TASK_TYPES = ("text", "workflow")
+JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_LIMIT = 200
+TEXT_LIMIT = 20_000
+META_LIMIT = 8_000
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    channel: str = DEFAULT_CHANNEL
+    user_id: str = ""
+    session_id: str = ""
+    target_type: str = ""  # qq: c2c, group, guild or dm
+
+    def target(self, job_id: str) -> Target:
+        return Target(
+            user_id=self.user_id,
+            session_id=self.session_id or job_id,
+            kind=self.target_type,
+            origin="cron",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        target: dict[str, str] = {"user_id": self.user_id, "session_id": self.session_id}
+        if self.target_type:
+            target["target_type"] = self.target_type
+        return {"channel": self.channel, "target": target}
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    name: str
+    schedule: Schedule
+    task_type: str = "text"
+    text: str = ""
+    workflow: Workflow | None = None
+    dispatch: Dispatch = field(default_factory=Dispatch)
+    enabled: bool = True
+    timeout_seconds: float | None = None
+    misfire_grace_seconds: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_store(self) -> dict[str, Any]:
+        """What goes into ``cron_jobs.spec`` (name and enabled have columns)."""
+        return {
+            "schedule": self.schedule.text,
+            "task_type": self.task_type,
+            "text": self.text,
+            "workflow": self.workflow.to_dict() if self.workflow else None,
+            "dispatch": self.dispatch.to_dict(),
+            "runtime": self.runtime(),
+            "meta": self.meta,
+        }
+
+    def runtime(self) -> dict[str, Any]:
+        return {
+            "timeout_seconds": self.timeout_seconds,
+            "misfire_grace_seconds": self.misfire_grace_seconds,
+        }
+
+
+@dataclass(slots=True)
+class CronJob:
+    spec: JobSpec
+    row: CronRow  # state, written through to the store
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    @property
+    def schedulable(self) -> bool:
+        return self.spec.enabled and not self.row.paused
+
+
+def _text_field(data: dict[str, Any], key: str, limit: int) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise CronError("invalid_request", t("gw.bad_field", field=key, expected="string"))
+    if len(value) > limit:
+        raise CronError("invalid_request", t("gw.field_too_long", field=key, limit=limit))
+    return value.strip()
+
+
+def _number(data: dict[str, Any], key: str, *, allow_zero: bool) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or value < 0 or (value == 0 and not allow_zero) or value > 7 * 86400:
+        raise CronError("invalid_request", t("cron.bad_number", field=f"runtime.{key}"))
+    return float(value)
+
+
+def _dispatch(data: Any, base: Dispatch, channels: Collection[str]) -> Dispatch:
+    if not isinstance(data, dict):
+        raise CronError("invalid_request", t("gw.bad_field", field="dispatch", expected="object"))
+    channel = data.get("channel", base.channel)
+    if not isinstance(channel, str) or channel not in channels:
+        shown = str(channel)[:64]
+        raise CronError(
+            "channel_not_supported",
+            t("channel.not_supported", name=shown, known=", ".join(channels)),
+            channel=shown,
+            supported=list(channels),
+        )
+    target = data.get("target", {})
+    if not isinstance(target, dict):
+        raise CronError(
+            "invalid_request", t("gw.bad_field", field="dispatch.target", expected="object")
+        )
+    values: dict[str, str] = {}
+    for key in ("user_id", "session_id", "target_type", "target_id"):
+        value = target.get(key)
+        if value is not None and (not isinstance(value, str | int) or isinstance(value, bool)):
+            field_name = f"dispatch.target.{key}"
+            raise CronError(
+                "invalid_request", t("gw.bad_field", field=field_name, expected="string")
+            )
+        if value is not None:
+            values[key] = str(value).strip()[:128]
+    kind = values.get("target_type", base.target_type if channel == base.channel else "")
+    if kind and kind not in ("c2c", "group", "guild", "dm"):
+        raise CronError("invalid_request", t("qq.bad_target_type", kind=kind[:16]))
+    same = channel == base.channel
+    return Dispatch(
+        channel=channel,
+        user_id=values.get("target_id") or values.get("user_id", base.user_id if same else ""),
+        session_id=values.get("session_id", base.session_id if same else ""),
+        target_type=kind,
+    )
+
+
+def parse_spec(
+    data: dict[str, Any],
+    rules: Rules,
+    channels: Collection[str],
+    *,
+    base: JobSpec | None = None,
+    now: datetime | None = None,
+) -> JobSpec:
+    """A checked spec from an API body; ``base``: the job being updated (fields not in
+    ``data`` keep their values). ``now``: a once time must come after it."""
+    name = _text_field(data, "name", NAME_LIMIT)
+    if base is None and not name:
+        raise CronError("invalid_request", t("gw.field_required", field="name"))
+    spec = base or JobSpec(name="", schedule=Schedule("interval", seconds=3600))
+    if name:
+        spec = replace(spec, name=name)
+    elif name is not None:
+        raise CronError("invalid_request", t("gw.field_required", field="name"))
+    if "enabled" in data:
+        if not isinstance(data["enabled"], bool):
+            raise CronError(
+                "invalid_request", t("gw.bad_field", field="enabled", expected="boolean")
+            )
+        spec = replace(spec, enabled=data["enabled"])
+    if data.get("schedule") is not None:
+        spec = replace(spec, schedule=schedules.from_dict(data["schedule"], rules, now))
+    elif base is None:
+        raise CronError("invalid_cron_schedule", t("gw.field_required", field="schedule"))
+    text = _text_field(data, "text", TEXT_LIMIT)
+    if text is not None:
+        spec = replace(spec, text=text)
+    if data.get("workflow") is not None:
+        spec = replace(spec, workflow=parse_workflow(data["workflow"]))
+    kind = data.get("task_type")
+    if kind is None:
+        kind = "workflow" if data.get("workflow") is not None else None
+        kind = kind or ("text" if text else spec.task_type)
+    if kind not in TASK_TYPES:
+        raise CronError(
+            "invalid_request", t("cron.task_type", kinds=", ".join(TASK_TYPES)), field="task_type"
+        )
+    spec = replace(spec, task_type=str(kind))
+    if spec.task_type == "text" and not spec.text:
+        raise CronError("invalid_request", t("gw.field_required", field="text"))
+    if spec.task_type == "workflow" and spec.workflow is None:
+        raise CronError("invalid_cron_workflow", t("gw.field_required", field="workflow"))
+    if data.get("dispatch") is not None:
+        spec = replace(spec, dispatch=_dispatch(data["dispatch"], spec.dispatch, channels))
+    elif spec.dispatch.channel not in channels:
+        spec = replace(spec, dispatch=_dispatch({}, spec.dispatch, channels))
+    runtime = data.get("runtime")
+    if runtime is not None:
+        if not isinstance(runtime, dict):
+            raise CronError(
+                "invalid_request", t("gw.bad_field", field="runtime", expected="object")
+            )
+        if "timeout_seconds" in runtime:
+            spec = replace(
+                spec, timeout_seconds=_number(runtime, "timeout_seconds", allow_zero=False)
+            )
+        if "misfire_grace_seconds" in runtime:
+            grace = _number(runtime, "misfire_grace_seconds", allow_zero=True)
+            spec = replace(spec, misfire_grace_seconds=grace)
+    meta = data.get("meta")
+    if meta is not None:
+        if not isinstance(meta, dict) or len(json.dumps(meta, default=str)) > META_LIMIT:
+            raise CronError("invalid_request", t("gw.bad_field", field="meta", expected="object"))
+        keep = {"system_default": True} if spec.meta.get("system_default") else {}
+        spec = replace(spec, meta={**json.loads(json.dumps(meta, default=str)), **keep})
+    return spec
+
+
+def spec_from_row(row: CronRow, rules: Rules, channels: Collection[str]) -> JobSpec:
+    """The spec as stored (checked again: a schedule is parsed from its text form)."""
+    stored = dict(row.spec)
+    stored["name"] = row.name
+    stored["enabled"] = row.enabled
+    return parse_spec(stored, rules, channels)
+
+
+def job_view(job: CronJob, rules: Rules, *, running: bool = False) -> dict[str, Any]:
+    spec = job.spec
+    return {
+        "id": job.id,
+        "name": spec.name,
+        "enabled": spec.enabled,
+        "schedule": spec.schedule.to_dict(rules.tz_name),
+        "task_type": spec.task_type,
+        "text": spec.text if spec.task_type == "text" else "",
+        "workflow": spec.workflow.to_dict() if spec.workflow else None,
+        "dispatch": spec.dispatch.to_dict(),
+        "runtime": spec.runtime(),
+        "meta": {**spec.meta, "created_by": job.row.created_by},
+        "state": state_view(job, rules, running=running),
+    }
+
+
+def _local(value: datetime | None, rules: Rules) -> str | None:
+    return value.astimezone(rules.tz).isoformat(timespec="seconds") if value else None
+
+
+def state_view(job: CronJob, rules: Rules, *, running: bool = False) -> dict[str, Any]:
+    row = job.row
+    return {
+        "paused": row.paused,
+        "running": running,
+        "next_run_at": _local(row.next_run_at, rules) if job.schedulable else None,
+        "last_run_at": _local(row.last_run_at, rules),
+        "last_status": row.last_status,
+        "last_result": row.last_result,
+        "last_error": row.last_error,
+        "last_execution": row.last_execution,
+        "run_count": row.run_count,
+    }

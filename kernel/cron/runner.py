@@ -1,0 +1,165 @@
+"""One run of a job: its prompt (or each ``text_event`` of its workflow) goes through
+the agent in the job's own session (channel ``cron``, ``external_id`` = the job id), and
+the reply is delivered to the job's channel.
+
+Nobody watches a cron turn, so a question it asks (ask_user, a tool approval) goes to
+the owner through the registry's asker (Telegram's inline buttons); with no asker, the
+turn is not interactive and such tools refuse at once, saying nobody can be asked.
+A turn that fails is reported to the job's channel as well, so a reminder never
+vanishes silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kernel.agent.agent import Agent, SessionKey, UserInput
+from kernel.agent.events import Completed
+from kernel.channels.base import ChannelRegistry, follow_turn
+from kernel.clock import Clock
+from kernel.config import Config
+from kernel.cron.jobs import CronJob
+from kernel.cron.schedule import Rules
+from kernel.cron.workflow import NODE_HANDLERS, NodeContext
+from kernel.errors import ChannelError, KernelError
+from kernel.i18n import t
+
+RESULT_LIMIT = 4000
+
+
+class RunFailed(KernelError):
+    """A run ended without its result; the text says why (shown as ``last_error``)."""
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    status: str  # succeeded or failed
+    result: str = ""
+    error: str = ""
+    execution: dict[str, Any] | None = None
+
+
+class JobRunner:
+    def __init__(
+        self, config: Config, agent: Agent, registry: ChannelRegistry, clock: Clock
+    ) -> None:
+        self.config = config
+        self.agent = agent
+        self.registry = registry
+        self.clock = clock
+
+    async def run(self, job: CronJob, rules: Rules) -> RunOutcome:
+        if job.spec.task_type == "workflow":
+            return await self._workflow(job, rules)
+        try:
+            reply = await self.run_text(job, job.spec.text)
+        except KernelError as exc:  # failed turn, failed delivery, session kept busy
+            return RunOutcome("failed", error=str(exc))
+        return RunOutcome("succeeded", result=reply[:RESULT_LIMIT])
+
+    async def run_text(self, job: CronJob, text: str) -> str:
+        """One turn in the job's session; its reply delivered. Returns the reply."""
+        agent = self.agent
+        key = SessionKey("cron", "", job.id)
+        meta: dict[str, object] = {"source": "cron", "cron_job_id": job.id}
+        opened = await agent.open_session(key, title=job.spec.name, meta=meta)
+        assert opened is not None
+        await agent.wait_idle(opened.conversation, self.config.cron.run_timeout)
+        asker = self.registry.asker
+        user_input = UserInput(text, channel="cron", interactive=asker is not None)
+        turn = agent.start_turn(opened.conversation, user_input)
+        final = await follow_turn(turn, asker, t("cron.ask_label", name=job.spec.name))
+        if not isinstance(final, Completed):
+            notice = t("cron.failed_notice", name=job.spec.name, message=final.message)
+            with contextlib.suppress(ChannelError):  # the failure itself gets recorded
+                await self.deliver(job, notice)
+            raise RunFailed(final.message)
+        if final.cancelled:
+            raise RunFailed(t("cron.cancelled"))
+        if final.reply.strip():
+            await self.deliver(job, final.reply)
+        return final.reply
+
+    async def deliver(self, job: CronJob, text: str) -> None:
+        dispatch = job.spec.dispatch
+        await self.registry.send(
+            dispatch.channel,
+            dispatch.target(job.id),
+            text,
+            timeout=self.config.cron.delivery_timeout,
+        )
+
+    async def _workflow(self, job: CronJob, rules: Rules) -> RunOutcome:
+        workflow = job.spec.workflow
+        assert workflow is not None
+        dispatch = job.spec.dispatch
+
+        async def run_text(text: str) -> str:
+            return await self.run_text(job, text)
+
+        ctx = NodeContext(
+            job_id=job.id,
+            job_name=job.spec.name,
+            channel=dispatch.channel,
+            user_id=dispatch.user_id,
+            session_id=dispatch.session_id,
+            task_type=job.spec.task_type,
+            now=lambda: self.clock.now().astimezone(rules.tz),
+            sleep=self.clock.sleep,
+            run_text=run_text,
+        )
+        started = self._stamp()
+        steps: list[dict[str, Any]] = []
+        first_error = ""
+        stopped_at: int | None = None
+        for index, node in enumerate(workflow.order):
+            step: dict[str, Any] = {
+                "node_id": node.id,
+                "node_type": node.type,
+                "continue_on_error": node.continue_on_error,
+                "started_at": self._stamp(),
+            }
+            stop = False
+            try:
+                done = await NODE_HANDLERS[node.type].execute(ctx, node)
+                step["status"] = "succeeded"
+                stop = done.stop
+            except (KernelError, ValueError) as exc:
+                step["status"] = "failed"
+                step["error"] = str(exc)
+                first_error = first_error or t("cron.node_failed", id=node.id, error=str(exc))
+                stop = not node.continue_on_error
+            step["finished_at"] = self._stamp()
+            steps.append(step)
+            if stop:
+                stopped_at = index
+                break
+        if stopped_at is not None:
+            for node in workflow.order[stopped_at + 1 :]:
+                now = self._stamp()
+                steps.append(
+                    {
+                        "node_id": node.id,
+                        "node_type": node.type,
+                        "status": "skipped",
+                        "continue_on_error": node.continue_on_error,
+                        "started_at": now,
+                        "finished_at": now,
+                    }
+                )
+        execution = {
+            "run_id": f"run-{uuid.uuid4().hex[:12]}",
+            "started_at": started,
+            "finished_at": self._stamp(),
+            "had_failures": bool(first_error),
+            "nodes": steps,
+        }
+        result = "\n\n".join(ctx.outputs)[:RESULT_LIMIT]
+        status = "failed" if first_error else "succeeded"
+        return RunOutcome(status, result=result, error=first_error, execution=execution)
+
+    def _stamp(self) -> str:
+        return self.clock.now().isoformat(timespec="seconds")

@@ -1,0 +1,367 @@
+"""The scheduler: a tracked background component of the Kernel (``start``/``stop``).
+
+Jobs live in SQLite (``cron_jobs``) and in a cache here; every change is written
+through. One loop task sleeps (injectable clock: tests drive time) until the earliest
+``next_run_at`` or until a change wakes it, fires what is due, and plans the next run
+before the run starts, so a crash never repeats a run (at most once).
+
+Policies:
+
+- **Missed runs** (Kernel was down): at start, a job whose planned run passed at most
+  ``misfire_grace_seconds`` ago (the job's ``runtime`` value, else
+  ``cron.misfire_grace_seconds``) runs once now, however many runs were missed; one
+  missed by more is skipped, recorded in its state (``last_status = "skipped"`` and why),
+  and planned from now. A one-shot job skipped that way is disabled.
+- **Never two runs at once**: a run that falls due while the job still runs is skipped
+  and recorded; ``run`` now answers ``cron_busy``.
+- **One-shot jobs** disable themselves once their planned run has run.
+- The protected job ``cron-default`` (``你好文本任务``, text ``你好``, disabled) always
+  exists and refuses deletion with ``default_cron_protected``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from kernel.clock import Clock
+from kernel.config import Config
+from kernel.cron import schedule as schedules
+from kernel.cron.jobs import (
+    DEFAULT_CHANNEL,
+    DEFAULT_ID,
+    DEFAULT_NAME,
+    DEFAULT_SCHEDULE,
+    DEFAULT_TEXT,
+    JOB_ID,
+    CronJob,
+    Dispatch,
+    JobSpec,
+    parse_spec,
+    spec_from_row,
+)
+from kernel.cron.runner import JobRunner, RunOutcome
+from kernel.cron.schedule import Rules
+from kernel.errors import CronError, KernelError
+from kernel.i18n import t
+from kernel.store.cron import CronRow, CronStore
+
+log = logging.getLogger(__name__)
+
+MAX_SLEEP = 60.0  # re-read the clock at least this often (it may be stepped)
+
+
+class CronScheduler:
+    def __init__(
+        self,
+        config: Config,
+        store: CronStore,
+        runner: JobRunner,
+        clock: Clock,
+        channels: Callable[[], list[str]],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.runner = runner
+        self.clock = clock
+        self._channels = channels
+        self.jobs: dict[str, CronJob] = {}
+        self._runs: dict[str, asyncio.Task[None]] = {}
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self.started = False
+
+    @property
+    def rules(self) -> Rules:
+        return Rules(ZoneInfo(self.config.general.timezone), self.config.cron.min_interval_seconds)
+
+    # ----- lifecycle ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        rules, channels = self.rules, self._channels()
+        for row in await self.store.list():
+            try:
+                spec = spec_from_row(row, rules, channels)
+            except KernelError as exc:
+                log.warning(
+                    "cron job %s cannot be loaded (%s); left alone",
+                    row.id,
+                    getattr(exc, "code", type(exc).__name__),
+                )
+                continue
+            self.jobs[row.id] = CronJob(spec, row)
+        await self._ensure_default()
+        now = self.clock.now()
+        for job in list(self.jobs.values()):
+            await self._plan_at_start(job, now)
+        self._loop_task = asyncio.get_running_loop().create_task(self._loop(), name="cron")
+        self.started = True
+        log.info("cron started: %d job(s)", len(self.jobs))
+
+    async def stop(self) -> None:
+        """Stop planning; cancel running jobs (their turns keep a valid history)."""
+        task, self._loop_task = self._loop_task, None
+        tasks = [t for t in [task, *self._runs.values()] if t is not None]
+        for running in tasks:
+            running.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.config.general.shutdown_timeout)
+        self.started = False
+
+    async def _ensure_default(self) -> None:
+        if DEFAULT_ID in self.jobs:
+            return
+        spec = JobSpec(
+            name=DEFAULT_NAME,
+            schedule=schedules.cron(DEFAULT_SCHEDULE, self.rules),
+            text=DEFAULT_TEXT,
+            enabled=False,
+            dispatch=Dispatch(DEFAULT_CHANNEL),
+            meta={"system_default": True},
+        )
+        now = self.clock.now()
+        row = CronRow(DEFAULT_ID, spec.name, False, spec.to_store(), "system", now, now)
+        await self.store.insert(row)
+        self.jobs[DEFAULT_ID] = CronJob(spec, row)
+
+    async def _plan_at_start(self, job: CronJob, now: datetime) -> None:
+        if not job.schedulable:
+            return
+        row, rules = job.row, self.rules
+        due = row.next_run_at
+        if due is None:
+            row.next_run_at = job.spec.schedule.next_after(now, rules.tz)
+        elif due <= now:
+            grace = job.spec.misfire_grace_seconds
+            if grace is None:
+                grace = self.config.cron.misfire_grace_seconds
+            late = (now - due).total_seconds()
+            if late <= grace:
+                log.info("cron job %s missed a run %.0f s ago; running it now", job.id, late)
+                return  # due now: the loop fires it first thing
+            local = due.astimezone(rules.tz).strftime("%Y-%m-%d %H:%M")
+            row.last_status = "skipped"
+            row.last_error = t("cron.missed", at=local, late=int(late), grace=int(grace))
+            row.next_run_at = job.spec.schedule.next_after(now, rules.tz, anchor=due)
+            if job.spec.schedule.kind == "once":
+                job.spec = replace(job.spec, enabled=False)
+            log.warning("cron job %s missed its run by %.0f s; skipped", job.id, late)
+        else:
+            return
+        await self._save(job)
+
+    # ----- the loop -----------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            self._wake.clear()
+            now = self.clock.now()
+            async with self._lock:
+                for job in list(self.jobs.values()):
+                    due = job.row.next_run_at
+                    if job.schedulable and due is not None and due <= now:
+                        await self._fire(job, now)
+            await self._pause(self._seconds_to_next(self.clock.now()))
+
+    def _seconds_to_next(self, now: datetime) -> float:
+        dues = [
+            j.row.next_run_at
+            for j in self.jobs.values()
+            if j.schedulable and j.row.next_run_at is not None
+        ]
+        if not dues:
+            return MAX_SLEEP
+        return max(0.0, min(MAX_SLEEP, (min(dues) - now).total_seconds()))
+
+    async def _pause(self, seconds: float) -> None:
+        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waker.cancel()
+
+    async def _fire(self, job: CronJob, now: datetime) -> None:
+        """Plan the next run, then start this one (under the lock)."""
+        row, schedule = job.row, job.spec.schedule
+        due = row.next_run_at
+        if schedule.kind == "once":
+            row.next_run_at = None
+        else:
+            row.next_run_at = schedule.next_after(now, self.rules.tz, anchor=due)
+        if job.id in self._runs:
+            row.last_status = "skipped"
+            row.last_error = t("cron.skipped_running")
+            log.warning("cron job %s still running; this run is skipped", job.id)
+            await self._save(job)
+            return
+        await self._begin(job, now, scheduled=True)
+
+    async def _begin(self, job: CronJob, now: datetime, *, scheduled: bool) -> None:
+        job.row.last_run_at = now
+        job.row.last_status = "running"
+        await self._save(job)
+        task = asyncio.get_running_loop().create_task(
+            self._run(job.id, scheduled), name=f"cron-{job.id}"
+        )
+        self._runs[job.id] = task
+        task.add_done_callback(lambda _: self._runs.pop(job.id, None))
+
+    async def _run(self, job_id: str, scheduled: bool) -> None:
+        job = self.jobs[job_id]
+        timeout = job.spec.timeout_seconds or self.config.cron.run_timeout
+        log.info("cron job %s running", job_id)
+        try:
+            async with asyncio.timeout(timeout):
+                outcome = await self.runner.run(job, self.rules)
+        except TimeoutError:
+            outcome = RunOutcome("failed", error=t("cron.timeout", seconds=f"{timeout:g}"))
+        except asyncio.CancelledError:
+            await asyncio.shield(
+                self._finish(job_id, RunOutcome("failed", error=t("cron.cancelled")), scheduled)
+            )
+            raise
+        except Exception as exc:  # a bug must not kill the scheduler or hide the run
+            log.exception("cron job %s failed", job_id)
+            outcome = RunOutcome("failed", error=t("turn.internal_error", kind=type(exc).__name__))
+        await self._finish(job_id, outcome, scheduled)
+
+    async def _finish(self, job_id: str, outcome: RunOutcome, scheduled: bool) -> None:
+        async with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:  # deleted while it ran
+                return
+            row = job.row
+            row.last_status = outcome.status
+            row.last_result = outcome.result or None
+            row.last_error = outcome.error or None
+            row.last_execution = outcome.execution
+            row.run_count += 1
+            if scheduled and job.spec.schedule.kind == "once":
+                job.spec = replace(job.spec, enabled=False)
+            await self._save(job)
+        level = logging.INFO if outcome.status == "succeeded" else logging.WARNING
+        log.log(level, "cron job %s %s", job_id, outcome.status)
+
+    async def _save(self, job: CronJob) -> None:
+        row = job.row
+        row.name = job.spec.name
+        row.enabled = job.spec.enabled
+        row.spec = job.spec.to_store()
+        row.updated_at = self.clock.now()
+        await self.store.save(row)
+
+    # ----- requests -----------------------------------------------------------------
+
+    def running(self, job_id: str) -> bool:
+        return job_id in self._runs
+
+    def get(self, job_id: str) -> CronJob:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise CronError("not_found", t("cron.not_found", id=job_id[:64]), job_id=job_id[:64])
+        return job
+
+    def list(self) -> list[CronJob]:
+        return sorted(self.jobs.values(), key=lambda j: (j.row.created_at, j.id))
+
+    def count_by(self, created_by: str) -> int:
+        return sum(1 for j in self.jobs.values() if j.row.created_by == created_by)
+
+    def next_due(self) -> CronJob | None:
+        due = [j for j in self.jobs.values() if j.schedulable and j.row.next_run_at is not None]
+        return min(due, key=lambda j: j.row.next_run_at or self.clock.now(), default=None)
+
+    async def create(self, data: dict[str, Any], *, created_by: str = "api") -> CronJob:
+        job_id = data.get("id")
+        if job_id is not None and (not isinstance(job_id, str) or not JOB_ID.match(job_id)):
+            raise CronError("invalid_request", t("cron.bad_id"), field="id")
+        async with self._lock:
+            if created_by == "agent" and self.count_by("agent") >= self.config.cron.max_jobs:
+                limit = self.config.cron.max_jobs
+                raise CronError("cron_quota_exceeded", t("cron.quota", limit=limit), limit=limit)
+            job_id = job_id or f"job-{uuid.uuid4().hex[:8]}"
+            if job_id in self.jobs:
+                raise CronError("cron_job_exists", t("cron.exists", id=job_id), job_id=job_id)
+            now = self.clock.now()
+            spec = parse_spec(data, self.rules, self._channels(), now=now)
+            row = CronRow(job_id, spec.name, spec.enabled, spec.to_store(), created_by, now, now)
+            job = CronJob(spec, row)
+            if job.schedulable:
+                row.next_run_at = spec.schedule.next_after(now, self.rules.tz)
+            if not await self.store.insert(row):
+                raise CronError("cron_job_exists", t("cron.exists", id=job_id), job_id=job_id)
+            self.jobs[job_id] = job
+        self._wake.set()
+        log.info("cron job %s created by %s", job_id, created_by)
+        return job
+
+    async def update(self, job_id: str, data: dict[str, Any]) -> CronJob:
+        if "id" in data and data["id"] != job_id:
+            raise CronError("job_id_mismatch", t("cron.id_mismatch", id=job_id[:64]))
+        async with self._lock:
+            job = self.get(job_id)
+            now = self.clock.now()
+            fresh = "schedule" in data
+            spec = parse_spec(
+                data, self.rules, self._channels(), base=job.spec, now=now if fresh else None
+            )
+            replan = fresh or spec.enabled != job.spec.enabled
+            job.spec = spec
+            if replan:
+                job.row.next_run_at = (
+                    spec.schedule.next_after(now, self.rules.tz) if job.schedulable else None
+                )
+            await self._save(job)
+        self._wake.set()
+        return job
+
+    async def delete(self, job_id: str) -> None:
+        async with self._lock:
+            job = self.get(job_id)
+            if job.spec.meta.get("system_default") or job_id == DEFAULT_ID:
+                raise CronError("default_cron_protected", t("cron.protected"), job_id=DEFAULT_ID)
+            await self.store.delete(job_id)
+            del self.jobs[job_id]
+            task = self._runs.get(job_id)
+        if task is not None:
+            task.cancel()
+        self._wake.set()
+        log.info("cron job %s deleted", job_id)
+
+    async def pause(self, job_id: str) -> CronJob:
+        async with self._lock:
+            job = self.get(job_id)
+            job.row.paused = True
+            job.row.next_run_at = None
+            await self._save(job)
+        self._wake.set()
+        return job
+
+    async def resume(self, job_id: str) -> CronJob:
+        async with self._lock:
+            job = self.get(job_id)
+            job.row.paused = False
+            now = self.clock.now()
+            if job.spec.enabled:
+                job.row.next_run_at = job.spec.schedule.next_after(now, self.rules.tz)
+            await self._save(job)
+        self._wake.set()
+        return job
+
+    async def run_now(self, job_id: str) -> CronJob:
+        """Start a run at once (its schedule is untouched); cron_busy while one runs."""
+        async with self._lock:
+            job = self.get(job_id)
+            if job_id in self._runs:
+                raise CronError("cron_busy", t("cron.busy", id=job_id), job_id=job_id)
+            await self._begin(job, self.clock.now(), scheduled=False)
+        return job

@@ -1,0 +1,62 @@
+"""Telegram as a delivery target and as the owner's ear for turns nobody watches.
+
+While the channel runs it attaches :class:`TelegramOutlet` to the Kernel's channel
+registry (cron results go to the owner's private chat, rendered like any reply) and
+sets :class:`TelegramAsker`, which shows a cron or QQ turn's questions (ask_user, tool
+approvals) on the same inline-button board the chat's own turns use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from telegram.error import TelegramError
+
+from kernel.agent.events import AskUser
+from kernel.channels.base import Target
+from kernel.errors import ChannelError
+from kernel.i18n import t
+from kernel.telegram.view import send_reply
+
+if TYPE_CHECKING:
+    from kernel.telegram.channel import TelegramChannel
+
+
+class TelegramOutlet:
+    name = "telegram"
+
+    def __init__(self, channel: TelegramChannel) -> None:
+        self.channel = channel
+
+    def unavailable(self) -> str:
+        if self.channel.stopping or not self.channel.running:
+            return t("channel.not_running", name=self.name)
+        return ""
+
+    async def send_text(self, target: Target, text: str) -> None:
+        owner = self.channel.owner
+        if target.user_id and target.user_id != str(owner):
+            # Kernel talks to its owner only, whatever a job or request names.
+            raise ChannelError(ChannelError.DISPATCH_FAILED, t("tg.owner_only"), channel=self.name)
+        try:
+            await send_reply(self.channel.app.bot, owner, text)
+        except TelegramError as exc:
+            raise ChannelError(
+                ChannelError.DISPATCH_FAILED,
+                t("channel.failed", name=self.name, detail=type(exc).__name__),
+                channel=self.name,
+            ) from None
+
+
+class TelegramAsker:
+    def __init__(self, channel: TelegramChannel) -> None:
+        self.channel = channel
+
+    async def show(self, event: AskUser, label: str) -> None:
+        await self.channel.board.show(
+            self.channel.owner, replace(event, question=f"{label}\n\n{event.question}")
+        )
+
+    async def settle(self, tool_call_id: str) -> None:
+        await self.channel.board.close_for_tool(tool_call_id, t("tg.ask_unanswered"))

@@ -1,0 +1,122 @@
+"""The agent's own scheduled jobs: ``cron_create``, ``cron_list``, ``cron_update``,
+``cron_delete`` (seed 001's Cron tools), so the owner can say "明天早上 9 点提醒我交报告".
+
+Times are the owner's local time (``general.timezone``, shown with the current time in
+the system prompt). The agent may have at most ``cron.max_jobs`` jobs it created; a
+refusal tells the model what to change (the expected form, the zone, the time now).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernel.cron.jobs import CronJob
+from kernel.cron.scheduler import CronScheduler
+from kernel.errors import CronError, ToolError
+from kernel.tools.registry import ToolRegistry
+
+
+def _brief(job: CronJob, scheduler: CronScheduler) -> dict[str, Any]:
+    rules = scheduler.rules
+    spec = job.spec
+    out: dict[str, Any] = {
+        "id": job.id,
+        "name": spec.name,
+        "schedule": spec.schedule.text,
+        "timezone": rules.tz_name,
+        "enabled": spec.enabled,
+        "paused": job.row.paused,
+        "channel": spec.dispatch.channel,
+        "next_run_at": (
+            job.row.next_run_at.astimezone(rules.tz).isoformat(timespec="minutes")
+            if job.schedulable and job.row.next_run_at
+            else None
+        ),
+    }
+    if spec.task_type == "text":
+        out["text"] = spec.text if len(spec.text) <= 200 else spec.text[:199] + "…"
+    else:
+        out["task_type"] = "workflow"
+    if job.row.last_status:
+        out["last_status"] = job.row.last_status
+    return out
+
+
+def register(registry: ToolRegistry, scheduler: CronScheduler) -> None:
+    async def call(coro: Any) -> Any:
+        try:
+            return await coro
+        except CronError as exc:
+            raise ToolError(str(exc)) from None
+
+    @registry.tool
+    async def cron_create(
+        name: str, schedule: str, text: str, channel: str | None = None
+    ) -> dict[str, Any]:
+        """Schedule a job for the owner: reminders, recurring summaries, checks. When it
+        runs, `text` is given to you as the owner's message in the job's own session and
+        your reply is delivered to them (Telegram by default). Times are the owner's local
+        time (see the current time in the system prompt).
+
+        Args:
+            name: a short title, e.g. "交报告提醒"
+            schedule: once: a local date-time "YYYY-MM-DDTHH:MM" (e.g. "2025-06-02T09:00"
+                for 9 am that day); repeating: "every 30m" / "every 2h" / "every 1d", or
+                a 5-field cron expression "minute hour day month weekday" (e.g.
+                "0 8 * * 1" = Mondays 08:00)
+            text: the instruction you will receive then, e.g. "提醒主人该交报告了"
+            channel: where the reply goes: telegram (default), webhook, qq or console
+        """
+        body: dict[str, Any] = {"name": name, "schedule": schedule, "text": text}
+        if channel:
+            body["dispatch"] = {"channel": channel}
+        job = await call(scheduler.create(body, created_by="agent"))
+        return _brief(job, scheduler)
+
+    @registry.tool
+    async def cron_list() -> list[dict[str, Any]]:
+        """List the scheduled jobs with their schedules and next run times."""
+        return [_brief(job, scheduler) for job in scheduler.list()]
+
+    @registry.tool
+    async def cron_update(
+        id: str,
+        name: str | None = None,
+        schedule: str | None = None,
+        text: str | None = None,
+        enabled: bool | None = None,
+        channel: str | None = None,
+    ) -> dict[str, Any]:
+        """Change a scheduled job; only the fields given change.
+
+        Args:
+            id: the job's id (from cron_list or cron_create)
+            name: a new title
+            schedule: a new schedule, in the forms cron_create takes
+            text: the new instruction
+            enabled: false stops the job from running, true starts it again
+            channel: telegram, webhook, qq or console
+        """
+        body: dict[str, Any] = {}
+        for key, value in (("name", name), ("schedule", schedule), ("text", text)):
+            if value is not None:
+                body[key] = value
+        if enabled is not None:
+            body["enabled"] = enabled
+        if channel:
+            body["dispatch"] = {"channel": channel}
+        if not body:
+            raise ToolError("nothing to change: give at least one of name, schedule, text, ...")
+        job = await call(scheduler.update(id, body))
+        return _brief(job, scheduler)
+
+    @registry.tool
+    async def cron_delete(id: str) -> dict[str, Any]:
+        """Delete a scheduled job for good (to stop it for a while, cron_update it with
+        enabled=false instead).
+
+        Args:
+            id: the job's id (from cron_list)
+        """
+        await call(scheduler.delete(id))
+        return {"deleted": True, "id": id}

@@ -1,0 +1,59 @@
+"""A clock tests drive by hand: ``now()`` stands still until ``advance``; ``sleep``
+returns when the clock is advanced past its deadline (never by wall time)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+
+class ManualClock:
+    def __init__(self, start: datetime) -> None:
+        assert start.tzinfo is not None
+        self._now = start
+        self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
+        self.slept: list[float] = []  # every duration asked for, in order
+        self._changed = asyncio.Event()
+
+    def now(self) -> datetime:
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        entry = (self._now + timedelta(seconds=seconds), asyncio.get_running_loop().create_future())
+        self._sleepers.append(entry)
+        self._changed.set()
+        try:
+            await entry[1]
+        finally:
+            if entry in self._sleepers:
+                self._sleepers.remove(entry)
+
+    def advance(self, seconds: float = 0, *, to: datetime | None = None) -> None:
+        self._now = to if to is not None else self._now + timedelta(seconds=seconds)
+        for deadline, future in list(self._sleepers):
+            if deadline <= self._now and not future.done():
+                future.set_result(None)
+
+    def sleeping_until(self, deadline: datetime) -> bool:
+        """Whether something sleeps until exactly ``deadline``."""
+        return any(d == deadline for d, f in self._sleepers if not f.done())
+
+    async def wait_for_sleeper(self, seconds: float, timeout: float = 5) -> None:  # noqa: ASYNC109
+        """Wait until something sleeps ``seconds`` from now (a workflow's delay, say)."""
+        deadline = self._now + timedelta(seconds=seconds)
+        async with asyncio.timeout(timeout):
+            while not self.sleeping_until(deadline):
+                self._changed.clear()
+                await self._changed.wait()
+
+
+class InstantClock(ManualClock):
+    """Sleeps return at once (the durations are recorded): for retry backoffs."""
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        await asyncio.sleep(0)

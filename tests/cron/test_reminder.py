@@ -1,0 +1,71 @@
+""" "明天早上 9 点提醒我交报告": the model schedules a one-shot job with its cron tool,
+and at that time (an injected clock, no waiting) the reminder reaches the owner's
+Telegram chat through the real PTB bot and the Bot API simulator."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from tests.clock import ManualClock
+from tests.sim.script import text_reply, tool_reply
+from tests.telegram.conftest import BotHarness, Factory
+
+TZ = ZoneInfo("Asia/Shanghai")
+START = datetime(2025, 6, 1, 10, 30, tzinfo=TZ)  # a Sunday
+DUE = datetime(2025, 6, 2, 9, 0, tzinfo=TZ)
+
+
+async def idle(h: BotHarness, clock: ManualClock) -> None:
+    """The scheduler has looked at the clock and gone back to sleep."""
+    await h.tg.wait_until(lambda: any(not f.done() for _, f in clock._sleepers))
+
+
+async def test_one_shot_reminder_set_by_the_model_arrives_at_its_time(bot: Factory) -> None:
+    clock = ManualClock(START)
+    h = await bot(clock=clock)
+    h.model.enqueue(
+        tool_reply(
+            "cron_create",
+            {"name": "交报告提醒", "schedule": "2025-06-02T09:00", "text": "提醒主人交报告"},
+        ),
+        text_reply("好的，明天早上 9 点提醒你交报告。"),
+        text_reply("⏰ 该交报告了！"),
+    )
+    assert await h.converse("明天早上 9 点提醒我交报告") == "好的，明天早上 9 点提醒你交报告。"
+    # The model was told the local time, and its tool call came back with the plan.
+    system = h.model.requests[0].body["system"]
+    system_text = system if isinstance(system, str) else " ".join(b["text"] for b in system)
+    assert "2025-06-01T10:30:00+0800" in system_text and "Asia/Shanghai" in system_text
+    result = h.model.requests[1].body["messages"][-1]["content"][0]
+    assert '"next_run_at": "2025-06-02T09:00+08:00"' in str(result["content"])
+
+    [job] = [j for j in h.kernel.cron.list() if j.row.created_by == "agent"]
+    assert (job.spec.name, job.spec.schedule.kind, job.spec.dispatch.channel) == (
+        "交报告提醒",
+        "once",
+        "telegram",
+    )
+    assert (
+        await h.ask("/status")
+        and 'Next scheduled job: "交报告提醒" at 2025-06-02 09:00' in (h.texts()[-1])
+    )
+
+    before = len(h.model.requests)
+    clock.advance(to=datetime(2025, 6, 2, 8, 59, tzinfo=TZ))
+    await idle(h, clock)
+    assert len(h.model.requests) == before  # not yet
+
+    clock.advance(to=DUE)
+    await h.tg.wait_until(lambda: "⏰ 该交报告了！" in h.texts())
+    last = h.model.requests[-1].body["messages"][-1]["content"]
+    assert last[-1]["text"] == "提醒主人交报告"  # the job's own prompt, in its own session
+    await h.tg.wait_until(lambda: job.row.last_status == "succeeded")
+    assert job.spec.enabled is False and job.row.next_run_at is None  # one-shot: done
+    assert job.row.last_result == "⏰ 该交报告了！"
+    session = await h.kernel.store.open_session("cron", "", job.id, create=False)
+    assert session[0] is not None and session[0].message_count == 2
+
+    clock.advance(to=datetime(2025, 6, 3, 9, 0, tzinfo=TZ))
+    await idle(h, clock)
+    assert h.texts().count("⏰ 该交报告了！") == 1  # never again

@@ -1,0 +1,107 @@
+"""Schedules and workflows as written by people and models: what each form means in the
+local zone, and what a refusal says."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from kernel.cron import schedule
+from kernel.cron.schedule import Rules
+from kernel.cron.workflow import parse_workflow
+from kernel.errors import CronError
+from kernel.i18n import get_language, set_language
+
+SHANGHAI = Rules(ZoneInfo("Asia/Shanghai"))
+NOW = datetime(2025, 12, 31, 23, 30, tzinfo=ZoneInfo("Asia/Shanghai"))
+
+
+@pytest.fixture(autouse=True)
+def english() -> Iterator[None]:
+    before = get_language()
+    set_language("en")
+    yield
+    set_language(before)
+
+
+def test_a_cron_expression_runs_in_local_time_across_the_year_end() -> None:
+    weekly = schedule.parse_text("0 9 * * 1", SHANGHAI)
+    first = weekly.next_after(NOW, SHANGHAI.tz)
+    assert first == datetime(2026, 1, 5, 1, 0, tzinfo=UTC)  # Monday 09:00 +08:00
+    assert first is not None
+    second = weekly.next_after(first, SHANGHAI.tz)
+    assert second is not None and (second - first).days == 7  # no DST: exactly a week
+    daily = schedule.parse_text("@daily", SHANGHAI)
+    assert daily.next_after(NOW, SHANGHAI.tz) == datetime(2025, 12, 31, 16, 0, tzinfo=UTC)
+
+
+def test_intervals_and_one_shot_times() -> None:
+    every = schedule.parse_text("every 1h30m", SHANGHAI)
+    assert (every.kind, every.seconds, every.text) == ("interval", 5400, "every 1h30m")
+    anchor = datetime(2025, 12, 31, 14, 0, tzinfo=UTC)
+    later = datetime(2025, 12, 31, 18, 10, tzinfo=UTC)
+    assert every.next_after(later, SHANGHAI.tz, anchor=anchor) == datetime(
+        2025, 12, 31, 18, 30, tzinfo=UTC
+    )
+    once = schedule.parse_text("2026-01-01 08:00", SHANGHAI, NOW)
+    assert (
+        once.at == datetime(2026, 1, 1, 8, 0, tzinfo=SHANGHAI.tz).replace(tzinfo=None)
+        and once.text == "2026-01-01T08:00"
+    )
+    assert once.next_after(NOW, SHANGHAI.tz) == datetime(2026, 1, 1, 0, 0, tzinfo=UTC)
+    assert once.next_after(datetime(2026, 1, 2, tzinfo=UTC), SHANGHAI.tz) is None
+    offset = schedule.parse_text("2026-01-01T00:00:00Z", SHANGHAI, NOW)
+    local = datetime(2026, 1, 1, 8, 0, tzinfo=SHANGHAI.tz)
+    assert offset.at == local.replace(tzinfo=None)  # the same instant, in local time
+
+
+@pytest.mark.parametrize(
+    ("text", "hints"),
+    [
+        ("tomorrow 9am", ["not understood", "YYYY-MM-DDTHH:MM", "every 30m", "Asia/Shanghai"]),
+        ("every 10s", ["at least 60"]),
+        ("2025-12-31T09:00", ["in the past", "2025-12-31T23:30", "Asia/Shanghai"]),
+        ("0 25 * * *", ["5 fields", "Asia/Shanghai"]),
+        ("2025-13-01T09:00", ["YYYY-MM-DDTHH:MM"]),
+    ],
+)
+def test_refusals_say_what_to_write(text: str, hints: list[str]) -> None:
+    with pytest.raises(CronError) as info:
+        schedule.parse_text(text, SHANGHAI, NOW)
+    assert info.value.code == "invalid_cron_schedule"
+    for hint in hints:
+        assert hint in str(info.value), (hint, str(info.value))
+
+
+def test_workflows_linear_or_with_edges() -> None:
+    linear = parse_workflow(
+        {"nodes": [{"type": "text_event", "text": "a"}, {"type": "delay", "delay_seconds": 5}]}
+    )
+    assert [n.type for n in linear.order] == ["text_event", "delay"]
+    assert linear.to_dict()["nodes"][0] == {"id": "start", "type": "start"}
+    assert [(s, d) for _, s, d in linear.edges] == [("start", "n1"), ("n1", "n2")]
+    for bad, hint in (
+        ({"nodes": []}, "1 to 50"),
+        ({"nodes": [{"type": "start"}, {"type": "start"}]}, "exactly one start"),
+        ({"nodes": [{"type": "delay", "delay_seconds": -1}]}, "delay_seconds"),
+        ({"nodes": [{"type": "if_event", "if_condition": "mood == happy"}]}, "'mood'"),
+        (
+            {
+                "nodes": [
+                    {"id": "s", "type": "start"},
+                    {"id": "a", "type": "text_event", "text": "x"},
+                    {"id": "b", "type": "text_event", "text": "y"},
+                ],
+                "edges": [{"source": "s", "target": "a"}],
+            },
+            "cannot be reached",
+        ),
+    ):
+        with pytest.raises(CronError) as info:
+            parse_workflow(bad)
+        assert info.value.code == "invalid_cron_workflow" and hint in str(info.value), str(
+            info.value
+        )

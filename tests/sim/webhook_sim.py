@@ -1,0 +1,120 @@
+"""A webhook receiver: records every POST, and fails on demand.
+
+    async with WebhookSim() as hook:
+        hook.fail_next(500, times=1)      # the next POST gets a 500
+        hook.stall_next(seconds=2)        # the next POST answers after 2 s
+        ...
+        [post] = hook.posts               # .headers, .raw, .json, .status (what it answered)
+
+Any path is accepted (``hook.url`` is ``http://127.0.0.1:PORT/hook``). Run standalone:
+
+    uv run python -m tests.sim.webhook_sim --port 8790
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Self
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+
+@dataclass
+class Post:
+    path: str
+    headers: CIMultiDict[str]
+    raw: bytes
+    status: int  # what the receiver answered
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.raw)
+
+
+class WebhookSim:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
+        self.posts: list[Post] = []
+        self._plan: deque[tuple[int, float]] = deque()  # (status, stall seconds)
+        self._runner: web.AppRunner | None = None
+        self._arrived = asyncio.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/hook"
+
+    def fail_next(self, status: int = 500, *, times: int = 1) -> None:
+        self._plan.extend([(status, 0.0)] * times)
+
+    def stall_next(self, seconds: float, *, times: int = 1, status: int = 200) -> None:
+        self._plan.extend([(status, seconds)] * times)
+
+    def fail_always(self, status: int = 500) -> None:
+        self._plan.extend([(status, 0.0)] * 1000)
+
+    async def wait_until(
+        self,
+        condition: Callable[[], bool],
+        timeout: float = 5,  # noqa: ASYNC109 (the documented API)
+    ) -> None:
+        async with asyncio.timeout(timeout):
+            while not condition():
+                self._arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.02):
+                        await self._arrived.wait()
+
+    async def _receive(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        status, stall = self._plan.popleft() if self._plan else (200, 0.0)
+        if stall:
+            await asyncio.sleep(stall)
+        self.posts.append(Post(request.path, CIMultiDict(request.headers), raw, status))
+        self._arrived.set()
+        if status >= 400:
+            return web.json_response({"error": "simulated failure"}, status=status)
+        return web.json_response({"ok": True}, status=status)
+
+    async def start(self) -> Self:
+        app = web.Application()
+        app.router.add_route("POST", "/{tail:.*}", self._receive)
+        runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, self.host, self.port).start()
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Webhook receiver simulator")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+
+    async def serve() -> None:
+        async with WebhookSim(args.host, args.port) as sim:
+            print(sim.url, flush=True)
+            await asyncio.Event().wait()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
