@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
@@ -208,11 +207,9 @@ def _browser_refusal(request: web.Request) -> ApiError | None:
     """Web pages must not drive the sidecar: a foreign ``Origin`` is refused, and with no
     API key a ``Host`` that is not a loopback name (DNS rebinding) too."""
     origin = request.headers.get("Origin")
-    if origin and origin != "null":
-        host = urlsplit(origin).netloc
-        if not _loopback(host) and origin.rstrip("/") not in request.app[ORIGINS]:
-            return ApiError(403, "forbidden_origin", t("gw.foreign_origin"))
-    elif origin == "null":
+    # Only browsers send Origin, and no page is trusted unless listed: a local dev
+    # server's page or a file in the workspace is a web page like any other.
+    if origin is not None and origin.rstrip("/") not in request.app[ORIGINS]:
         return ApiError(403, "forbidden_origin", t("gw.foreign_origin"))
     if not request.app[API_KEY] and not _loopback(request.host):
         return ApiError(403, "forbidden_host", t("gw.foreign_host"))

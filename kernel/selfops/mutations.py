@@ -38,7 +38,7 @@ from typing import Any
 import tomli_w
 
 from kernel.agent.agent import Agent, SelectionError
-from kernel.config import Config
+from kernel.config import Config, unknown_keys
 from kernel.errors import ConfigError, SelfOpsError, WorkspaceError
 from kernel.i18n import t
 from kernel.redact import mask_secret
@@ -53,7 +53,14 @@ PROVIDERS_TARGET = "provider_config"
 ACTIVE_TARGET = "active_llm"
 TARGETS = (FILE_TARGET, PROVIDERS_TARGET, ACTIVE_TARGET)
 WHITELIST = ("SOUL.md", "prompts/**", "skills/**")
-_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)\s*[:=]\s*")  # name = value, name: value
+# A name given a value, in the shapes prompt files take: `name = v`, `name: v`,
+# `"name": "v"` (JSON, YAML), `<name>v</name>` (XML), `Authorization: Bearer v`.
+_ASSIGNMENT = re.compile(r"""(?:<|["']?)([A-Za-z_][A-Za-z0-9_.-]*)(?:>|["']?\s*[:=]\s*)""")
+_VALUE = re.compile(r"""["']?(?:[Bb]earer\s+|[Bb]asic\s+)?([^"'<>,;\s]+)""")
+# Beyond seed 000's api_key / *_KEY / *_TOKEN / *_SECRET: what a file may hold a secret in.
+_SECRET_NAMES = frozenset(
+    {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTHORIZATION", "COOKIE", "APIKEY", "BEARER"}
+)
 
 Clock = Callable[[], datetime]
 
@@ -293,6 +300,13 @@ class Mutations:
                 touched.append((path, op.get("value")))
             else:
                 raise _bad(t("selfops.bad_kind", index=index, kinds="merge, replace"))
+        unknown = [k for k in unknown_keys({"providers": after}) if k.startswith("providers.")]
+        if unknown:
+            raise SelfOpsError(
+                "invalid_request",
+                t("selfops.unknown_keys", keys=", ".join(unknown)),
+                {"target": PROVIDERS_TARGET, "unknown": unknown},
+            )
         candidate = copy.deepcopy(overlay)
         if after:
             candidate["providers"] = after
@@ -490,10 +504,17 @@ def _unified(path: str, before: str, after: str, *, new: bool) -> list[str]:
     ]
 
 
+def _secret_name(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    upper = last.upper().replace("-", "_")
+    return is_sensitive(last) or upper in _SECRET_NAMES or upper.endswith("_PASSWORD")
+
+
 def _sensitive_assignment(line: str) -> re.Match[str] | None:
-    """The first ``name = …`` / ``name: …`` on the line whose name is sensitive."""
+    """The first ``name = …`` / ``name: …`` / ``"name": …`` / ``<name>…`` on the line
+    whose name is sensitive."""
     for match in _ASSIGNMENT.finditer(line):
-        if is_sensitive(match.group(1).rsplit(".", 1)[-1]):
+        if _secret_name(match.group(1)):
             return match
     return None
 
@@ -504,9 +525,10 @@ def _mask_lines(text: str) -> str:
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         match = _sensitive_assignment(body)
-        value = body[match.end() :].strip().strip("\"'") if match else ""
-        if match and value:
-            body = body[: match.end()] + mask_secret(value)
+        value = _VALUE.match(body, match.end()) if match else None
+        if value is not None and value.group(1):
+            start, end = value.span(1)
+            body = body[:start] + mask_secret(value.group(1)) + body[end:]
         out.append(body + line[len(line.rstrip("\r\n")) :])
     return "".join(out)
 
@@ -527,7 +549,9 @@ def _sensitive_keys(value: Any, path: str) -> list[str]:
     every header (a header often carries a credential)."""
     found: list[str] = []
     name = path.rsplit(".", 1)[-1] if path else ""
-    if path and (is_sensitive(name) or ".headers" in f".{path}"):
+    # An endpoint change decides where the provider's key is sent: as sensitive as the key.
+    redirect = name in ("api_base", "base_url")
+    if path and (is_sensitive(name) or redirect or ".headers" in f".{path}"):
         found.append(path)
     if isinstance(value, dict):
         for key, item in value.items():

@@ -173,9 +173,13 @@ async def test_web_pages_cannot_drive_the_sidecar(
     status, data, _ = await sc.call("POST", "/agent/process", data=body, headers=rebound)
     assert status == 403 and data["error"]["code"] == "forbidden_host"
     assert await sc.kernel.store.list_memories() == []
-    # This machine's own pages and tools are fine.
+    # No page is trusted unless listed, not even one served from this machine (a local dev
+    # server, or the sidecar's own origin): tools and SDKs send no Origin at all.
     local = {"Content-Type": "application/json", "Origin": f"http://127.0.0.1:{sc.gateway.port}"}
     status, _, _ = await sc.call("POST", "/agent/process", data=body, headers=local)
+    assert status == 403
+    no_origin = {"Content-Type": "application/json"}
+    status, _, _ = await sc.call("POST", "/agent/process", data=body, headers=no_origin)
     assert status == 200 and [m.text for m in await sc.kernel.store.list_memories()] == ["pwned"]
 
 

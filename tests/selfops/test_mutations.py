@@ -303,3 +303,43 @@ async def test_providers_and_active_model_change_live(
         "POST", PREVIEW, {"target": "envs", "operations": [{"kind": "x"}]}
     )
     assert status == 400 and "workspace_file" in data["error"]["message"]
+
+
+async def test_secrets_in_every_file_shape_need_allowance_and_are_masked(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    secret = "sk-live-9f8e7d6c5b4a39281706"
+    for text in (
+        f'{{"api_key": "{secret}"}}\n',
+        f'"OPENAI_API_KEY": "{secret}",\n',
+        f"<api_key>{secret}</api_key>\n",
+        f"Authorization: Bearer {secret}\n",
+        f"token: {secret}\n",
+        f"password = '{secret}'\n",
+    ):
+        op = {"kind": "replace", "path": "prompts/keys.md", "value": text}
+        p = await preview(sc, "workspace_file", op)
+        assert p["requires_sensitive_allow"] is True, text
+        assert secret not in p["unified_diff"], text
+        assert secret[:4] + "…" + secret[-4:] in p["unified_diff"], text
+
+
+async def test_moving_a_providers_endpoint_is_sensitive_and_unknown_keys_are_refused(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    # The next turn would send the provider's key to this address: as sensitive as a key.
+    move = {"kind": "replace", "path": "main.api_base", "value": "http://127.0.0.1:9/evil"}
+    p = await preview(sc, "provider_config", move)
+    assert p["requires_sensitive_allow"] is True and "main.api_base" in str(p["checks"])
+    status, data = await apply(sc, p)
+    assert status == 403 and data["error"]["code"] == "mutation_sensitive_denied"
+
+    body = {
+        "target": "provider_config",
+        "operations": [{"kind": "replace", "path": "main.base_url", "value": "http://x"}],
+    }
+    status, data, _ = await sc.call("POST", PREVIEW, body)
+    assert status == 400 and data["error"]["code"] == "invalid_request"
+    assert "providers.main.base_url" in data["error"]["message"]

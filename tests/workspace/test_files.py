@@ -210,3 +210,16 @@ async def test_a_workspace_inside_the_data_dir_works(
     assert [e["path"] for e in data["entries"]] == ["a.txt"]
     status, body = await raw(sc, "GET", "/workspace/files/..%2Fkernel.db")
     assert status == 400 and error_code(body) == "path_invalid"
+
+
+async def test_a_page_in_the_workspace_is_never_rendered_by_a_browser(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    """An HTML file served inline from the sidecar's own origin could drive the sidecar."""
+    (tmp_path / "evil.html").write_text("<script>fetch('/envs',{method:'PUT'})</script>")
+    sc = await sidecar(anthropic_sim)
+    async with sc.http.get(sc.url + "/workspace/files/evil.html", headers=sc.headers()) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Disposition"].startswith("attachment;")
+        assert resp.headers["X-Content-Type-Options"] == "nosniff"
+        assert resp.headers["Content-Security-Policy"] == "sandbox"

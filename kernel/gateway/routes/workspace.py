@@ -13,6 +13,7 @@ import mimetypes
 import os
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -96,8 +97,16 @@ async def read_file(request: web.Request) -> web.StreamResponse:
     try:
         entry = opened.entry
         kind, _ = mimetypes.guess_type(entry.path)
+        name = quote(entry.path.rsplit("/", 1)[-1])
         response = web.StreamResponse(
-            headers={"Last-Modified": entry.modified.strftime("%a, %d %b %Y %H:%M:%S GMT")}
+            headers={
+                "Last-Modified": entry.modified.strftime("%a, %d %b %Y %H:%M:%S GMT"),
+                # Never rendered by a browser: an HTML or SVG file in the workspace must
+                # not run as a page of the sidecar's own origin.
+                "Content-Disposition": f"attachment; filename*=UTF-8''{name}",
+                "X-Content-Type-Options": "nosniff",
+                "Content-Security-Policy": "sandbox",
+            }
         )
         response.content_type = kind or "application/octet-stream"
         response.content_length = entry.size
