@@ -19,7 +19,8 @@ Installs Kernel on Debian 12 as the systemd service "kernel":
   3. the system user "kernel" (home /var/lib/kernel, no login shell)
   4. the code into /opt/kernel/app (replaced only when it differs)
   5. its environment: uv sync --frozen into /opt/kernel/venv on /usr/bin/python3
-  6. /etc/kernel-assistant/config.toml, SOUL.md (kernel, mode 600) and kernel.env
+  6. /etc/kernel-assistant/config.toml (kernel, mode 600), its skills/ and prompts/
+     folders (the service's own), kernel.env, and /var/lib/kernel/SOUL.md
      (root, mode 600) from templates, only when missing: your settings and secrets are never overwritten
   7. /etc/systemd/system/kernel.service, then enables it (it is not started for you)
 
@@ -245,12 +246,16 @@ make_dir "$CONFIG_DIR" 755
 make_dir "$STATE_DIR" 750 "$SERVICE_USER:$SERVICE_USER"
 make_dir "$STATE_DIR/data" 700 "$SERVICE_USER:$SERVICE_USER"
 make_dir "$STATE_DIR/workspace" 700 "$SERVICE_USER:$SERVICE_USER"
-# Relative paths in config.toml resolve from its folder: data and workspace move to
-# the state directory, the one place the service may write.
+# Skills and prompts live beside config.toml; the service writes them (/skills, SelfOps),
+# so these two folders are its own and writable in the unit (ReadWritePaths).
+make_dir "$CONFIG_DIR/skills" 750 "$SERVICE_USER:$SERVICE_USER"
+make_dir "$CONFIG_DIR/prompts" 750 "$SERVICE_USER:$SERVICE_USER"
+# Relative paths in config.toml resolve from its folder: data, workspace and the persona
+# (which SelfOps may rewrite) move to the state directory, where the service may write.
 install_template "$SOURCE/config.example.toml" "$CONFIG_DIR/config.toml" 600 \
     "$SERVICE_USER:$SERVICE_USER" \
-    's|^data_dir = "data"|data_dir = "/var/lib/kernel/data"|; s|^default_workspace = "\."|default_workspace = "/var/lib/kernel/workspace"|'
-install_template "$SOURCE/SOUL.md" "$CONFIG_DIR/SOUL.md" 600 "$SERVICE_USER:$SERVICE_USER"
+    's|^data_dir = "data"|data_dir = "/var/lib/kernel/data"|; s|^default_workspace = "\."|default_workspace = "/var/lib/kernel/workspace"|; s|^soul = "SOUL.md"|soul = "/var/lib/kernel/SOUL.md"|'
+install_template "$SOURCE/SOUL.md" "$STATE_DIR/SOUL.md" 600 "$SERVICE_USER:$SERVICE_USER"
 install_template "$SOURCE/deploy/kernel.env.example" "$CONFIG_DIR/kernel.env" 600 root:root
 install_unit
 

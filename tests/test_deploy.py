@@ -119,8 +119,14 @@ def test_staged_install_is_idempotent_and_keeps_the_owners_files(tmp_path: Path)
     first = _setup("--root", str(root), source=source)
     assert first.returncode == 0, first.stderr
     config_dir = root / "etc" / "kernel-assistant"
-    for name in ("config.toml", "SOUL.md", "kernel.env"):
-        assert (config_dir / name).stat().st_mode & 0o777 == 0o600, name
+    for file in (
+        config_dir / "config.toml",
+        config_dir / "kernel.env",
+        root / "var/lib/kernel/SOUL.md",
+    ):
+        assert file.stat().st_mode & 0o777 == 0o600, file
+    for folder in ("skills", "prompts"):  # the service's own, writable in the unit
+        assert (config_dir / folder).is_dir(), folder
     assert (root / "etc/systemd/system/kernel.service").read_text() == UNIT.read_text()
     app = root / "opt" / "kernel" / "app"
     assert (app / "kernel" / "__main__.py").is_file() and (app / "uv.lock").is_file()
@@ -135,7 +141,10 @@ def test_staged_install_is_idempotent_and_keeps_the_owners_files(tmp_path: Path)
     )  # fmt: skip
     assert config.data_dir == Path("/var/lib/kernel/data")
     assert config.general.default_workspace == Path("/var/lib/kernel/workspace")
-    assert config.general.soul == config_dir / "SOUL.md"  # beside config.toml
+    assert config.general.soul == Path("/var/lib/kernel/SOUL.md")  # SelfOps may rewrite it
+    writable = [w.lstrip("-") for w in " ".join(_unit()["Service"]["ReadWritePaths"]).split()]
+    for folder in ("skills", "prompts"):  # /skills and SelfOps write these
+        assert f"/etc/kernel-assistant/{folder}" in writable
 
     # A second run changes nothing, and the owner's edits survive any run.
     (config_dir / "config.toml").write_text("# mine\n")

@@ -67,10 +67,13 @@ class Skill:
         return self.enabled and not self.problem
 
 
+_CLOSING_TAG = re.compile(r"</\s*(skill\s*)>", re.IGNORECASE)
+
+
 def wrap_skill(skill: Skill) -> str:
     """The skill as the model sees it: its boundaries marked, a closing tag inside the
     text neutralised so the block cannot be ended early."""
-    body = skill.body.replace("</skill>", "<\\/skill>")
+    body = _CLOSING_TAG.sub(lambda m: "<\\/" + m.group(1), skill.body)
     return f'<skill name="{skill.name}">\n{body}\n</skill>'
 
 

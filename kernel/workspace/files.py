@@ -132,6 +132,19 @@ class Workspace:
         target = self.root.joinpath(*parts)
         return any(target == p or p in target.parents for p in self.protected)
 
+    def _protected_file(self, info: os.stat_result) -> bool:
+        """The same file as config.toml under another name (a hard link)."""
+        if info.st_nlink < 2:
+            return False
+        for path in self.protected:
+            try:
+                other = path.stat()
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
+                return True
+        return False
+
     def check(self, path: str) -> Parts:
         parts = parts_of(path)
         if self.is_protected(parts):
@@ -221,6 +234,9 @@ class Workspace:
         if not stat.S_ISREG(opened.st_mode):
             os.close(fd)
             raise _denied(shown, t("ws.why_special"))
+        if self._protected_file(opened):
+            os.close(fd)
+            raise _denied(shown, t("ws.why_protected"))
         os.set_blocking(fd, True)
         return OpenFile(fd, Entry(shown, "file", opened.st_size, _stamp(opened.st_mtime)))
 
@@ -276,6 +292,8 @@ class Workspace:
                 return True
             shown = "/".join(parts)
             if stat.S_ISREG(info.st_mode):
+                if self._protected_file(info):
+                    continue
                 out.append(Entry(shown, "file", info.st_size, _stamp(info.st_mtime)))
             elif stat.S_ISDIR(info.st_mode):
                 out.append(Entry(shown, "dir", 0, _stamp(info.st_mtime)))

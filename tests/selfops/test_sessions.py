@@ -148,3 +148,19 @@ async def test_bootstrap_creates_a_chat_and_runs_one_turn(
     assert events[-1] == "[DONE]" and events[-2]["reply"] == "Streamed."
     _, chat, _ = await sc.call("GET", f"/chats/{chat_id}")
     assert chat["channel"] == "webhook" and chat["message_count"] == 2
+
+
+async def test_a_bootstrap_refused_before_anything_was_stored_leaves_no_chat(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    _, before, _ = await sc.call("GET", "/chats")
+    body = {"input": [message("/skill/nope do it")], "session_id": "boot-skill"}
+    status, data, _ = await sc.call("POST", "/agent/self/sessions/bootstrap", body)
+    assert status == 404 and data["error"]["code"] == "skill_not_found"
+    _, after, _ = await sc.call("GET", "/chats")
+    assert after["total"] == before["total"]  # nothing left behind
+    anthropic_sim.enqueue(text_reply("Fine."))
+    retry = {"input": [message("do it")], "session_id": "boot-skill"}
+    status, data, _ = await sc.call("POST", "/agent/self/sessions/bootstrap", retry)
+    assert status == 201 and data["reply"] == "Fine."  # the same session_id works now

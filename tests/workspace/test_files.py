@@ -146,6 +146,13 @@ async def test_config_and_data_dir_are_never_served_or_overwritten(
     assert (tmp_path / "config.toml").read_bytes() == config
     assert not (tmp_path / "data" / "runtime.toml").exists()
 
+    # config.toml under another name (a hard link) is the same file: not served either.
+    (tmp_path / "copy.txt").hardlink_to(tmp_path / "config.toml")
+    status, body = await raw(sc, "GET", "/workspace/files/copy.txt")
+    assert status == 403 and error_code(body) == "path_denied" and b"api_key" not in body
+    status, body = await raw(sc, "GET", "/workspace/files")
+    assert status == 200 and b"copy.txt" not in body
+
 
 def multipart(files: list[tuple[str, bytes]]) -> aiohttp.FormData:
     form = aiohttp.FormData()

@@ -175,7 +175,13 @@ async def bootstrap(request: web.Request) -> web.StreamResponse:
     chat = chat_json(row or opened.row)
     final = turn.final
     if isinstance(final, ErrorEvent):
-        details = {"events": events, "chat": chat, "turn_id": turn.id}
+        if row is not None and row.message_count == 0:
+            # Refused before anything was stored (an unknown skill, say): no chat is left
+            # behind, so the same call can simply be made again.
+            await kernel.store.delete_sessions([row.id])
+            details: dict[str, Any] = {"events": events, "turn_id": turn.id}
+        else:  # the input is kept: the chat goes on through /agent/process
+            details = {"events": events, "chat": chat, "turn_id": turn.id}
         raise ApiError(error_status(final.code), final.code, final.message, details)
     reply = final.reply if isinstance(final, Completed) else ""
     out = {
