@@ -271,8 +271,8 @@ async def set_session_model(request: web.Request) -> web.Response:
     provider_id, model = _model_fields(body)
     if not provider_id and not model:
         raise invalid(t("gw.field_required", field="provider_id"), field="provider_id")
+    row = await _session(request)  # session_not_found first: the chat is what is named
     chosen = _choose(kernel, provider_id, model)
-    row = await _session(request)
     await kernel.agent.set_session_model(row.id, *chosen)
     fresh = await kernel.store.get_session(row.id)
     return json_response(_override_json(fresh or row, kernel))
