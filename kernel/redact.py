@@ -48,9 +48,14 @@ _QUERY = re.compile(
 _QUOTED = re.compile(r"""(?<![A-Za-z])(b?)('[^'\r\n]*'|"[^"\r\n]*")""")
 
 
+SHOW_EDGES_FROM = 16  # shorter secrets are masked whole
+
+
 def mask_secret(secret: str) -> str:
-    """First 4 + last 4 characters; anything of 8 or fewer is masked whole."""
-    if len(secret) <= 8:
+    """First 4 + last 4 characters (seed 004), for secrets long enough that those 8 say
+    little: a 9-character secret would show 8 of its 9, so anything under
+    SHOW_EDGES_FROM characters is masked whole (one ``*`` per character)."""
+    if len(secret) < SHOW_EDGES_FROM:
         return "*" * len(secret)
     return f"{secret[:4]}…{secret[-4:]}"
 

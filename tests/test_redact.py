@@ -19,7 +19,9 @@ BOT = "7123456789:AAHk3rnelTestTokenSecretPart_0123456"
         ("", ""),
         ("abc", "***"),
         ("12345678", "********"),  # 8 characters: masked whole
-        ("123456789", "1234…6789"),
+        ("123456789", "*********"),  # 4 + 4 would show 8 of its 9: masked whole
+        ("123456789012345", "***************"),
+        ("1234567890123456", "1234…3456"),  # long enough that the edges say little
         (KEY, "sk-t…cdef"),
     ],
 )
