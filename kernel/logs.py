@@ -67,12 +67,14 @@ ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 request_tag: ContextVar[str] = ContextVar("request_tag", default="")
 
 
-def add_secrets(secrets: list[str]) -> None:
-    """Mask these too from now on (a key set at runtime, e.g. through the sidecar)."""
+def add_secrets(secrets: list[str], opaque: Iterable[str] = ()) -> None:
+    """Mask these too from now on (a key set at runtime, e.g. through the sidecar);
+    ``opaque`` values (header values) are hidden wholly."""
+    hidden = list(opaque)
     for handler in logging.getLogger().handlers:
         fmt = handler.formatter
         if isinstance(fmt, RedactingFormatter):
-            fmt.redactor = fmt.redactor.with_secrets(secrets)
+            fmt.redactor = fmt.redactor.with_secrets(secrets, hidden)
 
 
 class RedactingFormatter(logging.Formatter):

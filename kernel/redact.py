@@ -135,12 +135,14 @@ class Redactor:
     def __call__(self, text: str) -> str:
         return self.redact(text)
 
-    def with_secrets(self, more: Iterable[str]) -> Redactor:
-        """A redactor that also masks ``more`` (rules are compiled once, so a new one)."""
+    def with_secrets(self, more: Iterable[str], opaque: Iterable[str] = ()) -> Redactor:
+        """A redactor that also masks ``more`` and hides ``opaque`` wholly (rules are
+        compiled once, so a new one)."""
         added = [s for s in more if s and s not in self.secrets]
-        if not added:
+        hidden = [s for s in opaque if s and s not in self.opaque]
+        if not added and not hidden:
             return self
-        return Redactor([*self.secrets, *added], self.header_names, self.opaque)
+        return Redactor([*self.secrets, *added], self.header_names, [*self.opaque, *hidden])
 
     def redact(self, text: str) -> str:
         if not text:

@@ -139,9 +139,10 @@ class Runtime:
             if getattr(live.channels, name) != getattr(fresh.channels, name)
         }
         live.channels = fresh.channels
+        from kernel.app import header_values_of
         from kernel.logs import add_secrets
 
-        add_secrets([p.api_key for p in fresh.providers.values()])
+        add_secrets([p.api_key for p in fresh.providers.values()], header_values_of(fresh))
         add_secrets([v for k, v in fresh.envs.items() if is_sensitive(k)])
         add_secrets([fresh.channels.webhook.secret, fresh.channels.qq.client_secret])
         if channels:

@@ -44,7 +44,12 @@ from kernel.agent.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from kernel.agent.slimming import TOOL_RESULT_LIMIT, slim_message, summarize_tool_result
+from kernel.agent.slimming import (
+    TOOL_RESULT_LIMIT,
+    slim_message,
+    summarize_tool_result,
+    without_files,
+)
 from kernel.agent.titles import TitleMaker
 from kernel.agent.turns import Turn
 from kernel.config import Config
@@ -102,6 +107,10 @@ class UserInput:
     # False where nobody can answer a question (ask_user, a tool approval) during the
     # turn: tools see ToolContext.ask = None and refuse at once instead of waiting.
     interactive: bool = True
+    # Someone other than the owner (a QQ user): the owner's memories are neither recalled
+    # nor written, and only ``guest_tools`` are offered (and may run).
+    guest: bool = False
+    guest_tools: tuple[str, ...] = ()
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
@@ -441,12 +450,12 @@ class Agent:
             row = await self.store.get_session(session_id)
             if row is not None and row.meta.get("system_default"):
                 raise ProtectedSessionError(t("session.protected"))
-        for name, conv in list(self._conversations.items()):
-            if conv.session_id in ids:
-                if conv.turn and not conv.turn.done:
-                    raise BusyError(t("turn.busy"))
-                conv.session_id = None
-                self._forget_if_idle(name)
+        holding = [(n, c) for n, c in self._conversations.items() if c.session_id in ids]
+        if any(c.turn and not c.turn.done for _, c in holding):
+            raise BusyError(t("turn.busy"))  # refused whole: nothing detached, nothing gone
+        for name, conv in holding:
+            conv.session_id = None
+            self._forget_if_idle(name)
         return await self.store.delete_sessions(ids)
 
     async def retitle(self, session_id: int, title: str | None) -> None:
@@ -547,18 +556,25 @@ class Agent:
         return turn
 
     def cancel(self, conversation: str) -> bool:
-        turn = self._conv(conversation).turn
+        """Stop the turn this conversation waits for: its own, or one another channel
+        runs on the same session (what makes it busy is what /cancel stops)."""
+        turn = self._running(conversation)
         return turn.cancel() if turn else False
 
-    async def system_layers(self, query: str = "") -> list[Layer]:
-        """SOUL.md, tool guide, recalled memories, skills summary, local time (SPEC §4)."""
+    async def system_layers(
+        self, query: str = "", *, guest_tools: tuple[str, ...] | None = None
+    ) -> list[Layer]:
+        """SOUL.md, tool guide, recalled memories, skills summary, local time (SPEC §4).
+        ``guest_tools``: a guest's turn, with only those tools and no memories."""
         soul = await asyncio.to_thread(self._read_soul)
         where = _relative(self.config.general.soul, self.config.base_dir)
         layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
         names = self.tools.names()
+        if guest_tools is not None:
+            names = [n for n in names if n in guest_tools]
         if names:
             layers.append(Layer("tools", _tool_guide(names), "tool registry"))
-        memories = await self._recall(query)
+        memories = await self._recall(query) if guest_tools is None else ""
         if memories:
             layers.append(Layer("memories", memories, "memories"))
         skills = await self.skills.summary()
@@ -620,7 +636,13 @@ class Agent:
 
     def _title_later(self, run: _TurnRun) -> None:
         if run.new_session and run.session_id is not None and self.titles is not None:
-            self.spawn(self.generate_title(run.session_id), f"title-{run.session_id}")
+            self.spawn(self._title_if_untitled(run.session_id), f"title-{run.session_id}")
+
+    async def _title_if_untitled(self, session_id: int) -> None:
+        """A name someone gave (a bootstrap's ``name``, a job's) is never replaced."""
+        row = await self.store.get_session(session_id)
+        if row is not None and not row.title:
+            await self.generate_title(session_id)
 
 
 class _TurnRun:
@@ -636,6 +658,7 @@ class _TurnRun:
         self.replies: list[str] = []
         self.new_session = False
         self.remembered = 0  # new memories from <remember> tags in this turn
+        self.guest_tools: tuple[str, ...] | None = None  # set for a guest's turn
         self.interactive = True
 
     def reply_so_far(self) -> str:
@@ -651,7 +674,8 @@ class _TurnRun:
 
     async def execute(self, user_input: UserInput) -> None:
         agent, cfg = self.agent, self.agent.config
-        skills = await agent.skills.invoked(user_input.text)
+        # Only the owner's own words invoke a skill, not an attached file's contents.
+        skills = await agent.skills.invoked(without_files(user_input.text))
         self.interactive = user_input.interactive
         conv = agent._conv(self.turn.conversation)
         self.new_session = conv.session_id is None
@@ -662,6 +686,8 @@ class _TurnRun:
         history = await agent.store.load_messages(
             self.session_id, rounds=max(cfg.general.context_rounds - 1, 1)
         )
+        # A session opened by key (HTTP, QQ, cron) exists before its first message.
+        self.new_session = self.new_session or not history
         user_message = user_input.to_message()
         # Each invoked skill is a block of its own before the owner's words, so that
         # slimming can replace exactly it with a marker when storing.
@@ -670,7 +696,10 @@ class _TurnRun:
         if self.turn.cancel_requested:  # cancelled before it began: the message is kept
             raise asyncio.CancelledError
         working = repair_history([*history, user_message])
-        system = join_layers(await agent.system_layers(user_input.text))
+        self.guest_tools = user_input.guest_tools if user_input.guest else None
+        system = join_layers(
+            await agent.system_layers(user_input.text, guest_tools=self.guest_tools)
+        )
         session = await agent.store.get_session(self.session_id)
         name, model = agent.model_for(session.meta if session else {})
         provider = await agent.provider(name)
@@ -682,6 +711,8 @@ class _TurnRun:
             self.step += 1
             self.turn.emit(StepStarted(self.step))
             tools = agent.tools.specs() if provider.capabilities.tool_call else []
+            if self.guest_tools is not None:
+                tools = [spec for spec in tools if spec.name in self.guest_tools]
             messages = working if tools else flatten_tool_blocks(working)
             request = ChatRequest(model, system, messages, tools)
             completion = await self._stream(provider, request, policy)
@@ -689,7 +720,7 @@ class _TurnRun:
             # the facts live in memories (recalled as their own layer), and a model shown
             # its old tags would learn to repeat them.
             text, facts = extract_remember(completion.text)
-            if facts:
+            if facts and self.guest_tools is None:  # a guest never writes the owner's memory
                 await self._remember(facts)
             assistant = Message("assistant", [])
             if text:
@@ -777,7 +808,7 @@ class _TurnRun:
                 msg = t("turn.tool_limit", limit=agent.config.general.max_tool_calls)
                 outcome = ToolOutcome(call.name, False, msg, {})
             else:
-                outcome = await agent.tools.call(call.name, call.arguments, self._context(call))
+                outcome = await self._call(call)
             summary = summarize_tool_result(outcome.content)
             self.turn.emit(ToolResult(self.step, call.id, call.name, outcome.ok, summary))
             return outcome
@@ -798,6 +829,12 @@ class _TurnRun:
         self.pending = None
         await self._store(message, artifacts)
         return message
+
+    async def _call(self, call: RawToolCall) -> ToolOutcome:
+        if self.guest_tools is not None and call.name not in self.guest_tools:
+            # Not offered to a guest: a name the model made up must not run either.
+            return ToolOutcome(call.name, False, t("turn.guest_tool", name=call.name), {})
+        return await self.agent.tools.call(call.name, call.arguments, self._context(call))
 
     def _context(self, call: RawToolCall) -> ToolContext:
         async def ask(

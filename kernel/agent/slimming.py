@@ -17,7 +17,26 @@ VOICE_DONE = "[语音已处理]"
 SKILL_DONE = "[技能 {name} 已加载]"  # a skill's text is in skills/, not repeated in history
 TOOL_RESULT_LIMIT = 200  # tool results longer than this are summarised in history
 
-_FILE = re.compile(r"\[文件: (?P<name>[^\]\n]+)\]\n```[^\n]*\n.*?\n```", re.DOTALL)
+# An attached file as the model sees it (seed 004 Phase 3): ``[文件: name]`` and a fence
+# longer than any run of backticks inside, so a file's own code fences cannot end it.
+_FILE = re.compile(
+    r"\[文件: (?P<name>[^\]\n]+)\]\n(?P<fence>`{3,})[^\n]*\n.*?\n(?P=fence)(?!`)", re.DOTALL
+)
+_BACKTICKS = re.compile(r"`+")
+
+
+def wrap_file(name: str, text: str) -> str:
+    """``text`` of the file ``name`` as one block the model (and slimming) can delimit."""
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"[文件: {name}]\n{fence}\n{text}\n{fence}"
+
+
+def without_files(text: str) -> str:
+    """``text`` minus attached files: what the owner wrote themselves."""
+    return _FILE.sub("", text)
+
+
 # A transcript is one line (whitespace collapsed) and may hold "]" itself: the tag ends
 # at the last "]" of its line.
 _VOICE = re.compile(r"\[语音: [^\n]*\](?=\n|$)")

@@ -8,6 +8,7 @@ converted to and from OpenAI's shape (system message, ``tool`` role messages,
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -96,7 +97,8 @@ class OpenAICompatProvider(SDKProvider):
         if not finish:
             raise self._translate(ValueError("stream ended without finish_reason"))
         for i, call in calls.items():
-            call.id = call.id or f"call_{i}"
+            # Unique, not call_{i}: ids repeat across steps and turns otherwise.
+            call.id = call.id or f"call_{i}_{uuid.uuid4().hex[:12]}"
         yield Completion(
             text="".join(text),
             tool_calls=[calls[i] for i in sorted(calls)],

@@ -61,13 +61,18 @@ class AskBoard:
             chat_id, message.message_id, event.question, event.tool_call_id, list(event.options)
         )
 
-    async def close_for_tool(self, tool_call_id: str, note: str) -> None:
-        """The tool finished while its question was still open: it was not answered."""
-        for ask_id in [k for k, v in self._open.items() if v.tool_call_id == tool_call_id]:
+    async def close_for_tool(self, tool_call_id: str, note: str, among: set[str]) -> None:
+        """The tool finished while its question (one of ``among``, the view's own) was
+        still open: it was not answered."""
+        for ask_id in [
+            k for k, v in self._open.items() if v.tool_call_id == tool_call_id and k in among
+        ]:
             await self._close(ask_id, note)
 
-    async def close_chat(self, chat_id: int, note: str) -> None:
-        for ask_id in [k for k, v in self._open.items() if v.chat_id == chat_id]:
+    async def close_asks(self, ask_ids: set[str], note: str) -> None:
+        """Close these questions (a view's own) if still open. Other questions in the same
+        chat (a cron job's, a QQ turn's) are not this turn's to close."""
+        for ask_id in [k for k in self._open if k in ask_ids]:
             await self._close(ask_id, note)
 
     async def _close(self, ask_id: str, note: str) -> None:

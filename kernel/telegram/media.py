@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from kernel.agent.messages import ImageBlock
+from kernel.agent.slimming import wrap_file
 from kernel.i18n import t
 
 MAX_BYTES = 20 * 1024 * 1024
@@ -177,7 +178,7 @@ class TextFile:
     def as_input(self, caption: str) -> str:
         """The seed's format, which history slimming recognises: ``[文件: name]`` + fence."""
         note = t("tg.file_truncated", limit=MAX_TEXT) if self.truncated else ""
-        body = f"[文件: {self.name}]\n```\n{self.text}\n```{note}"
+        body = wrap_file(self.name, self.text) + note
         return f"{body}\n{caption}" if caption else body
 
 

@@ -52,11 +52,14 @@ class TelegramOutlet:
 class TelegramAsker:
     def __init__(self, channel: TelegramChannel) -> None:
         self.channel = channel
+        self._shown: set[str] = set()  # question ids this asker put on the board
 
     async def show(self, event: AskUser, label: str) -> None:
+        self._shown.add(event.id)
         await self.channel.board.show(
             self.channel.owner, replace(event, question=f"{label}\n\n{event.question}")
         )
 
     async def settle(self, tool_call_id: str) -> None:
-        await self.channel.board.close_for_tool(tool_call_id, t("tg.ask_unanswered"))
+        await self.channel.board.close_for_tool(tool_call_id, t("tg.ask_unanswered"), self._shown)
+        self._shown = {i for i in self._shown if self.channel.kernel.agent.asks.get(i)}

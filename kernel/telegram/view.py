@@ -150,6 +150,7 @@ class TurnView:
         self._last_draft = 0.0
         self._drafted = ""
         self._draft_task: asyncio.Task[None] | None = None
+        self._asked: set[str] = set()  # the questions this turn showed
 
     async def show(self, turn: Turn) -> None:
         pending = await self._placeholder()
@@ -177,13 +178,16 @@ class TurnView:
                         await _delete(self.bot, self.chat_id, pending)
                         pending = None
                     asked = True
+                    self._asked.add(event.id)
                     await self.board.show(self.chat_id, event)
                 elif isinstance(event, ToolResult):
                     if self._progress is not None and event.id == self._progress.call_id:
                         progress, self._progress = self._progress, None
                         await progress.finish(event)
                     if self.board is not None:
-                        await self.board.close_for_tool(event.id, t("tg.ask_unanswered"))
+                        await self.board.close_for_tool(
+                            event.id, t("tg.ask_unanswered"), self._asked
+                        )
                     if asked and pending is None:
                         asked, pending = False, await self._placeholder()
                 elif isinstance(event, Completed):
@@ -218,7 +222,7 @@ class TurnView:
             if self._progress is not None:
                 await self._progress.close()
             if self.board is not None:  # a question the turn no longer waits for
-                await self.board.close_chat(self.chat_id, t("tg.ask_cancelled"))
+                await self.board.close_asks(self._asked, t("tg.ask_cancelled"))
             if pending is not None:
                 await _delete(self.bot, self.chat_id, pending)
 

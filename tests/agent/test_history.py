@@ -76,3 +76,16 @@ async def test_system_layers_in_order(
     layers = await kernel.agent.system_layers("cat")
     assert [layer.name for layer in layers] == ["soul", "tools", "memories", "time"]
     assert all(len(layer.sha256) == 16 and layer.token_estimate > 0 for layer in layers)
+
+
+def test_a_file_with_its_own_code_fences_is_slimmed_whole() -> None:
+    from kernel.agent.slimming import without_files, wrap_file
+
+    content = "# Notes\n\n```python\nprint('inside')\n```\n\nmore text\n" + "x" * 800
+    wrapped = wrap_file("notes.md", content)
+    assert wrapped.splitlines()[1] == "````"  # longer than any fence inside
+    text = wrapped + "\nwhat do you think?"
+    slimmed = slim_message(Message("user", [TextBlock(text)]))
+    assert slimmed.text == "[文件 notes.md 已处理]\nwhat do you think?"
+    # The owner's own words without the file (a skill named in the file is not invoked).
+    assert without_files(wrap_file("a.md", "use /skill/x here") + "\nhi").strip() == "hi"
