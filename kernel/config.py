@@ -257,7 +257,7 @@ class QQChannelConfig:
     api_base: str = "https://api.sgroup.qq.com"
     token_url: str = "https://bots.qq.com/app/getAppAccessToken"
     timeout_seconds: float = 10.0
-    allowed_users: list[str] = field(default_factory=list)  # sender ids; empty: everyone
+    allowed_users: list[str] = field(default_factory=list)  # sender ids answered; empty: nobody
 
 
 @dataclass(slots=True)
@@ -635,6 +635,8 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     envs = _envs(raw.get("envs", {}))
     channels = _channels(_Reader(raw.get("channels", {}), "channels"), env)
     cron = _cron(_Reader(raw.get("cron", {}), "cron"))
+    if channels.qq.enabled and not channels.qq.allowed_users:
+        warnings.append(t("config.warn_qq_nobody"))
     extra: dict[str, Any] = {}
     warnings += [t("config.warn_unknown_key", key=k) for k in unknown_keys(raw)]
     return Config(

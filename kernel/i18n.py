@@ -479,6 +479,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "client.bad_value": "{key} 需要 {kind} 类型的值",
         "client.bad_pair": "{pair!r} 应写成 key=value",
         "client.channel_saved": "已保存渠道 {name}（写入 data/runtime.toml，立即生效）：",
+        "qq.refused_nobody": "channels.qq.allowed_users 为空，任何人的消息都不会回答：把发送者的 id（见 last_refused.user_id）加进 channels.qq.allowed_users",
+        "qq.refused_sender": "发送者不在 channels.qq.allowed_users 中：要回答 TA，把这个 id 加进去",
+        "config.warn_qq_nobody": "channels.qq 已启用但 channels.qq.allowed_users 为空：所有 QQ 消息都会被拒绝；把要回答的发送者 id 加进去（被拒绝者的 id 见 GET /channels/qq/state）",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -943,6 +946,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "client.bad_value": "{key} takes a value of type {kind}",
         "client.bad_pair": "{pair!r} must be key=value",
         "client.channel_saved": "saved channel {name} (data/runtime.toml, in effect now):",
+        "qq.refused_nobody": "channels.qq.allowed_users is empty, so nobody is answered: add the sender's id (last_refused.user_id) to channels.qq.allowed_users",
+        "qq.refused_sender": "the sender is not in channels.qq.allowed_users: add this id there to have them answered",
+        "config.warn_qq_nobody": "channels.qq is enabled but channels.qq.allowed_users is empty: every QQ message is refused; list the sender ids to answer (a refused sender's id shows at GET /channels/qq/state)",
     },
 }
 

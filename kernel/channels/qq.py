@@ -34,6 +34,8 @@ from kernel.redact import hide_quoted
 if TYPE_CHECKING:
     import aiohttp
 
+    from kernel.channels.qq_inbound import InboundMessage
+
 log = logging.getLogger(__name__)
 
 REFRESH_MARGIN = timedelta(seconds=60)  # a token this close to expiry is replaced first
@@ -66,6 +68,7 @@ class QQChannel:
         self.last_inbound: dict[str, Any] | None = None
         self.last_reply: dict[str, Any] | None = None
         self.last_error: dict[str, Any] | None = None
+        self.last_refused: dict[str, Any] | None = None
 
     @property
     def cfg(self) -> QQChannelConfig:
@@ -210,6 +213,16 @@ class QQChannel:
 
     # ----- state --------------------------------------------------------------------
 
+    def note_refusal(self, message: InboundMessage, reason: str) -> None:
+        """A message not answered: counted, and shown with its sender and why."""
+        self.refused += 1
+        self.last_refused = {
+            "at": _when(self.clock.now()),
+            "user_id": message.user_id,
+            "target_type": message.kind,
+            "reason": reason,
+        }
+
     def note_error(self, stage: str, detail: str) -> None:
         self.last_error = {"at": _when(self.clock.now()), "stage": stage, "error": detail}
         log.warning("qq %s failed: %s", stage, detail)
@@ -227,6 +240,8 @@ class QQChannel:
             "duplicates_ignored": self.duplicates,
             "ignored": self.ignored,
             "refused": self.refused,
+            "allowed_users": len(self.cfg.allowed_users),
+            "last_refused": self.last_refused,
             "replies_sent": self.sent,
             "last_inbound": self.last_inbound,
             "last_reply": self.last_reply,

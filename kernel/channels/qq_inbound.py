@@ -15,6 +15,8 @@ secret repeated to 32 bytes. A missing or wrong signature is refused (401).
   seconds) and the turn runs in a tracked task; an event id seen before is acknowledged
   and dropped. The text goes through the agent as channel ``qq`` in a session per
   conversation, and the reply goes back to the event's own target with its ``msg_id``.
+  Only senders listed in ``channels.qq.allowed_users`` are answered: an empty list
+  answers nobody (QQ turns may use every tool), and each refusal shows in the state.
 """
 
 from __future__ import annotations
@@ -262,9 +264,18 @@ class QQInbound:
             "user_id": message.user_id,
         }
         allowed = channel.cfg.allowed_users
-        if allowed and message.user_id not in allowed:
-            channel.refused += 1
-            log.info("qq message from a sender not in channels.qq.allowed_users dropped")
+        if message.user_id not in allowed:
+            # QQ turns may use every tool (the shell through delegate_to_cli, memory,
+            # cron): nobody is answered until the owner lists who may talk to the bot.
+            reason = "qq.refused_nobody" if not allowed else "qq.refused_sender"
+            channel.note_refusal(message, t(reason))
+            if allowed:
+                log.info("qq message from a sender not in channels.qq.allowed_users refused")
+            else:
+                log.warning(
+                    "qq message refused: channels.qq.allowed_users is empty, so nobody is "
+                    "answered; add the sender's id shown at GET /channels/qq/state"
+                )
             return
         self._spawn(self._answer(message), f"qq-{message.kind}")
 

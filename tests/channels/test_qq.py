@@ -5,6 +5,7 @@ the access token cached and renewed, repeated events processed once."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,8 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.qq_sim import APP_ID, SECRET, QQSim, event, signed_headers
 
 NOW = datetime(2025, 6, 1, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
+# The senders these tests answer: an empty channels.qq.allowed_users answers nobody.
+SENDERS = ["user-1", "u-openid", "member-1", "user-9", "u-5", "u1", "m1"]
 
 
 def qq_config(sim: QQSim, **extra: Any) -> str:
@@ -28,6 +31,7 @@ def qq_config(sim: QQSim, **extra: Any) -> str:
         "api_base": sim.base_url,
         "token_url": sim.token_url,
         "bot_prefix": "[Kernel] ",
+        "allowed_users": SENDERS,
         **extra,
     }
     lines = ["[channels.qq]"]
@@ -230,6 +234,27 @@ async def test_failures_and_strangers_show_in_the_state(
     assert state["last_error"]["stage"] in ("send", "reply")
     assert "HTTP 500" in state["last_error"]["error"]
     assert qq.messages == []
+
+
+async def test_an_empty_allowed_users_list_answers_nobody(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    sc = await sidecar(echo, extra=qq_config(qq, allowed_users=[]))
+    assert any("allowed_users is empty" in w for w in sc.kernel.config.warnings)
+    caplog.set_level(logging.WARNING, logger="kernel.channels.qq_inbound")
+    for kind in ("c2c", "group"):
+        status, data = await post(sc, event(kind, "rm -rf ~", where="g-9", who="user-1"))
+        assert (status, data) == (200, {"op": 12, "d": 0})  # acknowledged, not answered
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert (state["events"], state["refused"], state["allowed_users"]) == (2, 2, 0)
+    refused = state["last_refused"]
+    assert (refused["user_id"], refused["target_type"]) == ("user-1", "group")
+    assert "channels.qq.allowed_users is empty" in refused["reason"]
+    await until(lambda: not sc.kernel.qq_inbound._tasks)
+    assert echo.requests == [] and qq.messages == []
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("allowed_users is empty" in line for line in logged)
+    assert not any("rm -rf" in line for line in logged)
 
 
 async def test_a_disabled_channel_refuses_callbacks(
