@@ -482,6 +482,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "qq.refused_nobody": "channels.qq.allowed_users 为空，任何人的消息都不会回答：把发送者的 id（见 last_refused.user_id）加进 channels.qq.allowed_users",
         "qq.refused_sender": "发送者不在 channels.qq.allowed_users 中：要回答 TA，把这个 id 加进去",
         "config.warn_qq_nobody": "channels.qq 已启用但 channels.qq.allowed_users 为空：所有 QQ 消息都会被拒绝；把要回答的发送者 id 加进去（被拒绝者的 id 见 GET /channels/qq/state）",
+        "cron.cron_never": 'cron 表达式 {value!r} 永远不会触发（它指定的日期不存在，如 2 月 31 日）：换成存在的日期，例如 "0 9 28 2 *"（时区 {tz}）',
+        "cron.too_far": "时间 {value!r} 太远，无法安排（时区 {tz}）：请给一个 9999 年之前的时间或更短的间隔",
+        "cron.unplannable": "任务无法安排，未排期：{error}。用 PUT /cron/jobs/{id} 改正 schedule",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -949,6 +952,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "qq.refused_nobody": "channels.qq.allowed_users is empty, so nobody is answered: add the sender's id (last_refused.user_id) to channels.qq.allowed_users",
         "qq.refused_sender": "the sender is not in channels.qq.allowed_users: add this id there to have them answered",
         "config.warn_qq_nobody": "channels.qq is enabled but channels.qq.allowed_users is empty: every QQ message is refused; list the sender ids to answer (a refused sender's id shows at GET /channels/qq/state)",
+        "cron.cron_never": 'cron expression {value!r} never fires (it names a date that does not exist, like 31 February): use a day that exists, e.g. "0 9 28 2 *" (time zone {tz})',
+        "cron.too_far": "{value!r} is too far ahead to be planned (time zone {tz}): give a time before the year 9999, or a shorter interval",
+        "cron.unplannable": "the job cannot be planned and is not scheduled: {error}. Fix its schedule with PUT /cron/jobs/{id}",
     },
 }
 

@@ -174,7 +174,9 @@ def parse_spec(
     now: datetime | None = None,
 ) -> JobSpec:
     """A checked spec from an API body; ``base``: the job being updated (fields not in
-    ``data`` keep their values). ``now``: a once time must come after it."""
+    ``data`` keep their values). ``now`` (a create or an update): the job is about to be
+    planned from then, so a once time must come after it and a run must be plannable;
+    without it (a stored job being loaded) those are left to the scheduler."""
     name = _text_field(data, "name", NAME_LIMIT)
     if base is None and not name:
         raise CronError("invalid_request", t("gw.field_required", field="name"))
@@ -234,6 +236,8 @@ def parse_spec(
             raise CronError("invalid_request", t("gw.bad_field", field="meta", expected="object"))
         keep = {"system_default": True} if spec.meta.get("system_default") else {}
         spec = replace(spec, meta={**json.loads(json.dumps(meta, default=str)), **keep})
+    if now is not None:
+        schedules.check_plannable(spec.schedule, rules, now)
     return spec
 
 

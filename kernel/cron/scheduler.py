@@ -134,7 +134,22 @@ class CronScheduler:
     async def _plan_at_start(self, job: CronJob, now: datetime) -> None:
         if not job.schedulable:
             return
+        try:
+            changed = self._replan_at_start(job, now)
+        except CronError as exc:  # stored before schedules were checked this way
+            job.row.next_run_at = None
+            job.row.last_status = "skipped"
+            job.row.last_error = t("cron.unplannable", error=str(exc), id=job.id)
+            log.warning("cron job %s cannot be planned (%s); not scheduled", job.id, exc.code)
+            changed = True
+        if changed:
+            await self._save(job)
+
+    def _replan_at_start(self, job: CronJob, now: datetime) -> bool:
+        """Apply the missed-run policy; True when the row changed. CronError when the
+        schedule cannot be planned at all (checked first, so the loop never meets it)."""
         row, rules = job.row, self.rules
+        schedules.check_plannable(job.spec.schedule, rules, now)
         due = row.next_run_at
         if due is None:
             row.next_run_at = job.spec.schedule.next_after(now, rules.tz)
@@ -145,7 +160,7 @@ class CronScheduler:
             late = (now - due).total_seconds()
             if late <= grace:
                 log.info("cron job %s missed a run %.0f s ago; running it now", job.id, late)
-                return  # due now: the loop fires it first thing
+                return False  # due now: the loop fires it first thing
             local = due.astimezone(rules.tz).strftime("%Y-%m-%d %H:%M")
             row.last_status = "skipped"
             row.last_error = t("cron.missed", at=local, late=int(late), grace=int(grace))
@@ -154,8 +169,8 @@ class CronScheduler:
                 job.spec = replace(job.spec, enabled=False)
             log.warning("cron job %s missed its run by %.0f s; skipped", job.id, late)
         else:
-            return
-        await self._save(job)
+            return False
+        return True
 
     # ----- the loop -----------------------------------------------------------------
 
@@ -196,7 +211,11 @@ class CronScheduler:
         if schedule.kind == "once":
             row.next_run_at = None
         else:
-            row.next_run_at = schedule.next_after(now, self.rules.tz, anchor=due)
+            try:
+                row.next_run_at = schedule.next_after(now, self.rules.tz, anchor=due)
+            except CronError as exc:  # this run goes ahead; there is no next one
+                row.next_run_at = None
+                log.warning("cron job %s cannot plan its next run (%s)", job.id, exc.code)
         if job.id in self._runs:
             row.last_status = "skipped"
             row.last_error = t("cron.skipped_running")
@@ -310,17 +329,20 @@ class CronScheduler:
         async with self._lock:
             job = self.get(job_id)
             now = self.clock.now()
-            fresh = "schedule" in data
-            spec = parse_spec(
-                data, self.rules, self._channels(), base=job.spec, now=now if fresh else None
-            )
-            replan = fresh or spec.enabled != job.spec.enabled
-            job.spec = spec
-            if replan:
-                job.row.next_run_at = (
-                    spec.schedule.next_after(now, self.rules.tz) if job.schedulable else None
-                )
-            await self._save(job)
+            # Everything is checked and planned before the job changes, so a refusal
+            # leaves the job as it was, in memory and in the database alike.
+            spec = parse_spec(data, self.rules, self._channels(), base=job.spec, now=now)
+            next_run = job.row.next_run_at
+            if "schedule" in data or spec.enabled != job.spec.enabled:
+                schedulable = spec.enabled and not job.row.paused
+                next_run = spec.schedule.next_after(now, self.rules.tz) if schedulable else None
+            before = (job.spec, job.row.next_run_at)
+            job.spec, job.row.next_run_at = spec, next_run
+            try:
+                await self._save(job)
+            except BaseException:
+                job.spec, job.row.next_run_at = before
+                raise
         self._wake.set()
         return job
 
@@ -349,10 +371,11 @@ class CronScheduler:
     async def resume(self, job_id: str) -> CronJob:
         async with self._lock:
             job = self.get(job_id)
-            job.row.paused = False
             now = self.clock.now()
+            next_run = job.row.next_run_at
             if job.spec.enabled:
-                job.row.next_run_at = job.spec.schedule.next_after(now, self.rules.tz)
+                next_run = job.spec.schedule.next_after(now, self.rules.tz)
+            job.row.paused, job.row.next_run_at = False, next_run
             await self._save(job)
         self._wake.set()
         return job

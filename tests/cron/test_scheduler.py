@@ -4,12 +4,9 @@ webhook receiver simulator."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
-
-import pytest
 
 from tests.clock import ManualClock
 from tests.gateway.conftest import Sidecar, SidecarFactory, until
@@ -25,18 +22,6 @@ def webhook_config(url: str, **extra: Any) -> str:
     lines = ["[channels.webhook]", "enabled = true", f'url = "{url}"']
     lines += [f"{k} = {v!r}".replace("'", '"') for k, v in extra.items()]
     return "\n" + "\n".join(lines) + "\n"
-
-
-@pytest.fixture
-async def hook() -> AsyncIterator[WebhookSim]:
-    async with WebhookSim() as sim:
-        yield sim
-
-
-@pytest.fixture
-async def echo() -> AsyncIterator[AnthropicSim]:
-    async with AnthropicSim(fallback="echo") as sim:
-        yield sim
 
 
 async def start(

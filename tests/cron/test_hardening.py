@@ -1,0 +1,112 @@
+"""The scheduler where things go wrong: schedules that can never be planned, a failing
+database under the loop, runs cut short by a restart, workflows longer than a run may
+take, runs that overlap, time out or find their session busy. Sidecar, injected clock,
+the model simulator, results delivered to the webhook receiver simulator."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tests.clock import ManualClock
+from tests.cron.test_scheduler import START, TZ, create, settled, start, state, texts
+from tests.cron.test_tools import tool
+from tests.gateway.conftest import SidecarFactory
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.webhook_sim import WebhookSim
+
+
+def sql(db: Path, statement: str, *args: object) -> None:
+    """Change the database file behind Kernel's back (as a crash or an older version
+    would have left it)."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute(statement, args)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def stored(db: Path, job_id: str) -> dict[str, Any]:
+    """A job's spec as the database holds it."""
+    conn = sqlite3.connect(db)
+    try:
+        row = conn.execute("SELECT spec FROM cron_jobs WHERE id = ?", (job_id,)).fetchone()
+    finally:
+        conn.close()
+    return dict(json.loads(row[0]))
+
+
+async def test_a_schedule_that_never_comes_is_refused_everywhere(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    sc = await start(sidecar, echo, hook, ManualClock(START))
+    body = {"name": "leap", "text": "x", "schedule": "0 0 31 2 *"}
+    status, data, _ = await sc.call("POST", "/cron/jobs", body)
+    assert status == 400 and data["error"]["code"] == "invalid_cron_schedule"
+    assert "never fires" in data["error"]["message"] and "31 February" in data["error"]["message"]
+    # A far-future one-shot given with an offset west of UTC lands past year 9999 here.
+    far = {**body, "schedule": "9999-12-31T23:59:00-05:00"}
+    status, data, _ = await sc.call("POST", "/cron/jobs", far)
+    assert status == 400 and "before the year 9999" in data["error"]["message"]
+
+    ok, reply = await tool(sc, "cron_create", name="leap", schedule="0 0 31 2 *", text="x")
+    assert not ok and "never fires" in reply and "0 9 28 2 *" in reply
+
+    # An update is checked before anything changes: the job stays as it was, in memory
+    # and in the database.
+    job = await create(sc, name="daily", schedule="0 9 * * *", text="hi")
+    path = f"/cron/jobs/{job['id']}"
+    status, data, _ = await sc.call("PUT", path, {"schedule": "0 0 30 2 *", "name": "renamed"})
+    assert status == 400 and data["error"]["code"] == "invalid_cron_schedule"
+    _, now, _ = await sc.call("GET", path)
+    assert (now["name"], now["schedule"]["cron"]) == ("daily", "0 9 * * *")
+    assert now["state"]["next_run_at"] == "2025-06-01T09:00:00+08:00"
+    await sc.stop()
+    sc = await start(sidecar, echo, hook, ManualClock(START), keep_config=True)
+    _, again, _ = await sc.call("GET", path)
+    assert (again["name"], again["schedule"]["cron"]) == ("daily", "0 9 * * *")
+
+
+async def test_a_stored_job_that_cannot_be_planned_is_recorded_not_fatal(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    clock = ManualClock(START)
+    sc = await start(sidecar, echo, hook, clock)
+    leap = await create(sc, name="leap", schedule="0 9 * * *", text="never")
+    far = await create(sc, name="far", schedule="9999-12-31T23:59", text="later")
+    tick = await create(sc, name="tick", schedule="every 1h", text="tick")
+    db = sc.kernel.config.db_path
+    await sc.stop()
+    # As an older Kernel stored it (is_valid accepted it), and the owner then moved the
+    # time zone west of UTC, where 9999-12-31T23:59 local is past what a datetime holds.
+    sql(
+        db,
+        "UPDATE cron_jobs SET spec = json_set(spec, '$.schedule', ?) WHERE id = ?",
+        "0 0 31 2 *",
+        leap["id"],
+    )
+    sql(db, "UPDATE cron_jobs SET next_run_at = NULL WHERE id = ?", far["id"])
+    config = sc.config_path.read_text().replace("Asia/Shanghai", "America/New_York")
+    sc.config_path.write_text(config)
+
+    # Back at 10:00, after leap's 09:00 run was missed: planning it from now fails.
+    clock = ManualClock(datetime(2025, 6, 1, 10, 0, tzinfo=TZ))
+    sc = await start(sidecar, echo, hook, clock, keep_config=True)  # does not die
+    for job_id, hint in ((leap["id"], "never fires"), (far["id"], "before the year 9999")):
+        got = await state(sc, job_id)
+        assert got["last_status"] == "skipped" and got["next_run_at"] is None
+        assert hint in got["last_error"] and f"PUT /cron/jobs/{job_id}" in got["last_error"]
+    # The others are planned and run as usual.
+    ticking = await state(sc, tick["id"])
+    assert ticking["next_run_at"] is not None
+    clock.advance(3600)
+    await hook.wait_until(lambda: texts(hook) == ["echo: tick"])
+    await settled(sc, clock)
+    # Fixing the schedule plans the job again.
+    status, fixed, _ = await sc.call("PUT", f"/cron/jobs/{leap['id']}", {"schedule": "0 9 * * *"})
+    assert status == 200 and fixed["state"]["next_run_at"] is not None
+    assert stored(db, leap["id"])["schedule"] == "0 9 * * *"
