@@ -15,6 +15,11 @@ Policies:
 - **Never two runs at once**: a run that falls due while the job still runs is skipped
   and recorded; ``run`` now answers ``cron_busy``.
 - **One-shot jobs** disable themselves once their planned run has run.
+- **A failing pass** (the database refusing a write, a bug) is logged and retried after
+  1 s, 2 s, 4 s … up to a minute; the loop itself never ends, and a run whose plan could
+  not be saved is late, not lost.
+- **A schedule that cannot be planned** (stored before it was checked, or made so by a
+  change of time zone) is recorded in the job's state at start, not fatal.
 - The protected job ``cron-default`` (``你好文本任务``, text ``你好``, disabled) always
   exists and refuses deletion with ``default_cron_protected``.
 """
@@ -48,13 +53,14 @@ from kernel.cron.jobs import (
 )
 from kernel.cron.runner import JobRunner, RunOutcome
 from kernel.cron.schedule import Rules
-from kernel.errors import CronError, KernelError
+from kernel.errors import CronError, KernelError, StoreError
 from kernel.i18n import t
 from kernel.store.cron import CronRow, CronStore
 
 log = logging.getLogger(__name__)
 
 MAX_SLEEP = 60.0  # re-read the clock at least this often (it may be stepped)
+RETRY_FIRST = 1.0  # after a failed pass; doubled for each failure in a row, up to MAX_SLEEP
 
 
 class CronScheduler:
@@ -175,15 +181,29 @@ class CronScheduler:
     # ----- the loop -----------------------------------------------------------------
 
     async def _loop(self) -> None:
+        failures = 0
         while True:
             self._wake.clear()
-            now = self.clock.now()
-            async with self._lock:
-                for job in list(self.jobs.values()):
-                    due = job.row.next_run_at
-                    if job.schedulable and due is not None and due <= now:
-                        await self._fire(job, now)
-            await self._pause(self._seconds_to_next(self.clock.now()))
+            try:
+                await self._fire_due(self.clock.now())
+            except Exception as exc:  # the database, a bug: this pass fails, the loop goes on
+                failures += 1
+                delay = min(MAX_SLEEP, RETRY_FIRST * 2 ** min(failures - 1, 8))
+                if isinstance(exc, KernelError):
+                    log.warning("cron pass failed (%s); retrying in %.0f s", exc, delay)
+                else:
+                    log.exception("cron pass failed; retrying in %.0f s", delay)
+            else:
+                failures = 0
+                delay = self._seconds_to_next(self.clock.now())
+            await self._pause(delay)
+
+    async def _fire_due(self, now: datetime) -> None:
+        async with self._lock:
+            for job in list(self.jobs.values()):
+                due = job.row.next_run_at
+                if job.schedulable and due is not None and due <= now:
+                    await self._fire(job, now)
 
     def _seconds_to_next(self, now: datetime) -> float:
         dues = [
@@ -205,7 +225,18 @@ class CronScheduler:
             waker.cancel()
 
     async def _fire(self, job: CronJob, now: datetime) -> None:
-        """Plan the next run, then start this one (under the lock)."""
+        """Plan the next run, then start this one (under the lock). When the plan cannot
+        be saved, the row is put back as it was and the run not started: the loop's next
+        pass tries again (the run is late, not lost)."""
+        row = job.row
+        before = (row.next_run_at, row.last_run_at, row.last_status, row.last_error)
+        try:
+            await self._plan_and_begin(job, now)
+        except BaseException:
+            row.next_run_at, row.last_run_at, row.last_status, row.last_error = before
+            raise
+
+    async def _plan_and_begin(self, job: CronJob, now: datetime) -> None:
         row, schedule = job.row, job.spec.schedule
         due = row.next_run_at
         if schedule.kind == "once":
@@ -266,7 +297,10 @@ class CronScheduler:
             row.run_count += 1
             if scheduled and job.spec.schedule.kind == "once":
                 job.spec = replace(job.spec, enabled=False)
-            await self._save(job)
+            try:
+                await self._save(job)
+            except StoreError as exc:  # kept in memory; the job's next save writes it
+                log.warning("cron job %s: its outcome could not be saved (%s)", job_id, exc)
         level = logging.INFO if outcome.status == "succeeded" else logging.WARNING
         log.log(level, "cron job %s %s", job_id, outcome.status)
 

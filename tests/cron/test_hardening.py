@@ -6,10 +6,13 @@ the model simulator, results delivered to the webhook receiver simulator."""
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.clock import ManualClock
 from tests.cron.test_scheduler import START, TZ, create, settled, start, state, texts
@@ -110,3 +113,38 @@ async def test_a_stored_job_that_cannot_be_planned_is_recorded_not_fatal(
     status, fixed, _ = await sc.call("PUT", f"/cron/jobs/{leap['id']}", {"schedule": "0 9 * * *"})
     assert status == 200 and fixed["state"]["next_run_at"] is not None
     assert stored(db, leap["id"])["schedule"] == "0 9 * * *"
+
+
+async def test_the_loop_survives_a_failing_database_and_the_run_is_late_not_lost(
+    sidecar: SidecarFactory,
+    echo: AnthropicSim,
+    hook: WebhookSim,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock(START)  # 07:00
+    sc = await start(sidecar, echo, hook, clock)
+    hourly = await create(sc, name="hourly", schedule="every 1h", text="tick")
+    await create(sc, name="once", schedule="2025-06-01T08:30", text="once")
+    db = sc.kernel.config.db_path
+    # The database refuses every change to a job (as a full disk or a lock would).
+    sql(db, "CREATE TRIGGER jam BEFORE UPDATE ON cron_jobs BEGIN SELECT RAISE(ABORT, 'x'); END")
+    caplog.set_level(logging.WARNING, logger="kernel.cron.scheduler")
+
+    clock.advance(to=datetime(2025, 6, 1, 8, 0, tzinfo=TZ))
+    await clock.wait_for_sleeper(1)  # the pass failed; the loop backs off and lives on
+    assert any("cron pass failed" in r.getMessage() for r in caplog.records)
+    failed = await state(sc, hourly["id"])
+    assert failed["next_run_at"] == "2025-06-01T08:00:00+08:00" and failed["run_count"] == 0
+    assert failed["last_status"] is None and echo.requests == []
+    assert sc.kernel.cron._loop_task is not None and not sc.kernel.cron._loop_task.done()
+    clock.advance(1)
+    await clock.wait_for_sleeper(2)  # still failing: the wait doubles
+
+    sql(db, "DROP TRIGGER jam")
+    clock.advance(2)
+    await hook.wait_until(lambda: texts(hook) == ["echo: tick"])  # late, not lost
+    await settled(sc, clock)
+    ran = await state(sc, hourly["id"])
+    assert (ran["last_status"], ran["next_run_at"]) == ("succeeded", "2025-06-01T09:00:00+08:00")
+    clock.advance(to=datetime(2025, 6, 1, 8, 30, tzinfo=TZ))
+    await hook.wait_until(lambda: texts(hook) == ["echo: tick", "echo: once"])
