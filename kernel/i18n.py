@@ -485,6 +485,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "cron.cron_never": 'cron 表达式 {value!r} 永远不会触发（它指定的日期不存在，如 2 月 31 日）：换成存在的日期，例如 "0 9 28 2 *"（时区 {tz}）',
         "cron.too_far": "时间 {value!r} 太远，无法安排（时区 {tz}）：请给一个 9999 年之前的时间或更短的间隔",
         "cron.unplannable": "任务无法安排，未排期：{error}。用 PUT /cron/jobs/{id} 改正 schedule",
+        "channel.not_started": "渠道 {name} 在 {seconds} 秒内没有启动，投递放弃：检查它的日志（如 Telegram 无法连接），或调大 cron.delivery_timeout",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -955,6 +956,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "cron.cron_never": 'cron expression {value!r} never fires (it names a date that does not exist, like 31 February): use a day that exists, e.g. "0 9 28 2 *" (time zone {tz})',
         "cron.too_far": "{value!r} is too far ahead to be planned (time zone {tz}): give a time before the year 9999, or a shorter interval",
         "cron.unplannable": "the job cannot be planned and is not scheduled: {error}. Fix its schedule with PUT /cron/jobs/{id}",
+        "channel.not_started": "channel {name} did not start within {seconds} s, so the delivery was given up: check its log (e.g. Telegram unreachable), or raise cron.delivery_timeout",
     },
 }
 
