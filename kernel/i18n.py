@@ -486,6 +486,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "cron.too_far": "时间 {value!r} 太远，无法安排（时区 {tz}）：请给一个 9999 年之前的时间或更短的间隔",
         "cron.unplannable": "任务无法安排，未排期：{error}。用 PUT /cron/jobs/{id} 改正 schedule",
         "channel.not_started": "渠道 {name} 在 {seconds} 秒内没有启动，投递放弃：检查它的日志（如 Telegram 无法连接），或调大 cron.delivery_timeout",
+        "cron.delays_too_long": "workflow 的 delay 合计 {total} 秒，达到了单次运行的时限 {limit} 秒（任务的 runtime.timeout_seconds，否则为 cron.run_timeout），运行会在结束前被中止：缩短 delay、调大 runtime.timeout_seconds（最多 604800）或 cron.run_timeout，或拆成几个错开时间的任务",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -957,6 +958,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "cron.too_far": "{value!r} is too far ahead to be planned (time zone {tz}): give a time before the year 9999, or a shorter interval",
         "cron.unplannable": "the job cannot be planned and is not scheduled: {error}. Fix its schedule with PUT /cron/jobs/{id}",
         "channel.not_started": "channel {name} did not start within {seconds} s, so the delivery was given up: check its log (e.g. Telegram unreachable), or raise cron.delivery_timeout",
+        "cron.delays_too_long": "the workflow's delays add up to {total} s, which reaches the run timeout of {limit} s (the job's runtime.timeout_seconds, else cron.run_timeout), so the run would be stopped before it ends: shorten the delays, raise runtime.timeout_seconds (up to 604800) or cron.run_timeout, or split it into jobs scheduled apart",
     },
 }
 

@@ -238,7 +238,24 @@ def parse_spec(
         spec = replace(spec, meta={**json.loads(json.dumps(meta, default=str)), **keep})
     if now is not None:
         schedules.check_plannable(spec.schedule, rules, now)
+        _check_delays(spec, rules)
     return spec
+
+
+def _check_delays(spec: JobSpec, rules: Rules) -> None:
+    """A workflow's delays run inside its run's timeout: refused when they alone reach it.
+    (Not excluded from the timeout: a run lives in memory only, so a days-long wait
+    would keep the job "running", skip its next runs, and vanish at a restart.)"""
+    if spec.task_type != "workflow" or spec.workflow is None:
+        return
+    total = sum(node.delay_seconds for node in spec.workflow.order if node.type == "delay")
+    limit = spec.timeout_seconds or rules.run_timeout
+    if total and total >= limit:
+        raise CronError(
+            "invalid_cron_workflow",
+            t("cron.delays_too_long", total=total, limit=f"{limit:g}"),
+            field="workflow",
+        )
 
 
 def spec_from_row(row: CronRow, rules: Rules, channels: Collection[str]) -> JobSpec:

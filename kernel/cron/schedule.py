@@ -41,6 +41,7 @@ class Rules:
 
     tz: ZoneInfo
     min_interval: int = 60
+    run_timeout: float = 600.0  # cron.run_timeout: a job's default bound on one run
 
     @property
     def tz_name(self) -> str:

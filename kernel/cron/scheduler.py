@@ -86,7 +86,10 @@ class CronScheduler:
 
     @property
     def rules(self) -> Rules:
-        return Rules(ZoneInfo(self.config.general.timezone), self.config.cron.min_interval_seconds)
+        cron = self.config.cron
+        return Rules(
+            ZoneInfo(self.config.general.timezone), cron.min_interval_seconds, cron.run_timeout
+        )
 
     # ----- lifecycle ----------------------------------------------------------------
 

@@ -148,3 +148,33 @@ async def test_the_loop_survives_a_failing_database_and_the_run_is_late_not_lost
     assert (ran["last_status"], ran["next_run_at"]) == ("succeeded", "2025-06-01T09:00:00+08:00")
     clock.advance(to=datetime(2025, 6, 1, 8, 30, tzinfo=TZ))
     await hook.wait_until(lambda: texts(hook) == ["echo: tick", "echo: once"])
+
+
+def delay_workflow(seconds: int) -> dict[str, Any]:
+    return {
+        "nodes": [
+            {"id": "ask", "type": "text_event", "text": "ping"},
+            {"id": "wait", "type": "delay", "delay_seconds": seconds},
+            {"id": "again", "type": "text_event", "text": "pong"},
+        ]
+    }
+
+
+async def test_a_workflow_whose_delays_reach_the_run_timeout_is_refused(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    sc = await start(sidecar, echo, hook, ManualClock(START))
+    body = {"name": "slow", "schedule": "every 1d", "workflow": delay_workflow(3600)}
+    status, data, _ = await sc.call("POST", "/cron/jobs", {**body, "dispatch": {}})
+    assert status == 400 and data["error"]["code"] == "invalid_cron_workflow"
+    message = data["error"]["message"]
+    assert "3600 s" in message and "600 s" in message and "cron.run_timeout" in message
+    # Within a longer timeout of its own it is accepted; shortening that is refused again.
+    job = await create(sc, **body, runtime={"timeout_seconds": 7200})
+    status, data, _ = await sc.call(
+        "PUT", f"/cron/jobs/{job['id']}", {"runtime": {"timeout_seconds": 3600}}
+    )
+    assert status == 400 and "runtime.timeout_seconds" in data["error"]["message"]
+    _, kept, _ = await sc.call("GET", f"/cron/jobs/{job['id']}")
+    assert kept["runtime"]["timeout_seconds"] == 7200
+    await create(sc, name="short", schedule="every 1d", workflow=delay_workflow(599))
