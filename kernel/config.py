@@ -637,6 +637,10 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     cron = _cron(_Reader(raw.get("cron", {}), "cron"))
     if channels.qq.enabled and not channels.qq.allowed_users:
         warnings.append(t("config.warn_qq_nobody"))
+    worst = webhook_worst_case(channels.webhook)
+    if channels.webhook.enabled and worst > cron.delivery_timeout:
+        limit = f"{cron.delivery_timeout:g}"
+        warnings.append(t("config.warn_webhook_slow", worst=f"{worst:g}", limit=limit))
     extra: dict[str, Any] = {}
     warnings += [t("config.warn_unknown_key", key=k) for k in unknown_keys(raw)]
     return Config(
@@ -1038,6 +1042,12 @@ def _channels(r: _Reader, env: Mapping[str, str]) -> ChannelsConfig:
         webhook=webhook,
         qq=qq,
     )
+
+
+def webhook_worst_case(w: WebhookChannelConfig) -> float:
+    """Seconds one webhook delivery may take: every attempt timing out, plus the backoff."""
+    backoff = sum(w.retry_base_delay * 2.0 ** min(i, 60) for i in range(min(w.max_retries, 64)))
+    return (1 + w.max_retries) * w.timeout_seconds + backoff
 
 
 def _cron(r: _Reader) -> CronConfig:
