@@ -489,6 +489,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "cron.delays_too_long": "workflow 的 delay 合计 {total} 秒，达到了单次运行的时限 {limit} 秒（任务的 runtime.timeout_seconds，否则为 cron.run_timeout），运行会在结束前被中止：缩短 delay、调大 runtime.timeout_seconds（最多 604800）或 cron.run_timeout，或拆成几个错开时间的任务",
         "webhook.interrupted": "投递在完成前被中止（cron.delivery_timeout 用完，或 Kernel 正在停止）；上一次尝试：{last}",
         "config.warn_webhook_slow": "channels.webhook 一次投递最长可能需要 {worst} 秒（每次尝试都超时 × 次数 + 退避），但 cron.delivery_timeout 在 {limit} 秒时就会中止：后面的重试永远轮不到；调小 channels.webhook.max_retries / timeout_seconds / retry_base_delay，或调大 cron.delivery_timeout",
+        "cron.interrupted_stop": "Kernel 停止时这次运行还没结束；一次性任务会在下次启动时补跑（若仍在 cron.misfire_grace_seconds 宽限内）",
+        "cron.interrupted_crash": "这次运行进行中时 Kernel 意外停止（可能已完成也可能没有），不会自动重跑：需要的话用 POST /cron/jobs/{id}/run 或 kernel cron run {id} 再运行",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -963,6 +965,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "cron.delays_too_long": "the workflow's delays add up to {total} s, which reaches the run timeout of {limit} s (the job's runtime.timeout_seconds, else cron.run_timeout), so the run would be stopped before it ends: shorten the delays, raise runtime.timeout_seconds (up to 604800) or cron.run_timeout, or split it into jobs scheduled apart",
         "webhook.interrupted": "stopped before it finished (cron.delivery_timeout ran out, or Kernel was stopping); last attempt: {last}",
         "config.warn_webhook_slow": "one channels.webhook delivery may take up to {worst} s (every attempt timing out, plus the backoff) but cron.delivery_timeout stops it after {limit} s, so the last retries never happen: lower channels.webhook.max_retries / timeout_seconds / retry_base_delay, or raise cron.delivery_timeout",
+        "cron.interrupted_stop": "Kernel stopped during this run; a one-time job runs again at the next start if that is within its grace period (cron.misfire_grace_seconds)",
+        "cron.interrupted_crash": "Kernel stopped unexpectedly during this run (it may or may not have finished); it is not repeated: run it again with POST /cron/jobs/{id}/run or kernel cron run {id} if needed",
     },
 }
 

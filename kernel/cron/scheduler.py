@@ -14,7 +14,11 @@ Policies:
   and planned from now. A one-shot job skipped that way is disabled.
 - **Never two runs at once**: a run that falls due while the job still runs is skipped
   and recorded; ``run`` now answers ``cron_busy``.
-- **One-shot jobs** disable themselves once their planned run has run.
+- **One-shot jobs** disable themselves once their planned run has run. One cut short
+  by a shutdown stays enabled and due, so the missed-run policy runs it at the next
+  start (``last_status = "interrupted"`` meanwhile).
+- **A crash mid-run** leaves ``last_status = "running"`` in the database: at start it
+  becomes ``"interrupted"``, and the run is not repeated (at most once).
 - **A failing pass** (the database refusing a write, a bug) is logged and retried after
   1 s, 2 s, 4 s … up to a minute; the loop itself never ends, and a run whose plan could
   not be saved is late, not lost.
@@ -82,6 +86,7 @@ class CronScheduler:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.started = False
 
     @property
@@ -109,6 +114,7 @@ class CronScheduler:
         await self._ensure_default()
         now = self.clock.now()
         for job in list(self.jobs.values()):
+            await self._recover(job)
             await self._plan_at_start(job, now)
         self._loop_task = asyncio.get_running_loop().create_task(self._loop(), name="cron")
         self.started = True
@@ -116,6 +122,7 @@ class CronScheduler:
 
     async def stop(self) -> None:
         """Stop planning; cancel running jobs (their turns keep a valid history)."""
+        self._stopping = True
         task, self._loop_task = self._loop_task, None
         tasks = [t for t in [task, *self._runs.values()] if t is not None]
         for running in tasks:
@@ -139,6 +146,18 @@ class CronScheduler:
         row = CronRow(DEFAULT_ID, spec.name, False, spec.to_store(), "system", now, now)
         await self.store.insert(row)
         self.jobs[DEFAULT_ID] = CronJob(spec, row)
+
+    async def _recover(self, job: CronJob) -> None:
+        """A run still "running" in the database was under way when Kernel died: it is
+        marked interrupted and not repeated (a one-shot job counts as having run)."""
+        if job.row.last_status != "running":
+            return
+        job.row.last_status = "interrupted"
+        job.row.last_error = t("cron.interrupted_crash", id=job.id)
+        if job.spec.schedule.kind == "once" and job.row.next_run_at is None:
+            job.spec = replace(job.spec, enabled=False)
+        log.warning("cron job %s was running when Kernel stopped unexpectedly", job.id)
+        await self._save(job)
 
     async def _plan_at_start(self, job: CronJob, now: datetime) -> None:
         if not job.schedulable:
@@ -256,19 +275,18 @@ class CronScheduler:
             log.warning("cron job %s still running; this run is skipped", job.id)
             await self._save(job)
             return
-        await self._begin(job, now, scheduled=True)
+        await self._begin(job, now, due=due)
 
-    async def _begin(self, job: CronJob, now: datetime, *, scheduled: bool) -> None:
+    async def _begin(self, job: CronJob, now: datetime, *, due: datetime | None) -> None:
+        """Start a run: ``due`` is its planned time (None: run now by request)."""
         job.row.last_run_at = now
         job.row.last_status = "running"
         await self._save(job)
-        task = asyncio.get_running_loop().create_task(
-            self._run(job.id, scheduled), name=f"cron-{job.id}"
-        )
+        task = asyncio.get_running_loop().create_task(self._run(job.id, due), name=f"cron-{job.id}")
         self._runs[job.id] = task
         task.add_done_callback(lambda _: self._runs.pop(job.id, None))
 
-    async def _run(self, job_id: str, scheduled: bool) -> None:
+    async def _run(self, job_id: str, due: datetime | None) -> None:
         job = self.jobs[job_id]
         timeout = job.spec.timeout_seconds or self.config.cron.run_timeout
         log.info("cron job %s running", job_id)
@@ -278,16 +296,20 @@ class CronScheduler:
         except TimeoutError:
             outcome = RunOutcome("failed", error=t("cron.timeout", seconds=f"{timeout:g}"))
         except asyncio.CancelledError:
-            await asyncio.shield(
-                self._finish(job_id, RunOutcome("failed", error=t("cron.cancelled")), scheduled)
-            )
+            if self._stopping:  # not the job's fault: see _finish
+                cut = RunOutcome("interrupted", error=t("cron.interrupted_stop"))
+            else:
+                cut = RunOutcome("failed", error=t("cron.cancelled"))
+            await asyncio.shield(self._finish(job_id, cut, due))
             raise
         except Exception as exc:  # a bug must not kill the scheduler or hide the run
             log.exception("cron job %s failed", job_id)
             outcome = RunOutcome("failed", error=t("turn.internal_error", kind=type(exc).__name__))
-        await self._finish(job_id, outcome, scheduled)
+        await self._finish(job_id, outcome, due)
 
-    async def _finish(self, job_id: str, outcome: RunOutcome, scheduled: bool) -> None:
+    async def _finish(self, job_id: str, outcome: RunOutcome, due: datetime | None) -> None:
+        """Record the outcome. A planned one-shot run cut short by shutdown stays enabled
+        and due at its time, so the missed-run policy runs it at the next start."""
         async with self._lock:
             job = self.jobs.get(job_id)
             if job is None:  # deleted while it ran
@@ -297,9 +319,14 @@ class CronScheduler:
             row.last_result = outcome.result or None
             row.last_error = outcome.error or None
             row.last_execution = outcome.execution
-            row.run_count += 1
-            if scheduled and job.spec.schedule.kind == "once":
-                job.spec = replace(job.spec, enabled=False)
+            once = due is not None and job.spec.schedule.kind == "once"
+            if outcome.status == "interrupted":
+                if once:
+                    row.next_run_at = due
+            else:
+                row.run_count += 1
+                if once:
+                    job.spec = replace(job.spec, enabled=False)
             try:
                 await self._save(job)
             except StoreError as exc:  # kept in memory; the job's next save writes it
@@ -423,5 +450,5 @@ class CronScheduler:
             job = self.get(job_id)
             if job_id in self._runs:
                 raise CronError("cron_busy", t("cron.busy", id=job_id), job_id=job_id)
-            await self._begin(job, self.clock.now(), scheduled=False)
+            await self._begin(job, self.clock.now(), due=None)
         return job

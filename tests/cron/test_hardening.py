@@ -19,6 +19,7 @@ from tests.cron.test_scheduler import START, TZ, create, settled, start, state, 
 from tests.cron.test_tools import tool
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Reply, Text
 from tests.sim.webhook_sim import WebhookSim
 
 
@@ -178,3 +179,70 @@ async def test_a_workflow_whose_delays_reach_the_run_timeout_is_refused(
     _, kept, _ = await sc.call("GET", f"/cron/jobs/{job['id']}")
     assert kept["runtime"]["timeout_seconds"] == 7200
     await create(sc, name="short", schedule="every 1d", workflow=delay_workflow(599))
+
+
+async def test_a_reminder_cut_short_by_a_restart_runs_at_the_next_start(
+    sidecar: SidecarFactory, hook: WebhookSim
+) -> None:
+    async with AnthropicSim(fallback="echo") as model:
+        clock = ManualClock(START)  # 07:00
+        sc = await start(sidecar, model, hook, clock)
+        job = await create(sc, name="report", schedule="2025-06-01T08:00", text="交报告")
+        model.enqueue(Reply(Text("never finished", chunks=["never ", "finished"]), stall_after=1))
+        clock.advance(to=datetime(2025, 6, 1, 8, 0, tzinfo=TZ))
+        await model.wait_for_requests(1)
+        await sc.stop()  # a restart while the run waits for the model
+        assert hook.posts == []
+        kept = stored_row(sc.kernel.config.db_path, job["id"])
+        assert (kept["enabled"], kept["last_status"]) == (1, "interrupted")
+        assert kept["next_run_at"] == "2025-06-01T00:00:00+00:00"  # still due at 08:00
+
+        clock = ManualClock(datetime(2025, 6, 1, 8, 2, tzinfo=TZ))  # within the grace
+        sc = await start(sidecar, model, hook, clock, keep_config=True)
+        # (The echo repeats the prompt of the cut-short turn too: it stayed in history.)
+        await hook.wait_until(lambda: texts(hook) == ["echo: 交报告 交报告"])
+        await settled(sc, clock)
+        done = await state(sc, job["id"])
+        assert (done["last_status"], done["run_count"]) == ("succeeded", 1)
+        _, view, _ = await sc.call("GET", f"/cron/jobs/{job['id']}")
+        assert view["enabled"] is False  # a one-shot job, done now
+
+
+async def test_a_run_left_running_by_a_crash_is_marked_interrupted(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    sc = await start(sidecar, echo, hook, ManualClock(START))
+    hourly = await create(sc, name="hourly", schedule="every 1h", text="tick")
+    once = await create(sc, name="once", schedule="2025-06-01T08:00", text="ping")
+    db = sc.kernel.config.db_path
+    await sc.stop()
+    # As a crash mid-run leaves them: the plan saved before the run, the status running.
+    sql(db, "UPDATE cron_jobs SET last_status = 'running' WHERE id IN (?, ?)", *ids(hourly, once))
+    sql(db, "UPDATE cron_jobs SET next_run_at = NULL WHERE id = ?", once["id"])
+
+    sc = await start(sidecar, echo, hook, ManualClock(START), keep_config=True)
+    for job in (hourly, once):
+        got = await state(sc, job["id"])
+        assert got["last_status"] == "interrupted" and not got["running"]
+        assert (
+            "unexpectedly" in got["last_error"]
+            and f"/cron/jobs/{job['id']}/run" in got["last_error"]
+        )
+    _, view, _ = await sc.call("GET", f"/cron/jobs/{once['id']}")
+    assert view["enabled"] is False  # at most once: its run is not repeated
+    assert (await state(sc, hourly["id"]))["next_run_at"] == "2025-06-01T08:00:00+08:00"
+    assert echo.requests == []
+
+
+def ids(*jobs: dict[str, Any]) -> list[str]:
+    return [job["id"] for job in jobs]
+
+
+def stored_row(db: Path, job_id: str) -> dict[str, Any]:
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        row = conn.execute("SELECT * FROM cron_jobs WHERE id = ?", (job_id,)).fetchone()
+    finally:
+        conn.close()
+    return dict(row)
