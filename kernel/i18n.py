@@ -491,6 +491,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "config.warn_webhook_slow": "channels.webhook 一次投递最长可能需要 {worst} 秒（每次尝试都超时 × 次数 + 退避），但 cron.delivery_timeout 在 {limit} 秒时就会中止：后面的重试永远轮不到；调小 channels.webhook.max_retries / timeout_seconds / retry_base_delay，或调大 cron.delivery_timeout",
         "cron.interrupted_stop": "Kernel 停止时这次运行还没结束；一次性任务会在下次启动时补跑（若仍在 cron.misfire_grace_seconds 宽限内）",
         "cron.interrupted_crash": "这次运行进行中时 Kernel 意外停止（可能已完成也可能没有），不会自动重跑：需要的话用 POST /cron/jobs/{id}/run 或 kernel cron run {id} 再运行",
+        "qq.stale_signature": "回调的签名时间戳与现在相差 {age} 秒，超过 channels.qq.callback_max_age（{max} 秒）：可能是重放的请求，或本机时钟不准（检查 NTP）",
+        "qq.busy": "我正忙着处理其他消息，请稍后再发一次。",
+        "qq.turn_timeout": "这条消息处理超过 {seconds} 秒，已停止（channels.qq.turn_timeout）：请把问题拆小一点再试。",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -967,6 +970,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "config.warn_webhook_slow": "one channels.webhook delivery may take up to {worst} s (every attempt timing out, plus the backoff) but cron.delivery_timeout stops it after {limit} s, so the last retries never happen: lower channels.webhook.max_retries / timeout_seconds / retry_base_delay, or raise cron.delivery_timeout",
         "cron.interrupted_stop": "Kernel stopped during this run; a one-time job runs again at the next start if that is within its grace period (cron.misfire_grace_seconds)",
         "cron.interrupted_crash": "Kernel stopped unexpectedly during this run (it may or may not have finished); it is not repeated: run it again with POST /cron/jobs/{id}/run or kernel cron run {id} if needed",
+        "qq.stale_signature": "the callback's signed timestamp is {age} s from now, beyond channels.qq.callback_max_age ({max} s): a replayed request, or this machine's clock is off (check NTP)",
+        "qq.busy": "I'm busy with other messages right now; please send this again in a moment.",
+        "qq.turn_timeout": "This took longer than {seconds} s and was stopped (channels.qq.turn_timeout): please try a smaller request.",
     },
 }
 

@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,8 @@ class QQChannel:
         self.duplicates = 0
         self.ignored = 0
         self.refused = 0
+        self.declined = 0  # allowed, but too many turns were running
+        self.turns_running: Callable[[], int] = lambda: 0  # set by QQInbound
         self.last_inbound: dict[str, Any] | None = None
         self.last_reply: dict[str, Any] | None = None
         self.last_error: dict[str, Any] | None = None
@@ -240,6 +243,8 @@ class QQChannel:
             "duplicates_ignored": self.duplicates,
             "ignored": self.ignored,
             "refused": self.refused,
+            "declined_busy": self.declined,
+            "turns_running": self.turns_running(),
             "allowed_users": len(self.cfg.allowed_users),
             "last_refused": self.last_refused,
             "replies_sent": self.sent,

@@ -17,6 +17,7 @@ from tests.clock import ManualClock
 from tests.gateway.conftest import Sidecar, SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.qq_sim import APP_ID, SECRET, QQSim, event, signed_headers
+from tests.sim.script import Reply, Text
 
 NOW = datetime(2025, 6, 1, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
 # The senders these tests answer: an empty channels.qq.allowed_users answers nobody.
@@ -55,9 +56,10 @@ async def post(
     sc: Sidecar, payload: dict[str, Any], headers: dict[str, str] | None = None
 ) -> tuple[int, Any]:
     raw = json.dumps(payload).encode()
-    status, data, _ = await sc.call(
-        "POST", "/channels/qq/inbound", data=raw, headers=headers or signed_headers(raw)
-    )
+    # Signed now, as the Kernel's clock sees it (a test's clock may be set to any day).
+    stamp = str(int(sc.kernel.clock.now().timestamp()))
+    headers = headers or signed_headers(raw, timestamp=stamp)
+    status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
     return status, data
 
 
@@ -263,3 +265,55 @@ async def test_a_disabled_channel_refuses_callbacks(
     sc = await sidecar(echo, extra=qq_config(qq, enabled=False))
     status, data = await post(sc, event("c2c", "hi", where="u", who="u"))
     assert status == 400 and data["error"]["code"] == "channel_disabled"
+
+
+async def test_a_callback_signed_too_long_ago_is_refused(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    clock = ManualClock(NOW)
+    sc = await sidecar(echo, extra=qq_config(qq), clock=clock)
+    now = int(NOW.timestamp())
+    payload = event("c2c", "replayed", where="u1", who="u1")
+    raw = json.dumps(payload).encode()
+    for offset in (-301, 301):  # correctly signed, but 5 minutes and a second away
+        status, data = await post(sc, payload, signed_headers(raw, timestamp=str(now + offset)))
+        assert status == 401 and data["error"]["code"] == "stale_signature"
+        assert "channels.qq.callback_max_age" in data["error"]["message"]
+    assert echo.requests == []
+    status, _ = await post(sc, payload, signed_headers(raw, timestamp=str(now - 299)))
+    assert status == 200
+    await qq.wait_until(lambda: len(qq.messages) == 1)
+
+
+async def test_turns_beyond_the_cap_are_declined_politely(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    sc = await sidecar(echo, extra=qq_config(qq, max_concurrent_turns=1))
+    echo.enqueue(Reply(Text("thinking hard", chunks=["thinking ", "hard"]), stall_after=1))
+    assert (await post(sc, event("c2c", "a long one", where="u1", who="u1")))[0] == 200
+    await echo.wait_for_requests(1)  # that turn runs (and stays)
+    second = event("group", "me too", where="g1", who="m1", msg_id="m-second")
+    assert (await post(sc, second)) == (200, {"op": 12, "d": 0})  # acknowledged
+    await qq.wait_until(lambda: len(qq.messages) == 1)
+    [busy] = qq.messages
+    assert (busy.kind, busy.target, busy.body["msg_id"]) == ("group", "g1", "m-second")
+    assert "busy" in busy.body["content"] and len(echo.requests) == 1
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert (state["declined_busy"], state["turns_running"]) == (1, 1)
+
+
+async def test_a_turn_that_takes_too_long_is_stopped_and_the_sender_told(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    sc = await sidecar(echo, extra=qq_config(qq, turn_timeout=0.3))
+    echo.enqueue(Reply(Text("never done", chunks=["never ", "done"]), stall_after=1))
+    await post(sc, event("c2c", "take forever", where="u1", who="u1", msg_id="m-slow"))
+    await qq.wait_until(lambda: len(qq.messages) == 1)
+    [told] = qq.messages
+    assert told.body["msg_id"] == "m-slow" and "channels.qq.turn_timeout" in told.body["content"]
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert state["last_error"]["stage"] == "turn" and state["turns_running"] == 0
+    # The session is free again: the next message is answered.
+    await post(sc, event("c2c", "short one", where="u1", who="u1"))
+    await qq.wait_until(lambda: len(qq.messages) == 2)
+    assert "echo:" in qq.messages[1].body["content"]
