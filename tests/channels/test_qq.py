@@ -317,3 +317,29 @@ async def test_a_turn_that_takes_too_long_is_stopped_and_the_sender_told(
     await post(sc, event("c2c", "short one", where="u1", who="u1"))
     await qq.wait_until(lambda: len(qq.messages) == 2)
     assert "echo:" in qq.messages[1].body["content"]
+
+
+async def test_a_cron_job_delivers_to_qq_as_a_proactive_message(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    extra = qq_config(qq, target_type="group", target_id="g-default")
+    sc = await sidecar(echo, extra=extra, clock=ManualClock(NOW))
+    jobs = [
+        {"channel": "qq", "target": {"target_type": "c2c", "user_id": "u-openid"}},
+        {"channel": "qq"},  # no target: channels.qq.target_type / target_id
+    ]
+    for n, dispatch in enumerate(jobs):
+        body = {"name": f"q{n}", "schedule": "every 1d", "text": f"news {n}", "dispatch": dispatch}
+        status, job, _ = await sc.call("POST", "/cron/jobs", body)
+        assert status == 201, job
+        await sc.call("POST", f"/cron/jobs/{job['id']}/run")
+        await qq.wait_until(lambda n=n: len(qq.messages) == n + 1)
+    first, second = qq.messages
+    assert (first.kind, first.target) == ("c2c", "u-openid")
+    assert (second.kind, second.target) == ("group", "g-default")
+    for n, sent in enumerate(qq.messages):
+        assert sent.body["content"] == f"[Kernel] echo: news {n}"
+        # Nothing is being answered: a proactive message, no msg_id or msg_seq.
+        assert "msg_id" not in sent.body and "msg_seq" not in sent.body
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert state["last_reply"]["msg_id"] is None and state["replies_sent"] == 2

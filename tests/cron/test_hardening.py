@@ -14,10 +14,20 @@ from typing import Any
 
 import pytest
 
+from kernel.agent.agent import SessionKey, UserInput
 from tests.clock import ManualClock
-from tests.cron.test_scheduler import START, TZ, create, settled, start, state, texts
+from tests.cron.test_scheduler import (
+    START,
+    TZ,
+    create,
+    settled,
+    start,
+    state,
+    texts,
+    webhook_config,
+)
 from tests.cron.test_tools import tool
-from tests.gateway.conftest import SidecarFactory
+from tests.gateway.conftest import Sidecar, SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text
 from tests.sim.webhook_sim import WebhookSim
@@ -246,3 +256,73 @@ def stored_row(db: Path, job_id: str) -> dict[str, Any]:
     finally:
         conn.close()
     return dict(row)
+
+
+async def test_a_run_falling_due_while_the_last_one_runs_is_skipped(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    clock = ManualClock(START)  # 07:00
+    sc = await start(sidecar, echo, hook, clock)
+    job = await create(sc, name="hourly", schedule="every 1h", text="tick")
+    echo.enqueue(Reply(Text("slow", chunks=["s", "low"]), stall_after=1))
+    clock.advance(to=datetime(2025, 6, 1, 8, 0, tzinfo=TZ))
+    await echo.wait_for_requests(1)  # the 08:00 run hangs on the model
+    clock.advance(to=datetime(2025, 6, 1, 9, 0, tzinfo=TZ))
+    await until(lambda: sc.kernel.cron.jobs[job["id"]].row.last_status == "skipped")
+    skipped = await state(sc, job["id"])
+    assert skipped["running"] is True and "still going" in skipped["last_error"]
+    assert skipped["next_run_at"] == "2025-06-01T10:00:00+08:00"  # planned on as usual
+    await settled_loop(sc, clock)
+    assert len(echo.requests) == 1  # no second run beside the first
+
+
+async def test_a_run_longer_than_its_timeout_is_stopped_and_recorded(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    sc = await start(sidecar, echo, hook, ManualClock(START))
+    job = await create(
+        sc, name="slow", schedule="every 1d", text="think", runtime={"timeout_seconds": 0.3}
+    )
+    echo.enqueue(Reply(Text("never", chunks=["ne", "ver"]), stall_after=1))
+    status, _, _ = await sc.call("POST", f"/cron/jobs/{job['id']}/run")
+    assert status == 202
+    await until(lambda: not sc.kernel.cron._runs)
+    failed = await state(sc, job["id"])
+    assert (failed["last_status"], failed["run_count"]) == ("failed", 1)
+    assert "0.3 s" in failed["last_error"] and "cron.run_timeout" in failed["last_error"]
+    assert "timeout_seconds" in failed["last_error"] and hook.posts == []
+    # The turn was cancelled with its history kept: the session takes the next run.
+    await sc.call("POST", f"/cron/jobs/{job['id']}/run")
+    await hook.wait_until(lambda: len(hook.posts) == 1)
+
+
+async def test_a_run_whose_session_stays_busy_fails_with_the_reason(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    extra = "\n[cron]\nrun_timeout = 0.3\n"
+    sc = await sidecar(echo, extra=webhook_config(hook.url) + extra, clock=ManualClock(START))
+    job = await create(
+        sc, name="digest", schedule="every 1d", text="digest", runtime={"timeout_seconds": 30}
+    )
+    # Another turn holds the job's own session (channel cron, the job's id).
+    agent = sc.kernel.agent
+    opened = await agent.open_session(SessionKey("cron", "", job["id"]))
+    assert opened is not None
+    echo.enqueue(Reply(Text("holding", chunks=["hold", "ing"]), stall_after=1))
+    holder = agent.start_turn(opened.conversation, UserInput("hold the session", channel="cron"))
+    await echo.wait_for_requests(1)
+
+    await sc.call("POST", f"/cron/jobs/{job['id']}/run")
+    await until(lambda: not sc.kernel.cron._runs)
+    busy = await state(sc, job["id"])
+    assert busy["last_status"] == "failed" and "session stayed busy" in busy["last_error"]
+    assert "cron.run_timeout" in busy["last_error"] and len(echo.requests) == 1
+    holder.cancel()
+    await until(lambda: not agent.is_busy(opened.conversation))
+    await sc.call("POST", f"/cron/jobs/{job['id']}/run")  # free again: it runs
+    await hook.wait_until(lambda: len(hook.posts) == 1)
+
+
+async def settled_loop(sc: Sidecar, clock: ManualClock) -> None:
+    """The scheduler sleeps again (a run may still be going)."""
+    await until(lambda: any(not f.done() for _, f in clock._sleepers))
