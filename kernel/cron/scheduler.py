@@ -212,7 +212,8 @@ class CronScheduler:
                 failures += 1
                 delay = min(MAX_SLEEP, RETRY_FIRST * 2 ** min(failures - 1, 8))
                 if isinstance(exc, KernelError):
-                    log.warning("cron pass failed (%s); retrying in %.0f s", exc, delay)
+                    kind = type(exc).__name__
+                    log.warning("cron pass failed (%s); retrying in %.0f s", kind, delay)
                 else:
                     log.exception("cron pass failed; retrying in %.0f s", delay)
             else:
@@ -330,7 +331,8 @@ class CronScheduler:
             try:
                 await self._save(job)
             except StoreError as exc:  # kept in memory; the job's next save writes it
-                log.warning("cron job %s: its outcome could not be saved (%s)", job_id, exc)
+                kind = type(exc).__name__
+                log.warning("cron job %s: its outcome could not be saved (%s)", job_id, kind)
         level = logging.INFO if outcome.status == "succeeded" else logging.WARNING
         log.log(level, "cron job %s %s", job_id, outcome.status)
 
