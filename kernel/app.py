@@ -189,7 +189,10 @@ class Kernel:
         self.channel_registry.register(ConsoleChannel(config, self.store))
         self.channel_registry.register(self.webhook, close=self.webhook.aclose)
         self.channel_registry.register(self.qq, close=self.qq.aclose)
-        self.channel_registry.register(Detached("telegram"))  # attached by TelegramChannel
+        # Attached by TelegramChannel once it runs; deliveries due before then (a missed
+        # cron run fired at start) wait for it when Telegram is configured.
+        telegram = Detached("telegram", pending=bool(config.telegram.token))
+        self.channel_registry.register(telegram)
         self.runtime.on_channels_changed(self.qq.settings_changed)
         self.qq_inbound = QQInbound(self.qq, self.agent, self.channel_registry)
         self.cron = CronScheduler(

@@ -257,7 +257,10 @@ class QQChannelConfig:
     api_base: str = "https://api.sgroup.qq.com"
     token_url: str = "https://bots.qq.com/app/getAppAccessToken"
     timeout_seconds: float = 10.0
-    allowed_users: list[str] = field(default_factory=list)  # sender ids; empty: everyone
+    allowed_users: list[str] = field(default_factory=list)  # sender ids answered; empty: nobody
+    callback_max_age: float = 300.0  # seconds a callback's signed timestamp may be off
+    max_concurrent_turns: int = 4  # QQ messages answered at once; more are declined
+    turn_timeout: float = 240.0  # seconds one QQ turn may take (passive replies expire)
 
 
 @dataclass(slots=True)
@@ -635,6 +638,12 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     envs = _envs(raw.get("envs", {}))
     channels = _channels(_Reader(raw.get("channels", {}), "channels"), env)
     cron = _cron(_Reader(raw.get("cron", {}), "cron"))
+    if channels.qq.enabled and not channels.qq.allowed_users:
+        warnings.append(t("config.warn_qq_nobody"))
+    worst = webhook_worst_case(channels.webhook)
+    if channels.webhook.enabled and worst > cron.delivery_timeout:
+        limit = f"{cron.delivery_timeout:g}"
+        warnings.append(t("config.warn_webhook_slow", worst=f"{worst:g}", limit=limit))
     extra: dict[str, Any] = {}
     warnings += [t("config.warn_unknown_key", key=k) for k in unknown_keys(raw)]
     return Config(
@@ -1026,6 +1035,9 @@ def _channels(r: _Reader, env: Mapping[str, str]) -> ChannelsConfig:
         token_url=q.url("token_url") or "https://bots.qq.com/app/getAppAccessToken",
         timeout_seconds=q.positive("timeout_seconds", float, 10.0),
         allowed_users=q.str_list("allowed_users", []),
+        callback_max_age=q.positive("callback_max_age", float, 300.0),
+        max_concurrent_turns=q.positive("max_concurrent_turns", int, 4),
+        turn_timeout=q.positive("turn_timeout", float, 240.0),
     )
     if qq.enabled:
         for name in ("app_id", "client_secret"):
@@ -1036,6 +1048,12 @@ def _channels(r: _Reader, env: Mapping[str, str]) -> ChannelsConfig:
         webhook=webhook,
         qq=qq,
     )
+
+
+def webhook_worst_case(w: WebhookChannelConfig) -> float:
+    """Seconds one webhook delivery may take: every attempt timing out, plus the backoff."""
+    backoff = sum(w.retry_base_delay * 2.0 ** min(i, 60) for i in range(min(w.max_retries, 64)))
+    return (1 + w.max_retries) * w.timeout_seconds + backoff
 
 
 def _cron(r: _Reader) -> CronConfig:

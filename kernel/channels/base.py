@@ -8,8 +8,11 @@ fails. :meth:`ChannelRegistry.send` bounds every delivery by a timeout and lets
 cancellation through, so a caller that goes away stops the delivery too.
 
 Built-in channels register the same way an extension would. Channels living in an
-adapter the core must not import (Telegram) attach themselves while they run; until
-then their name is known and refuses with ``channel_disabled``.
+adapter the core must not import (Telegram) attach themselves once they run; until then
+their name is known. A channel whose adapter is still starting (``pending``: Telegram,
+configured, at Kernel start, when a missed cron run already fires) is waited for within
+the delivery's timeout; one that is not coming (never configured, or stopped) refuses
+at once with ``channel_disabled``.
 """
 
 from __future__ import annotations
@@ -67,10 +70,12 @@ class Asker(Protocol):
 
 
 class Detached:
-    """A known channel whose adapter is not running (Telegram before start, after stop)."""
+    """A known channel whose adapter is not running (Telegram before start, after stop).
+    ``pending``: the adapter is expected to start, so deliveries wait for it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, pending: bool = False) -> None:
         self.name = name
+        self.pending = pending
 
     def unavailable(self) -> str:
         return t("channel.not_running", name=self.name)
@@ -87,6 +92,7 @@ class ChannelRegistry:
         self._channels: dict[str, Channel] = {}
         self._closers: list[Closer] = []
         self.asker: Asker | None = None
+        self._changed = asyncio.Event()  # replaced each time a channel comes or goes
 
     def register(self, channel: Channel, *, close: Closer | None = None) -> None:
         """Add a channel (replacing one of the same name); ``close`` runs at shutdown."""
@@ -98,13 +104,19 @@ class ChannelRegistry:
             self._closers.append(close)
 
     def attach(self, channel: Channel) -> None:
-        """A running adapter takes over its channel's name."""
+        """A running adapter takes over its channel's name (deliveries waiting for it go)."""
         self._channels[channel.name] = channel
+        self._notify()
 
     def detach(self, name: str) -> None:
         """The adapter stopped: its name stays known but refuses."""
         if name in self._channels:
             self._channels[name] = Detached(name)
+            self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     def names(self) -> list[str]:
         return list(self._channels)
@@ -134,14 +146,34 @@ class ChannelRegistry:
         return channel
 
     async def send(self, name: str, target: Target, text: str, *, timeout: float) -> None:  # noqa: ASYNC109 - a bound per channel, applied inside
-        """Deliver ``text`` within ``timeout`` seconds; ChannelError when it cannot."""
-        channel = self.require(name)
+        """Deliver ``text`` within ``timeout`` seconds; ChannelError when it cannot. A
+        channel still starting is waited for, within the same ``timeout``."""
+        waiting = False
         try:
             async with asyncio.timeout(timeout):
+                while True:
+                    channel = self.get(name)
+                    reason = channel.unavailable()
+                    if not reason:
+                        break
+                    if getattr(channel, "pending", False) is not True:
+                        raise ChannelError(ChannelError.DISABLED, reason, channel=name)
+                    if not waiting:
+                        log.info("delivery to %s waits for the channel to start", name)
+                    waiting = True
+                    await self._changed.wait()
+                waiting = False
                 await channel.send_text(target, text)
         except ChannelError:
             raise
         except TimeoutError:
+            if waiting:
+                log.warning("delivery to %s: the channel did not start in %.0fs", name, timeout)
+                raise ChannelError(
+                    ChannelError.DISABLED,
+                    t("channel.not_started", name=name, seconds=f"{timeout:g}"),
+                    channel=name,
+                ) from None
             log.warning("delivery to %s timed out after %.0fs", name, timeout)
             raise ChannelError(
                 ChannelError.DISPATCH_FAILED,

@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,8 @@ from kernel.redact import hide_quoted
 
 if TYPE_CHECKING:
     import aiohttp
+
+    from kernel.channels.qq_inbound import InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +66,12 @@ class QQChannel:
         self.duplicates = 0
         self.ignored = 0
         self.refused = 0
+        self.declined = 0  # allowed, but too many turns were running
+        self.turns_running: Callable[[], int] = lambda: 0  # set by QQInbound
         self.last_inbound: dict[str, Any] | None = None
         self.last_reply: dict[str, Any] | None = None
         self.last_error: dict[str, Any] | None = None
+        self.last_refused: dict[str, Any] | None = None
 
     @property
     def cfg(self) -> QQChannelConfig:
@@ -210,6 +216,16 @@ class QQChannel:
 
     # ----- state --------------------------------------------------------------------
 
+    def note_refusal(self, message: InboundMessage, reason: str) -> None:
+        """A message not answered: counted, and shown with its sender and why."""
+        self.refused += 1
+        self.last_refused = {
+            "at": _when(self.clock.now()),
+            "user_id": message.user_id,
+            "target_type": message.kind,
+            "reason": reason,
+        }
+
     def note_error(self, stage: str, detail: str) -> None:
         self.last_error = {"at": _when(self.clock.now()), "stage": stage, "error": detail}
         log.warning("qq %s failed: %s", stage, detail)
@@ -227,6 +243,10 @@ class QQChannel:
             "duplicates_ignored": self.duplicates,
             "ignored": self.ignored,
             "refused": self.refused,
+            "declined_busy": self.declined,
+            "turns_running": self.turns_running(),
+            "allowed_users": len(self.cfg.allowed_users),
+            "last_refused": self.last_refused,
             "replies_sent": self.sent,
             "last_inbound": self.last_inbound,
             "last_reply": self.last_reply,

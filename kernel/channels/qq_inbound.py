@@ -2,7 +2,8 @@
 
 Every request is signed by the platform: ``X-Signature-Ed25519`` (hex) over
 ``X-Signature-Timestamp + body``, with the Ed25519 key whose 32-byte seed is the bot
-secret repeated to 32 bytes. A missing or wrong signature is refused (401).
+secret repeated to 32 bytes. A missing or wrong signature is refused (401), and so is a
+signed timestamp more than ``channels.qq.callback_max_age`` seconds from now (a replay).
 
 - ``op 13`` (callback address validation): answered with ``{"plain_token",
   "signature"}``, the signature over ``event_ts + plain_token``. The platform may send it
@@ -15,6 +16,11 @@ secret repeated to 32 bytes. A missing or wrong signature is refused (401).
   seconds) and the turn runs in a tracked task; an event id seen before is acknowledged
   and dropped. The text goes through the agent as channel ``qq`` in a session per
   conversation, and the reply goes back to the event's own target with its ``msg_id``.
+  Only senders listed in ``channels.qq.allowed_users`` are answered: an empty list
+  answers nobody (QQ turns may use every tool), and each refusal shows in the state.
+  At most ``channels.qq.max_concurrent_turns`` messages are answered at once (one more
+  is declined with a short reply), and a turn is stopped after
+  ``channels.qq.turn_timeout`` seconds, the sender told so.
 """
 
 from __future__ import annotations
@@ -188,6 +194,8 @@ class QQInbound:
         self.registry = registry
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._turns: set[asyncio.Task[None]] = set()  # of _tasks: messages being answered
+        channel.turns_running = self.turns_running
 
     async def handle(self, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
         """The JSON answer to one callback, or InboundError."""
@@ -212,6 +220,13 @@ class QQInbound:
             ):
                 log.warning("qq callback with a bad signature refused")
                 raise InboundError(401, "invalid_signature", t("qq.bad_signature"))
+            age = self.channel.clock.now().timestamp() - int(stamp)
+            if abs(age) > cfg.callback_max_age:
+                log.warning("qq callback signed %.0f s from now refused (a replay?)", age)
+                limit = f"{cfg.callback_max_age:g}"
+                raise InboundError(
+                    401, "stale_signature", t("qq.stale_signature", age=f"{age:.0f}", max=limit)
+                )
         op = payload.get("op", 0)
         if op == 13:
             return await self._validate(payload)
@@ -262,18 +277,65 @@ class QQInbound:
             "user_id": message.user_id,
         }
         allowed = channel.cfg.allowed_users
-        if allowed and message.user_id not in allowed:
-            channel.refused += 1
-            log.info("qq message from a sender not in channels.qq.allowed_users dropped")
+        if message.user_id not in allowed:
+            # QQ turns may use every tool (the shell through delegate_to_cli, memory,
+            # cron): nobody is answered until the owner lists who may talk to the bot.
+            reason = "qq.refused_nobody" if not allowed else "qq.refused_sender"
+            channel.note_refusal(message, t(reason))
+            if allowed:
+                log.info("qq message from a sender not in channels.qq.allowed_users refused")
+            else:
+                log.warning(
+                    "qq message refused: channels.qq.allowed_users is empty, so nobody is "
+                    "answered; add the sender's id shown at GET /channels/qq/state"
+                )
             return
-        self._spawn(self._answer(message), f"qq-{message.kind}")
+        limit = channel.cfg.max_concurrent_turns
+        if len(self._turns) >= limit:
+            channel.declined += 1
+            log.warning(
+                "qq message declined: %d turns running (channels.qq.max_concurrent_turns)", limit
+            )
+            self._spawn(self._reply(message, t("qq.busy")), "qq-busy")
+            return
+        task = self._spawn(self._answer(message), f"qq-{message.kind}")
+        self._turns.add(task)
+        task.add_done_callback(self._turns.discard)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+    def turns_running(self) -> int:
+        return len(self._turns)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _answer(self, message: InboundMessage) -> None:
+        seconds = self.channel.cfg.turn_timeout
+        try:
+            if not message.text:
+                text = t("qq.text_only")
+            else:
+                async with asyncio.timeout(seconds):
+                    text = await self._turn(message)
+        except TimeoutError:
+            # The turn is cancelled (its history kept); the sender hears why.
+            log.warning("qq turn stopped after %.0f s (channels.qq.turn_timeout)", seconds)
+            self.channel.note_error("turn", t("qq.turn_timeout", seconds=f"{seconds:g}"))
+            text = t("qq.turn_timeout", seconds=f"{seconds:g}")
+        except KernelError as exc:
+            self.channel.note_error("turn", type(exc).__name__)
+            return
+        except Exception as exc:
+            log.exception("answering a qq message failed")
+            self.channel.note_error("turn", type(exc).__name__)
+            return
+        if text:
+            await self._reply(message, text)
+
+    async def _reply(self, message: InboundMessage, text: str) -> None:
+        """A passive reply at the message's own target; a failure shows in the state."""
         target = Target(
             user_id=message.target_id,
             session_id=message.session_id,
@@ -281,21 +343,11 @@ class QQInbound:
             reply_to=message.msg_id,
             origin="qq",
         )
-        cfg = self.agent.config
+        timeout = self.agent.config.cron.delivery_timeout
         try:
-            if not message.text:
-                text = t("qq.text_only")
-            else:
-                text = await self._turn(message)
-            if text:
-                await self.registry.send("qq", target, text, timeout=cfg.cron.delivery_timeout)
+            await self.registry.send("qq", target, text, timeout=timeout)
         except ChannelError as exc:
             self.channel.note_error("reply", str(exc))
-        except KernelError as exc:
-            self.channel.note_error("turn", type(exc).__name__)
-        except Exception as exc:
-            log.exception("answering a qq message failed")
-            self.channel.note_error("turn", type(exc).__name__)
 
     async def _turn(self, message: InboundMessage) -> str:
         agent = self.agent

@@ -8,13 +8,17 @@ repeats). With ``channels.webhook.secret`` set, each request carries
 ``X-Kernel-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>``.
 
 Timeouts, connection failures, 429 and 5xx are retried ``max_retries`` times with
-exponential backoff; other statuses fail at once. A delivery that finally fails is
-logged (never with the text or URL), kept in :attr:`WebhookChannel.failures` (shown by
-``GET /channels/webhook/state``) and raised as ``channel_dispatch_failed``.
+exponential backoff; other statuses fail at once. A delivery that finally fails, or is
+cut short (``cron.delivery_timeout`` running out mid-retry, Kernel stopping), is logged
+(never with the text or URL), kept in :attr:`WebhookChannel.failures` (shown by
+``GET /channels/webhook/state``) and raised as ``channel_dispatch_failed``. A worst case
+(every attempt timing out, plus the backoff) longer than ``cron.delivery_timeout`` is
+warned about when the configuration is loaded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -83,29 +87,36 @@ class WebhookChannel:
         attempts = 1 + cfg.max_retries
         problem = ""
         used = 0
-        for attempt in range(attempts):
-            used = attempt + 1
-            headers = {
-                "Content-Type": "application/json",
-                "User-Agent": "Kernel",
-                "X-Kernel-Delivery": delivery_id,
-            }
-            if cfg.secret:
-                stamp = str(int(self.clock.now().timestamp()))
-                headers["X-Kernel-Timestamp"] = stamp
-                headers["X-Kernel-Signature"] = signature(cfg.secret, stamp, body)
-            status, problem = await self._post(cfg, body, headers)
-            if status is not None and 200 <= status < 300:
-                self.delivered += 1
-                self.last_delivery_at = self.clock.now()
-                if attempt:
-                    log.info("webhook delivery %s succeeded on attempt %d", delivery_id, used)
-                return
-            retry = status is None or status == 429 or status >= 500
-            if not retry or used == attempts:
-                break
-            log.info("webhook delivery %s: %s; retrying", delivery_id, problem)
-            await self.clock.sleep(cfg.retry_base_delay * 2**attempt)
+        try:
+            for attempt in range(attempts):
+                used = attempt + 1
+                headers = {
+                    "Content-Type": "application/json",
+                    "User-Agent": "Kernel",
+                    "X-Kernel-Delivery": delivery_id,
+                }
+                if cfg.secret:
+                    stamp = str(int(self.clock.now().timestamp()))
+                    headers["X-Kernel-Timestamp"] = stamp
+                    headers["X-Kernel-Signature"] = signature(cfg.secret, stamp, body)
+                status, problem = await self._post(cfg, body, headers)
+                if status is not None and 200 <= status < 300:
+                    self.delivered += 1
+                    self.last_delivery_at = self.clock.now()
+                    if attempt:
+                        log.info("webhook delivery %s succeeded on attempt %d", delivery_id, used)
+                    return
+                retry = status is None or status == 429 or status >= 500
+                if not retry or used == attempts:
+                    break
+                log.info("webhook delivery %s: %s; retrying", delivery_id, problem)
+                await self.clock.sleep(cfg.retry_base_delay * 2**attempt)
+        except asyncio.CancelledError:
+            # The registry's bound (cron.delivery_timeout) ran out mid-retry, or Kernel is
+            # stopping: a delivery that did not happen all the same, so it is recorded.
+            detail = t("webhook.interrupted", last=problem or "-")
+            self._record_failure(delivery_id, target, used, detail)
+            raise
         self._record_failure(delivery_id, target, used, problem)
         raise ChannelError(
             ChannelError.DISPATCH_FAILED,

@@ -204,7 +204,10 @@ async def run_chat(
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     # A daemon thread, so a blocked read never holds up the exit.
     threading.Thread(target=_read_lines, args=(stdin, lines, loop), daemon=True).start()
-    async with Kernel(config) as kernel:
+    kernel = Kernel(config)
+    # Telegram never runs in this process: deliveries to it fail at once, not after a wait.
+    kernel.channel_registry.detach("telegram")
+    async with kernel:
         chat = ConsoleChat(kernel.agent, out, err, interactive, lines)
 
         def on_interrupt() -> None:

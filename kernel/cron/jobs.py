@@ -174,7 +174,9 @@ def parse_spec(
     now: datetime | None = None,
 ) -> JobSpec:
     """A checked spec from an API body; ``base``: the job being updated (fields not in
-    ``data`` keep their values). ``now``: a once time must come after it."""
+    ``data`` keep their values). ``now`` (a create or an update): the job is about to be
+    planned from then, so a once time must come after it and a run must be plannable;
+    without it (a stored job being loaded) those are left to the scheduler."""
     name = _text_field(data, "name", NAME_LIMIT)
     if base is None and not name:
         raise CronError("invalid_request", t("gw.field_required", field="name"))
@@ -234,7 +236,26 @@ def parse_spec(
             raise CronError("invalid_request", t("gw.bad_field", field="meta", expected="object"))
         keep = {"system_default": True} if spec.meta.get("system_default") else {}
         spec = replace(spec, meta={**json.loads(json.dumps(meta, default=str)), **keep})
+    if now is not None:
+        schedules.check_plannable(spec.schedule, rules, now)
+        _check_delays(spec, rules)
     return spec
+
+
+def _check_delays(spec: JobSpec, rules: Rules) -> None:
+    """A workflow's delays run inside its run's timeout: refused when they alone reach it.
+    (Not excluded from the timeout: a run lives in memory only, so a days-long wait
+    would keep the job "running", skip its next runs, and vanish at a restart.)"""
+    if spec.task_type != "workflow" or spec.workflow is None:
+        return
+    total = sum(node.delay_seconds for node in spec.workflow.order if node.type == "delay")
+    limit = spec.timeout_seconds or rules.run_timeout
+    if total and total >= limit:
+        raise CronError(
+            "invalid_cron_workflow",
+            t("cron.delays_too_long", total=total, limit=f"{limit:g}"),
+            field="workflow",
+        )
 
 
 def spec_from_row(row: CronRow, rules: Rules, channels: Collection[str]) -> JobSpec:

@@ -24,7 +24,7 @@ from kernel.config import Config
 from kernel.cron.jobs import CronJob
 from kernel.cron.schedule import Rules
 from kernel.cron.workflow import NODE_HANDLERS, NodeContext
-from kernel.errors import ChannelError, KernelError
+from kernel.errors import BusyError, ChannelError, KernelError
 from kernel.i18n import t
 
 RESULT_LIMIT = 4000
@@ -67,7 +67,11 @@ class JobRunner:
         meta: dict[str, object] = {"source": "cron", "cron_job_id": job.id}
         opened = await agent.open_session(key, title=job.spec.name, meta=meta)
         assert opened is not None
-        await agent.wait_idle(opened.conversation, self.config.cron.run_timeout)
+        seconds = self.config.cron.run_timeout
+        try:
+            await agent.wait_idle(opened.conversation, seconds)
+        except BusyError:
+            raise RunFailed(t("cron.session_busy", seconds=f"{seconds:g}")) from None
         asker = self.registry.asker
         user_input = UserInput(text, channel="cron", interactive=asker is not None)
         turn = agent.start_turn(opened.conversation, user_input)

@@ -41,6 +41,7 @@ class Rules:
 
     tz: ZoneInfo
     min_interval: int = 60
+    run_timeout: float = 600.0  # cron.run_timeout: a job's default bound on one run
 
     @property
     def tz_name(self) -> str:
@@ -58,7 +59,18 @@ class Schedule:
         self, now: datetime, tz: ZoneInfo, *, anchor: datetime | None = None
     ) -> datetime | None:
         """The first run time after ``now`` (aware, UTC), or None (a once job past its
-        time). An interval keeps its phase from ``anchor`` (the last planned run)."""
+        time). An interval keeps its phase from ``anchor`` (the last planned run).
+        CronError(invalid_cron_schedule) when no run can be planned: a cron expression
+        naming a date that never comes (``0 0 31 2 *``), a time past what a datetime
+        holds."""
+        try:
+            return self._next_after(now, tz, anchor)
+        except (ValueError, OverflowError):  # croniter's errors are ValueErrors
+            if self.kind == "cron":
+                raise _unplannable("cron.cron_never", tz, value=self.cron) from None
+            raise _unplannable("cron.too_far", tz, value=self.text) from None
+
+    def _next_after(self, now: datetime, tz: ZoneInfo, anchor: datetime | None) -> datetime | None:
         if self.kind == "once":
             assert self.at is not None
             due = self.at.replace(tzinfo=tz).astimezone(UTC)
@@ -119,6 +131,16 @@ def format_seconds(seconds: int) -> str:
     return "".join(parts) or "0s"
 
 
+def _unplannable(key: str, tz: ZoneInfo, **values: Any) -> CronError:
+    return CronError(INVALID, t(key, tz=tz.key, **values), timezone=tz.key)
+
+
+def check_plannable(schedule: Schedule, rules: Rules, now: datetime) -> None:
+    """CronError naming the fix when no run of ``schedule`` can be planned from ``now``
+    (checked when a job is saved, so start-up and the loop never meet it)."""
+    schedule.next_after(now, rules.tz)
+
+
 def _invalid(key: str, rules: Rules, **values: Any) -> CronError:
     return CronError(INVALID, t(key, tz=rules.tz_name, **values), timezone=rules.tz_name)
 
@@ -170,7 +192,10 @@ def once(value: Any, rules: Rules, now: datetime | None = None) -> Schedule:
     if parsed is None or (parsed.tzinfo is None and not _LOCAL.match(text)):
         raise _invalid("cron.bad_once", rules, value=text[:40])
     if parsed.tzinfo is not None:  # an explicit offset: the same instant, locally
-        parsed = parsed.astimezone(rules.tz).replace(tzinfo=None)
+        try:
+            parsed = parsed.astimezone(rules.tz).replace(tzinfo=None)
+        except OverflowError:
+            raise _invalid("cron.too_far", rules, value=text[:40]) from None
     parsed = parsed.replace(microsecond=0)
     if now is not None and parsed.replace(tzinfo=rules.tz) <= now:
         local_now = now.astimezone(rules.tz).strftime("%Y-%m-%dT%H:%M")

@@ -14,7 +14,16 @@ Policies:
   and planned from now. A one-shot job skipped that way is disabled.
 - **Never two runs at once**: a run that falls due while the job still runs is skipped
   and recorded; ``run`` now answers ``cron_busy``.
-- **One-shot jobs** disable themselves once their planned run has run.
+- **One-shot jobs** disable themselves once their planned run has run. One cut short
+  by a shutdown stays enabled and due, so the missed-run policy runs it at the next
+  start (``last_status = "interrupted"`` meanwhile).
+- **A crash mid-run** leaves ``last_status = "running"`` in the database: at start it
+  becomes ``"interrupted"``, and the run is not repeated (at most once).
+- **A failing pass** (the database refusing a write, a bug) is logged and retried after
+  1 s, 2 s, 4 s … up to a minute; the loop itself never ends, and a run whose plan could
+  not be saved is late, not lost.
+- **A schedule that cannot be planned** (stored before it was checked, or made so by a
+  change of time zone) is recorded in the job's state at start, not fatal.
 - The protected job ``cron-default`` (``你好文本任务``, text ``你好``, disabled) always
   exists and refuses deletion with ``default_cron_protected``.
 """
@@ -48,13 +57,14 @@ from kernel.cron.jobs import (
 )
 from kernel.cron.runner import JobRunner, RunOutcome
 from kernel.cron.schedule import Rules
-from kernel.errors import CronError, KernelError
+from kernel.errors import CronError, KernelError, StoreError
 from kernel.i18n import t
 from kernel.store.cron import CronRow, CronStore
 
 log = logging.getLogger(__name__)
 
 MAX_SLEEP = 60.0  # re-read the clock at least this often (it may be stepped)
+RETRY_FIRST = 1.0  # after a failed pass; doubled for each failure in a row, up to MAX_SLEEP
 
 
 class CronScheduler:
@@ -76,11 +86,15 @@ class CronScheduler:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.started = False
 
     @property
     def rules(self) -> Rules:
-        return Rules(ZoneInfo(self.config.general.timezone), self.config.cron.min_interval_seconds)
+        cron = self.config.cron
+        return Rules(
+            ZoneInfo(self.config.general.timezone), cron.min_interval_seconds, cron.run_timeout
+        )
 
     # ----- lifecycle ----------------------------------------------------------------
 
@@ -100,6 +114,7 @@ class CronScheduler:
         await self._ensure_default()
         now = self.clock.now()
         for job in list(self.jobs.values()):
+            await self._recover(job)
             await self._plan_at_start(job, now)
         self._loop_task = asyncio.get_running_loop().create_task(self._loop(), name="cron")
         self.started = True
@@ -107,6 +122,7 @@ class CronScheduler:
 
     async def stop(self) -> None:
         """Stop planning; cancel running jobs (their turns keep a valid history)."""
+        self._stopping = True
         task, self._loop_task = self._loop_task, None
         tasks = [t for t in [task, *self._runs.values()] if t is not None]
         for running in tasks:
@@ -131,10 +147,37 @@ class CronScheduler:
         await self.store.insert(row)
         self.jobs[DEFAULT_ID] = CronJob(spec, row)
 
+    async def _recover(self, job: CronJob) -> None:
+        """A run still "running" in the database was under way when Kernel died: it is
+        marked interrupted and not repeated (a one-shot job counts as having run)."""
+        if job.row.last_status != "running":
+            return
+        job.row.last_status = "interrupted"
+        job.row.last_error = t("cron.interrupted_crash", id=job.id)
+        if job.spec.schedule.kind == "once" and job.row.next_run_at is None:
+            job.spec = replace(job.spec, enabled=False)
+        log.warning("cron job %s was running when Kernel stopped unexpectedly", job.id)
+        await self._save(job)
+
     async def _plan_at_start(self, job: CronJob, now: datetime) -> None:
         if not job.schedulable:
             return
+        try:
+            changed = self._replan_at_start(job, now)
+        except CronError as exc:  # stored before schedules were checked this way
+            job.row.next_run_at = None
+            job.row.last_status = "skipped"
+            job.row.last_error = t("cron.unplannable", error=str(exc), id=job.id)
+            log.warning("cron job %s cannot be planned (%s); not scheduled", job.id, exc.code)
+            changed = True
+        if changed:
+            await self._save(job)
+
+    def _replan_at_start(self, job: CronJob, now: datetime) -> bool:
+        """Apply the missed-run policy; True when the row changed. CronError when the
+        schedule cannot be planned at all (checked first, so the loop never meets it)."""
         row, rules = job.row, self.rules
+        schedules.check_plannable(job.spec.schedule, rules, now)
         due = row.next_run_at
         if due is None:
             row.next_run_at = job.spec.schedule.next_after(now, rules.tz)
@@ -145,7 +188,7 @@ class CronScheduler:
             late = (now - due).total_seconds()
             if late <= grace:
                 log.info("cron job %s missed a run %.0f s ago; running it now", job.id, late)
-                return  # due now: the loop fires it first thing
+                return False  # due now: the loop fires it first thing
             local = due.astimezone(rules.tz).strftime("%Y-%m-%d %H:%M")
             row.last_status = "skipped"
             row.last_error = t("cron.missed", at=local, late=int(late), grace=int(grace))
@@ -154,21 +197,36 @@ class CronScheduler:
                 job.spec = replace(job.spec, enabled=False)
             log.warning("cron job %s missed its run by %.0f s; skipped", job.id, late)
         else:
-            return
-        await self._save(job)
+            return False
+        return True
 
     # ----- the loop -----------------------------------------------------------------
 
     async def _loop(self) -> None:
+        failures = 0
         while True:
             self._wake.clear()
-            now = self.clock.now()
-            async with self._lock:
-                for job in list(self.jobs.values()):
-                    due = job.row.next_run_at
-                    if job.schedulable and due is not None and due <= now:
-                        await self._fire(job, now)
-            await self._pause(self._seconds_to_next(self.clock.now()))
+            try:
+                await self._fire_due(self.clock.now())
+            except Exception as exc:  # the database, a bug: this pass fails, the loop goes on
+                failures += 1
+                delay = min(MAX_SLEEP, RETRY_FIRST * 2 ** min(failures - 1, 8))
+                if isinstance(exc, KernelError):
+                    kind = type(exc).__name__
+                    log.warning("cron pass failed (%s); retrying in %.0f s", kind, delay)
+                else:
+                    log.exception("cron pass failed; retrying in %.0f s", delay)
+            else:
+                failures = 0
+                delay = self._seconds_to_next(self.clock.now())
+            await self._pause(delay)
+
+    async def _fire_due(self, now: datetime) -> None:
+        async with self._lock:
+            for job in list(self.jobs.values()):
+                due = job.row.next_run_at
+                if job.schedulable and due is not None and due <= now:
+                    await self._fire(job, now)
 
     def _seconds_to_next(self, now: datetime) -> float:
         dues = [
@@ -190,32 +248,46 @@ class CronScheduler:
             waker.cancel()
 
     async def _fire(self, job: CronJob, now: datetime) -> None:
-        """Plan the next run, then start this one (under the lock)."""
+        """Plan the next run, then start this one (under the lock). When the plan cannot
+        be saved, the row is put back as it was and the run not started: the loop's next
+        pass tries again (the run is late, not lost)."""
+        row = job.row
+        before = (row.next_run_at, row.last_run_at, row.last_status, row.last_error)
+        try:
+            await self._plan_and_begin(job, now)
+        except BaseException:
+            row.next_run_at, row.last_run_at, row.last_status, row.last_error = before
+            raise
+
+    async def _plan_and_begin(self, job: CronJob, now: datetime) -> None:
         row, schedule = job.row, job.spec.schedule
         due = row.next_run_at
         if schedule.kind == "once":
             row.next_run_at = None
         else:
-            row.next_run_at = schedule.next_after(now, self.rules.tz, anchor=due)
+            try:
+                row.next_run_at = schedule.next_after(now, self.rules.tz, anchor=due)
+            except CronError as exc:  # this run goes ahead; there is no next one
+                row.next_run_at = None
+                log.warning("cron job %s cannot plan its next run (%s)", job.id, exc.code)
         if job.id in self._runs:
             row.last_status = "skipped"
             row.last_error = t("cron.skipped_running")
             log.warning("cron job %s still running; this run is skipped", job.id)
             await self._save(job)
             return
-        await self._begin(job, now, scheduled=True)
+        await self._begin(job, now, due=due)
 
-    async def _begin(self, job: CronJob, now: datetime, *, scheduled: bool) -> None:
+    async def _begin(self, job: CronJob, now: datetime, *, due: datetime | None) -> None:
+        """Start a run: ``due`` is its planned time (None: run now by request)."""
         job.row.last_run_at = now
         job.row.last_status = "running"
         await self._save(job)
-        task = asyncio.get_running_loop().create_task(
-            self._run(job.id, scheduled), name=f"cron-{job.id}"
-        )
+        task = asyncio.get_running_loop().create_task(self._run(job.id, due), name=f"cron-{job.id}")
         self._runs[job.id] = task
         task.add_done_callback(lambda _: self._runs.pop(job.id, None))
 
-    async def _run(self, job_id: str, scheduled: bool) -> None:
+    async def _run(self, job_id: str, due: datetime | None) -> None:
         job = self.jobs[job_id]
         timeout = job.spec.timeout_seconds or self.config.cron.run_timeout
         log.info("cron job %s running", job_id)
@@ -225,16 +297,20 @@ class CronScheduler:
         except TimeoutError:
             outcome = RunOutcome("failed", error=t("cron.timeout", seconds=f"{timeout:g}"))
         except asyncio.CancelledError:
-            await asyncio.shield(
-                self._finish(job_id, RunOutcome("failed", error=t("cron.cancelled")), scheduled)
-            )
+            if self._stopping:  # not the job's fault: see _finish
+                cut = RunOutcome("interrupted", error=t("cron.interrupted_stop"))
+            else:
+                cut = RunOutcome("failed", error=t("cron.cancelled"))
+            await asyncio.shield(self._finish(job_id, cut, due))
             raise
         except Exception as exc:  # a bug must not kill the scheduler or hide the run
             log.exception("cron job %s failed", job_id)
             outcome = RunOutcome("failed", error=t("turn.internal_error", kind=type(exc).__name__))
-        await self._finish(job_id, outcome, scheduled)
+        await self._finish(job_id, outcome, due)
 
-    async def _finish(self, job_id: str, outcome: RunOutcome, scheduled: bool) -> None:
+    async def _finish(self, job_id: str, outcome: RunOutcome, due: datetime | None) -> None:
+        """Record the outcome. A planned one-shot run cut short by shutdown stays enabled
+        and due at its time, so the missed-run policy runs it at the next start."""
         async with self._lock:
             job = self.jobs.get(job_id)
             if job is None:  # deleted while it ran
@@ -244,10 +320,19 @@ class CronScheduler:
             row.last_result = outcome.result or None
             row.last_error = outcome.error or None
             row.last_execution = outcome.execution
-            row.run_count += 1
-            if scheduled and job.spec.schedule.kind == "once":
-                job.spec = replace(job.spec, enabled=False)
-            await self._save(job)
+            once = due is not None and job.spec.schedule.kind == "once"
+            if outcome.status == "interrupted":
+                if once:
+                    row.next_run_at = due
+            else:
+                row.run_count += 1
+                if once:
+                    job.spec = replace(job.spec, enabled=False)
+            try:
+                await self._save(job)
+            except StoreError as exc:  # kept in memory; the job's next save writes it
+                kind = type(exc).__name__
+                log.warning("cron job %s: its outcome could not be saved (%s)", job_id, kind)
         level = logging.INFO if outcome.status == "succeeded" else logging.WARNING
         log.log(level, "cron job %s %s", job_id, outcome.status)
 
@@ -310,17 +395,20 @@ class CronScheduler:
         async with self._lock:
             job = self.get(job_id)
             now = self.clock.now()
-            fresh = "schedule" in data
-            spec = parse_spec(
-                data, self.rules, self._channels(), base=job.spec, now=now if fresh else None
-            )
-            replan = fresh or spec.enabled != job.spec.enabled
-            job.spec = spec
-            if replan:
-                job.row.next_run_at = (
-                    spec.schedule.next_after(now, self.rules.tz) if job.schedulable else None
-                )
-            await self._save(job)
+            # Everything is checked and planned before the job changes, so a refusal
+            # leaves the job as it was, in memory and in the database alike.
+            spec = parse_spec(data, self.rules, self._channels(), base=job.spec, now=now)
+            next_run = job.row.next_run_at
+            if "schedule" in data or spec.enabled != job.spec.enabled:
+                schedulable = spec.enabled and not job.row.paused
+                next_run = spec.schedule.next_after(now, self.rules.tz) if schedulable else None
+            before = (job.spec, job.row.next_run_at)
+            job.spec, job.row.next_run_at = spec, next_run
+            try:
+                await self._save(job)
+            except BaseException:
+                job.spec, job.row.next_run_at = before
+                raise
         self._wake.set()
         return job
 
@@ -349,10 +437,11 @@ class CronScheduler:
     async def resume(self, job_id: str) -> CronJob:
         async with self._lock:
             job = self.get(job_id)
-            job.row.paused = False
             now = self.clock.now()
+            next_run = job.row.next_run_at
             if job.spec.enabled:
-                job.row.next_run_at = job.spec.schedule.next_after(now, self.rules.tz)
+                next_run = job.spec.schedule.next_after(now, self.rules.tz)
+            job.row.paused, job.row.next_run_at = False, next_run
             await self._save(job)
         self._wake.set()
         return job
@@ -363,5 +452,5 @@ class CronScheduler:
             job = self.get(job_id)
             if job_id in self._runs:
                 raise CronError("cron_busy", t("cron.busy", id=job_id), job_id=job_id)
-            await self._begin(job, self.clock.now(), scheduled=False)
+            await self._begin(job, self.clock.now(), due=None)
         return job

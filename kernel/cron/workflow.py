@@ -10,7 +10,9 @@ in :data:`NODE_HANDLERS` (``register_node``), the built-ins the same way:
 - ``start``: where the chain begins; does nothing;
 - ``text_event``: ``text`` run through the agent in the job's session, the reply
   delivered to the job's channel;
-- ``delay``: wait ``delay_seconds``;
+- ``delay``: wait ``delay_seconds``; the delays of a workflow must add up to less than
+  its run timeout (``runtime.timeout_seconds``, else ``cron.run_timeout``), checked when
+  the job is saved;
 - ``if_event``: ``if_condition`` = ``<field> <op> <value>`` with op ``==``, ``!=``,
   ``contains``, ``!contains``; false stops the run (the rest is recorded as skipped).
   Fields: ``job_id``, ``job_name``, ``channel``, ``user_id``, ``session_id``,

@@ -32,7 +32,7 @@ class CronRow:
     paused: bool = False
     next_run_at: datetime | None = None
     last_run_at: datetime | None = None
-    last_status: str | None = None  # running, succeeded, failed, skipped
+    last_status: str | None = None  # running, succeeded, failed, skipped, interrupted
     last_result: str | None = None
     last_error: str | None = None
     last_execution: dict[str, Any] | None = field(default=None)

@@ -99,8 +99,7 @@ class TelegramChannel:
         self._register()
         self._started = False
         kernel.register_channel(self)
-        # Deliveries (cron results) and questions of unwatched turns come here while it runs.
-        kernel.channel_registry.attach(TelegramOutlet(self))
+        # Questions of unwatched turns come here; deliveries (cron results) once it runs.
         kernel.channel_registry.asker = TelegramAsker(self)
 
     @property
@@ -156,6 +155,8 @@ class TelegramChannel:
         await self.app.start()
         self._watchdog = asyncio.get_running_loop().create_task(self._watch_polling())
         self._started = True
+        # Deliveries waiting for Telegram (a missed cron run fired at start) go now.
+        self.kernel.channel_registry.attach(TelegramOutlet(self))
         log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
 
     async def stop(self) -> None:

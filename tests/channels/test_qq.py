@@ -5,6 +5,7 @@ the access token cached and renewed, repeated events processed once."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -16,8 +17,11 @@ from tests.clock import ManualClock
 from tests.gateway.conftest import Sidecar, SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.qq_sim import APP_ID, SECRET, QQSim, event, signed_headers
+from tests.sim.script import Reply, Text
 
 NOW = datetime(2025, 6, 1, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
+# The senders these tests answer: an empty channels.qq.allowed_users answers nobody.
+SENDERS = ["user-1", "u-openid", "member-1", "user-9", "u-5", "u1", "m1"]
 
 
 def qq_config(sim: QQSim, **extra: Any) -> str:
@@ -28,6 +32,7 @@ def qq_config(sim: QQSim, **extra: Any) -> str:
         "api_base": sim.base_url,
         "token_url": sim.token_url,
         "bot_prefix": "[Kernel] ",
+        "allowed_users": SENDERS,
         **extra,
     }
     lines = ["[channels.qq]"]
@@ -51,9 +56,10 @@ async def post(
     sc: Sidecar, payload: dict[str, Any], headers: dict[str, str] | None = None
 ) -> tuple[int, Any]:
     raw = json.dumps(payload).encode()
-    status, data, _ = await sc.call(
-        "POST", "/channels/qq/inbound", data=raw, headers=headers or signed_headers(raw)
-    )
+    # Signed now, as the Kernel's clock sees it (a test's clock may be set to any day).
+    stamp = str(int(sc.kernel.clock.now().timestamp()))
+    headers = headers or signed_headers(raw, timestamp=stamp)
+    status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
     return status, data
 
 
@@ -232,9 +238,108 @@ async def test_failures_and_strangers_show_in_the_state(
     assert qq.messages == []
 
 
+async def test_an_empty_allowed_users_list_answers_nobody(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    sc = await sidecar(echo, extra=qq_config(qq, allowed_users=[]))
+    assert any("allowed_users is empty" in w for w in sc.kernel.config.warnings)
+    caplog.set_level(logging.WARNING, logger="kernel.channels.qq_inbound")
+    for kind in ("c2c", "group"):
+        status, data = await post(sc, event(kind, "rm -rf ~", where="g-9", who="user-1"))
+        assert (status, data) == (200, {"op": 12, "d": 0})  # acknowledged, not answered
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert (state["events"], state["refused"], state["allowed_users"]) == (2, 2, 0)
+    refused = state["last_refused"]
+    assert (refused["user_id"], refused["target_type"]) == ("user-1", "group")
+    assert "channels.qq.allowed_users is empty" in refused["reason"]
+    await until(lambda: not sc.kernel.qq_inbound._tasks)
+    assert echo.requests == [] and qq.messages == []
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("allowed_users is empty" in line for line in logged)
+    assert not any("rm -rf" in line for line in logged)
+
+
 async def test_a_disabled_channel_refuses_callbacks(
     sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
 ) -> None:
     sc = await sidecar(echo, extra=qq_config(qq, enabled=False))
     status, data = await post(sc, event("c2c", "hi", where="u", who="u"))
     assert status == 400 and data["error"]["code"] == "channel_disabled"
+
+
+async def test_a_callback_signed_too_long_ago_is_refused(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    clock = ManualClock(NOW)
+    sc = await sidecar(echo, extra=qq_config(qq), clock=clock)
+    now = int(NOW.timestamp())
+    payload = event("c2c", "replayed", where="u1", who="u1")
+    raw = json.dumps(payload).encode()
+    for offset in (-301, 301):  # correctly signed, but 5 minutes and a second away
+        status, data = await post(sc, payload, signed_headers(raw, timestamp=str(now + offset)))
+        assert status == 401 and data["error"]["code"] == "stale_signature"
+        assert "channels.qq.callback_max_age" in data["error"]["message"]
+    assert echo.requests == []
+    status, _ = await post(sc, payload, signed_headers(raw, timestamp=str(now - 299)))
+    assert status == 200
+    await qq.wait_until(lambda: len(qq.messages) == 1)
+
+
+async def test_turns_beyond_the_cap_are_declined_politely(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    sc = await sidecar(echo, extra=qq_config(qq, max_concurrent_turns=1))
+    echo.enqueue(Reply(Text("thinking hard", chunks=["thinking ", "hard"]), stall_after=1))
+    assert (await post(sc, event("c2c", "a long one", where="u1", who="u1")))[0] == 200
+    await echo.wait_for_requests(1)  # that turn runs (and stays)
+    second = event("group", "me too", where="g1", who="m1", msg_id="m-second")
+    assert (await post(sc, second)) == (200, {"op": 12, "d": 0})  # acknowledged
+    await qq.wait_until(lambda: len(qq.messages) == 1)
+    [busy] = qq.messages
+    assert (busy.kind, busy.target, busy.body["msg_id"]) == ("group", "g1", "m-second")
+    assert "busy" in busy.body["content"] and len(echo.requests) == 1
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert (state["declined_busy"], state["turns_running"]) == (1, 1)
+
+
+async def test_a_turn_that_takes_too_long_is_stopped_and_the_sender_told(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    sc = await sidecar(echo, extra=qq_config(qq, turn_timeout=0.3))
+    echo.enqueue(Reply(Text("never done", chunks=["never ", "done"]), stall_after=1))
+    await post(sc, event("c2c", "take forever", where="u1", who="u1", msg_id="m-slow"))
+    await qq.wait_until(lambda: len(qq.messages) == 1)
+    [told] = qq.messages
+    assert told.body["msg_id"] == "m-slow" and "channels.qq.turn_timeout" in told.body["content"]
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert state["last_error"]["stage"] == "turn" and state["turns_running"] == 0
+    # The session is free again: the next message is answered.
+    await post(sc, event("c2c", "short one", where="u1", who="u1"))
+    await qq.wait_until(lambda: len(qq.messages) == 2)
+    assert "echo:" in qq.messages[1].body["content"]
+
+
+async def test_a_cron_job_delivers_to_qq_as_a_proactive_message(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    extra = qq_config(qq, target_type="group", target_id="g-default")
+    sc = await sidecar(echo, extra=extra, clock=ManualClock(NOW))
+    jobs = [
+        {"channel": "qq", "target": {"target_type": "c2c", "user_id": "u-openid"}},
+        {"channel": "qq"},  # no target: channels.qq.target_type / target_id
+    ]
+    for n, dispatch in enumerate(jobs):
+        body = {"name": f"q{n}", "schedule": "every 1d", "text": f"news {n}", "dispatch": dispatch}
+        status, job, _ = await sc.call("POST", "/cron/jobs", body)
+        assert status == 201, job
+        await sc.call("POST", f"/cron/jobs/{job['id']}/run")
+        await qq.wait_until(lambda n=n: len(qq.messages) == n + 1)
+    first, second = qq.messages
+    assert (first.kind, first.target) == ("c2c", "u-openid")
+    assert (second.kind, second.target) == ("group", "g-default")
+    for n, sent in enumerate(qq.messages):
+        assert sent.body["content"] == f"[Kernel] echo: news {n}"
+        # Nothing is being answered: a proactive message, no msg_id or msg_seq.
+        assert "msg_id" not in sent.body and "msg_seq" not in sent.body
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert state["last_reply"]["msg_id"] is None and state["replies_sent"] == 2

@@ -16,7 +16,7 @@ import pytest
 
 from kernel.channels.base import ChannelRegistry, Target
 from kernel.errors import ChannelError
-from tests.clock import InstantClock
+from tests.clock import InstantClock, ManualClock
 from tests.cron.test_scheduler import webhook_config
 from tests.gateway.conftest import Sidecar, SidecarFactory, message
 from tests.sim.anthropic_sim import AnthropicSim
@@ -201,3 +201,31 @@ async def test_the_registry_bounds_deliveries_and_passes_cancellation() -> None:
     with pytest.raises(ValueError):
         registry.register(type("Bad", (SlowChannel,), {"name": "Bad Name"})())
     assert json.dumps(info.value.details)
+
+
+async def test_a_delivery_cut_short_by_the_delivery_timeout_is_recorded(
+    sidecar: SidecarFactory, hook: WebhookSim
+) -> None:
+    # The backoff waits on a clock nobody advances, so the registry's bound
+    # (cron.delivery_timeout) cancels the delivery between two attempts.
+    clock = ManualClock(NOW)
+    model = await AnthropicSim(fallback="echo").start()
+    extra = webhook_config(hook.url, max_retries=3) + "\n[cron]\ndelivery_timeout = 0.3\n"
+    sc = await sidecar(model, extra=extra, clock=clock)
+    try:
+        [warning] = [w for w in sc.kernel.config.warnings if "channels.webhook" in w]
+        assert "47 s" in warning and "cron.delivery_timeout" in warning and "0.3 s" in warning
+        hook.fail_always(500)
+        status, data = await process(sc, "cut short")
+        assert status == 502 and data["error"]["code"] == "channel_dispatch_failed"
+        assert "0.3 s" in data["error"]["message"] and len(hook.posts) == 1
+        _, state, _ = await sc.call("GET", "/channels/webhook/state")
+        assert (state["delivered"], state["failed"]) == (0, 1)
+        [failure] = state["recent_failures"]
+        assert (
+            failure["attempts"] == 1 and failure["delivery_id"] == hook.posts[0].json["delivery_id"]
+        )
+        assert "cron.delivery_timeout" in failure["error"] and "HTTP 500" in failure["error"]
+    finally:
+        await sc.stop()
+        await model.stop()

@@ -4,9 +4,17 @@ Telegram chat through the real PTB bot and the Bot API simulator."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+import pytest
+
+from kernel.app import Kernel
+from kernel.channels.base import Target
+from kernel.config import load_config
+from kernel.errors import ChannelError
+from kernel.telegram.channel import TelegramChannel
 from tests.clock import ManualClock
 from tests.sim.script import text_reply, tool_reply
 from tests.telegram.conftest import BotHarness, Factory
@@ -69,3 +77,50 @@ async def test_one_shot_reminder_set_by_the_model_arrives_at_its_time(bot: Facto
     clock.advance(to=datetime(2025, 6, 3, 9, 0, tzinfo=TZ))
     await idle(h, clock)
     assert h.texts().count("⏰ 该交报告了！") == 1  # never again
+
+
+async def test_a_reminder_missed_during_a_restart_waits_for_telegram_to_start(
+    bot: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock(START)
+    h = await bot(clock=clock)
+    job = await h.kernel.cron.create(
+        {"name": "交报告提醒", "schedule": "2025-06-02T09:00", "text": "提醒主人交报告"}
+    )
+    await h.channel.stop()
+    await h.kernel.stop()  # down over 09:00 …
+
+    # … back at 09:02, within the grace period: the run fires as the Kernel starts,
+    # before Telegram runs; its delivery waits for the channel instead of being lost.
+    caplog.set_level(logging.INFO, logger="kernel.channels.base")
+    h.model.enqueue(text_reply("⏰ 该交报告了！"))
+    clock = ManualClock(datetime(2025, 6, 2, 9, 2, tzinfo=TZ))
+    kernel = Kernel(load_config(h.kernel.config.path, env={}), clock=clock)
+    await kernel.start()
+    channel: TelegramChannel | None = None
+    try:
+        await h.tg.wait_until(
+            lambda: any("waits for the channel" in r.getMessage() for r in caplog.records)
+        )
+        assert "⏰ 该交报告了！" not in h.texts()
+        channel = TelegramChannel(kernel)
+        await channel.start()
+        await h.tg.wait_until(lambda: "⏰ 该交报告了！" in h.texts())
+        restarted = kernel.cron.get(job.id)
+        await h.tg.wait_until(lambda: restarted.row.last_status == "succeeded")
+        assert restarted.row.run_count == 1 and restarted.spec.enabled is False
+    finally:
+        if channel is not None:
+            await channel.stop()
+        await kernel.stop()
+
+
+async def test_a_delivery_to_telegram_when_it_is_not_coming_fails_at_once(
+    bot: Factory,
+) -> None:
+    h = await bot(clock=ManualClock(START))
+    await h.channel.stop()  # stopped: not pending, so no wait for the delivery timeout
+    registry = h.kernel.channel_registry
+    with pytest.raises(ChannelError) as info:
+        await registry.send("telegram", Target(), "x", timeout=30)
+    assert info.value.code == "channel_disabled"

@@ -105,3 +105,18 @@ def test_workflows_linear_or_with_edges() -> None:
         assert info.value.code == "invalid_cron_workflow" and hint in str(info.value), str(
             info.value
         )
+
+
+def test_schedules_that_cannot_be_planned_name_the_fix() -> None:
+    new_york = Rules(ZoneInfo("America/New_York"))
+    cases = [
+        ("9999-12-31T23:59", "before the year 9999"),  # UTC-5: past what a datetime holds
+        ("0 0 31 2 *", "never fires"),  # croniter.is_valid accepts it
+        ("every 99999999999d", "shorter interval"),
+    ]
+    for text, hint in cases:
+        parsed = schedule.parse_text(text, new_york, NOW)
+        with pytest.raises(CronError) as info:
+            schedule.check_plannable(parsed, new_york, NOW)
+        assert info.value.code == "invalid_cron_schedule"
+        assert hint in str(info.value) and "America/New_York" in str(info.value), str(info.value)

@@ -4,12 +4,9 @@ webhook receiver simulator."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
-
-import pytest
 
 from tests.clock import ManualClock
 from tests.gateway.conftest import Sidecar, SidecarFactory, until
@@ -25,18 +22,6 @@ def webhook_config(url: str, **extra: Any) -> str:
     lines = ["[channels.webhook]", "enabled = true", f'url = "{url}"']
     lines += [f"{k} = {v!r}".replace("'", '"') for k, v in extra.items()]
     return "\n" + "\n".join(lines) + "\n"
-
-
-@pytest.fixture
-async def hook() -> AsyncIterator[WebhookSim]:
-    async with WebhookSim() as sim:
-        yield sim
-
-
-@pytest.fixture
-async def echo() -> AsyncIterator[AnthropicSim]:
-    async with AnthropicSim(fallback="echo") as sim:
-        yield sim
 
 
 async def start(
@@ -259,7 +244,7 @@ async def test_a_workflow_with_delay_and_if_event(
                 {"id": "s", "type": "start"},
                 {"id": "ask", "type": "text_event", "text": "明天天气怎样？"},
                 {"id": "rain", "type": "if_event", "if_condition": 'last_reply contains "雨"'},
-                {"id": "wait", "type": "delay", "delay_seconds": 600},
+                {"id": "wait", "type": "delay", "delay_seconds": 300},
                 {"id": "remind", "type": "text_event", "text": "提醒我带伞"},
             ],
             "edges": [
@@ -276,9 +261,9 @@ async def test_a_workflow_with_delay_and_if_event(
         model.enqueue(text_reply("明天有雨。"), text_reply("记得带伞！"))
         await sc.call("POST", path + "/run")
         await hook.wait_until(lambda: texts(hook) == ["明天有雨。"])
-        await clock.wait_for_sleeper(600)  # the delay node waits on the clock
+        await clock.wait_for_sleeper(300)  # the delay node waits on the clock
         assert len(model.requests) == 1
-        clock.advance(600)
+        clock.advance(300)
         await hook.wait_until(lambda: texts(hook) == ["明天有雨。", "记得带伞！"])
         await until(lambda: not sc.kernel.cron._runs)
         run = (await state(sc, job["id"]))["last_execution"]
