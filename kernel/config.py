@@ -258,6 +258,10 @@ class QQChannelConfig:
     token_url: str = "https://bots.qq.com/app/getAppAccessToken"
     timeout_seconds: float = 10.0
     allowed_users: list[str] = field(default_factory=list)  # sender ids answered; empty: nobody
+    # Senders who are the owner: the owner's memories and every tool. Everyone else answered
+    # is a guest: no memories, and only ``guest_tools``.
+    owner_users: list[str] = field(default_factory=list)
+    guest_tools: list[str] = field(default_factory=list)
     callback_max_age: float = 300.0  # seconds a callback's signed timestamp may be off
     max_concurrent_turns: int = 4  # QQ messages answered at once; more are declined
     turn_timeout: float = 240.0  # seconds one QQ turn may take (passive replies expire)
@@ -1035,6 +1039,8 @@ def _channels(r: _Reader, env: Mapping[str, str]) -> ChannelsConfig:
         token_url=q.url("token_url") or "https://bots.qq.com/app/getAppAccessToken",
         timeout_seconds=q.positive("timeout_seconds", float, 10.0),
         allowed_users=q.str_list("allowed_users", []),
+        owner_users=q.str_list("owner_users", []),
+        guest_tools=q.str_list("guest_tools", []),
         callback_max_age=q.positive("callback_max_age", float, 300.0),
         max_concurrent_turns=q.positive("max_concurrent_turns", int, 4),
         turn_timeout=q.positive("turn_timeout", float, 240.0),

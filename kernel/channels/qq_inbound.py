@@ -356,8 +356,15 @@ class QQInbound:
         assert opened is not None
         await agent.wait_idle(opened.conversation, agent.config.gateway.queue_timeout)
         asker = self.registry.asker
+        cfg = agent.config.channels.qq
         user_input = UserInput(
-            message.text, channel="qq", user_id=message.user_id, interactive=asker is not None
+            message.text,
+            channel="qq",
+            user_id=message.user_id,
+            interactive=asker is not None,
+            # Not the owner: their turn sees none of the owner's memories and tools.
+            guest=message.user_id not in cfg.owner_users,
+            guest_tools=tuple(cfg.guest_tools),
         )
         turn = agent.start_turn(opened.conversation, user_input)
         final = await follow_turn(turn, asker, t("qq.ask_label"))

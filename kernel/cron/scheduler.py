@@ -34,6 +34,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -65,6 +66,10 @@ log = logging.getLogger(__name__)
 
 MAX_SLEEP = 60.0  # re-read the clock at least this often (it may be stepped)
 RETRY_FIRST = 1.0  # after a failed pass; doubled for each failure in a row, up to MAX_SLEEP
+
+
+# The job whose run this code is part of (set in the run's task, copied into the turn's).
+running_job: ContextVar[str | None] = ContextVar("running_job", default=None)
 
 
 class CronScheduler:
@@ -288,6 +293,7 @@ class CronScheduler:
         task.add_done_callback(lambda _: self._runs.pop(job.id, None))
 
     async def _run(self, job_id: str, due: datetime | None) -> None:
+        running_job.set(job_id)  # inherited by the turn (and its tools) this run starts
         job = self.jobs[job_id]
         timeout = job.spec.timeout_seconds or self.config.cron.run_timeout
         log.info("cron job %s running", job_id)
@@ -420,7 +426,9 @@ class CronScheduler:
             await self.store.delete(job_id)
             del self.jobs[job_id]
             task = self._runs.get(job_id)
-        if task is not None:
+        # A job deleting itself from its own turn ("stop reminding me"): that turn goes on
+        # to its reply; cancelling it would lose the reply and tell the model it failed.
+        if task is not None and running_job.get() != job_id:
             task.cancel()
         self._wake.set()
         log.info("cron job %s deleted", job_id)

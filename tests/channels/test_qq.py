@@ -343,3 +343,25 @@ async def test_a_cron_job_delivers_to_qq_as_a_proactive_message(
         assert "msg_id" not in sent.body and "msg_seq" not in sent.body
     _, state, _ = await sc.call("GET", "/channels/qq/state")
     assert state["last_reply"]["msg_id"] is None and state["replies_sent"] == 2
+
+
+async def test_a_guest_gets_no_owner_memories_nor_tools_and_the_owner_does(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    extra = qq_config(qq, owner_users=["u-openid"], guest_tools=["ask_user"])
+    sc = await sidecar(echo, extra=extra)
+    await sc.kernel.memories.add("The owner's PIN hint is Alice")
+
+    guest = event("c2c", "Alice?", where="user-1", who="user-1", msg_id="m-g")
+    assert (await post(sc, guest))[0] == 200
+    await qq.wait_until(lambda: len(qq.messages) == 1)
+    asked = echo.requests[0].body
+    assert "Alice" not in json.dumps(asked["system"])
+    assert [t["name"] for t in asked["tools"]] == ["ask_user"]
+
+    owner = event("c2c", "Alice?", where="u-openid", who="u-openid", msg_id="m-o")
+    assert (await post(sc, owner))[0] == 200
+    await qq.wait_until(lambda: len(qq.messages) == 2)
+    mine = echo.requests[1].body
+    assert "Alice" in json.dumps(mine["system"])
+    assert "memory_add" in [t["name"] for t in mine["tools"]]

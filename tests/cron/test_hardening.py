@@ -29,7 +29,7 @@ from tests.cron.test_scheduler import (
 from tests.cron.test_tools import tool
 from tests.gateway.conftest import Sidecar, SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
-from tests.sim.script import Reply, Text
+from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.sim.webhook_sim import WebhookSim
 
 
@@ -326,3 +326,19 @@ async def test_a_run_whose_session_stays_busy_fails_with_the_reason(
 async def settled_loop(sc: Sidecar, clock: ManualClock) -> None:
     """The scheduler sleeps again (a run may still be going)."""
     await until(lambda: any(not f.done() for _, f in clock._sleepers))
+
+
+async def test_a_job_that_deletes_itself_still_delivers_its_reply(
+    sidecar: SidecarFactory, hook: WebhookSim
+) -> None:
+    """ "Stop reminding me": the job's own turn deletes it and says so."""
+    async with AnthropicSim() as model:
+        sc = await sidecar(model, extra=webhook_config(hook.url))
+        job = await create(sc, name="nag", schedule="every 1d", text="remind me")
+        model.enqueue(tool_reply("cron_delete", {"id": job["id"]}), text_reply("Stopped."))
+        await sc.call("POST", f"/cron/jobs/{job['id']}/run")
+        await hook.wait_until(lambda: texts(hook) == ["Stopped."])
+        result = model.requests[1].body["messages"][-1]["content"][0]
+        assert not result.get("is_error") and '"deleted": true' in str(result["content"])
+        status, _, _ = await sc.call("GET", f"/cron/jobs/{job['id']}")
+        assert status == 404
