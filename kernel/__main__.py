@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import signal
 import sys
@@ -88,15 +89,16 @@ async def serve(config: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with Kernel(config) as kernel:
         gateway = None
-        if config.gateway.enabled:
-            from kernel.gateway.server import Gateway
-
-            gateway = Gateway(kernel)
-            await gateway.start()  # local and quick, so it answers while Telegram connects
         telegram = TelegramChannel(kernel)
         starting = asyncio.ensure_future(telegram.start())
         stopping = asyncio.ensure_future(stop.wait())
         try:
+            if config.gateway.enabled:
+                # Imported in a thread while Telegram connects: importing aiohttp's server
+                # takes ~0.3 s, which would otherwise delay the first getUpdates.
+                server = await asyncio.to_thread(importlib.import_module, "kernel.gateway.server")
+                gateway = server.Gateway(kernel)
+                await gateway.start()  # a refusal (a port in use) ends the start-up here
             # A stop signal also ends a start-up that is still waiting for the network.
             await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if starting.done():

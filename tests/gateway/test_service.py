@@ -94,7 +94,9 @@ async def test_service_runs_the_sidecar_and_keeps_runtime_changes(
             await process.wait()
         await tg.stop()
     for output in outputs:
-        assert output.index("gateway listening") < output.index("telegram channel started")
+        # After the store (Kernel started) and stopped before it (SPEC §8); it starts
+        # beside Telegram's connecting, not before it.
+        assert output.index("kernel started") < output.index("gateway listening")
         assert output.index("gateway stopped") < output.index("kernel stopped")
         assert API_KEY not in output and "over http" not in output
         assert "POST /agent/process -> 200" in output or "GET /envs -> 200" in output
