@@ -26,10 +26,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.sim.loopback import LoopbackServer
 
 APP_ID = "102030405"
 SECRET = "QqBotSecret0123456789"
@@ -84,7 +86,7 @@ class Sent:
     token: str
 
 
-class QQSim:
+class QQSim(LoopbackServer):
     def __init__(
         self,
         host: str = "127.0.0.1",
@@ -104,7 +106,6 @@ class QQSim:
         self.messages: list[Sent] = []
         self.rejected: list[tuple[int, str]] = []  # (status, path) of refused sends
         self._failures: deque[int] = deque()
-        self._runner: web.AppRunner | None = None
         self._arrived = asyncio.Event()
 
     @property
@@ -182,8 +183,7 @@ class QQSim:
 
         return handler
 
-    async def start(self) -> Self:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/app/getAppAccessToken", self._token)
         app.router.add_post("/v2/users/{openid}/messages", self._route("c2c", "openid"))
         app.router.add_post(
@@ -191,23 +191,6 @@ class QQSim:
         )
         app.router.add_post("/channels/{channel_id}/messages", self._route("guild", "channel_id"))
         app.router.add_post("/dms/{guild_id}/messages", self._route("dm", "guild_id"))
-        runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, self.host, self.port).start()
-        self._runner = runner
-        self.port = runner.addresses[0][1]
-        return self
-
-    async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
 
 if __name__ == "__main__":

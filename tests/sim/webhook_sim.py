@@ -20,10 +20,12 @@ import json
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
+
+from tests.sim.loopback import LoopbackServer
 
 
 @dataclass
@@ -38,13 +40,12 @@ class Post:
         return json.loads(self.raw)
 
 
-class WebhookSim:
+class WebhookSim(LoopbackServer):
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self.port = port
         self.posts: list[Post] = []
         self._plan: deque[tuple[int, float]] = deque()  # (status, stall seconds)
-        self._runner: web.AppRunner | None = None
         self._arrived = asyncio.Event()
 
     @property
@@ -83,26 +84,8 @@ class WebhookSim:
             return web.json_response({"error": "simulated failure"}, status=status)
         return web.json_response({"ok": True}, status=status)
 
-    async def start(self) -> Self:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_route("POST", "/{tail:.*}", self._receive)
-        runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, self.host, self.port).start()
-        self._runner = runner
-        self.port = runner.addresses[0][1]
-        return self
-
-    async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
 
 if __name__ == "__main__":
