@@ -360,8 +360,10 @@ async def test_stop_kills_a_delegation_and_its_caller_gets_a_clear_result(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The backup path when a turn outlives the shutdown bound: Delegator.stop()."""
     record = tmp_path / "record.json"
     monkeypatch.setenv("STANDIN_MODE", "step_then_hang")
+    monkeypatch.setenv("STANDIN_GRANDCHILD", "1")
     monkeypatch.setenv("STANDIN_RECORD", str(record))
     config = make_config(cli_section("claude_code", command=str(bin_dir["claude_code"])))
     delegator = delegator_for(config)
@@ -371,9 +373,13 @@ async def test_stop_kills_a_delegation_and_its_caller_gets_a_clear_result(
     result = await asyncio.wait_for(task, 5)
     assert result["ok"] is False
     assert "Kernel is stopping; claude_code was killed" in result["output"]
-    assert not alive(record_of(record)["pid"])
+    info = record_of(record)
+    assert not alive(info["pid"])
+    await wait_dead(info["grandchild"])
     latest = delegator.latest("c")
     assert latest is not None and latest.outcome == "stopped"
+    with pytest.raises(ToolError, match="stopping"):  # and no new one starts
+        await delegator.delegate("another", conversation="c")
 
 
 async def test_a_file_that_cannot_be_executed_is_a_clear_tool_error(
@@ -388,30 +394,3 @@ async def test_a_file_that_cannot_be_executed_is_a_clear_tool_error(
         await delegator.delegate("x")
     assert delegator.running is None
     assert list((tmp_path / "data" / "cli_outputs").glob("*")) == []
-
-
-async def test_stop_kills_a_running_cli_and_refuses_new_ones(
-    bin_dir: dict[str, Path],
-    make_config: ConfigFactory,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The backup path when a turn outlives the shutdown bound: Delegator.stop()."""
-    record = tmp_path / "record.json"
-    monkeypatch.setenv("STANDIN_MODE", "step_then_hang")
-    monkeypatch.setenv("STANDIN_GRANDCHILD", "1")
-    monkeypatch.setenv("STANDIN_RECORD", str(record))
-    config = make_config(cli_section("claude_code", command=str(bin_dir["claude_code"])))
-    delegator = delegator_for(config)
-    running = asyncio.ensure_future(delegator.delegate("forever", conversation="c"))
-    await wait_for(lambda: delegator.running is not None and bool(delegator.running.step))
-    info = record_of(record)
-
-    await delegator.stop()
-
-    result = await asyncio.wait_for(running, 5)
-    assert result["ok"] is False and "stopping" in result["output"]
-    assert not alive(info["pid"])
-    await wait_dead(info["grandchild"])
-    with pytest.raises(ToolError, match="stopping"):
-        await delegator.delegate("another", conversation="c")

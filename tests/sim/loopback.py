@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
 from typing import Self
 
 from aiohttp import web
@@ -13,6 +16,19 @@ class LoopbackServer:
     host: str
     port: int
     _runner: web.AppRunner | None = None
+    _arrived: asyncio.Event  # set by a subclass whenever a request arrives
+
+    async def wait_until(
+        self,
+        condition: Callable[[], bool],
+        timeout: float = 5,  # noqa: ASYNC109 (the documented API)
+    ) -> None:
+        async with asyncio.timeout(timeout):
+            while not condition():
+                self._arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.02):
+                        await self._arrived.wait()
 
     def routes(self, app: web.Application) -> None:
         raise NotImplementedError

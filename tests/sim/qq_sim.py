@@ -122,18 +122,6 @@ class QQSim(LoopbackServer):
     def revoke_tokens(self) -> None:
         self.live_tokens.clear()
 
-    async def wait_until(
-        self,
-        condition: Callable[[], bool],
-        timeout: float = 5,  # noqa: ASYNC109 (the documented API)
-    ) -> None:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                self._arrived.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.02):
-                        await self._arrived.wait()
-
     async def _token(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.token_requests.append(body)

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,18 +59,6 @@ class WebhookSim(LoopbackServer):
 
     def fail_always(self, status: int = 500) -> None:
         self._plan.extend([(status, 0.0)] * 1000)
-
-    async def wait_until(
-        self,
-        condition: Callable[[], bool],
-        timeout: float = 5,  # noqa: ASYNC109 (the documented API)
-    ) -> None:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                self._arrived.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.02):
-                        await self._arrived.wait()
 
     async def _receive(self, request: web.Request) -> web.Response:
         raw = await request.read()
