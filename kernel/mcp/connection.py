@@ -101,6 +101,7 @@ class ServerConnection:
         self.last_error = ""
         self.tools: list[RemoteTool] = []
         self.skipped: dict[str, str] = {}  # listed tools not offered: name → why
+        self.server_info = ""  # "name version" as the server introduced itself
         self._sampler = sampler if settings.sampling != "off" else None
         self._calls: dict[int, ToolContext] = {}  # running calls, oldest first
         self._call_ids = 0
@@ -257,7 +258,8 @@ class ServerConnection:
         await stack.enter_async_context(session)
         # The pre-2026 handshake: it works with every server, and keeps one connection
         # over which notifications/tools/list_changed arrive.
-        await session.initialize()
+        init = await session.initialize()
+        self.server_info = f"{init.server_info.name} {init.server_info.version}"
         tools = await self._list_tools(session)
         return session, tools
 
