@@ -114,9 +114,6 @@ def files(tmp_path: Path) -> Path:
     return root
 
 
-Servers = Callable[..., Any]
-
-
 @pytest.fixture
 async def real_kernel(
     model: AnthropicSim,  # noqa: F811
@@ -160,8 +157,8 @@ async def real_kernel(
     return kernel
 
 
-async def run(kernel: Kernel, model: AnthropicSim, *calls: ToolUse) -> list[Any]:
-    model.enqueue(Reply(*calls), text_reply("Done."))
+async def run(kernel: Kernel, sim: AnthropicSim, *calls: ToolUse) -> list[Any]:
+    sim.enqueue(Reply(*calls), text_reply("Done."))
     turn = kernel.agent.start_turn("real:1", UserInput("use the tools"))
     return [e async for e in turn]
 
