@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kernel.agent.agent import UserInput
 from kernel.agent.events import AskUser, Completed, ToolProgress, ToolResult
-from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server
+from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server, wait_until
 from tests.mcp.test_results import PNG
 from tests.mcp.test_turn import tool_results
 from tests.sim.anthropic_sim import AnthropicSim
@@ -230,3 +230,22 @@ async def test_status_says_what_servers_may_ask(bot: Factory) -> None:
         "MCP server requests: sampling not supported (off); elicitation not supported (off)"
         in status.splitlines()
     )
+
+
+async def test_cancel_withdraws_a_servers_question(
+    model: AnthropicSim, mcp_kernel: MCPKernel
+) -> None:
+    kernel = await mcp_kernel(model, [stdio_server("test")])
+    model.enqueue(tool_reply("mcp_test__choose", {}), text_reply("unused"))
+
+    turn = kernel.agent.start_turn("test:1", UserInput("let me choose"))
+    events = []
+    async for event in turn:
+        events.append(event)
+        if isinstance(event, AskUser):
+            assert kernel.agent.asks.waiting("test:1")
+            turn.cancel()
+
+    assert isinstance(events[-1], Completed) and events[-1].cancelled
+    # The server's elicitation does not outlive the turn (the SDK cancels the callback).
+    await wait_until(lambda: not kernel.agent.asks.waiting())
