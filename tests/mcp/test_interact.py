@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import AskUser, Completed, ToolProgress, ToolResult
+from kernel.agent.events import AskUser, Completed, ToolProgress, ToolResult, event_to_dict
 from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server, wait_until
 from tests.mcp.test_results import PNG
 from tests.mcp.test_turn import tool_results
@@ -90,6 +90,11 @@ async def test_progress_notifications_become_turn_events(
     [result] = [e for e in events if isinstance(e, ToolResult)]
     assert {e.id for e in progress} == {result.id}
     assert events.index(progress[-1]) < events.index(result)
+    assert event_to_dict(progress[0]) == {  # what the sidecar's SSE sends
+        "type": "tool_progress",
+        "step": 1,
+        "tool_progress": {"id": result.id, "name": "mcp_test__steps", "text": "1/3 step 1"},
+    }
 
 
 async def test_progress_shows_in_the_telegram_placeholder(bot: Factory, tmp_path: Path) -> None:
