@@ -24,6 +24,7 @@ from kernel.delegate.delegator import Delegator
 from kernel.errors import StartupError, StoreError
 from kernel.i18n import t
 from kernel.mcp import MCPManager
+from kernel.mcp.interact import agent_sampler
 from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
@@ -167,6 +168,7 @@ class Kernel:
             skills=self.skills,
             clock=self.clock.now,
         )
+        self.mcp.sampler = agent_sampler(self.agent)  # MCP sampling: the agent's own model
         self.retention = RetentionJob(config.data_dir, config.general.retention_days)
         self.runtime = Runtime(config)
         self.runtime.on_providers_changed(self.agent.providers_changed)

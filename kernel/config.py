@@ -189,6 +189,11 @@ class MCPSettings:
     reconnect_base_delay: float = 1.0  # first backoff in seconds, doubled each failure
     reconnect_max_delay: float = 60.0  # backoff ceiling; withdrawn servers are retried this often
     ping_interval: float = 30.0  # seconds between liveness pings of a connected server; 0 = off
+    # Server → client sampling/createMessage: "off" (not declared), "ask" (the owner
+    # approves each request with buttons), "auto" (answered without asking).
+    sampling: str = "ask"
+    sampling_max_tokens: int = 1024  # the ceiling on one sampling answer, whatever is asked
+    elicitation: bool = True  # server questions with choices, asked with Telegram buttons
 
 
 @dataclass(slots=True)
@@ -930,6 +935,9 @@ def _mcp(
         reconnect_base_delay=r.positive("reconnect_base_delay", float, 1.0),
         reconnect_max_delay=r.positive("reconnect_max_delay", float, 60.0),
         ping_interval=r.get("ping_interval", float, 30.0),
+        sampling=r.choice("sampling", ("off", "ask", "auto"), "ask"),
+        sampling_max_tokens=r.positive("sampling_max_tokens", int, 1024),
+        elicitation=r.get("elicitation", bool, True),
     )
     if settings.ping_interval < 0:
         expected = _expected("positive number")

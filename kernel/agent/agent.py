@@ -35,6 +35,7 @@ from kernel.agent.events import (
     ErrorEvent,
     StepStarted,
     ToolCall,
+    ToolProgress,
     ToolResult,
 )
 from kernel.agent.messages import (
@@ -844,9 +845,13 @@ class _TurnRun:
             self.turn.emit(AskUser(self.step, asked.id, call.id, question, list(options), kind))
             return await self.agent.asks.wait(asked, seconds)
 
+        def progress(text: str) -> None:
+            self.turn.emit(ToolProgress(self.step, call.id, call.name, text))
+
         return ToolContext(
             session_id=self.session_id,
             conversation=self.turn.conversation,
+            progress=progress,
             tool_call_id=call.id,
             ask=ask if self.interactive else None,
         )

@@ -43,6 +43,17 @@ class ToolResult:
 
 
 @dataclass(slots=True)
+class ToolProgress:
+    """A running tool reported progress (an MCP progress notification, say)."""
+
+    step: int
+    id: str  # the tool call's id
+    name: str
+    text: str  # "3/10 indexing"
+    type: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(slots=True)
 class AskUser:
     """The turn waits for the owner to pick one of ``options`` (SPEC §9)."""
 
@@ -72,7 +83,16 @@ class ErrorEvent:
     type: Literal["error"] = "error"
 
 
-TurnEvent = StepStarted | AssistantDelta | ToolCall | ToolResult | AskUser | Completed | ErrorEvent
+TurnEvent = (
+    StepStarted
+    | AssistantDelta
+    | ToolCall
+    | ToolProgress
+    | ToolResult
+    | AskUser
+    | Completed
+    | ErrorEvent
+)
 
 
 def event_to_dict(event: TurnEvent) -> dict[str, Any]:
@@ -97,6 +117,12 @@ def event_to_dict(event: TurnEvent) -> dict[str, Any]:
                 "ok": event.ok,
                 "summary": event.summary,
             },
+        }
+    if isinstance(event, ToolProgress):
+        return {
+            "type": event.type,
+            "step": event.step,
+            "tool_progress": {"id": event.id, "name": event.name, "text": event.text},
         }
     if isinstance(event, AskUser):
         return {

@@ -37,11 +37,14 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from kernel import __version__
+from kernel.agent.asks import AskOutcome
 from kernel.config import MCPServerConfig, MCPSettings
 from kernel.errors import ToolError
+from kernel.i18n import t
+from kernel.mcp.interact import Sampler, SamplingRequest, choice_fields
 from kernel.mcp.results import render_result
 from kernel.redact import redact_text
-from kernel.tools.registry import ToolReply
+from kernel.tools.registry import ToolContext, ToolReply
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,12 @@ class RemoteTool:
     name: str
     description: str
     input_schema: dict[str, Any]
+
+
+# Why a listed tool is not offered to the model. The SDK (2.3.0) has no client side of
+# MCP tasks (2025-11-25; gone from the 2026-07-28 protocol), so a tool that only runs as
+# a task would fail on every call.
+TASK_REQUIRED = "needs MCP task execution, which Kernel does not support"
 
 
 # Called with the server's tools when they are (re)published, with None to withdraw them.
@@ -82,6 +91,7 @@ class ServerConnection:
         *,
         log_dir: Path | None = None,
         shared_env: Callable[[], dict[str, str]] = dict,
+        sampler: Sampler | None = None,
     ) -> None:
         self.config = config
         self._shared_env = shared_env  # the owner's [envs]/`/envs`, read at each (re)start
@@ -90,6 +100,11 @@ class ServerConnection:
         self.state = "connecting" if config.enabled else "disabled"
         self.last_error = ""
         self.tools: list[RemoteTool] = []
+        self.skipped: dict[str, str] = {}  # listed tools not offered: name → why
+        self.server_info = ""  # "name version" as the server introduced itself
+        self._sampler = sampler if settings.sampling != "off" else None
+        self._calls: dict[int, ToolContext] = {}  # running calls, oldest first
+        self._call_ids = 0
         self._listener = listener
         self._log_dir = log_dir
         self._secrets = [*config.headers.values(), *config.env.values()]
@@ -229,17 +244,22 @@ class ServerConnection:
             )
         generation = self._generation + 1
         watched = _WatchedReadStream(read, lambda: self._stream_closed(generation))
+        # Sampling and elicitation are declared only when configured: the SDK declares
+        # a capability exactly when its callback is given.
         session = ClientSession(
             watched,
             write,
             read_timeout_seconds=cfg.connect_timeout,
             message_handler=self._on_message,
             client_info=mtypes.Implementation(name="kernel", version=__version__),
+            sampling_callback=self._on_sampling if self._sampler is not None else None,
+            elicitation_callback=self._on_elicitation if self.settings.elicitation else None,
         )
         await stack.enter_async_context(session)
         # The pre-2026 handshake: it works with every server, and keeps one connection
         # over which notifications/tools/list_changed arrive.
-        await session.initialize()
+        init = await session.initialize()
+        self.server_info = f"{init.server_info.name} {init.server_info.version}"
         tools = await self._list_tools(session)
         return session, tools
 
@@ -369,11 +389,16 @@ class ServerConnection:
 
     async def _list_tools(self, session: ClientSession) -> list[RemoteTool]:
         tools: list[RemoteTool] = []
+        skipped: dict[str, str] = {}
         cursor: str | None = None
         for _ in range(LIST_PAGE_LIMIT):
             params = mtypes.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
             for tool in page.tools:
+                execution = tool.execution
+                if execution is not None and execution.task_support == "required":
+                    skipped[tool.name] = TASK_REQUIRED
+                    continue
                 schema = dict(tool.input_schema or {})
                 schema.setdefault("type", "object")
                 description = tool.description or tool.title or f"{tool.name} (MCP: {self.name})"
@@ -381,6 +406,16 @@ class ServerConnection:
             cursor = page.next_cursor
             if not cursor:
                 break
+        if skipped and skipped != self.skipped:
+            # Tool names come from the server, not from a user: safe to log.
+            log.warning(
+                "mcp server %s: %d tools not offered (%s): %s",
+                self.name,
+                len(skipped),
+                TASK_REQUIRED,
+                ", ".join(sorted(skipped)),
+            )
+        self.skipped = skipped
         return tools
 
     async def _refresh_tools(self, session: ClientSession) -> None:
@@ -403,13 +438,29 @@ class ServerConnection:
                 raise _Lost(f"ping failed: {self._describe(exc)}") from None
             # A server without ping support is still alive.
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> str | ToolReply:
+    async def call_tool(
+        self, tool: str, arguments: dict[str, Any], context: ToolContext | None = None
+    ) -> str | ToolReply:
         """Call ``tool``; the text (and images) for the model, or ToolError naming the
-        server."""
+        server. The server's progress notifications go to ``context.progress``; its
+        sampling and elicitation requests meanwhile use ``context.ask``."""
+        self._call_ids += 1
+        key = self._call_ids
+        if context is not None:
+            self._calls[key] = context
+        try:
+            return await self._call(tool, arguments, _progress_reporter(context))
+        finally:
+            self._calls.pop(key, None)
+
+    async def _call(self, tool: str, arguments: dict[str, Any], progress: Any) -> str | ToolReply:
         session, generation = await self._ready_session()
         try:
             result = await session.call_tool(
-                tool, arguments, read_timeout_seconds=self.config.timeout
+                tool,
+                arguments,
+                read_timeout_seconds=self.config.timeout,
+                progress_callback=progress,
             )
         except Exception as exc:
             if not _is_connection_failure(exc):
@@ -420,7 +471,10 @@ class ServerConnection:
             session, generation = await self._fresh_session(generation)
             try:
                 result = await session.call_tool(
-                    tool, arguments, read_timeout_seconds=self.config.timeout
+                    tool,
+                    arguments,
+                    read_timeout_seconds=self.config.timeout,
+                    progress_callback=progress,
                 )
             except Exception as again:
                 raise ToolError(self._call_error(tool, again, retried=True)) from None
@@ -428,6 +482,91 @@ class ServerConnection:
         if not ok:
             raise ToolError(f"MCP server '{self.name}', tool '{tool}' reported an error: {text}")
         return ToolReply(text, images) if images else text
+
+    # ------------------------------------------------------------------ server requests
+
+    def _asker(self) -> ToolContext | None:
+        """The running call a server's question belongs to: the newest that can ask.
+        (Over stdio a request names no call; one turn runs one call per server at a
+        time in practice.)"""
+        for context in reversed(self._calls.values()):
+            if context.ask is not None:
+                return context
+        return None
+
+    async def _on_sampling(
+        self, context: Any, params: mtypes.CreateMessageRequestParams
+    ) -> mtypes.CreateMessageResult | mtypes.ErrorData:
+        assert self._sampler is not None
+        messages = [(str(m.role), _sampling_text(m.content)) for m in params.messages]
+        ceiling = self.settings.sampling_max_tokens
+        request = SamplingRequest(
+            self.name, params.system_prompt or "", messages, min(params.max_tokens, ceiling)
+        )
+        if self.settings.sampling == "ask":
+            refusal = await self._approve_sampling(request)
+            if refusal is not None:
+                log.info("mcp server %s: sampling request refused (%s)", self.name, refusal)
+                return mtypes.ErrorData(code=mtypes.INVALID_REQUEST, message=refusal)
+        try:
+            answer = await self._sampler(request)
+        except Exception as exc:
+            log.warning("mcp server %s: sampling failed (%s)", self.name, type(exc).__name__)
+            message = f"the model call failed: {self._clean(str(exc)) or type(exc).__name__}"
+            return mtypes.ErrorData(code=mtypes.INTERNAL_ERROR, message=message)
+        log.info("mcp server %s: sampling request answered", self.name)
+        return mtypes.CreateMessageResult(
+            role="assistant",
+            content=mtypes.TextContent(type="text", text=answer.text),
+            model=answer.model,
+            stop_reason=answer.stop_reason,
+        )
+
+    async def _approve_sampling(self, request: SamplingRequest) -> str | None:
+        """None when the owner approves; else why not."""
+        context = self._asker()
+        if context is None or context.ask is None:
+            return "sampling needs the owner's approval, and nobody can be asked now"
+        last = next((text for role, text in reversed(request.messages) if role == "user"), "")
+        preview = last if len(last) <= 300 else last[:300] + " …"
+        question = t(
+            "mcp.sampling_ask", server=self.name, tokens=request.max_tokens, prompt=preview
+        )
+        options = [t("ask.approve"), t("ask.deny")]
+        answer = await context.ask(question, options, kind="approval", seconds=self.config.timeout)
+        if answer.option == 0:
+            return None
+        if answer.outcome is AskOutcome.ANSWERED:
+            return "the owner declined the sampling request"
+        return "the owner did not answer the sampling request"
+
+    async def _on_elicitation(
+        self, context: Any, params: mtypes.ElicitRequestParams
+    ) -> mtypes.ElicitResult | mtypes.ErrorData:
+        decline = mtypes.ElicitResult(action="decline")
+        if isinstance(params, mtypes.ElicitRequestURLParams):
+            log.info("mcp server %s: URL elicitation declined (not supported)", self.name)
+            return decline
+        fields = choice_fields(params.requested_schema)
+        asker = self._asker()
+        if fields is None or asker is None or asker.ask is None:
+            why = "not only choices" if fields is None else "nobody can be asked"
+            log.info("mcp server %s: elicitation declined (%s)", self.name, why)
+            return decline
+        content: dict[str, Any] = {}
+        for field in fields:
+            text = t("mcp.elicit", server=self.name, message=params.message, field=field.label)
+            if field.description:
+                text = f"{text}\n{field.description}"
+            options = [*field.options, t("mcp.elicit_decline")]
+            answer = await asker.ask(text, options, kind="question", seconds=self.config.timeout)
+            if answer.option is None:
+                return mtypes.ElicitResult(action="cancel")
+            if answer.option == len(field.options):
+                return decline
+            content[field.name] = field.values[answer.option]
+        log.info("mcp server %s: elicitation answered by the owner", self.name)
+        return mtypes.ElicitResult(action="accept", content=content)
 
     async def _ready_session(self) -> tuple[ClientSession, int]:
         if self._session is not None:
@@ -555,6 +694,33 @@ class _WatchedReadStream:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _progress_reporter(context: ToolContext | None) -> Any:
+    """The SDK's progress callback for a call, reporting "3/10 message" lines."""
+    report = context.progress if context is not None else None
+    if report is None:
+        return None
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        line = f"{done} {message}" if message else done
+        report(" ".join(line.split())[:200])
+
+    return on_progress
+
+
+def _sampling_text(content: Any) -> str:
+    """A sampling message's content as text (images and audio are named, not passed)."""
+    blocks = content if isinstance(content, list) else [content]
+    parts: list[str] = []
+    for block in blocks:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(str(block.text))
+        else:
+            parts.append(f"[{kind or 'unknown'} content not passed]")
+    return "\n".join(parts)
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernel.config import Config, MCPServerConfig
 from kernel.i18n import t
+from kernel.mcp.interact import Sampler
 from kernel.mcp.naming import assign_names, server_parts
-from kernel.tools.registry import ToolRegistry, ToolReply
+from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry, ToolReply
 
 if TYPE_CHECKING:
     from kernel.mcp.connection import RemoteTool, ServerConnection
@@ -32,6 +33,7 @@ class ServerStatus:
     state: str  # "connected" | "connecting" | "failed" | "disabled"
     tools: int  # tools the model can call now (withdrawn and disabled ones not counted)
     last_error: str  # redacted, one line; "" when none
+    skipped: dict[str, str] = field(default_factory=dict)  # listed, not offered: name → why
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,6 +48,8 @@ class MCPManager:
         self._connections: dict[str, ServerConnection] = {}
         self._names: dict[str, dict[str, str]] = {}  # server → its tool → registered name
         self._blocked: set[str] = set()  # names some other source registered first
+        # Answers servers' sampling requests (the Kernel sets the agent's); None: declined.
+        self.sampler: Sampler | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -64,6 +68,7 @@ class MCPManager:
                 self._publish,
                 log_dir=self.log_dir,
                 shared_env=lambda: self._config.envs,
+                sampler=self.sampler,
             )
             self._connections[server.name] = connection
             connection.start()
@@ -124,6 +129,7 @@ class MCPManager:
                     tool.input_schema,
                     _handler(connection, tool.name),
                     source=_source(connection.name),
+                    with_context=True,
                 )
             except ValueError:
                 return name
@@ -158,6 +164,7 @@ class MCPManager:
                     connection.state,
                     len(available),
                     connection.last_error,
+                    dict(connection.skipped),
                 )
             )
         return out
@@ -172,7 +179,26 @@ class MCPManager:
                 parts.append(t("mcp.server_error", name=s.name, state=state, error=error))
             else:
                 parts.append(t("mcp.server", name=s.name, state=state, tools=s.tools))
-        return t("tg.status_mcp", servers="; ".join(parts) if parts else t("mcp.none"))
+            if s.skipped:
+                names = ", ".join(sorted(s.skipped))
+                parts[-1] += t("mcp.skipped", count=len(s.skipped), names=names)
+        line = t("tg.status_mcp", servers="; ".join(parts) if parts else t("mcp.none"))
+        if self._servers:
+            line += "\n" + self.features_text()
+        return line
+
+    def features_text(self) -> str:
+        """What servers may ask of Kernel (the /status line under the servers)."""
+        settings = self._config.mcp
+        sampling = (
+            t("mcp.feature_sampling_off")
+            if settings.sampling == "off" or self.sampler is None
+            else t(f"mcp.feature_sampling_{settings.sampling}", tokens=settings.sampling_max_tokens)
+        )
+        elicitation = t(
+            "mcp.feature_elicitation_on" if settings.elicitation else "mcp.feature_elicitation_off"
+        )
+        return t("mcp.features", sampling=sampling, elicitation=elicitation)
 
 
 def _source(server: str) -> str:
@@ -181,6 +207,7 @@ def _source(server: str) -> str:
 
 def _handler(connection: ServerConnection, tool: str) -> Any:
     async def call(**arguments: Any) -> str | ToolReply:
-        return await connection.call_tool(tool, arguments)
+        context: ToolContext | None = arguments.pop(CONTEXT_ARG, None)
+        return await connection.call_tool(tool, arguments, context)
 
     return call

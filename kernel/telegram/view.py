@@ -21,7 +21,15 @@ from telegram import Bot
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
-from kernel.agent.events import AskUser, AssistantDelta, Completed, ErrorEvent, ToolCall, ToolResult
+from kernel.agent.events import (
+    AskUser,
+    AssistantDelta,
+    Completed,
+    ErrorEvent,
+    ToolCall,
+    ToolProgress,
+    ToolResult,
+)
 from kernel.agent.turns import Turn
 from kernel.delegate.delegator import Delegator
 from kernel.i18n import t
@@ -30,6 +38,7 @@ from kernel.telegram.asks import AskBoard
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
 from kernel.telegram.render import html_to_plain, render_markdown
 from kernel.telegram.split import split_html, split_plain, utf16_len
+from kernel.telegram.tool_progress import ToolProgressLine
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +153,7 @@ class TurnView:
         self.progress_interval = progress_interval
         self.needs_approval = needs_approval
         self._progress: DelegationProgress | None = None
+        self._tool_line = ToolProgressLine(bot, chat_id, interval=progress_interval)
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
@@ -171,16 +181,21 @@ class TurnView:
                             await self._progress.begin(reuse)
                     elif pending is not None:
                         await self._note_tool(pending, event.name)
+                elif isinstance(event, ToolProgress):
+                    if self._progress is None or event.id != self._progress.call_id:
+                        await self._tool_line.report(event, pending)
                 elif isinstance(event, AskUser) and self.board is not None:
                     # The reply must come below the question, so the placeholder goes
                     # and a new one follows once the question is settled.
                     if pending is not None:
                         await _delete(self.bot, self.chat_id, pending)
+                        await self._tool_line.placeholder_gone()
                         pending = None
                     asked = True
                     self._asked.add(event.id)
                     await self.board.show(self.chat_id, event)
                 elif isinstance(event, ToolResult):
+                    await self._tool_line.ended(event.id)
                     if self._progress is not None and event.id == self._progress.call_id:
                         progress, self._progress = self._progress, None
                         await progress.finish(event)
@@ -192,6 +207,7 @@ class TurnView:
                         asked, pending = False, await self._placeholder()
                 elif isinstance(event, Completed):
                     typing.cancel()
+                    await self._tool_line.stop()
                     await self._settle_draft()
                     if self._progress is not None:
                         await self._progress.cancelled()
@@ -204,6 +220,7 @@ class TurnView:
                         await self._deliver(event.reply, first)
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
+                    await self._tool_line.stop()
                     await self._settle_draft()
                     if self._progress is not None:
                         await self._progress.cancelled()
@@ -214,6 +231,7 @@ class TurnView:
                     except TelegramError as exc:
                         log.error("error notice delivery failed: %s", type(exc).__name__)
         finally:
+            await self._tool_line.stop()
             if self._draft_task is not None:
                 self._draft_task.cancel()
             typing.cancel()

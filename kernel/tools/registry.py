@@ -33,6 +33,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 Ask = Callable[..., Awaitable[Answer]]
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# The keyword a handler registered ``with_context`` gets its ToolContext under: not a
+# valid JSON-schema-friendly tool argument, so it cannot clash with a real one.
+CONTEXT_ARG = "__kernel_context__"
 
 
 @dataclass
@@ -41,7 +44,9 @@ class ToolContext:
 
     session_id: int | None = None
     conversation: str = ""  # e.g. "console:default", "telegram:123"
-    progress: Callable[[str], None] | None = None  # a tool may report a progress line
+    # A running tool reports a progress line ("3/10 indexing"): the turn shows it as a
+    # tool_progress event (Telegram: the edited "⏳ tool: …" message). None: nobody shows it.
+    progress: Callable[[str], None] | None = None
     tool_call_id: str = ""
     ask: Ask | None = None  # put a question to the owner; None where nobody can answer
 
@@ -126,9 +131,13 @@ class ToolRegistry:
         handler: Callable[..., Any],
         *,
         source: str = "builtin",
+        with_context: bool = False,
     ) -> None:
-        """Register a tool with a ready JSON schema; ``handler(**arguments)`` runs it."""
-        self._add(_Tool(name, description, copy.deepcopy(parameters), handler, source))
+        """Register a tool with a ready JSON schema; ``handler(**arguments)`` runs it
+        (``with_context``: also given the call's ToolContext as ``CONTEXT_ARG``)."""
+        context_param = CONTEXT_ARG if with_context else None
+        parameters = copy.deepcopy(parameters)
+        self._add(_Tool(name, description, parameters, handler, source, context_param))
 
     def _add(self, tool: _Tool) -> None:
         if not NAME_PATTERN.match(tool.name):

@@ -10,15 +10,27 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import sys
+import warnings
 from pathlib import Path
+from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ImageContent, TextContent
+from mcp.types import (
+    CallToolResult,
+    ImageContent,
+    SamplingMessage,
+    TextContent,
+    Tool,
+    ToolExecution,
+)
 from pydantic import BaseModel
+
+FIXTURES = Path(__file__).with_name("fixtures")
 
 PNG_1X1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -35,8 +47,25 @@ class Weather(BaseModel):
     celsius: float
 
 
+class Pick(BaseModel):
+    color: Literal["red", "green", "blue"]
+    sure: bool
+
+
+class TestServer(MCPServer):
+    """Lists ``research`` as a tool that runs only as an MCP task (2025-11-25), as
+    server-everything 2026.8.31 does with ``simulate-research-query``."""
+
+    async def list_tools(self) -> list[Tool]:
+        tools = await super().list_tools()
+        for tool in tools:
+            if tool.name == "research":
+                tool.execution = ToolExecution(task_support="required")
+        return tools
+
+
 def build(names: str) -> MCPServer:
-    server = MCPServer("kernel-test", log_level="WARNING")
+    server = TestServer("kernel-test", log_level="WARNING")
 
     @server.tool()
     def echo(text: str) -> str:
@@ -102,6 +131,56 @@ def build(names: str) -> MCPServer:
         server.add_tool(extra, name="extra", description="Double x.")
         await ctx.session.send_tool_list_changed()
         return "grown"
+
+    @server.tool()
+    async def steps(count: int, release: str, ctx: Context) -> str:
+        """Report progress count times, then wait until the file ``release`` exists."""
+        for i in range(1, count + 1):
+            await ctx.report_progress(i, count, f"step {i}")
+        # A file the test creates: the server is another process, no event can cross.
+        while not await anyio.Path(release).exists():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+        return f"{count} steps done"
+
+    @server.tool()
+    def replay(fixture: str, index: int) -> CallToolResult:
+        """Return a result recorded from a real server (tests/mcp/fixtures) verbatim."""
+        recorded = json.loads((FIXTURES / fixture).read_text(encoding="utf-8"))
+        return CallToolResult.model_validate(recorded["calls"][index]["result"])
+
+    @server.tool()
+    def research(topic: str) -> str:
+        """Listed as task-only: a client without tasks must not offer it."""
+        return f"researched {topic}"
+
+    @server.tool()
+    async def summarize(text: str, max_tokens: int, ctx: Context) -> str:
+        """Ask the client's model (MCP sampling) to summarise the text."""
+        message = SamplingMessage(role="user", content=TextContent(type="text", text=text))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sampling is deprecated in 2026-07-28
+            result: Any = await ctx.session.create_message(
+                messages=[message], max_tokens=max_tokens, system_prompt="Summarise."
+            )
+        return f"model {result.model} said: {result.content.text}"
+
+    @server.tool()
+    async def choose(ctx: Context) -> str:
+        """Ask the user (MCP elicitation) to pick a colour and confirm."""
+        answer = await ctx.elicit("Pick a colour", Pick)
+        if answer.action != "accept":
+            return f"no choice ({answer.action})"
+        return f"picked {answer.data.color}, sure={answer.data.sure}"
+
+    @server.tool()
+    async def name_please(ctx: Context) -> str:
+        """Ask the user for free text (declined by Kernel)."""
+
+        class Name(BaseModel):
+            name: str
+
+        answer = await ctx.elicit("Your name?", Name)
+        return f"answer: {answer.action}"
 
     if names == "collide":
         for raw in ("a.b", "a_b", "a b", "x" * 70 + "1", "x" * 70 + "2"):

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from kernel.agent.agent import UserInput
 from kernel.agent.events import Completed, ToolCall, ToolResult
+from kernel.mcp.connection import TASK_REQUIRED
 from tests.mcp.conftest import MCPKernel, stdio_server, time_server, wait_until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
@@ -94,7 +97,9 @@ async def test_a_failing_mcp_tool_reaches_the_model_as_an_error(
     )
 
 
-async def test_status_lists_servers_state_and_tools(bot: Any, tmp_path: Any) -> None:
+async def test_status_lists_servers_state_and_tools(
+    bot: Any, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     from tests.mcp.conftest import mcp_toml
 
     servers = [
@@ -109,12 +114,23 @@ async def test_status_lists_servers_state_and_tools(bot: Any, tmp_path: Any) -> 
 
     count = len([n for n in h.kernel.tools.names() if n.startswith("mcp_test__")])
     assert count >= 8
-    line = next(x for x in status.splitlines() if x.startswith("MCP: "))
-    assert line == (
-        f"MCP: test connected, {count} tools; "
+    # A tool that runs only as an MCP task is not offered, and /status and the log say so.
+    assert "mcp_test__research" not in h.kernel.tools.names()
+    lines = status.splitlines()
+    index = next(i for i, x in enumerate(lines) if x.startswith("MCP: "))
+    assert lines[index] == (
+        f"MCP: test connected, {count} tools (and 1 not offered: research; they need MCP "
+        "task execution, which Kernel does not support); "
         "gone failed (cannot run '/nonexistent/server': No such file or directory); "
         "off disabled, 0 tools"
     )
+    assert lines[index + 1] == (
+        "MCP server requests: sampling answered by the active model after your approval "
+        "(at most 1024 tokens); elicitation asked with buttons (choices and yes/no only; "
+        "others declined)"
+    )
+    assert "mcp server test: 1 tools not offered (needs MCP task execution" in caplog.text
+    assert h.kernel.mcp.status()[0].skipped == {"research": TASK_REQUIRED}
 
 
 async def test_an_image_from_an_mcp_tool_reaches_the_model(sim: Sim, mcp_kernel: MCPKernel) -> None:

@@ -1,0 +1,116 @@
+"""The progress line of a running tool (an MCP server's progress notifications).
+
+The turn's ``tool_progress`` events arrive as fast as the tool reports; the chat shows
+"⏳ mcp_x__y: 3/10 …" in the turn's placeholder (or, when a question took the
+placeholder away, in a message of its own), edited at most once per ``interval``: the
+first report shows at once, later ones at the next allowed moment, and the newest
+always wins. When the reporting tool returns, no edit follows any more (a message of
+its own is deleted: the reply says how it ended). An edit is never sent with
+unchanged text ("message is not modified").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from telegram import Bot
+from telegram.error import TelegramError
+
+from kernel.agent.events import ToolProgress
+from kernel.i18n import t
+
+log = logging.getLogger(__name__)
+
+
+class ToolProgressLine:
+    def __init__(
+        self,
+        bot: Bot,
+        chat_id: int,
+        *,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bot = bot
+        self.chat_id = chat_id
+        self.interval = interval
+        self._clock = clock
+        self._calls: set[str] = set()  # calls that reported and have not returned
+        self._latest = ""
+        self._shown = ""
+        self._target: int | None = None  # the message the line is in
+        self._own = False  # that message was sent for the line (not the placeholder)
+        self._last_edit: float | None = None
+        self._timer: asyncio.Task[None] | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self._calls)
+
+    async def report(self, event: ToolProgress, placeholder: int | None) -> None:
+        """Show ``event`` now or at the next allowed moment, in ``placeholder`` if any."""
+        self._calls.add(event.id)
+        self._latest = t("tg.tool_progress", name=event.name, progress=event.text)
+        if placeholder is not None and not self._own:
+            self._target = placeholder
+        now = self._clock()
+        if self._last_edit is None or now - self._last_edit >= self.interval:
+            await self._flush()
+        elif self._timer is None or self._timer.done():
+            wait = self._last_edit + self.interval - now
+            self._timer = asyncio.get_running_loop().create_task(self._later(wait))
+
+    async def ended(self, call_id: str) -> None:
+        """The call returned: once no reporting call runs, the line stops."""
+        if call_id not in self._calls:
+            return
+        self._calls.discard(call_id)
+        if not self._calls:
+            await self.stop()
+
+    async def placeholder_gone(self) -> None:
+        """The placeholder was deleted (a question came): the next report sends anew."""
+        if not self._own:
+            self._target = None
+            self._shown = ""
+
+    async def stop(self) -> None:
+        self._calls.clear()
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer
+        if self._own and self._target is not None:
+            with contextlib.suppress(TelegramError):
+                await self.bot.delete_message(self.chat_id, self._target)
+        self._own = False
+        self._target = None
+        self._shown = ""
+        self._last_edit = None
+
+    async def _later(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        text = self._latest
+        if not text or text == self._shown:
+            return
+        self._last_edit = self._clock()
+        try:
+            if self._target is None:
+                sent = await self.bot.send_message(self.chat_id, text)
+                self._target, self._own = sent.message_id, True
+            else:
+                await self.bot.edit_message_text(
+                    text, chat_id=self.chat_id, message_id=self._target
+                )
+        except TelegramError as exc:
+            log.info("tool progress edit failed: %s", type(exc).__name__)
+            return
+        self._shown = text
