@@ -112,10 +112,14 @@ def _params(request: ChatRequest, default_max_tokens: int) -> dict[str, Any]:
             for t in request.tools
         ]
     sampling = request.sampling
-    for name in ("temperature", "top_p", "top_k"):
-        value = getattr(sampling, name)
-        if value is not None:
-            params[name] = value
+    # anthropic 2.x dropped these from create()'s signature; the API still takes them.
+    extra = {
+        name: value
+        for name in ("temperature", "top_p", "top_k")
+        if (value := getattr(sampling, name)) is not None
+    }
+    if extra:
+        params["extra_body"] = extra
     if sampling.stop_sequences:
         params["stop_sequences"] = list(sampling.stop_sequences)
     if request.thinking is not None:

@@ -278,7 +278,7 @@ def _check(provider: Provider, name: str, parsed: MessagesRequest) -> None:
 
 
 def _chat_request(
-    parsed: MessagesRequest, model: str, max_tokens: int, provider: Provider, name: str
+    parsed: MessagesRequest, model: str, max_tokens: int, provider: Provider
 ) -> ChatRequest:
     thinking = parsed.thinking
     if thinking is not None and not provider.capabilities.reasoning:
@@ -286,13 +286,7 @@ def _chat_request(
     if thinking is not None and thinking.mode == "enabled":
         if thinking.budget_tokens >= parsed.max_tokens:
             raise bad("thinking.budget_tokens", "must be less than max_tokens")
-        if thinking.budget_tokens >= max_tokens:
-            if max_tokens <= 1024:
-                raise bad(
-                    "thinking.budget_tokens",
-                    f"provider {name} caps max_tokens at "
-                    f"{max_tokens}: too few for thinking (raise its max_tokens)",
-                )
+        if thinking.budget_tokens >= max_tokens:  # the provider's cap on max_tokens
             thinking = replace(thinking, budget_tokens=max_tokens - 1)
     return ChatRequest(
         model,
@@ -324,7 +318,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     provider = await kernel.agent.provider(provider_name)
     _check(provider, provider_name, parsed)
     max_tokens = min(parsed.max_tokens, pcfg.max_tokens or parsed.max_tokens)
-    chat = _chat_request(parsed, model, max_tokens, provider, provider_name)
+    chat = _chat_request(parsed, model, max_tokens, provider)
     try:
         provider.check(chat)
     except CapabilityError as exc:
