@@ -7,6 +7,7 @@ English shape. The official anthropic SDK is the client wherever it can be."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -234,6 +235,28 @@ async def test_stop_sequence_reported_by_a_claude_backend(
         messages=[{"role": "user", "content": "x"}],
     )
     assert message.stop_reason == "stop_sequence" and message.stop_sequence == "END"
+
+
+async def test_unknown_fields_are_ignored_and_named_at_debug(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    anthropic_sim.enqueue(text_reply("ok"))
+    body = {
+        "model": "model-a",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "x"}],
+        "speed": "fast-value-secret",
+        "Weird Key!": 1,
+        "metadata": {"user_id": "user-id-secret"},
+    }
+    with caplog.at_level(logging.DEBUG, logger="kernel.gateway.claude_format"):
+        status, answer, _ = await sc.call("POST", "/v1/messages", body)
+    assert status == 200, answer
+    logged = caplog.text
+    assert "ignoring unknown fields speed, <odd name>" in logged
+    assert "secret" not in logged and "Weird" not in logged
+    assert "speed" not in json.dumps(sent(anthropic_sim))
 
 
 def test_stop_scanner_holds_back_only_what_may_start_a_sequence() -> None:
