@@ -601,7 +601,8 @@ def v1_message(method: str, path: str, exc: ApiError) -> str:
     if exc.status == 404:
         return (
             f"not found: {method} {path[:200]} is not part of this API (POST /v1/messages, "
-            "POST /v1/messages/count_tokens, GET /v1/models, GET /v1/models/{model_id})"
+            "POST /v1/messages/count_tokens, POST /v1/chat/completions, GET /v1/models, "
+            "GET /v1/models/{model_id})"
         )
     if exc.code == "method_not_allowed":
         allowed = ", ".join(exc.details.get("allowed") or []) or "-"

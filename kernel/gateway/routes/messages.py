@@ -157,6 +157,9 @@ MODEL_INFO: dict[str, Any] = {
         "id": {"type": "string"},
         "display_name": {"type": "string"},
         "created_at": {"type": "string", "format": "date-time"},
+        "object": {"type": "string", "enum": ["model"]},
+        "created": {"type": "integer"},
+        "owned_by": {"type": "string"},
     },
 }
 MODEL_LIST: dict[str, Any] = {
@@ -167,11 +170,12 @@ MODEL_LIST: dict[str, Any] = {
         "has_more": {"type": "boolean"},
         "first_id": {"type": ["string", "null"]},
         "last_id": {"type": ["string", "null"]},
+        "object": {"type": "string", "enum": ["list"]},
     },
 }
 
 
-def _failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
+def provider_failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
     """(status, message, headers) for a provider failure, in terms the SDK acts on."""
     message = f"the model provider failed: {exc}"
     if isinstance(exc, RateLimitedError):
@@ -182,7 +186,7 @@ def _failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
     return 502, message, {}
 
 
-async def _body(request: web.Request) -> Any:
+async def read_body(request: web.Request) -> Any:
     """The JSON body (the sidecar's own reader and limits), its refusals in English."""
     try:
         return await read_json(request)
@@ -312,7 +316,7 @@ def _chat_request(
 )
 async def messages(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
-    parsed = parse_request(await _body(request))
+    parsed = parse_request(await read_body(request))
     provider_name, model = resolve_model(kernel, parsed.model)
     pcfg = kernel.config.providers[provider_name]
     provider = await kernel.agent.provider(provider_name)
@@ -337,13 +341,13 @@ async def messages(request: web.Request) -> web.StreamResponse:
         except StopAsyncIteration:
             return anthropic_error(502, f"provider {provider_name} returned nothing: retry later")
         except ProviderError as exc:
-            status, message, headers = _failure(exc)
+            status, message, headers = provider_failure(exc)
             return anthropic_error(status, message, headers)
         if not parsed.stream:
             try:
                 completion = await _finish(first, events)
             except ProviderError as exc:
-                status, message, headers = _failure(exc)
+                status, message, headers = provider_failure(exc)
                 return anthropic_error(status, message, headers)
             return json_response(message_json(completion, model, message_id, estimate))
         return await _stream(request, first, events, model, message_id, estimate)
@@ -447,7 +451,7 @@ async def _stream(
         async for event in events:
             await handle(event)
     except ProviderError as exc:
-        status, message, _ = _failure(exc)
+        status, message, _ = provider_failure(exc)
         kind = "overloaded_error" if status in (429, 502) else "api_error"
         await send({"type": "error", "error": {"type": kind, "message": message}})
     except ConnectionError:
@@ -473,7 +477,7 @@ async def _stream(
     anthropic=True,
 )
 async def count_tokens(request: web.Request) -> web.Response:
-    parsed = parse_request(await _body(request), count_only=True)
+    parsed = parse_request(await read_body(request), count_only=True)
     return json_response({"input_tokens": estimate_tokens(parsed)})
 
 
@@ -490,11 +494,17 @@ def _model_info(model_id: str, provider: str, model: str) -> dict[str, Any]:
         "id": model_id,
         "display_name": f"{shown} ({provider})",
         "created_at": CREATED_AT,
+        # The OpenAI SDK's fields too: each SDK reads its own, so one shape serves both.
+        "object": "model",
+        "created": 0,
+        "owned_by": provider,
     }
 
 
 def _page_bound(request: web.Request) -> int:
-    raw = request.query.get("limit", "20")
+    # The anthropic SDK pages (20 a page by default); the OpenAI SDK does not page at all.
+    default = "20" if "anthropic-version" in request.headers else "1000"
+    raw = request.query.get("limit", default)
     try:
         limit = int(raw)
     except ValueError:
@@ -506,7 +516,8 @@ def _page_bound(request: web.Request) -> int:
 
 @router.get(
     "/v1/models",
-    summary="The models Kernel serves on /v1/messages (Anthropic's model list shape)",
+    summary="The models Kernel serves on /v1/messages and /v1/chat/completions (Anthropic's "
+    "list shape, with OpenAI's fields too)",
     response=MODEL_LIST,
     params=(
         query_param("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
@@ -539,6 +550,7 @@ async def list_models(request: web.Request) -> web.Response:
     has_more = (start + len(page) < end) if before is None else start > 0
     return json_response(
         {
+            "object": "list",
             "data": page,
             "has_more": has_more,
             "first_id": page[0]["id"] if page else None,
