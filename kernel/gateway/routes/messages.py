@@ -128,6 +128,14 @@ MESSAGES_BODY: dict[str, Any] = {
         },
     },
 }
+# count_tokens reads only these (it accepts, and does not need, the rest).
+COUNT_BODY: dict[str, Any] = {
+    "type": "object",
+    "required": ["model", "messages"],
+    "properties": {
+        k: MESSAGES_BODY["properties"][k] for k in ("model", "system", "messages", "tools")
+    },
+}
 MESSAGE_RESPONSE: dict[str, Any] = {
     "type": "object",
     "required": ["id", "type", "role", "model", "content", "stop_reason", "usage"],
@@ -468,7 +476,7 @@ async def _stream(
 @router.post(
     "/v1/messages/count_tokens",
     summary="Estimate the input tokens of a Messages request",
-    body={**MESSAGES_BODY, "required": ["model", "messages"]},
+    body=COUNT_BODY,
     response={
         "type": "object",
         "required": ["input_tokens"],
