@@ -17,6 +17,7 @@ import pytest
 
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sidecar  # noqa: F401
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply, tool_reply
 
 pytestmark = pytest.mark.skipif(
@@ -141,6 +142,31 @@ async def test_claude_p_tool_round_trip(
     # The tool ran in Claude Code and its result came back through Kernel to the model.
     last = json.dumps(echo_sim.requests[-1].body["messages"])
     assert "tool_result" in last and "the secret word is kumquat" in last
+
+
+async def test_claude_p_hi_with_an_openai_compatible_backend(
+    sidecar: SidecarFactory,  # noqa: F811
+    real_bin: Callable[[str], Path],
+    tmp_path: Path,
+) -> None:
+    """Claude Code's adaptive thinking on a backend without reasoning: answered without
+    thinking, not refused (the model may always choose not to think)."""
+    binary = real_bin("claude")
+    await claude_version(binary, tmp_path)
+    backend = OpenAISim(fallback="echo")
+    await backend.start()
+    try:
+        sc = await sidecar(backend)
+        backend.enqueue(text_reply("Hello through chat completions"))
+        home = tmp_path / "home"
+        home.mkdir()
+        code, out = await run(binary, ["-p", "hi"], claude_env(sc, home), tmp_path)
+    finally:
+        await backend.stop()
+    assert code == 0, out
+    assert "Hello through chat completions" in out
+    sent = backend.requests[-1].body
+    assert sent["messages"][0]["role"] == "system" and "reasoning_effort" not in sent
 
 
 async def test_sdk_models_list_and_messages(
