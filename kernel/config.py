@@ -196,6 +196,10 @@ class MCPSettings:
     elicitation: bool = True  # server questions with choices, asked with Telegram buttons
 
 
+DEFAULT_MODEL_ALIASES = {"claude-*": "active"}
+MODEL_PATTERN_MAX = 100
+
+
 @dataclass(slots=True)
 class GatewayConfig:
     enabled: bool = True
@@ -212,6 +216,10 @@ class GatewayConfig:
     allowed_origins: list[str] = field(default_factory=list)
     archive_max_bytes: int = 256 * 1024 * 1024  # workspace zip export/import, uncompressed
     archive_max_files: int = 10000  # entries in a workspace zip
+    # /v1/messages and /v1/models: a requested model name that is no configured model or
+    # alias is matched against these patterns in order ("*" matches any run of
+    # characters) and answered by the target: "active" or "<provider>:<model>".
+    model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
 
     @property
     def client_host(self) -> str:
@@ -640,6 +648,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     cli = _cli(raw.get("cli"), warnings)
     mcp, mcp_servers = _mcp(raw.get("mcp", {}), env, base, warnings)
     gateway = _gateway(_Reader(raw.get("gateway", {}), "gateway"), env)
+    _check_model_aliases(gateway, providers)
     tools = _tools(_Reader(raw.get("tools", {}), "tools"))
     general.disabled_tools += [p.name for p in tools.values() if not p.enabled]
     stt = _stt(raw.get("stt"), env, warnings)
@@ -998,6 +1007,39 @@ def _expand_env(values: dict[str, str], env: Mapping[str, str]) -> tuple[dict[st
     return out, missing
 
 
+def model_alias_target(target: str) -> tuple[str, str]:
+    """("provider", "model") of an alias target; ("", "") for "active"."""
+    if target == "active":
+        return "", ""
+    provider, _, model = target.partition(":")
+    return provider, model
+
+
+def _model_aliases(r: _Reader) -> dict[str, str]:
+    if "model_aliases" not in r.table:
+        return dict(DEFAULT_MODEL_ALIASES)
+    aliases = r.str_map("model_aliases")
+    for pattern in aliases:
+        if not 0 < len(pattern) <= MODEL_PATTERN_MAX:
+            key = r.key(f"model_aliases.{pattern[:40]}")
+            raise ConfigError(
+                t("config.bad_model_pattern", key=key, limit=MODEL_PATTERN_MAX), key=key
+            )
+    return aliases
+
+
+def _check_model_aliases(gateway: GatewayConfig, providers: dict[str, ProviderConfig]) -> None:
+    """Each target names a configured provider and one of its models (or "active")."""
+    for pattern, target in gateway.model_aliases.items():
+        provider, model = model_alias_target(target)
+        if target == "active":
+            continue
+        pcfg = providers.get(provider)
+        if pcfg is None or not model or pcfg.resolve(model) is None:
+            key = f"gateway.model_aliases.{pattern}"
+            raise ConfigError(t("config.bad_model_alias", key=key, target=target), key=key)
+
+
 def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> GatewayConfig:
     gw = GatewayConfig(
         enabled=r.get("enabled", bool, True),
@@ -1013,6 +1055,7 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
         allowed_origins=[o.rstrip("/") for o in r.str_list("allowed_origins", [])],
         archive_max_bytes=r.positive("archive_max_bytes", int, 256 * 1024 * 1024),
         archive_max_files=r.positive("archive_max_files", int, 10000),
+        model_aliases=_model_aliases(r),
     )
     if not 0 <= gw.port <= 65535:
         expected = _expected("int") + " 0-65535"

@@ -212,6 +212,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "mcp.no": "否",
         # sidecar gateway (kernel/gateway) and its command-line client
         "config.bad_alias": "{key} 指向 {model!r}，但它不在该 provider 的 models 中：请把它加入 models 或修正别名",
+        "config.bad_model_alias": '{key} = {target!r} 无效：应为 "active" 或 "<provider>:<model>"（provider 须在 [providers] 中配置，model 须是它的 models 之一或别名）',
+        "config.bad_model_pattern": '{key}：模型名模式须为 1 到 {limit} 个字符（"*" 匹配任意字符）',
         "config.bad_env_name": "{key}：环境变量名只能由字母、数字和 _ 组成且不能以数字开头，请修正",
         "config.default_switched_off": "providers.{name}.enabled = false，但 {name} 是 general.default_provider：请启用它，或把默认 provider 改为其他已启用的 provider",
         "session.protected": "默认会话 chat-default 受保护，不能删除；如需清空请发送 /new",
@@ -706,6 +708,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "mcp.no": "No",
         # sidecar gateway (kernel/gateway) and its command-line client
         "config.bad_alias": "{key} points to {model!r}, which is not in that provider's models: add it to models or fix the alias",
+        "config.bad_model_alias": '{key} = {target!r} is invalid: write "active" or "<provider>:<model>" (a provider configured in [providers] and one of its models or aliases)',
+        "config.bad_model_pattern": '{key}: a model name pattern must be 1 to {limit} characters ("*" matches any run of characters)',
         "config.bad_env_name": "{key}: an environment variable name is letters, digits and _ and does not start with a digit; fix it",
         "config.default_switched_off": "providers.{name}.enabled = false but {name} is general.default_provider: enable it or make another enabled provider the default",
         "session.protected": "the default chat chat-default is protected and cannot be deleted; send /new to clear it instead",

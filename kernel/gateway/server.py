@@ -46,6 +46,7 @@ from kernel.gateway.api import (
     coded,
     error_response,
 )
+from kernel.gateway.claude_format import v1_message
 from kernel.i18n import t
 from kernel.logs import request_tag
 
@@ -78,8 +79,9 @@ QUIET_PATHS = PUBLIC_PATHS  # polled by monitors: logged at DEBUG only
 def _render(
     request: web.Request, exc: ApiError, headers: dict[str, str] | None = None
 ) -> web.Response:
-    if request.path.startswith("/v1/"):
-        return anthropic_error(exc.status, exc.message, headers)
+    if request.path.startswith("/v1/"):  # the API's own shape, in English
+        message = v1_message(request.method, request.path, exc)
+        return anthropic_error(exc.status, message, headers)
     response = error_response(exc.status, exc.code, exc.message, exc.details)
     for key, value in (headers or {}).items():
         response.headers[key] = value
@@ -237,6 +239,8 @@ async def _add_request_id(request: web.Request, response: web.StreamResponse) ->
     request_id = request.get(REQUEST_ID)
     if request_id:
         response.headers["X-Request-Id"] = request_id
+        if request.path.startswith("/v1/"):
+            response.headers["request-id"] = request_id  # where the anthropic SDK looks
 
 
 class _Connection(RequestHandler):

@@ -1,8 +1,9 @@
 """The one interface every model provider implements, and the retry policy around it.
 
 A provider turns a :class:`ChatRequest` into a stream of :class:`StreamEvent` values:
-text deltas as they arrive, a notice when a tool call starts, and one final
-:class:`Completion` holding the whole assistant message. SDK errors are translated
+text deltas as they arrive (and thinking deltas, when thinking was asked for), a notice
+when a tool call starts, and one final :class:`Completion` holding the whole assistant
+message with the token usage the provider reported. SDK errors are translated
 into Kernel's :mod:`kernel.errors` tree inside the adapter, so nothing above this
 layer sees an SDK type.
 """
@@ -15,6 +16,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from kernel.agent.messages import ImageBlock, Message, ToolSpec
 from kernel.errors import CapabilityError, TransientProviderError
@@ -34,6 +36,26 @@ class Capabilities:
 _CAPABILITY_FIELDS = ("stream", "tool_call", "attachments", "reasoning")
 
 
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """Extended thinking asked for: a token budget (``enabled``) or the model's own
+    judgement (``adaptive``). No thinking is ``None``."""
+
+    mode: Literal["enabled", "adaptive"]
+    budget_tokens: int = 0
+    effort: str = ""  # "low" | "medium" | "high" (…) when the client named one
+
+
+@dataclass(slots=True)
+class Sampling:
+    """Sampling options a client may set; ``None`` leaves the provider's default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop_sequences: list[str] = field(default_factory=list)
+
+
 @dataclass(slots=True)
 class ChatRequest:
     model: str
@@ -41,11 +63,36 @@ class ChatRequest:
     messages: list[Message]
     tools: list[ToolSpec] = field(default_factory=list)
     max_tokens: int | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    thinking: Thinking | None = None
+    # Anthropic-shaped {"type": "auto"|"any"|"tool"|"none", "name"?, "disable_parallel_tool_use"?}
+    tool_choice: dict[str, Any] | None = None
+    # Thinking blocks (Anthropic wire form, signature included) of the assistant message
+    # at each index of ``messages``, handed back as a client sent them: a Claude backend
+    # needs them before a tool result when thinking is on. Other providers ignore them.
+    history_thinking: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class TextDelta:
     text: str
+
+
+@dataclass(slots=True)
+class ThinkingDelta:
+    """A piece of the model's thinking, or the signature that closes a thinking block."""
+
+    text: str = ""
+    signature: str = ""
+
+
+@dataclass(slots=True)
+class ThinkingPart:
+    """One whole thinking block; ``redacted`` holds a redacted block's opaque data."""
+
+    text: str = ""
+    signature: str = ""
+    redacted: str = ""
 
 
 @dataclass(slots=True)
@@ -68,11 +115,46 @@ class Completion:
     text: str
     tool_calls: list[RawToolCall]
     stop_reason: str = ""
-    input_tokens: int = 0
+    input_tokens: int = 0  # as the provider reported them (0: it did not)
     output_tokens: int = 0
+    stop_sequence: str | None = None  # the one that ended the text (stop_reason "stop_sequence")
+    thinking: list[ThinkingPart] = field(default_factory=list)
 
 
-StreamEvent = TextDelta | ToolCallStarted | Completion
+StreamEvent = TextDelta | ThinkingDelta | ToolCallStarted | Completion
+
+
+class StopScanner:
+    """Ends streamed text at the first of ``sequences``, for providers whose API cannot
+    say which stop sequence ended an answer. Text that may be the start of one is held
+    back until the next piece decides; each piece is scanned once per sequence."""
+
+    def __init__(self, sequences: list[str]) -> None:
+        self.sequences = [s for s in sequences if s]
+        self._hold = max((len(s) for s in self.sequences), default=1) - 1
+        self._pending = ""
+        self.matched: str | None = None
+
+    def feed(self, text: str) -> str:
+        """What may be shown now; after a match, nothing more."""
+        if self.matched is not None or not self.sequences:
+            return "" if self.matched is not None else text
+        buffer = self._pending + text
+        cut = -1
+        for sequence in self.sequences:
+            at = buffer.find(sequence)
+            if at != -1 and (cut == -1 or at < cut):
+                cut, self.matched = at, sequence
+        if cut != -1:
+            self._pending = ""
+            return buffer[:cut]
+        keep = min(self._hold, len(buffer))
+        self._pending = buffer[len(buffer) - keep :] if keep else ""
+        return buffer[: len(buffer) - keep]
+
+    def flush(self) -> str:
+        pending, self._pending = self._pending, ""
+        return "" if self.matched is not None else pending
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +199,11 @@ class Provider(ABC):
             raise CapabilityError(
                 t("provider.no_images"), provider=self.name, code="provider_not_supported"
             )
+        thinking = request.thinking
+        if thinking is not None and thinking.mode == "enabled" and not self.capabilities.reasoning:
+            raise CapabilityError(
+                "thinking needs the reasoning capability", provider=self.name, code="no_reasoning"
+            )
 
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -141,7 +228,9 @@ async def stream_with_retry(
         produced = False
         try:
             async for event in provider._stream(request):
-                produced = produced or isinstance(event, (TextDelta, ToolCallStarted))
+                produced = produced or isinstance(
+                    event, (TextDelta, ThinkingDelta, ToolCallStarted)
+                )
                 yield event
             return
         except TransientProviderError as exc:

@@ -23,6 +23,8 @@ from kernel.providers.base import (
     RawToolCall,
     StreamEvent,
     TextDelta,
+    ThinkingDelta,
+    ThinkingPart,
     ToolCallStarted,
 )
 from kernel.providers.sdk import SDKProvider
@@ -38,21 +40,12 @@ class ClaudeProvider(SDKProvider):
         self.max_tokens = cfg.max_tokens or 4096  # required by the Messages API
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        params: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": request.max_tokens or self.max_tokens,
-            "messages": [_to_wire(m) for m in request.messages],
-        }
-        if request.system:
-            params["system"] = request.system
-        if request.tools:
-            params["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in request.tools
-            ]
+        params = _params(request, self.max_tokens or 4096)
         text: list[str] = []
         calls: dict[int, RawToolCall] = {}
+        thinking: dict[int, ThinkingPart] = {}
         stop_reason = ""
+        stop_sequence: str | None = None
         usage = [0, 0]
         try:
             stream = await self._client.messages.create(**params, stream=True)
@@ -66,6 +59,10 @@ class ClaudeProvider(SDKProvider):
                         if block.type == "tool_use":
                             calls[event.index] = RawToolCall(block.id, block.name, "")
                             yield ToolCallStarted(block.id, block.name)
+                        elif block.type == "thinking":
+                            thinking[event.index] = ThinkingPart()
+                        elif block.type == "redacted_thinking":
+                            thinking[event.index] = ThinkingPart(redacted=block.data)
                     elif kind == "content_block_delta":
                         delta = event.delta
                         if delta.type == "text_delta":
@@ -73,8 +70,15 @@ class ClaudeProvider(SDKProvider):
                             yield TextDelta(delta.text)
                         elif delta.type == "input_json_delta" and event.index in calls:
                             calls[event.index].arguments += delta.partial_json
+                        elif delta.type == "thinking_delta" and event.index in thinking:
+                            thinking[event.index].text += delta.thinking
+                            yield ThinkingDelta(text=delta.thinking)
+                        elif delta.type == "signature_delta" and event.index in thinking:
+                            thinking[event.index].signature += delta.signature
+                            yield ThinkingDelta(signature=delta.signature)
                     elif kind == "message_delta":
                         stop_reason = event.delta.stop_reason or ""
+                        stop_sequence = event.delta.stop_sequence
                         usage[1] = event.usage.output_tokens or 0
         except Exception as exc:  # SDK, transport and malformed-stream errors alike
             raise self._translate(exc) from None
@@ -86,7 +90,49 @@ class ClaudeProvider(SDKProvider):
             stop_reason=stop_reason,
             input_tokens=usage[0],
             output_tokens=usage[1],
+            stop_sequence=stop_sequence,
+            thinking=[thinking[i] for i in sorted(thinking)],
         )
+
+
+def _params(request: ChatRequest, default_max_tokens: int) -> dict[str, Any]:
+    """The Messages API request: sampling options, thinking and tool_choice as given."""
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens or default_max_tokens,
+        "messages": [
+            _to_wire(m, request.history_thinking.get(i)) for i, m in enumerate(request.messages)
+        ],
+    }
+    if request.system:
+        params["system"] = request.system
+    if request.tools:
+        params["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
+        ]
+    sampling = request.sampling
+    # anthropic 2.x dropped these from create()'s signature; the API still takes them.
+    extra = {
+        name: value
+        for name in ("temperature", "top_p", "top_k")
+        if (value := getattr(sampling, name)) is not None
+    }
+    if extra:
+        params["extra_body"] = extra
+    if sampling.stop_sequences:
+        params["stop_sequences"] = list(sampling.stop_sequences)
+    if request.thinking is not None:
+        if request.thinking.mode == "enabled":
+            params["thinking"] = {
+                "type": "enabled",
+                "budget_tokens": request.thinking.budget_tokens,
+            }
+        else:
+            params["thinking"] = {"type": "adaptive"}
+    if request.tool_choice is not None and request.tools:
+        params["tool_choice"] = request.tool_choice
+    return params
 
 
 def _safe(identifier: str) -> str:
@@ -95,8 +141,8 @@ def _safe(identifier: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", identifier)[:64] or "_"
 
 
-def _to_wire(message: Message) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+def _to_wire(message: Message, thinking: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = list(thinking or []) if message.role == "assistant" else []
     for block in message.content:
         if isinstance(block, TextBlock):
             if block.text:

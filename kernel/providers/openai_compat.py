@@ -16,13 +16,17 @@ import openai
 
 from kernel.agent.messages import ImageBlock, Message, TextBlock, ToolResultBlock
 from kernel.config import ProviderConfig
+from kernel.errors import CapabilityError
 from kernel.providers.base import (
     Capabilities,
     ChatRequest,
     Completion,
     RawToolCall,
+    StopScanner,
     StreamEvent,
     TextDelta,
+    ThinkingDelta,
+    ThinkingPart,
     ToolCallStarted,
 )
 from kernel.providers.sdk import SDKProvider
@@ -63,6 +67,11 @@ class OpenAICompatProvider(SDKProvider):
         max_tokens = request.max_tokens or self.max_tokens
         if max_tokens:
             params["max_tokens"] = max_tokens
+        params.update(_options(request))
+        # Stop sequences are enforced here rather than sent as ``stop``: the API would end
+        # the text without saying which one matched (and takes at most four).
+        scanner = StopScanner(request.sampling.stop_sequences)
+        reasoning = ThinkingPart() if request.thinking is not None else None
         text: list[str] = []
         calls: dict[int, RawToolCall] = {}
         finish = ""
@@ -77,9 +86,18 @@ class OpenAICompatProvider(SDKProvider):
                         continue
                     choice = chunk.choices[0]
                     delta = choice.delta
+                    thought = _reasoning_text(delta) if reasoning is not None else ""
+                    if thought and reasoning is not None:
+                        reasoning.text += thought
+                        yield ThinkingDelta(text=thought)
                     if delta.content:
-                        text.append(delta.content)
-                        yield TextDelta(delta.content)
+                        shown = scanner.feed(delta.content)
+                        if shown:
+                            text.append(shown)
+                            yield TextDelta(shown)
+                        if scanner.matched is not None:
+                            finish = "stop_sequence"
+                            break  # leaving the block closes the stream: no more tokens
                     for tc in delta.tool_calls or []:
                         call = calls.get(tc.index)
                         if call is None:
@@ -96,6 +114,9 @@ class OpenAICompatProvider(SDKProvider):
             raise self._translate(exc) from None
         if not finish:
             raise self._translate(ValueError("stream ended without finish_reason"))
+        if rest := scanner.flush():
+            text.append(rest)
+            yield TextDelta(rest)
         for i, call in calls.items():
             # Unique, not call_{i}: ids repeat across steps and turns otherwise.
             call.id = call.id or f"call_{i}_{uuid.uuid4().hex[:12]}"
@@ -105,7 +126,63 @@ class OpenAICompatProvider(SDKProvider):
             stop_reason="tool_use" if finish == "tool_calls" else finish,
             input_tokens=usage[0],
             output_tokens=usage[1],
+            stop_sequence=scanner.matched,
+            thinking=[reasoning] if reasoning is not None and reasoning.text else [],
         )
+
+    def check(self, request: ChatRequest) -> None:
+        super().check(request)
+        if request.sampling.top_k is not None:
+            raise CapabilityError(
+                "top_k is not part of the OpenAI chat completions API",
+                provider=self.name,
+                code="no_top_k",
+            )
+
+
+def _effort(budget_tokens: int) -> str:
+    """An OpenAI ``reasoning_effort`` for an Anthropic thinking budget."""
+    if budget_tokens < 4096:
+        return "low"
+    return "medium" if budget_tokens < 16384 else "high"
+
+
+def _options(request: ChatRequest) -> dict[str, Any]:
+    """Sampling options, reasoning effort and tool_choice in the OpenAI form."""
+    options: dict[str, Any] = {}
+    if request.sampling.temperature is not None:
+        options["temperature"] = request.sampling.temperature
+    if request.sampling.top_p is not None:
+        options["top_p"] = request.sampling.top_p
+    thinking = request.thinking
+    if thinking is not None:
+        effort = thinking.effort or (
+            _effort(thinking.budget_tokens) if thinking.mode == "enabled" else ""
+        )
+        if effort:
+            options["reasoning_effort"] = effort
+    choice = request.tool_choice
+    if choice is not None and request.tools:
+        kind = choice.get("type")
+        if kind == "any":
+            options["tool_choice"] = "required"
+        elif kind == "tool":
+            options["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+        elif kind in ("auto", "none"):
+            options["tool_choice"] = kind
+        if choice.get("disable_parallel_tool_use"):
+            options["parallel_tool_calls"] = False
+    return options
+
+
+def _reasoning_text(delta: Any) -> str:
+    """The reasoning some OpenAI-compatible servers stream beside the content
+    (``reasoning_content``: DeepSeek, vLLM; ``reasoning``: OpenRouter)."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(delta, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def to_wire(system: str, messages: list[Message]) -> list[dict[str, Any]]:

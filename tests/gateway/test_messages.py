@@ -158,7 +158,7 @@ async def test_images_pass_through(
     assert PNG in sent_texts(sim)
 
 
-async def test_model_choice_alias_and_fallback_to_active(
+async def test_model_choice_alias_and_claude_names_to_active(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, claude_client: Any
 ) -> None:
     sc = await sidecar(anthropic_sim, extra='aliases = { fast = "model-b" }\n')

@@ -25,6 +25,7 @@ from tests.sim.script import (
     SimServer,
     Stall,
     Text,
+    Thinking,
     ToolUse,
     new_id,
     run_standalone,
@@ -112,9 +113,11 @@ def stop_reason(reply: Reply) -> str:
     return "tool_use" if reply.has_tool_use else "end_turn"
 
 
-def block_json(block: Text | ToolUse) -> dict[str, Any]:
+def block_json(block: Text | ToolUse | Thinking) -> dict[str, Any]:
     if isinstance(block, Text):
         return {"type": "text", "text": block.text}
+    if isinstance(block, Thinking):
+        return {"type": "thinking", "thinking": block.text, "signature": block.signature}
     return {
         "type": "tool_use",
         "id": block.call_id("toolu_"),
@@ -132,7 +135,7 @@ def message_json(reply: Reply, model: str, message_id: str) -> dict[str, Any]:
         "model": model,
         "content": [block_json(block) for block in reply.blocks],
         "stop_reason": stop_reason(reply),
-        "stop_sequence": None,
+        "stop_sequence": reply.stop_sequence,
         "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
     }
 
@@ -159,7 +162,7 @@ def stream_frames(reply: Reply, model: str, message_id: str) -> list[bytes]:
         event(
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
+                "delta": {"stop_reason": stop_reason(reply), "stop_sequence": reply.stop_sequence},
                 "usage": {"output_tokens": output_tokens},
             }
         )
@@ -168,10 +171,14 @@ def stream_frames(reply: Reply, model: str, message_id: str) -> list[bytes]:
     return frames
 
 
-def block_frames(index: int, block: Text | ToolUse) -> list[bytes]:
+def block_frames(index: int, block: Text | ToolUse | Thinking) -> list[bytes]:
     if isinstance(block, Text):
         start: dict[str, Any] = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": piece} for piece in block.pieces()]
+    elif isinstance(block, Thinking):
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": piece} for piece in block.pieces()]
+        deltas.append({"type": "signature_delta", "signature": block.signature})
     else:
         start = {"type": "tool_use", "id": block.call_id("toolu_"), "name": block.name, "input": {}}
         deltas = [

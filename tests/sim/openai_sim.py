@@ -28,6 +28,7 @@ from tests.sim.script import (
     SimServer,
     Stall,
     Text,
+    Thinking,
     ToolUse,
     new_id,
     run_standalone,
@@ -247,6 +248,9 @@ class Completion:
             "content": self.reply.text if any_text(self.reply) else None,
             "refusal": None,
         }
+        thoughts = [b.text for b in self.reply.blocks if isinstance(b, Thinking)]
+        if thoughts:
+            message["reasoning_content"] = "".join(thoughts)
         if self.reply.has_tool_use:
             message["tool_calls"] = [tool_call_json(tool) for tool in self.reply.tool_uses]
         choice = {"index": 0, "message": message, "logprobs": None}
@@ -269,6 +273,8 @@ class Completion:
         for block in self.reply.blocks:
             if isinstance(block, Text):
                 deltas.extend({"content": piece} for piece in block.pieces())
+            elif isinstance(block, Thinking):
+                deltas.extend({"reasoning_content": piece} for piece in block.pieces())
             else:
                 deltas.extend(tool_call_deltas(tools, block))
                 tools += 1

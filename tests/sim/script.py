@@ -94,7 +94,19 @@ class ToolUse:
         return self.id
 
 
-Block = Text | ToolUse
+@dataclass
+class Thinking:
+    """A thinking block (Anthropic: `thinking` with a signature; OpenAI-compatible servers:
+    `reasoning_content`), streamed in ~3 pieces."""
+
+    text: str
+    signature: str = "sig-sim"
+
+    def pieces(self) -> list[str]:
+        return split_evenly(self.text)
+
+
+Block = Text | ToolUse | Thinking
 
 
 @dataclass(init=False)
@@ -118,6 +130,7 @@ class Reply:
     error_after: int | None
     error_type: str
     usage: tuple[int, int]
+    stop_sequence: str | None
 
     def __init__(
         self,
@@ -130,8 +143,10 @@ class Reply:
         error_after: int | None = None,
         error_type: str = "overloaded_error",
         usage: tuple[int, int] = (10, 5),
+        stop_sequence: str | None = None,
     ) -> None:
         self.blocks = blocks
+        self.stop_sequence = stop_sequence
         self.stop_reason = stop_reason
         self.chunk_delay = chunk_delay
         self.stall_after = stall_after

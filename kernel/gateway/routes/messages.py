@@ -1,21 +1,30 @@
-"""``/v1/messages`` and ``/v1/messages/count_tokens``: Kernel as a Claude-compatible
-endpoint (the official SDK, Claude Code via ``ANTHROPIC_BASE_URL``).
+"""The Claude-compatible API: ``/v1/messages``, ``/v1/messages/count_tokens`` and
+``/v1/models``: Kernel as the endpoint of the official SDK and of Claude Code (via
+``ANTHROPIC_BASE_URL``), unchanged and with its default settings.
 
-The request's ``model`` picks a configured model or alias of an enabled provider, else
-the active model; the answer comes from that provider through Kernel's neutral
-interface, whatever its type. The client's tools are passed through: the model may
-call them, Kernel never runs them. Errors are in the Anthropic format.
+The request's ``model`` is a configured model or alias of an enabled provider (the
+active provider first), else the first ``[gateway.model_aliases]`` pattern it matches
+(by default every ``claude-*`` name is answered by the active model), else refused with
+404 listing what is served. The answer comes from that provider through Kernel's
+neutral interface, whatever its type. The client's tools are passed through: the model
+may call them, Kernel never runs them. Errors are the API's own, in English, with a
+``request-id`` header. What each request field becomes: :mod:`kernel.gateway.claude_format`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
+from kernel.agent.messages import ImageBlock
+from kernel.app import Kernel
+from kernel.config import model_alias_target
 from kernel.errors import CapabilityError, ProviderError, RateLimitedError
 from kernel.gateway.api import (
     ApiError,
@@ -23,20 +32,35 @@ from kernel.gateway.api import (
     anthropic_error,
     json_response,
     kernel_of,
+    path_param,
+    query_param,
     read_json,
     sse_frame,
 )
 from kernel.gateway.claude_format import (
+    MessagesRequest,
+    V1Error,
+    bad,
     end_events,
     estimate_tokens,
+    glob_match,
     message_json,
     new_message_id,
+    not_found_model,
     parse_request,
     start_event,
+    thinking_json,
     tool_block_events,
+    v1_message,
 )
-from kernel.i18n import t
-from kernel.providers.base import ChatRequest, Completion, StreamEvent, TextDelta
+from kernel.providers.base import (
+    ChatRequest,
+    Completion,
+    Provider,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +81,7 @@ MESSAGES_BODY: dict[str, Any] = {
                 "type": "object",
                 "required": ["role", "content"],
                 "properties": {
-                    "role": {"type": "string", "enum": ["user", "assistant"]},
+                    "role": {"type": "string", "enum": ["user", "assistant", "system"]},
                     "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]},
                 },
             },
@@ -75,6 +99,41 @@ MESSAGES_BODY: dict[str, Any] = {
             },
         },
         "stream": {"type": "boolean"},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "top_k": {"type": "integer", "minimum": 1},
+        "stop_sequences": {"type": "array", "items": {"type": "string", "minLength": 1}},
+        "thinking": {
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": {"type": "string", "enum": ["enabled", "adaptive", "disabled"]},
+                "budget_tokens": {"type": "integer", "minimum": 1024},
+            },
+        },
+        "tool_choice": {
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": {"type": "string", "enum": ["auto", "any", "tool", "none"]},
+                "name": {"type": "string"},
+                "disable_parallel_tool_use": {"type": "boolean"},
+            },
+        },
+        "metadata": {"type": "object", "description": "accepted; not logged nor kept"},
+        "output_config": {
+            "type": "object",
+            "properties": {"effort": {"type": "string"}},
+            "description": "effort: the reasoning effort of an adaptive thinking request",
+        },
+    },
+}
+# count_tokens reads only these (it accepts, and does not need, the rest).
+COUNT_BODY: dict[str, Any] = {
+    "type": "object",
+    "required": ["model", "messages"],
+    "properties": {
+        k: MESSAGES_BODY["properties"][k] for k in ("model", "system", "messages", "tools")
     },
 }
 MESSAGE_RESPONSE: dict[str, Any] = {
@@ -87,20 +146,171 @@ MESSAGE_RESPONSE: dict[str, Any] = {
         "model": {"type": "string"},
         "content": {"type": "array", "items": _BLOCK},
         "stop_reason": {"type": "string"},
-        "usage": {"type": "object"},
+        "stop_sequence": {"type": ["string", "null"]},
+        "usage": {
+            "type": "object",
+            "required": ["input_tokens", "output_tokens"],
+            "properties": {
+                "input_tokens": {"type": "integer"},
+                "output_tokens": {"type": "integer"},
+            },
+        },
+    },
+}
+MODEL_INFO: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "id", "display_name", "created_at"],
+    "properties": {
+        "type": {"type": "string", "enum": ["model"]},
+        "id": {"type": "string"},
+        "display_name": {"type": "string"},
+        "created_at": {"type": "string", "format": "date-time"},
+        "object": {"type": "string", "enum": ["model"]},
+        "created": {"type": "integer"},
+        "owned_by": {"type": "string"},
+    },
+}
+MODEL_LIST: dict[str, Any] = {
+    "type": "object",
+    "required": ["data", "has_more", "first_id", "last_id"],
+    "properties": {
+        "data": {"type": "array", "items": MODEL_INFO},
+        "has_more": {"type": "boolean"},
+        "first_id": {"type": ["string", "null"]},
+        "last_id": {"type": ["string", "null"]},
+        "object": {"type": "string", "enum": ["list"]},
     },
 }
 
 
-def _failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
+def provider_failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
     """(status, message, headers) for a provider failure, in terms the SDK acts on."""
-    message = t("provider.error", detail=str(exc))
+    message = f"the model provider failed: {exc}"
     if isinstance(exc, RateLimitedError):
         headers = {"retry-after": str(round(exc.retry_after))} if exc.retry_after else {}
         return 429, message, headers
     if isinstance(exc, CapabilityError) or exc.status in (400, 404, 413, 422):
         return 400, message, {}
     return 502, message, {}
+
+
+async def read_body(request: web.Request) -> Any:
+    """The JSON body (the sidecar's own reader and limits), its refusals in English."""
+    try:
+        return await read_json(request)
+    except ApiError as exc:
+        if exc.code != "invalid_request":
+            message = v1_message(request.method, request.path, exc)
+            raise V1Error(exc.status, exc.code, message) from None
+    raw = await request.read()  # aiohttp keeps the body read above: no second read
+    try:
+        json.loads(raw)
+    except json.JSONDecodeError as problem:
+        detail = f"line {problem.lineno} column {problem.colno}: {problem.msg}"
+    except UnicodeDecodeError:
+        detail = "not UTF-8"
+    else:
+        detail = "standard JSON only: no NaN or Infinity"
+    raise V1Error(400, "invalid_request", f"the request body is not valid JSON ({detail})")
+
+
+# ---------------------------------------------------------------------- model names
+
+
+def _exact(kernel: Kernel) -> dict[str, tuple[str, str]]:
+    """Served name → (provider, model): each enabled provider's models and aliases (the
+    active provider first, so it wins a name two providers share), then the aliases of
+    ``[gateway.model_aliases]`` that are plain names rather than patterns."""
+    enabled = kernel.config.enabled_providers
+    active = kernel.agent.provider_name
+    served: dict[str, tuple[str, str]] = {}
+    for name in [active, *(n for n in enabled if n != active)]:
+        pcfg = enabled.get(name)
+        if pcfg is None:
+            continue
+        for model in pcfg.models:
+            served.setdefault(model, (name, model))
+        for alias, model in pcfg.aliases.items():
+            served.setdefault(alias, (name, model))
+    for pattern, target in kernel.config.gateway.model_aliases.items():
+        if "*" not in pattern and (resolved := _target(kernel, target)) is not None:
+            served.setdefault(pattern, resolved)
+    return served
+
+
+def _target(kernel: Kernel, target: str) -> tuple[str, str] | None:
+    """(provider, model) of an alias target, None while its provider is disabled."""
+    provider, model = model_alias_target(target)
+    if not provider:
+        return kernel.agent.provider_name, kernel.agent.model
+    pcfg = kernel.config.enabled_providers.get(provider)
+    if pcfg is None:
+        return None
+    return provider, pcfg.resolve(model) or model
+
+
+def resolve_model(kernel: Kernel, requested: str) -> tuple[str, str]:
+    """(provider, model) answering ``requested``; 404 naming what is served if none."""
+    served = _exact(kernel)
+    if requested in served:
+        return served[requested]
+    for pattern, target in kernel.config.gateway.model_aliases.items():
+        if glob_match(pattern, requested) and (resolved := _target(kernel, target)):
+            return resolved
+    raise not_found_model(requested, list(served))
+
+
+# ---------------------------------------------------------------------- messages
+
+
+def _check(provider: Provider, name: str, parsed: MessagesRequest) -> None:
+    """Refuse by name what the provider cannot do (400), before anything is sent."""
+    caps = provider.capabilities
+    if parsed.tools and not caps.tool_call:
+        raise bad(
+            "tools",
+            f"provider {name} lacks the tool_call capability: use a model "
+            "that supports tool calls, or send no tools",
+        )
+    if not caps.attachments and any(
+        isinstance(b, ImageBlock) for m in parsed.messages for b in m.content
+    ):
+        raise bad(
+            "messages",
+            f"provider {name} takes no images (its capabilities lack "
+            "attachments): send text only, or use a model that reads images",
+        )
+    if parsed.thinking is not None and parsed.thinking.mode == "enabled" and not caps.reasoning:
+        raise bad(
+            "thinking",
+            f"provider {name} has no reasoning capability, so thinking "
+            "cannot be enabled: omit thinking (or use type 'adaptive' or 'disabled'), "
+            'or declare "reasoning" in its capabilities if the model reasons',
+        )
+
+
+def _chat_request(
+    parsed: MessagesRequest, model: str, max_tokens: int, provider: Provider
+) -> ChatRequest:
+    thinking = parsed.thinking
+    if thinking is not None and not provider.capabilities.reasoning:
+        thinking = None  # adaptive: the model may answer without thinking, and this one does
+    if thinking is not None and thinking.mode == "enabled":
+        if thinking.budget_tokens >= parsed.max_tokens:
+            raise bad("thinking.budget_tokens", "must be less than max_tokens")
+        if thinking.budget_tokens >= max_tokens:  # the provider's cap on max_tokens
+            thinking = replace(thinking, budget_tokens=max_tokens - 1)
+    return ChatRequest(
+        model,
+        parsed.system,
+        parsed.messages,
+        parsed.tools,
+        max_tokens,
+        sampling=parsed.sampling,
+        thinking=thinking,
+        tool_choice=parsed.tool_choice,
+        history_thinking=parsed.history_thinking,
+    )
 
 
 @router.post(
@@ -110,21 +320,26 @@ def _failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
     response=MESSAGE_RESPONSE,
     sse=True,
     anthropic=True,
-    errors=(429, 502),
+    errors=(404, 429, 502),
 )
 async def messages(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
-    parsed = parse_request(await read_json(request))
-    provider_name, model = kernel.agent.resolve_model(parsed.model)
+    parsed = parse_request(await read_body(request))
+    provider_name, model = resolve_model(kernel, parsed.model)
     pcfg = kernel.config.providers[provider_name]
-    if parsed.tools:
-        provider = await kernel.agent.provider(provider_name)
-        if not provider.capabilities.tool_call:
-            raise ApiError(
-                400, "provider_not_supported", t("gw.claude_no_tools", name=provider_name)
-            )
+    provider = await kernel.agent.provider(provider_name)
+    _check(provider, provider_name, parsed)
     max_tokens = min(parsed.max_tokens, pcfg.max_tokens or parsed.max_tokens)
-    chat = ChatRequest(model, parsed.system, parsed.messages, parsed.tools, max_tokens)
+    chat = _chat_request(parsed, model, max_tokens, provider)
+    try:
+        provider.check(chat)
+    except CapabilityError as exc:
+        if exc.code == "no_top_k":
+            raise bad(
+                "top_k",
+                f"provider {provider_name} (an OpenAI-compatible API) has no top_k: omit it",
+            ) from None
+        raise bad("model", f"provider {provider_name} cannot answer this request: {exc}") from None
     estimate = estimate_tokens(parsed)
     message_id = new_message_id()
     async with contextlib.aclosing(kernel.agent.stream_request(provider_name, chat)) as events:
@@ -132,15 +347,15 @@ async def messages(request: web.Request) -> web.StreamResponse:
             # The first event decides between an HTTP error and a 200 stream.
             first = await anext(events)
         except StopAsyncIteration:
-            return anthropic_error(502, t("gw.claude_no_answer", name=provider_name))
+            return anthropic_error(502, f"provider {provider_name} returned nothing: retry later")
         except ProviderError as exc:
-            status, message, headers = _failure(exc)
+            status, message, headers = provider_failure(exc)
             return anthropic_error(status, message, headers)
         if not parsed.stream:
             try:
                 completion = await _finish(first, events)
             except ProviderError as exc:
-                status, message, headers = _failure(exc)
+                status, message, headers = provider_failure(exc)
                 return anthropic_error(status, message, headers)
             return json_response(message_json(completion, model, message_id, estimate))
         return await _stream(request, first, events, model, message_id, estimate)
@@ -153,6 +368,45 @@ async def _finish(first: StreamEvent, events: AsyncIterator[StreamEvent]) -> Com
         if isinstance(event, Completion):
             return event
     raise ProviderError("stream ended without a result", code="bad_response")
+
+
+class _Blocks:
+    """The content blocks of a streamed answer, opened and closed as deltas of another
+    kind arrive (thinking, then text, then tool calls; thinking may come again)."""
+
+    def __init__(self, send: Any) -> None:
+        self.send = send
+        self.index = 0
+        self.open: str | None = None
+
+    async def enter(self, kind: str) -> None:
+        if self.open == kind:
+            return
+        await self.close()
+        block: dict[str, Any] = (
+            {"type": "text", "text": ""}
+            if kind == "text"
+            else {"type": "thinking", "thinking": "", "signature": ""}
+        )
+        await self.send(
+            {"type": "content_block_start", "index": self.index, "content_block": block}
+        )
+        self.open = kind
+
+    async def delta(self, delta: dict[str, Any]) -> None:
+        await self.send({"type": "content_block_delta", "index": self.index, "delta": delta})
+
+    async def close(self) -> None:
+        if self.open is not None:
+            await self.send({"type": "content_block_stop", "index": self.index})
+            self.index += 1
+            self.open = None
+
+    async def whole(self, frames: list[dict[str, Any]]) -> None:
+        await self.close()
+        for frame in frames:
+            await self.send(frame)
+        self.index += 1
 
 
 async def _stream(
@@ -173,27 +427,30 @@ async def _stream(
 
     await send(start_event(model, message_id, estimate))
     await send({"type": "ping"})
-    index = 0
-    text_open = False
+    blocks = _Blocks(send)
 
     async def handle(event: StreamEvent) -> None:
-        nonlocal index, text_open
         if isinstance(event, TextDelta):
-            if not text_open:
-                block = {"type": "text", "text": ""}
-                await send({"type": "content_block_start", "index": index, "content_block": block})
-                text_open = True
-            delta = {"type": "text_delta", "text": event.text}
-            await send({"type": "content_block_delta", "index": index, "delta": delta})
+            await blocks.enter("text")
+            await blocks.delta({"type": "text_delta", "text": event.text})
+        elif isinstance(event, ThinkingDelta):
+            await blocks.enter("thinking")
+            if event.text:
+                await blocks.delta({"type": "thinking_delta", "thinking": event.text})
+            if event.signature:
+                await blocks.delta({"type": "signature_delta", "signature": event.signature})
         elif isinstance(event, Completion):
-            if text_open:
-                await send({"type": "content_block_stop", "index": index})
-                index += 1
-                text_open = False
+            await blocks.close()
+            for part in event.thinking:
+                if part.redacted:  # opaque: it came whole, it goes whole
+                    block = thinking_json(part)
+                    start = {"type": "content_block_start", "index": blocks.index}
+                    stop = {"type": "content_block_stop", "index": blocks.index}
+                    await blocks.whole([start | {"content_block": block}, stop])
             for call in event.tool_calls:
-                for frame in tool_block_events(index, call.id, call.name, call.arguments):
-                    await send(frame)
-                index += 1
+                await blocks.whole(
+                    tool_block_events(blocks.index, call.id, call.name, call.arguments)
+                )
             for frame in end_events(event, estimate):
                 await send(frame)
 
@@ -202,14 +459,14 @@ async def _stream(
         async for event in events:
             await handle(event)
     except ProviderError as exc:
-        status, message, _ = _failure(exc)
+        status, message, _ = provider_failure(exc)
         kind = "overloaded_error" if status in (429, 502) else "api_error"
         await send({"type": "error", "error": {"type": kind, "message": message}})
     except ConnectionError:
         return response
     except Exception as exc:  # the stream has begun: end it with an error event, not a cut
         log.exception("stream failed after it began")
-        message = t("gw.internal", kind=type(exc).__name__)
+        message = f"internal error in Kernel ({type(exc).__name__}): see its log"
         with contextlib.suppress(ConnectionError):
             await send({"type": "error", "error": {"type": "api_error", "message": message}})
     await response.write_eof()
@@ -219,7 +476,7 @@ async def _stream(
 @router.post(
     "/v1/messages/count_tokens",
     summary="Estimate the input tokens of a Messages request",
-    body={**MESSAGES_BODY, "required": ["model", "messages"]},
+    body=COUNT_BODY,
     response={
         "type": "object",
         "required": ["input_tokens"],
@@ -228,5 +485,102 @@ async def _stream(
     anthropic=True,
 )
 async def count_tokens(request: web.Request) -> web.Response:
-    parsed = parse_request(await read_json(request), count_only=True)
+    parsed = parse_request(await read_body(request), count_only=True)
     return json_response({"input_tokens": estimate_tokens(parsed)})
+
+
+# ---------------------------------------------------------------------- models
+
+# Kernel does not know when a provider's model was released: the epoch says "unknown".
+CREATED_AT = "1970-01-01T00:00:00Z"
+
+
+def _model_info(model_id: str, provider: str, model: str) -> dict[str, Any]:
+    shown = model_id if model_id == model else f"{model_id} → {model}"
+    return {
+        "type": "model",
+        "id": model_id,
+        "display_name": f"{shown} ({provider})",
+        "created_at": CREATED_AT,
+        # The OpenAI SDK's fields too: each SDK reads its own, so one shape serves both.
+        "object": "model",
+        "created": 0,
+        "owned_by": provider,
+    }
+
+
+def _page_bound(request: web.Request) -> int:
+    # The anthropic SDK pages (20 a page by default); the OpenAI SDK does not page at all.
+    default = "20" if "anthropic-version" in request.headers else "1000"
+    raw = request.query.get("limit", default)
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 1000:
+        raise bad("limit", "must be an integer from 1 to 1000")
+    return limit
+
+
+@router.get(
+    "/v1/models",
+    summary="The models Kernel serves on /v1/messages and /v1/chat/completions (Anthropic's "
+    "list shape, with OpenAI's fields too)",
+    response=MODEL_LIST,
+    params=(
+        query_param("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
+        query_param("after_id", {"type": "string"}, "the page after this id"),
+        query_param("before_id", {"type": "string"}, "the page before this id"),
+    ),
+    anthropic=True,
+)
+async def list_models(request: web.Request) -> web.Response:
+    """Each enabled provider's models and aliases (the active provider first), and the
+    plain names of ``[gateway.model_aliases]``; its patterns are listed by what they
+    match when asked (GET /v1/models/{model_id})."""
+    kernel = kernel_of(request)
+    limit = _page_bound(request)
+    entries = [_model_info(i, p, m) for i, (p, m) in _exact(kernel).items()]
+    ids = [e["id"] for e in entries]
+    after, before = request.query.get("after_id"), request.query.get("before_id")
+    start, end = 0, len(entries)
+    if after is not None:
+        if after not in ids:
+            raise not_found_model(after, ids)
+        start = ids.index(after) + 1
+    if before is not None:
+        if before not in ids:
+            raise not_found_model(before, ids)
+        end = ids.index(before)
+    if before is not None and after is None:
+        start = max(start, end - limit)
+    page = entries[start:end][:limit]
+    has_more = (start + len(page) < end) if before is None else start > 0
+    return json_response(
+        {
+            "object": "list",
+            "data": page,
+            "has_more": has_more,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+        }
+    )
+
+
+@router.get(
+    "/v1/models/{model_id}",
+    summary="One model name Kernel serves, and what answers it",
+    response=MODEL_INFO,
+    params=(
+        path_param("model_id", "a model id, alias, or a name a model_aliases pattern matches"),
+    ),
+    errors=(404,),
+    anthropic=True,
+)
+async def get_model(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    model_id = request.match_info["model_id"]
+    if len(model_id) > 256:
+        raise bad("model_id", "at most 256 characters")
+    provider, model = resolve_model(kernel, model_id)
+    return json_response(_model_info(model_id, provider, model))

@@ -1,0 +1,375 @@
+"""OpenAI Chat Completions JSON ↔ Kernel's neutral messages, for ``/v1/chat/completions``
+(the many tools that speak only OpenAI's API, answered by whatever provider Kernel has).
+
+Request: ``system``/``developer`` messages become the system prompt in order; ``tool``
+messages become tool results (consecutive ones in one user message); images must be
+``data:`` URLs; ``stop`` becomes stop sequences; ``reasoning_effort`` asks for thinking
+(refused by name when the provider has no reasoning). ``n`` other than 1, audio and
+``response_format`` other than text are refused; other unknown fields are ignored.
+Errors are :class:`V1Error` like the rest of ``/v1/``: the body
+``{"type": "error", "error": {"type", "message"}}`` is also a valid OpenAI error.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel.agent.messages import (
+    Block,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
+from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
+from kernel.gateway.claude_format import MODEL_NAME_MAX, V1Error, bad, tool_input
+from kernel.providers.base import Completion, Sampling, Thinking
+
+EFFORTS = ("minimal", "low", "medium", "high")
+
+
+@dataclass(slots=True)
+class ChatCompletionRequest:
+    model: str
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    max_tokens: int | None = None
+    stream: bool = False
+    include_usage: bool = False
+    sampling: Sampling = field(default_factory=Sampling)
+    thinking: Thinking | None = None
+    tool_choice: dict[str, Any] | None = None
+
+
+def parse_chat_request(data: Any) -> ChatCompletionRequest:
+    if not isinstance(data, dict):
+        raise V1Error(400, "invalid_request", "the request body must be a JSON object")
+    model = data.get("model")
+    if not isinstance(model, str) or not model or len(model) > MODEL_NAME_MAX:
+        raise bad("model", f"Field required (a model name of at most {MODEL_NAME_MAX} characters)")
+    if data.get("n") not in (None, 1):
+        raise bad("n", "only 1 choice per request is supported")
+    for name in ("audio", "prediction"):
+        if data.get(name) is not None:
+            raise bad(name, "not supported by Kernel")
+    response_format = data.get("response_format")
+    if response_format is not None and (
+        not isinstance(response_format, dict) or response_format.get("type") != "text"
+    ):
+        raise bad("response_format", "only type 'text' is supported by Kernel")
+    raw = data.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise bad("messages", "Field required (a non-empty array of messages)")
+    system, messages = _messages(raw)
+    if not messages:
+        raise bad("messages", "at least one user or assistant message is required")
+    stream = data.get("stream", False)
+    if not isinstance(stream, bool):
+        raise bad("stream", "must be a boolean")
+    options = data.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    return ChatCompletionRequest(
+        model=model,
+        system=system,
+        messages=messages,
+        tools=_tools(data.get("tools")),
+        max_tokens=_max_tokens(data),
+        stream=stream,
+        include_usage=include_usage,
+        sampling=_sampling(data),
+        thinking=_thinking(data.get("reasoning_effort")),
+        tool_choice=_tool_choice(data.get("tool_choice"), data.get("parallel_tool_calls")),
+    )
+
+
+def _max_tokens(data: dict[str, Any]) -> int | None:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = data.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise bad(name, "must be an integer ≥ 1")
+        return value
+    return None
+
+
+def _sampling(data: dict[str, Any]) -> Sampling:
+    values: dict[str, float | None] = {}
+    for name, high in (("temperature", 2.0), ("top_p", 1.0)):
+        value = data.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= high
+        ):
+            raise bad(name, f"must be a number from 0 to {high:g}")
+        values[name] = None if value is None else float(value)
+    stop = data.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is not None and not (
+        isinstance(stop, list) and all(isinstance(s, str) and s for s in stop)
+    ):
+        raise bad("stop", "must be a non-empty string or an array of them")
+    return Sampling(
+        temperature=values["temperature"], top_p=values["top_p"], stop_sequences=list(stop or [])
+    )
+
+
+def _thinking(effort: Any) -> Thinking | None:
+    if effort is None or effort == "none":
+        return None
+    if effort not in EFFORTS:
+        raise bad("reasoning_effort", f"must be one of {', '.join(EFFORTS)}")
+    return Thinking("adaptive", effort=effort)
+
+
+def _tool_choice(value: Any, parallel: Any) -> dict[str, Any] | None:
+    choice: dict[str, Any] | None
+    if value is None:
+        choice = None
+    elif value in ("auto", "none"):
+        choice = {"type": value}
+    elif value == "required":
+        choice = {"type": "any"}
+    elif (
+        isinstance(value, dict)
+        and value.get("type") == "function"
+        and isinstance(value.get("function"), dict)
+        and isinstance(value["function"].get("name"), str)
+    ):
+        choice = {"type": "tool", "name": value["function"]["name"]}
+    else:
+        raise bad("tool_choice", "must be 'auto', 'none', 'required' or a function choice")
+    if parallel is False:
+        choice = (choice or {"type": "auto"}) | {"disable_parallel_tool_use": True}
+    return choice
+
+
+def _tools(value: Any) -> list[ToolSpec]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise bad("tools", "must be an array")
+    specs = []
+    for i, tool in enumerate(value):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type") != "function"
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+        ):
+            raise bad(f"tools.{i}", "must be {'type': 'function', 'function': {'name': …}}")
+        parameters = function.get("parameters")
+        description = function.get("description")
+        specs.append(
+            ToolSpec(
+                function["name"],
+                description if isinstance(description, str) else "",
+                parameters if isinstance(parameters, dict) else {"type": "object"},
+            )
+        )
+    return specs
+
+
+def _messages(raw: list[Any]) -> tuple[str, list[Message]]:
+    system: list[str] = []
+    messages: list[Message] = []
+    for i, item in enumerate(raw):
+        where = f"messages.{i}"
+        role = item.get("role") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or role not in (
+            "system",
+            "developer",
+            "user",
+            "assistant",
+            "tool",
+        ):
+            raise bad(f"{where}.role", "must be system, developer, user, assistant or tool")
+        content = item.get("content")
+        if role in ("system", "developer"):
+            system.append(_text(content, where))
+        elif role == "tool":
+            call_id = item.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise bad(f"{where}.tool_call_id", "Field required")
+            result = ToolResultBlock(call_id, _text(content, where))
+            last = messages[-1] if messages else None
+            if last is not None and last.role == "user" and last.tool_results:
+                last.content.append(result)
+            else:
+                messages.append(Message("user", [result]))
+        elif role == "assistant":
+            messages.append(_assistant(item, where))
+        else:
+            messages.append(Message("user", _user_content(content, where)))
+    return "\n\n".join(s for s in system if s), messages
+
+
+def _text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for j, part in enumerate(content):
+            if not (isinstance(part, dict) and part.get("type") == "text"):
+                raise bad(f"{where}.content.{j}", "only text parts are allowed here")
+            texts.append(str(part.get("text", "")))
+        return "\n".join(texts)
+    raise bad(f"{where}.content", "must be a string or an array of parts")
+
+
+def _user_content(content: Any, where: str) -> list[Block]:
+    if isinstance(content, str):
+        return [TextBlock(content)]
+    if not isinstance(content, list):
+        raise bad(f"{where}.content", "must be a string or an array of parts")
+    blocks: list[Block] = []
+    for j, part in enumerate(content):
+        at = f"{where}.content.{j}"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            blocks.append(TextBlock(part["text"]))
+        elif kind == "image_url":
+            blocks.append(_image(part.get("image_url"), at))
+        else:
+            raise bad(at, f"part type {kind!r} is not supported (text and image_url are)")
+    return blocks
+
+
+def _image(value: Any, at: str) -> Block:
+    url = value.get("url") if isinstance(value, dict) else None
+    head, _, data = url.partition(",") if isinstance(url, str) else ("", "", "")
+    media_type = head.removeprefix("data:").removesuffix(";base64")
+    if not head.startswith("data:") or not head.endswith(";base64"):
+        raise bad(f"{at}.image_url.url", "images must be data: URLs (base64), not links")
+    if media_type not in IMAGE_MEDIA_TYPES:
+        raise bad(f"{at}.image_url.url", f"must be one of {', '.join(IMAGE_MEDIA_TYPES)}")
+    try:
+        return image_block(media_type, data, at)
+    except ApiError:
+        raise bad(f"{at}.image_url.url", "is not valid base64") from None
+
+
+def _assistant(item: dict[str, Any], where: str) -> Message:
+    blocks: list[Block] = []
+    text = _text(item.get("content"), where)
+    if text:
+        blocks.append(TextBlock(text))
+    calls = item.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise bad(f"{where}.tool_calls", "must be an array")
+    for k, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (
+            isinstance(call, dict)
+            and isinstance(call.get("id"), str)
+            and isinstance(function, dict)
+            and isinstance(function.get("name"), str)
+        ):
+            raise bad(f"{where}.tool_calls.{k}", "must have an id and a function name")
+        arguments = function.get("arguments")
+        blocks.append(
+            ToolUseBlock(
+                call["id"],
+                function["name"],
+                tool_input(arguments if isinstance(arguments, str) else "{}"),
+            )
+        )
+    return Message("assistant", blocks)
+
+
+# ---------------------------------------------------------------------- responses
+
+
+def new_completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def finish_reason(completion: Completion) -> str:
+    if completion.tool_calls:
+        return "tool_calls"
+    if completion.stop_reason in ("max_tokens", "length"):
+        return "length"
+    if completion.stop_reason in ("refusal", "content_filter"):
+        return "content_filter"
+    return "stop"
+
+
+def usage_json(completion: Completion, prompt_estimate: int) -> dict[str, int]:
+    prompt = completion.input_tokens or prompt_estimate
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion.output_tokens,
+        "total_tokens": prompt + completion.output_tokens,
+    }
+
+
+def tool_calls_json(completion: Completion) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(tool_input(call.arguments))},
+        }
+        for call in completion.tool_calls
+    ]
+
+
+def completion_json(
+    completion: Completion, model: str, completion_id: str, prompt_estimate: int
+) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": completion.text or None,
+        "refusal": None,
+    }
+    if completion.tool_calls:
+        message["tool_calls"] = tool_calls_json(completion)
+    reasoning = "".join(p.text for p in completion.thinking)
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish_reason(completion),
+            }
+        ],
+        "usage": usage_json(completion, prompt_estimate),
+    }
+
+
+def chunk_json(
+    completion_id: str,
+    model: str,
+    delta: dict[str, Any] | None,
+    finish: str | None = None,
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk``; ``delta`` None is the usage-only last chunk."""
+    chunk: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": []
+        if delta is None
+        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+    if usage is not None or delta is None:
+        chunk["usage"] = usage
+    return chunk
