@@ -42,7 +42,7 @@ class ManualClock:
         """Whether something sleeps until exactly ``deadline``."""
         return any(d == deadline for d, f in self._sleepers if not f.done())
 
-    async def wait_for_sleeper(self, seconds: float, timeout: float = 5) -> None:  # noqa: ASYNC109
+    async def wait_for_sleeper(self, seconds: float, timeout: float = 30) -> None:  # noqa: ASYNC109
         """Wait until something sleeps ``seconds`` from now (a workflow's delay, say)."""
         deadline = self._now + timedelta(seconds=seconds)
         async with asyncio.timeout(timeout):

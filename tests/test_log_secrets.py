@@ -166,7 +166,7 @@ async def test_no_secret_or_message_text_reaches_the_log(
                 (OWNER_TEXTS[3], "connection"),  # the SDK raises with the key inside
             ):
                 await _say(tg, text, shown)
-            await tg.wait_until(lambda: len(openai.requests) >= 1, timeout=20)
+            await tg.wait_until(lambda: len(openai.requests) >= 1, timeout=30)
         finally:
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)

@@ -27,7 +27,7 @@ async def next_event(turn: Turn, kind: type) -> list[TurnEvent]:
 
 async def cancel_and_finish(kernel: Kernel, turn: Turn) -> Completed:
     assert kernel.agent.cancel(CONV)
-    final = await asyncio.wait_for(turn.wait(), timeout=5)
+    final = await asyncio.wait_for(turn.wait(), timeout=30)
     assert isinstance(final, Completed) and final.cancelled
     assert not kernel.agent.is_busy(CONV)
     return final
@@ -71,7 +71,7 @@ async def test_cancel_during_slow_tool(sim: Sim, make_kernel: KernelFactory) -> 
     sim.enqueue(tool_reply("slow_job", {"name": "backup"}))
     turn = kernel.agent.start_turn(CONV, UserInput("run the backup"))
     await next_event(turn, ToolCall)
-    await asyncio.wait_for(started.wait(), timeout=5)
+    await asyncio.wait_for(started.wait(), timeout=30)
 
     await cancel_and_finish(kernel, turn)
     assert finished == []
@@ -131,7 +131,7 @@ async def test_busy_conversation_refuses_a_second_turn(
     # another conversation is independent
     anthropic_sim.enqueue(text_reply("other"))
     other = kernel.agent.start_turn("test:2", UserInput("parallel"))
-    final = await asyncio.wait_for(other.wait(), timeout=5)
+    final = await asyncio.wait_for(other.wait(), timeout=30)
     assert isinstance(final, Completed) and final.reply == "other"
     await cancel_and_finish(kernel, turn)
 
@@ -154,7 +154,7 @@ async def test_double_cancel_still_ends_the_turn_once(sim: Sim, make_kernel: Ker
     turn = kernel.agent.start_turn(CONV, UserInput("go"))
     await next_event(turn, AssistantDelta)
     assert kernel.agent.cancel(CONV) and kernel.agent.cancel(CONV)
-    final = await asyncio.wait_for(turn.wait(), timeout=5)
+    final = await asyncio.wait_for(turn.wait(), timeout=30)
     assert isinstance(final, Completed) and final.cancelled
 
 

@@ -48,7 +48,7 @@ async def test_waiters_queue_and_time_out(
     assert agent.waiting(opened.conversation) == 1 and not waiter.done()
     assert agent.find_turn(turn.id) is turn
     turn.cancel()
-    await asyncio.wait_for(waiter, 5)
+    await asyncio.wait_for(waiter, 30)
     assert not agent.is_busy(opened.conversation)
     assert agent.find_turn("turn-0") is None
 

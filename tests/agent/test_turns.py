@@ -126,7 +126,7 @@ async def test_parallel_tool_calls_run_concurrently(sim: Sim, make_kernel: Kerne
         running.add(key)
         if len(running) == 2:
             both_running.set()
-        await asyncio.wait_for(both_running.wait(), timeout=5)
+        await asyncio.wait_for(both_running.wait(), timeout=30)
         return f"value-of-{key}"
 
     sim.enqueue(

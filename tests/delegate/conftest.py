@@ -69,11 +69,11 @@ def record_of(path: Path) -> dict[str, Any]:
     return data
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:  # noqa: ASYNC109
+async def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:  # noqa: ASYNC109
     async with asyncio.timeout(timeout):
         while not condition():  # noqa: ASYNC110 (polling process state, which has no event)
             await asyncio.sleep(0.02)
 
 
-async def wait_dead(*pids: int, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+async def wait_dead(*pids: int, timeout: float = 30.0) -> None:  # noqa: ASYNC109
     await wait_for(lambda: not any(alive(p) for p in pids), timeout)

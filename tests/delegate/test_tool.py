@@ -157,7 +157,7 @@ async def test_kernel_stop_kills_a_running_delegation(
 
     await kernel.stop()
 
-    final = await asyncio.wait_for(turn.wait(), 5)
+    final = await asyncio.wait_for(turn.wait(), 30)
     assert isinstance(final, Completed) and final.cancelled
     assert not alive(info["pid"])
     await wait_dead(info["grandchild"])

@@ -74,7 +74,7 @@ class Sidecar:
         return status, data
 
 
-async def until(condition: Callable[[], bool], seconds: float = 5) -> None:
+async def until(condition: Callable[[], bool], seconds: float = 30) -> None:
     """Return once ``condition()`` holds, checked every 10 ms, for at most ``seconds``."""
     async with asyncio.timeout(seconds):
         for _ in iter(condition, True):  # calls condition() until it is true

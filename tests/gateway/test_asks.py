@@ -27,7 +27,7 @@ async def test_a_json_turn_waits_for_the_answer_given_over_http(
             asks.extend(data["asks"])
             await asyncio.sleep(0.02)
 
-    await asyncio.wait_for(poll(), 10)
+    await asyncio.wait_for(poll(), 30)
     [ask] = asks
     assert ask["kind"] == "approval" and ask["options"] == ["✅ Approve", "❌ Deny"]
     assert "likes jazz" in str(ask["question"])
@@ -38,7 +38,7 @@ async def test_a_json_turn_waits_for_the_answer_given_over_http(
     status, data, _ = await sc.call("POST", f"/agent/asks/{ask['id']}/answer", {"choice": 0})
     assert (status, data) == (200, {"resolved": True, "option": "✅ Approve"})
 
-    status, reply = await asyncio.wait_for(turn, 10)
+    status, reply = await asyncio.wait_for(turn, 30)
     assert (status, reply["reply"]) == (200, "Saved.")
     assert [m.text for m in await sc.kernel.store.list_memories()] == ["likes jazz"]
     status, data, _ = await sc.call("POST", f"/agent/asks/{ask['id']}/answer", {"choice": 0})

@@ -21,7 +21,7 @@ class LoopbackServer:
     async def wait_until(
         self,
         condition: Callable[[], bool],
-        timeout: float = 5,  # noqa: ASYNC109 (the documented API)
+        timeout: float = 30,  # noqa: ASYNC109 (the documented API)
     ) -> None:
         async with asyncio.timeout(timeout):
             while not condition():

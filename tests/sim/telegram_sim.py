@@ -785,7 +785,7 @@ class TelegramSim:
     async def wait_for(
         self,
         predicate: Callable[[BotCall], bool],
-        timeout: float = 5,  # noqa: ASYNC109 (the documented API)
+        timeout: float = 30,  # noqa: ASYNC109 (the documented API)
     ) -> BotCall:
         """The first call (already made or still to come) that satisfies `predicate`."""
         seen = 0
@@ -806,7 +806,7 @@ class TelegramSim:
     async def wait_until(
         self,
         condition: Callable[[], bool],
-        timeout: float = 5,  # noqa: ASYNC109 (the documented API)
+        timeout: float = 30,  # noqa: ASYNC109 (the documented API)
     ) -> None:
         """Return once `condition()` holds; it is rechecked on every event and every 20 ms."""
         try:

@@ -62,7 +62,7 @@ class BotHarness:
                 and not self.channel._tasks
                 and placeholder not in self.texts()
             ),
-            timeout=10,
+            timeout=30,
         )
 
     async def converse(self, text: str) -> str:

@@ -168,7 +168,7 @@ async def test_429_is_honoured(bot: Factory) -> None:
     h = await bot()
     h.tg.fail("sendMessage", status=429, retry_after=1)
     h.tg.inject_text("/help")
-    await h.tg.wait_until(lambda: bool(h.texts()), timeout=10)
+    await h.tg.wait_until(lambda: bool(h.texts()), timeout=30)
     assert h.texts()[0].startswith("Kernel, your personal assistant")
     attempts = h.tg.calls_to("sendMessage")
     assert attempts[0].status == 429 and attempts[1].ok
@@ -280,7 +280,7 @@ async def test_typing_is_refreshed_while_the_reply_takes_long(bot: Factory) -> N
 async def test_polling_recovers_after_dropped_connections(bot: Factory) -> None:
     h = await bot()
     h.tg.drop_connections("getUpdates", times=3)
-    await h.tg.wait_until(lambda: sum(1 for p in h.tg.polls if p.status == 0) >= 3, timeout=20)
+    await h.tg.wait_until(lambda: sum(1 for p in h.tg.polls if p.status == 0) >= 3, timeout=30)
     h.model.enqueue(text_reply("still here"))
     h.tg.inject_text("are you there?")
     await h.tg.wait_until(lambda: "still here" in h.texts(), timeout=30)
@@ -289,7 +289,7 @@ async def test_polling_recovers_after_dropped_connections(bot: Factory) -> None:
 async def test_watchdog_restarts_a_wedged_poll(bot: Factory) -> None:
     h = await bot()
     h.tg.hang_get_updates(60)
-    await h.tg.wait_until(lambda: h.channel.poll_restarts >= 1, timeout=20)
+    await h.tg.wait_until(lambda: h.channel.poll_restarts >= 1, timeout=30)
     h.model.enqueue(text_reply("recovered"))
     h.tg.inject_text("ping")
     await h.tg.wait_until(lambda: "recovered" in h.texts(), timeout=30)

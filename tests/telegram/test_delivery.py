@@ -14,7 +14,7 @@ async def test_a_dropped_placeholder_does_not_lose_the_reply(bot: Factory) -> No
     h.tg.drop_connections("sendMessage", times=1)
     h.model.enqueue(text_reply("still delivered"))
     h.tg.inject_text("hi")
-    await h.tg.wait_until(lambda: "still delivered" in h.texts(), timeout=10)
+    await h.tg.wait_until(lambda: "still delivered" in h.texts(), timeout=30)
     await h.settle()
     assert h.texts() == ["still delivered"]
 

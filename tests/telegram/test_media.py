@@ -60,7 +60,7 @@ async def test_oversized_photo_is_refused_before_download(bot: Factory) -> None:
     message["photo"] = [dict(p) for p in message["photo"]]
     message["photo"][-1]["file_size"] = 25 * 1024 * 1024
     h.model.enqueue(text_reply("first photo seen"))
-    await h.tg.wait_until(lambda: "first photo seen" in h.texts(), timeout=10)
+    await h.tg.wait_until(lambda: "first photo seen" in h.texts(), timeout=30)
     await h.settle()
     gets = len(h.tg.calls_to("getFile"))
     reply = await h.ask_update({"message": message})

@@ -43,7 +43,7 @@ async def send_voice(h: BotHarness, audio: bytes, **kw: object) -> None:
     """The owner sends a voice note; wait until everything it causes is shown."""
     before = len(h.tg.calls_to("sendMessage"))
     h.tg.inject_voice(audio, **kw)  # type: ignore[arg-type]
-    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before, timeout=20)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before, timeout=30)
     await h.settle()
 
 
