@@ -27,6 +27,7 @@ from kernel.mcp import MCPManager
 from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
+from kernel.providers.retirement import retirement_notices
 from kernel.retention import RetentionJob
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
@@ -241,6 +242,8 @@ class Kernel:
         if self.config.cron.enabled:
             await self.cron.start()
         self.retention.start()
+        for notice in retirement_notices(self.config, self.clock.now().date()):
+            log.warning("%s", notice.text())
         log.info(
             "kernel started: provider=%s model=%s tools=%d",
             self.agent.provider_name,
