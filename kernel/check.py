@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import tempfile
+import urllib.request
 import wave
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -119,6 +122,32 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else url
 
 
+async def _connect_error(url: str, seconds: float) -> str | None:
+    """Why a TCP connection to ``url``'s host cannot be opened within ``seconds``, or
+    None. Done before the SDK is even imported (a few seconds on a small machine), so an
+    unreachable endpoint is named at once. Through a proxy the SDK decides instead."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host or (urllib.request.getproxies() and not urllib.request.proxy_bypass(host)):
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        async with asyncio.timeout(seconds):
+            _, writer = await asyncio.open_connection(host, port)
+    except TimeoutError:
+        return t("check.no_connect_within", seconds=f"{seconds:g}")
+    except socket.gaierror as exc:  # the name does not resolve
+        return exc.strerror or type(exc).__name__
+    except OSError as exc:  # asyncio's own text repeats the address: say what happened
+        return os.strerror(exc.errno) if exc.errno else type(exc).__name__
+    except ValueError as exc:  # a port out of range
+        return type(exc).__name__
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
 def _probe_build(factory: Callable[[], Provider], config: Config) -> Provider:
     """A provider for one probe: no retries (``_stream`` is one attempt) and the check's
     own short connect timeout, so an unreachable endpoint is named in seconds."""
@@ -133,6 +162,12 @@ async def _provider(config: Config, name: str) -> CheckLine:
     part = f"provider {name}"
     cfg = config.providers[name]
     is_default = name == config.general.default_provider
+    status: Status = "fail" if is_default else "warn"
+    error = await _connect_error(cfg.api_base, config.general.check_connect_timeout)
+    if error is not None:
+        key = f"providers.{name}.api_base"
+        detail = t("check.unreachable", url=shown_url(cfg.api_base), error=error, key=key)
+        return CheckLine(part, status, detail)
     try:
         provider = await asyncio.to_thread(_probe_build, lambda: create_provider(cfg), config)
     except Exception as exc:  # an SDK that cannot even be built
@@ -149,7 +184,6 @@ async def _provider(config: Config, name: str) -> CheckLine:
                 break
     except KernelError as exc:
         fix = t("check.provider_fix", env=cfg.env_key)
-        status: Status = "fail" if is_default else "warn"
         tried = t("check.provider_tried", url=shown_url(cfg.api_base))
         return CheckLine(part, status, f"{exc} ({tried}) — {fix}")
     finally:
@@ -221,6 +255,11 @@ async def _titles(config: Config) -> CheckLine:
 
     assert config.titles is not None
     titles = config.titles
+    error = await _connect_error(titles.api_base, config.general.check_connect_timeout)
+    if error is not None:
+        url = shown_url(titles.api_base)
+        detail = t("check.unreachable", url=url, error=error, key="titles.api_base")
+        return CheckLine("titles", "warn", detail)
     try:
         provider = await asyncio.to_thread(
             _probe_build, lambda: create_titles_provider(titles), config

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from kernel.check import shown_url
 from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.delegate.standins import make_cli
 from tests.mcp.conftest import free_port, mcp_toml, stdio_server
@@ -126,8 +127,10 @@ async def test_unreachable_provider_is_named_with_the_url_it_tried(tmp_path: Pat
 
     assert code == 1, lines
     provider = line(lines, "provider main")
-    assert provider.startswith("[FAIL] provider main: ") and f"(tried {closed})" in provider
-    assert "connection" in provider
+    assert provider == (
+        f"[FAIL] provider main: cannot connect to {closed} (Connection refused): "
+        "check providers.main.api_base, the network and any firewall"
+    )
     model = line(lines, "model claude-sonnet-4-5")
     assert model.startswith("[warn] model claude-sonnet-4-5: ")
     assert "2026-11-30" in model and "claude-sonnet-5-5" in model
@@ -149,3 +152,8 @@ async def test_configured_ffmpeg_is_the_one_checked_even_with_spoken_replies_off
         code, lines, err = await check(tmp_path)
 
     assert line(lines, "ffmpeg") == f"[ok  ] ffmpeg: {ffmpeg}"
+
+
+def test_a_url_is_shown_without_user_password_or_query() -> None:
+    url = "https://me:sk-secret-0123456789@llm.example:8443/v1?key=sk-other-0123456789"
+    assert shown_url(url) == "https://llm.example:8443/v1"
