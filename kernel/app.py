@@ -243,7 +243,7 @@ class Kernel:
             await self.cron.start()
         self.retention.start()
         for notice in retirement_notices(self.config, self.clock.now().date()):
-            log.warning("%s", notice.text())
+            log.warning("%s", notice.describe())
         log.info(
             "kernel started: provider=%s model=%s tools=%d",
             self.agent.provider_name,

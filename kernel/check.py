@@ -58,7 +58,7 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
     lines += [CheckLine("config", "warn", w) for w in config.warnings]
     today = today or datetime.now(UTC).date()
     for notice in retirement_notices(config, today):
-        lines.append(CheckLine(f"model {notice.model}", "warn", notice.text()))
+        lines.append(CheckLine(f"model {notice.model}", "warn", notice.describe()))
     lines.append(await asyncio.to_thread(_data_dir, config))
     lines.append(await asyncio.to_thread(_fts5))
     probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []

@@ -113,7 +113,7 @@ class RetirementNotice:
     def model(self) -> str:
         return self.retirement.model
 
-    def text(self) -> str:
+    def describe(self) -> str:
         key = "model.retiring" if self.days_left >= 0 else "model.retired"
         return t(
             key,

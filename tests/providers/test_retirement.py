@@ -46,7 +46,7 @@ def test_a_model_near_or_past_its_end_of_life_is_named_with_date_and_replacement
     config = english(config_with(tmp_path, "claude-sonnet-4-5-20250929"))
     [notice] = retirement_notices(config, today)  # type: ignore[arg-type]
     assert notice.days_left == days
-    text = notice.text()
+    text = notice.describe()
     assert "claude-sonnet-4-5-20250929" in text and "providers.main.default_model" in text
     assert "2026-11-30" in text and "claude-sonnet-5-5" in text
     assert ("days left" in text) == (days >= 0)
