@@ -128,7 +128,8 @@ async def _connect_error(url: str, seconds: float) -> str | None:
     unreachable endpoint is named at once. Through a proxy the SDK decides instead."""
     parts = urlsplit(url)
     host = parts.hostname
-    if not host or (urllib.request.getproxies() and not urllib.request.proxy_bypass(host)):
+    proxied = {"http", "https", "all"} & set(urllib.request.getproxies())
+    if not host or (proxied and not urllib.request.proxy_bypass(host)):
         return None
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -139,7 +140,7 @@ async def _connect_error(url: str, seconds: float) -> str | None:
     except socket.gaierror as exc:  # the name does not resolve
         return exc.strerror or type(exc).__name__
     except OSError as exc:  # asyncio's own text repeats the address: say what happened
-        return os.strerror(exc.errno) if exc.errno else type(exc).__name__
+        return os.strerror(exc.errno) if exc.errno else str(exc)[:200] or type(exc).__name__
     except ValueError as exc:  # a port out of range
         return type(exc).__name__
     writer.close()
