@@ -143,6 +143,7 @@ stage_app() {
     mkdir -p "$1"
     tar -C "$SOURCE" \
         --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./config.toml \
+        --exclude=./.real-clients \
         --exclude=./tests --exclude=./bench --exclude=__pycache__ --exclude='*.pyc' \
         --exclude=.pytest_cache --exclude=.mypy_cache --exclude=.ruff_cache --exclude=.hypothesis \
         --exclude='*.log' \

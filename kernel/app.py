@@ -28,6 +28,7 @@ from kernel.mcp.interact import agent_sampler
 from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
 from kernel.providers.base import Provider, Sleep
+from kernel.providers.retirement import retirement_notices
 from kernel.retention import RetentionJob
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
@@ -243,6 +244,8 @@ class Kernel:
         if self.config.cron.enabled:
             await self.cron.start()
         self.retention.start()
+        for notice in retirement_notices(self.config, self.clock.now().date()):
+            log.warning("%s", notice.describe())
         log.info(
             "kernel started: provider=%s model=%s tools=%d",
             self.agent.provider_name,

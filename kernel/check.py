@@ -13,21 +13,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import tempfile
+import urllib.request
 import wave
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Literal
+from urllib.parse import urlsplit
 
 from kernel.agent.messages import Message, TextBlock
 from kernel.config import Config
 from kernel.errors import KernelError
 from kernel.i18n import t
 from kernel.providers import create_provider
-from kernel.providers.base import ChatRequest, Completion
+from kernel.providers.base import ChatRequest, Completion, Provider
+from kernel.providers.retirement import retirement_notices
+from kernel.providers.sdk import SDKProvider
 
 Status = Literal["ok", "warn", "fail"]
 MARKS: dict[Status, str] = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
@@ -43,10 +50,15 @@ class CheckLine:
         return f"[{MARKS[self.status]}] {self.part}: {self.detail}"
 
 
-async def run_checks(config: Config, *, seconds: float = 20.0) -> list[CheckLine]:
-    """Every check, the slow ones concurrently, each bounded by ``seconds``."""
+async def run_checks(config: Config, *, today: date | None = None) -> list[CheckLine]:
+    """Every check, the slow ones concurrently, each bounded by ``general.check_timeout``;
+    ``today`` (default: the UTC date) decides which models are near their end of life."""
+    seconds = config.general.check_timeout
     lines = [CheckLine("config", "ok", t("check.config_ok", path=config.path))]
     lines += [CheckLine("config", "warn", w) for w in config.warnings]
+    today = today or datetime.now(UTC).date()
+    for notice in retirement_notices(config, today):
+        lines.append(CheckLine(f"model {notice.model}", "warn", notice.describe()))
     lines.append(await asyncio.to_thread(_data_dir, config))
     lines.append(await asyncio.to_thread(_fts5))
     probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []
@@ -99,12 +111,66 @@ def _fts5() -> CheckLine:
     return CheckLine("memory search", "ok", t("check.fts5_ok", version=sqlite3.sqlite_version))
 
 
+def shown_url(url: str) -> str:
+    """A configured base URL as a check line names it: without a user, password or query
+    (where keys sometimes ride), never the key."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else url
+
+
+async def _connect_error(url: str, seconds: float) -> str | None:
+    """Why a TCP connection to ``url``'s host cannot be opened within ``seconds``, or
+    None. Done before the SDK is even imported (a few seconds on a small machine), so an
+    unreachable endpoint is named at once. Through a proxy the SDK decides instead."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    proxied = {"http", "https", "all"} & set(urllib.request.getproxies())
+    if not host or (proxied and not urllib.request.proxy_bypass(host)):
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        async with asyncio.timeout(seconds):
+            _, writer = await asyncio.open_connection(host, port)
+    except TimeoutError:
+        return t("check.no_connect_within", seconds=f"{seconds:g}")
+    except socket.gaierror as exc:  # the name does not resolve
+        return exc.strerror or type(exc).__name__
+    except OSError as exc:  # asyncio's own text repeats the address: say what happened
+        return os.strerror(exc.errno) if exc.errno else str(exc)[:200] or type(exc).__name__
+    except ValueError as exc:  # a port out of range
+        return type(exc).__name__
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
+def _probe_build(factory: Callable[[], Provider], config: Config) -> Provider:
+    """A provider for one probe: no retries (``_stream`` is one attempt) and the check's
+    own short connect timeout, so an unreachable endpoint is named in seconds."""
+    provider = factory()
+    if isinstance(provider, SDKProvider):
+        general = config.general
+        provider.limit_time(general.check_timeout, general.check_connect_timeout)
+    return provider
+
+
 async def _provider(config: Config, name: str) -> CheckLine:
     part = f"provider {name}"
     cfg = config.providers[name]
     is_default = name == config.general.default_provider
+    status: Status = "fail" if is_default else "warn"
+    error = await _connect_error(cfg.api_base, config.general.check_connect_timeout)
+    if error is not None:
+        key = f"providers.{name}.api_base"
+        detail = t("check.unreachable", url=shown_url(cfg.api_base), error=error, key=key)
+        return CheckLine(part, status, detail)
     try:
-        provider = await asyncio.to_thread(create_provider, cfg)
+        provider = await asyncio.to_thread(_probe_build, lambda: create_provider(cfg), config)
     except Exception as exc:  # an SDK that cannot even be built
         return CheckLine(part, "fail" if is_default else "warn", type(exc).__name__)
     request = ChatRequest(
@@ -119,12 +185,13 @@ async def _provider(config: Config, name: str) -> CheckLine:
                 break
     except KernelError as exc:
         fix = t("check.provider_fix", env=cfg.env_key)
-        status: Status = "fail" if is_default else "warn"
-        return CheckLine(part, status, f"{exc} — {fix}")
+        tried = t("check.provider_tried", url=shown_url(cfg.api_base))
+        return CheckLine(part, status, f"{exc} ({tried}) — {fix}")
     finally:
         with contextlib.suppress(Exception):
             await provider.aclose()
-    return CheckLine(part, "ok", t("check.provider_ok", model=cfg.default_model, url=cfg.api_base))
+    url = shown_url(cfg.api_base)
+    return CheckLine(part, "ok", t("check.provider_ok", model=cfg.default_model, url=url))
 
 
 async def _telegram(config: Config) -> CheckLine:
@@ -133,8 +200,18 @@ async def _telegram(config: Config) -> CheckLine:
         return CheckLine("telegram", "fail", t("config.missing_token"))
     from telegram import Bot
     from telegram.error import InvalidToken, TelegramError
+    from telegram.request import HTTPXRequest
 
-    bot = Bot(tg.token, base_url=f"{tg.api_base}/bot", base_file_url=f"{tg.api_base}/file/bot")
+    general = config.general
+    request = HTTPXRequest(
+        connect_timeout=general.check_connect_timeout, read_timeout=general.check_timeout
+    )
+    bot = Bot(
+        tg.token,
+        base_url=f"{tg.api_base}/bot",
+        base_file_url=f"{tg.api_base}/file/bot",
+        request=request,
+    )
     try:
         async with bot:
             me = await bot.get_me()
@@ -178,8 +255,16 @@ async def _titles(config: Config) -> CheckLine:
     from kernel.providers import create_titles_provider
 
     assert config.titles is not None
+    titles = config.titles
+    error = await _connect_error(titles.api_base, config.general.check_connect_timeout)
+    if error is not None:
+        url = shown_url(titles.api_base)
+        detail = t("check.unreachable", url=url, error=error, key="titles.api_base")
+        return CheckLine("titles", "warn", detail)
     try:
-        provider = await asyncio.to_thread(create_titles_provider, config.titles)
+        provider = await asyncio.to_thread(
+            _probe_build, lambda: create_titles_provider(titles), config
+        )
         request = ChatRequest(
             model=config.titles.model,
             system="Reply with one word.",
@@ -194,12 +279,10 @@ async def _titles(config: Config) -> CheckLine:
             with contextlib.suppress(Exception):
                 await provider.aclose()
     except KernelError as exc:
-        return CheckLine("titles", "warn", f"{exc} — {t('check.titles_fix')}")
-    return CheckLine(
-        "titles",
-        "ok",
-        t("check.provider_ok", model=config.titles.model, url=config.titles.api_base),
-    )
+        tried = t("check.provider_tried", url=shown_url(titles.api_base))
+        return CheckLine("titles", "warn", f"{exc} ({tried}) — {t('check.titles_fix')}")
+    url = shown_url(titles.api_base)
+    return CheckLine("titles", "ok", t("check.provider_ok", model=titles.model, url=url))
 
 
 def _silent_wav() -> bytes:
@@ -258,10 +341,11 @@ def _clis(config: Config) -> list[CheckLine]:
 def _ffmpeg(config: Config) -> CheckLine:
     from kernel.voice.ffmpeg import find_ffmpeg
 
-    explicit = config.tts.ffmpeg if config.tts else ""
     status: Status = "warn" if config.tts else "ok"  # only replies to voice need it
-    found = find_ffmpeg(explicit)
+    found = find_ffmpeg(config.ffmpeg)  # [tts] ffmpeg even while spoken replies are off
     if not found:
+        if config.ffmpeg:
+            return CheckLine("ffmpeg", status, t("check.ffmpeg_bad_path", path=config.ffmpeg))
         return CheckLine("ffmpeg", status, t("check.ffmpeg_missing"))
     try:
         encoders = subprocess.run(

@@ -62,6 +62,8 @@ class GeneralConfig:
     log_level: str = "info"
     log_messages: bool = False  # message text may reach the log (debugging only)
     retention_days: int = 7  # downloads, CLI and tool outputs; 0 keeps them forever
+    check_timeout: float = 20.0  # `kernel check`: seconds each part gets to answer
+    check_connect_timeout: float = 2.0  # `kernel check`: seconds to connect to a provider
 
 
 @dataclass(slots=True)
@@ -314,6 +316,7 @@ class Config:
     tools: dict[str, ToolPolicy] = field(default_factory=dict)
     stt: SttConfig | None = None  # None: voice messages are refused
     tts: TtsConfig | None = None  # None: replies to voice come as text only
+    ffmpeg: str = ""  # [tts] ffmpeg resolved, kept when spoken replies are off (kernel check)
     mcp: MCPSettings = field(default_factory=MCPSettings)
     # Variables given to tools and child processes (CLIs, MCP stdio servers): [envs] of
     # config.toml under runtime.toml's. Kept current by kernel.runtime; see child_env().
@@ -349,14 +352,14 @@ DEFAULT_PROVIDERS: dict[str, dict[str, Any]] = {
         "type": "claude",
         "api_base": "https://api.anthropic.com",
         "max_tokens": 16384,
-        "default_model": "claude-sonnet-4-5",
-        "models": ["claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"],
+        "default_model": "claude-sonnet-5-5",
+        "models": ["claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5"],
     },
     "openai": {
         "type": "openai_compat",
         "api_base": "https://api.openai.com/v1",
-        "default_model": "gpt-4o",
-        "models": ["gpt-4o", "gpt-4o-mini"],
+        "default_model": "gpt-5.5",
+        "models": ["gpt-5.5", "gpt-5.4-mini"],
     },
 }
 
@@ -627,6 +630,8 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         log_level=g.choice("log_level", LOG_LEVELS, "info"),
         log_messages=g.get("log_messages", bool, False),
         retention_days=g.get("retention_days", int, 7),
+        check_timeout=g.positive("check_timeout", float, 20.0),
+        check_connect_timeout=g.positive("check_connect_timeout", float, 2.0),
     )
     if general.retention_days < 0:
         raise ConfigError(
@@ -653,6 +658,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
     general.disabled_tools += [p.name for p in tools.values() if not p.enabled]
     stt = _stt(raw.get("stt"), env, warnings)
     tts = _tts(raw.get("tts"), env, warnings, base)
+    ffmpeg = _ffmpeg_path(raw.get("tts"), base)
     envs = _envs(raw.get("envs", {}))
     channels = _channels(_Reader(raw.get("channels", {}), "channels"), env)
     cron = _cron(_Reader(raw.get("cron", {}), "cron"))
@@ -678,6 +684,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
         tools=tools,
         stt=stt,
         tts=tts,
+        ffmpeg=ffmpeg,
         mcp=mcp,
         envs=envs,
         channels=channels,
@@ -903,9 +910,17 @@ def _tts(section: Any, env: Mapping[str, str], warnings: list[str], base: Path) 
     if kind == "openai" and not tts.api_key:
         warnings.append(t("config.warn_tts_disabled"))
         return None
-    if tts.ffmpeg:
-        tts.ffmpeg = str(_resolve(base, tts.ffmpeg))
+    tts.ffmpeg = _ffmpeg_path(section, base)
     return tts
+
+
+def _ffmpeg_path(section: Any, base: Path) -> str:
+    """``[tts] ffmpeg``: a path (relative to config.toml's folder), or a bare command name
+    looked up on PATH when used; empty when unset."""
+    value = _Reader(section, "tts").get("ffmpeg", str, "") if section is not None else ""
+    if not value or os.sep not in value and not value.startswith("~"):
+        return value
+    return str(_resolve(base, value))
 
 
 def _cli(section: Any, warnings: list[str]) -> dict[str, CLIConfig]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from kernel.check import shown_url
 from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.delegate.standins import make_cli
 from tests.mcp.conftest import free_port, mcp_toml, stdio_server
@@ -101,7 +102,58 @@ async def test_broken_parts_are_named_with_the_fix(
     assert line(lines, "titles").startswith("[warn]")
     assert line(lines, "stt").startswith("[warn]") and "[stt]" in line(lines, "stt")
     assert line(lines, "tts").startswith("[warn]") and "ffmpeg" in line(lines, "tts")
-    assert line(lines, "ffmpeg").startswith("[warn] ffmpeg: no ffmpeg found")
+    assert line(lines, "ffmpeg") == (
+        "[warn] ffmpeg: [tts] ffmpeg = /nonexistent/ffmpeg is not an executable: replies to "
+        "voice will be text only; fix the path, or leave it empty to use ffmpeg on PATH"
+    )
     assert lines[-1].startswith("2 failed")
     assert SECRET_KEY not in "\n".join(lines) + err
     assert "WRONG-TOKEN" not in "\n".join(lines) + err
+
+
+async def test_unreachable_provider_is_named_with_the_url_it_tried(tmp_path: Path) -> None:
+    """A refused connection is one FAIL line naming the base URL (never the key); the
+    time it takes is measured in bench/check.py, not here. A retiring model gets its
+    own warn line with the date and the replacement."""
+    closed = f"http://127.0.0.1:{free_port()}"
+    async with TelegramSim() as tg:
+        path = write_config(tmp_path, closed, "claude")
+        path.write_text(
+            path.read_text().replace('"model-a"', '"claude-sonnet-4-5"', 1)
+            + f'[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'
+            + f'api_base = "{tg.api_base}"\n'
+        )
+        code, lines, err = await check(tmp_path)
+
+    assert code == 1, lines
+    provider = line(lines, "provider main")
+    assert provider == (
+        f"[FAIL] provider main: cannot connect to {closed} (Connection refused): "
+        "check providers.main.api_base, the network and any firewall"
+    )
+    model = line(lines, "model claude-sonnet-4-5")
+    assert model.startswith("[warn] model claude-sonnet-4-5: ")
+    assert "2026-11-30" in model and "claude-sonnet-5-5" in model
+    assert SECRET_KEY not in "\n".join(lines) + err
+
+
+async def test_configured_ffmpeg_is_the_one_checked_even_with_spoken_replies_off(
+    tmp_path: Path, anthropic_sim: AnthropicSim
+) -> None:
+    ffmpeg = tmp_path / "tools" / "my-ffmpeg"
+    ffmpeg.parent.mkdir()
+    ffmpeg.write_text("#!/bin/sh\necho ' A..... libopus              libopus Opus'\n")
+    ffmpeg.chmod(0o755)
+    async with TelegramSim() as tg:
+        # type "openai" without a key: spoken replies are off, [tts] ffmpeg still counts.
+        extra = '[tts]\ntype = "openai"\nffmpeg = "tools/my-ffmpeg"\n'
+        configure(tmp_path, anthropic_sim, tg, DEFAULT_TOKEN, extra)
+        anthropic_sim.enqueue(text_reply("pong"))
+        code, lines, err = await check(tmp_path)
+
+    assert line(lines, "ffmpeg") == f"[ok  ] ffmpeg: {ffmpeg}"
+
+
+def test_a_url_is_shown_without_user_password_or_query() -> None:
+    url = "https://me:sk-secret-0123456789@llm.example:8443/v1?key=sk-other-0123456789"
+    assert shown_url(url) == "https://llm.example:8443/v1"

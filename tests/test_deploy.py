@@ -108,13 +108,16 @@ def test_dry_run_lists_every_action_and_changes_nothing(tmp_path: Path, staged: 
 
 def _source_copy(tmp_path: Path) -> Path:
     source = tmp_path / "checkout"
-    ignore = shutil.ignore_patterns(".venv", ".git", "data", "__pycache__", "*_cache", "tests")
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "data", "__pycache__", "*_cache", "tests", ".real-clients"
+    )
     shutil.copytree(REPO, source, ignore=ignore)
     return source
 
 
 def test_staged_install_is_idempotent_and_keeps_the_owners_files(tmp_path: Path) -> None:
     source = _source_copy(tmp_path)
+    (source / ".real-clients" / "node_modules").mkdir(parents=True)  # the opt-in suite's
     root = tmp_path / "root"
     first = _setup("--root", str(root), source=source)
     assert first.returncode == 0, first.stderr
@@ -131,6 +134,7 @@ def test_staged_install_is_idempotent_and_keeps_the_owners_files(tmp_path: Path)
     app = root / "opt" / "kernel" / "app"
     assert (app / "kernel" / "__main__.py").is_file() and (app / "uv.lock").is_file()
     assert not (app / ".venv").exists() and not (app / "tests").exists()
+    assert not (app / ".real-clients").exists()
     assert (root / "var/lib/kernel/data").is_dir()
 
     # The installed config is valid and puts every write under the state directory.

@@ -26,6 +26,11 @@ class SDKProvider(Provider):
             max_retries=0,  # Kernel retries itself, so /cancel can interrupt the wait
         )
 
+    def limit_time(self, total: float, connect: float) -> None:
+        """Shorter timeouts for a probe (``kernel check``): an unreachable endpoint fails
+        within ``connect`` seconds instead of the configured request timeout."""
+        self._client = self._client.with_options(timeout=self.sdk.Timeout(total, connect=connect))
+
     async def aclose(self) -> None:
         await self._client.close()
 

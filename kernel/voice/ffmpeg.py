@@ -1,8 +1,8 @@
 """Finding ffmpeg and turning any audio it can read into OGG/Opus, Telegram's voice-note
 format.
 
-ffmpeg is looked for in this order: ``[tts] ffmpeg`` (an explicit path: if set, only
-that), ``ffmpeg`` on PATH, then the binary shipped inside the ``imageio-ffmpeg`` wheel
+ffmpeg is looked for in this order: ``[tts] ffmpeg`` (a path, or a command name on PATH:
+if set, only that), ``ffmpeg`` on PATH, then the binary shipped inside the ``imageio-ffmpeg`` wheel
 when that package is installed. Seed 004 names static-ffmpeg instead; it downloads its
 binary on first use, and Kernel never downloads anything at run time (offline servers
 cannot), so it is not used.
@@ -28,6 +28,8 @@ def find_ffmpeg(explicit: str = "") -> str | None:
     """The ffmpeg executable to use, or None. Blocking (filesystem, an import): call it
     off the event loop."""
     if explicit:
+        if os.sep not in explicit:  # a command name: looked up on PATH
+            return shutil.which(explicit)
         return explicit if _is_executable(explicit) else None
     found = shutil.which("ffmpeg")
     if found:

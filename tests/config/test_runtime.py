@@ -27,11 +27,11 @@ def write(folder: Path, text: str, runtime: str | None = None) -> Path:
 
 
 def test_overlay_changes_the_default_pair_without_replacing_it(tmp_path: Path) -> None:
-    runtime = '[providers.openai]\napi_key = "sk-openai-abcdefgh"\nmodels = ["gpt-4o"]\n'
+    runtime = '[providers.openai]\napi_key = "sk-openai-abcdefgh"\nmodels = ["gpt-5.5"]\n'
     config = load_config(write(tmp_path, "", runtime), env=ENV, require_telegram=False)
     assert set(config.providers) == {"anthropic", "openai"}
     assert config.providers["openai"].enabled
-    assert config.providers["openai"].models == ["gpt-4o"]
+    assert config.providers["openai"].models == ["gpt-5.5"]
     assert config.providers["anthropic"].api_base == "https://api.anthropic.com"
 
 

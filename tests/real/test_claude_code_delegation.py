@@ -1,20 +1,15 @@
-"""Opt-in: the real Claude Code CLI (``@anthropic-ai/claude-code`` from the npm registry)
+"""The real Claude Code CLI (``@anthropic-ai/claude-code`` from the npm registry)
 delegated to by Kernel, pointed at the Anthropic simulator with ANTHROPIC_BASE_URL.
 
-Skipped unless ``KERNEL_TEST_REAL_CLI=1``. Uses ``claude`` from PATH when there is one,
-else installs the package with npm into pytest's cache folder (once; this needs the npm
-registry, so it is not part of the default suite):
-
-    KERNEL_TEST_REAL_CLI=1 uv run pytest tests/delegate/test_real_claude_code.py -v
+    scripts/install-real-clients
+    KERNEL_TEST_REAL_CLIENTS=1 uv run pytest tests/real/test_claude_code_delegation.py -v
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,34 +22,23 @@ from kernel.app import Kernel
 from kernel.config import load_config
 from tests.conftest import write_config
 from tests.delegate.conftest import cli_section
+from tests.real import SKIP_REASON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply, tool_reply
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("KERNEL_TEST_REAL_CLI") != "1",
-    reason="opt-in: set KERNEL_TEST_REAL_CLI=1 to run the real Claude Code CLI",
-)
-
-PACKAGE = "@anthropic-ai/claude-code"
+pytestmark = pytest.mark.skipif(not os.environ.get("KERNEL_TEST_REAL_CLIENTS"), reason=SKIP_REASON)
 
 
-@pytest.fixture(scope="module")
-def claude(request: pytest.FixtureRequest) -> Path:
-    found = shutil.which("claude")
-    if found:
-        return Path(found)
-    prefix = Path(request.config.cache.mkdir("claude-code"))
-    binary = prefix / "node_modules" / ".bin" / "claude"
-    if not binary.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed and claude is not on PATH")
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), PACKAGE],
-            check=True,
-            timeout=600,
-        )
-    return binary
+@pytest.fixture
+def claude(real_bin: Callable[[str], Path]) -> Path:
+    return real_bin("claude")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
 
 
 def _without_system_role(validate: Any) -> Any:
