@@ -30,6 +30,7 @@ from kernel.gateway.api import (
     ApiError,
     Param,
     Router,
+    authorized,
     invalid,
     json_response,
     kernel_of,
@@ -218,17 +219,24 @@ async def set_channel(request: web.Request) -> web.Response:
     body={"type": "object", "description": "a QQ callback payload ({op, d, t, id})"},
     response={"type": "object"},
     errors=(400, 401),
+    auth="signature",
 )
 async def qq_inbound(request: web.Request) -> web.Response:
     """Signed with X-Signature-Ed25519 / X-Signature-Timestamp; message events are
-    acknowledged at once ({"op": 12, "d": 0}) and answered through the QQ API."""
+    acknowledged at once ({"op": 12, "d": 0}) and answered through the QQ API. No API
+    key needed (the platform cannot send one): the signature is checked instead, and
+    only while the QQ channel is enabled and configured."""
+    kernel = kernel_of(request)
+    if kernel.qq.unavailable() and not authorized(request):
+        # Without the key, this route exists only for a QQ channel that runs.
+        raise ApiError(401, "unauthorized", t("gw.unauthorized"))
     try:
         async with asyncio.timeout(request.app[READ_TIMEOUT]):
             raw = await request.read()
     except TimeoutError:
         raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
     try:
-        answer = await kernel_of(request).qq_inbound.handle(raw, request.headers)
+        answer = await kernel.qq_inbound.handle(raw, request.headers)
     except InboundError as exc:
         raise ApiError(exc.status, exc.code, str(exc)) from None
     return json_response(answer)
