@@ -21,6 +21,8 @@ from tests.sim.script import Reply, Text
 
 NOW = datetime(2025, 6, 1, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
 # The senders these tests answer: an empty channels.qq.allowed_users answers nobody.
+# A first turn waits for the SDK's import in a thread: seconds on a loaded machine.
+SLOW = 60.0
 SENDERS = ["user-1", "u-openid", "member-1", "user-9", "u-5", "u1", "m1"]
 
 
@@ -379,7 +381,7 @@ async def test_with_an_api_key_callbacks_pass_by_their_signature_alone(
     # A signed event is acknowledged and answered.
     status, data = await post(sc, event("c2c", "hi", where="user-1", who="user-1"))
     assert (status, data) == (200, {"op": 12, "d": 0})
-    await qq.wait_until(lambda: len(qq.messages) == 1)
+    await qq.wait_until(lambda: len(qq.messages) == 1, SLOW)
     # Unsigned, badly signed or tampered: refused with QQ's code, and no turn runs.
     payload = event("c2c", "forged", where="user-1", who="user-1")
     raw = json.dumps(payload).encode()
@@ -398,7 +400,7 @@ async def test_with_an_api_key_callbacks_pass_by_their_signature_alone(
     foreign = {**signed_headers(raw), "Origin": "https://evil.example"}
     status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=foreign)
     assert status == 403 and data["error"]["code"] == "forbidden_origin"
-    await until(lambda: not sc.kernel.qq_inbound._tasks)
+    await until(lambda: not sc.kernel.qq_inbound._tasks, SLOW)
     assert len(echo.requests) == 1 and len(qq.messages) == 1
 
 
@@ -430,8 +432,8 @@ async def test_an_event_replayed_after_a_restart_runs_no_second_turn(
     headers = signed_headers(raw, timestamp=str(int(NOW.timestamp())))
     status, _, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
     assert status == 200
-    await qq.wait_until(lambda: len(qq.messages) == 1)
-    await until(lambda: not sc.kernel.qq_inbound._tasks)
+    await qq.wait_until(lambda: len(qq.messages) == 1, SLOW)
+    await until(lambda: not sc.kernel.qq_inbound._tasks, SLOW)
     await sc.stop()
 
     # A new Kernel on the same data directory, still within the signature window.
@@ -449,4 +451,4 @@ async def test_an_event_replayed_after_a_restart_runs_no_second_turn(
     headers = signed_headers(raw, timestamp=str(int(clock.now().timestamp())))
     status, _, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
     assert status == 200
-    await qq.wait_until(lambda: len(qq.messages) == 2)
+    await qq.wait_until(lambda: len(qq.messages) == 2, SLOW)
