@@ -396,3 +396,26 @@ async def test_odd_digits_huge_numbers_and_long_texts_are_refused_not_500(
     assert now["schedule"]["cron"] == "0 9 * * *"
     status, listed, _ = await sc.call("GET", "/cron/jobs")
     assert status == 200 and [j["name"] for j in listed["jobs"]].count("odd") == 0
+
+
+async def test_non_finite_numbers_in_a_job_are_refused_not_500(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    # Python's JSON reads 1e400 as infinity and takes NaN: int() of either raised.
+    sc = await start(sidecar, echo, hook, ManualClock(START))
+    nodes = (
+        '[{"type":"start"},{"type":"delay","delay_seconds":%s},{"type":"text_event","text":"x"}]'
+    )
+    bodies = [
+        '{"name":"w","schedule":"every 1h","workflow":{"nodes":%s}}' % (nodes % "1e400"),
+        '{"name":"w","schedule":"every 1h","workflow":{"nodes":%s}}' % (nodes % "NaN"),
+        '{"name":"w","schedule":"every 1h","text":"x","runtime":{"timeout_seconds":NaN}}',
+        '{"name":"w","schedule":"every 1h","text":"x","runtime":{"misfire_grace_seconds":-1e400}}',
+    ]
+    headers = {"Content-Type": "application/json"}
+    for raw in bodies:
+        status, data, _ = await sc.call("POST", "/cron/jobs", data=raw, headers=headers)
+        assert status == 400, (raw, data)
+        assert data["error"]["code"] in ("invalid_cron_workflow", "invalid_request"), raw
+    status, listed, _ = await sc.call("GET", "/cron/jobs")
+    assert [j["name"] for j in listed["jobs"]].count("w") == 0
