@@ -495,6 +495,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "qq.stale_signature": "回调的签名时间戳与现在相差 {age} 秒，超过 channels.qq.callback_max_age（{max} 秒）：可能是重放的请求，或本机时钟不准（检查 NTP）",
         "qq.busy": "我正忙着处理其他消息，请稍后再发一次。",
         "qq.turn_timeout": "这条消息处理超过 {seconds} 秒，已停止（channels.qq.turn_timeout）：请把问题拆小一点再试。",
+        "qq.too_large": "QQ 回调请求体超过 {limit} 字节，已拒绝：开放平台的事件远比这小",
         "cron.session_busy": "任务的会话在 {seconds} 秒内一直被另一轮对话占用，本次没有运行：等那轮结束（或取消它）后再运行，或调大 cron.run_timeout",
     },
     "en": {
@@ -976,6 +977,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "qq.stale_signature": "the callback's signed timestamp is {age} s from now, beyond channels.qq.callback_max_age ({max} s): a replayed request, or this machine's clock is off (check NTP)",
         "qq.busy": "I'm busy with other messages right now; please send this again in a moment.",
         "qq.turn_timeout": "This took longer than {seconds} s and was stopped (channels.qq.turn_timeout): please try a smaller request.",
+        "qq.too_large": "a QQ callback body over {limit} bytes is refused: the platform's events are far smaller",
         "cron.session_busy": "the job's session stayed busy with another turn for {seconds} s, so this run did not start: let that turn finish (or cancel it) and run the job again, or raise cron.run_timeout",
     },
 }

@@ -4,6 +4,7 @@ the access token cached and renewed, repeated events processed once."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -452,3 +453,28 @@ async def test_an_event_replayed_after_a_restart_runs_no_second_turn(
     status, _, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
     assert status == 200
     await qq.wait_until(lambda: len(qq.messages) == 2, SLOW)
+
+
+async def test_a_keyless_callback_body_is_kept_small(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    sc = await sidecar(echo, api_key=API_KEY, extra=qq_config(qq))
+    payload = event("c2c", "x" * (1024 * 1024), where="user-1", who="user-1")
+    raw = json.dumps(payload).encode()
+    headers = signed_headers(raw, timestamp=str(int(sc.kernel.clock.now().timestamp())))
+    # Signed, but a body is read before its signature can be checked.
+    status, data, _ = await sc.call(
+        "POST", "/channels/qq/inbound", data=io.BytesIO(raw), headers=headers
+    )
+    assert status == 413 and data["error"]["code"] == "request_too_large"
+    assert "1048576" in data["error"]["message"]
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as read
+        for _ in range(3):
+            yield b" " * (512 * 1024)
+
+    status, data, _ = await sc.call(
+        "POST", "/channels/qq/inbound", data=chunks(), headers={"User-Agent": "QQBot"}
+    )
+    assert status == 413 and data["error"]["code"] == "request_too_large"
+    assert echo.requests == [] and qq.messages == []
