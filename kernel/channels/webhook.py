@@ -75,7 +75,7 @@ class WebhookChannel:
         try:
             kept = await self.records.webhook_failures(limit=FAILURES_KEPT)
         except StoreError as exc:
-            log.warning("could not read the recorded webhook failures: %s", exc)
+            log.warning("could not read the recorded webhook failures: %s", type(exc).__name__)
             return
         self.failures.extendleft(kept)  # newest first in, so the newest ends up last
         if kept and not self.last_error:
@@ -192,7 +192,9 @@ class WebhookChannel:
         try:
             await self.records.add_webhook_failure(failure, keep=FAILURES_KEPT)
         except StoreError as exc:  # still shown until the next start
-            log.warning("could not record webhook delivery %s: %s", failure.delivery_id, exc)
+            log.warning(
+                "could not record webhook delivery %s: %s", failure.delivery_id, type(exc).__name__
+            )
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro, name="webhook-failure")
