@@ -33,6 +33,7 @@ from kernel.retention import RetentionJob
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
 from kernel.skills import SkillLibrary
+from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.tools import ask, memory
@@ -187,7 +188,8 @@ class Kernel:
         self.channels: dict[str, ChannelStatus] = {}
         # Outbound channels (seed 000's Channel plugins): every delivery goes through here.
         self.channel_registry = ChannelRegistry()
-        self.webhook = WebhookChannel(config, self.clock)
+        records = ChannelStore(self.store)  # what channels keep across restarts
+        self.webhook = WebhookChannel(config, self.clock, records)
         self.qq = QQChannel(config, self.clock)
         self.channel_registry.register(ConsoleChannel(config, self.store))
         self.channel_registry.register(self.webhook, close=self.webhook.aclose)
@@ -197,7 +199,7 @@ class Kernel:
         telegram = Detached("telegram", pending=bool(config.telegram.token))
         self.channel_registry.register(telegram)
         self.runtime.on_channels_changed(self.qq.settings_changed)
-        self.qq_inbound = QQInbound(self.qq, self.agent, self.channel_registry)
+        self.qq_inbound = QQInbound(self.qq, self.agent, self.channel_registry, records)
         self.cron = CronScheduler(
             config,
             CronStore(self.store),
@@ -223,6 +225,7 @@ class Kernel:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             path = self.config.data_dir
             raise StartupError(t("startup.storage", path=path, detail=detail)) from None
+        await self.webhook.load()
         if self.config.titles is not None:
             titles = self.config.titles
             self.agent.titles = TitleMaker(lambda: create_titles_provider(titles), self._sleep)

@@ -452,7 +452,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "cron.schedule_forms": '时间一律按 {tz} 计算，可写成：一次性 "YYYY-MM-DDTHH:MM"（如 2025-06-02T09:00）；固定间隔 "every 30m" / "every 2h" / "every 1d"（至少 {min}）；或 5 段 cron 表达式 "分 时 日 月 周"（如 "0 8 * * 1" 表示每周一 08:00）。',
         "cron.schedule_unknown": "看不懂时间 {value!r}。",
         "cron.schedule_type": "schedule.type 必须是 {kinds} 之一。",
-        "cron.bad_interval": '间隔 {value!r} 无效：写成 "every 30m"、"every 2h"、"every 1d" 或秒数，至少 {min} 秒（时区 {tz}）',
+        "cron.bad_interval": '间隔 {value!r} 无效：写成 "every 30m"、"every 2h"、"every 1d" 或秒数（数字 0-9），至少 {min} 秒（时区 {tz}）',
         "cron.bad_once": '时间 {value!r} 无效：一次性任务写成 {tz} 本地时间 "YYYY-MM-DDTHH:MM"，如 2025-06-02T09:00',
         "cron.once_past": "{value} 已经过去了（现在是 {now}，{tz}）：请给一个将来的时间",
         "cron.bad_cron": 'cron 表达式 {value!r} 无效：需要 5 段 "分 时 日 月 周"（如 "0 9 * * *" 表示每天 09:00，时区 {tz}），或 @daily / @hourly 等',
@@ -516,6 +516,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "qq.stale_signature": "回调的签名时间戳与现在相差 {age} 秒，超过 channels.qq.callback_max_age（{max} 秒）：可能是重放的请求，或本机时钟不准（检查 NTP）",
         "qq.busy": "我正忙着处理其他消息，请稍后再发一次。",
         "qq.turn_timeout": "这条消息处理超过 {seconds} 秒，已停止（channels.qq.turn_timeout）：请把问题拆小一点再试。",
+        "qq.too_large": "QQ 回调请求体超过 {limit} 字节，已拒绝：开放平台的事件远比这小",
         "cron.session_busy": "任务的会话在 {seconds} 秒内一直被另一轮对话占用，本次没有运行：等那轮结束（或取消它）后再运行，或调大 cron.run_timeout",
     },
     "en": {
@@ -954,7 +955,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "cron.schedule_forms": 'Times are in {tz}. Write one of: once "YYYY-MM-DDTHH:MM" (e.g. 2025-06-02T09:00); a fixed interval "every 30m" / "every 2h" / "every 1d" (at least {min}); or a 5-field cron expression "minute hour day month weekday" (e.g. "0 8 * * 1" = Mondays 08:00).',
         "cron.schedule_unknown": "The schedule {value!r} is not understood.",
         "cron.schedule_type": "schedule.type must be one of {kinds}.",
-        "cron.bad_interval": 'interval {value!r} is invalid: write "every 30m", "every 2h", "every 1d" or seconds, at least {min} s (time zone {tz})',
+        "cron.bad_interval": 'interval {value!r} is invalid: write "every 30m", "every 2h", "every 1d" or seconds (digits 0-9), at least {min} s (time zone {tz})',
         "cron.bad_once": 'time {value!r} is invalid: a one-time job takes a local time in {tz} as "YYYY-MM-DDTHH:MM", e.g. 2025-06-02T09:00',
         "cron.once_past": "{value} is in the past (it is {now} now, {tz}): give a future time",
         "cron.bad_cron": 'cron expression {value!r} is invalid: it takes 5 fields "minute hour day month weekday" (e.g. "0 9 * * *" = daily 09:00, time zone {tz}), or @daily, @hourly and the like',
@@ -1018,6 +1019,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "qq.stale_signature": "the callback's signed timestamp is {age} s from now, beyond channels.qq.callback_max_age ({max} s): a replayed request, or this machine's clock is off (check NTP)",
         "qq.busy": "I'm busy with other messages right now; please send this again in a moment.",
         "qq.turn_timeout": "This took longer than {seconds} s and was stopped (channels.qq.turn_timeout): please try a smaller request.",
+        "qq.too_large": "a QQ callback body over {limit} bytes is refused: the platform's events are far smaller",
         "cron.session_busy": "the job's session stayed busy with another turn for {seconds} s, so this run did not start: let that turn finish (or cancel it) and run the job again, or raise cron.run_timeout",
     },
 }

@@ -14,7 +14,11 @@ signed timestamp more than ``channels.qq.callback_max_age`` seconds from now (a 
   (c2c/private, group, guild/channel, dm/direct) as some bridges send. It is
   acknowledged at once (``{"op": 12, "d": 0}``: the platform wants an answer within
   seconds) and the turn runs in a tracked task; an event id seen before is acknowledged
-  and dropped. The text goes through the agent as channel ``qq`` in a session per
+  and dropped. Seen ids are kept in the database (``inbound_events``), checked before a
+  turn starts, so a signed event replayed after a restart runs no second turn; they are
+  forgotten once no signature check could pass them any more (twice
+  ``channels.qq.callback_max_age``, as a timestamp may be that far either side of now,
+  plus a margin). The text goes through the agent as channel ``qq`` in a session per
   conversation, and the reply goes back to the event's own target with its ``msg_id``.
   Only senders listed in ``channels.qq.allowed_users`` are answered: an empty list
   answers nobody (QQ turns may use every tool), and each refusal shows in the state.
@@ -29,9 +33,9 @@ import asyncio
 import json
 import logging
 import re
-from collections import OrderedDict
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from kernel.agent.agent import Agent, SessionKey, UserInput
@@ -40,11 +44,13 @@ from kernel.channels.base import ChannelRegistry, Target, follow_turn
 from kernel.channels.qq import QQChannel
 from kernel.errors import ChannelError, KernelError
 from kernel.i18n import t
+from kernel.store.channels import ChannelStore
 
 log = logging.getLogger(__name__)
 
 ACK = {"op": 12, "d": 0}
-_SEEN_KEPT = 2000
+SEEN_MARGIN = timedelta(minutes=5)  # seen ids outlive the signature window by this much
+_SEEN_LONGEST = 10 * 365 * 86400.0  # a window set longer keeps them this long (no overflow)
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _DIGITS = re.compile(r"^[0-9]{1,20}$")
 _MENTION = re.compile(r"<@!?[0-9A-Za-z]+>")
@@ -188,11 +194,13 @@ def parse_event(payload: dict[str, Any]) -> InboundMessage | None:
 class QQInbound:
     """Checks and answers callbacks; runs each message's turn in a tracked task."""
 
-    def __init__(self, channel: QQChannel, agent: Agent, registry: ChannelRegistry) -> None:
+    def __init__(
+        self, channel: QQChannel, agent: Agent, registry: ChannelRegistry, records: ChannelStore
+    ) -> None:
         self.channel = channel
         self.agent = agent
         self.registry = registry
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self.records = records
         self._tasks: set[asyncio.Task[None]] = set()
         self._turns: set[asyncio.Task[None]] = set()  # of _tasks: messages being answered
         channel.turns_running = self.turns_running
@@ -232,7 +240,7 @@ class QQInbound:
             return await self._validate(payload)
         if op != 0:
             raise InboundError(400, "invalid_request", t("qq.bad_op", op=str(op)[:16]))
-        self._dispatch(payload)
+        await self._dispatch(payload)
         return ACK
 
     async def _validate(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +258,7 @@ class QQInbound:
         log.info("qq callback address validated")
         return {"plain_token": token, "signature": signature}
 
-    def _dispatch(self, payload: dict[str, Any]) -> None:
+    async def _dispatch(self, payload: dict[str, Any]) -> None:
         channel = self.channel
         try:
             message = parse_event(payload)
@@ -260,14 +268,10 @@ class QQInbound:
             channel.ignored += 1
             return
         event_id = _first(payload.get("id")) or message.msg_id
-        if event_id:
-            if event_id in self._seen:
-                channel.duplicates += 1
-                log.info("qq event repeated; ignored")
-                return
-            self._seen[event_id] = None
-            while len(self._seen) > _SEEN_KEPT:
-                self._seen.popitem(last=False)
+        if event_id and not await self._first_time(event_id[:256]):
+            channel.duplicates += 1
+            log.info("qq event repeated; ignored")
+            return
         channel.events += 1
         channel.last_inbound = {
             "at": channel.clock.now().isoformat(timespec="seconds"),
@@ -301,6 +305,12 @@ class QQInbound:
         task = self._spawn(self._answer(message), f"qq-{message.kind}")
         self._turns.add(task)
         task.add_done_callback(self._turns.discard)
+
+    async def _first_time(self, event_id: str) -> bool:
+        now = self.channel.clock.now()
+        seconds = min(2 * self.channel.cfg.callback_max_age, _SEEN_LONGEST)
+        window = timedelta(seconds=seconds) + SEEN_MARGIN
+        return await self.records.claim_event("qq", event_id, now, forget_before=now - window)
 
     def turns_running(self) -> int:
         return len(self._turns)

@@ -10,8 +10,9 @@ repeats). With ``channels.webhook.secret`` set, each request carries
 Timeouts, connection failures, 429 and 5xx are retried ``max_retries`` times with
 exponential backoff; other statuses fail at once. A delivery that finally fails, or is
 cut short (``cron.delivery_timeout`` running out mid-retry, Kernel stopping), is logged
-(never with the text or URL), kept in :attr:`WebhookChannel.failures` (shown by
-``GET /channels/webhook/state``) and raised as ``channel_dispatch_failed``. A worst case
+(never with the text or URL), kept in the database's ``webhook_failures`` (the newest
+``FAILURES_KEPT``, so they survive a restart; shown by ``GET /channels/webhook/state``)
+and raised as ``channel_dispatch_failed``. A worst case
 (every attempt timing out, plus the backoff) longer than ``cron.delivery_timeout`` is
 warned about when the configuration is loaded.
 """
@@ -25,14 +26,16 @@ import json
 import logging
 import uuid
 from collections import deque
+from collections.abc import Coroutine
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kernel.channels.base import Target
 from kernel.clock import Clock
 from kernel.config import Config, WebhookChannelConfig
-from kernel.errors import ChannelError
+from kernel.errors import ChannelError, StoreError
 from kernel.i18n import t
+from kernel.store.channels import ChannelStore, WebhookFailure
 
 if TYPE_CHECKING:
     import aiohttp
@@ -51,15 +54,32 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
 class WebhookChannel:
     name = "webhook"
 
-    def __init__(self, config: Config, clock: Clock) -> None:
+    def __init__(self, config: Config, clock: Clock, records: ChannelStore | None = None) -> None:
+        """``records``: where failures are kept across restarts (none: memory only)."""
         self.config = config
         self.clock = clock
+        self.records = records
         self._http: aiohttp.ClientSession | None = None
         self.delivered = 0
-        self.failed = 0
+        self.failed = 0  # since this start
         self.last_delivery_at: datetime | None = None
         self.last_error = ""
-        self.failures: deque[dict[str, Any]] = deque(maxlen=FAILURES_KEPT)
+        # The newest failures, oldest first: what the database holds, mirrored.
+        self.failures: deque[WebhookFailure] = deque(maxlen=FAILURES_KEPT)
+        self._saving: set[asyncio.Task[None]] = set()
+
+    async def load(self) -> None:
+        """The failures recorded before this start (called once the store runs)."""
+        if self.records is None:
+            return
+        try:
+            kept = await self.records.webhook_failures(limit=FAILURES_KEPT)
+        except StoreError as exc:
+            log.warning("could not read the recorded webhook failures: %s", type(exc).__name__)
+            return
+        self.failures.extendleft(kept)  # newest first in, so the newest ends up last
+        if kept and not self.last_error:
+            self.last_error = kept[0].error
 
     @property
     def cfg(self) -> WebhookChannelConfig:
@@ -113,11 +133,13 @@ class WebhookChannel:
                 await self.clock.sleep(cfg.retry_base_delay * 2**attempt)
         except asyncio.CancelledError:
             # The registry's bound (cron.delivery_timeout) ran out mid-retry, or Kernel is
-            # stopping: a delivery that did not happen all the same, so it is recorded.
+            # stopping: a delivery that did not happen all the same, so it is recorded
+            # (written by a task of its own, awaited at aclose: this one is cancelled).
             detail = t("webhook.interrupted", last=problem or "-")
-            self._record_failure(delivery_id, target, used, detail)
+            failure = self._record_failure(delivery_id, target, used, detail)
+            self._spawn(self._save(failure))
             raise
-        self._record_failure(delivery_id, target, used, problem)
+        await self._save(self._record_failure(delivery_id, target, used, problem))
         raise ChannelError(
             ChannelError.DISPATCH_FAILED,
             t("webhook.failed", attempts=used, detail=problem),
@@ -147,22 +169,37 @@ class WebhookChannel:
 
     def _record_failure(
         self, delivery_id: str, target: Target, attempts: int, problem: str
-    ) -> None:
+    ) -> WebhookFailure:
         self.failed += 1
         self.last_error = problem
-        self.failures.append(
-            {
-                "delivery_id": delivery_id,
-                "at": self.clock.now().isoformat(timespec="seconds"),
-                "attempts": attempts,
-                "error": problem,
-                "origin": target.origin or self.name,
-                "session_id": target.session_id,
-            }
+        failure = WebhookFailure(
+            delivery_id=delivery_id,
+            at=self.clock.now().isoformat(timespec="seconds"),
+            attempts=attempts,
+            error=problem,
+            origin=target.origin or self.name,
+            session_id=target.session_id,
         )
+        self.failures.append(failure)
         log.warning(
             "webhook delivery %s failed after %d attempt(s): %s", delivery_id, attempts, problem
         )
+        return failure
+
+    async def _save(self, failure: WebhookFailure) -> None:
+        if self.records is None:
+            return
+        try:
+            await self.records.add_webhook_failure(failure, keep=FAILURES_KEPT)
+        except StoreError as exc:  # still shown until the next start
+            log.warning(
+                "could not record webhook delivery %s: %s", failure.delivery_id, type(exc).__name__
+            )
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name="webhook-failure")
+        self._saving.add(task)
+        task.add_done_callback(self._saving.discard)
 
     def state(self) -> dict[str, Any]:
         return {
@@ -177,10 +214,12 @@ class WebhookChannel:
                 else None
             ),
             "last_error": self.last_error or None,
-            "recent_failures": list(reversed(self.failures)),
+            "recent_failures": [f.to_dict() for f in reversed(self.failures)],
         }
 
     async def aclose(self) -> None:
+        if self._saving:  # failures recorded by cancelled deliveries, before the store closes
+            await asyncio.wait(set(self._saving))
         if self._http is not None:
             await self._http.close()
             self._http = None

@@ -11,6 +11,7 @@ Telegram's owner by default), ``runtime`` (``timeout_seconds``,
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
@@ -121,6 +122,7 @@ def _number(data: dict[str, Any], key: str, *, allow_zero: bool) -> float | None
     if value is None:
         return None
     ok = isinstance(value, int | float) and not isinstance(value, bool)
+    ok = ok and not (isinstance(value, float) and not math.isfinite(value))  # NaN passes < >
     if not ok or value < 0 or (value == 0 and not allow_zero) or value > 7 * 86400:
         raise CronError("invalid_request", t("cron.bad_number", field=f"runtime.{key}"))
     return float(value)

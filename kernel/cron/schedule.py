@@ -11,7 +11,8 @@ Written by people and models as text (``kernel cron create``, the cron tools):
 The HTTP API takes the same as an object: ``{"type": "once", "at": …}``,
 ``{"type": "interval", "every": "30m"}`` (or seconds), ``{"type": "cron", "cron": …}``.
 Every refusal names the form expected, the time zone and, for a past time, what time it
-is now: the cron tools hand it to the model as is.
+is now: the cron tools hand it to the model as is. Numbers are ASCII digits; texts longer
+than any schedule, and intervals past year 9999, are refused before anything parses them.
 """
 
 from __future__ import annotations
@@ -29,9 +30,17 @@ KINDS = ("cron", "interval", "once")
 INVALID = "invalid_cron_schedule"
 
 _EVERY = re.compile(r"^every\s+(.+)$", re.IGNORECASE)
-_PART = re.compile(r"(\d+)\s*(d|h|m|s)", re.IGNORECASE)
+# ASCII digits only: str.isdigit() and \d also take "²" or "٣", which int() refuses or
+# reads unlike what the writer saw.
+_INTERVAL = re.compile(r"[0-9]+|(?:[0-9]+[dhms])+")
+_PART = re.compile(r"([0-9]+)([dhms])")
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?$")
+_LOCAL = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2})?$")
+# Longer texts are no schedule: refused before a regex or croniter reads them.
+TEXT_LIMIT = 64
+CRON_LIMIT = 1000
+# Far past year 9999 from any start: refused before a datetime overflows on it.
+MAX_SECONDS = 10**12
 _DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
 
@@ -169,22 +178,28 @@ def interval(value: Any, rules: Rules) -> Schedule:
         raise _invalid("cron.bad_interval", rules, value=str(value), min=rules.min_interval)
     if isinstance(value, int):
         seconds = value
+        shown = str(value) if value <= MAX_SECONDS else f">{MAX_SECONDS}s"
     else:
-        text = str(value).strip().lower().replace(" ", "")
-        if text.isdigit():
+        raw = value if isinstance(value, str) else str(value)
+        text = raw[: TEXT_LIMIT + 1].strip().lower().replace(" ", "")
+        shown = text[:40]
+        if len(raw) > TEXT_LIMIT or not _INTERVAL.fullmatch(text):
+            raise _invalid("cron.bad_interval", rules, value=shown, min=rules.min_interval)
+        if text.isascii() and text.isdigit():
             seconds = int(text)
         else:
-            parts = _PART.findall(text)
-            if not parts or "".join(n + u for n, u in parts) != text:
-                raise _invalid("cron.bad_interval", rules, value=text[:40], min=rules.min_interval)
-            seconds = sum(int(n) * _UNITS[u] for n, u in parts)
+            seconds = sum(int(n) * _UNITS[u] for n, u in _PART.findall(text))
+    if seconds > MAX_SECONDS:
+        raise _invalid("cron.too_far", rules, value=f"every {shown}")
     if seconds < rules.min_interval:
-        raise _invalid("cron.bad_interval", rules, value=str(value)[:40], min=rules.min_interval)
+        raise _invalid("cron.bad_interval", rules, value=shown, min=rules.min_interval)
     return Schedule("interval", seconds=seconds)
 
 
 def once(value: Any, rules: Rules, now: datetime | None = None) -> Schedule:
-    text = str(value).strip()
+    text = str(value)[: TEXT_LIMIT + 1].strip()
+    if len(text) > TEXT_LIMIT or not (text.isascii() and text.isprintable()):
+        raise _invalid("cron.bad_once", rules, value=text[:40])
     try:
         parsed = datetime.fromisoformat(text.replace(" ", "T", 1))
     except ValueError:
@@ -206,7 +221,10 @@ def once(value: Any, rules: Rules, now: datetime | None = None) -> Schedule:
 def cron(value: Any, rules: Rules) -> Schedule:
     from croniter import croniter
 
-    text = " ".join(str(value).split())
+    raw = str(value)
+    text = " ".join(raw[: CRON_LIMIT + 1].split())
+    if len(raw) > CRON_LIMIT or not text.isascii() or not text.isprintable():
+        raise _invalid("cron.bad_cron", rules, value=text[:80])
     fields = text.split(" ")
     valid = (len(fields) == 5 or (len(fields) == 1 and text in _DESCRIPTORS)) and croniter.is_valid(
         text

@@ -24,6 +24,7 @@ A node with ``continue_on_error`` lets the run go on after it fails.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -247,7 +248,11 @@ def _node(raw: Any, index: int) -> Node:
         known = ", ".join(NODE_HANDLERS)
         raise _bad(t("cron.node_type", id=node_id, type=kind[:32], known=known))
     delay = raw.get("delay_seconds", 0)
-    if isinstance(delay, bool) or not isinstance(delay, int | float):
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int | float)
+        or (isinstance(delay, float) and not math.isfinite(delay))  # JSON's 1e400, NaN
+    ):
         raise _bad(t("cron.node_delay", id=node_id, max=MAX_DELAY))
     node = Node(
         id=node_id,

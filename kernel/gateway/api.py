@@ -322,6 +322,10 @@ class Operation:
     anthropic: bool  # errors in the Anthropic format
     body_type: str = "application/json"
     response_type: str = "application/json"
+    # "key": the sidecar's API key when one is set. "signature": the handler checks the
+    # caller's own signature instead (the QQ platform cannot send the key); the browser
+    # checks still apply.
+    auth: str = "key"
 
 
 @dataclass
@@ -351,6 +355,7 @@ class Router:
         anthropic: bool = False,
         body_type: str = "application/json",
         response_type: str = "application/json",
+        auth: str = "key",
     ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.operations.append(
@@ -370,6 +375,7 @@ class Router:
                     anthropic=anthropic,
                     body_type=body_type,
                     response_type=response_type,
+                    auth=auth,
                 )
             )
             return handler

@@ -106,7 +106,7 @@ def _operation(op: Operation) -> dict[str, Any]:
         errors |= {400, 408, 413}
     if op.params:
         errors.add(400)
-    if not op.public:
+    if not op.public and op.auth == "key":
         errors.add(401)
         out["security"] = [{"ApiKey": []}, {"Bearer": []}]
     else:

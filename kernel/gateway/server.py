@@ -72,6 +72,7 @@ http_log.addFilter(_Short())
 
 REQUEST_ID = web.RequestKey("request_id", str)
 ROUTERS = web.AppKey("routers", list[Router])
+SIGNED = web.AppKey("signed", frozenset[Any])  # routes whose Operation has auth="signature"
 PUBLIC_PATHS = frozenset({"/healthz", "/version"})
 QUIET_PATHS = PUBLIC_PATHS  # polled by monitors: logged at DEBUG only
 
@@ -226,7 +227,8 @@ async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
     if refusal is not None:
         raise refusal
     key = request.app[API_KEY]
-    if key and request.path not in PUBLIC_PATHS and not authorized(request):
+    signed = request.match_info.route in request.app[SIGNED]
+    if key and request.path not in PUBLIC_PATHS and not signed and not authorized(request):
         raise ApiError(401, "unauthorized", t("gw.unauthorized"))
     length = request.content_length
     if length is not None and length > request.app[MAX_BODY]:
@@ -360,8 +362,12 @@ class Gateway:
         app[MAX_BODY] = self.cfg.max_body_bytes
         app[API_KEY] = self.cfg.api_key
         app[ORIGINS] = list(self.cfg.allowed_origins)
+        signed = set()
         for op in self.operations:
-            app.router.add_route(op.method, op.path, op.handler)
+            route = app.router.add_route(op.method, op.path, op.handler)
+            if op.auth == "signature":
+                signed.add(route)
+        app[SIGNED] = frozenset(signed)
         app.on_response_prepare.append(_add_request_id)
         return app
 

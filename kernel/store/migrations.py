@@ -160,12 +160,44 @@ def m005_cron_jobs(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX cron_jobs_created_by ON cron_jobs(created_by)")
 
 
+def m006_channel_records(conn: sqlite3.Connection) -> None:
+    """What channels must remember across a restart: the inbound event ids already
+    handled (a signed QQ event replayed within its signature window runs no second
+    turn), and the webhook deliveries that finally failed (shown in the channel's
+    state; never the text sent)."""
+    conn.execute(
+        """
+        CREATE TABLE inbound_events (
+            channel TEXT NOT NULL,
+            event_id TEXT NOT NULL,
+            seen_at TEXT NOT NULL,
+            PRIMARY KEY (channel, event_id)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX inbound_events_seen_at ON inbound_events(seen_at)")
+    conn.execute(
+        """
+        CREATE TABLE webhook_failures (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            delivery_id TEXT NOT NULL,
+            at TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            error TEXT NOT NULL,
+            origin TEXT NOT NULL,
+            session_id TEXT NOT NULL
+        )
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
     Migration("memories_fts", m003_memories_fts),
     Migration("session_keys", m004_session_keys),
     Migration("cron_jobs", m005_cron_jobs),
+    Migration("channel_records", m006_channel_records),
 ]
 
 

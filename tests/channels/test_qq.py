@@ -4,6 +4,7 @@ the access token cached and renewed, repeated events processed once."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -14,13 +15,15 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.clock import ManualClock
-from tests.gateway.conftest import Sidecar, SidecarFactory, until
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.qq_sim import APP_ID, SECRET, QQSim, event, signed_headers
 from tests.sim.script import Reply, Text
 
 NOW = datetime(2025, 6, 1, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
 # The senders these tests answer: an empty channels.qq.allowed_users answers nobody.
+# A first turn waits for the SDK's import in a thread: seconds on a loaded machine.
+SLOW = 60.0
 SENDERS = ["user-1", "u-openid", "member-1", "user-9", "u-5", "u1", "m1"]
 
 
@@ -365,3 +368,113 @@ async def test_a_guest_gets_no_owner_memories_nor_tools_and_the_owner_does(
     mine = echo.requests[1].body
     assert "Alice" in json.dumps(mine["system"])
     assert "memory_add" in [t["name"] for t in mine["tools"]]
+
+
+async def test_with_an_api_key_callbacks_pass_by_their_signature_alone(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    sc = await sidecar(echo, api_key=API_KEY, extra=qq_config(qq))
+    # The platform sends no key: its address validation is answered all the same.
+    validation = {"d": {"plain_token": "Arq0D5A61EgUu4OxUvOp", "event_ts": "1725442341"}, "op": 13}
+    status, data = await post(sc, validation, {"User-Agent": "QQBot-Callback"})
+    assert status == 200 and data["plain_token"] == "Arq0D5A61EgUu4OxUvOp"
+    assert len(data["signature"]) == 128
+    # A signed event is acknowledged and answered.
+    status, data = await post(sc, event("c2c", "hi", where="user-1", who="user-1"))
+    assert (status, data) == (200, {"op": 12, "d": 0})
+    await qq.wait_until(lambda: len(qq.messages) == 1, SLOW)
+    # Unsigned, badly signed or tampered: refused with QQ's code, and no turn runs.
+    payload = event("c2c", "forged", where="user-1", who="user-1")
+    raw = json.dumps(payload).encode()
+    other = signed_headers(raw, "not-the-secret")
+    tampered = json.dumps({**payload, "s": 7}).encode()
+    for body, headers in (
+        (raw, {"Content-Type": "application/json"}),
+        (raw, other),
+        (tampered, signed_headers(raw)),
+    ):
+        status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=body, headers=headers)
+        assert status == 401 and data["error"]["code"] == "invalid_signature", data
+    # The exemption is this route's alone, and the browser checks still apply to it.
+    status, data, _ = await sc.call("GET", "/channels/qq/state", headers={})
+    assert status == 401 and data["error"]["code"] == "unauthorized"
+    foreign = {**signed_headers(raw), "Origin": "https://evil.example"}
+    status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=foreign)
+    assert status == 403 and data["error"]["code"] == "forbidden_origin"
+    await until(lambda: not sc.kernel.qq_inbound._tasks, SLOW)
+    assert len(echo.requests) == 1 and len(qq.messages) == 1
+
+
+async def test_with_an_api_key_a_disabled_qq_channel_has_no_keyless_route(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    sc = await sidecar(echo, api_key=API_KEY, extra=qq_config(qq, enabled=False))
+    payload = event("c2c", "hi", where="user-1", who="user-1")
+    raw = json.dumps(payload).encode()
+    stamp = str(int(sc.kernel.clock.now().timestamp()))
+    status, data, _ = await sc.call(
+        "POST", "/channels/qq/inbound", data=raw, headers=signed_headers(raw, timestamp=stamp)
+    )
+    assert status == 401 and data["error"]["code"] == "unauthorized"
+    # With the key, the route says why it does nothing.
+    headers = {**signed_headers(raw, timestamp=stamp), "X-API-Key": API_KEY}
+    status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
+    assert status == 400 and data["error"]["code"] == "channel_disabled"
+    assert echo.requests == [] and qq.messages == []
+
+
+async def test_an_event_replayed_after_a_restart_runs_no_second_turn(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    clock = ManualClock(NOW)
+    sc = await sidecar(echo, api_key=API_KEY, extra=qq_config(qq), clock=clock)
+    payload = event("c2c", "pay the rent", where="user-1", who="user-1")
+    raw = json.dumps(payload).encode()
+    headers = signed_headers(raw, timestamp=str(int(NOW.timestamp())))
+    status, _, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
+    assert status == 200
+    await qq.wait_until(lambda: len(qq.messages) == 1, SLOW)
+    await until(lambda: not sc.kernel.qq_inbound._tasks, SLOW)
+    await sc.stop()
+
+    # A new Kernel on the same data directory, still within the signature window.
+    clock.advance(60)
+    sc = await sidecar(echo, api_key=API_KEY, keep_config=True, clock=clock)
+    status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
+    assert (status, data) == (200, {"op": 12, "d": 0})  # acknowledged, so QQ stops retrying
+    assert not sc.kernel.qq_inbound._tasks  # and no turn started
+    _, state, _ = await sc.call("GET", "/channels/qq/state")
+    assert (state["events"], state["duplicates_ignored"]) == (0, 1)
+    assert len(echo.requests) == 1 and len(qq.messages) == 1
+    # A new event is answered as usual.
+    fresh = event("c2c", "and the bills", where="user-1", who="user-1")
+    raw = json.dumps(fresh).encode()
+    headers = signed_headers(raw, timestamp=str(int(clock.now().timestamp())))
+    status, _, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
+    assert status == 200
+    await qq.wait_until(lambda: len(qq.messages) == 2, SLOW)
+
+
+async def test_a_keyless_callback_body_is_kept_small(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    sc = await sidecar(echo, api_key=API_KEY, extra=qq_config(qq))
+    payload = event("c2c", "x" * (1024 * 1024), where="user-1", who="user-1")
+    raw = json.dumps(payload).encode()
+    headers = signed_headers(raw, timestamp=str(int(sc.kernel.clock.now().timestamp())))
+    # Signed, but a body is read before its signature can be checked.
+    status, data, _ = await sc.call(
+        "POST", "/channels/qq/inbound", data=io.BytesIO(raw), headers=headers
+    )
+    assert status == 413 and data["error"]["code"] == "request_too_large"
+    assert "1048576" in data["error"]["message"]
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as read
+        for _ in range(3):
+            yield b" " * (512 * 1024)
+
+    status, data, _ = await sc.call(
+        "POST", "/channels/qq/inbound", data=chunks(), headers={"User-Agent": "QQBot"}
+    )
+    assert status == 413 and data["error"]["code"] == "request_too_large"
+    assert echo.requests == [] and qq.messages == []

@@ -229,3 +229,42 @@ async def test_a_delivery_cut_short_by_the_delivery_timeout_is_recorded(
     finally:
         await sc.stop()
         await model.stop()
+
+
+async def test_failed_deliveries_are_still_listed_after_a_restart(
+    sidecar: SidecarFactory, hook: WebhookSim
+) -> None:
+    clock = ManualClock(NOW)
+    model = await AnthropicSim(fallback="echo").start()
+    # The second one is cut short by cron.delivery_timeout (the backoff waits on a clock
+    # nobody advances): recorded by a task of its own while the delivery is cancelled.
+    extra = webhook_config(hook.url, secret=SECRET, max_retries=1)
+    sc = await sidecar(model, extra=extra + "\n[cron]\ndelivery_timeout = 0.5\n", clock=clock)
+    try:
+        hook.fail_next(404)  # not retried: failed at once
+        status, first = await process(sc, "private words")
+        assert status == 502
+        hook.fail_always(503)
+        status, _ = await process(sc, "more private words")
+        assert status == 502
+        _, before, _ = await sc.call("GET", "/channels/webhook/state")
+        assert before["failed"] == 2
+        await sc.stop()
+
+        sc = await sidecar(model, keep_config=True, clock=clock)  # the same data directory
+        status, state, _ = await sc.call("GET", "/channels/webhook/state")
+        assert status == 200
+        assert state["recent_failures"] == before["recent_failures"]
+        newest, oldest = state["recent_failures"]
+        assert newest["delivery_id"] == hook.posts[-1].json["delivery_id"]
+        assert oldest["delivery_id"] == first["error"]["details"]["delivery_id"]  # type: ignore[index]
+        assert (oldest["attempts"], oldest["error"], oldest["origin"]) == (1, "HTTP 404", "webhook")
+        assert "cron.delivery_timeout" in newest["error"] and "HTTP 503" in newest["error"]
+        assert set(oldest) == {"delivery_id", "at", "attempts", "error", "origin", "session_id"}
+        assert oldest["session_id"] == "s7" and oldest["at"] == NOW.isoformat(timespec="seconds")
+        assert state["last_error"] == newest["error"]
+        shown = json.dumps(state)
+        assert "private words" not in shown and SECRET not in shown and hook.url not in shown
+    finally:
+        await sc.stop()
+        await model.stop()

@@ -342,3 +342,80 @@ async def test_a_job_that_deletes_itself_still_delivers_its_reply(
         assert not result.get("is_error") and '"deleted": true' in str(result["content"])
         status, _, _ = await sc.call("GET", f"/cron/jobs/{job['id']}")
         assert status == 404
+
+
+SCHEDULES_REFUSED = [
+    ({"type": "interval", "every": "²"}, "every 30m"),  # isdigit() yes, int() no
+    ({"type": "interval", "every": "٣٠٠"}, "every 30m"),  # int() reads it, nobody else
+    ({"type": "interval", "every": "9" * 5000}, "every 30m"),  # past int()'s digit limit
+    ({"type": "interval", "every": "9" * 5000 + "s"}, "every 30m"),
+    ({"type": "interval", "every": "1" + "1" * 4999 + "x"}, "every 30m"),
+    ({"type": "interval", "every": 10**30}, "shorter interval"),  # overflows a timedelta
+    ({"type": "interval", "seconds": "1000000000000000000000000000000s"}, "shorter interval"),
+    ({"type": "interval", "every": "2h\x00"}, "every 30m"),
+    ("every ²", "every 30m"),
+    ("every " + "9" * 5000, "every 30m"),
+    ({"type": "cron", "cron": "0 9 * * ²"}, "5 fields"),
+    ({"type": "cron", "cron": "0 9 * * 1\x00"}, "5 fields"),
+    ({"type": "cron", "cron": "1," * 50_000 + "1 * * * *"}, "5 fields"),
+    ({"type": "cron", "cron": "0 0 " + "1" * 5000 + " * *"}, "5 fields"),
+    ({"type": "once", "at": "２０２７-01-01T09:00"}, "YYYY-MM-DDTHH:MM"),
+    ({"type": "once", "at": "2027-01-01T09:00\x00"}, "YYYY-MM-DDTHH:MM"),
+    ({"type": "once", "at": "2027-01-01T09:00" + "0" * 5000}, "YYYY-MM-DDTHH:MM"),
+    ({"type": "once", "at": "9" * 5000}, "YYYY-MM-DDTHH:MM"),
+]
+
+
+async def test_odd_digits_huge_numbers_and_long_texts_are_refused_not_500(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    sc = await start(sidecar, echo, hook, ManualClock(START))
+    job = await create(sc, name="daily", schedule="0 9 * * *", text="hi")
+    path = f"/cron/jobs/{job['id']}"
+    for schedule, hint in SCHEDULES_REFUSED:
+        shown = repr(schedule)[:60]
+        body = {
+            "name": "odd",
+            "text": "x",
+            "schedule": schedule,
+            "dispatch": {"channel": "webhook"},
+        }
+        status, data, _ = await sc.call("POST", "/cron/jobs", body)
+        assert status == 400, (shown, data)
+        assert data["error"]["code"] == "invalid_cron_schedule", shown
+        assert hint in data["error"]["message"] and "Asia/Shanghai" in data["error"]["message"]
+        status, data, _ = await sc.call("PUT", path, {"schedule": schedule})
+        assert status == 400 and data["error"]["code"] == "invalid_cron_schedule", shown
+        if isinstance(schedule, str):
+            ok, reply = await tool(sc, "cron_create", name="odd", schedule=schedule, text="x")
+            assert not ok and hint in reply, (shown, reply)
+    for schedule in ("every ²", "every " + "9" * 5000, "every 10000000000000000000000000000s"):
+        ok, reply = await tool(sc, "cron_create", name="odd", schedule=schedule, text="x")
+        assert not ok and ("every 30m" in reply or "shorter interval" in reply), reply
+    _, now, _ = await sc.call("GET", path)
+    assert now["schedule"]["cron"] == "0 9 * * *"
+    status, listed, _ = await sc.call("GET", "/cron/jobs")
+    assert status == 200 and [j["name"] for j in listed["jobs"]].count("odd") == 0
+
+
+async def test_non_finite_numbers_in_a_job_are_refused_not_500(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    # Python's JSON reads 1e400 as infinity and takes NaN: int() of either raised.
+    sc = await start(sidecar, echo, hook, ManualClock(START))
+    nodes = (
+        '[{"type":"start"},{"type":"delay","delay_seconds":%s},{"type":"text_event","text":"x"}]'
+    )
+    bodies = [
+        '{"name":"w","schedule":"every 1h","workflow":{"nodes":%s}}' % (nodes % "1e400"),
+        '{"name":"w","schedule":"every 1h","workflow":{"nodes":%s}}' % (nodes % "NaN"),
+        '{"name":"w","schedule":"every 1h","text":"x","runtime":{"timeout_seconds":NaN}}',
+        '{"name":"w","schedule":"every 1h","text":"x","runtime":{"misfire_grace_seconds":-1e400}}',
+    ]
+    headers = {"Content-Type": "application/json"}
+    for raw in bodies:
+        status, data, _ = await sc.call("POST", "/cron/jobs", data=raw, headers=headers)
+        assert status == 400, (raw, data)
+        assert data["error"]["code"] in ("invalid_cron_workflow", "invalid_request"), raw
+    status, listed, _ = await sc.call("GET", "/cron/jobs")
+    assert [j["name"] for j in listed["jobs"]].count("w") == 0

@@ -6,12 +6,14 @@ import json
 import sqlite3
 from collections.abc import Awaitable, Callable
 from contextlib import closing
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from kernel.agent.messages import Message, TextBlock
 from kernel.errors import StoreError
+from kernel.store.channels import ChannelStore, WebhookFailure
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
@@ -140,6 +142,29 @@ async def check_v5(store: Store) -> None:
     assert row.next_run_at is not None and row.next_run_at.isoformat() == TS
 
 
+def insert_v6(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO inbound_events (channel, event_id, seen_at) VALUES ('qq', 'ev-1', ?)", (TS,)
+    )
+    conn.execute(
+        "INSERT INTO webhook_failures (delivery_id, at, attempts, error, origin, session_id)"
+        " VALUES ('d-1', ?, 3, 'HTTP 502', 'cron', 's-1')",
+        (TS,),
+    )
+
+
+async def check_v6(store: Store) -> None:
+    records = ChannelStore(store)
+    when = datetime.fromisoformat(TS)
+    # Seen within the window: a repeat. Forgotten once the window has passed.
+    assert not await records.claim_event("qq", "ev-1", when, forget_before=when)
+    assert await records.claim_event("qq", "ev-2", when, forget_before=when)
+    later = when + timedelta(hours=1)
+    assert await records.claim_event("qq", "ev-1", later, forget_before=later)
+    failures = await records.webhook_failures(limit=10)
+    assert failures[-1] == WebhookFailure("d-1", TS, 3, "HTTP 502", "cron", "s-1")
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -148,6 +173,7 @@ SAMPLES: dict[
     3: (insert_v3, check_v3),
     4: (insert_v4, check_v4),
     5: (insert_v5, check_v5),
+    6: (insert_v6, check_v6),
 }
 
 

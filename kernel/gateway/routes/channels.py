@@ -30,6 +30,7 @@ from kernel.gateway.api import (
     ApiError,
     Param,
     Router,
+    authorized,
     invalid,
     json_response,
     kernel_of,
@@ -40,6 +41,7 @@ from kernel.redact import mask_secret
 
 router = Router("channels", "Channel settings, the QQ callback, delivery state")
 
+QQ_MAX_BODY = 1024 * 1024  # a QQ callback's body, in bytes
 SECRET_FIELDS = {"secret", "client_secret"}
 SECRET_ENV = {
     ("webhook", "secret"): "KERNEL_WEBHOOK_SECRET",
@@ -217,18 +219,33 @@ async def set_channel(request: web.Request) -> web.Response:
     summary="QQ bot open platform callback: op 13 validation, signed message events",
     body={"type": "object", "description": "a QQ callback payload ({op, d, t, id})"},
     response={"type": "object"},
-    errors=(400, 401),
+    errors=(400, 401, 413),
+    auth="signature",
 )
 async def qq_inbound(request: web.Request) -> web.Response:
     """Signed with X-Signature-Ed25519 / X-Signature-Timestamp; message events are
-    acknowledged at once ({"op": 12, "d": 0}) and answered through the QQ API."""
+    acknowledged at once ({"op": 12, "d": 0}) and answered through the QQ API. No API
+    key needed (the platform cannot send one): the signature is checked instead, and
+    only while the QQ channel is enabled and configured."""
+    kernel = kernel_of(request)
+    if kernel.qq.unavailable() and not authorized(request):
+        # Without the key, this route exists only for a QQ channel that runs.
+        raise ApiError(401, "unauthorized", t("gw.unauthorized"))
+    # Read by anyone (no key) before the signature is checked: kept small.
+    too_large = ApiError(
+        413, "request_too_large", t("qq.too_large", limit=QQ_MAX_BODY), {"limit": QQ_MAX_BODY}
+    )
+    if (request.content_length or 0) > QQ_MAX_BODY:
+        raise too_large
     try:
         async with asyncio.timeout(request.app[READ_TIMEOUT]):
             raw = await request.read()
     except TimeoutError:
         raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+    if len(raw) > QQ_MAX_BODY:
+        raise too_large
     try:
-        answer = await kernel_of(request).qq_inbound.handle(raw, request.headers)
+        answer = await kernel.qq_inbound.handle(raw, request.headers)
     except InboundError as exc:
         raise ApiError(exc.status, exc.code, str(exc)) from None
     return json_response(answer)
