@@ -24,6 +24,7 @@ from typing import Literal
 
 from kernel.agent.messages import Message, TextBlock
 from kernel.config import Config
+from kernel.delegate.argv import GEMINI_PROMPT
 from kernel.delegate.formats import strip_ansi
 from kernel.errors import KernelError
 from kernel.i18n import t
@@ -284,7 +285,10 @@ def _cli(config: Config, name: str, env: dict[str, str]) -> CheckLine:
             cli=display_name(name),
         )
         return CheckLine(part, "warn", words)
-    code, out, err = _run_cli([found, *cli.args, "--help"], env, cli.version_timeout)
+    args = cli.args
+    if name == "gemini" and args and args[-1] in GEMINI_PROMPT:
+        args = args[:-1]  # a run folds it into --prompt=<task>
+    code, out, err = _run_cli([found, *args, "--help"], env, cli.version_timeout)
     if code != 0:
         error = _error_line(err) or _error_line(out)
         error = error or (silent if code is None else f"exit {code}")

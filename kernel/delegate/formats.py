@@ -212,10 +212,11 @@ class ClaudeStream(Formatter):
             return steps
         if kind == "result":
             result = event.get("result")
-            if isinstance(result, str):
-                self.result = result
             if event.get("is_error") or event.get("subtype", "success") != "success":
+                # The text is Claude Code's error ("API Error: ..."), not an answer.
                 self.failure = one_line(str(result or event.get("subtype") or "error"), limit=2000)
+            elif isinstance(result, str):
+                self.result = result
         return []  # system/init, user tool results, stream events: not progress
 
     def answer(self) -> str:

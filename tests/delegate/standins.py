@@ -75,7 +75,8 @@ def parse(argv):
         elif SHAPE == "claude_code" and arg in VARIADIC:
             while i + 1 < len(argv) and not argv[i + 1].startswith("-"):
                 i += 1  # commander: a variadic option takes every following value
-        elif SHAPE == "gemini" and arg in ("-p", "--prompt") and i + 1 < len(argv):
+        elif (SHAPE == "gemini" and arg in ("-p", "--prompt") and i + 1 < len(argv)
+              and argv[i + 1] not in ("--help", "--version")):
             i += 1
             prompt = argv[i]
         elif SHAPE == "gemini" and arg.startswith("--prompt="):
