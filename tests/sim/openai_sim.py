@@ -8,7 +8,8 @@ Endpoints: `POST /v1/chat/completions`, `POST /v1/audio/transcriptions` (answers
 `sim.transcriptions`: text, or a scripted `Error` or `Stall`; the uploaded files' bytes are kept in
 `sim.audio_uploads`), `POST /v1/audio/speech` (answers `sim.speech_audio`, audio bytes or
 an `Error`), `GET /v1/models`, and a minimal `POST /v1/responses` (text replies, streamed as
-the SSE events codex-cli 0.169.0 reads; scripted `Error`s and `Stall`s apply). Run standalone (echo fallback):
+the SSE events codex-cli 0.169.0 reads; scripted `Error`s and `Stall`s apply). Run
+standalone (echo fallback):
 
     uv run python -m tests.sim.openai_sim --port 8788
 """
@@ -31,8 +32,8 @@ from tests.sim.script import (
     Text,
     ToolUse,
     new_id,
-    split_evenly,
     run_standalone,
+    split_evenly,
     sse_frame,
 )
 
