@@ -143,6 +143,8 @@ class Formatter:
             return []
         kind = str(event.get("type", ""))
         steps = [s for s in self.event(kind, event) if s]
+        if steps:
+            self.trouble = None  # progress again: the retries are over
         if kind in COMPLETION_EVENTS:
             self.done = True
         return steps

@@ -3,9 +3,10 @@ stderr read concurrently, the full output written to disk as it comes, and the w
 group killed on timeout, idle timeout, cancellation or Kernel's stop.
 
 A CLI that reports retries or API errors (its formatter's ``trouble``) and then makes no
-progress for ``no_progress_timeout`` seconds is ended early (reason ``no_progress``):
-retries are not progress, so a CLI that cannot reach its API is reported in seconds,
-not at the 10-minute timeout.
+progress for ``no_progress_timeout`` seconds, counted from its first retry or error since
+its last progress step, is ended early (reason ``no_progress``): retries are not progress,
+so a CLI that cannot reach its API is reported within that limit, not at the 10-minute
+timeout, while a long silent tool run before a passing hiccup is not held against it.
 
 Killing is SIGTERM to the group, then SIGKILL after a short grace, so a child that
 ignores SIGTERM dies too. Whatever ended the run, the group gets a final SIGKILL (a
@@ -132,8 +133,8 @@ class CLIProcess:
         self.stdout = HeadTail(HALF, HALF)
         self.stderr = HeadTail(10_000, 10_000)
         self.last_display: float | None = None
-        self.last_progress: float | None = None  # start, then each displayable step
         self.troubled = False  # a retry or API error came after the last progress
+        self.trouble_since = 0.0  # when the first of them came
         self._trouble_seq = 0
         self._activity = asyncio.Event()
         self._buffer = bytearray()
@@ -177,7 +178,6 @@ class CLIProcess:
         self.on_start(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
         started = self.clock()
-        self.last_progress = started
         out = asyncio.create_task(self._pump_stdout(proc.stdout), name=f"cli-out-{proc.pid}")
         err = asyncio.create_task(self._pump_stderr(proc.stderr), name=f"cli-err-{proc.pid}")
         exited = asyncio.create_task(proc.wait(), name=f"cli-wait-{proc.pid}")
@@ -227,8 +227,8 @@ class CLIProcess:
                 if now >= idle_deadline:
                     return "idle"
                 deadline = min(deadline, idle_deadline)
-            if self.troubled and self.last_progress is not None:
-                stuck_deadline = self.last_progress + req.no_progress_timeout
+            if self.troubled:
+                stuck_deadline = self.trouble_since + req.no_progress_timeout
                 if now >= stuck_deadline:
                     return "no_progress"
                 deadline = min(deadline, stuck_deadline)
@@ -279,7 +279,7 @@ class CLIProcess:
         formatter = self.request.formatter
         steps = formatter.feed(line)
         if steps:
-            self.last_display = self.last_progress = self.clock()
+            self.last_display = self.clock()
             self.troubled = False
             for step in steps:
                 self.on_step(step)
@@ -291,6 +291,8 @@ class CLIProcess:
         formatter = self.request.formatter
         if formatter.trouble_seq != self._trouble_seq:
             self._trouble_seq = formatter.trouble_seq
+            if not self.troubled:
+                self.trouble_since = self.clock()
             self.troubled = True
             self.on_trouble()
             self._activity.set()

@@ -21,7 +21,8 @@ One script serves every CLI; its behaviour comes from the environment the test s
   sleep without exiting), ``unreachable`` (the API cannot be reached: claude's
   ``system/api_retry`` events, codex's ``Reconnecting... waiting for network`` errors,
   gemini's ``Attempt N failed`` stderr lines, one per ``STANDIN_DELAY``, forever, or
-  ``STANDIN_RETRIES`` of them followed by each CLI's final error and exit 1).
+  ``STANDIN_RETRIES`` of them followed by each CLI's final error and exit 1),
+  ``retry_then_ok`` (claude: two ``api_retry`` events for a 529, then a normal run).
 - ``STANDIN_DELAY``: seconds after each displayable event (start-up noise comes at once).
 - ``STANDIN_IGNORE_TERM=1``: ignore SIGTERM (the child and its grandchild).
 - ``STANDIN_GRANDCHILD=1``: spawn a sleeping grandchild first.
@@ -230,6 +231,11 @@ if SHAPE == "claude_code":
            "permissionMode": "default"}}, pause=False)
     if mode == "noise_then_ok":
         time.sleep(float(os.environ.get("STANDIN_PAUSE", "1")))
+    if mode == "retry_then_ok":  # an overloaded API that recovers (recorded 529 shape)
+        for n in (1, 2):
+            emit({{"type": "system", "subtype": "api_retry", "attempt": n, "max_retries": 10,
+                   "retry_delay_ms": 576.7, "error_status": 529, "error": "overloaded",
+                   "session_id": "s-1", "uuid": "u-%d" % n}}, pause=False)
     emit({{"type": "assistant", "message": {{"id": "msg_1", "type": "message",
            "role": "assistant", "content": [{{"type": "text", "text": "Let me look around."}}]}},
            "parent_tool_use_id": None, "session_id": "s-1"}})

@@ -106,3 +106,18 @@ async def test_progress_after_retries_clears_the_trouble_and_the_run_completes(
     )
     text = '{"type":"assistant","message":{"content":[{"type":"text","text":"Working."}]}}'
     assert stream.feed(text) == ["Working."]
+
+
+async def test_an_api_that_recovers_is_not_ended_and_leaves_no_trouble_behind(
+    bin_dir: dict[str, Path], make_config: ConfigFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STANDIN_MODE", "retry_then_ok")
+    config = make_config(cli_section("claude_code", command=str(bin_dir["claude_code"])))
+    delegator = delegator_for(config)
+
+    result = await delegator.delegate("say hello", conversation="c")
+
+    assert result["ok"] is True and result["reason"] is None
+    assert result["output"] == "Done: say hello"
+    latest = delegator.latest("c")
+    assert latest is not None and latest.outcome == "ok" and latest.trouble is None
