@@ -248,7 +248,7 @@ class CodexStream(Formatter):
             error = event.get("error")
             message = error.get("message") if isinstance(error, dict) else None
             self.failure = one_line(str(message or "turn failed"), limit=2000)
-            return [one_line(f"✗ {self.failure}")]
+            return []  # the end, not progress: the failure is reported with the outcome
         if kind == "error":
             message = str(event.get("message", "error"))
             if retry := _CODEX_RETRY.match(message):
