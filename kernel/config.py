@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from kernel.delegate.argv import args_problem
 from kernel.errors import ConfigError
 from kernel.i18n import LANGUAGES, set_language, t
 from kernel.redact import mask_secret
@@ -149,6 +150,10 @@ class CLIConfig:
     timeout: float = 600.0
     idle_timeout: float = 300.0  # counted only after the CLI has shown something (seed 003)
     output: str | None = None  # "text" | "jsonl"; None: detected from args
+    # Seconds without progress after the CLI reported a retry or an API error: the run
+    # ends early with that error (retries are not progress).
+    no_progress_timeout: float = 60.0
+    version_timeout: float = 10.0  # `<command> --version` and kernel check's probe
 
     @property
     def jsonl(self) -> bool:
@@ -366,13 +371,21 @@ DEFAULT_PROVIDERS: dict[str, dict[str, Any]] = {
 DEFAULT_CLI: dict[str, dict[str, Any]] = {
     "claude_code": {
         "command": "claude",
-        "args": ["-p", "--output-format", "stream-json", "--verbose"],
+        "args": ["-p", "--output-format=stream-json", "--verbose"],
     },
+    # codex-cli 0.169.0 dropped --full-auto; --sandbox=workspace-write is what it set.
     "codex": {
         "command": "codex",
-        "args": ["exec", "--json", "--full-auto", "--skip-git-repo-check", "--color", "never"],
+        "args": [
+            "exec",
+            "--json",
+            "--sandbox=workspace-write",
+            "--skip-git-repo-check",
+            "--color=never",
+        ],
     },
-    "gemini": {"command": "gemini", "args": ["--output-format", "stream-json", "-p"]},
+    # gemini-cli 0.61.0 exits 55 headless in a folder it was never told to trust.
+    "gemini": {"command": "gemini", "args": ["--output-format=stream-json", "--skip-trust"]},
 }
 
 RUNTIME_FILE = "runtime.toml"
@@ -940,9 +953,15 @@ def _cli(section: Any, warnings: list[str]) -> dict[str, CLIConfig]:
             timeout=r.positive("timeout", float, 600.0),
             idle_timeout=r.positive("idle_timeout", float, 300.0),
             output=r.choice("output", CLI_OUTPUTS, "") if "output" in r.table else None,
+            no_progress_timeout=r.positive("no_progress_timeout", float, 60.0),
+            version_timeout=r.positive("version_timeout", float, 10.0),
         )
         if not cli.command:
             raise ConfigError(t("config.empty_command", key=r.key("command")), key=r.key("command"))
+        if problem := args_problem(name, cli.args):
+            kind, flag = problem
+            key = r.key("args")
+            raise ConfigError(t(f"config.cli_args_{kind}", key=key, flag=flag), key=key)
         out[name] = cli
     return out
 

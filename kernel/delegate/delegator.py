@@ -2,19 +2,25 @@
 
 ``delegate()`` is what the ``delegate_to_cli`` tool calls. It checks the request (known
 CLI, not busy, a real working directory, an executable on PATH; each refusal a
-:class:`ToolError` naming the fix), builds ``command + args [+ codex's -C/--output-last-
-message] + [task]``, runs it through :class:`CLIProcess`, and returns
-``{ok, cli, cwd, exit_code, output_path, output}``. Channels read :attr:`running` (the
-CLI, its cwd, start time, latest progress step, elapsed time) and wait for changes with
-:meth:`wait_change`; they never touch the process.
+:class:`ToolError` naming the fix), builds the command line (:mod:`kernel.delegate.argv`:
+the task after ``--``, or gemini's ``--prompt=``), asks the CLI its ``--version`` (once
+per executable), runs it through :class:`CLIProcess`, and returns
+``{ok, cli, version, cwd, exit_code, reason, output_path, output}``: ``ok`` only when the
+CLI's completion event said success AND it exited 0; ``reason`` says in one line why not.
+When the CLI gave no answer the model gets a summary (what went wrong, the last steps,
+stderr's tail), never the raw JSONL stream. Channels read :attr:`running` (the CLI, its
+cwd, start time, latest progress step, latest retry/API error, elapsed time) and wait for
+changes with :meth:`wait_change`; they never touch the process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import time
 import uuid
 from collections import deque
@@ -25,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from kernel.config import Config
-from kernel.delegate.formats import formatter_for, strip_ansi
+from kernel.delegate.argv import build_argv, output_flags
+from kernel.delegate.formats import Trouble, display_name, formatter_for, one_line, strip_ansi
 from kernel.delegate.runner import HALF, OUTPUT_LIMIT, CLIProcess, RunReport, RunRequest
 from kernel.errors import ToolError
 from kernel.i18n import t
@@ -52,7 +59,9 @@ class Delegation:
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     pid: int | None = None
     finished: float | None = None
-    outcome: str | None = None  # ok | failed | timeout | idle | cancelled | stopped
+    outcome: str | None = None  # ok | failed | timeout | idle | no_progress | cancelled | stopped
+    trouble: Trouble | None = None  # the CLI's latest retry or API error
+    version: str = ""
     exit_code: int | None = None
     output_path: str = ""
 
@@ -105,6 +114,7 @@ class Delegator:
         self._stopping = False
         self._version = 0
         self._changed = asyncio.Event()
+        self._versions: dict[str, str] = {}
 
     # ----- what channels read ------------------------------------------------------------
 
@@ -187,12 +197,12 @@ class Delegator:
         folder = self.config.data_dir / "cli_outputs"
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
         output_path = folder / f"{stamp}-{claim.cli}.txt"
-        argv = [executable, *cfg.args]
+        extra: list[str] = []
         last_message: Path | None = None
         if claim.cli == "codex":
-            last_message = folder / f"{stamp}-codex-last.txt"
-            argv += ["-C", str(workdir), "--output-last-message", str(last_message)]
-        argv.append(task)
+            extra, last_message = output_flags(folder, stamp, workdir)
+        argv = build_argv(claim.cli, executable, cfg.args, task, extra)
+        claim.version = await self._version_of(executable, env, cfg.version_timeout)
         formatter = formatter_for(claim.cli, cfg.jsonl)
         request = RunRequest(
             argv=argv,
@@ -202,18 +212,25 @@ class Delegator:
             idle_timeout=cfg.idle_timeout,
             formatter=formatter,
             output_path=output_path,
+            no_progress_timeout=cfg.no_progress_timeout,
         )
 
         def on_step(step: str) -> None:
             claim.step = step
             claim.steps += 1
             claim.recent.append(step)
+            claim.trouble = None  # progress again: the retries are over
+            self._bump()
+
+        def on_trouble() -> None:
+            claim.trouble = formatter.trouble
             self._bump()
 
         process = CLIProcess(
             request,
             on_step=on_step,
             on_start=lambda pid: setattr(claim, "pid", pid),
+            on_trouble=on_trouble,
             kill_grace=self.kill_grace,
             done_grace=self.done_grace,
             clock=self.clock,
@@ -223,7 +240,12 @@ class Delegator:
             process.kill()
         claim.output_path = str(output_path)
         self._latest[claim.conversation] = claim
-        log.info("delegation started: cli=%s jsonl=%s", claim.cli, cfg.jsonl)
+        log.info(
+            "delegation started: cli=%s version=%s jsonl=%s",
+            claim.cli,
+            claim.version or "unknown",
+            cfg.jsonl,
+        )
         try:
             report = await process.run()
         except asyncio.CancelledError:
@@ -240,23 +262,34 @@ class Delegator:
         answer = strip_ansi(answer)
         if last_message is not None:
             answer = await asyncio.to_thread(_read_text, last_message) or answer
-        return self._result(claim, report, formatter.failure, answer, output_path)
+        claim.trouble = formatter.trouble
+        return self._result(claim, report, formatter.failure, answer, output_path, formatter.jsonl)
 
     def _result(
-        self, claim: Delegation, report: RunReport, failure: str, answer: str, output_path: Path
+        self,
+        claim: Delegation,
+        report: RunReport,
+        failure: str,
+        answer: str,
+        output_path: Path,
+        jsonl: bool,
     ) -> dict[str, Any]:
         exited_ok = report.exit_code == 0 or report.killed_after_done
         ok = report.reason in ("exit", "completed") and exited_ok and not failure
         ok = ok and bool(answer.strip())
         claim.exit_code = report.exit_code
         claim.outcome = "ok" if ok else report.reason if report.reason in _ABORTS else "failed"
-        text = answer.strip() or strip_ansi(report.stdout.text(omission)).strip()
-        if not ok:
-            notes = [self._note(claim, report, failure, answer)]
-            stderr = strip_ansi(report.stderr.tail or "".join(report.stderr.head)).strip()
-            if stderr:
-                notes.append("[stderr]\n" + stderr[-STDERR_FOR_MODEL:])
-            text = "\n\n".join([p for p in [text, *notes] if p])
+        reason = None if ok else self._note(claim, report, failure, answer)
+        if ok:
+            text = answer.strip()
+        elif answer.strip() or not jsonl:
+            text = answer.strip() or strip_ansi(report.stdout.text(omission)).strip()
+            text = "\n\n".join(p for p in [text, reason, self._stderr(report)] if p)
+        else:  # a JSONL stream without an answer: a summary, not the raw events
+            steps = "\n".join(f"- {step}" for step in list(claim.recent)[-5:])
+            parts = [reason, t("delegate.last_steps", steps=steps) if steps else ""]
+            parts += [self._stderr(report), t("delegate.see_output", path=output_path)]
+            text = "\n\n".join(p for p in parts if p)
         log.info(
             "delegation ended: cli=%s outcome=%s exit=%s reason=%s %.1fs, %d stdout chars",
             claim.cli,
@@ -269,25 +302,57 @@ class Delegator:
         return {
             "ok": ok,
             "cli": claim.cli,
+            "version": claim.version,
             "cwd": claim.cwd,
             "exit_code": report.exit_code,
+            "reason": reason.removeprefix("[Kernel] ") if reason else None,
             "output_path": str(output_path),
             "output": truncate(text),
         }
 
+    @staticmethod
+    def _stderr(report: RunReport) -> str:
+        stderr = strip_ansi(report.stderr.tail or "".join(report.stderr.head)).strip()
+        return "[stderr]\n" + stderr[-STDERR_FOR_MODEL:] if stderr else ""
+
     def _note(self, claim: Delegation, report: RunReport, failure: str, answer: str) -> str:
         cfg = self.config.cli[claim.cli]
+        name = display_name(claim.cli)
+        trouble = claim.trouble
+        if report.reason == "no_progress" and trouble is not None:
+            return t(
+                "delegate.note_unreachable",
+                cli=name,
+                error=trouble.error,
+                retries=trouble.attempt,
+                seconds=f"{cfg.no_progress_timeout:g}",
+            )
         if report.reason == "timeout":
             return t("delegate.note_timeout", cli=claim.cli, seconds=f"{cfg.timeout:g}")
         if report.reason == "idle":
             return t("delegate.note_idle", cli=claim.cli, seconds=f"{cfg.idle_timeout:g}")
         if report.reason == "stopped":
             return t("delegate.note_stopped", cli=claim.cli)
-        if failure:
-            return t("delegate.note_failure", cli=claim.cli, detail=failure)
-        if report.exit_code not in (0, None):
-            return t("delegate.note_exit", cli=claim.cli, code=report.exit_code)
-        return t("delegate.note_empty", cli=claim.cli)
+        code = report.exit_code
+        if failure and trouble is not None and not answer.strip():
+            note = t("delegate.note_api", cli=name, error=failure, retries=trouble.attempt)
+        elif failure:
+            note = t("delegate.note_failure", cli=claim.cli, detail=failure)
+        elif code not in (0, None):
+            return t("delegate.note_exit", cli=claim.cli, code=code)
+        elif trouble is not None:
+            note = t("delegate.note_api", cli=name, error=trouble.error, retries=trouble.attempt)
+        else:
+            note = t("delegate.note_empty", cli=claim.cli)
+        if code == 0:  # e.g. Gemini CLI: exit 0 after reporting an error
+            note += " " + t("delegate.note_exit_zero", cli=claim.cli)
+        return note
+
+    async def _version_of(self, executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
+        """The CLI's ``--version`` line, asked once per executable ("" if it will not say)."""
+        if executable not in self._versions:
+            self._versions[executable] = await cli_version(executable, env, timeout)
+        return self._versions[executable]
 
     def _workdir(self, cwd: str | None) -> Path:
         base = self.config.general.default_workspace
@@ -309,7 +374,35 @@ class Delegator:
             process.kill()
 
 
-_ABORTS = ("timeout", "idle", "stopped")
+_ABORTS = ("timeout", "idle", "no_progress", "stopped")
+
+
+async def cli_version(executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
+    """First line ``<executable> --version`` prints, within ``timeout``; "" on failure."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            executable,
+            "--version",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError:
+        return ""
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        return ""
+    finally:
+        if proc.returncode is None:  # timed out or cancelled: the group goes, reaped
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                await asyncio.shield(proc.wait())
+    text = out.decode("utf-8", "replace").strip()
+    return one_line(text.splitlines()[0], limit=200) if text else ""
 
 
 def _read_text(path: Path) -> str:

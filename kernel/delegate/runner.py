@@ -2,6 +2,12 @@
 stderr read concurrently, the full output written to disk as it comes, and the whole
 group killed on timeout, idle timeout, cancellation or Kernel's stop.
 
+A CLI that reports retries or API errors (its formatter's ``trouble``) and then makes no
+progress for ``no_progress_timeout`` seconds, counted from its first retry or error since
+its last progress step, is ended early (reason ``no_progress``): retries are not progress,
+so a CLI that cannot reach its API is reported within that limit, not at the 10-minute
+timeout, while a long silent tool run before a passing hiccup is not held against it.
+
 Killing is SIGTERM to the group, then SIGKILL after a short grace, so a child that
 ignores SIGTERM dies too. Whatever ended the run, the group gets a final SIGKILL (a
 grandchild left behind by a CLI that exited must not outlive the delegation) and the
@@ -29,6 +35,7 @@ log = logging.getLogger(__name__)
 CHUNK = 64 * 1024
 FLUSH_AT = 256 * 1024  # bytes of stdout buffered before a write to disk
 MAX_LINE = 8 * 1024 * 1024  # a longer "line" is handed on in pieces
+MAX_STDERR_LINE = 4096  # characters of one stderr line the formatter sees
 REAP_WAIT = 5.0  # seconds to wait for the leader after SIGKILL
 POLL = 0.1  # seconds between checks for a leader that exited while its pipes stay open
 DRAIN_WAIT = 2.0  # seconds to wait for the pipes to close after the group is gone
@@ -86,11 +93,12 @@ class RunRequest:
     idle_timeout: float
     formatter: Formatter
     output_path: Path
+    no_progress_timeout: float = 60.0
 
 
 @dataclass
 class RunReport:
-    reason: str  # exit | completed | timeout | idle | stopped
+    reason: str  # exit | completed | timeout | idle | no_progress | stopped
     exit_code: int | None
     stdout: HeadTail
     stderr: HeadTail
@@ -109,6 +117,7 @@ class CLIProcess:
         *,
         on_step: Callable[[str], None] = lambda step: None,
         on_start: Callable[[int], None] = lambda pid: None,
+        on_trouble: Callable[[], None] = lambda: None,
         kill_grace: float = 0.8,
         done_grace: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
@@ -116,6 +125,7 @@ class CLIProcess:
         self.request = request
         self.on_step = on_step
         self.on_start = on_start
+        self.on_trouble = on_trouble
         self.kill_grace = kill_grace
         self.done_grace = done_grace
         self.clock = clock
@@ -123,6 +133,9 @@ class CLIProcess:
         self.stdout = HeadTail(HALF, HALF)
         self.stderr = HeadTail(10_000, 10_000)
         self.last_display: float | None = None
+        self.troubled = False  # a retry or API error came after the last progress
+        self.trouble_since = 0.0  # when the first of them came
+        self._trouble_seq = 0
         self._activity = asyncio.Event()
         self._buffer = bytearray()
         self._file: BinaryIO | None = None
@@ -171,7 +184,7 @@ class CLIProcess:
         killed_after_done = False
         try:
             reason = await self._supervise(started, exited)
-            if reason in ("timeout", "idle"):
+            if reason in ("timeout", "idle", "no_progress"):
                 await self._terminate()
             elif reason == "completed":
                 killed_after_done = not await self._exits_within(self.done_grace)
@@ -214,6 +227,11 @@ class CLIProcess:
                 if now >= idle_deadline:
                     return "idle"
                 deadline = min(deadline, idle_deadline)
+            if self.troubled:
+                stuck_deadline = self.trouble_since + req.no_progress_timeout
+                if now >= stuck_deadline:
+                    return "no_progress"
+                deadline = min(deadline, stuck_deadline)
             self._activity.clear()
             waiter = asyncio.create_task(self._activity.wait())
             try:
@@ -262,9 +280,21 @@ class CLIProcess:
         steps = formatter.feed(line)
         if steps:
             self.last_display = self.clock()
+            self.troubled = False
             for step in steps:
                 self.on_step(step)
+        self._check_trouble()
         if steps or formatter.done:
+            self._activity.set()
+
+    def _check_trouble(self) -> None:
+        formatter = self.request.formatter
+        if formatter.trouble_seq != self._trouble_seq:
+            self._trouble_seq = formatter.trouble_seq
+            if not self.troubled:
+                self.trouble_since = self.clock()
+            self.troubled = True
+            self.on_trouble()
             self._activity.set()
 
     async def _pump_stdout(self, stream: asyncio.StreamReader) -> None:
@@ -286,9 +316,17 @@ class CLIProcess:
 
     async def _pump_stderr(self, stream: asyncio.StreamReader) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending = ""
         while chunk := await stream.read(CHUNK):
-            self.stderr.add(decoder.decode(chunk))
+            text = decoder.decode(chunk)
+            self.stderr.add(text)
             await self._write_stderr(chunk)
+            # Gemini CLI reports its retries here: lines go to the formatter too.
+            lines = (pending + text).split("\n")
+            pending = lines.pop()[-MAX_STDERR_LINE:]
+            for line in lines:
+                self.request.formatter.feed_stderr(line[:MAX_STDERR_LINE])
+            self._check_trouble()
         self.stderr.add(decoder.decode(b"", final=True))
 
     async def _write_stderr(self, chunk: bytes) -> None:

@@ -12,8 +12,9 @@ CLIName = Literal["claude_code", "codex", "gemini"]
 DESCRIPTION = (
     "当用户需要执行文件操作、代码编辑、项目分析、Shell 命令、浏览器操作等实际任务时使用。"
     "把任务交给编码 CLI（默认 Claude Code）在子进程中完成，"
-    "返回 {ok, cli, cwd, exit_code, output_path, output}；output 是 CLI 的最终回答"
-    "（超过 5 万字符时保留头尾），完整输出在 output_path。一次只能运行一个任务。"
+    "返回 {ok, cli, version, cwd, exit_code, reason, output_path, output}；output 是 CLI 的"
+    "最终回答（超过 5 万字符时保留头尾），完整输出在 output_path；ok 为 false 时 reason "
+    "用一句话说明原因（如 CLI 无法连接其 API）。一次只能运行一个任务。"
 )
 
 

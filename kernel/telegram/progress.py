@@ -19,12 +19,29 @@ from telegram.error import TelegramError
 
 from kernel.agent.events import ToolResult
 from kernel.delegate.delegator import DEFAULT_CLI, Delegation, Delegator
+from kernel.delegate.formats import Trouble, display_name
 from kernel.i18n import t
 
 log = logging.getLogger(__name__)
 
 TOOL_NAME = "delegate_to_cli"
 HALT_WAIT = 5.0  # seconds the view waits for a cancelled progress edit to end
+
+
+def trouble_line(cli: str, trouble: Trouble) -> str:
+    """ "Claude Code 无法连接其 API：… · 第 3 次重试" from the CLI's latest retry/error."""
+    name = display_name(cli)
+    if trouble.attempt <= 0:
+        return t("tg.delegate_error", cli=name, error=trouble.error)
+    if trouble.max_attempts:
+        return t(
+            "tg.delegate_trouble_max",
+            cli=name,
+            error=trouble.error,
+            attempt=trouble.attempt,
+            max=trouble.max_attempts,
+        )
+    return t("tg.delegate_trouble", cli=name, error=trouble.error, attempt=trouble.attempt)
 
 
 def format_elapsed(seconds: float) -> str:
@@ -72,6 +89,8 @@ class DelegationProgress:
             elapsed = delegation.elapsed
             if delegation.step:
                 lines.append(t("tg.delegate_step", step=delegation.step))
+            if delegation.trouble is not None:
+                lines.append(trouble_line(self.cli, delegation.trouble))
         lines.append(t("tg.delegate_elapsed", elapsed=format_elapsed(elapsed)))
         return "\n".join(lines)
 
@@ -169,6 +188,16 @@ class DelegationProgress:
             return t("tg.delegate_timeout", cli=self.cli, elapsed=elapsed)
         if outcome == "idle":
             return t("tg.delegate_idle", cli=self.cli, elapsed=elapsed)
+        if outcome == "no_progress" and delegation.trouble is not None:
+            trouble = delegation.trouble
+            name = display_name(self.cli)
+            return t(
+                "tg.delegate_no_progress",
+                cli=name,
+                error=trouble.error,
+                attempt=trouble.attempt,
+                elapsed=elapsed,
+            )
         if outcome in ("stopped", "cancelled"):
             return t("tg.delegate_stopped", cli=self.cli, elapsed=elapsed)
         code = "—" if delegation.exit_code is None else delegation.exit_code

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +60,48 @@ def test_an_unknown_cli_section_is_ignored_with_a_warning(tmp_path: Path) -> Non
     config = load(tmp_path, '[cli.aider]\ncommand = "aider"\n')
     assert "aider" not in config.cli
     assert any("[cli.aider]" in w and "claude_code" in w for w in config.warnings)
+
+
+@pytest.mark.parametrize(
+    ("cli", "args", "words"),
+    [
+        (
+            "claude_code",
+            ["-p", "--output-format=stream-json", "--verbose", "--allowedTools"],
+            "ends with --allowedTools, which takes several values and would swallow the task;"
+            " write --allowedTools=<value> (e.g. --allowedTools=Bash)",
+        ),
+        ("codex", ["exec", "--json", "--image"], "ends with --image"),
+        ("claude_code", ["-p", "--", "--verbose"], "contains --: Kernel puts -- before the task"),
+        ("gemini", ["-p", "--output-format=stream-json"], "has -p: Kernel passes the task as"),
+    ],
+)
+def test_args_that_would_swallow_the_task_are_refused_naming_the_key(
+    tmp_path: Path, cli: str, args: list[str], words: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load(tmp_path, f"[cli.{cli}]\nargs = {json.dumps(args)}\n")
+    key = f"cli.{cli}.args"
+    assert refused.value.key == key
+    assert str(refused.value).startswith(key) and words in str(refused.value)
+
+
+def test_the_variadic_refusal_is_one_line_and_exit_2_at_start(tmp_path: Path) -> None:
+    """`python -m kernel` as the owner runs it with the args of issue 13's report."""
+    (tmp_path / "config.toml").write_text(
+        '[general]\nlanguage = "en"\n[cli.claude_code]\nargs = ["-p", "--allowedTools"]\n',
+        encoding="utf-8",
+    )
+    env = {"PATH": "/usr/bin:/bin", "KERNEL_LANGUAGE": "en", **BASE_ENV}
+    done = subprocess.run(
+        [sys.executable, "-m", "kernel"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "cli.claude_code.args ends with --allowedTools" in done.stderr
+    assert "--allowedTools=Bash" in done.stderr and "Traceback" not in done.stderr

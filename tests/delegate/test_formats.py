@@ -75,7 +75,7 @@ def test_codex_items_turn_completed_and_turn_failed() -> None:
     assert f.done and f.answer() == "Fixed."
 
     failed = CodexStream()
-    assert feed(failed, {"type": "turn.failed", "error": {"message": "quota"}}) == [["✗ quota"]]
+    assert feed(failed, {"type": "turn.failed", "error": {"message": "quota"}}) == [[]]
     assert failed.done and failed.failure == "quota"
 
 

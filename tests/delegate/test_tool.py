@@ -89,7 +89,17 @@ async def test_the_model_delegates_reads_the_result_and_history_keeps_a_one_line
     )
     [fed] = tool_results(model.requests[1].body)
     result = json.loads(fed["content"] if isinstance(fed["content"], str) else "")
-    assert set(result) == {"ok", "cli", "cwd", "exit_code", "output_path", "output"}
+    assert set(result) == {
+        "ok",
+        "cli",
+        "version",
+        "cwd",
+        "exit_code",
+        "reason",
+        "output_path",
+        "output",
+    }
+    assert result["version"] == "2.1.197 (Claude Code)" and result["reason"] is None
     assert result["ok"] is True and result["output"] == "Done: count the files"
     [shown] = [e for e in events if isinstance(e, ToolResult)]
     assert shown.ok and shown.summary.startswith("claude_code 已完成(成功)")

@@ -7,7 +7,9 @@
 Endpoints: `POST /v1/chat/completions`, `POST /v1/audio/transcriptions` (answers from
 `sim.transcriptions`: text, or a scripted `Error` or `Stall`; the uploaded files' bytes are kept in
 `sim.audio_uploads`), `POST /v1/audio/speech` (answers `sim.speech_audio`, audio bytes or
-an `Error`), `GET /v1/models`. Run standalone (echo fallback):
+an `Error`), `GET /v1/models`, and a minimal `POST /v1/responses` (text replies, streamed as
+the SSE events codex-cli 0.169.0 reads; scripted `Error`s and `Stall`s apply). Run
+standalone (echo fallback):
 
     uv run python -m tests.sim.openai_sim --port 8788
 """
@@ -32,6 +34,7 @@ from tests.sim.script import (
     ToolUse,
     new_id,
     run_standalone,
+    split_evenly,
     sse_frame,
 )
 
@@ -66,6 +69,7 @@ class OpenAISim(SimServer):
     def routes(self) -> list[web.RouteDef]:
         return [
             web.post("/v1/chat/completions", self._chat_completions),
+            web.post("/v1/responses", self._responses),
             web.post("/v1/audio/transcriptions", self._transcriptions),
             web.post("/v1/audio/speech", self._speech),
             web.get("/v1/models", self._models),
@@ -153,6 +157,30 @@ class OpenAISim(SimServer):
             completion.frames(include_usage=bool(options.get("include_usage"))),
             garbage=GARBAGE,
             error_frame=sse_frame(error),
+        )
+
+    # ---- responses (minimal: what codex exec needs) --------------------------------------
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self.record(request)
+        if denied := self.unauthorized(request):
+            return denied
+        body = recorded.body
+        if not isinstance(body, dict) or "model" not in body:
+            return self.invalid("model: Field required", "model")
+        scripted = self.next_scripted(lambda: last_input_text(body.get("input")))
+        if scripted is None:
+            return self.no_reply_response()
+        if isinstance(scripted, Error):
+            headers = scripted.response_headers()
+            return self.error_response(
+                scripted.status, scripted.type, scripted.message, headers, code=scripted.code
+            )
+        if isinstance(scripted, Stall):
+            return await self.stall(request, scripted.seconds)
+        frames = response_frames(scripted.text, str(body["model"]))
+        return await self.reply_sse(
+            request, scripted, frames, garbage=GARBAGE, error_frame=sse_frame({"type": "error"})
         )
 
     # ---- audio and models -------------------------------------------------------------
@@ -383,6 +411,61 @@ def missing_tool_responses(call_ids: list[str], index: int) -> Problem:
         + ", ".join(call_ids),
         f"messages.[{index}].role",
     )
+
+
+def response_frames(text: str, model: str) -> list[bytes]:
+    """The Responses API's SSE for one assistant message (the events codex reads)."""
+    rid, mid = new_id("resp_"), new_id("msg_")
+    base = {"id": rid, "object": "response", "created_at": int(time.time()), "model": model}
+    item = {"id": mid, "type": "message", "role": "assistant", "status": "in_progress"}
+    done_item = {
+        **item,
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    usage = {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 15,
+    }
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**base, "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**item, "content": []}},
+    ]
+    events += [
+        {
+            "type": "response.output_text.delta",
+            "item_id": mid,
+            "output_index": 0,
+            "content_index": 0,
+            "delta": piece,
+        }
+        for piece in split_evenly(text)
+    ]
+    events += [
+        {"type": "response.output_item.done", "output_index": 0, "item": done_item},
+        {
+            "type": "response.completed",
+            "response": {**base, "status": "completed", "output": [done_item], "usage": usage},
+        },
+    ]
+    return [sse_frame(event, event=str(event["type"])) for event in events]
+
+
+def last_input_text(items: Any) -> str:
+    """Text of the last user item of a Responses ``input``, for the echo fallback."""
+    if isinstance(items, str):
+        return items
+    for item in reversed(items if isinstance(items, list) else []):
+        if isinstance(item, dict) and item.get("role") == "user":
+            parts = item.get("content")
+            if isinstance(parts, str):
+                return parts
+            texts = [str(p.get("text", "")) for p in parts or [] if isinstance(p, dict)]
+            return " ".join(texts)
+    return ""
 
 
 def last_user_text(messages: list[dict[str, Any]]) -> str:
