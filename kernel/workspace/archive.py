@@ -35,7 +35,7 @@ from typing import IO, BinaryIO
 
 from kernel.errors import WorkspaceError
 from kernel.i18n import t
-from kernel.workspace.files import _READ, Parts, Workspace, Writer, parts_of
+from kernel.workspace.files import _READ, Parts, Workspace, Writer, _Secrets, parts_of
 
 _COPY = 64 * 1024
 _MIN_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -87,7 +87,8 @@ class Archives:
 
     def _export(self) -> Path:
         skipped: list[str] = []
-        entries, truncated = self.workspace._list((), self.max_files, skipped)
+        secrets = _Secrets(self.workspace)  # one look at the data dir for the whole export
+        entries, truncated = self.workspace._list((), self.max_files, skipped, secrets)
         total = sum(e.size for e in entries)
         if truncated or total > self.max_bytes:
             raise _too_large(self.max_bytes, self.max_files)
@@ -108,7 +109,7 @@ class Archives:
                     info = zipfile.ZipInfo(entry.path, when)
                     info.compress_type = zipfile.ZIP_DEFLATED
                     info.external_attr = (stat.S_IFREG | 0o644) << 16
-                    if not self._add(zf, info, tuple(entry.path.split("/"))):
+                    if not self._add(zf, info, tuple(entry.path.split("/")), secrets):
                         skipped.append(entry.path)
                 if skipped:
                     note = t("ws.export_skipped", count=len(skipped), paths=", ".join(skipped))
@@ -118,7 +119,9 @@ class Archives:
             raise
         return path
 
-    def _add(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, parts: Parts) -> bool:
+    def _add(
+        self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, parts: Parts, secrets: _Secrets
+    ) -> bool:
         """False: the file became one that is refused (a hard link) since it was listed."""
         try:
             folder = self.workspace._folder(parts)
@@ -134,7 +137,7 @@ class Archives:
             opened = os.fstat(src.fileno())
             if not stat.S_ISREG(opened.st_mode):
                 return True
-            if self.workspace.refusal(opened) is not None:
+            if self.workspace.refusal(opened, secrets) is not None:
                 return False
             os.set_blocking(src.fileno(), True)
             with zf.open(info, "w", force_zip64=True) as dst:

@@ -151,7 +151,18 @@ class _Secrets:
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
+        self._named: set[tuple[int, int]] | None = None
         self._found: set[tuple[int, int]] | None = None
+
+    def named(self, info: os.stat_result) -> bool:
+        """The same file as config.toml (or another protected file, by its own name)."""
+        if self._named is None:
+            self._named = set()
+            for path in self.workspace.secrets:
+                with contextlib.suppress(OSError):
+                    other = os.stat(path)
+                    self._named.add((other.st_dev, other.st_ino))
+        return (info.st_dev, info.st_ino) in self._named
 
     def __contains__(self, info: os.stat_result) -> bool:
         if self._found is None:
@@ -227,16 +238,15 @@ class Workspace:
         """Why the file ``info`` describes (an ``fstat`` of an open descriptor) may not be
         served or replaced, or None: it is config.toml under another name, has more than
         one hard link while they are not allowed, or is a file of the data directory."""
-        for path in self.secrets:
-            with contextlib.suppress(OSError):
-                other = os.stat(path)
-                if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
-                    return t("ws.why_protected")
+        secrets = secrets or _Secrets(self)
+        # Whatever its link count: on a case-insensitive file system, CONFIG.TOML is it.
+        if secrets.named(info):
+            return t("ws.why_protected")
         if info.st_nlink < 2:
             return None
         if not self.allow_hard_links:
             return t("ws.why_hard_link")
-        if info in (secrets or _Secrets(self)):
+        if info in secrets:
             return t("ws.why_protected")
         return None
 
@@ -360,13 +370,17 @@ class Workspace:
         return await asyncio.to_thread(self._list, parts, limit)
 
     def _list(
-        self, parts: Parts, limit: int, skipped: list[str] | None = None
+        self,
+        parts: Parts,
+        limit: int,
+        skipped: list[str] | None = None,
+        secrets: _Secrets | None = None,
     ) -> tuple[list[Entry], bool]:
         """``skipped``: gets the paths of files left out for their hard links."""
         out: list[Entry] = []
         fd = self._open_dir(parts)
         try:
-            truncated = self._walk(fd, parts, out, limit, _Secrets(self), skipped)
+            truncated = self._walk(fd, parts, out, limit, secrets or _Secrets(self), skipped)
         finally:
             os.close(fd)
         return out, truncated

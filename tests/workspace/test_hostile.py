@@ -251,3 +251,28 @@ def test_writes_and_deletes_racing_in_threads_give_only_workspace_errors(
         thread.join()
     assert unexpected == []
     assert names(tmp_path, "**/.kernel-*") == []
+
+
+async def test_a_workspace_inside_the_data_dir_judges_its_own_hard_links_apart(
+    tmp_path: Path,
+) -> None:
+    """With hard links allowed, two names inside data/workspace are the owner's; a
+    name for data/runtime.toml beside it is not."""
+    data = tmp_path / "data"
+    (data / "workspace").mkdir(parents=True)
+    (data / "runtime.toml").write_bytes(SECRET)
+    ws = data / "workspace"
+    (ws / "a.txt").write_text("twice")
+    (ws / "b.txt").hardlink_to(ws / "a.txt")
+    (ws / "leak.txt").hardlink_to(data / "runtime.toml")
+    workspace = Workspace(ws, protected=[tmp_path / "config.toml", data], allow_hard_links=True)
+
+    assert await workspace.read("b.txt") == b"twice"
+    try:
+        await workspace.read("leak.txt")
+    except WorkspaceError as refused:
+        assert refused.code == "path_denied"
+    else:
+        raise AssertionError("data/runtime.toml served under another name")
+    entries, _ = await workspace.listing()
+    assert [e.path for e in entries] == ["a.txt", "b.txt"]
