@@ -176,7 +176,9 @@ class Kernel:
         self.runtime.on_providers_changed(self.agent.providers_changed)
         # The workspace the sidecar serves: config.toml and the data dir never among it.
         self.workspace = Workspace(
-            config.general.default_workspace, protected=[config.path, config.data_dir]
+            config.general.default_workspace,
+            protected=[config.path, config.data_dir],
+            allow_hard_links=config.gateway.allow_hard_links,
         )
         self.archives = Archives(
             self.workspace,
@@ -184,7 +186,8 @@ class Kernel:
             max_bytes=config.gateway.archive_max_bytes,
             max_files=config.gateway.archive_max_files,
         )
-        self.selfops = Mutations(config, self.runtime, self.agent)
+        # SelfOps writes beside config.toml, maybe the same folder: one lock for both.
+        self.selfops = Mutations(config, self.runtime, self.agent, lock=self.workspace.lock)
         self.channels: dict[str, ChannelStatus] = {}
         # Outbound channels (seed 000's Channel plugins): every delivery goes through here.
         self.channel_registry = ChannelRegistry()

@@ -227,6 +227,8 @@ class GatewayConfig:
     # alias is matched against these patterns in order ("*" matches any run of
     # characters) and answered by the target: "active" or "<provider>:<model>".
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
+    # Serve workspace files with more than one hard link (never config.toml or data/ ones).
+    allow_hard_links: bool = False
 
     @property
     def client_host(self) -> str:
@@ -1090,6 +1092,7 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
         archive_max_bytes=r.positive("archive_max_bytes", int, 256 * 1024 * 1024),
         archive_max_files=r.positive("archive_max_files", int, 10000),
         model_aliases=_model_aliases(r),
+        allow_hard_links=r.get("allow_hard_links", bool, False),
     )
     if not 0 <= gw.port <= 65535:
         expected = _expected("int") + " 0-65535"

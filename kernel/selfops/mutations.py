@@ -114,13 +114,25 @@ class Mutations:
     """Pending previews (in memory, five minutes each) and their application."""
 
     def __init__(
-        self, config: Config, runtime: Runtime, agent: Agent, *, clock: Clock | None = None
+        self,
+        config: Config,
+        runtime: Runtime,
+        agent: Agent,
+        *,
+        clock: Clock | None = None,
+        lock: asyncio.Lock | None = None,
     ) -> None:
+        """``lock``: the one the sidecar's workspace writes take (the folders may overlap)."""
         self.config = config
         self.runtime = runtime
         self.agent = agent
         self.clock: Clock = clock or (lambda: datetime.now(UTC))
-        self.files = Workspace(config.base_dir, protected=[config.path, config.data_dir])
+        self.files = Workspace(
+            config.base_dir,
+            protected=[config.path, config.data_dir],
+            allow_hard_links=config.gateway.allow_hard_links,
+            lock=lock,
+        )
         self._pending: dict[str, Pending] = {}
         self._lock = asyncio.Lock()  # one apply at a time
 
@@ -413,12 +425,21 @@ class Mutations:
     async def _apply_files(self, pending: Pending) -> None:
         for doc in pending.docs:
             self._file_parts(doc.path)  # the whitelist, again: never trust a stored path alone
-            current = await self._read_text(doc.parts)
-            if current != doc.before:
-                raise _conflict(doc.path)
-        planned = [(d.parts, _writer(d.after)) for d in pending.docs]
+        planned: list[tuple[Parts, Callable[[Any], None] | None]] = [
+            (d.parts, _writer(d.after)) for d in pending.docs
+        ]
+
+        def compare_and_commit() -> None:
+            # Under the lock /workspace writes take: what was compared is what is replaced.
+            for doc in pending.docs:
+                current = self.files.read_now(doc.parts)
+                expected = doc.before.encode("utf-8") if doc.before is not None else None
+                if current != expected:
+                    raise _conflict(doc.path)
+            self.files.commit(planned)
+
         try:
-            await asyncio.shield(asyncio.to_thread(self.files.commit, list(planned)))
+            await self.files.locked(compare_and_commit)
         except WorkspaceError as exc:
             raise SelfOpsError(
                 "mutation_apply_conflict", str(exc), {"target": FILE_TARGET}

@@ -1,5 +1,10 @@
 """Zip export and import of a :class:`Workspace`.
 
+Export leaves out what the listing leaves out (dotfiles, links, protected paths, files
+with more than one hard link unless ``gateway.allow_hard_links``); the hard-linked files
+left out are named in the zip's comment (``unzip -z``), never silently dropped, and each
+file is judged again on the descriptor it is read from.
+
 Import is checked before anything is written: the archive opens, holds at most
 ``max_files`` entries declaring at most ``max_bytes`` in all, and every entry is a plain
 relative path (no ``..``, no absolute path, no dotfile, no link, no encryption, no
@@ -7,28 +12,45 @@ protected path, no duplicate) whose target is not blocked by a link or a file. T
 entries are then extracted to a staging folder in the data directory, counting the
 bytes actually produced (a lying header cannot inflate past the limit), and only when
 all of them came out whole are they written into the workspace, as one change
-(:meth:`Workspace.commit`).
+(:meth:`Workspace.commit`), under the workspace's lock. A damaged entry (bad deflate,
+bzip2 or lzma data, a checksum that differs, a truncated archive) or an unsupported
+compression method is refused naming the entry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import lzma
 import os
 import shutil
 import stat
+import struct
 import tempfile
 import zipfile
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from kernel.errors import WorkspaceError
 from kernel.i18n import t
-from kernel.workspace.files import _READ, Parts, Workspace, Writer, parts_of
+from kernel.workspace.files import _READ, Parts, Workspace, Writer, _Secrets, parts_of
 
 _COPY = 64 * 1024
 _MIN_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+_MAX_COMMENT = 65535  # bytes, the most a zip comment holds
+# What reading a damaged entry raises: zipfile's own errors, and the decompressors'
+# (bz2 raises a bare OSError "Invalid data stream").
+_DAMAGED = (
+    zipfile.BadZipFile,
+    EOFError,
+    ValueError,
+    OSError,
+    zlib.error,
+    lzma.LZMAError,
+    struct.error,
+)
 
 
 def _too_large(max_bytes: int, max_files: int) -> WorkspaceError:
@@ -56,7 +78,6 @@ class Archives:
         self.staging = staging  # a folder in the data directory
         self.max_bytes = max_bytes
         self.max_files = max_files
-        self._lock = asyncio.Lock()  # one import at a time
 
     # ----- export --------------------------------------------------------------------
 
@@ -65,7 +86,9 @@ class Archives:
         return await asyncio.to_thread(self._export)
 
     def _export(self) -> Path:
-        entries, truncated = self.workspace._list((), self.max_files)
+        skipped: list[str] = []
+        secrets = _Secrets(self.workspace)  # one look at the data dir for the whole export
+        entries, truncated = self.workspace._list((), self.max_files, skipped, secrets)
         total = sum(e.size for e in entries)
         if truncated or total > self.max_bytes:
             raise _too_large(self.max_bytes, self.max_files)
@@ -86,34 +109,47 @@ class Archives:
                     info = zipfile.ZipInfo(entry.path, when)
                     info.compress_type = zipfile.ZIP_DEFLATED
                     info.external_attr = (stat.S_IFREG | 0o644) << 16
-                    self._add(zf, info, tuple(entry.path.split("/")))
+                    if not self._add(zf, info, tuple(entry.path.split("/")), secrets):
+                        skipped.append(entry.path)
+                if skipped:
+                    note = t("ws.export_skipped", count=len(skipped), paths=", ".join(skipped))
+                    zf.comment = note.encode("utf-8")[:_MAX_COMMENT]
         except BaseException:
             path.unlink(missing_ok=True)
             raise
         return path
 
-    def _add(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, parts: Parts) -> None:
-        folder = self.workspace._folder(parts)
+    def _add(
+        self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, parts: Parts, secrets: _Secrets
+    ) -> bool:
+        """False: the file became one that is refused (a hard link) since it was listed."""
+        try:
+            folder = self.workspace._folder(parts)
+        except WorkspaceError:  # a folder on the way gone or swapped since listed
+            return True
         try:
             fd = os.open(parts[-1], _READ, dir_fd=folder)
         except OSError:  # gone or swapped for a link since listed: left out
-            return
+            return True
         finally:
             os.close(folder)
         with os.fdopen(fd, "rb") as src:
-            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-                return
+            opened = os.fstat(src.fileno())
+            if not stat.S_ISREG(opened.st_mode):
+                return True
+            if self.workspace.refusal(opened, secrets) is not None:
+                return False
             os.set_blocking(src.fileno(), True)
             with zf.open(info, "w", force_zip64=True) as dst:
                 shutil.copyfileobj(src, dst, _COPY)
+        return True
 
     # ----- import --------------------------------------------------------------------
 
     async def import_zip(self, data: bytes) -> list[str]:
         """Write the archive's files into the workspace (replacing files of the same
         path, leaving others); returns the paths written. All or nothing."""
-        async with self._lock:
-            return await asyncio.to_thread(self._import, data)
+        return await self.workspace.locked(lambda: self._import(data))
 
     def _plan(self, zf: zipfile.ZipFile) -> list[tuple[Parts, zipfile.ZipInfo | None]]:
         infos = zf.infolist()
@@ -156,7 +192,7 @@ class Archives:
     def _import(self, data: bytes) -> list[str]:
         try:
             zf = zipfile.ZipFile(io.BytesIO(data))  # shares the bytes, no copy
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError):
+        except (zipfile.LargeZipFile, NotImplementedError, *_DAMAGED):
             raise WorkspaceError("import_invalid", t("ws.bad_zip")) from None
         with zf:
             plan = self._plan(zf)
@@ -182,17 +218,31 @@ class Archives:
                 planned.append((parts, None))
                 continue
             target = staged / str(index)
-            try:
-                with zf.open(member) as src, open(target, "wb") as dst:
-                    while chunk := src.read(_COPY):
-                        total += len(chunk)
-                        if total > self.max_bytes:
-                            raise _too_large(self.max_bytes, self.max_files)
-                        dst.write(chunk)
-            except (zipfile.BadZipFile, EOFError, NotImplementedError, ValueError):
-                raise _unsafe(member.filename, t("ws.why_corrupt")) from None
+            with _entry(zf, member) as src, open(target, "wb") as dst:
+                while True:
+                    try:
+                        chunk = src.read(_COPY)
+                    except _DAMAGED:  # a write error is not the entry's fault: not caught
+                        raise _unsafe(member.filename, t("ws.why_corrupt")) from None
+                    if not chunk:
+                        break
+                    total += len(chunk)
+                    if total > self.max_bytes:
+                        raise _too_large(self.max_bytes, self.max_files)
+                    dst.write(chunk)
             planned.append((parts, _file_writer(target)))
         return planned
+
+
+def _entry(zf: zipfile.ZipFile, member: zipfile.ZipInfo) -> IO[bytes]:
+    """``member`` opened for reading, or the reason it cannot be (an entry error)."""
+    try:
+        return zf.open(member)
+    except NotImplementedError:
+        method = str(member.compress_type)
+        raise _unsafe(member.filename, t("ws.why_method", method=method)) from None
+    except (RuntimeError, *_DAMAGED):  # a bad local header, or a password needed
+        raise _unsafe(member.filename, t("ws.why_corrupt")) from None
 
 
 def _file_writer(path: Path) -> Writer:

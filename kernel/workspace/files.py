@@ -1,17 +1,28 @@
 """Files under one root folder, reached only by relative paths that cannot leave it.
 
 A path is checked twice. First as text (:func:`parts_of`): no absolute path, no ``..``
-or ``.``, no empty part, no control character or backslash, no dotfile. Then on disk:
-every folder on the way is opened relative to the one before with ``O_NOFOLLOW``, so a
-symbolic link anywhere on the path is refused rather than followed, even if one appears
-between a check and the use. ``config.toml`` and the data directory are never listed,
-read or written, wherever they lie under the root.
+or ``.``, no empty part, no control character or backslash, no dotfile, and none of
+these after Unicode compatibility folding either (a fullwidth dot is a dot). Then on
+disk: every folder on the way is opened relative to the one before with ``O_NOFOLLOW``,
+so a symbolic link anywhere on the path is refused rather than followed, even if one
+appears between a check and the use. ``config.toml`` and the data directory are never
+listed, read or written, wherever they lie under the root (names compared without
+regard to case, for case-insensitive file systems).
 
-Writes go to a temporary file in the target's folder, renamed over the target once
-complete: a reader sees the old file or the new one. A change of several files (an
-upload, an import) moves existing files aside first and puts them back if any write
-fails, so it happens as a whole or not at all. Every method that touches the disk runs
-in a worker thread.
+Hard links: a file is judged on the descriptor it was opened by (``fstat`` after an
+``O_NOFOLLOW`` open, so nothing can be swapped in between). One with more than one
+link is refused unless ``gateway.allow_hard_links`` is on; even then, never one that is
+the same file (``st_dev``, ``st_ino``) as config.toml or as any file under the data
+directory at that moment (walked when such a file is met). This holds for reads, the
+listing, exports and overwrites.
+
+Writes go to a temporary file (a unique name) in the target's folder, renamed over the
+target once complete: a reader sees the old file or the new one. A change of several
+files (an upload, an import) moves existing files aside first and puts them back if any
+write fails, so it happens as a whole or not at all. Every method that touches the disk
+runs in a worker thread; every change runs under :attr:`Workspace.lock`, which SelfOps
+shares, so a change checked against the content it saw cannot overwrite a write made
+after that check.
 """
 
 from __future__ import annotations
@@ -21,18 +32,20 @@ import contextlib
 import errno
 import os
 import stat
+import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from kernel.errors import WorkspaceError
 from kernel.i18n import t
 
 Parts = tuple[str, ...]
 Writer = Callable[[BinaryIO], None]  # writes a new file's content
+T = TypeVar("T")
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -66,6 +79,15 @@ def _denied(path: str, why: str) -> WorkspaceError:
     return WorkspaceError("path_denied", t("ws.path_denied", path=path[:200], why=why))
 
 
+def _raced(path: str) -> WorkspaceError:
+    return WorkspaceError("path_conflict", t("ws.changed_meanwhile", path=path), {"path": path})
+
+
+def _fold(name: str) -> str:
+    """A name as a case-insensitive, normalising file system may see it."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
 def parts_of(path: str) -> Parts:
     """The parts of a relative path, refused (WorkspaceError) unless every one is a
     plain name: no way out of the root and no hidden file can be written as text."""
@@ -85,6 +107,12 @@ def parts_of(path: str) -> Parts:
             raise _denied(path, t("ws.why_dotfile"))
         if len(part.encode("utf-8", "surrogateescape")) > 255:
             raise _invalid(path, t("ws.why_chars"))
+        folded = unicodedata.normalize("NFKC", part)
+        if folded != part:  # a lookalike, harmless here but not where names get folded
+            if folded in (".", "..") or "/" in folded or "\\" in folded:
+                raise _invalid(path, t("ws.why_lookalike"))
+            if folded.startswith("."):
+                raise _denied(path, t("ws.why_lookalike"))
     return parts
 
 
@@ -116,34 +144,111 @@ class OpenFile:
             self.fd = -1
 
 
-class Workspace:
-    """The files of ``root``, minus ``protected`` paths (config.toml, the data dir)."""
+class _Secrets:
+    """The (st_dev, st_ino) of config.toml and of every file under the data directory,
+    found on first need (a walk, links not followed, the workspace itself left out) and
+    kept for one operation only: a file created there later is found by the next one."""
 
-    def __init__(self, root: Path, protected: Sequence[Path] = ()) -> None:
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self._named: set[tuple[int, int]] | None = None
+        self._found: set[tuple[int, int]] | None = None
+
+    def named(self, info: os.stat_result) -> bool:
+        """The same file as config.toml (or another protected file, by its own name)."""
+        if self._named is None:
+            self._named = set()
+            for path in self.workspace.secrets:
+                with contextlib.suppress(OSError):
+                    other = os.stat(path)
+                    self._named.add((other.st_dev, other.st_ino))
+        return (info.st_dev, info.st_ino) in self._named
+
+    def __contains__(self, info: os.stat_result) -> bool:
+        if self._found is None:
+            self._found = self._walk()
+        return (info.st_dev, info.st_ino) in self._found
+
+    def _walk(self) -> set[tuple[int, int]]:
+        found: set[tuple[int, int]] = set()
+        try:
+            root = os.stat(self.workspace.root)
+            skip = (root.st_dev, root.st_ino)
+        except OSError:
+            skip = (-1, -1)
+        for top in self.workspace.secrets:
+            try:
+                info = os.stat(top, follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                found.add((info.st_dev, info.st_ino))
+                continue
+            for folder, dirs, files in os.walk(top, followlinks=False):
+                here = os.stat(folder, follow_symlinks=False)
+                if (here.st_dev, here.st_ino) == skip:
+                    dirs.clear()  # the workspace inside the data dir: its own files
+                    continue
+                for name in files:
+                    with contextlib.suppress(OSError):
+                        entry = os.stat(os.path.join(folder, name), follow_symlinks=False)
+                        if stat.S_ISREG(entry.st_mode) and entry.st_nlink > 1:
+                            found.add((entry.st_dev, entry.st_ino))
+        return found
+
+
+class Workspace:
+    """The files of ``root``, minus ``protected`` paths (config.toml, the data dir).
+
+    ``allow_hard_links``: serve files with more than one link (never one that is also a
+    protected file). ``lock``: the lock every change takes; give two workspaces over
+    overlapping folders the same one."""
+
+    def __init__(
+        self,
+        root: Path,
+        protected: Sequence[Path] = (),
+        *,
+        allow_hard_links: bool = False,
+        lock: asyncio.Lock | None = None,
+    ) -> None:
         self.root = root.resolve()
+        # Every protected path, for the hard-link check (a workspace inside the data dir
+        # included: the files beside it there are Kernel's).
+        self.secrets = [p.resolve() for p in protected]
         # A workspace may live inside the data directory (data/workspace): then only what
         # lies beside it there is Kernel's, and none of that is under the root.
-        self.protected = [p.resolve() for p in protected if p.resolve() not in self.root.parents]
+        self.protected = [p for p in self.secrets if p not in self.root.parents]
+        self._protected_parts = [
+            tuple(_fold(name) for name in p.relative_to(self.root).parts)
+            for p in self.protected
+            if p == self.root or self.root in p.parents
+        ]
+        self.allow_hard_links = allow_hard_links
+        self.lock = lock or asyncio.Lock()
 
     # ----- checks --------------------------------------------------------------------
 
     def is_protected(self, parts: Parts) -> bool:
-        """config.toml, the data directory, anything inside it."""
-        target = self.root.joinpath(*parts)
-        return any(target == p or p in target.parents for p in self.protected)
+        """config.toml, the data directory, anything inside it (whatever the case)."""
+        folded = tuple(_fold(name) for name in parts)
+        return any(folded[: len(p)] == p for p in self._protected_parts)
 
-    def _protected_file(self, info: os.stat_result) -> bool:
-        """The same file as config.toml under another name (a hard link)."""
+    def refusal(self, info: os.stat_result, secrets: _Secrets | None = None) -> str | None:
+        """Why the file ``info`` describes (an ``fstat`` of an open descriptor) may not be
+        served or replaced, or None: it is config.toml under another name, has more than
+        one hard link while they are not allowed, or is a file of the data directory."""
+        secrets = secrets or _Secrets(self)
+        # Whatever its link count: on a case-insensitive file system, CONFIG.TOML is it.
+        if secrets.named(info):
+            return t("ws.why_protected")
         if info.st_nlink < 2:
-            return False
-        for path in self.protected:
-            try:
-                other = path.stat()
-            except OSError:
-                continue
-            if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
-                return True
-        return False
+            return None
+        if not self.allow_hard_links:
+            return t("ws.why_hard_link")
+        if info in secrets:
+            return t("ws.why_protected")
+        return None
 
     def check(self, path: str) -> Parts:
         parts = parts_of(path)
@@ -175,10 +280,16 @@ class Workspace:
                         raise WorkspaceError(
                             "not_found", t("ws.not_found", path=shown), {"path": shown}
                         ) from None
-                    os.mkdir(name, 0o777, dir_fd=fd)
-                    if made is not None:
-                        made.append(parts[:depth])
-                    step = os.open(name, _DIR, dir_fd=fd)
+                    with contextlib.suppress(FileExistsError):  # made meanwhile: fine
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                        if made is not None:
+                            made.append(parts[:depth])
+                    try:
+                        step = os.open(name, _DIR, dir_fd=fd)
+                    except FileNotFoundError:  # removed again meanwhile
+                        raise _raced(shown) from None
+                    except OSError as exc:
+                        raise self._blocked(fd, name, shown, exc) from None
                 except OSError as exc:
                     raise self._blocked(fd, name, shown, exc) from None
                 os.close(fd)
@@ -226,7 +337,11 @@ class Workspace:
                 raise _denied(shown, t("ws.why_special"))
             try:
                 fd = os.open(parts[-1], _READ, dir_fd=folder)
-            except OSError as exc:  # swapped for a link (ELOOP) or gone since the check
+            except FileNotFoundError:  # removed since the check
+                raise WorkspaceError(
+                    "not_found", t("ws.not_found", path=shown), {"path": shown}
+                ) from None
+            except OSError as exc:  # swapped for a link (ELOOP) since the check
                 raise self._blocked(folder, parts[-1], shown, exc) from None
         finally:
             os.close(folder)
@@ -234,9 +349,10 @@ class Workspace:
         if not stat.S_ISREG(opened.st_mode):
             os.close(fd)
             raise _denied(shown, t("ws.why_special"))
-        if self._protected_file(opened):
+        why = self.refusal(opened)
+        if why is not None:
             os.close(fd)
-            raise _denied(shown, t("ws.why_protected"))
+            raise _denied(shown, why)
         os.set_blocking(fd, True)
         return OpenFile(fd, Entry(shown, "file", opened.st_size, _stamp(opened.st_mtime)))
 
@@ -253,11 +369,18 @@ class Workspace:
         parts = self.check(folder) if folder else ()
         return await asyncio.to_thread(self._list, parts, limit)
 
-    def _list(self, parts: Parts, limit: int) -> tuple[list[Entry], bool]:
+    def _list(
+        self,
+        parts: Parts,
+        limit: int,
+        skipped: list[str] | None = None,
+        secrets: _Secrets | None = None,
+    ) -> tuple[list[Entry], bool]:
+        """``skipped``: gets the paths of files left out for their hard links."""
         out: list[Entry] = []
         fd = self._open_dir(parts)
         try:
-            truncated = self._walk(fd, parts, out, limit)
+            truncated = self._walk(fd, parts, out, limit, secrets or _Secrets(self), skipped)
         finally:
             os.close(fd)
         return out, truncated
@@ -278,7 +401,15 @@ class Workspace:
         finally:
             os.close(folder)
 
-    def _walk(self, fd: int, prefix: Parts, out: list[Entry], limit: int) -> bool:
+    def _walk(
+        self,
+        fd: int,
+        prefix: Parts,
+        out: list[Entry],
+        limit: int,
+        secrets: _Secrets,
+        skipped: list[str] | None,
+    ) -> bool:
         for name in sorted(os.listdir(fd)):
             if name.startswith("."):
                 continue
@@ -292,7 +423,9 @@ class Workspace:
                 return True
             shown = "/".join(parts)
             if stat.S_ISREG(info.st_mode):
-                if self._protected_file(info):
+                if self.refusal(info, secrets) is not None:
+                    if skipped is not None:
+                        skipped.append(shown)
                     continue
                 out.append(Entry(shown, "file", info.st_size, _stamp(info.st_mtime)))
             elif stat.S_ISDIR(info.st_mode):
@@ -302,7 +435,7 @@ class Workspace:
                 except OSError:  # unreadable or swapped for a link: left out
                     continue
                 try:
-                    if self._walk(child, parts, out, limit):
+                    if self._walk(child, parts, out, limit, secrets, skipped):
                         return True
                 finally:
                     os.close(child)
@@ -310,32 +443,66 @@ class Workspace:
 
     # ----- changes -------------------------------------------------------------------
 
+    async def locked(self, work: Callable[[], T]) -> T:
+        """``work()`` in a thread under :attr:`lock`. A caller cancelled meanwhile stops
+        waiting, but the lock is kept until the thread has finished."""
+        await self.lock.acquire()
+        try:
+            task = asyncio.ensure_future(asyncio.to_thread(work))
+        except BaseException:
+            self.lock.release()
+            raise
+        task.add_done_callback(self._release)
+        return await asyncio.shield(task)
+
+    def _release(self, task: asyncio.Future[Any]) -> None:
+        self.lock.release()
+        if not task.cancelled():
+            task.exception()  # retrieved here: the caller may have gone
+
     async def write(self, path: str, data: bytes) -> Entry:
-        parts = self.check(path)
-        await asyncio.to_thread(self.commit, [(parts, _bytes_writer(data))])
-        return (await self.stat_many([parts]))[0]
+        return (await self.write_many([(path, data)]))[0]
 
     async def write_many(self, files: list[tuple[str, bytes]]) -> list[Entry]:
         """Several files, all or none."""
-        planned = [(self.check(path), _bytes_writer(data)) for path, data in files]
-        await asyncio.to_thread(self.commit, list(planned))
-        return await self.stat_many([parts for parts, _ in planned])
+        planned: list[tuple[Parts, Writer | None]] = [
+            (self.check(path), _bytes_writer(data)) for path, data in files
+        ]
 
-    async def stat_many(self, paths: list[Parts]) -> list[Entry]:
-        def stat_all() -> list[Entry]:
-            out = []
-            for parts in paths:
-                opened = self._open(parts)
-                opened.close()
-                out.append(opened.entry)
-            return out
+        def commit_and_stat() -> list[Entry]:
+            self.commit(planned)
+            return self._stat_all([parts for parts, _ in planned])
 
-        return await asyncio.to_thread(stat_all)
+        return await self.locked(commit_and_stat)
+
+    def _stat_all(self, paths: list[Parts]) -> list[Entry]:
+        out = []
+        for parts in paths:
+            opened = self._open(parts)
+            opened.close()
+            out.append(opened.entry)
+        return out
+
+    def read_now(self, parts: Parts) -> bytes | None:
+        """A file's content (None: there is none), read in the calling thread."""
+        try:
+            opened = self._open(parts)
+        except WorkspaceError as exc:
+            if exc.code == "not_found":
+                return None
+            raise
+        try:
+            chunks = []
+            while chunk := os.read(opened.fd, CHUNK):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            opened.close()
 
     async def delete(self, path: str) -> None:
         """A file, or an empty folder."""
         parts = self.check(path)
-        await asyncio.to_thread(self._delete, parts)
+        await self.locked(lambda: self._delete(parts))
 
     def _delete(self, parts: Parts) -> None:
         shown = "/".join(parts)
@@ -346,17 +513,23 @@ class Workspace:
                 raise WorkspaceError("not_found", t("ws.not_found", path=shown), {"path": shown})
             if stat.S_ISLNK(info.st_mode):
                 raise _denied(shown, t("ws.why_symlink"))
-            if stat.S_ISDIR(info.st_mode):
-                try:
+            try:
+                if stat.S_ISDIR(info.st_mode):
                     os.rmdir(parts[-1], dir_fd=folder)
-                except OSError as exc:
-                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise WorkspaceError(
-                            "directory_not_empty", t("ws.not_empty", path=shown)
-                        ) from None
-                    raise
-            else:
-                os.unlink(parts[-1], dir_fd=folder)
+                else:
+                    os.unlink(parts[-1], dir_fd=folder)
+            except FileNotFoundError:  # removed meanwhile (by another program)
+                raise WorkspaceError(
+                    "not_found", t("ws.not_found", path=shown), {"path": shown}
+                ) from None
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise WorkspaceError(
+                        "directory_not_empty", t("ws.not_empty", path=shown)
+                    ) from None
+                if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.EPERM):
+                    raise _raced(shown) from None  # swapped for a folder or a file
+                raise
         finally:
             os.close(folder)
 
@@ -378,12 +551,20 @@ class Workspace:
                         raise WorkspaceError("path_is_directory", t("ws.is_directory", path=shown))
                     if not stat.S_ISREG(info.st_mode):
                         raise _denied(shown, t("ws.why_special"))
+                    why = self.refusal(info)  # checked again on the open file when written
+                    if why is not None:
+                        raise _denied(shown, why)
                     return
                 if not stat.S_ISDIR(info.st_mode):
                     raise WorkspaceError(
                         "path_conflict", t("ws.not_a_folder", path=shown), {"path": shown}
                     )
-                step = os.open(name, _DIR, dir_fd=fd)
+                try:
+                    step = os.open(name, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    return  # removed meanwhile: the rest is created
+                except OSError as exc:
+                    raise self._blocked(fd, name, shown, exc) from None
                 os.close(fd)
                 fd = step
         finally:
@@ -395,7 +576,7 @@ class Workspace:
         (new files and folders removed) if one fails."""
         for parts, writer in planned:
             self.check_target(parts, folder=writer is None)
-        token = uuid.uuid4().hex[:12]
+        token = uuid.uuid4().hex  # unique per change: no two writes share a temporary name
         done: list[tuple[Parts, str | None]] = []  # (target, its backup name or None)
         made: list[Parts] = []
         try:
@@ -404,10 +585,11 @@ class Workspace:
                 try:
                     if writer is None:
                         if self._lstat(folder, parts[-1]) is None:
-                            os.mkdir(parts[-1], 0o777, dir_fd=folder)
-                            made.append(parts)
+                            with contextlib.suppress(FileExistsError):
+                                os.mkdir(parts[-1], 0o777, dir_fd=folder)
+                                made.append(parts)
                         continue
-                    backup = self._replace(folder, parts[-1], writer, token, len(done))
+                    backup = self._replace(folder, parts, writer, token, len(done))
                     done.append((parts, backup))
                 finally:
                     os.close(folder)
@@ -416,17 +598,54 @@ class Workspace:
             raise
         for parts, backup in done:
             if backup is not None:
-                folder = self._folder(parts)
-                try:
-                    os.unlink(backup, dir_fd=folder)
-                finally:
-                    os.close(folder)
+                with contextlib.suppress(WorkspaceError, FileNotFoundError):
+                    folder = self._folder(parts)
+                    try:
+                        os.unlink(backup, dir_fd=folder)
+                    finally:
+                        os.close(folder)
 
-    @staticmethod
-    def _replace(folder: int, name: str, writer: Writer, token: str, index: int) -> str | None:
+    def _existing(self, folder: int, parts: Parts) -> os.stat_result | None:
+        """The file a write would replace, judged on its open descriptor (None: none)."""
+        shown = "/".join(parts)
+        try:
+            fd = os.open(parts[-1], _READ, dir_fd=folder)
+        except FileNotFoundError:
+            return None
+        except PermissionError:  # unreadable, so nothing to leak: judged by its name
+            fd = -1
+        except OSError as exc:
+            raise self._blocked(folder, parts[-1], shown, exc) from None
+        if fd < 0:
+            info = self._lstat(folder, parts[-1])
+            if info is None:
+                return None
+            if stat.S_ISLNK(info.st_mode):
+                raise _denied(shown, t("ws.why_symlink"))
+        else:
+            try:
+                info = os.fstat(fd)
+            finally:
+                os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise WorkspaceError("path_is_directory", t("ws.is_directory", path=shown))
+        if not stat.S_ISREG(info.st_mode):
+            raise _denied(shown, t("ws.why_special"))
+        why = self.refusal(info)
+        if why is not None:
+            raise _denied(shown, why)
+        return info
+
+    def _replace(
+        self, folder: int, parts: Parts, writer: Writer, token: str, index: int
+    ) -> str | None:
+        name = parts[-1]
         tmp = f"{_TEMP}tmp-{token}-{index}"
-        old = Workspace._lstat(folder, name)
-        fd = os.open(tmp, _CREATE, 0o666, dir_fd=folder)
+        old = self._existing(folder, parts)
+        try:
+            fd = os.open(tmp, _CREATE, 0o666, dir_fd=folder)
+        except FileNotFoundError:  # the folder was removed meanwhile
+            raise _raced("/".join(parts)) from None
         try:
             with os.fdopen(fd, "wb") as fh:
                 if old is not None:
@@ -434,14 +653,25 @@ class Workspace:
                 writer(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
-            backup = None
+            backup: str | None = None
             if old is not None:
                 # A second name for the old file, so the rename below replaces it in
                 # one step (readers never see it missing) and a rollback can restore it.
                 backup = f"{_TEMP}bak-{token}-{index}"
-                os.link(name, backup, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+                try:
+                    os.link(
+                        name, backup, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False
+                    )
+                except FileNotFoundError:  # removed meanwhile: now a new file
+                    backup = None
             try:
                 os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except OSError as exc:
+                if backup is not None:
+                    os.unlink(backup, dir_fd=folder)
+                if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY, errno.ENOENT):
+                    raise _raced("/".join(parts)) from None  # a folder put there meanwhile
+                raise
             except BaseException:
                 if backup is not None:
                     os.unlink(backup, dir_fd=folder)

@@ -1,11 +1,13 @@
 """``/workspace/export`` and ``/workspace/import``: a round trip restores files and
 folders; zip-slip, links, dotfiles, protected paths, bombs by size and by count, and
-damaged entries are refused with nothing written; a failing write is rolled back."""
+damaged entries (every compression method, damaged or unsupported) are refused with
+nothing written; a failing write is rolled back."""
 
 from __future__ import annotations
 
 import io
 import json
+import random
 import stat
 import warnings
 import zipfile
@@ -15,6 +17,7 @@ import pytest
 
 from kernel.errors import WorkspaceError
 from kernel.workspace import Workspace
+from kernel.workspace.archive import Archives
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.workspace.test_files import error_code, names, raw, snapshot
@@ -207,3 +210,119 @@ def test_paths_are_checked_as_text_before_the_disk(tmp_path: Path) -> None:
             workspace.check(denied)
         assert refused.value.code == "path_denied", denied
     assert workspace.check("a b/c.d") == ("a b", "c.d")
+
+
+def packed(method: int, data: bytes) -> bytes:
+    """A zip of ``fine.txt`` (stored) and ``entry.bin`` compressed with ``method``."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("fine.txt", b"would be fine", compress_type=zipfile.ZIP_STORED)
+        zf.writestr("entry.bin", data, compress_type=method)
+    return buffer.getvalue()
+
+
+def patched(archive: bytes, *, local: int, central: int, value: bytes) -> bytes:
+    """``value`` written at ``local`` in entry.bin's local header and at ``central`` in
+    its central directory record."""
+    data = bytearray(archive)
+    for magic, offset, name_at in ((b"PK\x03\x04", local, 30), (b"PK\x01\x02", central, 46)):
+        at = data.index(magic)
+        while data[at + name_at : at + name_at + 9] != b"entry.bin":
+            at = data.index(magic, at + 4)
+        data[at + offset : at + offset + len(value)] = value
+    return bytes(data)
+
+
+def damaged(method: int) -> bytes:
+    """entry.bin's compressed bytes overwritten in the middle."""
+    text = bytes(range(256)) * 64
+    archive = bytearray(packed(method, text))
+    header = archive.index(b"entry.bin") + len(b"entry.bin")
+    middle = header + 40
+    archive[middle : middle + 64] = b"\xa5" * 64
+    return bytes(archive)
+
+
+CORRUPT: list[tuple[str, bytes, int, str, str]] = [
+    # (case, archive, status, code, what the message names)
+    ("bzip2", damaged(zipfile.ZIP_BZIP2), 400, "import_unsafe_entry", "damaged"),
+    ("deflate", damaged(zipfile.ZIP_DEFLATED), 400, "import_unsafe_entry", "damaged"),
+    ("lzma", damaged(zipfile.ZIP_LZMA), 400, "import_unsafe_entry", "damaged"),
+    ("crc", damaged(zipfile.ZIP_STORED), 400, "import_unsafe_entry", "damaged"),
+    (
+        "unsupported method",
+        patched(packed(zipfile.ZIP_STORED, b"x" * 100), local=8, central=10, value=b"\x63\x00"),
+        400,
+        "import_unsafe_entry",
+        "compression method 99",
+    ),
+    (
+        "header lies about the size (bomb ratio)",
+        patched(
+            packed(zipfile.ZIP_DEFLATED, bytes(2_000_000)),
+            local=22,
+            central=24,
+            value=(100).to_bytes(4, "little"),
+        ),
+        400,
+        "import_unsafe_entry",
+        "damaged",
+    ),
+    ("truncated", packed(zipfile.ZIP_DEFLATED, b"y" * 5000)[:-30], 400, "import_invalid", "zip"),
+]
+
+
+@pytest.mark.parametrize("case", CORRUPT, ids=[c[0] for c in CORRUPT])
+async def test_damaged_and_unsupported_entries_are_refused_naming_the_entry(
+    sidecar: SidecarFactory,
+    anthropic_sim: AnthropicSim,
+    tmp_path: Path,
+    case: tuple[str, bytes, int, str, str],
+) -> None:
+    _, archive, status, code, named = case
+    sc = await sidecar(anthropic_sim, default_workspace="ws")
+    (tmp_path / "ws").mkdir()
+    before = snapshot(tmp_path)
+
+    answer, body = await raw(sc, "POST", "/workspace/import", data=archive)
+
+    assert (answer, error_code(body)) == (status, code), body
+    error = json.loads(body)["error"]
+    assert named in error["message"]
+    if code == "import_unsafe_entry":
+        assert error["details"] == {"entry": "entry.bin"} and "entry.bin" in error["message"]
+    assert snapshot(tmp_path) == before and not names(tmp_path / "data" / "tmp")
+
+
+def test_any_damage_to_an_archive_is_a_workspace_error(tmp_path: Path) -> None:
+    """Seeded damage (bytes changed, cut short, overwritten) to an archive holding every
+    supported method: each import ends written whole or refused with a WorkspaceError
+    (a 4xx), never another exception (a 5xx)."""
+    buffer = io.BytesIO()
+    methods = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for i, method in enumerate(methods):
+            zf.writestr(f"d/f{i}.txt", f"content {i} ".encode() * 300, compress_type=method)
+    base = buffer.getvalue()
+    (tmp_path / "ws").mkdir()
+    archives = Archives(Workspace(tmp_path / "ws"), tmp_path / "tmp", max_bytes=10**6, max_files=50)
+    unexpected: list[tuple[int, BaseException]] = []
+    for seed in range(600):
+        rnd = random.Random(seed)
+        data = bytearray(base)
+        if seed % 3 == 0:
+            for _ in range(rnd.randint(1, 8)):
+                data[rnd.randrange(len(data))] = rnd.randrange(256)
+        elif seed % 3 == 1:
+            data = data[: rnd.randrange(len(data))]
+        else:
+            at = rnd.randrange(len(data))
+            data[at : at + 4] = rnd.randbytes(4)
+        try:
+            archives._import(bytes(data))
+        except WorkspaceError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            unexpected.append((seed, exc))
+    assert unexpected == []
+    assert names(tmp_path / "tmp") == [] and names(tmp_path / "ws", "**/.kernel-*") == []

@@ -2,8 +2,10 @@
 
 Paths are relative to the workspace and checked by :mod:`kernel.workspace.files`: no
 ``..`` (however encoded), no absolute path, no link on the way, no dotfile, never
-config.toml or the data directory. Bodies are bounded by ``gateway.max_body_bytes``;
-archives also by ``gateway.archive_max_bytes`` / ``archive_max_files``.
+config.toml or the data directory, by name or by hard link. Writes, uploads and imports
+take the workspace's lock (SelfOps applies take it too). Bodies are bounded by
+``gateway.max_body_bytes``; archives also by ``gateway.archive_max_bytes`` /
+``archive_max_files``.
 """
 
 from __future__ import annotations
