@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -191,16 +192,22 @@ async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
         request_tag.reset(tag)
 
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_PORT = re.compile(r":[0-9]{0,5}")
 
 
-def _loopback(host: str) -> bool:
-    name = host.lower()
-    if name.startswith("["):  # [::1]:8088
-        name = name[: name.find("]") + 1]
-    elif name.count(":") == 1:  # localhost:8088
-        name = name.split(":", 1)[0]
-    return name in LOOPBACK_NAMES or name.startswith("127.")
+def loopback_host(value: str) -> bool:
+    """A ``Host`` header naming this machine literally: :func:`is_loopback` with an
+    optional ``:port``, IPv6 in brackets (``[::1]:8088``). Anything else is a name that
+    may resolve anywhere (DNS rebinding: ``127.evil.example``, ``localhost.evil``)."""
+    if value.startswith("["):
+        end = value.find("]")
+        name, rest = value[1:end], value[end + 1 :]
+        if end < 0 or ":" not in name:  # no closing bracket, or [127.0.0.1]
+            return False
+    else:
+        name, colon, port = value.partition(":")
+        rest = colon + port
+    return (not rest or _PORT.fullmatch(rest) is not None) and is_loopback(name)
 
 
 def _browser_refusal(request: web.Request) -> ApiError | None:
@@ -211,9 +218,16 @@ def _browser_refusal(request: web.Request) -> ApiError | None:
     # server's page or a file in the workspace is a web page like any other.
     if origin is not None and origin.rstrip("/") not in request.app[ORIGINS]:
         return ApiError(403, "forbidden_origin", t("gw.foreign_origin"))
-    if not request.app[API_KEY] and not _loopback(request.host):
+    if not request.app[API_KEY] and not _host_allowed(request):
         return ApiError(403, "forbidden_host", t("gw.foreign_host"))
     return None
+
+
+def _host_allowed(request: web.Request) -> bool:
+    # Not request.host: without a Host header it asks socket.getfqdn(), a blocking DNS
+    # lookup. No browser omits Host, so a request without one is not a rebound page.
+    hosts = request.headers.getall("Host", [])
+    return not hosts or (len(hosts) == 1 and loopback_host(hosts[0]))
 
 
 @web.middleware

@@ -15,7 +15,7 @@ import pytest
 
 from kernel.agent.agent import SessionKey
 from kernel.app import Kernel
-from kernel.config import load_config
+from kernel.config import is_loopback, load_config
 from kernel.errors import ConfigError, StartupError
 from kernel.gateway.server import Gateway
 from kernel.logs import setup_logging
@@ -181,6 +181,57 @@ async def test_web_pages_cannot_drive_the_sidecar(
     no_origin = {"Content-Type": "application/json"}
     status, _, _ = await sc.call("POST", "/agent/process", data=body, headers=no_origin)
     assert status == 200 and [m.text for m in await sc.kernel.store.list_memories()] == ["pwned"]
+
+
+REBOUND_HOSTS = [
+    "127.evil.example",
+    "127.evil.example:8088",
+    "127.0.0.1.nip.io",
+    "localhost.evil",
+    "localhost.evil:8088",
+    "[::1].evil",
+    "[::1]x:8088",
+    "[::1",
+    "[127.0.0.1]:8088",
+    "[::1%25lo]:8088",
+    "[::ffff:808:808]",
+    "127.0.0.1:80x",
+    "evil.example",
+]
+LOOPBACK_HOSTS = [
+    "127.0.0.1",
+    "127.0.0.1:8088",
+    "127.3.2.1:8088",
+    "localhost",
+    "LocalHost:8088",
+    "[::1]",
+    "[::1]:8088",
+    "[::ffff:7f00:1]",
+    "[::ffff:127.0.0.1]:8088",
+]
+
+
+async def test_dns_rebinding_hosts_are_refused_and_literal_loopback_served(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """Without a key, only a literal loopback Host (or localhost) reaches a route: a name
+    that merely starts like one may resolve to this machine from a hostile page."""
+    sc = await sidecar(anthropic_sim)
+    for host in REBOUND_HOSTS:
+        status, data, _ = await sc.call("GET", "/envs", headers={"Host": host})
+        assert status == 403, host
+        assert_error(data, "forbidden_host")
+    for host in LOOPBACK_HOSTS:
+        status, data, _ = await sc.call("GET", "/envs", headers={"Host": host})
+        assert status == 200, host
+        assert "envs" in data
+
+
+def test_one_definition_of_loopback_for_the_bind_and_the_host() -> None:
+    for host in ("127.0.0.1", "127.9.9.9", "::1", "::ffff:127.0.0.1", "localhost"):
+        assert is_loopback(host), host
+    for host in ("127.evil.example", "localhost.evil", "0.0.0.0", "::", "::1%lo", "[::1]"):
+        assert not is_loopback(host), host
 
 
 async def test_an_allowed_origin_and_a_keyed_sidecar_behind_a_proxy(
