@@ -4,7 +4,8 @@
 stop listening, give in-flight requests ``gateway.shutdown_timeout`` seconds, then
 cancel them, which cancels their turns). Every request gets an id, returned in
 ``X-Request-Id`` and added to every log line written while it is handled; requests are
-logged by method, path, status and duration only (never bodies, headers or keys).
+logged by method, route template, status and duration only (never the path itself,
+bodies, headers or keys).
 """
 
 from __future__ import annotations
@@ -147,6 +148,13 @@ def _from_kernel(exc: KernelError) -> ApiError:
 ORIGINS = web.AppKey("origins", list[str])
 
 
+def _route(request: web.Request) -> str:
+    """The route's template (``/workspace/files/{path}``), never the path itself: a path
+    carries file names and ids, and whatever a client put in it."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "(no route)"
+
+
 @web.middleware
 async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
     """Request id, the one error shape, and the log line, around every request."""
@@ -188,7 +196,7 @@ async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
             protocol.request_finished()
         elapsed = (time.perf_counter() - started) * 1000
         level = logging.DEBUG if request.path in QUIET_PATHS else logging.INFO
-        log.log(level, "%s %s -> %d in %.1f ms", request.method, request.path, status, elapsed)
+        log.log(level, "%s %s -> %d in %.1f ms", request.method, _route(request), status, elapsed)
         request_tag.reset(tag)
 
 

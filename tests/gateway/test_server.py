@@ -355,6 +355,44 @@ async def test_request_ids_on_responses_and_log_lines_without_content(
         assert forbidden not in text
 
 
+async def test_a_forged_newline_in_the_path_stays_on_one_log_line(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, log_output: io.StringIO
+) -> None:
+    """No key needed to try: the request line logs the route, not the (decoded) path."""
+    sc = await sidecar(anthropic_sim)
+    forged = "%0A2026-01-01 00:00:00,000 ERROR kernel: FORGED%0D%0Aline"
+    ids = []
+    for path in (f"/chats/x{forged}", f"/nowhere{forged}", f"/envs/K{forged}"):
+        status, data, response = await sc.call("GET", path)
+        assert status == 404, data
+        ids.append(response.headers["X-Request-Id"])
+    text = log_output.getvalue()
+    for request_id in ids:
+        lines = [line for line in text.splitlines() if f"req={request_id}" in line]
+        assert len(lines) == 1, lines
+    assert "GET /chats/{chat_id} -> 404" in text and "GET (no route) -> 404" in text
+    assert "FORGED" not in text and "nowhere" not in text
+
+
+async def test_workspace_file_names_never_reach_the_log(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, log_output: io.StringIO, tmp_path: Path
+) -> None:
+    (tmp_path / "ws").mkdir()
+    sc = await sidecar(anthropic_sim, default_workspace=str(tmp_path / "ws"))
+    name = "secret-name.txt"
+    octets = {"Content-Type": "application/octet-stream"}
+    status, _, _ = await sc.call("PUT", f"/workspace/files/{name}", data=b"hello", headers=octets)
+    assert status in (200, 201)
+    statuses = []
+    for method in ("GET", "DELETE", "GET"):
+        async with sc.http.request(method, f"{sc.url}/workspace/files/{name}") as response:
+            statuses.append(response.status)
+    assert statuses == [200, 200, 404]
+    text = log_output.getvalue()
+    assert "PUT /workspace/files/{path} -> 20" in text
+    assert "secret-name" not in text
+
+
 # ---------------------------------------------------------------------- shutdown
 
 
