@@ -207,6 +207,8 @@ class GatewayConfig:
     allowed_origins: list[str] = field(default_factory=list)
     archive_max_bytes: int = 256 * 1024 * 1024  # workspace zip export/import, uncompressed
     archive_max_files: int = 10000  # entries in a workspace zip
+    max_connections: int = 0  # open at once; 0: derived from the open-files limit
+    max_connections_per_client: int = 0  # from one address; 0: half of max_connections
 
     @property
     def client_host(self) -> str:
@@ -1005,6 +1007,8 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
         allowed_origins=[o.rstrip("/") for o in r.str_list("allowed_origins", [])],
         archive_max_bytes=r.positive("archive_max_bytes", int, 256 * 1024 * 1024),
         archive_max_files=r.positive("archive_max_files", int, 10000),
+        max_connections=r.non_negative("max_connections", 0),
+        max_connections_per_client=r.non_negative("max_connections_per_client", 0),
     )
     if not 0 <= gw.port <= 65535:
         expected = _expected("int") + " 0-65535"

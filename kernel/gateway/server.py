@@ -48,6 +48,7 @@ from kernel.gateway.api import (
     coded,
     error_response,
 )
+from kernel.gateway.connections import ACCEPT_BURST, ConnectionTable, default_limits
 from kernel.i18n import t
 from kernel.logs import request_tag
 
@@ -262,28 +263,61 @@ async def _add_request_id(request: web.Request, response: web.StreamResponse) ->
 
 
 class _Connection(RequestHandler):
-    """aiohttp has no read-header timeout: close a connection whose request head has
-    not been completed within ``gateway.read_header_timeout`` of its first byte."""
+    """One client connection, counted in the :class:`ConnectionTable` (refused at once
+    when there is no room). aiohttp has no read-header timeout: a connection whose
+    request head is not complete within ``gateway.read_header_timeout`` of its first
+    byte (or, for the first request, of the connection itself) is closed."""
 
-    def __init__(self, *args: Any, head_timeout: float, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, head_timeout: float, table: ConnectionTable, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._head_timeout = head_timeout
         self._head_timer: asyncio.TimerHandle | None = None
         self._in_request = False
+        self._table = table
+        self._admitted = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "-"
+        evicted = self._table.evicted
+        if not self._table.admit(self, address):
+            # Before aiohttp sets anything up: no task, no parser, one close.
+            transport.abort() if isinstance(transport, asyncio.Transport) else transport.close()
+            log.warning("connection refused: gateway.max_connections reached, none idle")
+            return
+        if self._table.evicted != evicted:
+            log.info("closed idle connections: near gateway.max_connections")
+        self._admitted = True
+        super().connection_made(transport)
+        self._start_head_timer()
 
     def data_received(self, data: bytes) -> None:
-        if self._head_timer is None and not self._in_request:
-            self._head_timer = self._loop.call_later(self._head_timeout, self._head_expired)
+        if not self._admitted:
+            return
+        if not self._in_request:
+            self._table.reading(self)
+            if self._head_timer is None:
+                self._start_head_timer()
         super().data_received(data)
+
+    def _start_head_timer(self) -> None:
+        self._head_timer = self._loop.call_later(self._head_timeout, self._head_expired)
 
     def request_started(self) -> None:
         self._in_request = True
         self._cancel_head_timer()
+        self._table.busy(self)
 
     def request_finished(self) -> None:
         self._in_request = False
+        self._table.idle(self)
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        if not self._admitted:
+            return
+        self._table.release(self)
         self._cancel_head_timer()
         super().connection_lost(exc)
 
@@ -327,6 +361,7 @@ class _Site(web.TCPSite):
     def __init__(self, runner: web.AppRunner, host: str, port: int, **handler: Any) -> None:
         super().__init__(runner, host, port)
         self._handler_kwargs = handler
+        self.table: ConnectionTable = handler["table"]
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
@@ -338,7 +373,7 @@ class _Site(web.TCPSite):
             return _Connection(server, loop=loop, **self._handler_kwargs)
 
         self._server = await loop.create_server(
-            connection, self._host, self._port, reuse_address=True
+            connection, self._host, self._port, reuse_address=True, backlog=ACCEPT_BURST
         )
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
@@ -398,10 +433,12 @@ class Gateway:
             access_log=None,
         )
         await runner.setup()
+        total, per_client = default_limits(cfg.max_connections, cfg.max_connections_per_client)
         site = _Site(
             runner,
             cfg.host,
             cfg.port,
+            table=ConnectionTable(total, per_client),
             head_timeout=cfg.read_header_timeout,
             keepalive_timeout=cfg.idle_timeout,
             access_log=None,
@@ -417,7 +454,13 @@ class Gateway:
             ) from None
         self._runner, self._site = runner, site
         self.port = site.port
-        log.info("gateway listening on %s (api key %s)", self.url, "on" if cfg.api_key else "off")
+        log.info(
+            "gateway listening on %s (api key %s, at most %d connections, %d per client)",
+            self.url,
+            "on" if cfg.api_key else "off",
+            total,
+            per_client,
+        )
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
