@@ -332,6 +332,7 @@ class Operation:
     anthropic: bool  # errors in the Anthropic format
     body_type: str = "application/json"
     response_type: str = "application/json"
+    also: tuple[int, ...] = ()  # other success statuses, same response (200 beside 201)
 
 
 @dataclass
@@ -361,6 +362,7 @@ class Router:
         anthropic: bool = False,
         body_type: str = "application/json",
         response_type: str = "application/json",
+        also: Iterable[int] = (),
     ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.operations.append(
@@ -380,6 +382,7 @@ class Router:
                     anthropic=anthropic,
                     body_type=body_type,
                     response_type=response_type,
+                    also=tuple(also),
                 )
             )
             return handler

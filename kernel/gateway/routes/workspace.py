@@ -9,7 +9,6 @@ archives also by ``gateway.archive_max_bytes`` / ``archive_max_files``.
 from __future__ import annotations
 
 import asyncio
-import mimetypes
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -96,7 +95,6 @@ async def read_file(request: web.Request) -> web.StreamResponse:
     opened = await _workspace(request).open(request.match_info["path"])
     try:
         entry = opened.entry
-        kind, _ = mimetypes.guess_type(entry.path)
         name = quote(entry.path.rsplit("/", 1)[-1])
         response = web.StreamResponse(
             headers={
@@ -108,7 +106,7 @@ async def read_file(request: web.Request) -> web.StreamResponse:
                 "Content-Security-Policy": "sandbox",
             }
         )
-        response.content_type = kind or "application/octet-stream"
+        response.content_type = "application/octet-stream"  # a download, as documented
         response.content_length = entry.size
         await response.prepare(request)
         async for chunk in opened.chunks():
