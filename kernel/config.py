@@ -229,6 +229,8 @@ class GatewayConfig:
     model_aliases: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_MODEL_ALIASES))
     # Serve workspace files with more than one hard link (never config.toml or data/ ones).
     allow_hard_links: bool = False
+    max_connections: int = 0  # open at once; 0: derived from the open-files limit
+    max_connections_per_client: int = 0  # from one address; 0: half of max_connections
 
     @property
     def client_host(self) -> str:
@@ -1093,6 +1095,8 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
         archive_max_files=r.positive("archive_max_files", int, 10000),
         model_aliases=_model_aliases(r),
         allow_hard_links=r.get("allow_hard_links", bool, False),
+        max_connections=r.non_negative("max_connections", 0),
+        max_connections_per_client=r.non_negative("max_connections_per_client", 0),
     )
     if not 0 <= gw.port <= 65535:
         expected = _expected("int") + " 0-65535"
@@ -1183,9 +1187,19 @@ def is_http_url(value: str) -> bool:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    """``host`` is ``localhost`` or a literal loopback address: 127.0.0.0/8, ``::1``, or an
+    IPv4-mapped ``::ffff:127.x.y.z``. Nothing that merely looks like one (``127.evil.example``,
+    ``localhost.evil``, a zone id): a name other than ``localhost`` may resolve anywhere.
+    The one definition for both the bind check and the sidecar's ``Host`` check."""
+    name = host.lower()
+    if name == "localhost":
         return True
+    if "%" in name:  # a zone id (fe80::1%eth0) names an interface, not loopback
+        return False
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(name)
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback

@@ -11,15 +11,25 @@ Three layers keep secrets and the owner's words out of the log (SPEC §10):
    formatted record, tracebacks included, and hides quoted values (``'…'``) in messages
    and exception messages, where a library quotes what it was given — a search query, a
    file name, a tool argument. Kernel's own messages quote nothing, so they lose nothing.
+
+Every record is one line: control characters in a message (a newline in a request path
+or a file name) are escaped, so no outside input can forge a log line; only the
+tracebacks formatted here span lines. :class:`RepeatFilter` lets the first few of a
+burst of identical records through and then summarises the rest, so a failure that
+repeats in a tight loop (asyncio's "socket.accept() out of system resource" when
+descriptors run out) cannot flood the disk and rotate away the history.
 """
 
 from __future__ import annotations
 
 import logging
 import logging.handlers
+import threading
+import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TextIO
@@ -67,6 +77,111 @@ ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 request_tag: ContextVar[str] = ContextVar("request_tag", default="")
 
 
+# C0 and C1 controls, DEL, and what str.splitlines() also breaks at, as visible escapes.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))} | {
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` on one line: control characters written as escapes (``\\n``, ``\\x1b``)."""
+    return text.translate(_CONTROLS)
+
+
+@dataclass(slots=True)
+class _Burst:
+    start: float
+    count: int
+    sample: logging.LogRecord
+
+
+class RepeatFilter(logging.Filter):
+    """Within ``window`` seconds, the first ``burst`` records with the same logger,
+    level and message pass; the rest are counted and dropped, and once the window has
+    closed one "suppressed K similar records" line says how many (written when any
+    record arrives after that, or by :meth:`flush`). One per handler."""
+
+    def __init__(
+        self,
+        handler: logging.Handler,
+        *,
+        burst: int = 5,
+        window: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 1000,
+    ) -> None:
+        super().__init__()
+        self.handler = handler
+        self.burst = burst
+        self.window = window
+        self.clock = clock
+        self.max_keys = max_keys
+        self._seen: dict[tuple[str, int, str], _Burst] = {}
+        self._next_sweep = 0.0
+        self._lock = threading.Lock()  # records come from worker threads too
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "repeat_summary", False):
+            return True
+        try:
+            key = (record.name, record.levelno, record.getMessage())
+        except Exception:  # a broken record: let the formatter report it
+            return True
+        now = self.clock()
+        with self._lock:
+            closed = self._closed(now) if now >= self._next_sweep else []
+            burst = self._seen.get(key)
+            if burst is not None and now - burst.start >= self.window:
+                closed.append((key, self._seen.pop(key)))
+                burst = None
+            if burst is None:
+                if len(self._seen) >= self.max_keys:
+                    closed.extend(self._seen.items())
+                    self._seen.clear()
+                self._seen[key] = _Burst(now, 1, record)
+                passed = True
+            else:
+                burst.count += 1
+                passed = burst.count <= self.burst
+        self._summarise(closed)
+        return passed
+
+    def flush(self) -> None:
+        """Summarise the windows that have closed."""
+        with self._lock:
+            closed = self._closed(self.clock())
+        self._summarise(closed)
+
+    def _closed(self, now: float) -> list[tuple[tuple[str, int, str], _Burst]]:
+        self._next_sweep = now + self.window
+        ended = [(k, b) for k, b in self._seen.items() if now - b.start >= self.window]
+        for key, _ in ended:
+            del self._seen[key]
+        return ended
+
+    def _summarise(self, closed: list[tuple[tuple[str, int, str], _Burst]]) -> None:
+        for key, burst in closed:
+            suppressed = burst.count - self.burst
+            if suppressed <= 0:
+                continue
+            sample = burst.sample
+            summary = logging.LogRecord(
+                sample.name,
+                sample.levelno,
+                sample.pathname,
+                sample.lineno,
+                "suppressed %d similar records in %.0f s: %s",
+                (suppressed, self.window, key[2][:200]),
+                None,
+            )
+            summary.repeat_summary = True
+            self.handler.handle(summary)
+
+
 def add_secrets(secrets: list[str], opaque: Iterable[str] = ()) -> None:
     """Mask these too from now on (a key set at runtime, e.g. through the sidecar);
     ``opaque`` values (header values) are hidden wholly."""
@@ -88,7 +203,7 @@ class RedactingFormatter(logging.Formatter):
         self.keep_text = keep_text
 
     def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
+        message = escape_controls(record.getMessage())
         if not self.keep_text:
             message = hide_quoted(message)
         record.message = message
@@ -98,8 +213,9 @@ class RedactingFormatter(logging.Formatter):
         # Not cached in record.exc_text: another formatter must not reuse our choice.
         if record.exc_info and record.exc_info[1] is not None:
             text += "\n" + self.formatException(record.exc_info)
-        elif record.exc_text:
-            text += "\n" + (record.exc_text if self.keep_text else hide_quoted(record.exc_text))
+        elif record.exc_text:  # not ours: its lines are escaped one by one
+            exc_text = record.exc_text if self.keep_text else hide_quoted(record.exc_text)
+            text += "\n" + "\n".join(escape_controls(line) for line in exc_text.splitlines())
         if record.stack_info:
             text += "\n" + self.formatStack(record.stack_info)
         tag = request_tag.get()
@@ -159,8 +275,9 @@ def _exception_line(exc: BaseException, hide: bool) -> str:
     if hide and not isinstance(exc, _CODE_SHAPED):
         detail = hide_quoted(detail)
         notes = [hide_quoted(n) for n in notes]
+    detail = escape_controls(detail)
     line = f"{name}: {detail}\n" if detail else f"{name}\n"
-    return line + "".join(f"{n}\n" for n in notes)
+    return line + "".join(f"{escape_controls(n)}\n" for n in notes)
 
 
 def setup_logging(
@@ -190,6 +307,7 @@ def setup_logging(
         )
     for handler in handlers:
         handler.setFormatter(fmt)
+        handler.addFilter(RepeatFilter(handler))
         root.addHandler(handler)
     root.setLevel(level)
     for name, floor in LIBRARY_FLOORS.items():

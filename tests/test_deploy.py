@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernel.config import GeneralConfig, load_config
+from kernel.gateway.connections import AUTO_CEILING, default_limits
 
 REPO = Path(__file__).resolve().parent.parent
 SETUP = REPO / "deploy" / "setup.sh"
@@ -205,6 +206,10 @@ def test_unit_file_settings() -> None:
     assert one("WorkingDirectory") in writable
     assert not env["HOME"].startswith(("/home", "/root"))  # hidden by ProtectHome
     assert "MemoryDenyWriteExecute" not in service  # would break Node-based CLIs
+    # Enough descriptors that the sidecar's connection cap (derived from it) is the
+    # ceiling of 1024, with the reserve for everything else left over.
+    total, _ = default_limits(0, 0, nofile=int(one("LimitNOFILE")))
+    assert total == AUTO_CEILING
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
 
 

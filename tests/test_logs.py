@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from kernel.logs import LIBRARY_FLOORS, RedactingFormatter, format_exception, setup_logging
+from kernel.logs import (
+    LIBRARY_FLOORS,
+    RedactingFormatter,
+    RepeatFilter,
+    format_exception,
+    setup_logging,
+)
 from kernel.redact import Redactor
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -222,3 +228,64 @@ def test_log_settings_are_validated(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as refused:
         load_config(path, env={}, require_telegram=False)
     assert "general.log_messages" in str(refused.value)
+
+
+def test_every_record_is_one_line_whatever_its_values() -> None:
+    text = _record("file %s written", "a\nFAKE ERROR\r\x1b[31m\x85\u2028b\tc")
+    assert "\n" not in text and "\r" not in text and "\x1b" not in text
+    assert "a\\nFAKE ERROR\\r\\x1b[31m\\x85\\u2028b\\tc" in text
+    try:
+        raise ValueError("bad\nforged line")
+    except ValueError as exc:
+        text = _record("failed", exc=exc)
+    # The traceback spans lines (ours), the exception's message does not.
+    assert "Traceback (most recent call last)" in text
+    assert "ValueError: bad\\nforged line" in text.splitlines()
+    assert not any(line.startswith("forged line") for line in text.splitlines())
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_burst_of_identical_records_is_summarised(restore_logging: None) -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    clock = _Clock()
+    handler.addFilter(RepeatFilter(handler, burst=3, window=60.0, clock=clock))
+    log = logging.getLogger("asyncio.test")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        for _ in range(1000):
+            log.error("socket.accept() out of system resource")
+            log.warning("other %d", 1)
+        clock.now = 61.0
+        log.error("socket.accept() out of system resource")
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+    lines = stream.getvalue().splitlines()
+    assert lines.count("socket.accept() out of system resource") == 4
+    assert lines.count("other 1") == 3
+    summaries = [line for line in lines if line.startswith("suppressed")]
+    assert sorted(summaries) == [
+        "suppressed 997 similar records in 60 s: other 1",
+        "suppressed 997 similar records in 60 s: socket.accept() out of system resource",
+    ]
+    assert len(lines) == 4 + 3 + 2
+
+
+def test_setup_logging_installs_the_repeat_filter(tmp_path: Path, restore_logging: None) -> None:
+    stream = io.StringIO()
+    setup_logging(tmp_path / "logs", [], stream=stream)
+    for _ in range(10_000):
+        logging.getLogger("asyncio").error("socket.accept() out of system resource")
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    for text in (stream.getvalue(), (tmp_path / "logs" / "kernel.log").read_text()):
+        assert 1 <= text.count("out of system resource") <= 10

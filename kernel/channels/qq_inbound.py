@@ -30,7 +30,6 @@ signed timestamp more than ``channels.qq.callback_max_age`` seconds from now (a 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from collections.abc import Coroutine, Mapping
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from kernel import safejson
 from kernel.agent.agent import Agent, SessionKey, UserInput
 from kernel.agent.events import Completed
 from kernel.channels.base import ChannelRegistry, Target, follow_turn
@@ -212,8 +212,8 @@ class QQInbound:
         if reason:
             raise InboundError(400, ChannelError.DISABLED, reason)
         try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            payload = safejson.loads(body)  # too deep, huge numbers, NaN: refused too
+        except ValueError:
             raise InboundError(400, "invalid_request", t("qq.bad_body")) from None
         if not isinstance(payload, dict):
             raise InboundError(400, "invalid_request", t("qq.bad_body"))

@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kernel import safejson
 from kernel.agent.messages import ImageBlock
 from kernel.app import Kernel
 from kernel.errors import CodedError
@@ -93,7 +94,7 @@ def coded(exc: CodedError) -> ApiError:
 def json_response(
     data: Any, status: int = 200, headers: dict[str, str] | None = None
 ) -> web.Response:
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    body = safejson.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return web.Response(text=body, status=status, content_type="application/json", headers=headers)
 
 
@@ -140,7 +141,8 @@ def authorized(request: web.Request) -> bool:
     auth = request.headers.get("Authorization", "")
     if not given and auth[:7].lower() == "bearer ":
         given = auth[7:].strip()
-    return hmac.compare_digest(given.encode(), key.encode())
+    # A header byte that is not UTF-8 arrives as a surrogate escape: compared as sent.
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), key.encode())
 
 
 # ---------------------------------------------------------------------- bodies
@@ -160,8 +162,9 @@ async def read_bytes(request: web.Request) -> bytes:
 
 
 async def read_json(request: web.Request) -> Any:
-    """The parsed body. 400 when it is not JSON, 408 when it does not arrive within
-    ``gateway.read_timeout``, 413 over ``gateway.max_body_bytes``."""
+    """The parsed body. 400 when it is not JSON (or too deep, a number out of range,
+    NaN/Infinity: see :mod:`kernel.safejson`), 415 when not sent as JSON, 408 when it
+    does not arrive within ``gateway.read_timeout``, 413 over ``gateway.max_body_bytes``."""
     kind = request.content_type.lower()
     if kind != "application/json" and not kind.endswith("+json"):
         # A cross-site page can POST text/plain without a preflight; never JSON.
@@ -170,9 +173,16 @@ async def read_json(request: web.Request) -> Any:
     if not raw.strip():
         raise invalid(t("gw.body_missing"))
     try:
-        return json.loads(raw)
+        if len(raw) > _PARSE_OFF_LOOP:
+            return await asyncio.to_thread(safejson.loads, raw)
+        return safejson.loads(raw)
+    except safejson.UnsafeJSONError as exc:
+        raise invalid(str(exc)) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise invalid(t("gw.bad_json", detail=_json_problem(exc))) from None
+
+
+_PARSE_OFF_LOOP = 1024 * 1024  # bodies larger than this are parsed in a thread
 
 
 def _json_problem(exc: Exception) -> str:
@@ -326,6 +336,7 @@ class Operation:
     # caller's own signature instead (the QQ platform cannot send the key); the browser
     # checks still apply.
     auth: str = "key"
+    also: tuple[int, ...] = ()  # other success statuses, same response (200 beside 201)
 
 
 @dataclass
@@ -356,6 +367,7 @@ class Router:
         body_type: str = "application/json",
         response_type: str = "application/json",
         auth: str = "key",
+        also: Iterable[int] = (),
     ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.operations.append(
@@ -376,6 +388,7 @@ class Router:
                     body_type=body_type,
                     response_type=response_type,
                     auth=auth,
+                    also=tuple(also),
                 )
             )
             return handler
@@ -424,6 +437,6 @@ def image_block(media_type: Any, data: Any, field: str) -> ImageBlock:
 
 
 def sse_frame(data: Any, event: str | None = None) -> bytes:
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    text = data if isinstance(data, str) else safejson.dumps(data, ensure_ascii=False)
     prefix = f"event: {event}\n" if event else ""
     return f"{prefix}data: {text}\n\n".encode()

@@ -53,6 +53,7 @@ _REASONS = {
     ),
     410: "Gone: expired",
     413: "Body larger than gateway.max_body_bytes",
+    415: "The body was not sent as Content-Type: application/json",
     429: "Rate limited by the model provider",
     502: "The model provider failed",
     503: "Unavailable",
@@ -64,11 +65,12 @@ def operation_id(op: Operation) -> str:
     return f"{op.method.lower()}_{words or 'root'}"
 
 
-def _response(op: Operation) -> dict[str, Any]:
+def _response(op: Operation, status: int) -> dict[str, Any]:
     content: dict[str, Any] = {op.response_type: {"schema": op.response or {"type": "object"}}}
     if op.sse:
-        content["text/event-stream"] = {"schema": {"type": "string"}}
-    return {"description": _REASONS.get(op.status, "OK"), "content": content}
+        # Each event's data: a JSON turn event (and "[DONE]" to end /agent/process).
+        content["text/event-stream"] = {"schema": {"description": "one event's data"}}
+    return {"description": _REASONS.get(status, "OK"), "content": content}
 
 
 def _error(op: Operation, status: int) -> dict[str, Any]:
@@ -98,12 +100,15 @@ def _operation(op: Operation) -> dict[str, Any]:
         ]
     if op.body is not None:
         out["requestBody"] = {
-            "required": True,
+            # A file's bytes may be none (an empty file); a JSON body may not.
+            "required": _is_json(op.body_type),
             "content": {op.body_type: {"schema": op.body}},
         }
     errors = set(op.errors)
     if op.body is not None:
         errors |= {400, 408, 413}
+    if op.body is not None and _is_json(op.body_type):
+        errors.add(415)  # read_json refuses any other Content-Type
     if op.params:
         errors.add(400)
     if not op.public and op.auth == "key":
@@ -111,11 +116,15 @@ def _operation(op: Operation) -> dict[str, Any]:
         out["security"] = [{"ApiKey": []}, {"Bearer": []}]
     else:
         out["security"] = []
-    responses = {str(op.status): _response(op)}
+    responses = {str(status): _response(op, status) for status in (op.status, *op.also)}
     for status in sorted(errors):
         responses[str(status)] = _error(op, status)
     out["responses"] = responses
     return out
+
+
+def _is_json(media_type: str) -> bool:
+    return media_type == "application/json" or media_type.endswith("+json")
 
 
 def openapi_path(path: str) -> str:

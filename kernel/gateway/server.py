@@ -4,13 +4,15 @@
 stop listening, give in-flight requests ``gateway.shutdown_timeout`` seconds, then
 cancel them, which cancels their turns). Every request gets an id, returned in
 ``X-Request-Id`` and added to every log line written while it is handled; requests are
-logged by method, path, status and duration only (never bodies, headers or keys).
+logged by method, route template, status and duration only (never the path itself,
+bodies, headers or keys).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -47,6 +49,7 @@ from kernel.gateway.api import (
     error_response,
 )
 from kernel.gateway.claude_format import v1_message
+from kernel.gateway.connections import ACCEPT_BURST, ConnectionTable, default_limits
 from kernel.i18n import t
 from kernel.logs import request_tag
 
@@ -149,6 +152,13 @@ def _from_kernel(exc: KernelError) -> ApiError:
 ORIGINS = web.AppKey("origins", list[str])
 
 
+def _route(request: web.Request) -> str:
+    """The route's template (``/workspace/files/{path}``), never the path itself: a path
+    carries file names and ids, and whatever a client put in it."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "(no route)"
+
+
 @web.middleware
 async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
     """Request id, the one error shape, and the log line, around every request."""
@@ -190,20 +200,26 @@ async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
             protocol.request_finished()
         elapsed = (time.perf_counter() - started) * 1000
         level = logging.DEBUG if request.path in QUIET_PATHS else logging.INFO
-        log.log(level, "%s %s -> %d in %.1f ms", request.method, request.path, status, elapsed)
+        log.log(level, "%s %s -> %d in %.1f ms", request.method, _route(request), status, elapsed)
         request_tag.reset(tag)
 
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_PORT = re.compile(r":[0-9]{0,5}")
 
 
-def _loopback(host: str) -> bool:
-    name = host.lower()
-    if name.startswith("["):  # [::1]:8088
-        name = name[: name.find("]") + 1]
-    elif name.count(":") == 1:  # localhost:8088
-        name = name.split(":", 1)[0]
-    return name in LOOPBACK_NAMES or name.startswith("127.")
+def loopback_host(value: str) -> bool:
+    """A ``Host`` header naming this machine literally: :func:`is_loopback` with an
+    optional ``:port``, IPv6 in brackets (``[::1]:8088``). Anything else is a name that
+    may resolve anywhere (DNS rebinding: ``127.evil.example``, ``localhost.evil``)."""
+    if value.startswith("["):
+        end = value.find("]")
+        name, rest = value[1:end], value[end + 1 :]
+        if end < 0 or ":" not in name:  # no closing bracket, or [127.0.0.1]
+            return False
+    else:
+        name, colon, port = value.partition(":")
+        rest = colon + port
+    return (not rest or _PORT.fullmatch(rest) is not None) and is_loopback(name)
 
 
 def _browser_refusal(request: web.Request) -> ApiError | None:
@@ -214,9 +230,16 @@ def _browser_refusal(request: web.Request) -> ApiError | None:
     # server's page or a file in the workspace is a web page like any other.
     if origin is not None and origin.rstrip("/") not in request.app[ORIGINS]:
         return ApiError(403, "forbidden_origin", t("gw.foreign_origin"))
-    if not request.app[API_KEY] and not _loopback(request.host):
+    if not request.app[API_KEY] and not _host_allowed(request):
         return ApiError(403, "forbidden_host", t("gw.foreign_host"))
     return None
+
+
+def _host_allowed(request: web.Request) -> bool:
+    # Not request.host: without a Host header it asks socket.getfqdn(), a blocking DNS
+    # lookup. No browser omits Host, so a request without one is not a rebound page.
+    hosts = request.headers.getall("Host", [])
+    return not hosts or (len(hosts) == 1 and loopback_host(hosts[0]))
 
 
 @web.middleware
@@ -246,28 +269,61 @@ async def _add_request_id(request: web.Request, response: web.StreamResponse) ->
 
 
 class _Connection(RequestHandler):
-    """aiohttp has no read-header timeout: close a connection whose request head has
-    not been completed within ``gateway.read_header_timeout`` of its first byte."""
+    """One client connection, counted in the :class:`ConnectionTable` (refused at once
+    when there is no room). aiohttp has no read-header timeout: a connection whose
+    request head is not complete within ``gateway.read_header_timeout`` of its first
+    byte (or, for the first request, of the connection itself) is closed."""
 
-    def __init__(self, *args: Any, head_timeout: float, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, head_timeout: float, table: ConnectionTable, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._head_timeout = head_timeout
         self._head_timer: asyncio.TimerHandle | None = None
         self._in_request = False
+        self._table = table
+        self._admitted = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "-"
+        evicted = self._table.evicted
+        if not self._table.admit(self, address):
+            # Before aiohttp sets anything up: no task, no parser, one close.
+            transport.abort() if isinstance(transport, asyncio.Transport) else transport.close()
+            log.warning("connection refused: gateway.max_connections reached, none idle")
+            return
+        if self._table.evicted != evicted:
+            log.info("closed idle connections: near gateway.max_connections")
+        self._admitted = True
+        super().connection_made(transport)
+        self._start_head_timer()
 
     def data_received(self, data: bytes) -> None:
-        if self._head_timer is None and not self._in_request:
-            self._head_timer = self._loop.call_later(self._head_timeout, self._head_expired)
+        if not self._admitted:
+            return
+        if not self._in_request:
+            self._table.reading(self)
+            if self._head_timer is None:
+                self._start_head_timer()
         super().data_received(data)
+
+    def _start_head_timer(self) -> None:
+        self._head_timer = self._loop.call_later(self._head_timeout, self._head_expired)
 
     def request_started(self) -> None:
         self._in_request = True
         self._cancel_head_timer()
+        self._table.busy(self)
 
     def request_finished(self) -> None:
         self._in_request = False
+        self._table.idle(self)
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        if not self._admitted:
+            return
+        self._table.release(self)
         self._cancel_head_timer()
         super().connection_lost(exc)
 
@@ -311,6 +367,7 @@ class _Site(web.TCPSite):
     def __init__(self, runner: web.AppRunner, host: str, port: int, **handler: Any) -> None:
         super().__init__(runner, host, port)
         self._handler_kwargs = handler
+        self.table: ConnectionTable = handler["table"]
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
@@ -322,7 +379,7 @@ class _Site(web.TCPSite):
             return _Connection(server, loop=loop, **self._handler_kwargs)
 
         self._server = await loop.create_server(
-            connection, self._host, self._port, reuse_address=True
+            connection, self._host, self._port, reuse_address=True, backlog=ACCEPT_BURST
         )
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
@@ -386,10 +443,12 @@ class Gateway:
             access_log=None,
         )
         await runner.setup()
+        total, per_client = default_limits(cfg.max_connections, cfg.max_connections_per_client)
         site = _Site(
             runner,
             cfg.host,
             cfg.port,
+            table=ConnectionTable(total, per_client),
             head_timeout=cfg.read_header_timeout,
             keepalive_timeout=cfg.idle_timeout,
             access_log=None,
@@ -405,7 +464,13 @@ class Gateway:
             ) from None
         self._runner, self._site = runner, site
         self.port = site.port
-        log.info("gateway listening on %s (api key %s)", self.url, "on" if cfg.api_key else "off")
+        log.info(
+            "gateway listening on %s (api key %s, at most %d connections, %d per client)",
+            self.url,
+            "on" if cfg.api_key else "off",
+            total,
+            per_client,
+        )
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None

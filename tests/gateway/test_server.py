@@ -15,7 +15,7 @@ import pytest
 
 from kernel.agent.agent import SessionKey
 from kernel.app import Kernel
-from kernel.config import load_config
+from kernel.config import is_loopback, load_config
 from kernel.errors import ConfigError, StartupError
 from kernel.gateway.server import Gateway
 from kernel.logs import setup_logging
@@ -183,6 +183,57 @@ async def test_web_pages_cannot_drive_the_sidecar(
     assert status == 200 and [m.text for m in await sc.kernel.store.list_memories()] == ["pwned"]
 
 
+REBOUND_HOSTS = [
+    "127.evil.example",
+    "127.evil.example:8088",
+    "127.0.0.1.nip.io",
+    "localhost.evil",
+    "localhost.evil:8088",
+    "[::1].evil",
+    "[::1]x:8088",
+    "[::1",
+    "[127.0.0.1]:8088",
+    "[::1%25lo]:8088",
+    "[::ffff:808:808]",
+    "127.0.0.1:80x",
+    "evil.example",
+]
+LOOPBACK_HOSTS = [
+    "127.0.0.1",
+    "127.0.0.1:8088",
+    "127.3.2.1:8088",
+    "localhost",
+    "LocalHost:8088",
+    "[::1]",
+    "[::1]:8088",
+    "[::ffff:7f00:1]",
+    "[::ffff:127.0.0.1]:8088",
+]
+
+
+async def test_dns_rebinding_hosts_are_refused_and_literal_loopback_served(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """Without a key, only a literal loopback Host (or localhost) reaches a route: a name
+    that merely starts like one may resolve to this machine from a hostile page."""
+    sc = await sidecar(anthropic_sim)
+    for host in REBOUND_HOSTS:
+        status, data, _ = await sc.call("GET", "/envs", headers={"Host": host})
+        assert status == 403, host
+        assert_error(data, "forbidden_host")
+    for host in LOOPBACK_HOSTS:
+        status, data, _ = await sc.call("GET", "/envs", headers={"Host": host})
+        assert status == 200, host
+        assert "envs" in data
+
+
+def test_one_definition_of_loopback_for_the_bind_and_the_host() -> None:
+    for host in ("127.0.0.1", "127.9.9.9", "::1", "::ffff:127.0.0.1", "localhost"):
+        assert is_loopback(host), host
+    for host in ("127.evil.example", "localhost.evil", "0.0.0.0", "::", "::1%lo", "[::1]"):
+        assert not is_loopback(host), host
+
+
 async def test_an_allowed_origin_and_a_keyed_sidecar_behind_a_proxy(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
@@ -302,6 +353,44 @@ async def test_request_ids_on_responses_and_log_lines_without_content(
     assert f"req={failed.headers['X-Request-Id']}" in text
     for forbidden in ("secret diary", "the answer is 42", API_KEY, SECRET_KEY, "X-API-Key:"):
         assert forbidden not in text
+
+
+async def test_a_forged_newline_in_the_path_stays_on_one_log_line(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, log_output: io.StringIO
+) -> None:
+    """No key needed to try: the request line logs the route, not the (decoded) path."""
+    sc = await sidecar(anthropic_sim)
+    forged = "%0A2026-01-01 00:00:00,000 ERROR kernel: FORGED%0D%0Aline"
+    ids = []
+    for path in (f"/chats/x{forged}", f"/nowhere{forged}", f"/envs/K{forged}"):
+        status, data, response = await sc.call("GET", path)
+        assert status == 404, data
+        ids.append(response.headers["X-Request-Id"])
+    text = log_output.getvalue()
+    for request_id in ids:
+        lines = [line for line in text.splitlines() if f"req={request_id}" in line]
+        assert len(lines) == 1, lines
+    assert "GET /chats/{chat_id} -> 404" in text and "GET (no route) -> 404" in text
+    assert "FORGED" not in text and "nowhere" not in text
+
+
+async def test_workspace_file_names_never_reach_the_log(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, log_output: io.StringIO, tmp_path: Path
+) -> None:
+    (tmp_path / "ws").mkdir()
+    sc = await sidecar(anthropic_sim, default_workspace=str(tmp_path / "ws"))
+    name = "secret-name.txt"
+    octets = {"Content-Type": "application/octet-stream"}
+    status, _, _ = await sc.call("PUT", f"/workspace/files/{name}", data=b"hello", headers=octets)
+    assert status in (200, 201)
+    statuses = []
+    for method in ("GET", "DELETE", "GET"):
+        async with sc.http.request(method, f"{sc.url}/workspace/files/{name}") as response:
+            statuses.append(response.status)
+    assert statuses == [200, 200, 404]
+    text = log_output.getvalue()
+    assert "PUT /workspace/files/{path} -> 20" in text
+    assert "secret-name" not in text
 
 
 # ---------------------------------------------------------------------- shutdown

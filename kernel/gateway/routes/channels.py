@@ -176,7 +176,7 @@ def _check(name: str, field: str, kind: str, value: Any) -> Any:
 
 
 @router.put(
-    "/config/channels/{name}",
+    "/config/channels/{name:(?!types$)[^/]+}",  # PUT .../types: 405, not a channel
     summary="Change a channel's settings (kept in data/runtime.toml, in effect at once)",
     params=(NAME,),
     body=SETTINGS_SCHEMA,

@@ -164,6 +164,7 @@ async def list_chats(request: web.Request) -> web.Response:
     },
     response=CHAT_SCHEMA,
     status=201,
+    also=(200,),
 )
 async def create_chat(request: web.Request) -> web.Response:
     """201 with a new chat; 200 with the existing one when the key is taken. Without a
@@ -185,8 +186,12 @@ async def create_chat(request: web.Request) -> web.Response:
     return json_response(chat_json(opened.row), 201 if opened.created else 200)
 
 
+# Not "batch-delete": that path is its own route (POST only), whose Allow must say so.
+CHAT_PATH = "/chats/{chat_id:(?!batch-delete$)[^/]+}"
+
+
 @router.get(
-    "/chats/{chat_id}",
+    CHAT_PATH,
     summary="A chat with its recent messages",
     params=(
         CHAT_ID,
@@ -212,7 +217,7 @@ async def get_chat(request: web.Request) -> web.Response:
 
 
 @router.delete(
-    "/chats/{chat_id}",
+    CHAT_PATH,
     summary="Delete a chat and its messages (never chat-default)",
     params=(CHAT_ID,),
     response={"type": "object", "properties": {"deleted": {"type": "boolean"}}},

@@ -64,6 +64,7 @@ SPEC_PROPERTIES: dict[str, Any] = {
     "text": {"type": "string"},
     "workflow": {
         "type": "object",
+        "nullable": True,  # null for a text job
         "properties": {
             "version": {"type": "string", "enum": ["v1"]},
             "nodes": {"type": "array", "items": {"type": "object"}},

@@ -195,7 +195,10 @@ async def get_active(request: web.Request) -> web.Response:
     body={
         "type": "object",
         "required": ["provider_id"],
-        "properties": {"provider_id": {"type": "string"}, "model": {"type": "string"}},
+        "properties": {
+            "provider_id": {"type": "string"},
+            "model": {"type": "string", "nullable": True},  # null: the provider's default
+        },
     },
     response=ACTIVE_SCHEMA,
     errors=(404,),
