@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kernel import safejson
 from kernel.agent.messages import ImageBlock
 from kernel.app import Kernel
 from kernel.config import model_alias_target
@@ -204,13 +205,18 @@ async def read_body(request: web.Request) -> Any:
             raise V1Error(exc.status, exc.code, message) from None
     raw = await request.read()  # aiohttp keeps the body read above: no second read
     try:
-        json.loads(raw)
+        safejson.loads(raw)
+    except safejson.UnsafeJSONError:
+        detail = (
+            f"nested deeper than {safejson.MAX_DEPTH} levels, a number out of range, "
+            "or NaN/Infinity"
+        )
     except json.JSONDecodeError as problem:
         detail = f"line {problem.lineno} column {problem.colno}: {problem.msg}"
     except UnicodeDecodeError:
         detail = "not UTF-8"
     else:
-        detail = "standard JSON only: no NaN or Infinity"
+        detail = "standard JSON only"
     raise V1Error(400, "invalid_request", f"the request body is not valid JSON ({detail})")
 
 
@@ -532,6 +538,7 @@ def _page_bound(request: web.Request) -> int:
         query_param("after_id", {"type": "string"}, "the page after this id"),
         query_param("before_id", {"type": "string"}, "the page before this id"),
     ),
+    errors=(404,),  # an after_id / before_id that is no served model
     anthropic=True,
 )
 async def list_models(request: web.Request) -> web.Response:
@@ -542,7 +549,9 @@ async def list_models(request: web.Request) -> web.Response:
     limit = _page_bound(request)
     entries = [_model_info(i, p, m) for i, (p, m) in _exact(kernel).items()]
     ids = [e["id"] for e in entries]
-    after, before = request.query.get("after_id"), request.query.get("before_id")
+    # An empty id is no id (as a client that always sends both parameters means it).
+    after = request.query.get("after_id") or None
+    before = request.query.get("before_id") or None
     start, end = 0, len(entries)
     if after is not None:
         if after not in ids:
