@@ -5,7 +5,6 @@ made it quadratic or worse, in a worker thread with a generous bound. A quadrati
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 
@@ -21,8 +20,10 @@ N = 200_000
 
 def _condition(text: str) -> None:
     # Refused or parsed, either way at once.
-    with contextlib.suppress(ValueError):
+    try:
         parse_condition(text)
+    except ValueError:
+        pass
 
 
 CASES: dict[str, tuple[Callable[[str], object], str]] = {

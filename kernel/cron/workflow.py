@@ -38,9 +38,7 @@ INVALID = "invalid_cron_workflow"
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 # Matched against the stripped text: a lazy value before a trailing \s*$ was quadratic
 # on a long run of spaces.
-_CONDITION = re.compile(
-    r"([A-Za-z_]++)\s*+(==|!=|!contains|contains)\s*+(?:\"(.*)\"|'(.*)'|(.*))\Z"
-)
+_CONDITION = re.compile(r"([A-Za-z_]++)\s*+(==|!=|!contains|contains)\s*+(?:\"(.*)\"|'(.*)'|(.*))\Z")
 CONDITION_FIELDS = (
     "job_id",
     "job_name",
