@@ -36,9 +36,9 @@ from kernel.i18n import t
 
 INVALID = "invalid_cron_workflow"
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-# Matched against the stripped text: a lazy value before a trailing \s*$ was quadratic
-# on a long run of spaces.
-_CONDITION = re.compile(r"([A-Za-z_]++)\s*+(==|!=|!contains|contains)\s*+(?:\"(.*)\"|'(.*)'|(.*))\Z")
+_CONDITION = re.compile(
+    r"^\s*([A-Za-z_]+)\s*(==|!=|!contains|contains)\s*(?:\"(.*)\"|'(.*)'|(.*?))\s*$"
+)
 CONDITION_FIELDS = (
     "job_id",
     "job_name",
@@ -196,7 +196,7 @@ class Condition:
 
 
 def parse_condition(text: str) -> Condition:
-    match = _CONDITION.match((text or "").strip())
+    match = _CONDITION.match(text or "")
     if match is None:
         raise ValueError(t("cron.condition_form", fields=", ".join(CONDITION_FIELDS)))
     name = match.group(1).lower()

@@ -32,7 +32,7 @@ _CHAR_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-
 # NUL and the other C0/C1 controls Telegram would mangle or reject; \t and \n stay.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _TRAILING_SPACE = re.compile(r"[^\S\n]+(?=\n)")
-_TAG = re.compile(r"<[^<>]*>")  # no "<" inside: one scan per "<", linear on "<<<<…"
+_TAG = re.compile(r"<[^>]*>")
 _ENTITY = re.compile(r"&(?:lt|gt|amp|quot|#[0-9]+|#[xX][0-9a-fA-F]+);")
 _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
 

@@ -10,12 +10,8 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~).*?(^ {0,3}\1[^\n]*$|\Z)", re.DOTALL | re.
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _URL = re.compile(r"<?https?://[^\s>)]*[^\s>).,;:!?，。]>?")
-_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
-# Possessive and within one line: linear on any input (the \s* form was cubic on blank lines).
-_TABLE_RULE = re.compile(
-    r"^[ \t]*+\|?[ \t]*+:?-{2,}+:?[ \t]*+(?:\|[ \t]*+:?-{2,}+:?[ \t]*+)*+\|?[ \t]*+$\n?",
-    re.MULTILINE,
-)
+_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$", re.MULTILINE)
 _LINE_MARK = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(\[[ xX]\]\s+)?)", re.MULTILINE)
 _EMPHASIS = re.compile(r"(\*\*|__|~~|`)")
 _STAR = re.compile(r"\*(?=\S)([^*\n]*?\S)\*")  # *emphasis*, not the * of 2*3
