@@ -48,33 +48,6 @@ _QUERY = re.compile(
 _QUOTED = re.compile(r"""(?<![A-Za-z])(b?)('[^'\r\n]*'|"[^"\r\n]*")""")
 
 
-# Names whose values are secrets, decided once for SelfOps, runtime envs and provider
-# settings: ``api_key`` and names ending ``_KEY``/``_TOKEN``/``_SECRET``/``_PASSWORD``
-# (seed 000), the bare words below, in any case and in camelCase or kebab-case
-# (``accessToken``, ``clientSecret``, ``X-Api-Key``).
-_SECRET_WORDS = frozenset(
-    {"API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTHORIZATION", "COOKIE"}
-    | {"BEARER"}
-)
-_SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_PASSWD", "_APIKEY")
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a setting, header, flag or field called ``name`` holds a secret."""
-    last = name.rsplit(".", 1)[-1]
-    # camelCase → snake: an underscore wherever a lower-case letter or digit meets an
-    # upper-case one (by hand: one pass, no pattern over outside input).
-    out: list[str] = []
-    previous = ""
-    for char in last:
-        if char.isupper() and (previous.islower() or previous.isdigit()):
-            out.append("_")
-        out.append(char)
-        previous = char
-    upper = "".join(out).upper().replace("-", "_")
-    return upper in _SECRET_WORDS or upper.endswith(_SECRET_SUFFIXES)
-
-
 SHOW_EDGES_FROM = 16  # shorter secrets are masked whole
 
 

@@ -25,10 +25,10 @@ import tomli_w
 
 from kernel.config import Config, load_config, read_overlay
 from kernel.fileio import write_atomic
-from kernel.redact import is_secret_name
 
 log = logging.getLogger(__name__)
 
+_SENSITIVE_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET")
 
 Overlay = dict[str, Any]
 ProvidersListener = Callable[[set[str]], None]
@@ -36,9 +36,10 @@ ChannelsListener = Callable[[set[str]], None]
 
 
 def is_sensitive(name: str) -> bool:
-    """Names whose values are secrets (seed 000 "敏感字段判定"): the one rule of
-    :func:`kernel.redact.is_secret_name`."""
-    return is_secret_name(name)
+    """Names whose values are secrets (seed 000 "敏感字段判定"): ``api_key`` and names
+    ending ``_KEY``/``_TOKEN``/``_SECRET`` (``-`` counts as ``_``: ``X-Api-Key``)."""
+    upper = name.upper().replace("-", "_")
+    return upper == "API_KEY" or upper.endswith(_SENSITIVE_SUFFIXES)
 
 
 def child_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str, str]:

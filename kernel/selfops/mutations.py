@@ -30,7 +30,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,8 +41,8 @@ from kernel.agent.agent import Agent, SelectionError
 from kernel.config import Config, unknown_keys
 from kernel.errors import ConfigError, SelfOpsError, WorkspaceError
 from kernel.i18n import t
-from kernel.redact import is_secret_name, mask_secret
-from kernel.runtime import Overlay, Runtime
+from kernel.redact import mask_secret
+from kernel.runtime import Overlay, Runtime, is_sensitive
 from kernel.workspace.files import Parts, Workspace, parts_of
 
 TTL = timedelta(minutes=5)
@@ -54,17 +54,13 @@ ACTIVE_TARGET = "active_llm"
 TARGETS = (FILE_TARGET, PROVIDERS_TARGET, ACTIVE_TARGET)
 WHITELIST = ("SOUL.md", "prompts/**", "skills/**")
 # A name given a value, in the shapes prompt files take: `name = v`, `name: v`,
-# `"name": "v"` (JSON, YAML, and JSON quoted inside a string: `\"name\": \"v\"`),
-# `<name>v</name>` (XML), `| name | v |` (Markdown tables), `--name v` / `--name=v`
-# (command lines), `Authorization: Bearer v`. Linear time on any line: a name only starts
-# where no name character precedes it, and every repetition is possessive, so nothing
-# is tried twice (a 200 KB line of name characters is one failed attempt, not 10^10).
-_NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*+"
-_ASSIGNMENT = re.compile(
-    rf"""(?<![A-Za-z0-9_.\-])(?:--?({_NAME})(?:=|[ \t]++(?=[^ \t-]))"""
-    rf"""|({_NAME})(?:>|\\?["']?[ \t]*+[:=|][ \t]*+))"""
+# `"name": "v"` (JSON, YAML), `<name>v</name>` (XML), `Authorization: Bearer v`.
+_ASSIGNMENT = re.compile(r"""(?:<|["']?)([A-Za-z_][A-Za-z0-9_.-]*)(?:>|["']?\s*[:=]\s*)""")
+_VALUE = re.compile(r"""["']?(?:[Bb]earer\s+|[Bb]asic\s+)?([^"'<>,;\s]+)""")
+# Beyond seed 000's api_key / *_KEY / *_TOKEN / *_SECRET: what a file may hold a secret in.
+_SECRET_NAMES = frozenset(
+    {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTHORIZATION", "COOKIE", "APIKEY", "BEARER"}
 )
-_VALUE = re.compile(r"""\\?["']?(?:[Bb]earer[ \t]++|[Bb]asic[ \t]++)?([^"'<>,;|\\\s]++)""")
 
 Clock = Callable[[], datetime]
 
@@ -169,9 +165,7 @@ class Mutations:
             )
         )
         self._remember(pending, now)
-        # Diffing and masking whole files is CPU work: off the loop, so Telegram and the
-        # sidecar keep answering while a large preview is made.
-        return await asyncio.to_thread(self._preview_json, pending)
+        return self._preview_json(pending)
 
     def _remember(self, pending: Pending, now: datetime) -> None:
         # Expired previews are kept one more TTL, so applying one says "expired".
@@ -276,13 +270,8 @@ class Mutations:
                 replace = op.get("replace", "")
                 if not isinstance(replace, str):
                     raise _bad(t("selfops.op_field", index=index, field="replace", kind="string"))
-                count = doc.after.count(search)
-                if not count:
+                if search not in doc.after:
                     raise _bad(t("selfops.search_missing", index=index, path=key))
-                # Refused before it is built: a short search in a long file with a long
-                # replacement would otherwise make gigabytes first (characters ≤ bytes).
-                if len(doc.after) + count * (len(replace) - len(search)) > MAX_FILE_BYTES:
-                    raise _bad(t("selfops.too_large", path=key, limit=MAX_FILE_BYTES))
                 doc.after = doc.after.replace(search, replace)
             else:
                 raise _bad(t("selfops.bad_kind", index=index, kinds="replace, text_rewrite"))
@@ -290,7 +279,12 @@ class Mutations:
                 raise _bad(t("selfops.too_large", path=key, limit=MAX_FILE_BYTES))
         pending.docs = list(docs.values())
         pending.base_hash = _hash(_stable({d.path: d.base_hash for d in pending.docs}))
-        pending.sensitive = await asyncio.to_thread(_docs_sensitive, pending.docs)
+        fields: list[str] = []
+        for doc in pending.docs:
+            for name in _added_sensitive(doc.before or "", doc.after):
+                if name not in fields:
+                    fields.append(name)
+        pending.sensitive = fields
 
     # provider_config
 
@@ -531,33 +525,33 @@ def _unified(path: str, before: str, after: str, *, new: bool) -> list[str]:
     ]
 
 
-def _sensitive_assignments(line: str) -> Iterator[tuple[str, tuple[int, int] | None]]:
-    """Each ``name = …`` shape on the line whose name is a secret's, with the span of its
-    value (None when nothing follows)."""
+def _secret_name(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    upper = last.upper().replace("-", "_")
+    return is_sensitive(last) or upper in _SECRET_NAMES or upper.endswith("_PASSWORD")
+
+
+def _sensitive_assignment(line: str) -> re.Match[str] | None:
+    """The first ``name = …`` / ``name: …`` / ``"name": …`` / ``<name>…`` on the line
+    whose name is sensitive."""
     for match in _ASSIGNMENT.finditer(line):
-        name = match.group(1) or match.group(2)
-        if is_secret_name(name):
-            value = _VALUE.match(line, match.end())
-            yield name, value.span(1) if value is not None else None
+        if _secret_name(match.group(1)):
+            return match
+    return None
 
 
 def _mask_lines(text: str) -> str:
-    """Every value of a sensitive-looking assignment masked, so a diff never shows a secret."""
+    """What follows a sensitive-looking assignment masked, so a diff never shows a secret."""
     out = []
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        spans = [span for _, span in _sensitive_assignments(body) if span is not None]
-        for start, end in reversed(spans):
-            body = body[:start] + mask_secret(body[start:end]) + body[end:]
+        match = _sensitive_assignment(body)
+        value = _VALUE.match(body, match.end()) if match else None
+        if value is not None and value.group(1):
+            start, end = value.span(1)
+            body = body[:start] + mask_secret(value.group(1)) + body[end:]
         out.append(body + line[len(line.rstrip("\r\n")) :])
     return "".join(out)
-
-
-def _docs_sensitive(docs: list[_Doc]) -> list[str]:
-    fields: list[str] = []
-    for doc in docs:
-        fields += [n for n in _added_sensitive(doc.before or "", doc.after) if n not in fields]
-    return fields
 
 
 def _added_sensitive(before: str, after: str) -> list[str]:
@@ -565,10 +559,9 @@ def _added_sensitive(before: str, after: str) -> list[str]:
     old = set(before.splitlines())
     found: list[str] = []
     for line in after.splitlines():
-        if line not in old:
-            for name, _ in _sensitive_assignments(line):
-                if name not in found:
-                    found.append(name)
+        match = None if line in old else _sensitive_assignment(line)
+        if match:
+            found.append(match.group(1))
     return found
 
 
@@ -579,7 +572,7 @@ def _sensitive_keys(value: Any, path: str) -> list[str]:
     name = path.rsplit(".", 1)[-1] if path else ""
     # An endpoint change decides where the provider's key is sent: as sensitive as the key.
     redirect = name in ("api_base", "base_url")
-    if path and (is_secret_name(name) or redirect or ".headers" in f".{path}"):
+    if path and (is_sensitive(name) or redirect or ".headers" in f".{path}"):
         found.append(path)
     if isinstance(value, dict):
         for key, item in value.items():
@@ -592,7 +585,7 @@ def _masked(value: Any, under_headers: bool = False) -> Any:
         return {
             k: (
                 mask_secret(v)
-                if isinstance(v, str) and (under_headers or is_secret_name(str(k)))
+                if isinstance(v, str) and (under_headers or is_sensitive(str(k)))
                 else _masked(v, under_headers or k == "headers")
             )
             for k, v in value.items()
