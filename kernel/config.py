@@ -207,6 +207,7 @@ class GatewayConfig:
     allowed_origins: list[str] = field(default_factory=list)
     archive_max_bytes: int = 256 * 1024 * 1024  # workspace zip export/import, uncompressed
     archive_max_files: int = 10000  # entries in a workspace zip
+    selfops_max_bytes: int = 256 * 1024  # a file a SelfOps preview may produce
 
     @property
     def client_host(self) -> str:
@@ -1005,6 +1006,7 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
         allowed_origins=[o.rstrip("/") for o in r.str_list("allowed_origins", [])],
         archive_max_bytes=r.positive("archive_max_bytes", int, 256 * 1024 * 1024),
         archive_max_files=r.positive("archive_max_files", int, 10000),
+        selfops_max_bytes=r.positive("selfops_max_bytes", int, 256 * 1024),
     )
     if not 0 <= gw.port <= 65535:
         expected = _expected("int") + " 0-65535"
