@@ -184,8 +184,8 @@ class Redactor:
         # ('authorization': 'Bearer …', (b"cookie", b"a=1")).
         self._headers = re.compile(
             rf"(?i)(['\"]?)(?<![\w-])({alternation})(?![\w-])\1"
-            rf"(\s*[:=]\s*|(?<=['\"])\s*,\s*)"
-            r"(?:(b?['\"])[^'\"\r\n]*(['\"])|(?!\s*\[REDACTED\])[^\r\n]*)"
+            rf"(\s*+[:=]\s*+|(?<=['\"])\s*+,\s*+)"
+            r"(?:(b?['\"])[^'\"\r\n]*(['\"])|(?!\s*+\[REDACTED\])[^\r\n]*)"
         )
 
     def __call__(self, text: str) -> str:

@@ -28,8 +28,9 @@ from kernel.i18n import t
 KINDS = ("cron", "interval", "once")
 INVALID = "invalid_cron_schedule"
 
-_EVERY = re.compile(r"^every\s+(.+)$", re.IGNORECASE)
-_PART = re.compile(r"(\d+)\s*(d|h|m|s)", re.IGNORECASE)
+_EVERY = re.compile(r"^every\s++(.+)$", re.IGNORECASE)
+# A number only from its first digit, so a long run of digits is not rescanned from each.
+_PART = re.compile(r"(?<!\d)(\d++)\s*+(d|h|m|s)", re.IGNORECASE)
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2})?$")
 _DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
