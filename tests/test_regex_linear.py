@@ -34,7 +34,9 @@ CASES: dict[str, str] = {
     "telegram split atoms": "list(split._ATOM.finditer('<a \"' * (N // 4)))",
     "cron every: digits without a unit": "schedule._PART.findall('1' * N)",
     "cron every: blanks": "schedule._EVERY.match('every' + ' ' * N + '\\nx\\ny')",
-    "workflow condition: blanks in the value": "workflow.parse_condition('job_id == x' + ' ' * N + 'y')",
+    "workflow condition: blanks in the value": (
+        "workflow.parse_condition('job_id == x' + ' ' * N + 'y')"
+    ),
     "redact header before blanks": "Redactor()('authorization:' + ' ' * N + '[REDACTED]')",
 }
 
