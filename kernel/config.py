@@ -231,6 +231,7 @@ class GatewayConfig:
     allow_hard_links: bool = False
     max_connections: int = 0  # open at once; 0: derived from the open-files limit
     max_connections_per_client: int = 0  # from one address; 0: half of max_connections
+    selfops_max_bytes: int = 256 * 1024  # a file a SelfOps preview may produce
 
     @property
     def client_host(self) -> str:
@@ -1097,6 +1098,7 @@ def _gateway(r: _Reader, env: Mapping[str, str], *, check: bool = True) -> Gatew
         allow_hard_links=r.get("allow_hard_links", bool, False),
         max_connections=r.non_negative("max_connections", 0),
         max_connections_per_client=r.non_negative("max_connections_per_client", 0),
+        selfops_max_bytes=r.positive("selfops_max_bytes", int, 256 * 1024),
     )
     if not 0 <= gw.port <= 65535:
         expected = _expected("int") + " 0-65535"

@@ -48,6 +48,62 @@ _QUERY = re.compile(
 _QUOTED = re.compile(r"""(?<![A-Za-z])(b?)('[^'\r\n]*'|"[^"\r\n]*")""")
 
 
+# A name given a value, in the shapes text takes: `name = v`, `name: v`, `"name": "v"`
+# (JSON, YAML), `<name>v</name>` (XML), `--name v` / `--name=v` (command lines) and
+# `| name | v |` (Markdown tables). Linear: a name starts only where no name character
+# precedes it, and every run is possessive, so no run is rescanned from each position.
+_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?P<flag>--?)?+(?P<name>[A-Za-z_][A-Za-z0-9_.-]*+)"
+    r"""(?:>|["']?+[ \t]*+[:=][ \t]*+|(?P<cell>[ \t]*+\|[ \t]*+)|(?(flag)[ \t]++|(?!)))"""
+)
+# The value after it: an optional quote and Bearer/Basic scheme, then the value itself.
+_VALUE = re.compile(r"""["']?+(?:[Bb]earer[ \t]++|[Bb]asic[ \t]++)?+([^"'<>,;|\s]++)""")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Beyond api_key / *_KEY / *_TOKEN / *_SECRET: what a text may hold a secret in.
+_SECRET_NAMES = frozenset(
+    {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTHORIZATION", "COOKIE", "APIKEY", "BEARER"}
+)
+_SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_COOKIE")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a name (a key, a header, a flag, a table cell) holds a secret: ``api_key``,
+    ``*_KEY``/``*_TOKEN``/``*_SECRET``/``*_PASSWORD``, ``token``, ``Authorization``, the
+    credential header names, in any case and in camelCase (``accessToken``, ``apiKey``);
+    a dotted name is judged by its last part."""
+    last = name.rsplit(".", 1)[-1]
+    if last.lower() in CREDENTIAL_HEADERS:
+        return True
+    upper = _CAMEL.sub("_", last).upper().replace("-", "_")
+    return upper == "API_KEY" or upper in _SECRET_NAMES or upper.endswith(_SECRET_SUFFIXES)
+
+
+def _secret_like(value: str) -> bool:
+    """A flag's or a table cell's value that looks like a credential, not a word of
+    prose (``--token <yours>``, ``| token | the bot's token |``): 8+ characters with a
+    digit."""
+    return len(value) >= 8 and any(c.isdigit() for c in value)
+
+
+def secret_assignment(line: str) -> tuple[str, int, int] | None:
+    """The first sensitive name given a value on ``line``: (name, start, end of the
+    value), or None. Shared by SelfOps' sensitive-field check and its masked diff."""
+    for match in _ASSIGNMENT.finditer(line):
+        name = match.group("name")
+        if not is_secret_name(name):
+            continue
+        value = _VALUE.match(line, match.end())
+        if value is None:
+            if match.group("cell") is None and match.group("flag") is None:
+                return name, match.end(), match.end()  # `token =` at the end: still a key
+            continue
+        spaced = match.group("flag") is not None and line[match.end() - 1] in " \t"
+        if (spaced or match.group("cell") is not None) and not _secret_like(value.group(1)):
+            continue
+        return name, value.start(1), value.end(1)
+    return None
+
+
 SHOW_EDGES_FROM = 16  # shorter secrets are masked whole
 
 
@@ -128,8 +184,8 @@ class Redactor:
         # ('authorization': 'Bearer …', (b"cookie", b"a=1")).
         self._headers = re.compile(
             rf"(?i)(['\"]?)(?<![\w-])({alternation})(?![\w-])\1"
-            rf"(\s*[:=]\s*|(?<=['\"])\s*,\s*)"
-            r"(?:(b?['\"])[^'\"\r\n]*(['\"])|(?!\s*\[REDACTED\])[^\r\n]*)"
+            rf"(\s*+[:=]\s*+|(?<=['\"])\s*+,\s*+)"
+            r"(?:(b?['\"])[^'\"\r\n]*(['\"])|(?!\s*+\[REDACTED\])[^\r\n]*)"
         )
 
     def __call__(self, text: str) -> str:

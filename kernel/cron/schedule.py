@@ -29,7 +29,7 @@ from kernel.i18n import t
 KINDS = ("cron", "interval", "once")
 INVALID = "invalid_cron_schedule"
 
-_EVERY = re.compile(r"^every\s+(.+)$", re.IGNORECASE)
+_EVERY = re.compile(r"^every\s++(.+)$", re.IGNORECASE)
 # ASCII digits only: str.isdigit() and \d also take "²" or "٣", which int() refuses or
 # reads unlike what the writer saw.
 _INTERVAL = re.compile(r"[0-9]+|(?:[0-9]+[dhms])+")

@@ -37,7 +37,7 @@ from kernel.i18n import t
 INVALID = "invalid_cron_workflow"
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _CONDITION = re.compile(
-    r"^\s*([A-Za-z_]+)\s*(==|!=|!contains|contains)\s*(?:\"(.*)\"|'(.*)'|(.*?))\s*$"
+    r"^\s*+([A-Za-z_]+)\s*(==|!=|!contains|contains)\s*+(?:\"(.*)\"|'(.*)'|(.*))\Z"
 )
 CONDITION_FIELDS = (
     "job_id",
@@ -196,7 +196,8 @@ class Condition:
 
 
 def parse_condition(text: str) -> Condition:
-    match = _CONDITION.match(text or "")
+    # Stripped first: a lazy value before trailing blanks would backtrack quadratically.
+    match = _CONDITION.match((text or "").strip())
     if match is None:
         raise ValueError(t("cron.condition_form", fields=", ".join(CONDITION_FIELDS)))
     name = match.group(1).lower()

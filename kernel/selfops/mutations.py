@@ -28,7 +28,6 @@ import copy
 import difflib
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,27 +40,18 @@ from kernel.agent.agent import Agent, SelectionError
 from kernel.config import Config, unknown_keys
 from kernel.errors import ConfigError, SelfOpsError, WorkspaceError
 from kernel.i18n import t
-from kernel.redact import mask_secret
+from kernel.redact import mask_secret, secret_assignment
 from kernel.runtime import Overlay, Runtime, is_sensitive
 from kernel.workspace.files import Parts, Workspace, parts_of
 
 TTL = timedelta(minutes=5)
 MAX_PENDING = 64
-MAX_FILE_BYTES = 256 * 1024  # prompts and skills are prompt text
+LIMIT_SETTING = "selfops_max_bytes"  # [gateway]: the largest file a preview may produce
 FILE_TARGET = "workspace_file"
 PROVIDERS_TARGET = "provider_config"
 ACTIVE_TARGET = "active_llm"
 TARGETS = (FILE_TARGET, PROVIDERS_TARGET, ACTIVE_TARGET)
 WHITELIST = ("SOUL.md", "prompts/**", "skills/**")
-# A name given a value, in the shapes prompt files take: `name = v`, `name: v`,
-# `"name": "v"` (JSON, YAML), `<name>v</name>` (XML), `Authorization: Bearer v`.
-_ASSIGNMENT = re.compile(r"""(?:<|["']?)([A-Za-z_][A-Za-z0-9_.-]*)(?:>|["']?\s*[:=]\s*)""")
-_VALUE = re.compile(r"""["']?(?:[Bb]earer\s+|[Bb]asic\s+)?([^"'<>,;\s]+)""")
-# Beyond seed 000's api_key / *_KEY / *_TOKEN / *_SECRET: what a file may hold a secret in.
-_SECRET_NAMES = frozenset(
-    {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTHORIZATION", "COOKIE", "APIKEY", "BEARER"}
-)
-
 Clock = Callable[[], datetime]
 
 
@@ -152,19 +142,24 @@ class Mutations:
         else:
             self._prepare_active(pending, ops)
         pending.requires_sensitive = bool(pending.sensitive)
+        result = await asyncio.to_thread(self._finish, pending)
+        self._remember(pending, now)
+        return result
+
+    def _finish(self, pending: Pending) -> dict[str, Any]:
+        """The confirm hash and the preview's JSON (diffs): in a worker thread."""
         pending.confirm_hash = _hash(
             _stable(
                 {
                     "id": pending.id,
-                    "target": target,
+                    "target": pending.target,
                     "base": pending.base_hash,
                     "after": [_hash(d.after) for d in pending.docs],
-                    "allow_sensitive": allow_sensitive,
+                    "allow_sensitive": pending.allow_sensitive,
                     "requires_sensitive_allow": pending.requires_sensitive,
                 }
             )
         )
-        self._remember(pending, now)
         return self._preview_json(pending)
 
     def _remember(self, pending: Pending, now: datetime) -> None:
@@ -251,6 +246,7 @@ class Mutations:
 
     async def _prepare_files(self, pending: Pending, ops: list[dict[str, Any]]) -> None:
         docs: dict[str, _Doc] = {}
+        limit = self.config.gateway.selfops_max_bytes
         for index, op in enumerate(ops):
             path = _text(op, "path", index)
             parts = self._file_parts(path)
@@ -270,21 +266,27 @@ class Mutations:
                 replace = op.get("replace", "")
                 if not isinstance(replace, str):
                     raise _bad(t("selfops.op_field", index=index, field="replace", kind="string"))
-                if search not in doc.after:
+                count = doc.after.count(search)
+                if not count:
                     raise _bad(t("selfops.search_missing", index=index, path=key))
+                # Refused before it is built: a short search with a long replace multiplies.
+                if len(doc.after) + count * (len(replace) - len(search)) > limit:
+                    raise self._too_large(key)
                 doc.after = doc.after.replace(search, replace)
             else:
                 raise _bad(t("selfops.bad_kind", index=index, kinds="replace, text_rewrite"))
-            if len(doc.after.encode("utf-8")) > MAX_FILE_BYTES:
-                raise _bad(t("selfops.too_large", path=key, limit=MAX_FILE_BYTES))
+            if len(doc.after) > limit or len(doc.after.encode("utf-8")) > limit:
+                raise self._too_large(key)
         pending.docs = list(docs.values())
-        pending.base_hash = _hash(_stable({d.path: d.base_hash for d in pending.docs}))
-        fields: list[str] = []
-        for doc in pending.docs:
-            for name in _added_sensitive(doc.before or "", doc.after):
-                if name not in fields:
-                    fields.append(name)
-        pending.sensitive = fields
+        # Hashing, the sensitive-field scan (and the diff, in preview) are CPU work on up to
+        # selfops_max_bytes per file: off the event loop.
+        await asyncio.to_thread(_scan_files, pending)
+
+    def _too_large(self, path: str) -> SelfOpsError:
+        limit = self.config.gateway.selfops_max_bytes
+        setting = f"gateway.{LIMIT_SETTING}"
+        message = t("selfops.too_large", path=path, limit=limit, setting=LIMIT_SETTING)
+        return _bad(message, path=path, limit=limit, setting=setting)
 
     # provider_config
 
@@ -525,33 +527,28 @@ def _unified(path: str, before: str, after: str, *, new: bool) -> list[str]:
     ]
 
 
-def _secret_name(name: str) -> bool:
-    last = name.rsplit(".", 1)[-1]
-    upper = last.upper().replace("-", "_")
-    return is_sensitive(last) or upper in _SECRET_NAMES or upper.endswith("_PASSWORD")
-
-
-def _sensitive_assignment(line: str) -> re.Match[str] | None:
-    """The first ``name = …`` / ``name: …`` / ``"name": …`` / ``<name>…`` on the line
-    whose name is sensitive."""
-    for match in _ASSIGNMENT.finditer(line):
-        if _secret_name(match.group(1)):
-            return match
-    return None
-
-
 def _mask_lines(text: str) -> str:
     """What follows a sensitive-looking assignment masked, so a diff never shows a secret."""
     out = []
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        match = _sensitive_assignment(body)
-        value = _VALUE.match(body, match.end()) if match else None
-        if value is not None and value.group(1):
-            start, end = value.span(1)
-            body = body[:start] + mask_secret(value.group(1)) + body[end:]
+        found = secret_assignment(body)
+        if found is not None and found[2] > found[1]:
+            _, start, end = found
+            body = body[:start] + mask_secret(body[start:end]) + body[end:]
         out.append(body + line[len(line.rstrip("\r\n")) :])
     return "".join(out)
+
+
+def _scan_files(pending: Pending) -> None:
+    """The base hash and the sensitive names the files' new lines hold (a worker's job)."""
+    pending.base_hash = _hash(_stable({d.path: d.base_hash for d in pending.docs}))
+    fields: list[str] = []
+    for doc in pending.docs:
+        for name in _added_sensitive(doc.before or "", doc.after):
+            if name not in fields:
+                fields.append(name)
+    pending.sensitive = fields
 
 
 def _added_sensitive(before: str, after: str) -> list[str]:
@@ -559,9 +556,9 @@ def _added_sensitive(before: str, after: str) -> list[str]:
     old = set(before.splitlines())
     found: list[str] = []
     for line in after.splitlines():
-        match = None if line in old else _sensitive_assignment(line)
+        match = None if line in old else secret_assignment(line)
         if match:
-            found.append(match.group(1))
+            found.append(match[0])
     return found
 
 

@@ -31,8 +31,9 @@ _LANG_JUNK = re.compile(r"[^A-Za-z0-9_+-]")
 _CHAR_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 # NUL and the other C0/C1 controls Telegram would mangle or reject; \t and \n stay.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-_TRAILING_SPACE = re.compile(r"[^\S\n]+(?=\n)")
-_TAG = re.compile(r"<[^>]*>")
+# Only from the start of a run (no rescan of a long run of spaces from each position).
+_TRAILING_SPACE = re.compile(r"(?<![^\S\n])[^\S\n]++(?=\n)")
+_TAG = re.compile(r"<[^<>]*+>")  # a tag ends before the next "<": "<<<…" stays linear
 _ENTITY = re.compile(r"&(?:lt|gt|amp|quot|#[0-9]+|#[xX][0-9a-fA-F]+);")
 _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
 

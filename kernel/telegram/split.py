@@ -17,7 +17,7 @@ from kernel.telegram.render import decode_entity
 LIMIT = 4096
 
 _ATOM = re.compile(
-    r"<(?P<close>/?)(?P<name>[A-Za-z][A-Za-z0-9-]*)(?:\s(?:[^>\"']|\"[^\"]*\"|'[^']*')*)?>"
+    r"<(?P<close>/?)(?P<name>[A-Za-z][A-Za-z0-9-]*+)(?:\s(?:[^<>\"']|\"[^<\"]*+\"|'[^<']*+')*+)?+>"
     r"|&(?P<ent>lt|gt|amp|quot|#[0-9]+|#[xX][0-9a-fA-F]+);"
     r"|[^<&]+|."
 )

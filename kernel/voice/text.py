@@ -10,8 +10,12 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~).*?(^ {0,3}\1[^\n]*$|\Z)", re.DOTALL | re.
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _URL = re.compile(r"<?https?://[^\s>)]*[^\s>).,;:!?，。]>?")
-_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$", re.MULTILINE)
+# Linear: a tag's body stops at the next "<", and blank space never spans lines (the
+# model writes the text: "<a<a<a…" or a run of newlines must not backtrack).
+_TAG = re.compile(r"</?[A-Za-z][^<>\n]*+>")
+_TABLE_RULE = re.compile(
+    r"^[ \t]*+\|?[ \t]*+:?-{2,}+:?[ \t]*+(?:\|[ \t]*+:?-{2,}+:?[ \t]*+)*+\|?[ \t]*+$", re.MULTILINE
+)
 _LINE_MARK = re.compile(r"^\s{0,3}(#{1,6}\s+|>\s?|[-*+]\s+(\[[ xX]\]\s+)?)", re.MULTILINE)
 _EMPHASIS = re.compile(r"(\*\*|__|~~|`)")
 _STAR = re.compile(r"\*(?=\S)([^*\n]*?\S)\*")  # *emphasis*, not the * of 2*3

@@ -1,0 +1,54 @@
+"""Regexes run on outside input stay linear (issue 12 sweep): each pattern that used to
+backtrack quadratically runs on a hostile ~200 KB input in a child process, which must
+finish within a generous bound (quadratic took minutes at this size)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Each case is a Python expression run in a child process: the re engine holds the GIL
+# while it matches, so a worker thread in this process could not be timed out.
+PRELUDE = (
+    "from kernel.cron import schedule, workflow\n"
+    "from kernel.redact import Redactor, secret_assignment\n"
+    "from kernel.telegram import render, split\n"
+    "from kernel.voice import text as voice\n"
+    "N = 200_000\n"
+)
+ROOT = Path(__file__).resolve().parents[1]
+CASES: dict[str, str] = {
+    "selfops scan: a run of name characters": "secret_assignment('a' * N)",
+    "selfops scan: flags without values": "secret_assignment('--a ' * (N // 4))",
+    "selfops scan: table cells": "secret_assignment('| a ' * (N // 4))",
+    "selfops scan: keys without values": "secret_assignment('\"a\":' * (N // 4))",
+    "voice tags never closed": "voice._TAG.sub('', '<a' * (N // 2))",
+    "voice table rule over blank lines": "voice._TABLE_RULE.sub('', '\\n' * N + 'x')",
+    "voice table rule over blanks": "voice._TABLE_RULE.sub('', '--' + ' ' * N + 'x')",
+    "telegram trailing blanks": "render._TRAILING_SPACE.sub('', ' ' * N + 'x')",
+    "telegram tags never closed": "render._TAG.sub('', '<' * N)",
+    "telegram split atoms": "list(split._ATOM.finditer('<a \"' * (N // 4)))",
+    "cron every: digits without a unit": "schedule._PART.findall('1' * N)",
+    "cron every: blanks": "schedule._EVERY.match('every' + ' ' * N + '\\nx\\ny')",
+    "workflow condition: blanks in the value": (
+        "workflow.parse_condition('job_id == x' + ' ' * N + 'y')"
+    ),
+    "redact header before blanks": "Redactor()('authorization:' + ' ' * N + '[REDACTED]')",
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_pattern_is_linear_on_hostile_input(name: str) -> None:
+    code = PRELUDE + CASES[name]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's kernel, whatever the cwd
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, timeout=20, check=False, env=env
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name}: still running after 20 s (super-linear)")
+    assert done.returncode == 0
