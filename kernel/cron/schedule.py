@@ -33,7 +33,7 @@ _EVERY = re.compile(r"^every\s++(.+)$", re.IGNORECASE)
 # ASCII digits only: str.isdigit() and \d also take "²" or "٣", which int() refuses or
 # reads unlike what the writer saw.
 _INTERVAL = re.compile(r"[0-9]+|(?:[0-9]+[dhms])+")
-_PART = re.compile(r"([0-9]+)([dhms])")
+_PART = re.compile(r"(?<![0-9])([0-9]++)([dhms])")  # each number scanned once
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _LOCAL = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2})?$")
 # Longer texts are no schedule: refused before a regex or croniter reads them.
