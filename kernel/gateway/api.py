@@ -126,6 +126,23 @@ def anthropic_error(
     return json_response(body, status, headers)
 
 
+def openai_error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    """OpenAI's error shape for /v1/chat/completions, so the openai SDK reads it as its own."""
+    kind = (
+        "server_error" if status >= 500 else _ANTHROPIC_TYPES.get(status, "invalid_request_error")
+    )
+    body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return json_response(body, status, headers)
+
+
+def v1_error(
+    path: str, status: int, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    """An error on /v1/*: OpenAI's shape on its chat route, Anthropic's on the rest."""
+    shape = openai_error if path.startswith("/v1/chat/") else anthropic_error
+    return shape(status, message, headers)
+
+
 # ---------------------------------------------------------------------- auth
 
 API_KEY = web.AppKey("api_key", str)

@@ -43,10 +43,10 @@ from kernel.gateway.api import (
     ApiError,
     Operation,
     Router,
-    anthropic_error,
     authorized,
     coded,
     error_response,
+    v1_error,
 )
 from kernel.gateway.claude_format import v1_message
 from kernel.gateway.connections import ACCEPT_BURST, ConnectionTable, default_limits
@@ -85,7 +85,7 @@ def _render(
 ) -> web.Response:
     if request.path.startswith("/v1/"):  # the API's own shape, in English
         message = v1_message(request.method, request.path, exc)
-        return anthropic_error(exc.status, message, headers)
+        return v1_error(request.path, exc.status, message, headers)
     response = error_response(exc.status, exc.code, exc.message, exc.details)
     for key, value in (headers or {}).items():
         response.headers[key] = value

@@ -135,4 +135,11 @@ async def test_models_list_and_errors_for_openai_clients(
             messages=[{"role": "robot", "content": "x"}],  # type: ignore[misc,list-item]
         )
     assert "messages.0.role" in bad_role.value.message
+    # OpenAI's own error shape (not Anthropic's) on its route.
+    assert isinstance(bad_role.value.body, dict) and bad_role.value.body["type"] == (
+        "invalid_request_error"
+    )
+    assert "messages.0.role" in bad_role.value.body["message"]
+    status, body, _ = await sc.call("POST", "/v1/chat/completions", {"model": "gpt-4o"})
+    assert status in (400, 404) and set(body) == {"error"}, body
     assert openai_sim.requests == []

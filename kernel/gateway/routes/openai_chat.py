@@ -15,7 +15,7 @@ from aiohttp import web
 
 from kernel.agent.messages import ImageBlock
 from kernel.errors import CapabilityError, ProviderError
-from kernel.gateway.api import Router, anthropic_error, json_response, kernel_of, sse_frame
+from kernel.gateway.api import Router, json_response, kernel_of, openai_error, sse_frame
 from kernel.gateway.claude_format import bad
 from kernel.gateway.openai_format import (
     ChatCompletionRequest,
@@ -144,16 +144,16 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         try:
             first = await anext(events)
         except StopAsyncIteration:
-            return anthropic_error(502, f"provider {provider_name} returned nothing: retry later")
+            return openai_error(502, f"provider {provider_name} returned nothing: retry later")
         except ProviderError as exc:
             status, message, headers = provider_failure(exc)
-            return anthropic_error(status, message, headers)
+            return openai_error(status, message, headers)
         if not parsed.stream:
             try:
                 completion = first if isinstance(first, Completion) else await _last(events)
             except ProviderError as exc:
                 status, message, headers = provider_failure(exc)
-                return anthropic_error(status, message, headers)
+                return openai_error(status, message, headers)
             return json_response(completion_json(completion, model, completion_id, estimate))
         return await _stream(request, first, events, model, completion_id, parsed.include_usage)
 
