@@ -38,6 +38,23 @@ ANTHROPIC_ERROR_SCHEMA: dict[str, Any] = {
     },
 }
 
+OPENAI_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": "string", "nullable": True},
+                "code": {"type": "string", "nullable": True},
+            },
+        },
+    },
+}
+
 _REASONS = {
     200: "OK",
     201: "Created",
@@ -74,7 +91,10 @@ def _response(op: Operation, status: int) -> dict[str, Any]:
 
 
 def _error(op: Operation, status: int) -> dict[str, Any]:
-    schema = "#/components/schemas/" + ("AnthropicError" if op.anthropic else "Error")
+    name = "AnthropicError" if op.anthropic else "Error"
+    if op.path.startswith("/v1/chat/"):  # the same path rule as api.v1_error
+        name = "OpenAIError"
+    schema = "#/components/schemas/" + name
     return {
         "description": _REASONS.get(status, "Error"),
         "content": {"application/json": {"schema": {"$ref": schema}}},
@@ -151,7 +171,11 @@ def build_document(routers: Sequence[Router]) -> dict[str, Any]:
         "tags": [{"name": r.tag, "description": r.description} for r in routers],
         "paths": paths,
         "components": {
-            "schemas": {"Error": ERROR_SCHEMA, "AnthropicError": ANTHROPIC_ERROR_SCHEMA},
+            "schemas": {
+                "Error": ERROR_SCHEMA,
+                "AnthropicError": ANTHROPIC_ERROR_SCHEMA,
+                "OpenAIError": OPENAI_ERROR_SCHEMA,
+            },
             "securitySchemes": {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
                 "Bearer": {"type": "http", "scheme": "bearer"},

@@ -59,7 +59,9 @@ def json_operations(gateway: Gateway) -> list[tuple[str, str]]:
 def assert_refusal(status: int, data: object, path: str) -> None:
     assert 400 <= status < 500, (status, data)
     assert isinstance(data, dict)
-    if path.startswith("/v1/"):
+    if path.startswith("/v1/chat/"):  # OpenAI's error shape
+        assert set(data) == {"error"} and data["error"]["message"] and data["error"]["type"]
+    elif path.startswith("/v1/"):
         assert data["type"] == "error" and data["error"]["message"]
     else:
         assert set(data) == {"error"} and set(data["error"]) == {"code", "message", "details"}

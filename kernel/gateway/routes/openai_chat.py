@@ -112,7 +112,7 @@ def _check(provider: Provider, name: str, parsed: ChatCompletionRequest) -> None
     body=CHAT_BODY,
     response=CHAT_RESPONSE,
     sse=True,
-    anthropic=True,  # the error body is also a valid OpenAI error
+    anthropic=True,  # English /v1 errors; in OpenAI's shape on this path (api.v1_error)
     errors=(404, 429, 502),
 )
 async def chat_completions(request: web.Request) -> web.StreamResponse:
