@@ -33,9 +33,9 @@ from zoneinfo import ZoneInfo
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernel.app import Kernel  # noqa: E402
-from kernel.channels.base import Target  # noqa: E402
 from kernel.channels.qq_inbound import sign, verify  # noqa: E402
 from kernel.config import load_config  # noqa: E402
+from kernel.core.delivery import Target  # noqa: E402
 from tests.clock import ManualClock  # noqa: E402
 from tests.sim.anthropic_sim import AnthropicSim  # noqa: E402
 from tests.sim.qq_sim import APP_ID, SECRET, QQSim, event, signed_headers  # noqa: E402

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 from bench.turn_overhead import InstantKernel  # noqa: E402
 from kernel.agent.agent import SessionKey, UserInput  # noqa: E402
 from kernel.config import load_config  # noqa: E402
+from kernel.core.logs import setup_logging  # noqa: E402
 from kernel.gateway.server import Gateway  # noqa: E402
-from kernel.logs import setup_logging  # noqa: E402
 
 TEXT = "What did we decide about the quarterly report structure last week?"
 

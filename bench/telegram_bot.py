@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kernel.i18n import set_language, t  # noqa: E402
+from kernel.core.i18n import set_language, t  # noqa: E402
 from tests.conftest import kernel_env, spawn_kernel, write_config  # noqa: E402
 from tests.sim.anthropic_sim import AnthropicSim  # noqa: E402
 from tests.sim.openai_sim import OpenAISim  # noqa: E402

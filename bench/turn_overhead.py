@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import Completed
-from kernel.agent.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from kernel.app import Kernel
 from kernel.config import Config, load_config
-from kernel.providers.base import (
+from kernel.core.events import Completed
+from kernel.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from kernel.core.provider import (
     Capabilities,
     ChatRequest,
     Completion,

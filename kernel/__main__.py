@@ -12,8 +12,8 @@ import sys
 
 from kernel import __version__
 from kernel.config import Config, load_config
-from kernel.errors import ConfigError, StartupError
-from kernel.i18n import t
+from kernel.core.errors import ConfigError, StartupError
+from kernel.core.i18n import t
 
 log = logging.getLogger("kernel")
 
@@ -53,7 +53,7 @@ def _remote_chat() -> int | None:
 
 def _configure(require_telegram: bool, to_file: bool) -> Config:
     from kernel.app import header_names_of, header_values_of, secrets_of
-    from kernel.logs import LEVELS, setup_logging
+    from kernel.core.logs import LEVELS, setup_logging
 
     config = load_config(require_telegram=require_telegram)
     level = LEVELS[config.general.log_level]

@@ -10,24 +10,25 @@ from typing import Any, Protocol
 
 from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
-from kernel.channels.base import ChannelRegistry, Detached
 from kernel.channels.console import ConsoleChannel
 from kernel.channels.qq import QQChannel
 from kernel.channels.qq_inbound import QQInbound
 from kernel.channels.webhook import WebhookChannel
-from kernel.clock import Clock, SystemClock
 from kernel.config import Config
+from kernel.core.clock import Clock, SystemClock
+from kernel.core.delivery import ChannelRegistry, Detached
+from kernel.core.errors import StartupError, StoreError
+from kernel.core.i18n import t
+from kernel.core.provider import Provider, Sleep
+from kernel.cron import tools as cron_tools
 from kernel.cron.runner import JobRunner
 from kernel.cron.scheduler import CronScheduler
 from kernel.delegate import tool as delegate_tool
 from kernel.delegate.delegator import Delegator
-from kernel.errors import StartupError, StoreError
-from kernel.i18n import t
 from kernel.mcp import MCPManager
 from kernel.mcp.interact import agent_sampler
 from kernel.memory.memories import Memories
 from kernel.providers import create_provider, create_titles_provider
-from kernel.providers.base import Provider, Sleep
 from kernel.providers.retirement import retirement_notices
 from kernel.retention import RetentionJob
 from kernel.runtime import Runtime
@@ -37,7 +38,6 @@ from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.tools import ask, memory
-from kernel.tools import cron as cron_tools
 from kernel.tools.registry import ToolRegistry
 from kernel.workspace import Workspace
 from kernel.workspace.archive import Archives

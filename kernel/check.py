@@ -27,14 +27,14 @@ from datetime import UTC, date, datetime
 from typing import Literal
 from urllib.parse import urlsplit
 
-from kernel.agent.messages import Message, TextBlock
 from kernel.config import Config
+from kernel.core.errors import KernelError
+from kernel.core.i18n import t
+from kernel.core.messages import Message, TextBlock
+from kernel.core.provider import ChatRequest, Completion, Provider
 from kernel.delegate.argv import GEMINI_PROMPT
 from kernel.delegate.formats import strip_ansi
-from kernel.errors import KernelError
-from kernel.i18n import t
 from kernel.providers import create_provider
-from kernel.providers.base import ChatRequest, Completion, Provider
 from kernel.providers.retirement import retirement_notices
 from kernel.providers.sdk import SDKProvider
 

@@ -20,10 +20,10 @@ from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from kernel.core.errors import ConfigError
+from kernel.core.i18n import LANGUAGES, set_language, t
+from kernel.core.redact import mask_secret
 from kernel.delegate.argv import args_problem
-from kernel.errors import ConfigError
-from kernel.i18n import LANGUAGES, set_language, t
-from kernel.redact import mask_secret
 
 PROVIDER_TYPES = ("claude", "openai_compat")
 TTS_TYPES = ("edge", "openai")
@@ -619,7 +619,7 @@ def _bad_choice(key: str, choices: tuple[str, ...], got: Any) -> ConfigError:
 
 
 def _expected(kind: str) -> str:
-    from kernel.i18n import get_language
+    from kernel.core.i18n import get_language
 
     return _EXPECTED_ZH.get(kind, kind) if get_language() == "zh" else kind.replace("dict", "table")
 

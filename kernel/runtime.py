@@ -24,7 +24,7 @@ from typing import Any
 import tomli_w
 
 from kernel.config import Config, load_config, read_overlay
-from kernel.fileio import write_atomic
+from kernel.core.fileio import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class Runtime:
         }
         live.channels = fresh.channels
         from kernel.app import header_values_of
-        from kernel.logs import add_secrets
+        from kernel.core.logs import add_secrets
 
         add_secrets([p.api_key for p in fresh.providers.values()], header_values_of(fresh))
         add_secrets([v for k, v in fresh.envs.items() if is_sensitive(k)])

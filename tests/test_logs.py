@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from kernel.logs import (
+from kernel.core.logs import (
     LIBRARY_FLOORS,
     RedactingFormatter,
     RepeatFilter,
     format_exception,
     setup_logging,
 )
-from kernel.redact import Redactor
+from kernel.core.redact import Redactor
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 OWNER_QUERY = "我的秘密日记"
@@ -217,7 +217,7 @@ def test_the_audit_finds_what_it_looks_for() -> None:
 
 def test_log_settings_are_validated(tmp_path: Path) -> None:
     from kernel.config import load_config
-    from kernel.errors import ConfigError
+    from kernel.core.errors import ConfigError
     from tests.conftest import write_config
 
     path = write_config(tmp_path, "http://127.0.0.1:9", "claude", log_level="verbose")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.redact import Redactor, hide_quoted, mask_secret, redact_text
+from kernel.core.redact import Redactor, hide_quoted, mask_secret, redact_text
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 BOT = "7123456789:AAHk3rnelTestTokenSecretPart_0123456"

@@ -15,7 +15,7 @@ import pytest
 # while it matches, so a worker thread in this process could not be timed out.
 PRELUDE = (
     "from kernel.cron import schedule, workflow\n"
-    "from kernel.redact import Redactor, secret_assignment\n"
+    "from kernel.core.redact import Redactor, secret_assignment\n"
     "from kernel.telegram import render, split\n"
     "from kernel.voice import text as voice\n"
     "N = 200_000\n"

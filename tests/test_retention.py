@@ -13,7 +13,7 @@ import pytest
 
 from kernel.app import Kernel
 from kernel.config import load_config
-from kernel.errors import ConfigError
+from kernel.core.errors import ConfigError
 from kernel.retention import DAY, RetentionJob, sweep
 from tests.conftest import write_config
 

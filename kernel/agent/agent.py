@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from kernel.agent.asks import Answer, AskRegistry, Question
 from kernel.agent.context import (
     CANCELLED_RESULT,
     Layer,
@@ -28,7 +27,25 @@ from kernel.agent.context import (
     join_layers,
     repair_history,
 )
-from kernel.agent.events import (
+from kernel.agent.slimming import (
+    TOOL_RESULT_LIMIT,
+    slim_message,
+    summarize_tool_result,
+    without_files,
+)
+from kernel.agent.titles import TitleMaker
+from kernel.config import Config
+from kernel.core.asks import Answer, AskRegistry, Question
+from kernel.core.errors import (
+    BusyError,
+    KernelError,
+    ProtectedSessionError,
+    ProviderError,
+    SessionError,
+    SkillError,
+    ToolError,
+)
+from kernel.core.events import (
     AskUser,
     AssistantDelta,
     Completed,
@@ -38,35 +55,15 @@ from kernel.agent.events import (
     ToolProgress,
     ToolResult,
 )
-from kernel.agent.messages import (
+from kernel.core.i18n import t
+from kernel.core.messages import (
     ImageBlock,
     Message,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
-from kernel.agent.slimming import (
-    TOOL_RESULT_LIMIT,
-    slim_message,
-    summarize_tool_result,
-    without_files,
-)
-from kernel.agent.titles import TitleMaker
-from kernel.agent.turns import Turn
-from kernel.config import Config
-from kernel.errors import (
-    BusyError,
-    KernelError,
-    ProtectedSessionError,
-    ProviderError,
-    SessionError,
-    SkillError,
-    ToolError,
-)
-from kernel.i18n import t
-from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
-from kernel.memory.remember import Fact, RememberFilter, extract_remember
-from kernel.providers.base import (
+from kernel.core.provider import (
     ChatRequest,
     Completion,
     Provider,
@@ -77,6 +74,9 @@ from kernel.providers.base import (
     TextDelta,
     stream_with_retry,
 )
+from kernel.core.turns import Turn
+from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
+from kernel.memory.remember import Fact, RememberFilter, extract_remember
 from kernel.skills import SkillLibrary, wrap_skill
 from kernel.store.db import SessionRow, Store
 from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry

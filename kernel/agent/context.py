@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from kernel.agent.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from kernel.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 CANCELLED_RESULT = "cancelled: the user stopped this turn before the tool finished"
 LOST_RESULT = "no result: the tool did not finish (Kernel stopped or crashed)"

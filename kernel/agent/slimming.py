@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import replace
 
-from kernel.agent.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
+from kernel.core.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
 from kernel.skills.library import SKILL_BLOCK
 
 IMAGE_DONE = "[图片已处理]"

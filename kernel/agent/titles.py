@@ -12,9 +12,9 @@ import logging
 import re
 from collections.abc import Callable
 
-from kernel.agent.messages import Message, TextBlock
-from kernel.errors import ProviderError, RateLimitedError, TransientProviderError
-from kernel.providers.base import ChatRequest, Completion, Provider, Sleep
+from kernel.core.errors import ProviderError, RateLimitedError, TransientProviderError
+from kernel.core.messages import Message, TextBlock
+from kernel.core.provider import ChatRequest, Completion, Provider, Sleep
 
 log = logging.getLogger(__name__)
 

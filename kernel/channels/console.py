@@ -4,10 +4,10 @@ where ``GET /chats/{id}`` and ``kernel chats get`` show it."""
 
 from __future__ import annotations
 
-from kernel.agent.messages import Message, TextBlock
-from kernel.channels.base import Target
 from kernel.config import Config
-from kernel.i18n import t
+from kernel.core.delivery import Target
+from kernel.core.i18n import t
+from kernel.core.messages import Message, TextBlock
 from kernel.store.db import Store
 
 # The sidecar's protected default chat (kernel/gateway/routes/chats.py DEFAULT_KEY).

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from kernel.channels.base import Target
-from kernel.clock import Clock
 from kernel.config import Config, QQChannelConfig
-from kernel.errors import ChannelError
-from kernel.i18n import t
-from kernel.redact import hide_quoted
+from kernel.core.clock import Clock
+from kernel.core.delivery import Target
+from kernel.core.errors import ChannelError
+from kernel.core.i18n import t
+from kernel.core.redact import hide_quoted
 
 if TYPE_CHECKING:
     import aiohttp

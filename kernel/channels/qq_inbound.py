@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from kernel import safejson
 from kernel.agent.agent import Agent, SessionKey, UserInput
-from kernel.agent.events import Completed
-from kernel.channels.base import ChannelRegistry, Target, follow_turn
 from kernel.channels.qq import QQChannel
-from kernel.errors import ChannelError, KernelError
-from kernel.i18n import t
+from kernel.core import safejson
+from kernel.core.delivery import ChannelRegistry, Target, follow_turn
+from kernel.core.errors import ChannelError, KernelError
+from kernel.core.events import Completed
+from kernel.core.i18n import t
 from kernel.store.channels import ChannelStore
 
 log = logging.getLogger(__name__)

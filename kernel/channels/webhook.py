@@ -30,11 +30,11 @@ from collections.abc import Coroutine
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from kernel.channels.base import Target
-from kernel.clock import Clock
 from kernel.config import Config, WebhookChannelConfig
-from kernel.errors import ChannelError, StoreError
-from kernel.i18n import t
+from kernel.core.clock import Clock
+from kernel.core.delivery import Target
+from kernel.core.errors import ChannelError, StoreError
+from kernel.core.i18n import t
 from kernel.store.channels import ChannelStore, WebhookFailure
 
 if TYPE_CHECKING:

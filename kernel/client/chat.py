@@ -11,7 +11,7 @@ from typing import IO, Any
 
 from kernel.client.commands import EXIT_REFUSED, EXIT_UNREACHABLE, show_stream
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable
-from kernel.i18n import t
+from kernel.core.i18n import t
 
 LOCAL_ONLY = ("/history", "/resume", "/provider", "/model")
 

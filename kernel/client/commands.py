@@ -17,8 +17,8 @@ from typing import IO, Any
 from urllib.parse import quote, urlencode
 
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable, sidecar_from
-from kernel.errors import ConfigError
-from kernel.i18n import t
+from kernel.core.errors import ConfigError
+from kernel.core.i18n import t
 
 EXIT_REFUSED = 1
 EXIT_UNREACHABLE = 3

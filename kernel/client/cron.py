@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from kernel.client.commands import EXIT_REFUSED, Handler, _json, table
 from kernel.client.http import Sidecar, SidecarError
-from kernel.i18n import t
+from kernel.core.i18n import t
 
 Verb = Callable[[Any, str, Handler, str], argparse.ArgumentParser]
 

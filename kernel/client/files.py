@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 
 from kernel.client.commands import _clip, _json, _verb, table
 from kernel.client.http import Sidecar
-from kernel.i18n import t
+from kernel.core.i18n import t
 
 
 def register(sub: Any) -> None:

@@ -14,8 +14,8 @@ from http.client import HTTPResponse
 from typing import IO, Any
 
 from kernel.config import gateway_of
-from kernel.errors import KernelError
-from kernel.i18n import t
+from kernel.core.errors import KernelError
+from kernel.core.i18n import t
 
 CALL_TIMEOUT = 30.0  # seconds for a plain request
 TRANSFER_TIMEOUT = 300.0  # seconds without a byte while a file or an archive moves

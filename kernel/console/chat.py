@@ -17,7 +17,11 @@ import threading
 from typing import IO
 
 from kernel.agent.agent import Agent, SelectionError, UserInput
-from kernel.agent.events import (
+from kernel.app import Kernel
+from kernel.config import Config
+from kernel.console.sessions import format_history, parse_refs
+from kernel.core.errors import KernelError
+from kernel.core.events import (
     AskUser,
     AssistantDelta,
     Completed,
@@ -26,11 +30,7 @@ from kernel.agent.events import (
     ToolResult,
     TurnEvent,
 )
-from kernel.app import Kernel
-from kernel.config import Config
-from kernel.console.sessions import format_history, parse_refs
-from kernel.errors import KernelError
-from kernel.i18n import t
+from kernel.core.i18n import t
 
 CONVERSATION = "console:default"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from kernel.agent.agent import Agent
-from kernel.errors import SessionError
-from kernel.i18n import t
+from kernel.core.errors import SessionError
+from kernel.core.i18n import t
 from kernel.store.db import SessionRow
 
 _REF = re.compile(r"^#?(\d+)$")

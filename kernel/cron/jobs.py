@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from kernel.channels.base import Target
+from kernel.core.delivery import Target
+from kernel.core.errors import CronError
+from kernel.core.i18n import t
 from kernel.cron import schedule as schedules
 from kernel.cron.schedule import Rules, Schedule
 from kernel.cron.workflow import Workflow, parse_workflow
-from kernel.errors import CronError
-from kernel.i18n import t
 from kernel.store.cron import CronRow
 
 DEFAULT_ID = "cron-default"

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.agent.agent import Agent, SessionKey, UserInput
-from kernel.agent.events import Completed
-from kernel.channels.base import ChannelRegistry, follow_turn
-from kernel.clock import Clock
 from kernel.config import Config
+from kernel.core.clock import Clock
+from kernel.core.delivery import ChannelRegistry, follow_turn
+from kernel.core.errors import BusyError, ChannelError, KernelError
+from kernel.core.events import Completed
+from kernel.core.i18n import t
 from kernel.cron.jobs import CronJob
 from kernel.cron.schedule import Rules
 from kernel.cron.workflow import NODE_HANDLERS, NodeContext
-from kernel.errors import BusyError, ChannelError, KernelError
-from kernel.i18n import t
 
 RESULT_LIMIT = 4000
 

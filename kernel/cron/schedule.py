@@ -23,8 +23,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from kernel.errors import CronError
-from kernel.i18n import t
+from kernel.core.errors import CronError
+from kernel.core.i18n import t
 
 KINDS = ("cron", "interval", "once")
 INVALID = "invalid_cron_schedule"

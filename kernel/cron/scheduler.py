@@ -40,8 +40,10 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from kernel.clock import Clock
 from kernel.config import Config
+from kernel.core.clock import Clock
+from kernel.core.errors import CronError, KernelError, StoreError
+from kernel.core.i18n import t
 from kernel.cron import schedule as schedules
 from kernel.cron.jobs import (
     DEFAULT_CHANNEL,
@@ -58,8 +60,6 @@ from kernel.cron.jobs import (
 )
 from kernel.cron.runner import JobRunner, RunOutcome
 from kernel.cron.schedule import Rules
-from kernel.errors import CronError, KernelError, StoreError
-from kernel.i18n import t
 from kernel.store.cron import CronRow, CronStore
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from kernel.errors import CronError
-from kernel.i18n import t
+from kernel.core.errors import CronError
+from kernel.core.i18n import t
 
 INVALID = "invalid_cron_workflow"
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from kernel.config import Config
+from kernel.core.errors import ToolError
+from kernel.core.i18n import t
 from kernel.delegate.argv import build_argv, output_flags
 from kernel.delegate.formats import Trouble, display_name, formatter_for, one_line, strip_ansi
 from kernel.delegate.runner import HALF, OUTPUT_LIMIT, CLIProcess, RunReport, RunRequest
-from kernel.errors import ToolError
-from kernel.i18n import t
 
 log = logging.getLogger(__name__)
 

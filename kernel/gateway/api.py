@@ -19,11 +19,11 @@ from typing import Any
 
 from aiohttp import web
 
-from kernel import safejson
-from kernel.agent.messages import ImageBlock
 from kernel.app import Kernel
-from kernel.errors import CodedError
-from kernel.i18n import t
+from kernel.core import safejson
+from kernel.core.errors import CodedError
+from kernel.core.i18n import t
+from kernel.core.messages import ImageBlock
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -180,7 +180,7 @@ async def read_bytes(request: web.Request) -> bytes:
 
 async def read_json(request: web.Request) -> Any:
     """The parsed body. 400 when it is not JSON (or too deep, a number out of range,
-    NaN/Infinity: see :mod:`kernel.safejson`), 415 when not sent as JSON, 408 when it
+    NaN/Infinity: see :mod:`kernel.core.safejson`), 415 when not sent as JSON, 408 when it
     does not arrive within ``gateway.read_timeout``, 413 over ``gateway.max_body_bytes``."""
     kind = request.content_type.lower()
     if kind != "application/json" and not kind.endswith("+json"):

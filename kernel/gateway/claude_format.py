@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.agent.context import Layer
-from kernel.agent.messages import (
+from kernel.core.errors import ToolError
+from kernel.core.messages import (
     Block,
     ImageBlock,
     Message,
@@ -48,9 +49,8 @@ from kernel.agent.messages import (
     ToolSpec,
     ToolUseBlock,
 )
-from kernel.errors import ToolError
+from kernel.core.provider import Completion, Sampling, Thinking, ThinkingPart
 from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
-from kernel.providers.base import Completion, Sampling, Thinking, ThinkingPart
 from kernel.tools.repair import repair_arguments
 
 log = logging.getLogger(__name__)

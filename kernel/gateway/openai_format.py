@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.agent.messages import (
+from kernel.core.messages import (
     Block,
     Message,
     TextBlock,
@@ -26,9 +26,9 @@ from kernel.agent.messages import (
     ToolSpec,
     ToolUseBlock,
 )
+from kernel.core.provider import Completion, Sampling, Thinking
 from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
 from kernel.gateway.claude_format import MODEL_NAME_MAX, V1Error, bad, tool_input
-from kernel.providers.base import Completion, Sampling, Thinking
 
 EFFORTS = ("minimal", "low", "medium", "high")
 

@@ -23,7 +23,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from kernel.app import Kernel
 from kernel.config import is_loopback
-from kernel.errors import (
+from kernel.core.errors import (
     BusyError,
     ChannelError,
     CodedError,
@@ -35,6 +35,8 @@ from kernel.errors import (
     SessionError,
     StartupError,
 )
+from kernel.core.i18n import t
+from kernel.core.logs import request_tag
 from kernel.gateway.api import (
     API_KEY,
     KERNEL,
@@ -50,8 +52,6 @@ from kernel.gateway.api import (
 )
 from kernel.gateway.claude_format import v1_message
 from kernel.gateway.connections import ACCEPT_BURST, ConnectionTable, default_limits
-from kernel.i18n import t
-from kernel.logs import request_tag
 
 log = logging.getLogger("kernel.gateway")
 

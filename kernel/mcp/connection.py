@@ -37,13 +37,13 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from kernel import __version__
-from kernel.agent.asks import AskOutcome
 from kernel.config import MCPServerConfig, MCPSettings
-from kernel.errors import ToolError
-from kernel.i18n import t
+from kernel.core.asks import AskOutcome
+from kernel.core.errors import ToolError
+from kernel.core.i18n import t
+from kernel.core.redact import redact_text
 from kernel.mcp.interact import Sampler, SamplingRequest, choice_fields
 from kernel.mcp.results import render_result
-from kernel.redact import redact_text
 from kernel.tools.registry import ToolContext, ToolReply
 
 log = logging.getLogger(__name__)

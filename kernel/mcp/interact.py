@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kernel.agent.messages import Message, TextBlock
-from kernel.i18n import t
-from kernel.providers.base import ChatRequest, Completion, RetryPolicy, stream_with_retry
+from kernel.core.i18n import t
+from kernel.core.messages import Message, TextBlock
+from kernel.core.provider import ChatRequest, Completion, RetryPolicy, stream_with_retry
 
 if TYPE_CHECKING:
     from kernel.agent.agent import Agent

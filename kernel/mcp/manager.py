@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernel.config import Config, MCPServerConfig
-from kernel.i18n import t
+from kernel.core.i18n import t
 from kernel.mcp.interact import Sampler
 from kernel.mcp.naming import assign_names, server_parts
 from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry, ToolReply

@@ -28,7 +28,7 @@ import json
 import re
 from typing import Any
 
-from kernel.agent.messages import ImageBlock
+from kernel.core.messages import ImageBlock
 
 RESULT_LIMIT = 50_000  # characters the model gets; the head and tail are kept
 

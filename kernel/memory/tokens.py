@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from kernel.errors import StoreError
+from kernel.core.errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernel.config import ProviderConfig, TitlesConfig
-from kernel.providers.base import Provider
+from kernel.core.provider import Provider
 
 
 def create_provider(cfg: ProviderConfig) -> Provider:

@@ -8,15 +8,15 @@ from typing import Any
 
 import anthropic
 
-from kernel.agent.messages import (
+from kernel.config import ProviderConfig
+from kernel.core.messages import (
     ImageBlock,
     Message,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
-from kernel.config import ProviderConfig
-from kernel.providers.base import (
+from kernel.core.provider import (
     Capabilities,
     ChatRequest,
     Completion,

@@ -13,8 +13,8 @@ from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
-from kernel.errors import ProviderError, RateLimitedError, TransientProviderError
-from kernel.redact import redact_text
+from kernel.core.errors import ProviderError, RateLimitedError, TransientProviderError
+from kernel.core.redact import redact_text
 
 TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "server_error", "timeout"}
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import openai
 
-from kernel.agent.messages import ImageBlock, Message, TextBlock, ToolResultBlock
 from kernel.config import ProviderConfig
-from kernel.errors import CapabilityError
-from kernel.providers.base import (
+from kernel.core.errors import CapabilityError
+from kernel.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock
+from kernel.core.provider import (
     Capabilities,
     ChatRequest,
     Completion,

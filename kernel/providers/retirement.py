@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from kernel.config import Config
-from kernel.i18n import t
+from kernel.core.i18n import t
 
 WARN_DAYS = 30  # a configured model this close to its end of life gets a notice
 

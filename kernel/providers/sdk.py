@@ -7,8 +7,8 @@ from types import ModuleType
 from typing import Any
 
 from kernel.config import ProviderConfig
+from kernel.core.provider import Provider
 from kernel.providers import errors
-from kernel.providers.base import Provider
 
 
 class SDKProvider(Provider):

@@ -38,9 +38,9 @@ import tomli_w
 
 from kernel.agent.agent import Agent, SelectionError
 from kernel.config import Config, unknown_keys
-from kernel.errors import ConfigError, SelfOpsError, WorkspaceError
-from kernel.i18n import t
-from kernel.redact import mask_secret, secret_assignment
+from kernel.core.errors import ConfigError, SelfOpsError, WorkspaceError
+from kernel.core.i18n import t
+from kernel.core.redact import mask_secret, secret_assignment
 from kernel.runtime import Overlay, Runtime, is_sensitive
 from kernel.workspace.files import Parts, Workspace, parts_of
 

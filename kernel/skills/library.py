@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from stat import S_ISREG
 
-from kernel.errors import SkillError
-from kernel.fileio import write_atomic
-from kernel.i18n import t
+from kernel.core.errors import SkillError
+from kernel.core.fileio import write_atomic
+from kernel.core.i18n import t
 
 SKILL_FILE = "SKILL.md"
 MAX_SKILL_BYTES = 64 * 1024  # a skill is prompt text: bigger is a mistake, not a skill

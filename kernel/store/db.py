@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from kernel.agent.messages import Message, Role, content_from_json, content_to_json
-from kernel.errors import StoreError
+from kernel.core.errors import StoreError
+from kernel.core.messages import Message, Role, content_from_json, content_to_json
 from kernel.store.migrations import (
     MEMORIES_FTS_SQL,
     MIGRATIONS,

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kernel.errors import StoreError
+from kernel.core.errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
-from kernel.agent.asks import AnswerResult, AskRegistry
-from kernel.agent.events import AskUser
-from kernel.i18n import t
+from kernel.core.asks import AnswerResult, AskRegistry
+from kernel.core.events import AskUser
+from kernel.core.i18n import t
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,8 @@ from telegram.ext import (
 from telegram.request import HTTPXRequest
 
 from kernel.app import ChannelState, Kernel
-from kernel.errors import StartupError
-from kernel.i18n import t
+from kernel.core.errors import StartupError
+from kernel.core.i18n import t
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of

@@ -11,8 +11,8 @@ from telegram.ext import ContextTypes
 
 from kernel.agent.agent import SelectionError
 from kernel.console.sessions import format_history, parse_refs
-from kernel.errors import KernelError, SessionError
-from kernel.i18n import t
+from kernel.core.errors import KernelError, SessionError
+from kernel.core.i18n import t
 from kernel.telegram.inbound import conversation_of
 from kernel.telegram.progress import format_elapsed
 from kernel.telegram.view import send_plain

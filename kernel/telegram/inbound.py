@@ -14,9 +14,9 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from kernel.agent.agent import UserInput
-from kernel.agent.turns import Turn
-from kernel.errors import BusyError
-from kernel.i18n import t
+from kernel.core.errors import BusyError
+from kernel.core.i18n import t
+from kernel.core.turns import Turn
 from kernel.telegram import media
 from kernel.telegram.view import TurnView
 from kernel.telegram.voice import TelegramVoice

@@ -10,9 +10,9 @@ import base64
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from kernel.agent.messages import ImageBlock
 from kernel.agent.slimming import wrap_file
-from kernel.i18n import t
+from kernel.core.i18n import t
+from kernel.core.messages import ImageBlock
 
 MAX_BYTES = 20 * 1024 * 1024
 MAX_TEXT = 50_000

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from telegram.error import TelegramError
 
-from kernel.agent.events import AskUser
-from kernel.channels.base import Target
-from kernel.errors import ChannelError
-from kernel.i18n import t
+from kernel.core.delivery import Target
+from kernel.core.errors import ChannelError
+from kernel.core.events import AskUser
+from kernel.core.i18n import t
 from kernel.telegram.view import send_reply
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ import time
 from telegram import Bot
 from telegram.error import TelegramError
 
-from kernel.agent.events import ToolResult
+from kernel.core.events import ToolResult
+from kernel.core.i18n import t
 from kernel.delegate.delegator import DEFAULT_CLI, Delegation, Delegator
 from kernel.delegate.formats import Trouble, display_name
-from kernel.i18n import t
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from telegram import Bot
 from telegram.error import TelegramError
 
-from kernel.agent.events import ToolProgress
-from kernel.i18n import t
+from kernel.core.events import ToolProgress
+from kernel.core.i18n import t
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from telegram import Bot
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 
-from kernel.agent.events import (
+from kernel.core.events import (
     AskUser,
     AssistantDelta,
     Completed,
@@ -30,10 +30,10 @@ from kernel.agent.events import (
     ToolProgress,
     ToolResult,
 )
-from kernel.agent.turns import Turn
+from kernel.core.i18n import t
+from kernel.core.redact import hide_quoted
+from kernel.core.turns import Turn
 from kernel.delegate.delegator import Delegator
-from kernel.i18n import t
-from kernel.redact import hide_quoted
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
 from kernel.telegram.render import html_to_plain, render_markdown

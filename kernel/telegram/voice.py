@@ -21,8 +21,8 @@ from telegram.error import TelegramError
 
 from kernel.agent.agent import UserInput
 from kernel.config import Config
-from kernel.errors import SpeechError
-from kernel.i18n import t
+from kernel.core.errors import SpeechError
+from kernel.core.i18n import t
 from kernel.telegram import media
 from kernel.voice.stt import Transcriber
 from kernel.voice.text import speakable

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel.agent.asks import AskOutcome
-from kernel.errors import ToolError
+from kernel.core.asks import AskOutcome
+from kernel.core.errors import ToolError
 from kernel.tools.registry import ToolContext, ToolRegistry
 
 MAX_OPTIONS = 8

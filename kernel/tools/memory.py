@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from kernel.errors import ToolError
+from kernel.core.errors import ToolError
 from kernel.memory.memories import Memories
 from kernel.store.db import MemoryRow
 from kernel.tools.registry import ToolRegistry

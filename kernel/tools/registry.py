@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from types import NoneType
 from typing import Any, Literal, TypeVar, overload
 
-from kernel import i18n
-from kernel.agent.asks import Answer, AskOutcome
-from kernel.agent.messages import ImageBlock, ToolSpec
-from kernel.errors import ToolError
+from kernel.core import i18n
+from kernel.core.asks import Answer, AskOutcome
+from kernel.core.errors import ToolError
+from kernel.core.messages import ImageBlock, ToolSpec
 from kernel.tools.repair import repair_arguments, resolve_tool_name
 
 log = logging.getLogger(__name__)

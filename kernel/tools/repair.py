@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
-from kernel.errors import ToolError
+from kernel.core.errors import ToolError
 
 WRAPPER_KEYS = ("input", "arguments", "args", "parameters")
 

@@ -9,7 +9,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from kernel.errors import SpeechError
+from kernel.core.errors import SpeechError
 from kernel.providers.errors import translate
 
 

@@ -18,7 +18,7 @@ import os
 import shutil
 from pathlib import Path
 
-from kernel.errors import SpeechError
+from kernel.core.errors import SpeechError
 
 # Mono Opus at 48 kbit/s (seed 004): clear speech, about 6 KB per second.
 OPUS_ARGS = ("-vn", "-ac", "1", "-c:a", "libopus", "-b:a", "48k", "-f", "ogg")

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from kernel.config import TtsConfig
-from kernel.errors import SpeechError
-from kernel.redact import redact_text
+from kernel.core.errors import SpeechError
+from kernel.core.redact import redact_text
 from kernel.voice.client import SDKClient, speech_error
 from kernel.voice.ffmpeg import find_ffmpeg, to_ogg_opus
 from kernel.voice.ogg import opus_duration

@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from kernel.errors import WorkspaceError
-from kernel.i18n import t
+from kernel.core.errors import WorkspaceError
+from kernel.core.i18n import t
 from kernel.workspace.files import _READ, Parts, Workspace, Writer, _Secrets, parts_of
 
 _COPY = 64 * 1024

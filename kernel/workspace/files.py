@@ -40,8 +40,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-from kernel.errors import WorkspaceError
-from kernel.i18n import t
+from kernel.core.errors import WorkspaceError
+from kernel.core.i18n import t
 
 Parts = tuple[str, ...]
 Writer = Callable[[BinaryIO], None]  # writes a new file's content

@@ -6,9 +6,9 @@ import asyncio
 import json
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import AssistantDelta, Completed, ToolCall, TurnEvent
-from kernel.agent.turns import Turn
 from kernel.app import Kernel
+from kernel.core.events import AssistantDelta, Completed, ToolCall, TurnEvent
+from kernel.core.turns import Turn
 from tests.agent.test_turns import CONV, Sim, run, sent
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
@@ -116,7 +116,7 @@ async def test_cancel_during_retry_wait(sim: Sim, make_kernel: KernelFactory) ->
 async def test_busy_conversation_refuses_a_second_turn(
     anthropic_sim: AnthropicSim, make_kernel: KernelFactory
 ) -> None:
-    from kernel.errors import BusyError
+    from kernel.core.errors import BusyError
 
     kernel = await make_kernel(anthropic_sim)
     anthropic_sim.enqueue(Reply(Text("slow", chunks=["s", "low"]), stall_after=3))
@@ -161,7 +161,7 @@ async def test_double_cancel_still_ends_the_turn_once(sim: Sim, make_kernel: Ker
 async def test_provider_error_after_a_tool_ran_leaves_a_valid_history(
     sim: Sim, make_kernel: KernelFactory
 ) -> None:
-    from kernel.agent.events import ErrorEvent
+    from kernel.core.events import ErrorEvent
 
     kernel = await make_kernel(sim)
     sim.enqueue(

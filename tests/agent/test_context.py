@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from kernel.agent.context import repair_history, truncate_rounds
-from kernel.agent.events import Completed, ToolResult
-from kernel.agent.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.core.events import Completed, ToolResult
+from kernel.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.agent.test_turns import CONV, Sim, run, sent
 from tests.conftest import KernelFactory, write_config
 from tests.sim.anthropic_sim import AnthropicSim

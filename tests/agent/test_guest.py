@@ -4,7 +4,7 @@ are neither shown nor written, and only the tools allowed to guests are offered 
 from __future__ import annotations
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import Completed
+from kernel.core.events import Completed
 from tests.agent.test_turns import CONV, system_of
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kernel.agent.events import Completed
-from kernel.agent.messages import Message, TextBlock, ToolResultBlock
 from kernel.agent.slimming import slim_message, summarize_tool_result
+from kernel.core.events import Completed
+from kernel.core.messages import Message, TextBlock, ToolResultBlock
 from tests.agent.test_turns import CONV, run, system_of
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim

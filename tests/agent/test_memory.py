@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kernel.agent.events import AssistantDelta, Completed, ToolResult
 from kernel.app import Kernel
+from kernel.core.events import AssistantDelta, Completed, ToolResult
 from tests.agent.test_turns import CONV, Sim, run, sent, system_of
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from kernel.agent.agent import SessionKey, UserInput
-from kernel.errors import BusyError
+from kernel.core.errors import BusyError
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply

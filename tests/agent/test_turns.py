@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import (
+from kernel.app import Kernel
+from kernel.core.events import (
     AssistantDelta,
     Completed,
     ErrorEvent,
@@ -17,8 +18,7 @@ from kernel.agent.events import (
     ToolResult,
     TurnEvent,
 )
-from kernel.agent.messages import ImageBlock
-from kernel.app import Kernel
+from kernel.core.messages import ImageBlock
 from tests.conftest import SECRET_KEY, KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim

@@ -9,7 +9,7 @@ import pytest
 
 from kernel.app import secrets_of
 from kernel.config import Config, load_config
-from kernel.errors import ConfigError
+from kernel.core.errors import ConfigError
 
 ENV = {
     "KERNEL_TELEGRAM_TOKEN": "123456:telegram-token-abcdefgh",

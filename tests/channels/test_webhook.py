@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from kernel.channels.base import ChannelRegistry, Target
-from kernel.errors import ChannelError
+from kernel.core.delivery import ChannelRegistry, Target
+from kernel.core.errors import ChannelError
 from tests.clock import InstantClock, ManualClock
 from tests.cron.test_scheduler import webhook_config
 from tests.gateway.conftest import Sidecar, SidecarFactory, message

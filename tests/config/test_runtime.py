@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernel.config import gateway_of, load_config
-from kernel.errors import ConfigError
+from kernel.core.errors import ConfigError
 from kernel.runtime import Runtime, child_env, is_sensitive
 
 KEY = "sk-ant-0123456789abcdef"

@@ -9,7 +9,7 @@ import pytest
 
 from kernel.app import secrets_of
 from kernel.config import SttConfig, TtsConfig, load_config
-from kernel.errors import ConfigError
+from kernel.core.errors import ConfigError
 from tests.config.test_config import BASE_ENV, REPO
 
 

@@ -11,9 +11,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from kernel.app import Kernel
-from kernel.channels.base import Target
 from kernel.config import load_config
-from kernel.errors import ChannelError
+from kernel.core.delivery import Target
+from kernel.core.errors import ChannelError
 from kernel.telegram.channel import TelegramChannel
 from tests.clock import ManualClock
 from tests.sim.script import text_reply, tool_reply
@@ -92,7 +92,7 @@ async def test_a_reminder_missed_during_a_restart_waits_for_telegram_to_start(
 
     # … back at 09:02, within the grace period: the run fires as the Kernel starts,
     # before Telegram runs; its delivery waits for the channel instead of being lost.
-    caplog.set_level(logging.INFO, logger="kernel.channels.base")
+    caplog.set_level(logging.INFO, logger="kernel.core.delivery")
     h.model.enqueue(text_reply("⏰ 该交报告了！"))
     clock = ManualClock(datetime(2025, 6, 2, 9, 2, tzinfo=TZ))
     kernel = Kernel(load_config(h.kernel.config.path, env={}), clock=clock)

@@ -9,11 +9,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from kernel.core.errors import CronError
+from kernel.core.i18n import get_language, set_language
 from kernel.cron import schedule
 from kernel.cron.schedule import Rules
 from kernel.cron.workflow import parse_workflow
-from kernel.errors import CronError
-from kernel.i18n import get_language, set_language
 
 SHANGHAI = Rules(ZoneInfo("Asia/Shanghai"))
 NOW = datetime(2025, 12, 31, 23, 30, tzinfo=ZoneInfo("Asia/Shanghai"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernel.config import Config, load_config
-from kernel.errors import ConfigError
+from kernel.core.errors import ConfigError
 from tests.config.test_config import BASE_ENV
 
 

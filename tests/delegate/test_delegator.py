@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.errors import ToolError
+from kernel.core.errors import ToolError
 from tests.delegate.conftest import (
     ConfigFactory,
     cli_section,

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import Completed, ToolResult
-from kernel.agent.messages import ToolResultBlock
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.core.events import Completed, ToolResult
+from kernel.core.messages import ToolResultBlock
 from tests.conftest import write_config
 from tests.delegate.conftest import cli_section, read, record_of, wait_dead, wait_for
 from tests.delegate.standins import alive

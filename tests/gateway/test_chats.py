@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from kernel.agent.agent import SessionKey
-from kernel.errors import ProtectedSessionError
+from kernel.core.errors import ProtectedSessionError
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply

@@ -16,9 +16,9 @@ import pytest
 from kernel.agent.agent import SessionKey
 from kernel.app import Kernel
 from kernel.config import is_loopback, load_config
-from kernel.errors import ConfigError, StartupError
+from kernel.core.errors import ConfigError, StartupError
+from kernel.core.logs import setup_logging
 from kernel.gateway.server import Gateway
-from kernel.logs import setup_logging
 from tests.conftest import SECRET_KEY, write_config
 from tests.gateway.conftest import API_KEY, SidecarFactory, message, until
 from tests.sim.anthropic_sim import AnthropicSim

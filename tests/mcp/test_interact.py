@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import AskUser, Completed, ToolProgress, ToolResult, event_to_dict
+from kernel.core.events import AskUser, Completed, ToolProgress, ToolResult, event_to_dict
 from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server, wait_until
 from tests.mcp.test_results import PNG
 from tests.mcp.test_turn import tool_results

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import Completed
+from kernel.core.events import Completed
 from tests.conftest import kernel_env, write_config
 from tests.mcp.conftest import MCPKernel, free_port, stdio_server
 from tests.sim.anthropic_sim import AnthropicSim

@@ -8,7 +8,7 @@ import os
 import signal
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import Completed, ToolCall
+from kernel.core.events import Completed, ToolCall
 from tests.mcp.conftest import MCPKernel, alive, stdio_server, time_server, wait_until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, ToolUse

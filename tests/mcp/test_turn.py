@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import Completed, ToolCall, ToolResult
+from kernel.core.events import Completed, ToolCall, ToolResult
 from kernel.mcp.connection import TASK_REQUIRED
 from tests.mcp.conftest import MCPKernel, stdio_server, time_server, wait_until
 from tests.sim.anthropic_sim import AnthropicSim

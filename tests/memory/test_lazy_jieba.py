@@ -18,7 +18,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from kernel.app import Kernel
     from kernel.config import load_config
-    from kernel.logs import setup_logging
+    from kernel.core.logs import setup_logging
 
     setup_logging(None, [], level=logging.DEBUG, stream=sys.stdout)
     report = {}

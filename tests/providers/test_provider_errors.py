@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import AssistantDelta, Completed, ErrorEvent
-from kernel.agent.messages import ImageBlock
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.core.events import AssistantDelta, Completed, ErrorEvent
+from kernel.core.messages import ImageBlock
 from kernel.tools.registry import ToolReply
 from tests.agent.test_turns import CONV, Sim, run
 from tests.conftest import KernelFactory, write_config

@@ -17,9 +17,9 @@ import pytest
 
 import tests.sim.anthropic_sim as anthropic_sim
 from kernel.agent.agent import UserInput
-from kernel.agent.events import Completed
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.core.events import Completed
 from tests.conftest import write_config
 from tests.delegate.conftest import cli_section
 from tests.real import SKIP_REASON

@@ -29,8 +29,8 @@ import pytest
 from aiohttp import web
 
 from kernel.agent.agent import UserInput
-from kernel.agent.events import AskUser, ToolProgress, ToolResult
 from kernel.app import Kernel
+from kernel.core.events import AskUser, ToolProgress, ToolResult
 from tests.mcp.conftest import MCPKernel, mcp_kernel, model  # noqa: F401
 from tests.mcp.test_turn import tool_results
 from tests.sim.anthropic_sim import AnthropicSim

@@ -9,9 +9,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-from kernel.agent.messages import Message, TextBlock
 from kernel.agent.slimming import slim_message
 from kernel.console.chat import CONVERSATION, ConsoleChat
+from kernel.core.messages import Message, TextBlock
 from kernel.skills import skill_refs
 from tests.conftest import KernelFactory
 from tests.gateway.conftest import SidecarFactory

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.agent.messages import Message, TextBlock
-from kernel.errors import StoreError
+from kernel.core.errors import StoreError
+from kernel.core.messages import Message, TextBlock
 from kernel.store.channels import ChannelStore, WebhookFailure
 from kernel.store.cron import CronStore
 from kernel.store.db import Store

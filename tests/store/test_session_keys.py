@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.agent.messages import Message, TextBlock
-from kernel.errors import StoreError
+from kernel.core.errors import StoreError
+from kernel.core.messages import Message, TextBlock
 from kernel.store.db import Store
 from kernel.store.migrations import MIGRATIONS, migrate
 

@@ -13,7 +13,8 @@ from typing import Any, cast
 
 import pytest
 
-from kernel.agent.messages import (
+from kernel.core.errors import StoreError
+from kernel.core.messages import (
     ImageBlock,
     Message,
     Role,
@@ -21,7 +22,6 @@ from kernel.agent.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from kernel.errors import StoreError
 from kernel.store.db import Store
 
 

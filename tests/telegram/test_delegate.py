@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.agent.messages import ToolResultBlock, ToolUseBlock
+from kernel.core.messages import ToolResultBlock, ToolUseBlock
 from tests.delegate.conftest import cli_section, record_of, wait_dead
 from tests.delegate.standins import alive, make_cli
 from tests.sim.script import text_reply, tool_reply

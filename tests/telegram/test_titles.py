@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from kernel.agent.messages import Message, TextBlock
 from kernel.agent.titles import TitleMaker, clean_title
 from kernel.config import TitlesConfig
+from kernel.core.messages import Message, TextBlock
 from kernel.providers import create_titles_provider
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, text_reply

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import pytest
 
-from kernel.errors import ToolError
+from kernel.core.errors import ToolError
 from kernel.tools.registry import ToolContext, ToolRegistry
 
 
@@ -446,7 +446,7 @@ async def test_tool_raising_cancelled_error_is_not_swallowed(reg: ToolRegistry) 
 async def test_approval_gate_asks_first_and_refuses_where_nobody_can_answer(
     reg: ToolRegistry,
 ) -> None:
-    from kernel.agent.asks import Answer, AskOutcome
+    from kernel.core.asks import Answer, AskOutcome
 
     ran: list[str] = []
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from kernel.errors import ToolError
+from kernel.core.errors import ToolError
 from kernel.tools.repair import repair_arguments, resolve_tool_name
 
 SEARCH = {

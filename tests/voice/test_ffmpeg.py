@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.errors import SpeechError
+from kernel.core.errors import SpeechError
 from kernel.voice.ffmpeg import find_ffmpeg, to_ogg_opus
 from kernel.voice.ogg import opus_duration
 from tests.voice.audio import assert_ogg_opus, ffmpeg_exe, tone

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernel.config import SttConfig, TtsConfig
-from kernel.errors import SpeechError
+from kernel.core.errors import SpeechError
 from kernel.voice.stt import Transcriber
 from kernel.voice.tts import Synthesizer
 from tests.sim.openai_sim import OpenAISim

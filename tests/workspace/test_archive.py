@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.errors import WorkspaceError
+from kernel.core.errors import WorkspaceError
 from kernel.workspace import Workspace
 from kernel.workspace.archive import Archives
 from tests.gateway.conftest import SidecarFactory

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.errors import WorkspaceError
+from kernel.core.errors import WorkspaceError
 from kernel.workspace import Workspace
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim

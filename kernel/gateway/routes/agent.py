@@ -19,8 +19,12 @@ from typing import Any
 from aiohttp import web
 
 from kernel.agent.agent import OpenedSession, SessionKey, UserInput
-from kernel.agent.asks import AnswerResult
-from kernel.agent.events import (
+from kernel.agent.slimming import summarize_tool_result
+from kernel.app import Kernel
+from kernel.core.asks import AnswerResult
+from kernel.core.delivery import Target
+from kernel.core.errors import ChannelError
+from kernel.core.events import (
     Completed,
     ErrorEvent,
     ToolCall,
@@ -28,12 +32,9 @@ from kernel.agent.events import (
     TurnEvent,
     event_to_dict,
 )
-from kernel.agent.messages import ImageBlock
-from kernel.agent.slimming import summarize_tool_result
-from kernel.agent.turns import Turn
-from kernel.app import Kernel
-from kernel.channels.base import Target
-from kernel.errors import ChannelError
+from kernel.core.i18n import t
+from kernel.core.messages import ImageBlock
+from kernel.core.turns import Turn
 from kernel.gateway.api import (
     CODE_STATUS,
     ApiError,
@@ -50,7 +51,6 @@ from kernel.gateway.api import (
     sse_frame,
 )
 from kernel.gateway.routes.chats import DEFAULT_KEY, chat_id_of, key_part
-from kernel.i18n import t
 from kernel.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,9 @@ from kernel.config import (
     QQChannelConfig,
     WebhookChannelConfig,
 )
-from kernel.errors import ChannelError
+from kernel.core.errors import ChannelError
+from kernel.core.i18n import t
+from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
     READ_TIMEOUT,
     ApiError,
@@ -36,8 +38,6 @@ from kernel.gateway.api import (
     kernel_of,
     read_object,
 )
-from kernel.i18n import t
-from kernel.redact import mask_secret
 
 router = Router("channels", "Channel settings, the QQ callback, delivery state")
 

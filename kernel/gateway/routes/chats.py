@@ -17,8 +17,9 @@ from typing import Any
 from aiohttp import web
 
 from kernel.agent.agent import SessionKey
-from kernel.agent.messages import content_to_json
 from kernel.app import Kernel
+from kernel.core.i18n import t
+from kernel.core.messages import content_to_json
 from kernel.gateway.api import (
     ApiError,
     Body,
@@ -32,7 +33,6 @@ from kernel.gateway.api import (
     query_param,
     read_object,
 )
-from kernel.i18n import t
 from kernel.store.db import SessionRow
 
 router = Router("chats", "Conversations (sessions) of every channel")

@@ -13,11 +13,11 @@ from typing import Any
 
 from aiohttp import web
 
+from kernel.core.errors import CronError
+from kernel.core.i18n import t
 from kernel.cron.jobs import CronJob, job_view, state_view
 from kernel.cron.scheduler import CronScheduler
-from kernel.errors import CronError
 from kernel.gateway.api import Router, json_response, kernel_of, path_param, read_object
-from kernel.i18n import t
 
 router = Router("cron", "Scheduled jobs: CRUD, pause/resume, run now, state")
 

@@ -13,6 +13,8 @@ from aiohttp import web
 
 from kernel.app import Kernel
 from kernel.config import ENV_NAME
+from kernel.core.i18n import t
+from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
     ApiError,
     Param,
@@ -23,8 +25,6 @@ from kernel.gateway.api import (
     not_found,
     read_object,
 )
-from kernel.i18n import t
-from kernel.redact import mask_secret
 from kernel.runtime import is_sensitive
 
 router = Router("envs", "Environment variables for tools and CLIs")

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from kernel import __version__
 from kernel.app import Kernel
-from kernel.errors import KernelError
+from kernel.core.errors import KernelError
 from kernel.gateway.api import Router, authorized, json_response, kernel_of
 from kernel.store.db import Store
 

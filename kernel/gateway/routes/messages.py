@@ -22,11 +22,19 @@ from typing import Any
 
 from aiohttp import web
 
-from kernel import safejson
-from kernel.agent.messages import ImageBlock
 from kernel.app import Kernel
 from kernel.config import model_alias_target
-from kernel.errors import CapabilityError, ProviderError, RateLimitedError
+from kernel.core import safejson
+from kernel.core.errors import CapabilityError, ProviderError, RateLimitedError
+from kernel.core.messages import ImageBlock
+from kernel.core.provider import (
+    ChatRequest,
+    Completion,
+    Provider,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+)
 from kernel.gateway.api import (
     ApiError,
     Router,
@@ -53,14 +61,6 @@ from kernel.gateway.claude_format import (
     thinking_json,
     tool_block_events,
     v1_message,
-)
-from kernel.providers.base import (
-    ChatRequest,
-    Completion,
-    Provider,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
 )
 
 log = logging.getLogger(__name__)

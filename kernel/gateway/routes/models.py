@@ -14,6 +14,8 @@ from typing import Any
 from aiohttp import web
 
 from kernel.config import PROVIDER_TYPES, ProviderConfig
+from kernel.core.i18n import t
+from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
     ApiError,
     Param,
@@ -23,8 +25,6 @@ from kernel.gateway.api import (
     kernel_of,
     read_object,
 )
-from kernel.i18n import t
-from kernel.redact import mask_secret
 
 router = Router("models", "Providers, models and the active model")
 

@@ -13,8 +13,16 @@ from typing import Any
 
 from aiohttp import web
 
-from kernel.agent.messages import ImageBlock
-from kernel.errors import CapabilityError, ProviderError
+from kernel.core.errors import CapabilityError, ProviderError
+from kernel.core.messages import ImageBlock
+from kernel.core.provider import (
+    ChatRequest,
+    Completion,
+    Provider,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+)
 from kernel.gateway.api import Router, json_response, kernel_of, openai_error, sse_frame
 from kernel.gateway.claude_format import bad
 from kernel.gateway.openai_format import (
@@ -28,14 +36,6 @@ from kernel.gateway.openai_format import (
     usage_json,
 )
 from kernel.gateway.routes.messages import provider_failure, read_body, resolve_model
-from kernel.providers.base import (
-    ChatRequest,
-    Completion,
-    Provider,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-)
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,10 @@ from typing import Any
 from aiohttp import web
 
 from kernel.agent.agent import MODEL_OVERRIDE, SelectionError, SessionKey, UserInput
-from kernel.agent.events import Completed, ErrorEvent, event_to_dict
 from kernel.app import Kernel
-from kernel.errors import SelfOpsError
+from kernel.core.errors import SelfOpsError
+from kernel.core.events import Completed, ErrorEvent, event_to_dict
+from kernel.core.i18n import t
 from kernel.gateway.api import (
     ApiError,
     Body,
@@ -51,7 +52,6 @@ from kernel.gateway.routes.chats import (
     find_chat,
     key_part,
 )
-from kernel.i18n import t
 from kernel.selfops.mutations import TARGETS
 from kernel.store.db import SessionRow
 

@@ -19,7 +19,8 @@ from urllib.parse import quote
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from kernel.errors import WorkspaceError
+from kernel.core.errors import WorkspaceError
+from kernel.core.i18n import t
 from kernel.gateway.api import (
     MAX_BODY,
     READ_TIMEOUT,
@@ -33,7 +34,6 @@ from kernel.gateway.api import (
     query_param,
     read_bytes,
 )
-from kernel.i18n import t
 from kernel.workspace import Workspace
 from kernel.workspace.files import CHUNK, parts_of
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
-from kernel.redact import Redactor, hide_quoted
+from kernel.core.redact import Redactor, hide_quoted
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_FILE = "kernel.log"

@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any
 
-from kernel.i18n import t
+from kernel.core.i18n import t
 
 MAX_DEPTH = 100  # arrays/objects inside each other
 MAX_INT = 2**63  # integers must fit SQLite's (and most clients') 64-bit integers

@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kernel.agent.events import AskUser, Completed, ErrorEvent, ToolResult
-from kernel.agent.turns import Turn
-from kernel.errors import ChannelError
-from kernel.i18n import t
+from kernel.core.errors import ChannelError
+from kernel.core.events import AskUser, Completed, ErrorEvent, ToolResult
+from kernel.core.i18n import t
+from kernel.core.turns import Turn
 
 log = logging.getLogger(__name__)
 

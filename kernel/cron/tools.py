@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel.core.errors import CronError, ToolError
 from kernel.cron.jobs import CronJob
 from kernel.cron.scheduler import CronScheduler
-from kernel.errors import CronError, ToolError
 from kernel.tools.registry import ToolRegistry
 
 

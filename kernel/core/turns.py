@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
-from kernel.agent.events import Completed, ErrorEvent, TurnEvent
+from kernel.core.events import Completed, ErrorEvent, TurnEvent
 
 
 class Turn:

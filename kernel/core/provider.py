@@ -4,7 +4,7 @@ A provider turns a :class:`ChatRequest` into a stream of :class:`StreamEvent` va
 text deltas as they arrive (and thinking deltas, when thinking was asked for), a notice
 when a tool call starts, and one final :class:`Completion` holding the whole assistant
 message with the token usage the provider reported. SDK errors are translated
-into Kernel's :mod:`kernel.errors` tree inside the adapter, so nothing above this
+into Kernel's :mod:`kernel.core.errors` tree inside the adapter, so nothing above this
 layer sees an SDK type.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernel.agent.messages import ImageBlock, Message, ToolSpec
-from kernel.errors import CapabilityError, TransientProviderError
-from kernel.i18n import t
+from kernel.core.errors import CapabilityError, TransientProviderError
+from kernel.core.i18n import t
+from kernel.core.messages import ImageBlock, Message, ToolSpec
 
 log = logging.getLogger(__name__)
 
