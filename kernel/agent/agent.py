@@ -12,7 +12,7 @@ methods the rest of Kernel calls.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -109,10 +109,6 @@ class Agent:
         await self._turns.wait(timeout)
         await self.background.close(timeout)
         await self.selection.aclose()
-
-    def spawn(self, coro: Coroutine[object, object, object], name: str) -> None:
-        """Run background work that is tracked and cancelled at stop (no fire-and-forget)."""
-        self.background.spawn(coro, name)
 
     def local_time(self, when: datetime) -> datetime:
         return when.astimezone(self.tz)
@@ -255,7 +251,8 @@ class Agent:
                 self.last_error = run.error
             # A failed or cancelled first turn still names its session.
             if run.new_session and run.session_id is not None and self.titles is not None:
-                self.spawn(self._title_if_untitled(run.session_id), f"title-{run.session_id}")
+                title = self._title_if_untitled(run.session_id)
+                self.background.spawn(title, f"title-{run.session_id}")
 
     async def _title_if_untitled(self, session_id: int) -> None:
         """A name someone gave (a bootstrap's ``name``, a job's) is never replaced."""
