@@ -153,7 +153,7 @@ async def test_telegram_and_http_turns_in_flight_at_once(bot: Factory) -> None:
             assert by_channel["telegram"]["user_id"] == str(OWNER)
             assert by_channel["console"]["session_id"] == "web-1"
 
-            turn = h.kernel.agent._conv(CONV).turn
+            turn = h.kernel.agent.sessions.conversation(CONV).turn
             assert turn is not None
             async with http.post(f"{gateway.url}/agent/turns/{turn.id}/cancel") as response:
                 assert (await response.json())["cancelled"] is True
