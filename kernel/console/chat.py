@@ -4,6 +4,8 @@ Replies stream to stdout as they arrive; each tool call is one line. Ctrl-C canc
 the running turn, not the program (Ctrl-C while idle, ``/exit`` or end of input
 quits). Works with a pipe: lines are taken one at a time, each turn finished before
 the next line is read, and the exit code is 1 if any turn ended in an error.
+Commands are the shared set of ``kernel.commands`` (Ctrl-C stands for /cancel); a
+refusal is printed as ``✗ <message>``.
 """
 
 from __future__ import annotations
