@@ -1,6 +1,5 @@
-"""``kernel chat`` in this terminal, with the in-process agent (channel ``console``).
+"""``kernel chat``: the terminal channel (``console``) on an in-process Kernel.
 
-Public API: ``kernel.console.chat.run_chat``; ``kernel.console.sessions``'s
-``format_history`` and ``parse_refs`` (session listings and ``#n`` references, shared
-with Telegram's commands).
+Public API (``kernel.console.chat``): ``run_chat(config, make_kernel)``, ``ConsoleChat``
+(one line in, the turn or the shared command out), ``CONVERSATION``, ``COMMANDS``.
 """

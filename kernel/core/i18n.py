@@ -56,7 +56,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "session.deleted": "已删除 {count} 个会话",
         # console
         "console.welcome": "Kernel 终端对话（provider {provider} / 模型 {model}）。/exit 退出，Ctrl-C 取消当前回复。",
-        "console.help": "命令：/new  /history  /resume #n  /provider [name]  /model [name]  /exit；消息中写 /skill/名称 使用技能",
+        "console.help": "命令：/new  /history  /resume #n  /retitle [#n]  /del_history #n[/#m…]  /provider [name]  /model [name]  /remember 内容  /memory  /forget #n[/#m…]  /status  /exit；消息中写 /skill/名称 使用技能",
         "console.unknown_command": "未知命令 {cmd}；{help}",
         "console.tool_call": "⚙ {name}({args})",
         "console.tool_result_ok": "  ✓ {summary}",
@@ -578,7 +578,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "session.resumed": "Resumed session #{n}: {title}",
         "session.deleted": "Deleted {count} session(s)",
         "console.welcome": "Kernel terminal chat (provider {provider} / model {model}). /exit quits, Ctrl-C cancels the current reply.",
-        "console.help": "Commands: /new  /history  /resume #n  /provider [name]  /model [name]  /exit; write /skill/NAME in a message to use a skill",
+        "console.help": "Commands: /new  /history  /resume #n  /retitle [#n]  /del_history #n[/#m…]  /provider [name]  /model [name]  /remember TEXT  /memory  /forget #n[/#m…]  /status  /exit; write /skill/NAME in a message to use a skill",
         "console.unknown_command": "Unknown command {cmd}; {help}",
         "console.tool_call": "⚙ {name}({args})",
         "console.tool_result_ok": "  ✓ {summary}",
