@@ -61,11 +61,11 @@ def refusal(code: str, message: str, details: dict[str, Any] | None = None) -> A
 
 
 def invalid(message: str, **details: Any) -> ApiError:
-    return ApiError(400, "invalid_request", message, details)
+    return refusal("invalid_request", message, details)
 
 
 def not_found(what: str, ident: str) -> ApiError:
-    return ApiError(404, "not_found", t("gw.not_found", what=what, id=ident), {what: ident})
+    return refusal("not_found", t("gw.not_found", what=what, id=ident), {what: ident})
 
 
 def coded(exc: CodedError) -> ApiError:
@@ -157,7 +157,7 @@ async def read_bytes(request: web.Request) -> bytes:
         async with asyncio.timeout(request.app[READ_TIMEOUT]):
             return await request.read()
     except TimeoutError:
-        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+        raise refusal("request_timeout", t("gw.read_timeout")) from None
 
 
 async def read_json(request: web.Request) -> Any:
@@ -167,7 +167,7 @@ async def read_json(request: web.Request) -> Any:
     kind = request.content_type.lower()
     if kind != "application/json" and not kind.endswith("+json"):
         # A cross-site page can POST text/plain without a preflight; never JSON.
-        raise ApiError(415, "unsupported_media_type", t("gw.json_only", got=kind or "none"))
+        raise refusal("unsupported_media_type", t("gw.json_only", got=kind or "none"))
     raw = await read_bytes(request)
     if not raw.strip():
         raise invalid(t("gw.body_missing"))

@@ -194,7 +194,7 @@ async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
         raise
     except Exception as exc:
         log.exception("request failed")
-        api = ApiError(500, "internal_error", t("gw.internal", kind=type(exc).__name__))
+        api = refusal("internal_error", t("gw.internal", kind=type(exc).__name__))
         return _render(request, api)
     finally:
         if isinstance(protocol, _Connection):
@@ -230,9 +230,9 @@ def _browser_refusal(request: web.Request) -> ApiError | None:
     # Only browsers send Origin, and no page is trusted unless listed: a local dev
     # server's page or a file in the workspace is a web page like any other.
     if origin is not None and origin.rstrip("/") not in request.app[ORIGINS]:
-        return ApiError(403, "forbidden_origin", t("gw.foreign_origin"))
+        return refusal("forbidden_origin", t("gw.foreign_origin"))
     if not request.app[API_KEY] and not _host_allowed(request):
-        return ApiError(403, "forbidden_host", t("gw.foreign_host"))
+        return refusal("forbidden_host", t("gw.foreign_host"))
     return None
 
 
@@ -247,13 +247,13 @@ def _host_allowed(request: web.Request) -> bool:
 async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
     """Browser checks, the API key (constant-time compare) and the body limit, before
     any handler."""
-    refusal = _browser_refusal(request)
-    if refusal is not None:
-        raise refusal
+    blocked = _browser_refusal(request)
+    if blocked is not None:
+        raise blocked
     key = request.app[API_KEY]
     signed = request.match_info.route in request.app[SIGNED]
     if key and request.path not in PUBLIC_PATHS and not signed and not authorized(request):
-        raise ApiError(401, "unauthorized", t("gw.unauthorized"))
+        raise refusal("unauthorized", t("gw.unauthorized"))
     length = request.content_length
     if length is not None and length > request.app[MAX_BODY]:
         raise web.HTTPRequestEntityTooLarge(max_size=request.app[MAX_BODY], actual_size=length)

@@ -47,6 +47,7 @@ from kernel.gateway.api import (
     path_param,
     query_param,
     read_model,
+    refusal,
     sse_frame,
 )
 from kernel.gateway.routes.chats import DEFAULT_KEY, ChatKeyBody, chat_id_of
@@ -143,7 +144,7 @@ class DirectTool(BodyModel):
 
 class BizParams(BodyModel):
     channel: QQTarget | None = None
-    prompt_mode: Annotated[Any, documented(Literal[PROMPT_MODES])] = None  # type: ignore[valid-type]
+    prompt_mode: Annotated[Any, documented(Literal[PROMPT_MODES])] = None
     tool: DirectTool | None = None
 
 
@@ -225,11 +226,10 @@ async def process(request: web.Request) -> web.StreamResponse:
         name = tool.name
         arguments = tool.input
         if kernel.tools.is_disabled(name):
-            raise ApiError(403, "tool_disabled", t("gw.tool_disabled", name=name), {"tool": name})
+            raise refusal("tool_disabled", t("gw.tool_disabled", name=name), {"tool": name})
         if name not in kernel.tools:
             available = kernel.tools.names()
-            raise ApiError(
-                400,
+            raise refusal(
                 "tool_not_supported",
                 t("gw.tool_unknown", name=name, available=", ".join(available) or "-"),
                 {"tool": name, "available": available},

@@ -38,6 +38,7 @@ from kernel.gateway.api import (
     json_response,
     kernel_of,
     read_object,
+    refusal,
 )
 from kernel.gateway.schema import BodyModel, OpenShape, Shape, documented, expecting, problem
 
@@ -239,7 +240,7 @@ async def set_channel(request: web.Request) -> web.Response:
                 continue  # the masked value shown by GET, sent back unchanged
             env = SECRET_ENV.get((name, field))
             if env and kernel.config.source_env.get(env):
-                raise ApiError(400, "invalid_request", t("gw.provider_env_wins", env=env))
+                raise refusal("invalid_request", t("gw.provider_env_wins", env=env))
         changes[field] = value
     if not changes and not data:
         raise invalid(t("gw.nothing_to_change", fields=", ".join(fields)))
@@ -273,10 +274,10 @@ async def qq_inbound(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     if kernel.qq.unavailable() and not authorized(request):
         # Without the key, this route exists only for a QQ channel that runs.
-        raise ApiError(401, "unauthorized", t("gw.unauthorized"))
+        raise refusal("unauthorized", t("gw.unauthorized"))
     # Read by anyone (no key) before the signature is checked: kept small.
-    too_large = ApiError(
-        413, "request_too_large", t("qq.too_large", limit=QQ_MAX_BODY), {"limit": QQ_MAX_BODY}
+    too_large = refusal(
+        "request_too_large", t("qq.too_large", limit=QQ_MAX_BODY), {"limit": QQ_MAX_BODY}
     )
     if (request.content_length or 0) > QQ_MAX_BODY:
         raise too_large
@@ -284,7 +285,7 @@ async def qq_inbound(request: web.Request) -> web.Response:
         async with asyncio.timeout(request.app[READ_TIMEOUT]):
             raw = await request.read()
     except TimeoutError:
-        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+        raise refusal("request_timeout", t("gw.read_timeout")) from None
     if len(raw) > QQ_MAX_BODY:
         raise too_large
     try:

@@ -32,6 +32,7 @@ from kernel.gateway.api import (
     query_int,
     query_param,
     read_model,
+    refusal,
 )
 from kernel.gateway.schema import BodyModel, Shape
 from kernel.store.db import SessionRow
@@ -285,6 +286,4 @@ async def batch_delete(request: web.Request) -> web.Response:
 
 
 def _protected() -> ApiError:
-    return ApiError(
-        400, "default_chat_protected", t("session.protected"), {"chat_id": DEFAULT_CHAT_ID}
-    )
+    return refusal("default_chat_protected", t("session.protected"), {"chat_id": DEFAULT_CHAT_ID})

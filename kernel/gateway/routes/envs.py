@@ -16,7 +16,6 @@ from kernel.config import ENV_NAME
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
-    ApiError,
     Param,
     Router,
     invalid,
@@ -24,6 +23,7 @@ from kernel.gateway.api import (
     kernel_of,
     not_found,
     read_model,
+    refusal,
 )
 from kernel.gateway.schema import BodyModel, Shape, documented
 from kernel.runtime import is_sensitive
@@ -169,7 +169,7 @@ async def delete_env(request: web.Request) -> web.Response:
     runtime = await _runtime_envs(kernel)
     if key not in runtime:
         if key in kernel.config.envs:
-            raise ApiError(400, "invalid_request", t("gw.env_in_config", key=key), {"key": key})
+            raise refusal("invalid_request", t("gw.env_in_config", key=key), {"key": key})
         raise not_found("key", key)
 
     def change(overlay: dict[str, Any]) -> None:

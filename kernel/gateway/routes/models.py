@@ -18,13 +18,13 @@ from kernel.config import PROVIDER_TYPES, ProviderConfig
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
-    ApiError,
     Param,
     Router,
     invalid,
     json_response,
     kernel_of,
     read_model,
+    refusal,
 )
 from kernel.gateway.schema import BodyModel, Shape, StrList, StrMap, Text
 
@@ -142,9 +142,7 @@ async def configure(request: web.Request) -> web.Response:
         raise invalid(t("gw.nothing_to_change", fields=fields))
     current = config.providers.get(name)
     if current is None and "type" not in changes:
-        raise ApiError(
-            404, "provider_not_found", t("gw.provider_new", name=name), {"provider": name}
-        )
+        raise refusal("provider_not_found", t("gw.provider_new", name=name), {"provider": name})
     if not _valid_name(name):
         raise invalid(t("gw.provider_name"), field="provider")
     if current is not None:
@@ -192,18 +190,16 @@ async def set_active(request: web.Request) -> web.Response:
     name, requested = body.provider_id, body.model
     pcfg = kernel.config.providers.get(name)
     if pcfg is None:
-        raise ApiError(
-            404,
+        raise refusal(
             "provider_not_found",
             t("gw.provider_unknown", name=name, available=", ".join(kernel.config.providers)),
             {"provider": name},
         )
     if not pcfg.enabled:
-        raise ApiError(400, "provider_disabled", t("gw.provider_disabled", name=name))
+        raise refusal("provider_disabled", t("gw.provider_disabled", name=name))
     model = pcfg.resolve(requested) if requested else pcfg.default_model
     if model is None:
-        raise ApiError(
-            400,
+        raise refusal(
             "model_not_found",
             t("model.invalid", model=requested, provider=name, models=", ".join(pcfg.models)),
             {"models": pcfg.models, "aliases": pcfg.aliases},

@@ -24,7 +24,6 @@ from kernel.core.i18n import t
 from kernel.gateway.api import (
     MAX_BODY,
     READ_TIMEOUT,
-    ApiError,
     Param,
     PathPart,
     Router,
@@ -35,6 +34,7 @@ from kernel.gateway.api import (
     query_int,
     query_param,
     read_bytes,
+    refusal,
 )
 from kernel.gateway.schema import Shape
 from kernel.workspace import Workspace
@@ -217,7 +217,7 @@ async def _read_parts(request: web.Request) -> list[tuple[str, bytes]]:
                 if part.filename is not None:
                     out.append((part.filename, bytes(data)))
     except TimeoutError:
-        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+        raise refusal("request_timeout", t("gw.read_timeout")) from None
     except (HttpProcessingError, ValueError, AssertionError, LookupError, RuntimeError):
         raise invalid(t("gw.upload_malformed")) from None
     return out
