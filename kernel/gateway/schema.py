@@ -11,7 +11,8 @@ describe response bodies, and produce ``/openapi.json``'s schemas.
 - :func:`json_schema`: any declared type as an OpenAPI 3.0 schema, its models gathered
   in ``components``.
 - Field types with the sidecar's own refusals: :data:`Text` (non-blank),
-  :data:`StrList`, :data:`StrMap`, :func:`limited`.
+  :data:`StrList`, :data:`StrMap`, :func:`expecting`; :func:`documented` for a field
+  its handler converts on its own (validated as given, documented as its model says).
 """
 
 from __future__ import annotations
@@ -105,11 +106,6 @@ StrList = Annotated[
     list[Annotated[str, Field(min_length=1)]], expecting("array of non-empty strings")
 ]
 StrMap = Annotated[dict[str, str], expecting("object of strings")]
-
-
-def limited(max_len: int) -> Any:
-    """A string of at most ``max_len`` characters."""
-    return Annotated[str, Field(max_length=max_len)]
 
 
 _EXPECTED = {
@@ -248,6 +244,5 @@ __all__ = [
     "expecting",
     "inline_schema",
     "json_schema",
-    "limited",
     "problem",
 ]

@@ -14,13 +14,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kernel.config import model_alias_target
 from kernel.core import safejson
 from kernel.core.errors import CapabilityError, ProviderError, RateLimitedError, ToolError
 from kernel.core.provider import ChatRequest, Completion, StreamEvent
 from kernel.gateway.api import ApiError, json_response, kernel_of, read_json
+from kernel.gateway.schema import BodyModel
 from kernel.tools.repair import repair_arguments
 
 if TYPE_CHECKING:
@@ -89,11 +90,9 @@ def v1_message(method: str, path: str, exc: ApiError) -> str:
 # ---------------------------------------------------------------------- bodies
 
 
-class V1Body(BaseModel):
-    """A model API's request body: strict types, unknown fields ignored (as the APIs
-    ignore fields of betas they do not use), null is absent."""
-
-    model_config = ConfigDict(strict=True, extra="ignore")
+class V1Body(BodyModel):
+    """A model API's request body, as any body (strict types, null is absent); unknown
+    fields are ignored as the APIs ignore fields of betas they do not use."""
 
 
 def validate(model: type[B], data: Any, problems: dict[str, dict[str, str]]) -> B:
@@ -102,7 +101,7 @@ def validate(model: type[B], data: Any, problems: dict[str, dict[str, str]]) -> 
     if not isinstance(data, dict):
         raise V1Error(400, "invalid_request", "the request body must be a JSON object")
     try:
-        return model.model_validate({k: v for k, v in data.items() if v is not None})
+        return model.model_validate(data)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         loc = [str(part) for part in error["loc"]]
