@@ -11,15 +11,17 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from kernel.config import model_alias_target
+from kernel.config import ProviderConfig, model_alias_target
 from kernel.core import safejson
 from kernel.core.errors import CapabilityError, ProviderError, RateLimitedError, ToolError
-from kernel.core.provider import ChatRequest, Completion, StreamEvent
+from kernel.core.messages import ImageBlock, Message
+from kernel.core.provider import ChatRequest, Completion, Provider, StreamEvent
 from kernel.gateway.api import ApiError, json_response, kernel_of, read_json
 from kernel.gateway.schema import BodyModel
 from kernel.tools.repair import repair_arguments
@@ -222,6 +224,26 @@ def tool_input(arguments: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------- answers
 
 
+@dataclass(frozen=True, slots=True)
+class Answerer:
+    """What answers a request: the provider (its name, settings, client) and model."""
+
+    name: str
+    model: str
+    config: ProviderConfig
+    provider: Provider
+
+
+async def answerer(kernel: Kernel, requested: str) -> Answerer:
+    name, model = resolve_model(kernel, requested)
+    provider = await kernel.agent.provider(name)
+    return Answerer(name, model, kernel.config.providers[name], provider)
+
+
+def has_images(messages: list[Message]) -> bool:
+    return any(isinstance(b, ImageBlock) for m in messages for b in m.content)
+
+
 async def finish(first: StreamEvent, events: AsyncIterator[StreamEvent]) -> Completion:
     if isinstance(first, Completion):
         return first
@@ -293,7 +315,7 @@ async def pump(
     return True
 
 
-def refuse_unanswerable(provider_name: str, provider: Any, chat: ChatRequest) -> None:
+def refuse_unanswerable(provider_name: str, provider: Provider, chat: ChatRequest) -> None:
     """The provider's own check of the request, as a 400 naming the model."""
     try:
         provider.check(chat)

@@ -135,3 +135,81 @@ def test_every_coded_refusal_takes_its_status_from_the_one_table() -> None:
     assert _from_kernel(CodedError("new_code", "x")).status == 400
     assert _from_kernel(ChannelError("new_code", "x")).status == 502
     assert _from_kernel(CronError("invalid_cron_expr", "x")).status == 400
+
+
+MESSAGE = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/v1/messages", {"max_tokens": 9, "messages": MESSAGE}, "model: Field required (a"),
+        (
+            "/v1/messages",
+            {"model": "m" * 257, "max_tokens": 9, "messages": MESSAGE},
+            "model: at most 256 characters",
+        ),
+        (
+            "/v1/messages",
+            {"model": "model-a", "max_tokens": 0, "messages": MESSAGE},
+            "max_tokens: must be an integer ≥ 1",
+        ),
+        (
+            "/v1/messages",
+            {"model": "model-a", "max_tokens": -1, "messages": MESSAGE},
+            "max_tokens: Field required (an integer ≥ 1)",
+        ),
+        (
+            "/v1/messages",
+            {"model": "model-a", "max_tokens": 9, "messages": []},
+            "messages: Field required (a non-empty array of messages)",
+        ),
+        (
+            "/v1/messages",
+            {"model": "model-a", "max_tokens": 9, "messages": MESSAGE, "temperature": 1.5},
+            "temperature: must be a number from 0 to 1",
+        ),
+        (
+            "/v1/messages",
+            {"model": "model-a", "max_tokens": 9, "messages": MESSAGE, "top_k": True},
+            "top_k: must be an integer ≥ 1",
+        ),
+        (
+            "/v1/messages",
+            {"model": "model-a", "max_tokens": 9, "messages": MESSAGE, "stop_sequences": [""]},
+            "stop_sequences: must be an array of non-empty strings",
+        ),
+        (
+            "/v1/messages/count_tokens",
+            {"model": "model-a", "messages": MESSAGE, "stream": "no"},
+            "stream: must be a boolean",
+        ),
+        (
+            "/v1/chat/completions",
+            {"model": "model-a", "messages": MESSAGE, "temperature": 2.5},
+            "temperature: must be a number from 0 to 2",
+        ),
+        (
+            "/v1/chat/completions",
+            {"model": "model-a", "messages": MESSAGE, "stop": ""},
+            "stop: must be a non-empty string or an array of them",
+        ),
+        (
+            "/v1/chat/completions",
+            {"model": "model-a", "messages": MESSAGE, "max_tokens": 0},
+            "max_tokens: must be an integer ≥ 1",
+        ),
+    ],
+)
+async def test_the_model_apis_refuse_in_their_own_words(
+    sidecar: SidecarFactory,
+    anthropic_sim: AnthropicSim,
+    path: str,
+    body: dict[str, Any],
+    message: str,
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    status, data, _ = await sc.call("POST", path, body)
+    assert status == 400, data
+    assert data["error"]["message"].startswith(message), data
+    assert anthropic_sim.requests == []

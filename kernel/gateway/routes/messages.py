@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from kernel.core.messages import ImageBlock
 from kernel.core.provider import (
     ChatRequest,
     Completion,
@@ -60,7 +59,9 @@ from kernel.gateway.claude_reply import (
 )
 from kernel.gateway.v1 import (
     answer,
+    answerer,
     bad,
+    has_images,
     not_found_model,
     pump,
     read_body,
@@ -86,9 +87,7 @@ def _check(provider: Provider, name: str, parsed: MessagesRequest) -> None:
             f"provider {name} lacks the tool_call capability: use a model "
             "that supports tool calls, or send no tools",
         )
-    if not caps.attachments and any(
-        isinstance(b, ImageBlock) for m in parsed.messages for b in m.content
-    ):
+    if not caps.attachments and has_images(parsed.messages):
         raise bad(
             "messages",
             f"provider {name} takes no images (its capabilities lack "
@@ -139,11 +138,10 @@ def _chat_request(
 async def messages(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
     parsed = parse_request(await read_body(request))
-    provider_name, model = resolve_model(kernel, parsed.model)
-    pcfg = kernel.config.providers[provider_name]
-    provider = await kernel.agent.provider(provider_name)
+    served = await answerer(kernel, parsed.model)
+    provider_name, model, provider = served.name, served.model, served.provider
     _check(provider, provider_name, parsed)
-    max_tokens = min(parsed.max_tokens, pcfg.max_tokens or parsed.max_tokens)
+    max_tokens = min(parsed.max_tokens, served.config.max_tokens or parsed.max_tokens)
     chat = _chat_request(parsed, model, max_tokens, provider)
     refuse_unanswerable(provider_name, provider, chat)
     estimate = estimate_tokens(parsed)

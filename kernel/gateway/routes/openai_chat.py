@@ -13,7 +13,6 @@ from typing import Any
 
 from aiohttp import web
 
-from kernel.core.messages import ImageBlock
 from kernel.core.provider import (
     ChatRequest,
     Completion,
@@ -35,7 +34,15 @@ from kernel.gateway.openai_format import (
     tool_calls_json,
     usage_json,
 )
-from kernel.gateway.v1 import answer, bad, pump, read_body, refuse_unanswerable, resolve_model
+from kernel.gateway.v1 import (
+    answer,
+    answerer,
+    bad,
+    has_images,
+    pump,
+    read_body,
+    refuse_unanswerable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +53,7 @@ def _check(provider: Provider, name: str, parsed: ChatCompletionRequest) -> None
     caps = provider.capabilities
     if parsed.tools and not caps.tool_call:
         raise bad("tools", f"provider {name} lacks the tool_call capability: send no tools")
-    if not caps.attachments and any(
-        isinstance(b, ImageBlock) for m in parsed.messages for b in m.content
-    ):
+    if not caps.attachments and has_images(parsed.messages):
         raise bad("messages", f"provider {name} takes no images: send text only")
     if parsed.thinking is not None and not caps.reasoning:
         raise bad(
@@ -70,11 +75,10 @@ def _check(provider: Provider, name: str, parsed: ChatCompletionRequest) -> None
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
     parsed = parse_chat_request(await read_body(request))
-    provider_name, model = resolve_model(kernel, parsed.model)
-    pcfg = kernel.config.providers[provider_name]
-    provider = await kernel.agent.provider(provider_name)
+    served = await answerer(kernel, parsed.model)
+    provider_name, model, provider = served.name, served.model, served.provider
     _check(provider, provider_name, parsed)
-    cap = pcfg.max_tokens or parsed.max_tokens
+    cap = served.config.max_tokens or parsed.max_tokens
     max_tokens = min(parsed.max_tokens or cap or 4096, cap or 4096)
     chat = ChatRequest(
         model,
