@@ -48,6 +48,7 @@ from kernel.config.schema import (
     read_section,
     require_table,
 )
+from kernel.config.secrets import is_sensitive
 from kernel.config.tree import unknown_keys
 from kernel.config.voice import OPENAI_VOICE, SttConfig, TtsConfig
 from kernel.core.errors import ConfigError
@@ -503,6 +504,7 @@ def _envs(table: Any) -> dict[str, str]:
         if not ENV_NAME.match(str(name)):
             raise ConfigError(t("config.bad_env_name", key=key), key=key)
         if not isinstance(value, str):
-            raise ConfigError(bad_type_text(key, expected("str"), value), key=key)
+            text = bad_type_text(key, expected("str"), value, secret=is_sensitive(str(name)))
+            raise ConfigError(text, key=key)
         out[str(name)] = value
     return out

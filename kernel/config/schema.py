@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from kernel.config.net import is_http_url
 from kernel.core.errors import ConfigError
 from kernel.core.i18n import get_language, t
 from kernel.core.redact import mask_secret
@@ -110,8 +111,6 @@ def _to_path(value: Any) -> Any:
 
 
 def _http_url(value: str) -> str:
-    from kernel.config.net import is_http_url
-
     value = value.rstrip("/")
     if value and not is_http_url(value):
         raise ValueError("not an http(s) URL")
@@ -241,6 +240,7 @@ def refusal(model: type[Section], exc: ValidationError, prefix: str, data: dict[
     got = data.get(key_name, error["input"])
     kind = error["type"]
     label = marker(info, Label) or Label()
+    secret = marker(info, Secret) is not None
     type_name = _type_name(info.annotation)
     if kind == "literal_error" and isinstance(error["input"], str):
         return bad_choice(key, choices_of(info.annotation), error["input"])
@@ -249,7 +249,8 @@ def refusal(model: type[Section], exc: ValidationError, prefix: str, data: dict[
     elif kind == "greater_than":
         wanted = "positive number"
     elif kind in ("greater_than_equal", "less_than_equal", "less_than") and label.suffix:
-        return ConfigError(bad_type_text(key, expected(type_name) + label.suffix, got), key=key)
+        wanted = expected(type_name) + label.suffix
+        return ConfigError(bad_type_text(key, wanted, got, secret=secret), key=key)
     elif kind == "greater_than_equal":
         wanted = "int ≥ 0" if type_name == "int" else "number ≥ 0"
     elif kind == "value_error" and label.choices:
@@ -258,7 +259,7 @@ def refusal(model: type[Section], exc: ValidationError, prefix: str, data: dict[
         wanted = label.expected
     else:
         wanted = type_name
-    return ConfigError(bad_type_text(key, expected(wanted), got), key=key)
+    return ConfigError(bad_type_text(key, expected(wanted), got, secret=secret), key=key)
 
 
 _EXPECTED_ZH = {
@@ -283,13 +284,11 @@ def expected(kind: str) -> str:
     return kind.replace("dict", "table")
 
 
-def bad_type_text(key: str, wanted: str, got: Any) -> str:
-    """The refusal text; a value under a secret key (or a long one) is masked, since a
-    token pasted into the wrong key must not be printed back."""
-    from kernel.config.secrets import secret_key_names
-
+def bad_type_text(key: str, wanted: str, got: Any, *, secret: bool = False) -> str:
+    """The refusal text; a value under a secret-marked key (or a long one) is masked,
+    since a token pasted into the wrong key must not be printed back."""
     shown = repr(got)
-    if key.rsplit(".", 1)[-1] in secret_key_names() or len(shown) > 40:
+    if secret or len(shown) > 40:
         shown = repr(mask_secret(str(got)))
     return t("config.bad_type", key=key, expected=wanted, got=shown)
 

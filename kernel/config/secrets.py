@@ -5,7 +5,8 @@ SelfOps keys, free text). Everyone asks here:
 - the log's redaction: :func:`secrets_of`, :func:`header_names_of`, :func:`header_values_of`;
 - GET responses: :func:`masked_view` (channel settings), :func:`is_sensitive` (envs);
 - SelfOps: :func:`is_sensitive` for the keys a change sets;
-- refusals: :func:`secret_key_names` (a value under such a key is never printed back);
+- refusals: a value under a secret-marked key is never printed back
+  (:func:`kernel.config.schema.refusal`);
 - child processes: :func:`child_env` (Kernel's own ``KERNEL_*`` variables never pass).
 """
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from kernel.config.schema import Env, Secret, Section, marker, toml_keys
@@ -109,16 +109,6 @@ def secret_fields(model: type[Section]) -> dict[str, Secret]:
         if mark is not None:
             out[key] = mark
     return out
-
-
-@lru_cache(maxsize=1)
-def secret_key_names() -> frozenset[str]:
-    """Every key name the schema marks secret (``token``, ``api_key``, ``headers`` …)."""
-    from kernel.config.tree import schema_keys
-
-    return frozenset(
-        key for _, key, node in schema_keys() if node.model and key in secret_fields(node.model)
-    )
 
 
 def env_variable(model: type[Section], key: str, table_name: str = "") -> str:
