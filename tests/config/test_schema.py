@@ -228,3 +228,11 @@ def test_secrets_come_from_the_markers(tmp_path: Path) -> None:
 def test_child_processes_never_inherit_kernels_own_variables() -> None:
     base = {"PATH": "/bin", "KERNEL_TELEGRAM_TOKEN": "1:x", "KERNEL_GATEWAY_API_KEY": "k"}
     assert child_env({"GH_TOKEN": "ghp_1"}, base) == {"PATH": "/bin", "GH_TOKEN": "ghp_1"}
+
+
+def test_the_language_choices_are_the_catalogues_languages() -> None:
+    from kernel.config import GeneralConfig
+    from kernel.config.schema import choices_of
+    from kernel.core.i18n import LANGUAGES
+
+    assert choices_of(GeneralConfig.model_fields["language"].annotation) == LANGUAGES
