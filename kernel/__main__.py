@@ -52,7 +52,7 @@ def _remote_chat() -> int | None:
 
 
 def _configure(require_telegram: bool, to_file: bool) -> Config:
-    from kernel.app import header_names_of, header_values_of, secrets_of
+    from kernel.config.secrets import header_names_of, header_values_of, secrets_of
     from kernel.core.logs import LEVELS, setup_logging
 
     config = load_config(require_telegram=require_telegram)

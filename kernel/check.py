@@ -336,7 +336,7 @@ def _clis(config: Config) -> list[CheckLine]:
     checked by name, since it is not an argument error)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kernel.delegate.delegator import child_env
+    from kernel.config.secrets import child_env
 
     env = child_env(config.envs)
     names = list(config.cli)

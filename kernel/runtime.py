@@ -8,7 +8,8 @@ temporary file renamed over the old one, mode 0600 since it may hold keys), then
 it to the live :class:`Config` in place, so the change takes effect without a restart.
 
 Child processes (coding CLIs, MCP stdio servers) get their environment from
-:func:`child_env`: the process environment plus the effective ``envs`` overlay.
+:func:`child_env`: the process environment (minus Kernel's own ``KERNEL_*`` variables)
+plus the effective ``envs`` overlay (:func:`kernel.config.secrets.child_env`).
 """
 
 from __future__ import annotations
@@ -16,38 +17,27 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
-from kernel.config import Config, load_config, read_overlay
+from kernel.config import Config, load_config, read_overlay, secrets
 from kernel.core.fileio import write_atomic
+from kernel.core.logs import add_secrets
 
 log = logging.getLogger(__name__)
-
-_SENSITIVE_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET")
 
 Overlay = dict[str, Any]
 ProvidersListener = Callable[[set[str]], None]
 ChannelsListener = Callable[[set[str]], None]
 
 
-def is_sensitive(name: str) -> bool:
-    """Names whose values are secrets (seed 000 "敏感字段判定"): ``api_key`` and names
-    ending ``_KEY``/``_TOKEN``/``_SECRET`` (``-`` counts as ``_``: ``X-Api-Key``)."""
-    upper = name.upper().replace("-", "_")
-    return upper == "API_KEY" or upper.endswith(_SENSITIVE_SUFFIXES)
-
-
 def child_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a child process: ``base`` (default: this process's
-    environment) with the effective ``envs`` overlay on top."""
-    env = dict(os.environ if base is None else base)
-    env.update(config.envs)
-    return env
+    environment, minus ``KERNEL_*``) with the effective ``envs`` overlay on top."""
+    return secrets.child_env(config.envs, base)
 
 
 def write_overlay(path: Path, data: Overlay) -> None:
@@ -139,12 +129,7 @@ class Runtime:
             if getattr(live.channels, name) != getattr(fresh.channels, name)
         }
         live.channels = fresh.channels
-        from kernel.app import header_values_of
-        from kernel.core.logs import add_secrets
-
-        add_secrets([p.api_key for p in fresh.providers.values()], header_values_of(fresh))
-        add_secrets([v for k, v in fresh.envs.items() if is_sensitive(k)])
-        add_secrets([fresh.channels.webhook.secret, fresh.channels.qq.client_secret])
+        add_secrets(secrets.secrets_of(fresh), secrets.header_values_of(fresh))
         if channels:
             log.info("runtime change: channels %s updated", ", ".join(sorted(channels)))
             for channel_listener in self._channels_listeners:

@@ -137,8 +137,8 @@ def test_header_values_are_never_shown_even_in_part() -> None:
 
 
 def test_every_configured_header_table_feeds_the_redactor(tmp_path: Path) -> None:
-    from kernel.app import header_names_of, header_values_of
     from kernel.config import load_config
+    from kernel.config.secrets import header_names_of, header_values_of
 
     path = tmp_path / "config.toml"
     path.write_text(

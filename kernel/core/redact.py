@@ -2,7 +2,7 @@
 
 Two kinds of rule:
 
-- **Known secrets** (the configured token and keys, see ``kernel.app.secrets_of``) are
+- **Known secrets** (the configured token and keys, see ``kernel.config.secrets``) are
   masked wherever they appear: first 4 + last 4 characters, or entirely when 8 or shorter.
 - **Shapes** are masked whatever their value: HTTP credential headers (``Authorization``,
   ``Cookie``, ``X-API-Key``, MCP header names…) become ``[REDACTED]``, as do ``Bearer``

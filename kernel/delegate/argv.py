@@ -10,44 +10,19 @@ codex-cli 0.169.0 and gemini-cli 0.61.0):
 - gemini: the task is the value of ``--prompt=<task>`` (a trailing ``-p``/``--prompt`` in
   ``args`` is folded into it): yargs reads ``--prompt=`` whole, after any array option.
 
-What still cannot work is refused at load (:func:`args_problem`): a ``--`` written in
-``args`` (Kernel ends the options itself), a variadic flag with no value at the end of
-``args`` (its values would be Kernel's ``--``), and gemini's ``-p`` anywhere but last.
+What still cannot work is refused at load (:func:`kernel.config.cli.args_problem`, the
+configuration's rule): a ``--`` written in ``args`` (Kernel ends the options itself), a
+variadic flag with no value at the end of ``args`` (its values would be Kernel's ``--``),
+and gemini's ``-p`` anywhere but last.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# Flags that take several values (or an optional one) in each CLI's --help.
-VARIADIC: dict[str, frozenset[str]] = {
-    "claude_code": frozenset(
-        {
-            "--add-dir",
-            "--allowedTools",
-            "--allowed-tools",
-            "--disallowedTools",
-            "--disallowed-tools",
-            "--betas",
-            "--file",
-            "--mcp-config",
-            "--tools",
-        }
-    ),
-    "codex": frozenset({"-i", "--image"}),
-    "gemini": frozenset(
-        {
-            "--policy",
-            "--admin-policy",
-            "--allowed-mcp-server-names",
-            "--allowed-tools",
-            "-e",
-            "--extensions",
-            "--include-directories",
-        }
-    ),
-}
-GEMINI_PROMPT = ("-p", "--prompt")
+from kernel.config.cli import GEMINI_PROMPT, VARIADIC, args_problem
+
+__all__ = ["GEMINI_PROMPT", "VARIADIC", "args_problem", "build_argv", "output_flags"]
 
 
 def build_argv(
@@ -58,20 +33,6 @@ def build_argv(
         head = args[:-1] if args and args[-1] in GEMINI_PROMPT else args
         return [executable, *head, *(extra or []), f"--prompt={task}"]
     return [executable, *args, *(extra or []), "--", task]
-
-
-def args_problem(cli: str, args: list[str]) -> tuple[str, str] | None:
-    """``(kind, flag)`` when ``args`` cannot place the task safely, else None; kind is
-    ``dashdash``, ``variadic`` or ``prompt`` (config.py words the refusal)."""
-    if "--" in args:
-        return ("dashdash", "--")
-    if args and args[-1] in VARIADIC.get(cli, ()):
-        return ("variadic", args[-1])
-    if cli == "gemini":
-        for index, arg in enumerate(args):
-            if (arg in GEMINI_PROMPT and index != len(args) - 1) or arg.startswith("--prompt="):
-                return ("prompt", arg)
-    return None
 
 
 def output_flags(folder: Path, stamp: str, workdir: Path) -> tuple[list[str], Path]:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel.config import Config
+from kernel.config.secrets import child_env
 from kernel.core.errors import ToolError
 from kernel.core.i18n import t
 from kernel.delegate.argv import build_argv, output_flags
@@ -84,15 +85,6 @@ def truncate(text: str, limit: int = OUTPUT_LIMIT) -> str:
 
 def omission(count: int) -> str:
     return "\n" + t("delegate.omitted", count=count) + "\n"
-
-
-def child_env(envs: dict[str, str] | None = None) -> dict[str, str]:
-    """The CLI's environment: Kernel's own, minus Kernel's secrets (KERNEL_*), which a
-    coding agent has no business reading and could echo into its output; then the
-    owner's ``envs`` (config.toml ``[envs]`` under the sidecar's ``/envs``) on top."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
-    env.update(envs or {})
-    return env
 
 
 class Delegator:

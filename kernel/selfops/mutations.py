@@ -40,8 +40,8 @@ from kernel.agent.agent import Agent, SelectionError
 from kernel.config import Config, unknown_keys
 from kernel.core.errors import ConfigError, SelfOpsError, WorkspaceError
 from kernel.core.i18n import t
-from kernel.core.redact import mask_secret, secret_assignment
-from kernel.runtime import Overlay, Runtime, is_sensitive
+from kernel.runtime import Overlay, Runtime
+from kernel.selfops.sensitive import added_sensitive, mask_lines, masked, sensitive_keys
 from kernel.workspace.files import Parts, Workspace, parts_of
 
 TTL = timedelta(minutes=5)
@@ -332,14 +332,14 @@ class Mutations:
         except (ConfigError, TypeError, ValueError) as exc:
             raise SelfOpsError("invalid_request", str(exc), {"target": PROVIDERS_TARGET}) from None
         where = _relative_name(self.config)
-        shown_before = _toml({"providers": _masked(before)}) if before else ""
-        shown_after = _toml({"providers": _masked(after)}) if after else ""
+        shown_before = _toml({"providers": masked(before)}) if before else ""
+        shown_after = _toml({"providers": masked(after)}) if after else ""
         pending.docs = [_Doc(where, shown_before, shown_after)]
         pending.providers = after
         pending.base_hash = _hash(_stable(before))
         fields: list[str] = []
         for path, value in touched:
-            for name in _sensitive_keys(value, path):
+            for name in sensitive_keys(value, path):
                 if name not in fields:
                     fields.append(name)
         pending.sensitive = fields
@@ -519,25 +519,12 @@ def _unified(path: str, before: str, after: str, *, new: bool) -> list[str]:
     return [
         line.rstrip("\n")
         for line in difflib.unified_diff(
-            _mask_lines(before).splitlines(keepends=True),
-            _mask_lines(after).splitlines(keepends=True),
+            mask_lines(before).splitlines(keepends=True),
+            mask_lines(after).splitlines(keepends=True),
             fromfile="/dev/null" if new else f"a/{path}",
             tofile=f"b/{path}",
         )
     ]
-
-
-def _mask_lines(text: str) -> str:
-    """What follows a sensitive-looking assignment masked, so a diff never shows a secret."""
-    out = []
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        found = secret_assignment(body)
-        if found is not None and found[2] > found[1]:
-            _, start, end = found
-            body = body[:start] + mask_secret(body[start:end]) + body[end:]
-        out.append(body + line[len(line.rstrip("\r\n")) :])
-    return "".join(out)
 
 
 def _scan_files(pending: Pending) -> None:
@@ -545,49 +532,10 @@ def _scan_files(pending: Pending) -> None:
     pending.base_hash = _hash(_stable({d.path: d.base_hash for d in pending.docs}))
     fields: list[str] = []
     for doc in pending.docs:
-        for name in _added_sensitive(doc.before or "", doc.after):
+        for name in added_sensitive(doc.before or "", doc.after):
             if name not in fields:
                 fields.append(name)
     pending.sensitive = fields
-
-
-def _added_sensitive(before: str, after: str) -> list[str]:
-    """Names of sensitive-looking assignments on lines the change adds."""
-    old = set(before.splitlines())
-    found: list[str] = []
-    for line in after.splitlines():
-        match = None if line in old else secret_assignment(line)
-        if match:
-            found.append(match[0])
-    return found
-
-
-def _sensitive_keys(value: Any, path: str) -> list[str]:
-    """Dotted names of sensitive keys an operation sets: ``api_key``, ``*_KEY`` …, and
-    every header (a header often carries a credential)."""
-    found: list[str] = []
-    name = path.rsplit(".", 1)[-1] if path else ""
-    # An endpoint change decides where the provider's key is sent: as sensitive as the key.
-    redirect = name in ("api_base", "base_url")
-    if path and (is_sensitive(name) or redirect or ".headers" in f".{path}"):
-        found.append(path)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += _sensitive_keys(item, f"{path}.{key}" if path else str(key))
-    return found
-
-
-def _masked(value: Any, under_headers: bool = False) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: (
-                mask_secret(v)
-                if isinstance(v, str) and (under_headers or is_sensitive(str(k)))
-                else _masked(v, under_headers or k == "headers")
-            )
-            for k, v in value.items()
-        }
-    return value
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.app import secrets_of
 from kernel.config import Config, load_config
+from kernel.config.secrets import secrets_of
 from kernel.core.errors import ConfigError
 
 ENV = {

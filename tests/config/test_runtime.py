@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from kernel.config import gateway_of, load_config
+from kernel.config.secrets import is_sensitive
 from kernel.core.errors import ConfigError
-from kernel.runtime import Runtime, child_env, is_sensitive
+from kernel.runtime import Runtime, child_env
 
 KEY = "sk-ant-0123456789abcdef"
 ENV = {"KERNEL_PROVIDER_ANTHROPIC_API_KEY": KEY}

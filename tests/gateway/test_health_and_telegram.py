@@ -100,6 +100,23 @@ async def test_runtime_config_has_flags_and_no_secrets(
     assert API_KEY not in text and SECRET_KEY not in text
 
 
+async def test_runtime_config_reports_voice_from_the_real_sections(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    stt_key = "stt-key-0123456789abcdef"
+    voice = f'\n[stt]\napi_key = "{stt_key}"\n\n[tts]\ntype = "edge"\n'
+    sc = await sidecar(anthropic_sim, extra=voice)
+    status, data, response = await sc.call("GET", "/runtime-config")
+    assert status == 200
+    assert data["features"]["stt"] is True and data["features"]["tts"] is True
+    assert stt_key not in await response.text()
+    await sc.stop()
+    # Without the sections (or an [stt] without a key) both are off.
+    plain = await sidecar(anthropic_sim, extra='\n[stt]\nmodel = "whisper-1"\n')
+    _, data, _ = await plain.call("GET", "/runtime-config")
+    assert data["features"]["stt"] is False and data["features"]["tts"] is False
+
+
 async def test_system_layers(sidecar: SidecarFactory, anthropic_sim: AnthropicSim) -> None:
     sc = await sidecar(anthropic_sim)
     soul = sc.config_path.parent / "SOUL.md"

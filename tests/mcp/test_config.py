@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kernel.app import secrets_of
 from kernel.config import Config, MCPServerConfig, load_config
+from kernel.config.secrets import secrets_of
 from kernel.core.errors import ConfigError
 from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server
 from tests.sim.anthropic_sim import AnthropicSim

@@ -60,7 +60,7 @@ async def test_the_event_loop_answers_while_a_preview_is_worked_out(
 ) -> None:
     sc = await sidecar(anthropic_sim)
     entered, release = threading.Event(), threading.Event()
-    real = mutations._added_sensitive
+    real = mutations.added_sensitive
 
     def gated(before: str, after: str) -> list[str]:
         entered.set()
@@ -69,7 +69,7 @@ async def test_the_event_loop_answers_while_a_preview_is_worked_out(
         release.wait(10)
         return real(before, after)
 
-    monkeypatch.setattr(mutations, "_added_sensitive", gated)
+    monkeypatch.setattr(mutations, "added_sensitive", gated)
     task = asyncio.create_task(preview(sc, "workspace_file", _soul("c" * 100_000 + "\n")))
     try:
         await asyncio.to_thread(entered.wait, 30)

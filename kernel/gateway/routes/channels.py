@@ -10,7 +10,6 @@ secret as it is.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -18,13 +17,9 @@ from aiohttp import web
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, create_model
 
 from kernel.channels.qq_inbound import InboundError
-from kernel.config import (
-    CHANNEL_TYPES,
-    QQ_TARGET_TYPES,
-    ConsoleChannelConfig,
-    QQChannelConfig,
-    WebhookChannelConfig,
-)
+from kernel.config import CHANNEL_TYPES, QQ_TARGET_TYPES
+from kernel.config.channels import CHANNEL_MODELS
+from kernel.config.secrets import env_variable, masked_view, secret_fields
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
@@ -48,16 +43,7 @@ if TYPE_CHECKING:
 router = Router("channels", "Channel settings, the QQ callback, delivery state")
 
 QQ_MAX_BODY = 1024 * 1024  # a QQ callback's body, in bytes
-SECRET_FIELDS = {"secret", "client_secret"}
-SECRET_ENV = {
-    ("webhook", "secret"): "KERNEL_WEBHOOK_SECRET",
-    ("qq", "client_secret"): "KERNEL_QQ_CLIENT_SECRET",
-}
-CLASSES: dict[str, type] = {
-    "console": ConsoleChannelConfig,
-    "webhook": WebhookChannelConfig,
-    "qq": QQChannelConfig,
-}
+SECRET_FIELDS = {key for model in CHANNEL_MODELS.values() for key in secret_fields(model)}
 DESCRIPTIONS = {
     "console": "HTTP: replies come back from /agent/process; deliveries land in a console chat",
     "webhook": "each text POSTed as JSON to url (HMAC-SHA256 signed when secret is set)",
@@ -76,12 +62,9 @@ _TYPES: dict[str, Any] = {
 
 
 def _fields(name: str) -> dict[str, str]:
-    """Field name → JSON type, from the settings dataclass's defaults."""
-    out = {}
-    defaults = CLASSES[name]()
-    for f in dataclasses.fields(defaults):
-        out[f.name] = _KINDS[type(getattr(defaults, f.name))]
-    return out
+    """Field name → JSON type, from the settings model's defaults."""
+    defaults = CHANNEL_MODELS[name]()
+    return {field: _KINDS[type(getattr(defaults, field))] for field in type(defaults).model_fields}
 
 
 def _no_nul(value: Any) -> Any:
@@ -129,10 +112,7 @@ ChannelSettings: type[BodyModel] = create_model(
 
 
 def settings_view(kernel: Kernel, name: str) -> dict[str, Any]:
-    data = dataclasses.asdict(getattr(kernel.config.channels, name))
-    for key in SECRET_FIELDS & set(data):
-        data[key] = mask_secret(data[key]) if data[key] else ""
-    return data
+    return masked_view(getattr(kernel.config.channels, name))
 
 
 def _channel_name(request: web.Request) -> str:
@@ -148,7 +128,7 @@ def _channel_name(request: web.Request) -> str:
 
 
 class ChannelsSettings(Shape):
-    channels: dict[str, ChannelSettings]  # type: ignore[valid-type]
+    channels: dict[str, ChannelSettings]
 
 
 @router.get(
@@ -238,7 +218,7 @@ async def set_channel(request: web.Request) -> web.Response:
             secret = getattr(current, field)
             if secret and value == mask_secret(secret):
                 continue  # the masked value shown by GET, sent back unchanged
-            env = SECRET_ENV.get((name, field))
+            env = env_variable(CHANNEL_MODELS[name], field)
             if env and kernel.config.source_env.get(env):
                 raise refusal("invalid_request", t("gw.provider_env_wins", env=env))
         changes[field] = value

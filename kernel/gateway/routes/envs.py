@@ -1,8 +1,9 @@
 """``/envs``: environment variables given to tools and child processes.
 
 Set here, they are kept in ``data/runtime.toml`` ``[envs]`` over ``config.toml``'s
-``[envs]``, and are in effect for the next child process at once. Values of names
-ending ``_KEY``, ``_TOKEN``, ``_SECRET`` (or named ``api_key``) are never shown whole.
+``[envs]``, and are in effect for the next child process at once. Values of secret
+names (``api_key``, ``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD`` …:
+:func:`kernel.config.secrets.is_sensitive`) are never shown whole.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from aiohttp import web
 from pydantic import Field
 
 from kernel.config import ENV_NAME
+from kernel.config.secrets import is_sensitive
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
@@ -26,7 +28,6 @@ from kernel.gateway.api import (
     refusal,
 )
 from kernel.gateway.schema import BodyModel, Shape, documented
-from kernel.runtime import is_sensitive
 
 if TYPE_CHECKING:
     from kernel.app import Kernel

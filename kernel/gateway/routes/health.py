@@ -138,8 +138,8 @@ async def runtime_config(request: web.Request) -> web.Response:
         "telegram_stream": config.telegram.stream,
         "titles": config.titles is not None,
         "mcp": bool(config.mcp_servers),
-        "stt": "stt" in config.extra,
-        "tts": "tts" in config.extra,
+        "stt": config.stt is not None,  # [stt] with a key: voice messages transcribed
+        "tts": config.tts is not None,  # [tts] usable: replies to voice spoken
         "api_key_required": bool(config.gateway.api_key),
         "claude_compatible_messages": True,
     }

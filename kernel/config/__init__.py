@@ -1,0 +1,110 @@
+"""Configuration, declared once: one pydantic model per section, each field carrying its
+default, bounds, description and markers (secret, environment override).
+
+Public API (``from kernel.config import …``):
+
+- loading: :func:`load_config`, :class:`Config`, :func:`locate_config`, :func:`gateway_of`,
+  :func:`read_overlay`, :func:`merge_overlay`, :data:`RUNTIME_FILE`, :data:`ENV_NAME`;
+- sections: :class:`TelegramConfig`, :class:`GeneralConfig`, :class:`ProviderConfig`,
+  :class:`TitlesConfig`, :class:`CLIConfig`, :class:`ToolPolicy`, :class:`MCPSettings`,
+  :class:`MCPServerConfig`, :class:`GatewayConfig`, :class:`ChannelsConfig` with
+  :class:`ConsoleChannelConfig` / :class:`WebhookChannelConfig` / :class:`QQChannelConfig`,
+  :class:`CronConfig`, :class:`SttConfig`, :class:`TtsConfig`;
+- the shape of the file: :data:`SCHEMA`, :func:`unknown_keys`;
+- helpers: :func:`provider_env_key`, :func:`model_alias_target`, :func:`webhook_worst_case`,
+  :func:`is_loopback`, :func:`is_http_url`, :func:`args_problem`;
+- secrets: :mod:`kernel.config.secrets` (what is secret, asked by everyone).
+
+Modules: ``schema`` (the field vocabulary and the reader), one module per section group
+(``general``, ``providers``, ``cli``, ``mcp``, ``gateway``, ``channels``, ``voice``),
+``tree`` (which table holds which model), ``loader``, ``secrets``, ``net``.
+"""
+
+from kernel.config.channels import (
+    CHANNEL_TYPES,
+    QQ_TARGET_TYPES,
+    ChannelsConfig,
+    ConsoleChannelConfig,
+    QQChannelConfig,
+    WebhookChannelConfig,
+    webhook_worst_case,
+)
+from kernel.config.cli import CLI_NAMES, CLI_OUTPUTS, DEFAULT_CLI, CLIConfig, args_problem
+from kernel.config.gateway import (
+    DEFAULT_MODEL_ALIASES,
+    MODEL_PATTERN_MAX,
+    GatewayConfig,
+    model_alias_target,
+)
+from kernel.config.general import LOG_LEVELS, CronConfig, GeneralConfig, TelegramConfig, ToolPolicy
+from kernel.config.loader import (
+    ENV_NAME,
+    RUNTIME_FILE,
+    Config,
+    gateway_of,
+    load_config,
+    locate_config,
+    merge_overlay,
+    read_overlay,
+)
+from kernel.config.mcp import MCPServerConfig, MCPSettings
+from kernel.config.net import is_http_url, is_loopback
+from kernel.config.providers import (
+    CAPABILITIES,
+    DEFAULT_PROVIDERS,
+    PROVIDER_TYPES,
+    ProviderConfig,
+    TitlesConfig,
+    provider_env_key,
+)
+from kernel.config.tree import SCHEMA, SECTIONS, unknown_keys
+from kernel.config.voice import TTS_FORMATS, TTS_TYPES, SttConfig, TtsConfig
+
+__all__ = [
+    "CAPABILITIES",
+    "CHANNEL_TYPES",
+    "CLI_NAMES",
+    "CLI_OUTPUTS",
+    "DEFAULT_CLI",
+    "DEFAULT_MODEL_ALIASES",
+    "DEFAULT_PROVIDERS",
+    "ENV_NAME",
+    "LOG_LEVELS",
+    "MODEL_PATTERN_MAX",
+    "PROVIDER_TYPES",
+    "QQ_TARGET_TYPES",
+    "RUNTIME_FILE",
+    "SCHEMA",
+    "SECTIONS",
+    "TTS_FORMATS",
+    "TTS_TYPES",
+    "CLIConfig",
+    "ChannelsConfig",
+    "Config",
+    "ConsoleChannelConfig",
+    "CronConfig",
+    "GatewayConfig",
+    "GeneralConfig",
+    "MCPServerConfig",
+    "MCPSettings",
+    "ProviderConfig",
+    "QQChannelConfig",
+    "SttConfig",
+    "TelegramConfig",
+    "TitlesConfig",
+    "ToolPolicy",
+    "TtsConfig",
+    "WebhookChannelConfig",
+    "args_problem",
+    "gateway_of",
+    "is_http_url",
+    "is_loopback",
+    "load_config",
+    "locate_config",
+    "merge_overlay",
+    "model_alias_target",
+    "provider_env_key",
+    "read_overlay",
+    "unknown_keys",
+    "webhook_worst_case",
+]

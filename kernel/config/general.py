@@ -1,0 +1,105 @@
+"""``[telegram]``, ``[general]``, ``[cron]`` and ``[tools.<name>]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, get_args
+
+from pydantic import BeforeValidator, Field
+
+from kernel.config.schema import (
+    PRIVATE_ID,
+    SECRET,
+    Base,
+    Env,
+    Label,
+    NonNegFloat,
+    NonNegInt,
+    PathText,
+    PosFloat,
+    PosInt,
+    Section,
+    internal,
+)
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
+
+
+def _int_from_text(value: object) -> object:
+    """A user id may come as text (the environment, or a quoted TOML value)."""
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError("not an integer") from None
+    return value
+
+
+class TelegramConfig(Section):
+    token: Annotated[str, SECRET, Env("KERNEL_TELEGRAM_TOKEN")] = Field(
+        "", description="Bot token from @BotFather; required to run the bot"
+    )
+    allowed_user: Annotated[
+        int,
+        BeforeValidator(_int_from_text),
+        Label("int"),
+        PRIVATE_ID,
+        Env("KERNEL_TELEGRAM_ALLOWED_USER"),
+    ] = Field(0, description="the numeric Telegram user id answered (the owner)")
+    api_base: Base = Field("https://api.telegram.org", description="Bot API server")
+    stream: bool = Field(True, description="preview replies while they form")
+    progress_interval: PosFloat = Field(3.0, description="seconds between progress edits")
+    poll_timeout: PosInt = Field(30, description="long-poll timeout of getUpdates, seconds")
+    watchdog_seconds: PosFloat = Field(120.0, description="restart polling after this silence")
+    max_retries_429: int = Field(3, description="retries of a request answered with 429")
+    typing_interval: PosFloat = Field(4.0, description="seconds between typing refreshes")
+
+
+class GeneralConfig(Section):
+    timezone: str = Field("Asia/Shanghai", description="IANA time zone")
+    default_provider: str = Field("anthropic", description="the provider used at start")
+    default_workspace: PathText = Field(Path("."), description="delegated CLIs' folder")
+    context_rounds: PosInt = Field(50, description="recent rounds the model sees")
+    memory_recall_k: PosInt = Field(5, description="memories recalled into each request")
+    data_dir: PathText = Field(Path("data"), description="database, downloads, logs")
+    language: Annotated[Literal["zh", "en"], Env("KERNEL_LANGUAGE")] = Field(
+        "zh", description="language of Kernel's own messages"
+    )
+    max_tool_calls: PosInt = Field(25, description="tool calls allowed for one message")
+    soul: PathText = Field(Path("SOUL.md"), description="the persona file")
+    shutdown_timeout: PosFloat = Field(10.0, description="seconds turns get at shutdown")
+    disabled_tools: Annotated[list[str], Env("KERNEL_DISABLED_TOOLS", append=True)] = Field(
+        default_factory=list, description="tools switched off by name"
+    )
+    log_level: LogLevel = Field("info", description="log level of stdout and data/logs/kernel.log")
+    log_messages: bool = Field(False, description="message text may reach the log (debugging)")
+    retention_days: NonNegInt = Field(
+        7, description="days downloads, CLI and tool outputs are kept; 0: forever"
+    )
+    check_timeout: PosFloat = Field(20.0, description="`kernel check`: seconds per part")
+    check_connect_timeout: PosFloat = Field(
+        2.0, description="`kernel check`: seconds to connect to a provider"
+    )
+
+
+class CronConfig(Section):
+    """``[cron]``: scheduled jobs (times in ``general.timezone``)."""
+
+    enabled: bool = Field(True, description="run scheduled jobs")
+    max_jobs: PosInt = Field(50, description="jobs the agent may have created")
+    misfire_grace_seconds: NonNegFloat = Field(
+        300.0, description="a run missed by at most this much runs at start"
+    )
+    run_timeout: PosFloat = Field(600.0, description="seconds one run may take")
+    delivery_timeout: PosFloat = Field(60.0, description="seconds one delivery may take")
+    min_interval_seconds: PosInt = Field(60, description="the shortest fixed interval")
+
+
+class ToolPolicy(Section):
+    """``[tools.<name>]``: per-tool switches."""
+
+    name: str = internal("")
+    enabled: bool = Field(True, description="false switches the tool off")
+    approval: bool = Field(False, description="the owner approves each call")
+    approval_timeout: PosFloat = Field(300.0, description="seconds to wait for the answer")

@@ -1,0 +1,108 @@
+"""``[providers.<name>]`` (the model providers) and ``[titles]`` (the small titling model)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BeforeValidator, Field
+
+from kernel.config.schema import (
+    SECRET,
+    SECRET_HEADERS,
+    Base,
+    Env,
+    Label,
+    PosFloat,
+    PosInt,
+    Section,
+    StrMap,
+    Url,
+    internal,
+    one_of,
+)
+
+ProviderType = Literal["claude", "openai_compat"]
+PROVIDER_TYPES: tuple[str, ...] = get_args(ProviderType)
+Capability = Literal["stream", "tool_call", "attachments", "reasoning"]
+CAPABILITIES: tuple[str, ...] = get_args(Capability)
+
+
+def provider_env_key(name: str) -> str:
+    return "KERNEL_PROVIDER_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_API_KEY"
+
+
+def _switched_off(value: Any) -> Any:
+    """The table says ``enabled``; Kernel keeps whether it was switched off."""
+    return not value if isinstance(value, bool) else value
+
+
+class ProviderConfig(Section):
+    name: str = internal("")
+    type: ProviderType = Field("openai_compat", description="the API the endpoint speaks")
+    api_base: Url = Field("", description="the endpoint's base URL")
+    api_key: Annotated[str, SECRET, Env(provider_env_key)] = Field(
+        "", description="without one the provider is disabled"
+    )
+    max_tokens: PosInt | None = Field(None, description="required for type claude")
+    default_model: str = Field("", description="the model used first; default: models[0]")
+    models: list[str] = Field(default_factory=list, description="what /model picks from")
+    headers: Annotated[StrMap, SECRET_HEADERS] = Field(
+        default_factory=dict, description="extra HTTP headers"
+    )
+    timeout: PosFloat = Field(120.0, description="seconds per request")
+    max_retries: int = Field(3, description="retries of 429/5xx/timeouts")
+    retry_base_delay: float = Field(1.0, description="first backoff in seconds, doubled")
+    capabilities: Annotated[list[str], one_of(CAPABILITIES), Label(choices=CAPABILITIES)] | None = (
+        Field(
+            None, description='what the endpoint can do ("stream" required); unset: all of its type'
+        )
+    )
+    aliases: StrMap = Field(default_factory=dict, description="alias → one of models")
+    switched_off: Annotated[bool, BeforeValidator(_switched_off)] = Field(
+        False, validation_alias="enabled", description="`enabled = false`: kept but not used"
+    )
+
+    @property
+    def env_key(self) -> str:
+        return provider_env_key(self.name)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_key) and not self.switched_off
+
+    def resolve(self, model: str) -> str | None:
+        """A configured model name, or the model an alias points at; else None."""
+        if model in self.models:
+            return model
+        return self.aliases.get(model)
+
+
+class TitlesConfig(Section):
+    type: ProviderType = Field("openai_compat", description="the API the endpoint speaks")
+    api_base: Base = Field("", description="the endpoint's base URL")
+    api_key: Annotated[str, SECRET, Env("KERNEL_TITLES_API_KEY")] = Field(
+        "", description="without one (or a model) sessions are not titled"
+    )
+    model: str = Field("", description="the small model that names sessions")
+    max_tokens: PosInt = Field(100, description="the ceiling on one title")
+    headers: Annotated[StrMap, SECRET_HEADERS] = Field(
+        default_factory=dict, description="extra HTTP headers"
+    )
+
+
+DEFAULT_PROVIDERS: dict[str, dict[str, Any]] = {
+    "anthropic": {
+        "type": "claude",
+        "api_base": "https://api.anthropic.com",
+        "max_tokens": 16384,
+        "default_model": "claude-sonnet-5-5",
+        "models": ["claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5"],
+    },
+    "openai": {
+        "type": "openai_compat",
+        "api_base": "https://api.openai.com/v1",
+        "default_model": "gpt-5.5",
+        "models": ["gpt-5.5", "gpt-5.4-mini"],
+    },
+}
