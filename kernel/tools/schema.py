@@ -166,6 +166,9 @@ def _is_union(annotation: Any) -> bool:
 def _lax(annotation: Any, extras: tuple[Any, ...] = ()) -> Any:
     """The checked type of an annotation in the supported subset, with ``extras`` (the
     rest of an ``Annotated``) on the scalar they bound; TypeError outside the subset."""
+    if typing.get_origin(annotation) is typing.Annotated:  # e.g. a member of X | None
+        base, *inner = typing.get_args(annotation)
+        return _lax(base, (*(e for e in inner if not isinstance(e, str)), *extras))
     if _is_union(annotation):
         members = [a for a in typing.get_args(annotation) if a is not NoneType]
         if len(members) != 1:
