@@ -157,11 +157,10 @@ def parse_spec(
     now: datetime | None = None,
 ) -> JobSpec:
     """A checked spec from an API body (its shape: :class:`JobSpecModel`, each field
-    checked as it is read); ``base``: the
-    job being updated (fields not in ``data`` keep their values). ``now`` (a create or an
-    update): the job is about to be planned from then, so a once time must come after it
-    and a run must be plannable; without it (a stored job being loaded) those are left
-    to the scheduler."""
+    checked as it is read); ``base``: the job being updated (fields not in ``data`` keep
+    their values). ``now`` (a create or an update): the job is about to be planned from
+    then, so a once time must come after it and a run must be plannable; without it (a
+    stored job being loaded) those are left to the scheduler."""
     read = BodyReader(data, rules, now)
     name = read("name")
     name = name.strip() if name is not None else None
