@@ -97,7 +97,8 @@ async def serve(config: Config) -> None:
                 # Imported in a thread while Telegram connects: importing aiohttp's server
                 # takes ~0.3 s, which would otherwise delay the first getUpdates.
                 server = await asyncio.to_thread(importlib.import_module, "kernel.gateway.server")
-                gateway = server.Gateway(kernel)
+                routes = importlib.import_module("kernel.gateway.routes")
+                gateway = server.Gateway(kernel, routes.ROUTERS)
                 await gateway.start()  # a refusal (a port in use) ends the start-up here
             # A stop signal also ends a start-up that is still waiting for the network.
             await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -146,9 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if command == "chat":
+            from kernel.app import Kernel
             from kernel.console.chat import run_chat
 
-            return asyncio.run(run_chat(config))
+            return asyncio.run(run_chat(config, Kernel))
         if command == "check":
             return asyncio.run(_check(config))
         asyncio.run(serve(config))

@@ -1,4 +1,10 @@
-"""Model provider adapters. SDKs are imported only when a provider of their type is built."""
+"""Model provider adapters. SDKs are imported only when a provider of their type is built.
+
+Public API: :func:`create_provider` and :func:`create_titles_provider` (the providers
+behind ``kernel.core.provider.Provider``); ``kernel.providers.errors.translate`` (SDK
+errors into Kernel's tree), ``kernel.providers.sdk.SDKProvider`` and
+``kernel.providers.retirement.retirement_notices``.
+"""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
-"""Tools the model may call.
+"""The tools the model may call, and the built-in ones.
 
-Public API:
-
-- :mod:`kernel.tools.registry`: ``ToolRegistry`` (``tool`` / ``register`` / ``call``,
-  ``specs``, ``disable``, ``require_approval``), ``ToolContext``, ``ToolReply``,
-  ``ToolOutcome``, ``CONTEXT_ARG``;
-- :mod:`kernel.tools.schema`: a tool's arguments declared once (``Declaration``: the
-  pydantic model and the JSON schema offered), ``from_signature``, ``from_json_schema``;
-- :mod:`kernel.tools.arguments`: ``check`` (arguments against a declaration, refusals in
-  words the model can act on);
-- :mod:`kernel.tools.repair`: ``repair_arguments``, ``resolve_tool_name``;
-- built-in tools registered like an extension's: :mod:`kernel.tools.memory`,
-  :mod:`kernel.tools.ask` (``register``).
+Public API: ``kernel.tools.registry``'s ``ToolRegistry``, ``ToolContext``,
+``ToolOutcome``, ``ToolReply`` and ``CONTEXT_ARG``; ``kernel.tools.repair.
+repair_arguments``; ``kernel.tools.schema``'s ``Declaration``, ``from_signature`` and
+``from_json_schema`` (a tool's arguments declared once: the pydantic model that checks
+them and the JSON schema offered) with ``kernel.tools.arguments.check``; the built-in
+tool modules ``kernel.tools.ask`` (``ask_user``) and ``kernel.tools.memory`` (the memory
+tools), registered like any extension's.
 """
