@@ -11,7 +11,6 @@ Telegram's owner by default), ``runtime`` (``timeout_seconds``,
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
@@ -23,19 +22,28 @@ from kernel.core.errors import CronError
 from kernel.core.i18n import t
 from kernel.cron import schedule as schedules
 from kernel.cron.schedule import Rules, Schedule
+from kernel.cron.spec import (
+    JOB_ID_PATTERN,
+    META_LIMIT,
+    NAME_LIMIT,
+    TARGET_TYPES,
+    TASK_TYPES,
+    TEXT_LIMIT,
+    BodyReader,
+    DispatchModel,
+    JobSpecModel,
+)
 from kernel.cron.workflow import Workflow, parse_workflow
 from kernel.store.cron import CronRow
+
+__all__ = ["JobSpecModel", "META_LIMIT", "NAME_LIMIT", "TASK_TYPES", "TEXT_LIMIT"]
 
 DEFAULT_ID = "cron-default"
 DEFAULT_NAME = "你好文本任务"
 DEFAULT_TEXT = "你好"
 DEFAULT_SCHEDULE = "0 9 * * *"
 DEFAULT_CHANNEL = "telegram"
-TASK_TYPES = ("text", "workflow")
-JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-NAME_LIMIT = 200
-TEXT_LIMIT = 20_000
-META_LIMIT = 8_000
+JOB_ID = re.compile(JOB_ID_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,32 +114,7 @@ class CronJob:
         return self.spec.enabled and not self.row.paused
 
 
-def _text_field(data: dict[str, Any], key: str, limit: int) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise CronError("invalid_request", t("gw.bad_field", field=key, expected="string"))
-    if len(value) > limit:
-        raise CronError("invalid_request", t("gw.field_too_long", field=key, limit=limit))
-    return value.strip()
-
-
-def _number(data: dict[str, Any], key: str, *, allow_zero: bool) -> float | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    ok = ok and not (isinstance(value, float) and not math.isfinite(value))  # NaN passes < >
-    if not ok or value < 0 or (value == 0 and not allow_zero) or value > 7 * 86400:
-        raise CronError("invalid_request", t("cron.bad_number", field=f"runtime.{key}"))
-    return float(value)
-
-
-def _dispatch(data: Any, base: Dispatch, channels: Collection[str]) -> Dispatch:
-    if not isinstance(data, dict):
-        raise CronError("invalid_request", t("gw.bad_field", field="dispatch", expected="object"))
-    channel = data.get("channel", base.channel)
+def _channel(channel: Any, channels: Collection[str]) -> str:
     if not isinstance(channel, str) or channel not in channels:
         shown = str(channel)[:64]
         raise CronError(
@@ -140,23 +123,21 @@ def _dispatch(data: Any, base: Dispatch, channels: Collection[str]) -> Dispatch:
             channel=shown,
             supported=list(channels),
         )
-    target = data.get("target", {})
-    if not isinstance(target, dict):
-        raise CronError(
-            "invalid_request", t("gw.bad_field", field="dispatch.target", expected="object")
-        )
-    values: dict[str, str] = {}
-    for key in ("user_id", "session_id", "target_type", "target_id"):
-        value = target.get(key)
-        if value is not None and (not isinstance(value, str | int) or isinstance(value, bool)):
-            field_name = f"dispatch.target.{key}"
-            raise CronError(
-                "invalid_request", t("gw.bad_field", field=field_name, expected="string")
-            )
-        if value is not None:
-            values[key] = str(value).strip()[:128]
+    return channel
+
+
+def _dispatch(body: DispatchModel, base: Dispatch, channels: Collection[str]) -> Dispatch:
+    channel = _channel(
+        body.channel if "channel" in body.model_fields_set else base.channel, channels
+    )
+    target = body.target
+    values = {
+        key: str(value).strip()[:128]
+        for key in ("user_id", "session_id", "target_type", "target_id")
+        if (value := getattr(target, key)) is not None
+    }
     kind = values.get("target_type", base.target_type if channel == base.channel else "")
-    if kind and kind not in ("c2c", "group", "guild", "dm"):
+    if kind and kind not in TARGET_TYPES:
         raise CronError("invalid_request", t("qq.bad_target_type", kind=kind[:16]))
     same = channel == base.channel
     return Dispatch(
@@ -175,11 +156,14 @@ def parse_spec(
     base: JobSpec | None = None,
     now: datetime | None = None,
 ) -> JobSpec:
-    """A checked spec from an API body; ``base``: the job being updated (fields not in
-    ``data`` keep their values). ``now`` (a create or an update): the job is about to be
-    planned from then, so a once time must come after it and a run must be plannable;
-    without it (a stored job being loaded) those are left to the scheduler."""
-    name = _text_field(data, "name", NAME_LIMIT)
+    """A checked spec from an API body (its shape: :class:`JobSpecModel`, each field
+    checked as it is read); ``base``: the job being updated (fields not in ``data`` keep
+    their values). ``now`` (a create or an update): the job is about to be planned from
+    then, so a once time must come after it and a run must be plannable; without it (a
+    stored job being loaded) those are left to the scheduler."""
+    read = BodyReader(data, rules, now)
+    name = read("name")
+    name = name.strip() if name is not None else None
     if base is None and not name:
         raise CronError("invalid_request", t("gw.field_required", field="name"))
     spec = base or JobSpec(name="", schedule=Schedule("interval", seconds=3600))
@@ -188,54 +172,42 @@ def parse_spec(
     elif name is not None:
         raise CronError("invalid_request", t("gw.field_required", field="name"))
     if "enabled" in data:
-        if not isinstance(data["enabled"], bool):
-            raise CronError(
-                "invalid_request", t("gw.bad_field", field="enabled", expected="boolean")
-            )
-        spec = replace(spec, enabled=data["enabled"])
-    if data.get("schedule") is not None:
+        spec = replace(spec, enabled=read("enabled"))
+    if read("schedule") is not None:
         spec = replace(spec, schedule=schedules.from_dict(data["schedule"], rules, now))
     elif base is None:
         raise CronError("invalid_cron_schedule", t("gw.field_required", field="schedule"))
-    text = _text_field(data, "text", TEXT_LIMIT)
+    text = read("text")
+    text = text.strip() if text is not None else None
     if text is not None:
         spec = replace(spec, text=text)
-    if data.get("workflow") is not None:
+    if read("workflow") is not None:
         spec = replace(spec, workflow=parse_workflow(data["workflow"]))
-    kind = data.get("task_type")
+    kind = read("task_type")
     if kind is None:
-        kind = "workflow" if data.get("workflow") is not None else None
+        kind = "workflow" if read.given("workflow") else None
         kind = kind or ("text" if text else spec.task_type)
-    if kind not in TASK_TYPES:
-        raise CronError(
-            "invalid_request", t("cron.task_type", kinds=", ".join(TASK_TYPES)), field="task_type"
-        )
-    spec = replace(spec, task_type=str(kind))
+    spec = replace(spec, task_type=kind)
     if spec.task_type == "text" and not spec.text:
         raise CronError("invalid_request", t("gw.field_required", field="text"))
     if spec.task_type == "workflow" and spec.workflow is None:
         raise CronError("invalid_cron_workflow", t("gw.field_required", field="workflow"))
-    if data.get("dispatch") is not None:
-        spec = replace(spec, dispatch=_dispatch(data["dispatch"], spec.dispatch, channels))
+    raw_dispatch = data.get("dispatch")
+    if isinstance(raw_dispatch, dict):  # the channel first, as documented
+        _channel(raw_dispatch.get("channel", spec.dispatch.channel), channels)
+    dispatch = read("dispatch")
+    if dispatch is not None:
+        spec = replace(spec, dispatch=_dispatch(dispatch, spec.dispatch, channels))
     elif spec.dispatch.channel not in channels:
-        spec = replace(spec, dispatch=_dispatch({}, spec.dispatch, channels))
-    runtime = data.get("runtime")
+        spec = replace(spec, dispatch=_dispatch(DispatchModel(), spec.dispatch, channels))
+    runtime = read("runtime")
     if runtime is not None:
-        if not isinstance(runtime, dict):
-            raise CronError(
-                "invalid_request", t("gw.bad_field", field="runtime", expected="object")
-            )
-        if "timeout_seconds" in runtime:
-            spec = replace(
-                spec, timeout_seconds=_number(runtime, "timeout_seconds", allow_zero=False)
-            )
-        if "misfire_grace_seconds" in runtime:
-            grace = _number(runtime, "misfire_grace_seconds", allow_zero=True)
-            spec = replace(spec, misfire_grace_seconds=grace)
-    meta = data.get("meta")
+        if "timeout_seconds" in runtime.model_fields_set:
+            spec = replace(spec, timeout_seconds=runtime.timeout_seconds)
+        if "misfire_grace_seconds" in runtime.model_fields_set:
+            spec = replace(spec, misfire_grace_seconds=runtime.misfire_grace_seconds)
+    meta = read("meta")
     if meta is not None:
-        if not isinstance(meta, dict) or len(json.dumps(meta, default=str)) > META_LIMIT:
-            raise CronError("invalid_request", t("gw.bad_field", field="meta", expected="object"))
         keep = {"system_default": True} if spec.meta.get("system_default") else {}
         spec = replace(spec, meta={**json.loads(json.dumps(meta, default=str)), **keep})
     if now is not None:

@@ -13,6 +13,7 @@ from typing import Any
 from kernel.core.errors import CronError, ToolError
 from kernel.cron.jobs import CronJob
 from kernel.cron.scheduler import CronScheduler
+from kernel.cron.spec import ChannelName, JobName, JobText, ScheduleText
 from kernel.tools.registry import ToolRegistry
 
 
@@ -51,21 +52,12 @@ def register(registry: ToolRegistry, scheduler: CronScheduler) -> None:
 
     @registry.tool
     async def cron_create(
-        name: str, schedule: str, text: str, channel: str | None = None
+        name: JobName, schedule: ScheduleText, text: JobText, channel: ChannelName | None = None
     ) -> dict[str, Any]:
         """Schedule a job for the owner: reminders, recurring summaries, checks. When it
         runs, `text` is given to you as the owner's message in the job's own session and
         your reply is delivered to them (Telegram by default). Times are the owner's local
         time (see the current time in the system prompt).
-
-        Args:
-            name: a short title, e.g. "交报告提醒"
-            schedule: once: a local date-time "YYYY-MM-DDTHH:MM" (e.g. "2025-06-02T09:00"
-                for 9 am that day); repeating: "every 30m" / "every 2h" / "every 1d", or
-                a 5-field cron expression "minute hour day month weekday" (e.g.
-                "0 8 * * 1" = Mondays 08:00)
-            text: the instruction you will receive then, e.g. "提醒主人该交报告了"
-            channel: where the reply goes: telegram (default), webhook, qq or console
         """
         body: dict[str, Any] = {"name": name, "schedule": schedule, "text": text}
         if channel:
@@ -81,21 +73,18 @@ def register(registry: ToolRegistry, scheduler: CronScheduler) -> None:
     @registry.tool
     async def cron_update(
         id: str,
-        name: str | None = None,
-        schedule: str | None = None,
-        text: str | None = None,
+        name: JobName | None = None,
+        schedule: ScheduleText | None = None,
+        text: JobText | None = None,
         enabled: bool | None = None,
-        channel: str | None = None,
+        channel: ChannelName | None = None,
     ) -> dict[str, Any]:
-        """Change a scheduled job; only the fields given change.
+        """Change a scheduled job; only the fields given change (in the forms cron_create
+        takes).
 
         Args:
             id: the job's id (from cron_list or cron_create)
-            name: a new title
-            schedule: a new schedule, in the forms cron_create takes
-            text: the new instruction
             enabled: false stops the job from running, true starts it again
-            channel: telegram, webhook, qq or console
         """
         body: dict[str, Any] = {}
         for key, value in (("name", name), ("schedule", schedule), ("text", text)):

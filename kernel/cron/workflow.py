@@ -24,12 +24,22 @@ A node with ``continue_on_error`` lets the run go on after it fails.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
+from pydantic.types import AllowInfNan, Strict
 
 from kernel.core.errors import CronError
 from kernel.core.i18n import t
@@ -234,35 +244,97 @@ for _builtin in (StartNode(), TextEventNode(), DelayNode(), IfEventNode()):
     register_node(_builtin)
 
 
+# ---------------------------------------------------------------- the declared shape
+
+
+def loose(kind: str | None = "string", description: str = "", **more: Any) -> WithJsonSchema:
+    """For ``Annotated[Any, loose(...)]``: a field taken as given and read leniently
+    (``str(value or default)``); its JSON schema (``kind``, ``description``, ``more``)
+    says what to send, nothing is refused for its type."""
+    schema: dict[str, Any] = {"type": kind} if kind else {}
+    if description:
+        schema["description"] = description
+    return WithJsonSchema({**schema, **more})
+
+
+def _falsy_is_none(value: Any) -> Any:
+    return value or None
+
+
+class NodeModel(BaseModel):
+    """One node: ``type`` is a registered node type; the other fields are per type."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: Annotated[Any, loose(pattern=_ID.pattern)] = None
+    type: Annotated[Any, loose(description="start, text_event, delay, if_event, …")] = None
+    title: Annotated[Any, loose(maxLength=200)] = None
+    text: Annotated[Any, loose(description="text_event: the prompt")] = None
+    delay_seconds: Annotated[
+        Annotated[int, Strict()] | Annotated[float, Strict(), AllowInfNan(False)],
+        Field(description=f"delay: seconds to wait, 0 to {MAX_DELAY}"),
+    ] = 0
+    if_condition: Annotated[Any, loose(description="if_event: <field> <op> <value>")] = None
+    continue_on_error: Annotated[Any, loose("boolean")] = None
+
+
+class EdgeModel(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: Annotated[Any, loose()] = None
+    source: Annotated[Any, loose()] = None
+    target: Annotated[Any, loose()] = None
+
+
+class WorkflowModel(BaseModel):
+    """A workflow as sent: ``nodes`` in order, ``edges`` optional (none: the order)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: Annotated[Any, loose(enum=["v1"])] = None
+    nodes: Annotated[list[NodeModel], Field(min_length=1, max_length=MAX_NODES)]
+    edges: Annotated[list[EdgeModel] | None, BeforeValidator(_falsy_is_none)] = None
+
+
 def _bad(message: str) -> CronError:
     return CronError(INVALID, t("cron.bad_workflow", detail=message))
 
 
-def _node(raw: Any, index: int) -> Node:
-    if not isinstance(raw, dict):
+_NODES: TypeAdapter[list[Any]] = TypeAdapter(
+    Annotated[list[Any], Field(min_length=1, max_length=MAX_NODES)]
+)
+_NODE = TypeAdapter(NodeModel)
+_EDGE = TypeAdapter(EdgeModel)
+
+
+def _node_id(value: Any, index: int) -> str:
+    return str(value or f"n{index + 1}").strip()
+
+
+def _node(data: Any, index: int) -> Node:
+    """Node ``index`` checked by :class:`NodeModel` (its id and type first), then by its
+    type's handler."""
+    if not isinstance(data, dict):
         raise _bad(t("cron.node_object", index=index))
-    kind = str(raw.get("type") or "").strip().lower()
-    node_id = str(raw.get("id") or f"n{index + 1}").strip()
+    kind = str(data.get("type") or "").strip().lower()
+    node_id = _node_id(data.get("id"), index)
     if not _ID.match(node_id):
         raise _bad(t("cron.node_id", id=node_id[:64]))
     if kind not in NODE_HANDLERS:
         known = ", ".join(NODE_HANDLERS)
         raise _bad(t("cron.node_type", id=node_id, type=kind[:32], known=known))
-    delay = raw.get("delay_seconds", 0)
-    if (
-        isinstance(delay, bool)
-        or not isinstance(delay, int | float)
-        or (isinstance(delay, float) and not math.isfinite(delay))  # JSON's 1e400, NaN
-    ):
-        raise _bad(t("cron.node_delay", id=node_id, max=MAX_DELAY))
+    try:
+        raw = _NODE.validate_python(data)
+    except ValidationError:
+        raise _bad(t("cron.node_delay", id=node_id, max=MAX_DELAY)) from None
     node = Node(
         id=node_id,
         type=kind,
-        title=str(raw.get("title") or "")[:200],
-        text=str(raw.get("text") or "").strip(),
-        delay_seconds=int(delay),
-        if_condition=str(raw.get("if_condition") or "").strip(),
-        continue_on_error=raw.get("continue_on_error") is True,
+        title=str(raw.title or "")[:200],
+        text=str(raw.text or "").strip(),
+        delay_seconds=int(raw.delay_seconds),
+        if_condition=str(raw.if_condition or "").strip(),
+        continue_on_error=raw.continue_on_error is True,
     )
     try:
         NODE_HANDLERS[kind].validate(node)
@@ -272,25 +344,26 @@ def _node(raw: Any, index: int) -> Node:
 
 
 def parse_workflow(data: Any) -> Workflow:
-    """A checked workflow, or CronError(invalid_cron_workflow) naming the problem."""
+    """A checked workflow (:class:`WorkflowModel`, read in order: each node checked
+    whole before the next), or CronError(invalid_cron_workflow) naming the problem."""
     if not isinstance(data, dict):
         raise _bad(t("cron.workflow_object"))
     version = str(data.get("version") or "v1").lower()
     if version != "v1":
         raise _bad(t("cron.workflow_version", version=version[:16]))
-    raw_nodes = data.get("nodes")
-    if not isinstance(raw_nodes, list) or not raw_nodes or len(raw_nodes) > MAX_NODES:
-        raise _bad(t("cron.workflow_nodes", max=MAX_NODES))
+    try:
+        raw_nodes = _NODES.validate_python(data.get("nodes"))
+    except ValidationError:
+        raise _bad(t("cron.workflow_nodes", max=MAX_NODES)) from None
     nodes = [_node(raw, i) for i, raw in enumerate(raw_nodes)]
     ids = [n.id for n in nodes]
     if len(set(ids)) != len(ids):
         raise _bad(t("cron.workflow_duplicate"))
-    raw_edges = data.get("edges")
-    if not raw_edges:
+    if not data.get("edges"):
         return _linear(nodes)
-    if not isinstance(raw_edges, list):
+    if not isinstance(data["edges"], list):
         raise _bad(t("cron.workflow_edges"))
-    return _graph(nodes, raw_edges)
+    return _graph(nodes, data["edges"])
 
 
 def _linear(nodes: list[Node]) -> Workflow:
@@ -316,11 +389,13 @@ def _graph(nodes: list[Node], raw_edges: list[Any]) -> Workflow:
     nexts: dict[str, str] = {}
     incoming: set[str] = set()
     edges: list[tuple[str, str, str]] = []
-    for i, raw in enumerate(raw_edges):
-        if not isinstance(raw, dict):
-            raise _bad(t("cron.workflow_edges"))
-        edge_id = str(raw.get("id") or f"e{i + 1}")
-        source, target = str(raw.get("source") or ""), str(raw.get("target") or "")
+    for i, data in enumerate(raw_edges):
+        try:
+            raw = _EDGE.validate_python(data)
+        except ValidationError:
+            raise _bad(t("cron.workflow_edges")) from None
+        edge_id = str(raw.id or f"e{i + 1}")
+        source, target = str(raw.source or ""), str(raw.target or "")
         if source not in by_id or target not in by_id or source == target:
             raise _bad(t("cron.edge_bad", id=edge_id[:64]))
         if source in nexts or target in incoming:

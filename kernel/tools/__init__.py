@@ -2,6 +2,9 @@
 
 Public API: ``kernel.tools.registry``'s ``ToolRegistry``, ``ToolContext``,
 ``ToolOutcome``, ``ToolReply`` and ``CONTEXT_ARG``; ``kernel.tools.repair.
-repair_arguments``; the built-in tool modules ``kernel.tools.ask`` (``ask_user``) and
-``kernel.tools.memory`` (the memory tools), registered like any extension's.
+repair_arguments``; ``kernel.tools.schema``'s ``Declaration``, ``from_signature`` and
+``from_json_schema`` (a tool's arguments declared once: the pydantic model that checks
+them and the JSON schema offered) with ``kernel.tools.arguments.check``; the built-in
+tool modules ``kernel.tools.ask`` (``ask_user``) and ``kernel.tools.memory`` (the memory
+tools), registered like any extension's.
 """

@@ -11,19 +11,20 @@ import copy
 import inspect
 import json
 import logging
-import math
 import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from types import NoneType
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from kernel.core import i18n
 from kernel.core.asks import Answer, AskOutcome
 from kernel.core.errors import ToolError
 from kernel.core.messages import ImageBlock, ToolSpec
+from kernel.tools import schema
+from kernel.tools.arguments import check as check_arguments
 from kernel.tools.repair import repair_arguments, resolve_tool_name
 
 log = logging.getLogger(__name__)
@@ -73,10 +74,14 @@ class ToolOutcome:
 class _Tool:
     name: str
     description: str
-    parameters: dict[str, Any]
+    declaration: schema.Declaration  # its arguments: the JSON schema offered, the check
     handler: Callable[..., Any]
     source: str
     context_param: str | None = None
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self.declaration.schema
 
 
 class ToolRegistry:
@@ -111,12 +116,12 @@ class ToolRegistry:
     ) -> None:
         tool_name = name or str(getattr(fn, "__name__", ""))
         summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
-        parameters, context_param = build_schema(fn, arg_docs)
+        declaration, context_param = schema.from_signature(fn, tool_name, arg_docs, _is_context)
         self._add(
             _Tool(
                 name=tool_name,
                 description=description if description is not None else summary,
-                parameters=parameters,
+                declaration=declaration,
                 handler=fn,
                 source="builtin",
                 context_param=context_param,
@@ -136,8 +141,8 @@ class ToolRegistry:
         """Register a tool with a ready JSON schema; ``handler(**arguments)`` runs it
         (``with_context``: also given the call's ToolContext as ``CONTEXT_ARG``)."""
         context_param = CONTEXT_ARG if with_context else None
-        parameters = copy.deepcopy(parameters)
-        self._add(_Tool(name, description, parameters, handler, source, context_param))
+        declaration = schema.from_json_schema(name, copy.deepcopy(parameters))
+        self._add(_Tool(name, description, declaration, handler, source, context_param))
 
     def _add(self, tool: _Tool) -> None:
         if not NAME_PATTERN.match(tool.name):
@@ -214,7 +219,7 @@ class ToolRegistry:
                 "Resend the call with the arguments as one valid JSON object."
             )
             return ToolOutcome(resolved, False, content, {}, exc)
-        args, problem = validate_arguments(args, tool.parameters)
+        args, problem = check_arguments(tool.declaration, args)
         if problem is not None:
             log.info("tool %s: rejected arguments", resolved)
             content = f"invalid arguments for {resolved}: {problem}"
@@ -360,278 +365,12 @@ def _parse_args(body: list[str]) -> dict[str, str]:
     return {name: " ".join(p for p in parts if p) for name, parts in out.items()}
 
 
-# ---------------------------------------------------------------- schemas
-
-_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-def build_schema(
-    fn: Callable[..., Any], arg_docs: dict[str, str] | None = None
-) -> tuple[dict[str, Any], str | None]:
-    """The JSON schema of ``fn``'s arguments and the name of its ToolContext parameter."""
-    arg_docs = arg_docs or {}
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:  # an unresolvable forward reference, for instance
-        raise TypeError(f"cannot resolve the type hints of tool {fn!r}: {exc}") from exc
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    context_param: str | None = None
-    for param in inspect.signature(fn).parameters.values():
-        _check_kind(param)
-        if param.name not in hints:
-            raise TypeError(f"tool parameter {param.name!r} has no type annotation")
-        annotation = hints[param.name]
-        if _is_context(annotation):
-            context_param = param.name
-            continue
-        prop = _parameter_schema(param, annotation, arg_docs.get(param.name, ""))
-        properties[param.name] = prop
-        if param.default is inspect.Parameter.empty:
-            required.append(param.name)
-    schema = {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-    return schema, context_param
-
-
-def _check_kind(param: inspect.Parameter) -> None:
-    allowed = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    if param.kind not in allowed:
-        raise TypeError(f"tool parameter {param.name!r} must be passable by keyword")
-
-
 def _is_context(annotation: Any) -> bool:
-    annotation = _strip_annotated(annotation)[0]
+    """``ToolContext`` (or ``ToolContext | None``, maybe Annotated) is injected."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
     if annotation is ToolContext:
         return True
     args = typing.get_args(annotation)
-    return _is_union(annotation) and ToolContext in args and set(args) <= {ToolContext, NoneType}
-
-
-def _strip_annotated(annotation: Any) -> tuple[Any, str]:
-    """``Annotated[X, "text"]`` is X, with its first string as a description."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        base, *extras = typing.get_args(annotation)
-        texts = [e for e in extras if isinstance(e, str)]
-        return base, texts[0] if texts else ""
-    return annotation, ""
-
-
-def _is_union(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
-
-
-def _parameter_schema(param: inspect.Parameter, annotation: Any, doc: str) -> dict[str, Any]:
-    annotation, annotated_doc = _strip_annotated(annotation)
-    try:
-        prop = _type_schema(annotation)
-    except TypeError as exc:
-        raise TypeError(f"tool parameter {param.name!r}: {exc}") from exc
-    description = doc or annotated_doc
-    if description:
-        prop["description"] = description
-    if param.default is not inspect.Parameter.empty:
-        try:
-            json.dumps(param.default)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"tool parameter {param.name!r}: default is not JSON") from exc
-        prop["default"] = param.default
-    return prop
-
-
-def _type_schema(annotation: Any) -> dict[str, Any]:
-    if _is_union(annotation):
-        members = [a for a in typing.get_args(annotation) if a is not NoneType]
-        if len(members) != 1:
-            raise TypeError(f"unsupported union {annotation!r} (only X | None)")
-        return _nullable(_type_schema(members[0]))
-    if annotation in _SCALARS:
-        return {"type": _SCALARS[annotation]}
-    if annotation is Any:
-        return {}
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return _literal_schema(typing.get_args(annotation))
-    if origin is list:
-        return _list_schema(typing.get_args(annotation))
-    if origin is dict or annotation is dict:
-        return _dict_schema(typing.get_args(annotation))
-    raise TypeError(f"unsupported annotation {annotation!r}")
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        schema["type"] = [kind, "null"]
-    if "enum" in schema and None not in schema["enum"]:
-        schema["enum"] = [*schema["enum"], None]
-    return schema
-
-
-def _literal_schema(values: tuple[Any, ...]) -> dict[str, Any]:
-    kinds = {_SCALARS.get(type(v)) for v in values}
-    if len(kinds) != 1 or None in kinds:
-        raise TypeError(f"Literal values must share one of str/int/float/bool: {values!r}")
-    return {"type": kinds.pop(), "enum": list(values)}
-
-
-def _list_schema(args: tuple[Any, ...]) -> dict[str, Any]:
-    if len(args) != 1 or args[0] not in _SCALARS:
-        raise TypeError(f"unsupported list item type {args!r} (use list[str], list[int], ...)")
-    return {"type": "array", "items": {"type": _SCALARS[args[0]]}}
-
-
-def _dict_schema(args: tuple[Any, ...]) -> dict[str, Any]:
-    if not args:
-        return {"type": "object"}
-    key, value = args
-    if key is not str:
-        raise TypeError("dict keys must be str")
-    if value is Any:
-        return {"type": "object"}
-    if value in _SCALARS:
-        return {"type": "object", "additionalProperties": {"type": _SCALARS[value]}}
-    raise TypeError(f"unsupported dict value type {value!r}")
-
-
-# ---------------------------------------------------------------- validation
-
-_INT_TEXT = re.compile(r"-?\d+")
-_NUMBER_TEXT = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
-_TYPE_WORDS = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "boolean": "a boolean",
-    "array": "an array",
-    "object": "an object",
-    "null": "null",
-}
-
-
-class _Mismatch(Exception):
-    pass
-
-
-def validate_arguments(
-    args: dict[str, Any], schema: dict[str, Any]
-) -> tuple[dict[str, Any], str | None]:
-    """Check and lightly coerce ``args``; returns (arguments, problem or None)."""
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, dict) else {}
-    if schema.get("additionalProperties") is False:
-        args = {k: v for k, v in args.items() if k in properties}
-    missing = [r for r in schema.get("required", []) if r not in args]
-    if missing:
-        return args, f"missing required parameter(s): {', '.join(missing)}"
-    checked: dict[str, Any] = {}
-    for key, value in args.items():
-        prop = properties.get(key)
-        if not isinstance(prop, dict):
-            checked[key] = value
-            continue
-        if value is None and key not in schema.get("required", []) and not _nullable_prop(prop):
-            continue  # models send null for "not given": let the default apply
-        try:
-            checked[key] = _check_value(value, prop)
-        except _Mismatch as exc:
-            return args, f"parameter '{key}' {exc}"
-    return checked, None
-
-
-def _nullable_prop(prop: dict[str, Any]) -> bool:
-    kind = prop.get("type")
-    return kind is None or kind == "null" or (isinstance(kind, list) and "null" in kind)
-
-
-def _check_value(value: Any, prop: dict[str, Any]) -> Any:
-    value = _check_type(value, prop)
-    enum = prop.get("enum")
-    if isinstance(enum, list) and not _in_enum(value, enum):
-        allowed = ", ".join(json.dumps(v, ensure_ascii=False) for v in enum)
-        raise _Mismatch(f"must be one of: {allowed}")
-    items = prop.get("items")
-    if isinstance(value, list) and isinstance(items, dict):
-        return [_check_item(i, item, items) for i, item in enumerate(value)]
-    return value
-
-
-def _check_item(index: int, item: Any, items: dict[str, Any]) -> Any:
-    try:
-        return _check_value(item, items)
-    except _Mismatch as exc:
-        raise _Mismatch(f"item {index} {exc}") from None
-
-
-def _in_enum(value: Any, enum: list[Any]) -> bool:
-    # bool is an int in Python: keep True from matching 1.
-    return any(value == e and isinstance(value, bool) == isinstance(e, bool) for e in enum)
-
-
-def _check_type(value: Any, prop: dict[str, Any]) -> Any:
-    kind = prop.get("type")
-    kinds = [kind] if isinstance(kind, str) else kind
-    if not isinstance(kinds, list) or not kinds:
-        return value
-    if any(_matches(value, k) for k in kinds):
-        return value
-    for k in kinds:
-        coerced = _coerce(value, k)
-        if coerced is not None:
-            return coerced
-    expected = " or ".join(_TYPE_WORDS.get(k, str(k)) for k in kinds)
-    raise _Mismatch(f"must be {expected}, got {_json_type(value)}")
-
-
-def _matches(value: Any, kind: str) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "object":
-        return isinstance(value, dict)
-    if kind == "null":
-        return value is None
-    return True  # a type this validator does not know is the tool's business
-
-
-def _coerce(value: Any, kind: str) -> Any:
-    """Trivially exact conversions only; None means no conversion applies."""
-    if kind == "integer":
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
-            return int(value.strip())
-    if kind == "number" and isinstance(value, str) and _NUMBER_TEXT.fullmatch(value.strip()):
-        number = float(value.strip())
-        if math.isfinite(number):
-            return int(number) if _INT_TEXT.fullmatch(value.strip()) else number
-    if kind == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return None
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return is_union and ToolContext in args and set(args) <= {ToolContext, NoneType}

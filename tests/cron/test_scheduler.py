@@ -137,6 +137,34 @@ async def test_missed_runs_after_a_restart_follow_the_grace_policy(
     await hook.wait_until(lambda: "echo: tick" in texts(hook))
 
 
+async def test_a_run_missed_by_exactly_the_grace_runs_and_one_second_more_is_skipped(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    # The documented rule: a run missed by at most misfire_grace_seconds runs at start.
+    clock = ManualClock(datetime(2025, 6, 1, 10, 0, tzinfo=TZ))
+    sc = await start(sidecar, echo, hook, clock)
+    grace = {"misfire_grace_seconds": 600}
+    at_grace = await create(
+        sc, name="at", schedule="2025-06-01T11:00:00", text="on time", runtime=grace
+    )
+    past_grace = await create(
+        sc, name="past", schedule="2025-06-01T10:59:59", text="too late", runtime=grace
+    )
+    await sc.stop()  # down from 10:00 …
+
+    clock = ManualClock(datetime(2025, 6, 1, 11, 10, tzinfo=TZ))  # … 600 s and 601 s late
+    sc = await start(sidecar, echo, hook, clock, keep_config=True)
+    await hook.wait_until(lambda: texts(hook) == ["echo: on time"])
+    await settled(sc, clock)
+    assert len(echo.requests) == 1  # the other one did not run
+    ran = await state(sc, at_grace["id"])
+    assert (ran["last_status"], ran["run_count"]) == ("succeeded", 1)
+    _, skipped, _ = await sc.call("GET", f"/cron/jobs/{past_grace['id']}")
+    assert skipped["state"]["last_status"] == "skipped" and skipped["state"]["run_count"] == 0
+    assert "601" in skipped["state"]["last_error"] and "600" in skipped["state"]["last_error"]
+    assert skipped["enabled"] is False and skipped["state"]["next_run_at"] is None
+
+
 async def test_pause_resume_run_and_state(sidecar: SidecarFactory, hook: WebhookSim) -> None:
     model = await AnthropicSim().start()
     try:
