@@ -265,9 +265,12 @@ class Kernel:
                 if frontend is None:
                     continue
                 self.frontends.append(frontend)
-                # Started side by side: Telegram may wait long for the network, and a
-                # stop signal also ends a start-up still waiting for it.
-                pending.add(self._tasks.spawn(_refusal_of(frontend), f"start-{name}"))
+                if name in self.plugins.waiting_frontends:
+                    # Telegram may wait long for the network: the others start meanwhile,
+                    # and a stop signal also ends a start-up still waiting for it.
+                    pending.add(self._tasks.spawn(_refusal_of(frontend), f"start-{name}"))
+                else:
+                    await frontend.start()  # a refusal (a port in use) ends the start-up
             while not stopping.done():
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done - {stopping}:
@@ -282,7 +285,7 @@ class Kernel:
         channels (QQ messages), the turns themselves (they write their last history;
         cancelling one kills its CLI), any CLI still running, MCP sessions and their
         child processes, the channels' connections, the database last."""
-        await self._tasks.close()  # frontends still starting
+        await self._tasks.close()  # a frontend still waiting to start
         frontends, self.frontends = self.frontends, []
         await asyncio.gather(self.cron.stop(), *(frontend.stop() for frontend in frontends))
         for parts in self.channel_parts.values():

@@ -39,9 +39,9 @@ FrontendFactory = Callable[["Kernel"], Awaitable[Frontend | None]]
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kernel.providers",
-    "kernel.channels:console",
-    "kernel.channels:webhook",
-    "kernel.channels:qq",
+    "kernel.channels:console_plugin",
+    "kernel.channels:webhook_plugin",
+    "kernel.channels:qq_plugin",
     "kernel.plugins:telegram",
     "kernel.plugins:tools",
     "kernel.plugins:delegation",
@@ -60,6 +60,7 @@ class Plugins:
         self.nodes: list[NodeHandler] = []
         self.route_sources: list[RoutesSource] = []
         self.frontends: dict[str, FrontendFactory] = {}
+        self.waiting_frontends: set[str] = set()
 
     def add_provider_type(self, type_name: str, factory: ProviderFactory) -> None:
         """``providers.<name>.type = "<type_name>"`` is built by ``factory``."""
@@ -86,10 +87,15 @@ class Plugins:
         the sidecar is built."""
         self.route_sources.append(source)
 
-    def add_frontend(self, name: str, factory: FrontendFactory) -> None:
+    def add_frontend(self, name: str, factory: FrontendFactory, *, waits: bool = False) -> None:
         """A part started after the Kernel's core and stopped first; ``factory`` returns
-        None when the part is not configured."""
+        None when the part is not configured. Its ``start()`` is awaited in order, so a
+        refusal ends the start-up at once; ``waits``: it may wait long for an outside
+        party instead (Telegram's Bot API), so it runs beside the others, until a stop
+        signal cancels it."""
         self.frontends[name] = factory
+        if waits:
+            self.waiting_frontends.add(name)
 
     def create_provider(self, cfg: ProviderConfig) -> Provider:
         try:
@@ -129,12 +135,14 @@ def telegram(plugins: Plugins) -> None:
         return ChannelParts(Detached("telegram", pending=bool(kernel.config.telegram.token)))
 
     async def bot(kernel: Kernel) -> Frontend | None:
+        if not kernel.config.telegram.token:
+            return None  # `kernel run` refuses to start without one
         from kernel.telegram.channel import TelegramChannel
 
         return TelegramChannel(kernel)
 
     plugins.add_channel("telegram", outlet)
-    plugins.add_frontend("telegram", bot)
+    plugins.add_frontend("telegram", bot, waits=True)
 
 
 def tools(plugins: Plugins) -> None:

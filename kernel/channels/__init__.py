@@ -1,8 +1,8 @@
 """Outbound channels besides Telegram: ``console``, ``webhook`` and ``qq`` (with QQ's
 inbound callbacks).
 
-Public API: one plugin function per channel (:func:`console`, :func:`webhook`,
-:func:`qq`), listed in kernel/plugins.py's ``DEFAULT_PLUGINS``; each builds its channel
+Public API: one plugin function per channel (:func:`console_plugin`,
+:func:`webhook_plugin`, :func:`qq_plugin`; named apart from the modules), listed in kernel/plugins.py's ``DEFAULT_PLUGINS``; each builds its channel
 for a Kernel and names the steps the Kernel runs at start and stop.
 """
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from kernel.plugins import Plugins
 
 
-def console(plugins: Plugins) -> None:
+def console_plugin(plugins: Plugins) -> None:
     def build(kernel: Kernel) -> ChannelParts:
         from kernel.channels.console import ConsoleChannel
 
@@ -26,7 +26,7 @@ def console(plugins: Plugins) -> None:
     plugins.add_channel("console", build)
 
 
-def webhook(plugins: Plugins) -> None:
+def webhook_plugin(plugins: Plugins) -> None:
     def build(kernel: Kernel) -> ChannelParts:
         from kernel.channels.webhook import WebhookChannel
 
@@ -36,7 +36,7 @@ def webhook(plugins: Plugins) -> None:
     plugins.add_channel("webhook", build)
 
 
-def qq(plugins: Plugins) -> None:
+def qq_plugin(plugins: Plugins) -> None:
     def build(kernel: Kernel) -> ChannelParts:
         from kernel.channels.qq import QQChannel
         from kernel.channels.qq_inbound import QQInbound

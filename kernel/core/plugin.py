@@ -32,10 +32,9 @@ class ChannelParts:
 
 
 class Frontend(Protocol):
-    name: str
-
     async def start(self) -> None:
-        """May wait as long as its outside party is unreachable; a refusal raises."""
+        """Prompt, unless registered as one that waits (then a stop signal may cancel
+        it); a refusal raises StartupError."""
         ...
 
     async def stop(self) -> None:

@@ -7,7 +7,6 @@ health others show (the sidecar reads Telegram's polling state without importing
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,10 +18,6 @@ class ChannelState:
     name: str
     state: str
     detail: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def healthy(self) -> bool:
-        return self.state == "running"
 
 
 class ChannelStatus(Protocol):
@@ -47,6 +42,3 @@ class StatusBoard:
 
     def __contains__(self, name: object) -> bool:
         return name in self._channels
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._channels)

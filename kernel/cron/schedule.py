@@ -100,14 +100,6 @@ class Schedule:
         found: datetime = croniter(self.cron, local).get_next(datetime)
         return found.astimezone(UTC)
 
-    def describe(self) -> str:
-        if self.kind == "once":
-            assert self.at is not None
-            return t("cron.describe_once", at=self.at.strftime("%Y-%m-%d %H:%M"))
-        if self.kind == "interval":
-            return t("cron.describe_every", every=format_seconds(self.seconds))
-        return t("cron.describe_cron", cron=self.cron)
-
     def to_dict(self, tz_name: str) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.kind, "timezone": tz_name}
         if self.kind == "once":

@@ -49,10 +49,6 @@ SEND_ATTEMPTS = 3
 _draft_ids = itertools.count(1)
 
 
-class DeliveryError(Exception):
-    """A chunk could not be delivered after retries."""
-
-
 async def send_reply(bot: Bot, chat_id: int, markdown: str, replace: int | None = None) -> None:
     """Deliver Markdown as Telegram HTML chunks; a chunk Telegram rejects goes as plain text.
 
