@@ -2,8 +2,9 @@
 inbound callbacks).
 
 Public API: one plugin function per channel (:func:`console_plugin`,
-:func:`webhook_plugin`, :func:`qq_plugin`; named apart from the modules), listed in kernel/plugins.py's ``DEFAULT_PLUGINS``; each builds its channel
-for a Kernel and names the steps the Kernel runs at start and stop.
+:func:`webhook_plugin`, :func:`qq_plugin`; named apart from the modules), listed in
+kernel/plugins.py's ``DEFAULT_PLUGINS``; each builds its channel for a Kernel and names
+the steps the Kernel runs at start and stop.
 """
 
 from __future__ import annotations
