@@ -142,6 +142,7 @@ async def qq(folder: Path, callbacks: int) -> None:
 
     import aiohttp
 
+    from kernel.gateway.routes import ROUTERS
     from kernel.gateway.server import Gateway
 
     async with QQSim() as platform, AnthropicSim(fallback="echo") as model:
@@ -153,7 +154,7 @@ async def qq(folder: Path, callbacks: int) -> None:
         path.write_text(config_text(model.base_url, extra))
         kernel = Kernel(load_config(path, env={}, require_telegram=False))
         await kernel.start()
-        gateway = Gateway(kernel)
+        gateway = Gateway(kernel, ROUTERS)
         await gateway.start()
         times = []
         async with aiohttp.ClientSession() as http:

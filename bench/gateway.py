@@ -39,6 +39,7 @@ from bench.turn_overhead import InstantKernel  # noqa: E402
 from kernel.agent.agent import SessionKey, UserInput  # noqa: E402
 from kernel.config import load_config  # noqa: E402
 from kernel.core.logs import setup_logging  # noqa: E402
+from kernel.gateway.routes import ROUTERS  # noqa: E402
 from kernel.gateway.server import Gateway  # noqa: E402
 
 TEXT = "What did we decide about the quarterly report structure last week?"
@@ -159,7 +160,7 @@ async def serve_and_measure(args: argparse.Namespace) -> None:
         setup_logging(folder / "data" / "logs", [], level=logging.INFO, stream=io.StringIO())
         kernel = InstantKernel(config)
         await kernel.start()
-        gateway = Gateway(kernel)
+        gateway = Gateway(kernel, ROUTERS)
         await gateway.start()
         try:
             await agent_only(kernel, 20)

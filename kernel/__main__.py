@@ -115,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if command == "chat":
+            from kernel.app import Kernel
             from kernel.console.chat import run_chat
 
-            return asyncio.run(run_chat(config))
+            return asyncio.run(run_chat(config, Kernel))
         if command == "check":
             return asyncio.run(_check(config))
         asyncio.run(serve(config))

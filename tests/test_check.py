@@ -26,10 +26,15 @@ def line(lines: list[str], part: str) -> str:
     return next(x for x in lines if x.split("] ", 1)[-1].startswith(f"{part}:"))
 
 
+GENEROUS = {"check_connect_timeout": 30.0, "check_timeout": 30.0}
+
+
 def configure(
     folder: Path, model: AnthropicSim, tg: TelegramSim, token: str, extra: str = ""
 ) -> None:
-    path = write_config(folder, model.base_url, "claude")
+    # Generous check limits: a loaded machine must not turn a reachable part into a
+    # "no connection within 2 s" line (the limits themselves are tested in bench/check.py).
+    path = write_config(folder, model.base_url, "claude", **GENEROUS)
     cli = make_cli(folder / "bin", "claude_code")
     path.write_text(
         path.read_text()
@@ -117,7 +122,7 @@ async def test_unreachable_provider_is_named_with_the_url_it_tried(tmp_path: Pat
     own warn line with the date and the replacement."""
     closed = f"http://127.0.0.1:{free_port()}"
     async with TelegramSim() as tg:
-        path = write_config(tmp_path, closed, "claude")
+        path = write_config(tmp_path, closed, "claude", **GENEROUS)
         path.write_text(
             path.read_text().replace('"model-a"', '"claude-sonnet-4-5"', 1)
             + f'[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'

@@ -1,4 +1,5 @@
-"""What the model is sent: system layers, a truncated history, repaired tool pairs."""
+"""What the model is sent, as values: prompt layers, and a stored history repaired into
+one every provider accepts (tool pairs complete, roles alternating)."""
 
 from __future__ import annotations
 
@@ -43,15 +44,6 @@ class Layer:
 
 def join_layers(layers: list[Layer]) -> str:
     return "\n\n".join(layer.text for layer in layers if layer.text.strip())
-
-
-def truncate_rounds(messages: list[Message], rounds: int) -> list[Message]:
-    """The last ``rounds`` rounds. A round starts at a user input, so a tool_use and its
-    tool_result (which live inside one round) are never separated."""
-    starts = [i for i, m in enumerate(messages) if m.is_user_input]
-    if len(starts) <= rounds:
-        return messages[starts[0] :] if starts else []
-    return messages[starts[-rounds] :]
 
 
 def repair_history(messages: list[Message]) -> list[Message]:

@@ -4,7 +4,10 @@ inbound callbacks).
 Public API: one plugin function per channel (:func:`console_plugin`,
 :func:`webhook_plugin`, :func:`qq_plugin`; named apart from the modules), listed in
 kernel/plugins.py's ``DEFAULT_PLUGINS``; each builds its channel for a Kernel and names
-the steps the Kernel runs at start and stop.
+the steps the Kernel runs at start and stop. The channels themselves:
+``console.ConsoleChannel``, ``webhook.WebhookChannel``, ``qq.QQChannel`` and, for QQ
+events coming in (``POST /channels/qq/inbound``), ``qq_inbound.QQInbound`` and
+``InboundError``.
 """
 
 from __future__ import annotations

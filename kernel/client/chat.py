@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from kernel.client.commands import EXIT_REFUSED, EXIT_UNREACHABLE, show_stream
+from kernel.client.commands import show_stream
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable
+from kernel.client.verbs import EXIT_REFUSED, EXIT_UNREACHABLE
 from kernel.core.i18n import t
 
 LOCAL_ONLY = ("/history", "/resume", "/provider", "/model")

@@ -11,40 +11,45 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import quote, urlencode
 
+from kernel.client import cron, files
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable, sidecar_from
+from kernel.client.verbs import (
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    Handler,
+    clip,
+    print_json,
+    stdin_if_dash,
+    table,
+    verb,
+)
 from kernel.core.errors import ConfigError
 from kernel.core.i18n import t
-
-EXIT_REFUSED = 1
-EXIT_UNREACHABLE = 3
-
-Handler = Callable[[Sidecar, argparse.Namespace, IO[str]], int]
 
 
 def register(sub: Any) -> None:
     """Add the client verbs to ``kernel``'s subcommands."""
     chats = sub.add_parser("chats", help="list/create/get/delete/send chats (running Kernel)")
     verbs = chats.add_subparsers(dest="verb", required=True)
-    p = _verb(verbs, "list", chats_list, "list chats")
+    p = verb(verbs, "list", chats_list, "list chats")
     p.add_argument("--user", help="only this user_id")
     p.add_argument("--channel", help="only this channel")
     p.add_argument("--limit", type=int, default=50)
-    p = _verb(verbs, "create", chats_create, "create a chat")
+    p = verb(verbs, "create", chats_create, "create a chat")
     p.add_argument("--session-id")
     p.add_argument("--user")
     p.add_argument("--channel")
     p.add_argument("--name")
-    p = _verb(verbs, "get", chats_get, "show a chat and its recent messages")
+    p = verb(verbs, "get", chats_get, "show a chat and its recent messages")
     p.add_argument("chat_id")
     p.add_argument("--rounds", type=int, default=20)
-    p = _verb(verbs, "delete", chats_delete, "delete chats")
+    p = verb(verbs, "delete", chats_delete, "delete chats")
     p.add_argument("chat_ids", nargs="+", metavar="chat_id")
-    p = _verb(verbs, "send", chats_send, "send a message and print the reply as it forms")
+    p = verb(verbs, "send", chats_send, "send a message and print the reply as it forms")
     p.add_argument("text", nargs="+")
     p.add_argument("--chat", help="chat id (default: chat-default)")
     p.add_argument("--session-id")
@@ -54,8 +59,8 @@ def register(sub: Any) -> None:
 
     models = sub.add_parser("models", help="providers, models, the active model (running Kernel)")
     verbs = models.add_subparsers(dest="verb", required=True)
-    _verb(verbs, "list", models_list, "list providers and models")
-    p = _verb(verbs, "config", models_config, "change or add a provider (kept in runtime.toml)")
+    verb(verbs, "list", models_list, "list providers and models")
+    p = verb(verbs, "config", models_config, "change or add a provider (kept in runtime.toml)")
     p.add_argument("provider")
     p.add_argument("--type", choices=["claude", "openai_compat"])
     on_off = p.add_mutually_exclusive_group()
@@ -67,34 +72,22 @@ def register(sub: Any) -> None:
     p.add_argument("--default-model")
     p.add_argument("--alias", action="append", default=[], metavar="NAME=MODEL")
     p.add_argument("--max-tokens", type=int)
-    _verb(verbs, "active-get", models_active_get, "show the active provider and model")
-    p = _verb(verbs, "active-set", models_active_set, "switch the active provider/model")
+    verb(verbs, "active-get", models_active_get, "show the active provider and model")
+    p = verb(verbs, "active-set", models_active_set, "switch the active provider/model")
     p.add_argument("provider")
     p.add_argument("model", nargs="?")
 
     env = sub.add_parser("env", help="environment variables for tools and CLIs (running Kernel)")
     verbs = env.add_subparsers(dest="verb", required=True)
-    _verb(verbs, "list", env_list, "list variables (secrets masked)")
-    p = _verb(verbs, "set", env_set, "set a variable")
+    verb(verbs, "list", env_list, "list variables (secrets masked)")
+    p = verb(verbs, "set", env_set, "set a variable")
     p.add_argument("key")
     p.add_argument("value", help='the value, or "-" to read it from stdin')
-    p = _verb(verbs, "delete", env_delete, "delete a variable")
+    p = verb(verbs, "delete", env_delete, "delete a variable")
     p.add_argument("key")
 
-    from kernel.client import files  # skills and workspace verbs (they use this module)
-
     files.register(sub)
-
-    from kernel.client import cron
-
-    cron.register(sub, _verb)
-
-
-def _verb(verbs: Any, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = verbs.add_parser(name, help=help_text)
-    parser.add_argument("--json", action="store_true", help="print the sidecar's JSON")
-    parser.set_defaults(client=handler)
-    return parser
+    cron.register(sub)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
@@ -119,35 +112,6 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
         return 2
 
 
-# ---------------------------------------------------------------------- output
-
-
-def _width(text: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: IO[str]) -> None:
-    cells = [[str(c) for c in row] for row in [headers, *rows]]
-    widths = [max(_width(row[i]) for row in cells) for i in range(len(headers))]
-    for row in cells:
-        padded = [c + " " * (w - _width(c)) for c, w in zip(row, widths, strict=True)]
-        out.write("  ".join(padded).rstrip() + "\n")
-
-
-def _json(data: Any, out: IO[str]) -> int:
-    out.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-    return 0
-
-
-def _clip(text: str, width: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _stdin_if_dash(value: str) -> str:
-    return sys.stdin.readline().rstrip("\n") if value == "-" else value
-
-
 # ---------------------------------------------------------------------- chats
 
 
@@ -156,7 +120,7 @@ def chats_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     query |= {k: v for k, v in (("user_id", args.user), ("channel", args.channel)) if v}
     data = sidecar.call("GET", "/chats?" + urlencode(query))
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     rows = [
         [
             c["id"],
@@ -165,7 +129,7 @@ def chats_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
             c["session_id"],
             c["message_count"],
             c["updated_at"][:16].replace("T", " "),
-            _clip(c["name"], 40),
+            clip(c["name"], 40),
         ]
         for c in data["chats"]
     ]
@@ -186,7 +150,7 @@ def chats_create(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> in
         body["name"] = args.name
     chat = sidecar.call("POST", "/chats", body)
     if args.json:
-        return _json(chat, out)
+        return print_json(chat, out)
     where = f"{chat['channel']}/{chat['user_id']}/{chat['session_id']}"
     out.write(t("client.chat_created", id=chat["id"], where=where) + "\n")
     return 0
@@ -195,7 +159,7 @@ def chats_create(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> in
 def chats_get(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     chat = sidecar.call("GET", f"/chats/{quote(args.chat_id, safe='')}?rounds={args.rounds}")
     if args.json:
-        return _json(chat, out)
+        return print_json(chat, out)
     where = f"{chat['channel']}/{chat['user_id']}/{chat['session_id']}"
     out.write(f"{chat['id']}  {where}  {chat['name'] or t('session.untitled')}\n")
     for message in chat["messages"]:
@@ -214,7 +178,7 @@ def chats_delete(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> in
         data = sidecar.call("POST", "/chats/batch-delete", {"chat_ids": ids})
         deleted, missing = data["deleted"], data["missing"]
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.deleted", n=deleted) + "\n")
     if missing:
         out.write(t("client.missing", ids=", ".join(missing)) + "\n")
@@ -234,7 +198,7 @@ def chats_send(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     if args.no_stream or args.json:
         data = sidecar.call("POST", "/agent/process", {**body, "stream": False})
         if args.json:
-            return _json(data, out)
+            return print_json(data, out)
         out.write(data["reply"] + "\n")
         return 0
     return show_stream(sidecar.stream("/agent/process", {**body, "stream": True}), out)
@@ -266,13 +230,13 @@ def show_stream(
             open_line = not event["delta"].endswith("\n")
         elif kind == "tool_call":
             call = event["tool_call"]
-            args = _clip(json.dumps(call.get("arguments", {}), ensure_ascii=False), 80)
+            args = clip(json.dumps(call.get("arguments", {}), ensure_ascii=False), 80)
             end_line()
             out.write(t("console.tool_call", name=call["name"], args=args) + "\n")
         elif kind == "tool_result":
             result = event["tool_result"]
             key = "console.tool_result_ok" if result["ok"] else "console.tool_result_err"
-            out.write(t(key, summary=_clip(result["summary"], 100)) + "\n")
+            out.write(t(key, summary=clip(result["summary"], 100)) + "\n")
         elif kind == "ask_user" and answer is not None:
             end_line()
             answer(event["ask"])
@@ -297,7 +261,7 @@ def show_stream(
 def models_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", "/models/catalog")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     active = data["active_llm"]
     rows = []
     for p in data["providers"]:
@@ -329,7 +293,7 @@ def models_config(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> i
     if args.enabled is not None:
         body["enabled"] = args.enabled
     if args.api_key is not None:
-        body["api_key"] = _stdin_if_dash(args.api_key)
+        body["api_key"] = stdin_if_dash(args.api_key)
     if args.base_url:
         body["base_url"] = args.base_url
     if args.models:
@@ -348,7 +312,7 @@ def models_config(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> i
         body["max_tokens"] = args.max_tokens
     data = sidecar.call("PUT", f"/models/{quote(args.provider, safe='')}/config", body)
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     state = t("client.yes") if data["enabled"] else t("client.no")
     out.write(t("client.provider_saved", id=data["id"], enabled=state) + "\n")
     return 0
@@ -357,7 +321,7 @@ def models_config(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> i
 def models_active_get(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", "/models/active")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(f"{data['provider_id']} {data['model']}\n")
     return 0
 
@@ -368,7 +332,7 @@ def models_active_set(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) 
         body["model"] = args.model
     data = sidecar.call("PUT", "/models/active", body)
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.active", provider=data["provider_id"], model=data["model"]) + "\n")
     return 0
 
@@ -379,17 +343,17 @@ def models_active_set(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) 
 def env_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", "/envs")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     rows = [[e["key"], e["value"], e["source"]] for e in data["envs"]]
     table([t("client.col.key"), t("client.col.value"), t("client.col.source")], rows, out)
     return 0
 
 
 def env_set(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
-    value = _stdin_if_dash(args.value)
+    value = stdin_if_dash(args.value)
     data = sidecar.call("PUT", f"/envs/{quote(args.key, safe='')}", {"value": value})
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.env_set", key=data["key"], value=data["value"]) + "\n")
     return 0
 
@@ -397,6 +361,6 @@ def env_set(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
 def env_delete(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("DELETE", f"/envs/{quote(args.key, safe='')}")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.env_deleted", key=args.key) + "\n")
     return 0

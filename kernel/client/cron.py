@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from kernel.client.commands import EXIT_REFUSED, Handler, _json, table
 from kernel.client.http import Sidecar, SidecarError
+from kernel.client.verbs import EXIT_REFUSED, print_json, table, verb
 from kernel.core.i18n import t
 
-Verb = Callable[[Any, str, Handler, str], argparse.ArgumentParser]
 
-
-def register(sub: Any, verb: Verb) -> None:
+def register(sub: Any) -> None:
     cron = sub.add_parser("cron", help="scheduled jobs (running Kernel)")
     verbs = cron.add_subparsers(dest="verb", required=True)
     verb(verbs, "list", cron_list, "list jobs with their next run")
@@ -126,7 +123,7 @@ def _status(job: dict[str, Any]) -> str:
 def cron_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", "/cron/jobs")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     rows = [
         [
             job["id"],
@@ -152,36 +149,36 @@ def _show(job: dict[str, Any], out: IO[str], key: str) -> int:
 
 def cron_create(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     job = sidecar.call("POST", "/cron/jobs", _spec(args))
-    return _json(job, out) if args.json else _show(job, out, "client.cron_created")
+    return print_json(job, out) if args.json else _show(job, out, "client.cron_created")
 
 
 def cron_update(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     job = sidecar.call("PUT", _job_path(args.job_id), _spec(args))
-    return _json(job, out) if args.json else _show(job, out, "client.cron_updated")
+    return print_json(job, out) if args.json else _show(job, out, "client.cron_updated")
 
 
 def cron_delete(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("DELETE", _job_path(args.job_id))
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.cron_deleted", id=args.job_id) + "\n")
     return 0
 
 
 def cron_pause(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     job = sidecar.call("POST", _job_path(args.job_id, "/pause"))
-    return _json(job, out) if args.json else _show(job, out, "client.cron_paused_now")
+    return print_json(job, out) if args.json else _show(job, out, "client.cron_paused_now")
 
 
 def cron_resume(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     job = sidecar.call("POST", _job_path(args.job_id, "/resume"))
-    return _json(job, out) if args.json else _show(job, out, "client.cron_resumed")
+    return print_json(job, out) if args.json else _show(job, out, "client.cron_resumed")
 
 
 def cron_run(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("POST", _job_path(args.job_id, "/run"))
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.cron_started", id=data["id"]) + "\n")
     return 0
 
@@ -189,7 +186,7 @@ def cron_run(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
 def cron_state(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     state = sidecar.call("GET", _job_path(args.job_id, "/state"))
     if args.json:
-        return _json(state, out)
+        return print_json(state, out)
     for key in ("next_run_at", "last_run_at", "last_status", "last_result", "last_error"):
         value = state.get(key)
         shown = " ".join(str(value).split()) if value is not None else "-"
@@ -211,7 +208,7 @@ def _settings(data: dict[str, Any], out: IO[str]) -> None:
 def channels_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", "/config/channels")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     for name, settings in data["channels"].items():
         out.write(f"{name}:\n")
         _settings(settings, out)
@@ -221,7 +218,7 @@ def channels_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> i
 def channels_types(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", "/config/channels/types")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     for kind in data["types"]:
         fields = ", ".join(f["name"] + ("*" if f["secret"] else "") for f in kind["fields"])
         out.write(f"{kind['name']}: {kind['description']}\n  {fields}\n")
@@ -231,7 +228,7 @@ def channels_types(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> 
 def channels_get(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", f"/config/channels/{quote(args.name, safe='')}")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(f"{args.name}:\n")
     _settings(data, out)
     return 0
@@ -270,7 +267,7 @@ def channels_set(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> in
         body[key] = _value(kinds.get(key, "string"), text, key)
     data = sidecar.call("PUT", f"/config/channels/{quote(args.name, safe='')}", body)
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.channel_saved", name=args.name) + "\n")
     _settings(data, out)
     return 0

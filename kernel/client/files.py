@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote, urlencode
 
-from kernel.client.commands import _clip, _json, _verb, table
 from kernel.client.http import Sidecar
+from kernel.client.verbs import clip, print_json, table, verb
 from kernel.core.i18n import t
 
 
 def register(sub: Any) -> None:
     skills = sub.add_parser("skills", help="list/create/enable/disable/delete skills")
     verbs = skills.add_subparsers(dest="verb", required=True)
-    _verb(verbs, "list", skills_list, "list skills (usable or not, and why)")
-    p = _verb(verbs, "create", skills_create, "create skills/<name>/SKILL.md")
+    verb(verbs, "list", skills_list, "list skills (usable or not, and why)")
+    p = verb(verbs, "create", skills_create, "create skills/<name>/SKILL.md")
     p.add_argument("name")
     p.add_argument("--description", required=True, help="one line, shown to the model")
     source = p.add_mutually_exclusive_group(required=True)
@@ -31,23 +31,23 @@ def register(sub: Any) -> None:
         ("disable", skills_disable, "switch a skill off (kept on disk)"),
         ("delete", skills_delete, "delete a skill and its folder"),
     ):
-        _verb(verbs, name, handler, text).add_argument("name")
+        verb(verbs, name, handler, text).add_argument("name")
 
     ws = sub.add_parser("workspace", help="files of general.default_workspace (running Kernel)")
     verbs = ws.add_subparsers(dest="verb", required=True)
-    p = _verb(verbs, "ls", workspace_ls, "list files and folders")
+    p = verb(verbs, "ls", workspace_ls, "list files and folders")
     p.add_argument("path", nargs="?", default="", help="a folder (default: the workspace)")
     p.add_argument("--limit", type=int, default=1000)
-    p = _verb(verbs, "cat", workspace_cat, "print a file")
+    p = verb(verbs, "cat", workspace_cat, "print a file")
     p.add_argument("path")
-    p = _verb(verbs, "put", workspace_put, "write a local file into the workspace")
+    p = verb(verbs, "put", workspace_put, "write a local file into the workspace")
     p.add_argument("local", help='a local file ("-": stdin, then give the remote path)')
     p.add_argument("remote", nargs="?", help="path in the workspace (default: the file's name)")
-    p = _verb(verbs, "rm", workspace_rm, "delete files or empty folders")
+    p = verb(verbs, "rm", workspace_rm, "delete files or empty folders")
     p.add_argument("paths", nargs="+", metavar="path")
-    p = _verb(verbs, "export", workspace_export, "save the workspace as a zip")
+    p = verb(verbs, "export", workspace_export, "save the workspace as a zip")
     p.add_argument("file", nargs="?", help='where to save it ("-": stdout)')
-    p = _verb(verbs, "import", workspace_import, "unpack a zip into the workspace (all or nothing)")
+    p = verb(verbs, "import", workspace_import, "unpack a zip into the workspace (all or nothing)")
     p.add_argument("file", help='the zip ("-": stdin)')
 
 
@@ -73,12 +73,12 @@ def _remote(path: str) -> str:
 def skills_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", "/skills")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     rows = [
         [
             s["name"],
             _yes(s["enabled"]),
-            _clip(f"! {s['problem']}" if s["problem"] else s["description"]),
+            clip(f"! {s['problem']}" if s["problem"] else s["description"]),
         ]
         for s in data["skills"]
     ]
@@ -102,7 +102,7 @@ def skills_create(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> i
     }
     data = sidecar.call("POST", "/skills", body)
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.skill_created", name=data["name"], enabled=_yes(data["enabled"])) + "\n")
     return 0
 
@@ -110,7 +110,7 @@ def skills_create(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> i
 def _toggle(sidecar: Sidecar, args: argparse.Namespace, out: IO[str], verb: str) -> int:
     data = sidecar.call("PUT", f"/skills/{quote(args.name, safe='')}/{verb}")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t(f"client.skill_{verb}d", name=data["name"]) + "\n")
     return 0
 
@@ -126,7 +126,7 @@ def skills_disable(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> 
 def skills_delete(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("DELETE", f"/skills/{quote(args.name, safe='')}")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.skill_deleted", name=args.name) + "\n")
     return 0
 
@@ -138,7 +138,7 @@ def workspace_ls(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> in
     query = {"limit": args.limit} | ({"path": args.path} if args.path else {})
     data = sidecar.call("GET", "/workspace/files?" + urlencode(query))
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     rows = [
         [
             e["path"] + ("/" if e["type"] == "dir" else ""),
@@ -171,7 +171,7 @@ def workspace_put(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> i
         "PUT", f"/workspace/files/{_remote(remote)}", data, "application/octet-stream"
     )
     if args.json:
-        return _json(entry, out)
+        return print_json(entry, out)
     out.write(t("client.ws_written", path=entry["path"], size=entry["size"]) + "\n")
     return 0
 
@@ -182,7 +182,7 @@ def workspace_rm(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> in
         results.append(sidecar.call("DELETE", f"/workspace/files/{_remote(path)}"))
         if not args.json:
             out.write(t("client.ws_deleted", path=path) + "\n")
-    return _json(results, out) if args.json else 0
+    return print_json(results, out) if args.json else 0
 
 
 def workspace_export(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
@@ -202,7 +202,7 @@ def workspace_export(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -
     finally:
         partial.unlink(missing_ok=True)
     if args.json:
-        return _json({"file": str(target), "size": size}, out)
+        return print_json({"file": str(target), "size": size}, out)
     out.write(t("client.ws_exported", file=target, size=size) + "\n")
     return 0
 
@@ -210,7 +210,7 @@ def workspace_export(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -
 def workspace_import(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.send("POST", "/workspace/import", _read_local(args.file), "application/zip")
     if args.json:
-        return _json(data, out)
+        return print_json(data, out)
     out.write(t("client.ws_imported", count=data["count"]) + "\n")
     for path in data["imported"]:
         out.write(f"  {path}\n")

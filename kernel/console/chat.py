@@ -4,6 +4,8 @@ Replies stream to stdout as they arrive; each tool call is one line. Ctrl-C canc
 the running turn, not the program (Ctrl-C while idle, ``/exit`` or end of input
 quits). Works with a pipe: lines are taken one at a time, each turn finished before
 the next line is read, and the exit code is 1 if any turn ended in an error.
+Commands are the shared set of ``kernel.commands`` (Ctrl-C stands for /cancel); a
+refusal is printed as ``✗ <message>``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import json
 import signal
 import sys
 import threading
-from typing import IO
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING
 
-from kernel.agent.agent import Agent, SelectionError, UserInput
-from kernel.app import Kernel
+from kernel.agent.agent import UserInput
+from kernel.commands import SHARED, Commands, Reply
 from kernel.config import Config
-from kernel.console.sessions import format_history, parse_refs
 from kernel.core.errors import KernelError
 from kernel.core.events import (
     AskUser,
@@ -32,24 +34,29 @@ from kernel.core.events import (
 )
 from kernel.core.i18n import t
 
+if TYPE_CHECKING:
+    from kernel.app import Kernel
+
 CONVERSATION = "console:default"
+# The shared commands the terminal offers; Ctrl-C is its /cancel.
+COMMANDS = tuple(name for name in SHARED if name != "cancel")
 
 
 class ConsoleChat:
     def __init__(
         self,
-        agent: Agent,
+        kernel: Kernel,
         out: IO[str],
         err: IO[str],
         interactive: bool,
         lines: asyncio.Queue[str | None] | None = None,
     ) -> None:
-        self.agent = agent
+        self.agent = kernel.agent
+        self.commands = Commands(kernel)
         self.lines = lines  # the input; a question from the turn reads its answer here
         self.out = out
         self.err = err
         self.interactive = interactive
-        self.listing: list[int] = []  # session ids of the last /history, for #n
         self.failed = False
         self._line_open = False
 
@@ -130,52 +137,28 @@ class ConsoleChat:
 
     async def command(self, text: str) -> bool:
         name, _, arg = text.partition(" ")
-        arg = arg.strip()
-        agent = self.agent
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/help":
+            self.line(t("console.help"))
+            return True
+        reply: Reply | None = None
         try:
-            if name in ("/exit", "/quit"):
-                return False
-            if name == "/help":
-                self.line(t("console.help"))
-            elif name == "/new":
-                agent.new_session(CONVERSATION)
-                self.line(t("session.new"))
-            elif name == "/history":
-                rows = await agent.list_sessions()
-                self.listing = [r.id for r in rows]
-                self.line(format_history(rows, agent) if rows else t("session.none"))
-            elif name == "/resume":
-                refs = parse_refs(arg, len(self.listing))
-                if len(refs) != 1:
-                    raise SelectionError(t("session.bad_ref", ref=arg or "-"))
-                row = await agent.resume(CONVERSATION, self.listing[refs[0] - 1])
-                title = row.title or t("session.untitled")
-                self.line(t("session.resumed", n=refs[0], title=title))
-            elif name == "/provider":
-                if arg:
-                    model = await agent.set_provider(arg)
-                    self.line(t("provider.switched", name=arg, model=model))
-                else:
-                    available = ", ".join(agent.available_providers)
-                    self.line(
-                        t(
-                            "provider.current",
-                            name=agent.provider_name,
-                            model=agent.model,
-                            available=available,
-                        )
-                    )
-            elif name == "/model":
-                if arg:
-                    await agent.set_model(arg)
-                    self.line(t("model.switched", model=arg))
-                else:
-                    self.line(t("model.current", model=agent.model, models=", ".join(agent.models)))
-            else:
+            if name[1:] in COMMANDS:
+                reply = await self.commands.run(CONVERSATION, name[1:], arg)
+            if reply is None:
                 self.line(t("console.unknown_command", cmd=name, help=t("console.help")))
+            else:
+                await self._render(reply)
         except KernelError as exc:
             self.line(t("console.error", message=exc))
         return True
+
+    async def _render(self, reply: Reply) -> None:
+        if reply.text:
+            self.line(t("console.error", message=reply.text) if reply.error else reply.text)
+        if reply.follow_up is not None:  # the terminal has nothing else to do meanwhile
+            await self._render(await reply.follow_up())
 
 
 def _clip(text: str, width: int) -> str:
@@ -193,6 +176,7 @@ def _read_lines(
 
 async def run_chat(
     config: Config,
+    make_kernel: Callable[[Config], Kernel],
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
@@ -204,11 +188,11 @@ async def run_chat(
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     # A daemon thread, so a blocked read never holds up the exit.
     threading.Thread(target=_read_lines, args=(stdin, lines, loop), daemon=True).start()
-    kernel = Kernel(config)
+    kernel = make_kernel(config)
     # Telegram never runs in this process: deliveries to it fail at once, not after a wait.
     kernel.channel_registry.detach("telegram")
     async with kernel:
-        chat = ConsoleChat(kernel.agent, out, err, interactive, lines)
+        chat = ConsoleChat(kernel, out, err, interactive, lines)
 
         def on_interrupt() -> None:
             if not kernel.agent.cancel(CONVERSATION):

@@ -23,6 +23,11 @@ KernelError
     ├── SkillError         unknown, disabled or badly named skill; skill files
     ├── WorkspaceError     a workspace path or archive that is refused
     └── SelfOpsError       SelfOps: session model override, config mutations
+
+Each stable error code's HTTP status is declared once, in :data:`HTTP_STATUS`;
+:func:`http_status` reads it (the sidecar answers with it, whichever error carried the
+code: a :class:`CodedError`, :class:`ChannelError`, :class:`CronError`, a turn's error
+event, or the sidecar's own refusals).
 """
 
 from __future__ import annotations
@@ -150,3 +155,70 @@ class CronError(KernelError):
         super().__init__(message)
         self.code = code
         self.details = details
+
+
+# The HTTP status of every stable error code, declared once.
+HTTP_STATUS: dict[str, int] = {
+    # the sidecar's own refusals
+    "invalid_request": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "forbidden_origin": 403,
+    "forbidden_host": 403,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "request_timeout": 408,
+    "request_too_large": 413,
+    "unsupported_media_type": 415,
+    "internal_error": 500,
+    # sessions and turns
+    "session_busy": 409,
+    "default_chat_protected": 400,
+    "tool_disabled": 403,
+    "tool_not_supported": 400,
+    "provider_not_supported": 400,
+    "provider_not_found": 404,
+    "provider_disabled": 400,
+    "model_not_found": 400,
+    "provider_request_failed": 502,
+    "rate_limit_error": 429,
+    "rate_limited": 429,
+    # CodedError: skills, workspace, SelfOps
+    "skill_not_found": 404,
+    "skill_exists": 409,
+    "skill_invalid_name": 400,
+    "skill_invalid": 409,
+    "skill_disabled": 409,
+    "skill_too_large": 413,
+    "path_invalid": 400,
+    "path_denied": 403,
+    "path_conflict": 409,
+    "path_is_directory": 400,
+    "directory_not_empty": 409,
+    "workspace_missing": 404,
+    "archive_too_large": 413,
+    "import_invalid": 400,
+    "import_unsafe_entry": 400,
+    "session_not_found": 404,
+    "session_model_invalid": 400,
+    "session_exists": 409,
+    "mutation_not_found": 404,
+    "mutation_expired": 410,
+    "mutation_hash_mismatch": 409,
+    "mutation_sensitive_denied": 403,
+    "mutation_path_denied": 403,
+    "mutation_apply_conflict": 409,
+    # ChannelError
+    ChannelError.NOT_SUPPORTED: 400,
+    ChannelError.DISABLED: 400,
+    ChannelError.DISPATCH_FAILED: 502,
+    # CronError
+    "cron_busy": 409,
+    "cron_job_exists": 409,
+}
+
+
+def http_status(code: str, default: int) -> int:
+    """The HTTP status of ``code``; ``default`` for a code not declared above (a
+    provider's own code, an ``invalid_cron_*`` refusal)."""
+    return HTTP_STATUS.get(code, default)

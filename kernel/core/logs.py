@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TextIO
 
 from kernel.core.redact import Redactor, hide_quoted
@@ -69,8 +68,6 @@ _CODE_SHAPED: tuple[type[BaseException], ...] = (
     TypeError,
     NotImplementedError,
 )
-
-ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 # A tag for every line logged while handling one request (the sidecar's request id);
 # tasks started meanwhile, e.g. the request's turn, inherit it.

@@ -1,2 +1,9 @@
 """Delegation of real work to coding-agent CLIs (SPEC §7, seed 003): the runner, one
-formatter per CLI's JSONL stream, the Delegator the Kernel owns, and the tool."""
+formatter per CLI's JSONL stream, the Delegator the Kernel owns, and the tool.
+
+Public API: ``kernel.delegate.delegator``'s ``Delegator``, ``Delegation``,
+``DEFAULT_CLI`` and ``child_env``; ``kernel.delegate.tool`` (the ``delegate_to_cli``
+tool); ``kernel.delegate.formats``'s ``Trouble``, ``display_name`` and ``strip_ansi``;
+``kernel.delegate.argv``'s ``args_problem`` and ``GEMINI_PROMPT`` (checked at config
+load).
+"""

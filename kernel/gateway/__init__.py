@@ -1,6 +1,15 @@
 """The HTTP sidecar (SPEC §8, seed 000): an aiohttp adapter around the agent core.
 
-Only this package imports aiohttp's server side. ``server.py`` runs it, ``api.py`` holds
-the router/error/body helpers, ``openapi.py`` describes it, and each area of the API is
-one module under ``routes/``.
+Only this package imports aiohttp's server side. Public API:
+
+- :class:`kernel.gateway.server.Gateway` ``(kernel, routers)``: start/stop the sidecar;
+  the composition root hands it :data:`kernel.gateway.routes.ROUTERS`.
+- :mod:`kernel.gateway.api`: what a route module uses (``Router``, ``ApiError``,
+  ``refusal``, ``read_model``, ``json_response``, ``kernel_of``).
+- :mod:`kernel.gateway.schema`: the pydantic bases (``BodyModel``, ``Shape``) that
+  validate bodies, describe answers and make ``/openapi.json`` (:mod:`.openapi`).
+- :mod:`kernel.gateway.v1`, :mod:`.claude_format`, :mod:`.claude_reply`,
+  :mod:`.openai_format`: the Claude- and OpenAI-compatible model APIs.
+
+Each area of the API is one module under ``routes/``.
 """

@@ -1,6 +1,8 @@
-"""What a route module needs: a :class:`Router` that records each route with its OpenAPI
-description, the error model (:class:`ApiError` → ``{"error": {code, message,
-details}}``), body reading and validation, and access to the Kernel.
+"""What a route module needs: a :class:`Router` that records each route with the models
+of its body and answer (:mod:`kernel.gateway.schema`: they validate the body and make
+/openapi.json), the error model (:class:`ApiError` → ``{"error": {code, message,
+details}}``, each code's status from :data:`kernel.core.errors.HTTP_STATUS`), body
+reading, and access to the Kernel.
 
 A new area of the API is one module under ``kernel/gateway/routes/`` with its own
 ``router = Router("tag")``, listed in ``kernel/gateway/routes/__init__.py``.
@@ -15,19 +17,24 @@ import hmac
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from aiohttp import web
+from pydantic import Field, ValidationError
 
-from kernel.app import Kernel
 from kernel.core import safejson
-from kernel.core.errors import CodedError
+from kernel.core.errors import CodedError, http_status
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
+from kernel.gateway.schema import BodyModel, problem
+
+if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
+    from kernel.app import Kernel
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+M = TypeVar("M", bound=BodyModel)
 
-KERNEL = web.AppKey("kernel", Kernel)
+KERNEL: web.AppKey[Kernel] = web.AppKey("kernel")
 
 
 def kernel_of(request: web.Request) -> Kernel:
@@ -48,47 +55,21 @@ class ApiError(Exception):
         self.details = details or {}
 
 
+def refusal(code: str, message: str, details: dict[str, Any] | None = None) -> ApiError:
+    """An :class:`ApiError` whose status is the code's (``HTTP_STATUS``)."""
+    return ApiError(http_status(code, 400), code, message, details)
+
+
 def invalid(message: str, **details: Any) -> ApiError:
-    return ApiError(400, "invalid_request", message, details)
+    return refusal("invalid_request", message, details)
 
 
 def not_found(what: str, ident: str) -> ApiError:
-    return ApiError(404, "not_found", t("gw.not_found", what=what, id=ident), {what: ident})
-
-
-# HTTP status of each code a CodedError carries (skills, workspace, SelfOps).
-CODE_STATUS: dict[str, int] = {
-    "invalid_request": 400,
-    "not_found": 404,
-    "skill_not_found": 404,
-    "skill_exists": 409,
-    "skill_invalid_name": 400,
-    "skill_invalid": 409,
-    "skill_disabled": 409,
-    "skill_too_large": 413,
-    "path_invalid": 400,
-    "path_denied": 403,
-    "path_conflict": 409,
-    "path_is_directory": 400,
-    "directory_not_empty": 409,
-    "workspace_missing": 404,
-    "archive_too_large": 413,
-    "import_invalid": 400,
-    "import_unsafe_entry": 400,
-    "session_not_found": 404,
-    "session_model_invalid": 400,
-    "session_exists": 409,
-    "mutation_not_found": 404,
-    "mutation_expired": 410,
-    "mutation_hash_mismatch": 409,
-    "mutation_sensitive_denied": 403,
-    "mutation_path_denied": 403,
-    "mutation_apply_conflict": 409,
-}
+    return refusal("not_found", t("gw.not_found", what=what, id=ident), {what: ident})
 
 
 def coded(exc: CodedError) -> ApiError:
-    return ApiError(CODE_STATUS.get(exc.code, 400), exc.code, str(exc), dict(exc.details))
+    return ApiError(http_status(exc.code, 400), exc.code, str(exc), dict(exc.details))
 
 
 def json_response(
@@ -146,6 +127,7 @@ def v1_error(
 # ---------------------------------------------------------------------- auth
 
 API_KEY = web.AppKey("api_key", str)
+ROUTERS: web.AppKey[list[Router]] = web.AppKey("routers")
 
 
 def authorized(request: web.Request) -> bool:
@@ -175,7 +157,7 @@ async def read_bytes(request: web.Request) -> bytes:
         async with asyncio.timeout(request.app[READ_TIMEOUT]):
             return await request.read()
     except TimeoutError:
-        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+        raise refusal("request_timeout", t("gw.read_timeout")) from None
 
 
 async def read_json(request: web.Request) -> Any:
@@ -185,7 +167,7 @@ async def read_json(request: web.Request) -> Any:
     kind = request.content_type.lower()
     if kind != "application/json" and not kind.endswith("+json"):
         # A cross-site page can POST text/plain without a preflight; never JSON.
-        raise ApiError(415, "unsupported_media_type", t("gw.json_only", got=kind or "none"))
+        raise refusal("unsupported_media_type", t("gw.json_only", got=kind or "none"))
     raw = await read_bytes(request)
     if not raw.strip():
         raise invalid(t("gw.body_missing"))
@@ -208,103 +190,21 @@ def _json_problem(exc: Exception) -> str:
     return "not UTF-8"
 
 
-async def read_object(request: web.Request) -> Body:
+async def read_object(request: web.Request) -> dict[str, Any]:
     data = await read_json(request)
     if not isinstance(data, dict):
         raise invalid(t("gw.body_not_object"))
-    return Body(data)
+    return data
 
 
-_TYPE_NAMES = {
-    str: "string",
-    bool: "boolean",
-    int: "integer",
-    list: "array",
-    dict: "object",
-}
-
-
-class Body:
-    """Typed access to a JSON object's fields; a wrong type is a 400 naming the field."""
-
-    def __init__(self, data: dict[str, Any], prefix: str = "") -> None:
-        self.data = data
-        self.prefix = prefix
-
-    def name(self, key: str) -> str:
-        return f"{self.prefix}{key}"
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def _typed(self, key: str, kind: type, default: Any) -> Any:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
-        if not ok:
-            raise invalid(
-                t("gw.bad_field", field=self.name(key), expected=_TYPE_NAMES[kind]),
-                field=self.name(key),
-            )
-        return value
-
-    def text(
-        self, key: str, default: str | None = None, *, required: bool = False, max_len: int = 0
-    ) -> str | None:
-        value = self._typed(key, str, default)
-        if required and not (value or "").strip():
-            raise invalid(t("gw.field_required", field=self.name(key)), field=self.name(key))
-        if value is not None and max_len and len(value) > max_len:
-            raise invalid(
-                t("gw.field_too_long", field=self.name(key), limit=max_len), field=self.name(key)
-            )
-        return value
-
-    def required_text(self, key: str, *, max_len: int = 0) -> str:
-        value = self.text(key, required=True, max_len=max_len)
-        assert value is not None
-        return value
-
-    def boolean(self, key: str, default: bool | None = None) -> bool | None:
-        value: bool | None = self._typed(key, bool, default)
-        return value
-
-    def integer(
-        self, key: str, default: int | None = None, *, minimum: int | None = None
-    ) -> int | None:
-        value: int | None = self._typed(key, int, default)
-        if value is not None and minimum is not None and value < minimum:
-            raise invalid(
-                t("gw.field_min", field=self.name(key), minimum=minimum), field=self.name(key)
-            )
-        return value
-
-    def str_list(self, key: str) -> list[str] | None:
-        value = self._typed(key, list, None)
-        if value is not None and not all(isinstance(v, str) and v.strip() for v in value):
-            raise invalid(
-                t("gw.bad_field", field=self.name(key), expected="array of non-empty strings"),
-                field=self.name(key),
-            )
-        return value
-
-    def str_map(self, key: str) -> dict[str, str] | None:
-        value = self._typed(key, dict, None)
-        if value is not None and not all(isinstance(v, str) for v in value.values()):
-            raise invalid(
-                t("gw.bad_field", field=self.name(key), expected="object of strings"),
-                field=self.name(key),
-            )
-        return value
-
-    def obj(self, key: str) -> Body | None:
-        value = self._typed(key, dict, None)
-        return None if value is None else Body(value, f"{self.name(key)}.")
-
-    def array(self, key: str) -> list[Any] | None:
-        value: list[Any] | None = self._typed(key, list, None)
-        return value
+async def read_model(request: web.Request, model: type[M]) -> M:
+    """The body validated by ``model``: a 400 naming the first field that is wrong."""
+    data = await read_object(request)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        message, field_name = problem(exc)
+        raise invalid(message, field=field_name) from None
 
 
 def query_int(request: web.Request, name: str, default: int, *, maximum: int) -> int:
@@ -327,7 +227,7 @@ def query_int(request: web.Request, name: str, default: int, *, maximum: int) ->
 class Param:
     name: str
     where: str  # "path" or "query"
-    schema: dict[str, Any]
+    schema: Any  # the parameter's type, as pydantic reads it
     description: str = ""
     required: bool = False
 
@@ -339,8 +239,8 @@ class Operation:
     handler: Handler
     summary: str
     tag: str
-    body: dict[str, Any] | None
-    response: dict[str, Any] | None
+    body: Any  # the body's model (or type): None when the route takes no body
+    response: Any  # the answer's model (or type)
     status: int
     errors: tuple[int, ...]
     params: tuple[Param, ...]
@@ -373,8 +273,8 @@ class Router:
         path: str,
         *,
         summary: str,
-        body: dict[str, Any] | None = None,
-        response: dict[str, Any] | None = None,
+        body: Any = None,
+        response: Any = None,
         status: int = 200,
         errors: Iterable[int] = (),
         params: Iterable[Param] = (),
@@ -426,11 +326,19 @@ class Router:
 
 
 def path_param(name: str, description: str = "") -> Param:
-    return Param(name, "path", {"type": "string", "minLength": 1}, description, required=True)
+    return Param(name, "path", PathPart, description, required=True)
 
 
-def query_param(name: str, schema: dict[str, Any], description: str = "") -> Param:
+def query_param(name: str, schema: Any, description: str = "") -> Param:
     return Param(name, "query", schema, description)
+
+
+PathPart = Annotated[str, Field(min_length=1)]
+
+
+def bounded(low: int, high: int | None = None) -> Any:
+    """An integer query parameter from ``low`` to ``high``."""
+    return Annotated[int, Field(ge=low, le=high)]
 
 
 # ---------------------------------------------------------------------- content

@@ -1,9 +1,10 @@
-"""Anthropic Messages API JSON ↔ Kernel's neutral messages, for ``/v1/messages``.
+"""Anthropic Messages API request JSON → Kernel's neutral messages, for ``/v1/messages``.
 
-Plain JSON on both sides (no SDK): a request becomes a :class:`ChatRequest` any provider
-type can answer; a :class:`Completion` (or a stream of deltas) becomes the Messages
-API's response shape or its SSE events. Errors here are the API's own, in English
-(:class:`V1Error`), never the catalogue's: clients of this API parse them.
+Plain JSON (no SDK): a request, validated by :class:`MessagesBody`, becomes a
+:class:`MessagesRequest` (then a ``ChatRequest`` any provider type can answer); the
+answer's side is :mod:`kernel.gateway.claude_reply`. Errors here are the API's own, in
+English (:class:`~kernel.gateway.v1.V1Error`), never the catalogue's: clients of this
+API parse them.
 
 What the request may hold, field by field:
 
@@ -34,12 +35,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from kernel.agent.context import Layer
-from kernel.core.errors import ToolError
 from kernel.core.messages import (
     Block,
     ImageBlock,
@@ -49,15 +50,15 @@ from kernel.core.messages import (
     ToolSpec,
     ToolUseBlock,
 )
-from kernel.core.provider import Completion, Sampling, Thinking, ThinkingPart
+from kernel.core.provider import Sampling, Thinking
 from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
-from kernel.tools.repair import repair_arguments
+from kernel.gateway.schema import documented
+from kernel.gateway.v1 import MODEL_NAME_MAX, V1Body, V1Error, bad, validate
 
 log = logging.getLogger(__name__)
 
 IMAGE_TOKENS = 1600  # a typical image's cost; the real one depends on its size
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
-MODEL_NAME_MAX = 256
 MIN_THINKING_BUDGET = 1024  # the Messages API's own minimum
 
 # Top-level fields accepted and not used, and why that is safe.
@@ -95,22 +96,133 @@ _KNOWN_FIELDS = frozenset(
 _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-class V1Error(ApiError):
-    """An error of the Claude-compatible API, its message already in English."""
+# ---------------------------------------------------------------------- the body
 
 
-def bad(field: str, problem: str) -> V1Error:
-    return V1Error(400, "invalid_request", f"{field}: {problem}", {"field": field})
+class TextIn(V1Body):
+    type: Literal["text"]
+    text: str
 
 
-def not_found_model(model: str, served: list[str]) -> V1Error:
-    shown = ", ".join(served[:50]) + (", …" if len(served) > 50 else "")
-    return V1Error(
-        404,
-        "not_found",
-        f"model: {model[:MODEL_NAME_MAX]!r} is not served here. Served: {shown or 'none'}. "
-        "Name one of these, or map the name in config.toml [gateway.model_aliases]",
+class ImageSourceIn(V1Body):
+    type: Literal["base64"]
+    media_type: Literal[IMAGE_MEDIA_TYPES]  # type: ignore[valid-type]
+    data: str
+
+
+class ImageIn(V1Body):
+    type: Literal["image"]
+    source: ImageSourceIn
+
+
+class ToolUseIn(V1Body):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultIn(V1Body):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str | list[TextIn | ImageIn] | None = None
+    is_error: bool | None = None
+
+
+class ThinkingIn(V1Body):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingIn(V1Body):
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+ContentIn = Annotated[
+    TextIn | ImageIn | ToolUseIn | ToolResultIn | ThinkingIn | RedactedThinkingIn,
+    Field(discriminator="type"),
+]
+
+
+class MessageIn(V1Body):
+    role: Literal["user", "assistant", "system"]
+    content: str | list[ContentIn]
+
+
+class ToolIn(V1Body):
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = Field(
+        default=None, description="absent for a server tool (dropped: only Anthropic runs those)"
     )
+
+
+class ThinkingConfigIn(V1Body):
+    type: Literal["enabled", "adaptive", "disabled"]
+    budget_tokens: Annotated[int, Field(ge=MIN_THINKING_BUDGET)] | None = None
+
+
+class ToolChoiceIn(V1Body):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool | None = None
+
+
+class OutputConfigIn(V1Body):
+    effort: str | None = Field(
+        default=None, description="the reasoning effort of an adaptive thinking request"
+    )
+
+
+Probability = Annotated[float, Field(ge=0, le=1)]
+
+
+class MessagesBody(V1Body):
+    """A Messages API request. Its scalars are checked here; its content (messages,
+    system, tools, thinking, tool_choice) is checked as it is converted, each part in the
+    API's own words, and described here."""
+
+    model: Annotated[str, Field(min_length=1, max_length=MODEL_NAME_MAX)]
+    max_tokens: Annotated[int, Field(ge=0, json_schema_extra={"minimum": 1})]
+    messages: Annotated[
+        list[Any], Field(min_length=1), documented(Annotated[list[MessageIn], Field(min_length=1)])
+    ]
+    system: Annotated[Any, documented(str | list[TextIn])] = None
+    stream: bool | None = None
+    tools: Annotated[Any, documented(list[ToolIn])] = None
+    temperature: Probability | None = None
+    top_p: Probability | None = None
+    top_k: Annotated[int, Field(ge=1)] | None = None
+    stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = None
+    thinking: Annotated[Any, documented(ThinkingConfigIn)] = None
+    tool_choice: Annotated[Any, documented(ToolChoiceIn)] = None
+    metadata: Annotated[Any, documented(dict[str, Any])] = Field(
+        default=None, description="accepted; not logged nor kept"
+    )
+    output_config: Annotated[Any, documented(OutputConfigIn)] = None
+
+
+class CountBody(MessagesBody):
+    """count_tokens reads the same fields; ``max_tokens`` may be left out."""
+
+    max_tokens: Annotated[int, Field(ge=0)] = 0
+
+
+_PROBLEMS: dict[str, dict[str, str]] = {
+    "model": {
+        "string_too_long": f"at most {MODEL_NAME_MAX} characters",
+        "": "Field required (a model name, e.g. from GET /v1/models)",
+    },
+    "max_tokens": {"": "Field required (an integer ≥ 1)"},
+    "messages": {"": "Field required (a non-empty array of messages)"},
+    "stream": {"": "must be a boolean"},
+    "temperature": {"": "must be a number from 0 to 1"},
+    "top_p": {"": "must be a number from 0 to 1"},
+    "top_k": {"": "must be an integer ≥ 1"},
+    "stop_sequences": {"": "must be an array of non-empty strings"},
+}
 
 
 @dataclass(slots=True)
@@ -134,23 +246,13 @@ def parse_request(data: Any, *, count_only: bool = False) -> MessagesRequest:
         if data.get(name):
             raise bad(name, f"not supported by Kernel ({why})")
     _log_unknown(data)
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad("model", "Field required (a model name, e.g. from GET /v1/models)")
-    if len(model) > MODEL_NAME_MAX:
-        raise bad("model", f"at most {MODEL_NAME_MAX} characters")
-    max_tokens = data.get("max_tokens", 0 if count_only else None)
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
-        raise bad("max_tokens", "Field required (an integer ≥ 1)")
-    if max_tokens == 0 and not count_only:
+    body = validate(CountBody if count_only else MessagesBody, data, _PROBLEMS)
+    if body.max_tokens == 0 and not count_only:
         raise bad("max_tokens", "must be an integer ≥ 1")
-    raw_messages = data.get("messages")
-    if not isinstance(raw_messages, list) or not raw_messages:
-        raise bad("messages", "Field required (a non-empty array of messages)")
-    system = _system(data.get("system"))
+    system = _system(body.system)
     messages: list[Message] = []
     history_thinking: dict[int, list[dict[str, Any]]] = {}
-    for i, raw in enumerate(raw_messages):
+    for i, raw in enumerate(body.messages):
         where = f"messages.{i}"
         if isinstance(raw, dict) and raw.get("role") == "system":
             system = _join(system, _system_message(raw.get("content"), where))
@@ -161,19 +263,21 @@ def parse_request(data: Any, *, count_only: bool = False) -> MessagesRequest:
         messages.append(message)
     if not messages:
         raise bad("messages", "at least one user or assistant message is required")
-    stream = data.get("stream", False)
-    if not isinstance(stream, bool):
-        raise bad("stream", "must be a boolean")
     return MessagesRequest(
-        model=model,
-        max_tokens=max_tokens,
+        model=body.model,
+        max_tokens=body.max_tokens,
         system=system,
         messages=messages,
-        tools=_tools(data.get("tools")),
-        stream=stream,
-        sampling=_sampling(data),
-        thinking=_thinking(data.get("thinking"), data.get("output_config")),
-        tool_choice=_tool_choice(data.get("tool_choice")),
+        tools=_tools(body.tools),
+        stream=bool(body.stream),
+        sampling=Sampling(
+            temperature=body.temperature,
+            top_p=body.top_p,
+            top_k=body.top_k,
+            stop_sequences=list(body.stop_sequences or []),
+        ),
+        thinking=_thinking(body.thinking, body.output_config),
+        tool_choice=_tool_choice(body.tool_choice),
         history_thinking=history_thinking,
     )
 
@@ -219,32 +323,6 @@ def _system_message(content: Any, where: str) -> str:
             texts.append(block["text"])
         return "\n\n".join(texts)
     raise bad(f"{where}.content", "must be a string or an array of text blocks")
-
-
-def _number(data: dict[str, Any], name: str, low: float, high: float) -> float | None:
-    value = data.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise bad(name, f"must be a number from {low:g} to {high:g}")
-    return float(value)
-
-
-def _sampling(data: dict[str, Any]) -> Sampling:
-    top_k = data.get("top_k")
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise bad("top_k", "must be an integer ≥ 1")
-    stops = data.get("stop_sequences")
-    if stops is not None and not (
-        isinstance(stops, list) and all(isinstance(s, str) and s for s in stops)
-    ):
-        raise bad("stop_sequences", "must be an array of non-empty strings")
-    return Sampling(
-        temperature=_number(data, "temperature", 0, 1),
-        top_p=_number(data, "top_p", 0, 1),
-        top_k=top_k,
-        stop_sequences=list(stops or []),
-    )
 
 
 def _thinking(value: Any, output_config: Any) -> Thinking | None:
@@ -428,183 +506,3 @@ def estimate_tokens(request: MessagesRequest) -> int:
     for tool in request.tools:
         parts.append(tool.name + tool.description + json.dumps(tool.parameters))
     return Layer("all", "\n".join(parts)).token_estimate + images * IMAGE_TOKENS
-
-
-_STOP_REASONS = {
-    "end_turn": "end_turn",
-    "tool_use": "tool_use",
-    "max_tokens": "max_tokens",
-    "stop_sequence": "stop_sequence",
-    "pause_turn": "pause_turn",
-    "refusal": "refusal",
-    "stop": "end_turn",
-    "length": "max_tokens",
-    "tool_calls": "tool_use",
-    "content_filter": "refusal",
-}
-
-
-def stop_reason(completion: Completion) -> str:
-    if completion.tool_calls:
-        return "tool_use"
-    if completion.stop_sequence is not None:
-        return "stop_sequence"
-    return _STOP_REASONS.get(completion.stop_reason, "end_turn")
-
-
-def tool_input(arguments: str) -> dict[str, Any]:
-    try:
-        return repair_arguments(arguments, {})
-    except ToolError:
-        return {}
-
-
-def new_message_id() -> str:
-    return f"msg_{uuid.uuid4().hex[:24]}"
-
-
-def thinking_json(part: ThinkingPart) -> dict[str, Any]:
-    if part.redacted:
-        return {"type": "redacted_thinking", "data": part.redacted}
-    return {"type": "thinking", "thinking": part.text, "signature": part.signature}
-
-
-def usage_json(completion: Completion, input_estimate: int) -> dict[str, int]:
-    """Tokens as the provider reported them; the local estimate for input it did not."""
-    return {
-        "input_tokens": completion.input_tokens or input_estimate,
-        "output_tokens": completion.output_tokens,
-    }
-
-
-def message_json(
-    completion: Completion, model: str, message_id: str, input_estimate: int
-) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [thinking_json(p) for p in completion.thinking]
-    if completion.text:
-        content.append({"type": "text", "text": completion.text})
-    for call in completion.tool_calls:
-        content.append(
-            {
-                "type": "tool_use",
-                "id": call.id,
-                "name": call.name,
-                "input": tool_input(call.arguments),
-            }
-        )
-    return {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": stop_reason(completion),
-        "stop_sequence": completion.stop_sequence,
-        "usage": usage_json(completion, input_estimate),
-    }
-
-
-def start_event(model: str, message_id: str, input_estimate: int) -> dict[str, Any]:
-    return {
-        "type": "message_start",
-        "message": {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": input_estimate, "output_tokens": 0},
-        },
-    }
-
-
-def tool_block_events(index: int, call_id: str, name: str, arguments: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "content_block_start",
-            "index": index,
-            "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
-        },
-        {
-            "type": "content_block_delta",
-            "index": index,
-            "delta": {
-                "type": "input_json_delta",
-                "partial_json": json.dumps(tool_input(arguments)),
-            },
-        },
-        {"type": "content_block_stop", "index": index},
-    ]
-
-
-def end_events(completion: Completion, input_estimate: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "message_delta",
-            "delta": {
-                "stop_reason": stop_reason(completion),
-                "stop_sequence": completion.stop_sequence,
-            },
-            "usage": usage_json(completion, input_estimate),
-        },
-        {"type": "message_stop"},
-    ]
-
-
-# ---------------------------------------------------------------------- model names
-
-
-def glob_match(pattern: str, name: str) -> bool:
-    """``*`` matches any run of characters, everything else itself. The literal pieces
-    are found left to right, each once: no backtracking, however the pattern reads."""
-    pieces = pattern.split("*")
-    if len(pieces) == 1:
-        return pattern == name
-    first, *middle, last = pieces
-    if not name.startswith(first) or len(name) < len(first) + len(last):
-        return False
-    at = len(first)
-    end = len(name) - len(last)
-    for piece in middle:
-        found = name.find(piece, at, end)
-        if found == -1:
-            return False
-        at = found + len(piece)
-    return name.endswith(last)
-
-
-# ---------------------------------------------------------------------- errors
-
-_V1_MESSAGES: dict[str, str] = {
-    "unauthorized": "invalid x-api-key: send Kernel's gateway.api_key as the x-api-key header "
-    "(ANTHROPIC_API_KEY) or as Authorization: Bearer",
-    "forbidden_origin": "requests from web pages are refused: list your page's origin in "
-    "gateway.allowed_origins",
-    "forbidden_host": "the Host header is not a loopback name: use 127.0.0.1 or localhost, "
-    "or set gateway.api_key",
-    "method_not_allowed": "method not allowed here",
-    "request_too_large": "request too large: the body exceeds gateway.max_body_bytes",
-    "request_timeout": "the request body did not arrive within gateway.read_timeout",
-    "unsupported_media_type": "the body must be sent as Content-Type: application/json",
-    "invalid_request": "the request body is not a valid JSON object",
-    "internal_error": "internal error in Kernel: see its log (search for the request-id)",
-}
-
-
-def v1_message(method: str, path: str, exc: ApiError) -> str:
-    """The English message of an error on ``/v1/``: its own for the API's errors, one per
-    code for errors the sidecar raised before the route ran (auth, routing, limits)."""
-    if isinstance(exc, V1Error):
-        return exc.message
-    if exc.status == 404:
-        return (
-            f"not found: {method} {path[:200]} is not part of this API (POST /v1/messages, "
-            "POST /v1/messages/count_tokens, POST /v1/chat/completions, GET /v1/models, "
-            "GET /v1/models/{model_id})"
-        )
-    if exc.code == "method_not_allowed":
-        allowed = ", ".join(exc.details.get("allowed") or []) or "-"
-        return f"method {method} not allowed for {path[:200]}; allowed: {allowed}"
-    return _V1_MESSAGES.get(exc.code, f"request failed ({exc.status})")

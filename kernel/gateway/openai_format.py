@@ -6,8 +6,8 @@ messages become tool results (consecutive ones in one user message); images must
 ``data:`` URLs; ``stop`` becomes stop sequences; ``reasoning_effort`` asks for thinking
 (refused by name when the provider has no reasoning). ``n`` other than 1, audio and
 ``response_format`` other than text are refused; other unknown fields are ignored.
-Errors are :class:`V1Error` like the rest of ``/v1/``: the body
-``{"type": "error", "error": {"type", "message"}}`` is also a valid OpenAI error.
+Errors are :class:`~kernel.gateway.v1.V1Error` like the rest of ``/v1/``, answered in
+OpenAI's error shape on this path.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from kernel.core.messages import (
     Block,
@@ -28,9 +30,103 @@ from kernel.core.messages import (
 )
 from kernel.core.provider import Completion, Sampling, Thinking
 from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
-from kernel.gateway.claude_format import MODEL_NAME_MAX, V1Error, bad, tool_input
+from kernel.gateway.schema import OpenShape, Shape, documented
+from kernel.gateway.v1 import MODEL_NAME_MAX, V1Body, V1Error, bad, tool_input, validate
 
 EFFORTS = ("minimal", "low", "medium", "high")
+
+
+# ---------------------------------------------------------------------- the body
+
+
+class FunctionIn(V1Body):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class FunctionToolIn(V1Body):
+    type: Literal["function"]
+    function: FunctionIn
+
+
+class ToolCallFunctionIn(V1Body):
+    name: str
+    arguments: str | None = None
+
+
+class ToolCallIn(V1Body):
+    id: str
+    type: Literal["function"] | None = None
+    function: ToolCallFunctionIn
+
+
+class ChatMessageIn(V1Body):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[OpenShape] | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+
+class FunctionChoiceIn(V1Body):
+    type: Literal["function"]
+    function: ToolCallFunctionIn
+
+
+class StreamOptionsIn(V1Body):
+    include_usage: bool | None = None
+
+
+class ChatBody(V1Body):
+    """A Chat Completions request. Its scalars are checked here; its messages, tools and
+    tool choice as they are converted (each in the API's words), described here."""
+
+    model: Annotated[str, Field(min_length=1, max_length=MODEL_NAME_MAX)]
+    messages: Annotated[
+        list[Any],
+        Field(min_length=1),
+        documented(Annotated[list[ChatMessageIn], Field(min_length=1)]),
+    ]
+    stream: bool | None = None
+    tools: Annotated[Any, documented(list[FunctionToolIn])] = None
+    tool_choice: Annotated[Any, documented(str | FunctionChoiceIn)] = None
+    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    stop: Annotated[str, Field(min_length=1)] | list[Annotated[str, Field(min_length=1)]] | None = (
+        None
+    )
+    reasoning_effort: Annotated[Any, documented(str)] = None
+    stream_options: Annotated[Any, documented(StreamOptionsIn)] = None
+
+
+_PROBLEMS: dict[str, dict[str, str]] = {
+    "model": {"": f"Field required (a model name of at most {MODEL_NAME_MAX} characters)"},
+    "messages": {"": "Field required (a non-empty array of messages)"},
+    "stream": {"": "must be a boolean"},
+    "max_completion_tokens": {"": "must be an integer ≥ 1"},
+    "max_tokens": {"": "must be an integer ≥ 1"},
+    "temperature": {"": "must be a number from 0 to 2"},
+    "top_p": {"": "must be a number from 0 to 1"},
+    "stop": {"": "must be a non-empty string or an array of them"},
+}
+
+
+# ---------------------------------------------------------------------- the answer
+
+
+class ChoiceOut(OpenShape):
+    index: int
+
+
+class ChatCompletionOut(Shape):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChoiceOut]
+    usage: OpenShape | None = None
 
 
 @dataclass(slots=True)
@@ -50,9 +146,6 @@ class ChatCompletionRequest:
 def parse_chat_request(data: Any) -> ChatCompletionRequest:
     if not isinstance(data, dict):
         raise V1Error(400, "invalid_request", "the request body must be a JSON object")
-    model = data.get("model")
-    if not isinstance(model, str) or not model or len(model) > MODEL_NAME_MAX:
-        raise bad("model", f"Field required (a model name of at most {MODEL_NAME_MAX} characters)")
     if data.get("n") not in (None, 1):
         raise bad("n", "only 1 choice per request is supported")
     for name in ("audio", "prediction"):
@@ -63,60 +156,26 @@ def parse_chat_request(data: Any) -> ChatCompletionRequest:
         not isinstance(response_format, dict) or response_format.get("type") != "text"
     ):
         raise bad("response_format", "only type 'text' is supported by Kernel")
-    raw = data.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise bad("messages", "Field required (a non-empty array of messages)")
-    system, messages = _messages(raw)
+    body = validate(ChatBody, data, _PROBLEMS)
+    system, messages = _messages(body.messages)
     if not messages:
         raise bad("messages", "at least one user or assistant message is required")
-    stream = data.get("stream", False)
-    if not isinstance(stream, bool):
-        raise bad("stream", "must be a boolean")
-    options = data.get("stream_options")
+    options = body.stream_options
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    stop = [body.stop] if isinstance(body.stop, str) else body.stop
     return ChatCompletionRequest(
-        model=model,
+        model=body.model,
         system=system,
         messages=messages,
-        tools=_tools(data.get("tools")),
-        max_tokens=_max_tokens(data),
-        stream=stream,
+        tools=_tools(body.tools),
+        max_tokens=body.max_completion_tokens or body.max_tokens,
+        stream=bool(body.stream),
         include_usage=include_usage,
-        sampling=_sampling(data),
-        thinking=_thinking(data.get("reasoning_effort")),
-        tool_choice=_tool_choice(data.get("tool_choice"), data.get("parallel_tool_calls")),
-    )
-
-
-def _max_tokens(data: dict[str, Any]) -> int | None:
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = data.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise bad(name, "must be an integer ≥ 1")
-        return value
-    return None
-
-
-def _sampling(data: dict[str, Any]) -> Sampling:
-    values: dict[str, float | None] = {}
-    for name, high in (("temperature", 2.0), ("top_p", 1.0)):
-        value = data.get(name)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= high
-        ):
-            raise bad(name, f"must be a number from 0 to {high:g}")
-        values[name] = None if value is None else float(value)
-    stop = data.get("stop")
-    if isinstance(stop, str):
-        stop = [stop]
-    if stop is not None and not (
-        isinstance(stop, list) and all(isinstance(s, str) and s for s in stop)
-    ):
-        raise bad("stop", "must be a non-empty string or an array of them")
-    return Sampling(
-        temperature=values["temperature"], top_p=values["top_p"], stop_sequences=list(stop or [])
+        sampling=Sampling(
+            temperature=body.temperature, top_p=body.top_p, stop_sequences=list(stop or [])
+        ),
+        thinking=_thinking(body.reasoning_effort),
+        tool_choice=_tool_choice(body.tool_choice, data.get("parallel_tool_calls")),
     )
 
 

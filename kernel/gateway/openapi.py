@@ -4,56 +4,49 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from kernel import __version__
 from kernel.gateway.api import Operation, Router
+from kernel.gateway.schema import OpenShape, Shape, component, json_schema
 
-ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message", "details"],
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "details": {"type": "object"},
-            },
-        }
-    },
-}
 
-ANTHROPIC_ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["type", "error"],
-    "properties": {
-        "type": {"type": "string", "enum": ["error"]},
-        "error": {
-            "type": "object",
-            "required": ["type", "message"],
-            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
-        },
-    },
-}
+class ErrorDetail(Shape):
+    code: str
+    message: str
+    details: dict[str, Any]
 
-OPENAI_ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["message", "type"],
-            "properties": {
-                "message": {"type": "string"},
-                "type": {"type": "string"},
-                "param": {"type": "string", "nullable": True},
-                "code": {"type": "string", "nullable": True},
-            },
-        },
-    },
-}
+
+class Error(Shape):
+    """Kernel's own error shape."""
+
+    error: ErrorDetail
+
+
+class AnthropicErrorDetail(Shape):
+    type: str
+    message: str
+
+
+class AnthropicError(Shape):
+    """The Messages API's error shape (/v1/*)."""
+
+    type: Literal["error"]
+    error: AnthropicErrorDetail
+
+
+class OpenAIErrorDetail(Shape):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIError(Shape):
+    """OpenAI's error shape (/v1/chat/*)."""
+
+    error: OpenAIErrorDetail
+
 
 _REASONS = {
     200: "OK",
@@ -82,8 +75,9 @@ def operation_id(op: Operation) -> str:
     return f"{op.method.lower()}_{words or 'root'}"
 
 
-def _response(op: Operation, status: int) -> dict[str, Any]:
-    content: dict[str, Any] = {op.response_type: {"schema": op.response or {"type": "object"}}}
+def _response(op: Operation, status: int, components: dict[str, Any]) -> dict[str, Any]:
+    schema = json_schema(op.response if op.response is not None else OpenShape, components)
+    content: dict[str, Any] = {op.response_type: {"schema": schema}}
     if op.sse:
         # Each event's data: a JSON turn event (and "[DONE]" to end /agent/process).
         content["text/event-stream"] = {"schema": {"description": "one event's data"}}
@@ -101,7 +95,7 @@ def _error(op: Operation, status: int) -> dict[str, Any]:
     }
 
 
-def _operation(op: Operation) -> dict[str, Any]:
+def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "operationId": operation_id(op),
         "summary": op.summary,
@@ -113,7 +107,7 @@ def _operation(op: Operation) -> dict[str, Any]:
                 "name": p.name,
                 "in": p.where,
                 "required": p.required,
-                "schema": p.schema,
+                "schema": json_schema(p.schema, components),
                 **({"description": p.description} if p.description else {}),
             }
             for p in op.params
@@ -122,7 +116,7 @@ def _operation(op: Operation) -> dict[str, Any]:
         out["requestBody"] = {
             # A file's bytes may be none (an empty file); a JSON body may not.
             "required": _is_json(op.body_type),
-            "content": {op.body_type: {"schema": op.body}},
+            "content": {op.body_type: {"schema": json_schema(op.body, components)}},
         }
     errors = set(op.errors)
     if op.body is not None:
@@ -136,7 +130,7 @@ def _operation(op: Operation) -> dict[str, Any]:
         out["security"] = [{"ApiKey": []}, {"Bearer": []}]
     else:
         out["security"] = []
-    responses = {str(status): _response(op, status) for status in (op.status, *op.also)}
+    responses = {str(status): _response(op, status, components) for status in (op.status, *op.also)}
     for status in sorted(errors):
         responses[str(status)] = _error(op, status)
     out["responses"] = responses
@@ -154,9 +148,13 @@ def openapi_path(path: str) -> str:
 
 def build_document(routers: Sequence[Router]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
+    components: dict[str, Any] = {}
+    for kind in (Error, AnthropicError, OpenAIError):
+        component(kind, components)
     for router in routers:
         for op in router.operations:
-            paths.setdefault(openapi_path(op.path), {})[op.method.lower()] = _operation(op)
+            item = paths.setdefault(openapi_path(op.path), {})
+            item[op.method.lower()] = _operation(op, components)
     return {
         "openapi": "3.0.3",
         "info": {
@@ -171,11 +169,7 @@ def build_document(routers: Sequence[Router]) -> dict[str, Any]:
         "tags": [{"name": r.tag, "description": r.description} for r in routers],
         "paths": paths,
         "components": {
-            "schemas": {
-                "Error": ERROR_SCHEMA,
-                "AnthropicError": ANTHROPIC_ERROR_SCHEMA,
-                "OpenAIError": OPENAI_ERROR_SCHEMA,
-            },
+            "schemas": dict(sorted(components.items())),
             "securitySchemes": {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
                 "Bearer": {"type": "http", "scheme": "bearer"},

@@ -16,14 +16,14 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from kernel.app import Kernel
 from kernel.config import is_loopback
 from kernel.core.errors import (
+    HTTP_STATUS,
     BusyError,
     ChannelError,
     CodedError,
@@ -34,6 +34,7 @@ from kernel.core.errors import (
     ProviderError,
     SessionError,
     StartupError,
+    http_status,
 )
 from kernel.core.i18n import t
 from kernel.core.logs import request_tag
@@ -42,16 +43,21 @@ from kernel.gateway.api import (
     KERNEL,
     MAX_BODY,
     READ_TIMEOUT,
+    ROUTERS,
     ApiError,
     Operation,
     Router,
     authorized,
     coded,
     error_response,
+    refusal,
     v1_error,
 )
-from kernel.gateway.claude_format import v1_message
 from kernel.gateway.connections import ACCEPT_BURST, ConnectionTable, default_limits
+from kernel.gateway.v1 import v1_message
+
+if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
+    from kernel.app import Kernel
 
 log = logging.getLogger("kernel.gateway")
 
@@ -74,7 +80,6 @@ http_log = logging.getLogger("kernel.gateway.http")
 http_log.addFilter(_Short())
 
 REQUEST_ID = web.RequestKey("request_id", str)
-ROUTERS = web.AppKey("routers", list[Router])
 SIGNED = web.AppKey("signed", frozenset[Any])  # routes whose Operation has auth="signature"
 PUBLIC_PATHS = frozenset({"/healthz", "/version"})
 QUIET_PATHS = PUBLIC_PATHS  # polled by monitors: logged at DEBUG only
@@ -92,14 +97,18 @@ def _render(
     return response
 
 
+# The code of each status aiohttp itself answers with (routing, limits).
 _HTTP_CODES = {
-    400: "invalid_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    408: "request_timeout",
-    413: "request_too_large",
+    HTTP_STATUS[code]: code
+    for code in (
+        "invalid_request",
+        "unauthorized",
+        "forbidden",
+        "not_found",
+        "method_not_allowed",
+        "request_timeout",
+        "request_too_large",
+    )
 }
 
 
@@ -121,32 +130,24 @@ def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
     return ApiError(status, code, message)
 
 
-_CHANNEL_STATUS = {
-    ChannelError.NOT_SUPPORTED: 400,
-    ChannelError.DISABLED: 400,
-    ChannelError.DISPATCH_FAILED: 502,
-}
-_CRON_STATUS = {"not_found": 404, "cron_busy": 409, "cron_job_exists": 409}
-
-
 def _from_kernel(exc: KernelError) -> ApiError:
     if isinstance(exc, CodedError):
         return coded(exc)
     if isinstance(exc, ChannelError):
-        return ApiError(_CHANNEL_STATUS.get(exc.code, 502), exc.code, str(exc), exc.details)
+        return ApiError(http_status(exc.code, 502), exc.code, str(exc), exc.details)
     if isinstance(exc, CronError):
-        return ApiError(_CRON_STATUS.get(exc.code, 400), exc.code, str(exc), exc.details)
+        return ApiError(http_status(exc.code, 400), exc.code, str(exc), exc.details)
     if isinstance(exc, BusyError):
-        return ApiError(409, "session_busy", t("gw.session_busy"))
+        return refusal("session_busy", t("gw.session_busy"))
     if isinstance(exc, ProtectedSessionError):
-        return ApiError(400, "default_chat_protected", str(exc))
+        return refusal("default_chat_protected", str(exc))
     if isinstance(exc, SessionError):
-        return ApiError(404, "not_found", str(exc))
+        return refusal("not_found", str(exc))
     if isinstance(exc, ConfigError):
-        return ApiError(400, "invalid_request", str(exc), {"key": exc.key} if exc.key else {})
+        return refusal("invalid_request", str(exc), {"key": exc.key} if exc.key else {})
     if isinstance(exc, ProviderError):
-        return ApiError(502, "provider_request_failed", t("provider.error", detail=str(exc)))
-    return ApiError(500, "internal_error", t("gw.internal", kind=type(exc).__name__))
+        return refusal("provider_request_failed", t("provider.error", detail=str(exc)))
+    return refusal("internal_error", t("gw.internal", kind=type(exc).__name__))
 
 
 ORIGINS = web.AppKey("origins", list[str])
@@ -193,7 +194,7 @@ async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
         raise
     except Exception as exc:
         log.exception("request failed")
-        api = ApiError(500, "internal_error", t("gw.internal", kind=type(exc).__name__))
+        api = refusal("internal_error", t("gw.internal", kind=type(exc).__name__))
         return _render(request, api)
     finally:
         if isinstance(protocol, _Connection):
@@ -229,9 +230,9 @@ def _browser_refusal(request: web.Request) -> ApiError | None:
     # Only browsers send Origin, and no page is trusted unless listed: a local dev
     # server's page or a file in the workspace is a web page like any other.
     if origin is not None and origin.rstrip("/") not in request.app[ORIGINS]:
-        return ApiError(403, "forbidden_origin", t("gw.foreign_origin"))
+        return refusal("forbidden_origin", t("gw.foreign_origin"))
     if not request.app[API_KEY] and not _host_allowed(request):
-        return ApiError(403, "forbidden_host", t("gw.foreign_host"))
+        return refusal("forbidden_host", t("gw.foreign_host"))
     return None
 
 
@@ -246,13 +247,13 @@ def _host_allowed(request: web.Request) -> bool:
 async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
     """Browser checks, the API key (constant-time compare) and the body limit, before
     any handler."""
-    refusal = _browser_refusal(request)
-    if refusal is not None:
-        raise refusal
+    blocked = _browser_refusal(request)
+    if blocked is not None:
+        raise blocked
     key = request.app[API_KEY]
     signed = request.match_info.route in request.app[SIGNED]
     if key and request.path not in PUBLIC_PATHS and not signed and not authorized(request):
-        raise ApiError(401, "unauthorized", t("gw.unauthorized"))
+        raise refusal("unauthorized", t("gw.unauthorized"))
     length = request.content_length
     if length is not None and length > request.app[MAX_BODY]:
         raise web.HTTPRequestEntityTooLarge(max_size=request.app[MAX_BODY], actual_size=length)
@@ -385,19 +386,15 @@ class _Site(web.TCPSite):
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
 
-def default_routers() -> list[Router]:
-    from kernel.gateway.routes import ROUTERS as all_routers
-
-    return list(all_routers)
-
-
 class Gateway:
-    """The sidecar for one Kernel. ``start()`` binds, ``stop()`` drains and closes."""
+    """The sidecar for one Kernel, serving ``routers`` (the composition root hands it
+    :data:`kernel.gateway.routes.ROUTERS`). ``start()`` binds, ``stop()`` drains and
+    closes."""
 
-    def __init__(self, kernel: Kernel, routers: Sequence[Router] | None = None) -> None:
+    def __init__(self, kernel: Kernel, routers: Sequence[Router]) -> None:
         self.kernel = kernel
         self.cfg = kernel.config.gateway
-        self.routers = list(routers) if routers is not None else default_routers()
+        self.routers = list(routers)
         self._runner: web.AppRunner | None = None
         self._site: _Site | None = None
         self.port = 0

@@ -1,9 +1,15 @@
 """MCP client adapter (SPEC §7): configured servers' tools in Kernel's ToolRegistry.
 
-``manager.py`` is what the Kernel owns (no SDK import); ``connection.py`` holds one
-server's supervised session and is the only module importing the ``mcp`` SDK;
-``naming.py`` makes provider-safe, collision-free tool names; ``results.py`` turns
-call results into text for the model.
+Public API: :class:`MCPManager` (what the Kernel owns: start, stop, status, the
+sampler it hands servers) and :class:`ServerStatus`; ``kernel.mcp.interact.agent_sampler``
+(answers servers' sampling requests with the agent's model).
+
+Inside: ``manager.py`` imports no SDK; ``connection.py`` holds one server's supervised
+session and its tool calls, ``transport.py`` opens the stdio or HTTP transport,
+``requests.py`` answers the server's sampling and elicitation requests (these three
+import the ``mcp`` SDK, loaded only when servers are configured); ``interact.py`` holds
+the SDK-free values of those requests; ``naming.py`` makes provider-safe,
+collision-free tool names; ``results.py`` turns call results into text for the model.
 """
 
 from kernel.mcp.manager import MCPManager, ServerStatus

@@ -14,8 +14,10 @@ connection level. Reconnects back off exponentially; after ``reconnect_attempts`
 failures in a row the server's tools are withdrawn (the manager unregisters them),
 and they are registered again when a later attempt succeeds.
 
-This module is the only one that imports the SDK; ``kernel.mcp.manager`` imports it
-only when servers are configured.
+The supervisor runs in the connection's TaskSet. How a server is reached (stdio or
+HTTP) is ``transport.py``'s; what a server asks back (sampling, elicitation) is
+``requests.py``'s. These three modules are the only ones that import the SDK;
+``kernel.mcp.manager`` imports them only when servers are configured.
 """
 
 from __future__ import annotations
@@ -23,32 +25,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import anyio
 import httpx2
 import mcp.types as mtypes
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import ClientSession, MCPError
 
 from kernel import __version__
 from kernel.config import MCPServerConfig, MCPSettings
-from kernel.core.asks import AskOutcome
 from kernel.core.errors import ToolError
-from kernel.core.i18n import t
 from kernel.core.redact import redact_text
-from kernel.mcp.interact import Sampler, SamplingRequest, choice_fields
+from kernel.core.tasks import TaskSet
+from kernel.mcp.interact import Sampler
+from kernel.mcp.requests import ServerRequests
 from kernel.mcp.results import render_result
+from kernel.mcp.transport import (
+    WatchedReadStream,
+    first_leaf,
+    is_connection_failure,
+    is_timeout,
+    open_transport,
+    stderr_log_path,
+)
 from kernel.tools.registry import ToolContext, ToolReply
 
 log = logging.getLogger(__name__)
 
-ERRLOG_LIMIT = 1024 * 1024  # a stdio server's stderr log is started afresh past this size
 LIST_PAGE_LIMIT = 100  # tools/list pages read before giving up on a paginating server
 
 
@@ -102,12 +108,10 @@ class ServerConnection:
         self.tools: list[RemoteTool] = []
         self.skipped: dict[str, str] = {}  # listed tools not offered: name → why
         self.server_info = ""  # "name version" as the server introduced itself
-        self._sampler = sampler if settings.sampling != "off" else None
-        self._calls: dict[int, ToolContext] = {}  # running calls, oldest first
-        self._call_ids = 0
         self._listener = listener
         self._log_dir = log_dir
         self._secrets = [*config.headers.values(), *config.env.values()]
+        self._requests = ServerRequests(config, settings, sampler, self._clean)
         self._session: ClientSession | None = None
         self._generation = 0  # counts sessions; a call knows which one failed it
         self._lost_generation = -1
@@ -123,7 +127,8 @@ class ServerConnection:
         self._tried = False  # a connect attempt has ended (either way)
         self._http_status: int | None = None
         self._errlog_path: Path | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = TaskSet(f"mcp server {self.name}")
+        self._task: asyncio.Task[None] | None = None  # the supervisor
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -131,7 +136,7 @@ class ServerConnection:
         if not self.config.enabled:
             self._attempted.set()
             return
-        self._task = asyncio.create_task(self._run(), name=f"mcp-{self.name}")
+        self._task = self._tasks.spawn(self._run(), name=f"mcp-{self.name}")
 
     async def wait_first_attempt(self) -> None:
         """Until the first connect attempt ends, at most ``connect_timeout`` seconds."""
@@ -161,8 +166,6 @@ class ServerConnection:
             log.warning("mcp server %s did not close within %.1f s; cancelling", self.name, grace)
             task.cancel()
             await asyncio.wait({task}, timeout=grace)
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            log.warning("mcp server %s: supervisor ended with an error", self.name)
         self._task = None
 
     @property
@@ -198,7 +201,7 @@ class ServerConnection:
                     failures += 1
                     self._connect_failed(exc, failures)
                 elif was_up:
-                    leaf = _leaf(exc)
+                    leaf = first_leaf(exc)
                     reason = self._clean(str(leaf)) if isinstance(leaf, _Lost) else None
                     self.last_error = reason or self._describe(exc)
                     log.warning(
@@ -222,28 +225,18 @@ class ServerConnection:
         if self.state != "failed":
             self.state = "connecting"
         self._http_status = None
-        if cfg.type == "stdio":
-            params = StdioServerParameters(
-                command=cfg.command,
-                args=list(cfg.args),
-                # The SDK adds a safe default environment (PATH, HOME…) to this.
-                env={**self._shared_env(), **cfg.env} or None,
-                cwd=cfg.cwd,
-            )
-            errlog = stack.enter_context(self._errlog())
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-        else:
-            client = httpx2.AsyncClient(
-                headers=cfg.headers,
-                timeout=httpx2.Timeout(cfg.connect_timeout, read=max(300.0, cfg.timeout + 30)),
-                event_hooks={"response": [self._on_response]},
-            )
-            await stack.enter_async_context(client)
-            read, write = await stack.enter_async_context(
-                streamable_http_client(cfg.url, http_client=client)
-            )
+        if cfg.type == "stdio" and self._log_dir is not None:
+            self._errlog_path = stderr_log_path(self._log_dir, self.name)
+        read, write = await open_transport(
+            stack,
+            cfg,
+            shared_env=self._shared_env,
+            errlog=self._errlog_path,
+            on_response=self._on_response,
+        )
         generation = self._generation + 1
-        watched = _WatchedReadStream(read, lambda: self._stream_closed(generation))
+        watched = WatchedReadStream(read, lambda: self._stream_closed(generation))
+        requests = self._requests
         # Sampling and elicitation are declared only when configured: the SDK declares
         # a capability exactly when its callback is given.
         session = ClientSession(
@@ -252,8 +245,8 @@ class ServerConnection:
             read_timeout_seconds=cfg.connect_timeout,
             message_handler=self._on_message,
             client_info=mtypes.Implementation(name="kernel", version=__version__),
-            sampling_callback=self._on_sampling if self._sampler is not None else None,
-            elicitation_callback=self._on_elicitation if self.settings.elicitation else None,
+            sampling_callback=requests.on_sampling if requests.sampler is not None else None,
+            elicitation_callback=requests.on_elicitation if self.settings.elicitation else None,
         )
         await stack.enter_async_context(session)
         # The pre-2026 handshake: it works with every server, and keeps one connection
@@ -422,7 +415,7 @@ class ServerConnection:
         try:
             tools = await self._list_tools(session)
         except Exception as exc:
-            if _is_connection_failure(exc):
+            if is_connection_failure(exc):
                 raise
             log.warning("mcp server %s: tools/list failed (%s)", self.name, self._describe(exc))
             return
@@ -434,7 +427,7 @@ class ServerConnection:
         try:
             await session.send_ping()
         except Exception as exc:
-            if _is_connection_failure(exc) or _is_timeout(exc):
+            if is_connection_failure(exc) or is_timeout(exc):
                 raise _Lost(f"ping failed: {self._describe(exc)}") from None
             # A server without ping support is still alive.
 
@@ -444,14 +437,8 @@ class ServerConnection:
         """Call ``tool``; the text (and images) for the model, or ToolError naming the
         server. The server's progress notifications go to ``context.progress``; its
         sampling and elicitation requests meanwhile use ``context.ask``."""
-        self._call_ids += 1
-        key = self._call_ids
-        if context is not None:
-            self._calls[key] = context
-        try:
+        with self._requests.running(context):
             return await self._call(tool, arguments, _progress_reporter(context))
-        finally:
-            self._calls.pop(key, None)
 
     async def _call(self, tool: str, arguments: dict[str, Any], progress: Any) -> str | ToolReply:
         session, generation = await self._ready_session()
@@ -463,7 +450,7 @@ class ServerConnection:
                 progress_callback=progress,
             )
         except Exception as exc:
-            if not _is_connection_failure(exc):
+            if not is_connection_failure(exc):
                 raise ToolError(self._call_error(tool, exc)) from None
             log.warning(
                 "mcp server %s: call failed (%s); reconnecting once", self.name, self._describe(exc)
@@ -482,91 +469,6 @@ class ServerConnection:
         if not ok:
             raise ToolError(f"MCP server '{self.name}', tool '{tool}' reported an error: {text}")
         return ToolReply(text, images) if images else text
-
-    # ------------------------------------------------------------------ server requests
-
-    def _asker(self) -> ToolContext | None:
-        """The running call a server's question belongs to: the newest that can ask.
-        (Over stdio a request names no call; one turn runs one call per server at a
-        time in practice.)"""
-        for context in reversed(self._calls.values()):
-            if context.ask is not None:
-                return context
-        return None
-
-    async def _on_sampling(
-        self, context: Any, params: mtypes.CreateMessageRequestParams
-    ) -> mtypes.CreateMessageResult | mtypes.ErrorData:
-        assert self._sampler is not None
-        messages = [(str(m.role), _sampling_text(m.content)) for m in params.messages]
-        ceiling = self.settings.sampling_max_tokens
-        request = SamplingRequest(
-            self.name, params.system_prompt or "", messages, min(params.max_tokens, ceiling)
-        )
-        if self.settings.sampling == "ask":
-            refusal = await self._approve_sampling(request)
-            if refusal is not None:
-                log.info("mcp server %s: sampling request refused (%s)", self.name, refusal)
-                return mtypes.ErrorData(code=mtypes.INVALID_REQUEST, message=refusal)
-        try:
-            answer = await self._sampler(request)
-        except Exception as exc:
-            log.warning("mcp server %s: sampling failed (%s)", self.name, type(exc).__name__)
-            message = f"the model call failed: {self._clean(str(exc)) or type(exc).__name__}"
-            return mtypes.ErrorData(code=mtypes.INTERNAL_ERROR, message=message)
-        log.info("mcp server %s: sampling request answered", self.name)
-        return mtypes.CreateMessageResult(
-            role="assistant",
-            content=mtypes.TextContent(type="text", text=answer.text),
-            model=answer.model,
-            stop_reason=answer.stop_reason,
-        )
-
-    async def _approve_sampling(self, request: SamplingRequest) -> str | None:
-        """None when the owner approves; else why not."""
-        context = self._asker()
-        if context is None or context.ask is None:
-            return "sampling needs the owner's approval, and nobody can be asked now"
-        last = next((text for role, text in reversed(request.messages) if role == "user"), "")
-        preview = last if len(last) <= 300 else last[:300] + " …"
-        question = t(
-            "mcp.sampling_ask", server=self.name, tokens=request.max_tokens, prompt=preview
-        )
-        options = [t("ask.approve"), t("ask.deny")]
-        answer = await context.ask(question, options, kind="approval", seconds=self.config.timeout)
-        if answer.option == 0:
-            return None
-        if answer.outcome is AskOutcome.ANSWERED:
-            return "the owner declined the sampling request"
-        return "the owner did not answer the sampling request"
-
-    async def _on_elicitation(
-        self, context: Any, params: mtypes.ElicitRequestParams
-    ) -> mtypes.ElicitResult | mtypes.ErrorData:
-        decline = mtypes.ElicitResult(action="decline")
-        if isinstance(params, mtypes.ElicitRequestURLParams):
-            log.info("mcp server %s: URL elicitation declined (not supported)", self.name)
-            return decline
-        fields = choice_fields(params.requested_schema)
-        asker = self._asker()
-        if fields is None or asker is None or asker.ask is None:
-            why = "not only choices" if fields is None else "nobody can be asked"
-            log.info("mcp server %s: elicitation declined (%s)", self.name, why)
-            return decline
-        content: dict[str, Any] = {}
-        for field in fields:
-            text = t("mcp.elicit", server=self.name, message=params.message, field=field.label)
-            if field.description:
-                text = f"{text}\n{field.description}"
-            options = [*field.options, t("mcp.elicit_decline")]
-            answer = await asker.ask(text, options, kind="question", seconds=self.config.timeout)
-            if answer.option is None:
-                return mtypes.ElicitResult(action="cancel")
-            if answer.option == len(field.options):
-                return decline
-            content[field.name] = field.values[answer.option]
-        log.info("mcp server %s: elicitation answered by the owner", self.name)
-        return mtypes.ElicitResult(action="accept", content=content)
 
     async def _ready_session(self) -> tuple[ClientSession, int]:
         if self._session is not None:
@@ -605,8 +507,8 @@ class ServerConnection:
     # ------------------------------------------------------------------ words
 
     def _call_error(self, tool: str, exc: BaseException, *, retried: bool = False) -> str:
-        leaf = _leaf(exc)
-        if _is_timeout(leaf):
+        leaf = first_leaf(exc)
+        if is_timeout(leaf):
             return (
                 f"MCP server '{self.name}' did not answer tool '{tool}' within "
                 f"{self.config.timeout:g} s"
@@ -615,10 +517,10 @@ class ServerConnection:
         return f"MCP server '{self.name}', tool '{tool}' failed{after}: {self._describe(exc)}"
 
     def _describe(self, exc: BaseException) -> str:
-        leaf = _leaf(exc)
+        leaf = first_leaf(exc)
         if isinstance(leaf, FileNotFoundError | PermissionError):
             text = f"cannot run {self.config.command!r}: {leaf.strerror or type(leaf).__name__}"
-        elif _is_timeout(leaf):
+        elif is_timeout(leaf):
             text = self._timeout_text()
         elif isinstance(leaf, MCPError):
             text = leaf.message or f"error {leaf.code}"
@@ -640,61 +542,6 @@ class ServerConnection:
         text = " ".join(redact_text(text, self._secrets).split())
         return text if len(text) <= 300 else text[:299] + "…"
 
-    @contextlib.contextmanager
-    def _errlog(self) -> Any:
-        """Where a stdio server's stderr goes: data/logs/mcp-<name>.log (or nowhere)."""
-        if self._log_dir is None:
-            with open(os.devnull, "w", encoding="utf-8") as sink:
-                yield sink
-            return
-        self._log_dir.mkdir(parents=True, exist_ok=True)
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.name)
-        path = self._log_dir / f"mcp-{safe}.log"
-        self._errlog_path = path
-        mode = "w" if path.exists() and path.stat().st_size > ERRLOG_LIMIT else "a"
-        handle: IO[str] = open(path, mode, encoding="utf-8")  # noqa: SIM115  # closed below
-        try:
-            yield handle
-        finally:
-            handle.close()
-
-
-class _WatchedReadStream:
-    """The session's read stream, reporting when it ends (the server went away)."""
-
-    def __init__(self, inner: Any, on_closed: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_closed = on_closed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)  # e.g. ``last_context`` of context-aware streams
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_closed()
-            raise
-
-    def __aiter__(self) -> _WatchedReadStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        self._on_closed()
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _WatchedReadStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
 
 def _progress_reporter(context: ToolContext | None) -> Any:
     """The SDK's progress callback for a call, reporting "3/10 message" lines."""
@@ -708,60 +555,3 @@ def _progress_reporter(context: ToolContext | None) -> Any:
         report(" ".join(line.split())[:200])
 
     return on_progress
-
-
-def _sampling_text(content: Any) -> str:
-    """A sampling message's content as text (images and audio are named, not passed)."""
-    blocks = content if isinstance(content, list) else [content]
-    parts: list[str] = []
-    for block in blocks:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(str(block.text))
-        else:
-            parts.append(f"[{kind or 'unknown'} content not passed]")
-    return "\n".join(parts)
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real exception inside (possibly nested) exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    leaf = _leaf(exc)
-    if isinstance(leaf, MCPError):
-        return leaf.code == mtypes.REQUEST_TIMEOUT
-    return isinstance(leaf, TimeoutError | httpx2.TimeoutException)
-
-
-def _is_connection_failure(exc: BaseException) -> bool:
-    """Did the connection fail (worth a reconnect), rather than the server answer "no"?"""
-    for leaf in _leaves(exc):
-        if isinstance(leaf, MCPError):
-            if leaf.code == mtypes.CONNECTION_CLOSED:
-                return True
-            # Streamable HTTP: our session is gone (server restarted) or the HTTP layer
-            # failed without a JSON-RPC answer (a proxy's 502, a dropped connection).
-            if leaf.code == mtypes.INVALID_REQUEST and "session" in leaf.message.lower():
-                return True  # "Session terminated", "Session not found", "Missing session ID"
-            if leaf.code == mtypes.INTERNAL_ERROR and "error response" in leaf.message:
-                return True
-        elif isinstance(
-            leaf,
-            httpx2.TransportError
-            | anyio.ClosedResourceError
-            | anyio.BrokenResourceError
-            | anyio.EndOfStream
-            | ConnectionError,
-        ):
-            return True
-    return False

@@ -9,7 +9,7 @@
   ``ask`` (Telegram: inline buttons), one field at a time, with a "decline" option;
   anything else (free text, numbers, URL mode) is declined.
 
-No ``mcp`` import: :mod:`kernel.mcp.connection` translates the SDK's requests into
+No ``mcp`` import: :mod:`kernel.mcp.requests` translates the SDK's requests into
 these values and the answers back.
 """
 

@@ -1,4 +1,7 @@
-"""Skills (seed 002 "Skills System"): ``skills/<name>/SKILL.md`` beside config.toml."""
+"""Skills (seed 002 "Skills System"): ``skills/<name>/SKILL.md`` beside config.toml.
+
+Public API: the names below, and ``kernel.skills.library.SKILL_BLOCK``.
+"""
 
 from kernel.skills.library import (
     MAX_SKILL_BYTES,

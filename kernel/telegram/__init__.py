@@ -1,0 +1,8 @@
+"""The Telegram channel (seed 004): python-telegram-bot inside Kernel's own loop.
+
+Public API: ``kernel.telegram.channel.TelegramChannel`` (what the Kernel starts and
+stops). The rest serves it: ``inbound`` (messages in), ``commands``, ``asks``
+(inline-button questions), ``view``/``progress``/``tool_progress`` (how a turn looks),
+``render`` and ``split`` (Markdown to Telegram HTML, 4096-unit messages), ``media``,
+``voice`` and ``outlet`` (Telegram as a delivery target).
+"""

@@ -17,6 +17,7 @@ import time
 from telegram import Bot
 from telegram.error import TelegramError
 
+from kernel.commands import format_elapsed
 from kernel.core.events import ToolResult
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
@@ -43,13 +44,6 @@ def trouble_line(cli: str, trouble: Trouble) -> str:
             max=trouble.max_attempts,
         )
     return t("tg.delegate_trouble", cli=name, error=trouble.error, attempt=trouble.attempt)
-
-
-def format_elapsed(seconds: float) -> str:
-    whole = max(0, int(seconds))
-    if whole < 60:
-        return t("delegate.seconds", s=whole)
-    return t("delegate.minutes", m=whole // 60, s=whole % 60)
 
 
 class DelegationProgress:

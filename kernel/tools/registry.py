@@ -190,7 +190,11 @@ class ToolRegistry:
         name: str,
         arguments: str | dict[str, Any] | None,
         context: ToolContext | None = None,
+        *,
+        repaired: bool = False,
     ) -> ToolOutcome:
+        """``repaired``: ``arguments`` is the dict repair_arguments made for the tool
+        ``name`` resolves to (the agent repairs once per call): validated, not repaired."""
         available = self.names()
         resolved = resolve_tool_name(name, available)
         if resolved is None:
@@ -199,7 +203,10 @@ class ToolRegistry:
             return ToolOutcome(name, False, content, {})
         tool = self._tools[resolved]
         try:
-            args = repair_arguments(arguments, tool.parameters)
+            if repaired and isinstance(arguments, dict):
+                args = arguments
+            else:
+                args = repair_arguments(arguments, tool.parameters)
         except ToolError as exc:
             log.warning("tool %s: unrepairable arguments", resolved)
             content = (

@@ -1,5 +1,12 @@
-"""The owner's workspace folder (``general.default_workspace``) as the sidecar serves it."""
+"""The owner's workspace folder (``general.default_workspace``) as the sidecar serves it.
 
-from kernel.workspace.files import Entry, OpenFile, Workspace, parts_of
+Public API: :class:`Workspace` (read, list, write, delete under one lock),
+:class:`Entry`, :class:`OpenFile`, :func:`parts_of` and ``Parts`` (the text check of a
+relative path); ``kernel.workspace.archive.Archives`` (zip export and import).
+``paths.py`` holds the path checks (text and on disk) the others build on.
+"""
 
-__all__ = ["Entry", "OpenFile", "Workspace", "parts_of"]
+from kernel.workspace.files import Entry, OpenFile, Workspace
+from kernel.workspace.paths import Parts, parts_of
+
+__all__ = ["Entry", "OpenFile", "Parts", "Workspace", "parts_of"]

@@ -35,7 +35,8 @@ from typing import IO, BinaryIO
 
 from kernel.core.errors import WorkspaceError
 from kernel.core.i18n import t
-from kernel.workspace.files import _READ, Parts, Workspace, Writer, _Secrets, parts_of
+from kernel.workspace.files import Workspace, Writer
+from kernel.workspace.paths import READ, Parts, Secrets, parts_of
 
 _COPY = 64 * 1024
 _MIN_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -87,7 +88,7 @@ class Archives:
 
     def _export(self) -> Path:
         skipped: list[str] = []
-        secrets = _Secrets(self.workspace)  # one look at the data dir for the whole export
+        secrets = Secrets(self.workspace)  # one look at the data dir for the whole export
         entries, truncated = self.workspace._list((), self.max_files, skipped, secrets)
         total = sum(e.size for e in entries)
         if truncated or total > self.max_bytes:
@@ -120,7 +121,7 @@ class Archives:
         return path
 
     def _add(
-        self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, parts: Parts, secrets: _Secrets
+        self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, parts: Parts, secrets: Secrets
     ) -> bool:
         """False: the file became one that is refused (a hard link) since it was listed."""
         try:
@@ -128,7 +129,7 @@ class Archives:
         except WorkspaceError:  # a folder on the way gone or swapped since listed
             return True
         try:
-            fd = os.open(parts[-1], _READ, dir_fd=folder)
+            fd = os.open(parts[-1], READ, dir_fd=folder)
         except OSError:  # gone or swapped for a link since listed: left out
             return True
         finally:

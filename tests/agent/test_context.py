@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kernel.agent.context import repair_history, truncate_rounds
+from kernel.agent.context import repair_history
 from kernel.app import Kernel
 from kernel.config import load_config
 from kernel.core.events import Completed, ToolResult
@@ -49,7 +49,7 @@ async def test_truncation_keeps_tool_pairs_at_the_boundary(
         assert roles == ["user", "assistant", "tool", "assistant", "user"]
 
 
-def test_truncate_and_repair_units() -> None:
+def test_repair_units() -> None:
     use = ToolUseBlock("t1", "note", {})
     msgs = [
         Message("user", [TextBlock("a")]),
@@ -59,8 +59,6 @@ def test_truncate_and_repair_units() -> None:
         Message("user", [TextBlock("b")]),
         Message("assistant", [ToolUseBlock("t2", "note", {})]),  # crashed: no result
     ]
-    assert truncate_rounds(msgs, 1)[0].text == "b"
-    assert truncate_rounds(msgs, 5) == msgs
     repaired = repair_history([*msgs, Message("user", [TextBlock("c")])])
     last = repaired[-1]
     assert last.role == "user"

@@ -143,3 +143,41 @@ async def test_approval_answered_on_the_next_input_line(
     db.close()
     denied = anthropic_sim.requests[-1].body["messages"][-1]["content"][0]
     assert denied["is_error"] is True and "denied" in denied["content"]
+
+
+async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_path: Path) -> None:
+    write_config(tmp_path, anthropic_sim.base_url, "claude")
+    anthropic_sim.enqueue(text_reply("first answer"))
+    script = "\n".join(
+        [
+            "hello",
+            "/remember the owner likes jasmine tea",
+            "/memory",
+            "/forget #1",
+            "/forget #1",
+            "/resume",
+            "/status",
+            "/history",
+            "/del_history #1",
+            "/history",
+            "/retitle",
+            "/cancel",
+        ]
+    )
+
+    code, out, err = await chat(tmp_path, script + "\n")
+
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "Remembered (/memory lists them all)" in lines
+    assert any(line.startswith("#1 ") and line.endswith("jasmine tea") for line in lines)
+    assert "Deleted 1 memory(ies)" in lines
+    assert any(line.startswith("✗ Invalid memory number #1") for line in lines)
+    assert "✗ Give a session number such as #1: list them with /history first" in lines
+    assert "State: idle" in lines and "Last error: —" in lines
+    assert "Deleted 1 session(s)" in lines and "No sessions yet" in lines
+    assert any(line.startswith("✗ No titles model") for line in lines)
+    assert lines[-1].startswith("Unknown command /cancel")  # Ctrl-C is the terminal's cancel
+    db = sqlite3.connect(tmp_path / "data" / "kernel.db")
+    assert db.execute("select count(*) from memories").fetchone() == (0,)
+    db.close()

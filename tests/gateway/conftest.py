@@ -16,6 +16,7 @@ import pytest
 
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.gateway.routes import ROUTERS
 from kernel.gateway.server import Gateway
 from tests.conftest import write_config
 from tests.sim.anthropic_sim import AnthropicSim
@@ -129,7 +130,7 @@ async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
                 path.write_text(path.read_text() + extra)
         kernel = Kernel(load_config(path, env={}, require_telegram=False), clock=clock)
         await kernel.start()
-        gw = Gateway(kernel)
+        gw = Gateway(kernel, ROUTERS)
         await gw.start()
         sc = Sidecar(kernel, gw, aiohttp.ClientSession(), model, path, api_key)
         running.append(sc)

@@ -155,7 +155,7 @@ async def test_a_chat_with_a_running_turn_is_not_deleted(
     chat_id = next(c["id"] for c in listing["chats"] if c["session_id"] == "busy")
     status, data, _ = await sc.call("DELETE", f"/chats/{chat_id}")
     assert (status, data["error"]["code"]) == (409, "session_busy")
-    for conv in list(sc.kernel.agent._conversations):
+    for conv in sc.kernel.agent.sessions.names():
         sc.kernel.agent.cancel(conv)
     status, _ = await request
     assert status == 200

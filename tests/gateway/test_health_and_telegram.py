@@ -10,6 +10,7 @@ import aiohttp
 
 from kernel import __version__
 from kernel.core.status import ChannelState
+from kernel.gateway.routes import ROUTERS
 from kernel.gateway.server import Gateway
 from tests.conftest import SECRET_KEY
 from tests.gateway.conftest import API_KEY, SidecarFactory, message
@@ -126,7 +127,7 @@ async def test_system_layers(sidecar: SidecarFactory, anthropic_sim: AnthropicSi
 
 async def test_telegram_and_http_turns_in_flight_at_once(bot: Factory) -> None:
     h = await bot()
-    gateway = Gateway(h.kernel)
+    gateway = Gateway(h.kernel, ROUTERS)
     await gateway.start()
     try:
         async with aiohttp.ClientSession() as http:
@@ -153,7 +154,7 @@ async def test_telegram_and_http_turns_in_flight_at_once(bot: Factory) -> None:
             assert by_channel["telegram"]["user_id"] == str(OWNER)
             assert by_channel["console"]["session_id"] == "web-1"
 
-            turn = h.kernel.agent._conv(CONV).turn
+            turn = h.kernel.agent.sessions.conversation(CONV).turn
             assert turn is not None
             async with http.post(f"{gateway.url}/agent/turns/{turn.id}/cancel") as response:
                 assert (await response.json())["cancelled"] is True

@@ -46,7 +46,7 @@ async def test_provider_change_applies_at_once_and_only_in_runtime_toml(
         assert NEW_KEY in (headers.get("x-api-key", ""), headers.get("Authorization", "")[7:])
         assert anthropic_sim.requests == []
         # The replaced client was closed once no turn used it (no pool left open).
-        await until(lambda: not sc.kernel.agent._retired)
+        await until(lambda: not sc.kernel.agent.selection.retiring())
     finally:
         await other.stop()
     assert sc.config_path.read_bytes() == config_before

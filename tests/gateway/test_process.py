@@ -143,7 +143,7 @@ async def test_client_disconnect_cancels_its_turn(
         await anext(events)  # "Hello " has arrived: the turn is mid-stream
         conv, session_id = await conversation(sc, "s-gone")
         assert sc.kernel.agent.is_busy(conv)
-        turn = sc.kernel.agent._conv(conv).turn
+        turn = sc.kernel.agent.sessions.conversation(conv).turn
         response.close()  # the client goes away
     await idle(sc, conv)
     assert turn is not None and turn.final is not None
@@ -354,7 +354,7 @@ async def test_many_chats_leave_no_state_behind_and_a_direct_tool_waits_its_turn
         status, data = await sc.process("hi", session_id=f"many-{n}")
         assert (status, data["reply"]) == (200, f"reply {n}")
     # Idle HTTP chats are rebuilt from their session when needed, never kept around.
-    assert [k for k in sc.kernel.agent._conversations if k.startswith("session:")] == []
+    assert [k for k in sc.kernel.agent.sessions.names() if k.startswith("session:")] == []
 
     anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), chunk_delay=0.3))
     turn = asyncio.ensure_future(sc.process("take your time", session_id="busy"))
@@ -380,7 +380,7 @@ async def test_a_json_client_that_goes_away_cancels_its_turn(
     request = asyncio.ensure_future(sc.process("long question", session_id="s-left"))
     await until(lambda: len(anthropic_sim.requests) == 1)
     conv, session_id = await conversation(sc, "s-left")
-    turn = sc.kernel.agent._conv(conv).turn
+    turn = sc.kernel.agent.sessions.conversation(conv).turn
     assert turn is not None and not turn.done
     request.cancel()  # the client closes its connection without waiting for the reply
     await idle(sc, conv)

@@ -18,6 +18,7 @@ from kernel.app import Kernel
 from kernel.config import is_loopback, load_config
 from kernel.core.errors import ConfigError, StartupError
 from kernel.core.logs import setup_logging
+from kernel.gateway.routes import ROUTERS
 from kernel.gateway.server import Gateway
 from tests.conftest import SECRET_KEY, write_config
 from tests.gateway.conftest import API_KEY, SidecarFactory, message, until
@@ -97,7 +98,7 @@ async def test_gateway_never_binds_non_loopback_without_a_key(
 ) -> None:
     kernel: Kernel = await make_kernel(anthropic_sim)  # type: ignore[operator]
     kernel.config.gateway.host = "0.0.0.0"  # e.g. changed after validation
-    gateway = Gateway(kernel)
+    gateway = Gateway(kernel, ROUTERS)
     with pytest.raises(StartupError, match="api_key"):
         await gateway.start()
     assert gateway.port == 0
@@ -108,7 +109,7 @@ async def test_port_in_use_is_a_one_line_refusal(
 ) -> None:
     sc = await sidecar(anthropic_sim)
     sc.kernel.config.gateway.port = sc.gateway.port
-    second = Gateway(sc.kernel)
+    second = Gateway(sc.kernel, ROUTERS)
     with pytest.raises(StartupError) as info:
         await second.start()
     text = str(info.value)

@@ -25,7 +25,7 @@ async def test_http_chats_are_titled_unless_named(
     status, data = await sc.process("plan a trip to Kyoto", session_id="trip")
     assert status == 200
     await until(lambda: len(openai_sim.requests) == 1)
-    await until(lambda: not sc.kernel.agent._background)
+    await until(lambda: not sc.kernel.agent.background)
     _, chat, _ = await sc.call("GET", f"/chats/{data['chat_id']}")
     assert chat["name"] == "Trip to Kyoto"
 
@@ -33,6 +33,6 @@ async def test_http_chats_are_titled_unless_named(
     status, created, _ = await sc.call("POST", "/chats", body)
     assert status in (200, 201)
     status, data = await sc.process("hello", session_id="named")
-    await until(lambda: not sc.kernel.agent._background)
+    await until(lambda: not sc.kernel.agent.background)
     _, chat, _ = await sc.call("GET", f"/chats/{data['chat_id']}")
     assert chat["name"] == "My own name" and len(openai_sim.requests) == 1

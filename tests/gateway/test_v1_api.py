@@ -19,7 +19,7 @@ import pytest
 from kernel.config import load_config
 from kernel.core.errors import ConfigError
 from kernel.core.provider import StopScanner
-from kernel.gateway.claude_format import glob_match
+from kernel.gateway.v1 import glob_match
 from tests.conftest import write_config
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sse_events
 from tests.sim.anthropic_sim import AnthropicSim

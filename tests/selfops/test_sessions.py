@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernel.gateway.routes import ROUTERS
 from kernel.gateway.server import Gateway
 from tests.gateway.conftest import SidecarFactory, message, sse_events
 from tests.sim.anthropic_sim import AnthropicSim
@@ -80,7 +81,7 @@ async def test_invalid_models_and_sessions_are_refused(
 
 async def test_a_telegram_session_follows_its_override(bot: Factory, tmp_path: Path) -> None:
     h = await bot()
-    gateway = Gateway(h.kernel)
+    gateway = Gateway(h.kernel, ROUTERS)
     await gateway.start()
     try:
         h.model.enqueue(text_reply("one"), text_reply("two"))

@@ -145,7 +145,7 @@ async def test_console_treats_a_skill_as_a_message(
     kernel = await make_kernel(anthropic_sim, language="en")
     anthropic_sim.enqueue(text_reply("sorted"))
     out, err = io.StringIO(), io.StringIO()
-    chat = ConsoleChat(kernel.agent, out, err, interactive=False)
+    chat = ConsoleChat(kernel, out, err, interactive=False)
 
     await chat.handle("/skill/tidy c b a")
 

@@ -27,7 +27,7 @@ async def test_title_after_first_turn_and_retitle(bot: Factory, openai_sim: Open
 
     await h.converse("hello there")
     await h.tg.wait_until(lambda: len(openai_sim.requests) == 1)
-    await h.tg.wait_until(lambda: not h.kernel.agent._background)
+    await h.tg.wait_until(lambda: not h.kernel.agent.background)
     listing = await h.ask("/history")
     assert "Greeting the owner" in listing
     body = openai_sim.requests[0].body
@@ -91,5 +91,5 @@ async def test_a_first_turn_that_fails_still_names_its_session(
 
     assert "bad request" in await h.converse("summarise my week")
     await h.tg.wait_until(lambda: len(openai_sim.requests) == 1)
-    await h.tg.wait_until(lambda: not h.kernel.agent._background)
+    await h.tg.wait_until(lambda: not h.kernel.agent.background)
     assert "Broken request" in await h.ask("/history")

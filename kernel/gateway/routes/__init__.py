@@ -1,5 +1,7 @@
 """The sidecar's API, one module per area. A new area: a module with its own
-``router = Router(...)``, appended to ``ROUTERS`` (order = order in /openapi.json)."""
+``router = Router(...)``, appended to ``ROUTERS`` (order = order in /openapi.json).
+
+Public API: ``ROUTERS``."""
 
 from __future__ import annotations
 

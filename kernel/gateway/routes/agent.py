@@ -14,16 +14,16 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
+from pydantic import Field
 
 from kernel.agent.agent import OpenedSession, SessionKey, UserInput
 from kernel.agent.slimming import summarize_tool_result
-from kernel.app import Kernel
 from kernel.core.asks import AnswerResult
 from kernel.core.delivery import Target
-from kernel.core.errors import ChannelError
+from kernel.core.errors import ChannelError, http_status
 from kernel.core.events import (
     Completed,
     ErrorEvent,
@@ -36,9 +36,8 @@ from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
 from kernel.core.turns import Turn
 from kernel.gateway.api import (
-    CODE_STATUS,
+    IMAGE_MEDIA_TYPES,
     ApiError,
-    Body,
     Router,
     image_block,
     invalid,
@@ -47,11 +46,23 @@ from kernel.gateway.api import (
     not_found,
     path_param,
     query_param,
-    read_object,
+    read_model,
+    refusal,
     sse_frame,
 )
-from kernel.gateway.routes.chats import DEFAULT_KEY, chat_id_of, key_part
+from kernel.gateway.routes.chats import DEFAULT_KEY, ChatKeyBody, chat_id_of
+from kernel.gateway.schema import (
+    BodyModel,
+    OpenShape,
+    Shape,
+    Text,
+    documented,
+    documented_required,
+)
 from kernel.tools.registry import ToolContext
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
 
 log = logging.getLogger(__name__)
 
@@ -61,117 +72,100 @@ PROMPT_MODES = ("default",)
 PREVIEW_CHARS = 240
 NEW_COMMAND = "/new"
 
-ASK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "question", "options"],
-    "properties": {
-        "id": {"type": "string"},
-        "tool_call_id": {"type": "string"},
-        "kind": {"type": "string", "enum": ["question", "approval"]},
-        "question": {"type": "string"},
-        "options": {"type": "array", "items": {"type": "string"}},
-    },
-}
-EVENT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["type"],
-    "properties": {
-        "type": {
-            "type": "string",
-            "enum": [
-                "step_started",
-                "assistant_delta",
-                "tool_call",
-                "tool_progress",
-                "tool_result",
-                "completed",
-                "error",
-                "ask_user",
-            ],
-        },
-        "step": {"type": "integer"},
-        "delta": {"type": "string"},
-        "reply": {"type": "string"},
-        "tool_call": {"type": "object"},
-        "tool_progress": {"type": "object"},
-        "tool_result": {"type": "object"},
-        "ask": ASK_SCHEMA,
-        "meta": {"type": "object"},
-    },
-}
-PART_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["type"],
-    "properties": {
-        "type": {"type": "string", "enum": ["text", "image"]},
-        "text": {"type": "string"},
-        "media_type": {
-            "type": "string",
-            "enum": ["image/jpeg", "image/png", "image/gif", "image/webp"],
-        },
-        "data": {"type": "string", "description": "base64"},
-    },
-}
-INPUT_SCHEMA: dict[str, Any] = {  # seed 000's input messages
-    "type": "array",
-    "minItems": 1,
-    "items": {
-        "type": "object",
-        "required": ["content"],
-        "properties": {
-            "role": {"type": "string", "enum": ["user"]},
-            "type": {"type": "string", "enum": ["message"]},
-            "content": {"type": "array", "items": PART_SCHEMA},
-        },
-    },
-}
-PROCESS_BODY: dict[str, Any] = {
-    "type": "object",
-    "required": ["input"],
-    "properties": {
-        "input": INPUT_SCHEMA,
-        "session_id": {"type": "string", "maxLength": 128},
-        "user_id": {"type": "string", "maxLength": 128},
-        "channel": {"type": "string", "maxLength": 128},
-        "stream": {"type": "boolean"},
-        "biz_params": {
-            "type": "object",
-            "properties": {
-                "channel": {
-                    "type": "object",
-                    "description": "qq: where the reply goes (default channels.qq.target_*)",
-                    "properties": {
-                        "target_type": {"type": "string", "enum": ["c2c", "group", "guild", "dm"]},
-                        "target_id": {"type": "string"},
-                        "msg_id": {"type": "string"},
-                    },
-                },
-                "prompt_mode": {"type": "string", "enum": list(PROMPT_MODES)},
-                "tool": {
-                    "type": "object",
-                    "required": ["name"],
-                    "properties": {"name": {"type": "string"}, "input": {"type": "object"}},
-                },
-            },
-        },
-    },
-}
-PROCESS_RESPONSE: dict[str, Any] = {
-    "type": "object",
-    "required": ["reply", "events"],
-    "properties": {
-        "reply": {"type": "string"},
-        "events": {"type": "array", "items": EVENT_SCHEMA},
-        "turn_id": {"type": "string"},
-        "chat_id": {"type": "string"},
-        "session_id": {"type": "string"},
-    },
-}
+
+class Ask(Shape):
+    id: str
+    tool_call_id: str | None = None
+    kind: Literal["question", "approval"] | None = None
+    question: str
+    options: list[str]
 
 
-def read_input(body: Body) -> tuple[str, list[ImageBlock]]:
+EventType = Literal[
+    "step_started",
+    "assistant_delta",
+    "tool_call",
+    "tool_progress",
+    "tool_result",
+    "completed",
+    "error",
+    "ask_user",
+]
+
+
+class Event(Shape):
+    """One turn event (as JSON, and as each SSE event's data)."""
+
+    type: EventType
+    step: int | None = None
+    delta: str | None = None
+    reply: str | None = None
+    tool_call: OpenShape | None = None
+    tool_progress: OpenShape | None = None
+    tool_result: OpenShape | None = None
+    ask: Ask | None = None
+    meta: OpenShape | None = None
+
+
+class InputPart(BodyModel):
+    type: Literal["text", "image"]
+    text: str | None = None
+    media_type: Literal[IMAGE_MEDIA_TYPES] | None = None  # type: ignore[valid-type]
+    data: str | None = Field(default=None, description="base64")
+
+
+class InputMessage(BodyModel):
+    """seed 000's input message."""
+
+    role: Literal["user"] | None = None
+    type: Literal["message"] | None = None
+    content: list[InputPart]
+
+
+# Validated part by part by read_input (its own words), documented as seed 000's shape.
+Input = Annotated[list[Any], documented(Annotated[list[InputMessage], Field(min_length=1)])]
+
+
+class QQTarget(BodyModel):
+    """qq: where the reply goes (default channels.qq.target_*)."""
+
+    target_type: (
+        Annotated[str, Field(max_length=16), documented(Literal["c2c", "group", "guild", "dm"])]
+        | None
+    ) = None
+    target_id: Annotated[str, Field(max_length=128)] | None = None
+    msg_id: Annotated[str, Field(max_length=128)] | None = None
+
+
+class DirectTool(BodyModel):
+    name: Annotated[Text, Field(max_length=64)]
+    input: dict[str, Any] | None = None
+
+
+class BizParams(BodyModel):
+    channel: QQTarget | None = None
+    prompt_mode: Annotated[Any, documented(Literal[PROMPT_MODES])] = None
+    tool: DirectTool | None = None
+
+
+class ProcessBody(ChatKeyBody):
+    model_config = documented_required("input")
+
+    input: Input | None = None
+    stream: bool | None = None
+    biz_params: BizParams | None = None
+
+
+class ProcessResult(Shape):
+    reply: str
+    events: list[Event]
+    turn_id: str | None = None
+    chat_id: str | None = None
+    session_id: str | None = None
+
+
+def read_input(items: list[Any] | None) -> tuple[str, list[ImageBlock]]:
     """Text and images of the ``input`` messages (seed 000 format), in order."""
-    items = body.array("input")
     if not items:
         raise invalid(t("gw.input_missing"), field="input")
     texts: list[str] = []
@@ -202,10 +196,10 @@ def read_input(body: Body) -> tuple[str, list[ImageBlock]]:
     return "\n\n".join(texts), images
 
 
-def prompt_mode_of(biz: Body | None) -> str | None:
-    if biz is None or "prompt_mode" not in biz.data:
+def prompt_mode_of(biz: BizParams | None) -> str | None:
+    if biz is None or biz.prompt_mode is None:
         return None
-    mode = biz.data["prompt_mode"]
+    mode = biz.prompt_mode
     if mode not in PROMPT_MODES:
         raise invalid(t("gw.prompt_mode"), field="biz_params.prompt_mode", allowed=PROMPT_MODES)
     return str(mode)
@@ -214,40 +208,35 @@ def prompt_mode_of(biz: Body | None) -> str | None:
 @router.post(
     "/agent/process",
     summary="Run one turn: JSON {reply, events} or, with stream=true, SSE ending data: [DONE]",
-    body=PROCESS_BODY,
-    response=PROCESS_RESPONSE,
+    body=ProcessBody,
+    response=ProcessResult,
     sse=True,
     errors=(403, 404, 409, 500, 502),
 )
 async def process(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
-    body = await read_object(request)
-    key = SessionKey(
-        key_part(body, "channel", DEFAULT_KEY.channel),
-        key_part(body, "user_id", DEFAULT_KEY.user_id),
-        key_part(body, "session_id", DEFAULT_KEY.external_id),
-    )
-    stream = bool(body.boolean("stream", False))
-    biz = body.obj("biz_params")
+    body = await read_model(request, ProcessBody)
+    key = body.key(DEFAULT_KEY)
+    stream = bool(body.stream)
+    biz = body.biz_params
     mode = prompt_mode_of(biz)
     deliver = _delivery(kernel, key, biz)
-    tool = biz.obj("tool") if biz else None
+    tool = biz.tool if biz else None
     if tool is not None:
-        name = tool.required_text("name", max_len=64)
-        arguments = tool.obj("input")
+        name = tool.name
+        arguments = tool.input
         if kernel.tools.is_disabled(name):
-            raise ApiError(403, "tool_disabled", t("gw.tool_disabled", name=name), {"tool": name})
+            raise refusal("tool_disabled", t("gw.tool_disabled", name=name), {"tool": name})
         if name not in kernel.tools:
             available = kernel.tools.names()
-            raise ApiError(
-                400,
+            raise refusal(
                 "tool_not_supported",
                 t("gw.tool_unknown", name=name, available=", ".join(available) or "-"),
                 {"tool": name, "available": available},
             )
         text, images = "", list[ImageBlock]()
     else:
-        text, images = read_input(body)
+        text, images = read_input(body.input)
         if not text.strip() and not images:
             raise invalid(t("gw.input_empty"), field="input")
     opened = await kernel.agent.open_session(key)
@@ -259,7 +248,7 @@ async def process(request: web.Request) -> web.StreamResponse:
     if tool is not None:
         # Queued behind the chat's turn like any request for this chat.
         await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
-        events = _direct_tool(kernel, opened, name, arguments.data if arguments else {})
+        events = _direct_tool(kernel, opened, name, arguments or {})
     elif text.strip() == NEW_COMMAND and not images:
         await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
         await kernel.agent.clear_history(opened.conversation)
@@ -287,7 +276,7 @@ async def process(request: web.Request) -> web.StreamResponse:
 Deliver = Callable[[str], Awaitable[None]]
 
 
-def _delivery(kernel: Kernel, key: SessionKey, biz: Body | None) -> Deliver | None:
+def _delivery(kernel: Kernel, key: SessionKey, biz: BizParams | None) -> Deliver | None:
     """For a channel other than console, the final reply is also delivered through it
     (seed 000: the channel plugin's SendText); the channel must be usable before the
     turn starts. ``biz_params.channel`` names a QQ target."""
@@ -296,13 +285,13 @@ def _delivery(kernel: Kernel, key: SessionKey, biz: Body | None) -> Deliver | No
     registry = kernel.channel_registry
     registry.require(key.channel)
     target = Target(user_id=key.user_id, session_id=key.external_id, origin=key.channel)
-    where = biz.obj("channel") if biz else None
+    where = biz.channel if biz else None
     if where is not None and key.channel == "qq":
         target = Target(
-            user_id=where.text("target_id", max_len=128) or "",
+            user_id=where.target_id or "",
             session_id=key.external_id,
-            kind=where.text("target_type", max_len=16) or "",
-            reply_to=where.text("msg_id", max_len=128) or "",
+            kind=where.target_type or "",
+            reply_to=where.msg_id or "",
             origin="qq",
         )
 
@@ -330,15 +319,8 @@ async def _direct_tool(
 
 
 def error_status(code: str) -> int:
-    if code in CODE_STATUS:  # skills named in the input
-        return CODE_STATUS[code]
-    if code == "provider_not_supported":
-        return 400
-    if code == "internal_error":
-        return 500
-    if code in ("rate_limit_error", "rate_limited"):
-        return 429
-    return 502
+    """A turn's error code as an HTTP status: a provider's own codes are 502."""
+    return http_status(code, 502)
 
 
 async def _collect(
@@ -410,15 +392,16 @@ async def stream_events(
     return response
 
 
+class Cancelled(Shape):
+    cancelled: bool
+    turn_id: str | None = None
+
+
 @router.post(
     "/agent/turns/{turn_id}/cancel",
     summary="Cancel a running turn (its history stays valid)",
     params=(path_param("turn_id"),),
-    response={
-        "type": "object",
-        "required": ["cancelled"],
-        "properties": {"cancelled": {"type": "boolean"}, "turn_id": {"type": "string"}},
-    },
+    response=Cancelled,
     errors=(404,),
 )
 async def cancel_turn(request: web.Request) -> web.Response:
@@ -430,14 +413,14 @@ async def cancel_turn(request: web.Request) -> web.Response:
     return json_response({"cancelled": turn.cancel(), "turn_id": turn_id})
 
 
+class AskList(Shape):
+    asks: list[Ask]
+
+
 @router.get(
     "/agent/asks",
     summary="Questions running turns wait on (ask_user, tool approvals), oldest first",
-    response={
-        "type": "object",
-        "required": ["asks"],
-        "properties": {"asks": {"type": "array", "items": ASK_SCHEMA}},
-    },
+    response=AskList,
 )
 async def list_asks(request: web.Request) -> web.Response:
     waiting = kernel_of(request).agent.asks.waiting()
@@ -455,28 +438,27 @@ async def list_asks(request: web.Request) -> web.Response:
     return json_response({"asks": asks})
 
 
+class AnswerBody(BodyModel):
+    choice: Annotated[int, Field(ge=0)]
+
+
+class Answered(Shape):
+    resolved: bool
+    option: str | None = None
+
+
 @router.post(
     "/agent/asks/{ask_id}/answer",
     summary="Answer a waiting question with the index of one of its options",
     params=(path_param("ask_id"),),
-    body={
-        "type": "object",
-        "required": ["choice"],
-        "properties": {"choice": {"type": "integer", "minimum": 0}},
-    },
-    response={
-        "type": "object",
-        "required": ["resolved"],
-        "properties": {"resolved": {"type": "boolean"}, "option": {"type": "string"}},
-    },
+    body=AnswerBody,
+    response=Answered,
     errors=(400, 404),
 )
 async def answer_ask(request: web.Request) -> web.Response:
     """404 when nothing waits on that id any more (answered, timed out, cancelled)."""
     ask_id = request.match_info["ask_id"]
-    choice = (await read_object(request)).integer("choice", minimum=0)
-    if choice is None:
-        raise invalid(t("gw.field_required", field="choice"), field="choice")
+    choice = (await read_model(request, AnswerBody)).choice
     asks = kernel_of(request).agent.asks
     question = asks.get(ask_id)
     result = asks.answer(ask_id, choice)
@@ -488,39 +470,30 @@ async def answer_ask(request: web.Request) -> web.Response:
     return json_response({"resolved": True, "option": question.options[choice]})
 
 
-LAYERS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["layers", "estimated_tokens_total"],
-    "properties": {
-        "version": {"type": "string"},
-        "mode_variant": {"type": "string"},
-        "layers": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "role": {"type": "string"},
-                    "source": {"type": "string"},
-                    "content_preview": {"type": "string"},
-                    "layer_hash": {"type": "string"},
-                    "estimated_tokens": {"type": "integer"},
-                },
-            },
-        },
-        "estimated_tokens_total": {"type": "integer"},
-    },
-}
+class LayerInfo(Shape):
+    name: str | None = None
+    role: str | None = None
+    source: str | None = None
+    content_preview: str | None = None
+    layer_hash: str | None = None
+    estimated_tokens: int | None = None
+
+
+class SystemLayers(Shape):
+    version: str | None = None
+    mode_variant: str | None = None
+    layers: list[LayerInfo]
+    estimated_tokens_total: int
 
 
 @router.get(
     "/agent/system-layers",
     summary="The system prompt layers a turn would get now, with hashes and token estimates",
     params=(
-        query_param("prompt_mode", {"type": "string", "enum": list(PROMPT_MODES)}),
-        query_param("query", {"type": "string"}, "text whose memories are recalled"),
+        query_param("prompt_mode", Literal[PROMPT_MODES]),
+        query_param("query", str, "text whose memories are recalled"),
     ),
-    response=LAYERS_SCHEMA,
+    response=SystemLayers,
 )
 async def system_layers(request: web.Request) -> web.Response:
     mode = request.query.get("prompt_mode", "default")

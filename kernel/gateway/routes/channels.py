@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, create_model
 
-from kernel.app import Kernel
 from kernel.channels.qq_inbound import InboundError
 from kernel.config import (
     CHANNEL_TYPES,
@@ -37,7 +38,12 @@ from kernel.gateway.api import (
     json_response,
     kernel_of,
     read_object,
+    refusal,
 )
+from kernel.gateway.schema import BodyModel, OpenShape, Shape, documented, expecting, problem
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
 
 router = Router("channels", "Channel settings, the QQ callback, delivery state")
 
@@ -57,11 +63,16 @@ DESCRIPTIONS = {
     "webhook": "each text POSTed as JSON to url (HMAC-SHA256 signed when secret is set)",
     "qq": "the official QQ bot open platform: callbacks at /channels/qq/inbound, replies by API",
 }
-NAME = Param(
-    "name", "path", {"type": "string", "enum": list(CHANNEL_TYPES)}, "channel type", required=True
-)
+NAME = Param("name", "path", Literal[CHANNEL_TYPES], "channel type", required=True)
 
 _KINDS = {bool: "boolean", str: "string", int: "integer", float: "number", list: "array"}
+_TYPES: dict[str, Any] = {
+    "boolean": bool,
+    "string": Annotated[str, Field(max_length=4096)],
+    "integer": int,
+    "number": float,
+    "array": Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=1000)],
+}
 
 
 def _fields(name: str) -> dict[str, str]:
@@ -73,22 +84,48 @@ def _fields(name: str) -> dict[str, str]:
     return out
 
 
-def _schema(name: str) -> dict[str, Any]:
-    props: dict[str, Any] = {}
-    for field, kind in _fields(name).items():
-        props[field] = {"type": kind}
-        if kind == "array":
-            props[field]["items"] = {"type": "string"}
-    if name == "qq":
-        props["target_type"]["enum"] = list(QQ_TARGET_TYPES)
-    return {"type": "object", "properties": props}
+def _no_nul(value: Any) -> Any:
+    if isinstance(value, str) and "\0" in value:
+        raise ValueError("NUL")
+    return value
 
 
-SETTINGS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "the settings of one channel type (fields depend on the type)",
-    "properties": {k: v for name in CHANNEL_TYPES for k, v in _schema(name)["properties"].items()},
-}
+def _field_type(name: str, field: str, kind: str) -> Any:
+    kind_type = _TYPES[kind]
+    if name == "qq" and field == "target_type":
+        kind_type = Annotated[kind_type, documented(Literal[QQ_TARGET_TYPES])]
+    return Annotated[kind_type, AfterValidator(_no_nul), expecting(kind)]
+
+
+class _Settings(BodyModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+@cache
+def settings_model(name: str) -> type[BodyModel]:
+    """One channel type's settings, each field optional (a change names what changes)."""
+    fields: dict[str, Any] = {
+        field: (_field_type(name, field, kind) | None, None)
+        for field, kind in _fields(name).items()
+    }
+    model: type[BodyModel] = create_model(f"{name.title()}Settings", __base__=_Settings, **fields)
+    return model
+
+
+def _all_settings() -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name in CHANNEL_TYPES:
+        for field, info in settings_model(name).model_fields.items():
+            fields.setdefault(field, (info.annotation, None))
+    return fields
+
+
+ChannelSettings: type[BodyModel] = create_model(
+    "ChannelSettings",
+    __base__=BodyModel,
+    __doc__="the settings of one channel type (fields depend on the type)",
+    **_all_settings(),
+)
 
 
 def settings_view(kernel: Kernel, name: str) -> dict[str, Any]:
@@ -110,14 +147,14 @@ def _channel_name(request: web.Request) -> str:
     return name
 
 
+class ChannelsSettings(Shape):
+    channels: dict[str, ChannelSettings]  # type: ignore[valid-type]
+
+
 @router.get(
     "/config/channels",
     summary="Every channel's settings (secrets masked)",
-    response={
-        "type": "object",
-        "required": ["channels"],
-        "properties": {"channels": {"type": "object", "additionalProperties": SETTINGS_SCHEMA}},
-    },
+    response=ChannelsSettings,
 )
 async def list_channels(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
@@ -126,14 +163,26 @@ async def list_channels(request: web.Request) -> web.Response:
     )
 
 
+class ChannelField(Shape):
+    name: str
+    type: str
+    secret: bool
+
+
+class ChannelType(Shape):
+    name: str
+    description: str
+    fields: list[ChannelField]
+
+
+class ChannelTypes(Shape):
+    types: list[ChannelType]
+
+
 @router.get(
     "/config/channels/types",
     summary="The channel types and their fields",
-    response={
-        "type": "object",
-        "required": ["types"],
-        "properties": {"types": {"type": "array", "items": {"type": "object"}}},
-    },
+    response=ChannelTypes,
 )
 async def channel_types(request: web.Request) -> web.Response:
     types = [
@@ -154,55 +203,46 @@ async def channel_types(request: web.Request) -> web.Response:
     "/config/channels/{name}",
     summary="One channel's settings (secrets masked)",
     params=(NAME,),
-    response=SETTINGS_SCHEMA,
+    response=ChannelSettings,
 )
 async def get_channel(request: web.Request) -> web.Response:
     return json_response(settings_view(kernel_of(request), _channel_name(request)))
-
-
-def _check(name: str, field: str, kind: str, value: Any) -> Any:
-    ok = {
-        "boolean": isinstance(value, bool),
-        "string": isinstance(value, str) and "\0" not in value and len(value) <= 4096,
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, int | float) and not isinstance(value, bool),
-        "array": isinstance(value, list)
-        and len(value) <= 1000
-        and all(isinstance(v, str) and len(v) <= 256 for v in value),
-    }[kind]
-    if not ok:
-        raise invalid(t("gw.bad_field", field=field, expected=kind), field=field)
-    return float(value) if kind == "number" else value
 
 
 @router.put(
     "/config/channels/{name:(?!types$)[^/]+}",  # PUT .../types: 405, not a channel
     summary="Change a channel's settings (kept in data/runtime.toml, in effect at once)",
     params=(NAME,),
-    body=SETTINGS_SCHEMA,
-    response=SETTINGS_SCHEMA,
+    body=ChannelSettings,
+    response=ChannelSettings,
 )
 async def set_channel(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     name = _channel_name(request)
-    body = await read_object(request)
+    data = await read_object(request)
     fields = _fields(name)
+    unknown = [field for field in data if field not in fields]
+    if unknown:
+        allowed = ", ".join(fields)
+        raise invalid(t("gw.channel_field", field=unknown[0][:64], name=name, fields=allowed))
+    try:
+        given = settings_model(name).model_validate(data)
+    except ValidationError as exc:
+        message, field_name = problem(exc)
+        raise invalid(message, field=field_name) from None
     current = getattr(kernel.config.channels, name)
     changes: dict[str, Any] = {}
-    for field, value in body.data.items():
-        if field not in fields:
-            allowed = ", ".join(fields)
-            raise invalid(t("gw.channel_field", field=field[:64], name=name, fields=allowed))
-        value = _check(name, field, fields[field], value)
+    for field in given.model_fields_set:
+        value = getattr(given, field)
         if field in SECRET_FIELDS:
             secret = getattr(current, field)
             if secret and value == mask_secret(secret):
                 continue  # the masked value shown by GET, sent back unchanged
             env = SECRET_ENV.get((name, field))
             if env and kernel.config.source_env.get(env):
-                raise ApiError(400, "invalid_request", t("gw.provider_env_wins", env=env))
+                raise refusal("invalid_request", t("gw.provider_env_wins", env=env))
         changes[field] = value
-    if not changes and not body.data:
+    if not changes and not data:
         raise invalid(t("gw.nothing_to_change", fields=", ".join(fields)))
 
     def change(overlay: dict[str, Any]) -> None:
@@ -214,11 +254,15 @@ async def set_channel(request: web.Request) -> web.Response:
     return json_response(settings_view(kernel, name))
 
 
+class QQCallback(OpenShape):
+    """a QQ callback payload ({op, d, t, id}), read by the QQ channel itself"""
+
+
 @router.post(
     "/channels/qq/inbound",
     summary="QQ bot open platform callback: op 13 validation, signed message events",
-    body={"type": "object", "description": "a QQ callback payload ({op, d, t, id})"},
-    response={"type": "object"},
+    body=QQCallback,
+    response=OpenShape,
     errors=(400, 401, 413),
     auth="signature",
 )
@@ -230,10 +274,10 @@ async def qq_inbound(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     if kernel.qq.unavailable() and not authorized(request):
         # Without the key, this route exists only for a QQ channel that runs.
-        raise ApiError(401, "unauthorized", t("gw.unauthorized"))
+        raise refusal("unauthorized", t("gw.unauthorized"))
     # Read by anyone (no key) before the signature is checked: kept small.
-    too_large = ApiError(
-        413, "request_too_large", t("qq.too_large", limit=QQ_MAX_BODY), {"limit": QQ_MAX_BODY}
+    too_large = refusal(
+        "request_too_large", t("qq.too_large", limit=QQ_MAX_BODY), {"limit": QQ_MAX_BODY}
     )
     if (request.content_length or 0) > QQ_MAX_BODY:
         raise too_large
@@ -241,7 +285,7 @@ async def qq_inbound(request: web.Request) -> web.Response:
         async with asyncio.timeout(request.app[READ_TIMEOUT]):
             raw = await request.read()
     except TimeoutError:
-        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+        raise refusal("request_timeout", t("gw.read_timeout")) from None
     if len(raw) > QQ_MAX_BODY:
         raise too_large
     try:
@@ -251,27 +295,29 @@ async def qq_inbound(request: web.Request) -> web.Response:
     return json_response(answer)
 
 
+class QQState(Shape):
+    token: OpenShape
+
+
 @router.get(
     "/channels/qq/state",
     summary="QQ channel: token state, last inbound event, last reply, last error",
-    response={"type": "object", "required": ["token"], "properties": {"token": {"type": "object"}}},
+    response=QQState,
 )
 async def qq_state(request: web.Request) -> web.Response:
     return json_response(kernel_of(request).qq.state())
 
 
+class WebhookState(Shape):
+    delivered: int
+    failed: int
+    recent_failures: list[OpenShape]
+
+
 @router.get(
     "/channels/webhook/state",
     summary="Webhook channel: deliveries, failures (the recent ones listed), last error",
-    response={
-        "type": "object",
-        "required": ["delivered", "failed", "recent_failures"],
-        "properties": {
-            "delivered": {"type": "integer"},
-            "failed": {"type": "integer"},
-            "recent_failures": {"type": "array", "items": {"type": "object"}},
-        },
-    },
+    response=WebhookState,
 )
 async def webhook_state(request: web.Request) -> web.Response:
     return json_response(kernel_of(request).webhook.state())

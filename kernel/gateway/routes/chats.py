@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aiohttp import web
+from pydantic import Field
 
 from kernel.agent.agent import SessionKey
-from kernel.app import Kernel
 from kernel.core.i18n import t
 from kernel.core.messages import content_to_json
 from kernel.gateway.api import (
     ApiError,
-    Body,
     Router,
+    bounded,
     invalid,
     json_response,
     kernel_of,
@@ -31,9 +31,14 @@ from kernel.gateway.api import (
     path_param,
     query_int,
     query_param,
-    read_object,
+    read_model,
+    refusal,
 )
+from kernel.gateway.schema import BodyModel, Shape
 from kernel.store.db import SessionRow
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
 
 router = Router("chats", "Conversations (sessions) of every channel")
 
@@ -89,8 +94,7 @@ async def require_chat(kernel: Kernel, chat_id: str) -> SessionRow:
     return row
 
 
-def key_part(body: Body, name: str, default: str) -> str:
-    value = body.text(name, max_len=NAME_LIMIT)
+def key_part(value: str | None, name: str, default: str) -> str:
     if value is None:
         return default
     if not value.strip() or any(ord(c) < 32 for c in value):
@@ -98,26 +102,69 @@ def key_part(body: Body, name: str, default: str) -> str:
     return value
 
 
-CHAT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "session_id", "user_id", "channel", "meta"],
-    "properties": {
-        "id": {"type": "string"},
-        "name": {"type": "string"},
-        "session_id": {"type": "string"},
-        "user_id": {"type": "string"},
-        "channel": {"type": "string"},
-        "meta": {"type": "object"},
-        "message_count": {"type": "integer"},
-        "created_at": {"type": "string"},
-        "updated_at": {"type": "string"},
-    },
-}
-KEY_PROPS: dict[str, Any] = {
-    "session_id": {"type": "string", "maxLength": NAME_LIMIT},
-    "user_id": {"type": "string", "maxLength": NAME_LIMIT},
-    "channel": {"type": "string", "maxLength": NAME_LIMIT},
-}
+KeyPart = Annotated[str, Field(max_length=NAME_LIMIT)]
+
+
+class ChatKeyBody(BodyModel):
+    """The three parts of a chat's key (a missing one takes its default)."""
+
+    session_id: KeyPart | None = None
+    user_id: KeyPart | None = None
+    channel: KeyPart | None = None
+
+    def key(self, default: SessionKey) -> SessionKey:
+        return SessionKey(
+            key_part(self.channel, "channel", default.channel),
+            key_part(self.user_id, "user_id", default.user_id),
+            key_part(self.session_id, "session_id", default.external_id),
+        )
+
+
+class Chat(Shape):
+    id: str
+    name: str | None = None
+    session_id: str
+    user_id: str
+    channel: str
+    meta: dict[str, Any]
+    message_count: int | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+class ChatList(Shape):
+    chats: list[Chat] | None = None
+    total: int | None = None
+
+
+class NewChatBody(ChatKeyBody):
+    name: Annotated[str, Field(max_length=200)] | None = None
+    meta: dict[str, Any] | None = None
+
+
+class StoredMessage(Shape):
+    role: str
+    content: Any
+
+
+class ChatWithMessages(Chat):
+    messages: list[StoredMessage] | None = None
+
+
+class Deleted(Shape):
+    deleted: bool | None = None
+    id: str | None = None
+
+
+class BatchDeleteBody(BodyModel):
+    chat_ids: Annotated[list[str], Field(max_length=500)]
+
+
+class BatchDeleted(Shape):
+    deleted: int | None = None
+    missing: list[str] | None = None
+
+
 CHAT_ID = path_param("chat_id", "chat-default or chat-<n>")
 
 
@@ -125,18 +172,12 @@ CHAT_ID = path_param("chat_id", "chat-default or chat-<n>")
     "/chats",
     summary="List chats, most recently active first",
     params=(
-        query_param("channel", {"type": "string"}),
-        query_param("user_id", {"type": "string"}),
-        query_param("limit", {"type": "integer", "minimum": 0, "maximum": 500}),
-        query_param("offset", {"type": "integer", "minimum": 0}),
+        query_param("channel", str),
+        query_param("user_id", str),
+        query_param("limit", bounded(0, 500)),
+        query_param("offset", bounded(0)),
     ),
-    response={
-        "type": "object",
-        "properties": {
-            "chats": {"type": "array", "items": CHAT_SCHEMA},
-            "total": {"type": "integer"},
-        },
-    },
+    response=ChatList,
 )
 async def list_chats(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
@@ -154,15 +195,8 @@ async def list_chats(request: web.Request) -> web.Response:
 @router.post(
     "/chats",
     summary="Create a chat (or return the one with the same channel/user_id/session_id)",
-    body={
-        "type": "object",
-        "properties": {
-            **KEY_PROPS,
-            "name": {"type": "string", "maxLength": 200},
-            "meta": {"type": "object"},
-        },
-    },
-    response=CHAT_SCHEMA,
+    body=NewChatBody,
+    response=Chat,
     status=201,
     also=(200,),
 )
@@ -170,15 +204,10 @@ async def create_chat(request: web.Request) -> web.Response:
     """201 with a new chat; 200 with the existing one when the key is taken. Without a
     ``session_id`` a fresh one is made."""
     kernel = kernel_of(request)
-    body = await read_object(request)
-    key = SessionKey(
-        key_part(body, "channel", "console"),
-        key_part(body, "user_id", DEFAULT_KEY.user_id),
-        key_part(body, "session_id", f"s-{uuid.uuid4().hex[:12]}"),
-    )
-    name = body.text("name", max_len=200)
-    meta_body = body.obj("meta")
-    meta = dict(meta_body.data) if meta_body else {}
+    body = await read_model(request, NewChatBody)
+    key = body.key(SessionKey("console", DEFAULT_KEY.user_id, f"s-{uuid.uuid4().hex[:12]}"))
+    name = body.name
+    meta = dict(body.meta or {})
     if "system_default" in meta:
         raise invalid(t("gw.meta_reserved", key="system_default"), field="meta.system_default")
     opened = await kernel.agent.open_session(key, title=name or None, meta=meta)
@@ -195,15 +224,9 @@ CHAT_PATH = "/chats/{chat_id:(?!batch-delete$)[^/]+}"
     summary="A chat with its recent messages",
     params=(
         CHAT_ID,
-        query_param("rounds", {"type": "integer", "minimum": 0, "maximum": 1000}),
+        query_param("rounds", bounded(0, 1000)),
     ),
-    response={
-        "type": "object",
-        "properties": {
-            **CHAT_SCHEMA["properties"],
-            "messages": {"type": "array", "items": {"type": "object"}},
-        },
-    },
+    response=ChatWithMessages,
     errors=(404,),
 )
 async def get_chat(request: web.Request) -> web.Response:
@@ -220,7 +243,7 @@ async def get_chat(request: web.Request) -> web.Response:
     CHAT_PATH,
     summary="Delete a chat and its messages (never chat-default)",
     params=(CHAT_ID,),
-    response={"type": "object", "properties": {"deleted": {"type": "boolean"}}},
+    response=Deleted,
     errors=(400, 404, 409),
 )
 async def delete_chat(request: web.Request) -> web.Response:
@@ -236,26 +259,18 @@ async def delete_chat(request: web.Request) -> web.Response:
 @router.post(
     "/chats/batch-delete",
     summary="Delete several chats; refused as a whole if chat-default is among them",
-    body={
-        "type": "object",
-        "required": ["chat_ids"],
-        "properties": {"chat_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 500}},
-    },
-    response={
-        "type": "object",
-        "properties": {
-            "deleted": {"type": "integer"},
-            "missing": {"type": "array", "items": {"type": "string"}},
-        },
-    },
+    body=BatchDeleteBody,
+    response=BatchDeleted,
     errors=(409,),
 )
 async def batch_delete(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
-    body = await read_object(request)
-    ids = body.array("chat_ids")
-    if ids is None or not all(isinstance(i, str) for i in ids) or len(ids) > 500:
-        raise invalid(t("gw.chat_ids"), field="chat_ids")
+    try:
+        ids = (await read_model(request, BatchDeleteBody)).chat_ids
+    except ApiError as exc:
+        if exc.details.get("field", "").startswith("chat_ids"):
+            raise invalid(t("gw.chat_ids"), field="chat_ids") from None
+        raise
     if DEFAULT_CHAT_ID in ids:
         raise _protected()
     rows: list[SessionRow] = []
@@ -271,6 +286,4 @@ async def batch_delete(request: web.Request) -> web.Response:
 
 
 def _protected() -> ApiError:
-    return ApiError(
-        400, "default_chat_protected", t("session.protected"), {"chat_id": DEFAULT_CHAT_ID}
-    )
+    return refusal("default_chat_protected", t("session.protected"), {"chat_id": DEFAULT_CHAT_ID})

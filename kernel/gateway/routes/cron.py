@@ -9,96 +9,114 @@ A job view is its spec (``id``, ``name``, ``enabled``, ``schedule``, ``task_type
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from aiohttp import web
+from pydantic import Field
 
 from kernel.core.errors import CronError
 from kernel.core.i18n import t
 from kernel.cron.jobs import CronJob, job_view, state_view
 from kernel.cron.scheduler import CronScheduler
 from kernel.gateway.api import Router, json_response, kernel_of, path_param, read_object
+from kernel.gateway.schema import OpenShape, Shape
 
 router = Router("cron", "Scheduled jobs: CRUD, pause/resume, run now, state")
 
 JOB_ID = path_param("job_id", "the job's id, e.g. cron-default")
 
-SCHEDULE_SCHEMA: dict[str, Any] = {
-    "description": "an object, or the text form: '2025-06-02T09:00', 'every 30m', '0 9 * * 1'",
-    "oneOf": [
-        {"type": "string"},
-        {
-            "type": "object",
-            "required": ["type"],
-            "properties": {
-                "type": {"type": "string", "enum": ["cron", "interval", "once"]},
-                "cron": {"type": "string"},
-                "every": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
-                "at": {"type": "string"},
-                "timezone": {"type": "string", "description": "read-only: general.timezone"},
-            },
-        },
-    ],
-}
-STATE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["paused", "running", "run_count"],
-    "properties": {
-        "paused": {"type": "boolean"},
-        "running": {"type": "boolean"},
-        "next_run_at": {"type": "string", "nullable": True},
-        "last_run_at": {"type": "string", "nullable": True},
-        "last_status": {"type": "string", "nullable": True},
-        "last_result": {"type": "string", "nullable": True},
-        "last_error": {"type": "string", "nullable": True},
-        "last_execution": {"type": "object", "nullable": True},
-        "run_count": {"type": "integer"},
-    },
-}
-SPEC_PROPERTIES: dict[str, Any] = {
-    "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
-    "name": {"type": "string", "minLength": 1, "maxLength": 200},
-    "enabled": {"type": "boolean"},
-    "schedule": SCHEDULE_SCHEMA,
-    "task_type": {"type": "string", "enum": ["text", "workflow"]},
-    "text": {"type": "string"},
-    "workflow": {
-        "type": "object",
-        "nullable": True,  # null for a text job
-        "properties": {
-            "version": {"type": "string", "enum": ["v1"]},
-            "nodes": {"type": "array", "items": {"type": "object"}},
-            "edges": {"type": "array", "items": {"type": "object"}},
-        },
-    },
-    "dispatch": {
-        "type": "object",
-        "properties": {
-            "channel": {"type": "string"},
-            "target": {
-                "type": "object",
-                "properties": {
-                    "user_id": {"type": "string"},
-                    "session_id": {"type": "string"},
-                    "target_type": {"type": "string", "enum": ["c2c", "group", "guild", "dm"]},
-                },
-            },
-        },
-    },
-    "runtime": {
-        "type": "object",
-        "properties": {
-            "timeout_seconds": {"type": "number", "nullable": True},
-            "misfire_grace_seconds": {"type": "number", "nullable": True},
-        },
-    },
-    "meta": {"type": "object"},
-}
-JOB_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "name", "enabled", "schedule", "task_type", "dispatch", "state"],
-    "properties": {**SPEC_PROPERTIES, "state": STATE_SCHEMA},
-}
+
+class ScheduleObject(Shape):
+    type: Literal["cron", "interval", "once"]
+    cron: str | None = None
+    every: str | int | None = None
+    at: str | None = None
+    timezone: str | None = Field(default=None, description="read-only: general.timezone")
+
+
+Schedule = Annotated[
+    str | ScheduleObject,
+    Field(description="an object, or the text form: '2025-06-02T09:00', 'every 30m', '0 9 * * 1'"),
+]
+
+
+class JobState(Shape):
+    paused: bool
+    running: bool
+    next_run_at: str | None = None
+    last_run_at: str | None = None
+    last_status: str | None = None
+    last_result: str | None = None
+    last_error: str | None = None
+    last_execution: OpenShape | None = None
+    run_count: int
+
+
+class Workflow(Shape):
+    version: Literal["v1"] | None = None
+    nodes: list[OpenShape] | None = None
+    edges: list[OpenShape] | None = None
+
+
+class DispatchTarget(Shape):
+    user_id: str | None = None
+    session_id: str | None = None
+    target_type: Literal["c2c", "group", "guild", "dm"] | None = None
+
+
+class Dispatch(Shape):
+    channel: str | None = None
+    target: DispatchTarget | None = None
+
+
+class JobRuntime(Shape):
+    timeout_seconds: float | None = None
+    misfire_grace_seconds: float | None = None
+
+
+class JobChange(Shape):
+    """A job's spec, as a change names it. The cron package validates it (its own
+    ``invalid_cron_*`` codes); this model describes it."""
+
+    id: Annotated[str, Field(pattern="^[A-Za-z0-9_-]{1,64}$")] | None = None
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    enabled: bool | None = None
+    schedule: Schedule | None = None
+    task_type: Literal["text", "workflow"] | None = None
+    text: str | None = None
+    workflow: Workflow | None = Field(default=None, description="null for a text job")
+    dispatch: Dispatch | None = None
+    runtime: JobRuntime | None = None
+    meta: dict[str, Any] | None = None
+
+
+class NewJob(JobChange):
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    schedule: Schedule
+
+
+class Job(JobChange):
+    id: Annotated[str, Field(pattern="^[A-Za-z0-9_-]{1,64}$")]
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    enabled: bool
+    schedule: Schedule
+    task_type: Literal["text", "workflow"]
+    dispatch: Dispatch
+    state: JobState
+
+
+class JobList(Shape):
+    jobs: list[Job]
+
+
+class JobDeleted(Shape):
+    deleted: bool
+    id: str | None = None
+
+
+class JobStarted(Shape):
+    started: bool
+    id: str
 
 
 def _scheduler(request: web.Request) -> CronScheduler:
@@ -115,11 +133,7 @@ def _view(scheduler: CronScheduler, job: CronJob) -> dict[str, Any]:
 @router.get(
     "/cron/jobs",
     summary="All scheduled jobs with their state",
-    response={
-        "type": "object",
-        "required": ["jobs"],
-        "properties": {"jobs": {"type": "array", "items": JOB_SCHEMA}},
-    },
+    response=JobList,
     errors=(400,),
 )
 async def list_jobs(request: web.Request) -> web.Response:
@@ -130,21 +144,18 @@ async def list_jobs(request: web.Request) -> web.Response:
 @router.post(
     "/cron/jobs",
     summary="Create a job (id generated unless given)",
-    body={"type": "object", "required": ["name", "schedule"], "properties": SPEC_PROPERTIES},
-    response=JOB_SCHEMA,
+    body=NewJob,
+    response=Job,
     status=201,
     errors=(409,),
 )
 async def create_job(request: web.Request) -> web.Response:
     scheduler = _scheduler(request)
-    body = await read_object(request)
-    job = await scheduler.create(body.data)
+    job = await scheduler.create(await read_object(request))
     return json_response(_view(scheduler, job), status=201)
 
 
-@router.get(
-    "/cron/jobs/{job_id}", summary="One job", params=(JOB_ID,), response=JOB_SCHEMA, errors=(404,)
-)
+@router.get("/cron/jobs/{job_id}", summary="One job", params=(JOB_ID,), response=Job, errors=(404,))
 async def get_job(request: web.Request) -> web.Response:
     scheduler = _scheduler(request)
     return json_response(_view(scheduler, scheduler.get(request.match_info["job_id"])))
@@ -154,14 +165,13 @@ async def get_job(request: web.Request) -> web.Response:
     "/cron/jobs/{job_id}",
     summary="Change a job: the fields given replace the job's",
     params=(JOB_ID,),
-    body={"type": "object", "properties": SPEC_PROPERTIES},
-    response=JOB_SCHEMA,
+    body=JobChange,
+    response=Job,
     errors=(404,),
 )
 async def update_job(request: web.Request) -> web.Response:
     scheduler = _scheduler(request)
-    body = await read_object(request)
-    job = await scheduler.update(request.match_info["job_id"], body.data)
+    job = await scheduler.update(request.match_info["job_id"], await read_object(request))
     return json_response(_view(scheduler, job))
 
 
@@ -169,11 +179,7 @@ async def update_job(request: web.Request) -> web.Response:
     "/cron/jobs/{job_id}",
     summary="Delete a job (cron-default is protected)",
     params=(JOB_ID,),
-    response={
-        "type": "object",
-        "required": ["deleted"],
-        "properties": {"deleted": {"type": "boolean"}, "id": {"type": "string"}},
-    },
+    response=JobDeleted,
     errors=(404,),
 )
 async def delete_job(request: web.Request) -> web.Response:
@@ -187,7 +193,7 @@ async def delete_job(request: web.Request) -> web.Response:
     "/cron/jobs/{job_id}/pause",
     summary="Pause a job (no runs until resumed)",
     params=(JOB_ID,),
-    response=JOB_SCHEMA,
+    response=Job,
     errors=(404,),
 )
 async def pause_job(request: web.Request) -> web.Response:
@@ -199,7 +205,7 @@ async def pause_job(request: web.Request) -> web.Response:
     "/cron/jobs/{job_id}/resume",
     summary="Resume a paused job (its next run is planned from now)",
     params=(JOB_ID,),
-    response=JOB_SCHEMA,
+    response=Job,
     errors=(404,),
 )
 async def resume_job(request: web.Request) -> web.Response:
@@ -211,11 +217,7 @@ async def resume_job(request: web.Request) -> web.Response:
     "/cron/jobs/{job_id}/run",
     summary="Run a job now (its schedule is untouched); the outcome shows in its state",
     params=(JOB_ID,),
-    response={
-        "type": "object",
-        "required": ["started", "id"],
-        "properties": {"started": {"type": "boolean"}, "id": {"type": "string"}},
-    },
+    response=JobStarted,
     status=202,
     errors=(404, 409),
 )
@@ -229,7 +231,7 @@ async def run_job(request: web.Request) -> web.Response:
     "/cron/jobs/{job_id}/state",
     summary="A job's state: next run, last run, last result and error",
     params=(JOB_ID,),
-    response=STATE_SCHEMA,
+    response=JobState,
     errors=(404,),
 )
 async def job_state(request: web.Request) -> web.Response:

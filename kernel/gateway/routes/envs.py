@@ -7,46 +7,63 @@ ending ``_KEY``, ``_TOKEN``, ``_SECRET`` (or named ``api_key``) are never shown 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
+from pydantic import Field
 
-from kernel.app import Kernel
 from kernel.config import ENV_NAME
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
-    ApiError,
     Param,
     Router,
     invalid,
     json_response,
     kernel_of,
     not_found,
-    read_object,
+    read_model,
+    refusal,
 )
+from kernel.gateway.schema import BodyModel, Shape, documented
 from kernel.runtime import is_sensitive
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
 
 router = Router("envs", "Environment variables for tools and CLIs")
 
 VALUE_LIMIT = 32 * 1024
-ENV_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "key": {"type": "string"},
-        "value": {"type": "string"},
-        "sensitive": {"type": "boolean"},
-        "source": {"type": "string", "enum": ["runtime", "config"]},
-    },
-}
-LIST_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"envs": {"type": "array", "items": ENV_SCHEMA}},
-}
+
+
+class EnvEntry(Shape):
+    key: str | None = None
+    value: str | None = None
+    sensitive: bool | None = None
+    source: Literal["runtime", "config"] | None = None
+
+
+class EnvList(Shape):
+    envs: list[EnvEntry] | None = None
+
+
+class EnvsBody(BodyModel):
+    # Names and values are checked one by one (their own words), documented here.
+    envs: Annotated[dict[str, Any], documented(dict[str, str])]
+
+
+class EnvBody(BodyModel):
+    value: Annotated[Any, documented(str)]
+
+
+class EnvDeleted(Shape):
+    deleted: bool | None = None
+
+
 KEY = Param(
     "key",
     "path",
-    {"type": "string", "pattern": ENV_NAME.pattern},
+    Annotated[str, Field(pattern=ENV_NAME.pattern)],
     "a variable name: letters, digits, _",
     required=True,
 )
@@ -84,7 +101,7 @@ async def _listing(kernel: Kernel) -> web.Response:
     return json_response({"envs": [_entry(k, envs[k], runtime) for k in sorted(envs)]})
 
 
-@router.get("/envs", summary="All variables (sensitive values masked)", response=LIST_SCHEMA)
+@router.get("/envs", summary="All variables (sensitive values masked)", response=EnvList)
 async def list_envs(request: web.Request) -> web.Response:
     return await _listing(kernel_of(request))
 
@@ -92,21 +109,14 @@ async def list_envs(request: web.Request) -> web.Response:
 @router.put(
     "/envs",
     summary="Replace every variable set at runtime with these",
-    body={
-        "type": "object",
-        "required": ["envs"],
-        "properties": {"envs": {"type": "object", "additionalProperties": {"type": "string"}}},
-    },
-    response=LIST_SCHEMA,
+    body=EnvsBody,
+    response=EnvList,
 )
 async def replace_envs(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
-    body = await read_object(request)
-    envs = body.obj("envs")
-    if envs is None:
-        raise invalid(t("gw.field_required", field="envs"), field="envs")
+    envs = (await read_model(request, EnvsBody)).envs
     table = {}
-    for key, value in envs.data.items():
+    for key, value in envs.items():
         _check_name(key)
         table[key] = _check_value(key, value)
 
@@ -117,9 +127,7 @@ async def replace_envs(request: web.Request) -> web.Response:
     return await _listing(kernel)
 
 
-@router.get(
-    "/envs/{key}", summary="One variable", params=(KEY,), response=ENV_SCHEMA, errors=(404,)
-)
+@router.get("/envs/{key}", summary="One variable", params=(KEY,), response=EnvEntry, errors=(404,))
 async def get_env(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     key = request.match_info["key"]
@@ -132,17 +140,14 @@ async def get_env(request: web.Request) -> web.Response:
     "/envs/{key}",
     summary="Set one variable",
     params=(KEY,),
-    body={"type": "object", "required": ["value"], "properties": {"value": {"type": "string"}}},
-    response=ENV_SCHEMA,
+    body=EnvBody,
+    response=EnvEntry,
 )
 async def set_env(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     key = request.match_info["key"]
     _check_name(key)
-    body = await read_object(request)
-    if "value" not in body.data:
-        raise invalid(t("gw.field_required", field="value"), field="value")
-    value = _check_value(key, body.data["value"])
+    value = _check_value(key, (await read_model(request, EnvBody)).value)
 
     def change(overlay: dict[str, Any]) -> None:
         overlay.setdefault("envs", {})[key] = value
@@ -155,7 +160,7 @@ async def set_env(request: web.Request) -> web.Response:
     "/envs/{key}",
     summary="Remove a variable set at runtime",
     params=(KEY,),
-    response={"type": "object", "properties": {"deleted": {"type": "boolean"}}},
+    response=EnvDeleted,
     errors=(404,),
 )
 async def delete_env(request: web.Request) -> web.Response:
@@ -164,7 +169,7 @@ async def delete_env(request: web.Request) -> web.Response:
     runtime = await _runtime_envs(kernel)
     if key not in runtime:
         if key in kernel.config.envs:
-            raise ApiError(400, "invalid_request", t("gw.env_in_config", key=key), {"key": key})
+            raise refusal("invalid_request", t("gw.env_in_config", key=key), {"key": key})
         raise not_found("key", key)
 
     def change(overlay: dict[str, Any]) -> None:

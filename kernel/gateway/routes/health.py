@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from aiohttp import web
 
 from kernel import __version__
-from kernel.app import Kernel
 from kernel.core.errors import KernelError
-from kernel.gateway.api import Router, authorized, json_response, kernel_of
+from kernel.gateway.api import ROUTERS, Router, authorized, json_response, kernel_of
+from kernel.gateway.schema import OpenShape, Shape
 from kernel.store.db import Store
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
 
 router = Router("health", "Liveness, version, feature flags and this document")
 
@@ -48,41 +51,37 @@ _last_check: weakref.WeakKeyDictionary[Store, tuple[float, dict[str, Any]]] = (
 )
 
 
-VERSION_SCHEMA = {
-    "type": "object",
-    "required": ["name", "version"],
-    "properties": {"name": {"type": "string"}, "version": {"type": "string"}},
-}
+class VersionInfo(Shape):
+    name: str
+    version: str
 
 
-@router.get("/version", summary="Kernel's name and version", response=VERSION_SCHEMA, public=True)
+@router.get("/version", summary="Kernel's name and version", response=VersionInfo, public=True)
 async def version(request: web.Request) -> web.Response:
     return json_response({"name": "kernel", "version": __version__})
 
 
-HEALTH_SCHEMA = {
-    "type": "object",
-    "required": ["status", "version", "database", "channels", "mcp"],
-    "properties": {
-        "status": {"type": "string", "enum": ["ok", "degraded", "unavailable"]},
-        "version": {"type": "string"},
-        "database": {
-            "type": "object",
-            "properties": {"writable": {"type": "boolean"}, "error": {"type": "string"}},
-        },
-        "channels": {"type": "object", "additionalProperties": {"type": "object"}},
-        "mcp": {
-            "type": "object",
-            "properties": {"servers": {"type": "array", "items": {"type": "object"}}},
-        },
-    },
-}
+class DatabaseState(Shape):
+    writable: bool | None = None
+    error: str | None = None
+
+
+class McpState(Shape):
+    servers: list[OpenShape] | None = None
+
+
+class Health(Shape):
+    status: Literal["ok", "degraded", "unavailable"]
+    version: str
+    database: DatabaseState
+    channels: dict[str, OpenShape]
+    mcp: McpState
 
 
 @router.get(
     "/healthz",
     summary="Database writable, channel (Telegram polling) states, MCP servers",
-    response=HEALTH_SCHEMA,
+    response=Health,
     errors=(503,),
     public=True,
 )
@@ -116,20 +115,15 @@ async def healthz(request: web.Request) -> web.Response:
     return json_response(body, 503 if status == "unavailable" else 200)
 
 
-RUNTIME_SCHEMA = {
-    "type": "object",
-    "required": ["features"],
-    "properties": {
-        "features": {"type": "object", "additionalProperties": {"type": "boolean"}},
-        "language": {"type": "string"},
-        "timezone": {"type": "string"},
-        "limits": {"type": "object"},
-    },
-}
+class RuntimeConfig(Shape):
+    features: dict[str, bool]
+    language: str | None = None
+    timezone: str | None = None
+    limits: OpenShape | None = None
 
 
 @router.get(
-    "/runtime-config", summary="Feature flags and limits (never secrets)", response=RUNTIME_SCHEMA
+    "/runtime-config", summary="Feature flags and limits (never secrets)", response=RuntimeConfig
 )
 async def runtime_config(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
@@ -166,11 +160,10 @@ async def runtime_config(request: web.Request) -> web.Response:
 @router.get(
     "/openapi.json",
     summary="This document (OpenAPI 3.0.3)",
-    response={"type": "object"},
+    response=OpenShape,
 )
 async def openapi(request: web.Request) -> web.Response:
     from kernel.gateway.openapi import build_document
-    from kernel.gateway.server import ROUTERS
 
     routers = request.app[ROUTERS]
     return json_response(build_document(routers))

@@ -13,20 +13,13 @@ may call them, Kernel never runs them. Errors are the API's own, in English, wit
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from kernel.app import Kernel
-from kernel.config import model_alias_target
-from kernel.core import safejson
-from kernel.core.errors import CapabilityError, ProviderError, RateLimitedError
-from kernel.core.messages import ImageBlock
 from kernel.core.provider import (
     ChatRequest,
     Completion,
@@ -36,237 +29,53 @@ from kernel.core.provider import (
     ThinkingDelta,
 )
 from kernel.gateway.api import (
-    ApiError,
     Router,
     anthropic_error,
+    bounded,
     json_response,
     kernel_of,
     path_param,
     query_param,
-    read_json,
     sse_frame,
 )
 from kernel.gateway.claude_format import (
+    CountBody,
+    MessagesBody,
     MessagesRequest,
-    V1Error,
-    bad,
-    end_events,
     estimate_tokens,
-    glob_match,
+    parse_request,
+)
+from kernel.gateway.claude_reply import (
+    MessageOut,
+    ModelInfo,
+    ModelList,
+    TokenCount,
+    end_events,
     message_json,
     new_message_id,
-    not_found_model,
-    parse_request,
     start_event,
     thinking_json,
     tool_block_events,
-    v1_message,
 )
+from kernel.gateway.v1 import (
+    answer,
+    answerer,
+    bad,
+    has_images,
+    not_found_model,
+    pump,
+    read_body,
+    refuse_unanswerable,
+    resolve_model,
+    served_models,
+)
+
+if TYPE_CHECKING:
+    pass
 
 log = logging.getLogger(__name__)
 
 router = Router("messages", "Claude-compatible Messages API")
-
-_BLOCK: dict[str, Any] = {"type": "object", "required": ["type"]}
-MESSAGES_BODY: dict[str, Any] = {
-    "type": "object",
-    "required": ["model", "max_tokens", "messages"],
-    "properties": {
-        "model": {"type": "string", "minLength": 1},
-        "max_tokens": {"type": "integer", "minimum": 1},
-        "system": {"oneOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]},
-        "messages": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["role", "content"],
-                "properties": {
-                    "role": {"type": "string", "enum": ["user", "assistant", "system"]},
-                    "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]},
-                },
-            },
-        },
-        "tools": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["name"],
-                "properties": {
-                    "name": {"type": "string"},
-                    "description": {"type": "string"},
-                    "input_schema": {"type": "object"},
-                },
-            },
-        },
-        "stream": {"type": "boolean"},
-        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
-        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
-        "top_k": {"type": "integer", "minimum": 1},
-        "stop_sequences": {"type": "array", "items": {"type": "string", "minLength": 1}},
-        "thinking": {
-            "type": "object",
-            "required": ["type"],
-            "properties": {
-                "type": {"type": "string", "enum": ["enabled", "adaptive", "disabled"]},
-                "budget_tokens": {"type": "integer", "minimum": 1024},
-            },
-        },
-        "tool_choice": {
-            "type": "object",
-            "required": ["type"],
-            "properties": {
-                "type": {"type": "string", "enum": ["auto", "any", "tool", "none"]},
-                "name": {"type": "string"},
-                "disable_parallel_tool_use": {"type": "boolean"},
-            },
-        },
-        "metadata": {"type": "object", "description": "accepted; not logged nor kept"},
-        "output_config": {
-            "type": "object",
-            "properties": {"effort": {"type": "string"}},
-            "description": "effort: the reasoning effort of an adaptive thinking request",
-        },
-    },
-}
-# count_tokens reads only these (it accepts, and does not need, the rest).
-COUNT_BODY: dict[str, Any] = {
-    "type": "object",
-    "required": ["model", "messages"],
-    "properties": {
-        k: MESSAGES_BODY["properties"][k] for k in ("model", "system", "messages", "tools")
-    },
-}
-MESSAGE_RESPONSE: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "type", "role", "model", "content", "stop_reason", "usage"],
-    "properties": {
-        "id": {"type": "string"},
-        "type": {"type": "string", "enum": ["message"]},
-        "role": {"type": "string", "enum": ["assistant"]},
-        "model": {"type": "string"},
-        "content": {"type": "array", "items": _BLOCK},
-        "stop_reason": {"type": "string"},
-        "stop_sequence": {"type": ["string", "null"]},
-        "usage": {
-            "type": "object",
-            "required": ["input_tokens", "output_tokens"],
-            "properties": {
-                "input_tokens": {"type": "integer"},
-                "output_tokens": {"type": "integer"},
-            },
-        },
-    },
-}
-MODEL_INFO: dict[str, Any] = {
-    "type": "object",
-    "required": ["type", "id", "display_name", "created_at"],
-    "properties": {
-        "type": {"type": "string", "enum": ["model"]},
-        "id": {"type": "string"},
-        "display_name": {"type": "string"},
-        "created_at": {"type": "string", "format": "date-time"},
-        "object": {"type": "string", "enum": ["model"]},
-        "created": {"type": "integer"},
-        "owned_by": {"type": "string"},
-    },
-}
-MODEL_LIST: dict[str, Any] = {
-    "type": "object",
-    "required": ["data", "has_more", "first_id", "last_id"],
-    "properties": {
-        "data": {"type": "array", "items": MODEL_INFO},
-        "has_more": {"type": "boolean"},
-        "first_id": {"type": ["string", "null"]},
-        "last_id": {"type": ["string", "null"]},
-        "object": {"type": "string", "enum": ["list"]},
-    },
-}
-
-
-def provider_failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
-    """(status, message, headers) for a provider failure, in terms the SDK acts on."""
-    message = f"the model provider failed: {exc}"
-    if isinstance(exc, RateLimitedError):
-        headers = {"retry-after": str(round(exc.retry_after))} if exc.retry_after else {}
-        return 429, message, headers
-    if isinstance(exc, CapabilityError) or exc.status in (400, 404, 413, 422):
-        return 400, message, {}
-    return 502, message, {}
-
-
-async def read_body(request: web.Request) -> Any:
-    """The JSON body (the sidecar's own reader and limits), its refusals in English."""
-    try:
-        return await read_json(request)
-    except ApiError as exc:
-        if exc.code != "invalid_request":
-            message = v1_message(request.method, request.path, exc)
-            raise V1Error(exc.status, exc.code, message) from None
-    raw = await request.read()  # aiohttp keeps the body read above: no second read
-    try:
-        safejson.loads(raw)
-    except safejson.UnsafeJSONError:
-        detail = (
-            f"nested deeper than {safejson.MAX_DEPTH} levels, a number out of range, "
-            "or NaN/Infinity"
-        )
-    except json.JSONDecodeError as problem:
-        detail = f"line {problem.lineno} column {problem.colno}: {problem.msg}"
-    except UnicodeDecodeError:
-        detail = "not UTF-8"
-    else:
-        detail = "standard JSON only"
-    raise V1Error(400, "invalid_request", f"the request body is not valid JSON ({detail})")
-
-
-# ---------------------------------------------------------------------- model names
-
-
-def _exact(kernel: Kernel) -> dict[str, tuple[str, str]]:
-    """Served name → (provider, model): each enabled provider's models and aliases (the
-    active provider first, so it wins a name two providers share), then the aliases of
-    ``[gateway.model_aliases]`` that are plain names rather than patterns."""
-    enabled = kernel.config.enabled_providers
-    active = kernel.agent.provider_name
-    served: dict[str, tuple[str, str]] = {}
-    for name in [active, *(n for n in enabled if n != active)]:
-        pcfg = enabled.get(name)
-        if pcfg is None:
-            continue
-        for model in pcfg.models:
-            served.setdefault(model, (name, model))
-        for alias, model in pcfg.aliases.items():
-            served.setdefault(alias, (name, model))
-    for pattern, target in kernel.config.gateway.model_aliases.items():
-        if "*" not in pattern and (resolved := _target(kernel, target)) is not None:
-            served.setdefault(pattern, resolved)
-    return served
-
-
-def _target(kernel: Kernel, target: str) -> tuple[str, str] | None:
-    """(provider, model) of an alias target, None while its provider is disabled."""
-    provider, model = model_alias_target(target)
-    if not provider:
-        return kernel.agent.provider_name, kernel.agent.model
-    pcfg = kernel.config.enabled_providers.get(provider)
-    if pcfg is None:
-        return None
-    return provider, pcfg.resolve(model) or model
-
-
-def resolve_model(kernel: Kernel, requested: str) -> tuple[str, str]:
-    """(provider, model) answering ``requested``; 404 naming what is served if none."""
-    served = _exact(kernel)
-    if requested in served:
-        return served[requested]
-    for pattern, target in kernel.config.gateway.model_aliases.items():
-        if glob_match(pattern, requested) and (resolved := _target(kernel, target)):
-            return resolved
-    raise not_found_model(requested, list(served))
-
-
-# ---------------------------------------------------------------------- messages
 
 
 def _check(provider: Provider, name: str, parsed: MessagesRequest) -> None:
@@ -278,9 +87,7 @@ def _check(provider: Provider, name: str, parsed: MessagesRequest) -> None:
             f"provider {name} lacks the tool_call capability: use a model "
             "that supports tool calls, or send no tools",
         )
-    if not caps.attachments and any(
-        isinstance(b, ImageBlock) for m in parsed.messages for b in m.content
-    ):
+    if not caps.attachments and has_images(parsed.messages):
         raise bad(
             "messages",
             f"provider {name} takes no images (its capabilities lack "
@@ -322,8 +129,8 @@ def _chat_request(
 @router.post(
     "/v1/messages",
     summary="Anthropic Messages API, answered by Kernel's configured providers",
-    body=MESSAGES_BODY,
-    response=MESSAGE_RESPONSE,
+    body=MessagesBody,
+    response=MessageOut,
     sse=True,
     anthropic=True,
     errors=(404, 429, 502),
@@ -331,49 +138,29 @@ def _chat_request(
 async def messages(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
     parsed = parse_request(await read_body(request))
-    provider_name, model = resolve_model(kernel, parsed.model)
-    pcfg = kernel.config.providers[provider_name]
-    provider = await kernel.agent.provider(provider_name)
+    served = await answerer(kernel, parsed.model)
+    provider_name, model, provider = served.name, served.model, served.provider
     _check(provider, provider_name, parsed)
-    max_tokens = min(parsed.max_tokens, pcfg.max_tokens or parsed.max_tokens)
+    max_tokens = min(parsed.max_tokens, served.config.max_tokens or parsed.max_tokens)
     chat = _chat_request(parsed, model, max_tokens, provider)
-    try:
-        provider.check(chat)
-    except CapabilityError as exc:
-        if exc.code == "no_top_k":
-            raise bad(
-                "top_k",
-                f"provider {provider_name} (an OpenAI-compatible API) has no top_k: omit it",
-            ) from None
-        raise bad("model", f"provider {provider_name} cannot answer this request: {exc}") from None
+    refuse_unanswerable(provider_name, provider, chat)
     estimate = estimate_tokens(parsed)
     message_id = new_message_id()
-    async with contextlib.aclosing(kernel.agent.stream_request(provider_name, chat)) as events:
-        try:
-            # The first event decides between an HTTP error and a 200 stream.
-            first = await anext(events)
-        except StopAsyncIteration:
-            return anthropic_error(502, f"provider {provider_name} returned nothing: retry later")
-        except ProviderError as exc:
-            status, message, headers = provider_failure(exc)
-            return anthropic_error(status, message, headers)
-        if not parsed.stream:
-            try:
-                completion = await _finish(first, events)
-            except ProviderError as exc:
-                status, message, headers = provider_failure(exc)
-                return anthropic_error(status, message, headers)
-            return json_response(message_json(completion, model, message_id, estimate))
+
+    async def streamer(
+        first: StreamEvent, events: AsyncIterator[StreamEvent]
+    ) -> web.StreamResponse:
         return await _stream(request, first, events, model, message_id, estimate)
 
-
-async def _finish(first: StreamEvent, events: AsyncIterator[StreamEvent]) -> Completion:
-    if isinstance(first, Completion):
-        return first
-    async for event in events:
-        if isinstance(event, Completion):
-            return event
-    raise ProviderError("stream ended without a result", code="bad_response")
+    return await answer(
+        request,
+        provider_name,
+        chat,
+        stream=parsed.stream,
+        error=anthropic_error,
+        render=lambda completion: message_json(completion, model, message_id, estimate),
+        streamer=streamer,
+    )
 
 
 class _Blocks:
@@ -460,34 +247,19 @@ async def _stream(
             for frame in end_events(event, estimate):
                 await send(frame)
 
-    try:
-        await handle(first)
-        async for event in events:
-            await handle(event)
-    except ProviderError as exc:
-        status, message, _ = provider_failure(exc)
-        kind = "overloaded_error" if status in (429, 502) else "api_error"
-        await send({"type": "error", "error": {"type": kind, "message": message}})
-    except ConnectionError:
-        return response
-    except Exception as exc:  # the stream has begun: end it with an error event, not a cut
-        log.exception("stream failed after it began")
-        message = f"internal error in Kernel ({type(exc).__name__}): see its log"
-        with contextlib.suppress(ConnectionError):
-            await send({"type": "error", "error": {"type": "api_error", "message": message}})
-    await response.write_eof()
+    async def fail(error: dict[str, Any]) -> None:
+        await send({"type": "error", "error": error})
+
+    if await pump(response, first, events, handle, fail):
+        await response.write_eof()
     return response
 
 
 @router.post(
     "/v1/messages/count_tokens",
     summary="Estimate the input tokens of a Messages request",
-    body=COUNT_BODY,
-    response={
-        "type": "object",
-        "required": ["input_tokens"],
-        "properties": {"input_tokens": {"type": "integer"}},
-    },
+    body=CountBody,
+    response=TokenCount,
     anthropic=True,
 )
 async def count_tokens(request: web.Request) -> web.Response:
@@ -532,11 +304,11 @@ def _page_bound(request: web.Request) -> int:
     "/v1/models",
     summary="The models Kernel serves on /v1/messages and /v1/chat/completions (Anthropic's "
     "list shape, with OpenAI's fields too)",
-    response=MODEL_LIST,
+    response=ModelList,
     params=(
-        query_param("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
-        query_param("after_id", {"type": "string"}, "the page after this id"),
-        query_param("before_id", {"type": "string"}, "the page before this id"),
+        query_param("limit", bounded(1, 1000), "page size"),
+        query_param("after_id", str, "the page after this id"),
+        query_param("before_id", str, "the page before this id"),
     ),
     errors=(404,),  # an after_id / before_id that is no served model
     anthropic=True,
@@ -547,7 +319,7 @@ async def list_models(request: web.Request) -> web.Response:
     match when asked (GET /v1/models/{model_id})."""
     kernel = kernel_of(request)
     limit = _page_bound(request)
-    entries = [_model_info(i, p, m) for i, (p, m) in _exact(kernel).items()]
+    entries = [_model_info(i, p, m) for i, (p, m) in served_models(kernel).items()]
     ids = [e["id"] for e in entries]
     # An empty id is no id (as a client that always sends both parameters means it).
     after = request.query.get("after_id") or None
@@ -579,7 +351,7 @@ async def list_models(request: web.Request) -> web.Response:
 @router.get(
     "/v1/models/{model_id}",
     summary="One model name Kernel serves, and what answers it",
-    response=MODEL_INFO,
+    response=ModelInfo,
     params=(
         path_param("model_id", "a model id, alias, or a name a model_aliases pattern matches"),
     ),

@@ -9,45 +9,45 @@ two never disagree.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
+from pydantic import Field
 
 from kernel.config import PROVIDER_TYPES, ProviderConfig
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
-    ApiError,
     Param,
     Router,
     invalid,
     json_response,
     kernel_of,
-    read_object,
+    read_model,
+    refusal,
 )
+from kernel.gateway.schema import BodyModel, Shape, StrList, StrMap, Text
 
 router = Router("models", "Providers, models and the active model")
 
-PROVIDER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "type": {"type": "string"},
-        "enabled": {"type": "boolean"},
-        "has_api_key": {"type": "boolean"},
-        "api_key": {"type": "string", "description": "masked"},
-        "base_url": {"type": "string"},
-        "default_model": {"type": "string"},
-        "models": {"type": "array", "items": {"type": "string"}},
-        "aliases": {"type": "object", "additionalProperties": {"type": "string"}},
-        "capabilities": {"type": "array", "items": {"type": "string"}},
-    },
-}
-ACTIVE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["provider_id", "model"],
-    "properties": {"provider_id": {"type": "string"}, "model": {"type": "string"}},
-}
+
+class ProviderInfo(Shape):
+    id: str | None = None
+    type: str | None = None
+    enabled: bool | None = None
+    has_api_key: bool | None = None
+    api_key: str | None = Field(default=None, description="masked")
+    base_url: str | None = None
+    default_model: str | None = None
+    models: list[str] | None = None
+    aliases: dict[str, str] | None = None
+    max_tokens: int | None = None
+    capabilities: list[str] | None = None
+
+
+class ActiveModel(Shape):
+    provider_id: str
+    model: str
 
 
 def provider_json(p: ProviderConfig) -> dict[str, Any]:
@@ -75,17 +75,16 @@ def _active(request: web.Request) -> dict[str, str]:
     return {"provider_id": agent.provider_name, "model": agent.model}
 
 
+class Catalog(Shape):
+    providers: list[ProviderInfo] | None = None
+    active_llm: ActiveModel | None = None
+    default_provider: str | None = None
+
+
 @router.get(
     "/models/catalog",
     summary="Configured providers (keys masked) and the active model",
-    response={
-        "type": "object",
-        "properties": {
-            "providers": {"type": "array", "items": PROVIDER_SCHEMA},
-            "active_llm": ACTIVE_SCHEMA,
-            "default_provider": {"type": "string"},
-        },
-    },
+    response=Catalog,
 )
 async def catalog(request: web.Request) -> web.Response:
     config = kernel_of(request).config
@@ -98,19 +97,16 @@ async def catalog(request: web.Request) -> web.Response:
     )
 
 
-CONFIG_BODY: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "type": {"type": "string", "enum": list(PROVIDER_TYPES)},
-        "enabled": {"type": "boolean"},
-        "api_key": {"type": "string"},
-        "base_url": {"type": "string"},
-        "default_model": {"type": "string"},
-        "models": {"type": "array", "items": {"type": "string", "minLength": 1}},
-        "aliases": {"type": "object", "additionalProperties": {"type": "string"}},
-        "max_tokens": {"type": "integer", "minimum": 1},
-    },
-}
+class ProviderBody(BodyModel):
+    # In this order in the "nothing to change" refusal.
+    type: str | None = None
+    enabled: bool | None = None
+    api_key: Annotated[str, Field(max_length=4096)] | None = None
+    base_url: Annotated[str, Field(max_length=4096)] | None = None
+    default_model: Annotated[str, Field(max_length=256)] | None = None
+    models: StrList | None = None
+    aliases: StrMap | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
 
 
 @router.put(
@@ -120,51 +116,33 @@ CONFIG_BODY: dict[str, Any] = {
         Param(
             "provider",
             "path",
-            {"type": "string", "minLength": 1, "maxLength": 64},
+            Annotated[str, Field(min_length=1, max_length=64)],
             required=True,
         ),
     ),
-    body=CONFIG_BODY,
-    response=PROVIDER_SCHEMA,
+    body=ProviderBody,
+    response=ProviderInfo,
     errors=(404,),
 )
 async def configure(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     config = kernel.config
     name = request.match_info["provider"]
-    body = await read_object(request)
-    changes: dict[str, Any] = {}
-    kind = body.text("type")
-    if kind is not None:
-        if kind not in PROVIDER_TYPES:
-            raise invalid(t("gw.provider_type", types=", ".join(PROVIDER_TYPES)), field="type")
-        changes["type"] = kind
-    for field, key in (("api_key", "api_key"), ("base_url", "api_base")):
-        value = body.text(field, max_len=4096)
-        if value is not None:
-            changes[key] = value.strip()
-    default_model = body.text("default_model", max_len=256)
-    if default_model is not None:
-        changes["default_model"] = default_model
-    models = body.str_list("models")
-    if models is not None:
-        changes["models"] = models
-    aliases = body.str_map("aliases")
-    if aliases is not None:
-        changes["aliases"] = aliases
-    max_tokens = body.integer("max_tokens", minimum=1)
-    if max_tokens is not None:
-        changes["max_tokens"] = max_tokens
-    enabled = body.boolean("enabled")
-    if enabled is not None:
-        changes["enabled"] = enabled
+    body = await read_model(request, ProviderBody)
+    if body.type is not None and body.type not in PROVIDER_TYPES:
+        raise invalid(t("gw.provider_type", types=", ".join(PROVIDER_TYPES)), field="type")
+    given = body.model_dump(exclude_none=True)
+    changes: dict[str, Any] = {_SETTING.get(k, k): v for k, v in given.items()}
+    for key in ("api_key", "api_base"):
+        if key in changes:
+            changes[key] = changes[key].strip()
+    enabled = body.enabled
     if not changes:
-        raise invalid(t("gw.nothing_to_change", fields=", ".join(CONFIG_BODY["properties"])))
+        fields = ", ".join(ProviderBody.model_fields)
+        raise invalid(t("gw.nothing_to_change", fields=fields))
     current = config.providers.get(name)
     if current is None and "type" not in changes:
-        raise ApiError(
-            404, "provider_not_found", t("gw.provider_new", name=name), {"provider": name}
-        )
+        raise refusal("provider_not_found", t("gw.provider_new", name=name), {"provider": name})
     if not _valid_name(name):
         raise invalid(t("gw.provider_name"), field="provider")
     if current is not None:
@@ -180,48 +158,48 @@ async def configure(request: web.Request) -> web.Response:
     return json_response(provider_json(config.providers[name]))
 
 
+_SETTING = {"base_url": "api_base"}  # the body's names for provider settings
+
+
 def _valid_name(name: str) -> bool:
     return 0 < len(name) <= 64 and all(c.isalnum() or c in "-_" for c in name)
 
 
-@router.get("/models/active", summary="The active provider and model", response=ACTIVE_SCHEMA)
+@router.get("/models/active", summary="The active provider and model", response=ActiveModel)
 async def get_active(request: web.Request) -> web.Response:
     return json_response(_active(request))
+
+
+class ActiveBody(BodyModel):
+    provider_id: Annotated[Text, Field(max_length=64)]
+    model: Annotated[
+        str | None, Field(max_length=256, description="null: the provider's default")
+    ] = None
 
 
 @router.put(
     "/models/active",
     summary="Switch the active provider (and model or alias), as /provider and /model do",
-    body={
-        "type": "object",
-        "required": ["provider_id"],
-        "properties": {
-            "provider_id": {"type": "string"},
-            "model": {"type": "string", "nullable": True},  # null: the provider's default
-        },
-    },
-    response=ACTIVE_SCHEMA,
+    body=ActiveBody,
+    response=ActiveModel,
     errors=(404,),
 )
 async def set_active(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
-    body = await read_object(request)
-    name = body.required_text("provider_id", max_len=64)
-    requested = body.text("model", max_len=256)
+    body = await read_model(request, ActiveBody)
+    name, requested = body.provider_id, body.model
     pcfg = kernel.config.providers.get(name)
     if pcfg is None:
-        raise ApiError(
-            404,
+        raise refusal(
             "provider_not_found",
             t("gw.provider_unknown", name=name, available=", ".join(kernel.config.providers)),
             {"provider": name},
         )
     if not pcfg.enabled:
-        raise ApiError(400, "provider_disabled", t("gw.provider_disabled", name=name))
+        raise refusal("provider_disabled", t("gw.provider_disabled", name=name))
     model = pcfg.resolve(requested) if requested else pcfg.default_model
     if model is None:
-        raise ApiError(
-            400,
+        raise refusal(
             "model_not_found",
             t("model.invalid", model=requested, provider=name, models=", ".join(pcfg.models)),
             {"models": pcfg.models, "aliases": pcfg.aliases},

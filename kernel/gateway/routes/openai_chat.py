@@ -1,6 +1,6 @@
 """``POST /v1/chat/completions``: Kernel as an OpenAI-compatible endpoint (JSON, or SSE
 ending ``data: [DONE]``), answered by the same providers and model names as
-``/v1/messages`` (:func:`kernel.gateway.routes.messages.resolve_model`). The client's
+``/v1/messages`` (:func:`kernel.gateway.v1.resolve_model`). The client's
 tools are passed through; Kernel never runs them. What each field becomes:
 :mod:`kernel.gateway.openai_format`."""
 
@@ -13,8 +13,6 @@ from typing import Any
 
 from aiohttp import web
 
-from kernel.core.errors import CapabilityError, ProviderError
-from kernel.core.messages import ImageBlock
 from kernel.core.provider import (
     ChatRequest,
     Completion,
@@ -23,9 +21,10 @@ from kernel.core.provider import (
     TextDelta,
     ThinkingDelta,
 )
-from kernel.gateway.api import Router, json_response, kernel_of, openai_error, sse_frame
-from kernel.gateway.claude_format import bad
+from kernel.gateway.api import Router, kernel_of, openai_error, sse_frame
 from kernel.gateway.openai_format import (
+    ChatBody,
+    ChatCompletionOut,
     ChatCompletionRequest,
     chunk_json,
     completion_json,
@@ -35,68 +34,26 @@ from kernel.gateway.openai_format import (
     tool_calls_json,
     usage_json,
 )
-from kernel.gateway.routes.messages import provider_failure, read_body, resolve_model
+from kernel.gateway.v1 import (
+    answer,
+    answerer,
+    bad,
+    has_images,
+    pump,
+    read_body,
+    refuse_unanswerable,
+)
 
 log = logging.getLogger(__name__)
 
 router = Router("openai", "OpenAI-compatible Chat Completions API")
-
-_OBJECT: dict[str, Any] = {"type": "object"}
-CHAT_BODY: dict[str, Any] = {
-    "type": "object",
-    "required": ["model", "messages"],
-    "properties": {
-        "model": {"type": "string", "minLength": 1},
-        "messages": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["role"],
-                "properties": {
-                    "role": {
-                        "type": "string",
-                        "enum": ["system", "developer", "user", "assistant", "tool"],
-                    },
-                    "content": {"oneOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]},
-                    "tool_calls": {"type": "array", "items": _OBJECT},
-                    "tool_call_id": {"type": "string"},
-                },
-            },
-        },
-        "tools": {"type": "array", "items": _OBJECT},
-        "tool_choice": {"oneOf": [{"type": "string"}, _OBJECT]},
-        "max_tokens": {"type": "integer", "minimum": 1},
-        "max_completion_tokens": {"type": "integer", "minimum": 1},
-        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
-        "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-        "reasoning_effort": {"type": "string"},
-        "stream": {"type": "boolean"},
-        "stream_options": _OBJECT,
-    },
-}
-CHAT_RESPONSE: dict[str, Any] = {
-    "type": "object",
-    "required": ["id", "object", "created", "model", "choices"],
-    "properties": {
-        "id": {"type": "string"},
-        "object": {"type": "string", "enum": ["chat.completion"]},
-        "created": {"type": "integer"},
-        "model": {"type": "string"},
-        "choices": {"type": "array", "items": _OBJECT},
-        "usage": _OBJECT,
-    },
-}
 
 
 def _check(provider: Provider, name: str, parsed: ChatCompletionRequest) -> None:
     caps = provider.capabilities
     if parsed.tools and not caps.tool_call:
         raise bad("tools", f"provider {name} lacks the tool_call capability: send no tools")
-    if not caps.attachments and any(
-        isinstance(b, ImageBlock) for m in parsed.messages for b in m.content
-    ):
+    if not caps.attachments and has_images(parsed.messages):
         raise bad("messages", f"provider {name} takes no images: send text only")
     if parsed.thinking is not None and not caps.reasoning:
         raise bad(
@@ -109,8 +66,8 @@ def _check(provider: Provider, name: str, parsed: ChatCompletionRequest) -> None
 @router.post(
     "/v1/chat/completions",
     summary="OpenAI Chat Completions API, answered by Kernel's configured providers",
-    body=CHAT_BODY,
-    response=CHAT_RESPONSE,
+    body=ChatBody,
+    response=ChatCompletionOut,
     sse=True,
     anthropic=True,  # English /v1 errors; in OpenAI's shape on this path (api.v1_error)
     errors=(404, 429, 502),
@@ -118,11 +75,10 @@ def _check(provider: Provider, name: str, parsed: ChatCompletionRequest) -> None
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
     parsed = parse_chat_request(await read_body(request))
-    provider_name, model = resolve_model(kernel, parsed.model)
-    pcfg = kernel.config.providers[provider_name]
-    provider = await kernel.agent.provider(provider_name)
+    served = await answerer(kernel, parsed.model)
+    provider_name, model, provider = served.name, served.model, served.provider
     _check(provider, provider_name, parsed)
-    cap = pcfg.max_tokens or parsed.max_tokens
+    cap = served.config.max_tokens or parsed.max_tokens
     max_tokens = min(parsed.max_tokens or cap or 4096, cap or 4096)
     chat = ChatRequest(
         model,
@@ -134,35 +90,24 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         thinking=parsed.thinking,
         tool_choice=parsed.tool_choice,
     )
-    try:
-        provider.check(chat)
-    except CapabilityError as exc:
-        raise bad("model", f"provider {provider_name} cannot answer this request: {exc}") from None
+    refuse_unanswerable(provider_name, provider, chat)
     estimate = 0  # prompt tokens: what the provider reports
     completion_id = new_completion_id()
-    async with contextlib.aclosing(kernel.agent.stream_request(provider_name, chat)) as events:
-        try:
-            first = await anext(events)
-        except StopAsyncIteration:
-            return openai_error(502, f"provider {provider_name} returned nothing: retry later")
-        except ProviderError as exc:
-            status, message, headers = provider_failure(exc)
-            return openai_error(status, message, headers)
-        if not parsed.stream:
-            try:
-                completion = first if isinstance(first, Completion) else await _last(events)
-            except ProviderError as exc:
-                status, message, headers = provider_failure(exc)
-                return openai_error(status, message, headers)
-            return json_response(completion_json(completion, model, completion_id, estimate))
+
+    async def streamer(
+        first: StreamEvent, events: AsyncIterator[StreamEvent]
+    ) -> web.StreamResponse:
         return await _stream(request, first, events, model, completion_id, parsed.include_usage)
 
-
-async def _last(events: AsyncIterator[StreamEvent]) -> Completion:
-    async for event in events:
-        if isinstance(event, Completion):
-            return event
-    raise ProviderError("stream ended without a result", code="bad_response")
+    return await answer(
+        request,
+        provider_name,
+        chat,
+        stream=parsed.stream,
+        error=openai_error,
+        render=lambda completion: completion_json(completion, model, completion_id, estimate),
+        streamer=streamer,
+    )
 
 
 async def _stream(
@@ -196,21 +141,11 @@ async def _stream(
             if include_usage:
                 await send(None, usage=usage_json(event, 0))
 
-    try:
-        await handle(first)
-        async for event in events:
-            await handle(event)
-    except ProviderError as exc:
-        status, message, _ = provider_failure(exc)
-        kind = "overloaded_error" if status in (429, 502) else "api_error"
-        await response.write(sse_frame({"error": {"type": kind, "message": message}}))
-    except ConnectionError:
+    async def fail(error: dict[str, Any]) -> None:
+        await response.write(sse_frame({"error": error}))
+
+    if not await pump(response, first, events, handle, fail):
         return response
-    except Exception as exc:  # the stream has begun: end it with an error, not a cut
-        log.exception("stream failed after it began")
-        message = f"internal error in Kernel ({type(exc).__name__}): see its log"
-        with contextlib.suppress(ConnectionError):
-            await response.write(sse_frame({"error": {"type": "api_error", "message": message}}))
     with contextlib.suppress(ConnectionError):
         await response.write(sse_frame("[DONE]"))
         await response.write_eof()

@@ -16,54 +16,86 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
+from pydantic import Field
 
 from kernel.agent.agent import MODEL_OVERRIDE, SelectionError, SessionKey, UserInput
-from kernel.app import Kernel
 from kernel.core.errors import SelfOpsError
 from kernel.core.events import Completed, ErrorEvent, event_to_dict
 from kernel.core.i18n import t
 from kernel.gateway.api import (
     ApiError,
-    Body,
     Router,
     invalid,
     json_response,
     kernel_of,
     path_param,
     query_param,
-    read_object,
+    read_model,
 )
 from kernel.gateway.routes.agent import (
-    EVENT_SCHEMA,
-    INPUT_SCHEMA,
+    Event,
+    Input,
     error_status,
     read_input,
     stream_events,
 )
 from kernel.gateway.routes.chats import (
-    CHAT_SCHEMA,
     DEFAULT_KEY,
-    NAME_LIMIT,
+    Chat,
+    ChatKeyBody,
     chat_id_of,
     chat_json,
     find_chat,
-    key_part,
+)
+from kernel.gateway.schema import (
+    BodyModel,
+    OpenShape,
+    Shape,
+    Text,
+    documented,
+    documented_required,
 )
 from kernel.selfops.mutations import TARGETS
 from kernel.store.db import SessionRow
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
 
 router = Router(
     "selfops", "SelfOps: session bootstrap, per-session model, two-phase config changes"
 )
 
-MODEL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["provider_id", "model"],
-    "properties": {"provider_id": {"type": "string"}, "model": {"type": "string"}},
-}
+
+class ModelChoice(Shape):
+    provider_id: str
+    model: str
+
+
+class ModelFields(BodyModel):
+    provider_id: Annotated[str, Field(max_length=64)] | None = None
+    model: Annotated[str, Field(max_length=256)] | None = None
+
+    def named(self) -> tuple[str | None, str | None]:
+        return (self.provider_id or None), (self.model or None)
+
+
+class BootstrapBody(ChatKeyBody, ModelFields):
+    model_config = documented_required("input")
+
+    input: Input | None = None
+    name: Annotated[str, Field(max_length=200)] | None = None
+    stream: bool | None = None
+
+
+class Bootstrapped(Shape):
+    chat: Chat
+    reply: str
+    events: list[Event]
+    applied_model: ModelChoice
+    turn_id: str | None = None
 
 
 def _choose(kernel: Kernel, provider_id: str | None, model: str | None) -> tuple[str, str]:
@@ -87,40 +119,11 @@ def _choose(kernel: Kernel, provider_id: str | None, model: str | None) -> tuple
         ) from None
 
 
-def _model_fields(body: Body) -> tuple[str | None, str | None]:
-    provider_id = body.text("provider_id", max_len=64)
-    model = body.text("model", max_len=256)
-    return (provider_id or None), (model or None)
-
-
 @router.post(
     "/agent/self/sessions/bootstrap",
     summary="Create a chat, write its first input and run one turn, in one call",
-    body={
-        "type": "object",
-        "required": ["input"],
-        "properties": {
-            "input": INPUT_SCHEMA,
-            "session_id": {"type": "string", "maxLength": NAME_LIMIT},
-            "user_id": {"type": "string", "maxLength": NAME_LIMIT},
-            "channel": {"type": "string", "maxLength": NAME_LIMIT},
-            "name": {"type": "string", "maxLength": 200},
-            "stream": {"type": "boolean"},
-            "provider_id": {"type": "string", "maxLength": 64},
-            "model": {"type": "string", "maxLength": 256},
-        },
-    },
-    response={
-        "type": "object",
-        "required": ["chat", "reply", "events", "applied_model"],
-        "properties": {
-            "chat": CHAT_SCHEMA,
-            "reply": {"type": "string"},
-            "events": {"type": "array", "items": EVENT_SCHEMA},
-            "applied_model": MODEL_SCHEMA,
-            "turn_id": {"type": "string"},
-        },
-    },
+    body=BootstrapBody,
+    response=Bootstrapped,
     status=201,
     sse=True,
     errors=(409, 500, 502),
@@ -129,18 +132,14 @@ async def bootstrap(request: web.Request) -> web.StreamResponse:
     """409 ``session_exists`` when the chat is there already (use /agent/process)."""
     kernel = kernel_of(request)
     agent = kernel.agent
-    body = await read_object(request)
-    key = SessionKey(
-        key_part(body, "channel", "console"),
-        key_part(body, "user_id", DEFAULT_KEY.user_id),
-        key_part(body, "session_id", f"s-{uuid.uuid4().hex[:12]}"),
-    )
-    stream = bool(body.boolean("stream", False))
-    name = body.text("name", max_len=200)
-    text, images = read_input(body)
+    body = await read_model(request, BootstrapBody)
+    key = body.key(SessionKey("console", DEFAULT_KEY.user_id, f"s-{uuid.uuid4().hex[:12]}"))
+    stream = bool(body.stream)
+    name = body.name
+    text, images = read_input(body.input)
     if not text.strip() and not images:
         raise invalid(t("gw.input_empty"), field="input")
-    provider_id, model = _model_fields(body)
+    provider_id, model = body.named()
     meta: dict[str, object] = {}
     if provider_id or model:
         chosen = _choose(kernel, provider_id, model)
@@ -196,8 +195,8 @@ async def bootstrap(request: web.Request) -> web.StreamResponse:
 
 SESSION = path_param("session_id", "chat-<n>, chat-default, or a chat's session_id")
 SESSION_QUERY = (
-    query_param("channel", {"type": "string"}, "narrows a session_id several chats share"),
-    query_param("user_id", {"type": "string"}, "narrows a session_id several chats share"),
+    query_param("channel", str, "narrows a session_id several chats share"),
+    query_param("user_id", str, "narrows a session_id several chats share"),
 )
 
 
@@ -237,38 +236,27 @@ def _override_json(row: SessionRow, kernel: Kernel) -> dict[str, Any]:
     }
 
 
-OVERRIDE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "chat_id": {"type": "string"},
-        "session_id": {"type": "string"},
-        "active_llm_override": {"type": "object", "nullable": True},
-        "applied_model": MODEL_SCHEMA,
-        "active_llm": MODEL_SCHEMA,
-    },
-}
+class SessionModel(Shape):
+    chat_id: str | None = None
+    session_id: str | None = None
+    active_llm_override: OpenShape | None = None
+    applied_model: ModelChoice | None = None
+    active_llm: ModelChoice | None = None
 
 
 @router.put(
     "/agent/self/sessions/{session_id}/model",
     summary="Give one session its own provider/model (the global active model is untouched)",
     params=(SESSION, *SESSION_QUERY),
-    body={
-        "type": "object",
-        "properties": {
-            "provider_id": {"type": "string", "maxLength": 64},
-            "model": {"type": "string", "maxLength": 256},
-        },
-    },
-    response=OVERRIDE_SCHEMA,
+    body=ModelFields,
+    response=SessionModel,
     errors=(404,),
 )
 async def set_session_model(request: web.Request) -> web.Response:
     """``provider_id`` and/or ``model`` (a model name or alias): 400
     ``session_model_invalid`` when they do not name an enabled provider's model."""
     kernel = kernel_of(request)
-    body = await read_object(request)
-    provider_id, model = _model_fields(body)
+    provider_id, model = (await read_model(request, ModelFields)).named()
     if not provider_id and not model:
         raise invalid(t("gw.field_required", field="provider_id"), field="provider_id")
     row = await _session(request)  # session_not_found first: the chat is what is named
@@ -282,7 +270,7 @@ async def set_session_model(request: web.Request) -> web.Response:
     "/agent/self/sessions/{session_id}/model",
     summary="Remove a session's own model: it follows the active model again",
     params=(SESSION, *SESSION_QUERY),
-    response=OVERRIDE_SCHEMA,
+    response=SessionModel,
     errors=(404,),
 )
 async def clear_session_model(request: web.Request) -> web.Response:
@@ -293,71 +281,70 @@ async def clear_session_model(request: web.Request) -> web.Response:
     return json_response(_override_json(fresh or row, kernel))
 
 
-OPERATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["kind"],
-    "properties": {
-        "kind": {"type": "string", "enum": ["replace", "text_rewrite", "merge"]},
-        "path": {"type": "string"},
-        "value": {},
-        "search": {"type": "string"},
-        "replace": {"type": "string"},
-    },
-}
-PREVIEW_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": [
-        "mutation_id",
-        "confirm_hash",
-        "checks",
-        "diff_summary",
-        "unified_diff",
-        "requires_sensitive_allow",
-    ],
-    "properties": {
-        "mutation_id": {"type": "string"},
-        "target": {"type": "string"},
-        "confirm_hash": {"type": "string"},
-        "expires_at": {"type": "string"},
-        "ttl_seconds": {"type": "integer"},
-        "checks": {"type": "object"},
-        "diff_summary": {"type": "array", "items": {"type": "object"}},
-        "unified_diff": {"type": "string"},
-        "requires_sensitive_allow": {"type": "boolean"},
-        "allow_sensitive": {"type": "boolean"},
-    },
-}
+class MutationOperation(BodyModel):
+    kind: Literal["replace", "text_rewrite", "merge"]
+    path: str | None = None
+    value: Any = None
+    search: str | None = None
+    replace: str | None = None
+
+
+class PreviewBody(BodyModel):
+    model_config = documented_required("operations")
+
+    target: Annotated[Text, Field(max_length=64), documented(Literal[(*TARGETS, "file")])]
+    # Checked one by one by SelfOps (its own words), documented here.
+    operations: (
+        Annotated[
+            list[Any],
+            documented(Annotated[list[MutationOperation], Field(min_length=1, max_length=50)]),
+        ]
+        | None
+    ) = None
+    allow_sensitive: bool | None = None
+
+
+class Preview(Shape):
+    mutation_id: str
+    target: str | None = None
+    confirm_hash: str
+    expires_at: str | None = None
+    ttl_seconds: int | None = None
+    checks: OpenShape
+    diff_summary: list[OpenShape]
+    unified_diff: str
+    requires_sensitive_allow: bool
+    allow_sensitive: bool | None = None
+
+
+class ApplyBody(BodyModel):
+    mutation_id: Annotated[Text, Field(max_length=64)]
+    confirm_hash: Annotated[Text, Field(max_length=128)]
+    allow_sensitive: bool | None = None
+
+
+class Applied(Shape):
+    applied: bool
+    mutation_id: str | None = None
+    target: str | None = None
+    applied_targets: list[str] | None = None
 
 
 @router.post(
     "/agent/self/config-mutations/preview",
     summary="Work out a change to SOUL.md, prompts/**, skills/**, providers or the active "
     "model without making it: diff, checks, a one-time id and confirm hash (5 minutes)",
-    body={
-        "type": "object",
-        "required": ["target", "operations"],
-        "properties": {
-            "target": {"type": "string", "enum": [*TARGETS, "file"]},
-            "operations": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 50,
-                "items": OPERATION_SCHEMA,
-            },
-            "allow_sensitive": {"type": "boolean"},
-        },
-    },
-    response=PREVIEW_SCHEMA,
+    body=PreviewBody,
+    response=Preview,
     errors=(403,),
 )
 async def preview(request: web.Request) -> web.Response:
     """403 ``mutation_path_denied`` for a file outside the whitelist."""
-    body = await read_object(request)
-    target = body.required_text("target", max_len=64)
-    operations = body.array("operations")
-    if operations is None or len(operations) > 50:
+    body = await read_model(request, PreviewBody)
+    if body.operations is None or len(body.operations) > 50:
         raise invalid(t("selfops.no_operations"), field="operations")
-    allow = bool(body.boolean("allow_sensitive", False))
+    target, operations = body.target, body.operations
+    allow = bool(body.allow_sensitive)
     result = await kernel_of(request).selfops.preview(target, operations, allow)
     return json_response(result)
 
@@ -365,34 +352,16 @@ async def preview(request: web.Request) -> web.Response:
 @router.post(
     "/agent/self/config-mutations/apply",
     summary="Make a previewed change: the same mutation_id, confirm_hash and allow_sensitive",
-    body={
-        "type": "object",
-        "required": ["mutation_id", "confirm_hash"],
-        "properties": {
-            "mutation_id": {"type": "string", "maxLength": 64},
-            "confirm_hash": {"type": "string", "maxLength": 128},
-            "allow_sensitive": {"type": "boolean"},
-        },
-    },
-    response={
-        "type": "object",
-        "required": ["applied"],
-        "properties": {
-            "applied": {"type": "boolean"},
-            "mutation_id": {"type": "string"},
-            "target": {"type": "string"},
-            "applied_targets": {"type": "array", "items": {"type": "string"}},
-        },
-    },
+    body=ApplyBody,
+    response=Applied,
     errors=(403, 404, 409, 410),
 )
 async def apply(request: web.Request) -> web.Response:
     """404 ``mutation_not_found``, 410 ``mutation_expired``, 409 ``mutation_hash_mismatch``
     or ``mutation_apply_conflict`` (the target changed since the preview), 403
     ``mutation_sensitive_denied``."""
-    body = await read_object(request)
-    mutation_id = body.required_text("mutation_id", max_len=64)
-    confirm_hash = body.required_text("confirm_hash", max_len=128)
-    allow = bool(body.boolean("allow_sensitive", False))
+    body = await read_model(request, ApplyBody)
+    mutation_id, confirm_hash = body.mutation_id, body.confirm_hash
+    allow = bool(body.allow_sensitive)
     result = await kernel_of(request).selfops.apply(mutation_id, confirm_hash, allow)
     return json_response(result)

@@ -3,29 +3,49 @@ created, switched on and off, deleted. A change counts from the next turn."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
+from pydantic import Field
 
-from kernel.gateway.api import Router, json_response, kernel_of, path_param, read_object
+from kernel.gateway.api import Router, json_response, kernel_of, path_param, read_model
+from kernel.gateway.schema import BodyModel, Shape, Text, documented
 from kernel.skills import MAX_SKILL_BYTES, Skill
 
 router = Router("skills", "Skills: skills/<name>/SKILL.md, injected by /skill/<name>")
 
-SKILL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["name", "description", "enabled", "usable"],
-    "properties": {
-        "name": {"type": "string"},
-        "description": {"type": "string"},
-        "enabled": {"type": "boolean"},
-        "usable": {"type": "boolean", "description": "enabled and without a problem"},
-        "problem": {"type": "string", "description": "why it cannot be used, if so"},
-        "size": {"type": "integer"},
-        "modified": {"type": "string"},
-        "content": {"type": "string", "description": "the instructions (GET /skills/{name})"},
-    },
-}
+
+class SkillInfo(Shape):
+    name: str
+    description: str
+    enabled: bool
+    usable: bool = Field(description="enabled and without a problem")
+    problem: str | None = Field(default=None, description="why it cannot be used, if so")
+    size: int | None = None
+    modified: str | None = None
+    content: str | None = Field(default=None, description="the instructions (GET /skills/{name})")
+
+
+class SkillList(Shape):
+    skills: list[SkillInfo]
+
+
+# The skills package refuses a bad name in its own words (skill_invalid_name).
+SkillName = Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+
+
+class NewSkill(BodyModel):
+    name: Annotated[Text, Field(max_length=64), documented(SkillName)]
+    description: Annotated[Text, Field(max_length=300)]
+    content: Annotated[Text, Field(max_length=MAX_SKILL_BYTES)]
+    enabled: bool | None = None
+
+
+class SkillDeleted(Shape):
+    deleted: bool | None = None
+    name: str | None = None
+
+
 NAME = path_param("name", "letters, digits, - and _")
 
 
@@ -47,11 +67,7 @@ def skill_json(skill: Skill, *, content: bool = False) -> dict[str, Any]:
 @router.get(
     "/skills",
     summary="Every skill, with whether it can be used and why not",
-    response={
-        "type": "object",
-        "required": ["skills"],
-        "properties": {"skills": {"type": "array", "items": SKILL_SCHEMA}},
-    },
+    response=SkillList,
 )
 async def list_skills(request: web.Request) -> web.Response:
     skills = await kernel_of(request).skills.all()
@@ -61,27 +77,16 @@ async def list_skills(request: web.Request) -> web.Response:
 @router.post(
     "/skills",
     summary="Create a skill (skills/<name>/SKILL.md)",
-    body={
-        "type": "object",
-        "required": ["name", "description", "content"],
-        "properties": {
-            "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
-            "description": {"type": "string", "minLength": 1, "maxLength": 300},
-            "content": {"type": "string", "minLength": 1, "maxLength": MAX_SKILL_BYTES},
-            "enabled": {"type": "boolean"},
-        },
-    },
-    response=SKILL_SCHEMA,
+    body=NewSkill,
+    response=SkillInfo,
     status=201,
     errors=(409,),
 )
 async def create_skill(request: web.Request) -> web.Response:
     """409 ``skill_exists`` when the name is taken."""
-    body = await read_object(request)
-    name = body.required_text("name", max_len=64)
-    description = body.required_text("description", max_len=300)
-    content = body.required_text("content", max_len=MAX_SKILL_BYTES)
-    enabled = body.boolean("enabled", True)
+    body = await read_model(request, NewSkill)
+    name, description, content = body.name, body.description, body.content
+    enabled = body.enabled is not False
     skill = await kernel_of(request).skills.create(name, description, content, bool(enabled))
     return json_response(skill_json(skill, content=True), 201)
 
@@ -90,7 +95,7 @@ async def create_skill(request: web.Request) -> web.Response:
     "/skills/{name}",
     summary="One skill with its instructions",
     params=(NAME,),
-    response=SKILL_SCHEMA,
+    response=SkillInfo,
     errors=(404,),
 )
 async def get_skill(request: web.Request) -> web.Response:
@@ -107,7 +112,7 @@ async def _toggle(request: web.Request, enabled: bool) -> web.Response:
     "/skills/{name}/enable",
     summary="Switch a skill on (it joins the summary and /skill/<name> works)",
     params=(NAME,),
-    response=SKILL_SCHEMA,
+    response=SkillInfo,
     errors=(404, 409),
 )
 async def enable_skill(request: web.Request) -> web.Response:
@@ -118,7 +123,7 @@ async def enable_skill(request: web.Request) -> web.Response:
     "/skills/{name}/disable",
     summary="Switch a skill off (kept on disk; /skill/<name> is refused)",
     params=(NAME,),
-    response=SKILL_SCHEMA,
+    response=SkillInfo,
     errors=(404, 409),
 )
 async def disable_skill(request: web.Request) -> web.Response:
@@ -129,10 +134,7 @@ async def disable_skill(request: web.Request) -> web.Response:
     "/skills/{name}",
     summary="Delete a skill and its folder",
     params=(NAME,),
-    response={
-        "type": "object",
-        "properties": {"deleted": {"type": "boolean"}, "name": {"type": "string"}},
-    },
+    response=SkillDeleted,
     errors=(404,),
 )
 async def delete_skill(request: web.Request) -> web.Response:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 from datetime import UTC, datetime
-from typing import Any
+from typing import Literal
 from urllib.parse import quote
 
 from aiohttp import BodyPartReader, web
@@ -24,36 +24,60 @@ from kernel.core.i18n import t
 from kernel.gateway.api import (
     MAX_BODY,
     READ_TIMEOUT,
-    ApiError,
     Param,
+    PathPart,
     Router,
+    bounded,
     invalid,
     json_response,
     kernel_of,
     query_int,
     query_param,
     read_bytes,
+    refusal,
 )
+from kernel.gateway.schema import Shape
 from kernel.workspace import Workspace
 from kernel.workspace.files import CHUNK, parts_of
 
 router = Router("workspace", "Files of general.default_workspace")
 
-ENTRY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["path", "type", "size", "modified"],
-    "properties": {
-        "path": {"type": "string"},
-        "type": {"type": "string", "enum": ["file", "dir"]},
-        "size": {"type": "integer"},
-        "modified": {"type": "string"},
-    },
-}
-PATH = Param(
-    "path", "path", {"type": "string", "minLength": 1}, "relative to the workspace", required=True
-)
+
+class Entry(Shape):
+    path: str
+    type: Literal["file", "dir"]
+    size: int
+    modified: str
+
+
+class Listing(Shape):
+    entries: list[Entry]
+    truncated: bool
+
+
+class FileDeleted(Shape):
+    deleted: bool | None = None
+    path: str | None = None
+
+
+class Upload(Shape):
+    """multipart/form-data: one part per file."""
+
+    file: list[bytes] = []
+
+
+class Uploaded(Shape):
+    files: list[Entry]
+
+
+class Imported(Shape):
+    imported: list[str]
+    count: int | None = None
+
+
+PATH = Param("path", "path", PathPart, "relative to the workspace", required=True)
 FILE_PATH = "/workspace/files/{path:.+}"  # the rest of the URL, slashes included
-BINARY: dict[str, Any] = {"type": "string", "format": "binary"}
+BINARY = bytes  # documented as {"type": "string", "format": "binary"}
 MAX_LIST = 10000
 
 
@@ -65,17 +89,10 @@ def _workspace(request: web.Request) -> Workspace:
     "/workspace/files",
     summary="List files and folders (sizes, modification times), sorted by path",
     params=(
-        query_param("path", {"type": "string"}, "a folder to list (default: the workspace)"),
-        query_param("limit", {"type": "integer", "minimum": 0, "maximum": MAX_LIST}),
+        query_param("path", str, "a folder to list (default: the workspace)"),
+        query_param("limit", bounded(0, MAX_LIST)),
     ),
-    response={
-        "type": "object",
-        "required": ["entries", "truncated"],
-        "properties": {
-            "entries": {"type": "array", "items": ENTRY_SCHEMA},
-            "truncated": {"type": "boolean"},
-        },
-    },
+    response=Listing,
     errors=(403, 404, 409),
 )
 async def list_files(request: web.Request) -> web.Response:
@@ -125,7 +142,7 @@ async def read_file(request: web.Request) -> web.StreamResponse:
     params=(PATH,),
     body=BINARY,
     body_type="application/octet-stream",
-    response=ENTRY_SCHEMA,
+    response=Entry,
     errors=(403, 404, 409),
 )
 async def write_file(request: web.Request) -> web.Response:
@@ -140,10 +157,7 @@ async def write_file(request: web.Request) -> web.Response:
     FILE_PATH,
     summary="Delete a file or an empty folder",
     params=(PATH,),
-    response={
-        "type": "object",
-        "properties": {"deleted": {"type": "boolean"}, "path": {"type": "string"}},
-    },
+    response=FileDeleted,
     errors=(403, 404, 409),
 )
 async def delete_file(request: web.Request) -> web.Response:
@@ -155,17 +169,10 @@ async def delete_file(request: web.Request) -> web.Response:
 @router.post(
     "/workspace/uploads",
     summary="Upload files (multipart/form-data, one part per file) into a folder",
-    params=(query_param("path", {"type": "string"}, "the folder (default: the workspace)"),),
-    body={
-        "type": "object",
-        "properties": {"file": {"type": "array", "items": BINARY}},
-    },
+    params=(query_param("path", str, "the folder (default: the workspace)"),),
+    body=Upload,
     body_type="multipart/form-data",
-    response={
-        "type": "object",
-        "required": ["files"],
-        "properties": {"files": {"type": "array", "items": ENTRY_SCHEMA}},
-    },
+    response=Uploaded,
     status=201,
     errors=(403, 404, 409),
 )
@@ -210,7 +217,7 @@ async def _read_parts(request: web.Request) -> list[tuple[str, bytes]]:
                 if part.filename is not None:
                     out.append((part.filename, bytes(data)))
     except TimeoutError:
-        raise ApiError(408, "request_timeout", t("gw.read_timeout")) from None
+        raise refusal("request_timeout", t("gw.read_timeout")) from None
     except (HttpProcessingError, ValueError, AssertionError, LookupError, RuntimeError):
         raise invalid(t("gw.upload_malformed")) from None
     return out
@@ -252,14 +259,7 @@ async def export(request: web.Request) -> web.StreamResponse:
     "or nothing",
     body=BINARY,
     body_type="application/octet-stream",  # any type is read as zip
-    response={
-        "type": "object",
-        "required": ["imported"],
-        "properties": {
-            "imported": {"type": "array", "items": {"type": "string"}},
-            "count": {"type": "integer"},
-        },
-    },
+    response=Imported,
     errors=(403, 404, 409, 413),
 )
 async def import_zip(request: web.Request) -> web.Response:

@@ -1,23 +1,30 @@
-"""Session listing and ``#n`` references shared by the text channels (console, Telegram)."""
+"""Session listing lines and ``#n`` references into the last listing of a conversation."""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
 
-from kernel.agent.agent import Agent
 from kernel.core.errors import SessionError
 from kernel.core.i18n import t
-from kernel.store.db import SessionRow
+
+if TYPE_CHECKING:
+    from kernel.store.db import SessionRow
 
 _REF = re.compile(r"^#?(\d+)$")
 _SEPARATORS = re.compile(r"[/,，、\s]+")
 
 
-def format_history(rows: list[SessionRow], agent: Agent) -> str:
+class LocalClock(Protocol):
+    def local_time(self, when: datetime) -> datetime: ...
+
+
+def format_history(rows: list[SessionRow], clock: LocalClock) -> str:
     """``#<n> YYYY-MM-DD <title>`` lines, newest first, dates in the configured zone."""
     lines = [t("session.list_header")]
     for n, row in enumerate(rows, start=1):
-        date = agent.local_time(row.updated_at).strftime("%Y-%m-%d")
+        date = clock.local_time(row.updated_at).strftime("%Y-%m-%d")
         lines.append(f"#{n} {date} {row.title or t('session.untitled')}")
     return "\n".join(lines)
 

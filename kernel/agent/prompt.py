@@ -1,0 +1,101 @@
+"""The system prompt's layers (SPEC §4): SOUL.md, the tool guide, recalled memories, the
+skills summary and the local time, each a :class:`~kernel.agent.context.Layer` that
+says where its text came from."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from kernel.agent.context import Layer
+from kernel.config import Config
+from kernel.core.errors import KernelError
+from kernel.memory.memories import Memories
+from kernel.skills import SkillLibrary
+from kernel.tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+SOUL_FALLBACK = "You are Kernel, the owner's personal assistant. Be brief, accurate and kind."
+
+
+class SystemPrompt:
+    def __init__(
+        self,
+        config: Config,
+        tools: ToolRegistry,
+        memories: Memories,
+        skills: SkillLibrary,
+        clock: Callable[[], datetime],
+        tz: ZoneInfo,
+    ) -> None:
+        self.config = config
+        self.tools = tools
+        self.memories = memories
+        self.skills = skills
+        self._clock = clock
+        self._tz = tz
+
+    async def layers(
+        self, query: str = "", *, guest_tools: tuple[str, ...] | None = None
+    ) -> list[Layer]:
+        """The layers for a turn whose input is ``query`` (what memories are recalled
+        for). ``guest_tools``: a guest's turn, with only those tools and no memories."""
+        soul = await asyncio.to_thread(self._read_soul)
+        where = relative(self.config.general.soul, self.config.base_dir)
+        layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
+        names = self.tools.names()
+        if guest_tools is not None:
+            names = [n for n in names if n in guest_tools]
+        if names:
+            layers.append(Layer("tools", tool_guide(names), "tool registry"))
+        memories = await self._recall(query) if guest_tools is None else ""
+        if memories:
+            layers.append(Layer("memories", memories, "memories"))
+        skills = await self.skills.summary()
+        if skills:
+            where = relative(self.skills.folder, self.config.base_dir)
+            layers.append(Layer("skills", skills, where))
+        now = self._clock().astimezone(self._tz)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
+        text = f"当前时间：{stamp}（{self.config.general.timezone}）"
+        layers.append(Layer("time", text, "clock"))
+        return layers
+
+    def _read_soul(self) -> str:
+        try:
+            return self.config.general.soul.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return SOUL_FALLBACK
+
+    async def _recall(self, query: str) -> str:
+        try:
+            found = await self.memories.recall(query, self.config.general.memory_recall_k)
+        except KernelError:
+            # Recall is a help, not a condition: the turn goes on without it.
+            log.warning("memory recall failed", exc_info=True)
+            return ""
+        if not found:
+            return ""
+        lines = [f"- [{m.id}] {m.text}" for m in found]
+        return "## 长期记忆（自动召回）\n" + "\n".join(lines)
+
+
+def tool_guide(names: list[str]) -> str:
+    return (
+        "## 工具\n"
+        "你可以通过 tool use 调用这些工具：" + ", ".join(names) + "。\n"
+        "需要时直接调用，不要假装已经调用；工具失败时读懂错误，修正参数或告诉用户。"
+    )
+
+
+def relative(path: Path, base: Path) -> str:
+    """``path`` as shown to the owner and the model: relative to ``base`` when inside it."""
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)

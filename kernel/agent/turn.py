@@ -1,0 +1,417 @@
+"""One turn: build the request, stream the model, run the tools it asks for, loop until a
+final reply, and write the history step by step, slimmed, so that a crash or cancel at
+any point leaves a history the next turn is accepted with.
+
+A :class:`TurnRun` sees the agent only through the collaborators in :class:`TurnParts`
+and the one :class:`~kernel.agent.sessions.Conversation` it runs in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel.agent.context import (
+    CANCELLED_RESULT,
+    flatten_tool_blocks,
+    join_layers,
+    repair_history,
+)
+from kernel.agent.models import ModelSelection
+from kernel.agent.prompt import SystemPrompt, relative
+from kernel.agent.sessions import Conversation
+from kernel.agent.slimming import (
+    TOOL_RESULT_LIMIT,
+    slim_message,
+    summarize_tool_result,
+    without_files,
+)
+from kernel.config import Config
+from kernel.core.asks import Answer, AskRegistry, Question
+from kernel.core.errors import KernelError, ProviderError, SkillError, ToolError
+from kernel.core.events import (
+    AskUser,
+    AssistantDelta,
+    Completed,
+    ErrorEvent,
+    StepStarted,
+    ToolCall,
+    ToolProgress,
+    ToolResult,
+)
+from kernel.core.i18n import t
+from kernel.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from kernel.core.provider import (
+    ChatRequest,
+    Completion,
+    Provider,
+    RawToolCall,
+    RetryPolicy,
+    Sleep,
+    TextDelta,
+    stream_with_retry,
+)
+from kernel.core.turns import Turn
+from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
+from kernel.memory.remember import Fact, RememberFilter, extract_remember
+from kernel.skills import SkillLibrary, wrap_skill
+from kernel.store.db import Store
+from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
+from kernel.tools.repair import repair_arguments, resolve_tool_name
+
+log = logging.getLogger(__name__)
+
+CANCELLED_MARK = " [已取消]"  # model-facing history marker, not user-facing text
+FAILED_RESULT = "failed: the turn ended with an error before this tool's result was recorded"
+
+
+@dataclass(slots=True)
+class UserInput:
+    text: str
+    images: list[ImageBlock] = field(default_factory=list)
+    channel: str = "console"
+    user_id: str = ""  # the sender in the channel's terms, recorded with a new session
+    # False where nobody can answer a question (ask_user, a tool approval) during the
+    # turn: tools see ToolContext.ask = None and refuse at once instead of waiting.
+    interactive: bool = True
+    # Someone other than the owner (a QQ user): the owner's memories are neither recalled
+    # nor written, and only ``guest_tools`` are offered (and may run).
+    guest: bool = False
+    guest_tools: tuple[str, ...] = ()
+
+    def to_message(self) -> Message:
+        blocks: list[TextBlock | ImageBlock] = [*self.images]
+        if self.text:
+            blocks.append(TextBlock(self.text))
+        return Message("user", list(blocks))
+
+
+@dataclass(frozen=True, slots=True)
+class TurnParts:
+    """What a turn works with; the agent builds it once and hands it to every turn."""
+
+    config: Config
+    store: Store
+    tools: ToolRegistry
+    memories: Memories
+    skills: SkillLibrary
+    models: ModelSelection
+    prompt: SystemPrompt
+    asks: AskRegistry
+    sleep: Sleep
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """A tool call with its arguments repaired once, for the history, the events and the
+    registry alike. ``repaired`` false: no JSON object could be recovered (``arguments``
+    is then ``{}``) and the registry refuses the call in its own words."""
+
+    raw: RawToolCall
+    arguments: dict[str, Any]
+    repaired: bool
+
+    @property
+    def id(self) -> str:
+        return self.raw.id
+
+    @property
+    def name(self) -> str:
+        return self.raw.name
+
+
+class TurnRun:
+    """The state of one turn while it runs; history is written step by step."""
+
+    def __init__(self, parts: TurnParts, turn: Turn, conversation: Conversation) -> None:
+        self.parts = parts
+        self.turn = turn
+        self.conversation = conversation
+        self.step = 0
+        self.session_id: int | None = None
+        self.pending: Message | None = None  # an assistant message whose tools have no results
+        self.partial: list[str] = []  # text streamed in the current step, not yet stored
+        self.replies: list[str] = []
+        self.new_session = False
+        self.remembered = 0  # new memories from <remember> tags in this turn
+        self.guest_tools: tuple[str, ...] | None = None  # set for a guest's turn
+        self.interactive = True
+        self.error = ""  # why the turn failed, for the agent's status ("" when it did not)
+
+    def reply_so_far(self) -> str:
+        return "".join([*self.replies, *self.partial])
+
+    async def run(self, user_input: UserInput) -> None:
+        """Execute the turn; every ending becomes the turn's final event. A cancel is
+        re-raised once the history is closed."""
+        self.turn.started = True
+        try:
+            await self.execute(user_input)
+        except asyncio.CancelledError:
+            reply = self.reply_so_far()
+            try:
+                await asyncio.shield(self.close_history(CANCELLED_RESULT, CANCELLED_MARK))
+            finally:
+                self.turn.emit(Completed(self.step, reply, cancelled=True))
+            raise
+        except SkillError as exc:
+            # Refused before anything was stored or sent: the owner fixes the name and
+            # sends again (the text names the skills there are).
+            self.turn.emit(ErrorEvent(self.step, exc.code, str(exc)))
+        except ProviderError as exc:
+            self.error = str(exc)
+            log.warning("turn %s: provider error %s", self.turn.id, type(exc).__name__)
+            code = exc.code or "provider_request_failed"
+            await self.fail(ErrorEvent(self.step, code, t("provider.error", detail=str(exc))))
+        except Exception as exc:
+            self.error = type(exc).__name__
+            log.exception("turn %s failed", self.turn.id)
+            message = t("turn.internal_error", kind=type(exc).__name__)
+            await self.fail(ErrorEvent(self.step, "internal_error", message))
+
+    async def _store(self, message: Message, artifacts: dict[str, str] | None = None) -> None:
+        assert self.session_id is not None
+        # Shielded: once a write has begun it completes even if the turn is cancelled.
+        write = self.parts.store.append_messages(
+            self.session_id, [slim_message(message, artifacts)]
+        )
+        await asyncio.shield(write)
+
+    async def execute(self, user_input: UserInput) -> None:
+        parts, cfg, conv = self.parts, self.parts.config, self.conversation
+        # Only the owner's own words invoke a skill, not an attached file's contents.
+        skills = await parts.skills.invoked(without_files(user_input.text))
+        self.interactive = user_input.interactive
+        self.new_session = conv.session_id is None
+        if conv.session_id is None:
+            row = await parts.store.create_session(user_input.channel, user_id=user_input.user_id)
+            conv.session_id = row.id
+        self.session_id = conv.session_id
+        history = await parts.store.load_messages(
+            self.session_id, rounds=max(cfg.general.context_rounds - 1, 1)
+        )
+        # A session opened by key (HTTP, QQ, cron) exists before its first message.
+        self.new_session = self.new_session or not history
+        user_message = user_input.to_message()
+        # Each invoked skill is a block of its own before the owner's words, so that
+        # slimming can replace exactly it with a marker when storing.
+        user_message.content[0:0] = [TextBlock(wrap_skill(s)) for s in skills]
+        await self._store(user_message)
+        if self.turn.cancel_requested:  # cancelled before it began: the message is kept
+            raise asyncio.CancelledError
+        working = repair_history([*history, user_message])
+        self.guest_tools = user_input.guest_tools if user_input.guest else None
+        system = join_layers(
+            await parts.prompt.layers(user_input.text, guest_tools=self.guest_tools)
+        )
+        session = await parts.store.get_session(self.session_id)
+        name, model = parts.models.model_for(session.meta if session else {})
+        provider = await parts.models.provider(name)
+        policy = parts.models.policy(provider.name)
+        limit = cfg.general.max_tool_calls
+        calls_used = 0
+        while True:
+            self.step += 1
+            self.turn.emit(StepStarted(self.step))
+            tools = parts.tools.specs() if provider.capabilities.tool_call else []
+            if self.guest_tools is not None:
+                tools = [spec for spec in tools if spec.name in self.guest_tools]
+            messages = working if tools else flatten_tool_blocks(working)
+            request = ChatRequest(model, system, messages, tools)
+            completion = await self._stream(provider, request, policy)
+            # History keeps the text without <remember> tags: it is what the owner saw,
+            # the facts live in memories (recalled as their own layer), and a model shown
+            # its old tags would learn to repeat them.
+            text, facts = extract_remember(completion.text)
+            if facts and self.guest_tools is None:  # a guest never writes the owner's memory
+                await self._remember(facts)
+            calls = self._repair(completion.tool_calls)
+            assistant = Message("assistant", [])
+            if text:
+                assistant.content.append(TextBlock(text))
+            for call in calls:
+                assistant.content.append(ToolUseBlock(call.id, call.name, call.arguments))
+            self.partial = []
+            if text:
+                self.replies.append(text)
+            if not calls:
+                if assistant.content:
+                    await self._store(assistant)
+                # Text written before tool calls is part of the answer too.
+                self.turn.emit(Completed(self.step, "\n\n".join(self.replies)))
+                return
+            self.pending = assistant
+            await self._store(assistant)
+            working.append(assistant)
+            allowed = max(0, limit - calls_used)
+            calls_used += len(calls)
+            results = await self._run_tools(
+                calls, allowed, images=provider.capabilities.attachments
+            )
+            working.append(results)
+            if calls_used > limit:
+                notice = t("turn.tool_limit", limit=limit)
+                self.turn.emit(AssistantDelta(self.step, notice))
+                await self._store(Message("assistant", [TextBlock(notice)]))
+                self.turn.emit(Completed(self.step, "\n\n".join([*self.replies, notice])))
+                return
+
+    async def _stream(
+        self, provider: Provider, request: ChatRequest, policy: RetryPolicy
+    ) -> Completion:
+        completion: Completion | None = None
+        tags = RememberFilter()  # every channel previews deltas: tags never reach them
+        stream = stream_with_retry(provider, request, policy, sleep=self.parts.sleep)
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                self._show(tags.feed(event.text))
+            elif isinstance(event, Completion):
+                completion = event
+        assert completion is not None
+        self._show(tags.flush())
+        return completion
+
+    def _show(self, text: str) -> None:
+        if text:
+            self.partial.append(text)
+            self.turn.emit(AssistantDelta(self.step, text))
+
+    async def _remember(self, facts: list[Fact]) -> None:
+        """Save the facts of this step's <remember> tags, at most 3 new per turn."""
+        allowance = MAX_REMEMBERED_PER_TURN - self.remembered
+        if allowance <= 0:
+            return
+        try:
+            saved = await self.parts.memories.save_facts(facts, limit=allowance)
+        except (KernelError, ValueError):
+            log.warning("turn %s: saving remembered facts failed", self.turn.id, exc_info=True)
+            return
+        self.remembered += len(saved)
+        if saved:
+            log.info("turn %s: %d new memories from remember tags", self.turn.id, len(saved))
+
+    def _repair(self, raw: list[RawToolCall]) -> list[_Call]:
+        """Each call's arguments repaired once, against the schema of the tool its name
+        resolves to (as the registry resolves it)."""
+        if not raw:
+            return []
+        schemas = {spec.name: spec.parameters for spec in self.parts.tools.specs()}
+        calls: list[_Call] = []
+        for call in raw:
+            name = resolve_tool_name(call.name, list(schemas))
+            schema = schemas[name] if name is not None else {}
+            try:
+                calls.append(_Call(call, repair_arguments(call.arguments, schema), True))
+            except ToolError:
+                calls.append(_Call(call, {}, False))
+        return calls
+
+    async def _run_tools(self, calls: list[_Call], allowed: int, *, images: bool = True) -> Message:
+        """Run the step's tool calls concurrently; calls past the cap get an error result.
+        Images a tool returned follow the results, each labelled with its tool (``images``
+        false: the provider takes none, so the model is told instead)."""
+        for call in calls:
+            self.turn.emit(ToolCall(self.step, call.id, call.name, dict(call.arguments)))
+
+        async def run(index: int, call: _Call) -> ToolOutcome:
+            if index >= allowed:
+                msg = t("turn.tool_limit", limit=self.parts.config.general.max_tool_calls)
+                outcome = ToolOutcome(call.name, False, msg, {})
+            else:
+                outcome = await self._call(call)
+            summary = summarize_tool_result(outcome.content)
+            self.turn.emit(ToolResult(self.step, call.id, call.name, outcome.ok, summary))
+            return outcome
+
+        outcomes = await asyncio.gather(*(run(i, c) for i, c in enumerate(calls)))
+        blocks = [
+            ToolResultBlock(c.id, _with_image_note(o, images), is_error=not o.ok)
+            for c, o in zip(calls, outcomes, strict=True)
+        ]
+        extra: list[TextBlock | ImageBlock] = []
+        if images:
+            for call, outcome in zip(calls, outcomes, strict=True):
+                if outcome.images:
+                    extra.append(TextBlock(t("tool.images_from", name=call.name, id=call.id)))
+                    extra.extend(outcome.images)
+        message = Message("user", [*blocks, *extra])
+        artifacts = await asyncio.to_thread(self._save_artifacts, blocks)
+        self.pending = None
+        await self._store(message, artifacts)
+        return message
+
+    async def _call(self, call: _Call) -> ToolOutcome:
+        if self.guest_tools is not None and call.name not in self.guest_tools:
+            # Not offered to a guest: a name the model made up must not run either.
+            return ToolOutcome(call.name, False, t("turn.guest_tool", name=call.name), {})
+        context = self._context(call)
+        if call.repaired:
+            arguments = dict(call.arguments)  # the registry's copy: history keeps its own
+            return await self.parts.tools.call(call.name, arguments, context, repaired=True)
+        # Unrepairable: the registry words the refusal the model reads.
+        return await self.parts.tools.call(call.name, call.raw.arguments, context)
+
+    def _context(self, call: _Call) -> ToolContext:
+        async def ask(
+            question: str, options: list[str], *, kind: str = "question", seconds: float = 300.0
+        ) -> Answer:
+            asked = Question(self.turn.conversation, question, list(options), call.id, kind)
+            self.turn.emit(AskUser(self.step, asked.id, call.id, question, list(options), kind))
+            return await self.parts.asks.wait(asked, seconds)
+
+        def progress(text: str) -> None:
+            self.turn.emit(ToolProgress(self.step, call.id, call.name, text))
+
+        return ToolContext(
+            session_id=self.session_id,
+            conversation=self.turn.conversation,
+            progress=progress,
+            tool_call_id=call.id,
+            ask=ask if self.interactive else None,
+        )
+
+    def _save_artifacts(self, blocks: list[ToolResultBlock]) -> dict[str, str]:
+        """Keep long tool results on disk so the slimmed history can point at them."""
+        out: dict[str, str] = {}
+        folder = self.parts.config.data_dir / "tool_outputs"
+        for index, block in enumerate(blocks):
+            if len(block.content) <= TOOL_RESULT_LIMIT or '"output_path"' in block.content:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            # Only Kernel-made parts in the name: the tool name and id come from the model.
+            path = folder / f"s{self.session_id}-{uuid.uuid4().hex[:12]}-{index}.txt"
+            path.write_text(block.content, encoding="utf-8")
+            out[block.tool_use_id] = relative(path, self.parts.config.base_dir)
+        return out
+
+    async def fail(self, event: ErrorEvent) -> None:
+        try:
+            await asyncio.shield(self.close_history(FAILED_RESULT))
+        finally:
+            self.turn.emit(event)
+
+    async def close_history(self, reason: str, partial_note: str = "") -> None:
+        """After a cancel or failure: answer dangling tool calls and keep streamed text."""
+        if self.session_id is None:
+            return
+        try:
+            if self.pending is not None:
+                results = [ToolResultBlock(u.id, reason, True) for u in self.pending.tool_uses]
+                await self._store(Message("user", list(results)))
+                self.pending = None
+            if self.partial:
+                text = "".join(self.partial) + partial_note
+                await self._store(Message("assistant", [TextBlock(text)]))
+                self.partial = []
+        except KernelError:
+            log.warning("could not record the end of an interrupted turn", exc_info=True)
+
+
+def _with_image_note(outcome: ToolOutcome, shown: bool) -> str:
+    if not outcome.images:
+        return outcome.content
+    key = "tool.images_follow" if shown else "tool.images_not_shown"
+    return f"{outcome.content}\n{t(key, count=len(outcome.images))}"

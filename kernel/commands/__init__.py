@@ -1,0 +1,31 @@
+"""The channel-neutral text commands (/new /history /resume /retitle /del_history
+/provider /model /remember /memory /forget /status /cancel), written once for every
+text channel; Telegram and ``kernel chat`` only render what they return.
+
+Public API:
+
+- ``Commands``: the command set of one process; ``run(conversation, name, arg)``
+  answers a ``Reply``, and keeps the last ``#n`` listing of each conversation.
+- ``KernelParts``: what ``Commands`` reads from the composition root.
+- ``Reply`` and ``Choice``: a neutral answer (catalogue text, an error flag, optional
+  choices a channel may render as buttons, optional slow follow-up).
+- ``SHARED``: the names ``run`` knows, in help order.
+- ``format_history``, ``parse_refs``: session listing lines and ``#n`` references.
+- ``format_elapsed``: "12 s" / "3 min 4 s" as the catalogue words it.
+"""
+
+from kernel.commands.command_set import SHARED, Commands, KernelParts
+from kernel.commands.listing import format_history, parse_refs
+from kernel.commands.reply import Choice, Reply
+from kernel.commands.status import format_elapsed
+
+__all__ = [
+    "SHARED",
+    "Choice",
+    "Commands",
+    "KernelParts",
+    "Reply",
+    "format_elapsed",
+    "format_history",
+    "parse_refs",
+]

@@ -1,0 +1,246 @@
+"""One implementation of the text commands; each channel renders the ``Reply``.
+
+``#n`` refers to the last /history or /memory listing of the same conversation;
+dates are local to ``general.timezone``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from kernel.commands.listing import format_history, parse_refs
+from kernel.commands.reply import Choice, Reply
+from kernel.commands.status import status_lines
+from kernel.core.errors import KernelError, SessionError
+from kernel.core.i18n import t
+
+if TYPE_CHECKING:
+    from kernel.agent.agent import Agent
+    from kernel.cron.scheduler import CronScheduler
+    from kernel.delegate.delegator import Delegator
+    from kernel.memory.memories import Memories
+    from kernel.store.db import Store
+
+HISTORY_LISTING = 20  # /history shows the newest this many sessions
+MEMORY_LISTING = 200  # /memory shows the newest this many (and says how many there are)
+
+# The commands ``Commands.run`` answers, in help order.
+SHARED = (
+    "new",
+    "history",
+    "resume",
+    "retitle",
+    "del_history",
+    "provider",
+    "model",
+    "remember",
+    "memory",
+    "forget",
+    "cancel",
+    "status",
+)
+
+
+class StatusSource(Protocol):
+    def status_text(self) -> str: ...
+
+
+class KernelParts(Protocol):
+    """What the commands use of the composition root (``kernel.app.Kernel``)."""
+
+    @property
+    def agent(self) -> Agent: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def memories(self) -> Memories: ...
+    @property
+    def delegator(self) -> Delegator: ...
+    @property
+    def cron(self) -> CronScheduler: ...
+    @property
+    def mcp(self) -> StatusSource: ...
+
+
+Handler = Callable[[str, str], Awaitable[Reply]]
+
+
+class Commands:
+    def __init__(self, kernel: KernelParts) -> None:
+        self.kernel = kernel
+        self.agent = kernel.agent
+        # conversation → ids of its last /history (sessions) and /memory (memories)
+        self.sessions: dict[str, list[int]] = {}
+        self.memories_listed: dict[str, list[int]] = {}
+        self._handlers: dict[str, Handler] = {
+            "new": self.new,
+            "history": self.history,
+            "resume": self.resume,
+            "retitle": self.retitle,
+            "del_history": self.del_history,
+            "provider": self.provider,
+            "model": self.model,
+            "remember": self.remember,
+            "memory": self.memory,
+            "forget": self.forget,
+            "cancel": lambda conversation, arg: self.cancel(conversation),
+            "status": lambda conversation, arg: self.status(conversation),
+        }
+
+    async def run(self, conversation: str, name: str, arg: str) -> Reply | None:
+        """Answer ``/name arg`` in ``conversation``; None when ``name`` is not a command
+        of this set. A refusal the owner can act on is a Reply with ``error`` set."""
+        handler = self._handlers.get(name)
+        if handler is None:
+            return None
+        return await handler(conversation, arg.strip())
+
+    # ----- sessions ---------------------------------------------------------------------
+
+    async def new(self, conversation: str, arg: str = "") -> Reply:
+        try:
+            self.agent.new_session(conversation)
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        return Reply(t("session.new"))
+
+    async def history(self, conversation: str, arg: str = "") -> Reply:
+        rows = await self.agent.list_sessions(limit=HISTORY_LISTING)
+        self.sessions[conversation] = [r.id for r in rows]
+        return Reply(format_history(rows, self.agent) if rows else t("session.none"))
+
+    def _session_refs(self, conversation: str, text: str, *, single: bool) -> list[tuple[int, int]]:
+        listing = self.sessions.get(conversation, [])
+        if not text:
+            raise SessionError(t("tg.need_ref"))
+        refs = parse_refs(text, len(listing))
+        if not refs or (single and len(refs) != 1):
+            raise SessionError(t("session.bad_ref", ref=text))
+        return [(n, listing[n - 1]) for n in refs]
+
+    async def resume(self, conversation: str, arg: str) -> Reply:
+        try:
+            [(n, session_id)] = self._session_refs(conversation, arg, single=True)
+            row = await self.agent.resume(conversation, session_id)
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        return Reply(t("session.resumed", n=n, title=row.title or t("session.untitled")))
+
+    async def retitle(self, conversation: str, arg: str = "") -> Reply:
+        """The title comes in ``follow_up``: title retries wait up to 78 s, which a
+        channel must not spend ahead of the owner's next message (or /cancel)."""
+        if self.agent.titles is None:
+            return Reply(t("tg.titles_off"), error=True)
+        try:
+            if arg:
+                [(_, session_id)] = self._session_refs(conversation, arg, single=True)
+            else:
+                current = self.agent.current_session(conversation)
+                if current is None:
+                    raise SessionError(t("tg.no_session"))
+                session_id = current
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+
+        async def generate() -> Reply:
+            title = await self.agent.generate_title(session_id)
+            if title:
+                return Reply(t("tg.retitled", title=title))
+            return Reply(t("tg.retitle_failed"), error=True)
+
+        return Reply(follow_up=generate)
+
+    async def del_history(self, conversation: str, arg: str) -> Reply:
+        try:
+            refs = self._session_refs(conversation, arg, single=False)
+            count = await self.agent.delete_sessions([sid for _, sid in refs])
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        self.sessions.pop(conversation, None)  # numbers changed: list again first
+        return Reply(t("session.deleted", count=count))
+
+    # ----- provider and model -------------------------------------------------------------
+
+    async def provider(self, conversation: str, arg: str = "") -> Reply:
+        agent = self.agent
+        if not arg:
+            available = agent.available_providers
+            text = t(
+                "provider.current",
+                name=agent.provider_name,
+                model=agent.model,
+                available=", ".join(available),
+            )
+            return Reply(text, choices=tuple(Choice(p, f"/provider {p}") for p in available))
+        try:
+            model = await agent.set_provider(arg)
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        return Reply(t("provider.switched", name=arg, model=model))
+
+    async def model(self, conversation: str, arg: str = "") -> Reply:
+        agent = self.agent
+        if not arg:
+            models = agent.models
+            text = t("model.current", model=agent.model, models=", ".join(models))
+            return Reply(text, choices=tuple(Choice(m, f"/model {m}") for m in models))
+        try:
+            await agent.set_model(arg)
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        return Reply(t("model.switched", model=arg))
+
+    # ----- memory -------------------------------------------------------------------------
+
+    async def remember(self, conversation: str, arg: str) -> Reply:
+        if not arg:
+            return Reply(t("tg.remember_usage"), error=True)
+        _, created = await self.kernel.memories.add(arg)
+        return Reply(t("tg.remembered" if created else "tg.remember_exists"))
+
+    async def memory(self, conversation: str, arg: str = "") -> Reply:
+        memories = self.kernel.memories
+        rows = await memories.recent(MEMORY_LISTING)
+        self.memories_listed[conversation] = [r.id for r in rows]
+        if not rows:
+            return Reply(t("tg.memory_none"))
+        lines = [t("tg.memory_header")]
+        for n, row in enumerate(rows, start=1):
+            date = self.agent.local_time(row.created_at).strftime("%Y-%m-%d")
+            category = f"[{t(f'memory.category.{row.category}')}] " if row.category else ""
+            lines.append(f"#{n} {date} {category}{row.text}")
+        if len(rows) == MEMORY_LISTING:
+            total = await memories.count()
+            if total > len(rows):
+                lines.append(t("tg.memory_more", shown=len(rows), total=total))
+        return Reply("\n".join(lines))
+
+    async def forget(self, conversation: str, arg: str) -> Reply:
+        listing = self.memories_listed.get(conversation, [])
+        try:
+            if not arg:
+                raise SessionError(t("tg.forget_usage"))
+            refs = parse_refs(arg, len(listing), "memory.bad_ref")
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        count = await self.kernel.memories.delete([listing[n - 1] for n in refs])
+        self.memories_listed.pop(conversation, None)  # numbers changed: list again
+        return Reply(t("tg.forgotten", count=count))
+
+    # ----- control ------------------------------------------------------------------------
+
+    async def cancel(self, conversation: str, stop: Callable[[], bool] | None = None) -> Reply:
+        """``stop``: how the channel stops what runs for the conversation (by default
+        the agent's turn); a delegated CLI it stopped with it is named."""
+        running = self.kernel.delegator.current(conversation)
+        cancelled = stop() if stop is not None else self.agent.cancel(conversation)
+        if not cancelled:
+            return Reply(t("tg.nothing_to_cancel"))
+        if running is not None and not running.done:
+            return Reply(t("tg.cancelled_cli", cli=running.cli))
+        return Reply(t("turn.cancelled"))
+
+    async def status(self, conversation: str, channel_lines: Sequence[str] = ()) -> Reply:
+        """``channel_lines``: the channel's own state (dropped updates, uptime, …)."""
+        return Reply("\n".join(await status_lines(self.kernel, conversation, channel_lines)))

@@ -1,0 +1,29 @@
+"""What a command answers, before any channel renders it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An option a channel may offer as a button; ``command`` is the text it stands for."""
+
+    label: str
+    command: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Catalogue text for the owner; ``error`` marks a refusal (a channel may style it).
+
+    ``text`` may be empty when only ``follow_up`` has something to say: slow work (a
+    title from the titles model) that the channel runs where it keeps background work,
+    then renders its reply like any other.
+    """
+
+    text: str = ""
+    error: bool = False
+    choices: tuple[Choice, ...] = ()
+    follow_up: Callable[[], Awaitable[Reply]] | None = field(default=None, compare=False)

@@ -1,0 +1,63 @@
+"""The /status lines every text channel shares; a channel adds its own in the middle."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kernel.core.i18n import t
+
+if TYPE_CHECKING:
+    from kernel.commands.command_set import KernelParts
+
+
+def format_elapsed(seconds: float) -> str:
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return t("delegate.seconds", s=whole)
+    return t("delegate.minutes", m=whole // 60, s=whole % 60)
+
+
+async def status_lines(
+    kernel: KernelParts, conversation: str, channel_lines: Sequence[str] = ()
+) -> list[str]:
+    """Session, model, busy, CLI, MCP, memory search, ``channel_lines``, cron, last error."""
+    agent = kernel.agent
+    session = agent.current_session(conversation)
+    title = ""
+    if session is not None:
+        row = await kernel.store.get_session(session)
+        title = (row.title if row else None) or t("session.untitled")
+    return [
+        t("tg.status_session", session=f"{session} {title}" if session else t("tg.status_new")),
+        t("tg.status_model", provider=agent.provider_name, model=agent.model),
+        t("tg.status_busy") if agent.is_busy(conversation) else t("tg.status_idle"),
+        _cli_status(kernel),
+        kernel.mcp.status_text(),
+        await _search_status(kernel),
+        *channel_lines,
+        _cron_status(kernel),
+        t("tg.status_error", error=agent.last_error or "—"),
+    ]
+
+
+def _cli_status(kernel: KernelParts) -> str:
+    running = kernel.delegator.running
+    if running is None:
+        return t("tg.status_cli_idle")
+    return t("tg.status_cli_running", cli=running.cli, elapsed=format_elapsed(running.elapsed))
+
+
+async def _search_status(kernel: KernelParts) -> str:
+    memories = kernel.memories
+    key = "tg.status_search_fts" if memories.search_mode == "fts5" else "tg.status_search_like"
+    return t(key, count=await memories.count())
+
+
+def _cron_status(kernel: KernelParts) -> str:
+    cron = kernel.cron
+    job = cron.next_due() if cron.started else None
+    if job is None or job.row.next_run_at is None:
+        return t("tg.status_cron_none")
+    when = kernel.agent.local_time(job.row.next_run_at).strftime("%Y-%m-%d %H:%M")
+    return t("tg.status_cron", name=job.spec.name, when=when)

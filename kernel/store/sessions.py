@@ -1,0 +1,349 @@
+"""Sessions and their messages: the ``sessions`` and ``messages`` tables.
+
+A session is keyed by (channel, user_id, external_id); its messages are kept in order,
+a user-input message starting each round.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from kernel.core.errors import StoreError
+from kernel.core.messages import Message, Role, content_from_json, content_to_json
+from kernel.store.database import Database, check_non_negative, dump_json, last_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class SessionRow:
+    id: int
+    channel: str
+    title: str | None
+    meta: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    message_count: int
+    user_id: str = ""
+    external_id: str = ""  # the channel's own id for it; "session-<id>" unless given
+
+
+_SESSION_SELECT = """
+    SELECT s.id, s.channel, s.title, s.meta, s.created_at, s.updated_at,
+           (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
+           s.user_id, s.external_id
+    FROM sessions s
+"""
+
+
+class SessionTables(Database):
+    """The Store's session and message methods."""
+
+    async def create_session(
+        self,
+        channel: str,
+        *,
+        title: str | None = None,
+        meta: dict[str, Any] | None = None,
+        user_id: str = "",
+        external_id: str | None = None,
+    ) -> SessionRow:
+        """A new session; ``external_id`` defaults to ``session-<id>``. Raises StoreError
+        when (channel, user_id, external_id) is taken."""
+        now = self._now()
+        meta_json = dump_json(meta or {}, "session meta")
+
+        def op(conn: sqlite3.Connection) -> SessionRow:
+            return _insert_session(conn, channel, user_id, external_id, title, meta_json, now)
+
+        return await self._write("create session", op)
+
+    async def open_session(
+        self,
+        channel: str,
+        user_id: str,
+        external_id: str,
+        *,
+        title: str | None = None,
+        meta: dict[str, Any] | None = None,
+        create: bool = True,
+    ) -> tuple[SessionRow | None, bool]:
+        """The session with this key, created (when ``create``) if missing, in one
+        transaction. Returns (row or None, whether it was created now)."""
+        now = self._now()
+        meta_json = dump_json(meta or {}, "session meta")
+
+        def op(conn: sqlite3.Connection) -> tuple[SessionRow | None, bool]:
+            found = _find_session(conn, channel, user_id, external_id)
+            if found is not None or not create:
+                return found, False
+            row = _insert_session(conn, channel, user_id, external_id, title, meta_json, now)
+            return row, True
+
+        def find(conn: sqlite3.Connection) -> SessionRow | None:
+            return _find_session(conn, channel, user_id, external_id)
+
+        # Found in a read (the usual case) without taking the write lock; created in a
+        # write transaction that looks again, so two openers never make two rows.
+        found = await self._read("find session", find)
+        if found is not None or not create:
+            return found, False
+        return await self._write("open session", op)
+
+    async def get_session(self, session_id: int) -> SessionRow | None:
+        return await self._read("get session", lambda conn: _fetch_session(conn, session_id))
+
+    async def list_sessions(
+        self,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        channel: str | None = None,
+        user_id: str | None = None,
+    ) -> list[SessionRow]:
+        """Sessions with the most recent activity first (ties: newest id first),
+        optionally only one channel's and/or one user's."""
+        check_non_negative(limit=limit, offset=offset)
+        where, params = _session_filter(channel, user_id)
+
+        def op(conn: sqlite3.Connection) -> list[SessionRow]:
+            rows = conn.execute(
+                _SESSION_SELECT + where + " ORDER BY s.updated_at DESC, s.id DESC LIMIT ? OFFSET ?",
+                (*params, limit, offset),
+            ).fetchall()
+            return [_session_from_row(r) for r in rows]
+
+        return await self._read("list sessions", op)
+
+    async def sessions_by_external_id(
+        self, external_id: str, *, channel: str | None = None, user_id: str | None = None
+    ) -> list[SessionRow]:
+        """Sessions with this external id (several channels or users may share one)."""
+        where, params = _session_filter(channel, user_id)
+        where = (where + " AND" if where else " WHERE") + " s.external_id = ?"
+
+        def op(conn: sqlite3.Connection) -> list[SessionRow]:
+            rows = conn.execute(
+                _SESSION_SELECT + where + " ORDER BY s.id LIMIT 50", (*params, external_id)
+            ).fetchall()
+            return [_session_from_row(r) for r in rows]
+
+        return await self._read("find sessions", op)
+
+    async def count_sessions(
+        self, *, channel: str | None = None, user_id: str | None = None
+    ) -> int:
+        where, params = _session_filter(channel, user_id)
+
+        def op(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT COUNT(*) FROM sessions s" + where, params).fetchone()
+            return int(row[0])
+
+        return await self._read("count sessions", op)
+
+    async def delete_sessions(self, ids: Sequence[int]) -> int:
+        """Delete sessions (their messages cascade); returns how many sessions were deleted."""
+        unique = sorted({int(i) for i in ids})
+        if not unique:
+            return 0
+
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in unique])
+            return cur.rowcount
+
+        return await self._write("delete sessions", op)
+
+    async def clear_messages(self, session_id: int) -> int:
+        """Delete the session's messages, keeping the session; returns how many went."""
+        now = self._now()
+
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            return cur.rowcount
+
+        return await self._write("clear messages", op)
+
+    async def set_title(self, session_id: int, title: str | None) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            cur = conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+            _require_session(cur, session_id)
+
+        await self._write("set session title", op)
+
+    async def update_meta(self, session_id: int, meta: dict[str, Any]) -> None:
+        """Replace the session's meta dict."""
+        meta_json = dump_json(meta, "session meta")
+
+        def op(conn: sqlite3.Connection) -> None:
+            cur = conn.execute("UPDATE sessions SET meta = ? WHERE id = ?", (meta_json, session_id))
+            _require_session(cur, session_id)
+
+        await self._write("update session meta", op)
+
+    # ------------------------------------------------------------------ messages
+
+    async def append_messages(self, session_id: int, messages: Sequence[Message]) -> list[int]:
+        """Append messages in one transaction and bump the session's ``updated_at``.
+
+        Returns the new message ids. Raises StoreError if the session does not exist.
+        """
+        if not messages:
+            return []
+        now = self._now()
+        # Serialised here, not on the db thread, so the stored content is a snapshot
+        # even if the caller (e.g. after a cancel) goes on mutating the messages.
+        rows = [
+            (m.role, dump_json(content_to_json(m.content), "message content"), m.is_user_input)
+            for m in messages
+        ]
+
+        def op(conn: sqlite3.Connection) -> list[int]:
+            cur = conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            _require_session(cur, session_id)
+            ids = []
+            for role, content, starts_round in rows:
+                cur = conn.execute(
+                    "INSERT INTO messages (session_id, role, content, starts_round, created_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (session_id, role, content, int(starts_round), now),
+                )
+                ids.append(last_id(cur))
+            return ids
+
+        return await self._write("append messages", op)
+
+    async def load_messages(self, session_id: int, *, rounds: int | None = None) -> list[Message]:
+        """The session's messages in order.
+
+        With ``rounds=N``, only messages from the start of the N-th most recent round
+        (a user-input message) onward; everything if there are fewer rounds.
+        """
+        if rounds is not None:
+            check_non_negative(rounds=rounds)
+            if rounds == 0:
+                return []
+
+        def op(conn: sqlite3.Connection) -> list[Message]:
+            start_id = 0
+            if rounds is not None:
+                # `starts_round = 1` literally, so the partial index applies.
+                row = conn.execute(
+                    "SELECT id FROM messages WHERE session_id = ? AND starts_round = 1"
+                    " ORDER BY id DESC LIMIT 1 OFFSET ?",
+                    (session_id, rounds - 1),
+                ).fetchone()
+                if row is not None:
+                    start_id = int(row[0])
+            rows = conn.execute(
+                "SELECT id, role, content FROM messages WHERE session_id = ? AND id >= ?"
+                " ORDER BY id",
+                (session_id, start_id),
+            ).fetchall()
+            return [_message_from_row(r) for r in rows]
+
+        return await self._read("load messages", op)
+
+    async def count_rounds(self, session_id: int) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT COUNT(*) FROM messages WHERE session_id = ? AND starts_round = 1",
+                (session_id,),
+            ).fetchone()
+            return int(row[0])
+
+        return await self._read("count rounds", op)
+
+
+def _require_session(cur: sqlite3.Cursor, session_id: int) -> None:
+    if cur.rowcount == 0:
+        raise StoreError(f"session {session_id} not found")
+
+
+def _session_filter(channel: str | None, user_id: str | None) -> tuple[str, tuple[str, ...]]:
+    clauses, params = [], []
+    if channel is not None:
+        clauses.append("s.channel = ?")
+        params.append(channel)
+    if user_id is not None:
+        clauses.append("s.user_id = ?")
+        params.append(user_id)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
+
+
+def _find_session(
+    conn: sqlite3.Connection, channel: str, user_id: str, external_id: str
+) -> SessionRow | None:
+    row = conn.execute(
+        _SESSION_SELECT + " WHERE s.channel = ? AND s.user_id = ? AND s.external_id = ?",
+        (channel, user_id, external_id),
+    ).fetchone()
+    return None if row is None else _session_from_row(row)
+
+
+def _insert_session(
+    conn: sqlite3.Connection,
+    channel: str,
+    user_id: str,
+    external_id: str | None,
+    title: str | None,
+    meta_json: str,
+    now: str,
+) -> SessionRow:
+    cur = conn.execute(
+        "INSERT INTO sessions (channel, user_id, external_id, title, meta, created_at,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (channel, user_id, external_id, title, meta_json, now, now),
+    )
+    session_id = last_id(cur)
+    if external_id is None:
+        conn.execute(
+            "UPDATE sessions SET external_id = ? WHERE id = ?",
+            (f"session-{session_id}", session_id),
+        )
+    row = _fetch_session(conn, session_id)
+    if row is None:  # pragma: no cover - just inserted in this transaction
+        raise StoreError("session vanished after insert")
+    return row
+
+
+def _fetch_session(conn: sqlite3.Connection, session_id: int) -> SessionRow | None:
+    row = conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (session_id,)).fetchone()
+    return None if row is None else _session_from_row(row)
+
+
+def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
+    sid, channel, title, meta_json, created_at, updated_at, count, user_id, external_id = row
+    try:
+        meta = json.loads(meta_json)
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict):
+        log.warning("session %d has unreadable meta; using {}", sid)
+        meta = {}
+    return SessionRow(
+        id=int(sid),
+        channel=str(channel),
+        title=title,
+        meta=meta,
+        created_at=datetime.fromisoformat(created_at),
+        updated_at=datetime.fromisoformat(updated_at),
+        message_count=int(count),
+        user_id=str(user_id),
+        external_id=str(external_id or f"session-{sid}"),
+    )
+
+
+def _message_from_row(row: tuple[Any, ...]) -> Message:
+    message_id, role, content = row
+    try:
+        blocks = content_from_json(json.loads(content))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StoreError(f"message {message_id} has unreadable content") from exc
+    return Message(role=cast(Role, role), content=blocks)

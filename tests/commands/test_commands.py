@@ -1,0 +1,101 @@
+"""The channel-neutral command set on a real Kernel (SQLite on disk, the model
+simulator): replies, refusals, and one ``#n`` listing per conversation."""
+
+from __future__ import annotations
+
+from kernel.agent.agent import UserInput
+from kernel.app import Kernel
+from kernel.commands import Choice, Commands
+from tests.conftest import KernelFactory
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import text_reply
+
+A, B = "console:a", "console:b"
+
+
+async def converse(kernel: Kernel, conversation: str, text: str) -> None:
+    async for _ in kernel.agent.start_turn(conversation, UserInput(text, channel="console")):
+        pass
+
+
+async def text_of(commands: Commands, conversation: str, line: str) -> str:
+    name, _, arg = line.lstrip("/").partition(" ")
+    reply = await commands.run(conversation, name, arg)
+    assert reply is not None
+    return reply.text
+
+
+async def test_each_conversation_has_its_own_listing(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    anthropic_sim.enqueue(text_reply("one"), text_reply("two"))
+    commands = Commands(kernel)
+    await converse(kernel, A, "first")
+    await commands.run(A, "new", "")
+    await converse(kernel, A, "second")
+
+    listing = await text_of(commands, A, "/history")
+    assert [line[:3] for line in listing.splitlines()[1:]] == ["#1 ", "#2 "]
+    # B never listed: its #2 is refused, while A's #2 resumes A's first session
+    refused = await commands.run(B, "resume", "#2")
+    assert refused is not None and refused.error
+    assert refused.text.startswith("Invalid session number #2")
+    assert (await text_of(commands, A, "/resume #2")).startswith("Resumed session #2")
+    assert await text_of(commands, B, "/resume") == (
+        "Give a session number such as #1: list them with /history first"
+    )
+
+    await text_of(commands, A, "/remember tea")
+    assert (await text_of(commands, A, "/memory")).splitlines()[1].endswith(" tea")
+    assert (await text_of(commands, B, "/forget #1")).startswith("Invalid memory number #1")
+    assert await text_of(commands, A, "/forget #1") == "Deleted 1 memory(ies)"
+    # the numbers changed: A lists again before the next #n
+    assert (await text_of(commands, A, "/forget #1")).startswith("Invalid memory number #1")
+
+
+async def test_memory_commands_and_their_usage(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    commands = Commands(kernel)
+    usage = await commands.run(A, "remember", "  ")
+    assert usage is not None and usage.error and usage.text == "Usage: /remember what to keep"
+    assert await text_of(commands, A, "/remember jasmine tea") == (
+        "Remembered (/memory lists them all)"
+    )
+    assert await text_of(commands, A, "/remember jasmine tea") == (
+        "Already remembered (/memory lists them all)"
+    )
+    assert await text_of(commands, A, "/forget") == (
+        "Usage: /forget #n[/#m…] (list them with /memory first)"
+    )
+    await text_of(commands, A, "/memory")
+    assert await text_of(commands, A, "/forget #1") == "Deleted 1 memory(ies)"
+    assert await text_of(commands, A, "/memory") == "No long-term memories yet"
+
+
+async def test_status_cancel_provider_and_unknown(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    commands = Commands(kernel)
+
+    status = (await commands.status(A, ["CHANNEL LINE"])).text.splitlines()
+    assert status[0] == "Session: new (no messages yet)"
+    assert status[1] == f"Model: main / {kernel.agent.model}"
+    assert status[2] == "State: idle"
+    assert status[3] == "CLI delegation: idle"
+    assert status[5].startswith("Memory search:")
+    assert status[6:] == ["CHANNEL LINE", "Next scheduled job: none", "Last error: —"]
+
+    assert await text_of(commands, A, "/cancel") == "Nothing is running"
+    provider = await commands.run(A, "provider", "")
+    assert provider is not None and provider.text.startswith("Current provider: main")
+    assert Choice("main", "/provider main") in provider.choices
+    model = await commands.run(A, "model", "")
+    assert model is not None
+    assert [c.command for c in model.choices] == [f"/model {m}" for m in kernel.agent.models]
+    titles = await commands.run(A, "retitle", "")
+    assert titles is not None and titles.error and titles.text.startswith("No titles model")
+    assert await commands.run(A, "bogus", "") is None
