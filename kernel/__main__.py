@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import logging
 import signal
 import sys
@@ -79,41 +78,14 @@ def _configure(require_telegram: bool, to_file: bool) -> Config:
 
 
 async def serve(config: Config) -> None:
-    """Run until SIGINT/SIGTERM, then stop taking work and shut down in order."""
+    """Run until SIGINT/SIGTERM; the Kernel starts and stops its parts in order."""
     from kernel.app import Kernel
-    from kernel.telegram.channel import TelegramChannel
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Kernel(config) as kernel:
-        gateway = None
-        telegram = TelegramChannel(kernel)
-        starting = asyncio.ensure_future(telegram.start())
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            if config.gateway.enabled:
-                # Imported in a thread while Telegram connects: importing aiohttp's server
-                # takes ~0.3 s, which would otherwise delay the first getUpdates.
-                server = await asyncio.to_thread(importlib.import_module, "kernel.gateway.server")
-                routes = importlib.import_module("kernel.gateway.routes")
-                gateway = server.Gateway(kernel, routes.ROUTERS)
-                await gateway.start()  # a refusal (a port in use) ends the start-up here
-            # A stop signal also ends a start-up that is still waiting for the network.
-            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if starting.done():
-                starting.result()  # a refusal (e.g. a rejected token) propagates
-                await stopping
-            log.info("stop signal received; shutting down")
-        finally:
-            starting.cancel()
-            stopping.cancel()
-            # Channels and the scheduler first (no new work; in-flight requests and
-            # replies get their bounded time side by side), then the core, the database last.
-            await asyncio.gather(
-                kernel.cron.stop(), telegram.stop(), gateway.stop() if gateway else _nothing()
-            )
+    await Kernel(config).serve(stop)
 
 
 async def _check(config: Config) -> int:
@@ -122,10 +94,6 @@ async def _check(config: Config) -> int:
     text, code = report(await run_checks(config))
     print(text)
     return code
-
-
-async def _nothing() -> None:
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,34 +1,32 @@
-"""Wiring: build the store, tools, providers and agent from a Config, start and stop
-them in one written-down order."""
+"""The composition root: build the store, tools, agent and every plugin's parts from a
+Config, and start and stop them in one written-down order (:meth:`Kernel.start`,
+:meth:`Kernel.serve`, :meth:`Kernel.stop`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, cast
 
 from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
-from kernel.channels.console import ConsoleChannel
-from kernel.channels.qq import QQChannel
-from kernel.channels.qq_inbound import QQInbound
-from kernel.channels.webhook import WebhookChannel
 from kernel.config import Config
 from kernel.core.clock import Clock, SystemClock
-from kernel.core.delivery import ChannelRegistry, Detached
+from kernel.core.delivery import ChannelRegistry
 from kernel.core.errors import StartupError, StoreError
 from kernel.core.i18n import t
+from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider, Sleep
-from kernel.cron import tools as cron_tools
+from kernel.core.status import StatusBoard
+from kernel.core.tasks import TaskSet
 from kernel.cron.runner import JobRunner
 from kernel.cron.scheduler import CronScheduler
-from kernel.delegate import tool as delegate_tool
 from kernel.delegate.delegator import Delegator
 from kernel.mcp import MCPManager
 from kernel.mcp.interact import agent_sampler
 from kernel.memory.memories import Memories
-from kernel.providers import create_provider, create_titles_provider
+from kernel.plugins import Plugins, default_plugins
+from kernel.providers import titles_provider_config
 from kernel.providers.retirement import retirement_notices
 from kernel.retention import RetentionJob
 from kernel.runtime import Runtime
@@ -37,46 +35,35 @@ from kernel.skills import SkillLibrary
 from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
-from kernel.tools import ask, memory
 from kernel.tools.registry import ToolRegistry
 from kernel.workspace import Workspace
 from kernel.workspace.archive import Archives
 
+if TYPE_CHECKING:
+    from kernel.channels.qq import QQChannel
+    from kernel.channels.qq_inbound import QQInbound
+    from kernel.channels.webhook import WebhookChannel
+
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelState:
-    """What a channel reports about itself for /healthz and /status."""
-
-    name: str
-    state: str  # "running", "starting", "degraded" or "stopped"
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def healthy(self) -> bool:
-        return self.state == "running"
-
-
-class ChannelStatus(Protocol):
-    """A channel that registers with the Kernel so others can see its state without
-    importing it (the sidecar never imports telegram)."""
-
-    name: str
-
-    def status(self) -> ChannelState: ...
-
-
 class Kernel:
-    """The assembled assistant, independent of any channel."""
+    """The assembled assistant: its core, and every plugin's channels and frontends."""
 
     def __init__(
-        self, config: Config, *, sleep: Sleep = asyncio.sleep, clock: Clock | None = None
+        self,
+        config: Config,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock | None = None,
+        plugins: Plugins | None = None,
     ) -> None:
         """``clock``: what cron, token expiry and webhook backoff see as time (tests
-        inject one they drive); ``sleep``: provider retry waits."""
+        inject one they drive); ``sleep``: provider retry waits; ``plugins``: what
+        registers the parts (the built-ins by default)."""
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        self.plugins = plugins or default_plugins()
         self.store = Store(config.db_path)
         self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
@@ -112,21 +99,17 @@ class Kernel:
         )
         # SelfOps writes beside config.toml, maybe the same folder: one lock for both.
         self.selfops = Mutations(config, self.runtime, self.agent, lock=self.workspace.lock)
-        self.channels: dict[str, ChannelStatus] = {}
-        # Outbound channels (seed 000's Channel plugins): every delivery goes through here.
+        # Running channels report their health here (/healthz) ...
+        self.status_board = StatusBoard()
+        # ... and every delivery goes through the outbound channels (seed 000's Channel
+        # plugins), each built by its plugin.
         self.channel_registry = ChannelRegistry()
-        records = ChannelStore(self.store)  # what channels keep across restarts
-        self.webhook = WebhookChannel(config, self.clock, records)
-        self.qq = QQChannel(config, self.clock)
-        self.channel_registry.register(ConsoleChannel(config, self.store))
-        self.channel_registry.register(self.webhook, close=self.webhook.aclose)
-        self.channel_registry.register(self.qq, close=self.qq.aclose)
-        # Attached by TelegramChannel once it runs; deliveries due before then (a missed
-        # cron run fired at start) wait for it when Telegram is configured.
-        telegram = Detached("telegram", pending=bool(config.telegram.token))
-        self.channel_registry.register(telegram)
-        self.runtime.on_channels_changed(self.qq.settings_changed)
-        self.qq_inbound = QQInbound(self.qq, self.agent, self.channel_registry, records)
+        self.channel_records = ChannelStore(self.store)  # what channels keep across restarts
+        self.channel_parts: dict[str, ChannelParts] = {}
+        for name, build in self.plugins.channels.items():
+            parts = build(self)
+            self.channel_parts[name] = parts
+            self.channel_registry.register(parts.outlet, close=parts.close)
         self.cron = CronScheduler(
             config,
             CronStore(self.store),
@@ -134,17 +117,27 @@ class Kernel:
             self.clock,
             self.channel_registry.names,
         )
+        self.frontends: list[Frontend] = []  # started by serve(), stopped first
+        self._tasks = TaskSet("kernel")
 
-    def register_channel(self, channel: ChannelStatus) -> None:
-        self.channels[channel.name] = channel
+    @property
+    def webhook(self) -> WebhookChannel:
+        return cast("WebhookChannel", self.channel_parts["webhook"].outlet)
 
-    def channel_states(self) -> list[ChannelState]:
-        return [channel.status() for channel in self.channels.values()]
+    @property
+    def qq(self) -> QQChannel:
+        return cast("QQChannel", self.channel_parts["qq"].outlet)
+
+    @property
+    def qq_inbound(self) -> QQInbound:
+        """What the sidecar's QQ callback route feeds."""
+        return cast("QQInbound", self.channel_parts["qq"].inbound)
 
     def _make_provider(self, name: str) -> Provider:
-        return create_provider(self.config.providers[name])
+        return self.plugins.create_provider(self.config.providers[name])
 
     async def start(self) -> None:
+        """The core: store, channels, tools, MCP servers, agent, scheduler, retention."""
         try:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
             await self.store.start()
@@ -152,15 +145,16 @@ class Kernel:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             path = self.config.data_dir
             raise StartupError(t("startup.storage", path=path, detail=detail)) from None
-        await self.webhook.load()
+        for parts in self.channel_parts.values():
+            if parts.start is not None:
+                await parts.start()
         if self.config.titles is not None:
-            titles = self.config.titles
-            self.agent.titles = TitleMaker(lambda: create_titles_provider(titles), self._sleep)
-        memory.register(self.tools, self.memories)
-        ask.register(self.tools)
-        delegate_tool.register(self.tools, self.delegator)
-        if self.config.cron.enabled:
-            cron_tools.register(self.tools, self.cron)
+            titles = titles_provider_config(self.config.titles)
+            self.agent.titles = TitleMaker(
+                lambda: self.plugins.create_provider(titles), self._sleep
+            )
+        for register_tools in self.plugins.tools:
+            register_tools(self)
         self.tools.disable(self.config.general.disabled_tools)
         for policy in self.config.tools.values():
             if policy.approval:
@@ -183,12 +177,44 @@ class Kernel:
             len(self.tools.names()),
         )
 
+    async def serve(self, stopped: asyncio.Event) -> None:
+        """The service: the core, then every frontend (Telegram, the sidecar), until
+        ``stopped`` is set; then the whole shutdown in order. A refusal while starting
+        (a rejected token, a port in use) propagates after the shutdown."""
+        async with self:
+            stopping = self._tasks.spawn(stopped.wait(), "stop-signal")
+            pending: set[asyncio.Task[Any]] = {stopping}
+            for name, build in self.plugins.frontends.items():
+                frontend = await build(self)
+                if frontend is None:
+                    continue
+                self.frontends.append(frontend)
+                if name in self.plugins.waiting_frontends:
+                    # Telegram may wait long for the network: the others start meanwhile,
+                    # and a stop signal also ends a start-up still waiting for it.
+                    pending.add(self._tasks.spawn(_refusal_of(frontend), f"start-{name}"))
+                else:
+                    await frontend.start()  # a refusal (a port in use) ends the start-up
+            while not stopping.done():
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done - {stopping}:
+                    refusal = task.result()
+                    if refusal is not None:
+                        raise refusal
+            log.info("stop signal received; shutting down")
+
     async def stop(self) -> None:
-        """Turns first (they write their last history; cancelling one kills its CLI), then
-        any CLI still running, MCP sessions and their child processes, the database last.
-        Scheduled jobs and QQ messages stop first: they start turns."""
-        await self.cron.stop()
-        await self.qq_inbound.stop()
+        """Frontends and the scheduler first, side by side (no new work; in-flight
+        requests and replies get their bounded time); then what starts turns from
+        channels (QQ messages), the turns themselves (they write their last history;
+        cancelling one kills its CLI), any CLI still running, MCP sessions and their
+        child processes, the channels' connections, the database last."""
+        await self._tasks.close()  # a frontend still waiting to start
+        frontends, self.frontends = self.frontends, []
+        await asyncio.gather(self.cron.stop(), *(frontend.stop() for frontend in frontends))
+        for parts in self.channel_parts.values():
+            if parts.stop is not None:
+                await parts.stop()
         await self.retention.stop()
         await self.agent.stop()
         await self.delegator.stop()
@@ -205,3 +231,12 @@ class Kernel:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+async def _refusal_of(frontend: Frontend) -> Exception | None:
+    """Start ``frontend``; what it raised is returned, for serve() to raise in its place."""
+    try:
+        await frontend.start()
+    except Exception as exc:
+        return exc
+    return None

@@ -34,7 +34,7 @@ from kernel.core.messages import Message, TextBlock
 from kernel.core.provider import ChatRequest, Completion, Provider
 from kernel.delegate.argv import GEMINI_PROMPT
 from kernel.delegate.formats import strip_ansi
-from kernel.providers import create_provider
+from kernel.plugins import default_plugins
 from kernel.providers.retirement import retirement_notices
 from kernel.providers.sdk import SDKProvider
 
@@ -172,7 +172,9 @@ async def _provider(config: Config, name: str) -> CheckLine:
         detail = t("check.unreachable", url=shown_url(cfg.api_base), error=error, key=key)
         return CheckLine(part, status, detail)
     try:
-        provider = await asyncio.to_thread(_probe_build, lambda: create_provider(cfg), config)
+        provider = await asyncio.to_thread(
+            _probe_build, lambda: default_plugins().create_provider(cfg), config
+        )
     except Exception as exc:  # an SDK that cannot even be built
         return CheckLine(part, "fail" if is_default else "warn", type(exc).__name__)
     request = ChatRequest(
@@ -254,7 +256,7 @@ async def _mcp(config: Config) -> list[CheckLine]:
 
 
 async def _titles(config: Config) -> CheckLine:
-    from kernel.providers import create_titles_provider
+    from kernel.providers import titles_provider_config
 
     assert config.titles is not None
     titles = config.titles
@@ -265,7 +267,9 @@ async def _titles(config: Config) -> CheckLine:
         return CheckLine("titles", "warn", detail)
     try:
         provider = await asyncio.to_thread(
-            _probe_build, lambda: create_titles_provider(titles), config
+            _probe_build,
+            lambda: default_plugins().create_provider(titles_provider_config(titles)),
+            config,
         )
         request = ChatRequest(
             model=config.titles.model,

@@ -9,7 +9,6 @@ folders: symbolic links are removed as links, never followed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import stat
@@ -18,6 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kernel.core.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class RetentionJob:
         self.sleep = sleep
         self.runs = 0
         self.last: SweepResult | None = None
+        self._tasks = TaskSet("retention")
         self._task: asyncio.Task[None] | None = None
         self._stop = threading.Event()
 
@@ -134,16 +136,14 @@ class RetentionJob:
         if self.days <= 0 or self.running:
             return  # retention_days = 0: keep everything
         self._stop.clear()
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="retention")
+        self._task = self._tasks.spawn(self._loop(), "retention")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is None:
+        if self._task is None:
             return
+        self._task = None
         self._stop.set()  # a sweep in its thread stops at the next file
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await self._tasks.close()
 
     async def run_once(self) -> SweepResult:
         result = await asyncio.to_thread(

@@ -1,7 +1,53 @@
-"""Outbound channels besides Telegram, each a ``kernel.core.delivery`` plugin.
+"""Outbound channels besides Telegram: ``console``, ``webhook`` and ``qq`` (with QQ's
+inbound callbacks).
 
-Public API: ``kernel.channels.console.ConsoleChannel``, ``kernel.channels.webhook.
-WebhookChannel``, ``kernel.channels.qq.QQChannel`` and, for QQ events coming in
-(``POST /channels/qq/inbound``), ``kernel.channels.qq_inbound``'s ``QQInbound`` and
-``InboundError``. The composition root builds them from ``[channels.*]``.
+Public API: one plugin function per channel (:func:`console_plugin`,
+:func:`webhook_plugin`, :func:`qq_plugin`; named apart from the modules), listed in
+kernel/plugins.py's ``DEFAULT_PLUGINS``; each builds its channel for a Kernel and names
+the steps the Kernel runs at start and stop. The channels themselves:
+``console.ConsoleChannel``, ``webhook.WebhookChannel``, ``qq.QQChannel`` and, for QQ
+events coming in (``POST /channels/qq/inbound``), ``qq_inbound.QQInbound`` and
+``InboundError``.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kernel.core.plugin import ChannelParts
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
+    from kernel.plugins import Plugins
+
+
+def console_plugin(plugins: Plugins) -> None:
+    def build(kernel: Kernel) -> ChannelParts:
+        from kernel.channels.console import ConsoleChannel
+
+        return ChannelParts(ConsoleChannel(kernel.config, kernel.store))
+
+    plugins.add_channel("console", build)
+
+
+def webhook_plugin(plugins: Plugins) -> None:
+    def build(kernel: Kernel) -> ChannelParts:
+        from kernel.channels.webhook import WebhookChannel
+
+        channel = WebhookChannel(kernel.config, kernel.clock, kernel.channel_records)
+        return ChannelParts(channel, start=channel.load, close=channel.aclose)
+
+    plugins.add_channel("webhook", build)
+
+
+def qq_plugin(plugins: Plugins) -> None:
+    def build(kernel: Kernel) -> ChannelParts:
+        from kernel.channels.qq import QQChannel
+        from kernel.channels.qq_inbound import QQInbound
+
+        channel = QQChannel(kernel.config, kernel.clock)
+        kernel.runtime.on_channels_changed(channel.settings_changed)
+        inbound = QQInbound(channel, kernel.agent, kernel.channel_registry, kernel.channel_records)
+        return ChannelParts(channel, stop=inbound.stop, close=channel.aclose, inbound=inbound)
+
+    plugins.add_channel("qq", build)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -44,6 +44,7 @@ from kernel.core.delivery import ChannelRegistry, Target, follow_turn
 from kernel.core.errors import ChannelError, KernelError
 from kernel.core.events import Completed
 from kernel.core.i18n import t
+from kernel.core.tasks import TaskSet
 from kernel.store.channels import ChannelStore
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ class QQInbound:
         self.agent = agent
         self.registry = registry
         self.records = records
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet("qq inbound")
         self._turns: set[asyncio.Task[None]] = set()  # of _tasks: messages being answered
         channel.turns_running = self.turns_running
 
@@ -300,9 +301,9 @@ class QQInbound:
             log.warning(
                 "qq message declined: %d turns running (channels.qq.max_concurrent_turns)", limit
             )
-            self._spawn(self._reply(message, t("qq.busy")), "qq-busy")
+            self._tasks.spawn(self._reply(message, t("qq.busy")), "qq-busy")
             return
-        task = self._spawn(self._answer(message), f"qq-{message.kind}")
+        task = self._tasks.spawn(self._answer(message), f"qq-{message.kind}")
         self._turns.add(task)
         task.add_done_callback(self._turns.discard)
 
@@ -314,12 +315,6 @@ class QQInbound:
 
     def turns_running(self) -> int:
         return len(self._turns)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     async def _answer(self, message: InboundMessage) -> None:
         seconds = self.channel.cfg.turn_timeout
@@ -383,7 +378,4 @@ class QQInbound:
         return t("qq.turn_failed", message=final.message)
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=self.agent.config.general.shutdown_timeout)
+        await self._tasks.close(self.agent.config.general.shutdown_timeout)

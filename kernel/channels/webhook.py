@@ -26,7 +26,6 @@ import json
 import logging
 import uuid
 from collections import deque
-from collections.abc import Coroutine
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from kernel.core.clock import Clock
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError, StoreError
 from kernel.core.i18n import t
+from kernel.core.tasks import TaskSet
 from kernel.store.channels import ChannelStore, WebhookFailure
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class WebhookChannel:
         self.last_error = ""
         # The newest failures, oldest first: what the database holds, mirrored.
         self.failures: deque[WebhookFailure] = deque(maxlen=FAILURES_KEPT)
-        self._saving: set[asyncio.Task[None]] = set()
+        self._saving = TaskSet("webhook")  # failures being recorded
 
     async def load(self) -> None:
         """The failures recorded before this start (called once the store runs)."""
@@ -137,7 +137,7 @@ class WebhookChannel:
             # (written by a task of its own, awaited at aclose: this one is cancelled).
             detail = t("webhook.interrupted", last=problem or "-")
             failure = self._record_failure(delivery_id, target, used, detail)
-            self._spawn(self._save(failure))
+            self._saving.spawn(self._save(failure), "webhook-failure")
             raise
         await self._save(self._record_failure(delivery_id, target, used, problem))
         raise ChannelError(
@@ -196,11 +196,6 @@ class WebhookChannel:
                 "could not record webhook delivery %s: %s", failure.delivery_id, type(exc).__name__
             )
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name="webhook-failure")
-        self._saving.add(task)
-        task.add_done_callback(self._saving.discard)
-
     def state(self) -> dict[str, Any]:
         return {
             "enabled": self.cfg.enabled,
@@ -218,8 +213,8 @@ class WebhookChannel:
         }
 
     async def aclose(self) -> None:
-        if self._saving:  # failures recorded by cancelled deliveries, before the store closes
-            await asyncio.wait(set(self._saving))
+        # Failures recorded by cancelled deliveries, before the store closes.
+        await self._saving.wait()
         if self._http is not None:
             await self._http.close()
             self._http = None

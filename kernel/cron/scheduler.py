@@ -44,6 +44,7 @@ from kernel.config import Config
 from kernel.core.clock import Clock
 from kernel.core.errors import CronError, KernelError, StoreError
 from kernel.core.i18n import t
+from kernel.core.tasks import TaskSet
 from kernel.cron import schedule as schedules
 from kernel.cron.jobs import (
     DEFAULT_CHANNEL,
@@ -91,6 +92,7 @@ class CronScheduler:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._tasks = TaskSet("cron")  # the loop and the runs
         self._stopping = False
         self.started = False
 
@@ -121,19 +123,15 @@ class CronScheduler:
         for job in list(self.jobs.values()):
             await self._recover(job)
             await self._plan_at_start(job, now)
-        self._loop_task = asyncio.get_running_loop().create_task(self._loop(), name="cron")
+        self._loop_task = self._tasks.spawn(self._loop(), "cron")
         self.started = True
         log.info("cron started: %d job(s)", len(self.jobs))
 
     async def stop(self) -> None:
         """Stop planning; cancel running jobs (their turns keep a valid history)."""
         self._stopping = True
-        task, self._loop_task = self._loop_task, None
-        tasks = [t for t in [task, *self._runs.values()] if t is not None]
-        for running in tasks:
-            running.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=self.config.general.shutdown_timeout)
+        self._loop_task = None
+        await self._tasks.close(self.config.general.shutdown_timeout)
         self.started = False
 
     async def _ensure_default(self) -> None:
@@ -288,7 +286,7 @@ class CronScheduler:
         job.row.last_run_at = now
         job.row.last_status = "running"
         await self._save(job)
-        task = asyncio.get_running_loop().create_task(self._run(job.id, due), name=f"cron-{job.id}")
+        task = self._tasks.spawn(self._run(job.id, due), f"cron-{job.id}")
         self._runs[job.id] = task
         task.add_done_callback(lambda _: self._runs.pop(job.id, None))
 

@@ -5,7 +5,8 @@ A workflow is ``{"version": "v1", "nodes": [...], "edges": [...]}``: exactly one
 ``start`` node, each node at most one edge in and one out, every node reachable from
 start, no cycles; the run follows the chain. Without ``edges`` the nodes run in the
 order given (a start node is added when missing). Node types are handlers registered
-in :data:`NODE_HANDLERS` (``register_node``), the built-ins the same way:
+in :data:`NODE_HANDLERS` (``register_node``), the built-ins the same way (by the
+``cron`` plugin, kernel/plugins.py):
 
 - ``start``: where the chain begins; does nothing;
 - ``text_event``: ``text`` run through the agent in the job's session, the reply
@@ -238,10 +239,6 @@ def register_node(handler: NodeHandler) -> None:
     if not re.match(r"^[a-z][a-z0-9_]{0,31}$", handler.type):
         raise ValueError(f"invalid node type {handler.type!r}")
     NODE_HANDLERS[handler.type] = handler
-
-
-for _builtin in (StartNode(), TextEventNode(), DelayNode(), IfEventNode()):
-    register_node(_builtin)
 
 
 # ---------------------------------------------------------------- the declared shape

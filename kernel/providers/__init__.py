@@ -1,30 +1,43 @@
-"""Model provider adapters. SDKs are imported only when a provider of their type is built.
+"""Model provider adapters, one module per provider type.
 
-Public API: :func:`create_provider` and :func:`create_titles_provider` (the providers
-behind ``kernel.core.provider.Provider``); ``kernel.providers.errors.translate`` (SDK
-errors into Kernel's tree), ``kernel.providers.sdk.SDKProvider`` and
-``kernel.providers.retirement.retirement_notices``.
+Public API: :func:`register` (the ``claude`` and ``openai_compat`` types, as a plugin;
+SDKs are imported only when a provider of their type is built) and
+:func:`titles_provider_config` (the optional titles model as a provider's configuration);
+``kernel.providers.errors.translate`` (SDK errors into Kernel's tree),
+``kernel.providers.sdk.SDKProvider`` and ``kernel.providers.retirement.retirement_notices``.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kernel.config import ProviderConfig, TitlesConfig
 from kernel.core.provider import Provider
 
+if TYPE_CHECKING:
+    from kernel.plugins import Plugins
 
-def create_provider(cfg: ProviderConfig) -> Provider:
-    if cfg.type == "claude":
-        from kernel.providers.claude import ClaudeProvider
 
-        return ClaudeProvider(cfg)
+def _claude(cfg: ProviderConfig) -> Provider:
+    from kernel.providers.claude import ClaudeProvider
+
+    return ClaudeProvider(cfg)
+
+
+def _openai_compat(cfg: ProviderConfig) -> Provider:
     from kernel.providers.openai_compat import OpenAICompatProvider
 
     return OpenAICompatProvider(cfg)
 
 
-def create_titles_provider(cfg: TitlesConfig) -> Provider:
+def register(plugins: Plugins) -> None:
+    plugins.add_provider_type("claude", _claude)
+    plugins.add_provider_type("openai_compat", _openai_compat)
+
+
+def titles_provider_config(cfg: TitlesConfig) -> ProviderConfig:
     """The optional small model used for session titles: a provider of its own."""
-    as_provider = ProviderConfig(
+    return ProviderConfig(
         name="titles",
         type=cfg.type,
         api_base=cfg.api_base,
@@ -35,4 +48,3 @@ def create_titles_provider(cfg: TitlesConfig) -> Provider:
         headers=cfg.headers,
         max_retries=0,
     )
-    return create_provider(as_provider)

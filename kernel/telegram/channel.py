@@ -21,7 +21,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
@@ -39,13 +39,17 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
-from kernel.app import ChannelState, Kernel
 from kernel.core.errors import StartupError
 from kernel.core.i18n import t
+from kernel.core.status import ChannelState
+from kernel.core.tasks import TaskSet
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +82,8 @@ class TelegramChannel:
         self.owner = cfg.allowed_user
         self.dropped: Counter[str] = Counter()
         self.started_at = time.monotonic()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._watchdog: asyncio.Task[None] | None = None
+        self._tasks = TaskSet("telegram")  # replies, commands: awaited at stop
+        self._watchdog = TaskSet("telegram watchdog")
         self.poll_restarts = 0
         self.stopping = False
         self._clock = _PollClock(connection_pool_size=1, read_timeout=cfg.poll_timeout + 10)
@@ -98,7 +102,7 @@ class TelegramChannel:
         self.inbound = Inbound(self)
         self._register()
         self._started = False
-        kernel.register_channel(self)
+        kernel.status_board.add(self)
         # Questions of unwatched turns come here; deliveries (cron results) once it runs.
         kernel.channel_registry.asker = TelegramAsker(self)
 
@@ -153,17 +157,14 @@ class TelegramChannel:
             log.warning("setMyCommands failed: %s", type(exc).__name__)
         await self._start_polling(drop_pending=True)
         await self.app.start()
-        self._watchdog = asyncio.get_running_loop().create_task(self._watch_polling())
+        self._watchdog.spawn(self._watch_polling(), "telegram-watchdog")
         self._started = True
         # Deliveries waiting for Telegram (a missed cron run fired at start) go now.
         self.kernel.channel_registry.attach(TelegramOutlet(self))
         log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
 
     async def stop(self) -> None:
-        if self._watchdog:
-            self._watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watchdog
+        await self._watchdog.close()
         self.stopping = True  # the gate refuses new work; views say "interrupted"
         self.kernel.channel_registry.detach(self.name)
         if isinstance(self.kernel.channel_registry.asker, TelegramAsker):
@@ -173,12 +174,8 @@ class TelegramChannel:
         # Running turns stop now (their history is kept) and their views tell the owner;
         # a reply already being delivered gets a bounded chance to finish.
         self.kernel.agent.cancel(conversation_of(self.owner))
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=self.kernel.config.general.shutdown_timeout)
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=1.0)
+        await self._tasks.wait(self.kernel.config.general.shutdown_timeout)
+        await self._tasks.close(1.0)
         await self.inbound.voice.aclose()
         if self.app.running:
             await self.app.stop()
@@ -228,10 +225,7 @@ class TelegramChannel:
         asked for, so a failure is told in the chat, as the update error handler would."""
         if for_owner:
             coro = self._telling_failures(coro)
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
+        return self._tasks.spawn(coro, name)
 
     async def _telling_failures(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
@@ -244,11 +238,6 @@ class TelegramChannel:
         with contextlib.suppress(TelegramError):
             kind = type(error).__name__
             await self.app.bot.send_message(self.owner, t("turn.internal_error", kind=kind))
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("telegram task %s failed", task.get_name(), exc_info=task.exception())
 
     # ----- routing ---------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from telegram.error import TelegramError
 from kernel.commands import format_elapsed
 from kernel.core.events import ToolResult
 from kernel.core.i18n import t
+from kernel.core.tasks import TaskSet
 from kernel.delegate.delegator import DEFAULT_CLI, Delegation, Delegator
 from kernel.delegate.formats import Trouble, display_name
 
@@ -68,7 +69,7 @@ class DelegationProgress:
         self.started = time.monotonic()
         self._shown = ""
         self._last_edit = 0.0
-        self._ticker: asyncio.Task[None] | None = None
+        self._ticker = TaskSet("delegate progress")  # the edits, or the wait for the CLI
         self._began = False  # false while an approval is still asked
 
     def _delegation(self) -> Delegation | None:
@@ -103,12 +104,12 @@ class DelegationProgress:
                 log.warning("progress message failed: %s", type(exc).__name__)
         self._last_edit = time.monotonic()
         if self.message_id is not None:
-            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+            self._ticker.spawn(self._tick(), "delegate-progress")
 
     def begin_when_running(self) -> None:
         """For a call that waits for the owner's approval first: the message appears
         only once the CLI really starts (below the question), not while it is asked."""
-        self._ticker = asyncio.get_running_loop().create_task(self._await_start())
+        self._ticker.spawn(self._await_start(), "delegate-progress-wait")
 
     async def _await_start(self) -> None:
         seen = self.delegator.version
@@ -140,11 +141,8 @@ class DelegationProgress:
         return True
 
     async def _halt(self) -> None:
-        ticker, self._ticker = self._ticker, None
-        if ticker is not None:
-            ticker.cancel()
-            # Bounded: an edit in flight gets a moment, the view never hangs on it.
-            await asyncio.wait({ticker}, timeout=HALT_WAIT)
+        # Bounded: an edit in flight gets a moment, the view never hangs on it.
+        await self._ticker.close(HALT_WAIT)
 
     async def finish(self, event: ToolResult) -> None:
         """The tool returned: show its outcome."""

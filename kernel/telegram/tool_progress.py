@@ -22,6 +22,7 @@ from telegram.error import TelegramError
 
 from kernel.core.events import ToolProgress
 from kernel.core.i18n import t
+from kernel.core.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class ToolProgressLine:
         self._target: int | None = None  # the message the line is in
         self._own = False  # that message was sent for the line (not the placeholder)
         self._last_edit: float | None = None
-        self._timer: asyncio.Task[None] | None = None
+        self._timer = TaskSet("tool progress")  # the next allowed edit
 
     @property
     def active(self) -> bool:
@@ -60,9 +61,9 @@ class ToolProgressLine:
         now = self._clock()
         if self._last_edit is None or now - self._last_edit >= self.interval:
             await self._flush()
-        elif self._timer is None or self._timer.done():
+        elif not self._timer.running():
             wait = self._last_edit + self.interval - now
-            self._timer = asyncio.get_running_loop().create_task(self._later(wait))
+            self._timer.spawn(self._later(wait), "tool-progress")
 
     async def ended(self, call_id: str) -> None:
         """The call returned: once no reporting call runs, the line stops."""
@@ -80,11 +81,7 @@ class ToolProgressLine:
 
     async def stop(self) -> None:
         self._calls.clear()
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await timer
+        await self._timer.close()
         if self._own and self._target is not None:
             with contextlib.suppress(TelegramError):
                 await self.bot.delete_message(self.chat_id, self._target)

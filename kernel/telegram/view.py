@@ -32,6 +32,7 @@ from kernel.core.events import (
 )
 from kernel.core.i18n import t
 from kernel.core.redact import hide_quoted
+from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.delegate.delegator import Delegator
 from kernel.telegram.asks import AskBoard
@@ -155,7 +156,8 @@ class TurnView:
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
         self._last_draft = 0.0
         self._drafted = ""
-        self._draft_task: asyncio.Task[None] | None = None
+        self._drafts = TaskSet("telegram drafts")
+        self._draft_task: asyncio.Task[None] | None = None  # the one in flight
         self._asked: set[str] = set()  # the questions this turn showed
 
     async def show(self, turn: Turn) -> None:
@@ -228,8 +230,7 @@ class TurnView:
                         log.error("error notice delivery failed: %s", type(exc).__name__)
         finally:
             await self._tool_line.stop()
-            if self._draft_task is not None:
-                self._draft_task.cancel()
+            await self._drafts.close(DRAFT_SETTLE)
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await typing
@@ -292,7 +293,7 @@ class TurnView:
         if not text or text == self._drafted:
             return
         self._last_draft = now
-        self._draft_task = asyncio.get_running_loop().create_task(self._send_draft(text))
+        self._draft_task = self._drafts.spawn(self._send_draft(text), "telegram-draft")
 
     async def _send_draft(self, text: str) -> None:
         try:

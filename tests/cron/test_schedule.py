@@ -14,6 +14,7 @@ from kernel.core.i18n import get_language, set_language
 from kernel.cron import schedule
 from kernel.cron.schedule import Rules
 from kernel.cron.workflow import parse_workflow
+from kernel.plugins import default_plugins
 
 SHANGHAI = Rules(ZoneInfo("Asia/Shanghai"))
 NOW = datetime(2025, 12, 31, 23, 30, tzinfo=ZoneInfo("Asia/Shanghai"))
@@ -77,6 +78,7 @@ def test_refusals_say_what_to_write(text: str, hints: list[str]) -> None:
 
 
 def test_workflows_linear_or_with_edges() -> None:
+    default_plugins()  # the built-in node types register like an extension's
     linear = parse_workflow(
         {"nodes": [{"type": "text_event", "text": "a"}, {"type": "delay", "delay_seconds": 5}]}
     )

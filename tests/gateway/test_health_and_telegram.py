@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 
 from kernel import __version__
-from kernel.app import ChannelState
+from kernel.core.status import ChannelState
 from kernel.gateway.routes import ROUTERS
 from kernel.gateway.server import Gateway
 from tests.conftest import SECRET_KEY
@@ -57,7 +57,7 @@ async def test_healthz_reports_channels_and_mcp_servers(
         },
     ]
     sc = await sidecar(anthropic_sim, extra=mcp_toml(servers, {"reconnect_attempts": 1}))
-    sc.kernel.register_channel(StubChannel("telegram", "running"))
+    sc.kernel.status_board.add(StubChannel("telegram", "running"))
     status, data, _ = await sc.call("GET", "/healthz")
     assert status == 200 and data["status"] == "degraded"
     assert data["channels"]["telegram"]["state"] == "running"
@@ -71,7 +71,7 @@ async def test_healthz_reports_channels_and_mcp_servers(
         0,
     )
     assert docs["last_error"]
-    sc.kernel.register_channel(StubChannel("telegram", "degraded"))
+    sc.kernel.status_board.add(StubChannel("telegram", "degraded"))
     _, data, _ = await sc.call("GET", "/healthz")
     assert data["status"] == "degraded" and data["channels"]["telegram"]["state"] == "degraded"
 

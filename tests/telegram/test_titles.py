@@ -6,7 +6,8 @@ from __future__ import annotations
 from kernel.agent.titles import TitleMaker, clean_title
 from kernel.config import TitlesConfig
 from kernel.core.messages import Message, TextBlock
-from kernel.providers import create_titles_provider
+from kernel.plugins import default_plugins
+from kernel.providers import titles_provider_config
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, text_reply
 from tests.telegram.conftest import Factory
@@ -52,9 +53,10 @@ async def test_transient_errors_retry_and_429_gives_up(openai_sim: OpenAISim) ->
     async def sleep(delay: float) -> None:
         waits.append(delay)
 
-    provider = create_titles_provider(
-        TitlesConfig(api_base=openai_sim.base_url, api_key="sk-titles-0123456789", model="tiny")
+    titles = TitlesConfig(
+        api_base=openai_sim.base_url, api_key="sk-titles-0123456789", model="tiny"
     )
+    provider = default_plugins().create_provider(titles_provider_config(titles))
     maker = TitleMaker(lambda: provider, sleep)
     messages = [Message("user", [TextBlock("plan a trip to Kyoto")])]
     try:

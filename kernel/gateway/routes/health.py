@@ -94,7 +94,7 @@ async def healthz(request: web.Request) -> web.Response:
     if not detailed:
         database.pop("error", None)
     channels = {}
-    for state in kernel.channel_states():
+    for state in kernel.status_board.states():
         channels[state.name] = {"state": state.state, **state.detail}
     servers = mcp_servers(kernel, detailed=detailed)
     if not database["writable"]:
@@ -134,7 +134,7 @@ async def runtime_config(request: web.Request) -> web.Response:
         "prompt_templates": False,
         "prompt_context_introspect": True,
         "codex_mode_v2": False,
-        "telegram": "telegram" in kernel.channels,
+        "telegram": "telegram" in kernel.status_board,
         "telegram_stream": config.telegram.stream,
         "titles": config.titles is not None,
         "mcp": bool(config.mcp_servers),

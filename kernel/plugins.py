@@ -1,0 +1,190 @@
+"""Registration: built-ins and extensions add their parts through the same hooks.
+
+A plugin is a function ``register(plugins: Plugins) -> None`` (llm's
+``DEFAULT_PLUGINS``, datasette's built-in plugins): it adds provider types, channels,
+tools, cron workflow nodes, sidecar route groups and frontends. :data:`DEFAULT_PLUGINS`
+lists the built-ins in order, each as ``"module"`` (its ``register``) or
+``"module:function"``; a new provider type or channel is one new package with a
+``register`` function plus one line there. Registering imports no SDK, aiohttp or
+python-telegram-bot: the factories import them when they build. The built-ins of
+packages that have no registration of their own (Telegram, the tools, delegation,
+cron, the sidecar) are the functions at the end of this module.
+
+Public API: :class:`Plugins` (the hooks), :data:`DEFAULT_PLUGINS`, :func:`load_plugins`,
+:func:`default_plugins`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from kernel.config import ProviderConfig
+from kernel.core.delivery import Detached
+from kernel.core.plugin import ChannelParts, Frontend
+from kernel.core.provider import Provider
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
+    from kernel.cron.workflow import NodeHandler
+    from kernel.gateway.api import Router
+
+ProviderFactory = Callable[[ProviderConfig], Provider]
+ChannelFactory = Callable[["Kernel"], ChannelParts]
+ToolsHook = Callable[["Kernel"], None]
+RoutesSource = Callable[[], Sequence["Router"]]
+FrontendFactory = Callable[["Kernel"], Awaitable[Frontend | None]]
+
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "kernel.providers",
+    "kernel.channels:console_plugin",
+    "kernel.channels:webhook_plugin",
+    "kernel.channels:qq_plugin",
+    "kernel.plugins:telegram",
+    "kernel.plugins:tools",
+    "kernel.plugins:delegation",
+    "kernel.plugins:cron",
+    "kernel.plugins:gateway",
+)
+
+
+class Plugins:
+    """What the plugins registered, in registration order."""
+
+    def __init__(self) -> None:
+        self.provider_types: dict[str, ProviderFactory] = {}
+        self.channels: dict[str, ChannelFactory] = {}
+        self.tools: list[ToolsHook] = []
+        self.nodes: list[NodeHandler] = []
+        self.route_sources: list[RoutesSource] = []
+        self.frontends: dict[str, FrontendFactory] = {}
+        self.waiting_frontends: set[str] = set()
+
+    def add_provider_type(self, type_name: str, factory: ProviderFactory) -> None:
+        """``providers.<name>.type = "<type_name>"`` is built by ``factory``."""
+        self.provider_types[type_name] = factory
+
+    def add_channel(self, name: str, factory: ChannelFactory) -> None:
+        """A delivery channel, built when the Kernel is (its outlet named ``name``)."""
+        self.channels[name] = factory
+
+    def add_tools(self, hook: ToolsHook) -> None:
+        """``hook(kernel)`` registers tools in ``kernel.tools`` at start."""
+        self.tools.append(hook)
+
+    def add_node(self, handler: NodeHandler) -> None:
+        """A cron workflow node type. Node types are process-wide: a job's workflow is
+        checked wherever it is parsed."""
+        from kernel.cron.workflow import register_node
+
+        register_node(handler)
+        self.nodes.append(handler)
+
+    def add_routes(self, source: RoutesSource) -> None:
+        """A group of sidecar routes; ``source`` is called (importing aiohttp) only when
+        the sidecar is built."""
+        self.route_sources.append(source)
+
+    def add_frontend(self, name: str, factory: FrontendFactory, *, waits: bool = False) -> None:
+        """A part started after the Kernel's core and stopped first; ``factory`` returns
+        None when the part is not configured. Its ``start()`` is awaited in order, so a
+        refusal ends the start-up at once; ``waits``: it may wait long for an outside
+        party instead (Telegram's Bot API), so it runs beside the others, until a stop
+        signal cancels it."""
+        self.frontends[name] = factory
+        if waits:
+            self.waiting_frontends.add(name)
+
+    def create_provider(self, cfg: ProviderConfig) -> Provider:
+        try:
+            factory = self.provider_types[cfg.type]
+        except KeyError:
+            raise ValueError(f"no plugin provides provider type {cfg.type!r}") from None
+        return factory(cfg)
+
+    def routers(self) -> list[Router]:
+        return [router for source in self.route_sources for router in source()]
+
+
+def load_plugins(modules: Iterable[str] = DEFAULT_PLUGINS) -> Plugins:
+    """A registry filled by each module's ``register`` in order."""
+    plugins = Plugins()
+    for entry in modules:
+        module, _, function = entry.partition(":")
+        getattr(importlib.import_module(module), function or "register")(plugins)
+    return plugins
+
+
+_default: Plugins | None = None
+
+
+def default_plugins() -> Plugins:
+    """The built-ins, loaded once per process."""
+    global _default
+    if _default is None:
+        _default = load_plugins()
+    return _default
+
+
+def telegram(plugins: Plugins) -> None:
+    def outlet(kernel: Kernel) -> ChannelParts:
+        # The bot attaches its outlet once it runs; deliveries due before then (a missed
+        # cron run fired at start) wait for it when Telegram is configured.
+        return ChannelParts(Detached("telegram", pending=bool(kernel.config.telegram.token)))
+
+    async def bot(kernel: Kernel) -> Frontend | None:
+        if not kernel.config.telegram.token:
+            return None  # `kernel run` refuses to start without one
+        from kernel.telegram.channel import TelegramChannel
+
+        return TelegramChannel(kernel)
+
+    plugins.add_channel("telegram", outlet)
+    plugins.add_frontend("telegram", bot, waits=True)
+
+
+def tools(plugins: Plugins) -> None:
+    from kernel.tools import ask, memory
+
+    plugins.add_tools(lambda kernel: memory.register(kernel.tools, kernel.memories))
+    plugins.add_tools(lambda kernel: ask.register(kernel.tools))
+
+
+def delegation(plugins: Plugins) -> None:
+    from kernel.delegate import tool
+
+    plugins.add_tools(lambda kernel: tool.register(kernel.tools, kernel.delegator))
+
+
+def cron(plugins: Plugins) -> None:
+    from kernel.cron import tools as cron_tools
+    from kernel.cron.workflow import DelayNode, IfEventNode, StartNode, TextEventNode
+
+    def register_tools(kernel: Kernel) -> None:
+        if kernel.config.cron.enabled:
+            cron_tools.register(kernel.tools, kernel.cron)
+
+    plugins.add_tools(register_tools)
+    for node in (StartNode(), TextEventNode(), DelayNode(), IfEventNode()):
+        plugins.add_node(node)
+
+
+def gateway(plugins: Plugins) -> None:
+    def routes() -> Sequence[Router]:
+        from kernel.gateway.routes import ROUTERS
+
+        return ROUTERS
+
+    async def sidecar(kernel: Kernel) -> Frontend | None:
+        if not kernel.config.gateway.enabled:
+            return None
+        # Imported in a thread while Telegram connects: importing aiohttp's server takes
+        # ~0.3 s, which would otherwise delay the first getUpdates.
+        server = await asyncio.to_thread(importlib.import_module, "kernel.gateway.server")
+        frontend: Frontend = server.Gateway(kernel, kernel.plugins.routers())
+        return frontend
+
+    plugins.add_routes(routes)
+    plugins.add_frontend("gateway", sidecar)
