@@ -1,5 +1,5 @@
 """Shared fixtures: an isolated environment, the model simulators, and a real Kernel
-(config file, SQLite on disk) wired to them."""
+(config file, SQLite on disk) wired to them; Hypothesis's profile."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from kernel.app import Kernel
 from kernel.config import load_config
@@ -18,6 +19,14 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 
 SECRET_KEY = "sk-test-SECRET-0123456789abcdef"
+
+# Property tests run the same examples on every run and every machine (derandomized, no
+# example database in the checkout), with no timing checks that a busy machine would fail.
+# HYPOTHESIS_PROFILE=explore draws new examples each run, to hunt for bugs locally.
+_NO_TIMING = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("kernel", derandomize=True, database=None, **_NO_TIMING)
+settings.register_profile("explore", database=None, **_NO_TIMING)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kernel"))
 
 
 def kernel_env(**extra: str) -> dict[str, str]:
