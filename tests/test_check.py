@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from kernel.check import shown_url
 from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.delegate.standins import make_cli
@@ -48,6 +50,7 @@ def voice_toml(openai: OpenAISim, ffmpeg: str = "") -> str:
     )
 
 
+@pytest.mark.slow
 async def test_all_parts_reachable(
     anthropic_sim: AnthropicSim, openai_sim: OpenAISim, tmp_path: Path
 ) -> None:
@@ -80,6 +83,7 @@ async def test_all_parts_reachable(
     assert SECRET_KEY not in "\n".join(lines) + err
 
 
+@pytest.mark.slow
 async def test_broken_parts_are_named_with_the_fix(
     anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
@@ -111,6 +115,7 @@ async def test_broken_parts_are_named_with_the_fix(
     assert "WRONG-TOKEN" not in "\n".join(lines) + err
 
 
+@pytest.mark.slow
 async def test_unreachable_provider_is_named_with_the_url_it_tried(tmp_path: Path) -> None:
     """A refused connection is one FAIL line naming the base URL (never the key); the
     time it takes is measured in bench/check.py, not here. A retiring model gets its
@@ -137,6 +142,7 @@ async def test_unreachable_provider_is_named_with_the_url_it_tried(tmp_path: Pat
     assert SECRET_KEY not in "\n".join(lines) + err
 
 
+@pytest.mark.slow
 async def test_configured_ffmpeg_is_the_one_checked_even_with_spoken_replies_off(
     tmp_path: Path, anthropic_sim: AnthropicSim
 ) -> None:
