@@ -17,6 +17,10 @@ from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
+# A busy machine may take more than the default 2 s to connect even on loopback; what a
+# refused or a slow connection looks like does not depend on it.
+PATIENT = {"check_connect_timeout": 30.0}
+
 
 async def check(cwd: Path) -> tuple[int, list[str], str]:
     proc = await spawn_kernel("check", cwd=cwd, env=kernel_env(KERNEL_LANGUAGE="en"))
@@ -31,7 +35,7 @@ def line(lines: list[str], part: str) -> str:
 def configure(
     folder: Path, model: AnthropicSim, tg: TelegramSim, token: str, extra: str = ""
 ) -> None:
-    path = write_config(folder, model.base_url, "claude")
+    path = write_config(folder, model.base_url, "claude", **PATIENT)
     cli = make_cli(folder / "bin", "claude_code")
     path.write_text(
         path.read_text()
@@ -122,7 +126,7 @@ async def test_unreachable_provider_is_named_with_the_url_it_tried(tmp_path: Pat
     own warn line with the date and the replacement."""
     closed = f"http://127.0.0.1:{free_port()}"
     async with TelegramSim() as tg:
-        path = write_config(tmp_path, closed, "claude")
+        path = write_config(tmp_path, closed, "claude", **PATIENT)
         path.write_text(
             path.read_text().replace('"model-a"', '"claude-sonnet-4-5"', 1)
             + f'[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'
