@@ -1,16 +1,20 @@
 """Shared fixtures: an isolated environment, the model simulators, and a real Kernel
-(config file, SQLite on disk) wired to them."""
+(config file, SQLite on disk) wired to them; Hypothesis's profile."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from kernel.app import Kernel
 from kernel.config import load_config
@@ -18,6 +22,23 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 
 SECRET_KEY = "sk-test-SECRET-0123456789abcdef"
+
+# Property tests run the same examples on every run and every machine (derandomized, no
+# example database in the checkout), with no timing checks that a busy machine would fail.
+# HYPOTHESIS_PROFILE=explore draws new examples each run, to hunt for bugs locally.
+_NO_TIMING = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("kernel", derandomize=True, database=None, **_NO_TIMING)
+settings.register_profile("explore", database=None, **_NO_TIMING)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kernel"))
+
+# Hypothesis's caches go to a folder of this test process (one per xdist worker), not into
+# the checkout, where another worker may be copying the tree (tests/test_deploy.py).
+_hypothesis_home = tempfile.TemporaryDirectory(prefix="kernel-tests-hypothesis-")
+set_hypothesis_home_dir(_hypothesis_home.name)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _hypothesis_home.cleanup()
 
 
 def kernel_env(**extra: str) -> dict[str, str]:
@@ -51,6 +72,28 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+_held_ports: list[socket.socket] = []
+
+
+def free_port() -> int:
+    """A loopback port that stays this test's until it ends, for a server the test starts
+    (and restarts) itself or for "nothing listens here": a bound socket that never listens
+    holds it, so connections are refused and no other test process (xdist worker) can
+    take it, while a server of this test binds it too (SO_REUSEADDR on both)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    _held_ports.append(sock)
+    return int(sock.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def _release_free_ports() -> Iterator[None]:
+    yield
+    while _held_ports:
+        _held_ports.pop().close()
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, text_reply
 from tests.sim.telegram_sim import OWNER, TelegramSim
 
+pytestmark = pytest.mark.slow  # real `python -m kernel` processes
+
 BOT_TOKEN = "7123456789:AAHk3rnelTestTokenSecretPart_0123456"
 PROVIDER_KEY = "sk-ant-PROVIDERkey-5f1e2d3c4b5a69788796"
 BROKEN_KEY = "sk-BROKENkey-00aa11bb22cc33dd44ee"

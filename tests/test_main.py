@@ -9,10 +9,14 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+
+pytestmark = pytest.mark.slow  # real `python -m kernel` processes
 
 
 async def test_service_answers_on_telegram_and_stops_on_sigterm(

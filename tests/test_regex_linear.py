@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a child process per pattern
+
 # Each case is a Python expression run in a child process: the re engine holds the GIL
 # while it matches, so a worker thread in this process could not be timed out.
 PRELUDE = (

@@ -2,8 +2,10 @@
 
 Telegram counts a message's visible text in UTF-16 code units (4096 at most). A cut
 prefers a paragraph break, then a line break, then a space, and only then falls in the
-middle of a word. In HTML, tags open at a cut are closed at the end of the chunk and
-reopened, with their original attributes, at the start of the next one.
+middle of a word. Inside a code block (`<pre>`) spaces are code: a cut falls at a line
+break, or, in a line too long for one message, before a run of spaces, dropping nothing.
+In HTML, tags open at a cut are closed at the end of the chunk and reopened, with their
+original attributes, at the start of the next one.
 """
 
 from __future__ import annotations
@@ -153,4 +155,8 @@ def _cut(text: str, start: int, fits: int, in_pre: list[bool]) -> tuple[int, int
                 best = match.span()
             if best is not None:
                 return best
-    return fits, fits
+    # A code line longer than a chunk: cut it before its spaces, which the next chunk keeps.
+    cut = fits
+    while cut > ink + 1 and in_pre[cut - 1] and text[cut - 1].isspace():
+        cut -= 1
+    return cut, cut

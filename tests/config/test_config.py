@@ -145,6 +145,7 @@ def test_refusals_are_one_line_exit_2(
         assert secret not in err
 
 
+@pytest.mark.slow
 def test_refusal_through_the_real_entry_point(tmp_path: Path) -> None:
     """`python -m kernel` as the owner runs it: exit code 2, one line, no traceback."""
 

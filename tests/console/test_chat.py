@@ -7,9 +7,13 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, ToolUse, text_reply
+
+pytestmark = pytest.mark.slow  # real `kernel chat` processes
 
 
 async def chat(cwd: Path, stdin: str) -> tuple[int, str, str]:

@@ -86,6 +86,7 @@ def test_args_that_would_swallow_the_task_are_refused_naming_the_key(
     assert str(refused.value).startswith(key) and words in str(refused.value)
 
 
+@pytest.mark.slow
 def test_the_variadic_refusal_is_one_line_and_exit_2_at_start(tmp_path: Path) -> None:
     """`python -m kernel` as the owner runs it with the args of issue 13's report."""
     (tmp_path / "config.toml").write_text(

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 
-from tests.conftest import kernel_env, spawn_kernel
+import pytest
+
+from tests.conftest import free_port, kernel_env, spawn_kernel
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply, tool_reply
+
+pytestmark = pytest.mark.slow  # real `kernel` CLI processes
 
 
 async def kernel(
@@ -119,9 +122,7 @@ async def test_models_and_env_verbs(sidecar: SidecarFactory, anthropic_sim: Anth
 
 
 async def test_kernel_not_running_is_one_line_and_exit_3(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    url = f"http://127.0.0.1:{free_port()}"  # a port nothing listens on
     code, out, err = await kernel(None, "chats", "list", url=url)
     assert code == 3 and out == ""
     assert len(err.splitlines()) == 1

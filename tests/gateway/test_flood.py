@@ -13,6 +13,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kernel.gateway.connections import ConnectionTable, default_limits
 from tests.conftest import kernel_env, write_config
 from tests.gateway.test_service import started
@@ -45,6 +47,7 @@ def _flood(port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
+@pytest.mark.slow
 async def test_a_socket_flood_past_the_descriptor_limit_does_not_lock_clients_out(
     anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:

@@ -110,6 +110,7 @@ checks.negative_data_rejection.enabled = false
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # about a minute alone; the default 60 s is for a busy machine too
 async def test_schemathesis_finds_no_failure_with_every_check(
     sidecar: SidecarFactory, tmp_path: Path

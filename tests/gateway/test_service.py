@@ -10,11 +10,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import kernel_env, spawn_kernel, write_config
 from tests.gateway.conftest import API_KEY
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+
+pytestmark = pytest.mark.slow  # a real `python -m kernel` process
 
 
 async def started(process: asyncio.subprocess.Process) -> tuple[str, list[str]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from kernel.app import Kernel
 from kernel.config import load_config
+from tests.conftest import free_port as free_port  # for the MCP tests' own servers
 from tests.conftest import write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
@@ -127,9 +127,3 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from kernel.agent.agent import UserInput
 from kernel.core.events import Completed
 from tests.conftest import kernel_env, write_config
@@ -56,6 +58,7 @@ async def test_servers_that_never_start_do_not_hold_up_start(
     assert kernel.mcp.status_text().startswith("MCP: missing failed (cannot run")
 
 
+@pytest.mark.slow
 async def test_without_servers_the_sdk_is_never_imported(
     model: AnthropicSim, tmp_path: Path
 ) -> None:

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import kernel_env, write_config
 
 CHILD = textwrap.dedent(
@@ -43,6 +45,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 async def test_jieba_loads_on_first_use_quietly_with_its_cache_in_data_dir(
     tmp_path: Path,
 ) -> None:

@@ -6,9 +6,10 @@ simulators, one module per area.
 
 Every module here starts with
 
-    pytestmark = pytest.mark.skipif(
-        not os.environ.get("KERNEL_TEST_REAL_CLIENTS"), reason=SKIP_REASON
-    )
+    pytestmark = [
+        pytest.mark.slow,
+        pytest.mark.skipif(not os.environ.get("KERNEL_TEST_REAL_CLIENTS"), reason=SKIP_REASON),
+    ]
 
 and finds its executables through the ``real_bin`` fixture (``conftest.py``).
 """

@@ -26,7 +26,10 @@ from tests.real import SKIP_REASON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply, tool_reply
 
-pytestmark = pytest.mark.skipif(not os.environ.get("KERNEL_TEST_REAL_CLIENTS"), reason=SKIP_REASON)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get("KERNEL_TEST_REAL_CLIENTS"), reason=SKIP_REASON),
+]
 
 
 @pytest.fixture

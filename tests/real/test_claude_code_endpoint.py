@@ -20,11 +20,14 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply, tool_reply
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("KERNEL_TEST_REAL_CLIENTS"),
-    reason="real-client suite: set KERNEL_TEST_REAL_CLIENTS=1 (clients from "
-    "scripts/install-real-clients)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.environ.get("KERNEL_TEST_REAL_CLIENTS"),
+        reason="real-client suite: set KERNEL_TEST_REAL_CLIENTS=1 (clients from "
+        "scripts/install-real-clients)",
+    ),
+]
 
 
 @pytest.fixture

@@ -41,7 +41,10 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.gemini_sim import GeminiSim
 from tests.sim.openai_sim import OpenAISim
 
-pytestmark = pytest.mark.skipif(not os.environ.get(ENV), reason=SKIP_REASON)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.environ.get(ENV), reason=SKIP_REASON),
+]
 
 COMMANDS = {"claude_code": "claude", "codex": "codex", "gemini": "gemini"}
 NAMES = {"claude_code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}

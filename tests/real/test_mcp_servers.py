@@ -36,11 +36,14 @@ from tests.mcp.test_turn import tool_results
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, ToolUse, text_reply
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("KERNEL_TEST_REAL_CLIENTS"),
-    reason="real-client suite: set KERNEL_TEST_REAL_CLIENTS=1 (servers from "
-    "scripts/install-real-clients)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.environ.get("KERNEL_TEST_REAL_CLIENTS"),
+        reason="real-client suite: set KERNEL_TEST_REAL_CLIENTS=1 (servers from "
+        "scripts/install-real-clients)",
+    ),
+]
 
 BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{64,}")
 CONNECT = 120.0  # npx-free, but node and uv start slowly on a loaded machine

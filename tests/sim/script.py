@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import signal
 import time
 import uuid
 from collections import deque
@@ -459,5 +460,8 @@ def run_standalone(factory: Callable[..., SimServer], description: str) -> None:
             print(sim.base_url, flush=True)
             await asyncio.Event().wait()
 
+    # Ctrl-C stops it even when started with SIGINT ignored (from `nohup` or a script's
+    # background job, whose children inherit that), as a test stops it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve())

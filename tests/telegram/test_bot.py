@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kernel.telegram.commands import COMMANDS
 from kernel.telegram.render import render_markdown
 from tests.sim.openai_sim import OpenAISim
@@ -317,6 +319,7 @@ async def test_unreachable_bot_api_is_waited_for(bot: Factory) -> None:
     assert "/help" in await h.ask("/help")
 
 
+@pytest.mark.slow
 async def test_rejected_token_is_a_one_line_refusal(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
     from tests.conftest import kernel_env, spawn_kernel, write_config

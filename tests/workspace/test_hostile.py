@@ -126,6 +126,7 @@ async def test_encoded_ways_out_and_lookalike_names_are_refused(
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
 async def test_a_link_swapped_in_while_requests_run_is_never_followed(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
@@ -186,6 +187,7 @@ async def test_a_link_swapped_in_while_requests_run_is_never_followed(
     assert (outside / "secret.txt").read_text() == "top secret"
 
 
+@pytest.mark.slow
 async def test_concurrent_writes_and_deletes_of_one_path_never_fail_the_server(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
