@@ -105,7 +105,7 @@ class Sleeps:
         self._gate.put_nowait(None)
 
     async def until_called(self, count: int) -> None:
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(30):
             while len(self.waits) < count:
                 self._called.clear()
                 await self._called.wait()

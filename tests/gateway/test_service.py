@@ -49,7 +49,7 @@ def call(url: str, method: str = "GET", body: Any = None) -> Any:
     request = urllib.request.Request(url, data=data, method=method)
     request.add_header("X-API-Key", API_KEY)
     request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
         return json.loads(response.read())
 
 
