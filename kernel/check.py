@@ -28,6 +28,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from kernel.config import Config
+from kernel.config.secrets import child_env
 from kernel.core.errors import KernelError
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
@@ -340,8 +341,6 @@ def _clis(config: Config) -> list[CheckLine]:
     checked by name, since it is not an argument error)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kernel.config.secrets import child_env
-
     env = child_env(config.envs)
     names = list(config.cli)
     if not names:
@@ -439,7 +438,11 @@ def _ffmpeg(config: Config) -> CheckLine:
         return CheckLine("ffmpeg", status, t("check.ffmpeg_missing"))
     try:
         encoders = subprocess.run(
-            [found, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=20
+            [found, "-hide_banner", "-encoders"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            env=child_env({}),
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         encoders = ""

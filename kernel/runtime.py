@@ -23,7 +23,7 @@ from typing import Any
 
 import tomli_w
 
-from kernel.config import Config, load_config, read_overlay, secrets
+from kernel.config import CHANNEL_TYPES, Config, load_config, read_overlay, secrets
 from kernel.core.fileio import write_atomic
 from kernel.core.logs import add_secrets
 
@@ -125,7 +125,7 @@ class Runtime:
         live.envs = dict(fresh.envs)
         channels = {
             name
-            for name in ("console", "webhook", "qq")
+            for name in CHANNEL_TYPES
             if getattr(live.channels, name) != getattr(fresh.channels, name)
         }
         live.channels = fresh.channels

@@ -77,18 +77,19 @@ class QQChannelConfig(Section):
     turn_timeout: PosFloat = Field(240.0, description="seconds one QQ turn may take")
 
 
-CHANNEL_MODELS: dict[str, type[Section]] = {
-    "console": ConsoleChannelConfig,
-    "webhook": WebhookChannelConfig,
-    "qq": QQChannelConfig,
-}
-CHANNEL_TYPES: tuple[str, ...] = tuple(CHANNEL_MODELS)  # configurable under [channels.<type>]
-
-
 class ChannelsConfig(Section):
+    """``[channels.<type>]``: each field is one channel type's section (declared once)."""
+
     console: ConsoleChannelConfig = Field(default_factory=ConsoleChannelConfig)
     webhook: WebhookChannelConfig = Field(default_factory=WebhookChannelConfig)
     qq: QQChannelConfig = Field(default_factory=QQChannelConfig)
+
+
+CHANNEL_MODELS: dict[str, type[Section]] = {
+    name: info.default_factory  # type: ignore[misc]
+    for name, info in ChannelsConfig.model_fields.items()
+}
+CHANNEL_TYPES: tuple[str, ...] = tuple(CHANNEL_MODELS)  # configurable under [channels.<type>]
 
 
 def webhook_worst_case(w: WebhookChannelConfig) -> float:

@@ -19,10 +19,9 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kernel.config.channels import (
+    CHANNEL_MODELS,
     ChannelsConfig,
-    ConsoleChannelConfig,
     QQChannelConfig,
-    WebhookChannelConfig,
     webhook_worst_case,
 )
 from kernel.config.cli import CLI_NAMES, DEFAULT_CLI, CLIConfig, args_problem
@@ -148,10 +147,20 @@ def _read_toml(path: Path, shown: str) -> dict[str, Any]:
         raise ConfigError(t("config.bad_toml", path=shown, detail="not UTF-8")) from None
 
 
+def _default_language() -> str:
+    language: str = default_of(GeneralConfig, "language")
+    return language
+
+
+_DEFAULT_LANGUAGE = _default_language()
+
+
 def _data_dir_of(raw: dict[str, Any], base: Path) -> Path:
     general = raw.get("general")
     value = general.get("data_dir") if isinstance(general, dict) else None
-    return _resolve(base, value if isinstance(value, str) else "data")
+    return _resolve(
+        base, value if isinstance(value, str) else str(default_of(GeneralConfig, "data_dir"))
+    )
 
 
 def read_overlay(path: Path) -> dict[str, Any]:
@@ -188,7 +197,7 @@ def gateway_of(path: Path | None = None, env: Mapping[str, str] | None = None) -
     raw = _read_toml(path, path.name) if path.is_file() else {}
     general = raw.get("general")
     general = general if isinstance(general, dict) else {}
-    language = env.get("KERNEL_LANGUAGE") or general.get("language", "zh")
+    language = env.get("KERNEL_LANGUAGE") or general.get("language", _DEFAULT_LANGUAGE)
     if language in LANGUAGES:
         set_language(language)
     return _gateway(raw.get("gateway", {}), env, check=False)
@@ -249,7 +258,7 @@ def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: 
 def _general(table: Any, env: Mapping[str, str], base: Path) -> GeneralConfig:
     # The language first, so that every later refusal is worded in it.
     language = env.get("KERNEL_LANGUAGE") or (
-        table.get("language", "zh") if isinstance(table, dict) else "zh"
+        table.get("language", _DEFAULT_LANGUAGE) if isinstance(table, dict) else _DEFAULT_LANGUAGE
     )
     if language not in LANGUAGES:
         raise bad_choice("general.language", LANGUAGES, language)
@@ -471,12 +480,15 @@ def _gateway(table: Any, env: Mapping[str, str], *, check: bool = True) -> Gatew
 
 def _channels(table: Any, env: Mapping[str, str]) -> ChannelsConfig:
     require_table(table, "channels")
-    console = read_section(ConsoleChannelConfig, table.get("console", {}), "channels.console", env)
-    webhook = read_section(WebhookChannelConfig, table.get("webhook", {}), "channels.webhook", env)
+    sections: dict[str, Any] = {
+        name: read_section(model, table.get(name, {}), f"channels.{name}", env)
+        for name, model in CHANNEL_MODELS.items()
+    }
+    channels = ChannelsConfig(**sections)
+    webhook, qq = channels.webhook, channels.qq
     if webhook.enabled and not webhook.url:
         key = "channels.webhook.url"
         raise ConfigError(t("config.channel_needs", key=key), key=key)
-    qq = read_section(QQChannelConfig, table.get("qq", {}), "channels.qq", env)
     for name in ("api_base", "token_url"):  # empty: the platform's own address
         if not getattr(qq, name):
             setattr(qq, name, default_of(QQChannelConfig, name))
@@ -485,7 +497,7 @@ def _channels(table: Any, env: Mapping[str, str]) -> ChannelsConfig:
             if not getattr(qq, name):
                 key = f"channels.qq.{name}"
                 raise ConfigError(t("config.channel_needs", key=key), key=key)
-    return ChannelsConfig(console=console, webhook=webhook, qq=qq)
+    return channels
 
 
 def _tools(table: Any, env: Mapping[str, str]) -> dict[str, ToolPolicy]:

@@ -20,7 +20,8 @@ Step = Callable[[], Awaitable[None]]
 @dataclass(slots=True)
 class ChannelParts:
     """``start``: before the scheduler starts (a missed run may deliver at once);
-    ``stop``: first at shutdown, with the scheduler (work that starts turns);
+    ``stop``: at shutdown, after the frontends and the scheduler (work that starts
+    turns);
     ``close``: after the agent stopped (connections, pending records);
     ``inbound``: what receives for the channel, for the route that feeds it."""
 

@@ -2,9 +2,9 @@
 
 Every long-lived or fire-and-forget coroutine goes through a TaskSet owned by the part
 that started it: the task is named, kept referenced until it ends (asyncio holds only a
-weak reference), a failure is logged by its exception type (never its message, which may
-carry outside text), and ``close()`` cancels what is left and waits for it, so stopping a
-part never leaves work running behind it.
+weak reference), a failure is logged by its exception type in the line itself (its
+traceback follows through the log's redacting formatter), and ``close()`` cancels
+what is left and waits for it, so stopping a part never leaves work running behind it.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 from pydantic.types import AllowInfNan, Strict
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from kernel.config.channels import QQ_TARGET_TYPES
 from kernel.core.errors import CronError
 from kernel.core.i18n import t
 from kernel.cron import schedule as schedules
@@ -39,7 +40,7 @@ TEXT_LIMIT = 20_000
 META_LIMIT = 8_000
 MAX_SECONDS = 7 * 86400
 TASK_TYPES = ("text", "workflow")
-TARGET_TYPES = ("c2c", "group", "guild", "dm")
+TARGET_TYPES = QQ_TARGET_TYPES
 
 # The fields the cron tools take too, described once for the model and the API.
 JobName = Annotated[

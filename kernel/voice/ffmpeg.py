@@ -18,6 +18,7 @@ import os
 import shutil
 from pathlib import Path
 
+from kernel.config.secrets import child_env
 from kernel.core.errors import SpeechError
 
 # Mono Opus at 48 kbit/s (seed 004): clear speech, about 6 KB per second.
@@ -63,6 +64,7 @@ async def to_ogg_opus(audio: bytes, ffmpeg: str, time_limit: float) -> bytes:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=child_env({}),  # no KERNEL_* secrets for a converter
         )
     except OSError as exc:
         raise SpeechError(f"ffmpeg cannot run ({type(exc).__name__})", "ffmpeg_missing") from None

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from kernel.agent.agent import OpenedSession, SessionKey, UserInput
 from kernel.agent.slimming import summarize_tool_result
+from kernel.config.channels import QQTargetType
 from kernel.core.asks import AnswerResult
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError, http_status
@@ -129,10 +130,7 @@ Input = Annotated[list[Any], documented(Annotated[list[InputMessage], Field(min_
 class QQTarget(BodyModel):
     """qq: where the reply goes (default channels.qq.target_*)."""
 
-    target_type: (
-        Annotated[str, Field(max_length=16), documented(Literal["c2c", "group", "guild", "dm"])]
-        | None
-    ) = None
+    target_type: Annotated[str, Field(max_length=16), documented(QQTargetType)] | None = None
     target_id: Annotated[str, Field(max_length=128)] | None = None
     msg_id: Annotated[str, Field(max_length=128)] | None = None
 

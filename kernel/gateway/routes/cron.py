@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import Field
 
+from kernel.config.channels import QQTargetType
 from kernel.core.errors import CronError
 from kernel.core.i18n import t
 from kernel.cron.jobs import CronJob, job_view, state_view
@@ -61,7 +62,7 @@ class Workflow(Shape):
 class DispatchTarget(Shape):
     user_id: str | None = None
     session_id: str | None = None
-    target_type: Literal["c2c", "group", "guild", "dm"] | None = None
+    target_type: QQTargetType | None = None
 
 
 class Dispatch(Shape):
