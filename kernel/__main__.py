@@ -55,6 +55,9 @@ def _configure(require_telegram: bool, to_file: bool) -> Config:
     from kernel.core.logs import LEVELS, setup_logging
 
     config = load_config(require_telegram=require_telegram)
+    from kernel.plugins import default_plugins
+
+    default_plugins().check_config(config)  # provider types: known to the plugins only
     level = LEVELS[config.general.log_level]
     # The service logs to stdout and the file; `kernel chat` keeps stdout for the
     # conversation and shows only warnings, on stderr.

@@ -64,6 +64,7 @@ class Kernel:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.plugins = plugins or default_plugins()
+        self.plugins.check_config(config)
         self.store = Store(config.db_path)
         self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
@@ -83,7 +84,7 @@ class Kernel:
         )
         self.mcp.sampler = agent_sampler(self.agent)  # MCP sampling: the agent's own model
         self.retention = RetentionJob(config.data_dir, config.general.retention_days)
-        self.runtime = Runtime(config)
+        self.runtime = Runtime(config, check=self.plugins.check_config)
         self.runtime.on_providers_changed(self.agent.providers_changed)
         # The workspace the sidecar serves: config.toml and the data dir never among it.
         self.workspace = Workspace(

@@ -21,7 +21,8 @@ import importlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from kernel.config import ProviderConfig
+from kernel.config import Config, ProviderConfig
+from kernel.config.schema import bad_choice
 from kernel.core.delivery import Detached
 from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider
@@ -96,6 +97,18 @@ class Plugins:
         self.frontends[name] = factory
         if waits:
             self.waiting_frontends.add(name)
+
+    def check_config(self, config: Config) -> None:
+        """Refuse (ConfigError, the configuration's own one-line wording) a provider or
+        titles type that no plugin provides: the configuration layer checks the form of
+        ``type``, the names are known only here."""
+        types = tuple(self.provider_types)
+        tables = [(f"providers.{name}.type", p.type) for name, p in config.providers.items()]
+        if config.titles is not None:
+            tables.append(("titles.type", config.titles.type))
+        for key, kind in tables:
+            if kind not in self.provider_types:
+                raise bad_choice(key, types, kind)
 
     def create_provider(self, cfg: ProviderConfig) -> Provider:
         try:

@@ -48,8 +48,11 @@ def write_overlay(path: Path, data: Overlay) -> None:
 class Runtime:
     """Reads and changes the overlay; one change at a time."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, check: Callable[[Config], None] | None = None) -> None:
+        """``check``: what the composition root adds to validation (e.g. that every
+        provider type has a plugin); it raises ConfigError like the loader."""
         self.config = config
+        self._check = check
         self._lock = asyncio.Lock()
         self._providers_listeners: list[ProvidersListener] = []
         self._channels_listeners: list[ChannelsListener] = []
@@ -77,13 +80,16 @@ class Runtime:
     async def validate(self, candidate: Overlay) -> Config:
         """The configuration ``candidate`` would give (ConfigError names the problem);
         nothing is written."""
-        return await asyncio.to_thread(
+        fresh = await asyncio.to_thread(
             load_config,
             self.config.path,
             env=self.config.source_env,
             require_telegram=False,
             overlay=candidate,
         )
+        if self._check is not None:
+            self._check(fresh)
+        return fresh
 
     async def update(
         self,

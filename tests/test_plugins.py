@@ -17,7 +17,7 @@ import pytest
 from kernel.app import Kernel
 from kernel.config import ProviderConfig, load_config
 from kernel.core.delivery import Target
-from kernel.core.errors import StartupError
+from kernel.core.errors import ConfigError, StartupError
 from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider
 from kernel.cron.workflow import NODE_HANDLERS
@@ -106,6 +106,8 @@ def extension(plugins: Plugins) -> None:
         return Door(kernel)
 
     plugins.add_provider_type("claude", claude)
+    # A new type name: the Anthropic API under another name, as a gateway plugin would add.
+    plugins.add_provider_type("pigeon_llm", claude)
     plugins.add_channel("pigeon", pigeon)
     plugins.add_tools(lambda kernel: kernel.tools.tool(coo))
     plugins.add_node(CooNode())
@@ -188,6 +190,33 @@ async def test_an_extension_registers_like_a_builtin_and_serve_orders_its_parts(
     assert EVENTS == ["pigeon start", "door start", "door stop", "pigeon stop", "pigeon close"]
     messages = [r.getMessage() for r in caplog.records if r.name == "kernel.app"]
     assert messages[-2:] == ["stop signal received; shutting down", "kernel stopped"]
+
+
+async def test_a_provider_type_is_whatever_a_plugin_registers(
+    anthropic_sim: AnthropicSim, tmp_path: Path, extended: Plugins
+) -> None:
+    """A new provider type is the plugin alone: config.toml names it and the Kernel
+    builds it; a type no plugin provides is refused in the configuration's own words,
+    at start and when a live change names it."""
+    path = write_config(tmp_path, anthropic_sim.base_url, "pigeon_llm")
+    config = load_config(path, env={}, require_telegram=False)
+    kernel = Kernel(config, plugins=extended)
+    provider = await kernel.agent.provider()
+    assert BUILT == ["main"] and provider.name == "main"
+    await kernel.agent.stop()
+
+    with pytest.raises(ConfigError) as refused:
+        Kernel(config, plugins=load_plugins())  # the built-ins only: no pigeon_llm
+    message = str(refused.value)
+    assert "providers.main.type" in message and "pigeon_llm" in message
+    assert "claude" in message and "openai_compat" in message
+
+    def to_unknown(overlay: dict[str, object]) -> None:
+        overlay["providers"] = {"main": {"type": "nope"}}
+
+    with pytest.raises(ConfigError, match="providers.main.type"):
+        await kernel.runtime.update(to_unknown)
+    assert kernel.config.providers["main"].type == "pigeon_llm"  # nothing applied
 
 
 async def test_a_refusal_while_starting_propagates_after_the_whole_shutdown(

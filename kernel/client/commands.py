@@ -27,7 +27,6 @@ from kernel.client.verbs import (
     table,
     verb,
 )
-from kernel.config import PROVIDER_TYPES
 from kernel.core.errors import ConfigError
 from kernel.core.i18n import t
 
@@ -63,7 +62,7 @@ def register(sub: Any) -> None:
     verb(verbs, "list", models_list, "list providers and models")
     p = verb(verbs, "config", models_config, "change or add a provider (kept in runtime.toml)")
     p.add_argument("provider")
-    p.add_argument("--type", choices=PROVIDER_TYPES)
+    p.add_argument("--type", help="claude, openai_compat, or a type a plugin adds")
     on_off = p.add_mutually_exclusive_group()
     on_off.add_argument("--enable", dest="enabled", action="store_true", default=None)
     on_off.add_argument("--disable", dest="enabled", action="store_false")

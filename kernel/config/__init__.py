@@ -52,7 +52,6 @@ from kernel.config.net import is_http_url, is_loopback
 from kernel.config.providers import (
     CAPABILITIES,
     DEFAULT_PROVIDERS,
-    PROVIDER_TYPES,
     ProviderConfig,
     TitlesConfig,
     provider_env_key,
@@ -71,7 +70,6 @@ __all__ = [
     "ENV_NAME",
     "LOG_LEVELS",
     "MODEL_PATTERN_MAX",
-    "PROVIDER_TYPES",
     "QQ_TARGET_TYPES",
     "RUNTIME_FILE",
     "SCHEMA",

@@ -22,8 +22,10 @@ from kernel.config.schema import (
     one_of,
 )
 
-ProviderType = Literal["claude", "openai_compat"]
-PROVIDER_TYPES: tuple[str, ...] = get_args(ProviderType)
+# A provider type is whatever a plugin registers (kernel.plugins: Plugins.add_provider_type);
+# the configuration layer cannot see the plugins, so it checks the form here and the
+# composition root checks the name (Plugins.check_config), with the same refusal.
+ProviderType = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")]
 Capability = Literal["stream", "tool_call", "attachments", "reasoning"]
 CAPABILITIES: tuple[str, ...] = get_args(Capability)
 
@@ -39,7 +41,11 @@ def _switched_off(value: Any) -> Any:
 
 class ProviderConfig(Section):
     name: str = internal("")
-    type: ProviderType = Field("openai_compat", description="the API the endpoint speaks")
+    type: ProviderType = Field(
+        "openai_compat",
+        description="the API the endpoint speaks: a type a plugin provides (built in: claude, "
+        "openai_compat)",
+    )
     api_base: Url = Field("", description="the endpoint's base URL")
     api_key: Annotated[str, SECRET, Env(provider_env_key)] = Field(
         "", description="without one the provider is disabled"
@@ -79,7 +85,9 @@ class ProviderConfig(Section):
 
 
 class TitlesConfig(Section):
-    type: ProviderType = Field("openai_compat", description="the API the endpoint speaks")
+    type: ProviderType = Field(
+        "openai_compat", description="the API the endpoint speaks (as providers.<name>.type)"
+    )
     api_base: Base = Field("", description="the endpoint's base URL")
     api_key: Annotated[str, SECRET, Env("KERNEL_TITLES_API_KEY")] = Field(
         "", description="without one (or a model) sessions are not titled"

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import Field
 
-from kernel.config import PROVIDER_TYPES, ProviderConfig
+from kernel.config import ProviderConfig
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
@@ -129,8 +129,9 @@ async def configure(request: web.Request) -> web.Response:
     config = kernel.config
     name = request.match_info["provider"]
     body = await read_model(request, ProviderBody)
-    if body.type is not None and body.type not in PROVIDER_TYPES:
-        raise invalid(t("gw.provider_type", types=", ".join(PROVIDER_TYPES)), field="type")
+    types = list(kernel.plugins.provider_types)
+    if body.type is not None and body.type not in types:
+        raise invalid(t("gw.provider_type", types=", ".join(types)), field="type")
     given = body.model_dump(exclude_none=True)
     changes: dict[str, Any] = {_SETTING.get(k, k): v for k, v in given.items()}
     for key in ("api_key", "api_base"):
