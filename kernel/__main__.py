@@ -53,11 +53,11 @@ def _remote_chat() -> int | None:
 def _configure(require_telegram: bool, to_file: bool) -> Config:
     from kernel.config.secrets import header_names_of, header_values_of, secrets_of
     from kernel.core.logs import LEVELS, setup_logging
-
-    config = load_config(require_telegram=require_telegram)
     from kernel.plugins import default_plugins
 
-    default_plugins().check_config(config)  # provider types: known to the plugins only
+    # Provider types are what the plugins provide: the loader checks the names it is given.
+    types = default_plugins().provider_types
+    config = load_config(require_telegram=require_telegram, provider_types=types)
     level = LEVELS[config.general.log_level]
     # The service logs to stdout and the file; `kernel chat` keeps stdout for the
     # conversation and shows only warnings, on stderr.

@@ -84,7 +84,7 @@ class Kernel:
         )
         self.mcp.sampler = agent_sampler(self.agent)  # MCP sampling: the agent's own model
         self.retention = RetentionJob(config.data_dir, config.general.retention_days)
-        self.runtime = Runtime(config, check=self.plugins.check_config)
+        self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)
         # The workspace the sidecar serves: config.toml and the data dir never among it.
         self.workspace = Workspace(

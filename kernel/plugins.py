@@ -100,8 +100,8 @@ class Plugins:
 
     def check_config(self, config: Config) -> None:
         """Refuse (ConfigError, the configuration's own one-line wording) a provider or
-        titles type that no plugin provides: the configuration layer checks the form of
-        ``type``, the names are known only here."""
+        titles type that no plugin provides, for a configuration read without the names
+        (``load_config(provider_types=...)`` checks them as it reads)."""
         types = tuple(self.provider_types)
         tables = [(f"providers.{name}.type", p.type) for name, p in config.providers.items()]
         if config.titles is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,11 @@ def write_overlay(path: Path, data: Overlay) -> None:
 class Runtime:
     """Reads and changes the overlay; one change at a time."""
 
-    def __init__(self, config: Config, check: Callable[[Config], None] | None = None) -> None:
-        """``check``: what the composition root adds to validation (e.g. that every
-        provider type has a plugin); it raises ConfigError like the loader."""
+    def __init__(self, config: Config, provider_types: Collection[str] | None = None) -> None:
+        """``provider_types``: the type names the plugins provide (a change naming
+        another is refused like the loader refuses it)."""
         self.config = config
-        self._check = check
+        self._provider_types = provider_types
         self._lock = asyncio.Lock()
         self._providers_listeners: list[ProvidersListener] = []
         self._channels_listeners: list[ChannelsListener] = []
@@ -80,16 +80,14 @@ class Runtime:
     async def validate(self, candidate: Overlay) -> Config:
         """The configuration ``candidate`` would give (ConfigError names the problem);
         nothing is written."""
-        fresh = await asyncio.to_thread(
+        return await asyncio.to_thread(
             load_config,
             self.config.path,
             env=self.config.source_env,
             require_telegram=False,
             overlay=candidate,
+            provider_types=self._provider_types,
         )
-        if self._check is not None:
-            self._check(fresh)
-        return fresh
 
     async def update(
         self,

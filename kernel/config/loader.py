@@ -12,7 +12,7 @@ import copy
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,10 +120,13 @@ def load_config(
     env: Mapping[str, str] | None = None,
     require_telegram: bool = True,
     overlay: dict[str, Any] | None = None,
+    provider_types: Collection[str] | None = None,
 ) -> Config:
     """Read, layer ``data/runtime.toml`` over it, override from ``env``, validate.
     Raises ConfigError on the first refusal. ``overlay`` replaces the runtime file's
-    contents (a change is validated this way before it is written)."""
+    contents (a change is validated this way before it is written). ``provider_types``:
+    the type names the plugins provide (the composition root knows them); given, a
+    provider or titles ``type`` outside them is refused as it is read."""
     env = os.environ if env is None else env
     if env.get("KERNEL_LANGUAGE") in LANGUAGES:  # so that even a bad file is refused in it
         set_language(env["KERNEL_LANGUAGE"])
@@ -133,7 +136,7 @@ def load_config(
         raw = _read_toml(path, path.name)
     if overlay is None:
         overlay = read_overlay(_data_dir_of(raw, path.parent) / RUNTIME_FILE)
-    config = _build(merge_overlay(raw, overlay), path, env, require_telegram)
+    config = _build(merge_overlay(raw, overlay), path, env, require_telegram, provider_types)
     config.source_env = dict(env)
     return config
 
@@ -208,13 +211,19 @@ def _resolve(base: Path, value: str | Path) -> Path:
     return p if p.is_absolute() else (base / p).resolve()
 
 
-def _build(raw: dict[str, Any], path: Path, env: Mapping[str, str], require_tg: bool) -> Config:
+def _build(
+    raw: dict[str, Any],
+    path: Path,
+    env: Mapping[str, str],
+    require_tg: bool,
+    types: Collection[str] | None,
+) -> Config:
     base = path.parent
     warnings: list[str] = []
     general = _general(raw.get("general", {}), env, base)
     telegram = _telegram(raw.get("telegram", {}), env, require_tg)
-    providers = _providers(raw.get("providers"), env, general.default_provider, warnings)
-    titles = _titles(raw.get("titles"), env)
+    providers = _providers(raw.get("providers"), env, general.default_provider, warnings, types)
+    titles = _titles(raw.get("titles"), env, types)
     cli = _cli(raw.get("cli"), env, warnings)
     mcp, mcp_servers = _mcp(raw.get("mcp", {}), env, base, warnings)
     gateway = _gateway(raw.get("gateway", {}), env)
@@ -285,8 +294,17 @@ def _telegram(table: Any, env: Mapping[str, str], required: bool) -> TelegramCon
     return telegram
 
 
+def _known_type(key: str, kind: str, types: Collection[str] | None) -> None:
+    if types is not None and kind not in types:
+        raise bad_choice(key, tuple(types), kind)
+
+
 def _providers(
-    section: Any, env: Mapping[str, str], default: str, warnings: list[str]
+    section: Any,
+    env: Mapping[str, str],
+    default: str,
+    warnings: list[str],
+    types: Collection[str] | None = None,
 ) -> dict[str, ProviderConfig]:
     if section is not None and not isinstance(section, dict):
         require_table(section, "providers")
@@ -295,6 +313,7 @@ def _providers(
     for name, table in tables.items():
         prefix = f"providers.{name}"
         p = read_section(ProviderConfig, table, prefix, env, table_name=name, name=name)
+        _known_type(f"{prefix}.type", p.type, types)
         if not p.default_model and p.models:
             p.default_model = p.models[0]
         if not p.default_model:
@@ -333,10 +352,13 @@ def _providers(
     return providers
 
 
-def _titles(section: Any, env: Mapping[str, str]) -> TitlesConfig | None:
+def _titles(
+    section: Any, env: Mapping[str, str], types: Collection[str] | None = None
+) -> TitlesConfig | None:
     if section is None:
         return None
     titles = read_section(TitlesConfig, section, "titles", env)
+    _known_type("titles.type", titles.type, types)
     return titles if titles.api_key and titles.model else None
 
 
