@@ -122,8 +122,9 @@ class StreamOptionsIn(V1Body):
 
 
 class ChatBody(V1Body):
-    """A Chat Completions request. Its scalars are checked here; its messages, tools and
-    tool choice as they are converted (each in the API's words), described here."""
+    """A Chat Completions request. Its scalars are checked here; its tools, tool choice,
+    tool calls and user content parts by the models that describe them here, one part at
+    a time as they are converted, so a refusal names the part in the API's words."""
 
     model: Annotated[str, Field(min_length=1, max_length=MODEL_NAME_MAX)]
     messages: Annotated[
