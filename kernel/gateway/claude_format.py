@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError, model_validator
 
 from kernel.agent.context import Layer
 from kernel.core.messages import (
@@ -99,6 +99,20 @@ _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # ---------------------------------------------------------------------- the body
 
 
+def _lenient_str(value: Any) -> Any:
+    return value if isinstance(value, str) else str(value)
+
+
+def _object_or_empty(value: Any) -> Any:
+    return value if isinstance(value, dict) else {}
+
+
+# Fields Kernel reads leniently, as it always did (documented as the API types them).
+LenientStr = Annotated[str, BeforeValidator(_lenient_str)]
+LenientBool = Annotated[bool, BeforeValidator(lambda value: value is True)]
+TruthyBool = Annotated[bool, BeforeValidator(bool)]
+
+
 class TextIn(V1Body):
     type: Literal["text"]
     text: str
@@ -107,7 +121,7 @@ class TextIn(V1Body):
 class ImageSourceIn(V1Body):
     type: Literal["base64"]
     media_type: Literal[IMAGE_MEDIA_TYPES]  # type: ignore[valid-type]
-    data: str
+    data: Annotated[str, Field(min_length=1)]
 
 
 class ImageIn(V1Body):
@@ -119,25 +133,30 @@ class ToolUseIn(V1Body):
     type: Literal["tool_use"]
     id: str
     name: str
-    input: dict[str, Any]
+    input: Annotated[dict[str, Any], BeforeValidator(_object_or_empty)] = Field(
+        default_factory=dict
+    )
+
+
+ResultPartIn = Annotated[TextIn | ImageIn, Field(discriminator="type")]
 
 
 class ToolResultIn(V1Body):
     type: Literal["tool_result"]
     tool_use_id: str
-    content: str | list[TextIn | ImageIn] | None = None
-    is_error: bool | None = None
+    content: str | list[ResultPartIn] | None = None
+    is_error: TruthyBool = False
 
 
 class ThinkingIn(V1Body):
     type: Literal["thinking"]
-    thinking: str
-    signature: str
+    thinking: LenientStr = ""
+    signature: LenientStr = ""
 
 
 class RedactedThinkingIn(V1Body):
     type: Literal["redacted_thinking"]
-    data: str
+    data: LenientStr = ""
 
 
 ContentIn = Annotated[
@@ -153,7 +172,7 @@ class MessageIn(V1Body):
 
 class ToolIn(V1Body):
     name: str
-    description: str | None = None
+    description: Annotated[str, BeforeValidator(lambda v: v if isinstance(v, str) else "")] = ""
     input_schema: dict[str, Any] | None = Field(
         default=None, description="absent for a server tool (dropped: only Anthropic runs those)"
     )
@@ -163,11 +182,27 @@ class ThinkingConfigIn(V1Body):
     type: Literal["enabled", "adaptive", "disabled"]
     budget_tokens: Annotated[int, Field(ge=MIN_THINKING_BUDGET)] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_when_enabled(cls, data: Any) -> Any:
+        # A budget is read (and checked) only when thinking is enabled.
+        if isinstance(data, dict) and data.get("type") != "enabled":
+            return {k: v for k, v in data.items() if k != "budget_tokens"}
+        return data
+
 
 class ToolChoiceIn(V1Body):
     type: Literal["auto", "any", "tool", "none"]
     name: str | None = None
-    disable_parallel_tool_use: bool | None = None
+    disable_parallel_tool_use: LenientBool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_when_tool(cls, data: Any) -> Any:
+        # A name is read only for type "tool".
+        if isinstance(data, dict) and data.get("type") != "tool":
+            return {k: v for k, v in data.items() if k != "name"}
+        return data
 
 
 class OutputConfigIn(V1Body):
@@ -176,13 +211,23 @@ class OutputConfigIn(V1Body):
     )
 
 
+# Each part of a request is validated by the model that documents it, one part at a
+# time, so that a refusal can name the part in the API's own words.
+_TEXT = TypeAdapter(TextIn)
+_MESSAGE = TypeAdapter(MessageIn)
+_TOOL = TypeAdapter(ToolIn)
+_THINKING = TypeAdapter(ThinkingConfigIn)
+_TOOL_CHOICE = TypeAdapter(ToolChoiceIn)
+_BUDGET = f"must be an integer ≥ {MIN_THINKING_BUDGET}"
+_CHOICE_NAME = "Field required when type is 'tool'"
+
 Probability = Annotated[float, Field(ge=0, le=1)]
 
 
 class MessagesBody(V1Body):
     """A Messages API request. Its scalars are checked here; its content (messages,
-    system, tools, thinking, tool_choice) is checked as it is converted, each part in the
-    API's own words, and described here."""
+    system, tools, thinking, tool_choice) by the very models that describe it here, one
+    part at a time as it is converted, so a refusal names the part in the API's words."""
 
     model: Annotated[str, Field(min_length=1, max_length=MODEL_NAME_MAX)]
     max_tokens: Annotated[int, Field(ge=0, json_schema_extra={"minimum": 1})]
@@ -304,9 +349,12 @@ def _system(value: Any) -> str:
     if isinstance(value, list):
         texts = []
         for i, block in enumerate(value):
-            if not (isinstance(block, dict) and isinstance(block.get("text"), str)):
-                raise bad(f"system.{i}", 'must be a text block ({"type": "text", "text": …})')
-            texts.append(block["text"])
+            try:
+                texts.append(_TEXT.validate_python(block).text)
+            except ValidationError:
+                raise bad(
+                    f"system.{i}", 'must be a text block ({"type": "text", "text": …})'
+                ) from None
         return "\n\n".join(texts)
     raise bad("system", "must be a string or an array of text blocks")
 
@@ -318,9 +366,12 @@ def _system_message(content: Any, where: str) -> str:
     if isinstance(content, list):
         texts = []
         for j, block in enumerate(content):
-            if not (_kind(block) == "text" and isinstance(block.get("text"), str)):
-                raise bad(f"{where}.content.{j}", "a system message holds text blocks only")
-            texts.append(block["text"])
+            try:
+                texts.append(_TEXT.validate_python(block).text)
+            except ValidationError:
+                raise bad(
+                    f"{where}.content.{j}", "a system message holds text blocks only"
+                ) from None
         return "\n\n".join(texts)
     raise bad(f"{where}.content", "must be a string or an array of text blocks")
 
@@ -332,35 +383,33 @@ def _thinking(value: Any, output_config: Any) -> Thinking | None:
     effort = effort if isinstance(effort, str) else ""
     if value is None:
         return None
-    kind = _kind(value)
-    if kind == "disabled":
+    try:
+        config = _THINKING.validate_python(value)
+    except ValidationError as exc:
+        if _problem(exc, value)[0] == ["budget_tokens"]:
+            raise bad("thinking.budget_tokens", _BUDGET) from None
+        raise bad("thinking.type", "must be one of 'enabled', 'adaptive', 'disabled'") from None
+    if config.type == "disabled":
         return None
-    if kind == "adaptive":
+    if config.type == "adaptive":
         return Thinking("adaptive", effort=effort)
-    if kind == "enabled":
-        assert isinstance(value, dict)
-        budget = value.get("budget_tokens")
-        if not isinstance(budget, int) or isinstance(budget, bool) or budget < MIN_THINKING_BUDGET:
-            raise bad("thinking.budget_tokens", f"must be an integer ≥ {MIN_THINKING_BUDGET}")
-        return Thinking("enabled", budget_tokens=budget, effort=effort)
-    raise bad("thinking.type", "must be one of 'enabled', 'adaptive', 'disabled'")
+    if config.budget_tokens is None:
+        raise bad("thinking.budget_tokens", _BUDGET)
+    return Thinking("enabled", budget_tokens=config.budget_tokens, effort=effort)
 
 
 def _tool_choice(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
-    kind = _kind(value)
-    if kind not in ("auto", "any", "tool", "none"):
-        raise bad("tool_choice.type", "must be one of 'auto', 'any', 'tool', 'none'")
-    assert isinstance(value, dict)
-    if kind == "tool" and not isinstance(value.get("name"), str):
-        raise bad("tool_choice.name", "Field required when type is 'tool'")
-    choice: dict[str, Any] = {"type": kind}
-    if kind == "tool":
-        choice["name"] = value["name"]
-    if value.get("disable_parallel_tool_use") is True:
-        choice["disable_parallel_tool_use"] = True
-    return choice
+    try:
+        choice = _TOOL_CHOICE.validate_python(value)
+    except ValidationError as exc:
+        if _problem(exc, value)[0] == ["name"]:
+            raise bad("tool_choice.name", _CHOICE_NAME) from None
+        raise bad("tool_choice.type", "must be one of 'auto', 'any', 'tool', 'none'") from None
+    if choice.type == "tool" and choice.name is None:
+        raise bad("tool_choice.name", _CHOICE_NAME)
+    return choice.model_dump(exclude_defaults=True)
 
 
 def _tools(value: Any) -> list[ToolSpec]:
@@ -369,19 +418,17 @@ def _tools(value: Any) -> list[ToolSpec]:
     if not isinstance(value, list):
         raise bad("tools", "must be an array")
     specs = []
-    for i, tool in enumerate(value):
+    for i, raw in enumerate(value):
         where = f"tools.{i}"
-        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-            raise bad(where, "must be a tool object with a name")
-        schema = tool.get("input_schema")
-        if schema is None:
+        try:
+            tool = _TOOL.validate_python(raw)
+        except ValidationError as exc:
+            if _problem(exc, raw)[0] == ["input_schema"]:
+                raise bad(f"{where}.input_schema", "must be an object (a JSON schema)") from None
+            raise bad(where, "must be a tool object with a name") from None
+        if tool.input_schema is None:
             continue  # a server tool (web search…): only Anthropic itself runs those
-        if not isinstance(schema, dict):
-            raise bad(f"{where}.input_schema", "must be an object (a JSON schema)")
-        description = tool.get("description")
-        specs.append(
-            ToolSpec(tool["name"], description if isinstance(description, str) else "", schema)
-        )
+        specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
     return specs
 
 
@@ -390,102 +437,135 @@ def _kind(raw: Any) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def _problem(exc: ValidationError, raw: Any) -> tuple[list[str | int], str]:
+    """(path, error type) of the first problem in ``raw``'s own terms: pydantic's union
+    labels and discriminator tags are left out, and an error of a union's member that
+    does not fit the input (the string member when an array came) is passed over."""
+    errors = exc.errors(include_url=False)
+    found = [_walk(raw, error["loc"]) for error in errors]
+    for (path, fits), error in zip(found, errors, strict=True):
+        if fits:
+            return path, error["type"]
+    # No member fits: the problem is where the deepest of them stopped.
+    deepest = max(range(len(found)), key=lambda i: len(found[i][0]))
+    return found[deepest][0], errors[deepest]["type"]
+
+
+def _walk(raw: Any, loc: tuple[str | int, ...]) -> tuple[list[str | int], bool]:
+    path: list[str | int] = []
+    node, after_index = raw, False
+    for part in loc:
+        if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            path.append(part)
+            after_index = True
+            continue
+        if part == "str" or part.startswith("list["):
+            if not isinstance(node, str if part == "str" else list):
+                return path, False
+            continue
+        if after_index and _kind(node) == part:
+            after_index = False  # a discriminated union's tag
+            continue
+        after_index = False
+        node = node.get(part) if isinstance(node, dict) else None
+        path.append(part)
+    return path, True
+
+
 def _message(value: Any, where: str) -> tuple[Message, list[dict[str, Any]]]:
     """The message and, for an assistant message, its thinking blocks as sent."""
     if not isinstance(value, dict) or value.get("role") not in ("user", "assistant"):
         raise bad(f"{where}.role", "must be 'user', 'assistant' or 'system'")
-    role = value["role"]
-    content = value.get("content")
-    if isinstance(content, str):
-        return Message(role, [TextBlock(content)]), []
-    if not isinstance(content, list):
-        raise bad(f"{where}.content", "must be a string or an array of content blocks")
+    try:
+        message = _MESSAGE.validate_python(value)
+    except ValidationError as exc:
+        raise _message_problem(exc, value, where) from None
+    role = message.role
+    assert role != "system"
+    if isinstance(message.content, str):
+        return Message(role, [TextBlock(message.content)]), []
     blocks: list[Block] = []
     trailing_images: list[Block] = []
     thinking: list[dict[str, Any]] = []
-    for j, raw in enumerate(content):
+    for j, block in enumerate(message.content):
         at = f"{where}.content.{j}"
-        kind = _kind(raw)
-        if kind == "text" and isinstance(raw.get("text"), str):
-            blocks.append(TextBlock(raw["text"]))
-        elif kind == "image":
-            blocks.append(_image(raw, at))
-        elif (
-            kind == "tool_use"
-            and isinstance(raw.get("id"), str)
-            and isinstance(raw.get("name"), str)
-        ):
-            arguments = raw.get("input")
-            blocks.append(
-                ToolUseBlock(
-                    raw["id"], raw["name"], arguments if isinstance(arguments, dict) else {}
-                )
-            )
-        elif kind == "tool_result" and isinstance(raw.get("tool_use_id"), str):
-            text, images = _tool_result_content(raw.get("content"), at)
-            blocks.append(ToolResultBlock(raw["tool_use_id"], text, bool(raw.get("is_error"))))
+        if isinstance(block, TextIn):
+            blocks.append(TextBlock(block.text))
+        elif isinstance(block, ImageIn):
+            blocks.append(_image(block, at))
+        elif isinstance(block, ToolUseIn):
+            blocks.append(ToolUseBlock(block.id, block.name, block.input))
+        elif isinstance(block, ToolResultIn):
+            text, images = _tool_result_content(block.content, at)
+            blocks.append(ToolResultBlock(block.tool_use_id, text, block.is_error))
             trailing_images.extend(images)
-        elif kind in THINKING_BLOCKS:
-            if role == "assistant":
-                thinking.append(_thinking_block(raw))
-        else:
-            raise bad(
-                at,
-                f"content block type {kind!r} is not supported here "
-                "(text, image, tool_use, tool_result, thinking are)",
-            )
+        elif role == "assistant":
+            # Handed back as the API takes it: its own fields only.
+            thinking.append(block.model_dump())
     return Message(role, [*blocks, *trailing_images]), thinking
 
 
-def _thinking_block(raw: dict[str, Any]) -> dict[str, Any]:
-    """The block as the API takes it back: its own fields only."""
-    if raw.get("type") == "redacted_thinking":
-        return {"type": "redacted_thinking", "data": str(raw.get("data", ""))}
-    return {
-        "type": "thinking",
-        "thinking": str(raw.get("thinking", "")),
-        "signature": str(raw.get("signature", "")),
-    }
+def _message_problem(exc: ValidationError, value: dict[str, Any], where: str) -> V1Error:
+    """A message's first problem in the API's words (as Kernel always worded them)."""
+    path, _ = _problem(exc, value)
+    if len(path) < 2 or path[0] != "content":
+        return bad(f"{where}.content", "must be a string or an array of content blocks")
+    j = path[1]
+    at = f"{where}.content.{j}"
+    raw = value["content"][j]
+    rest = path[2:]
+    kind = _kind(raw)
+    if kind == "image" and rest[:1] == ["source"]:
+        return _image_problem(rest[1:], at)
+    if kind == "tool_result" and rest[:1] == ["content"]:
+        if len(rest) == 1:
+            return bad(f"{at}.content", "must be a string or an array of content blocks")
+        inner = f"{at}.content.{rest[1]}"
+        if _kind(raw["content"][rest[1]]) == "image" and rest[2:3] == ["source"]:
+            return _image_problem(rest[3:], inner)
+        return bad(
+            inner,
+            f"content block type {_kind(raw['content'][rest[1]])!r} is not supported in a "
+            "tool_result (text and image are)",
+        )
+    return bad(
+        at,
+        f"content block type {kind!r} is not supported here "
+        "(text, image, tool_use, tool_result, thinking are)",
+    )
 
 
-def _image(raw: dict[str, Any], at: str) -> ImageBlock:
-    source = raw.get("source")
-    if not isinstance(source, dict) or source.get("type") != "base64":
-        raise bad(f"{at}.source", "images must be base64 (source.type 'base64'), not URLs")
-    media_type, data = source.get("media_type"), source.get("data")
-    if media_type not in IMAGE_MEDIA_TYPES:
-        raise bad(f"{at}.source.media_type", f"must be one of {', '.join(IMAGE_MEDIA_TYPES)}")
-    if not isinstance(data, str) or not data:
-        raise bad(f"{at}.source.data", "must be non-empty base64")
+def _image_problem(path: list[str | int], at: str) -> V1Error:
+    if path[:1] == ["media_type"]:
+        return bad(f"{at}.source.media_type", f"must be one of {', '.join(IMAGE_MEDIA_TYPES)}")
+    if path[:1] == ["data"]:
+        return bad(f"{at}.source.data", "must be non-empty base64")
+    return bad(f"{at}.source", "images must be base64 (source.type 'base64'), not URLs")
+
+
+def _image(block: ImageIn, at: str) -> ImageBlock:
     try:
-        return image_block(media_type, data, at)
+        return image_block(block.source.media_type, block.source.data, at)
     except ApiError:
         raise bad(f"{at}.source.data", "is not valid base64") from None
 
 
-def _tool_result_content(value: Any, at: str) -> tuple[str, list[Block]]:
+def _tool_result_content(
+    value: str | list[TextIn | ImageIn] | None, at: str
+) -> tuple[str, list[Block]]:
     if value is None:
         return "", []
     if isinstance(value, str):
         return value, []
-    if not isinstance(value, list):
-        raise bad(f"{at}.content", "must be a string or an array of content blocks")
     texts: list[str] = []
     images: list[Block] = []
     for k, part in enumerate(value):
-        kind = _kind(part)
-        inner = f"{at}.content.{k}"
-        if kind == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif kind == "image":
-            images.append(_image(part, inner))
-            texts.append("[image: attached after the tool results]")
+        if isinstance(part, TextIn):
+            texts.append(part.text)
         else:
-            raise bad(
-                inner,
-                f"content block type {kind!r} is not supported in a tool_result "
-                "(text and image are)",
-            )
+            images.append(_image(part, f"{at}.content.{k}"))
+            texts.append("[image: attached after the tool results]")
     return "\n".join(texts), images
 
 

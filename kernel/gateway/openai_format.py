@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
 
 from kernel.core.messages import (
     Block,
@@ -36,13 +36,27 @@ from kernel.gateway.v1 import MODEL_NAME_MAX, V1Body, V1Error, bad, tool_input, 
 EFFORTS = ("minimal", "low", "medium", "high")
 
 
+def _str_or_empty(value: Any) -> Any:
+    return value if isinstance(value, str) else ""
+
+
 # ---------------------------------------------------------------------- the body
+
+
+def _object_schema(value: Any) -> Any:
+    return value if isinstance(value, dict) else {"type": "object"}
+
+
+def _function_or_none(value: Any) -> Any:
+    return value if value == "function" else None
 
 
 class FunctionIn(V1Body):
     name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
+    description: Annotated[str, BeforeValidator(_str_or_empty)] = ""
+    parameters: Annotated[dict[str, Any], BeforeValidator(_object_schema)] = Field(
+        default_factory=lambda: {"type": "object"}
+    )
 
 
 class FunctionToolIn(V1Body):
@@ -52,25 +66,55 @@ class FunctionToolIn(V1Body):
 
 class ToolCallFunctionIn(V1Body):
     name: str
-    arguments: str | None = None
+    arguments: Annotated[str, BeforeValidator(lambda v: v if isinstance(v, str) else "{}")] = "{}"
 
 
 class ToolCallIn(V1Body):
     id: str
-    type: Literal["function"] | None = None
+    type: Annotated[Literal["function"] | None, BeforeValidator(_function_or_none)] = None
     function: ToolCallFunctionIn
+
+
+class TextPartIn(V1Body):
+    type: Literal["text"]
+    text: str
+
+
+class ImageUrlIn(V1Body):
+    url: str = Field(description="a data: URL (base64); links are refused")
+
+
+class ImagePartIn(V1Body):
+    type: Literal["image_url"]
+    image_url: ImageUrlIn
+
+
+ContentPartIn = Annotated[TextPartIn | ImagePartIn, Field(discriminator="type")]
 
 
 class ChatMessageIn(V1Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[OpenShape] | None = None
+    content: str | list[ContentPartIn] | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
 
 
+class FunctionNameIn(V1Body):
+    name: str
+
+
 class FunctionChoiceIn(V1Body):
     type: Literal["function"]
-    function: ToolCallFunctionIn
+    function: FunctionNameIn
+
+
+ToolChoiceIn = Literal["auto", "none", "required"] | FunctionChoiceIn
+# Each part is validated by the model that documents it, one at a time, so that a
+# refusal can name the part in the API's own words.
+_TOOL = TypeAdapter(FunctionToolIn)
+_TOOL_CHOICE: TypeAdapter[ToolChoiceIn] = TypeAdapter(ToolChoiceIn)
+_TOOL_CALL = TypeAdapter(ToolCallIn)
+_PART: TypeAdapter[TextPartIn | ImagePartIn] = TypeAdapter(ContentPartIn)
 
 
 class StreamOptionsIn(V1Body):
@@ -78,8 +122,9 @@ class StreamOptionsIn(V1Body):
 
 
 class ChatBody(V1Body):
-    """A Chat Completions request. Its scalars are checked here; its messages, tools and
-    tool choice as they are converted (each in the API's words), described here."""
+    """A Chat Completions request. Its scalars are checked here; its tools, tool choice,
+    tool calls and user content parts by the models that describe them here, one part at
+    a time as they are converted, so a refusal names the part in the API's words."""
 
     model: Annotated[str, Field(min_length=1, max_length=MODEL_NAME_MAX)]
     messages: Annotated[
@@ -89,7 +134,7 @@ class ChatBody(V1Body):
     ]
     stream: bool | None = None
     tools: Annotated[Any, documented(list[FunctionToolIn])] = None
-    tool_choice: Annotated[Any, documented(str | FunctionChoiceIn)] = None
+    tool_choice: Annotated[Any, documented(ToolChoiceIn)] = None
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
@@ -188,22 +233,18 @@ def _thinking(effort: Any) -> Thinking | None:
 
 
 def _tool_choice(value: Any, parallel: Any) -> dict[str, Any] | None:
-    choice: dict[str, Any] | None
-    if value is None:
-        choice = None
-    elif value in ("auto", "none"):
-        choice = {"type": value}
-    elif value == "required":
-        choice = {"type": "any"}
-    elif (
-        isinstance(value, dict)
-        and value.get("type") == "function"
-        and isinstance(value.get("function"), dict)
-        and isinstance(value["function"].get("name"), str)
-    ):
-        choice = {"type": "tool", "name": value["function"]["name"]}
-    else:
-        raise bad("tool_choice", "must be 'auto', 'none', 'required' or a function choice")
+    choice: dict[str, Any] | None = None
+    if value is not None:
+        try:
+            given = _TOOL_CHOICE.validate_python(value)
+        except ValidationError:
+            raise bad(
+                "tool_choice", "must be 'auto', 'none', 'required' or a function choice"
+            ) from None
+        if isinstance(given, FunctionChoiceIn):
+            choice = {"type": "tool", "name": given.function.name}
+        else:
+            choice = {"type": "any" if given == "required" else given}
     if parallel is False:
         choice = (choice or {"type": "auto"}) | {"disable_parallel_tool_use": True}
     return choice
@@ -215,24 +256,14 @@ def _tools(value: Any) -> list[ToolSpec]:
     if not isinstance(value, list):
         raise bad("tools", "must be an array")
     specs = []
-    for i, tool in enumerate(value):
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if (
-            not isinstance(tool, dict)
-            or tool.get("type") != "function"
-            or not isinstance(function, dict)
-            or not isinstance(function.get("name"), str)
-        ):
-            raise bad(f"tools.{i}", "must be {'type': 'function', 'function': {'name': …}}")
-        parameters = function.get("parameters")
-        description = function.get("description")
-        specs.append(
-            ToolSpec(
-                function["name"],
-                description if isinstance(description, str) else "",
-                parameters if isinstance(parameters, dict) else {"type": "object"},
-            )
-        )
+    for i, raw in enumerate(value):
+        try:
+            function = _TOOL.validate_python(raw).function
+        except ValidationError:
+            raise bad(
+                f"tools.{i}", "must be {'type': 'function', 'function': {'name': …}}"
+            ) from None
+        specs.append(ToolSpec(function.name, function.description, function.parameters))
     return specs
 
 
@@ -291,24 +322,30 @@ def _user_content(content: Any, where: str) -> list[Block]:
     if not isinstance(content, list):
         raise bad(f"{where}.content", "must be a string or an array of parts")
     blocks: list[Block] = []
-    for j, part in enumerate(content):
+    for j, raw in enumerate(content):
         at = f"{where}.content.{j}"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and isinstance(part.get("text"), str):
-            blocks.append(TextBlock(part["text"]))
-        elif kind == "image_url":
-            blocks.append(_image(part.get("image_url"), at))
+        try:
+            part = _PART.validate_python(raw)
+        except ValidationError:
+            kind = raw.get("type") if isinstance(raw, dict) else None
+            if kind == "image_url":
+                raise bad(f"{at}.image_url.url", _NOT_DATA_URL) from None
+            raise bad(at, f"part type {kind!r} is not supported (text and image_url are)") from None
+        if isinstance(part, TextPartIn):
+            blocks.append(TextBlock(part.text))
         else:
-            raise bad(at, f"part type {kind!r} is not supported (text and image_url are)")
+            blocks.append(_image(part.image_url.url, at))
     return blocks
 
 
-def _image(value: Any, at: str) -> Block:
-    url = value.get("url") if isinstance(value, dict) else None
-    head, _, data = url.partition(",") if isinstance(url, str) else ("", "", "")
+_NOT_DATA_URL = "images must be data: URLs (base64), not links"
+
+
+def _image(url: str, at: str) -> Block:
+    head, _, data = url.partition(",")
     media_type = head.removeprefix("data:").removesuffix(";base64")
     if not head.startswith("data:") or not head.endswith(";base64"):
-        raise bad(f"{at}.image_url.url", "images must be data: URLs (base64), not links")
+        raise bad(f"{at}.image_url.url", _NOT_DATA_URL)
     if media_type not in IMAGE_MEDIA_TYPES:
         raise bad(f"{at}.image_url.url", f"must be one of {', '.join(IMAGE_MEDIA_TYPES)}")
     try:
@@ -325,23 +362,13 @@ def _assistant(item: dict[str, Any], where: str) -> Message:
     calls = item.get("tool_calls") or []
     if not isinstance(calls, list):
         raise bad(f"{where}.tool_calls", "must be an array")
-    for k, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not (
-            isinstance(call, dict)
-            and isinstance(call.get("id"), str)
-            and isinstance(function, dict)
-            and isinstance(function.get("name"), str)
-        ):
-            raise bad(f"{where}.tool_calls.{k}", "must have an id and a function name")
-        arguments = function.get("arguments")
-        blocks.append(
-            ToolUseBlock(
-                call["id"],
-                function["name"],
-                tool_input(arguments if isinstance(arguments, str) else "{}"),
-            )
-        )
+    for k, raw in enumerate(calls):
+        try:
+            call = _TOOL_CALL.validate_python(raw)
+        except ValidationError:
+            raise bad(f"{where}.tool_calls.{k}", "must have an id and a function name") from None
+        arguments = tool_input(call.function.arguments)
+        blocks.append(ToolUseBlock(call.id, call.function.name, arguments))
     return Message("assistant", blocks)
 
 

@@ -17,6 +17,7 @@ describe response bodies, and produce ``/openapi.json``'s schemas.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     WrapValidator,
     model_validator,
 )
@@ -185,11 +187,16 @@ def inline_schema(kind: Any) -> dict[str, Any]:
     return result
 
 
+@dataclass(slots=True, eq=False)  # keeps WithJsonSchema's hash, for `Annotated[…] | None`
+class Documented(WithJsonSchema):
+    """A field's documentation by ``kind`` (kept, so a test can validate examples by it)."""
+
+    kind: Any = None
+
+
 def documented(kind: Any) -> Any:
     """``Annotated`` metadata: a field validated as given, documented as ``kind``."""
-    from pydantic import WithJsonSchema
-
-    return WithJsonSchema(inline_schema(kind))
+    return Documented(inline_schema(kind), kind=kind)
 
 
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
@@ -239,6 +246,7 @@ __all__ = [
     "StrList",
     "StrMap",
     "Text",
+    "Documented",
     "documented",
     "documented_required",
     "expecting",
