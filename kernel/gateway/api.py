@@ -352,13 +352,20 @@ def image_block(media_type: Any, data: Any, field: str) -> ImageBlock:
         raise invalid(
             t("gw.bad_image_type", field=field, types=", ".join(IMAGE_MEDIA_TYPES)), field=field
         )
-    if not isinstance(data, str) or not data:
+    if not is_base64(data):
         raise invalid(t("gw.bad_image_data", field=field), field=field)
+    return ImageBlock(media_type, data)
+
+
+def is_base64(data: Any) -> bool:
+    """``data`` is a non-empty base64 string."""
+    if not isinstance(data, str) or not data:
+        return False
     try:
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise invalid(t("gw.bad_image_data", field=field), field=field) from None
-    return ImageBlock(media_type, data)
+        return False
+    return True
 
 
 def sse_frame(data: Any, event: str | None = None) -> bytes:

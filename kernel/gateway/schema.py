@@ -6,6 +6,7 @@ describe response bodies, and produce ``/openapi.json``'s schemas.
   as absent (as the sidecar always read bodies).
 - :class:`Shape`: the base of response bodies (documentation only: the handlers build
   plain JSON, and a test checks the answers against these models).
+- :func:`refuse`: a refusal in the catalogue's words, raised inside a validator.
 - :func:`problem`: a :class:`pydantic.ValidationError` as the sidecar's 400, with the
   catalogue's words (``gw.bad_field``, ``gw.field_required``, …) naming the field.
 - :func:`json_schema`: any declared type as an OpenAPI 3.0 schema, its models gathered
@@ -77,9 +78,13 @@ def documented_required(*names: str) -> ConfigDict:
 # ---------------------------------------------------------------------- field types
 
 
-def _gw(key: str, **params: Any) -> PydanticCustomError:
-    """A refusal worded by the catalogue; ``field`` is filled in by :func:`problem`."""
+def refuse(key: str, **params: Any) -> PydanticCustomError:
+    """A refusal worded by the catalogue (raised in a validator); ``field`` is filled in
+    by :func:`problem`."""
     return PydanticCustomError("gw", key, {"key": key, **params})
+
+
+_gw = refuse
 
 
 def _not_blank(value: str) -> str:
@@ -119,10 +124,18 @@ _EXPECTED = {
 }
 
 
+def field_of(loc: tuple[int | str, ...]) -> str:
+    """A location as the sidecar names fields: ``input[0].content[1]``."""
+    field = ""
+    for part in loc:
+        field += f"[{part}]" if isinstance(part, int) else f".{part}" if field else str(part)
+    return field
+
+
 def problem(exc: ValidationError) -> tuple[str, str]:
     """(message, field) for the first problem, as the sidecar words it."""
     error = exc.errors(include_url=False)[0]
-    field = ".".join(str(part) for part in error["loc"])
+    field = field_of(error["loc"])
     kind = error["type"]
     ctx = error.get("ctx") or {}
     if kind == "gw":
@@ -244,5 +257,7 @@ __all__ = [
     "expecting",
     "inline_schema",
     "json_schema",
+    "field_of",
     "problem",
+    "refuse",
 ]
