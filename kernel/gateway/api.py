@@ -197,11 +197,14 @@ async def read_object(request: web.Request) -> dict[str, Any]:
     return data
 
 
-async def read_model(request: web.Request, model: type[M]) -> M:
-    """The body validated by ``model``: a 400 naming the first field that is wrong."""
+async def read_model(
+    request: web.Request, model: type[M], context: dict[str, Any] | None = None
+) -> M:
+    """The body validated by ``model`` (its validators see ``context``, e.g. a path
+    parameter): a 400 naming the first field that is wrong."""
     data = await read_object(request)
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
         message, field_name = problem(exc)
         raise invalid(message, field=field_name) from None

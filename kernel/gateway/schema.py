@@ -78,10 +78,10 @@ def documented_required(*names: str) -> ConfigDict:
 # ---------------------------------------------------------------------- field types
 
 
-def refuse(key: str, **params: Any) -> PydanticCustomError:
+def refuse(message: str, /, **params: Any) -> PydanticCustomError:
     """A refusal worded by the catalogue (raised in a validator); ``field`` is filled in
-    by :func:`problem`."""
-    return PydanticCustomError("gw", key, {"key": key, **params})
+    by :func:`problem` unless given here."""
+    return PydanticCustomError("gw", message, {**params, "gw_message": message})
 
 
 _gw = refuse
@@ -138,9 +138,10 @@ def problem(exc: ValidationError) -> tuple[str, str]:
     field = field_of(error["loc"])
     kind = error["type"]
     ctx = error.get("ctx") or {}
-    if kind == "gw":
-        params = {k: v for k, v in ctx.items() if k != "key"}
-        return t(str(ctx["key"]), field=field, **params), field
+    if kind == "gw":  # a refusal may name its own field (e.g. a variable's name)
+        field = str(ctx.get("field", field))
+        params = {k: v for k, v in ctx.items() if k not in ("gw_message", "field")}
+        return t(str(ctx["gw_message"]), field=field, **params), field
     if kind in ("missing", "string_too_short"):
         return t("gw.field_required", field=field), field
     if kind == "string_too_long":

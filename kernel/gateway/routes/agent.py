@@ -213,12 +213,10 @@ class BizParams(BodyModel):
 
 
 class ProcessBody(ChatKeyBody):
-    model_config = documented_required("input")
-
     # input last: a body wrong in several fields is refused for the others first.
     stream: bool | None = None
     biz_params: BizParams | None = None
-    input: Input | None = None
+    input: Input | None = Field(default=None, description="required unless biz_params.tool")
 
 
 class ProcessResult(Shape):
