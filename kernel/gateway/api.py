@@ -197,11 +197,14 @@ async def read_object(request: web.Request) -> dict[str, Any]:
     return data
 
 
-async def read_model(request: web.Request, model: type[M]) -> M:
-    """The body validated by ``model``: a 400 naming the first field that is wrong."""
+async def read_model(
+    request: web.Request, model: type[M], context: dict[str, Any] | None = None
+) -> M:
+    """The body validated by ``model`` (its validators see ``context``, e.g. a path
+    parameter): a 400 naming the first field that is wrong."""
     data = await read_object(request)
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
         message, field_name = problem(exc)
         raise invalid(message, field=field_name) from None
@@ -352,13 +355,20 @@ def image_block(media_type: Any, data: Any, field: str) -> ImageBlock:
         raise invalid(
             t("gw.bad_image_type", field=field, types=", ".join(IMAGE_MEDIA_TYPES)), field=field
         )
-    if not isinstance(data, str) or not data:
+    if not is_base64(data):
         raise invalid(t("gw.bad_image_data", field=field), field=field)
+    return ImageBlock(media_type, data)
+
+
+def is_base64(data: Any) -> bool:
+    """``data`` is a non-empty base64 string."""
+    if not isinstance(data, str) or not data:
+        return False
     try:
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise invalid(t("gw.bad_image_data", field=field), field=field) from None
-    return ImageBlock(media_type, data)
+        return False
+    return True
 
 
 def sse_frame(data: Any, event: str | None = None) -> bytes:

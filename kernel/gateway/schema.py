@@ -6,6 +6,7 @@ describe response bodies, and produce ``/openapi.json``'s schemas.
   as absent (as the sidecar always read bodies).
 - :class:`Shape`: the base of response bodies (documentation only: the handlers build
   plain JSON, and a test checks the answers against these models).
+- :func:`refuse`: a refusal in the catalogue's words, raised inside a validator.
 - :func:`problem`: a :class:`pydantic.ValidationError` as the sidecar's 400, with the
   catalogue's words (``gw.bad_field``, ``gw.field_required``, …) naming the field.
 - :func:`json_schema`: any declared type as an OpenAPI 3.0 schema, its models gathered
@@ -79,9 +80,13 @@ def documented_required(*names: str) -> ConfigDict:
 # ---------------------------------------------------------------------- field types
 
 
-def _gw(key: str, **params: Any) -> PydanticCustomError:
-    """A refusal worded by the catalogue; ``field`` is filled in by :func:`problem`."""
-    return PydanticCustomError("gw", key, {"key": key, **params})
+def refuse(message: str, /, **params: Any) -> PydanticCustomError:
+    """A refusal worded by the catalogue (raised in a validator); ``field`` is filled in
+    by :func:`problem` unless given here."""
+    return PydanticCustomError("gw", message, {**params, "gw_message": message})
+
+
+_gw = refuse
 
 
 def _not_blank(value: str) -> str:
@@ -121,15 +126,24 @@ _EXPECTED = {
 }
 
 
+def field_of(loc: tuple[int | str, ...]) -> str:
+    """A location as the sidecar names fields: ``input[0].content[1]``."""
+    field = ""
+    for part in loc:
+        field += f"[{part}]" if isinstance(part, int) else f".{part}" if field else str(part)
+    return field
+
+
 def problem(exc: ValidationError) -> tuple[str, str]:
     """(message, field) for the first problem, as the sidecar words it."""
     error = exc.errors(include_url=False)[0]
-    field = ".".join(str(part) for part in error["loc"])
+    field = field_of(error["loc"])
     kind = error["type"]
     ctx = error.get("ctx") or {}
-    if kind == "gw":
-        params = {k: v for k, v in ctx.items() if k != "key"}
-        return t(str(ctx["key"]), field=field, **params), field
+    if kind == "gw":  # a refusal may name its own field (e.g. a variable's name)
+        field = str(ctx.get("field", field))
+        params = {k: v for k, v in ctx.items() if k not in ("gw_message", "field")}
+        return t(str(ctx["gw_message"]), field=field, **params), field
     if kind in ("missing", "string_too_short"):
         return t("gw.field_required", field=field), field
     if kind == "string_too_long":
@@ -252,5 +266,7 @@ __all__ = [
     "expecting",
     "inline_schema",
     "json_schema",
+    "field_of",
     "problem",
+    "refuse",
 ]

@@ -17,7 +17,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    model_validator,
+)
 
 from kernel.agent.agent import OpenedSession, SessionKey, UserInput
 from kernel.agent.slimming import summarize_tool_result
@@ -40,8 +46,8 @@ from kernel.gateway.api import (
     IMAGE_MEDIA_TYPES,
     ApiError,
     Router,
-    image_block,
     invalid,
+    is_base64,
     json_response,
     kernel_of,
     not_found,
@@ -59,6 +65,7 @@ from kernel.gateway.schema import (
     Text,
     documented,
     documented_required,
+    refuse,
 )
 from kernel.tools.registry import ToolContext
 
@@ -108,23 +115,82 @@ class Event(Shape):
     meta: OpenShape | None = None
 
 
-class InputPart(BodyModel):
+class ImageSource(BaseModel):
+    """A nested image source (the Messages API's shape); read as the part's own fields."""
+
+    type: str | None = Field(default=None, description="base64 (not checked)")
+    media_type: Literal[IMAGE_MEDIA_TYPES]  # type: ignore[valid-type]
+    data: str = Field(description="base64", min_length=1)
+
+
+class InputPart(BaseModel):
+    """A text part, or an image part with ``media_type`` and ``data`` given directly or in
+    a nested ``source``. Read as given (not strictly typed field by field): a part that
+    is neither is refused as a whole (``gw.bad_part``), an image by its own words."""
+
     type: Literal["text", "image"]
     text: str | None = None
     media_type: Literal[IMAGE_MEDIA_TYPES] | None = None  # type: ignore[valid-type]
     data: str | None = Field(default=None, description="base64")
+    source: ImageSource | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, part: Any) -> Any:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            return {"type": "text", "text": part["text"]}
+        if kind != "image" or not isinstance(part, dict):
+            raise refuse("gw.bad_part")
+        source = part["source"] if isinstance(part.get("source"), dict) else part
+        media_type, data = source.get("media_type"), source.get("data")
+        if media_type not in IMAGE_MEDIA_TYPES:
+            raise refuse("gw.bad_image_type", types=", ".join(IMAGE_MEDIA_TYPES))
+        if not is_base64(data):
+            raise refuse("gw.bad_image_data")
+        return {"type": "image", "media_type": media_type, "data": data}
 
 
-class InputMessage(BodyModel):
-    """seed 000's input message."""
+def _content_of(content: Any) -> Any:
+    """A string is one text part; anything else but an array is refused as "array"."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise refuse("gw.bad_field", expected="array")
+    return content
 
-    role: Literal["user"] | None = None
-    type: Literal["message"] | None = None
-    content: list[InputPart]
+
+def _user(role: Any) -> Any:
+    if role != "user":
+        raise refuse("gw.input_role")
+    return role
 
 
-# Validated part by part by read_input (its own words), documented as seed 000's shape.
-Input = Annotated[list[Any], documented(Annotated[list[InputMessage], Field(min_length=1)])]
+class InputMessage(BaseModel):
+    """seed 000's input message (``role`` user when absent; ``type`` is not read)."""
+
+    model_config = documented_required("content")  # absent: "must be array"
+
+    role: Annotated[
+        Literal["user"], BeforeValidator(_user, json_schema_input_type=Literal["user"])
+    ] = "user"
+    type: Any = Field(default=None, description="message (not checked)")
+    content: Annotated[
+        list[InputPart],
+        BeforeValidator(_content_of, json_schema_input_type=str | list[InputPart]),
+    ] = Field(default=None, validate_default=True)
+
+
+def _not_empty(items: list[InputMessage]) -> list[InputMessage]:
+    if not items:
+        raise refuse("gw.input_missing")
+    return items
+
+
+Input = Annotated[
+    list[InputMessage], AfterValidator(_not_empty), Field(json_schema_extra={"minItems": 1})
+]
+"""``input``: seed 000's messages, at least one (``[]`` is "input is missing")."""
 
 
 class QQTarget(BodyModel):
@@ -147,11 +213,10 @@ class BizParams(BodyModel):
 
 
 class ProcessBody(ChatKeyBody):
-    model_config = documented_required("input")
-
-    input: Input | None = None
+    # input last: a body wrong in several fields is refused for the others first.
     stream: bool | None = None
     biz_params: BizParams | None = None
+    input: Input | None = Field(default=None, description="required unless biz_params.tool")
 
 
 class ProcessResult(Shape):
@@ -162,35 +227,18 @@ class ProcessResult(Shape):
     session_id: str | None = None
 
 
-def read_input(items: list[Any] | None) -> tuple[str, list[ImageBlock]]:
-    """Text and images of the ``input`` messages (seed 000 format), in order."""
+def read_input(items: list[InputMessage] | None) -> tuple[str, list[ImageBlock]]:
+    """Text and images of the validated ``input`` messages, in order."""
     if not items:
         raise invalid(t("gw.input_missing"), field="input")
     texts: list[str] = []
     images: list[ImageBlock] = []
-    for i, item in enumerate(items):
-        where = f"input[{i}]"
-        if not isinstance(item, dict):
-            raise invalid(t("gw.bad_field", field=where, expected="object"), field=where)
-        role = item.get("role", "user")
-        if role != "user":
-            raise invalid(t("gw.input_role", field=f"{where}.role"), field=f"{where}.role")
-        content = item.get("content")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        if not isinstance(content, list):
-            field = f"{where}.content"
-            raise invalid(t("gw.bad_field", field=field, expected="array"), field=field)
-        for j, part in enumerate(content):
-            field = f"{where}.content[{j}]"
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind == "text" and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            elif kind == "image" and isinstance(part, dict):
-                source = part["source"] if isinstance(part.get("source"), dict) else part
-                images.append(image_block(source.get("media_type"), source.get("data"), field))
-            else:
-                raise invalid(t("gw.bad_part", field=field), field=field)
+    for item in items:
+        for part in item.content:
+            if part.type == "text" and part.text is not None:
+                texts.append(part.text)
+            elif part.media_type is not None and part.data is not None:
+                images.append(ImageBlock(part.media_type, part.data))
     return "\n\n".join(texts), images
 
 

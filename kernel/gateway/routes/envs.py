@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import Field
+from pydantic import BeforeValidator, Field, ValidationInfo
 
 from kernel.config import ENV_NAME
 from kernel.config.secrets import is_sensitive
@@ -27,7 +27,7 @@ from kernel.gateway.api import (
     read_model,
     refusal,
 )
-from kernel.gateway.schema import BodyModel, Shape, documented
+from kernel.gateway.schema import BodyModel, Shape, documented_required, refuse
 
 if TYPE_CHECKING:
     from kernel.app import Kernel
@@ -48,13 +48,46 @@ class EnvList(Shape):
     envs: list[EnvEntry] | None = None
 
 
+def _value_refused(value: Any) -> bool:
+    return not isinstance(value, str) or "\0" in value or len(value) > VALUE_LIMIT
+
+
+def _checked_envs(envs: Any) -> Any:
+    """Name by name, in order: a bad name (field ``key``), then its value (field: the name)."""
+    if isinstance(envs, dict):
+        for key, value in envs.items():
+            if not ENV_NAME.fullmatch(key):  # as the pattern reads (no trailing newline)
+                raise refuse("gw.env_name", key=key[:80], field="key")
+            if _value_refused(value):
+                raise refuse("gw.env_value", key=key, limit=VALUE_LIMIT, field=key)
+    return envs
+
+
+def _checked_value(value: Any, info: ValidationInfo) -> Any:
+    """``context["key"]``: the variable's name, from the path."""
+    if _value_refused(value):
+        key = str((info.context or {}).get("key", "value"))
+        raise refuse("gw.env_value", key=key, limit=VALUE_LIMIT, field=key)
+    return value
+
+
+EnvValue = Annotated[str, Field(max_length=VALUE_LIMIT, description="no NUL character")]
+
+
 class EnvsBody(BodyModel):
-    # Names and values are checked one by one (their own words), documented here.
-    envs: Annotated[dict[str, Any], documented(dict[str, str])]
+    envs: Annotated[
+        dict[str, EnvValue],
+        BeforeValidator(_checked_envs),
+        Field(description="names: letters, digits and _, not starting with a digit"),
+    ]
 
 
 class EnvBody(BodyModel):
-    value: Annotated[Any, documented(str)]
+    model_config = documented_required("value")  # absent: "the value of … must be a string"
+
+    value: Annotated[EnvValue, BeforeValidator(_checked_value)] = Field(
+        default=None, validate_default=True
+    )
 
 
 class EnvDeleted(Shape):
@@ -90,12 +123,6 @@ def _check_name(key: str) -> None:
         raise invalid(t("gw.env_name", key=key[:80]), field="key")
 
 
-def _check_value(key: str, value: Any) -> str:
-    if not isinstance(value, str) or "\0" in value or len(value) > VALUE_LIMIT:
-        raise invalid(t("gw.env_value", key=key, limit=VALUE_LIMIT), field=key)
-    return value
-
-
 async def _listing(kernel: Kernel) -> web.Response:
     runtime = await _runtime_envs(kernel)
     envs = kernel.config.envs
@@ -118,8 +145,7 @@ async def replace_envs(request: web.Request) -> web.Response:
     envs = (await read_model(request, EnvsBody)).envs
     table = {}
     for key, value in envs.items():
-        _check_name(key)
-        table[key] = _check_value(key, value)
+        table[key] = value
 
     def change(overlay: dict[str, Any]) -> None:
         overlay["envs"] = table
@@ -148,7 +174,7 @@ async def set_env(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     key = request.match_info["key"]
     _check_name(key)
-    value = _check_value(key, (await read_model(request, EnvBody)).value)
+    value = (await read_model(request, EnvBody, context={"key": key})).value
 
     def change(overlay: dict[str, Any]) -> None:
         overlay.setdefault("envs", {})[key] = value

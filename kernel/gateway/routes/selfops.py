@@ -282,10 +282,15 @@ async def clear_session_model(request: web.Request) -> web.Response:
 
 
 class MutationOperation(BodyModel):
+    """One change. workspace_file: ``replace`` (path, value: the new text) or
+    ``text_rewrite`` (path, search, replace); provider_config: ``merge`` (value: an
+    object) or ``replace`` (path: dotted, value); active_llm: ``replace`` (value:
+    ``{provider_id, model?}``)."""
+
     kind: Literal["replace", "text_rewrite", "merge"]
-    path: str | None = None
+    path: Annotated[str, Field(min_length=1)] | None = None
     value: Any = None
-    search: str | None = None
+    search: Annotated[str, Field(min_length=1)] | None = None
     replace: str | None = None
 
 
