@@ -150,6 +150,8 @@ async def qq(folder: Path, callbacks: int) -> None:
         extra = (
             f'[channels.qq]\nenabled = true\napp_id = "{APP_ID}"\nclient_secret = "{SECRET}"\n'
             f'api_base = "{platform.base_url}"\ntoken_url = "{platform.token_url}"\n'
+            # An empty list answers nobody; a c2c sender is its openid (user0…user19 here).
+            f"allowed_users = {json.dumps([f'user{n}' for n in range(20)])}\n"
         )
         path.write_text(config_text(model.base_url, extra))
         kernel = Kernel(load_config(path, env={}, require_telegram=False))

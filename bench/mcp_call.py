@@ -101,7 +101,7 @@ async def main() -> None:
             await session.initialize()
             await session.list_tools()
             for size in sizes:
-                text = "x" * size
+                text = ("hello, world. " * (size // 14 + 1))[:size]  # not base64-like: shown as text
                 kernel_samples: list[float] = []
                 raw_samples: list[float] = []
                 for block in range((args.warmup + args.calls) // BLOCK):
