@@ -101,7 +101,8 @@ async def main() -> None:
             await session.initialize()
             await session.list_tools()
             for size in sizes:
-                text = ("hello, world. " * (size // 14 + 1))[:size]  # not base64-like: shown as text
+                # Not base64-like: a run of one letter would reach models as a placeholder.
+                text = ("hello, world. " * (size // 14 + 1))[:size]
                 kernel_samples: list[float] = []
                 raw_samples: list[float] = []
                 for block in range((args.warmup + args.calls) // BLOCK):
