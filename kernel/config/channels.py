@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal, cast, get_args
 
 from pydantic import BeforeValidator, Field
 
@@ -86,8 +86,7 @@ class ChannelsConfig(Section):
 
 
 CHANNEL_MODELS: dict[str, type[Section]] = {
-    name: info.default_factory  # type: ignore[misc]
-    for name, info in ChannelsConfig.model_fields.items()
+    name: cast(type[Section], info.annotation) for name, info in ChannelsConfig.model_fields.items()
 }
 CHANNEL_TYPES: tuple[str, ...] = tuple(CHANNEL_MODELS)  # configurable under [channels.<type>]
 

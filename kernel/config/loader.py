@@ -150,12 +150,7 @@ def _read_toml(path: Path, shown: str) -> dict[str, Any]:
         raise ConfigError(t("config.bad_toml", path=shown, detail="not UTF-8")) from None
 
 
-def _default_language() -> str:
-    language: str = default_of(GeneralConfig, "language")
-    return language
-
-
-_DEFAULT_LANGUAGE = _default_language()
+_DEFAULT_LANGUAGE: str = default_of(GeneralConfig, "language")
 
 
 def _data_dir_of(raw: dict[str, Any], base: Path) -> Path:
