@@ -72,17 +72,12 @@ class Undeliverable(Exception):
         self.state = state
 
 
-def _room() -> int:
-    """Chunk size leaving room for the re-send marker."""
-    return LIMIT - max(utf16_len(t("tg.resent_marker")), 2)
-
-
 def reply_items(
     markdown: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
 ) -> list[OutboxItem]:
     """A Markdown reply as Telegram HTML chunks; ``replace``: the message (placeholder)
     whose text becomes the first chunk; ``markup`` goes on the last."""
-    chunks = split_html(render_markdown(markdown), _room())
+    chunks = split_html(render_markdown(markdown))
     if not chunks:
         return plain_items(t("tg.empty_reply"), replace=replace, markup=markup)
     return _items(chunks, ParseMode.HTML, replace, markup)
@@ -91,7 +86,7 @@ def reply_items(
 def plain_items(
     text: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
 ) -> list[OutboxItem]:
-    chunks = split_plain(text, _room()) or [t("tg.empty_reply")]
+    chunks = split_plain(text) or [t("tg.empty_reply")]
     return _items(chunks, None, replace, markup)
 
 
@@ -423,22 +418,31 @@ class Outbox:
         if row.ambiguous:
             self.resent += 1
         try:
-            sent: Message = await self.bot.send_message(
-                chat_id, marker + text, parse_mode=mode, reply_markup=markup
-            )
+            parts = [marker + text]
+            if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
+                parts = split_html(parts[0]) if mode else split_plain(parts[0])
+            return await self._send_parts(chat_id, parts, mode, markup)
         except BadRequest as exc:
             if mode is None or not _bad_entities(exc):
                 raise
             log.warning(
                 "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
             )
-            parts = split_plain(html_to_plain(text), _room()) or [t("tg.empty_reply")]
-            for index, part in enumerate(parts):
-                last = index == len(parts) - 1
-                sent = await self.bot.send_message(
-                    chat_id, marker + part, reply_markup=markup if last else None
-                )
-        return sent.message_id
+            plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
+            return await self._send_parts(chat_id, plain, None, markup)
+
+    async def _send_parts(
+        self, chat_id: int, parts: list[str], mode: str | None, markup: InlineKeyboardMarkup | None
+    ) -> int:
+        """Almost always one part; the buttons go on the last; its id is the row's."""
+        message_id = 0
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            sent: Message = await self.bot.send_message(
+                chat_id, part, parse_mode=mode, reply_markup=markup if last else None
+            )
+            message_id = sent.message_id
+        return message_id
 
     async def _edit_text(
         self,
