@@ -279,15 +279,18 @@ class Outbox:
 
     async def _work(self, chat_id: int) -> None:
         wake = self._wake[chat_id]
+        rows: list[OutboxRow] = []  # the chat's queue as last read; only this worker
+        # changes its rows, so after a delivery the rest stays valid until a put wakes it
         while True:
-            wake.clear()
-            try:
-                rows = await self.mailbox.unsent(CHANNEL, str(chat_id))
-            except Exception as exc:  # the store hiccuped: look again a bit later
-                log.error("outbox read failed: %s", type(exc).__name__)
-                rows = []
-                await self._pause(wake, 5.0)
-                continue
+            if not rows or wake.is_set():
+                wake.clear()
+                try:
+                    rows = await self.mailbox.unsent(CHANNEL, str(chat_id))
+                except Exception as exc:  # the store hiccuped: look again a bit later
+                    log.error("outbox read failed: %s", type(exc).__name__)
+                    rows = []
+                    await self._pause(wake, 5.0)
+                    continue
             if not rows:
                 self._unsent.pop(chat_id, None)
                 self._check_idle()
@@ -297,16 +300,19 @@ class Outbox:
             now = self.now()
             if now >= row.expires_at:
                 await self._expire(chat_id, rows, now)
+                rows = []
                 continue
             due = (row.next_at - now).total_seconds()
             if due > 0:
                 await self._pause(wake, min(due, (row.expires_at - now).total_seconds()))
                 continue
             try:
-                await self._attempt(chat_id, row)
+                done = await self._attempt(chat_id, row)
             except Exception as exc:  # the store failed around the call: look again later
                 log.error("outbox delivery step failed: %s", type(exc).__name__)
+                done = False
                 await self._pause(wake, 5.0)
+            rows = rows[1:] if done else []
 
     @staticmethod
     async def _pause(wake: asyncio.Event, seconds: float) -> None:
@@ -314,7 +320,8 @@ class Outbox:
             async with asyncio.timeout(max(seconds, 0.0)):
                 await wake.wait()
 
-    async def _attempt(self, chat_id: int, row: OutboxRow) -> None:
+    async def _attempt(self, chat_id: int, row: OutboxRow) -> bool:
+        """One try; True when the row is finished (sent or failed for good)."""
         await self.mailbox.sending(row.id)
         try:
             message_id = await self._deliver(chat_id, row)
@@ -325,15 +332,16 @@ class Outbox:
             log.warning("telegram %s failed (%s); retrying in %.0fs", row.kind, retry.error, delay)
             at = self.now() + timedelta(seconds=delay)
             await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=retry.ambiguous)
-            return
+            return False
         except _Failed as failed:
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
             self._finish(chat_id, row.id, "failed", None)
-            return
+            return True
         await self.mailbox.sent(row.id, message_id, self.now())
         self.delivered += 1
         self._finish(chat_id, row.id, "sent", message_id)
+        return True
 
     def _finish(self, chat_id: int, row_id: int, state: str, message_id: int | None) -> None:
         self._unsent.get(chat_id, {}).pop(row_id, None)
