@@ -33,7 +33,9 @@ from kernel.telegram.outbox import (
 )
 from kernel.telegram.view import TurnView
 from tests.conftest import free_port
+from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+from tests.telegram.conftest import Factory
 
 MARK = "↻ "
 OTHER = 777
@@ -387,3 +389,35 @@ async def test_a_view_without_an_inbox_row_still_delivers(rig: Make) -> None:
     r = await rig()
     await run(view(r, None), Completed(1, "plain"))
     await r.tg.wait_until(lambda: r.texts() == ["plain"])
+
+
+async def test_stop_gives_queued_rows_their_drain(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=502)
+    ticket = await r.outbox.put(OWNER, plain_items("before the stop"))
+    await r.outbox.stop(30)
+    assert r.texts() == [MARK + "before the stop"]
+    assert await ticket.states() == ["sent"]
+
+
+# ----- the running channel ----------------------------------------------------------------
+
+
+async def test_a_lost_answer_to_the_reply_edit_does_not_duplicate(bot: Factory) -> None:
+    h = await bot()
+    h.tg.drop_connections("editMessageText", after_processing=True)
+    h.model.enqueue(text_reply("exactly once"))
+    h.tg.inject_text("hi")
+    await h.tg.wait_until(lambda: "exactly once" in h.texts())
+    await h.settle()
+    assert h.texts() == ["exactly once"]
+
+
+async def test_a_lost_answer_to_a_command_reply_is_resent_marked(bot: Factory) -> None:
+    h = await bot()
+    h.tg.drop_connections("sendMessage", after_processing=True)
+    h.tg.inject_text("/unknowncommand")
+    await h.tg.wait_until(lambda: len(h.texts()) == 2)
+    await h.settle()
+    first, again = h.texts()
+    assert again == MARK + first
