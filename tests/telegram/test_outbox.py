@@ -14,8 +14,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from telegram import Bot
+from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
 from kernel.core.events import Completed, ErrorEvent
@@ -25,6 +27,7 @@ from kernel.store.mailbox import Mailbox, OutboxItem
 from kernel.telegram.outbox import (
     Outbox,
     Undeliverable,
+    _never_reached,
     again_markup,
     delete_item,
     edit_item,
@@ -34,7 +37,7 @@ from kernel.telegram.outbox import (
 from kernel.telegram.view import TurnView
 from tests.conftest import free_port
 from tests.sim.script import text_reply
-from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim, _Fault
 from tests.telegram.conftest import Factory
 
 MARK = "↻ "
@@ -421,3 +424,25 @@ async def test_a_lost_answer_to_a_command_reply_is_resent_marked(bot: Factory) -
     await h.settle()
     first, again = h.texts()
     assert again == MARK + first
+
+
+async def test_a_read_timeout_counts_as_maybe_delivered(rig: Make) -> None:
+    r = await rig()  # the bot's read timeout is 2 s; this call gets no answer for 5
+    r.tg._add_fault("sendMessage", _Fault("hang", seconds=5.0), 1)
+    await (await r.outbox.put(OWNER, plain_items("slow"))).wait()
+    assert r.texts() == [MARK + "slow"]
+
+
+def caused(error: TelegramError, cause: BaseException) -> TelegramError:
+    error.__cause__ = cause
+    return error
+
+
+def test_only_a_request_that_never_left_counts_as_not_reached() -> None:
+    request = httpx.Request("POST", "http://127.0.0.1/")
+    assert _never_reached(caused(NetworkError("x"), httpx.ConnectError("refused")))
+    assert _never_reached(caused(TimedOut(), httpx.ConnectTimeout("slow connect")))
+    assert _never_reached(caused(TimedOut(), httpx.PoolTimeout("pool")))
+    assert not _never_reached(caused(TimedOut(), httpx.ReadTimeout("read", request=request)))
+    assert not _never_reached(caused(NetworkError("x"), httpx.RemoteProtocolError("cut")))
+    assert not _never_reached(NetworkError("Bad Gateway"))  # a 5xx: it got there
