@@ -194,8 +194,13 @@ async def test_the_mailbox_is_pruned_with_the_same_age(tmp_path: Path) -> None:
 
         async def row(update_id: int, when: datetime, state: InboxState | None) -> int:
             taken = await mailbox.take_in(
-                "telegram", "1", update_id=update_id, message_id=update_id, kind="text",
-                payload={"update_id": update_id}, now=when,
+                "telegram",
+                "1",
+                update_id=update_id,
+                message_id=update_id,
+                kind="text",
+                payload={"update_id": update_id},
+                now=when,
             )
             assert taken is not None
             if state is not None:
