@@ -34,8 +34,8 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from kernel.core.i18n import t
-from kernel.store.mailbox import SETTLED, InboxRow, InboxState, Mailbox, OutboxItem
-from kernel.telegram.outbox import again_markup, plain_items
+from kernel.store.mailbox import SETTLED, InboxRow, InboxState, Mailbox
+from kernel.telegram.outbox import again_markup, edit_item, plain_items
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -276,9 +276,8 @@ class Mailroom:
         if notice is not None and getattr(notice, "date", None) and notice.date.timestamp() > 0:
             # The buttons go: the notice keeps its words and says what was chosen.
             old = getattr(notice, "text", None) or ""
-            body = {"message_id": notice.message_id, "text": f"{old}\n\n{text}".strip()}
-            body |= {"parse_mode": None, "reply_markup": None}
-            await self.channel.outbox.put(int(notice.chat.id), [OutboxItem("edit", body)])
+            edit = edit_item(notice.message_id, f"{old}\n\n{text}".strip())
+            await self.channel.outbox.put(int(notice.chat.id), [edit])
         return text
 
     async def _again(self, row_id: int) -> str:
