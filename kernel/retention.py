@@ -4,8 +4,8 @@ outputs, long tool outputs — are deleted once older than ``general.retention_d
 History and memories live in the database and are kept forever; logs are bounded by
 rotation. The mailbox (the inbox and outbox records of issue 15) is pruned with the same
 age: rows settled or finished longer ago than ``retention_days`` go; open, waiting and
-undelivered rows stay whatever their age. The sweep runs in a thread (it may touch many files) and never leaves its
-folders: symbolic links are removed as links, never followed.
+undelivered rows stay whatever their age. The sweep runs in a thread (it may touch many
+files) and never leaves its folders: symbolic links are removed as links, never followed.
 """
 
 from __future__ import annotations

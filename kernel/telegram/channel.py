@@ -299,6 +299,7 @@ class TelegramChannel:
         reason = self._reject_reason(update)
         if reason:
             self.dropped[reason] += 1
+            self.mailroom.refused(update)
             raise ApplicationHandlerStop
         if not await self.mailroom.admit(update):
             raise ApplicationHandlerStop

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "telegram"
 RUN, DROP, AGAIN = "waiting:run", "waiting:drop", "again:"
-CALLBACK_PATTERN = r"^(waiting:(run|drop)|again:\d+)$"
+CALLBACK_PATTERN = r"^(waiting:(run|drop)|again:\d{1,18})$"  # an id SQLite can hold
 NAMED = 40  # characters of a message named in a notice
 IDLE_POLL = 0.2  # seconds between looks at a busy chat (a turn not shown by a view)
 
@@ -195,6 +195,13 @@ class Mailroom:
         self._handling[update.update_id] = (row, None)
         return True
 
+    def refused(self, update: Update) -> None:
+        """The gate refused a replayed update (it cannot, for the owner's own): its run
+        ends here rather than waiting for handlers that will not come."""
+        replay = self._replays.pop(id(update), None)
+        if replay is not None and not replay[1].done():
+            replay[1].set_result(None)
+
     def _before_start(self, message: Any) -> bool:
         assert self.since is not None
         return bool(message.date.timestamp() < self.since)
@@ -282,7 +289,8 @@ class Mailroom:
 
     async def _again(self, row_id: int) -> str:
         row = await self.mailbox.inbox_row(row_id)
-        if row is None or row.channel != CHANNEL or int(row.chat_id) != self.owner:
+        mine = row is not None and row.channel == CHANNEL and int(row.chat_id) == self.owner
+        if row is None or not mine or row.kind == "callback":  # presses are not run again
             return t("tg.waiting.gone")
         if row.state == "open" or row_id in self._queue:
             return t("tg.waiting.already")

@@ -340,3 +340,17 @@ async def test_the_real_process_asks_about_what_arrived_while_it_was_down(
     assert states == [outcome, outcome, "answered"]  # the press is on record too
     if choice == "drop":
         assert model.requests == []
+
+
+async def test_again_refuses_what_it_cannot_run(bot: Factory) -> None:
+    h = await bot()
+    await h.ask("/help")
+    target = h.bot_messages()[0].message_id
+    for data in ("again:999", "again:2", "again:123456789012345678901", "again:-1"):
+        h.tg.inject_callback(data, message_id=target)  # row 2 is the first press itself
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("answerCallbackQuery")) == 4)
+    gone = "This message is no longer on record"
+    expired = "This question has expired (answered, timed out or cancelled)"
+    assert await answers(h) == [gone, gone, expired, expired]  # no id SQLite cannot hold
+    assert h.model.requests == []
+    await states_become(h, ["answered"] * 5)
