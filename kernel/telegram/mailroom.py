@@ -97,6 +97,8 @@ class Mailroom:
         self._handling: dict[int, tuple[InboxRow, asyncio.Future[None] | None]] = {}
         self._replays: dict[int, tuple[InboxRow, asyncio.Future[None]]] = {}  # id(update)
         self._queue: deque[int] = deque()  # rows to run, in order
+        self._claimed: set[int] = set()  # queued or running now: never queued twice
+        self._reopened: set[int] = set()  # 🔁 rows: open already, to be run
         self._runner: asyncio.Task[None] | None = None
         self._checked = False  # the first batch's check was queued
         self._noticed = False  # the first batch's check ran
@@ -115,6 +117,9 @@ class Mailroom:
         self.since = float(int(time.time()))
         rows = await self.mailbox.inbox_rows(CHANNEL, ["open"])
         for row in rows:
+            if row.kind == "callback":  # a press cut off: nothing to tell or run again
+                await self.mailbox.settle(row.id, "interrupted", self.now())
+                continue
             text = t("tg.interrupted_turn", what=named(row))
             items = plain_items(text, replace=row.placeholder_id, markup=again_markup(row.id))
             await self.channel.outbox.put(int(row.chat_id), items, settle=(row.id, "interrupted"))
@@ -268,7 +273,7 @@ class Mailroom:
 
     async def _choose(self, notice: Any, *, run: bool) -> str:
         rows = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
-        rows = [row for row in rows if row.id not in self._queue]
+        rows = [row for row in rows if row.id not in self._claimed]
         if run and rows:
             text = t("tg.waiting.running", count=len(rows))
             self._enqueue([row.id for row in rows])
@@ -292,19 +297,22 @@ class Mailroom:
         mine = row is not None and row.channel == CHANNEL and int(row.chat_id) == self.owner
         if row is None or not mine or row.kind == "callback":  # presses are not run again
             return t("tg.waiting.gone")
-        if row.state == "open" or row_id in self._queue:
+        if row.state == "open" or row_id in self._claimed:
             return t("tg.waiting.already")
         if row.state != "waiting":
             now = self.now()
             if not await self.mailbox.settle(row_id, "open", now, only_from=SETTLED):
                 return t("tg.waiting.already")
+            self._reopened.add(row_id)
         self._enqueue([row_id])
         return t("tg.waiting.again")
 
     # ----- running stored messages -----------------------------------------------------
 
     def _enqueue(self, row_ids: list[int]) -> None:
-        self._queue.extend(row_id for row_id in row_ids if row_id not in self._queue)
+        fresh = [row_id for row_id in row_ids if row_id not in self._claimed]
+        self._claimed.update(fresh)
+        self._queue.extend(fresh)
         if self._runner is None or self._runner.done():
             self._runner = self.channel.spawn(self._run(), "tg-mailroom", for_owner=True)
 
@@ -315,18 +323,23 @@ class Mailroom:
             if not self._queue or self.channel.stopping:
                 return
             row_id = self._queue.popleft()
-            row = await self.mailbox.inbox_row(row_id)
-            if row is None:
-                continue
-            if row.state == "waiting":  # a waiting row opens now; a 🔁 row was opened
-                if not await self.mailbox.settle(
-                    row_id, "open", self.now(), only_from=("waiting",)
-                ):
-                    continue
-            elif row.state != "open":
-                continue  # dropped or settled meanwhile
-            await self._replay(row)
-            await self._idle()
+            try:
+                await self._run_one(row_id)
+            finally:
+                self._claimed.discard(row_id)
+                self._reopened.discard(row_id)
+
+    async def _run_one(self, row_id: int) -> None:
+        row = await self.mailbox.inbox_row(row_id)
+        if row is None:
+            return
+        if row.state == "waiting":  # a waiting row opens now; a 🔁 row was opened
+            if not await self.mailbox.settle(row_id, "open", self.now(), only_from=("waiting",)):
+                return
+        elif row.state != "open" or row_id not in self._reopened:
+            return  # dropped, settled or run meanwhile
+        await self._replay(row)
+        await self._idle()
 
     async def _replay(self, row: InboxRow) -> None:
         """Hand the stored update to PTB as if it had just arrived (the gate knows it)."""
@@ -356,6 +369,8 @@ class Mailroom:
         reopened is settled ``cancelled``; waiting rows stay waiting (asked again)."""
         queued = list(self._queue)
         self._queue.clear()
+        self._claimed.difference_update(queued)
+        self._reopened.difference_update(queued)
         if queued:
             self.channel.spawn(self._cancelled(queued), "tg-mailroom-cancel", for_owner=True)
         return bool(queued)
