@@ -118,7 +118,7 @@ class TelegramChannel:
             now=SystemClock().now,
             tz=ZoneInfo(kernel.config.general.timezone),
         )
-        self.board = AskBoard(self.app.bot, kernel.agent.asks)
+        self.board = AskBoard(self.app.bot, self.outbox, kernel.agent.asks)
         self.commands = CommandSet(self)
         self.inbound = Inbound(self)
         self.mailroom = Mailroom(self)

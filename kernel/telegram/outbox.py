@@ -72,17 +72,12 @@ class Undeliverable(Exception):
         self.state = state
 
 
-def _room() -> int:
-    """Chunk size leaving room for the re-send marker."""
-    return LIMIT - max(utf16_len(t("tg.resent_marker")), 2)
-
-
 def reply_items(
     markdown: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
 ) -> list[OutboxItem]:
     """A Markdown reply as Telegram HTML chunks; ``replace``: the message (placeholder)
     whose text becomes the first chunk; ``markup`` goes on the last."""
-    chunks = split_html(render_markdown(markdown), _room())
+    chunks = split_html(render_markdown(markdown))
     if not chunks:
         return plain_items(t("tg.empty_reply"), replace=replace, markup=markup)
     return _items(chunks, ParseMode.HTML, replace, markup)
@@ -91,7 +86,7 @@ def reply_items(
 def plain_items(
     text: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
 ) -> list[OutboxItem]:
-    chunks = split_plain(text, _room()) or [t("tg.empty_reply")]
+    chunks = split_plain(text) or [t("tg.empty_reply")]
     return _items(chunks, None, replace, markup)
 
 
@@ -284,15 +279,18 @@ class Outbox:
 
     async def _work(self, chat_id: int) -> None:
         wake = self._wake[chat_id]
+        rows: list[OutboxRow] = []  # the chat's queue as last read; only this worker
+        # changes its rows, so after a delivery the rest stays valid until a put wakes it
         while True:
-            wake.clear()
-            try:
-                rows = await self.mailbox.unsent(CHANNEL, str(chat_id))
-            except Exception as exc:  # the store hiccuped: look again a bit later
-                log.error("outbox read failed: %s", type(exc).__name__)
-                rows = []
-                await self._pause(wake, 5.0)
-                continue
+            if not rows or wake.is_set():
+                wake.clear()
+                try:
+                    rows = await self.mailbox.unsent(CHANNEL, str(chat_id))
+                except Exception as exc:  # the store hiccuped: look again a bit later
+                    log.error("outbox read failed: %s", type(exc).__name__)
+                    rows = []
+                    await self._pause(wake, 5.0)
+                    continue
             if not rows:
                 self._unsent.pop(chat_id, None)
                 self._check_idle()
@@ -302,16 +300,19 @@ class Outbox:
             now = self.now()
             if now >= row.expires_at:
                 await self._expire(chat_id, rows, now)
+                rows = []
                 continue
             due = (row.next_at - now).total_seconds()
             if due > 0:
                 await self._pause(wake, min(due, (row.expires_at - now).total_seconds()))
                 continue
             try:
-                await self._attempt(chat_id, row)
+                done = await self._attempt(chat_id, row)
             except Exception as exc:  # the store failed around the call: look again later
                 log.error("outbox delivery step failed: %s", type(exc).__name__)
+                done = False
                 await self._pause(wake, 5.0)
+            rows = rows[1:] if done else []
 
     @staticmethod
     async def _pause(wake: asyncio.Event, seconds: float) -> None:
@@ -319,7 +320,8 @@ class Outbox:
             async with asyncio.timeout(max(seconds, 0.0)):
                 await wake.wait()
 
-    async def _attempt(self, chat_id: int, row: OutboxRow) -> None:
+    async def _attempt(self, chat_id: int, row: OutboxRow) -> bool:
+        """One try; True when the row is finished (sent or failed for good)."""
         await self.mailbox.sending(row.id)
         try:
             message_id = await self._deliver(chat_id, row)
@@ -330,15 +332,16 @@ class Outbox:
             log.warning("telegram %s failed (%s); retrying in %.0fs", row.kind, retry.error, delay)
             at = self.now() + timedelta(seconds=delay)
             await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=retry.ambiguous)
-            return
+            return False
         except _Failed as failed:
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
             self._finish(chat_id, row.id, "failed", None)
-            return
+            return True
         await self.mailbox.sent(row.id, message_id, self.now())
         self.delivered += 1
         self._finish(chat_id, row.id, "sent", message_id)
+        return True
 
     def _finish(self, chat_id: int, row_id: int, state: str, message_id: int | None) -> None:
         self._unsent.get(chat_id, {}).pop(row_id, None)
@@ -423,22 +426,31 @@ class Outbox:
         if row.ambiguous:
             self.resent += 1
         try:
-            sent: Message = await self.bot.send_message(
-                chat_id, marker + text, parse_mode=mode, reply_markup=markup
-            )
+            parts = [marker + text]
+            if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
+                parts = split_html(parts[0]) if mode else split_plain(parts[0])
+            return await self._send_parts(chat_id, parts, mode, markup)
         except BadRequest as exc:
             if mode is None or not _bad_entities(exc):
                 raise
             log.warning(
                 "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
             )
-            parts = split_plain(html_to_plain(text), _room()) or [t("tg.empty_reply")]
-            for index, part in enumerate(parts):
-                last = index == len(parts) - 1
-                sent = await self.bot.send_message(
-                    chat_id, marker + part, reply_markup=markup if last else None
-                )
-        return sent.message_id
+            plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
+            return await self._send_parts(chat_id, plain, None, markup)
+
+    async def _send_parts(
+        self, chat_id: int, parts: list[str], mode: str | None, markup: InlineKeyboardMarkup | None
+    ) -> int:
+        """Almost always one part; the buttons go on the last; its id is the row's."""
+        message_id = 0
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            sent: Message = await self.bot.send_message(
+                chat_id, part, parse_mode=mode, reply_markup=markup if last else None
+            )
+            message_id = sent.message_id
+        return message_id
 
     async def _edit_text(
         self,

@@ -18,6 +18,8 @@ import pytest
 from telegram import Bot
 from telegram.request import HTTPXRequest
 
+from kernel.core.events import Completed, ErrorEvent
+from kernel.core.turns import Turn
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox, OutboxItem
 from kernel.telegram.outbox import (
@@ -29,6 +31,7 @@ from kernel.telegram.outbox import (
     plain_items,
     reply_items,
 )
+from kernel.telegram.view import TurnView
 from tests.conftest import free_port
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
@@ -282,3 +285,105 @@ async def test_order_holds_under_faults(rig: Make) -> None:
     deduped = [text for i, text in enumerate(shown) if i == 0 or shown[i - 1] != text]
     assert deduped == [f"m{n}" for n in range(8)]
     assert len(shown) <= 9
+
+
+# ----- the turn view: its outcome goes through the outbox and settles the inbox row ------
+
+
+async def open_row(r: Rig, update_id: int = 1) -> int:
+    row = await r.mailbox.take_in(
+        "telegram",
+        str(OWNER),
+        update_id=update_id,
+        message_id=update_id,
+        kind="text",
+        payload={"update_id": update_id},
+        now=now(),
+    )
+    assert row is not None
+    return row.id
+
+
+def view(r: Rig, inbox_id: int | None, *, stopping: bool = False) -> TurnView:
+    return TurnView(
+        r.bot,
+        OWNER,
+        outbox=r.outbox,
+        inbox_id=inbox_id,
+        drafts=False,
+        interrupted=lambda: stopping,
+    )
+
+
+async def run(v: TurnView, *events: Any) -> None:
+    turn = Turn(f"telegram:{OWNER}")
+    shown = asyncio.create_task(v.show(turn))
+    await asyncio.sleep(0)
+    for event in events:
+        turn.emit(event)
+    await shown
+
+
+async def outcome(r: Rig, inbox_id: int) -> tuple[str, int | None]:
+    await r.tg.wait_until(lambda: not r.outbox.backlog(OWNER))
+    row = await r.mailbox.inbox_row(inbox_id)
+    assert row is not None
+    return row.state, row.placeholder_id
+
+
+async def test_the_reply_replaces_the_placeholder_and_answers_the_row(rig: Make) -> None:
+    r = await rig()
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id), Completed(1, "**hello**"))
+    state, placeholder = await outcome(r, inbox_id)
+    assert state == "answered"
+    assert r.texts() == ["hello"]
+    assert placeholder == r.tg.chat(OWNER, from_bot=True)[0].message_id
+
+
+async def test_an_error_is_told_with_the_again_button_and_fails_the_row(rig: Make) -> None:
+    r = await rig()
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id), ErrorEvent(1, "provider_error", "the model is down"))
+    state, _ = await outcome(r, inbox_id)
+    assert state == "failed"
+    (notice,) = r.tg.chat(OWNER, from_bot=True)
+    assert "the model is down" in notice.text
+    assert notice.reply_markup == again_markup(inbox_id)
+
+
+async def test_a_stop_tells_interrupted_with_the_again_button(rig: Make) -> None:
+    r = await rig()
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id, stopping=True), Completed(1, "", cancelled=True))
+    state, _ = await outcome(r, inbox_id)
+    assert state == "interrupted"
+    (notice,) = r.tg.chat(OWNER, from_bot=True)
+    assert notice.reply_markup == again_markup(inbox_id)
+
+
+async def test_cancel_deletes_the_placeholder_and_cancels_the_row(rig: Make) -> None:
+    r = await rig()
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id), Completed(1, "", cancelled=True))
+    state, _ = await outcome(r, inbox_id)
+    assert state == "cancelled"
+    assert r.texts() == []
+
+
+async def test_no_placeholder_jumps_a_backlog(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=429, retry_after=2)
+    await r.outbox.put(OWNER, plain_items("earlier"))
+    await r.tg.wait_until(lambda: any(c.status == 429 for c in r.tg.calls))
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id), Completed(1, "later"))
+    state, placeholder = await outcome(r, inbox_id)
+    assert (state, placeholder) == ("answered", None)
+    assert r.texts() == ["earlier", "later"]
+
+
+async def test_a_view_without_an_inbox_row_still_delivers(rig: Make) -> None:
+    r = await rig()
+    await run(view(r, None), Completed(1, "plain"))
+    await r.tg.wait_until(lambda: r.texts() == ["plain"])
