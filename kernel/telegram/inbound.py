@@ -105,6 +105,7 @@ class Inbound:
             self.channel.app.bot,
             chat_id,
             outbox=self.channel.outbox,
+            inbox_id=row,
             drafts=self.channel.cfg.stream,
             typing_interval=self.channel.cfg.typing_interval,
             interrupted=lambda: self.channel.stopping,
