@@ -354,3 +354,26 @@ async def test_again_refuses_what_it_cannot_run(bot: Factory) -> None:
     assert await answers(h) == [gone, gone, expired, expired]  # no id SQLite cannot hold
     assert h.model.requests == []
     await states_become(h, ["answered"] * 5)
+
+
+async def test_a_turn_cut_off_by_a_stop_runs_again_after_the_restart(bot: Factory) -> None:
+    tg = await TelegramSim().start()
+    model = await AnthropicSim().start()
+    first = await bot(tg=tg, model=model)
+    model.enqueue(Reply(Text("never finished", chunks=["never ", "finished"]), stall_after=3))
+    tg.inject_text("the question cut off")
+    await tg.wait_until(lambda: len(model.requests) == 1 and "Working on a reply…" in first.texts())
+    await first.channel.stop()
+    await first.kernel.stop()
+    [notice] = [m for m in first.bot_messages() if "interrupted" in m.text]
+
+    second = await bot(tg=tg, model=model)  # nothing open: nothing told twice
+    [row] = await rows(second)
+    assert (row.state, buttons(notice)) == ("interrupted", [f"again:{row.id}"])
+    model.enqueue(text_reply("finished this time"))
+    tg.inject_callback(f"again:{row.id}", message_id=notice.message_id)
+    await tg.wait_until(lambda: "finished this time" in second.texts())
+    await second.settle()
+    assert asked(second)[-1] == "the question cut off"
+    assert sum("interrupted" in x for x in second.texts()) == 1
+    await states_become(second, ["answered", "answered"])  # the message, the press
