@@ -18,10 +18,10 @@ from kernel.core.errors import StoreError
 from kernel.store.database import error_code, transaction, translated
 from kernel.store.memories import MEMORY_CATEGORIES, MemoryRow, MemoryTables, has_backlog
 from kernel.store.migrations import MEMORIES_FTS_SQL, MIGRATIONS, fts5_supported, migrate
-from kernel.store.sessions import SessionRow, SessionTables
+from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
 
-__all__ = ["MEMORY_CATEGORIES", "MemoryRow", "SessionRow", "Store"]
+__all__ = ["MEMORY_CATEGORIES", "MemoryRow", "SessionRow", "Store", "StoredMessage"]
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,8 @@ class Store(SessionTables, SettingTables, MemoryTables):
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
 
     async def start(self) -> None:
-        """Create the parent directory, open the database, set pragmas and migrate."""
+        """Create the parent directory, open the database, set pragmas and migrate.
+        After a failure (StoreError) it may be called again."""
         if self._closed:
             raise StoreError("store is closed")
         if self._executor is not None:
@@ -40,6 +41,13 @@ class Store(SessionTables, SettingTables, MemoryTables):
         loop = asyncio.get_running_loop()
         try:
             self.schema_version = await loop.run_in_executor(executor, self._open)
+        except Exception:
+            # _open ran and failed (a full or read-only disk, say): drop what it opened,
+            # and start() may be tried again.
+            await loop.run_in_executor(executor, self._discard_conn)
+            executor.shutdown(wait=False)
+            self._executor = None
+            raise
         except BaseException:
             # Queued behind _open, so it also closes a connection opened after a cancel.
             self._closed = True
@@ -99,6 +107,12 @@ class Store(SessionTables, SettingTables, MemoryTables):
 
             transaction(conn, create, "BEGIN IMMEDIATE")
         self.memory_index_pending = has_backlog(conn)
+
+    def _discard_conn(self) -> None:
+        """Close a connection whose opening failed: nothing to checkpoint."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     def _close_conn(self) -> None:
         conn, self._conn = self._conn, None
