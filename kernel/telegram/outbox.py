@@ -181,6 +181,7 @@ class Outbox:
         self._futures: dict[int, asyncio.Future[tuple[str, int | None]]] = {}
         self._unsent: dict[int, dict[int, datetime]] = {}  # chat → row id → created
         self._running = False
+        self._stopped = False  # stop() ran: a put now only waits in the table
         self._idle = asyncio.Event()  # set when nothing is left to deliver
         self.delivered = 0
         self.resent = 0
@@ -193,7 +194,7 @@ class Outbox:
         recovered = await self.mailbox.recover(CHANNEL)
         if recovered:
             log.warning("%d outgoing messages were cut off mid-send; re-sending marked", recovered)
-        self._running = True
+        self._running, self._stopped = True, False
         for row in await self.mailbox.unsent(CHANNEL):
             chat = int(row.chat_id)
             self._unsent.setdefault(chat, {})[row.id] = row.created_at
@@ -207,6 +208,7 @@ class Outbox:
                 async with asyncio.timeout(drain):
                     await self._idle.wait()
         self._running = False
+        self._stopped = True
         await self._tasks.close(5.0)
         self._workers.clear()
         for future in self._futures.values():
@@ -238,8 +240,11 @@ class Outbox:
         futures = []
         for row_id in ids:
             future: asyncio.Future[tuple[str, int | None]] = loop.create_future()
-            self._futures[row_id] = future
-            self._unsent.setdefault(chat_id, {})[row_id] = now
+            if self._stopped:  # nobody delivers in this process any more
+                future.set_result(("stopped", None))
+            else:
+                self._futures[row_id] = future
+                self._unsent.setdefault(chat_id, {})[row_id] = now
             futures.append(future)
         if self._running:  # else the rows wait in the table for start()
             self._ensure_worker(chat_id)
@@ -282,37 +287,36 @@ class Outbox:
         rows: list[OutboxRow] = []  # the chat's queue as last read; only this worker
         # changes its rows, so after a delivery the rest stays valid until a put wakes it
         while True:
-            if not rows or wake.is_set():
-                wake.clear()
-                try:
-                    rows = await self.mailbox.unsent(CHANNEL, str(chat_id))
-                except Exception as exc:  # the store hiccuped: look again a bit later
-                    log.error("outbox read failed: %s", type(exc).__name__)
-                    rows = []
-                    await self._pause(wake, 5.0)
-                    continue
-            if not rows:
+            try:
+                rows = await self._step(chat_id, wake, rows)
+            except Exception as exc:  # the store failed: look again a bit later
+                log.error("outbox step failed: %s", type(exc).__name__)
+                rows = []
+                await self._pause(wake, 5.0)
+
+    async def _step(
+        self, chat_id: int, wake: asyncio.Event, rows: list[OutboxRow]
+    ) -> list[OutboxRow]:
+        """Deliver, wait for, or expire the chat's first row; returns the queue left."""
+        if not rows or wake.is_set():
+            wake.clear()
+            rows = await self.mailbox.unsent(CHANNEL, str(chat_id))
+        if not rows:
+            if not wake.is_set():  # a put after the read registers its rows and wakes
                 self._unsent.pop(chat_id, None)
                 self._check_idle()
                 await self._pause(wake, IDLE_WAIT)
-                continue
-            row = rows[0]
-            now = self.now()
-            if now >= row.expires_at:
-                await self._expire(chat_id, rows, now)
-                rows = []
-                continue
-            due = (row.next_at - now).total_seconds()
-            if due > 0:
-                await self._pause(wake, min(due, (row.expires_at - now).total_seconds()))
-                continue
-            try:
-                done = await self._attempt(chat_id, row)
-            except Exception as exc:  # the store failed around the call: look again later
-                log.error("outbox delivery step failed: %s", type(exc).__name__)
-                done = False
-                await self._pause(wake, 5.0)
-            rows = rows[1:] if done else []
+            return []
+        row = rows[0]
+        now = self.now()
+        if now >= row.expires_at:
+            await self._expire(chat_id, rows, now)
+            return []
+        due = (row.next_at - now).total_seconds()
+        if due > 0:
+            await self._pause(wake, min(due, (row.expires_at - now).total_seconds()))
+            return rows
+        return rows[1:] if await self._attempt(chat_id, row) else []
 
     @staticmethod
     async def _pause(wake: asyncio.Event, seconds: float) -> None:

@@ -39,7 +39,14 @@ from kernel.core.turns import Turn
 from kernel.delegate.delegator import Delegator
 from kernel.store.mailbox import InboxState, OutboxItem
 from kernel.telegram.asks import AskBoard
-from kernel.telegram.outbox import Outbox, again_markup, delete_item, plain_items, reply_items
+from kernel.telegram.outbox import (
+    Outbox,
+    Ticket,
+    again_markup,
+    delete_item,
+    plain_items,
+    reply_items,
+)
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
 from kernel.telegram.split import utf16_len
 from kernel.telegram.tool_progress import ToolProgressLine
@@ -98,6 +105,7 @@ class TurnView:
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
+        self.delivery: Ticket | None = None  # the queued outcome (wait() = delivered)
         self._last_draft = 0.0
         self._drafted = ""
         self._drafts = TaskSet("telegram drafts")
@@ -245,7 +253,7 @@ class TurnView:
         settle = (self.inbox_id, state) if self.inbox_id is not None else None
         self._settled = True
         if items or settle is not None:
-            await self.outbox.put(self.chat_id, items, settle=settle)
+            self.delivery = await self.outbox.put(self.chat_id, items, settle=settle)
 
     async def _keep_typing(self) -> None:
         while True:

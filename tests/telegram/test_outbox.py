@@ -14,8 +14,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from telegram import Bot
+from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
 from kernel.core.events import Completed, ErrorEvent
@@ -25,6 +27,7 @@ from kernel.store.mailbox import Mailbox, OutboxItem
 from kernel.telegram.outbox import (
     Outbox,
     Undeliverable,
+    _never_reached,
     again_markup,
     delete_item,
     edit_item,
@@ -33,7 +36,9 @@ from kernel.telegram.outbox import (
 )
 from kernel.telegram.view import TurnView
 from tests.conftest import free_port
-from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+from tests.sim.script import text_reply
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim, _Fault
+from tests.telegram.conftest import Factory
 
 MARK = "↻ "
 OTHER = 777
@@ -387,3 +392,57 @@ async def test_a_view_without_an_inbox_row_still_delivers(rig: Make) -> None:
     r = await rig()
     await run(view(r, None), Completed(1, "plain"))
     await r.tg.wait_until(lambda: r.texts() == ["plain"])
+
+
+async def test_stop_gives_queued_rows_their_drain(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=502)
+    ticket = await r.outbox.put(OWNER, plain_items("before the stop"))
+    await r.outbox.stop(30)
+    assert r.texts() == [MARK + "before the stop"]
+    assert await ticket.states() == ["sent"]
+
+
+# ----- the running channel ----------------------------------------------------------------
+
+
+async def test_a_lost_answer_to_the_reply_edit_does_not_duplicate(bot: Factory) -> None:
+    h = await bot()
+    h.tg.drop_connections("editMessageText", after_processing=True)
+    h.model.enqueue(text_reply("exactly once"))
+    h.tg.inject_text("hi")
+    await h.tg.wait_until(lambda: "exactly once" in h.texts())
+    await h.settle()
+    assert h.texts() == ["exactly once"]
+
+
+async def test_a_lost_answer_to_a_command_reply_is_resent_marked(bot: Factory) -> None:
+    h = await bot()
+    h.tg.drop_connections("sendMessage", after_processing=True)
+    h.tg.inject_text("/unknowncommand")
+    await h.tg.wait_until(lambda: len(h.texts()) == 2)
+    await h.settle()
+    first, again = h.texts()
+    assert again == MARK + first
+
+
+async def test_a_read_timeout_counts_as_maybe_delivered(rig: Make) -> None:
+    r = await rig()  # the bot's read timeout is 2 s; this call gets no answer for 5
+    r.tg._add_fault("sendMessage", _Fault("hang", seconds=5.0), 1)
+    await (await r.outbox.put(OWNER, plain_items("slow"))).wait()
+    assert r.texts() == [MARK + "slow"]
+
+
+def caused(error: TelegramError, cause: BaseException) -> TelegramError:
+    error.__cause__ = cause
+    return error
+
+
+def test_only_a_request_that_never_left_counts_as_not_reached() -> None:
+    request = httpx.Request("POST", "http://127.0.0.1/")
+    assert _never_reached(caused(NetworkError("x"), httpx.ConnectError("refused")))
+    assert _never_reached(caused(TimedOut(), httpx.ConnectTimeout("slow connect")))
+    assert _never_reached(caused(TimedOut(), httpx.PoolTimeout("pool")))
+    assert not _never_reached(caused(TimedOut(), httpx.ReadTimeout("read", request=request)))
+    assert not _never_reached(caused(NetworkError("x"), httpx.RemoteProtocolError("cut")))
+    assert not _never_reached(NetworkError("Bad Gateway"))  # a 5xx: it got there
