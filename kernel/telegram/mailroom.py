@@ -180,16 +180,20 @@ class Mailroom:
             return False  # a press while stopping: the owner presses again
         late = message is not None and self.since is not None and self._before_start(message)
         waiting = stopping or late
-        row = await self.mailbox.take_in(
-            CHANNEL,
-            str(update.effective_chat.id if update.effective_chat else self.owner),
-            update_id=update.update_id,
-            message_id=message.message_id if message else None,
-            kind=kind,
-            payload=update.to_dict(),
-            now=self.now(),
-            state="waiting" if waiting else "open",
-        )
+        try:
+            row = await self.mailbox.take_in(
+                CHANNEL,
+                str(update.effective_chat.id if update.effective_chat else self.owner),
+                update_id=update.update_id,
+                message_id=message.message_id if message else None,
+                kind=kind,
+                payload=update.to_dict(),
+                now=self.now(),
+                state="waiting" if waiting else "open",
+            )
+        except Exception as exc:  # the store failed: answering beats losing the message
+            log.error("recording update %d failed: %s", update.update_id, type(exc).__name__)
+            return not waiting
         if row is None:
             self.duplicates += 1
             log.info("update %d was delivered again; not handled twice", update.update_id)
