@@ -3,8 +3,8 @@
 Started by hand (initialize → start_polling → start; the reverse on stop) with
 ``drop_pending_updates`` and explicit ``allowed_updates``. Updates are handled one at
 a time in order; a message starts a turn whose presentation runs as a tracked task, so
-``/cancel`` and ``/status`` are never stuck behind a running reply. A watchdog restarts
-polling when no ``getUpdates`` has completed for ``telegram.watchdog_seconds``.
+``/cancel`` and ``/status`` are never stuck behind a running reply. The bot and the
+polling watchdog are in ``polling.py``.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from kernel.telegram.asks import AskBoard
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
+from kernel.telegram.polling import PollingBot, PollWatch, poll_request
 
 if TYPE_CHECKING:
     from kernel.app import Kernel
@@ -56,20 +57,6 @@ log = logging.getLogger(__name__)
 SKILL_PREFIX = r"^/skill/"  # a message invoking a skill, not a command
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query", "channel_post"]
 Context = ContextTypes.DEFAULT_TYPE
-
-
-class _PollClock(HTTPXRequest):
-    """The request object PTB uses for getUpdates only: records each completed poll."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.last_ok = time.monotonic()
-
-    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-        result = await super().do_request(*args, **kwargs)
-        if result[0] == 200:  # a 409 or a proxy's 502 is no completed poll
-            self.last_ok = time.monotonic()
-        return result
 
 
 class TelegramChannel:
@@ -84,18 +71,26 @@ class TelegramChannel:
         self.started_at = time.monotonic()
         self._tasks = TaskSet("telegram")  # replies, commands: awaited at stop
         self._watchdog = TaskSet("telegram watchdog")
-        self.poll_restarts = 0
         self.stopping = False
-        self._clock = _PollClock(connection_pool_size=1, read_timeout=cfg.poll_timeout + 10)
+        polls = poll_request()
+        bot = PollingBot(
+            cfg.token,
+            base_url=f"{cfg.api_base}/bot",
+            base_file_url=f"{cfg.api_base}/file/bot",
+            request=HTTPXRequest(connection_pool_size=256),  # PTB's builder default
+            get_updates_request=polls,
+            rate_limiter=AIORateLimiter(max_retries=cfg.max_retries_429),
+        )
         self.app: Application[Any, Any, Any, Any, Any, Any] = (
-            ApplicationBuilder()
-            .token(cfg.token)
-            .base_url(f"{cfg.api_base}/bot")
-            .base_file_url(f"{cfg.api_base}/file/bot")
-            .get_updates_request(self._clock)
-            .rate_limiter(AIORateLimiter(max_retries=cfg.max_retries_429))
-            .concurrent_updates(False)
-            .build()
+            ApplicationBuilder().bot(bot).concurrent_updates(False).build()
+        )
+        self.poller = PollWatch(
+            self.app,
+            bot,
+            polls,
+            poll_timeout=cfg.poll_timeout,
+            limit=cfg.watchdog_seconds,
+            allowed_updates=ALLOWED_UPDATES,
         )
         self.board = AskBoard(self.app.bot, kernel.agent.asks)
         self.commands = CommandSet(self)
@@ -110,23 +105,25 @@ class TelegramChannel:
     def running(self) -> bool:
         return self._started and not self.stopping
 
+    @property
+    def poll_restarts(self) -> int:
+        return self.poller.restarts
+
     def status(self) -> ChannelState:
-        """Polling state for /healthz: running, degraded (no getUpdates completed within
-        the watchdog limit), starting or stopped."""
+        """Polling state for /healthz: running, degraded (no getUpdates answered within
+        the watchdog limit, or updates waiting and none consumed), starting or stopped."""
         updater = self.app.updater
         polling = bool(updater and updater.running)
-        age = time.monotonic() - self._clock.last_ok
         detail = {
             "polling": polling,
-            "last_poll_seconds_ago": round(age, 1),
-            "poll_restarts": self.poll_restarts,
+            **self.poller.detail(),
             "dropped_updates": sum(self.dropped.values()),
         }
         if self.stopping:
             state = "stopped"
         elif not self._started:
             state = "starting"
-        elif polling and age < self.cfg.watchdog_seconds:
+        elif polling and not self.poller.degraded():
             state = "running"
         else:
             state = "degraded"
@@ -157,7 +154,7 @@ class TelegramChannel:
             log.warning("setMyCommands failed: %s", type(exc).__name__)
         await self._start_polling(drop_pending=True)
         await self.app.start()
-        self._watchdog.spawn(self._watch_polling(), "telegram-watchdog")
+        self._watchdog.spawn(self.poller.watch(), "telegram-watchdog")
         self._started = True
         # Deliveries waiting for Telegram (a missed cron run fired at start) go now.
         self.kernel.channel_registry.attach(TelegramOutlet(self))
@@ -185,38 +182,7 @@ class TelegramChannel:
     async def _start_polling(self, *, drop_pending: bool = False) -> None:
         """``drop_pending`` only at process start (seed 004): a watchdog restart must not
         throw away what the owner sent while polling was stuck."""
-        assert self.app.updater is not None
-        self._clock.last_ok = time.monotonic()
-        await self.app.updater.start_polling(
-            timeout=self.cfg.poll_timeout,
-            # deleteWebhook (the bootstrap) is retried until it works: with PTB's default
-            # of no retries, a failure during an outage would leave polling stopped.
-            bootstrap_retries=-1,
-            allowed_updates=ALLOWED_UPDATES,
-            drop_pending_updates=drop_pending,
-            error_callback=self._polling_error,
-        )
-
-    def _polling_error(self, error: Exception) -> None:
-        # PTB retries by itself; log the kind only (the URL carries the token).
-        log.warning("getUpdates failed: %s", type(error).__name__)
-
-    async def _watch_polling(self) -> None:
-        limit = self.cfg.watchdog_seconds
-        while True:
-            await asyncio.sleep(min(limit / 4, 15))
-            if time.monotonic() - self._clock.last_ok < limit:
-                continue
-            log.warning("no getUpdates completed for %.0fs; restarting polling", limit)
-            self.poll_restarts += 1
-            updater = self.app.updater
-            assert updater is not None
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(updater.stop(), timeout=limit)
-            try:
-                await self._start_polling()
-            except Exception as exc:  # keep watching; the next round tries again
-                log.warning("restarting polling failed: %s", type(exc).__name__)
+        await self.poller.start(drop_pending=drop_pending)
 
     def spawn(
         self, coro: Coroutine[Any, Any, None], name: str, *, for_owner: bool = False
