@@ -85,8 +85,9 @@ async def test_an_unparseable_update_is_skipped_and_polling_goes_on(
     assert delivered(h.tg, bad["update_id"]) == 1  # the offset moved past it at once
     assert bad not in h.tg.pending_updates
     skipped = [r.getMessage() for r in caplog.records if "unparseable" in r.getMessage()]
-    assert skipped == [f"skipped an unparseable update (id={bad['update_id']}, kind=message): "
-                       "TypeError"]
+    assert skipped == [
+        f"skipped an unparseable update (id={bad['update_id']}, kind=message): TypeError"
+    ]
     assert not [r for r in caplog.records if r.levelno >= logging.CRITICAL]
     assert SECRET not in caplog.text
     assert h.tg.chat(STRANGER, from_bot=True) == []
