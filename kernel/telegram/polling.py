@@ -2,7 +2,8 @@
 
 Public API: ``PollingBot`` (the ``ExtBot`` the Application is built with), ``PollStats``
 (what it counts), ``PollWatch`` (starts polling, watches it, restarts it),
-``UnreadableUpdatesError``, and the constants ``BACKOFF_CAP``, ``POLL_GRACE``.
+``poll_request``, ``recovery_bound``, ``UnreadableUpdatesError``, ``BackedOffError``,
+and the constants ``BACKOFF_CAP``, ``POLL_GRACE``.
 
 ``PollingBot.get_updates`` parses each update on its own. One that python-telegram-bot
 cannot parse (e.g. a ``poll`` from a Bot API server older than the library) is logged by
@@ -13,17 +14,24 @@ at CRITICAL and retries the same offset in a tight loop, never runs.
 Liveness is judged by updates consumed: a batch counts once the next ``getUpdates``
 confirms it (its offset is past the batch), which is when Telegram stops counting it as
 pending. ``PollWatch`` checks every ``min(watchdog_seconds / 4, 15)`` s and restarts
-polling (on a fresh connection) when no ``getUpdates`` was answered for
-``watchdog_seconds``, or when ``getWebhookInfo`` reported updates pending at two checks
-in a row with none consumed in between; the channel reports ``degraded`` meanwhile.
+polling (on a fresh connection) when ``getWebhookInfo`` reported updates pending at two
+checks in a row with none consumed in between, or when no ``getUpdates`` attempt ended
+(answered or failed) for ``watchdog_seconds`` (the polling loop itself is stuck). The
+channel is ``degraded`` while polls fail, after ``watchdog_seconds`` without an
+answered poll, and while updates wait unconsumed.
 
-Recovery bound: once the Bot API answers again, polling resumes within
-``max(BACKOFF_CAP, poll_timeout + POLL_GRACE)`` seconds plus one request (40 s with the
-defaults). Refused connections, 5xx and other errors make PTB's retry loop
-(``telegram.ext._utils.networkloop``) wait 1 s, then 1.5 times longer after each failure,
-at most ``BACKOFF_CAP``; a poll that hangs ends after its read timeout, ``poll_timeout +
-POLL_GRACE``, and is retried at once; a 429 waits its ``retry_after``. A watchdog restart
-also starts the backoff again from 1 s.
+Recovery bound, from the moment the Bot API answers again to the next update consumed,
+plus one request (``recovery_bound``: 30 s with the defaults poll_timeout 30 and
+watchdog_seconds 120, i.e. a check every 15 s):
+
+- errors (refused connections, resets, 5xx): the failed poll is retried after 1 s, then
+  1.5 times longer after each failure, at most ``BACKOFF_CAP``. Kernel waits this itself
+  inside ``get_updates`` and then lets PTB retry at once (``BackedOffError``), because
+  PTB's own retry loop would wait up to 30 s and cannot be woken;
+- a hang: the hung poll ends after its read timeout, ``poll_timeout + POLL_GRACE``, and
+  is retried at once; an update waiting meanwhile makes the watchdog restart polling
+  within two checks: at most ``min(poll_timeout + POLL_GRACE, 2 * check interval)``;
+- a 429 is waited out for its ``retry_after``, as Telegram asks.
 """
 
 from __future__ import annotations
@@ -39,13 +47,13 @@ from typing import Any
 
 from telegram import Update
 from telegram._utils.defaultvalue import DEFAULT_NONE, DefaultValue
-from telegram.error import NetworkError, TelegramError, TimedOut
+from telegram.error import BadRequest, NetworkError, TelegramError, TimedOut
 from telegram.ext import Application, ExtBot
 from telegram.request import HTTPXRequest
 
 log = logging.getLogger(__name__)
 
-BACKOFF_CAP = 30.0  # seconds: PTB's network_retry_loop, min(30, 1.5 * previous wait)
+BACKOFF_CAP = 10.0  # seconds: the longest wait before retrying a failed poll
 POLL_GRACE = 10.0  # seconds a long poll may run past its timeout before it counts as hung
 _KIND = re.compile(r"[a-z_]{1,40}")
 
@@ -54,16 +62,23 @@ class UnreadableUpdatesError(NetworkError):
     """getUpdates answered with no update Kernel can even number: PTB backs off."""
 
 
+class BackedOffError(TimedOut):
+    """A poll failed and Kernel has waited its backoff: PTB's loop retries at once."""
+
+
 @dataclass
 class PollStats:
     """What the bot saw of getUpdates. Times are ``time.monotonic()``."""
 
     last_poll: float = field(default_factory=time.monotonic)  # the last answered poll
+    last_attempt: float = field(default_factory=time.monotonic)  # answered or failed
     last_update_id: int | None = None  # the newest consumed (confirmed) update
     last_update_at: float | None = None
     consumed: int = 0
     unparseable: int = 0
-    failures: int = 0  # polls that failed (not counting long-poll timeouts)
+    failures: int = 0
+    failing: bool = False  # the last poll failed for a network reason
+    backoff: float = 0.0  # the last wait before a retry; 0 after an answered poll
     fetched: tuple[int, int, float] | None = None  # newest batch: last id, size, when
 
 
@@ -105,18 +120,34 @@ class PollingBot(ExtBot[Any]):
                 pool_timeout=pool_timeout,
                 api_kwargs=api_kwargs,
             )
-        except TimedOut:
-            raise  # a long poll that got no answer: PTB retries at once
-        except TelegramError:
-            self.stats.failures += 1
+        except TelegramError as exc:
+            await self._failed(exc)
             raise
-        self.stats.last_poll = time.monotonic()
+        stats = self.stats
+        stats.last_poll = stats.last_attempt = time.monotonic()
+        stats.failing, stats.backoff = False, 0.0
         updates = self._parse(result)
         if updates:
             self.stats.fetched = (updates[-1].update_id, len(updates), time.monotonic())
         for update in updates:
             self.insert_callback_data(update)
         return updates
+
+    async def _failed(self, error: TelegramError) -> None:
+        """Count a failed poll; after a network failure wait the backoff here, then
+        raise ``BackedOffError`` so PTB retries at once instead of waiting its own."""
+        stats = self.stats
+        stats.failures += 1
+        stats.last_attempt = time.monotonic()
+        if not _outage(error):
+            return  # PTB's loop handles it (429: retry_after; 409: its backoff)
+        stats.failing = True
+        if isinstance(error, TimedOut):
+            return  # a poll without an answer: retried at once
+        stats.backoff = min(BACKOFF_CAP, stats.backoff * 1.5 or 1.0)
+        log.warning("getUpdates failed: %s; retrying in %.1fs", type(error).__name__, stats.backoff)
+        await asyncio.sleep(stats.backoff)
+        raise BackedOffError(type(error).__name__) from error
 
     def _poll_read_timeout(self, read_timeout: Any, timeout: Any) -> float:
         """As PTB computes it: the request's read timeout plus the long-poll timeout."""
@@ -172,6 +203,25 @@ class PollingBot(ExtBot[Any]):
             return bare
 
 
+def _outage(error: TelegramError) -> bool:
+    """A failure of the connection or the server (refused, reset, timeout, 5xx), not an
+    answer about the request (400, 409 Conflict, 429) nor an unreadable answer."""
+    return isinstance(error, NetworkError) and not isinstance(
+        error, BadRequest | UnreadableUpdatesError
+    )
+
+
+def recovery_bound(poll_timeout: float, watchdog_seconds: float) -> float:
+    """Seconds from the Bot API answering again to polling consuming (module docstring),
+    not counting the request itself."""
+    hang = min(poll_timeout + POLL_GRACE, 2 * check_interval(watchdog_seconds))
+    return max(BACKOFF_CAP, hang)
+
+
+def check_interval(watchdog_seconds: float) -> float:
+    return min(watchdog_seconds / 4, 15.0)
+
+
 def _kind_of(item: dict[str, Any]) -> str:
     """The update's type: its first key other than update_id (a field name, no content)."""
     for key in item:
@@ -204,7 +254,7 @@ class PollWatch:
         self.request = request
         self.poll_timeout = poll_timeout
         self.limit = limit  # telegram.watchdog_seconds
-        self.interval = min(limit / 4, 15.0)
+        self.interval = check_interval(limit)
         self.allowed_updates = allowed_updates
         self.restarts = 0
         self.pending: int | None = None  # from the last getWebhookInfo that answered
@@ -247,8 +297,9 @@ class PollWatch:
             self.stalled = False
         else:
             self._starved += 1
-        if time.monotonic() - max(self.stats.last_poll, self._since) >= self.limit:
-            await self.restart(f"no getUpdates answered for {self.limit:.0f}s")
+        due = self.stats.last_attempt + self.stats.backoff  # the next attempt, if alive
+        if time.monotonic() - max(due, self._since) >= self.limit:
+            await self.restart(f"no getUpdates ended for {self.limit:.0f}s")
         elif self._starved >= 2:
             self.stalled = True
             self._starved = 0
@@ -282,9 +333,10 @@ class PollWatch:
             log.warning("restarting polling failed: %s", type(exc).__name__)
 
     def degraded(self) -> bool:
-        """Silent for the watchdog limit (a restart does not hide it) or starved."""
+        """Polls failing, none answered for the watchdog limit (a restart does not hide
+        it), or updates waiting unconsumed."""
         silent = time.monotonic() - self.stats.last_poll >= self.limit
-        return silent or self.stalled
+        return self.stats.failing or silent or self.stalled
 
     def detail(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -300,5 +352,6 @@ class PollWatch:
 
 
 def _polling_error(error: Exception) -> None:
-    # PTB retries by itself; log the kind only (the URL carries the token).
+    # Errors PTB retries by itself (409, an unreadable answer); log the kind only (the
+    # URL carries the token). Network failures are logged with Kernel's backoff.
     log.warning("getUpdates failed: %s", type(error).__name__)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
+import re
 import time
 from typing import Any
 
@@ -17,9 +17,11 @@ from telegram.ext._utils import networkloop
 from kernel.telegram.polling import (
     BACKOFF_CAP,
     POLL_GRACE,
+    BackedOffError,
     PollingBot,
     UnreadableUpdatesError,
     poll_request,
+    recovery_bound,
 )
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, TelegramSim
@@ -197,8 +199,14 @@ async def test_polling_resumes_after_refused_connections(
 
     await recovered(h, "back after refusal")
     ours = [r.getMessage() for r in caplog.records if r.name.startswith("kernel.")]
-    assert "getUpdates failed: NetworkError" in ours
     assert not [line for line in ours if DEFAULT_TOKEN in line]
+    waits = [
+        float(m[1])
+        for line in ours
+        if (m := re.match(r"getUpdates failed: \w+; retrying in (\S+)s", line))
+    ]
+    assert waits[:3] == [1.0, 1.5, 2.2]  # rounded in the log
+    assert max(waits) <= BACKOFF_CAP
 
 
 async def test_polling_resumes_after_502s_and_the_message_sent_meanwhile_is_answered(
@@ -231,9 +239,35 @@ async def test_a_hang_longer_than_the_read_timeout_ends_without_the_watchdog(
     assert h.channel.poll_restarts == 0
 
 
-def test_the_documented_bound_matches_ptb() -> None:
-    source = inspect.getsource(networkloop.network_retry_loop)
-    assert f"min({BACKOFF_CAP:g}, 1.5 * cur_interval)" in source  # PTB's backoff cap
+async def test_after_kernels_backoff_ptb_retries_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bound rests on PTB retrying a BackedOffError (a TimedOut) without a wait of
+    its own, which would be up to 30 s."""
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(networkloop.asyncio, "sleep", record)
+    attempts = 0
+
+    async def poll() -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts <= 3:
+            raise BackedOffError("NetworkError")
+
+    await networkloop.network_retry_loop(
+        action_cb=poll, description="test", interval=0, max_retries=-1
+    )
+    assert attempts == 4 and not [w for w in waits if w > 0]
+
+
+def test_the_bound() -> None:
+    assert recovery_bound(30, 120.0) == 30  # the defaults: two checks 15 s apart
+    assert recovery_bound(1, 2.0) == BACKOFF_CAP
+    assert recovery_bound(5, 600.0) == 5 + POLL_GRACE
     bot = PollingBot(DEFAULT_TOKEN, get_updates_request=poll_request())
     # A long poll of 30 s is given up POLL_GRACE later, not twice the timeout.
     assert bot._poll_read_timeout(DEFAULT_NONE, 30) == 30 + POLL_GRACE
