@@ -4,5 +4,6 @@ Public API: ``kernel.telegram.channel.TelegramChannel`` (what the Kernel starts 
 stops). The rest serves it: ``inbound`` (messages in), ``commands``, ``asks``
 (inline-button questions), ``view``/``progress``/``tool_progress`` (how a turn looks),
 ``render`` and ``split`` (Markdown to Telegram HTML, 4096-unit messages), ``media``,
-``voice`` and ``outlet`` (Telegram as a delivery target).
+``voice``, ``outlet`` (Telegram as a delivery target) and ``polling`` (the bot's
+getUpdates and the watchdog that keeps it consuming).
 """
