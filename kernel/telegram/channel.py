@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
-    AIORateLimiter,
     Application,
     ApplicationBuilder,
     ApplicationHandlerStop,
@@ -44,6 +43,7 @@ from kernel.core.i18n import t
 from kernel.core.status import ChannelState
 from kernel.core.tasks import TaskSet
 from kernel.telegram.asks import AskBoard
+from kernel.telegram.budget import RateBudget
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
@@ -93,7 +93,7 @@ class TelegramChannel:
             .base_url(f"{cfg.api_base}/bot")
             .base_file_url(f"{cfg.api_base}/file/bot")
             .get_updates_request(self._clock)
-            .rate_limiter(AIORateLimiter(max_retries=cfg.max_retries_429))
+            .rate_limiter(RateBudget(max_retries=cfg.max_retries_429))
             .concurrent_updates(False)
             .build()
         )

@@ -1,0 +1,345 @@
+"""One rate budget per chat, shared by every Bot API call (PTB's rate limiter hook).
+
+Public API: ``RateBudget`` (installed with ``ApplicationBuilder.rate_limiter``),
+``Thinned``, ``Priority``, ``RateArgs``, ``Bot`` (the bot type whose calls take
+``rate_limit_args``).
+
+Telegram's FAQ: about one message a second in a chat (short bursts allowed), 20 a minute
+in a group, about 30 a second overall. So each chat has a token bucket (1 a second,
+burst 3; a group also a window of 20 a minute), all chats share a window of 30 a second,
+and a 429 blocks the chat it came from (every chat when the method names none) for its
+``retry_after``: no call goes to that chat before the block ends, whatever its priority.
+
+A call says its priority with ``rate_limit_args={"priority": ...}``:
+
+- ``final`` (the default: PTB's own calls and everything that must arrive) waits for its
+  turn, in arrival order within the chat; after a 429 it waits the block out and tries
+  again, up to ``max_retries`` times, then the ``RetryAfter`` is raised for the caller
+  (the outbox) to schedule.
+- ``progress`` (intermediate edits) and ``draft`` (drafts, typing) never wait: when the
+  chat is blocked, a final waits in it, or the budget has no room to spare for finals,
+  they raise ``Thinned`` at once, without calling the API. A progress call takes a token
+  only when one is left for a final after it; a draft or a chat action leaves nothing in
+  the chat, so it takes no token, but goes only when a progress call could.
+
+Chat-less calls (getMe, answerCallbackQuery, setMyCommands…) take no token; getUpdates
+never reaches a rate limiter. Pure bookkeeping: no thread, no task of its own; time is
+read from ``clock`` (monotonic), so a test can drive it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict
+
+from telegram.error import RetryAfter, TelegramError
+from telegram.ext import BaseRateLimiter, ExtBot
+
+log = logging.getLogger(__name__)
+
+Priority = Literal["final", "progress", "draft"]
+PRIORITIES: tuple[Priority, ...] = ("final", "progress", "draft")
+
+
+class RateArgs(TypedDict, total=False):
+    priority: Priority
+
+
+Bot: TypeAlias = ExtBot[RateArgs]
+JSONResult: TypeAlias = bool | dict[str, Any] | list[dict[str, Any]]
+
+# Methods that leave nothing in the chat: they take no token from the chat's bucket.
+EPHEMERAL = frozenset({"sendChatAction", "sendMessageDraft"})
+SPARE = 2.0  # tokens a progress or draft call needs in the chat: one stays for a final
+OVERALL_SPARE = 5  # overall slots a progress or draft call leaves for finals
+MAX_CHATS = 256  # idle chats are forgotten beyond this many
+
+
+class Thinned(TelegramError):
+    """A progress or draft call dropped under pressure, without calling the API."""
+
+
+class Limit(Protocol):
+    def level(self, now: float) -> float: ...
+    def wait(self, now: float) -> float: ...
+    def take(self, now: float) -> None: ...
+    def idle(self, now: float) -> bool: ...
+
+
+class Bucket:
+    """``rate`` tokens a second, at most ``burst`` kept; starts full."""
+
+    def __init__(self, rate: float, burst: float, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self.at = now
+
+    def level(self, now: float) -> float:
+        if now > self.at:
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+            self.at = now
+        return self.tokens
+
+    def wait(self, now: float) -> float:
+        return max(0.0, (1.0 - self.level(now)) / self.rate)
+
+    def take(self, now: float) -> None:
+        self.level(now)
+        self.tokens -= 1.0
+
+    def drain(self, now: float) -> None:
+        self.level(now)
+        self.tokens = min(self.tokens, 0.0)
+
+    def idle(self, now: float) -> bool:
+        return self.level(now) >= self.burst
+
+
+class Window:
+    """At most ``count`` calls in any ``seconds`` (exact, unlike a bucket's burst)."""
+
+    def __init__(self, count: int, seconds: float) -> None:
+        self.count = count
+        self.seconds = seconds
+        self.times: deque[float] = deque()
+
+    def _trim(self, now: float) -> None:
+        while self.times and self.times[0] <= now - self.seconds:
+            self.times.popleft()
+
+    def level(self, now: float) -> float:
+        self._trim(now)
+        return float(self.count - len(self.times))
+
+    def wait(self, now: float) -> float:
+        self._trim(now)
+        if len(self.times) < self.count:
+            return 0.0
+        return self.times[len(self.times) - self.count] + self.seconds - now
+
+    def take(self, now: float) -> None:
+        self._trim(now)
+        self.times.append(now)
+
+    def idle(self, now: float) -> bool:
+        self._trim(now)
+        return not self.times
+
+
+@dataclass
+class _Chat:
+    bucket: Bucket
+    limits: list[Limit]
+    blocked_until: float = -math.inf
+    queue: deque[int] = field(default_factory=deque)  # finals waiting; the head goes next
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def pulse(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+
+def priority_of(args: object) -> Priority:
+    """The priority asked for; anything unknown is a final (never drop by mistake)."""
+    if isinstance(args, dict):
+        value = args.get("priority")
+        for priority in PRIORITIES:
+            if value == priority:
+                return priority
+    return "final"
+
+
+def retry_seconds(exc: RetryAfter) -> float:
+    # The private timedelta: the public property warns while PTB migrates from int.
+    return max(0.0, exc._retry_after.total_seconds())
+
+
+class RateBudget(BaseRateLimiter[RateArgs]):
+    def __init__(
+        self,
+        *,
+        max_retries: int = 3,
+        chat_rate: float = 1.0,
+        chat_burst: float = 3.0,
+        group_per_minute: int = 20,
+        overall_per_second: int = 30,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.max_retries = max_retries
+        self.chat_rate = chat_rate
+        self.chat_burst = chat_burst
+        self.group_per_minute = group_per_minute
+        self._clock = clock
+        self._sleep = sleep
+        self._overall = Window(overall_per_second, 1.0)
+        self._blocked_until = -math.inf  # every chat (a 429 on a chat-less method)
+        self._chats: dict[int | str, _Chat] = {}
+        self._tickets = itertools.count()
+        self.thinned: Counter[str] = Counter()  # by priority
+        self.limited = 0  # 429 answers seen
+        self.retried = 0  # finals sent again after a 429
+
+    async def initialize(self) -> None:
+        """Nothing to set up: the state is plain bookkeeping."""
+
+    async def shutdown(self) -> None:
+        """Nothing to release; callers still waiting are cancelled by their owners."""
+
+    def stats(self) -> dict[str, Any]:
+        now = self._clock()
+        return {
+            "thinned": dict(self.thinned),
+            "limited": self.limited,
+            "retried": self.retried,
+            "waiting": sum(len(chat.queue) for chat in self._chats.values()),
+            "blocked_chats": sum(1 for c in self._chats.values() if c.blocked_until > now),
+            "blocked_all": self._blocked_until > now,
+        }
+
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, JSONResult]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: RateArgs | None,
+    ) -> JSONResult:
+        priority = priority_of(rate_limit_args)
+        chat = self._chat(data.get("chat_id"))
+        costs = endpoint not in EPHEMERAL
+        if priority != "final":
+            self._admit_now(chat, costs, priority)
+            try:
+                return await callback(*args, **kwargs)
+            except RetryAfter as exc:
+                self._block(chat, exc, endpoint)
+                raise
+        attempt = 0
+        while True:
+            await self._admit(chat, costs, front=attempt > 0)
+            try:
+                return await callback(*args, **kwargs)
+            except RetryAfter as exc:
+                self._block(chat, exc, endpoint)
+                if attempt >= self.max_retries:
+                    raise
+            attempt += 1
+            self.retried += 1
+
+    # ----- chats -------------------------------------------------------------------------
+
+    def _chat(self, chat_id: object) -> _Chat | None:
+        if chat_id is None or isinstance(chat_id, bool):
+            return None
+        key: int | str
+        if isinstance(chat_id, int):
+            key = chat_id
+        else:
+            text = str(chat_id)
+            key = int(text) if text.lstrip("-").isdigit() else text.lower()
+        chat = self._chats.get(key)
+        if chat is None:
+            self._forget_idle()
+            now = self._clock()
+            bucket = Bucket(self.chat_rate, self.chat_burst, now)
+            limits: list[Limit] = [bucket]
+            # A negative id or an @username is a group, supergroup or channel.
+            if isinstance(key, str) or key < 0:
+                limits.append(Window(self.group_per_minute, 60.0))
+            chat = self._chats[key] = _Chat(bucket, limits)
+        return chat
+
+    def _forget_idle(self) -> None:
+        if len(self._chats) < MAX_CHATS:
+            return
+        now = self._clock()
+        for key, chat in list(self._chats.items()):
+            idle = all(limit.idle(now) for limit in chat.limits)
+            if idle and not chat.queue and chat.blocked_until <= now:
+                del self._chats[key]
+
+    # ----- admission ---------------------------------------------------------------------
+
+    def _delay(self, chat: _Chat | None, costs: bool, now: float) -> float:
+        delay = self._blocked_until - now
+        if chat is None:
+            return delay
+        delay = max(delay, chat.blocked_until - now, self._overall.wait(now))
+        if costs:
+            delay = max(delay, *(limit.wait(now) for limit in chat.limits))
+        return delay
+
+    def _take(self, chat: _Chat | None, costs: bool, now: float) -> None:
+        if chat is None:
+            return
+        self._overall.take(now)
+        if costs:
+            for limit in chat.limits:
+                limit.take(now)
+
+    def _admit_now(self, chat: _Chat | None, costs: bool, priority: Priority) -> None:
+        """Admit a progress or draft call at once, or raise Thinned."""
+        now = self._clock()
+        pressed = self._blocked_until > now
+        if chat is not None:
+            pressed = (
+                pressed
+                or chat.blocked_until > now
+                or bool(chat.queue)
+                or self._overall.level(now) < 1 + OVERALL_SPARE
+                or any(limit.level(now) < SPARE for limit in chat.limits)
+            )
+        if pressed:
+            self.thinned[priority] += 1
+            raise Thinned(f"rate budget: {priority} call thinned")
+        self._take(chat, costs, now)
+
+    async def _admit(self, chat: _Chat | None, costs: bool, *, front: bool) -> None:
+        """Wait until this final call may go (its turn in the chat, the budget, no block)."""
+        if chat is None:
+            while (delay := self._delay(None, costs, self._clock())) > 0:
+                await self._sleep(delay)
+            return
+        ticket = next(self._tickets)
+        if front:
+            chat.queue.appendleft(ticket)
+        else:
+            chat.queue.append(ticket)
+        try:
+            while True:
+                if chat.queue[0] != ticket:
+                    await chat.changed.wait()
+                    continue
+                now = self._clock()
+                delay = self._delay(chat, costs, now)
+                if delay <= 0:
+                    self._take(chat, costs, now)
+                    return
+                await self._sleep(delay)
+        finally:
+            chat.queue.remove(ticket)
+            chat.pulse()
+
+    def _block(self, chat: _Chat | None, exc: RetryAfter, endpoint: str) -> None:
+        """A 429: nothing goes to the chat (every chat, for a chat-less method) until
+        ``retry_after`` has passed, and the chat's burst starts again from empty."""
+        now = self._clock()
+        seconds = retry_seconds(exc)
+        self.limited += 1
+        if chat is None:
+            self._blocked_until = max(self._blocked_until, now + seconds)
+            log.warning("429 on %s: every chat waits %.1f s", endpoint, seconds)
+            return
+        chat.blocked_until = max(chat.blocked_until, now + seconds)
+        chat.bucket.drain(now)
+        log.warning("429 on %s: the chat waits %.1f s", endpoint, seconds)
