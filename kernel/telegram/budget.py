@@ -13,9 +13,12 @@ and a 429 blocks the chat it came from (every chat when the method names none) f
 A call says its priority with ``rate_limit_args={"priority": ...}``:
 
 - ``final`` (the default: PTB's own calls and everything that must arrive) waits for its
-  turn, in arrival order within the chat; after a 429 it waits the block out and tries
-  again, up to ``max_retries`` times, then the ``RetryAfter`` is raised for the caller
-  (the outbox) to schedule.
+  turn: finals go one at a time per chat, in arrival order, so they arrive in that order.
+  After a 429 the call keeps its turn, waits the block out and tries again, up to
+  ``max_retries`` times; then the ``RetryAfter`` is raised for the caller (the outbox)
+  to schedule. A block longer than ``max_wait`` (a flood ban of minutes or hours) is not
+  waited out in memory: the call raises ``RetryAfter`` for the time left at once, without
+  calling the API.
 - ``progress`` (intermediate edits) and ``draft`` (drafts, typing) never wait: when the
   chat is blocked, a final waits in it, or the budget has no room to spare for finals,
   they raise ``Thinned`` at once, without calling the API. A progress call takes a token
@@ -30,6 +33,7 @@ read from ``clock`` (monotonic), so a test can drive it.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import itertools
 import logging
 import math
@@ -139,8 +143,14 @@ class _Chat:
     bucket: Bucket
     limits: list[Limit]
     blocked_until: float = -math.inf
-    queue: deque[int] = field(default_factory=deque)  # finals waiting; the head goes next
+    queue: deque[int] = field(default_factory=deque)  # finals, in arrival order
+    sending: bool = False  # the head's request is under way
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def waiting(self) -> int:
+        """Finals waiting for their turn or for the budget (not the one under way)."""
+        return len(self.queue) - self.sending
 
     def pulse(self) -> None:
         self.changed.set()
@@ -167,20 +177,22 @@ class RateBudget(BaseRateLimiter[RateArgs]):
         self,
         *,
         max_retries: int = 3,
+        max_wait: float = 60.0,
         chat_rate: float = 1.0,
         chat_burst: float = 3.0,
-        group_per_minute: int = 20,
-        overall_per_second: int = 30,
+        group: tuple[int, float] = (20, 60.0),
+        overall: tuple[int, float] = (30, 1.0),
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.max_retries = max_retries
+        self.max_wait = max_wait
         self.chat_rate = chat_rate
         self.chat_burst = chat_burst
-        self.group_per_minute = group_per_minute
+        self.group = group  # (calls, seconds) in a group, supergroup or channel
         self._clock = clock
         self._sleep = sleep
-        self._overall = Window(overall_per_second, 1.0)
+        self._overall = Window(*overall)
         self._blocked_until = -math.inf  # every chat (a 429 on a chat-less method)
         self._chats: dict[int | str, _Chat] = {}
         self._tickets = itertools.count()
@@ -200,7 +212,7 @@ class RateBudget(BaseRateLimiter[RateArgs]):
             "thinned": dict(self.thinned),
             "limited": self.limited,
             "retried": self.retried,
-            "waiting": sum(len(chat.queue) for chat in self._chats.values()),
+            "waiting": sum(chat.waiting for chat in self._chats.values()),
             "blocked_chats": sum(1 for c in self._chats.values() if c.blocked_until > now),
             "blocked_all": self._blocked_until > now,
         }
@@ -224,15 +236,50 @@ class RateBudget(BaseRateLimiter[RateArgs]):
             except RetryAfter as exc:
                 self._block(chat, exc, endpoint)
                 raise
+        if chat is None:
+            return await self._send_final(None, costs, endpoint, callback, args, kwargs)
+        ticket = next(self._tickets)
+        chat.queue.append(ticket)
+        try:
+            while chat.queue[0] != ticket:
+                await chat.changed.wait()
+            return await self._send_final(chat, costs, endpoint, callback, args, kwargs)
+        finally:
+            chat.queue.remove(ticket)
+            chat.pulse()
+
+    async def _send_final(
+        self,
+        chat: _Chat | None,
+        costs: bool,
+        endpoint: str,
+        callback: Callable[..., Coroutine[Any, Any, JSONResult]],
+        args: Any,
+        kwargs: dict[str, Any],
+    ) -> JSONResult:
+        """Send a final call whose turn it is: wait for the budget, and after a 429 for
+        the block, up to ``max_retries`` times."""
         attempt = 0
         while True:
-            await self._admit(chat, costs, front=attempt > 0)
+            now = self._clock()
+            while (delay := self._delay(chat, costs, now)) > 0:
+                blocked = self._blocked(chat, now)
+                if blocked > self.max_wait:  # a flood ban: the caller schedules, not us
+                    raise RetryAfter(dt.timedelta(seconds=math.ceil(blocked)))
+                await self._sleep(delay)
+                now = self._clock()
+            self._take(chat, costs, now)
             try:
+                if chat is not None:
+                    chat.sending = True
                 return await callback(*args, **kwargs)
             except RetryAfter as exc:
                 self._block(chat, exc, endpoint)
-                if attempt >= self.max_retries:
+                if attempt >= self.max_retries or self._blocked(chat, now) > self.max_wait:
                     raise
+            finally:
+                if chat is not None:
+                    chat.sending = False
             attempt += 1
             self.retried += 1
 
@@ -255,7 +302,7 @@ class RateBudget(BaseRateLimiter[RateArgs]):
             limits: list[Limit] = [bucket]
             # A negative id or an @username is a group, supergroup or channel.
             if isinstance(key, str) or key < 0:
-                limits.append(Window(self.group_per_minute, 60.0))
+                limits.append(Window(*self.group))
             chat = self._chats[key] = _Chat(bucket, limits)
         return chat
 
@@ -270,11 +317,18 @@ class RateBudget(BaseRateLimiter[RateArgs]):
 
     # ----- admission ---------------------------------------------------------------------
 
+    def _blocked(self, chat: _Chat | None, now: float) -> float:
+        """Seconds until the 429 blocks on this chat end (<= 0: none)."""
+        until = (
+            self._blocked_until if chat is None else max(self._blocked_until, chat.blocked_until)
+        )
+        return until - now
+
     def _delay(self, chat: _Chat | None, costs: bool, now: float) -> float:
-        delay = self._blocked_until - now
+        delay = self._blocked(chat, now)
         if chat is None:
             return delay
-        delay = max(delay, chat.blocked_until - now, self._overall.wait(now))
+        delay = max(delay, self._overall.wait(now))
         if costs:
             delay = max(delay, *(limit.wait(now) for limit in chat.limits))
         return delay
@@ -295,7 +349,7 @@ class RateBudget(BaseRateLimiter[RateArgs]):
             pressed = (
                 pressed
                 or chat.blocked_until > now
-                or bool(chat.queue)
+                or chat.waiting > 0
                 or self._overall.level(now) < 1 + OVERALL_SPARE
                 or any(limit.level(now) < SPARE for limit in chat.limits)
             )
@@ -303,32 +357,6 @@ class RateBudget(BaseRateLimiter[RateArgs]):
             self.thinned[priority] += 1
             raise Thinned(f"rate budget: {priority} call thinned")
         self._take(chat, costs, now)
-
-    async def _admit(self, chat: _Chat | None, costs: bool, *, front: bool) -> None:
-        """Wait until this final call may go (its turn in the chat, the budget, no block)."""
-        if chat is None:
-            while (delay := self._delay(None, costs, self._clock())) > 0:
-                await self._sleep(delay)
-            return
-        ticket = next(self._tickets)
-        if front:
-            chat.queue.appendleft(ticket)
-        else:
-            chat.queue.append(ticket)
-        try:
-            while True:
-                if chat.queue[0] != ticket:
-                    await chat.changed.wait()
-                    continue
-                now = self._clock()
-                delay = self._delay(chat, costs, now)
-                if delay <= 0:
-                    self._take(chat, costs, now)
-                    return
-                await self._sleep(delay)
-        finally:
-            chat.queue.remove(ticket)
-            chat.pulse()
 
     def _block(self, chat: _Chat | None, exc: RetryAfter, endpoint: str) -> None:
         """A 429: nothing goes to the chat (every chat, for a chat-less method) until
