@@ -21,9 +21,10 @@ A call says its priority with ``rate_limit_args={"priority": ...}``:
   calling the API.
 - ``progress`` (intermediate edits) and ``draft`` (drafts, typing) never wait: when the
   chat is blocked, a final waits in it, or the budget has no room to spare for finals,
-  they raise ``Thinned`` at once, without calling the API. A progress call takes a token
-  only when one is left for a final after it; a draft or a chat action leaves nothing in
-  the chat, so it takes no token, but goes only when a progress call could.
+  they raise ``Thinned`` at once, without calling the API. A progress edit takes a token
+  only when one is left for a final after it. A draft or a chat action leaves nothing in
+  the chat (sendMessageDraft is made for streaming), so it takes no token from the chat
+  and goes while the chat's bucket is not empty: drafts never cost a final its turn.
 
 Chat-less calls (getMe, answerCallbackQuery, setMyCommands…) take no token; getUpdates
 never reaches a rate limiter. Pure bookkeeping: no thread, no task of its own; time is
@@ -61,7 +62,9 @@ JSONResult: TypeAlias = bool | dict[str, Any] | list[dict[str, Any]]
 
 # Methods that leave nothing in the chat: they take no token from the chat's bucket.
 EPHEMERAL = frozenset({"sendChatAction", "sendMessageDraft"})
-SPARE = 2.0  # tokens a progress or draft call needs in the chat: one stays for a final
+# Tokens a low-priority call needs in the chat's limits: a progress edit takes one and
+# leaves one for a final; a draft takes none and only needs the bucket not empty.
+NEEDS: dict[Priority, float] = {"final": 1.0, "progress": 2.0, "draft": 1.0}
 OVERALL_SPARE = 5  # overall slots a progress or draft call leaves for finals
 MAX_CHATS = 256  # idle chats are forgotten beyond this many
 
@@ -351,7 +354,7 @@ class RateBudget(BaseRateLimiter[RateArgs]):
                 or chat.blocked_until > now
                 or chat.waiting > 0
                 or self._overall.level(now) < 1 + OVERALL_SPARE
-                or any(limit.level(now) < SPARE for limit in chat.limits)
+                or any(limit.level(now) < NEEDS[priority] for limit in chat.limits)
             )
         if pressed:
             self.thinned[priority] += 1
