@@ -278,7 +278,10 @@ class RateBudget(BaseRateLimiter[RateArgs]):
                 return await callback(*args, **kwargs)
             except RetryAfter as exc:
                 self._block(chat, exc, endpoint)
-                if attempt >= self.max_retries or self._blocked(chat, now) > self.max_wait:
+                if (
+                    attempt >= self.max_retries
+                    or self._blocked(chat, self._clock()) > self.max_wait
+                ):
                     raise
             finally:
                 if chat is not None:
