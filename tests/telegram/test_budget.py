@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -12,8 +13,10 @@ import pytest
 from telegram.error import NetworkError, RetryAfter
 from telegram.ext import ExtBot
 
-from kernel.telegram.budget import Bot, RateBudget, Thinned, priority_of
+from kernel.telegram.budget import Bot, Bucket, RateBudget, Thinned, Window, priority_of
+from tests.sim.script import Reply, Text
 from tests.sim.telegram_sim import OWNER, BotCall, TelegramSim
+from tests.telegram.conftest import Factory
 
 GROUP = -100200300
 # The budget counts when a call leaves; the simulator stamps its arrival. Latencies differ
@@ -262,3 +265,41 @@ async def test_a_final_that_fails_otherwise_frees_its_turn(
     await bot.send_message(OWNER, "next")
     assert [m.text for m in tg.chat(OWNER, from_bot=True)] == ["next"]
     assert budget(bot).stats()["waiting"] == 0
+
+
+async def test_a_streaming_turn_in_a_429_storm_still_delivers_its_reply(bot: Factory) -> None:
+    """The real channel: drafts, typing and the reply share the chat's budget."""
+    h = await bot()
+    h.tg.fail("sendMessageDraft", retry_after=1, times=2)
+    h.tg.fail("editMessageText", retry_after=2, times=2)  # the placeholder → first chunk
+    h.tg.fail("sendMessage", retry_after=1, times=1)  # the placeholder itself
+    chunks = [f"part {i} " for i in range(6)]
+    h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), chunk_delay=0.35))
+
+    assert await h.converse("stream in a storm") == "part 0 part 1 part 2 part 3 part 4 part 5"
+    assert h.texts() == ["part 0 part 1 part 2 part 3 part 4 part 5"]
+    calls = chat_calls(h.tg, OWNER)
+    assert_blocks_honoured(calls)
+    limited = Counter(c.method for c in calls if c.status == 429)
+    assert limited["sendMessage"] == 1 and limited["editMessageText"] == 2
+    # A draft goes only once the bucket refilled after the placeholder; its 429 ends drafts.
+    assert [c.status for c in h.tg.calls_to("sendMessageDraft")] in ([], [429])
+    assert isinstance(h.channel.app.bot.rate_limiter, RateBudget)
+
+
+def test_the_limits_on_a_driven_clock() -> None:
+    bucket = Bucket(rate=1.0, burst=3.0, now=0.0)
+    for _ in range(3):
+        assert bucket.wait(0.0) == 0.0
+        bucket.take(0.0)
+    assert bucket.wait(0.0) == pytest.approx(1.0)
+    assert bucket.wait(0.5) == pytest.approx(0.5)
+    assert bucket.level(100.0) == 3.0  # never more than the burst
+
+    window = Window(20, 60.0)
+    for n in range(20):
+        assert window.wait(n * 0.1) == 0.0
+        window.take(n * 0.1)
+    assert window.wait(2.0) == pytest.approx(58.0)  # the first of the 20 leaves at 60.0
+    assert window.level(60.0) == 1.0
+    assert not window.idle(60.0) and window.idle(62.0)
