@@ -28,7 +28,6 @@ from zoneinfo import ZoneInfo
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
-    AIORateLimiter,
     Application,
     ApplicationBuilder,
     ApplicationHandlerStop,
@@ -48,6 +47,7 @@ from kernel.core.status import ChannelState
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
+from kernel.telegram.budget import RateBudget
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
@@ -105,7 +105,7 @@ class TelegramChannel:
             base_file_url=f"{cfg.api_base}/file/bot",
             request=HTTPXRequest(connection_pool_size=256),  # PTB's builder default
             get_updates_request=polls,
-            rate_limiter=AIORateLimiter(max_retries=cfg.max_retries_429),
+            rate_limiter=RateBudget(max_retries=cfg.max_retries_429),
         )
         self.app: Application[Any, Any, Any, Any, Any, Any] = (
             ApplicationBuilder().bot(bot).concurrent_updates(False).build()
