@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -332,9 +333,7 @@ class Rig:
 
     def _end_stand_in_cli(self) -> None:
         """The stand-in CLI a killed Kernel left running (it sleeps for minutes)."""
-        with contextlib.suppress(OSError, ValueError):
-            import json
-
+        with contextlib.suppress(OSError, ValueError, KeyError):
             pid = int(json.loads(self.cli_record.read_text())["pid"])
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
