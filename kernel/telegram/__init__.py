@@ -3,6 +3,7 @@
 Public API: ``kernel.telegram.channel.TelegramChannel`` (what the Kernel starts and
 stops). The rest serves it: ``inbound`` (messages in), ``commands``, ``asks``
 (inline-button questions), ``view``/``progress``/``tool_progress`` (how a turn looks),
-``render`` and ``split`` (Markdown to Telegram HTML, 4096-unit messages), ``media``,
+``render`` and ``split`` (Markdown to Telegram HTML, 4096-unit messages), ``budget``
+(one rate budget per chat for every Bot API call), ``media``,
 ``voice`` and ``outlet`` (Telegram as a delivery target).
 """

@@ -28,7 +28,6 @@ from zoneinfo import ZoneInfo
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
-    AIORateLimiter,
     Application,
     ApplicationBuilder,
     ApplicationHandlerStop,
@@ -48,6 +47,7 @@ from kernel.core.status import ChannelState
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
+from kernel.telegram.budget import RateBudget
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.outbox import Outbox, plain_items
@@ -98,7 +98,7 @@ class TelegramChannel:
             .base_url(f"{cfg.api_base}/bot")
             .base_file_url(f"{cfg.api_base}/file/bot")
             .get_updates_request(self._clock)
-            .rate_limiter(AIORateLimiter(max_retries=cfg.max_retries_429))
+            .rate_limiter(RateBudget(max_retries=cfg.max_retries_429))
             .concurrent_updates(False)
             .build()
         )

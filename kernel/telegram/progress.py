@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 
-from telegram import Bot
 from telegram.error import TelegramError
 
 from kernel.commands import format_elapsed
@@ -23,6 +22,7 @@ from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.delegate.delegator import DEFAULT_CLI, Delegation, Delegator
 from kernel.delegate.formats import Trouble, display_name
+from kernel.telegram.budget import Bot, Priority
 from kernel.telegram.outbox import Outbox, plain_items
 
 log = logging.getLogger(__name__)
@@ -129,14 +129,19 @@ class DelegationProgress:
             if wait > 0:
                 await asyncio.sleep(wait)
             assert self.message_id is not None
-            await self._edit(self.message_id, self.render())
+            await self._edit(self.message_id, self.render(), "progress")
             self._last_edit = time.monotonic()
 
-    async def _edit(self, message_id: int, text: str) -> bool:
+    async def _edit(self, message_id: int, text: str, priority: Priority = "final") -> bool:
         if text == self._shown:
             return True
         try:
-            await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=message_id)
+            await self.bot.edit_message_text(
+                text,
+                chat_id=self.chat_id,
+                message_id=message_id,
+                rate_limit_args={"priority": priority},
+            )
         except TelegramError as exc:
             log.info("progress edit failed: %s", type(exc).__name__)
             return False

@@ -16,12 +16,12 @@ import logging
 import time
 from collections.abc import Callable
 
-from telegram import Bot
 from telegram.error import TelegramError
 
 from kernel.core.events import ToolProgress
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
+from kernel.telegram.budget import Bot, Thinned
 from kernel.telegram.outbox import Outbox, delete_item
 
 log = logging.getLogger(__name__)
@@ -106,8 +106,15 @@ class ToolProgressLine:
                 self._target, self._own = sent.message_id, True
             else:
                 await self.bot.edit_message_text(
-                    text, chat_id=self.chat_id, message_id=self._target
+                    text,
+                    chat_id=self.chat_id,
+                    message_id=self._target,
+                    rate_limit_args={"priority": "progress"},
                 )
+        except Thinned:  # the chat's budget is short: the newest text shows a bit later
+            if self._calls:
+                self._timer.spawn(self._later(self.interval), "tool-progress")
+            return
         except TelegramError as exc:
             log.info("tool progress edit failed: %s", type(exc).__name__)
             return

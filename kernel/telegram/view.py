@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from telegram import Bot
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
@@ -39,6 +38,7 @@ from kernel.core.turns import Turn
 from kernel.delegate.delegator import Delegator
 from kernel.store.mailbox import InboxState, OutboxItem
 from kernel.telegram.asks import AskBoard
+from kernel.telegram.budget import Bot, Thinned
 from kernel.telegram.outbox import (
     Outbox,
     Ticket,
@@ -258,13 +258,15 @@ class TurnView:
     async def _keep_typing(self) -> None:
         while True:
             with contextlib.suppress(TelegramError):
-                await self.bot.send_chat_action(self.chat_id, ChatAction.TYPING)
+                await self.bot.send_chat_action(
+                    self.chat_id, ChatAction.TYPING, rate_limit_args={"priority": "draft"}
+                )
             await asyncio.sleep(self.typing_interval)
 
     def _maybe_draft(self) -> None:
-        """Drafts are best-effort previews sent beside the turn, one at a time: a slow or
-        rate-limited draft (PTB retries a 429 after retry_after) must never hold up the
-        events behind it, the final reply least of all."""
+        """Drafts are best-effort previews sent beside the turn, one at a time: a slow draft
+        (or one the rate budget thinned: it never waits) must never hold up the events
+        behind it, the final reply least of all."""
         if not self.drafts or (self._draft_task is not None and not self._draft_task.done()):
             return
         now = time.monotonic()
@@ -278,8 +280,12 @@ class TurnView:
 
     async def _send_draft(self, text: str) -> None:
         try:
-            await self.bot.send_message_draft(self.chat_id, self.draft_id, text)
+            await self.bot.send_message_draft(
+                self.chat_id, self.draft_id, text, rate_limit_args={"priority": "draft"}
+            )
             self._drafted = text
+        except Thinned:  # the chat's budget is short: a later draft shows the text
+            pass
         except TelegramError as exc:
             log.info("draft failed (%s); drafts off for this turn", type(exc).__name__)
             self.drafts = False
@@ -297,5 +303,8 @@ class TurnView:
     async def _note_tool(self, message_id: int, name: str) -> None:
         with contextlib.suppress(TelegramError):
             await self.bot.edit_message_text(
-                t("tg.working_tool", name=name), chat_id=self.chat_id, message_id=message_id
+                t("tg.working_tool", name=name),
+                chat_id=self.chat_id,
+                message_id=message_id,
+                rate_limit_args={"priority": "progress"},
             )

@@ -194,15 +194,19 @@ async def test_drafts_stream_then_stop_after_a_draft_error(bot: Factory) -> None
     assert len(h.tg.calls_to("sendMessageDraft")) == before + 1  # the failed one, then none
 
 
-async def test_a_rate_limited_draft_never_holds_up_the_reply(bot: Factory) -> None:
+async def test_a_rate_limited_draft_is_given_up_and_its_block_honoured(bot: Factory) -> None:
     h = await bot()
-    # PTB's rate limiter would wait 30 s and retry the draft: the reply must not wait.
-    h.tg.fail("sendMessageDraft", retry_after=30, times=5)
+    # A 429 blocks the whole chat for retry_after (kernel.telegram.budget), drafts included:
+    # the draft is not retried, the events go on, and the reply lands once the block ends.
+    h.tg.fail("sendMessageDraft", retry_after=2, times=5)
     chunks = [f"part {i} " for i in range(4)]
     h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), chunk_delay=0.35))
     assert (await h.converse("stream please")) == "part 0 part 1 part 2 part 3"
-    assert len(h.tg.calls_to("sendMessageDraft")) == 1  # one in flight at a time, then given up
+    drafts = h.tg.calls_to("sendMessageDraft")
+    assert len(drafts) == 1 and drafts[0].status == 429  # one in flight, then given up
     assert h.tg.drafts(OWNER) == []
+    after = [c for c in h.tg.calls if c.at > drafts[0].at]
+    assert after and all(c.at >= drafts[0].at + 2 for c in after)
 
 
 async def test_drafts_off_when_stream_is_false(bot: Factory) -> None:

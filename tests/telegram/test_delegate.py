@@ -33,7 +33,9 @@ def edits(h: BotHarness) -> list[tuple[float, str]]:
 async def test_progress_is_edited_while_the_cli_runs_then_the_summary_arrives(
     bot: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("STANDIN_DELAY", "0.3")
+    # Each step lasts longer than the chat's budget of about one edit a second
+    # (kernel.telegram.budget), so every step gets its moment in the progress message.
+    monkeypatch.setenv("STANDIN_DELAY", "1.5")
     h = await start(bot, tmp_path)
     h.model.enqueue(
         tool_reply("delegate_to_cli", {"task": "count the files"}),
