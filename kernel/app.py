@@ -35,6 +35,7 @@ from kernel.skills import SkillLibrary
 from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
+from kernel.store.mailbox import Mailbox
 from kernel.tools.registry import ToolRegistry
 from kernel.workspace import Workspace
 from kernel.workspace.archive import Archives
@@ -83,7 +84,9 @@ class Kernel:
             clock=self.clock.now,
         )
         self.mcp.sampler = agent_sampler(self.agent)  # MCP sampling: the agent's own model
-        self.retention = RetentionJob(config.data_dir, config.general.retention_days)
+        self.retention = RetentionJob(
+            config.data_dir, config.general.retention_days, mailbox=Mailbox(self.store)
+        )
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)
         # The workspace the sidecar serves: config.toml and the data dir never among it.

@@ -2,8 +2,10 @@
 outputs, long tool outputs — are deleted once older than ``general.retention_days``.
 
 History and memories live in the database and are kept forever; logs are bounded by
-rotation. The sweep runs in a thread (it may touch many files) and never leaves its
-folders: symbolic links are removed as links, never followed.
+rotation. The mailbox (the inbox and outbox records of issue 15) is pruned with the same
+age: rows settled or finished longer ago than ``retention_days`` go; open, waiting and
+undelivered rows stay whatever their age. The sweep runs in a thread (it may touch many
+files) and never leaves its folders: symbolic links are removed as links, never followed.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kernel.core.tasks import TaskSet
+from kernel.store.mailbox import Mailbox
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,7 @@ class SweepResult:
     folders_removed: int = 0
     failures: int = 0
     skipped: list[str] = field(default_factory=list)  # top folders that are not real dirs
+    mailbox_rows: int = 0  # settled inbox and finished outbox rows pruned
 
     @property
     def total(self) -> int:
@@ -115,8 +120,10 @@ class RetentionJob:
         interval: float = DAY,
         clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
+        mailbox: Mailbox | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.mailbox = mailbox
         self.days = days
         self.first_run = first_run
         self.interval = interval
@@ -149,6 +156,13 @@ class RetentionJob:
         result = await asyncio.to_thread(
             sweep, self.data_dir, self.days * DAY, self.clock(), stop=self._stop
         )
+        if self.mailbox is not None:
+            before = datetime.fromtimestamp(self.clock() - self.days * DAY, UTC)
+            try:
+                result.mailbox_rows = await self.mailbox.prune(before)
+            except Exception as exc:  # the files were swept; the rows wait for tomorrow
+                result.failures += 1
+                log.warning("retention: pruning the mailbox failed: %s", type(exc).__name__)
         self.runs += 1
         self.last = result
         for name in result.skipped:
@@ -158,6 +172,8 @@ class RetentionJob:
                 name,
             )
         counts = ", ".join(f"{k} {v}" for k, v in result.deleted.items())
+        if result.mailbox_rows:
+            log.info("retention: pruned %d mailbox rows", result.mailbox_rows)
         if result.total or result.failures:
             log.info(
                 "retention: deleted %d files older than %d days (%s), %d empty folders, "

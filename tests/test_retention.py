@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from kernel.app import Kernel
 from kernel.config import load_config
 from kernel.core.errors import ConfigError
 from kernel.retention import DAY, RetentionJob, sweep
+from kernel.store.mailbox import InboxState, OutboxItem
 from tests.conftest import write_config
 
 NOW = 1_900_000_000.0  # a fixed "now" for the sweep, far from the real clock
@@ -176,3 +178,49 @@ def test_negative_retention_days_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as refused:
         load_config(path, env={}, require_telegram=False)
     assert "general.retention_days" in str(refused.value)
+
+
+async def test_the_mailbox_is_pruned_with_the_same_age(tmp_path: Path) -> None:
+    """Settled inbox rows and finished outbox rows older than retention_days go; open,
+    waiting and undelivered rows stay whatever their age."""
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude")
+    kernel = Kernel(load_config(path, env={}, require_telegram=False))
+    await kernel.store.start()
+    try:
+        mailbox = kernel.retention.mailbox
+        assert mailbox is not None
+        now = datetime.now(UTC)
+        old, recent = now - timedelta(days=8), now - timedelta(days=6)
+
+        async def row(update_id: int, when: datetime, state: InboxState | None) -> int:
+            taken = await mailbox.take_in(
+                "telegram",
+                "1",
+                update_id=update_id,
+                message_id=update_id,
+                kind="text",
+                payload={"update_id": update_id},
+                now=when,
+            )
+            assert taken is not None
+            if state is not None:
+                await mailbox.settle(taken.id, state, when)
+            return taken.id
+
+        gone = await row(1, old, "answered")
+        kept = [await row(2, recent, "failed"), await row(3, old, None)]
+        kept.append(await row(4, old, "waiting"))
+        item = [OutboxItem("send", {"text": "x"})]
+        sent, pending = (
+            await mailbox.put("telegram", "1", item, now=old, expires_at=now),
+            await mailbox.put("telegram", "1", item, now=old, expires_at=now),
+        )
+        await mailbox.sent(sent[0], 10, old)
+        result = await kernel.retention.run_once()
+        assert result.mailbox_rows == 2
+        assert await mailbox.inbox_row(gone) is None
+        assert all([await mailbox.inbox_row(i) for i in kept])
+        assert await mailbox.outbox_row(sent[0]) is None
+        assert await mailbox.outbox_row(pending[0]) is not None
+    finally:
+        await kernel.store.close()

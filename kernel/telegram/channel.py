@@ -1,9 +1,11 @@
 """The Telegram channel: python-telegram-bot's Application inside Kernel's own loop.
 
-Started by hand (initialize → start_polling → start; the reverse on stop) with
-``drop_pending_updates`` and explicit ``allowed_updates``. Updates are handled one at
-a time in order; a message starts a turn whose presentation runs as a tracked task, so
-``/cancel`` and ``/status`` are never stuck behind a running reply. A watchdog restarts
+Started by hand (initialize → start_polling → start; the reverse on stop) with explicit
+``allowed_updates``. What arrived while Kernel was down is kept and offered to the owner,
+and turns a crash cut off are told (``mailroom.py``), before anything new is handled.
+Updates are handled one at a time in order; a message starts a turn whose presentation
+runs as a tracked task, so ``/cancel`` and ``/status`` are never stuck behind a running
+reply. A watchdog restarts
 polling when no ``getUpdates`` has completed for ``telegram.watchdog_seconds``.
 """
 
@@ -20,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -50,6 +52,7 @@ from kernel.telegram.asks import AskBoard
 from kernel.telegram.budget import RateBudget
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
+from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
 from kernel.telegram.outbox import Outbox, plain_items
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
 
@@ -64,16 +67,22 @@ Context = ContextTypes.DEFAULT_TYPE
 
 
 class _PollClock(HTTPXRequest):
-    """The request object PTB uses for getUpdates only: records each completed poll."""
+    """The request object PTB uses for getUpdates only: records each completed poll.
+    ``on_poll`` is told as each poll starts how many were answered before it."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.last_ok = time.monotonic()
+        self.answered = 0
+        self.on_poll: Callable[[int], None] | None = None
 
     async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        if self.on_poll is not None:
+            self.on_poll(self.answered)
         result = await super().do_request(*args, **kwargs)
         if result[0] == 200:  # a 409 or a proxy's 502 is no completed poll
             self.last_ok = time.monotonic()
+            self.answered += 1
         return result
 
 
@@ -112,6 +121,8 @@ class TelegramChannel:
         self.board = AskBoard(self.app.bot, self.outbox, kernel.agent.asks)
         self.commands = CommandSet(self)
         self.inbound = Inbound(self)
+        self.mailroom = Mailroom(self)
+        self._clock.on_poll = self.mailroom.poll_starting
         self._register()
         self._started = False
         kernel.status_board.add(self)
@@ -168,7 +179,8 @@ class TelegramChannel:
             await self.app.bot.set_my_commands(commands)
         except TelegramError as exc:  # the menu is a convenience; the bot works without it
             log.warning("setMyCommands failed: %s", type(exc).__name__)
-        await self._start_polling(drop_pending=True)
+        await self.mailroom.recover()  # turns cut off last time; then what waited
+        await self._start_polling()
         await self.app.start()
         self._watchdog.spawn(self._watch_polling(), "telegram-watchdog")
         self._started = True
@@ -196,9 +208,9 @@ class TelegramChannel:
         await self.app.shutdown()
         log.info("telegram channel stopped")
 
-    async def _start_polling(self, *, drop_pending: bool = False) -> None:
-        """``drop_pending`` only at process start (seed 004): a watchdog restart must not
-        throw away what the owner sent while polling was stuck."""
+    async def _start_polling(self) -> None:
+        """Nothing is dropped: what arrived while Kernel was down is recorded waiting and
+        the owner decides (``mailroom.py``)."""
         assert self.app.updater is not None
         self._clock.last_ok = time.monotonic()
         await self.app.updater.start_polling(
@@ -207,7 +219,6 @@ class TelegramChannel:
             # of no retries, a failure during an outage would leave polling stopped.
             bootstrap_retries=-1,
             allowed_updates=ALLOWED_UPDATES,
-            drop_pending_updates=drop_pending,
             error_callback=self._polling_error,
         )
 
@@ -261,29 +272,36 @@ class TelegramChannel:
         self.app.add_handler(TypeHandler(Update, self._gate), group=-1)
         for name in COMMANDS:
             self.app.add_handler(CommandHandler(name, getattr(self.commands, name)))
+        self.app.add_handler(TypeHandler(Check, self.mailroom.on_check))
+        pattern = CALLBACK_PATTERN
+        self.app.add_handler(CallbackQueryHandler(self.mailroom.on_press, pattern=pattern))
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
         # "/skill/<name> …" starts like a command but is a message (the agent injects
         # the skill), so it goes to the inbound handler like any text.
         skill = filters.Regex(SKILL_PREFIX)
         self.app.add_handler(MessageHandler(filters.COMMAND & ~skill, self.commands.unknown))
         self.app.add_handler(MessageHandler(filters.ALL, self.inbound.handle))
+        self.app.add_handler(TypeHandler(Update, self.mailroom.after), group=1)
         self.app.add_error_handler(self._on_error)
 
     async def _on_error(self, update: object, context: Context) -> None:
         """A handler failed: log it (redacted by the formatter) and tell the owner."""
         error = context.error
         log.error("handling an update failed: %s", type(error).__name__, exc_info=error)
+        await self.mailroom.failed(update)
         chat = update.effective_chat if isinstance(update, Update) else None
         if chat is not None and chat.id == self.owner:
             await self._tell_owner(error)
 
     async def _gate(self, update: Update, context: Context) -> None:
-        """Only the owner's private chat gets through; the rest is dropped and counted."""
-        if self.stopping:
-            raise ApplicationHandlerStop
+        """Only the owner's private chat gets through; the rest is dropped and counted.
+        The owner's updates are on record before they are handled (``mailroom.py``)."""
         reason = self._reject_reason(update)
         if reason:
             self.dropped[reason] += 1
+            self.mailroom.refused(update)
+            raise ApplicationHandlerStop
+        if not await self.mailroom.admit(update):
             raise ApplicationHandlerStop
 
     def _reject_reason(self, update: Update) -> str:

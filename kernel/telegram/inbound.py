@@ -1,13 +1,18 @@
 """Owner messages that are not commands: text, photos, documents, voice (``voice.py``).
 Each starts a turn shown by a TurnView running as a tracked task; a message that arrives
-while a turn runs gets one busy notice per busy window."""
+while a turn runs gets one busy notice per busy window.
+
+Each message has its inbox row (``mailroom.py``), open until the turn ends: the view
+settles it with the reply; a refusal before any turn (busy, a failed download, an
+unsupported kind) settles it with its notice, queued through the outbox."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from telegram import Message, Update
 from telegram.error import TelegramError
@@ -15,6 +20,7 @@ from telegram.ext import ContextTypes
 
 from kernel.agent.agent import UserInput
 from kernel.core.errors import BusyError
+from kernel.core.events import Completed, ErrorEvent
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.telegram import media
@@ -39,54 +45,67 @@ class Inbound:
         self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
         self.voice = TelegramVoice(channel.app.bot, channel.kernel.config)
 
+    def busy(self, chat_id: int) -> bool:
+        view = self.views.get(chat_id)
+        return self.agent.is_busy(conversation_of(chat_id)) or bool(view and not view.done())
+
     async def handle(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
         if message is None:
             return
         chat_id = message.chat.id
-        view = self.views.get(chat_id)
-        if self.agent.is_busy(conversation_of(chat_id)) or (view and not view.done()):
-            await self._busy(chat_id, message)
+        row = self.channel.mailroom.row_id(update)
+        if self.busy(chat_id):
+            await self._busy(chat_id, row)
             return
         if message.text:
-            self.start(chat_id, UserInput(message.text, channel="telegram"))
+            await self.start(chat_id, UserInput(message.text, channel="telegram"), row=row)
             return
         # Downloads and transcription take a while: they run beside the update queue
         # (so /cancel and /status stay instant) and count as busy until the turn starts.
         self.views[chat_id] = self.channel.spawn(
-            self._prepare(chat_id, message), f"tg-read-{message.message_id}", for_owner=True
+            self._prepare(chat_id, message, row), f"tg-read-{message.message_id}", for_owner=True
         )
 
-    async def _prepare(self, chat_id: int, message: Message) -> None:
+    async def _prepare(self, chat_id: int, message: Message, row: int | None) -> None:
+        mailroom = self.channel.mailroom
         spoken = bool(message.voice or message.audio)
         try:
             user_input = await self._read(message)
         except media.MediaRefused as exc:
-            await message.reply_text(str(exc))
+            await mailroom.tell(chat_id, str(exc), row)
             return
         except TelegramError as exc:
             log.warning("download failed: %s", type(exc).__name__)
-            await message.reply_text(t("tg.download_failed"))
+            await mailroom.tell(chat_id, t("tg.download_failed"), row, again=True)
             return
+        except Exception:  # the owner is told by the channel (an internal error)
+            if row is not None:
+                await mailroom.close(row, "failed")
+            raise
         if user_input is None:
-            await message.reply_text(t("tg.unsupported_message"))
+            await mailroom.tell(chat_id, t("tg.unsupported_message"), row)
             return
         if self.channel.stopping:  # ready just as Kernel stops: no turn can run now
-            await message.reply_text(t("tg.interrupted"))
+            await mailroom.tell(chat_id, t("tg.interrupted"), row, "interrupted", again=True)
             return
-        self.start(chat_id, user_input, spoken=spoken)
+        await self.start(chat_id, user_input, spoken=spoken, row=row)
 
-    def start(self, chat_id: int, user_input: UserInput, *, spoken: bool = False) -> None:
+    async def start(
+        self, chat_id: int, user_input: UserInput, *, spoken: bool = False, row: int | None = None
+    ) -> None:
         user_input.user_id = user_input.user_id or str(chat_id)  # recorded with a new session
         try:
             turn = self.agent.start_turn(conversation_of(chat_id), user_input)
         except BusyError:
+            await self._busy(chat_id, row)
             return
         self._busy_notified.discard(chat_id)
         view = TurnView(
             self.channel.app.bot,
             chat_id,
             outbox=self.channel.outbox,
+            inbox_id=row,
             drafts=self.channel.cfg.stream,
             typing_interval=self.channel.cfg.typing_interval,
             interrupted=lambda: self.channel.stopping,
@@ -97,7 +116,32 @@ class Inbound:
             needs_approval=self.channel.kernel.tools.needs_approval,
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
-        self.views[chat_id] = self.channel.spawn(shown, f"tg-{turn.id}")
+        self.views[chat_id] = self.channel.spawn(self._settled(shown, turn, row), f"tg-{turn.id}")
+
+    async def _settled(self, shown: Coroutine[Any, Any, None], turn: Turn, row: int | None) -> None:
+        """The view settles the row with what it queued; whatever it left open is closed
+        here by how the turn ended. Cut off by a stop, the row stays open: the next start
+        tells the owner it was interrupted."""
+        if row is None:
+            await shown
+            return
+        mailroom = self.channel.mailroom
+        try:
+            await shown
+        except asyncio.CancelledError:
+            if not self.channel.stopping:
+                await asyncio.shield(mailroom.close(row, "cancelled"))
+            raise
+        except Exception:
+            await mailroom.close(row, "failed")
+            raise
+        final = turn.final
+        if isinstance(final, ErrorEvent):
+            await mailroom.close(row, "failed")
+        elif isinstance(final, Completed) and final.cancelled:
+            await mailroom.close(row, "interrupted" if self.channel.stopping else "cancelled")
+        else:
+            await mailroom.close(row, "answered")
 
     async def _show_and_speak(self, view: TurnView, turn: Turn, chat_id: int) -> None:
         """A reply to voice: the text as always, then the voice note (``[tts]``)."""
@@ -106,8 +150,10 @@ class Inbound:
             await self.voice.reply(chat_id, view.reply)
 
     def cancel(self, chat_id: int) -> bool:
-        """Stop the chat's turn, or the delivery of a reply that just completed."""
-        if self.agent.cancel(conversation_of(chat_id)):
+        """Stop the chat's turn, or the delivery of a reply that just completed, and the
+        stored messages queued to run after it."""
+        queued = chat_id == self.channel.owner and self.channel.mailroom.cancel_runs()
+        if self.agent.cancel(conversation_of(chat_id)) or queued:
             return True
         view = self.views.get(chat_id)
         if view is not None and not view.done():
@@ -115,11 +161,16 @@ class Inbound:
             return True
         return False
 
-    async def _busy(self, chat_id: int, message: Message) -> None:
+    async def _busy(self, chat_id: int, row: int | None) -> None:
+        """One notice per busy window, with 🔁 to run the message once the turn ends;
+        later messages of the window are settled by that same notice's words."""
+        mailroom = self.channel.mailroom
         if chat_id in self._busy_notified:
+            if row is not None:
+                await mailroom.close(row, "failed")
             return
         self._busy_notified.add(chat_id)
-        await message.reply_text(t("turn.busy"))
+        await mailroom.tell(chat_id, t("turn.busy"), row, again=True)
 
     async def _read(self, message: Message) -> UserInput | None:
         caption = message.caption or ""

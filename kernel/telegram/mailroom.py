@@ -1,0 +1,390 @@
+"""The owner's updates on record (issue 15): every one is taken into the ``inbox`` table
+before it is handled, so nothing the owner sends is lost or handled twice.
+
+- **Taken in**: the gate calls :meth:`Mailroom.admit` for each owner update; a repeat
+  ``update_id`` (Telegram delivers again after a crash) is not handled again. Commands
+  and button presses are settled ``answered`` once handled (:meth:`Mailroom.after`); a
+  message stays ``open`` through its turn and is settled with its reply or notice.
+- **Waiting**: a message dated before polling began arrived while Kernel was down. It
+  is recorded ``waiting`` and not handled; once the first batch is taken in, ONE notice
+  tells the owner how many wait and since when, with two buttons: process them now (in
+  order, one turn after another) or drop them. The state is in the database, so the
+  buttons still work after a restart.
+- **Interrupted**: at start, rows the previous process left ``open`` were cut off by a
+  crash or a stop. Each is settled ``interrupted`` with a notice naming the message (its
+  placeholder, when one stands, becomes the notice) and a 🔁 button that runs it again.
+- **Again** (``again:<id>``): reopen a settled row and run its stored update again.
+
+Public API: :class:`Mailroom` (``channel.mailroom``), :func:`kind_of`.
+Message text is the owner's data: it goes to the chat, never to a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.error import TelegramError
+from telegram.ext import ContextTypes
+
+from kernel.core.i18n import t
+from kernel.store.mailbox import SETTLED, InboxRow, InboxState, Mailbox
+from kernel.telegram.outbox import again_markup, edit_item, plain_items
+
+if TYPE_CHECKING:
+    from kernel.telegram.channel import TelegramChannel
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "telegram"
+RUN, DROP, AGAIN = "waiting:run", "waiting:drop", "again:"
+CALLBACK_PATTERN = r"^(waiting:(run|drop)|again:\d{1,18})$"  # an id SQLite can hold
+NAMED = 40  # characters of a message named in a notice
+IDLE_POLL = 0.2  # seconds between looks at a busy chat (a turn not shown by a view)
+
+
+class Check:
+    """Put in PTB's update queue behind a batch: handled once the batch before it is."""
+
+
+def kind_of(update: Update) -> str:
+    if update.callback_query is not None:
+        return "callback"
+    message = update.message
+    if message is None:
+        return "other"
+    if message.text:
+        entity = message.entities[0] if message.entities else None
+        command = entity is not None and entity.type == "bot_command" and entity.offset == 0
+        return "command" if command and not message.text.startswith("/skill/") else "text"
+    for kind in ("photo", "document", "voice", "audio"):
+        if getattr(message, kind):
+            return kind
+    return "other"
+
+
+def named(row: InboxRow) -> str:
+    """How a notice names the message: the start of its text, or its kind."""
+    message = row.payload.get("message") or {}
+    text = str(message.get("text") or message.get("caption") or "").strip()
+    if text:
+        text = " ".join(text.split())
+        return text if len(text) <= NAMED else text[: NAMED - 1] + "…"
+    kind = row.kind if row.kind in ("photo", "document", "voice", "audio", "command") else "other"
+    return t(f"tg.interrupted_turn.{kind}")
+
+
+def sent_at(row: InboxRow) -> datetime:
+    """When the owner sent it (Telegram's date), else when Kernel took it in."""
+    date = (row.payload.get("message") or {}).get("date")
+    if isinstance(date, int | float) and date > 0:
+        return datetime.fromtimestamp(date, UTC)
+    return row.received_at
+
+
+class Mailroom:
+    def __init__(self, channel: TelegramChannel) -> None:
+        self.channel = channel
+        self.mailbox = Mailbox(channel.kernel.store)
+        self.owner = channel.owner
+        self.since: float | None = None  # epoch seconds polling began (whole seconds)
+        self._handling: dict[int, tuple[InboxRow, asyncio.Future[None] | None]] = {}
+        self._replays: dict[int, tuple[InboxRow, asyncio.Future[None]]] = {}  # id(update)
+        self._queue: deque[int] = deque()  # rows to run, in order
+        self._claimed: set[int] = set()  # queued or running now: never queued twice
+        self._reopened: set[int] = set()  # 🔁 rows: open already, to be run
+        self._runner: asyncio.Task[None] | None = None
+        self._checked = False  # the first batch's check was queued
+        self._noticed = False  # the first batch's check ran
+        self._late = False  # a message was recorded waiting after that
+        self.duplicates = 0  # updates Telegram delivered twice
+
+    def now(self) -> datetime:
+        return self.channel.kernel.clock.now()
+
+    # ----- start ---------------------------------------------------------------------
+
+    async def recover(self) -> int:
+        """Before polling: rows left ``open`` by the previous process were interrupted.
+        Each becomes ``interrupted`` with a notice (its placeholder turned into it) and
+        🔁. Also takes the time polling begins: older messages arrived while down."""
+        self.since = float(int(time.time()))
+        rows = await self.mailbox.inbox_rows(CHANNEL, ["open"])
+        for row in rows:
+            if row.kind == "callback":  # a press cut off: nothing to tell or run again
+                await self.mailbox.settle(row.id, "interrupted", self.now())
+                continue
+            text = t("tg.interrupted_turn", what=named(row))
+            items = plain_items(text, replace=row.placeholder_id, markup=again_markup(row.id))
+            await self.channel.outbox.put(int(row.chat_id), items, settle=(row.id, "interrupted"))
+        if rows:
+            log.info("%d turns were interrupted by the last stop; the owner is told", len(rows))
+        return len(rows)
+
+    def poll_starting(self, answered: int) -> None:
+        """Called as each getUpdates starts, with how many were answered so far. The
+        updater queues a batch before it asks again: a check queued now runs after it."""
+        if answered and (not self._checked or self._late):
+            self._checked, self._late = True, False
+            self.channel.app.update_queue.put_nowait(Check())
+
+    async def on_check(self, check: Check, context: ContextTypes.DEFAULT_TYPE) -> None:
+        self._noticed = True
+        await self.notify_waiting()
+
+    async def notify_waiting(self) -> None:
+        rows = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
+        if not rows:
+            return
+        earliest = min(sent_at(row) for row in rows)
+        text = t("tg.waiting.notice", count=len(rows), earliest=self._clock_time(earliest))
+        markup = InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton(t("tg.waiting.run"), callback_data=RUN),
+                    InlineKeyboardButton(t("tg.waiting.drop"), callback_data=DROP),
+                ]
+            ]
+        ).to_dict()
+        await self.channel.outbox.put(self.owner, plain_items(text, markup=markup))
+        log.info("%d messages arrived while Kernel was down; the owner is asked", len(rows))
+
+    def _clock_time(self, when: datetime) -> str:
+        zone = ZoneInfo(self.channel.kernel.config.general.timezone)
+        local = when.astimezone(zone)
+        today = self.now().astimezone(zone).date()
+        return local.strftime("%H:%M" if local.date() == today else "%m-%d %H:%M")
+
+    # ----- taking updates in ---------------------------------------------------------
+
+    async def admit(self, update: Update) -> bool:
+        """Record an owner's update before it is handled; False: do not handle it now
+        (a repeat, a message that arrived while Kernel was down, or Kernel stopping)."""
+        replay = self._replays.pop(id(update), None)
+        if replay is not None:
+            if self.channel.stopping:  # left open: the next start tells the owner
+                replay[1].set_result(None)
+                return False
+            self._handling[update.update_id] = replay
+            return True
+        kind = kind_of(update)
+        message = update.message
+        stopping = self.channel.stopping
+        if stopping and message is None:
+            return False  # a press while stopping: the owner presses again
+        late = message is not None and self.since is not None and self._before_start(message)
+        waiting = stopping or late
+        try:
+            row = await self.mailbox.take_in(
+                CHANNEL,
+                str(update.effective_chat.id if update.effective_chat else self.owner),
+                update_id=update.update_id,
+                message_id=message.message_id if message else None,
+                kind=kind,
+                payload=update.to_dict(),
+                now=self.now(),
+                state="waiting" if waiting else "open",
+            )
+        except Exception as exc:  # the store failed: answering beats losing the message
+            log.error("recording update %d failed: %s", update.update_id, type(exc).__name__)
+            return not waiting
+        if row is None:
+            self.duplicates += 1
+            log.info("update %d was delivered again; not handled twice", update.update_id)
+            return False
+        if waiting:
+            self._late = self._late or self._noticed
+            return False
+        self._handling[update.update_id] = (row, None)
+        return True
+
+    def refused(self, update: Update) -> None:
+        """The gate refused a replayed update (it cannot, for the owner's own): its run
+        ends here rather than waiting for handlers that will not come."""
+        replay = self._replays.pop(id(update), None)
+        if replay is not None and not replay[1].done():
+            replay[1].set_result(None)
+
+    def _before_start(self, message: Any) -> bool:
+        assert self.since is not None
+        return bool(message.date.timestamp() < self.since)
+
+    def row_id(self, update: Update) -> int | None:
+        """The inbox row of the update being handled."""
+        entry = self._handling.get(update.update_id)
+        return entry[0].id if entry else None
+
+    async def after(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """After the handlers: a command or press is done; a message's turn goes on."""
+        if not isinstance(update, Update):
+            return
+        entry = self._handling.pop(update.update_id, None)
+        if entry is None:
+            return
+        row, done = entry
+        try:
+            if row.kind in ("command", "callback"):
+                await self.close(row.id, "answered")
+        finally:
+            if done is not None and not done.done():
+                done.set_result(None)
+
+    async def failed(self, update: object) -> None:
+        """A handler raised (the owner is told by the error handler)."""
+        if isinstance(update, Update) and (row := self.row_id(update)) is not None:
+            await self.close(row, "failed")
+
+    async def close(self, row_id: int, state: InboxState) -> bool:
+        """Settle an open row (no-op when it was settled already, e.g. with its reply)."""
+        return await self.mailbox.settle(row_id, state, self.now(), only_from=("open",))
+
+    async def tell(
+        self,
+        chat_id: int,
+        text: str,
+        row_id: int | None,
+        state: InboxState = "failed",
+        *,
+        again: bool = False,
+    ) -> None:
+        """A notice that ends a message's row (settled in the same transaction)."""
+        markup = again_markup(row_id) if again and row_id is not None else None
+        settle = (row_id, state) if row_id is not None else None
+        await self.channel.outbox.put(chat_id, plain_items(text, markup=markup), settle=settle)
+
+    # ----- the owner's choices ---------------------------------------------------------
+
+    async def on_press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        query = update.callback_query
+        assert query is not None and query.data is not None
+        data = query.data
+        if data == RUN:
+            answer = await self._choose(query.message, run=True)
+        elif data == DROP:
+            answer = await self._choose(query.message, run=False)
+        else:
+            answer = await self._again(int(data.removeprefix(AGAIN)))
+        try:
+            await query.answer(answer)
+        except TelegramError as exc:  # the toast is a courtesy; the choice is on record
+            log.info("answering a press failed: %s", type(exc).__name__)
+
+    async def _choose(self, notice: Any, *, run: bool) -> str:
+        rows = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
+        rows = [row for row in rows if row.id not in self._claimed]
+        if run and rows:
+            text = t("tg.waiting.running", count=len(rows))
+            self._enqueue([row.id for row in rows])
+        elif rows:
+            now = self.now()
+            dropped = 0
+            for row in rows:
+                dropped += await self.mailbox.settle(row.id, "dropped", now, only_from=("waiting",))
+            text = t("tg.waiting.dropped", count=dropped)
+        else:
+            text = t("tg.waiting.none")
+        if notice is not None and getattr(notice, "date", None) and notice.date.timestamp() > 0:
+            # The buttons go: the notice keeps its words and says what was chosen.
+            old = getattr(notice, "text", None) or ""
+            edit = edit_item(notice.message_id, f"{old}\n\n{text}".strip())
+            await self.channel.outbox.put(int(notice.chat.id), [edit])
+        return text
+
+    async def _again(self, row_id: int) -> str:
+        row = await self.mailbox.inbox_row(row_id)
+        mine = row is not None and row.channel == CHANNEL and int(row.chat_id) == self.owner
+        if row is None or not mine or row.kind == "callback":  # presses are not run again
+            return t("tg.waiting.gone")
+        if row.state == "open" or row_id in self._claimed:
+            return t("tg.waiting.already")
+        if row.state != "waiting":
+            now = self.now()
+            if not await self.mailbox.settle(row_id, "open", now, only_from=SETTLED):
+                return t("tg.waiting.already")
+            self._reopened.add(row_id)
+        self._enqueue([row_id])
+        return t("tg.waiting.again")
+
+    # ----- running stored messages -----------------------------------------------------
+
+    def _enqueue(self, row_ids: list[int]) -> None:
+        fresh = [row_id for row_id in row_ids if row_id not in self._claimed]
+        self._claimed.update(fresh)
+        self._queue.extend(fresh)
+        if self._runner is None or self._runner.done():
+            self._runner = self.channel.spawn(self._run(), "tg-mailroom", for_owner=True)
+
+    async def _run(self) -> None:
+        """One stored message after another, each once the chat is idle."""
+        while self._queue and not self.channel.stopping:
+            await self._idle()
+            if not self._queue or self.channel.stopping:
+                return
+            row_id = self._queue.popleft()
+            try:
+                await self._run_one(row_id)
+            finally:
+                self._claimed.discard(row_id)
+                self._reopened.discard(row_id)
+
+    async def _run_one(self, row_id: int) -> None:
+        row = await self.mailbox.inbox_row(row_id)
+        if row is None:
+            return
+        if row.state == "waiting":  # a waiting row opens now; a 🔁 row was opened
+            if not await self.mailbox.settle(row_id, "open", self.now(), only_from=("waiting",)):
+                return
+        elif row.state != "open" or row_id not in self._reopened:
+            return  # dropped, settled or run meanwhile
+        await self._replay(row)
+        await self._idle()
+
+    async def _replay(self, row: InboxRow) -> None:
+        """Hand the stored update to PTB as if it had just arrived (the gate knows it)."""
+        update = Update.de_json(row.payload, self.channel.app.bot)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._replays[id(update)] = (row, done)
+        try:
+            await self.channel.app.update_queue.put(update)
+            await done
+        finally:
+            self._replays.pop(id(update), None)
+
+    async def _idle(self) -> None:
+        """Until no turn runs in the owner's chat and no view is still showing one."""
+        inbound = self.channel.inbound
+        while not self.channel.stopping:
+            view = inbound.views.get(self.owner)
+            if view is not None and not view.done():
+                await asyncio.wait({view})
+            elif inbound.busy(self.owner):
+                await asyncio.sleep(IDLE_POLL)
+            else:
+                return
+
+    def cancel_runs(self) -> bool:
+        """/cancel: the stored messages not started yet are not run. A 🔁 row already
+        reopened is settled ``cancelled``; waiting rows stay waiting (asked again)."""
+        queued = list(self._queue)
+        self._queue.clear()
+        self._claimed.difference_update(queued)
+        self._reopened.difference_update(queued)
+        if queued:
+            self.channel.spawn(self._cancelled(queued), "tg-mailroom-cancel", for_owner=True)
+        return bool(queued)
+
+    async def _cancelled(self, queued: list[int]) -> None:
+        waiting = False
+        for row_id in queued:
+            row = await self.mailbox.inbox_row(row_id)
+            if row is not None and row.state == "open":
+                await self.close(row_id, "cancelled")
+            waiting = waiting or (row is not None and row.state == "waiting")
+        if waiting:
+            await self.notify_waiting()
