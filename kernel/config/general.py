@@ -54,6 +54,9 @@ class TelegramConfig(Section):
     watchdog_seconds: PosFloat = Field(120.0, description="restart polling after this silence")
     max_retries_429: int = Field(3, description="retries of a request answered with 429")
     typing_interval: PosFloat = Field(4.0, description="seconds between typing refreshes")
+    delivery_expiry_hours: PosFloat = Field(
+        24.0, description="hours an undeliverable message is retried before it expires"
+    )
 
 
 class GeneralConfig(Section):

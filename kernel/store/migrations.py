@@ -191,6 +191,65 @@ def m006_channel_records(conn: sqlite3.Connection) -> None:
     )
 
 
+def m007_mailbox(conn: sqlite3.Connection) -> None:
+    """The owner's updates taken in (``inbox``) and everything Kernel means to send
+    (``outbox``): what lets a crash, a kill or an outage lose no message (issue 15).
+    ``kernel/store/mailbox.py`` holds the SQL and the states' meaning."""
+    conn.execute(
+        """
+        CREATE TABLE inbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            update_id INTEGER,
+            message_id INTEGER,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}',
+            state TEXT NOT NULL CHECK (state IN (
+                'waiting', 'open', 'answered', 'failed', 'cancelled', 'dropped',
+                'interrupted'
+            )),
+            placeholder_id INTEGER,
+            received_at TEXT NOT NULL,
+            closed_at TEXT,
+            UNIQUE (channel, update_id)
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX inbox_unsettled ON inbox(channel, state) WHERE state IN ('waiting', 'open')"
+    )
+    conn.execute("CREATE INDEX inbox_closed_at ON inbox(closed_at)")
+    conn.execute(
+        """
+        CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('send', 'edit', 'delete')),
+            body TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (
+                state IN ('pending', 'sending', 'sent', 'expired', 'failed')
+            ),
+            ambiguous INTEGER NOT NULL DEFAULT 0,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            done_at TEXT,
+            message_id INTEGER,
+            error TEXT,
+            inbox_id INTEGER REFERENCES inbox(id) ON DELETE SET NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX outbox_unsent ON outbox(channel, chat_id, id)"
+        " WHERE state IN ('pending', 'sending')"
+    )
+    conn.execute("CREATE INDEX outbox_done_at ON outbox(done_at)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -198,6 +257,7 @@ MIGRATIONS: list[Migration] = [
     Migration("session_keys", m004_session_keys),
     Migration("cron_jobs", m005_cron_jobs),
     Migration("channel_records", m006_channel_records),
+    Migration("mailbox", m007_mailbox),
 ]
 
 

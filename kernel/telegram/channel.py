@@ -21,7 +21,9 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Coroutine
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from telegram import BotCommand, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
@@ -39,13 +41,16 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
+from kernel.core.clock import SystemClock
 from kernel.core.errors import StartupError
 from kernel.core.i18n import t
 from kernel.core.status import ChannelState
 from kernel.core.tasks import TaskSet
+from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
+from kernel.telegram.outbox import Outbox, plain_items
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
 from kernel.telegram.polling import PollingBot, PollWatch, poll_request
 
@@ -92,7 +97,14 @@ class TelegramChannel:
             limit=cfg.watchdog_seconds,
             allowed_updates=ALLOWED_UPDATES,
         )
-        self.board = AskBoard(self.app.bot, kernel.agent.asks)
+        self.outbox = Outbox(
+            Mailbox(kernel.store),
+            self.app.bot,
+            expiry=timedelta(hours=cfg.delivery_expiry_hours),
+            now=SystemClock().now,
+            tz=ZoneInfo(kernel.config.general.timezone),
+        )
+        self.board = AskBoard(self.app.bot, self.outbox, kernel.agent.asks)
         self.commands = CommandSet(self)
         self.inbound = Inbound(self)
         self._register()
@@ -147,6 +159,7 @@ class TelegramChannel:
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 60.0)
+        await self.outbox.start()  # what a previous run left queued goes first
         commands = [BotCommand(name, t(f"tg.cmd.{name}")) for name in COMMANDS]
         try:
             await self.app.bot.set_my_commands(commands)
@@ -174,6 +187,7 @@ class TelegramChannel:
         await self._tasks.wait(self.kernel.config.general.shutdown_timeout)
         await self._tasks.close(1.0)
         await self.inbound.voice.aclose()
+        await self.outbox.stop(drain=min(self.kernel.config.general.shutdown_timeout, 5.0))
         if self.app.running:
             await self.app.stop()
         await self.app.shutdown()
@@ -201,9 +215,11 @@ class TelegramChannel:
             await self._tell_owner(exc)
 
     async def _tell_owner(self, error: BaseException | None) -> None:
-        with contextlib.suppress(TelegramError):
-            kind = type(error).__name__
-            await self.app.bot.send_message(self.owner, t("turn.internal_error", kind=kind))
+        kind = type(error).__name__
+        try:
+            await self.outbox.put(self.owner, plain_items(t("turn.internal_error", kind=kind)))
+        except Exception as exc:  # the store failed too: the log is all there is
+            log.error("could not queue a failure notice: %s", type(exc).__name__)
 
     # ----- routing ---------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Telegram commands (seed 004 "TG 命令汇总"): the shared set of ``kernel.commands``
-rendered as plain messages, plus /start, /help and Telegram's parts of /cancel and
-/status."""
+rendered as plain messages (queued in the durable outbox), plus /start, /help and
+Telegram's parts of /cancel and /status."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from telegram.ext import ContextTypes
 from kernel.commands import SHARED, Commands, Reply
 from kernel.core.i18n import t
 from kernel.telegram.inbound import conversation_of
-from kernel.telegram.view import send_plain
+from kernel.telegram.outbox import plain_items
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -41,7 +41,7 @@ class CommandSet:
 
     async def _render(self, chat: int, reply: Reply) -> None:
         if reply.text:
-            await send_plain(self.channel.app.bot, chat, reply.text)
+            await self.channel.outbox.put(chat, plain_items(reply.text))
         follow_up = reply.follow_up
         if follow_up is not None:
 

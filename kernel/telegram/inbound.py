@@ -86,6 +86,7 @@ class Inbound:
         view = TurnView(
             self.channel.app.bot,
             chat_id,
+            outbox=self.channel.outbox,
             drafts=self.channel.cfg.stream,
             typing_interval=self.channel.cfg.typing_interval,
             interrupted=lambda: self.channel.stopping,

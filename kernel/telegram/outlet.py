@@ -1,7 +1,8 @@
 """Telegram as a delivery target and as the owner's ear for turns nobody watches.
 
 While the channel runs it attaches :class:`TelegramOutlet` to the Kernel's channel
-registry (cron results go to the owner's private chat, rendered like any reply) and
+registry (cron results go to the owner's private chat, rendered like any reply, through
+the durable outbox: ``send_text`` returns once the message is queued) and
 sets :class:`TelegramAsker`, which shows a cron or QQ turn's questions (ask_user, tool
 approvals) on the same inline-button board the chat's own turns use.
 """
@@ -11,13 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from telegram.error import TelegramError
-
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError
 from kernel.core.events import AskUser
 from kernel.core.i18n import t
-from kernel.telegram.view import send_reply
+from kernel.telegram.outbox import reply_items
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -40,8 +39,8 @@ class TelegramOutlet:
             # Kernel talks to its owner only, whatever a job or request names.
             raise ChannelError(ChannelError.DISPATCH_FAILED, t("tg.owner_only"), channel=self.name)
         try:
-            await send_reply(self.channel.app.bot, owner, text)
-        except TelegramError as exc:
+            await self.channel.outbox.put(owner, reply_items(text))
+        except Exception as exc:  # the store refused: the delivery is not queued
             raise ChannelError(
                 ChannelError.DISPATCH_FAILED,
                 t("channel.failed", name=self.name, detail=type(exc).__name__),

@@ -4,13 +4,13 @@ The view learns a delegation started from the turn's ``tool_call`` event and han
 here: "⏳ Running the task… (cli)", then the current step and the elapsed time read
 from the Kernel's Delegator, edited at most once per ``interval`` (a new step is shown
 at the first allowed moment, the elapsed time refreshes at least that often), then the
-outcome. An edit is never sent with unchanged text ("message is not modified").
+outcome, through the durable outbox (the edits before it are best effort). An edit is
+never sent with unchanged text ("message is not modified").
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
@@ -23,6 +23,7 @@ from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.delegate.delegator import DEFAULT_CLI, Delegation, Delegator
 from kernel.delegate.formats import Trouble, display_name
+from kernel.telegram.outbox import Outbox, plain_items
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class DelegationProgress:
     def __init__(
         self,
         bot: Bot,
+        outbox: Outbox,
         chat_id: int,
         delegator: Delegator,
         conversation: str,
@@ -59,6 +61,7 @@ class DelegationProgress:
         interval: float,
     ) -> None:
         self.bot = bot
+        self.outbox = outbox
         self.chat_id = chat_id
         self.delegator = delegator
         self.conversation = conversation
@@ -196,9 +199,9 @@ class DelegationProgress:
         return t("tg.delegate_failed", cli=self.cli, code=code, elapsed=elapsed)
 
     async def _show(self, text: str) -> None:
-        if self.message_id is not None and await self._edit(self.message_id, text):
+        """The final state, through the outbox: the progress message becomes ``text``
+        (sent anew if it is gone), in order with the reply queued after it."""
+        if self.message_id is not None and text == self._shown:
             return
-        with contextlib.suppress(TelegramError):
-            sent = await self.bot.send_message(self.chat_id, text)
-            self.message_id = sent.message_id
-            self._shown = text
+        await self.outbox.put(self.chat_id, plain_items(text, replace=self.message_id))
+        self._shown = text

@@ -5,14 +5,13 @@ The turn's ``tool_progress`` events arrive as fast as the tool reports; the chat
 placeholder away, in a message of its own), edited at most once per ``interval``: the
 first report shows at once, later ones at the next allowed moment, and the newest
 always wins. When the reporting tool returns, no edit follows any more (a message of
-its own is deleted: the reply says how it ended). An edit is never sent with
-unchanged text ("message is not modified").
+its own is deleted through the outbox: the reply says how it ended). An edit is never
+sent with unchanged text ("message is not modified").
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from telegram.error import TelegramError
 from kernel.core.events import ToolProgress
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
+from kernel.telegram.outbox import Outbox, delete_item
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +31,14 @@ class ToolProgressLine:
     def __init__(
         self,
         bot: Bot,
+        outbox: Outbox,
         chat_id: int,
         *,
         interval: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.bot = bot
+        self.outbox = outbox
         self.chat_id = chat_id
         self.interval = interval
         self._clock = clock
@@ -82,9 +84,8 @@ class ToolProgressLine:
     async def stop(self) -> None:
         self._calls.clear()
         await self._timer.close()
-        if self._own and self._target is not None:
-            with contextlib.suppress(TelegramError):
-                await self.bot.delete_message(self.chat_id, self._target)
+        if self._own and self._target is not None:  # the final step: through the outbox
+            await self.outbox.put(self.chat_id, [delete_item(self._target)])
         self._own = False
         self._target = None
         self._shown = ""

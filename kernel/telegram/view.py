@@ -3,9 +3,11 @@
 The placeholder is always replaced (by the first chunk of the reply, an error, or a
 notice) or deleted (on /cancel), never left dangling. Drafts (``sendMessageDraft``)
 preview the reply as plain text while it forms, at most one every ``draft_interval``
-seconds; the first draft error turns them off for the rest of the turn. Delivery
-survives a dropped connection: each chunk is retried a few times, and if it still
-cannot be sent the owner is told, since the reply is already in history.
+seconds; the first draft error turns them off for the rest of the turn. Drafts, typing,
+the placeholder and intermediate edits go straight to the Bot API (best effort); the
+outcome (the reply, an error or interrupted notice, the placeholder's deletion on
+/cancel) goes through the durable outbox, which settles the turn's inbox row in the
+same transaction. The view does not wait for delivery: the next turn can start.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from telegram import Bot
-from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+from telegram.constants import ChatAction
+from telegram.error import TelegramError
 
 from kernel.core.events import (
     AskUser,
@@ -31,85 +34,28 @@ from kernel.core.events import (
     ToolResult,
 )
 from kernel.core.i18n import t
-from kernel.core.redact import hide_quoted
 from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.delegate.delegator import Delegator
+from kernel.store.mailbox import InboxState, OutboxItem
 from kernel.telegram.asks import AskBoard
+from kernel.telegram.outbox import (
+    Outbox,
+    Ticket,
+    again_markup,
+    delete_item,
+    plain_items,
+    reply_items,
+)
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
-from kernel.telegram.render import html_to_plain, render_markdown
-from kernel.telegram.split import split_html, split_plain, utf16_len
+from kernel.telegram.split import utf16_len
 from kernel.telegram.tool_progress import ToolProgressLine
 
 log = logging.getLogger(__name__)
 
 DRAFT_LIMIT = 4096
 DRAFT_SETTLE = 1.0
-SEND_ATTEMPTS = 3
 _draft_ids = itertools.count(1)
-
-
-async def send_reply(bot: Bot, chat_id: int, markdown: str, replace: int | None = None) -> None:
-    """Deliver Markdown as Telegram HTML chunks; a chunk Telegram rejects goes as plain text.
-
-    ``replace``: a message (the placeholder) whose text becomes the first chunk.
-    """
-    chunks = split_html(render_markdown(markdown))
-    if not chunks:
-        chunks = [t("tg.empty_reply")]
-    for index, chunk in enumerate(chunks):
-        target = replace if index == 0 else None
-        try:
-            await _put(bot, chat_id, chunk, ParseMode.HTML, target)
-        except BadRequest as exc:
-            # Telegram quotes the offending tag or entity of the reply: keep only the shape.
-            reason = hide_quoted(exc.message)
-            log.warning("telegram rejected an HTML chunk (%s); sending plain text", reason)
-            for part in split_plain(html_to_plain(chunk)):
-                await _put(bot, chat_id, part, None, target)
-                target = None
-
-
-async def send_plain(bot: Bot, chat_id: int, text: str, replace: int | None = None) -> None:
-    for index, part in enumerate(split_plain(text) or [t("tg.empty_reply")]):
-        await _put(bot, chat_id, part, None, replace if index == 0 else None)
-
-
-async def _put(bot: Bot, chat_id: int, text: str, mode: str | None, replace: int | None) -> None:
-    if replace is not None:
-        try:
-            await _retrying(
-                lambda: bot.edit_message_text(
-                    text, chat_id=chat_id, message_id=replace, parse_mode=mode
-                )
-            )
-            return
-        except BadRequest as exc:
-            if "can't parse entities" in exc.message.lower():
-                raise
-            # The placeholder is gone or unchanged: fall through and send anew.
-            await _delete(bot, chat_id, replace)
-    await _retrying(lambda: bot.send_message(chat_id, text, parse_mode=mode))
-
-
-async def _retrying(call: Callable[[], object]) -> None:
-    """A network failure or a 429 beyond the rate limiter's own retries gets a few more
-    tries; a BadRequest is the caller's to handle."""
-    for attempt in range(SEND_ATTEMPTS):
-        try:
-            await call()  # type: ignore[misc]
-            return
-        except (NetworkError, RetryAfter) as exc:
-            if isinstance(exc, BadRequest) or attempt == SEND_ATTEMPTS - 1:
-                raise
-            wait = exc._retry_after.total_seconds() if isinstance(exc, RetryAfter) else 1.0
-            log.warning("telegram send failed (%s); retrying", type(exc).__name__)
-            await asyncio.sleep(wait * (attempt + 1))
-
-
-async def _delete(bot: Bot, chat_id: int, message_id: int) -> None:
-    with contextlib.suppress(TelegramError):
-        await bot.delete_message(chat_id, message_id)
 
 
 def _tail_utf16(text: str, limit: int) -> str:
@@ -128,6 +74,8 @@ class TurnView:
         bot: Bot,
         chat_id: int,
         *,
+        outbox: Outbox,
+        inbox_id: int | None = None,
         drafts: bool,
         draft_interval: float = 0.3,
         typing_interval: float = 4.0,
@@ -139,6 +87,9 @@ class TurnView:
         needs_approval: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self.bot = bot
+        self.outbox = outbox
+        self.inbox_id = inbox_id  # the owner's message this turn answers, when recorded
+        self._settled = False  # the outcome is queued (and the inbox row closed)
         self.board = board
         self.chat_id = chat_id
         self.drafts = drafts
@@ -150,10 +101,11 @@ class TurnView:
         self.progress_interval = progress_interval
         self.needs_approval = needs_approval
         self._progress: DelegationProgress | None = None
-        self._tool_line = ToolProgressLine(bot, chat_id, interval=progress_interval)
+        self._tool_line = ToolProgressLine(bot, outbox, chat_id, interval=progress_interval)
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
+        self.delivery: Ticket | None = None  # the queued outcome (wait() = delivered)
         self._last_draft = 0.0
         self._drafted = ""
         self._drafts = TaskSet("telegram drafts")
@@ -186,7 +138,7 @@ class TurnView:
                     # The reply must come below the question, so the placeholder goes
                     # and a new one follows once the question is settled.
                     if pending is not None:
-                        await _delete(self.bot, self.chat_id, pending)
+                        await self.outbox.put(self.chat_id, [delete_item(pending)])
                         await self._tool_line.placeholder_gone()
                         pending = None
                     asked = True
@@ -210,12 +162,15 @@ class TurnView:
                     if self._progress is not None:
                         await self._progress.cancelled()
                     if event.cancelled and self.interrupted():
-                        await send_plain(self.bot, self.chat_id, t("tg.interrupted"), pending)
+                        notice = plain_items(
+                            t("tg.interrupted"), replace=pending, markup=self._again()
+                        )
                         pending = None
+                        await self._finish(notice, "interrupted")
                     elif not event.cancelled:
                         first, pending = pending, None  # from here the placeholder is the reply
                         self.reply = event.reply
-                        await self._deliver(event.reply, first)
+                        await self._finish(reply_items(event.reply, replace=first), "answered")
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
                     await self._tool_line.stop()
@@ -224,10 +179,19 @@ class TurnView:
                         await self._progress.cancelled()
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
-                    try:
-                        await send_plain(self.bot, self.chat_id, text, first)
-                    except TelegramError as exc:
-                        log.error("error notice delivery failed: %s", type(exc).__name__)
+                    await self._finish(
+                        plain_items(text, replace=first, markup=self._again()), "failed"
+                    )
+        except Exception as exc:  # the view itself failed: the owner still hears of it
+            if not self._settled:
+                log.error("showing a turn failed: %s", type(exc).__name__)
+                text = t("turn.internal_error", kind=type(exc).__name__)
+                first, pending = pending, None
+                with contextlib.suppress(Exception):
+                    await self._finish(
+                        plain_items(text, replace=first, markup=self._again()), "failed"
+                    )
+            raise
         finally:
             await self._tool_line.stop()
             await self._drafts.close(DRAFT_SETTLE)
@@ -238,8 +202,13 @@ class TurnView:
                 await self._progress.close()
             if self.board is not None:  # a question the turn no longer waits for
                 await self.board.close_asks(self._asked, t("tg.ask_cancelled"))
-            if pending is not None:
-                await _delete(self.bot, self.chat_id, pending)
+            # Cut off by a stop before any outcome, the row stays open: the next start
+            # finds it (with its placeholder) and tells the owner.
+            cut_off = not self._settled and self.interrupted()
+            if not cut_off and (pending is not None or not self._settled):
+                # /cancel: the placeholder goes, the owner's message is closed cancelled.
+                gone = [delete_item(pending)] if pending is not None else []
+                await self._finish(gone, "cancelled")
 
     def _watch_delegation(self, event: ToolCall) -> bool:
         """Follow this delegate_to_cli call, unless one is already followed (a second
@@ -249,6 +218,7 @@ class TurnView:
         cli = event.arguments.get("cli")
         self._progress = DelegationProgress(
             self.bot,
+            self.outbox,
             self.chat_id,
             self.delegator,
             self.conversation,
@@ -259,20 +229,31 @@ class TurnView:
         return True
 
     async def _placeholder(self) -> int | None:
+        """Sent directly, best effort, and only when nothing of this chat waits in the
+        outbox (a placeholder must not jump ahead of earlier messages)."""
+        if self.outbox.backlog(self.chat_id):
+            return None
         try:
             placeholder = await self.bot.send_message(self.chat_id, t("tg.placeholder"))
         except TelegramError as exc:  # no placeholder; the reply still comes
             log.warning("placeholder failed: %s", type(exc).__name__)
             return None
+        if self.inbox_id is not None:  # so a crash can find it and say what happened
+            try:
+                await self.outbox.mailbox.set_placeholder(self.inbox_id, placeholder.message_id)
+            except Exception as exc:
+                log.warning("recording the placeholder failed: %s", type(exc).__name__)
         return placeholder.message_id
 
-    async def _deliver(self, reply: str, placeholder: int | None) -> None:
-        try:
-            await send_reply(self.bot, self.chat_id, reply, placeholder)
-        except TelegramError as exc:
-            log.error("reply delivery failed: %s", type(exc).__name__)
-            with contextlib.suppress(TelegramError):
-                await self.bot.send_message(self.chat_id, t("tg.delivery_failed"))
+    def _again(self) -> dict[str, Any] | None:
+        return again_markup(self.inbox_id) if self.inbox_id is not None else None
+
+    async def _finish(self, items: list[OutboxItem], state: InboxState) -> None:
+        """Queue the turn's outcome, closing its inbox row in the same transaction."""
+        settle = (self.inbox_id, state) if self.inbox_id is not None else None
+        self._settled = True
+        if items or settle is not None:
+            self.delivery = await self.outbox.put(self.chat_id, items, settle=settle)
 
     async def _keep_typing(self) -> None:
         while True:

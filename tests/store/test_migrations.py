@@ -16,6 +16,7 @@ from kernel.core.messages import Message, TextBlock
 from kernel.store.channels import ChannelStore, WebhookFailure
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
+from kernel.store.mailbox import Mailbox
 from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
 
 TS = "2024-05-01T12:00:00+00:00"
@@ -165,6 +166,38 @@ async def check_v6(store: Store) -> None:
     assert failures[-1] == WebhookFailure("d-1", TS, 3, "HTTP 502", "cron", "s-1")
 
 
+def insert_v7(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO inbox (channel, chat_id, update_id, message_id, kind, payload, state,"
+        " received_at) VALUES ('telegram', '42', 9, 3, 'text', '{}', 'open', ?)",
+        (TS,),
+    )
+    conn.execute(
+        "INSERT INTO outbox (channel, chat_id, kind, body, state, next_at, expires_at,"
+        " created_at, inbox_id) VALUES ('telegram', '42', 'send', '{\"text\": \"hi\"}',"
+        " 'sending', ?, ?, ?, 1)",
+        (TS, TS, TS),
+    )
+
+
+async def check_v7(store: Store) -> None:
+    mailbox = Mailbox(store)
+    (row,) = await mailbox.inbox_rows("telegram", ["open"])
+    assert (row.update_id, row.kind, row.payload) == (9, "text", {})
+    assert not await mailbox.take_in(
+        "telegram",
+        "42",
+        update_id=9,
+        message_id=3,
+        kind="text",
+        payload={},
+        now=datetime.fromisoformat(TS),
+    )
+    assert await mailbox.recover("telegram") == 1
+    (unsent,) = await mailbox.unsent("telegram")
+    assert unsent.body == {"text": "hi"} and unsent.ambiguous and unsent.inbox_id == row.id
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -174,6 +207,7 @@ SAMPLES: dict[
     4: (insert_v4, check_v4),
     5: (insert_v5, check_v5),
     6: (insert_v6, check_v6),
+    7: (insert_v7, check_v7),
 }
 
 

@@ -54,12 +54,14 @@ class BotHarness:
         return str(self.tg.calls_to("sendMessage")[before].params["text"])
 
     async def settle(self) -> None:
-        """Wait until no turn runs and no placeholder is left in the chat."""
+        """Wait until no turn runs, the outbox has delivered everything and no
+        placeholder is left in the chat."""
         placeholder = "Working on a reply…"
         await self.tg.wait_until(
             lambda: (
                 not self.kernel.agent.is_busy(CONV)
                 and not self.channel._tasks
+                and not self.channel.outbox.backlog(OWNER)
                 and placeholder not in self.texts()
             ),
             timeout=30,

@@ -1,0 +1,406 @@
+"""The mailbox (migration 7): ``inbox``, the owner's updates Kernel took in, and
+``outbox``, everything Kernel means to send, each row kept until it is settled.
+
+Inbox states: ``waiting`` (arrived while Kernel was down: the owner decides), ``open``
+(being handled), then one of ``answered``, ``failed`` (told with a notice),
+``cancelled``, ``dropped`` (the owner chose to), ``interrupted`` (found open at start:
+the owner was told). ``placeholder_id`` is the "working on it" message while it stands.
+
+Outbox rows go out per chat in ``id`` order. States: ``pending``, ``sending`` (written
+before the platform is called, so a death mid-call is known), ``sent``, ``expired``,
+``failed``. ``ambiguous`` marks a send that may have reached the chat unseen: its
+re-send carries a visible marker. :meth:`Mailbox.put` can settle an inbox row in the
+same transaction that queues the reply, so a crash never leaves both.
+
+Times are UTC ISO strings with milliseconds, compared as text (one format, so the order
+is the time order). Payloads and bodies are the owner's own data in the owner's own
+database, like the history; they never reach a log.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kernel.store.database import dump_json, last_id
+from kernel.store.db import Store
+
+InboxState = Literal["waiting", "open", "answered", "failed", "cancelled", "dropped", "interrupted"]
+OutboxKind = Literal["send", "edit", "delete"]
+UNSETTLED: tuple[InboxState, ...] = ("waiting", "open")
+SETTLED: tuple[InboxState, ...] = ("answered", "failed", "cancelled", "dropped", "interrupted")
+
+
+def stamp(value: datetime) -> str:
+    if value.tzinfo is None:
+        raise ValueError("mailbox times must be timezone-aware")
+    return value.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def parse_stamp(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+@dataclass(frozen=True, slots=True)
+class InboxRow:
+    id: int
+    channel: str
+    chat_id: str
+    update_id: int | None
+    message_id: int | None
+    kind: str
+    payload: dict[str, Any]
+    state: InboxState
+    placeholder_id: int | None
+    received_at: datetime
+    closed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """One thing to do in a chat. ``body``: ``text``, ``parse_mode``, ``reply_markup``,
+    ``replace`` (a message whose text becomes this one), ``message_id`` (edit/delete)."""
+
+    kind: OutboxKind
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    id: int
+    channel: str
+    chat_id: str
+    kind: OutboxKind
+    body: dict[str, Any]
+    state: str
+    ambiguous: bool
+    attempts: int
+    next_at: datetime
+    expires_at: datetime
+    created_at: datetime
+    message_id: int | None
+    error: str | None
+    inbox_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxStats:
+    open_turns: int
+    waiting_updates: int
+    undelivered: int
+    oldest_undelivered: datetime | None
+
+
+_INBOX_COLUMNS = (
+    "id, channel, chat_id, update_id, message_id, kind, payload, state, placeholder_id,"
+    " received_at, closed_at"
+)
+_OUTBOX_COLUMNS = (
+    "id, channel, chat_id, kind, body, state, ambiguous, attempts, next_at, expires_at,"
+    " created_at, message_id, error, inbox_id"
+)
+
+
+class Mailbox:
+    """The inbox and outbox tables, through the Store's database thread."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # ----- inbox -----------------------------------------------------------------------
+
+    async def take_in(
+        self,
+        channel: str,
+        chat_id: str,
+        *,
+        update_id: int | None,
+        message_id: int | None,
+        kind: str,
+        payload: dict[str, Any],
+        now: datetime,
+        state: InboxState = "open",
+    ) -> InboxRow | None:
+        """Record an update; None when this ``update_id`` was recorded before (the
+        platform delivered it again: it must not be handled twice)."""
+        body = dump_json(payload, "inbox payload")
+
+        def op(conn: sqlite3.Connection) -> InboxRow | None:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO inbox (channel, chat_id, update_id, message_id, kind,"
+                " payload, state, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (channel, chat_id, update_id, message_id, kind, body, state, stamp(now)),
+            )
+            if cur.rowcount != 1:
+                return None
+            return _inbox(conn, last_id(cur))
+
+        return await self.store.write("record an inbox row", op)
+
+    async def inbox_row(self, row_id: int) -> InboxRow | None:
+        return await self.store.read("read an inbox row", lambda conn: _inbox(conn, row_id))
+
+    async def inbox_rows(
+        self, channel: str, states: Iterable[InboxState], *, limit: int = 1000
+    ) -> list[InboxRow]:
+        """Rows in these states, oldest first."""
+        wanted = list(states)
+        marks = ", ".join("?" for _ in wanted)
+
+        def op(conn: sqlite3.Connection) -> list[InboxRow]:
+            rows = conn.execute(
+                f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE channel = ? AND state IN ({marks})"
+                " ORDER BY id LIMIT ?",
+                (channel, *wanted, limit),
+            ).fetchall()
+            return [_inbox_from(row) for row in rows]
+
+        return await self.store.read("list inbox rows", op)
+
+    async def set_placeholder(self, row_id: int, message_id: int | None) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE inbox SET placeholder_id = ? WHERE id = ?", (message_id, row_id))
+
+        await self.store.write("record a placeholder", op)
+
+    async def settle(
+        self,
+        row_id: int,
+        state: InboxState,
+        now: datetime,
+        *,
+        only_from: Sequence[InboxState] = UNSETTLED,
+    ) -> bool:
+        """Move a row to ``state`` (closing it when that is a settled state); False when
+        it was not in one of ``only_from`` (someone settled it first)."""
+
+        def op(conn: sqlite3.Connection) -> bool:
+            return _settle(conn, row_id, state, stamp(now), only_from)
+
+        return await self.store.write("settle an inbox row", op)
+
+    # ----- outbox ----------------------------------------------------------------------
+
+    async def put(
+        self,
+        channel: str,
+        chat_id: str,
+        items: Sequence[OutboxItem],
+        *,
+        now: datetime,
+        expires_at: datetime,
+        settle: tuple[int, InboxState] | None = None,
+    ) -> list[int]:
+        """Queue ``items`` in order; returns their row ids. ``settle``: an inbox row to
+        close in the same transaction (the reply and the end of its turn together)."""
+        bodies = [(item.kind, dump_json(item.body, "outbox body")) for item in items]
+        created, expires = stamp(now), stamp(expires_at)
+        inbox_id = settle[0] if settle else None
+
+        def op(conn: sqlite3.Connection) -> list[int]:
+            ids = []
+            for kind, body in bodies:
+                cur = conn.execute(
+                    "INSERT INTO outbox (channel, chat_id, kind, body, state, next_at,"
+                    " expires_at, created_at, inbox_id)"
+                    " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+                    (channel, chat_id, kind, body, created, expires, created, inbox_id),
+                )
+                ids.append(last_id(cur))
+            if settle is not None:
+                _settle(conn, settle[0], settle[1], created, UNSETTLED)
+            return ids
+
+        return await self.store.write("queue outgoing messages", op)
+
+    async def unsent(self, channel: str, chat_id: str | None = None) -> list[OutboxRow]:
+        """Pending and sending rows, per chat in order."""
+        where = "channel = ? AND state IN ('pending', 'sending')"
+        args: tuple[Any, ...] = (channel,)
+        if chat_id is not None:
+            where += " AND chat_id = ?"
+            args = (channel, chat_id)
+
+        def op(conn: sqlite3.Connection) -> list[OutboxRow]:
+            rows = conn.execute(
+                f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE {where} ORDER BY chat_id, id",
+                args,
+            ).fetchall()
+            return [_outbox_from(row) for row in rows]
+
+        return await self.store.read("list outgoing messages", op)
+
+    async def outbox_row(self, row_id: int) -> OutboxRow | None:
+        def op(conn: sqlite3.Connection) -> OutboxRow | None:
+            row = conn.execute(
+                f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE id = ?", (row_id,)
+            ).fetchone()
+            return _outbox_from(row) if row else None
+
+        return await self.store.read("read an outgoing message", op)
+
+    async def recover(self, channel: str) -> int:
+        """At start: rows left ``sending`` by a process that died mid-call may have
+        reached the chat; they go back to ``pending``, marked ambiguous."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "UPDATE outbox SET state = 'pending', ambiguous = 1"
+                " WHERE channel = ? AND state = 'sending' AND kind = 'send'",
+                (channel,),
+            )
+            conn.execute(
+                "UPDATE outbox SET state = 'pending' WHERE channel = ? AND state = 'sending'",
+                (channel,),
+            )
+            return cur.rowcount
+
+        return await self.store.write("recover outgoing messages", op)
+
+    async def sending(self, row_id: int) -> None:
+        """Written before the platform is called."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE outbox SET state = 'sending', attempts = attempts + 1 WHERE id = ?",
+                (row_id,),
+            )
+
+        await self.store.write("mark a message sending", op)
+
+    async def sent(self, row_id: int, message_id: int | None, now: datetime) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE outbox SET state = 'sent', message_id = ?, done_at = ?, error = NULL"
+                " WHERE id = ?",
+                (message_id, stamp(now), row_id),
+            )
+
+        await self.store.write("mark a message sent", op)
+
+    async def retry_at(
+        self, row_id: int, next_at: datetime, error: str, *, ambiguous: bool
+    ) -> None:
+        """Back to ``pending`` until ``next_at``; ``ambiguous`` only ever turns on."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE outbox SET state = 'pending', next_at = ?, error = ?,"
+                " ambiguous = MAX(ambiguous, ?) WHERE id = ?",
+                (stamp(next_at), error, int(ambiguous), row_id),
+            )
+
+        await self.store.write("schedule a retry", op)
+
+    async def give_up(
+        self, row_ids: Sequence[int], state: Literal["expired", "failed"], error: str, now: datetime
+    ) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE outbox SET state = ?, error = ?, done_at = ? WHERE id = ?",
+                [(state, error, stamp(now), row_id) for row_id in row_ids],
+            )
+
+        await self.store.write("give up a message", op)
+
+    # ----- the whole ------------------------------------------------------------------
+
+    async def stats(self, channel: str) -> MailboxStats:
+        def op(conn: sqlite3.Connection) -> MailboxStats:
+            counts = dict(
+                conn.execute(
+                    "SELECT state, COUNT(*) FROM inbox WHERE channel = ?"
+                    " AND state IN ('waiting', 'open') GROUP BY state",
+                    (channel,),
+                ).fetchall()
+            )
+            undelivered, oldest = conn.execute(
+                "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE channel = ?"
+                " AND state IN ('pending', 'sending')",
+                (channel,),
+            ).fetchone()
+            return MailboxStats(
+                open_turns=int(counts.get("open", 0)),
+                waiting_updates=int(counts.get("waiting", 0)),
+                undelivered=int(undelivered),
+                oldest_undelivered=parse_stamp(oldest) if oldest else None,
+            )
+
+        return await self.store.read("count the mailbox", op)
+
+    async def prune(self, before: datetime) -> int:
+        """Forget settled inbox rows and finished outbox rows older than ``before``."""
+        cutoff = stamp(before)
+
+        def op(conn: sqlite3.Connection) -> int:
+            out = conn.execute(
+                "DELETE FROM outbox WHERE state NOT IN ('pending', 'sending') AND done_at < ?",
+                (cutoff,),
+            ).rowcount
+            inbox = conn.execute(
+                "DELETE FROM inbox WHERE state NOT IN ('waiting', 'open') AND closed_at < ?",
+                (cutoff,),
+            ).rowcount
+            return int(out) + int(inbox)
+
+        return await self.store.write("prune the mailbox", op)
+
+
+def _settle(
+    conn: sqlite3.Connection,
+    row_id: int,
+    state: InboxState,
+    now: str,
+    only_from: Sequence[InboxState],
+) -> bool:
+    marks = ", ".join("?" for _ in only_from)
+    closed = now if state in SETTLED else None
+    cur = conn.execute(
+        f"UPDATE inbox SET state = ?, closed_at = ? WHERE id = ? AND state IN ({marks})",
+        (state, closed, row_id, *only_from),
+    )
+    return cur.rowcount == 1
+
+
+def _inbox(conn: sqlite3.Connection, row_id: int) -> InboxRow | None:
+    row = conn.execute(f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE id = ?", (row_id,)).fetchone()
+    return _inbox_from(row) if row else None
+
+
+def _inbox_from(row: tuple[Any, ...]) -> InboxRow:
+    return InboxRow(
+        id=row[0],
+        channel=row[1],
+        chat_id=row[2],
+        update_id=row[3],
+        message_id=row[4],
+        kind=row[5],
+        payload=json.loads(row[6]),
+        state=row[7],
+        placeholder_id=row[8],
+        received_at=parse_stamp(row[9]),
+        closed_at=parse_stamp(row[10]) if row[10] else None,
+    )
+
+
+def _outbox_from(row: tuple[Any, ...]) -> OutboxRow:
+    return OutboxRow(
+        id=row[0],
+        channel=row[1],
+        chat_id=row[2],
+        kind=row[3],
+        body=json.loads(row[4]),
+        state=row[5],
+        ambiguous=bool(row[6]),
+        attempts=row[7],
+        next_at=parse_stamp(row[8]),
+        expires_at=parse_stamp(row[9]),
+        created_at=parse_stamp(row[10]),
+        message_id=row[11],
+        error=row[12],
+        inbox_id=row[13],
+    )

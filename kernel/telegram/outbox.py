@@ -1,0 +1,552 @@
+"""The durable outbox: everything Kernel sends to a chat is written down first, then
+delivered by one worker per chat, strictly in order, until it lands or expires.
+
+:meth:`Outbox.put` queues items in the ``outbox`` table (optionally settling an inbox row
+in the same transaction) and wakes the chat's worker; :meth:`Outbox.send` also waits for
+the message id. The worker marks a row ``sending`` before each call, so a process that
+dies mid-call leaves a trace: :meth:`Outbox.start` turns such rows back into pending,
+marked *ambiguous*. A send that may have reached the chat unseen (a timeout after the
+request went out, a connection cut mid-request, a 5xx, a death mid-call) is re-sent with
+the visible marker ``tg.resent_marker``: never an unmarked duplicate. A failure that
+provably never reached the API (refused connection, connect or pool timeout, 429) is
+retried unmarked. Retries back off from 1 s doubling to 5 min (``retry_after``
+honoured); a row still undelivered at its ``expires_at`` expires together with every
+row of its chat queued behind it, and one notice says how many and since when.
+
+A row that cannot be delivered yet blocks the rows behind it: order matters more than
+speed. Permanent refusals (Forbidden, BadRequest) fail the row and the next one goes.
+Edits of a gone message: a ``replace`` (the placeholder) is sent anew, a plain edit is
+done; "message is not modified" is done; deleting a gone message is done. A chunk whose
+HTML Telegram cannot parse goes as plain text.
+
+Public API: :class:`Outbox`, :class:`Ticket`, :class:`Undeliverable`, :func:`reply_items`,
+:func:`plain_items`, :func:`again_markup`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, tzinfo
+from typing import Any
+
+import httpx
+from telegram import Bot, InlineKeyboardMarkup, Message
+from telegram.constants import ParseMode
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    EndPointNotFound,
+    Forbidden,
+    InvalidToken,
+    RetryAfter,
+    TelegramError,
+)
+
+from kernel.core.i18n import t
+from kernel.core.redact import hide_quoted
+from kernel.core.tasks import TaskSet
+from kernel.store.mailbox import InboxState, Mailbox, OutboxItem, OutboxRow
+from kernel.telegram.render import html_to_plain, render_markdown
+from kernel.telegram.split import LIMIT, split_html, split_plain, utf16_len
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "telegram"
+BACKOFF_START = 1.0
+BACKOFF_CAP = 300.0
+NOTICE_EXPIRY = timedelta(days=30)  # the "could not deliver" notice itself waits long
+IDLE_WAIT = 60.0  # a worker with nothing due looks again at least this often
+_NOT_REACHED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_PERMANENT = (Forbidden, BadRequest, InvalidToken, ChatMigrated, EndPointNotFound)
+_NOTICE = "undelivered"  # body["notice"] of the expiry notice
+
+
+class Undeliverable(Exception):
+    """The item will not be delivered: it expired or Telegram refused it for good."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__(state)
+        self.state = state
+
+
+def reply_items(
+    markdown: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
+) -> list[OutboxItem]:
+    """A Markdown reply as Telegram HTML chunks; ``replace``: the message (placeholder)
+    whose text becomes the first chunk; ``markup`` goes on the last."""
+    chunks = split_html(render_markdown(markdown))
+    if not chunks:
+        return plain_items(t("tg.empty_reply"), replace=replace, markup=markup)
+    return _items(chunks, ParseMode.HTML, replace, markup)
+
+
+def plain_items(
+    text: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
+) -> list[OutboxItem]:
+    chunks = split_plain(text) or [t("tg.empty_reply")]
+    return _items(chunks, None, replace, markup)
+
+
+def _items(
+    chunks: list[str], mode: str | None, replace: int | None, markup: dict[str, Any] | None
+) -> list[OutboxItem]:
+    items = []
+    for index, chunk in enumerate(chunks):
+        body: dict[str, Any] = {"text": chunk, "parse_mode": mode}
+        if index == 0 and replace is not None:
+            body["replace"] = replace
+        if index == len(chunks) - 1 and markup is not None:
+            body["reply_markup"] = markup
+        items.append(OutboxItem("send", body))
+    return items
+
+
+def edit_item(
+    message_id: int,
+    text: str | None,
+    *,
+    parse_mode: str | None = None,
+    markup: dict[str, Any] | None = None,
+) -> OutboxItem:
+    """Edit a message's text (and buttons: ``markup`` None takes them away); ``text``
+    None edits the buttons only."""
+    return OutboxItem(
+        "edit",
+        {"message_id": message_id, "text": text, "parse_mode": parse_mode, "reply_markup": markup},
+    )
+
+
+def delete_item(message_id: int) -> OutboxItem:
+    return OutboxItem("delete", {"message_id": message_id})
+
+
+def again_markup(inbox_id: int) -> dict[str, Any]:
+    """One 🔁 button running the stored update again (handled by the mailroom)."""
+    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"again:{inbox_id}"}]]}
+
+
+class Ticket:
+    """The rows of one :meth:`Outbox.put`; :meth:`wait` gives their message ids in order
+    (None for a delete, or a row that was not delivered: see :meth:`states`)."""
+
+    def __init__(self, ids: list[int], futures: list[asyncio.Future[tuple[str, int | None]]]):
+        self.ids = ids
+        self._futures = futures
+
+    async def _outcomes(self) -> list[tuple[str, int | None]]:
+        return [await asyncio.shield(future) for future in self._futures]
+
+    async def wait(self) -> list[int | None]:
+        return [message_id for _, message_id in await self._outcomes()]
+
+    async def states(self) -> list[str]:
+        return [state for state, _ in await self._outcomes()]
+
+
+class _Retry(Exception):
+    def __init__(self, delay: float | None, error: str, *, ambiguous: bool) -> None:
+        super().__init__(error)
+        self.delay = delay  # None: the backoff's own
+        self.error = error
+        self.ambiguous = ambiguous
+
+
+class _Failed(Exception):
+    pass
+
+
+class Outbox:
+    """One per Telegram channel (``channel.outbox``)."""
+
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        bot: Bot,
+        *,
+        expiry: timedelta,
+        now: Callable[[], datetime],
+        tz: tzinfo | None = None,
+    ) -> None:
+        self.mailbox = mailbox
+        self.bot = bot
+        self.expiry = expiry
+        self.now = now
+        self.tz = tz
+        self._workers: dict[int, asyncio.Task[None]] = {}
+        self._wake: dict[int, asyncio.Event] = {}
+        self._tasks = TaskSet("telegram outbox")
+        self._futures: dict[int, asyncio.Future[tuple[str, int | None]]] = {}
+        self._unsent: dict[int, dict[int, datetime]] = {}  # chat → row id → created
+        self._running = False
+        self._stopped = False  # stop() ran: a put now only waits in the table
+        self._idle = asyncio.Event()  # set when nothing is left to deliver
+        self.delivered = 0
+        self.resent = 0
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Rows left ``sending`` by a dead process become ambiguous; every chat with
+        unsent rows gets its worker."""
+        recovered = await self.mailbox.recover(CHANNEL)
+        if recovered:
+            log.warning("%d outgoing messages were cut off mid-send; re-sending marked", recovered)
+        self._running, self._stopped = True, False
+        for row in await self.mailbox.unsent(CHANNEL):
+            chat = int(row.chat_id)
+            self._unsent.setdefault(chat, {})[row.id] = row.created_at
+            self._ensure_worker(chat)
+
+    async def stop(self, drain: float = 0.0) -> None:
+        """Give queued rows ``drain`` seconds, then stop; what is left goes at next start."""
+        if drain > 0 and self._running and any(self._unsent.values()):
+            self._idle.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(drain):
+                    await self._idle.wait()
+        self._running = False
+        self._stopped = True
+        await self._tasks.close(5.0)
+        self._workers.clear()
+        for future in self._futures.values():
+            if not future.done():
+                future.set_result(("stopped", None))
+        self._futures.clear()
+
+    # ----- queueing --------------------------------------------------------------------
+
+    async def put(
+        self,
+        chat_id: int,
+        items: Sequence[OutboxItem],
+        *,
+        settle: tuple[int, InboxState] | None = None,
+        expiry: timedelta | None = None,
+    ) -> Ticket:
+        """Queue ``items`` durably, then wake the chat's worker; returns at once."""
+        now = self.now()
+        ids = await self.mailbox.put(
+            CHANNEL,
+            str(chat_id),
+            items,
+            now=now,
+            expires_at=now + (expiry or self.expiry),
+            settle=settle,
+        )
+        loop = asyncio.get_running_loop()
+        futures = []
+        for row_id in ids:
+            future: asyncio.Future[tuple[str, int | None]] = loop.create_future()
+            if self._stopped:  # nobody delivers in this process any more
+                future.set_result(("stopped", None))
+            else:
+                self._futures[row_id] = future
+                self._unsent.setdefault(chat_id, {})[row_id] = now
+            futures.append(future)
+        if self._running:  # else the rows wait in the table for start()
+            self._ensure_worker(chat_id)
+            self._wake[chat_id].set()
+        return Ticket(ids, futures)
+
+    async def send(self, chat_id: int, item: OutboxItem) -> int:
+        """Queue one item and wait for it: its message id. Raises :class:`Undeliverable`."""
+        ticket = await self.put(chat_id, [item])
+        ((state, message_id),) = await ticket._outcomes()
+        if state != "sent" or message_id is None:
+            raise Undeliverable(state)
+        return message_id
+
+    def backlog(self, chat_id: int) -> bool:
+        """Rows of this chat not yet delivered (a new placeholder would jump the queue)."""
+        return bool(self._unsent.get(chat_id))
+
+    def stats(self) -> dict[str, Any]:
+        created = [when for rows in self._unsent.values() for when in rows.values()]
+        oldest = min(created) if created else None
+        age = (self.now() - oldest).total_seconds() if oldest else 0.0
+        return {
+            "undelivered": len(created),
+            "oldest_undelivered_seconds": round(max(age, 0.0), 1),
+            "delivered": self.delivered,
+            "resent": self.resent,
+        }
+
+    # ----- the worker ------------------------------------------------------------------
+
+    def _ensure_worker(self, chat_id: int) -> None:
+        self._wake.setdefault(chat_id, asyncio.Event())
+        task = self._workers.get(chat_id)
+        if task is None or task.done():
+            self._workers[chat_id] = self._tasks.spawn(self._work(chat_id), f"outbox-{chat_id}")
+
+    async def _work(self, chat_id: int) -> None:
+        wake = self._wake[chat_id]
+        rows: list[OutboxRow] = []  # the chat's queue as last read; only this worker
+        # changes its rows, so after a delivery the rest stays valid until a put wakes it
+        while True:
+            try:
+                rows = await self._step(chat_id, wake, rows)
+            except Exception as exc:  # the store failed: look again a bit later
+                log.error("outbox step failed: %s", type(exc).__name__)
+                rows = []
+                await self._pause(wake, 5.0)
+
+    async def _step(
+        self, chat_id: int, wake: asyncio.Event, rows: list[OutboxRow]
+    ) -> list[OutboxRow]:
+        """Deliver, wait for, or expire the chat's first row; returns the queue left."""
+        if not rows or wake.is_set():
+            wake.clear()
+            rows = await self.mailbox.unsent(CHANNEL, str(chat_id))
+        if not rows:
+            if not wake.is_set():  # a put after the read registers its rows and wakes
+                self._unsent.pop(chat_id, None)
+                self._check_idle()
+                await self._pause(wake, IDLE_WAIT)
+            return []
+        row = rows[0]
+        now = self.now()
+        if now >= row.expires_at:
+            await self._expire(chat_id, rows, now)
+            return []
+        due = (row.next_at - now).total_seconds()
+        if due > 0:
+            await self._pause(wake, min(due, (row.expires_at - now).total_seconds()))
+            return rows
+        return rows[1:] if await self._attempt(chat_id, row) else []
+
+    @staticmethod
+    async def _pause(wake: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(seconds, 0.0)):
+                await wake.wait()
+
+    async def _attempt(self, chat_id: int, row: OutboxRow) -> bool:
+        """One try; True when the row is finished (sent or failed for good)."""
+        await self.mailbox.sending(row.id)
+        try:
+            message_id = await self._deliver(chat_id, row)
+        except _Retry as retry:
+            delay = retry.delay
+            if delay is None:
+                delay = min(BACKOFF_START * 2 ** max(row.attempts, 0), BACKOFF_CAP)
+            log.warning("telegram %s failed (%s); retrying in %.0fs", row.kind, retry.error, delay)
+            at = self.now() + timedelta(seconds=delay)
+            await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=retry.ambiguous)
+            return False
+        except _Failed as failed:
+            log.error("telegram refused a %s for good: %s", row.kind, failed)
+            await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
+            self._finish(chat_id, row.id, "failed", None)
+            return True
+        await self.mailbox.sent(row.id, message_id, self.now())
+        self.delivered += 1
+        self._finish(chat_id, row.id, "sent", message_id)
+        return True
+
+    def _finish(self, chat_id: int, row_id: int, state: str, message_id: int | None) -> None:
+        self._unsent.get(chat_id, {}).pop(row_id, None)
+        future = self._futures.pop(row_id, None)
+        if future is not None and not future.done():
+            future.set_result((state, message_id))
+        self._check_idle()
+
+    def _check_idle(self) -> None:
+        if not any(self._unsent.values()):
+            self._idle.set()
+
+    async def _expire(self, chat_id: int, rows: list[OutboxRow], now: datetime) -> None:
+        """The first row expired: it and every row behind it created before now go, and
+        one notice (unless all of them were such notices) tells the owner."""
+        gone = [row for row in rows if row.created_at <= now]
+        await self.mailbox.give_up([row.id for row in gone], "expired", "expired", now)
+        for row in gone:
+            self._finish(chat_id, row.id, "expired", None)
+        lost = [r for r in gone if r.kind == "send" and r.body.get("notice") != _NOTICE]
+        log.warning("%d outgoing messages expired undelivered", len(gone))
+        if not lost:
+            return
+        earliest = min(row.created_at for row in lost).astimezone(self.tz)
+        text = t("tg.undelivered", count=len(lost), time=earliest.strftime("%m-%d %H:%M"))
+        item = OutboxItem("send", {"text": text, "parse_mode": None, "notice": _NOTICE})
+        with contextlib.suppress(Exception):  # the notice is best effort on a failing store
+            await self.put(chat_id, [item], expiry=NOTICE_EXPIRY)
+
+    # ----- one call ----------------------------------------------------------------------
+
+    async def _deliver(self, chat_id: int, row: OutboxRow) -> int | None:
+        body = row.body
+        try:
+            if row.kind == "delete":
+                return await self._delete(chat_id, int(body["message_id"]))
+            if row.kind == "edit":
+                return await self._edit(chat_id, body)
+            return await self._send(chat_id, row)
+        except RetryAfter as exc:
+            wait = exc._retry_after
+            seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
+            raise _Retry(seconds, "RetryAfter", ambiguous=False) from None
+        except _PERMANENT as exc:
+            raise _Failed(f"{type(exc).__name__}: {hide_quoted(exc.message)}") from None
+        except TelegramError as exc:
+            reached = not _never_reached(exc)
+            # Only a send can duplicate; an edit or delete just repeats.
+            ambiguous = reached and row.kind == "send"
+            raise _Retry(None, type(exc).__name__, ambiguous=ambiguous) from None
+        except (KeyError, TypeError, ValueError) as exc:  # a malformed body: never deliverable
+            raise _Failed(type(exc).__name__) from None
+
+    async def _send(self, chat_id: int, row: OutboxRow) -> int | None:
+        body = row.body
+        text, mode = str(body.get("text") or ""), body.get("parse_mode")
+        markup = _markup(body.get("reply_markup"))
+        replace = body.get("replace")
+        if replace is not None:
+            try:
+                return await self._edit_text(chat_id, int(replace), text, mode, markup)
+            except BadRequest as exc:
+                if not _gone(exc):
+                    raise
+            # The placeholder is gone or cannot be edited: the text comes anew, and the
+            # placeholder (if it still stands) goes.
+            message_id = await self._send_text(chat_id, row, text, mode, markup)
+            with contextlib.suppress(TelegramError):
+                await self.bot.delete_message(chat_id, int(replace))
+            return message_id
+        return await self._send_text(chat_id, row, text, mode, markup)
+
+    async def _send_text(
+        self,
+        chat_id: int,
+        row: OutboxRow,
+        text: str,
+        mode: str | None,
+        markup: InlineKeyboardMarkup | None,
+    ) -> int:
+        marker = t("tg.resent_marker") if row.ambiguous else ""
+        if row.ambiguous:
+            self.resent += 1
+        try:
+            parts = [marker + text]
+            if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
+                parts = split_html(parts[0]) if mode else split_plain(parts[0])
+            return await self._send_parts(chat_id, parts, mode, markup)
+        except BadRequest as exc:
+            if mode is None or not _bad_entities(exc):
+                raise
+            log.warning(
+                "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
+            )
+            plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
+            return await self._send_parts(chat_id, plain, None, markup)
+
+    async def _send_parts(
+        self, chat_id: int, parts: list[str], mode: str | None, markup: InlineKeyboardMarkup | None
+    ) -> int:
+        """Almost always one part; the buttons go on the last; its id is the row's."""
+        message_id = 0
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            sent: Message = await self.bot.send_message(
+                chat_id, part, parse_mode=mode, reply_markup=markup if last else None
+            )
+            message_id = sent.message_id
+        return message_id
+
+    async def _edit_text(
+        self,
+        chat_id: int,
+        message_id: int,
+        text: str,
+        mode: str | None,
+        markup: InlineKeyboardMarkup | None,
+    ) -> int:
+        try:
+            await self.bot.edit_message_text(
+                text, chat_id=chat_id, message_id=message_id, parse_mode=mode, reply_markup=markup
+            )
+        except BadRequest as exc:
+            if _not_modified(exc):
+                return message_id
+            if mode is None or not _bad_entities(exc):
+                raise
+            plain = html_to_plain(text)
+            try:
+                await self.bot.edit_message_text(
+                    plain, chat_id=chat_id, message_id=message_id, reply_markup=markup
+                )
+            except BadRequest as again:
+                if not _not_modified(again):
+                    raise
+        return message_id
+
+    async def _edit(self, chat_id: int, body: dict[str, Any]) -> int | None:
+        message_id = int(body["message_id"])
+        markup = _markup(body.get("reply_markup"))
+        try:
+            if body.get("text") is None:
+                await self.bot.edit_message_reply_markup(
+                    chat_id=chat_id, message_id=message_id, reply_markup=markup
+                )
+                return message_id
+            return await self._edit_text(
+                chat_id, message_id, str(body["text"]), body.get("parse_mode"), markup
+            )
+        except BadRequest as exc:
+            if _gone(exc) or _not_modified(exc):
+                return message_id  # nothing left to change
+            raise
+
+    async def _delete(self, chat_id: int, message_id: int) -> int | None:
+        try:
+            await self.bot.delete_message(chat_id, message_id)
+        except BadRequest as exc:
+            if not _gone(exc):
+                raise
+        return None
+
+
+def _markup(value: Any) -> InlineKeyboardMarkup | None:
+    if not isinstance(value, dict):
+        return None
+    return InlineKeyboardMarkup.de_json(value, None)
+
+
+def _never_reached(exc: BaseException) -> bool:
+    """True when the request provably never got to the API (nothing can duplicate)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, _NOT_REACHED):
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def _lower(exc: TelegramError) -> str:
+    return exc.message.lower()
+
+
+def _not_modified(exc: TelegramError) -> bool:
+    return "not modified" in _lower(exc)
+
+
+def _bad_entities(exc: TelegramError) -> bool:
+    return "can't parse entities" in _lower(exc) or "can't find end" in _lower(exc)
+
+
+def _gone(exc: TelegramError) -> bool:
+    text = _lower(exc)
+    return any(
+        mark in text
+        for mark in (
+            "message to edit not found",
+            "message to delete not found",
+            "message can't be edited",
+            "message can't be deleted",
+            "message not found",
+            "message_id_invalid",
+        )
+    )

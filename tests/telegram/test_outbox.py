@@ -1,0 +1,448 @@
+"""The durable outbox against the Bot API simulator: a real PTB bot, real SQLite.
+
+Order per chat under faults, exactly-once delivery when an answer is lost (the re-send is
+marked), unmarked retries when the API was never reached, expiry with one notice,
+restarts, placeholders, the HTML fallback, and a refused row not blocking the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from telegram import Bot
+from telegram.error import NetworkError, TelegramError, TimedOut
+from telegram.request import HTTPXRequest
+
+from kernel.core.events import Completed, ErrorEvent
+from kernel.core.turns import Turn
+from kernel.store.db import Store
+from kernel.store.mailbox import Mailbox, OutboxItem
+from kernel.telegram.outbox import (
+    Outbox,
+    Undeliverable,
+    _never_reached,
+    again_markup,
+    delete_item,
+    edit_item,
+    plain_items,
+    reply_items,
+)
+from kernel.telegram.view import TurnView
+from tests.conftest import free_port
+from tests.sim.script import text_reply
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim, _Fault
+from tests.telegram.conftest import Factory
+
+MARK = "↻ "
+OTHER = 777
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Rig:
+    tg: TelegramSim
+    store: Store
+    mailbox: Mailbox
+    bot: Bot
+    outbox: Outbox
+
+    def texts(self, chat: int = OWNER) -> list[str]:
+        return [m.text for m in self.tg.chat(chat, from_bot=True)]
+
+
+Make = Callable[..., Any]
+
+
+def make_bot(base: str) -> Bot:
+    return Bot(
+        DEFAULT_TOKEN,
+        base_url=f"{base}/bot",
+        request=HTTPXRequest(connect_timeout=2.0, read_timeout=2.0),
+    )
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Make]:
+    made: list[Rig] = []
+    sims: list[TelegramSim] = []
+    stores: dict[Path, Store] = {}
+
+    async def make(
+        *,
+        tg: TelegramSim | None = None,
+        expiry: timedelta = timedelta(hours=1),
+        base: str | None = None,
+        start: bool = True,
+    ) -> Rig:
+        if tg is None:
+            tg = await TelegramSim().start()
+            tg.add_chat(OTHER)
+            sims.append(tg)
+        path = tmp_path / "kernel.db"
+        store = stores.get(path)
+        if store is None:
+            store = stores[path] = Store(path)
+            await store.start()
+        mailbox = Mailbox(store)
+        bot = make_bot(base or tg.api_base)
+        await bot.initialize()
+        outbox = Outbox(mailbox, bot, expiry=expiry, now=now)
+        if start:
+            await outbox.start()
+        r = Rig(tg, store, mailbox, bot, outbox)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        await r.outbox.stop(0)
+        await r.bot.shutdown()
+    for store in stores.values():
+        await store.close()
+    for tg in sims:
+        await tg.stop()
+
+
+async def test_a_reply_goes_out_in_order_and_tickets_give_message_ids(rig: Make) -> None:
+    r = await rig()
+    ticket = await r.outbox.put(OWNER, [*plain_items("one"), *plain_items("two")])
+    ids = await ticket.wait()
+    assert r.texts() == ["one", "two"]
+    assert ids == [m.message_id for m in r.tg.chat(OWNER, from_bot=True)]
+    assert not r.outbox.backlog(OWNER)
+    assert r.outbox.stats()["undelivered"] == 0
+
+
+async def test_send_returns_the_message_id(rig: Make) -> None:
+    r = await rig()
+    message_id = await r.outbox.send(OWNER, plain_items("hello")[0])
+    assert r.tg.message(OWNER, message_id) is not None
+
+
+async def test_a_lost_answer_is_resent_once_with_the_marker(rig: Make) -> None:
+    r = await rig()
+    r.tg.drop_connections("sendMessage", after_processing=True)
+    await (await r.outbox.put(OWNER, plain_items("hello"))).wait()
+    assert r.texts() == ["hello", MARK + "hello"]
+
+
+async def test_a_dropped_request_is_resent_marked_never_plainly_twice(rig: Make) -> None:
+    r = await rig()
+    r.tg.drop_connections("sendMessage", times=2)
+    await (await r.outbox.put(OWNER, plain_items("a") + plain_items("b"))).wait()
+    assert r.texts() == [MARK + "a", "b"]
+
+
+async def test_bad_gateway_for_a_while_then_delivered_once_in_order(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=502, times=3)
+    ticket = await r.outbox.put(OWNER, plain_items("first"))
+    second = await r.outbox.put(OWNER, plain_items("second"))
+    assert r.outbox.backlog(OWNER)
+    await ticket.wait()
+    await second.wait()
+    # A 5xx is answered after the request reached the API: the re-send is marked.
+    assert r.texts() == [MARK + "first", "second"]
+
+
+async def test_rate_limited_is_retried_unmarked(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=429, retry_after=1, times=5)  # beyond any inner retry
+    await (await r.outbox.put(OWNER, plain_items("patient"))).wait()
+    assert r.texts() == ["patient"]
+
+
+async def test_connection_refused_is_retried_unmarked(rig: Make, tmp_path: Path) -> None:
+    # A port nobody listens on: connecting fails, so the API was never reached.
+    port = free_port()
+    tg = await TelegramSim(port=port).start()
+    r = await rig(tg=tg)
+    await tg.stop()
+    ticket = await r.outbox.put(OWNER, plain_items("later"))
+    await asyncio.sleep(1.5)  # at least one refused attempt
+    row = await r.mailbox.outbox_row(ticket.ids[0])
+    assert row is not None and row.attempts >= 1 and row.state == "pending"
+    await tg.start()
+    try:
+        await ticket.wait()
+        assert r.texts() == ["later"]
+    finally:
+        await tg.stop()
+
+
+async def test_expiry_expires_the_blocked_rows_and_tells_once(rig: Make) -> None:
+    r = await rig(expiry=timedelta(seconds=2))
+    r.tg.fail("sendMessage", status=502, times=1000)
+    ticket = await r.outbox.put(OWNER, plain_items("a") + plain_items("b"))
+    await asyncio.sleep(0.3)
+    more = await r.outbox.put(OWNER, plain_items("c"))
+    assert await ticket.states() == ["expired", "expired"]
+    assert await more.states() == ["expired"]
+    r.tg._faults.clear()
+    await r.tg.wait_until(lambda: len(r.texts()) == 1)
+    (notice,) = r.texts()
+    assert "3 messages could not be delivered" in notice or "3 条消息" in notice
+    await asyncio.sleep(0.5)
+    assert len(r.texts()) == 1
+
+
+async def test_restart_delivers_what_was_queued(rig: Make) -> None:
+    first = await rig(start=False)
+    await first.outbox.put(OWNER, plain_items("queued before") + plain_items("the restart"))
+    await first.outbox.stop(0)
+    second = await rig(tg=first.tg)
+    await first.tg.wait_until(lambda: len(second.texts()) == 2)
+    assert second.texts() == ["queued before", "the restart"]
+
+
+async def test_a_row_cut_mid_send_is_resent_marked_after_restart(rig: Make) -> None:
+    first = await rig(start=False)
+    ticket = await first.outbox.put(OWNER, plain_items("maybe"))
+    await first.mailbox.sending(ticket.ids[0])  # the process died during the call
+    second = await rig(tg=first.tg)
+    await first.tg.wait_until(lambda: len(second.texts()) == 1)
+    assert second.texts() == [MARK + "maybe"]
+
+
+async def test_the_placeholder_is_replaced(rig: Make) -> None:
+    r = await rig()
+    placeholder = (await r.bot.send_message(OWNER, "working…")).message_id
+    items = reply_items("**done**", replace=placeholder)
+    ids = await (await r.outbox.put(OWNER, items)).wait()
+    assert ids == [placeholder]
+    assert r.texts() == ["done"]
+
+
+async def test_a_gone_placeholder_is_sent_anew(rig: Make) -> None:
+    r = await rig()
+    placeholder = (await r.bot.send_message(OWNER, "working…")).message_id
+    await r.bot.delete_message(OWNER, placeholder)
+    await (await r.outbox.put(OWNER, plain_items("fresh", replace=placeholder))).wait()
+    assert r.texts() == ["fresh"]
+
+
+async def test_html_the_api_refuses_goes_as_plain_text(rig: Make) -> None:
+    r = await rig()
+    item = OutboxItem("send", {"text": "<b>bold</i> &amp; more", "parse_mode": "HTML"})
+    await (await r.outbox.put(OWNER, [item])).wait()
+    assert r.texts() == ["bold & more"]
+
+
+async def test_a_forbidden_row_does_not_block_the_next(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=403, times=1)
+    ticket = await r.outbox.put(OWNER, plain_items("refused") + plain_items("next"))
+    assert await ticket.states() == ["failed", "sent"]
+    assert r.texts() == ["next"]
+    with pytest.raises(Undeliverable):
+        r.tg.fail("sendMessage", status=403, times=1)
+        await r.outbox.send(OWNER, plain_items("refused again")[0])
+
+
+async def test_chats_do_not_block_each_other(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=429, retry_after=3600)  # the owner's chat waits an hour
+    slow = await r.outbox.put(OWNER, plain_items("owner"))
+    await r.tg.wait_until(lambda: any(c.status == 429 for c in r.tg.calls))
+    other = await r.outbox.put(OTHER, plain_items("other"))
+    await other.wait()
+    assert [m.text for m in r.tg.chat(OTHER, from_bot=True)] == ["other"]
+    assert r.outbox.backlog(OWNER) and not r.outbox.backlog(OTHER)
+    row = await r.mailbox.outbox_row(slow.ids[0])
+    assert row is not None and row.state == "pending"
+
+
+async def test_edits_and_deletes_of_gone_messages_are_done(rig: Make) -> None:
+    r = await rig()
+    message_id = await r.outbox.send(OWNER, plain_items("question", markup=again_markup(5))[0])
+    ticket = await r.outbox.put(
+        OWNER,
+        [
+            edit_item(message_id, "question\n\nclosed"),
+            edit_item(message_id, "question\n\nclosed"),  # not modified
+            delete_item(message_id),
+            delete_item(message_id),  # already gone
+            edit_item(message_id, "too late"),  # gone
+        ],
+    )
+    assert await ticket.states() == ["sent"] * 5
+    assert r.texts() == []
+
+
+async def test_order_holds_under_faults(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=502, times=2)
+    r.tg.drop_connections("sendMessage", times=1, after_processing=True)
+    tickets = [await r.outbox.put(OWNER, plain_items(f"m{n}")) for n in range(8)]
+    for ticket in tickets:
+        await ticket.wait()
+    shown = [text.removeprefix(MARK) for text in r.texts()]
+    deduped = [text for i, text in enumerate(shown) if i == 0 or shown[i - 1] != text]
+    assert deduped == [f"m{n}" for n in range(8)]
+    assert len(shown) <= 9
+
+
+# ----- the turn view: its outcome goes through the outbox and settles the inbox row ------
+
+
+async def open_row(r: Rig, update_id: int = 1) -> int:
+    row = await r.mailbox.take_in(
+        "telegram",
+        str(OWNER),
+        update_id=update_id,
+        message_id=update_id,
+        kind="text",
+        payload={"update_id": update_id},
+        now=now(),
+    )
+    assert row is not None
+    return row.id
+
+
+def view(r: Rig, inbox_id: int | None, *, stopping: bool = False) -> TurnView:
+    return TurnView(
+        r.bot,
+        OWNER,
+        outbox=r.outbox,
+        inbox_id=inbox_id,
+        drafts=False,
+        interrupted=lambda: stopping,
+    )
+
+
+async def run(v: TurnView, *events: Any) -> None:
+    turn = Turn(f"telegram:{OWNER}")
+    shown = asyncio.create_task(v.show(turn))
+    await asyncio.sleep(0)
+    for event in events:
+        turn.emit(event)
+    await shown
+
+
+async def outcome(r: Rig, inbox_id: int) -> tuple[str, int | None]:
+    await r.tg.wait_until(lambda: not r.outbox.backlog(OWNER))
+    row = await r.mailbox.inbox_row(inbox_id)
+    assert row is not None
+    return row.state, row.placeholder_id
+
+
+async def test_the_reply_replaces_the_placeholder_and_answers_the_row(rig: Make) -> None:
+    r = await rig()
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id), Completed(1, "**hello**"))
+    state, placeholder = await outcome(r, inbox_id)
+    assert state == "answered"
+    assert r.texts() == ["hello"]
+    assert placeholder == r.tg.chat(OWNER, from_bot=True)[0].message_id
+
+
+async def test_an_error_is_told_with_the_again_button_and_fails_the_row(rig: Make) -> None:
+    r = await rig()
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id), ErrorEvent(1, "provider_error", "the model is down"))
+    state, _ = await outcome(r, inbox_id)
+    assert state == "failed"
+    (notice,) = r.tg.chat(OWNER, from_bot=True)
+    assert "the model is down" in notice.text
+    assert notice.reply_markup == again_markup(inbox_id)
+
+
+async def test_a_stop_tells_interrupted_with_the_again_button(rig: Make) -> None:
+    r = await rig()
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id, stopping=True), Completed(1, "", cancelled=True))
+    state, _ = await outcome(r, inbox_id)
+    assert state == "interrupted"
+    (notice,) = r.tg.chat(OWNER, from_bot=True)
+    assert notice.reply_markup == again_markup(inbox_id)
+
+
+async def test_cancel_deletes_the_placeholder_and_cancels_the_row(rig: Make) -> None:
+    r = await rig()
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id), Completed(1, "", cancelled=True))
+    state, _ = await outcome(r, inbox_id)
+    assert state == "cancelled"
+    assert r.texts() == []
+
+
+async def test_no_placeholder_jumps_a_backlog(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=429, retry_after=2)
+    await r.outbox.put(OWNER, plain_items("earlier"))
+    await r.tg.wait_until(lambda: any(c.status == 429 for c in r.tg.calls))
+    inbox_id = await open_row(r)
+    await run(view(r, inbox_id), Completed(1, "later"))
+    state, placeholder = await outcome(r, inbox_id)
+    assert (state, placeholder) == ("answered", None)
+    assert r.texts() == ["earlier", "later"]
+
+
+async def test_a_view_without_an_inbox_row_still_delivers(rig: Make) -> None:
+    r = await rig()
+    await run(view(r, None), Completed(1, "plain"))
+    await r.tg.wait_until(lambda: r.texts() == ["plain"])
+
+
+async def test_stop_gives_queued_rows_their_drain(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=502)
+    ticket = await r.outbox.put(OWNER, plain_items("before the stop"))
+    await r.outbox.stop(30)
+    assert r.texts() == [MARK + "before the stop"]
+    assert await ticket.states() == ["sent"]
+
+
+# ----- the running channel ----------------------------------------------------------------
+
+
+async def test_a_lost_answer_to_the_reply_edit_does_not_duplicate(bot: Factory) -> None:
+    h = await bot()
+    h.tg.drop_connections("editMessageText", after_processing=True)
+    h.model.enqueue(text_reply("exactly once"))
+    h.tg.inject_text("hi")
+    await h.tg.wait_until(lambda: "exactly once" in h.texts())
+    await h.settle()
+    assert h.texts() == ["exactly once"]
+
+
+async def test_a_lost_answer_to_a_command_reply_is_resent_marked(bot: Factory) -> None:
+    h = await bot()
+    h.tg.drop_connections("sendMessage", after_processing=True)
+    h.tg.inject_text("/unknowncommand")
+    await h.tg.wait_until(lambda: len(h.texts()) == 2)
+    await h.settle()
+    first, again = h.texts()
+    assert again == MARK + first
+
+
+async def test_a_read_timeout_counts_as_maybe_delivered(rig: Make) -> None:
+    r = await rig()  # the bot's read timeout is 2 s; this call gets no answer for 5
+    r.tg._add_fault("sendMessage", _Fault("hang", seconds=5.0), 1)
+    await (await r.outbox.put(OWNER, plain_items("slow"))).wait()
+    assert r.texts() == [MARK + "slow"]
+
+
+def caused(error: TelegramError, cause: BaseException) -> TelegramError:
+    error.__cause__ = cause
+    return error
+
+
+def test_only_a_request_that_never_left_counts_as_not_reached() -> None:
+    request = httpx.Request("POST", "http://127.0.0.1/")
+    assert _never_reached(caused(NetworkError("x"), httpx.ConnectError("refused")))
+    assert _never_reached(caused(TimedOut(), httpx.ConnectTimeout("slow connect")))
+    assert _never_reached(caused(TimedOut(), httpx.PoolTimeout("pool")))
+    assert not _never_reached(caused(TimedOut(), httpx.ReadTimeout("read", request=request)))
+    assert not _never_reached(caused(NetworkError("x"), httpx.RemoteProtocolError("cut")))
+    assert not _never_reached(NetworkError("Bad Gateway"))  # a 5xx: it got there
