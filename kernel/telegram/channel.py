@@ -16,7 +16,6 @@ import os
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
