@@ -5,8 +5,7 @@ Started by hand (initialize → start_polling → start; the reverse on stop) wi
 and turns a crash cut off are told (``mailroom.py``), before anything new is handled.
 Updates are handled one at a time in order; a message starts a turn whose presentation
 runs as a tracked task, so ``/cancel`` and ``/status`` are never stuck behind a running
-reply. A watchdog restarts
-polling when no ``getUpdates`` has completed for ``telegram.watchdog_seconds``.
+reply. The bot and the polling watchdog are in ``polling.py``.
 """
 
 from __future__ import annotations
@@ -18,11 +17,10 @@ import os
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -55,6 +53,7 @@ from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
 from kernel.telegram.outbox import Outbox, plain_items
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
+from kernel.telegram.polling import PollingBot, PollWatch, poll_request
 
 if TYPE_CHECKING:
     from kernel.app import Kernel
@@ -64,26 +63,6 @@ log = logging.getLogger(__name__)
 SKILL_PREFIX = r"^/skill/"  # a message invoking a skill, not a command
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query", "channel_post"]
 Context = ContextTypes.DEFAULT_TYPE
-
-
-class _PollClock(HTTPXRequest):
-    """The request object PTB uses for getUpdates only: records each completed poll.
-    ``on_poll`` is told as each poll starts how many were answered before it."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.last_ok = time.monotonic()
-        self.answered = 0
-        self.on_poll: Callable[[int], None] | None = None
-
-    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-        if self.on_poll is not None:
-            self.on_poll(self.answered)
-        result = await super().do_request(*args, **kwargs)
-        if result[0] == 200:  # a 409 or a proxy's 502 is no completed poll
-            self.last_ok = time.monotonic()
-            self.answered += 1
-        return result
 
 
 class TelegramChannel:
@@ -98,18 +77,26 @@ class TelegramChannel:
         self.started_at = time.monotonic()
         self._tasks = TaskSet("telegram")  # replies, commands: awaited at stop
         self._watchdog = TaskSet("telegram watchdog")
-        self.poll_restarts = 0
         self.stopping = False
-        self._clock = _PollClock(connection_pool_size=1, read_timeout=cfg.poll_timeout + 10)
+        polls = poll_request()
+        bot = PollingBot(
+            cfg.token,
+            base_url=f"{cfg.api_base}/bot",
+            base_file_url=f"{cfg.api_base}/file/bot",
+            request=HTTPXRequest(connection_pool_size=256),  # PTB's builder default
+            get_updates_request=polls,
+            rate_limiter=RateBudget(max_retries=cfg.max_retries_429),
+        )
         self.app: Application[Any, Any, Any, Any, Any, Any] = (
-            ApplicationBuilder()
-            .token(cfg.token)
-            .base_url(f"{cfg.api_base}/bot")
-            .base_file_url(f"{cfg.api_base}/file/bot")
-            .get_updates_request(self._clock)
-            .rate_limiter(RateBudget(max_retries=cfg.max_retries_429))
-            .concurrent_updates(False)
-            .build()
+            ApplicationBuilder().bot(bot).concurrent_updates(False).build()
+        )
+        self.poller = PollWatch(
+            self.app,
+            bot,
+            polls,
+            poll_timeout=cfg.poll_timeout,
+            limit=cfg.watchdog_seconds,
+            allowed_updates=ALLOWED_UPDATES,
         )
         self.outbox = Outbox(
             Mailbox(kernel.store),
@@ -122,7 +109,7 @@ class TelegramChannel:
         self.commands = CommandSet(self)
         self.inbound = Inbound(self)
         self.mailroom = Mailroom(self)
-        self._clock.on_poll = self.mailroom.poll_starting
+        bot.poll_listeners.append(self.mailroom.poll_starting)
         self._register()
         self._started = False
         kernel.status_board.add(self)
@@ -133,23 +120,25 @@ class TelegramChannel:
     def running(self) -> bool:
         return self._started and not self.stopping
 
+    @property
+    def poll_restarts(self) -> int:
+        return self.poller.restarts
+
     def status(self) -> ChannelState:
-        """Polling state for /healthz: running, degraded (no getUpdates completed within
-        the watchdog limit), starting or stopped."""
+        """Polling state for /healthz: running, degraded (no getUpdates answered within
+        the watchdog limit, or updates waiting and none consumed), starting or stopped."""
         updater = self.app.updater
         polling = bool(updater and updater.running)
-        age = time.monotonic() - self._clock.last_ok
         detail = {
             "polling": polling,
-            "last_poll_seconds_ago": round(age, 1),
-            "poll_restarts": self.poll_restarts,
+            **self.poller.detail(),
             "dropped_updates": sum(self.dropped.values()),
         }
         if self.stopping:
             state = "stopped"
         elif not self._started:
             state = "starting"
-        elif polling and age < self.cfg.watchdog_seconds:
+        elif polling and not self.poller.degraded():
             state = "running"
         else:
             state = "degraded"
@@ -182,7 +171,7 @@ class TelegramChannel:
         await self.mailroom.recover()  # turns cut off last time; then what waited
         await self._start_polling()
         await self.app.start()
-        self._watchdog.spawn(self._watch_polling(), "telegram-watchdog")
+        self._watchdog.spawn(self.poller.watch(), "telegram-watchdog")
         self._started = True
         # Deliveries waiting for Telegram (a missed cron run fired at start) go now.
         self.kernel.channel_registry.attach(TelegramOutlet(self))
@@ -211,37 +200,7 @@ class TelegramChannel:
     async def _start_polling(self) -> None:
         """Nothing is dropped: what arrived while Kernel was down is recorded waiting and
         the owner decides (``mailroom.py``)."""
-        assert self.app.updater is not None
-        self._clock.last_ok = time.monotonic()
-        await self.app.updater.start_polling(
-            timeout=self.cfg.poll_timeout,
-            # deleteWebhook (the bootstrap) is retried until it works: with PTB's default
-            # of no retries, a failure during an outage would leave polling stopped.
-            bootstrap_retries=-1,
-            allowed_updates=ALLOWED_UPDATES,
-            error_callback=self._polling_error,
-        )
-
-    def _polling_error(self, error: Exception) -> None:
-        # PTB retries by itself; log the kind only (the URL carries the token).
-        log.warning("getUpdates failed: %s", type(error).__name__)
-
-    async def _watch_polling(self) -> None:
-        limit = self.cfg.watchdog_seconds
-        while True:
-            await asyncio.sleep(min(limit / 4, 15))
-            if time.monotonic() - self._clock.last_ok < limit:
-                continue
-            log.warning("no getUpdates completed for %.0fs; restarting polling", limit)
-            self.poll_restarts += 1
-            updater = self.app.updater
-            assert updater is not None
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(updater.stop(), timeout=limit)
-            try:
-                await self._start_polling()
-            except Exception as exc:  # keep watching; the next round tries again
-                log.warning("restarting polling failed: %s", type(exc).__name__)
+        await self.poller.start()
 
     def spawn(
         self, coro: Coroutine[Any, Any, None], name: str, *, for_owner: bool = False
