@@ -36,6 +36,7 @@ from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox
+from kernel.store.trouble import StorageTrouble, diagnose
 from kernel.tools.registry import ToolRegistry
 from kernel.workspace import Workspace
 from kernel.workspace.archive import Archives
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 
 class Kernel:
     """The assembled assistant: its core, and every plugin's channels and frontends."""
+
+    # Storage trouble at start: the first wait and the longest, in seconds (issue 15).
+    storage_retry: tuple[float, float] = (1.0, 60.0)
 
     def __init__(
         self,
@@ -142,13 +146,9 @@ class Kernel:
 
     async def start(self) -> None:
         """The core: store, channels, tools, MCP servers, agent, scheduler, retention."""
-        try:
-            self.config.data_dir.mkdir(parents=True, exist_ok=True)
-            await self.store.start()
-        except (OSError, StoreError) as exc:
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            path = self.config.data_dir
-            raise StartupError(t("startup.storage", path=path, detail=detail)) from None
+        trouble = await self._open_store()
+        if trouble is not None:
+            raise self._storage_refusal(trouble)
         for parts in self.channel_parts.values():
             if parts.start is not None:
                 await parts.start()
@@ -181,10 +181,54 @@ class Kernel:
             len(self.tools.names()),
         )
 
+    async def _open_store(self) -> StorageTrouble | None:
+        """Open the data directory and the database: None once open, else what stops it."""
+        try:
+            self.config.data_dir.mkdir(parents=True, exist_ok=True)
+            await self.store.start()
+        except (OSError, StoreError) as exc:
+            return await asyncio.to_thread(diagnose, exc, self.config.db_path.parent)
+        return None
+
+    def _storage_refusal(self, trouble: StorageTrouble) -> StartupError:
+        path = self.config.data_dir
+        return StartupError(t("startup.storage", path=path, detail=trouble.cause))
+
+    async def wait_for_storage(self, stopped: asyncio.Event) -> bool:
+        """Open the store; trouble that can pass (a full or read-only data directory) is
+        retried with backoff (1 s doubling to 60 s) until the store opens (True) or
+        ``stopped`` is set (False). Trouble no wait can fix (the data directory is a
+        file) raises StartupError, as :meth:`start` does."""
+        delay, longest = self.storage_retry
+        waited = False
+        while (trouble := await self._open_store()) is not None:
+            if not trouble.passing:
+                raise self._storage_refusal(trouble)
+            log.warning(
+                "storage unavailable (%s) at %s; retrying in %gs",
+                trouble.cause,
+                self.config.data_dir,
+                delay,
+            )
+            waited = True
+            try:
+                async with asyncio.timeout(delay):
+                    await stopped.wait()
+                return False
+            except TimeoutError:
+                delay = min(delay * 2, longest)
+        if waited:
+            log.info("storage available at %s", self.config.data_dir)
+        return True
+
     async def serve(self, stopped: asyncio.Event) -> None:
         """The service: the core, then every frontend (Telegram, the sidecar), until
-        ``stopped`` is set; then the whole shutdown in order. A refusal while starting
-        (a rejected token, a port in use) propagates after the shutdown."""
+        ``stopped`` is set; then the whole shutdown in order. Storage trouble at start
+        is waited out (:meth:`wait_for_storage`); a refusal while starting (a rejected
+        token, a port in use) propagates after the shutdown."""
+        if not await self.wait_for_storage(stopped):
+            log.info("stop signal received while waiting for storage; not started")
+            return
         async with self:
             stopping = self._tasks.spawn(stopped.wait(), "stop-signal")
             pending: set[asyncio.Task[Any]] = {stopping}

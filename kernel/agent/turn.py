@@ -31,7 +31,13 @@ from kernel.agent.slimming import (
 )
 from kernel.config import Config
 from kernel.core.asks import Answer, AskRegistry, Question
-from kernel.core.errors import KernelError, ProviderError, SkillError, ToolError
+from kernel.core.errors import (
+    InputRefusedError,
+    KernelError,
+    ProviderError,
+    SkillError,
+    ToolError,
+)
 from kernel.core.events import (
     AskUser,
     AssistantDelta,
@@ -140,6 +146,7 @@ class TurnRun:
         self.guest_tools: tuple[str, ...] | None = None  # set for a guest's turn
         self.interactive = True
         self.error = ""  # why the turn failed, for the agent's status ("" when it did not)
+        self.stored: list[int] = []  # ids of the messages this turn wrote, in order
 
     def reply_so_far(self) -> str:
         return "".join([*self.replies, *self.partial])
@@ -157,6 +164,11 @@ class TurnRun:
             finally:
                 self.turn.emit(Completed(self.step, reply, cancelled=True))
             raise
+        except InputRefusedError as exc:
+            self.error = str(exc)
+            log.warning("turn %s: the provider refused the input", self.turn.id)
+            message = t("provider.refused_input", detail=exc.message)
+            await self.set_aside(ErrorEvent(self.step, exc.code, message))
         except SkillError as exc:
             # Refused before anything was stored or sent: the owner fixes the name and
             # sends again (the text names the skills there are).
@@ -178,7 +190,7 @@ class TurnRun:
         write = self.parts.store.append_messages(
             self.session_id, [slim_message(message, artifacts)]
         )
-        await asyncio.shield(write)
+        self.stored.extend(await asyncio.shield(write))
 
     async def execute(self, user_input: UserInput) -> None:
         parts, cfg, conv = self.parts, self.parts.config, self.conversation
@@ -222,6 +234,10 @@ class TurnRun:
             messages = working if tools else flatten_tool_blocks(working)
             request = ChatRequest(model, system, messages, tools)
             completion = await self._stream(provider, request, policy)
+            if completion.stop_reason == "refusal":
+                # Anthropic's streaming classifiers: the context must drop the turn, or
+                # every later request is refused too.
+                raise InputRefusedError("the model declined the request", provider=provider.name)
             # History keeps the text without <remember> tags: it is what the owner saw,
             # the facts live in memories (recalled as their own layer), and a model shown
             # its old tags would learn to repeat them.
@@ -392,6 +408,24 @@ class TurnRun:
             await asyncio.shield(self.close_history(FAILED_RESULT))
         finally:
             self.turn.emit(event)
+
+    async def set_aside(self, event: ErrorEvent) -> None:
+        """The provider refused what this turn sent: every message the turn wrote (the
+        owner's, its tool calls, the partial reply) is marked failed, so the session's
+        next turn is sent without them. They stay in the history shown to people."""
+        try:
+            await asyncio.shield(self._mark_failed())
+        finally:
+            self.turn.emit(event)
+
+    async def _mark_failed(self) -> None:
+        await self.close_history(FAILED_RESULT)
+        if self.session_id is None or not self.stored:
+            return
+        try:
+            await self.parts.store.mark_failed(self.session_id, self.stored)
+        except KernelError:
+            log.warning("turn %s: could not set the refused messages aside", self.turn.id)
 
     async def close_history(self, reason: str, partial_note: str = "") -> None:
         """After a cancel or failure: answer dangling tool calls and keep streamed text."""

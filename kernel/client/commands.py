@@ -163,9 +163,10 @@ def chats_get(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     where = f"{chat['channel']}/{chat['user_id']}/{chat['session_id']}"
     out.write(f"{chat['id']}  {where}  {chat['name'] or t('session.untitled')}\n")
     for message in chat["messages"]:
+        mark = t("client.failed_mark") if message.get("failed") else ""
         for block in message["content"]:
             text = block.get("text") or block.get("content") or f"[{block.get('type')}]"
-            out.write(f"{message['role']}: {text}\n")
+            out.write(f"{message['role']}{mark}: {text}\n")
     return 0
 
 

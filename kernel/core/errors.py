@@ -7,7 +7,10 @@ KernelError
 │   ├── TransientProviderError  5xx, timeouts, dropped connections: worth a retry;
 │   │   │                       carries ``retry_after`` seconds when the server sent it
 │   │   └── RateLimitedError    429 / overloaded
-│   └── CapabilityError    the provider lacks what the request needs (no silent downgrade)
+│   ├── CapabilityError    the provider lacks what the request needs (no silent downgrade)
+│   └── InputRefusedError  a 4xx about the content the owner sent (an image it cannot
+│                          read, a prompt too long, a content policy), not the request's
+│                          shape: code ``provider_refused_input``
 ├── ToolError              a tool could not run; becomes a tool result the model reads
 ├── SpeechError            speech to text or text to speech failed (``cause``: a short tag)
 ├── StoreError             the SQLite store failed
@@ -83,6 +86,16 @@ class RateLimitedError(TransientProviderError):
 
 class CapabilityError(ProviderError):
     """The active provider cannot do what the request needs."""
+
+
+class InputRefusedError(ProviderError):
+    """The provider refused what the owner sent (the message, its image, its length),
+    not how Kernel asked: that message is set aside, the session goes on."""
+
+    CODE = "provider_refused_input"
+
+    def __init__(self, message: str, **kw: object) -> None:
+        super().__init__(message, code=self.CODE, **kw)  # type: ignore[arg-type]
 
 
 class ToolError(KernelError):
@@ -181,6 +194,7 @@ HTTP_STATUS: dict[str, int] = {
     "provider_disabled": 400,
     "model_not_found": 400,
     "provider_request_failed": 502,
+    InputRefusedError.CODE: 400,
     "rate_limit_error": 429,
     "rate_limited": 429,
     # CodedError: skills, workspace, SelfOps

@@ -2,9 +2,50 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
+
+# Storage trouble that can pass without Kernel changing anything: a full disk or quota,
+# a file system mounted read-only, permissions, a failing device. Anything else (a path
+# that is a file, a name too long) needs a person.
+PASSING_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+)
+PROBE_NAME = ".kernel-write-probe"
+PROBE_BYTES = 8192  # more than a page: a full file system refuses it at write time
+
+
+def os_cause(exc: OSError) -> str:
+    """The cause in words, without the path: "no space left on device"."""
+    words = os.strerror(exc.errno) if exc.errno else (exc.strerror or type(exc).__name__)
+    return words[:1].lower() + words[1:]
+
+
+def passes(exc: OSError) -> bool:
+    """Whether retrying later may succeed with nothing changed on Kernel's side."""
+    return exc.errno in PASSING_ERRNOS
+
+
+def probe_writable(folder: Path) -> OSError | None:
+    """Write, sync and remove a small file in ``folder``: the OSError that says why
+    the folder cannot take a write, or None. Blocking."""
+    path = folder / PROBE_NAME
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, bytes(PROBE_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return exc
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+    return None
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:

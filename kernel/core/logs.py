@@ -22,8 +22,11 @@ descriptors run out) cannot flood the disk and rotate away the history.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import logging.handlers
+import sys
 import threading
 import time
 import traceback
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from kernel.core.fileio import os_cause, passes
 from kernel.core.redact import Redactor, hide_quoted
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -277,6 +281,53 @@ def _exception_line(exc: BaseException, hide: bool) -> str:
     return line + "".join(f"{escape_controls(n)}\n" for n in notes)
 
 
+class LogFile(logging.handlers.RotatingFileHandler):
+    """``kernel.log``, rotated, that a full or read-only disk does not break: a write that
+    fails is said once on stderr (stdout keeps every line), and the file is tried again
+    at most every ``retry`` seconds, so logging resumes once the disk takes writes."""
+
+    def __init__(
+        self, path: Path, *, retry: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(
+            path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8", delay=True
+        )
+        self.retry = retry
+        self.clock = clock
+        self.failed_at: float | None = None  # the last failed write: wait ``retry``
+        self.broken = False  # said on stderr; cleared by the next line written
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failed_at is not None:
+            if self.clock() - self.failed_at < self.retry:
+                return
+            self.failed_at = None
+        super().emit(record)  # a failure lands in handleError, which sets failed_at
+        if self.failed_at is None:
+            self.broken = False
+
+    def _open(self) -> io.TextIOWrapper:
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        problem = sys.exc_info()[1]
+        if not isinstance(problem, OSError):
+            super().handleError(record)
+            return
+        if not self.broken:
+            self.broken = True
+            sys.stderr.write(
+                f"kernel: cannot write {self.baseFilename} ({os_cause(problem)}); "
+                "logging to stdout only until it can be written\n"
+            )
+        self.failed_at = self.clock()
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
 def setup_logging(
     log_dir: Path | None,
     secrets: Iterable[str],
@@ -296,12 +347,13 @@ def setup_logging(
     fmt = RedactingFormatter(Redactor(secrets, header_names, opaque), keep_text=log_messages)
     handlers: list[logging.Handler] = [logging.StreamHandler(stream)]
     if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        handlers.append(
-            logging.handlers.RotatingFileHandler(
-                log_dir / LOG_FILE, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
-            )
-        )
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if not passes(exc):  # a data dir that is a file: a person must fix it
+                raise
+            # A full or read-only disk: LogFile creates the folder once it can.
+        handlers.append(LogFile(log_dir / LOG_FILE))
     for handler in handlers:
         handler.setFormatter(fmt)
         handler.addFilter(RepeatFilter(handler))

@@ -13,10 +13,63 @@ from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
-from kernel.core.errors import ProviderError, RateLimitedError, TransientProviderError
+from kernel.core.errors import (
+    InputRefusedError,
+    ProviderError,
+    RateLimitedError,
+    TransientProviderError,
+)
 from kernel.core.redact import redact_text
 
 TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "server_error", "timeout"}
+
+# Error codes saying the provider refused the CONTENT sent (OpenAI and compatible servers:
+# Azure's content filter, DashScope's data inspection), whatever the status.
+REFUSED_INPUT_CODES = {
+    "context_length_exceeded",
+    "content_filter",
+    "content_policy_violation",
+    "data_inspection_failed",
+    "invalid_image",
+    "invalid_image_format",
+    "invalid_image_url",
+    "image_parse_error",
+    "image_too_large",
+    "string_above_max_length",
+}
+# What a 400/413/422's message says when the content is the problem, not the request's
+# shape: Anthropic ("prompt is too long", "Could not process image", "image exceeds 5 MB
+# maximum"), OpenAI and vLLM/DeepSeek ("maximum context length"), content policies.
+# A shape problem (a tool pairing, a missing field, max_tokens) names none of these.
+REFUSED_INPUT_WORDS = (
+    "prompt is too long",
+    "maximum context length",
+    "context length",
+    "context window",
+    "too many tokens",
+    "input token count",
+    "image",
+    "content policy",
+    "content management policy",
+    "usage policy",
+    "content filter",
+    "inappropriate content",
+    "high risk",
+    "敏感",
+)
+
+
+def refuses_input(status: int, code: str, message: str) -> bool:
+    """Whether a 4xx refuses the content sent (an image, the length, a policy) rather
+    than how it was asked: Kernel sets that message aside instead of resending it."""
+    if code in REFUSED_INPUT_CODES:
+        return True
+    if status == 413:  # Anthropic's request_too_large: the attachments, not the shape
+        return True
+    if status not in (400, 422):
+        return False
+    text = message.casefold()
+    return any(words in text for words in REFUSED_INPUT_WORDS)
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -76,6 +129,8 @@ def translate(
             return RateLimitedError(message, retry_after=parse_retry_after(headers), **kw)
         if status >= 500 or status == 408 or (status == 200 and code in TRANSIENT_TYPES):
             return TransientProviderError(message, retry_after=parse_retry_after(headers), **kw)
+        if 400 <= status < 500 and refuses_input(status, code, message):
+            return InputRefusedError(message, provider=provider, status=status)
         return ProviderError(message, **kw)
     # Mid-stream, the SDKs let the transport's own errors through unwrapped.
     names = {cls.__name__ for cls in type(exc).__mro__}

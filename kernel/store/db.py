@@ -18,10 +18,10 @@ from kernel.core.errors import StoreError
 from kernel.store.database import error_code, transaction, translated
 from kernel.store.memories import MEMORY_CATEGORIES, MemoryRow, MemoryTables, has_backlog
 from kernel.store.migrations import MEMORIES_FTS_SQL, MIGRATIONS, fts5_supported, migrate
-from kernel.store.sessions import SessionRow, SessionTables
+from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
 
-__all__ = ["MEMORY_CATEGORIES", "MemoryRow", "SessionRow", "Store"]
+__all__ = ["MEMORY_CATEGORIES", "MemoryRow", "SessionRow", "Store", "StoredMessage"]
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,8 @@ class Store(SessionTables, SettingTables, MemoryTables):
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
 
     async def start(self) -> None:
-        """Create the parent directory, open the database, set pragmas and migrate."""
+        """Create the parent directory, open the database, set pragmas and migrate.
+        After a failure (StoreError) it may be called again."""
         if self._closed:
             raise StoreError("store is closed")
         if self._executor is not None:
@@ -40,6 +41,11 @@ class Store(SessionTables, SettingTables, MemoryTables):
         loop = asyncio.get_running_loop()
         try:
             self.schema_version = await loop.run_in_executor(executor, self._open)
+        except Exception:
+            # _open ran and failed, closing what it opened: start() may be tried again.
+            executor.shutdown(wait=False)
+            self._executor = None
+            raise
         except BaseException:
             # Queued behind _open, so it also closes a connection opened after a cancel.
             self._closed = True
@@ -73,12 +79,19 @@ class Store(SessionTables, SettingTables, MemoryTables):
         with translated("open database"):
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._conn = conn
-            conn.execute("PRAGMA busy_timeout = 5000")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            version = migrate(conn, MIGRATIONS)
-            self._detect_fts5(conn)
+            try:
+                conn.execute("PRAGMA busy_timeout = 5000")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                version = migrate(conn, MIGRATIONS)
+                self._detect_fts5(conn)
+            except BaseException:
+                # Not opened after all (a full or read-only disk, say): nothing to
+                # checkpoint, and start() may be tried again.
+                self._conn = None
+                conn.close()
+                raise
             return version
 
     def _detect_fts5(self, conn: sqlite3.Connection) -> None:

@@ -250,6 +250,12 @@ def m007_mailbox(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX outbox_done_at ON outbox(done_at)")
 
 
+def m008_failed_messages(conn: sqlite3.Connection) -> None:
+    """``failed`` = 1: a message the provider refused for its content (and what its turn
+    produced). Kept as history (``/chats`` shows it), never sent to a model again."""
+    conn.execute("ALTER TABLE messages ADD COLUMN failed INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -258,6 +264,7 @@ MIGRATIONS: list[Migration] = [
     Migration("cron_jobs", m005_cron_jobs),
     Migration("channel_records", m006_channel_records),
     Migration("mailbox", m007_mailbox),
+    Migration("failed_messages", m008_failed_messages),
 ]
 
 

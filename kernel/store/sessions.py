@@ -34,6 +34,14 @@ class SessionRow:
     external_id: str = ""  # the channel's own id for it; "session-<id>" unless given
 
 
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as history keeps it; ``failed``: set aside, never shown to a model."""
+
+    message: Message
+    failed: bool = False
+
+
 _SESSION_SELECT = """
     SELECT s.id, s.channel, s.title, s.meta, s.created_at, s.updated_at,
            (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
@@ -220,40 +228,77 @@ class SessionTables(Database):
         return await self._write("append messages", op)
 
     async def load_messages(self, session_id: int, *, rounds: int | None = None) -> list[Message]:
-        """The session's messages in order.
+        """The session's messages in order, as a model is shown them: without the ones
+        marked failed (:meth:`mark_failed`).
 
         With ``rounds=N``, only messages from the start of the N-th most recent round
         (a user-input message) onward; everything if there are fewer rounds.
         """
+        stored = await self._load("load messages", session_id, rounds, with_failed=False)
+        return [s.message for s in stored]
+
+    async def load_transcript(
+        self, session_id: int, *, rounds: int | None = None
+    ) -> list[StoredMessage]:
+        """The session's messages in order as history keeps them: failed ones included
+        (and flagged), for showing and exporting a chat."""
+        return await self._load("load transcript", session_id, rounds, with_failed=True)
+
+    async def _load(
+        self, op: str, session_id: int, rounds: int | None, *, with_failed: bool
+    ) -> list[StoredMessage]:
         if rounds is not None:
             check_non_negative(rounds=rounds)
             if rounds == 0:
                 return []
+        # `starts_round = 1` literally, so the partial index applies.
+        only_kept = "" if with_failed else " AND failed = 0"
 
-        def op(conn: sqlite3.Connection) -> list[Message]:
+        def fn(conn: sqlite3.Connection) -> list[StoredMessage]:
             start_id = 0
             if rounds is not None:
-                # `starts_round = 1` literally, so the partial index applies.
                 row = conn.execute(
                     "SELECT id FROM messages WHERE session_id = ? AND starts_round = 1"
-                    " ORDER BY id DESC LIMIT 1 OFFSET ?",
+                    + only_kept
+                    + " ORDER BY id DESC LIMIT 1 OFFSET ?",
                     (session_id, rounds - 1),
                 ).fetchone()
                 if row is not None:
                     start_id = int(row[0])
             rows = conn.execute(
-                "SELECT id, role, content FROM messages WHERE session_id = ? AND id >= ?"
-                " ORDER BY id",
+                "SELECT id, role, content, failed FROM messages WHERE session_id = ? AND id >= ?"
+                + only_kept
+                + " ORDER BY id",
                 (session_id, start_id),
             ).fetchall()
-            return [_message_from_row(r) for r in rows]
+            return [StoredMessage(_message_from_row(r[:3]), bool(r[3])) for r in rows]
 
-        return await self._read("load messages", op)
+        return await self._read(op, fn)
+
+    async def mark_failed(self, session_id: int, message_ids: Sequence[int]) -> int:
+        """Set these messages of the session aside: kept as history, never loaded for a
+        model again (a message the provider refused for its content, and what its turn
+        produced). Returns how many were marked."""
+        unique = sorted({int(i) for i in message_ids})
+        if not unique:
+            return 0
+
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.executemany(
+                "UPDATE messages SET failed = 1 WHERE session_id = ? AND id = ?",
+                [(session_id, i) for i in unique],
+            )
+            return cur.rowcount
+
+        return await self._write("mark messages failed", op)
 
     async def count_rounds(self, session_id: int) -> int:
+        """Rounds a model would be shown: failed user messages do not count."""
+
         def op(conn: sqlite3.Connection) -> int:
             row = conn.execute(
-                "SELECT COUNT(*) FROM messages WHERE session_id = ? AND starts_round = 1",
+                "SELECT COUNT(*) FROM messages WHERE session_id = ? AND starts_round = 1"
+                " AND failed = 0",
                 (session_id,),
             ).fetchone()
             return int(row[0])

@@ -177,7 +177,9 @@ class Inbound:
         if message.photo:
             largest = message.photo[-1]
             media.check_size(largest.file_size, photo=True)
-            data = await self._download(largest.file_id)
+            data = await self._download(largest.file_id, photo=True)
+            # A size the message did not declare is only known now.
+            media.check_size(len(data), photo=True)
             return UserInput(caption, images=[media.image_block(data)], channel="telegram")
         if message.document:
             return await self._document(message, caption)
@@ -191,7 +193,7 @@ class Inbound:
         name = doc.file_name or "file"
         kind = media.classify_document(name, doc.mime_type)
         media.check_size(doc.file_size, photo=kind == "image")
-        data = await self._download(doc.file_id)
+        data = await self._download(doc.file_id, photo=kind == "image")
         media.check_size(len(data), photo=kind == "image")
         folder = self.channel.kernel.config.data_dir / "downloads"
         path = media.download_path(folder, doc.file_unique_id, name)
@@ -202,8 +204,9 @@ class Inbound:
         text_file = await asyncio.to_thread(media.read_text, name, data)
         return UserInput(text_file.as_input(caption), channel="telegram")
 
-    async def _download(self, file_id: str) -> bytes:
+    async def _download(self, file_id: str, *, photo: bool) -> bytes:
         file = await self.channel.app.bot.get_file(file_id)
+        media.check_size(file.file_size, photo=photo)  # getFile may know what the message did not
         return bytes(await file.download_as_bytearray())
 
 

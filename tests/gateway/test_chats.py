@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -10,7 +11,7 @@ from kernel.agent.agent import SessionKey
 from kernel.core.errors import ProtectedSessionError
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
-from tests.sim.script import Reply, Text, text_reply
+from tests.sim.script import Error, Reply, Text, text_reply
 
 
 async def test_default_chat_exists_and_is_protected(
@@ -159,3 +160,26 @@ async def test_a_chat_with_a_running_turn_is_not_deleted(
         sc.kernel.agent.cancel(conv)
     status, _ = await request
     assert status == 200
+
+
+async def test_a_refused_message_is_shown_flagged_and_left_out_of_the_next_request(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    anthropic_sim.enqueue(
+        Error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000"),
+        text_reply("pong"),
+    )
+    status, data = await sc.process("far too long", session_id="s-ref")
+    assert status == 400 and data["error"]["code"] == "provider_refused_input"
+    status, reply = await sc.process("ping", session_id="s-ref")
+    assert status == 200 and reply["reply"] == "pong"
+    assert "far too long" not in json.dumps(anthropic_sim.requests[-1].body)
+
+    status, chat, _ = await sc.call("GET", f"/chats/{reply['chat_id']}")
+    assert status == 200 and chat["message_count"] == 3  # history keeps it, flagged
+    assert [(m["content"][0]["text"], m.get("failed")) for m in chat["messages"]] == [
+        ("far too long", True),
+        ("ping", None),
+        ("pong", None),
+    ]

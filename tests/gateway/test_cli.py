@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import free_port, kernel_env, spawn_kernel
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
-from tests.sim.script import text_reply, tool_reply
+from tests.sim.script import Error, text_reply, tool_reply
 
 pytestmark = pytest.mark.slow  # real `kernel` CLI processes
 
@@ -73,6 +73,17 @@ async def test_chats_verbs(sidecar: SidecarFactory, anthropic_sim: AnthropicSim)
     assert (code, out) == (0, "deleted 1 chat(s)\n")
     code, _, err = await kernel(sc, "chats", "get", chat_id)
     assert code == 1 and "(not_found)" in err
+
+
+async def test_chats_get_marks_a_message_set_aside(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    anthropic_sim.enqueue(Error(400, "invalid_request_error", "prompt is too long"))
+    status, data = await sc.process("far too long", session_id="s-mark")
+    assert data["error"]["code"] == "provider_refused_input"
+    code, out, _ = await kernel(sc, "chats", "get", data["error"]["details"]["chat_id"])
+    assert out.splitlines()[1:] == ["user (set aside: refused by the model): far too long"]
 
 
 async def test_models_and_env_verbs(sidecar: SidecarFactory, anthropic_sim: AnthropicSim) -> None:

@@ -173,10 +173,17 @@ async def test_provider_failure_without_stream_is_an_error_response(
     from tests.sim.script import Error
 
     sc = await sidecar(anthropic_sim)
-    anthropic_sim.enqueue(Error(400, "invalid_request_error", "prompt is too long"))
+    anthropic_sim.enqueue(Error(400, "invalid_request_error", "max_tokens: too large"))
     status, data = await sc.process("hi", session_id="s-400")
     assert status == 502
     assert data["error"]["code"] == "invalid_request_error"
+    assert "max_tokens: too large" in data["error"]["message"]
+    assert data["error"]["details"]["events"][-1]["type"] == "error"
+    # A refusal of what was sent (issue 15) is the client's to change: 400, its own code.
+    anthropic_sim.enqueue(Error(400, "invalid_request_error", "prompt is too long"))
+    status, data = await sc.process("hi", session_id="s-400")
+    assert status == 400
+    assert data["error"]["code"] == "provider_refused_input"
     assert "prompt is too long" in data["error"]["message"]
     assert data["error"]["details"]["events"][-1]["type"] == "error"
 

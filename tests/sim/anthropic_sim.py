@@ -68,7 +68,7 @@ class AnthropicSim(SimServer):
             return self.invalid("request body must be a JSON object")
         if problem := validate_request(body):
             return self.invalid(problem)
-        scripted = self.next_scripted(lambda: last_user_text(body["messages"]))
+        scripted = self.next_scripted(lambda: last_user_text(body["messages"]), body["messages"])
         if scripted is None:
             return self.no_reply_response()
         return await self._answer(request, body, scripted)

@@ -121,7 +121,7 @@ class OpenAISim(SimServer):
             return self.invalid("We could not parse the JSON body of your request.")
         if problem := validate_chat_request(body):
             return self.invalid(*problem)
-        scripted = self.next_scripted(lambda: last_user_text(body["messages"]))
+        scripted = self.next_scripted(lambda: last_user_text(body["messages"]), body["messages"])
         if scripted is None:
             return self.no_reply_response()
         return await self._answer(request, body, scripted)

@@ -245,6 +245,7 @@ class SimServer:
         self.port = port
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Scripted] = deque()
+        self._refusals: list[tuple[str, Error]] = []
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self._arrived = asyncio.Event()
@@ -268,10 +269,17 @@ class SimServer:
                 raise TypeError(f"cannot script {item!r}")
         self._queue.extend(items)
 
+    def refuse_content(self, marker: str, error: Error) -> None:
+        """Answer every request whose messages hold ``marker`` with ``error``, as a
+        provider refuses content it will not take, however often it is sent; the
+        script is not consumed."""
+        self._refusals.append((marker, error))
+
     def reset(self) -> None:
-        """Forget recorded requests and unconsumed scripted replies."""
+        """Forget recorded requests, unconsumed scripted replies and content refusals."""
         self.requests.clear()
         self._queue.clear()
+        self._refusals.clear()
 
     async def wait_for_requests(self, count: int) -> list[RecordedRequest]:
         """Wait until at least `count` requests were recorded (bound it with asyncio.timeout)."""
@@ -334,8 +342,14 @@ class SimServer:
         self._arrived.set()
         return recorded
 
-    def next_scripted(self, echo: Callable[[], str]) -> Scripted | None:
-        """Pop the next scripted reply; when the queue is empty apply the fallback."""
+    def next_scripted(self, echo: Callable[[], str], messages: Any = None) -> Scripted | None:
+        """A content refusal matching ``messages``, else the next scripted reply; when
+        the queue is empty apply the fallback."""
+        if self._refusals:
+            text = json.dumps(messages, ensure_ascii=False)
+            for marker, error in self._refusals:
+                if marker in text:
+                    return error
         if self._queue:
             return self._queue.popleft()
         if self.fallback == "echo":

@@ -263,13 +263,11 @@ class StoredFile:
     file_size: int  # may claim more than len(data)
     mime_type: str | None = None
     file_name: str | None = None
+    declared: bool = True  # False: file_size is left out (it is optional in the Bot API)
 
     def descriptor(self) -> JSON:
-        return {
-            "file_id": self.file_id,
-            "file_unique_id": self.file_unique_id,
-            "file_size": self.file_size,
-        }
+        size = {"file_size": self.file_size} if self.declared else {}
+        return {"file_id": self.file_id, "file_unique_id": self.file_unique_id, **size}
 
 
 @dataclass
@@ -359,6 +357,10 @@ class TelegramSim:
             "username": bot_username,
         }
         self.calls: list[BotCall] = []  # every call but getUpdates, in order
+        self.downloads: list[str] = []  # file paths served, in order
+        # getFile refuses bigger files, as Telegram's cloud API does; None: no limit, as a
+        # local Bot API server (telegram-bot-api --local) serves any size.
+        self.download_limit: int | None = MAX_DOWNLOAD_SIZE
         self.polls: list[BotCall] = []  # getUpdates calls (result filled in when answered)
         self.get_updates_completed = 0  # getUpdates answered with a result
         self.allowed_updates: frozenset[str] = DEFAULT_ALLOWED_UPDATES
@@ -571,18 +573,23 @@ class TelegramSim:
         user_id: int | None = None,
         chat_id: int | None = None,
         chat_type: ChatType = "private",
+        declare_size: bool = True,
+        size_on_get_file: bool | None = None,
     ) -> JSON:
         """A photo with `sizes` PhotoSizes, smallest first; the largest downloads as `image`,
-        the smaller ones as shorter prefixes of it."""
+        the smaller ones as shorter prefixes of it. `declare_size=False`: no `file_size`
+        in the message, nor in getFile's answer unless `size_on_get_file`."""
         photo: list[JSON] = []
         for index in range(sizes):
             scale = 2 ** (sizes - 1 - index)
             data = image if index == sizes - 1 else image[: len(image) * (index + 1) // sizes]
             stored = self.store_file(data, "photos", ".jpg", mime_type="image/jpeg")
+            stored.declared = declare_size
             photo.append(
                 stored.descriptor()
                 | {"width": max(1, width // scale), "height": max(1, height // scale)}
             )
+            stored.declared = declare_size if size_on_get_file is None else size_on_get_file
         message = self._user_message(user_id, chat_id, chat_type, "photo", caption or "", [])
         message.media = photo
         return self.inject_update({"message": message.to_json()})
@@ -900,6 +907,7 @@ class TelegramSim:
         path = request.match_info["path"]
         for stored in self.files.values():
             if stored.file_path == path and stored.data is not None:
+                self.downloads.append(path)
                 content_type = stored.mime_type or "application/octet-stream"
                 return web.Response(body=stored.data, content_type=content_type)
         return web.json_response(ApiError(404, "Not Found").payload(), status=404)
@@ -1225,7 +1233,7 @@ class TelegramSim:
         stored = self.files.get(params.string("file_id") or "")
         if stored is None:
             raise bad_request("invalid file_id")
-        if stored.file_size > MAX_DOWNLOAD_SIZE:
+        if self.download_limit is not None and stored.file_size > self.download_limit:
             raise bad_request("file is too big")
         return stored.descriptor() | {"file_path": stored.file_path}
 

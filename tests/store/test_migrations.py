@@ -198,6 +198,28 @@ async def check_v7(store: Store) -> None:
     assert unsent.body == {"text": "hi"} and unsent.ambiguous and unsent.inbox_id == row.id
 
 
+def insert_v8(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO sessions (id, channel, user_id, external_id, title, meta, created_at,"
+        " updated_at) VALUES (8, 'telegram', '', 'session-8', NULL, '{}', ?, ?)",
+        (TS, TS),
+    )
+    for text, failed in (("kept", 0), ("refused", 1)):
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, starts_round, created_at, failed)"
+            " VALUES (8, 'user', ?, 1, ?, ?)",
+            (json.dumps([{"type": "text", "text": text}]), TS, failed),
+        )
+
+
+async def check_v8(store: Store) -> None:
+    assert [m.text for m in await store.load_messages(8)] == ["kept"]
+    transcript = await store.load_transcript(8)
+    assert [(s.message.text, s.failed) for s in transcript] == [("kept", False), ("refused", True)]
+    # Messages written before the column existed were never refused.
+    assert [m.text for m in await store.load_messages(1)] == ["hello"]
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -208,6 +230,7 @@ SAMPLES: dict[
     5: (insert_v5, check_v5),
     6: (insert_v6, check_v6),
     7: (insert_v7, check_v7),
+    8: (insert_v8, check_v8),
 }
 
 
@@ -314,7 +337,7 @@ async def test_store_start_with_failing_migration_leaves_db_untouched(
     store = Store(path)
     with pytest.raises(StoreError, match="broken"):
         await store.start()
-    with pytest.raises(StoreError, match="closed"):
+    with pytest.raises(StoreError, match="not started"):  # start() may be tried again
         await store.list_sessions()
     await store.close()
     assert version_of(path) == len(MIGRATIONS)

@@ -271,6 +271,33 @@ async def test_rounds_with_leading_non_round_messages(store: Store) -> None:
     assert await store.load_messages(s.id, rounds=2) == [greeting, user("hi"), assistant("hey")]
 
 
+async def test_failed_messages_are_history_but_never_loaded(store: Store) -> None:
+    s = await store.create_session("cli")
+    other = await store.create_session("cli")
+    r1 = [user("hi"), assistant("hello")]
+    await store.append_messages(s.id, r1)
+    refused = await store.append_messages(s.id, [user("refused"), *tool_call("call-9")])
+    r3 = [user("next"), assistant("fine")]
+    await store.append_messages(s.id, r3)
+    [elsewhere] = await store.append_messages(other.id, [user("other chat")])
+
+    # Only this session's messages are marked, each once however often it is named.
+    assert await store.mark_failed(s.id, [*refused, refused[0], elsewhere]) == len(refused)
+    assert await store.mark_failed(s.id, []) == 0
+
+    assert await store.load_messages(s.id) == r1 + r3
+    assert await store.count_rounds(s.id) == 2  # the refused round does not count
+    assert await store.load_messages(s.id, rounds=1) == r3
+    assert await store.load_messages(s.id, rounds=2) == r1 + r3
+    assert await store.load_messages(other.id) == [user("other chat")]
+    transcript = await store.load_transcript(s.id)
+    assert [x.message for x in transcript] == [*r1, user("refused"), *tool_call("call-9"), *r3]
+    assert [x.failed for x in transcript] == [False, False, True, True, True, False, False]
+    assert [x.message for x in await store.load_transcript(s.id, rounds=2)][0] == user("refused")
+    session = await store.get_session(s.id)
+    assert session is not None and session.message_count == 7  # history keeps them all
+
+
 async def test_rounds_scale_to_long_history(store: Store) -> None:
     s = await store.create_session("cli")
     other = await store.create_session("cli")
@@ -287,7 +314,7 @@ async def test_rounds_scale_to_long_history(store: Store) -> None:
     def plan(conn: sqlite3.Connection) -> str:
         rows = conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE session_id = ?"
-            " AND starts_round = 1 ORDER BY id DESC LIMIT 1 OFFSET ?",
+            " AND starts_round = 1 AND failed = 0 ORDER BY id DESC LIMIT 1 OFFSET ?",
             (s.id, 2),
         ).fetchall()
         return " | ".join(str(r[-1]) for r in rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import struct
 import zlib
+from collections.abc import Callable
 
 from tests.sim.script import text_reply
 from tests.telegram.conftest import CONV, Factory
@@ -66,6 +67,55 @@ async def test_oversized_photo_is_refused_before_download(bot: Factory) -> None:
     reply = await h.ask_update({"message": message})
     assert "too big (25.0 MB; limit 20 MB)" in reply
     assert len(h.tg.calls_to("getFile")) == gets
+
+
+async def answer_to(h, inject: Callable[[], object]) -> str:  # type: ignore[no-untyped-def]
+    """The first message the bot sends after ``inject()`` puts an update in."""
+    before = len(h.tg.calls_to("sendMessage"))
+    inject()
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
+    return str(h.tg.calls_to("sendMessage")[before].params["text"])
+
+
+THIRTY_MB = b"\xff\xd8\xff\xe0" + bytes(30 * 1024 * 1024)
+
+
+async def test_photo_without_a_declared_size_is_checked_after_download(bot: Factory) -> None:
+    h = await bot()
+    h.tg.download_limit = None  # a local Bot API server serves files of any size
+    requests = len(h.model.requests)
+
+    reply = await answer_to(h, lambda: h.tg.inject_photo(THIRTY_MB, sizes=1, declare_size=False))
+
+    assert "too big (30.0 MB; limit 20 MB)" in reply and "compress it" in reply
+    assert len(h.tg.downloads) == 1  # nothing said how big it was before it came
+    await h.settle()
+    assert len(h.model.requests) == requests  # nothing was sent to the model
+    assert h.kernel.agent.current_session(CONV) is None  # nor kept in any history
+
+
+async def test_photo_size_known_to_get_file_is_refused_before_download(bot: Factory) -> None:
+    h = await bot()
+    h.tg.download_limit = None
+    reply = await answer_to(
+        h,
+        lambda: h.tg.inject_photo(THIRTY_MB, sizes=1, declare_size=False, size_on_get_file=True),
+    )
+
+    assert "too big (30.0 MB; limit 20 MB)" in reply
+    assert h.tg.downloads == [] and len(h.tg.calls_to("getFile")) == 1
+
+
+async def test_small_photo_without_a_declared_size_is_answered(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("Seen it."))
+    before = len(h.tg.calls_to("sendMessage"))
+    h.tg.inject_photo(png(), caption="and this?", declare_size=False)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
+    await h.settle()
+    assert h.texts()[-1] == "Seen it."
+    content = h.model.requests[-1].body["messages"][-1]["content"]
+    assert [b["type"] for b in content] == ["image", "text"]
 
 
 async def test_text_document_is_read_and_slimmed_in_history(bot: Factory) -> None:

@@ -145,6 +145,7 @@ class NewChatBody(ChatKeyBody):
 class StoredMessage(Shape):
     role: str
     content: Any
+    failed: bool | None = None  # true: the provider refused it; never shown to a model
 
 
 class ChatWithMessages(Chat):
@@ -233,9 +234,12 @@ async def get_chat(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     rounds = query_int(request, "rounds", 20, maximum=1000)
     row = await require_chat(kernel, request.match_info["chat_id"])
-    messages = await kernel.store.load_messages(row.id, rounds=rounds)
     out = chat_json(row)
-    out["messages"] = [{"role": m.role, "content": content_to_json(m.content)} for m in messages]
+    out["messages"] = [
+        {"role": s.message.role, "content": content_to_json(s.message.content)}
+        | ({"failed": True} if s.failed else {})
+        for s in await kernel.store.load_transcript(row.id, rounds=rounds)
+    ]
     return json_response(out)
 
 
