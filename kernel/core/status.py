@@ -21,11 +21,12 @@ class ChannelState:
 
 
 class ChannelStatus(Protocol):
-    """A channel that reports its state on the board."""
+    """A channel that reports its state on the board (async: a channel may read its
+    records, e.g. Telegram's inbox and outbox, to report)."""
 
     name: str
 
-    def status(self) -> ChannelState: ...
+    async def status(self) -> ChannelState: ...
 
 
 class StatusBoard:
@@ -37,8 +38,8 @@ class StatusBoard:
     def add(self, channel: ChannelStatus) -> None:
         self._channels[channel.name] = channel
 
-    def states(self) -> list[ChannelState]:
-        return [channel.status() for channel in self._channels.values()]
+    async def states(self) -> list[ChannelState]:
+        return [await channel.status() for channel in self._channels.values()]
 
     def __contains__(self, name: object) -> bool:
         return name in self._channels

@@ -42,9 +42,7 @@ class Store(SessionTables, SettingTables, MemoryTables):
         try:
             self.schema_version = await loop.run_in_executor(executor, self._open)
         except Exception:
-            # _open ran and failed (a full or read-only disk, say): drop what it opened,
-            # and start() may be tried again.
-            await loop.run_in_executor(executor, self._discard_conn)
+            # _open ran and failed, closing what it opened: start() may be tried again.
             executor.shutdown(wait=False)
             self._executor = None
             raise
@@ -81,12 +79,19 @@ class Store(SessionTables, SettingTables, MemoryTables):
         with translated("open database"):
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._conn = conn
-            conn.execute("PRAGMA busy_timeout = 5000")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            version = migrate(conn, MIGRATIONS)
-            self._detect_fts5(conn)
+            try:
+                conn.execute("PRAGMA busy_timeout = 5000")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                version = migrate(conn, MIGRATIONS)
+                self._detect_fts5(conn)
+            except BaseException:
+                # Not opened after all (a full or read-only disk, say): nothing to
+                # checkpoint, and start() may be tried again.
+                self._conn = None
+                conn.close()
+                raise
             return version
 
     def _detect_fts5(self, conn: sqlite3.Connection) -> None:
@@ -107,12 +112,6 @@ class Store(SessionTables, SettingTables, MemoryTables):
 
             transaction(conn, create, "BEGIN IMMEDIATE")
         self.memory_index_pending = has_backlog(conn)
-
-    def _discard_conn(self) -> None:
-        """Close a connection whose opening failed: nothing to checkpoint."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
 
     def _close_conn(self) -> None:
         conn, self._conn = self._conn, None

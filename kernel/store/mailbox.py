@@ -161,6 +161,23 @@ class Mailbox:
 
         return await self.store.read("list inbox rows", op)
 
+    async def revise(
+        self, channel: str, chat_id: str, message_id: int, payload: dict[str, Any]
+    ) -> bool:
+        """The owner edited a message that is not being handled: what waits or runs
+        again (🔁) is the edited one. False when no such row is waiting or settled."""
+        body = dump_json(payload, "inbox payload")
+
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                "UPDATE inbox SET payload = ? WHERE channel = ? AND chat_id = ?"
+                " AND message_id = ? AND state != 'open' AND kind != 'callback'",
+                (body, channel, chat_id, message_id),
+            )
+            return cur.rowcount > 0
+
+        return await self.store.write("revise an inbox row", op)
+
     async def set_placeholder(self, row_id: int, message_id: int | None) -> None:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE inbox SET placeholder_id = ? WHERE id = ?", (message_id, row_id))

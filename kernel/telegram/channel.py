@@ -20,12 +20,12 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from telegram import BotCommand, Update
+from telegram import BotCommand, Message, Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
     Application,
@@ -41,7 +41,7 @@ from telegram.ext import (
 from telegram.request import HTTPXRequest
 
 from kernel.core.clock import SystemClock
-from kernel.core.errors import StartupError
+from kernel.core.errors import KernelError, StartupError
 from kernel.core.i18n import t
 from kernel.core.status import ChannelState
 from kernel.core.tasks import TaskSet
@@ -51,9 +51,9 @@ from kernel.telegram.budget import RateBudget
 from kernel.telegram.commands import COMMANDS, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
-from kernel.telegram.outbox import Outbox, plain_items
+from kernel.telegram.outbox import CHANNEL, Outbox, plain_items
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
-from kernel.telegram.polling import POLL_GRACE, PollingBot, PollWatch
+from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_request
 
 if TYPE_CHECKING:
     from kernel.app import Kernel
@@ -63,26 +63,7 @@ log = logging.getLogger(__name__)
 SKILL_PREFIX = r"^/skill/"  # a message invoking a skill, not a command
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query", "channel_post"]
 Context = ContextTypes.DEFAULT_TYPE
-
-
-class _PollClock(HTTPXRequest):
-    """The request object PTB uses for getUpdates only (``polling.poll_request``'s
-    settings): ``on_poll`` is told as each poll starts how many were answered before it."""
-
-    def __init__(self) -> None:
-        super().__init__(connection_pool_size=1, read_timeout=POLL_GRACE)
-        self.last_ok = time.monotonic()
-        self.answered = 0
-        self.on_poll: Callable[[int], None] | None = None
-
-    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-        if self.on_poll is not None:
-            self.on_poll(self.answered)
-        result = await super().do_request(*args, **kwargs)
-        if result[0] == 200:  # a 409 or a proxy's 502 is no completed poll
-            self.last_ok = time.monotonic()
-            self.answered += 1
-        return result
+UNDELIVERED_DEGRADED = 300.0  # seconds a message may wait undelivered before /healthz says so
 
 
 class TelegramChannel:
@@ -98,7 +79,7 @@ class TelegramChannel:
         self._tasks = TaskSet("telegram")  # replies, commands: awaited at stop
         self._watchdog = TaskSet("telegram watchdog")
         self.stopping = False
-        polls = self._clock = _PollClock()
+        polls = poll_request()
         bot = PollingBot(
             cfg.token,
             base_url=f"{cfg.api_base}/bot",
@@ -107,6 +88,7 @@ class TelegramChannel:
             get_updates_request=polls,
             rate_limiter=RateBudget(max_retries=cfg.max_retries_429),
         )
+        self.bot = bot
         self.app: Application[Any, Any, Any, Any, Any, Any] = (
             ApplicationBuilder().bot(bot).concurrent_updates(False).build()
         )
@@ -129,7 +111,7 @@ class TelegramChannel:
         self.commands = CommandSet(self)
         self.inbound = Inbound(self)
         self.mailroom = Mailroom(self)
-        self._clock.on_poll = self.mailroom.poll_starting
+        bot.poll_listeners.append(self.mailroom.poll_starting)
         self._register()
         self._started = False
         kernel.status_board.add(self)
@@ -144,9 +126,30 @@ class TelegramChannel:
     def poll_restarts(self) -> int:
         return self.poller.restarts
 
-    def status(self) -> ChannelState:
-        """Polling state for /healthz: running, degraded (no getUpdates answered within
-        the watchdog limit, or updates waiting and none consumed), starting or stopped."""
+    async def status(self) -> ChannelState:
+        """For /healthz and /status: polling's state, the inbox (turns open, messages
+        waiting for the owner's decision) and the outbox (messages not yet delivered,
+        the oldest one's age). Degraded too while a message waits undelivered for more
+        than ``UNDELIVERED_DEGRADED`` seconds."""
+        state = self.polling_state()
+        detail = dict(state.detail)
+        try:
+            box = await self.outbox.mailbox.stats(CHANNEL)
+        except KernelError as exc:  # the database's own state is /healthz's database part
+            log.warning("reading the mailbox for the status failed: %s", type(exc).__name__)
+            return state
+        outbox = self.outbox.stats()
+        detail["inbox"] = {"open_turns": box.open_turns, "waiting": box.waiting_updates}
+        detail["outbox"] = outbox
+        late = outbox["undelivered"] and (
+            outbox["oldest_undelivered_seconds"] >= UNDELIVERED_DEGRADED
+        )
+        name = "degraded" if state.state == "running" and late else state.state
+        return ChannelState(self.name, name, detail)
+
+    def polling_state(self) -> ChannelState:
+        """Polling alone: running, degraded (no getUpdates answered within the watchdog
+        limit, or updates waiting and none consumed), starting or stopped."""
         updater = self.app.updater
         polling = bool(updater and updater.running)
         detail = {
@@ -276,12 +279,30 @@ class TelegramChannel:
         """Only the owner's private chat gets through; the rest is dropped and counted.
         The owner's updates are on record before they are handled (``mailroom.py``)."""
         reason = self._reject_reason(update)
+        if reason == "edited" and self._owners_private(update.edited_message):
+            await self.mailroom.edited(update)
+        unreadable = self.bot.unreadable.pop(update.update_id, None)
+        if reason == "other" and unreadable is not None and self._owners(unreadable):
+            await self.mailroom.unreadable(update, unreadable.what)
+            raise ApplicationHandlerStop
         if reason:
             self.dropped[reason] += 1
             self.mailroom.refused(update)
             raise ApplicationHandlerStop
         if not await self.mailroom.admit(update):
             raise ApplicationHandlerStop
+
+    def _owners(self, unreadable: Unreadable) -> bool:
+        sent = (unreadable.user_id, unreadable.chat_id)
+        return unreadable.private and sent == (self.owner, self.owner)
+
+    def _owners_private(self, message: Message | None) -> bool:
+        return (
+            message is not None
+            and message.chat.type == "private"
+            and message.from_user is not None
+            and message.from_user.id == self.owner
+        )
 
     def _reject_reason(self, update: Update) -> str:
         if update.edited_message or update.edited_channel_post:
@@ -295,6 +316,4 @@ class TelegramChannel:
             return "other"
         if message.chat.type != "private":
             return "group"
-        if message.from_user is None or message.from_user.id != self.owner:
-            return "stranger"
-        return ""
+        return "" if self._owners_private(message) else "stranger"

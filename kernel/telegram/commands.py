@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from telegram import Update
 from telegram.ext import ContextTypes
@@ -92,5 +92,36 @@ class CommandSet:
                 minutes=int((time.monotonic() - channel.started_at) // 60),
                 restarts=channel.poll_restarts,
             ),
+            *mailbox_lines((await channel.status()).detail),
         ]
         await self._render(chat, await self.commands.status(conversation_of(chat), own))
+
+
+def mailbox_lines(detail: dict[str, Any]) -> list[str]:
+    """The inbox, the outbox and polling's last consumed update, from the status detail."""
+    lines = []
+    inbox, outbox = detail.get("inbox"), detail.get("outbox")
+    if inbox is not None and outbox is not None:
+        seconds = int(outbox["oldest_undelivered_seconds"])
+        oldest = t("tg.status_oldest", seconds=seconds) if outbox["undelivered"] else ""
+        lines.append(
+            t(
+                "tg.status_mailbox",
+                open=inbox["open_turns"],
+                waiting=inbox["waiting"],
+                undelivered=outbox["undelivered"],
+                oldest=oldest,
+            )
+        )
+    ago = detail.get("last_update_seconds_ago")
+    when = t("tg.status_never") if ago is None else t("tg.status_ago", seconds=int(ago))
+    pending = detail.get("pending_updates")
+    lines.append(
+        t(
+            "tg.status_polling",
+            ago=when,
+            pending="?" if pending is None else pending,
+            unparseable=detail.get("unparseable_updates", 0),
+        )
+    )
+    return lines

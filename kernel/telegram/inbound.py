@@ -9,6 +9,7 @@ unsupported kind) settles it with its notice, queued through the outbox."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Coroutine
 from pathlib import Path
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
 
 log = logging.getLogger(__name__)
+VOICE_AFTER_TEXT = 30.0
 
 
 def conversation_of(chat_id: int) -> str:
@@ -144,10 +146,17 @@ class Inbound:
             await mailroom.close(row, "answered")
 
     async def _show_and_speak(self, view: TurnView, turn: Turn, chat_id: int) -> None:
-        """A reply to voice: the text as always, then the voice note (``[tts]``)."""
+        """A reply to voice: the text as always, then the voice note (``[tts]``), once
+        the text is delivered (the outbox may hold it behind earlier messages), or after
+        ``VOICE_AFTER_TEXT`` seconds at most: the voice is a courtesy, the text the
+        answer."""
         await view.show(turn)
-        if view.reply:
-            await self.voice.reply(chat_id, view.reply)
+        if not view.reply:
+            return
+        if view.delivery is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(view.delivery.wait(), VOICE_AFTER_TEXT)
+        await self.voice.reply(chat_id, view.reply)
 
     def cancel(self, chat_id: int) -> bool:
         """Stop the chat's turn, or the delivery of a reply that just completed, and the

@@ -204,6 +204,46 @@ class Mailroom:
         self._handling[update.update_id] = (row, None)
         return True
 
+    async def unreadable(self, update: Update, what: str) -> None:
+        """The owner sent something Kernel's Telegram library cannot read (a message
+        kind newer than it): on record as failed, and the owner told how to resend."""
+        try:
+            row = await self.mailbox.take_in(
+                CHANNEL,
+                str(self.owner),
+                update_id=update.update_id,
+                message_id=None,
+                kind="unreadable",
+                payload={"update_id": update.update_id},
+                now=self.now(),
+            )
+        except Exception as exc:
+            log.error("recording update %d failed: %s", update.update_id, type(exc).__name__)
+            row = None
+        settle: tuple[int, InboxState] | None = (row.id, "failed") if row else None
+        items = plain_items(t("tg.unreadable", what=what))
+        await self.channel.outbox.put(self.owner, items, settle=settle)
+
+    async def edited(self, update: Update) -> None:
+        """The owner edited a message: a row waiting, failed, interrupted or answered
+        takes the edited text, so "process" or 🔁 runs what the owner means now (a
+        message the model refused can be fixed and tried again). An edit is never a
+        turn of its own."""
+        message = update.edited_message
+        if message is None:
+            return
+        payload = update.to_dict()
+        payload["message"] = payload.pop("edited_message")
+        try:
+            revised = await self.mailbox.revise(
+                CHANNEL, str(message.chat.id), message.message_id, payload
+            )
+        except Exception as exc:
+            log.warning("recording an edit failed: %s", type(exc).__name__)
+            return
+        if revised:
+            log.info("message %d was edited; its next run uses the edit", message.message_id)
+
     def refused(self, update: Update) -> None:
         """The gate refused a replayed update (it cannot, for the owner's own): its run
         ends here rather than waiting for handlers that will not come."""

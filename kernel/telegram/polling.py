@@ -41,7 +41,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +79,57 @@ class PollStats:
     failures: int = 0
     failing: bool = False  # the last poll failed for a network reason
     backoff: float = 0.0  # the last wait before a retry; 0 after an answered poll
+    answered: int = 0  # polls answered since start
     fetched: tuple[int, int, float] | None = None  # newest batch: last id, size, when
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An update PTB could not parse: who sent it where, and its content's field name."""
+
+    user_id: int
+    chat_id: int
+    private: bool
+    what: str
+
+
+# Fields of a message that are not its content: what is left names the kind.
+_ENVELOPE = frozenset(
+    {
+        "message_id",
+        "message_thread_id",
+        "from",
+        "sender_chat",
+        "sender_boost_count",
+        "sender_business_bot",
+        "date",
+        "business_connection_id",
+        "chat",
+        "forward_origin",
+        "is_topic_message",
+        "is_automatic_forward",
+        "reply_to_message",
+        "external_reply",
+        "quote",
+        "reply_to_story",
+        "via_bot",
+        "edit_date",
+        "has_protected_content",
+        "is_from_offline",
+        "media_group_id",
+        "author_signature",
+        "entities",
+        "caption_entities",
+        "link_preview_options",
+        "reply_markup",
+        "caption",
+        "show_caption_above_media",
+        "has_media_spoiler",
+        "effect_id",
+        "paid_star_count",
+    }
+)
+UNREADABLE_KEPT = 100
 
 
 class PollingBot(ExtBot[Any]):
@@ -89,6 +139,11 @@ class PollingBot(ExtBot[Any]):
         super().__init__(token, **kwargs)
         with self._unfrozen():
             self.stats = PollStats()
+            # Told as each poll starts how many were answered before it (the mailroom
+            # queues its "what waited" check behind the first batch).
+            self.poll_listeners: list[Callable[[int], None]] = []
+            # The newest unreadable updates by id (the gate tells the owner of theirs).
+            self.unreadable: dict[int, Unreadable] = {}
 
     async def get_updates(
         self,
@@ -104,6 +159,8 @@ class PollingBot(ExtBot[Any]):
         api_kwargs: dict[str, Any] | None = None,
     ) -> tuple[Update, ...]:
         self._confirm(offset)
+        for listener in self.poll_listeners:
+            listener(self.stats.answered)
         data: dict[str, Any] = {
             "timeout": timeout,
             "offset": offset,
@@ -126,6 +183,7 @@ class PollingBot(ExtBot[Any]):
         stats = self.stats
         stats.last_poll = stats.last_attempt = time.monotonic()
         stats.failing, stats.backoff = False, 0.0
+        stats.answered += 1
         updates = self._parse(result)
         if updates:
             self.stats.fetched = (updates[-1].update_id, len(updates), time.monotonic())
@@ -200,7 +258,27 @@ class PollingBot(ExtBot[Any]):
             )
             bare = Update(update_id=update_id)
             bare.set_bot(self)
+            self._remember_unreadable(update_id, item.get(kind))
             return bare
+
+    def _remember_unreadable(self, update_id: int, inner: Any) -> None:
+        """Who sent an update Kernel cannot read (ids and a field name, never content),
+        so the gate can tell the owner about their own message instead of dropping it."""
+        if not isinstance(inner, dict):
+            return
+        sender, chat = inner.get("from"), inner.get("chat")
+        if not isinstance(sender, dict) or not isinstance(chat, dict):
+            return
+        user_id, chat_id = sender.get("id"), chat.get("id")
+        if not isinstance(user_id, int) or not isinstance(chat_id, int):
+            return
+        content = [k for k in inner if isinstance(k, str) and k not in _ENVELOPE]
+        what = content[-1] if content and _KIND.fullmatch(content[-1]) else "unknown"
+        self.unreadable[update_id] = Unreadable(
+            user_id, chat_id, chat.get("type") == "private", what
+        )
+        while len(self.unreadable) > UNREADABLE_KEPT:
+            self.unreadable.pop(next(iter(self.unreadable)))
 
 
 def _outage(error: TelegramError) -> bool:
@@ -267,7 +345,9 @@ class PollWatch:
     def stats(self) -> PollStats:
         return self.bot.stats
 
-    async def start(self, *, drop_pending: bool = False) -> None:
+    async def start(self) -> None:
+        """Poll without dropping anything: what waited while Kernel was down is the
+        mailroom's to offer (``mailroom.py``)."""
         assert self.app.updater is not None
         self._since = time.monotonic()
         await self.app.updater.start_polling(
@@ -276,7 +356,6 @@ class PollWatch:
             # of no retries, a failure during an outage would leave polling stopped.
             bootstrap_retries=-1,
             allowed_updates=self.allowed_updates,
-            drop_pending_updates=drop_pending,
             error_callback=_polling_error,
         )
 

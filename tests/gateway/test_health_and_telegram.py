@@ -29,7 +29,7 @@ class StubChannel:
     name: str
     state: str
 
-    def status(self) -> ChannelState:
+    async def status(self) -> ChannelState:
         return ChannelState(self.name, self.state, {"polling": self.state == "running"})
 
 

@@ -16,14 +16,15 @@ from typing import Any
 
 import httpx
 import pytest
-from telegram import Bot
 from telegram.error import NetworkError, TelegramError, TimedOut
+from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
 from kernel.core.events import Completed, ErrorEvent
 from kernel.core.turns import Turn
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox, OutboxItem
+from kernel.telegram.budget import RateArgs, RateBudget
 from kernel.telegram.outbox import (
     Outbox,
     Undeliverable,
@@ -53,7 +54,7 @@ class Rig:
     tg: TelegramSim
     store: Store
     mailbox: Mailbox
-    bot: Bot
+    bot: ExtBot[RateArgs]
     outbox: Outbox
 
     def texts(self, chat: int = OWNER) -> list[str]:
@@ -63,11 +64,13 @@ class Rig:
 Make = Callable[..., Any]
 
 
-def make_bot(base: str) -> Bot:
-    return Bot(
+def make_bot(base: str) -> ExtBot[RateArgs]:
+    # As the channel builds it: the view passes rate_limit_args for drafts and typing.
+    return ExtBot(
         DEFAULT_TOKEN,
         base_url=f"{base}/bot",
         request=HTTPXRequest(connect_timeout=2.0, read_timeout=2.0),
+        rate_limiter=RateBudget(),
     )
 
 

@@ -24,7 +24,7 @@ from kernel.telegram.polling import (
     recovery_bound,
 )
 from tests.sim.script import text_reply
-from tests.sim.telegram_sim import DEFAULT_TOKEN, TelegramSim
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 from tests.telegram.conftest import BotHarness, Factory
 
 STRANGER = 999
@@ -93,8 +93,8 @@ async def test_an_unparseable_update_is_skipped_and_polling_goes_on(
     assert not [r for r in caplog.records if r.levelno >= logging.CRITICAL]
     assert SECRET not in caplog.text
     assert h.tg.chat(STRANGER, from_bot=True) == []
-    await h.tg.wait_until(lambda: h.channel.status().detail["last_update_id"] is not None)
-    state = h.channel.status()
+    await h.tg.wait_until(lambda: h.channel.polling_state().detail["last_update_id"] is not None)
+    state = h.channel.polling_state()
     assert state.state == "running"
     assert state.detail["unparseable_updates"] == 1
     assert state.detail["last_update_id"] > bad["update_id"]
@@ -153,8 +153,8 @@ async def test_updates_waiting_but_not_consumed_restart_polling(bot: Factory) ->
 
     # Every poll is answered (HTTP 200, nothing in it), but the update waits: degraded.
     await tg.wait_until(lambda: h.channel.poll_restarts >= 1)
-    await tg.wait_until(lambda: h.channel.status().state == "degraded")
-    state = h.channel.status()
+    await tg.wait_until(lambda: h.channel.polling_state().state == "degraded")
+    state = h.channel.polling_state()
     assert state.detail["pending_updates"] == 1
     assert "got it" not in h.texts()
 
@@ -162,8 +162,8 @@ async def test_updates_waiting_but_not_consumed_restart_polling(bot: Factory) ->
     tg.starved, tg.starve_all = set(tg.ports), False
     await tg.wait_until(lambda: "got it" in h.texts())
     await h.settle()
-    await tg.wait_until(lambda: h.channel.status().state == "running")
-    assert h.channel.status().detail["last_update_id"] == update["update_id"]
+    await tg.wait_until(lambda: h.channel.polling_state().state == "running")
+    assert h.channel.polling_state().detail["last_update_id"] == update["update_id"]
 
 
 async def test_the_watchdog_leaves_a_healthy_quiet_poll_alone(bot: Factory) -> None:
@@ -171,8 +171,8 @@ async def test_the_watchdog_leaves_a_healthy_quiet_poll_alone(bot: Factory) -> N
     checks = h.tg.calls_to("getWebhookInfo")
     await h.tg.wait_until(lambda: len(h.tg.calls_to("getWebhookInfo")) >= len(checks) + 4)
     assert h.channel.poll_restarts == 0
-    assert h.channel.status().state == "running"
-    assert h.channel.status().detail["pending_updates"] == 0
+    assert h.channel.polling_state().state == "running"
+    assert h.channel.polling_state().detail["pending_updates"] == 0
 
 
 async def recovered(h: BotHarness, reply: str) -> None:
@@ -181,7 +181,7 @@ async def recovered(h: BotHarness, reply: str) -> None:
     h.tg.inject_text("are you back?")
     await h.tg.wait_until(lambda: reply in h.texts())
     await h.settle()
-    await h.tg.wait_until(lambda: h.channel.status().state == "running")
+    await h.tg.wait_until(lambda: h.channel.polling_state().state == "running")
 
 
 async def test_polling_resumes_after_refused_connections(
@@ -194,7 +194,7 @@ async def test_polling_resumes_after_refused_connections(
     failures = stats.failures
     await h.tg.stop()  # the port now refuses connections
     await h.tg.wait_until(lambda: stats.failures >= failures + 3)
-    await h.tg.wait_until(lambda: h.channel.status().state == "degraded")
+    await h.tg.wait_until(lambda: h.channel.polling_state().state == "degraded")
     await h.tg.start()  # the same port again
 
     await recovered(h, "back after refusal")
@@ -271,3 +271,18 @@ def test_the_bound() -> None:
     bot = PollingBot(DEFAULT_TOKEN, get_updates_request=poll_request())
     # A long poll of 30 s is given up POLL_GRACE later, not twice the timeout.
     assert bot._poll_read_timeout(DEFAULT_NONE, 30) == 30 + POLL_GRACE
+
+
+async def test_the_owners_own_unreadable_message_is_told_not_dropped(
+    bot: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = await bot()
+    raw = old_server_poll(h.tg)
+    raw["message"]["chat"] = {"id": OWNER, "type": "private", "first_name": "Owner"}
+    raw["message"]["from"] = h.tg.user_json(OWNER)
+    notice = await h.ask_update(raw)
+    assert "cannot read (poll)" in notice  # the content's kind, never its text
+    assert SECRET not in caplog.text and SECRET not in notice
+    h.model.enqueue(text_reply("still here"))
+    assert await h.converse("hello?") == "still here"
+    assert h.model.requests[-1].raw.decode().count(SECRET) == 0

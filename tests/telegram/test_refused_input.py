@@ -23,3 +23,24 @@ async def test_a_refused_message_is_told_and_the_next_one_is_answered(bot: Facto
         h.model.enqueue(text_reply(f"answer {n}"))
         assert await h.converse(f"question {n}") == f"answer {n}"
     assert all(POISON not in r.raw.decode() for r in h.model.requests[-3:])
+
+
+async def test_the_owner_edits_the_refused_message_and_presses_again(bot: Factory) -> None:
+    h = await bot()
+    h.model.refuse_content(POISON, Error(400, "invalid_request_error", "invalid image"))
+    notice = await h.converse(f"look at {POISON}")
+    told = h.bot_messages()[-1]
+    assert "refused" in notice and told.reply_markup is not None
+    (button,) = [b for row in told.reply_markup["inline_keyboard"] for b in row]
+    assert button["callback_data"].startswith("again:")
+
+    # The owner fixes the message in place (an edit is no turn of its own) ...
+    h.tg.inject_edited_text("look at the cat")
+    # ... and 🔁 runs what the message says now.
+    h.model.enqueue(text_reply("a cat indeed"))
+    h.tg.inject_callback(button["callback_data"], message_id=told.message_id)
+    await h.tg.wait_until(lambda: "a cat indeed" in h.texts())
+    await h.settle()
+    assert h.model.requests[-1].raw.decode().count("look at the cat") == 1
+    assert POISON not in h.model.requests[-1].raw.decode()
+    assert h.texts().count("a cat indeed") == 1

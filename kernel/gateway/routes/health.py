@@ -94,7 +94,7 @@ async def healthz(request: web.Request) -> web.Response:
     if not detailed:
         database.pop("error", None)
     channels = {}
-    for state in kernel.status_board.states():
+    for state in await kernel.status_board.states():
         channels[state.name] = {"state": state.state, **state.detail}
     servers = mcp_servers(kernel, detailed=detailed)
     if not database["writable"]:
