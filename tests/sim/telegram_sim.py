@@ -20,8 +20,12 @@ Only chats the simulator knows accept messages: the owner's private chat, chats 
 injected updates came from, and chats added with `add_chat`.
 
 Faults: `fail(method, status=429, retry_after=...)`, `drop_connections(method)`,
-`hang_get_updates(seconds)`. A second concurrent getUpdates terminates the first with 409
-Conflict, like Telegram.
+`hang_get_updates(seconds)`; outages: `go_down()`/`come_back()` (nothing listens meanwhile:
+connection refused; everything the simulator knows is kept, and it comes back on the same
+port, so give it a `free_port()`), `fail_everything(502)`/`stop_failing()` (every method
+answers that status meanwhile). `inject_unparseable()` queues an update in a shape the
+client library cannot parse (a poll as older Bot API servers send it). A second
+concurrent getUpdates terminates the first with 409 Conflict, like Telegram.
 
 Run standalone (inject with `POST /_sim/inject {"text": "hi"}`, look with `GET /_sim/calls`
 and `GET /_sim/chat/<chat_id>`):
@@ -372,6 +376,9 @@ class TelegramSim:
         self._commands: dict[tuple[str, str], list[JSON]] = {}
         self._callbacks: dict[str, bool] = {}  # callback query id -> answered
         self._faults: dict[str, deque[_Fault]] = {}
+        self._failing: int | None = None  # fail_everything: every call answers this status
+        self._failing_description = ""
+        self._hanging: asyncio.Event | None = None  # hang_every_get_updates until released
         self._counter = itertools.count(1)
         self._poll_generation = 0
         self._pulse = asyncio.Event()
@@ -488,6 +495,45 @@ class TelegramSim:
     def hang_get_updates(self, seconds: float, *, times: int = 1) -> None:
         """The next `times` getUpdates get no answer at all for `seconds`, then are dropped."""
         self._add_fault("getUpdates", _Fault("hang", seconds=seconds), times)
+
+    async def go_down(self) -> None:
+        """The Bot API is unreachable: the server stops (long polls cut off), so every
+        connection is refused until `come_back()`; queued updates and chats are kept."""
+        await self.stop()
+
+    async def come_back(self) -> None:
+        """Serve again on the same port, with everything it knew before `go_down()`."""
+        await self.start()
+
+    def fail_everything(self, status: int = 502, description: str | None = None) -> None:
+        """Answer every call (getUpdates included) with `status` until `stop_failing()`."""
+        self._failing = status
+        self._failing_description = description or DEFAULT_DESCRIPTIONS.get(
+            status, f"Error {status}"
+        )
+
+    def hang_every_get_updates(self) -> None:
+        """Every getUpdates gets no answer (and delivers nothing) until `stop_failing()`;
+        then the hung ones are dropped, as a stuck proxy would finally do."""
+        if self._hanging is None:
+            self._hanging = asyncio.Event()
+
+    def stop_failing(self) -> None:
+        """End `fail_everything` and `hang_every_get_updates`."""
+        self._failing = None
+        hanging, self._hanging = self._hanging, None
+        if hanging is not None:
+            hanging.set()
+
+    def clear_faults(self) -> None:
+        """Forget the faults queued with `fail`, `drop_connections` and `hang_get_updates`
+        that no call consumed yet."""
+        self._faults.clear()
+
+    @property
+    def serving(self) -> bool:
+        """Listening (started and not gone down)."""
+        return self._runner is not None
 
     def _add_fault(self, method: str, fault: _Fault, times: int) -> None:
         self._faults.setdefault(method.lower(), deque()).extend([fault] * times)
@@ -689,6 +735,25 @@ class TelegramSim:
             }
         )
 
+    def inject_unparseable(self, *, user_id: int = 777001) -> JSON:
+        """A stranger's poll in the shape an older Bot API server sends (no
+        `persistent_id`, options without `voter_count`): python-telegram-bot cannot parse
+        it (`Update.de_json` raises TypeError), so one such update spoils the whole batch."""
+        message = self._user_message(user_id, None, "private", "text", "", [])
+        body = {k: v for k, v in message.to_json().items() if k != "text"}
+        body["poll"] = {
+            "id": str(next(self._counter)),
+            "question": "lunch?",
+            "options": [{"text": "yes"}, {"text": "no"}],
+            "is_closed": False,
+        }
+        return self.inject_update({"message": body})
+
+    def history(self, chat_id: int) -> list[ChatMessage]:
+        """Every message the chat ever showed, deleted ones included, oldest first."""
+        chat = self._chats.get(chat_id)
+        return list(chat.messages.values()) if chat else []
+
     def inject_channel_post(
         self, text: str, *, chat_id: int = CHANNEL_CHAT_ID, title: str = "Test Channel"
     ) -> JSON:
@@ -868,6 +933,10 @@ class TelegramSim:
             params = await read_params(request)
             call.params = params.values
             call.files = {name: upload.data for name, upload in params.files.items()}
+            if self._failing is not None:
+                raise ApiError(self._failing, self._failing_description)
+            if call.method == "getUpdates" and self._hanging is not None:
+                return await self._hang_until_released(request, call, self._hanging)
             faults = self._faults.get(call.method.lower())
             fault = faults.popleft() if faults else None
             if fault is not None and fault.kind == "error":
@@ -891,6 +960,18 @@ class TelegramSim:
         if call.method == "getUpdates":
             self.get_updates_completed += 1
         return web.json_response({"ok": True, "result": result})
+
+    async def _hang_until_released(
+        self, request: web.Request, call: BotCall, released: asyncio.Event
+    ) -> web.Response:
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        release = asyncio.ensure_future(released.wait())
+        await asyncio.wait({stopping, release}, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in (stopping, release):
+            waiter.cancel()
+        call.status, call.error = 0, "connection dropped (hang)"
+        abort(request)
+        return web.Response(status=503)
 
     async def _cut_off(self, request: web.Request, call: BotCall, fault: _Fault) -> web.Response:
         if fault.kind == "hang":

@@ -427,6 +427,66 @@ async def test_hanging_poll_times_out_and_stop_is_fast(sim: TelegramSim, bot: Bo
         await poll
 
 
+async def test_going_down_refuses_connections_and_coming_back_keeps_everything() -> None:
+    from tests.conftest import free_port
+
+    async with TelegramSim(port=free_port()) as sim, make_bot(sim) as bot:
+        await bot.send_message(OWNER, "before")
+        await sim.go_down()
+        assert not sim.serving
+        sim.inject_text("while down")
+        with pytest.raises(NetworkError):
+            await bot.send_message(OWNER, "refused")
+        await sim.come_back()
+        (update,) = await bot.get_updates(timeout=0)
+        assert update.message is not None and update.message.text == "while down"
+        await bot.send_message(OWNER, "after")
+        assert [m.text for m in sim.chat(OWNER, from_bot=True)] == ["before", "after"]
+
+
+async def test_failing_everything_until_stopped(sim: TelegramSim, bot: Bot) -> None:
+    sim.fail_everything(502)
+    sim.inject_text("held")
+    for call in (bot.get_updates(timeout=0), bot.send_message(OWNER, "no")):
+        with pytest.raises(NetworkError, match="Bad Gateway"):
+            await call
+    sim.stop_failing()
+    (update,) = await bot.get_updates(timeout=0)
+    assert update.message is not None and update.message.text == "held"
+    await bot.send_message(OWNER, "yes")
+    assert [m.text for m in sim.chat(OWNER, from_bot=True)] == ["yes"]
+
+
+async def test_every_poll_hangs_until_released(sim: TelegramSim, bot: Bot) -> None:
+    sim.hang_every_get_updates()
+    sim.inject_text("held")
+    with pytest.raises(TimedOut):
+        await bot.get_updates(timeout=0, read_timeout=0.2)
+    poll = asyncio.create_task(bot.get_updates(timeout=0, read_timeout=30))
+    await sim.wait_until(lambda: len(sim.polls) == 2)
+    await bot.send_message(OWNER, "sends still work")
+    sim.stop_failing()
+    with pytest.raises(NetworkError):
+        await poll  # the hung poll is dropped, delivering nothing
+    (update,) = await bot.get_updates(timeout=0)
+    assert update.message is not None and update.message.text == "held"
+
+
+async def test_an_unparseable_update_breaks_the_library_parse(sim: TelegramSim, bot: Bot) -> None:
+    sim.inject_unparseable()
+    sim.inject_text("next")
+    with pytest.raises(TypeError):
+        await bot.get_updates(timeout=0)
+    assert len(sim.pending_updates) == 2  # the real library cannot move past it by itself
+
+
+def test_history_keeps_deleted_messages(sim: TelegramSim) -> None:
+    sim.inject_text("one")
+    (message,) = sim.chat(OWNER)
+    message.deleted = True
+    assert sim.chat(OWNER) == [] and sim.history(OWNER) == [message]
+
+
 async def test_second_poll_terminates_the_first(sim: TelegramSim) -> None:
     async with make_bot(sim) as first, make_bot(sim) as second:
         waiting = asyncio.create_task(first.get_updates(timeout=5))
