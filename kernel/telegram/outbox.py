@@ -10,11 +10,20 @@ request went out, a connection cut mid-request, a 5xx, a death mid-call) is re-s
 the visible marker ``tg.resent_marker``: never an unmarked duplicate. A failure that
 provably never reached the API (refused connection, connect or pool timeout, 429) is
 retried unmarked. Retries back off from 1 s doubling to 5 min (``retry_after``
-honoured); a row still undelivered at its ``expires_at`` expires together with every
-row of its chat queued behind it, and one notice says how many and since when.
+honoured); a row still undelivered at its ``expires_at`` expires with the rows behind
+it that are as old, and one notice says how many and since when (a later expiry folds
+a notice not yet delivered into its own, so an outage leaves one notice, not many).
+:meth:`Outbox.nudge` (polling answered again) makes rows that failed for the network due
+at once instead of at the end of their backoff.
+
+A call that may have landed is remembered in memory, so a store failure after it (the
+row left ``sending``) never re-sends unmarked: a known message id is only recorded, an
+unknown outcome is re-sent marked.
 
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
-speed. Permanent refusals (Forbidden, BadRequest) fail the row and the next one goes.
+speed. Permanent refusals (Forbidden, BadRequest) fail the row and the next one goes;
+a refused reply (not a notice, not a chat that blocked the bot) is told once in plain
+words (``tg.chunk_refused``).
 Edits of a gone message: a ``replace`` (the placeholder) is sent anew, a plain edit is
 done; "message is not modified" is done; deleting a gone message is done. A chunk whose
 HTML Telegram cannot parse goes as plain text.
@@ -29,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace as with_fields
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
@@ -62,6 +72,8 @@ IDLE_WAIT = 60.0  # a worker with nothing due looks again at least this often
 _NOT_REACHED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _PERMANENT = (Forbidden, BadRequest, InvalidToken, ChatMigrated, EndPointNotFound)
 _NOTICE = "undelivered"  # body["notice"] of the expiry notice
+_REFUSED = "refused"  # body["notice"] of the "Telegram refused a reply" notice
+_WAITED = "RetryAfter"  # row.error of a 429: its wait is Telegram's, never shortened
 
 
 class Undeliverable(Exception):
@@ -155,7 +167,9 @@ class _Retry(Exception):
 
 
 class _Failed(Exception):
-    pass
+    def __init__(self, error: str, *, forbidden: bool = False) -> None:
+        super().__init__(error)
+        self.forbidden = forbidden  # the chat refuses the bot: nothing can reach it
 
 
 class Outbox:
@@ -169,7 +183,9 @@ class Outbox:
         expiry: timedelta,
         now: Callable[[], datetime],
         tz: tzinfo | None = None,
+        backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_CAP),
     ) -> None:
+        """``backoff``: the first retry delay and its cap, in seconds."""
         self.mailbox = mailbox
         self.bot = bot
         self.expiry = expiry
@@ -183,6 +199,16 @@ class Outbox:
         self._running = False
         self._stopped = False  # stop() ran: a put now only waits in the table
         self._idle = asyncio.Event()  # set when nothing is left to deliver
+        self.backoff_start, self.backoff_cap = backoff
+        # Calls that may have landed, by row: a re-read row still ``sending`` after a
+        # store failure is then re-sent marked (or only recorded, its message id known).
+        self._maybe: set[int] = set()
+        self._landed: dict[int, int | None] = {}
+        # Chats whose first row failed for the network: chat → True when the request
+        # never reached the API (then any success elsewhere also hurries them).
+        self._stalled: dict[int, bool] = {}
+        self._hurry: set[int] = set()  # chats whose network-failed row is due now
+        self._putting: set[asyncio.Future[Ticket]] = set()
         self.delivered = 0
         self.resent = 0
 
@@ -226,7 +252,20 @@ class Outbox:
         settle: tuple[int, InboxState] | None = None,
         expiry: timedelta | None = None,
     ) -> Ticket:
-        """Queue ``items`` durably, then wake the chat's worker; returns at once."""
+        """Queue ``items`` durably, then wake the chat's worker; returns at once.
+        Cancel-safe: a cancel while the row is written still registers and wakes."""
+        task = asyncio.ensure_future(self._put(chat_id, items, settle, expiry))
+        self._putting.add(task)
+        task.add_done_callback(self._putting.discard)
+        return await asyncio.shield(task)
+
+    async def _put(
+        self,
+        chat_id: int,
+        items: Sequence[OutboxItem],
+        settle: tuple[int, InboxState] | None,
+        expiry: timedelta | None,
+    ) -> Ticket:
         now = self.now()
         ids = await self.mailbox.put(
             CHANNEL,
@@ -258,6 +297,15 @@ class Outbox:
         if state != "sent" or message_id is None:
             raise Undeliverable(state)
         return message_id
+
+    def nudge(self) -> None:
+        """Telegram answers again (polling recovered): rows that failed for the network
+        are due now, not at the end of their backoff (a 429's wait still holds)."""
+        for chat_id in list(self._stalled):
+            self._hurry.add(chat_id)
+            wake = self._wake.get(chat_id)
+            if wake is not None:
+                wake.set()
 
     def backlog(self, chat_id: int) -> bool:
         """Rows of this chat not yet delivered (a new placeholder would jump the queue)."""
@@ -308,14 +356,19 @@ class Outbox:
                 await self._pause(wake, IDLE_WAIT)
             return []
         row = rows[0]
+        if row.id in self._landed:  # delivered; only the store's record of it failed
+            await self._record(chat_id, row, self._landed[row.id])
+            return rows[1:]
         now = self.now()
         if now >= row.expires_at:
             await self._expire(chat_id, rows, now)
             return []
         due = (row.next_at - now).total_seconds()
-        if due > 0:
+        hurried = chat_id in self._hurry and row.error != _WAITED
+        if due > 0 and not hurried:
             await self._pause(wake, min(due, (row.expires_at - now).total_seconds()))
             return rows
+        self._hurry.discard(chat_id)
         return rows[1:] if await self._attempt(chat_id, row) else []
 
     @staticmethod
@@ -326,26 +379,62 @@ class Outbox:
 
     async def _attempt(self, chat_id: int, row: OutboxRow) -> bool:
         """One try; True when the row is finished (sent or failed for good)."""
+        if row.id in self._maybe and not row.ambiguous and row.kind == "send":
+            # An earlier call of this process may have landed and the store failed
+            # before it could say how it ended: never an unmarked second copy.
+            row = with_fields(row, ambiguous=True)
         await self.mailbox.sending(row.id)
+        self._maybe.add(row.id)
         try:
             message_id = await self._deliver(chat_id, row)
         except _Retry as retry:
+            ambiguous = retry.ambiguous or row.ambiguous
+            if not ambiguous:
+                self._maybe.discard(row.id)
             delay = retry.delay
             if delay is None:
-                delay = min(BACKOFF_START * 2 ** max(row.attempts, 0), BACKOFF_CAP)
+                delay = min(self.backoff_start * 2 ** max(row.attempts, 0), self.backoff_cap)
+                self._stalled[chat_id] = not retry.ambiguous and row.kind == "send"
             log.warning("telegram %s failed (%s); retrying in %.0fs", row.kind, retry.error, delay)
             at = self.now() + timedelta(seconds=delay)
-            await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=retry.ambiguous)
+            await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=ambiguous)
             return False
         except _Failed as failed:
+            self._maybe.discard(row.id)
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
             self._finish(chat_id, row.id, "failed", None)
+            await self._tell_refused(chat_id, row, failed)
             return True
+        self._landed[row.id] = message_id
+        self._stalled.pop(chat_id, None)
+        # Telegram answers: chats whose requests never got there need not wait longer.
+        for other, unreached in self._stalled.items():
+            if unreached and other not in self._hurry:
+                self._hurry.add(other)
+                self._wake[other].set()
+        await self._record(chat_id, row, message_id)
+        return True
+
+    async def _record(self, chat_id: int, row: OutboxRow, message_id: int | None) -> None:
         await self.mailbox.sent(row.id, message_id, self.now())
+        self._landed.pop(row.id, None)
+        self._maybe.discard(row.id)
         self.delivered += 1
         self._finish(chat_id, row.id, "sent", message_id)
-        return True
+
+    async def _tell_refused(self, chat_id: int, row: OutboxRow, failed: _Failed) -> None:
+        """A reply Telegram refused for good is told once, in plain words; not for a
+        notice (no loop), an edit or delete, or a chat that refuses the bot itself."""
+        if row.kind != "send" or row.body.get("notice") or failed.forbidden:
+            return
+        pending = await self.mailbox.unsent(CHANNEL, str(chat_id))
+        if any(other.body.get("notice") == _REFUSED for other in pending):
+            return  # one notice stands for the whole run of refused chunks
+        item = OutboxItem(
+            "send", {"text": t("tg.chunk_refused"), "parse_mode": None, "notice": _REFUSED}
+        )
+        await self.put(chat_id, [item], expiry=NOTICE_EXPIRY)
 
     def _finish(self, chat_id: int, row_id: int, state: str, message_id: int | None) -> None:
         self._unsent.get(chat_id, {}).pop(row_id, None)
@@ -359,21 +448,38 @@ class Outbox:
             self._idle.set()
 
     async def _expire(self, chat_id: int, rows: list[OutboxRow], now: datetime) -> None:
-        """The first row expired: it and every row behind it created before now go, and
-        one notice (unless all of them were such notices) tells the owner."""
-        gone = [row for row in rows if row.created_at <= now]
-        await self.mailbox.give_up([row.id for row in gone], "expired", "expired", now)
-        for row in gone:
-            self._finish(chat_id, row.id, "expired", None)
+        """The first row expired: it and the rows behind it that expired too go (a row
+        queued later has its own time), and one notice tells the owner. An earlier such
+        notice still queued is folded into the new one: one notice per outage."""
+        gone = [row for row in rows if row.expires_at <= now]
         lost = [r for r in gone if r.kind == "send" and r.body.get("notice") != _NOTICE]
         log.warning("%d outgoing messages expired undelivered", len(gone))
         if not lost:
+            await self._give_up(chat_id, gone, now)
             return
-        earliest = min(row.created_at for row in lost).astimezone(self.tz)
-        text = t("tg.undelivered", count=len(lost), time=earliest.strftime("%m-%d %H:%M"))
-        item = OutboxItem("send", {"text": text, "parse_mode": None, "notice": _NOTICE})
+        count = len(lost)
+        earliest = min(row.created_at for row in lost)
+        folded = [r for r in rows if r.body.get("notice") == _NOTICE and r not in gone]
+        for notice in folded:
+            count += int(notice.body.get("count", 1))
+            since = _parse_time(notice.body.get("since"))
+            earliest = min(earliest, since or earliest)
+        when = earliest.astimezone(self.tz).strftime("%m-%d %H:%M")
+        body = {
+            "text": t("tg.undelivered", count=count, time=when),
+            "parse_mode": None,
+            "notice": _NOTICE,
+            "count": count,
+            "since": earliest.isoformat(),
+        }
+        await self._give_up(chat_id, gone + folded, now)
         with contextlib.suppress(Exception):  # the notice is best effort on a failing store
-            await self.put(chat_id, [item], expiry=NOTICE_EXPIRY)
+            await self.put(chat_id, [OutboxItem("send", body)], expiry=NOTICE_EXPIRY)
+
+    async def _give_up(self, chat_id: int, rows: list[OutboxRow], now: datetime) -> None:
+        await self.mailbox.give_up([row.id for row in rows], "expired", "expired", now)
+        for row in rows:
+            self._finish(chat_id, row.id, "expired", None)
 
     # ----- one call ----------------------------------------------------------------------
 
@@ -390,7 +496,8 @@ class Outbox:
             seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
             raise _Retry(seconds, "RetryAfter", ambiguous=False) from None
         except _PERMANENT as exc:
-            raise _Failed(f"{type(exc).__name__}: {hide_quoted(exc.message)}") from None
+            error = f"{type(exc).__name__}: {hide_quoted(exc.message)}"
+            raise _Failed(error, forbidden=isinstance(exc, Forbidden)) from None
         except TelegramError as exc:
             reached = not _never_reached(exc)
             # Only a send can duplicate; an edit or delete just repeats.
@@ -506,6 +613,13 @@ class Outbox:
         except BadRequest as exc:
             if not _gone(exc):
                 raise
+        return None
+
+
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
         return None
 
 
