@@ -23,10 +23,8 @@ unknown outcome is re-sent marked.
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
 speed. Permanent refusals (Forbidden, BadRequest) fail the row and the next one goes;
 a refused reply (not a notice, not a chat that blocked the bot) is told once in plain
-words (``tg.chunk_refused``).
-Edits of a gone message: a ``replace`` (the placeholder) is sent anew, a plain edit is
-done; "message is not modified" is done; deleting a gone message is done. A chunk whose
-HTML Telegram cannot parse goes as plain text.
+words (``tg.chunk_refused``). One call per row, and what its outcome means (gone
+messages, "not modified", the HTML fallback), is ``calls.py``'s.
 
 Public API: :class:`Outbox`, :class:`Ticket`, :class:`Undeliverable`, :func:`reply_items`,
 :func:`plain_items`, :func:`again_markup`.
@@ -42,25 +40,15 @@ from dataclasses import replace as with_fields
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
-import httpx
-from telegram import Bot, InlineKeyboardMarkup, Message
+from telegram import Bot
 from telegram.constants import ParseMode
-from telegram.error import (
-    BadRequest,
-    ChatMigrated,
-    EndPointNotFound,
-    Forbidden,
-    InvalidToken,
-    RetryAfter,
-    TelegramError,
-)
 
 from kernel.core.i18n import t
-from kernel.core.redact import hide_quoted
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import InboxState, Mailbox, OutboxItem, OutboxRow
-from kernel.telegram.render import html_to_plain, render_markdown
-from kernel.telegram.split import LIMIT, split_html, split_plain, utf16_len
+from kernel.telegram.calls import Refused, RetryLater, RowCalls
+from kernel.telegram.render import render_markdown
+from kernel.telegram.split import split_html, split_plain
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +57,6 @@ BACKOFF_START = 1.0
 BACKOFF_CAP = 300.0
 NOTICE_EXPIRY = timedelta(days=30)  # the "could not deliver" notice itself waits long
 IDLE_WAIT = 60.0  # a worker with nothing due looks again at least this often
-_NOT_REACHED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_PERMANENT = (Forbidden, BadRequest, InvalidToken, ChatMigrated, EndPointNotFound)
 _NOTICE = "undelivered"  # body["notice"] of the expiry notice
 _REFUSED = "refused"  # body["notice"] of the "Telegram refused a reply" notice
 _WAITED = "RetryAfter"  # row.error of a 429: its wait is Telegram's, never shortened
@@ -158,20 +144,6 @@ class Ticket:
         return [state for state, _ in await self._outcomes()]
 
 
-class _Retry(Exception):
-    def __init__(self, delay: float | None, error: str, *, ambiguous: bool) -> None:
-        super().__init__(error)
-        self.delay = delay  # None: the backoff's own
-        self.error = error
-        self.ambiguous = ambiguous
-
-
-class _Failed(Exception):
-    def __init__(self, error: str, *, forbidden: bool = False) -> None:
-        super().__init__(error)
-        self.forbidden = forbidden  # the chat refuses the bot: nothing can reach it
-
-
 class Outbox:
     """One per Telegram channel (``channel.outbox``)."""
 
@@ -209,8 +181,8 @@ class Outbox:
         self._stalled: dict[int, bool] = {}
         self._hurry: set[int] = set()  # chats whose network-failed row is due now
         self._putting: set[asyncio.Future[Ticket]] = set()
+        self._calls = RowCalls(bot)
         self.delivered = 0
-        self.resent = 0
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -319,7 +291,7 @@ class Outbox:
             "undelivered": len(created),
             "oldest_undelivered_seconds": round(max(age, 0.0), 1),
             "delivered": self.delivered,
-            "resent": self.resent,
+            "resent": self._calls.resent,
         }
 
     # ----- the worker ------------------------------------------------------------------
@@ -386,8 +358,8 @@ class Outbox:
         await self.mailbox.sending(row.id)
         self._maybe.add(row.id)
         try:
-            message_id = await self._deliver(chat_id, row)
-        except _Retry as retry:
+            message_id = await self._calls.deliver(chat_id, row)
+        except RetryLater as retry:
             ambiguous = retry.ambiguous or row.ambiguous
             if not ambiguous:
                 self._maybe.discard(row.id)
@@ -399,7 +371,7 @@ class Outbox:
             at = self.now() + timedelta(seconds=delay)
             await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=ambiguous)
             return False
-        except _Failed as failed:
+        except Refused as failed:
             self._maybe.discard(row.id)
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
@@ -423,7 +395,7 @@ class Outbox:
         self.delivered += 1
         self._finish(chat_id, row.id, "sent", message_id)
 
-    async def _tell_refused(self, chat_id: int, row: OutboxRow, failed: _Failed) -> None:
+    async def _tell_refused(self, chat_id: int, row: OutboxRow, failed: Refused) -> None:
         """A reply Telegram refused for good is told once, in plain words; not for a
         notice (no loop), an edit or delete, or a chat that refuses the bot itself."""
         if row.kind != "send" or row.body.get("notice") or failed.forbidden:
@@ -481,186 +453,9 @@ class Outbox:
         for row in rows:
             self._finish(chat_id, row.id, "expired", None)
 
-    # ----- one call ----------------------------------------------------------------------
-
-    async def _deliver(self, chat_id: int, row: OutboxRow) -> int | None:
-        body = row.body
-        try:
-            if row.kind == "delete":
-                return await self._delete(chat_id, int(body["message_id"]))
-            if row.kind == "edit":
-                return await self._edit(chat_id, body)
-            return await self._send(chat_id, row)
-        except RetryAfter as exc:
-            wait = exc._retry_after
-            seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
-            raise _Retry(seconds, "RetryAfter", ambiguous=False) from None
-        except _PERMANENT as exc:
-            error = f"{type(exc).__name__}: {hide_quoted(exc.message)}"
-            raise _Failed(error, forbidden=isinstance(exc, Forbidden)) from None
-        except TelegramError as exc:
-            reached = not _never_reached(exc)
-            # Only a send can duplicate; an edit or delete just repeats.
-            ambiguous = reached and row.kind == "send"
-            raise _Retry(None, type(exc).__name__, ambiguous=ambiguous) from None
-        except (KeyError, TypeError, ValueError) as exc:  # a malformed body: never deliverable
-            raise _Failed(type(exc).__name__) from None
-
-    async def _send(self, chat_id: int, row: OutboxRow) -> int | None:
-        body = row.body
-        text, mode = str(body.get("text") or ""), body.get("parse_mode")
-        markup = _markup(body.get("reply_markup"))
-        replace = body.get("replace")
-        if replace is not None:
-            try:
-                return await self._edit_text(chat_id, int(replace), text, mode, markup)
-            except BadRequest as exc:
-                if not _gone(exc):
-                    raise
-            # The placeholder is gone or cannot be edited: the text comes anew, and the
-            # placeholder (if it still stands) goes.
-            message_id = await self._send_text(chat_id, row, text, mode, markup)
-            with contextlib.suppress(TelegramError):
-                await self.bot.delete_message(chat_id, int(replace))
-            return message_id
-        return await self._send_text(chat_id, row, text, mode, markup)
-
-    async def _send_text(
-        self,
-        chat_id: int,
-        row: OutboxRow,
-        text: str,
-        mode: str | None,
-        markup: InlineKeyboardMarkup | None,
-    ) -> int:
-        marker = t("tg.resent_marker") if row.ambiguous else ""
-        if row.ambiguous:
-            self.resent += 1
-        try:
-            parts = [marker + text]
-            if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
-                parts = split_html(parts[0]) if mode else split_plain(parts[0])
-            return await self._send_parts(chat_id, parts, mode, markup)
-        except BadRequest as exc:
-            if mode is None or not _bad_entities(exc):
-                raise
-            log.warning(
-                "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
-            )
-            plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
-            return await self._send_parts(chat_id, plain, None, markup)
-
-    async def _send_parts(
-        self, chat_id: int, parts: list[str], mode: str | None, markup: InlineKeyboardMarkup | None
-    ) -> int:
-        """Almost always one part; the buttons go on the last; its id is the row's."""
-        message_id = 0
-        for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            sent: Message = await self.bot.send_message(
-                chat_id, part, parse_mode=mode, reply_markup=markup if last else None
-            )
-            message_id = sent.message_id
-        return message_id
-
-    async def _edit_text(
-        self,
-        chat_id: int,
-        message_id: int,
-        text: str,
-        mode: str | None,
-        markup: InlineKeyboardMarkup | None,
-    ) -> int:
-        try:
-            await self.bot.edit_message_text(
-                text, chat_id=chat_id, message_id=message_id, parse_mode=mode, reply_markup=markup
-            )
-        except BadRequest as exc:
-            if _not_modified(exc):
-                return message_id
-            if mode is None or not _bad_entities(exc):
-                raise
-            plain = html_to_plain(text)
-            try:
-                await self.bot.edit_message_text(
-                    plain, chat_id=chat_id, message_id=message_id, reply_markup=markup
-                )
-            except BadRequest as again:
-                if not _not_modified(again):
-                    raise
-        return message_id
-
-    async def _edit(self, chat_id: int, body: dict[str, Any]) -> int | None:
-        message_id = int(body["message_id"])
-        markup = _markup(body.get("reply_markup"))
-        try:
-            if body.get("text") is None:
-                await self.bot.edit_message_reply_markup(
-                    chat_id=chat_id, message_id=message_id, reply_markup=markup
-                )
-                return message_id
-            return await self._edit_text(
-                chat_id, message_id, str(body["text"]), body.get("parse_mode"), markup
-            )
-        except BadRequest as exc:
-            if _gone(exc) or _not_modified(exc):
-                return message_id  # nothing left to change
-            raise
-
-    async def _delete(self, chat_id: int, message_id: int) -> int | None:
-        try:
-            await self.bot.delete_message(chat_id, message_id)
-        except BadRequest as exc:
-            if not _gone(exc):
-                raise
-        return None
-
 
 def _parse_time(value: Any) -> datetime | None:
     try:
         return datetime.fromisoformat(str(value))
     except ValueError:
         return None
-
-
-def _markup(value: Any) -> InlineKeyboardMarkup | None:
-    if not isinstance(value, dict):
-        return None
-    return InlineKeyboardMarkup.de_json(value, None)
-
-
-def _never_reached(exc: BaseException) -> bool:
-    """True when the request provably never got to the API (nothing can duplicate)."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, _NOT_REACHED):
-            return True
-        cause = cause.__cause__
-    return False
-
-
-def _lower(exc: TelegramError) -> str:
-    return exc.message.lower()
-
-
-def _not_modified(exc: TelegramError) -> bool:
-    return "not modified" in _lower(exc)
-
-
-def _bad_entities(exc: TelegramError) -> bool:
-    return "can't parse entities" in _lower(exc) or "can't find end" in _lower(exc)
-
-
-def _gone(exc: TelegramError) -> bool:
-    text = _lower(exc)
-    return any(
-        mark in text
-        for mark in (
-            "message to edit not found",
-            "message to delete not found",
-            "message can't be edited",
-            "message can't be deleted",
-            "message not found",
-            "message_id_invalid",
-        )
-    )

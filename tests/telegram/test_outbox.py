@@ -27,10 +27,10 @@ from kernel.core.turns import Turn
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox, OutboxItem
 from kernel.telegram.budget import RateArgs, RateBudget
+from kernel.telegram.calls import _never_reached
 from kernel.telegram.outbox import (
     Outbox,
     Undeliverable,
-    _never_reached,
     again_markup,
     delete_item,
     edit_item,
