@@ -228,8 +228,15 @@ class Outbox:
         Cancel-safe: a cancel while the row is written still registers and wakes."""
         task = asyncio.ensure_future(self._put(chat_id, items, settle, expiry))
         self._putting.add(task)
-        task.add_done_callback(self._putting.discard)
+        task.add_done_callback(self._put_done)
         return await asyncio.shield(task)
+
+    def _put_done(self, task: asyncio.Future[Ticket]) -> None:
+        self._putting.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # A caller still waiting gets it through the shield; one cancelled meanwhile
+            # cannot: the rows were not written, and the log says so.
+            log.warning("queueing outgoing messages failed: %s", type(task.exception()).__name__)
 
     async def _put(
         self,
