@@ -181,6 +181,7 @@ class Outbox:
         self._stalled: dict[int, bool] = {}
         self._hurry: set[int] = set()  # chats whose network-failed row is due now
         self._putting: set[asyncio.Future[Ticket]] = set()
+        self._caller_tells: set[int] = set()  # rows whose refusal their caller tells
         self._calls = RowCalls(bot)
         self.delivered = 0
 
@@ -223,10 +224,12 @@ class Outbox:
         *,
         settle: tuple[int, InboxState] | None = None,
         expiry: timedelta | None = None,
+        caller_tells: bool = False,
     ) -> Ticket:
         """Queue ``items`` durably, then wake the chat's worker; returns at once.
-        Cancel-safe: a cancel while the row is written still registers and wakes."""
-        task = asyncio.ensure_future(self._put(chat_id, items, settle, expiry))
+        Cancel-safe: a cancel while the row is written still registers and wakes.
+        ``caller_tells``: the caller handles a refusal itself (no ``tg.chunk_refused``)."""
+        task = asyncio.ensure_future(self._put(chat_id, items, settle, expiry, caller_tells))
         self._putting.add(task)
         task.add_done_callback(self._put_done)
         return await asyncio.shield(task)
@@ -244,6 +247,7 @@ class Outbox:
         items: Sequence[OutboxItem],
         settle: tuple[int, InboxState] | None,
         expiry: timedelta | None,
+        caller_tells: bool,
     ) -> Ticket:
         now = self.now()
         ids = await self.mailbox.put(
@@ -263,6 +267,8 @@ class Outbox:
             else:
                 self._futures[row_id] = future
                 self._unsent.setdefault(chat_id, {})[row_id] = now
+                if caller_tells:
+                    self._caller_tells.add(row_id)
             futures.append(future)
         if self._running:  # else the rows wait in the table for start()
             self._ensure_worker(chat_id)
@@ -271,7 +277,7 @@ class Outbox:
 
     async def send(self, chat_id: int, item: OutboxItem) -> int:
         """Queue one item and wait for it: its message id. Raises :class:`Undeliverable`."""
-        ticket = await self.put(chat_id, [item])
+        ticket = await self.put(chat_id, [item], caller_tells=True)
         ((state, message_id),) = await ticket._outcomes()
         if state != "sent" or message_id is None:
             raise Undeliverable(state)
@@ -382,8 +388,9 @@ class Outbox:
             self._maybe.discard(row.id)
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
+            told = row.id in self._caller_tells  # (_finish forgets it)
             self._finish(chat_id, row.id, "failed", None)
-            await self._tell_refused(chat_id, row, failed)
+            await self._tell_refused(chat_id, row, failed, told=told)
             return True
         self._landed[row.id] = message_id
         self._stalled.pop(chat_id, None)
@@ -402,10 +409,13 @@ class Outbox:
         self.delivered += 1
         self._finish(chat_id, row.id, "sent", message_id)
 
-    async def _tell_refused(self, chat_id: int, row: OutboxRow, failed: Refused) -> None:
+    async def _tell_refused(
+        self, chat_id: int, row: OutboxRow, failed: Refused, *, told: bool
+    ) -> None:
         """A reply Telegram refused for good is told once, in plain words; not for a
-        notice (no loop), an edit or delete, or a chat that refuses the bot itself."""
-        if row.kind != "send" or row.body.get("notice") or failed.forbidden:
+        notice (no loop), an edit or delete, a chat that refuses the bot itself, or a
+        row whose caller tells (a question: :meth:`send` raises to it)."""
+        if row.kind != "send" or row.body.get("notice") or failed.forbidden or told:
             return
         pending = await self.mailbox.unsent(CHANNEL, str(chat_id))
         if any(other.body.get("notice") == _REFUSED for other in pending):
@@ -417,6 +427,7 @@ class Outbox:
 
     def _finish(self, chat_id: int, row_id: int, state: str, message_id: int | None) -> None:
         self._unsent.get(chat_id, {}).pop(row_id, None)
+        self._caller_tells.discard(row_id)
         future = self._futures.pop(row_id, None)
         if future is not None and not future.done():
             future.set_result((state, message_id))

@@ -466,6 +466,16 @@ async def test_a_refused_notice_or_a_blocked_chat_is_not_told(rig: Make) -> None
     assert r.texts() == []
 
 
+async def test_a_refusal_its_caller_handles_is_not_told_again(rig: Make) -> None:
+    r = await rig()  # send(): the caller (a question) gets Undeliverable and tells itself
+    r.tg.fail("sendMessage", status=400, description="Bad Request: chat not found")
+    with pytest.raises(Undeliverable):
+        await r.outbox.send(OWNER, plain_items("a question")[0])
+    await (await r.outbox.put(OWNER, plain_items("next"))).wait()
+    assert r.texts() == ["next"]
+    assert len(sends(r)) == 2
+
+
 def sends(r: Rig) -> list[Any]:
     return [c for c in r.tg.calls if c.method == "sendMessage"]
 
