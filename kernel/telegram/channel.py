@@ -112,6 +112,7 @@ class TelegramChannel:
         self.inbound = Inbound(self)
         self.mailroom = Mailroom(self)
         bot.poll_listeners.append(self.mailroom.poll_starting)
+        bot.recovery_listeners.append(self.outbox.nudge)
         self._register()
         self._started = False
         kernel.status_board.add(self)

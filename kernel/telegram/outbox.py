@@ -10,14 +10,21 @@ request went out, a connection cut mid-request, a 5xx, a death mid-call) is re-s
 the visible marker ``tg.resent_marker``: never an unmarked duplicate. A failure that
 provably never reached the API (refused connection, connect or pool timeout, 429) is
 retried unmarked. Retries back off from 1 s doubling to 5 min (``retry_after``
-honoured); a row still undelivered at its ``expires_at`` expires together with every
-row of its chat queued behind it, and one notice says how many and since when.
+honoured); a row still undelivered at its ``expires_at`` expires with the rows behind
+it that are as old, and one notice says how many and since when (a later expiry folds
+a notice not yet delivered into its own, so an outage leaves one notice, not many).
+:meth:`Outbox.nudge` (polling answered again) makes rows that failed for the network due
+at once instead of at the end of their backoff.
+
+A call that may have landed is remembered in memory, so a store failure after it (the
+row left ``sending``) never re-sends unmarked: a known message id is only recorded, an
+unknown outcome is re-sent marked.
 
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
-speed. Permanent refusals (Forbidden, BadRequest) fail the row and the next one goes.
-Edits of a gone message: a ``replace`` (the placeholder) is sent anew, a plain edit is
-done; "message is not modified" is done; deleting a gone message is done. A chunk whose
-HTML Telegram cannot parse goes as plain text.
+speed. Permanent refusals (Forbidden, BadRequest) fail the row and the next one goes;
+a refused reply (not a notice, not a chat that blocked the bot) is told once in plain
+words (``tg.chunk_refused``). One call per row, and what its outcome means (gone
+messages, "not modified", the HTML fallback), is ``calls.py``'s.
 
 Public API: :class:`Outbox`, :class:`Ticket`, :class:`Undeliverable`, :func:`reply_items`,
 :func:`plain_items`, :func:`again_markup`.
@@ -29,28 +36,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace as with_fields
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
-import httpx
-from telegram import Bot, InlineKeyboardMarkup, Message
+from telegram import Bot
 from telegram.constants import ParseMode
-from telegram.error import (
-    BadRequest,
-    ChatMigrated,
-    EndPointNotFound,
-    Forbidden,
-    InvalidToken,
-    RetryAfter,
-    TelegramError,
-)
 
 from kernel.core.i18n import t
-from kernel.core.redact import hide_quoted
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import InboxState, Mailbox, OutboxItem, OutboxRow
-from kernel.telegram.render import html_to_plain, render_markdown
-from kernel.telegram.split import LIMIT, split_html, split_plain, utf16_len
+from kernel.telegram.calls import Refused, RetryLater, RowCalls
+from kernel.telegram.render import render_markdown
+from kernel.telegram.split import split_html, split_plain
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +57,9 @@ BACKOFF_START = 1.0
 BACKOFF_CAP = 300.0
 NOTICE_EXPIRY = timedelta(days=30)  # the "could not deliver" notice itself waits long
 IDLE_WAIT = 60.0  # a worker with nothing due looks again at least this often
-_NOT_REACHED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_PERMANENT = (Forbidden, BadRequest, InvalidToken, ChatMigrated, EndPointNotFound)
 _NOTICE = "undelivered"  # body["notice"] of the expiry notice
+_REFUSED = "refused"  # body["notice"] of the "Telegram refused a reply" notice
+_WAITED = "RetryAfter"  # row.error of a 429: its wait is Telegram's, never shortened
 
 
 class Undeliverable(Exception):
@@ -146,18 +144,6 @@ class Ticket:
         return [state for state, _ in await self._outcomes()]
 
 
-class _Retry(Exception):
-    def __init__(self, delay: float | None, error: str, *, ambiguous: bool) -> None:
-        super().__init__(error)
-        self.delay = delay  # None: the backoff's own
-        self.error = error
-        self.ambiguous = ambiguous
-
-
-class _Failed(Exception):
-    pass
-
-
 class Outbox:
     """One per Telegram channel (``channel.outbox``)."""
 
@@ -169,7 +155,9 @@ class Outbox:
         expiry: timedelta,
         now: Callable[[], datetime],
         tz: tzinfo | None = None,
+        backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_CAP),
     ) -> None:
+        """``backoff``: the first retry delay and its cap, in seconds."""
         self.mailbox = mailbox
         self.bot = bot
         self.expiry = expiry
@@ -183,8 +171,19 @@ class Outbox:
         self._running = False
         self._stopped = False  # stop() ran: a put now only waits in the table
         self._idle = asyncio.Event()  # set when nothing is left to deliver
+        self.backoff_start, self.backoff_cap = backoff
+        # Calls that may have landed, by row: a re-read row still ``sending`` after a
+        # store failure is then re-sent marked (or only recorded, its message id known).
+        self._maybe: set[int] = set()
+        self._landed: dict[int, int | None] = {}
+        # Chats whose first row failed for the network: chat → True when the request
+        # never reached the API (then any success elsewhere also hurries them).
+        self._stalled: dict[int, bool] = {}
+        self._hurry: set[int] = set()  # chats whose network-failed row is due now
+        self._putting: set[asyncio.Future[Ticket]] = set()
+        self._caller_tells: set[int] = set()  # rows whose refusal their caller tells
+        self._calls = RowCalls(bot)
         self.delivered = 0
-        self.resent = 0
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -225,8 +224,31 @@ class Outbox:
         *,
         settle: tuple[int, InboxState] | None = None,
         expiry: timedelta | None = None,
+        caller_tells: bool = False,
     ) -> Ticket:
-        """Queue ``items`` durably, then wake the chat's worker; returns at once."""
+        """Queue ``items`` durably, then wake the chat's worker; returns at once.
+        Cancel-safe: a cancel while the row is written still registers and wakes.
+        ``caller_tells``: the caller handles a refusal itself (no ``tg.chunk_refused``)."""
+        task = asyncio.ensure_future(self._put(chat_id, items, settle, expiry, caller_tells))
+        self._putting.add(task)
+        task.add_done_callback(self._put_done)
+        return await asyncio.shield(task)
+
+    def _put_done(self, task: asyncio.Future[Ticket]) -> None:
+        self._putting.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # A caller still waiting gets it through the shield; one cancelled meanwhile
+            # cannot: the rows were not written, and the log says so.
+            log.warning("queueing outgoing messages failed: %s", type(task.exception()).__name__)
+
+    async def _put(
+        self,
+        chat_id: int,
+        items: Sequence[OutboxItem],
+        settle: tuple[int, InboxState] | None,
+        expiry: timedelta | None,
+        caller_tells: bool,
+    ) -> Ticket:
         now = self.now()
         ids = await self.mailbox.put(
             CHANNEL,
@@ -245,6 +267,8 @@ class Outbox:
             else:
                 self._futures[row_id] = future
                 self._unsent.setdefault(chat_id, {})[row_id] = now
+                if caller_tells:
+                    self._caller_tells.add(row_id)
             futures.append(future)
         if self._running:  # else the rows wait in the table for start()
             self._ensure_worker(chat_id)
@@ -253,11 +277,20 @@ class Outbox:
 
     async def send(self, chat_id: int, item: OutboxItem) -> int:
         """Queue one item and wait for it: its message id. Raises :class:`Undeliverable`."""
-        ticket = await self.put(chat_id, [item])
+        ticket = await self.put(chat_id, [item], caller_tells=True)
         ((state, message_id),) = await ticket._outcomes()
         if state != "sent" or message_id is None:
             raise Undeliverable(state)
         return message_id
+
+    def nudge(self) -> None:
+        """Telegram answers again (polling recovered): rows that failed for the network
+        are due now, not at the end of their backoff (a 429's wait still holds)."""
+        for chat_id in list(self._stalled):
+            self._hurry.add(chat_id)
+            wake = self._wake.get(chat_id)
+            if wake is not None:
+                wake.set()
 
     def backlog(self, chat_id: int) -> bool:
         """Rows of this chat not yet delivered (a new placeholder would jump the queue)."""
@@ -271,7 +304,7 @@ class Outbox:
             "undelivered": len(created),
             "oldest_undelivered_seconds": round(max(age, 0.0), 1),
             "delivered": self.delivered,
-            "resent": self.resent,
+            "resent": self._calls.resent,
         }
 
     # ----- the worker ------------------------------------------------------------------
@@ -308,14 +341,19 @@ class Outbox:
                 await self._pause(wake, IDLE_WAIT)
             return []
         row = rows[0]
+        if row.id in self._landed:  # delivered; only the store's record of it failed
+            await self._record(chat_id, row, self._landed[row.id])
+            return rows[1:]
         now = self.now()
         if now >= row.expires_at:
             await self._expire(chat_id, rows, now)
             return []
         due = (row.next_at - now).total_seconds()
-        if due > 0:
+        hurried = chat_id in self._hurry and row.error != _WAITED
+        if due > 0 and not hurried:
             await self._pause(wake, min(due, (row.expires_at - now).total_seconds()))
             return rows
+        self._hurry.discard(chat_id)
         return rows[1:] if await self._attempt(chat_id, row) else []
 
     @staticmethod
@@ -326,29 +364,70 @@ class Outbox:
 
     async def _attempt(self, chat_id: int, row: OutboxRow) -> bool:
         """One try; True when the row is finished (sent or failed for good)."""
+        if row.id in self._maybe and not row.ambiguous and row.kind == "send":
+            # An earlier call of this process may have landed and the store failed
+            # before it could say how it ended: never an unmarked second copy.
+            row = with_fields(row, ambiguous=True)
         await self.mailbox.sending(row.id)
+        self._maybe.add(row.id)
         try:
-            message_id = await self._deliver(chat_id, row)
-        except _Retry as retry:
+            message_id = await self._calls.deliver(chat_id, row)
+        except RetryLater as retry:
+            ambiguous = retry.ambiguous or row.ambiguous
+            if not ambiguous:
+                self._maybe.discard(row.id)
             delay = retry.delay
             if delay is None:
-                delay = min(BACKOFF_START * 2 ** max(row.attempts, 0), BACKOFF_CAP)
+                delay = min(self.backoff_start * 2 ** max(row.attempts, 0), self.backoff_cap)
+                self._stalled[chat_id] = not retry.ambiguous and row.kind == "send"
             log.warning("telegram %s failed (%s); retrying in %.0fs", row.kind, retry.error, delay)
             at = self.now() + timedelta(seconds=delay)
-            await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=retry.ambiguous)
+            await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=ambiguous)
             return False
-        except _Failed as failed:
+        except Refused as failed:
+            self._maybe.discard(row.id)
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
+            told = row.id in self._caller_tells  # (_finish forgets it)
             self._finish(chat_id, row.id, "failed", None)
+            await self._tell_refused(chat_id, row, failed, told=told)
             return True
+        self._landed[row.id] = message_id
+        self._stalled.pop(chat_id, None)
+        # Telegram answers: chats whose requests never got there need not wait longer.
+        for other, unreached in self._stalled.items():
+            if unreached and other not in self._hurry:
+                self._hurry.add(other)
+                self._wake[other].set()
+        await self._record(chat_id, row, message_id)
+        return True
+
+    async def _record(self, chat_id: int, row: OutboxRow, message_id: int | None) -> None:
         await self.mailbox.sent(row.id, message_id, self.now())
+        self._landed.pop(row.id, None)
+        self._maybe.discard(row.id)
         self.delivered += 1
         self._finish(chat_id, row.id, "sent", message_id)
-        return True
+
+    async def _tell_refused(
+        self, chat_id: int, row: OutboxRow, failed: Refused, *, told: bool
+    ) -> None:
+        """A reply Telegram refused for good is told once, in plain words; not for a
+        notice (no loop), an edit or delete, a chat that refuses the bot itself, or a
+        row whose caller tells (a question: :meth:`send` raises to it)."""
+        if row.kind != "send" or row.body.get("notice") or failed.forbidden or told:
+            return
+        pending = await self.mailbox.unsent(CHANNEL, str(chat_id))
+        if any(other.body.get("notice") == _REFUSED for other in pending):
+            return  # one notice stands for the whole run of refused chunks
+        item = OutboxItem(
+            "send", {"text": t("tg.chunk_refused"), "parse_mode": None, "notice": _REFUSED}
+        )
+        await self.put(chat_id, [item], expiry=NOTICE_EXPIRY)
 
     def _finish(self, chat_id: int, row_id: int, state: str, message_id: int | None) -> None:
         self._unsent.get(chat_id, {}).pop(row_id, None)
+        self._caller_tells.discard(row_id)
         future = self._futures.pop(row_id, None)
         if future is not None and not future.done():
             future.set_result((state, message_id))
@@ -359,194 +438,42 @@ class Outbox:
             self._idle.set()
 
     async def _expire(self, chat_id: int, rows: list[OutboxRow], now: datetime) -> None:
-        """The first row expired: it and every row behind it created before now go, and
-        one notice (unless all of them were such notices) tells the owner."""
-        gone = [row for row in rows if row.created_at <= now]
-        await self.mailbox.give_up([row.id for row in gone], "expired", "expired", now)
-        for row in gone:
-            self._finish(chat_id, row.id, "expired", None)
+        """The first row expired: it and the rows behind it that expired too go (a row
+        queued later has its own time), and one notice tells the owner. An earlier such
+        notice still queued is folded into the new one: one notice per outage."""
+        gone = [row for row in rows if row.expires_at <= now]
         lost = [r for r in gone if r.kind == "send" and r.body.get("notice") != _NOTICE]
         log.warning("%d outgoing messages expired undelivered", len(gone))
         if not lost:
+            await self._give_up(chat_id, gone, now)
             return
-        earliest = min(row.created_at for row in lost).astimezone(self.tz)
-        text = t("tg.undelivered", count=len(lost), time=earliest.strftime("%m-%d %H:%M"))
-        item = OutboxItem("send", {"text": text, "parse_mode": None, "notice": _NOTICE})
+        count = len(lost)
+        earliest = min(row.created_at for row in lost)
+        folded = [r for r in rows if r.body.get("notice") == _NOTICE and r not in gone]
+        for notice in folded:
+            count += int(notice.body.get("count", 1))
+            since = _parse_time(notice.body.get("since"))
+            earliest = min(earliest, since or earliest)
+        when = earliest.astimezone(self.tz).strftime("%m-%d %H:%M")
+        body = {
+            "text": t("tg.undelivered", count=count, time=when),
+            "parse_mode": None,
+            "notice": _NOTICE,
+            "count": count,
+            "since": earliest.isoformat(),
+        }
+        await self._give_up(chat_id, gone + folded, now)
         with contextlib.suppress(Exception):  # the notice is best effort on a failing store
-            await self.put(chat_id, [item], expiry=NOTICE_EXPIRY)
+            await self.put(chat_id, [OutboxItem("send", body)], expiry=NOTICE_EXPIRY)
 
-    # ----- one call ----------------------------------------------------------------------
+    async def _give_up(self, chat_id: int, rows: list[OutboxRow], now: datetime) -> None:
+        await self.mailbox.give_up([row.id for row in rows], "expired", "expired", now)
+        for row in rows:
+            self._finish(chat_id, row.id, "expired", None)
 
-    async def _deliver(self, chat_id: int, row: OutboxRow) -> int | None:
-        body = row.body
-        try:
-            if row.kind == "delete":
-                return await self._delete(chat_id, int(body["message_id"]))
-            if row.kind == "edit":
-                return await self._edit(chat_id, body)
-            return await self._send(chat_id, row)
-        except RetryAfter as exc:
-            wait = exc._retry_after
-            seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
-            raise _Retry(seconds, "RetryAfter", ambiguous=False) from None
-        except _PERMANENT as exc:
-            raise _Failed(f"{type(exc).__name__}: {hide_quoted(exc.message)}") from None
-        except TelegramError as exc:
-            reached = not _never_reached(exc)
-            # Only a send can duplicate; an edit or delete just repeats.
-            ambiguous = reached and row.kind == "send"
-            raise _Retry(None, type(exc).__name__, ambiguous=ambiguous) from None
-        except (KeyError, TypeError, ValueError) as exc:  # a malformed body: never deliverable
-            raise _Failed(type(exc).__name__) from None
 
-    async def _send(self, chat_id: int, row: OutboxRow) -> int | None:
-        body = row.body
-        text, mode = str(body.get("text") or ""), body.get("parse_mode")
-        markup = _markup(body.get("reply_markup"))
-        replace = body.get("replace")
-        if replace is not None:
-            try:
-                return await self._edit_text(chat_id, int(replace), text, mode, markup)
-            except BadRequest as exc:
-                if not _gone(exc):
-                    raise
-            # The placeholder is gone or cannot be edited: the text comes anew, and the
-            # placeholder (if it still stands) goes.
-            message_id = await self._send_text(chat_id, row, text, mode, markup)
-            with contextlib.suppress(TelegramError):
-                await self.bot.delete_message(chat_id, int(replace))
-            return message_id
-        return await self._send_text(chat_id, row, text, mode, markup)
-
-    async def _send_text(
-        self,
-        chat_id: int,
-        row: OutboxRow,
-        text: str,
-        mode: str | None,
-        markup: InlineKeyboardMarkup | None,
-    ) -> int:
-        marker = t("tg.resent_marker") if row.ambiguous else ""
-        if row.ambiguous:
-            self.resent += 1
-        try:
-            parts = [marker + text]
-            if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
-                parts = split_html(parts[0]) if mode else split_plain(parts[0])
-            return await self._send_parts(chat_id, parts, mode, markup)
-        except BadRequest as exc:
-            if mode is None or not _bad_entities(exc):
-                raise
-            log.warning(
-                "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
-            )
-            plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
-            return await self._send_parts(chat_id, plain, None, markup)
-
-    async def _send_parts(
-        self, chat_id: int, parts: list[str], mode: str | None, markup: InlineKeyboardMarkup | None
-    ) -> int:
-        """Almost always one part; the buttons go on the last; its id is the row's."""
-        message_id = 0
-        for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            sent: Message = await self.bot.send_message(
-                chat_id, part, parse_mode=mode, reply_markup=markup if last else None
-            )
-            message_id = sent.message_id
-        return message_id
-
-    async def _edit_text(
-        self,
-        chat_id: int,
-        message_id: int,
-        text: str,
-        mode: str | None,
-        markup: InlineKeyboardMarkup | None,
-    ) -> int:
-        try:
-            await self.bot.edit_message_text(
-                text, chat_id=chat_id, message_id=message_id, parse_mode=mode, reply_markup=markup
-            )
-        except BadRequest as exc:
-            if _not_modified(exc):
-                return message_id
-            if mode is None or not _bad_entities(exc):
-                raise
-            plain = html_to_plain(text)
-            try:
-                await self.bot.edit_message_text(
-                    plain, chat_id=chat_id, message_id=message_id, reply_markup=markup
-                )
-            except BadRequest as again:
-                if not _not_modified(again):
-                    raise
-        return message_id
-
-    async def _edit(self, chat_id: int, body: dict[str, Any]) -> int | None:
-        message_id = int(body["message_id"])
-        markup = _markup(body.get("reply_markup"))
-        try:
-            if body.get("text") is None:
-                await self.bot.edit_message_reply_markup(
-                    chat_id=chat_id, message_id=message_id, reply_markup=markup
-                )
-                return message_id
-            return await self._edit_text(
-                chat_id, message_id, str(body["text"]), body.get("parse_mode"), markup
-            )
-        except BadRequest as exc:
-            if _gone(exc) or _not_modified(exc):
-                return message_id  # nothing left to change
-            raise
-
-    async def _delete(self, chat_id: int, message_id: int) -> int | None:
-        try:
-            await self.bot.delete_message(chat_id, message_id)
-        except BadRequest as exc:
-            if not _gone(exc):
-                raise
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
         return None
-
-
-def _markup(value: Any) -> InlineKeyboardMarkup | None:
-    if not isinstance(value, dict):
-        return None
-    return InlineKeyboardMarkup.de_json(value, None)
-
-
-def _never_reached(exc: BaseException) -> bool:
-    """True when the request provably never got to the API (nothing can duplicate)."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, _NOT_REACHED):
-            return True
-        cause = cause.__cause__
-    return False
-
-
-def _lower(exc: TelegramError) -> str:
-    return exc.message.lower()
-
-
-def _not_modified(exc: TelegramError) -> bool:
-    return "not modified" in _lower(exc)
-
-
-def _bad_entities(exc: TelegramError) -> bool:
-    return "can't parse entities" in _lower(exc) or "can't find end" in _lower(exc)
-
-
-def _gone(exc: TelegramError) -> bool:
-    text = _lower(exc)
-    return any(
-        mark in text
-        for mark in (
-            "message to edit not found",
-            "message to delete not found",
-            "message can't be edited",
-            "message can't be deleted",
-            "message not found",
-            "message_id_invalid",
-        )
-    )

@@ -142,6 +142,9 @@ class PollingBot(ExtBot[Any]):
             # Told as each poll starts how many were answered before it (the mailroom
             # queues its "what waited" check behind the first batch).
             self.poll_listeners: list[Callable[[int], None]] = []
+            # Told when a poll is answered after polls failed for the network (the
+            # outbox then retries what the outage held back at once).
+            self.recovery_listeners: list[Callable[[], None]] = []
             # The newest unreadable updates by id (the gate tells the owner of theirs).
             self.unreadable: dict[int, Unreadable] = {}
 
@@ -182,7 +185,11 @@ class PollingBot(ExtBot[Any]):
             raise
         stats = self.stats
         stats.last_poll = stats.last_attempt = time.monotonic()
+        recovered = stats.failing
         stats.failing, stats.backoff = False, 0.0
+        if recovered:
+            for heard in self.recovery_listeners:
+                heard()
         stats.answered += 1
         updates = self._parse(result)
         if updates:

@@ -8,6 +8,7 @@ restarts, placeholders, the HTML fallback, and a refused row not blocking the ne
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,20 +22,22 @@ from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
 from kernel.core.events import Completed, ErrorEvent
+from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox, OutboxItem
 from kernel.telegram.budget import RateArgs, RateBudget
+from kernel.telegram.calls import _never_reached
 from kernel.telegram.outbox import (
     Outbox,
     Undeliverable,
-    _never_reached,
     again_markup,
     delete_item,
     edit_item,
     plain_items,
     reply_items,
 )
+from kernel.telegram.polling import PollingBot
 from kernel.telegram.view import TurnView
 from tests.conftest import free_port
 from tests.sim.script import text_reply
@@ -86,6 +89,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Make]:
         expiry: timedelta = timedelta(hours=1),
         base: str | None = None,
         start: bool = True,
+        backoff: tuple[float, float] = (1.0, 300.0),
     ) -> Rig:
         if tg is None:
             tg = await TelegramSim().start()
@@ -99,7 +103,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Make]:
         mailbox = Mailbox(store)
         bot = make_bot(base or tg.api_base)
         await bot.initialize()
-        outbox = Outbox(mailbox, bot, expiry=expiry, now=now)
+        outbox = Outbox(mailbox, bot, expiry=expiry, now=now, backoff=backoff)
         if start:
             await outbox.start()
         r = Rig(tg, store, mailbox, bot, outbox)
@@ -293,6 +297,187 @@ async def test_order_holds_under_faults(rig: Make) -> None:
     deduped = [text for i, text in enumerate(shown) if i == 0 or shown[i - 1] != text]
     assert deduped == [f"m{n}" for n in range(8)]
     assert len(shown) <= 9
+
+
+# ----- the store fails around a call; cancels; outages ending; refusals -----------------
+
+
+def lock_database(r: Rig) -> sqlite3.Connection:
+    """Another connection takes the write lock: every write of the Store now waits its
+    busy timeout and fails with "database is locked" until :func:`unlock`."""
+    other = sqlite3.connect(r.store.path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    return other
+
+
+def unlock(other: sqlite3.Connection) -> None:
+    other.execute("ROLLBACK")
+    other.close()
+
+
+async def store_fails_once_the_sim_has(r: Rig, text: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Lock the database the moment the simulator took the message (before the bot
+    reads the answer), hold it until the worker's write failed, then let go."""
+    await r.tg.wait_until(lambda: text in r.texts())
+    other = lock_database(r)
+    try:
+        await r.tg.wait_until(lambda: "outbox step failed" in caplog.text)
+    finally:
+        unlock(other)
+
+
+async def test_a_store_failure_after_the_send_does_not_send_it_again(
+    rig: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = await rig()
+    locker = asyncio.create_task(store_fails_once_the_sim_has(r, "hello", caplog))
+    ticket = await r.outbox.put(OWNER, plain_items("hello"))
+    await locker
+    assert await ticket.states() == ["sent"]
+    assert r.texts() == ["hello"]  # its message id was known: only the record was retried
+    row = await r.mailbox.outbox_row(ticket.ids[0])
+    assert row is not None and row.state == "sent" and row.message_id is not None
+
+
+async def test_a_store_failure_after_a_lost_answer_resends_marked(
+    rig: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = await rig()
+    r.tg.drop_connections("sendMessage", after_processing=True)
+    locker = asyncio.create_task(store_fails_once_the_sim_has(r, "hello", caplog))
+    ticket = await r.outbox.put(OWNER, plain_items("hello"))
+    await locker
+    assert await ticket.states() == ["sent"]
+    assert r.texts() == ["hello", MARK + "hello"]
+
+
+async def test_a_put_cancelled_while_it_writes_is_still_delivered(rig: Make) -> None:
+    r = await rig()  # no row yet: no worker for the chat until a put starts one
+    other = lock_database(r)
+    try:
+        put = asyncio.create_task(r.outbox.put(OWNER, plain_items("kept")))
+        await asyncio.sleep(0.2)  # the write is waiting for the lock
+        put.cancel()
+    finally:
+        unlock(other)
+    with pytest.raises(asyncio.CancelledError):
+        await put
+    await r.tg.wait_until(lambda: bool(r.texts()) and r.outbox.stats()["undelivered"] == 0)
+    assert r.texts() == ["kept"]
+
+
+async def test_a_row_queued_later_keeps_its_own_expiry(rig: Make) -> None:
+    r = await rig(expiry=timedelta(seconds=6))
+    r.tg.fail("sendMessage", status=502, times=1000)
+    old = await r.outbox.put(OWNER, plain_items("old"))
+    await asyncio.sleep(3)
+    fresh = await r.outbox.put(OWNER, plain_items("fresh"))
+    assert await old.states() == ["expired"]
+    r.tg._faults.clear()
+    assert await fresh.states() == ["sent"]
+    await r.tg.wait_until(lambda: len(r.texts()) == 2)
+    shown, notice = r.texts()
+    assert shown.removeprefix(MARK) == "fresh"
+    assert "1 messages could not be delivered" in notice or "1 条消息" in notice
+
+
+async def test_the_end_of_an_outage_is_heard_at_once(rig: Make) -> None:
+    port = free_port()
+    tg = await TelegramSim(port=port).start()
+    r = await rig(tg=tg, backoff=(3600.0, 3600.0))  # without a nudge: an hour's wait
+    polls = PollingBot(DEFAULT_TOKEN, base_url=f"{tg.api_base}/bot")
+    polls.recovery_listeners.append(r.outbox.nudge)
+    await polls.initialize()
+    await tg.stop()
+    try:
+        ticket = await r.outbox.put(OWNER, plain_items("after the outage"))
+        await wait_for_attempt(r, ticket.ids[0])
+        with pytest.raises(TelegramError):
+            await polls.get_updates(timeout=0)  # polling sees the outage too
+        await tg.start()
+        await polls.get_updates(timeout=0)  # and hears the end of it: the outbox goes
+        assert await ticket.states() == ["sent"]
+        assert r.texts() == ["after the outage"]  # connection refused: never reached
+    finally:
+        await polls.shutdown()
+        await tg.stop()
+
+
+async def test_a_delivery_elsewhere_ends_a_chats_wait_for_the_network(rig: Make) -> None:
+    port = free_port()
+    tg = await TelegramSim(port=port).start()
+    tg.add_chat(OTHER)
+    r = await rig(tg=tg, backoff=(3600.0, 3600.0))
+    await tg.stop()
+    try:
+        ticket = await r.outbox.put(OWNER, plain_items("held"))
+        await wait_for_attempt(r, ticket.ids[0])
+        await tg.start()
+        await (await r.outbox.put(OTHER, plain_items("new"))).wait()
+        assert await ticket.states() == ["sent"]
+        assert r.texts() == ["held"]
+    finally:
+        await tg.stop()
+
+
+async def test_a_429_wait_is_not_cut_short_by_a_nudge(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=429, retry_after=3600, times=100)
+    ticket = await r.outbox.put(OWNER, plain_items("patient"))
+    await r.tg.wait_until(lambda: any(c.status == 429 for c in r.tg.calls))
+    await wait_for_attempt(r, ticket.ids[0])
+    calls = len(r.tg.calls)
+    r.outbox.nudge()
+    await asyncio.sleep(0.3)
+    assert len(r.tg.calls) == calls
+
+
+async def wait_for_attempt(r: Rig, row_id: int) -> None:
+    async def tried() -> bool:
+        row = await r.mailbox.outbox_row(row_id)
+        return row is not None and row.attempts >= 1 and row.state == "pending"
+
+    async with asyncio.timeout(30):
+        while not await tried():  # noqa: ASYNC110 (a row in the database has no event)
+            await asyncio.sleep(0.02)
+
+
+async def test_a_refused_reply_is_told_once_in_plain_words(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=400, description="Bad Request: message is too long", times=2)
+    ticket = await r.outbox.put(OWNER, [*plain_items("one"), *plain_items("two")])
+    last = await r.outbox.put(OWNER, plain_items("three"))
+    assert await ticket.states() == ["failed", "failed"]
+    assert await last.states() == ["sent"]
+    await r.tg.wait_until(lambda: len(r.texts()) == 2)
+    await r.tg.wait_until(lambda: not r.outbox.backlog(OWNER))
+    assert r.texts() == ["three", t("tg.chunk_refused")]
+
+
+async def test_a_refused_notice_or_a_blocked_chat_is_not_told(rig: Make) -> None:
+    r = await rig()
+    r.tg.fail("sendMessage", status=403, description="Forbidden: bot was blocked by the user")
+    assert await (await r.outbox.put(OWNER, plain_items("blocked"))).states() == ["failed"]
+    r.tg.fail("sendMessage", status=400, description="Bad Request: chat not found", times=2)
+    assert await (await r.outbox.put(OWNER, plain_items("refused"))).states() == ["failed"]
+    # The notice of the refused reply was tried (and refused too); nothing more.
+    await r.tg.wait_until(lambda: len(sends(r)) == 3 and not r.outbox.backlog(OWNER))
+    assert sends(r)[2].params["text"] == t("tg.chunk_refused")
+    assert r.texts() == []
+
+
+async def test_a_refusal_its_caller_handles_is_not_told_again(rig: Make) -> None:
+    r = await rig()  # send(): the caller (a question) gets Undeliverable and tells itself
+    r.tg.fail("sendMessage", status=400, description="Bad Request: chat not found")
+    with pytest.raises(Undeliverable):
+        await r.outbox.send(OWNER, plain_items("a question")[0])
+    await (await r.outbox.put(OWNER, plain_items("next"))).wait()
+    assert r.texts() == ["next"]
+    assert len(sends(r)) == 2
+
+
+def sends(r: Rig) -> list[Any]:
+    return [c for c in r.tg.calls if c.method == "sendMessage"]
 
 
 # ----- the turn view: its outcome goes through the outbox and settles the inbox row ------

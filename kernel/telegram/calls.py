@@ -1,0 +1,243 @@
+"""One Bot API call for an outbox row: :class:`RowCalls` turns a row into a send, an
+edit or a delete, and its outcome into a message id, :class:`RetryLater` (with whether
+the message may have reached the chat) or :class:`Refused`.
+
+A re-send of an ambiguous row carries ``tg.resent_marker``. A ``replace`` edits the
+placeholder, or sends anew when it is gone; "message is not modified" and a gone
+message's edit or delete are done; HTML Telegram cannot parse goes as plain text.
+
+Public API: :class:`RowCalls`, :class:`RetryLater`, :class:`Refused`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from telegram import Bot, InlineKeyboardMarkup, Message
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    EndPointNotFound,
+    Forbidden,
+    InvalidToken,
+    RetryAfter,
+    TelegramError,
+)
+
+from kernel.core.i18n import t
+from kernel.core.redact import hide_quoted
+from kernel.store.mailbox import OutboxRow
+from kernel.telegram.render import html_to_plain
+from kernel.telegram.split import LIMIT, split_html, split_plain, utf16_len
+
+log = logging.getLogger(__name__)
+
+_NOT_REACHED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_PERMANENT = (Forbidden, BadRequest, InvalidToken, ChatMigrated, EndPointNotFound)
+
+
+class RetryLater(Exception):
+    """Not delivered yet: try again after ``delay`` (None: the backoff's own)."""
+
+    def __init__(self, delay: float | None, error: str, *, ambiguous: bool) -> None:
+        super().__init__(error)
+        self.delay = delay  # None: the backoff's own
+        self.error = error
+        self.ambiguous = ambiguous
+
+
+class Refused(Exception):
+    """Telegram refused the row for good."""
+
+    def __init__(self, error: str, *, forbidden: bool = False) -> None:
+        super().__init__(error)
+        self.forbidden = forbidden  # the chat refuses the bot: nothing can reach it
+
+
+class RowCalls:
+    """The outbox worker's calls through ``bot``; ``resent`` counts marked re-sends."""
+
+    def __init__(self, bot: Bot) -> None:
+        self.bot = bot
+        self.resent = 0
+
+    async def deliver(self, chat_id: int, row: OutboxRow) -> int | None:
+        """One try at ``row``: the message id (None for a delete). Raises
+        :class:`RetryLater` or :class:`Refused`."""
+        body = row.body
+        try:
+            if row.kind == "delete":
+                return await self._delete(chat_id, int(body["message_id"]))
+            if row.kind == "edit":
+                return await self._edit(chat_id, body)
+            return await self._send(chat_id, row)
+        except RetryAfter as exc:
+            wait = exc._retry_after
+            seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
+            raise RetryLater(seconds, "RetryAfter", ambiguous=False) from None
+        except _PERMANENT as exc:
+            error = f"{type(exc).__name__}: {hide_quoted(exc.message)}"
+            raise Refused(error, forbidden=isinstance(exc, Forbidden)) from None
+        except TelegramError as exc:
+            reached = not _never_reached(exc)
+            # Only a send can duplicate; an edit or delete just repeats.
+            ambiguous = reached and row.kind == "send"
+            raise RetryLater(None, type(exc).__name__, ambiguous=ambiguous) from None
+        except (KeyError, TypeError, ValueError) as exc:  # a malformed body: never deliverable
+            raise Refused(type(exc).__name__) from None
+
+    async def _send(self, chat_id: int, row: OutboxRow) -> int | None:
+        body = row.body
+        text, mode = str(body.get("text") or ""), body.get("parse_mode")
+        markup = _markup(body.get("reply_markup"))
+        replace = body.get("replace")
+        if replace is not None:
+            try:
+                return await self._edit_text(chat_id, int(replace), text, mode, markup)
+            except BadRequest as exc:
+                if not _gone(exc):
+                    raise
+            # The placeholder is gone or cannot be edited: the text comes anew, and the
+            # placeholder (if it still stands) goes.
+            message_id = await self._send_text(chat_id, row, text, mode, markup)
+            with contextlib.suppress(TelegramError):
+                await self.bot.delete_message(chat_id, int(replace))
+            return message_id
+        return await self._send_text(chat_id, row, text, mode, markup)
+
+    async def _send_text(
+        self,
+        chat_id: int,
+        row: OutboxRow,
+        text: str,
+        mode: str | None,
+        markup: InlineKeyboardMarkup | None,
+    ) -> int:
+        marker = t("tg.resent_marker") if row.ambiguous else ""
+        if row.ambiguous:
+            self.resent += 1
+        try:
+            parts = [marker + text]
+            if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
+                parts = split_html(parts[0]) if mode else split_plain(parts[0])
+            return await self._send_parts(chat_id, parts, mode, markup)
+        except BadRequest as exc:
+            if mode is None or not _bad_entities(exc):
+                raise
+            log.warning(
+                "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
+            )
+            plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
+            return await self._send_parts(chat_id, plain, None, markup)
+
+    async def _send_parts(
+        self, chat_id: int, parts: list[str], mode: str | None, markup: InlineKeyboardMarkup | None
+    ) -> int:
+        """Almost always one part; the buttons go on the last; its id is the row's."""
+        message_id = 0
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            sent: Message = await self.bot.send_message(
+                chat_id, part, parse_mode=mode, reply_markup=markup if last else None
+            )
+            message_id = sent.message_id
+        return message_id
+
+    async def _edit_text(
+        self,
+        chat_id: int,
+        message_id: int,
+        text: str,
+        mode: str | None,
+        markup: InlineKeyboardMarkup | None,
+    ) -> int:
+        try:
+            await self.bot.edit_message_text(
+                text, chat_id=chat_id, message_id=message_id, parse_mode=mode, reply_markup=markup
+            )
+        except BadRequest as exc:
+            if _not_modified(exc):
+                return message_id
+            if mode is None or not _bad_entities(exc):
+                raise
+            plain = html_to_plain(text)
+            try:
+                await self.bot.edit_message_text(
+                    plain, chat_id=chat_id, message_id=message_id, reply_markup=markup
+                )
+            except BadRequest as again:
+                if not _not_modified(again):
+                    raise
+        return message_id
+
+    async def _edit(self, chat_id: int, body: dict[str, Any]) -> int | None:
+        message_id = int(body["message_id"])
+        markup = _markup(body.get("reply_markup"))
+        try:
+            if body.get("text") is None:
+                await self.bot.edit_message_reply_markup(
+                    chat_id=chat_id, message_id=message_id, reply_markup=markup
+                )
+                return message_id
+            return await self._edit_text(
+                chat_id, message_id, str(body["text"]), body.get("parse_mode"), markup
+            )
+        except BadRequest as exc:
+            if _gone(exc) or _not_modified(exc):
+                return message_id  # nothing left to change
+            raise
+
+    async def _delete(self, chat_id: int, message_id: int) -> int | None:
+        try:
+            await self.bot.delete_message(chat_id, message_id)
+        except BadRequest as exc:
+            if not _gone(exc):
+                raise
+        return None
+
+
+def _markup(value: Any) -> InlineKeyboardMarkup | None:
+    if not isinstance(value, dict):
+        return None
+    return InlineKeyboardMarkup.de_json(value, None)
+
+
+def _never_reached(exc: BaseException) -> bool:
+    """True when the request provably never got to the API (nothing can duplicate)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, _NOT_REACHED):
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def _lower(exc: TelegramError) -> str:
+    return exc.message.lower()
+
+
+def _not_modified(exc: TelegramError) -> bool:
+    return "not modified" in _lower(exc)
+
+
+def _bad_entities(exc: TelegramError) -> bool:
+    return "can't parse entities" in _lower(exc) or "can't find end" in _lower(exc)
+
+
+def _gone(exc: TelegramError) -> bool:
+    text = _lower(exc)
+    return any(
+        mark in text
+        for mark in (
+            "message to edit not found",
+            "message to delete not found",
+            "message can't be edited",
+            "message can't be deleted",
+            "message not found",
+            "message_id_invalid",
+        )
+    )
