@@ -184,6 +184,21 @@ class Mailbox:
 
         await self.store.write("record a placeholder", op)
 
+    async def reopen(self, row_id: int, now: datetime) -> bool:
+        """A settled row opens again to run once more (🔁). The placeholder it had is
+        forgotten: by now it is the earlier outcome, which a crash must not overwrite."""
+
+        def op(conn: sqlite3.Connection) -> bool:
+            marks = ", ".join("?" for _ in SETTLED)
+            cur = conn.execute(
+                "UPDATE inbox SET state = 'open', closed_at = NULL, placeholder_id = NULL"
+                f" WHERE id = ? AND state IN ({marks})",
+                (row_id, *SETTLED),
+            )
+            return cur.rowcount == 1
+
+        return await self.store.write("reopen an inbox row", op)
+
     async def settle(
         self,
         row_id: int,

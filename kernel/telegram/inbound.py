@@ -43,7 +43,8 @@ class Inbound:
     def __init__(self, channel: TelegramChannel) -> None:
         self.channel = channel
         self.agent = channel.kernel.agent
-        self._busy_notified: set[int] = set()
+        # chat → the view (or None) whose busy window was told: one notice per window
+        self._busy_notified: dict[int, asyncio.Task[None] | None] = {}
         self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
         self.voice = TelegramVoice(channel.app.bot, channel.kernel.config)
 
@@ -74,6 +75,10 @@ class Inbound:
         spoken = bool(message.voice or message.audio)
         try:
             user_input = await self._read(message)
+        except asyncio.CancelledError:  # /cancel during the download: the owner's choice
+            if row is not None and not self.channel.stopping:
+                await asyncio.shield(mailroom.close(row, "cancelled"))
+            raise
         except media.MediaRefused as exc:
             await mailroom.tell(chat_id, str(exc), row)
             return
@@ -102,7 +107,7 @@ class Inbound:
         except BusyError:
             await self._busy(chat_id, row)
             return
-        self._busy_notified.discard(chat_id)
+        self._busy_notified.pop(chat_id, None)
         view = TurnView(
             self.channel.app.bot,
             chat_id,
@@ -118,12 +123,16 @@ class Inbound:
             needs_approval=self.channel.kernel.tools.needs_approval,
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
-        self.views[chat_id] = self.channel.spawn(self._settled(shown, turn, row), f"tg-{turn.id}")
+        self.views[chat_id] = self.channel.spawn(
+            self._settled(shown, view, turn, row), f"tg-{turn.id}"
+        )
 
-    async def _settled(self, shown: Coroutine[Any, Any, None], turn: Turn, row: int | None) -> None:
+    async def _settled(
+        self, shown: Coroutine[Any, Any, None], view: TurnView, turn: Turn, row: int | None
+    ) -> None:
         """The view settles the row with what it queued; whatever it left open is closed
-        here by how the turn ended. Cut off by a stop, the row stays open: the next start
-        tells the owner it was interrupted."""
+        here by how the turn ended. Cut off by a stop, or its outcome refused by the
+        store, the row stays open: the next start tells the owner, with 🔁."""
         if row is None:
             await shown
             return
@@ -131,11 +140,12 @@ class Inbound:
         try:
             await shown
         except asyncio.CancelledError:
-            if not self.channel.stopping:
+            if not self.channel.stopping and not view.unqueued:
                 await asyncio.shield(mailroom.close(row, "cancelled"))
             raise
         except Exception:
-            await mailroom.close(row, "failed")
+            if not view.unqueued:
+                await mailroom.close(row, "failed")
             raise
         final = turn.final
         if isinstance(final, ErrorEvent):
@@ -174,11 +184,12 @@ class Inbound:
         """One notice per busy window, with 🔁 to run the message once the turn ends;
         later messages of the window are settled by that same notice's words."""
         mailroom = self.channel.mailroom
-        if chat_id in self._busy_notified:
+        window = self.views.get(chat_id)
+        if chat_id in self._busy_notified and self._busy_notified[chat_id] is window:
             if row is not None:
                 await mailroom.close(row, "failed")
             return
-        self._busy_notified.add(chat_id)
+        self._busy_notified[chat_id] = window
         await mailroom.tell(chat_id, t("turn.busy"), row, again=True)
 
     async def _read(self, message: Message) -> UserInput | None:
