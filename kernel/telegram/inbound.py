@@ -156,17 +156,20 @@ class Inbound:
             await mailroom.close(row, "answered")
 
     async def _show_and_speak(self, view: TurnView, turn: Turn, chat_id: int) -> None:
-        """A reply to voice: the text as always, then the voice note (``[tts]``), once
-        the text is delivered (the outbox may hold it behind earlier messages), or after
-        ``VOICE_AFTER_TEXT`` seconds at most: the voice is a courtesy, the text the
-        answer."""
+        """A reply to voice: the text as always, then the voice note (``[tts]``) from a
+        task of its own, so the chat is free for the next message meanwhile."""
         await view.show(turn)
-        if not view.reply:
-            return
+        if view.reply:
+            self.channel.spawn(self._speak(view, chat_id, view.reply), f"tg-voice-{turn.id}")
+
+    async def _speak(self, view: TurnView, chat_id: int, reply: str) -> None:
+        """Once the text is delivered (the outbox may hold it behind earlier messages,
+        or through an outage), or after ``VOICE_AFTER_TEXT`` seconds at most: the voice
+        is a courtesy, the text the answer."""
         if view.delivery is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(view.delivery.wait(), VOICE_AFTER_TEXT)
-        await self.voice.reply(chat_id, view.reply)
+        await self.voice.reply(chat_id, reply)
 
     def cancel(self, chat_id: int) -> bool:
         """Stop the chat's turn, or the delivery of a reply that just completed, and the

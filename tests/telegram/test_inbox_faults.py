@@ -17,7 +17,7 @@ from tests.sim.script import Reply, Stall, Text, text_reply
 from tests.sim.telegram_sim import OWNER
 from tests.telegram.conftest import CONV, BotHarness, Factory
 from tests.telegram.test_inbox import buttons, rows, states_become
-from tests.telegram.test_voice import voice_config
+from tests.telegram.test_voice import openai_tts, voice_config
 from tests.voice.audio import tone
 
 PLACEHOLDER = "Working on a reply…"
@@ -170,3 +170,26 @@ async def test_a_command_reply_closes_its_row_in_the_same_step(bot: Factory) -> 
     await again.settle()
     assert not any("restarted before" in x for x in again.texts())
     assert [r.state for r in await rows(again)] == ["interrupted"]
+
+
+async def test_the_chat_is_free_while_a_voice_reply_waits_for_its_text(
+    bot: Factory, openai_sim: OpenAISim
+) -> None:
+    """Item 12: while the text of a reply to voice cannot be delivered (an outage), the
+    voice note waits for it apart: the owner's next message is a turn, not "busy"."""
+    h = await bot(extra=voice_config(openai_sim, tts=openai_tts(openai_sim)))
+    openai_sim.speech_audio = tone("mp3", seconds=1.0)
+    for method in ("editMessageText", "sendMessage"):
+        h.tg.fail(method, status=502, times=10_000)  # the reply cannot be delivered
+    h.model.enqueue(text_reply("spoken answer"), text_reply("next answer"))
+    h.tg.inject_voice(tone("ogg"))
+    await h.tg.wait_until(lambda: len(h.model.requests) == 1 and not h.channel.inbound.busy(OWNER))
+    h.tg.inject_text("next")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2)
+    h.tg._faults.clear()  # the outage ends
+    await h.tg.wait_until(lambda: "next answer" in h.texts())
+    await h.settle()
+    assert not any(x.startswith(BUSY) for x in h.texts())
+    said = [x for x in h.texts() if "answer" in x]  # a 502 may have reached: "↻ " marks it
+    assert [x.removeprefix("↻ ") for x in said] == ["spoken answer", "next answer"]
+    await h.tg.wait_until(lambda: bool(h.tg.calls_to("sendVoice")))  # the voice still comes
