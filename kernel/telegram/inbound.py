@@ -1,10 +1,13 @@
 """Owner messages that are not commands: text, photos, documents, voice (``voice.py``).
 Each starts a turn shown by a TurnView running as a tracked task; a message that arrives
-while a turn runs gets one busy notice per busy window.
+while a turn runs (or a file is read) gets one busy notice per busy window, the window
+being that task.
 
 Each message has its inbox row (``mailroom.py``), open until the turn ends: the view
 settles it with the reply; a refusal before any turn (busy, a failed download, an
-unsupported kind) settles it with its notice, queued through the outbox."""
+unsupported kind) settles it with its notice, queued through the outbox; /cancel while
+the file is read settles it ``cancelled``. When the store refuses the outcome, the row
+stays open and the next start tells the owner."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 before it is handled, so nothing the owner sends is lost or handled twice.
 
 - **Taken in**: the gate calls :meth:`Mailroom.admit` for each owner update; a repeat
-  ``update_id`` (Telegram delivers again after a crash) is not handled again. Commands
-  and button presses are settled ``answered`` once handled (:meth:`Mailroom.after`); a
+  ``update_id`` (Telegram delivers again after a crash) is not handled again. A command
+  is settled in the transaction that queues its reply (``commands.py``; with the
+  follow-up's, when one comes), a button press once handled (:meth:`Mailroom.after`); a
   message stays ``open`` through its turn and is settled with its reply or notice.
 - **Waiting**: a message dated before polling began arrived while Kernel was down. It
   is recorded ``waiting`` and not handled; once the first batch is taken in, ONE notice
@@ -13,7 +14,10 @@ before it is handled, so nothing the owner sends is lost or handled twice.
 - **Interrupted**: at start, rows the previous process left ``open`` were cut off by a
   crash or a stop. Each is settled ``interrupted`` with a notice naming the message (its
   placeholder, when one stands, becomes the notice) and a 🔁 button that runs it again.
-- **Again** (``again:<id>``): reopen a settled row and run its stored update again.
+  Commands and presses cut off are closed quietly (🔁 could run /new twice).
+- **Again** (``again:<id>``): reopen a settled row (forgetting its placeholder: by now
+  that message is the earlier outcome) and run its stored update again; the pressed
+  message loses its 🔁.
 
 Public API: :class:`Mailroom` (``channel.mailroom``), :func:`kind_of`.
 Message text is the owner's data: it goes to the chat, never to a log.

@@ -7,7 +7,9 @@ seconds; the first draft error turns them off for the rest of the turn. Drafts, 
 the placeholder and intermediate edits go straight to the Bot API (best effort); the
 outcome (the reply, an error or interrupted notice, the placeholder's deletion on
 /cancel) goes through the durable outbox, which settles the turn's inbox row in the
-same transaction. The view does not wait for delivery: the next turn can start.
+same transaction. The view does not wait for delivery: the next turn can start. When
+the store refuses the outcome, the placeholder becomes an error notice directly and the
+row stays open: the next start tells the owner again, with 🔁.
 """
 
 from __future__ import annotations
