@@ -39,7 +39,7 @@ from telegram.ext import ContextTypes
 
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxRow, InboxState, Mailbox
-from kernel.telegram.outbox import again_markup, edit_item, plain_items
+from kernel.telegram.outbox import again_markup, delete_item, edit_item, plain_items
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -134,7 +134,8 @@ class Mailroom:
                 await self.mailbox.settle(row.id, "interrupted", self.now())
                 continue
             text = t("tg.interrupted_turn", what=named(row))
-            items = plain_items(text, replace=row.placeholder_id, markup=again_markup(row.id))
+            items = [delete_item(message_id) for message_id in row.cleanup]
+            items += plain_items(text, replace=row.placeholder_id, markup=again_markup(row.id))
             await self.channel.outbox.put(int(row.chat_id), items, settle=(row.id, "interrupted"))
         told = [row for row in rows if row.kind not in ("callback", "command")]
         if told:

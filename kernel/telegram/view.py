@@ -104,7 +104,9 @@ class TurnView:
         self.progress_interval = progress_interval
         self.needs_approval = needs_approval
         self._progress: DelegationProgress | None = None
-        self._tool_line = ToolProgressLine(bot, outbox, chat_id, interval=progress_interval)
+        self._tool_line = ToolProgressLine(
+            bot, outbox, chat_id, interval=progress_interval, record=self._record
+        )
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
@@ -228,6 +230,7 @@ class TurnView:
             event.id,
             cli if isinstance(cli, str) else None,
             interval=self.progress_interval,
+            record=self._record,
         )
         return True
 
@@ -247,6 +250,11 @@ class TurnView:
             except Exception as exc:
                 log.warning("recording the placeholder failed: %s", type(exc).__name__)
         return placeholder.message_id
+
+    async def _record(self, message_id: int) -> None:
+        """A message of this turn that a crash must not leave standing."""
+        if self.inbox_id is not None:
+            await self.outbox.mailbox.add_cleanup(self.inbox_id, message_id)
 
     def _again(self) -> dict[str, Any] | None:
         return again_markup(self.inbox_id) if self.inbox_id is not None else None

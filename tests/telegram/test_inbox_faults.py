@@ -6,6 +6,7 @@ start (nothing the first Kernel's stop still does reaches the chat)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from kernel.store.mailbox import Mailbox
 from tests.sim.openai_sim import OpenAISim
-from tests.sim.script import Reply, Stall, Text, text_reply
+from tests.sim.script import Reply, Stall, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER
 from tests.telegram.conftest import CONV, BotHarness, Factory
 from tests.telegram.test_inbox import buttons, rows, states_become
@@ -193,3 +194,33 @@ async def test_the_chat_is_free_while_a_voice_reply_waits_for_its_text(
     said = [x for x in h.texts() if "answer" in x]  # a 502 may have reached: "↻ " marks it
     assert [x.removeprefix("↻ ") for x in said] == ["spoken answer", "next answer"]
     await h.tg.wait_until(lambda: bool(h.tg.calls_to("sendVoice")))  # the voice still comes
+
+
+async def test_a_progress_line_of_its_own_does_not_outlive_a_crash(
+    bot: Factory, tmp_path: Path
+) -> None:
+    """Item 11: a tool's progress line in a message of its own (no placeholder stood)
+    is on the row's record: a crash mid-tool leaves it, the next start deletes it."""
+    from tests.mcp.conftest import mcp_toml, stdio_server
+
+    release = tmp_path / "never-released"
+    h = await bot(extra=mcp_toml([stdio_server("test")]))
+    h.tg.fail("sendMessage", status=400, description="Bad Request: no placeholder")
+    h.model.enqueue(
+        tool_reply("mcp_test__steps", {"count": 2, "release": str(release)}),
+        text_reply("never said"),
+    )
+    h.tg.inject_text("run the steps")
+    await h.tg.wait_until(lambda: any("step" in x for x in h.texts()))
+    [line] = [m for m in h.bot_messages() if "step" in m.text]
+    async with asyncio.timeout(30):  # the line is on record before the crash
+        while True:
+            if (await rows(h, "open"))[0].payload.get("kernel_cleanup"):
+                break
+            await asyncio.sleep(0.05)
+    await crash(h)
+
+    again = await bot(tg=h.tg, model=h.model, extra=mcp_toml([stdio_server("test")]))
+    await again.tg.wait_until(lambda: any("restarted before" in x for x in again.texts()))
+    await again.settle()
+    assert again.tg.message(OWNER, line.message_id) is None  # deleted
