@@ -4,7 +4,9 @@
 Inbox states: ``waiting`` (arrived while Kernel was down: the owner decides), ``open``
 (being handled), then one of ``answered``, ``failed`` (told with a notice),
 ``cancelled``, ``dropped`` (the owner chose to), ``interrupted`` (found open at start:
-the owner was told). ``placeholder_id`` is the "working on it" message while it stands.
+the owner was told). ``placeholder_id`` is the "working on it" message while it stands;
+``payload["kernel_cleanup"]`` lists other messages of an open turn (a progress line of
+their own) that a crash would leave standing: the next start deletes them.
 
 Outbox rows go out per chat in ``id`` order. States: ``pending``, ``sending`` (written
 before the platform is called, so a death mid-call is known), ``sent``, ``expired``,
@@ -58,6 +60,12 @@ class InboxRow:
     placeholder_id: int | None
     received_at: datetime
     closed_at: datetime | None
+
+    @property
+    def cleanup(self) -> list[int]:
+        """Messages of the open turn to delete should a crash cut it off."""
+        ids = self.payload.get("kernel_cleanup")
+        return [int(x) for x in ids if isinstance(x, int)] if isinstance(ids, list) else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +191,35 @@ class Mailbox:
             conn.execute("UPDATE inbox SET placeholder_id = ? WHERE id = ?", (message_id, row_id))
 
         await self.store.write("record a placeholder", op)
+
+    async def reopen(self, row_id: int, now: datetime) -> bool:
+        """A settled row opens again to run once more (🔁). The placeholder it had is
+        forgotten: by now it is the earlier outcome, which a crash must not overwrite."""
+
+        def op(conn: sqlite3.Connection) -> bool:
+            marks = ", ".join("?" for _ in SETTLED)
+            cur = conn.execute(
+                "UPDATE inbox SET state = 'open', closed_at = NULL, placeholder_id = NULL,"
+                " payload = json_remove(payload, '$.kernel_cleanup')"
+                f" WHERE id = ? AND state IN ({marks})",
+                (row_id, *SETTLED),
+            )
+            return cur.rowcount == 1
+
+        return await self.store.write("reopen an inbox row", op)
+
+    async def add_cleanup(self, row_id: int, message_id: int) -> None:
+        """A message the open turn showed that must not outlive a crash."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE inbox SET payload = json_set(payload, '$.kernel_cleanup',"
+                " json_insert(coalesce(json_extract(payload, '$.kernel_cleanup'), json('[]')),"
+                " '$[#]', ?)) WHERE id = ? AND state = 'open'",
+                (message_id, row_id),
+            )
+
+        await self.store.write("record a message to clean up", op)
 
     async def settle(
         self,

@@ -13,6 +13,7 @@ from telegram.ext import ContextTypes
 
 from kernel.commands import SHARED, Commands, Reply
 from kernel.core.i18n import t
+from kernel.store.mailbox import InboxState
 from kernel.telegram.inbound import conversation_of
 from kernel.telegram.outbox import plain_items
 
@@ -39,23 +40,42 @@ class CommandSet:
         assert update.effective_chat is not None
         return update.effective_chat.id
 
-    async def _render(self, chat: int, reply: Reply) -> None:
-        if reply.text:
-            await self.channel.outbox.put(chat, plain_items(reply.text))
+    async def _render(self, chat: int, reply: Reply, row: int | None) -> None:
+        """Queue the reply; the command's inbox row is settled in the same transaction
+        (with the follow-up's reply when one comes), so a crash cannot leave both."""
         follow_up = reply.follow_up
+        mailroom = self.channel.mailroom
+        settle: tuple[int, InboxState] | None = None
+        if row is not None and follow_up is None:
+            settle = (row, "answered")
+        if reply.text or settle is not None:
+            items = plain_items(reply.text) if reply.text else []
+            await self.channel.outbox.put(chat, items, settle=settle)
         if follow_up is not None:
+            if row is not None:
+                mailroom.defer(row)
 
             async def later() -> None:
-                await self._render(chat, await follow_up())
+                then: Reply | None = None
+                try:
+                    then = await follow_up()
+                    await self._render(chat, then, row)
+                finally:
+                    if row is not None and (then is None or then.follow_up is None):
+                        mailroom.undefer(row)
+                        await mailroom.close(row, "failed")  # no-op once answered
 
             self.channel.spawn(later(), f"tg-command-{chat}", for_owner=True)
+
+    def _row(self, update: Update) -> int | None:
+        return self.channel.mailroom.row_id(update)
 
     async def _shared(self, name: str, update: Update, context: Context) -> None:
         chat = self._chat(update)
         arg = " ".join(context.args or [])
         reply = await self.commands.run(conversation_of(chat), name, arg)
         assert reply is not None  # every name of SHARED is a command
-        await self._render(chat, reply)
+        await self._render(chat, reply, self._row(update))
 
     async def start(self, update: Update, context: Context) -> None:
         await self.help(update, context)
@@ -65,15 +85,16 @@ class CommandSet:
         lines = [t("tg.help_header")]
         lines += [f"/{name} — {t(f'tg.cmd.{name}')}" for name in COMMANDS]
         lines.append(t("tg.help_footer", provider=agent.provider_name, model=agent.model))
-        await self._render(self._chat(update), Reply("\n".join(lines)))
+        await self._render(self._chat(update), Reply("\n".join(lines)), self._row(update))
 
     async def unknown(self, update: Update, context: Context) -> None:
-        await self._render(self._chat(update), Reply(t("tg.unknown_command")))
+        await self._render(self._chat(update), Reply(t("tg.unknown_command")), self._row(update))
 
     async def cancel(self, update: Update, context: Context) -> None:
         chat = self._chat(update)
         stop = partial(self.channel.inbound.cancel, chat)
-        await self._render(chat, await self.commands.cancel(conversation_of(chat), stop))
+        reply = await self.commands.cancel(conversation_of(chat), stop)
+        await self._render(chat, reply, self._row(update))
 
     async def status(self, update: Update, context: Context) -> None:
         chat = self._chat(update)
@@ -94,7 +115,8 @@ class CommandSet:
             ),
             *mailbox_lines((await channel.status()).detail),
         ]
-        await self._render(chat, await self.commands.status(conversation_of(chat), own))
+        reply = await self.commands.status(conversation_of(chat), own)
+        await self._render(chat, reply, self._row(update))
 
 
 def mailbox_lines(detail: dict[str, Any]) -> list[str]:

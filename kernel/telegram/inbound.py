@@ -1,10 +1,13 @@
 """Owner messages that are not commands: text, photos, documents, voice (``voice.py``).
 Each starts a turn shown by a TurnView running as a tracked task; a message that arrives
-while a turn runs gets one busy notice per busy window.
+while a turn runs (or a file is read) gets one busy notice per busy window, the window
+being that task.
 
 Each message has its inbox row (``mailroom.py``), open until the turn ends: the view
 settles it with the reply; a refusal before any turn (busy, a failed download, an
-unsupported kind) settles it with its notice, queued through the outbox."""
+unsupported kind) settles it with its notice, queued through the outbox; /cancel while
+the file is read settles it ``cancelled``. When the store refuses the outcome, the row
+stays open and the next start tells the owner."""
 
 from __future__ import annotations
 
@@ -43,7 +46,8 @@ class Inbound:
     def __init__(self, channel: TelegramChannel) -> None:
         self.channel = channel
         self.agent = channel.kernel.agent
-        self._busy_notified: set[int] = set()
+        # chat → the view (or None) whose busy window was told: one notice per window
+        self._busy_notified: dict[int, asyncio.Task[None] | None] = {}
         self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
         self.voice = TelegramVoice(channel.app.bot, channel.kernel.config)
 
@@ -74,6 +78,10 @@ class Inbound:
         spoken = bool(message.voice or message.audio)
         try:
             user_input = await self._read(message)
+        except asyncio.CancelledError:  # /cancel during the download: the owner's choice
+            if row is not None and not self.channel.stopping:
+                await asyncio.shield(mailroom.close(row, "cancelled"))
+            raise
         except media.MediaRefused as exc:
             await mailroom.tell(chat_id, str(exc), row)
             return
@@ -102,7 +110,7 @@ class Inbound:
         except BusyError:
             await self._busy(chat_id, row)
             return
-        self._busy_notified.discard(chat_id)
+        self._busy_notified.pop(chat_id, None)
         view = TurnView(
             self.channel.app.bot,
             chat_id,
@@ -118,12 +126,16 @@ class Inbound:
             needs_approval=self.channel.kernel.tools.needs_approval,
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
-        self.views[chat_id] = self.channel.spawn(self._settled(shown, turn, row), f"tg-{turn.id}")
+        self.views[chat_id] = self.channel.spawn(
+            self._settled(shown, view, turn, row), f"tg-{turn.id}"
+        )
 
-    async def _settled(self, shown: Coroutine[Any, Any, None], turn: Turn, row: int | None) -> None:
+    async def _settled(
+        self, shown: Coroutine[Any, Any, None], view: TurnView, turn: Turn, row: int | None
+    ) -> None:
         """The view settles the row with what it queued; whatever it left open is closed
-        here by how the turn ended. Cut off by a stop, the row stays open: the next start
-        tells the owner it was interrupted."""
+        here by how the turn ended. Cut off by a stop, or its outcome refused by the
+        store, the row stays open: the next start tells the owner, with 🔁."""
         if row is None:
             await shown
             return
@@ -131,11 +143,12 @@ class Inbound:
         try:
             await shown
         except asyncio.CancelledError:
-            if not self.channel.stopping:
+            if not self.channel.stopping and not view.unqueued:
                 await asyncio.shield(mailroom.close(row, "cancelled"))
             raise
         except Exception:
-            await mailroom.close(row, "failed")
+            if not view.unqueued:
+                await mailroom.close(row, "failed")
             raise
         final = turn.final
         if isinstance(final, ErrorEvent):
@@ -146,17 +159,20 @@ class Inbound:
             await mailroom.close(row, "answered")
 
     async def _show_and_speak(self, view: TurnView, turn: Turn, chat_id: int) -> None:
-        """A reply to voice: the text as always, then the voice note (``[tts]``), once
-        the text is delivered (the outbox may hold it behind earlier messages), or after
-        ``VOICE_AFTER_TEXT`` seconds at most: the voice is a courtesy, the text the
-        answer."""
+        """A reply to voice: the text as always, then the voice note (``[tts]``) from a
+        task of its own, so the chat is free for the next message meanwhile."""
         await view.show(turn)
-        if not view.reply:
-            return
+        if view.reply:
+            self.channel.spawn(self._speak(view, chat_id, view.reply), f"tg-voice-{turn.id}")
+
+    async def _speak(self, view: TurnView, chat_id: int, reply: str) -> None:
+        """Once the text is delivered (the outbox may hold it behind earlier messages,
+        or through an outage), or after ``VOICE_AFTER_TEXT`` seconds at most: the voice
+        is a courtesy, the text the answer."""
         if view.delivery is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(view.delivery.wait(), VOICE_AFTER_TEXT)
-        await self.voice.reply(chat_id, view.reply)
+        await self.voice.reply(chat_id, reply)
 
     def cancel(self, chat_id: int) -> bool:
         """Stop the chat's turn, or the delivery of a reply that just completed, and the
@@ -174,11 +190,12 @@ class Inbound:
         """One notice per busy window, with 🔁 to run the message once the turn ends;
         later messages of the window are settled by that same notice's words."""
         mailroom = self.channel.mailroom
-        if chat_id in self._busy_notified:
+        window = self.views.get(chat_id)
+        if chat_id in self._busy_notified and self._busy_notified[chat_id] is window:
             if row is not None:
                 await mailroom.close(row, "failed")
             return
-        self._busy_notified.add(chat_id)
+        self._busy_notified[chat_id] = window
         await mailroom.tell(chat_id, t("turn.busy"), row, again=True)
 
     async def _read(self, message: Message) -> UserInput | None:

@@ -2,8 +2,9 @@
 before it is handled, so nothing the owner sends is lost or handled twice.
 
 - **Taken in**: the gate calls :meth:`Mailroom.admit` for each owner update; a repeat
-  ``update_id`` (Telegram delivers again after a crash) is not handled again. Commands
-  and button presses are settled ``answered`` once handled (:meth:`Mailroom.after`); a
+  ``update_id`` (Telegram delivers again after a crash) is not handled again. A command
+  is settled in the transaction that queues its reply (``commands.py``; with the
+  follow-up's, when one comes), a button press once handled (:meth:`Mailroom.after`); a
   message stays ``open`` through its turn and is settled with its reply or notice.
 - **Waiting**: a message dated before polling began arrived while Kernel was down. It
   is recorded ``waiting`` and not handled; once the first batch is taken in, ONE notice
@@ -13,7 +14,10 @@ before it is handled, so nothing the owner sends is lost or handled twice.
 - **Interrupted**: at start, rows the previous process left ``open`` were cut off by a
   crash or a stop. Each is settled ``interrupted`` with a notice naming the message (its
   placeholder, when one stands, becomes the notice) and a 🔁 button that runs it again.
-- **Again** (``again:<id>``): reopen a settled row and run its stored update again.
+  Commands and presses cut off are closed quietly (🔁 could run /new twice).
+- **Again** (``again:<id>``): reopen a settled row (forgetting its placeholder: by now
+  that message is the earlier outcome) and run its stored update again; the pressed
+  message loses its 🔁.
 
 Public API: :class:`Mailroom` (``channel.mailroom``), :func:`kind_of`.
 Message text is the owner's data: it goes to the chat, never to a log.
@@ -34,8 +38,8 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from kernel.core.i18n import t
-from kernel.store.mailbox import SETTLED, InboxRow, InboxState, Mailbox
-from kernel.telegram.outbox import again_markup, edit_item, plain_items
+from kernel.store.mailbox import InboxRow, InboxState, Mailbox
+from kernel.telegram.outbox import again_markup, delete_item, edit_item, plain_items
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -47,6 +51,12 @@ RUN, DROP, AGAIN = "waiting:run", "waiting:drop", "again:"
 CALLBACK_PATTERN = r"^(waiting:(run|drop)|again:\d{1,18})$"  # an id SQLite can hold
 NAMED = 40  # characters of a message named in a notice
 IDLE_POLL = 0.2  # seconds between looks at a busy chat (a turn not shown by a view)
+
+
+def _accessible(message: Any) -> bool:
+    """A message the bot can still edit (not Telegram's dateless stand-in)."""
+    date = getattr(message, "date", None)
+    return message is not None and date is not None and date.timestamp() > 0
 
 
 class Check:
@@ -99,6 +109,7 @@ class Mailroom:
         self._queue: deque[int] = deque()  # rows to run, in order
         self._claimed: set[int] = set()  # queued or running now: never queued twice
         self._reopened: set[int] = set()  # 🔁 rows: open already, to be run
+        self._deferred: set[int] = set()  # commands whose reply comes later (follow-up)
         self._runner: asyncio.Task[None] | None = None
         self._checked = False  # the first batch's check was queued
         self._noticed = False  # the first batch's check ran
@@ -117,15 +128,19 @@ class Mailroom:
         self.since = float(int(time.time()))
         rows = await self.mailbox.inbox_rows(CHANNEL, ["open"])
         for row in rows:
-            if row.kind == "callback":  # a press cut off: nothing to tell or run again
+            if row.kind in ("callback", "command"):
+                # A press or command cut off: told nothing (a command's 🔁 could run /new
+                # twice); the owner sends it again if its reply never came.
                 await self.mailbox.settle(row.id, "interrupted", self.now())
                 continue
             text = t("tg.interrupted_turn", what=named(row))
-            items = plain_items(text, replace=row.placeholder_id, markup=again_markup(row.id))
+            items = [delete_item(message_id) for message_id in row.cleanup]
+            items += plain_items(text, replace=row.placeholder_id, markup=again_markup(row.id))
             await self.channel.outbox.put(int(row.chat_id), items, settle=(row.id, "interrupted"))
-        if rows:
-            log.info("%d turns were interrupted by the last stop; the owner is told", len(rows))
-        return len(rows)
+        told = [row for row in rows if row.kind not in ("callback", "command")]
+        if told:
+            log.info("%d turns were interrupted by the last stop; the owner is told", len(told))
+        return len(told)
 
     def poll_starting(self, answered: int) -> None:
         """Called as each getUpdates starts, with how many were answered so far. The
@@ -269,11 +284,20 @@ class Mailroom:
             return
         row, done = entry
         try:
-            if row.kind in ("command", "callback"):
+            # A command's reply settles its row (``commands.py``); this closes what
+            # produced no reply, unless a follow-up is still to come.
+            if row.kind in ("command", "callback") and row.id not in self._deferred:
                 await self.close(row.id, "answered")
         finally:
             if done is not None and not done.done():
                 done.set_result(None)
+
+    def defer(self, row_id: int) -> None:
+        """The command's reply comes later: its row is settled with it."""
+        self._deferred.add(row_id)
+
+    def undefer(self, row_id: int) -> None:
+        self._deferred.discard(row_id)
 
     async def failed(self, update: object) -> None:
         """A handler raised (the owner is told by the error handler)."""
@@ -310,6 +334,12 @@ class Mailroom:
             answer = await self._choose(query.message, run=False)
         else:
             answer = await self._again(int(data.removeprefix(AGAIN)))
+            notice = query.message
+            if answer == t("tg.waiting.again") and _accessible(notice):
+                assert notice is not None
+                # The 🔁 goes once pressed: a stale press cannot run it again unasked.
+                edit = edit_item(notice.message_id, None)
+                await self.channel.outbox.put(int(notice.chat.id), [edit])
         try:
             await query.answer(answer)
         except TelegramError as exc:  # the toast is a courtesy; the choice is on record
@@ -329,7 +359,7 @@ class Mailroom:
             text = t("tg.waiting.dropped", count=dropped)
         else:
             text = t("tg.waiting.none")
-        if notice is not None and getattr(notice, "date", None) and notice.date.timestamp() > 0:
+        if _accessible(notice):
             # The buttons go: the notice keeps its words and says what was chosen.
             old = getattr(notice, "text", None) or ""
             edit = edit_item(notice.message_id, f"{old}\n\n{text}".strip())
@@ -344,8 +374,7 @@ class Mailroom:
         if row.state == "open" or row_id in self._claimed:
             return t("tg.waiting.already")
         if row.state != "waiting":
-            now = self.now()
-            if not await self.mailbox.settle(row_id, "open", now, only_from=SETTLED):
+            if not await self.mailbox.reopen(row_id, self.now()):
                 return t("tg.waiting.already")
             self._reopened.add(row_id)
         self._enqueue([row_id])

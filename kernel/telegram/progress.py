@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from telegram.error import TelegramError
 
@@ -59,8 +60,10 @@ class DelegationProgress:
         cli: str | None,
         *,
         interval: float,
+        record: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self.bot = bot
+        self.record = record  # a message of its own goes on record: a crash must not keep it
         self.outbox = outbox
         self.chat_id = chat_id
         self.delegator = delegator
@@ -103,11 +106,20 @@ class DelegationProgress:
                 sent = await self.bot.send_message(self.chat_id, text)
                 self.message_id = sent.message_id
                 self._shown = text
+                await self._record(sent.message_id)
             except TelegramError as exc:
                 log.warning("progress message failed: %s", type(exc).__name__)
         self._last_edit = time.monotonic()
         if self.message_id is not None:
             self._ticker.spawn(self._tick(), "delegate-progress")
+
+    async def _record(self, message_id: int) -> None:
+        if self.record is None:
+            return
+        try:
+            await self.record(message_id)
+        except Exception as exc:  # the message still shows; only a crash would leave it
+            log.warning("recording a progress message failed: %s", type(exc).__name__)
 
     def begin_when_running(self) -> None:
         """For a call that waits for the owner's approval first: the message appears

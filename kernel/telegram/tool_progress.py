@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from telegram.error import TelegramError
 
@@ -36,8 +36,10 @@ class ToolProgressLine:
         *,
         interval: float,
         clock: Callable[[], float] = time.monotonic,
+        record: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self.bot = bot
+        self.record = record  # a message of its own goes on record: a crash must not keep it
         self.outbox = outbox
         self.chat_id = chat_id
         self.interval = interval
@@ -91,6 +93,14 @@ class ToolProgressLine:
         self._shown = ""
         self._last_edit = None
 
+    async def _record(self, message_id: int) -> None:
+        if self.record is None:
+            return
+        try:
+            await self.record(message_id)
+        except Exception as exc:  # the line still shows; only a crash would leave it
+            log.warning("recording a progress message failed: %s", type(exc).__name__)
+
     async def _later(self, wait: float) -> None:
         await asyncio.sleep(wait)
         await self._flush()
@@ -104,6 +114,7 @@ class ToolProgressLine:
             if self._target is None:
                 sent = await self.bot.send_message(self.chat_id, text)
                 self._target, self._own = sent.message_id, True
+                await self._record(sent.message_id)
             else:
                 await self.bot.edit_message_text(
                     text,

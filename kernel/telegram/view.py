@@ -7,7 +7,9 @@ seconds; the first draft error turns them off for the rest of the turn. Drafts, 
 the placeholder and intermediate edits go straight to the Bot API (best effort); the
 outcome (the reply, an error or interrupted notice, the placeholder's deletion on
 /cancel) goes through the durable outbox, which settles the turn's inbox row in the
-same transaction. The view does not wait for delivery: the next turn can start.
+same transaction. The view does not wait for delivery: the next turn can start. When
+the store refuses the outcome, the placeholder becomes an error notice directly and the
+row stays open: the next start tells the owner again, with 🔁.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class TurnView:
         self.outbox = outbox
         self.inbox_id = inbox_id  # the owner's message this turn answers, when recorded
         self._settled = False  # the outcome is queued (and the inbox row closed)
+        self.unqueued = False  # the store refused the outcome: the row stays open
         self.board = board
         self.chat_id = chat_id
         self.drafts = drafts
@@ -101,7 +104,9 @@ class TurnView:
         self.progress_interval = progress_interval
         self.needs_approval = needs_approval
         self._progress: DelegationProgress | None = None
-        self._tool_line = ToolProgressLine(bot, outbox, chat_id, interval=progress_interval)
+        self._tool_line = ToolProgressLine(
+            bot, outbox, chat_id, interval=progress_interval, record=self._record
+        )
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
@@ -183,7 +188,7 @@ class TurnView:
                         plain_items(text, replace=first, markup=self._again()), "failed"
                     )
         except Exception as exc:  # the view itself failed: the owner still hears of it
-            if not self._settled:
+            if not self._settled and not self.unqueued:
                 log.error("showing a turn failed: %s", type(exc).__name__)
                 text = t("turn.internal_error", kind=type(exc).__name__)
                 first, pending = pending, None
@@ -204,7 +209,7 @@ class TurnView:
                 await self.board.close_asks(self._asked, t("tg.ask_cancelled"))
             # Cut off by a stop before any outcome, the row stays open: the next start
             # finds it (with its placeholder) and tells the owner.
-            cut_off = not self._settled and self.interrupted()
+            cut_off = (not self._settled and self.interrupted()) or self.unqueued
             if not cut_off and (pending is not None or not self._settled):
                 # /cancel: the placeholder goes, the owner's message is closed cancelled.
                 gone = [delete_item(pending)] if pending is not None else []
@@ -225,6 +230,7 @@ class TurnView:
             event.id,
             cli if isinstance(cli, str) else None,
             interval=self.progress_interval,
+            record=self._record,
         )
         return True
 
@@ -245,15 +251,43 @@ class TurnView:
                 log.warning("recording the placeholder failed: %s", type(exc).__name__)
         return placeholder.message_id
 
+    async def _record(self, message_id: int) -> None:
+        """A message of this turn that a crash must not leave standing."""
+        if self.inbox_id is not None:
+            await self.outbox.mailbox.add_cleanup(self.inbox_id, message_id)
+
     def _again(self) -> dict[str, Any] | None:
         return again_markup(self.inbox_id) if self.inbox_id is not None else None
 
     async def _finish(self, items: list[OutboxItem], state: InboxState) -> None:
-        """Queue the turn's outcome, closing its inbox row in the same transaction."""
+        """Queue the turn's outcome, closing its inbox row in the same transaction.
+        When the store refuses it, the owner is told directly (best effort) and the row
+        stays open: the next start tells again, with 🔁."""
         settle = (self.inbox_id, state) if self.inbox_id is not None else None
-        self._settled = True
         if items or settle is not None:
-            self.delivery = await self.outbox.put(self.chat_id, items, settle=settle)
+            try:
+                self.delivery = await self.outbox.put(self.chat_id, items, settle=settle)
+            except Exception as exc:
+                self.unqueued = True
+                log.error("queueing a turn's outcome failed: %s", type(exc).__name__)
+                await self._tell_directly(items, t("turn.internal_error", kind=type(exc).__name__))
+                raise
+        self._settled = True
+
+    async def _tell_directly(self, items: list[OutboxItem], text: str) -> None:
+        """The placeholder the outcome would have replaced becomes ``text``; with none,
+        ``text`` comes as a new message."""
+        first = items[0].body if items else {}
+        standing = first.get("replace") if items and items[0].kind == "send" else None
+        if items and items[0].kind == "delete":
+            standing = first.get("message_id")
+        try:
+            if isinstance(standing, int):
+                await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=standing)
+            else:
+                await self.bot.send_message(self.chat_id, text)
+        except TelegramError as exc:
+            log.warning("telling the owner directly failed: %s", type(exc).__name__)
 
     async def _keep_typing(self) -> None:
         while True:

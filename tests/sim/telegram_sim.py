@@ -20,11 +20,12 @@ Only chats the simulator knows accept messages: the owner's private chat, chats 
 injected updates came from, and chats added with `add_chat`.
 
 Faults: `fail(method, status=429, retry_after=...)`, `drop_connections(method)`,
-`hang_get_updates(seconds)`; outages: `go_down()`/`come_back()` (nothing listens meanwhile:
-connection refused; everything the simulator knows is kept, and it comes back on the same
-port, so give it a `free_port()`), `fail_everything(502)`/`stop_failing()` (every method
-answers that status meanwhile). `inject_unparseable()` queues an update in a shape the
-client library cannot parse (a poll as older Bot API servers send it). A second
+`hang_get_updates(seconds)`, `hold(method)` (answered once released); outages:
+`go_down()`/`come_back()` (nothing listens meanwhile: connection refused; everything the
+simulator knows is kept, and it comes back on the same port, so give it a `free_port()`),
+`fail_everything(502)`/`stop_failing()` (every method answers that status meanwhile).
+`inject_unparseable()` queues an update in a shape the client library cannot parse (a
+poll as older Bot API servers send it). A second
 concurrent getUpdates terminates the first with 409 Conflict, like Telegram.
 
 Run standalone (inject with `POST /_sim/inject {"text": "hi"}`, look with `GET /_sim/calls`
@@ -283,12 +284,13 @@ class Upload:
 
 @dataclass
 class _Fault:
-    kind: Literal["error", "drop", "hang"]
+    kind: Literal["error", "drop", "hang", "hold"]
     status: int = 0
     description: str = ""
     retry_after: int | None = None
     seconds: float = 0.0
     after_processing: bool = False
+    release: asyncio.Event | None = None
 
 
 @dataclass
@@ -534,6 +536,13 @@ class TelegramSim:
     def serving(self) -> bool:
         """Listening (started and not gone down)."""
         return self._runner is not None
+
+    def hold(self, method: str, *, times: int = 1) -> asyncio.Event:
+        """The next `times` calls of `method` wait until the returned event is set (or
+        the simulator stops), then are answered as usual (the client may have given up)."""
+        release = asyncio.Event()
+        self._add_fault(method, _Fault("hold", release=release), times)
+        return release
 
     def _add_fault(self, method: str, fault: _Fault, times: int) -> None:
         self._faults.setdefault(method.lower(), deque()).extend([fault] * times)
@@ -941,6 +950,13 @@ class TelegramSim:
             fault = faults.popleft() if faults else None
             if fault is not None and fault.kind == "error":
                 raise ApiError(fault.status, fault.description, retry_after=fault.retry_after)
+            if fault is not None and fault.kind == "hold":
+                assert fault.release is not None
+                waits = {asyncio.ensure_future(e.wait()) for e in (fault.release, self._stopping)}
+                _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for wait in pending:
+                    wait.cancel()
+                fault = None
             if fault is not None and not fault.after_processing:
                 return await self._cut_off(request, call, fault)
             if call.method == "getUpdates":

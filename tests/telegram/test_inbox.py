@@ -245,6 +245,8 @@ async def test_a_turn_cut_off_by_a_crash_is_told_with_again(bot: Factory, tmp_pa
     await h.kernel.stop()
     again = await bot(tg=tg, model=h.model)
     await again.tg.wait_until(lambda: again.channel.mailroom.since is not None)
+    await again.settle()  # whatever this start queued is delivered
+    assert await again.channel.mailroom.mailbox.inbox_rows("telegram", ["open"]) == []
     assert sum("restarted before" in x for x in again.texts()) == 2
 
 
