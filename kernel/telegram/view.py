@@ -252,9 +252,14 @@ class TurnView:
         return placeholder.message_id
 
     async def _record(self, message_id: int) -> None:
-        """A message of this turn that a crash must not leave standing."""
-        if self.inbox_id is not None:
+        """A message of this turn that a crash must not leave standing. Best effort: the
+        message still shows; only a crash would leave it."""
+        if self.inbox_id is None:
+            return
+        try:
             await self.outbox.mailbox.add_cleanup(self.inbox_id, message_id)
+        except Exception as exc:
+            log.warning("recording a progress message failed: %s", type(exc).__name__)
 
     def _again(self) -> dict[str, Any] | None:
         return again_markup(self.inbox_id) if self.inbox_id is not None else None
