@@ -96,11 +96,12 @@ class OutboxRow:
 
 
 @dataclass(frozen=True, slots=True)
-class MailboxStats:
+class InboxCounts:
+    """Rows being handled and rows waiting for the owner's decision. (What waits in the
+    outbox is counted by the running ``Outbox``, which holds those rows anyway.)"""
+
     open_turns: int
     waiting_updates: int
-    undelivered: int
-    oldest_undelivered: datetime | None
 
 
 _INBOX_COLUMNS = (
@@ -363,8 +364,8 @@ class Mailbox:
 
     # ----- the whole ------------------------------------------------------------------
 
-    async def stats(self, channel: str) -> MailboxStats:
-        def op(conn: sqlite3.Connection) -> MailboxStats:
+    async def inbox_counts(self, channel: str) -> InboxCounts:
+        def op(conn: sqlite3.Connection) -> InboxCounts:
             counts = dict(
                 conn.execute(
                     "SELECT state, COUNT(*) FROM inbox WHERE channel = ?"
@@ -372,19 +373,12 @@ class Mailbox:
                     (channel,),
                 ).fetchall()
             )
-            undelivered, oldest = conn.execute(
-                "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE channel = ?"
-                " AND state IN ('pending', 'sending')",
-                (channel,),
-            ).fetchone()
-            return MailboxStats(
+            return InboxCounts(
                 open_turns=int(counts.get("open", 0)),
                 waiting_updates=int(counts.get("waiting", 0)),
-                undelivered=int(undelivered),
-                oldest_undelivered=parse_stamp(oldest) if oldest else None,
             )
 
-        return await self.store.read("count the mailbox", op)
+        return await self.store.read("count the inbox", op)
 
     async def prune(self, before: datetime) -> int:
         """Forget settled inbox rows and finished outbox rows older than ``before``."""

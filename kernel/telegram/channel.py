@@ -135,7 +135,7 @@ class TelegramChannel:
         state = self.polling_state()
         detail = dict(state.detail)
         try:
-            box = await self.outbox.mailbox.stats(CHANNEL)
+            box = await self.outbox.mailbox.inbox_counts(CHANNEL)
         except KernelError as exc:  # the database's own state is /healthz's database part
             log.warning("reading the mailbox for the status failed: %s", type(exc).__name__)
             return state
