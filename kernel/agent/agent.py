@@ -29,6 +29,7 @@ from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.memory.memories import Memories
 from kernel.skills import SkillLibrary
+from kernel.spend import CallTag, Meter
 from kernel.store.db import SessionRow, Store
 from kernel.tools.registry import ToolRegistry
 
@@ -59,6 +60,7 @@ class Agent:
         titles: TitleMaker | None = None,
         memories: Memories | None = None,
         skills: SkillLibrary | None = None,
+        meter: Meter | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -80,9 +82,10 @@ class Agent:
             running=self._turns.running,
             sleep=sleep,
         )
-        self.prompt = SystemPrompt(
-            config, tools, self.memories, self.skills, clock or (lambda: datetime.now(UTC)), self.tz
-        )
+        now = clock or (lambda: datetime.now(UTC))
+        self.prompt = SystemPrompt(config, tools, self.memories, self.skills, now, self.tz)
+        # Every model call goes through the meter: the budget before, the ledger after.
+        self.meter = meter or Meter(config, store, clock=now, tz=self.tz)
         self._parts = TurnParts(
             config=config,
             store=store,
@@ -93,7 +96,9 @@ class Agent:
             prompt=self.prompt,
             asks=self.asks,
             sleep=sleep,
+            meter=self.meter,
         )
+        self._sleep = sleep
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -154,8 +159,17 @@ class Agent:
     async def clear_session_model(self, session_id: int) -> None:
         await self.selection.clear_session_model(session_id)
 
-    def stream_request(self, name: str, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        return self.selection.stream_request(name, request)
+    async def stream_request(
+        self, name: str, request: ChatRequest, tag: CallTag | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One model request outside any turn (the sidecar's ``/v1`` endpoints, MCP
+        sampling): provider ``name``'s client, retry policy and the meter, no history.
+        Raises BudgetExceededError before anything is sent when the budget refuses it."""
+        provider = await self.selection.provider(name)
+        policy = self.selection.policy(name)
+        tag = tag or CallTag("api")
+        async for event in self.meter.stream(provider, request, policy, tag, sleep=self._sleep):
+            yield event
 
     async def set_provider(self, name: str) -> str:
         return await self.selection.set_provider(name)
@@ -201,7 +215,7 @@ class Agent:
         if self.titles is None:
             return None
         messages = await self.store.load_messages(session_id, rounds=2)
-        title = await self.titles.make(messages)
+        title = await self.titles.make(messages, self.meter, CallTag("title", session_id))
         if title:
             await self.store.set_title(session_id, title)
         return title

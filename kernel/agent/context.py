@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from kernel.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from kernel.core.usage import estimate_tokens
 
 CANCELLED_RESULT = "cancelled: the user stopped this turn before the tool finished"
 LOST_RESULT = "no result: the tool did not finish (Kernel stopped or crashed)"
@@ -22,6 +23,9 @@ class Layer:
     name: str
     text: str
     source: str = ""  # where the text comes from: a file path, "tools", "memories", …
+    # Changes from turn to turn (recalled memories, the time): sent after the cached
+    # prefix, with the turn's own message, never in the system prompt.
+    volatile: bool = False
 
     @property
     def sha256(self) -> str:
@@ -37,13 +41,18 @@ class Layer:
 
     @property
     def token_estimate(self) -> int:
-        # ~4 characters a token for Latin text, ~1 for CJK: count both kinds.
-        cjk = sum(1 for ch in self.text if ord(ch) > 0x2E80)
-        return cjk + (len(self.text) - cjk + 3) // 4
+        return estimate_tokens(self.text)
 
 
 def join_layers(layers: list[Layer]) -> str:
     return "\n\n".join(layer.text for layer in layers if layer.text.strip())
+
+
+def split_layers(layers: list[Layer]) -> tuple[str, str]:
+    """(the system prompt, the volatile context sent with the turn's own message)."""
+    system = join_layers([layer for layer in layers if not layer.volatile])
+    volatile = join_layers([layer for layer in layers if layer.volatile])
+    return system, f"<context>\n{volatile}\n</context>" if volatile else ""
 
 
 def repair_history(messages: list[Message]) -> list[Message]:

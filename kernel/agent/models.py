@@ -11,19 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 
 from kernel.config import Config
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
-from kernel.core.provider import (
-    ChatRequest,
-    Provider,
-    RetryPolicy,
-    Sleep,
-    StreamEvent,
-    stream_with_retry,
-)
+from kernel.core.provider import Provider, RetryPolicy, Sleep
 from kernel.core.tasks import TaskSet
 from kernel.store.db import Store
 
@@ -145,17 +138,6 @@ class ModelSelection:
         if provider in self._retired:
             self._retired.remove(provider)
             await provider.aclose()
-
-    async def stream_request(
-        self, name: str, request: ChatRequest
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """One model request outside any turn (the sidecar's Claude-compatible endpoint):
-        provider ``name``'s client, capability checks and retry policy, no history."""
-        provider = await self.provider(name)
-        async for event in stream_with_retry(
-            provider, request, self.policy(name), sleep=self._sleep
-        ):
-            yield event
 
     def policy(self, name: str) -> RetryPolicy:
         """Provider ``name``'s retry policy, as configured."""

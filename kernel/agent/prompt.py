@@ -1,6 +1,8 @@
-"""The system prompt's layers (SPEC §4): SOUL.md, the tool guide, recalled memories, the
-skills summary and the local time, each a :class:`~kernel.agent.context.Layer` that
-says where its text came from."""
+"""The prompt's layers (SPEC §4): SOUL.md, the tool guide and the skills summary (the
+system prompt, stable from turn to turn so a provider can cache it), then recalled
+memories and the local time (volatile: sent with the turn's own message, after the
+cached prefix). Each is a :class:`~kernel.agent.context.Layer` that says where its
+text came from."""
 
 from __future__ import annotations
 
@@ -53,17 +55,17 @@ class SystemPrompt:
             names = [n for n in names if n in guest_tools]
         if names:
             layers.append(Layer("tools", tool_guide(names), "tool registry"))
-        memories = await self._recall(query) if guest_tools is None else ""
-        if memories:
-            layers.append(Layer("memories", memories, "memories"))
         skills = await self.skills.summary()
         if skills:
             where = relative(self.skills.folder, self.config.base_dir)
             layers.append(Layer("skills", skills, where))
+        memories = await self._recall(query) if guest_tools is None else ""
+        if memories:
+            layers.append(Layer("memories", memories, "memories", volatile=True))
         now = self._clock().astimezone(self._tz)
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
         text = f"当前时间：{stamp}（{self.config.general.timezone}）"
-        layers.append(Layer("time", text, "clock"))
+        layers.append(Layer("time", text, "clock", volatile=True))
         return layers
 
     def _read_soul(self) -> str:

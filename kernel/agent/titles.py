@@ -12,9 +12,15 @@ import logging
 import re
 from collections.abc import Callable
 
-from kernel.core.errors import ProviderError, RateLimitedError, TransientProviderError
+from kernel.core.errors import (
+    BudgetExceededError,
+    ProviderError,
+    RateLimitedError,
+    TransientProviderError,
+)
 from kernel.core.messages import Message, TextBlock
-from kernel.core.provider import ChatRequest, Completion, Provider, Sleep
+from kernel.core.provider import ChatRequest, Completion, Provider, RetryPolicy, Sleep
+from kernel.spend import CallTag, Meter
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +68,9 @@ class TitleMaker:
         if self._provider is not None:
             await self._provider.aclose()
 
-    async def make(self, messages: list[Message]) -> str | None:
+    async def make(self, messages: list[Message], meter: Meter, tag: CallTag) -> str | None:
+        """A title for ``messages``, its calls through ``meter``; None when there is
+        none to be had (nothing to title, the budget, the provider)."""
         transcript = "\n".join(f"{m.role}: {m.text[:500]}" for m in messages if m.text.strip())[
             :4000
         ]
@@ -78,7 +86,10 @@ class TitleMaker:
             if delay:
                 await self.sleep(delay)
             try:
-                return clean_title(await _complete(provider, request)) or None
+                return clean_title(await _complete(meter, provider, request, tag)) or None
+            except BudgetExceededError:
+                log.info("no title: the budget does not admit the call")
+                return None
             except RateLimitedError as exc:
                 if exc.status != 529 and exc.code != "overloaded_error":
                     log.warning("title generation rate-limited; giving up")
@@ -93,8 +104,9 @@ class TitleMaker:
         return None
 
 
-async def _complete(provider: Provider, request: ChatRequest) -> str:
-    async for event in provider._stream(request):
+async def _complete(meter: Meter, provider: Provider, request: ChatRequest, tag: CallTag) -> str:
+    # One attempt per call: the delays above are the title's own retry policy.
+    async for event in meter.stream(provider, request, RetryPolicy(max_retries=0), tag):
         if isinstance(event, Completion):
             return event.text
     return ""

@@ -17,8 +17,8 @@ from typing import Any
 from kernel.agent.context import (
     CANCELLED_RESULT,
     flatten_tool_blocks,
-    join_layers,
     repair_history,
+    split_layers,
 )
 from kernel.agent.models import ModelSelection
 from kernel.agent.prompt import SystemPrompt, relative
@@ -32,6 +32,7 @@ from kernel.agent.slimming import (
 from kernel.config import Config
 from kernel.core.asks import Answer, AskRegistry, Question
 from kernel.core.errors import (
+    BudgetExceededError,
     InputRefusedError,
     KernelError,
     ProviderError,
@@ -58,18 +59,20 @@ from kernel.core.provider import (
     RetryPolicy,
     Sleep,
     TextDelta,
-    stream_with_retry,
 )
 from kernel.core.turns import Turn
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.memory.remember import Fact, RememberFilter, extract_remember
 from kernel.skills import SkillLibrary, wrap_skill
+from kernel.spend import CallTag, Meter, Over, money
+from kernel.spend.meter import BUDGET_CHANNELS
 from kernel.store.db import Store
 from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
 from kernel.tools.repair import repair_arguments, resolve_tool_name
 
 log = logging.getLogger(__name__)
 
+BUDGET_ASK_SECONDS = 600.0  # how long a turn over its budget waits for the owner
 CANCELLED_MARK = " [已取消]"  # model-facing history marker, not user-facing text
 FAILED_RESULT = "failed: the turn ended with an error before this tool's result was recorded"
 
@@ -108,6 +111,7 @@ class TurnParts:
     prompt: SystemPrompt
     asks: AskRegistry
     sleep: Sleep
+    meter: Meter
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,8 @@ class TurnRun:
         self.interactive = True
         self.error = ""  # why the turn failed, for the agent's status ("" when it did not)
         self.stored: list[int] = []  # ids of the messages this turn wrote, in order
+        self.tag = CallTag("turn", turn_id=turn.id)  # what its model calls are for
+        self.may_raise = False  # the owner may raise the budget from this turn
 
     def reply_so_far(self) -> str:
         return "".join([*self.replies, *self.partial])
@@ -162,13 +168,17 @@ class TurnRun:
             try:
                 await asyncio.shield(self.close_history(CANCELLED_RESULT, CANCELLED_MARK))
             finally:
-                self.turn.emit(Completed(self.step, reply, cancelled=True))
+                self.turn.emit(Completed(self.step, reply, cancelled=True, usage=self.turn.spend()))
             raise
         except InputRefusedError as exc:
             self.error = str(exc)
             log.warning("turn %s: the provider refused the input", self.turn.id)
             message = t("provider.refused_input", detail=exc.message)
             await self.set_aside(ErrorEvent(self.step, exc.code, message))
+        except BudgetExceededError as exc:
+            self.error = exc.code
+            log.info("turn %s: stopped by the budget", self.turn.id)
+            await self.fail(ErrorEvent(self.step, exc.code, str(exc), meta=dict(exc.details)))
         except SkillError as exc:
             # Refused before anything was stored or sent: the owner fixes the name and
             # sends again (the text names the skills there are).
@@ -215,14 +225,31 @@ class TurnRun:
         if self.turn.cancel_requested:  # cancelled before it began: the message is kept
             raise asyncio.CancelledError
         working = repair_history([*history, user_message])
+        # The turn's own message: the volatile context (memories, time) goes with it.
+        anchor = len(working) - 1
         self.guest_tools = user_input.guest_tools if user_input.guest else None
-        system = join_layers(
+        system, context = split_layers(
             await parts.prompt.layers(user_input.text, guest_tools=self.guest_tools)
         )
         session = await parts.store.get_session(self.session_id)
-        name, model = parts.models.model_for(session.meta if session else {})
+        meta = session.meta if session else {}
+        name, model = parts.models.model_for(meta)
         provider = await parts.models.provider(name)
         policy = parts.models.policy(provider.name)
+        job = meta.get("cron_job_id")
+        self.tag = CallTag(
+            "cron" if user_input.channel == "cron" else "turn",
+            session_id=self.session_id,
+            channel=user_input.channel,
+            job_id=job if isinstance(job, str) else "",
+            turn_id=self.turn.id,
+        )
+        # Only the owner, in a chat that shows buttons, may raise the limit mid-turn.
+        self.may_raise = (
+            user_input.interactive
+            and not user_input.guest
+            and user_input.channel in BUDGET_CHANNELS
+        )
         limit = cfg.general.max_tool_calls
         calls_used = 0
         while True:
@@ -232,7 +259,9 @@ class TurnRun:
             if self.guest_tools is not None:
                 tools = [spec for spec in tools if spec.name in self.guest_tools]
             messages = working if tools else flatten_tool_blocks(working)
-            request = ChatRequest(model, system, messages, tools)
+            request = ChatRequest(
+                model, system, messages, tools, context=context, context_at=anchor
+            )
             completion = await self._stream(provider, request, policy)
             if completion.stop_reason == "refusal":
                 # Anthropic's streaming classifiers: the context must drop the turn, or
@@ -257,7 +286,8 @@ class TurnRun:
                 if assistant.content:
                     await self._store(assistant)
                 # Text written before tool calls is part of the answer too.
-                self.turn.emit(Completed(self.step, "\n\n".join(self.replies)))
+                reply = "\n\n".join(self.replies)
+                self.turn.emit(Completed(self.step, reply, usage=self.turn.spend()))
                 return
             self.pending = assistant
             await self._store(assistant)
@@ -272,7 +302,8 @@ class TurnRun:
                 notice = t("turn.tool_limit", limit=limit)
                 self.turn.emit(AssistantDelta(self.step, notice))
                 await self._store(Message("assistant", [TextBlock(notice)]))
-                self.turn.emit(Completed(self.step, "\n\n".join([*self.replies, notice])))
+                reply = "\n\n".join([*self.replies, notice])
+                self.turn.emit(Completed(self.step, reply, usage=self.turn.spend()))
                 return
 
     async def _stream(
@@ -280,7 +311,15 @@ class TurnRun:
     ) -> Completion:
         completion: Completion | None = None
         tags = RememberFilter()  # every channel previews deltas: tags never reach them
-        stream = stream_with_retry(provider, request, policy, sleep=self.parts.sleep)
+        stream = self.parts.meter.stream(
+            provider,
+            request,
+            policy,
+            self.tag,
+            sleep=self.parts.sleep,
+            admit=self._raise_limit if self.may_raise else None,
+            counted=lambda entry: self.turn.count(entry.usage, entry.cost),
+        )
         async for event in stream:
             if isinstance(event, TextDelta):
                 self._show(tags.feed(event.text))
@@ -289,6 +328,21 @@ class TurnRun:
         assert completion is not None
         self._show(tags.flush())
         return completion
+
+    async def _raise_limit(self, over: Over) -> bool:
+        """Ask the owner whether to raise today's limit; True only for their "raise"."""
+        step = money(self.parts.config.budget.step, over.currency)
+        question = Question(
+            self.turn.conversation,
+            t("budget.ask", over=over.describe(), step=step),
+            [t("budget.raise", step=step), t("budget.stop")],
+            kind="budget",
+        )
+        self.turn.emit(
+            AskUser(self.step, question.id, "", question.text, list(question.options), "budget")
+        )
+        answer = await self.parts.asks.wait(question, BUDGET_ASK_SECONDS)
+        return answer.option == 0
 
     def _show(self, text: str) -> None:
         if text:

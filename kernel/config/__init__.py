@@ -9,7 +9,8 @@ Public API (``from kernel.config import …``):
   :class:`TitlesConfig`, :class:`CLIConfig`, :class:`ToolPolicy`, :class:`MCPSettings`,
   :class:`MCPServerConfig`, :class:`GatewayConfig`, :class:`ChannelsConfig` with
   :class:`ConsoleChannelConfig` / :class:`WebhookChannelConfig` / :class:`QQChannelConfig`,
-  :class:`CronConfig`, :class:`SttConfig`, :class:`TtsConfig`;
+  :class:`CronConfig`, :class:`BudgetConfig`, :class:`ModelPrice`, :class:`SttConfig`,
+  :class:`TtsConfig`;
 - the shape of the file: :data:`SCHEMA`, :func:`unknown_keys`;
 - helpers: :func:`provider_env_key`, :func:`model_alias_target`, :func:`webhook_worst_case`,
   :func:`is_loopback`, :func:`is_http_url`, :func:`args_problem`;
@@ -36,7 +37,14 @@ from kernel.config.gateway import (
     GatewayConfig,
     model_alias_target,
 )
-from kernel.config.general import LOG_LEVELS, CronConfig, GeneralConfig, TelegramConfig, ToolPolicy
+from kernel.config.general import (
+    LOG_LEVELS,
+    BudgetConfig,
+    CronConfig,
+    GeneralConfig,
+    TelegramConfig,
+    ToolPolicy,
+)
 from kernel.config.loader import (
     ENV_NAME,
     RUNTIME_FILE,
@@ -52,6 +60,7 @@ from kernel.config.net import is_http_url, is_loopback
 from kernel.config.providers import (
     CAPABILITIES,
     DEFAULT_PROVIDERS,
+    ModelPrice,
     ProviderConfig,
     TitlesConfig,
     provider_env_key,
@@ -76,6 +85,7 @@ __all__ = [
     "SECTIONS",
     "TTS_FORMATS",
     "TTS_TYPES",
+    "BudgetConfig",
     "CLIConfig",
     "ChannelsConfig",
     "Config",
@@ -85,6 +95,7 @@ __all__ = [
     "GeneralConfig",
     "MCPServerConfig",
     "MCPSettings",
+    "ModelPrice",
     "ProviderConfig",
     "QQChannelConfig",
     "SttConfig",

@@ -99,6 +99,22 @@ class CronConfig(Section):
     min_interval_seconds: PosInt = Field(60, description="the shortest fixed interval")
 
 
+class BudgetConfig(Section):
+    """``[budget]``: spending limits in ``currency`` (prices: ``providers.<name>.prices``).
+    Checked before every model call with its worst case; 0 is no limit."""
+
+    currency: str = Field("USD", min_length=1, max_length=8, description="what prices are in")
+    daily: NonNegFloat = Field(0.0, description="limit per day (general.timezone); 0: none")
+    monthly: NonNegFloat = Field(0.0, description="limit per calendar month; 0: none")
+    step: PosFloat = Field(1.0, description="what one raise press adds to today's limit")
+    warn_at: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.8, description="share of a limit at which the owner is warned, once per period"
+    )
+    cron_job_daily: NonNegFloat = Field(
+        0.0, description="limit per cron job per day (a job's runtime may set its own); 0: none"
+    )
+
+
 class ToolPolicy(Section):
     """``[tools.<name>]``: per-tool switches."""
 

@@ -30,7 +30,13 @@ from kernel.config.gateway import (
     GatewayConfig,
     model_alias_target,
 )
-from kernel.config.general import CronConfig, GeneralConfig, TelegramConfig, ToolPolicy
+from kernel.config.general import (
+    BudgetConfig,
+    CronConfig,
+    GeneralConfig,
+    TelegramConfig,
+    ToolPolicy,
+)
 from kernel.config.mcp import MCPServerConfig, MCPSettings
 from kernel.config.net import is_loopback
 from kernel.config.providers import (
@@ -79,6 +85,7 @@ class Config:
     envs: dict[str, str] = field(default_factory=dict)
     channels: ChannelsConfig = field(default_factory=ChannelsConfig)
     cron: CronConfig = field(default_factory=CronConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
     # The environment this was loaded with, so a runtime change re-validates the same way.
     source_env: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -231,6 +238,7 @@ def _build(
     envs = _envs(raw.get("envs", {}))
     channels = _channels(raw.get("channels", {}), env)
     cron = read_section(CronConfig, raw.get("cron", {}), "cron", env)
+    budget = read_section(BudgetConfig, raw.get("budget", {}), "budget", env)
     if channels.qq.enabled and not channels.qq.allowed_users:
         warnings.append(t("config.warn_qq_nobody"))
     worst = webhook_worst_case(channels.webhook)
@@ -256,6 +264,7 @@ def _build(
         envs=envs,
         channels=channels,
         cron=cron,
+        budget=budget,
     )
 
 

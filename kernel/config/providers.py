@@ -13,6 +13,7 @@ from kernel.config.schema import (
     Base,
     Env,
     Label,
+    NonNegFloat,
     PosFloat,
     PosInt,
     Section,
@@ -32,6 +33,20 @@ CAPABILITIES: tuple[str, ...] = get_args(Capability)
 
 def provider_env_key(name: str) -> str:
     return "KERNEL_PROVIDER_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_API_KEY"
+
+
+class ModelPrice(Section):
+    """``[providers.<name>.prices."<model>"]``: what one model costs, per million tokens,
+    in ``budget.currency``. Cache prices left out are unknown: a call that read or wrote
+    the cache is then recorded with an unknown cost, never a guessed one."""
+
+    input: NonNegFloat = Field(description="fresh input tokens")
+    output: NonNegFloat = Field(description="output tokens")
+    cache_read: NonNegFloat | None = Field(None, description="input read from the prompt cache")
+    cache_write: NonNegFloat | None = Field(None, description="input written to the prompt cache")
+
+
+Prices = dict[str, ModelPrice]
 
 
 def _switched_off(value: Any) -> Any:
@@ -65,6 +80,9 @@ class ProviderConfig(Section):
         )
     )
     aliases: StrMap = Field(default_factory=dict, description="alias → one of models")
+    prices: Prices = Field(
+        default_factory=dict, description="model → its price (see ModelPrice); unset: unknown"
+    )
     switched_off: Annotated[bool, BeforeValidator(_switched_off)] = Field(
         False, validation_alias="enabled", description="`enabled = false`: kept but not used"
     )
@@ -96,6 +114,9 @@ class TitlesConfig(Section):
     max_tokens: PosInt = Field(100, description="the ceiling on one title")
     headers: Annotated[StrMap, SECRET_HEADERS] = Field(
         default_factory=dict, description="extra HTTP headers"
+    )
+    prices: Prices = Field(
+        default_factory=dict, description="model → its price (see ModelPrice); unset: unknown"
     )
 
 

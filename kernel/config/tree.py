@@ -13,9 +13,15 @@ from typing import Any
 from kernel.config.channels import CHANNEL_MODELS
 from kernel.config.cli import CLIConfig
 from kernel.config.gateway import GatewayConfig
-from kernel.config.general import CronConfig, GeneralConfig, TelegramConfig, ToolPolicy
+from kernel.config.general import (
+    BudgetConfig,
+    CronConfig,
+    GeneralConfig,
+    TelegramConfig,
+    ToolPolicy,
+)
 from kernel.config.mcp import MCPServerConfig, MCPSettings
-from kernel.config.providers import ProviderConfig, TitlesConfig
+from kernel.config.providers import ModelPrice, ProviderConfig, TitlesConfig
 from kernel.config.schema import Section, toml_keys
 from kernel.config.voice import SttConfig, TtsConfig
 
@@ -32,13 +38,15 @@ class Node:
     free: bool = False
 
 
+_PRICES = Node(each=Node(ModelPrice))  # [providers.<name>.prices."<model>"]
+
 SCHEMA = Node(
     tables={
         "envs": Node(free=True),
         "telegram": Node(TelegramConfig),
         "general": Node(GeneralConfig),
-        "providers": Node(each=Node(ProviderConfig)),
-        "titles": Node(TitlesConfig),
+        "providers": Node(each=Node(ProviderConfig, tables={"prices": _PRICES})),
+        "titles": Node(TitlesConfig, tables={"prices": _PRICES}),
         "cli": Node(each=Node(CLIConfig)),
         "mcp": Node(MCPSettings, tables={"servers": Node(MCPServerConfig, array=True)}),
         "gateway": Node(GatewayConfig),
@@ -47,6 +55,7 @@ SCHEMA = Node(
         "tts": Node(TtsConfig),
         "tools": Node(each=Node(ToolPolicy)),
         "cron": Node(CronConfig),
+        "budget": Node(BudgetConfig),
     }
 )
 SECTIONS = tuple(SCHEMA.tables)

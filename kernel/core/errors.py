@@ -25,7 +25,9 @@ KernelError
     │                      returns as is; the text names the problem and the fix
     ├── SkillError         unknown, disabled or badly named skill; skill files
     ├── WorkspaceError     a workspace path or archive that is refused
-    └── SelfOpsError       SelfOps: session model override, config mutations
+    ├── SelfOpsError       SelfOps: session model override, config mutations
+    └── BudgetExceededError  a model call the spending limits do not admit (``details``:
+                           scope day/month/job, spent, limit, the call's worst case)
 
 Each stable error code's HTTP status is declared once, in :data:`HTTP_STATUS`;
 :func:`http_status` reads it (the sidecar answers with it, whichever error carried the
@@ -148,6 +150,15 @@ class SelfOpsError(CodedError):
     pass
 
 
+class BudgetExceededError(CodedError):
+    """A model call was not made: it could pass a ``[budget]`` limit (or a cron job's)."""
+
+    CODE = "budget_exceeded"
+
+    def __init__(self, message: str, details: dict[str, object] | None = None) -> None:
+        super().__init__(self.CODE, message, details)
+
+
 class ChannelError(KernelError):
     """``code`` is one of the seed's channel error codes; ``details`` are safe to show."""
 
@@ -197,6 +208,8 @@ HTTP_STATUS: dict[str, int] = {
     InputRefusedError.CODE: 400,
     "rate_limit_error": 429,
     "rate_limited": 429,
+    # 402, not 429: waiting does not help, the owner's limit must be raised (SDKs retry 429s)
+    BudgetExceededError.CODE: 402,
     # CodedError: skills, workspace, SelfOps
     "skill_not_found": 404,
     "skill_exists": 409,

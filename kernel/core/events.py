@@ -71,6 +71,9 @@ class Completed:
     step: int
     reply: str
     cancelled: bool = False
+    # The turn's model calls: tokens (fresh, output, cache read/write), cost, calls.
+    # Not compared: two endings with the same reply are the same ending.
+    usage: dict[str, Any] = field(default_factory=dict, compare=False)
     type: Literal["completed"] = "completed"
 
 

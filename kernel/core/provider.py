@@ -3,7 +3,8 @@
 A provider turns a :class:`ChatRequest` into a stream of :class:`StreamEvent` values:
 text deltas as they arrive (and thinking deltas, when thinking was asked for), a notice
 when a tool call starts, and one final :class:`Completion` holding the whole assistant
-message with the token usage the provider reported. SDK errors are translated
+message with the token usage the provider reported (:class:`~kernel.core.usage.Usage`:
+fresh input, output, cache reads and cache writes). SDK errors are translated
 into Kernel's :mod:`kernel.core.errors` tree inside the adapter, so nothing above this
 layer sees an SDK type.
 """
@@ -21,6 +22,7 @@ from typing import Any, Literal
 from kernel.core.errors import CapabilityError, TransientProviderError
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock, Message, ToolSpec
+from kernel.core.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,12 @@ class ChatRequest:
     # at each index of ``messages``, handed back as a client sent them: a Claude backend
     # needs them before a tool result when thinking is on. Other providers ignore them.
     history_thinking: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # Volatile context (recalled memories, the current time) for the message at index
+    # ``context_at`` of ``messages`` (the turn's own user message), appended by the
+    # adapter after that message's content, so that everything before it (tools,
+    # system, the conversation so far) stays one stable prefix a provider can cache.
+    context: str = ""
+    context_at: int | None = None
 
 
 @dataclass(slots=True)
@@ -115,10 +123,18 @@ class Completion:
     text: str
     tool_calls: list[RawToolCall]
     stop_reason: str = ""
-    input_tokens: int = 0  # as the provider reported them (0: it did not)
+    input_tokens: int = 0  # as the provider reported them (0: it did not); fresh input only
     output_tokens: int = 0
     stop_sequence: str | None = None  # the one that ended the text (stop_reason "stop_sequence")
     thinking: list[ThinkingPart] = field(default_factory=list)
+    cache_read_tokens: int = 0  # input served from the provider's prompt cache
+    cache_write_tokens: int = 0  # input written to it
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(
+            self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens
+        )
 
 
 StreamEvent = TextDelta | ThinkingDelta | ToolCallStarted | Completion

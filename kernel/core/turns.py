@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 from kernel.core.events import Completed, ErrorEvent, TurnEvent
+from kernel.core.usage import Usage
 
 
 class Turn:
@@ -22,6 +23,29 @@ class Turn:
         self.final: Completed | ErrorEvent | None = None
         self.started = False  # set by the runner once it holds the turn
         self.cancel_requested = False
+        # What its model calls used so far (/status shows it while it runs).
+        self.usage = Usage()
+        self.cost = 0.0  # known costs
+        self.unpriced = 0  # calls whose cost is unknown
+        self.calls = 0
+
+    def count(self, usage: Usage, cost: float | None) -> None:
+        """Add one model call's usage and cost (None: unknown)."""
+        self.usage += usage
+        self.calls += 1
+        if cost is None:
+            self.unpriced += 1
+        else:
+            self.cost += cost
+
+    def spend(self) -> dict[str, object]:
+        """The turn's usage as events and the sidecar show it."""
+        return {
+            **self.usage.as_json(),
+            "calls": self.calls,
+            "cost": round(self.cost, 6),
+            "unpriced_calls": self.unpriced,
+        }
 
     def attach(self, task: asyncio.Task[None]) -> None:
         self.task = task

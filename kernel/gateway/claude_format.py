@@ -32,7 +32,6 @@ documents are refused with a message; server tools (no ``input_schema``) are dro
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -40,7 +39,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError, model_validator
 
-from kernel.agent.context import Layer
 from kernel.core.messages import (
     Block,
     ImageBlock,
@@ -51,13 +49,13 @@ from kernel.core.messages import (
     ToolUseBlock,
 )
 from kernel.core.provider import Sampling, Thinking
+from kernel.core.usage import estimate_request_tokens
 from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
 from kernel.gateway.schema import documented
 from kernel.gateway.v1 import MODEL_NAME_MAX, V1Body, V1Error, bad, validate
 
 log = logging.getLogger(__name__)
 
-IMAGE_TOKENS = 1600  # a typical image's cost; the real one depends on its size
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 MIN_THINKING_BUDGET = 1024  # the Messages API's own minimum
 
@@ -570,19 +568,5 @@ def _tool_result_content(
 
 
 def estimate_tokens(request: MessagesRequest) -> int:
-    """A local estimate (Kernel's ~4-characters-a-token rule, CJK one each)."""
-    parts = [request.system]
-    images = 0
-    for message in request.messages:
-        for block in message.content:
-            if isinstance(block, TextBlock):
-                parts.append(block.text)
-            elif isinstance(block, ImageBlock):
-                images += 1
-            elif isinstance(block, ToolUseBlock):
-                parts.append(block.name + json.dumps(block.input, ensure_ascii=False))
-            else:
-                parts.append(block.content)
-    for tool in request.tools:
-        parts.append(tool.name + tool.description + json.dumps(tool.parameters))
-    return Layer("all", "\n".join(parts)).token_estimate + images * IMAGE_TOKENS
+    """A local estimate (Kernel's one rule: :func:`kernel.core.usage.estimate_tokens`)."""
+    return estimate_request_tokens(request.system, request.messages, request.tools)

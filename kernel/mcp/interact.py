@@ -1,8 +1,8 @@
 """What an MCP server may ask of Kernel while one of its tools runs.
 
 - Sampling (``sampling/createMessage``): answered by Kernel's active model through the
-  same provider call and retry policy a turn uses (so a spending budget that hooks
-  there covers it), with the answer capped at ``[mcp] sampling_max_tokens``; with
+  same provider call, retry policy and meter a turn uses (the budget and the usage
+  ledger cover it), with the answer capped at ``[mcp] sampling_max_tokens``; with
   ``[mcp] sampling = "ask"`` the owner approves each request first.
 - Elicitation (``elicitation/create``, form mode): a question whose fields are all
   choices (``enum``, titled ``oneOf``) or yes/no is put to the owner through the turn's
@@ -15,14 +15,14 @@ these values and the answers back.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
-from kernel.core.provider import ChatRequest, Completion, RetryPolicy, stream_with_retry
+from kernel.core.provider import ChatRequest, Completion
+from kernel.spend import CallTag
 
 if TYPE_CHECKING:
     from kernel.agent.agent import Agent
@@ -53,17 +53,14 @@ def agent_sampler(agent: Agent) -> Sampler:
     """Sampling answered by the agent's active provider and model."""
 
     async def sample(request: SamplingRequest) -> SamplingAnswer:
-        provider = await agent.provider()
-        model = agent.model
-        pcfg = agent.config.providers[provider.name]
-        policy = RetryPolicy(max_retries=pcfg.max_retries, base_delay=pcfg.retry_base_delay)
+        name, model = agent.provider_name, agent.model
         messages = [
             Message("assistant" if role == "assistant" else "user", [TextBlock(text)])
             for role, text in request.messages
         ]
         chat = ChatRequest(model, request.system, messages, [], request.max_tokens)
         completion: Completion | None = None
-        async for event in stream_with_retry(provider, chat, policy, sleep=asyncio.sleep):
+        async for event in agent.stream_request(name, chat, CallTag("sampling")):
             if isinstance(event, Completion):
                 completion = event
         assert completion is not None  # a stream always ends with its Completion

@@ -46,14 +46,14 @@ class ClaudeProvider(SDKProvider):
         thinking: dict[int, ThinkingPart] = {}
         stop_reason = ""
         stop_sequence: str | None = None
-        usage = [0, 0]
+        usage = _Usage()
         try:
             stream = await self._client.messages.create(**params, stream=True)
             async with stream:
                 async for event in stream:
                     kind = event.type
                     if kind == "message_start":
-                        usage[0] = event.message.usage.input_tokens or 0
+                        usage.read(event.message.usage)
                     elif kind == "content_block_start":
                         block = event.content_block
                         if block.type == "tool_use":
@@ -79,7 +79,7 @@ class ClaudeProvider(SDKProvider):
                     elif kind == "message_delta":
                         stop_reason = event.delta.stop_reason or ""
                         stop_sequence = event.delta.stop_sequence
-                        usage[1] = event.usage.output_tokens or 0
+                        usage.read(event.usage)
         except Exception as exc:  # SDK, transport and malformed-stream errors alike
             raise self._translate(exc) from None
         if stop_reason == "":
@@ -88,11 +88,33 @@ class ClaudeProvider(SDKProvider):
             text="".join(text),
             tool_calls=[calls[i] for i in sorted(calls)],
             stop_reason=stop_reason,
-            input_tokens=usage[0],
-            output_tokens=usage[1],
+            input_tokens=usage.input,
+            output_tokens=usage.output,
             stop_sequence=stop_sequence,
             thinking=[thinking[i] for i in sorted(thinking)],
+            cache_read_tokens=usage.cache_read,
+            cache_write_tokens=usage.cache_write,
         )
+
+
+class _Usage:
+    """The usage of a streamed message: ``message_start`` carries the input counts,
+    ``message_delta`` the output (and, in current API versions, the final input counts
+    again, which win)."""
+
+    def __init__(self) -> None:
+        self.input = self.output = self.cache_read = self.cache_write = 0
+
+    def read(self, usage: Any) -> None:
+        for name, field in (
+            ("input", "input_tokens"),
+            ("output", "output_tokens"),
+            ("cache_read", "cache_read_input_tokens"),
+            ("cache_write", "cache_creation_input_tokens"),
+        ):
+            value = getattr(usage, field, None)
+            if isinstance(value, int):
+                setattr(self, name, value)
 
 
 def _params(request: ChatRequest, default_max_tokens: int) -> dict[str, Any]:
@@ -104,6 +126,11 @@ def _params(request: ChatRequest, default_max_tokens: int) -> dict[str, Any]:
             _to_wire(m, request.history_thinking.get(i)) for i, m in enumerate(request.messages)
         ],
     }
+    if request.context and request.context_at is not None:
+        # After the turn's own words: what precedes it stays a cacheable prefix.
+        params["messages"][request.context_at]["content"].append(
+            {"type": "text", "text": request.context}
+        )
     if request.system:
         params["system"] = request.system
     if request.tools:

@@ -44,7 +44,11 @@ class OpenAICompatProvider(SDKProvider):
         # messages and tools go in extra_body: they are plain JSON already, and the SDK's
         # type-driven transform of them costs ~16 ms per request at 50 rounds (measured,
         # bench/README.md) on the event loop. The SDK merges extra_body into the body as is.
-        body: dict[str, Any] = {"messages": to_wire(request.system, request.messages)}
+        body: dict[str, Any] = {
+            "messages": to_wire(
+                request.system, request.messages, request.context, request.context_at
+            )
+        }
         if request.tools:
             body["tools"] = [
                 {
@@ -75,13 +79,19 @@ class OpenAICompatProvider(SDKProvider):
         text: list[str] = []
         calls: dict[int, RawToolCall] = {}
         finish = ""
-        usage = [0, 0]
+        usage = [0, 0, 0]  # prompt tokens (cached included), completion tokens, cached
         try:
             stream = await self._client.chat.completions.create(**params)
             async with stream:
                 async for chunk in stream:
                     if chunk.usage is not None:
-                        usage = [chunk.usage.prompt_tokens, chunk.usage.completion_tokens]
+                        details = chunk.usage.prompt_tokens_details
+                        cached = getattr(details, "cached_tokens", None) or 0
+                        usage = [
+                            chunk.usage.prompt_tokens or 0,
+                            chunk.usage.completion_tokens or 0,
+                            cached,
+                        ]
                     if not chunk.choices:
                         continue
                     choice = chunk.choices[0]
@@ -124,10 +134,12 @@ class OpenAICompatProvider(SDKProvider):
             text="".join(text),
             tool_calls=[calls[i] for i in sorted(calls)],
             stop_reason="tool_use" if finish == "tool_calls" else finish,
-            input_tokens=usage[0],
+            # OpenAI counts cached tokens inside prompt_tokens: split them out.
+            input_tokens=max(usage[0] - usage[2], 0),
             output_tokens=usage[1],
             stop_sequence=scanner.matched,
             thinking=[reasoning] if reasoning is not None and reasoning.text else [],
+            cache_read_tokens=usage[2],
         )
 
     def check(self, request: ChatRequest) -> None:
@@ -185,9 +197,13 @@ def _reasoning_text(delta: Any) -> str:
     return ""
 
 
-def to_wire(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+def to_wire(
+    system: str, messages: list[Message], context: str = "", context_at: int | None = None
+) -> list[dict[str, Any]]:
+    """The OpenAI messages; ``context`` is appended to the user message at index
+    ``context_at`` (after its own words: what precedes it stays a cacheable prefix)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.role == "assistant":
             out.append(_assistant(message))
             continue
@@ -200,6 +216,8 @@ def to_wire(system: str, messages: list[Message]) -> list[dict[str, Any]]:
             for b in message.content
             if not isinstance(b, ToolResultBlock) and (part := _user_part(b)) is not None
         ]
+        if context and index == context_at:
+            parts.append({"type": "text", "text": context})
         if not parts:
             continue
         if all(p["type"] == "text" for p in parts):

@@ -99,6 +99,18 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def stamp(value: datetime) -> str:
+    """A stored time: UTC ISO with milliseconds, one format, so that comparing the text
+    compares the times (the mailbox and the usage ledger)."""
+    if value.tzinfo is None:
+        raise ValueError("stored times must be timezone-aware")
+    return value.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def parse_stamp(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
 def error_code(exc: sqlite3.Error) -> str:
     return getattr(exc, "sqlite_errorname", None) or type(exc).__name__
 

@@ -25,26 +25,16 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
-from kernel.store.database import dump_json, last_id
+from kernel.store.database import dump_json, last_id, parse_stamp, stamp
 from kernel.store.db import Store
 
 InboxState = Literal["waiting", "open", "answered", "failed", "cancelled", "dropped", "interrupted"]
 OutboxKind = Literal["send", "edit", "delete"]
 UNSETTLED: tuple[InboxState, ...] = ("waiting", "open")
 SETTLED: tuple[InboxState, ...] = ("answered", "failed", "cancelled", "dropped", "interrupted")
-
-
-def stamp(value: datetime) -> str:
-    if value.tzinfo is None:
-        raise ValueError("mailbox times must be timezone-aware")
-    return value.astimezone(UTC).isoformat(timespec="milliseconds")
-
-
-def parse_stamp(value: str) -> datetime:
-    return datetime.fromisoformat(value)
 
 
 @dataclass(frozen=True, slots=True)

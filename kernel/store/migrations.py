@@ -256,6 +256,36 @@ def m008_failed_messages(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE messages ADD COLUMN failed INTEGER NOT NULL DEFAULT 0")
 
 
+def m009_usage(conn: sqlite3.Connection) -> None:
+    """The usage ledger (issue 16): one row per model call (and per speech call whose
+    provider reported usage). ``cost`` NULL: the price is unknown, never guessed.
+    ``session_id`` is kept without a foreign key: spend outlives a deleted chat."""
+    conn.execute(
+        """
+        CREATE TABLE usage (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            session_id INTEGER,
+            channel TEXT NOT NULL DEFAULT '',
+            job_id TEXT NOT NULL DEFAULT '',
+            turn_id TEXT NOT NULL DEFAULT '',
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+            retries INTEGER NOT NULL DEFAULT 0,
+            cost REAL,
+            seconds REAL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX usage_at ON usage(at)")
+    conn.execute("CREATE INDEX usage_job ON usage(job_id, at) WHERE job_id != ''")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -265,6 +295,7 @@ MIGRATIONS: list[Migration] = [
     Migration("channel_records", m006_channel_records),
     Migration("mailbox", m007_mailbox),
     Migration("failed_messages", m008_failed_messages),
+    Migration("usage", m009_usage),
 ]
 
 

@@ -29,6 +29,9 @@ LISTED = re.compile(r"^#\s+([a-z_]+)(?:,\s*([a-z_]+))?\s{2,}\S")  # "#   key   w
 def _pattern(table: str) -> str:
     """The schema's table path as the example writes it: [providers.anthropic] is one of
     ``providers.*``, [[mcp.servers]] is ``mcp.servers[]``."""
+    parts = table.split(".")
+    if parts[0] in ("providers", "titles") and "prices" in parts[1:3]:
+        return f"{parts[0]}{'.*' if parts[0] == 'providers' else ''}.prices.*"
     for section in ("providers", "cli", "tools"):
         if table.startswith(f"{section}."):
             return f"{section}.*"

@@ -30,6 +30,7 @@ from tests.sim.script import (
     new_id,
     run_standalone,
     sse_frame,
+    without_context,
 )
 
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -349,7 +350,7 @@ def last_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
             texts = [b.get("text", "") for b in content_blocks(message) if b.get("type") == "text"]
-            return " ".join(str(text) for text in texts)
+            return without_context(" ".join(str(text) for text in texts))
     return ""
 
 

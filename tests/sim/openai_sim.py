@@ -36,6 +36,7 @@ from tests.sim.script import (
     run_standalone,
     split_evenly,
     sse_frame,
+    without_context,
 )
 
 GARBAGE = b'data: {"id": "chatcmpl-sim", "choices": [<<garbage\n\n'
@@ -475,12 +476,12 @@ def last_user_text(messages: list[dict[str, Any]]) -> str:
             continue
         content = message.get("content")
         if isinstance(content, str):
-            return content
+            return without_context(content)
         parts = content if isinstance(content, list) else []
         texts = [
             p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
         ]
-        return " ".join(str(text) for text in texts)
+        return without_context(" ".join(str(text) for text in texts))
     return ""
 
 

@@ -53,6 +53,17 @@ def split_evenly(text: str, parts: int = DEFAULT_CHUNKS) -> list[str]:
     return pieces
 
 
+CONTEXT_OPEN = "<context>\n"
+
+
+def without_context(text: str) -> str:
+    """``text`` without the volatile context block Kernel appends to the turn's own
+    message (``<context>…</context>``: the time, recalled memories): the echo fallback
+    repeats the owner's words, not Kernel's additions."""
+    at = text.find(CONTEXT_OPEN)
+    return text if at == -1 else text[:at].rstrip()
+
+
 def new_id(prefix: str) -> str:
     """A random id that looks like the real APIs' ids, e.g. `toolu_0123abcd...`."""
     return f"{prefix}{uuid.uuid4().hex[:24]}"

@@ -1,0 +1,362 @@
+"""The meter every model call goes through: the budget checked before it, the ledger
+written after it (issue 16).
+
+:meth:`Meter.stream` is ``stream_with_retry`` with both ends added. Before the call it
+sums what was spent today, this month and (for a cron job) by the job today, adds what
+calls in flight may still cost and this call's worst case (:func:`worst_case`); a call
+that could pass a limit is not made. ``admit`` (a turn the owner watches) may ask the
+owner to raise today's limit by ``budget.step``: a yes raises it and the check runs
+again; anything else raises :class:`BudgetExceededError`. After the call its usage is
+recorded with its cost (None when the price is unknown), and the owner is warned once
+per day and per month when ``budget.warn_at`` of a limit is passed.
+
+A raise is stored as an extension of that day (setting ``budget.extensions``): it adds
+to that day's limit and to its month's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from kernel.config import Config
+from kernel.core.errors import BudgetExceededError, KernelError
+from kernel.core.i18n import t
+from kernel.core.provider import (
+    ChatRequest,
+    Completion,
+    Provider,
+    RetryPolicy,
+    Sleep,
+    StreamEvent,
+    stream_with_retry,
+)
+from kernel.core.usage import Usage
+from kernel.spend.prices import DEFAULT_OUTPUT, cost_of, money, price_of, worst_case
+from kernel.store.db import Store
+from kernel.store.usage import Purpose, UsageEntry, UsageFilter, UsageStore
+
+log = logging.getLogger(__name__)
+
+EXTENSIONS = "budget.extensions"  # setting: {"YYYY-MM-DD": amount raised that day}
+WARNED = "budget.warned"  # setting: {"day": "YYYY-MM-DD", "month": "YYYY-MM"} last warned
+
+# Channels whose turns can show the owner a question with buttons: only there may a turn
+# over a day or month limit ask to raise it (elsewhere it ends with budget_exceeded).
+BUDGET_CHANNELS = ("telegram", "console")
+
+Scope = Literal["day", "month", "job"]
+Notify = Callable[[str], Awaitable[None]]
+JobBudget = Callable[[str], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class CallTag:
+    """What a call is for, as the ledger records it."""
+
+    purpose: Purpose
+    session_id: int | None = None
+    channel: str = ""
+    job_id: str = ""
+    turn_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Over:
+    """A call the budget does not admit: the limit of ``scope``, what was spent against
+    it (calls in flight included) and the call's worst case."""
+
+    scope: Scope
+    spent: float
+    limit: float
+    worst: float
+    currency: str
+
+    def describe(self) -> str:
+        return t(
+            "budget.over",
+            scope=t(f"budget.scope_{self.scope}"),
+            spent=money(self.spent, self.currency),
+            limit=money(self.limit, self.currency),
+            worst=money(self.worst, self.currency),
+        )
+
+    def error(self) -> BudgetExceededError:
+        details: dict[str, object] = {
+            "scope": self.scope,
+            "spent": round(self.spent, 6),
+            "limit": round(self.limit, 6),
+            "worst_case": round(self.worst, 6),
+            "currency": self.currency,
+        }
+        return BudgetExceededError(t("budget.over_fix", over=self.describe()), details)
+
+
+@dataclass(frozen=True, slots=True)
+class Periods:
+    """The owner's day and month that contain ``now``."""
+
+    now: datetime
+    day_start: datetime
+    month_start: datetime
+
+    @property
+    def day(self) -> str:
+        return self.day_start.date().isoformat()
+
+    @property
+    def month(self) -> str:
+        return self.day[:7]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The limits in force now (0: none), extensions included."""
+
+    daily: float
+    monthly: float
+    raised_today: float
+
+
+class Meter:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        *,
+        clock: Callable[[], datetime],
+        tz: ZoneInfo,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.ledger = UsageStore(store)
+        self._clock = clock
+        self._tz = tz
+        self._inflight: dict[str, float] = {}  # reservation id → the call's worst case
+        self._lock = asyncio.Lock()  # one check-and-reserve at a time
+        # Set by the composition root: how the owner is told (the 80% warning), and a
+        # cron job's own daily limit (its runtime.budget_daily; None: the default).
+        self.notify: Notify | None = None
+        self.job_budget: JobBudget | None = None
+
+    # ----- periods and limits ----------------------------------------------------------
+
+    def periods(self) -> Periods:
+        now = self._clock().astimezone(self._tz)
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return Periods(now, day, day.replace(day=1))
+
+    async def limits(self, periods: Periods | None = None) -> Limits:
+        periods = periods or self.periods()
+        budget = self.config.budget
+        raised = await self._extensions()
+        today = raised.get(periods.day, 0.0)
+        month = sum(v for k, v in raised.items() if k.startswith(periods.month))
+        return Limits(
+            daily=budget.daily + today if budget.daily else 0.0,
+            monthly=budget.monthly + month if budget.monthly else 0.0,
+            raised_today=today,
+        )
+
+    def job_limit(self, job_id: str) -> float:
+        """A cron job's daily limit (0: none): its own, else ``budget.cron_job_daily``."""
+        own = self.job_budget(job_id) if self.job_budget is not None and job_id else None
+        return self.config.budget.cron_job_daily if own is None else own
+
+    async def spent(self, since: datetime, job_id: str = "") -> float:
+        """What calls since ``since`` cost (known costs only)."""
+        return (await self.ledger.total(UsageFilter(since=since, job_id=job_id))).cost
+
+    async def extend(self) -> float:
+        """Raise today's limit by ``budget.step``; returns today's limit now."""
+        periods = self.periods()
+        raised = await self._extensions()
+        raised = {k: v for k, v in raised.items() if k.startswith(periods.month)}
+        raised[periods.day] = raised.get(periods.day, 0.0) + self.config.budget.step
+        await self.store.set_setting(EXTENSIONS, json.dumps(raised))
+        log.info("budget: today's limit raised by the owner")
+        return (await self.limits(periods)).daily
+
+    async def _extensions(self) -> dict[str, float]:
+        raw = await self.store.get_setting(EXTENSIONS)
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)}
+
+    # ----- before a call ---------------------------------------------------------------
+
+    def worst(self, provider: Provider, request: ChatRequest) -> float | None:
+        """The most ``request`` to ``provider`` can cost; None when its price is unknown."""
+        ceiling = request.max_tokens or getattr(provider, "max_tokens", None) or DEFAULT_OUTPUT
+        price = price_of(self.config, provider.name, request.model)
+        return worst_case(price, request, ceiling)
+
+    async def check(self, provider: Provider, request: ChatRequest, tag: CallTag) -> Over | None:
+        """The limit this call could pass, if any (a call with no known price passes:
+        nothing can be said of it, and ``kernel check`` names such models)."""
+        worst = self.worst(provider, request)
+        return None if worst is None else await self._over(worst, tag)
+
+    async def _over(self, worst: float, tag: CallTag) -> Over | None:
+        budget = self.config.budget
+        job_limit = self.job_limit(tag.job_id) if tag.job_id else 0.0
+        if not (budget.daily or budget.monthly or job_limit):
+            return None
+        periods = self.periods()
+        inflight = sum(self._inflight.values())
+        currency = budget.currency
+        if job_limit:
+            spent = await self.spent(periods.day_start, tag.job_id)
+            if spent + worst > job_limit:
+                return Over("job", spent, job_limit, worst, currency)
+        limits = await self.limits(periods)
+        for scope, limit, since in (
+            ("day", limits.daily, periods.day_start),
+            ("month", limits.monthly, periods.month_start),
+        ):
+            if not limit:
+                continue
+            spent = await self.spent(since) + inflight
+            if spent + worst > limit:
+                return Over(scope, spent, limit, worst, currency)  # type: ignore[arg-type]
+        return None
+
+    # ----- the call ----------------------------------------------------------------------
+
+    async def stream(
+        self,
+        provider: Provider,
+        request: ChatRequest,
+        policy: RetryPolicy,
+        tag: CallTag,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        admit: Callable[[Over], Awaitable[bool]] | None = None,
+        counted: Callable[[UsageEntry], None] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """``stream_with_retry`` behind the budget, its usage recorded (and handed to
+        ``counted``). Raises :class:`BudgetExceededError` before anything is sent when
+        the call is not admitted (``admit`` is asked first, for a day or month limit)."""
+        reservation = await self._admit(provider, request, tag, admit)
+        retries = 0
+
+        def on_retry(attempt: int, _delay: float, _exc: Exception) -> None:
+            nonlocal retries
+            retries = attempt
+
+        try:
+            async for event in stream_with_retry(
+                provider, request, policy, sleep=sleep, on_retry=on_retry
+            ):
+                if isinstance(event, Completion):
+                    entry = await self.record(
+                        provider.name, request.model, event.usage, tag, retries
+                    )
+                    if counted is not None:
+                        counted(entry)
+                yield event
+        finally:
+            self._inflight.pop(reservation, None)
+
+    async def _admit(
+        self,
+        provider: Provider,
+        request: ChatRequest,
+        tag: CallTag,
+        admit: Callable[[Over], Awaitable[bool]] | None,
+    ) -> str:
+        worst = self.worst(provider, request)
+        while True:
+            async with self._lock:
+                over = None if worst is None else await self._over(worst, tag)
+                if over is None:
+                    reservation = uuid.uuid4().hex
+                    self._inflight[reservation] = worst or 0.0
+                    return reservation
+            if over.scope == "job" or admit is None or not await admit(over):
+                raise over.error()
+            await self.extend()
+
+    # ----- after a call ------------------------------------------------------------------
+
+    async def record(
+        self,
+        provider: str,
+        model: str,
+        usage: Usage,
+        tag: CallTag,
+        retries: int = 0,
+        *,
+        seconds: float | None = None,
+    ) -> UsageEntry:
+        """Write one ledger row (the cost from the configured price) and warn the owner
+        when a limit's warning share is passed. A ledger that cannot be written is
+        logged, never the caller's failure: the answer matters more than its record."""
+        price = price_of(self.config, provider, model)
+        entry = UsageEntry(
+            at=self._clock(),
+            provider=provider,
+            model=model,
+            purpose=tag.purpose,
+            usage=usage,
+            cost=cost_of(usage, price),
+            session_id=tag.session_id,
+            channel=tag.channel,
+            job_id=tag.job_id,
+            turn_id=tag.turn_id,
+            retries=retries,
+            seconds=seconds,
+        )
+        try:
+            await self.ledger.record(entry)
+            if entry.cost:
+                await self._warn()
+        except KernelError:
+            log.warning("could not record a model call's usage", exc_info=True)
+        return entry
+
+    async def _warn(self) -> None:
+        budget = self.config.budget
+        if not (budget.daily or budget.monthly) or self.notify is None:
+            return
+        periods = self.periods()
+        limits = await self.limits(periods)
+        raw = await self.store.get_setting(WARNED)
+        try:
+            warned = json.loads(raw) if raw else {}
+        except ValueError:
+            warned = {}
+        warned = warned if isinstance(warned, dict) else {}
+        for scope, key, limit, since in (
+            ("day", periods.day, limits.daily, periods.day_start),
+            ("month", periods.month, limits.monthly, periods.month_start),
+        ):
+            if not limit or warned.get(scope) == key:
+                continue
+            spent = await self.spent(since)
+            if spent < budget.warn_at * limit:
+                continue
+            warned[scope] = key
+            await self.store.set_setting(WARNED, json.dumps(warned))
+            text = t(
+                "budget.warn",
+                scope=t(f"budget.scope_{scope}"),
+                spent=money(spent, budget.currency),
+                limit=money(limit, budget.currency),
+                percent=int(spent / limit * 100),
+            )
+            try:
+                await self.notify(text)
+            except Exception as exc:  # the owner's channel is down: the log keeps it
+                log.warning("could not send the budget warning: %s", type(exc).__name__)

@@ -1,0 +1,256 @@
+"""The ``usage`` table (migration 9): the usage ledger, one row per model call.
+
+Rows are plain values: tokens as the provider reported them (:class:`Usage`), the cost
+computed from the configured price when there was one (``None``: unknown), and what
+the call was for. Sums and groups are computed on the database thread; a day is a day
+of the owner's time zone, so grouping by day happens there in Python (SQLite knows no
+time zones).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any, Literal
+
+from kernel.core.usage import Usage
+from kernel.store.database import last_id, parse_stamp, stamp
+from kernel.store.db import Store
+
+Purpose = Literal["turn", "cron", "title", "api", "sampling", "speech"]
+PURPOSES: tuple[str, ...] = ("turn", "cron", "title", "api", "sampling", "speech")
+GroupBy = Literal["model", "provider", "channel", "job", "purpose", "session", "day"]
+GROUPS: tuple[str, ...] = ("model", "provider", "channel", "job", "purpose", "session", "day")
+
+_COLUMNS = (
+    "id, at, provider, model, purpose, session_id, channel, job_id, turn_id, input_tokens,"
+    " output_tokens, cache_read_tokens, cache_write_tokens, retries, cost, seconds"
+)
+_GROUP_COLUMN = {
+    "model": "provider || ':' || model",
+    "provider": "provider",
+    "channel": "channel",
+    "job": "job_id",
+    "purpose": "purpose",
+    "session": "COALESCE(CAST(session_id AS TEXT), '')",
+}
+_SUMS = (
+    "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
+    " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
+    " COALESCE(SUM(cost), 0.0), COALESCE(SUM(cost IS NULL), 0)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEntry:
+    """One model (or speech) call. ``retries``: failed attempts before this one
+    succeeded; ``seconds``: audio length, for a speech call that reported it."""
+
+    at: datetime
+    provider: str
+    model: str
+    purpose: str
+    usage: Usage
+    cost: float | None
+    session_id: int | None = None
+    channel: str = ""
+    job_id: str = ""
+    turn_id: str = ""
+    retries: int = 0
+    seconds: float | None = None
+    id: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": self.at.isoformat(timespec="seconds"),
+            "provider": self.provider,
+            "model": self.model,
+            "purpose": self.purpose,
+            "session_id": self.session_id,
+            "channel": self.channel,
+            "job_id": self.job_id,
+            **self.usage.as_json(),
+            "retries": self.retries,
+            "cost": self.cost,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UsageFilter:
+    """Which rows: ``since`` inclusive, ``until`` exclusive; empty fields match all."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    provider: str = ""
+    model: str = ""
+    purpose: str = ""
+    channel: str = ""
+    job_id: str = ""
+    session_id: int | None = None
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        values: list[Any] = []
+        if self.since is not None:
+            clauses.append("at >= ?")
+            values.append(stamp(self.since))
+        if self.until is not None:
+            clauses.append("at < ?")
+            values.append(stamp(self.until))
+        for column, value in (
+            ("provider", self.provider),
+            ("model", self.model),
+            ("purpose", self.purpose),
+            ("channel", self.channel),
+            ("job_id", self.job_id),
+        ):
+            if value:
+                clauses.append(f"{column} = ?")
+                values.append(value)
+        if self.session_id is not None:
+            clauses.append("session_id = ?")
+            values.append(self.session_id)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", values
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """The sum of a group of calls. ``cost`` sums the known costs; ``unpriced`` counts
+    the calls whose cost is unknown (so a total never hides them)."""
+
+    key: str = ""
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    unpriced: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "calls": self.calls,
+            **self.usage.as_json(),
+            "cost": round(self.cost, 6),
+            "unpriced_calls": self.unpriced,
+        }
+
+
+def _total(key: str, row: Iterable[Any]) -> UsageTotal:
+    calls, fresh, out, read, write, cost, unpriced = row
+    return UsageTotal(key, calls, Usage(fresh, out, read, write), float(cost), unpriced)
+
+
+def _entry(values: tuple[Any, ...]) -> UsageEntry:
+    return UsageEntry(
+        id=values[0],
+        at=parse_stamp(values[1]),
+        provider=values[2],
+        model=values[3],
+        purpose=values[4],
+        session_id=values[5],
+        channel=values[6],
+        job_id=values[7],
+        turn_id=values[8],
+        usage=Usage(values[9], values[10], values[11], values[12]),
+        retries=values[13],
+        cost=values[14],
+        seconds=values[15],
+    )
+
+
+class UsageStore:
+    """Reads and writes ``usage`` through the Store's database thread."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def record(self, entry: UsageEntry) -> int:
+        u = entry.usage
+        values = (
+            stamp(entry.at),
+            entry.provider,
+            entry.model,
+            entry.purpose,
+            entry.session_id,
+            entry.channel,
+            entry.job_id,
+            entry.turn_id,
+            u.input,
+            u.output,
+            u.cache_read,
+            u.cache_write,
+            entry.retries,
+            entry.cost,
+            entry.seconds,
+        )
+
+        def op(conn: sqlite3.Connection) -> int:
+            columns = _COLUMNS.split(", ", 1)[1]
+            marks = ", ".join("?" * len(values))
+            return last_id(conn.execute(f"INSERT INTO usage ({columns}) VALUES ({marks})", values))
+
+        return await self.store.write("record usage", op)
+
+    async def total(self, where: UsageFilter) -> UsageTotal:
+        sql, values = where.where()
+
+        def op(conn: sqlite3.Connection) -> UsageTotal:
+            return _total("", conn.execute(f"SELECT {_SUMS} FROM usage{sql}", values).fetchone())
+
+        return await self.store.read("sum usage", op)
+
+    async def grouped(
+        self, where: UsageFilter, by: GroupBy, tz: tzinfo | None = None
+    ) -> list[UsageTotal]:
+        """Totals per group, the costliest first; ``by="day"``: per day of ``tz``
+        (``YYYY-MM-DD``), in date order, days without calls left out."""
+        sql, values = where.where()
+        if by == "day":
+            return await self.store.read("usage by day", lambda c: _by_day(c, sql, values, tz))
+        column = _GROUP_COLUMN[by]
+
+        def op(conn: sqlite3.Connection) -> list[UsageTotal]:
+            rows = conn.execute(
+                f"SELECT {column} AS k, {_SUMS} FROM usage{sql}"
+                " GROUP BY k ORDER BY SUM(cost) DESC, COUNT(*) DESC, k",
+                values,
+            )
+            return [_total(str(r[0]), r[1:]) for r in rows]
+
+        return await self.store.read("group usage", op)
+
+    async def entries(self, where: UsageFilter, limit: int = 100) -> list[UsageEntry]:
+        """The newest ``limit`` rows, newest first."""
+        sql, values = where.where()
+
+        def op(conn: sqlite3.Connection) -> list[UsageEntry]:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM usage{sql} ORDER BY id DESC LIMIT ?", [*values, limit]
+            )
+            return [_entry(r) for r in rows]
+
+        return await self.store.read("list usage", op)
+
+
+def _by_day(
+    conn: sqlite3.Connection, sql: str, values: list[Any], tz: tzinfo | None
+) -> list[UsageTotal]:
+    days: dict[str, list[Any]] = {}
+    rows = conn.execute(
+        "SELECT at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost"
+        f" FROM usage{sql} ORDER BY at",
+        values,
+    )
+    for at, fresh, out, read, write, cost in rows:
+        day = parse_stamp(at).astimezone(tz).date().isoformat()
+        sums = days.setdefault(day, [0, 0, 0, 0, 0, 0.0, 0])
+        for index, value in enumerate((1, fresh, out, read, write)):
+            sums[index] += value
+        if cost is None:
+            sums[6] += 1
+        else:
+            sums[5] += cost
+    return [_total(day, sums) for day, sums in days.items()]
