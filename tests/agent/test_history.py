@@ -11,6 +11,7 @@ from kernel.core.messages import Message, TextBlock, ToolResultBlock
 from tests.agent.test_turns import CONV, run, system_of
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import context_of
 from tests.sim.script import text_reply, tool_reply
 
 
@@ -70,11 +71,18 @@ async def test_system_layers_in_order(
     anthropic_sim.enqueue(text_reply("hi"))
     await run(kernel, "what is my cat called?")
 
+    # Stable layers (soul, tools) make the system prompt; volatile ones (memories, the
+    # time) the context block of the turn's message, in that order.
     system = system_of(anthropic_sim)
-    order = [system.index(s) for s in ("You are Testy.", "memory_add", "Miso", "当前时间")]
+    order = [system.index(s) for s in ("You are Testy.", "memory_add")]
+    assert order == sorted(order)
+    assert "Miso" not in system and "当前时间" not in system
+    context = context_of(anthropic_sim.requests[-1])
+    order = [context.index(s) for s in ("Miso", "当前时间")]
     assert order == sorted(order)
     layers = await kernel.agent.system_layers("cat")
     assert [layer.name for layer in layers] == ["soul", "tools", "memories", "time"]
+    assert [layer.volatile for layer in layers] == [False, False, True, True]
     assert all(len(layer.sha256) == 16 and layer.token_estimate > 0 for layer in layers)
 
 
