@@ -14,6 +14,8 @@ Both wire formats are understood:
     context_of(body)      -> "当前时间：…" (the block's inner text; "" when none was sent)
     owner_parts(message)  -> the message's content parts without the context block
     owner_texts(message)  -> the text of those parts, in order
+    owner_words(body)     -> the last of those texts in the request's last message, which
+                             must be the turn's own (it carries the context block)
     system_of(body)       -> the system prompt
     recalled_of(body)     -> the recalled-memories lines of the context ("" when none)
 """
@@ -80,6 +82,16 @@ def owner_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
 def owner_texts(message: dict[str, Any]) -> list[str]:
     """The text of the message's own parts (the context block left out), in order."""
     return [str(p.get("text", "")) for p in owner_parts(message) if p.get("type") == "text"]
+
+
+def owner_words(request: RecordedRequest | dict[str, Any]) -> str:
+    """The owner's last text part of the request's last message; asserts that message is
+    the turn's own one (it carries the context block, after the owner's parts)."""
+    messages = _body(request)["messages"]
+    assert context_index(request) == len(messages) - 1, "the last message has no context"
+    texts = owner_texts(messages[-1])
+    assert texts, "the turn's message has no text of the owner's"
+    return texts[-1]
 
 
 def context_index(request: RecordedRequest | dict[str, Any]) -> int | None:
