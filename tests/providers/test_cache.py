@@ -18,6 +18,9 @@ from kernel.agent.agent import UserInput
 from kernel.app import Kernel
 from kernel.config import load_config
 from kernel.core.events import Completed, TurnEvent
+from kernel.core.messages import Message, TextBlock, ToolSpec
+from kernel.core.provider import ChatRequest
+from kernel.providers.claude import _params
 from kernel.store.usage import UsageEntry, UsageFilter
 from tests.clock import ManualClock
 from tests.conftest import write_config
@@ -188,3 +191,49 @@ async def test_openai_reports_cached_tokens_split_out(
     # prompt_tokens included the cached part; the ledger's input is the fresh part alone.
     assert [ledger_figures(r) for r in ledger] == [(cold.input, 0, 0), (warm.input, warm.read, 0)]
     assert ledger[1].usage.prompt == warm.prompt
+
+
+# ---- where the claude provider puts breakpoints, case by case ------------------------------
+
+
+def user(*texts: str) -> Message:
+    return Message("user", [TextBlock(text) for text in texts])
+
+
+def test_breakpoints_without_a_turn_context() -> None:
+    """/v1 passthrough, titles, sampling: the stable prefix and the very last block."""
+    request = ChatRequest(
+        "m", "be brief", [user("a"), Message("assistant", [TextBlock("b")]), user("c")]
+    )
+    params = _params(request, 100)
+    assert marks(params) == ["system.0", "messages.2.content.0"]
+    assert params["system"] == [
+        {"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}
+    ]
+
+
+def test_without_a_system_prompt_the_last_tool_is_marked() -> None:
+    tools = [ToolSpec("a", "A", {"type": "object"}), ToolSpec("b", "B", {"type": "object"})]
+    params = _params(ChatRequest("m", "", [user("hi")], tools=tools), 100)
+    assert marks(params) == ["tools.1", "messages.0.content.0"]
+    assert "system" not in params
+
+
+def test_the_context_block_and_thinking_are_never_marked() -> None:
+    thinking = {"type": "thinking", "thinking": "hm", "signature": "s"}
+    messages = [user("question"), Message("assistant", [])]
+    request = ChatRequest(
+        "m",
+        "s",
+        messages,
+        history_thinking={1: [thinking]},
+        context="<context>\nnow\n</context>",
+        context_at=0,
+    )
+    params = _params(request, 100)
+    # The request ends in a thinking block (a prefill): it may not carry a mark.
+    assert params["messages"][1]["content"] == [thinking]
+    assert marks(params) == ["system.0", "messages.0.content.0"]
+    own_turn = ChatRequest("m", "s", [user("q")], context="<context>\nx\n</context>", context_at=0)
+    assert marks(_params(own_turn, 100)) == ["system.0", "messages.0.content.0"]
+    assert "cache_control" not in _params(own_turn, 100)["messages"][0]["content"][1]
