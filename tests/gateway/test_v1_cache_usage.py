@@ -104,3 +104,28 @@ async def test_chat_completions_usage_counts_cached_tokens_in_the_prompt(
         assert usage.prompt_tokens_details.cached_tokens == use.read
         assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     assert second.read >= 1024
+
+
+async def test_a_client_s_own_breakpoints_give_way_to_kernel_s(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, clients: Any
+) -> None:
+    """cache_control sent by a client is dropped (claude_format.py): five of them, which
+    the API would refuse, reach the backend as Kernel's own two."""
+    echo(anthropic_sim)
+    sc = await sidecar(anthropic_sim, api_key=API_KEY)
+    client: anthropic.AsyncAnthropic = clients(sc, "anthropic")
+    mark = {"type": "ephemeral"}
+    content = [{"type": "text", "text": f"part {i}", "cache_control": mark} for i in range(5)]
+    answer = await client.messages.create(
+        model="model-a",
+        max_tokens=100,
+        system=[{"type": "text", "text": SYSTEM, "cache_control": mark}],
+        messages=[{"role": "user", "content": content}],  # type: ignore[typeddict-item]
+    )
+    assert answer.content[0].type == "text"
+    body = anthropic_sim.requests[-1].body
+    assert body["system"][0]["cache_control"] == mark
+    marked = [
+        i for i, block in enumerate(body["messages"][0]["content"]) if "cache_control" in block
+    ]
+    assert marked == [4]  # the last block only
