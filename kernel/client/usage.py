@@ -55,10 +55,9 @@ def usage(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
         param: getattr(args, name) for name, param in FILTERS if getattr(args, name) is not None
     }
     if not query:
-        data = sidecar.call("GET", "/usage/summary")
         if args.json:
-            return print_json(data, out)
-        _summary(data, out)
+            return print_json(sidecar.call("GET", "/usage/summary"), out)
+        print_summary(sidecar, out)
         return 0
     data = sidecar.call("GET", "/usage?" + urlencode(query))
     if args.json:
@@ -88,7 +87,9 @@ def _row(label: str, total: dict[str, Any], currency: str) -> list[str]:
 HEADERS = ["", "CALLS", "FRESH", "CACHE READ", "CACHE WRITE", "OUTPUT", "CACHED", "COST"]
 
 
-def _summary(data: dict[str, Any], out: IO[str]) -> None:
+def print_summary(sidecar: Sidecar, out: IO[str]) -> None:
+    """The /usage summary as tables (``kernel usage``, and /usage in a remote chat)."""
+    data = sidecar.call("GET", "/usage/summary")
     currency = data["currency"]
     periods = data["periods"]
     table(["PERIOD", *HEADERS[1:]], [_row(p["period"], p, currency) for p in periods], out)

@@ -47,9 +47,6 @@ class Period:
     by_job: tuple[UsageTotal, ...]
     jobs: tuple[tuple[str, str], ...] = ()
 
-    def job_name(self, job_id: str) -> str:
-        return dict(self.jobs).get(job_id, job_id)
-
     def as_json(self) -> dict[str, Any]:
         names = dict(self.jobs)
         return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Literal, cast
 
 from aiohttp import web
 from pydantic import Field
@@ -28,7 +28,8 @@ from kernel.gateway.api import (
 )
 from kernel.gateway.schema import Shape
 from kernel.spend import build_report
-from kernel.store.usage import GROUPS, PURPOSES, GroupBy, UsageFilter, UsageTotal
+from kernel.spend.report import total_json
+from kernel.store.usage import GROUPS, PURPOSES, GroupBy, UsageFilter
 
 router = Router("usage", "The usage ledger: what every model call used and cost")
 
@@ -83,10 +84,6 @@ class UsageAnswer(Shape):
     group_by: str | None = None
     groups: list[UsageTotalInfo]
     entries: list[UsageEntryInfo]
-
-
-def total_info(total: UsageTotal) -> dict[str, Any]:
-    return {**total.as_json(), "cached_share": round(total.usage.cached_share, 4)}
 
 
 def parse_when(name: str, raw: str, tz: tzinfo, *, end: bool) -> datetime:
@@ -180,9 +177,9 @@ async def usage(request: web.Request) -> web.Response:
             "since": _iso(where.since, tz),
             "until": _iso(where.until, tz),
             "currency": kernel.config.budget.currency,
-            "total": total_info(total),
+            "total": total_json(total),
             "group_by": by or None,
-            "groups": [total_info(g) for g in groups],
+            "groups": [total_json(g) for g in groups],
             "entries": [e.as_json() for e in entries],
         }
     )
