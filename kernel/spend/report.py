@@ -156,13 +156,12 @@ async def build_report(meter: Meter, job_names: JobNames = _no_names) -> UsageRe
     periods = meter.periods()
     tz = periods.now.tzinfo
     week_start = periods.day_start - timedelta(days=periods.now.weekday())
-    built: list[Period] = []
-    for name, since in (
+    spans: tuple[tuple[PeriodName, datetime], ...] = (
         ("today", periods.day_start),
         ("week", week_start),
         ("month", periods.month_start),
-    ):
-        built.append(await _period(meter, name, since, job_names))  # type: ignore[arg-type]
+    )
+    built = [await _period(meter, name, since, job_names) for name, since in spans]
     first = periods.day_start - timedelta(days=SPARK_DAYS - 1)
     grouped = await meter.ledger.grouped(UsageFilter(since=first), "day", tz)
     by_day = {g.key: g for g in grouped}
