@@ -11,8 +11,9 @@ import pytest
 
 from kernel.agent.agent import UserInput
 from kernel.app import Kernel
-from kernel.commands import Commands
+from kernel.commands import Commands, render_report
 from kernel.config import load_config
+from kernel.core.i18n import set_language
 from kernel.core.usage import Usage
 from kernel.spend import CallTag, build_report
 from kernel.spend.report import sparkline
@@ -130,6 +131,15 @@ async def test_usage_shows_periods_groups_the_last_14_days_and_the_budget(
         "unpriced_calls": 0,
     }
     assert data["budget"]["spent_today"] == 0.09 and data["sparkline_of"] == "cost"
+
+    set_language("zh")  # the other catalogue has every placeholder too
+    try:
+        text = render_report(report, "week").splitlines()
+    finally:
+        set_language("en")
+    assert text[1] == "今日：$0.09 + 1 次价格未知 · 3 次调用 · 输入 25.0K（缓存 0%）· 输出 3.0K"
+    assert "本周按模型：" in text and "• cron-default $0.03 · 1 次" in text
+    assert text[-1] == "预算：今日 $0.09 / $1.00 · 本月 $0.18 / $20.00"
 
 
 async def test_no_calls_and_only_unknown_prices(
