@@ -162,6 +162,7 @@ async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_pa
             "/forget #1",
             "/resume",
             "/status",
+            "/usage",
             "/history",
             "/del_history #1",
             "/history",
@@ -180,6 +181,8 @@ async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_pa
     assert any(line.startswith("✗ Invalid memory number #1") for line in lines)
     assert "✗ Give a session number such as #1: list them with /history first" in lines
     assert "State: idle" in lines and "Last error: —" in lines
+    assert "📊 Usage and spend" in lines  # no price configured: the cost is unknown
+    assert any(line.startswith("Today: unknown cost · 1 calls") for line in lines)
     assert "Deleted 1 session(s)" in lines and "No sessions yet" in lines
     assert any(line.startswith("✗ No titles model") for line in lines)
     assert lines[-1].startswith("Unknown command /cancel")  # Ctrl-C is the terminal's cancel

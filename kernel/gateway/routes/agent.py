@@ -84,7 +84,7 @@ NEW_COMMAND = "/new"
 class Ask(Shape):
     id: str
     tool_call_id: str | None = None
-    kind: Literal["question", "approval"] | None = None
+    kind: Literal["question", "approval", "budget"] | None = None
     question: str
     options: list[str]
 
@@ -101,8 +101,23 @@ EventType = Literal[
 ]
 
 
+class TurnUsage(Shape):
+    """What a turn's model calls used: tokens as the provider counted them (``input``
+    is the fresh input; cache reads and writes apart), the known cost in
+    ``budget.currency``, and how many calls had no known price."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    calls: int
+    cost: float
+    unpriced_calls: int
+
+
 class Event(Shape):
-    """One turn event (as JSON, and as each SSE event's data)."""
+    """One turn event (as JSON, and as each SSE event's data). ``completed`` carries
+    ``usage`` when the turn called a model."""
 
     type: EventType
     step: int | None = None
@@ -113,6 +128,7 @@ class Event(Shape):
     tool_result: OpenShape | None = None
     ask: Ask | None = None
     meta: OpenShape | None = None
+    usage: TurnUsage | None = None
 
 
 class ImageSource(BaseModel):
