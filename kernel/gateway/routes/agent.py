@@ -382,7 +382,8 @@ async def _collect(
         final = event
     extra = {"turn_id": turn.id} if turn else {}
     if isinstance(final, ErrorEvent):
-        details = {"events": collected, **extra, **ids}
+        # A budget refusal's own details (scope, spent, limit, worst_case, currency) too.
+        details = {**final.meta, "events": collected, **extra, **ids}
         raise ApiError(error_status(final.code), final.code, final.message, details)
     reply = final.reply if isinstance(final, Completed) else ""
     if deliver is not None and isinstance(final, Completed) and not final.cancelled and reply:
