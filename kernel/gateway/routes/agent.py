@@ -301,7 +301,9 @@ async def process(request: web.Request) -> web.StreamResponse:
         events = _single(Completed(0, t("session.cleared")))
     else:
         await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
-        user_input = UserInput(text, images, channel=key.channel, user_id=key.user_id)
+        user_input = UserInput(
+            text, images, channel=key.channel, user_id=key.user_id, budget_ask=False
+        )
         turn = kernel.agent.start_turn(opened.conversation, user_input)
         events = aiter(turn)
     ids = {"chat_id": chat_id_of(opened.row), "session_id": key.external_id}
