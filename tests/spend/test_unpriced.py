@@ -9,7 +9,10 @@ from kernel.check import unpriced
 from kernel.config import load_config
 from tests.conftest import write_config
 
-TITLES = '[titles]\ntype = "openai_compat"\napi_base = "http://127.0.0.1:9"\napi_key = "k"\nmodel = "tiny"\n'
+TITLES = (
+    '[titles]\ntype = "openai_compat"\napi_base = "http://127.0.0.1:9"\napi_key = "k"\n'
+    'model = "tiny"\n'
+)
 
 
 def config(tmp_path: Path, extra: str) -> list[str]:
