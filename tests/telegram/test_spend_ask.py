@@ -4,17 +4,21 @@ turn go on, "stop", the timeout and /cancel end it; the 80% warning comes once."
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from kernel.agent import turn as turn_module
 from kernel.store.usage import UsageFilter
+from tests.clock import ManualClock
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import CONV, BotHarness, Factory
 
 STRANGER = 4242
+TZ = ZoneInfo("Asia/Shanghai")  # general.timezone of the test config
 # Output at 0.001 a token: max_tokens 1024 makes any call's worst case above 1.02 (the
 # input, at 0.00001 a token, adds little).
 PRICED = """
@@ -178,3 +182,23 @@ async def test_the_warning_comes_once_through_the_outbox(bot: Factory) -> None:
     assert "85%" in warnings[0] and "$10.00" in warnings[0]
     total = await h.kernel.agent.meter.ledger.total(UsageFilter())
     assert total.calls == 3
+
+
+async def test_a_raise_applies_to_today_only(bot: Factory) -> None:
+    clock = ManualClock(datetime(2025, 6, 1, 23, 0, tzinfo=TZ))
+    h = await bot(clock=clock, extra=PRICED.format(daily=2.0, step=2.0))
+    await spend_most_of_today(h)
+    h.model.enqueue(text_reply("Second."))
+    h.tg.inject_text("again")
+    asked = await question(h)
+    h.tg.inject_callback(buttons(asked)[0]["callback_data"], message_id=asked.message_id)
+    await h.settle()
+    assert (await h.kernel.agent.meter.limits()).daily == 4.0
+
+    clock.advance(to=datetime(2025, 6, 2, 0, 30, tzinfo=TZ))  # the owner's next day
+
+    limits = await h.kernel.agent.meter.limits()
+    assert (limits.daily, limits.raised_today) == (2.0, 0.0)
+    h.model.enqueue(text_reply("New day."))
+    assert await h.converse("morning") == "New day."  # nothing spent today: no question
+    assert sum(1 for m in h.bot_messages() if "Raise by" in m.text) == 1
