@@ -132,6 +132,7 @@ class JobRunner:
         started = self._stamp()
         steps: list[dict[str, Any]] = []
         first_error = ""
+        skipped = ""  # the budget refused the first turn: the whole run is skipped
         stopped_at: int | None = None
         for index, node in enumerate(workflow.order):
             step: dict[str, Any] = {
@@ -145,6 +146,13 @@ class JobRunner:
                 done = await NODE_HANDLERS[node.type].execute(ctx, node)
                 step["status"] = "succeeded"
                 stop = done.stop
+            except RunSkipped as exc:
+                step["status"] = "failed"
+                step["error"] = str(exc)
+                if not ctx.outputs and not first_error:  # nothing spent yet: skipped
+                    skipped = str(exc)
+                first_error = first_error or t("cron.node_failed", id=node.id, error=str(exc))
+                stop = True  # every later turn would be refused the same way
             except (KernelError, ValueError) as exc:
                 step["status"] = "failed"
                 step["error"] = str(exc)
@@ -176,6 +184,8 @@ class JobRunner:
             "nodes": steps,
         }
         result = "\n\n".join(ctx.outputs)[:RESULT_LIMIT]
+        if skipped:
+            return RunOutcome("skipped", error=skipped, execution=execution)
         status = "failed" if first_error else "succeeded"
         return RunOutcome(status, result=result, error=first_error, execution=execution)
 

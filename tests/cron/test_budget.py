@@ -123,3 +123,28 @@ async def test_budget_daily_is_validated_like_the_other_runtime_fields(
     status, changed, _ = await sc.call("PUT", path, {"runtime": {"budget_daily": 3}})
     assert status == 200 and changed["runtime"]["budget_daily"] == 3.0
     assert sc.kernel.agent.meter.job_limit(job["id"]) == 3.0
+
+
+async def test_a_workflow_refused_at_its_first_turn_is_skipped(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    sc = await start(sidecar, echo, hook, daily=0.0, job=0.5)
+    workflow = {
+        "nodes": [
+            {"id": "s", "type": "start"},
+            {"id": "one", "type": "text_event", "text": "first", "continue_on_error": True},
+            {"id": "two", "type": "text_event", "text": "second"},
+        ],
+        "edges": [
+            {"id": "e1", "source": "s", "target": "one"},
+            {"id": "e2", "source": "one", "target": "two"},
+        ],
+    }
+    job = await create(sc, name="flow", schedule="every 1d", workflow=workflow)
+
+    done = await run_now(sc, job["id"])
+
+    assert echo.requests == []
+    assert done["last_status"] == "skipped" and "$0.50" in done["last_error"]
+    nodes = [(n["node_id"], n["status"]) for n in done["last_execution"]["nodes"]]
+    assert nodes == [("one", "failed"), ("two", "skipped")]  # no second refusal tried
