@@ -68,6 +68,7 @@ class OpenAISim(SimServer):
         self.transcriptions: deque[str | Error | Stall] = deque()
         self.speech_audio: bytes | Error = SILENT_MP3
         self.audio_uploads: list[bytes] = []
+        self.transcription_usage: dict[str, Any] | None = None  # see transcription_body
         self.cache = PrefixCache()
         self.cache_log: list[CacheUse] = []
 
@@ -223,7 +224,7 @@ class OpenAISim(SimServer):
             return await self.stall(request, text.seconds)
         if form.get("response_format") == "text":
             return web.Response(text=text + "\n", content_type="text/plain")
-        return web.json_response({"text": text})
+        return web.json_response(transcription_body(text, self.transcription_usage))
 
     async def _speech(self, request: web.Request) -> web.StreamResponse:
         recorded = await self.record(request)
@@ -511,3 +512,11 @@ def last_user_text(messages: list[dict[str, Any]]) -> str:
 
 if __name__ == "__main__":
     run_standalone(OpenAISim, "OpenAI-compatible API simulator")
+
+
+def transcription_body(text: str, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """A transcription's JSON answer. ``usage`` as OpenAI reports it (none when None):
+    ``{"type": "tokens", "input_tokens", "output_tokens", "total_tokens",
+    "input_token_details": {"text_tokens", "audio_tokens"}}`` for the gpt-4o transcribe
+    models, ``{"type": "duration", "seconds"}`` for whisper-1."""
+    return {"text": text} if usage is None else {"text": text, "usage": usage}

@@ -317,7 +317,9 @@ async def process(request: web.Request) -> web.StreamResponse:
         events = _single(Completed(0, t("session.cleared")))
     else:
         await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
-        user_input = UserInput(text, images, channel=key.channel, user_id=key.user_id)
+        user_input = UserInput(
+            text, images, channel=key.channel, user_id=key.user_id, budget_ask=False
+        )
         turn = kernel.agent.start_turn(opened.conversation, user_input)
         events = aiter(turn)
     ids = {"chat_id": chat_id_of(opened.row), "session_id": key.external_id}
@@ -398,7 +400,8 @@ async def _collect(
         final = event
     extra = {"turn_id": turn.id} if turn else {}
     if isinstance(final, ErrorEvent):
-        details = {"events": collected, **extra, **ids}
+        # A budget refusal's own details (scope, spent, limit, worst_case, currency) too.
+        details = {**final.meta, "events": collected, **extra, **ids}
         raise ApiError(error_status(final.code), final.code, final.message, details)
     reply = final.reply if isinstance(final, Completed) else ""
     if deliver is not None and isinstance(final, Completed) and not final.cancelled and reply:
