@@ -130,6 +130,8 @@ async def test_system_layers(sidecar: SidecarFactory, anthropic_sim: AnthropicSi
     assert first["source"] == "SOUL.md" and first["role"] == "system"
     assert first["content_preview"] == "You are Kernel.\nBe   brief."
     assert "likes green tea" in data["layers"][2]["content_preview"]
+    # memories and the time ride in the turn's own message, outside the cached prefix
+    assert [x["role"] for x in data["layers"]] == ["system", "system", "user", "user"]
     assert data["estimated_tokens_total"] == sum(x["estimated_tokens"] for x in data["layers"])
     # The hash ignores formatting, not content.
     soul.write_text("You are Kernel.\r\nBe brief.\n", encoding="utf-8")

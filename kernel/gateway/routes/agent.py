@@ -568,7 +568,8 @@ async def system_layers(request: web.Request) -> web.Response:
     out = [
         {
             "name": layer.name,
-            "role": "system",
+            # volatile layers (memories, time) ride in the turn's own user message
+            "role": "user" if layer.volatile else "system",
             "source": layer.source,
             "content_preview": layer.text[:PREVIEW_CHARS],
             "layer_hash": layer.normalized_hash,
