@@ -14,6 +14,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from kernel.core.i18n import t
+from kernel.spend import money
 from tests.clock import ManualClock
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
@@ -480,3 +482,25 @@ async def test_a_keyless_callback_body_is_kept_small(
     )
     assert status == 413 and data["error"]["code"] == "request_too_large"
     assert echo.requests == [] and qq.messages == []
+
+
+async def test_a_guest_over_the_budget_is_not_told_the_owners_spend(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    prices = "\n[providers.main.prices.model-a]\ninput = 3.0\noutput = 15.0\n"
+    budget = prices + "[budget]\ndaily = 0.001\n"
+    extra = qq_config(qq, owner_users=["u-openid"], guest_tools=["ask_user"]) + budget
+    sc = await sidecar(echo, extra=extra)
+
+    guest = event("c2c", "hello?", where="user-1", who="user-1", msg_id="m-g")
+    assert (await post(sc, guest))[0] == 200
+    owner = event("c2c", "hello?", where="u-openid", who="u-openid", msg_id="m-o")
+    assert (await post(sc, owner))[0] == 200
+    await qq.wait_until(lambda: len(qq.messages) == 2)
+    assert echo.requests == []  # neither call was made
+    texts = {m.body["msg_id"]: m.body["content"] for m in qq.messages}
+    assert texts["m-g"] == "[Kernel] " + t("qq.budget_guest")
+    assert "$" not in texts["m-g"]
+    # the owner is told what was spent and the limit, and how to change it
+    assert money(0.001, "USD") == "$0.0010" and "$0.0010" in texts["m-o"]
+    assert "[budget]" in texts["m-o"]
