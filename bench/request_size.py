@@ -9,9 +9,12 @@ clock. For each turn the script prints the characters of each part of the reques
 simulator received (tool definitions, system prompt, messages, as compact JSON the way
 the SDK sent them) and the tokens:
 
-- ``sim``: what the simulator reported as usage (fresh input, cache read, cache write),
-  as Kernel recorded it for the turn (``Completed.usage``), when the simulator reports
-  real counts; the "-" columns are shown when it does not (a fixed placeholder usage);
+- ``sim``: what the simulator reported as usage, as Kernel recorded it for the turn
+  (``Completed.usage``): fresh input, cache read, cache write; ``uncached`` = fresh +
+  written (what was not served from the cache), ``total`` = all input. Shown when the
+  simulator counts and caches (it has ``cache_log``, issue 16); "-" otherwise (older
+  simulators answer a fixed placeholder usage). The simulator caches a prefix only from
+  ``sim.cache.min_tokens`` (1024, Sonnet's minimum) on, which is printed too;
 - ``est``: ``kernel.core.usage.estimate_tokens`` over each part's text (CJK character =
   1 token, else 4 characters a token), the same rule inline where the module is absent
   (older Kernels), so a before/after comparison uses one rule.
@@ -132,7 +135,9 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def measure(turn: int, body: dict[str, Any], usage: dict[str, Any] | None) -> TurnSize:
+def measure(
+    turn: int, body: dict[str, Any], usage: dict[str, Any] | None, counted: bool
+) -> TurnSize:
     tools = body.get("tools") or []
     system = body.get("system", "")
     messages = body.get("messages", [])
@@ -149,12 +154,7 @@ def measure(turn: int, body: dict[str, Any], usage: dict[str, Any] | None) -> Tu
         total_chars=len(compact(body)),
         total_est=sum(p.est for p in parts.values()),
     )
-    if (
-        usage
-        and any(usage.get(k) for k in ("cache_read_tokens", "cache_write_tokens"))
-        or (usage and usage.get("input_tokens", 0) > 100)
-    ):
-        # A simulator that counts (helper A's): a placeholder usage is a few tokens.
+    if counted and usage:
         size.sim = {
             "input": int(usage.get("input_tokens", 0)),
             "cache_read": int(usage.get("cache_read_tokens", 0)),
@@ -199,8 +199,12 @@ async def run(with_cli: bool) -> list[TurnSize]:
                         bodies = [r.body for r in sim.requests[before:] if "tools" in r.body]
                         if len(bodies) != 1:
                             raise RuntimeError(f"turn {turn_no}: {len(bodies)} turn requests")
-                        sizes.append(measure(turn_no, bodies[0], usage))
+                        counted = hasattr(sim, "cache_log")
+                        sizes.append(measure(turn_no, bodies[0], usage, counted))
                         clock.advance(60)
+                cache = getattr(sim, "cache", None)
+                if cache is not None:
+                    sizes[0].extra["cache_min_tokens"] = cache.min_tokens
                 return sizes
         finally:
             os.environ["PATH"] = saved_path
@@ -208,25 +212,30 @@ async def run(with_cli: bool) -> list[TurnSize]:
 
 def print_report(label: str, sizes: list[TurnSize]) -> None:
     print(f"\n{label}: {len(sizes[0].tools)} tools offered: {', '.join(sizes[0].tools)}")
-    print(
-        "  tool definition chars: " + ", ".join(f"{k} {v}" for k, v in sizes[0].tool_chars.items())
-    )
+    chars = ", ".join(f"{k} {v}" for k, v in sizes[0].tool_chars.items())
+    print(f"  tool definition chars: {chars}")
+    if "cache_min_tokens" in sizes[0].extra:
+        print(f"  the simulator caches a prefix from {sizes[0].extra['cache_min_tokens']} tokens")
     header = (
         f"{'turn':>4} {'tools ch':>8} {'system ch':>9} {'msgs ch':>7} {'body ch':>7} "
-        f"{'tools est':>9} {'system est':>10} {'msgs est':>8} {'est':>5} "
-        f"{'sim in':>6} {'c.read':>6} {'c.write':>7}"
+        f"{'tools est':>9} {'system est':>10} {'msgs est':>8} {'est':>5} | "
+        f"{'sim in':>6} {'c.read':>6} {'c.write':>7} {'uncached':>8} {'total':>5}"
     )
     print(header)
     print("-" * len(header))
     for s in sizes:
         p = s.parts
-        sim = s.sim or {}
+        sim: dict[str, Any] = dict(s.sim or {})
+        if s.sim:
+            sim["uncached"] = s.sim["input"] + s.sim["cache_write"]
+            sim["total"] = sim["uncached"] + s.sim["cache_read"]
         print(
             f"{s.turn:>4} {p['tools'].chars:>8} {p['system'].chars:>9} {p['messages'].chars:>7} "
             f"{s.total_chars:>7} {p['tools'].est:>9} {p['system'].est:>10} "
-            f"{p['messages'].est:>8} {s.total_est:>5} "
+            f"{p['messages'].est:>8} {s.total_est:>5} | "
             f"{sim.get('input', '-'):>6} {sim.get('cache_read', '-'):>6} "
-            f"{sim.get('cache_write', '-'):>7}"
+            f"{sim.get('cache_write', '-'):>7} {sim.get('uncached', '-'):>8} "
+            f"{sim.get('total', '-'):>5}"
         )
 
 
