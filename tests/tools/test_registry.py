@@ -133,6 +133,26 @@ def test_docstring_summary_and_args(reg: ToolRegistry) -> None:
     assert spec.parameters["properties"]["count"]["description"] == "How many results."
 
 
+def test_wrapped_docstring_lines_are_joined_paragraphs_and_lists_kept(reg: ToolRegistry) -> None:
+    @reg.tool
+    def tidy() -> str:
+        """Tidy the notes folder, merging
+        duplicates and sorting them.
+
+        Steps:
+        - find duplicates,
+          then merge them
+        - sort
+        1. done
+        """
+        return ""
+
+    assert reg.specs()[0].description == (
+        "Tidy the notes folder, merging duplicates and sorting them.\n\n"
+        "Steps:\n- find duplicates, then merge them\n- sort\n1. done"
+    )
+
+
 def test_decorator_name_and_description_override(reg: ToolRegistry) -> None:
     @reg.tool(name="renamed", description="Custom.")
     def original() -> str:
