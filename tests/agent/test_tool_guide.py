@@ -25,4 +25,3 @@ def test_the_remember_tag_is_explained_only_with_the_memory_tools() -> None:
 def test_the_mcp_note_comes_with_mcp_tools_only() -> None:
     assert "mcp_<server>__<tool>" not in tool_guide(BUILT_IN)
     assert "mcp_<server>__<tool>" in tool_guide([*BUILT_IN, "mcp_web__search"])
-

@@ -25,9 +25,7 @@ async def test_the_built_in_tools_are_lean(
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
     specs = {s.name: s for s in kernel.tools.specs()}
-    assert {"memory_add", "memory_search", "memory_list", "memory_delete", "ask_user"} <= set(
-        specs
-    )
+    assert {"memory_add", "memory_search", "memory_list", "memory_delete", "ask_user"} <= set(specs)
     for name, spec in specs.items():
         assert spec.description.strip(), name
         params = spec.parameters
