@@ -9,12 +9,12 @@ clock. For each turn the script prints the characters of each part of the reques
 simulator received (tool definitions, system prompt, messages, as compact JSON the way
 the SDK sent them) and the tokens:
 
-- ``sim``: what the simulator reported as usage, as Kernel recorded it for the turn
-  (``Completed.usage``): fresh input, cache read, cache write; ``uncached`` = fresh +
-  written (what was not served from the cache), ``total`` = all input. Shown when the
-  simulator counts and caches (it has ``cache_log``, issue 16); "-" otherwise (older
-  simulators answer a fixed placeholder usage). The simulator caches a prefix only from
-  ``sim.cache.min_tokens`` (1024, Sonnet's minimum) on, which is printed too;
+- ``sim``: the simulator's own count of the turn's request (``sim.cache_log``, the
+  figures it reports as usage and Kernel's ledger records): fresh input, cache read,
+  cache write; ``uncached`` = fresh + written (what was not served from the cache),
+  ``total`` = all input; "-" with a simulator that does not count (before issue 16).
+  The simulator caches a prefix only from ``sim.cache.min_tokens`` (1024, Sonnet's
+  minimum) on, which is printed too;
 - ``est``: ``kernel.core.usage.estimate_tokens`` over each part's text (CJK character =
   1 token, else 4 characters a token), the same rule inline where the module is absent
   (older Kernels), so a before/after comparison uses one rule.
@@ -47,6 +47,7 @@ if str(ROOT) not in sys.path:
 from kernel.agent.agent import UserInput  # noqa: E402
 from kernel.app import Kernel  # noqa: E402
 from kernel.config import Config, load_config  # noqa: E402
+from kernel.core.events import Completed  # noqa: E402
 from tests.clock import ManualClock  # noqa: E402
 from tests.sim.anthropic_sim import AnthropicSim  # noqa: E402
 from tests.sim.script import text_reply  # noqa: E402
@@ -78,7 +79,7 @@ class TurnSize:
     tools: list[str]
     parts: dict[str, Part]
     tool_chars: dict[str, int]
-    sim: dict[str, int] | None = None  # input / cache_read / cache_write / output
+    sim: dict[str, int] | None = None  # input / cache_read / cache_write
     total_chars: int = 0
     total_est: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -135,9 +136,16 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def measure(
-    turn: int, body: dict[str, Any], usage: dict[str, Any] | None, counted: bool
-) -> TurnSize:
+def sim_usage(sim: Any, index: int) -> dict[str, int] | None:
+    """What a simulator that counts (``cache_log``) counted for request ``index``: its own
+    figures, whatever the Kernel under test records (an older one records nothing)."""
+    for use in getattr(sim, "cache_log", []):
+        if use.request == index:
+            return {"input": use.input, "cache_read": use.read, "cache_write": use.write}
+    return None
+
+
+def measure(turn: int, body: dict[str, Any], usage: dict[str, int] | None) -> TurnSize:
     tools = body.get("tools") or []
     system = body.get("system", "")
     messages = body.get("messages", [])
@@ -154,13 +162,7 @@ def measure(
         total_chars=len(compact(body)),
         total_est=sum(p.est for p in parts.values()),
     )
-    if counted and usage:
-        size.sim = {
-            "input": int(usage.get("input_tokens", 0)),
-            "cache_read": int(usage.get("cache_read_tokens", 0)),
-            "cache_write": int(usage.get("cache_write_tokens", 0)),
-            "output": int(usage.get("output_tokens", 0)),
-        }
+    size.sim = usage
     return size
 
 
@@ -195,12 +197,18 @@ async def run(with_cli: bool) -> list[TurnSize]:
                         final = await turn.wait()
                         if turn.task is not None:
                             await turn.task
-                        usage = getattr(final, "usage", None)
-                        bodies = [r.body for r in sim.requests[before:] if "tools" in r.body]
-                        if len(bodies) != 1:
-                            raise RuntimeError(f"turn {turn_no}: {len(bodies)} turn requests")
-                        counted = hasattr(sim, "cache_log")
-                        sizes.append(measure(turn_no, bodies[0], usage, counted))
+                        if not isinstance(final, Completed):
+                            raise RuntimeError(f"turn {turn_no} failed: {final}")
+                        found = [
+                            i
+                            for i, r in enumerate(sim.requests[before:], before)
+                            if isinstance(r.body, dict) and "tools" in r.body
+                        ]
+                        if len(found) != 1:
+                            raise RuntimeError(f"turn {turn_no}: {len(found)} turn requests")
+                        body = sim.requests[found[0]].body
+                        usage = sim_usage(sim, found[0])
+                        sizes.append(measure(turn_no, body, usage))
                         clock.advance(60)
                 cache = getattr(sim, "cache", None)
                 if cache is not None:
