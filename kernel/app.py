@@ -12,7 +12,7 @@ from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
 from kernel.config import Config
 from kernel.core.clock import Clock, SystemClock
-from kernel.core.delivery import ChannelRegistry
+from kernel.core.delivery import ChannelRegistry, Target
 from kernel.core.errors import StartupError, StoreError
 from kernel.core.i18n import t
 from kernel.core.plugin import ChannelParts, Frontend
@@ -125,6 +125,9 @@ class Kernel:
             self.clock,
             self.channel_registry.names,
         )
+        # The budget's warning goes to the owner's chat; a job's own limit is its spec's.
+        self.agent.meter.notify = self._tell_owner
+        self.agent.meter.job_budget = self._job_budget
         self.frontends: list[Frontend] = []  # started by serve(), stopped first
         self._tasks = TaskSet("kernel")
 
@@ -140,6 +143,15 @@ class Kernel:
     def qq_inbound(self) -> QQInbound:
         """What the sidecar's QQ callback route feeds."""
         return cast("QQInbound", self.channel_parts["qq"].inbound)
+
+    async def _tell_owner(self, text: str) -> None:
+        """A notice for the owner (the budget's warning) in Telegram, through its durable
+        outbox. Never waits for a channel still starting: a model call is waiting."""
+        await self.channel_registry.require("telegram").send_text(Target(origin="budget"), text)
+
+    def _job_budget(self, job_id: str) -> float | None:
+        job = self.cron.jobs.get(job_id)
+        return job.spec.budget_daily if job is not None else None
 
     def _make_provider(self, name: str) -> Provider:
         return self.plugins.create_provider(self.config.providers[name])

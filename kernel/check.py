@@ -62,6 +62,7 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
     today = today or datetime.now(UTC).date()
     for notice in retirement_notices(config, today):
         lines.append(CheckLine(f"model {notice.model}", "warn", notice.describe()))
+    lines += unpriced(config)
     lines.append(await asyncio.to_thread(_data_dir, config))
     lines.append(await asyncio.to_thread(_fts5))
     probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []
@@ -90,6 +91,31 @@ async def _bounded(
         return await asyncio.wait_for(probe(), seconds)
     except TimeoutError:
         return CheckLine(part, "fail", t("check.timeout", seconds=f"{seconds:g}"))
+
+
+def unpriced(config: Config) -> list[CheckLine]:
+    """With a budget set, each enabled provider's models (and the titles model) without
+    a price, one line per provider: their calls cost an unknown amount, which no limit
+    can stop. Without a budget, nothing to say."""
+    budget = config.budget
+    if not (budget.daily or budget.monthly or budget.cron_job_daily):
+        return []
+    lines: list[CheckLine] = []
+    for name, provider in config.providers.items():
+        if not provider.enabled:
+            continue
+        models = dict.fromkeys([provider.default_model, *provider.models])
+        missing = [m for m in models if m and m not in provider.prices]
+        if missing:
+            text = t("check.unpriced", models=", ".join(missing), table=f"providers.{name}")
+            lines.append(CheckLine(f"prices {name}", "warn", text))
+    titles = config.titles
+    if titles is not None and titles.model and titles.model not in titles.prices:
+        text = t("check.unpriced", models=titles.model, table="titles")
+        lines.append(CheckLine("prices titles", "warn", text))
+    if not lines:
+        lines.append(CheckLine("budget", "ok", t("check.budget_ok")))
+    return lines
 
 
 def _data_dir(config: Config) -> CheckLine:

@@ -90,6 +90,9 @@ class UserInput:
     # nor written, and only ``guest_tools`` are offered (and may run).
     guest: bool = False
     guest_tools: tuple[str, ...] = ()
+    # False: a turn over a day or month limit ends with budget_exceeded instead of asking
+    # the owner to raise it (HTTP callers get the refusal in the error model).
+    budget_ask: bool = True
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
@@ -247,6 +250,7 @@ class TurnRun:
         # Only the owner, in a chat that shows buttons, may raise the limit mid-turn.
         self.may_raise = (
             user_input.interactive
+            and user_input.budget_ask
             and not user_input.guest
             and user_input.channel in BUDGET_CHANNELS
         )

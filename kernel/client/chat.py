@@ -11,6 +11,7 @@ from typing import IO, Any
 
 from kernel.client.commands import show_stream
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable
+from kernel.client.usage import print_summary
 from kernel.client.verbs import EXIT_REFUSED, EXIT_UNREACHABLE
 from kernel.core.i18n import t
 
@@ -40,6 +41,16 @@ def run_remote_chat(sidecar: Sidecar, stdin: IO[str], out: IO[str], err: IO[str]
             continue
         if text.split()[0] in LOCAL_ONLY:
             out.write(t("client.chat_local_only", cmd=text.split()[0]) + "\n")
+            continue
+        if text.split()[0] == "/usage":  # read from the ledger, never a model's turn
+            try:
+                print_summary(sidecar, out)
+            except SidecarError as exc:
+                err.write(t("console.error", message=f"{exc} ({exc.code})") + "\n")
+                failed = True
+            except SidecarUnreachable as exc:
+                err.write(f"kernel: {exc}\n")
+                return EXIT_UNREACHABLE
             continue
         body = {
             "input": [

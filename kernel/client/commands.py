@@ -1,6 +1,6 @@
 """``kernel chats|models|env …``: seed 000's CLI verbs, talking to the running sidecar
 (``kernel skills|workspace …`` are in :mod:`kernel.client.files`, ``kernel cron|channels …``
-in :mod:`kernel.client.cron`).
+in :mod:`kernel.client.cron`, ``kernel usage`` in :mod:`kernel.client.usage`).
 
 Human-readable tables by default, the sidecar's JSON with ``--json``. Exit codes: 0 done,
 1 the sidecar refused (its message is printed), 2 bad usage, 3 Kernel is not running.
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import quote, urlencode
 
-from kernel.client import cron, files
+from kernel.client import cron, files, usage
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable, sidecar_from
 from kernel.client.verbs import (
     EXIT_REFUSED,
@@ -88,6 +88,7 @@ def register(sub: Any) -> None:
 
     files.register(sub)
     cron.register(sub)
+    usage.register(sub)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """The channel-neutral text commands (/new /history /resume /retitle /del_history
-/provider /model /remember /memory /forget /status /cancel), written once for every
-text channel; Telegram and ``kernel chat`` only render what they return.
+/provider /model /remember /memory /forget /status /cancel /usage), written once for
+every text channel; Telegram and ``kernel chat`` only render what they return.
 
 Public API:
 
@@ -12,12 +12,14 @@ Public API:
 - ``SHARED``: the names ``run`` knows, in help order.
 - ``format_history``, ``parse_refs``: session listing lines and ``#n`` references.
 - ``format_elapsed``: "12 s" / "3 min 4 s" as the catalogue words it.
+- ``render_report``: a :class:`~kernel.spend.UsageReport` as the /usage text.
 """
 
 from kernel.commands.command_set import SHARED, Commands, KernelParts
 from kernel.commands.listing import format_history, parse_refs
 from kernel.commands.reply import Choice, Reply
 from kernel.commands.status import format_elapsed
+from kernel.commands.usage import render_report
 
 __all__ = [
     "SHARED",
@@ -28,4 +30,5 @@ __all__ = [
     "format_elapsed",
     "format_history",
     "parse_refs",
+    "render_report",
 ]

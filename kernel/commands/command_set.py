@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Protocol
 from kernel.commands.listing import format_history, parse_refs
 from kernel.commands.reply import Choice, Reply
 from kernel.commands.status import status_lines
+from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
+from kernel.spend import build_report
 
 if TYPE_CHECKING:
     from kernel.agent.agent import Agent
@@ -39,6 +41,7 @@ SHARED = (
     "forget",
     "cancel",
     "status",
+    "usage",
 )
 
 
@@ -86,6 +89,7 @@ class Commands:
             "forget": self.forget,
             "cancel": lambda conversation, arg: self.cancel(conversation),
             "status": lambda conversation, arg: self.status(conversation),
+            "usage": self.usage,
         }
 
     async def run(self, conversation: str, name: str, arg: str) -> Reply | None:
@@ -244,3 +248,18 @@ class Commands:
     async def status(self, conversation: str, channel_lines: Sequence[str] = ()) -> Reply:
         """``channel_lines``: the channel's own state (dropped updates, uptime, …)."""
         return Reply("\n".join(await status_lines(self.kernel, conversation, channel_lines)))
+
+    async def usage(self, conversation: str, arg: str = "") -> Reply:
+        """What was spent today, this week and this month; ``arg`` (today, week, month)
+        picks the period whose groups are shown (the month by default)."""
+        period = PERIOD_WORDS.get(arg.lower(), None) if arg else "month"
+        if period is None:
+            return Reply(t("usage.bad_period", got=arg), error=True)
+        jobs = self.kernel.cron.jobs
+
+        def job_name(job_id: str) -> str | None:
+            job = jobs.get(job_id)
+            return job.spec.name if job is not None else None
+
+        report = await build_report(self.agent.meter, job_name)
+        return Reply(render_report(report, period))

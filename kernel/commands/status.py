@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kernel.commands.usage import budget_line, turn_line
 from kernel.core.i18n import t
+from kernel.spend import budget_state
 
 if TYPE_CHECKING:
     from kernel.commands.command_set import KernelParts
@@ -21,8 +23,11 @@ def format_elapsed(seconds: float) -> str:
 async def status_lines(
     kernel: KernelParts, conversation: str, channel_lines: Sequence[str] = ()
 ) -> list[str]:
-    """Session, model, busy, CLI, MCP, memory search, ``channel_lines``, cron, last error."""
+    """Session, model, busy (and the running turn's usage), spend today and this month,
+    CLI, MCP, memory search, ``channel_lines``, cron, last error."""
     agent = kernel.agent
+    turn = agent.sessions.running(conversation)
+    budget = await budget_state(agent.meter)
     session = agent.current_session(conversation)
     title = ""
     if session is not None:
@@ -31,7 +36,9 @@ async def status_lines(
     return [
         t("tg.status_session", session=f"{session} {title}" if session else t("tg.status_new")),
         t("tg.status_model", provider=agent.provider_name, model=agent.model),
-        t("tg.status_busy") if agent.is_busy(conversation) else t("tg.status_idle"),
+        t("tg.status_busy") if turn is not None else t("tg.status_idle"),
+        *([turn_line(turn, budget.currency)] if turn is not None else []),
+        budget_line(budget),
         _cli_status(kernel),
         kernel.mcp.status_text(),
         await _search_status(kernel),

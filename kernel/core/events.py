@@ -143,6 +143,8 @@ def event_to_dict(event: TurnEvent) -> dict[str, Any]:
         out: dict[str, Any] = {"type": event.type, "step": event.step, "reply": event.reply}
         if event.cancelled:
             out["cancelled"] = True
+        if event.usage:
+            out["usage"] = dict(event.usage)
         return out
     return {
         "type": event.type,

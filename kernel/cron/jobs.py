@@ -5,7 +5,7 @@ The API shape follows seed 000's ``CronJobSpec``: ``id``, ``name``, ``enabled``,
 ``schedule``, ``task_type`` (``text`` or ``workflow``), ``text`` / ``workflow``,
 ``dispatch`` (``{"channel", "target": {"user_id", "session_id", "target_type"}}``,
 Telegram's owner by default), ``runtime`` (``timeout_seconds``,
-``misfire_grace_seconds``), ``meta``; plus ``state`` in views.
+``misfire_grace_seconds``, ``budget_daily``), ``meta``; plus ``state`` in views.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ class JobSpec:
     enabled: bool = True
     timeout_seconds: float | None = None
     misfire_grace_seconds: float | None = None
+    budget_daily: float | None = None  # None: budget.cron_job_daily; 0: no limit
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_store(self) -> dict[str, Any]:
@@ -97,6 +98,7 @@ class JobSpec:
         return {
             "timeout_seconds": self.timeout_seconds,
             "misfire_grace_seconds": self.misfire_grace_seconds,
+            "budget_daily": self.budget_daily,
         }
 
 
@@ -206,6 +208,8 @@ def parse_spec(
             spec = replace(spec, timeout_seconds=runtime.timeout_seconds)
         if "misfire_grace_seconds" in runtime.model_fields_set:
             spec = replace(spec, misfire_grace_seconds=runtime.misfire_grace_seconds)
+        if "budget_daily" in runtime.model_fields_set:
+            spec = replace(spec, budget_daily=runtime.budget_daily)
     meta = read("meta")
     if meta is not None:
         keep = {"system_default": True} if spec.meta.get("system_default") else {}

@@ -6,7 +6,10 @@ Nobody watches a cron turn, so a question it asks (ask_user, a tool approval) go
 the owner through the registry's asker (Telegram's inline buttons); with no asker, the
 turn is not interactive and such tools refuse at once, saying nobody can be asked.
 A turn that fails is reported to the job's channel as well, so a reminder never
-vanishes silently.
+vanishes silently. A run the budget refuses before its first model call (the job's own
+``runtime.budget_daily``, or the day or month limit: cron never asks to raise one) is
+*skipped*, with the budget's words as the reason and a short notice on the job's
+channel; one stopped by the budget after it made calls has *failed*.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from kernel.agent.agent import Agent, SessionKey, UserInput
 from kernel.config import Config
 from kernel.core.clock import Clock
 from kernel.core.delivery import ChannelRegistry, follow_turn
-from kernel.core.errors import BusyError, ChannelError, KernelError
+from kernel.core.errors import BudgetExceededError, BusyError, ChannelError, KernelError
 from kernel.core.events import Completed
 from kernel.core.i18n import t
 from kernel.cron.jobs import CronJob
@@ -34,9 +37,13 @@ class RunFailed(KernelError):
     """A run ended without its result; the text says why (shown as ``last_error``)."""
 
 
+class RunSkipped(KernelError):
+    """The budget refused the run's first model call: nothing was sent, nothing spent."""
+
+
 @dataclass(slots=True)
 class RunOutcome:
-    status: str  # succeeded or failed
+    status: str  # succeeded, failed or skipped
     result: str = ""
     error: str = ""
     execution: dict[str, Any] | None = None
@@ -56,6 +63,8 @@ class JobRunner:
             return await self._workflow(job, rules)
         try:
             reply = await self.run_text(job, job.spec.text)
+        except RunSkipped as exc:
+            return RunOutcome("skipped", error=str(exc))
         except KernelError as exc:  # failed turn, failed delivery, session kept busy
             return RunOutcome("failed", error=str(exc))
         return RunOutcome("succeeded", result=reply[:RESULT_LIMIT])
@@ -77,6 +86,11 @@ class JobRunner:
         turn = agent.start_turn(opened.conversation, user_input)
         final = await follow_turn(turn, asker, t("cron.ask_label", name=job.spec.name))
         if not isinstance(final, Completed):
+            if final.code == BudgetExceededError.CODE and not turn.calls:
+                notice = t("budget.cron_skipped", name=job.spec.name, reason=final.message)
+                with contextlib.suppress(ChannelError):  # the skip itself gets recorded
+                    await self.deliver(job, notice)
+                raise RunSkipped(final.message)
             notice = t("cron.failed_notice", name=job.spec.name, message=final.message)
             with contextlib.suppress(ChannelError):  # the failure itself gets recorded
                 await self.deliver(job, notice)
@@ -118,6 +132,7 @@ class JobRunner:
         started = self._stamp()
         steps: list[dict[str, Any]] = []
         first_error = ""
+        skipped = ""  # the budget refused the first turn: the whole run is skipped
         stopped_at: int | None = None
         for index, node in enumerate(workflow.order):
             step: dict[str, Any] = {
@@ -131,6 +146,13 @@ class JobRunner:
                 done = await NODE_HANDLERS[node.type].execute(ctx, node)
                 step["status"] = "succeeded"
                 stop = done.stop
+            except RunSkipped as exc:
+                step["status"] = "failed"
+                step["error"] = str(exc)
+                if not ctx.outputs and not first_error:  # nothing spent yet: skipped
+                    skipped = str(exc)
+                first_error = first_error or t("cron.node_failed", id=node.id, error=str(exc))
+                stop = True  # every later turn would be refused the same way
             except (KernelError, ValueError) as exc:
                 step["status"] = "failed"
                 step["error"] = str(exc)
@@ -162,6 +184,8 @@ class JobRunner:
             "nodes": steps,
         }
         result = "\n\n".join(ctx.outputs)[:RESULT_LIMIT]
+        if skipped:
+            return RunOutcome("skipped", error=skipped, execution=execution)
         status = "failed" if first_error else "succeeded"
         return RunOutcome(status, result=result, error=first_error, execution=execution)
 

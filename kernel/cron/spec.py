@@ -39,6 +39,7 @@ NAME_LIMIT = 200
 TEXT_LIMIT = 20_000
 META_LIMIT = 8_000
 MAX_SECONDS = 7 * 86400
+MAX_BUDGET = 1_000_000.0  # a job's daily limit, in the budget's currency
 TASK_TYPES = ("text", "workflow")
 TARGET_TYPES = QQ_TARGET_TYPES
 
@@ -110,6 +111,8 @@ class RuntimeModel(BaseModel):
 
     timeout_seconds: Annotated[Seconds, Field(gt=0, le=MAX_SECONDS)] | None = None
     misfire_grace_seconds: Annotated[Seconds, Field(ge=0, le=MAX_SECONDS)] | None = None
+    # The job's own daily spend limit (0: none for this job; unset: budget.cron_job_daily).
+    budget_daily: Annotated[Seconds, Field(ge=0, le=MAX_BUDGET)] | None = None
 
 
 def _small_json(meta: dict[Any, Any]) -> dict[Any, Any]:
@@ -179,6 +182,8 @@ class BodyReader:
         if field == "task_type":
             kinds = ", ".join(TASK_TYPES)
             return CronError("invalid_request", t("cron.task_type", kinds=kinds), field=field)
+        if loc[:2] == ("runtime", "budget_daily"):
+            return CronError("invalid_request", t("cron.bad_budget", field=".".join(loc[:2])))
         if field == "runtime" and len(loc) > 1:
             return CronError("invalid_request", t("cron.bad_number", field=".".join(loc[:2])))
         if field in ("name", "text") and error["type"] == "string_too_long":

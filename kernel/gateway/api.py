@@ -90,6 +90,7 @@ def error_response(
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
@@ -107,12 +108,16 @@ def anthropic_error(
     return json_response(body, status, headers)
 
 
-def openai_error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
-    """OpenAI's error shape for /v1/chat/completions, so the openai SDK reads it as its own."""
-    kind = (
+def openai_error(
+    status: int, message: str, headers: dict[str, str] | None = None, *, code: str | None = None
+) -> web.Response:
+    """OpenAI's error shape for /v1/chat/completions, so the openai SDK reads it as its own.
+    ``code``: a stable code of Kernel's own (``budget_exceeded``), also its ``type``, as
+    OpenAI names a quota refusal (``insufficient_quota``) in both."""
+    kind = code or (
         "server_error" if status >= 500 else _ANTHROPIC_TYPES.get(status, "invalid_request_error")
     )
-    body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
     return json_response(body, status, headers)
 
 

@@ -23,7 +23,8 @@ What the request may hold, field by field:
   top-level fields are ignored as the API ignores fields of betas it does not use; their
   names are logged at DEBUG.
 
-In content: ``cache_control`` is ignored (Kernel's providers cache on their own terms);
+In content: ``cache_control`` is dropped (Kernel's providers cache on their own terms: a
+``claude`` provider sets its own breakpoints on the system prompt and the last block);
 ``thinking``/``redacted_thinking`` blocks of assistant messages are handed back to a
 Claude provider as they came (their signatures), and dropped for other providers;
 images inside a ``tool_result`` travel as image blocks right after it; URL images and

@@ -22,6 +22,8 @@ class ContentOut(OpenShape):
 class UsageOut(Shape):
     input_tokens: int
     output_tokens: int
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
 
 
 class MessageOut(Shape):
@@ -92,10 +94,14 @@ def thinking_json(part: ThinkingPart) -> dict[str, Any]:
 
 
 def usage_json(completion: Completion, input_estimate: int) -> dict[str, int]:
-    """Tokens as the provider reported them; the local estimate for input it did not."""
+    """Tokens as the provider reported them (``input_tokens`` fresh, the cache's reads
+    and writes beside it); the local estimate for input when it reported none."""
+    usage = completion.usage
     return {
-        "input_tokens": completion.input_tokens or input_estimate,
-        "output_tokens": completion.output_tokens,
+        "input_tokens": usage.input if usage.prompt else input_estimate,
+        "cache_creation_input_tokens": usage.cache_write,
+        "cache_read_input_tokens": usage.cache_read,
+        "output_tokens": usage.output,
     }
 
 
@@ -137,7 +143,13 @@ def start_event(model: str, message_id: str, input_estimate: int) -> dict[str, A
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": input_estimate, "output_tokens": 0},
+            # The provider's counts come with the answer: message_delta repeats them all.
+            "usage": {
+                "input_tokens": input_estimate,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 0,
+            },
         },
     }
 

@@ -389,12 +389,16 @@ def finish_reason(completion: Completion) -> str:
     return "stop"
 
 
-def usage_json(completion: Completion, prompt_estimate: int) -> dict[str, int]:
-    prompt = completion.input_tokens or prompt_estimate
+def usage_json(completion: Completion, prompt_estimate: int) -> dict[str, Any]:
+    """OpenAI's usage: ``prompt_tokens`` counts all input, the part read from the
+    provider's cache named in ``prompt_tokens_details.cached_tokens``."""
+    usage = completion.usage
+    prompt = usage.prompt or prompt_estimate
     return {
         "prompt_tokens": prompt,
-        "completion_tokens": completion.output_tokens,
-        "total_tokens": prompt + completion.output_tokens,
+        "completion_tokens": usage.output,
+        "total_tokens": prompt + usage.output,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read},
     }
 
 
@@ -444,7 +448,7 @@ def chunk_json(
     model: str,
     delta: dict[str, Any] | None,
     finish: str | None = None,
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One ``chat.completion.chunk``; ``delta`` None is the usage-only last chunk."""
     chunk: dict[str, Any] = {

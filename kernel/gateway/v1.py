@@ -19,10 +19,16 @@ from pydantic import BaseModel, ValidationError
 
 from kernel.config import ProviderConfig, model_alias_target
 from kernel.core import safejson
-from kernel.core.errors import CapabilityError, ProviderError, RateLimitedError, ToolError
+from kernel.core.errors import (
+    BudgetExceededError,
+    CapabilityError,
+    ProviderError,
+    RateLimitedError,
+    ToolError,
+)
 from kernel.core.messages import ImageBlock, Message
 from kernel.core.provider import ChatRequest, Completion, Provider, StreamEvent
-from kernel.gateway.api import ApiError, json_response, kernel_of, read_json
+from kernel.gateway.api import ApiError, json_response, kernel_of, openai_error, read_json
 from kernel.gateway.schema import BodyModel
 from kernel.tools.repair import repair_arguments
 
@@ -122,6 +128,24 @@ def provider_failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
     if isinstance(exc, CapabilityError) or exc.status in (400, 404, 413, 422):
         return 400, message, {}
     return 502, message, {}
+
+
+def budget_refusal(exc: BudgetExceededError, error: ErrorShape) -> web.Response:
+    """402 in the API's shape: the owner's spend limit, in English like every /v1 error.
+    OpenAI's shape also names the code (``budget_exceeded``); Anthropic's says
+    ``billing_error``, its own type for a 402."""
+    d = exc.details
+    currency = d.get("currency", "")
+    message = (
+        f"budget_exceeded: Kernel's {d.get('scope', '')} spend limit would be passed "
+        f"(spent {d.get('spent')} {currency} of {d.get('limit')} {currency}; this request "
+        f"could cost up to {d.get('worst_case')} {currency}), so it was not sent to the "
+        "model. The owner can raise [budget] daily/monthly in config.toml or wait for the "
+        "next period"
+    )
+    if error is openai_error:
+        return openai_error(402, message, code=BudgetExceededError.CODE)
+    return error(402, message)
 
 
 async def read_body(request: web.Request) -> Any:
@@ -277,6 +301,8 @@ async def answer(
         except ProviderError as exc:
             status, message, headers = provider_failure(exc)
             return error(status, message, headers)
+        except BudgetExceededError as exc:  # refused before anything was sent
+            return budget_refusal(exc, error)
         if not stream:
             try:
                 completion = await finish(first, events)

@@ -1,4 +1,10 @@
-"""The ``claude`` provider type: Anthropic Messages API through the ``anthropic`` SDK."""
+"""The ``claude`` provider type: Anthropic Messages API through the ``anthropic`` SDK.
+
+Every request carries prompt-cache breakpoints (``cache_control``, :func:`_mark_cache`):
+on the system prompt (the stable prefix: tools, then system), on the turn's own words
+(the conversation so far, found again by the next turn's lookback) and on the last block
+of a tool-loop step; never on the volatile context block, never more than the API's 4.
+"""
 
 from __future__ import annotations
 
@@ -159,7 +165,55 @@ def _params(request: ChatRequest, default_max_tokens: int) -> dict[str, Any]:
             params["thinking"] = {"type": "adaptive"}
     if request.tool_choice is not None and request.tools:
         params["tool_choice"] = request.tool_choice
+    _mark_cache(params, request)
     return params
+
+
+# Blocks that may not carry cache_control (they are cached as part of a prefix only).
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def _mark_cache(params: dict[str, Any], request: ChatRequest) -> None:
+    """Up to three ``cache_control`` breakpoints (the API allows four):
+
+    1. the stable prefix: the system prompt, sent as one text block (or the last tool
+       when there is no system prompt);
+    2. the conversation so far: the last block of ``messages[context_at]`` before the
+       volatile context block, so the next turn reads everything up to the owner's
+       previous words from the cache (its lookback finds this breakpoint);
+    3. the request's very last block, when it is another block and not the context
+       (a tool-loop step: the next step reads this one's prefix).
+    """
+    if request.system:
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": _ephemeral()}]
+    elif params.get("tools"):
+        params["tools"][-1]["cache_control"] = _ephemeral()
+    messages: list[dict[str, Any]] = params["messages"]
+    context = None
+    marked: list[dict[str, Any]] = []
+    if request.context_at is not None and 0 <= request.context_at < len(messages):
+        blocks = messages[request.context_at]["content"]
+        if request.context:
+            context, blocks = blocks[-1], blocks[:-1]
+        if (conversation := _markable(blocks)) is not None:
+            marked.append(conversation)
+    last = _markable(messages[-1]["content"][-1:]) if messages else None
+    if last is not None and last is not context and all(last is not b for b in marked):
+        marked.append(last)
+    for block in marked:
+        block["cache_control"] = _ephemeral()
+
+
+def _markable(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last of ``blocks`` that may carry ``cache_control``, if any."""
+    for block in reversed(blocks):
+        if block.get("type") not in _UNMARKABLE and (block.get("type") != "text" or block["text"]):
+            return block
+    return None
+
+
+def _ephemeral() -> dict[str, str]:
+    return {"type": "ephemeral"}
 
 
 def _safe(identifier: str) -> str:

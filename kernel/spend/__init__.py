@@ -3,13 +3,26 @@
 Public API: :class:`~kernel.spend.meter.Meter` (the budget before a call, the ledger
 after it; ``Meter.stream`` is how a model is called), :class:`~kernel.spend.meter.CallTag`
 (what a call is for), :class:`~kernel.spend.meter.Over` (a call not admitted), and in
-``prices``: :func:`price_of`, :func:`cost_of`, :func:`worst_case`, :func:`money`.
-The ledger's table is :mod:`kernel.store.usage`.
+``prices``: :func:`price_of`, :func:`cost_of`, :func:`worst_case`, :func:`money`;
+in ``report``: :func:`build_report` → :class:`UsageReport` (what every surface shows
+of the ledger) and :func:`budget_state`. The ledger's table is :mod:`kernel.store.usage`.
 """
 
 from __future__ import annotations
 
 from kernel.spend.meter import CallTag, Meter, Over
 from kernel.spend.prices import cost_of, money, price_of, worst_case
+from kernel.spend.report import UsageReport, budget_state, build_report
 
-__all__ = ["CallTag", "Meter", "Over", "cost_of", "money", "price_of", "worst_case"]
+__all__ = [
+    "CallTag",
+    "Meter",
+    "Over",
+    "UsageReport",
+    "budget_state",
+    "build_report",
+    "cost_of",
+    "money",
+    "price_of",
+    "worst_case",
+]

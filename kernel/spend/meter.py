@@ -354,7 +354,7 @@ class Meter:
                 scope=t(f"budget.scope_{scope}"),
                 spent=money(spent, budget.currency),
                 limit=money(limit, budget.currency),
-                percent=int(spent / limit * 100),
+                percent=round(spent / limit * 100),
             )
             try:
                 await self.notify(text)

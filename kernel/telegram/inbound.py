@@ -49,7 +49,8 @@ class Inbound:
         # chat → the view (or None) whose busy window was told: one notice per window
         self._busy_notified: dict[int, asyncio.Task[None] | None] = {}
         self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
-        self.voice = TelegramVoice(channel.app.bot, channel.kernel.config)
+        kernel = channel.kernel
+        self.voice = TelegramVoice(channel.app.bot, kernel.config, kernel.agent.meter)
 
     def busy(self, chat_id: int) -> bool:
         view = self.views.get(chat_id)

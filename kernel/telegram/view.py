@@ -182,6 +182,8 @@ class TurnView:
                     await self._settle_draft()
                     if self._progress is not None:
                         await self._progress.cancelled()
+                    if self.board is not None:  # a budget question left unanswered
+                        await self.board.close_asks(self._asked, t("tg.ask_unanswered"))
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
                     await self._finish(

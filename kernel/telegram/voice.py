@@ -23,6 +23,7 @@ from kernel.agent.agent import UserInput
 from kernel.config import Config
 from kernel.core.errors import SpeechError
 from kernel.core.i18n import t
+from kernel.spend import Meter
 from kernel.telegram import media
 from kernel.voice.stt import Transcriber
 from kernel.voice.text import speakable
@@ -49,9 +50,9 @@ _EXTENSIONS = {
 
 
 class TelegramVoice:
-    def __init__(self, bot: Bot, config: Config) -> None:
+    def __init__(self, bot: Bot, config: Config, meter: Meter | None = None) -> None:
         self.bot = bot
-        self.stt = Transcriber(config.stt) if config.stt else None
+        self.stt = Transcriber(config.stt, meter=meter, channel="telegram") if config.stt else None
         self.tts = Synthesizer(config.tts) if config.tts else None
 
     async def hear(self, message: Message) -> UserInput:

@@ -13,6 +13,7 @@ from kernel.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlo
 from tests.agent.test_turns import CONV, Sim, run, sent
 from tests.conftest import KernelFactory, write_config
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import context_index, owner_parts
 from tests.sim.script import Reply, Text, ToolUse, text_reply, tool_reply
 
 
@@ -41,8 +42,11 @@ async def test_truncation_keeps_tool_pairs_at_the_boundary(
     dumped = json.dumps(messages)
     assert "round one" not in dumped and "r1 answer" not in dumped
     assert "round two" in json.dumps(messages[0]) and "round three" in dumped
+    # The time goes with round three's own message, after the owner's words.
+    body = sim.requests[-1].body
+    assert context_index(body) == len(body["messages"]) - 1
     if isinstance(sim, AnthropicSim):
-        kinds = [[b["type"] for b in m["content"]] for m in messages]
+        kinds = [[b["type"] for b in owner_parts(m)] for m in messages]
         assert kinds == [["text"], ["text", "tool_use"], ["tool_result"], ["text"], ["text"]]
     else:
         roles = [m["role"] for m in messages]

@@ -3,11 +3,14 @@ are neither shown nor written, and only the tools allowed to guests are offered 
 
 from __future__ import annotations
 
+import json
+
 from kernel.agent.agent import UserInput
 from kernel.core.events import Completed
-from tests.agent.test_turns import CONV, system_of
+from tests.agent.test_turns import CONV
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import MEMORY_HEADER, context_of
 from tests.sim.script import Reply, Text, ToolUse, text_reply
 
 
@@ -25,7 +28,9 @@ async def test_a_guest_sees_no_memories_and_runs_only_allowed_tools(
 
     assert isinstance(final, Completed) and final.reply.strip() == "Sure.\n\nDone."
     first = anthropic_sim.requests[0].body
-    assert "Alice" not in system_of(anthropic_sim, 0)  # no recalled memories
+    # no recalled memories, neither in the system prompt nor in the context block
+    assert "Alice" not in json.dumps(first, ensure_ascii=False)
+    assert MEMORY_HEADER not in context_of(first) and "当前时间" in context_of(first)
     assert [t["name"] for t in first["tools"]] == ["ask_user"]
     result = anthropic_sim.requests[1].body["messages"][-1]["content"][0]
     assert result["is_error"] is True and "not available" in result["content"]

@@ -1,5 +1,6 @@
 """Long-term memory through the agent: the model calls the memory tools, recalled
-memories reach it as a system layer, and <remember> tags are saved and never shown."""
+memories reach it in the context block of the turn's message, and <remember> tags are
+saved and never shown."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ import pytest
 
 from kernel.app import Kernel
 from kernel.core.events import AssistantDelta, Completed, ToolResult
-from tests.agent.test_turns import CONV, Sim, run, sent, system_of
+from tests.agent.test_turns import CONV, Sim, run, sent
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import recalled_of
 from tests.sim.script import Reply, Text, ToolUse, text_reply, tool_reply
-
-MEMORY_HEADER = "## 长期记忆（自动召回）"
 
 
 def last_tool_result(sim: Sim, index: int = -1) -> Any:
@@ -36,11 +36,8 @@ async def stored_texts(kernel: Kernel) -> list[tuple[str, str]]:
 
 
 def recalled(sim: Sim, index: int = -1) -> str:
-    """The recalled-memories layer of the system prompt a request carried ("" if none)."""
-    system = system_of(sim, index)
-    if MEMORY_HEADER not in system:
-        return ""
-    return system.split(MEMORY_HEADER, 1)[1].split("\n\n", 1)[0].strip()
+    """The recalled memories a request carried in its context block ("" if none)."""
+    return recalled_of(sim.requests[index])
 
 
 async def test_memory_tools_and_recall_in_chinese_and_english(
@@ -59,7 +56,7 @@ async def test_memory_tools_and_recall_in_chinese_and_english(
     assert recalled(sim, 0) == ""  # nothing to recall yet
     assert set(last_tool_result(sim)) == {"id"}  # seed 004: memory_add -> {id}
 
-    # A message about 昭和: the fact is in the system layer the model receives, and the
+    # A message about 昭和: the fact is in the context layer the model receives, and the
     # model can also search for it.
     sim.enqueue(
         tool_reply("memory_search", {"query": "昭和 音乐"}), text_reply("推荐《真夜中のドア》")

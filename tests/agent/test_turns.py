@@ -20,6 +20,7 @@ from kernel.core.events import (
 )
 from kernel.core.messages import ImageBlock
 from tests.conftest import SECRET_KEY, KernelFactory
+from tests.sim import context
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, Reply, Text, ToolUse, text_reply
@@ -41,11 +42,7 @@ def sent(sim: Sim, index: int = -1) -> list[dict[str, Any]]:
 
 
 def system_of(sim: Sim, index: int = -1) -> str:
-    body = sim.requests[index].body
-    assert body is not None
-    if isinstance(sim, AnthropicSim):
-        return str(body["system"])
-    return str(body["messages"][0]["content"])
+    return context.system_of(sim.requests[index])
 
 
 async def test_plain_streamed_reply(sim: Sim, make_kernel: KernelFactory) -> None:
@@ -65,9 +62,12 @@ async def test_plain_streamed_reply(sim: Sim, make_kernel: KernelFactory) -> Non
         ("user", "hi"),
         ("assistant", "Hello there, owner!"),
     ]
-    # system layers reached the model: SOUL fallback/persona and the local time
-    assert "当前时间" in system_of(sim)
-    assert "Asia/Shanghai" in system_of(sim)
+    # the layers reached the model: the persona in the system prompt; the local time,
+    # volatile, in the context block after the owner's words in the turn's own message
+    assert "You are Kernel" in system_of(sim) and "当前时间" not in system_of(sim)
+    assert "当前时间" in context.context_of(sim.requests[-1])
+    assert "Asia/Shanghai" in context.context_of(sim.requests[-1])
+    assert context.owner_texts(context.turn_message(sim.requests[-1])) == ["hi"]
 
 
 async def test_two_step_tool_loop(sim: Sim, make_kernel: KernelFactory) -> None:

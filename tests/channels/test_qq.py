@@ -17,6 +17,7 @@ import pytest
 from tests.clock import ManualClock
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import owner_texts, recalled_of, system_of, turn_message
 from tests.sim.qq_sim import APP_ID, SECRET, QQSim, event, signed_headers
 from tests.sim.script import Reply, Text
 
@@ -175,7 +176,7 @@ async def test_each_event_type_is_answered_at_its_own_target(
     assert sent.body["msg_id"] == msg_id  # a passive reply to that message
     if kind in ("c2c", "group"):
         assert (sent.body["msg_type"], sent.body["msg_seq"]) == (0, 1)
-    assert echo.requests[0].body["messages"][-1]["content"][-1]["text"] == text[shape]
+    assert owner_texts(turn_message(echo.requests[0])) == [text[shape]]
     _, chats, _ = await sc.call("GET", "/chats?channel=qq")
     [chat] = chats["chats"]
     assert chat["session_id"].startswith(f"{kind}:{target}")
@@ -359,14 +360,15 @@ async def test_a_guest_gets_no_owner_memories_nor_tools_and_the_owner_does(
     assert (await post(sc, guest))[0] == 200
     await qq.wait_until(lambda: len(qq.messages) == 1)
     asked = echo.requests[0].body
-    assert "Alice" not in json.dumps(asked["system"])
+    # The memory is recalled neither into the system prompt nor into the context block.
+    assert "Alice" not in system_of(asked) and recalled_of(asked) == ""
     assert [t["name"] for t in asked["tools"]] == ["ask_user"]
 
     owner = event("c2c", "Alice?", where="u-openid", who="u-openid", msg_id="m-o")
     assert (await post(sc, owner))[0] == 200
     await qq.wait_until(lambda: len(qq.messages) == 2)
     mine = echo.requests[1].body
-    assert "Alice" in json.dumps(mine["system"])
+    assert "The owner's PIN hint is Alice" in recalled_of(mine)
     assert "memory_add" in [t["name"] for t in mine["tools"]]
 
 

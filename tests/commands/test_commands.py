@@ -85,9 +85,10 @@ async def test_status_cancel_provider_and_unknown(
     assert status[0] == "Session: new (no messages yet)"
     assert status[1] == f"Model: main / {kernel.agent.model}"
     assert status[2] == "State: idle"
-    assert status[3] == "CLI delegation: idle"
-    assert status[5].startswith("Memory search:")
-    assert status[6:] == ["CHANNEL LINE", "Next scheduled job: none", "Last error: —"]
+    assert status[3] == "Budget: today $0.00 / no limit · month $0.00 / no limit"
+    assert status[4] == "CLI delegation: idle"
+    assert status[6].startswith("Memory search:")
+    assert status[7:] == ["CHANNEL LINE", "Next scheduled job: none", "Last error: —"]
 
     assert await text_of(commands, A, "/cancel") == "Nothing is running"
     provider = await commands.run(A, "provider", "")

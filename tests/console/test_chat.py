@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import recalled_of
 from tests.sim.script import Reply, Text, ToolUse, text_reply
 
 pytestmark = pytest.mark.slow  # real `kernel chat` processes
@@ -41,11 +42,11 @@ async def test_two_turns_with_a_tool_call_through_a_pipe(
     assert "Saved: you like jasmine tea." in out
     assert lines[-1] == "You like jasmine tea."
     # the tool really ran: the memory is in the database, and it was recalled into the
-    # system prompt of the second turn
+    # context block of the second turn's message
     db = sqlite3.connect(tmp_path / "data" / "kernel.db")
     assert db.execute("select text from memories").fetchall() == [("The owner likes jasmine tea",)]
     db.close()
-    assert "jasmine tea" in str(anthropic_sim.requests[-1].body["system"])
+    assert "The owner likes jasmine tea" in recalled_of(anthropic_sim.requests[-1])
     assert SECRET_KEY not in out + err
 
 
@@ -161,6 +162,7 @@ async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_pa
             "/forget #1",
             "/resume",
             "/status",
+            "/usage",
             "/history",
             "/del_history #1",
             "/history",
@@ -179,6 +181,8 @@ async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_pa
     assert any(line.startswith("✗ Invalid memory number #1") for line in lines)
     assert "✗ Give a session number such as #1: list them with /history first" in lines
     assert "State: idle" in lines and "Last error: —" in lines
+    assert "📊 Usage and spend" in lines  # no price configured: the cost is unknown
+    assert any(line.startswith("Today: unknown cost · 1 calls") for line in lines)
     assert "Deleted 1 session(s)" in lines and "No sessions yet" in lines
     assert any(line.startswith("✗ No titles model") for line in lines)
     assert lines[-1].startswith("Unknown command /cancel")  # Ctrl-C is the terminal's cancel

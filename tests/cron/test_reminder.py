@@ -16,6 +16,7 @@ from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError
 from kernel.telegram.channel import TelegramChannel
 from tests.clock import ManualClock
+from tests.sim.context import context_index, context_of, owner_texts, system_of
 from tests.sim.script import text_reply, tool_reply
 from tests.telegram.conftest import BotHarness, Factory
 
@@ -41,10 +42,11 @@ async def test_one_shot_reminder_set_by_the_model_arrives_at_its_time(bot: Facto
         text_reply("⏰ 该交报告了！"),
     )
     assert await h.converse("明天早上 9 点提醒我交报告") == "好的，明天早上 9 点提醒你交报告。"
-    # The model was told the local time, and its tool call came back with the plan.
-    system = h.model.requests[0].body["system"]
-    system_text = system if isinstance(system, str) else " ".join(b["text"] for b in system)
-    assert "2025-06-01T10:30:00+0800" in system_text and "Asia/Shanghai" in system_text
+    # The model was told the local time (in the context block of the owner's message, not
+    # in the cached system prompt), and its tool call came back with the plan.
+    told = context_of(h.model.requests[0])
+    assert "2025-06-01T10:30:00+0800" in told and "Asia/Shanghai" in told
+    assert "2025-06-01T10:30" not in system_of(h.model.requests[0])
     result = h.model.requests[1].body["messages"][-1]["content"][0]
     assert '"next_run_at": "2025-06-02T09:00+08:00"' in str(result["content"])
 
@@ -66,8 +68,11 @@ async def test_one_shot_reminder_set_by_the_model_arrives_at_its_time(bot: Facto
 
     clock.advance(to=DUE)
     await h.tg.wait_until(lambda: "⏰ 该交报告了！" in h.texts())
-    last = h.model.requests[-1].body["messages"][-1]["content"]
-    assert last[-1]["text"] == "提醒主人交报告"  # the job's own prompt, in its own session
+    body = h.model.requests[-1].body
+    assert context_index(body) == len(body["messages"]) - 1
+    # the job's own prompt, in its own session, told the time it runs at
+    assert owner_texts(body["messages"][-1])[-1] == "提醒主人交报告"
+    assert "2025-06-02T09:00:00+0800" in context_of(body)
     await h.tg.wait_until(lambda: job.row.last_status == "succeeded")
     assert job.spec.enabled is False and job.row.next_run_at is None  # one-shot: done
     assert job.row.last_result == "⏰ 该交报告了！"

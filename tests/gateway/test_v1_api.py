@@ -22,7 +22,7 @@ from kernel.core.provider import StopScanner
 from kernel.gateway.v1 import glob_match
 from tests.conftest import write_config
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sse_events
-from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.anthropic_sim import AnthropicSim, system_text
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, Reply, Text, Thinking, text_reply
 
@@ -100,8 +100,8 @@ async def test_claude_code_recorded_requests_are_answered(
     system_message = first["messages"][1]["content"]
     if isinstance(sim, AnthropicSim):
         assert all(m["role"] in ("user", "assistant") for m in backend["messages"])
-        assert backend["system"].endswith(system_message)
-        assert backend["system"].startswith(first["system"][0]["text"])
+        assert system_text(backend).endswith(system_message)
+        assert system_text(backend).startswith(first["system"][0]["text"])
         assert backend["thinking"] == {"type": "adaptive"}  # passed through
     else:
         roles = [m["role"] for m in backend["messages"]]

@@ -14,7 +14,7 @@ from kernel.core.events import AskUser, Completed, ToolProgress, ToolResult, eve
 from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server, wait_until
 from tests.mcp.test_results import PNG
 from tests.mcp.test_turn import tool_results
-from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.anthropic_sim import AnthropicSim, system_text, without_cache_control
 from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
 from tests.sim.telegram_sim import ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
@@ -141,8 +141,8 @@ async def test_sampling_is_answered_by_the_active_model(
     sampled = model.requests[1].body
     assert sampled is not None
     assert sampled["max_tokens"] == 50  # the configured ceiling, not the server's 5000
-    assert sampled["system"] in ("Summarise.", [{"type": "text", "text": "Summarise."}])
-    assert sampled["messages"] == [
+    assert system_text(sampled) == "Summarise."
+    assert without_cache_control(sampled["messages"]) == [
         {"role": "user", "content": [{"type": "text", "text": "a long story"}]}
     ]
     assert not sampled.get("tools")

@@ -4,6 +4,13 @@
         sim.enqueue(text_reply("hello"))
         client = anthropic.AsyncAnthropic(api_key="k", base_url=sim.base_url, max_retries=0)
 
+Usage is counted and prompt caching emulated as :mod:`tests.sim.caching` documents
+(``cache_control`` breakpoints, the 4-breakpoint limit, the 20-block lookback,
+``sim.cache.min_tokens``); ``sim.cache_log`` holds what each answered request read from
+and wrote to the cache. ``usage`` carries ``input_tokens`` (fresh),
+``cache_read_input_tokens`` and ``cache_creation_input_tokens`` in the JSON answer, in
+``message_start`` and again (as the current API does) in ``message_delta``.
+
 Run standalone (echoing the last user text when nothing is scripted):
 
     uv run python -m tests.sim.anthropic_sim --port 8787
@@ -18,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.sim.caching import CacheUse, Counted, PromptCache, cache_control_problem, counted
 from tests.sim.script import (
     Error,
     Reply,
@@ -41,6 +49,17 @@ Validator = Callable[[dict[str, Any]], str | None]
 
 class AnthropicSim(SimServer):
     """Fake `api.anthropic.com`; `base_url` is `http://127.0.0.1:PORT` (no `/v1`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cache = PromptCache()
+        self.cache_log: list[CacheUse] = []
+
+    def reset(self) -> None:
+        """Also forget the prompt cache and its log."""
+        super().reset()
+        self.cache.clear()
+        self.cache_log.clear()
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post("/v1/messages", self._messages)]
@@ -67,7 +86,7 @@ class AnthropicSim(SimServer):
         body = recorded.body
         if not isinstance(body, dict):
             return self.invalid("request body must be a JSON object")
-        if problem := validate_request(body):
+        if problem := validate_request(body) or cache_control_problem(body):
             return self.invalid(problem)
         scripted = self.next_scripted(lambda: last_user_text(body["messages"]), body["messages"])
         if scripted is None:
@@ -86,10 +105,13 @@ class AnthropicSim(SimServer):
             )
         if isinstance(scripted, Stall):
             return await self.stall(request, scripted.seconds)
+        use = self.cache.use(body, len(self.requests) - 1)
+        self.cache_log.append(use)
+        usage = counted(scripted, use)
         model = str(body["model"])
         message_id = new_id("msg_sim_")
         if not body.get("stream"):
-            payload = message_json(scripted, model, message_id)
+            payload = message_json(scripted, model, message_id, usage)
             return await self.reply_json(request, scripted, payload, GARBAGE)
         error = {
             "type": "error",
@@ -98,7 +120,7 @@ class AnthropicSim(SimServer):
         return await self.reply_sse(
             request,
             scripted,
-            stream_frames(scripted, model, message_id),
+            stream_frames(scripted, model, message_id, usage),
             garbage=GARBAGE,
             error_frame=sse_frame(error, "error"),
             headers={"request-id": new_id("req_sim_")},
@@ -127,8 +149,21 @@ def block_json(block: Text | ToolUse | Thinking) -> dict[str, Any]:
     }
 
 
-def message_json(reply: Reply, model: str, message_id: str) -> dict[str, Any]:
-    input_tokens, output_tokens = reply.usage
+def usage_json(usage: Counted, output_tokens: int) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input,
+        "cache_creation_input_tokens": usage.write,
+        "cache_read_input_tokens": usage.read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.write - usage.write_1h,
+            "ephemeral_1h_input_tokens": usage.write_1h,
+        },
+        "output_tokens": output_tokens,
+        "service_tier": "standard",
+    }
+
+
+def message_json(reply: Reply, model: str, message_id: str, usage: Counted) -> dict[str, Any]:
     return {
         "id": message_id,
         "type": "message",
@@ -137,17 +172,16 @@ def message_json(reply: Reply, model: str, message_id: str) -> dict[str, Any]:
         "content": [block_json(block) for block in reply.blocks],
         "stop_reason": stop_reason(reply),
         "stop_sequence": reply.stop_sequence,
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        "usage": usage_json(usage, usage.output),
     }
 
 
-def stream_frames(reply: Reply, model: str, message_id: str) -> list[bytes]:
+def stream_frames(reply: Reply, model: str, message_id: str, usage: Counted) -> list[bytes]:
     """The SSE frames of a streamed reply, one per event the SDK yields (pings ride along)."""
-    input_tokens, output_tokens = reply.usage
-    start = message_json(reply, model, message_id) | {
+    start = message_json(reply, model, message_id, usage) | {
         "content": [],
         "stop_reason": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+        "usage": usage_json(usage, 1),
     }
     ping = event({"type": "ping"})
     frames = [event({"type": "message_start", "message": start})]
@@ -164,7 +198,12 @@ def stream_frames(reply: Reply, model: str, message_id: str) -> list[bytes]:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason(reply), "stop_sequence": reply.stop_sequence},
-                "usage": {"output_tokens": output_tokens},
+                "usage": {
+                    "input_tokens": usage.input,
+                    "cache_creation_input_tokens": usage.write,
+                    "cache_read_input_tokens": usage.read,
+                    "output_tokens": usage.output,
+                },
             }
         )
     )
@@ -343,6 +382,24 @@ def check_tool_pairing(messages: list[dict[str, Any]]) -> str | None:
                     "must have a corresponding `tool_use` block in the previous message."
                 )
     return None
+
+
+def system_text(body: dict[str, Any]) -> str:
+    """The system prompt of a recorded request as text (a string, or its text blocks)."""
+    system = body.get("system") or ""
+    if isinstance(system, str):
+        return system
+    return "".join(str(block.get("text", "")) for block in system if isinstance(block, dict))
+
+
+def without_cache_control(value: Any) -> Any:
+    """``value`` (recorded JSON) with every ``cache_control`` key removed, to compare a
+    request's content with what a test expects regardless of cache breakpoints."""
+    if isinstance(value, dict):
+        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_control(item) for item in value]
+    return value
 
 
 def last_user_text(messages: list[dict[str, Any]]) -> str:

@@ -8,8 +8,12 @@ Endpoints: `POST /v1/chat/completions`, `POST /v1/audio/transcriptions` (answers
 `sim.transcriptions`: text, or a scripted `Error` or `Stall`; the uploaded files' bytes are kept in
 `sim.audio_uploads`), `POST /v1/audio/speech` (answers `sim.speech_audio`, audio bytes or
 an `Error`), `GET /v1/models`, and a minimal `POST /v1/responses` (text replies, streamed as
-the SSE events codex-cli 0.169.0 reads; scripted `Error`s and `Stall`s apply). Run
-standalone (echo fallback):
+the SSE events codex-cli 0.169.0 reads; scripted `Error`s and `Stall`s apply).
+
+Chat completions count tokens and emulate automatic prefix caching as
+:mod:`tests.sim.caching` documents (``sim.cache``; ``sim.cache_log`` per answered
+request): ``usage.prompt_tokens`` includes ``prompt_tokens_details.cached_tokens``, in the
+JSON answer and in the ``include_usage`` final chunk. Run standalone (echo fallback):
 
     uv run python -m tests.sim.openai_sim --port 8788
 """
@@ -22,6 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.sim.caching import CacheUse, Counted, PrefixCache, counted
 from tests.sim.script import (
     Error,
     Fallback,
@@ -63,6 +68,15 @@ class OpenAISim(SimServer):
         self.transcriptions: deque[str | Error | Stall] = deque()
         self.speech_audio: bytes | Error = SILENT_MP3
         self.audio_uploads: list[bytes] = []
+        self.transcription_usage: dict[str, Any] | None = None  # see transcription_body
+        self.cache = PrefixCache()
+        self.cache_log: list[CacheUse] = []
+
+    def reset(self) -> None:
+        """Also forget the prompt cache and its log."""
+        super().reset()
+        self.cache.clear()
+        self.cache_log.clear()
 
     def enqueue_transcription(self, *texts: str | Error | Stall) -> None:
         self.transcriptions.extend(texts)
@@ -140,7 +154,9 @@ class OpenAISim(SimServer):
             )
         if isinstance(scripted, Stall):
             return await self.stall(request, scripted.seconds)
-        completion = Completion(scripted, str(body["model"]))
+        use = self.cache.use(body, len(self.requests) - 1)
+        self.cache_log.append(use)
+        completion = Completion(scripted, str(body["model"]), counted(scripted, use))
         if not body.get("stream"):
             return await self.reply_json(request, scripted, completion.json(), GARBAGE)
         options = body.get("stream_options") or {}
@@ -208,7 +224,7 @@ class OpenAISim(SimServer):
             return await self.stall(request, text.seconds)
         if form.get("response_format") == "text":
             return web.Response(text=text + "\n", content_type="text/plain")
-        return web.json_response({"text": text})
+        return web.json_response(transcription_body(text, self.transcription_usage))
 
     async def _speech(self, request: web.Request) -> web.StreamResponse:
         recorded = await self.record(request)
@@ -251,8 +267,9 @@ def describe_form_value(value: Any) -> Any:
 class Completion:
     """Renders one scripted `Reply` as a `chat.completion` or a chunk stream."""
 
-    def __init__(self, reply: Reply, model: str) -> None:
+    def __init__(self, reply: Reply, model: str, counted: Counted) -> None:
         self.reply = reply
+        self.counted = counted
         self.model = model
         self.id = new_id("chatcmpl-sim")
         self.created = int(time.time())
@@ -263,12 +280,20 @@ class Completion:
             return self.reply.stop_reason
         return "tool_calls" if self.reply.has_tool_use else "stop"
 
-    def usage(self) -> dict[str, int]:
-        prompt, completion = self.reply.usage
+    def usage(self) -> dict[str, Any]:
+        used = self.counted
+        prompt = used.input + used.read + used.write
         return {
             "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
+            "completion_tokens": used.output,
+            "total_tokens": prompt + used.output,
+            "prompt_tokens_details": {"cached_tokens": used.read, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
         }
 
     def json(self) -> dict[str, Any]:
@@ -487,3 +512,11 @@ def last_user_text(messages: list[dict[str, Any]]) -> str:
 
 if __name__ == "__main__":
     run_standalone(OpenAISim, "OpenAI-compatible API simulator")
+
+
+def transcription_body(text: str, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """A transcription's JSON answer. ``usage`` as OpenAI reports it (none when None):
+    ``{"type": "tokens", "input_tokens", "output_tokens", "total_tokens",
+    "input_token_details": {"text_tokens", "audio_tokens"}}`` for the gpt-4o transcribe
+    models, ``{"type": "duration", "seconds"}`` for whisper-1."""
+    return {"text": text} if usage is None else {"text": text, "usage": usage}

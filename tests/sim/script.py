@@ -131,6 +131,11 @@ class Reply:
     `malformed_after=n` sends n events then garbage, then drops the connection;
     `error_after=n` sends n events then an in-stream `error` event and ends the stream.
     For non-streaming requests a fault with any n applies before the JSON body.
+
+    ``usage``, when given, is what the simulator reports instead of its own count
+    (:mod:`tests.sim.caching`): ``(input, output)`` or ``(input, output, cache_read,
+    cache_write)``, ``input`` being the fresh input as the Messages API counts it (the
+    OpenAI simulator reports ``input + cache_read + cache_write`` as ``prompt_tokens``).
     """
 
     blocks: tuple[Block, ...]
@@ -141,7 +146,7 @@ class Reply:
     malformed_after: int | None
     error_after: int | None
     error_type: str
-    usage: tuple[int, int]
+    usage: tuple[int, ...] | None
     stop_sequence: str | None
 
     def __init__(
@@ -154,7 +159,7 @@ class Reply:
         malformed_after: int | None = None,
         error_after: int | None = None,
         error_type: str = "overloaded_error",
-        usage: tuple[int, int] = (10, 5),
+        usage: tuple[int, ...] | None = None,
         stop_sequence: str | None = None,
     ) -> None:
         self.blocks = blocks

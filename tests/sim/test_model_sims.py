@@ -134,7 +134,7 @@ def test_split_evenly_and_retry_after_format() -> None:
 
 def test_reply_defaults_and_text_chunks() -> None:
     reply = Reply(Text("a"), ToolUse("f", {}))
-    assert reply.has_tool_use and reply.usage == (10, 5) and reply.stop_reason is None
+    assert reply.has_tool_use and reply.usage is None and reply.stop_reason is None
     assert tool_reply("f", {"x": 1}).tool_uses[0].input == {"x": 1}
     assert Text("hello world").pieces() == ["hell", "o wo", "rld"]
     assert Text("hello", chunks=["he", "l"]).pieces() == ["he", "l"]  # streamed verbatim
@@ -532,7 +532,10 @@ async def test_openai_non_stream_json(osim: OpenAISim, oai: openai.AsyncOpenAI) 
     calls = choice.message.tool_calls or []
     assert [(c.type, c.function.name) for c in calls] == [("function", "f"), ("function", "g")]
     assert json.loads(calls[1].function.arguments) == {"y": 2}
-    assert completion.usage is not None and completion.usage.total_tokens == 15
+    # counted (tests/sim/caching.py): "hi" is 1 token; 'f{"x": 1}g{"y": 2}' 18 chars, 5
+    usage = completion.usage
+    assert usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (1, 5, 6)
 
     completion = await oai.chat.completions.create(model="gpt-sim", messages=USER_HI)
     assert completion.choices[0].message.content == "plain"

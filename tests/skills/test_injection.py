@@ -16,6 +16,7 @@ from kernel.skills import skill_refs
 from tests.conftest import KernelFactory
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import context_index, owner_texts, system_of
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply
 from tests.telegram.conftest import CONV, Factory
@@ -33,12 +34,11 @@ def write_skill(base: Path, name: str, description: str, body: str, extra: str =
 
 
 def last_user_blocks(request_body: dict[str, Any]) -> list[str]:
-    """The text parts of the last message a model got (the OpenAI format joins a message
-    of text parts into one string: then that string is the one part)."""
-    content = request_body["messages"][-1]["content"]
-    if isinstance(content, str):
-        return [content]
-    return [block["text"] for block in content if block["type"] == "text"]
+    """The owner's text parts of the last message a model got, the turn's own (the OpenAI
+    format joins a message of text parts into one string: then that string is the one
+    part); Kernel's context block, which that message carries last, is left out."""
+    assert context_index(request_body) == len(request_body["messages"]) - 1
+    return owner_texts(request_body["messages"][-1])
 
 
 def test_skill_names_are_found_anywhere_as_words() -> None:
@@ -74,7 +74,7 @@ async def test_telegram_message_gets_the_skill_and_history_keeps_a_marker(
         f'<skill name="tidy">\n{TIDY}\n</skill>',
         "/skill/tidy banana apple",
     ]
-    assert "- tidy: sorts lists" in str(sent["system"])
+    assert "- tidy: sorts lists" in system_of(sent)
     session = h.kernel.agent.current_session(CONV)
     assert session is not None
     stored = await h.kernel.store.load_messages(session)
@@ -154,7 +154,7 @@ async def test_console_treats_a_skill_as_a_message(
     assert kernel.agent.current_session(CONVERSATION) is not None
 
 
-async def test_skills_summary_is_a_layer_between_memories_and_time(
+async def test_skills_summary_is_a_stable_layer_before_memories_and_time(
     make_kernel: KernelFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     kernel = await make_kernel(anthropic_sim, language="en")
@@ -166,8 +166,11 @@ async def test_skills_summary_is_a_layer_between_memories_and_time(
 
     layers = await kernel.agent.system_layers("tea")
 
-    assert [layer.name for layer in layers] == ["soul", "tools", "memories", "skills", "time"]
-    skills = layers[3]
+    # The skills summary is part of the stable (cached) system prompt; memories and the
+    # time, volatile, come after it.
+    assert [layer.name for layer in layers] == ["soul", "tools", "skills", "memories", "time"]
+    assert [layer.volatile for layer in layers] == [False, False, False, True, True]
+    skills = layers[2]
     assert skills.source == "skills" and "- tidy: sorts lists" in skills.text
     assert "off" not in skills.text
 

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from collections.abc import Awaitable, Callable
 from contextlib import closing
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -13,11 +14,13 @@ import pytest
 
 from kernel.core.errors import StoreError
 from kernel.core.messages import Message, TextBlock
+from kernel.core.usage import Usage
 from kernel.store.channels import ChannelStore, WebhookFailure
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox
 from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
+from kernel.store.usage import UsageFilter, UsageStore
 
 TS = "2024-05-01T12:00:00+00:00"
 
@@ -220,6 +223,59 @@ async def check_v8(store: Store) -> None:
     assert [m.text for m in await store.load_messages(1)] == ["hello"]
 
 
+USAGE_AT = "2024-05-01T12:00:00.000+00:00"  # the ledger's one stamp format
+
+
+def insert_v9(conn: sqlite3.Connection) -> None:
+    # A priced turn call (a retry, with cache reads) and an unpriced title call whose
+    # session is gone (the ledger keeps spend without a foreign key).
+    conn.execute(
+        "INSERT INTO usage (at, provider, model, purpose, session_id, channel, job_id,"
+        " turn_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,"
+        " retries, cost) VALUES (?, 'main', 'model-a', 'turn', 8, 'telegram', '', 't-1',"
+        " 120, 30, 900, 40, 1, 0.0125)",
+        (USAGE_AT,),
+    )
+    conn.execute(
+        "INSERT INTO usage (at, provider, model, purpose, session_id, input_tokens,"
+        " output_tokens) VALUES (?, 'titles', 'tiny', 'title', 999, 50, 6)",
+        (USAGE_AT,),
+    )
+
+
+async def check_v9(store: Store) -> None:
+    ledger = UsageStore(store)
+    title, turn = await ledger.entries(UsageFilter())
+    assert (turn.provider, turn.model, turn.purpose, turn.session_id, turn.channel) == (
+        "main",
+        "model-a",
+        "turn",
+        8,
+        "telegram",
+    )
+    assert (turn.usage, turn.retries, turn.cost, turn.turn_id) == (
+        Usage(120, 30, 900, 40),
+        1,
+        0.0125,
+        "t-1",
+    )
+    assert turn.at == datetime.fromisoformat(TS)
+    assert (title.purpose, title.session_id, title.cost, title.channel) == ("title", 999, None, "")
+    total = await ledger.total(UsageFilter(since=datetime.fromisoformat(TS)))
+    assert (total.calls, total.usage, total.cost, total.unpriced) == (
+        2,
+        Usage(170, 36, 900, 40),
+        0.0125,
+        1,
+    )
+    by_model = await ledger.grouped(UsageFilter(), by="model")
+    assert [(g.key, g.calls) for g in by_model] == [("main:model-a", 1), ("titles:tiny", 1)]
+    # A row written after the upgrade lands beside them.
+    later = datetime.fromisoformat(TS) + timedelta(minutes=1)
+    await ledger.record(replace(turn, at=later, id=0, cost=None))
+    assert (await ledger.total(UsageFilter(since=later))).unpriced == 1
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -231,6 +287,7 @@ SAMPLES: dict[
     6: (insert_v6, check_v6),
     7: (insert_v7, check_v7),
     8: (insert_v8, check_v8),
+    9: (insert_v9, check_v9),
 }
 
 

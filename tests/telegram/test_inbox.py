@@ -16,6 +16,7 @@ from telegram import Update
 
 from kernel.store.mailbox import InboxRow, InboxState, Mailbox
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import owner_words
 from tests.sim.script import Reply, Text, text_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage, TelegramSim
 from tests.telegram.conftest import CONV, BotHarness, Factory
@@ -50,11 +51,7 @@ async def states_become(h: BotHarness, expected: list[Any], *, kinds: bool = Fal
 
 def asked(h: BotHarness) -> list[str]:
     """What the owner's messages to the model were, in order (the last user turn each)."""
-    said = []
-    for request in h.model.requests:
-        content = request.body["messages"][-1]["content"]
-        said.append(content if isinstance(content, str) else content[-1]["text"])
-    return said
+    return [owner_words(request) for request in h.model.requests]
 
 
 def notices(h: BotHarness) -> list[ChatMessage]:
@@ -318,8 +315,7 @@ async def test_the_real_process_asks_about_what_arrived_while_it_was_down(
         tg.inject_callback(f"waiting:{choice}", message_id=notice.message_id)
         if choice == "run":
             await tg.wait_until(lambda: "second answer" in bot_texts(), timeout=60)
-            said = [r.body["messages"][-1]["content"] for r in model.requests]
-            said = [c if isinstance(c, str) else c[-1]["text"] for c in said]
+            said = [owner_words(r) for r in model.requests]
             assert said == ["one from the train", "two from the train"]
             assert bot_texts().index("first answer") < bot_texts().index("second answer")
         else:

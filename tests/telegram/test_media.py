@@ -8,6 +8,7 @@ import struct
 import zlib
 from collections.abc import Callable
 
+from tests.sim.context import context_index, owner_parts
 from tests.sim.script import text_reply
 from tests.telegram.conftest import CONV, Factory
 
@@ -45,7 +46,10 @@ async def test_photo_with_caption_reaches_the_model_and_history_keeps_a_marker(
     await h.settle()
 
     assert h.texts()[-1] == "A tiny black picture."
-    content = h.model.requests[-1].body["messages"][-1]["content"]
+    body = h.model.requests[-1].body
+    assert context_index(body) == len(body["messages"]) - 1  # the time, after the photo
+    content = owner_parts(body["messages"][-1])
+    assert [b["type"] for b in content] == ["image", "text"]
     blocks = {b["type"]: b for b in content}
     assert blocks["image"]["source"]["data"] == base64.b64encode(image).decode()
     assert blocks["text"]["text"] == "what is this?"
@@ -114,8 +118,9 @@ async def test_small_photo_without_a_declared_size_is_answered(bot: Factory) -> 
     await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
     await h.settle()
     assert h.texts()[-1] == "Seen it."
-    content = h.model.requests[-1].body["messages"][-1]["content"]
-    assert [b["type"] for b in content] == ["image", "text"]
+    body = h.model.requests[-1].body
+    assert context_index(body) == len(body["messages"]) - 1
+    assert [b["type"] for b in owner_parts(body["messages"][-1])] == ["image", "text"]
 
 
 async def test_text_document_is_read_and_slimmed_in_history(bot: Factory) -> None:

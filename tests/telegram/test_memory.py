@@ -7,17 +7,10 @@ import re
 
 import pytest
 
+from tests.sim.context import recalled_of
 from tests.sim.script import Reply, Text, text_reply
 from tests.sim.telegram_sim import OWNER
 from tests.telegram.conftest import Factory
-
-MEMORY_HEADER = "## 长期记忆（自动召回）"
-
-
-def recalled_layer(system: str) -> str:
-    if MEMORY_HEADER not in system:
-        return ""
-    return system.split(MEMORY_HEADER, 1)[1].split("\n\n", 1)[0].strip()
 
 
 async def test_remembered_in_chinese_is_recalled_for_a_message_about_it(bot: Factory) -> None:
@@ -29,14 +22,14 @@ async def test_remembered_in_chinese_is_recalled_for_a_message_about_it(bot: Fac
     h.model.enqueue(text_reply("试试《真夜中のドア》。"), text_reply("A Tieguanyin."))
 
     await h.converse("推荐一首昭和的歌")
-    layer = recalled_layer(str(h.model.requests[-1].body["system"]))
+    layer = recalled_of(h.model.requests[-1])
     assert layer.splitlines()[0].endswith("我喜欢昭和时期的音乐")
 
     # A newer, unrelated memory: only a real search puts the tea first (the
     # most-recent fallback would put this one first).
     assert (await h.ask("/remember My cat is called Mochi")).startswith("Remembered")
     await h.converse("Which tea should I brew?")
-    layer = recalled_layer(str(h.model.requests[-1].body["system"]))
+    layer = recalled_of(h.model.requests[-1])
     assert layer.splitlines()[0].endswith("The owner drinks oolong tea")
 
 
@@ -92,7 +85,7 @@ async def test_status_shows_the_like_fallback(
     assert "Memory search: LIKE fallback (this SQLite has no FTS5" in status
     h.model.enqueue(text_reply("ok"))
     await h.converse("昭和的歌")
-    layer = recalled_layer(str(h.model.requests[-1].body["system"]))
+    layer = recalled_of(h.model.requests[-1])
     assert layer.endswith("我喜欢昭和时期的音乐")
 
 

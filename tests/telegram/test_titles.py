@@ -3,11 +3,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
 from kernel.agent.titles import TitleMaker, clean_title
-from kernel.config import TitlesConfig
+from kernel.config import TitlesConfig, load_config
 from kernel.core.messages import Message, TextBlock
 from kernel.plugins import default_plugins
 from kernel.providers import titles_provider_config
+from kernel.spend import CallTag, Meter
+from kernel.store.db import Store
+from kernel.store.usage import UsageFilter
+from tests.conftest import write_config
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, text_reply
 from tests.telegram.conftest import Factory
@@ -47,7 +55,9 @@ def test_clean_title() -> None:
     assert len(clean_title("x" * 100)) == 40
 
 
-async def test_transient_errors_retry_and_429_gives_up(openai_sim: OpenAISim) -> None:
+async def test_transient_errors_retry_and_429_gives_up(
+    openai_sim: OpenAISim, tmp_path: Path
+) -> None:
     waits: list[float] = []
 
     async def sleep(delay: float) -> None:
@@ -59,27 +69,44 @@ async def test_transient_errors_retry_and_429_gives_up(openai_sim: OpenAISim) ->
     provider = default_plugins().create_provider(titles_provider_config(titles))
     maker = TitleMaker(lambda: provider, sleep)
     messages = [Message("user", [TextBlock("plan a trip to Kyoto")])]
+    # The title's calls go through a meter built as the agent builds its own.
+    config = load_config(
+        write_config(tmp_path, openai_sim.base_url, "openai_compat"),
+        env={},
+        require_telegram=False,
+    )
+    store = Store(tmp_path / "kernel.db")
+    await store.start()
+    meter = Meter(
+        config, store, clock=lambda: datetime.now(UTC), tz=ZoneInfo(config.general.timezone)
+    )
+    tag = CallTag("title", session_id=7)
     try:
         openai_sim.enqueue(Error(500), Error(503), text_reply("Kyoto trip"))
-        assert await maker.make(messages) == "Kyoto trip"
+        assert await maker.make(messages, meter, tag) == "Kyoto trip"
         assert waits == [3.0, 15.0]
 
         waits.clear()
         openai_sim.enqueue(Error(429, "rate_limit_error"))
-        assert await maker.make(messages) is None
+        assert await maker.make(messages, meter, tag) is None
         assert waits == [] and openai_sim.pending == 0
 
         waits.clear()  # "overloaded" is the provider's trouble, not a quota: retried
         openai_sim.enqueue(Error(529, "overloaded_error"), text_reply("Osaka food"))
-        assert await maker.make(messages) == "Osaka food"
+        assert await maker.make(messages, meter, tag) == "Osaka food"
         assert waits == [3.0]
 
         waits.clear()
         openai_sim.enqueue(*(Error(500) for _ in range(4)))
-        assert await maker.make(messages) is None
+        assert await maker.make(messages, meter, tag) is None
         assert waits == [3.0, 15.0, 60.0]
+
+        # The ledger has one row per answered title call, tagged as a title.
+        rows = await meter.ledger.entries(UsageFilter())
+        assert [(r.purpose, r.model, r.session_id) for r in rows] == [("title", "tiny", 7)] * 2
     finally:
         await provider.aclose()
+        await store.close()
 
 
 async def test_a_first_turn_that_fails_still_names_its_session(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sim.context import owner_words
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, Reply, Stall, Text, text_reply
 from tests.sim.telegram_sim import BotCall
@@ -65,8 +66,7 @@ def tts_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def model_input(h: BotHarness) -> str:
-    content = h.model.requests[-1].body["messages"][-1]["content"]
-    return content if isinstance(content, str) else content[-1]["text"]
+    return owner_words(h.model.requests[-1])
 
 
 async def test_voice_round_trip(

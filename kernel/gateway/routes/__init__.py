@@ -18,6 +18,7 @@ from kernel.gateway.routes import (
     openai_chat,
     selfops,
     skills,
+    usage,
     workspace,
 )
 
@@ -34,4 +35,5 @@ ROUTERS: list[Router] = [
     selfops.router,
     channels.router,
     cron.router,
+    usage.router,
 ]

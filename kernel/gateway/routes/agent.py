@@ -84,7 +84,7 @@ NEW_COMMAND = "/new"
 class Ask(Shape):
     id: str
     tool_call_id: str | None = None
-    kind: Literal["question", "approval"] | None = None
+    kind: Literal["question", "approval", "budget"] | None = None
     question: str
     options: list[str]
 
@@ -101,8 +101,23 @@ EventType = Literal[
 ]
 
 
+class TurnUsage(Shape):
+    """What a turn's model calls used: tokens as the provider counted them (``input``
+    is the fresh input; cache reads and writes apart), the known cost in
+    ``budget.currency``, and how many calls had no known price."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    calls: int
+    cost: float
+    unpriced_calls: int
+
+
 class Event(Shape):
-    """One turn event (as JSON, and as each SSE event's data)."""
+    """One turn event (as JSON, and as each SSE event's data). ``completed`` carries
+    ``usage`` when the turn called a model."""
 
     type: EventType
     step: int | None = None
@@ -113,6 +128,7 @@ class Event(Shape):
     tool_result: OpenShape | None = None
     ask: Ask | None = None
     meta: OpenShape | None = None
+    usage: TurnUsage | None = None
 
 
 class ImageSource(BaseModel):
@@ -301,7 +317,9 @@ async def process(request: web.Request) -> web.StreamResponse:
         events = _single(Completed(0, t("session.cleared")))
     else:
         await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
-        user_input = UserInput(text, images, channel=key.channel, user_id=key.user_id)
+        user_input = UserInput(
+            text, images, channel=key.channel, user_id=key.user_id, budget_ask=False
+        )
         turn = kernel.agent.start_turn(opened.conversation, user_input)
         events = aiter(turn)
     ids = {"chat_id": chat_id_of(opened.row), "session_id": key.external_id}
@@ -382,7 +400,8 @@ async def _collect(
         final = event
     extra = {"turn_id": turn.id} if turn else {}
     if isinstance(final, ErrorEvent):
-        details = {"events": collected, **extra, **ids}
+        # A budget refusal's own details (scope, spent, limit, worst_case, currency) too.
+        details = {**final.meta, "events": collected, **extra, **ids}
         raise ApiError(error_status(final.code), final.code, final.message, details)
     reply = final.reply if isinstance(final, Completed) else ""
     if deliver is not None and isinstance(final, Completed) and not final.cancelled and reply:

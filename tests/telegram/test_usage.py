@@ -1,0 +1,82 @@
+"""/usage and /status in the Telegram simulator after real turns through the Anthropic
+simulator, with prices configured and an injected clock; figures computed by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from tests.clock import ManualClock
+from tests.sim.script import Reply, Text, ToolUse, text_reply
+from tests.telegram.conftest import CONV, Factory
+
+# model-a: $3 in, $15 out, $0.30 cache read per million tokens; model-b has no price.
+PRICES = """
+[providers.main.prices."model-a"]
+input = 3.0
+output = 15.0
+cache_read = 0.3
+[budget]
+daily = 2.0
+"""
+NOW = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)  # Wed 2 Dec, 10:00 in Asia/Shanghai
+
+
+async def test_usage_after_real_turns_with_a_known_and_an_unknown_price(bot: Factory) -> None:
+    clock = ManualClock(NOW)
+    h = await bot(extra=PRICES, clock=clock)
+    h.model.enqueue(text_reply("Hello!", usage=(10_000, 2_000)))  # 0.03 + 0.03 = $0.06
+    assert await h.converse("hi") == "Hello!"
+    clock.advance(3600)
+    h.model.enqueue(text_reply("Again.", usage=(20_000, 4_000)))  # 0.06 + 0.06 = $0.12
+    assert await h.converse("again") == "Again."
+    assert await h.ask("/model model-b") == "Switched to model model-b"
+    h.model.enqueue(text_reply("Unpriced.", usage=(5_000, 1_000)))
+    assert await h.converse("on b") == "Unpriced."
+
+    await h.ask("/usage")
+    assert h.texts()[-1].splitlines() == [
+        "📊 Usage and spend",
+        "Today: $0.18 + 1 of unknown price · 3 calls · 35.0K in (0% cached) · 7.0K out",
+        "This week: $0.18 + 1 of unknown price · 3 calls · 35.0K in (0% cached) · 7.0K out",
+        "This month: $0.18 + 1 of unknown price · 3 calls · 35.0K in (0% cached) · 7.0K out",
+        "This month input: fresh 35.0K · cache read 0 · cache write 0; output 7.0K",
+        "This month: 1 calls of unknown price, not in the sums: set the model's price in"
+        " [providers.<name>.prices]",
+        "Daily cost, last 14 days: ▁▁▁▁▁▁▁▁▁▁▁▁▁█",
+        "This month by model:",
+        "• main:model-a $0.18 · 2 calls",
+        "• main:model-b unknown cost · 1 calls",
+        "By channel:",
+        "• telegram $0.18 + 1 of unknown price · 3 calls",
+        "Budget: today $0.18 / $2.00 · month $0.18 / no limit",
+    ]
+    # The menu and /help offer it like the other commands.
+    menu = h.tg.calls_to("setMyCommands")[-1].params["commands"]
+    assert {"command": "usage", "description": "Usage and spend [today|week|month]"} in menu
+    await h.ask("/help")
+    assert "/usage — Usage and spend [today|week|month]" in h.texts()[-1]
+
+
+async def test_status_during_a_turn_shows_its_usage_so_far(bot: Factory) -> None:
+    h = await bot(extra=PRICES, clock=ManualClock(NOW))
+    h.model.enqueue(
+        # 2,000 in at $3 + 500 out at $15 = $0.0135, shown to the cent
+        Reply(Text("Checking."), ToolUse("memory_list", {}), usage=(2_000, 500)),
+        Reply(Text("still"), stall_after=1),  # the second call hangs: the turn runs
+    )
+    h.tg.inject_text("what do you know?")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2)
+
+    await h.ask("/status")
+    status = h.texts()[-1].splitlines()
+    turn = next(line for line in status if line.startswith("This turn:"))
+    assert turn == "This turn: 1 calls · 2.0K in (0% cached) · 500 out · $0.01"
+    assert "Budget: today $0.01 / $2.00 · month $0.01 / no limit" in status
+    assert status[status.index(turn) - 1] == "State: replying"
+
+    assert await h.ask("/cancel") == "Cancelled"
+    await h.settle()
+    await h.ask("/status")
+    status = h.texts()[-1].splitlines()
+    assert not any(line.startswith("This turn:") for line in status)
+    assert not h.kernel.agent.is_busy(CONV)
