@@ -210,6 +210,7 @@ async def run(with_cli: bool) -> list[TurnSize]:
                         usage = sim_usage(sim, found[0])
                         sizes.append(measure(turn_no, body, usage))
                         clock.advance(60)
+                    await check_ledger(kernel, sizes)
                 cache = getattr(sim, "cache", None)
                 if cache is not None:
                     sizes[0].extra["cache_min_tokens"] = cache.min_tokens
@@ -218,12 +219,37 @@ async def run(with_cli: bool) -> list[TurnSize]:
             os.environ["PATH"] = saved_path
 
 
+async def check_ledger(kernel: Kernel, sizes: list[TurnSize]) -> None:
+    """Where the Kernel keeps a usage ledger (issue 16), its turn rows must say what the
+    simulator counted: the bench reports the sim's figures, the owner sees the ledger's."""
+    meter = getattr(kernel.agent, "meter", None)
+    if meter is None or sizes[0].sim is None:
+        return
+    from kernel.store.usage import UsageFilter
+
+    rows = await meter.ledger.entries(UsageFilter(purpose="turn"))
+    got = [
+        {
+            "input": r.usage.input,
+            "cache_read": r.usage.cache_read,
+            "cache_write": r.usage.cache_write,
+        }
+        for r in reversed(rows)
+    ]
+    want = [s.sim for s in sizes]
+    if got != want:
+        raise RuntimeError(f"the ledger says {got}, the simulator counted {want}")
+    sizes[0].extra["ledger"] = "agrees"
+
+
 def print_report(label: str, sizes: list[TurnSize]) -> None:
     print(f"\n{label}: {len(sizes[0].tools)} tools offered: {', '.join(sizes[0].tools)}")
     chars = ", ".join(f"{k} {v}" for k, v in sizes[0].tool_chars.items())
     print(f"  tool definition chars: {chars}")
     if "cache_min_tokens" in sizes[0].extra:
         print(f"  the simulator caches a prefix from {sizes[0].extra['cache_min_tokens']} tokens")
+    if sizes[0].extra.get("ledger"):
+        print("  Kernel's usage ledger records the same figures for both turns")
     header = (
         f"{'turn':>4} {'tools ch':>8} {'system ch':>9} {'msgs ch':>7} {'body ch':>7} "
         f"{'tools est':>9} {'system est':>10} {'msgs est':>8} {'est':>5} | "

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from kernel.agent.context import Layer
 from kernel.config import Config
 from kernel.core.errors import KernelError
-from kernel.memory.memories import Memories
+from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.skills import SkillLibrary
 from kernel.tools.registry import ToolRegistry
 
@@ -98,7 +98,8 @@ def tool_guide(names: list[str]) -> str:
     if "memory_add" in names:
         lines.append(
             '也可以在回复里写 <remember category="user">一条事实</remember>：Kernel 保存它'
-            "（每轮最多 3 条）并从主人看到的回复中去掉。<context> 里的「长期记忆（自动召回）」"
+            f"（每轮最多 {MAX_REMEMBERED_PER_TURN} 条）并从主人看到的回复中去掉。"
+            "<context> 里的「长期记忆（自动召回）」"
             "是按这条消息检索的，不一定完整。"
         )
     if any(name.startswith("mcp_") for name in names):
