@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from kernel.agent.context import Layer
 from kernel.config import Config
 from kernel.core.errors import KernelError
-from kernel.memory.memories import Memories
+from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.skills import SkillLibrary
 from kernel.tools.registry import ToolRegistry
 
@@ -88,11 +88,26 @@ class SystemPrompt:
 
 
 def tool_guide(names: list[str]) -> str:
-    return (
-        "## 工具\n"
-        "你可以通过 tool use 调用这些工具：" + ", ".join(names) + "。\n"
-        "需要时直接调用，不要假装已经调用；工具失败时读懂错误，修正参数或告诉用户。"
-    )
+    """How to use tools in general, and what Kernel does beside the offered tools. The
+    tools themselves (names, what each is for, its rules) reach the model once, in
+    their definitions; this guide does not list them again."""
+    lines = [
+        "## 工具",
+        "需要时自己决定调用哪个工具，不要假装已经调用；出错时读懂错误，修正参数重试一次，或如实告诉主人。",
+    ]
+    if "memory_add" in names:
+        lines.append(
+            '也可以在回复里写 <remember category="user">一条事实</remember>：Kernel 保存它'
+            f"（每轮最多 {MAX_REMEMBERED_PER_TURN} 条）并从主人看到的回复中去掉。"
+            "<context> 里的「长期记忆（自动召回）」"
+            "是按这条消息检索的，不一定完整。"
+        )
+    if any(name.startswith("mcp_") for name in names):
+        lines.append(
+            "mcp_<server>__<tool> 是外部工具（搜索、文档查询等）：有合适的就先用它查证，"
+            "而不是凭记忆回答。"
+        )
+    return "\n".join(lines)
 
 
 def relative(path: Path, base: Path) -> str:

@@ -43,30 +43,23 @@ MAX_BUDGET = 1_000_000.0  # a job's daily limit, in the budget's currency
 TASK_TYPES = ("text", "workflow")
 TARGET_TYPES = QQ_TARGET_TYPES
 
-# The fields the cron tools take too, described once for the model and the API.
-JobName = Annotated[
-    str,
-    Strict(),
-    Field(max_length=NAME_LIMIT, description='a short title, e.g. "交报告提醒"'),
-]
+# The fields the cron tools take too, described once for the model and the API; the
+# bare forms (bounds, no words) for cron_update, which refers to cron_create's words.
+NameText = Annotated[str, Strict(), Field(max_length=NAME_LIMIT)]
+BodyText = Annotated[str, Strict(), Field(max_length=TEXT_LIMIT)]
+JobName = Annotated[NameText, Field(description='a short title, e.g. "交报告提醒"')]
 ScheduleText = Annotated[
     str,
     Field(
         description=(
-            'once: a local date-time "YYYY-MM-DDTHH:MM" (e.g. "2025-06-02T09:00" for 9 am '
-            'that day); repeating: "every 30m" / "every 2h" / "every 1d", or a 5-field cron '
-            'expression "minute hour day month weekday" (e.g. "0 8 * * 1" = Mondays 08:00); '
-            "in the owner's time zone (general.timezone)"
+            'local time; once: "YYYY-MM-DDTHH:MM"; repeating: "every 30m" / "every 2h" / '
+            '"every 1d" or cron "minute hour day month weekday" ("0 8 * * 1" = Mondays 08:00)'
         )
     ),
 ]
 JobText = Annotated[
-    str,
-    Strict(),
-    Field(
-        max_length=TEXT_LIMIT,
-        description='what the agent is told when the job runs, e.g. "提醒主人该交报告了"',
-    ),
+    BodyText,
+    Field(description='what the agent is told when the job runs, e.g. "提醒主人该交报告了"'),
 ]
 ChannelName = Annotated[
     str,

@@ -2,7 +2,7 @@
 ``cron_delete`` (seed 001's Cron tools), so the owner can say "明天早上 9 点提醒我交报告".
 
 Times are the owner's local time (``general.timezone``, shown with the current time in
-the system prompt). The agent may have at most ``cron.max_jobs`` jobs it created; a
+the turn's context). The agent may have at most ``cron.max_jobs`` jobs it created; a
 refusal tells the model what to change (the expected form, the zone, the time now).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from kernel.core.errors import CronError, ToolError
 from kernel.cron.jobs import CronJob
 from kernel.cron.scheduler import CronScheduler
-from kernel.cron.spec import ChannelName, JobName, JobText, ScheduleText
+from kernel.cron.spec import BodyText, ChannelName, JobName, JobText, NameText, ScheduleText
 from kernel.tools.registry import ToolRegistry
 
 
@@ -54,11 +54,8 @@ def register(registry: ToolRegistry, scheduler: CronScheduler) -> None:
     async def cron_create(
         name: JobName, schedule: ScheduleText, text: JobText, channel: ChannelName | None = None
     ) -> dict[str, Any]:
-        """Schedule a job for the owner: reminders, recurring summaries, checks. When it
-        runs, `text` is given to you as the owner's message in the job's own session and
-        your reply is delivered to them (Telegram by default). Times are the owner's local
-        time (see the current time in the system prompt).
-        """
+        """Schedule a job for the owner (a reminder, a recurring summary, a check): when
+        it runs, your reply to `text` is delivered to them."""
         body: dict[str, Any] = {"name": name, "schedule": schedule, "text": text}
         if channel:
             body["dispatch"] = {"channel": channel}
@@ -67,25 +64,20 @@ def register(registry: ToolRegistry, scheduler: CronScheduler) -> None:
 
     @registry.tool
     async def cron_list() -> list[dict[str, Any]]:
-        """List the scheduled jobs with their schedules and next run times."""
+        """List the scheduled jobs and their next runs."""
         return [_brief(job, scheduler) for job in scheduler.list()]
 
     @registry.tool
     async def cron_update(
         id: str,
-        name: JobName | None = None,
-        schedule: ScheduleText | None = None,
-        text: JobText | None = None,
+        name: NameText | None = None,
+        schedule: str | None = None,
+        text: BodyText | None = None,
         enabled: bool | None = None,
-        channel: ChannelName | None = None,
+        channel: str | None = None,
     ) -> dict[str, Any]:
-        """Change a scheduled job; only the fields given change (in the forms cron_create
-        takes).
-
-        Args:
-            id: the job's id (from cron_list or cron_create)
-            enabled: false stops the job from running, true starts it again
-        """
+        """Change a scheduled job: only the fields given change, in cron_create's forms;
+        enabled=false pauses it, true resumes it."""
         body: dict[str, Any] = {}
         for key, value in (("name", name), ("schedule", schedule), ("text", text)):
             if value is not None:
@@ -101,11 +93,6 @@ def register(registry: ToolRegistry, scheduler: CronScheduler) -> None:
 
     @registry.tool
     async def cron_delete(id: str) -> dict[str, Any]:
-        """Delete a scheduled job for good (to stop it for a while, cron_update it with
-        enabled=false instead).
-
-        Args:
-            id: the job's id (from cron_list)
-        """
+        """Delete a scheduled job for good (to pause it: cron_update enabled=false)."""
         await call(scheduler.delete(id))
         return {"deleted": True, "id": id}

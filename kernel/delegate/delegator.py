@@ -141,6 +141,14 @@ class Delegator:
         event, self._changed = self._changed, asyncio.Event()
         event.set()
 
+    def installed(self) -> list[str]:
+        """The configured CLIs whose command is found (on the PATH a delegated CLI gets,
+        or as a path), in configuration order: what ``delegate_to_cli`` offers."""
+        path = child_env(self.config.envs).get("PATH")
+        return [
+            name for name, cli in self.config.cli.items() if shutil.which(cli.command, path=path)
+        ]
+
     # ----- running ---------------------------------------------------------------------
 
     async def delegate(

@@ -1,38 +1,67 @@
-"""The ``delegate_to_cli`` tool, registered like any extension's tool (seed 004)."""
+"""The ``delegate_to_cli`` tool, registered like any extension's tool (seed 004).
+
+Offered only when a configured CLI is found at start (``kernel check`` names the ones
+that are not): a tool that can only fail costs every request its definition and invites
+a call that cannot succeed. Its ``cli`` argument lists the CLIs found.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import logging
+from typing import Any
 
-from kernel.delegate.delegator import Delegator
-from kernel.tools.registry import ToolContext, ToolRegistry
+from kernel.delegate.delegator import DEFAULT_CLI, Delegator
+from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry
 
-CLIName = Literal["claude_code", "codex", "gemini"]
+log = logging.getLogger(__name__)
 
+NAME = "delegate_to_cli"
 DESCRIPTION = (
-    "当用户需要执行文件操作、代码编辑、项目分析、Shell 命令、浏览器操作等实际任务时使用。"
-    "把任务交给编码 CLI（默认 Claude Code）在子进程中完成，"
-    "返回 {ok, cli, version, cwd, exit_code, reason, output_path, output}；output 是 CLI 的"
-    "最终回答（超过 5 万字符时保留头尾），完整输出在 output_path；ok 为 false 时 reason "
-    "用一句话说明原因（如 CLI 无法连接其 API）。一次只能运行一个任务。"
+    "Hand real work (files, code, project analysis, shell commands, the browser) to a "
+    "coding-agent CLI run as a subprocess; never pretend it is done or leave the owner to "
+    "run commands. Plain questions, explanations, writing and translation need no CLI. "
+    "One task at a time: on a busy refusal do not retry, tell the owner what runs (they "
+    "may wait or /cancel). Returns {ok, cli, version, cwd, exit_code, reason, "
+    "output_path, output}: output is the CLI's final answer (head and tail past 50,000 "
+    "characters), all of it is in output_path. ok false: say it failed and why (reason), "
+    "invent nothing; you may fix the task and delegate once more. Else sum up output in "
+    "your words: what was done, the result, what the owner still has to do."
+)
+TASK = (
+    "the whole instruction, self-contained (the CLI sees nothing of this conversation): "
+    "goal, paths, constraints, what to report"
 )
 
 
-def register(registry: ToolRegistry, delegator: Delegator) -> None:
-    @registry.tool(description=DESCRIPTION)
-    async def delegate_to_cli(
-        task: str,
-        cwd: str | None = None,
-        cli: CLIName | None = None,
-        context: ToolContext | None = None,
-    ) -> dict[str, Any]:
-        """Run a task with a coding-agent CLI.
+def parameters(names: list[str], default: str) -> dict[str, Any]:
+    """The schema offered: ``cli`` only when there is a choice, among ``names``."""
+    properties: dict[str, Any] = {
+        "task": {"type": "string", "description": TASK},
+        "cwd": {"type": "string", "description": "working directory, if the owner named one"},
+    }
+    if len(names) > 1:
+        properties["cli"] = {
+            "type": "string",
+            "enum": names,
+            "description": f"only when the owner asks for one; default {default}",
+        }
+    return {"type": "object", "properties": properties, "required": ["task"]}
 
-        Args:
-            task: the complete, self-contained instruction for the CLI (it sees nothing
-                of this conversation)
-            cwd: working directory; default: general.default_workspace
-            cli: claude_code (default), codex or gemini; only when the owner asks for one
-        """
-        conversation = context.conversation if context is not None else ""
-        return await delegator.delegate(task, cwd, cli, conversation=conversation)
+
+def register(registry: ToolRegistry, delegator: Delegator) -> None:
+    names = delegator.installed()
+    if not names:
+        log.info("%s not offered: no configured coding CLI was found", NAME)
+        return
+    default = DEFAULT_CLI if DEFAULT_CLI in names else names[0]
+
+    async def delegate_to_cli(
+        task: str, cwd: str | None = None, cli: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        context = extra.get(CONTEXT_ARG)
+        conversation = context.conversation if isinstance(context, ToolContext) else ""
+        return await delegator.delegate(task, cwd, cli or default, conversation=conversation)
+
+    registry.register(
+        NAME, DESCRIPTION, parameters(names, default), delegate_to_cli, with_context=True
+    )

@@ -17,13 +17,12 @@ def register(registry: ToolRegistry, default_seconds: float = 300.0) -> None:
     async def ask_user(
         question: str, options: list[str], context: ToolContext, wait_seconds: int = 0
     ) -> dict[str, Any]:
-        """Ask the owner a multiple-choice question and wait for the answer. Use it when
-        you need the owner to decide between a few concrete options before going on.
+        """Ask the owner to pick one of a few concrete options (shown as buttons) and
+        wait for the choice, when they must decide before you go on.
 
         Args:
-            question: the question, short and self-contained
-            options: 2 to 8 short answers the owner can pick from
-            wait_seconds: how long to wait for an answer (0: the default, 5 minutes)
+            options: 2 to 8 answers, each within 40 characters
+            wait_seconds: seconds to wait (0: the default)
         """
         choices = [o.strip() for o in options if o.strip()]
         if not question.strip() or not 2 <= len(choices) <= MAX_OPTIONS:

@@ -23,10 +23,10 @@ def _row(m: MemoryRow) -> dict[str, Any]:
 def register(registry: ToolRegistry, memories: Memories) -> None:
     @registry.tool
     async def memory_add(text: str, category: Category | None = None) -> dict[str, Any]:
-        """Save one durable fact about the owner or their work to long-term memory.
+        """Remember one lasting fact the owner told you (preference, identity, project,
+        usual places): one self-contained sentence per call. Never passwords, keys or codes.
 
         Args:
-            text: the fact, one self-contained sentence
             category: user (who they are), feedback (how they want you to work),
                 project (ongoing work), reference (where things are)
         """
@@ -37,30 +37,19 @@ def register(registry: ToolRegistry, memories: Memories) -> None:
 
     @registry.tool
     async def memory_search(query: str, limit: int = 5) -> list[dict[str, Any]]:
-        """Search long-term memory for facts matching the query (best match first).
-
-        Args:
-            query: words to look for, in any language
-            limit: how many results at most
-        """
+        """Search long-term memory, best match first: do it before answering about
+        the owner's past."""
         return [_row(m) for m in await memories.search(query, limit=max(1, min(limit, 50)))]
 
     @registry.tool
     async def memory_list(limit: int = 200) -> list[dict[str, Any]]:
-        """List long-term memories, newest first.
-
-        Args:
-            limit: how many at most
-        """
+        """List long-term memories, newest first."""
         return [_row(m) for m in await memories.recent(max(1, min(limit, 1000)))]
 
     @registry.tool
     async def memory_delete(id: int) -> dict[str, Any]:
-        """Delete one long-term memory by its id (as returned by memory_search/memory_list).
-
-        Args:
-            id: the memory's id
-        """
+        """Delete a memory by id: when the fact changed (then remember the new one) or
+        the owner asks to forget it."""
         if not await memories.delete([id]):
             raise ToolError(f"no memory with id {id}: find ids with memory_search or memory_list")
         return {"ok": True}

@@ -334,7 +334,22 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         if header.strip() in ("Args:", "Arguments:", "Parameters:"):
             args.update(_parse_args(lines[i:body_end]))
         i = body_end
-    return "\n".join(summary).strip(), args
+    return _unwrap_lines("\n".join(summary).strip()), args
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
+
+
+def _unwrap_lines(text: str) -> str:
+    """Lines wrapped to the source's width joined (sent with every request, and a model
+    reads no line width); paragraphs and list items stay apart."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if out and out[-1] and line.strip() and not _LIST_ITEM.match(line):
+            out[-1] += " " + line.strip()
+        else:
+            out.append(line.strip())
+    return "\n".join(out)
 
 
 def _indent(line: str) -> int:

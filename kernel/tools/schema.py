@@ -242,15 +242,37 @@ class _CompactSchema(GenerateJsonSchema):
 
 
 def offered_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema a tool's model is offered: its arguments, which are required,
-    and nothing else (others are dropped, not refused)."""
+    """The JSON schema a tool's model is offered, every byte of it sent with each
+    request: its arguments and which are required (an argument the tool does not take
+    is dropped, not refused, so nothing says so). An optional ``X | None = None`` is
+    offered as plain ``X``: leaving it out says "none" (null is still accepted)."""
     generated = model.model_json_schema(by_alias=True, schema_generator=_CompactSchema)
-    return {
+    properties = generated.get("properties", {})
+    required = generated.get("required", [])
+    offered: dict[str, Any] = {
         "type": "object",
-        "properties": generated.get("properties", {}),
-        "required": generated.get("required", []),
-        "additionalProperties": False,
+        "properties": {
+            key: prop if key in required else _optional(prop) for key, prop in properties.items()
+        },
     }
+    if required:
+        offered["required"] = required
+    return offered
+
+
+def _optional(prop: dict[str, Any]) -> dict[str, Any]:
+    """An optional argument's schema without its null default (``type: [X, "null"]``
+    becomes ``X``, ``null`` leaves the enum)."""
+    if "default" not in prop or prop["default"] is not None:
+        return prop
+    kind = prop.get("type")
+    if not (isinstance(kind, list) and len(kind) == 2 and "null" in kind):
+        return prop
+    out = {k: v for k, v in prop.items() if k != "default"}
+    out["type"] = next(k for k in kind if k != "null")
+    if isinstance(out.get("enum"), list):
+        out["enum"] = [v for v in out["enum"] if v is not None]
+    return out
 
 
 # ---------------------------------------------------------------- from a JSON schema

@@ -76,7 +76,7 @@ async def test_system_layers_in_order(
     # Stable layers (soul, tools) make the system prompt; volatile ones (memories, the
     # time) the context block of the turn's message, in that order.
     system = system_of(anthropic_sim)
-    order = [system.index(s) for s in ("You are Testy.", "memory_add")]
+    order = [system.index(s) for s in ("You are Testy.", "## 工具")]  # soul, tool guide
     assert order == sorted(order)
     assert "Miso" not in system and "当前时间" not in system
     context = context_of(anthropic_sim.requests[-1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,19 @@ from kernel.app import Kernel
 from kernel.config import load_config
 from kernel.core.events import Completed, ToolResult
 from kernel.core.messages import ToolResultBlock
+from kernel.delegate import tool
+from kernel.delegate.delegator import Delegator
+from kernel.tools import memory
+from kernel.tools.registry import ToolRegistry
 from tests.conftest import write_config
-from tests.delegate.conftest import cli_section, read, record_of, wait_dead, wait_for
+from tests.delegate.conftest import (
+    ConfigFactory,
+    cli_section,
+    read,
+    record_of,
+    wait_dead,
+    wait_for,
+)
 from tests.delegate.standins import alive
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
@@ -84,9 +96,11 @@ async def test_the_model_delegates_reads_the_result_and_history_keeps_a_one_line
     assert isinstance(final, Completed) and final.reply == "You have two files."
     offered = {t["name"]: t for t in model.requests[0].body["tools"]}
     assert (
-        "文件操作、代码编辑、项目分析、Shell 命令、浏览器操作"
+        "files, code, project analysis, shell commands, the browser"
         in offered["delegate_to_cli"]["description"]
     )
+    # Only claude_code is found: nothing to choose, so no cli argument is offered.
+    assert set(offered["delegate_to_cli"]["input_schema"]["properties"]) == {"task", "cwd"}
     [fed] = tool_results(model.requests[1].body)
     result = json.loads(fed["content"] if isinstance(fed["content"], str) else "")
     assert set(result) == {
@@ -174,8 +188,64 @@ async def test_kernel_stop_kills_a_running_delegation(
     assert delegator.running is None
 
 
-def test_soul_md_carries_the_tool_rules_of_phase_2() -> None:
+def test_the_tool_rules_of_phase_2_travel_with_the_tools(
+    make_config: ConfigFactory, bin_dir: dict[str, Path]
+) -> None:
+    """The rules SOUL.md used to carry for each tool are in the tools' definitions, so
+    the model reads them only when the tool is offered; SOUL.md names no tool."""
     soul = (Path(__file__).resolve().parents[2] / "SOUL.md").read_text(encoding="utf-8")
-    for name in ("delegate_to_cli", "memory_add", "memory_search", "memory_delete"):
-        assert f"`{name}`" in soul
-    assert "/cancel" in soul and "codex" in soul and "output_path" in soul
+    assert not re.search(r"delegate_to_cli|memory_\w+|cron_\w+|ask_user", soul)
+    config = make_config(
+        cli_section("claude_code", command=str(bin_dir["claude_code"])),
+        cli_section("codex", command=str(bin_dir["codex"])),
+    )
+    registry = ToolRegistry()
+    tool.register(registry, Delegator(config))
+    memory.register(registry, None)  # type: ignore[arg-type]  # only read when called
+    specs = {s.name: s for s in registry.specs()}
+    delegate = specs["delegate_to_cli"]
+    for words in ("/cancel", "output_path", "do not retry", "invent nothing"):
+        assert words in delegate.description, words
+    cli = delegate.parameters["properties"]["cli"]
+    assert cli["enum"] == ["claude_code", "codex"] and "default claude_code" in cli["description"]
+    assert "self-contained" in delegate.parameters["properties"]["task"]["description"]
+    assert "Never passwords" in specs["memory_add"].description
+    assert "before answering" in specs["memory_search"].description
+    assert "forget" in specs["memory_delete"].description
+
+
+async def test_not_offered_when_no_configured_cli_is_found(
+    kernel_with: KernelMaker, model: AnthropicSim, tmp_path: Path
+) -> None:
+    kernel = await kernel_with(
+        cli_section("claude_code", command=str(tmp_path / "missing" / "claude")),
+        cli_section("codex", command="kernel-test-no-such-codex"),
+        cli_section("gemini", command="kernel-test-no-such-gemini"),
+    )
+    assert "delegate_to_cli" not in kernel.tools.names()
+    model.enqueue(tool_reply("delegate_to_cli", {"task": "x"}), text_reply("Cannot."))
+    final = await kernel.agent.start_turn(CONV, UserInput("do it")).wait()
+
+    assert isinstance(final, Completed) and final.reply == "Cannot."
+    assert "delegate_to_cli" not in {t["name"] for t in model.requests[0].body["tools"]}
+    [fed] = tool_results(model.requests[1].body)
+    assert fed.get("is_error") is True and "unknown tool 'delegate_to_cli'" in fed["content"]
+    assert "delegate_to_cli" not in json.dumps(model.requests[0].body["system"])
+
+
+async def test_only_the_clis_found_are_offered_and_the_first_is_the_default(
+    kernel_with: KernelMaker, model: AnthropicSim, bin_dir: dict[str, Path]
+) -> None:
+    kernel = await kernel_with(
+        cli_section("claude_code", command="kernel-test-no-such-claude"),
+        cli_section("codex", command=str(bin_dir["codex"])),
+        cli_section("gemini", command=str(bin_dir["gemini"])),
+    )
+    model.enqueue(tool_reply("delegate_to_cli", {"task": "count"}), text_reply("Done."))
+    await kernel.agent.start_turn(CONV, UserInput("count the files")).wait()
+
+    [offered] = [t for t in model.requests[0].body["tools"] if t["name"] == "delegate_to_cli"]
+    cli = offered["input_schema"]["properties"]["cli"]
+    assert cli["enum"] == ["codex", "gemini"] and "default codex" in cli["description"]
+    [fed] = tool_results(model.requests[1].body)
+    assert json.loads(fed["content"])["cli"] == "codex"  # no cli given: the first found

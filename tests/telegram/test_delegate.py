@@ -110,12 +110,16 @@ async def test_cancel_mid_delegation_kills_the_cli_names_it_and_the_chat_goes_on
 async def test_a_refused_delegation_shows_why_and_the_model_still_answers(
     bot: Factory, tmp_path: Path
 ) -> None:
-    extra = f"progress_interval = {INTERVAL}\n" + cli_section(
-        "claude_code", command="claude-not-installed-here"
+    # Only codex is found, so delegate_to_cli is offered (with nothing to choose); the
+    # model asks for Claude Code anyway, as if the owner had named it.
+    extra = (
+        f"progress_interval = {INTERVAL}\n"
+        + cli_section("claude_code", command="claude-not-installed-here")
+        + cli_section("codex", command=str(make_cli(tmp_path / "bin", "codex")))
     )
     h = await bot(extra=extra)
     h.model.enqueue(
-        tool_reply("delegate_to_cli", {"task": "x"}),
+        tool_reply("delegate_to_cli", {"task": "x", "cli": "claude_code"}),
         text_reply("Claude Code is not installed on this machine."),
     )
     assert await h.converse("do it") == "Claude Code is not installed on this machine."

@@ -117,14 +117,9 @@ def test_the_schema_is_the_models_own(reg: ToolRegistry) -> None:
                 "default": 5,
                 "description": "how many results at most",
             },
-            "weights": {
-                "type": ["object", "null"],
-                "additionalProperties": {"type": "number"},
-                "default": None,
-            },
+            "weights": {"type": "object", "additionalProperties": {"type": "number"}},
         },
         "required": ["query"],
-        "additionalProperties": False,
     }
 
 

@@ -47,7 +47,7 @@ def test_schema_for_every_supported_annotation(reg: ToolRegistry) -> None:
 
     (spec,) = reg.specs()
     assert spec.parameters["type"] == "object"
-    assert spec.parameters["additionalProperties"] is False
+    assert "additionalProperties" not in spec.parameters  # others are dropped, not refused
     assert spec.parameters["required"] == [
         "text", "n", "ratio", "flag", "tags", "ids", "extra", "maybe"
     ]  # fmt: skip
@@ -60,7 +60,7 @@ def test_schema_for_every_supported_annotation(reg: ToolRegistry) -> None:
         "ids": {"type": "array", "items": {"type": "integer"}},
         "extra": {"type": "object"},
         "maybe": {"type": ["string", "null"]},
-        "old_style": {"type": ["integer", "null"], "default": None},
+        "old_style": {"type": "integer"},  # optional: leaving it out says "none"
         "mode": {"type": "string", "enum": ["fast", "slow"], "default": "fast"},
         "level": {"type": "integer", "enum": [1, 2, 3], "default": 1},
         "limit": {"type": "integer", "default": 10},
@@ -68,16 +68,44 @@ def test_schema_for_every_supported_annotation(reg: ToolRegistry) -> None:
     }
 
 
-def test_nullable_literal_allows_null_in_enum(reg: ToolRegistry) -> None:
+async def test_nullable_literal_allows_null_in_enum(reg: ToolRegistry) -> None:
     @reg.tool
-    def pick(choice: Literal["a", "b"] | None = None) -> str:
-        return str(choice)
+    def pick(choice: Literal["a", "b"] | None = None, must: Literal["x"] | None = "x") -> str:
+        return f"{choice} {must}"
 
-    assert props(reg, "pick")["choice"] == {
-        "type": ["string", "null"],
-        "enum": ["a", "b", None],
-        "default": None,
+    # Optional with a null default: offered as the plain enum (leaving it out says
+    # "none"); a null default that is not there keeps null in the enum.
+    assert props(reg, "pick") == {
+        "choice": {"type": "string", "enum": ["a", "b"]},
+        "must": {"type": ["string", "null"], "enum": ["x", None], "default": "x"},
     }
+    assert (await reg.call("pick", {"choice": None, "must": None})).content == "None None"
+    assert (await reg.call("pick", {"choice": "b"})).content == "b x"
+    refused = await reg.call("pick", {"choice": "c"})
+    assert not refused.ok and "choice" in refused.content
+
+
+async def test_optional_arguments_still_take_null_and_extras_are_dropped(
+    reg: ToolRegistry,
+) -> None:
+    @reg.tool
+    def greet(name: str, title: str | None = None, times: int | None = None) -> str:
+        return f"{title or ''}{name}x{times}"
+
+    spec = next(s for s in reg.specs() if s.name == "greet").parameters
+    assert spec == {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "title": {"type": "string"},
+            "times": {"type": "integer"},
+        },
+        "required": ["name"],
+    }
+    outcome = await reg.call("greet", {"name": "Li", "title": None, "times": None, "bogus": 1})
+    assert (outcome.ok, outcome.content, outcome.arguments) == (True, "LixNone", {"name": "Li"})
+    bad = await reg.call("greet", {"name": "Li", "times": "many"})
+    assert not bad.ok and "times" in bad.content
 
 
 def test_docstring_summary_and_args(reg: ToolRegistry) -> None:
@@ -105,6 +133,26 @@ def test_docstring_summary_and_args(reg: ToolRegistry) -> None:
     assert spec.parameters["properties"]["count"]["description"] == "How many results."
 
 
+def test_wrapped_docstring_lines_are_joined_paragraphs_and_lists_kept(reg: ToolRegistry) -> None:
+    @reg.tool
+    def tidy() -> str:
+        """Tidy the notes folder, merging
+        duplicates and sorting them.
+
+        Steps:
+        - find duplicates,
+          then merge them
+        - sort
+        1. done
+        """
+        return ""
+
+    assert reg.specs()[0].description == (
+        "Tidy the notes folder, merging duplicates and sorting them.\n\n"
+        "Steps:\n- find duplicates, then merge them\n- sort\n1. done"
+    )
+
+
 def test_decorator_name_and_description_override(reg: ToolRegistry) -> None:
     @reg.tool(name="renamed", description="Custom.")
     def original() -> str:
@@ -122,7 +170,7 @@ async def test_context_is_injected_not_offered(reg: ToolRegistry) -> None:
         return ctx.conversation.upper() if loud else ctx.conversation
 
     assert set(props(reg, "whoami")) == {"loud"}
-    assert reg.specs()[0].parameters["required"] == []
+    assert "required" not in reg.specs()[0].parameters  # nothing is
     ctx = ToolContext(session_id=7, conversation="telegram:123")
     outcome = await reg.call("whoami", {"loud": True}, ctx)
     assert (outcome.ok, outcome.content, outcome.arguments) == (
