@@ -109,7 +109,17 @@ class Result:
     sent: tuple[int, int] | None  # min/max messages per model request (instant variant only)
 
 
-def write_config(folder: Path, api_base: str = "") -> Config:
+# --budget: every call priced and checked against limits it never reaches (issue 16's meter
+# at its most: the worst case, two sums before the call, a ledger row and the warning's
+# sums after it).
+BUDGET_TOML = (
+    "\n[providers.main.prices.m]\ninput = 3.0\noutput = 15.0\n"
+    "cache_read = 0.3\ncache_write = 3.75\n\n[budget]\ndaily = 1000000.0\n"
+    "monthly = 1000000.0\n"
+)
+
+
+def write_config(folder: Path, api_base: str = "", budget: bool = False) -> Config:
     soul = ROOT / "SOUL.md"
     if soul.is_file():
         shutil.copy(soul, folder / "SOUL.md")
@@ -129,7 +139,7 @@ def write_config(folder: Path, api_base: str = "") -> Config:
         "max_retries = 0\n"
         "\n"
         "[gateway]\n"
-        "enabled = false\n",
+        "enabled = false\n" + (BUDGET_TOML if budget else ""),
         encoding="utf-8",
     )
     return load_config(folder / "config.toml", env={}, require_telegram=False)
@@ -222,7 +232,7 @@ async def run_case(
     before_turn: Callable[[], None] | None = None,
 ) -> Result:
     with tempfile.TemporaryDirectory(prefix="kernel-bench-") as tmp:
-        config = write_config(Path(tmp), api_base)
+        config = write_config(Path(tmp), api_base, getattr(args, "budget", False))
         kernel = InstantKernel(config) if variant == "instant" else Kernel(config)
         async with kernel:
             session_id, last_id = await prepare(kernel, rounds)
@@ -346,6 +356,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", default="0,50,500", help="history lengths, comma list")
     parser.add_argument("--grow", action="store_true", help="do not reset history per turn")
     parser.add_argument("--no-sim", action="store_true", help="skip the HTTP simulator")
+    parser.add_argument(
+        "--budget", action="store_true", help="prices and limits set: the meter's full path"
+    )
     parser.add_argument(
         "--profile", type=int, default=0, metavar="N", help="print the top N cProfile rows"
     )
