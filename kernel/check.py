@@ -109,6 +109,17 @@ def unpriced(config: Config) -> list[CheckLine]:
         if missing:
             text = t("check.unpriced", models=", ".join(missing), table=f"providers.{name}")
             lines.append(CheckLine(f"prices {name}", "warn", text))
+        if provider.type == "claude":  # every Claude call reads or writes the prompt cache
+            partial = [
+                m
+                for m, p in provider.prices.items()
+                if m in models and (p.cache_read is None or p.cache_write is None)
+            ]
+            if partial:
+                text = t(
+                    "check.no_cache_price", models=", ".join(partial), table=f"providers.{name}"
+                )
+                lines.append(CheckLine(f"cache prices {name}", "warn", text))
     titles = config.titles
     if titles is not None and titles.model and titles.model not in titles.prices:
         text = t("check.unpriced", models=titles.model, table="titles")

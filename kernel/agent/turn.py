@@ -181,7 +181,13 @@ class TurnRun:
         except BudgetExceededError as exc:
             self.error = exc.code
             log.info("turn %s: stopped by the budget", self.turn.id)
-            await self.fail(ErrorEvent(self.step, exc.code, str(exc), meta=dict(exc.details)))
+            event = ErrorEvent(self.step, exc.code, str(exc), meta=dict(exc.details))
+            if self.turn.calls:
+                await self.fail(event)  # what the turn did stays in the history
+            else:
+                # Nothing was sent: the owner's message is set aside, or it would be sent
+                # again glued to the next one (a cron job's prompt, once per skipped run).
+                await self.set_aside(event)
         except SkillError as exc:
             # Refused before anything was stored or sent: the owner fixes the name and
             # sends again (the text names the skills there are).

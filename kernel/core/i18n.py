@@ -373,6 +373,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "check.ffmpeg_no_opus": "{path} 不能编码 Opus（缺 libopus）：换用 Debian 的 ffmpeg（apt install ffmpeg）",
         "check.unpriced": '{models} 没有价格：设了 [budget] 时，它们的调用花费未知，任何上限都拦不住；在 [{table}.prices."<模型>"] 写上 input 和 output',
         "check.budget_ok": "每个启用的模型都有价格：[budget] 上限计入每次调用",
+        "check.no_cache_price": '{models} 缺少缓存价格（cache_read / cache_write）：这些调用在 /usage 中花费未知，预算按上限计（缓存读按 input 价、写按 2 倍 input 价）；在 [{table}.prices."<模型>"] 补上它们',
         "turn.guest_tool": "error: the tool {name} is not available in this conversation",
         "tool.images_from": "[工具 {name}（{id}）返回的图片]",
         "tool.images_follow": "[另有 {count} 张图片，附在工具结果之后]",
@@ -604,9 +605,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "budget.ask": "💰 {over}\n要把今日上限提高 {step} 并继续吗？",
         "budget.raise": "提高 {step} 并继续",
         "budget.stop": "停止",
-        "budget.stopped": "已按预算停止：{over}",
         "budget.warn": "💰 {scope}已花费 {spent}，达到上限 {limit} 的 {percent}%。",
         "budget.cron_skipped": "⏸ 定时任务「{name}」本次已跳过：{reason}",
+        "budget.withheld": "超出了预算上限",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -965,6 +966,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "check.ffmpeg_no_opus": "{path} cannot encode Opus (no libopus): use Debian's ffmpeg (apt install ffmpeg)",
         "check.unpriced": 'no price for {models}: with a [budget] set, their calls cost an unknown amount that no limit can stop; add [{table}.prices."<model>"] input and output',
         "check.budget_ok": "every enabled model has a price: the [budget] limits count every call",
+        "check.no_cache_price": 'no cache prices (cache_read / cache_write) for {models}: /usage shows those calls at an unknown cost and the budget counts them at a bound (cache reads at the input price, writes at twice it); add them to [{table}.prices."<model>"]',
         "turn.guest_tool": "error: the tool {name} is not available in this conversation",
         "tool.images_from": "[images returned by the tool {name} ({id})]",
         "tool.images_follow": "[{count} image(s) follow the tool results]",
@@ -1196,9 +1198,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "budget.ask": "💰 {over}\nRaise today's limit by {step} and go on?",
         "budget.raise": "Raise by {step} and go on",
         "budget.stop": "Stop",
-        "budget.stopped": "Stopped by the budget: {over}",
         "budget.warn": "💰 {scope} {spent} has been spent: {percent}% of the {limit} limit.",
         "budget.cron_skipped": "⏸ Cron job “{name}” skipped this run: {reason}",
+        "budget.withheld": "over the budget",
     },
 }
 

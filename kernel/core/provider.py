@@ -27,6 +27,9 @@ from kernel.core.usage import Usage
 log = logging.getLogger(__name__)
 
 
+DEFAULT_MAX_TOKENS = 4096  # a call's output ceiling when neither request nor provider sets one
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     stream: bool = True
@@ -129,6 +132,9 @@ class Completion:
     thinking: list[ThinkingPart] = field(default_factory=list)
     cache_read_tokens: int = 0  # input served from the provider's prompt cache
     cache_write_tokens: int = 0  # input written to it
+    # False: the provider sent no usage at all (an OpenAI-compatible server that ignores
+    # stream_options.include_usage): the counts above are not zero, they are unknown.
+    usage_reported: bool = True
 
     @property
     def usage(self) -> Usage:

@@ -31,6 +31,7 @@ from kernel.cron.schedule import Rules
 from kernel.cron.workflow import NODE_HANDLERS, NodeContext
 
 RESULT_LIMIT = 4000
+OWNER = "telegram"  # the owner's own channel: a budget notice there says what was spent
 
 
 class RunFailed(KernelError):
@@ -86,12 +87,16 @@ class JobRunner:
         turn = agent.start_turn(opened.conversation, user_input)
         final = await follow_turn(turn, asker, t("cron.ask_label", name=job.spec.name))
         if not isinstance(final, Completed):
+            shown = final.message
+            if final.code == BudgetExceededError.CODE and job.spec.dispatch.channel != OWNER:
+                # A webhook, a QQ group: what the owner spends is not theirs to read.
+                shown = t("budget.withheld")
             if final.code == BudgetExceededError.CODE and not turn.calls:
-                notice = t("budget.cron_skipped", name=job.spec.name, reason=final.message)
+                notice = t("budget.cron_skipped", name=job.spec.name, reason=shown)
                 with contextlib.suppress(ChannelError):  # the skip itself gets recorded
                     await self.deliver(job, notice)
                 raise RunSkipped(final.message)
-            notice = t("cron.failed_notice", name=job.spec.name, message=final.message)
+            notice = t("cron.failed_notice", name=job.spec.name, message=shown)
             with contextlib.suppress(ChannelError):  # the failure itself gets recorded
                 await self.deliver(job, notice)
             raise RunFailed(final.message)

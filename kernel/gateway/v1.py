@@ -25,6 +25,7 @@ from kernel.core.errors import (
     ProviderError,
     RateLimitedError,
     ToolError,
+    http_status,
 )
 from kernel.core.messages import ImageBlock, Message
 from kernel.core.provider import ChatRequest, Completion, Provider, StreamEvent
@@ -140,12 +141,20 @@ def budget_refusal(exc: BudgetExceededError, error: ErrorShape) -> web.Response:
         f"budget_exceeded: Kernel's {d.get('scope', '')} spend limit would be passed "
         f"(spent {d.get('spent')} {currency} of {d.get('limit')} {currency}; this request "
         f"could cost up to {d.get('worst_case')} {currency}), so it was not sent to the "
-        "model. The owner can raise [budget] daily/monthly in config.toml or wait for the "
-        "next period"
+        f"model. The owner can raise {_LIMIT_KEYS.get(str(d.get('scope')), '[budget]')} or "
+        "wait for the next period"
     )
+    status = http_status(BudgetExceededError.CODE, 402)
     if error is openai_error:
-        return openai_error(402, message, code=BudgetExceededError.CODE)
-    return error(402, message)
+        return openai_error(status, message, code=BudgetExceededError.CODE)
+    return error(status, message)
+
+
+_LIMIT_KEYS = {
+    "day": "[budget] daily",
+    "month": "[budget] monthly",
+    "job": "the cron job's runtime.budget_daily (or [budget] cron_job_daily)",
+}
 
 
 async def read_body(request: web.Request) -> Any:

@@ -23,6 +23,7 @@ from kernel.core.messages import (
     ToolUseBlock,
 )
 from kernel.core.provider import (
+    DEFAULT_MAX_TOKENS,
     Capabilities,
     ChatRequest,
     Completion,
@@ -43,10 +44,10 @@ class ClaudeProvider(SDKProvider):
 
     def __init__(self, cfg: ProviderConfig) -> None:
         super().__init__(cfg, anthropic.AsyncAnthropic)
-        self.max_tokens = cfg.max_tokens or 4096  # required by the Messages API
+        self.max_tokens = cfg.max_tokens or DEFAULT_MAX_TOKENS  # required by the Messages API
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        params = _params(request, self.max_tokens or 4096)
+        params = _params(request, self.max_tokens or DEFAULT_MAX_TOKENS)
         text: list[str] = []
         calls: dict[int, RawToolCall] = {}
         thinking: dict[int, ThinkingPart] = {}
@@ -100,6 +101,7 @@ class ClaudeProvider(SDKProvider):
             thinking=[thinking[i] for i in sorted(thinking)],
             cache_read_tokens=usage.cache_read,
             cache_write_tokens=usage.cache_write,
+            usage_reported=usage.reported,
         )
 
 
@@ -110,8 +112,10 @@ class _Usage:
 
     def __init__(self) -> None:
         self.input = self.output = self.cache_read = self.cache_write = 0
+        self.reported = False
 
     def read(self, usage: Any) -> None:
+        self.reported = self.reported or usage is not None
         for name, field in (
             ("input", "input_tokens"),
             ("output", "output_tokens"),

@@ -80,11 +80,13 @@ class OpenAICompatProvider(SDKProvider):
         calls: dict[int, RawToolCall] = {}
         finish = ""
         usage = [0, 0, 0]  # prompt tokens (cached included), completion tokens, cached
+        reported = False
         try:
             stream = await self._client.chat.completions.create(**params)
             async with stream:
                 async for chunk in stream:
                     if chunk.usage is not None:
+                        reported = True
                         details = chunk.usage.prompt_tokens_details
                         cached = getattr(details, "cached_tokens", None) or 0
                         usage = [
@@ -140,6 +142,7 @@ class OpenAICompatProvider(SDKProvider):
             stop_sequence=scanner.matched,
             thinking=[reasoning] if reasoning is not None and reasoning.text else [],
             cache_read_tokens=usage[2],
+            usage_reported=reported,
         )
 
     def check(self, request: ChatRequest) -> None:

@@ -17,6 +17,7 @@ to that day's limit and to its month's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -30,6 +31,7 @@ from kernel.config import Config
 from kernel.core.errors import BudgetExceededError, KernelError
 from kernel.core.i18n import t
 from kernel.core.provider import (
+    DEFAULT_MAX_TOKENS,
     ChatRequest,
     Completion,
     Provider,
@@ -39,7 +41,7 @@ from kernel.core.provider import (
     stream_with_retry,
 )
 from kernel.core.usage import Usage
-from kernel.spend.prices import DEFAULT_OUTPUT, cost_of, money, price_of, worst_case
+from kernel.spend.prices import bound_of, cost_of, money, price_of, worst_case
 from kernel.store.db import Store
 from kernel.store.usage import Purpose, UsageEntry, UsageFilter, UsageStore
 
@@ -139,8 +141,10 @@ class Meter:
         self.ledger = UsageStore(store)
         self._clock = clock
         self._tz = tz
-        self._inflight: dict[str, float] = {}  # reservation id → the call's worst case
+        # reservation id → (the call's worst case, its cron job id or "")
+        self._inflight: dict[str, tuple[float, str]] = {}
         self._lock = asyncio.Lock()  # one check-and-reserve at a time
+        self._settings = asyncio.Lock()  # one read-modify-write of a budget setting at a time
         # Set by the composition root: how the owner is told (the 80% warning), and a
         # cron job's own daily limit (its runtime.budget_daily; None: the default).
         self.notify: Notify | None = None
@@ -171,16 +175,18 @@ class Meter:
         return self.config.budget.cron_job_daily if own is None else own
 
     async def spent(self, since: datetime, job_id: str = "") -> float:
-        """What calls since ``since`` cost (known costs only)."""
-        return (await self.ledger.total(UsageFilter(since=since, job_id=job_id))).cost
+        """What calls since ``since`` count against a limit: their known costs, and the
+        bounds of those whose cost is unknown but bounded (``UsageTotal.charged``)."""
+        return (await self.ledger.total(UsageFilter(since=since, job_id=job_id))).charged
 
     async def extend(self) -> float:
         """Raise today's limit by ``budget.step``; returns today's limit now."""
-        periods = self.periods()
-        raised = await self._extensions()
-        raised = {k: v for k, v in raised.items() if k.startswith(periods.month)}
-        raised[periods.day] = raised.get(periods.day, 0.0) + self.config.budget.step
-        await self.store.set_setting(EXTENSIONS, json.dumps(raised))
+        async with self._settings:  # two presses at once are two steps
+            periods = self.periods()
+            raised = await self._extensions()
+            raised = {k: v for k, v in raised.items() if k.startswith(periods.month)}
+            raised[periods.day] = raised.get(periods.day, 0.0) + self.config.budget.step
+            await self.store.set_setting(EXTENSIONS, json.dumps(raised))
         log.info("budget: today's limit raised by the owner")
         return (await self.limits(periods)).daily
 
@@ -198,9 +204,13 @@ class Meter:
 
     def worst(self, provider: Provider, request: ChatRequest) -> float | None:
         """The most ``request`` to ``provider`` can cost; None when its price is unknown."""
-        ceiling = request.max_tokens or getattr(provider, "max_tokens", None) or DEFAULT_OUTPUT
         price = price_of(self.config, provider.name, request.model)
-        return worst_case(price, request, ceiling)
+        return worst_case(price, request, _ceiling(provider, request))
+
+    def limited(self, tag: CallTag) -> bool:
+        """Whether any limit applies to a call tagged ``tag``."""
+        budget = self.config.budget
+        return bool(budget.daily or budget.monthly or (tag.job_id and self.job_limit(tag.job_id)))
 
     async def check(self, provider: Provider, request: ChatRequest, tag: CallTag) -> Over | None:
         """The limit this call could pass, if any (a call with no known price passes:
@@ -214,10 +224,11 @@ class Meter:
         if not (budget.daily or budget.monthly or job_limit):
             return None
         periods = self.periods()
-        inflight = sum(self._inflight.values())
+        inflight = sum(worst for worst, _ in self._inflight.values())
         currency = budget.currency
         if job_limit:
-            spent = await self.spent(periods.day_start, tag.job_id)
+            running = sum(w for w, job in self._inflight.values() if job == tag.job_id)
+            spent = await self.spent(periods.day_start, tag.job_id) + running
             if spent + worst > job_limit:
                 return Over("job", spent, job_limit, worst, currency)
         limits = await self.limits(periods)
@@ -248,26 +259,43 @@ class Meter:
         """``stream_with_retry`` behind the budget, its usage recorded (and handed to
         ``counted``). Raises :class:`BudgetExceededError` before anything is sent when
         the call is not admitted (``admit`` is asked first, for a day or month limit)."""
-        reservation = await self._admit(provider, request, tag, admit)
+        if self.limited(tag) and request.max_tokens is None:
+            # The worst case assumed a ceiling: send it, or the model may write past it.
+            request.max_tokens = _ceiling(provider, request)
+        reservation, worst = await self._admit(provider, request, tag, admit)
         retries = 0
+        answering = False  # the provider began to answer: the call is billed
+        recorded = False
 
         def on_retry(attempt: int, _delay: float, _exc: Exception) -> None:
             nonlocal retries
             retries = attempt
 
+        async def note(usage: Usage, known: bool) -> None:
+            nonlocal recorded
+            recorded = True
+            entry = await self.record(
+                provider.name, request.model, usage, tag, retries, known=known, worst=worst
+            )
+            if counted is not None:
+                counted(entry)
+
         try:
             async for event in stream_with_retry(
                 provider, request, policy, sleep=sleep, on_retry=on_retry
             ):
+                answering = True
                 if isinstance(event, Completion):
-                    entry = await self.record(
-                        provider.name, request.model, event.usage, tag, retries
-                    )
-                    if counted is not None:
-                        counted(entry)
+                    await note(event.usage, event.usage_reported)
                 yield event
         finally:
             self._inflight.pop(reservation, None)
+            if answering and not recorded:
+                # Cancelled, cut off or broken after the answer began: the provider bills
+                # what it read and wrote; the ledger keeps a row of unknown usage, and
+                # the budget counts its worst case.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(note(Usage(), False))
 
     async def _admit(
         self,
@@ -275,15 +303,15 @@ class Meter:
         request: ChatRequest,
         tag: CallTag,
         admit: Callable[[Over], Awaitable[bool]] | None,
-    ) -> str:
+    ) -> tuple[str, float | None]:
         worst = self.worst(provider, request)
         while True:
             async with self._lock:
                 over = None if worst is None else await self._over(worst, tag)
                 if over is None:
                     reservation = uuid.uuid4().hex
-                    self._inflight[reservation] = worst or 0.0
-                    return reservation
+                    self._inflight[reservation] = (worst or 0.0, tag.job_id)
+                    return reservation, worst
             if over.scope == "job" or admit is None or not await admit(over):
                 raise over.error()
             await self.extend()
@@ -299,18 +327,26 @@ class Meter:
         retries: int = 0,
         *,
         seconds: float | None = None,
+        known: bool = True,
+        worst: float | None = None,
     ) -> UsageEntry:
         """Write one ledger row (the cost from the configured price) and warn the owner
-        when a limit's warning share is passed. A ledger that cannot be written is
-        logged, never the caller's failure: the answer matters more than its record."""
+        when a limit's warning share is passed. ``known`` False: no usage was reported,
+        so the cost is unknown and the budget counts ``worst``. A ledger that cannot be
+        written is logged, never the caller's failure: the answer matters more than its
+        record."""
         price = price_of(self.config, provider, model)
+        cost = cost_of(usage, price) if known else None
+        bound = (bound_of(usage, price) if known else worst) if cost is None else None
         entry = UsageEntry(
             at=self._clock(),
             provider=provider,
             model=model,
             purpose=tag.purpose,
             usage=usage,
-            cost=cost_of(usage, price),
+            cost=cost,
+            bound=bound,
+            usage_known=known,
             session_id=tag.session_id,
             channel=tag.channel,
             job_id=tag.job_id,
@@ -320,8 +356,9 @@ class Meter:
         )
         try:
             await self.ledger.record(entry)
-            if entry.cost:
-                await self._warn()
+            if entry.charged:
+                async with self._settings:  # two calls at once warn once
+                    await self._warn()
         except KernelError:
             log.warning("could not record a model call's usage", exc_info=True)
         return entry
@@ -360,3 +397,13 @@ class Meter:
                 await self.notify(text)
             except Exception as exc:  # the owner's channel is down: the log keeps it
                 log.warning("could not send the budget warning: %s", type(exc).__name__)
+
+
+def _ceiling(provider: Provider, request: ChatRequest) -> int:
+    """What the call may write: the request's ceiling, the provider's, else the default."""
+    configured = getattr(provider, "max_tokens", None)
+    return (
+        request.max_tokens
+        or (configured if isinstance(configured, int) else 0)
+        or (DEFAULT_MAX_TOKENS)
+    )

@@ -1,5 +1,11 @@
 """What a call costs: the configured price of a model, a call's cost from its usage,
-and a call's worst case before it is made. Unknown is ``None``, never a guess."""
+and a call's worst case before it is made. Unknown is ``None``, never a guess.
+
+A budget still needs a figure for a call whose cost is unknown but bounded: the model
+has a price, but not for the cache it used (:func:`bound_of`: cache reads at the input
+price, cache writes at twice it, the dearest the APIs charge), or the provider reported
+no usage at all (the call's worst case). The ledger keeps such a bound apart from the
+cost (``cost_bound``): the budget counts it, the owner sees it as unknown."""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from kernel.core.provider import ChatRequest
 from kernel.core.usage import Usage, estimate_request_tokens
 
 PER = 1_000_000  # prices are per million tokens
-DEFAULT_OUTPUT = 4096  # a call's output ceiling when neither request nor provider sets one
+CACHE_WRITE_BOUND = 2.0  # a cache write costs at most twice the input (Anthropic, 1 h TTL)
 TITLES = "titles"  # the provider name of the titles model (kernel.providers)
 
 
@@ -40,6 +46,22 @@ def cost_of(usage: Usage, price: ModelPrice | None) -> float | None:
     return total / PER
 
 
+def bound_of(usage: Usage, price: ModelPrice | None) -> float | None:
+    """The most ``usage`` can have cost when a cache price is missing (cache reads at the
+    input price, writes at :data:`CACHE_WRITE_BOUND` times it); None without a price."""
+    if price is None:
+        return None
+    read = price.cache_read if price.cache_read is not None else price.input
+    write = price.cache_write if price.cache_write is not None else CACHE_WRITE_BOUND * price.input
+    total = (
+        usage.input * price.input
+        + usage.output * price.output
+        + usage.cache_read * read
+        + usage.cache_write * write
+    )
+    return total / PER
+
+
 def worst_case(price: ModelPrice | None, request: ChatRequest, max_tokens: int) -> float | None:
     """The most ``request`` can cost: its estimated input, all of it at the dearer of
     the input and cache-write prices, and ``max_tokens`` of output. None: no price."""
@@ -48,7 +70,8 @@ def worst_case(price: ModelPrice | None, request: ChatRequest, max_tokens: int) 
     fresh = estimate_request_tokens(
         f"{request.system}\n{request.context}", request.messages, request.tools
     )
-    dearest = max(price.input, price.cache_write or 0.0)
+    write = price.cache_write if price.cache_write is not None else CACHE_WRITE_BOUND * price.input
+    dearest = max(price.input, write)
     return (fresh * dearest + max_tokens * price.output) / PER
 
 

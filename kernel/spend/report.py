@@ -82,7 +82,7 @@ class Day:
 @dataclass(frozen=True, slots=True)
 class BudgetState:
     """The limits in force now (0: none; ``raised_today`` included in ``daily``) and
-    what was spent against them (known costs)."""
+    what was spent against them (known costs and bounds: what the check counts)."""
 
     currency: str
     daily: float
@@ -174,7 +174,7 @@ async def build_report(meter: Meter, job_names: JobNames = _no_names) -> UsageRe
         else:
             tokens = g.usage.prompt + g.usage.output
             days.append(Day(date, g.calls, tokens, g.cost, g.unpriced))
-    state = await budget_state(meter, built[0].total.cost, built[2].total.cost, periods)
+    state = await budget_state(meter, built[0].total.charged, built[2].total.charged, periods)
     return UsageReport(periods.now, state.currency, tuple(built), tuple(days), state)
 
 

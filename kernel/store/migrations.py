@@ -258,7 +258,10 @@ def m008_failed_messages(conn: sqlite3.Connection) -> None:
 
 def m009_usage(conn: sqlite3.Connection) -> None:
     """The usage ledger (issue 16): one row per model call (and per speech call whose
-    provider reported usage). ``cost`` NULL: the price is unknown, never guessed.
+    provider reported usage). ``cost`` NULL: the price is unknown, never guessed;
+    ``cost_bound`` then holds the most it can have cost when that is known (what a
+    budget counts). ``usage_known`` 0: the provider reported no usage (the counts are
+    not zeros, they are unknown), or the call ended before it did (cancelled, cut off).
     ``session_id`` is kept without a foreign key: spend outlives a deleted chat."""
     conn.execute(
         """
@@ -278,6 +281,8 @@ def m009_usage(conn: sqlite3.Connection) -> None:
             cache_write_tokens INTEGER NOT NULL DEFAULT 0,
             retries INTEGER NOT NULL DEFAULT 0,
             cost REAL,
+            cost_bound REAL,
+            usage_known INTEGER NOT NULL DEFAULT 1,
             seconds REAL
         )
         """

@@ -26,7 +26,8 @@ GROUPS: tuple[str, ...] = ("model", "provider", "channel", "job", "purpose", "se
 
 _COLUMNS = (
     "id, at, provider, model, purpose, session_id, channel, job_id, turn_id, input_tokens,"
-    " output_tokens, cache_read_tokens, cache_write_tokens, retries, cost, seconds"
+    " output_tokens, cache_read_tokens, cache_write_tokens, retries, cost, seconds,"
+    " cost_bound, usage_known"
 )
 _GROUP_COLUMN = {
     "model": "provider || ':' || model",
@@ -39,14 +40,17 @@ _GROUP_COLUMN = {
 _SUMS = (
     "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
     " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
-    " COALESCE(SUM(cost), 0.0), COALESCE(SUM(cost IS NULL), 0)"
+    " COALESCE(SUM(cost), 0.0), COALESCE(SUM(cost IS NULL), 0),"
+    " COALESCE(SUM(COALESCE(cost, cost_bound)), 0.0)"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class UsageEntry:
     """One model (or speech) call. ``retries``: failed attempts before this one
-    succeeded; ``seconds``: audio length, for a speech call that reported it."""
+    succeeded; ``seconds``: audio length, for a speech call that reported it; ``bound``:
+    the most an unknown ``cost`` can have been (what a budget counts), when known;
+    ``usage_known`` False: no usage was reported (the counts are unknown, not zero)."""
 
     at: datetime
     provider: str
@@ -60,7 +64,15 @@ class UsageEntry:
     turn_id: str = ""
     retries: int = 0
     seconds: float | None = None
+    bound: float | None = None
+    usage_known: bool = True
     id: int = 0
+
+    @property
+    def charged(self) -> float:
+        """What a budget counts for this call: its cost, else its bound, else 0."""
+        value = self.cost if self.cost is not None else self.bound
+        return value or 0.0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +87,8 @@ class UsageEntry:
             **self.usage.as_json(),
             "retries": self.retries,
             "cost": self.cost,
+            "cost_bound": self.bound,
+            "usage_known": self.usage_known,
             "seconds": self.seconds,
         }
 
@@ -120,13 +134,15 @@ class UsageFilter:
 @dataclass(frozen=True, slots=True)
 class UsageTotal:
     """The sum of a group of calls. ``cost`` sums the known costs; ``unpriced`` counts
-    the calls whose cost is unknown (so a total never hides them)."""
+    the calls whose cost is unknown (so a total never hides them); ``charged`` adds the
+    bounds of those that have one: what a budget counts."""
 
     key: str = ""
     calls: int = 0
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     unpriced: int = 0
+    charged: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -135,12 +151,14 @@ class UsageTotal:
             **self.usage.as_json(),
             "cost": round(self.cost, 6),
             "unpriced_calls": self.unpriced,
+            "charged": round(self.charged, 6),
         }
 
 
 def _total(key: str, row: Iterable[Any]) -> UsageTotal:
-    calls, fresh, out, read, write, cost, unpriced = row
-    return UsageTotal(key, calls, Usage(fresh, out, read, write), float(cost), unpriced)
+    calls, fresh, out, read, write, cost, unpriced, charged = row
+    usage = Usage(fresh, out, read, write)
+    return UsageTotal(key, calls, usage, float(cost), unpriced, float(charged))
 
 
 def _entry(values: tuple[Any, ...]) -> UsageEntry:
@@ -158,6 +176,8 @@ def _entry(values: tuple[Any, ...]) -> UsageEntry:
         retries=values[13],
         cost=values[14],
         seconds=values[15],
+        bound=values[16],
+        usage_known=bool(values[17]),
     )
 
 
@@ -185,6 +205,8 @@ class UsageStore:
             entry.retries,
             entry.cost,
             entry.seconds,
+            entry.bound,
+            int(entry.usage_known),
         )
 
         def op(conn: sqlite3.Connection) -> int:
@@ -240,17 +262,19 @@ def _by_day(
 ) -> list[UsageTotal]:
     days: dict[str, list[Any]] = {}
     rows = conn.execute(
-        "SELECT at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost"
-        f" FROM usage{sql} ORDER BY at",
+        "SELECT at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost,"
+        f" cost_bound FROM usage{sql} ORDER BY at",
         values,
     )
-    for at, fresh, out, read, write, cost in rows:
+    for at, fresh, out, read, write, cost, bound in rows:
         day = parse_stamp(at).astimezone(tz).date().isoformat()
-        sums = days.setdefault(day, [0, 0, 0, 0, 0, 0.0, 0])
+        sums = days.setdefault(day, [0, 0, 0, 0, 0, 0.0, 0, 0.0])
         for index, value in enumerate((1, fresh, out, read, write)):
             sums[index] += value
         if cost is None:
             sums[6] += 1
+            sums[7] += bound or 0.0
         else:
             sums[5] += cost
+            sums[7] += cost
     return [_total(day, sums) for day, sums in days.items()]

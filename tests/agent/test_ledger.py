@@ -21,6 +21,7 @@ from kernel.spend import cost_of
 from kernel.store.usage import UsageEntry, UsageFilter
 from tests.conftest import SECRET_KEY, write_config
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.context import owner_texts
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, Reply, Text, ToolUse, text_reply
 
@@ -168,3 +169,32 @@ async def test_a_title_is_recorded_at_the_titles_price(
         assert title.cost == pytest.approx((80 * 1.0 + 4 * 5.0) / 1e6)
     finally:
         await kernel.stop()
+
+
+async def test_a_refused_message_is_set_aside_not_sent_later_glued_to_the_next(
+    anthropic_sim: AnthropicSim, kernel_for: Any
+) -> None:
+    kernel = await kernel_for(anthropic_sim, "[budget]", "daily = 0.000001")
+    for _ in range(2):  # two runs of a job the day's limit refuses
+        final = await kernel.agent.start_turn(
+            "test:1", UserInput("drink water", channel="cron", interactive=False)
+        ).wait()
+        assert final.type == "error" and final.code == "budget_exceeded"
+    assert anthropic_sim.requests == []
+    kernel.config.budget.daily = 0.0  # the owner lifts the limit
+    anthropic_sim.enqueue(text_reply("done"))
+    await kernel.agent.start_turn(
+        "test:1", UserInput("drink water", channel="cron", interactive=False)
+    ).wait()
+    [request] = anthropic_sim.requests
+    assert len(request.body["messages"]) == 1
+    assert owner_texts(request.body["messages"][0]) == ["drink water"]  # once, not thrice
+    session = kernel.agent.current_session("test:1")
+    assert session is not None
+    shown = await kernel.store.load_transcript(session)
+    # kept for people to see, the two refused ones marked
+    assert [(m.message.text, m.failed) for m in shown if m.message.role == "user"] == [
+        ("drink water", True),
+        ("drink water", True),
+        ("drink water", False),
+    ]

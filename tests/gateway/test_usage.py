@@ -104,6 +104,7 @@ async def test_get_usage_filters_groups_and_rows(
         "cache_write_tokens": 0,
         "cost": 0.051,
         "unpriced_calls": 1,
+        "charged": 0.051,  # the unpriced call has no bound either: no price at all
         "cached_share": round(10_000 / 21_500, 4),
     }
     assert (data["since"], data["until"], data["groups"], data["entries"]) == (None, None, [], [])

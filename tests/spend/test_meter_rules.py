@@ -16,7 +16,14 @@ import pytest
 from kernel.config import Config, ModelPrice, load_config
 from kernel.core.errors import BudgetExceededError
 from kernel.core.messages import Message, TextBlock
-from kernel.core.provider import ChatRequest, Completion, Provider, RetryPolicy, StreamEvent
+from kernel.core.provider import (
+    ChatRequest,
+    Completion,
+    Provider,
+    RetryPolicy,
+    StreamEvent,
+    TextDelta,
+)
 from kernel.core.usage import Usage, estimate_request_tokens
 from kernel.spend import CallTag, Meter, cost_of, money, worst_case
 from kernel.store.db import Store
@@ -33,21 +40,46 @@ class FixedProvider(Provider):
     """A provider of the interface, answering with fixed usage (``gate``: hold the
     answer until it is set)."""
 
-    def __init__(self, usage: Usage, gate: asyncio.Event | None = None) -> None:
+    def __init__(
+        self,
+        usage: Usage,
+        gate: asyncio.Event | None = None,
+        *,
+        reported: bool = True,
+        max_tokens: int | None = 1000,
+        text_first: bool = False,
+    ) -> None:
         super().__init__("main", ["model-a"], "model-a")
         self.usage = usage
         self.gate = gate
-        self.max_tokens = 1000
+        self.reported = reported
+        self.max_tokens = max_tokens
+        self.text_first = text_first  # a delta before the gate: the answer has begun
         self.calls = 0
         self.called = asyncio.Event()
+        self.asked: list[int | None] = []  # max_tokens of each request
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         self.calls += 1
+        self.asked.append(request.max_tokens)
+        if self.text_first:
+            yield TextDelta("o")
         self.called.set()
         if self.gate is not None:
             await self.gate.wait()
         u = self.usage
-        yield Completion("ok", [], "end_turn", u.input, u.output, None, [], u.cache_read, 0)
+        yield Completion(
+            "ok",
+            [],
+            "end_turn",
+            u.input,
+            u.output,
+            None,
+            [],
+            u.cache_read,
+            u.cache_write,
+            usage_reported=self.reported,
+        )
 
 
 def config(tmp_path: Path, **budget: Any) -> Config:
@@ -265,3 +297,114 @@ async def test_the_ledger_sums_and_groups_by_the_owners_day(store: Store) -> Non
     assert [(m.key, m.calls) for m in models] == [("p:a", 2), ("p:b", 1)]
     assert await ledger.entries(UsageFilter(model="b")) != []
     assert await ledger.entries(UsageFilter(model="zzz")) == []
+
+
+def priced_config(tmp_path: Path, price: str, **budget: Any) -> Config:
+    """One provider whose model-a has ``price`` (TOML keys), and ``budget``."""
+    lines = [
+        "[general]",
+        'default_provider = "main"',
+        "[providers.main]",
+        'type = "openai_compat"',
+        'api_key = "k"',
+        'models = ["model-a"]',
+        "[providers.main.prices.model-a]",
+        price,
+        "[budget]",
+        *(f"{k} = {v}" for k, v in budget.items()),
+    ]
+    path = tmp_path / "config.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return load_config(path, env={}, require_telegram=False)
+
+
+async def test_cache_use_without_cache_prices_counts_at_a_bound(
+    tmp_path: Path, store: Store
+) -> None:
+    config = priced_config(tmp_path, "input = 10.0\noutput = 1000.0", daily=1.5)
+    meter = Meter(config, store, clock=lambda: LATE, tz=TZ)
+    provider = FixedProvider(Usage(0, 100, 10_000, 1000))  # a Claude call reads the cache
+    made = 0
+    with pytest.raises(BudgetExceededError):
+        for _ in range(40):
+            await call(meter, provider)
+            made += 1
+    [row, *_] = await meter.ledger.entries(UsageFilter())
+    # shown as unknown, counted at reads × input + writes × 2 × input + output
+    assert row.cost is None and row.bound == pytest.approx((10_000 * 10 + 1000 * 20 + 100e3) / 1e6)
+    assert 0 < made < 10  # ~0.22 a call against 1.5: stopped well before 40
+
+
+async def test_a_call_whose_provider_reports_no_usage_counts_at_its_worst_case(
+    tmp_path: Path, store: Store
+) -> None:
+    config = priced_config(tmp_path, "input = 10.0\noutput = 1000.0", daily=20.0)
+    meter = Meter(config, store, clock=lambda: LATE, tz=TZ)
+    provider = FixedProvider(Usage(), reported=False, max_tokens=None)
+    await call(meter, provider)
+    [row] = await meter.ledger.entries(UsageFilter())
+    assert (row.usage_known, row.cost) == (False, None)
+    # no ceiling configured: the limit is set, so the call was sent the one it assumed
+    assert provider.asked == [4096]
+    assert row.bound == pytest.approx(meter.worst(provider, request(max_tokens=4096)))
+    assert await meter.spent(LATE - timedelta(days=1)) == pytest.approx(row.bound)
+
+
+async def test_a_call_cancelled_after_its_answer_began_leaves_a_row(
+    tmp_path: Path, store: Store
+) -> None:
+    meter = Meter(config(tmp_path, daily=10.0), store, clock=lambda: LATE, tz=TZ)
+    provider = FixedProvider(Usage(1000, 1000), asyncio.Event(), text_first=True)
+    running = asyncio.create_task(call(meter, provider))
+    await provider.called.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    [row] = await meter.ledger.entries(UsageFilter())
+    assert (row.usage_known, row.cost) == (False, None) and row.bound is not None
+    assert row.bound > 0 and meter._inflight == {}
+
+
+async def test_a_call_cancelled_before_any_answer_leaves_none(tmp_path: Path, store: Store) -> None:
+    meter = Meter(config(tmp_path, daily=10.0), store, clock=lambda: LATE, tz=TZ)
+    provider = FixedProvider(Usage(1000, 1000), asyncio.Event())
+    running = asyncio.create_task(call(meter, provider))
+    await provider.called.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert await meter.ledger.entries(UsageFilter()) == []
+
+
+async def test_two_calls_crossing_the_share_at_once_warn_once(tmp_path: Path, store: Store) -> None:
+    meter = Meter(config(tmp_path, daily=0.1, warn_at=0.3), store, clock=lambda: LATE, tz=TZ)
+    told: list[str] = []
+
+    async def notify(text: str) -> None:
+        await asyncio.sleep(0)
+        told.append(text)
+
+    meter.notify = notify
+    provider = FixedProvider(Usage(1000, 1000))
+    await asyncio.gather(call(meter, provider), call(meter, provider))
+    assert len(told) == 1
+
+
+async def test_two_raises_at_once_are_two_steps(tmp_path: Path, store: Store) -> None:
+    meter = Meter(config(tmp_path, daily=1.0, step=0.5), store, clock=lambda: LATE, tz=TZ)
+    await asyncio.gather(meter.extend(), meter.extend())
+    assert (await meter.limits()).daily == pytest.approx(2.0)
+
+
+async def test_a_jobs_calls_in_flight_count_against_its_limit(tmp_path: Path, store: Store) -> None:
+    meter = Meter(config(tmp_path, cron_job_daily=0.025), store, clock=lambda: LATE, tz=TZ)
+    slow = FixedProvider(Usage(1000, 1000), asyncio.Event())
+    tag = CallTag("cron", job_id="j")
+    first = asyncio.create_task(call(meter, slow, tag))
+    await slow.called.wait()
+    with pytest.raises(BudgetExceededError) as refused:
+        await call(meter, FixedProvider(Usage(1000, 1000)), tag)
+    assert refused.value.details["scope"] == "job"
+    assert slow.gate is not None
+    slow.gate.set()
+    await first

@@ -28,10 +28,13 @@ def test_without_a_budget_nothing_is_said(tmp_path: Path) -> None:
 def test_with_a_budget_each_unpriced_model_is_named(tmp_path: Path) -> None:
     extra = "[providers.main.prices.model-a]\ninput = 1.0\noutput = 2.0\n"
     lines = config(tmp_path, extra + TITLES + "[budget]\ndaily = 5.0\n")
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert lines[0].startswith("[warn] prices main: no price for model-b:")
     assert "[providers.main.prices" in lines[0] and "model-a" not in lines[0]
-    assert lines[1].startswith("[warn] prices titles: no price for tiny:")
+    # a Claude model priced without its cache prices: named, its calls counted at a bound
+    assert lines[1].startswith("[warn] cache prices main: no cache prices")
+    assert "for model-a:" in lines[1] and "model-b" not in lines[1]
+    assert lines[2].startswith("[warn] prices titles: no price for tiny:")
 
 
 def test_a_cron_limit_alone_also_asks_for_prices(tmp_path: Path) -> None:
@@ -41,7 +44,9 @@ def test_a_cron_limit_alone_also_asks_for_prices(tmp_path: Path) -> None:
 
 def test_everything_priced_is_ok(tmp_path: Path) -> None:
     prices = "".join(
-        f"[providers.main.prices.{m}]\ninput = 1.0\noutput = 2.0\n" for m in ("model-a", "model-b")
+        f"[providers.main.prices.{m}]\ninput = 1.0\noutput = 2.0\ncache_read = 0.1\n"
+        "cache_write = 1.25\n"
+        for m in ("model-a", "model-b")
     )
     lines = config(tmp_path, prices + "[budget]\nmonthly = 50.0\n")
     assert lines == [

@@ -42,7 +42,8 @@ Filter = Annotated[str, Field(max_length=MAX_TEXT)]
 
 class UsageTotalInfo(Shape):
     """The sum of a group of calls. ``cost`` sums the known costs; ``unpriced_calls``
-    counts the calls of unknown cost; ``cached_share`` = cache read / all input."""
+    counts the calls of unknown cost; ``charged`` adds the bounds of those that have one
+    (what the budget counts); ``cached_share`` = cache read / all input."""
 
     key: str
     calls: int
@@ -52,12 +53,15 @@ class UsageTotalInfo(Shape):
     cache_write_tokens: int
     cost: float
     unpriced_calls: int
+    charged: float
     cached_share: float
 
 
 class UsageEntryInfo(Shape):
-    """One model call. ``cost`` null: its price is unknown. ``retries``: failed
-    attempts before it succeeded."""
+    """One model call. ``cost`` null: its price is unknown (``cost_bound``: the most it
+    can have been, when known). ``usage_known`` false: no usage was reported (the
+    provider sent none, or the call was cancelled or cut off after its answer began).
+    ``retries``: failed attempts before it succeeded."""
 
     id: int
     at: str
@@ -73,6 +77,8 @@ class UsageEntryInfo(Shape):
     cache_write_tokens: int
     retries: int
     cost: float | None = None
+    cost_bound: float | None = None
+    usage_known: bool
     seconds: float | None = None
 
 
