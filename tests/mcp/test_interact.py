@@ -10,7 +10,16 @@ import re
 from pathlib import Path
 
 from kernel.agent.agent import UserInput
-from kernel.core.events import AskUser, Completed, ToolProgress, ToolResult, event_to_dict
+from kernel.config import ModelPrice
+from kernel.core.events import (
+    AskUser,
+    Completed,
+    ErrorEvent,
+    ToolProgress,
+    ToolResult,
+    event_to_dict,
+)
+from kernel.store.usage import UsageFilter
 from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server, wait_until
 from tests.mcp.test_results import PNG
 from tests.mcp.test_turn import tool_results
@@ -148,6 +157,29 @@ async def test_sampling_is_answered_by_the_active_model(
     assert not sampled.get("tools")
     [(_, result)] = tool_results(model, 2)
     assert result == f"model {kernel.agent.model} said: short story"
+    rows = await kernel.agent.meter.ledger.entries(UsageFilter())
+    assert [r.purpose for r in reversed(rows)] == ["turn", "sampling", "turn"]
+
+
+async def test_sampling_the_budget_refuses_is_not_sent(
+    model: AnthropicSim, mcp_kernel: MCPKernel
+) -> None:
+    kernel = await mcp_kernel(
+        model, [stdio_server("test")], settings={"sampling": "auto", "sampling_max_tokens": 50}
+    )
+    # Output at 1,000 a million: the turn's call may cost 1.024 (max_tokens 1024) and
+    # costs 1.0; the sampling call's worst case (0.05) would then pass 1.04.
+    kernel.config.providers["main"].prices = {"model-a": ModelPrice(input=0.0, output=1000.0)}
+    kernel.config.budget.daily = 1.04
+    model.enqueue(
+        tool_reply("mcp_test__summarize", {"text": "a long story"}, usage=(100, 1000)),
+        text_reply("never sent"),
+    )
+    final = await kernel.agent.start_turn("test:1", UserInput("summarise", channel="api")).wait()
+    assert isinstance(final, ErrorEvent) and final.code == "budget_exceeded"
+    assert len(model.requests) == 1  # neither the sampling call nor the next step was sent
+    rows = await kernel.agent.meter.ledger.entries(UsageFilter())
+    assert [r.purpose for r in rows] == ["turn"]
 
 
 async def test_sampling_waits_for_the_owners_approval(
