@@ -32,7 +32,7 @@ from kernel.config.secrets import child_env
 from kernel.core.errors import KernelError
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
-from kernel.core.provider import ChatRequest, Completion, Provider
+from kernel.core.provider import DEFAULT_MAX_TOKENS, ChatRequest, Completion, Provider
 from kernel.delegate.argv import GEMINI_PROMPT
 from kernel.delegate.formats import strip_ansi
 from kernel.plugins import default_plugins
@@ -109,17 +109,20 @@ def unpriced(config: Config) -> list[CheckLine]:
         if missing:
             text = t("check.unpriced", models=", ".join(missing), table=f"providers.{name}")
             lines.append(CheckLine(f"prices {name}", "warn", text))
-        if provider.type == "claude":  # every Claude call reads or writes the prompt cache
-            partial = [
-                m
-                for m, p in provider.prices.items()
-                if m in models and (p.cache_read is None or p.cache_write is None)
-            ]
-            if partial:
-                text = t(
-                    "check.no_cache_price", models=", ".join(partial), table=f"providers.{name}"
-                )
-                lines.append(CheckLine(f"cache prices {name}", "warn", text))
+        # Claude calls read and write the cache Kernel marks; OpenAI-compatible ones read
+        # what the server cached by itself.
+        claude = provider.type == "claude"
+        partial = [
+            m
+            for m, p in provider.prices.items()
+            if m in models and (p.cache_read is None or (claude and p.cache_write is None))
+        ]
+        if partial:
+            text = t("check.no_cache_price", models=", ".join(partial), table=f"providers.{name}")
+            lines.append(CheckLine(f"cache prices {name}", "warn", text))
+        if provider.max_tokens is None:
+            text = t("check.no_ceiling", name=name, assumed=DEFAULT_MAX_TOKENS)
+            lines.append(CheckLine(f"ceiling {name}", "warn", text))
     titles = config.titles
     if titles is not None and titles.model and titles.model not in titles.prices:
         text = t("check.unpriced", models=titles.model, table="titles")

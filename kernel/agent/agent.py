@@ -12,6 +12,7 @@ methods the rest of Kernel calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
@@ -168,8 +169,11 @@ class Agent:
         provider = await self.selection.provider(name)
         policy = self.selection.policy(name)
         tag = tag or CallTag("api")
-        async for event in self.meter.stream(provider, request, policy, tag, sleep=self._sleep):
-            yield event
+        stream = self.meter.stream(provider, request, policy, tag, sleep=self._sleep)
+        # Closed with this one (a /v1 client that hangs up): its ledger row is written now.
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                yield event
 
     async def set_provider(self, name: str) -> str:
         return await self.selection.set_provider(name)

@@ -65,7 +65,7 @@ from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.memory.remember import Fact, RememberFilter, extract_remember
 from kernel.skills import SkillLibrary, wrap_skill
 from kernel.spend import CallTag, Meter, Over, money
-from kernel.spend.meter import BUDGET_CHANNELS
+from kernel.spend.meter import OWNER_CHANNELS
 from kernel.store.db import Store
 from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
 from kernel.tools.repair import repair_arguments, resolve_tool_name
@@ -258,7 +258,7 @@ class TurnRun:
             user_input.interactive
             and user_input.budget_ask
             and not user_input.guest
-            and user_input.channel in BUDGET_CHANNELS
+            and user_input.channel in OWNER_CHANNELS
         )
         limit = cfg.general.max_tool_calls
         calls_used = 0

@@ -29,9 +29,9 @@ from kernel.core.i18n import t
 from kernel.cron.jobs import CronJob
 from kernel.cron.schedule import Rules
 from kernel.cron.workflow import NODE_HANDLERS, NodeContext
+from kernel.spend.meter import OWNER_CHANNELS
 
 RESULT_LIMIT = 4000
-OWNER = "telegram"  # the owner's own channel: a budget notice there says what was spent
 
 
 class RunFailed(KernelError):
@@ -88,7 +88,10 @@ class JobRunner:
         final = await follow_turn(turn, asker, t("cron.ask_label", name=job.spec.name))
         if not isinstance(final, Completed):
             shown = final.message
-            if final.code == BudgetExceededError.CODE and job.spec.dispatch.channel != OWNER:
+            if (
+                final.code == BudgetExceededError.CODE
+                and job.spec.dispatch.channel not in OWNER_CHANNELS
+            ):
                 # A webhook, a QQ group: what the owner spends is not theirs to read.
                 shown = t("budget.withheld")
             if final.code == BudgetExceededError.CODE and not turn.calls:

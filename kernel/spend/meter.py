@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -38,10 +38,12 @@ from kernel.core.provider import (
     RetryPolicy,
     Sleep,
     StreamEvent,
+    TextDelta,
+    ThinkingDelta,
     stream_with_retry,
 )
-from kernel.core.usage import Usage
-from kernel.spend.prices import bound_of, cost_of, money, price_of, worst_case
+from kernel.core.usage import Usage, estimate_tokens
+from kernel.spend.prices import bound_of, cost_of, money, price_of, worst_case, writes_cache
 from kernel.store.db import Store
 from kernel.store.usage import Purpose, UsageEntry, UsageFilter, UsageStore
 
@@ -50,9 +52,9 @@ log = logging.getLogger(__name__)
 EXTENSIONS = "budget.extensions"  # setting: {"YYYY-MM-DD": amount raised that day}
 WARNED = "budget.warned"  # setting: {"day": "YYYY-MM-DD", "month": "YYYY-MM"} last warned
 
-# Channels whose turns can show the owner a question with buttons: only there may a turn
-# over a day or month limit ask to raise it (elsewhere it ends with budget_exceeded).
-BUDGET_CHANNELS = ("telegram", "console")
+# The owner's own channels: only a turn there may ask to raise a day or month limit
+# (elsewhere it ends with budget_exceeded), and only a notice there says what was spent.
+OWNER_CHANNELS = ("telegram", "console")
 
 Scope = Literal["day", "month", "job"]
 Notify = Callable[[str], Awaitable[None]]
@@ -205,12 +207,8 @@ class Meter:
     def worst(self, provider: Provider, request: ChatRequest) -> float | None:
         """The most ``request`` to ``provider`` can cost; None when its price is unknown."""
         price = price_of(self.config, provider.name, request.model)
-        return worst_case(price, request, _ceiling(provider, request))
-
-    def limited(self, tag: CallTag) -> bool:
-        """Whether any limit applies to a call tagged ``tag``."""
-        budget = self.config.budget
-        return bool(budget.daily or budget.monthly or (tag.job_id and self.job_limit(tag.job_id)))
+        writes = writes_cache(self.config, provider.name)
+        return worst_case(price, request, _ceiling(provider, request), writes_cache=writes)
 
     async def check(self, provider: Provider, request: ChatRequest, tag: CallTag) -> Over | None:
         """The limit this call could pass, if any (a call with no known price passes:
@@ -255,27 +253,26 @@ class Meter:
         sleep: Sleep = asyncio.sleep,
         admit: Callable[[Over], Awaitable[bool]] | None = None,
         counted: Callable[[UsageEntry], None] | None = None,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """``stream_with_retry`` behind the budget, its usage recorded (and handed to
         ``counted``). Raises :class:`BudgetExceededError` before anything is sent when
         the call is not admitted (``admit`` is asked first, for a day or month limit)."""
-        if self.limited(tag) and request.max_tokens is None:
-            # The worst case assumed a ceiling: send it, or the model may write past it.
-            request.max_tokens = _ceiling(provider, request)
         reservation, worst = await self._admit(provider, request, tag, admit)
         retries = 0
         answering = False  # the provider began to answer: the call is billed
+        interrupted = False  # cancelled or closed by the caller mid-call
         recorded = False
+        produced: list[str] = []  # what the model wrote so far (text and thinking)
 
         def on_retry(attempt: int, _delay: float, _exc: Exception) -> None:
             nonlocal retries
             retries = attempt
 
-        async def note(usage: Usage, known: bool) -> None:
+        async def note(usage: Usage, known: bool, bound: float | None) -> None:
             nonlocal recorded
             recorded = True
             entry = await self.record(
-                provider.name, request.model, usage, tag, retries, known=known, worst=worst
+                provider.name, request.model, usage, tag, retries, known=known, worst=bound
             )
             if counted is not None:
                 counted(entry)
@@ -285,17 +282,27 @@ class Meter:
                 provider, request, policy, sleep=sleep, on_retry=on_retry
             ):
                 answering = True
+                if isinstance(event, TextDelta | ThinkingDelta):
+                    produced.append(event.text)
                 if isinstance(event, Completion):
-                    await note(event.usage, event.usage_reported)
+                    await note(event.usage, event.usage_reported, worst)
                 yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            interrupted = True
+            raise
         finally:
             self._inflight.pop(reservation, None)
-            if answering and not recorded:
-                # Cancelled, cut off or broken after the answer began: the provider bills
-                # what it read and wrote; the ledger keeps a row of unknown usage, and
-                # the budget counts its worst case.
+            if not recorded and (answering or interrupted):
+                # Cancelled (even while the model read the prompt or thought unseen), or
+                # cut off after the answer began: the provider bills what it read and
+                # wrote. The row's usage is unknown; the budget counts the input's worst
+                # case and what was written so far.
+                price = price_of(self.config, provider.name, request.model)
+                written = estimate_tokens("".join(produced))
+                writes = writes_cache(self.config, provider.name)
+                bound = worst_case(price, request, written, writes_cache=writes)
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(note(Usage(), False))
+                    await asyncio.shield(note(Usage(), False, bound))
 
     async def _admit(
         self,

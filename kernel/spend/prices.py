@@ -16,6 +16,7 @@ from kernel.core.usage import Usage, estimate_request_tokens
 PER = 1_000_000  # prices are per million tokens
 CACHE_WRITE_BOUND = 2.0  # a cache write costs at most twice the input (Anthropic, 1 h TTL)
 TITLES = "titles"  # the provider name of the titles model (kernel.providers)
+CLAUDE = "claude"  # the provider type whose calls write the prompt cache
 
 
 def price_of(config: Config, provider: str, model: str) -> ModelPrice | None:
@@ -62,16 +63,28 @@ def bound_of(usage: Usage, price: ModelPrice | None) -> float | None:
     return total / PER
 
 
-def worst_case(price: ModelPrice | None, request: ChatRequest, max_tokens: int) -> float | None:
+def writes_cache(config: Config, provider: str) -> bool:
+    """Whether ``provider``'s calls may be billed for cache writes (Claude's are: Kernel
+    marks its prompts; OpenAI-compatible caching is automatic and writes are free)."""
+    pcfg = config.providers.get(provider)
+    if pcfg is not None:
+        return pcfg.type == CLAUDE
+    return provider == TITLES and config.titles is not None and config.titles.type == CLAUDE
+
+
+def worst_case(
+    price: ModelPrice | None, request: ChatRequest, max_tokens: int, *, writes_cache: bool = True
+) -> float | None:
     """The most ``request`` can cost: its estimated input, all of it at the dearer of
-    the input and cache-write prices, and ``max_tokens`` of output. None: no price."""
+    the input and (``writes_cache``) cache-write prices, and ``max_tokens`` of output.
+    None: no price."""
     if price is None:
         return None
     fresh = estimate_request_tokens(
         f"{request.system}\n{request.context}", request.messages, request.tools
     )
     write = price.cache_write if price.cache_write is not None else CACHE_WRITE_BOUND * price.input
-    dearest = max(price.input, write)
+    dearest = max(price.input, write) if writes_cache else price.input
     return (fresh * dearest + max_tokens * price.output) / PER
 
 

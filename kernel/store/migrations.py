@@ -258,10 +258,7 @@ def m008_failed_messages(conn: sqlite3.Connection) -> None:
 
 def m009_usage(conn: sqlite3.Connection) -> None:
     """The usage ledger (issue 16): one row per model call (and per speech call whose
-    provider reported usage). ``cost`` NULL: the price is unknown, never guessed;
-    ``cost_bound`` then holds the most it can have cost when that is known (what a
-    budget counts). ``usage_known`` 0: the provider reported no usage (the counts are
-    not zeros, they are unknown), or the call ended before it did (cancelled, cut off).
+    provider reported usage). ``cost`` NULL: the price is unknown, never guessed.
     ``session_id`` is kept without a foreign key: spend outlives a deleted chat."""
     conn.execute(
         """
@@ -281,14 +278,21 @@ def m009_usage(conn: sqlite3.Connection) -> None:
             cache_write_tokens INTEGER NOT NULL DEFAULT 0,
             retries INTEGER NOT NULL DEFAULT 0,
             cost REAL,
-            cost_bound REAL,
-            usage_known INTEGER NOT NULL DEFAULT 1,
             seconds REAL
         )
         """
     )
     conn.execute("CREATE INDEX usage_at ON usage(at)")
     conn.execute("CREATE INDEX usage_job ON usage(job_id, at) WHERE job_id != ''")
+
+
+def m010_usage_bounds(conn: sqlite3.Connection) -> None:
+    """``cost_bound``: when ``cost`` is unknown, the most the call can have cost, when
+    that is known (what a budget counts). ``usage_known`` 0: the provider reported no
+    usage (the counts are not zeros, they are unknown), or the call was cancelled or cut
+    off before it did."""
+    conn.execute("ALTER TABLE usage ADD COLUMN cost_bound REAL")
+    conn.execute("ALTER TABLE usage ADD COLUMN usage_known INTEGER NOT NULL DEFAULT 1")
 
 
 MIGRATIONS: list[Migration] = [
@@ -301,6 +305,7 @@ MIGRATIONS: list[Migration] = [
     Migration("mailbox", m007_mailbox),
     Migration("failed_messages", m008_failed_messages),
     Migration("usage", m009_usage),
+    Migration("usage_bounds", m010_usage_bounds),
 ]
 
 

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from kernel.config import Config, ModelPrice, load_config
-from kernel.core.errors import BudgetExceededError
+from kernel.core.errors import BudgetExceededError, ProviderError
 from kernel.core.messages import Message, TextBlock
 from kernel.core.provider import (
     ChatRequest,
@@ -344,8 +344,9 @@ async def test_a_call_whose_provider_reports_no_usage_counts_at_its_worst_case(
     await call(meter, provider)
     [row] = await meter.ledger.entries(UsageFilter())
     assert (row.usage_known, row.cost) == (False, None)
-    # no ceiling configured: the limit is set, so the call was sent the one it assumed
-    assert provider.asked == [4096]
+    # no ceiling configured: none is sent (a reasoning model refuses max_tokens), the
+    # worst case assumes the default one (`kernel check` warns of exactly this)
+    assert provider.asked == [None]
     assert row.bound == pytest.approx(meter.worst(provider, request(max_tokens=4096)))
     assert await meter.spent(LATE - timedelta(days=1)) == pytest.approx(row.bound)
 
@@ -365,15 +366,33 @@ async def test_a_call_cancelled_after_its_answer_began_leaves_a_row(
     assert row.bound > 0 and meter._inflight == {}
 
 
-async def test_a_call_cancelled_before_any_answer_leaves_none(tmp_path: Path, store: Store) -> None:
+async def test_a_call_cancelled_while_the_model_reads_counts_its_input(
+    tmp_path: Path, store: Store
+) -> None:
     meter = Meter(config(tmp_path, daily=10.0), store, clock=lambda: LATE, tz=TZ)
     provider = FixedProvider(Usage(1000, 1000), asyncio.Event())
     running = asyncio.create_task(call(meter, provider))
-    await provider.called.wait()
+    await provider.called.wait()  # the request is out, nothing has come back yet
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
+    [row] = await meter.ledger.entries(UsageFilter())
+    # billed for reading the prompt: its worst case, and no output (none was written)
+    assert (row.usage_known, row.cost) == (False, None)
+    assert row.bound == pytest.approx(worst_case(PRICE, request(), 0))
+
+
+async def test_a_call_that_fails_before_answering_leaves_none(tmp_path: Path, store: Store) -> None:
+    class Refusing(FixedProvider):
+        async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+            raise ProviderError("no", status=400)
+            yield  # pragma: no cover - an async generator
+
+    meter = Meter(config(tmp_path, daily=10.0), store, clock=lambda: LATE, tz=TZ)
+    with pytest.raises(ProviderError):
+        await call(meter, Refusing(Usage()))
     assert await meter.ledger.entries(UsageFilter()) == []
+    assert meter._inflight == {}
 
 
 async def test_two_calls_crossing_the_share_at_once_warn_once(tmp_path: Path, store: Store) -> None:
@@ -385,8 +404,13 @@ async def test_two_calls_crossing_the_share_at_once_warn_once(tmp_path: Path, st
         told.append(text)
 
     meter.notify = notify
-    provider = FixedProvider(Usage(1000, 1000))
-    await asyncio.gather(call(meter, provider), call(meter, provider))
+    gate = asyncio.Event()
+    first, second = FixedProvider(Usage(1000, 1000), gate), FixedProvider(Usage(1000, 1000), gate)
+    both = asyncio.gather(call(meter, first), call(meter, second))
+    await first.called.wait()
+    await second.called.wait()
+    gate.set()  # both answers land together, each past the share
+    await both
     assert len(told) == 1
 
 

@@ -245,7 +245,8 @@ def insert_v9(conn: sqlite3.Connection) -> None:
 
 async def check_v9(store: Store) -> None:
     ledger = UsageStore(store)
-    title, turn = await ledger.entries(UsageFilter())
+    [title] = await ledger.entries(UsageFilter(purpose="title"))
+    [turn] = await ledger.entries(UsageFilter(purpose="turn"))
     assert (turn.provider, turn.model, turn.purpose, turn.session_id, turn.channel) == (
         "main",
         "model-a",
@@ -268,12 +269,35 @@ async def check_v9(store: Store) -> None:
         0.0125,
         1,
     )
-    by_model = await ledger.grouped(UsageFilter(), by="model")
+    by_model = await ledger.grouped(UsageFilter(since=datetime.fromisoformat(TS)), by="model")
     assert [(g.key, g.calls) for g in by_model] == [("main:model-a", 1), ("titles:tiny", 1)]
     # A row written after the upgrade lands beside them.
     later = datetime.fromisoformat(TS) + timedelta(minutes=1)
     await ledger.record(replace(turn, at=later, id=0, cost=None))
     assert (await ledger.total(UsageFilter(since=later))).unpriced == 1
+
+
+EARLIER = "2024-04-30T12:00:00.000+00:00"  # before the v9 rows: their sums stay theirs
+
+
+def insert_v10(conn: sqlite3.Connection) -> None:
+    # A call cancelled while the model read the prompt: usage unknown, a bound to count.
+    conn.execute(
+        "INSERT INTO usage (at, provider, model, purpose, input_tokens, output_tokens,"
+        " cost_bound, usage_known) VALUES (?, 'main', 'model-a', 'api', 0, 0, 0.5, 0)",
+        (EARLIER,),
+    )
+
+
+async def check_v10(store: Store) -> None:
+    ledger = UsageStore(store)
+    rows = await ledger.entries(UsageFilter())
+    [cut] = [r for r in rows if r.purpose == "api"]
+    assert (cut.usage_known, cut.cost, cut.bound, cut.charged) == (False, None, 0.5, 0.5)
+    # rows from before the column: usage known, no bound
+    assert all(r.usage_known and r.bound is None for r in rows if r.purpose != "api")
+    total = await ledger.total(UsageFilter(purpose="api"))
+    assert (total.cost, total.unpriced, total.charged) == (0.0, 1, 0.5)
 
 
 SAMPLES: dict[
@@ -288,6 +312,7 @@ SAMPLES: dict[
     7: (insert_v7, check_v7),
     8: (insert_v8, check_v8),
     9: (insert_v9, check_v9),
+    10: (insert_v10, check_v10),
 }
 
 
