@@ -285,7 +285,8 @@ class Meter:
                 if isinstance(event, TextDelta | ThinkingDelta):
                     produced.append(event.text)
                 if isinstance(event, Completion):
-                    await note(event.usage, event.usage_reported, worst)
+                    # Shielded: a cancel now still leaves the call's row whole.
+                    await asyncio.shield(note(event.usage, event.usage_reported, worst))
                 yield event
         except (asyncio.CancelledError, GeneratorExit):
             interrupted = True
