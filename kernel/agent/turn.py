@@ -182,6 +182,8 @@ class TurnRun:
             self.error = exc.code
             log.info("turn %s: stopped by the budget", self.turn.id)
             event = ErrorEvent(self.step, exc.code, str(exc), meta=dict(exc.details))
+            if self.guest_tools is not None:  # what the owner spends is not a guest's business
+                event = ErrorEvent(self.step, exc.code, t("budget.guest"))
             if self.turn.calls:
                 await self.fail(event)  # what the turn did stays in the history
             else:

@@ -41,7 +41,7 @@ from kernel.agent.agent import Agent, SessionKey, UserInput
 from kernel.channels.qq import QQChannel
 from kernel.core import safejson
 from kernel.core.delivery import ChannelRegistry, Target, follow_turn
-from kernel.core.errors import BudgetExceededError, ChannelError, KernelError
+from kernel.core.errors import ChannelError, KernelError
 from kernel.core.events import Completed
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
@@ -375,9 +375,6 @@ class QQInbound:
         final = await follow_turn(turn, asker, t("qq.ask_label"))
         if isinstance(final, Completed):
             return "" if final.cancelled else final.reply
-        if final.code == BudgetExceededError.CODE and user_input.guest:
-            # What the owner spends is the owner's business, not a guest's.
-            return t("qq.budget_guest")
         return t("qq.turn_failed", message=final.message)
 
     async def stop(self) -> None:

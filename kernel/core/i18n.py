@@ -488,7 +488,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "qq.event_no_target": "{kind} 消息事件缺少来源 ID（openid / group_openid / channel_id / guild_id）",
         "qq.text_only": "目前只能处理文字消息。",
         "qq.turn_failed": "出错了：{message}",
-        "qq.budget_guest": "今天暂时无法回答了，请明天再试。",
         "qq.ask_label": "来自 QQ 的对话需要你确认：",
         "cron.ask_label": "定时任务「{name}」需要你确认：",
         "cron.failed_notice": "定时任务「{name}」运行失败：{message}",
@@ -609,6 +608,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "budget.warn": "💰 {scope}已花费 {spent}，达到上限 {limit} 的 {percent}%。",
         "budget.cron_skipped": "⏸ 定时任务「{name}」本次已跳过：{reason}",
         "budget.withheld": "超出了预算上限",
+        "budget.guest": "今天暂时无法回答了，请明天再试。",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1082,7 +1082,6 @@ CATALOG: dict[str, dict[str, str]] = {
         "qq.event_no_target": "a {kind} message event without its source id (openid / group_openid / channel_id / guild_id)",
         "qq.text_only": "Only text messages can be handled for now.",
         "qq.turn_failed": "Something went wrong: {message}",
-        "qq.budget_guest": "I can't answer any more today; please try again tomorrow.",
         "qq.ask_label": "A conversation from QQ needs your answer:",
         "cron.ask_label": 'The scheduled job "{name}" needs your answer:',
         "cron.failed_notice": 'The scheduled job "{name}" failed: {message}',
@@ -1203,6 +1202,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "budget.warn": "💰 {scope} {spent} has been spent: {percent}% of the {limit} limit.",
         "budget.cron_skipped": "⏸ Cron job “{name}” skipped this run: {reason}",
         "budget.withheld": "over the budget",
+        "budget.guest": "I can't answer any more today; please try again tomorrow.",
     },
 }
 

@@ -499,7 +499,7 @@ async def test_a_guest_over_the_budget_is_not_told_the_owners_spend(
     await qq.wait_until(lambda: len(qq.messages) == 2)
     assert echo.requests == []  # neither call was made
     texts = {m.body["msg_id"]: m.body["content"] for m in qq.messages}
-    assert texts["m-g"] == "[Kernel] " + t("qq.budget_guest")
+    assert texts["m-g"] == "[Kernel] " + t("qq.turn_failed", message=t("budget.guest"))
     assert "$" not in texts["m-g"]
     # the owner is told what was spent and the limit, and how to change it
     assert money(0.001, "USD") == "$0.0010" and "$0.0010" in texts["m-o"]
