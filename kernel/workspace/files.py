@@ -317,9 +317,13 @@ class Workspace(Root):
                 try:
                     if writer is None:
                         if self._lstat(folder, parts[-1]) is None:
-                            with contextlib.suppress(FileExistsError):
+                            try:
                                 os.mkdir(parts[-1], 0o777, dir_fd=folder)
                                 made.append(parts)
+                            except FileExistsError:  # made meanwhile: fine
+                                pass
+                            except FileNotFoundError:  # its folder was removed meanwhile
+                                raise raced("/".join(parts)) from None
                         continue
                     backup = self._replace(folder, parts, writer, token, len(done))
                     done.append((parts, backup))

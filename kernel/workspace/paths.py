@@ -208,10 +208,14 @@ class Root:
                         raise WorkspaceError(
                             "not_found", t("ws.not_found", path=shown), {"path": shown}
                         ) from None
-                    with contextlib.suppress(FileExistsError):  # made meanwhile: fine
+                    try:
                         os.mkdir(name, 0o777, dir_fd=fd)
                         if made is not None:
                             made.append(parts[:depth])
+                    except FileExistsError:  # made meanwhile: fine
+                        pass
+                    except FileNotFoundError:  # the folder holding it was removed meanwhile
+                        raise raced(shown) from None
                     try:
                         step = os.open(name, DIR, dir_fd=fd)
                     except FileNotFoundError:  # removed again meanwhile

@@ -257,6 +257,31 @@ def test_writes_and_deletes_racing_in_threads_give_only_workspace_errors(
     assert names(tmp_path, "**/.kernel-*") == []
 
 
+@pytest.mark.parametrize("target", [(("a", "b", "f.txt"), b"x"), (("a", "b"), None)])
+def test_a_folder_removed_just_before_a_folder_is_made_in_it_is_a_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: tuple[tuple[str, ...], bytes | None]
+) -> None:
+    """Another program (or a rolled-back write) removes ``a`` after Kernel opened it and
+    before it makes ``b`` inside: a path_conflict, not a FileNotFoundError (a 500)."""
+    workspace = Workspace(tmp_path)
+    (tmp_path / "a").mkdir()
+    real_mkdir = os.mkdir
+
+    def mkdir_after_removal(name: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        with contextlib.suppress(OSError):
+            (tmp_path / "a").rmdir()
+        real_mkdir(name, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_after_removal)
+    parts, data = target
+    writer = None if data is None else (lambda fh: fh.write(data))
+    with pytest.raises(WorkspaceError) as caught:
+        workspace.commit([(parts, writer)])
+    assert caught.value.code == "path_conflict"
+    monkeypatch.undo()
+    assert names(tmp_path, "**/.kernel-*") == []
+
+
 async def test_a_workspace_inside_the_data_dir_judges_its_own_hard_links_apart(
     tmp_path: Path,
 ) -> None:
