@@ -29,9 +29,11 @@ from kernel.core.provider import ChatRequest, Provider, Sleep, StreamEvent
 from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.memory.memories import Memories
+from kernel.routing import Health, Router
 from kernel.skills import SkillLibrary
 from kernel.spend import CallTag, Meter
 from kernel.store.db import SessionRow, Store
+from kernel.store.decisions import DecisionStore
 from kernel.tools.registry import ToolRegistry
 
 __all__ = [
@@ -62,6 +64,7 @@ class Agent:
         memories: Memories | None = None,
         skills: SkillLibrary | None = None,
         meter: Meter | None = None,
+        health: Health | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -87,6 +90,12 @@ class Agent:
         self.prompt = SystemPrompt(config, tools, self.memories, self.skills, now, self.tz)
         # Every model call goes through the meter: the budget before, the ledger after.
         self.meter = meter or Meter(config, store, clock=now, tz=self.tz)
+        # Failover (issue 17): which providers may be called, which models a turn tries,
+        # and the log of what was chosen.
+        self.health = health or Health(config.routing)
+        self.router = Router(config, self.health)
+        self.decisions = DecisionStore(store)
+        self.selection.on_change = self.health.config_changed
         self._parts = TurnParts(
             config=config,
             store=store,
@@ -98,6 +107,9 @@ class Agent:
             asks=self.asks,
             sleep=sleep,
             meter=self.meter,
+            router=self.router,
+            decisions=self.decisions,
+            clock=now,
         )
         self._sleep = sleep
 

@@ -61,6 +61,11 @@ class ModelSelection:
         self._generations: dict[str, int] = {}  # bumped when a provider's settings change
         self.provider_name = config.general.default_provider
         self.model = config.providers[self.provider_name].default_model
+        # True once the owner picked with /provider or /model (persisted): in the owner's
+        # own chat that choice wins over the routing rules until /model auto.
+        self.chosen = False
+        # Told when providers' settings change (the routing health forgets their marks).
+        self.on_change: Callable[[set[str]], None] | None = None
 
     async def restore(self) -> None:
         """Restore the saved provider/model (falling back to the defaults), then build
@@ -68,6 +73,7 @@ class ModelSelection:
         saved = await self.store.get_setting("provider")
         if saved and saved in self.config.enabled_providers:
             self.provider_name = saved
+            self.chosen = True
         elif saved:
             log.warning("saved provider %s is unavailable; using the default", saved)
         pcfg = self.config.providers[self.provider_name]
@@ -115,6 +121,8 @@ class ModelSelection:
             old = self._providers.pop(name, None)
             if old is not None:
                 self._retire(old)
+        if self.on_change is not None:
+            self.on_change(names)
         pcfg = self.config.providers.get(self.provider_name)
         if pcfg is None or not pcfg.enabled:
             self.provider_name = self.config.general.default_provider
@@ -194,6 +202,7 @@ class ModelSelection:
         await self.provider(name)
         self.provider_name = name
         self.model = self.config.providers[name].default_model
+        self.chosen = True
         await self.store.set_setting("provider", name)
         await self.store.set_setting("model", self.model)
         return self.model
@@ -211,13 +220,32 @@ class ModelSelection:
                 )
             )
         self.model = model
+        self.chosen = True
+        await self.store.set_setting("provider", self.provider_name)
         await self.store.set_setting("model", model)
+
+    async def clear_choice(self) -> None:
+        """``/model auto``: forget the owner's pick; the routing rules decide again and
+        the active choice is the default provider's default model."""
+        self.chosen = False
+        self.provider_name = self.config.general.default_provider
+        self.model = self.config.providers[self.provider_name].default_model
+        await self.store.delete_setting("provider")
+        await self.store.delete_setting("model")
+
+    def owner_choice(self) -> tuple[str, str] | None:
+        """The owner's explicit pick, if any (it wins in the owner's own chat)."""
+        return (self.provider_name, self.model) if self.chosen else None
 
     # ----- a session's own choice ------------------------------------------------------
 
     def model_for(self, meta: dict[str, object]) -> tuple[str, str]:
         """The provider and model a session's turns use: its own override (set through
         SelfOps) while it still resolves, else the active choice."""
+        return self.override_of(meta) or (self.provider_name, self.model)
+
+    def override_of(self, meta: dict[str, object]) -> tuple[str, str] | None:
+        """A session's own provider and model (set through SelfOps) while it resolves."""
         override = meta.get(MODEL_OVERRIDE)
         if isinstance(override, dict):
             try:
@@ -227,7 +255,7 @@ class ModelSelection:
                 # A provider switched off or a model removed since: the session is not
                 # left unable to answer; the override shows in the chat's meta to fix.
                 log.warning("a session's model override no longer resolves; using the active one")
-        return self.provider_name, self.model
+        return None
 
     async def set_session_model(
         self, session_id: int, provider_id: str, requested: str | None = None

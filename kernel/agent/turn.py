@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from kernel.agent.context import (
@@ -63,10 +65,12 @@ from kernel.core.provider import (
 from kernel.core.turns import Turn
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.memory.remember import Fact, RememberFilter, extract_remember
+from kernel.routing import Router
 from kernel.skills import SkillLibrary, wrap_skill
 from kernel.spend import CallTag, Meter, Over, money
 from kernel.spend.meter import OWNER_CHANNELS
 from kernel.store.db import Store
+from kernel.store.decisions import DecisionStore
 from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
 from kernel.tools.repair import repair_arguments, resolve_tool_name
 
@@ -115,6 +119,9 @@ class TurnParts:
     asks: AskRegistry
     sleep: Sleep
     meter: Meter
+    router: Router
+    decisions: DecisionStore
+    clock: Callable[[], datetime]  # wall time (the decisions log's stamps)
 
 
 @dataclass(frozen=True, slots=True)

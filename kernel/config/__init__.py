@@ -10,14 +10,16 @@ Public API (``from kernel.config import …``):
   :class:`MCPServerConfig`, :class:`GatewayConfig`, :class:`ChannelsConfig` with
   :class:`ConsoleChannelConfig` / :class:`WebhookChannelConfig` / :class:`QQChannelConfig`,
   :class:`CronConfig`, :class:`BudgetConfig`, :class:`ModelPrice`, :class:`SttConfig`,
-  :class:`TtsConfig`;
+  :class:`TtsConfig`, :class:`RoutingConfig` with :class:`RoutingRule` and
+  :class:`ModelOptions`;
 - the shape of the file: :data:`SCHEMA`, :func:`unknown_keys`;
-- helpers: :func:`provider_env_key`, :func:`model_alias_target`, :func:`webhook_worst_case`,
+- helpers: :func:`provider_env_key`, :func:`parse_ref`, :func:`compile_pattern`,
+  :func:`model_alias_target`, :func:`webhook_worst_case`,
   :func:`is_loopback`, :func:`is_http_url`, :func:`args_problem`;
 - secrets: :mod:`kernel.config.secrets` (what is secret, asked by everyone).
 
 Modules: ``schema`` (the field vocabulary and the reader), one module per section group
-(``general``, ``providers``, ``cli``, ``mcp``, ``gateway``, ``channels``, ``voice``),
+(``general``, ``providers``, ``routing``, ``cli``, ``mcp``, ``gateway``, ``channels``, ``voice``),
 ``tree`` (which table holds which model), ``loader``, ``secrets``, ``net``.
 """
 
@@ -65,6 +67,16 @@ from kernel.config.providers import (
     TitlesConfig,
     provider_env_key,
 )
+from kernel.config.routing import (
+    MIN_THINKING_BUDGET,
+    REASONING_LEVELS,
+    ModelOptions,
+    Reasoning,
+    RoutingConfig,
+    RoutingRule,
+    compile_pattern,
+    parse_ref,
+)
 from kernel.config.tree import SCHEMA, SECTIONS, unknown_keys
 from kernel.config.voice import TTS_FORMATS, TTS_TYPES, SttConfig, TtsConfig
 
@@ -73,6 +85,8 @@ __all__ = [
     "CHANNEL_TYPES",
     "CLI_NAMES",
     "CLI_OUTPUTS",
+    "MIN_THINKING_BUDGET",
+    "REASONING_LEVELS",
     "DEFAULT_CLI",
     "DEFAULT_MODEL_ALIASES",
     "DEFAULT_PROVIDERS",
@@ -95,9 +109,13 @@ __all__ = [
     "GeneralConfig",
     "MCPServerConfig",
     "MCPSettings",
+    "ModelOptions",
     "ModelPrice",
     "ProviderConfig",
     "QQChannelConfig",
+    "Reasoning",
+    "RoutingConfig",
+    "RoutingRule",
     "SttConfig",
     "TelegramConfig",
     "TitlesConfig",
@@ -105,6 +123,7 @@ __all__ = [
     "TtsConfig",
     "WebhookChannelConfig",
     "args_problem",
+    "compile_pattern",
     "gateway_of",
     "is_http_url",
     "is_loopback",
@@ -112,6 +131,7 @@ __all__ = [
     "locate_config",
     "merge_overlay",
     "model_alias_target",
+    "parse_ref",
     "provider_env_key",
     "read_overlay",
     "unknown_keys",

@@ -62,6 +62,11 @@ class TelegramConfig(Section):
 class GeneralConfig(Section):
     timezone: str = Field("Asia/Shanghai", description="IANA time zone")
     default_provider: str = Field("anthropic", description="the provider used at start")
+    fallbacks: list[str] = Field(
+        default_factory=list,
+        description='models tried in order when the chosen one fails ("provider:model"), for '
+        "those that name none",
+    )
     default_workspace: PathText = Field(Path("."), description="delegated CLIs' folder")
     context_rounds: PosInt = Field(50, description="recent rounds the model sees")
     memory_recall_k: PosInt = Field(5, description="memories recalled into each request")

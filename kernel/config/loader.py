@@ -45,6 +45,7 @@ from kernel.config.providers import (
     TitlesConfig,
     provider_env_key,
 )
+from kernel.config.routing import RoutingConfig, RoutingRule, compile_pattern, parse_ref
 from kernel.config.schema import (
     bad_choice,
     bad_type_text,
@@ -86,6 +87,7 @@ class Config:
     channels: ChannelsConfig = field(default_factory=ChannelsConfig)
     cron: CronConfig = field(default_factory=CronConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
     # The environment this was loaded with, so a runtime change re-validates the same way.
     source_env: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -239,6 +241,8 @@ def _build(
     channels = _channels(raw.get("channels", {}), env)
     cron = read_section(CronConfig, raw.get("cron", {}), "cron", env)
     budget = read_section(BudgetConfig, raw.get("budget", {}), "budget", env)
+    routing = _routing(raw.get("routing", {}), env)
+    _check_routing(routing, providers, general)
     if channels.qq.enabled and not channels.qq.allowed_users:
         warnings.append(t("config.warn_qq_nobody"))
     worst = webhook_worst_case(channels.webhook)
@@ -265,6 +269,7 @@ def _build(
         channels=channels,
         cron=cron,
         budget=budget,
+        routing=routing,
     )
 
 
@@ -351,7 +356,7 @@ def _providers(
             key=f"providers.{default}.api_key",
         )
     for p in providers.values():
-        if not p.api_key:
+        if not p.keys:
             warnings.append(t("config.warn_provider_disabled", name=p.name, env=p.env_key))
     return providers
 
@@ -477,6 +482,87 @@ def _expand_env(values: dict[str, str], env: Mapping[str, str]) -> tuple[dict[st
         missing = missing or next((v for v in refs if v not in env), "")
         out[key] = _ENV_REF.sub(lambda m: env.get(m.group(1), ""), value)
     return out, missing
+
+
+def _routing(table: Any, env: Mapping[str, str]) -> RoutingConfig:
+    routing = read_section(RoutingConfig, table, "routing", env)
+    rules = table.get("rules", [])
+    if not isinstance(rules, list):
+        raise ConfigError(
+            bad_type_text("routing.rules", expected("array"), rules), key="routing.rules"
+        )
+    for index, item in enumerate(rules):
+        prefix = f"routing.rules[{index}]"
+        rule = read_section(RoutingRule, item, prefix, env)
+        if rule.pattern:
+            try:
+                compile_pattern(rule.pattern)
+            except ValueError as exc:
+                key = f"{prefix}.pattern"
+                raise ConfigError(
+                    t("config.bad_pattern", key=key, detail=str(exc)), key=key
+                ) from None
+        if rule.max_input_tokens and rule.max_input_tokens < rule.min_input_tokens:
+            key = f"{prefix}.max_input_tokens"
+            raise ConfigError(t("config.bad_token_range", key=key), key=key)
+        routing.rules.append(rule)
+    return routing
+
+
+def _check_routing(
+    routing: RoutingConfig, providers: dict[str, ProviderConfig], general: GeneralConfig
+) -> None:
+    """Every model reference names a configured provider and one of its models, and
+    reasoning is set only where the provider declares the capability (and, for a token
+    budget on a Claude provider, stays under its max_tokens)."""
+
+    def ref(key: str, value: str) -> ProviderConfig:
+        name, model = parse_ref(value)
+        pcfg = providers.get(name)
+        if pcfg is None:
+            available = ", ".join(providers) or "-"
+            raise ConfigError(
+                t("config.bad_ref_provider", key=key, ref=value, available=available), key=key
+            )
+        if model and pcfg.resolve(model) is None:
+            models = ", ".join(pcfg.models)
+            raise ConfigError(
+                t("config.bad_ref_model", key=key, ref=value, name=name, models=models), key=key
+            )
+        return pcfg
+
+    def reasoning(key: str, value: object, pcfg: ProviderConfig) -> None:
+        if value is None or value == "off":
+            return
+        if not pcfg.declares("reasoning"):
+            raise ConfigError(t("config.no_reasoning", key=key, name=pcfg.name), key=key)
+        if isinstance(value, int) and pcfg.max_tokens is not None and value >= pcfg.max_tokens:
+            raise ConfigError(
+                t("config.reasoning_over_max", key=key, name=pcfg.name, max=pcfg.max_tokens),
+                key=key,
+            )
+
+    for index, value in enumerate(general.fallbacks):
+        ref(f"general.fallbacks[{index}]", value)
+    for name, pcfg in providers.items():
+        prefix = f"providers.{name}"
+        for index, value in enumerate(pcfg.fallbacks or []):
+            ref(f"{prefix}.fallbacks[{index}]", value)
+        reasoning(f"{prefix}.reasoning", pcfg.reasoning, pcfg)
+        for model, options in pcfg.model_options.items():
+            key = f"{prefix}.model_options.{model}"
+            ref(key, f"{name}:{model}")
+            for index, value in enumerate(options.fallbacks or []):
+                ref(f"{key}.fallbacks[{index}]", value)
+            reasoning(f"{key}.reasoning", options.reasoning, pcfg)
+    for index, rule in enumerate(routing.rules):
+        prefix = f"routing.rules[{index}]"
+        primary = ref(f"{prefix}.primary", rule.primary) if rule.primary else None
+        for position, value in enumerate(rule.fallbacks or []):
+            ref(f"{prefix}.fallbacks[{position}]", value)
+        reasoning(
+            f"{prefix}.reasoning", rule.reasoning, primary or providers[general.default_provider]
+        )
 
 
 def _check_model_aliases(gateway: GatewayConfig, providers: dict[str, ProviderConfig]) -> None:

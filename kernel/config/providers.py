@@ -7,9 +7,11 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, Field
 
+from kernel.config.routing import ModelOptions, Reasoning
 from kernel.config.schema import (
     SECRET,
     SECRET_HEADERS,
+    SECRET_LIST,
     Base,
     Env,
     Label,
@@ -29,10 +31,22 @@ from kernel.config.schema import (
 ProviderType = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")]
 Capability = Literal["stream", "tool_call", "attachments", "reasoning"]
 CAPABILITIES: tuple[str, ...] = get_args(Capability)
+# What each built-in type can do when ``capabilities`` is unset; a plugin's type does
+# only what the owner lists. OpenAI-compatible servers differ in whether they take
+# ``reasoning_effort``, so "reasoning" is declared for one by listing it.
+TYPE_CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "claude": CAPABILITIES,
+    "openai_compat": ("stream", "tool_call", "attachments"),
+}
 
 
 def provider_env_key(name: str) -> str:
     return "KERNEL_PROVIDER_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_API_KEY"
+
+
+def provider_env_keys(name: str) -> str:
+    """The variable adding keys (a comma list) to ``api_keys``."""
+    return provider_env_key(name) + "S"
 
 
 class ModelPrice(Section):
@@ -65,6 +79,10 @@ class ProviderConfig(Section):
     api_key: Annotated[str, SECRET, Env(provider_env_key)] = Field(
         "", description="without one the provider is disabled"
     )
+    api_keys: Annotated[list[str], SECRET_LIST, Env(provider_env_keys, append=True)] = Field(
+        default_factory=list,
+        description="more keys, used in turn when one is rate-limited or out of quota",
+    )
     max_tokens: PosInt | None = Field(None, description="required for type claude")
     default_model: str = Field("", description="the model used first; default: models[0]")
     models: list[str] = Field(default_factory=list, description="what /model picks from")
@@ -83,6 +101,17 @@ class ProviderConfig(Section):
     prices: Prices = Field(
         default_factory=dict, description="model → its price (see ModelPrice); unset: unknown"
     )
+    fallbacks: list[str] | None = Field(
+        None,
+        description='models tried in order when this one fails ("provider:model"); unset: '
+        "general.fallbacks",
+    )
+    reasoning: Reasoning | None = Field(
+        None, description='reasoning for its models: "off", "low", "medium", "high" or tokens'
+    )
+    model_options: dict[str, ModelOptions] = Field(
+        default_factory=dict, description="model → its own fallbacks and reasoning"
+    )
     switched_off: Annotated[bool, BeforeValidator(_switched_off)] = Field(
         False, validation_alias="enabled", description="`enabled = false`: kept but not used"
     )
@@ -92,8 +121,20 @@ class ProviderConfig(Section):
         return provider_env_key(self.name)
 
     @property
+    def keys(self) -> list[str]:
+        """Every key, ``api_key`` first, each once."""
+        return list(dict.fromkeys(k for k in (self.api_key, *self.api_keys) if k))
+
+    @property
     def enabled(self) -> bool:
-        return bool(self.api_key) and not self.switched_off
+        return bool(self.keys) and not self.switched_off
+
+    def declares(self, capability: str) -> bool:
+        """Whether the endpoint can do ``capability``: as listed, else as its type can."""
+        declared = self.capabilities
+        if declared is None:
+            declared = list(TYPE_CAPABILITIES.get(self.type, ("stream",)))
+        return capability in declared
 
     def resolve(self, model: str) -> str | None:
         """A configured model name, or the model an alias points at; else None."""
@@ -133,5 +174,6 @@ DEFAULT_PROVIDERS: dict[str, dict[str, Any]] = {
         "api_base": "https://api.openai.com/v1",
         "default_model": "gpt-5.5",
         "models": ["gpt-5.5", "gpt-5.4-mini"],
+        "capabilities": ["stream", "tool_call", "attachments", "reasoning"],
     },
 }

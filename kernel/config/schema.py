@@ -34,8 +34,9 @@ from kernel.core.redact import mask_secret
 class Secret:
     """The field holds a secret. ``kind``: ``value`` (the string itself), ``headers`` (a
     header table: entries other than the public ones), ``all_headers`` (a header table:
-    every entry), ``map`` (every value of a table), ``id`` (not a credential, but kept out
-    of refusals: a number that identifies the owner)."""
+    every entry), ``map`` (every value of a table), ``list`` (every item of a list),
+    ``id`` (not a credential, but kept out of refusals: a number that identifies the
+    owner)."""
 
     kind: str = "value"
 
@@ -44,6 +45,7 @@ SECRET = Secret("value")
 SECRET_HEADERS = Secret("headers")
 SECRET_ALL_HEADERS = Secret("all_headers")
 SECRET_MAP = Secret("map")
+SECRET_LIST = Secret("list")
 PRIVATE_ID = Secret("id")
 
 

@@ -79,6 +79,8 @@ def secrets_of(config: Config) -> list[str]:
             found += _secret_headers(value, mark.kind == "all_headers").values()
         elif mark.kind == "map":
             found += value.values()
+        elif mark.kind == "list":
+            found += [v for v in value if isinstance(v, str)]
     found += [v for k, v in config.envs.items() if is_sensitive(k)]
     return [s for s in found if s]
 
@@ -127,6 +129,8 @@ def masked_view(section: Section) -> dict[str, Any]:
             data[key] = mask_secret(value) if value else ""
         elif isinstance(value, dict) and mark.kind != "id":
             data[key] = {k: mask_secret(str(v)) for k, v in value.items()}
+        elif isinstance(value, list):
+            data[key] = [mask_secret(str(v)) for v in value]
     return data
 
 

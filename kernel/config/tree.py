@@ -22,6 +22,7 @@ from kernel.config.general import (
 )
 from kernel.config.mcp import MCPServerConfig, MCPSettings
 from kernel.config.providers import ModelPrice, ProviderConfig, TitlesConfig
+from kernel.config.routing import ModelOptions, RoutingConfig, RoutingRule
 from kernel.config.schema import Section, toml_keys
 from kernel.config.voice import SttConfig, TtsConfig
 
@@ -39,13 +40,16 @@ class Node:
 
 
 _PRICES = Node(each=Node(ModelPrice))  # [providers.<name>.prices."<model>"]
+_OPTIONS = Node(each=Node(ModelOptions))  # [providers.<name>.model_options."<model>"]
 
 SCHEMA = Node(
     tables={
         "envs": Node(free=True),
         "telegram": Node(TelegramConfig),
         "general": Node(GeneralConfig),
-        "providers": Node(each=Node(ProviderConfig, tables={"prices": _PRICES})),
+        "providers": Node(
+            each=Node(ProviderConfig, tables={"prices": _PRICES, "model_options": _OPTIONS})
+        ),
         "titles": Node(TitlesConfig, tables={"prices": _PRICES}),
         "cli": Node(each=Node(CLIConfig)),
         "mcp": Node(MCPSettings, tables={"servers": Node(MCPServerConfig, array=True)}),
@@ -56,6 +60,7 @@ SCHEMA = Node(
         "tools": Node(each=Node(ToolPolicy)),
         "cron": Node(CronConfig),
         "budget": Node(BudgetConfig),
+        "routing": Node(RoutingConfig, tables={"rules": Node(RoutingRule, array=True)}),
     }
 )
 SECTIONS = tuple(SCHEMA.tables)

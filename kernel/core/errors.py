@@ -7,6 +7,9 @@ KernelError
 │   ├── TransientProviderError  5xx, timeouts, dropped connections: worth a retry;
 │   │   │                       carries ``retry_after`` seconds when the server sent it
 │   │   └── RateLimitedError    429 / overloaded
+│   ├── QuotaExceededError the key's quota or credit is used up (another key may serve)
+│   ├── ProviderAuthError  the key was refused (401/403): not failed over; the provider
+│   │                      is unusable until its configuration changes
 │   ├── CapabilityError    the provider lacks what the request needs (no silent downgrade)
 │   └── InputRefusedError  a 4xx about the content the owner sent (an image it cannot
 │                          read, a prompt too long, a content policy), not the request's
@@ -32,7 +35,8 @@ KernelError
 Each stable error code's HTTP status is declared once, in :data:`HTTP_STATUS`;
 :func:`http_status` reads it (the sidecar answers with it, whichever error carried the
 code: a :class:`CodedError`, :class:`ChannelError`, :class:`CronError`, a turn's error
-event, or the sidecar's own refusals).
+event, or the sidecar's own refusals). :func:`failover_cause` says which provider
+errors another model may answer instead of.
 """
 
 from __future__ import annotations
@@ -84,6 +88,41 @@ class TransientProviderError(ProviderError):
 
 class RateLimitedError(TransientProviderError):
     """429, or the provider says it is overloaded (Anthropic's 529)."""
+
+
+class QuotaExceededError(ProviderError):
+    """The key's quota or credit is used up (OpenAI's ``insufficient_quota``, a 402,
+    Anthropic's "credit balance is too low"): retrying that key does not help, another
+    key or another provider may."""
+
+    CODE = "quota_exceeded"
+
+    def __init__(self, message: str, **kw: object) -> None:
+        kw["code"] = self.CODE
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+class ProviderAuthError(ProviderError):
+    """The provider refused the key (401, 403): not failed over blindly; the provider is
+    unusable until its configuration changes."""
+
+    CODE = "provider_auth_failed"
+
+    def __init__(self, message: str, **kw: object) -> None:
+        kw["code"] = self.CODE
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+def failover_cause(exc: BaseException) -> str | None:
+    """Why another model may answer instead, or None when it may not: a transient cause
+    (429, 5xx, overloaded, timeout, connection) or a used-up quota may be failed over; a
+    refused key, a bad request, a refused input, a missing capability or a budget may
+    not (another model would not fix them, or would hide them)."""
+    if isinstance(exc, TransientProviderError):
+        return exc.code or ("rate_limited" if isinstance(exc, RateLimitedError) else "transient")
+    if isinstance(exc, QuotaExceededError):
+        return QuotaExceededError.CODE
+    return None
 
 
 class CapabilityError(ProviderError):
@@ -208,6 +247,9 @@ HTTP_STATUS: dict[str, int] = {
     InputRefusedError.CODE: 400,
     "rate_limit_error": 429,
     "rate_limited": 429,
+    # the upstream refused Kernel's own key or quota: Kernel's configuration, not the caller
+    ProviderAuthError.CODE: 502,
+    QuotaExceededError.CODE: 502,
     # 402, not 429: waiting does not help, the owner's limit must be raised (SDKs retry 429s)
     BudgetExceededError.CODE: 402,
     # CodedError: skills, workspace, SelfOps

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kernel.core.i18n import t
+
 
 @dataclass(slots=True)
 class StepStarted:
@@ -67,6 +69,22 @@ class AskUser:
 
 
 @dataclass(slots=True)
+class ModelSwitched:
+    """The model answering failed after its retries with a cause another model may
+    answer through (issue 17): ``to_model`` answers from now on. Channels show the one
+    line :meth:`describe` words; nothing the failed model wrote had been shown."""
+
+    step: int
+    from_model: str  # "provider:model"
+    to_model: str
+    reason: str  # the failover cause: a provider error code ("overloaded_error", "timeout", …)
+    type: Literal["model_switch"] = "model_switch"
+
+    def describe(self) -> str:
+        return t("routing.switched", old=self.from_model, new=self.to_model, why=self.reason)
+
+
+@dataclass(slots=True)
 class Completed:
     step: int
     reply: str
@@ -93,6 +111,7 @@ TurnEvent = (
     | ToolProgress
     | ToolResult
     | AskUser
+    | ModelSwitched
     | Completed
     | ErrorEvent
 )
@@ -138,6 +157,12 @@ def event_to_dict(event: TurnEvent) -> dict[str, Any]:
                 "question": event.question,
                 "options": list(event.options),
             },
+        }
+    if isinstance(event, ModelSwitched):
+        return {
+            "type": event.type,
+            "step": event.step,
+            "switch": {"from": event.from_model, "to": event.to_model, "reason": event.reason},
         }
     if isinstance(event, Completed):
         out: dict[str, Any] = {"type": event.type, "step": event.step, "reply": event.reply}

@@ -609,6 +609,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "budget.cron_skipped": "⏸ 定时任务「{name}」本次已跳过：{reason}",
         "budget.withheld": "超出了预算上限",
         "budget.guest": "今天暂时无法回答了，请明天再试。",
+        "config.bad_pattern": "{key} 不是合法的 RE2 正则（{detail}）：请修正；不支持反向引用和环视（它们无法保证线性时间）",
+        "config.bad_token_range": "{key} 小于 min_input_tokens：请把 max_input_tokens 设得更大，或设为 0 表示不限",
+        "config.bad_ref_provider": '{key} = {ref!r} 指向未配置的 provider：可用的有 {available}（写法为 "provider:model"）',
+        "config.bad_ref_model": "{key} = {ref!r}：{name} 没有这个模型；它的 models 为 {models}",
+        "config.no_reasoning": '{key}：provider {name} 未声明 reasoning 能力。若该 endpoint 支持推理（reasoning_effort / thinking），请在 providers.{name}.capabilities 中加入 "reasoning"；否则删除此设置',
+        "config.reasoning_over_max": "{key}：思考预算必须小于 providers.{name}.max_tokens（{max}）：请调小预算或调大 max_tokens",
+        "routing.switched": "⚠️ {old} 暂不可用（{why}），改由 {new} 继续回答",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1203,6 +1210,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "budget.cron_skipped": "⏸ Cron job “{name}” skipped this run: {reason}",
         "budget.withheld": "over the budget",
         "budget.guest": "I can't answer any more today; please try again tomorrow.",
+        "config.bad_pattern": "{key} is not a valid RE2 pattern ({detail}): fix it; backreferences and lookaround are not supported (they cannot run in linear time)",
+        "config.bad_token_range": "{key} is below min_input_tokens: raise max_input_tokens, or set it to 0 for no bound",
+        "config.bad_ref_provider": '{key} = {ref!r} names a provider that is not configured: there are {available} (written "provider:model")',
+        "config.bad_ref_model": "{key} = {ref!r}: {name} has no such model; its models are {models}",
+        "config.no_reasoning": '{key}: provider {name} does not declare the reasoning capability. If the endpoint supports it (reasoning_effort / thinking), add "reasoning" to providers.{name}.capabilities; otherwise remove the setting',
+        "config.reasoning_over_max": "{key}: the thinking budget must be below providers.{name}.max_tokens ({max}): lower the budget or raise max_tokens",
+        "routing.switched": "⚠️ {old} is unavailable ({why}); {new} answers instead",
     },
 }
 

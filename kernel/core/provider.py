@@ -19,7 +19,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernel.core.errors import CapabilityError, TransientProviderError
+from kernel.core.errors import (
+    CapabilityError,
+    ProviderAuthError,
+    ProviderError,
+    QuotaExceededError,
+    RateLimitedError,
+    TransientProviderError,
+)
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock, Message, ToolSpec
 from kernel.core.usage import Usage
@@ -49,6 +56,18 @@ class Thinking:
     mode: Literal["enabled", "adaptive"]
     budget_tokens: int = 0
     effort: str = ""  # "low" | "medium" | "high" (…) when the client named one
+
+
+def thinking_for(reasoning: str | int | None) -> Thinking | None:
+    """The thinking a configured ``reasoning`` asks for: a level is the model's own
+    judgement at that effort (Claude: adaptive thinking with ``output_config.effort``;
+    OpenAI-compatible: ``reasoning_effort``), a number a budget of thinking tokens;
+    ``"off"`` or unset is none."""
+    if reasoning is None or reasoning == "off":
+        return None
+    if isinstance(reasoning, int):
+        return Thinking("enabled", budget_tokens=reasoning)
+    return Thinking("adaptive", effort=reasoning)
 
 
 @dataclass(slots=True)
@@ -146,6 +165,19 @@ class Completion:
 StreamEvent = TextDelta | ThinkingDelta | ToolCallStarted | Completion
 
 
+def thinking_blocks(parts: list[ThinkingPart]) -> list[dict[str, Any]]:
+    """Thinking parts in the Messages API's wire form (what ``history_thinking`` holds),
+    exactly as they came: a tool loop must send them back unchanged. Parts without a
+    signature (an OpenAI-compatible server's reasoning text) cannot be sent back."""
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if part.redacted:
+            out.append({"type": "redacted_thinking", "data": part.redacted})
+        elif part.signature:
+            out.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
+    return out
+
+
 class StopScanner:
     """Ends streamed text at the first of ``sequences``, for providers whose API cannot
     say which stop sequence ended an answer. Text that may be the start of one is held
@@ -187,9 +219,11 @@ class RetryPolicy:
 
 
 class Provider(ABC):
-    """A configured model endpoint. Subclasses set ``capabilities`` and implement ``_stream``."""
+    """A configured model endpoint. Subclasses set ``capabilities`` and implement ``_stream``;
+    one with several API keys sets ``key_count`` and implements :meth:`rotate_key`."""
 
     capabilities: Capabilities = Capabilities()
+    key_count: int = 1  # the keys it can use in turn
 
     def __init__(
         self,
@@ -211,6 +245,11 @@ class Provider(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release the SDK client."""
+
+    def rotate_key(self, error: ProviderError) -> bool:
+        """Use the next key after ``error`` (429, a used-up quota, a refused key: that
+        key is then dropped for good); True when another key is now in use."""
+        return False
 
     def check(self, request: ChatRequest) -> None:
         """Refuse, with a named reason, what this provider cannot do. (Without
@@ -243,9 +282,12 @@ async def stream_with_retry(
 
     Once a delta has been yielded the caller has shown it, so a later failure is raised
     rather than silently replayed. ``Retry-After`` wins over the exponential backoff.
+    A provider with several keys moves to its next key at once on a 429, a used-up quota
+    or a refused key (each key at most once per call), before any backoff.
     """
     provider.check(request)
     attempt = 0
+    rotated = 0
     while True:
         produced = False
         try:
@@ -255,8 +297,18 @@ async def stream_with_retry(
                 )
                 yield event
             return
-        except TransientProviderError as exc:
-            if produced or attempt >= policy.max_retries:
+        except ProviderError as exc:
+            if produced:
+                raise
+            if (
+                isinstance(exc, RateLimitedError | QuotaExceededError | ProviderAuthError)
+                and rotated < provider.key_count - 1
+                and provider.rotate_key(exc)
+            ):
+                rotated += 1
+                log.warning("provider %s: %s on one key; trying the next", provider.name, exc.code)
+                continue
+            if not isinstance(exc, TransientProviderError) or attempt >= policy.max_retries:
                 raise
             delay = min(policy.max_delay, policy.base_delay * (2**attempt))
             delay *= 0.8 + 0.4 * random.random()  # jitter

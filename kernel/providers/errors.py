@@ -15,7 +15,9 @@ from typing import Any
 
 from kernel.core.errors import (
     InputRefusedError,
+    ProviderAuthError,
     ProviderError,
+    QuotaExceededError,
     RateLimitedError,
     TransientProviderError,
 )
@@ -57,6 +59,19 @@ REFUSED_INPUT_WORDS = (
     "high risk",
     "敏感",
 )
+
+
+# A key out of quota or credit: OpenAI's 429 ``insufficient_quota``, 402s, Anthropic's
+# 400 "Your credit balance is too low". Waiting does not help; another key may.
+QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
+QUOTA_WORDS = ("credit balance is too low", "insufficient_quota", "exceeded your current quota")
+
+
+def out_of_quota(status: int, code: str, message: str) -> bool:
+    if code in QUOTA_CODES or status == 402:
+        return True
+    text = message.casefold()
+    return status in (400, 403, 429) and any(words in text for words in QUOTA_WORDS)
 
 
 def refuses_input(status: int, code: str, message: str) -> bool:
@@ -125,6 +140,10 @@ def translate(
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None)
         kw: dict[str, Any] = {"provider": provider, "status": status or None, "code": code}
+        if out_of_quota(status, code, message):
+            return QuotaExceededError(message, **kw)
+        if status in (401, 403) or code in ("authentication_error", "permission_error"):
+            return ProviderAuthError(message, provider=provider, status=status or None)
         if status == 429 or code in ("rate_limit_error", "overloaded_error") or status == 529:
             return RateLimitedError(message, retry_after=parse_retry_after(headers), **kw)
         if status >= 500 or status == 408 or (status == 200 and code in TRANSIENT_TYPES):

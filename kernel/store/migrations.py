@@ -295,6 +295,42 @@ def m010_usage_bounds(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE usage ADD COLUMN usage_known INTEGER NOT NULL DEFAULT 1")
 
 
+def m011_routing_decisions(conn: sqlite3.Connection) -> None:
+    """The decisions log (issue 17): one row per model call of a turn — why that model
+    (the rule, the session's override, the owner's choice), the candidates, each attempt
+    and its outcome (failovers), the time taken, tokens and cost. JSON columns hold the
+    lists. No foreign key: the log outlives a deleted chat, like the usage ledger."""
+    conn.execute(
+        """
+        CREATE TABLE routing_decisions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            session_id INTEGER,
+            turn_id TEXT NOT NULL DEFAULT '',
+            step INTEGER NOT NULL DEFAULT 0,
+            channel TEXT NOT NULL DEFAULT '',
+            job_id TEXT NOT NULL DEFAULT '',
+            why TEXT NOT NULL,
+            rule TEXT NOT NULL DEFAULT '',
+            sticky INTEGER NOT NULL DEFAULT 0,
+            candidates TEXT NOT NULL DEFAULT '[]',
+            skipped TEXT NOT NULL DEFAULT '[]',
+            chosen TEXT NOT NULL DEFAULT '',
+            reasoning TEXT NOT NULL DEFAULT '',
+            attempts TEXT NOT NULL DEFAULT '[]',
+            latency_ms INTEGER NOT NULL DEFAULT 0,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX routing_decisions_session ON routing_decisions(session_id, id)")
+    conn.execute("CREATE INDEX routing_decisions_at ON routing_decisions(at)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -306,6 +342,7 @@ MIGRATIONS: list[Migration] = [
     Migration("failed_messages", m008_failed_messages),
     Migration("usage", m009_usage),
     Migration("usage_bounds", m010_usage_bounds),
+    Migration("routing_decisions", m011_routing_decisions),
 ]
 
 
