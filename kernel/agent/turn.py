@@ -9,6 +9,7 @@ and the one :class:`~kernel.agent.sessions.Conversation` it runs in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from kernel.agent.context import (
     repair_history,
     split_layers,
 )
+from kernel.agent.failover import Build, ModelCalls
 from kernel.agent.models import ModelSelection
 from kernel.agent.prompt import SystemPrompt, relative
 from kernel.agent.sessions import Conversation
@@ -37,6 +39,7 @@ from kernel.core.errors import (
     BudgetExceededError,
     InputRefusedError,
     KernelError,
+    ProviderAuthError,
     ProviderError,
     SkillError,
     ToolError,
@@ -58,14 +61,16 @@ from kernel.core.provider import (
     Completion,
     Provider,
     RawToolCall,
-    RetryPolicy,
     Sleep,
     TextDelta,
+    thinking_blocks,
+    thinking_for,
 )
 from kernel.core.turns import Turn
+from kernel.core.usage import estimate_request_tokens
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.memory.remember import Fact, RememberFilter, extract_remember
-from kernel.routing import Router
+from kernel.routing import Candidate, Facts, Router
 from kernel.skills import SkillLibrary, wrap_skill
 from kernel.spend import CallTag, Meter, Over, money
 from kernel.spend.meter import OWNER_CHANNELS
@@ -163,6 +168,10 @@ class TurnRun:
         self.stored: list[int] = []  # ids of the messages this turn wrote, in order
         self.tag = CallTag("turn", turn_id=turn.id)  # what its model calls are for
         self.may_raise = False  # the owner may raise the budget from this turn
+        self.calls: ModelCalls | None = None  # the turn's model calls over its route
+        # Thinking blocks of this turn's assistant messages (index in the working
+        # history → the model that made them, the blocks): sent back to that model only.
+        self.thinking: dict[int, tuple[str, list[dict[str, Any]]]] = {}
 
     def reply_so_far(self) -> str:
         return "".join([*self.replies, *self.partial])
@@ -201,6 +210,13 @@ class TurnRun:
             # Refused before anything was stored or sent: the owner fixes the name and
             # sends again (the text names the skills there are).
             self.turn.emit(ErrorEvent(self.step, exc.code, str(exc)))
+        except ProviderAuthError as exc:
+            self.error = exc.code
+            log.warning("turn %s: a provider refused its key", self.turn.id)
+            detail = exc.message
+            if exc.provider:
+                detail = t("provider.key_refused", name=exc.provider, detail=exc.message)
+            await self.fail(ErrorEvent(self.step, exc.code, detail))
         except ProviderError as exc:
             self.error = str(exc)
             log.warning("turn %s: provider error %s", self.turn.id, type(exc).__name__)
@@ -251,9 +267,6 @@ class TurnRun:
         )
         session = await parts.store.get_session(self.session_id)
         meta = session.meta if session else {}
-        name, model = parts.models.model_for(meta)
-        provider = await parts.models.provider(name)
-        policy = parts.models.policy(provider.name)
         job = meta.get("cron_job_id")
         self.tag = CallTag(
             "cron" if user_input.channel == "cron" else "turn",
@@ -263,25 +276,84 @@ class TurnRun:
             turn_id=self.turn.id,
         )
         # Only the owner, in a chat that shows buttons, may raise the limit mid-turn.
-        self.may_raise = (
-            user_input.interactive
-            and user_input.budget_ask
-            and not user_input.guest
-            and user_input.channel in OWNER_CHANNELS
+        owner_chat = user_input.channel in OWNER_CHANNELS and not user_input.guest
+        self.may_raise = user_input.interactive and user_input.budget_ask and owner_chat
+        offered = parts.tools.specs()
+        if self.guest_tools is not None:
+            offered = [spec for spec in offered if spec.name in self.guest_tools]
+        models = parts.models
+        seen = Facts(
+            channel=user_input.channel,
+            text=without_files(user_input.text),
+            image=bool(user_input.images),
+            job_id=self.tag.job_id,
+            skills=tuple(skill.name for skill in skills),
+            input_tokens=estimate_request_tokens(system + context, working, offered),
+            session_id=self.session_id,
         )
+        route = parts.router.route(
+            seen,
+            active=(models.provider_name, models.model),
+            override=models.override_of(meta),
+            owner=models.owner_choice() if owner_chat else None,
+        )
+        if route.candidates:  # built now (an SDK import takes seconds), before the first step
+            await models.provider(route.primary.provider)
+        self.calls = calls_over = ModelCalls(
+            route,
+            models=models,
+            meter=parts.meter,
+            health=parts.router.health,
+            decisions=parts.decisions,
+            tag=self.tag,
+            emit=self.turn.emit,
+            clock=parts.clock,
+            sleep=parts.sleep,
+        )
+
+        def build(candidate: Candidate, provider: Provider) -> ChatRequest:
+            """The step's request for one candidate, as its provider can take it."""
+            tools = offered if provider.capabilities.tool_call else []
+            if not tools:  # no tool blocks, so no thinking to hand back either
+                return ChatRequest(
+                    candidate.model,
+                    system,
+                    flatten_tool_blocks(working),
+                    context=context,
+                    context_at=anchor,
+                )
+            thinking = thinking_for(candidate.reasoning)
+            if thinking is not None and not provider.capabilities.reasoning:
+                thinking = None
+            history = {
+                index: blocks
+                for index, (made_by, blocks) in self.thinking.items()
+                if made_by == str(candidate)
+            }
+            continuing = len(working) - 2  # the assistant message a tool loop goes on from
+            if thinking is not None and working[-1].tool_results and continuing not in history:
+                # Thinking on requires that message to start with this model's own
+                # thinking (another model answered it, or none was asked): not this step.
+                thinking = None
+            return ChatRequest(
+                candidate.model,
+                system,
+                working,
+                tools,
+                thinking=thinking,
+                history_thinking=history,
+                context=context,
+                context_at=anchor,
+            )
+
         limit = cfg.general.max_tool_calls
         calls_used = 0
         while True:
             self.step += 1
             self.turn.emit(StepStarted(self.step))
-            tools = parts.tools.specs() if provider.capabilities.tool_call else []
-            if self.guest_tools is not None:
-                tools = [spec for spec in tools if spec.name in self.guest_tools]
-            messages = working if tools else flatten_tool_blocks(working)
-            request = ChatRequest(
-                model, system, messages, tools, context=context, context_at=anchor
-            )
-            completion = await self._stream(provider, request, policy)
+            completion = await self._stream(build)
+            provider = calls_over.provider
+            assert provider is not None  # set by the call that answered
             if completion.stop_reason == "refusal":
                 # Anthropic's streaming classifiers: the context must drop the turn, or
                 # every later request is refused too.
@@ -310,6 +382,9 @@ class TurnRun:
                 return
             self.pending = assistant
             await self._store(assistant)
+            blocks = thinking_blocks(completion.thinking)
+            if blocks:  # sent back, unchanged, while this tool loop goes on (never stored)
+                self.thinking[len(working)] = (str(calls_over.current), blocks)
             working.append(assistant)
             allowed = max(0, limit - calls_used)
             calls_used += len(calls)
@@ -325,25 +400,22 @@ class TurnRun:
                 self.turn.emit(Completed(self.step, reply, usage=self.turn.spend()))
                 return
 
-    async def _stream(
-        self, provider: Provider, request: ChatRequest, policy: RetryPolicy
-    ) -> Completion:
+    async def _stream(self, build: Build) -> Completion:
+        assert self.calls is not None
         completion: Completion | None = None
         tags = RememberFilter()  # every channel previews deltas: tags never reach them
-        stream = self.parts.meter.stream(
-            provider,
-            request,
-            policy,
-            self.tag,
-            sleep=self.parts.sleep,
+        stream = self.calls.stream(
+            self.step,
+            build,
             admit=self._raise_limit if self.may_raise else None,
             counted=lambda entry: self.turn.count(entry.usage, entry.cost),
         )
-        async for event in stream:
-            if isinstance(event, TextDelta):
-                self._show(tags.feed(event.text))
-            elif isinstance(event, Completion):
-                completion = event
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    self._show(tags.feed(event.text))
+                elif isinstance(event, Completion):
+                    completion = event
         assert completion is not None
         self._show(tags.flush())
         return completion

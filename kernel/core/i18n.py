@@ -616,6 +616,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "config.no_reasoning": '{key}：provider {name} 未声明 reasoning 能力。若该 endpoint 支持推理（reasoning_effort / thinking），请在 providers.{name}.capabilities 中加入 "reasoning"；否则删除此设置',
         "config.reasoning_over_max": "{key}：思考预算必须小于 providers.{name}.max_tokens（{max}）：请调小预算或调大 max_tokens",
         "routing.switched": "⚠️ {old} 暂不可用（{why}），改由 {new} 继续回答",
+        "routing.none_usable": "没有可用的模型：{models} 的 key 被拒绝。请修正对应 providers.<name>.api_key（配置更改后即恢复使用），或用 /provider 换用其他 provider",
+        "routing.all_open": "{models} 最近连续失败，正在冷却中，稍后会自动重试：请稍后再发，或用 /provider 换用其他 provider",
+        "provider.key_refused": "provider {name} 拒绝了 API key（{detail}）。已停止使用它，直到其配置更改：请修正 providers.{name}.api_key 或环境变量，或用 /provider 换用其他 provider",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1217,6 +1220,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "config.no_reasoning": '{key}: provider {name} does not declare the reasoning capability. If the endpoint supports it (reasoning_effort / thinking), add "reasoning" to providers.{name}.capabilities; otherwise remove the setting',
         "config.reasoning_over_max": "{key}: the thinking budget must be below providers.{name}.max_tokens ({max}): lower the budget or raise max_tokens",
         "routing.switched": "⚠️ {old} is unavailable ({why}); {new} answers instead",
+        "routing.none_usable": "No model can be used: the keys of {models} were refused. Fix providers.<name>.api_key (a configuration change makes it usable again), or switch with /provider",
+        "routing.all_open": "{models} failed repeatedly and are cooling down; they are tried again shortly: send again in a minute, or switch with /provider",
+        "provider.key_refused": "Provider {name} refused its API key ({detail}). It is not used until its configuration changes: fix providers.{name}.api_key or its environment variable, or switch with /provider",
     },
 }
 

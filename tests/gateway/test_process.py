@@ -307,6 +307,8 @@ async def test_same_chat_waits_for_its_running_turn(
     async with streaming(sc, "one", session_id="q1") as first:
         events = sse_events(first)
         await anext(events)
+        async with asyncio.timeout(30):
+            await anthropic_sim.wait_for_requests(1)  # the first turn is at the model
         conv, session_id = await conversation(sc, "q1")
         second = asyncio.create_task(sc.process("two", session_id="q1"))
         await until(lambda: sc.kernel.agent.waiting(conv) > 0)
