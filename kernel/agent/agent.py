@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
@@ -48,6 +49,8 @@ __all__ = [
 ]
 
 SKILLS_FOLDER = "skills"  # beside config.toml
+
+log = logging.getLogger(__name__)
 
 
 class Agent:
@@ -116,8 +119,20 @@ class Agent:
     # ----- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Restore the saved provider/model (falling back to the defaults)."""
+        """Restore the saved provider/model (falling back to the defaults), and build
+        the active model's fallbacks' clients in the background: a failover then
+        waits for no SDK import."""
         await self.selection.restore()
+        self.background.spawn(self._warm_fallbacks(), "fallbacks-warm-up")
+
+    async def _warm_fallbacks(self) -> None:
+        active = (self.selection.provider_name, self.selection.model)
+        for provider, _ in self.router.fallbacks_of(*active):
+            if provider in self.config.enabled_providers and provider != active[0]:
+                try:
+                    await self.selection.provider(provider)
+                except Exception as exc:  # a failover builds it again and reports it
+                    log.warning("building fallback %s failed: %s", provider, type(exc).__name__)
 
     async def stop(self) -> None:
         """Cancel running turns (they persist what they have), then close providers."""

@@ -74,7 +74,8 @@ class Decision:
 
     @property
     def failovers(self) -> int:
-        return sum(1 for a in self.attempts if a.outcome != "ok")
+        """How many times another model was tried after one failed or was skipped."""
+        return sum(1 for a in self.attempts[:-1] if a.outcome != "ok")
 
     def as_json(self) -> dict[str, Any]:
         return {
