@@ -88,6 +88,7 @@ class ModelCalls:
         self._monotonic = monotonic
         self.position = 0
         self.provider: Provider | None = None  # the provider that answered last
+        self._told = False  # the route's detour was shown
 
     @property
     def current(self) -> Candidate:
@@ -122,7 +123,10 @@ class ModelCalls:
         counted: Callable[[UsageEntry], None] | None,
     ) -> AsyncGenerator[StreamEvent, None]:
         candidates = self.route.candidates
-        switched: tuple[Candidate, str] | None = None  # (the model left, why)
+        switched: tuple[Candidate | str, str] | None = None  # (the model left, why)
+        if self.route.detour is not None and not self._told:
+            # The turn's usual model is skipped for its health: said once, at its start.
+            switched, self._told = self.route.detour, True
         last: ProviderError | None = None
         index = self.position
         while index < len(candidates):

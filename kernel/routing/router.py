@@ -54,7 +54,8 @@ class Candidate:
 class Route:
     """The models to try, in order. ``forced``: every candidate's circuit is open, so
     they are tried anyway; ``skipped``: (model, why) left out (``disabled``,
-    ``key_refused``, ``circuit_open``)."""
+    ``key_refused``, ``circuit_open``); ``detour``: (the primary, why) when the primary
+    itself was left out for its health, so that the owner is told who answers instead."""
 
     candidates: list[Candidate]
     why: Why
@@ -62,6 +63,7 @@ class Route:
     sticky: bool = False
     forced: bool = False
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    detour: tuple[str, str] | None = None
 
     @property
     def primary(self) -> Candidate:
@@ -112,7 +114,12 @@ class Router:
             reasoning = self.reasoning_of(pcfg, model, rule)
             route.candidates.append(Candidate(provider, model, reasoning))
         self._prefer_sticky(route, facts.session_id)
+        first = route.candidates[0] if route.candidates else None
         self._leave_out_unhealthy(route)
+        if first is not None and (not route.candidates or route.candidates[0] != first):
+            left_out = [w for m, w in route.skipped if m == str(first)]
+            if left_out and route.candidates:
+                route.detour = (str(first), left_out[0])
         return route
 
     def match(self, facts: Facts) -> RoutingRule | None:
