@@ -617,6 +617,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "config.bad_ref_model": "{key} = {ref!r}：{name} 没有这个模型；它的 models 为 {models}",
         "config.no_reasoning": '{key}：provider {name} 未声明 reasoning 能力。若该 endpoint 支持推理（reasoning_effort / thinking），请在 providers.{name}.capabilities 中加入 "reasoning"；否则删除此设置',
         "config.reasoning_over_max": "{key}：思考预算必须小于 providers.{name}.max_tokens（{max}）：请调小预算或调大 max_tokens",
+        "config.options_alias": '{key}：{alias} 是 {model} 的别名：请用模型本名命名该表，即 [providers.{name}.model_options."{model}"]',
         "routing.switched": "⚠️ {old} 暂不可用（{why}），改由 {new} 继续回答",
     },
     "en": {
@@ -1220,6 +1221,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "config.bad_ref_model": "{key} = {ref!r}: {name} has no such model; its models are {models}",
         "config.no_reasoning": '{key}: provider {name} does not declare the reasoning capability. If the endpoint supports it (reasoning_effort / thinking), add "reasoning" to providers.{name}.capabilities; otherwise remove the setting',
         "config.reasoning_over_max": "{key}: the thinking budget must be below providers.{name}.max_tokens ({max}): lower the budget or raise max_tokens",
+        "config.options_alias": '{key}: {alias} is an alias of {model}: name the table after the model itself, [providers.{name}.model_options."{model}"]',
         "routing.switched": "⚠️ {old} is unavailable ({why}); {new} answers instead",
     },
 }

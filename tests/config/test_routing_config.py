@@ -97,6 +97,18 @@ def test_a_model_options_table_must_name_one_of_the_providers_models(tmp_path: P
     assert "claude-a, claude-b" in str(error)
 
 
+def test_a_model_options_table_named_after_an_alias_is_refused_naming_the_model(
+    tmp_path: Path,
+) -> None:
+    # The router looks a model's options up by its own name: under an alias they would
+    # silently never apply.
+    error = refused(
+        tmp_path, CLAUDE + '[providers.anthropic.model_options.fast]\nreasoning = "low"\n'
+    )
+    assert error.key == "providers.anthropic.model_options.fast"
+    assert 'model_options."claude-b"' in str(error) and "alias" in str(error)
+
+
 def test_references_split_at_the_first_colon() -> None:
     assert parse_ref("ollama:qwen2.5:7b") == ("ollama", "qwen2.5:7b")
     assert parse_ref("local") == ("local", "")
