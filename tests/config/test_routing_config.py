@@ -368,3 +368,38 @@ def test_the_examples_commented_rules_load_and_route_as_described(tmp_path: Path
     assert chosen(Facts("telegram", "x", input_tokens=200_000)) == ["anthropic:claude-sonnet-5-5"]
     assert router.route(Facts("telegram", "hello"), active=active).why == "default"
     assert re.search(r"KERNEL_PROVIDER_<NAME>_API_KEYS", example)
+
+
+def test_the_readmes_resilience_example_loads_and_routes_as_it_says(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    marker = "<!-- resilience example: tests/config/test_routing_config.py loads it -->\n```toml\n"
+    text = readme.split(marker, 1)[1].split("```", 1)[0]
+    env = {
+        **ENV,
+        "KERNEL_PROVIDER_ANTHROPIC_API_KEYS": "sk-ant-third",
+        "KERNEL_PROVIDER_OPENAI_API_KEY": "sk-openai-0123456789",
+        "KERNEL_PROVIDER_DEEPSEEK_API_KEY": "sk-deepseek-0123456789",
+    }
+    config = load(tmp_path, text, env)
+    assert config.providers["anthropic"].keys == [KEY, "sk-ant-second", "sk-ant-third"]
+    router = Router(config, Health(config.routing))
+    active = ("anthropic", "claude-sonnet-5-5")
+
+    def route(facts: Facts) -> list[tuple[str, str | int | None]]:
+        return [(str(c), c.reasoning) for c in router.route(facts, active=active).candidates]
+
+    assert route(Facts("telegram", "what is this?", image=True)) == [
+        ("anthropic:claude-opus-5-5", 8000),
+        ("openai:gpt-5.5", None),
+        ("deepseek:deepseek-chat", None),
+    ]
+    assert route(Facts("telegram", "Think hard about this")) == [
+        ("openai:gpt-5.5", "high"),
+        ("deepseek:deepseek-chat", None),  # no reasoning capability listed
+    ]
+    assert route(Facts("cron", "go", job_id="digest"))[0] == ("openai:gpt-5.4-mini", None)
+    assert route(Facts("telegram", "hello")) == [
+        ("anthropic:claude-sonnet-5-5", None),
+        ("openai:gpt-5.5", None),
+        ("deepseek:deepseek-chat", None),
+    ]
