@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.config import load_config, parse_ref
+from kernel.config import Config, load_config, parse_ref
 from kernel.config.secrets import masked_view, secrets_of
 from kernel.core.errors import ConfigError
 from kernel.core.redact import redact_text
@@ -29,7 +29,7 @@ LOCAL = (
 )
 
 
-def load(tmp_path: Path, text: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> Config:
     path = tmp_path / "config.toml"
     path.write_text(text, encoding="utf-8")
     return load_config(path, env=env or ENV, require_telegram=False)
@@ -168,7 +168,10 @@ def test_a_thinking_budget_stays_below_max_tokens(tmp_path: Path) -> None:
         error
     )
     options = "[providers.anthropic.model_options.claude-b]\nreasoning = 9000\n"
-    assert refused(tmp_path, CLAUDE + options).key.endswith("claude-b.reasoning")  # type: ignore[union-attr]
+    assert (
+        refused(tmp_path, CLAUDE + options).key
+        == "providers.anthropic.model_options.claude-b.reasoning"
+    )
     assert load(tmp_path, CLAUDE + "reasoning = 4095\n").providers["anthropic"].reasoning == 4095
 
 
