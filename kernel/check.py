@@ -171,11 +171,46 @@ def routing(config: Config) -> list[CheckLine]:
             envs=envs,
         )
         lines.append(CheckLine(part, "warn", text))
+    lines += _over_budget(config)
     rules = len(config.routing.rules)
     fallback_chains = sum(1 for _, key, _ in chains if not key.startswith("routing."))
     if (rules or fallback_chains) and not lines:
         text = t("check.routing_ok", chains=fallback_chains, rules=rules)
         lines.append(CheckLine("routing", "ok", text))
+    return lines
+
+
+def _over_budget(config: Config) -> list[CheckLine]:
+    """A rule's thinking budget goes to every model of its chain whose provider declares
+    reasoning (the load checked it against the rule's primary only): a Claude fallback
+    whose max_tokens is not above it would refuse the call, and a refused request is
+    not failed over."""
+    from kernel.routing import Health, Router
+
+    router = Router(config, Health(config.routing))
+    lines: list[CheckLine] = []
+    for index, rule in enumerate(config.routing.rules):
+        budget = rule.reasoning
+        if not isinstance(budget, int):
+            continue
+        name, model = parse_ref(rule.primary or config.general.default_provider)
+        primary = config.providers[name]
+        model = (primary.resolve(model) or model) if model else primary.default_model
+        if rule.fallbacks is not None:
+            chain = [parse_ref(ref) for ref in rule.fallbacks]
+        else:
+            chain = router.fallbacks_of(name, model)
+        over = [
+            provider
+            for provider in dict.fromkeys(p for p, _ in [(name, model), *chain])
+            if config.providers[provider].declares("reasoning")
+            and (ceiling := config.providers[provider].max_tokens) is not None
+            and budget >= ceiling
+        ]
+        if over:
+            key = f"routing.rules[{index}].reasoning"
+            text = t("check.budget_over_fallback", key=key, budget=budget, names=", ".join(over))
+            lines.append(CheckLine(f"rule {rule.name}", "warn", text))
     return lines
 
 

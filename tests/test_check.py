@@ -245,6 +245,41 @@ def test_chains_that_can_all_be_called_are_one_ok_line(tmp_path: Path) -> None:
     assert routing(plain) == []
 
 
+def test_a_rules_thinking_budget_over_a_fallbacks_max_tokens_is_a_warning(
+    tmp_path: Path,
+) -> None:
+    """The load checks a rule's budget against its primary; its fallbacks get it too."""
+
+    def claude(name: str, ceiling: int) -> str:
+        return (
+            f'[providers.{name}]\ntype = "claude"\napi_base = "http://127.0.0.1:1"\n'
+            f'api_key = "sk-{name}-0123456789"\nmax_tokens = {ceiling}\ndefault_model = "m"\n'
+        )
+
+    plain = (
+        '[providers.plain]\ntype = "openai_compat"\napi_base = "http://127.0.0.1:1/v1"\n'
+        'api_key = "sk-plain-0123456789"\nmax_tokens = 100\ndefault_model = "p"\n'
+    )
+    rules = (
+        '[[routing.rules]]\nname = "own chain"\nprimary = "big"\nreasoning = 2000\n'
+        'fallbacks = ["small", "plain"]\n'
+        '[[routing.rules]]\nname = "usual chain"\nprimary = "big:m"\nreasoning = 4096\n'
+        '[[routing.rules]]\nname = "fits"\nprimary = "big"\nreasoning = 1500\n'
+        'fallbacks = ["small"]\n'
+    )
+    providers = claude("big", 16384) + claude("small", 2000) + plain
+    # main's max_tokens is 1024 (write_config); big's chain is general.fallbacks.
+    general = 'fallbacks = ["small:m", "plain", "main"]\n'
+    config = routing_config(tmp_path, general, providers + rules)
+    warned = {line.part: line for line in routing(config) if "thinking budget" in line.detail}
+    assert set(warned) == {"rule own chain", "rule usual chain"}
+    assert warned["rule own chain"].detail.startswith(
+        "routing.rules[0].reasoning = 2000 is not below the max_tokens of small: "
+    )  # plain declares no reasoning: the budget is never sent to it
+    assert "max_tokens of small, main: " in warned["rule usual chain"].detail
+    assert all(line.status == "warn" for line in warned.values())
+
+
 @pytest.mark.slow
 async def test_a_provider_with_several_keys_says_how_many(
     anthropic_sim: AnthropicSim, tmp_path: Path
