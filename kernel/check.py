@@ -27,7 +27,7 @@ from datetime import UTC, date, datetime
 from typing import Literal
 from urllib.parse import urlsplit
 
-from kernel.config import Config
+from kernel.config import Config, parse_ref
 from kernel.config.secrets import child_env
 from kernel.core.errors import KernelError
 from kernel.core.i18n import t
@@ -63,6 +63,7 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
     for notice in retirement_notices(config, today):
         lines.append(CheckLine(f"model {notice.model}", "warn", notice.describe()))
     lines += unpriced(config)
+    lines += routing(config)
     lines.append(await asyncio.to_thread(_data_dir, config))
     lines.append(await asyncio.to_thread(_fts5))
     probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []
@@ -130,6 +131,92 @@ def unpriced(config: Config) -> list[CheckLine]:
     if not lines:
         lines.append(CheckLine("budget", "ok", t("check.budget_ok")))
     return lines
+
+
+def _chains(config: Config) -> list[tuple[str, str, list[str]]]:
+    """(part, key, references) of every fallback chain and rule that can be used: the
+    chains of providers switched off or without a key are never followed."""
+    found = [("fallbacks general", "general.fallbacks", list(config.general.fallbacks))]
+    for name, provider in config.providers.items():
+        if not provider.enabled:
+            continue
+        prefix = f"providers.{name}"
+        found.append((f"fallbacks {name}", f"{prefix}.fallbacks", provider.fallbacks or []))
+        for model, options in provider.model_options.items():
+            key = f"{prefix}.model_options.{model}.fallbacks"
+            found.append((f"fallbacks {name}:{model}", key, options.fallbacks or []))
+    for index, rule in enumerate(config.routing.rules):
+        refs = ([rule.primary] if rule.primary else []) + (rule.fallbacks or [])
+        found.append((f"rule {rule.name}", f"routing.rules[{index}]", refs))
+    return [chain for chain in found if chain[2]]
+
+
+def routing(config: Config) -> list[CheckLine]:
+    """Each fallback chain and rule naming a provider that cannot be called (no key, or
+    switched off), one warning each: Kernel skips it, so the chain is shorter than it
+    reads. Nothing configured, nothing to say."""
+    chains = _chains(config)
+    lines: list[CheckLine] = []
+    for part, key, refs in chains:
+        disabled = [ref for ref in refs if not config.providers[parse_ref(ref)[0]].enabled]
+        if not disabled:
+            continue
+        names = list(dict.fromkeys(parse_ref(ref)[0] for ref in disabled))
+        envs = ", ".join(config.providers[n].env_key for n in names)
+        text = t(
+            "check.ref_disabled",
+            key=key,
+            refs=", ".join(disabled),
+            names=", ".join(names),
+            envs=envs,
+        )
+        lines.append(CheckLine(part, "warn", text))
+    lines += _over_budget(config)
+    rules = len(config.routing.rules)
+    fallback_chains = sum(1 for _, key, _ in chains if not key.startswith("routing."))
+    if (rules or fallback_chains) and not lines:
+        text = t("check.routing_ok", chains=fallback_chains, rules=rules)
+        lines.append(CheckLine("routing", "ok", text))
+    return lines
+
+
+def _over_budget(config: Config) -> list[CheckLine]:
+    """A rule's thinking budget goes to every model of its chain whose provider declares
+    reasoning (the load checked it against the rule's primary only): a Claude fallback
+    whose max_tokens is not above it would refuse the call, and a refused request is
+    not failed over."""
+    from kernel.routing import Health, Router
+
+    router = Router(config, Health(config.routing))
+    lines: list[CheckLine] = []
+    for index, rule in enumerate(config.routing.rules):
+        budget = rule.reasoning
+        if not isinstance(budget, int):
+            continue
+        name, model = parse_ref(rule.primary or config.general.default_provider)
+        primary = config.providers[name]
+        model = (primary.resolve(model) or model) if model else primary.default_model
+        if rule.fallbacks is not None:
+            chain = [parse_ref(ref) for ref in rule.fallbacks]
+        else:
+            chain = router.fallbacks_of(name, model)
+        over = [
+            provider
+            for provider in dict.fromkeys(p for p, _ in [(name, model), *chain])
+            if config.providers[provider].declares("reasoning")
+            and (ceiling := config.providers[provider].max_tokens) is not None
+            and budget >= ceiling
+        ]
+        if over:
+            key = f"routing.rules[{index}].reasoning"
+            text = t("check.budget_over_fallback", key=key, budget=budget, names=", ".join(over))
+            lines.append(CheckLine(f"rule {rule.name}", "warn", text))
+    return lines
+
+
+def _keys(count: int) -> str:
+    """`` (N keys)`` for a provider with several keys, else nothing."""
+    return t("check.keys", count=count) if count > 1 else ""
 
 
 def _data_dir(config: Config) -> CheckLine:
@@ -231,12 +318,13 @@ async def _provider(config: Config, name: str) -> CheckLine:
     except KernelError as exc:
         fix = t("check.provider_fix", env=cfg.env_key)
         tried = t("check.provider_tried", url=shown_url(cfg.api_base))
-        return CheckLine(part, status, f"{exc} ({tried}) — {fix}")
+        return CheckLine(part, status, f"{exc} ({tried}{_keys(len(cfg.keys))}) — {fix}")
     finally:
         with contextlib.suppress(Exception):
             await provider.aclose()
     url = shown_url(cfg.api_base)
-    return CheckLine(part, "ok", t("check.provider_ok", model=cfg.default_model, url=url))
+    ok = t("check.provider_ok", model=cfg.default_model, url=url)
+    return CheckLine(part, "ok", ok + _keys(len(cfg.keys)))
 
 
 async def _telegram(config: Config) -> CheckLine:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.check import shown_url
+from kernel.check import report, routing, shown_url
+from kernel.config import Config, load_config
 from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.delegate.standins import make_cli
 from tests.mcp.conftest import free_port, mcp_toml, stdio_server
@@ -167,3 +168,134 @@ async def test_configured_ffmpeg_is_the_one_checked_even_with_spoken_replies_off
 def test_a_url_is_shown_without_user_password_or_query() -> None:
     url = "https://me:sk-secret-0123456789@llm.example:8443/v1?key=sk-other-0123456789"
     assert shown_url(url) == "https://llm.example:8443/v1"
+
+
+ROUTING = """
+[providers.spare]
+type = "openai_compat"
+api_base = "http://127.0.0.1:1/v1"
+default_model = "gpt-a"
+models = ["gpt-a"]
+[providers.other]
+type = "openai_compat"
+api_base = "http://127.0.0.1:1/v1"
+api_key = "sk-other-0123456789abcdef"
+enabled = false
+default_model = "o"
+models = ["o"]
+[providers.main.model_options.model-b]
+fallbacks = ["main:model-a"]
+[[routing.rules]]
+name = "cheap"
+channel = ["qq"]
+primary = "spare"
+fallbacks = ["main", "other:o"]
+[[routing.rules]]
+name = "think"
+pattern = "why"
+reasoning = "low"
+"""
+
+
+def routing_config(tmp_path: Path, general: str, extra: str = ROUTING) -> Config:
+    path = write_config(tmp_path, "http://127.0.0.1:1", "claude")
+    text = path.read_text().replace("[gateway]\n", general + "[gateway]\n", 1)
+    path.write_text(text + extra)
+    return load_config(path, env=kernel_env(KERNEL_LANGUAGE="en"), require_telegram=False)
+
+
+def test_a_chain_or_rule_naming_a_provider_that_cannot_be_called_is_a_warning(
+    tmp_path: Path,
+) -> None:
+    config = routing_config(tmp_path, 'fallbacks = ["spare:gpt-a", "main:model-b"]\n')
+    lines = {line.part: line for line in routing(config)}
+    assert set(lines) == {"fallbacks general", "rule cheap"}  # main:model-b's chain is fine
+    general = lines["fallbacks general"]
+    assert general.status == "warn"
+    assert general.detail == (
+        "general.fallbacks names spare:gpt-a, but spare has no api_key or is switched off, "
+        "so it is skipped: set KERNEL_PROVIDER_SPARE_API_KEY (or api_key), or remove it there"
+    )
+    rule = lines["rule cheap"]
+    assert rule.status == "warn" and rule.detail.startswith(
+        "routing.rules[0] names spare, other:o, but spare, other has no api_key"
+    )
+    assert "KERNEL_PROVIDER_SPARE_API_KEY, KERNEL_PROVIDER_OTHER_API_KEY" in rule.detail
+    assert "sk-other" not in rule.detail and SECRET_KEY not in rule.detail
+    assert report(routing(config))[1] == 0  # warnings only: Kernel runs
+
+
+def test_chains_that_can_all_be_called_are_one_ok_line(tmp_path: Path) -> None:
+    extra = ROUTING.split("[[routing.rules]]")[0].replace(
+        "[providers.spare]\n", '[providers.spare]\napi_key = "sk-spare-0123456789"\n'
+    )
+    extra += '[[routing.rules]]\nname = "think"\npattern = "why"\nreasoning = "low"\n'
+    config = routing_config(tmp_path, 'fallbacks = ["spare"]\n', extra)
+    [line] = routing(config)
+    assert (line.part, line.status) == ("routing", "ok")
+    assert line.detail == (
+        "every model named in the fallback chains (2) and routing rules (1) can be called"
+    )
+    # Nothing configured: nothing to say.
+    plain = load_config(
+        write_config(tmp_path, "http://127.0.0.1:1", "claude"),
+        env=kernel_env(),
+        require_telegram=False,
+    )
+    assert routing(plain) == []
+
+
+def test_a_rules_thinking_budget_over_a_fallbacks_max_tokens_is_a_warning(
+    tmp_path: Path,
+) -> None:
+    """The load checks a rule's budget against its primary; its fallbacks get it too."""
+
+    def claude(name: str, ceiling: int) -> str:
+        return (
+            f'[providers.{name}]\ntype = "claude"\napi_base = "http://127.0.0.1:1"\n'
+            f'api_key = "sk-{name}-0123456789"\nmax_tokens = {ceiling}\ndefault_model = "m"\n'
+        )
+
+    plain = (
+        '[providers.plain]\ntype = "openai_compat"\napi_base = "http://127.0.0.1:1/v1"\n'
+        'api_key = "sk-plain-0123456789"\nmax_tokens = 100\ndefault_model = "p"\n'
+    )
+    rules = (
+        '[[routing.rules]]\nname = "own chain"\nprimary = "big"\nreasoning = 2000\n'
+        'fallbacks = ["small", "plain"]\n'
+        '[[routing.rules]]\nname = "usual chain"\nprimary = "big:m"\nreasoning = 4096\n'
+        '[[routing.rules]]\nname = "fits"\nprimary = "big"\nreasoning = 1500\n'
+        'fallbacks = ["small"]\n'
+    )
+    providers = claude("big", 16384) + claude("small", 2000) + plain
+    # main's max_tokens is 1024 (write_config); big's chain is general.fallbacks.
+    general = 'fallbacks = ["small:m", "plain", "main"]\n'
+    config = routing_config(tmp_path, general, providers + rules)
+    warned = {line.part: line for line in routing(config) if "thinking budget" in line.detail}
+    assert set(warned) == {"rule own chain", "rule usual chain"}
+    assert warned["rule own chain"].detail.startswith(
+        "routing.rules[0].reasoning = 2000 is not below the max_tokens of small: "
+    )  # plain declares no reasoning: the budget is never sent to it
+    assert "max_tokens of small, main: " in warned["rule usual chain"].detail
+    assert all(line.status == "warn" for line in warned.values())
+
+
+@pytest.mark.slow
+async def test_a_provider_with_several_keys_says_how_many(
+    anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    async with TelegramSim() as tg:
+        configure(tmp_path, anthropic_sim, tg, DEFAULT_TOKEN)
+        anthropic_sim.enqueue(text_reply("pong"))
+        second, third = "sk-second-0123456789abcdef", "sk-third-0123456789abcdef"
+        env = kernel_env(
+            KERNEL_LANGUAGE="en", KERNEL_PROVIDER_MAIN_API_KEYS=f"{second},{third},{SECRET_KEY}"
+        )
+        proc = await spawn_kernel("check", cwd=tmp_path, env=env)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    lines = out.decode().splitlines()
+    provider = line(lines, "provider main")
+    assert provider.startswith("[ok  ] provider main: model-a answered at ")
+    assert provider.endswith(", 3 keys")  # the env's copy of api_key counted once
+    text = out.decode() + err.decode()
+    assert not any(key in text for key in (SECRET_KEY, second, third))

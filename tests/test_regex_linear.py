@@ -40,6 +40,22 @@ CASES: dict[str, str] = {
         "workflow.parse_condition('job_id == x' + ' ' * N + 'y')"
     ),
     "redact header before blanks": "Redactor()('authorization:' + ' ' * N + '[REDACTED]')",
+    # An owner's rule with a pattern that backtracks exponentially in a backtracking
+    # engine, on the owner's words: RE2 matches it in linear time.
+    "routing rule pattern (a+)+$": (
+        "import tempfile\n"
+        "from pathlib import Path\n"
+        "from kernel.config import load_config\n"
+        "from kernel.routing import Facts, Health, Router\n"
+        "with tempfile.TemporaryDirectory() as folder:\n"
+        "    path = Path(folder) / 'config.toml'\n"
+        '    path.write_text(\'[[routing.rules]]\\nname = "r"\\npattern = "(a+)+$"\\n\')\n'
+        "    env = {'KERNEL_PROVIDER_ANTHROPIC_API_KEY': 'sk-0123456789'}\n"
+        "    config = load_config(path, env=env, require_telegram=False)\n"
+        "router = Router(config, Health(config.routing))\n"
+        "assert router.match(Facts('telegram', 'a' * N + '!')) is None\n"
+        "assert router.match(Facts('telegram', 'a' * N)).name == 'r'\n"
+    ),
 }
 
 

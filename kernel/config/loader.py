@@ -552,6 +552,12 @@ def _check_routing(
         for model, options in pcfg.model_options.items():
             key = f"{prefix}.model_options.{model}"
             ref(key, f"{name}:{model}")
+            target = pcfg.resolve(model)
+            if target != model:  # the router looks options up by the model's own name
+                raise ConfigError(
+                    t("config.options_alias", key=key, alias=model, model=target, name=name),
+                    key=key,
+                )
             for index, value in enumerate(options.fallbacks or []):
                 ref(f"{key}.fallbacks[{index}]", value)
             reasoning(f"{key}.reasoning", options.reasoning, pcfg)

@@ -35,10 +35,15 @@ def compile_pattern(pattern: str) -> Any:
     """A rule's pattern, compiled by RE2: matching takes time linear in the text (the
     owner's words are outside input), and what RE2 cannot promise that for
     (backreferences, lookaround) is refused. Raises ValueError naming the problem."""
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print the pattern to stderr itself
     try:
-        return re2.compile(pattern)
+        return re2.compile(pattern, options)
     except re2.error as exc:
-        raise ValueError(str(exc) or "not a valid RE2 pattern") from None
+        detail = exc.args[0] if exc.args else ""
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise ValueError(str(detail) or "not a valid RE2 pattern") from None
 
 
 class ModelOptions(Section):

@@ -244,8 +244,19 @@ def refusal(model: type[Section], exc: ValidationError, prefix: str, data: dict[
     label = marker(info, Label) or Label()
     secret = marker(info, Secret) is not None
     type_name = _type_name(info.annotation)
+    if kind == "missing":
+        return ConfigError(t("config.required", key=key), key=key)
+    if label.expected and len(loc) > 1 and isinstance(loc[1], str):
+        # A union (e.g. a level or a token budget): name every form, not the first's.
+        return ConfigError(bad_type_text(key, label.expected, got, secret=secret), key=key)
     if kind == "literal_error" and isinstance(error["input"], str):
         return bad_choice(key, choices_of(info.annotation), error["input"])
+    if kind == "string_too_short":
+        wanted = expected("non-empty string")
+        return ConfigError(bad_type_text(key, wanted, got, secret=secret), key=key)
+    if kind == "string_too_long":
+        wanted = t("config.expected_short_text", max=(error.get("ctx") or {}).get("max_length"))
+        return ConfigError(bad_type_text(key, wanted, got, secret=secret), key=key)
     if len(loc) > 1 and type_name == "list":
         wanted = "list of strings"
     elif kind == "greater_than":
@@ -273,6 +284,7 @@ _EXPECTED_ZH = {
     "dict": "表",
     "table": "表（[section]）",
     "list of strings": "字符串列表",
+    "non-empty string": "非空字符串",
     "positive number": "正数",
     "int ≥ 0": "大于等于 0 的整数",
     "number ≥ 0": "大于等于 0 的数字",

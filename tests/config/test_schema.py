@@ -28,14 +28,17 @@ LISTED = re.compile(r"^#\s+([a-z_]+)(?:,\s*([a-z_]+))?\s{2,}\S")  # "#   key   w
 
 def _pattern(table: str) -> str:
     """The schema's table path as the example writes it: [providers.anthropic] is one of
-    ``providers.*``, [[mcp.servers]] is ``mcp.servers[]``."""
+    ``providers.*``, [[mcp.servers]] is ``mcp.servers[]`` (and [[routing.rules]]
+    ``routing.rules[]``)."""
     parts = table.split(".")
     if parts[0] in ("providers", "titles") and "prices" in parts[1:3]:
         return f"{parts[0]}{'.*' if parts[0] == 'providers' else ''}.prices.*"
+    if parts[0] == "providers" and parts[2:3] == ["model_options"]:
+        return "providers.*.model_options.*"
     for section in ("providers", "cli", "tools"):
         if table.startswith(f"{section}."):
             return f"{section}.*"
-    return "mcp.servers[]" if table == "mcp.servers" else table
+    return {"mcp.servers": "mcp.servers[]", "routing.rules": "routing.rules[]"}.get(table, table)
 
 
 def example_blocks() -> dict[str, set[str]]:
@@ -51,8 +54,11 @@ def example_blocks() -> dict[str, set[str]]:
             current = _pattern(header.group(1))
             real = real if line.startswith("#") else current
             blocks.setdefault(current, set()).update(pending)
-            # A table of its own ([gateway.model_aliases]) documents its parent's key.
+            # A table of its own ([gateway.model_aliases]) documents its parent's key;
+            # one entry of a table of tables ([providers.x.model_options.m]) its table's.
             parent, _, key = current.rpartition(".")
+            if key == "*":
+                parent, _, key = parent.rpartition(".")
             blocks.setdefault(parent, set()).add(key)
             pending = set()
             continue

@@ -18,6 +18,7 @@ from kernel.core.usage import Usage
 from kernel.store.channels import ChannelStore, WebhookFailure
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
+from kernel.store.decisions import Attempt, DecisionStore
 from kernel.store.mailbox import Mailbox
 from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
 from kernel.store.usage import UsageFilter, UsageStore
@@ -300,6 +301,89 @@ async def check_v10(store: Store) -> None:
     assert (total.cost, total.unpriced, total.charged) == (0.0, 1, 0.5)
 
 
+def insert_v11(conn: sqlite3.Connection) -> None:
+    # A turn's call that failed over (the primary overloaded, then the fallback
+    # answered), with a rule and a reasoning level; and a cron call of a session since
+    # deleted, whose only candidate answered, at an unknown cost.
+    conn.execute(
+        "INSERT INTO routing_decisions (at, session_id, turn_id, step, channel, why, rule,"
+        " sticky, candidates, skipped, chosen, reasoning, attempts, latency_ms, input_tokens,"
+        " output_tokens, cache_read_tokens, cache_write_tokens, cost) VALUES (?, 8, 't-1', 2,"
+        " 'telegram', 'rule', 'think', 0, ?, ?, 'spare:gpt-a', 'high', ?, 1830, 120, 30, 900,"
+        " 40, 0.0125)",
+        (
+            USAGE_AT,
+            json.dumps(["main:model-a", "spare:gpt-a"]),
+            json.dumps([{"model": "deep:r1", "why": "circuit_open"}]),
+            json.dumps(
+                [
+                    {
+                        "model": "main:model-a",
+                        "outcome": "overloaded",
+                        "seconds": 1.5,
+                        "status": 529,
+                    },
+                    {"model": "spare:gpt-a", "outcome": "ok", "seconds": 0.33},
+                ]
+            ),
+        ),
+    )
+    conn.execute(
+        "INSERT INTO routing_decisions (at, session_id, channel, job_id, why, candidates,"
+        " chosen, attempts) VALUES (?, 999, 'cron', 'digest', 'default', '[\"main:model-a\"]',"
+        ' \'main:model-a\', \'[{"model": "main:model-a", "outcome": "ok"}]\')',
+        (EARLIER,),
+    )
+
+
+async def check_v11(store: Store) -> None:
+    log = DecisionStore(store)
+    [cron] = await log.recent(session_id=999)
+    assert (cron.channel, cron.job_id, cron.why, cron.chosen, cron.cost) == (
+        "cron",
+        "digest",
+        "default",
+        "main:model-a",
+        None,
+    )
+    assert (cron.rule, cron.sticky, cron.skipped, cron.reasoning, cron.usage) == (
+        "",
+        False,
+        [],
+        "",
+        Usage(),
+    )
+    assert cron.attempts == [Attempt("main:model-a", "ok")] and cron.failovers == 0
+    [turn] = await log.recent(session_id=8)
+    assert (turn.turn_id, turn.step, turn.rule, turn.reasoning, turn.latency_ms) == (
+        "t-1",
+        2,
+        "think",
+        "high",
+        1830,
+    )
+    assert turn.candidates == ["main:model-a", "spare:gpt-a"]
+    assert turn.skipped == [("deep:r1", "circuit_open")]
+    assert turn.attempts == [
+        Attempt("main:model-a", "overloaded", 1.5, 529),
+        Attempt("spare:gpt-a", "ok", 0.33),
+    ]
+    assert (turn.failovers, turn.usage, turn.cost) == (1, Usage(120, 30, 900, 40), 0.0125)
+    assert turn.at == datetime.fromisoformat(TS)
+    assert turn.as_json()["attempts"][0] == {
+        "model": "main:model-a",
+        "outcome": "overloaded",
+        "seconds": 1.5,
+        "status": 529,
+    }
+    # A decision recorded after the upgrade lands beside them; pruning keeps the newer.
+    later = datetime.fromisoformat(TS) + timedelta(minutes=1)
+    await log.record(replace(turn, at=later, id=0, step=3))
+    assert [d.step for d in await log.recent(session_id=8)] == [3, 2]
+    assert await log.prune(datetime.fromisoformat(TS)) == 1  # the cron row, a day older
+    assert await log.recent(session_id=999) == []
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -313,6 +397,7 @@ SAMPLES: dict[
     8: (insert_v8, check_v8),
     9: (insert_v9, check_v9),
     10: (insert_v10, check_v10),
+    11: (insert_v11, check_v11),
 }
 
 
