@@ -19,7 +19,8 @@ PROVIDERS = """
 [providers.backup]
 type = "openai_compat"
 api_base = "http://127.0.0.1:9/v1"
-api_keys = ["backup-key-one", "backup-key-two"]
+api_key = "backup-key-one"
+api_keys = ["backup-key-two"]
 default_model = "gpt-x"
 models = ["gpt-x"]
 
