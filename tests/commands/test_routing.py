@@ -5,7 +5,6 @@ default, and that survives a restart."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from kernel.commands import Commands
 from kernel.config import load_config
 from kernel.store.decisions import Attempt
 from tests.conftest import write_config
+from tests.gateway.conftest import until
 from tests.gateway.test_routing import PROVIDERS, decision
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
@@ -140,9 +140,7 @@ async def test_status_names_a_half_open_provider(start: Start, anthropic_sim: An
     )
     health = kernel.agent.health
     health.failure("main", "timeout")
-    async with asyncio.timeout(30):
-        while health.state("main") != "half_open":
-            await asyncio.sleep(0.01)
+    await until(lambda: health.state("main") == "half_open")
     assert "main: half-open, the next call probes it (timeout)" in await status(kernel)
     health.success("main")
     assert not any(line.startswith("main:") for line in await status(kernel))
