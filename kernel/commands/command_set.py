@@ -193,7 +193,10 @@ class Commands:
             text += "\n" + t(
                 "routing.pick_in_force" if agent.pick_in_force else "routing.pick_auto"
             )
-            return Reply(text, choices=tuple(Choice(m, f"/model {m}") for m in models))
+            choices = [Choice(m, f"/model {m}") for m in models]
+            if agent.pick_in_force:
+                choices.append(Choice("auto", "/model auto"))
+            return Reply(text, choices=tuple(choices))
         if arg == "auto":
             return await self._auto()
         try:

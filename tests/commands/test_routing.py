@@ -155,7 +155,9 @@ async def test_model_auto_forgets_the_pick_across_a_restart(
         "Automatic: the routing rules and the default decide; /model <name> pins one."
     )
     assert await run(kernel, "/model model-b") == "Switched to model model-b"
-    assert "send /model auto" in await run(kernel, "/model")
+    shown_reply = await Commands(kernel).run(CONV, "model", "")
+    assert shown_reply is not None and "send /model auto" in shown_reply.text
+    assert [c.command for c in shown_reply.choices][-1] == "/model auto"  # a button for it
 
     kernel = await start(anthropic_sim)  # the pick is kept
     assert kernel.agent.pick_in_force and kernel.agent.model == "model-b"

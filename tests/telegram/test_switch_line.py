@@ -7,6 +7,7 @@ from __future__ import annotations
 from kernel.core.events import AssistantDelta, Completed, ErrorEvent, ModelSwitched
 from kernel.telegram.outbox import plain_items
 from tests.sim.telegram_sim import OWNER
+from tests.telegram.conftest import Factory
 from tests.telegram.test_outbox import Make, open_row, outcome, run, view
 from tests.telegram.test_outbox import rig as rig  # noqa: F401 - the fixture, shared
 
@@ -79,3 +80,14 @@ async def test_without_a_placeholder_the_line_comes_in_order(rig: Make) -> None:
         SWITCH.describe(),
         "later",
     ]
+
+
+async def test_status_and_model_auto_in_the_chat(bot: Factory) -> None:
+    h = await bot()
+    assert not any(line.startswith("main:") for line in (await h.ask("/status")).splitlines())
+    h.kernel.agent.health.refused("main")
+    status = (await h.ask("/status")).splitlines()
+    assert "main: key refused — fix providers.main.api_key (or api_keys)" in status
+    assert await h.ask("/model model-b") == "Switched to model model-b"
+    assert (await h.ask("/model auto")).startswith("Automatic choice again")
+    assert not h.kernel.agent.pick_in_force
