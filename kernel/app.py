@@ -89,7 +89,11 @@ class Kernel:
         )
         self.mcp.sampler = agent_sampler(self.agent)  # MCP sampling: the agent's own model
         self.retention = RetentionJob(
-            config.data_dir, config.general.retention_days, mailbox=Mailbox(self.store)
+            config.data_dir,
+            config.general.retention_days,
+            mailbox=Mailbox(self.store),
+            decisions=self.agent.decisions,
+            decisions_days=config.routing.decisions_days,
         )
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)

@@ -6,6 +6,8 @@ rotation. The mailbox (the inbox and outbox records of issue 15) is pruned with 
 age: rows settled or finished longer ago than ``retention_days`` go; open, waiting and
 undelivered rows stay whatever their age. The sweep runs in a thread (it may touch many
 files) and never leaves its folders: symbolic links are removed as links, never followed.
+The routing decisions log (issue 17) keeps its own age, ``routing.decisions_days``: the
+same daily job prunes it, even when ``retention_days = 0`` keeps the files and the mailbox.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kernel.core.tasks import TaskSet
+from kernel.store.decisions import DecisionStore
 from kernel.store.mailbox import Mailbox
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ class SweepResult:
     failures: int = 0
     skipped: list[str] = field(default_factory=list)  # top folders that are not real dirs
     mailbox_rows: int = 0  # settled inbox and finished outbox rows pruned
+    decisions: int = 0  # routing decisions pruned
 
     @property
     def total(self) -> int:
@@ -121,10 +125,14 @@ class RetentionJob:
         clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
         mailbox: Mailbox | None = None,
+        decisions: DecisionStore | None = None,
+        decisions_days: int = 0,
     ) -> None:
         self.data_dir = data_dir
         self.mailbox = mailbox
         self.days = days
+        self.decisions = decisions  # pruned after decisions_days (0: kept)
+        self.decisions_days = decisions_days
         self.first_run = first_run
         self.interval = interval
         self.clock = clock
@@ -139,9 +147,13 @@ class RetentionJob:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    @property
+    def _prunes_decisions(self) -> bool:
+        return self.decisions is not None and self.decisions_days > 0
+
     def start(self) -> None:
-        if self.days <= 0 or self.running:
-            return  # retention_days = 0: keep everything
+        if (self.days <= 0 and not self._prunes_decisions) or self.running:
+            return  # nothing to forget: retention_days = 0 and no decisions log
         self._stop.clear()
         self._task = self._tasks.spawn(self._loop(), "retention")
 
@@ -153,10 +165,20 @@ class RetentionJob:
         await self._tasks.close()
 
     async def run_once(self) -> SweepResult:
-        result = await asyncio.to_thread(
-            sweep, self.data_dir, self.days * DAY, self.clock(), stop=self._stop
-        )
-        if self.mailbox is not None:
+        if self.days > 0:
+            result = await asyncio.to_thread(
+                sweep, self.data_dir, self.days * DAY, self.clock(), stop=self._stop
+            )
+        else:  # retention_days = 0: the files and the mailbox are kept
+            result = SweepResult()
+        if self.decisions is not None and self.decisions_days > 0:
+            before = datetime.fromtimestamp(self.clock() - self.decisions_days * DAY, UTC)
+            try:
+                result.decisions = await self.decisions.prune(before)
+            except Exception as exc:  # tomorrow's sweep tries again
+                result.failures += 1
+                log.warning("retention: pruning the decisions log failed: %s", type(exc).__name__)
+        if self.mailbox is not None and self.days > 0:
             before = datetime.fromtimestamp(self.clock() - self.days * DAY, UTC)
             try:
                 result.mailbox_rows = await self.mailbox.prune(before)
@@ -174,6 +196,8 @@ class RetentionJob:
         counts = ", ".join(f"{k} {v}" for k, v in result.deleted.items())
         if result.mailbox_rows:
             log.info("retention: pruned %d mailbox rows", result.mailbox_rows)
+        if result.decisions:
+            log.info("retention: pruned %d routing decisions", result.decisions)
         if result.total or result.failures:
             log.info(
                 "retention: deleted %d files older than %d days (%s), %d empty folders, "

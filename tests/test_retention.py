@@ -16,6 +16,7 @@ from kernel.app import Kernel
 from kernel.config import load_config
 from kernel.core.errors import ConfigError
 from kernel.retention import DAY, RetentionJob, sweep
+from kernel.store.decisions import Decision
 from kernel.store.mailbox import InboxState, OutboxItem
 from tests.conftest import write_config
 
@@ -164,13 +165,42 @@ async def test_kernel_starts_the_job_and_stops_it(tmp_path: Path) -> None:
 
 
 async def test_retention_days_zero_keeps_everything(tmp_path: Path) -> None:
+    """The files and the mailbox are kept; the job still runs for the decisions log,
+    which keeps its own age (routing.decisions_days)."""
     path = write_config(tmp_path, "http://127.0.0.1:9", "claude", retention_days=0)
+    old = _file(tmp_path / "data" / "downloads" / "old.bin", 4000, now=time.time())
     kernel = Kernel(load_config(path, env={}, require_telegram=False))
+    sleeps = Sleeps()
+    kernel.retention.sleep = sleeps
     await kernel.start()
     try:
-        assert not kernel.retention.running
+        assert kernel.retention.running
+        await sleeps.until_called(1)
+        sleeps.release()
+        await sleeps.until_called(2)  # the first sweep is done
+        assert old.exists()
+        assert kernel.retention.last is not None and kernel.retention.last.total == 0
     finally:
         await kernel.stop()
+
+
+async def test_the_decisions_log_is_pruned_after_its_own_days(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude", retention_days=0)
+    path.write_text(path.read_text() + "[routing]\ndecisions_days = 10\n")
+    kernel = Kernel(load_config(path, env={}, require_telegram=False))
+    await kernel.store.start()
+    try:
+        store = kernel.agent.decisions
+        now = datetime.now(UTC)
+        for days in (11, 9):
+            at = now - timedelta(days=days)
+            await store.record(Decision(at, "default", ["main:model-a"], "main:model-a"))
+        result = await kernel.retention.run_once()
+        assert result.decisions == 1
+        (kept,) = await store.recent()
+        assert abs(kept.at - (now - timedelta(days=9))) < timedelta(seconds=1)
+    finally:
+        await kernel.store.close()
 
 
 def test_negative_retention_days_is_refused(tmp_path: Path) -> None:

@@ -208,6 +208,16 @@ class Agent:
     async def set_model(self, model: str) -> None:
         await self.selection.set_model(model)
 
+    @property
+    def pick_in_force(self) -> bool:
+        """The owner picked with /provider or /model: in the owner's chats that pick
+        wins over the routing rules until /model auto."""
+        return self.selection.chosen
+
+    async def clear_choice(self) -> None:
+        """``/model auto``: the routing rules and the default decide again."""
+        await self.selection.clear_choice()
+
     # ----- sessions (kernel.agent.sessions) --------------------------------------------
 
     def current_session(self, conversation: str) -> int | None:

@@ -1,6 +1,7 @@
 """``kernel chats|models|env …``: seed 000's CLI verbs, talking to the running sidecar
 (``kernel skills|workspace …`` are in :mod:`kernel.client.files`, ``kernel cron|channels …``
-in :mod:`kernel.client.cron`, ``kernel usage`` in :mod:`kernel.client.usage`).
+in :mod:`kernel.client.cron`, ``kernel usage`` in :mod:`kernel.client.usage`, ``kernel
+routing …`` in :mod:`kernel.client.routing`).
 
 Human-readable tables by default, the sidecar's JSON with ``--json``. Exit codes: 0 done,
 1 the sidecar refused (its message is printed), 2 bad usage, 3 Kernel is not running.
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import quote, urlencode
 
-from kernel.client import cron, files, usage
+from kernel.client import cron, files, routing, usage
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable, sidecar_from
 from kernel.client.verbs import (
     EXIT_REFUSED,
@@ -89,6 +90,7 @@ def register(sub: Any) -> None:
     files.register(sub)
     cron.register(sub)
     usage.register(sub)
+    routing.register(sub)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
@@ -239,6 +241,11 @@ def show_stream(
             result = event["tool_result"]
             key = "console.tool_result_ok" if result["ok"] else "console.tool_result_err"
             out.write(t(key, summary=clip(result["summary"], 100)) + "\n")
+        elif kind == "model_switch":  # a failover: said once, on its own line
+            switch = event["switch"]
+            end_line()
+            line = t("routing.switched", old=switch["from"], new=switch["to"], why=switch["reason"])
+            out.write(line + "\n")
         elif kind == "ask_user" and answer is not None:
             end_line()
             answer(event["ask"])

@@ -177,6 +177,8 @@ class Commands:
                 available=", ".join(available),
             )
             return Reply(text, choices=tuple(Choice(p, f"/provider {p}") for p in available))
+        if arg == "auto":
+            return await self._auto()
         try:
             model = await agent.set_provider(arg)
         except KernelError as exc:
@@ -188,12 +190,26 @@ class Commands:
         if not arg:
             models = agent.models
             text = t("model.current", model=agent.model, models=", ".join(models))
-            return Reply(text, choices=tuple(Choice(m, f"/model {m}") for m in models))
+            text += "\n" + t(
+                "routing.pick_in_force" if agent.pick_in_force else "routing.pick_auto"
+            )
+            choices = [Choice(m, f"/model {m}") for m in models]
+            if agent.pick_in_force:
+                choices.append(Choice("auto", "/model auto"))
+            return Reply(text, choices=tuple(choices))
+        if arg == "auto":
+            return await self._auto()
         try:
             await agent.set_model(arg)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         return Reply(t("model.switched", model=arg))
+
+    async def _auto(self) -> Reply:
+        """``/model auto`` (``/provider auto``): forget the owner's pick."""
+        agent = self.agent
+        await agent.clear_choice()
+        return Reply(t("routing.auto", provider=agent.provider_name, model=agent.model))
 
     # ----- memory -------------------------------------------------------------------------
 

@@ -23,8 +23,9 @@ def format_elapsed(seconds: float) -> str:
 async def status_lines(
     kernel: KernelParts, conversation: str, channel_lines: Sequence[str] = ()
 ) -> list[str]:
-    """Session, model, busy (and the running turn's usage), spend today and this month,
-    CLI, MCP, memory search, ``channel_lines``, cron, last error."""
+    """Session, model, providers not healthy and the session's last routing decision,
+    busy (and the running turn's usage), spend today and this month, CLI, MCP, memory
+    search, ``channel_lines``, cron, last error."""
     agent = kernel.agent
     turn = agent.sessions.running(conversation)
     budget = await budget_state(agent.meter)
@@ -36,6 +37,8 @@ async def status_lines(
     return [
         t("tg.status_session", session=f"{session} {title}" if session else t("tg.status_new")),
         t("tg.status_model", provider=agent.provider_name, model=agent.model),
+        *provider_lines(kernel),
+        *await _last_decision(kernel, session),
         t("tg.status_busy") if turn is not None else t("tg.status_idle"),
         *([turn_line(turn, budget.currency)] if turn is not None else []),
         budget_line(budget),
@@ -46,6 +49,47 @@ async def status_lines(
         _cron_status(kernel),
         t("tg.status_error", error=agent.last_error or "—"),
     ]
+
+
+def provider_lines(kernel: KernelParts) -> list[str]:
+    """One line per enabled provider whose circuit is not closed; none when all are."""
+    agent = kernel.agent
+    enabled = [n for n, p in agent.config.providers.items() if p.enabled]
+    lines = []
+    for state in agent.health.states(enabled):
+        error = state.last_error or "—"
+        if state.state == "open":
+            seconds = max(1, round(state.retry_in))
+            lines.append(
+                t("routing.status_open", provider=state.provider, seconds=seconds, error=error)
+            )
+        elif state.state == "half_open":
+            lines.append(t("routing.status_half_open", provider=state.provider, error=error))
+        elif state.state == "unusable":
+            lines.append(t("routing.status_unusable", provider=state.provider))
+    return lines
+
+
+def why_words(why: str, rule: str, sticky: bool) -> str:
+    """Why a model was chosen, in the owner's words."""
+    words = t("routing.why_rule", rule=rule) if why == "rule" else t(f"routing.why_{why}")
+    return words + t("routing.why_sticky") if sticky else words
+
+
+async def _last_decision(kernel: KernelParts, session: int | None) -> list[str]:
+    """The last model call of this conversation's session: one line, or none."""
+    if session is None:
+        return []
+    found = await kernel.agent.decisions.recent(session, 1)
+    if not found:
+        return []
+    d = found[0]
+    chosen = d.chosen or t("routing.none_answered")
+    why = why_words(d.why, d.rule, d.sticky)
+    failed = [f"{a.model} → {a.outcome}" for a in d.attempts if a.outcome != "ok"]
+    if failed:
+        return [t("routing.status_last_failover", chosen=chosen, why=why, failed=", ".join(failed))]
+    return [t("routing.status_last", chosen=chosen, why=why)]
 
 
 def _cli_status(kernel: KernelParts) -> str:

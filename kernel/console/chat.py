@@ -28,6 +28,7 @@ from kernel.core.events import (
     AssistantDelta,
     Completed,
     ErrorEvent,
+    ModelSwitched,
     ToolCall,
     ToolResult,
     TurnEvent,
@@ -120,6 +121,8 @@ class ConsoleChat:
         elif isinstance(event, ToolCall):
             args = json.dumps(event.arguments, ensure_ascii=False)
             self.line(t("console.tool_call", name=event.name, args=_clip(args, 80)))
+        elif isinstance(event, ModelSwitched):  # a failover: said once, on its own line
+            self.line(event.describe())
         elif isinstance(event, ToolResult):
             key = "console.tool_result_ok" if event.ok else "console.tool_result_err"
             self.line(t(key, summary=_clip(event.summary, 100)))

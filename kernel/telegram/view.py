@@ -30,6 +30,7 @@ from kernel.core.events import (
     AssistantDelta,
     Completed,
     ErrorEvent,
+    ModelSwitched,
     ToolCall,
     ToolProgress,
     ToolResult,
@@ -149,6 +150,8 @@ class TurnView:
                     asked = True
                     self._asked.add(event.id)
                     await self.board.show(self.chat_id, event)
+                elif isinstance(event, ModelSwitched):
+                    pending = await self._note_switch(event, pending)
                 elif isinstance(event, ToolResult):
                     await self._tool_line.ended(event.id)
                     if self._progress is not None and event.id == self._progress.call_id:
@@ -340,6 +343,24 @@ class TurnView:
             return
         await asyncio.wait({task}, timeout=DRAFT_SETTLE)
         task.cancel()
+
+    async def _note_switch(self, event: ModelSwitched, pending: int | None) -> int | None:
+        """A failover is told once, in a message of its own that stays (the reply, which
+        the switch line is never part of, comes below it): the placeholder becomes the
+        line and a new placeholder follows; without one, the line comes anew. Through
+        the outbox, so it keeps its place before the reply."""
+        await self.outbox.put(self.chat_id, plain_items(event.describe(), replace=pending))
+        if pending is None:
+            return None
+        await self._tool_line.placeholder_gone()
+        placeholder = await self._placeholder()
+        if placeholder is None and self.inbox_id is not None:
+            # The old one is the switch line now: a crash must not overwrite it.
+            try:
+                await self.outbox.mailbox.set_placeholder(self.inbox_id, None)
+            except Exception as exc:
+                log.warning("forgetting the placeholder failed: %s", type(exc).__name__)
+        return placeholder
 
     async def _note_tool(self, message_id: int, name: str) -> None:
         with contextlib.suppress(TelegramError):

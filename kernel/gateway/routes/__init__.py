@@ -16,6 +16,7 @@ from kernel.gateway.routes import (
     messages,
     models,
     openai_chat,
+    routing,
     selfops,
     skills,
     usage,
@@ -36,4 +37,5 @@ ROUTERS: list[Router] = [
     channels.router,
     cron.router,
     usage.router,
+    routing.router,
 ]
