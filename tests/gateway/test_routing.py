@@ -211,11 +211,6 @@ def test_a_switch_is_one_sse_event_of_its_own() -> None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the turn's failover (kernel/agent/turn.py, the lead's part) is not merged yet: "
-    "remove this mark when it lands",
-)
 async def test_process_streams_the_switch_before_the_fallbacks_answer(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
