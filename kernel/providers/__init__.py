@@ -4,7 +4,8 @@ Public API: :func:`register` (the ``claude`` and ``openai_compat`` types, as a p
 SDKs are imported only when a provider of their type is built) and
 :func:`titles_provider_config` (the optional titles model as a provider's configuration);
 ``kernel.providers.errors.translate`` (SDK errors into Kernel's tree),
-``kernel.providers.sdk.SDKProvider`` and ``kernel.providers.retirement.retirement_notices``.
+``kernel.providers.sdk.SDKProvider`` (capabilities from the configuration; one client per
+API key, ``rotate_key``) and ``kernel.providers.retirement.retirement_notices``.
 """
 
 from __future__ import annotations

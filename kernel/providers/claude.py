@@ -4,6 +4,11 @@ Every request carries prompt-cache breakpoints (``cache_control``, :func:`_mark_
 on the system prompt (the stable prefix: tools, then system), on the turn's own words
 (the conversation so far, found again by the next turn's lookback) and on the last block
 of a tool-loop step; never on the volatile context block, never more than the API's 4.
+
+Thinking (:func:`_think`), when the provider declares reasoning: a level is adaptive
+thinking with ``output_config.effort``, a budget is ``enabled`` thinking with
+``max_tokens`` kept above it. Thinking blocks handed back (``history_thinking``) open
+their assistant message, unchanged, as a tool loop under thinking requires.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 import anthropic
 
-from kernel.config import ProviderConfig
+from kernel.config import MIN_THINKING_BUDGET, ProviderConfig
 from kernel.core.messages import (
     ImageBlock,
     Message,
@@ -24,12 +29,12 @@ from kernel.core.messages import (
 )
 from kernel.core.provider import (
     DEFAULT_MAX_TOKENS,
-    Capabilities,
     ChatRequest,
     Completion,
     RawToolCall,
     StreamEvent,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ThinkingPart,
     ToolCallStarted,
@@ -38,8 +43,6 @@ from kernel.providers.sdk import SDKProvider
 
 
 class ClaudeProvider(SDKProvider):
-    capabilities = Capabilities(stream=True, tool_call=True, attachments=True, reasoning=True)
-
     sdk = anthropic
 
     def __init__(self, cfg: ProviderConfig) -> None:
@@ -47,15 +50,17 @@ class ClaudeProvider(SDKProvider):
         self.max_tokens = cfg.max_tokens or DEFAULT_MAX_TOKENS  # required by the Messages API
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        params = _params(request, self.max_tokens or DEFAULT_MAX_TOKENS)
+        asked = request.thinking if self.capabilities.reasoning else None
+        params = _params(request, self.max_tokens or DEFAULT_MAX_TOKENS, asked)
         text: list[str] = []
         calls: dict[int, RawToolCall] = {}
         thinking: dict[int, ThinkingPart] = {}
         stop_reason = ""
         stop_sequence: str | None = None
         usage = _Usage()
+        key = self._key  # the key this attempt uses, whatever other calls do meanwhile
         try:
-            stream = await self._client.messages.create(**params, stream=True)
+            stream = await self._clients[key].messages.create(**params, stream=True)
             async with stream:
                 async for event in stream:
                     kind = event.type
@@ -88,9 +93,9 @@ class ClaudeProvider(SDKProvider):
                         stop_sequence = event.delta.stop_sequence
                         usage.read(event.usage)
         except Exception as exc:  # SDK, transport and malformed-stream errors alike
-            raise self._translate(exc) from None
+            raise self._translate(exc, key) from None
         if stop_reason == "":
-            raise self._translate(ValueError("stream ended without message_delta"))
+            raise self._translate(ValueError("stream ended without message_delta"), key)
         yield Completion(
             text="".join(text),
             tool_calls=[calls[i] for i in sorted(calls)],
@@ -127,8 +132,11 @@ class _Usage:
                 setattr(self, name, value)
 
 
-def _params(request: ChatRequest, default_max_tokens: int) -> dict[str, Any]:
-    """The Messages API request: sampling options, thinking and tool_choice as given."""
+def _params(
+    request: ChatRequest, default_max_tokens: int, thinking: Thinking | None = None
+) -> dict[str, Any]:
+    """The Messages API request: sampling options, ``thinking`` (the request's, when the
+    provider reasons) and tool_choice as given."""
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens or default_max_tokens,
@@ -159,18 +167,29 @@ def _params(request: ChatRequest, default_max_tokens: int) -> dict[str, Any]:
         params["extra_body"] = extra
     if sampling.stop_sequences:
         params["stop_sequences"] = list(sampling.stop_sequences)
-    if request.thinking is not None:
-        if request.thinking.mode == "enabled":
-            params["thinking"] = {
-                "type": "enabled",
-                "budget_tokens": request.thinking.budget_tokens,
-            }
-        else:
-            params["thinking"] = {"type": "adaptive"}
+    if thinking is not None:
+        _think(params, thinking)
     if request.tool_choice is not None and request.tools:
         params["tool_choice"] = request.tool_choice
     _mark_cache(params, request)
     return params
+
+
+def _think(params: dict[str, Any], thinking: Thinking) -> None:
+    """Thinking as the Messages API takes it: a level is adaptive thinking at that
+    ``output_config.effort``; a budget is at least the API's minimum, and ``max_tokens``
+    stays above it (the answer keeps its own room on top of the thinking). Sampling a
+    client set is sent as set: the API's refusal of it with thinking is the client's to
+    read (a turn sets none)."""
+    if thinking.mode == "enabled":
+        budget = max(thinking.budget_tokens, MIN_THINKING_BUDGET)
+        params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if params["max_tokens"] <= budget:
+            params["max_tokens"] += budget
+        return
+    params["thinking"] = {"type": "adaptive"}
+    if thinking.effort:
+        params["output_config"] = {**params.get("output_config", {}), "effort": thinking.effort}
 
 
 # Blocks that may not carry cache_control (they are cached as part of a prefix only).

@@ -18,7 +18,6 @@ from kernel.config import ProviderConfig
 from kernel.core.errors import CapabilityError
 from kernel.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock
 from kernel.core.provider import (
-    Capabilities,
     ChatRequest,
     Completion,
     RawToolCall,
@@ -33,8 +32,6 @@ from kernel.providers.sdk import SDKProvider
 
 
 class OpenAICompatProvider(SDKProvider):
-    capabilities = Capabilities(stream=True, tool_call=True, attachments=True, reasoning=False)
-
     sdk = openai
 
     def __init__(self, cfg: ProviderConfig) -> None:
@@ -71,7 +68,7 @@ class OpenAICompatProvider(SDKProvider):
         max_tokens = request.max_tokens or self.max_tokens
         if max_tokens:
             params["max_tokens"] = max_tokens
-        params.update(_options(request))
+        params.update(_options(request, reasoning=self.capabilities.reasoning))
         # Stop sequences are enforced here rather than sent as ``stop``: the API would end
         # the text without saying which one matched (and takes at most four).
         scanner = StopScanner(request.sampling.stop_sequences)
@@ -81,8 +78,9 @@ class OpenAICompatProvider(SDKProvider):
         finish = ""
         usage = [0, 0, 0]  # prompt tokens (cached included), completion tokens, cached
         reported = False
+        key = self._key  # the key this attempt uses, whatever other calls do meanwhile
         try:
-            stream = await self._client.chat.completions.create(**params)
+            stream = await self._clients[key].chat.completions.create(**params)
             async with stream:
                 async for chunk in stream:
                     if chunk.usage is not None:
@@ -123,9 +121,9 @@ class OpenAICompatProvider(SDKProvider):
                     if choice.finish_reason:
                         finish = choice.finish_reason
         except Exception as exc:  # SDK, transport and malformed-stream errors alike
-            raise self._translate(exc) from None
+            raise self._translate(exc, key) from None
         if not finish:
-            raise self._translate(ValueError("stream ended without finish_reason"))
+            raise self._translate(ValueError("stream ended without finish_reason"), key)
         if rest := scanner.flush():
             text.append(rest)
             yield TextDelta(rest)
@@ -162,15 +160,16 @@ def _effort(budget_tokens: int) -> str:
     return "medium" if budget_tokens < 16384 else "high"
 
 
-def _options(request: ChatRequest) -> dict[str, Any]:
-    """Sampling options, reasoning effort and tool_choice in the OpenAI form."""
+def _options(request: ChatRequest, *, reasoning: bool = True) -> dict[str, Any]:
+    """Sampling options, reasoning effort (only for an endpoint declared to reason: others
+    refuse the field) and tool_choice in the OpenAI form."""
     options: dict[str, Any] = {}
     if request.sampling.temperature is not None:
         options["temperature"] = request.sampling.temperature
     if request.sampling.top_p is not None:
         options["top_p"] = request.sampling.top_p
     thinking = request.thinking
-    if thinking is not None:
+    if thinking is not None and reasoning:
         effort = thinking.effort or (
             _effort(thinking.budget_tokens) if thinking.mode == "enabled" else ""
         )

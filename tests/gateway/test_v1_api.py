@@ -137,7 +137,8 @@ async def test_claude_code_request_through_the_sdk_streamed(
         message = await stream.get_final_message()
     assert [b.type for b in message.content] == ["thinking", "text"]
     assert message.content[0].thinking == "let me think"  # type: ignore[union-attr]
-    assert message.content[0].signature == "sig-sim"  # type: ignore[union-attr]
+    signature = message.content[0].signature  # type: ignore[union-attr]
+    assert anthropic_sim.signatures[signature] == "let me think"  # as the backend signed it
     assert message.content[1].text == "Hello"  # type: ignore[union-attr]
     assert message.stop_reason == "end_turn"
     assert message.usage.output_tokens == 12  # as the provider reported them
@@ -320,6 +321,7 @@ async def test_thinking_passes_to_claude_with_the_history_signatures(
     sc = await sidecar(anthropic_sim)
     client = client_for(sc)
     anthropic_sim.enqueue(text_reply("done"))
+    signature = anthropic_sim.issue_signature("use the tool")  # from an earlier answer
     tool = {"name": "now", "description": "the time", "input_schema": {"type": "object"}}
     await client.messages.create(
         model="model-a",
@@ -331,7 +333,7 @@ async def test_thinking_passes_to_claude_with_the_history_signatures(
             {
                 "role": "assistant",
                 "content": [
-                    {"type": "thinking", "thinking": "use the tool", "signature": "s1"},
+                    {"type": "thinking", "thinking": "use the tool", "signature": signature},
                     {"type": "tool_use", "id": "toolu_1", "name": "now", "input": {}},
                 ],
             },
@@ -342,12 +344,14 @@ async def test_thinking_passes_to_claude_with_the_history_signatures(
         ],
     )
     body = sent(anthropic_sim)
-    # The budget fits under the provider's max_tokens cap (1024 in this config).
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1023}
+    # Cut to the provider's max_tokens cap (1024 in this config), then raised to the
+    # API's minimum budget, max_tokens kept above it.
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["max_tokens"] > 1024
     assert body["messages"][1]["content"][0] == {
         "type": "thinking",
         "thinking": "use the tool",
-        "signature": "s1",
+        "signature": signature,
     }
 
 

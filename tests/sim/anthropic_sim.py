@@ -11,6 +11,16 @@ and wrote to the cache. ``usage`` carries ``input_tokens`` (fresh),
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` in the JSON answer, in
 ``message_start`` and again (as the current API does) in ``message_delta``.
 
+Thinking as the real API checks it (:func:`thinking_problem`): each thinking block a
+reply sends carries a fresh signature the simulator remembers (``sim.signatures``;
+:meth:`AnthropicSim.issue_signature` signs one as if an earlier answer had sent it), and
+a request with thinking on is refused (400 ``invalid_request_error``, the API's words)
+when a thinking block comes back with another signature or other text, when the
+assistant message a tool result answers does not start with a thinking block (thinking
+``enabled``; adaptive thinking may have skipped it), for a ``budget_tokens`` under 1024
+or not under ``max_tokens``, a ``temperature`` other than 1 or any ``top_k``; an
+``output_config.effort`` outside the SDK's values is refused whether or not thinking is on.
+
 Run standalone (echoing the last user text when nothing is scripted):
 
     uv run python -m tests.sim.anthropic_sim --port 8787
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -54,12 +65,33 @@ class AnthropicSim(SimServer):
         super().__init__(**kwargs)
         self.cache = PromptCache()
         self.cache_log: list[CacheUse] = []
+        self.signatures: dict[str, str] = {}  # signature → the thinking text it signs
 
     def reset(self) -> None:
-        """Also forget the prompt cache and its log."""
+        """Also forget the prompt cache, its log and the signatures issued."""
         super().reset()
         self.cache.clear()
         self.cache_log.clear()
+        self.signatures.clear()
+
+    def issue_signature(self, thinking: str, signature: str = "") -> str:
+        """A signature the simulator accepts back with exactly ``thinking``."""
+        signature = signature or new_id("sig_sim_")
+        self.signatures[signature] = thinking
+        return signature
+
+    def signed(self, reply: Reply) -> Reply:
+        """``reply`` with each thinking block signed (a copy: a script may be reused)."""
+        if not any(isinstance(block, Thinking) for block in reply.blocks):
+            return reply
+        out = copy.copy(reply)
+        out.blocks = tuple(
+            Thinking(b.text, self.issue_signature(b.text, b.signature))
+            if isinstance(b, Thinking)
+            else b
+            for b in reply.blocks
+        )
+        return out
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post("/v1/messages", self._messages)]
@@ -81,12 +113,20 @@ class AnthropicSim(SimServer):
         recorded = await self.record(request)
         if not has_credentials(request):
             return self.error_response(401, "authentication_error", "x-api-key header is required")
+        if (fault := self.key_fault(request)) is not None:
+            return self.error_response(
+                fault.status, fault.type, fault.message, fault.response_headers()
+            )
         if not request.headers.get("anthropic-version"):
             return self.invalid("anthropic-version: header is required")
         body = recorded.body
         if not isinstance(body, dict):
             return self.invalid("request body must be a JSON object")
-        if problem := validate_request(body) or cache_control_problem(body):
+        if problem := (
+            validate_request(body)
+            or cache_control_problem(body)
+            or thinking_problem(body, self.signatures)
+        ):
             return self.invalid(problem)
         scripted = self.next_scripted(lambda: last_user_text(body["messages"]), body["messages"])
         if scripted is None:
@@ -105,6 +145,7 @@ class AnthropicSim(SimServer):
             )
         if isinstance(scripted, Stall):
             return await self.stall(request, scripted.seconds)
+        scripted = self.signed(scripted)
         use = self.cache.use(body, len(self.requests) - 1)
         self.cache_log.append(use)
         usage = counted(scripted, use)
@@ -382,6 +423,74 @@ def check_tool_pairing(messages: list[dict[str, Any]]) -> str | None:
                     "must have a corresponding `tool_use` block in the previous message."
                 )
     return None
+
+
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def thinking_problem(body: dict[str, Any], signatures: dict[str, str]) -> str | None:
+    """What the real API refuses about thinking, in its words (see the module docstring)."""
+    config = body.get("output_config")
+    if isinstance(config, dict) and config.get("effort") not in (None, *EFFORTS):
+        return "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'"
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "adaptive"):
+        return None
+    considerations = f"{THINKING_DOCS}#important-considerations-when-using-extended-thinking"
+    if thinking["type"] == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if body["max_tokens"] <= budget:
+            return (
+                "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult "
+                f"our documentation at {THINKING_DOCS}#max-tokens-and-context-window-size"
+            )
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        return (
+            "`temperature` may only be set to 1 when thinking is enabled. Please consult "
+            f"our documentation at {considerations}"
+        )
+    if body.get("top_k") is not None:
+        return (
+            "`top_k` must be unset when thinking is enabled. Please consult our "
+            f"documentation at {considerations}"
+        )
+    messages = body["messages"]
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        for position, block in enumerate(content_blocks(message)):
+            if block.get("type") != "thinking":
+                continue
+            if signatures.get(str(block.get("signature"))) != block.get("thinking"):
+                where = f"messages.{index}.content.{position}"
+                return f"{where}: Invalid `signature` in `thinking` block"
+    if thinking["type"] == "enabled":
+        return unthought_tool_use(messages)
+    return None
+
+
+def unthought_tool_use(messages: list[dict[str, Any]]) -> str | None:
+    """With thinking enabled, the assistant message whose tool calls the last message
+    answers must start with its thinking block (the tool loop's continuation)."""
+    if len(messages) < 2 or not tool_result_ids(messages[-1]):
+        return None
+    index = len(messages) - 2
+    blocks = content_blocks(messages[index])
+    if not tool_use_ids(messages[index]) or blocks[0].get("type") in THINKING_BLOCKS:
+        return None
+    return (
+        f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+        f"found `{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` "
+        "message must start with a thinking block (preceeding the lastmost set of `tool_use` "
+        "and `tool_result` blocks). We recommend you include thinking blocks from previous "
+        "turns. To avoid this requirement, disable `thinking`. Please consult our "
+        f"documentation at {THINKING_DOCS}"
+    )
 
 
 def system_text(body: dict[str, Any]) -> str:

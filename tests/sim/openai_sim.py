@@ -10,7 +10,9 @@ Endpoints: `POST /v1/chat/completions`, `POST /v1/audio/transcriptions` (answers
 an `Error`), `GET /v1/models`, and a minimal `POST /v1/responses` (text replies, streamed as
 the SSE events codex-cli 0.169.0 reads; scripted `Error`s and `Stall`s apply).
 
-Chat completions count tokens and emulate automatic prefix caching as
+Chat completions refuse a ``reasoning_effort`` outside the SDK's values (400, the API's
+words) and answer with `sim.fail_key` errors per key (:mod:`tests.sim.script`). Chat
+completions count tokens and emulate automatic prefix caching as
 :mod:`tests.sim.caching` documents (``sim.cache``; ``sim.cache_log`` per answered
 request): ``usage.prompt_tokens`` includes ``prompt_tokens_details.cached_tokens``, in the
 JSON answer and in the ``include_usage`` final chunk. Run standalone (echo fallback):
@@ -51,6 +53,8 @@ MODELS = ("gpt-sim", "whisper-sim", "tts-sim")
 # 417 bytes each). A single frame is too short for decoders such as ffmpeg to recognise.
 SILENT_MP3 = (b"\xff\xfb\x90\x64" + bytes(413)) * 40
 DEFAULT_ERROR_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
+# openai.types.shared.ReasoningEffort (openai 3.54): what the API takes.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 MESSAGE_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 Problem = tuple[str, str | None]  # (message, param)
@@ -131,11 +135,25 @@ class OpenAISim(SimServer):
         recorded = await self.record(request)
         if denied := self.unauthorized(request):
             return denied
+        if (fault := self.key_fault(request)) is not None:
+            return self.error_response(
+                fault.status, fault.type, fault.message, fault.response_headers(), code=fault.code
+            )
         body = recorded.body
         if not isinstance(body, dict):
             return self.invalid("We could not parse the JSON body of your request.")
         if problem := validate_chat_request(body):
             return self.invalid(*problem)
+        if (effort := body.get("reasoning_effort")) not in (None, *REASONING_EFFORTS):
+            return self.error_response(
+                400,
+                "invalid_request_error",
+                f"Invalid value: '{effort}'. Supported values are: "
+                + ", ".join(f"'{e}'" for e in REASONING_EFFORTS[:-1])
+                + f", and '{REASONING_EFFORTS[-1]}'.",
+                code="invalid_value",
+                param="reasoning_effort",
+            )
         scripted = self.next_scripted(lambda: last_user_text(body["messages"]), body["messages"])
         if scripted is None:
             return self.no_reply_response()

@@ -12,6 +12,11 @@ A test scripts what the fake model answers, one item per model request (FIFO):
 `SimServer` holds everything both simulators have in common: the aiohttp runner, the
 script queue, request recording, stalls and SSE writing with injected faults. The
 wire formats live in `anthropic_sim.py` and `openai_sim.py`.
+
+Per-key faults, for key rotation: `sim.fail_key("k1", Error(429, "rate_limit_error"))`
+answers every model request made with API key "k1" (`x-api-key` or `Bearer`) with that
+error, without consuming the script, until `sim.clear_key("k1")`; `sim.keys_seen` holds
+the key of every request received, in order.
 """
 
 from __future__ import annotations
@@ -109,10 +114,12 @@ class ToolUse:
 @dataclass
 class Thinking:
     """A thinking block (Anthropic: `thinking` with a signature; OpenAI-compatible servers:
-    `reasoning_content`), streamed in ~3 pieces."""
+    `reasoning_content`), streamed in ~3 pieces. The Anthropic simulator signs each one
+    it sends with a fresh signature (or `signature`, when scripted) and accepts the block
+    back only with that signature and exactly that text."""
 
     text: str
-    signature: str = "sig-sim"
+    signature: str = ""
 
     def pieces(self) -> list[str]:
         return split_evenly(self.text)
@@ -262,6 +269,8 @@ class SimServer:
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Scripted] = deque()
         self._refusals: list[tuple[str, Error]] = []
+        self._key_faults: dict[str, Error] = {}
+        self.keys_seen: list[str] = []
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self._arrived = asyncio.Event()
@@ -291,11 +300,26 @@ class SimServer:
         script is not consumed."""
         self._refusals.append((marker, error))
 
+    def fail_key(self, key: str, error: Error) -> None:
+        """Answer every model request made with API key ``key`` with ``error`` (the
+        script is not consumed) until :meth:`clear_key`."""
+        self._key_faults[key] = error
+
+    def clear_key(self, key: str | None = None) -> None:
+        """Stop failing ``key`` (every key when None)."""
+        if key is None:
+            self._key_faults.clear()
+        else:
+            self._key_faults.pop(key, None)
+
     def reset(self) -> None:
-        """Forget recorded requests, unconsumed scripted replies and content refusals."""
+        """Forget recorded requests, unconsumed scripted replies, content refusals, key
+        faults and the keys seen."""
         self.requests.clear()
         self._queue.clear()
         self._refusals.clear()
+        self._key_faults.clear()
+        self.keys_seen.clear()
 
     async def wait_for_requests(self, count: int) -> list[RecordedRequest]:
         """Wait until at least `count` requests were recorded (bound it with asyncio.timeout)."""
@@ -355,8 +379,13 @@ class SimServer:
             raw=raw,
         )
         self.requests.append(recorded)
+        self.keys_seen.append(api_key(request))
         self._arrived.set()
         return recorded
+
+    def key_fault(self, request: web.Request) -> Error | None:
+        """The error :meth:`fail_key` set for the request's key, if any."""
+        return self._key_faults.get(api_key(request))
 
     def next_scripted(self, echo: Callable[[], str], messages: Any = None) -> Scripted | None:
         """A content refusal matching ``messages``, else the next scripted reply; when
@@ -454,6 +483,14 @@ class SimServer:
         return self.error_response(
             404, "not_found_error", f"simulator: no route for {request.method} {request.path}"
         )
+
+
+def api_key(request: web.Request) -> str:
+    """The API key a request carries: ``x-api-key``, else a ``Bearer`` token ("" none)."""
+    if key := request.headers.get("x-api-key", ""):
+        return key
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def abort(request: web.Request) -> None:
