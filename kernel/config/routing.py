@@ -14,9 +14,9 @@ import re2
 from pydantic import Field
 
 from kernel.config.schema import Label, NonNegFloat, NonNegInt, PosFloat, PosInt, Section
+from kernel.core.provider import MIN_THINKING_BUDGET
 
 REASONING_LEVELS: tuple[str, ...] = ("off", "low", "medium", "high")
-MIN_THINKING_BUDGET = 1024  # the Messages API's least budget_tokens
 Reasoning = Annotated[
     Literal["off", "low", "medium", "high"] | Annotated[int, Field(ge=MIN_THINKING_BUDGET)],
     Label('"off", "low", "medium", "high" or a token budget of at least 1024'),

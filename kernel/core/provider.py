@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 
 DEFAULT_MAX_TOKENS = 4096  # a call's output ceiling when neither request nor provider sets one
+MIN_THINKING_BUDGET = 1024  # the Messages API's least budget_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,21 @@ def thinking_for(reasoning: str | int | None) -> Thinking | None:
     if isinstance(reasoning, int):
         return Thinking("enabled", budget_tokens=reasoning)
     return Thinking("adaptive", effort=reasoning)
+
+
+def thinking_budget(thinking: Thinking | None) -> int:
+    """The thinking tokens a budget asks for (at least the API's minimum); 0 for none."""
+    if thinking is None or thinking.mode != "enabled":
+        return 0
+    return max(thinking.budget_tokens, MIN_THINKING_BUDGET)
+
+
+def output_ceiling(max_tokens: int, thinking: Thinking | None) -> int:
+    """What a call may write: ``max_tokens``, raised by a thinking budget it does not
+    exceed (the answer keeps its own room on top of the thinking). The Claude adapter
+    sends this; the meter's worst case counts it."""
+    budget = thinking_budget(thinking)
+    return max_tokens + budget if budget and max_tokens <= budget else max_tokens
 
 
 @dataclass(slots=True)

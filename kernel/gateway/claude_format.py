@@ -49,7 +49,7 @@ from kernel.core.messages import (
     ToolSpec,
     ToolUseBlock,
 )
-from kernel.core.provider import Sampling, Thinking
+from kernel.core.provider import MIN_THINKING_BUDGET, Sampling, Thinking
 from kernel.core.usage import estimate_request_tokens
 from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
 from kernel.gateway.schema import documented
@@ -58,7 +58,6 @@ from kernel.gateway.v1 import MODEL_NAME_MAX, V1Body, V1Error, bad, validate
 log = logging.getLogger(__name__)
 
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
-MIN_THINKING_BUDGET = 1024  # the Messages API's own minimum
 
 # Top-level fields accepted and not used, and why that is safe.
 IGNORED_FIELDS: dict[str, str] = {

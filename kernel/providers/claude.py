@@ -19,7 +19,7 @@ from typing import Any
 
 import anthropic
 
-from kernel.config import MIN_THINKING_BUDGET, ProviderConfig
+from kernel.config import ProviderConfig
 from kernel.core.messages import (
     ImageBlock,
     Message,
@@ -38,6 +38,8 @@ from kernel.core.provider import (
     ThinkingDelta,
     ThinkingPart,
     ToolCallStarted,
+    output_ceiling,
+    thinking_budget,
 )
 from kernel.providers.sdk import SDKProvider
 
@@ -182,10 +184,8 @@ def _think(params: dict[str, Any], thinking: Thinking) -> None:
     client set is sent as set: the API's refusal of it with thinking is the client's to
     read (a turn sets none)."""
     if thinking.mode == "enabled":
-        budget = max(thinking.budget_tokens, MIN_THINKING_BUDGET)
-        params["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        if params["max_tokens"] <= budget:
-            params["max_tokens"] += budget
+        params["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget(thinking)}
+        params["max_tokens"] = output_ceiling(params["max_tokens"], thinking)
         return
     params["thinking"] = {"type": "adaptive"}
     if thinking.effort:

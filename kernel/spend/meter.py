@@ -40,6 +40,7 @@ from kernel.core.provider import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    output_ceiling,
     stream_with_retry,
 )
 from kernel.core.usage import Usage, estimate_tokens
@@ -408,10 +409,12 @@ class Meter:
 
 
 def _ceiling(provider: Provider, request: ChatRequest) -> int:
-    """What the call may write: the request's ceiling, the provider's, else the default."""
+    """What the call may write: the request's ceiling, the provider's, else the default,
+    raised as a thinking budget raises it (:func:`output_ceiling`)."""
     configured = getattr(provider, "max_tokens", None)
-    return (
+    ceiling = (
         request.max_tokens
         or (configured if isinstance(configured, int) else 0)
         or (DEFAULT_MAX_TOKENS)
     )
+    return output_ceiling(ceiling, request.thinking)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import Field
 
-from kernel.config import ProviderConfig
+from kernel.config import CAPABILITIES, ProviderConfig
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
@@ -43,6 +43,7 @@ class ProviderInfo(Shape):
     aliases: dict[str, str] | None = None
     max_tokens: int | None = None
     capabilities: list[str] | None = None
+    keys: int | None = Field(default=None, description="how many API keys it rotates through")
 
 
 class ActiveModel(Shape):
@@ -51,22 +52,20 @@ class ActiveModel(Shape):
 
 
 def provider_json(p: ProviderConfig) -> dict[str, Any]:
-    capabilities = p.capabilities
-    if capabilities is None:
-        reasoning = ["reasoning"] if p.type == "claude" else []
-        capabilities = ["stream", "tool_call", "attachments", *reasoning]
+    capabilities = [c for c in CAPABILITIES if p.declares(c)]
     return {
         "id": p.name,
         "type": p.type,
         "enabled": p.enabled,
-        "has_api_key": bool(p.api_key),
+        "has_api_key": bool(p.keys),
         "api_key": mask_secret(p.api_key) if p.api_key else "",
         "base_url": p.api_base,
         "default_model": p.default_model,
         "models": list(p.models),
         "aliases": dict(p.aliases),
         "max_tokens": p.max_tokens,
-        "capabilities": list(capabilities),
+        "capabilities": capabilities,
+        "keys": len(p.keys),
     }
 
 
