@@ -331,9 +331,11 @@ class TurnRun:
                 if made_by == str(candidate)
             }
             continuing = len(working) - 2  # the assistant message a tool loop goes on from
-            if thinking is not None and working[-1].tool_results and continuing not in history:
-                # Thinking on requires that message to start with this model's own
+            budgeted = thinking is not None and thinking.mode == "enabled"
+            if budgeted and working[-1].tool_results and continuing not in history:
+                # Budgeted thinking requires that message to start with this model's own
                 # thinking (another model answered it, or none was asked): not this step.
+                # (Adaptive thinking does not: the model may well have skipped it.)
                 thinking = None
             return ChatRequest(
                 candidate.model,
