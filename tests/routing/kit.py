@@ -114,10 +114,12 @@ async def two_models(
     rules: list[dict[str, Any]] | None = None,
     backup: dict[str, Any] | None = None,
     clock: FakeMonotonic | None = None,
+    env: dict[str, str] | None = None,
     **general: Any,
 ) -> AsyncIterator[Pair]:
     """A started Kernel whose ``main`` is a ``primary`` provider and whose ``backup`` is
-    the other type, ``backup:model-z`` being main's fallback (``general.fallbacks``)."""
+    the other type, ``backup:model-z`` being main's fallback (``general.fallbacks``);
+    ``env``: the environment the configuration is read with (more keys, say)."""
     main_sim: Sim = AnthropicSim() if primary == "claude" else OpenAISim()
     backup_sim: Sim = OpenAISim() if primary == "claude" else AnthropicSim()
     backup_kind: Kind = "openai_compat" if primary == "claude" else "claude"
@@ -129,7 +131,7 @@ async def two_models(
         )
         with path.open("a", encoding="utf-8") as out:
             out.write("\n".join(lines) + "\n")
-        config = load_config(path, env={}, require_telegram=False)
+        config = load_config(path, env=env or {}, require_telegram=False)
         health = Health(config.routing, clock=clock) if clock is not None else None
         kernel = Kernel(config, sleep=no_wait, health=health)
         await kernel.start()
