@@ -56,9 +56,7 @@ class ModelSelection:
         self._running = running
         self._sleep = sleep
         self._providers: dict[str, Provider] = {}
-        # One lock per provider: a turn waits for its own model's build, never for a
-        # fallback's being built in the background (another SDK's import).
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._lock = asyncio.Lock()
         self._retired: list[Provider] = []  # replaced at runtime; closed at stop
         self._generations: dict[str, int] = {}  # bumped when a provider's settings change
         self.provider_name = config.general.default_provider
@@ -105,7 +103,7 @@ class ModelSelection:
         """The built provider, created on first use in a worker thread: importing an
         SDK takes seconds (anthropic ~1.8 s) and must not stall the event loop."""
         name = name or self.provider_name
-        async with self._locks.setdefault(name, asyncio.Lock()):
+        async with self._lock:
             while name not in self._providers:
                 generation = self._generations.get(name, 0)
                 built = await asyncio.to_thread(self._factory, name)

@@ -115,7 +115,6 @@ async def two_models(
     backup: dict[str, Any] | None = None,
     clock: FakeMonotonic | None = None,
     env: dict[str, str] | None = None,
-    kernel_class: type[Kernel] = Kernel,
     **general: Any,
 ) -> AsyncIterator[Pair]:
     """A started Kernel whose ``main`` is a ``primary`` provider and whose ``backup`` is
@@ -134,7 +133,7 @@ async def two_models(
             out.write("\n".join(lines) + "\n")
         config = load_config(path, env=env or {}, require_telegram=False)
         health = Health(config.routing, clock=clock) if clock is not None else None
-        kernel = kernel_class(config, sleep=no_wait, health=health)
+        kernel = Kernel(config, sleep=no_wait, health=health)
         await kernel.start()
         try:
             yield Pair(kernel, main_sim, backup_sim)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ import pytest
 from kernel.agent.agent import UserInput
 from kernel.app import Kernel
 from kernel.core.events import AssistantDelta, Completed, ModelSwitched
-from kernel.core.provider import Provider
 from kernel.store.usage import UsageFilter
 from tests.conftest import SECRET_KEY
 from tests.routing.kit import (
@@ -129,34 +127,6 @@ async def test_a_used_up_quota_fails_over_too(tmp_path: Path) -> None:
         [switch] = switches(events)
         assert switch.reason == "quota_exceeded"
         assert len(pair.main.requests) == 1
-
-
-async def test_building_the_fallbacks_client_does_not_hold_the_first_turn(
-    tmp_path: Path,
-) -> None:
-    """The fallbacks' clients are built in the background at start (an SDK import takes
-    seconds): a turn for the primary meanwhile does not wait for them."""
-    gate = threading.Event()
-    built: list[str] = []
-
-    class SlowBackup(Kernel):
-        def _make_provider(self, name: str) -> Provider:
-            if name == "backup":
-                gate.wait(30)  # the test opens it; bounded so no thread is left behind
-            built.append(name)
-            return super()._make_provider(name)
-
-    async with two_models(tmp_path, kernel_class=SlowBackup) as pair:
-        try:
-            pair.main.enqueue(text_reply("no waiting"))
-            assert reply_of(await pair.turn("hello")) == "no waiting"
-            assert "backup" not in built  # the turn ended while backup was still building
-        finally:
-            gate.set()
-        # Once built, a failover uses it.
-        pair.main.enqueue(*overloaded(pair.main))
-        pair.backup.enqueue(text_reply("backup built"))
-        assert reply_of(await pair.turn("again", conv="console:2")) == "backup built"
 
 
 # ----- 2. a tool loop goes on in the other provider's format ----------------------------
