@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import statistics
 import sys
@@ -96,13 +97,47 @@ breaker_failures = 1000000
 @dataclass(slots=True)
 class Sample:
     """One turn: ns from ``start`` (the switch, or the step's start) to the first delta,
-    and the whole turn's ns."""
+    the whole turn's ns, and the longest the event loop was blocked during it."""
 
     to_first_delta: int
     turn: int
+    stall: int = 0
+
+
+class LoopWatch:
+    """Wakes every millisecond; ``longest`` is the longest gap past that (ns): how long
+    something kept the event loop (every channel) waiting."""
+
+    def __init__(self) -> None:
+        self.longest = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            before = time.perf_counter_ns()
+            await asyncio.sleep(0.001)
+            self.longest = max(self.longest, time.perf_counter_ns() - before - 1_000_000)
+
+    async def __aenter__(self) -> LoopWatch:
+        self._task = asyncio.create_task(self._tick())
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
 
 
 async def one_turn(kernel: Kernel, conv: str, *, failover: bool) -> Sample:
+    async with LoopWatch() as watch:
+        sample = await _one_turn(kernel, conv, failover=failover)
+    sample.stall = watch.longest
+    return sample
+
+
+async def _one_turn(kernel: Kernel, conv: str, *, failover: bool) -> Sample:
     began = time.perf_counter_ns()
     turn = kernel.agent.start_turn(conv, UserInput("what is the answer?"))
     start: int | None = None
@@ -180,7 +215,7 @@ def print_table(results: dict[str, list[Sample]], args: argparse.Namespace) -> N
     )
     header = (
         f"{'case':<16} {'n':>3} {'p50':>7} {'p90':>7} {'max':>7} {'mean':>7}   "
-        f"{'turn p50':>8} {'turn p90':>8}"
+        f"{'turn p50':>8} {'turn p90':>8}   {'stall p50':>9} {'stall max':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -193,10 +228,12 @@ def print_table(results: dict[str, list[Sample]], args: argparse.Namespace) -> N
     for key, samples in results.items():
         first = sorted(s.to_first_delta / 1e6 for s in samples)
         turn = sorted(s.turn / 1e6 for s in samples)
+        stall = sorted(s.stall / 1e6 for s in samples)
         print(
             f"{labels[key]:<16} {len(samples):>3} {percentile(first, 50):>7.2f} "
             f"{percentile(first, 90):>7.2f} {first[-1]:>7.2f} {statistics.fmean(first):>7.2f}   "
-            f"{percentile(turn, 50):>8.2f} {percentile(turn, 90):>8.2f}"
+            f"{percentile(turn, 50):>8.2f} {percentile(turn, 90):>8.2f}   "
+            f"{percentile(stall, 50):>9.2f} {stall[-1]:>9.2f}"
         )
 
 

@@ -129,6 +129,18 @@ async def test_a_used_up_quota_fails_over_too(tmp_path: Path) -> None:
         assert len(pair.main.requests) == 1
 
 
+async def test_a_primary_that_is_down_fails_over_on_connection_errors(tmp_path: Path) -> None:
+    async with two_models(tmp_path) as pair:
+        await pair.main.stop()  # nothing listens there now: connections are refused
+        pair.backup.enqueue(text_reply("I am up"))
+        events = await pair.turn("hello")
+        assert reply_of(events) == "I am up"
+        [switch] = switches(events)
+        assert switch.reason == "connection_error"
+        decision = await pair.last_decision()
+        assert [a.outcome for a in decision.attempts] == ["connection_error", "ok"]
+
+
 # ----- 2. a tool loop goes on in the other provider's format ----------------------------
 
 
