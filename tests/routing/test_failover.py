@@ -54,6 +54,10 @@ def add_lookup(kernel: Kernel) -> list[str]:
     return seen
 
 
+def first_delta(events: list[Any]) -> int:
+    return next(i for i, e in enumerate(events) if isinstance(e, AssistantDelta))
+
+
 def conversation_of(pair: Pair, index: int = -1) -> list[dict[str, Any]]:
     """The backup's recorded request's messages, the system message left out."""
     body = pair.backup.requests[index].body
@@ -82,8 +86,7 @@ async def test_a_primary_failing_after_its_retries_hands_the_call_to_its_fallbac
         [switch] = switches(events)
         assert (switch.from_model, switch.to_model, switch.reason) == (PRIMARY, FALLBACK, cause)
         assert switch.step == 1
-        first_delta = next(i for i, e in enumerate(events) if isinstance(e, AssistantDelta))
-        assert events.index(switch) < first_delta
+        assert events.index(switch) < first_delta(events)
         assert PRIMARY in switch.describe() and FALLBACK in switch.describe()
         assert len(pair.main.requests) == RETRIES + 1 and len(pair.backup.requests) == 1
 
@@ -219,10 +222,18 @@ async def test_a_refused_key_is_reported_not_failed_over_and_its_provider_skippe
         [decision] = await pair.decisions()
         assert decision.chosen == "" and decision.attempts[0].outcome == "provider_auth_failed"
 
-        # The next turn leaves main out: the fallback answers, no switch line.
+        # The next turn leaves main out: the fallback answers, the turn says why once,
+        # before its first words.
         pair.backup.enqueue(text_reply("backup here"))
         events = await pair.turn("again")
-        assert reply_of(events) == "backup here" and not switches(events)
+        assert reply_of(events) == "backup here"
+        [switch] = switches(events)
+        assert (switch.from_model, switch.to_model, switch.reason) == (
+            PRIMARY,
+            FALLBACK,
+            "key_refused",
+        )
+        assert events.index(switch) < first_delta(events)
         assert len(pair.main.requests) == 1
         decision = await pair.last_decision()
         assert decision.skipped == [(PRIMARY, "key_refused")]
@@ -315,10 +326,12 @@ async def test_the_breaker_opens_skips_then_probes_and_closes(tmp_path: Path) ->
         sent = len(pair.main.requests)
         assert sent == 2 * (RETRIES + 1)
 
-        # Open: straight to the fallback, the primary gets no request, no switch line.
+        # Open: straight to the fallback, the primary gets no request; the turn says
+        # why it starts there, once.
         pair.backup.enqueue(text_reply("backup 3"))
         events = await pair.turn("turn 3")
-        assert reply_of(events) == "backup 3" and not switches(events)
+        assert reply_of(events) == "backup 3"
+        assert [(s.to_model, s.reason) for s in switches(events)] == [(FALLBACK, "circuit_open")]
         assert len(pair.main.requests) == sent
         decision = await pair.last_decision()
         assert decision.skipped == [(PRIMARY, "circuit_open")]
@@ -474,14 +487,11 @@ async def test_a_cancelled_probe_leaves_the_circuit_probeable(tmp_path: Path) ->
 
 # ----- several keys: a key's trouble is not a failover ------------------------------------
 
-# TODO(lead, at merge with helper D): unskip; D's simulators add per-key faults
-# (``sim.fail_key(key, error)``, ``sim.keys_seen``) and D's adapters rotate keys.
-NEEDS_D = pytest.mark.skip(reason="needs D's sim: per-key faults and key rotation")
+# The simulators' per-key faults: ``sim.fail_key(key, error)``, ``sim.keys_seen``.
 SECOND_KEY = "sk-second-0123456789abcdef"
 TWO_KEYS = {"KERNEL_PROVIDER_MAIN_API_KEYS": SECOND_KEY}
 
 
-@NEEDS_D
 async def test_a_rate_limited_key_hands_the_call_to_the_next_key_not_the_fallback(
     tmp_path: Path,
 ) -> None:
@@ -496,7 +506,6 @@ async def test_a_rate_limited_key_hands_the_call_to_the_next_key_not_the_fallbac
         assert pair.kernel.agent.health.state("main") == "closed"
 
 
-@NEEDS_D
 async def test_every_key_refused_marks_the_provider_unusable_without_failover(
     tmp_path: Path,
 ) -> None:
@@ -511,7 +520,6 @@ async def test_every_key_refused_marks_the_provider_unusable_without_failover(
         assert pair.kernel.agent.health.state("main") == "unusable"
 
 
-@NEEDS_D
 async def test_every_key_out_of_quota_fails_over(tmp_path: Path) -> None:
     async with two_models(tmp_path, env=TWO_KEYS) as pair:
         main: Any = pair.main

@@ -95,12 +95,14 @@ async def test_a_rules_reasoning_reaches_claude_as_adaptive_thinking(tmp_path: P
         pair.main.enqueue(text_reply("thought about it"))
         assert reply_of(await pair.turn("Think hard: why?")) == "thought about it"
         assert body(pair.main.requests)["thinking"] == {"type": "adaptive"}
+        assert body(pair.main.requests)["output_config"] == {"effort": "high"}
         decision = await pair.last_decision()
         assert (decision.rule, decision.reasoning, decision.chosen) == ("deep", "high", PRIMARY)
 
         pair.main.enqueue(text_reply("plain"))
         await pair.turn("hello")
         assert "thinking" not in body(pair.main.requests)
+        assert "output_config" not in body(pair.main.requests)
         assert (await pair.last_decision()).reasoning == ""
 
 

@@ -1,16 +1,14 @@
 """Claude's thinking through a turn's tool loop, across a failover (issue 17).
 
-With thinking on, the Messages API requires the assistant message a tool loop goes on
-from to start with the thinking block the model made for it, unchanged (signature and
-all). So Kernel keeps a turn's thinking blocks in memory, sends them back only to the
-model that made them, sends a call without thinking when the continuing message was
-made by another model, and never stores them.
+With budgeted thinking on, the Messages API requires the assistant message a tool loop
+goes on from to start with the thinking block the model made for it, unchanged
+(signature and all). So Kernel keeps a turn's thinking blocks in memory, sends them
+back only to the model that made them, sends a budgeted call without thinking when the
+continuing message was made by another model, and never stores them.
 
-TODO(lead, at merge with helper D): D's Anthropic simulator validates the round trip
-(a thinking-on continuation that does not start with a thinking block, or a signature
-it did not issue, is a 400): these tests then prove the requests are *accepted*, not
-only shaped. Remove the skip of ``test_adaptive_thinking_carries_its_effort`` once D's
-adapter sends ``output_config``.
+The Anthropic simulator checks the round trip as the API does (a budgeted-thinking
+continuation that does not open with a thinking block, or a signature it did not
+issue, is a 400), so an answered request here is an accepted one.
 """
 
 from __future__ import annotations
@@ -71,6 +69,7 @@ async def test_claude_gets_its_own_thinking_back_through_the_tool_loop(tmp_path:
 
         second = request(pair.main.requests)
         assert second["thinking"] == {"type": "adaptive"}
+        assert second["output_config"] == {"effort": "high"}
         assistant = second["messages"][-2]
         assert assistant["role"] == "assistant"
         first, use = assistant["content"][0], assistant["content"][1]
@@ -105,11 +104,16 @@ async def test_claudes_thinking_is_not_sent_to_the_fallback(tmp_path: Path) -> N
             assert thinking_blocks_in(request([recorded]))[0]["thinking"] == THOUGHT
 
 
-async def test_claude_continuing_another_models_tool_call_goes_without_thinking_then_resumes(
-    tmp_path: Path,
+@pytest.mark.parametrize("reasoning", ["high", 2048])
+async def test_claude_continuing_another_models_tool_call(
+    tmp_path: Path, reasoning: str | int
 ) -> None:
-    # main is OpenAI-compatible (no reasoning), backup is Claude (reasoning "high").
-    backup = {"reasoning": "high"}
+    """Budgeted thinking requires the continued message to open with this model's own
+    thinking: that step goes without (the simulator refuses it otherwise, as the API
+    does); adaptive thinking does not, so it stays on. Once Claude made the message a
+    step continues, its thinking goes back and thinking is on again."""
+    # main is OpenAI-compatible (no reasoning), backup is Claude (it reasons).
+    backup = {"reasoning": reasoning, "max_tokens": 8192}
     async with two_models(tmp_path, primary="openai_compat", backup=backup) as pair:
         add_lookup(pair.kernel)
         pair.main.enqueue(
@@ -125,28 +129,23 @@ async def test_claude_continuing_another_models_tool_call_goes_without_thinking_
 
         assert reply_of(events) == "Checking.\n\nSunny in both."
         assert "reasoning_effort" not in request(pair.main.requests, 0)
-        # Step 2 continues main's tool call: Claude is called without thinking.
-        step2 = request(pair.backup.requests, 0)
-        assert "thinking" not in step2 and thinking_blocks_in(step2) == []
-        # Step 3 continues Claude's own message: thinking is back, with its block first.
+        step2 = request(pair.backup.requests, 0)  # continues main's tool call
+        assert thinking_blocks_in(step2) == []
+        if reasoning == "high":
+            assert step2["thinking"] == {"type": "adaptive"}
+            assert step2["output_config"] == {"effort": "high"}
+        else:
+            assert "thinking" not in step2
+        # Step 3 continues Claude's own message: its block first, thinking on.
         step3 = request(pair.backup.requests, 1)
-        assert step3["thinking"] == {"type": "adaptive"}
+        expected = {"type": "adaptive"} if reasoning == "high" else {"type": "enabled"}
+        assert step3["thinking"].items() >= expected.items()
         [block] = thinking_blocks_in(step3)
         assert block["thinking"] == THOUGHT
         assert step3["messages"][-2]["content"][0] == block
         decisions = await pair.decisions()
         assert [(d.step, d.chosen, d.reasoning) for d in decisions] == [
             (1, PRIMARY, ""),
-            (2, FALLBACK, "high"),
-            (3, FALLBACK, "high"),
+            (2, FALLBACK, str(reasoning)),
+            (3, FALLBACK, str(reasoning)),
         ]
-
-
-@pytest.mark.skip(reason="needs D's adapter: output_config effort (TODO lead: unskip at merge)")
-async def test_adaptive_thinking_carries_its_effort(tmp_path: Path) -> None:
-    async with two_models(tmp_path, rules=DEEP) as pair:
-        pair.main.enqueue(text_reply("Sunny."))
-        await pair.turn("weather?")
-        sent = request(pair.main.requests)
-        assert sent["thinking"] == {"type": "adaptive"}
-        assert sent["output_config"]["effort"] == "high"
