@@ -29,6 +29,7 @@ from kernel.plugins import Plugins, default_plugins
 from kernel.providers import titles_provider_config
 from kernel.providers.retirement import retirement_notices
 from kernel.retention import RetentionJob
+from kernel.routing import Health
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
 from kernel.skills import SkillLibrary
@@ -62,10 +63,12 @@ class Kernel:
         sleep: Sleep = asyncio.sleep,
         clock: Clock | None = None,
         plugins: Plugins | None = None,
+        health: Health | None = None,
     ) -> None:
         """``clock``: what cron, token expiry and webhook backoff see as time (tests
         inject one they drive); ``sleep``: provider retry waits; ``plugins``: what
-        registers the parts (the built-ins by default)."""
+        registers the parts (the built-ins by default); ``health``: the providers'
+        circuit breakers (tests give one a monotonic clock they drive)."""
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.plugins = plugins or default_plugins()
@@ -86,6 +89,7 @@ class Kernel:
             memories=self.memories,
             skills=self.skills,
             clock=self.clock.now,
+            health=health,
         )
         self.mcp.sampler = agent_sampler(self.agent)  # MCP sampling: the agent's own model
         self.retention = RetentionJob(

@@ -98,6 +98,7 @@ EventType = Literal[
     "completed",
     "error",
     "ask_user",
+    "model_switch",
 ]
 
 
@@ -129,6 +130,9 @@ class Event(Shape):
     ask: Ask | None = None
     meta: OpenShape | None = None
     usage: TurnUsage | None = None
+    switch: OpenShape | None = Field(
+        default=None, description="model_switch: from, to (provider:model) and the reason"
+    )
 
 
 class ImageSource(BaseModel):
