@@ -160,7 +160,9 @@ async def test_no_secret_or_message_text_reaches_the_log(
             await tg.wait_until(lambda: tg.get_updates_completed >= 1, timeout=30)
             # Each message, then what the chat shows once it is handled.
             for text, shown in (
-                (OWNER_TEXTS[0], "401"),  # the key echoed in the error body
+                (OWNER_TEXTS[0], "refused its API key"),  # the key echoed in the error body
+                # the refused provider is unusable until the owner picks it again
+                ("/provider main", "Switched to provider main"),
                 (OWNER_TEXTS[1], "500"),  # the same, three times: retried, then shown
                 ("/new", "Started a new session"),
                 (OWNER_TEXTS[2], "Noted."),  # then titling the new session fails (401)
@@ -187,9 +189,11 @@ async def test_no_secret_or_message_text_reaches_the_log(
     outputs = {"stdout": out.decode(), "stderr": err.decode(), "kernel.log": log_text}
 
     # The run did what it was meant to: errors shown, and logged.
+    refused = [m for m in chat if "refused its API key" in m]
+    assert len(refused) == 1 and "providers.main.api_key" in refused[0], chat
     errors = [m for m in chat if m.startswith("⚠️ Model call failed")]
-    assert len(errors) == 3 and "401" in errors[0] and "500" in errors[1], chat
-    assert "Noted." in chat and "connection" in errors[2]
+    assert len(errors) == 2 and "500" in errors[0], chat
+    assert "Noted." in chat and "connection" in errors[1]
     assert "provider error" in log_text and "kernel stopped" in log_text
     assert "retrying" in log_text and "title generation failed" in log_text
 

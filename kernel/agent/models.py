@@ -64,7 +64,8 @@ class ModelSelection:
         # True once the owner picked with /provider or /model (persisted): in the owner's
         # own chat that choice wins over the routing rules until /model auto.
         self.chosen = False
-        # Told when providers' settings change (the routing health forgets their marks).
+        # Told when providers' settings change, and when the owner picks a provider with
+        # /provider (the routing health forgets their marks: a refused key is tried again).
         self.on_change: Callable[[set[str]], None] | None = None
 
     async def restore(self) -> None:
@@ -200,6 +201,8 @@ class ModelSelection:
                 t("provider.unavailable", name=name, available=", ".join(self.available_providers))
             )
         await self.provider(name)
+        if self.on_change is not None:  # the owner asks for it: a refused key is tried again
+            self.on_change({name})
         self.provider_name = name
         self.model = self.config.providers[name].default_model
         self.chosen = True

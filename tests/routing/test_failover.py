@@ -239,6 +239,11 @@ async def test_a_refused_key_is_reported_not_failed_over_and_its_provider_skippe
         assert decision.skipped == [(PRIMARY, "key_refused")]
         assert decision.candidates == [FALLBACK] and decision.chosen == FALLBACK
 
+        # The owner picks main again with /provider: its key is tried again.
+        await pair.kernel.agent.set_provider("main")
+        assert health.state("main") == "closed"
+        health.refused("main")
+
         # The owner fixes main's configuration: it is used again.
         pair.kernel.agent.providers_changed({"main"})
         assert health.state("main") == "closed"
