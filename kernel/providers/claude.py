@@ -46,6 +46,7 @@ from kernel.providers.sdk import SDKProvider
 
 class ClaudeProvider(SDKProvider):
     sdk = anthropic
+    resources = ("messages",)
 
     def __init__(self, cfg: ProviderConfig) -> None:
         super().__init__(cfg, anthropic.AsyncAnthropic)

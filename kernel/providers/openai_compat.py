@@ -33,6 +33,7 @@ from kernel.providers.sdk import SDKProvider
 
 class OpenAICompatProvider(SDKProvider):
     sdk = openai
+    resources = ("chat",)
 
     def __init__(self, cfg: ProviderConfig) -> None:
         super().__init__(cfg, openai.AsyncOpenAI)
