@@ -99,6 +99,7 @@ class Agent:
         self.router = Router(config, self.health)
         self.decisions = DecisionStore(store)
         self.selection.on_change = self.health.config_changed
+        self.selection.on_pick = self.health.unstick_all
         self._parts = TurnParts(
             config=config,
             store=store,

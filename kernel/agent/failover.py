@@ -26,8 +26,9 @@ from datetime import datetime
 
 from kernel.agent.models import ModelSelection
 from kernel.core.errors import (
+    BudgetExceededError,
     CapabilityError,
-    KernelError,
+    InputRefusedError,
     ProviderAuthError,
     ProviderError,
     TransientProviderError,
@@ -104,16 +105,22 @@ class ModelCalls:
     ) -> AsyncGenerator[StreamEvent, None]:
         """The events of one call, from whichever candidate answers it. ``build`` makes
         the request for a candidate (its model, reasoning, what its provider takes)."""
-        if not self.route.candidates:
-            refused = ", ".join(model for model, _ in self.route.skipped) or "-"
-            raise ProviderAuthError(t("routing.none_usable", models=refused))
         call = _Call(step, self._monotonic())
         try:
+            if not self.route.candidates:
+                raise self._no_candidate()
             async for event in self._attempts(call, build, admit, counted):
                 yield event
         finally:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._record(call))
+            await asyncio.shield(self._record(call))
+
+    def _no_candidate(self) -> ProviderError:
+        """Every model of the route was left out: why, in the owner's words."""
+        refused = [model for model, why in self.route.skipped if why == "key_refused"]
+        if refused:
+            return ProviderAuthError(t("routing.none_usable", models=", ".join(refused)))
+        models = ", ".join(model for model, _ in self.route.skipped) or "-"
+        return ProviderError(t("routing.none_enabled", models=models), code="provider_disabled")
 
     async def _attempts(
         self,
@@ -123,30 +130,47 @@ class ModelCalls:
         counted: Callable[[UsageEntry], None] | None,
     ) -> AsyncGenerator[StreamEvent, None]:
         candidates = self.route.candidates
-        switched: tuple[Candidate | str, str] | None = None  # (the model left, why)
+        # A switch to tell the owner (the model left, why), said just before the next
+        # candidate is called, so that it always names the model that answers next.
+        switched: tuple[Candidate | str, str] | None = None
         if self.route.detour is not None and not self._told:
             # The turn's usual model is skipped for its health: said once, at its start.
             switched, self._told = self.route.detour, True
-        last: ProviderError | None = None
-        index = self.position
-        while index < len(candidates):
+        last: ProviderError | None = None  # the failure that made the call move on
+
+        def keep(entry: UsageEntry) -> None:
+            call.entry = entry
+            if counted is not None:
+                counted(entry)
+
+        index = self.position - 1
+        while (index := index + 1) < len(candidates):
             candidate = candidates[index]
-            if not self.route.forced and not self.health.allow(candidate.provider):
-                call.attempts.append(Attempt(str(candidate), "circuit_open"))
-                index += 1
-                continue
+            own = index == self.position  # the model the turn is on (its errors are its own)
             provider = await self.models.provider(candidate.provider)
             policy = self.models.policy(candidate.provider)
             request = build(candidate, provider)
+            try:
+                provider.check(request)
+            except CapabilityError as exc:
+                # This model cannot take the request (an image, a thinking budget): the
+                # next may, unless it is the one the turn is on, which reports it.
+                call.attempts.append(Attempt(str(candidate), exc.code or "not_supported"))
+                if own and last is None:
+                    raise
+                last = last or exc
+                continue
+            # Whether this call holds the half-open circuit's one probe (forced: every
+            # circuit is open and every candidate is tried; no probe is held then).
+            probe = not self.route.forced and self.health.state(candidate.provider) == "half_open"
+            if not self.route.forced and not self.health.allow(candidate.provider):
+                # Its circuit opened meanwhile, or another call is probing it.
+                call.attempts.append(Attempt(str(candidate), "circuit_open"))
+                switched = switched or (candidate, "circuit_open")
+                continue
             began = self._monotonic()
             verdict = False  # the breaker was told how this attempt went
             shown = False
-
-            def keep(entry: UsageEntry) -> None:
-                call.entry = entry
-                if counted is not None:
-                    counted(entry)
-
             try:
                 if switched is not None:
                     left, reason = switched
@@ -179,40 +203,43 @@ class ModelCalls:
                     Attempt(str(candidate), "cancelled", self._monotonic() - began)
                 )
                 raise
-            except CapabilityError as exc:
-                # This model cannot take the request (an image, a thinking budget): the
-                # next may, unless this was the one the turn is on, which reports it.
-                call.attempts.append(Attempt(str(candidate), exc.code or "not_supported"))
-                if index == self.position or shown:
-                    raise
-                last = last or exc
-                index += 1
-                continue
+            except BudgetExceededError as exc:
+                call.attempts.append(Attempt(str(candidate), exc.code))
+                raise
             except ProviderAuthError as exc:
+                # Every key of it refused (stream_with_retry tried the others first).
                 self.health.refused(candidate.provider)
                 verdict = True
                 call.attempts.append(self._failed(candidate, exc, began))
                 log.warning("provider %s refused its key: marked unusable", candidate.provider)
                 raise
+            except InputRefusedError as exc:
+                call.attempts.append(self._failed(candidate, exc, began))
+                if own or shown:
+                    raise  # the turn's own model refused the owner's input: set aside
+                # A fallback refused what the turn's model took (a shorter context, another
+                # policy): the next may take it; else the failure that led here stands.
+                if self._next(index) is None:
+                    raise last or exc from None
+                switched = (candidate, exc.code)
+                continue
             except ProviderError as exc:
                 call.attempts.append(self._failed(candidate, exc, began))
                 cause = failover_cause(exc)
                 if cause is None:
                     raise
-                self.health.failure(candidate.provider, cause)
+                self.health.failure(candidate.provider, cause, probe=probe)
                 verdict = True
                 if shown:
                     raise  # the owner saw part of this answer: not replayed elsewhere
                 last = exc
-                nxt = self._next(index)
-                if nxt is None:
+                if self._next(index) is None:
                     raise
                 log.warning("provider %s failed (%s); failing over", candidate.provider, cause)
                 switched = (candidate, cause)
-                index = nxt
                 continue
             finally:
-                if not verdict:
+                if not verdict and probe:
                     self.health.release(candidate.provider)
         if last is not None:
             raise last
@@ -232,11 +259,14 @@ class ModelCalls:
         return Attempt(str(candidate), outcome, self._monotonic() - began, exc.status)
 
     async def _record(self, call: _Call) -> None:
-        if not call.attempts:
-            return
+        if not call.attempts and self.route.candidates:
+            return  # cancelled before any model was called
         entry = call.entry
         chosen = call.chosen
-        reasoning = chosen.reasoning if chosen is not None else self.current.reasoning
+        if chosen is not None:
+            reasoning = chosen.reasoning
+        else:
+            reasoning = self.current.reasoning if self.route.candidates else None
         decision = Decision(
             at=self._clock(),
             why=self.route.why,
@@ -258,5 +288,5 @@ class ModelCalls:
         )
         try:
             await self.decisions.record(decision)
-        except KernelError:
-            log.warning("could not record a routing decision", exc_info=True)
+        except Exception as exc:  # the answer matters more than its record
+            log.warning("could not record a routing decision: %s", type(exc).__name__)

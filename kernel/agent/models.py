@@ -67,6 +67,9 @@ class ModelSelection:
         # Told when providers' settings change, and when the owner picks a provider with
         # /provider (the routing health forgets their marks: a refused key is tried again).
         self.on_change: Callable[[set[str]], None] | None = None
+        # Told when the owner picks a model (/provider, /model, /model auto, a session's
+        # own): sessions that failed over stop sticking to their fallback.
+        self.on_pick: Callable[[], None] | None = None
 
     async def restore(self) -> None:
         """Restore the saved provider/model (falling back to the defaults), then build
@@ -200,9 +203,11 @@ class ModelSelection:
             raise SelectionError(
                 t("provider.unavailable", name=name, available=", ".join(self.available_providers))
             )
+        # The owner asks for it: a refused key is tried again (the client rebuilt, every
+        # key usable again, the routing health's marks forgotten).
+        self.providers_changed({name})
         await self.provider(name)
-        if self.on_change is not None:  # the owner asks for it: a refused key is tried again
-            self.on_change({name})
+        self._picked()
         self.provider_name = name
         self.model = self.config.providers[name].default_model
         self.chosen = True
@@ -224,6 +229,7 @@ class ModelSelection:
             )
         self.model = model
         self.chosen = True
+        self._picked()
         await self.store.set_setting("provider", self.provider_name)
         await self.store.set_setting("model", model)
 
@@ -231,10 +237,15 @@ class ModelSelection:
         """``/model auto``: forget the owner's pick; the routing rules decide again and
         the active choice is the default provider's default model."""
         self.chosen = False
+        self._picked()
         self.provider_name = self.config.general.default_provider
         self.model = self.config.providers[self.provider_name].default_model
         await self.store.delete_setting("provider")
         await self.store.delete_setting("model")
+
+    def _picked(self) -> None:
+        if self.on_pick is not None:
+            self.on_pick()
 
     def owner_choice(self) -> tuple[str, str] | None:
         """The owner's explicit pick, if any (it wins in the owner's own chat)."""
@@ -270,6 +281,7 @@ class ModelSelection:
             raise SessionError(t("session.not_found", id=session_id))
         override = {"provider_id": chosen[0], "model": chosen[1]}
         await self.store.update_meta(session_id, {**row.meta, MODEL_OVERRIDE: override})
+        self._picked()
         return chosen
 
     async def clear_session_model(self, session_id: int) -> None:

@@ -216,6 +216,8 @@ class TurnRun:
             detail = exc.message
             if exc.provider:
                 detail = t("provider.key_refused", name=exc.provider, detail=exc.message)
+            if self.guest_tools is not None:  # how the owner's keys are set is not a guest's
+                detail = t("routing.guest_unavailable")
             await self.fail(ErrorEvent(self.step, exc.code, detail))
         except ProviderError as exc:
             self.error = str(exc)
@@ -314,17 +316,18 @@ class TurnRun:
         def build(candidate: Candidate, provider: Provider) -> ChatRequest:
             """The step's request for one candidate, as its provider can take it."""
             tools = offered if provider.capabilities.tool_call else []
+            thinking = thinking_for(candidate.reasoning)
+            if thinking is not None and not provider.capabilities.reasoning:
+                thinking = None
             if not tools:  # no tool blocks, so no thinking to hand back either
                 return ChatRequest(
                     candidate.model,
                     system,
                     flatten_tool_blocks(working),
+                    thinking=thinking,
                     context=context,
                     context_at=anchor,
                 )
-            thinking = thinking_for(candidate.reasoning)
-            if thinking is not None and not provider.capabilities.reasoning:
-                thinking = None
             history = {
                 index: blocks
                 for index, (made_by, blocks) in self.thinking.items()

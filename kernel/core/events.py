@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernel.core.i18n import t
+from kernel.core.i18n import t, t_or
 
 
 @dataclass(slots=True)
@@ -81,7 +81,8 @@ class ModelSwitched:
     type: Literal["model_switch"] = "model_switch"
 
     def describe(self) -> str:
-        return t("routing.switched", old=self.from_model, new=self.to_model, why=self.reason)
+        why = t_or(f"routing.cause.{self.reason}", self.reason)
+        return t("routing.switched", old=self.from_model, new=self.to_model, why=why)
 
 
 @dataclass(slots=True)

@@ -641,6 +641,21 @@ CATALOG: dict[str, dict[str, str]] = {
         "routing.auto": "已恢复自动选择：由路由规则和默认模型（{provider} / {model}）决定",
         "routing.pick_in_force": "你选的模型在你的对话中优先于路由规则；发送 /model auto 交还给规则和默认模型。",
         "routing.pick_auto": "当前为自动选择：路由规则和默认模型决定；用 /model <名称> 固定一个模型。",
+        "routing.none_enabled": "没有可调用的模型：{models} 均未启用（缺少 api_key 或已关闭）。请为其设置 key，或修改路由规则",
+        "routing.guest_unavailable": "模型暂时不可用，请稍后再试。",
+        "routing.cause.overloaded_error": "过载",
+        "routing.cause.rate_limit_error": "限流",
+        "routing.cause.rate_limited": "限流",
+        "routing.cause.timeout": "超时",
+        "routing.cause.connection_error": "连接失败",
+        "routing.cause.api_error": "服务端错误",
+        "routing.cause.server_error": "服务端错误",
+        "routing.cause.transient": "暂时故障",
+        "routing.cause.bad_response": "响应异常",
+        "routing.cause.quota_exceeded": "额度用尽",
+        "routing.cause.circuit_open": "连续失败，冷却中",
+        "routing.cause.key_refused": "key 被拒绝",
+        "routing.cause.provider_refused_input": "拒绝了这条输入",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1267,6 +1282,21 @@ CATALOG: dict[str, dict[str, str]] = {
         "routing.auto": "Automatic choice again: the routing rules and the default ({provider} / {model}) decide",
         "routing.pick_in_force": "Your pick wins over the routing rules in your chats; send /model auto to hand back to the rules and the default.",
         "routing.pick_auto": "Automatic: the routing rules and the default decide; /model <name> pins one.",
+        "routing.none_enabled": "No model can be called: {models} are not enabled (no api_key, or switched off). Give one a key, or change the routing rule",
+        "routing.guest_unavailable": "The model is unavailable right now; please try again later.",
+        "routing.cause.overloaded_error": "overloaded",
+        "routing.cause.rate_limit_error": "rate-limited",
+        "routing.cause.rate_limited": "rate-limited",
+        "routing.cause.timeout": "timed out",
+        "routing.cause.connection_error": "no connection",
+        "routing.cause.api_error": "server error",
+        "routing.cause.server_error": "server error",
+        "routing.cause.transient": "a passing failure",
+        "routing.cause.bad_response": "a malformed answer",
+        "routing.cause.quota_exceeded": "out of quota",
+        "routing.cause.circuit_open": "failing, cooling down",
+        "routing.cause.key_refused": "its key was refused",
+        "routing.cause.provider_refused_input": "it refused this input",
     },
 }
 
@@ -1289,3 +1319,9 @@ def t(key: str, /, **values: Any) -> str:
     table = CATALOG[_language]
     template = table.get(key) or CATALOG["zh"][key]
     return template.format(**values)
+
+
+def t_or(key: str, default: str, /, **values: Any) -> str:
+    """The catalogue text for ``key`` if the catalogue has it, else ``default`` (for keys
+    made from outside values: a provider's error code)."""
+    return t(key, **values) if key in CATALOG["zh"] else default

@@ -298,8 +298,9 @@ async def stream_with_retry(
 
     Once a delta has been yielded the caller has shown it, so a later failure is raised
     rather than silently replayed. ``Retry-After`` wins over the exponential backoff.
-    A provider with several keys moves to its next key at once on a 429, a used-up quota
-    or a refused key (each key at most once per call), before any backoff.
+    A provider with several keys moves to its next key at once on a 429 or a used-up
+    quota (each key at most once per call) and on a refused key (dropped for good, so a
+    call ends with ProviderAuthError only when no key is left), before any backoff.
     """
     provider.check(request)
     attempt = 0
@@ -316,8 +317,12 @@ async def stream_with_retry(
         except ProviderError as exc:
             if produced:
                 raise
+            if isinstance(exc, ProviderAuthError) and provider.rotate_key(exc):
+                # That key is dropped for good (so this ends): the next is tried at once.
+                log.warning("provider %s: a key was refused; trying the next", provider.name)
+                continue
             if (
-                isinstance(exc, RateLimitedError | QuotaExceededError | ProviderAuthError)
+                isinstance(exc, RateLimitedError | QuotaExceededError)
                 and rotated < provider.key_count - 1
                 and provider.rotate_key(exc)
             ):

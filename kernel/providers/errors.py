@@ -74,6 +74,28 @@ def out_of_quota(status: int, code: str, message: str) -> bool:
     return status in (400, 403, 429) and any(words in text for words in QUOTA_WORDS)
 
 
+# What a 403's message says when moderation refused the content (not the key).
+MODERATION_WORDS = (
+    "flagged",
+    "moderation",
+    "content policy",
+    "content management policy",
+    "usage policy",
+    "inappropriate content",
+    "content filter",
+)
+
+# Error codes saying the KEY is refused: a 401 always is; a 403 only with one of these
+# (a 403 may also refuse the content, or a region: not a reason to drop the provider).
+KEY_CODES = {"authentication_error", "permission_error", "invalid_api_key", "invalid_request_key"}
+
+
+def refuses_key(status: int, code: str) -> bool:
+    """Whether the provider refused the key itself (the provider is then unusable until
+    its configuration changes), as opposed to this request."""
+    return status == 401 or code in KEY_CODES
+
+
 def refuses_input(status: int, code: str, message: str) -> bool:
     """Whether a 4xx refuses the content sent (an image, the length, a policy) rather
     than how it was asked: Kernel sets that message aside instead of resending it."""
@@ -81,9 +103,11 @@ def refuses_input(status: int, code: str, message: str) -> bool:
         return True
     if status == 413:  # Anthropic's request_too_large: the attachments, not the shape
         return True
+    text = message.casefold()
+    if status == 403:  # a moderation refusal (OpenRouter's "your input was flagged")
+        return any(words in text for words in MODERATION_WORDS)
     if status not in (400, 422):
         return False
-    text = message.casefold()
     return any(words in text for words in REFUSED_INPUT_WORDS)
 
 
@@ -142,14 +166,15 @@ def translate(
         kw: dict[str, Any] = {"provider": provider, "status": status or None, "code": code}
         if out_of_quota(status, code, message):
             return QuotaExceededError(message, **kw)
-        if status in (401, 403) or code in ("authentication_error", "permission_error"):
+        # Before the key: a 403 may refuse the content (OpenRouter's moderation).
+        if 400 <= status < 500 and refuses_input(status, code, message):
+            return InputRefusedError(message, provider=provider, status=status)
+        if refuses_key(status, code):
             return ProviderAuthError(message, provider=provider, status=status or None)
         if status == 429 or code in ("rate_limit_error", "overloaded_error") or status == 529:
             return RateLimitedError(message, retry_after=parse_retry_after(headers), **kw)
         if status >= 500 or status == 408 or (status == 200 and code in TRANSIENT_TYPES):
             return TransientProviderError(message, retry_after=parse_retry_after(headers), **kw)
-        if 400 <= status < 500 and refuses_input(status, code, message):
-            return InputRefusedError(message, provider=provider, status=status)
         return ProviderError(message, **kw)
     # Mid-stream, the SDKs let the transport's own errors through unwrapped.
     names = {cls.__name__ for cls in type(exc).__mro__}

@@ -103,14 +103,15 @@ class Health:
         circuit.probing = False
         circuit.last_error = ""
 
-    def failure(self, provider: str, cause: str) -> None:
-        """A call failed after its retries with a cause worth failing over."""
+    def failure(self, provider: str, cause: str, *, probe: bool = False) -> None:
+        """A call failed after its retries with a cause worth failing over; ``probe``:
+        it was the half-open circuit's probe (which re-opens it at once)."""
         circuit = self._circuit(provider)
         circuit.failures += 1
         circuit.last_error = cause
-        if circuit.probing or circuit.failures >= self.config.breaker_failures:
-            circuit.opened_at = self._clock()
-        circuit.probing = False
+        if probe or circuit.failures >= self.config.breaker_failures:
+            circuit.opened_at = self._clock()  # a new cool-down, then a new probe
+            circuit.probing = False
 
     def release(self, provider: str) -> None:
         """A probe that ended without a verdict (cancelled, refused for another
@@ -162,3 +163,8 @@ class Health:
     def unstick(self, session_id: int | None) -> None:
         if session_id is not None:
             self._sticky.pop(session_id, None)
+
+    def unstick_all(self) -> None:
+        """The owner picked a model (/provider, /model, /model auto, a session's own):
+        no session stays on a fallback against that choice."""
+        self._sticky.clear()

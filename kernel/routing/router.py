@@ -103,7 +103,13 @@ class Router:
             chain = self.fallbacks_of(*primary)
         route = Route([], why, rule.name if rule is not None else "")
         seen: set[tuple[str, str]] = set()
-        for provider, model in [primary, *chain]:
+        refs = [primary, *chain]
+        # The active model closes a rule's chain when none of the rule's models can be
+        # called (a provider without a key, switched off since): better it than no answer.
+        last_resort = rule is not None and active not in refs
+        for provider, model in [*refs, active] if last_resort else refs:
+            if last_resort and (provider, model) == active and route.candidates:
+                break  # the rule's own models can be called
             if (provider, model) in seen:
                 continue
             seen.add((provider, model))

@@ -36,7 +36,15 @@ CASES = [
         None,
     ),
     ("openai", Error(401, "invalid_request_error", "Incorrect API key"), ProviderAuthError, None),
-    ("openai", Error(403, "invalid_request_error", "Project not allowed"), ProviderAuthError, None),
+    # A 403 that does not say the key is refused (a project or region not allowed, a
+    # moderation refusal) is reported, but does not mark the provider unusable.
+    ("openai", Error(403, "invalid_request_error", "Project not allowed"), ProviderError, None),
+    (
+        "openai",
+        Error(403, "moderation_error", "Your input was flagged: violence"),
+        InputRefusedError,
+        None,
+    ),
     (
         "openai",
         Error(429, "insufficient_quota", QUOTA, code="insufficient_quota"),
