@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kernel.core.errors import ChannelError
-from kernel.core.events import AskUser, Completed, ErrorEvent, ToolResult
+from kernel.core.events import AskUser, Completed, ErrorEvent, ModelSwitched, ToolResult
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
 
@@ -196,14 +196,19 @@ class ChannelRegistry:
                 log.warning("closing a channel failed: %s", type(exc).__name__)
 
 
-async def follow_turn(turn: Turn, asker: Asker | None, label: str) -> Completed | ErrorEvent:
+async def follow_turn(
+    turn: Turn, asker: Asker | None, label: str, switches: list[str] | None = None
+) -> Completed | ErrorEvent:
     """Drain a turn no channel is showing (a cron job, a QQ message): its questions go to
     the owner through ``asker`` (headed by ``label``) and are closed once their tool is
-    done. Cancelling the caller cancels the turn, which still writes a valid history."""
+    done; ``switches`` gets the line of each failover to another model. Cancelling the
+    caller cancels the turn, which still writes a valid history."""
     shown: set[str] = set()
     try:
         async for event in turn:
-            if isinstance(event, AskUser) and asker is not None:
+            if isinstance(event, ModelSwitched) and switches is not None:
+                switches.append(event.describe())
+            elif isinstance(event, AskUser) and asker is not None:
                 try:
                     await asker.show(event, label)
                     shown.add(event.tool_call_id)

@@ -85,7 +85,13 @@ class JobRunner:
         asker = self.registry.asker
         user_input = UserInput(text, channel="cron", interactive=asker is not None)
         turn = agent.start_turn(opened.conversation, user_input)
-        final = await follow_turn(turn, asker, t("cron.ask_label", name=job.spec.name))
+        switches: list[str] = []
+        final = await follow_turn(turn, asker, t("cron.ask_label", name=job.spec.name), switches)
+        # The owner is told which model answered instead, as in a chat; a webhook or a QQ
+        # group is not (the owner's providers are not theirs to read).
+        told = "".join(f"{line}\n" for line in switches)
+        if job.spec.dispatch.channel not in OWNER_CHANNELS:
+            told = ""
         if not isinstance(final, Completed):
             shown = final.message
             if (
@@ -101,12 +107,12 @@ class JobRunner:
                 raise RunSkipped(final.message)
             notice = t("cron.failed_notice", name=job.spec.name, message=shown)
             with contextlib.suppress(ChannelError):  # the failure itself gets recorded
-                await self.deliver(job, notice)
+                await self.deliver(job, told + notice)
             raise RunFailed(final.message)
         if final.cancelled:
             raise RunFailed(t("cron.cancelled"))
         if final.reply.strip():
-            await self.deliver(job, final.reply)
+            await self.deliver(job, told + final.reply)
         return final.reply
 
     async def deliver(self, job: CronJob, text: str) -> None:
