@@ -29,6 +29,7 @@ from kernel.client.verbs import (
     verb,
 )
 from kernel.core.errors import ConfigError
+from kernel.core.events import ModelSwitched
 from kernel.core.i18n import t
 
 
@@ -244,7 +245,7 @@ def show_stream(
         elif kind == "model_switch":  # a failover: said once, on its own line
             switch = event["switch"]
             end_line()
-            line = t("routing.switched", old=switch["from"], new=switch["to"], why=switch["reason"])
+            line = ModelSwitched(0, switch["from"], switch["to"], switch["reason"]).describe()
             out.write(line + "\n")
         elif kind == "ask_user" and answer is not None:
             end_line()

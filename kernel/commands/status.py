@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kernel.commands.usage import budget_line, turn_line
-from kernel.core.i18n import t
+from kernel.core.i18n import t, t_or
 from kernel.spend import budget_state
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def provider_lines(kernel: KernelParts) -> list[str]:
     enabled = [n for n, p in agent.config.providers.items() if p.enabled]
     lines = []
     for state in agent.health.states(enabled):
-        error = state.last_error or "—"
+        error = cause_words(state.last_error) if state.last_error else "—"
         if state.state == "open":
             seconds = max(1, round(state.retry_in))
             lines.append(
@@ -68,6 +68,11 @@ def provider_lines(kernel: KernelParts) -> list[str]:
         elif state.state == "unusable":
             lines.append(t("routing.status_unusable", provider=state.provider))
     return lines
+
+
+def cause_words(code: str) -> str:
+    """A failure's code in the owner's words, where the catalogue has them."""
+    return t_or(f"routing.cause.{code}", code)
 
 
 def why_words(why: str, rule: str, sticky: bool) -> str:
@@ -86,7 +91,7 @@ async def _last_decision(kernel: KernelParts, session: int | None) -> list[str]:
     d = found[0]
     chosen = d.chosen or t("routing.none_answered")
     why = why_words(d.why, d.rule, d.sticky)
-    failed = [f"{a.model} → {a.outcome}" for a in d.attempts if a.outcome != "ok"]
+    failed = [f"{a.model} → {cause_words(a.outcome)}" for a in d.attempts if a.outcome != "ok"]
     if failed:
         return [t("routing.status_last_failover", chosen=chosen, why=why, failed=", ".join(failed))]
     return [t("routing.status_last", chosen=chosen, why=why)]

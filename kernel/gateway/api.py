@@ -215,16 +215,23 @@ async def read_model(
         raise invalid(message, field=field_name) from None
 
 
-def query_int(request: web.Request, name: str, default: int, *, maximum: int) -> int:
+def query_int(
+    request: web.Request, name: str, default: int, *, maximum: int, minimum: int = 0
+) -> int:
+    """An integer query parameter from ``minimum`` to ``maximum`` (``default`` when
+    absent); anything else is refused naming the parameter and the range."""
     raw = request.query.get(name)
     if raw is None:
         return default
     try:
         value = int(raw)
     except ValueError:
-        value = -1
-    if not 0 <= value <= maximum:
-        raise invalid(t("gw.bad_query_int", name=name, maximum=maximum), field=name)
+        value = minimum - 1
+    if not minimum <= value <= maximum:
+        if minimum == 0:
+            raise invalid(t("gw.bad_query_int", name=name, maximum=maximum), field=name)
+        text = t("gw.bad_query_between", name=name, low=minimum, high=maximum)
+        raise invalid(text, field=name)
     return value
 
 

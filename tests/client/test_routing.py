@@ -146,7 +146,7 @@ def test_a_streamed_switch_is_one_line_of_its_own() -> None:
     out, err = io.StringIO(), io.StringIO()
     assert show_stream(iter(events), out, err) == 0
     assert out.getvalue() == switch.describe() + "\nHello\n"
-    assert "main:model-a" in switch.describe() and "overloaded_error" in switch.describe()
+    assert "main:model-a" in switch.describe() and "(overloaded)" in switch.describe()
 
 
 @pytest.mark.slow  # the real `kernel` command as a process

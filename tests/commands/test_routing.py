@@ -103,7 +103,7 @@ async def test_status_is_short_when_healthy_and_names_the_last_decision(
     )
     assert (
         "Last model call: backup:gpt-x (rule code, staying on the fallback); "
-        "failed over: main:model-a → overloaded_error"
+        "failed over: main:model-a → overloaded"
     ) in await status(kernel)
     await store.record(
         decision(4, session, chosen="", attempts=[Attempt("main:model-a", "timeout")])
@@ -128,7 +128,7 @@ async def test_status_names_open_half_open_and_refused_providers(
     lines = await status(kernel)
     (open_line,) = [line for line in lines if line.startswith("main:")]
     assert open_line.startswith("main: open, retry in ")
-    assert open_line.endswith(" s (overloaded_error)")
+    assert open_line.endswith(" s (overloaded)")
     assert 0 < int(open_line.split()[4]) <= 600
     assert "backup: key refused — fix providers.backup.api_key (or api_keys)" in lines
     assert not any(line.startswith("spare:") for line in lines)  # disabled: not a fault
@@ -141,7 +141,7 @@ async def test_status_names_a_half_open_provider(start: Start, anthropic_sim: An
     health = kernel.agent.health
     health.failure("main", "timeout")
     await until(lambda: health.state("main") == "half_open")
-    assert "main: half-open, the next call probes it (timeout)" in await status(kernel)
+    assert "main: half-open, the next call probes it (timed out)" in await status(kernel)
     health.success("main")
     assert not any(line.startswith("main:") for line in await status(kernel))
 

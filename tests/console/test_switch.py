@@ -28,7 +28,7 @@ async def test_the_switch_is_its_own_line_and_model_auto_answers(
         chat._show(event)
     assert out.getvalue() == (
         "Let me look.\n"
-        "⚠️ main:model-a is unavailable (overloaded_error); main:model-b answers instead\n"
+        "⚠️ main:model-a is unavailable (overloaded); main:model-b answers instead\n"
         "Found it.\n"
     )
     assert err.getvalue() == "" and not chat.failed

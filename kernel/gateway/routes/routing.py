@@ -8,8 +8,14 @@ from typing import Literal
 
 from aiohttp import web
 
-from kernel.core.i18n import t
-from kernel.gateway.api import Router, bounded, invalid, json_response, kernel_of, query_param
+from kernel.gateway.api import (
+    Router,
+    bounded,
+    json_response,
+    kernel_of,
+    query_int,
+    query_param,
+)
 from kernel.gateway.schema import Shape
 from kernel.store.decisions import MAX_LIMIT
 
@@ -85,19 +91,6 @@ class ProviderHealthList(Shape):
     items: list[ProviderHealthInfo]
 
 
-def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
-    if not low <= value <= high:
-        raise invalid(t("gw.bad_query_between", name=name, low=low, high=high), field=name)
-    return value
-
-
 @router.get(
     "/agent/routing/decisions",
     summary="The decisions log: which model each call went to and why, newest first",
@@ -111,8 +104,8 @@ async def decisions(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     session: int | None = None
     if "session_id" in request.query:
-        session = _int_param(request, "session_id", 0, 0, MAX_SESSION)
-    limit = _int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+        session = query_int(request, "session_id", 0, minimum=0, maximum=MAX_SESSION)
+    limit = query_int(request, "limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
     found = await kernel.agent.decisions.recent(session, limit)
     return json_response(
         {"items": [d.as_json() for d in found], "currency": kernel.config.budget.currency}
