@@ -109,7 +109,7 @@ async def test_status_is_short_when_healthy_and_names_the_last_decision(
         decision(4, session, chosen="", attempts=[Attempt("main:model-a", "timeout")])
     )
     assert (
-        "Last model call: no model answered (the default); failed over: main:model-a → timeout"
+        "Last model call: no model answered (the default); failed over: main:model-a → timed out"
         in await status(kernel)
     )
 
