@@ -109,8 +109,12 @@ class ModelCalls:
         try:
             if not self.route.candidates:
                 raise self._no_candidate()
-            async for event in self._attempts(call, build, admit, counted):
-                yield event
+            # Closed with this one, so a consumer that stops early ends the attempt (its
+            # "cancelled" outcome, the probe released) before the row is written.
+            attempts = self._attempts(call, build, admit, counted)
+            async with contextlib.aclosing(attempts):
+                async for event in attempts:
+                    yield event
         finally:
             await asyncio.shield(self._record(call))
 
@@ -162,12 +166,13 @@ class ModelCalls:
                 continue
             # Whether this call holds the half-open circuit's one probe (forced: every
             # circuit is open and every candidate is tried; no probe is held then).
-            probe = not self.route.forced and self.health.state(candidate.provider) == "half_open"
-            if not self.route.forced and not self.health.allow(candidate.provider):
+            admitted = "closed" if self.route.forced else self.health.take(candidate.provider)
+            if admitted is None:
                 # Its circuit opened meanwhile, or another call is probing it.
                 call.attempts.append(Attempt(str(candidate), "circuit_open"))
                 switched = switched or (candidate, "circuit_open")
                 continue
+            probe = admitted == "probe"
             began = self._monotonic()
             verdict = False  # the breaker was told how this attempt went
             shown = False
@@ -212,7 +217,10 @@ class ModelCalls:
                 verdict = True
                 call.attempts.append(self._failed(candidate, exc, began))
                 log.warning("provider %s refused its key: marked unusable", candidate.provider)
-                raise
+                if own or shown or self._next(index) is None:
+                    raise (exc if own or last is None else last) from None
+                switched = (candidate, "key_refused")  # a fallback's key: on to the next
+                continue
             except InputRefusedError as exc:
                 call.attempts.append(self._failed(candidate, exc, began))
                 if own or shown:
@@ -227,7 +235,14 @@ class ModelCalls:
                 call.attempts.append(self._failed(candidate, exc, began))
                 cause = failover_cause(exc)
                 if cause is None:
-                    raise
+                    if own or shown or last is None:
+                        raise
+                    # A fallback's own fault (a bad request, a model it lacks): the next
+                    # may answer; else the failure that led here is the one to report.
+                    if self._next(index) is None:
+                        raise last from None
+                    switched = (candidate, exc.code or "provider_error")
+                    continue
                 self.health.failure(candidate.provider, cause, probe=probe)
                 verdict = True
                 if shown:

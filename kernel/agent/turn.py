@@ -223,7 +223,10 @@ class TurnRun:
             self.error = str(exc)
             log.warning("turn %s: provider error %s", self.turn.id, type(exc).__name__)
             code = exc.code or "provider_request_failed"
-            await self.fail(ErrorEvent(self.step, code, t("provider.error", detail=str(exc))))
+            message = t("provider.error", detail=str(exc))
+            if self.guest_tools is not None:  # the owner's providers are not a guest's
+                message = t("routing.guest_unavailable")
+            await self.fail(ErrorEvent(self.step, code, message))
         except Exception as exc:
             self.error = type(exc).__name__
             log.exception("turn %s failed", self.turn.id)

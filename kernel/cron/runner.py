@@ -100,6 +100,10 @@ class JobRunner:
             ):
                 # A webhook, a QQ group: what the owner spends is not theirs to read.
                 shown = t("budget.withheld")
+            elif job.spec.dispatch.channel not in OWNER_CHANNELS:
+                # Nor why it failed (a provider's name, a key's setting): the job's
+                # state keeps the reason for the owner.
+                shown = t("cron.failed_withheld")
             if final.code == BudgetExceededError.CODE and not turn.calls:
                 notice = t("budget.cron_skipped", name=job.spec.name, reason=shown)
                 with contextlib.suppress(ChannelError):  # the skip itself gets recorded

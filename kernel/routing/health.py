@@ -85,16 +85,22 @@ class Health:
     def allow(self, provider: str) -> bool:
         """Whether a call may go to ``provider`` now; a half-open provider admits one
         probe at a time (the caller reports its outcome with success or failure)."""
+        return self.take(provider) is not None
+
+    def take(self, provider: str) -> Literal["closed", "probe"] | None:
+        """Admit a call to ``provider``: "closed" (any call may go), "probe" (this call
+        took the half-open circuit's one probe, and must end with success, failure or
+        release), or None (not now). One reading of the clock decides."""
         state = self.state(provider)
         if state == "closed":
-            return True
+            return "closed"
         if state != "half_open":
-            return False
+            return None
         circuit = self._circuit(provider)
         if circuit.probing:
-            return False
+            return None
         circuit.probing = True
-        return True
+        return "probe"
 
     def success(self, provider: str) -> None:
         circuit = self._circuit(provider)

@@ -122,6 +122,12 @@ class Router:
         self._prefer_sticky(route, facts.session_id)
         first = route.candidates[0] if route.candidates else None
         self._leave_out_unhealthy(route)
+        if not route.candidates and rule is not None and active not in seen:
+            # Every model of the rule's is refused or off: the active one, if it can be.
+            pcfg = self.config.providers.get(active[0])
+            if pcfg is not None and pcfg.enabled and self.health.usable(active[0]):
+                reasoning = self.reasoning_of(pcfg, active[1], rule)
+                route.candidates.append(Candidate(active[0], active[1], reasoning))
         if first is not None and (not route.candidates or route.candidates[0] != first):
             left_out = [w for m, w in route.skipped if m == str(first)]
             if left_out and route.candidates:

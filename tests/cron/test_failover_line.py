@@ -49,3 +49,16 @@ async def test_the_owners_chat_hears_of_the_switch_a_webhook_does_not(
     assert done["last_status"] == "succeeded"
     await hook.wait_until(lambda: len(hook.posts) == 1)
     assert texts(hook) == ["for the hook"]
+
+
+async def test_a_webhook_hears_a_run_failed_but_not_why(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, hook: WebhookSim
+) -> None:
+    sc = await sidecar(anthropic_sim, extra=webhook_config(hook.url), clock=ManualClock(START))
+    job = await create(sc, name="digest", schedule="every 1d", text="hi")
+    anthropic_sim.enqueue(Error(400, "invalid_request_error", "model-a needs a paid plan"))
+    done = await run_now(sc, job["id"])
+    assert done["last_status"] == "failed" and "paid plan" in done["last_error"]
+    await hook.wait_until(lambda: len(hook.posts) == 1)
+    [text] = texts(hook)
+    assert "digest" in text and "paid plan" not in text and "main" not in text

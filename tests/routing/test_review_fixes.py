@@ -167,3 +167,65 @@ async def test_a_provider_whose_every_key_was_refused_is_usable_again_when_picke
         await pair.kernel.agent.set_provider("main")  # the owner fixed it upstream
         pair.main.enqueue(text_reply("back"))
         assert reply_of(await pair.turn("again", conv="console:other")) == "back"
+
+
+# ----- the second review -------------------------------------------------------------
+
+
+def test_taking_a_half_open_circuit_says_whether_this_call_holds_the_probe() -> None:
+    """One reading of the clock decides: a call that takes the probe knows it (so it
+    releases it on any ending), even when the cool-down ends between two readings."""
+    from kernel.config import RoutingConfig
+    from kernel.routing import Health
+
+    clock = FakeMonotonic()
+    health = Health(RoutingConfig(breaker_failures=1, breaker_cooldown=10), clock=clock)
+    assert health.take("main") == "closed"
+    health.failure("main", "timeout")
+    assert health.take("main") is None  # open
+    clock.advance(10)
+    assert health.take("main") == "probe"
+    assert health.take("main") is None  # one probe at a time
+    health.release("main")
+    assert health.take("main") == "probe"
+
+
+async def test_a_fallbacks_refused_key_moves_on_to_the_next_model(tmp_path: Path) -> None:
+    async with two_models(tmp_path, fallbacks=[FALLBACK, "main:model-b"]) as pair:
+        pair.main.enqueue(*overloaded(pair.main), text_reply("from b"))
+        pair.backup.enqueue(Error(401, "invalid_request_error", "Incorrect API key provided"))
+        events = await pair.turn("hi")
+        assert reply_of(events) == "from b"
+        assert pair.kernel.agent.health.state("backup") == "unusable"
+        assert [(s.from_model, s.to_model) for s in switches(events)] == [
+            (PRIMARY, FALLBACK),
+            (FALLBACK, "main:model-b"),
+        ]
+
+
+async def test_a_fallbacks_bad_request_reports_the_primarys_failure(tmp_path: Path) -> None:
+    async with two_models(tmp_path) as pair:
+        pair.main.enqueue(*overloaded(pair.main))
+        pair.backup.enqueue(Error(400, "invalid_request_error", "Unknown parameter: x"))
+        error = error_of(await pair.turn("hi"))
+        assert error.code == "overloaded_error"
+        assert pair.kernel.agent.health.state("backup") == "closed"
+
+
+async def test_a_rule_whose_models_are_all_refused_falls_back_to_the_active_model(
+    tmp_path: Path,
+) -> None:
+    rules = [{"name": "night", "channel": ["console"], "primary": FALLBACK, "fallbacks": []}]
+    async with two_models(tmp_path, rules=rules) as pair:
+        pair.kernel.agent.health.refused("backup")
+        pair.main.enqueue(text_reply("the usual model"))
+        assert reply_of(await pair.turn("hello", channel="console")) == "the usual model"
+        assert (await pair.last_decision()).skipped == [(FALLBACK, "key_refused")]
+
+
+async def test_a_guest_is_not_told_about_the_owners_providers(tmp_path: Path) -> None:
+    async with two_models(tmp_path, fallbacks=[]) as pair:
+        pair.main.enqueue(Error(400, "invalid_request_error", "Unknown parameter: x"))
+        error = error_of(await pair.turn("hi", channel="qq", guest=True, conv="qq:guest"))
+        assert error.code == "invalid_request_error"
+        assert "main" not in error.message and "providers" not in error.message
