@@ -293,7 +293,12 @@ class TurnRun:
             image=bool(user_input.images),
             job_id=self.tag.job_id,
             skills=tuple(skill.name for skill in skills),
-            input_tokens=estimate_request_tokens(system + context, working, offered),
+            # Estimated only when a rule bounds it (the whole history is read for it).
+            input_tokens=(
+                estimate_request_tokens(system + context, working, offered)
+                if any(r.min_input_tokens or r.max_input_tokens for r in cfg.routing.rules)
+                else 0
+            ),
             session_id=self.session_id,
         )
         route = parts.router.route(

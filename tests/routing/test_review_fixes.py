@@ -229,3 +229,19 @@ async def test_a_guest_is_not_told_about_the_owners_providers(tmp_path: Path) ->
         error = error_of(await pair.turn("hi", channel="qq", guest=True, conv="qq:guest"))
         assert error.code == "invalid_request_error"
         assert "main" not in error.message and "providers" not in error.message
+
+
+async def test_a_rule_on_the_input_size_routes_a_long_message_through_a_real_turn(
+    tmp_path: Path,
+) -> None:
+    """The size is estimated from the whole request (system, history, tools, the words)
+    whenever a rule bounds it: a long message goes to the rule's model, a short one not."""
+    rules = [{"name": "long", "min_input_tokens": 20_000, "primary": FALLBACK}]
+    async with two_models(tmp_path, rules=rules) as pair:
+        pair.main.enqueue(text_reply("short answer"))
+        assert reply_of(await pair.turn("hi")) == "short answer"
+        pair.backup.enqueue(text_reply("long answer"))
+        events = await pair.turn("word " * 30_000, conv="console:long")
+        assert reply_of(events) == "long answer"
+        decision = await pair.last_decision()
+        assert decision.why == "rule" and decision.rule == "long"

@@ -27,20 +27,8 @@ LOOP: list[dict[str, Any]] = [
 
 
 @pytest.fixture
-async def asim() -> AsyncIterator[AnthropicSim]:
-    async with AnthropicSim() as sim:
-        yield sim
-
-
-@pytest.fixture
-async def osim() -> AsyncIterator[OpenAISim]:
-    async with OpenAISim() as sim:
-        yield sim
-
-
-@pytest.fixture
-async def claude(asim: AnthropicSim) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    client = anthropic.AsyncAnthropic(api_key="k1", base_url=asim.base_url, max_retries=0)
+async def claude(anthropic_sim: AnthropicSim) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    client = anthropic.AsyncAnthropic(api_key="k1", base_url=anthropic_sim.base_url, max_retries=0)
     yield client
     await client.close()
 
@@ -84,7 +72,10 @@ async def create(client: anthropic.AsyncAnthropic, **kwargs: Any) -> anthropic.t
     ids=["small-budget", "budget-over-max", "effort", "temperature", "top_k", "unthought-loop"],
 )
 async def test_anthropic_thinking_refusals(
-    claude: anthropic.AsyncAnthropic, asim: AnthropicSim, kwargs: dict[str, Any], words: str
+    claude: anthropic.AsyncAnthropic,
+    anthropic_sim: AnthropicSim,
+    kwargs: dict[str, Any],
+    words: str,
 ) -> None:
     if "messages" in kwargs:
         kwargs["tools"] = [TOOL]
@@ -93,13 +84,13 @@ async def test_anthropic_thinking_refusals(
     assert isinstance(caught.value.body, dict)
     assert caught.value.body["error"]["type"] == "invalid_request_error"
     assert words in caught.value.body["error"]["message"]
-    assert asim.pending == 0 and len(asim.requests) == 1
+    assert anthropic_sim.pending == 0 and len(anthropic_sim.requests) == 1
 
 
 async def test_anthropic_accepts_what_the_api_accepts(
-    claude: anthropic.AsyncAnthropic, asim: AnthropicSim
+    claude: anthropic.AsyncAnthropic, anthropic_sim: AnthropicSim
 ) -> None:
-    asim.enqueue(*(text_reply("ok") for _ in range(4)))
+    anthropic_sim.enqueue(*(text_reply("ok") for _ in range(4)))
     # Adaptive thinking may have skipped thinking before a tool call (Claude Code sends
     # such a continuation, recorded in tests/gateway/fixtures).
     await create(claude, thinking={"type": "adaptive"}, messages=LOOP, tools=[TOOL])
@@ -107,38 +98,40 @@ async def test_anthropic_accepts_what_the_api_accepts(
     await create(claude, thinking={"type": "adaptive"}, output_config={"effort": "max"})
     enabled = {"type": "enabled", "budget_tokens": 1024}
     await create(claude, thinking=enabled, extra_body={"temperature": 1})
-    assert asim.pending == 0
+    assert anthropic_sim.pending == 0
 
 
 async def test_anthropic_signs_thinking_and_checks_it_back(
-    claude: anthropic.AsyncAnthropic, asim: AnthropicSim
+    claude: anthropic.AsyncAnthropic, anthropic_sim: AnthropicSim
 ) -> None:
     script = Reply(Thinking("use the tool"), ToolUse("now", {}, id="t1"))
-    asim.enqueue(script, script)
+    anthropic_sim.enqueue(script, script)
     first = await create(claude, tools=[TOOL])  # non-streamed JSON: signed too
     again = await create(claude, tools=[TOOL])
     block, other = first.content[0], again.content[0]
     assert block.type == "thinking" and other.type == "thinking"
     assert block.signature != other.signature  # a fresh signature per answer
-    assert asim.signatures[block.signature] == "use the tool"
+    assert anthropic_sim.signatures[block.signature] == "use the tool"
     assert script.blocks[0].signature == ""  # the script itself is left as written
     loop = [LOOP[0], {"role": "assistant", "content": [b.model_dump() for b in first.content]}]
     loop.append(LOOP[2])
     thinking = {"type": "enabled", "budget_tokens": 1024}
-    asim.enqueue(text_reply("nine"))
+    anthropic_sim.enqueue(text_reply("nine"))
     answer = await create(claude, thinking=thinking, messages=loop, tools=[TOOL])
     assert answer.content[0].type == "text"
     loop[1]["content"][0]["signature"] = "forged"
     with pytest.raises(anthropic.BadRequestError, match="Invalid `signature` in `thinking`"):
         await create(claude, thinking=thinking, messages=loop, tools=[TOOL])
     # A scripted signature is issued as written.
-    asim.enqueue(Reply(Thinking("hm", signature="sig-fixed"), Text("a")))
+    anthropic_sim.enqueue(Reply(Thinking("hm", signature="sig-fixed"), Text("a")))
     assert (await create(claude)).content[0].signature == "sig-fixed"  # type: ignore[union-attr]
-    assert asim.signatures["sig-fixed"] == "hm"
+    assert anthropic_sim.signatures["sig-fixed"] == "hm"
 
 
-async def test_openai_refuses_an_unknown_reasoning_effort(osim: OpenAISim) -> None:
-    async with openai.AsyncOpenAI(api_key="k", base_url=osim.base_url, max_retries=0) as client:
+async def test_openai_refuses_an_unknown_reasoning_effort(openai_sim: OpenAISim) -> None:
+    async with openai.AsyncOpenAI(
+        api_key="k", base_url=openai_sim.base_url, max_retries=0
+    ) as client:
         with pytest.raises(openai.BadRequestError) as caught:
             await client.chat.completions.create(
                 model="m",
@@ -149,31 +142,35 @@ async def test_openai_refuses_an_unknown_reasoning_effort(osim: OpenAISim) -> No
         assert isinstance(error, dict)
         assert error["param"] == "reasoning_effort" and error["code"] == "invalid_value"
         assert error["message"].startswith("Invalid value: 'extreme'. Supported values are: 'none'")
-        osim.enqueue(text_reply("ok"))
+        openai_sim.enqueue(text_reply("ok"))
         await client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hi"}], reasoning_effort="xhigh"
         )
 
 
-async def test_faults_per_key(asim: AnthropicSim, osim: OpenAISim) -> None:
-    for sim in (asim, osim):
+async def test_faults_per_key(anthropic_sim: AnthropicSim, openai_sim: OpenAISim) -> None:
+    for sim in (anthropic_sim, openai_sim):
         sim.fail_key("bad", Error(429, "rate_limit_error", "slow down", retry_after=1))
         sim.enqueue(text_reply("good"), text_reply("good again"))
-    bad = anthropic.AsyncAnthropic(api_key="bad", base_url=asim.base_url, max_retries=0)
-    good = anthropic.AsyncAnthropic(api_key="good", base_url=asim.base_url, max_retries=0)
+    bad = anthropic.AsyncAnthropic(api_key="bad", base_url=anthropic_sim.base_url, max_retries=0)
+    good = anthropic.AsyncAnthropic(api_key="good", base_url=anthropic_sim.base_url, max_retries=0)
     async with bad, good:
         with pytest.raises(anthropic.RateLimitError) as caught:
             await create(bad)
         assert caught.value.response.headers["retry-after"] == "1"
         assert (await create(good)).content[0].type == "text"
-        asim.clear_key("bad")
+        anthropic_sim.clear_key("bad")
         assert (await create(bad)).content[0].type == "text"  # cleared
-    assert asim.keys_seen == ["bad", "good", "bad"]
-    async with openai.AsyncOpenAI(api_key="bad", base_url=osim.base_url, max_retries=0) as client:
+    assert anthropic_sim.keys_seen == ["bad", "good", "bad"]
+    async with openai.AsyncOpenAI(
+        api_key="bad", base_url=openai_sim.base_url, max_retries=0
+    ) as client:
         with pytest.raises(openai.RateLimitError):
             await client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "x"}]
             )
-    assert osim.keys_seen == ["bad"] and osim.pending == 2  # the script was not consumed
-    osim.reset()
-    assert osim.keys_seen == [] and osim.pending == 0
+    assert (
+        openai_sim.keys_seen == ["bad"] and openai_sim.pending == 2
+    )  # the script was not consumed
+    openai_sim.reset()
+    assert openai_sim.keys_seen == [] and openai_sim.pending == 0
