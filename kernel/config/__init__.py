@@ -11,7 +11,8 @@ Public API (``from kernel.config import …``):
   :class:`ConsoleChannelConfig` / :class:`WebhookChannelConfig` / :class:`QQChannelConfig`,
   :class:`CronConfig`, :class:`BudgetConfig`, :class:`ModelPrice`, :class:`SttConfig`,
   :class:`TtsConfig`, :class:`RoutingConfig` with :class:`RoutingRule` and
-  :class:`ModelOptions`;
+  :class:`ModelOptions`, :class:`WebConfig` with :class:`WebSearchConfig`,
+  :class:`AgentsConfig`;
 - the shape of the file: :data:`SCHEMA`, :func:`unknown_keys`;
 - helpers: :func:`provider_env_key`, :func:`parse_ref`, :func:`compile_pattern`,
   :func:`model_alias_target`, :func:`webhook_worst_case`,
@@ -19,7 +20,8 @@ Public API (``from kernel.config import …``):
 - secrets: :mod:`kernel.config.secrets` (what is secret, asked by everyone).
 
 Modules: ``schema`` (the field vocabulary and the reader), one module per section group
-(``general``, ``providers``, ``routing``, ``cli``, ``mcp``, ``gateway``, ``channels``, ``voice``),
+(``general``, ``providers``, ``routing``, ``cli``, ``mcp``, ``gateway``, ``channels``, ``voice``,
+``web``),
 ``tree`` (which table holds which model), ``loader``, ``secrets``, ``net``.
 """
 
@@ -79,6 +81,13 @@ from kernel.config.routing import (
 )
 from kernel.config.tree import SCHEMA, SECTIONS, unknown_keys
 from kernel.config.voice import TTS_FORMATS, TTS_TYPES, SttConfig, TtsConfig
+from kernel.config.web import (
+    SEARCH_ENDPOINTS,
+    SEARCH_PROVIDERS,
+    AgentsConfig,
+    WebConfig,
+    WebSearchConfig,
+)
 
 __all__ = [
     "CAPABILITIES",
@@ -121,6 +130,11 @@ __all__ = [
     "TitlesConfig",
     "ToolPolicy",
     "TtsConfig",
+    "WebConfig",
+    "WebSearchConfig",
+    "AgentsConfig",
+    "SEARCH_ENDPOINTS",
+    "SEARCH_PROVIDERS",
     "WebhookChannelConfig",
     "args_problem",
     "compile_pattern",

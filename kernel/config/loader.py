@@ -57,6 +57,7 @@ from kernel.config.schema import (
 from kernel.config.secrets import is_sensitive
 from kernel.config.tree import unknown_keys
 from kernel.config.voice import OPENAI_VOICE, SttConfig, TtsConfig
+from kernel.config.web import AgentsConfig, WebConfig, WebSearchConfig
 from kernel.core.errors import ConfigError
 from kernel.core.i18n import LANGUAGES, set_language, t
 
@@ -88,6 +89,8 @@ class Config:
     cron: CronConfig = field(default_factory=CronConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
+    web: WebConfig = field(default_factory=WebConfig)
+    agents: AgentsConfig = field(default_factory=AgentsConfig)
     # The environment this was loaded with, so a runtime change re-validates the same way.
     source_env: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -243,6 +246,8 @@ def _build(
     budget = read_section(BudgetConfig, raw.get("budget", {}), "budget", env)
     routing = _routing(raw.get("routing", {}), env)
     _check_routing(routing, providers, general)
+    web = _web(raw.get("web", {}), env)
+    agents = read_section(AgentsConfig, raw.get("agents", {}), "agents", env)
     if channels.qq.enabled and not channels.qq.allowed_users:
         warnings.append(t("config.warn_qq_nobody"))
     worst = webhook_worst_case(channels.webhook)
@@ -270,6 +275,8 @@ def _build(
         cron=cron,
         budget=budget,
         routing=routing,
+        web=web,
+        agents=agents,
     )
 
 
@@ -482,6 +489,16 @@ def _expand_env(values: dict[str, str], env: Mapping[str, str]) -> tuple[dict[st
         missing = missing or next((v for v in refs if v not in env), "")
         out[key] = _ENV_REF.sub(lambda m: env.get(m.group(1), ""), value)
     return out, missing
+
+
+def _web(table: Any, env: Mapping[str, str]) -> WebConfig:
+    web = read_section(WebConfig, table, "web", env)
+    search = table.get("search", {}) if isinstance(table, dict) else {}
+    web.search = read_section(WebSearchConfig, search, "web.search", env)
+    if web.search.provider == "searxng" and not web.search.base_url:
+        key = "web.search.base_url"
+        raise ConfigError(t("config.searxng_base_url", key=key), key=key)
+    return web
 
 
 def _routing(table: Any, env: Mapping[str, str]) -> RoutingConfig:

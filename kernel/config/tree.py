@@ -25,6 +25,7 @@ from kernel.config.providers import ModelPrice, ProviderConfig, TitlesConfig
 from kernel.config.routing import ModelOptions, RoutingConfig, RoutingRule
 from kernel.config.schema import Section, toml_keys
 from kernel.config.voice import SttConfig, TtsConfig
+from kernel.config.web import AgentsConfig, WebConfig, WebSearchConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ SCHEMA = Node(
         "cron": Node(CronConfig),
         "budget": Node(BudgetConfig),
         "routing": Node(RoutingConfig, tables={"rules": Node(RoutingRule, array=True)}),
+        "web": Node(WebConfig, tables={"search": Node(WebSearchConfig)}),
+        "agents": Node(AgentsConfig),
     }
 )
 SECTIONS = tuple(SCHEMA.tables)

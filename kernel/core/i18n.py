@@ -667,6 +667,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "routing.cause.provider_error": "出错",
         "routing.cause.rate_limit_exceeded": "限流",
         "routing.cause.insufficient_quota": "额度用尽",
+        "config.searxng_base_url": "{key} 为空：SearXNG 是自建服务，请填写它的地址（例如 http://127.0.0.1:8888）。",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1319,6 +1320,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "routing.cause.provider_error": "an error",
         "routing.cause.rate_limit_exceeded": "rate-limited",
         "routing.cause.insufficient_quota": "out of quota",
+        "config.searxng_base_url": "{key} is empty: SearXNG is self-hosted, so give its address (e.g. http://127.0.0.1:8888).",
     },
 }
 

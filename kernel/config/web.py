@@ -1,0 +1,65 @@
+"""``[web]`` (web_fetch and its safety), ``[web.search]`` (web_search's provider) and
+``[agents]`` (sub-agents' limits), issue 18."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field
+
+from kernel.config.schema import SECRET, Base, Env, PosFloat, PosInt, Section
+
+SearchProvider = Literal["", "tavily", "brave", "serpapi", "searxng"]
+SEARCH_PROVIDERS: tuple[str, ...] = tuple(p for p in get_args(SearchProvider) if p)
+# Where each provider answers when base_url is empty (SearXNG is self-hosted: required).
+SEARCH_ENDPOINTS: dict[str, str] = {
+    "tavily": "https://api.tavily.com",
+    "brave": "https://api.search.brave.com",
+    "serpapi": "https://serpapi.com",
+}
+
+
+class WebSearchConfig(Section):
+    """``[web.search]``: which search service web_search asks. Without a provider (or
+    without the key it needs) web_search is not offered to the model."""
+
+    provider: SearchProvider = Field(
+        "", description='"tavily", "brave", "serpapi" or "searxng" (self-hosted); "": none'
+    )
+    api_key: Annotated[str, SECRET, Env("KERNEL_WEB_SEARCH_API_KEY")] = Field(
+        "", description="the provider's key (SearXNG: none)"
+    )
+    base_url: Base = Field(
+        "", description="the service's address; empty: the provider's own (SearXNG: required)"
+    )
+    timeout: PosFloat = Field(20.0, description="seconds per search")
+    max_results: Annotated[int, Field(ge=1, le=20)] = Field(
+        10, description="the most results one search returns"
+    )
+
+
+class WebConfig(Section):
+    """``[web]``: web_fetch's limits. Private, loopback, link-local and metadata
+    addresses are refused (after DNS, and on every redirect) unless allow_private."""
+
+    allow_private: bool = Field(
+        False, description="true lets web_fetch and web_search reach private/loopback addresses"
+    )
+    fetch_timeout: PosFloat = Field(
+        20.0, description="seconds for a whole fetch, redirects included"
+    )
+    max_bytes: PosInt = Field(5_000_000, description="the most bytes of a page read")
+    max_redirects: Annotated[int, Field(ge=0, le=20)] = Field(5, description="redirects followed")
+    max_chars: PosInt = Field(20_000, description="web_fetch's default max_chars")
+    user_agent: str = Field("Kernel/1.0 (personal assistant)", description="sent with each request")
+    # [web.search], read as its own table.
+    search: WebSearchConfig = Field(
+        default_factory=WebSearchConfig, json_schema_extra={"toml": False}
+    )
+
+
+class AgentsConfig(Section):
+    """``[agents]``: limits of a sub-agent's run (``agents/<name>.md``, delegate_task)."""
+
+    max_seconds: PosFloat = Field(300.0, description="a sub-agent's run is stopped after this")
+    max_tool_calls: PosInt = Field(20, description="tool calls one sub-agent run may make")
