@@ -45,6 +45,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kernel.channels:qq_plugin",
     "kernel.plugins:telegram",
     "kernel.plugins:tools",
+    "kernel.plugins:web",
     "kernel.plugins:delegation",
     "kernel.plugins:cron",
     "kernel.plugins:gateway",
@@ -163,6 +164,15 @@ def tools(plugins: Plugins) -> None:
 
     plugins.add_tools(lambda kernel: memory.register(kernel.tools, kernel.memories))
     plugins.add_tools(lambda kernel: ask.register(kernel.tools))
+
+
+def web(plugins: Plugins) -> None:
+    def register(kernel: Kernel) -> None:
+        from kernel import web
+
+        web.register(kernel.tools, kernel.config)
+
+    plugins.add_tools(register)
 
 
 def delegation(plugins: Plugins) -> None:

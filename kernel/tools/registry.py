@@ -78,6 +78,9 @@ class _Tool:
     handler: Callable[..., Any]
     source: str
     context_param: str | None = None
+    # Whether the model is offered it now (e.g. web_search only with a provider set);
+    # a call to a tool not offered still runs, so its handler can say what is missing.
+    offered: Callable[[], bool] | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -137,12 +140,15 @@ class ToolRegistry:
         *,
         source: str = "builtin",
         with_context: bool = False,
+        offered: Callable[[], bool] | None = None,
     ) -> None:
         """Register a tool with a ready JSON schema; ``handler(**arguments)`` runs it
-        (``with_context``: also given the call's ToolContext as ``CONTEXT_ARG``)."""
+        (``with_context``: also given the call's ToolContext as ``CONTEXT_ARG``).
+        ``offered``: asked each time the tools are listed; False keeps it out of the
+        model's offer (calls still reach the handler, which names what is missing)."""
         context_param = CONTEXT_ARG if with_context else None
         declaration = schema.from_json_schema(name, copy.deepcopy(parameters))
-        self._add(_Tool(name, description, declaration, handler, source, context_param))
+        self._add(_Tool(name, description, declaration, handler, source, context_param, offered))
 
     def _add(self, tool: _Tool) -> None:
         if not NAME_PATTERN.match(tool.name):
@@ -163,6 +169,11 @@ class ToolRegistry:
         """Disabled tools are not offered and refuse calls (also if registered later)."""
         self._disabled.update(names)
 
+    def offer_when(self, name: str, offered: Callable[[], bool]) -> None:
+        """``name`` is offered to the model only while ``offered()`` is true (see
+        :meth:`register`); for tools registered with the decorator."""
+        self._tools[name].offered = offered
+
     def require_approval(self, name: str, timeout: float) -> None:
         """Calls to ``name`` run only after the owner approves each one (SPEC §7)."""
         self._approval[name] = timeout
@@ -176,14 +187,21 @@ class ToolRegistry:
     # ------------------------------------------------------------ listing
 
     def names(self) -> list[str]:
-        return [n for n in self._tools if n not in self._disabled]
+        """The tools offered to the model now."""
+        return [t.name for t in self._tools.values() if self._offered(t)]
 
     def specs(self) -> list[ToolSpec]:
         return [
             ToolSpec(t.name, t.description, copy.deepcopy(t.parameters))
             for t in self._tools.values()
-            if t.name not in self._disabled
+            if self._offered(t)
         ]
+
+    def _offered(self, tool: _Tool) -> bool:
+        return tool.name not in self._disabled and (tool.offered is None or tool.offered())
+
+    def _callable(self) -> list[str]:
+        return [n for n in self._tools if n not in self._disabled]
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._tools and name not in self._disabled
@@ -200,10 +218,9 @@ class ToolRegistry:
     ) -> ToolOutcome:
         """``repaired``: ``arguments`` is the dict repair_arguments made for the tool
         ``name`` resolves to (the agent repairs once per call): validated, not repaired."""
-        available = self.names()
-        resolved = resolve_tool_name(name, available)
+        resolved = resolve_tool_name(name, self._callable())
         if resolved is None:
-            listing = ", ".join(available) or "(none)"
+            listing = ", ".join(self.names()) or "(none)"
             content = f"unknown tool '{name}'; available tools: {listing}"
             return ToolOutcome(name, False, content, {})
         tool = self._tools[resolved]

@@ -1,0 +1,10 @@
+"""``web_search`` (issue 18): being built; see kernel/web/__init__.py."""
+
+from __future__ import annotations
+
+from kernel.config import Config
+from kernel.tools.registry import ToolRegistry
+
+
+def register(registry: ToolRegistry, config: Config) -> None:
+    """Register web_search (offered while [web.search] names a usable provider)."""
