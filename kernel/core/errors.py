@@ -181,6 +181,10 @@ class SkillError(CodedError):
     pass
 
 
+class ProfileError(CodedError):
+    """A persona, project or sub-agent file (issue 18): not found, invalid, exists."""
+
+
 class WorkspaceError(CodedError):
     pass
 
@@ -253,6 +257,11 @@ HTTP_STATUS: dict[str, int] = {
     # 402, not 429: waiting does not help, the owner's limit must be raised (SDKs retry 429s)
     BudgetExceededError.CODE: 402,
     # CodedError: skills, workspace, SelfOps
+    "profile_not_found": 404,
+    "profile_exists": 409,
+    "profile_invalid_name": 400,
+    "profile_invalid": 409,
+    "profile_too_large": 413,
     "skill_not_found": 404,
     "skill_exists": 409,
     "skill_invalid_name": 400,
