@@ -50,6 +50,10 @@ class ToolContext:
     progress: Callable[[str], None] | None = None
     tool_call_id: str = ""
     ask: Ask | None = None  # put a question to the owner; None where nobody can answer
+    persona: str = ""
+    project: str = ""
+    memory_scopes: tuple[str, ...] = ("global",)  # the memory scopes this chat may see
+    memory_scope: str = "global"  # where a new memory goes by default
 
 
 @dataclass
