@@ -32,7 +32,7 @@ HITS = [
 ]
 
 
-def load(tmp_path: Path, env: dict[str, str] | None = None, **search: Any) -> Config:
+def load(tmp_path: Path, *, env: dict[str, str] | None = None, **search: Any) -> Config:
     """A config.toml with ``[web.search]`` = ``search``, loaded as Kernel loads it."""
     path = write_config(tmp_path, "http://127.0.0.1:9/v1", "openai_compat")
     lines = ["", "[web]", 'user_agent = "KernelTest/1.0"', "[web.search]"]
@@ -71,8 +71,7 @@ async def test_each_provider_is_asked_in_its_shape_and_answers_normalised(
 ) -> None:
     sim = await started(provider)
     try:
-        extra = {"api_key": KEY} if provider != "searxng" else {}
-        config = load(tmp_path, provider=provider, base_url=sim.base_url, **extra)
+        config = load(tmp_path, provider=provider, base_url=sim.base_url, api_key=key_of(provider))
         outcome = await tools(config).call(
             "web_search", {"query": " kernel\n release ", "count": 2}
         )
@@ -130,7 +129,7 @@ async def test_max_results_caps_the_count_and_no_results_is_said(
             provider=provider,
             base_url=sim.base_url,
             max_results=1,
-            **({"api_key": KEY} if provider != "searxng" else {}),
+            api_key=key_of(provider),
         )
         registry = tools(config)
         capped = await registry.call("web_search", {"query": "kernel", "count": 20})
@@ -164,7 +163,7 @@ async def test_offered_only_with_a_provider_and_its_key(tmp_path: Path) -> None:
     assert "KERNEL_WEB_SEARCH_API_KEY" in outcome.content
 
     # the environment variable supplies the key
-    config = load(tmp_path, {"KERNEL_WEB_SEARCH_API_KEY": KEY}, provider="brave")
+    config = load(tmp_path, env={"KERNEL_WEB_SEARCH_API_KEY": KEY}, provider="brave")
     assert config.web.search.api_key == KEY
     assert "web_search" in tools(config).names()
 
