@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kernel.agent.agent import UserInput
 from kernel.config.web import WebSearchConfig
-from kernel.core.events import ToolResult
-from tests.agent.test_turns import Sim, run, sent
+from kernel.core.events import Completed, ToolCall, ToolResult
+from tests.agent.test_cancel import cancel_and_finish, next_event
+from tests.agent.test_turns import CONV, Sim, run, sent
 from tests.conftest import KernelFactory
-from tests.sim.script import Reply, ToolUse, text_reply
+from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
 from tests.sim.search_sims import Hit, SearchSim
 
 
@@ -52,3 +54,29 @@ async def test_the_model_searches_and_reads_the_results_as_outside_content(
     assert "https://example.org/kernel-2" in wire
     assert "2026-11-20" in wire
     assert "example.org/evil" not in wire
+
+
+async def test_cancel_while_the_provider_stalls_ends_the_search(
+    sim: Sim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(sim)
+    async with SearchSim("brave", key="k") as search:
+        search.hits = [Hit("Kernel", "https://example.org/k", "")]
+        search.stall_next(3600)
+        kernel.config.web.search = WebSearchConfig(
+            provider="brave", api_key="k", base_url=search.base_url
+        )
+        sim.enqueue(tool_reply("web_search", {"query": "kernel"}))
+        turn = kernel.agent.start_turn(CONV, UserInput("search kernel"))
+        await next_event(turn, ToolCall)
+        await search.wait_until(lambda: len(search.calls) == 1)
+
+        await cancel_and_finish(kernel, turn)
+
+        # the next search and the next turn work
+        sim.enqueue(tool_reply("web_search", {"query": "kernel again"}), text_reply("found it"))
+        events = await run(kernel, "try again")
+    assert isinstance(events[-1], Completed) and events[-1].reply == "found it"
+    [result] = [e for e in events if isinstance(e, ToolResult)]
+    assert result.ok
+    assert "https://example.org/k" in json.dumps(sent(sim))
