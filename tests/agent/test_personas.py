@@ -13,7 +13,7 @@ import pytest
 from kernel.agent.agent import UserInput
 from kernel.app import Kernel
 from kernel.core.errors import ProfileError
-from kernel.core.events import Completed
+from kernel.core.events import Completed, ErrorEvent
 from tests.conftest import KernelFactory
 from tests.routing.kit import FALLBACK, reply_of, two_models
 from tests.sim.anthropic_sim import AnthropicSim
@@ -182,3 +182,33 @@ async def test_the_personas_reasoning_reaches_the_wire(
     body = anthropic_sim.requests[0].body
     assert body.get("thinking", {}).get("type") == "adaptive"
     assert body.get("output_config", {}).get("effort") == "high"
+
+
+async def test_a_persona_broken_after_it_was_chosen_refuses_the_turn_by_name(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    path = write_profile(kernel, "personas", "reader", READER)
+    await kernel.agent.set_persona(CONV, "reader")
+    path.write_text(READER.replace("tools:", "tool:"), encoding="utf-8")  # a typo
+    final = await kernel.agent.start_turn(CONV, UserInput("forget my bike")).wait()
+
+    assert isinstance(final, ErrorEvent) and final.code == "profile_invalid"
+    assert "reader" in final.message and "tool" in final.message
+    assert not anthropic_sim.requests  # nothing sent without its allow-list
+    session = kernel.agent.current_session(CONV)
+    assert session is not None and not await kernel.store.load_messages(session)
+
+
+async def test_a_personas_model_no_longer_configured_is_ignored_not_the_persona(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    path = write_profile(kernel, "personas", "reader", READER)
+    await kernel.agent.set_persona(CONV, "reader")
+    path.write_text(READER.replace("tools:", "model: gone:model\ntools:"), encoding="utf-8")
+    anthropic_sim.enqueue(text_reply("ok"))
+    final = await kernel.agent.start_turn(CONV, UserInput("hi")).wait()
+    assert isinstance(final, Completed) and final.reply == "ok"
+    first = anthropic_sim.requests[0].body
+    assert sorted(t["name"] for t in first["tools"]) == ["ask_user", "memory_search"]
