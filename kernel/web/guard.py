@@ -120,7 +120,7 @@ def address_problem(ip: IPAddress) -> str | None:
         embedded = _embedded_v4(ip)
         if embedded is not None:
             problem = address_problem(embedded)
-            return f"{problem} (inside an IPv6 address)" if problem else None
+            return f"{problem}, inside an IPv6 address" if problem else None
     if ip.is_loopback:
         return "loopback"
     if ip.is_link_local:
@@ -193,8 +193,8 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
                 log.info("web: refused a %s address (%s)", problem, spelled)
                 named = host if literal is not None else f"{host} resolves to {address}, which"
                 raise BlockedAddressError(
-                    f"{named} is a {problem} address; web_fetch reaches only public "
-                    f"addresses; {ALLOW_HINT}",
+                    f"{named} is not a public address ({problem}); web_fetch reaches only "
+                    f"public addresses; {ALLOW_HINT}",
                     problem,
                 )
         return addresses
