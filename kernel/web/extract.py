@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import trafilatura
 
@@ -33,8 +34,7 @@ def readable(html: str | bytes, url: str = "") -> Readable:
     tree = trafilatura.load_html(html)
     if tree is None:
         return Readable("", "")
-    metadata = trafilatura.extract_metadata(tree, default_url=url or None, extensive=False)
-    title = " ".join((metadata.title or "").split())[:_TITLE_LIMIT]
+    title = _title(tree)
     body = trafilatura.extract(
         tree,
         url=url or None,
@@ -53,6 +53,24 @@ def readable(html: str | bytes, url: str = "") -> Readable:
     if title and not _starts_with_title(body, title):
         body = f"# {title}\n\n{body}" if body else f"# {title}"
     return Readable(title, body)
+
+
+def _title(tree: Any) -> str:
+    """og:title, else the first <h1> when <title> holds it (the site's name left out),
+    else <title>. (trafilatura's metadata pass finds the same for a far higher price: a
+    large share of the extraction's time on a 2 MB page.)"""
+    og = tree.xpath('string(//meta[@property="og:title"][1]/@content)')
+    head = tree.xpath("string(//title[1])")
+    h1 = _clean(tree.xpath("string(//h1[1])"))
+    if _clean(og):
+        return _clean(og)
+    if h1 and (not _clean(head) or h1.casefold() in _clean(head).casefold()):
+        return h1
+    return _clean(head)
+
+
+def _clean(text: object) -> str:
+    return " ".join(str(text).split())[:_TITLE_LIMIT]
 
 
 def _starts_with_title(body: str, title: str) -> bool:
