@@ -87,12 +87,12 @@ async def measure(size: int, runs: int) -> dict[str, Any]:
         # Memory first, in a process that has not extracted a large page yet.
         readable(b"<html><head><title>w</title></head><body><p>warm</p></body></html>")
         before = _rss_mb()
-        first = readable(page.body, url)
+        first = readable(page.body)
         out["rss_growth_mb"] = _rss_mb() - before
         out["rss_peak_mb"] = _rss_mb()
         out["text_chars"] = len(first.text)
         tracemalloc.start()
-        readable(page.body, url)
+        readable(page.body)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         out["tracemalloc_peak_mb"] = peak / 2**20
@@ -101,7 +101,7 @@ async def measure(size: int, runs: int) -> dict[str, Any]:
             await download(httpx.URL(url), web)
 
         async def extract() -> None:
-            readable(page.body, url)
+            readable(page.body)
 
         async def plain() -> None:
             trafilatura.html2txt(page.body)

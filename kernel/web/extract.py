@@ -28,16 +28,16 @@ class Readable:
     text: str  # the title as a "# " heading, then the body; "" for an empty page
 
 
-def readable(html: str | bytes, url: str = "") -> Readable:
+def readable(html: str | bytes) -> Readable:
     """The main content of ``html`` (bytes: trafilatura reads the page's own charset
-    declaration) with its title; boilerplate (menus, footers, scripts) left out."""
+    declaration) with its title; boilerplate (menus, footers, scripts) left out. (No URL
+    is given to trafilatura: links are left out anyway, and its warnings quote it.)"""
     tree = trafilatura.load_html(html)
     if tree is None:
         return Readable("", "")
     title = _title(tree)
     body = trafilatura.extract(
         tree,
-        url=url or None,
         output_format="markdown",
         include_tables=True,
         include_links=False,

@@ -109,7 +109,7 @@ async def fetch(
         html: str | bytes = page.body
         if page.charset:
             html = _decoded(page.body, page.charset)
-        content = await asyncio.to_thread(readable, html, page.url)
+        content = await asyncio.to_thread(readable, html)
         title, text = content.title, content.text
     else:
         title, text = "", _decoded(page.body, page.charset)
@@ -155,9 +155,19 @@ def checked_url(url: str, *, redirect: bool = False) -> str:
 
 def _parsed(url: str) -> httpx.URL:
     try:
-        return httpx.URL(url.strip())
+        parsed = httpx.URL(url.strip())
     except httpx.InvalidURL as exc:
         raise ToolError(f"the URL is not valid: {exc}") from None
+    _same_reading(parsed)
+    return parsed
+
+
+def _same_reading(url: httpx.URL) -> None:
+    """What httpx will request passes the same checks (two URL parsers may disagree)."""
+    if url.scheme not in SCHEMES or not url.host:
+        raise ToolError("web_fetch reads only http:// and https:// URLs with a host")
+    if url.userinfo:
+        raise ToolError("web_fetch sends no credentials: remove user:pass@ from the URL")
 
 
 async def download(
@@ -204,6 +214,7 @@ def _redirected(base: httpx.URL, location: str) -> httpx.URL:
     except httpx.InvalidURL:
         raise ToolError("the page redirected to an address that is not a valid URL") from None
     checked_url(str(target), redirect=True)
+    _same_reading(target)
     return target
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
@@ -223,3 +224,28 @@ async def test_a_page_cannot_close_the_untrusted_block_early(site: Site) -> None
     )
     assert hostile["text"].count("</untrusted_content>") == 1
     assert names.asked == ["evil.test"]
+
+
+async def test_a_server_that_is_down_is_named(site: Site) -> None:
+    with pytest.raises(ToolError, match=r"could not fetch from 127.0.0.1: the connection failed"):
+        await fetch(f"http://127.0.0.1:{free_port()}/", opened())
+
+
+async def test_the_log_names_no_host_and_no_query(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kernel")  # (libraries: LIBRARY_FLOORS)
+    names = Names({"quiet-host.test": ["127.0.0.1"]})
+    web = opened(max_redirects=0)
+    await fetch(
+        f"http://quiet-host.test:{site.port}/data.json?token=QUERY-SECRET", web, resolver=names
+    )
+    for path in ("/redirect/1?token=QUERY-SECRET", "/image.png?token=QUERY-SECRET"):
+        with pytest.raises(ToolError):
+            await fetch(f"http://quiet-host.test:{site.port}{path}", web, resolver=names)
+    with pytest.raises(ToolError):
+        await fetch("http://quiet-host.test/?token=QUERY-SECRET", WebConfig(), resolver=names)
+    await fetch(site.url("/article?token=QUERY-SECRET"), web)
+    kernel = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("kernel"))
+    assert "web_fetch: 200" in kernel and "loopback" in kernel
+    assert "quiet-host" not in kernel and "QUERY-SECRET" not in kernel
