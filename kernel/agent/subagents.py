@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernel.agent.scope import SUBAGENT_TOOL, Outlook
 from kernel.agent.sessions import Conversation
-from kernel.agent.turn import UserInput
-from kernel.agent.turn import TurnRun
+from kernel.agent.turn import TurnRun, UserInput
 from kernel.core.errors import ProfileError, ToolError
 from kernel.core.events import Completed, ErrorEvent, StepStarted, ToolCall, TurnEvent
 from kernel.core.i18n import t
@@ -117,11 +116,9 @@ class SubAgents:
     def offered(self) -> bool:
         """Whether a usable agent existed at the last scan; a stale scan is redone in
         the background (this runs on the event loop: no disk here)."""
-        if time.monotonic() - self._scanned > RESCAN_SECONDS and self._rescan is None:
-            try:
-                self._rescan = self.agent.background.spawn(self._refresh(), "agents-rescan")
-            except RuntimeError:  # no running loop (listed at start-up): the scan stands
-                pass
+        stale = time.monotonic() - self._scanned > RESCAN_SECONDS
+        if stale and self._rescan is None and _loop_running():
+            self._rescan = self.agent.background.spawn(self._refresh(), "agents-rescan")
         return bool(self.names)
 
     async def _refresh(self) -> None:
@@ -166,9 +163,7 @@ class SubAgents:
         title = f"{profile.name}: {' '.join(task.split())}"[:MAX_TITLE]
         row = await self.agent.store.create_session(CHANNEL, title=title, meta=meta)
         turn = ChildTurn(f"{CHANNEL}:{row.id}", ctx.turn, self._progress(profile.name, ctx))
-        outlook = Outlook(
-            agent=profile, depth=ctx.depth + 1, max_tool_calls=limits.max_tool_calls
-        )
+        outlook = Outlook(agent=profile, depth=ctx.depth + 1, max_tool_calls=limits.max_tool_calls)
         child = TurnRun(
             self.agent.turn_parts, turn, Conversation(session_id=row.id), outlook=outlook
         )
@@ -206,3 +201,12 @@ class SubAgents:
                 ctx.progress(t("subagent.progress_step", agent=agent, step=event.step))
 
         return seen
+
+
+def _loop_running() -> bool:
+    """False where the tools are listed outside the event loop (start-up, a check)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -57,9 +57,7 @@ async def make_agents(tmp_path: Path) -> AsyncIterator[AgentsFactory]:
     a started Kernel on ``sim`` with those agent files and ``[agents]`` settings."""
     started: list[Kernel] = []
 
-    async def factory(
-        sim: Sim, files: dict[str, str] | None = None, **limits: Any
-    ) -> Kernel:
+    async def factory(sim: Sim, files: dict[str, str] | None = None, **limits: Any) -> Kernel:
         sleep = limits.pop("sleep", None)
         kind = "claude" if isinstance(sim, AnthropicSim) else "openai_compat"
         path = write_config(tmp_path, sim.base_url, kind, language="en")

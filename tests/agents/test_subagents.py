@@ -16,6 +16,7 @@ from kernel.core.events import (
     ToolResult,
     TurnEvent,
 )
+from kernel.core.turns import Turn
 from kernel.store.usage import UsageFilter, UsageStore
 from kernel.tools.registry import ToolContext
 from tests.agents.kit import (
@@ -42,6 +43,15 @@ def delegate(agent: str = "researcher", task: str = TASK) -> Reply:
 
 def results(events: list[TurnEvent], name: str = "delegate_task") -> list[ToolResult]:
     return [e for e in events if isinstance(e, ToolResult) and e.name == name]
+
+
+async def requests_made(sim: Sim, count: int) -> None:
+    """Wait until the simulator has received ``count`` model requests."""
+    await asyncio.wait_for(sim.wait_for_requests(count), timeout=30)
+
+
+async def collect(turn: Turn) -> list[TurnEvent]:
+    return [event async for event in turn]
 
 
 def final(events: list[TurnEvent]) -> Completed:
@@ -167,6 +177,13 @@ async def test_an_unknown_agent_is_refused_naming_the_ones_there_are(
     assert await child_sessions(kernel) == []
     assert final(events).reply == "There is no oracle."
 
+    # a name that is a path reads no file outside agents/
+    (kernel.config.base_dir / "secret.md").write_text(agent_file("secret", None), "utf-8")
+    anthropic_sim.enqueue(delegate("../secret"), text_reply("No."))
+    [result] = results(await run(kernel, "ask ../secret"))
+    assert not result.ok and "researcher" in result.summary
+    assert await child_sessions(kernel) == []
+
 
 async def test_a_sub_agent_cannot_delegate(
     anthropic_sim: AnthropicSim, make_agents: AgentsFactory
@@ -248,17 +265,16 @@ async def test_cancel_while_the_sub_agent_streams(
         Reply(Text("Searching the", chunks=["Searching ", "the"]), stall_after=4),
     )
     turn = kernel.agent.start_turn(CONV, UserInput("go"))
-    async for event in turn:  # the child's words are not the parent's: progress only
-        assert not isinstance(event, AssistantDelta)
-        if isinstance(event, ToolProgress) and len(anthropic_sim.requests) == 2:
-            break
-    [child] = await child_sessions(kernel)
-    while not await kernel.store.load_messages(child.id):
-        await asyncio.sleep(0.01)
+    await requests_made(anthropic_sim, 2)  # the sub-agent's model is answering
 
     assert kernel.agent.cancel(CONV)
-    done = await asyncio.wait_for(turn.wait(), timeout=30)
+    events = await asyncio.wait_for(collect(turn), timeout=30)
+    done = events[-1]
     assert isinstance(done, Completed) and done.cancelled
+    # the child's words are not the parent's: its steps show as progress only
+    assert not any(isinstance(e, AssistantDelta) for e in events)
+    assert any(isinstance(e, ToolProgress) for e in events)
+    [child] = await child_sessions(kernel)
     history = await kernel.store.load_messages(child.id)
     assert answered(history) and history[0].text == TASK
     anthropic_sim.enqueue(text_reply("Stopped."))
@@ -330,12 +346,8 @@ async def test_usage_reaches_the_parent_while_it_runs(
         Reply(Text("still thinking", chunks=["still ", "thinking"]), stall_after=4),
     )
     turn = kernel.agent.start_turn(CONV, UserInput("go"))
-    async for event in turn:
-        if isinstance(event, ToolProgress) and len(anthropic_sim.requests) == 3:
-            break
+    await requests_made(anthropic_sim, 3)
     # the parent's first call and the child's first one are counted while the child runs
-    while turn.calls < 2:
-        await asyncio.sleep(0.01)
     assert turn.calls == 2 and turn.usage.output > 0
     kernel.agent.cancel(CONV)
     await asyncio.wait_for(turn.wait(), timeout=30)
