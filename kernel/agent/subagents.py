@@ -156,6 +156,9 @@ class SubAgents:
         except ProfileError as exc:
             await self.usable()  # the offer follows what the refusal listed
             raise ToolError(str(exc)) from exc
+        problem = self.agent.scopes.model_problem(profile)
+        if problem:  # its model is not configured: refused before anything is stored
+            raise ToolError(problem)
         limits = self.agent.config.agents
         meta: dict[str, object] = {"parent_session": ctx.session_id, "agent": profile.name}
         if ctx.tool_call_id:

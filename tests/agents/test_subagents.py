@@ -351,3 +351,47 @@ async def test_usage_reaches_the_parent_while_it_runs(
     assert turn.calls == 2 and turn.usage.output > 0
     kernel.agent.cancel(CONV)
     await asyncio.wait_for(turn.wait(), timeout=30)
+
+
+async def test_its_model_answers_and_an_unknown_one_is_refused(
+    anthropic_sim: AnthropicSim, make_agents: AgentsFactory
+) -> None:
+    files = {
+        "fast": agent_file("fast", "[]", model="main:model-b"),
+        "lost": agent_file("lost", "[]", model="nowhere:model-x"),
+    }
+    kernel = await make_agents(anthropic_sim, files=files)
+    anthropic_sim.enqueue(delegate("fast"), text_reply("quick answer"), text_reply("Done."))
+
+    events = await run(kernel, "go")
+
+    assert final(events).reply == "Done."
+    models = [r.body["model"] for r in anthropic_sim.requests]
+    assert models == ["model-a", "model-b", "model-a"]
+
+    anthropic_sim.enqueue(delegate("lost"), text_reply("It cannot run."))
+    [result] = results(await run(kernel, "go again"))
+    assert not result.ok and "nowhere" in result.summary
+    assert len(await child_sessions(kernel)) == 1  # nothing made for the refused one
+
+
+async def test_two_sub_agents_run_side_by_side(
+    anthropic_sim: AnthropicSim, make_agents: AgentsFactory
+) -> None:
+    kernel = await make_agents(anthropic_sim)
+    both = Reply(
+        ToolUse("delegate_task", {"agent": "researcher", "task": "first"}),
+        ToolUse("delegate_task", {"agent": "researcher", "task": "second"}),
+    )
+    anthropic_sim.enqueue(both, text_reply("one answer"), text_reply("another answer"))
+    anthropic_sim.enqueue(text_reply("Both done."))
+
+    events = await run(kernel, "ask twice")
+
+    done = final(events)
+    assert done.reply == "Both done."
+    assert [r.ok for r in results(events)] == [True, True]
+    children = await child_sessions(kernel)
+    tasks = [(await kernel.store.load_messages(c.id))[0].text for c in children]
+    assert sorted(tasks) == ["first", "second"]
+    assert done.usage["calls"] == 4
