@@ -12,8 +12,9 @@ text is the tool's result. ``[agents] max_seconds`` and ``max_tool_calls`` bound
 
 The tool is offered only while a usable agent exists. The offer is asked synchronously
 each time the tools are listed, so it reads the last scan (:attr:`SubAgents.names`),
-never the disk: a scan runs at start, on each call, on :meth:`SubAgents.usable`, and in
-the background when the last one is older than :data:`RESCAN_SECONDS`.
+never the disk: a scan runs when the agent is built, on :meth:`SubAgents.usable` (and a
+call naming no usable agent), and in the background when the offer is asked and the last
+scan is older than :data:`RESCAN_SECONDS`.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class SubAgents:
         self.names: tuple[str, ...] = ()  # usable agents at the last scan
         self._scanned = float("-inf")  # monotonic time of the last scan
         self._rescan: asyncio.Task[Any] | None = None
+        self.rescan_seconds = RESCAN_SECONDS
         # At construction, like reading config.toml: the first turn already knows.
         self._remember(self.library._scan())
         agent.tools.register(NAME, DESCRIPTION, PARAMETERS, self._tool, with_context=True)
@@ -116,16 +118,15 @@ class SubAgents:
     def offered(self) -> bool:
         """Whether a usable agent existed at the last scan; a stale scan is redone in
         the background (this runs on the event loop: no disk here)."""
-        stale = time.monotonic() - self._scanned > RESCAN_SECONDS
-        if stale and self._rescan is None and _loop_running():
-            self._rescan = self.agent.background.spawn(self._refresh(), "agents-rescan")
+        stale = time.monotonic() - self._scanned > self.rescan_seconds
+        if stale and not self.rescanning and _loop_running():
+            self._rescan = self.agent.background.spawn(self.usable(), "agents-rescan")
         return bool(self.names)
 
-    async def _refresh(self) -> None:
-        try:
-            await self.usable()
-        finally:
-            self._rescan = None
+    @property
+    def rescanning(self) -> asyncio.Task[Any] | None:
+        """The background rescan running now, if one is."""
+        return self._rescan if self._rescan is not None and not self._rescan.done() else None
 
     async def usable(self) -> list[Profile]:
         """The usable agents now (read in a worker thread); the offer follows."""

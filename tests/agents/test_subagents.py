@@ -163,6 +163,23 @@ async def test_offered_only_while_a_usable_agent_exists(
     assert "delegate_task" in tool_names(anthropic_sim.requests[-1])
 
 
+async def test_the_offer_follows_the_folder_in_the_background(
+    anthropic_sim: AnthropicSim, make_agents: AgentsFactory
+) -> None:
+    kernel = await make_agents(anthropic_sim)
+    subagents = kernel.agent.subagents
+    assert "delegate_task" in kernel.tools.names()  # scanned when the agent was built
+    (kernel.config.base_dir / "agents" / "researcher.md").unlink()
+    subagents.rescan_seconds = 0.0
+    # listing the tools reads the last scan and starts a new one off the loop
+    assert "delegate_task" in kernel.tools.names()
+    rescan = subagents.rescanning
+    assert rescan is not None
+    await asyncio.wait_for(rescan, timeout=30)
+    assert subagents.names == ()
+    assert "delegate_task" not in kernel.tools.names()
+
+
 async def test_an_unknown_agent_is_refused_naming_the_ones_there_are(
     anthropic_sim: AnthropicSim, make_agents: AgentsFactory
 ) -> None:
