@@ -23,6 +23,7 @@ from kernel.agent.models import MODEL_OVERRIDE, ModelSelection, ProviderFactory,
 from kernel.agent.prompt import SystemPrompt
 from kernel.agent.scope import PERSONA, PROJECT, ChatScope, Scopes
 from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
+from kernel.agent.subagents import SubAgents
 from kernel.agent.titles import TitleMaker
 from kernel.agent.turn import TurnParts, TurnRun, UserInput
 from kernel.config import Config
@@ -123,6 +124,7 @@ class Agent:
             scopes=self.scopes,
         )
         self._sleep = sleep
+        self.subagents = SubAgents(self)  # delegate_task (kernel.agent.subagents)
 
     # ----- lifecycle -------------------------------------------------------------------
 

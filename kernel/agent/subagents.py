@@ -1,0 +1,216 @@
+"""Sub-agents (issue 18): ``agents/<name>.md`` beside config.toml and the
+``delegate_task(agent, task)`` tool that hands one of them a small job.
+
+A run is a turn of its own (:class:`~kernel.agent.turn.TurnRun` with an
+:class:`~kernel.agent.scope.Outlook` naming the agent): a child session (channel
+``agent``, meta ``parent_session`` and ``agent``), the agent's body as the system prompt,
+only its allow-listed tools (never ``delegate_task``: depth one), its model. It is awaited
+inside the tool call, so the parent's /cancel cancels it (its history is closed like any
+cancelled turn's) and no task outlives the call. Its events become one progress line of
+the parent's tool call; its model calls count into the parent turn's usage; its final
+text is the tool's result. ``[agents] max_seconds`` and ``max_tool_calls`` bound it.
+
+The tool is offered only while a usable agent exists. The offer is asked synchronously
+each time the tools are listed, so it reads the last scan (:attr:`SubAgents.names`),
+never the disk: a scan runs when the agent is built, on :meth:`SubAgents.usable` (and a
+call naming no usable agent), and in the background when the offer is asked and the last
+scan is older than :data:`RESCAN_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kernel.agent.scope import SUBAGENT_TOOL, Outlook
+from kernel.agent.sessions import Conversation
+from kernel.agent.turn import TurnRun, UserInput
+from kernel.core.errors import ProfileError, ToolError
+from kernel.core.events import Completed, ErrorEvent, StepStarted, ToolCall, TurnEvent
+from kernel.core.i18n import t
+from kernel.core.turns import Turn
+from kernel.core.usage import Usage
+from kernel.profiles import Profile, ProfileLibrary
+from kernel.tools.registry import CONTEXT_ARG, ToolContext
+
+if TYPE_CHECKING:
+    from kernel.agent.agent import Agent
+
+log = logging.getLogger(__name__)
+
+NAME = SUBAGENT_TOOL
+CHANNEL = "agent"  # the child session's channel, and its UserInput's
+RESCAN_SECONDS = 5.0  # an offer older than this starts a background rescan
+MAX_TITLE = 60
+DESCRIPTION = (
+    "Hand a small, self-contained job (research with web search, summarising a page, "
+    "checking facts) to one of the sub-agents listed in the system prompt. It works "
+    "alone with its own instructions and tools, sees nothing of this conversation, and "
+    "its final answer is this tool's result: check it, then answer the owner in your "
+    "words. Real work on files, code or the shell goes to delegate_to_cli instead. An "
+    "error result says why it failed; do not retry the same task unchanged."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "agent": {"type": "string", "description": "the sub-agent's name, from the list"},
+        "task": {
+            "type": "string",
+            "description": (
+                "the whole instruction, self-contained (the sub-agent sees nothing of "
+                "this conversation): goal, what is known, what to report back"
+            ),
+        },
+    },
+    "required": ["agent", "task"],
+}
+
+
+class ChildTurn(Turn):
+    """A sub-agent's turn. Nobody iterates it: each event goes to ``seen`` as it is
+    emitted, and each model call counts into ``parent`` too (its /status, its final
+    usage). Its id extends the parent's, so the ledger's rows name the parent turn."""
+
+    def __init__(
+        self, conversation: str, parent: Turn | None, seen: Callable[[TurnEvent], None]
+    ) -> None:
+        super().__init__(conversation)
+        self.parent = parent
+        self.seen = seen
+        if parent is not None:
+            self.id = f"{parent.id}.{self.id.removeprefix('turn-')[:8]}"
+
+    def count(self, usage: Usage, cost: float | None) -> None:
+        super().count(usage, cost)
+        if self.parent is not None:
+            self.parent.count(usage, cost)
+
+    def emit(self, event: TurnEvent) -> None:
+        if self.final is not None:
+            return
+        if isinstance(event, (Completed, ErrorEvent)):
+            self.final = event
+            if isinstance(event, Completed):
+                self.reply = event.reply
+        self.seen(event)
+
+
+class SubAgents:
+    """The sub-agents of one Agent and its ``delegate_task`` tool."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.library: ProfileLibrary = agent.profiles.agents
+        self.names: tuple[str, ...] = ()  # usable agents at the last scan
+        self._scanned = float("-inf")  # monotonic time of the last scan
+        self._rescan: asyncio.Task[Any] | None = None
+        self.rescan_seconds = RESCAN_SECONDS
+        # At construction, like reading config.toml: the first turn already knows.
+        self._remember(self.library._scan())
+        agent.tools.register(NAME, DESCRIPTION, PARAMETERS, self._tool, with_context=True)
+        agent.tools.offer_when(NAME, self.offered)
+
+    # ----- the offer ----------------------------------------------------------------
+
+    def offered(self) -> bool:
+        """Whether a usable agent existed at the last scan; a stale scan is redone in
+        the background (this runs on the event loop: no disk here)."""
+        stale = time.monotonic() - self._scanned > self.rescan_seconds
+        if stale and not self.rescanning and _loop_running():
+            self._rescan = self.agent.background.spawn(self.usable(), "agents-rescan")
+        return bool(self.names)
+
+    @property
+    def rescanning(self) -> asyncio.Task[Any] | None:
+        """The background rescan running now, if one is."""
+        return self._rescan if self._rescan is not None and not self._rescan.done() else None
+
+    async def usable(self) -> list[Profile]:
+        """The usable agents now (read in a worker thread); the offer follows."""
+        found = await self.library.all()
+        self._remember(found)
+        return [profile for profile in found if profile.usable]
+
+    def _remember(self, found: list[Profile]) -> None:
+        self.names = tuple(profile.name for profile in found if profile.usable)
+        self._scanned = time.monotonic()
+
+    # ----- the tool -----------------------------------------------------------------
+
+    async def _tool(self, agent: str, task: str, **extra: Any) -> str:
+        context = extra.get(CONTEXT_ARG)
+        ctx = context if isinstance(context, ToolContext) else ToolContext()
+        return await self.run(agent, task, ctx)
+
+    async def run(self, name: str, task: str, ctx: ToolContext) -> str:
+        """Run sub-agent ``name`` on ``task`` for the tool call ``ctx``; its final text.
+        Raises ToolError (the model reads it) when it cannot run or does not finish."""
+        if ctx.depth >= 1:
+            raise ToolError(t("subagent.no_depth"))
+        if not task.strip():
+            raise ToolError(t("subagent.empty_task"))
+        try:
+            profile = await self.library.get(name)
+        except ProfileError as exc:
+            await self.usable()  # the offer follows what the refusal listed
+            raise ToolError(str(exc)) from exc
+        problem = self.agent.scopes.model_problem(profile)
+        if problem:  # its model is not configured: refused before anything is stored
+            raise ToolError(problem)
+        limits = self.agent.config.agents
+        meta: dict[str, object] = {"parent_session": ctx.session_id, "agent": profile.name}
+        if ctx.tool_call_id:
+            meta["tool_call_id"] = ctx.tool_call_id
+        title = f"{profile.name}: {' '.join(task.split())}"[:MAX_TITLE]
+        row = await self.agent.store.create_session(CHANNEL, title=title, meta=meta)
+        turn = ChildTurn(f"{CHANNEL}:{row.id}", ctx.turn, self._progress(profile.name, ctx))
+        outlook = Outlook(agent=profile, depth=ctx.depth + 1, max_tool_calls=limits.max_tool_calls)
+        child = TurnRun(
+            self.agent.turn_parts, turn, Conversation(session_id=row.id), outlook=outlook
+        )
+        given = UserInput(task, channel=CHANNEL, interactive=False, budget_ask=False)
+        log.info("sub-agent %s: session %d for session %s", profile.name, row.id, ctx.session_id)
+        try:
+            async with asyncio.timeout(limits.max_seconds):
+                await child.run(given)
+        except TimeoutError:
+            log.info("sub-agent %s: stopped after %g s", profile.name, limits.max_seconds)
+            message = t("subagent.timeout", agent=profile.name, seconds=f"{limits.max_seconds:g}")
+            partial = turn.final.reply if isinstance(turn.final, Completed) else ""
+            if partial.strip():
+                message += "\n" + t("subagent.partial", text=partial.strip())
+            raise ToolError(message) from None
+        final = turn.final
+        if isinstance(final, ErrorEvent):
+            log.info("sub-agent %s: ended with %s", profile.name, final.code)
+            raise ToolError(t("subagent.failed", agent=profile.name, detail=final.message))
+        reply = final.reply.strip() if isinstance(final, Completed) else ""
+        if not reply:
+            raise ToolError(t("subagent.no_answer", agent=profile.name))
+        return reply
+
+    @staticmethod
+    def _progress(agent: str, ctx: ToolContext) -> Callable[[TurnEvent], None]:
+        """The child's steps and tool calls as the parent call's one progress line."""
+
+        def seen(event: TurnEvent) -> None:
+            if ctx.progress is None:
+                return
+            if isinstance(event, ToolCall):
+                ctx.progress(t("subagent.progress_tool", agent=agent, tool=event.name))
+            elif isinstance(event, StepStarted):
+                ctx.progress(t("subagent.progress_step", agent=agent, step=event.step))
+
+        return seen
+
+
+def _loop_running() -> bool:
+    """False where the tools are listed outside the event loop (start-up, a check)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
