@@ -109,7 +109,7 @@ class SubAgents:
         self._rescan: asyncio.Task[Any] | None = None
         self.rescan_seconds = RESCAN_SECONDS
         # At construction, like reading config.toml: the first turn already knows.
-        self._remember(self.library._scan())
+        self._remember(self.library.scan())
         agent.tools.register(NAME, DESCRIPTION, PARAMETERS, self._tool, with_context=True)
         agent.tools.offer_when(NAME, self.offered)
 

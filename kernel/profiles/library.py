@@ -226,7 +226,9 @@ class ProfileLibrary:
         self._parsed[name] = (version, profile)
         return profile
 
-    def _scan(self) -> list[Profile]:
+    def scan(self) -> list[Profile]:
+        """Every profile of this kind, read now (blocking: call it in a thread, or once
+        at start-up as config.toml is read)."""
         try:
             files = sorted(os.listdir(self.folder))
         except OSError:  # no folder yet
@@ -243,7 +245,7 @@ class ProfileLibrary:
 
     async def all(self) -> list[Profile]:
         """Every profile of this kind, usable or not (``problem`` says why not)."""
-        return await asyncio.to_thread(self._scan)
+        return await asyncio.to_thread(self.scan)
 
     async def find(self, name: str) -> Profile | None:
         """The profile called ``name`` (usable or not); None when there is none."""
