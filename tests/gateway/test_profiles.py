@@ -156,13 +156,16 @@ async def test_a_body_larger_than_a_profile_may_be_is_refused(
     assert not (sc.config_path.parent / "personas").exists()
 
 
+def write_typo(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "typo.md").write_text("---\ndescription: d\ntool: web_search\n---\nBe brief.\n")
+
+
 async def test_a_broken_file_is_listed_with_its_problem_and_can_be_fixed(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
     sc = await sidecar(anthropic_sim)
-    folder: Path = sc.config_path.parent / "personas"
-    folder.mkdir()
-    (folder / "typo.md").write_text("---\ndescription: d\ntool: web_search\n---\nBe brief.\n")
+    write_typo(sc.config_path.parent / "personas")
     status, data, _ = await sc.call("GET", "/agent/personas")
     [listed] = data["personas"]
     assert listed["usable"] is False and "tool" in listed["problem"]
