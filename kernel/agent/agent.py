@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 from kernel.agent.context import Layer
 from kernel.agent.models import MODEL_OVERRIDE, ModelSelection, ProviderFactory, SelectionError
 from kernel.agent.prompt import SystemPrompt
+from kernel.agent.scope import PERSONA, PROJECT, ChatScope, Scopes
 from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
 from kernel.agent.titles import TitleMaker
 from kernel.agent.turn import TurnParts, TurnRun, UserInput
@@ -30,6 +31,7 @@ from kernel.core.provider import ChatRequest, Provider, Sleep, StreamEvent
 from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.memory.memories import Memories
+from kernel.profiles import Profile, Profiles
 from kernel.routing import Health, Router
 from kernel.skills import SkillLibrary
 from kernel.spend import CallTag, Meter
@@ -90,7 +92,11 @@ class Agent:
             sleep=sleep,
         )
         now = clock or (lambda: datetime.now(UTC))
-        self.prompt = SystemPrompt(config, tools, self.memories, self.skills, now, self.tz)
+        self.profiles = Profiles.beside(config.base_dir)
+        self.scopes = Scopes(config, store, self.sessions, self.profiles)
+        self.prompt = SystemPrompt(
+            config, tools, self.memories, self.skills, now, self.tz, self.profiles
+        )
         # Every model call goes through the meter: the budget before, the ledger after.
         self.meter = meter or Meter(config, store, clock=now, tz=self.tz)
         # Failover (issue 17): which providers may be called, which models a turn tries,
@@ -114,6 +120,7 @@ class Agent:
             router=self.router,
             decisions=self.decisions,
             clock=now,
+            scopes=self.scopes,
         )
         self._sleep = sleep
 
@@ -276,6 +283,38 @@ class Agent:
 
     def cancel(self, conversation: str) -> bool:
         return self.sessions.cancel(conversation)
+
+    # ----- personas and projects (kernel.agent.scope) ----------------------------------
+
+    async def chat_scope(self, conversation: str) -> ChatScope:
+        """The persona and project of the conversation's session (or, before its first
+        message, the ones it inherits)."""
+        return await self.scopes.current(conversation)
+
+    async def set_persona(self, conversation: str, name: str | None) -> Profile | None:
+        """Switch the chat's persona (None: none), for its session and the next ones."""
+        return await self.scopes.set(conversation, PERSONA, name)
+
+    async def set_project(self, conversation: str, name: str | None) -> Profile | None:
+        return await self.scopes.set(conversation, PROJECT, name)
+
+    async def session_scope(self, session_id: int) -> ChatScope:
+        return await self.scopes.of_session(session_id)
+
+    async def set_session_scope(
+        self, session_id: int, *, persona: str | None = None, project: str | None = None
+    ) -> ChatScope:
+        """Set one session's persona and/or project by id ("" clears; None leaves it)."""
+        if persona is not None:
+            await self.scopes.set_session(session_id, PERSONA, persona or None)
+        if project is not None:
+            await self.scopes.set_session(session_id, PROJECT, project or None)
+        return await self.scopes.of_session(session_id)
+
+    @property
+    def turn_parts(self) -> TurnParts:
+        """What a turn works with (a sub-agent's run builds its own TurnRun with it)."""
+        return self._parts
 
     # ----- turns (kernel.agent.turn) ---------------------------------------------------
 

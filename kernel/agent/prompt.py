@@ -14,9 +14,12 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from kernel.agent.context import Layer
+from kernel.agent.scope import SUBAGENT_TOOL, Outlook, project_folder
 from kernel.config import Config
 from kernel.core.errors import KernelError
+from kernel.core.i18n import t
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
+from kernel.profiles import FOLDERS, Profile, Profiles
 from kernel.skills import SkillLibrary
 from kernel.tools.registry import ToolRegistry
 
@@ -34,39 +37,88 @@ class SystemPrompt:
         skills: SkillLibrary,
         clock: Callable[[], datetime],
         tz: ZoneInfo,
+        profiles: Profiles | None = None,
     ) -> None:
         self.config = config
         self.tools = tools
         self.memories = memories
         self.skills = skills
+        self.profiles = profiles or Profiles.beside(config.base_dir)
         self._clock = clock
         self._tz = tz
 
     async def layers(
-        self, query: str = "", *, guest_tools: tuple[str, ...] | None = None
+        self,
+        query: str = "",
+        *,
+        guest_tools: tuple[str, ...] | None = None,
+        outlook: Outlook | None = None,
     ) -> list[Layer]:
         """The layers for a turn whose input is ``query`` (what memories are recalled
-        for). ``guest_tools``: a guest's turn, with only those tools and no memories."""
+        for). ``guest_tools``: a guest's turn, with only those tools and no memories.
+        ``outlook``: the chat's persona and project, or a sub-agent's own prompt."""
+        outlook = outlook or Outlook()
+        names = self.offered(guest_tools, outlook)
+        if outlook.agent is not None:  # a sub-agent: its prompt instead of SOUL.md
+            layers = [Layer("agent", outlook.agent.body, outlook.agent.source)]
+            if names:
+                layers.append(Layer("tools", tool_guide(names), "tool registry"))
+            layers.append(self._time())
+            return layers
         soul = await asyncio.to_thread(self._read_soul)
         where = relative(self.config.general.soul, self.config.base_dir)
         layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
-        names = self.tools.names()
-        if guest_tools is not None:
-            names = [n for n in names if n in guest_tools]
+        if outlook.persona is not None and outlook.persona.body:
+            persona = outlook.persona
+            text = t("prompt.persona", name=persona.name) + "\n" + persona.body
+            layers.append(Layer("persona", text, persona.source))
+        if outlook.project is not None:
+            layers.append(self._project(outlook.project))
         if names:
             layers.append(Layer("tools", tool_guide(names), "tool registry"))
         skills = await self.skills.summary()
         if skills:
             where = relative(self.skills.folder, self.config.base_dir)
             layers.append(Layer("skills", skills, where))
-        memories = await self._recall(query) if guest_tools is None else ""
+        if SUBAGENT_TOOL in names:
+            agents = await self._agents()
+            if agents:
+                layers.append(Layer("agents", agents, FOLDERS["agent"]))
+        memories = await self._recall(query, outlook) if guest_tools is None else ""
         if memories:
             layers.append(Layer("memories", memories, "memories", volatile=True))
+        layers.append(self._time())
+        return layers
+
+    def offered(self, guest_tools: tuple[str, ...] | None, outlook: Outlook) -> list[str]:
+        """The tools a turn offers: a guest's, the allow-list's, never delegate_task
+        without an agent to run."""
+        names = [n for n in self.tools.names() if outlook.allows(n)]
+        if guest_tools is not None:
+            names = [n for n in names if n in guest_tools]
+        return names
+
+    def _project(self, project: Profile) -> Layer:
+        lines = [t("prompt.project", name=project.name)]
+        folder = project_folder(project, self.config.base_dir)
+        if folder:
+            lines.append(t("prompt.project_folder", folder=folder))
+        if project.body:
+            lines.append(project.body)
+        return Layer("project", "\n".join(lines), project.source)
+
+    async def _agents(self) -> str:
+        usable = [a for a in await self.profiles.agents.all() if a.usable]
+        if not usable:
+            return ""
+        lines = [f"- {a.name}: {a.description}" for a in usable]
+        return t("prompt.agents") + "\n" + "\n".join(lines)
+
+    def _time(self) -> Layer:
         now = self._clock().astimezone(self._tz)
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
         text = f"当前时间：{stamp}（{self.config.general.timezone}）"
-        layers.append(Layer("time", text, "clock", volatile=True))
-        return layers
+        return Layer("time", text, "clock", volatile=True)
 
     def _read_soul(self) -> str:
         try:
@@ -74,9 +126,11 @@ class SystemPrompt:
         except (OSError, UnicodeDecodeError):
             return SOUL_FALLBACK
 
-    async def _recall(self, query: str) -> str:
+    async def _recall(self, query: str, outlook: Outlook) -> str:
         try:
-            found = await self.memories.recall(query, self.config.general.memory_recall_k)
+            found = await self.memories.recall(
+                query, self.config.general.memory_recall_k, scopes=outlook.memory_scopes
+            )
         except KernelError:
             # Recall is a help, not a condition: the turn goes on without it.
             log.warning("memory recall failed", exc_info=True)

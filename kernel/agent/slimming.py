@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import replace
+from pathlib import Path
 
 from kernel.core.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
 from kernel.skills.library import SKILL_BLOCK
@@ -85,3 +87,23 @@ def _as_dict(content: str) -> dict[str, object]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def save_long_results(
+    blocks: list[ToolResultBlock], folder: Path, session_id: int | None, base: Path
+) -> dict[str, str]:
+    """Keep long tool results on disk so the slimmed history can point at them: tool
+    use id → the file, relative to ``base`` (blocking: run it in a thread)."""
+    out: dict[str, str] = {}
+    for index, block in enumerate(blocks):
+        if len(block.content) <= TOOL_RESULT_LIMIT or '"output_path"' in block.content:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        # Only Kernel-made parts in the name: the tool name and id come from the model.
+        path = folder / f"s{session_id}-{uuid.uuid4().hex[:12]}-{index}.txt"
+        path.write_text(block.content, encoding="utf-8")
+        try:
+            out[block.tool_use_id] = str(path.relative_to(base))
+        except ValueError:
+            out[block.tool_use_id] = str(path)
+    return out

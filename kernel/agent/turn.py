@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,16 +18,17 @@ from typing import Any
 
 from kernel.agent.context import (
     CANCELLED_RESULT,
-    flatten_tool_blocks,
     repair_history,
     split_layers,
 )
 from kernel.agent.failover import Build, ModelCalls
 from kernel.agent.models import ModelSelection
-from kernel.agent.prompt import SystemPrompt, relative
+from kernel.agent.prompt import SystemPrompt
+from kernel.agent.requests import Requests
+from kernel.agent.scope import SUBAGENT_TOOL, ChatScope, Outlook, Scopes, project_folder
 from kernel.agent.sessions import Conversation
 from kernel.agent.slimming import (
-    TOOL_RESULT_LIMIT,
+    save_long_results,
     slim_message,
     summarize_tool_result,
     without_files,
@@ -57,20 +57,17 @@ from kernel.core.events import (
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from kernel.core.provider import (
-    ChatRequest,
     Completion,
-    Provider,
     RawToolCall,
     Sleep,
     TextDelta,
     thinking_blocks,
-    thinking_for,
 )
 from kernel.core.turns import Turn
 from kernel.core.usage import estimate_request_tokens
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.memory.remember import Fact, RememberFilter, extract_remember
-from kernel.routing import Candidate, Facts, Router
+from kernel.routing import Facts, Router
 from kernel.skills import SkillLibrary, wrap_skill
 from kernel.spend import CallTag, Meter, Over, money
 from kernel.spend.meter import OWNER_CHANNELS
@@ -127,6 +124,7 @@ class TurnParts:
     router: Router
     decisions: DecisionStore
     clock: Callable[[], datetime]  # wall time (the decisions log's stamps)
+    scopes: Scopes  # the chats' personas and projects
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +149,17 @@ class _Call:
 class TurnRun:
     """The state of one turn while it runs; history is written step by step."""
 
-    def __init__(self, parts: TurnParts, turn: Turn, conversation: Conversation) -> None:
+    def __init__(
+        self,
+        parts: TurnParts,
+        turn: Turn,
+        conversation: Conversation,
+        outlook: Outlook | None = None,
+    ) -> None:
         self.parts = parts
+        # Given for a sub-agent's run; else made from the session's persona and project.
+        self.outlook = outlook or Outlook()
+        self._given_outlook = outlook is not None
         self.turn = turn
         self.conversation = conversation
         self.step = 0
@@ -248,7 +255,10 @@ class TurnRun:
         self.interactive = user_input.interactive
         self.new_session = conv.session_id is None
         if conv.session_id is None:
-            row = await parts.store.create_session(user_input.channel, user_id=user_input.user_id)
+            inherited = await parts.scopes.inherited(self.turn.conversation)
+            row = await parts.store.create_session(
+                user_input.channel, user_id=user_input.user_id, meta=_scope_meta(inherited)
+            )
             conv.session_id = row.id
         self.session_id = conv.session_id
         history = await parts.store.load_messages(
@@ -267,14 +277,19 @@ class TurnRun:
         # The turn's own message: the volatile context (memories, time) goes with it.
         anchor = len(working) - 1
         self.guest_tools = user_input.guest_tools if user_input.guest else None
-        system, context = split_layers(
-            await parts.prompt.layers(user_input.text, guest_tools=self.guest_tools)
-        )
         session = await parts.store.get_session(self.session_id)
         meta = session.meta if session else {}
+        if not self._given_outlook and not user_input.guest:
+            self.outlook = await parts.scopes.outlook(ChatScope.of_meta(meta))
+        outlook = self.outlook
+        system, context = split_layers(
+            await parts.prompt.layers(
+                user_input.text, guest_tools=self.guest_tools, outlook=outlook
+            )
+        )
         job = meta.get("cron_job_id")
         self.tag = CallTag(
-            "cron" if user_input.channel == "cron" else "turn",
+            "subagent" if outlook.agent else "cron" if user_input.channel == "cron" else "turn",
             session_id=self.session_id,
             channel=user_input.channel,
             job_id=job if isinstance(job, str) else "",
@@ -283,9 +298,8 @@ class TurnRun:
         # Only the owner, in a chat that shows buttons, may raise the limit mid-turn.
         owner_chat = user_input.channel in OWNER_CHANNELS and not user_input.guest
         self.may_raise = user_input.interactive and user_input.budget_ask and owner_chat
-        offered = parts.tools.specs()
-        if self.guest_tools is not None:
-            offered = [spec for spec in offered if spec.name in self.guest_tools]
+        names = parts.prompt.offered(self.guest_tools, outlook)
+        offered = [spec for spec in parts.tools.specs() if spec.name in names]
         models = parts.models
         seen = Facts(
             channel=user_input.channel,
@@ -300,12 +314,14 @@ class TurnRun:
                 else 0
             ),
             session_id=self.session_id,
+            persona=outlook.persona.name if outlook.persona else "",
         )
         route = parts.router.route(
             seen,
             active=(models.provider_name, models.model),
             override=models.override_of(meta),
             owner=models.owner_choice() if owner_chat else None,
+            choice=outlook.choice,
         )
         if route.candidates:  # built now (an SDK import takes seconds), before the first step
             await models.provider(route.primary.provider)
@@ -321,45 +337,9 @@ class TurnRun:
             sleep=parts.sleep,
         )
 
-        def build(candidate: Candidate, provider: Provider) -> ChatRequest:
-            """The step's request for one candidate, as its provider can take it."""
-            tools = offered if provider.capabilities.tool_call else []
-            thinking = thinking_for(candidate.reasoning)
-            if thinking is not None and not provider.capabilities.reasoning:
-                thinking = None
-            if not tools:  # no tool blocks, so no thinking to hand back either
-                return ChatRequest(
-                    candidate.model,
-                    system,
-                    flatten_tool_blocks(working),
-                    thinking=thinking,
-                    context=context,
-                    context_at=anchor,
-                )
-            history = {
-                index: blocks
-                for index, (made_by, blocks) in self.thinking.items()
-                if made_by == str(candidate)
-            }
-            continuing = len(working) - 2  # the assistant message a tool loop goes on from
-            budgeted = thinking is not None and thinking.mode == "enabled"
-            if budgeted and working[-1].tool_results and continuing not in history:
-                # Budgeted thinking requires that message to start with this model's own
-                # thinking (another model answered it, or none was asked): not this step.
-                # (Adaptive thinking does not: the model may well have skipped it.)
-                thinking = None
-            return ChatRequest(
-                candidate.model,
-                system,
-                working,
-                tools,
-                thinking=thinking,
-                history_thinking=history,
-                context=context,
-                context_at=anchor,
-            )
+        build = Requests(system, context, anchor, working, offered, self.thinking)
 
-        limit = cfg.general.max_tool_calls
+        limit = outlook.max_tool_calls or cfg.general.max_tool_calls
         calls_used = 0
         while True:
             self.step += 1
@@ -375,7 +355,8 @@ class TurnRun:
             # the facts live in memories (recalled as their own layer), and a model shown
             # its old tags would learn to repeat them.
             text, facts = extract_remember(completion.text)
-            if facts and self.guest_tools is None:  # a guest never writes the owner's memory
+            # A guest never writes the owner's memory; nor does a sub-agent's small job.
+            if facts and self.guest_tools is None and outlook.agent is None:
                 await self._remember(facts)
             calls = self._repair(completion.tool_calls)
             assistant = Message("assistant", [])
@@ -402,7 +383,7 @@ class TurnRun:
             allowed = max(0, limit - calls_used)
             calls_used += len(calls)
             results = await self._run_tools(
-                calls, allowed, images=provider.capabilities.attachments
+                calls, allowed, limit, images=provider.capabilities.attachments
             )
             working.append(results)
             if calls_used > limit:
@@ -459,7 +440,9 @@ class TurnRun:
         if allowance <= 0:
             return
         try:
-            saved = await self.parts.memories.save_facts(facts, limit=allowance)
+            saved = await self.parts.memories.save_facts(
+                facts, limit=allowance, scope=self.outlook.memory_scope
+            )
         except (KernelError, ValueError):
             log.warning("turn %s: saving remembered facts failed", self.turn.id, exc_info=True)
             return
@@ -483,7 +466,9 @@ class TurnRun:
                 calls.append(_Call(call, {}, False))
         return calls
 
-    async def _run_tools(self, calls: list[_Call], allowed: int, *, images: bool = True) -> Message:
+    async def _run_tools(
+        self, calls: list[_Call], allowed: int, limit: int, *, images: bool = True
+    ) -> Message:
         """Run the step's tool calls concurrently; calls past the cap get an error result.
         Images a tool returned follow the results, each labelled with its tool (``images``
         false: the provider takes none, so the model is told instead)."""
@@ -492,7 +477,7 @@ class TurnRun:
 
         async def run(index: int, call: _Call) -> ToolOutcome:
             if index >= allowed:
-                msg = t("turn.tool_limit", limit=self.parts.config.general.max_tool_calls)
+                msg = t("turn.tool_limit", limit=limit)
                 outcome = ToolOutcome(call.name, False, msg, {})
             else:
                 outcome = await self._call(call)
@@ -512,7 +497,10 @@ class TurnRun:
                     extra.append(TextBlock(t("tool.images_from", name=call.name, id=call.id)))
                     extra.extend(outcome.images)
         message = Message("user", [*blocks, *extra])
-        artifacts = await asyncio.to_thread(self._save_artifacts, blocks)
+        cfg = self.parts.config
+        artifacts = await asyncio.to_thread(
+            save_long_results, blocks, cfg.data_dir / "tool_outputs", self.session_id, cfg.base_dir
+        )
         self.pending = None
         await self._store(message, artifacts)
         return message
@@ -521,6 +509,10 @@ class TurnRun:
         if self.guest_tools is not None and call.name not in self.guest_tools:
             # Not offered to a guest: a name the model made up must not run either.
             return ToolOutcome(call.name, False, t("turn.guest_tool", name=call.name), {})
+        name = resolve_tool_name(call.name, self.parts.tools.names()) or call.name
+        if not self.outlook.allows(name):
+            # Outside the persona's (or sub-agent's) allow-list: not offered, never run.
+            return ToolOutcome(call.name, False, self._not_allowed(name), {})
         context = self._context(call)
         if call.repaired:
             arguments = dict(call.arguments)  # the registry's copy: history keeps its own
@@ -539,27 +531,28 @@ class TurnRun:
         def progress(text: str) -> None:
             self.turn.emit(ToolProgress(self.step, call.id, call.name, text))
 
+        outlook = self.outlook
         return ToolContext(
             session_id=self.session_id,
             conversation=self.turn.conversation,
             progress=progress,
             tool_call_id=call.id,
             ask=ask if self.interactive else None,
+            persona=outlook.persona.name if outlook.persona else "",
+            project=outlook.project.name if outlook.project else "",
+            folder=project_folder(outlook.project, self.parts.config.base_dir),
+            memory_scopes=outlook.memory_scopes,
+            memory_scope=outlook.memory_scope,
+            depth=outlook.depth,
+            turn=self.turn,
         )
 
-    def _save_artifacts(self, blocks: list[ToolResultBlock]) -> dict[str, str]:
-        """Keep long tool results on disk so the slimmed history can point at them."""
-        out: dict[str, str] = {}
-        folder = self.parts.config.data_dir / "tool_outputs"
-        for index, block in enumerate(blocks):
-            if len(block.content) <= TOOL_RESULT_LIMIT or '"output_path"' in block.content:
-                continue
-            folder.mkdir(parents=True, exist_ok=True)
-            # Only Kernel-made parts in the name: the tool name and id come from the model.
-            path = folder / f"s{self.session_id}-{uuid.uuid4().hex[:12]}-{index}.txt"
-            path.write_text(block.content, encoding="utf-8")
-            out[block.tool_use_id] = relative(path, self.parts.config.base_dir)
-        return out
+    def _not_allowed(self, name: str) -> str:
+        chooser = self.outlook.allow_list
+        if chooser is None or (self.outlook.depth >= 1 and name == SUBAGENT_TOOL):
+            return t("turn.subagent_depth", name=name)
+        kind = t(f"profile.kind.{chooser.kind}")
+        return t("turn.tool_not_allowed", name=name, kind=kind, profile=chooser.name)
 
     async def fail(self, event: ErrorEvent) -> None:
         try:
@@ -600,6 +593,14 @@ class TurnRun:
                 self.partial = []
         except KernelError:
             log.warning("could not record the end of an interrupted turn", exc_info=True)
+
+
+def _scope_meta(scope: ChatScope) -> dict[str, object] | None:
+    meta: dict[str, object] = {}
+    for key, value in (("persona", scope.persona), ("project", scope.project)):
+        if value:
+            meta[key] = value
+    return meta or None
 
 
 def _with_image_note(outcome: ToolOutcome, shown: bool) -> str:

@@ -69,6 +69,9 @@ class RoutingRule(Section):
     cron_job: list[str] = Field(default_factory=list, description="the cron job's id is one of")
     skill: list[str] = Field(default_factory=list, description="one of these skills is invoked")
     image: bool | None = Field(None, description="true: an image is attached; false: none is")
+    persona: list[str] = Field(
+        default_factory=list, description="the chat's persona is one of these (personas/<name>.md)"
+    )
     pattern: str = Field(
         "",
         max_length=RULE_PATTERN_MAX,

@@ -61,7 +61,9 @@ class Memories:
     def _cut_rows(self, rows: list[tuple[int, str]]) -> list[tuple[int, str]]:
         return [(memory_id, self.tokenizer.index_text(text)) for memory_id, text in rows]
 
-    async def add(self, text: str, category: str | None = None) -> tuple[MemoryRow, bool]:
+    async def add(
+        self, text: str, category: str | None = None, scope: str = "global"
+    ) -> tuple[MemoryRow, bool]:
         """Save a fact; returns (row, created): the same fact again returns the first row.
         Raises ValueError for empty text or an unknown category."""
         if not text.strip():
@@ -72,7 +74,9 @@ class Memories:
             tokens = await asyncio.to_thread(self.tokenizer.index_text, text)
         return await self.store.add_memory(text, category, tokens=tokens)
 
-    async def search(self, query: str, limit: int = 5) -> list[MemoryRow]:
+    async def search(
+        self, query: str, limit: int = 5, scopes: Sequence[str] | None = None
+    ) -> list[MemoryRow]:
         """The best matches for ``query``; [] when nothing matches."""
         if limit <= 0 or not query.strip():
             return []
@@ -89,7 +93,9 @@ class Memories:
         # that a query matching nothing costs little even with 100K memories.
         return await self.store.search_memories_like(terms, limit=limit, newest=LIKE_WINDOW)
 
-    async def recall(self, query: str, k: int) -> list[MemoryRow]:
+    async def recall(
+        self, query: str, k: int, scopes: Sequence[str] | None = None
+    ) -> list[MemoryRow]:
         """Memories for the model's context: the top ``k`` matches for the owner's
         message, or, when nothing matches, the ``k`` most recent (seed 004)."""
         if k <= 0:
@@ -111,7 +117,7 @@ class Memories:
         return await self.store.delete_memories(ids)
 
     async def save_facts(
-        self, facts: Sequence[Fact], limit: int = MAX_REMEMBERED_PER_TURN
+        self, facts: Sequence[Fact], limit: int = MAX_REMEMBERED_PER_TURN, scope: str = "global"
     ) -> list[MemoryRow]:
         """Store facts from ``<remember>`` tags: duplicates of each other or of existing
         memories are skipped, and at most ``limit`` new rows are made."""

@@ -5,10 +5,11 @@ The turn's failover itself runs in :mod:`kernel.agent.turn`; what was decided is
 in the decisions log (:mod:`kernel.store.decisions`)."""
 
 from kernel.routing.health import Health, ProviderState, State, Sticky
-from kernel.routing.router import Candidate, Facts, Route, Router, Why
+from kernel.routing.router import Candidate, Choice, Facts, Route, Router, Why
 
 __all__ = [
     "Candidate",
+    "Choice",
     "Facts",
     "Health",
     "ProviderState",

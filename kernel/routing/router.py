@@ -24,7 +24,7 @@ from typing import Any, Literal
 from kernel.config import Config, ProviderConfig, RoutingRule, compile_pattern, parse_ref
 from kernel.routing.health import Health
 
-Why = Literal["session", "owner", "rule", "default"]
+Why = Literal["session", "persona", "agent", "owner", "rule", "default"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,18 @@ class Facts:
     skills: tuple[str, ...] = ()
     input_tokens: int = 0  # the first request's estimated input
     session_id: int | None = None
+    persona: str = ""  # the chat's persona ("" none)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A persona's or sub-agent's own model and reasoning (issue 18): its model wins
+    over the owner's pick and the rules; its reasoning applies to every candidate whose
+    provider declares reasoning. ``why``: "persona" or "agent"."""
+
+    ref: str = ""  # "provider:model"; "" the usual choice
+    reasoning: str | int | None = None
+    why: Why = "persona"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,30 +95,42 @@ class Router:
         active: tuple[str, str],
         override: tuple[str, str] | None = None,
         owner: tuple[str, str] | None = None,
+        choice: Choice | None = None,
     ) -> Route:
         """``active``: the active (provider, model); ``override``: the session's own;
-        ``owner``: the owner's explicit /model choice, given only for the owner's chat."""
+        ``owner``: the owner's explicit /model choice, given only for the owner's chat;
+        ``choice``: the chat's persona's (or a sub-agent's) model and reasoning."""
         rule: RoutingRule | None = None
         why: Why
+        if choice is not None and choice.reasoning is not None:
+            # The profile's reasoning, applied as a rule's would be (declared providers only).
+            rule = RoutingRule.model_validate({"name": choice.why, "reasoning": choice.reasoning})
         if override is not None:
             primary, why = override, "session"
+        elif choice is not None and choice.ref:
+            primary, why = self._resolve(choice.ref), choice.why
         elif owner is not None:
             primary, why = owner, "owner"
-        elif (rule := self.match(facts)) is not None:
-            primary = self._resolve(rule.primary) if rule.primary else active
+        elif (matched := self.match(facts)) is not None:
+            primary = self._resolve(matched.primary) if matched.primary else active
             why = "rule"
+            if rule is None or matched.reasoning is not None:
+                rule = matched
+            else:  # the profile's reasoning over the rule's choice of models
+                rule = matched.model_copy(update={"reasoning": rule.reasoning})
         else:
             primary, why = active, "default"
-        if rule is not None and rule.fallbacks is not None:
+        if why == "rule" and rule is not None and rule.fallbacks is not None:
             chain = [self._resolve(ref) for ref in rule.fallbacks]
         else:
             chain = self.fallbacks_of(*primary)
-        route = Route([], why, rule.name if rule is not None else "")
+        route = Route([], why, rule.name if rule is not None and why == "rule" else "")
         seen: set[tuple[str, str]] = set()
         refs = [primary, *chain]
-        # The active model closes a rule's chain when none of the rule's models can be
-        # called (a provider without a key, switched off since): better it than no answer.
-        last_resort = rule is not None and active not in refs
+        # The active model closes a rule's (or a profile's) chain when none of its models
+        # can be called (a provider without a key, switched off since): better it than
+        # no answer.
+        last_resort = why in ("rule", "persona", "agent") and active not in refs
         for provider, model in [*refs, active] if last_resort else refs:
             if last_resort and (provider, model) == active and route.candidates:
                 break  # the rule's own models can be called
@@ -122,7 +146,7 @@ class Router:
         self._prefer_sticky(route, facts.session_id)
         first = route.candidates[0] if route.candidates else None
         self._leave_out_unhealthy(route)
-        if not route.candidates and rule is not None and active not in seen:
+        if not route.candidates and last_resort and active not in seen:
             # Every model of the rule's is refused or off: the active one, if it can be.
             pcfg = self.config.providers.get(active[0])
             if pcfg is not None and pcfg.enabled and self.health.usable(active[0]):
@@ -149,6 +173,8 @@ class Router:
         if rule.skill and not set(rule.skill) & set(facts.skills):
             return False
         if rule.image is not None and rule.image != facts.image:
+            return False
+        if rule.persona and facts.persona not in rule.persona:
             return False
         if facts.input_tokens < rule.min_input_tokens:
             return False

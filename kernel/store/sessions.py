@@ -195,6 +195,28 @@ class SessionTables(Database):
 
         await self._write("update session meta", op)
 
+    async def merge_meta(self, session_id: int, changes: dict[str, Any]) -> dict[str, Any]:
+        """Set keys of the session's meta (a None value removes the key) in one write,
+        so two changes to different keys never undo each other; returns the new meta."""
+
+        def op(conn: sqlite3.Connection) -> dict[str, Any]:
+            row = conn.execute("SELECT meta FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"session {session_id} does not exist")
+            meta = _load_meta(row[0])
+            for key, value in changes.items():
+                if value is None:
+                    meta.pop(key, None)
+                else:
+                    meta[key] = value
+            conn.execute(
+                "UPDATE sessions SET meta = ? WHERE id = ?",
+                (dump_json(meta, "session meta"), session_id),
+            )
+            return meta
+
+        return await self._write("merge session meta", op)
+
     # ------------------------------------------------------------------ messages
 
     async def append_messages(self, session_id: int, messages: Sequence[Message]) -> list[int]:
@@ -363,15 +385,19 @@ def _fetch_session(conn: sqlite3.Connection, session_id: int) -> SessionRow | No
     return None if row is None else _session_from_row(row)
 
 
-def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
-    sid, channel, title, meta_json, created_at, updated_at, count, user_id, external_id = row
+def _load_meta(meta_json: Any) -> dict[str, Any]:
     try:
         meta = json.loads(meta_json)
-    except ValueError:
-        meta = None
-    if not isinstance(meta, dict):
+    except (TypeError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
+    sid, channel, title, meta_json, created_at, updated_at, count, user_id, external_id = row
+    meta = _load_meta(meta_json)
+    if not meta and meta_json not in ("{}", None):
         log.warning("session %d has unreadable meta; using {}", sid)
-        meta = {}
     return SessionRow(
         id=int(sid),
         channel=str(channel),

@@ -19,8 +19,8 @@ from kernel.core.usage import Usage
 from kernel.store.database import last_id, parse_stamp, stamp
 from kernel.store.db import Store
 
-Purpose = Literal["turn", "cron", "title", "api", "sampling", "speech"]
-PURPOSES: tuple[str, ...] = ("turn", "cron", "title", "api", "sampling", "speech")
+Purpose = Literal["turn", "cron", "title", "api", "sampling", "speech", "subagent"]
+PURPOSES: tuple[str, ...] = ("turn", "cron", "title", "api", "sampling", "speech", "subagent")
 GroupBy = Literal["model", "provider", "channel", "job", "purpose", "session", "day"]
 GROUPS: tuple[str, ...] = ("model", "provider", "channel", "job", "purpose", "session", "day")
 

@@ -23,6 +23,7 @@ from kernel.core import i18n
 from kernel.core.asks import Answer, AskOutcome
 from kernel.core.errors import ToolError
 from kernel.core.messages import ImageBlock, ToolSpec
+from kernel.core.turns import Turn
 from kernel.tools import schema
 from kernel.tools.arguments import check as check_arguments
 from kernel.tools.repair import repair_arguments, resolve_tool_name
@@ -50,6 +51,16 @@ class ToolContext:
     progress: Callable[[str], None] | None = None
     tool_call_id: str = ""
     ask: Ask | None = None  # put a question to the owner; None where nobody can answer
+    # The chat's persona and project (issue 18; "" none) and the project's working
+    # folder (absolute; "" none): where delegate_to_cli runs by default.
+    persona: str = ""
+    project: str = ""
+    folder: str = ""
+    # The memory scopes this chat sees, and where a new memory goes by default.
+    memory_scopes: tuple[str, ...] = ("global",)
+    memory_scope: str = "global"
+    depth: int = 0  # 1 inside a sub-agent's run
+    turn: Turn | None = None  # the running turn (its id, and where usage is counted)
 
 
 @dataclass

@@ -1,0 +1,214 @@
+"""A chat's persona and project (issue 18), and what they make of a turn.
+
+A session keeps its persona and project in its ``meta`` (``"persona"``, ``"project"``:
+a name; absent: none). A conversation's current choice, the one a new session inherits
+(``/new``, a restart), is a setting ``chat.persona:<conversation>``. A conversation named
+by its session (``session:<id>``, the sidecar's chats) has only the session's own.
+
+:class:`Outlook` is what shapes one turn besides its input: the persona, the project, or a
+sub-agent's profile (its prompt replaces SOUL.md), and the depth.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernel.agent.sessions import SESSION_PREFIX, Sessions
+from kernel.config import Config, parse_ref
+from kernel.core.errors import ProfileError
+from kernel.core.i18n import t
+from kernel.profiles import Profile, ProfileLibrary, Profiles
+from kernel.routing import Choice
+from kernel.store.db import Store
+
+PERSONA = "persona"
+PROJECT = "project"
+GLOBAL_SCOPE = "global"
+SUBAGENT_TOOL = "delegate_task"  # never offered at depth ≥ 1
+
+
+@dataclass(frozen=True, slots=True)
+class ChatScope:
+    persona: str = ""  # "" none
+    project: str = ""
+
+    @classmethod
+    def of_meta(cls, meta: dict[str, Any]) -> ChatScope:
+        return cls(_name(meta.get(PERSONA)), _name(meta.get(PROJECT)))
+
+
+@dataclass(frozen=True, slots=True)
+class Outlook:
+    """What shapes a turn besides its input. ``agent``: a sub-agent's run (its body is
+    the system prompt; no SOUL.md, no recalled memories); ``max_tool_calls``: its cap
+    (None: ``general.max_tool_calls``)."""
+
+    persona: Profile | None = None
+    project: Profile | None = None
+    agent: Profile | None = None
+    depth: int = 0
+    max_tool_calls: int | None = None
+
+    @property
+    def allow_list(self) -> Profile | None:
+        """The profile whose ``tools`` limit the turn (the sub-agent's, else the persona's)."""
+        return self.agent or self.persona
+
+    def allows(self, tool: str) -> bool:
+        if self.depth >= 1 and tool == SUBAGENT_TOOL:
+            return False
+        chooser = self.allow_list
+        return chooser is None or chooser.allows(tool)
+
+    @property
+    def model(self) -> str:
+        """The profile's model reference ("" none)."""
+        chooser = self.allow_list
+        return chooser.model if chooser is not None else ""
+
+    @property
+    def reasoning(self) -> str | int | None:
+        chooser = self.allow_list
+        return chooser.reasoning if chooser is not None else None
+
+    @property
+    def choice(self) -> Choice | None:
+        """The profile's model and reasoning, for the router (None: it sets neither)."""
+        if not self.model and self.reasoning is None:
+            return None
+        return Choice(self.model, self.reasoning, "agent" if self.agent else "persona")
+
+    @property
+    def memory_scopes(self) -> tuple[str, ...]:
+        scopes = [GLOBAL_SCOPE]
+        if self.project is not None:
+            scopes.append(f"project:{self.project.name}")
+        if self.persona is not None:
+            scopes.append(f"persona:{self.persona.name}")
+        return tuple(scopes)
+
+    @property
+    def memory_scope(self) -> str:
+        """Where a new memory goes by default: the project's, when one is active."""
+        return f"project:{self.project.name}" if self.project is not None else GLOBAL_SCOPE
+
+
+def project_folder(project: Profile | None, base: Path) -> str:
+    """The project's working folder, absolute (``~`` expanded, relative to config.toml's
+    folder); "" when it names none."""
+    if project is None or not project.folder:
+        return ""
+    path = Path(os.path.expanduser(project.folder))
+    return str(path if path.is_absolute() else base / path)
+
+
+class Scopes:
+    """Reads and changes chats' personas and projects."""
+
+    def __init__(self, config: Config, store: Store, sessions: Sessions, profiles: Profiles):
+        self.config = config
+        self.store = store
+        self.sessions = sessions
+        self.profiles = profiles
+
+    @staticmethod
+    def _setting(kind: str, conversation: str) -> str:
+        return f"chat.{kind}:{conversation}"
+
+    async def inherited(self, conversation: str) -> ChatScope:
+        """What a new session of this conversation starts with."""
+        if conversation.startswith(SESSION_PREFIX):
+            return ChatScope()
+        persona = await self.store.get_setting(self._setting(PERSONA, conversation))
+        project = await self.store.get_setting(self._setting(PROJECT, conversation))
+        return ChatScope(persona or "", project or "")
+
+    async def of_session(self, session_id: int) -> ChatScope:
+        row = await self.store.get_session(session_id)
+        return ChatScope.of_meta(row.meta if row is not None else {})
+
+    async def current(self, conversation: str) -> ChatScope:
+        """The scope of the conversation's session, or what a new one would inherit."""
+        session_id = self.sessions.current_session(conversation)
+        if session_id is not None:
+            return await self.of_session(session_id)
+        return await self.inherited(conversation)
+
+    async def set(self, conversation: str, kind: str, name: str | None) -> Profile | None:
+        """Switch the conversation's persona or project (None: none); its current session
+        too. Raises BusyError while its turn runs, ProfileError for a name that is not a
+        usable profile (or a persona whose model is not configured)."""
+        self.sessions.guard_idle(conversation)
+        profile = await self.check(kind, name)
+        value = profile.name if profile is not None else ""
+        if not conversation.startswith(SESSION_PREFIX):
+            key = self._setting(kind, conversation)
+            if value:
+                await self.store.set_setting(key, value)
+            else:
+                await self.store.delete_setting(key)
+        session_id = self.sessions.current_session(conversation)
+        if session_id is not None:
+            await self.store.merge_meta(session_id, {kind: value or None})
+        return profile
+
+    async def set_session(self, session_id: int, kind: str, name: str | None) -> Profile | None:
+        """The same for one session named by id (the sidecar's chats)."""
+        self.sessions.guard_idle(f"{SESSION_PREFIX}{session_id}")
+        profile = await self.check(kind, name)
+        value = profile.name if profile is not None else None
+        await self.store.merge_meta(session_id, {kind: value})
+        return profile
+
+    async def check(self, kind: str, name: str | None) -> Profile | None:
+        if not name:
+            return None
+        library = self.profiles.personas if kind == PERSONA else self.profiles.projects
+        profile = await library.get(name)
+        problem = self.model_problem(profile)
+        if problem:
+            raise ProfileError("profile_invalid", problem, {"kind": kind, "name": name})
+        return profile
+
+    def model_problem(self, profile: Profile) -> str:
+        """Why the profile's model cannot be used ("" when it can, or names none)."""
+        if not profile.model:
+            return ""
+        provider, model = parse_ref(profile.model)
+        pcfg = self.config.providers.get(provider)
+        if pcfg is None:
+            names = ", ".join(self.config.providers) or "-"
+            return t(
+                "profile.bad_model_provider", name=profile.name, ref=profile.model, providers=names
+            )
+        if model and pcfg.resolve(model) is None:
+            return t(
+                "profile.bad_model",
+                name=profile.name,
+                ref=profile.model,
+                models=", ".join(pcfg.models) or "-",
+            )
+        return ""
+
+    async def outlook(self, scope: ChatScope) -> Outlook:
+        """The profiles a turn in ``scope`` works with. A profile deleted or broken
+        since it was chosen is left out (the turn goes on without it, logged by the
+        caller through ``missing``)."""
+        persona = await self._usable(self.profiles.personas, scope.persona)
+        project = await self._usable(self.profiles.projects, scope.project)
+        return Outlook(persona=persona, project=project)
+
+    async def _usable(self, library: ProfileLibrary, name: str) -> Profile | None:
+        if not name:
+            return None
+        profile = await library.find(name)
+        if profile is None or not profile.usable or self.model_problem(profile):
+            return None
+        return profile
+
+
+def _name(value: object) -> str:
+    return value if isinstance(value, str) else ""
