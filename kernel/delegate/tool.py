@@ -64,7 +64,7 @@ def register(registry: ToolRegistry, delegator: Delegator) -> None:
     ) -> dict[str, Any]:
         context = extra.get(CONTEXT_ARG)
         conversation = context.conversation if isinstance(context, ToolContext) else ""
-        folder = getattr(context, "folder", "") if isinstance(context, ToolContext) else ""
+        folder = context.folder if isinstance(context, ToolContext) else ""
         return await delegator.delegate(
             task, cwd, cli or default, conversation=conversation, folder=folder
         )

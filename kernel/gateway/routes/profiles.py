@@ -18,8 +18,9 @@ from pydantic import AfterValidator, Field
 from kernel.core.errors import ProfileError
 from kernel.core.i18n import t
 from kernel.gateway.api import Router, json_response, kernel_of, path_param, read_model
+from kernel.gateway.routes.chats import CHAT_ID, require_chat
 from kernel.gateway.schema import BodyModel, Shape, Text, documented, expecting, refuse
-from kernel.profiles import FOLDERS, Kind, Profile, ProfileLibrary, Profiles, parse_reasoning
+from kernel.profiles import FOLDERS, Kind, Profile, ProfileLibrary, parse_reasoning
 from kernel.profiles.library import MAX_DESCRIPTION, MAX_PROFILE_BYTES
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ NAME = path_param("name", "letters, digits, - and _")
 
 
 def library(kernel: Kernel, kind: Kind) -> ProfileLibrary:
-    return Profiles.beside(kernel.config.base_dir).of(kind)
+    return kernel.agent.profiles.of(kind)
 
 
 def profile_json(profile: Profile) -> dict[str, Any]:
@@ -234,3 +235,41 @@ def _routes(kind: Kind, new: type[NewPersona | NewProject], change: type[BodyMod
 
 _routes("persona", NewPersona, PersonaChange)
 _routes("project", NewProject, ProjectChange)
+
+
+@router.put(
+    "/chats/{chat_id}/scope",
+    summary='Set a chat\'s persona and/or project (a name, or "" for none)',
+    params=(CHAT_ID,),
+    body=ScopeBody,
+    response=ChatScopeInfo,
+    errors=(404, 409),
+)
+async def set_chat_scope(request: web.Request) -> web.Response:
+    """Both names are checked before either changes; 409 ``session_busy`` while the
+    chat's turn runs, ``profile_invalid`` for a broken file or a model not configured."""
+    kernel = kernel_of(request)
+    chat_id = request.match_info["chat_id"]
+    row = await require_chat(kernel, chat_id)
+    body = await read_model(request, ScopeBody)
+    agent = kernel.agent
+    for kind, name in (("persona", body.persona), ("project", body.project)):
+        if name:
+            await agent.scopes.check(kind, name)
+    scope = await agent.set_session_scope(row.id, persona=body.persona, project=body.project)
+    return json_response({"id": chat_id, "persona": scope.persona, "project": scope.project})
+
+
+@router.get(
+    "/chats/{chat_id}/scope",
+    summary="A chat's persona and project",
+    params=(CHAT_ID,),
+    response=ChatScopeInfo,
+    errors=(404,),
+)
+async def get_chat_scope(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    chat_id = request.match_info["chat_id"]
+    row = await require_chat(kernel, chat_id)
+    scope = await kernel.agent.session_scope(row.id)
+    return json_response({"id": chat_id, "persona": scope.persona, "project": scope.project})
