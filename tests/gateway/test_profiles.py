@@ -173,3 +173,53 @@ async def test_a_broken_file_is_listed_with_its_problem_and_can_be_fixed(
     status, data, _ = await sc.call("PUT", "/agent/personas/typo", fix)
     assert status == 200 and data["usable"] is True, data
     assert data["body"] == "Be brief." and data["tools"] == ["web_search"]
+
+
+async def test_a_chats_scope_is_set_over_http_both_names_checked_first(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    await sc.call("POST", "/agent/personas", PERSONA)
+    await sc.call("POST", "/agent/projects", {"name": "site", "description": "the site"})
+    status, chat, _ = await sc.call("POST", "/chats", {"session_id": "s1"})
+    assert status == 201
+    path = f"/chats/{chat['id']}/scope"
+
+    status, data, _ = await sc.call("PUT", path, {"persona": "tutor"})
+    assert status == 200 and data == {"id": chat["id"], "persona": "tutor", "project": ""}
+    status, data, _ = await sc.call("PUT", path, {"project": "site"})
+    assert data == {"id": chat["id"], "persona": "tutor", "project": "site"}
+    status, data, _ = await sc.call("GET", f"/chats/{chat['id']}")
+    assert data["meta"]["persona"] == "tutor" and data["meta"]["project"] == "site"
+    # The other chats are untouched.
+    status, data, _ = await sc.call("GET", "/chats/chat-default/scope")
+    assert status == 200 and data == {"id": "chat-default", "persona": "", "project": ""}
+
+    # One name unknown: nothing changes, the refusal names the ones there are.
+    status, data, _ = await sc.call("PUT", path, {"persona": "", "project": "nope"})
+    assert status == 404 and data["error"]["code"] == "profile_not_found"
+    assert data["error"]["details"]["available"] == ["site"]
+    status, data, _ = await sc.call("GET", path)
+    assert (data["persona"], data["project"]) == ("tutor", "site")
+
+    status, data, _ = await sc.call("PUT", path, {"persona": ""})
+    assert data == {"id": chat["id"], "persona": "", "project": "site"}
+    status, data, _ = await sc.call("PUT", path, {"persona": "../x"})
+    assert status == 404 and data["error"]["code"] == "profile_not_found"
+    status, data, _ = await sc.call("PUT", "/chats/chat-999/scope", {"persona": "tutor"})
+    assert status == 404
+    status, data, _ = await sc.call("PUT", path, {"persona": 5})
+    assert status == 400 and data["error"]["details"]["field"] == "persona"
+
+
+async def test_a_persona_naming_an_unconfigured_model_is_refused_at_switch_time(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    body = {**PERSONA, "model": "nowhere:model-z"}
+    status, data, _ = await sc.call("POST", "/agent/personas", body)
+    assert status == 201  # the file is fine; the model is this config's matter
+    assert data["usable"] is False and "nowhere" in data["problem"]
+    status, data, _ = await sc.call("PUT", "/chats/chat-default/scope", {"persona": "tutor"})
+    assert status == 409 and data["error"]["code"] == "profile_invalid"
+    assert "nowhere" in data["error"]["message"]

@@ -129,10 +129,12 @@ def library(kernel: Kernel, kind: Kind) -> ProfileLibrary:
     return kernel.agent.profiles.of(kind)
 
 
-def profile_json(profile: Profile) -> dict[str, Any]:
+def profile_json(kernel: Kernel, profile: Profile) -> dict[str, Any]:
+    """``problem`` also says when a persona's model is not configured here."""
     out = profile.as_json()
-    out["usable"] = profile.usable
-    out["problem"] = profile.problem or None
+    problem = profile.problem or kernel.agent.scopes.model_problem(profile)
+    out["usable"] = not problem
+    out["problem"] = problem or None
     out["size"] = profile.size
     out["modified"] = profile.modified.isoformat(timespec="seconds") if profile.modified else None
     return out
@@ -156,26 +158,30 @@ def _routes(kind: Kind, new: type[NewPersona | NewProject], change: type[BodyMod
     words = kind
 
     async def listing(request: web.Request) -> web.Response:
-        found = await library(kernel_of(request), kind).all()
-        return json_response({plural: [profile_json(p) for p in found]})
+        kernel = kernel_of(request)
+        found = await library(kernel, kind).all()
+        return json_response({plural: [profile_json(kernel, p) for p in found]})
 
     async def create(request: web.Request) -> web.Response:
         body = await read_model(request, new)
         profile = _changed(Profile(kind, body.name), body)
-        saved = await library(kernel_of(request), kind).save(profile, create=True)
-        return json_response(profile_json(saved), 201)
+        kernel = kernel_of(request)
+        saved = await library(kernel, kind).save(profile, create=True)
+        return json_response(profile_json(kernel, saved), 201)
 
     async def read(request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        lib = library(kernel_of(request), kind)
+        kernel = kernel_of(request)
+        lib = library(kernel, kind)
         profile = await lib.find(name)
         if profile is None:
             raise await lib.unknown(name)
-        return json_response(profile_json(profile))
+        return json_response(profile_json(kernel, profile))
 
     async def update(request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        lib = library(kernel_of(request), kind)
+        kernel = kernel_of(request)
+        lib = library(kernel, kind)
         body = await read_model(request, change)
         current = await lib.find(name)
         if current is None:
@@ -183,7 +189,7 @@ def _routes(kind: Kind, new: type[NewPersona | NewProject], change: type[BodyMod
         # A broken file is rewritten from what could be read of it and the change.
         profile = _changed(replace(current, problem=""), body)  # type: ignore[arg-type]
         saved = await lib.save(profile, create=False)
-        return json_response(profile_json(saved))
+        return json_response(profile_json(kernel, saved))
 
     async def delete(request: web.Request) -> web.Response:
         name = request.match_info["name"]
