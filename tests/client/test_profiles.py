@@ -76,3 +76,35 @@ async def test_projects_take_a_folder_and_refusals_exit_1(
     assert caught.value.code == "profile_not_found" and "site" in str(caught.value)
     with pytest.raises(SystemExit):  # projects have no allow-list
         _parser().parse_args(["projects", "add", "x", "--description", "d", "--tools", "a"])
+
+
+async def test_kernel_chat_through_the_sidecar_lists_and_switches(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    from kernel.client.chat import run_remote_chat
+
+    sc = await sidecar(anthropic_sim, api_key=API_KEY)
+    await run(sc, "personas", "add", "editor", "--description", "tightens prose")
+    await run(sc, "projects", "add", "site", "--description", "the site", "--folder", "/srv/s")
+    lines = "/persona\n/persona editor\n/persona\n/persona nobody\n/project site\n/persona off\n"
+    out, err = io.StringIO(), io.StringIO()
+    client = Client(sc.url, API_KEY)
+    code = await asyncio.to_thread(run_remote_chat, client, io.StringIO(lines), out, err)
+    assert code == 0, err.getvalue()
+    said = out.getvalue().splitlines()
+    assert said[:2] == [
+        "Personas (/persona NAME switches, /persona off for none):",
+        "• editor — tightens prose",
+    ]
+    assert said[2] == "Current: none"
+    assert said[3] == "Persona: editor — tightens prose"
+    assert said[5] == "▶ editor — tightens prose" and said[6] == "Current: editor"
+    assert said[7].startswith("✗ there is no persona called nobody (available: editor")
+    assert said[8:] == [
+        "Project: site — the site",
+        "Working folder: /srv/s (delegate_to_cli runs here by default)",
+        "No persona now: SOUL.md alone",
+    ]
+    _, scope, _ = await sc.call("GET", "/chats/chat-default/scope")
+    assert scope == {"id": "chat-default", "persona": "", "project": "site"}
+    assert anthropic_sim.requests == []  # no command reached the model
