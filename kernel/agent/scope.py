@@ -11,8 +11,9 @@ sub-agent's profile (its prompt replaces SOUL.md), and the depth.
 
 from __future__ import annotations
 
+import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from kernel.core.i18n import t
 from kernel.profiles import Profile, ProfileLibrary, Profiles
 from kernel.routing import Choice
 from kernel.store.db import Store
+
+log = logging.getLogger(__name__)
 
 PERSONA = "persona"
 PROJECT = "project"
@@ -194,9 +197,10 @@ class Scopes:
         return ""
 
     async def outlook(self, scope: ChatScope) -> Outlook:
-        """The profiles a turn in ``scope`` works with. A profile deleted or broken
-        since it was chosen is left out (the turn goes on without it, logged by the
-        caller through ``missing``)."""
+        """The profiles a turn in ``scope`` works with. A profile deleted since it was
+        chosen is left out; one whose file is broken raises ProfileError (going on
+        without it would lift its allow-list); a model that is no longer configured is
+        ignored (logged), the rest of the persona applies."""
         persona = await self._usable(self.profiles.personas, scope.persona)
         project = await self._usable(self.profiles.projects, scope.project)
         return Outlook(persona=persona, project=project)
@@ -205,8 +209,14 @@ class Scopes:
         if not name:
             return None
         profile = await library.find(name)
-        if profile is None or not profile.usable or self.model_problem(profile):
+        if profile is None:
+            log.info("the chat's %s is gone; going on without it", library.kind)
             return None
+        if profile.problem:
+            await library.get(name)  # raises ProfileError naming the problem
+        if self.model_problem(profile):
+            log.warning("the %s's model is not configured; using the usual one", library.kind)
+            return replace(profile, model="")
         return profile
 
 

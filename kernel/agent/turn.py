@@ -39,6 +39,7 @@ from kernel.core.errors import (
     BudgetExceededError,
     InputRefusedError,
     KernelError,
+    ProfileError,
     ProviderAuthError,
     ProviderError,
     SkillError,
@@ -213,9 +214,9 @@ class TurnRun:
                 # Nothing was sent: the owner's message is set aside, or it would be sent
                 # again glued to the next one (a cron job's prompt, once per skipped run).
                 await self.set_aside(event)
-        except SkillError as exc:
-            # Refused before anything was stored or sent: the owner fixes the name and
-            # sends again (the text names the skills there are).
+        except (SkillError, ProfileError) as exc:
+            # Refused before anything was stored or sent: the owner fixes the name (or
+            # the persona's file) and sends again (the text names what there is).
             self.turn.emit(ErrorEvent(self.step, exc.code, str(exc)))
         except ProviderAuthError as exc:
             self.error = exc.code
@@ -261,6 +262,14 @@ class TurnRun:
             )
             conv.session_id = row.id
         self.session_id = conv.session_id
+        session = await parts.store.get_session(self.session_id)
+        meta = session.meta if session else {}
+        self.guest_tools = user_input.guest_tools if user_input.guest else None
+        if not self._given_outlook and not user_input.guest:
+            # A broken persona or project file refuses the turn before anything is
+            # stored or sent: going on without it would lift its allow-list silently.
+            self.outlook = await parts.scopes.outlook(ChatScope.of_meta(meta))
+        outlook = self.outlook
         history = await parts.store.load_messages(
             self.session_id, rounds=max(cfg.general.context_rounds - 1, 1)
         )
@@ -276,12 +285,6 @@ class TurnRun:
         working = repair_history([*history, user_message])
         # The turn's own message: the volatile context (memories, time) goes with it.
         anchor = len(working) - 1
-        self.guest_tools = user_input.guest_tools if user_input.guest else None
-        session = await parts.store.get_session(self.session_id)
-        meta = session.meta if session else {}
-        if not self._given_outlook and not user_input.guest:
-            self.outlook = await parts.scopes.outlook(ChatScope.of_meta(meta))
-        outlook = self.outlook
         system, context = split_layers(
             await parts.prompt.layers(
                 user_input.text, guest_tools=self.guest_tools, outlook=outlook

@@ -1,0 +1,214 @@
+"""A chat's persona in real turns (issue 18): its instructions layered over SOUL.md, its
+allow-list limiting what is offered AND what runs, its model and reasoning routed, and
+its name as a routing-rule condition. Personas are files the test writes beside
+config.toml, as the owner would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernel.agent.agent import UserInput
+from kernel.app import Kernel
+from kernel.core.errors import ProfileError
+from kernel.core.events import Completed, ErrorEvent
+from tests.conftest import KernelFactory
+from tests.routing.kit import FALLBACK, reply_of, two_models
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Reply, Text, ToolUse, text_reply
+
+CONV = "console:persona"
+
+
+def write_profile(kernel_or_base: Kernel | Path, folder: str, name: str, text: str) -> Path:
+    base = kernel_or_base.config.base_dir if isinstance(kernel_or_base, Kernel) else kernel_or_base
+    path = base / folder / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+READER = """---
+name: reader
+description: reads memories, changes nothing
+tools: [memory_search, ask_*]
+---
+Answer like a librarian: short and exact.
+"""
+
+
+async def test_the_allow_list_limits_what_is_offered_and_what_runs(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    write_profile(kernel, "personas", "reader", READER)
+    row, _ = await kernel.memories.add("The owner's bike is blue")
+    await kernel.agent.set_persona(CONV, "reader")
+    # The model asks for a tool outside the list (one that would delete a memory).
+    anthropic_sim.enqueue(
+        Reply(Text("Let me tidy."), ToolUse("memory_delete", {"id": row.id})),
+        text_reply("I cannot do that here."),
+    )
+    final = await kernel.agent.start_turn(CONV, UserInput("forget my bike")).wait()
+
+    assert isinstance(final, Completed)
+    first = anthropic_sim.requests[0].body
+    assert sorted(t["name"] for t in first["tools"]) == ["ask_user", "memory_search"]
+    system = json.dumps(first["system"], ensure_ascii=False)
+    assert "Answer like a librarian" in system
+    assert system.index("Answer like a librarian") > system.index("Kernel")  # over SOUL.md
+    result = anthropic_sim.requests[1].body["messages"][-1]["content"][0]
+    assert result["is_error"] is True and "reader" in result["content"]
+    assert [m.id for m in await kernel.store.list_memories()] == [row.id]  # never ran
+
+    # Another chat has no persona: every tool, no librarian.
+    anthropic_sim.enqueue(text_reply("hi"))
+    await kernel.agent.start_turn("console:other", UserInput("hi")).wait()
+    other = anthropic_sim.requests[2].body
+    assert "memory_delete" in [t["name"] for t in other["tools"]]
+    assert "librarian" not in json.dumps(other["system"], ensure_ascii=False)
+
+
+async def test_a_new_session_inherits_the_persona_and_off_clears_it(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    write_profile(kernel, "personas", "reader", READER)
+    await kernel.agent.set_persona(CONV, "reader")
+    anthropic_sim.enqueue(text_reply("one"), text_reply("two"), text_reply("three"))
+    await kernel.agent.start_turn(CONV, UserInput("a")).wait()
+    first_session = kernel.agent.current_session(CONV)
+    kernel.agent.new_session(CONV)
+    await kernel.agent.start_turn(CONV, UserInput("b")).wait()
+    assert kernel.agent.current_session(CONV) != first_session
+    assert "librarian" in json.dumps(anthropic_sim.requests[1].body["system"], ensure_ascii=False)
+    assert (await kernel.agent.chat_scope(CONV)).persona == "reader"
+
+    await kernel.agent.set_persona(CONV, None)
+    await kernel.agent.start_turn(CONV, UserInput("c")).wait()
+    assert "librarian" not in json.dumps(anthropic_sim.requests[2].body["system"])
+    assert (await kernel.agent.chat_scope(CONV)).persona == ""
+
+
+async def test_unknown_and_broken_personas_are_refused_by_name(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    write_profile(kernel, "personas", "reader", READER)
+    write_profile(kernel, "personas", "typo", "---\nname: typo\ndescription: x\ntool: [a]\n---\n")
+    write_profile(
+        kernel,
+        "personas",
+        "elsewhere",
+        "---\nname: elsewhere\ndescription: x\nmodel: nope:m\n---\n",
+    )
+    with pytest.raises(ProfileError) as unknown:
+        await kernel.agent.set_persona(CONV, "writer")
+    assert "writer" in str(unknown.value) and "reader" in str(unknown.value)
+    with pytest.raises(ProfileError) as typo:
+        await kernel.agent.set_persona(CONV, "typo")
+    assert "tool" in str(typo.value)  # the misspelt key is named, never ignored
+    with pytest.raises(ProfileError) as model:
+        await kernel.agent.set_persona(CONV, "elsewhere")
+    assert "nope:m" in str(model.value) and "main" in str(model.value)
+    assert (await kernel.agent.chat_scope(CONV)).persona == ""
+
+
+async def test_a_persona_deleted_after_it_was_chosen_leaves_the_chat_working(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    path = write_profile(kernel, "personas", "reader", READER)
+    await kernel.agent.set_persona(CONV, "reader")
+    path.unlink()
+    anthropic_sim.enqueue(text_reply("still here"))
+    final = await kernel.agent.start_turn(CONV, UserInput("hi")).wait()
+    assert isinstance(final, Completed) and final.reply == "still here"
+    assert "memory_delete" in [t["name"] for t in anthropic_sim.requests[0].body["tools"]]
+
+
+async def test_the_personas_model_and_reasoning_win_over_the_rules(tmp_path: Path) -> None:
+    rules = [{"name": "everything to main", "pattern": ".", "primary": "main:model-a"}]
+    async with two_models(tmp_path, rules=rules) as pair:
+        write_profile(
+            tmp_path,
+            "personas",
+            "cheap",
+            f"---\nname: cheap\ndescription: the small model\nmodel: {FALLBACK}\n---\nBe brief.\n",
+        )
+        await pair.kernel.agent.set_persona(CONV, "cheap")
+        pair.backup.enqueue(text_reply("from backup"))
+        events = await pair.turn("hello", CONV)
+        assert reply_of(events) == "from backup"
+        assert not pair.main.requests and len(pair.backup.requests) == 1
+        decision = await pair.last_decision()
+        assert decision.why == "persona" and decision.chosen == FALLBACK
+
+        # Without the persona the rule decides again.
+        await pair.kernel.agent.set_persona(CONV, None)
+        pair.main.enqueue(text_reply("from main"))
+        assert reply_of(await pair.turn("hello", CONV)) == "from main"
+        assert (await pair.last_decision()).why == "rule"
+
+
+async def test_a_rule_can_match_the_persona(tmp_path: Path) -> None:
+    rules = [{"name": "reader to backup", "persona": ["reader"], "primary": FALLBACK}]
+    async with two_models(tmp_path, rules=rules) as pair:
+        write_profile(tmp_path, "personas", "reader", READER)
+        pair.main.enqueue(text_reply("main answers"))
+        assert reply_of(await pair.turn("hi", CONV)) == "main answers"
+        await pair.kernel.agent.set_persona(CONV, "reader")
+        pair.backup.enqueue(text_reply("backup answers"))
+        assert reply_of(await pair.turn("hi", CONV)) == "backup answers"
+        decision = await pair.last_decision()
+        assert decision.why == "rule" and decision.rule == "reader to backup"
+
+
+async def test_the_personas_reasoning_reaches_the_wire(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    write_profile(
+        kernel,
+        "personas",
+        "deep",
+        "---\nname: deep\ndescription: thinks\nreasoning: high\n---\nThink it through.\n",
+    )
+    await kernel.agent.set_persona(CONV, "deep")
+    anthropic_sim.enqueue(text_reply("done"))
+    await kernel.agent.start_turn(CONV, UserInput("prove it")).wait()
+    body = anthropic_sim.requests[0].body
+    assert body.get("thinking", {}).get("type") == "adaptive"
+    assert body.get("output_config", {}).get("effort") == "high"
+
+
+async def test_a_persona_broken_after_it_was_chosen_refuses_the_turn_by_name(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    path = write_profile(kernel, "personas", "reader", READER)
+    await kernel.agent.set_persona(CONV, "reader")
+    path.write_text(READER.replace("tools:", "tool:"), encoding="utf-8")  # a typo
+    final = await kernel.agent.start_turn(CONV, UserInput("forget my bike")).wait()
+
+    assert isinstance(final, ErrorEvent) and final.code == "profile_invalid"
+    assert "reader" in final.message and "tool" in final.message
+    assert not anthropic_sim.requests  # nothing sent without its allow-list
+    session = kernel.agent.current_session(CONV)
+    assert session is not None and not await kernel.store.load_messages(session)
+
+
+async def test_a_personas_model_no_longer_configured_is_ignored_not_the_persona(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim)
+    path = write_profile(kernel, "personas", "reader", READER)
+    await kernel.agent.set_persona(CONV, "reader")
+    path.write_text(READER.replace("tools:", "model: gone:model\ntools:"), encoding="utf-8")
+    anthropic_sim.enqueue(text_reply("ok"))
+    final = await kernel.agent.start_turn(CONV, UserInput("hi")).wait()
+    assert isinstance(final, Completed) and final.reply == "ok"
+    first = anthropic_sim.requests[0].body
+    assert sorted(t["name"] for t in first["tools"]) == ["ask_user", "memory_search"]
