@@ -50,22 +50,20 @@ async def listing(agent: Agent, conversation: str, kind: Kind) -> Reply:
     found = await agent.profiles.of(kind).all()
     scope = await agent.chat_scope(conversation)
     current = scope.persona if kind == PERSONA else scope.project
-    if not found:
+    if not found and not current:
         return Reply(t(f"{kind}.none", folder=FOLDERS[kind]))
     lines = [t(f"{kind}.list_header")]
     choices: list[Choice] = []
-    usable = set()
     for profile in found:
         problem = profile.problem or agent.scopes.model_problem(profile)
         if problem:
             lines.append(t("profile.line_unusable", name=profile.name, problem=problem))
             continue
-        usable.add(profile.name)
         mark = "▶" if profile.name == current else "•"
         lines.append(f"{mark} {profile.name} — {profile.description}")
         if profile.name != current:
             choices.append(Choice(profile.name, f"/{kind} {profile.name}"))
-    if current and current not in usable:
+    if current and current not in {p.name for p in found}:
         lines.append(t("profile.line_gone", name=current))
     lines.append(t("profile.line_current", name=current or t("profile.current_none")))
     if current:

@@ -120,6 +120,21 @@ async def test_unknown_broken_and_unconfigured_personas_are_refused(
     text, error = await say(commands, A, "/project nope")
     assert error and "notes, site" in text
 
+    await say(commands, A, "/persona pirate")
+    remove(tmp_path / "personas" / "pirate.md")
+    text, _ = await say(commands, A, "/persona")
+    lines = text.splitlines()
+    assert lines[-2:] == [
+        "(the current pirate was deleted: this chat goes on without it)",
+        "Current: pirate",
+    ]
+    text, error = await say(commands, A, "/persona off")
+    assert not error and (await kernel.agent.chat_scope(A)).persona == ""
+
+
+def remove(path: Path) -> None:
+    path.unlink()
+
 
 async def test_the_choice_survives_a_restart(
     make_kernel: KernelFactory, anthropic_sim: AnthropicSim, tmp_path: Path
