@@ -21,6 +21,7 @@ from kernel.agent.sessions import SESSION_PREFIX, Sessions
 from kernel.config import Config, parse_ref
 from kernel.core.errors import ProfileError
 from kernel.core.i18n import t
+from kernel.memory import scopes as memory_scopes
 from kernel.profiles import Profile, ProfileLibrary, Profiles
 from kernel.routing import Choice
 from kernel.store.db import Store
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 
 PERSONA = "persona"
 PROJECT = "project"
-GLOBAL_SCOPE = "global"
 SUBAGENT_TOOL = "delegate_task"  # never offered at depth ≥ 1
 
 
@@ -86,17 +86,14 @@ class Outlook:
 
     @property
     def memory_scopes(self) -> tuple[str, ...]:
-        scopes = [GLOBAL_SCOPE]
-        if self.project is not None:
-            scopes.append(f"project:{self.project.name}")
-        if self.persona is not None:
-            scopes.append(f"persona:{self.persona.name}")
-        return tuple(scopes)
+        return memory_scopes.visible(
+            self.project.name if self.project else "", self.persona.name if self.persona else ""
+        )
 
     @property
     def memory_scope(self) -> str:
         """Where a new memory goes by default: the project's, when one is active."""
-        return f"project:{self.project.name}" if self.project is not None else GLOBAL_SCOPE
+        return memory_scopes.default(self.project.name if self.project else "")
 
 
 def project_folder(project: Profile | None, base: Path) -> str:

@@ -16,6 +16,7 @@ from kernel.commands.status import status_lines
 from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
+from kernel.memory import scopes
 from kernel.spend import build_report
 
 if TYPE_CHECKING:
@@ -234,14 +235,24 @@ class Commands:
     # ----- memory -------------------------------------------------------------------------
 
     async def remember(self, conversation: str, arg: str) -> Reply:
+        """Saved into the chat's project when one is active, else global."""
         if not arg:
             return Reply(t("tg.remember_usage"), error=True)
-        _, created = await self.kernel.memories.add(arg)
-        return Reply(t("tg.remembered" if created else "tg.remember_exists"))
+        chat = await self.agent.chat_scope(conversation)
+        row, created = await self.kernel.memories.add(arg, scope=scopes.default(chat.project))
+        if not created:
+            return Reply(t("tg.remember_exists"))
+        if row.scope == scopes.GLOBAL:
+            return Reply(t("tg.remembered"))
+        return Reply(t("tg.remembered_in", scope=scopes.word(row.scope)))
 
     async def memory(self, conversation: str, arg: str = "") -> Reply:
+        """The memories this chat sees (global, its project's, its persona's), each
+        with its scope."""
         memories = self.kernel.memories
-        rows = await memories.recent(MEMORY_LISTING)
+        chat = await self.agent.chat_scope(conversation)
+        visible = scopes.visible(chat.project, chat.persona)
+        rows = await memories.recent(MEMORY_LISTING, visible)
         self.memories_listed[conversation] = [r.id for r in rows]
         if not rows:
             return Reply(t("tg.memory_none"))
@@ -249,9 +260,10 @@ class Commands:
         for n, row in enumerate(rows, start=1):
             date = self.agent.local_time(row.created_at).strftime("%Y-%m-%d")
             category = f"[{t(f'memory.category.{row.category}')}] " if row.category else ""
-            lines.append(f"#{n} {date} {category}{row.text}")
+            where = t("tg.memory_scope", scope=scopes.word(row.scope))
+            lines.append(f"#{n} {date} {where} {category}{row.text}")
         if len(rows) == MEMORY_LISTING:
-            total = await memories.count()
+            total = await memories.count(visible)
             if total > len(rows):
                 lines.append(t("tg.memory_more", shown=len(rows), total=total))
         return Reply("\n".join(lines))

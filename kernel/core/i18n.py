@@ -235,6 +235,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "memory.category.feedback": "反馈",
         "memory.category.project": "项目",
         "memory.category.reference": "参考",
+        "memory.scope.global": "全局",
+        "memory.scope.project": "项目 {name}",
+        "memory.scope.persona": "角色 {name}",
+        "tg.remembered_in": "已记住，归入{scope}（/memory 查看全部）",
+        "tg.memory_scope": "（{scope}）",
         # MCP client
         "config.mcp_no_name": "{key} 为空：每个 [[mcp.servers]] 需要一个名字（用于工具名 mcp_<name>__<tool>）",
         "config.mcp_duplicate": "{key} = {name!r} 重复：每个 MCP server 的 name 必须唯一，请改名",
@@ -937,6 +942,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "memory.category.feedback": "feedback",
         "memory.category.project": "project",
         "memory.category.reference": "reference",
+        "memory.scope.global": "global",
+        "memory.scope.project": "project {name}",
+        "memory.scope.persona": "persona {name}",
+        "tg.remembered_in": "Remembered for {scope} (/memory lists them all)",
+        "tg.memory_scope": "({scope})",
         # MCP client
         "config.mcp_no_name": "{key} is empty: every [[mcp.servers]] needs a name (tools are named mcp_<name>__<tool>)",
         "config.mcp_duplicate": "{key} = {name!r} is used twice: MCP server names must be unique, rename one",

@@ -62,6 +62,8 @@ LIBRARY_FLOORS = {
     "mcp": logging.WARNING,  # DEBUG/INFO: JSON-RPC traffic (tool arguments, results)
     "aiohttp.access": logging.WARNING,  # request lines: paths and query strings
     "asyncio": logging.WARNING,
+    "trafilatura": logging.CRITICAL,  # web_fetch: warnings quote URLs and the page's text
+    "htmldate": logging.CRITICAL,
 }
 
 # Exceptions whose messages describe code (names, types), not data: kept as they are.

@@ -8,6 +8,10 @@ jieba loads on the first operation that needs tokens (search, recall, add with F
 never at start; listing, counting and deleting do not need it. Memories that are not in the
 full-text index yet (those there before the FTS5 migration, or added while FTS5 was
 unavailable) are indexed then, in batches, before the first search.
+
+Scopes (kernel/memory/scopes.py): a memory is added to one scope; every read takes
+``scopes``, the scopes the reader may see (None = all of them, as for the owner's own
+tools before issue 18), and the store filters by them in SQL.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from kernel.memory.remember import Fact
+from kernel.memory.scopes import GLOBAL, check_scope
 from kernel.memory.tokens import Tokenizer, fts_query
 from kernel.store.db import MemoryRow, Store
 from kernel.store.migrations import memory_key
@@ -62,65 +67,77 @@ class Memories:
         return [(memory_id, self.tokenizer.index_text(text)) for memory_id, text in rows]
 
     async def add(
-        self, text: str, category: str | None = None, scope: str = "global"
+        self, text: str, category: str | None = None, scope: str = GLOBAL
     ) -> tuple[MemoryRow, bool]:
-        """Save a fact; returns (row, created): the same fact again returns the first row.
-        Raises ValueError for empty text or an unknown category."""
+        """Save a fact in ``scope``; returns (row, created): the same fact again, in the
+        same scope or in global, returns the first row.
+        Raises ValueError for empty text, an unknown category or an invalid scope."""
+        check_scope(scope)
         if not text.strip():
             raise ValueError("memory text is empty")
         tokens = None
         if self.store.fts5_available:
             await self._ready()
             tokens = await asyncio.to_thread(self.tokenizer.index_text, text)
-        return await self.store.add_memory(text, category, tokens=tokens)
+        return await self.store.add_memory(text, category, tokens=tokens, scope=scope)
 
     async def search(
         self, query: str, limit: int = 5, scopes: Sequence[str] | None = None
     ) -> list[MemoryRow]:
-        """The best matches for ``query``; [] when nothing matches."""
-        if limit <= 0 or not query.strip():
+        """The best matches for ``query`` within ``scopes``; [] when nothing matches."""
+        if limit <= 0 or not query.strip() or (scopes is not None and not scopes):
             return []
         await self._ready()
         terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
         if not terms:
             return []
         if not self.store.fts5_available:
-            return await self.store.search_memories_like(terms, limit=limit)
-        found = await self.store.search_memories_fts(fts_query(terms), limit=limit)
+            return await self.store.search_memories_like(terms, limit=limit, scopes=scopes)
+        found = await self.store.search_memories_fts(fts_query(terms), limit=limit, scopes=scopes)
         if found:
             return found
         # Substrings find what whole tokens miss ("vim" in "neovim"), within a window so
         # that a query matching nothing costs little even with 100K memories.
-        return await self.store.search_memories_like(terms, limit=limit, newest=LIKE_WINDOW)
+        return await self.store.search_memories_like(
+            terms, limit=limit, newest=LIKE_WINDOW, scopes=scopes
+        )
 
     async def recall(
         self, query: str, k: int, scopes: Sequence[str] | None = None
     ) -> list[MemoryRow]:
         """Memories for the model's context: the top ``k`` matches for the owner's
-        message, or, when nothing matches, the ``k`` most recent (seed 004)."""
+        message within ``scopes``, or, when nothing matches, the ``k`` most recent of
+        them (seed 004)."""
         if k <= 0:
             return []
-        # With no memories at all there is nothing to search: jieba stays unloaded.
-        if not self.tokenizer.loaded and await self.store.count_memories() == 0:
+        # With no memories to see there is nothing to search: jieba stays unloaded.
+        if not self.tokenizer.loaded and await self.store.count_memories(scopes=scopes) == 0:
             return []
-        found = await self.search(query, k) if query.strip() else []
-        return found or await self.store.list_memories(limit=k)
+        found = await self.search(query, k, scopes) if query.strip() else []
+        return found or await self.store.list_memories(limit=k, scopes=scopes)
 
-    async def recent(self, limit: int = 200) -> list[MemoryRow]:
+    async def recent(
+        self, limit: int = 200, scopes: Sequence[str] | None = None
+    ) -> list[MemoryRow]:
         """Newest first."""
-        return await self.store.list_memories(limit=limit)
+        return await self.store.list_memories(limit=limit, scopes=scopes)
 
-    async def count(self) -> int:
-        return await self.store.count_memories()
+    async def count(self, scopes: Sequence[str] | None = None) -> int:
+        return await self.store.count_memories(scopes=scopes)
 
-    async def delete(self, ids: Sequence[int]) -> int:
-        return await self.store.delete_memories(ids)
+    async def delete(self, ids: Sequence[int], scopes: Sequence[str] | None = None) -> int:
+        """Delete the memories among ``ids`` that are in ``scopes``; returns how many."""
+        return await self.store.delete_memories(ids, scopes=scopes)
 
     async def save_facts(
-        self, facts: Sequence[Fact], limit: int = MAX_REMEMBERED_PER_TURN, scope: str = "global"
+        self,
+        facts: Sequence[Fact],
+        limit: int = MAX_REMEMBERED_PER_TURN,
+        scope: str = GLOBAL,
     ) -> list[MemoryRow]:
-        """Store facts from ``<remember>`` tags: duplicates of each other or of existing
-        memories are skipped, and at most ``limit`` new rows are made."""
+        """Store facts from ``<remember>`` tags in ``scope``: duplicates of each other or
+        of memories already in that scope or in global are skipped, and at most ``limit``
+        new rows are made."""
         saved: list[MemoryRow] = []
         if limit <= 0:
             return saved
@@ -132,7 +149,7 @@ class Memories:
             if len(seen) == MAX_FACTS_CONSIDERED:
                 break
             seen.add(key)
-            row, created = await self.add(fact.text, fact.category)
+            row, created = await self.add(fact.text, fact.category, scope)
             if created:
                 saved.append(row)
                 if len(saved) >= limit:

@@ -3,6 +3,9 @@ full-text index ``memories_fts``.
 
 Kernel cuts the text into tokens (jieba, in kernel/memory); the store keeps the row in
 ``memories`` and, when FTS5 is in use, the same tokens in ``memories_fts``.
+
+Each memory has a ``scope`` (kernel/memory/scopes.py). ``scopes``: the scopes a reader
+may see, filtered in SQL; None = every scope, an empty tuple = none.
 """
 
 from __future__ import annotations
@@ -28,24 +31,33 @@ class MemoryRow:
     text: str
     category: str | None
     created_at: datetime
+    scope: str = "global"
 
 
-_MEMORY_SELECT = "SELECT id, text, category, created_at FROM memories"
+_COLUMNS = "id, text, category, created_at, scope"
+_MEMORY_SELECT = f"SELECT {_COLUMNS} FROM memories"
 
 
 class MemoryTables(Database):
     """The Store's memory methods."""
 
     async def add_memory(
-        self, text: str, category: str | None = None, *, tokens: str | None = None
+        self,
+        text: str,
+        category: str | None = None,
+        *,
+        tokens: str | None = None,
+        scope: str = "global",
     ) -> tuple[MemoryRow, bool]:
-        """Store a memory; returns (row, created). The same fact (whitespace and case
-        aside) returns the existing row and False.
+        """Store a memory in ``scope``; returns (row, created). The same fact (whitespace
+        and case aside) already in that scope or in global returns that row and False.
 
         ``tokens``: the text's search tokens; indexed at once when FTS5 is in use,
         otherwise the row waits in the backlog (:meth:`memory_backlog`).
-        Raises ValueError for empty text or an unknown category.
+        Raises ValueError for empty text, an unknown category or an empty scope.
         """
+        if not scope:
+            raise ValueError("memory scope is empty")
         clean = text.strip()
         if not clean:
             raise ValueError("memory text is empty")
@@ -57,71 +69,94 @@ class MemoryTables(Database):
 
         def op(conn: sqlite3.Connection) -> tuple[MemoryRow, bool]:
             row = conn.execute(
-                _MEMORY_SELECT + " WHERE key = ? ORDER BY id LIMIT 1", (key,)
+                _MEMORY_SELECT + " WHERE key = ? AND scope IN ('global', ?) ORDER BY id LIMIT 1",
+                (key, scope),
             ).fetchone()
             if row is not None:
                 return _memory_from_row(row), False
             cur = conn.execute(
-                "INSERT INTO memories (text, category, created_at, key, tokens)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (clean, category, now, key, tokens if index else None),
+                "INSERT INTO memories (text, category, created_at, key, tokens, scope)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (clean, category, now, key, tokens if index else None, scope),
             )
             memory_id = last_id(cur)
             if index:
                 conn.execute(
                     "INSERT INTO memories_fts (rowid, tokens) VALUES (?, ?)", (memory_id, tokens)
                 )
-            return MemoryRow(memory_id, clean, category, datetime.fromisoformat(now)), True
+            created_at = datetime.fromisoformat(now)
+            return MemoryRow(memory_id, clean, category, created_at, scope), True
 
         result = await self._write("add memory", op)
         if result[1] and not index and self.fts5_available:
             self.memory_index_pending = True
         return result
 
-    async def list_memories(self, *, limit: int = 200) -> list[MemoryRow]:
+    async def list_memories(
+        self, *, limit: int = 200, scopes: Sequence[str] | None = None
+    ) -> list[MemoryRow]:
         """Newest first."""
         check_non_negative(limit=limit)
+        where, params = _in_scopes(scopes)
+        if params is None or limit == 0:
+            return []
+        sql = f"{_MEMORY_SELECT}{where} ORDER BY id DESC LIMIT ?"
 
         def op(conn: sqlite3.Connection) -> list[MemoryRow]:
-            rows = conn.execute(_MEMORY_SELECT + " ORDER BY id DESC LIMIT ?", (limit,))
+            rows = conn.execute(sql, [*params, limit])
             return [_memory_from_row(r) for r in rows.fetchall()]
 
         return await self._read("list memories", op)
 
-    async def count_memories(self) -> int:
+    async def count_memories(self, *, scopes: Sequence[str] | None = None) -> int:
+        where, params = _in_scopes(scopes)
+        if params is None:
+            return 0
+        sql = f"SELECT COUNT(*) FROM memories{where}"
+
         def op(conn: sqlite3.Connection) -> int:
-            return int(conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+            return int(conn.execute(sql, params).fetchone()[0])
 
         return await self._read("count memories", op)
 
-    async def search_memories_fts(self, match: str, *, limit: int = 5) -> list[MemoryRow]:
+    async def search_memories_fts(
+        self, match: str, *, limit: int = 5, scopes: Sequence[str] | None = None
+    ) -> list[MemoryRow]:
         """Memories matching an FTS5 query (built by kernel/memory/tokens.py), best
         BM25 rank first. Raises StoreError when FTS5 is not in use."""
         check_non_negative(limit=limit)
         if not self.fts5_available:
             raise StoreError("full-text search is not available (SQLite without FTS5)")
-        if not match or limit == 0:
+        where, params = _in_scopes(scopes, column="m.scope", joiner=" AND")
+        if not match or limit == 0 or params is None:
             return []
         # Joined with memories: a row deleted while FTS5 was unavailable may linger in
         # the index (ids are never reused, so it can never match another memory).
         sql = (
-            "SELECT m.id, m.text, m.category, m.created_at"
+            "SELECT m.id, m.text, m.category, m.created_at, m.scope"
             " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-            " WHERE memories_fts MATCH ? ORDER BY memories_fts.rank LIMIT ?"
+            f" WHERE memories_fts MATCH ?{where} ORDER BY memories_fts.rank LIMIT ?"
         )
 
         def op(conn: sqlite3.Connection) -> list[MemoryRow]:
-            return [_memory_from_row(r) for r in conn.execute(sql, (match, limit)).fetchall()]
+            rows = conn.execute(sql, [match, *params, limit]).fetchall()
+            return [_memory_from_row(r) for r in rows]
 
         return await self._read("search memories", op)
 
     async def search_memories_like(
-        self, terms: Sequence[str], *, limit: int = 5, newest: int | None = None
+        self,
+        terms: Sequence[str],
+        *,
+        limit: int = 5,
+        newest: int | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> list[MemoryRow]:
         """Memories containing any of ``terms`` (substring match, the fallback without
         FTS5). Ranked by how many distinct terms match, then newest first.
         Case-insensitive for ASCII only (SQLite LIKE). ``newest``: look only at that
-        many of the most recent memories (a scan's cost grows with the table)."""
+        many of the most recent memories in ``scopes`` (a scan's cost grows with the
+        table)."""
         check_non_negative(limit=limit)
         # LIKE folds ASCII case only, so terms are deduplicated the same way.
         unique: dict[str, str] = {}
@@ -129,16 +164,18 @@ class MemoryTables(Database):
             if term:
                 unique.setdefault(_ascii_lower(term), term)
         chosen = list(unique.values())[:MAX_SEARCH_TERMS]
-        if not chosen or limit == 0:
+        where, visible = _in_scopes(scopes)
+        if not chosen or limit == 0 or visible is None:
             return []
         score = " + ".join(["(text LIKE ? ESCAPE '\\')"] * len(chosen))
         window = "" if newest is None else " ORDER BY id DESC LIMIT ?"
         sql = (
-            f"SELECT id, text, category, created_at FROM"
-            f" (SELECT *, {score} AS score FROM memories{window})"
+            f"SELECT {_COLUMNS} FROM"
+            f" (SELECT *, {score} AS score FROM memories{where}{window})"
             " WHERE score > 0 ORDER BY score DESC, id DESC LIMIT ?"
         )
         params: list[Any] = [f"%{_escape_like(t)}%" for t in chosen]
+        params.extend(visible)
         if newest is not None:
             params.append(newest)
         params.append(limit)
@@ -148,19 +185,22 @@ class MemoryTables(Database):
 
         return await self._read("search memories", op)
 
-    async def delete_memories(self, ids: Sequence[int]) -> int:
-        """Delete memories (and their index entries); returns how many were deleted."""
+    async def delete_memories(
+        self, ids: Sequence[int], *, scopes: Sequence[str] | None = None
+    ) -> int:
+        """Delete memories (and their index entries); returns how many were deleted.
+        A memory outside ``scopes`` is left alone, as if it did not exist."""
         unique = sorted({int(i) for i in ids})
-        if not unique:
+        where, params = _in_scopes(scopes, joiner=" AND")
+        if not unique or params is None:
             return 0
         fts = self.fts5_available
+        sql = f"SELECT tokens FROM memories WHERE id = ?{where}"
 
         def op(conn: sqlite3.Connection) -> int:
             deleted = 0
             for memory_id in unique:
-                row = conn.execute(
-                    "SELECT tokens FROM memories WHERE id = ?", (memory_id,)
-                ).fetchone()
+                row = conn.execute(sql, [memory_id, *params]).fetchone()
                 if row is None:
                     continue
                 if fts and row[0] is not None:
@@ -231,11 +271,26 @@ def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def _in_scopes(
+    scopes: Sequence[str] | None, *, column: str = "scope", joiner: str = " WHERE"
+) -> tuple[str, list[str] | None]:
+    """The SQL condition (after ``joiner``) keeping rows in ``scopes`` and its
+    parameters: ("", []) for every scope, ("", None) when no scope is visible."""
+    if scopes is None:
+        return "", []
+    unique = list(dict.fromkeys(scopes))
+    if not unique:
+        return "", None
+    marks = ", ".join("?" * len(unique))
+    return f"{joiner} {column} IN ({marks})", unique
+
+
 def _memory_from_row(row: tuple[Any, ...]) -> MemoryRow:
-    mid, text, category, created_at = row
+    mid, text, category, created_at, scope = row
     return MemoryRow(
         id=int(mid),
         text=str(text),
         category=category,
         created_at=datetime.fromisoformat(created_at),
+        scope=str(scope),
     )

@@ -331,6 +331,17 @@ def m011_routing_decisions(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX routing_decisions_at ON routing_decisions(at)")
 
 
+def m012_memory_scopes(conn: sqlite3.Connection) -> None:
+    """Where each memory belongs (issue 18): ``global``, ``project:<name>`` or
+    ``persona:<name>`` (kernel/memory/scopes.py). The memories before it are global."""
+    conn.execute(
+        "ALTER TABLE memories ADD COLUMN scope TEXT NOT NULL DEFAULT 'global' CHECK ("
+        "scope = 'global' OR scope GLOB 'project:?*' OR scope GLOB 'persona:?*')"
+    )
+    # A chat's memories newest first: one range of this index per visible scope.
+    conn.execute("CREATE INDEX memories_scope ON memories(scope, id)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -343,6 +354,7 @@ MIGRATIONS: list[Migration] = [
     Migration("usage", m009_usage),
     Migration("usage_bounds", m010_usage_bounds),
     Migration("routing_decisions", m011_routing_decisions),
+    Migration("memory_scopes", m012_memory_scopes),
 ]
 
 

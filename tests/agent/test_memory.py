@@ -67,7 +67,9 @@ async def test_memory_tools_and_recall_in_chinese_and_english(
     assert layer.splitlines()[0].endswith("我喜欢昭和时期的音乐")  # the best match first
     [found] = last_tool_result(sim)
     assert found["text"] == "我喜欢昭和时期的音乐" and found["category"] == "user"
-    assert set(found) == {"id", "text", "created_at", "category"}
+    # seed 004's row, with the scope it belongs to (issue 18)
+    assert set(found) == {"id", "text", "created_at", "category", "scope"}
+    assert found["scope"] == "global"
 
     # English: recalled for a message about tea, first in the layer, ahead of a newer,
     # unrelated memory (so the most-recent fallback could not pass this)

@@ -384,6 +384,40 @@ async def check_v11(store: Store) -> None:
     assert await log.recent(session_id=999) == []
 
 
+def insert_v12(conn: sqlite3.Connection) -> None:
+    # A project's memory and a persona's, as Kernel v12 writes them (indexed).
+    for text, tokens, scope in (
+        ("the repo lives in ~/src/kernel", "the repo lives in src kernel", "project:kernel"),
+        ("answers in haiku", "answers in haiku", "persona:poet"),
+    ):
+        conn.execute(
+            "INSERT INTO memories (text, category, created_at, key, tokens, scope)"
+            " VALUES (?, 'project', ?, ?, ?, ?)",
+            (text, TS, text, tokens, scope),
+        )
+    conn.execute(
+        "INSERT INTO memories_fts (rowid, tokens) SELECT id, tokens FROM memories"
+        " WHERE scope != 'global'"
+    )
+
+
+async def check_v12(store: Store) -> None:
+    project, persona = ("global", "project:kernel"), ("global", "persona:poet")
+    assert await store.search_memories_fts('"repo"', scopes=("global",)) == []
+    assert await store.search_memories_fts('"repo"', scopes=persona) == []
+    [repo] = await store.search_memories_fts('"repo"', scopes=project)
+    assert (repo.text, repo.scope) == ("the repo lives in ~/src/kernel", "project:kernel")
+    [haiku] = await store.search_memories_like(["haiku"], scopes=persona)
+    assert haiku.scope == "persona:poet"
+    assert await store.search_memories_like(["haiku"], scopes=project) == []
+    # The memories from before the scopes (v2, v3) are global: every chat sees them.
+    earlier = await store.list_memories(scopes=("global",))
+    assert earlier and {m.scope for m in earlier} == {"global"}
+    assert await store.count_memories(scopes=project) == len(earlier) + 1
+    assert await store.delete_memories([repo.id], scopes=persona) == 0
+    assert await store.delete_memories([repo.id], scopes=project) == 1
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -398,6 +432,7 @@ SAMPLES: dict[
     9: (insert_v9, check_v9),
     10: (insert_v10, check_v10),
     11: (insert_v11, check_v11),
+    12: (insert_v12, check_v12),
 }
 
 

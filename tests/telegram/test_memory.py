@@ -48,11 +48,11 @@ async def test_memory_listing_and_forgetting_several_at_once(bot: Factory) -> No
     rows = [today.match(line) for line in listing[1:]]
     assert all(rows)
     assert [(m.group(1), m.group(2)) for m in rows if m] == [
-        ("1", "[user] likes rain"),
-        ("2", "第四条：喜欢猫"),
-        ("3", "third fact"),
-        ("4", "second fact"),
-        ("5", "first fact"),
+        ("1", "(global) [user] likes rain"),  # each with its scope (issue 18)
+        ("2", "(global) 第四条：喜欢猫"),
+        ("3", "(global) third fact"),
+        ("4", "(global) second fact"),
+        ("5", "(global) first fact"),
     ]
 
     assert "Invalid memory number #9" in await h.ask("/forget #1/#9")
