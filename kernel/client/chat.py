@@ -11,11 +11,13 @@ from typing import IO, Any
 
 from kernel.client.commands import show_stream
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable
+from kernel.client.profiles import chat_command
 from kernel.client.usage import print_summary
 from kernel.client.verbs import EXIT_REFUSED, EXIT_UNREACHABLE
 from kernel.core.i18n import t
 
 LOCAL_ONLY = ("/history", "/resume", "/provider", "/model")
+DEFAULT_CHAT = "chat-default"  # the chat /agent/process uses without a session_id
 
 
 def run_remote_chat(sidecar: Sidecar, stdin: IO[str], out: IO[str], err: IO[str]) -> int:
@@ -41,6 +43,14 @@ def run_remote_chat(sidecar: Sidecar, stdin: IO[str], out: IO[str], err: IO[str]
             continue
         if text.split()[0] in LOCAL_ONLY:
             out.write(t("client.chat_local_only", cmd=text.split()[0]) + "\n")
+            continue
+        command, _, arg = text.partition(" ")
+        if command in ("/persona", "/project"):
+            try:
+                chat_command(sidecar, command[1:], arg.strip(), DEFAULT_CHAT, out)
+            except SidecarUnreachable as exc:
+                err.write(f"kernel: {exc}\n")
+                return EXIT_UNREACHABLE
             continue
         if text.split()[0] == "/usage":  # read from the ledger, never a model's turn
             try:

@@ -1,5 +1,6 @@
 """``kernel chats|models|env …``: seed 000's CLI verbs, talking to the running sidecar
-(``kernel skills|workspace …`` are in :mod:`kernel.client.files`, ``kernel cron|channels …``
+(``kernel skills|workspace …`` are in :mod:`kernel.client.files`, ``kernel
+personas|projects …`` in :mod:`kernel.client.profiles`, ``kernel cron|channels …``
 in :mod:`kernel.client.cron`, ``kernel usage`` in :mod:`kernel.client.usage`, ``kernel
 routing …`` in :mod:`kernel.client.routing`).
 
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import quote, urlencode
 
-from kernel.client import cron, files, routing, usage
+from kernel.client import cron, files, profiles, routing, usage
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable, sidecar_from
 from kernel.client.verbs import (
     EXIT_REFUSED,
@@ -89,6 +90,7 @@ def register(sub: Any) -> None:
     p.add_argument("key")
 
     files.register(sub)
+    profiles.register(sub)
     cron.register(sub)
     usage.register(sub)
     routing.register(sub)

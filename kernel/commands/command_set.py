@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from kernel.commands.listing import format_history, parse_refs
+from kernel.commands.listing import format_history, parse_refs, project_filter
+from kernel.commands.profiles import profile_command
 from kernel.commands.reply import Choice, Reply
 from kernel.commands.status import status_lines
 from kernel.commands.usage import PERIOD_WORDS, render_report
@@ -37,6 +38,8 @@ SHARED = (
     "del_history",
     "provider",
     "model",
+    "persona",
+    "project",
     "remember",
     "memory",
     "forget",
@@ -85,6 +88,12 @@ class Commands:
             "del_history": self.del_history,
             "provider": self.provider,
             "model": self.model,
+            "persona": lambda conversation, arg: profile_command(
+                self.agent, conversation, "persona", arg
+            ),
+            "project": lambda conversation, arg: profile_command(
+                self.agent, conversation, "project", arg
+            ),
             "remember": self.remember,
             "memory": self.memory,
             "forget": self.forget,
@@ -111,9 +120,20 @@ class Commands:
         return Reply(t("session.new"))
 
     async def history(self, conversation: str, arg: str = "") -> Reply:
-        rows = await self.agent.list_sessions(limit=HISTORY_LISTING)
+        """``/history project:NAME``: only that project's sessions."""
+        try:
+            project = project_filter(arg)
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        if project is None:
+            rows = await self.agent.list_sessions(limit=HISTORY_LISTING)
+        else:
+            rows = await self.kernel.store.list_sessions(limit=HISTORY_LISTING, project=project)
         self.sessions[conversation] = [r.id for r in rows]
-        return Reply(format_history(rows, self.agent) if rows else t("session.none"))
+        if not rows:
+            none = t("session.none_in_project", project=project) if project else t("session.none")
+            return Reply(none)
+        return Reply(format_history(rows, self.agent))
 
     def _session_refs(self, conversation: str, text: str, *, single: bool) -> list[tuple[int, int]]:
         listing = self.sessions.get(conversation, [])

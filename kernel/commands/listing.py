@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kernel.core.errors import SessionError
 from kernel.core.i18n import t
+from kernel.profiles import valid_name
 
 if TYPE_CHECKING:
     from kernel.store.db import SessionRow
@@ -21,12 +22,27 @@ class LocalClock(Protocol):
 
 
 def format_history(rows: list[SessionRow], clock: LocalClock) -> str:
-    """``#<n> YYYY-MM-DD <title>`` lines, newest first, dates in the configured zone."""
+    """``#<n> YYYY-MM-DD <title> [project]`` lines, newest first, dates in the configured
+    zone."""
     lines = [t("session.list_header")]
     for n, row in enumerate(rows, start=1):
         date = clock.local_time(row.updated_at).strftime("%Y-%m-%d")
-        lines.append(f"#{n} {date} {row.title or t('session.untitled')}")
+        project = row.meta.get("project")
+        tag = f" [{project}]" if isinstance(project, str) and project else ""
+        lines.append(f"#{n} {date} {row.title or t('session.untitled')}{tag}")
     return "\n".join(lines)
+
+
+def project_filter(arg: str) -> str | None:
+    """``project:NAME`` (or ``project NAME``) → NAME; "" → None; else SessionError."""
+    text = arg.strip()
+    if not text:
+        return None
+    key, _, name = text.replace(":", " ", 1).partition(" ")
+    name = name.strip()
+    if key.lower() != "project" or not valid_name(name):
+        raise SessionError(t("session.history_usage"))
+    return name
 
 
 def parse_refs(text: str, listed: int, bad_ref: str = "session.bad_ref") -> list[int]:

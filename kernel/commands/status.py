@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kernel.commands.profiles import scope_line
 from kernel.commands.usage import budget_line, turn_line
 from kernel.core.i18n import t, t_or
 from kernel.spend import budget_state
@@ -23,9 +24,9 @@ def format_elapsed(seconds: float) -> str:
 async def status_lines(
     kernel: KernelParts, conversation: str, channel_lines: Sequence[str] = ()
 ) -> list[str]:
-    """Session, model, providers not healthy and the session's last routing decision,
-    busy (and the running turn's usage), spend today and this month, CLI, MCP, memory
-    search, ``channel_lines``, cron, last error."""
+    """Session, model, persona and project, providers not healthy and the session's last
+    routing decision, busy (and the running turn's usage), spend today and this month,
+    CLI, MCP, memory search, ``channel_lines``, cron, last error."""
     agent = kernel.agent
     turn = agent.sessions.running(conversation)
     budget = await budget_state(agent.meter)
@@ -37,6 +38,7 @@ async def status_lines(
     return [
         t("tg.status_session", session=f"{session} {title}" if session else t("tg.status_new")),
         t("tg.status_model", provider=agent.provider_name, model=agent.model),
+        *scope_line(await agent.chat_scope(conversation)),
         *provider_lines(kernel),
         *await _last_decision(kernel, session),
         t("tg.status_busy") if turn is not None else t("tg.status_idle"),

@@ -152,8 +152,16 @@ class Delegator:
     # ----- running ---------------------------------------------------------------------
 
     async def delegate(
-        self, task: str, cwd: str | None = None, cli: str | None = None, *, conversation: str = ""
+        self,
+        task: str,
+        cwd: str | None = None,
+        cli: str | None = None,
+        *,
+        conversation: str = "",
+        folder: str = "",
     ) -> dict[str, Any]:
+        """``folder``: the chat's project folder; without ``cwd`` the CLI runs there, and
+        a relative ``cwd`` is taken from it (default: ``general.default_workspace``)."""
         name = cli or DEFAULT_CLI
         if name not in self.config.cli:
             raise ToolError(t("delegate.unknown_cli", cli=name, names=", ".join(self.config.cli)))
@@ -165,7 +173,7 @@ class Delegator:
             busy = self.running
             raise ToolError(t("delegate.busy", cli=busy.cli, elapsed=int(busy.elapsed), asked=name))
         cfg = self.config.cli[name]
-        base = self.config.general.default_workspace
+        base = self._base(folder)
         claim = Delegation(
             cli=name,
             cwd=str(base),
@@ -178,7 +186,7 @@ class Delegator:
         self.running = claim
         self._bump()
         try:
-            return await self._run(claim, task, cwd)
+            return await self._run(claim, task, cwd, base)
         finally:
             self.running = None
             self._process = None
@@ -186,9 +194,11 @@ class Delegator:
                 claim.finished = self.clock()
             self._bump()
 
-    async def _run(self, claim: Delegation, task: str, cwd: str | None) -> dict[str, Any]:
+    async def _run(
+        self, claim: Delegation, task: str, cwd: str | None, base: Path
+    ) -> dict[str, Any]:
         cfg = self.config.cli[claim.cli]
-        workdir = await asyncio.to_thread(self._workdir, cwd)
+        workdir = await asyncio.to_thread(self._workdir, cwd, base)
         claim.cwd = str(workdir)
         env = child_env(self.config.envs)
         executable = shutil.which(cfg.command, path=env.get("PATH"))
@@ -354,8 +364,13 @@ class Delegator:
             self._versions[executable] = await cli_version(executable, env, timeout)
         return self._versions[executable]
 
-    def _workdir(self, cwd: str | None) -> Path:
-        base = self.config.general.default_workspace
+    def _base(self, folder: str) -> Path:
+        if not folder.strip():
+            return self.config.general.default_workspace
+        path = Path(folder.strip()).expanduser()
+        return path if path.is_absolute() else self.config.base_dir / path
+
+    def _workdir(self, cwd: str | None, base: Path) -> Path:
         path = base if not cwd or not cwd.strip() else Path(cwd.strip()).expanduser()
         if not path.is_absolute():
             path = base / path

@@ -37,7 +37,11 @@ def parameters(names: list[str], default: str) -> dict[str, Any]:
     """The schema offered: ``cli`` only when there is a choice, among ``names``."""
     properties: dict[str, Any] = {
         "task": {"type": "string", "description": TASK},
-        "cwd": {"type": "string", "description": "working directory, if the owner named one"},
+        "cwd": {
+            "type": "string",
+            "description": "working directory, if the owner named one (default: the "
+            "project's folder, else the workspace; a relative one is taken from it)",
+        },
     }
     if len(names) > 1:
         properties["cli"] = {
@@ -60,7 +64,10 @@ def register(registry: ToolRegistry, delegator: Delegator) -> None:
     ) -> dict[str, Any]:
         context = extra.get(CONTEXT_ARG)
         conversation = context.conversation if isinstance(context, ToolContext) else ""
-        return await delegator.delegate(task, cwd, cli or default, conversation=conversation)
+        folder = context.folder if isinstance(context, ToolContext) else ""
+        return await delegator.delegate(
+            task, cwd, cli or default, conversation=conversation, folder=folder
+        )
 
     registry.register(
         NAME, DESCRIPTION, parameters(names, default), delegate_to_cli, with_context=True

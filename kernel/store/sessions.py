@@ -114,11 +114,12 @@ class SessionTables(Database):
         offset: int = 0,
         channel: str | None = None,
         user_id: str | None = None,
+        project: str | None = None,
     ) -> list[SessionRow]:
         """Sessions with the most recent activity first (ties: newest id first),
-        optionally only one channel's and/or one user's."""
+        optionally only one channel's, one user's and/or one project's (``meta``)."""
         check_non_negative(limit=limit, offset=offset)
-        where, params = _session_filter(channel, user_id)
+        where, params = _session_filter(channel, user_id, project)
 
         def op(conn: sqlite3.Connection) -> list[SessionRow]:
             rows = conn.execute(
@@ -145,9 +146,9 @@ class SessionTables(Database):
         return await self._read("find sessions", op)
 
     async def count_sessions(
-        self, *, channel: str | None = None, user_id: str | None = None
+        self, *, channel: str | None = None, user_id: str | None = None, project: str | None = None
     ) -> int:
-        where, params = _session_filter(channel, user_id)
+        where, params = _session_filter(channel, user_id, project)
 
         def op(conn: sqlite3.Connection) -> int:
             row = conn.execute("SELECT COUNT(*) FROM sessions s" + where, params).fetchone()
@@ -333,8 +334,15 @@ def _require_session(cur: sqlite3.Cursor, session_id: int) -> None:
         raise StoreError(f"session {session_id} not found")
 
 
-def _session_filter(channel: str | None, user_id: str | None) -> tuple[str, tuple[str, ...]]:
+def _session_filter(
+    channel: str | None, user_id: str | None, project: str | None = None
+) -> tuple[str, tuple[str, ...]]:
     clauses, params = [], []
+    if project is not None:  # a row whose meta is not JSON is in no project
+        clauses.append(
+            "CASE WHEN json_valid(s.meta) THEN json_extract(s.meta, '$.project') END = ?"
+        )
+        params.append(project)
     if channel is not None:
         clauses.append("s.channel = ?")
         params.append(channel)

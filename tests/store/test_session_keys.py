@@ -94,3 +94,23 @@ async def test_filters_counts_and_clearing(tmp_path: Path) -> None:
         assert await store.get_setting("health_probe") is not None
     finally:
         await store.close()
+
+
+async def test_sessions_filtered_by_project_skip_unreadable_meta(tmp_path: Path) -> None:
+    path = tmp_path / "kernel.db"
+    store = Store(path)
+    await store.start()
+    try:
+        site = await store.create_session("console", meta={"project": "site"})
+        await store.create_session("console", meta={"project": "notes"})
+        await store.create_session("console", meta={"project": 5})
+        plain = await store.create_session("console")
+        with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+            conn.execute("UPDATE sessions SET meta = 'not json' WHERE id = ?", (plain.id,))
+        assert [r.id for r in await store.list_sessions(project="site")] == [site.id]
+        assert await store.count_sessions(project="site") == 1
+        assert await store.list_sessions(project="5") == []
+        assert await store.list_sessions(project="x' OR 1=1 --") == []
+        assert len(await store.list_sessions()) == 4
+    finally:
+        await store.close()

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from kernel.agent.scope import project_folder
 from kernel.core.errors import WorkspaceError
 from kernel.core.i18n import t
 from kernel.gateway.api import (
@@ -81,8 +83,38 @@ BINARY = bytes  # documented as {"type": "string", "format": "binary"}
 MAX_LIST = 10000
 
 
-def _workspace(request: web.Request) -> Workspace:
-    return kernel_of(request).workspace
+PROJECT = query_param("project", str, "a project: paths are relative to its folder instead")
+
+
+async def _workspace(request: web.Request) -> Workspace:
+    """The workspace, or with ``?project=NAME`` the project's working folder (its
+    default folder, as for delegate_to_cli): only one inside the workspace, under the
+    same checks and lock; a project without a folder works in the workspace."""
+    kernel = kernel_of(request)
+    name = request.query.get("project")
+    if name is None:
+        return kernel.workspace
+    project = await kernel.agent.profiles.projects.get(name)
+    folder = project_folder(project, kernel.config.base_dir)
+    if not folder:
+        return kernel.workspace
+    return await asyncio.to_thread(_project_workspace, kernel.workspace, Path(folder), name)
+
+
+def _project_workspace(workspace: Workspace, folder: Path, name: str) -> Workspace:
+    real = folder.resolve()
+    if real == workspace.root:
+        return workspace
+    if workspace.root not in real.parents:
+        why = t("ws.why_project_outside", project=name)
+        raise WorkspaceError("path_denied", t("ws.path_denied", path=str(folder), why=why))
+    workspace.check(real.relative_to(workspace.root).as_posix())  # no dotfile on the way
+    if not real.is_dir():
+        shown = real.relative_to(workspace.root).as_posix()
+        raise WorkspaceError("not_found", t("ws.not_found", path=shown), {"path": shown})
+    return Workspace(
+        real, workspace.secrets, allow_hard_links=workspace.allow_hard_links, lock=workspace.lock
+    )
 
 
 @router.get(
@@ -91,6 +123,7 @@ def _workspace(request: web.Request) -> Workspace:
     params=(
         query_param("path", str, "a folder to list (default: the workspace)"),
         query_param("limit", bounded(0, MAX_LIST)),
+        PROJECT,
     ),
     response=Listing,
     errors=(403, 404, 409),
@@ -98,20 +131,20 @@ def _workspace(request: web.Request) -> Workspace:
 async def list_files(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", 1000, maximum=MAX_LIST)
     folder = request.query.get("path", "")
-    entries, truncated = await _workspace(request).listing(folder, limit)
+    entries, truncated = await (await _workspace(request)).listing(folder, limit)
     return json_response({"entries": [e.to_json() for e in entries], "truncated": truncated})
 
 
 @router.get(
     FILE_PATH,
     summary="A file's content",
-    params=(PATH,),
+    params=(PATH, PROJECT),
     response=BINARY,
     response_type="application/octet-stream",
     errors=(403, 404, 409),
 )
 async def read_file(request: web.Request) -> web.StreamResponse:
-    opened = await _workspace(request).open(request.match_info["path"])
+    opened = await (await _workspace(request)).open(request.match_info["path"])
     try:
         entry = opened.entry
         name = quote(entry.path.rsplit("/", 1)[-1])
@@ -139,14 +172,14 @@ async def read_file(request: web.Request) -> web.StreamResponse:
 @router.put(
     FILE_PATH,
     summary="Write a file (the body is its content); folders on the way are created",
-    params=(PATH,),
+    params=(PATH, PROJECT),
     body=BINARY,
     body_type="application/octet-stream",
     response=Entry,
     errors=(403, 404, 409),
 )
 async def write_file(request: web.Request) -> web.Response:
-    workspace = _workspace(request)
+    workspace = await _workspace(request)
     path = request.match_info["path"]
     workspace.check(path)  # refused before the body is read
     entry = await workspace.write(path, await read_bytes(request))
@@ -156,20 +189,20 @@ async def write_file(request: web.Request) -> web.Response:
 @router.delete(
     FILE_PATH,
     summary="Delete a file or an empty folder",
-    params=(PATH,),
+    params=(PATH, PROJECT),
     response=FileDeleted,
     errors=(403, 404, 409),
 )
 async def delete_file(request: web.Request) -> web.Response:
     path = request.match_info["path"]
-    await _workspace(request).delete(path)
+    await (await _workspace(request)).delete(path)
     return json_response({"deleted": True, "path": path})
 
 
 @router.post(
     "/workspace/uploads",
     summary="Upload files (multipart/form-data, one part per file) into a folder",
-    params=(query_param("path", str, "the folder (default: the workspace)"),),
+    params=(query_param("path", str, "the folder (default: the workspace)"), PROJECT),
     body=Upload,
     body_type="multipart/form-data",
     response=Uploaded,
@@ -178,7 +211,7 @@ async def delete_file(request: web.Request) -> web.Response:
 )
 async def upload(request: web.Request) -> web.Response:
     """All the files are written, or none (a bad name refuses the whole upload)."""
-    workspace = _workspace(request)
+    workspace = await _workspace(request)
     folder = request.query.get("path", "")
     prefix = "/".join(workspace.check(folder)) + "/" if folder else ""
     files = await _read_parts(request)

@@ -1,0 +1,4 @@
+"""Personas and projects end to end: the delegation stand-ins are shared."""
+
+from tests.delegate.conftest import bin_dir as bin_dir  # noqa: F401 - fixtures, shared
+from tests.delegate.conftest import workspace as workspace  # noqa: F401
