@@ -730,6 +730,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "prompt.agents": "## 子代理（用 delegate_task 交给它们的小任务：查资料、总结网页；真正的工作仍交给 delegate_to_cli）",
         "turn.tool_not_allowed": "{name} 不在{kind} {profile} 的工具列表里：这次调用没有执行。请用列表里的工具，或告诉主人需要它。",
         "turn.subagent_depth": "子代理不能再委派子代理（{name}）：自己完成这个任务。",
+        "profile.one_line": "description、model、folder 和 tools 的每一项都必须是一行（不能含换行）",
+        "profile.not_kept": "这些值写进文件后读回来会变样（多余的空格或引号）：请去掉首尾空格和引号",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1445,6 +1447,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "prompt.agents": "## Sub-agents (small jobs for delegate_task: research, summarising a page; real work still goes to delegate_to_cli)",
         "turn.tool_not_allowed": "{name} is not in the tools of the {kind} {profile}: the call was not run. Use one of its tools, or tell the owner you need it.",
         "turn.subagent_depth": "a sub-agent cannot delegate to another sub-agent ({name}): do the task yourself.",
+        "profile.one_line": "description, model, folder and every tools entry must each be one line (no line breaks)",
+        "profile.not_kept": "these values would not read back as given (extra spaces or quotes): remove leading/trailing spaces and quotes",
     },
 }
 

@@ -295,9 +295,19 @@ class ProfileLibrary:
         text = render_profile(profile)
         if len(text.encode("utf-8")) > MAX_PROFILE_BYTES:
             raise ProfileError("profile_too_large", t("profile.too_large", limit=MAX_PROFILE_BYTES))
+        for value in (profile.description, profile.model, profile.folder, *(profile.tools or ())):
+            if "\n" in value or "\r" in value:
+                # A line break would start a key of its own ("model: x\ntools: [*]"
+                # lifting an allow-list): every front matter value is one line.
+                raise ProfileError("invalid_request", t("profile.one_line"))
         check = parse_profile(self.kind, profile.name, text)
         if check.problem:
             raise ProfileError("invalid_request", check.problem)
+        fields = ("description", "tools", "model", "reasoning", "folder")
+        if any(getattr(check, f) != getattr(profile, f) for f in fields):
+            # What would be read back is not what was asked (quotes, spaces): refused
+            # rather than saved as something else.
+            raise ProfileError("invalid_request", t("profile.not_kept"))
         async with self._lock:
             await asyncio.to_thread(self._write, profile.name, text, create)
         return await self.get(profile.name)
