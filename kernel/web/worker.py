@@ -24,7 +24,8 @@ page is sent, so nobody sees it. A caller that is cancelled (the owner's /cancel
 returns at once: a page not yet started is dropped, a page being read finishes in the
 background, bounded by its time.
 
-Public API: :func:`extract`, :class:`Extractor`, :data:`EXTRACTOR`.
+Public API: :func:`extract`, :class:`Extractor`, :data:`EXTRACTOR`, :func:`command`,
+:func:`main` (the worker's side), :data:`THREAD_LIMIT`, :data:`IDLE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ IDLE_SECONDS = 300.0  # a worker with no page for this long ends
 STOP_SECONDS = 5.0  # after closing its stdin, a worker not gone by then is killed
 _HEADER_LIMIT = 4096
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding the kernel package
-_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "SYSTEMROOT")
+_ENVIRONMENT = (
+    *("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SYSTEMROOT"),
+    *("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH"),
+)
 _CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from kernel.web.worker import main; main()"
 
 
@@ -215,7 +219,7 @@ class Extractor:
         env = {name: os.environ[name] for name in _ENVIRONMENT if name in os.environ}
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD, _ROOT],
+                command(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -307,6 +311,11 @@ def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
         if pipe is not None:
             with contextlib.suppress(OSError):
                 pipe.close()
+
+
+def command() -> list[str]:
+    """How the worker process is started: this interpreter, :func:`main`."""
+    return [sys.executable, "-c", _CHILD, _ROOT]
 
 
 EXTRACTOR = Extractor()

@@ -5,6 +5,8 @@ pages, killed or stalled during one, idle, cancelled, at interpreter exit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import os
 import signal
@@ -21,7 +23,7 @@ from kernel.core.errors import ToolError
 from kernel.web.extract import readable
 from kernel.web.fetch import fetch
 from kernel.web.untrusted import untrusted
-from kernel.web.worker import EXTRACTOR, THREAD_LIMIT, Extractor
+from kernel.web.worker import EXTRACTOR, THREAD_LIMIT, Extractor, command
 from tests.conftest import free_port
 from tests.web.site import Site, big_html
 
@@ -239,6 +241,52 @@ async def test_the_worker_writes_no_log_and_the_parent_logs_no_page_text(
     messages = [record.getMessage() for record in caplog.records]
     assert any("extraction worker started" in message for message in messages)
     assert any("worker killed" in message for message in messages)
+
+
+STAND_IN = """
+import json, sys
+request = json.loads(sys.stdin.buffer.readline())
+sys.stdin.buffer.read(request["size"])
+sys.stdout.buffer.write(sys.argv[1].encode("latin-1"))
+sys.stdout.buffer.flush()
+"""
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ("not json\n", "the extraction worker stopped"),
+        ('{"title": 1000000000000, "text": 0}\n', "the extraction worker stopped"),
+        ('{"title": 5, "text": 3}\nab', "the extraction worker stopped"),
+        ('{"title": 1, "text": 1}\n\xff\xfe', "the extraction worker stopped"),
+        ('["title", "text"]\n', "the extraction worker stopped"),
+        ('{"error": "Bad name: <b>page text</b>"}\n', r"could not be read: an error$"),
+        ('{"error": "RecursionError"}\n', r"could not be read: RecursionError$"),
+        ("x" * 10_000, "the extraction worker stopped"),
+    ],
+)
+async def test_a_worker_answering_nonsense_is_not_believed(
+    extractor: Extractor, monkeypatch: pytest.MonkeyPatch, answer: str, error: str
+) -> None:
+    monkeypatch.setattr(
+        "kernel.web.worker.command", lambda: [sys.executable, "-c", STAND_IN, answer]
+    )
+    with pytest.raises(ToolError, match=error):
+        await extractor.readable(PAGE, within=WAIT)
+
+
+def test_a_worker_past_its_time_ends_itself_even_with_nobody_to_kill_it() -> None:
+    # What the parent asks for is the page's seconds + 1; -0.999 leaves 1 ms, far less
+    # than any machine takes for this page: SIGALRM's default action ends the worker.
+    page = big_html(2_000_000).encode()
+    with subprocess.Popen(command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child:
+        assert child.stdin is not None
+        header = json.dumps({"kind": "bytes", "size": len(page), "seconds": -0.999})
+        with contextlib.suppress(BrokenPipeError):
+            child.stdin.write(header.encode() + b"\n" + page)
+            child.stdin.flush()
+        assert child.wait(WAIT) == -signal.SIGALRM
+        assert child.stdout is not None and child.stdout.read() == b""
 
 
 def test_the_interpreter_exits_while_a_page_is_being_read_and_its_worker_ends() -> None:
