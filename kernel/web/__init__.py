@@ -8,9 +8,13 @@ Public API: :func:`register` (the tools hook of ``kernel.plugins``), :func:`untr
 
 from __future__ import annotations
 
-from kernel.config import Config
-from kernel.tools.registry import ToolRegistry
+from typing import TYPE_CHECKING
+
 from kernel.web.untrusted import untrusted
+
+if TYPE_CHECKING:  # kept light: the extraction worker process imports this package
+    from kernel.config import Config
+    from kernel.tools.registry import ToolRegistry
 
 __all__ = ["register", "untrusted"]
 

@@ -1,22 +1,21 @@
 """A page's readable text: trafilatura's main-content extraction as Markdown-ish text,
 title first; the whole page's plain text when it finds no main content.
 
-CPU-bound (a 2 MB page takes a fair share of a second, see bench/web_fetch.py): callers
-run :func:`readable` off the event loop (``asyncio.to_thread``).
+CPU-bound (a 2 MB page takes a fair share of a second, see bench/web_fetch.py) and holding
+the GIL in long C calls: callers run :func:`readable` through
+:func:`kernel.web.worker.extract` (a worker process for all but small pages). Logs
+nothing: it may run in that worker.
 
 Public API: :func:`readable`, :class:`Readable`.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import trafilatura
-
-log = logging.getLogger(__name__)
 
 _BLANK_LINES = re.compile(r"\n{3,}")
 _TITLE_LIMIT = 300
@@ -26,6 +25,7 @@ _TITLE_LIMIT = 300
 class Readable:
     title: str  # "" when the page names none
     text: str  # the title as a "# " heading, then the body; "" for an empty page
+    plain: bool = False  # no main content found: the whole page's plain text
 
 
 def readable(html: str | bytes) -> Readable:
@@ -45,14 +45,14 @@ def readable(html: str | bytes) -> Readable:
         include_comments=False,
         with_metadata=False,
     )
-    if not body or not body.strip():
+    plain = not body or not body.strip()
+    if plain or body is None:
         # No main content found (a bare page, a list of links): all of its text.
-        log.info("web: no main content found, plain text instead")
         body = trafilatura.html2txt(html)
     body = _BLANK_LINES.sub("\n\n", body.strip())
     if title and not _starts_with_title(body, title):
         body = f"# {title}\n\n{body}" if body else f"# {title}"
-    return Readable(title, body)
+    return Readable(title, body, plain)
 
 
 def _title(tree: Any) -> str:

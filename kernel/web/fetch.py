@@ -5,9 +5,10 @@ every connection's address checked); redirects are followed here, up to ``[web]
 max_redirects``, each target's scheme and credentials checked before the next request;
 the whole fetch (redirects and body) is bounded by ``fetch_timeout``; the body is read as
 a stream and refused past ``max_bytes`` (gzip counted after inflating, so a small bomb
-cannot grow past it). HTML becomes readable text off the event loop
-(:mod:`kernel.web.extract`); plain text, Markdown and JSON pass through; any other type is
-refused before its body is read.
+cannot grow past it). HTML becomes readable text off the event loop, in a worker process
+for all but small pages (:mod:`kernel.web.worker`), within a ``fetch_timeout`` of its
+own; plain text, Markdown and JSON pass through; any other type is refused before its
+body is read.
 
 Public API: :func:`register`, :func:`fetch`.
 """
@@ -29,9 +30,9 @@ from kernel.config import Config
 from kernel.config.web import WebConfig
 from kernel.core.errors import ToolError
 from kernel.tools.registry import ToolRegistry
-from kernel.web.extract import readable
 from kernel.web.guard import GuardedBackend, Resolver, guarded_client, ip_literal
 from kernel.web.untrusted import untrusted
+from kernel.web.worker import extract
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ async def fetch(
         html: str | bytes = page.body
         if page.charset:
             html = _decoded(page.body, page.charset)
-        content = await asyncio.to_thread(readable, html)
+        content = await extract(html, within=web.fetch_timeout)
         title, text = content.title, content.text
     else:
         title, text = "", _decoded(page.body, page.charset)
