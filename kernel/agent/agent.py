@@ -38,7 +38,7 @@ from kernel.skills import SkillLibrary
 from kernel.spend import CallTag, Meter
 from kernel.store.db import SessionRow, Store
 from kernel.store.decisions import DecisionStore
-from kernel.tools.registry import ToolRegistry
+from kernel.tools.registry import ToolContext, ToolRegistry
 
 __all__ = [
     "MODEL_OVERRIDE",
@@ -236,8 +236,8 @@ class Agent:
     def new_session(self, conversation: str) -> None:
         self.sessions.new_session(conversation)
 
-    async def list_sessions(self, limit: int = 20) -> list[SessionRow]:
-        return await self.sessions.list_sessions(limit)
+    async def list_sessions(self, limit: int = 20, project: str | None = None) -> list[SessionRow]:
+        return await self.sessions.list_sessions(limit, project)
 
     async def open_session(
         self,
@@ -312,6 +312,14 @@ class Agent:
         if project is not None:
             await self.scopes.set_session(session_id, PROJECT, project or None)
         return await self.scopes.of_session(session_id)
+
+    async def tool_context(self, session_id: int, conversation: str) -> ToolContext:
+        """The context of a tool called directly (not by the model) in a session: its
+        persona, project, folder and memory scopes, as a turn there would give."""
+        outlook = await self.scopes.outlook(await self.scopes.of_session(session_id))
+        return outlook.tool_context(
+            self.config.base_dir, session_id=session_id, conversation=conversation
+        )
 
     @property
     def turn_parts(self) -> TurnParts:

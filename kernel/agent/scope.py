@@ -25,6 +25,7 @@ from kernel.memory import scopes as memory_scopes
 from kernel.profiles import Profile, ProfileLibrary, Profiles
 from kernel.routing import Choice
 from kernel.store.db import Store
+from kernel.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +56,32 @@ class Outlook:
     depth: int = 0
     max_tool_calls: int | None = None
 
-    @property
-    def allow_list(self) -> Profile | None:
-        """The profile whose ``tools`` limit the turn (the sub-agent's, else the persona's)."""
-        return self.agent or self.persona
+    def refuser(self, tool: str) -> Profile | None:
+        """The profile whose allow-list leaves ``tool`` out (a sub-agent runs only what
+        both its own list and the chat's persona allow); None when none does."""
+        for profile in (self.agent, self.persona):
+            if profile is not None and not profile.allows(tool):
+                return profile
+        return None
 
     def allows(self, tool: str) -> bool:
         if self.depth >= 1 and tool == SUBAGENT_TOOL:
             return False
-        chooser = self.allow_list
-        return chooser is None or chooser.allows(tool)
+        return self.refuser(tool) is None
+
+    @property
+    def chooser(self) -> Profile | None:
+        """Whose model and reasoning the turn takes: the sub-agent's, else the persona's."""
+        return self.agent or self.persona
 
     @property
     def model(self) -> str:
         """The profile's model reference ("" none)."""
-        chooser = self.allow_list
-        return chooser.model if chooser is not None else ""
+        return self.chooser.model if self.chooser is not None else ""
 
     @property
     def reasoning(self) -> str | int | None:
-        chooser = self.allow_list
-        return chooser.reasoning if chooser is not None else None
+        return self.chooser.reasoning if self.chooser is not None else None
 
     @property
     def choice(self) -> Choice | None:
@@ -94,6 +100,19 @@ class Outlook:
     def memory_scope(self) -> str:
         """Where a new memory goes by default: the project's, when one is active."""
         return memory_scopes.default(self.project.name if self.project else "")
+
+    def tool_context(self, base: Path, **fields: Any) -> ToolContext:
+        """A tool call's context in this outlook (``fields``: the call's own: session,
+        conversation, progress…): the persona, the project, its folder, the memory scopes."""
+        return ToolContext(
+            persona=self.persona.name if self.persona else "",
+            project=self.project.name if self.project else "",
+            folder=project_folder(self.project, base),
+            memory_scopes=self.memory_scopes,
+            memory_scope=self.memory_scope,
+            depth=self.depth,
+            **fields,
+        )
 
 
 def project_folder(project: Profile | None, base: Path) -> str:

@@ -17,6 +17,7 @@ from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.store.db import SessionRow, Store
 
+HIDDEN = ("agent",)  # channels whose sessions a listing leaves out (sub-agents' runs)
 SESSION_PREFIX = "session:"  # a conversation named by its session: "session:<id>"
 RECENT_TURNS = 256
 
@@ -90,8 +91,10 @@ class Sessions:
 
     # ----- sessions --------------------------------------------------------------------
 
-    async def list_sessions(self, limit: int = 20) -> list[SessionRow]:
-        return await self.store.list_sessions(limit=limit)
+    async def list_sessions(self, limit: int = 20, project: str | None = None) -> list[SessionRow]:
+        """The owner's sessions, newest first (a sub-agent's child sessions left out:
+        they are its working notes, reached through their parent)."""
+        return await self.store.list_sessions(limit=limit, project=project, hidden=HIDDEN)
 
     async def open_session(
         self,

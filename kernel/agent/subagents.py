@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kernel.agent.scope import SUBAGENT_TOOL, Outlook
+from kernel.agent.scope import SUBAGENT_TOOL, ChatScope, Outlook
 from kernel.agent.sessions import Conversation
 from kernel.agent.turn import TurnRun, UserInput
 from kernel.core.errors import ProfileError, ToolError
@@ -160,18 +160,41 @@ class SubAgents:
         problem = self.agent.scopes.model_problem(profile)
         if problem:  # its model is not configured: refused before anything is stored
             raise ToolError(problem)
+        try:
+            # The chat's persona and project hold in the child too: its tools are what
+            # both lists allow, its memories and folder the project's.
+            chat = await self.agent.scopes.outlook(ChatScope(ctx.persona, ctx.project))
+        except ProfileError as exc:
+            raise ToolError(str(exc)) from exc
         limits = self.agent.config.agents
         meta: dict[str, object] = {"parent_session": ctx.session_id, "agent": profile.name}
         if ctx.tool_call_id:
             meta["tool_call_id"] = ctx.tool_call_id
+        job = await self._job_of(ctx.session_id)
+        if job:  # the child's calls count against the parent's cron job's budget
+            meta["cron_job_id"] = job
         title = f"{profile.name}: {' '.join(task.split())}"[:MAX_TITLE]
         row = await self.agent.store.create_session(CHANNEL, title=title, meta=meta)
         turn = ChildTurn(f"{CHANNEL}:{row.id}", ctx.turn, self._progress(profile.name, ctx))
-        outlook = Outlook(agent=profile, depth=ctx.depth + 1, max_tool_calls=limits.max_tool_calls)
+        outlook = Outlook(
+            persona=chat.persona,
+            project=chat.project,
+            agent=profile,
+            depth=ctx.depth + 1,
+            max_tool_calls=limits.max_tool_calls,
+        )
         child = TurnRun(
             self.agent.turn_parts, turn, Conversation(session_id=row.id), outlook=outlook
         )
-        given = UserInput(task, channel=CHANNEL, interactive=False, budget_ask=False)
+        given = UserInput(
+            task,
+            channel=CHANNEL,
+            interactive=False,
+            budget_ask=False,
+            # A guest's sub-agent is that guest's: no memories, only the guest's tools.
+            guest=ctx.guest_tools is not None,
+            guest_tools=ctx.guest_tools or (),
+        )
         log.info("sub-agent %s: session %d for session %s", profile.name, row.id, ctx.session_id)
         try:
             async with asyncio.timeout(limits.max_seconds):
@@ -191,6 +214,13 @@ class SubAgents:
         if not reply:
             raise ToolError(t("subagent.no_answer", agent=profile.name))
         return reply
+
+    async def _job_of(self, session_id: int | None) -> str:
+        if session_id is None:
+            return ""
+        row = await self.agent.store.get_session(session_id)
+        job = row.meta.get("cron_job_id") if row is not None else None
+        return job if isinstance(job, str) else ""
 
     @staticmethod
     def _progress(agent: str, ctx: ToolContext) -> Callable[[TurnEvent], None]:

@@ -25,7 +25,7 @@ from kernel.agent.failover import Build, ModelCalls
 from kernel.agent.models import ModelSelection
 from kernel.agent.prompt import SystemPrompt
 from kernel.agent.requests import Requests
-from kernel.agent.scope import SUBAGENT_TOOL, ChatScope, Outlook, Scopes, project_folder
+from kernel.agent.scope import ChatScope, Outlook, Scopes
 from kernel.agent.sessions import Conversation
 from kernel.agent.slimming import (
     save_long_results,
@@ -534,28 +534,23 @@ class TurnRun:
         def progress(text: str) -> None:
             self.turn.emit(ToolProgress(self.step, call.id, call.name, text))
 
-        outlook = self.outlook
-        return ToolContext(
+        return self.outlook.tool_context(
+            self.parts.config.base_dir,
             session_id=self.session_id,
             conversation=self.turn.conversation,
             progress=progress,
             tool_call_id=call.id,
             ask=ask if self.interactive else None,
-            persona=outlook.persona.name if outlook.persona else "",
-            project=outlook.project.name if outlook.project else "",
-            folder=project_folder(outlook.project, self.parts.config.base_dir),
-            memory_scopes=outlook.memory_scopes,
-            memory_scope=outlook.memory_scope,
-            depth=outlook.depth,
             turn=self.turn,
+            guest_tools=self.guest_tools,
         )
 
     def _not_allowed(self, name: str) -> str:
-        chooser = self.outlook.allow_list
-        if chooser is None or (self.outlook.depth >= 1 and name == SUBAGENT_TOOL):
+        refuser = self.outlook.refuser(name)
+        if refuser is None:  # only the depth refuses it
             return t("turn.subagent_depth", name=name)
-        kind = t(f"profile.kind.{chooser.kind}")
-        return t("turn.tool_not_allowed", name=name, kind=kind, profile=chooser.name)
+        kind = t(f"profile.kind.{refuser.kind}")
+        return t("turn.tool_not_allowed", name=name, kind=kind, profile=refuser.name)
 
     async def fail(self, event: ErrorEvent) -> None:
         try:

@@ -125,10 +125,7 @@ class Commands:
             project = project_filter(arg)
         except KernelError as exc:
             return Reply(str(exc), error=True)
-        if project is None:
-            rows = await self.agent.list_sessions(limit=HISTORY_LISTING)
-        else:
-            rows = await self.kernel.store.list_sessions(limit=HISTORY_LISTING, project=project)
+        rows = await self.agent.list_sessions(limit=HISTORY_LISTING, project=project)
         self.sessions[conversation] = [r.id for r in rows]
         if not rows:
             none = t("session.none_in_project", project=project) if project else t("session.none")
@@ -276,7 +273,10 @@ class Commands:
             refs = parse_refs(arg, len(listing), "memory.bad_ref")
         except KernelError as exc:
             return Reply(str(exc), error=True)
-        count = await self.kernel.memories.delete([listing[n - 1] for n in refs])
+        # Only what this chat sees now (a /project switch since the listing changes it).
+        chat = await self.agent.chat_scope(conversation)
+        visible = scopes.visible(chat.project, chat.persona)
+        count = await self.kernel.memories.delete([listing[n - 1] for n in refs], visible)
         self.memories_listed.pop(conversation, None)  # numbers changed: list again
         return Reply(t("tg.forgotten", count=count))
 

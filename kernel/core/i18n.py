@@ -732,6 +732,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "turn.subagent_depth": "子代理不能再委派子代理（{name}）：自己完成这个任务。",
         "profile.one_line": "description、model、folder 和 tools 的每一项都必须是一行（不能含换行）",
         "profile.not_kept": "这些值写进文件后读回来会变样（多余的空格或引号）：请去掉首尾空格和引号",
+        "profile.agent_needs_tools": "子代理必须写明 tools（它能用的工具，例如 tools: [web_search, web_fetch]；全部工具写 tools: [*]）",
+        "profile.fix_first": "{name} 的文件有问题（{problem}），不能只改其中几项：先修正文件，或删除后重新创建",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1449,6 +1451,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "turn.subagent_depth": "a sub-agent cannot delegate to another sub-agent ({name}): do the task yourself.",
         "profile.one_line": "description, model, folder and every tools entry must each be one line (no line breaks)",
         "profile.not_kept": "these values would not read back as given (extra spaces or quotes): remove leading/trailing spaces and quotes",
+        "profile.agent_needs_tools": "a sub-agent must list its tools (what it may use, e.g. tools: [web_search, web_fetch]; every tool: tools: [*])",
+        "profile.fix_first": "the file of {name} is broken ({problem}), so it cannot be changed field by field: fix the file, or delete it and create it again",
     },
 }
 

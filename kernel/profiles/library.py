@@ -158,6 +158,9 @@ def parse_profile(kind: Kind, name: str, text: str) -> Profile:
         return replace(
             profile, problem=t("profile.name_mismatch", got=meta["name"][:64], name=name)
         )
+    if kind == "agent" and "tools" not in meta:
+        # A sub-agent runs alone: what it may do is said, never assumed ("[*]": all).
+        return replace(profile, problem=t("profile.agent_needs_tools"))
     if "tools" in meta:
         try:
             profile = replace(profile, tools=parse_tools(meta["tools"]))

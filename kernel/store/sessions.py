@@ -115,11 +115,13 @@ class SessionTables(Database):
         channel: str | None = None,
         user_id: str | None = None,
         project: str | None = None,
+        hidden: Sequence[str] = (),
     ) -> list[SessionRow]:
         """Sessions with the most recent activity first (ties: newest id first),
-        optionally only one channel's, one user's and/or one project's (``meta``)."""
+        optionally only one channel's, one user's and/or one project's (``meta``), and
+        none of the ``hidden`` channels'."""
         check_non_negative(limit=limit, offset=offset)
-        where, params = _session_filter(channel, user_id, project)
+        where, params = _session_filter(channel, user_id, project, hidden)
 
         def op(conn: sqlite3.Connection) -> list[SessionRow]:
             rows = conn.execute(
@@ -335,9 +337,16 @@ def _require_session(cur: sqlite3.Cursor, session_id: int) -> None:
 
 
 def _session_filter(
-    channel: str | None, user_id: str | None, project: str | None = None
+    channel: str | None,
+    user_id: str | None,
+    project: str | None = None,
+    hidden: Sequence[str] = (),
 ) -> tuple[str, tuple[str, ...]]:
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[str] = []
+    if hidden:
+        clauses.append(f"s.channel NOT IN ({', '.join('?' * len(hidden))})")
+        params.extend(hidden)
     if project is not None:  # a row whose meta is not JSON is in no project
         clauses.append(
             "CASE WHEN json_valid(s.meta) THEN json_extract(s.meta, '$.project') END = ?"

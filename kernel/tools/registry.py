@@ -61,6 +61,9 @@ class ToolContext:
     memory_scope: str = "global"
     depth: int = 0  # 1 inside a sub-agent's run
     turn: Turn | None = None  # the running turn (its id, and where usage is counted)
+    # A guest's turn: the tools the guest may use (None: the owner's turn); a sub-agent
+    # started from it runs as that guest.
+    guest_tools: tuple[str, ...] | None = None
 
 
 @dataclass

@@ -205,8 +205,8 @@ async def test_an_unknown_agent_is_refused_naming_the_ones_there_are(
 async def test_a_sub_agent_cannot_delegate(
     anthropic_sim: AnthropicSim, make_agents: AgentsFactory
 ) -> None:
-    # an agent without an allow-list is offered every tool but delegate_task
-    kernel = await make_agents(anthropic_sim, files={"anything": agent_file("anything", None)})
+    # an agent allowed every tool ("[*]") is offered every tool but delegate_task
+    kernel = await make_agents(anthropic_sim, files={"anything": agent_file("anything", "[*]")})
     anthropic_sim.enqueue(
         delegate("anything"),
         delegate("anything", "and again, one level down"),

@@ -113,7 +113,7 @@ async def test_cancel_stops_the_researcher_while_the_provider_stalls(
 
 
 async def test_the_researcher_cannot_delegate_again(sim: Sim, make_agents: AgentsFactory) -> None:
-    everything = agent_file("researcher", None, "You may use any tool.")  # no allow-list
+    everything = agent_file("researcher", "[*]", "You may use any tool.")  # every tool
     kernel = await make_agents(sim, files={"researcher": everything})
     sim.enqueue(
         delegate("go deeper"),

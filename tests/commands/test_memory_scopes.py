@@ -109,3 +109,15 @@ async def test_the_listing_in_chinese_names_each_scope(
         "（全局） [用户] 喜欢乌龙茶",
         "（项目 kernel） 仓库在 ~/src/kernel",
     ]
+
+
+async def test_forget_deletes_only_what_the_chat_sees_now(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    kernel = await scoped_kernel(make_kernel, anthropic_sim)
+    commands = Commands(kernel)
+    await say(commands, KERNEL_CHAT, "/remember the repo is ~/src/kernel")
+    await say(commands, KERNEL_CHAT, "/memory")  # #1 is the kernel project's
+    await kernel.agent.set_project(KERNEL_CHAT, "garden")  # switched since the listing
+    await say(commands, KERNEL_CHAT, "/forget 1")
+    assert [m.text for m in await kernel.store.list_memories()] == ["the repo is ~/src/kernel"]

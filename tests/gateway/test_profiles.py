@@ -161,18 +161,29 @@ def write_typo(folder: Path) -> None:
     (folder / "typo.md").write_text("---\ndescription: d\ntool: web_search\n---\nBe brief.\n")
 
 
-async def test_a_broken_file_is_listed_with_its_problem_and_can_be_fixed(
+async def test_a_broken_file_is_listed_with_its_problem_and_never_rewritten_in_part(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
     sc = await sidecar(anthropic_sim)
-    write_typo(sc.config_path.parent / "personas")
+    folder = sc.config_path.parent / "personas"
+    write_typo(folder)
+    before = (folder / "typo.md").read_bytes()
     status, data, _ = await sc.call("GET", "/agent/personas")
     [listed] = data["personas"]
     assert listed["usable"] is False and "tool" in listed["problem"]
-    fix = {"description": "d", "tools": ["web_search"]}  # the read stopped at the typo
+    # What could be read of it stops at the typo: a partial rewrite would drop the rest
+    # (an allow-list after the bad line, say). Refused, naming the problem and the fix.
+    fix = {"description": "d"}
     status, data, _ = await sc.call("PUT", "/agent/personas/typo", fix)
-    assert status == 200 and data["usable"] is True, data
-    assert data["body"] == "Be brief." and data["tools"] == ["web_search"]
+    assert status == 409 and data["error"]["code"] == "profile_invalid", data
+    assert "tool" in data["error"]["message"] and "delete" in data["error"]["message"]
+    assert (folder / "typo.md").read_bytes() == before
+    # Deleted and made again, it is usable.
+    status, _, _ = await sc.call("DELETE", "/agent/personas/typo")
+    assert status == 200
+    again = {"name": "typo", "description": "d", "tools": ["web_search"], "body": "Be brief."}
+    status, data, _ = await sc.call("POST", "/agent/personas", again)
+    assert status == 201 and data["usable"] is True and data["tools"] == ["web_search"]
 
 
 async def test_a_chats_scope_is_set_over_http_both_names_checked_first(
@@ -223,3 +234,25 @@ async def test_a_persona_naming_an_unconfigured_model_is_refused_at_switch_time(
     status, data, _ = await sc.call("PUT", "/chats/chat-default/scope", {"persona": "tutor"})
     assert status == 409 and data["error"]["code"] == "profile_invalid"
     assert "nowhere" in data["error"]["message"]
+
+
+async def test_a_tool_called_directly_works_in_the_chats_project(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    await sc.call("POST", "/agent/projects", {"name": "site", "description": "the site"})
+    status, chat, _ = await sc.call("POST", "/chats", {"session_id": "s1"})
+    await sc.call("PUT", f"/chats/{chat['id']}/scope", {"project": "site"})
+    tool = {"name": "memory_add", "input": {"text": "the site ships friday", "scope": "project"}}
+    body = {
+        "session_id": "s1",
+        "input": [{"role": "user", "content": [{"type": "text", "text": ""}]}],
+        "biz_params": {"tool": tool},
+    }
+    status, data, _ = await sc.call("POST", "/agent/process", body)
+    assert status == 200 and data["events"][1]["tool_result"]["ok"] is True, data
+    [memory] = await sc.kernel.store.list_memories()
+    assert memory.scope == "project:site"
+    body["biz_params"] = {"tool": {"name": "memory_list", "input": {}}}
+    status, data, _ = await sc.call("POST", "/agent/process", body)
+    assert "the site ships friday" in data["events"][-1]["reply"], data

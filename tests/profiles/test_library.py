@@ -50,9 +50,16 @@ def test_a_broken_front_matter_names_its_problem(text: str, named: str) -> None:
 
 def test_an_empty_allow_list_allows_nothing_and_no_list_allows_all() -> None:
     none = parse_profile("agent", "a", "---\nname: a\ndescription: d\ntools: []\n---\n")
-    every = parse_profile("agent", "a", "---\nname: a\ndescription: d\n---\n")
+    every = parse_profile("persona", "a", "---\nname: a\ndescription: d\n---\n")
     assert none.tools == () and not none.allows("web_search")
     assert every.tools is None and every.allows("web_search")
+
+
+def test_a_sub_agent_must_list_its_tools() -> None:
+    missing = parse_profile("agent", "a", "---\nname: a\ndescription: d\n---\n")
+    assert not missing.usable and "tools" in missing.problem
+    star = parse_profile("agent", "a", "---\nname: a\ndescription: d\ntools: [*]\n---\n")
+    assert star.usable and star.allows("web_search")
 
 
 def test_a_project_has_a_folder_and_no_tools() -> None:

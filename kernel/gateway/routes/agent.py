@@ -67,7 +67,6 @@ from kernel.gateway.schema import (
     documented_required,
     refuse,
 )
-from kernel.tools.registry import ToolContext
 
 if TYPE_CHECKING:
     from kernel.app import Kernel
@@ -380,7 +379,7 @@ async def _direct_tool(
     """``biz_params.tool``: run one registered tool as the model would, no model call."""
     call_id = f"direct_{uuid.uuid4().hex[:12]}"
     yield ToolCall(1, call_id, name, arguments)
-    context = ToolContext(session_id=opened.row.id, conversation=opened.conversation)
+    context = await kernel.agent.tool_context(opened.row.id, opened.conversation)
     outcome = await kernel.tools.call(name, arguments, context)
     yield ToolResult(1, call_id, outcome.name, outcome.ok, summarize_tool_result(outcome.content))
     yield Completed(1, outcome.content)

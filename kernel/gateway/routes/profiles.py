@@ -186,8 +186,16 @@ def _routes(kind: Kind, new: type[NewPersona | NewProject], change: type[BodyMod
         current = await lib.find(name)
         if current is None:
             raise await lib.unknown(name)
-        # A broken file is rewritten from what could be read of it and the change.
-        profile = _changed(replace(current, problem=""), body)  # type: ignore[arg-type]
+        if current.problem:
+            # What could be read of a broken file is not all it says (the parser stops
+            # at the first bad line; a file too large reads as empty): rewriting it from
+            # that would drop its allow-list silently.
+            raise ProfileError(
+                "profile_invalid",
+                t("profile.fix_first", name=name, problem=current.problem),
+                {"kind": kind, "name": name},
+            )
+        profile = _changed(current, body)  # type: ignore[arg-type]
         saved = await lib.save(profile, create=False)
         return json_response(profile_json(kernel, saved))
 
