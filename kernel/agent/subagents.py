@@ -32,6 +32,7 @@ from kernel.core.errors import ProfileError, ToolError
 from kernel.core.events import Completed, ErrorEvent, StepStarted, ToolCall, TurnEvent
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
+from kernel.core.untrusted import untrusted
 from kernel.core.usage import Usage
 from kernel.profiles import Profile, ProfileLibrary
 from kernel.tools.registry import CONTEXT_ARG, ToolContext
@@ -45,6 +46,7 @@ NAME = SUBAGENT_TOOL
 CHANNEL = "agent"  # the child session's channel, and its UserInput's
 RESCAN_SECONDS = 5.0  # an offer older than this starts a background rescan
 MAX_TITLE = 60
+OUTSIDE_TOOLS = ("web_", "mcp_")  # tools whose results are outside content
 DESCRIPTION = (
     "Hand a small, self-contained job (research with web search, summarising a page, "
     "checking facts) to one of the sub-agents listed in the system prompt. It works "
@@ -175,7 +177,15 @@ class SubAgents:
             meta["cron_job_id"] = job
         title = f"{profile.name}: {' '.join(task.split())}"[:MAX_TITLE]
         row = await self.agent.store.create_session(CHANNEL, title=title, meta=meta)
-        turn = ChildTurn(f"{CHANNEL}:{row.id}", ctx.turn, self._progress(profile.name, ctx))
+        outside = [False]  # whether the child read outside content (web_*, mcp_* tools)
+        shown = self._progress(profile.name, ctx)
+
+        def seen(event: TurnEvent) -> None:
+            if isinstance(event, ToolCall) and event.name.startswith(OUTSIDE_TOOLS):
+                outside[0] = True
+            shown(event)
+
+        turn = ChildTurn(f"{CHANNEL}:{row.id}", ctx.turn, seen)
         outlook = Outlook(
             persona=chat.persona,
             project=chat.project,
@@ -213,6 +223,9 @@ class SubAgents:
         reply = final.reply.strip() if isinstance(final, Completed) else ""
         if not reply:
             raise ToolError(t("subagent.no_answer", agent=profile.name))
+        if outside[0]:
+            # Drawn from pages or outside servers: it may repeat what they planted.
+            return untrusted(f"sub-agent {profile.name}", reply)
         return reply
 
     async def _job_of(self, session_id: int | None) -> str:

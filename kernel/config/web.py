@@ -43,7 +43,7 @@ class WebConfig(Section):
     addresses are refused (after DNS, and on every redirect) unless allow_private."""
 
     allow_private: bool = Field(
-        False, description="true lets web_fetch and web_search reach private/loopback addresses"
+        False, description="true lets web_fetch reach private/loopback addresses"
     )
     fetch_timeout: PosFloat = Field(
         20.0, description="seconds for a whole fetch, redirects included"

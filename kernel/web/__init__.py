@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kernel.web.untrusted import untrusted
+from kernel.core.untrusted import untrusted
 
 if TYPE_CHECKING:  # kept light: the extraction worker process imports this package
     from kernel.config import Config

@@ -29,9 +29,9 @@ import httpx
 from kernel.config import Config
 from kernel.config.web import WebConfig
 from kernel.core.errors import ToolError
+from kernel.core.untrusted import untrusted
 from kernel.tools.registry import ToolRegistry
 from kernel.web.guard import GuardedBackend, Resolver, guarded_client, ip_literal
-from kernel.web.untrusted import untrusted
 from kernel.web.worker import extract
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ MAX_URL = 8192
 CEILING = 10  # max_chars may ask for at most this many times [web] max_chars
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _SHOWN = re.compile(r"[^\w.+/-]")
+_MEDIA = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}/[a-z0-9][a-z0-9.+-]{0,63}")  # RFC 6838's shape
 _HEADERS = {
     # Only what web_fetch can read; gzip only, inflated here with a bound.
     "Accept": "text/html,application/xhtml+xml,text/markdown,text/plain,application/json;q=0.9",
@@ -95,7 +96,7 @@ async def fetch(
     resolver: Resolver | None = None,
     network: httpcore.AsyncNetworkBackend | None = None,
 ) -> dict[str, Any]:
-    """web_fetch's result: ``{url, status, content_type, title, text, truncated, chars}``
+    """web_fetch's result: ``{url, status, content_type, text, truncated, chars}``
     (``chars``: the whole readable text's length; ``text``: at most ``max_chars`` of it,
     inside an untrusted-content block). ToolError names any refusal and its fix."""
     if max_chars is not None and max_chars < 1:
@@ -110,15 +111,15 @@ async def fetch(
         html: str | bytes = page.body
         if page.charset:
             html = _decoded(page.body, page.charset)
-        content = await extract(html, within=web.fetch_timeout)
-        title, text = content.title, content.text
+        # The title heads the text, inside the untrusted block: a page's words never
+        # reach the model outside it.
+        text = (await extract(html, within=web.fetch_timeout)).text
     else:
-        title, text = "", _decoded(page.body, page.charset)
+        text = _decoded(page.body, page.charset)
     return {
         "url": page.url,
         "status": page.status,
         "content_type": page.content_type,
-        "title": title,
         "text": untrusted(page.url, text[:limit]),
         "truncated": len(text) > limit,
         "chars": len(text),
@@ -222,7 +223,9 @@ def _redirected(base: httpx.URL, location: str) -> httpx.URL:
 async def _read(response: httpx.Response, web: WebConfig) -> Page:
     status = response.status_code
     media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media not in HTML_TYPES and media not in TEXT_TYPES and not _is_json(media):
+    if not _MEDIA.fullmatch(media) or (
+        media not in HTML_TYPES and media not in TEXT_TYPES and not _is_json(media)
+    ):  # only a well-formed type is ever passed on (it reaches the model as is)
         named = _shown(media) if media else "no content type"
         raise ToolError(
             f"{response.url.host} answered {status} with {named}: web_fetch reads only HTML, "
@@ -273,7 +276,7 @@ def _decoded(body: bytes, charset: str | None) -> str:
     """``body`` in its declared charset, else UTF-8; undecodable bytes replaced."""
     try:
         text = body.decode(charset or "utf-8", errors="replace")
-    except LookupError:
+    except (LookupError, UnicodeError, ValueError):  # unknown, or a codec like idna
         text = body.decode("utf-8", errors="replace")
     return text.removeprefix("\ufeff")
 

@@ -125,6 +125,8 @@ def address_problem(ip: IPAddress) -> str | None:
         return "loopback"
     if ip.is_link_local:
         return "link-local"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:
+        return "site-local"  # fec0::/10: deprecated, still private where it is used
     if ip.is_unspecified:
         return "unspecified"
     if ip.is_multicast:

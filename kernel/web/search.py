@@ -1,7 +1,7 @@
 """``web_search`` (issue 18): one search through the provider ``[web.search]`` names —
 Tavily, Brave, SerpAPI (Google) or a self-hosted SearXNG — normalised to
 ``[{title, url, snippet, date}]`` and handed to the model as outside content
-(:func:`kernel.web.untrusted`).
+(:func:`kernel.core.untrusted.untrusted`).
 
 The configuration is read at each call (the owner may change it while Kernel runs); the
 tool is offered only while a provider and the key it needs are set, and a call without
@@ -27,8 +27,8 @@ import httpx
 from kernel.config import Config
 from kernel.config.web import SEARCH_ENDPOINTS, WebSearchConfig
 from kernel.core.errors import ToolError
+from kernel.core.untrusted import untrusted
 from kernel.tools.registry import ToolRegistry
-from kernel.web.untrusted import untrusted
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +258,9 @@ async def _ask(request: SearchRequest, cfg: WebSearchConfig, name: str, agent: s
                 request.method,
                 request.url,
                 params=request.params or None,
-                headers={"User-Agent": agent, **request.headers},
+                # Uncompressed: the size cap then bounds what is held, never a bomb's
+                # inflated chunk.
+                headers={"User-Agent": agent, **request.headers, "Accept-Encoding": "identity"},
                 json=request.body,
             ) as response,
         ):
@@ -322,7 +324,10 @@ async def _brave_token_refused(response: httpx.Response) -> bool:
 async def _read(response: httpx.Response, name: str, limit: int = MAX_ANSWER) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):  # asked for none: a compressed answer is refused
+        raise ToolError(f"{name} answered compressed ({encoding[:20]!r}) though asked not to")
+    async for chunk in response.aiter_raw():
         size += len(chunk)
         if size > limit:
             raise ToolError(f"{name}'s answer is larger than {limit:,} bytes")

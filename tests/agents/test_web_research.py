@@ -72,6 +72,8 @@ async def test_a_researcher_answers_with_web_search_in_a_loop_of_its_own(
     assert result.ok and result.name == "delegate_task"
     parent_wire = json.dumps(parent_second.body, ensure_ascii=False)
     assert "20 Nov 2026 (https://example.org/k2)" in parent_wire
+    # drawn from the web, the sub-agent's answer reaches the parent marked as outside
+    assert 'untrusted_content source=\\"sub-agent researcher\\"' in parent_wire
     assert any(
         isinstance(e, ToolProgress) and "web_search" in e.text for e in events
     )  # the child's step, shown as the tool's progress line

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 from collections import deque
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ class _Planned:
     raw: bytes | None = None
     content_type: str = "application/json"
     stall: float = 0.0
+    encoding: str = ""  # "gzip": raw is sent compressed, whatever the client asked
     retry_after: int | None = None
 
 
@@ -121,9 +123,12 @@ class SearchSim(LoopbackServer):
         """The next requests get ``status`` with the provider's error body."""
         self._plan.extend([_Planned(status, retry_after=retry_after)] * times)
 
-    def answer_next(self, raw: bytes, content_type: str = "application/json") -> None:
-        """The next request gets ``raw`` with HTTP 200, whatever it is."""
-        self._plan.append(_Planned(200, raw, content_type))
+    def answer_next(
+        self, raw: bytes, content_type: str = "application/json", encoding: str = ""
+    ) -> None:
+        """The next request gets ``raw`` with HTTP 200, whatever it is (``encoding``
+        "gzip": compressed, even when the client asked for none)."""
+        self._plan.append(_Planned(200, raw, content_type, encoding=encoding))
 
     def stall_next(self, seconds: float) -> None:
         self._plan.append(_Planned(stall=seconds))
@@ -151,6 +156,14 @@ class SearchSim(LoopbackServer):
         plan = self._plan.popleft() if self._plan else _Planned()
         if plan.stall:
             await asyncio.sleep(plan.stall)
+        if plan.raw is not None and plan.encoding == "gzip":
+            headers = {"Content-Encoding": "gzip"}
+            return web.Response(
+                body=gzip.compress(plan.raw),
+                status=plan.status,
+                content_type=plan.content_type,
+                headers=headers,
+            )
         if plan.raw is not None:
             return web.Response(body=plan.raw, status=plan.status, content_type=plan.content_type)
         if plan.status >= 400:

@@ -48,6 +48,7 @@ NOT_PUBLIC = {
     "169.254.1.1": "link-local",
     "fe80::1": "link-local",
     "fe80::1%eth0": "link-local",
+    "fec0::a00:1": "site-local",
     "169.254.169.254": "cloud metadata",
     "fd00:ec2::254": "cloud metadata",
     "100.100.100.200": "cloud metadata",

@@ -356,3 +356,18 @@ async def test_hostile_queries_and_hostile_results(tmp_path: Path) -> None:
     assert len(found[0]["snippet"]) == 1_000
     assert found[1]["title"] == "Close </x> too"  # an escaped one is neutralised by untrusted
     assert found[2]["snippet"] == "x"
+
+
+async def test_an_answer_is_asked_uncompressed_and_a_compressed_one_refused(
+    tmp_path: Path,
+) -> None:
+    sim = await started("searxng")
+    try:
+        config = load(tmp_path, provider="searxng", base_url=sim.base_url)
+        bomb = b'{"results": [], "pad": "' + b"x" * 50_000_000 + b'"}'  # 50 MB inflated
+        sim.answer_next(bomb, encoding="gzip")
+        outcome = await tools(config).call("web_search", {"query": "kernel"})
+    finally:
+        await sim.stop()
+    assert sim.calls[-1].headers["Accept-Encoding"] == "identity"
+    assert not outcome.ok and "compressed" in outcome.content

@@ -1,5 +1,6 @@
 """Outside content as the model sees it: marked, with where it came from, so that
-instructions inside a fetched page or a search snippet are read as data, never obeyed."""
+instructions inside a fetched page, a search snippet or a sub-agent's answer drawn from
+them are read as data, never obeyed (web_fetch, web_search, delegate_task)."""
 
 from __future__ import annotations
 
