@@ -90,13 +90,7 @@ class ChildTurn(Turn):
         if self.parent is not None:
             self.parent.count(usage, cost)
 
-    def emit(self, event: TurnEvent) -> None:
-        if self.final is not None:
-            return
-        if isinstance(event, (Completed, ErrorEvent)):
-            self.final = event
-            if isinstance(event, Completed):
-                self.reply = event.reply
+    def deliver(self, event: TurnEvent) -> None:
         self.seen(event)
 
 

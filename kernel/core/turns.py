@@ -63,6 +63,10 @@ class Turn:
             self.final = event
             if isinstance(event, Completed):
                 self.reply = event.reply
+        self.deliver(event)
+
+    def deliver(self, event: TurnEvent) -> None:
+        """Hand ``event`` to whoever reads the turn (its iterator, by default)."""
         self._queue.put_nowait(event)
 
     @property
