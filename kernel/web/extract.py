@@ -15,8 +15,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import trafilatura
-
 _BLANK_LINES = re.compile(r"\n{3,}")
 _TITLE_LIMIT = 300
 
@@ -31,7 +29,11 @@ class Readable:
 def readable(html: str | bytes) -> Readable:
     """The main content of ``html`` (bytes: trafilatura reads the page's own charset
     declaration) with its title; boilerplate (menus, footers, scripts) left out. (No URL
-    is given to trafilatura: links are left out anyway, and its warnings quote it.)"""
+    is given to trafilatura: links are left out anyway, and its warnings quote it.)
+    trafilatura (and lxml) is imported here, at the first page: a Kernel that reads no
+    web page never loads it."""
+    import trafilatura
+
     tree = trafilatura.load_html(html)
     if tree is None:
         return Readable("", "")

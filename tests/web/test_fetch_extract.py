@@ -3,6 +3,9 @@ page declares inside itself, pages with nothing to extract."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from kernel.web.extract import readable
@@ -66,3 +69,19 @@ def test_markup_nested_past_the_parser_s_depth_gives_no_markup_and_no_error() ->
     assert "<div" not in readable(html).text
     shallow = "<html><body>" + "<div>" * 100 + BODY + "</div>" * 100 + "</body></html>"
     assert "harbour reopened" in readable(shallow).text
+
+
+def test_registering_the_web_tools_loads_no_extraction_library() -> None:
+    """trafilatura and lxml (~10 MB) load at the first page read, not at start-up."""
+    code = (
+        "import sys\n"
+        "from kernel.tools.registry import ToolRegistry\n"
+        "from kernel.config import Config\n"
+        "import kernel.web\n"
+        "from kernel.web import fetch, search\n"
+        "print(sorted(m for m in ('trafilatura', 'lxml') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"
