@@ -17,7 +17,8 @@ from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.store.db import SessionRow, Store
 
-HIDDEN = ("agent",)  # channels whose sessions a listing leaves out (sub-agents' runs)
+SUBAGENT_CHANNEL = "agent"  # a sub-agent's run: a child session of its parent's
+HIDDEN = (SUBAGENT_CHANNEL,)  # channels whose sessions a listing leaves out
 SESSION_PREFIX = "session:"  # a conversation named by its session: "session:<id>"
 RECENT_TURNS = 256
 
@@ -142,7 +143,8 @@ class Sessions:
         for name, conv in holding:
             conv.session_id = None
             self.forget_if_idle(name)
-        return await self.store.delete_sessions(ids)
+        # A sub-agent's child sessions go with their parent.
+        return await self.store.delete_sessions(ids, children=SUBAGENT_CHANNEL)
 
     async def retitle(self, session_id: int, title: str | None) -> None:
         await self.store.set_title(session_id, title)

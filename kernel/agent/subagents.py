@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kernel.agent.scope import SUBAGENT_TOOL, ChatScope, Outlook
-from kernel.agent.sessions import Conversation
+from kernel.agent.sessions import SUBAGENT_CHANNEL, Conversation
 from kernel.agent.turn import TurnRun, UserInput
 from kernel.core.errors import ProfileError, ToolError
 from kernel.core.events import Completed, ErrorEvent, StepStarted, ToolCall, TurnEvent
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME = SUBAGENT_TOOL
-CHANNEL = "agent"  # the child session's channel, and its UserInput's
+CHANNEL = SUBAGENT_CHANNEL  # the child session's channel, and its UserInput's
 RESCAN_SECONDS = 5.0  # an offer older than this starts a background rescan
 MAX_TITLE = 60
 OUTSIDE_TOOLS = ("web_", "mcp_")  # tools whose results are outside content
@@ -208,7 +208,10 @@ class SubAgents:
             message = t("subagent.timeout", agent=profile.name, seconds=f"{limits.max_seconds:g}")
             partial = turn.final.reply if isinstance(turn.final, Completed) else ""
             if partial.strip():
-                message += "\n" + t("subagent.partial", text=partial.strip())
+                shown_text = partial.strip()
+                if outside[0]:
+                    shown_text = untrusted(f"sub-agent {profile.name}", shown_text)
+                message += "\n" + t("subagent.partial", text=shown_text)
             raise ToolError(message) from None
         final = turn.final
         if isinstance(final, ErrorEvent):

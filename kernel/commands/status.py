@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from kernel.commands.profiles import scope_line
 from kernel.commands.usage import budget_line, turn_line
 from kernel.core.i18n import t, t_or
+from kernel.memory import scopes
 from kernel.spend import budget_state
 
 if TYPE_CHECKING:
@@ -35,10 +36,11 @@ async def status_lines(
     if session is not None:
         row = await kernel.store.get_session(session)
         title = (row.title if row else None) or t("session.untitled")
+    scope = await agent.chat_scope(conversation)
     return [
         t("tg.status_session", session=f"{session} {title}" if session else t("tg.status_new")),
         t("tg.status_model", provider=agent.provider_name, model=agent.model),
-        *scope_line(await agent.chat_scope(conversation)),
+        *scope_line(scope),
         *provider_lines(kernel),
         *await _last_decision(kernel, session),
         t("tg.status_busy") if turn is not None else t("tg.status_idle"),
@@ -46,7 +48,7 @@ async def status_lines(
         budget_line(budget),
         _cli_status(kernel),
         kernel.mcp.status_text(),
-        await _search_status(kernel),
+        await _search_status(kernel, scopes.visible(scope.project, scope.persona)),
         *channel_lines,
         _cron_status(kernel),
         t("tg.status_error", error=agent.last_error or "—"),
@@ -106,10 +108,11 @@ def _cli_status(kernel: KernelParts) -> str:
     return t("tg.status_cli_running", cli=running.cli, elapsed=format_elapsed(running.elapsed))
 
 
-async def _search_status(kernel: KernelParts) -> str:
+async def _search_status(kernel: KernelParts, visible: Sequence[str]) -> str:
+    """The search mode and how many memories this chat sees (its scopes)."""
     memories = kernel.memories
     key = "tg.status_search_fts" if memories.search_mode == "fts5" else "tg.status_search_like"
-    return t(key, count=await memories.count())
+    return t(key, count=await memories.count(visible))
 
 
 def _cron_status(kernel: KernelParts) -> str:

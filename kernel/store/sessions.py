@@ -158,15 +158,25 @@ class SessionTables(Database):
 
         return await self._read("count sessions", op)
 
-    async def delete_sessions(self, ids: Sequence[int]) -> int:
-        """Delete sessions (their messages cascade); returns how many sessions were deleted."""
+    async def delete_sessions(self, ids: Sequence[int], *, children: str = "") -> int:
+        """Delete sessions (their messages cascade); returns how many sessions were deleted.
+        ``children``: a channel whose sessions naming one of these as ``parent_session``
+        in their meta (a sub-agent's runs) go with them, in the same transaction."""
         unique = sorted({int(i) for i in ids})
         if not unique:
             return 0
 
         def op(conn: sqlite3.Connection) -> int:
             cur = conn.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in unique])
-            return cur.rowcount
+            deleted = cur.rowcount
+            if children:
+                marks = ", ".join("?" * len(unique))
+                conn.execute(
+                    "DELETE FROM sessions WHERE channel = ? AND CASE WHEN json_valid(meta)"
+                    f" THEN json_extract(meta, '$.parent_session') END IN ({marks})",
+                    (children, *unique),
+                )
+            return deleted
 
         return await self._write("delete sessions", op)
 

@@ -134,3 +134,24 @@ async def test_history_leaves_child_sessions_out(
     assert [row.channel for row in listed] == ["console"]
     reply = await Commands(kernel).run(CONV, "history", "")
     assert reply is not None and "look" not in reply.text
+
+
+async def test_deleting_a_session_deletes_its_sub_agents_sessions(
+    anthropic_sim: AnthropicSim, make_agents: AgentsFactory
+) -> None:
+    kernel = await make_agents(anthropic_sim)
+    anthropic_sim.enqueue(
+        tool_reply("delegate_task", {"agent": "researcher", "task": "look"}),
+        text_reply("found"),
+        text_reply("done"),
+        text_reply("other chat"),
+    )
+    await run(kernel, "research")
+    parent = kernel.agent.current_session(CONV)
+    await kernel.agent.start_turn("console:other", UserInput("hi")).wait()
+    other = kernel.agent.current_session("console:other")
+    assert parent is not None and other is not None and len(await child_sessions(kernel)) == 1
+    kernel.agent.new_session(CONV)
+    assert await kernel.agent.delete_sessions([parent]) == 1
+    assert await child_sessions(kernel) == []
+    assert await kernel.store.get_session(other) is not None

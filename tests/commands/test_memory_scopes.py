@@ -121,3 +121,16 @@ async def test_forget_deletes_only_what_the_chat_sees_now(
     await kernel.agent.set_project(KERNEL_CHAT, "garden")  # switched since the listing
     await say(commands, KERNEL_CHAT, "/forget 1")
     assert [m.text for m in await kernel.store.list_memories()] == ["the repo is ~/src/kernel"]
+
+
+async def test_status_counts_the_memories_the_chat_sees(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    kernel = await scoped_kernel(make_kernel, anthropic_sim)
+    commands = Commands(kernel)
+    await say(commands, PLAIN_CHAT, "/remember likes green tea")
+    await say(commands, KERNEL_CHAT, "/remember the repo is ~/src/kernel")
+    await say(commands, GARDEN_CHAT, "/remember water the roses on Sunday")
+    # global + its project's: 2 of the 3; the plain chat sees the global one only
+    assert ", 2 memories" in await say(commands, KERNEL_CHAT, "/status")
+    assert ", 1 memories" in await say(commands, PLAIN_CHAT, "/status")
