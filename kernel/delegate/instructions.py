@@ -4,9 +4,10 @@ In this order: ``[cli.<name>] instructions``, then ``instructions_file`` (relati
 config.toml's folder, read at each delegation so an edit counts from the next one), then
 the chat's persona and project bodies. The configured part is the owner's and is never
 cut: a file that is missing, unreadable, not UTF-8 or over :data:`FILE_LIMIT` bytes, or
-configured text over :data:`INSTRUCTIONS_LIMIT` characters, refuses the delegation with a
-:class:`ToolError` naming the file and the key. The persona and project fill what is left
-of :data:`INSTRUCTIONS_LIMIT` and are cut with a visible note past it. Logs say sizes only.
+configured text over :data:`INSTRUCTIONS_LIMIT` characters or holding a NUL, refuses
+the delegation with a :class:`ToolError` naming the file and the key. The persona and
+project fill what is left of :data:`INSTRUCTIONS_LIMIT` and are cut with a visible note
+past it (a NUL in them is dropped). Logs say sizes only.
 
 How the text reaches each CLI is :func:`kernel.delegate.argv.build_argv`'s part.
 """
@@ -41,7 +42,7 @@ async def instructions_for(
     sizes: dict[str, int] = {}
     cut = 0
     for profile in profiles:
-        body = profile.body.strip()
+        body = profile.body.replace("\x00", "").strip()  # no argv element holds a NUL
         if not body:
             continue
         heading = t(f"delegate.instructions_{profile.kind}", name=profile.name)
@@ -81,6 +82,8 @@ async def configured_text(cli: str, cfg: CLIConfig, base_dir: Path) -> str:
     if cfg.instructions_file.strip():
         parts.append(await asyncio.to_thread(read_file, cli, cfg.instructions_file, base_dir))
     text = SEPARATOR.join(p for p in parts if p)
+    if "\x00" in text:  # no argv element can hold it; the owner's text is never altered
+        raise ToolError(t("delegate.instructions_nul", cli=cli))
     if len(text) > INSTRUCTIONS_LIMIT:
         raise ToolError(
             t(

@@ -127,7 +127,7 @@ async def test_a_file_is_read_at_each_delegation_after_the_text(
     assert any("First.\n\nEdited." in arg for arg in record_of(record)["argv"])
 
 
-@pytest.mark.parametrize("problem", ["missing", "folder", "not_utf8", "too_big"])
+@pytest.mark.parametrize("problem", ["missing", "folder", "not_utf8", "too_big", "nul"])
 async def test_an_unusable_file_refuses_the_delegation_by_name_and_nothing_runs(
     problem: str, bin_dir: dict[str, Path], make_config: ConfigFactory, record: Path, tmp_path: Path
 ) -> None:
@@ -138,6 +138,8 @@ async def test_an_unusable_file_refuses_the_delegation_by_name_and_nothing_runs(
         path.write_bytes(b"\xff\xfe\x00bad")
     elif problem == "too_big":
         path.write_bytes(b"x" * (FILE_LIMIT + 1))
+    elif problem == "nul":
+        path.write_bytes(b"a\x00b")
     config = config_for(make_config, bin_dir, "codex", instructions_file="cli.md")
     delegator = delegator_for(config)
 
@@ -145,6 +147,10 @@ async def test_an_unusable_file_refuses_the_delegation_by_name_and_nothing_runs(
         await delegator.delegate(TASK, cli="codex", conversation="c")
 
     message = str(refused.value)
+    if problem == "nul":  # named by the section: it could be the text or the file
+        assert "[cli.codex] instructions or instructions_file contain a NUL" in message
+        assert not ran(record)
+        return
     assert str(path) in message and "cli.codex.instructions_file" in message
     detail = {
         "missing": "No such file",
@@ -200,6 +206,11 @@ async def test_the_total_is_capped_the_configured_text_never_cut(
     assert text.startswith(configured + "\n\n## Persona: long\nPPP")
     assert "characters were left out]" in text
     assert "Hugo." not in text  # no room left for the project's body
+
+    nul = profile("persona", "nul", "a\x00b")
+    assert await instructions_for("claude_code", cfg, tmp_path, [nul]) == (
+        configured + "\n\n## Persona: nul\nab"
+    )
 
     over = make_config(
         cli_section("claude_code", command="claude", instructions="C" * (INSTRUCTIONS_LIMIT + 1))
