@@ -178,7 +178,9 @@ def web(plugins: Plugins) -> None:
 def delegation(plugins: Plugins) -> None:
     from kernel.delegate import tool
 
-    plugins.add_tools(lambda kernel: tool.register(kernel.tools, kernel.delegator))
+    plugins.add_tools(
+        lambda kernel: tool.register(kernel.tools, kernel.delegator, kernel.agent.profiles)
+    )
 
 
 def cron(plugins: Plugins) -> None:

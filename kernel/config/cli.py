@@ -4,6 +4,10 @@ Each CLI gets its task where no option can swallow it (see :mod:`kernel.delegate
 What cannot work is refused at load (:func:`args_problem`): a ``--`` written in ``args``
 (Kernel ends the options itself), a variadic flag with no value at the end of ``args``
 (its values would be Kernel's ``--``), and gemini's ``-p`` anywhere but last.
+
+``instructions`` and ``instructions_file`` (read at each delegation, see
+:mod:`kernel.delegate.instructions`) reach Claude Code as ``--append-system-prompt`` and
+Codex and Gemini as a ``[SYSTEM]`` block before the task.
 """
 
 from __future__ import annotations
@@ -77,6 +81,14 @@ class CLIConfig(Section):
         60.0, description="seconds without progress after a retry or an API error"
     )
     version_timeout: PosFloat = Field(10.0, description="`<command> --version` and the probe")
+    instructions: str = Field(
+        "", description="system instructions given to the CLI with each delegated task"
+    )
+    instructions_file: str = Field(
+        "",
+        description="a UTF-8 file of instructions (relative: to config.toml's folder), "
+        "read at each delegation; a missing one refuses the delegation",
+    )
 
     @property
     def jsonl(self) -> bool:

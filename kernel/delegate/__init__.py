@@ -5,5 +5,6 @@ Public API: ``kernel.delegate.delegator``'s ``Delegator``, ``Delegation``,
 ``DEFAULT_CLI`` and ``child_env``; ``kernel.delegate.tool`` (the ``delegate_to_cli``
 tool); ``kernel.delegate.formats``'s ``Trouble``, ``display_name`` and ``strip_ansi``;
 ``kernel.delegate.argv``'s ``args_problem`` and ``GEMINI_PROMPT`` (checked at config
-load).
+load); ``kernel.delegate.instructions``'s ``instructions_for`` and its limits (the
+instructions a CLI gets).
 """

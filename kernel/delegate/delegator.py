@@ -3,7 +3,8 @@
 ``delegate()`` is what the ``delegate_to_cli`` tool calls. It checks the request (known
 CLI, not busy, a real working directory, an executable on PATH; each refusal a
 :class:`ToolError` naming the fix), builds the command line (:mod:`kernel.delegate.argv`:
-the task after ``--``, or gemini's ``--prompt=``), asks the CLI its ``--version`` (once
+the task after ``--``, or gemini's ``--prompt=``; the instructions of
+:mod:`kernel.delegate.instructions`), asks the CLI its ``--version`` (once
 per executable), runs it through :class:`CLIProcess`, and returns
 ``{ok, cli, version, cwd, exit_code, reason, output_path, output}``: ``ok`` only when the
 CLI's completion event said success AND it exited 0; ``reason`` says in one line why not.
@@ -24,7 +25,7 @@ import signal
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +37,9 @@ from kernel.core.errors import ToolError
 from kernel.core.i18n import t
 from kernel.delegate.argv import build_argv, output_flags
 from kernel.delegate.formats import Trouble, display_name, formatter_for, one_line, strip_ansi
+from kernel.delegate.instructions import instructions_for
 from kernel.delegate.runner import HALF, OUTPUT_LIMIT, CLIProcess, RunReport, RunRequest
+from kernel.profiles import Profile
 
 log = logging.getLogger(__name__)
 
@@ -159,9 +162,12 @@ class Delegator:
         *,
         conversation: str = "",
         folder: str = "",
+        profiles: Sequence[Profile] = (),
     ) -> dict[str, Any]:
         """``folder``: the chat's project folder; without ``cwd`` the CLI runs there, and
-        a relative ``cwd`` is taken from it (default: ``general.default_workspace``)."""
+        a relative ``cwd`` is taken from it (default: ``general.default_workspace``).
+        ``profiles``: the chat's persona and project, whose bodies follow the configured
+        instructions (:mod:`kernel.delegate.instructions`)."""
         name = cli or DEFAULT_CLI
         if name not in self.config.cli:
             raise ToolError(t("delegate.unknown_cli", cli=name, names=", ".join(self.config.cli)))
@@ -186,7 +192,7 @@ class Delegator:
         self.running = claim
         self._bump()
         try:
-            return await self._run(claim, task, cwd, base)
+            return await self._run(claim, task, cwd, base, profiles)
         finally:
             self.running = None
             self._process = None
@@ -195,7 +201,12 @@ class Delegator:
             self._bump()
 
     async def _run(
-        self, claim: Delegation, task: str, cwd: str | None, base: Path
+        self,
+        claim: Delegation,
+        task: str,
+        cwd: str | None,
+        base: Path,
+        profiles: Sequence[Profile],
     ) -> dict[str, Any]:
         cfg = self.config.cli[claim.cli]
         workdir = await asyncio.to_thread(self._workdir, cwd, base)
@@ -204,6 +215,7 @@ class Delegator:
         executable = shutil.which(cfg.command, path=env.get("PATH"))
         if executable is None:
             raise ToolError(t("delegate.not_found", cli=claim.cli, command=cfg.command))
+        system = await instructions_for(claim.cli, cfg, self.config.base_dir, profiles)
         folder = self.config.data_dir / "cli_outputs"
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
         output_path = folder / f"{stamp}-{claim.cli}.txt"
@@ -211,7 +223,7 @@ class Delegator:
         last_message: Path | None = None
         if claim.cli == "codex":
             extra, last_message = output_flags(folder, stamp, workdir)
-        argv = build_argv(claim.cli, executable, cfg.args, task, extra)
+        argv = build_argv(claim.cli, executable, cfg.args, task, extra, system)
         claim.version = await self._version_of(executable, env, cfg.version_timeout)
         formatter = formatter_for(claim.cli, cfg.jsonl)
         request = RunRequest(

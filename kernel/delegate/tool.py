@@ -2,7 +2,9 @@
 
 Offered only when a configured CLI is found at start (``kernel check`` names the ones
 that are not): a tool that can only fail costs every request its definition and invites
-a call that cannot succeed. Its ``cli`` argument lists the CLIs found.
+a call that cannot succeed. Its ``cli`` argument lists the CLIs found. The chat's
+persona and project (``ToolContext.persona``/``.project``) are read from ``profiles`` at
+each call and their instructions go to the CLI; one that is gone or unusable is skipped.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 from typing import Any
 
 from kernel.delegate.delegator import DEFAULT_CLI, Delegator
+from kernel.profiles import Profile, ProfileLibrary, Profiles
 from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,29 @@ def parameters(names: list[str], default: str) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": ["task"]}
 
 
-def register(registry: ToolRegistry, delegator: Delegator) -> None:
+async def chat_profiles(profiles: Profiles | None, context: ToolContext) -> list[Profile]:
+    """The chat's persona then project, when each exists, is usable and says something."""
+    if profiles is None:
+        return []
+    found: list[Profile] = []
+    wanted: list[tuple[ProfileLibrary, str]] = [
+        (profiles.personas, context.persona),
+        (profiles.projects, context.project),
+    ]
+    for library, name in wanted:
+        if not name:
+            continue
+        profile = await library.find(name)
+        if profile is None or not profile.usable:
+            log.info("the chat's %s is gone or unusable: the CLI gets none", library.kind)
+        elif profile.body.strip():
+            found.append(profile)
+    return found
+
+
+def register(
+    registry: ToolRegistry, delegator: Delegator, profiles: Profiles | None = None
+) -> None:
     names = delegator.installed()
     if not names:
         log.info("%s not offered: no configured coding CLI was found", NAME)
@@ -65,8 +90,9 @@ def register(registry: ToolRegistry, delegator: Delegator) -> None:
         context = extra.get(CONTEXT_ARG)
         conversation = context.conversation if isinstance(context, ToolContext) else ""
         folder = context.folder if isinstance(context, ToolContext) else ""
+        chosen = await chat_profiles(profiles, context) if isinstance(context, ToolContext) else []
         return await delegator.delegate(
-            task, cwd, cli or default, conversation=conversation, folder=folder
+            task, cwd, cli or default, conversation=conversation, folder=folder, profiles=chosen
         )
 
     registry.register(

@@ -5,10 +5,12 @@ Shapes recorded from the real releases run against the loopback simulators and a
 closed port (2026-11-23): ``@anthropic-ai/claude-code`` 2.1.197, ``@openai/codex``
 0.169.0 (``codex-cli 0.169.0``), ``@google/gemini-cli`` 0.61.0. Their command lines are
 parsed the way those CLIs parse them: ``--version``/``--help`` answer without running;
-``--`` ends the options; claude's variadic flags (``--allowedTools`` …) take every
-following argument, so a task after them is swallowed ("Input must be provided …",
-exit 1); codex rejects ``--full-auto`` (``error: unexpected argument '--full-auto'
-found``, exit 2); gemini takes the task from ``-p <task>``/``--prompt=<task>`` and exits 55
+``--`` ends the options; claude's ``--append-system-prompt`` takes the next argument
+(or its ``=`` value) whatever it starts with; claude's variadic flags
+(``--allowedTools`` …) take every following argument, so a task after them is
+swallowed ("Input must be provided …", exit 1); codex rejects ``--full-auto``
+(``error: unexpected argument '--full-auto' found``, exit 2); gemini takes the task from
+``-p <task>``/``--prompt=<task>`` and exits 55
 in an untrusted folder unless given ``--skip-trust`` (or ``GEMINI_CLI_TRUST_WORKSPACE``).
 
 One script serves every CLI; its behaviour comes from the environment the test sets
@@ -84,8 +86,8 @@ def parse(argv):
             prompt = arg.split("=", 1)[1]
         elif SHAPE == "codex" and arg in ("-C", "--output-last-message", "-o", "--color"):
             i += 1
-        elif SHAPE == "claude_code" and arg == "--output-format":
-            i += 1
+        elif SHAPE == "claude_code" and arg in ("--output-format", "--append-system-prompt"):
+            i += 1  # commander: a required value is taken even when it starts with "-"
         elif arg.startswith("-"):
             pass
         else:

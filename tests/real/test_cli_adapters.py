@@ -10,7 +10,9 @@ default arguments, pointed at the loopback simulators (never the internet):
   alone selects the "gateway" auth type, which 0.61.0 refuses headless) → the Gemini
   simulator.
 
-Each runs a tiny task whose stream is parsed to a completion; each, pointed at a closed
+Each runs a tiny task whose stream is parsed to a completion, and one with
+``instructions`` that reach the model (Claude Code's ``--append-system-prompt``, the
+others' ``[SYSTEM]`` block); each, pointed at a closed
 port, is ended early by the no-progress limit with the reason; ``kernel check`` passes
 the defaults and fails codex's old ``--full-auto``. Versions are printed (``-s``)::
 
@@ -115,7 +117,9 @@ def make_config(tmp_path: Path) -> Callable[..., Config]:
 
 
 @pytest.fixture
-async def sims(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[dict[str, str]]:
+async def sim_servers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[dict[str, AnthropicSim | OpenAISim | GeminiSim]]:
     monkeypatch.setattr(
         anthropic_sim, "validate_request", _without_system_role(anthropic_sim.validate_request)
     )
@@ -124,7 +128,12 @@ async def sims(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[dict[str, str]]
         OpenAISim(fallback="echo") as openai,
         GeminiSim(fallback="echo") as gemini,
     ):
-        yield {"claude_code": claude.base_url, "codex": openai.base_url, "gemini": gemini.base_url}
+        yield {"claude_code": claude, "codex": openai, "gemini": gemini}
+
+
+@pytest.fixture
+def sims(sim_servers: dict[str, AnthropicSim | OpenAISim | GeminiSim]) -> dict[str, str]:
+    return {cli: sim.base_url for cli, sim in sim_servers.items()}
 
 
 def test_versions_of_the_installed_clis(real_bin: Callable[[str], Path]) -> None:
@@ -159,6 +168,37 @@ async def test_default_args_run_a_tiny_task_to_completion(
     assert "echo: " in result["output"] and TASK in result["output"]
     latest = delegator.latest("real")
     assert latest is not None and latest.outcome == "ok"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("cli", ["claude_code", "codex", "gemini"])
+async def test_instructions_reach_the_model_through_each_cli(
+    cli: str,
+    real_bin: Callable[[str], Path],
+    sim_servers: dict[str, AnthropicSim | OpenAISim | GeminiSim],
+    make_config: Callable[..., Config],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 19 point 3: Claude Code accepts ``--append-system-prompt=<text>`` (a text
+    starting with "-" included) and sends it as system text; Codex and Gemini send the
+    task's leading ``[SYSTEM]`` block."""
+    binary = real_bin(COMMANDS[cli])
+    sim = sim_servers[cli]
+    point_at(cli, tmp_path / "home", sim.base_url, monkeypatch)
+    marker = "-- KERNEL-INSTRUCTIONS-7f3a: answer in English."
+    config = make_config(cli_section(cli, command=str(binary), instructions=marker))
+
+    result = await Delegator(config).delegate(TASK, cli=cli, conversation="real")
+
+    assert result["ok"] is True, result
+    assert TASK in result["output"]
+    bodies = [request.body for request in sim.requests]
+    if cli == "claude_code":
+        assert any(marker in json.dumps(body.get("system", "")) for body in bodies)
+    else:
+        block = json.dumps(f"[SYSTEM]\n{marker}\n[/SYSTEM]\n\n{TASK}")[1:-1]
+        assert any(block in json.dumps(body) for body in bodies)
 
 
 @pytest.mark.timeout(300)
