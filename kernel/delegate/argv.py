@@ -24,6 +24,7 @@ and gemini's ``-p`` anywhere but last.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kernel.config.cli import GEMINI_PROMPT, VARIADIC, args_problem
@@ -40,6 +41,7 @@ __all__ = [
 
 
 CLAUDE_SYSTEM = "--append-system-prompt"
+_CLOSE = re.compile(r"\[\s*/\s*SYSTEM\s*\]", re.IGNORECASE)
 
 
 def build_argv(
@@ -65,7 +67,9 @@ def build_argv(
 
 def system_block(system: str, task: str) -> str:
     """The task with the instructions before it, as Codex and Gemini get them."""
-    return f"[SYSTEM]\n{system}\n[/SYSTEM]\n\n{task}"
+    # A closing tag inside the text (a persona's body) must not end the block early.
+    body = _CLOSE.sub(r"[\/SYSTEM]", system)
+    return f"[SYSTEM]\n{body}\n[/SYSTEM]\n\n{task}"
 
 
 def output_flags(folder: Path, stamp: str, workdir: Path) -> tuple[list[str], Path]:
