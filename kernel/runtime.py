@@ -1,7 +1,7 @@
 """Runtime changes: the Kernel-managed overlay ``data/runtime.toml`` (SPEC §2).
 
-Changes made while Kernel runs (provider settings, envs, channel settings) are
-written here, never into the owner's ``config.toml``, and layered over it at every load
+Changes made while Kernel runs (provider settings, envs, channel settings, MCP servers)
+are written here, never into the owner's ``config.toml``, and layered over it at every load
 (:func:`kernel.config.merge_overlay`). :meth:`Runtime.update` validates a change by
 loading the whole configuration with it, writes the file atomically (tomli-w, a
 temporary file renamed over the old one, mode 0600 since it may hold keys), then applies
@@ -133,6 +133,8 @@ class Runtime:
             if getattr(live.channels, name) != getattr(fresh.channels, name)
         }
         live.channels = fresh.channels
+        # The servers' definitions; their connections are the MCP manager's to change.
+        live.mcp_servers = list(fresh.mcp_servers)
         add_secrets(secrets.secrets_of(fresh), secrets.header_values_of(fresh))
         if channels:
             log.info("runtime change: channels %s updated", ", ".join(sorted(channels)))

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 from kernel.client.commands import show_stream
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable
+from kernel.client.mcp import print_servers
 from kernel.client.profiles import chat_command
 from kernel.client.usage import print_summary
 from kernel.client.verbs import EXIT_REFUSED, EXIT_UNREACHABLE
@@ -52,9 +53,12 @@ def run_remote_chat(sidecar: Sidecar, stdin: IO[str], out: IO[str], err: IO[str]
                 err.write(f"kernel: {exc}\n")
                 return EXIT_UNREACHABLE
             continue
-        if text.split()[0] == "/usage":  # read from the ledger, never a model's turn
+        if text.split()[0] in ("/usage", "/mcp"):  # read from Kernel, never a model's turn
             try:
-                print_summary(sidecar, out)
+                if text.split()[0] == "/usage":
+                    print_summary(sidecar, out)
+                else:
+                    print_servers(sidecar, out)
             except SidecarError as exc:
                 err.write(t("console.error", message=f"{exc} ({exc.code})") + "\n")
                 failed = True

@@ -2,7 +2,7 @@
 (``kernel skills|workspace …`` are in :mod:`kernel.client.files`, ``kernel
 personas|projects …`` in :mod:`kernel.client.profiles`, ``kernel cron|channels …``
 in :mod:`kernel.client.cron`, ``kernel usage`` in :mod:`kernel.client.usage`, ``kernel
-routing …`` in :mod:`kernel.client.routing`).
+routing …`` in :mod:`kernel.client.routing`, ``kernel mcp …`` in :mod:`kernel.client.mcp`).
 
 Human-readable tables by default, the sidecar's JSON with ``--json``. Exit codes: 0 done,
 1 the sidecar refused (its message is printed), 2 bad usage, 3 Kernel is not running.
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import quote, urlencode
 
-from kernel.client import cron, files, profiles, routing, usage
+from kernel.client import cron, files, mcp, profiles, routing, usage
 from kernel.client.http import Sidecar, SidecarError, SidecarUnreachable, sidecar_from
 from kernel.client.verbs import (
     EXIT_REFUSED,
@@ -94,6 +94,7 @@ def register(sub: Any) -> None:
     cron.register(sub)
     usage.register(sub)
     routing.register(sub)
+    mcp.register(sub)
 
 
 def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | None = None) -> int:

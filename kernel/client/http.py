@@ -62,8 +62,12 @@ class Sidecar:
             detail = getattr(reason, "strerror", None) or str(reason)
             raise SidecarUnreachable(t("client.unreachable", url=self.url, detail=detail)) from None
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        with self._open(self._request(method, path, body), CALL_TIMEOUT) as response:
+    def call(
+        self, method: str, path: str, body: Any = None, *, timeout: float = CALL_TIMEOUT
+    ) -> Any:
+        """One JSON request; ``timeout``: seconds without an answer (longer for a call
+        that waits on something, e.g. an MCP server's first connect attempt)."""
+        with self._open(self._request(method, path, body), timeout) as response:
             raw = response.read()
         return json.loads(raw) if raw else None
 

@@ -1,5 +1,5 @@
 """The channel-neutral text commands (/new /history /resume /retitle /del_history
-/provider /model /remember /memory /forget /status /cancel /usage), written once for
+/provider /model /remember /memory /forget /status /cancel /usage /mcp), written once for
 every text channel; Telegram and ``kernel chat`` only render what they return.
 
 Public API:
@@ -11,12 +11,14 @@ Public API:
   choices a channel may render as buttons, optional slow follow-up).
 - ``SHARED``: the names ``run`` knows, in help order.
 - ``format_history``, ``parse_refs``: session listing lines and ``#n`` references.
+- ``mcp_listing``: the /mcp text of the MCP servers' status.
 - ``format_elapsed``: "12 s" / "3 min 4 s" as the catalogue words it.
 - ``render_report``: a :class:`~kernel.spend.UsageReport` as the /usage text.
 """
 
 from kernel.commands.command_set import SHARED, Commands, KernelParts
 from kernel.commands.listing import format_history, parse_refs
+from kernel.commands.mcp import mcp_listing
 from kernel.commands.reply import Choice, Reply
 from kernel.commands.status import format_elapsed
 from kernel.commands.usage import render_report
@@ -29,6 +31,7 @@ __all__ = [
     "Reply",
     "format_elapsed",
     "format_history",
+    "mcp_listing",
     "parse_refs",
     "render_report",
 ]

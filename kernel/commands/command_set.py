@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kernel.commands.listing import format_history, parse_refs, project_filter
+from kernel.commands.mcp import ServerLine, mcp_listing
 from kernel.commands.profiles import profile_command
 from kernel.commands.reply import Choice, Reply
 from kernel.commands.status import status_lines
@@ -46,11 +47,15 @@ SHARED = (
     "cancel",
     "status",
     "usage",
+    "mcp",
 )
 
 
 class StatusSource(Protocol):
+    """The MCP manager (kernel.mcp.MCPManager): the /status line, the /mcp listing."""
+
     def status_text(self) -> str: ...
+    def status(self) -> Sequence[ServerLine]: ...
 
 
 class KernelParts(Protocol):
@@ -100,6 +105,7 @@ class Commands:
             "cancel": lambda conversation, arg: self.cancel(conversation),
             "status": lambda conversation, arg: self.status(conversation),
             "usage": self.usage,
+            "mcp": lambda conversation, arg: self.mcp(),
         }
 
     async def run(self, conversation: str, name: str, arg: str) -> Reply | None:
@@ -311,3 +317,7 @@ class Commands:
 
         report = await build_report(self.agent.meter, job_name)
         return Reply(render_report(report, period))
+
+    async def mcp(self) -> Reply:
+        """The MCP servers: state and tools offered (and any listed but not offered)."""
+        return mcp_listing(self.kernel.mcp.status())

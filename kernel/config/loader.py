@@ -37,7 +37,7 @@ from kernel.config.general import (
     TelegramConfig,
     ToolPolicy,
 )
-from kernel.config.mcp import MCPServerConfig, MCPSettings
+from kernel.config.mcp import MCPServerConfig, MCPSettings, merge_servers, server_problem
 from kernel.config.net import is_loopback
 from kernel.config.providers import (
     DEFAULT_PROVIDERS,
@@ -181,14 +181,23 @@ def read_overlay(path: Path) -> dict[str, Any]:
 
 
 def merge_overlay(raw: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
-    """``overlay`` over ``raw``: tables merge key by key, anything else is replaced."""
+    """``overlay`` over ``raw``: tables merge key by key, anything else is replaced,
+    except ``[[mcp.servers]]``, merged by name (:func:`merge_servers`)."""
     merged = copy.deepcopy(raw)
     if "providers" in overlay and "providers" not in merged:
         # Without [providers.*] in config.toml the built-in pair applies; the overlay
         # changes that pair rather than replacing it.
         merged["providers"] = copy.deepcopy(DEFAULT_PROVIDERS)
+    servers = _servers_of(merged)
     _merge_into(merged, overlay)
+    if servers is not None and _servers_of(overlay) is not None:
+        merged["mcp"]["servers"] = merge_servers(servers, overlay["mcp"]["servers"])
     return merged
+
+
+def _servers_of(raw: dict[str, Any]) -> Any:
+    mcp = raw.get("mcp")
+    return mcp.get("servers") if isinstance(mcp, dict) else None
 
 
 def _merge_into(target: dict[str, Any], overlay: dict[str, Any]) -> None:
@@ -470,12 +479,10 @@ def _mcp(
             warnings.append(t("config.warn_mcp_env", name=server.name, var=var))
             continue
         server.cwd = _resolve(base, table["cwd"]) if table.get("cwd") else None
-        if server.type == "http" and not server.url.startswith(("http://", "https://")):
-            key = f"{prefix}.url"
-            raise ConfigError(t("config.mcp_needs_url", key=key), key=key)
-        if server.type == "stdio" and not server.command:
-            key = f"{prefix}.command"
-            raise ConfigError(t("config.mcp_needs_command", key=key), key=key)
+        wrong = server_problem(server)
+        if wrong is not None:
+            key = f"{prefix}.{wrong[0]}"
+            raise ConfigError(t(wrong[1], key=key), key=key)
         servers.append(server)
     return settings, servers
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import copy
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -50,3 +53,50 @@ class MCPServerConfig(Section):
     enabled: bool = Field(True, description="false keeps the server configured but unconnected")
     connect_timeout: PosFloat = Field(10.0, description="seconds for start + initialize + list")
     timeout: PosFloat = Field(60.0, description="seconds per tool call")
+
+
+def server_problem(server: MCPServerConfig) -> tuple[str, str] | None:
+    """What a server's keys miss together: (its key, the catalogue text's key), or None.
+    The loader words it for ``config.toml``, the sidecar for a request body."""
+    if server.type == "http" and not server.url.startswith(("http://", "https://")):
+        return "url", "config.mcp_needs_url"
+    if server.type == "stdio" and not server.command:
+        return "command", "config.mcp_needs_command"
+    return None
+
+
+def merge_servers(base: Any, overlay: Any) -> Any:
+    """``[[mcp.servers]]`` of ``data/runtime.toml`` over ``config.toml``'s, by name: a
+    server of the overlay replaces the one of the same name (whole, in its place),
+    others are appended. Anything but two lists: the overlay's, as every other array."""
+    if not isinstance(base, list) or not isinstance(overlay, list):
+        return copy.deepcopy(overlay)
+    merged = copy.deepcopy(base)
+    where = {_name_of(table): i for i, table in enumerate(merged) if _name_of(table)}
+    for table in overlay:
+        name = _name_of(table)
+        if name and name in where:
+            merged[where[name]] = copy.deepcopy(table)
+        else:
+            merged.append(copy.deepcopy(table))
+    return merged
+
+
+def _name_of(table: Any) -> str:
+    name = table.get("name") if isinstance(table, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # ${VAR} in headers and env
+
+
+def unset_reference(server: MCPServerConfig, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The first ``${VAR}`` of the server's headers or env that ``env`` lacks, as
+    (``headers.<name>`` or ``env.<name>``, the variable); None when all are set. The
+    loader skips such a server with a warning; a request adding one is refused."""
+    for key, values in (("headers", server.headers), ("env", server.env)):
+        for name, value in values.items():
+            missing = next((v for v in ENV_REFERENCE.findall(value) if v not in env), None)
+            if missing is not None:
+                return f"{key}.{name}", missing
+    return None

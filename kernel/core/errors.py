@@ -293,6 +293,11 @@ HTTP_STATUS: dict[str, int] = {
     # CronError
     "cron_busy": 409,
     "cron_job_exists": 409,
+    # MCP servers changed at run time
+    "mcp_server_exists": 409,
+    "mcp_server_not_found": 404,
+    "mcp_server_in_config": 409,
+    "mcp_stopping": 503,
 }
 
 

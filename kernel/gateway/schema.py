@@ -218,7 +218,8 @@ _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
 
 def _openapi(node: Any) -> Any:
     """JSON Schema (pydantic's, 2020-12) → OpenAPI 3.0.3: ``null`` as ``nullable``,
-    ``const`` as a one-value ``enum``, no titles."""
+    ``const`` as a one-value ``enum``, an exclusive bound as the bound and a flag, no
+    titles."""
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
@@ -233,6 +234,9 @@ def _openapi(node: Any) -> Any:
             out[key] = [_openapi(sub) for sub in value]
         elif key == "const":
             out["enum"] = [value]
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            out[key.removeprefix("exclusive").lower()] = value  # 3.0: a bound and a flag
+            out[key] = True
         else:
             out[key] = value
     for key in _SCHEMA_LISTS:

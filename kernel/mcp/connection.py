@@ -139,9 +139,16 @@ class ServerConnection:
         self._task = self._tasks.spawn(self._run(), name=f"mcp-{self.name}")
 
     async def wait_first_attempt(self) -> None:
-        """Until the first connect attempt ends, at most ``connect_timeout`` seconds."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._attempted.wait(), self.config.connect_timeout)
+        """Until the first connect attempt ends and its outcome is recorded (the state
+        is connected or failed), at most ``connect_timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.connect_timeout
+        while not (self._tried or self._stopping or not self.config.enabled):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
         if not self._attempted.is_set():
             self.last_error = self.last_error or self._timeout_text()
             log.info(

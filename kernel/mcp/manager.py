@@ -1,27 +1,37 @@
 """The MCP client as Kernel sees it: every configured server, their tools in the
-ToolRegistry, and their status for /status and the sidecar's /healthz.
+ToolRegistry, and their status for /status and the sidecar's /healthz; servers added,
+removed and restarted while Kernel runs (the sidecar's /mcp/servers), kept in
+``data/runtime.toml`` through :class:`~kernel.runtime.Runtime`.
 
 No ``mcp`` import here: the SDK is loaded (off the event loop) only when servers are
-configured, by importing :mod:`kernel.mcp.connection`.
+configured or added, by importing :mod:`kernel.mcp.connection`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernel.config import Config, MCPServerConfig
+from kernel.core.errors import CodedError, KernelError
 from kernel.core.i18n import t
+from kernel.core.tasks import TaskSet
 from kernel.mcp.interact import Sampler
-from kernel.mcp.naming import assign_names, server_parts
+from kernel.mcp.naming import assign_names, server_part, server_parts
 from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry, ToolReply
 
 if TYPE_CHECKING:
     from kernel.mcp.connection import RemoteTool, ServerConnection
+    from kernel.runtime import Overlay, Runtime
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +60,10 @@ class MCPManager:
         self._blocked: set[str] = set()  # names some other source registered first
         # Answers servers' sampling requests (the Kernel sets the agent's); None: declined.
         self.sampler: Sampler | None = None
+        self._module: ModuleType | None = None  # kernel.mcp.connection, once loaded
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # a name being changed → users
+        self._changes = TaskSet("mcp changes")  # run to the end even if the caller goes away
+        self._closing = False
 
     @property
     def log_dir(self) -> Path:
@@ -60,28 +74,176 @@ class MCPManager:
         connect_timeout, after which it goes on connecting in the background."""
         if not self._servers:
             return
-        module = await asyncio.to_thread(importlib.import_module, "kernel.mcp.connection")
+        module = await self._sdk()
         for server in self._servers:
-            connection = module.ServerConnection(
-                server,
-                self._config.mcp,
-                self._publish,
-                log_dir=self.log_dir,
-                shared_env=lambda: self._config.envs,
-                sampler=self.sampler,
-            )
-            self._connections[server.name] = connection
-            connection.start()
+            self._open(module, server)
         await asyncio.gather(*(c.wait_first_attempt() for c in self._connections.values()))
         connected = sum(1 for c in self._connections.values() if c.connected)
         log.info("mcp: %d of %d servers connected", connected, len(self._connections))
 
     async def stop(self) -> None:
-        """Close every session and stdio child (concurrently), then drop their tools."""
+        """Close every session and stdio child (concurrently), then drop their tools.
+        A change under way is cancelled first; none starts a server afterwards."""
+        self._closing = True
+        await self._changes.close()
         grace = self._config.general.shutdown_timeout
         await asyncio.gather(*(c.stop(grace) for c in self._connections.values()))
         for name in self._connections:
             self._registry.unregister_source(_source(name))
+
+    async def _sdk(self) -> ModuleType:
+        if self._module is None:
+            name = "kernel.mcp.connection"
+            self._module = await asyncio.to_thread(importlib.import_module, name)
+        return self._module
+
+    def _open(self, module: ModuleType, server: MCPServerConfig) -> ServerConnection:
+        connection: ServerConnection = module.ServerConnection(
+            server,
+            self._config.mcp,
+            self._publish,
+            log_dir=self.log_dir,
+            shared_env=lambda: self._config.envs,
+            sampler=self.sampler,
+        )
+        self._connections[server.name] = connection
+        connection.start()
+        return connection
+
+    # ------------------------------------------------------------------ at run time
+
+    def server(self, name: str) -> MCPServerConfig | None:
+        """The definition in use for ``name`` (None: no such server)."""
+        return next((s for s in self._servers if s.name == name), None)
+
+    async def add(self, runtime: Runtime, table: dict[str, Any]) -> ServerStatus:
+        """Keep ``table`` (a checked ``[[mcp.servers]]`` definition) in
+        data/runtime.toml and connect the server; answers after the first attempt (at
+        most its connect_timeout) with its status. A name in use: refused."""
+        name = str(table["name"])
+        return await self._change(name, self._add(runtime, name, table))
+
+    async def remove(self, runtime: Runtime, name: str) -> None:
+        """Remove a server added at run time: out of data/runtime.toml, its session
+        closed and its tools withdrawn. One of config.toml is refused (remove it there)."""
+        await self._change(name, self._remove(runtime, name))
+
+    async def restart(self, name: str) -> ServerStatus:
+        """Close the server's session (and stdio child) and connect it again; answers
+        after the first attempt with its status."""
+        return await self._change(name, self._restart(name))
+
+    async def _change(self, name: str, change: Coroutine[Any, Any, T]) -> T:
+        """One change of ``name`` at a time; it runs to its end even if the caller goes
+        away (the file and the live servers never disagree), unless Kernel stops."""
+
+        async def run() -> tuple[T | None, KernelError | None]:
+            async with self._changing(name):
+                try:
+                    return await change, None
+                except KernelError as exc:  # a refusal, the caller's to show
+                    return None, exc
+
+        if self._closing:
+            change.close()
+            raise CodedError("mcp_stopping", t("mcp.stopping"))
+        task = self._changes.spawn(run(), name="mcp-change")
+        result, refused = await asyncio.shield(task)
+        if refused is not None:
+            raise refused
+        return result  # type: ignore[return-value]  # None only with a refusal
+
+    @contextlib.asynccontextmanager
+    async def _changing(self, name: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(name, (asyncio.Lock(), 0))
+        self._locks[name] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[name]
+            if users == 1:
+                del self._locks[name]
+            else:
+                self._locks[name] = (lock, users - 1)
+
+    async def _add(self, runtime: Runtime, name: str, table: dict[str, Any]) -> ServerStatus:
+        if self.server(name) is not None:
+            raise _exists(name)
+
+        def change(overlay: Overlay) -> None:
+            mcp = overlay.setdefault("mcp", {})
+            servers = mcp.setdefault("servers", []) if isinstance(mcp, dict) else None
+            if not isinstance(servers, list):  # data/runtime.toml edited by hand
+                raise CodedError("invalid_request", t("mcp.overlay_broken"))
+            if any(isinstance(s, dict) and s.get("name") == name for s in servers):
+                raise _exists(name)
+            servers.append(table)
+
+        fresh = await runtime.update(change)
+        server = next((s for s in fresh.mcp_servers if s.name == name), None)
+        if server is None:  # skipped as it was read (an unset ${VAR}): none to connect
+            raise CodedError("invalid_request", t("mcp.skipped_at_load", name=name))
+        log.info("mcp server %s added at run time", name)
+        return await self._connect(server)
+
+    async def _remove(self, runtime: Runtime, name: str) -> None:
+        if self.server(name) is None:
+            raise _missing(name)
+
+        def expect(overlay: Overlay) -> None:
+            if name not in runtime_names(overlay):
+                raise CodedError(
+                    "mcp_server_in_config", t("mcp.in_config", name=name), {"name": name}
+                )
+
+        def change(overlay: Overlay) -> None:
+            servers = overlay["mcp"]["servers"]
+            overlay["mcp"]["servers"] = [
+                s for s in servers if not (isinstance(s, dict) and s.get("name") == name)
+            ]
+
+        fresh = await runtime.update(change, expect=expect)
+        await self._close(name)
+        self._forget(name)
+        log.info("mcp server %s removed at run time", name)
+        # A runtime definition may have covered one of config.toml's own: that one is back.
+        uncovered = next((s for s in fresh.mcp_servers if s.name == name), None)
+        if uncovered is not None:
+            await self._connect(uncovered)
+
+    async def _restart(self, name: str) -> ServerStatus:
+        server = self.server(name)
+        if server is None:
+            raise _missing(name)
+        await self._close(name)
+        log.info("mcp server %s restarted", name)
+        return await self._connect(server)
+
+    async def _connect(self, server: MCPServerConfig) -> ServerStatus:
+        module = await self._sdk()
+        if self._closing:  # stopping: no server may start behind stop()
+            raise CodedError("mcp_stopping", t("mcp.stopping"))
+        if self.server(server.name) is None:
+            self._parts[server.name] = server_part(server.name, set(self._parts.values()))
+            self._servers.append(server)
+        else:
+            self._servers = [server if s.name == server.name else s for s in self._servers]
+        connection = self._open(module, server)
+        await connection.wait_first_attempt()
+        return self._status_of(server)
+
+    async def _close(self, name: str) -> None:
+        """Stop the server's connection (its child too) and withdraw its tools."""
+        connection = self._connections.pop(name, None)
+        if connection is not None:
+            await connection.stop(self._config.general.shutdown_timeout)
+        self._registry.unregister_source(_source(name))
+
+    def _forget(self, name: str) -> None:
+        self._servers = [s for s in self._servers if s.name != name]
+        self._parts.pop(name, None)
+        self._names.pop(name, None)
 
     # ------------------------------------------------------------------ tools
 
@@ -147,27 +309,24 @@ class MCPManager:
 
     def status(self) -> list[ServerStatus]:
         """Per configured server, in config order; safe to show (no secrets)."""
-        out: list[ServerStatus] = []
-        for server in self._servers:
-            connection = self._connections.get(server.name)
-            if connection is None:
-                state = "disabled" if not server.enabled else "connecting"
-                out.append(ServerStatus(server.name, server.type, state, 0, ""))
-                continue
-            available = [
-                name for name in self.tool_names(server.name).values() if name in self._registry
-            ]
-            out.append(
-                ServerStatus(
-                    server.name,
-                    server.type,
-                    connection.state,
-                    len(available),
-                    connection.last_error,
-                    dict(connection.skipped),
-                )
-            )
-        return out
+        return [self._status_of(server) for server in self._servers]
+
+    def _status_of(self, server: MCPServerConfig) -> ServerStatus:
+        connection = self._connections.get(server.name)
+        if connection is None:
+            state = "disabled" if not server.enabled else "connecting"
+            return ServerStatus(server.name, server.type, state, 0, "")
+        available = [
+            name for name in self.tool_names(server.name).values() if name in self._registry
+        ]
+        return ServerStatus(
+            server.name,
+            server.type,
+            connection.state,
+            len(available),
+            connection.last_error,
+            dict(connection.skipped),
+        )
 
     def status_text(self) -> str:
         """The /status line."""
@@ -203,6 +362,23 @@ class MCPManager:
 
 def _source(server: str) -> str:
     return f"mcp:{server}"
+
+
+def runtime_names(overlay: Overlay) -> list[str]:
+    """The servers ``data/runtime.toml`` defines (added at run time), by name."""
+    mcp = overlay.get("mcp")
+    servers = mcp.get("servers") if isinstance(mcp, dict) else None
+    if not isinstance(servers, list):
+        return []
+    return [s["name"] for s in servers if isinstance(s, dict) and isinstance(s.get("name"), str)]
+
+
+def _exists(name: str) -> CodedError:
+    return CodedError("mcp_server_exists", t("mcp.exists", name=name), {"name": name})
+
+
+def _missing(name: str) -> CodedError:
+    return CodedError("mcp_server_not_found", t("mcp.not_found", name=name), {"name": name})
 
 
 def _handler(connection: ServerConnection, tool: str) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 NAME_LIMIT = 64
 SERVER_PART_LIMIT = 24  # leaves at least 34 characters of a 64-character name to the tool
@@ -31,9 +31,13 @@ def server_parts(names: Iterable[str]) -> dict[str, str]:
     """A distinct, safe name part for each server, first come (in config order) first served."""
     parts: dict[str, str] = {}
     for name in names:
-        used = set(parts.values())
-        parts[name] = next(c for c in _server_candidates(name) if c not in used)
+        parts[name] = server_part(name, set(parts.values()))
     return parts
+
+
+def server_part(name: str, used: Collection[str]) -> str:
+    """The name part of one more server (added while Kernel runs), distinct from ``used``."""
+    return next(c for c in _server_candidates(name) if c not in used)
 
 
 def _server_candidates(name: str) -> Iterator[str]:

@@ -13,6 +13,7 @@ from kernel.gateway.routes import (
     cron,
     envs,
     health,
+    mcp,
     messages,
     models,
     openai_chat,
@@ -40,4 +41,5 @@ ROUTERS: list[Router] = [
     cron.router,
     usage.router,
     routing.router,
+    mcp.router,
 ]
