@@ -762,6 +762,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "profile.not_kept": "这些值写进文件后读回来会变样（多余的空格或引号）：请去掉首尾空格和引号",
         "profile.agent_needs_tools": "子代理必须写明 tools（它能用的工具，例如 tools: [web_search, web_fetch]；全部工具写 tools: [*]）",
         "profile.fix_first": "{name} 的文件有问题（{problem}），不能只改其中几项：先修正文件，或删除后重新创建",
+        "gw.mcp_refs_keyless": "没有设置 [gateway] api_key 时，运行时添加的服务器不能引用 ${{变量}}（它们取自 Kernel 的环境，包括密钥）：设置 api_key 后带上它再添加，或写入实际值",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1509,6 +1510,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "profile.not_kept": "these values would not read back as given (extra spaces or quotes): remove leading/trailing spaces and quotes",
         "profile.agent_needs_tools": "a sub-agent must list its tools (what it may use, e.g. tools: [web_search, web_fetch]; every tool: tools: [*])",
         "profile.fix_first": "the file of {name} is broken ({problem}), so it cannot be changed field by field: fix the file, or delete it and create it again",
+        "gw.mcp_refs_keyless": "without [gateway] api_key, a server added at run time may not reference ${{VARIABLES}} (they come from Kernel's environment, keys included): set api_key and send it, or write the value itself",
     },
 }
 

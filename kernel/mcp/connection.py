@@ -501,7 +501,13 @@ class ServerConnection:
         deadline = loop.time() + self.config.connect_timeout
         while self._session is None or self._generation <= older_than:
             remaining = deadline - loop.time()
-            if remaining <= 0 or self._stopping:
+            if self._stopping:  # removed, restarted or Kernel stopping: no retry here
+                raise ToolError(
+                    f"MCP server '{self.name}' was stopped (removed, restarted or shutting "
+                    "down) during this call; the call did not complete. Do not retry it "
+                    "unless the tool is offered again."
+                )
+            if remaining <= 0:
                 detail = f": {self.last_error}" if self.last_error else ""
                 raise ToolError(
                     f"MCP server '{self.name}' is not connected{detail}. It is being retried "

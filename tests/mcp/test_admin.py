@@ -115,3 +115,21 @@ async def test_no_tool_of_a_turn_changes_servers(
     names = kernel.tools.names()
     own = [n for n in names if not n.startswith("mcp_")]
     assert not [n for n in own if "mcp" in n.lower() or "server" in n.lower()]
+
+
+async def test_a_call_cut_short_by_its_servers_removal_says_so(
+    model: AnthropicSim, mcp_kernel: MCPKernel
+) -> None:
+    import asyncio
+
+    kernel = await mcp_kernel(model, [])
+    await kernel.mcp.add(kernel.runtime, stdio_server("late"))
+    call = asyncio.create_task(kernel.tools.call("mcp_late__nap", {"seconds": 600}))
+    await asyncio.sleep(0.2)  # most likely under way; a loaded machine may not be there yet
+    await kernel.mcp.remove(kernel.runtime, "late")
+    outcome = await asyncio.wait_for(call, 30)
+    assert not outcome.ok
+    # Never "retried in the background; try again later": the server is gone.
+    assert "try again later" not in outcome.content
+    assert "was stopped" in outcome.content or "unknown tool" in outcome.content
+    assert "mcp_late__nap" not in kernel.tools.names()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
 from pydantic import Field, ValidationError
@@ -28,6 +29,7 @@ from kernel.config.mcp import server_problem, unset_reference
 from kernel.config.schema import toml_keys
 from kernel.config.secrets import masked_view
 from kernel.core.i18n import t
+from kernel.core.redact import REDACTED, redact_text
 from kernel.gateway.api import (
     API_KEY,
     Param,
@@ -109,6 +111,8 @@ def server_info(kernel: Kernel, status: ServerStatus, added: list[str]) -> dict[
     where it is defined, and its state."""
     server = kernel.mcp.server(status.name)
     view = masked_view(server) if server is not None else {}
+    if isinstance(view.get("url"), str):
+        view["url"] = shown_url(view["url"])
     return {
         **view,
         "name": status.name,
@@ -119,6 +123,20 @@ def server_info(kernel: Kernel, status: ServerStatus, added: list[str]) -> dict[
         "skipped": status.skipped,
         "last_error": status.last_error,
     }
+
+
+def shown_url(url: str) -> str:
+    """A server's address as GET shows it: no user or password, token-like query
+    values masked (as the log redactor masks them)."""
+    try:
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            host = parts.hostname or ""
+            netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+            url = urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return REDACTED
+    return redact_text(url, ())
 
 
 async def _added(kernel: Kernel) -> list[str]:
@@ -189,6 +207,10 @@ def definition(data: dict[str, Any], kernel: Kernel, request: web.Request) -> di
     if unknown is not None:
         field = unknown[:64]
         raise invalid(t("gw.mcp_field", field=field, fields=", ".join(keys)), field=field)
+    if not request.app[API_KEY] and "${" in json.dumps(data):
+        # ${VAR} is filled from Kernel's environment (its keys): a caller without the
+        # key must not have a server send them to an address it chose.
+        raise refusal("forbidden", t("gw.mcp_refs_keyless"), {"field": "headers"})
     if data.get("type") == "stdio":
         # A command on the owner's machine: never for a caller without the key.
         if not request.app[API_KEY]:
