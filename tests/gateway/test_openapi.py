@@ -107,6 +107,12 @@ positive_data_acceptance.enabled = false
 [[operations]]
 include-path-regex = "^/v1/messages"
 checks.negative_data_rejection.enabled = false
+
+# Adding an MCP server starts its command (stdio): generated definitions must never run
+# whatever executable a fuzzed name happens to match. Its refusals have their own tests.
+[[operations]]
+include-name = "POST /mcp/servers"
+enabled = false
 """
 
 

@@ -41,8 +41,11 @@ def children() -> set[int]:
     """This process's child processes (not yet reaped)."""
     found: set[int] = set()
     for task in Path("/proc/self/task").iterdir():
-        with open(task / "children") as listing:
-            found.update(int(pid) for pid in listing.read().split())
+        try:
+            with open(task / "children") as listing:
+                found.update(int(pid) for pid in listing.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended between the listing and the read
     return found
 
 
