@@ -8,9 +8,9 @@ the CLI sits inside a code span or block fenced longer than any backtick run in 
 nothing it sends can format the message. :func:`rule_for` is the rule "Allow for this
 task" adds, shown in the same message: a simple shell command allows the same program
 (and subcommand) again, ``Bash(git status:*)``; a compound one (``;``, ``&&``, a pipe,
-a redirection, a substitution), a shell or interpreter allows only itself, exactly; a
-file tool the same tool on the same path; ``rm``, ``curl`` and the like only themselves; ``WebFetch`` the same host; anything else the
-same tool with the same input.
+a redirection, a substitution), a shell or interpreter, ``rm``, ``curl`` and the like
+allow only themselves, exactly; a file tool the same tool on the same path; ``WebFetch``
+the same host; anything else the same tool with the same input.
 """
 
 from __future__ import annotations
