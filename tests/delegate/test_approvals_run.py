@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel.config import load_config
 from kernel.core.asks import AskRegistry
 from kernel.core.delivery import ChannelRegistry
 from kernel.core.errors import ConfigError, ToolError
@@ -17,6 +18,7 @@ from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.formats import formatter_for
 from kernel.delegate.runner import CLIProcess, RunRequest
 from kernel.store.db import Store
+from tests.conftest import write_config
 from tests.delegate.conftest import (
     ConfigFactory,
     cli_section,
@@ -203,3 +205,16 @@ async def test_the_clis_limits_stand_still_while_the_owner_decides(
     clock.now = 10_101.0
     report = await run
     assert report.reason == "timeout"
+
+
+@pytest.mark.parametrize("gateway", [True, False])
+def test_approvals_without_the_endpoint_are_refused_at_load(gateway: bool, tmp_path: Path) -> None:
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude", gateway={"enabled": gateway})
+    extra = cli_section("claude_code", approvals="telegram")
+    if gateway:  # the sidecar runs, its MCP endpoint does not
+        extra += "[mcp]\nserve = false\n"
+    path.write_text(read(path) + "\n" + extra, encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, env={}, require_telegram=False)
+    assert refused.value.key == "cli.claude_code.approvals"
+    assert "[mcp] serve" in str(refused.value)
