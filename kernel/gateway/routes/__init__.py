@@ -14,6 +14,7 @@ from kernel.gateway.routes import (
     envs,
     health,
     mcp,
+    mcp_endpoint,
     messages,
     models,
     openai_chat,
@@ -42,4 +43,5 @@ ROUTERS: list[Router] = [
     usage.router,
     routing.router,
     mcp.router,
+    mcp_endpoint.router,
 ]
