@@ -287,9 +287,11 @@ class Router:
     # entered in a task of its own at start, before the sidecar listens (it may set keys
     # of the app), and left in that task at stop, once the sidecar no longer accepts
     # requests and before those in flight are drained (so it can cancel its own).
-    services: list[Callable[[Kernel, web.Application], AbstractAsyncContextManager[None]]] = (
-        field(default_factory=list)
+    services: list[Callable[[Kernel, web.Application], AbstractAsyncContextManager[None]]] = field(
+        default_factory=list
     )
+    # Called once the sidecar listens, with its app and bound port (e.g. to say where).
+    listening: list[Callable[[Kernel, web.Application, int], None]] = field(default_factory=list)
 
     def route(
         self,

@@ -504,6 +504,9 @@ class Gateway:
             ) from None
         self._runner, self._site = runner, site
         self.port = site.port
+        for router in self.routers:
+            for listener in router.listening:
+                listener(self.kernel, app, self.port)
         log.info(
             "gateway listening on %s (api key %s, at most %d connections, %d per client)",
             self.url,

@@ -42,7 +42,7 @@ from kernel.core.delivery import ChannelRegistry, Target
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
 from kernel.delegate.approvals import Approvals, RunGrant
-from kernel.delegate.formats import DISPLAY_NAMES
+from kernel.delegate.formats import display_name
 from kernel.delegate.permission import PermissionRequest
 from kernel.tools.registry import ToolContext, ToolRegistry
 
@@ -67,7 +67,7 @@ class Caller:
         """How the owner sees the caller named: "Claude Code (task …)", "MCP client"."""
         if self.grant is None:
             return t("mcpserve.owner_client")
-        cli = DISPLAY_NAMES.get(self.grant.cli, self.grant.cli)
+        cli = display_name(self.grant.cli)
         return t("mcpserve.run_client", cli=cli, task=self.grant.delegation_id)
 
     def memory_context(self) -> ToolContext:

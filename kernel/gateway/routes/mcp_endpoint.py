@@ -61,11 +61,28 @@ async def _serve(kernel: Kernel, app: web.Application) -> AsyncIterator[None]:
         max_body=kernel.config.gateway.max_body_bytes,
     )
     app[ENDPOINT] = endpoint
-    async with endpoint.serving():
-        yield
+    try:
+        async with endpoint.serving():
+            yield
+    finally:
+        kernel.approvals.endpoint_url = None  # no new run may ask from now on
+
+
+def _listening(kernel: Kernel, app: web.Application, port: int) -> None:
+    """Runs that ask the owner may start: the Delegator writes this URL in their
+    mcp.json. Reached on loopback: the bind's own address when it is a literal loopback
+    one, else 127.0.0.1 (a wildcard bind answers there too)."""
+    if app.get(ENDPOINT) is None:
+        return
+    host = kernel.config.gateway.host
+    if host == "localhost" or not is_loopback(host):
+        host = "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    kernel.approvals.endpoint_url = f"http://{shown}:{port}/mcp"
 
 
 router.services.append(_serve)
+router.listening.append(_listening)
 
 
 class _Bridge(ASGIContext):
