@@ -93,6 +93,12 @@ class _Bridge(ASGIContext):
     def __init__(self, app: Any, request: web.Request, body: bytes) -> None:
         super().__init__(app, request, "")
         self._body: bytes | None = body
+        self.sent_whole = False  # the answer's last byte is written
+
+    async def on_send_http_response_body(self, payload: dict[str, Any]) -> None:
+        await super().on_send_http_response_body(payload)
+        if payload.get("body") is not None and not payload.get("more_body", False):
+            self.sent_whole = True
 
     async def on_receive(self) -> dict[str, Any]:
         if self._body is not None:
@@ -121,7 +127,17 @@ async def _endpoint(request: web.Request) -> web.StreamResponse:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await endpoint.handle(scope, receive, send, caller)
 
-    return await _Bridge(app, request, body).get_response()
+    bridge = _Bridge(app, request, body)
+    try:
+        return await bridge.get_response()
+    except asyncio.CancelledError:
+        # An MCP client closes the connection as soon as it has read its answer (the
+        # SSE event), often before the SDK has finished tidying up after it: that
+        # request was answered, not abandoned. Any other cancellation stands.
+        task = asyncio.current_task()
+        if bridge.sent_whole and bridge.response is not None and task and task.uncancel() == 0:
+            return bridge.response
+        raise
 
 
 def _caller(request: web.Request) -> Caller:
