@@ -21,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from kernel.core.asks import Answer, AskRegistry, Question
 from kernel.core.delivery import Target
 from kernel.core.logs import LIBRARY_FLOORS
-from kernel.memory import scopes
 from kernel.delegate.approvals import RunGrant
+from kernel.memory import scopes
 from kernel.tools.registry import ToolContext
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
 from tests.gateway.conftest import sidecar as sidecar  # the fixture
