@@ -51,12 +51,16 @@ def library_floors() -> Iterator[None]:
 
 
 @asynccontextmanager
-async def client(sc: Sidecar, token: str | None = None) -> AsyncIterator[ClientSession]:
-    """An initialized MCP session to the sidecar's /mcp, with ``token`` as its bearer."""
+async def client(
+    sidecar: Sidecar | str, token: str | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session to the sidecar's /mcp (``sidecar``: or its URL), with
+    ``token`` as its bearer."""
+    base = sidecar if isinstance(sidecar, str) else sidecar.url
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
-        streamable_http_client(sc.url + "/mcp", http_client=http) as (read, write),
+        streamable_http_client(base + "/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
