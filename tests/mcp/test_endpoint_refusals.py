@@ -105,9 +105,7 @@ def outside_address() -> str | None:
     return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
-async def test_a_peer_that_is_not_loopback_is_refused(
-    sidecar: SidecarFactory, model: Any
-) -> None:
+async def test_a_peer_that_is_not_loopback_is_refused(sidecar: SidecarFactory, model: Any) -> None:
     address = outside_address()
     if address is None:
         pytest.skip("this machine has no non-loopback IPv4 address")
@@ -142,9 +140,7 @@ async def test_hostile_bodies_get_clear_refusals(sidecar: SidecarFactory, model:
     assert status == 413 and data["error"]["code"] == "request_too_large"
     # No Content-Length (chunked): still the sidecar's limit.
     headers = {**ACCEPT, "Authorization": f"Bearer {API_KEY}"}
-    async with sc.http.post(
-        sc.url + "/mcp", data=chunks(256 * 1024), headers=headers
-    ) as response:
+    async with sc.http.post(sc.url + "/mcp", data=chunks(256 * 1024), headers=headers) as response:
         assert response.status == 413
     hostile: list[bytes] = [
         b"{not json",
