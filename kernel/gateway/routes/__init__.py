@@ -8,6 +8,7 @@ from __future__ import annotations
 from kernel.gateway.api import Router
 from kernel.gateway.routes import (
     agent,
+    approvals,
     channels,
     chats,
     cron,
@@ -44,4 +45,5 @@ ROUTERS: list[Router] = [
     routing.router,
     mcp.router,
     mcp_endpoint.router,
+    approvals.router,
 ]
