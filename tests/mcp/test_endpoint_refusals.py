@@ -155,8 +155,10 @@ async def test_hostile_bodies_get_clear_refusals(sidecar: SidecarFactory, model:
     for body in hostile:
         status, _, _ = await post(sc, body, token=API_KEY)
         assert 200 <= status < 500, (body[:40], status)
-    status, _, _ = await post(sc, token=API_KEY, **{"Content-Type": "text/plain"})
-    assert 400 <= status < 500
+    status, data, _ = await post(sc, token=API_KEY, **{"Content-Type": "text/plain"})
+    assert status == 415 and data["error"]["code"] == "unsupported_media_type"
+    status, data, _ = await post(sc, b"[" * 5000 + b"]" * 5000, token=API_KEY)
+    assert status == 400 and data["error"]["code"] == "invalid_request"  # before the SDK
     assert (await sc.call("GET", "/healthz"))[0] == 200
 
 
@@ -236,7 +238,10 @@ async def test_openapi_documents_the_endpoint(sidecar: SidecarFactory, model: An
     status, document, _ = await sc.call("GET", "/openapi.json")
     assert status == 200
     item = document["paths"]["/mcp"]
-    assert set(item) == {"get", "post", "delete"}
+    assert set(item) == {"post"}  # stateless: no server stream, no session to end
     post_doc = item["post"]
     assert {"401", "403", "404", "413"} <= set(post_doc["responses"])
     assert "text/event-stream" in post_doc["responses"]["200"]["content"]
+    for method in ("GET", "DELETE"):
+        status, data, response = await sc.call(method, "/mcp")
+        assert status == 405 and response.headers["Allow"] == "POST", data
