@@ -7,8 +7,10 @@ address and ``Host`` a loopback name whatever the bind and the key (else 403), a
 caller: ``Authorization: Bearer`` with the sidecar's API key (the owner) or a live run
 token (one delegation, :meth:`Approvals.resolve`); no bearer is the local owner only
 when no API key is set. A wrong token is a 401 naming the fix, an expired one a 401
-saying its delegation ended. The body is read here (``gateway.max_body_bytes``,
-``gateway.read_timeout``) and handed to the SDK whole.
+saying its delegation ended. The body is read and checked here as every JSON body of
+the sidecar (``gateway.max_body_bytes``, ``gateway.read_timeout``, 415, 400) and handed
+to the SDK whole. POST only: stateless, there is no server stream (GET) and no session
+to end (DELETE), so both are 405 with ``Allow: POST``.
 """
 
 from __future__ import annotations
