@@ -15,6 +15,7 @@ from kernel.gateway.routes import (
     envs,
     health,
     mcp,
+    mcp_endpoint,
     messages,
     models,
     openai_chat,
@@ -44,4 +45,5 @@ ROUTERS: list[Router] = [
     routing.router,
     mcp.router,
     approvals.router,
+    mcp_endpoint.router,
 ]
