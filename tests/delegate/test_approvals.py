@@ -153,6 +153,8 @@ async def test_the_callers_cancellation_withdraws_the_question(approvals: Approv
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert not grant._pending
+    # A real claude's request ends this way when /cancel kills it: still recorded.
+    assert [r.decided_by for r in await approvals.recent()] == ["cancelled"]
 
 
 class Asker:
