@@ -103,7 +103,7 @@ async def make_scene(
 ) -> AsyncIterator[SceneFactory]:
     gateways: list[Gateway] = []
 
-    async def make(approval_timeout: float = 240.0) -> Scene:
+    async def make(approval_timeout: float = 600.0) -> Scene:
         # claude inherits Kernel's environment: its HOME and API are the test's.
         for key, value in claude_env(tmp_path / "home", cli_model.base_url).items():
             monkeypatch.setenv(key, value)
@@ -113,7 +113,7 @@ async def make_scene(
             "claude_code",
             command=str(claude),
             approvals="telegram",
-            approval_timeout=approval_timeout,  # below claude's own 300 s (docs/cli-wire.md)
+            approval_timeout=approval_timeout,
             timeout=600.0,
         )
         h = await bot(extra=extra, default_workspace=str(work))
