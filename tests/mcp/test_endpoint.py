@@ -51,9 +51,7 @@ def library_floors() -> Iterator[None]:
 
 
 @asynccontextmanager
-async def client(
-    sidecar: Sidecar | str, token: str | None = None
-) -> AsyncIterator[ClientSession]:
+async def client(sidecar: Sidecar | str, token: str | None = None) -> AsyncIterator[ClientSession]:
     """An initialized MCP session to the sidecar's /mcp (``sidecar``: or its URL), with
     ``token`` as its bearer."""
     base = sidecar if isinstance(sidecar, str) else sidecar.url
@@ -264,9 +262,14 @@ async def test_notify_owner_names_the_caller_and_is_rate_limited(
     sidecar: SidecarFactory, model: AnthropicSim, caplog: pytest.LogCaptureFixture
 ) -> None:
     sc = await sidecar(model, api_key=API_KEY)
+    grant = open_grant(sc)
+    async with client(sc, grant.token) as session:
+        # No Telegram here yet: refused by name, and not counted against the limit.
+        for _ in range(6):
+            lost = await session.call_tool("notify_owner", {"text": "anyone?"})
+            assert lost.is_error and "not delivered" in lost.content[0].text
     outlet = Outlet()
     sc.kernel.channel_registry.attach(outlet)
-    grant = open_grant(sc)
     async with client(sc, grant.token) as session:
         for i in range(5):
             sent = await session.call_tool("notify_owner", {"text": f"step {i} done"})

@@ -105,9 +105,7 @@ def outside_address() -> str | None:
     return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
-async def test_a_peer_that_is_not_loopback_is_refused(
-    sidecar: SidecarFactory, model: Any
-) -> None:
+async def test_a_peer_that_is_not_loopback_is_refused(sidecar: SidecarFactory, model: Any) -> None:
     address = outside_address()
     if address is None:
         pytest.skip("this machine has no non-loopback IPv4 address")
@@ -142,9 +140,7 @@ async def test_hostile_bodies_get_clear_refusals(sidecar: SidecarFactory, model:
     assert status == 413 and data["error"]["code"] == "request_too_large"
     # No Content-Length (chunked): still the sidecar's limit.
     headers = {**ACCEPT, "Authorization": f"Bearer {API_KEY}"}
-    async with sc.http.post(
-        sc.url + "/mcp", data=chunks(256 * 1024), headers=headers
-    ) as response:
+    async with sc.http.post(sc.url + "/mcp", data=chunks(256 * 1024), headers=headers) as response:
         assert response.status == 413
     hostile: list[bytes] = [
         b"{not json",
@@ -159,8 +155,10 @@ async def test_hostile_bodies_get_clear_refusals(sidecar: SidecarFactory, model:
     for body in hostile:
         status, _, _ = await post(sc, body, token=API_KEY)
         assert 200 <= status < 500, (body[:40], status)
-    status, _, _ = await post(sc, token=API_KEY, **{"Content-Type": "text/plain"})
-    assert 400 <= status < 500
+    status, data, _ = await post(sc, token=API_KEY, **{"Content-Type": "text/plain"})
+    assert status == 415 and data["error"]["code"] == "unsupported_media_type"
+    status, data, _ = await post(sc, b"[" * 5000 + b"]" * 5000, token=API_KEY)
+    assert status == 400 and data["error"]["code"] == "invalid_request"  # before the SDK
     assert (await sc.call("GET", "/healthz"))[0] == 200
 
 
@@ -240,7 +238,10 @@ async def test_openapi_documents_the_endpoint(sidecar: SidecarFactory, model: An
     status, document, _ = await sc.call("GET", "/openapi.json")
     assert status == 200
     item = document["paths"]["/mcp"]
-    assert set(item) == {"get", "post", "delete"}
+    assert set(item) == {"post"}  # stateless: no server stream, no session to end
     post_doc = item["post"]
     assert {"401", "403", "404", "413"} <= set(post_doc["responses"])
     assert "text/event-stream" in post_doc["responses"]["200"]["content"]
+    for method in ("GET", "DELETE"):
+        status, data, response = await sc.call(method, "/mcp")
+        assert status == 405 and response.headers["Allow"] == "POST", data

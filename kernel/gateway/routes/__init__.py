@@ -44,6 +44,6 @@ ROUTERS: list[Router] = [
     usage.router,
     routing.router,
     mcp.router,
-    approvals.router,
     mcp_endpoint.router,
+    approvals.router,
 ]

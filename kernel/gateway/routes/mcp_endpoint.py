@@ -30,6 +30,7 @@ from kernel.gateway.api import (
     Router,
     kernel_of,
     read_bytes,
+    read_json,
     refusal,
 )
 from kernel.gateway.schema import OpenShape
@@ -108,7 +109,21 @@ class _Bridge(ASGIContext):
         return {"type": "http.disconnect"}
 
 
-async def _endpoint(request: web.Request) -> web.StreamResponse:
+_SUMMARY = "Kernel's MCP server (streamable HTTP, stateless; the MCP protocol's answers)"
+
+
+# Only POST: stateless, the endpoint offers no server stream (GET) and no session to end
+# (DELETE); both are answered 405 with Allow: POST, as MCP lets a server do.
+@router.post(
+    "/mcp",
+    summary=_SUMMARY + ": a JSON-RPC message, answered as SSE (or 202 for a notification)",
+    body=OpenShape,
+    response=OpenShape,
+    sse=True,
+    auth="bearer",
+    errors=(403, 404, 503),
+)
+async def post_mcp(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
     if not kernel.config.mcp.serve:
         raise refusal("not_found", t("mcpserve.off"))
@@ -119,7 +134,10 @@ async def _endpoint(request: web.Request) -> web.StreamResponse:
     if len(hosts) != 1 or not loopback_host(hosts[0]):
         raise refusal("forbidden_host", t("mcpserve.foreign_host"))
     caller = _caller(request)
-    body = await read_bytes(request)
+    # Checked as every JSON body of the sidecar is (415, 400: not JSON, too deep, a
+    # number out of range…), then handed to the SDK as sent.
+    await read_json(request)
+    body = await read_bytes(request)  # read once: the same bytes again
     endpoint = request.app.get(ENDPOINT)
     if endpoint is None or not endpoint.running:  # stopping
         raise refusal("mcp_stopping", t("mcpserve.stopping"))
@@ -167,42 +185,3 @@ def _caller(request: web.Request) -> Caller:
 
 def _unauthorized(message: str, *, expired: bool = False) -> ApiError:
     return refusal("unauthorized", message, {"expired": expired})
-
-
-_SUMMARY = "Kernel's MCP server (streamable HTTP, stateless; the MCP protocol's answers)"
-_ERRORS = (403, 404, 408, 413, 503)
-
-
-@router.post(
-    "/mcp",
-    summary=_SUMMARY + ": a JSON-RPC message, answered as SSE (or 202 for a notification)",
-    body=OpenShape,
-    response=OpenShape,
-    sse=True,
-    auth="bearer",
-    errors=_ERRORS,
-)
-async def post_mcp(request: web.Request) -> web.StreamResponse:
-    return await _endpoint(request)
-
-
-@router.get(
-    "/mcp",
-    summary=_SUMMARY + ": no server stream in stateless mode (405)",
-    response=OpenShape,
-    auth="bearer",
-    errors=(*_ERRORS, 405),
-)
-async def get_mcp(request: web.Request) -> web.StreamResponse:
-    return await _endpoint(request)
-
-
-@router.delete(
-    "/mcp",
-    summary=_SUMMARY + ": no session to end in stateless mode (405)",
-    response=OpenShape,
-    auth="bearer",
-    errors=(*_ERRORS, 405),
-)
-async def delete_mcp(request: web.Request) -> web.StreamResponse:
-    return await _endpoint(request)
