@@ -31,7 +31,7 @@ import tests.sim.anthropic_sim as anthropic_sim
 from tests.conftest import free_port
 from tests.real import ENV, SKIP_REASON
 from tests.sim.anthropic_sim import AnthropicSim
-from tests.sim.script import text_reply, tool_reply
+from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
 
 pytestmark = [
     pytest.mark.slow,
@@ -439,3 +439,41 @@ async def test_an_unreachable_permission_server_fails_closed(scene: Scene) -> No
     [bash] = run.tool_results()
     assert bash["is_error"] is True and PERMISSION_TOOL in bash["content"]
     assert f"{PERMISSION_TOOL} (passed via --permission-prompt-tool) not found" in run.stderr
+
+
+@pytest.mark.timeout(600)
+async def test_parallel_tool_calls_are_asked_one_at_a_time(
+    scene: Scene, permission_server: Callable[[Recorder], Any]
+) -> None:
+    """Two Bash calls in one model reply: claude 2.1.332 sends the second permission
+    call only after the first was answered (the stand-in's STANDIN_PARALLEL asks both
+    at once, a harder case for Kernel than the real one)."""
+    in_flight: list[int] = []
+    busy = 0
+
+    async def slow_allow(arguments: dict[str, Any]) -> str:
+        nonlocal busy
+        busy += 1
+        in_flight.append(busy)
+        try:
+            await asyncio.sleep(1.0)  # room for a concurrent call, were claude to send one
+            return allow(arguments)
+        finally:
+            busy -= 1
+
+    served = await permission_server(Recorder(slow_allow))
+    second = scene.work / "second"
+    scene.model.enqueue(
+        Reply(
+            ToolUse("Bash", {"command": scene.command, "description": "First"}),
+            ToolUse("Bash", {"command": f"touch {second}", "description": "Second"}),
+        ),
+        text_reply("Finished."),
+    )
+    config = write_mcp_config(scene.work.parent, served.url)
+    run = await run_claude(scene.claude, scene.env, scene.work, config, "Make both")
+
+    assert run.exit_code == 0, run.stderr
+    assert scene.marker.exists() and second.exists()
+    assert [c["input"]["description"] for c in served.recorder.calls] == ["First", "Second"]
+    assert in_flight == [1, 1]
