@@ -70,6 +70,7 @@ class Scene:
         return prompt
 
     def press(self, prompt: ChatMessage, button: int) -> None:
+        assert prompt.reply_markup is not None, prompt
         choices = [b for row in prompt.reply_markup["inline_keyboard"] for b in row]
         assert len(choices) == 3, choices
         self.h.tg.inject_callback(choices[button]["callback_data"], message_id=prompt.message_id)
@@ -80,7 +81,8 @@ class Scene:
             for message in request.body.get("messages", []):
                 for block in message.get("content", []):
                     if isinstance(block, dict) and block.get("type") == "tool_result":
-                        return json.loads(block["content"])  # type: ignore[no-any-return]
+                        result: dict[str, Any] = json.loads(block["content"])
+                        return result
         raise AssertionError("delegate_to_cli's result never reached Kernel's model")
 
     def claude_events(self) -> list[dict[str, Any]]:
