@@ -69,9 +69,10 @@ def args_problem(cli: str, args: list[str], approvals: str = "off") -> tuple[str
     if approvals == "telegram":
         if cli != "claude_code":
             return ("approvals_cli", cli)
-        for arg in args:
-            if any(arg.startswith(flag) or arg.endswith(flag) for flag in UNASKED):
-                return ("approvals_flag", arg)
+        for arg in args:  # also inside --settings' JSON ({"defaultMode": "bypassPermissions"})
+            for flag in UNASKED:
+                if flag.lstrip("-") in arg:
+                    return ("approvals_flag", flag)  # the flag, not the arg: it may hold more
     if "--" in args:
         return ("dashdash", "--")
     if args and args[-1] in VARIADIC.get(cli, ()):

@@ -453,12 +453,21 @@ def _cli(section: Any, env: Mapping[str, str], warnings: list[str]) -> dict[str,
     return out
 
 
+WILDCARDS = ("0.0.0.0", "::", "")  # binds that answer on loopback too
+
+
 def _check_approvals(cli: dict[str, CLIConfig], gateway: GatewayConfig, mcp: MCPSettings) -> None:
-    """A CLI that asks the owner through Kernel's MCP endpoint needs that endpoint."""
+    """A CLI that asks the owner through Kernel's MCP endpoint needs that endpoint, on
+    a loopback address it can reach (a loopback bind, or a wildcard one)."""
+    reachable = gateway.host in WILDCARDS or gateway.host == "localhost"
     for name, settings in cli.items():
-        if settings.approvals != "off" and not (gateway.enabled and mcp.serve):
-            key = f"cli.{name}.approvals"
+        if settings.approvals == "off":
+            continue
+        key = f"cli.{name}.approvals"
+        if not (gateway.enabled and mcp.serve):
             raise ConfigError(t("config.approvals_no_endpoint", key=key), key=key)
+        if not (reachable or is_loopback(gateway.host)):
+            raise ConfigError(t("config.approvals_host", key=key, host=gateway.host), key=key)
 
 
 def _mcp(

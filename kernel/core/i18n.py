@@ -788,6 +788,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "perm.mcp_label": "🔌 来自 Kernel 的 MCP 端点",
         "perm.no_endpoint": 'cli.{cli} 设了 approvals = "telegram"，但 Kernel 的 MCP 端点没有运行，权限请求无处可问：请开启 [gateway] enabled 和 [mcp] serve，或把 approvals 设为 "off"',
         "config.approvals_no_endpoint": '{key} = "telegram" 通过 Kernel 自己的 MCP 端点（侧车的 /mcp）询问你：请保持 [gateway] enabled = true 和 [mcp] serve = true，或把 approvals 设为 "off"',
+        "config.approvals_host": '{key} = "telegram"：Claude Code 要从本机回环地址访问 Kernel 的 /mcp，但 [gateway] host = "{host}" 不在回环地址上监听；请把 host 设为 127.0.0.1（或 0.0.0.0 / :: 并设置 api_key），或把 approvals 设为 "off"',
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1561,6 +1562,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "perm.mcp_label": "🔌 From Kernel's MCP endpoint",
         "perm.no_endpoint": 'cli.{cli} has approvals = "telegram", but Kernel\'s MCP endpoint is not running, so its permission prompts could not reach you: turn on [gateway] enabled and [mcp] serve, or set approvals = "off"',
         "config.approvals_no_endpoint": '{key} = "telegram" asks you through Kernel\'s own MCP endpoint (the sidecar\'s /mcp): keep [gateway] enabled = true and [mcp] serve = true, or set approvals = "off"',
+        "config.approvals_host": '{key} = "telegram": Claude Code reaches Kernel\'s /mcp on a loopback address, but [gateway] host = "{host}" does not listen there; set host to 127.0.0.1 (or 0.0.0.0 / :: with an api_key), or set approvals = "off"',
     },
 }
 

@@ -24,12 +24,12 @@ import logging
 import secrets
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from kernel.core.asks import Answer, AskOutcome, AskRegistry, Question
-from kernel.core.delivery import ChannelRegistry
+from kernel.core.delivery import Asker, ChannelRegistry
 from kernel.core.errors import KernelError
 from kernel.core.events import AskUser
 from kernel.core.i18n import t
@@ -44,6 +44,9 @@ __all__ = ["Approvals", "Decision", "PermissionRequest", "RunGrant"]
 log = logging.getLogger(__name__)
 
 EXPIRED_KEPT = 256  # closed runs whose token is still recognised as expired
+# Prompts open at once per run (and for the owner's own MCP clients together): Claude
+# Code asks one at a time, so more is a flood of messages, not a CLI at work.
+MAX_OPEN = 3
 ALLOW_ONCE, ALLOW_TASK, DENY = 0, 1, 2
 
 Hold = Callable[[], contextlib.AbstractContextManager[None]]
@@ -57,13 +60,16 @@ _DENIALS = {
     "undelivered": "The permission prompt could not be shown to the owner (their chat is "
     "unreachable now); denied.",
     "nobody": "Nobody can answer permission prompts for this run; denied.",
+    "too_many": f"{MAX_OPEN} permission prompts are already waiting for the owner; ask one "
+    "at a time. Denied.",
+    "error": "The permission prompt could not be made from this input; denied.",
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
     allow: bool
-    by: str  # owner | task_rule | timeout | cancelled | undelivered | nobody
+    by: str  # owner | task_rule | timeout | cancelled | undelivered | nobody | too_many | error
     message: str = ""  # why it was denied, for the CLI's model (English)
     rule: str = ""  # the rule that allowed it, or the one the owner added
 
@@ -127,6 +133,7 @@ class Approvals:
         self.endpoint_url: str | None = None
         self._grants: dict[bytes, RunGrant] = {}
         self._expired: deque[bytes] = deque(maxlen=EXPIRED_KEPT)
+        self._detached = 0  # prompts of the owner's own MCP clients open now
 
     # ----- runs ---------------------------------------------------------------------------
 
@@ -167,23 +174,33 @@ class Approvals:
     # ----- prompts ------------------------------------------------------------------------
 
     async def decide(self, grant: RunGrant | None, request: PermissionRequest) -> Decision:
-        """Answer one permission prompt (see the module's docstring)."""
+        """Answer one permission prompt (see the module's docstring). Whatever happens,
+        the answer is recorded; an input that cannot be shown is denied."""
         asked_at = self.clock()
-        rule = rule_for(request)
-        if grant is not None and grant.closed:
-            decision = Decision(False, "cancelled", _DENIALS["cancelled"])
-        elif grant is not None and any(r.matches(request) for r in grant.rules):
-            used = next(r for r in grant.rules if r.matches(request))
-            decision = Decision(True, "task_rule", rule=used.label)
-        else:
-            try:
-                decision = await self._ask(grant, request, rule)
-            except asyncio.CancelledError:  # the caller went away: recorded as denied
-                gone = Decision(False, "cancelled", _DENIALS["cancelled"])
-                await asyncio.shield(self._record(grant, request, gone, asked_at))
-                raise
+        request = clean(request)
+        try:
+            decision = await self._decide(grant, request)
+        except asyncio.CancelledError:  # the caller went away: recorded as denied
+            gone = Decision(False, "cancelled", _DENIALS["cancelled"])
+            await asyncio.shield(self._record(grant, request, gone, asked_at))
+            raise
+        except Exception as exc:  # a CLI's input no rule or text was made for
+            log.warning("a permission prompt failed: %s", type(exc).__name__)
+            decision = Decision(False, "error", _DENIALS["error"])
         await self._record(grant, request, decision, asked_at)
         return decision
+
+    async def _decide(self, grant: RunGrant | None, request: PermissionRequest) -> Decision:
+        if grant is not None and grant.closed:
+            return Decision(False, "cancelled", _DENIALS["cancelled"])
+        rule = rule_for(request)
+        if grant is not None and any(r.matches(request) for r in grant.rules):
+            used = next(r for r in grant.rules if r.matches(request))
+            return Decision(True, "task_rule", rule=used.label)
+        open_now = len(grant._pending) if grant is not None else self._detached
+        if open_now >= MAX_OPEN:
+            return Decision(False, "too_many", _DENIALS["too_many"])
+        return await self._ask(grant, request, rule)
 
     async def _ask(
         self, grant: RunGrant | None, request: PermissionRequest, rule: Rule
@@ -238,6 +255,15 @@ class Approvals:
         asker = self.registry.asker
         if asker is None:
             return Answer(AskOutcome.UNDELIVERED)
+        self._detached += 1
+        try:
+            return await self._show_detached(asker, text, options, seconds)
+        finally:
+            self._detached -= 1
+
+    async def _show_detached(
+        self, asker: Asker, text: str, options: list[str], seconds: float
+    ) -> Answer:
         question = Question("mcp", text, list(options), kind="permission", markdown=True)
         question.tool_call_id = f"mcp-{question.id}"
         event = AskUser(
@@ -296,6 +322,26 @@ class Approvals:
         self, delegation_id: str | None = None, limit: int = 50
     ) -> list[ApprovalRecord]:
         return await self.records.recent(delegation_id, limit)
+
+
+def clean(request: PermissionRequest) -> PermissionRequest:
+    """The request with lone surrogates (valid JSON, not valid text) replaced by U+FFFD:
+    what the owner is shown is what runs, and both can be sent and stored."""
+    return replace(request, tool_name=_text(request.tool_name), input=_clean(request.input))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _text(value: str) -> str:
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _cli_label(cli: str) -> str:

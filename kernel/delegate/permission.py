@@ -115,10 +115,13 @@ def rule_for(request: PermissionRequest) -> Rule:
     if key is not None and isinstance(data.get(key), str) and data[key]:
         return Rule(tool, "path", data[key])
     if tool == "WebFetch" and isinstance(data.get("url"), str):
-        host = urlsplit(data["url"]).hostname
+        try:
+            host = urlsplit(data["url"]).hostname
+        except ValueError:  # "https://[::1": no host to remember, only this input
+            host = None
         if host:
             return Rule(tool, "domain", host)
-    digest = hashlib.sha256(_json(data).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(_json(data).encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return Rule(tool, "input", digest)
 
 

@@ -20,6 +20,7 @@ Public API: :class:`Endpoint`, :class:`Caller`, :data:`CALLER`, :data:`TOOLS`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -168,6 +169,7 @@ class Endpoint:
         self.max_body = max_body
         self._notices = _Window(notify_per_minute, clock)
         self._manager: StreamableHTTPSessionManager | None = None
+        self._requests: set[asyncio.Task[Any]] = set()  # requests being served now
         self.server = _new_server(
             [
                 self._registry_tool(spec.name, spec.description, spec.parameters)
@@ -220,6 +222,11 @@ class Endpoint:
                 yield
             finally:
                 self._manager = None
+                # Requests of the 2026 protocol (Claude Code's) run in their own handler's
+                # task, not the manager's task group: an approve waiting for the owner, a
+                # subscriptions/listen stream. They end here too, not at the drain's end.
+                for task in list(self._requests):
+                    task.cancel()
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any, caller: Caller) -> None:
         """Serve one HTTP request (ASGI) for ``caller``; RuntimeError when not serving."""
@@ -227,7 +234,13 @@ class Endpoint:
         if manager is None:
             raise RuntimeError("the MCP endpoint is not serving")
         scope[CALLER] = caller
-        await manager.handle_request(scope, receive, send)
+        task = asyncio.current_task()
+        assert task is not None
+        self._requests.add(task)
+        try:
+            await manager.handle_request(scope, receive, send)
+        finally:
+            self._requests.discard(task)
 
     # ------------------------------------------------------------ tools
 

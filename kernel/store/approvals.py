@@ -54,8 +54,13 @@ class ApprovalRecord:
 
 
 def input_text(data: dict[str, Any]) -> str:
-    text = json.dumps(data, ensure_ascii=False, sort_keys=True, default=str)
+    text = json.dumps(data, ensure_ascii=False, sort_keys=True, default=_named)
     return text if len(text) <= INPUT_CHARS else text[:INPUT_CHARS] + " …"
+
+
+def _named(value: object) -> str:
+    """What JSON cannot hold, by its type's name: a record is written whatever came."""
+    return f"<{type(value).__name__}>"
 
 
 class ApprovalStore:

@@ -13,7 +13,7 @@ import pytest
 from kernel.core.asks import Answer, AskOutcome, AskRegistry, Question
 from kernel.core.delivery import ChannelRegistry
 from kernel.core.events import AskUser
-from kernel.delegate.approvals import Approvals, RunGrant
+from kernel.delegate.approvals import Approvals, RunGrant, clean
 from kernel.delegate.permission import PermissionRequest
 from kernel.store.db import Store
 from kernel.tools.registry import ToolContext
@@ -189,3 +189,45 @@ async def test_an_owners_own_mcp_client_is_asked_through_the_registrys_asker(
     assert asker.settled == [event.tool_call_id]
     [record] = [r for r in await approvals.recent() if r.decision == "allow"]
     assert record.delegation_id == "" and record.conversation == "mcp"
+
+
+async def test_a_flood_of_prompts_is_cut_and_every_one_recorded(approvals: Approvals) -> None:
+    owner = Owner()
+    grant = grant_for(approvals, owner)
+    waiting = [asyncio.ensure_future(approvals.decide(grant, bash(f"echo {n}"))) for n in range(3)]
+    await wait_for(lambda: len(owner.asked) == 3)
+    flooded = await approvals.decide(grant, bash("echo 4"))  # asked nobody
+    assert (flooded.allow, flooded.by) == (False, "too_many")
+    assert "one at a time" in flooded.message and len(owner.asked) == 3
+    for _ in waiting:
+        await owner.answers.put(Answer(AskOutcome.ANSWERED, 2))
+    await asyncio.gather(*waiting)
+    assert len(await approvals.recent(grant.delegation_id)) == 4
+
+
+async def test_inputs_no_text_was_made_for_are_denied_and_recorded(approvals: Approvals) -> None:
+    owner = Owner()
+    grant = grant_for(approvals, owner)
+    # A URL urlsplit refuses: no host rule, the owner is asked about this input.
+    await owner.answers.put(Answer(AskOutcome.ANSWERED, 0))
+    fetch = PermissionRequest("WebFetch", {"url": "https://[::1"})
+    assert (await approvals.decide(grant, fetch)).allow
+    # A lone surrogate (valid JSON, not valid text) is shown and run as U+FFFD.
+    await owner.answers.put(Answer(AskOutcome.ANSWERED, 0))
+    edit = PermissionRequest(
+        "Edit", {"file_path": "/a\ud800", "old_string": "x", "new_string": "y"}
+    )
+    decision = await approvals.decide(grant, edit)
+    assert decision.allow
+    assert decision.as_claude(clean(edit))["updatedInput"]["file_path"] == "/a\ufffd"
+    assert "\ud800" not in owner.asked[-1]["question"]
+
+    # Whatever breaks while making the prompt denies it, on the record.
+    class Unprintable:
+        def __str__(self) -> str:
+            raise ValueError("no text")
+
+    broken = PermissionRequest("Bash", {"command": Unprintable()})
+    failed = await approvals.decide(grant, broken)
+    assert (failed.allow, failed.by) == (False, "error")
+    assert [r.decided_by for r in await approvals.recent(grant.delegation_id)][0] == "error"

@@ -160,6 +160,15 @@ async def test_without_approvals_the_argv_is_as_before(
             "cli.claude_code.args",
             "bypassPermissions",
         ),
+        (
+            cli_section(
+                "claude_code",
+                approvals="telegram",
+                args=["-p", "--settings", '{"permissions": {"defaultMode": "bypassPermissions"}}'],
+            ),
+            "cli.claude_code.args",
+            "bypassPermissions",
+        ),
     ],
 )
 def test_what_cannot_ask_the_owner_is_refused_at_load(
@@ -220,3 +229,14 @@ def test_approvals_without_the_endpoint_are_refused_at_load(gateway: bool, tmp_p
         load_config(path, env={}, require_telegram=False)
     assert refused.value.key == "cli.claude_code.approvals"
     assert "[mcp] serve" in str(refused.value)
+
+
+def test_a_sidecar_claude_cannot_reach_on_loopback_is_refused_at_load(tmp_path: Path) -> None:
+    gateway = {"host": "192.0.2.2", "api_key": "a-long-enough-sidecar-key-0123456789"}
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude", gateway=gateway)
+    extra = cli_section("claude_code", approvals="telegram")
+    path.write_text(read(path) + "\n" + extra, encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, env={}, require_telegram=False)
+    assert refused.value.key == "cli.claude_code.approvals"
+    assert "[gateway] host" in str(refused.value) and "192.0.2.2" in str(refused.value)

@@ -68,6 +68,20 @@ async def test_wrong_missing_and_expired_tokens_are_refused(
     assert (await post(sc, **{"X-API-Key": API_KEY}))[0] == 200
 
 
+async def test_an_ipv6_wildcard_sidecar_gives_runs_its_ipv6_loopback(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    # asyncio binds "::" IPv6 only: 127.0.0.1 would not answer there.
+    sc = await sidecar(model, api_key=API_KEY, gateway={"host": "::"})
+    url = sc.kernel.approvals.endpoint_url
+    assert url == f"http://[::1]:{sc.gateway.port}/mcp"
+    grant = open_grant(sc)
+    async with aiohttp.ClientSession() as http:
+        headers = {**ACCEPT, "Authorization": f"Bearer {grant.token}"}
+        async with http.post(url, data=json.dumps(INITIALIZE), headers=headers) as response:
+            assert response.status == 200
+
+
 async def test_a_keyless_sidecar_serves_the_local_owner(
     sidecar: SidecarFactory, model: Any
 ) -> None:
@@ -180,6 +194,53 @@ async def test_stopping_the_sidecar_ends_calls_in_flight(
     assert sc.kernel.approvals.endpoint_url is None
     with pytest.raises(BaseException):  # noqa: B017, PT011 - the connection ended unanswered
         await call
+
+
+MODERN = "2026-07-28"  # the protocol Claude Code 2.1.332 speaks (docs/cli-wire.md)
+
+
+def modern(method: str, params: dict[str, Any], name: str = "") -> tuple[bytes, dict[str, str]]:
+    """A request as claude sends it: no initialize, the version and method in headers."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.332"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": method}
+    if name:
+        headers["mcp-name"] = name
+    return json.dumps(body).encode(), headers
+
+
+async def test_stopping_the_sidecar_ends_the_2026_protocols_calls_and_streams(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    # shutdown_timeout far longer than the wait below: only cancelling them ends these.
+    sc = await sidecar(model, api_key=API_KEY, gateway={"shutdown_timeout": 600.0})
+    grant = open_grant(sc, timeout=3600)
+    asks = sc.kernel.agent.asks
+    approve = modern(
+        "tools/call",
+        {"name": "approve", "arguments": {"tool_name": "Bash", "input": BASH}},
+        "approve",
+    )
+    listen = modern("subscriptions/listen", {})
+
+    async def send(request: tuple[bytes, dict[str, str]]) -> Any:
+        body, headers = request
+        headers = {**ACCEPT, "Authorization": f"Bearer {grant.token}", **headers}
+        async with sc.http.post(sc.url + "/mcp", data=body, headers=headers) as response:
+            return response.status, await response.read()
+
+    calls = [asyncio.create_task(send(approve)), asyncio.create_task(send(listen))]
+    await until(lambda: bool(asks.waiting()))
+    async with asyncio.timeout(40):  # not the 600 s drain: the stop cancels them
+        await sc.gateway.stop()
+        await asyncio.gather(*calls, return_exceptions=True)  # both connections ended
+    assert not asks.waiting()
+    [record] = await sc.kernel.approvals.recent(grant.delegation_id)
+    assert (record.decision, record.decided_by) == ("deny", "cancelled")
 
 
 async def test_a_client_going_away_withdraws_its_question(

@@ -74,11 +74,14 @@ async def _serve(kernel: Kernel, app: web.Application) -> AsyncIterator[None]:
 def _listening(kernel: Kernel, app: web.Application, port: int) -> None:
     """Runs that ask the owner may start: the Delegator writes this URL in their
     mcp.json. Reached on loopback: the bind's own address when it is a literal loopback
-    one, else 127.0.0.1 (a wildcard bind answers there too)."""
+    one, ::1 for "::" (asyncio binds it IPv6 only), else 127.0.0.1 (0.0.0.0 and "" answer
+    there too; any other address is refused at load when a CLI asks the owner)."""
     if app.get(ENDPOINT) is None:
         return
     host = kernel.config.gateway.host
-    if host == "localhost" or not is_loopback(host):
+    if host == "::":
+        host = "::1"
+    elif host == "localhost" or not is_loopback(host):
         host = "127.0.0.1"
     shown = f"[{host}]" if ":" in host else host
     kernel.approvals.endpoint_url = f"http://{shown}:{port}/mcp"
