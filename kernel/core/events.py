@@ -64,7 +64,8 @@ class AskUser:
     tool_call_id: str
     question: str
     options: list[str]
-    kind: str = "question"  # "approval" when it gates a tool call
+    kind: str = "question"  # "approval" when it gates a tool call; "permission": a CLI's
+    markdown: bool = False  # the question is Markdown (channels that can, render it)
     type: Literal["ask_user"] = "ask_user"
 
 
@@ -157,6 +158,7 @@ def event_to_dict(event: TurnEvent) -> dict[str, Any]:
                 "kind": event.kind,
                 "question": event.question,
                 "options": list(event.options),
+                "format": "markdown" if event.markdown else "text",
             },
         }
     if isinstance(event, ModelSwitched):
