@@ -21,6 +21,7 @@ from kernel.core.status import StatusBoard
 from kernel.core.tasks import TaskSet
 from kernel.cron.runner import JobRunner
 from kernel.cron.scheduler import CronScheduler
+from kernel.delegate.approvals import Approvals
 from kernel.delegate.delegator import Delegator
 from kernel.mcp import MCPManager
 from kernel.mcp.interact import agent_sampler
@@ -120,6 +121,16 @@ class Kernel:
         # ... and every delivery goes through the outbound channels (seed 000's Channel
         # plugins), each built by its plugin.
         self.channel_registry = ChannelRegistry()
+        # A coding CLI's permission prompts, answered by the owner (the MCP endpoint's
+        # approve tool; the Delegator opens a grant per run that may ask).
+        claude = config.cli.get("claude_code")
+        self.approvals = Approvals(
+            self.store,
+            self.agent.asks,
+            self.channel_registry,
+            timeout=claude.approval_timeout if claude is not None else 600.0,
+        )
+        self.delegator.approvals = self.approvals
         self.channel_records = ChannelStore(self.store)  # what channels keep across restarts
         self.channel_parts: dict[str, ChannelParts] = {}
         for name, build in self.plugins.channels.items():

@@ -525,10 +525,18 @@ class TurnRun:
 
     def _context(self, call: _Call) -> ToolContext:
         async def ask(
-            question: str, options: list[str], *, kind: str = "question", seconds: float = 300.0
+            question: str,
+            options: list[str],
+            *,
+            kind: str = "question",
+            seconds: float = 300.0,
+            markdown: bool = False,
         ) -> Answer:
-            asked = Question(self.turn.conversation, question, list(options), call.id, kind)
-            self.turn.emit(AskUser(self.step, asked.id, call.id, question, list(options), kind))
+            asked = Question(
+                self.turn.conversation, question, list(options), call.id, kind, markdown
+            )
+            event = AskUser(self.step, asked.id, call.id, question, list(options), kind, markdown)
+            self.turn.emit(event)
             return await self.parts.asks.wait(asked, seconds)
 
         def progress(text: str) -> None:

@@ -5,6 +5,9 @@ What cannot work is refused at load (:func:`args_problem`): a ``--`` written in 
 (Kernel ends the options itself), a variadic flag with no value at the end of ``args``
 (its values would be Kernel's ``--``), and gemini's ``-p`` anywhere but last.
 
+``approvals = "telegram"`` (Claude Code only) has each of its permission prompts asked
+in the owner's chat through Kernel's own MCP endpoint (:mod:`kernel.delegate.approvals`).
+
 ``instructions`` and ``instructions_file`` (read at each delegation, see
 :mod:`kernel.delegate.instructions`) reach Claude Code as ``--append-system-prompt`` and
 Codex and Gemini as a ``[SYSTEM]`` block before the task.
@@ -52,11 +55,23 @@ VARIADIC: dict[str, frozenset[str]] = {
     ),
 }
 GEMINI_PROMPT = ("-p", "--prompt")
+# Claude Code flags that would take the owner out of the loop Kernel sets up with
+# ``approvals = "telegram"`` (Kernel passes --permission-prompt-tool itself).
+UNASKED = ("--dangerously-skip-permissions", "--permission-prompt-tool", "bypassPermissions")
+Approvals = Literal["off", "telegram"]
 
 
-def args_problem(cli: str, args: list[str]) -> tuple[str, str] | None:
+def args_problem(cli: str, args: list[str], approvals: str = "off") -> tuple[str, str] | None:
     """``(kind, flag)`` when ``args`` cannot place the task safely, else None; kind is
-    ``dashdash``, ``variadic`` or ``prompt`` (the loader words the refusal)."""
+    ``dashdash``, ``variadic``, ``prompt``, ``approvals_cli`` (only Claude Code can ask
+    the owner) or ``approvals_flag`` (a flag that skips the asking); the loader words
+    the refusal."""
+    if approvals == "telegram":
+        if cli != "claude_code":
+            return ("approvals_cli", cli)
+        for arg in args:
+            if any(arg.startswith(flag) or arg.endswith(flag) for flag in UNASKED):
+                return ("approvals_flag", arg)
     if "--" in args:
         return ("dashdash", "--")
     if args and args[-1] in VARIADIC.get(cli, ()):
@@ -81,6 +96,16 @@ class CLIConfig(Section):
         60.0, description="seconds without progress after a retry or an API error"
     )
     version_timeout: PosFloat = Field(10.0, description="`<command> --version` and the probe")
+    approvals: Approvals = Field(
+        "off",
+        description='claude_code only: "telegram" asks the owner before each tool the CLI '
+        "wants to use (Allow once / Allow for this task / Deny); needs the sidecar",
+    )
+    approval_timeout: PosFloat = Field(
+        600.0,
+        description="seconds a permission prompt waits for the owner; then it is denied "
+        "(the CLI's timeouts do not run while it waits)",
+    )
     instructions: str = Field(
         "", description="system instructions given to the CLI with each delegated task"
     )

@@ -444,9 +444,9 @@ def _cli(section: Any, env: Mapping[str, str], warnings: list[str]) -> dict[str,
         if not cli.command:
             key = f"{prefix}.command"
             raise ConfigError(t("config.empty_command", key=key), key=key)
-        if problem := args_problem(name, cli.args):
+        if problem := args_problem(name, cli.args, cli.approvals):
             kind, flag = problem
-            key = f"{prefix}.args"
+            key = f"{prefix}.approvals" if kind == "approvals_cli" else f"{prefix}.args"
             raise ConfigError(t(f"config.cli_args_{kind}", key=key, flag=flag), key=key)
         out[name] = cli
     return out

@@ -35,6 +35,12 @@ class MCPSettings(Section):
     sampling: Literal["off", "ask", "auto"] = Field("ask", description="MCP sampling")
     sampling_max_tokens: PosInt = Field(1024, description="the ceiling on one sampling answer")
     elicitation: bool = Field(True, description="server questions with choices, as buttons")
+    serve: bool = Field(
+        True, description="Kernel's own MCP endpoint at /mcp on the sidecar (loopback only)"
+    )
+    notify_per_minute: PosInt = Field(
+        5, description="notify_owner calls to /mcp allowed per minute (all callers)"
+    )
 
 
 class MCPServerConfig(Section):

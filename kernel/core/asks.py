@@ -38,7 +38,8 @@ class Question:
     text: str
     options: list[str]
     tool_call_id: str = ""
-    kind: str = "question"  # "approval" for the approval gate
+    kind: str = "question"  # "approval" for the approval gate, "permission" for a CLI's
+    markdown: bool = False  # the text is Markdown (a command in a code block, a diff)
     id: str = field(default_factory=lambda: secrets.token_hex(4))
 
 

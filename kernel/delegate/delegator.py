@@ -35,11 +35,14 @@ from kernel.config import Config
 from kernel.config.secrets import child_env
 from kernel.core.errors import ToolError
 from kernel.core.i18n import t
+from kernel.delegate import permits
+from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.argv import build_argv, output_flags
 from kernel.delegate.formats import Trouble, display_name, formatter_for, one_line, strip_ansi
 from kernel.delegate.instructions import instructions_for
 from kernel.delegate.runner import HALF, OUTPUT_LIMIT, CLIProcess, RunReport, RunRequest
 from kernel.profiles import Profile
+from kernel.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +98,13 @@ class Delegator:
         self,
         config: Config,
         *,
+        approvals: Approvals | None = None,
         kill_grace: float = 0.8,
         done_grace: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self.approvals = approvals  # the owner's answers to a CLI's permission prompts
         self.kill_grace = kill_grace  # SPEC §4: /cancel stops a CLI child within a second
         self.done_grace = done_grace
         self.clock = clock
@@ -163,11 +168,13 @@ class Delegator:
         conversation: str = "",
         folder: str = "",
         profiles: Sequence[Profile] = (),
+        context: ToolContext | None = None,
     ) -> dict[str, Any]:
         """``folder``: the chat's project folder; without ``cwd`` the CLI runs there, and
         a relative ``cwd`` is taken from it (default: ``general.default_workspace``).
         ``profiles``: the chat's persona and project, whose bodies follow the configured
-        instructions (:mod:`kernel.delegate.instructions`)."""
+        instructions (:mod:`kernel.delegate.instructions`). ``context``: the calling
+        turn's, through which the CLI's permission prompts reach the owner."""
         name = cli or DEFAULT_CLI
         if name not in self.config.cli:
             raise ToolError(t("delegate.unknown_cli", cli=name, names=", ".join(self.config.cli)))
@@ -192,7 +199,7 @@ class Delegator:
         self.running = claim
         self._bump()
         try:
-            return await self._run(claim, task, cwd, base, profiles)
+            return await self._run(claim, task, cwd, base, profiles, context)
         finally:
             self.running = None
             self._process = None
@@ -207,6 +214,7 @@ class Delegator:
         cwd: str | None,
         base: Path,
         profiles: Sequence[Profile],
+        context: ToolContext | None,
     ) -> dict[str, Any]:
         cfg = self.config.cli[claim.cli]
         workdir = await asyncio.to_thread(self._workdir, cwd, base)
@@ -223,7 +231,54 @@ class Delegator:
         last_message: Path | None = None
         if claim.cli == "codex":
             extra, last_message = output_flags(folder, stamp, workdir)
-        argv = build_argv(claim.cli, executable, cfg.args, task, extra, system)
+        grant: RunGrant | None = None
+        if cfg.approvals == "telegram":
+            grant, flags = await self._grant(claim, stamp, context)
+            extra += flags
+        try:
+            argv = build_argv(claim.cli, executable, cfg.args, task, extra, system)
+            return await self._execute(
+                claim, argv, workdir, env, executable, output_path, last_message, grant
+            )
+        finally:
+            if grant is not None:
+                assert self.approvals is not None
+                self.approvals.close(grant)
+                root = self.config.data_dir / "run"
+                await asyncio.shield(asyncio.to_thread(permits.remove, root, stamp))
+
+    async def _grant(
+        self, claim: Delegation, stamp: str, context: ToolContext | None
+    ) -> tuple[RunGrant, list[str]]:
+        """A run that asks the owner: its grant, and the flags pointing Claude Code at
+        Kernel's MCP endpoint with the run's token (in a file only the owner can read,
+        removed when the run ends)."""
+        cfg = self.config.cli[claim.cli]
+        url = self.approvals.endpoint_url if self.approvals is not None else None
+        if self.approvals is None or url is None:
+            raise ToolError(t("perm.no_endpoint", cli=claim.cli))
+        grant = self.approvals.open(stamp, claim.cli, context, timeout=cfg.approval_timeout)
+        try:
+            path = await asyncio.to_thread(
+                permits.write, self.config.data_dir / "run", stamp, url, grant.token
+            )
+        except BaseException:
+            self.approvals.close(grant)
+            raise
+        return grant, permits.flags(path)
+
+    async def _execute(
+        self,
+        claim: Delegation,
+        argv: list[str],
+        workdir: Path,
+        env: dict[str, str],
+        executable: str,
+        output_path: Path,
+        last_message: Path | None,
+        grant: RunGrant | None,
+    ) -> dict[str, Any]:
+        cfg = self.config.cli[claim.cli]
         claim.version = await self._version_of(executable, env, cfg.version_timeout)
         formatter = formatter_for(claim.cli, cfg.jsonl)
         request = RunRequest(
@@ -258,6 +313,8 @@ class Delegator:
             clock=self.clock,
         )
         self._process = process
+        if grant is not None:
+            grant.hold = process.hold
         if self._stopping:  # stop() came while the working directory was checked
             process.kill()
         claim.output_path = str(output_path)
@@ -285,7 +342,12 @@ class Delegator:
         if last_message is not None:
             answer = await asyncio.to_thread(_read_text, last_message) or answer
         claim.trouble = formatter.trouble
-        return self._result(claim, report, formatter.failure, answer, output_path, formatter.jsonl)
+        result = self._result(
+            claim, report, formatter.failure, answer, output_path, formatter.jsonl
+        )
+        if grant is not None:
+            result["approvals"] = grant.summary()
+        return result
 
     def _result(
         self,

@@ -8,6 +8,10 @@ its last progress step, is ended early (reason ``no_progress``): retries are not
 so a CLI that cannot reach its API is reported within that limit, not at the 10-minute
 timeout, while a long silent tool run before a passing hiccup is not held against it.
 
+While the CLI waits for the owner (a permission prompt, :meth:`CLIProcess.hold`) its
+clock stops: the total, idle and no-progress limits count only the time it is not held,
+so the owner's thinking time is never the CLI's timeout.
+
 Killing is SIGTERM to the group, then SIGKILL after a short grace, so a child that
 ignores SIGTERM dies too. Whatever ended the run, the group gets a final SIGKILL (a
 grandchild left behind by a CLI that exited must not outlive the delegation) and the
@@ -23,7 +27,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -142,10 +146,33 @@ class CLIProcess:
         self._err_file: BinaryIO | None = None
         self._err_failed = False
         self._stopped = False
+        self._holds = 0  # prompts open now: while any is, the CLI's clock stands still
+        self._held_since = 0.0
+        self._held_total = 0.0
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """The CLI waits for the owner meanwhile: its limits do not run."""
+        if self._holds == 0:
+            self._held_since = self.clock()
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            if self._holds == 0:
+                self._held_total += self.clock() - self._held_since
+                self._activity.set()  # the supervisor recomputes its deadlines
+
+    def _now(self) -> float:
+        """The CLI's own clock: real time less the time it was held."""
+        now = self.clock()
+        held = self._held_total + (now - self._held_since if self._holds else 0.0)
+        return now - held
 
     def kill(self) -> None:
         """Kernel is stopping: SIGKILL the whole group now; ``run`` then returns."""
@@ -177,7 +204,7 @@ class CLIProcess:
             signal_group(proc.pid, signal.SIGKILL)
         self.on_start(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
-        started = self.clock()
+        started = self._now()
         out = asyncio.create_task(self._pump_stdout(proc.stdout), name=f"cli-out-{proc.pid}")
         err = asyncio.create_task(self._pump_stderr(proc.stderr), name=f"cli-err-{proc.pid}")
         exited = asyncio.create_task(proc.wait(), name=f"cli-wait-{proc.pid}")
@@ -218,7 +245,7 @@ class CLIProcess:
                 # asyncio's wait() also waits for the pipes, which a grandchild may
                 # hold open: the leader's own exit is what counts.
                 return "exit"
-            now = self.clock()
+            now = self._now()
             deadline = started + req.timeout
             if now >= deadline:
                 return "timeout"
@@ -279,7 +306,7 @@ class CLIProcess:
         formatter = self.request.formatter
         steps = formatter.feed(line)
         if steps:
-            self.last_display = self.clock()
+            self.last_display = self._now()
             self.troubled = False
             for step in steps:
                 self.on_step(step)
@@ -292,7 +319,7 @@ class CLIProcess:
         if formatter.trouble_seq != self._trouble_seq:
             self._trouble_seq = formatter.trouble_seq
             if not self.troubled:
-                self.trouble_since = self.clock()
+                self.trouble_since = self._now()
             self.troubled = True
             self.on_trouble()
             self._activity.set()

@@ -92,7 +92,13 @@ def register(
         folder = context.folder if isinstance(context, ToolContext) else ""
         chosen = await chat_profiles(profiles, context) if isinstance(context, ToolContext) else []
         return await delegator.delegate(
-            task, cwd, cli or default, conversation=conversation, folder=folder, profiles=chosen
+            task,
+            cwd,
+            cli or default,
+            conversation=conversation,
+            folder=folder,
+            profiles=chosen,
+            context=context if isinstance(context, ToolContext) else None,
         )
 
     registry.register(

@@ -342,6 +342,35 @@ def m012_memory_scopes(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX memories_scope ON memories(scope, id)")
 
 
+def m013_delegation_approvals(conn: sqlite3.Connection) -> None:
+    """Every answer to a coding CLI's permission prompt (issue 19): which delegation,
+    the tool and its input (JSON, capped), the rule "allow for this task" used or added,
+    allow or deny, who decided (owner, task_rule, timeout, cancelled, undelivered,
+    nobody) and when it was asked and answered. No foreign key: the record outlives a
+    deleted chat, like the usage ledger."""
+    conn.execute(
+        """
+        CREATE TABLE delegation_approvals (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            delegation_id TEXT NOT NULL,
+            conversation TEXT NOT NULL DEFAULT '',
+            session_id INTEGER,
+            cli TEXT NOT NULL DEFAULT '',
+            tool TEXT NOT NULL,
+            input TEXT NOT NULL DEFAULT '{}',
+            rule TEXT NOT NULL DEFAULT '',
+            decision TEXT NOT NULL CHECK (decision IN ('allow', 'deny')),
+            decided_by TEXT NOT NULL,
+            asked_at TEXT NOT NULL,
+            answered_at TEXT NOT NULL
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX delegation_approvals_delegation ON delegation_approvals(delegation_id, id)"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -355,6 +384,7 @@ MIGRATIONS: list[Migration] = [
     Migration("usage_bounds", m010_usage_bounds),
     Migration("routing_decisions", m011_routing_decisions),
     Migration("memory_scopes", m012_memory_scopes),
+    Migration("delegation_approvals", m013_delegation_approvals),
 ]
 
 

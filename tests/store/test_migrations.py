@@ -15,6 +15,7 @@ import pytest
 from kernel.core.errors import StoreError
 from kernel.core.messages import Message, TextBlock
 from kernel.core.usage import Usage
+from kernel.store.approvals import ApprovalStore
 from kernel.store.channels import ChannelStore, WebhookFailure
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
@@ -418,6 +419,35 @@ async def check_v12(store: Store) -> None:
     assert await store.delete_memories([repo.id], scopes=project) == 1
 
 
+def insert_v13(conn: sqlite3.Connection) -> None:
+    # A delegation whose second Bash prompt the owner's "allow for this task" rule passed.
+    for by, rule in (("owner", "Bash(git status:*)"), ("task_rule", "Bash(git status:*)")):
+        conn.execute(
+            "INSERT INTO delegation_approvals (delegation_id, conversation, session_id, cli,"
+            " tool, input, rule, decision, decided_by, asked_at, answered_at)"
+            " VALUES ('20240501-120000-abc123', 'telegram:42', 7, 'claude_code', 'Bash',"
+            " '{\"command\": \"git status\"}', ?, 'allow', ?, ?, ?)",
+            (rule, by, TS, TS),
+        )
+
+
+async def check_v13(store: Store) -> None:
+    records = ApprovalStore(store)
+    first, second = reversed(await records.recent("20240501-120000-abc123"))
+    assert (first.decided_by, second.decided_by) == ("owner", "task_rule")
+    assert (first.tool, first.decision, first.session_id) == ("Bash", "allow", 7)
+    assert json.loads(first.input) == {"command": "git status"}
+    assert first.asked_at == datetime.fromisoformat(TS)
+    assert await records.recent("another") == []
+    with pytest.raises(sqlite3.IntegrityError):  # only allow or deny
+        with closing(sqlite3.connect(store.path)) as conn, conn:
+            conn.execute(
+                "INSERT INTO delegation_approvals (delegation_id, tool, decision, decided_by,"
+                " asked_at, answered_at) VALUES ('x', 'Bash', 'maybe', 'owner', ?, ?)",
+                (TS, TS),
+            )
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -433,6 +463,7 @@ SAMPLES: dict[
     10: (insert_v10, check_v10),
     11: (insert_v11, check_v11),
     12: (insert_v12, check_v12),
+    13: (insert_v13, check_v13),
 }
 
 

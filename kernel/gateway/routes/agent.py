@@ -83,9 +83,10 @@ NEW_COMMAND = "/new"
 class Ask(Shape):
     id: str
     tool_call_id: str | None = None
-    kind: Literal["question", "approval", "budget"] | None = None
+    kind: Literal["question", "approval", "budget", "permission"] | None = None
     question: str
     options: list[str]
+    format: Literal["text", "markdown"] = "text"
 
 
 EventType = Literal[
@@ -499,6 +500,7 @@ async def list_asks(request: web.Request) -> web.Response:
             "kind": q.kind,
             "question": q.text,
             "options": list(q.options),
+            "format": "markdown" if q.markdown else "text",
             "conversation": q.conversation,
         }
         for q in waiting

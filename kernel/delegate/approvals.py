@@ -1,0 +1,297 @@
+"""Coding CLIs' permission prompts, answered by the owner (issue 19).
+
+With ``[cli.claude_code] approvals = "telegram"`` the Delegator opens a :class:`RunGrant`
+for each run: a fresh token (the CLI's ``--mcp-config`` carries it to Kernel's MCP
+endpoint; it works only while the run lasts), the turn's ``ToolContext`` (whose ``ask``
+reaches the owner wherever the turn is shown: Telegram buttons, the sidecar's SSE,
+``kernel chat``) and the CLI's hold (its timeouts do not run while the owner decides).
+
+:meth:`Approvals.decide` answers one prompt: a rule the owner added for this task
+("Allow for this task") allows it at once; otherwise the owner is asked with three
+choices — Allow once, Allow for this task, Deny. A timeout, a question nobody can see,
+the run ending (``/cancel``, the CLI finishing, Kernel stopping) deny. Every decision is
+recorded (``delegation_approvals``) and kept on the grant for the delegation's result.
+An owner's own MCP client (the API key, no run) is asked through the channel registry's
+asker, like a cron job's question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import secrets
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kernel.core.asks import Answer, AskOutcome, AskRegistry, Question
+from kernel.core.delivery import ChannelRegistry
+from kernel.core.errors import KernelError
+from kernel.core.events import AskUser
+from kernel.core.i18n import t
+from kernel.delegate.formats import display_name
+from kernel.delegate.permission import PermissionRequest, Rule, describe, rule_for
+from kernel.store.approvals import ApprovalRecord, ApprovalStore, input_text
+from kernel.store.db import Store
+from kernel.tools.registry import ToolContext
+
+__all__ = ["Approvals", "Decision", "PermissionRequest", "RunGrant"]
+
+log = logging.getLogger(__name__)
+
+EXPIRED_KEPT = 256  # closed runs whose token is still recognised as expired
+ALLOW_ONCE, ALLOW_TASK, DENY = 0, 1, 2
+
+Hold = Callable[[], contextlib.AbstractContextManager[None]]
+
+_DENIALS = {
+    "owner": "The owner denied this tool use. Do not retry it; go on without it, or stop "
+    "and say what you needed it for.",
+    "timeout": "The owner did not answer the permission prompt within {seconds:g} s, so it "
+    "was denied. Do not retry it unasked.",
+    "cancelled": "The task was cancelled or ended while the owner was asked; denied.",
+    "undelivered": "The permission prompt could not be shown to the owner (their chat is "
+    "unreachable now); denied.",
+    "nobody": "Nobody can answer permission prompts for this run; denied.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allow: bool
+    by: str  # owner | task_rule | timeout | cancelled | undelivered | nobody
+    message: str = ""  # why it was denied, for the CLI's model (English)
+    rule: str = ""  # the rule that allowed it, or the one the owner added
+
+    def as_claude(self, request: PermissionRequest) -> dict[str, Any]:
+        """The answer Claude Code's ``--permission-prompt-tool`` expects (as JSON text)."""
+        if self.allow:
+            return {"behavior": "allow", "updatedInput": request.input}
+        return {"behavior": "deny", "message": self.message}
+
+
+@dataclass(eq=False)
+class RunGrant:
+    """One delegation's right to ask the owner, while it runs."""
+
+    token: str = field(repr=False)
+    delegation_id: str
+    cli: str
+    context: ToolContext | None
+    timeout: float
+    hold: Hold
+    rules: list[Rule] = field(default_factory=list)
+    decisions: list[tuple[str, str, str]] = field(default_factory=list)  # tool, decision, by
+    closed: bool = False
+    _pending: set[asyncio.Task[Answer]] = field(default_factory=set)
+
+    @property
+    def conversation(self) -> str:
+        return self.context.conversation if self.context is not None else ""
+
+    def summary(self) -> list[dict[str, str]]:
+        """The decisions, for the delegation's result."""
+        return [{"tool": tool, "decision": d, "by": by} for tool, d, by in self.decisions]
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+@contextlib.contextmanager
+def _no_hold() -> Iterator[None]:
+    yield
+
+
+class Approvals:
+    def __init__(
+        self,
+        store: Store,
+        asks: AskRegistry,
+        registry: ChannelRegistry,
+        *,
+        timeout: float = 600.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.records = ApprovalStore(store)
+        self.asks = asks
+        self.registry = registry
+        self.timeout = timeout  # for an owner's own MCP client's prompts
+        self.clock = clock
+        # The MCP endpoint's URL while the sidecar serves it (set by the gateway);
+        # None: a run with approvals cannot start.
+        self.endpoint_url: str | None = None
+        self._grants: dict[bytes, RunGrant] = {}
+        self._expired: deque[bytes] = deque(maxlen=EXPIRED_KEPT)
+
+    # ----- runs ---------------------------------------------------------------------------
+
+    def open(
+        self,
+        delegation_id: str,
+        cli: str,
+        context: ToolContext | None,
+        *,
+        timeout: float,
+        hold: Hold = _no_hold,
+    ) -> RunGrant:
+        grant = RunGrant(secrets.token_urlsafe(32), delegation_id, cli, context, timeout, hold)
+        self._grants[_digest(grant.token)] = grant
+        return grant
+
+    def close(self, grant: RunGrant) -> None:
+        """The run ended: its token stops working now and prompts still open are denied."""
+        grant.closed = True
+        digest = _digest(grant.token)
+        if self._grants.pop(digest, None) is not None:
+            self._expired.append(digest)
+        for task in list(grant._pending):
+            task.cancel()
+
+    def resolve(self, token: str) -> RunGrant | Literal["expired"] | None:
+        """The live run ``token`` belongs to, "expired" for a run that ended, else None.
+        (Looked up by its SHA-256: no comparison leaks how much of a guess was right.)"""
+        digest = _digest(token)
+        grant = self._grants.get(digest)
+        if grant is not None:
+            return grant
+        return "expired" if digest in self._expired else None
+
+    def running(self) -> list[RunGrant]:
+        return list(self._grants.values())
+
+    # ----- prompts ------------------------------------------------------------------------
+
+    async def decide(self, grant: RunGrant | None, request: PermissionRequest) -> Decision:
+        """Answer one permission prompt (see the module's docstring)."""
+        asked_at = self.clock()
+        rule = rule_for(request)
+        if grant is not None and grant.closed:
+            decision = Decision(False, "cancelled", _DENIALS["cancelled"])
+        elif grant is not None and any(r.matches(request) for r in grant.rules):
+            used = next(r for r in grant.rules if r.matches(request))
+            decision = Decision(True, "task_rule", rule=used.label)
+        else:
+            decision = await self._ask(grant, request, rule)
+        await self._record(grant, request, decision, asked_at)
+        return decision
+
+    async def _ask(
+        self, grant: RunGrant | None, request: PermissionRequest, rule: Rule
+    ) -> Decision:
+        cli = t("perm.mcp_client") if grant is None else _cli_label(grant.cli)
+        text = describe(request, cli, rule)
+        options = [t("perm.allow_once"), t("perm.allow_task"), t("perm.deny")]
+        seconds = self.timeout if grant is None else grant.timeout
+        if grant is not None and (grant.context is None or grant.context.ask is None):
+            return Decision(False, "nobody", _DENIALS["nobody"])
+        asking = self._question(grant, text, options, seconds)
+        task: asyncio.Task[Answer] = asyncio.ensure_future(asking)
+        if grant is not None:
+            grant._pending.add(task)
+        hold = grant.hold if grant is not None else _no_hold
+        try:
+            with hold():
+                await asyncio.wait({task})
+        except asyncio.CancelledError:  # the caller went away (the CLI's request ended)
+            task.cancel()
+            raise
+        finally:
+            if grant is not None:
+                grant._pending.discard(task)
+        if task.cancelled():
+            return Decision(False, "cancelled", _DENIALS["cancelled"])
+        answer = task.result()
+        if answer.option == ALLOW_ONCE:
+            return Decision(True, "owner")
+        if answer.option == ALLOW_TASK:
+            if grant is not None and not grant.closed:
+                grant.rules.append(rule)
+            return Decision(True, "owner", rule=rule.label)
+        if answer.option == DENY:
+            return Decision(False, "owner", _DENIALS["owner"])
+        if answer.outcome is AskOutcome.TIMEOUT:
+            return Decision(False, "timeout", _DENIALS["timeout"].format(seconds=seconds))
+        return Decision(False, "undelivered", _DENIALS["undelivered"])
+
+    async def _question(
+        self, grant: RunGrant | None, text: str, options: list[str], seconds: float
+    ) -> Answer:
+        if grant is not None:
+            assert grant.context is not None and grant.context.ask is not None
+            return await grant.context.ask(
+                text, options, kind="permission", seconds=seconds, markdown=True
+            )
+        return await self._ask_detached(text, options, seconds)
+
+    async def _ask_detached(self, text: str, options: list[str], seconds: float) -> Answer:
+        """An owner's own MCP client: asked through the registry's asker (Telegram)."""
+        asker = self.registry.asker
+        if asker is None:
+            return Answer(AskOutcome.UNDELIVERED)
+        question = Question("mcp", text, list(options), kind="permission", markdown=True)
+        question.tool_call_id = f"mcp-{question.id}"
+        event = AskUser(
+            0, question.id, question.tool_call_id, text, list(options), "permission", True
+        )
+        waiting = asyncio.ensure_future(self.asks.wait(question, seconds))
+        await asyncio.sleep(0)  # the question waits before anyone can press its buttons
+        try:
+            await asker.show(event, t("perm.mcp_label"))
+        except Exception as exc:  # unanswerable: the wait runs into its timeout
+            log.warning("could not show a permission prompt: %s", type(exc).__name__)
+            self.asks.undelivered(question.id)
+        try:
+            return await waiting
+        finally:
+            waiting.cancel()
+            with contextlib.suppress(Exception):
+                await asker.settle(question.tool_call_id)
+
+    async def _record(
+        self,
+        grant: RunGrant | None,
+        request: PermissionRequest,
+        decision: Decision,
+        asked_at: datetime,
+    ) -> None:
+        verdict = "allow" if decision.allow else "deny"
+        log.info(
+            "permission prompt: delegation=%s decision=%s by=%s",
+            grant.delegation_id if grant else "-",
+            verdict,
+            decision.by,
+        )
+        if grant is not None:
+            grant.decisions.append((request.tool_name, verdict, decision.by))
+        context = grant.context if grant is not None else None
+        record = ApprovalRecord(
+            delegation_id=grant.delegation_id if grant is not None else "",
+            tool=request.tool_name[:200],
+            input=input_text(request.input),
+            decision=verdict,
+            decided_by=decision.by,
+            asked_at=asked_at,
+            answered_at=self.clock(),
+            conversation=grant.conversation if grant is not None else "mcp",
+            session_id=context.session_id if context is not None else None,
+            cli=grant.cli if grant is not None else "",
+            rule=decision.rule,
+        )
+        try:
+            await asyncio.shield(self.records.record(record))
+        except KernelError as exc:  # the answer still stands; the log says it was not kept
+            log.warning("a permission decision was not recorded: %s", type(exc).__name__)
+
+    async def recent(
+        self, delegation_id: str | None = None, limit: int = 50
+    ) -> list[ApprovalRecord]:
+        return await self.records.recent(delegation_id, limit)
+
+
+def _cli_label(cli: str) -> str:
+    return display_name(cli)
