@@ -29,6 +29,9 @@ Behaviour from the environment (the child inherits the test's):
   of the machine) for the benchmark.
 - ``STANDIN_RECORD``: a file that gets ``{"argv", "pid", "config"}`` (the config file's
   content) at start.
+- ``STANDIN_HOLD``: a file to wait for after the last tool result (with an assistant
+  text event first, so the delegation shows a step): the run goes on until the test
+  lets it end.
 
 Without a usable prompt tool (no config, the server unreachable, the tool not listed) it
 fails as Claude Code does: an error on stderr, exit 1.
@@ -90,6 +93,10 @@ def append(path: str | None, line: dict[str, Any]) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
+
+
+def released(path: str) -> bool:
+    return os.path.exists(path)
 
 
 def fail(message: str) -> NoReturn:
@@ -185,7 +192,13 @@ async def session_run(
                 "permissionMode": "default",
             }
         )
-        return await converse(session, tool, calls, parallel)
+        denials = await converse(session, tool, calls, parallel)
+    hold = os.environ.get("STANDIN_HOLD")
+    if hold:
+        emit(message("msg_wait", [{"type": "text", "text": "Checking the results."}]))
+        while not released(hold):  # noqa: ASYNC110  # a file another process writes
+            await asyncio.sleep(0.05)
+    return denials
 
 
 def main() -> None:
