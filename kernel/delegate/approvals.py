@@ -176,7 +176,12 @@ class Approvals:
             used = next(r for r in grant.rules if r.matches(request))
             decision = Decision(True, "task_rule", rule=used.label)
         else:
-            decision = await self._ask(grant, request, rule)
+            try:
+                decision = await self._ask(grant, request, rule)
+            except asyncio.CancelledError:  # the CLI went away first (/cancel killed it)
+                gone = Decision(False, "cancelled", _DENIALS["cancelled"])
+                await asyncio.shield(self._record(grant, request, gone, asked_at))
+                raise
         await self._record(grant, request, decision, asked_at)
         return decision
 
