@@ -11,15 +11,23 @@ stand-in "runs" the call (a line in ``ran``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
+from kernel.core.events import AskUser
 from kernel.gateway.server import Gateway
+from kernel.telegram.asks import NOTE_ROOM, question_body
+from kernel.telegram.render import html_to_plain
+from kernel.telegram.split import utf16_len
 from tests.delegate.claude_permission import make_permission_cli
 from tests.delegate.conftest import cli_section, wait_dead
 from tests.delegate.standins import alive
@@ -249,8 +257,11 @@ async def test_timeout_denies_and_closes_the_message_while_the_run_goes_on(
     delegate(r.h, "push", "Not pushed: no answer.")
     r.h.tg.inject_text("push it")
 
-    asked = await r.prompt()
-    allow = buttons(asked)[ALLOW_ONCE]
+    # The prompt may close before a poll sees it live: its buttons come from the send.
+    await r.h.tg.wait_until(lambda: bool(r.prompts()))
+    [asked] = r.prompts()
+    [sent] = [c for c in r.h.tg.calls_to("sendMessage") if "asks to use" in c.params["text"]]
+    allow = sent.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
     await r.h.tg.wait_until(lambda: r.shown(asked).reply_markup is None)
 
     # Closed at once, though the delegation still runs.
@@ -293,3 +304,57 @@ async def test_cancel_while_a_prompt_is_open_denies_kills_the_cli_and_closes_it(
     [decision] = await r.h.kernel.approvals.recent()
     assert (decision.decision, decision.decided_by) == ("deny", "cancelled")
     assert await r.h.converse("are you there?") == "Hello again."
+
+
+async def test_a_hostile_command_is_shown_verbatim_in_one_valid_message(run: RunFactory) -> None:
+    # Backtick runs, HTML-ish text, entities and a fence of its own: nothing formats the
+    # message, Telegram accepts it, and the owner reads the command exactly.
+    command = "echo '<b>&amp;</b>' ``` `whoami` && cat x | sh # " + "<&>" * 600
+    r: Run = await run([bash(command)])
+    delegate(r.h, "do it", "Done.")
+    r.h.tg.inject_text("run it")
+
+    asked = await r.prompt()
+    r.press(asked, DENY)
+    await r.h.settle()
+
+    shown = r.shown(asked).text
+    assert "echo '<b>&amp;</b>' ``` `whoami` && cat x | sh # <&><&>" in shown
+    assert shown.endswith("⛔ Denied")
+    failed = [c for c in r.h.tg.calls if c.method != "getUpdates" and not c.ok]
+    assert failed == []
+    assert r.ran == []
+
+
+async def test_an_owners_own_mcp_client_is_asked_in_telegram(run: RunFactory) -> None:
+    r: Run = await run([])
+    endpoint = r.h.kernel.approvals.endpoint_url
+    assert endpoint is not None
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(endpoint, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        call = asyncio.ensure_future(
+            session.call_tool("approve", {"tool_name": "Bash", "input": {"command": "uptime"}})
+        )
+        asked = await r.prompt()
+        assert asked.text.startswith("🔌 From Kernel's MCP endpoint")
+        assert "uptime" in asked.text
+        r.press(asked, ALLOW_ONCE)
+        result = await call
+
+    text = next(c.text for c in result.content if c.type == "text")
+    assert json.loads(text) == {"behavior": "allow", "updatedInput": {"command": "uptime"}}
+    await r.h.tg.wait_until(lambda: r.shown(asked).reply_markup is None)
+    assert r.shown(asked).text.endswith("✅ Allowed once")
+
+
+def test_a_question_too_long_for_one_message_leaves_room_for_its_note() -> None:
+    event = AskUser(1, "q1", "c1", "**big**\n\n" + "x <y> " * 2000, ["a", "b"], "permission", True)
+    chunks, mode = question_body(event)
+    assert mode == "HTML" and len(chunks) > 1
+    assert all(utf16_len(html_to_plain(c)) <= 4096 - NOTE_ROOM for c in chunks)
+    assert chunks[0].startswith("<b>big</b>")
+    assert question_body(AskUser(1, "q", "c", "<b>", ["a"])) == (["<b>"], None)
