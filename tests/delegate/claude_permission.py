@@ -21,6 +21,7 @@ Behaviour from the environment (the child inherits the test's):
   (default: one ``Bash`` ``git status``).
 - ``STANDIN_PARALLEL=1``: all calls in one assistant message, their prompts asked at
   once (Claude Code asks parallel tool calls concurrently); else one after another.
+- ``STANDIN_PAUSE``: seconds before each call one after another (the model's turn).
 - ``STANDIN_RAN``: a file that gets one JSON line per call that ran (``{"name",
   "input"}`` with the input the prompt tool returned): the "command" runs only when
   allowed, and runs nothing else.
@@ -264,7 +265,9 @@ async def converse(
         results = [run_call(i, c, d) for i, c, d in zip(ids, calls, decisions, strict=True)]
         emit(message("", results, role="user"))
     else:
+        pause = float(os.environ.get("STANDIN_PAUSE") or 0)
         for use_id, call, use in zip(ids, calls, uses, strict=True):
+            await asyncio.sleep(pause)
             emit(message(f"msg_{use_id}", [use]))
             decision = await ask(session, tool, use_id, call)
             decisions.append(decision)
