@@ -244,6 +244,7 @@ def _build(
     mcp, mcp_servers = _mcp(raw.get("mcp", {}), env, base, warnings)
     gateway = _gateway(raw.get("gateway", {}), env)
     _check_model_aliases(gateway, providers)
+    _check_approvals(cli, gateway, mcp)
     tools = _tools(raw.get("tools", {}), env)
     general.disabled_tools += [p.name for p in tools.values() if not p.enabled]
     stt = _stt(raw.get("stt"), env, warnings)
@@ -450,6 +451,14 @@ def _cli(section: Any, env: Mapping[str, str], warnings: list[str]) -> dict[str,
             raise ConfigError(t(f"config.cli_args_{kind}", key=key, flag=flag), key=key)
         out[name] = cli
     return out
+
+
+def _check_approvals(cli: dict[str, CLIConfig], gateway: GatewayConfig, mcp: MCPSettings) -> None:
+    """A CLI that asks the owner through Kernel's MCP endpoint needs that endpoint."""
+    for name, settings in cli.items():
+        if settings.approvals != "off" and not (gateway.enabled and mcp.serve):
+            key = f"cli.{name}.approvals"
+            raise ConfigError(t("config.approvals_no_endpoint", key=key), key=key)
 
 
 def _mcp(

@@ -783,6 +783,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "perm.mcp_client": "MCP 客户端",
         "perm.mcp_label": "🔌 来自 Kernel 的 MCP 端点",
         "perm.no_endpoint": 'cli.{cli} 设了 approvals = "telegram"，但 Kernel 的 MCP 端点没有运行，权限请求无处可问：请开启 [gateway] enabled 和 [mcp] serve，或把 approvals 设为 "off"',
+        "config.approvals_no_endpoint": '{key} = "telegram" 通过 Kernel 自己的 MCP 端点（侧车的 /mcp）询问你：请保持 [gateway] enabled = true 和 [mcp] serve = true，或把 approvals 设为 "off"',
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1551,6 +1552,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "perm.mcp_client": "an MCP client",
         "perm.mcp_label": "🔌 From Kernel's MCP endpoint",
         "perm.no_endpoint": 'cli.{cli} has approvals = "telegram", but Kernel\'s MCP endpoint is not running, so its permission prompts could not reach you: turn on [gateway] enabled and [mcp] serve, or set approvals = "off"',
+        "config.approvals_no_endpoint": '{key} = "telegram" asks you through Kernel\'s own MCP endpoint (the sidecar\'s /mcp): keep [gateway] enabled = true and [mcp] serve = true, or set approvals = "off"',
     },
 }
 

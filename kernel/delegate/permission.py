@@ -8,9 +8,9 @@ the CLI sits inside a code span or block fenced longer than any backtick run in 
 nothing it sends can format the message. :func:`rule_for` is the rule "Allow for this
 task" adds, shown in the same message: a simple shell command allows the same program
 (and subcommand) again, ``Bash(git status:*)``; a compound one (``;``, ``&&``, a pipe,
-a redirection, a substitution), a shell or interpreter allows only itself, exactly; a
-file tool the same tool on the same path; ``WebFetch`` the same host; anything else the
-same tool with the same input.
+a redirection, a substitution), a shell or interpreter, ``rm``, ``curl`` and the like
+allow only themselves, exactly; a file tool the same tool on the same path; ``WebFetch``
+the same host; anything else the same tool with the same input.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from pathlib import PurePath as Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,6 +42,13 @@ _RUNNERS = frozenset(
         "xargs", "nohup", "timeout", "nice", "python", "python3", "node", "deno", "bun",
         "perl", "ruby", "php", "lua", "osascript", "powershell", "pwsh", "cmd", "npx",
         "uvx", "find", "awk", "ssh",
+    }
+)  # fmt: skip
+# Programs whose every run can destroy or send away something: only exact rules.
+_EXACT_ONLY = frozenset(
+    {
+        "rm", "rmdir", "dd", "mkfs", "shred", "truncate", "chmod", "chown", "kill",
+        "pkill", "killall", "reboot", "shutdown", "curl", "wget", "scp", "rsync",
     }
 )  # fmt: skip
 _FILE_TOOLS = {
@@ -98,7 +106,8 @@ def rule_for(request: PermissionRequest) -> Rule:
     if tool == "Bash":
         command = _command(request)
         words = _simple_words(command)
-        if words is None or not words or words[0] in _RUNNERS:
+        program = Path(words[0]).name if words else ""
+        if words is None or not words or program in _RUNNERS or program in _EXACT_ONLY:
             return Rule(tool, "exact", command)
         prefix = words[:2] if len(words) > 1 and _WORD.fullmatch(words[1]) else words[:1]
         return Rule(tool, "prefix", " ".join(prefix))

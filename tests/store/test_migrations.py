@@ -439,13 +439,16 @@ async def check_v13(store: Store) -> None:
     assert json.loads(first.input) == {"command": "git status"}
     assert first.asked_at == datetime.fromisoformat(TS)
     assert await records.recent("another") == []
-    with pytest.raises(sqlite3.IntegrityError):  # only allow or deny
-        with closing(sqlite3.connect(store.path)) as conn, conn:
-            conn.execute(
-                "INSERT INTO delegation_approvals (delegation_id, tool, decision, decided_by,"
-                " asked_at, answered_at) VALUES ('x', 'Bash', 'maybe', 'owner', ?, ?)",
-                (TS, TS),
-            )
+    with (
+        pytest.raises(sqlite3.IntegrityError),  # only allow or deny
+        closing(sqlite3.connect(store.path)) as conn,
+        conn,
+    ):
+        conn.execute(
+            "INSERT INTO delegation_approvals (delegation_id, tool, decision, decided_by,"
+            " asked_at, answered_at) VALUES ('x', 'Bash', 'maybe', 'owner', ?, ?)",
+            (TS, TS),
+        )
 
 
 SAMPLES: dict[

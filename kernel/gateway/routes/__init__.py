@@ -8,6 +8,7 @@ from __future__ import annotations
 from kernel.gateway.api import Router
 from kernel.gateway.routes import (
     agent,
+    approvals,
     channels,
     chats,
     cron,
@@ -42,4 +43,5 @@ ROUTERS: list[Router] = [
     usage.router,
     routing.router,
     mcp.router,
+    approvals.router,
 ]
