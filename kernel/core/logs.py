@@ -60,6 +60,7 @@ LIBRARY_FLOORS = {
     "anthropic": logging.WARNING,  # DEBUG: request options with the messages
     "openai": logging.WARNING,
     "mcp": logging.WARNING,  # DEBUG/INFO: JSON-RPC traffic (tool arguments, results)
+    "sse_starlette": logging.WARNING,  # DEBUG: every SSE chunk /mcp sends (tool results)
     "aiohttp.access": logging.WARNING,  # request lines: paths and query strings
     "asyncio": logging.WARNING,
     "trafilatura": logging.CRITICAL,  # web_fetch: warnings quote URLs and the page's text

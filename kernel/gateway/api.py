@@ -16,6 +16,7 @@ import binascii
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -265,8 +266,9 @@ class Operation:
     body_type: str = "application/json"
     response_type: str = "application/json"
     # "key": the sidecar's API key when one is set. "signature": the handler checks the
-    # caller's own signature instead (the QQ platform cannot send the key); the browser
-    # checks still apply.
+    # caller's own signature instead (the QQ platform cannot send the key). "bearer": the
+    # handler checks the bearer itself (the API key or a delegation's run token: /mcp).
+    # The browser checks still apply to all.
     auth: str = "key"
     also: tuple[int, ...] = ()  # other success statuses, same response (200 beside 201)
 
@@ -281,6 +283,15 @@ class Router:
     operations: list[Operation] = field(default_factory=list)
     # Run at gateway start, before it listens (e.g. to make sure the default chat exists).
     startup: list[Callable[[Kernel], Awaitable[None]]] = field(default_factory=list)
+    # Services living as long as the sidecar (the MCP endpoint's session manager): each
+    # entered in a task of its own at start, before the sidecar listens (it may set keys
+    # of the app), and left in that task at stop, once the sidecar no longer accepts
+    # requests and before those in flight are drained (so it can cancel its own).
+    services: list[Callable[[Kernel, web.Application], AbstractAsyncContextManager[None]]] = field(
+        default_factory=list
+    )
+    # Called once the sidecar listens, with its app and bound port (e.g. to say where).
+    listening: list[Callable[[Kernel, web.Application, int], None]] = field(default_factory=list)
 
     def route(
         self,

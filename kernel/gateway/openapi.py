@@ -125,7 +125,7 @@ def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
         errors.add(415)  # read_json refuses any other Content-Type
     if op.params:
         errors.add(400)
-    if not op.public and op.auth == "key":
+    if not op.public and op.auth in ("key", "bearer"):
         errors.add(401)
         out["security"] = [{"ApiKey": []}, {"Bearer": []}]
     else:

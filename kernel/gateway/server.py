@@ -16,6 +16,7 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -38,6 +39,7 @@ from kernel.core.errors import (
 )
 from kernel.core.i18n import t
 from kernel.core.logs import request_tag
+from kernel.core.tasks import TaskSet
 from kernel.gateway.api import (
     API_KEY,
     KERNEL,
@@ -80,7 +82,8 @@ http_log = logging.getLogger("kernel.gateway.http")
 http_log.addFilter(_Short())
 
 REQUEST_ID = web.RequestKey("request_id", str)
-SIGNED = web.AppKey("signed", frozenset[Any])  # routes whose Operation has auth="signature"
+# Routes whose handler checks its caller itself (auth "signature", "bearer"), not the key.
+SIGNED = web.AppKey("signed", frozenset[Any])
 PUBLIC_PATHS = frozenset({"/healthz", "/version"})
 QUIET_PATHS = PUBLIC_PATHS  # polled by monitors: logged at DEBUG only
 
@@ -397,6 +400,8 @@ class Gateway:
         self.routers = list(routers)
         self._runner: web.AppRunner | None = None
         self._site: _Site | None = None
+        self._services = TaskSet("gateway")
+        self._stopping = asyncio.Event()
         self.port = 0
 
     @property
@@ -419,11 +424,41 @@ class Gateway:
         signed = set()
         for op in self.operations:
             route = app.router.add_route(op.method, op.path, op.handler)
-            if op.auth == "signature":
+            if op.auth != "key":
                 signed.add(route)
         app[SIGNED] = frozenset(signed)
         app.on_response_prepare.append(_add_request_id)
+        app.on_shutdown.append(self._end_services)  # after the sites stop, before draining
         return app
+
+    async def _start_services(self, app: web.Application) -> None:
+        """Each router's services, each in a task of its own (see ``Router.services``)."""
+        for router in self.routers:
+            for service in router.services:
+                ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._services.spawn(
+                    self._run_service(service(self.kernel, app), ready),
+                    name=f"gateway-{router.tag}-service",
+                )
+                await ready  # its failure to start fails the start
+
+    async def _run_service(
+        self, service: AbstractAsyncContextManager[None], ready: asyncio.Future[None]
+    ) -> None:
+        try:
+            async with service:
+                ready.set_result(None)
+                await self._stopping.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+                return
+            raise
+
+    async def _end_services(self, _app: web.Application | None = None) -> None:
+        self._stopping.set()
+        await self._services.wait(self.cfg.shutdown_timeout)
+        await self._services.close()
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -433,8 +468,15 @@ class Gateway:
         for router in self.routers:
             for hook in router.startup:
                 await hook(self.kernel)
+        app = self.build_app()
+        self._stopping = asyncio.Event()
+        try:
+            await self._start_services(app)
+        except BaseException:
+            await self._end_services()
+            raise
         runner = web.AppRunner(
-            self.build_app(),
+            app,
             handler_cancellation=True,  # a client that goes away cancels its turn
             shutdown_timeout=cfg.shutdown_timeout,
             access_log=None,
@@ -455,12 +497,16 @@ class Gateway:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
+            await self._end_services()
             detail = exc.strerror or type(exc).__name__
             raise StartupError(
                 t("gw.bind_failed", host=cfg.host, port=cfg.port, detail=detail)
             ) from None
         self._runner, self._site = runner, site
         self.port = site.port
+        for router in self.routers:
+            for listener in router.listening:
+                listener(self.kernel, app, self.port)
         log.info(
             "gateway listening on %s (api key %s, at most %d connections, %d per client)",
             self.url,
@@ -474,4 +520,5 @@ class Gateway:
         if runner is None:
             return
         await runner.cleanup()
+        await self._end_services()  # when the app's shutdown did not run (never set up)
         log.info("gateway stopped")

@@ -113,6 +113,13 @@ checks.negative_data_rejection.enabled = false
 [[operations]]
 include-name = "POST /mcp/servers"
 enabled = false
+
+# /mcp speaks the MCP protocol (JSON-RPC over SSE), specified by MCP rather than by this
+# document; an approve call waits for the owner. Its refusals have their own tests
+# (tests/mcp/test_endpoint_refusals.py).
+[[operations]]
+include-path-regex = "^/mcp$"
+enabled = false
 """
 
 

@@ -15,6 +15,7 @@ from kernel.gateway.routes import (
     envs,
     health,
     mcp,
+    mcp_endpoint,
     messages,
     models,
     openai_chat,
@@ -43,5 +44,6 @@ ROUTERS: list[Router] = [
     usage.router,
     routing.router,
     mcp.router,
+    mcp_endpoint.router,
     approvals.router,
 ]

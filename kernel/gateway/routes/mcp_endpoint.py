@@ -1,0 +1,189 @@
+"""``/mcp``: Kernel's own MCP server (streamable HTTP, stateless), for the CLIs Kernel
+delegates to and any MCP client the owner runs (:mod:`kernel.mcp.endpoint`).
+
+Before a request reaches the SDK it gets the sidecar's framing (request id, log line,
+error shape) and these checks: ``[mcp] serve`` (else 404), the peer a literal loopback
+address and ``Host`` a loopback name whatever the bind and the key (else 403), and a
+caller: ``Authorization: Bearer`` with the sidecar's API key (the owner) or a live run
+token (one delegation, :meth:`Approvals.resolve`); no bearer is the local owner only
+when no API key is set. A wrong token is a 401 naming the fix, an expired one a 401
+saying its delegation ended. The body is read and checked here as every JSON body of
+the sidecar (``gateway.max_body_bytes``, ``gateway.read_timeout``, 415, 400) and handed
+to the SDK whole. POST only: stateless, there is no server stream (GET) and no session
+to end (DELETE), so both are 405 with ``Allow: POST``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from aiohttp_asgi.resource import ASGIContext
+
+from kernel.config import is_loopback
+from kernel.core.i18n import t
+from kernel.gateway.api import (
+    API_KEY,
+    ApiError,
+    Router,
+    kernel_of,
+    read_bytes,
+    read_json,
+    refusal,
+)
+from kernel.gateway.schema import OpenShape
+from kernel.gateway.server import loopback_host
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
+    from kernel.mcp.endpoint import Caller, Endpoint
+
+router = Router("mcp-endpoint", "Kernel's own MCP server (streamable HTTP, stateless)")
+
+ENDPOINT: web.AppKey[Endpoint] = web.AppKey("mcp_endpoint")
+
+
+@asynccontextmanager
+async def _serve(kernel: Kernel, app: web.Application) -> AsyncIterator[None]:
+    """The endpoint's session manager for the sidecar's lifetime (``[mcp] serve``)."""
+    if not kernel.config.mcp.serve:
+        yield
+        return
+    from kernel.mcp.endpoint import Endpoint  # the SDK's server side, only when served
+
+    endpoint = Endpoint(
+        approvals=kernel.approvals,
+        tools=kernel.tools,
+        channels=kernel.channel_registry,
+        notify_per_minute=kernel.config.mcp.notify_per_minute,
+        delivery_timeout=kernel.config.cron.delivery_timeout,
+        max_body=kernel.config.gateway.max_body_bytes,
+    )
+    app[ENDPOINT] = endpoint
+    try:
+        async with endpoint.serving():
+            yield
+    finally:
+        kernel.approvals.endpoint_url = None  # no new run may ask from now on
+
+
+def _listening(kernel: Kernel, app: web.Application, port: int) -> None:
+    """Runs that ask the owner may start: the Delegator writes this URL in their
+    mcp.json. Reached on loopback: the bind's own address when it is a literal loopback
+    one, else 127.0.0.1 (a wildcard bind answers there too)."""
+    if app.get(ENDPOINT) is None:
+        return
+    host = kernel.config.gateway.host
+    if host == "localhost" or not is_loopback(host):
+        host = "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    kernel.approvals.endpoint_url = f"http://{shown}:{port}/mcp"
+
+
+router.services.append(_serve)
+router.listening.append(_listening)
+
+
+class _Bridge(ASGIContext):
+    """One request to the SDK's ASGI app: the body already read (so the sidecar's
+    limits apply), then a receive that waits until the client goes away, as ASGI's
+    ``http.disconnect`` does (aiohttp cancels the handler then)."""
+
+    def __init__(self, app: Any, request: web.Request, body: bytes) -> None:
+        super().__init__(app, request, "")
+        self._body: bytes | None = body
+        self.sent_whole = False  # the answer's last byte is written
+
+    async def on_send_http_response_body(self, payload: dict[str, Any]) -> None:
+        await super().on_send_http_response_body(payload)
+        if payload.get("body") is not None and not payload.get("more_body", False):
+            self.sent_whole = True
+
+    async def on_receive(self) -> dict[str, Any]:
+        if self._body is not None:
+            body, self._body = self._body, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # until cancelled with the request
+        return {"type": "http.disconnect"}
+
+
+_SUMMARY = "Kernel's MCP server (streamable HTTP, stateless; the MCP protocol's answers)"
+
+
+# Only POST: stateless, the endpoint offers no server stream (GET) and no session to end
+# (DELETE); both are answered 405 with Allow: POST, as MCP lets a server do.
+@router.post(
+    "/mcp",
+    summary=_SUMMARY + ": a JSON-RPC message, answered as SSE (or 202 for a notification)",
+    body=OpenShape,
+    response=OpenShape,
+    sse=True,
+    auth="bearer",
+    errors=(403, 404, 503),
+)
+async def post_mcp(request: web.Request) -> web.StreamResponse:
+    kernel = kernel_of(request)
+    if not kernel.config.mcp.serve:
+        raise refusal("not_found", t("mcpserve.off"))
+    remote = request.remote or ""
+    hosts = request.headers.getall("Host", [])
+    if not is_loopback(remote):
+        raise refusal("forbidden", t("mcpserve.not_loopback"))
+    if len(hosts) != 1 or not loopback_host(hosts[0]):
+        raise refusal("forbidden_host", t("mcpserve.foreign_host"))
+    caller = _caller(request)
+    # Checked as every JSON body of the sidecar is (415, 400: not JSON, too deep, a
+    # number out of range…), then handed to the SDK as sent.
+    await read_json(request)
+    body = await read_bytes(request)  # read once: the same bytes again
+    endpoint = request.app.get(ENDPOINT)
+    if endpoint is None or not endpoint.running:  # stopping
+        raise refusal("mcp_stopping", t("mcpserve.stopping"))
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await endpoint.handle(scope, receive, send, caller)
+
+    bridge = _Bridge(app, request, body)
+    try:
+        return await bridge.get_response()
+    except asyncio.CancelledError:
+        # An MCP client closes the connection as soon as it has read its answer (the
+        # SSE event), often before the SDK has finished tidying up after it: that
+        # request was answered, not abandoned. Any other cancellation stands.
+        task = asyncio.current_task()
+        if bridge.sent_whole and bridge.response is not None and task and task.uncancel() == 0:
+            return bridge.response
+        raise
+
+
+def _caller(request: web.Request) -> Caller:
+    """The owner (the API key; no bearer on a keyless sidecar) or one delegation (a live
+    run token); else 401."""
+    from kernel.mcp.endpoint import Caller
+
+    key = request.app[API_KEY]
+    given = request.headers.get("X-API-Key", "")
+    auth = request.headers.get("Authorization", "")
+    if not given and auth[:7].lower() == "bearer ":
+        given = auth[7:].strip()
+    if not given:
+        if not key:
+            return Caller()
+        raise _unauthorized(t("mcpserve.no_token"))
+    raw = given.encode("utf-8", "surrogateescape")
+    if key and hmac.compare_digest(raw, key.encode()):
+        return Caller()
+    grant = kernel_of(request).approvals.resolve(raw.decode("utf-8", "replace"))
+    if grant == "expired":
+        raise _unauthorized(t("mcpserve.expired"), expired=True)
+    if grant is None:
+        raise _unauthorized(t("mcpserve.bad_token"))
+    return Caller(grant)
+
+
+def _unauthorized(message: str, *, expired: bool = False) -> ApiError:
+    return refusal("unauthorized", message, {"expired": expired})

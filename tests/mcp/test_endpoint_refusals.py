@@ -1,0 +1,247 @@
+"""/mcp's refusals before the SDK (tokens, peer, Host, the setting, bodies) and its end
+with the sidecar: each asserted on the wire, with the sidecar still answering after."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
+from tests.gateway.conftest import sidecar as sidecar  # the fixture
+from tests.mcp.test_endpoint import BASH, client, model, open_grant
+
+__all__ = ["model"]  # the fixture, shared
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def post(
+    sc: Sidecar, body: Any = INITIALIZE, *, token: str | None = None, **headers: str
+) -> tuple[int, Any, aiohttp.ClientResponse]:
+    """One POST to /mcp (the body as JSON unless bytes); the answer parsed when JSON."""
+    sent = {**ACCEPT, **({"Authorization": f"Bearer {token}"} if token else {}), **headers}
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    async with sc.http.post(sc.url + "/mcp", data=data, headers=sent) as response:
+        raw = await response.read()
+        kind = response.headers.get("Content-Type", "")
+        parsed = json.loads(raw) if raw and kind.startswith("application/json") else raw
+        return response.status, parsed, response
+
+
+async def test_wrong_missing_and_expired_tokens_are_refused(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    sc = await sidecar(model, api_key=API_KEY)
+    status, data, response = await post(sc, token="not-a-token")
+    assert status == 401 and data["error"]["code"] == "unauthorized"
+    assert "[gateway] api_key" in data["error"]["message"]
+    assert data["error"]["details"] == {"expired": False}
+    assert response.headers["X-Request-Id"]
+    status, data, _ = await post(sc)
+    assert status == 401 and "Bearer" in data["error"]["message"]
+
+    grant = open_grant(sc)
+    status, _, _ = await post(sc, token=grant.token)
+    assert status == 200
+    sc.kernel.approvals.close(grant)  # the delegation ended
+    status, data, _ = await post(sc, token=grant.token)
+    assert status == 401 and data["error"]["details"] == {"expired": True}
+    assert "delegation ended" in data["error"]["message"]
+    # The owner's key works as a bearer and as X-API-Key.
+    assert (await post(sc, token=API_KEY))[0] == 200
+    assert (await post(sc, **{"X-API-Key": API_KEY}))[0] == 200
+
+
+async def test_a_keyless_sidecar_serves_the_local_owner(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    sc = await sidecar(model)
+    assert sc.kernel.approvals.endpoint_url == f"{sc.url}/mcp"
+    async with client(sc) as session:
+        added = await session.call_tool("memory_add", {"text": "keyless works"})
+        assert not added.is_error
+    status, data, _ = await post(sc, token="a-guess")
+    assert status == 401 and data["error"]["code"] == "unauthorized"
+
+
+async def test_host_must_name_this_machine_whatever_the_key(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    sc = await sidecar(model, api_key=API_KEY)
+    for host in ("evil.example", "127.0.0.1.evil.example", "localhost.evil"):
+        status, data, _ = await post(sc, token=API_KEY, Host=host)
+        assert status == 403 and data["error"]["code"] == "forbidden_host", host
+    port = sc.gateway.port
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost"):
+        assert (await post(sc, token=API_KEY, Host=host))[0] == 200, host
+    status, data, _ = await post(sc, token=API_KEY, Origin="http://evil.example")
+    assert status == 403 and data["error"]["code"] == "forbidden_origin"
+
+
+def outside_address() -> str | None:
+    """This machine's address on a non-loopback interface, if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 9))  # no packet is sent
+            address = str(probe.getsockname()[0])
+        except OSError:
+            return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+async def test_a_peer_that_is_not_loopback_is_refused(sidecar: SidecarFactory, model: Any) -> None:
+    address = outside_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback IPv4 address")
+    sc = await sidecar(model, api_key=API_KEY, gateway={"host": "0.0.0.0"})
+    url = f"http://{address}:{sc.gateway.port}/mcp"
+    headers = {**ACCEPT, "Authorization": f"Bearer {API_KEY}", "Host": "127.0.0.1"}
+    async with sc.http.post(url, data=json.dumps(INITIALIZE), headers=headers) as response:
+        data = await response.json()
+    assert response.status == 403 and data["error"]["code"] == "forbidden"
+    assert "loopback" in data["error"]["message"]
+    assert (await post(sc, token=API_KEY))[0] == 200  # on loopback it answers
+
+
+async def test_serve_off_answers_not_found(sidecar: SidecarFactory, model: Any) -> None:
+    sc = await sidecar(model, api_key=API_KEY, extra="\n[mcp]\nserve = false\n")
+    status, data, _ = await post(sc, token=API_KEY)
+    assert status == 404 and data["error"]["code"] == "not_found"
+    assert "[mcp]" in data["error"]["message"] and "serve" in data["error"]["message"]
+    assert sc.kernel.approvals.endpoint_url is None  # no run may ask
+    status, _, _ = await sc.call("GET", "/mcp/servers")  # the admin route stays
+    assert status == 200
+
+
+async def chunks(total: int) -> AsyncIterator[bytes]:
+    for _ in range(total // 1024):
+        yield b" " * 1024
+
+
+async def test_hostile_bodies_get_clear_refusals(sidecar: SidecarFactory, model: Any) -> None:
+    sc = await sidecar(model, api_key=API_KEY, gateway={"max_body_bytes": 64 * 1024})
+    status, data, _ = await post(sc, b"x" * (65 * 1024), token=API_KEY)
+    assert status == 413 and data["error"]["code"] == "request_too_large"
+    # No Content-Length (chunked): still the sidecar's limit.
+    headers = {**ACCEPT, "Authorization": f"Bearer {API_KEY}"}
+    async with sc.http.post(sc.url + "/mcp", data=chunks(256 * 1024), headers=headers) as response:
+        assert response.status == 413
+    hostile: list[bytes] = [
+        b"{not json",
+        b"[]",
+        b'{"jsonrpc": "2.0"}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "no/such/method"}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": 7}',
+        b"[" * 5000 + b"]" * 5000,
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": None}).encode(),
+        "\udcff".encode("utf-8", "surrogatepass"),
+    ]
+    for body in hostile:
+        status, _, _ = await post(sc, body, token=API_KEY)
+        assert 200 <= status < 500, (body[:40], status)
+    status, data, _ = await post(sc, token=API_KEY, **{"Content-Type": "text/plain"})
+    assert status == 415 and data["error"]["code"] == "unsupported_media_type"
+    status, data, _ = await post(sc, b"[" * 5000 + b"]" * 5000, token=API_KEY)
+    assert status == 400 and data["error"]["code"] == "invalid_request"  # before the SDK
+    assert (await sc.call("GET", "/healthz"))[0] == 200
+
+
+async def test_stopping_the_sidecar_ends_calls_in_flight(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    sc = await sidecar(model, api_key=API_KEY)
+    grant = open_grant(sc, timeout=3600)
+    asks = sc.kernel.agent.asks
+
+    async def ask_and_wait() -> Any:
+        async with client(sc, grant.token) as session:
+            return await session.call_tool("approve", {"tool_name": "Bash", "input": BASH})
+
+    call = asyncio.create_task(ask_and_wait())
+    await until(lambda: bool(asks.waiting()))
+    await sc.gateway.stop()  # not after the hour: the call in flight is cancelled
+    assert not asks.waiting()  # the question was withdrawn
+    assert sc.kernel.approvals.endpoint_url is None
+    with pytest.raises(BaseException):  # noqa: B017, PT011 - the connection ended unanswered
+        await call
+
+
+async def test_a_client_going_away_withdraws_its_question(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    sc = await sidecar(model, api_key=API_KEY)
+    asks = sc.kernel.agent.asks
+
+    async def ask_and_wait() -> Any:
+        async with client(sc, API_KEY) as session:
+            return await session.call_tool("approve", {"tool_name": "Bash", "input": BASH})
+
+    sc.kernel.channel_registry.asker = Shown()
+    call = asyncio.create_task(ask_and_wait())
+    await until(lambda: bool(asks.waiting()))
+    call.cancel()  # the client is killed while the owner is asked
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await until(lambda: not asks.waiting())  # not left to its timeout
+
+
+class Shown:
+    """The registry's asker (Telegram's board in production): keeps what it showed."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    async def show(self, event: Any, label: str) -> None:
+        self.events.append(event)
+
+    async def settle(self, tool_call_id: str) -> None:
+        return None
+
+
+async def test_the_owners_client_is_asked_through_the_asker(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    sc = await sidecar(model, api_key=API_KEY)
+    shown = Shown()
+    sc.kernel.channel_registry.asker = shown
+    async with client(sc, API_KEY) as session:
+        call = asyncio.create_task(
+            session.call_tool("approve", {"tool_name": "Bash", "input": BASH})
+        )
+        await until(lambda: bool(shown.events))
+        assert "git status" in shown.events[0].question
+        sc.kernel.agent.asks.answer(shown.events[0].id, 0)
+        result = await call
+    assert json.loads(result.content[0].text) == {"behavior": "allow", "updatedInput": BASH}
+    [record] = await sc.kernel.approvals.recent()
+    assert (record.delegation_id, record.decision, record.decided_by) == ("", "allow", "owner")
+
+
+async def test_openapi_documents_the_endpoint(sidecar: SidecarFactory, model: Any) -> None:
+    sc = await sidecar(model, api_key=API_KEY)
+    status, document, _ = await sc.call("GET", "/openapi.json")
+    assert status == 200
+    item = document["paths"]["/mcp"]
+    assert set(item) == {"post"}  # stateless: no server stream, no session to end
+    post_doc = item["post"]
+    assert {"401", "403", "404", "413"} <= set(post_doc["responses"])
+    assert "text/event-stream" in post_doc["responses"]["200"]["content"]
+    for method in ("GET", "DELETE"):
+        status, data, response = await sc.call(method, "/mcp")
+        assert status == 405 and response.headers["Allow"] == "POST", data
