@@ -358,3 +358,23 @@ def test_a_question_too_long_for_one_message_leaves_room_for_its_note() -> None:
     assert all(utf16_len(html_to_plain(c)) <= 4096 - NOTE_ROOM for c in chunks)
     assert chunks[0].startswith("<b>big</b>")
     assert question_body(AskUser(1, "q", "c", "<b>", ["a"])) == (["<b>"], None)
+
+
+async def test_kernel_stopping_while_a_prompt_is_open_closes_it_denied(
+    run: RunFactory, tmp_path: Path
+) -> None:
+    record = tmp_path / "record.json"
+    r: Run = await run([bash("git push")], STANDIN_RECORD=str(record))
+    delegate(r.h, "push", "never")
+    r.h.tg.inject_text("push it")
+    asked = await r.prompt()
+    pid = json.loads(record.read_text())["pid"]
+
+    await r.h.channel.stop()  # as at a SIGTERM: Telegram stops first, its turns cancelled
+
+    closed = r.shown(asked)
+    assert closed.reply_markup is None and closed.text.endswith("⏹ Cancelled: denied")
+    await wait_dead(pid)
+    assert r.ran == []
+    [decision] = await r.h.kernel.approvals.recent()
+    assert (decision.decision, decision.decided_by) == ("deny", "cancelled")
