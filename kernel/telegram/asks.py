@@ -29,6 +29,7 @@ from kernel.core.asks import Answer, AnswerResult, AskOutcome, AskRegistry, Ques
 from kernel.core.events import AskUser
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
+from kernel.delegate.approvals import ALLOW_ONCE, ALLOW_TASK
 from kernel.store.mailbox import OutboxItem
 from kernel.telegram.outbox import Outbox, Undeliverable, edit_item
 from kernel.telegram.render import escape, render_markdown
@@ -37,8 +38,7 @@ from kernel.telegram.split import LIMIT, split_html
 log = logging.getLogger(__name__)
 
 PREFIX = "ask"
-PERMISSION = "permission"  # the kind of a CLI's permission prompt (kernel.delegate.approvals)
-ALLOW_ONCE, ALLOW_TASK, DENY = 0, 1, 2  # a permission prompt's options, in order
+PERMISSION = "permission"  # the kind of a CLI's permission prompt
 # Room left in a Markdown question's last chunk for its closing note.
 NOTE_ROOM = 300
 STOP_WAIT = 5.0  # seconds the board's closing edits get at stop

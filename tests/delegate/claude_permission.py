@@ -22,6 +22,8 @@ Behaviour from the environment (the child inherits the test's):
 - ``STANDIN_PARALLEL=1``: all calls in one assistant message, their prompts asked at
   once (Claude Code asks parallel tool calls concurrently); else one after another.
 - ``STANDIN_PAUSE``: seconds before each call one after another (the model's turn).
+- ``STANDIN_START``: a file to wait for before the first call (the test sets a fault
+  up first).
 - ``STANDIN_RAN``: a file that gets one JSON line per call that ran (``{"name",
   "input"}`` with the input the prompt tool returned): the "command" runs only when
   allowed, and runs nothing else.
@@ -193,6 +195,9 @@ async def session_run(
                 "permissionMode": "default",
             }
         )
+        start = os.environ.get("STANDIN_START")
+        while start and not released(start):  # noqa: ASYNC110  # a file the test writes
+            await asyncio.sleep(0.05)
         denials = await converse(session, tool, calls, parallel)
     hold = os.environ.get("STANDIN_HOLD")
     if hold:

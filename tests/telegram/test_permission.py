@@ -378,3 +378,26 @@ async def test_kernel_stopping_while_a_prompt_is_open_closes_it_denied(
     assert r.ran == []
     [decision] = await r.h.kernel.approvals.recent()
     assert (decision.decision, decision.decided_by) == ("deny", "cancelled")
+
+
+async def test_a_prompt_that_ends_before_telegram_took_it_is_closed_once_it_lands(
+    run: RunFactory, tmp_path: Path
+) -> None:
+    gate = tmp_path / "start"
+    r: Run = await run([bash("git push")], seconds=0.5, STANDIN_START=str(gate))
+    delegate(r.h, "push", "Not pushed.")
+    r.h.tg.inject_text("push it")
+    await r.h.tg.wait_until(lambda: any(t.startswith("⏳") for t in r.h.texts()))
+    release = r.h.tg.hold("sendMessage")  # the prompt's send hangs in Telegram
+    gate.write_text("go")
+
+    await r.h.tg.wait_until(lambda: bool(r.h.kernel.agent.asks.waiting(CONV)))
+    await r.h.tg.wait_until(lambda: not r.h.kernel.agent.asks.waiting(CONV))  # timed out
+    assert r.prompts() == [] or r.live()  # not closed yet: Telegram has not answered
+    release.set()
+    await r.h.settle()
+
+    [asked] = r.prompts()
+    assert asked.reply_markup is None and asked.text.endswith("⌛ Timed out: denied")
+    assert r.ran == []
+    assert r.fed_back()["approvals"] == [{"tool": "Bash", "decision": "deny", "by": "timeout"}]
