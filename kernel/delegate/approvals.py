@@ -178,7 +178,7 @@ class Approvals:
         else:
             try:
                 decision = await self._ask(grant, request, rule)
-            except asyncio.CancelledError:  # the CLI went away first (/cancel killed it)
+            except asyncio.CancelledError:  # the caller went away: recorded as denied
                 gone = Decision(False, "cancelled", _DENIALS["cancelled"])
                 await asyncio.shield(self._record(grant, request, gone, asked_at))
                 raise

@@ -260,7 +260,12 @@ class Delegator:
         grant = self.approvals.open(stamp, claim.cli, context, timeout=cfg.approval_timeout)
         try:
             path = await asyncio.to_thread(
-                permits.write, self.config.data_dir / "run", stamp, url, grant.token
+                permits.write,
+                self.config.data_dir / "run",
+                stamp,
+                url,
+                grant.token,
+                cfg.approval_timeout,
             )
         except BaseException:
             self.approvals.close(grant)

@@ -19,10 +19,15 @@ SERVER = "kernel"  # the server's name in the file: the tools are mcp__kernel__<
 APPROVE_TOOL = "approve"
 PROMPT_TOOL = f"mcp__{SERVER}__{APPROVE_TOOL}"
 FILE = "mcp.json"
+# Claude Code gives up on a tool call that sent nothing for 300 s unless the server's
+# "timeout" (ms) says otherwise (docs/cli-wire.md); it must outlast the owner's time to
+# answer, so that Kernel's own timeout (a recorded deny) is what ends a prompt.
+MARGIN = 60.0
 
 
-def write(root: Path, stamp: str, url: str, token: str) -> Path:
-    """Create ``root/stamp/mcp.json`` for one run; earlier runs' folders are removed."""
+def write(root: Path, stamp: str, url: str, token: str, wait: float) -> Path:
+    """Create ``root/stamp/mcp.json`` for one run (``wait``: the seconds the owner has to
+    answer a prompt); earlier runs' folders are removed."""
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     for old in root.iterdir():  # one delegation at a time: anything here is left over
@@ -31,7 +36,12 @@ def write(root: Path, stamp: str, url: str, token: str) -> Path:
     folder.mkdir(mode=0o700)
     config = {
         "mcpServers": {
-            SERVER: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+            SERVER: {
+                "type": "http",
+                "url": url,
+                "headers": {"Authorization": f"Bearer {token}"},
+                "timeout": int((wait + MARGIN) * 1000),
+            }
         }
     }
     path = folder / FILE

@@ -153,6 +153,9 @@ async def test_the_callers_cancellation_withdraws_the_question(approvals: Approv
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert not grant._pending
+    [record] = await approvals.recent(grant.delegation_id)  # still on the record
+    assert (record.decision, record.decided_by) == ("deny", "cancelled")
+    assert grant.summary() == [{"tool": "Bash", "decision": "deny", "by": "cancelled"}]
 
 
 class Asker:

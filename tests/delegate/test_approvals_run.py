@@ -75,6 +75,8 @@ async def test_claude_gets_the_endpoint_file_and_the_prompt_tool_and_the_file_go
     text = read(path)
     server = json.loads(text)["mcpServers"]["kernel"]
     assert server["type"] == "http" and server["url"] == URL
+    # claude's own limit on the call (ms; 300 s without it) outlasts the owner's time
+    assert server["timeout"] > config.cli["claude_code"].approval_timeout * 1000 > 300_000
     token = server["headers"]["Authorization"].removeprefix("Bearer ")
     grant = approvals.resolve(token)
     assert isinstance(grant, RunGrant) and grant.cli == "claude_code"
