@@ -3,24 +3,27 @@
 Run as ``[cli.claude_code] command`` (see :func:`make_permission_cli`), it takes the argv
 the Delegator builds for ``approvals = "telegram"`` (``-p --output-format=stream-json
 --verbose --mcp-config <file> --permission-prompt-tool mcp__kernel__approve -- <task>``)
-and does what Claude Code 2.1 does in print mode with a permission prompt tool: it reads
-the ``--mcp-config`` file, connects to the named server over streamable HTTP with the
-file's headers (the ``mcp`` SDK's client, as Claude Code's own), lists its tools, and
-before each tool call calls the prompt tool with ``{"tool_name", "input",
-"tool_use_id"}`` (the shape in Claude Code's documentation of
-``--permission-prompt-tool``). The tool's one text content is JSON: ``{"behavior":
-"allow", "updatedInput": {...}}`` runs the call with ``updatedInput``; ``{"behavior":
-"deny", "message": "..."}`` answers the model with an error tool result carrying the
-message. It prints stream-json lines (``system/init``, ``assistant`` tool_use,
-``user`` tool_result, ``result`` with ``permission_denials``) as the recorded stand-ins
-in :mod:`tests.delegate.standins` do.
+and does what Claude Code 2.1.332 does in print mode with a permission prompt tool, as
+recorded in ``docs/cli-wire.md``: it reads the ``--mcp-config`` file, connects to the
+named server over streamable HTTP with the file's headers (the ``mcp`` SDK's client,
+protocol 2026-07-28: ``server/discover``, no ``initialize``), lists its tools, and before
+each tool call calls the prompt tool with exactly ``{"tool_name", "input",
+"tool_use_id"}``. It reads the result as Claude Code does: one text content holding
+``{"behavior": "allow", "updatedInput"?: {...}}`` runs the call (with ``updatedInput``
+when given); ``{"behavior": "deny", "message": "..."}``, a tool error, anything else
+(not JSON, an unknown behavior, ``structuredContent`` beside the text) or no answer
+within the server's ``timeout`` (ms; 300 s without one) does not run it, and the model
+gets an error tool result. It prints stream-json lines (``system/init``, ``assistant``
+tool_use, ``user`` tool_result, ``result`` with ``permission_denials``) as the recorded
+stand-ins in :mod:`tests.delegate.standins` do.
 
 Behaviour from the environment (the child inherits the test's):
 
 - ``STANDIN_CALLS``: a JSON list of ``{"name": "Bash", "input": {...}}`` tool calls
   (default: one ``Bash`` ``git status``).
 - ``STANDIN_PARALLEL=1``: all calls in one assistant message, their prompts asked at
-  once (Claude Code asks parallel tool calls concurrently); else one after another.
+  once (as several MCP clients may; Claude Code 2.1.332 itself asks one at a time);
+  else one after another.
 - ``STANDIN_PAUSE``: seconds before each call one after another (the model's turn).
 - ``STANDIN_START``: a file to wait for before the first call (the test sets a fault
   up first).
@@ -36,8 +39,8 @@ Behaviour from the environment (the child inherits the test's):
   text event first, so the delegation shows a step): the run goes on until the test
   lets it end.
 
-Without a usable prompt tool (no config, the server unreachable, the tool not listed) it
-fails as Claude Code does: an error on stderr, exit 1.
+Without a usable prompt tool (no config, the server unreachable or refusing, the tool
+not listed) it fails closed as Claude Code does: nothing runs, an error on stderr, exit 1.
 """
 
 from __future__ import annotations
@@ -125,18 +128,44 @@ def server_of(options: dict[str, str]) -> tuple[str, str, dict[str, Any]]:
     return parts[1], parts[2], servers[parts[1]]
 
 
-async def ask(session: Any, tool: str, use_id: str, call: dict[str, Any]) -> dict[str, Any]:
-    """One permission prompt: the tool's decision, as Claude Code reads it."""
+INVALID = (
+    "The permission prompt tool returned an invalid permission result. Expected "
+    "{behavior: 'allow', updatedInput?: object} or {behavior: 'deny', message: string}"
+)
+NOT_TEXT = "Permission prompt tool returned an invalid result. Expected a single text block param"
+
+
+def decision_of(result: Any) -> dict[str, Any]:
+    """What Claude Code 2.1.332 makes of the prompt tool's result (docs/cli-wire.md)."""
+    texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+    if result.is_error:
+        return {"behavior": "deny", "message": "Error calling tool: " + " ".join(texts)[:300]}
+    if result.structured_content is not None or len(texts) != 1 or len(result.content) != 1:
+        return {"behavior": "deny", "message": NOT_TEXT}
+    try:
+        decision = json.loads(texts[0])
+    except ValueError:
+        return {"behavior": "deny", "message": INVALID}
+    if not isinstance(decision, dict) or decision.get("behavior") not in ("allow", "deny"):
+        return {"behavior": "deny", "message": INVALID}
+    return decision
+
+
+async def ask(
+    session: Any, tool: str, use_id: str, call: dict[str, Any], limit: float
+) -> dict[str, Any]:
+    """One permission prompt: the tool's decision, as Claude Code reads it; ``limit``:
+    the server's ``timeout`` (seconds), after which Claude Code gives up (not run)."""
     arguments = {"tool_name": call["name"], "input": call["input"], "tool_use_id": use_id}
     sent = time.monotonic()
     try:
-        result = await session.call_tool(tool, arguments)
-        text = next(c.text for c in result.content if getattr(c, "type", "") == "text")
-        decision = json.loads(text)
-        if result.is_error or decision.get("behavior") not in ("allow", "deny"):
-            raise ValueError(text[:200])
+        result = await asyncio.wait_for(session.call_tool(tool, arguments), limit)
+        decision = decision_of(result)
+    except TimeoutError:
+        message = f'MCP server "kernel" tool "{tool}" timed out after {limit:g}s'
+        decision = {"behavior": "deny", "message": message}
     except Exception as exc:  # Claude Code denies a call its prompt tool did not allow
-        decision = {"behavior": "deny", "message": f"permission prompt failed: {exc!r}"[:300]}
+        decision = {"behavior": "deny", "message": f"Error calling tool: {exc!r}"[:300]}
     append(
         os.environ.get("STANDIN_TIMES"),
         {
@@ -179,7 +208,7 @@ async def session_run(
         streamable_http_client(server["url"], http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):
-        await session.initialize()
+        await session.discover()  # the 2026-07-28 protocol, as Claude Code 2.1.332 speaks
         listed = await session.list_tools()
         if tool not in [t.name for t in listed.tools]:
             return None
@@ -198,7 +227,8 @@ async def session_run(
         start = os.environ.get("STANDIN_START")
         while start and not released(start):  # noqa: ASYNC110  # a file the test writes
             await asyncio.sleep(0.05)
-        denials = await converse(session, tool, calls, parallel)
+        limit = float(server.get("timeout") or 300_000) / 1000  # Claude Code's default: 300 s
+        denials = await converse(session, tool, calls, parallel, limit)
     hold = os.environ.get("STANDIN_HOLD")
     if hold:
         emit(message("msg_wait", [{"type": "text", "text": "Checking the results."}]))
@@ -224,10 +254,13 @@ async def work(server: dict[str, Any], name: str, tool: str, task: str) -> None:
     parallel = os.environ.get("STANDIN_PARALLEL") == "1"
     try:
         denials = await session_run(server, name, tool, calls, parallel)
-    except Exception as exc:  # the server went away: Claude Code's MCP error
-        fail(f"Error: MCP server {name} failed: {type(exc).__name__}")
+    except Exception:  # unreachable, 401, gone: Claude Code fails closed
+        denials = None
     if denials is None:
-        fail(f"Error: MCP tool mcp__{name}__{tool} (passed via --permission-prompt-tool) not found")
+        fail(
+            f"Error: MCP tool mcp__{name}__{tool} (passed via --permission-prompt-tool) not "
+            "found. Available MCP tools: none"
+        )
     ran = len(calls) - len(denials)
     answer = f"Done: {task} ({ran} of {len(calls)} tool calls ran)"
     emit(message("msg_end", [{"type": "text", "text": answer}]))
@@ -254,7 +287,7 @@ def message(msg_id: str, content: list[dict[str, Any]], role: str = "assistant")
 
 
 async def converse(
-    session: Any, tool: str, calls: list[dict[str, Any]], parallel: bool
+    session: Any, tool: str, calls: list[dict[str, Any]], parallel: bool, limit: float
 ) -> list[dict[str, Any]]:
     """Each call announced, asked, run or refused; the permission denials."""
     ids = [f"toolu_{index + 1:02d}" for index in range(len(calls))]
@@ -265,7 +298,7 @@ async def converse(
     decisions: list[dict[str, Any]] = []
     if parallel:
         emit(message("msg_tools", uses))
-        asks = [ask(session, tool, i, c) for i, c in zip(ids, calls, strict=True)]
+        asks = [ask(session, tool, i, c, limit) for i, c in zip(ids, calls, strict=True)]
         decisions = list(await asyncio.gather(*asks))
         results = [run_call(i, c, d) for i, c, d in zip(ids, calls, decisions, strict=True)]
         emit(message("", results, role="user"))
@@ -274,7 +307,7 @@ async def converse(
         for use_id, call, use in zip(ids, calls, uses, strict=True):
             await asyncio.sleep(pause)
             emit(message(f"msg_{use_id}", [use]))
-            decision = await ask(session, tool, use_id, call)
+            decision = await ask(session, tool, use_id, call, limit)
             decisions.append(decision)
             emit(message("", [run_call(use_id, call, decision)], role="user"))
     return [
