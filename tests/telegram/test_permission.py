@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -403,3 +405,24 @@ async def test_a_prompt_that_ends_before_telegram_took_it_is_closed_once_it_land
     assert asked.reply_markup is None and asked.text.endswith("⌛ Timed out: denied")
     assert r.ran == []
     assert r.fed_back()["approvals"] == [{"tool": "Bash", "decision": "deny", "by": "timeout"}]
+
+
+async def test_the_cli_dying_while_a_prompt_is_open_closes_it_and_the_chat_goes_on(
+    run: RunFactory, tmp_path: Path
+) -> None:
+    record = tmp_path / "record.json"
+    r: Run = await run([bash("make deploy")], STANDIN_RECORD=str(record))
+    delegate(r.h, "deploy", "The CLI crashed; nothing was deployed.")
+    r.h.tg.inject_text("deploy")
+    asked = await r.prompt()
+    pid = json.loads(record.read_text())["pid"]
+
+    os.kill(pid, signal.SIGKILL)  # the CLI dies on its own, its request cut off
+    await r.h.settle()
+
+    closed = r.shown(asked)
+    assert closed.reply_markup is None and closed.text.endswith("⏹ Cancelled: denied")
+    assert r.ran == []
+    assert r.h.texts()[-1] == "The CLI crashed; nothing was deployed."
+    assert r.fed_back()["approvals"] == [{"tool": "Bash", "decision": "deny", "by": "cancelled"}]
+    assert not r.h.kernel.agent.asks.waiting()
