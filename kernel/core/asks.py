@@ -5,13 +5,17 @@ turn emits an ``ask_user`` event, a channel shows the options (Telegram: inline
 buttons), and the owner's choice comes back through :meth:`AskRegistry.answer`. The
 asking coroutine waits with a timeout; a cancelled turn stops waiting at once, and the
 question is withdrawn in every path, so a late answer finds nothing to resolve.
-(Seed 002's pending registry; seed 001's ``ask_user``.)
+Listeners (:meth:`AskRegistry.on_end`) hear how each wait ended, so a channel can close
+a question's message the moment it stops counting (a CLI's permission prompt times out
+while the delegation goes on). (Seed 002's pending registry; seed 001's ``ask_user``.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -51,24 +55,55 @@ class Answer:
 
 _UNDELIVERED = -1
 
+log = logging.getLogger(__name__)
+
+# How a wait ended: the answer, or None when the waiter was cancelled (/cancel, the
+# tool or delegation ending, Kernel stopping).
+EndListener = Callable[[Question, Answer | None], None]
+
 
 class AskRegistry:
     def __init__(self) -> None:
         self._waiting: dict[str, tuple[Question, asyncio.Future[int]]] = {}
+        self._listeners: list[EndListener] = []
+
+    def on_end(self, listener: EndListener) -> Callable[[], None]:
+        """Call ``listener`` (synchronously, it must not block) each time a wait ends;
+        returns the function that stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
 
     async def wait(self, question: Question, seconds: float) -> Answer:
         """Wait for the owner's choice; the question is withdrawn however this ends."""
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = (question, future)
+        answer: Answer | None = None
         try:
-            choice = await asyncio.wait_for(future, seconds)
-        except TimeoutError:
-            return Answer(AskOutcome.TIMEOUT)
+            try:
+                choice = await asyncio.wait_for(future, seconds)
+            except TimeoutError:
+                answer = Answer(AskOutcome.TIMEOUT)
+                return answer
+            if choice == _UNDELIVERED:
+                answer = Answer(AskOutcome.UNDELIVERED)
+            else:
+                answer = Answer(AskOutcome.ANSWERED, choice)
+            return answer
         finally:
             self._waiting.pop(question.id, None)
-        if choice == _UNDELIVERED:
-            return Answer(AskOutcome.UNDELIVERED)
-        return Answer(AskOutcome.ANSWERED, choice)
+            self._ended(question, answer)
+
+    def _ended(self, question: Question, answer: Answer | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(question, answer)
+            except Exception as exc:  # a listener's fault must not change the answer
+                log.error("an ask listener failed: %s", type(exc).__name__)
 
     def undelivered(self, question_id: str) -> None:
         """The channel could not show the question: stop waiting now, not at the timeout."""

@@ -2,10 +2,15 @@
 
 ``ask_user`` events become a message whose buttons carry ``ask:<id>:<option>``. A press
 (the gate lets only the owner's through) resolves the waiting question and the message
-is closed with the choice; a question that ended otherwise (timeout, /cancel, the turn
-failing) is closed by the turn's view with that outcome. Buttons never stay live on a
-question nobody waits for. The question and its closing edits go through the durable
-outbox (in order with the rest of the chat); the answers to presses go directly.
+is closed with the choice. A question that stopped counting otherwise is closed the
+moment its wait ends (the ask registry tells the board: a timeout, /cancel, the
+delegation or turn ending, an answer given elsewhere), and its turn's view closes what
+is left when the tool or turn ends. Buttons never stay live on a question nobody waits
+for. A Markdown question (a CLI's permission prompt: a command in a code block, a diff)
+is shown as Telegram HTML and keeps that form in its closing edit; a permission prompt
+closes with what its answer meant ("✅ Allowed once", "⌛ Timed out: denied"). The
+question and its closing edits go through the durable outbox (in order with the rest of
+the chat); the answers to presses go directly.
 """
 
 from __future__ import annotations
@@ -13,30 +18,55 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
+from typing import Literal
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.constants import ParseMode
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
-from kernel.core.asks import AnswerResult, AskRegistry
+from kernel.core.asks import Answer, AnswerResult, AskOutcome, AskRegistry, Question
 from kernel.core.events import AskUser
 from kernel.core.i18n import t
+from kernel.core.tasks import TaskSet
+from kernel.delegate.approvals import ALLOW_ONCE, ALLOW_TASK
 from kernel.store.mailbox import OutboxItem
 from kernel.telegram.outbox import Outbox, Undeliverable, edit_item
+from kernel.telegram.render import escape, render_markdown
+from kernel.telegram.split import LIMIT, split_html
 
 log = logging.getLogger(__name__)
 
 PREFIX = "ask"
+PERMISSION = "permission"  # the kind of a CLI's permission prompt
+# Room left in a Markdown question's last chunk for its closing note.
+NOTE_ROOM = 300
+STOP_WAIT = 5.0  # seconds the board's closing edits get at stop
+
+# Why a question closed without a press.
+Reason = Literal["unanswered", "timeout", "cancelled"]
 
 
 @dataclass(slots=True)
 class _Shown:
     chat_id: int
     message_id: int | None  # None until the outbox delivered the question
-    text: str
+    text: str  # as sent: plain text, or HTML when ``html``
     tool_call_id: str
     options: list[str]
+    kind: str = "question"
+    html: bool = False
     closed: str | None = None  # the closing note, when it came before the message id
+
+
+def question_body(event: AskUser) -> tuple[list[str], str | None]:
+    """The question's text as Telegram takes it: its chunks (the buttons go on the last)
+    and the parse mode. A Markdown question is rendered to HTML; one too long for a
+    message is split, leaving room in the last chunk for the closing note."""
+    if not event.markdown:
+        return [event.question], None
+    chunks = split_html(render_markdown(event.question), LIMIT - NOTE_ROOM)
+    return chunks or [escape(event.question)], ParseMode.HTML
 
 
 class AskBoard:
@@ -47,19 +77,43 @@ class AskBoard:
         self.outbox = outbox
         self.asks = asks
         self._open: dict[str, _Shown] = {}
+        self._closing = TaskSet("ask board")  # closing edits of questions that ended
+        self._unlisten = asks.on_end(self._ended)
+
+    async def stop(self) -> None:
+        """Stop listening; the closing edits under way get a bounded moment."""
+        self._unlisten()
+        await self._closing.wait(STOP_WAIT)
+        await self._closing.close(1.0)
 
     async def show(self, chat_id: int, event: AskUser) -> None:
         buttons = [
             InlineKeyboardButton(option, callback_data=f"{PREFIX}:{event.id}:{index}")
             for index, option in enumerate(event.options)
         ]
-        rows = [buttons[i : i + 2] for i in range(0, len(buttons), 2)]
+        # A permission prompt's three answers each get a row: their words are long.
+        width = 1 if event.kind == PERMISSION else 2
+        rows = [buttons[i : i + width] for i in range(0, len(buttons), width)]
         markup = InlineKeyboardMarkup(rows).to_dict()
-        body = {"text": event.question, "parse_mode": None, "reply_markup": markup}
+        chunks, mode = question_body(event)
+        *before, text = chunks
         # On the board before it is delivered: a press can come before send() returns.
-        shown = _Shown(chat_id, None, event.question, event.tool_call_id, list(event.options))
+        shown = _Shown(
+            chat_id,
+            None,
+            text,
+            event.tool_call_id,
+            list(event.options),
+            kind=event.kind,
+            html=mode is not None,
+        )
         self._open[event.id] = shown
         try:
+            if before:
+                await self.outbox.put(
+                    chat_id, [OutboxItem("send", {"text": c, "parse_mode": mode}) for c in before]
+                )
+            body = {"text": text, "parse_mode": mode, "reply_markup": markup}
             shown.message_id = await self.outbox.send(chat_id, OutboxItem("send", body))
         except Undeliverable as exc:  # unanswerable: the turn stops waiting at once
             log.warning("could not show a question: %s", exc.state)
@@ -69,24 +123,43 @@ class AskBoard:
         if shown.closed is not None:  # closed while it was on its way
             await self._edit_closed(shown, shown.closed)
 
-    async def close_for_tool(self, tool_call_id: str, note: str, among: set[str]) -> None:
+    async def close_for_tool(self, tool_call_id: str, reason: Reason, among: set[str]) -> None:
         """The tool finished while its question (one of ``among``, the view's own) was
         still open: it was not answered."""
         for ask_id in [
             k for k, v in self._open.items() if v.tool_call_id == tool_call_id and k in among
         ]:
-            await self._close(ask_id, note)
+            await self._close(ask_id, reason)
 
-    async def close_asks(self, ask_ids: set[str], note: str) -> None:
+    async def close_asks(self, ask_ids: set[str], reason: Reason) -> None:
         """Close these questions (a view's own) if still open. Other questions in the same
         chat (a cron job's, a QQ turn's) are not this turn's to close."""
         for ask_id in [k for k in self._open if k in ask_ids]:
-            await self._close(ask_id, note)
+            await self._close(ask_id, reason)
 
-    async def _close(self, ask_id: str, note: str, message_id: int | None = None) -> None:
-        shown = self._open.pop(ask_id, None)
+    def _ended(self, question: Question, answer: Answer | None) -> None:
+        """The ask registry: ``question``'s wait ended. Still on the board means no press
+        closed it: it timed out, was cancelled, or was answered elsewhere (the sidecar,
+        ``kernel chat``). Taken off the board now, so no later close words it again."""
+        shown = self._open.pop(question.id, None)
         if shown is None:
             return
+        if answer is None:
+            note = _note(shown, "cancelled")
+        elif answer.outcome is AskOutcome.TIMEOUT:
+            note = _note(shown, "timeout")
+        elif answer.outcome is AskOutcome.ANSWERED and answer.choice is not None:
+            note = _chosen(shown, answer.choice)
+        else:  # undelivered: show() took it off already
+            return
+        self._closing.spawn(self._finish(shown, note), "ask-close")
+
+    async def _close(self, ask_id: str, reason: Reason) -> None:
+        shown = self._open.pop(ask_id, None)
+        if shown is not None:
+            await self._finish(shown, _note(shown, reason))
+
+    async def _finish(self, shown: _Shown, note: str, message_id: int | None = None) -> None:
         if shown.message_id is None:
             shown.message_id = message_id  # the pressed message, when a press closes it
         if shown.message_id is None:
@@ -96,8 +169,13 @@ class AskBoard:
 
     async def _edit_closed(self, shown: _Shown, note: str) -> None:
         assert shown.message_id is not None
-        text = f"{shown.text}\n\n{note}"
-        await self.outbox.put(shown.chat_id, [edit_item(shown.message_id, text)])
+        if shown.html:
+            item = edit_item(
+                shown.message_id, f"{shown.text}\n\n{escape(note)}", parse_mode=ParseMode.HTML
+            )
+        else:
+            item = edit_item(shown.message_id, f"{shown.text}\n\n{note}")
+        await self.outbox.put(shown.chat_id, [item])
 
     async def on_press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
@@ -106,13 +184,14 @@ class AskBoard:
         ask_id, choice = _parse(query.data or "")
         result = self.asks.answer(ask_id, choice) if ask_id else AnswerResult.UNKNOWN
         if result is AnswerResult.RESOLVED:
-            shown = self._open.get(ask_id)
-            option = shown.options[choice] if shown else ""
-            # _close takes it off the board before its first await, so the resumed turn's
-            # view cannot close it as unanswered.
-            pressed = query.message.message_id if query.message else None
-            await self._close(ask_id, t("tg.ask_chosen", option=option), pressed)
-            await self._answer_query(query.id, t("tg.ask_chosen", option=option))
+            # Off the board before the first await, so neither the registry's listener
+            # nor the resumed turn's view can close it as unanswered.
+            shown = self._open.pop(ask_id, None)
+            note = _chosen(shown, choice) if shown else t("tg.ask_chosen", option="")
+            if shown is not None:
+                pressed = query.message.message_id if query.message else None
+                await self._finish(shown, note, pressed)
+            await self._answer_query(query.id, note)
             return
         await self._answer_query(query.id, t("tg.ask_gone"))
         self._open.pop(ask_id, None)
@@ -123,6 +202,25 @@ class AskBoard:
     async def _answer_query(self, query_id: str, text: str) -> None:
         with contextlib.suppress(TelegramError):
             await self.bot.answer_callback_query(query_id, text=text)
+
+
+def _chosen(shown: _Shown, choice: int) -> str:
+    if shown.kind == PERMISSION:
+        if choice == ALLOW_ONCE:
+            return t("tg.perm_allowed_once")
+        if choice == ALLOW_TASK:
+            return t("tg.perm_allowed_task")
+        return t("tg.perm_denied")
+    option = shown.options[choice] if 0 <= choice < len(shown.options) else ""
+    return t("tg.ask_chosen", option=option)
+
+
+def _note(shown: _Shown, reason: Reason) -> str:
+    if shown.kind == PERMISSION:
+        return t("tg.perm_timeout") if reason == "timeout" else t("tg.perm_cancelled")
+    if reason == "cancelled":
+        return t("tg.ask_cancelled")
+    return t("tg.ask_unanswered")
 
 
 def _parse(data: str) -> tuple[str, int]:

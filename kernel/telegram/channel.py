@@ -214,6 +214,7 @@ class TelegramChannel:
         self.kernel.agent.cancel(conversation_of(self.owner))
         await self._tasks.wait(self.kernel.config.general.shutdown_timeout)
         await self._tasks.close(1.0)
+        await self.board.stop()  # the closing edits of questions the stop ended
         await self.inbound.voice.aclose()
         await self.outbox.stop(drain=min(self.kernel.config.general.shutdown_timeout, 5.0))
         if self.app.running:

@@ -60,5 +60,5 @@ class TelegramAsker:
         )
 
     async def settle(self, tool_call_id: str) -> None:
-        await self.channel.board.close_for_tool(tool_call_id, t("tg.ask_unanswered"), self._shown)
+        await self.channel.board.close_for_tool(tool_call_id, "unanswered", self._shown)
         self._shown = {i for i in self._shown if self.channel.kernel.agent.asks.get(i)}

@@ -4,8 +4,10 @@ The view learns a delegation started from the turn's ``tool_call`` event and han
 here: "⏳ Running the task… (cli)", then the current step and the elapsed time read
 from the Kernel's Delegator, edited at most once per ``interval`` (a new step is shown
 at the first allowed moment, the elapsed time refreshes at least that often), then the
-outcome, through the durable outbox (the edits before it are best effort). An edit is
-never sent with unchanged text ("message is not modified").
+outcome, through the durable outbox (the edits before it are best effort). While the
+CLI waits on a permission prompt of this call (``approvals = "telegram"``), the message
+says it waits for the owner's approval. An edit is never sent with unchanged text
+("message is not modified").
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from telegram.error import TelegramError
 
 from kernel.commands import format_elapsed
+from kernel.core.asks import AskRegistry
 from kernel.core.events import ToolResult
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
@@ -61,8 +64,10 @@ class DelegationProgress:
         *,
         interval: float,
         record: Callable[[int], Awaitable[None]] | None = None,
+        asks: AskRegistry | None = None,
     ) -> None:
         self.bot = bot
+        self.asks = asks  # where this call's permission prompts wait
         self.record = record  # a message of its own goes on record: a crash must not keep it
         self.outbox = outbox
         self.chat_id = chat_id
@@ -92,8 +97,20 @@ class DelegationProgress:
                 lines.append(t("tg.delegate_step", step=delegation.step))
             if delegation.trouble is not None:
                 lines.append(trouble_line(self.cli, delegation.trouble))
+        if waiting := self._prompts():
+            lines.append(t("tg.perm_waiting", count=waiting))
         lines.append(t("tg.delegate_elapsed", elapsed=format_elapsed(elapsed)))
         return "\n".join(lines)
+
+    def _prompts(self) -> int:
+        """How many of this call's permission prompts wait for the owner."""
+        if self.asks is None:
+            return 0
+        return sum(
+            1
+            for q in self.asks.waiting(self.conversation)
+            if q.kind == "permission" and q.tool_call_id == self.call_id
+        )
 
     async def begin(self, placeholder: int | None) -> None:
         """Show the progress in ``placeholder`` (or a new message) and start the edits."""

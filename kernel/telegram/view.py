@@ -158,9 +158,7 @@ class TurnView:
                         progress, self._progress = self._progress, None
                         await progress.finish(event)
                     if self.board is not None:
-                        await self.board.close_for_tool(
-                            event.id, t("tg.ask_unanswered"), self._asked
-                        )
+                        await self.board.close_for_tool(event.id, "unanswered", self._asked)
                     if asked and pending is None:
                         asked, pending = False, await self._placeholder()
                 elif isinstance(event, Completed):
@@ -186,7 +184,7 @@ class TurnView:
                     if self._progress is not None:
                         await self._progress.cancelled()
                     if self.board is not None:  # a budget question left unanswered
-                        await self.board.close_asks(self._asked, t("tg.ask_unanswered"))
+                        await self.board.close_asks(self._asked, "unanswered")
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
                     await self._finish(
@@ -211,7 +209,7 @@ class TurnView:
             if self._progress is not None:
                 await self._progress.close()
             if self.board is not None:  # a question the turn no longer waits for
-                await self.board.close_asks(self._asked, t("tg.ask_cancelled"))
+                await self.board.close_asks(self._asked, "cancelled")
             # Cut off by a stop before any outcome, the row stays open: the next start
             # finds it (with its placeholder) and tells the owner.
             cut_off = (not self._settled and self.interrupted()) or self.unqueued
@@ -236,6 +234,7 @@ class TurnView:
             cli if isinstance(cli, str) else None,
             interval=self.progress_interval,
             record=self._record,
+            asks=self.board.asks if self.board is not None else None,
         )
         return True
 
