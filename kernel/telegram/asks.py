@@ -194,6 +194,8 @@ class AskBoard:
             await self._answer_query(query.id, note)
             return
         await self._answer_query(query.id, t("tg.ask_gone"))
+        if result is AnswerResult.BAD_OPTION:  # a made-up option: the question still waits
+            return
         self._open.pop(ask_id, None)
         message = query.message
         if message is not None:  # a stale question: take its buttons away

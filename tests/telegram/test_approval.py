@@ -176,3 +176,20 @@ async def test_a_question_telegram_refuses_is_settled_at_once(bot: Factory) -> N
     assert "could not be shown" in str(tool_result_sent(h)["content"])
     assert await h.kernel.store.list_memories() == []
     assert h.kernel.agent.asks.waiting() == []
+
+
+async def test_a_made_up_option_leaves_the_question_answerable(bot: Factory) -> None:
+    h = await start(bot)
+    h.model.enqueue(tool_reply("memory_add", {"text": "likes tea"}), text_reply("Saved."))
+    h.tg.inject_text("remember that I like tea")
+    asked = await question(h)
+    approve = buttons(asked)[0]["callback_data"]
+    forged = approve.rsplit(":", 1)[0] + ":9"  # no option 9
+    h.tg.inject_callback(forged, message_id=asked.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("answerCallbackQuery")) == 1)
+    h.tg.inject_callback(approve, message_id=asked.message_id)  # the real button still works
+    await h.settle()
+    assert [m.text for m in await h.kernel.store.list_memories()] == ["likes tea"]
+    assert h.texts()[-1] == "Saved."
+    closed = h.tg.message(OWNER, asked.message_id)  # and closes it with the choice
+    assert closed is not None and closed.text.endswith("Chosen: ✅ Approve")
