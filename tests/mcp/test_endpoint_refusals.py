@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kernel.gateway.routes.mcp_endpoint import ENDPOINT
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
 from tests.gateway.conftest import sidecar as sidecar  # the fixture
 from tests.mcp.test_endpoint import BASH, client, model, open_grant
@@ -80,6 +81,22 @@ async def test_an_ipv6_wildcard_sidecar_gives_runs_its_ipv6_loopback(
         headers = {**ACCEPT, "Authorization": f"Bearer {grant.token}"}
         async with http.post(url, data=json.dumps(INITIALIZE), headers=headers) as response:
             assert response.status == 200
+
+
+async def test_the_sdks_server_starts_with_the_first_request_not_with_the_sidecar(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    sc = await sidecar(model, api_key=API_KEY)
+    runner = sc.gateway._runner
+    assert runner is not None
+    host = runner.app[ENDPOINT]
+    assert host.endpoint is None  # an owner who never uses /mcp never pays for it
+    assert sc.kernel.approvals.endpoint_url is not None  # yet runs may point at it
+    assert (await post(sc, token=API_KEY))[0] == 200
+    assert host.endpoint is not None and host.endpoint.running
+    endpoint = host.endpoint
+    await sc.gateway.stop()
+    assert host.closed and not endpoint.running
 
 
 async def test_a_keyless_sidecar_serves_the_local_owner(

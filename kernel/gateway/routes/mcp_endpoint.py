@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -44,31 +45,78 @@ if TYPE_CHECKING:
 
 router = Router("mcp-endpoint", "Kernel's own MCP server (streamable HTTP, stateless)")
 
-ENDPOINT: web.AppKey[Endpoint] = web.AppKey("mcp_endpoint")
+
+class _Host:
+    """The endpoint, started on the first request to ``/mcp`` (the SDK's server side
+    costs ~0.3 s and ~28 MB to import: not paid by an owner who never uses it) and run
+    until the sidecar stops, its session manager entered and left in one task."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.endpoint: Endpoint | None = None
+        self.closed = False
+        self._lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def get(self) -> Endpoint | None:
+        """The running endpoint; None once the sidecar is stopping."""
+        if self.endpoint is not None or self.closed:
+            return None if self.closed else self.endpoint
+        async with self._lock:
+            if self.endpoint is None and not self.closed:
+                # The import is the slow part: off the event loop.
+                module = await asyncio.to_thread(importlib.import_module, "kernel.mcp.endpoint")
+                cfg = self.kernel.config
+                endpoint: Endpoint = module.Endpoint(
+                    approvals=self.kernel.approvals,
+                    tools=self.kernel.tools,
+                    channels=self.kernel.channel_registry,
+                    notify_per_minute=cfg.mcp.notify_per_minute,
+                    delivery_timeout=cfg.cron.delivery_timeout,
+                    max_body=cfg.gateway.max_body_bytes,
+                )
+                ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._task = asyncio.create_task(self._run(endpoint, ready), name="mcp-endpoint")
+                await ready
+                self.endpoint = endpoint
+        return None if self.closed else self.endpoint
+
+    async def _run(self, endpoint: Endpoint, ready: asyncio.Future[None]) -> None:
+        try:
+            async with endpoint.serving():
+                ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+                return
+            raise
+
+    async def close(self) -> None:
+        """The sidecar stops: calls in flight end, no new one starts."""
+        self.closed = True
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.wait({self._task})
+
+
+ENDPOINT: web.AppKey[_Host] = web.AppKey("mcp_endpoint")
 
 
 @asynccontextmanager
 async def _serve(kernel: Kernel, app: web.Application) -> AsyncIterator[None]:
-    """The endpoint's session manager for the sidecar's lifetime (``[mcp] serve``)."""
+    """The endpoint's life within the sidecar's (``[mcp] serve``)."""
     if not kernel.config.mcp.serve:
         yield
         return
-    from kernel.mcp.endpoint import Endpoint  # the SDK's server side, only when served
-
-    endpoint = Endpoint(
-        approvals=kernel.approvals,
-        tools=kernel.tools,
-        channels=kernel.channel_registry,
-        notify_per_minute=kernel.config.mcp.notify_per_minute,
-        delivery_timeout=kernel.config.cron.delivery_timeout,
-        max_body=kernel.config.gateway.max_body_bytes,
-    )
-    app[ENDPOINT] = endpoint
+    host = _Host(kernel)
+    app[ENDPOINT] = host
     try:
-        async with endpoint.serving():
-            yield
+        yield
     finally:
         kernel.approvals.endpoint_url = None  # no new run may ask from now on
+        await host.close()
 
 
 def _listening(kernel: Kernel, app: web.Application, port: int) -> None:
@@ -143,7 +191,8 @@ async def post_mcp(request: web.Request) -> web.StreamResponse:
     # number out of range…), then handed to the SDK as sent.
     await read_json(request)
     body = await read_bytes(request)  # read once: the same bytes again
-    endpoint = request.app.get(ENDPOINT)
+    host = request.app.get(ENDPOINT)
+    endpoint = await host.get() if host is not None else None
     if endpoint is None or not endpoint.running:  # stopping
         raise refusal("mcp_stopping", t("mcpserve.stopping"))
 
