@@ -795,6 +795,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "perm.no_endpoint": 'cli.{cli} 设了 approvals = "telegram"，但 Kernel 的 MCP 端点没有运行，权限请求无处可问：请开启 [gateway] enabled 和 [mcp] serve，或把 approvals 设为 "off"',
         "config.approvals_no_endpoint": '{key} = "telegram" 通过 Kernel 自己的 MCP 端点（侧车的 /mcp）询问你：请保持 [gateway] enabled = true 和 [mcp] serve = true，或把 approvals 设为 "off"',
         "config.approvals_host": '{key} = "telegram"：Claude Code 要从本机回环地址访问 Kernel 的 /mcp，但 [gateway] host = "{host}" 不在回环地址上监听；请把 host 设为 127.0.0.1（或 0.0.0.0 / :: 并设置 api_key），或把 approvals 设为 "off"',
+        "perm.same_command": "仅这条命令",
+        "perm.options": "运行方式：{options}",
+        "perm.every_occurrence": "⚠️ 替换文件中所有出现处（replace_all）",
+        "perm.no_one_to_ask": "cli.{cli} 设了 approvals = \"telegram\"，但这一轮对话没有人能回答权限请求（子代理或无人值守的任务），它的每个工具都会被拒绝，所以没有启动：请在主人的对话里直接委派，或把 approvals 设为 \"off\"",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1575,6 +1579,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "perm.no_endpoint": 'cli.{cli} has approvals = "telegram", but Kernel\'s MCP endpoint is not running, so its permission prompts could not reach you: turn on [gateway] enabled and [mcp] serve, or set approvals = "off"',
         "config.approvals_no_endpoint": '{key} = "telegram" asks you through Kernel\'s own MCP endpoint (the sidecar\'s /mcp): keep [gateway] enabled = true and [mcp] serve = true, or set approvals = "off"',
         "config.approvals_host": '{key} = "telegram": Claude Code reaches Kernel\'s /mcp on a loopback address, but [gateway] host = "{host}" does not listen there; set host to 127.0.0.1 (or 0.0.0.0 / :: with an api_key), or set approvals = "off"',
+        "perm.same_command": "exactly this command",
+        "perm.options": "How it runs: {options}",
+        "perm.every_occurrence": "⚠️ Replaces every occurrence in the file (replace_all)",
+        "perm.no_one_to_ask": "cli.{cli} has approvals = \"telegram\", but nobody can answer permission prompts in this turn (a sub-agent or an unattended job), so each of its tools would be denied; it was not started: delegate from the owner's chat itself, or set approvals = \"off\"",
     },
 }
 

@@ -29,12 +29,19 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from kernel.core.asks import Answer, AskOutcome, AskRegistry, Question
-from kernel.core.delivery import Asker, ChannelRegistry
+from kernel.core.delivery import ChannelRegistry
 from kernel.core.errors import KernelError
 from kernel.core.events import AskUser
 from kernel.core.i18n import t
 from kernel.delegate.formats import display_name
-from kernel.delegate.permission import PermissionRequest, Rule, describe, rule_for
+from kernel.delegate.permission import (
+    SHOWN_CHARS,
+    PermissionRequest,
+    Rule,
+    describe,
+    rule_for,
+    too_long,
+)
 from kernel.store.approvals import ApprovalRecord, ApprovalStore, input_text
 from kernel.store.db import Store
 from kernel.tools.registry import ToolContext
@@ -48,6 +55,16 @@ EXPIRED_KEPT = 256  # closed runs whose token is still recognised as expired
 # Code asks one at a time, so more is a flood of messages, not a CLI at work.
 MAX_OPEN = 3
 ALLOW_ONCE, ALLOW_TASK, DENY = 0, 1, 2
+# What each button of a prompt means, by how many it has: a run's prompt has three; an
+# owner's own MCP client's two (there is no task whose rules could keep an answer).
+MEANINGS = {3: (ALLOW_ONCE, ALLOW_TASK, DENY), 2: (ALLOW_ONCE, DENY)}
+
+
+def meaning(options: int, choice: int) -> int | None:
+    """ALLOW_ONCE, ALLOW_TASK or DENY for button ``choice`` of a prompt of ``options``."""
+    meanings = MEANINGS.get(options, ())
+    return meanings[choice] if 0 <= choice < len(meanings) else None
+
 
 Hold = Callable[[], contextlib.AbstractContextManager[None]]
 
@@ -63,6 +80,9 @@ _DENIALS = {
     "too_many": f"{MAX_OPEN} permission prompts are already waiting for the owner; ask one "
     "at a time. Denied.",
     "error": "The permission prompt could not be made from this input; denied.",
+    "too_long": "This command is {chars} characters long, too long to show the owner whole "
+    "({limit} at most), so it was denied unasked. Split it into shorter commands, or write "
+    "a script file first and run that.",
 }
 
 
@@ -72,11 +92,15 @@ class Decision:
     by: str  # owner | task_rule | timeout | cancelled | undelivered | nobody | too_many | error
     message: str = ""  # why it was denied, for the CLI's model (English)
     rule: str = ""  # the rule that allowed it, or the one the owner added
+    # What may run: the input as the owner was shown it (decide() sets it on an allow).
+    input: dict[str, Any] | None = None
 
     def as_claude(self, request: PermissionRequest) -> dict[str, Any]:
-        """The answer Claude Code's ``--permission-prompt-tool`` expects (as JSON text)."""
+        """The answer Claude Code's ``--permission-prompt-tool`` expects (as JSON text):
+        an allow carries the input the owner saw, never the raw one."""
         if self.allow:
-            return {"behavior": "allow", "updatedInput": request.input}
+            shown = self.input if self.input is not None else clean(request).input
+            return {"behavior": "allow", "updatedInput": shown}
         return {"behavior": "deny", "message": self.message}
 
 
@@ -187,6 +211,8 @@ class Approvals:
         except Exception as exc:  # a CLI's input no rule or text was made for
             log.warning("a permission prompt failed: %s", type(exc).__name__)
             decision = Decision(False, "error", _DENIALS["error"])
+        if decision.allow:
+            decision = replace(decision, input=request.input)
         await self._record(grant, request, decision, asked_at)
         return decision
 
@@ -197,20 +223,35 @@ class Approvals:
         if grant is not None and any(r.matches(request) for r in grant.rules):
             used = next(r for r in grant.rules if r.matches(request))
             return Decision(True, "task_rule", rule=used.label)
-        open_now = len(grant._pending) if grant is not None else self._detached
-        if open_now >= MAX_OPEN:
+        hidden = too_long(request)
+        if hidden:
+            limit = SHOWN_CHARS
+            return Decision(
+                False, "too_long", _DENIALS["too_long"].format(chars=hidden, limit=limit)
+            )
+        if grant is not None and (grant.context is None or grant.context.ask is None):
+            return Decision(False, "nobody", _DENIALS["nobody"])
+        if grant is not None:
+            if len(grant._pending) >= MAX_OPEN:
+                return Decision(False, "too_many", _DENIALS["too_many"])
+            return await self._ask(grant, request, rule)
+        if self._detached >= MAX_OPEN:  # counted before any await: no race past the cap
             return Decision(False, "too_many", _DENIALS["too_many"])
-        return await self._ask(grant, request, rule)
+        self._detached += 1
+        try:
+            return await self._ask(grant, request, rule)
+        finally:
+            self._detached -= 1
 
     async def _ask(
         self, grant: RunGrant | None, request: PermissionRequest, rule: Rule
     ) -> Decision:
         cli = t("perm.mcp_client") if grant is None else _cli_label(grant.cli)
-        text = describe(request, cli, rule)
+        text = describe(request, cli, rule if grant is not None else None)
         options = [t("perm.allow_once"), t("perm.allow_task"), t("perm.deny")]
+        if grant is None:  # no task to keep "allow for this task" in
+            options = [t("perm.allow_once"), t("perm.deny")]
         seconds = self.timeout if grant is None else grant.timeout
-        if grant is not None and (grant.context is None or grant.context.ask is None):
-            return Decision(False, "nobody", _DENIALS["nobody"])
         asking = self._question(grant, text, options, seconds)
         task: asyncio.Task[Answer] = asyncio.ensure_future(asking)
         if grant is not None:
@@ -228,13 +269,14 @@ class Approvals:
         if task.cancelled():
             return Decision(False, "cancelled", _DENIALS["cancelled"])
         answer = task.result()
-        if answer.option == ALLOW_ONCE:
+        chosen = meaning(len(options), answer.option) if answer.option is not None else None
+        if chosen == ALLOW_ONCE:
             return Decision(True, "owner")
-        if answer.option == ALLOW_TASK:
-            if grant is not None and not grant.closed:
+        if chosen == ALLOW_TASK and grant is not None:
+            if not grant.closed:
                 grant.rules.append(rule)
             return Decision(True, "owner", rule=rule.label)
-        if answer.option == DENY:
+        if chosen == DENY:
             return Decision(False, "owner", _DENIALS["owner"])
         if answer.outcome is AskOutcome.TIMEOUT:
             return Decision(False, "timeout", _DENIALS["timeout"].format(seconds=seconds))
@@ -255,15 +297,6 @@ class Approvals:
         asker = self.registry.asker
         if asker is None:
             return Answer(AskOutcome.UNDELIVERED)
-        self._detached += 1
-        try:
-            return await self._show_detached(asker, text, options, seconds)
-        finally:
-            self._detached -= 1
-
-    async def _show_detached(
-        self, asker: Asker, text: str, options: list[str], seconds: float
-    ) -> Answer:
         question = Question("mcp", text, list(options), kind="permission", markdown=True)
         question.tool_call_id = f"mcp-{question.id}"
         event = AskUser(

@@ -257,6 +257,8 @@ class Delegator:
         url = self.approvals.endpoint_url if self.approvals is not None else None
         if self.approvals is None or url is None:
             raise ToolError(t("perm.no_endpoint", cli=claim.cli))
+        if context is None or context.ask is None:  # a sub-agent's or a job's turn
+            raise ToolError(t("perm.no_one_to_ask", cli=claim.cli))
         grant = self.approvals.open(stamp, claim.cli, context, timeout=cfg.approval_timeout)
         try:
             path = await asyncio.to_thread(

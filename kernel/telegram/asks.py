@@ -29,7 +29,7 @@ from kernel.core.asks import Answer, AnswerResult, AskOutcome, AskRegistry, Ques
 from kernel.core.events import AskUser
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
-from kernel.delegate.approvals import ALLOW_ONCE, ALLOW_TASK
+from kernel.delegate.approvals import ALLOW_ONCE, ALLOW_TASK, meaning
 from kernel.store.mailbox import OutboxItem
 from kernel.telegram.outbox import Outbox, Undeliverable, edit_item
 from kernel.telegram.render import escape, render_markdown
@@ -208,9 +208,10 @@ class AskBoard:
 
 def _chosen(shown: _Shown, choice: int) -> str:
     if shown.kind == PERMISSION:
-        if choice == ALLOW_ONCE:
+        chosen = meaning(len(shown.options), choice)
+        if chosen == ALLOW_ONCE:
             return t("tg.perm_allowed_once")
-        if choice == ALLOW_TASK:
+        if chosen == ALLOW_TASK:
             return t("tg.perm_allowed_task")
         return t("tg.perm_denied")
     option = shown.options[choice] if 0 <= choice < len(shown.options) else ""

@@ -183,6 +183,8 @@ async def test_an_owners_own_mcp_client_is_asked_through_the_registrys_asker(
     assert event.markdown and event.kind == "permission"
     [question] = approvals.asks.waiting()
     assert isinstance(question, Question) and question.conversation == "mcp"
+    assert len(question.options) == 2  # no task whose rules could keep an answer
+    assert "Bash(" not in question.text  # so no rule is offered either
     approvals.asks.answer(question.id, 0)
     decision = await waiting
     assert (decision.allow, decision.by) == (True, "owner")
@@ -231,3 +233,27 @@ async def test_inputs_no_text_was_made_for_are_denied_and_recorded(approvals: Ap
     failed = await approvals.decide(grant, broken)
     assert (failed.allow, failed.by) == (False, "error")
     assert [r.decided_by for r in await approvals.recent(grant.delegation_id)][0] == "error"
+
+
+async def test_the_owners_mcp_clients_second_button_denies_and_their_prompts_are_capped(
+    approvals: Approvals,
+) -> None:
+    asker = Asker()
+    approvals.registry.asker = asker
+    waiting = asyncio.ensure_future(approvals.decide(None, bash("ls")))
+    await wait_for(lambda: bool(asker.shown))
+    [question] = approvals.asks.waiting()
+    approvals.asks.answer(question.id, 1)
+    decision = await waiting
+    assert (decision.allow, decision.by) == (False, "owner")
+    # Ten at once: three are asked, seven denied before any is shown.
+    many = [asyncio.ensure_future(approvals.decide(None, bash(f"echo {n}"))) for n in range(10)]
+    await wait_for(lambda: len(approvals.asks.waiting()) == 3)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert len(approvals.asks.waiting()) == 3
+    done = [d for d in many if d.done()]
+    assert len(done) == 7 and all(d.result().by == "too_many" for d in done)
+    for q in approvals.asks.waiting():
+        approvals.asks.answer(q.id, 1)
+    await asyncio.gather(*many)

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from kernel.config import load_config
-from kernel.core.asks import AskRegistry
+from kernel.core.asks import Answer, AskOutcome, AskRegistry
 from kernel.core.delivery import ChannelRegistry
 from kernel.core.errors import ConfigError, ToolError
 from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.formats import formatter_for
 from kernel.delegate.runner import CLIProcess, RunRequest
 from kernel.store.db import Store
+from kernel.tools.registry import ToolContext
 from tests.conftest import write_config
 from tests.delegate.conftest import (
     ConfigFactory,
@@ -29,6 +30,13 @@ from tests.delegate.conftest import (
 )
 
 URL = "http://127.0.0.1:8088/mcp"
+
+
+async def _never(*args: object, **kw: object) -> Answer:
+    return Answer(AskOutcome.TIMEOUT)
+
+
+OWNER_CONTEXT = ToolContext(conversation="telegram:1", ask=_never)  # a turn the owner sees
 
 
 @pytest.fixture
@@ -63,7 +71,9 @@ async def test_claude_gets_the_endpoint_file_and_the_prompt_tool_and_the_file_go
     config = make_config(section)
     approvals.endpoint_url = URL
     delegator = delegator_for(config, approvals=approvals, kill_grace=0.2)
-    task = asyncio.create_task(delegator.delegate("fix the tests", conversation="c"))
+    task = asyncio.create_task(
+        delegator.delegate("fix the tests", conversation="c", context=OWNER_CONTEXT)
+    )
     await wait_for(record.exists)
     argv = record_of(record)["argv"]
     at = argv.index("--mcp-config")
@@ -104,12 +114,31 @@ async def test_a_run_that_ends_normally_also_removes_its_file_and_lists_its_deci
     stale = make_config(section).data_dir / "run" / "20200101-000000-old"
     stale.mkdir(parents=True)
     (stale / "mcp.json").write_text("{}")
-    result = await delegator.delegate("x", conversation="c")
+    result = await delegator.delegate("x", conversation="c", context=OWNER_CONTEXT)
     assert result["ok"] is True and result["approvals"] == []
     argv = record_of(record)["argv"]
     assert not exists(argv[argv.index("--mcp-config") + 1])
     assert not exists(stale)  # a file a killed Kernel left is swept by the next run
     assert not approvals.running()
+
+
+async def test_a_turn_nobody_can_answer_does_not_start_a_cli_that_would_ask(
+    bin_dir: dict[str, Path],
+    make_config: ConfigFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    approvals: Approvals,
+) -> None:
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("STANDIN_RECORD", str(record))
+    section = cli_section("claude_code", command=str(bin_dir["claude_code"]), approvals="telegram")
+    approvals.endpoint_url = URL
+    delegator = delegator_for(make_config(section), approvals=approvals)
+    unattended = ToolContext(conversation="agent:1")  # a sub-agent's: no ask
+    with pytest.raises(ToolError) as refused:
+        await delegator.delegate("x", conversation="c", context=unattended)
+    assert "approvals" in str(refused.value) and "off" in str(refused.value)
+    assert not exists(record) and not approvals.running()
 
 
 async def test_without_the_endpoint_the_delegation_is_refused_naming_the_settings(

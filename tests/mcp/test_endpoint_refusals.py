@@ -15,7 +15,7 @@ import pytest
 from kernel.gateway.routes.mcp_endpoint import ENDPOINT
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
 from tests.gateway.conftest import sidecar as sidecar  # the fixture
-from tests.mcp.test_endpoint import BASH, client, model, open_grant
+from tests.mcp.test_endpoint import BASH, answer_next, client, model, open_grant
 
 __all__ = ["model"]  # the fixture, shared
 
@@ -258,6 +258,37 @@ async def test_stopping_the_sidecar_ends_the_2026_protocols_calls_and_streams(
     assert not asks.waiting()
     [record] = await sc.kernel.approvals.recent(grant.delegation_id)
     assert (record.decision, record.decided_by) == ("deny", "cancelled")
+
+
+async def test_an_allow_gives_the_cli_the_input_the_owner_saw(
+    sidecar: SidecarFactory, model: Any
+) -> None:
+    sc = await sidecar(model, api_key=API_KEY)
+    grant = open_grant(sc)
+    edit = {"file_path": "/w/a\ud800.py", "old_string": "x", "new_string": "y"}
+    body, headers = modern(
+        "tools/call",
+        {"name": "approve", "arguments": {"tool_name": "Edit", "input": edit}},
+        "approve",
+    )
+    headers = {**ACCEPT, "Authorization": f"Bearer {grant.token}", **headers}
+
+    async def call() -> bytes:
+        async with sc.http.post(sc.url + "/mcp", data=body, headers=headers) as response:
+            return await response.read()
+
+    answer = asyncio.create_task(call())
+    question = await answer_next(sc, 0)  # Allow once
+    shown = ascii(question.text)  # ascii(): a failure's report must survive a surrogate
+    assert "\\ufffd" in shown and "\\ud800" not in shown
+    raw = (await answer).decode()
+    frame = next(
+        line for line in raw.splitlines() if line.startswith("data:") or line.startswith("{")
+    )
+    message = json.loads(frame.removeprefix("data:"))
+    verdict = json.loads(message["result"]["content"][0]["text"])
+    assert verdict["behavior"] == "allow"
+    assert ascii(verdict["updatedInput"]["file_path"]) == ascii("/w/a\ufffd.py")  # shown = run
 
 
 async def test_a_client_going_away_withdraws_its_question(
