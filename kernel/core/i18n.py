@@ -798,7 +798,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "perm.same_command": "仅这条命令",
         "perm.options": "运行方式：{options}",
         "perm.every_occurrence": "⚠️ 替换文件中所有出现处（replace_all）",
-        "perm.no_one_to_ask": "cli.{cli} 设了 approvals = \"telegram\"，但这一轮对话没有人能回答权限请求（子代理或无人值守的任务），它的每个工具都会被拒绝，所以没有启动：请在主人的对话里直接委派，或把 approvals 设为 \"off\"",
+        "perm.no_one_to_ask": 'cli.{cli} 设了 approvals = "telegram"，但这一轮对话没有人能回答权限请求（子代理或无人值守的任务），它的每个工具都会被拒绝，所以没有启动：请在主人的对话里直接委派，或把 approvals 设为 "off"',
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1582,7 +1582,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "perm.same_command": "exactly this command",
         "perm.options": "How it runs: {options}",
         "perm.every_occurrence": "⚠️ Replaces every occurrence in the file (replace_all)",
-        "perm.no_one_to_ask": "cli.{cli} has approvals = \"telegram\", but nobody can answer permission prompts in this turn (a sub-agent or an unattended job), so each of its tools would be denied; it was not started: delegate from the owner's chat itself, or set approvals = \"off\"",
+        "perm.no_one_to_ask": 'cli.{cli} has approvals = "telegram", but nobody can answer permission prompts in this turn (a sub-agent or an unattended job), so each of its tools would be denied; it was not started: delegate from the owner\'s chat itself, or set approvals = "off"',
     },
 }
 

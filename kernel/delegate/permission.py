@@ -8,8 +8,10 @@ the CLI sits inside a code span or block fenced longer than any backtick run in 
 nothing it sends can format the message. :func:`rule_for` is the rule "Allow for this
 task" adds, shown in the same message: a simple shell command allows the same program
 (and subcommand) again, ``Bash(git status:*)``; a compound one (``;``, ``&&``, a pipe,
-a redirection, a substitution), a shell or interpreter, ``rm``, ``curl`` and the like
-allow only themselves, exactly; a file tool the same tool on the same path; ``WebFetch``
+a redirection, a substitution), an assignment or group before it, a shell, wrapper or
+interpreter, ``rm``, ``curl`` and the like allow only themselves, exactly; so does a
+program whose options can run commands (``git -c …``, ``find -exec``) without a
+subcommand; a file tool the same tool on the same path; ``WebFetch``
 the same host; anything else the same tool with the same input.
 """
 
@@ -38,10 +40,17 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+.-]*")
 _VERSION = re.compile(r"[0-9.]+$")  # python3.12 → python, node20 → node
 # Printable ASCII but "@" and "\\": a URL WHATWG (Node) and Python read alike.
 _URL = re.compile(r"https?://([A-Za-z0-9.-]+)(?::[0-9]{1,5})?(?:[/?#][!-?A-\[\]-~]*)?")
-# Programs a one-word prefix may allow with any arguments: they only read.
-_READERS = frozenset(
-    {"ls", "cat", "head", "tail", "wc", "pwd", "echo", "which", "stat", "du", "df", "tree", "file"}
-)
+# Programs whose options can run another command (git -c core.pager=…, find -exec, sed's
+# e, tar --to-command, an editor's !): a rule for the program alone, "Bash(git:*)", would
+# allow that too. With a subcommand ("git status") the rule keeps the subcommand.
+_FLAG_EXEC = frozenset(
+    {
+        "git", "find", "sed", "tar", "zip", "unzip", "make", "less", "more", "man", "vi",
+        "vim", "nvim", "emacs", "nano", "docker", "podman", "kubectl", "npm", "yarn",
+        "pnpm", "pip", "uv", "cargo", "go", "gradle", "mvn", "sqlite", "psql", "mysql",
+        "gh", "jq", "parallel",
+    }
+)  # fmt: skip
 _TOOL = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 # Programs that run whatever their arguments say: a prefix rule would allow anything.
 _RUNNERS = frozenset(
@@ -122,8 +131,8 @@ def rule_for(request: PermissionRequest) -> Rule:
         if not words or not _plain_program(words[0]):
             return Rule(tool, "exact", command)
         prefix = words[:2] if len(words) > 1 and _WORD.fullmatch(words[1]) else words[:1]
-        if len(prefix) == 1 and len(words) > 1 and prefix[0] not in _READERS:
-            return Rule(tool, "exact", command)  # "git -c …": flags can do anything
+        if len(prefix) == 1 and len(words) > 1 and _VERSION.sub("", prefix[0]) in _FLAG_EXEC:
+            return Rule(tool, "exact", command)  # "git -c …": its flags can run anything
         label = " ".join(prefix)
         return (
             Rule(tool, "prefix", label)

@@ -85,6 +85,8 @@ def test_how_a_command_runs_and_an_edit_everywhere_are_shown() -> None:
         ("npm test", "prefix", "npm test"),
         ("ls -la /tmp", "prefix", "ls"),
         ("git -c core.pager=sh log", "exact", "git -c core.pager=sh log"),
+        ("find . -exec rm {} ;", "exact", "find . -exec rm {} ;"),
+        ("touch /w/a", "prefix", "touch"),
         ("git status; rm -rf ~", "exact", "git status; rm -rf ~"),
         ("cat a | sh", "exact", "cat a | sh"),
         ("echo $(id)", "exact", "echo $(id)"),
