@@ -138,6 +138,6 @@ async def test_a_layer_file_that_is_not_text_is_skipped(
 
 def test_prompts_layers_must_be_a_list_of_text(tmp_path: Path) -> None:
     path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
-    path.write_text(path.read_text() + "\n[prompts]\nlayers = \"prompts/a.md\"\n")
+    path.write_text(path.read_text() + '\n[prompts]\nlayers = "prompts/a.md"\n')
     with pytest.raises(ConfigError, match="prompts.layers"):
         load_config(path, env={}, require_telegram=False)
