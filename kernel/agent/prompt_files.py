@@ -94,6 +94,11 @@ class PromptFiles:
                 out.append(Layer(file.name, text, file.source))
         return out
 
+    def unavailable(self, files: list[LayerFile]) -> list[LayerFile]:
+        """The ``required`` files of ``files`` missing or empty now (a prompt mode answers
+        its ``*_prompt_unavailable`` for them). Blocking: call it in a thread."""
+        return [f for f in files if f.required and not self.read(f.path, configured=False)]
+
     def read(self, path: Path, *, configured: bool = True) -> str:
         """The stripped text of ``path``; "" when it is missing, empty, too large or not
         UTF-8 (logged once per file while it stays so, when it was ``configured``)."""

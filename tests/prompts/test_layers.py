@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel.agent.prompt_files import LayerFile, PromptFiles
 from kernel.config import load_config
 from kernel.core.errors import ConfigError
 from tests.conftest import write_config
@@ -141,3 +142,20 @@ def test_prompts_layers_must_be_a_list_of_text(tmp_path: Path) -> None:
     path.write_text(path.read_text() + '\n[prompts]\nlayers = "prompts/a.md"\n')
     with pytest.raises(ConfigError, match="prompts.layers"):
         load_config(path, env={}, require_telegram=False)
+
+
+def test_a_list_of_layer_files_can_be_swapped_and_required_ones_checked(tmp_path: Path) -> None:
+    """What a prompt mode will build on: its own files, in its order, some required."""
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
+    files = PromptFiles(load_config(path, env={}, require_telegram=False))
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "base.md").write_text("Base.\n")
+    (tmp_path / "prompts" / "empty.md").write_text("\n")
+    wanted = [
+        LayerFile("mode_base", tmp_path / "prompts" / "base.md", "prompts/base.md", True),
+        LayerFile("mode_empty", tmp_path / "prompts" / "empty.md", "prompts/empty.md", True),
+        LayerFile("mode_gone", tmp_path / "prompts" / "gone.md", "prompts/gone.md", True),
+        LayerFile("mode_extra", tmp_path / "prompts" / "extra.md", "prompts/extra.md"),
+    ]
+    assert [(x.name, x.text) for x in files.layers(wanted)] == [("mode_base", "Base.")]
+    assert [f.name for f in files.unavailable(wanted)] == ["mode_empty", "mode_gone"]
