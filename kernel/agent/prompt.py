@@ -1,4 +1,5 @@
-"""The prompt's layers (SPEC §4): SOUL.md, the tool guide and the skills summary (the
+"""The prompt's layers (SPEC §4): SOUL.md, prompts/AGENTS.md and the ``[prompts]``
+layers (:mod:`~kernel.agent.prompt_files`), the tool guide and the skills summary (the
 system prompt, stable from turn to turn so a provider can cache it), then recalled
 memories and the local time (volatile: sent with the turn's own message, after the
 cached prefix). Each is a :class:`~kernel.agent.context.Layer` that says where its
@@ -14,6 +15,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from kernel.agent.context import Layer
+from kernel.agent.prompt_files import PromptFiles
 from kernel.agent.scope import SUBAGENT_TOOL, Outlook, project_folder
 from kernel.config import Config
 from kernel.core.errors import KernelError
@@ -44,6 +46,7 @@ class SystemPrompt:
         self.memories = memories
         self.skills = skills
         self.profiles = profiles or Profiles.beside(config.base_dir)
+        self.files = PromptFiles(config)  # prompts/AGENTS.md, [prompts] layers, templates
         self._clock = clock
         self._tz = tz
 
@@ -68,6 +71,7 @@ class SystemPrompt:
         soul = await asyncio.to_thread(self._read_soul)
         where = relative(self.config.general.soul, self.config.base_dir)
         layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
+        layers += await asyncio.to_thread(self.files.layers)
         if outlook.persona is not None and outlook.persona.body:
             persona = outlook.persona
             text = t("prompt.persona", name=persona.name) + "\n" + persona.body

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,7 @@ from kernel.core.errors import (
     InputRefusedError,
     KernelError,
     ProfileError,
+    PromptError,
     ProviderAuthError,
     ProviderError,
     SkillError,
@@ -214,7 +215,7 @@ class TurnRun:
                 # Nothing was sent: the owner's message is set aside, or it would be sent
                 # again glued to the next one (a cron job's prompt, once per skipped run).
                 await self.set_aside(event)
-        except (SkillError, ProfileError) as exc:
+        except (SkillError, ProfileError, PromptError) as exc:
             # Refused before anything was stored or sent: the owner fixes the name (or
             # the persona's file) and sends again (the text names what there is).
             self.turn.emit(ErrorEvent(self.step, exc.code, str(exc)))
@@ -251,6 +252,11 @@ class TurnRun:
 
     async def execute(self, user_input: UserInput) -> None:
         parts, cfg, conv = self.parts, self.parts.config, self.conversation
+        # The owner's "/prompts:<name> KEY=VALUE …" is the template filled in, or refused
+        # before anything is stored or sent (a guest's text is taken as it is).
+        if not user_input.guest:
+            text = await asyncio.to_thread(parts.prompt.files.expand, user_input.text)
+            user_input = replace(user_input, text=text)
         # Only the owner's own words invoke a skill, not an attached file's contents.
         skills = await parts.skills.invoked(without_files(user_input.text))
         self.interactive = user_input.interactive

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernel.commands.listing import format_history, parse_refs, project_filter
 from kernel.commands.mcp import ServerLine, mcp_listing
 from kernel.commands.profiles import profile_command
+from kernel.commands.prompts import prompts_listing
 from kernel.commands.reply import Choice, Reply
 from kernel.commands.status import status_lines
 from kernel.commands.usage import PERIOD_WORDS, render_report
@@ -41,6 +42,7 @@ SHARED = (
     "model",
     "persona",
     "project",
+    "prompts",
     "remember",
     "memory",
     "forget",
@@ -99,6 +101,7 @@ class Commands:
             "project": lambda conversation, arg: profile_command(
                 self.agent, conversation, "project", arg
             ),
+            "prompts": lambda conversation, arg: prompts_listing(self.agent),
             "remember": self.remember,
             "memory": self.memory,
             "forget": self.forget,

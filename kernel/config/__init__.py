@@ -12,7 +12,7 @@ Public API (``from kernel.config import …``):
   :class:`CronConfig`, :class:`BudgetConfig`, :class:`ModelPrice`, :class:`SttConfig`,
   :class:`TtsConfig`, :class:`RoutingConfig` with :class:`RoutingRule` and
   :class:`ModelOptions`, :class:`WebConfig` with :class:`WebSearchConfig`,
-  :class:`AgentsConfig`;
+  :class:`AgentsConfig`, :class:`PromptsConfig`, :class:`FeaturesConfig`;
 - the shape of the file: :data:`SCHEMA`, :func:`unknown_keys`;
 - helpers: :func:`provider_env_key`, :func:`parse_ref`, :func:`compile_pattern`,
   :func:`model_alias_target`, :func:`webhook_worst_case`,
@@ -61,6 +61,7 @@ from kernel.config.loader import (
 )
 from kernel.config.mcp import MCPServerConfig, MCPSettings
 from kernel.config.net import is_http_url, is_loopback
+from kernel.config.prompts import FeaturesConfig, PromptsConfig
 from kernel.config.providers import (
     CAPABILITIES,
     DEFAULT_PROVIDERS,
@@ -91,6 +92,8 @@ from kernel.config.web import (
 
 __all__ = [
     "CAPABILITIES",
+    "FeaturesConfig",
+    "PromptsConfig",
     "CHANNEL_TYPES",
     "CLI_NAMES",
     "CLI_OUTPUTS",

@@ -39,6 +39,7 @@ from kernel.config.general import (
 )
 from kernel.config.mcp import MCPServerConfig, MCPSettings, merge_servers, server_problem
 from kernel.config.net import is_loopback
+from kernel.config.prompts import FeaturesConfig, PromptsConfig, missing_layers
 from kernel.config.providers import (
     DEFAULT_PROVIDERS,
     ProviderConfig,
@@ -91,6 +92,8 @@ class Config:
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     web: WebConfig = field(default_factory=WebConfig)
     agents: AgentsConfig = field(default_factory=AgentsConfig)
+    prompts: PromptsConfig = field(default_factory=PromptsConfig)
+    features: FeaturesConfig = field(default_factory=FeaturesConfig)
     # The environment this was loaded with, so a runtime change re-validates the same way.
     source_env: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -258,6 +261,9 @@ def _build(
     _check_routing(routing, providers, general)
     web = _web(raw.get("web", {}), env)
     agents = read_section(AgentsConfig, raw.get("agents", {}), "agents", env)
+    prompts = read_section(PromptsConfig, raw.get("prompts", {}), "prompts", env)
+    warnings += [t("config.warn_layer_missing", path=p) for p in missing_layers(prompts, base)]
+    features = read_section(FeaturesConfig, raw.get("features", {}), "features", env)
     if channels.qq.enabled and not channels.qq.allowed_users:
         warnings.append(t("config.warn_qq_nobody"))
     worst = webhook_worst_case(channels.webhook)
@@ -287,6 +293,8 @@ def _build(
         routing=routing,
         web=web,
         agents=agents,
+        prompts=prompts,
+        features=features,
     )
 
 

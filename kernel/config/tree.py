@@ -21,6 +21,7 @@ from kernel.config.general import (
     ToolPolicy,
 )
 from kernel.config.mcp import MCPServerConfig, MCPSettings
+from kernel.config.prompts import FeaturesConfig, PromptsConfig
 from kernel.config.providers import ModelPrice, ProviderConfig, TitlesConfig
 from kernel.config.routing import ModelOptions, RoutingConfig, RoutingRule
 from kernel.config.schema import Section, toml_keys
@@ -64,6 +65,8 @@ SCHEMA = Node(
         "routing": Node(RoutingConfig, tables={"rules": Node(RoutingRule, array=True)}),
         "web": Node(WebConfig, tables={"search": Node(WebSearchConfig)}),
         "agents": Node(AgentsConfig),
+        "prompts": Node(PromptsConfig),
+        "features": Node(FeaturesConfig),
     }
 )
 SECTIONS = tuple(SCHEMA.tables)

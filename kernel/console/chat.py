@@ -76,7 +76,8 @@ class ConsoleChat:
         text = text.strip()
         if not text:
             return True
-        if text.startswith("/") and not text.startswith("/skill/"):  # a skill is a message
+        # a skill or a template ("/prompts:<name> …") is a message
+        if text.startswith("/") and not text.startswith(("/skill/", "/prompts:")):
             return await self.command(text)
         await self.converse(text)
         return True

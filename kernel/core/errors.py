@@ -27,6 +27,7 @@ KernelError
 └── CodedError             a refusal with a stable ``code`` (and ``details``) the sidecar
     │                      returns as is; the text names the problem and the fix
     ├── SkillError         unknown, disabled or badly named skill; skill files
+    ├── PromptError        a /prompts:<name> template that is missing or cannot be filled
     ├── WorkspaceError     a workspace path or archive that is refused
     ├── SelfOpsError       SelfOps: session model override, config mutations
     └── BudgetExceededError  a model call the spending limits do not admit (``details``:
@@ -181,6 +182,10 @@ class SkillError(CodedError):
     pass
 
 
+class PromptError(CodedError):
+    """A ``/prompts:<name>`` template (issue 20): not found, bad arguments, switched off."""
+
+
 class ProfileError(CodedError):
     """A persona, project or sub-agent file (issue 18): not found, invalid, exists."""
 
@@ -268,6 +273,9 @@ HTTP_STATUS: dict[str, int] = {
     "skill_invalid": 409,
     "skill_disabled": 409,
     "skill_too_large": 413,
+    "prompt_template_not_found": 404,
+    "prompt_template_invalid": 400,
+    "prompt_templates_disabled": 409,
     "path_invalid": 400,
     "path_denied": 403,
     "path_conflict": 409,

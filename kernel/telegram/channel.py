@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SKILL_PREFIX = r"^/skill/"  # a message invoking a skill, not a command
+TEMPLATE_PREFIX = r"^\s*/prompts:"  # a message filling in a prompt template, not /prompts
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query", "channel_post"]
 Context = ContextTypes.DEFAULT_TYPE
 UNDELIVERED_DEGRADED = 300.0  # seconds a message may wait undelivered before /healthz says so
@@ -254,16 +255,20 @@ class TelegramChannel:
 
     def _register(self) -> None:
         self.app.add_handler(TypeHandler(Update, self._gate), group=-1)
+        template = filters.Regex(TEMPLATE_PREFIX)
         for name in COMMANDS:
-            self.app.add_handler(CommandHandler(name, getattr(self.commands, name)))
+            handler = getattr(self.commands, name)
+            self.app.add_handler(CommandHandler(name, handler, filters=~template))
         self.app.add_handler(TypeHandler(Check, self.mailroom.on_check))
         pattern = CALLBACK_PATTERN
         self.app.add_handler(CallbackQueryHandler(self.mailroom.on_press, pattern=pattern))
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
-        # "/skill/<name> …" starts like a command but is a message (the agent injects
-        # the skill), so it goes to the inbound handler like any text.
+        # "/skill/<name> …" and "/prompts:<name> …" start like commands but are messages
+        # (the agent injects the skill, fills in the template), so they go to the inbound
+        # handler like any text.
         skill = filters.Regex(SKILL_PREFIX)
-        self.app.add_handler(MessageHandler(filters.COMMAND & ~skill, self.commands.unknown))
+        unknown = filters.COMMAND & ~skill & ~template
+        self.app.add_handler(MessageHandler(unknown, self.commands.unknown))
         self.app.add_handler(MessageHandler(filters.ALL, self.inbound.handle))
         self.app.add_handler(TypeHandler(Update, self.mailroom.after), group=1)
         self.app.add_error_handler(self._on_error)

@@ -72,7 +72,8 @@ def kind_of(update: Update) -> str:
     if message.text:
         entity = message.entities[0] if message.entities else None
         command = entity is not None and entity.type == "bot_command" and entity.offset == 0
-        return "command" if command and not message.text.startswith("/skill/") else "text"
+        message_like = message.text.startswith(("/skill/", "/prompts:"))
+        return "command" if command and not message_like else "text"
     for kind in ("photo", "document", "voice", "audio"):
         if getattr(message, kind):
             return kind

@@ -95,7 +95,7 @@ async def test_runtime_config_has_flags_and_no_secrets(
     assert status == 200
     assert all(isinstance(v, bool) for v in data["features"].values())
     assert data["features"]["api_key_required"] is True
-    assert data["features"]["prompt_templates"] is False
+    assert data["features"]["prompt_templates"] is True  # [features] default (issue 20)
     text = await response.text()
     assert API_KEY not in text and SECRET_KEY not in text
 

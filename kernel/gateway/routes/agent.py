@@ -564,12 +564,17 @@ class SystemLayers(Shape):
         query_param("query", str, "text whose memories are recalled"),
     ),
     response=SystemLayers,
+    errors=(400, 404),
 )
 async def system_layers(request: web.Request) -> web.Response:
+    """404 ``not_found`` while ``[features] prompt_context_introspect`` is off."""
+    kernel = kernel_of(request)
+    if not kernel.config.features.prompt_context_introspect:
+        raise ApiError(404, "not_found", t("gw.introspect_off"))
     mode = request.query.get("prompt_mode", "default")
     if mode not in PROMPT_MODES:
         raise invalid(t("gw.prompt_mode"), field="prompt_mode", allowed=PROMPT_MODES)
-    layers = await kernel_of(request).agent.system_layers(request.query.get("query", ""))
+    layers = await kernel.agent.system_layers(request.query.get("query", ""))
     out = [
         {
             "name": layer.name,

@@ -128,12 +128,11 @@ class RuntimeConfig(Shape):
 async def runtime_config(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     config = kernel.config
+    flags = config.features  # seed 000's flags: [features], NEXTAI_ENABLE_* over them
     features = {
-        # seed 000's flags: Kernel has no prompt templates or codex mode; the layers
-        # endpoint is always on.
-        "prompt_templates": False,
-        "prompt_context_introspect": True,
-        "codex_mode_v2": False,
+        "prompt_templates": flags.prompt_templates,
+        "prompt_context_introspect": flags.prompt_context_introspect,
+        "codex_mode_v2": flags.codex_mode_v2,
         "telegram": "telegram" in kernel.status_board,
         "telegram_stream": config.telegram.stream,
         "titles": config.titles is not None,
