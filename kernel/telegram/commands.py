@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from kernel.agent.turn import UserInput
 from kernel.commands import SHARED, Commands, Reply
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
@@ -95,6 +96,21 @@ class CommandSet:
         stop = partial(self.channel.inbound.cancel, chat)
         reply = await self.commands.cancel(conversation_of(chat), stop)
         await self._render(chat, reply, self._row(update))
+
+    async def retry(self, update: Update, context: Context) -> None:
+        """The last exchange cut and its message answered again, shown like a message's
+        turn (the command's inbox row settled with the new answer)."""
+        chat = self._chat(update)
+        row = self._row(update)
+        if self.channel.inbound.busy(chat):
+            await self._render(chat, Reply(t("conv.busy"), error=True), row)
+            return
+        template = UserInput("", channel="telegram", user_id=str(chat))
+        reply = await self.commands.retry(conversation_of(chat), template)
+        if reply.turn is None:
+            await self._render(chat, reply, row)
+            return
+        self.channel.inbound.show(chat, reply.turn, row=row)
 
     async def status(self, update: Update, context: Context) -> None:
         chat = self._chat(update)
