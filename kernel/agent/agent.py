@@ -298,6 +298,10 @@ class Agent:
             await self.control.restore(cut)
             raise
 
+    async def latest_answer(self, conversation: str) -> int | None:
+        """The stored id of the conversation's last final answer (what /retry redoes)."""
+        return await self.control.latest_answer(conversation)
+
     async def branches(self, session_id: int) -> tuple[int, int]:
         return await self.control.branches(session_id)
 

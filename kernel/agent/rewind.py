@@ -95,6 +95,18 @@ class ConversationControl:
         cut = await self._cut(conversation, session_id, start.id - 1)
         return dataclasses.replace(template, text=message.text, images=images), cut
 
+    async def latest_answer(self, conversation: str) -> int | None:
+        """The stored id of the last final answer the model sees, if the conversation's
+        last exchange has one."""
+        session_id = self.sessions.current_session(conversation)
+        if session_id is None:
+            return None
+        transcript = await self.store.load_transcript(session_id)
+        live = [s for s in transcript if not s.cut and not s.failed]
+        if not live or live[-1].message.role != "assistant" or live[-1].message.tool_uses:
+            return None
+        return live[-1].id
+
     async def restore(self, cut: Cut) -> None:
         await self.store.restore_branch(cut.session_id, cut.branch)
 

@@ -52,3 +52,75 @@ async def test_nothing_to_undo_or_retry_is_refused_with_the_fix(bot: Factory) ->
     assert "Nothing to retry" in await h.converse("/retry")
     assert "as a reply" in await h.converse("/rewind")
     assert h.model.requests == []
+
+
+def retry_button(message: object) -> str:
+    markup = getattr(message, "reply_markup", None)
+    assert markup is not None, "a final reply carries 🔁"
+    (button,) = [b for row in markup["inline_keyboard"] for b in row]
+    data = str(button["callback_data"])
+    assert data.startswith("retry:")
+    return data
+
+
+async def test_the_retry_button_of_the_latest_answer_only(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("old answer"), text_reply("meh answer"))
+    await h.converse("q-one")
+    old = h.bot_messages()[-1]
+    await h.converse("q-two")
+    latest = h.bot_messages()[-1]
+    old_data, latest_data = retry_button(old), retry_button(latest)
+
+    # An older answer's 🔁 is told it cannot: nothing reaches the model.
+    calls = len(h.model.requests)
+    h.tg.inject_callback(old_data, message_id=old.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("answerCallbackQuery")) >= 1)
+    toast = h.tg.calls_to("answerCallbackQuery")[-1].params.get("text")
+    assert toast == "Only the latest answer can be retried"
+    await h.settle()
+    assert len(h.model.requests) == calls
+
+    # The latest one's answers again, without the answer it replaces.
+    h.model.enqueue(text_reply("good answer"))
+    h.tg.inject_callback(latest_data, message_id=latest.message_id)
+    await h.tg.wait_until(lambda: "good answer" in h.texts())
+    await h.settle()
+    sent = json.dumps(h.model.requests[-1].body["messages"])
+    assert "meh answer" not in sent and sent.count("q-two") == 1 and "old answer" in sent
+    # A second press of the same (now superseded) button runs nothing.
+    calls = len(h.model.requests)
+    h.tg.inject_callback(latest_data, message_id=latest.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("answerCallbackQuery")) >= 3)
+    await h.settle()
+    assert len(h.model.requests) == calls
+
+
+async def test_rewind_as_a_reply_cuts_what_follows_that_answer(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(
+        text_reply("answer one"),
+        Reply(Text("noting"), ToolUse("memory_add", {"text": "likes tea"})),
+        text_reply("answer two"),
+        text_reply("answer three"),
+    )
+    await h.converse("q-one")
+    first = h.bot_messages()[-1]
+    await h.converse("q-two")
+    await h.converse("q-three")
+    before = len(h.tg.calls_to("sendMessage"))
+    h.tg.inject_text("/rewind", reply_to_message_id=first.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
+    await h.settle()
+    assert "Rewound: 6 messages" in h.texts()[-1]
+    h.model.enqueue(text_reply("answer four"))
+    assert await h.converse("q-four") == "answer four"
+    sent = json.dumps(h.model.requests[-1].body["messages"])
+    assert "answer one" in sent and "q-two" not in sent and "answer three" not in sent
+    # A reply to a message that is no answer of mine (a notice) is refused with the fix.
+    notice = h.bot_messages()[-2]  # "Rewound: …" carries no 🔁
+    before = len(h.tg.calls_to("sendMessage"))
+    h.tg.inject_text("/rewind", reply_to_message_id=notice.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
+    await h.settle()
+    assert "not found" in h.texts()[-1]
