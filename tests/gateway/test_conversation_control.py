@@ -3,9 +3,10 @@ simulator: what is cut stays in the history and never reaches the model again.""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from tests.gateway.conftest import SidecarFactory
+from tests.gateway.conftest import SidecarFactory, message, sse_events
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, ToolUse, text_reply
 
@@ -94,3 +95,30 @@ async def test_retry_with_nothing_to_retry_and_unknown_chat(
     status, err, _ = await sc.call("POST", "/chats/chat-999/retry")
     assert status == 404
     assert anthropic_sim.requests == []
+
+
+async def test_retry_and_rewind_are_refused_while_a_turn_runs(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    anthropic_sim.enqueue(text_reply("a1"), Reply(Text("slow", chunks=["sl", "ow"]), stall_after=3))
+    _, first = await sc.process("q1", session_id="busy")
+    chat = first["chat_id"]
+    _, got, _ = await sc.call("GET", f"/chats/{chat}?rounds=100")
+    a1 = next(m["sequence"] for m in got["messages"] if texts([m]) == ["a1"])
+    body = {"input": [message("q2")], "stream": True, "session_id": "busy"}
+    async with sc.http.post(sc.url + "/agent/process", json=body, headers=sc.headers()) as resp:
+        events = sse_events(resp)
+        await anext(events)
+        async with asyncio.timeout(30):
+            await anthropic_sim.wait_for_requests(2)  # the second turn is at the model
+        status, err, _ = await sc.call("POST", f"/chats/{chat}/retry")
+        assert status == 409 and err["error"]["code"] == "session_busy"
+        status, err, _ = await sc.call("POST", f"/chats/{chat}/rewind", {"after_sequence": a1})
+        assert status == 409 and err["error"]["code"] == "session_busy"
+        await sc.call("POST", f"/agent/turns/{resp.headers['X-Turn-Id']}/cancel")
+        assert [e async for e in events][-1] == "[DONE]"
+    # Nothing was cut by the refused requests.
+    _, got, _ = await sc.call("GET", f"/chats/{chat}?rounds=100")
+    assert not [m for m in got["messages"] if m.get("cut")]
+    assert len(anthropic_sim.requests) == 2
