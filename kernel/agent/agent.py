@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 from kernel.agent.context import Layer
 from kernel.agent.models import MODEL_OVERRIDE, ModelSelection, ProviderFactory, SelectionError
 from kernel.agent.prompt import SystemPrompt
+from kernel.agent.rewind import ConversationControl, Cut
 from kernel.agent.scope import PERSONA, PROJECT, ChatScope, Scopes
 from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
 from kernel.agent.subagents import SubAgents
@@ -84,6 +85,7 @@ class Agent:
         self.background = TaskSet("agent")  # titles, provider warm-up and closes
         self._turns = TaskSet("agent-turns")
         self.sessions = Sessions(store)
+        self.control = ConversationControl(self.sessions, store)
         self.selection = ModelSelection(
             config,
             store,
@@ -273,6 +275,35 @@ class Agent:
 
     def is_busy(self, conversation: str) -> bool:
         return self.sessions.is_busy(conversation)
+
+    # ----- undo, rewind, retry (kernel.agent.rewind) -----------------------------------
+
+    async def undo(self, conversation: str) -> Cut:
+        """Cut the last exchange (message, tool pairs, answer) from what the model sees."""
+        return await self.control.undo(conversation)
+
+    async def rewind(self, conversation: str, after_id: int, session_id: int | None = None) -> Cut:
+        """Cut everything after the final answer stored as ``after_id``."""
+        if session_id is None:
+            return await self.control.rewind(conversation, after_id)
+        return await self.control.rewind_session(conversation, session_id, after_id)
+
+    async def retry(self, conversation: str, template: UserInput) -> Turn:
+        """Answer the owner's last message again: the last exchange is cut (a superseded
+        branch) and its message runs as a new turn (``template``: channel, sender)."""
+        user_input, cut = await self.control.take_back(conversation, template)
+        try:
+            return self.start_turn(conversation, user_input)
+        except BaseException:
+            await self.control.restore(cut)
+            raise
+
+    async def latest_answer(self, conversation: str) -> int | None:
+        """The stored id of the conversation's last final answer (what /retry redoes)."""
+        return await self.control.latest_answer(conversation)
+
+    async def branches(self, session_id: int) -> tuple[int, int]:
+        return await self.control.branches(session_id)
 
     async def wait_idle(self, conversation: str, seconds: float) -> None:
         await self.sessions.wait_idle(conversation, seconds)

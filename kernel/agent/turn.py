@@ -248,7 +248,10 @@ class TurnRun:
         write = self.parts.store.append_messages(
             self.session_id, [slim_message(message, artifacts)]
         )
-        self.stored.extend(await asyncio.shield(write))
+        ids = await asyncio.shield(write)
+        self.stored.extend(ids)
+        if message.role == "assistant" and not message.tool_uses and ids:
+            self.turn.answer_id = ids[-1]
 
     async def execute(self, user_input: UserInput) -> None:
         parts, cfg, conv = self.parts, self.parts.config, self.conversation

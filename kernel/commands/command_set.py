@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from kernel.agent.turn import UserInput
 from kernel.commands.listing import format_history, parse_refs, project_filter
 from kernel.commands.mcp import ServerLine, mcp_listing
 from kernel.commands.profiles import profile_command
@@ -50,6 +51,9 @@ SHARED = (
     "status",
     "usage",
     "mcp",
+    "undo",
+    "retry",
+    "rewind",
 )
 
 
@@ -109,6 +113,9 @@ class Commands:
             "status": lambda conversation, arg: self.status(conversation),
             "usage": self.usage,
             "mcp": lambda conversation, arg: self.mcp(),
+            "undo": lambda conversation, arg: self.undo(conversation),
+            "retry": lambda conversation, arg: self.retry(conversation),
+            "rewind": self.rewind,
         }
 
     async def run(self, conversation: str, name: str, arg: str) -> Reply | None:
@@ -139,7 +146,13 @@ class Commands:
         if not rows:
             none = t("session.none_in_project", project=project) if project else t("session.none")
             return Reply(none)
-        return Reply(format_history(rows, self.agent))
+        text = format_history(rows, self.agent)
+        current = self.agent.current_session(conversation)
+        if current is not None:
+            branches, messages = await self.agent.branches(current)
+            if branches:
+                text += "\n" + t("conv.branches", branches=branches, messages=messages)
+        return Reply(text)
 
     def _session_refs(self, conversation: str, text: str, *, single: bool) -> list[tuple[int, int]]:
         listing = self.sessions.get(conversation, [])
@@ -190,6 +203,38 @@ class Commands:
             return Reply(str(exc), error=True)
         self.sessions.pop(conversation, None)  # numbers changed: list again first
         return Reply(t("session.deleted", count=count))
+
+    # ----- undo, retry, rewind (kernel.agent.rewind) ----------------------------------------
+
+    async def undo(self, conversation: str) -> Reply:
+        try:
+            cut = await self.agent.undo(conversation)
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        return Reply(t("conv.undone", count=cut.count))
+
+    async def retry(self, conversation: str, template: UserInput | None = None) -> Reply:
+        """The last exchange cut and its message run again: the Reply carries the turn
+        (``template``: the channel's sender and flags; by default the conversation's
+        channel, its prefix)."""
+        if template is None:
+            template = UserInput("", channel=conversation.partition(":")[0] or "console")
+        try:
+            turn = await self.agent.retry(conversation, template)
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        return Reply(turn=turn)
+
+    async def rewind(self, conversation: str, arg: str) -> Reply:
+        """``/rewind N``: cut everything after the final answer stored as N (its
+        ``sequence``); Telegram finds N from the answer the command replies to."""
+        if not arg.isdigit():
+            return Reply(t("conv.rewind_need_reply"), error=True)
+        try:
+            cut = await self.agent.rewind(conversation, int(arg))
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        return Reply(t("conv.rewound", count=cut.count))
 
     # ----- provider and model -------------------------------------------------------------
 

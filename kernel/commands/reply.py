@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from kernel.core.turns import Turn
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -20,10 +22,12 @@ class Reply:
 
     ``text`` may be empty when only ``follow_up`` has something to say: slow work (a
     title from the titles model) that the channel runs where it keeps background work,
-    then renders its reply like any other.
+    then renders its reply like any other. ``turn``: a turn the command started
+    (/retry), which the channel shows as it shows the turn of a message.
     """
 
     text: str = ""
     error: bool = False
     choices: tuple[Choice, ...] = ()
     follow_up: Callable[[], Awaitable[Reply]] | None = field(default=None, compare=False)
+    turn: Turn | None = field(default=None, compare=False)

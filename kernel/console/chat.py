@@ -34,6 +34,7 @@ from kernel.core.events import (
     TurnEvent,
 )
 from kernel.core.i18n import t
+from kernel.core.turns import Turn
 
 if TYPE_CHECKING:
     from kernel.app import Kernel
@@ -88,6 +89,9 @@ class ConsoleChat:
         except KernelError as exc:
             self.line(t("console.error", message=exc))
             return
+        await self._follow(turn)
+
+    async def _follow(self, turn: Turn) -> None:
         asking: asyncio.Task[None] | None = None
         try:
             async for event in turn:
@@ -161,6 +165,8 @@ class ConsoleChat:
     async def _render(self, reply: Reply) -> None:
         if reply.text:
             self.line(t("console.error", message=reply.text) if reply.error else reply.text)
+        if reply.turn is not None:  # /retry: shown as the turn of a message
+            await self._follow(reply.turn)
         if reply.follow_up is not None:  # the terminal has nothing else to do meanwhile
             await self._render(await reply.follow_up())
 

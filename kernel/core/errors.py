@@ -245,6 +245,8 @@ HTTP_STATUS: dict[str, int] = {
     "internal_error": 500,
     # sessions and turns
     "session_busy": 409,
+    "nothing_to_retry": 409,
+    "rewind_target_not_found": 404,
     "default_chat_protected": 400,
     "tool_disabled": 403,
     "tool_not_supported": 400,

@@ -21,6 +21,7 @@ class Turn:
         self.task: asyncio.Task[None] | None = None
         self.reply = ""
         self.final: Completed | ErrorEvent | None = None
+        self.answer_id: int | None = None  # the stored final answer (what 🔁 retries)
         self.started = False  # set by the runner once it holds the turn
         self.cancel_requested = False
         # What its model calls used so far (/status shows it while it runs).

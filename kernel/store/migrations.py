@@ -371,6 +371,13 @@ def m013_delegation_approvals(conn: sqlite3.Connection) -> None:
     )
 
 
+def m014_cut_messages(conn: sqlite3.Connection) -> None:
+    """``cut`` > 0: a message taken out of what the model sees by /undo, /rewind or
+    /retry (issue 20), kept as history; the number groups one cut (a branch), so a
+    session's branches are its distinct non-zero ``cut`` values. 0: in the conversation."""
+    conn.execute("ALTER TABLE messages ADD COLUMN cut INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -385,6 +392,7 @@ MIGRATIONS: list[Migration] = [
     Migration("routing_decisions", m011_routing_decisions),
     Migration("memory_scopes", m012_memory_scopes),
     Migration("delegation_approvals", m013_delegation_approvals),
+    Migration("cut_messages", m014_cut_messages),
 ]
 
 

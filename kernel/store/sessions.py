@@ -36,10 +36,15 @@ class SessionRow:
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
-    """A message as history keeps it; ``failed``: set aside, never shown to a model."""
+    """A message as history keeps it; ``failed``: set aside, never shown to a model;
+    ``cut``: the branch (/undo, /rewind, /retry) it was cut with, 0 when it is not;
+    ``id``: its row id (the HTTP routes' ``sequence``)."""
 
     message: Message
     failed: bool = False
+    cut: int = 0
+    id: int = 0
+    starts_round: bool = False
 
 
 _SESSION_SELECT = """
@@ -287,7 +292,7 @@ class SessionTables(Database):
             if rounds == 0:
                 return []
         # `starts_round = 1` literally, so the partial index applies.
-        only_kept = "" if with_failed else " AND failed = 0"
+        only_kept = "" if with_failed else " AND failed = 0 AND cut = 0"
 
         def fn(conn: sqlite3.Connection) -> list[StoredMessage]:
             start_id = 0
@@ -301,12 +306,16 @@ class SessionTables(Database):
                 if row is not None:
                     start_id = int(row[0])
             rows = conn.execute(
-                "SELECT id, role, content, failed FROM messages WHERE session_id = ? AND id >= ?"
-                + only_kept
-                + " ORDER BY id",
+                "SELECT id, role, content, failed, cut, starts_round FROM messages"
+                " WHERE session_id = ? AND id >= ?" + only_kept + " ORDER BY id",
                 (session_id, start_id),
             ).fetchall()
-            return [StoredMessage(_message_from_row(r[:3]), bool(r[3])) for r in rows]
+            return [
+                StoredMessage(
+                    _message_from_row(r[:3]), bool(r[3]), int(r[4]), int(r[0]), bool(r[5])
+                )
+                for r in rows
+            ]
 
         return await self._read(op, fn)
 
@@ -327,13 +336,57 @@ class SessionTables(Database):
 
         return await self._write("mark messages failed", op)
 
+    async def cut_after(self, session_id: int, after_id: int) -> tuple[int, int]:
+        """Cut every message of the session after ``after_id`` that is not cut yet
+        (kept as history, never loaded for a model again), as one new branch.
+        Returns (the branch number, how many messages it holds); (0, 0) when none."""
+
+        def op(conn: sqlite3.Connection) -> tuple[int, int]:
+            row = conn.execute(
+                "SELECT COALESCE(MAX(cut), 0) + 1 FROM messages WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            branch = int(row[0])
+            cur = conn.execute(
+                "UPDATE messages SET cut = ? WHERE session_id = ? AND id > ? AND cut = 0",
+                (branch, session_id, after_id),
+            )
+            return (branch, cur.rowcount) if cur.rowcount else (0, 0)
+
+        return await self._write("cut messages", op)
+
+    async def restore_branch(self, session_id: int, branch: int) -> int:
+        """Undo :meth:`cut_after` (a retry that could not start); returns how many."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "UPDATE messages SET cut = 0 WHERE session_id = ? AND cut = ?",
+                (session_id, branch),
+            )
+            return cur.rowcount
+
+        return await self._write("restore messages", op)
+
+    async def count_branches(self, session_id: int) -> tuple[int, int]:
+        """(branches cut from the session, messages in them)."""
+
+        def op(conn: sqlite3.Connection) -> tuple[int, int]:
+            row = conn.execute(
+                "SELECT COUNT(DISTINCT cut), COUNT(*) FROM messages"
+                " WHERE session_id = ? AND cut > 0",
+                (session_id,),
+            ).fetchone()
+            return int(row[0]), int(row[1])
+
+        return await self._read("count branches", op)
+
     async def count_rounds(self, session_id: int) -> int:
-        """Rounds a model would be shown: failed user messages do not count."""
+        """Rounds a model would be shown: failed or cut user messages do not count."""
 
         def op(conn: sqlite3.Connection) -> int:
             row = conn.execute(
                 "SELECT COUNT(*) FROM messages WHERE session_id = ? AND starts_round = 1"
-                " AND failed = 0",
+                " AND failed = 0 AND cut = 0",
                 (session_id,),
             ).fetchone()
             return int(row[0])

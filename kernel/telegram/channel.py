@@ -48,7 +48,7 @@ from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.budget import RateBudget
-from kernel.telegram.commands import COMMANDS, CommandSet
+from kernel.telegram.commands import COMMANDS, RETRY_PATTERN, CommandSet
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
 from kernel.telegram.outbox import CHANNEL, Outbox, plain_items
@@ -262,6 +262,8 @@ class TelegramChannel:
         self.app.add_handler(TypeHandler(Check, self.mailroom.on_check))
         pattern = CALLBACK_PATTERN
         self.app.add_handler(CallbackQueryHandler(self.mailroom.on_press, pattern=pattern))
+        retry = CallbackQueryHandler(self.commands.on_retry, pattern=RETRY_PATTERN)
+        self.app.add_handler(retry)
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
         # "/skill/<name> …" and "/prompts:<name> …" start like commands but are messages
         # (the agent injects the skill, fills in the template), so they go to the inbound

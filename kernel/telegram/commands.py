@@ -4,25 +4,32 @@ Telegram's parts of /cancel and /status."""
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from telegram import Update
+from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
+from kernel.agent.turn import UserInput
 from kernel.commands import SHARED, Commands, Reply
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.inbound import conversation_of
-from kernel.telegram.outbox import plain_items
+from kernel.telegram.outbox import edit_item, plain_items
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
 
 Context = ContextTypes.DEFAULT_TYPE
+log = logging.getLogger(__name__)
 
 COMMANDS = ("start", "help", *SHARED)
+RETRY = "retry:"
+RETRY_PATTERN = r"^retry:\d{1,18}$"  # the 🔁 under a final reply: its stored answer's id
 
 
 class CommandSet:
@@ -96,6 +103,65 @@ class CommandSet:
         reply = await self.commands.cancel(conversation_of(chat), stop)
         await self._render(chat, reply, self._row(update))
 
+    async def retry(self, update: Update, context: Context) -> None:
+        """The last exchange cut and its message answered again, shown like a message's
+        turn (the command's inbox row settled with the new answer)."""
+        chat = self._chat(update)
+        row = self._row(update)
+        refused = await self._retry(chat, row)
+        if refused is not None:
+            await self._render(chat, refused, row)
+
+    async def _retry(self, chat: int, row: int | None) -> Reply | None:
+        """Start the retry's turn and show it; a refusal is returned to be told."""
+        if self.channel.inbound.busy(chat):
+            return Reply(t("conv.busy"), error=True)
+        template = UserInput("", channel="telegram", user_id=str(chat))
+        reply = await self.commands.retry(conversation_of(chat), template)
+        if reply.turn is None:
+            return reply
+        self.channel.inbound.show(chat, reply.turn, row=row)
+        return None
+
+    async def on_retry(self, update: Update, context: Context) -> None:
+        """🔁 under a final reply: only the latest answer's press retries (an older
+        one's is told so); the pressed message loses its button."""
+        query = update.callback_query
+        assert query is not None and query.data is not None
+        answer_id = int(query.data.removeprefix(RETRY))
+        notice = query.message
+        chat = notice.chat.id if notice is not None else self.channel.owner
+        latest = await self.commands.agent.latest_answer(conversation_of(chat))
+        if latest != answer_id:
+            toast = t("conv.retry_old")
+        else:
+            refused = await self._retry(chat, None)
+            toast = refused.text if refused is not None else t("conv.retrying")
+            if refused is None and notice is not None and _editable(notice):
+                await self.channel.outbox.put(chat, [edit_item(notice.message_id, None)])
+        try:
+            await query.answer(toast)
+        except TelegramError as exc:  # the toast is a courtesy
+            log.info("answering a press failed: %s", type(exc).__name__)
+
+    async def rewind(self, update: Update, context: Context) -> None:
+        """``/rewind`` as a reply to one of the bot's answers: what follows it is cut
+        (the answer found by the 🔁 it carries: its stored id); ``/rewind N`` as in
+        every channel."""
+        chat = self._chat(update)
+        message = update.message
+        target = message.reply_to_message if message is not None else None
+        arg = " ".join(context.args or [])
+        if target is not None:
+            answer_id = _answer_of(target.reply_markup)
+            if answer_id is None:
+                reply = Reply(t("conv.rewind_not_found", sequence=target.message_id), error=True)
+                await self._render(chat, reply, self._row(update))
+                return
+            arg = str(answer_id)
+        reply = await self.commands.rewind(conversation_of(chat), arg)
+        await self._render(chat, reply, self._row(update))
+
     async def status(self, update: Update, context: Context) -> None:
         chat = self._chat(update)
         channel = self.channel
@@ -117,6 +183,23 @@ class CommandSet:
         ]
         reply = await self.commands.status(conversation_of(chat), own)
         await self._render(chat, reply, self._row(update))
+
+
+def _answer_of(markup: Any) -> int | None:
+    """The stored answer id a reply's 🔁 names, if it carries one."""
+    rows = getattr(markup, "inline_keyboard", None) or ()
+    for row in rows:
+        for button in row:
+            data = getattr(button, "callback_data", None)
+            if isinstance(data, str) and re.fullmatch(RETRY_PATTERN, data):
+                return int(data.removeprefix(RETRY))
+    return None
+
+
+def _editable(message: Any) -> bool:
+    """A message the bot can still edit (not Telegram's dateless stand-in)."""
+    date = getattr(message, "date", None)
+    return date is not None and date.timestamp() > 0
 
 
 def mailbox_lines(detail: dict[str, Any]) -> list[str]:

@@ -111,6 +111,12 @@ class Inbound:
         except BusyError:
             await self._busy(chat_id, row)
             return
+        self.show(chat_id, turn, spoken=spoken, row=row)
+
+    def show(
+        self, chat_id: int, turn: Turn, *, spoken: bool = False, row: int | None = None
+    ) -> None:
+        """Show a started turn in the chat (a message's, or /retry's), settling ``row``."""
         self._busy_notified.pop(chat_id, None)
         view = TurnView(
             self.channel.app.bot,

@@ -121,6 +121,12 @@ def delete_item(message_id: int) -> OutboxItem:
     return OutboxItem("delete", {"message_id": message_id})
 
 
+def retry_markup(answer_id: int) -> dict[str, Any]:
+    """One 🔁 button under a final reply: answer its message again (issue 20; handled
+    by the commands: only the latest answer's press runs)."""
+    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"retry:{answer_id}"}]]}
+
+
 def again_markup(inbox_id: int) -> dict[str, Any]:
     """One 🔁 button running the stored update again (handled by the mailroom)."""
     return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"again:{inbox_id}"}]]}

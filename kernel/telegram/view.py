@@ -49,6 +49,7 @@ from kernel.telegram.outbox import (
     delete_item,
     plain_items,
     reply_items,
+    retry_markup,
 )
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
 from kernel.telegram.split import utf16_len
@@ -176,7 +177,9 @@ class TurnView:
                     elif not event.cancelled:
                         first, pending = pending, None  # from here the placeholder is the reply
                         self.reply = event.reply
-                        await self._finish(reply_items(event.reply, replace=first), "answered")
+                        retry = retry_markup(turn.answer_id) if turn.answer_id else None
+                        items = reply_items(event.reply, replace=first, markup=retry)
+                        await self._finish(items, "answered")
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
                     await self._tool_line.stop()

@@ -451,6 +451,41 @@ async def check_v13(store: Store) -> None:
         )
 
 
+def insert_v14(conn: sqlite3.Connection) -> None:
+    # One exchange kept, one undone (branch 1): both stay in the history.
+    conn.execute(
+        "INSERT INTO sessions (id, channel, user_id, external_id, title, meta, created_at,"
+        " updated_at) VALUES (14, 'telegram', '', 'session-14', NULL, '{}', ?, ?)",
+        (TS, TS),
+    )
+    for role, text, starts, cut in (
+        ("user", "q1", 1, 0),
+        ("assistant", "a1", 0, 0),
+        ("user", "q2", 1, 1),
+        ("assistant", "a2", 0, 1),
+    ):
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, starts_round, created_at, cut)"
+            " VALUES (14, ?, ?, ?, ?, ?)",
+            (role, json.dumps([{"type": "text", "text": text}]), starts, TS, cut),
+        )
+
+
+async def check_v14(store: Store) -> None:
+    assert [m.text for m in await store.load_messages(14)] == ["q1", "a1"]
+    transcript = await store.load_transcript(14)
+    assert [(s.message.text, s.cut) for s in transcript] == [
+        ("q1", 0),
+        ("a1", 0),
+        ("q2", 1),
+        ("a2", 1),
+    ]
+    assert await store.count_rounds(14) == 1
+    assert await store.count_branches(14) == (1, 2)
+    # Messages written before the column existed were never cut.
+    assert [m.text for m in await store.load_messages(1)] == ["hello"]
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -467,6 +502,7 @@ SAMPLES: dict[
     11: (insert_v11, check_v11),
     12: (insert_v12, check_v12),
     13: (insert_v13, check_v13),
+    14: (insert_v14, check_v14),
 }
 
 

@@ -113,3 +113,12 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
         servers |= {id(tg): tg, id(model): model}
     for server in servers.values():
         await server.stop()
+
+
+def asking(message: ChatMessage) -> bool:
+    """A message with buttons other than the 🔁 every final reply carries (issue 20)."""
+    markup = message.reply_markup
+    if not markup:
+        return False
+    buttons = [b for row in markup.get("inline_keyboard", []) for b in row]
+    return not all(str(b.get("callback_data", "")).startswith("retry:") for b in buttons)

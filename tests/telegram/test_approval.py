@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.sim.script import text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
-from tests.telegram.conftest import CONV, BotHarness, Factory
+from tests.telegram.conftest import CONV, BotHarness, Factory, asking
 
 STRANGER = 4242
 APPROVAL = "\n[tools.memory_add]\napproval = true\napproval_timeout = {timeout}\n"
@@ -18,8 +18,8 @@ async def start(bot: Factory, wait: float = 30.0) -> BotHarness:
 
 async def question(h: BotHarness) -> ChatMessage:
     """The bot's message that carries inline buttons."""
-    await h.tg.wait_until(lambda: any(m.reply_markup for m in h.bot_messages()))
-    return next(m for m in h.bot_messages() if m.reply_markup)
+    await h.tg.wait_until(lambda: any(asking(m) for m in h.bot_messages()))
+    return next(m for m in h.bot_messages() if asking(m))
 
 
 def buttons(message: ChatMessage) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from kernel.core.messages import ToolResultBlock, ToolUseBlock
 from tests.delegate.conftest import cli_section, record_of, wait_dead
 from tests.delegate.standins import alive, make_cli
 from tests.sim.script import text_reply, tool_reply
-from tests.telegram.conftest import CONV, BotHarness, Factory
+from tests.telegram.conftest import CONV, BotHarness, Factory, asking
 
 INTERVAL = 0.2
 
@@ -142,8 +142,8 @@ async def test_an_approved_delegation_shows_progress_below_the_question(
     h.model.enqueue(tool_reply("delegate_to_cli", {"task": "tidy the repo"}), text_reply("Tidied."))
     h.tg.inject_text("tidy my repo")
 
-    await h.tg.wait_until(lambda: any(m.reply_markup for m in h.bot_messages()))
-    asked = next(m for m in h.bot_messages() if m.reply_markup)
+    await h.tg.wait_until(lambda: any(asking(m) for m in h.bot_messages()))
+    asked = next(m for m in h.bot_messages() if asking(m))
     assert "delegate_to_cli" in asked.text and "tidy the repo" in asked.text
     assert not [m for m in h.bot_messages() if m.text.startswith("⏳")]  # nothing runs yet
     approve = asked.reply_markup["inline_keyboard"][0][0]["callback_data"]  # type: ignore[index]
@@ -169,8 +169,8 @@ async def test_a_denied_delegation_never_starts_the_cli(
     h.model.enqueue(tool_reply("delegate_to_cli", {"task": "rm -rf"}), text_reply("Not done."))
     h.tg.inject_text("clean up")
 
-    await h.tg.wait_until(lambda: any(m.reply_markup for m in h.bot_messages()))
-    asked = next(m for m in h.bot_messages() if m.reply_markup)
+    await h.tg.wait_until(lambda: any(asking(m) for m in h.bot_messages()))
+    asked = next(m for m in h.bot_messages() if asking(m))
     deny = asked.reply_markup["inline_keyboard"][0][1]["callback_data"]  # type: ignore[index]
     h.tg.inject_callback(deny, message_id=asked.message_id)
     await h.settle()

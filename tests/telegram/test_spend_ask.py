@@ -15,7 +15,7 @@ from kernel.store.usage import UsageFilter
 from tests.clock import ManualClock
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
-from tests.telegram.conftest import CONV, BotHarness, Factory
+from tests.telegram.conftest import CONV, BotHarness, Factory, asking
 
 STRANGER = 4242
 TZ = ZoneInfo("Asia/Shanghai")  # general.timezone of the test config
@@ -44,8 +44,8 @@ async def spend_most_of_today(h: BotHarness) -> None:
 
 
 async def question(h: BotHarness) -> ChatMessage:
-    await h.tg.wait_until(lambda: any(m.reply_markup for m in h.bot_messages()))
-    return next(m for m in h.bot_messages() if m.reply_markup)
+    await h.tg.wait_until(lambda: any(asking(m) for m in h.bot_messages()))
+    return next(m for m in h.bot_messages() if asking(m))
 
 
 def buttons(message: ChatMessage) -> list[dict[str, Any]]:

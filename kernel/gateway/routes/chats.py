@@ -146,6 +146,8 @@ class StoredMessage(Shape):
     role: str
     content: Any
     failed: bool | None = None  # true: the provider refused it; never shown to a model
+    sequence: int | None = None  # its place in the chat (POST /chats/{id}/rewind)
+    cut: int | None = None  # the branch /undo, /rewind or /retry cut it with; never shown
 
 
 class ChatWithMessages(Chat):
@@ -236,8 +238,9 @@ async def get_chat(request: web.Request) -> web.Response:
     row = await require_chat(kernel, request.match_info["chat_id"])
     out = chat_json(row)
     out["messages"] = [
-        {"role": s.message.role, "content": content_to_json(s.message.content)}
+        {"role": s.message.role, "content": content_to_json(s.message.content), "sequence": s.id}
         | ({"failed": True} if s.failed else {})
+        | ({"cut": s.cut} if s.cut else {})
         for s in await kernel.store.load_transcript(row.id, rounds=rounds)
     ]
     return json_response(out)

@@ -1,0 +1,120 @@
+"""Conversation control (issue 20): /undo, /rewind and /retry cut messages out of what
+the model sees. Nothing is deleted: the store marks them (``messages.cut``, one branch
+per cut), so the history and any audit stay whole.
+
+- **undo**: the last exchange — the owner's message, every tool call and result of its
+  turn, the answer — is cut.
+- **rewind**: everything after one final answer (a stored message id, the HTTP routes'
+  ``sequence``) is cut.
+- **retry**: the last exchange is cut (kept as a superseded branch) and the owner's
+  message of it is run again as a new turn; when that turn cannot start the cut is
+  taken back.
+
+Each refuses while a turn runs (BusyError: /cancel first), and with words naming the
+fix when there is nothing to cut. Public API: :class:`ConversationControl`, :class:`Cut`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kernel.agent.sessions import Sessions
+from kernel.agent.turn import UserInput
+from kernel.core.errors import BusyError, SessionError
+from kernel.core.i18n import t
+from kernel.core.messages import ImageBlock
+from kernel.store.db import Store, StoredMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """What one cut did: the session, the branch number and how many messages."""
+
+    session_id: int
+    branch: int
+    count: int
+
+
+class ConversationControl:
+    def __init__(self, sessions: Sessions, store: Store) -> None:
+        self.sessions = sessions
+        self.store = store
+
+    def _guard(self, conversation: str) -> None:
+        if self.sessions.is_busy(conversation):
+            raise BusyError(t("conv.busy"))
+
+    def _session(self, conversation: str, empty: str) -> int:
+        self._guard(conversation)
+        session_id = self.sessions.current_session(conversation)
+        if session_id is None:
+            raise SessionError(t(empty))
+        return session_id
+
+    async def _last_exchange(self, session_id: int) -> StoredMessage | None:
+        """The owner's message starting the last exchange the model sees."""
+        transcript = await self.store.load_transcript(session_id)
+        starts = [s for s in transcript if s.starts_round and not s.cut and not s.failed]
+        return starts[-1] if starts else None
+
+    async def undo(self, conversation: str) -> Cut:
+        session_id = self._session(conversation, "conv.nothing_to_undo")
+        start = await self._last_exchange(session_id)
+        if start is None:
+            raise SessionError(t("conv.nothing_to_undo"))
+        return await self._cut(conversation, session_id, start.id - 1)
+
+    async def rewind(self, conversation: str, after_id: int) -> Cut:
+        """Cut everything after ``after_id``: a final answer the model still sees."""
+        session_id = self._session(conversation, "conv.rewind_not_found")
+        return await self.rewind_session(conversation, session_id, after_id)
+
+    async def rewind_session(self, conversation: str, session_id: int, after_id: int) -> Cut:
+        self._guard(conversation)
+        transcript = await self.store.load_transcript(session_id)
+        live = [s for s in transcript if not s.cut and not s.failed]
+        target = next((s for s in live if s.id == after_id), None)
+        if target is None or target.message.role != "assistant" or target.message.tool_uses:
+            raise SessionError(t("conv.rewind_not_found", sequence=after_id))
+        if not any(s.id > after_id for s in transcript if not s.cut):
+            raise SessionError(t("conv.rewind_nothing_after"))
+        return await self._cut(conversation, session_id, after_id)
+
+    async def take_back(self, conversation: str, template: UserInput) -> tuple[UserInput, Cut]:
+        """/retry's first half: cut the last exchange; its owner's message, with
+        ``template``'s channel, sender and flags, is what to run again."""
+        session_id = self._session(conversation, "conv.nothing_to_retry")
+        start = await self._last_exchange(session_id)
+        if start is None:
+            raise SessionError(t("conv.nothing_to_retry"))
+        message = start.message
+        images = [b for b in message.content if isinstance(b, ImageBlock)]
+        if not message.text.strip() and not images:
+            raise SessionError(t("conv.nothing_to_retry"))
+        cut = await self._cut(conversation, session_id, start.id - 1)
+        return dataclasses.replace(template, text=message.text, images=images), cut
+
+    async def latest_answer(self, conversation: str) -> int | None:
+        """The stored id of the last final answer the model sees, if the conversation's
+        last exchange has one."""
+        session_id = self.sessions.current_session(conversation)
+        if session_id is None:
+            return None
+        transcript = await self.store.load_transcript(session_id)
+        live = [s for s in transcript if not s.cut and not s.failed]
+        if not live or live[-1].message.role != "assistant" or live[-1].message.tool_uses:
+            return None
+        return live[-1].id
+
+    async def restore(self, cut: Cut) -> None:
+        await self.store.restore_branch(cut.session_id, cut.branch)
+
+    async def branches(self, session_id: int) -> tuple[int, int]:
+        """(branches cut from the session, messages in them)."""
+        return await self.store.count_branches(session_id)
+
+    async def _cut(self, conversation: str, session_id: int, after_id: int) -> Cut:
+        self._guard(conversation)  # a turn may have begun while the history was read
+        branch, count = await self.store.cut_after(session_id, after_id)
+        return Cut(session_id, branch, count)

@@ -1,0 +1,87 @@
+"""``/chats/{chat_id}/rewind`` and ``/chats/{chat_id}/retry`` (issue 20): cut a chat's
+history after one answer, or answer its last message again. Cut messages stay in the
+history (``GET /chats/{id}`` shows them with ``cut``), out of what the model sees.
+Both refuse while the chat's turn runs (409 ``session_busy``: cancel it first)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+from aiohttp import web
+from pydantic import Field
+
+from kernel.agent.agent import SessionKey, UserInput
+from kernel.core.errors import SessionError
+from kernel.gateway.api import Router, json_response, kernel_of, read_model, refusal
+from kernel.gateway.routes.agent import ProcessResult, _collect
+from kernel.gateway.routes.chats import CHAT_ID, chat_id_of, require_chat
+from kernel.gateway.schema import BodyModel, Shape
+from kernel.store.db import SessionRow
+
+if TYPE_CHECKING:
+    from kernel.app import Kernel
+
+router = Router("conversation", "Conversation control: rewind and retry a chat")
+
+
+class RewindBody(BodyModel):
+    after_sequence: Annotated[int, Field(ge=1, description="a final answer's sequence")]
+
+
+class Rewound(Shape):
+    chat_id: str
+    cut: int = Field(description="messages cut (kept in the history)")
+    branch: int
+
+
+async def _conversation(kernel: Kernel, row: SessionRow) -> str:
+    key = SessionKey(row.channel, row.user_id, row.external_id)
+    opened = await kernel.agent.open_session(key, create=False)
+    assert opened is not None  # the row was just read
+    return opened.conversation
+
+
+@router.post(
+    "/chats/{chat_id}/rewind",
+    summary="Cut everything after the answer at after_sequence (kept as history)",
+    params=(CHAT_ID,),
+    body=RewindBody,
+    response=Rewound,
+    errors=(400, 404, 409),
+)
+async def rewind(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    body = await read_model(request, RewindBody)
+    row = await require_chat(kernel, request.match_info["chat_id"])
+    conversation = await _conversation(kernel, row)
+    try:
+        cut = await kernel.agent.rewind(conversation, body.after_sequence, session_id=row.id)
+    except SessionError as exc:
+        raise refusal(
+            "rewind_target_not_found", str(exc), {"after_sequence": body.after_sequence}
+        ) from None
+    return json_response({"chat_id": chat_id_of(row), "cut": cut.count, "branch": cut.branch})
+
+
+@router.post(
+    "/chats/{chat_id}/retry",
+    summary="Answer the chat's last message again (the old answer kept as a cut branch)",
+    params=(CHAT_ID,),
+    response=ProcessResult,
+    errors=(404, 409, 502),
+)
+async def retry(request: web.Request) -> web.Response:
+    kernel = kernel_of(request)
+    row = await require_chat(kernel, request.match_info["chat_id"])
+    conversation = await _conversation(kernel, row)
+    template = UserInput("", channel=row.channel, user_id=row.user_id, budget_ask=False)
+    try:
+        turn = await kernel.agent.retry(conversation, template)
+    except SessionError as exc:
+        raise refusal("nothing_to_retry", str(exc)) from None
+    ids = {"chat_id": chat_id_of(row), "session_id": row.external_id}
+    try:
+        return await _collect(aiter(turn), turn, ids)
+    except BaseException:
+        turn.cancel()  # the client went away: the history stays valid
+        raise

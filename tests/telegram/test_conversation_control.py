@@ -1,0 +1,126 @@
+"""/retry and /undo in the owner's chat (issue 20), against the strict Anthropic
+simulator: what is cut never reaches the model again, and the next request is valid."""
+
+from __future__ import annotations
+
+import json
+
+from tests.sim.script import Reply, Text, ToolUse, text_reply
+from tests.telegram.conftest import Factory
+
+
+async def test_retry_answers_again_and_undo_cuts_one_exchange_with_its_tools(
+    bot: Factory,
+) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("first answer"))
+    assert await h.converse("q-one") == "first answer"
+    h.model.enqueue(
+        Reply(Text("noting"), ToolUse("memory_add", {"text": "likes tea"})),
+        text_reply("bad answer"),
+    )
+    assert (await h.converse("q-two")).endswith("bad answer")
+
+    # /retry: the same message answered again, the old answer out of the request.
+    h.model.enqueue(text_reply("better answer"))
+    assert (await h.converse("/retry")).endswith("better answer")
+    raw = json.dumps(h.model.requests[-1].body["messages"])
+    assert "bad answer" not in raw and "memory_add" not in raw, raw
+    assert raw.count("q-two") == 1 and "first answer" in raw
+
+    # /undo: the retried exchange goes; then one with a tool pair goes whole.
+    h.model.enqueue(
+        Reply(Text("noting"), ToolUse("memory_add", {"text": "likes coffee"})),
+        text_reply("third answer"),
+    )
+    assert (await h.converse("q-three")).endswith("third answer")
+    reply = await h.converse("/undo")
+    assert "Undone" in reply and "3 messages" not in reply  # 4: message, call, result, answer
+    h.model.enqueue(text_reply("fourth answer"))
+    assert await h.converse("q-four") == "fourth answer"
+    raw = json.dumps(h.model.requests[-1].body["messages"])
+    assert "q-three" not in raw and "memory_add" not in raw and "third answer" not in raw
+    assert "better answer" in raw and "q-one" in raw
+
+    # /history names the branches kept in the history.
+    assert "Cut branches: 2" in await h.converse("/history")
+
+
+async def test_nothing_to_undo_or_retry_is_refused_with_the_fix(bot: Factory) -> None:
+    h = await bot()
+    assert "Nothing to undo" in await h.converse("/undo")
+    assert "Nothing to retry" in await h.converse("/retry")
+    assert "as a reply" in await h.converse("/rewind")
+    assert h.model.requests == []
+
+
+def retry_button(message: object) -> str:
+    markup = getattr(message, "reply_markup", None)
+    assert markup is not None, "a final reply carries 🔁"
+    (button,) = [b for row in markup["inline_keyboard"] for b in row]
+    data = str(button["callback_data"])
+    assert data.startswith("retry:")
+    return data
+
+
+async def test_the_retry_button_of_the_latest_answer_only(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("old answer"), text_reply("meh answer"))
+    await h.converse("q-one")
+    old = h.bot_messages()[-1]
+    await h.converse("q-two")
+    latest = h.bot_messages()[-1]
+    old_data, latest_data = retry_button(old), retry_button(latest)
+
+    # An older answer's 🔁 is told it cannot: nothing reaches the model.
+    calls = len(h.model.requests)
+    h.tg.inject_callback(old_data, message_id=old.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("answerCallbackQuery")) >= 1)
+    toast = h.tg.calls_to("answerCallbackQuery")[-1].params.get("text")
+    assert toast == "Only the latest answer can be retried"
+    await h.settle()
+    assert len(h.model.requests) == calls
+
+    # The latest one's answers again, without the answer it replaces.
+    h.model.enqueue(text_reply("good answer"))
+    h.tg.inject_callback(latest_data, message_id=latest.message_id)
+    await h.tg.wait_until(lambda: "good answer" in h.texts())
+    await h.settle()
+    sent = json.dumps(h.model.requests[-1].body["messages"])
+    assert "meh answer" not in sent and sent.count("q-two") == 1 and "old answer" in sent
+    # A second press of the same (now superseded) button runs nothing.
+    calls = len(h.model.requests)
+    h.tg.inject_callback(latest_data, message_id=latest.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("answerCallbackQuery")) >= 3)
+    await h.settle()
+    assert len(h.model.requests) == calls
+
+
+async def test_rewind_as_a_reply_cuts_what_follows_that_answer(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(
+        text_reply("answer one"),
+        Reply(Text("noting"), ToolUse("memory_add", {"text": "likes tea"})),
+        text_reply("answer two"),
+        text_reply("answer three"),
+    )
+    await h.converse("q-one")
+    first = h.bot_messages()[-1]
+    await h.converse("q-two")
+    await h.converse("q-three")
+    before = len(h.tg.calls_to("sendMessage"))
+    h.tg.inject_text("/rewind", reply_to_message_id=first.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
+    await h.settle()
+    assert "Rewound: 6 messages" in h.texts()[-1]
+    h.model.enqueue(text_reply("answer four"))
+    assert await h.converse("q-four") == "answer four"
+    sent = json.dumps(h.model.requests[-1].body["messages"])
+    assert "answer one" in sent and "q-two" not in sent and "answer three" not in sent
+    # A reply to a message that is no answer of mine (a notice) is refused with the fix.
+    notice = h.bot_messages()[-2]  # "Rewound: …" carries no 🔁
+    before = len(h.tg.calls_to("sendMessage"))
+    h.tg.inject_text("/rewind", reply_to_message_id=notice.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
+    await h.settle()
+    assert "not found" in h.texts()[-1]
