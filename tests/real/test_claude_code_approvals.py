@@ -29,7 +29,7 @@ from tests.real.test_claude_code_permissions import cli_model as cli_model  # th
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
 from tests.sim.telegram_sim import ChatMessage
-from tests.telegram.conftest import BotHarness, Factory
+from tests.telegram.conftest import BotHarness, Factory, asking_markup
 from tests.telegram.conftest import bot as bot  # the fixture
 
 pytestmark = [
@@ -45,16 +45,6 @@ def claude(real_bin: Callable[[str], Path]) -> Path:
     return real_bin("claude")
 
 
-def _prompt_buttons(markup: Any) -> bool:
-    """Buttons other than the 🔁 every final reply carries (issue 20): a prompt's."""
-    if isinstance(markup, str):
-        markup = json.loads(markup)
-    if not markup:
-        return False
-    buttons = [b for row in markup.get("inline_keyboard", []) for b in row]
-    return not all(str(b.get("callback_data", "")).startswith("retry:") for b in buttons)
-
-
 @dataclass
 class Scene:
     h: BotHarness
@@ -67,7 +57,7 @@ class Scene:
         sent = [
             c.result["message_id"]
             for c in self.h.tg.calls_to("sendMessage")
-            if c.ok and _prompt_buttons(c.params.get("reply_markup"))
+            if c.ok and asking_markup(c.params.get("reply_markup"))
         ]
         shown = {m.message_id: m for m in self.h.bot_messages()}
         return [shown[i] for i in sent if i in shown]

@@ -3,6 +3,7 @@ simulator, the real anthropic SDK talking to the model simulator, SQLite on disk
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,7 +118,13 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
 
 def asking(message: ChatMessage) -> bool:
     """A message with buttons other than the 🔁 every final reply carries (issue 20)."""
-    markup = message.reply_markup
+    return asking_markup(message.reply_markup)
+
+
+def asking_markup(markup: dict[str, Any] | str | None) -> bool:
+    """The same for a ``reply_markup`` as sent (a dict, or its JSON)."""
+    if isinstance(markup, str):
+        markup = json.loads(markup)
     if not markup:
         return False
     buttons = [b for row in markup.get("inline_keyboard", []) for b in row]
