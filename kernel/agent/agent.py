@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 from kernel.agent.context import Layer
 from kernel.agent.models import MODEL_OVERRIDE, ModelSelection, ProviderFactory, SelectionError
 from kernel.agent.prompt import SystemPrompt
+from kernel.agent.prompt_modes import ModeChoice
 from kernel.agent.rewind import ConversationControl, Cut
 from kernel.agent.scope import PERSONA, PROJECT, ChatScope, Scopes
 from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
@@ -331,6 +332,15 @@ class Agent:
     async def set_project(self, conversation: str, name: str | None) -> Profile | None:
         return await self.scopes.set(conversation, PROJECT, name)
 
+    async def prompt_mode(self, conversation: str) -> ModeChoice:
+        """The prompt and collaboration modes of the conversation's session (or what a
+        new one would start with)."""
+        session_id = self.sessions.current_session(conversation)
+        row = await self.store.get_session(session_id) if session_id is not None else None
+        if row is not None:
+            return ModeChoice.of_meta(row.meta)
+        return ModeChoice((await self.scopes.inherited(conversation)).prompt_mode or "default")
+
     async def session_scope(self, session_id: int) -> ChatScope:
         return await self.scopes.of_session(session_id)
 
@@ -360,11 +370,18 @@ class Agent:
     # ----- turns (kernel.agent.turn) ---------------------------------------------------
 
     async def system_layers(
-        self, query: str = "", *, guest_tools: tuple[str, ...] | None = None
+        self,
+        query: str = "",
+        *,
+        guest_tools: tuple[str, ...] | None = None,
+        mode: ModeChoice | None = None,
     ) -> list[Layer]:
-        """SOUL.md, tool guide, recalled memories, skills summary, local time (SPEC §4).
+        """SOUL.md, tool guide, recalled memories, skills summary, local time (SPEC §4),
+        or ``mode``'s layers (codex, claude: PromptError when their files are missing).
         ``guest_tools``: a guest's turn, with only those tools and no memories."""
-        return await self.prompt.layers(query, guest_tools=guest_tools)
+        return await self.prompt.layers(
+            query, guest_tools=guest_tools, mode=mode, model=self.selection.model
+        )
 
     def start_turn(self, conversation: str, user_input: UserInput) -> Turn:
         """Begin a turn; raises BusyError while this conversation already has one."""

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from kernel.agent.context import Layer
 from kernel.agent.prompt_files import PromptFiles
+from kernel.agent.prompt_modes import ASK_TOOL, ModeChoice, ModeLayers
 from kernel.agent.scope import SUBAGENT_TOOL, Outlook, project_folder
 from kernel.config import Config
 from kernel.core.errors import KernelError
@@ -47,6 +48,7 @@ class SystemPrompt:
         self.skills = skills
         self.profiles = profiles or Profiles.beside(config.base_dir)
         self.files = PromptFiles(config)  # prompts/AGENTS.md, [prompts] layers, templates
+        self.modes = ModeLayers(self.files)  # /mode codex | claude: layers from prompts/
         self._clock = clock
         self._tz = tz
 
@@ -56,18 +58,28 @@ class SystemPrompt:
         *,
         guest_tools: tuple[str, ...] | None = None,
         outlook: Outlook | None = None,
+        mode: ModeChoice | None = None,
+        model: str = "",
     ) -> list[Layer]:
         """The layers for a turn whose input is ``query`` (what memories are recalled
         for). ``guest_tools``: a guest's turn, with only those tools and no memories.
-        ``outlook``: the chat's persona and project, or a sub-agent's own prompt."""
+        ``outlook``: the chat's persona and project, or a sub-agent's own prompt.
+        ``mode``: the session's prompt mode (a guest's and a sub-agent's turn are always
+        default); codex and claude raise PromptError when their files are not there.
+        ``model``: the active model (codex_v2's catalog entry)."""
         outlook = outlook or Outlook()
-        names = self.offered(guest_tools, outlook)
+        mode = mode if mode is not None and guest_tools is None and outlook.agent is None else None
+        names = self.offered(guest_tools, outlook, mode)
         if outlook.agent is not None:  # a sub-agent: its prompt instead of SOUL.md
             layers = [Layer("agent", outlook.agent.body, outlook.agent.source)]
             if names:
                 layers.append(Layer("tools", tool_guide(names), "tool registry"))
             layers.append(self._time())
             return layers
+        if mode is not None and mode.mode != "default":
+            guide = tool_guide(names) if names else ""
+            layers = await asyncio.to_thread(self.modes.layers, mode, guide, model)
+            return layers + await self._volatile(query, outlook)
         soul = await asyncio.to_thread(self._read_soul)
         where = relative(self.config.general.soul, self.config.base_dir)
         layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
@@ -88,18 +100,29 @@ class SystemPrompt:
             agents = await self._agents()
             if agents:
                 layers.append(Layer("agents", agents, FOLDERS["agent"]))
-        memories = await self._recall(query, outlook) if guest_tools is None else ""
-        if memories:
-            layers.append(Layer("memories", memories, "memories", volatile=True))
-        layers.append(self._time())
-        return layers
+        if guest_tools is not None:  # a guest's turn recalls no memories
+            return [*layers, self._time()]
+        return layers + await self._volatile(query, outlook)
 
-    def offered(self, guest_tools: tuple[str, ...] | None, outlook: Outlook) -> list[str]:
+    async def _volatile(self, query: str, outlook: Outlook) -> list[Layer]:
+        """Recalled memories and the time: sent with the turn's own message."""
+        memories = await self._recall(query, outlook)
+        layers = [Layer("memories", memories, "memories", volatile=True)] if memories else []
+        return [*layers, self._time()]
+
+    def offered(
+        self,
+        guest_tools: tuple[str, ...] | None,
+        outlook: Outlook,
+        mode: ModeChoice | None = None,
+    ) -> list[str]:
         """The tools a turn offers: a guest's, the allow-list's, never delegate_task
-        without an agent to run."""
+        without an agent to run; under codex, ask_user only in plan (seed 000)."""
         names = [n for n in self.tools.names() if outlook.allows(n)]
         if guest_tools is not None:
             names = [n for n in names if n in guest_tools]
+        if mode is not None and not mode.asks:
+            names = [n for n in names if n != ASK_TOOL]
         return names
 
     def _project(self, project: Profile) -> Layer:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kernel.agent.prompt_modes import MODE_KEY, PROMPT_MODES, ModeChoice
 from kernel.agent.sessions import SESSION_PREFIX, Sessions
 from kernel.config import Config, parse_ref
 from kernel.core.errors import ProfileError
@@ -38,10 +39,14 @@ SUBAGENT_TOOL = "delegate_task"  # never offered at depth ≥ 1
 class ChatScope:
     persona: str = ""  # "" none
     project: str = ""
+    prompt_mode: str = ""  # "" default (issue 20: /mode codex | claude)
 
     @classmethod
     def of_meta(cls, meta: dict[str, Any]) -> ChatScope:
-        return cls(_name(meta.get(PERSONA)), _name(meta.get(PROJECT)))
+        mode = ModeChoice.of_meta(meta).mode
+        return cls(
+            _name(meta.get(PERSONA)), _name(meta.get(PROJECT)), "" if mode == "default" else mode
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +148,8 @@ class Scopes:
             return ChatScope()
         persona = await self.store.get_setting(self._setting(PERSONA, conversation))
         project = await self.store.get_setting(self._setting(PROJECT, conversation))
-        return ChatScope(persona or "", project or "")
+        mode = await self.store.get_setting(self._setting(MODE_KEY, conversation))
+        return ChatScope(persona or "", project or "", mode if mode in PROMPT_MODES else "")
 
     async def of_session(self, session_id: int) -> ChatScope:
         row = await self.store.get_session(session_id)
@@ -173,6 +179,21 @@ class Scopes:
         if session_id is not None:
             await self.store.merge_meta(session_id, {kind: value or None})
         return profile
+
+    async def set_mode(self, conversation: str, mode: str) -> None:
+        """Switch the conversation's prompt mode (and its current session's); a new
+        session starts in it too. Raises BusyError while its turn runs."""
+        self.sessions.guard_idle(conversation)
+        value = mode if mode in PROMPT_MODES and mode != "default" else ""
+        if not conversation.startswith(SESSION_PREFIX):
+            key = self._setting(MODE_KEY, conversation)
+            if value:
+                await self.store.set_setting(key, value)
+            else:
+                await self.store.delete_setting(key)
+        session_id = self.sessions.current_session(conversation)
+        if session_id is not None:
+            await self.store.merge_meta(session_id, {MODE_KEY: value or None})
 
     async def set_session(self, session_id: int, kind: str, name: str | None) -> Profile | None:
         """The same for one session named by id (the sidecar's chats)."""

@@ -24,6 +24,7 @@ from kernel.agent.context import (
 from kernel.agent.failover import Build, ModelCalls
 from kernel.agent.models import ModelSelection
 from kernel.agent.prompt import SystemPrompt
+from kernel.agent.prompt_modes import ASK_TOOL, MODE_KEY, ModeChoice
 from kernel.agent.requests import Requests
 from kernel.agent.scope import ChatScope, Outlook, Scopes
 from kernel.agent.sessions import Conversation
@@ -172,6 +173,7 @@ class TurnRun:
         self.new_session = False
         self.remembered = 0  # new memories from <remember> tags in this turn
         self.guest_tools: tuple[str, ...] | None = None  # set for a guest's turn
+        self.mode = ModeChoice()  # the session's prompt mode (default for guests)
         self.interactive = True
         self.error = ""  # why the turn failed, for the agent's status ("" when it did not)
         self.stored: list[int] = []  # ids of the messages this turn wrote, in order
@@ -218,7 +220,7 @@ class TurnRun:
         except (SkillError, ProfileError, PromptError) as exc:
             # Refused before anything was stored or sent: the owner fixes the name (or
             # the persona's file) and sends again (the text names what there is).
-            self.turn.emit(ErrorEvent(self.step, exc.code, str(exc)))
+            self.turn.emit(ErrorEvent(self.step, exc.code, str(exc), meta=dict(exc.details)))
         except ProviderAuthError as exc:
             self.error = exc.code
             log.warning("turn %s: a provider refused its key", self.turn.id)
@@ -279,6 +281,20 @@ class TurnRun:
             # stored or sent: going on without it would lift its allow-list silently.
             self.outlook = await parts.scopes.outlook(ChatScope.of_meta(meta))
         outlook = self.outlook
+        # The session's prompt mode (a guest's and a sub-agent's turn: default). Its
+        # layers are read before the message is stored: a codex or claude mode whose
+        # files are missing refuses the turn with nothing stored or sent.
+        if not user_input.guest and outlook.agent is None:
+            self.mode = ModeChoice.of_meta(meta)
+        system, context = split_layers(
+            await parts.prompt.layers(
+                user_input.text,
+                guest_tools=self.guest_tools,
+                outlook=outlook,
+                mode=self.mode,
+                model=parts.models.model,
+            )
+        )
         history = await parts.store.load_messages(
             self.session_id, rounds=max(cfg.general.context_rounds - 1, 1)
         )
@@ -294,11 +310,6 @@ class TurnRun:
         working = repair_history([*history, user_message])
         # The turn's own message: the volatile context (memories, time) goes with it.
         anchor = len(working) - 1
-        system, context = split_layers(
-            await parts.prompt.layers(
-                user_input.text, guest_tools=self.guest_tools, outlook=outlook
-            )
-        )
         job = meta.get("cron_job_id")
         self.tag = CallTag(
             "subagent" if outlook.agent else "cron" if user_input.channel == "cron" else "turn",
@@ -310,7 +321,7 @@ class TurnRun:
         # Only the owner, in a chat that shows buttons, may raise the limit mid-turn.
         owner_chat = user_input.channel in OWNER_CHANNELS and not user_input.guest
         self.may_raise = user_input.interactive and user_input.budget_ask and owner_chat
-        names = parts.prompt.offered(self.guest_tools, outlook)
+        names = parts.prompt.offered(self.guest_tools, outlook, self.mode)
         offered = [spec for spec in parts.tools.specs() if spec.name in names]
         models = parts.models
         seen = Facts(
@@ -525,6 +536,10 @@ class TurnRun:
         if not self.outlook.allows(name):
             # Outside the persona's (or sub-agent's) allow-list: not offered, never run.
             return ToolOutcome(call.name, False, self._not_allowed(name), {})
+        if name == ASK_TOOL and not self.mode.asks:
+            # Codex outside plan: request_user_input (ask_user) is not offered; it fails.
+            text = t("turn.ask_not_in_mode", mode=self.mode.collaboration)
+            return ToolOutcome(call.name, False, text, {})
         context = self._context(call)
         if call.repaired:
             arguments = dict(call.arguments)  # the registry's copy: history keeps its own
@@ -612,7 +627,8 @@ class TurnRun:
 
 def _scope_meta(scope: ChatScope) -> dict[str, object] | None:
     meta: dict[str, object] = {}
-    for key, value in (("persona", scope.persona), ("project", scope.project)):
+    pairs = (("persona", scope.persona), ("project", scope.project), (MODE_KEY, scope.prompt_mode))
+    for key, value in pairs:
         if value:
             meta[key] = value
     return meta or None

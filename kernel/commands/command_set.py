@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernel.agent.turn import UserInput
 from kernel.commands.listing import format_history, parse_refs, project_filter
 from kernel.commands.mcp import ServerLine, mcp_listing
+from kernel.commands.modes import mode_command
 from kernel.commands.profiles import profile_command
 from kernel.commands.prompts import prompts_listing
 from kernel.commands.reply import Choice, Reply
@@ -44,6 +45,7 @@ SHARED = (
     "persona",
     "project",
     "prompts",
+    "mode",
     "remember",
     "memory",
     "forget",
@@ -106,6 +108,7 @@ class Commands:
                 self.agent, conversation, "project", arg
             ),
             "prompts": lambda conversation, arg: prompts_listing(self.agent),
+            "mode": lambda conversation, arg: mode_command(self.agent, conversation, arg),
             "remember": self.remember,
             "memory": self.memory,
             "forget": self.forget,

@@ -4,7 +4,7 @@ each with the environment variable the seed names)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -50,7 +50,21 @@ class FeaturesConfig(Section):
         Field(True, description="GET /agent/system-layers answers")
     )
     codex_mode_v2: Annotated[Flag, Env("NEXTAI_ENABLE_CODEX_MODE_V2")] = Field(
-        False, description="the codex prompt mode's v2 layering (not built yet)"
+        False,
+        description="prompt mode codex layers seven files (codex_v2) instead of its base "
+        "and prompts/AGENTS.md (codex_v1)",
+    )
+    codex_prompt_source: Annotated[
+        Literal["file", "catalog"], Env("NEXTAI_CODEX_PROMPT_SOURCE")
+    ] = Field(
+        "file",
+        description="codex_v2's model instructions: the template file, or "
+        "prompts/codex/models.runtime.json (the active model's entry)",
+    )
+    codex_prompt_shadow_compare: Annotated[Flag, Env("NEXTAI_CODEX_PROMPT_SHADOW_COMPARE")] = Field(
+        False,
+        description="with the file source, also build the catalog's and log "
+        "codex_prompt_shadow_diff when they differ (the answer is unchanged)",
     )
 
 

@@ -183,7 +183,8 @@ class SkillError(CodedError):
 
 
 class PromptError(CodedError):
-    """A ``/prompts:<name>`` template (issue 20): not found, bad arguments, switched off."""
+    """A ``/prompts:<name>`` template (issue 20): not found, bad arguments, switched off;
+    a prompt mode whose required files are missing (``*_prompt_unavailable``)."""
 
 
 class ProfileError(CodedError):
@@ -278,6 +279,9 @@ HTTP_STATUS: dict[str, int] = {
     "prompt_template_not_found": 404,
     "prompt_template_invalid": 400,
     "prompt_templates_disabled": 409,
+    # A prompt mode's required file is missing: the seed's 500, its fix in the message.
+    "codex_prompt_unavailable": 500,
+    "claude_prompt_unavailable": 500,
     "path_invalid": 400,
     "path_denied": 403,
     "path_conflict": 409,

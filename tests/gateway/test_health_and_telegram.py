@@ -140,7 +140,7 @@ async def test_system_layers(sidecar: SidecarFactory, anthropic_sim: AnthropicSi
     soul.write_text("You are Kernel.\nBe verbose.\n", encoding="utf-8")
     _, changed, _ = await sc.call("GET", "/agent/system-layers")
     assert changed["layers"][0]["layer_hash"] != first["layer_hash"]
-    status, data, _ = await sc.call("GET", "/agent/system-layers?prompt_mode=codex")
+    status, data, _ = await sc.call("GET", "/agent/system-layers?prompt_mode=codex-max")
     assert status == 400 and data["error"]["message"].startswith("invalid prompt_mode")
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from kernel.gateway.server import PUBLIC_PATHS, Gateway
 from tests.gateway.conftest import API_KEY, SidecarFactory
+from tests.prompts.test_modes import claude_files, codex_files
 from tests.sim.anthropic_sim import AnthropicSim
 
 
@@ -134,6 +135,10 @@ async def test_schemathesis_finds_no_failure_with_every_check(
     Phases: coverage (boundary values of every keyword), fuzzing, stateful (links)."""
     model = await AnthropicSim(fallback="echo").start()  # every model request answered
     (tmp_path / "schemathesis.toml").write_text(ST_CONFIG)
+    # The prompt modes' files are there: without them a request for prompt_mode codex or
+    # claude is the seed's documented 500 *_prompt_unavailable (tests/prompts/test_modes.py).
+    codex_files(tmp_path)
+    claude_files(tmp_path)
     try:
         sc = await sidecar(model, api_key=API_KEY)
         st = Path(sys.executable).parent / "st"

@@ -251,7 +251,7 @@ async def test_prompt_mode_and_input_validation(
 ) -> None:
     sc = await sidecar(anthropic_sim)
     bad = [
-        {"input": [message("x")], "biz_params": {"prompt_mode": "codex"}},
+        {"input": [message("x")], "biz_params": {"prompt_mode": "codex-max"}},
         {"input": []},
         {"input": [{"role": "assistant", "content": [{"type": "text", "text": "x"}]}]},
         {"input": [{"content": [{"type": "video"}]}]},

@@ -1,4 +1,4 @@
-"""``/agent/process`` (seed 000's protocol, JSON or SSE), turn cancel, system layers.
+"""``/agent/process`` (seed 000's protocol, JSON or SSE) and turn cancel.
 
 A request names its chat by ``channel`` (default ``console``), ``user_id`` and
 ``session_id`` (default: the protected default chat). Requests for the same chat run
@@ -52,12 +52,12 @@ from kernel.gateway.api import (
     kernel_of,
     not_found,
     path_param,
-    query_param,
     read_model,
     refusal,
     sse_frame,
 )
 from kernel.gateway.routes.chats import DEFAULT_KEY, ChatKeyBody, chat_id_of
+from kernel.gateway.routes.modes import ModeParams, meta_changes, requested_mode
 from kernel.gateway.schema import (
     BodyModel,
     OpenShape,
@@ -73,10 +73,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-router = Router("agent", "Turns: /agent/process, cancel, system layers")
+router = Router("agent", "Turns: /agent/process, cancel")
 
-PROMPT_MODES = ("default",)
-PREVIEW_CHARS = 240
 NEW_COMMAND = "/new"
 
 
@@ -226,9 +224,8 @@ class DirectTool(BodyModel):
     input: dict[str, Any] | None = None
 
 
-class BizParams(BodyModel):
+class BizParams(ModeParams):
     channel: QQTarget | None = None
-    prompt_mode: Annotated[Any, documented(Literal[PROMPT_MODES])] = None
     tool: DirectTool | None = None
 
 
@@ -262,15 +259,6 @@ def read_input(items: list[InputMessage] | None) -> tuple[str, list[ImageBlock]]
     return "\n\n".join(texts), images
 
 
-def prompt_mode_of(biz: BizParams | None) -> str | None:
-    if biz is None or biz.prompt_mode is None:
-        return None
-    mode = biz.prompt_mode
-    if mode not in PROMPT_MODES:
-        raise invalid(t("gw.prompt_mode"), field="biz_params.prompt_mode", allowed=PROMPT_MODES)
-    return str(mode)
-
-
 @router.post(
     "/agent/process",
     summary="Run one turn: JSON {reply, events} or, with stream=true, SSE ending data: [DONE]",
@@ -285,7 +273,7 @@ async def process(request: web.Request) -> web.StreamResponse:
     key = body.key(DEFAULT_KEY)
     stream = bool(body.stream)
     biz = body.biz_params
-    mode = prompt_mode_of(biz)
+    requested_mode(biz)  # a wrong value is refused before anything else
     deliver = _delivery(kernel, key, biz)
     tool = biz.tool if biz else None
     if tool is not None:
@@ -307,8 +295,9 @@ async def process(request: web.Request) -> web.StreamResponse:
             raise invalid(t("gw.input_empty"), field="input")
     opened = await kernel.agent.open_session(key)
     assert opened is not None
-    if mode is not None and opened.row.meta.get("prompt_mode") != mode:
-        await kernel.store.update_meta(opened.row.id, {**opened.row.meta, "prompt_mode": mode})
+    changes = meta_changes(biz, opened.row.meta)  # the prompt and collaboration modes
+    if changes:
+        await kernel.store.merge_meta(opened.row.id, changes)
     turn: Turn | None = None
     events: AsyncIterator[TurnEvent]
     if tool is not None:
@@ -538,59 +527,3 @@ async def answer_ask(request: web.Request) -> web.Response:
         count = len(question.options)
         raise invalid(t("gw.bad_choice", count=count, last=count - 1), field="choice")
     return json_response({"resolved": True, "option": question.options[choice]})
-
-
-class LayerInfo(Shape):
-    name: str | None = None
-    role: str | None = None
-    source: str | None = None
-    content_preview: str | None = None
-    layer_hash: str | None = None
-    estimated_tokens: int | None = None
-
-
-class SystemLayers(Shape):
-    version: str | None = None
-    mode_variant: str | None = None
-    layers: list[LayerInfo]
-    estimated_tokens_total: int
-
-
-@router.get(
-    "/agent/system-layers",
-    summary="The system prompt layers a turn would get now, with hashes and token estimates",
-    params=(
-        query_param("prompt_mode", Literal[PROMPT_MODES]),
-        query_param("query", str, "text whose memories are recalled"),
-    ),
-    response=SystemLayers,
-    errors=(400, 404),
-)
-async def system_layers(request: web.Request) -> web.Response:
-    """404 ``not_found`` while ``[features] prompt_context_introspect`` is off."""
-    kernel = kernel_of(request)
-    if not kernel.config.features.prompt_context_introspect:
-        raise ApiError(404, "not_found", t("gw.introspect_off"))
-    mode = request.query.get("prompt_mode", "default")
-    if mode not in PROMPT_MODES:
-        raise invalid(t("gw.prompt_mode"), field="prompt_mode", allowed=PROMPT_MODES)
-    layers = await kernel.agent.system_layers(request.query.get("query", ""))
-    out = [
-        {
-            "name": layer.name,
-            # volatile layers (memories, time) ride in the turn's own user message
-            "role": "user" if layer.volatile else "system",
-            "source": layer.source,
-            "content_preview": layer.text[:PREVIEW_CHARS],
-            "layer_hash": layer.normalized_hash,
-            "estimated_tokens": layer.token_estimate,
-        }
-        for layer in layers
-    ]
-    body = {
-        "version": "v1",
-        "mode_variant": mode,
-        "layers": out,
-        "estimated_tokens_total": sum(layer.token_estimate for layer in layers),
-    }
-    return json_response(body)

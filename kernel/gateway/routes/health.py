@@ -117,6 +117,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 class RuntimeConfig(Shape):
     features: dict[str, bool]
+    codex_prompt_source: Literal["file", "catalog"] | None = None
     language: str | None = None
     timezone: str | None = None
     limits: OpenShape | None = None
@@ -133,6 +134,7 @@ async def runtime_config(request: web.Request) -> web.Response:
         "prompt_templates": flags.prompt_templates,
         "prompt_context_introspect": flags.prompt_context_introspect,
         "codex_mode_v2": flags.codex_mode_v2,
+        "codex_prompt_shadow_compare": flags.codex_prompt_shadow_compare,
         "telegram": "telegram" in kernel.status_board,
         "telegram_stream": config.telegram.stream,
         "titles": config.titles is not None,
@@ -144,6 +146,7 @@ async def runtime_config(request: web.Request) -> web.Response:
     }
     body = {
         "features": features,
+        "codex_prompt_source": flags.codex_prompt_source,
         "language": config.general.language,
         "timezone": config.general.timezone,
         "limits": {
