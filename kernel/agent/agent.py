@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -87,6 +87,8 @@ class Agent:
         self._turns = TaskSet("agent-turns")
         self.sessions = Sessions(store)
         self.control = ConversationControl(self.sessions, store)
+        # conversation → (stored id, input) of its last turn's message, for /retry
+        self._inputs: dict[str, tuple[int, UserInput]] = {}
         self.selection = ModelSelection(
             config,
             store,
@@ -291,10 +293,17 @@ class Agent:
 
     async def retry(self, conversation: str, template: UserInput) -> Turn:
         """Answer the owner's last message again: the last exchange is cut (a superseded
-        branch) and its message runs as a new turn (``template``: channel, sender)."""
-        user_input, cut = await self.control.take_back(conversation, template)
+        branch) and its message runs as a new turn (``template``: channel, sender). A
+        retry that ends without an answer (refused, failed, cancelled) gives the old
+        exchange back and cuts what it wrote instead: the owner never loses both."""
+        remembered = self._inputs.get(conversation)
+        user_input, cut = await self.control.take_back(conversation, template, remembered)
+
+        async def unanswered(run: TurnRun) -> None:
+            await self.control.give_back(cut, run.stored)
+
         try:
-            return self.start_turn(conversation, user_input)
+            return self.start_turn(conversation, user_input, unanswered=unanswered)
         except BaseException:
             await self.control.restore(cut)
             raise
@@ -383,23 +392,42 @@ class Agent:
             query, guest_tools=guest_tools, mode=mode, model=self.selection.model
         )
 
-    def start_turn(self, conversation: str, user_input: UserInput) -> Turn:
-        """Begin a turn; raises BusyError while this conversation already has one."""
+    def start_turn(
+        self,
+        conversation: str,
+        user_input: UserInput,
+        *,
+        unanswered: Callable[[TurnRun], Awaitable[None]] | None = None,
+    ) -> Turn:
+        """Begin a turn; raises BusyError while this conversation already has one.
+        ``unanswered``: awaited when the turn ended without a final answer stored, while
+        the conversation is still busy (so no other turn starts before it is done)."""
         self.sessions.guard_idle(conversation)
         if not user_input.text.strip() and not user_input.images:
             raise ValueError("empty input")
         turn = Turn(conversation)
         self.sessions.begin(conversation, turn)
-        task = self._turns.spawn(self._run(turn, user_input), turn.id)
+        task = self._turns.spawn(self._run(turn, user_input, unanswered), turn.id)
         turn.attach(task)
         task.add_done_callback(lambda _: self.sessions.forget_if_idle(conversation))
         return turn
 
-    async def _run(self, turn: Turn, user_input: UserInput) -> None:
+    async def _run(
+        self,
+        turn: Turn,
+        user_input: UserInput,
+        unanswered: Callable[[TurnRun], Awaitable[None]] | None = None,
+    ) -> None:
         run = TurnRun(self._parts, turn, self.sessions.conversation(turn.conversation))
         try:
             await run.run(user_input)
         finally:
+            # /retry runs what the owner sent (photos, files, voice), not the slim copy
+            # stored; a retry given back leaves the earlier input remembered.
+            if run.stored and (unanswered is None or turn.answer_id is not None):
+                self._inputs[turn.conversation] = (run.stored[0], user_input)
+            if unanswered is not None and turn.answer_id is None:
+                await asyncio.shield(unanswered(run))
             if run.error:
                 self.last_error = run.error
             # A failed or cancelled first turn still names its session.

@@ -7,8 +7,8 @@ per cut), so the history and any audit stay whole.
 - **rewind**: everything after one final answer (a stored message id, the HTTP routes'
   ``sequence``) is cut.
 - **retry**: the last exchange is cut (kept as a superseded branch) and the owner's
-  message of it is run again as a new turn; when that turn cannot start the cut is
-  taken back.
+  message of it is run again as a new turn; when that turn cannot start, or ends
+  without an answer, the cut is taken back.
 
 Each refuses while a turn runs (BusyError: /cancel first), and with words naming the
 fix when there is nothing to cut. Public API: :class:`ConversationControl`, :class:`Cut`.
@@ -20,10 +20,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from kernel.agent.sessions import Sessions
+from kernel.agent.slimming import media_dropped, owner_text
 from kernel.agent.turn import UserInput
-from kernel.core.errors import BusyError, SessionError
+from kernel.core.errors import BusyError, ConversationError
 from kernel.core.i18n import t
-from kernel.core.messages import ImageBlock
+from kernel.spend.meter import OWNER_CHANNELS
 from kernel.store.db import Store, StoredMessage
 
 
@@ -45,11 +46,11 @@ class ConversationControl:
         if self.sessions.is_busy(conversation):
             raise BusyError(t("conv.busy"))
 
-    def _session(self, conversation: str, empty: str) -> int:
+    def _session(self, conversation: str, code: str, **words: object) -> int:
         self._guard(conversation)
         session_id = self.sessions.current_session(conversation)
         if session_id is None:
-            raise SessionError(t(empty))
+            raise refused(code, **words)
         return session_id
 
     async def _last_exchange(self, session_id: int) -> StoredMessage | None:
@@ -59,15 +60,15 @@ class ConversationControl:
         return starts[-1] if starts else None
 
     async def undo(self, conversation: str) -> Cut:
-        session_id = self._session(conversation, "conv.nothing_to_undo")
+        session_id = self._session(conversation, "nothing_to_undo")
         start = await self._last_exchange(session_id)
         if start is None:
-            raise SessionError(t("conv.nothing_to_undo"))
+            raise refused("nothing_to_undo")
         return await self._cut(conversation, session_id, start.id - 1)
 
     async def rewind(self, conversation: str, after_id: int) -> Cut:
         """Cut everything after ``after_id``: a final answer the model still sees."""
-        session_id = self._session(conversation, "conv.rewind_not_found")
+        session_id = self._session(conversation, "rewind_target_not_found", sequence=after_id)
         return await self.rewind_session(conversation, session_id, after_id)
 
     async def rewind_session(self, conversation: str, session_id: int, after_id: int) -> Cut:
@@ -76,24 +77,50 @@ class ConversationControl:
         live = [s for s in transcript if not s.cut and not s.failed]
         target = next((s for s in live if s.id == after_id), None)
         if target is None or target.message.role != "assistant" or target.message.tool_uses:
-            raise SessionError(t("conv.rewind_not_found", sequence=after_id))
+            raise refused("rewind_target_not_found", sequence=after_id)
         if not any(s.id > after_id for s in transcript if not s.cut):
-            raise SessionError(t("conv.rewind_nothing_after"))
+            raise refused("rewind_nothing_after")
         return await self._cut(conversation, session_id, after_id)
 
-    async def take_back(self, conversation: str, template: UserInput) -> tuple[UserInput, Cut]:
+    async def take_back(
+        self,
+        conversation: str,
+        template: UserInput,
+        remembered: tuple[int, UserInput] | None = None,
+    ) -> tuple[UserInput, Cut]:
         """/retry's first half: cut the last exchange; its owner's message, with
-        ``template``'s channel, sender and flags, is what to run again."""
-        session_id = self._session(conversation, "conv.nothing_to_retry")
+        ``template``'s channel, sender and flags, is what to run again — as it was sent
+        when ``remembered`` (stored id, input) is that message, else as stored (taken as
+        it is: no template expanded again; refused when it held a photo, file or voice
+        note, which the store keeps only as a marker). Only the owner's own chats: a QQ
+        or webhook chat's last message may be a guest's, which must not run as the
+        owner's."""
+        session_id = self._session(conversation, "nothing_to_retry")
+        row = await self.store.get_session(session_id)
+        if row is not None and row.channel not in OWNER_CHANNELS:
+            raise refused("retry_not_owner_chat", channel=row.channel)
         start = await self._last_exchange(session_id)
         if start is None:
-            raise SessionError(t("conv.nothing_to_retry"))
-        message = start.message
-        images = [b for b in message.content if isinstance(b, ImageBlock)]
-        if not message.text.strip() and not images:
-            raise SessionError(t("conv.nothing_to_retry"))
+            raise refused("nothing_to_retry")
+        if remembered is not None and remembered[0] == start.id:
+            sent = remembered[1]
+            again = dataclasses.replace(template, text=sent.text, images=list(sent.images))
+        else:
+            if media_dropped(start.message):
+                raise refused("retry_input_gone")
+            text = owner_text(start.message)
+            if not text.strip():
+                raise refused("nothing_to_retry")
+            again = dataclasses.replace(template, text=text, images=[], expand=False)
         cut = await self._cut(conversation, session_id, start.id - 1)
-        return dataclasses.replace(template, text=message.text, images=images), cut
+        return again, cut
+
+    async def give_back(self, cut: Cut, stored: list[int]) -> None:
+        """A retry that ended without an answer: what it wrote is cut (a branch of its
+        own) and the exchange it replaced is seen again."""
+        if stored:
+            await self.store.cut_after(cut.session_id, min(stored) - 1)
+        await self.store.restore_branch(cut.session_id, cut.branch)
 
     async def latest_answer(self, conversation: str) -> int | None:
         """The stored id of the last final answer the model sees, if the conversation's
@@ -118,3 +145,18 @@ class ConversationControl:
         self._guard(conversation)  # a turn may have begun while the history was read
         branch, count = await self.store.cut_after(session_id, after_id)
         return Cut(session_id, branch, count)
+
+
+_WORDS = {
+    "nothing_to_undo": "conv.nothing_to_undo",
+    "nothing_to_retry": "conv.nothing_to_retry",
+    "rewind_target_not_found": "conv.rewind_not_found",
+    "rewind_nothing_after": "conv.rewind_nothing_after",
+    "retry_not_owner_chat": "conv.retry_not_owner",
+    "retry_input_gone": "conv.retry_media_gone",
+}
+
+
+def refused(code: str, **words: object) -> ConversationError:
+    """A refusal with its code (HTTP status in HTTP_STATUS) and catalogue words."""
+    return ConversationError(code, t(_WORDS[code], **words), dict(words))

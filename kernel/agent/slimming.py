@@ -44,6 +44,32 @@ def without_files(text: str) -> str:
 _VOICE = re.compile(r"\[语音: [^\n]*\](?=\n|$)")
 
 
+_FILE_DONE = re.compile(r"\[文件 [^\]\n]+ 已处理\]")
+_SKILL_DONE = re.compile(r"\[技能 [^\]\n]+ 已加载\]")
+
+
+def media_dropped(message: Message) -> bool:
+    """Whether the stored ``message`` lost a photo, file or voice note to slimming (what
+    the owner sent cannot be rebuilt from it)."""
+    for block in message.content:
+        if isinstance(block, TextBlock) and (
+            block.text == IMAGE_DONE or VOICE_DONE in block.text or _FILE_DONE.search(block.text)
+        ):
+            return True
+    return False
+
+
+def owner_text(message: Message) -> str:
+    """The stored message's text without the markers of skills it invoked (the skill is
+    invoked again by the owner's own ``/skill/…`` words)."""
+    texts = [
+        b.text
+        for b in message.content
+        if isinstance(b, TextBlock) and not _SKILL_DONE.fullmatch(b.text)
+    ]
+    return "\n".join(texts)
+
+
 def slim_message(message: Message, artifacts: dict[str, str] | None = None) -> Message:
     """A copy of ``message`` fit for storage. ``artifacts`` maps tool_use_id → saved file."""
     artifacts = artifacts or {}

@@ -102,6 +102,9 @@ class UserInput:
     # False: a turn over a day or month limit ends with budget_exceeded instead of asking
     # the owner to raise it (HTTP callers get the refusal in the error model).
     budget_ask: bool = True
+    # False: the text is already what the owner meant (a retry of a stored message): a
+    # "/prompts:…" in it is taken as it is, not expanded again.
+    expand: bool = True
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
@@ -259,7 +262,7 @@ class TurnRun:
         parts, cfg, conv = self.parts, self.parts.config, self.conversation
         # The owner's "/prompts:<name> KEY=VALUE …" is the template filled in, or refused
         # before anything is stored or sent (a guest's text is taken as it is).
-        if not user_input.guest:
+        if not user_input.guest and user_input.expand:
             text = await asyncio.to_thread(parts.prompt.files.expand, user_input.text)
             user_input = replace(user_input, text=text)
         # Only the owner's own words invoke a skill, not an attached file's contents.

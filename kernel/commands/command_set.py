@@ -231,7 +231,7 @@ class Commands:
     async def rewind(self, conversation: str, arg: str) -> Reply:
         """``/rewind N``: cut everything after the final answer stored as N (its
         ``sequence``); Telegram finds N from the answer the command replies to."""
-        if not arg.isdigit():
+        if not (arg.isascii() and arg.isdigit() and len(arg) <= 18):  # "²", 5000 digits
             return Reply(t("conv.rewind_need_reply"), error=True)
         try:
             cut = await self.agent.rewind(conversation, int(arg))

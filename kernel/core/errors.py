@@ -182,6 +182,11 @@ class SkillError(CodedError):
     pass
 
 
+class ConversationError(CodedError, SessionError):
+    """/undo, /rewind or /retry refused (issue 20): nothing to cut, no such answer,
+    not the owner's own chat, a message whose photo or file is no longer kept."""
+
+
 class PromptError(CodedError):
     """A ``/prompts:<name>`` template (issue 20): not found, bad arguments, switched off;
     a prompt mode whose required files are missing (``*_prompt_unavailable``)."""
@@ -247,7 +252,11 @@ HTTP_STATUS: dict[str, int] = {
     # sessions and turns
     "session_busy": 409,
     "nothing_to_retry": 409,
+    "nothing_to_undo": 409,
     "rewind_target_not_found": 404,
+    "rewind_nothing_after": 409,
+    "retry_not_owner_chat": 409,
+    "retry_input_gone": 409,
     "default_chat_protected": 400,
     "tool_disabled": 403,
     "tool_not_supported": 400,

@@ -836,6 +836,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "mode.switched": "已切换到 {mode} 提示词模式（{variant}），本会话和之后的新会话都用它",
         "mode.unknown": "没有 {mode} 模式：可选 default、codex、claude",
         "tg.cmd.mode": "提示词模式 [default|codex|claude]",
+        "conv.retry_not_owner": "只能重试你自己的对话（Telegram、kernel chat）：这是 {channel} 的对话，它的最后一条消息可能来自别人，不能以你的身份再运行。请在那里重新提问",
+        "conv.retry_media_gone": "这条消息带有图片、文件或语音，Kernel 只保存了它们的标记（重启后原件不在内存里）：请重新发送它们",
+        "conv.rewind_no_button": "你回复的消息不是我的一条最终回答（它没有 🔁）：请回复带 🔁 的那条；很长的回答分几段发出时，🔁 在最后一段",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1657,6 +1660,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "mode.switched": "Switched to the {mode} prompt mode ({variant}), for this session and new ones",
         "mode.unknown": "There is no {mode} mode: use default, codex or claude",
         "tg.cmd.mode": "prompt mode [default|codex|claude]",
+        "conv.retry_not_owner": "Retry works only in your own chats (Telegram, kernel chat): this is a {channel} chat, whose last message may be someone else's and must not run again as yours. Ask there again",
+        "conv.retry_media_gone": "That message had a photo, file or voice note, of which Kernel keeps only a marker (the original is gone after a restart): please send it again",
+        "conv.rewind_no_button": "The message you replied to is not one of my final answers (it has no 🔁): reply to one that has; a long answer sent in parts carries it on its last part",
     },
 }
 

@@ -121,6 +121,8 @@ class CommandSet:
         if reply.turn is None:
             return reply
         self.channel.inbound.show(chat, reply.turn, row=row)
+        if row is not None:  # settled by the turn's view with the new answer, not now
+            self.channel.mailroom.defer(row)
         return None
 
     async def on_retry(self, update: Update, context: Context) -> None:
@@ -155,7 +157,7 @@ class CommandSet:
         if target is not None:
             answer_id = _answer_of(target.reply_markup)
             if answer_id is None:
-                reply = Reply(t("conv.rewind_not_found", sequence=target.message_id), error=True)
+                reply = Reply(t("conv.rewind_no_button"), error=True)
                 await self._render(chat, reply, self._row(update))
                 return
             arg = str(answer_id)

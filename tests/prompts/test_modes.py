@@ -320,7 +320,7 @@ async def test_ask_user_called_outside_plan_fails_and_the_turn_goes_on(
 # ----- GET /agent/system-layers -----------------------------------------------------------
 
 
-async def test_system_layers_parameters_are_checked_under_codex_only(
+async def test_system_layers_parameters_are_checked_and_used_under_codex_only(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     codex_files(tmp_path)
@@ -333,9 +333,13 @@ async def test_system_layers_parameters_are_checked_under_codex_only(
     ]:
         status, data, _ = await sc.call("GET", f"/agent/system-layers?{query}")
         assert status == 400 and data["error"]["message"].startswith(words), query
-    # outside codex the seed does not look at them
+    # checked whatever the mode (the published schema types them), used under codex only
     status, data, _ = await sc.call("GET", "/agent/system-layers?task_command=deploy")
+    assert status == 400
+    query = "task_command=review&collaboration_event=set_plan"
+    status, data, _ = await sc.call("GET", f"/agent/system-layers?{query}")
     assert status == 200 and data["mode_variant"] == "default"
+    assert data["collaboration_mode"] is None and "codex_task_review_system" not in str(data)
 
     status, data, _ = await sc.call("GET", "/agent/system-layers?session_id=nobody")
     assert status == 404

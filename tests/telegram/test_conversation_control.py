@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from tests.sim.script import Reply, Text, ToolUse, text_reply
-from tests.telegram.conftest import Factory
+from tests.telegram.conftest import CONV, Factory
+from tests.telegram.test_inbox import rows, states_become
 
 
 async def test_retry_answers_again_and_undo_cuts_one_exchange_with_its_tools(
@@ -35,7 +36,7 @@ async def test_retry_answers_again_and_undo_cuts_one_exchange_with_its_tools(
     )
     assert (await h.converse("q-three")).endswith("third answer")
     reply = await h.converse("/undo")
-    assert "Undone" in reply and "3 messages" not in reply  # 4: message, call, result, answer
+    assert "Undone" in reply and "(4 messages)" in reply  # message, call, result, answer
     h.model.enqueue(text_reply("fourth answer"))
     assert await h.converse("q-four") == "fourth answer"
     raw = json.dumps(h.model.requests[-1].body["messages"])
@@ -123,4 +124,25 @@ async def test_rewind_as_a_reply_cuts_what_follows_that_answer(bot: Factory) -> 
     h.tg.inject_text("/rewind", reply_to_message_id=notice.message_id)
     await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
     await h.settle()
-    assert "not found" in h.texts()[-1]
+    assert "has no 🔁" in h.texts()[-1]
+
+
+async def test_a_retry_keeps_its_command_row_open_while_it_runs(bot: Factory) -> None:
+    """While the retried turn runs, /retry's inbox row stays open (a crash now is told
+    on the next start); a /cancel then settles it, and the old answer is seen again."""
+    h = await bot()
+    h.model.enqueue(text_reply("first"), Reply(Text("slow", chunks=["sl", "ow"]), stall_after=1))
+    assert await h.converse("q") == "first"
+    h.tg.inject_text("/retry")
+    await h.tg.wait_until(lambda: "Working on a reply…" in h.texts()[-1:])
+    commands = [r for r in await rows(h) if r.kind == "command"]
+    assert [r.state for r in commands] == ["open"]
+    await h.ask("/cancel")
+    await h.settle()
+    expected = [("text", "answered"), ("command", "cancelled"), ("command", "answered")]
+    await states_become(h, expected, kinds=True)
+    h.model.enqueue(text_reply("second"))
+    await h.kernel.agent.wait_idle(CONV, 30)
+    assert await h.converse("q2") == "second"
+    raw = json.dumps(h.model.requests[-1].body["messages"])
+    assert raw.count('"q"') == 1 and "first" in raw  # the cancelled retry gave it back

@@ -11,8 +11,8 @@ from aiohttp import web
 from pydantic import Field
 
 from kernel.agent.agent import SessionKey, UserInput
-from kernel.core.errors import SessionError
-from kernel.gateway.api import Router, json_response, kernel_of, read_model, refusal
+from kernel.core.errors import ConversationError, http_status
+from kernel.gateway.api import ApiError, Router, coded, json_response, kernel_of, read_model
 from kernel.gateway.routes.agent import ProcessResult, _collect
 from kernel.gateway.routes.chats import CHAT_ID, chat_id_of, require_chat
 from kernel.gateway.schema import BodyModel, Shape
@@ -56,9 +56,9 @@ async def rewind(request: web.Request) -> web.Response:
     conversation = await _conversation(kernel, row)
     try:
         cut = await kernel.agent.rewind(conversation, body.after_sequence, session_id=row.id)
-    except SessionError as exc:
-        raise refusal(
-            "rewind_target_not_found", str(exc), {"after_sequence": body.after_sequence}
+    except ConversationError as exc:
+        raise ApiError(
+            http_status(exc.code, 409), exc.code, str(exc), {"after_sequence": body.after_sequence}
         ) from None
     return json_response({"chat_id": chat_id_of(row), "cut": cut.count, "branch": cut.branch})
 
@@ -77,8 +77,8 @@ async def retry(request: web.Request) -> web.Response:
     template = UserInput("", channel=row.channel, user_id=row.user_id, budget_ask=False)
     try:
         turn = await kernel.agent.retry(conversation, template)
-    except SessionError as exc:
-        raise refusal("nothing_to_retry", str(exc)) from None
+    except ConversationError as exc:
+        raise coded(exc) from None
     ids = {"chat_id": chat_id_of(row), "session_id": row.external_id}
     try:
         return await _collect(aiter(turn), turn, ids)

@@ -154,9 +154,11 @@ class SystemLayers(Shape):
     summary="The system prompt layers a turn would get now, with hashes and token estimates",
     params=(
         query_param("prompt_mode", Mode, "default: the chat's (session_id), else default"),
-        query_param("task_command", Task, "codex only: a task's template in the estimate"),
-        query_param("collaboration_mode", Collaboration, "codex only"),
-        query_param("collaboration_event", Event, "codex only; wins over collaboration_mode"),
+        query_param("task_command", Task, "used under codex: a task's template in the estimate"),
+        query_param("collaboration_mode", Collaboration, "used under codex only"),
+        query_param(
+            "collaboration_event", Event, "used under codex only; wins over collaboration_mode"
+        ),
         query_param("session_id", str, "a chat (with channel and user_id, as /agent/process)"),
         query_param("channel", str),
         query_param("user_id", str),
@@ -177,22 +179,23 @@ async def system_layers(request: web.Request) -> web.Response:
     meta = await _session_meta(kernel, request)
     choice = ModeChoice.of_meta(meta)
     choice = ModeChoice(mode or choice.mode, choice.collaboration)
-    if choice.mode == "codex":  # the seed checks these under codex only
-        task = _pick(query.get("task_command"), TASK_COMMANDS, "gw.task_command", "task_command")
-        collaboration = _pick(
-            query.get("collaboration_mode"),
-            COLLABORATION_MODES,
-            "gw.collaboration_mode",
-            "collaboration_mode",
-        )
-        event = _pick(
-            query.get("collaboration_event"),
-            tuple(COLLABORATION_EVENTS),
-            "gw.collaboration_event",
-            "collaboration_event",
-        )
-        if event is not None:
-            collaboration = COLLABORATION_EVENTS[event]
+    # Checked whatever the mode (as the published schema types them); used under codex.
+    task = _pick(query.get("task_command"), TASK_COMMANDS, "gw.task_command", "task_command")
+    collaboration = _pick(
+        query.get("collaboration_mode"),
+        COLLABORATION_MODES,
+        "gw.collaboration_mode",
+        "collaboration_mode",
+    )
+    event = _pick(
+        query.get("collaboration_event"),
+        tuple(COLLABORATION_EVENTS),
+        "gw.collaboration_event",
+        "collaboration_event",
+    )
+    if event is not None:
+        collaboration = COLLABORATION_EVENTS[event]
+    if choice.mode == "codex":
         choice = ModeChoice("codex", collaboration or choice.collaboration, task)
     try:
         layers = await kernel.agent.system_layers(query.get("query", ""), mode=choice)
