@@ -63,6 +63,10 @@ class GatewayConfig(Section):
         0, description="from one address; 0: half of max_connections"
     )
     selfops_max_bytes: PosInt = Field(256 * 1024, description="a file a SelfOps preview makes")
+    console: bool = Field(True, description="serve the web console at /console/")
+    console_session_hours: PosFloat = Field(
+        12.0, description="a console sign-in lasts this long (then sign in again)"
+    )
 
     @property
     def client_host(self) -> str:

@@ -242,6 +242,8 @@ HTTP_STATUS: dict[str, int] = {
     "unauthorized": 401,
     "forbidden": 403,
     "forbidden_origin": 403,
+    "csrf_failed": 403,  # the web console: a state-changing request without its token
+    "too_many_sign_ins": 429,
     "forbidden_host": 403,
     "not_found": 404,
     "method_not_allowed": 405,

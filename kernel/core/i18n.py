@@ -839,6 +839,26 @@ CATALOG: dict[str, dict[str, str]] = {
         "conv.retry_not_owner": "只能重试你自己的对话（Telegram、kernel chat）：这是 {channel} 的对话，它的最后一条消息可能来自别人，不能以你的身份再运行。请在那里重新提问",
         "conv.retry_media_gone": "这条消息带有图片、文件或语音，Kernel 只保存了它们的标记（重启后原件不在内存里）：请重新发送它们",
         "conv.rewind_no_button": "你回复的消息不是我的一条最终回答（它没有 🔁）：请回复带 🔁 的那条；很长的回答分几段发出时，🔁 在最后一段",
+        "web.missing_file": "控制台没有 {name} 这个文件",
+        "web.throttled": "一分钟内登录失败太多次：请稍后再试",
+        "web.key_field": "请在 api_key 中给出 API 密钥（[gateway] api_key 或 KERNEL_GATEWAY_API_KEY）",
+        "web.key_wrong": "API 密钥不对（或在未设密钥时不是从本机登录）：请用 [gateway] api_key 的值登录",
+        "web.signed_out": "未登录或登录已过期：请重新登录 /console/login",
+        "web.csrf": "这个请求缺少控制台的 CSRF 令牌（X-CSRF-Token）：请刷新控制台页面后重试",
+        "web.title": "Kernel 控制台",
+        "web.sign_in": "登录",
+        "web.sign_out": "退出",
+        "web.key_label": "API 密钥",
+        "web.key_hint": "输入 [gateway] api_key 的值。它只用于换取本浏览器的登录，不会保存在页面里。",
+        "web.no_key_hint": "没有设置 API 密钥：只有本机可以登录。",
+        "web.nav.chat": "对话",
+        "web.nav.sessions": "会话",
+        "web.nav.memories": "记忆",
+        "web.nav.jobs": "定时任务",
+        "web.nav.usage": "用量",
+        "web.nav.asks": "待回答",
+        "web.nav.skills": "技能",
+        "web.nav.settings": "设置",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1663,6 +1683,26 @@ CATALOG: dict[str, dict[str, str]] = {
         "conv.retry_not_owner": "Retry works only in your own chats (Telegram, kernel chat): this is a {channel} chat, whose last message may be someone else's and must not run again as yours. Ask there again",
         "conv.retry_media_gone": "That message had a photo, file or voice note, of which Kernel keeps only a marker (the original is gone after a restart): please send it again",
         "conv.rewind_no_button": "The message you replied to is not one of my final answers (it has no 🔁): reply to one that has; a long answer sent in parts carries it on its last part",
+        "web.missing_file": "The console has no file {name}",
+        "web.throttled": "Too many failed sign-ins in the last minute: try again in a minute",
+        "web.key_field": "Give the API key in api_key ([gateway] api_key or KERNEL_GATEWAY_API_KEY)",
+        "web.key_wrong": "That API key is wrong (or, with no key set, the sign-in is not from this machine): sign in with [gateway] api_key's value",
+        "web.signed_out": "Not signed in, or the sign-in expired: sign in again at /console/login",
+        "web.csrf": "This request lacks the console's CSRF token (X-CSRF-Token): reload the console page and try again",
+        "web.title": "Kernel console",
+        "web.sign_in": "Sign in",
+        "web.sign_out": "Sign out",
+        "web.key_label": "API key",
+        "web.key_hint": "Enter [gateway] api_key's value. It is exchanged for this browser's sign-in and never kept by the page.",
+        "web.no_key_hint": "No API key is set: only this machine can sign in.",
+        "web.nav.chat": "Chat",
+        "web.nav.sessions": "Sessions",
+        "web.nav.memories": "Memories",
+        "web.nav.jobs": "Jobs",
+        "web.nav.usage": "Usage",
+        "web.nav.asks": "Pending",
+        "web.nav.skills": "Skills",
+        "web.nav.settings": "Settings",
     },
 }
 
@@ -1691,3 +1731,10 @@ def t_or(key: str, default: str, /, **values: Any) -> str:
     """The catalogue text for ``key`` if the catalogue has it, else ``default`` (for keys
     made from outside values: a provider's error code)."""
     return t(key, **values) if key in CATALOG["zh"] else default
+
+
+def section(prefix: str) -> dict[str, str]:
+    """Every key starting with ``prefix`` in the active language (the web console's
+    words), the Chinese text where a translation is missing."""
+    table = CATALOG[_language]
+    return {k: table.get(k) or v for k, v in CATALOG["zh"].items() if k.startswith(prefix)}

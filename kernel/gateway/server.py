@@ -40,6 +40,7 @@ from kernel.core.errors import (
 from kernel.core.i18n import t
 from kernel.core.logs import request_tag
 from kernel.core.tasks import TaskSet
+from kernel.gateway import console
 from kernel.gateway.api import (
     API_KEY,
     KERNEL,
@@ -56,6 +57,16 @@ from kernel.gateway.api import (
     v1_error,
 )
 from kernel.gateway.connections import ACCEPT_BURST, ConnectionTable, default_limits
+from kernel.gateway.console import (
+    CONSOLE,
+    COOKIE,
+    CSRF_HEADER,
+    SAFE_METHODS,
+    SESSION,
+    ConsoleSession,
+    csrf_matches,
+    is_console,
+)
 from kernel.gateway.v1 import v1_message
 
 if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
@@ -230,13 +241,37 @@ def _browser_refusal(request: web.Request) -> ApiError | None:
     """Web pages must not drive the sidecar: a foreign ``Origin`` is refused, and with no
     API key a ``Host`` that is not a loopback name (DNS rebinding) too."""
     origin = request.headers.get("Origin")
-    # Only browsers send Origin, and no page is trusted unless listed: a local dev
-    # server's page or a file in the workspace is a web page like any other.
-    if origin is not None and origin.rstrip("/") not in request.app[ORIGINS]:
+    # Only browsers send Origin, and no page is trusted unless listed or the sidecar's
+    # own (the console's pages: workspace files are served as downloads, never as
+    # pages): a local dev server's page is a web page like any other.
+    listed = origin is not None and origin.rstrip("/") in request.app[ORIGINS]
+    if origin is not None and not listed and not _same_origin(request, origin):
         return refusal("forbidden_origin", t("gw.foreign_origin"))
     if not request.app[API_KEY] and not _host_allowed(request):
         return refusal("forbidden_host", t("gw.foreign_host"))
     return None
+
+
+def _same_origin(request: web.Request, origin: str) -> bool:
+    """``Origin`` is this sidecar as the browser reached it (scheme and ``Host``)."""
+    hosts = request.headers.getall("Host", [])
+    scheme = "https" if request.secure else "http"
+    return len(hosts) == 1 and origin == f"{scheme}://{hosts[0]}"
+
+
+def _console_session(request: web.Request) -> ConsoleSession | None:
+    """The live console sign-in of the request's cookie; a state-changing request
+    carrying one must carry its CSRF token too (whatever else authorises it)."""
+    sessions = request.app.get(CONSOLE)
+    session = sessions.get(request.cookies.get(COOKIE)) if sessions is not None else None
+    if session is None:
+        return None
+    if request.method not in SAFE_METHODS and not csrf_matches(
+        session, request.headers.get(CSRF_HEADER)
+    ):
+        raise refusal("csrf_failed", t("web.csrf"))
+    request[SESSION] = session
+    return session
 
 
 def _host_allowed(request: web.Request) -> bool:
@@ -255,7 +290,10 @@ async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
         raise blocked
     key = request.app[API_KEY]
     signed = request.match_info.route in request.app[SIGNED]
-    if key and request.path not in PUBLIC_PATHS and not signed and not authorized(request):
+    console = _console_session(request)
+    # The console's pages answer for themselves (sign-in page, or 303 to it).
+    public = request.path in PUBLIC_PATHS or signed or is_console(request.path)
+    if key and not public and console is None and not authorized(request):
         raise refusal("unauthorized", t("gw.unauthorized"))
     length = request.content_length
     if length is not None and length > request.app[MAX_BODY]:
@@ -427,7 +465,10 @@ class Gateway:
             if op.auth != "key":
                 signed.add(route)
         app[SIGNED] = frozenset(signed)
+        if self.cfg.console:
+            console.install(app, self.cfg.console_session_hours)
         app.on_response_prepare.append(_add_request_id)
+        app.on_response_prepare.append(console.security_headers)
         app.on_shutdown.append(self._end_services)  # after the sites stop, before draining
         return app
 

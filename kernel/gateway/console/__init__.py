@@ -1,0 +1,42 @@
+"""The web console on the sidecar (issue 21): pages shipped in the package under
+``static/`` (plain HTML, CSS and a little JavaScript: no build step, nothing fetched
+from elsewhere), served at ``/console/``, using only the documented sidecar routes.
+
+Public API:
+
+- ``install(app, hours)``: the console's routes on the sidecar's application;
+- ``security_headers``: the response hook that sets CSP, framing and sniffing headers;
+- ``is_console(path)``: the console's own paths (they answer for their own sign-in);
+- ``ConsoleSessions``, ``ConsoleSession``, ``csrf_matches``: the sign-ins kept in memory;
+- ``COOKIE``, ``CSRF_HEADER``, ``SAFE_METHODS``, ``CONSOLE``, ``SESSION``: their names.
+"""
+
+from kernel.gateway.console.auth import (
+    COOKIE,
+    CSRF_HEADER,
+    SAFE_METHODS,
+    ConsoleSession,
+    ConsoleSessions,
+    csrf_matches,
+)
+from kernel.gateway.console.pages import (
+    CONSOLE,
+    SESSION,
+    install,
+    is_console,
+    security_headers,
+)
+
+__all__ = [
+    "CONSOLE",
+    "COOKIE",
+    "CSRF_HEADER",
+    "SAFE_METHODS",
+    "SESSION",
+    "ConsoleSession",
+    "ConsoleSessions",
+    "csrf_matches",
+    "install",
+    "is_console",
+    "security_headers",
+]

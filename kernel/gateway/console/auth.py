@@ -1,0 +1,91 @@
+"""The console's sign-ins (issue 21): the API key (or, with none set, a loopback peer)
+exchanged for a random session token in an HttpOnly, SameSite=Strict cookie, and a
+CSRF token the page keeps in memory and sends with every state-changing request.
+
+Sessions live in memory only (a restart signs everyone out); at most
+:data:`MAX_SESSIONS`, the oldest dropped first; each ends after
+``gateway.console_session_hours``. Tokens are kept as their SHA-256, never as sent.
+Failed sign-ins are counted: after :data:`MAX_FAILURES` in a minute every sign-in is
+refused (429) until the minute has passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+COOKIE = "kernel_console"
+CSRF_HEADER = "X-CSRF-Token"
+MAX_SESSIONS = 32
+MAX_FAILURES = 10  # failed sign-ins per minute, all peers together
+FAILURE_WINDOW = 60.0
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(slots=True)
+class ConsoleSession:
+    csrf: str
+    expires: float  # on the monotonic clock
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+
+
+class ConsoleSessions:
+    def __init__(self, hours: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lifetime = hours * 3600
+        self._clock = clock
+        self._sessions: OrderedDict[bytes, ConsoleSession] = OrderedDict()
+        self._failures: deque[float] = deque()
+
+    def open(self) -> tuple[str, ConsoleSession]:
+        """A new sign-in: (the cookie's token, its session)."""
+        token = secrets.token_urlsafe(32)
+        session = ConsoleSession(secrets.token_urlsafe(32), self._clock() + self.lifetime)
+        self._sessions[_digest(token)] = session
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+        return token, session
+
+    def get(self, token: str | None) -> ConsoleSession | None:
+        """The live session of a cookie's token (an expired one is forgotten)."""
+        if not token:
+            return None
+        key = _digest(token)
+        session = self._sessions.get(key)
+        if session is None:
+            return None
+        if session.expires <= self._clock():
+            del self._sessions[key]
+            return None
+        return session
+
+    def close(self, token: str | None) -> None:
+        if token:
+            self._sessions.pop(_digest(token), None)
+
+    def seconds_left(self, session: ConsoleSession) -> int:
+        return max(0, int(session.expires - self._clock()))
+
+    def throttled(self) -> bool:
+        """Whether sign-ins are refused now (too many failures in the last minute)."""
+        now = self._clock()
+        while self._failures and self._failures[0] <= now - FAILURE_WINDOW:
+            self._failures.popleft()
+        return len(self._failures) >= MAX_FAILURES
+
+    def failed(self) -> None:
+        self._failures.append(self._clock())
+
+
+def csrf_matches(session: ConsoleSession, given: str | None) -> bool:
+    """The request's CSRF header is the session's (constant-time compare)."""
+    if not given:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), session.csrf.encode())

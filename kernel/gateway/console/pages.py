@@ -1,0 +1,184 @@
+"""The console's own routes (issue 21), outside the API document: the pages and their
+static files, sign-in and sign-out, the page's session (its CSRF token) and its words.
+
+- ``GET /console/`` the app (303 to ``/console/login`` without a live sign-in);
+  ``GET /console/login`` the sign-in page; ``GET /console/static/<name>`` its scripts
+  and styles (a fixed set of plain names, shipped in the package);
+- ``POST /console/login`` ``{"api_key": …}`` → the cookie (HttpOnly, SameSite=Strict)
+  and ``{"csrf": …}``; with no API key set only a loopback peer may sign in (the sidecar
+  is then loopback-only anyway);
+- ``GET /console/session`` → ``{csrf, expires_in, language}`` for a live sign-in;
+- ``POST /console/logout`` ends it (its CSRF token required, as for every
+  state-changing request carrying the cookie: see :mod:`kernel.gateway.server`);
+- ``GET /console/strings`` → the catalogue's ``web.`` words in ``general.language``.
+
+Every response of the sidecar carries ``X-Frame-Options: DENY``, ``nosniff``, no
+referrer and a Content-Security-Policy (the pages': scripts, styles, images and
+connections from this origin only; no inline script; nothing else anywhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import re
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from kernel.config.net import is_loopback
+from kernel.core.i18n import get_language, section, t
+from kernel.gateway.api import API_KEY, ApiError, json_response, read_json, refusal
+from kernel.gateway.console.auth import COOKIE, ConsoleSession, ConsoleSessions
+
+CONSOLE: web.AppKey[ConsoleSessions] = web.AppKey("console_sessions")
+SESSION = web.RequestKey("console_session", ConsoleSession)  # the request's, if any
+PREFIX = "/console"
+STATIC = Path(__file__).parent / "static"
+ASSET = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\.(js|css|svg)$")
+TYPES = {"js": "text/javascript", "css": "text/css", "svg": "image/svg+xml"}
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'"
+MAX_KEY_CHARS = 4096
+
+
+def is_console(path: str) -> bool:
+    return path == PREFIX or path.startswith(PREFIX + "/")
+
+
+def install(app: web.Application, hours: float) -> None:
+    """The console's routes and headers on the sidecar's ``app``."""
+    app[CONSOLE] = ConsoleSessions(hours)
+    app.router.add_get(PREFIX, _to_app)
+    app.router.add_get(f"{PREFIX}/", _app_page)
+    app.router.add_get(f"{PREFIX}/login", _login_page)
+    app.router.add_get(PREFIX + "/static/{name}", _asset)
+    app.router.add_post(f"{PREFIX}/login", _sign_in)
+    app.router.add_post(f"{PREFIX}/logout", _sign_out)
+    app.router.add_get(f"{PREFIX}/session", _session)
+    app.router.add_get(f"{PREFIX}/strings", _strings)
+
+
+async def security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """On every response: no framing, no sniffing, no referrer, a strict CSP."""
+    headers = response.headers
+    headers.setdefault("X-Frame-Options", "DENY")
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("Referrer-Policy", "no-referrer")
+    headers.setdefault("Content-Security-Policy", PAGE_CSP if is_console(request.path) else API_CSP)
+    if is_console(request.path):
+        headers.setdefault("Cache-Control", "no-store")
+
+
+_files: dict[str, bytes] = {}
+
+
+async def _file(name: str) -> bytes | None:
+    """A shipped file's bytes (read once, in a thread); None when there is none."""
+    cached = _files.get(name)
+    if cached is None:
+        path = STATIC / name
+        try:
+            cached = await asyncio.to_thread(path.read_bytes)
+        except OSError:
+            return None
+        _files[name] = cached
+    return cached
+
+
+async def _page(name: str) -> web.Response:
+    body = await _file(name)
+    if body is None:
+        raise refusal("not_found", t("web.missing_file", name=name))
+    return web.Response(body=body, content_type="text/html", charset="utf-8")
+
+
+def signed_in(request: web.Request) -> ConsoleSession | None:
+    """The request's live console sign-in (set by the guard from its cookie)."""
+    return request.get(SESSION)
+
+
+async def _to_app(request: web.Request) -> web.Response:
+    raise web.HTTPPermanentRedirect(f"{PREFIX}/")
+
+
+async def _app_page(request: web.Request) -> web.Response:
+    if signed_in(request) is None:
+        raise web.HTTPSeeOther(f"{PREFIX}/login")
+    return await _page("index.html")
+
+
+async def _login_page(request: web.Request) -> web.Response:
+    return await _page("login.html")
+
+
+async def _asset(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    match = ASSET.fullmatch(name)
+    body = await _file(name) if match else None
+    if match is None or body is None:
+        raise refusal("not_found", t("web.missing_file", name=name[:80]))
+    return web.Response(body=body, content_type=TYPES[match.group(1)], charset="utf-8")
+
+
+def _peer_is_loopback(request: web.Request) -> bool:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return isinstance(peer, tuple) and bool(peer) and is_loopback(str(peer[0]))
+
+
+async def _sign_in(request: web.Request) -> web.Response:
+    sessions = request.app[CONSOLE]
+    if sessions.throttled():
+        raise refusal("too_many_sign_ins", t("web.throttled"))
+    body: Any = await read_json(request)
+    given = body.get("api_key", "") if isinstance(body, dict) else None
+    if not isinstance(given, str) or len(given) > MAX_KEY_CHARS:
+        raise refusal("invalid_request", t("web.key_field"), {"field": "api_key"})
+    key = request.app[API_KEY]
+    if key:
+        ok = hmac.compare_digest(given.encode("utf-8", "surrogateescape"), key.encode())
+    else:  # no key: the sidecar listens on loopback only; a loopback peer signs in
+        ok = _peer_is_loopback(request)
+    if not ok:
+        sessions.failed()
+        raise refusal("unauthorized", t("web.key_wrong"))
+    token, session = sessions.open()
+    response = json_response({"csrf": session.csrf, "expires_in": sessions.seconds_left(session)})
+    response.set_cookie(
+        COOKIE,
+        token,
+        max_age=sessions.seconds_left(session),
+        path="/",
+        httponly=True,
+        samesite="Strict",
+        secure=request.secure,
+    )
+    return response
+
+
+async def _sign_out(request: web.Request) -> web.Response:
+    request.app[CONSOLE].close(request.cookies.get(COOKIE))
+    response = json_response({"signed_out": True})
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+async def _session(request: web.Request) -> web.Response:
+    session = signed_in(request)
+    if session is None:
+        raise ApiError(401, "unauthorized", t("web.signed_out"))
+    left = request.app[CONSOLE].seconds_left(session)
+    return json_response({"csrf": session.csrf, "expires_in": left, "language": get_language()})
+
+
+async def _strings(request: web.Request) -> web.Response:
+    body = {
+        "language": get_language(),
+        "api_key_required": bool(request.app[API_KEY]),
+        "strings": section("web."),
+    }
+    return json_response(body)
