@@ -7,8 +7,8 @@ executable, honouring ``PATHEXT`` on Windows so ``claude`` finds ``claude.cmd``)
 that waits out a reader holding the target open on Windows), ``flag`` (an ``os.O_*``
 flag, 0 where the platform has none), ``set_blocking``.
 
-Every Windows branch takes ``windows=`` (default: this platform) so the tests run it on
-Linux with fakes; nothing here reads a POSIX-only attribute at import time.
+Every Windows branch takes ``windows=`` (None: :data:`WINDOWS`, read at the call) so the
+tests run it on Linux with fakes; nothing here reads a POSIX-only attribute at import.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ REPLACE_TRIES = 50  # about 5 s of a reader holding the target open on Windows
 REPLACE_PAUSE = 0.1
 
 
+def _on_windows(windows: bool | None) -> bool:
+    return WINDOWS if windows is None else windows
+
+
 def flag(name: str) -> int:
     """``os.<name>`` (e.g. "O_NOFOLLOW"), or 0 where this platform lacks it."""
     value = getattr(os, name, 0)
@@ -59,10 +63,10 @@ def set_blocking(fd: int, blocking: bool) -> None:
         setter(fd, blocking)
 
 
-def group_spawn_kwargs(*, windows: bool = WINDOWS) -> dict[str, Any]:
+def group_spawn_kwargs(*, windows: bool | None = None) -> dict[str, Any]:
     """Keyword arguments for subprocess/asyncio spawns that put the child in a process
     group of its own, so :func:`kill_tree` can end it with everything it starts."""
-    if windows:
+    if _on_windows(windows):
         return {"creationflags": CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
 
@@ -95,7 +99,7 @@ def kill_tree(
     pid: int,
     *,
     force: bool,
-    windows: bool = WINDOWS,
+    windows: bool | None = None,
     run: Callable[[list[str]], None] = _run_detached,
 ) -> None:
     """End the process group ``pid`` leads (started with :func:`group_spawn_kwargs`):
@@ -103,7 +107,7 @@ def kill_tree(
     for a process already gone. On Windows ``taskkill /T`` walks the tree (``/F`` when
     forced; the gentle step is only a request a console program may ignore, and the
     forced one follows it after the grace anyway)."""
-    if windows:
+    if _on_windows(windows):
         run(taskkill_argv(pid, force=force))
         return
     sig = getattr(signal, "SIGKILL" if force else "SIGTERM")
@@ -123,14 +127,14 @@ def which(
     path: str | None = None,
     *,
     pathext: str | None = None,
-    windows: bool = WINDOWS,
+    windows: bool | None = None,
 ) -> str | None:
     """The executable ``name`` resolves to on ``path`` (default: PATH), or None.
 
     On Windows a name without an extension is tried with each of ``PATHEXT``'s (so
     ``claude`` finds ``claude.cmd``), and the current folder is NOT searched first (the
     shell habit that runs a planted ``claude.exe`` from the working folder)."""
-    if not windows:
+    if not _on_windows(windows):
         return shutil.which(name, path=path)
     if pathext is None:
         pathext = os.environ.get("PATHEXT") or DEFAULT_PATHEXT
@@ -154,7 +158,7 @@ def install_stop(
     callback: Callable[[], None],
     *,
     signals: Sequence[str] = ("SIGINT", "SIGTERM"),
-    windows: bool = WINDOWS,
+    windows: bool | None = None,
     install: Callable[[int, Any], Any] = signal.signal,
 ) -> Callable[[], None]:
     """Call ``callback`` on the loop when the process is asked to stop; returns the
@@ -164,7 +168,7 @@ def install_stop(
     no signal handlers): ``signal.signal`` for SIGINT (Ctrl+C) and SIGBREAK
     (Ctrl+Break, and what a service wrapper sends), each calling ``callback`` through
     ``loop.call_soon_threadsafe``. Must be called from the main thread."""
-    if not windows:
+    if not _on_windows(windows):
         installed: list[int] = []
         for name in signals:
             sig = getattr(signal, name, None)
@@ -205,14 +209,14 @@ def replace(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
     *,
-    windows: bool = WINDOWS,
+    windows: bool | None = None,
     tries: int = REPLACE_TRIES,
     pause: Callable[[float], None] = time.sleep,
     move: Callable[[Any, Any], None] = os.replace,
 ) -> None:
     """os.replace. On Windows a target another process holds open refuses the rename
     (PermissionError) until it is closed: tried again a few times, briefly. Blocking."""
-    if not windows:
+    if not _on_windows(windows):
         move(src, dst)
         return
     for attempt in range(tries):

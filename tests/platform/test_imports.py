@@ -57,6 +57,23 @@ code = main(["check"])
 print("check exit", code)
 if code not in (0, 1):
     sys.exit(5)
+
+# The service, stopped the Windows way: signal.signal handlers (no add_signal_handler),
+# then Ctrl+C raised in this process.
+from kernel.core import platform
+platform.WINDOWS = True
+from kernel.__main__ import _configure, serve
+
+async def service():
+    task = asyncio.create_task(serve(_configure(require_telegram=False, to_file=True)))
+    while "install_stop" not in getattr(signal.getsignal(signal.SIGINT), "__qualname__", ""):
+        assert not task.done(), task
+        await asyncio.sleep(0.01)
+    signal.raise_signal(signal.SIGINT)
+    await asyncio.wait_for(task, 60)
+
+asyncio.run(service())
+print("service stopped")
 """
 
 
@@ -79,3 +96,5 @@ def test_every_module_imports_and_kernel_starts_without_posix_only_parts(
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "chat exit 0" in result.stdout
+    assert "service stopped" in result.stdout
+    assert (tmp_path / "data" / "logs").is_dir()
