@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import write_config
 
 # Runs in a fresh interpreter: strip, then import everything, then run `kernel chat`
@@ -77,6 +79,7 @@ print("service stopped")
 """
 
 
+@pytest.mark.posix  # Linux made to look like Windows; on Windows the suite itself is the proof
 def test_every_module_imports_and_kernel_starts_without_posix_only_parts(
     tmp_path: Path,
 ) -> None:
