@@ -31,7 +31,7 @@ from kernel.config.secrets import child_env
 from kernel.core.errors import KernelError
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
-from kernel.core.platform import group_spawn_kwargs, which
+from kernel.core.platform import group_spawn_kwargs, launch_argv, which
 from kernel.core.provider import DEFAULT_MAX_TOKENS, ChatRequest, Completion, Provider
 from kernel.delegate.argv import GEMINI_PROMPT
 from kernel.delegate.formats import strip_ansi
@@ -521,7 +521,7 @@ def _run_cli(argv: list[str], env: dict[str, str], seconds: float) -> tuple[int 
     """Exit code (None: no answer in time), stdout and stderr of a short CLI run."""
     try:
         done = subprocess.run(
-            argv,
+            launch_argv(argv),
             capture_output=True,
             text=True,
             errors="replace",

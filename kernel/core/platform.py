@@ -3,9 +3,10 @@
 Public API: ``WINDOWS``; ``group_spawn_kwargs`` (start a child in its own process
 group), ``kill_tree`` (end a child and everything it started), ``which`` (find an
 executable, honouring ``PATHEXT`` on Windows so ``claude`` finds ``claude.cmd``),
-``install_stop`` (call back on Ctrl+C / SIGTERM / Ctrl+Break), ``replace`` (os.replace
-that waits out a reader holding the target open on Windows), ``flag`` (an ``os.O_*``
-flag, 0 where the platform has none), ``set_blocking``.
+``launch_argv`` (a ``.cmd`` shim started as the program it wraps, so cmd.exe never
+parses a task), ``install_stop`` (call back on Ctrl+C / SIGTERM / Ctrl+Break),
+``replace`` (os.replace that waits out a reader holding the target open on Windows),
+``flag`` (an ``os.O_*`` flag, 0 where the platform has none), ``set_blocking``.
 
 Every Windows branch takes ``windows=`` (None: :data:`WINDOWS`, read at the call) so the
 tests run it on Linux with fakes; nothing here reads a POSIX-only attribute at import.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,10 +28,12 @@ from typing import Any
 
 __all__ = [
     "WINDOWS",
+    "BatchArgumentError",
     "flag",
     "group_spawn_kwargs",
     "install_stop",
     "kill_tree",
+    "launch_argv",
     "replace",
     "set_blocking",
     "taskkill_argv",
@@ -151,6 +155,55 @@ def which(
             if os.path.isfile(full):
                 return full
     return None
+
+
+class BatchArgumentError(ValueError):
+    """An argument cmd.exe would read as syntax, for a batch file Kernel cannot bypass."""
+
+
+# npm's cmd-shim ends with: "%_prog%"  "%dp0%\node_modules\<pkg>\cli.js" %*
+_NPM_SHIM = re.compile(r'"%(?:dp0%|~dp0)\\(?P<script>[^"%\r\n]+)"\s+%\*')
+# What cmd.exe reads as syntax in a command line (a newline ends the command).
+_BATCH_SYNTAX = frozenset('"%!^&|<>()\r\n')
+
+
+def _read_small(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read(65536)
+
+
+def launch_argv(
+    argv: Sequence[str],
+    *,
+    windows: bool | None = None,
+    read: Callable[[str], str] = _read_small,
+    node: Callable[[], str | None] = lambda: which("node"),
+) -> list[str]:
+    """``argv`` as it can be started safely. Windows runs a ``.cmd``/``.bat`` through
+    cmd.exe, which would read a task's ``&``, ``|``, ``%VAR%`` or newline as its own
+    syntax: an npm shim (how claude, codex and gemini install) is started as the
+    ``node <script>`` it wraps instead; another batch file only with arguments free of
+    that syntax (:class:`BatchArgumentError` otherwise). Blocking (reads the shim)."""
+    argv = list(argv)
+    if not _on_windows(windows) or not argv:
+        return argv
+    executable = argv[0]
+    if not executable.lower().endswith((".cmd", ".bat")):
+        return argv
+    try:
+        found = _NPM_SHIM.search(read(executable))
+    except OSError:
+        found = None
+    if found is not None:
+        folder = os.path.dirname(executable)
+        script = os.path.join(folder, *found.group("script").split("\\"))
+        local = os.path.join(folder, "node.exe")  # the shim prefers a node beside it
+        program = local if os.path.isfile(local) else node()
+        if program is not None and os.path.isfile(script):
+            return [program, script, *argv[1:]]
+    if any(_BATCH_SYNTAX.intersection(arg) for arg in argv[1:]):
+        raise BatchArgumentError(executable)
+    return argv
 
 
 def install_stop(

@@ -32,7 +32,13 @@ from kernel.config import Config
 from kernel.config.secrets import child_env
 from kernel.core.errors import ToolError
 from kernel.core.i18n import t
-from kernel.core.platform import group_spawn_kwargs, kill_tree, which
+from kernel.core.platform import (
+    BatchArgumentError,
+    group_spawn_kwargs,
+    kill_tree,
+    launch_argv,
+    which,
+)
 from kernel.delegate import permits
 from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.argv import build_argv, output_flags
@@ -233,6 +239,12 @@ class Delegator:
             extra += flags
         try:
             argv = build_argv(claim.cli, executable, cfg.args, task, extra, system)
+            try:
+                argv = await asyncio.to_thread(launch_argv, argv)
+            except BatchArgumentError:
+                raise ToolError(
+                    t("delegate.batch_args", cli=claim.cli, command=executable)
+                ) from None
             return await self._execute(
                 claim, argv, workdir, env, executable, output_path, last_message, grant
             )
@@ -472,9 +484,9 @@ _ABORTS = ("timeout", "idle", "no_progress", "stopped")
 async def cli_version(executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
     """First line ``<executable> --version`` prints, within ``timeout``; "" on failure."""
     try:
+        argv = await asyncio.to_thread(launch_argv, [executable, "--version"])
         proc = await asyncio.create_subprocess_exec(
-            executable,
-            "--version",
+            *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,

@@ -223,3 +223,83 @@ def test_flags_missing_on_the_platform_are_zero(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delattr(os, "O_NOFOLLOW", raising=False)
     assert platform.flag("O_NOFOLLOW") == 0
     assert platform.flag("O_WRONLY") == os.O_WRONLY
+
+
+# npm's cmd-shim, as `npm install -g @openai/codex` writes codex.cmd (npm 10).
+NPM_SHIM = r"""@ECHO off
+GOTO start
+:find_dp0
+SET dp0=%~dp0
+EXIT /b
+:start
+SETLOCAL
+CALL :find_dp0
+
+IF EXIST "%dp0%\node.exe" (
+  SET "_prog=%dp0%\node.exe"
+) ELSE (
+  SET "_prog=node"
+  SET PATHEXT=%PATHEXT:;.JS;=;%
+)
+
+endLocal & goto #_undefined_# 2>NUL || title %COMSPEC% & "%_prog%"  \
+"""
+NPM_SHIM = NPM_SHIM.replace("\\\n", r'"%dp0%\node_modules\@openai\codex\bin\codex.js" %*')
+
+TASK = 'fix "a & b" | echo %PATH%\nthen ^ more'
+
+
+def npm_layout(tmp_path: Path, *, node_beside: bool) -> Path:
+    shim = tmp_path / "codex.cmd"
+    shim.write_text(NPM_SHIM)
+    script = tmp_path / "node_modules" / "@openai" / "codex" / "bin" / "codex.js"
+    script.parent.mkdir(parents=True)
+    script.write_text("// the CLI\n")
+    if node_beside:
+        touch(tmp_path / "node.exe")
+    return shim
+
+
+def test_an_npm_shim_is_started_as_node_and_its_script(tmp_path: Path) -> None:
+    shim = npm_layout(tmp_path, node_beside=False)
+    argv = platform.launch_argv(
+        [str(shim), "exec", "--", TASK], windows=True, node=lambda: "C:/node/node.exe"
+    )
+    script = tmp_path / "node_modules" / "@openai" / "codex" / "bin" / "codex.js"
+    assert argv == ["C:/node/node.exe", str(script), "exec", "--", TASK]  # the task intact
+
+
+def test_the_node_beside_the_shim_comes_first(tmp_path: Path) -> None:
+    shim = npm_layout(tmp_path, node_beside=True)
+    argv = platform.launch_argv([str(shim), "--version"], windows=True, node=lambda: None)
+    assert argv[0] == str(tmp_path / "node.exe")
+
+
+def test_an_old_npm_shim_with_tilde_dp0(tmp_path: Path) -> None:
+    shim = tmp_path / "claude.cmd"
+    shim.write_text(
+        '@IF EXIST "%~dp0\\node.exe" (\n  "%~dp0\\node.exe"  "%~dp0\\node_modules\\'
+        '@anthropic-ai\\claude-code\\cli.js" %*\n)\n'
+    )
+    script = tmp_path / "node_modules" / "@anthropic-ai" / "claude-code" / "cli.js"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    argv = platform.launch_argv([str(shim), "-p"], windows=True, node=lambda: "node.exe")
+    assert argv == ["node.exe", str(script), "-p"]
+
+
+def test_another_batch_file_runs_only_with_arguments_cmd_cannot_misread(tmp_path: Path) -> None:
+    bat = tmp_path / "tool.bat"
+    bat.write_text("@echo off\nmytool.exe %*\n")
+    plain = [str(bat), "--version"]
+    assert platform.launch_argv(plain, windows=True, node=lambda: None) == plain
+    for task in (TASK, "a & calc", "50%", "line\nbreak", 'say "hi"'):
+        with pytest.raises(platform.BatchArgumentError):
+            platform.launch_argv([str(bat), "--", task], windows=True, node=lambda: None)
+
+
+def test_an_exe_and_posix_are_left_alone(tmp_path: Path) -> None:
+    argv = [str(tmp_path / "claude.exe"), "--", TASK]
+    assert platform.launch_argv(argv, windows=True) == argv
+    shim = npm_layout(tmp_path, node_beside=True)
+    assert platform.launch_argv([str(shim), TASK], windows=False) == [str(shim), TASK]
