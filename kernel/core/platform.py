@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -114,9 +115,10 @@ def kill_tree(
     if _on_windows(windows):
         run(taskkill_argv(pid, force=force))
         return
-    sig = getattr(signal, "SIGKILL" if force else "SIGTERM")
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
+    if sys.platform != "win32":  # always here; tells the type checker too
+        sig = signal.SIGKILL if force else signal.SIGTERM
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
 
 
 def _names(name: str, pathext: str) -> list[str]:

@@ -337,9 +337,8 @@ async def extract(html: str | bytes, *, within: float) -> Readable:
 def _alarm(seconds: float) -> None:
     """Past its time, SIGALRM's default action ends this process, even inside lxml (0:
     disarm). Windows has no SIGALRM: there the parent's kill after the time is all."""
-    setitimer = getattr(signal, "setitimer", None)
-    if setitimer is not None:
-        setitimer(signal.ITIMER_REAL, seconds)
+    if sys.platform != "win32" and hasattr(signal, "setitimer"):
+        signal.setitimer(signal.ITIMER_REAL, seconds)
 
 
 def main() -> None:
