@@ -37,6 +37,10 @@ SMALL = (
 )
 
 
+# The worker is watched through /proc (its threads, children, state, environment).
+pytestmark = pytest.mark.posix
+
+
 def children() -> set[int]:
     """This process's child processes (not yet reaped)."""
     found: set[int] = set()
@@ -146,7 +150,6 @@ async def test_a_small_page_stays_in_a_thread(site: Site) -> None:
     assert not EXTRACTOR.running
 
 
-@pytest.mark.posix
 async def test_a_worker_killed_between_pages_is_replaced_unseen(extractor: Extractor) -> None:
     first = await extractor.readable(PAGE, within=WAIT)
     pid = extractor.pid
@@ -157,7 +160,6 @@ async def test_a_worker_killed_between_pages_is_replaced_unseen(extractor: Extra
     assert extractor.pid not in (None, pid)
 
 
-@pytest.mark.posix
 async def test_a_worker_killed_during_a_page_fails_that_page_only(extractor: Extractor) -> None:
     await extractor.readable(SMALL, within=WAIT)
     pid = extractor.pid
@@ -173,7 +175,6 @@ async def test_a_worker_killed_during_a_page_fails_that_page_only(extractor: Ext
     assert extractor.pid not in (None, pid)
 
 
-@pytest.mark.posix
 async def test_a_page_not_read_in_time_gets_the_worker_killed_and_replaced(
     extractor: Extractor,
 ) -> None:
@@ -190,7 +191,6 @@ async def test_a_page_not_read_in_time_gets_the_worker_killed_and_replaced(
     assert await extractor.readable(SMALL, within=WAIT) == readable(SMALL)
 
 
-@pytest.mark.posix
 async def test_a_cancelled_read_returns_at_once_and_the_worker_goes_on(
     extractor: Extractor,
 ) -> None:
@@ -229,7 +229,6 @@ async def test_an_idle_worker_ends_and_the_next_page_starts_another() -> None:
     assert children() <= before
 
 
-@pytest.mark.posix
 async def test_the_worker_writes_no_log_and_the_parent_logs_no_page_text(
     extractor: Extractor, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -283,7 +282,6 @@ async def test_a_worker_answering_nonsense_is_not_believed(
         await extractor.readable(PAGE, within=WAIT)
 
 
-@pytest.mark.posix
 def test_a_worker_past_its_time_ends_itself_even_with_nobody_to_kill_it() -> None:
     # What the parent asks for is the page's seconds + 1; -0.999 leaves 1 ms, far less
     # than any machine takes for this page: SIGALRM's default action ends the worker.
