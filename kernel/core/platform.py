@@ -104,6 +104,7 @@ def kill_tree(
     pid: int,
     *,
     force: bool,
+    leader_gone: bool = False,
     windows: bool | None = None,
     run: Callable[[list[str]], None] = _run_detached,
 ) -> None:
@@ -111,9 +112,13 @@ def kill_tree(
     ``force`` kills at once, otherwise it is asked to stop. Never blocks, never raises
     for a process already gone. On Windows ``taskkill /T`` walks the tree (``/F`` when
     forced; the gentle step is only a request a console program may ignore, and the
-    forced one follows it after the grace anyway)."""
+    forced one follows it after the grace anyway). ``leader_gone`` (its exit reaped):
+    POSIX still signals the group, whose other members may live on; Windows does
+    nothing, since taskkill finds a tree only through a living leader and the PID may
+    already be another process's."""
     if _on_windows(windows):
-        run(taskkill_argv(pid, force=force))
+        if not leader_gone:
+            run(taskkill_argv(pid, force=force))
         return
     if sys.platform != "win32":  # always here; tells the type checker too
         sig = signal.SIGKILL if force else signal.SIGTERM

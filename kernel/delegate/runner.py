@@ -214,7 +214,7 @@ class CLIProcess:
             raise
         finally:
             # Leftovers (grandchildren, a leader past its grace) die here, in every path.
-            kill_tree(proc.pid, force=True)
+            kill_tree(proc.pid, force=True, leader_gone=proc.returncode is not None)
             await self._finish(out, err, exited)
         if self._stopped:
             reason = "stopped"
@@ -271,7 +271,7 @@ class CLIProcess:
             kill_tree(self.proc.pid, force=False)
             await self._exits_within(self.kill_grace)
         finally:
-            kill_tree(self.proc.pid, force=True)
+            kill_tree(self.proc.pid, force=True, leader_gone=self.proc.returncode is not None)
 
     async def _exits_within(self, seconds: float) -> bool:
         """Whether the leader exits within ``seconds`` (its pipes may stay open)."""

@@ -75,6 +75,7 @@ def test_taskkill_ends_the_whole_tree() -> None:
     ran: list[list[str]] = []
     platform.kill_tree(4242, force=True, windows=True, run=ran.append)
     platform.kill_tree(4242, force=False, windows=True, run=ran.append)
+    platform.kill_tree(4242, force=True, leader_gone=True, windows=True, run=ran.append)
     assert ran == [
         ["taskkill", "/T", "/F", "/PID", "4242"],
         ["taskkill", "/T", "/PID", "4242"],
