@@ -860,6 +860,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "web.nav.asks": "待回答",
         "web.nav.skills": "技能",
         "web.nav.settings": "设置",
+        "config.bad_env": "环境变量 {variable} 的值不对：{detail}（这个值来自环境变量：请修正或取消它，而不是修改 config.toml）",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1705,6 +1706,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "web.nav.asks": "Pending",
         "web.nav.skills": "Skills",
         "web.nav.settings": "Settings",
+        "config.bad_env": "The environment variable {variable} has a bad value: {detail} (the value comes from the environment: fix or unset the variable, not config.toml)",
     },
 }
 
