@@ -108,8 +108,9 @@ class PromptFiles:
         return [f for f in files if f.required and not self.read(f.path, configured=False)]
 
     def read(self, path: Path, *, configured: bool = True) -> str:
-        """The stripped text of ``path``; "" when it is missing, empty, too large or not
-        UTF-8 (logged once per file while it stays so, when it was ``configured``)."""
+        """The stripped text of ``path``; "" when it is missing, a symlink loop, empty,
+        too large or not UTF-8 (logged once per file while it stays so; a missing one
+        only when it was ``configured``)."""
         try:
             st = path.stat()
         except OSError as exc:  # missing, or a symlink loop (ELOOP), or no permission
