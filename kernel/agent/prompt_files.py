@@ -217,6 +217,7 @@ class PromptFiles:
 
     def _refusal(self, code: str, key: str, name: str) -> PromptError:
         names = [tpl.name for tpl in self.templates()]
+        name = name if len(name) <= 64 else name[:64] + "…"  # what was typed, echoed back
         return PromptError(
             code,
             t(key, name=name or "-", names=", ".join(names) or "-"),

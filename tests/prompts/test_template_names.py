@@ -122,6 +122,8 @@ def test_path_tricks_and_dotted_names_stay_refused(tmp_path: Path) -> None:
         error = refused(f, f"/prompts:{name} WHO=x")
         assert error.code == "prompt_template_not_found", name
         assert error.details["templates"] == ["find", "hello", "周报"]
+    error = refused(f, "/prompts:" + "x" * 5000)  # a long name is not echoed whole
+    assert error.details["template"] == "x" * 64 + "…" and len(str(error)) < 300
 
 
 def test_a_file_that_does_not_read_is_not_listed_and_refused_with_its_reason(
