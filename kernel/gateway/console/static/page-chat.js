@@ -13,12 +13,13 @@ export async function render(main) {
   if (!view) view = build();
   main.append(view.root);
   await loadSessions();
-  if (!view.loaded) await openChat(view.chatId);
+  // Back from another page: the chat as stored now (unless a reply is still streaming in).
+  if (!view.busy) await openChat(view.chatId);
   view.input.focus();
 }
 
 function build() {
-  const v = { chatId: DEFAULT_CHAT, chats: new Map(), busy: false, turnId: "", loaded: false };
+  const v = { chatId: DEFAULT_CHAT, chats: new Map(), busy: false, turnId: "" };
   v.select = el("select", { id: "chat-session", "aria-label": t("web.chat.session"), onchange: pick });
   v.log = el("div", { id: "chat-log", "aria-live": "polite" });
   v.input = el("textarea", {
@@ -85,15 +86,16 @@ async function pick() {
 }
 
 async function openChat(chatId) {
-  view.loaded = true;
-  view.log.replaceChildren();
+  let nodes = [];
   try {
     const chat = await api("GET", `/chats/${encodeURIComponent(chatId)}?rounds=20`);
-    view.log.append(...transcript(chat.messages || [], false));
+    nodes = transcript(chat.messages || [], false);
   } catch (error) {
     if (error.status !== 404) failed(error);
   }
-  view.log.scrollTop = view.log.scrollHeight;
+  if (view.busy || view.chatId !== chatId) return; // a turn began (or another chat was picked)
+  view.log.replaceChildren(...nodes);
+  scrolled();
 }
 
 function setBusy(busy) {
