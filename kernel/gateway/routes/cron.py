@@ -115,6 +115,24 @@ class JobDeleted(Shape):
     id: str | None = None
 
 
+class JobRun(Shape):
+    """One run: when it began (local time), its outcome (running, succeeded, failed,
+    skipped: missed or refused, interrupted: cut by a shutdown), why (the error or the
+    reason it was skipped) and what it answered."""
+
+    at: str | None = None
+    outcome: str
+    reason: str | None = None
+    result: str | None = None
+    execution: OpenShape | None = None
+
+
+class JobRuns(Shape):
+    id: str
+    run_count: int = Field(description="runs finished so far")
+    runs: list[JobRun] = Field(description="newest first: what the store keeps (the last run)")
+
+
 class JobStarted(Shape):
     started: bool
     id: str
@@ -239,3 +257,30 @@ async def job_state(request: web.Request) -> web.Response:
     scheduler = _scheduler(request)
     job = scheduler.get(request.match_info["job_id"])
     return json_response(state_view(job, scheduler.rules, running=scheduler.running(job.id)))
+
+
+@router.get(
+    "/cron/jobs/{job_id}/runs",
+    summary="A job's runs with each one's outcome and reason (the store keeps the last)",
+    params=(JOB_ID,),
+    response=JobRuns,
+    errors=(404,),
+)
+async def job_runs(request: web.Request) -> web.Response:
+    """The store keeps a job's last run only (its state): ``runs`` holds it, or nothing
+    before the first run."""
+    scheduler = _scheduler(request)
+    job = scheduler.get(request.match_info["job_id"])
+    state = state_view(job, scheduler.rules, running=scheduler.running(job.id))
+    runs: list[dict[str, Any]] = []
+    if state["last_status"]:
+        runs.append(
+            {
+                "at": state["last_run_at"],
+                "outcome": state["last_status"],
+                "reason": state["last_error"],
+                "result": state["last_result"],
+                "execution": state["last_execution"],
+            }
+        )
+    return json_response({"id": job.id, "run_count": state["run_count"], "runs": runs})
