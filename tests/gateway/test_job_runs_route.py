@@ -1,0 +1,79 @@
+"""``GET /cron/jobs/{id}/runs`` on a live sidecar: a job's runs with each one's outcome
+and reason (the store keeps the last run), through real runs against the model
+simulator, results delivered to the webhook receiver simulator."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from tests.clock import ManualClock
+from tests.gateway.conftest import Sidecar, SidecarFactory, until
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Error
+from tests.sim.webhook_sim import WebhookSim
+
+START = datetime(2025, 6, 1, 7, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
+
+
+@pytest.fixture
+async def hook() -> AsyncIterator[WebhookSim]:
+    async with WebhookSim() as sim:
+        yield sim
+
+
+@pytest.fixture
+async def echo() -> AsyncIterator[AnthropicSim]:
+    async with AnthropicSim(fallback="echo") as sim:
+        yield sim
+
+
+async def runs(sc: Sidecar, job_id: str) -> dict[str, Any]:
+    status, data, _ = await sc.call("GET", f"/cron/jobs/{job_id}/runs")
+    assert status == 200, data
+    return dict(data)
+
+
+async def run_now(sc: Sidecar, job_id: str) -> None:
+    status, data, _ = await sc.call("POST", f"/cron/jobs/{job_id}/run")
+    assert status == 202, data
+    await until(lambda: not sc.kernel.cron._runs)
+
+
+async def test_runs_show_each_outcome_and_reason(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    extra = f'\n[channels.webhook]\nenabled = true\nurl = "{hook.url}"\n'
+    sc = await sidecar(echo, extra=extra, clock=ManualClock(START))
+    body = {
+        "name": "tea",
+        "schedule": "every 1d",
+        "text": "tea time",
+        "dispatch": {"channel": "webhook"},
+    }
+    status, job, _ = await sc.call("POST", "/cron/jobs", body)
+    assert status == 201, job
+
+    assert await runs(sc, job["id"]) == {"id": job["id"], "run_count": 0, "runs": []}
+
+    await run_now(sc, job["id"])
+    done = await runs(sc, job["id"])
+    assert done["run_count"] == 1
+    [run] = done["runs"]
+    assert (run["outcome"], run["result"], run["reason"]) == ("succeeded", "echo: tea time", None)
+    assert run["at"] == "2025-06-01T07:00:00+08:00"
+
+    echo.enqueue(Error(400, "invalid_request_error", "model-a needs a paid plan"))
+    await run_now(sc, job["id"])
+    failed = await runs(sc, job["id"])
+    assert failed["run_count"] == 2
+    [run] = failed["runs"]
+    assert run["outcome"] == "failed"
+    assert run["reason"] and "paid plan" in run["reason"]
+
+    status, missing, _ = await sc.call("GET", "/cron/jobs/nope/runs")
+    assert status == 404 and missing["error"]["code"] == "not_found"
