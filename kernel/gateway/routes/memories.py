@@ -190,8 +190,8 @@ async def get_memory(request: web.Request) -> web.Response:
     errors=(400, 404, 409),
 )
 async def change_memory(request: web.Request) -> web.Response:
+    body = await read_model(request, MemoryChange)  # a bad body is refused whatever the id
     memory_id = _memory_id(request)
-    body = await read_model(request, MemoryChange)
     if body.text is None and body.category is None:
         raise invalid(t("gw.memory_nothing_to_change"), field="text")
     try:

@@ -159,7 +159,9 @@ function table(groups, currency) {
         el(
           "tr",
           {},
-          ...["model", "calls", "input", "output", "cache", "cost"].map((k) => el("th", {}, t(`web.usage.col.${k}`))),
+          ...["model", "calls", "input", "output", "cache", "cost"].map((k) =>
+            el("th", { class: k === "model" ? "" : "num" }, t(`web.usage.col.${k}`)),
+          ),
         ),
       ),
       el(
@@ -191,7 +193,7 @@ function periods(summary) {
         "div",
         { class: "card usage-period", "data-period": p.period },
         el("div", { class: "muted small" }, t(`web.usage.period.${p.period}`)),
-        el("strong", {}, money(p.cost, summary.currency)),
+        el("strong", {}, p.calls && p.unpriced_calls === p.calls ? "—" : money(p.cost, summary.currency)),
         el("div", { class: "muted small" }, t("web.usage.calls_tokens", { calls: p.calls, tokens: count(tokens(p)) })),
       ),
     ),
