@@ -1,6 +1,6 @@
-"""``GET /cron/jobs/{id}/runs`` on a live sidecar: a job's runs with each one's outcome
-and reason (the store keeps the last run), through real runs against the model
-simulator, results delivered to the webhook receiver simulator."""
+"""``GET /cron/jobs/{id}/runs`` on a live sidecar: a job's runs, newest first, with each
+one's outcome and reason, through real runs against the model simulator (results
+delivered to the webhook receiver simulator) and a restart that misses a run."""
 
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ async def echo() -> AsyncIterator[AnthropicSim]:
         yield sim
 
 
-async def runs(sc: Sidecar, job_id: str) -> dict[str, Any]:
-    status, data, _ = await sc.call("GET", f"/cron/jobs/{job_id}/runs")
+async def runs(sc: Sidecar, job_id: str, limit: str = "") -> dict[str, Any]:
+    query = f"?limit={limit}" if limit else ""
+    status, data, _ = await sc.call("GET", f"/cron/jobs/{job_id}/runs{query}")
     assert status == 200, data
     return dict(data)
 
@@ -69,11 +70,45 @@ async def test_runs_show_each_outcome_and_reason(
 
     echo.enqueue(Error(400, "invalid_request_error", "model-a needs a paid plan"))
     await run_now(sc, job["id"])
-    failed = await runs(sc, job["id"])
-    assert failed["run_count"] == 2
-    [run] = failed["runs"]
-    assert run["outcome"] == "failed"
-    assert run["reason"] and "paid plan" in run["reason"]
+    both = await runs(sc, job["id"])
+    assert both["run_count"] == 2
+    assert [r["outcome"] for r in both["runs"]] == ["failed", "succeeded"]
+    assert "paid plan" in both["runs"][0]["reason"] and both["runs"][0]["result"] is None
 
+    last = await runs(sc, job["id"], limit="1")
+    assert [r["outcome"] for r in last["runs"]] == ["failed"]
+    for bad in ("0", "51", "x"):
+        status, error, _ = await sc.call("GET", f"/cron/jobs/{job['id']}/runs?limit={bad}")
+        assert status == 400 and error["error"]["details"]["field"] == "limit", bad
     status, missing, _ = await sc.call("GET", "/cron/jobs/nope/runs")
     assert status == 404 and missing["error"]["code"] == "not_found"
+
+    # Deleted with its job: a new job of the same id starts with no runs.
+    status, _, _ = await sc.call("DELETE", f"/cron/jobs/{job['id']}")
+    assert status == 200
+    status, again, _ = await sc.call("POST", "/cron/jobs", body | {"id": job["id"]})
+    assert status == 201, again
+    assert (await runs(sc, job["id"]))["runs"] == []
+
+
+async def test_a_run_missed_while_down_is_in_the_runs_with_its_reason(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    extra = f'\n[channels.webhook]\nenabled = true\nurl = "{hook.url}"\n'
+    sc = await sidecar(echo, extra=extra, clock=ManualClock(START))
+    body = {
+        "name": "hourly",
+        "schedule": "every 1h",
+        "text": "tick",
+        "dispatch": {"channel": "webhook"},
+    }
+    status, job, _ = await sc.call("POST", "/cron/jobs", body)
+    assert status == 201, job
+    await sc.stop()  # down from 07:00 until 09:30: the 08:00 run is missed
+    later = ManualClock(START.replace(hour=9, minute=30))
+    sc = await sidecar(echo, extra=extra, clock=later, keep_config=True)
+    [missed] = (await runs(sc, job["id"]))["runs"]
+    assert missed["outcome"] == "missed" and missed["result"] is None
+    assert missed["at"] == "2025-06-01T08:00:00+08:00"
+    assert "2025-06-01 08:00" in missed["reason"]
+    assert echo.requests == []

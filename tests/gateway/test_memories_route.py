@@ -199,7 +199,10 @@ def test_the_console_words_cover_the_pages() -> None:
         for prefix, names in (
             ("web.memories.category.", ("user", "feedback", "project", "reference")),
             ("web.memories.scope.", ("global", "project", "persona")),
-            ("web.jobs.outcome.", ("running", "succeeded", "failed", "skipped", "interrupted")),
+            (
+                "web.jobs.outcome.",
+                ("running", "succeeded", "failed", "skipped", "missed", "interrupted"),
+            ),
             ("web.jobs.done.", ("pause", "resume", "run")),
             ("web.skills.done.", ("enable", "disable")),
             ("web.usage.col.", ("model", "calls", "input", "output", "cache", "cost")),
