@@ -11,10 +11,10 @@ already in that scope or in global is not stored twice (200 with that memory,
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from aiohttp import web
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from kernel.core.i18n import t
 from kernel.gateway.api import (
@@ -30,7 +30,7 @@ from kernel.gateway.api import (
     read_model,
     refusal,
 )
-from kernel.gateway.schema import BodyModel, Shape, Text
+from kernel.gateway.schema import BodyModel, Shape, Text, documented, refuse
 from kernel.memory.scopes import GLOBAL, check_scope
 from kernel.store.db import MEMORY_CATEGORIES, DuplicateMemory, MemoryRow
 from kernel.tools.memory import Category
@@ -46,12 +46,28 @@ SCOPE_WORDS = "global, project:<name> or persona:<name>"
 
 MEMORY_ID = path_param("memory_id", "the memory's id (a number)")
 MemoryText = Annotated[Text, Field(max_length=MAX_TEXT)]
+# The memory_add tool's categories, documented as a pattern: OpenAPI 3.0 cannot say
+# "one of these or null" with an enum (null is absent in a body).
+CATEGORIES = get_args(Category)
+
+
+def _category(value: str) -> str:
+    if value not in CATEGORIES:
+        raise refuse("gw.bad_field", expected=", ".join(CATEGORIES))
+    return value
+
+
+CategoryName = Annotated[
+    str,
+    AfterValidator(_category),
+    documented(Annotated[str, Field(pattern=f"^({'|'.join(CATEGORIES)})$")]),
+]
 
 
 class MemoryInfo(Shape):
     id: int
     text: str
-    category: Category | None = None
+    category: CategoryName | None = None
     scope: str = Field(description=SCOPE_WORDS)
     created_at: str
 
@@ -67,13 +83,15 @@ class MemoryAdded(MemoryInfo):
 
 class NewMemory(BodyModel):
     text: MemoryText
-    category: Category | None = None
-    scope: Annotated[str, Field(max_length=200, description=SCOPE_WORDS)] = GLOBAL
+    category: CategoryName | None = None
+    scope: Annotated[str, Field(max_length=200, description=f"{SCOPE_WORDS} (global)")] | None = (
+        None
+    )
 
 
 class MemoryChange(BodyModel):
     text: MemoryText | None = None
-    category: Category | None = None
+    category: CategoryName | None = None
 
 
 class MemoryDeleted(Shape):
@@ -110,7 +128,7 @@ def _memory_id(request: web.Request) -> int:
     summary="Memories, newest first, or the best matches of a search",
     params=(
         query_param("q", Annotated[str, Field(max_length=MAX_QUERY)], "search text"),
-        query_param("category", Category),
+        query_param("category", Category),  # a query parameter is never null
         query_param("scope", str, SCOPE_WORDS),
         query_param("limit", bounded(1, MAX_LIMIT), "how many (50)"),
         query_param("offset", bounded(0, MAX_OFFSET), "skip that many (0)"),
@@ -157,7 +175,7 @@ async def add_memory(request: web.Request) -> web.Response:
     """201 when stored; 200 with the existing memory when the same fact is already in
     that scope or in global."""
     body = await read_model(request, NewMemory)
-    scope = _scope(body.scope, "scope")
+    scope = _scope(body.scope or GLOBAL, "scope")
     try:
         row, created = await kernel_of(request).memories.add(body.text, body.category, scope)
     except ValueError as exc:
