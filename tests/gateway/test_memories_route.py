@@ -60,6 +60,13 @@ async def test_add_list_filter_and_page(
     status, one, _ = await sc.call("GET", f"/memories/{first['id']}")
     assert status == 200 and one["text"] == "The owner lives in Hangzhou"
 
+    # null is absent: no category, the global scope.
+    status, plain, _ = await sc.call(
+        "POST", "/memories", {"text": "Tea at four", "category": None, "scope": None}
+    )
+    assert status == 201 and (plain["category"], plain["scope"]) == (None, "global")
+    await sc.call("DELETE", f"/memories/{plain['id']}")
+
     # The same fact again (case and spaces aside) is not stored twice: 200, that memory.
     status, again, _ = await sc.call("POST", "/memories", {"text": "the owner  lives in HANGZHOU"})
     assert status == 200 and again["created"] is False and again["id"] == first["id"]
