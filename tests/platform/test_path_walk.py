@@ -17,8 +17,8 @@ import pytest
 from kernel.core.errors import WorkspaceError
 from kernel.core.i18n import t
 from kernel.workspace import dirs
-from kernel.workspace.dirs import FILE_ATTRIBUTE_REPARSE_POINT, PathDirs, is_link, windows_alias
 from kernel.workspace.archive import Archives
+from kernel.workspace.dirs import FILE_ATTRIBUTE_REPARSE_POINT, PathDirs, is_link, windows_alias
 from kernel.workspace.files import Workspace
 
 DIRECTORY = 0x10  # FILE_ATTRIBUTE_DIRECTORY
