@@ -71,15 +71,38 @@ def test_pathext_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monkey
     assert platform.which("claude", str(tmp_path), windows=True) == str(shim)
 
 
-def test_taskkill_ends_the_whole_tree() -> None:
+def test_taskkill_ends_the_whole_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SystemRoot", "D:\\Win")
     ran: list[list[str]] = []
     platform.kill_tree(4242, force=True, windows=True, run=ran.append)
     platform.kill_tree(4242, force=False, windows=True, run=ran.append)
     platform.kill_tree(4242, force=True, leader_gone=True, windows=True, run=ran.append)
+    taskkill = "D:\\Win\\System32\\taskkill.exe"
     assert ran == [
-        ["taskkill", "/T", "/F", "/PID", "4242"],
-        ["taskkill", "/T", "/PID", "4242"],
+        [taskkill, "/T", "/F", "/PID", "4242"],
+        [taskkill, "/T", "/PID", "4242"],
     ]
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"SystemRoot": "C:\\WINDOWS"}, "C:\\WINDOWS\\System32\\taskkill.exe"),
+        ({"SYSTEMROOT": "E:\\Windows"}, "E:\\Windows\\System32\\taskkill.exe"),
+        ({}, "C:\\Windows\\System32\\taskkill.exe"),
+        ({"SystemRoot": ""}, "C:\\Windows\\System32\\taskkill.exe"),
+        ({"SystemRoot": "."}, "C:\\Windows\\System32\\taskkill.exe"),  # the current folder
+        ({"SystemRoot": "Windows"}, "C:\\Windows\\System32\\taskkill.exe"),
+        ({"SystemRoot": "C:"}, "C:\\Windows\\System32\\taskkill.exe"),  # C:'s current folder
+    ],
+)
+def test_taskkill_is_named_by_its_full_path_never_searched_for(
+    environ: dict[str, str], expected: str
+) -> None:
+    """A bare ``taskkill`` is looked for in the current folder first (CreateProcess):
+    a planted taskkill.exe there would run with the PID of every CLI ended."""
+    argv = platform.taskkill_argv(7, force=True, environ=environ)
+    assert argv == [expected, "/T", "/F", "/PID", "7"]
 
 
 def test_a_new_process_group_on_windows_a_new_session_on_posix() -> None:
