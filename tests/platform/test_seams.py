@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 from kernel.core import fileio, platform
+from kernel.delegate import runner
+from kernel.delegate.formats import formatter_for
+from kernel.delegate.runner import CLIProcess, RunRequest
 
 
 def touch(path: Path) -> Path:
@@ -103,6 +106,50 @@ def test_taskkill_is_named_by_its_full_path_never_searched_for(
     a planted taskkill.exe there would run with the PID of every CLI ended."""
     argv = platform.taskkill_argv(7, force=True, environ=environ)
     assert argv == [expected, "/T", "/F", "/PID", "7"]
+
+
+async def test_stopping_a_cli_whose_leader_was_reaped_runs_no_taskkill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kernel stopping after a CLI exited: its PID may be another process's by now, and
+    ``taskkill /T /F`` would end that one and its tree."""
+    ran: list[list[str]] = []
+
+    def windows_kill(pid: int, *, force: bool, leader_gone: bool = False) -> None:
+        platform.kill_tree(pid, force=force, leader_gone=leader_gone, windows=True, run=ran.append)
+
+    def request(code: str) -> RunRequest:
+        return RunRequest(
+            argv=[sys.executable, "-c", code],
+            cwd=tmp_path,
+            env=dict(os.environ),
+            timeout=60.0,
+            idle_timeout=60.0,
+            formatter=formatter_for("claude_code", False),
+            output_path=tmp_path / "out.txt",
+        )
+
+    started = asyncio.Event()
+    running = CLIProcess(
+        request("import time; time.sleep(600)"), on_start=lambda pid: started.set()
+    )
+    task = asyncio.create_task(running.run())
+    await asyncio.wait_for(started.wait(), 30)
+    assert running.pid is not None
+    monkeypatch.setattr(runner, "kill_tree", windows_kill)
+    running.kill()  # a living leader: its tree is ended
+    assert ran == [platform.taskkill_argv(running.pid, force=True)]
+    monkeypatch.undo()
+    platform.kill_tree(running.pid, force=True)  # for real, here
+    await task
+
+    ran.clear()
+    exited = CLIProcess(request("print('done')"))
+    report = await exited.run()
+    assert report.exit_code == 0
+    monkeypatch.setattr(runner, "kill_tree", windows_kill)
+    exited.kill()  # reaped: nothing is run
+    assert ran == []
 
 
 def test_a_new_process_group_on_windows_a_new_session_on_posix() -> None:
