@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 
+from kernel import check
+from kernel.config import load_config
 from kernel.core import fileio, platform
 from kernel.delegate import runner
 from kernel.delegate.formats import formatter_for
 from kernel.delegate.runner import CLIProcess, RunRequest
+from tests.conftest import write_config
 
 
 def touch(path: Path) -> Path:
@@ -374,3 +377,24 @@ def test_an_exe_and_posix_are_left_alone(tmp_path: Path) -> None:
     assert platform.launch_argv(argv, windows=True) == argv
     shim = npm_layout(tmp_path, node_beside=True)
     assert platform.launch_argv([str(shim), TASK], windows=False) == [str(shim), TASK]
+
+
+@pytest.mark.posix  # the .bat is a #! script here, so that the unfixed check reaches its run
+def test_check_names_batch_syntax_in_a_clis_args_as_a_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kernel check`` with a (non-npm) .bat CLI whose configured args hold % or ":
+    a failed check line naming the fix, never an uncaught BatchArgumentError."""
+    tool = tmp_path / "bin" / "tool.bat"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho codex-cli 1.0\n")
+    tool.chmod(0o755)
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
+    args = '["exec", "--model", "100%"]'
+    path.write_text(path.read_text() + f'\n[cli.codex]\ncommand = "{tool}"\nargs = {args}\n')
+    config = load_config(path, env={}, require_telegram=False)
+    monkeypatch.setattr(platform, "WINDOWS", True)
+    monkeypatch.setattr(check, "group_spawn_kwargs", lambda: {})  # Linux cannot take the flags
+    line = check._cli(config, "codex", {"PATH": str(tool.parent)})
+    assert line.status == "fail"
+    assert "cli.codex.args" in line.detail and str(tool) in line.detail
