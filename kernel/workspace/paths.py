@@ -279,6 +279,8 @@ class Root:
         """Refuse (before anything is written) a target whose folders are links or
         files, or that is itself a link, or a folder where a file should go."""
         shown = "/".join(parts)
+        if any(self.dirs.refuses(name) for name in parts):  # an import's entry: "DATA~1"
+            raise invalid(shown, t("ws.why_alias"))
         fd = self._root_fd()
         try:
             for depth, name in enumerate(parts):

@@ -5,6 +5,7 @@ refused, a file swapped between the check and the open refused."""
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 import zipfile
@@ -209,6 +210,22 @@ async def test_a_named_alias_is_a_workspace_error_that_names_the_fix(
         assert caught.value.code == "path_invalid"
         assert t("ws.why_alias") in str(caught.value)
     assert (tilde_ws.root / "backup~1.txt").read_text() == "backup~1.txt"
+
+
+async def test_an_import_with_an_alias_name_is_refused_and_writes_nothing(
+    tilde_ws: Workspace, tmp_path: Path
+) -> None:
+    archives = Archives(tilde_ws, tmp_path / "staging", max_bytes=1 << 20, max_files=100)
+    for name in ("newdir/backup~1.txt", "newdir/aux.py", "newdir/x~1/a.txt"):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as zf:
+            zf.writestr("first.txt", "first")
+            zf.writestr(name, "x")
+        with pytest.raises(WorkspaceError) as caught:
+            await archives.import_zip(buffer.getvalue())
+        assert t("ws.why_alias") in str(caught.value), name
+        assert not (tilde_ws.root / "newdir").exists()
+        assert not (tilde_ws.root / "first.txt").exists()
 
 
 def test_the_walk_refuses_an_alias_with_its_own_error(tmp_path: Path) -> None:
