@@ -31,7 +31,7 @@ from kernel.config.secrets import child_env
 from kernel.core.errors import KernelError
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
-from kernel.core.platform import group_spawn_kwargs, launch_argv, which
+from kernel.core.platform import BatchArgumentError, group_spawn_kwargs, launch_argv, which
 from kernel.core.provider import DEFAULT_MAX_TOKENS, ChatRequest, Completion, Provider
 from kernel.delegate.argv import GEMINI_PROMPT
 from kernel.delegate.formats import strip_ansi
@@ -485,6 +485,14 @@ def _cli(config: Config, name: str, env: dict[str, str]) -> CheckLine:
     found = which(cli.command, path=env.get("PATH"))
     if not found:
         return CheckLine(part, "warn", t("delegate.not_found", cli=name, command=cli.command))
+    args = cli.args
+    if name == "gemini" and args and args[-1] in GEMINI_PROMPT:
+        args = args[:-1]  # a run folds it into --prompt=<task>
+    try:  # Windows: a batch file that is not an npm shim gets these args through cmd.exe
+        launch_argv([found, *args, "--help"])
+    except BatchArgumentError:
+        words = t("check.cli_batch_args", cli=display_name(name), command=found, name=name)
+        return CheckLine(part, "fail", words)
     seconds = f"{cli.version_timeout:g}"
     silent = t("check.timeout", seconds=seconds)
     code, out, err = _run_cli([found, "--version"], env, cli.version_timeout)
@@ -499,9 +507,6 @@ def _cli(config: Config, name: str, env: dict[str, str]) -> CheckLine:
             cli=display_name(name),
         )
         return CheckLine(part, "warn", words)
-    args = cli.args
-    if name == "gemini" and args and args[-1] in GEMINI_PROMPT:
-        args = args[:-1]  # a run folds it into --prompt=<task>
     code, out, err = _run_cli([found, *args, "--help"], env, cli.version_timeout)
     if code != 0:
         error = _error_line(err) or _error_line(out)

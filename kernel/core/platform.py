@@ -6,7 +6,8 @@ executable, honouring ``PATHEXT`` on Windows so ``claude`` finds ``claude.cmd``)
 ``launch_argv`` (a ``.cmd`` shim started as the program it wraps, so cmd.exe never
 parses a task), ``install_stop`` (call back on Ctrl+C / SIGTERM / Ctrl+Break),
 ``replace`` (os.replace that waits out a reader holding the target open on Windows),
-``flag`` (an ``os.O_*`` flag, 0 where the platform has none), ``set_blocking``.
+``flag`` (an ``os.O_*`` flag, 0 where the platform has none), ``set_blocking``,
+``taskkill_argv`` and ``system_program`` (a Windows program by its full path).
 
 Every Windows branch takes ``windows=`` (None: :data:`WINDOWS`, read at the call) so the
 tests run it on Linux with fakes; nothing here reads a POSIX-only attribute at import.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ntpath
 import os
 import re
 import shutil
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "launch_argv",
     "replace",
     "set_blocking",
+    "system_program",
     "taskkill_argv",
     "which",
 ]
@@ -47,6 +50,7 @@ WINDOWS = os.name == "nt"
 CREATE_NEW_PROCESS_GROUP = 0x00000200
 CREATE_NO_WINDOW = 0x08000000
 DEFAULT_PATHEXT = ".COM;.EXE;.BAT;.CMD"
+DEFAULT_SYSTEM_ROOT = "C:\\Windows"
 REPLACE_TRIES = 50  # about 5 s of a reader holding the target open on Windows
 REPLACE_PAUSE = 0.1
 
@@ -76,9 +80,23 @@ def group_spawn_kwargs(*, windows: bool | None = None) -> dict[str, Any]:
     return {"start_new_session": True}
 
 
-def taskkill_argv(pid: int, *, force: bool) -> list[str]:
+def system_program(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The full path of the Windows program ``name`` in ``%SystemRoot%\\System32``. A
+    bare name would be searched for in the current folder first (CreateProcess), where
+    a planted ``taskkill.exe`` would run instead. SystemRoot not an absolute path with a
+    drive (unset, empty, relative): ``C:\\Windows``."""
+    env = os.environ if environ is None else environ
+    root = env.get("SystemRoot") or env.get("SYSTEMROOT") or ""
+    drive, rest = ntpath.splitdrive(root)
+    if not drive or not rest.startswith(("\\", "/")):
+        root = DEFAULT_SYSTEM_ROOT
+    return ntpath.join(root, "System32", name)
+
+
+def taskkill_argv(pid: int, *, force: bool, environ: Mapping[str, str] | None = None) -> list[str]:
     """The taskkill command line that ends ``pid`` and its descendants (``/T``)."""
-    return ["taskkill", "/T", *(["/F"] if force else []), "/PID", str(pid)]
+    taskkill = system_program("taskkill.exe", environ)
+    return [taskkill, "/T", *(["/F"] if force else []), "/PID", str(pid)]
 
 
 def _run_detached(argv: list[str]) -> None:

@@ -169,11 +169,12 @@ class CLIProcess:
         return now - held
 
     def kill(self) -> None:
-        """Kernel is stopping: SIGKILL the whole group now; ``run`` then returns."""
+        """Kernel is stopping: SIGKILL the whole group now; ``run`` then returns. A leader
+        already reaped is said so: on Windows its PID may be another process's now."""
         self._stopped = True
         self._activity.set()  # wake the supervisor
         if self.proc is not None:
-            kill_tree(self.proc.pid, force=True)
+            kill_tree(self.proc.pid, force=True, leader_gone=self.proc.returncode is not None)
 
     async def run(self) -> RunReport:
         """Run to the end. Raises OSError if the process cannot be started; re-raises

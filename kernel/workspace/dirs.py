@@ -18,8 +18,12 @@ A folder is an ``int`` handle either way, and every step names a child of a held
   path (a window of microseconds that ``openat`` has no equivalent of in the stdlib).
 
 :func:`choose_dirs` picks one, once per workspace. Public API: ``Dirs``, ``FdDirs``,
-``PathDirs``, ``choose_dirs``, ``is_link``, ``windows_alias``, ``READ``, ``CREATE``,
-``FILE_ATTRIBUTE_REPARSE_POINT``.
+``PathDirs``, ``AliasError``, ``choose_dirs``, ``is_link``, ``windows_alias``, ``READ``,
+``CREATE``, ``FILE_ATTRIBUTE_REPARSE_POINT``.
+
+A name Windows may read as another file or a device (:func:`windows_alias`) is refused
+by :class:`PathDirs` with :class:`AliasError`; :meth:`Dirs.refuses` tells beforehand, so
+a listing leaves such a name out and a named path is refused with words before any walk.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import re
 import stat
 import threading
 from typing import Protocol
@@ -35,6 +40,7 @@ from kernel.core import platform
 
 __all__ = [
     "CREATE",
+    "AliasError",
     "FILE_ATTRIBUTE_REPARSE_POINT",
     "READ",
     "Dirs",
@@ -69,15 +75,29 @@ _DEVICES = frozenset(
 )
 
 
+# An 8.3 short name as Windows makes them: at most 8 characters before the extension,
+# ending "~<digits>", and an extension of at most 3 ("DATA~1", "CONFIG~2.TOM"). A longer
+# name with a "~" ("notes~2024.md", "x.~1~") can never be a short name.
+_SHORT_NAME = re.compile(r"(?=[^.]{3,8}(?:\.|$))[^.~]{1,6}~[0-9]{1,6}(?:\.[^.]{1,3})?", re.I)
+
+
 def windows_alias(name: str) -> bool:
     """Whether Windows may read ``name`` as another name or a device: a trailing dot or
     space (stripped: "data." is "data"), a stream ("a:b"), an 8.3 short name ("DATA~1")
-    or a device name with any extension ("NUL.txt")."""
+    or a device name, with any extension too ("NUL.txt", "COM1.log": Windows 10 still
+    reads those as the device; Windows 11 no longer does, but one rule for both)."""
     if name != name.rstrip(". ") or ":" in name:
         return True
-    if any(c == "~" and name[i + 1 : i + 2].isdigit() for i, c in enumerate(name)):
+    if _SHORT_NAME.fullmatch(name):
         return True
     return name.split(".")[0].rstrip(" ").upper() in _DEVICES
+
+
+class AliasError(OSError):
+    """A name the Windows walk refuses: :func:`windows_alias`."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(errno.EINVAL, "a name Windows may read as another file", name)
 
 
 def _loop(name: str) -> OSError:
@@ -86,6 +106,10 @@ def _loop(name: str) -> OSError:
 
 class Dirs(Protocol):
     """Folder handles and the operations on a child ``name`` of a held folder ``at``."""
+
+    def refuses(self, name: str) -> bool:
+        """Whether every operation on the child ``name`` is refused (:class:`AliasError`)."""
+        ...
 
     def root(self, path: str) -> int: ...
     def open_dir(self, name: str, at: int) -> int: ...
@@ -106,6 +130,9 @@ class FdDirs:
     @staticmethod
     def _dir_flags() -> int:
         return os.O_RDONLY | _F("O_DIRECTORY") | _F("O_NOFOLLOW") | _F("O_CLOEXEC")
+
+    def refuses(self, name: str) -> bool:
+        return False  # a name is only itself here
 
     def root(self, path: str) -> int:
         return os.open(path, self._dir_flags())
@@ -169,9 +196,14 @@ class PathDirs:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         return path
 
+    def refuses(self, name: str) -> bool:
+        return windows_alias(name)
+
     def _child(self, name: str, at: int) -> str:
-        if not name or name in (".", "..") or "/" in name or "\\" in name or windows_alias(name):
+        if not name or name in (".", "..") or "/" in name or "\\" in name:
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), name)
+        if windows_alias(name):
+            raise AliasError(name)
         return os.path.join(self._path(at), name)
 
     def root(self, path: str) -> int:

@@ -181,7 +181,7 @@ class Workspace(Root):
         skipped: list[str] | None,
     ) -> bool:
         for name in sorted(self.dirs.listdir(fd)):
-            if name.startswith("."):
+            if name.startswith(".") or self.dirs.refuses(name):  # refuses: "DATA~1" (Windows)
                 continue
             parts = (*prefix, name)
             if self.is_protected(parts):

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from kernel.core.errors import WorkspaceError
 from kernel.core.i18n import t
-from kernel.workspace.dirs import Dirs, choose_dirs, is_link
+from kernel.workspace.dirs import AliasError, Dirs, choose_dirs, is_link
 
 Parts = tuple[str, ...]
 
@@ -187,6 +187,8 @@ class Root:
         parts = parts_of(path)
         if self.is_protected(parts):
             raise denied(path, t("ws.why_protected"))
+        if any(self.dirs.refuses(name) for name in parts):  # the Windows walk: "DATA~1"
+            raise invalid(path, t("ws.why_alias"))
         return parts
 
     def _root_fd(self) -> int:
@@ -237,6 +239,8 @@ class Root:
             raise
 
     def _blocked(self, fd: int, name: str, shown: str, exc: OSError) -> WorkspaceError:
+        if isinstance(exc, AliasError):
+            return invalid(shown, t("ws.why_alias"))
         try:
             linked = is_link(self.dirs.lstat(name, fd))
         except OSError:
@@ -246,10 +250,14 @@ class Root:
         return WorkspaceError("path_conflict", t("ws.not_a_folder", path=shown), {"path": shown})
 
     def _lstat(self, fd: int, name: str) -> os.stat_result | None:
+        """None: no such file. A name the walk refuses (:meth:`Dirs.refuses`) is a
+        WorkspaceError, never a bare OSError (which the gateway would answer with a 500)."""
         try:
             return self.dirs.lstat(name, fd)
         except FileNotFoundError:
             return None
+        except AliasError:
+            raise invalid(name, t("ws.why_alias")) from None
 
     def _open_dir(self, parts: Parts) -> int:
         if not parts:
@@ -271,6 +279,8 @@ class Root:
         """Refuse (before anything is written) a target whose folders are links or
         files, or that is itself a link, or a folder where a file should go."""
         shown = "/".join(parts)
+        if any(self.dirs.refuses(name) for name in parts):  # an import's entry: "DATA~1"
+            raise invalid(shown, t("ws.why_alias"))
         fd = self._root_fd()
         try:
             for depth, name in enumerate(parts):

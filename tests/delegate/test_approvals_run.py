@@ -57,6 +57,7 @@ def exists(path: Path | str) -> bool:
     return Path(path).exists()
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_claude_gets_the_endpoint_file_and_the_prompt_tool_and_the_file_goes_after(
     bin_dir: dict[str, Path],
     make_config: ConfigFactory,
@@ -99,6 +100,7 @@ async def test_claude_gets_the_endpoint_file_and_the_prompt_tool_and_the_file_go
     assert approvals.resolve(token) == "expired"
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_a_run_that_ends_normally_also_removes_its_file_and_lists_its_decisions(
     bin_dir: dict[str, Path],
     make_config: ConfigFactory,
@@ -122,6 +124,7 @@ async def test_a_run_that_ends_normally_also_removes_its_file_and_lists_its_deci
     assert not approvals.running()
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_a_turn_nobody_can_answer_does_not_start_a_cli_that_would_ask(
     bin_dir: dict[str, Path],
     make_config: ConfigFactory,
@@ -141,6 +144,7 @@ async def test_a_turn_nobody_can_answer_does_not_start_a_cli_that_would_ask(
     assert not exists(record) and not approvals.running()
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_without_the_endpoint_the_delegation_is_refused_naming_the_settings(
     bin_dir: dict[str, Path], make_config: ConfigFactory, approvals: Approvals
 ) -> None:
@@ -152,6 +156,7 @@ async def test_without_the_endpoint_the_delegation_is_refused_naming_the_setting
     assert delegator.running is None
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_without_approvals_the_argv_is_as_before(
     bin_dir: dict[str, Path],
     make_config: ConfigFactory,
@@ -217,6 +222,7 @@ class Clock:
         return self.now
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_the_clis_limits_stand_still_while_the_owner_decides(
     bin_dir: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -50,6 +50,7 @@ def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_without_instructions_each_argv_is_unchanged(
     bin_dir: dict[str, Path], make_config: ConfigFactory, record: Path
 ) -> None:
@@ -69,6 +70,7 @@ async def test_without_instructions_each_argv_is_unchanged(
     assert not any("SYSTEM" in arg or "append-system" in arg for arg in claude + codex + gemini)
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 @pytest.mark.parametrize("cli", CLIS)
 async def test_configured_text_reaches_each_cli(
     cli: str, bin_dir: dict[str, Path], make_config: ConfigFactory, record: Path
@@ -95,6 +97,7 @@ async def test_configured_text_reaches_each_cli(
         assert result["output"] == f"Done: {block(TEXT)}"
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_a_variadic_flag_in_args_does_not_swallow_the_instructions(
     bin_dir: dict[str, Path], make_config: ConfigFactory, record: Path
 ) -> None:
@@ -104,6 +107,7 @@ async def test_a_variadic_flag_in_args_does_not_swallow_the_instructions(
     assert argv[-5:] == ["Bash", "Edit", "--append-system-prompt=be brief", "--", TASK]
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 @pytest.mark.parametrize("cli", ["claude_code", "gemini"])
 async def test_a_file_is_read_at_each_delegation_after_the_text(
     cli: str, bin_dir: dict[str, Path], make_config: ConfigFactory, record: Path, tmp_path: Path
@@ -127,6 +131,7 @@ async def test_a_file_is_read_at_each_delegation_after_the_text(
     assert any("First.\n\nEdited." in arg for arg in record_of(record)["argv"])
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 @pytest.mark.parametrize("problem", ["missing", "folder", "not_utf8", "too_big", "nul"])
 async def test_an_unusable_file_refuses_the_delegation_by_name_and_nothing_runs(
     problem: str, bin_dir: dict[str, Path], make_config: ConfigFactory, record: Path, tmp_path: Path
@@ -182,6 +187,7 @@ def profile(kind: str, name: str, body: str) -> Profile:
     return Profile(kind=kind, name=name, description="d", body=body)  # type: ignore[arg-type]
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_persona_then_project_follow_the_configured_text(
     bin_dir: dict[str, Path], make_config: ConfigFactory, record: Path
 ) -> None:

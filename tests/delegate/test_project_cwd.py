@@ -16,6 +16,7 @@ def make_dirs(*paths: Path) -> None:
         path.mkdir(parents=True)
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_the_project_folder_is_the_default_and_the_base_of_a_relative_cwd(
     bin_dir: dict[str, Path],
     make_config: ConfigFactory,
@@ -47,6 +48,7 @@ async def test_the_project_folder_is_the_default_and_the_base_of_a_relative_cwd(
     assert (await delegator.delegate("build"))["cwd"] == str(workspace)
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_a_missing_project_folder_is_named_and_nothing_runs(
     bin_dir: dict[str, Path],
     make_config: ConfigFactory,

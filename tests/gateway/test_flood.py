@@ -5,7 +5,6 @@ its log stays small."""
 from __future__ import annotations
 
 import asyncio
-import resource
 import signal
 import socket
 import sys
@@ -22,6 +21,9 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
 pytestmark = pytest.mark.posix  # RLIMIT_NOFILE and SIGTERM
+# POSIX-only: imported here, not at the top, so collecting this module on Windows is a
+# skip rather than an error that stops the whole run.
+resource = pytest.importorskip("resource", reason="needs POSIX (RLIMIT_NOFILE)")
 
 LIMIT = 512  # descriptors the child may open: at most 144 connections
 FLOOD = 700  # idle sockets opened against it

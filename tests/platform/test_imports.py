@@ -13,20 +13,43 @@ import pytest
 
 from tests.conftest import write_config
 
-# Runs in a fresh interpreter: strip, then import everything, then run `kernel chat`
-# (the composition root: Kernel built, started, one command answered, stopped) and
-# `kernel check`.
-STRIPPED = r"""
-import asyncio, asyncio.unix_events, importlib, io, os, pkgutil, signal, sys
+# Run first in a fresh interpreter: what Windows lacks, taken away. POSIX-only ``os`` and
+# ``signal`` attributes deleted (``os.supports_dir_fd`` emptied, so the workspace picks
+# the Windows walk), and POSIX-only modules refused to Kernel's code and its tests.
+STRIP = r"""
+import asyncio, asyncio.unix_events, builtins, os, signal, sys
 
 for name in ("O_NOFOLLOW", "O_DIRECTORY", "O_CLOEXEC", "O_NONBLOCK", "killpg", "getpgid",
-             "setsid", "fchmod"):
+             "setsid", "setpgid", "fchmod", "getuid", "geteuid", "getgid", "fork", "WNOHANG",
+             "mkfifo"):
     if hasattr(os, name):
         delattr(os, name)
-for name in ("SIGALRM", "setitimer", "ITIMER_REAL"):
+os.supports_dir_fd = set()
+for name in ("SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGALRM",
+             "setitimer", "ITIMER_REAL"):
     if hasattr(signal, name):
         delattr(signal, name)
-sys.modules["resource"] = None  # an ImportError, as on Windows
+
+# POSIX-only modules, refused to Kernel's own code and its tests (a library that imports
+# one only off Windows, by sys.platform, keeps it: that is its own Windows branch).
+POSIX_ONLY = {"resource", "fcntl", "pwd", "grp", "termios", "pty"}
+_import = builtins.__import__
+
+def _no_posix(name, globals=None, locals=None, fromlist=(), level=0):
+    ours = ((globals or {}).get("__name__") or "").split(".")[0] in ("kernel", "tests")
+    if ours and level == 0 and name.split(".")[0] in POSIX_ONLY:
+        raise ModuleNotFoundError(f"No module named {name!r} (as on Windows)", name=name)
+    return _import(name, globals, locals, fromlist, level)
+
+builtins.__import__ = _no_posix
+"""
+
+# Then import everything, run `kernel chat` (the composition root: Kernel built, started,
+# one command answered, stopped) and `kernel check`.
+STRIPPED = (
+    STRIP
+    + r"""
+import importlib, io, pkgutil
 
 def no_signals(self, *args, **kwargs):
     raise NotImplementedError("no signal handlers on this event loop")
@@ -77,6 +100,7 @@ async def service():
 asyncio.run(service())
 print("service stopped")
 """
+)
 
 
 @pytest.mark.posix  # Linux made to look like Windows; on Windows the suite itself is the proof
@@ -101,3 +125,32 @@ def test_every_module_imports_and_kernel_starts_without_posix_only_parts(
     assert "chat exit 0" in result.stdout
     assert "service stopped" in result.stdout
     assert (tmp_path / "data" / "logs").is_dir()
+
+
+COLLECT = (
+    STRIP
+    + r"""
+import pytest
+sys.exit(pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider", "tests"]))
+"""
+)
+
+
+@pytest.mark.posix  # Linux made to look like Windows; on Windows the CI run is the proof
+def test_the_whole_suite_is_collected_without_posix_only_parts() -> None:
+    """A test module importing ``resource`` (or reading ``signal.SIGKILL``) at its top is
+    a collection error on Windows, which stops the whole run there."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    env["PYTHONPATH"] = str(root)
+    result = subprocess.run(
+        [sys.executable, "-c", COLLECT],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert " collected" in result.stdout

@@ -5,8 +5,10 @@ refused, a file swapped between the check and the open refused."""
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
+import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +16,9 @@ from typing import Any
 import pytest
 
 from kernel.core.errors import WorkspaceError
+from kernel.core.i18n import t
 from kernel.workspace import dirs
+from kernel.workspace.archive import Archives
 from kernel.workspace.dirs import FILE_ATTRIBUTE_REPARSE_POINT, PathDirs, is_link, windows_alias
 from kernel.workspace.files import Workspace
 
@@ -52,13 +56,30 @@ def test_a_reparse_point_or_a_symlink_is_a_link_and_nothing_else_is() -> None:
         "COM1",
         "lpt9.log",
         "CON .md",
+        "backup~1.txt",
+        "progra~1",
+        "aux.py",
     ],
 )
 def test_names_windows_reads_as_another_file_or_a_device_are_aliases(name: str) -> None:
     assert windows_alias(name)
 
 
-@pytest.mark.parametrize("name", ["notes.txt", "contacts.md", "a~b", "nullable", "com10", "x.y"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "notes.txt",
+        "contacts.md",
+        "a~b",
+        "nullable",
+        "com10",
+        "x.y",
+        "notes~2024.md",  # 10 characters before the dot: never an 8.3 name
+        "x.~1~",
+        "backup~1.text",  # a 4-character extension
+        "abcdefg~1",
+    ],
+)
 def test_plain_names_are_not_aliases(name: str) -> None:
     assert not windows_alias(name)
 
@@ -115,14 +136,108 @@ async def test_a_junction_is_left_out_of_the_listing(junction_ws: Workspace) -> 
 
 
 async def test_an_alias_of_the_data_dir_is_refused(tmp_path: Path) -> None:
+    """On Windows "data." and "DATA~1" reach the data dir. Here they are folders of their
+    own, with a file in each: only the alias check itself can refuse them."""
     root = tmp_path / "ws"
     (root / "data").mkdir(parents=True)
     (root / "data" / "kernel.db").write_bytes(b"secret")
+    for alias in ("data.", "DATA~1"):
+        (root / alias).mkdir()
+        (root / alias / "kernel.db").write_bytes(b"secret")
     ws = Workspace(root, [root / "data"])
     ws.dirs = PathDirs()
-    for path in ("data/kernel.db", "data./kernel.db", "DATA~1/kernel.db"):
-        with pytest.raises(WorkspaceError):
+    with pytest.raises(WorkspaceError) as caught:
+        await ws.read("data/kernel.db")
+    assert caught.value.code == "path_denied"
+    for path in ("data./kernel.db", "DATA~1/kernel.db"):
+        with pytest.raises(WorkspaceError) as caught:
             await ws.read(path)
+        assert caught.value.code == "path_invalid", path
+        assert t("ws.why_alias") in str(caught.value)
+    entries, _ = await ws.listing()
+    assert entries == []  # the data dir is protected, its aliases left out
+
+
+ORDINARY = ["backup~1.txt", "notes~2024.md", "x.~1~", "aux.py", "nul.txt", "plain.txt"]
+LISTED = ["notes~2024.md", "plain.txt", "x.~1~"]  # the rest Windows may read as another
+
+
+@pytest.fixture
+def tilde_ws(tmp_path: Path) -> Workspace:
+    """A workspace walked the Windows way holding ordinary files whose names have a
+    "~" or a device name, in the root and in a folder."""
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    for name in ORDINARY:
+        (root / name).write_text(name)
+        (root / "sub" / name).write_text(name)
+    ws = Workspace(root)
+    ws.dirs = PathDirs()
+    return ws
+
+
+async def test_a_listing_leaves_out_alias_names_and_lists_the_rest(tilde_ws: Workspace) -> None:
+    entries, truncated = await tilde_ws.listing()
+    expected = LISTED + ["sub"] + [f"sub/{n}" for n in LISTED]
+    assert sorted(e.path for e in entries) == sorted(expected)
+    assert not truncated
+    entries, _ = await tilde_ws.listing("sub")
+    assert sorted(e.path for e in entries) == [f"sub/{n}" for n in LISTED]
+    for name in LISTED:
+        assert await tilde_ws.read(f"sub/{name}") == name.encode()
+
+
+async def test_an_export_leaves_out_alias_names(tilde_ws: Workspace, tmp_path: Path) -> None:
+    archives = Archives(tilde_ws, tmp_path / "staging", max_bytes=1 << 20, max_files=100)
+    made = await archives.export()
+    with zipfile.ZipFile(made) as zf:
+        names = {n.rstrip("/") for n in zf.namelist()}
+    assert names == {*LISTED, "sub", *(f"sub/{n}" for n in LISTED)}
+
+
+@pytest.mark.parametrize("name", ["backup~1.txt", "aux.py", "sub/nul.txt", "sub/x~1/new.txt"])
+async def test_a_named_alias_is_a_workspace_error_that_names_the_fix(
+    tilde_ws: Workspace, name: str
+) -> None:
+    for attempt in (
+        tilde_ws.read(name),
+        tilde_ws.write(name, b"x"),
+        tilde_ws.delete(name),
+        tilde_ws.listing(name),
+    ):
+        with pytest.raises(WorkspaceError) as caught:
+            await attempt
+        assert caught.value.code == "path_invalid"
+        assert t("ws.why_alias") in str(caught.value)
+    assert (tilde_ws.root / "backup~1.txt").read_text() == "backup~1.txt"
+
+
+async def test_an_import_with_an_alias_name_is_refused_and_writes_nothing(
+    tilde_ws: Workspace, tmp_path: Path
+) -> None:
+    archives = Archives(tilde_ws, tmp_path / "staging", max_bytes=1 << 20, max_files=100)
+    for name in ("newdir/backup~1.txt", "newdir/aux.py", "newdir/x~1/a.txt"):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as zf:
+            zf.writestr("first.txt", "first")
+            zf.writestr(name, "x")
+        with pytest.raises(WorkspaceError) as caught:
+            await archives.import_zip(buffer.getvalue())
+        assert t("ws.why_alias") in str(caught.value), name
+        assert not (tilde_ws.root / "newdir").exists()
+        assert not (tilde_ws.root / "first.txt").exists()
+
+
+def test_the_walk_refuses_an_alias_with_its_own_error(tmp_path: Path) -> None:
+    (tmp_path / "backup~1.txt").write_text("x")
+    walk = PathDirs()
+    root = walk.root(str(tmp_path))
+    assert walk.refuses("backup~1.txt") and not walk.refuses("notes~2024.md")
+    assert not dirs.FdDirs().refuses("backup~1.txt")
+    with pytest.raises(dirs.AliasError):
+        walk.lstat("backup~1.txt", root)
+    with pytest.raises(dirs.AliasError):
+        walk.open_file("backup~1.txt", root, dirs.READ)
 
 
 def test_a_file_swapped_between_the_check_and_the_open_is_refused(

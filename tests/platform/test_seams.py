@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
+from kernel import check
+from kernel.config import load_config
 from kernel.core import fileio, platform
+from kernel.delegate import runner
+from kernel.delegate.formats import formatter_for
+from kernel.delegate.runner import CLIProcess, RunRequest
+from tests.conftest import write_config
 
 
 def touch(path: Path) -> Path:
@@ -71,15 +77,82 @@ def test_pathext_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monkey
     assert platform.which("claude", str(tmp_path), windows=True) == str(shim)
 
 
-def test_taskkill_ends_the_whole_tree() -> None:
+def test_taskkill_ends_the_whole_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SystemRoot", "D:\\Win")
     ran: list[list[str]] = []
     platform.kill_tree(4242, force=True, windows=True, run=ran.append)
     platform.kill_tree(4242, force=False, windows=True, run=ran.append)
     platform.kill_tree(4242, force=True, leader_gone=True, windows=True, run=ran.append)
+    taskkill = "D:\\Win\\System32\\taskkill.exe"
     assert ran == [
-        ["taskkill", "/T", "/F", "/PID", "4242"],
-        ["taskkill", "/T", "/PID", "4242"],
+        [taskkill, "/T", "/F", "/PID", "4242"],
+        [taskkill, "/T", "/PID", "4242"],
     ]
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"SystemRoot": "C:\\WINDOWS"}, "C:\\WINDOWS\\System32\\taskkill.exe"),
+        ({"SYSTEMROOT": "E:\\Windows"}, "E:\\Windows\\System32\\taskkill.exe"),
+        ({}, "C:\\Windows\\System32\\taskkill.exe"),
+        ({"SystemRoot": ""}, "C:\\Windows\\System32\\taskkill.exe"),
+        ({"SystemRoot": "."}, "C:\\Windows\\System32\\taskkill.exe"),  # the current folder
+        ({"SystemRoot": "Windows"}, "C:\\Windows\\System32\\taskkill.exe"),
+        ({"SystemRoot": "C:"}, "C:\\Windows\\System32\\taskkill.exe"),  # C:'s current folder
+    ],
+)
+def test_taskkill_is_named_by_its_full_path_never_searched_for(
+    environ: dict[str, str], expected: str
+) -> None:
+    """A bare ``taskkill`` is looked for in the current folder first (CreateProcess):
+    a planted taskkill.exe there would run with the PID of every CLI ended."""
+    argv = platform.taskkill_argv(7, force=True, environ=environ)
+    assert argv == [expected, "/T", "/F", "/PID", "7"]
+
+
+async def test_stopping_a_cli_whose_leader_was_reaped_runs_no_taskkill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kernel stopping after a CLI exited: its PID may be another process's by now, and
+    ``taskkill /T /F`` would end that one and its tree."""
+    ran: list[list[str]] = []
+
+    def windows_kill(pid: int, *, force: bool, leader_gone: bool = False) -> None:
+        platform.kill_tree(pid, force=force, leader_gone=leader_gone, windows=True, run=ran.append)
+
+    def request(code: str) -> RunRequest:
+        return RunRequest(
+            argv=[sys.executable, "-c", code],
+            cwd=tmp_path,
+            env=dict(os.environ),
+            timeout=60.0,
+            idle_timeout=60.0,
+            formatter=formatter_for("claude_code", False),
+            output_path=tmp_path / "out.txt",
+        )
+
+    started = asyncio.Event()
+    running = CLIProcess(
+        request("import time; time.sleep(600)"), on_start=lambda pid: started.set()
+    )
+    task = asyncio.create_task(running.run())
+    await asyncio.wait_for(started.wait(), 30)
+    assert running.pid is not None
+    monkeypatch.setattr(runner, "kill_tree", windows_kill)
+    running.kill()  # a living leader: its tree is ended
+    assert ran == [platform.taskkill_argv(running.pid, force=True)]
+    monkeypatch.undo()
+    platform.kill_tree(running.pid, force=True)  # for real, here
+    await task
+
+    ran.clear()
+    exited = CLIProcess(request("print('done')"))
+    report = await exited.run()
+    assert report.exit_code == 0
+    monkeypatch.setattr(runner, "kill_tree", windows_kill)
+    exited.kill()  # reaped: nothing is run
+    assert ran == []
 
 
 def test_a_new_process_group_on_windows_a_new_session_on_posix() -> None:
@@ -304,3 +377,24 @@ def test_an_exe_and_posix_are_left_alone(tmp_path: Path) -> None:
     assert platform.launch_argv(argv, windows=True) == argv
     shim = npm_layout(tmp_path, node_beside=True)
     assert platform.launch_argv([str(shim), TASK], windows=False) == [str(shim), TASK]
+
+
+@pytest.mark.posix  # the .bat is a #! script here, so that the unfixed check reaches its run
+def test_check_names_batch_syntax_in_a_clis_args_as_a_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kernel check`` with a (non-npm) .bat CLI whose configured args hold % or ":
+    a failed check line naming the fix, never an uncaught BatchArgumentError."""
+    tool = tmp_path / "bin" / "tool.bat"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho codex-cli 1.0\n")
+    tool.chmod(0o755)
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
+    args = '["exec", "--model", "100%"]'
+    path.write_text(path.read_text() + f'\n[cli.codex]\ncommand = "{tool}"\nargs = {args}\n')
+    config = load_config(path, env={}, require_telegram=False)
+    monkeypatch.setattr(platform, "WINDOWS", True)
+    monkeypatch.setattr(check, "group_spawn_kwargs", lambda: {})  # Linux cannot take the flags
+    line = check._cli(config, "codex", {"PATH": str(tool.parent)})
+    assert line.status == "fail"
+    assert "cli.codex.args" in line.detail and str(tool) in line.detail

@@ -69,6 +69,7 @@ def system_of(record: Path) -> str:
     return flags[0].removeprefix(FLAG)
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_configured_persona_and_project_instructions_reach_claude_code(
     kernel: Kernel,
     anthropic_sim: AnthropicSim,
@@ -96,6 +97,7 @@ async def test_configured_persona_and_project_instructions_reach_claude_code(
     )
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_a_missing_instructions_file_is_a_tool_error_naming_it(
     kernel: Kernel,
     anthropic_sim: AnthropicSim,

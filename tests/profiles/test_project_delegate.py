@@ -62,6 +62,7 @@ async def delegate(kernel: Kernel, sim: AnthropicSim, args: dict[str, Any]) -> d
     return result
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_the_cli_runs_in_the_projects_folder(
     kernel: Kernel,
     anthropic_sim: AnthropicSim,
@@ -92,6 +93,7 @@ async def test_the_cli_runs_in_the_projects_folder(
     assert result["cwd"] == str(workspace)
 
 
+@pytest.mark.posix  # a stand-in CLI: a #! script made executable
 async def test_a_project_folder_that_is_gone_is_a_tool_error_and_nothing_runs(
     kernel: Kernel, anthropic_sim: AnthropicSim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
