@@ -23,6 +23,7 @@ from tests.selfops.test_mutations import apply, preview
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.context import system_of
 from tests.sim.script import text_reply
+from tests.telegram.conftest import Factory
 
 
 def names_of(data: dict[str, object]) -> list[tuple[str, str]]:
@@ -238,3 +239,19 @@ async def test_a_guests_turn_gets_none_of_the_owners_prompt_files(
     guest_request, owner_request = (json.dumps(r.body) for r in anthropic_sim.requests)
     assert "house rules" not in guest_request and "extra layer" not in guest_request
     assert "house rules" in owner_request and "extra layer" in owner_request
+
+
+async def test_a_selfops_change_to_agents_md_is_in_the_next_telegram_request(
+    bot: Factory,
+) -> None:
+    """The same through the Telegram simulator: SelfOps (preview, then apply with its
+    hash) changes prompts/AGENTS.md between two of the owner's messages."""
+    h = await bot()
+    h.model.enqueue(text_reply("one"), text_reply("two"))
+    assert await h.converse("first") == "one"
+    assert "Answer in rhyme." not in system_of(h.model.requests[-1])
+    op = {"kind": "replace", "path": "prompts/AGENTS.md", "value": "Answer in rhyme.\n"}
+    planned = await h.kernel.selfops.preview("workspace_file", [op])
+    await h.kernel.selfops.apply(planned["mutation_id"], planned["confirm_hash"])
+    assert await h.converse("second") == "two"
+    assert "Answer in rhyme." in system_of(h.model.requests[-1])
