@@ -102,13 +102,19 @@ def signed_in(request: web.Request) -> ConsoleSession | None:
     return request.get(SESSION)
 
 
+def _redirect(status: int, location: str) -> web.Response:
+    # Returned, not raised: the sidecar's error frame turns a raised HTTPException into
+    # the API's error shape, which has no Location.
+    return web.Response(status=status, headers={"Location": location})
+
+
 async def _to_app(request: web.Request) -> web.Response:
-    raise web.HTTPPermanentRedirect(f"{PREFIX}/")
+    return _redirect(308, f"{PREFIX}/")
 
 
 async def _app_page(request: web.Request) -> web.Response:
     if signed_in(request) is None:
-        raise web.HTTPSeeOther(f"{PREFIX}/login")
+        return _redirect(303, f"{PREFIX}/login")
     return await _page("index.html")
 
 
