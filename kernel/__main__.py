@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -88,10 +89,8 @@ def console_command(env: Mapping[str, str] | None = None, platform: str = sys.pl
     port = urllib.parse.urlsplit(url).port or 8088
     print(t("client.console_hint", port=port), file=sys.stderr)
     if desktop(env, platform):
-        try:
+        with contextlib.suppress(webbrowser.Error):  # printed above: opened by hand
             webbrowser.open(url)
-        except webbrowser.Error:
-            pass  # printed above: the owner opens it by hand
     return 0
 
 
