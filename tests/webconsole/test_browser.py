@@ -233,7 +233,7 @@ async def test_open_a_session(console: Opener) -> None:
 async def test_edit_and_delete_a_memory_then_undo(console: Opener) -> None:
     c = await console()
     store = c.sc.kernel.store
-    await store.add_memory("drinks green tea", category="preference")
+    await store.add_memory("drinks green tea", category="user")
     await c.sign_in()
     await c.show("memories")
     page = c.page
@@ -261,7 +261,7 @@ async def test_edit_and_delete_a_memory_then_undo(console: Opener) -> None:
     await expect(page.locator("tr[data-memory-id]").filter(has_text="jasmine tea")).to_have_count(1)
     await until_async(lambda: texts(), ["drinks jasmine tea"])
     [restored] = await store.list_memories()
-    assert restored.category == "preference"
+    assert restored.category == "user"
     c.check()
 
 
