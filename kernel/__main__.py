@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 import urllib.parse
 import webbrowser
@@ -19,6 +18,7 @@ from kernel import __version__
 from kernel.config import Config, load_config
 from kernel.core.errors import ConfigError, StartupError
 from kernel.core.i18n import t
+from kernel.core.platform import install_stop
 
 log = logging.getLogger("kernel")
 
@@ -125,14 +125,16 @@ def _configure(require_telegram: bool, to_file: bool) -> Config:
 
 
 async def serve(config: Config) -> None:
-    """Run until SIGINT/SIGTERM; the Kernel starts and stops its parts in order."""
+    """Run until SIGINT/SIGTERM (Ctrl+C/Ctrl+Break on Windows); the Kernel starts and
+    stops its parts in order."""
     from kernel.app import Kernel
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await Kernel(config).serve(stop)
+    restore = install_stop(asyncio.get_running_loop(), stop.set)
+    try:
+        await Kernel(config).serve(stop)
+    finally:
+        restore()
 
 
 async def _check(config: Config) -> int:

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import io
 import os
-import shutil
 import socket
 import sqlite3
 import subprocess
@@ -32,6 +31,7 @@ from kernel.config.secrets import child_env
 from kernel.core.errors import KernelError
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
+from kernel.core.platform import group_spawn_kwargs, launch_argv, which
 from kernel.core.provider import DEFAULT_MAX_TOKENS, ChatRequest, Completion, Provider
 from kernel.delegate.argv import GEMINI_PROMPT
 from kernel.delegate.formats import strip_ansi
@@ -482,7 +482,7 @@ def _cli(config: Config, name: str, env: dict[str, str]) -> CheckLine:
 
     cli = config.cli[name]
     part = f"cli {name}"
-    found = shutil.which(cli.command, path=env.get("PATH"))
+    found = which(cli.command, path=env.get("PATH"))
     if not found:
         return CheckLine(part, "warn", t("delegate.not_found", cli=name, command=cli.command))
     seconds = f"{cli.version_timeout:g}"
@@ -521,14 +521,14 @@ def _run_cli(argv: list[str], env: dict[str, str], seconds: float) -> tuple[int 
     """Exit code (None: no answer in time), stdout and stderr of a short CLI run."""
     try:
         done = subprocess.run(
-            argv,
+            launch_argv(argv),
             capture_output=True,
             text=True,
             errors="replace",
             timeout=seconds,
             env=env,
             stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            **group_spawn_kwargs(),
         )
     except subprocess.TimeoutExpired:
         return None, "", ""

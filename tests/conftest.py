@@ -37,6 +37,16 @@ _hypothesis_home = tempfile.TemporaryDirectory(prefix="kernel-tests-hypothesis-"
 set_hypothesis_home_dir(_hypothesis_home.name)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On Windows, a test marked ``posix`` is skipped with the reason (issue 22)."""
+    if os.name != "nt":
+        return
+    skip = pytest.mark.skip(reason="needs POSIX (the posix marker): not run on Windows")
+    for item in items:
+        if item.get_closest_marker("posix") is not None:
+            item.add_marker(skip)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     _hypothesis_home.cleanup()
 

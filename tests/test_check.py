@@ -55,6 +55,7 @@ def voice_toml(openai: OpenAISim, ffmpeg: str = "") -> str:
     )
 
 
+@pytest.mark.posix
 @pytest.mark.slow
 async def test_all_parts_reachable(
     anthropic_sim: AnthropicSim, openai_sim: OpenAISim, tmp_path: Path
@@ -88,6 +89,7 @@ async def test_all_parts_reachable(
     assert SECRET_KEY not in "\n".join(lines) + err
 
 
+@pytest.mark.posix
 @pytest.mark.slow
 async def test_broken_parts_are_named_with_the_fix(
     anthropic_sim: AnthropicSim, tmp_path: Path
@@ -147,6 +149,7 @@ async def test_unreachable_provider_is_named_with_the_url_it_tried(tmp_path: Pat
     assert SECRET_KEY not in "\n".join(lines) + err
 
 
+@pytest.mark.posix
 @pytest.mark.slow
 async def test_configured_ffmpeg_is_the_one_checked_even_with_spoken_replies_off(
     tmp_path: Path, anthropic_sim: AnthropicSim
@@ -280,6 +283,7 @@ def test_a_rules_thinking_budget_over_a_fallbacks_max_tokens_is_a_warning(
     assert all(line.status == "warn" for line in warned.values())
 
 
+@pytest.mark.posix
 @pytest.mark.slow
 async def test_a_provider_with_several_keys_says_how_many(
     anthropic_sim: AnthropicSim, tmp_path: Path

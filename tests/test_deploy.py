@@ -15,6 +15,8 @@ import pytest
 from kernel.config import GeneralConfig, load_config
 from kernel.gateway.connections import AUTO_CEILING, default_limits
 
+pytestmark = pytest.mark.posix  # deploy/setup.sh and systemd
+
 REPO = Path(__file__).resolve().parent.parent
 SETUP = REPO / "deploy" / "setup.sh"
 UNIT = REPO / "deploy" / "kernel.service"

@@ -16,7 +16,8 @@ from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, text_reply
 from tests.sim.telegram_sim import OWNER, TelegramSim
 
-pytestmark = pytest.mark.slow  # real `python -m kernel` processes
+pytestmark = [pytest.mark.slow, pytest.mark.posix]  # real `python -m kernel` processes
+# posix: ordered shutdown on SIGTERM
 
 BOT_TOKEN = "7123456789:AAHk3rnelTestTokenSecretPart_0123456"
 PROVIDER_KEY = "sk-ant-PROVIDERkey-5f1e2d3c4b5a69788796"

@@ -16,7 +16,8 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
-pytestmark = pytest.mark.slow  # real `python -m kernel` processes
+pytestmark = [pytest.mark.slow, pytest.mark.posix]  # real `python -m kernel` processes
+# posix: ordered shutdown on SIGTERM
 
 
 async def test_service_answers_on_telegram_and_stops_on_sigterm(

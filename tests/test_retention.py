@@ -61,6 +61,7 @@ def test_sweep_deletes_only_old_files_in_its_folders(tmp_path: Path) -> None:
     assert (result.total, result.folders_removed, result.failures) == (3, 1, 0)
 
 
+@pytest.mark.posix
 def test_sweep_never_follows_links_out_of_its_folders(tmp_path: Path) -> None:
     data = tmp_path / "data"
     outside = tmp_path / "home"

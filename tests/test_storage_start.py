@@ -19,7 +19,8 @@ from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 from tests.storage import fill, free, remount, tmpfs
 
-pytestmark = pytest.mark.slow  # real `python -m kernel` processes
+pytestmark = [pytest.mark.slow, pytest.mark.posix]  # real `python -m kernel` processes
+# posix: ordered shutdown on SIGTERM
 
 RETRY = "storage unavailable ({cause}) at {data}; retrying in"
 

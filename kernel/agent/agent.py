@@ -30,6 +30,7 @@ from kernel.agent.titles import TitleMaker
 from kernel.agent.turn import TurnParts, TurnRun, UserInput
 from kernel.config import Config
 from kernel.core.asks import AskRegistry
+from kernel.core.events import Completed
 from kernel.core.provider import ChatRequest, Provider, Sleep, StreamEvent
 from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
@@ -38,6 +39,7 @@ from kernel.profiles import Profile, Profiles
 from kernel.routing import Health, Router
 from kernel.skills import SkillLibrary
 from kernel.spend import CallTag, Meter
+from kernel.spend.meter import OWNER_CHANNELS
 from kernel.store.db import SessionRow, Store
 from kernel.store.decisions import DecisionStore
 from kernel.tools.registry import ToolContext, ToolRegistry
@@ -400,8 +402,9 @@ class Agent:
         unanswered: Callable[[TurnRun], Awaitable[None]] | None = None,
     ) -> Turn:
         """Begin a turn; raises BusyError while this conversation already has one.
-        ``unanswered``: awaited when the turn ended without a final answer stored, while
-        the conversation is still busy (so no other turn starts before it is done)."""
+        ``unanswered``: awaited when the turn ended without a whole final answer (refused,
+        failed, cancelled), while the conversation is still busy (so no other turn
+        starts before it is done)."""
         self.sessions.guard_idle(conversation)
         if not user_input.text.strip() and not user_input.images:
             raise ValueError("empty input")
@@ -422,11 +425,16 @@ class Agent:
         try:
             await run.run(user_input)
         finally:
+            # A final answer, whole: a failed or cancelled turn may have stored a part.
+            final = turn.final
+            answered = isinstance(final, Completed) and not final.cancelled
             # /retry runs what the owner sent (photos, files, voice), not the slim copy
-            # stored; a retry given back leaves the earlier input remembered.
-            if run.stored and (unanswered is None or turn.answer_id is not None):
+            # stored; only in the owner's own chats (the only ones that retry); a retry
+            # given back leaves the earlier input remembered.
+            owner = user_input.channel in OWNER_CHANNELS and not user_input.guest
+            if run.stored and owner and (unanswered is None or answered):
                 self._inputs[turn.conversation] = (run.stored[0], user_input)
-            if unanswered is not None and turn.answer_id is None:
+            if unanswered is not None and not answered:
                 await asyncio.shield(unanswered(run))
             if run.error:
                 self.last_error = run.error

@@ -203,10 +203,9 @@ class ModeLayers:
 
     def _instructions(self, model: str) -> list[Layer]:
         """codex_model_instructions_system from the template file or the catalog."""
-        source = self.features.codex_prompt_source
-        from_file = self._instructions_file()
-        if source == "catalog":
+        if self.features.codex_prompt_source == "catalog":
             return self._catalog(model)
+        from_file = self._instructions_file()
         if self.features.codex_prompt_shadow_compare:
             self._shadow(from_file, self._catalog(model), model)
         return from_file
@@ -222,32 +221,24 @@ class ModeLayers:
 
     def _catalog(self, model: str) -> list[Layer]:
         """The active model's entry of ``models.runtime.json`` (else gpt-5.2-codex's):
-        its instructions template filled with its variables, the pragmatic personality."""
+        its instructions template filled with its variables, the pragmatic personality.
+        An optional layer: a catalog missing, too large, not a regular file or not in
+        the expected shape is warned about and skipped, never an error of the turn."""
         path = self.files.folder / CATALOG
         try:
-            if path.stat().st_size > MAX_CATALOG_BYTES:
-                raise ValueError("too large")
+            if not path.is_file() or path.stat().st_size > MAX_CATALOG_BYTES:
+                raise ValueError("not a regular file within the size")
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            entry = _catalog_entry(data, model)
+        except (OSError, ValueError, RecursionError) as exc:
             log.warning("codex catalog skipped: %s", type(exc).__name__)
             return []
-        models = data.get("models") if isinstance(data, dict) else data
-        entries = {m.get("slug"): m for m in models or [] if isinstance(m, dict)}
-        entry = entries.get(model) or entries.get(CATALOG_SLUG)
         if entry is None:
             log.warning("codex catalog has no entry for the active model or %s", CATALOG_SLUG)
             return []
-        messages = entry.get("model_messages") or {}
-        variables = {
-            k: v
-            for k, v in (messages.get("instructions_variables") or {}).items()
-            if isinstance(v, str)
-        }
-        variables.setdefault("personality", variables.get("personality_pragmatic", ""))
-        variables.setdefault("base_instructions", str(entry.get("base_instructions") or ""))
-        template = messages.get("instructions_template") or entry.get("base_instructions") or ""
-        text = render(str(template), variables).strip()
-        source = f"{FOLDER}/{CATALOG}#{entry.get('slug')}"
+        slug, template, variables = entry
+        text = render(template, variables).strip()
+        source = f"{FOLDER}/{CATALOG}#{slug}"
         return [Layer("codex_model_instructions_system", text, source)] if text else []
 
     def _shadow(self, from_file: list[Layer], from_catalog: list[Layer], model: str) -> None:
@@ -285,6 +276,32 @@ class ModeLayers:
             "REQUEST_USER_INPUT_AVAILABLE": "true" if choice.asks else "false",
         }
         return [Layer(file.name, render(text, values), file.source)]
+
+
+def _catalog_entry(data: object, model: str) -> tuple[str, str, dict[str, str]] | None:
+    """(slug, template, variables) of ``model``'s entry (else gpt-5.2-codex's) in a
+    parsed catalog: ``{"models": [...]}`` or the list itself; entries of another shape
+    are passed over."""
+    models = data.get("models") if isinstance(data, dict) else data
+    entries: dict[str, dict[str, object]] = {}
+    for item in models if isinstance(models, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("slug"), str):
+            entries.setdefault(item["slug"], item)
+    entry = entries.get(model) or entries.get(CATALOG_SLUG)
+    if entry is None:
+        return None
+    messages = entry.get("model_messages")
+    messages = messages if isinstance(messages, dict) else {}
+    given = messages.get("instructions_variables")
+    variables = {
+        k: v for k, v in (given if isinstance(given, dict) else {}).items() if isinstance(v, str)
+    }
+    base = entry.get("base_instructions")
+    base = base if isinstance(base, str) else ""
+    variables.setdefault("personality", variables.get("personality_pragmatic", ""))
+    variables.setdefault("base_instructions", base)
+    template = messages.get("instructions_template")
+    return str(entry["slug"]), template if isinstance(template, str) else base, variables
 
 
 def render(template: str, values: dict[str, str]) -> str:

@@ -187,6 +187,7 @@ def read_section(
     keys = toml_keys(model)
     data: dict[str, Any] = dict(defaults or {})
     data.update({k: v for k, v in table.items() if k in keys})
+    from_env: dict[str, str] = {}  # key → the environment variable that set it
     for key, field in keys.items():
         override = marker(model.model_fields[field], Env)
         value = env.get(override.variable(table_name)) if override else None
@@ -196,10 +197,18 @@ def read_section(
             data[key] = [*current, *parts] if isinstance(current, list) else current
         elif value:
             data[key] = value
+        if value and override:
+            from_env[key] = override.variable(table_name)
     try:
         return model.model_validate({**data, **fixed})
     except ValidationError as exc:
-        raise refusal(model, exc, prefix, data) from None
+        refused = refusal(model, exc, prefix, data)
+        variable = from_env.get(str(exc.errors()[0]["loc"][0]))
+        if variable is not None:  # the owner looks for it in config.toml in vain
+            raise ConfigError(
+                t("config.bad_env", variable=variable, detail=str(refused)), key=refused.key
+            ) from None
+        raise refused from None
 
 
 def _unwrap(annotation: Any) -> Any:

@@ -11,9 +11,7 @@ refusal is printed as ``✗ <message>``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -34,6 +32,7 @@ from kernel.core.events import (
     TurnEvent,
 )
 from kernel.core.i18n import t
+from kernel.core.platform import install_stop
 from kernel.core.turns import Turn
 
 if TYPE_CHECKING:
@@ -208,8 +207,7 @@ async def run_chat(
             if not kernel.agent.cancel(CONVERSATION):
                 lines.put_nowait(None)
 
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        restore = install_stop(loop, on_interrupt, signals=("SIGINT",))
         try:
             if interactive:
                 chat.line(
@@ -226,8 +224,7 @@ async def run_chat(
                 if line is None or not await chat.handle(line):
                     break
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
+            restore()
         if interactive:
             chat.line(t("console.bye"))
     return 1 if chat.failed else 0

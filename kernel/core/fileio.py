@@ -8,6 +8,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from kernel.core import platform
+
 # Storage trouble that can pass without Kernel changing anything: a full disk or quota,
 # a file system mounted read-only, permissions, a failing device. Anything else (a path
 # that is a file, a name too long) needs a person.
@@ -57,11 +59,13 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), mode)
+            fchmod = getattr(os, "fchmod", None)  # Windows (before 3.13) has none
+            if fchmod is not None:
+                fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        platform.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

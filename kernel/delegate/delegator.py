@@ -19,9 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shutil
-import signal
 import time
 import uuid
 from collections import deque
@@ -35,6 +32,13 @@ from kernel.config import Config
 from kernel.config.secrets import child_env
 from kernel.core.errors import ToolError
 from kernel.core.i18n import t
+from kernel.core.platform import (
+    BatchArgumentError,
+    group_spawn_kwargs,
+    kill_tree,
+    launch_argv,
+    which,
+)
 from kernel.delegate import permits
 from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.argv import build_argv, output_flags
@@ -153,9 +157,7 @@ class Delegator:
         """The configured CLIs whose command is found (on the PATH a delegated CLI gets,
         or as a path), in configuration order: what ``delegate_to_cli`` offers."""
         path = child_env(self.config.envs).get("PATH")
-        return [
-            name for name, cli in self.config.cli.items() if shutil.which(cli.command, path=path)
-        ]
+        return [name for name, cli in self.config.cli.items() if which(cli.command, path=path)]
 
     # ----- running ---------------------------------------------------------------------
 
@@ -220,7 +222,7 @@ class Delegator:
         workdir = await asyncio.to_thread(self._workdir, cwd, base)
         claim.cwd = str(workdir)
         env = child_env(self.config.envs)
-        executable = shutil.which(cfg.command, path=env.get("PATH"))
+        executable = which(cfg.command, path=env.get("PATH"))
         if executable is None:
             raise ToolError(t("delegate.not_found", cli=claim.cli, command=cfg.command))
         system = await instructions_for(claim.cli, cfg, self.config.base_dir, profiles)
@@ -237,6 +239,12 @@ class Delegator:
             extra += flags
         try:
             argv = build_argv(claim.cli, executable, cfg.args, task, extra, system)
+            try:
+                argv = await asyncio.to_thread(launch_argv, argv)
+            except BatchArgumentError:
+                raise ToolError(
+                    t("delegate.batch_args", cli=claim.cli, command=executable)
+                ) from None
             return await self._execute(
                 claim, argv, workdir, env, executable, output_path, last_message, grant
             )
@@ -476,14 +484,14 @@ _ABORTS = ("timeout", "idle", "no_progress", "stopped")
 async def cli_version(executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
     """First line ``<executable> --version`` prints, within ``timeout``; "" on failure."""
     try:
+        argv = await asyncio.to_thread(launch_argv, [executable, "--version"])
         proc = await asyncio.create_subprocess_exec(
-            executable,
-            "--version",
+            *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
             env=env,
-            start_new_session=True,
+            **group_spawn_kwargs(),
         )
     except OSError:
         return ""
@@ -493,8 +501,7 @@ async def cli_version(executable: str, env: dict[str, str], timeout: float) -> s
         return ""
     finally:
         if proc.returncode is None:  # timed out or cancelled: the group goes, reaped
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid, force=True)
             with contextlib.suppress(ProcessLookupError):
                 await asyncio.shield(proc.wait())
     text = out.decode("utf-8", "replace").strip()

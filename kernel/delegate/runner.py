@@ -24,14 +24,13 @@ import asyncio
 import codecs
 import contextlib
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from kernel.core.platform import group_spawn_kwargs, kill_tree
 from kernel.delegate.formats import Formatter
 
 log = logging.getLogger(__name__)
@@ -109,11 +108,6 @@ class RunReport:
     killed_after_done: bool = False  # the CLI said it was done but did not exit in time
 
 
-def signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 class CLIProcess:
     def __init__(
         self,
@@ -179,7 +173,7 @@ class CLIProcess:
         self._stopped = True
         self._activity.set()  # wake the supervisor
         if self.proc is not None:
-            signal_group(self.proc.pid, signal.SIGKILL)
+            kill_tree(self.proc.pid, force=True)
 
     async def run(self) -> RunReport:
         """Run to the end. Raises OSError if the process cannot be started; re-raises
@@ -194,14 +188,14 @@ class CLIProcess:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # its own group, so the whole tree can be killed
+                **group_spawn_kwargs(),  # its own group, so the whole tree can be killed
             )
         except BaseException:
             await asyncio.to_thread(_discard, self._file, req.output_path)
             raise
         proc = self.proc
         if self._stopped:  # Kernel began stopping while this was being started
-            signal_group(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid, force=True)
         self.on_start(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
         started = self._now()
@@ -220,7 +214,7 @@ class CLIProcess:
             raise
         finally:
             # Leftovers (grandchildren, a leader past its grace) die here, in every path.
-            signal_group(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid, force=True, leader_gone=proc.returncode is not None)
             await self._finish(out, err, exited)
         if self._stopped:
             reason = "stopped"
@@ -274,10 +268,10 @@ class CLIProcess:
         """SIGTERM, a short grace, then SIGKILL, which is sent even if this is cancelled."""
         assert self.proc is not None
         try:
-            signal_group(self.proc.pid, signal.SIGTERM)
+            kill_tree(self.proc.pid, force=False)
             await self._exits_within(self.kill_grace)
         finally:
-            signal_group(self.proc.pid, signal.SIGKILL)
+            kill_tree(self.proc.pid, force=True, leader_gone=self.proc.returncode is not None)
 
     async def _exits_within(self, seconds: float) -> bool:
         """Whether the leader exits within ``seconds`` (its pipes may stay open)."""

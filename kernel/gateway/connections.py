@@ -15,6 +15,7 @@ connection is closed at once, before any work is done for it.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from typing import Protocol
 
@@ -33,6 +34,8 @@ class Closable(Protocol):
 
 def open_files_limit() -> int:
     """The soft RLIMIT_NOFILE (1024 where it cannot be read, e.g. on Windows)."""
+    if sys.platform == "win32":
+        return 1024
     try:
         import resource
     except ImportError:

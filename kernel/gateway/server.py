@@ -237,16 +237,19 @@ def loopback_host(value: str) -> bool:
     return (not rest or _PORT.fullmatch(rest) is not None) and is_loopback(name)
 
 
-def _browser_refusal(request: web.Request) -> ApiError | None:
+def _browser_refusal(request: web.Request, signed: bool) -> ApiError | None:
     """Web pages must not drive the sidecar: a foreign ``Origin`` is refused, and with no
-    API key a ``Host`` that is not a loopback name (DNS rebinding) too."""
+    API key a ``Host`` that is not a loopback name (DNS rebinding) too. ``signed``: the
+    request carries a live console sign-in (its pages may call the API)."""
     origin = request.headers.get("Origin")
     # Only browsers send Origin, and no page is trusted unless listed or the sidecar's
     # own (the console's pages: workspace files are served as downloads, never as
     # pages): a local dev server's page is a web page like any other.
-    listed = origin is not None and origin.rstrip("/") in request.app[ORIGINS]
-    if origin is not None and not listed and not _same_origin(request, origin):
-        return refusal("forbidden_origin", t("gw.foreign_origin"))
+    if origin is not None and origin.rstrip("/") not in request.app[ORIGINS]:
+        # The console's own pages, from this origin, signed in (or signing in).
+        console = signed or is_console(request.path)
+        if not (console and _same_origin(request, origin)):
+            return refusal("forbidden_origin", t("gw.foreign_origin"))
     if not request.app[API_KEY] and not _host_allowed(request):
         return refusal("forbidden_host", t("gw.foreign_host"))
     return None
@@ -285,12 +288,12 @@ def _host_allowed(request: web.Request) -> bool:
 async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
     """Browser checks, the API key (constant-time compare) and the body limit, before
     any handler."""
-    blocked = _browser_refusal(request)
+    console = _console_session(request)
+    blocked = _browser_refusal(request, console is not None)
     if blocked is not None:
         raise blocked
     key = request.app[API_KEY]
     signed = request.match_info.route in request.app[SIGNED]
-    console = _console_session(request)
     # The console's pages answer for themselves (sign-in page, or 303 to it).
     public = request.path in PUBLIC_PATHS or signed or is_console(request.path)
     if key and not public and console is None and not authorized(request):

@@ -15,11 +15,11 @@ import contextlib
 import importlib
 import importlib.util
 import os
-import shutil
 from pathlib import Path
 
 from kernel.config.secrets import child_env
 from kernel.core.errors import SpeechError
+from kernel.core.platform import which
 
 # Mono Opus at 48 kbit/s (seed 004): clear speech, about 6 KB per second.
 OPUS_ARGS = ("-vn", "-ac", "1", "-c:a", "libopus", "-b:a", "48k", "-f", "ogg")
@@ -30,9 +30,9 @@ def find_ffmpeg(explicit: str = "") -> str | None:
     off the event loop."""
     if explicit:
         if os.sep not in explicit:  # a command name: looked up on PATH
-            return shutil.which(explicit)
+            return which(explicit)
         return explicit if _is_executable(explicit) else None
-    found = shutil.which("ffmpeg")
+    found = which("ffmpeg")
     if found:
         return found
     if importlib.util.find_spec("imageio_ffmpeg") is None:

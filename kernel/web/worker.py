@@ -334,6 +334,13 @@ async def extract(html: str | bytes, *, within: float) -> Readable:
     return page
 
 
+def _alarm(seconds: float) -> None:
+    """Past its time, SIGALRM's default action ends this process, even inside lxml (0:
+    disarm). Windows has no SIGALRM: there the parent's kill after the time is all."""
+    if sys.platform != "win32" and hasattr(signal, "setitimer"):
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
 def main() -> None:
     """The worker process: one page at a time from stdin, each answer on stdout."""
     logging.disable(logging.CRITICAL)  # nothing about pages leaves this process in a log
@@ -348,8 +355,7 @@ def main() -> None:
         if len(data) < int(request["size"]):
             return
         html = data.decode("utf-8", "surrogatepass") if request["kind"] == "text" else data
-        # Past its time, SIGALRM's default action ends this process, even inside lxml.
-        signal.setitimer(signal.ITIMER_REAL, float(request["seconds"]) + 1.0)
+        _alarm(float(request["seconds"]) + 1.0)
         answer: dict[str, Any]
         try:
             page = readable(html)
@@ -361,7 +367,7 @@ def main() -> None:
                 page.text.encode("utf-8", "surrogatepass"),
             ]
             answer = {"title": len(parts[0]), "text": len(parts[1]), "plain": page.plain}
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _alarm(0)
         stdout.write(json.dumps(answer).encode() + b"\n")
         for part in parts:
             stdout.write(part)

@@ -33,10 +33,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from kernel.core import platform
 from kernel.core.errors import WorkspaceError
 from kernel.core.i18n import t
+from kernel.workspace.dirs import READ
 from kernel.workspace.files import Workspace, Writer
-from kernel.workspace.paths import READ, Parts, Secrets, parts_of
+from kernel.workspace.paths import Parts, Secrets, parts_of
 
 _COPY = 64 * 1024
 _MIN_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -129,18 +131,18 @@ class Archives:
         except WorkspaceError:  # a folder on the way gone or swapped since listed
             return True
         try:
-            fd = os.open(parts[-1], READ, dir_fd=folder)
+            fd = self.workspace.dirs.open_file(parts[-1], folder, READ)
         except OSError:  # gone or swapped for a link since listed: left out
             return True
         finally:
-            os.close(folder)
+            self.workspace.dirs.close(folder)
         with os.fdopen(fd, "rb") as src:
             opened = os.fstat(src.fileno())
             if not stat.S_ISREG(opened.st_mode):
                 return True
             if self.workspace.refusal(opened, secrets) is not None:
                 return False
-            os.set_blocking(src.fileno(), True)
+            platform.set_blocking(src.fileno(), True)
             with zf.open(info, "w", force_zip64=True) as dst:
                 shutil.copyfileobj(src, dst, _COPY)
         return True

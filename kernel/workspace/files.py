@@ -25,16 +25,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from kernel.core import platform
 from kernel.core.errors import WorkspaceError
 from kernel.core.i18n import t
-from kernel.workspace.paths import DIR, READ, Parts, Root, Secrets, denied, parts_of, raced
+from kernel.workspace.dirs import CREATE, READ, is_link
+from kernel.workspace.paths import Parts, Root, Secrets, denied, parts_of, raced
 
 __all__ = ["CHUNK", "Entry", "OpenFile", "Parts", "Workspace", "Writer", "parts_of"]
 
 Writer = Callable[[BinaryIO], None]  # writes a new file's content
 T = TypeVar("T")
 
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 CHUNK = 256 * 1024
 _TEMP = ".kernel-"  # prefix of Kernel's own temporary names: dotfiles, so never served
 
@@ -114,14 +115,14 @@ class Workspace(Root):
             info = self._lstat(folder, parts[-1])
             if info is None:
                 raise WorkspaceError("not_found", t("ws.not_found", path=shown), {"path": shown})
-            if stat.S_ISLNK(info.st_mode):
+            if is_link(info):
                 raise denied(shown, t("ws.why_symlink"))
             if stat.S_ISDIR(info.st_mode):
                 raise WorkspaceError("path_is_directory", t("ws.is_directory", path=shown))
             if not stat.S_ISREG(info.st_mode):
                 raise denied(shown, t("ws.why_special"))
             try:
-                fd = os.open(parts[-1], READ, dir_fd=folder)
+                fd = self.dirs.open_file(parts[-1], folder, READ)
             except FileNotFoundError:  # removed since the check
                 raise WorkspaceError(
                     "not_found", t("ws.not_found", path=shown), {"path": shown}
@@ -129,7 +130,7 @@ class Workspace(Root):
             except OSError as exc:  # swapped for a link (ELOOP) since the check
                 raise self._blocked(folder, parts[-1], shown, exc) from None
         finally:
-            os.close(folder)
+            self.dirs.close(folder)
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode):
             os.close(fd)
@@ -138,7 +139,7 @@ class Workspace(Root):
         if why is not None:
             os.close(fd)
             raise denied(shown, why)
-        os.set_blocking(fd, True)
+        platform.set_blocking(fd, True)
         return OpenFile(fd, Entry(shown, "file", opened.st_size, _stamp(opened.st_mtime)))
 
     async def read(self, path: str) -> bytes:
@@ -167,7 +168,7 @@ class Workspace(Root):
         try:
             truncated = self._walk(fd, parts, out, limit, secrets or Secrets(self), skipped)
         finally:
-            os.close(fd)
+            self.dirs.close(fd)
         return out, truncated
 
     def _walk(
@@ -179,14 +180,14 @@ class Workspace(Root):
         secrets: Secrets,
         skipped: list[str] | None,
     ) -> bool:
-        for name in sorted(os.listdir(fd)):
+        for name in sorted(self.dirs.listdir(fd)):
             if name.startswith("."):
                 continue
             parts = (*prefix, name)
             if self.is_protected(parts):
                 continue
             info = self._lstat(fd, name)
-            if info is None or stat.S_ISLNK(info.st_mode):
+            if info is None or is_link(info):
                 continue
             if len(out) >= limit:
                 return True
@@ -200,14 +201,14 @@ class Workspace(Root):
             elif stat.S_ISDIR(info.st_mode):
                 out.append(Entry(shown, "dir", 0, _stamp(info.st_mtime)))
                 try:
-                    child = os.open(name, DIR, dir_fd=fd)
+                    child = self.dirs.open_dir(name, fd)
                 except OSError:  # unreadable or swapped for a link: left out
                     continue
                 try:
                     if self._walk(child, parts, out, limit, secrets, skipped):
                         return True
                 finally:
-                    os.close(child)
+                    self.dirs.close(child)
         return False
 
     # ----- changes -------------------------------------------------------------------
@@ -280,13 +281,13 @@ class Workspace(Root):
             info = self._lstat(folder, parts[-1])
             if info is None:
                 raise WorkspaceError("not_found", t("ws.not_found", path=shown), {"path": shown})
-            if stat.S_ISLNK(info.st_mode):
+            if is_link(info):
                 raise denied(shown, t("ws.why_symlink"))
             try:
                 if stat.S_ISDIR(info.st_mode):
-                    os.rmdir(parts[-1], dir_fd=folder)
+                    self.dirs.rmdir(parts[-1], folder)
                 else:
-                    os.unlink(parts[-1], dir_fd=folder)
+                    self.dirs.unlink(parts[-1], folder)
             except FileNotFoundError:  # removed meanwhile (by another program)
                 raise WorkspaceError(
                     "not_found", t("ws.not_found", path=shown), {"path": shown}
@@ -300,7 +301,7 @@ class Workspace(Root):
                     raise raced(shown) from None  # swapped for a folder or a file
                 raise
         finally:
-            os.close(folder)
+            self.dirs.close(folder)
 
     def commit(self, planned: list[tuple[Parts, Writer | None]]) -> None:
         """Write files (``None``: make a folder) as one change: every target is checked
@@ -318,7 +319,7 @@ class Workspace(Root):
                     if writer is None:
                         if self._lstat(folder, parts[-1]) is None:
                             try:
-                                os.mkdir(parts[-1], 0o777, dir_fd=folder)
+                                self.dirs.mkdir(parts[-1], folder)
                                 made.append(parts)
                             except FileExistsError:  # made meanwhile: fine
                                 pass
@@ -328,7 +329,7 @@ class Workspace(Root):
                     backup = self._replace(folder, parts, writer, token, len(done))
                     done.append((parts, backup))
                 finally:
-                    os.close(folder)
+                    self.dirs.close(folder)
         except BaseException:
             self._roll_back(done, made)
             raise
@@ -337,15 +338,15 @@ class Workspace(Root):
                 with contextlib.suppress(WorkspaceError, FileNotFoundError):
                     folder = self._folder(parts)
                     try:
-                        os.unlink(backup, dir_fd=folder)
+                        self.dirs.unlink(backup, folder)
                     finally:
-                        os.close(folder)
+                        self.dirs.close(folder)
 
     def _existing(self, folder: int, parts: Parts) -> os.stat_result | None:
         """The file a write would replace, judged on its open descriptor (None: none)."""
         shown = "/".join(parts)
         try:
-            fd = os.open(parts[-1], READ, dir_fd=folder)
+            fd = self.dirs.open_file(parts[-1], folder, READ)
         except FileNotFoundError:
             return None
         except PermissionError:  # unreadable, so nothing to leak: judged by its name
@@ -356,7 +357,7 @@ class Workspace(Root):
             info = self._lstat(folder, parts[-1])
             if info is None:
                 return None
-            if stat.S_ISLNK(info.st_mode):
+            if is_link(info):
                 raise denied(shown, t("ws.why_symlink"))
         else:
             try:
@@ -379,13 +380,13 @@ class Workspace(Root):
         tmp = f"{_TEMP}tmp-{token}-{index}"
         old = self._existing(folder, parts)
         try:
-            fd = os.open(tmp, _CREATE, 0o666, dir_fd=folder)
+            fd = self.dirs.open_file(tmp, folder, CREATE)
         except FileNotFoundError:  # the folder was removed meanwhile
             raise raced("/".join(parts)) from None
         try:
             with os.fdopen(fd, "wb") as fh:
                 if old is not None:
-                    os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))  # keep the owner's mode
+                    _keep_mode(fh.fileno(), old)
                 writer(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -395,27 +396,34 @@ class Workspace(Root):
                 # one step (readers never see it missing) and a rollback can restore it.
                 backup = f"{_TEMP}bak-{token}-{index}"
                 try:
-                    os.link(
-                        name, backup, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False
-                    )
+                    self.dirs.link(name, backup, folder)
                 except FileNotFoundError:  # removed meanwhile: now a new file
                     backup = None
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:  # swapped for a link meanwhile (Windows walk)
+                        raise raced("/".join(parts)) from None
+                    raise
             try:
-                os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+                self.dirs.rename(tmp, name, folder)
             except OSError as exc:
                 if backup is not None:
-                    os.unlink(backup, dir_fd=folder)
-                if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY, errno.ENOENT):
-                    raise raced("/".join(parts)) from None  # a folder put there meanwhile
+                    with contextlib.suppress(OSError):  # the folder itself swapped (Windows)
+                        self.dirs.unlink(backup, folder)
+                # A folder put there meanwhile; ELOOP: the folder swapped for a link.
+                raced_errnos = (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY, errno.ENOENT)
+                if exc.errno in (*raced_errnos, errno.ELOOP):
+                    raise raced("/".join(parts)) from None
                 raise
             except BaseException:
                 if backup is not None:
-                    os.unlink(backup, dir_fd=folder)
+                    self.dirs.unlink(backup, folder)
                 raise
             return backup
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=folder)
+            # FileNotFoundError: gone; ELOOP: the folder swapped for a link (Windows walk),
+            # the temporary file (a dotfile, never served) left where the folder went.
+            with contextlib.suppress(OSError):
+                self.dirs.unlink(tmp, folder)
             raise
 
     def _roll_back(self, done: list[tuple[Parts, str | None]], made: list[Parts]) -> None:
@@ -426,24 +434,31 @@ class Workspace(Root):
                 continue
             try:
                 if backup is None:
-                    os.unlink(parts[-1], dir_fd=folder)
+                    self.dirs.unlink(parts[-1], folder)
                 else:
-                    os.rename(backup, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)
+                    self.dirs.rename(backup, parts[-1], folder)
             except OSError:
                 pass
             finally:
-                os.close(folder)
+                self.dirs.close(folder)
         for parts in reversed(made):
             try:
                 folder = self._folder(parts)
             except WorkspaceError:
                 continue
             try:
-                os.rmdir(parts[-1], dir_fd=folder)
+                self.dirs.rmdir(parts[-1], folder)
             except OSError:
                 pass
             finally:
-                os.close(folder)
+                self.dirs.close(folder)
+
+
+def _keep_mode(fd: int, old: os.stat_result) -> None:
+    """The replaced file's mode on its successor (POSIX; Windows keeps no such mode)."""
+    fchmod = getattr(os, "fchmod", None)
+    if fchmod is not None:
+        fchmod(fd, stat.S_IMODE(old.st_mode))
 
 
 def _bytes_writer(data: bytes) -> Writer:

@@ -9,6 +9,11 @@ even if one appears between a check and the use. ``config.toml`` and the data di
 are never listed, read or written, wherever they lie under the root (names compared
 without regard to case, for case-insensitive file systems).
 
+On Windows, where ``openat`` does not exist, the same walk is done by
+:class:`kernel.workspace.dirs.PathDirs` (every component checked with ``lstat``, reparse
+points refused, each opened file verified to be the one checked); :attr:`Root.dirs` holds
+the choice.
+
 Hard links: a file is judged on the descriptor it was opened by (``fstat`` after an
 ``O_NOFOLLOW`` open, so nothing can be swapped in between). One with more than one
 link is refused unless ``gateway.allow_hard_links`` is on; even then, never one that is
@@ -29,11 +34,10 @@ from pathlib import Path
 
 from kernel.core.errors import WorkspaceError
 from kernel.core.i18n import t
+from kernel.workspace.dirs import Dirs, choose_dirs, is_link
 
 Parts = tuple[str, ...]
 
-DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 MAX_PATH = 1024
 
 
@@ -156,6 +160,7 @@ class Root:
             if p == self.root or self.root in p.parents
         ]
         self.allow_hard_links = allow_hard_links
+        self.dirs: Dirs = choose_dirs()
 
     def is_protected(self, parts: Parts) -> bool:
         """config.toml, the data directory, anything inside it (whatever the case)."""
@@ -186,7 +191,7 @@ class Root:
 
     def _root_fd(self) -> int:
         try:
-            return os.open(self.root, DIR)
+            return self.dirs.root(str(self.root))
         except OSError:
             raise WorkspaceError(
                 "workspace_missing", t("ws.missing", root=str(self.root))
@@ -202,14 +207,14 @@ class Root:
         try:
             for depth, name in enumerate(parts[:-1], start=1):
                 try:
-                    step = os.open(name, DIR, dir_fd=fd)
+                    step = self.dirs.open_dir(name, fd)
                 except FileNotFoundError:
                     if not create:
                         raise WorkspaceError(
                             "not_found", t("ws.not_found", path=shown), {"path": shown}
                         ) from None
                     try:
-                        os.mkdir(name, 0o777, dir_fd=fd)
+                        self.dirs.mkdir(name, fd)
                         if made is not None:
                             made.append(parts[:depth])
                     except FileExistsError:  # made meanwhile: fine
@@ -217,34 +222,32 @@ class Root:
                     except FileNotFoundError:  # the folder holding it was removed meanwhile
                         raise raced(shown) from None
                     try:
-                        step = os.open(name, DIR, dir_fd=fd)
+                        step = self.dirs.open_dir(name, fd)
                     except FileNotFoundError:  # removed again meanwhile
                         raise raced(shown) from None
                     except OSError as exc:
                         raise self._blocked(fd, name, shown, exc) from None
                 except OSError as exc:
                     raise self._blocked(fd, name, shown, exc) from None
-                os.close(fd)
+                self.dirs.close(fd)
                 fd = step
             return fd
         except BaseException:
-            os.close(fd)
+            self.dirs.close(fd)
             raise
 
-    @staticmethod
-    def _blocked(fd: int, name: str, shown: str, exc: OSError) -> WorkspaceError:
+    def _blocked(self, fd: int, name: str, shown: str, exc: OSError) -> WorkspaceError:
         try:
-            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            linked = is_link(self.dirs.lstat(name, fd))
         except OSError:
-            mode = 0
-        if stat.S_ISLNK(mode) or exc.errno == errno.ELOOP:
+            linked = False
+        if linked or exc.errno == errno.ELOOP:
             return denied(shown, t("ws.why_symlink"))
         return WorkspaceError("path_conflict", t("ws.not_a_folder", path=shown), {"path": shown})
 
-    @staticmethod
-    def _lstat(fd: int, name: str) -> os.stat_result | None:
+    def _lstat(self, fd: int, name: str) -> os.stat_result | None:
         try:
-            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+            return self.dirs.lstat(name, fd)
         except FileNotFoundError:
             return None
 
@@ -254,7 +257,7 @@ class Root:
         shown = "/".join(parts)
         folder = self._folder(parts)
         try:
-            return os.open(parts[-1], DIR, dir_fd=folder)
+            return self.dirs.open_dir(parts[-1], folder)
         except FileNotFoundError:
             raise WorkspaceError(
                 "not_found", t("ws.not_found", path=shown), {"path": shown}
@@ -262,7 +265,7 @@ class Root:
         except OSError as exc:
             raise self._blocked(folder, parts[-1], shown, exc) from None
         finally:
-            os.close(folder)
+            self.dirs.close(folder)
 
     def check_target(self, parts: Parts, *, folder: bool) -> None:
         """Refuse (before anything is written) a target whose folders are links or
@@ -275,7 +278,7 @@ class Root:
                 if info is None:
                     return  # the rest is created
                 last = depth == len(parts) - 1
-                if stat.S_ISLNK(info.st_mode):
+                if is_link(info):
                     raise denied(shown, t("ws.why_symlink"))
                 if last and not folder:
                     if stat.S_ISDIR(info.st_mode):
@@ -291,12 +294,12 @@ class Root:
                         "path_conflict", t("ws.not_a_folder", path=shown), {"path": shown}
                     )
                 try:
-                    step = os.open(name, DIR, dir_fd=fd)
+                    step = self.dirs.open_dir(name, fd)
                 except FileNotFoundError:
                     return  # removed meanwhile: the rest is created
                 except OSError as exc:
                     raise self._blocked(fd, name, shown, exc) from None
-                os.close(fd)
+                self.dirs.close(fd)
                 fd = step
         finally:
-            os.close(fd)
+            self.dirs.close(fd)

@@ -163,3 +163,31 @@ async def test_rewind_with_odd_digits_or_nothing_after_is_a_refusal(
     body = {"after_sequence": answer}
     status, data, _ = await sc.call("POST", f"/chats/{chat_id}/rewind", body)
     assert status == 409 and data["error"]["code"] == "rewind_nothing_after"
+
+
+async def test_a_retry_that_fails_or_is_cancelled_after_some_words_gives_the_answer_back(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """A part of an answer is no answer: the old one is seen again, the part is cut."""
+    kernel = await make_kernel(anthropic_sim, language="en")
+    half = Text("HALF-ANSWER", chunks=["HALF-", "ANSWER"])
+    anthropic_sim.enqueue(
+        text_reply("one"),
+        text_reply("good enough"),
+        Reply(half, error_after=4, error_type="invalid_request_error"),
+        Reply(half, stall_after=4),
+        text_reply("three"),
+    )
+    await ask(kernel, "q-one")
+    await ask(kernel, "q-two")
+    events = await finish(await kernel.agent.retry(CONVERSATION, TEMPLATE))
+    assert type(events[-1]).__name__ == "ErrorEvent"
+    await kernel.agent.wait_idle(CONVERSATION, 30)
+    turn = await kernel.agent.retry(CONVERSATION, TEMPLATE)
+    async for event in turn:  # cancelled once the first words are in
+        if type(event).__name__ == "AssistantDelta":
+            turn.cancel()
+    await ask(kernel, "q-three")
+    history = sent(anthropic_sim)
+    assert "HALF" not in history
+    assert history.count("q-two") == 1 and "good enough" in history

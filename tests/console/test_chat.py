@@ -92,6 +92,7 @@ async def test_provider_error_sets_exit_code(anthropic_sim: AnthropicSim, tmp_pa
     assert "bad things" in err and "400" in err
 
 
+@pytest.mark.posix
 async def test_ctrl_c_cancels_the_turn_not_the_program(
     anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:

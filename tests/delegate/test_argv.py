@@ -10,6 +10,8 @@ import pytest
 from kernel.check import _clis, report
 from tests.delegate.conftest import ConfigFactory, cli_section, delegator_for, record_of
 
+pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
+
 
 async def test_a_variadic_flag_before_the_task_does_not_swallow_it(
     bin_dir: dict[str, Path],

@@ -19,6 +19,8 @@ from tests.delegate.conftest import (
 )
 from tests.delegate.standins import alive
 
+pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
+
 EXPECTED = {
     "claude_code": "Done: count the files",
     "codex": "From the last-message file: Done: count the files",

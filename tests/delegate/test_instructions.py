@@ -163,6 +163,7 @@ async def test_an_unusable_file_refuses_the_delegation_by_name_and_nothing_runs(
     assert delegator.running is None and delegator.latest("c") is None
 
 
+@pytest.mark.posix
 async def test_an_unreadable_file_is_refused(
     bin_dir: dict[str, Path], make_config: ConfigFactory, record: Path, tmp_path: Path
 ) -> None:

@@ -34,6 +34,8 @@ from tests.delegate.standins import alive
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
 
+pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
+
 CONV = "console:default"
 KernelMaker = Callable[..., Awaitable[Kernel]]
 

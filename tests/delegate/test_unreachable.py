@@ -11,6 +11,8 @@ import pytest
 
 from tests.delegate.conftest import ConfigFactory, cli_section, delegator_for
 
+pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
+
 # What each CLI says when its API is unreachable (recorded; see standins.py).
 UNREACHABLE = {
     "claude_code": "no HTTP response (unknown)",

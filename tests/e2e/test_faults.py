@@ -22,7 +22,8 @@ from tests.e2e.harness import (
 )
 from tests.sim.telegram_sim import OWNER, BotCall, ChatMessage
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.posix, pytest.mark.slow, pytest.mark.timeout(400)]
+# posix: SIGKILL/SIGTERM of the service process
 
 OUTAGE = 20.0  # seconds the Bot API stays refused / broken / hung
 RECOVERY = 180.0  # how long a test waits for what an outage held back (not a bound)

@@ -10,7 +10,8 @@ import pytest
 
 from tests.e2e.soak import soak
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.posix]
+# posix: SIGKILL/SIGTERM of the service process
 
 SEED = 15
 EXCHANGES = 60

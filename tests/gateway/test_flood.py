@@ -21,6 +21,8 @@ from tests.gateway.test_service import started
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
+pytestmark = pytest.mark.posix  # RLIMIT_NOFILE and SIGTERM
+
 LIMIT = 512  # descriptors the child may open: at most 144 connections
 FLOOD = 700  # idle sockets opened against it
 

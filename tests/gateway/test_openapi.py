@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel.gateway.console import is_console
 from kernel.gateway.server import PUBLIC_PATHS, Gateway
 from tests.gateway.conftest import API_KEY, SidecarFactory
 from tests.prompts.test_modes import claude_files, codex_files
@@ -16,11 +17,15 @@ from tests.sim.anthropic_sim import AnthropicSim
 
 
 def served_routes(gateway: Gateway) -> set[tuple[str, str]]:
+    """Every API route served (the web console's own pages, sign-in and static files
+    under /console/ are not the API: the console calls the documented routes)."""
     app = gateway.build_app()
     return {
         (route.method, route.resource.canonical)
         for route in app.router.routes()
-        if route.resource is not None and route.method != "HEAD"
+        if route.resource is not None
+        and route.method != "HEAD"
+        and not is_console(route.resource.canonical)
     }
 
 

@@ -18,7 +18,8 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
-pytestmark = pytest.mark.slow  # a real `python -m kernel` process
+pytestmark = [pytest.mark.slow, pytest.mark.posix]  # a real `python -m kernel` process
+# posix: ordered shutdown on SIGTERM
 
 
 async def started(process: asyncio.subprocess.Process) -> tuple[str, list[str]]:

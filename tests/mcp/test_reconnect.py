@@ -44,6 +44,7 @@ async def test_a_call_failing_twice_is_a_clear_error(
     assert echoed.ok and echoed.content == "still here"
 
 
+@pytest.mark.posix
 async def test_repeated_failure_withdraws_tools_until_the_server_returns(
     model: AnthropicSim,
     mcp_kernel: MCPKernel,

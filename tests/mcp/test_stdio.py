@@ -7,6 +7,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from kernel.agent.agent import UserInput
 from kernel.core.events import Completed, ToolCall
 from tests.mcp.conftest import MCPKernel, alive, stdio_server, time_server, wait_until
@@ -106,6 +108,7 @@ async def test_shutdown_leaves_no_child_process(model: AnthropicSim, mcp_kernel:
     ]
 
 
+@pytest.mark.posix
 async def test_killed_server_reconnects_and_the_tool_works_again(
     model: AnthropicSim, mcp_kernel: MCPKernel
 ) -> None:

@@ -112,6 +112,7 @@ async def test_a_save_reads_back_what_it_wrote(tmp_path: Path) -> None:
     assert gone.value.code == "profile_not_found"
 
 
+@pytest.mark.posix
 async def test_a_link_in_place_of_a_profile_is_replaced_not_written_through(
     tmp_path: Path,
 ) -> None:

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from kernel.agent.agent import SessionKey, UserInput
 from kernel.agent.prompt_modes import CLAUDE_REQUIRED, ModeChoice
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.context import system_of
-from tests.sim.script import text_reply, tool_reply
+from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.telegram.conftest import CONV, Factory
 
 CORE = Path("prompts/codex/codex-rs/core")
@@ -83,6 +84,9 @@ async def test_codex_without_its_base_file_is_a_500_naming_it_and_nothing_is_sen
     assert await sc.kernel.store.load_messages(session.id) == []  # nothing stored
     status, data, _ = await sc.call("GET", "/agent/system-layers?prompt_mode=codex")
     assert status == 500 and data["error"]["code"] == "codex_prompt_unavailable"
+    assert "prompt_mode" not in await meta_of(sc)  # a mode it cannot run is not kept
+    anthropic_sim.enqueue(text_reply("still default"))
+    assert (await sc.process("hi"))[1]["reply"] == "still default"
 
 
 async def test_claude_needs_all_four_files_and_names_the_missing_one(
@@ -99,9 +103,10 @@ async def test_claude_needs_all_four_files_and_names_the_missing_one(
 
     put(tmp_path, workflow, "claude layer workflow, now written\n")
     put(tmp_path, CLAUDE / "tool-adapter-nextai.md", "Bash is delegate_to_cli.\n")
-    anthropic_sim.enqueue(text_reply("ok"))
-    status, data = await sc.process("hi")  # the chat's meta kept the mode
+    anthropic_sim.enqueue(text_reply("ok"), text_reply("still claude"))
+    status, data = await sc.process("hi", biz_params={"prompt_mode": "claude"})
     assert status == 200 and data["reply"] == "ok"
+    assert (await sc.process("again"))[1]["reply"] == "still claude"  # the chat's mode now
     system = system_of(anthropic_sim.requests[-1])
     assert system.startswith("claude layer claude_identity_system")
     assert "now written" in system and system.endswith("Bash is delegate_to_cli.")
@@ -387,3 +392,47 @@ async def test_telegram_mode_refuses_missing_files_switches_and_new_sessions_kee
     assert await h.converse("hi") == "kay"
     assert not system_of(h.model.requests[-1]).startswith("You are Codex")
     assert "Unknown command" not in " ".join(h.texts())
+
+
+@pytest.mark.parametrize(
+    "catalog",
+    [
+        '{"models": 5}',
+        "7",
+        '[{"slug": ["x"]}]',
+        '{"models": [{"slug": "gpt-5.2-codex", "model_messages": "oops"}]}',
+        '{"models": [{"slug": "gpt-5.2-codex", "model_messages":'
+        ' {"instructions_variables": [1], "instructions_template": 3}}]}',
+        "[" * 200_000,
+        "not json",
+    ],
+)
+async def test_a_catalog_of_the_wrong_shape_is_skipped_not_an_error(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path, catalog: str
+) -> None:
+    codex_v2_files(tmp_path)
+    put(tmp_path, "prompts/codex/models.runtime.json", catalog)
+    for source in ('codex_prompt_source = "catalog"', "codex_prompt_shadow_compare = true"):
+        extra = f"\n[features]\ncodex_mode_v2 = true\n{source}\n"
+        sc = await sidecar(anthropic_sim, language="en", extra=extra)
+        status, data, _ = await sc.call("GET", "/agent/system-layers?prompt_mode=codex")
+        assert status == 200, data
+        assert layer_names(data)[0] == "codex_base_system"
+        anthropic_sim.enqueue(text_reply("ok"))
+        status, data = await sc.process("hi", biz_params={"prompt_mode": "codex"})
+        assert status == 200 and data["reply"] == "ok"
+
+
+async def test_a_mode_asked_while_the_chat_is_busy_is_not_kept(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    claude_files(tmp_path)
+    sc = await sidecar(anthropic_sim, language="en", gateway={"queue_timeout": 0.5})
+    anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=1))
+    sc.kernel.agent.start_turn(
+        (await sc.kernel.agent.open_session(SessionKey("console", "demo-user", "s1"))).conversation,
+        UserInput("first"),
+    )
+    status, data = await sc.process("second", session_id="s1", biz_params={"prompt_mode": "claude"})
+    assert status == 409 and data["error"]["code"] == "session_busy"
+    assert "prompt_mode" not in await meta_of(sc, "s1")

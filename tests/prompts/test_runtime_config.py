@@ -63,3 +63,9 @@ def test_the_seeds_environment_variables_win_over_the_keys(tmp_path: Path) -> No
 
     with pytest.raises(ConfigError, match="features.codex_mode_v2"):
         load_config(path, env={"NEXTAI_ENABLE_CODEX_MODE_V2": "maybe"}, require_telegram=False)
+    # A bad value from the environment names the variable (not config.toml) as the fix.
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env={"NEXTAI_CODEX_PROMPT_SOURCE": "cloud"}, require_telegram=False)
+    message = str(caught.value)
+    assert message.startswith("The environment variable NEXTAI_CODEX_PROMPT_SOURCE")
+    assert "features.codex_prompt_source" in message and "unset the variable" in message

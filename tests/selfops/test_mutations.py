@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.gateway.conftest import Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.workspace.test_files import names
@@ -169,6 +171,7 @@ async def test_sensitive_fields_need_allow_sensitive_at_both_steps(
     assert status == 200 and skill.read_text().endswith(f"GITHUB_TOKEN = {secret}\n")
 
 
+@pytest.mark.posix
 async def test_paths_outside_the_whitelist_are_denied(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:

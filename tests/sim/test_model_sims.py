@@ -720,6 +720,7 @@ async def test_stop_is_quick_with_a_stall_before_headers() -> None:
         await client.close()
 
 
+@pytest.mark.posix
 @pytest.mark.slow
 @pytest.mark.parametrize("module", ["tests.sim.anthropic_sim", "tests.sim.openai_sim"])
 async def test_standalone_serves_echo(module: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.skills.test_injection import write_skill
@@ -89,6 +91,7 @@ async def test_names_that_are_paths_are_refused(
     assert (tmp_path / "config.toml").is_file()
 
 
+@pytest.mark.posix
 async def test_a_linked_skill_folder_is_unlinked_not_emptied(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:

@@ -146,3 +146,24 @@ async def test_a_retry_keeps_its_command_row_open_while_it_runs(bot: Factory) ->
     assert await h.converse("q2") == "second"
     raw = json.dumps(h.model.requests[-1].body["messages"])
     assert raw.count('"q"') == 1 and "first" in raw  # the cancelled retry gave it back
+
+
+async def test_a_strangers_press_of_the_retry_button_runs_nothing(bot: Factory) -> None:
+    """Someone else pressing 🔁 (a forwarded answer, a group the bot was added to) is
+    dropped before any handler: no retry, no cut, nothing sent to the model."""
+    h = await bot()
+    h.model.enqueue(text_reply("the answer"))
+    await h.converse("q")
+    answer = h.bot_messages()[-1]
+    data = retry_button(answer)
+    calls = len(h.model.requests)
+    h.tg.inject_callback(data, message_id=answer.message_id, user_id=4242)
+    h.tg.inject_callback(data, message_id=answer.message_id, user_id=4242, chat_id=-100)
+    await h.settle()
+    assert len(h.model.requests) == calls
+    session = h.kernel.agent.current_session(CONV)
+    assert session is not None
+    assert await h.kernel.agent.branches(session) == (0, 0)  # nothing was cut
+    h.model.enqueue(text_reply("next"))
+    assert await h.converse("q2") == "next"
+    assert "the answer" in json.dumps(h.model.requests[-1].body["messages"])

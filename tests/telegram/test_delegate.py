@@ -17,6 +17,8 @@ from tests.delegate.standins import alive, make_cli
 from tests.sim.script import text_reply, tool_reply
 from tests.telegram.conftest import CONV, BotHarness, Factory, asking
 
+pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
+
 INTERVAL = 0.2
 
 

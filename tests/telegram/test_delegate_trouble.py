@@ -16,6 +16,8 @@ from tests.delegate.standins import make_cli
 from tests.sim.script import text_reply, tool_reply
 from tests.telegram.conftest import BotHarness, Factory
 
+pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
+
 INTERVAL = 0.2
 SHOWN = {
     "claude_code": "⚠️ Claude Code cannot reach its API: no HTTP response (unknown) · retry ",

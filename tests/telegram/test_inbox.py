@@ -281,6 +281,7 @@ async def test_cancel_stops_the_stored_messages_not_yet_run(bot: Factory) -> Non
     assert "queued one" not in str([r.body for r in h.model.requests])
 
 
+@pytest.mark.posix
 @pytest.mark.slow
 @pytest.mark.parametrize("choice", ["run", "drop"])
 async def test_the_real_process_asks_about_what_arrived_while_it_was_down(

@@ -37,6 +37,8 @@ from tests.sim.script import text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import CONV, BotHarness, Factory
 
+pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
+
 INTERVAL = 0.2
 ALLOW_ONCE, ALLOW_TASK, DENY = 0, 1, 2
 

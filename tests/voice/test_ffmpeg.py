@@ -31,6 +31,7 @@ def test_an_explicit_path_is_the_only_one_tried(tmp_path: Path) -> None:
     assert find_ffmpeg(ffmpeg_exe()) == ffmpeg_exe()
 
 
+@pytest.mark.posix
 async def test_ffmpeg_on_path_comes_before_the_bundled_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -69,6 +70,7 @@ async def test_conversion_failures_are_speech_errors_with_a_cause() -> None:
     assert "ffmpeg exited with" in str(garbage.value)
 
 
+@pytest.mark.posix
 async def test_a_hung_ffmpeg_is_killed_at_the_timeout(tmp_path: Path) -> None:
     hang = tmp_path / "ffmpeg"
     hang.write_text("#!/bin/sh\nexec sleep 30\n")

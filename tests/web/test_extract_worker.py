@@ -37,6 +37,10 @@ SMALL = (
 )
 
 
+# The worker is watched through /proc (its threads, children, state, environment).
+pytestmark = pytest.mark.posix
+
+
 def children() -> set[int]:
     """This process's child processes (not yet reaped)."""
     found: set[int] = set()

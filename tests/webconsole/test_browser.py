@@ -24,7 +24,11 @@ from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply, tool_reply
 
-CHROMIUM = os.environ.get("KERNEL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = (
+    os.environ.get("KERNEL_CHROMIUM")
+    or next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), "")
+    or "/usr/bin/chromium"
+)
 if not Path(CHROMIUM).is_file():
     pytest.skip(
         f"no chromium at {CHROMIUM} (apt-get install chromium, or set KERNEL_CHROMIUM)",

@@ -52,6 +52,7 @@ def mark_encrypted(archive: bytes, name: str) -> bytes:
         at = data.index(b"PK\x01\x02", at + 4)
 
 
+@pytest.mark.posix
 async def test_export_then_import_restores_the_workspace(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
@@ -111,6 +112,7 @@ UNSAFE: list[tuple[str, list[tuple[str | zipfile.ZipInfo, bytes]]]] = [
 ]
 
 
+@pytest.mark.posix
 @pytest.mark.parametrize("case", UNSAFE, ids=[c[0] for c in UNSAFE])
 async def test_unsafe_archives_are_refused_with_nothing_written(
     sidecar: SidecarFactory,

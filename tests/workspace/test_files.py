@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from yarl import URL
 
 from tests.gateway.conftest import Sidecar, SidecarFactory
@@ -42,6 +43,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.posix
 async def test_write_read_list_delete(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
@@ -85,6 +87,7 @@ async def test_write_read_list_delete(
     assert status == 404 and error_code(body) == "not_found"
 
 
+@pytest.mark.posix
 async def test_every_way_out_is_refused_and_nothing_is_written(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:

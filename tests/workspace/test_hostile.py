@@ -126,6 +126,7 @@ async def test_encoded_ways_out_and_lookalike_names_are_refused(
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.posix
 @pytest.mark.slow
 async def test_a_link_swapped_in_while_requests_run_is_never_followed(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path

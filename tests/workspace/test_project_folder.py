@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.workspace.test_files import raw, snapshot
@@ -36,6 +38,7 @@ def lay_out(base: Path) -> Path:
     return ws
 
 
+@pytest.mark.posix
 async def test_a_projects_folder_inside_the_workspace_is_served_relative_to_it(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
@@ -58,6 +61,7 @@ async def test_a_projects_folder_inside_the_workspace_is_served_relative_to_it(
     assert "top.txt" in [e["path"] for e in data["entries"]]
 
 
+@pytest.mark.posix
 async def test_folders_outside_hidden_linked_or_gone_are_refused(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:

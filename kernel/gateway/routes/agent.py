@@ -57,7 +57,7 @@ from kernel.gateway.api import (
     sse_frame,
 )
 from kernel.gateway.routes.chats import DEFAULT_KEY, ChatKeyBody, chat_id_of
-from kernel.gateway.routes.modes import ModeParams, meta_changes, requested_mode
+from kernel.gateway.routes.modes import ModeParams, check_mode, meta_changes, requested_mode
 from kernel.gateway.schema import (
     BodyModel,
     OpenShape,
@@ -295,21 +295,22 @@ async def process(request: web.Request) -> web.StreamResponse:
             raise invalid(t("gw.input_empty"), field="input")
     opened = await kernel.agent.open_session(key)
     assert opened is not None
-    changes = meta_changes(biz, opened.row.meta)  # the prompt and collaboration modes
-    if changes:
-        await kernel.store.merge_meta(opened.row.id, changes)
+    # The prompt and collaboration modes: checked now (a mode whose files are missing is
+    # refused before anything is kept), written once the chat's running turn is done.
+    changes = meta_changes(biz, opened.row.meta)
+    await check_mode(kernel, changes)
     turn: Turn | None = None
     events: AsyncIterator[TurnEvent]
+    # Queued behind the chat's turn like any request for this chat.
+    await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
+    if changes:
+        await kernel.store.merge_meta(opened.row.id, changes)
     if tool is not None:
-        # Queued behind the chat's turn like any request for this chat.
-        await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
         events = _direct_tool(kernel, opened, name, arguments or {})
     elif text.strip() == NEW_COMMAND and not images:
-        await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
         await kernel.agent.clear_history(opened.conversation)
         events = _single(Completed(0, t("session.cleared")))
     else:
-        await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
         user_input = UserInput(
             text, images, channel=key.channel, user_id=key.user_id, budget_ask=False
         )

@@ -11,6 +11,7 @@ else it is ``400 invalid_request``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
@@ -112,6 +113,19 @@ def meta_changes(params: ModeParams | None, meta: dict[str, Any]) -> dict[str, A
             )
     source, target = targets[0]  # the first event, else the first mode
     return {**changes, **collaboration_change(target, source)}
+
+
+async def check_mode(kernel: Kernel, changes: dict[str, Any]) -> None:
+    """A request switching to codex or claude: their required files are there, or the
+    request is refused (500 ``*_prompt_unavailable``) before the mode is kept."""
+    mode = changes.get(MODE_KEY)
+    if mode in (None, "default"):
+        return
+    choice = ModeChoice(str(mode))
+    try:
+        await asyncio.to_thread(kernel.agent.prompt.modes.layers, choice, "", kernel.agent.model)
+    except PromptError as exc:
+        raise coded(exc) from None
 
 
 async def _session_meta(kernel: Kernel, request: web.Request) -> dict[str, Any]:
