@@ -307,7 +307,7 @@ async def test_pause_and_run_a_job(console: Opener) -> None:
     await row.locator("[data-action=history]").click()
     runs = page.locator("#job-runs")
     await expect(runs).to_be_visible()
-    await expect(runs).not_to_be_empty()
+    await expect(runs).to_contain_text("Good morning!")  # the run's result
     await c.shot("jobs")
     await row.locator("[data-action=resume]").click()
     await until_async(lambda: _paused(state), False)
@@ -373,6 +373,17 @@ async def test_every_page_shows(console: Opener) -> None:
         await c.shot(f"phone-{name}")
     text = await c.page.content()
     assert API_KEY not in text
+    c.check()
+
+
+async def test_chinese_by_default(console: Opener) -> None:
+    c = await console(language="zh")
+    await c.page.goto(c.url)
+    await expect(c.page.locator("#go")).to_have_text("登录")
+    await c.sign_in()
+    await expect(c.page.locator('#nav a[data-page="chat"]')).to_have_text("对话")
+    await expect(c.page.locator("html")).to_have_attribute("lang", "zh")
+    await c.shot("zh")
     c.check()
 
 
