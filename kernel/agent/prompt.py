@@ -62,7 +62,8 @@ class SystemPrompt:
         model: str = "",
     ) -> list[Layer]:
         """The layers for a turn whose input is ``query`` (what memories are recalled
-        for). ``guest_tools``: a guest's turn, with only those tools and no memories.
+        for). ``guest_tools``: a guest's turn, with only those tools, no memories and
+        none of the owner's prompt files (prompts/AGENTS.md, the ``[prompts]`` layers).
         ``outlook``: the chat's persona and project, or a sub-agent's own prompt.
         ``mode``: the session's prompt mode (a guest's and a sub-agent's turn are always
         default); codex and claude raise PromptError when their files are not there.
@@ -83,7 +84,8 @@ class SystemPrompt:
         soul = await asyncio.to_thread(self._read_soul)
         where = relative(self.config.general.soul, self.config.base_dir)
         layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
-        layers += await asyncio.to_thread(self.files.layers)
+        if guest_tools is None:  # the owner's prompt files: not for a guest
+            layers += await asyncio.to_thread(self.files.layers)
         if outlook.persona is not None and outlook.persona.body:
             persona = outlook.persona
             text = t("prompt.persona", name=persona.name) + "\n" + persona.body

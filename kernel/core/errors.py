@@ -260,6 +260,7 @@ HTTP_STATUS: dict[str, int] = {
     "retry_not_owner_chat": 409,
     "retry_input_gone": 409,
     "default_chat_protected": 400,
+    "telegram_not_configured": 409,  # the console's "resume in Telegram" without Telegram
     "tool_disabled": 403,
     "tool_not_supported": 400,
     "provider_not_supported": 400,

@@ -1,18 +1,23 @@
 """``prompts/AGENTS.md`` and the ``[prompts] layers`` files as system layers after
 SOUL.md (issue 20, point 2): in a stable order, listed by GET /agent/system-layers,
-read fresh so a SelfOps change is in the very next request, skipped when missing."""
+read fresh so a SelfOps change is in the very next request, skipped when missing or a
+symlink loop; never part of a guest's turn."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from pathlib import Path
 
 import pytest
 
+from kernel.agent.agent import UserInput
 from kernel.agent.prompt_files import LayerFile, PromptFiles
 from kernel.config import load_config
-from kernel.core.errors import ConfigError
-from tests.conftest import write_config
+from kernel.core.errors import ConfigError, PromptError
+from kernel.core.events import Completed
+from tests.conftest import KernelFactory, write_config
 from tests.gateway.conftest import SidecarFactory
 from tests.selfops.test_mutations import apply, preview
 from tests.sim.anthropic_sim import AnthropicSim
@@ -159,3 +164,77 @@ def test_a_list_of_layer_files_can_be_swapped_and_required_ones_checked(tmp_path
     ]
     assert [(x.name, x.text) for x in files.layers(wanted)] == [("mode_base", "Base.")]
     assert [f.name for f in files.unavailable(wanted)] == ["mode_empty", "mode_gone"]
+
+
+def loops(folder: Path) -> None:
+    """``prompts/AGENTS.md -> AGENTS.md``, ``a.md <-> b.md`` and ``x.md -> x.md``."""
+    folder.mkdir(exist_ok=True)
+    os.symlink("AGENTS.md", folder / "AGENTS.md")
+    os.symlink("b.md", folder / "a.md")
+    os.symlink("a.md", folder / "b.md")
+    os.symlink("x.md", folder / "x.md")
+
+
+async def test_a_symlink_loop_in_prompts_is_skipped_and_the_turn_goes_on(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    """Review fix (issue 20): ``Path.resolve()`` raised RuntimeError on a loop, so every
+    turn failed and GET /agent/system-layers answered 500."""
+    loops(tmp_path / "prompts")
+    (tmp_path / "prompts" / "style.md").write_text("Be terse.\n")
+    extra = '\n[prompts]\nlayers = ["prompts/a.md", "prompts/style.md", "prompts/x.md"]\n'
+    sc = await sidecar(anthropic_sim, extra=extra)
+
+    status, data, _ = await sc.call("GET", "/agent/system-layers")
+    assert status == 200
+    names = [name for name, _ in names_of(data)]
+    assert "prompt_layer_2" in names
+    assert not {"agents_md", "prompt_layer_1", "prompt_layer_3"} & set(names)
+    anthropic_sim.enqueue(text_reply("fine"))
+    status, reply = await sc.process("hello")
+    assert status == 200 and reply["reply"] == "fine"
+    assert "Be terse." in system_of(anthropic_sim.requests[-1])
+
+
+def test_a_looping_file_is_read_as_nothing_and_warned_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
+    path.write_text(path.read_text() + '\n[prompts]\nlayers = ["prompts/a.md"]\n')
+    files = PromptFiles(load_config(path, env={}, require_telegram=False))
+    loops(tmp_path / "prompts")
+
+    with caplog.at_level(logging.WARNING, logger="kernel.agent.prompt_files"):
+        assert files.layers() == [] and files.layers() == []
+        assert files.read(tmp_path / "prompts" / "x.md") == ""
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned.count("prompt layer AGENTS.md skipped: unreadable") == 1
+    assert warned.count("prompt layer a.md skipped: unreadable") == 1
+    assert [f.name for f in files.default_files()] == ["agents_md", "prompt_layer_1"]
+    # a looping x.md is no template: not listed, and "not found" when named
+    assert files.templates() == []
+    with pytest.raises(PromptError) as caught:
+        files.expand("/prompts:x")
+    assert caught.value.code == "prompt_template_not_found"
+
+
+async def test_a_guests_turn_gets_none_of_the_owners_prompt_files(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory, tmp_path: Path
+) -> None:
+    """Review fix (issue 20): AGENTS.md and the [prompts] layers are the owner's (SelfOps
+    writes them), withheld from a guest like the persona, the project and memories."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "AGENTS.md").write_text("The owner's house rules.\n")
+    (tmp_path / "prompts" / "extra.md").write_text("The owner's extra layer.\n")
+    kernel = await make_kernel(anthropic_sim)
+    kernel.config.prompts.layers.append("prompts/extra.md")
+    anthropic_sim.enqueue(text_reply("guest answer"), text_reply("owner answer"))
+
+    guest = UserInput("hi", channel="qq", guest=True, guest_tools=("ask_user",))
+    assert isinstance(await kernel.agent.start_turn("qq:guest", guest).wait(), Completed)
+    owner = UserInput("hi", channel="telegram")
+    assert isinstance(await kernel.agent.start_turn("tg:owner", owner).wait(), Completed)
+
+    guest_request, owner_request = (json.dumps(r.body) for r in anthropic_sim.requests)
+    assert "house rules" not in guest_request and "extra layer" not in guest_request
+    assert "house rules" in owner_request and "extra layer" in owner_request

@@ -11,6 +11,7 @@ from kernel.gateway.routes import (
     approvals,
     channels,
     chats,
+    config_view,
     conversation,
     cron,
     envs,
@@ -50,4 +51,5 @@ ROUTERS: list[Router] = [
     mcp.router,
     mcp_endpoint.router,
     approvals.router,
+    config_view.router,
 ]

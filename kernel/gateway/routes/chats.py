@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
 from pydantic import Field
@@ -46,6 +46,7 @@ DEFAULT_CHAT_ID = "chat-default"
 DEFAULT_KEY = SessionKey("console", "demo-user", "session-default")
 _CHAT_ID = re.compile(r"^chat-(\d{1,18})$")
 NAME_LIMIT = 128  # channel, user_id, session_id
+TITLE_LIMIT = 200  # a chat's name
 
 
 async def ensure_default_chat(kernel: Kernel) -> None:
@@ -138,7 +139,7 @@ class ChatList(Shape):
 
 
 class NewChatBody(ChatKeyBody):
-    name: Annotated[str, Field(max_length=200)] | None = None
+    name: Annotated[str, Field(max_length=TITLE_LIMIT)] | None = None
     meta: dict[str, Any] | None = None
 
 
@@ -290,6 +291,69 @@ async def batch_delete(request: web.Request) -> web.Response:
             rows.append(row)
     deleted = await kernel.agent.delete_sessions([r.id for r in rows]) if rows else 0
     return json_response({"deleted": deleted, "missing": missing})
+
+
+class RenameBody(BodyModel):
+    name: Annotated[str, Field(max_length=TITLE_LIMIT, description="not empty")]
+
+
+@router.route(
+    "PATCH",
+    CHAT_PATH,
+    summary="Rename a chat",
+    params=(CHAT_ID,),
+    body=RenameBody,
+    response=Chat,
+    errors=(404,),
+)
+async def rename_chat(request: web.Request) -> web.Response:
+    """400 for an empty name (or one with control characters)."""
+    kernel = kernel_of(request)
+    name = (await read_model(request, RenameBody)).name.strip()
+    if not name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise invalid(t("gw.chat_name", limit=TITLE_LIMIT), field="name")
+    row = await require_chat(kernel, request.match_info["chat_id"])
+    await kernel.agent.retitle(row.id, name)
+    renamed = await kernel.store.get_session(row.id)
+    if renamed is None:  # deleted meanwhile
+        raise not_found("chat_id", request.match_info["chat_id"])
+    return json_response(chat_json(renamed))
+
+
+class ResumeBody(BodyModel):
+    channel: Literal["telegram"]
+
+
+class Resumed(Shape):
+    resumed: bool
+    chat_id: str
+    channel: str
+
+
+TELEGRAM_CONVERSATION = "telegram:{user}"  # the Telegram channel's name for the owner's chat
+
+
+@router.post(
+    "/chats/{chat_id}/resume",
+    summary="Continue a chat in the owner's Telegram chat (as /resume there)",
+    params=(CHAT_ID,),
+    body=ResumeBody,
+    response=Resumed,
+    errors=(404, 409),
+)
+async def resume_chat(request: web.Request) -> web.Response:
+    """The owner's next Telegram message goes on in this chat. 409
+    ``telegram_not_configured`` when no Telegram channel runs in this Kernel;
+    ``session_busy`` while a Telegram turn runs."""
+    kernel = kernel_of(request)
+    channel = (await read_model(request, ResumeBody)).channel
+    chat_id = request.match_info["chat_id"]
+    row = await require_chat(kernel, chat_id)
+    owner = kernel.config.telegram.allowed_user
+    if channel not in kernel.status_board or owner <= 0:
+        raise refusal("telegram_not_configured", t("gw.telegram_not_configured"))
+    await kernel.agent.resume(TELEGRAM_CONVERSATION.format(user=owner), row.id)
+    return json_response({"resumed": True, "chat_id": chat_id, "channel": channel})
 
 
 def _protected() -> ApiError:

@@ -1,0 +1,168 @@
+"""``GET /config``: the configuration in effect (``config.toml`` with ``data/runtime.toml``
+and the environment over it), read-only, as the config tree (:mod:`kernel.config.tree`)
+knows it: one entry per table, keys as written in TOML.
+
+No secret leaves: every field the schema marks secret is masked the way ``/envs`` masks
+(:func:`kernel.core.redact.mask_secret`: first and last 4 characters of a long secret,
+stars for a short one; header values wholly ``[REDACTED]``, seed 004); ``[envs]`` by
+their names (:func:`kernel.config.secrets.is_sensitive`); a secret flag's value in a
+command's ``args`` (``--token X``, ``--api-key=X``) and a URL's password; and then every
+string is passed through the log's redactor with the configured secrets, so a key
+pasted where no marker expects it is masked too.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from pathlib import PurePath
+from typing import Any
+
+from aiohttp import web
+
+from kernel.config.loader import Config
+from kernel.config.schema import Secret, Section, is_toml, marker
+from kernel.config.secrets import header_names_of, header_values_of, is_sensitive, secrets_of
+from kernel.config.tree import SECTIONS
+from kernel.core.redact import REDACTED, Redactor, mask_secret, secret_assignment
+from kernel.gateway.api import Router, json_response, kernel_of
+from kernel.gateway.schema import OpenShape, Shape
+
+router = Router("config", "The configuration in effect, secrets masked (read-only)")
+
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)([^/\s@]+)(@)")
+
+
+class ConfigView(Shape):
+    path: str
+    sections: OpenShape
+    warnings: list[str]
+
+
+def _mask(value: Any) -> Any:
+    if isinstance(value, str):
+        return mask_secret(value) if value else ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return mask_secret(str(value)) if value else value
+    return value
+
+
+def _secret(mark: Secret, value: Any) -> Any:
+    """A secret-marked field's value, masked by its kind."""
+    if mark.kind in ("headers", "all_headers") and isinstance(value, dict):
+        return {str(k): REDACTED for k in value}
+    if isinstance(value, dict):
+        return {str(k): _mask(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_mask(v) for v in value]
+    return _mask(value)
+
+
+def _args(items: list[Any]) -> list[Any]:
+    """A command's arguments: the value after a secret flag (``--token X``) masked."""
+    out: list[Any] = []
+    secret_next = False
+    for item in items:
+        if secret_next and isinstance(item, str):
+            out.append(mask_secret(item))
+            secret_next = False
+            continue
+        secret_next = False
+        out.append(_plain(item))
+        if isinstance(item, str) and item.startswith("-") and "=" not in item:
+            secret_next = is_sensitive(item.lstrip("-").replace("-", "_"))
+    return out
+
+
+def _section(section: Section) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, info in type(section).model_fields.items():
+        if not is_toml(info):
+            continue
+        key = info.validation_alias if isinstance(info.validation_alias, str) else name
+        value = getattr(section, name)
+        mark = marker(info, Secret)
+        if mark is not None:
+            out[key] = _secret(mark, value)
+        elif key == "args" and isinstance(value, list):
+            out[key] = _args(value)
+        else:
+            out[key] = _plain(value, key)
+    return out
+
+
+def _plain(value: Any, name: str = "") -> Any:
+    """``value`` as JSON, secret-marked fields of sections masked on the way down."""
+    if isinstance(value, Section):
+        return _section(value)
+    if isinstance(value, dict):
+        return {
+            str(k): _mask(v) if isinstance(v, str) and is_sensitive(str(k)) else _plain(v, str(k))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+        return [_plain(v) for v in items]
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    if isinstance(value, PurePath):
+        return str(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        if isinstance(value, str) and name and is_sensitive(name):
+            return _mask(value)
+        return value
+    return str(value)
+
+
+def _masked_text(text: str, redactor: Redactor) -> str:
+    """A string with secret assignments (``token=X``), URL passwords and every known
+    secret masked."""
+    start = 0
+    while (found := secret_assignment(text[start:])) is not None:
+        _, begin, end = found
+        begin, end = begin + start, end + start
+        if begin == end:
+            break
+        masked = mask_secret(text[begin:end])
+        text = text[:begin] + masked + text[end:]
+        start = begin + len(masked)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
+    return redactor.redact(text)
+
+
+def _sweep(value: Any, redactor: Redactor) -> Any:
+    if isinstance(value, str):
+        return _masked_text(value, redactor)
+    if isinstance(value, dict):
+        return {_masked_text(k, redactor): _sweep(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sweep(v, redactor) for v in value]
+    return value
+
+
+def config_view(config: Config) -> dict[str, Any]:
+    """The configuration as JSON, secrets masked (see the module's docstring)."""
+    sections: dict[str, Any] = {}
+    for table in SECTIONS:
+        if table == "envs":
+            sections[table] = {
+                k: _mask(v) if is_sensitive(k) else v for k, v in sorted(config.envs.items())
+            }
+            continue
+        part = _plain(getattr(config, table))
+        if table == "mcp" and isinstance(part, dict):
+            part["servers"] = _plain(config.mcp_servers)
+        sections[table] = part
+    redactor = Redactor(secrets_of(config), header_names_of(config), header_values_of(config))
+    body = {"path": str(config.path), "sections": sections, "warnings": list(config.warnings)}
+    swept: dict[str, Any] = _sweep(body, redactor)
+    return swept
+
+
+@router.get(
+    "/config",
+    summary="The configuration in effect, every secret masked (read-only)",
+    response=ConfigView,
+)
+async def get_config(request: web.Request) -> web.Response:
+    return json_response(config_view(kernel_of(request).config))
