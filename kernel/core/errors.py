@@ -246,6 +246,7 @@ HTTP_STATUS: dict[str, int] = {
     "too_many_sign_ins": 429,
     "forbidden_host": 403,
     "not_found": 404,
+    "memory_exists": 409,  # an edit would duplicate another memory
     "method_not_allowed": 405,
     "request_timeout": 408,
     "request_too_large": 413,

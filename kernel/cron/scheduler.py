@@ -61,7 +61,7 @@ from kernel.cron.jobs import (
 )
 from kernel.cron.runner import JobRunner, RunOutcome
 from kernel.cron.schedule import Rules
-from kernel.store.cron import CronRow, CronStore
+from kernel.store.cron import CronRow, CronRun, CronStore
 
 log = logging.getLogger(__name__)
 
@@ -172,13 +172,14 @@ class CronScheduler:
             job.row.last_status = "skipped"
             job.row.last_error = t("cron.unplannable", error=str(exc), id=job.id)
             log.warning("cron job %s cannot be planned (%s); not scheduled", job.id, exc.code)
-            changed = True
+            changed = CronRun(now, "skipped", job.row.last_error)
         if changed:
-            await self._save(job)
+            await self._save(job, changed if isinstance(changed, CronRun) else None)
 
-    def _replan_at_start(self, job: CronJob, now: datetime) -> bool:
-        """Apply the missed-run policy; True when the row changed. CronError when the
-        schedule cannot be planned at all (checked first, so the loop never meets it)."""
+    def _replan_at_start(self, job: CronJob, now: datetime) -> bool | CronRun:
+        """Apply the missed-run policy; True when the row changed (the missed run when
+        one was skipped). CronError when the schedule cannot be planned at all (checked
+        first, so the loop never meets it)."""
         row, rules = job.row, self.rules
         schedules.check_plannable(job.spec.schedule, rules, now)
         due = row.next_run_at
@@ -199,6 +200,7 @@ class CronScheduler:
             if job.spec.schedule.kind == "once":
                 job.spec = replace(job.spec, enabled=False)
             log.warning("cron job %s missed its run by %.0f s; skipped", job.id, late)
+            return CronRun(due, "missed", row.last_error)
         else:
             return False
         return True
@@ -277,7 +279,7 @@ class CronScheduler:
             row.last_status = "skipped"
             row.last_error = t("cron.skipped_running")
             log.warning("cron job %s still running; this run is skipped", job.id)
-            await self._save(job)
+            await self._save(job, CronRun(due or now, "skipped", row.last_error))
             return
         await self._begin(job, now, due=due)
 
@@ -332,21 +334,30 @@ class CronScheduler:
                 row.run_count += 1
                 if once:
                     job.spec = replace(job.spec, enabled=False)
+            run = CronRun(
+                row.last_run_at or self.clock.now(), outcome.status, row.last_error, row.last_result
+            )
             try:
-                await self._save(job)
+                await self._save(job, run)
             except StoreError as exc:  # kept in memory; the job's next save writes it
                 kind = type(exc).__name__
                 log.warning("cron job %s: its outcome could not be saved (%s)", job_id, kind)
         level = logging.INFO if outcome.status == "succeeded" else logging.WARNING
         log.log(level, "cron job %s %s", job_id, outcome.status)
 
-    async def _save(self, job: CronJob) -> None:
+    async def _save(self, job: CronJob, run: CronRun | None = None) -> None:
+        """Write the job's row; ``run``: a run that just ended (or was skipped) too."""
         row = job.row
         row.name = job.spec.name
         row.enabled = job.spec.enabled
         row.spec = job.spec.to_store()
         row.updated_at = self.clock.now()
-        await self.store.save(row)
+        await self.store.save(row, run)
+
+    async def runs(self, job_id: str, limit: int) -> list[CronRun]:
+        """A job's recorded runs, newest first. CronError when there is no such job."""
+        self.get(job_id)
+        return await self.store.runs(job_id, limit)
 
     # ----- requests -----------------------------------------------------------------
 

@@ -11,6 +11,7 @@ bodies, headers or keys).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import re
 import time
@@ -59,11 +60,12 @@ from kernel.gateway.api import (
 from kernel.gateway.connections import ACCEPT_BURST, ConnectionTable, default_limits
 from kernel.gateway.console import (
     CONSOLE,
-    COOKIE,
     CSRF_HEADER,
     SAFE_METHODS,
     SESSION,
+    SHELL,
     ConsoleSession,
+    cookie_of,
     csrf_matches,
     is_console,
 )
@@ -252,7 +254,31 @@ def _browser_refusal(request: web.Request, signed: bool) -> ApiError | None:
             return refusal("forbidden_origin", t("gw.foreign_origin"))
     if not request.app[API_KEY] and not _host_allowed(request):
         return refusal("forbidden_host", t("gw.foreign_host"))
+    if is_console(request.path) and not _console_host(request):
+        # With a key set any Host is let through to the API (it needs the key); the
+        # console's sign-in and pages only under a name no other site can rebind.
+        return refusal("forbidden_host", t("gw.foreign_host"))
     return None
+
+
+def _console_host(request: web.Request) -> bool:
+    """A literal address, ``localhost``, or a host listed in ``allowed_origins``."""
+    hosts = request.headers.getall("Host", [])
+    if not hosts:
+        return True  # no browser omits Host: not a rebound page
+    if len(hosts) != 1:
+        return False
+    host = hosts[0]
+    if any(origin.split("://", 1)[-1] == host for origin in request.app[ORIGINS]):
+        return True
+    name = host[1 : host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+    if name.lower() == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _same_origin(request: web.Request, origin: str) -> bool:
@@ -263,18 +289,24 @@ def _same_origin(request: web.Request, origin: str) -> bool:
 
 
 def _console_session(request: web.Request) -> ConsoleSession | None:
-    """The live console sign-in of the request's cookie; a state-changing request
-    carrying one must carry its CSRF token too (whatever else authorises it)."""
+    """The live console sign-in of the request: its cookie and its CSRF token. The
+    cookie alone opens only the page's shell; a state-changing request carrying it
+    without the token is refused (whatever else authorises it), except the sign-in,
+    which replaces it."""
     sessions = request.app.get(CONSOLE)
-    session = sessions.get(request.cookies.get(COOKIE)) if sessions is not None else None
+    if sessions is None:
+        return None
+    session = sessions.get(request.cookies.get(cookie_of(request)))
     if session is None:
         return None
-    if request.method not in SAFE_METHODS and not csrf_matches(
-        session, request.headers.get(CSRF_HEADER)
-    ):
+    if csrf_matches(session, request.headers.get(CSRF_HEADER)):
+        request[SESSION] = session
+        return session
+    signing_in = request.method == "POST" and request.path == "/console/login"
+    if request.method not in SAFE_METHODS and not signing_in:
         raise refusal("csrf_failed", t("web.csrf"))
-    request[SESSION] = session
-    return session
+    request[SHELL] = session
+    return None
 
 
 def _host_allowed(request: web.Request) -> bool:

@@ -122,6 +122,35 @@ class Memories:
         """Newest first."""
         return await self.store.list_memories(limit=limit, scopes=scopes)
 
+    async def listed(
+        self,
+        limit: int,
+        offset: int = 0,
+        scopes: Sequence[str] | None = None,
+        category: str | None = None,
+    ) -> list[MemoryRow]:
+        """A page of memories, newest first, optionally of one ``category``."""
+        return await self.store.list_memories(
+            limit=limit, offset=offset, scopes=scopes, category=category
+        )
+
+    async def get(self, memory_id: int) -> MemoryRow | None:
+        return await self.store.get_memory(memory_id)
+
+    async def update(
+        self, memory_id: int, text: str | None = None, category: str | None = None
+    ) -> MemoryRow | None:
+        """Change a memory's text and/or category in place; None when there is no such
+        memory. Raises ValueError for empty text or an unknown category, DuplicateMemory
+        when the new text is already a memory of its scope (or of global)."""
+        tokens = None
+        if text is not None and text.strip() and self.store.fts5_available:
+            await self._ready()
+            tokens = await asyncio.to_thread(self.tokenizer.index_text, text.strip())
+        return await self.store.update_memory(
+            memory_id, text=text, category=category, tokens=tokens
+        )
+
     async def count(self, scopes: Sequence[str] | None = None) -> int:
         return await self.store.count_memories(scopes=scopes)
 

@@ -1,4 +1,5 @@
-"""The ``cron_jobs`` table: scheduled jobs and their scheduler state (migration 5).
+"""The ``cron_jobs`` table: scheduled jobs and their scheduler state (migration 5), and
+``cron_runs``: each job's newest runs (migration 15, at most :data:`KEEP_RUNS` a job).
 
 Rows are plain values; what a spec means (schedules, workflows) is kernel.cron's business.
 Times are stored as UTC ISO strings.
@@ -6,6 +7,7 @@ Times are stored as UTC ISO strings.
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 from dataclasses import dataclass, field
@@ -18,6 +20,20 @@ _COLUMNS = (
     "id, name, enabled, spec, created_by, created_at, updated_at, paused, next_run_at,"
     " last_run_at, last_status, last_result, last_error, last_execution, run_count"
 )
+
+
+KEEP_RUNS = 50  # runs kept per job, newest first
+
+
+@dataclass(frozen=True, slots=True)
+class CronRun:
+    """One run of a job: when it began (or was due, when missed), its outcome
+    (succeeded, failed, skipped, missed, interrupted), why, and what it answered."""
+
+    at: datetime
+    outcome: str
+    reason: str | None = None
+    result: str | None = None
 
 
 @dataclass(slots=True)
@@ -126,18 +142,47 @@ class CronStore:
 
         return await self.store.write("add cron job", op)
 
-    async def save(self, row: CronRow) -> None:
-        """Write every field of an existing row (a deleted row stays deleted)."""
+    async def save(self, row: CronRow, run: CronRun | None = None) -> None:
+        """Write every field of an existing row (a deleted row stays deleted) and, in
+        the same transaction, ``run`` to its runs (the oldest beyond KEEP_RUNS go)."""
         values = _values(row)
         assignments = ", ".join(f"{c.strip()} = ?" for c in _COLUMNS.split(",")[1:])
 
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute(f"UPDATE cron_jobs SET {assignments} WHERE id = ?", (*values[1:], row.id))
+            cur = conn.execute(
+                f"UPDATE cron_jobs SET {assignments} WHERE id = ?", (*values[1:], row.id)
+            )
+            if run is None or cur.rowcount != 1:
+                return
+            conn.execute(
+                "INSERT INTO cron_runs (job_id, at, outcome, reason, result)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (row.id, _time(run.at), run.outcome, run.reason, run.result),
+            )
+            conn.execute(
+                "DELETE FROM cron_runs WHERE job_id = ? AND id NOT IN"
+                " (SELECT id FROM cron_runs WHERE job_id = ? ORDER BY id DESC LIMIT ?)",
+                (row.id, row.id, KEEP_RUNS),
+            )
 
         await self.store.write("save cron job", op)
 
+    async def runs(self, job_id: str, limit: int = KEEP_RUNS) -> builtins.list[CronRun]:
+        """A job's runs, newest first."""
+
+        def op(conn: sqlite3.Connection) -> builtins.list[CronRun]:
+            rows = conn.execute(
+                "SELECT at, outcome, reason, result FROM cron_runs WHERE job_id = ?"
+                " ORDER BY id DESC LIMIT ?",
+                (job_id, limit),
+            )
+            return [CronRun(datetime.fromisoformat(at), o, r, x) for at, o, r, x in rows]
+
+        return await self.store.read("list cron runs", op)
+
     async def delete(self, job_id: str) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
+            conn.execute("DELETE FROM cron_runs WHERE job_id = ?", (job_id,))
             return conn.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,)).rowcount == 1
 
         return await self.store.write("delete cron job", op)

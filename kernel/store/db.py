@@ -16,12 +16,25 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kernel.core.errors import StoreError
 from kernel.store.database import error_code, transaction, translated
-from kernel.store.memories import MEMORY_CATEGORIES, MemoryRow, MemoryTables, has_backlog
+from kernel.store.memories import (
+    MEMORY_CATEGORIES,
+    DuplicateMemory,
+    MemoryRow,
+    MemoryTables,
+    has_backlog,
+)
 from kernel.store.migrations import MEMORIES_FTS_SQL, MIGRATIONS, fts5_supported, migrate
 from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
 
-__all__ = ["MEMORY_CATEGORIES", "MemoryRow", "SessionRow", "Store", "StoredMessage"]
+__all__ = [
+    "MEMORY_CATEGORIES",
+    "DuplicateMemory",
+    "MemoryRow",
+    "SessionRow",
+    "Store",
+    "StoredMessage",
+]
 
 log = logging.getLogger(__name__)
 

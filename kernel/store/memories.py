@@ -25,6 +25,14 @@ MEMORY_CATEGORIES: tuple[str, ...] = ("user", "feedback", "project", "reference"
 MAX_SEARCH_TERMS = 32
 
 
+class DuplicateMemory(Exception):
+    """An edit would make a memory the same fact as memory ``existing``."""
+
+    def __init__(self, existing: int) -> None:
+        super().__init__(f"the same fact is already memory {existing}")
+        self.existing = existing
+
+
 @dataclass(slots=True)
 class MemoryRow:
     id: int
@@ -93,17 +101,26 @@ class MemoryTables(Database):
         return result
 
     async def list_memories(
-        self, *, limit: int = 200, scopes: Sequence[str] | None = None
+        self,
+        *,
+        limit: int = 200,
+        scopes: Sequence[str] | None = None,
+        category: str | None = None,
+        offset: int = 0,
     ) -> list[MemoryRow]:
-        """Newest first."""
-        check_non_negative(limit=limit)
+        """Newest first; ``category``: only those of that category; ``offset``: skip
+        that many of the newest."""
+        check_non_negative(limit=limit, offset=offset)
         where, params = _in_scopes(scopes)
         if params is None or limit == 0:
             return []
-        sql = f"{_MEMORY_SELECT}{where} ORDER BY id DESC LIMIT ?"
+        if category is not None:
+            where += f"{' AND' if where else ' WHERE'} category = ?"
+            params = [*params, category]
+        sql = f"{_MEMORY_SELECT}{where} ORDER BY id DESC LIMIT ? OFFSET ?"
 
         def op(conn: sqlite3.Connection) -> list[MemoryRow]:
-            rows = conn.execute(sql, [*params, limit])
+            rows = conn.execute(sql, [*params, limit, offset])
             return [_memory_from_row(r) for r in rows.fetchall()]
 
         return await self._read("list memories", op)
@@ -184,6 +201,75 @@ class MemoryTables(Database):
             return [_memory_from_row(r) for r in conn.execute(sql, params).fetchall()]
 
         return await self._read("search memories", op)
+
+    async def get_memory(self, memory_id: int) -> MemoryRow | None:
+        def op(conn: sqlite3.Connection) -> MemoryRow | None:
+            row = conn.execute(_MEMORY_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
+            return _memory_from_row(row) if row is not None else None
+
+        return await self._read("read memory", op)
+
+    async def update_memory(
+        self,
+        memory_id: int,
+        *,
+        text: str | None = None,
+        category: str | None = None,
+        tokens: str | None = None,
+    ) -> MemoryRow | None:
+        """Change a memory's text (re-indexed with ``tokens``, else left to the backlog)
+        and/or category, in place (same id and scope); None when there is no such memory.
+        Raises ValueError for empty text or an unknown category, and
+        :class:`DuplicateMemory` when the new text is another memory's fact in the same
+        scope or in global (what :meth:`add_memory` would have returned instead)."""
+        clean = None if text is None else text.strip()
+        if clean is not None and not clean:
+            raise ValueError("memory text is empty")
+        if category is not None and category not in MEMORY_CATEGORIES:
+            raise ValueError(f"memory category must be one of {', '.join(MEMORY_CATEGORIES)}")
+        fts = self.fts5_available
+        index = tokens is not None and fts
+
+        def op(conn: sqlite3.Connection) -> MemoryRow | None:
+            found = conn.execute(
+                "SELECT scope, tokens FROM memories WHERE id = ?", (memory_id,)
+            ).fetchone()
+            if found is None:
+                return None
+            scope, old_tokens = found
+            if category is not None:
+                conn.execute("UPDATE memories SET category = ? WHERE id = ?", (category, memory_id))
+            if clean is not None:
+                key = memory_key(clean)
+                other = conn.execute(
+                    "SELECT id FROM memories WHERE key = ? AND scope IN ('global', ?)"
+                    " AND id != ? ORDER BY id LIMIT 1",
+                    (key, scope, memory_id),
+                ).fetchone()
+                if other is not None:
+                    raise DuplicateMemory(int(other[0]))
+                if fts and old_tokens is not None:
+                    conn.execute(
+                        "INSERT INTO memories_fts (memories_fts, rowid, tokens)"
+                        " VALUES ('delete', ?, ?)",
+                        (memory_id, old_tokens),
+                    )
+                conn.execute(
+                    "UPDATE memories SET text = ?, key = ?, tokens = ? WHERE id = ?",
+                    (clean, key, tokens if index else None, memory_id),
+                )
+                if index:
+                    conn.execute(
+                        "INSERT INTO memories_fts (rowid, tokens) VALUES (?, ?)",
+                        (memory_id, tokens),
+                    )
+            row = conn.execute(_MEMORY_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
+            return _memory_from_row(row)
+
+        result = await self._write("update memory", op)
+        if result is not None and clean is not None and not index and fts:
+            self.memory_index_pending = True
+        return result
 
     async def delete_memories(
         self, ids: Sequence[int], *, scopes: Sequence[str] | None = None

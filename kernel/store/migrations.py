@@ -378,6 +378,25 @@ def m014_cut_messages(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE messages ADD COLUMN cut INTEGER NOT NULL DEFAULT 0")
 
 
+def m015_cron_runs(conn: sqlite3.Connection) -> None:
+    """Each job's recent runs (issue 21): when, the outcome (succeeded, failed, skipped,
+    missed, interrupted), why and what it answered; the newest ones kept per job
+    (kernel/store/cron.py). No foreign key: deleting a job deletes its runs itself."""
+    conn.execute(
+        """
+        CREATE TABLE cron_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            job_id TEXT NOT NULL,
+            at TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            reason TEXT,
+            result TEXT
+        )
+        """
+    )
+    conn.execute("CREATE INDEX cron_runs_job ON cron_runs(job_id, id)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -393,6 +412,7 @@ MIGRATIONS: list[Migration] = [
     Migration("memory_scopes", m012_memory_scopes),
     Migration("delegation_approvals", m013_delegation_approvals),
     Migration("cut_messages", m014_cut_messages),
+    Migration("cron_runs", m015_cron_runs),
 ]
 
 

@@ -1,9 +1,9 @@
 """``GET /config``: the configuration in effect for the console's settings page (issue
-21), every secret masked the way /envs masks."""
+21), every secret masked wholly: a page shows that it is set, never a part of it."""
 
 from __future__ import annotations
 
-from kernel.core.redact import REDACTED, mask_secret
+from kernel.core.redact import REDACTED
 from tests.conftest import SECRET_KEY
 from tests.gateway.conftest import API_KEY, SidecarFactory
 from tests.mcp.conftest import mcp_toml
@@ -19,8 +19,22 @@ ARG_TOKEN = "arg-token-ABCDEFGH01234567"
 EQ_TOKEN = "eq-token-ABCDEFGH012345678"
 URL_PASSWORD = "url-pass-ABCDEFGH0123"
 ENV_SECRET = "env-secret-ABCDEFGH0123456"
-SHORT = "short12"  # under 16 characters: masked whole
+SHORT = "short12"
+GH_PAT = "ghp_0123456789abcdefABCDEF0123456789"  # by its shape, under any name
+DEPLOY = "deploy-creds-ABCDEFGH0123"
+AUTH_ARG = "auth-arg-ABCDEFGH01234567"
+PAT_ARG = "pat-arg-ABCDEFGH012345678"
+CREDS_ARG = "creds-arg-ABCDEFGH0123456"
+HDR_VALUE = "hdrval-ABCDEFGH0123456789"
+QUERY_AUTH = "query-auth-ABCDEFGH01234"
 SECRETS = [
+    GH_PAT,
+    DEPLOY,
+    AUTH_ARG,
+    PAT_ARG,
+    CREDS_ARG,
+    HDR_VALUE,
+    QUERY_AUTH,
     API_KEY,
     SECRET_KEY,
     TG_TOKEN,
@@ -57,6 +71,10 @@ secret = "{HOOK_SECRET}"
 GITHUB_TOKEN = "{ENV_SECRET}"
 OTHER_PASSWORD = "{SHORT}"
 PLAIN_NAME = "visible-value"
+GH_PAT = "{GH_PAT}"
+DEPLOY_CREDENTIALS = "{DEPLOY}"
+SOME_NOTE = "use {GH_PAT} for the mirror"
+SERVICE_URL = "https://svc.example/api?auth={QUERY_AUTH}"
 """ + mcp_toml(
     [
         {
@@ -70,7 +88,18 @@ PLAIN_NAME = "visible-value"
             "name": "local",
             "type": "stdio",
             "command": "some-server",
-            "args": ["--token", ARG_TOKEN, f"--api-key={EQ_TOKEN}", "--verbose"],
+            "args": [
+                "--token",
+                ARG_TOKEN,
+                f"--api-key={EQ_TOKEN}",
+                "--auth",
+                AUTH_ARG,
+                f"--pat={PAT_ARG}",
+                "--credentials",
+                CREDS_ARG,
+                f"X-Custom-Auth:{HDR_VALUE}",
+                "--verbose",
+            ],
             "env": {"SERVICE_CONFIG": MCP_ENV},
             "enabled": False,
         },
@@ -94,23 +123,22 @@ async def test_config_is_shown_with_every_secret_masked(
     )
     assert sections["general"]["language"] == "en"
     assert sections["providers"]["main"]["default_model"] == "model-a"
-    assert sections["providers"]["main"]["api_key"] == mask_secret(SECRET_KEY)
-    assert sections["gateway"]["api_key"] == mask_secret(API_KEY)
-    assert sections["telegram"]["token"] == mask_secret(TG_TOKEN)
+    assert sections["providers"]["main"]["api_key"] == REDACTED
+    assert sections["gateway"]["api_key"] == REDACTED  # not even 8 of its characters
+    assert sections["telegram"]["token"] == REDACTED
     assert sections["telegram"]["allowed_user"] != 424242  # the owner's id is kept out too
-    assert sections["stt"]["api_key"] == mask_secret(STT_KEY)
-    assert sections["channels"]["qq"]["client_secret"] == mask_secret(QQ_SECRET)
+    assert sections["stt"]["api_key"] == REDACTED
+    assert sections["channels"]["qq"]["client_secret"] == REDACTED
     assert sections["channels"]["qq"]["app_id"] == "1234"
-    assert sections["channels"]["webhook"]["secret"] == mask_secret(HOOK_SECRET)
-    assert sections["envs"] == {
-        "GITHUB_TOKEN": mask_secret(ENV_SECRET),
-        "OTHER_PASSWORD": "*" * len(SHORT),
-        "PLAIN_NAME": "visible-value",
-    }
+    assert sections["channels"]["webhook"]["secret"] == REDACTED
+    envs = sections["envs"]
+    assert envs["GITHUB_TOKEN"] == envs["OTHER_PASSWORD"] == envs["GH_PAT"] == REDACTED
+    assert envs["DEPLOY_CREDENTIALS"] == REDACTED and envs["PLAIN_NAME"] == "visible-value"
+    assert envs["SOME_NOTE"] == f"use {REDACTED} for the mirror"
     remote, local = sections["mcp"]["servers"]
     assert remote["headers"] == {"Authorization": REDACTED}
     assert remote["url"].endswith("@mcp.example/mcp") and remote["name"] == "remote"
-    assert local["env"] == {"SERVICE_CONFIG": mask_secret(MCP_ENV)}
+    assert local["env"] == {"SERVICE_CONFIG": REDACTED}
     assert local["args"][0] == "--token" and local["args"][-1] == "--verbose"
     assert local["command"] == "some-server"
 

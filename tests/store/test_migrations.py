@@ -17,7 +17,7 @@ from kernel.core.messages import Message, TextBlock
 from kernel.core.usage import Usage
 from kernel.store.approvals import ApprovalStore
 from kernel.store.channels import ChannelStore, WebhookFailure
-from kernel.store.cron import CronStore
+from kernel.store.cron import KEEP_RUNS, CronRun, CronStore
 from kernel.store.db import Store
 from kernel.store.decisions import Attempt, DecisionStore
 from kernel.store.mailbox import Mailbox
@@ -486,6 +486,35 @@ async def check_v14(store: Store) -> None:
     assert [m.text for m in await store.load_messages(1)] == ["hello"]
 
 
+def insert_v15(conn: sqlite3.Connection) -> None:
+    # The job of sample 5 ran once and then missed a run while Kernel was down.
+    for outcome, reason, result in (("succeeded", None, "done"), ("missed", "was down", None)):
+        conn.execute(
+            "INSERT INTO cron_runs (job_id, at, outcome, reason, result) VALUES (?, ?, ?, ?, ?)",
+            ("job-1", TS, outcome, reason, result),
+        )
+
+
+async def check_v15(store: Store) -> None:
+    cron = CronStore(store)
+    runs = await cron.runs("job-1")
+    assert [(r.outcome, r.reason, r.result) for r in runs] == [
+        ("missed", "was down", None),
+        ("succeeded", None, "done"),
+    ]
+    assert runs[0].at == datetime.fromisoformat(TS)
+    assert await cron.runs("job-1", 1) == runs[:1]
+    # Saving a run keeps the newest KEEP_RUNS; deleting the job deletes its runs.
+    [row] = [r for r in await cron.list() if r.id == "job-1"]
+    for n in range(KEEP_RUNS):
+        await cron.save(row, CronRun(datetime.fromisoformat(TS), "failed", f"#{n}"))
+    kept = await cron.runs("job-1")
+    assert len(kept) == KEEP_RUNS and kept[0].reason == f"#{KEEP_RUNS - 1}"
+    assert {r.outcome for r in kept} == {"failed"}
+    assert await cron.delete("job-1")
+    assert await cron.runs("job-1") == []
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -503,6 +532,7 @@ SAMPLES: dict[
     12: (insert_v12, check_v12),
     13: (insert_v13, check_v13),
     14: (insert_v14, check_v14),
+    15: (insert_v15, check_v15),
 }
 
 

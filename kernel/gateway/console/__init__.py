@@ -8,7 +8,9 @@ Public API:
 - ``security_headers``: the response hook that sets CSP, framing and sniffing headers;
 - ``is_console(path)``: the console's own paths (they answer for their own sign-in);
 - ``ConsoleSessions``, ``ConsoleSession``, ``csrf_matches``: the sign-ins kept in memory;
-- ``COOKIE``, ``CSRF_HEADER``, ``SAFE_METHODS``, ``CONSOLE``, ``SESSION``: their names.
+- ``cookie_of(request)``: this sidecar's cookie name (with its port);
+- ``COOKIE``, ``CSRF_HEADER``, ``SAFE_METHODS``, ``CONSOLE``, ``SESSION``, ``SHELL``:
+  their names.
 """
 
 from kernel.gateway.console.auth import (
@@ -22,6 +24,8 @@ from kernel.gateway.console.auth import (
 from kernel.gateway.console.pages import (
     CONSOLE,
     SESSION,
+    SHELL,
+    cookie_of,
     install,
     is_console,
     security_headers,
@@ -33,6 +37,8 @@ __all__ = [
     "CSRF_HEADER",
     "SAFE_METHODS",
     "SESSION",
+    "SHELL",
+    "cookie_of",
     "ConsoleSession",
     "ConsoleSessions",
     "csrf_matches",

@@ -2,11 +2,16 @@
 exchanged for a random session token in an HttpOnly, SameSite=Strict cookie, and a
 CSRF token the page keeps in memory and sends with every state-changing request.
 
+The cookie alone opens nothing but the page's empty shell: every API request and every
+console request must also carry the CSRF token, which is handed out only by the sign-in
+answer and kept by the page in ``sessionStorage`` (one origin: another port of the same
+host, which the cookie also reaches, never gets it).
+
 Sessions live in memory only (a restart signs everyone out); at most
 :data:`MAX_SESSIONS`, the oldest dropped first; each ends after
 ``gateway.console_session_hours``. Tokens are kept as their SHA-256, never as sent.
-Failed sign-ins are counted: after :data:`MAX_FAILURES` in a minute every sign-in is
-refused (429) until the minute has passed.
+Failed sign-ins are counted per peer address: after :data:`MAX_FAILURES` in a minute
+that peer's sign-ins are refused (429) until the minute has passed.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-COOKIE = "kernel_console"
+COOKIE = "kernel_console"  # + "_<port>": cookies are shared by every port of a host
 CSRF_HEADER = "X-CSRF-Token"
 MAX_SESSIONS = 32
-MAX_FAILURES = 10  # failed sign-ins per minute, all peers together
+MAX_FAILURES = 10  # failed sign-ins per minute from one peer address
 FAILURE_WINDOW = 60.0
+MAX_PEERS = 256  # peer addresses whose failures are remembered
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -42,7 +48,7 @@ class ConsoleSessions:
         self.lifetime = hours * 3600
         self._clock = clock
         self._sessions: OrderedDict[bytes, ConsoleSession] = OrderedDict()
-        self._failures: deque[float] = deque()
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
 
     def open(self) -> tuple[str, ConsoleSession]:
         """A new sign-in: (the cookie's token, its session)."""
@@ -73,19 +79,39 @@ class ConsoleSessions:
     def seconds_left(self, session: ConsoleSession) -> int:
         return max(0, int(session.expires - self._clock()))
 
-    def throttled(self) -> bool:
-        """Whether sign-ins are refused now (too many failures in the last minute)."""
+    def throttled(self, peer: str) -> bool:
+        """Whether ``peer``'s sign-ins are refused now (too many failures in a minute)."""
+        failures = self._failures.get(peer)
+        if failures is None:
+            return False
         now = self._clock()
-        while self._failures and self._failures[0] <= now - FAILURE_WINDOW:
-            self._failures.popleft()
-        return len(self._failures) >= MAX_FAILURES
+        while failures and failures[0] <= now - FAILURE_WINDOW:
+            failures.popleft()
+        if not failures:
+            del self._failures[peer]
+        return len(failures) >= MAX_FAILURES
 
-    def failed(self) -> None:
-        self._failures.append(self._clock())
+    def failed(self, peer: str) -> None:
+        failures = self._failures.pop(peer, None) or deque(maxlen=MAX_FAILURES)
+        failures.append(self._clock())
+        self._failures[peer] = failures  # the most recent last
+        while len(self._failures) > MAX_PEERS:
+            self._failures.popitem(last=False)
+
+
+def same_secret(given: str, wanted: str) -> bool:
+    """``given`` is ``wanted`` (constant-time; text that cannot be encoded is not)."""
+    try:
+        raw = given.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate from JSON
+        return False
+    return hmac.compare_digest(raw, wanted.encode())
 
 
 def csrf_matches(session: ConsoleSession, given: str | None) -> bool:
     """The request's CSRF header is the session's (constant-time compare)."""
-    if not given:
-        return False
-    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), session.csrf.encode())
+    return bool(given) and same_secret(given or "", session.csrf)
+
+
+def cookie_name(port: int) -> str:
+    return f"{COOKIE}_{port}"

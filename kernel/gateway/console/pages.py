@@ -7,7 +7,8 @@ static files, sign-in and sign-out, the page's session (its CSRF token) and its 
 - ``POST /console/login`` ``{"api_key": …}`` → the cookie (HttpOnly, SameSite=Strict)
   and ``{"csrf": …}``; with no API key set only a loopback peer may sign in (the sidecar
   is then loopback-only anyway);
-- ``GET /console/session`` → ``{csrf, expires_in, language}`` for a live sign-in;
+- ``GET /console/session`` → ``{expires_in, language}`` for a live sign-in (the cookie
+  and the token the sign-in answer gave, which the page keeps in ``sessionStorage``);
 - ``POST /console/logout`` ends it (its CSRF token required, as for every
   state-changing request carrying the cookie: see :mod:`kernel.gateway.server`);
 - ``GET /console/strings`` → the catalogue's ``web.`` words in ``general.language``.
@@ -20,7 +21,6 @@ connections from this origin only; no inline script; nothing else anywhere).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import re
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,17 @@ from aiohttp import web
 from kernel.config.net import is_loopback
 from kernel.core.i18n import get_language, section, t
 from kernel.gateway.api import API_KEY, ApiError, json_response, read_json, refusal
-from kernel.gateway.console.auth import COOKIE, ConsoleSession, ConsoleSessions
+from kernel.gateway.console.auth import (
+    COOKIE,
+    ConsoleSession,
+    ConsoleSessions,
+    cookie_name,
+    same_secret,
+)
 
 CONSOLE: web.AppKey[ConsoleSessions] = web.AppKey("console_sessions")
-SESSION = web.RequestKey("console_session", ConsoleSession)  # the request's, if any
+SESSION = web.RequestKey("console_session", ConsoleSession)  # cookie + CSRF token
+SHELL = web.RequestKey("console_shell", ConsoleSession)  # the cookie alone: the page shell
 PREFIX = "/console"
 STATIC = Path(__file__).parent / "static"
 ASSET = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\.(js|css|svg)$")
@@ -98,13 +105,22 @@ async def _page(name: str) -> web.Response:
 
 
 def signed_in(request: web.Request) -> ConsoleSession | None:
-    """The request's live console sign-in (set by the guard from its cookie)."""
+    """The request's live console sign-in: its cookie and its CSRF token (set by the
+    guard)."""
     return request.get(SESSION)
 
 
+def cookie_of(request: web.Request) -> str:
+    """This sidecar's cookie name: with its port (cookies reach every port of a host,
+    and two Kernels on one machine must not sign each other out)."""
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    if isinstance(sockname, tuple) and len(sockname) > 1:
+        return cookie_name(int(sockname[1]))
+    return COOKIE
+
+
 def _redirect(status: int, location: str) -> web.Response:
-    # Returned, not raised: the sidecar's error frame turns a raised HTTPException into
-    # the API's error shape, which has no Location.
+    # A Response, not an HTTPException: the error frame answers those in JSON.
     return web.Response(status=status, headers={"Location": location})
 
 
@@ -113,7 +129,8 @@ async def _to_app(request: web.Request) -> web.Response:
 
 
 async def _app_page(request: web.Request) -> web.Response:
-    if signed_in(request) is None:
+    """The shell (it holds no data) for a live cookie; the page then needs its token."""
+    if request.get(SHELL) is None and signed_in(request) is None:
         return _redirect(303, f"{PREFIX}/login")
     return await _page("index.html")
 
@@ -136,26 +153,33 @@ def _peer_is_loopback(request: web.Request) -> bool:
     return isinstance(peer, tuple) and bool(peer) and is_loopback(str(peer[0]))
 
 
+def _peer(request: web.Request) -> str:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "-"
+
+
 async def _sign_in(request: web.Request) -> web.Response:
+    """The CSRF token is in this answer only: the page keeps it (sessionStorage)."""
     sessions = request.app[CONSOLE]
-    if sessions.throttled():
+    peer = _peer(request)
+    if sessions.throttled(peer):
         raise refusal("too_many_sign_ins", t("web.throttled"))
     body: Any = await read_json(request)
     given = body.get("api_key", "") if isinstance(body, dict) else None
     if not isinstance(given, str) or len(given) > MAX_KEY_CHARS:
         raise refusal("invalid_request", t("web.key_field"), {"field": "api_key"})
     key = request.app[API_KEY]
-    if key:
-        ok = hmac.compare_digest(given.encode("utf-8", "surrogateescape"), key.encode())
-    else:  # no key: the sidecar listens on loopback only; a loopback peer signs in
-        ok = _peer_is_loopback(request)
+    # No key: the sidecar listens on loopback only; a loopback peer signs in.
+    ok = same_secret(given, key) if key else _peer_is_loopback(request)
     if not ok:
-        sessions.failed()
+        sessions.failed(peer)
         raise refusal("unauthorized", t("web.key_wrong"))
+    name = cookie_of(request)
+    sessions.close(request.cookies.get(name))  # a sign-in replaces this browser's last
     token, session = sessions.open()
     response = json_response({"csrf": session.csrf, "expires_in": sessions.seconds_left(session)})
     response.set_cookie(
-        COOKIE,
+        name,
         token,
         max_age=sessions.seconds_left(session),
         path="/",
@@ -167,18 +191,20 @@ async def _sign_in(request: web.Request) -> web.Response:
 
 
 async def _sign_out(request: web.Request) -> web.Response:
-    request.app[CONSOLE].close(request.cookies.get(COOKIE))
+    name = cookie_of(request)
+    request.app[CONSOLE].close(request.cookies.get(name))
     response = json_response({"signed_out": True})
-    response.del_cookie(COOKIE, path="/")
+    response.del_cookie(name, path="/")
     return response
 
 
 async def _session(request: web.Request) -> web.Response:
+    """Whether the page's sign-in (cookie and token) still holds, and for how long."""
     session = signed_in(request)
     if session is None:
         raise ApiError(401, "unauthorized", t("web.signed_out"))
     left = request.app[CONSOLE].seconds_left(session)
-    return json_response({"csrf": session.csrf, "expires_in": left, "language": get_language()})
+    return json_response({"expires_in": left, "language": get_language()})
 
 
 async def _strings(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ deleted.
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -310,7 +311,9 @@ async def rename_chat(request: web.Request) -> web.Response:
     """400 for an empty name (or one with control characters)."""
     kernel = kernel_of(request)
     name = (await read_model(request, RenameBody)).name.strip()
-    if not name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+    # Control, format (RTL override, zero width) and line/paragraph separators: a title
+    # shown in the console and Telegram must read as what it is.
+    if not name or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
         raise invalid(t("gw.chat_name", limit=TITLE_LIMIT), field="name")
     row = await require_chat(kernel, request.match_info["chat_id"])
     await kernel.agent.retitle(row.id, name)

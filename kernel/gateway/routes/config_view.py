@@ -2,13 +2,14 @@
 and the environment over it), read-only, as the config tree (:mod:`kernel.config.tree`)
 knows it: one entry per table, keys as written in TOML.
 
-No secret leaves: every field the schema marks secret is masked the way ``/envs`` masks
-(:func:`kernel.core.redact.mask_secret`: first and last 4 characters of a long secret,
-stars for a short one; header values wholly ``[REDACTED]``, seed 004); ``[envs]`` by
-their names (:func:`kernel.config.secrets.is_sensitive`); a secret flag's value in a
-command's ``args`` (``--token X``, ``--api-key=X``) and a URL's password; and then every
-string is passed through the log's redactor with the configured secrets, so a key
-pasted where no marker expects it is masked too.
+No secret leaves, not even a part of one: every field the schema marks secret is shown
+as ``[REDACTED]`` when set; ``[envs]`` by their names
+(:func:`kernel.config.secrets.is_sensitive`: ``*_KEY``, ``*_TOKEN``, ``*_PAT``,
+``*_CREDENTIALS``, ``auth`` …); a secret flag's value in a command's ``args`` (``--token
+X``, ``--auth=X``), a URL's password, and values shaped like a credential whatever their
+name (``ghp_…``, ``sk-…``, ``AKIA…``); then every string is passed through the log's
+redactor with the configured secrets, so a key pasted where no marker expects it is
+masked too.
 """
 
 from __future__ import annotations
@@ -24,12 +25,18 @@ from kernel.config.loader import Config
 from kernel.config.schema import Secret, Section, is_toml, marker
 from kernel.config.secrets import header_names_of, header_values_of, is_sensitive, secrets_of
 from kernel.config.tree import SECTIONS
-from kernel.core.redact import REDACTED, Redactor, mask_secret, secret_assignment
+from kernel.core.redact import REDACTED, Redactor, secret_assignment
 from kernel.gateway.api import Router, json_response, kernel_of
 from kernel.gateway.schema import OpenShape, Shape
 
 router = Router("config", "The configuration in effect, secrets masked (read-only)")
 
+# Values that are credentials by their shape whatever their name (GitHub, GitLab, Slack,
+# OpenAI-style and AWS keys, JWTs): linear, a fixed prefix then a run of token characters.
+_TOKEN_SHAPED = re.compile(
+    r"\b(?:gh[pousr]_|github_pat_|glpat-|xox[abpr]-|sk-|sk_live_|rk_live_|AKIA|ASIA|AIza|eyJ)"
+    r"[A-Za-z0-9_\-.]{12,}"
+)
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)([^/\s@]+)(@)")
 
 
@@ -40,10 +47,11 @@ class ConfigView(Shape):
 
 
 def _mask(value: Any) -> Any:
+    """A secret, wholly: a page shows that it is set, never a part of it."""
     if isinstance(value, str):
-        return mask_secret(value) if value else ""
+        return REDACTED if value else ""
     if isinstance(value, int) and not isinstance(value, bool):
-        return mask_secret(str(value)) if value else value
+        return REDACTED if value else value
     return value
 
 
@@ -64,7 +72,7 @@ def _args(items: list[Any]) -> list[Any]:
     secret_next = False
     for item in items:
         if secret_next and isinstance(item, str):
-            out.append(mask_secret(item))
+            out.append(REDACTED)
             secret_next = False
             continue
         secret_next = False
@@ -123,10 +131,11 @@ def _masked_text(text: str, redactor: Redactor) -> str:
         begin, end = begin + start, end + start
         if begin == end:
             break
-        masked = mask_secret(text[begin:end])
+        masked = REDACTED
         text = text[:begin] + masked + text[end:]
         start = begin + len(masked)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
+    text = _TOKEN_SHAPED.sub(REDACTED, text)
     return redactor.redact(text)
 
 

@@ -19,8 +19,18 @@ from kernel.core.errors import CronError
 from kernel.core.i18n import t
 from kernel.cron.jobs import CronJob, job_view, state_view
 from kernel.cron.scheduler import CronScheduler
-from kernel.gateway.api import Router, json_response, kernel_of, path_param, read_object
+from kernel.gateway.api import (
+    Router,
+    bounded,
+    json_response,
+    kernel_of,
+    path_param,
+    query_int,
+    query_param,
+    read_object,
+)
 from kernel.gateway.schema import OpenShape, Shape
+from kernel.store.cron import KEEP_RUNS
 
 router = Router("cron", "Scheduled jobs: CRUD, pause/resume, run now, state")
 
@@ -113,6 +123,24 @@ class JobList(Shape):
 class JobDeleted(Shape):
     deleted: bool
     id: str | None = None
+
+
+class JobRun(Shape):
+    """One run: when it began (or was due, for a missed one; local time), its outcome
+    (running, succeeded, failed, skipped: refused or still running, missed: due while
+    Kernel was down, beyond the grace; interrupted: cut by a shutdown), why (the error or
+    the reason it did not run) and what it answered."""
+
+    at: str
+    outcome: Literal["running", "succeeded", "failed", "skipped", "missed", "interrupted"]
+    reason: str | None = None
+    result: str | None = None
+
+
+class JobRuns(Shape):
+    id: str
+    run_count: int = Field(description="runs finished so far")
+    runs: list[JobRun] = Field(description="newest first")
 
 
 class JobStarted(Shape):
@@ -239,3 +267,28 @@ async def job_state(request: web.Request) -> web.Response:
     scheduler = _scheduler(request)
     job = scheduler.get(request.match_info["job_id"])
     return json_response(state_view(job, scheduler.rules, running=scheduler.running(job.id)))
+
+
+@router.get(
+    "/cron/jobs/{job_id}/runs",
+    summary="A job's latest runs, newest first, with each one's outcome and reason",
+    params=(JOB_ID, query_param("limit", bounded(1, KEEP_RUNS), f"how many ({KEEP_RUNS})")),
+    response=JobRuns,
+    errors=(400, 404),
+)
+async def job_runs(request: web.Request) -> web.Response:
+    """The store keeps each job's last 50 runs. A run still going comes first, as
+    ``running``."""
+    scheduler = _scheduler(request)
+    job = scheduler.get(request.match_info["job_id"])
+    limit = query_int(request, "limit", KEEP_RUNS, minimum=1, maximum=KEEP_RUNS)
+    tz = scheduler.rules.tz
+    runs: list[dict[str, Any]] = []
+    running = scheduler.running(job.id)
+    if running and job.row.last_run_at is not None:
+        at = job.row.last_run_at.astimezone(tz).isoformat(timespec="seconds")
+        runs.append({"at": at, "outcome": "running", "reason": None, "result": None})
+    for run in await scheduler.runs(job.id, limit):
+        at = run.at.astimezone(tz).isoformat(timespec="seconds")
+        runs.append({"at": at, "outcome": run.outcome, "reason": run.reason, "result": run.result})
+    return json_response({"id": job.id, "run_count": job.row.run_count, "runs": runs[:limit]})

@@ -1,9 +1,11 @@
 // The console's shell: its words, the API client (the sign-in cookie and the CSRF
-// token the page keeps in memory, never in storage), element helpers and the router.
+// token the sign-in answer gave, kept in this tab's sessionStorage: the cookie alone
+// opens nothing), element helpers and the router.
 // Each page is a module page-<name>.js exporting render(main) (and, optionally,
 // leave() called when another page is shown).
 
-export const state = { csrf: "", strings: {}, language: "zh" };
+export const TOKEN = "kernel.console.csrf";
+export const state = { csrf: sessionStorage.getItem(TOKEN) || "", strings: {}, language: "zh" };
 
 export function t(key, vars = {}) {
   const text = state.strings[key] ?? key;
@@ -20,8 +22,7 @@ export class ApiFailure extends Error {
 }
 
 function headersFor(method, body) {
-  const headers = { Accept: "application/json" };
-  if (method !== "GET" && method !== "HEAD") headers["X-CSRF-Token"] = state.csrf;
+  const headers = { Accept: "application/json", "X-CSRF-Token": state.csrf };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   return headers;
 }
@@ -45,6 +46,7 @@ export async function request(method, path, body, signal) {
     signal,
   });
   if (response.status === 401) {
+    sessionStorage.removeItem(TOKEN);
     location.assign("/console/login");
     throw new ApiFailure(401, { message: t("web.signed_out") });
   }
@@ -131,13 +133,16 @@ async function show() {
 }
 
 async function boot() {
-  const [words, session] = await Promise.all([
+  if (!state.csrf) {  // a new tab, or signed out: the cookie alone is not a sign-in
+    location.assign("/console/login");
+    return;
+  }
+  const [words] = await Promise.all([
     fetch("/console/strings").then((r) => r.json()),
     api("GET", "/console/session"),
   ]);
   state.strings = words.strings;
   state.language = words.language;
-  state.csrf = session.csrf;
   document.documentElement.lang = words.language;
   document.title = t("web.title");
   const nav = document.getElementById("nav");
@@ -150,6 +155,7 @@ async function boot() {
     try {
       await api("POST", "/console/logout");
     } finally {
+      sessionStorage.removeItem(TOKEN);
       location.assign("/console/login");
     }
   });
