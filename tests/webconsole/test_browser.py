@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kernel.gateway.console import COOKIE
+from kernel.gateway.console.auth import cookie_name
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply, tool_reply
@@ -161,8 +161,12 @@ async def test_sign_in(console: Opener) -> None:
         "() => [document.cookie, localStorage.length, sessionStorage.length,"
         " document.documentElement.outerHTML]"
     )
-    assert stored[:3] == ["", 0, 0] and API_KEY not in stored[3]
-    [cookie] = [k for k in await page.context.cookies() if k["name"] == COOKIE]
+    # sessionStorage holds the CSRF token only (this tab, this origin).
+    assert stored[:3] == ["", 0, 1] and API_KEY not in stored[3]
+    kept = await page.evaluate("() => JSON.stringify(Object.entries(sessionStorage))")
+    assert API_KEY not in kept
+    name = cookie_name(c.sc.gateway.port)
+    [cookie] = [k for k in await page.context.cookies() if k["name"] == name]
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     await c.shot("signed-in")
     c.check()
@@ -391,16 +395,15 @@ async def test_sign_out(console: Opener) -> None:
     c = await console()
     await c.sign_in()
     page = c.page
-    [cookie] = [k for k in await page.context.cookies() if k["name"] == COOKIE]
+    name = cookie_name(c.sc.gateway.port)
+    [cookie] = [k for k in await page.context.cookies() if k["name"] == name]
     await page.click("#sign-out")
     await expect(page).to_have_url(c.sc.url + "/console/login")
     await c.shot("signed-out")
-    assert [k for k in await page.context.cookies() if k["name"] == COOKIE] == []
+    assert [k for k in await page.context.cookies() if k["name"] == name] == []
     await page.goto(c.url)
     await expect(page).to_have_url(c.sc.url + "/console/login")
     # The old cookie is dead on the server too, not just forgotten by the browser.
-    status, _, _ = await c.sc.call(
-        "GET", "/chats", headers={"Cookie": f"{COOKIE}={cookie['value']}"}
-    )
+    status, _, _ = await c.sc.call("GET", "/chats", headers={"Cookie": f"{name}={cookie['value']}"})
     assert status == 401
     c.check()

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from kernel.gateway.console import CONSOLE, COOKIE, ConsoleSessions
-from kernel.gateway.console.auth import MAX_FAILURES
+from kernel.gateway.console import CONSOLE, ConsoleSessions
+from kernel.gateway.console.auth import MAX_FAILURES, cookie_name
 from kernel.gateway.console.pages import STATIC
 from tests.conftest import free_port
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
@@ -37,11 +37,17 @@ async def sign_in(sc: Sidecar, key: str = API_KEY) -> tuple[str, str, aiohttp.Cl
     cookie = SimpleCookie()
     for header in response.headers.getall("Set-Cookie"):
         cookie.load(header)
-    return cookie[COOKIE].value, data["csrf"], response
+    return cookie[cookie_name(sc.gateway.port)].value, data["csrf"], response
 
 
-def with_cookie(token: str, **extra: str) -> dict[str, str]:
-    return {"Cookie": f"{COOKIE}={token}", **extra}
+def with_cookie(sc: Sidecar, token: str, **extra: str) -> dict[str, str]:
+    """The sidecar's cookie (its name carries the port) with ``token``."""
+    return {"Cookie": f"{cookie_name(sc.gateway.port)}={token}", **extra}
+
+
+def signed(sc: Sidecar, token: str, csrf: str, **extra: str) -> dict[str, str]:
+    """What the page sends: the cookie and the CSRF token it keeps."""
+    return with_cookie(sc, token, **{"X-CSRF-Token": csrf}, **extra)
 
 
 async def page(
@@ -69,7 +75,7 @@ async def test_no_cookie_is_sent_to_sign_in(
     status, _, response = await page(sc, "/console", {})
     assert status == 308 and response.headers["Location"] == "/console/"
     # A made-up cookie is no sign-in either, and the API stays shut without the key.
-    bogus = with_cookie("not-a-session")
+    bogus = with_cookie(sc, "not-a-session")
     status, _, response = await page(sc, "/console/", bogus)
     assert status == 303 and response.headers["Location"] == "/console/login"
     status, data, _ = await sc.call("GET", "/chats", headers=bogus)
@@ -115,13 +121,16 @@ async def test_sign_in_sets_a_strict_http_only_cookie_that_opens_the_api(
     assert "httponly" in attributes and attributes["samesite"].strip() == "SameSite=Strict"
     assert attributes["path"].strip() == "Path=/" and "max-age" in attributes
     assert token and csrf and token != csrf and API_KEY not in raw
-    # The cookie alone opens GET routes (no X-API-Key) and the app page.
-    status, data, _ = await sc.call("GET", "/chats", headers=with_cookie(token))
-    assert status == 200 and "chats" in data
-    status, _, _ = await page(sc, "/console/", with_cookie(token))
+    # The cookie alone opens the page's empty shell, no data; with the token the page
+    # keeps, API routes answer without X-API-Key.
+    status, _, _ = await page(sc, "/console/", with_cookie(sc, token))
     assert status == 200
-    status, data, _ = await sc.call("GET", "/console/session", headers=with_cookie(token))
-    assert status == 200 and data["csrf"] == csrf and data["expires_in"] > 0
+    status, data, _ = await sc.call("GET", "/chats", headers=with_cookie(sc, token))
+    assert status == 401 and code(data) == "unauthorized"
+    status, data, _ = await sc.call("GET", "/chats", headers=signed(sc, token, csrf))
+    assert status == 200 and "chats" in data
+    status, data, _ = await sc.call("GET", "/console/session", headers=signed(sc, token, csrf))
+    assert status == 200 and data["expires_in"] > 0
 
 
 async def test_a_state_changing_request_needs_the_csrf_token(
@@ -130,18 +139,20 @@ async def test_a_state_changing_request_needs_the_csrf_token(
     sc = await keyed(sidecar, anthropic_sim)
     token, csrf, _ = await sign_in(sc)
     before = (await sc.call("GET", "/chats"))[1]["chats"]
-    status, data, _ = await sc.call("POST", "/chats", {}, headers=with_cookie(token))
+    status, data, _ = await sc.call("POST", "/chats", {}, headers=with_cookie(sc, token))
     assert status == 403 and code(data) == "csrf_failed"
-    wrong = with_cookie(token, **{"X-CSRF-Token": csrf[:-1] + ("A" if csrf[-1] != "A" else "B")})
+    wrong = with_cookie(
+        sc, token, **{"X-CSRF-Token": csrf[:-1] + ("A" if csrf[-1] != "A" else "B")}
+    )
     status, data, _ = await sc.call("POST", "/chats", {}, headers=wrong)
     assert status == 403 and code(data) == "csrf_failed"
     # The API key does not excuse a cookie-carrying request from its token.
-    both = with_cookie(token, **{"X-API-Key": API_KEY})
+    both = with_cookie(sc, token, **{"X-API-Key": API_KEY})
     status, data, _ = await sc.call("DELETE", "/chats/chat-default", headers=both)
     assert status == 403 and code(data) == "csrf_failed"
     assert (await sc.call("GET", "/chats"))[1]["chats"] == before  # nothing was created
     status, data, _ = await sc.call(
-        "POST", "/chats", {}, headers=with_cookie(token, **{"X-CSRF-Token": csrf})
+        "POST", "/chats", {}, headers=with_cookie(sc, token, **{"X-CSRF-Token": csrf})
     )
     assert status == 201 and data["channel"] == "console"
 
@@ -159,7 +170,7 @@ async def test_cross_site_posts_are_refused_and_same_origin_allowed(
             assert status == 403 and code(data) == "forbidden_origin", (origin, path)
             # With the cookie (SameSite=Strict keeps browsers from sending it) but no
             # token: refused whichever check answers first.
-            headers = with_cookie(token, Origin=origin, **form)
+            headers = with_cookie(sc, token, Origin=origin, **form)
             status, data, _ = await sc.call("POST", path, data="session_id=x", headers=headers)
             assert status == 403, (origin, path)
             assert code(data) in ("forbidden_origin", "csrf_failed"), (origin, path)
@@ -168,11 +179,11 @@ async def test_cross_site_posts_are_refused_and_same_origin_allowed(
             status, data, _ = await sc.call("POST", path, data="session_id=x", headers=headers)
             assert status == 403 and code(data) == "forbidden_origin", (origin, path)
     # The sign-in survived (the logout post did nothing), and the page's own origin works.
-    same = with_cookie(token, Origin=sc.url, **{"X-CSRF-Token": csrf})
+    same = with_cookie(sc, token, Origin=sc.url, **{"X-CSRF-Token": csrf})
     status, data, _ = await sc.call("POST", "/chats", {"session_id": "same"}, headers=same)
     assert status == 201 and data["session_id"] == "same"
     # A form post from our own origin is still not JSON: refused, never acted on.
-    same_form = with_cookie(token, Origin=sc.url, **form, **{"X-CSRF-Token": csrf})
+    same_form = with_cookie(sc, token, Origin=sc.url, **form, **{"X-CSRF-Token": csrf})
     status, data, _ = await sc.call("POST", "/chats", data="session_id=f", headers=same_form)
     assert status == 415 and code(data) == "unsupported_media_type"
 
@@ -208,7 +219,7 @@ async def _everything(sc: Sidecar, token: str) -> list[tuple[str, aiohttp.Client
     out = []
     for path in paths:
         async with sc.http.get(
-            sc.url + path, headers=with_cookie(token), allow_redirects=False
+            sc.url + path, headers=with_cookie(sc, token), allow_redirects=False
         ) as response:
             out.append((path, response, await response.read()))
     return out
@@ -282,26 +293,26 @@ async def test_sign_out_ends_the_session(
 ) -> None:
     sc = await keyed(sidecar, anthropic_sim)
     token, csrf, _ = await sign_in(sc)
-    other, _, _ = await sign_in(sc)
+    other, other_csrf, _ = await sign_in(sc)
     # Sign-out is state-changing: without its token it does nothing.
-    status, data, _ = await sc.call("POST", "/console/logout", headers=with_cookie(token))
+    status, data, _ = await sc.call("POST", "/console/logout", headers=with_cookie(sc, token))
     assert status == 403 and code(data) == "csrf_failed"
-    assert (await sc.call("GET", "/chats", headers=with_cookie(token)))[0] == 200
-    headers = with_cookie(token, **{"X-CSRF-Token": csrf})
+    assert (await sc.call("GET", "/chats", headers=signed(sc, token, csrf)))[0] == 200
+    headers = signed(sc, token, csrf)
     status, data, response = await sc.call("POST", "/console/logout", headers=headers)
     assert status == 200 and data == {"signed_out": True}
     assert any(
-        h.startswith(f"{COOKIE}=") and "Max-Age=0" in h
+        h.startswith(f"{cookie_name(sc.gateway.port)}=") and "Max-Age=0" in h
         for h in response.headers.getall("Set-Cookie")
     )
-    status, data, _ = await sc.call("GET", "/chats", headers=with_cookie(token))
+    status, data, _ = await sc.call("GET", "/chats", headers=signed(sc, token, csrf))
     assert status == 401 and code(data) == "unauthorized"
-    status, _, _ = await page(sc, "/console/", with_cookie(token))
+    status, _, _ = await page(sc, "/console/", with_cookie(sc, token))
     assert status == 303
-    status, _, _ = await sc.call("GET", "/console/session", headers=with_cookie(token))
+    status, _, _ = await sc.call("GET", "/console/session", headers=signed(sc, token, csrf))
     assert status == 401
     # Another browser's sign-in is its own.
-    assert (await sc.call("GET", "/chats", headers=with_cookie(other)))[0] == 200
+    assert (await sc.call("GET", "/chats", headers=signed(sc, other, other_csrf)))[0] == 200
 
 
 async def test_an_expired_sign_in_is_refused(
@@ -312,18 +323,18 @@ async def test_an_expired_sign_in_is_refused(
     sessions = sc.gateway._runner.app[CONSOLE]
     clock = Clock()
     monkeypatch.setattr(sessions, "_clock", clock)
-    token, _, _ = await sign_in(sc)
+    token, csrf, _ = await sign_in(sc)
     clock.now += 2 * 3600 - 1
-    status, data, _ = await sc.call("GET", "/console/session", headers=with_cookie(token))
+    status, data, _ = await sc.call("GET", "/console/session", headers=signed(sc, token, csrf))
     assert status == 200 and data["expires_in"] == 1
     clock.now += 1
-    status, data, _ = await sc.call("GET", "/chats", headers=with_cookie(token))
+    status, data, _ = await sc.call("GET", "/chats", headers=signed(sc, token, csrf))
     assert status == 401 and code(data) == "unauthorized"
-    status, _, _ = await page(sc, "/console/", with_cookie(token))
+    status, _, _ = await page(sc, "/console/", with_cookie(sc, token))
     assert status == 303
     # Not revived by going back in time: an expired sign-in is forgotten.
     clock.now -= 10
-    assert (await sc.call("GET", "/console/session", headers=with_cookie(token)))[0] == 401
+    assert (await sc.call("GET", "/console/session", headers=signed(sc, token, csrf)))[0] == 401
 
 
 def test_console_sessions_expire_are_bounded_and_throttle_on_their_clock() -> None:
@@ -337,11 +348,11 @@ def test_console_sessions_expire_are_bounded_and_throttle_on_their_clock() -> No
     tokens = [sessions.open()[0] for _ in range(40)]
     assert sessions.get(tokens[0]) is None and sessions.get(tokens[-1]) is not None
     for _ in range(MAX_FAILURES):
-        assert not sessions.throttled()
-        sessions.failed()
-    assert sessions.throttled()
+        assert not sessions.throttled("127.0.0.1")
+        sessions.failed("127.0.0.1")
+    assert sessions.throttled("127.0.0.1") and not sessions.throttled("127.0.0.2")
     clock.now += 61
-    assert not sessions.throttled()
+    assert not sessions.throttled("127.0.0.1")
 
 
 async def test_with_no_key_a_loopback_peer_signs_in(
@@ -349,11 +360,11 @@ async def test_with_no_key_a_loopback_peer_signs_in(
 ) -> None:
     sc = await sidecar(anthropic_sim)
     token, csrf, _ = await sign_in(sc, key="")
-    status, _, _ = await page(sc, "/console/", with_cookie(token))
+    status, _, _ = await page(sc, "/console/", with_cookie(sc, token))
     assert status == 200
     status, data, _ = await sc.call("GET", "/console/strings", headers={})
     assert status == 200 and data["api_key_required"] is False
-    status, data, _ = await sc.call("POST", "/chats", {}, headers=with_cookie(token))
+    status, data, _ = await sc.call("POST", "/chats", {}, headers=with_cookie(sc, token))
     assert status == 403 and code(data) == "csrf_failed"
 
 
