@@ -3,8 +3,8 @@
 A real Kernel (SQLite in a temporary folder; the model is
 :class:`bench.turn_overhead.InstantProvider`, no I/O) with the sidecar on a free
 127.0.0.1 port and an API key, and Debian's chromium driven by Playwright (nothing is
-downloaded). The browser signs in once; then each page is loaded ``--runs`` times in a
-fresh tab (the console answers ``Cache-Control: no-store``, so every load fetches
+downloaded). The browser signs in once; then each page is loaded ``--runs`` times in
+the same tab (the console answers ``Cache-Control: no-store``, so every load fetches
 everything again):
 
 - bytes: from the browser's Resource Timing, per load: the HTML document, the scripts
@@ -110,20 +110,19 @@ def write_config(folder: Path) -> Path:
     return path
 
 
-async def load_once(context: Any, url: str, hook: str) -> dict[str, Any] | None:
-    page = await context.new_page()
+async def load_once(page: Any, url: str, hook: str) -> dict[str, Any] | None:
+    # One tab throughout: the CSRF token the sign-in gave lives in its sessionStorage.
+    # about:blank first, so the page is a full load, not a change of #fragment.
+    await page.goto("about:blank")
+    await page.goto(url)
     try:
-        await page.goto(url)
-        try:
-            await page.locator(hook).first.wait_for(state="visible", timeout=15_000)
-        except Exception:
-            return None  # the page (or its hook) is missing
-        ready = await page.evaluate("() => performance.now()")
-        fcp = await page.evaluate(FCP)
-        await page.wait_for_load_state("networkidle")
-        rows = await page.evaluate(RESOURCES)
-    finally:
-        await page.close()
+        await page.locator(hook).first.wait_for(state="visible", timeout=15_000)
+    except Exception:
+        return None  # the page (or its hook) is missing
+    ready = await page.evaluate("() => performance.now()")
+    fcp = await page.evaluate(FCP)
+    await page.wait_for_load_state("networkidle")
+    rows = await page.evaluate(RESOURCES)
     sums = {kind: [0, 0] for kind in ("document", "js", "css", "api")}
     for row in rows:
         sums[row["kind"]][0] += row["wire"]
@@ -144,13 +143,12 @@ async def measure(url: str, runs: int) -> list[tuple[str, list[dict[str, Any]]]]
             await page.fill("#key", KEY)
             await page.click("#go")
             await page.locator("#nav a").first.wait_for(timeout=30_000)
-            await page.close()
             for name, hook in HOOKS.items():
                 target = f"{url}/console/login" if name == "login" else f"{url}/console/#{name}"
-                warm = await load_once(context, target, hook)  # warm-up (Python's caches)
+                warm = await load_once(page, target, hook)  # warm-up (Python's caches)
                 loads = []
                 for _ in range(runs if warm is not None else 0):
-                    one = await load_once(context, target, hook)
+                    one = await load_once(page, target, hook)
                     if one is not None:
                         loads.append(one)
                 results.append((name, loads))
