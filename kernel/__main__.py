@@ -1,12 +1,18 @@
 """Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
-``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar."""
+``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar;
+``kernel console`` prints the web console's address (and opens it on a desktop)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import sys
+import urllib.parse
+import webbrowser
+from collections.abc import Mapping
 
 from kernel import __version__
 from kernel.config import Config, load_config
@@ -30,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "check", help="validate config.toml and reach every configured part (one line each)"
     )
+    sub.add_parser("console", help="print the web console's address (and open it on a desktop)")
     from kernel.client.commands import register
 
     register(sub)
@@ -48,6 +55,43 @@ def _remote_chat() -> int | None:
     if sidecar is None or not sidecar.probe():
         return None
     return run_remote_chat(sidecar, sys.stdin, sys.stdout, sys.stderr)
+
+
+def desktop(env: Mapping[str, str], platform: str = sys.platform) -> bool:
+    """Whether a browser can be opened here: macOS, Windows, or a display on others."""
+    if platform == "darwin" or platform.startswith(("win", "cygwin")):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def console_command(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> int:
+    """``kernel console``: the console's URL on stdout (from ``KERNEL_GATEWAY_URL`` or
+    config.toml's [gateway]), how to sign in and reach it safely on stderr, and the
+    page opened in the browser on a desktop."""
+    from kernel.client.http import sidecar_from
+    from kernel.config import gateway_of
+
+    env = os.environ if env is None else env
+    try:
+        gateway = gateway_of(env=env)
+        sidecar = sidecar_from(env)
+    except ConfigError as exc:
+        print(f"kernel: {exc}", file=sys.stderr)
+        return 2
+    if sidecar is None:
+        print(f"kernel: {t('client.no_address')}", file=sys.stderr)
+        return 2
+    if not gateway.console:
+        print(f"kernel: {t('client.console_off')}", file=sys.stderr)
+        return 1
+    url = sidecar.url.rstrip("/") + "/console/"
+    print(url)
+    port = urllib.parse.urlsplit(url).port or 8088
+    print(t("client.console_hint", port=port), file=sys.stderr)
+    if desktop(env, platform):
+        with contextlib.suppress(webbrowser.Error):  # printed above: opened by hand
+            webbrowser.open(url)
+    return 0
 
 
 def _configure(require_telegram: bool, to_file: bool) -> Config:
@@ -108,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(args)
     command = args.command or "run"
+    if command == "console":
+        return console_command()
     if command == "chat" and not args.local:
         remote = _remote_chat()
         if remote is not None:

@@ -1,0 +1,132 @@
+"""``kernel console``: the console's address from config.toml (or KERNEL_GATEWAY_URL),
+the sign-in and SSH-tunnel hint, and the browser opened only on a desktop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel.__main__ import desktop, main
+from tests.gateway.conftest import API_KEY, SidecarFactory
+from tests.sim.anthropic_sim import AnthropicSim
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The URLs ``kernel console`` asked the browser to open (the standard library's
+    webbrowser, not Kernel's own code, stands in for a desktop's browser)."""
+    urls: list[str] = []
+
+    def record(url: str, new: int = 0, autoraise: bool = True) -> bool:
+        urls.append(url)
+        return True
+
+    monkeypatch.setattr("webbrowser.open", record)
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "KERNEL_GATEWAY_URL", "KERNEL_LANGUAGE"):
+        monkeypatch.delenv(name, raising=False)
+    return urls
+
+
+def config(folder: Path, monkeypatch: pytest.MonkeyPatch, gateway: str) -> Path:
+    path = folder / "config.toml"
+    path.write_text(f'[general]\nlanguage = "en"\n[gateway]\n{gateway}\n', encoding="utf-8")
+    monkeypatch.setenv("KERNEL_CONFIG", str(path))
+    return path
+
+
+def test_prints_the_url_and_opens_nothing_without_a_display(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    opened: list[str],
+) -> None:
+    config(tmp_path, monkeypatch, "port = 8123")
+    assert main(["console"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "http://127.0.0.1:8123/console/\n"
+    assert "ssh -L 8123:127.0.0.1:8123" in err and "api_key" in err
+    assert opened == []
+
+
+def test_opens_the_browser_on_a_desktop(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    opened: list[str],
+) -> None:
+    config(tmp_path, monkeypatch, 'host = "0.0.0.0"\nport = 8124\napi_key = "k-0123456789abcdef"')
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    assert main(["console"]) == 0
+    out, err = capsys.readouterr()
+    # A wildcard bind is reached on loopback; the key is never printed.
+    assert out == "http://127.0.0.1:8124/console/\n" and opened == [out.strip()]
+    assert "k-0123456789abcdef" not in out + err
+
+
+def test_kernel_gateway_url_wins(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    opened: list[str],
+) -> None:
+    config(tmp_path, monkeypatch, "port = 0")
+    monkeypatch.setenv("KERNEL_GATEWAY_URL", "http://[::1]:9000/")
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert main(["console"]) == 0
+    out, _ = capsys.readouterr()
+    assert out == "http://[::1]:9000/console/\n" and opened == ["http://[::1]:9000/console/"]
+
+
+def test_refusals(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    opened: list[str],
+) -> None:
+    config(tmp_path, monkeypatch, "port = 8125\nconsole = false")
+    assert main(["console"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "console = false" in err
+    config(tmp_path, monkeypatch, "port = 0")  # an unknown port: no address to print
+    assert main(["console"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "KERNEL_GATEWAY_URL" in err
+    monkeypatch.setenv("KERNEL_CONFIG", str(tmp_path / "missing.toml"))
+    assert main(["console"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "missing.toml" in err
+    assert opened == []
+
+
+@pytest.mark.parametrize(
+    ("env", "platform", "expected"),
+    [
+        ({}, "linux", False),
+        ({"DISPLAY": ":0"}, "linux", True),
+        ({"WAYLAND_DISPLAY": "wayland-0"}, "freebsd14", True),
+        ({"DISPLAY": ""}, "linux", False),
+        ({}, "darwin", True),
+        ({}, "win32", True),
+    ],
+)
+def test_desktop(env: dict[str, str], platform: str, expected: bool) -> None:
+    assert desktop(env, platform) is expected
+
+
+async def test_the_printed_url_is_the_running_console(
+    sidecar: SidecarFactory,
+    anthropic_sim: AnthropicSim,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    opened: list[str],
+) -> None:
+    sc = await sidecar(anthropic_sim, api_key=API_KEY)
+    (tmp_path / "cli").mkdir()
+    config(tmp_path / "cli", monkeypatch, f"port = {sc.gateway.port}\napi_key = {API_KEY!r}")
+    assert main(["console"]) == 0
+    url = capsys.readouterr().out.strip()
+    async with sc.http.get(url) as response:  # not signed in: on to the sign-in page
+        assert response.status == 200 and response.url.path == "/console/login"
+        assert '<form id="sign-in"' in await response.text()
