@@ -28,8 +28,6 @@ import asyncio
 import gzip
 import io
 import logging
-import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -45,19 +43,9 @@ from kernel.core.logs import setup_logging  # noqa: E402
 from kernel.gateway.console.pages import STATIC  # noqa: E402
 from kernel.gateway.routes import ROUTERS  # noqa: E402
 from kernel.gateway.server import Gateway  # noqa: E402
+from tests.webconsole.chromium import ARGS, CHROMIUM  # noqa: E402
 
 KEY = "bench-console-key-0123456789"
-CHROMIUM = os.environ.get("KERNEL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 HOOKS = {
     "login": "#go",
     "chat": "#chat-input",

@@ -168,7 +168,19 @@ class Scopes:
         usable profile (or a persona whose model is not configured)."""
         self.sessions.guard_idle(conversation)
         profile = await self.check(kind, name)
-        value = profile.name if profile is not None else ""
+        await self._keep(conversation, kind, profile.name if profile is not None else "")
+        return profile
+
+    async def set_mode(self, conversation: str, mode: str) -> None:
+        """Switch the conversation's prompt mode (and its current session's); a new
+        session starts in it too. Raises BusyError while its turn runs."""
+        self.sessions.guard_idle(conversation)
+        value = mode if mode in PROMPT_MODES and mode != "default" else ""
+        await self._keep(conversation, MODE_KEY, value)
+
+    async def _keep(self, conversation: str, kind: str, value: str) -> None:
+        """``kind`` of the conversation ("" none): what a new session inherits, and its
+        current session's meta."""
         if not conversation.startswith(SESSION_PREFIX):
             key = self._setting(kind, conversation)
             if value:
@@ -178,22 +190,6 @@ class Scopes:
         session_id = self.sessions.current_session(conversation)
         if session_id is not None:
             await self.store.merge_meta(session_id, {kind: value or None})
-        return profile
-
-    async def set_mode(self, conversation: str, mode: str) -> None:
-        """Switch the conversation's prompt mode (and its current session's); a new
-        session starts in it too. Raises BusyError while its turn runs."""
-        self.sessions.guard_idle(conversation)
-        value = mode if mode in PROMPT_MODES and mode != "default" else ""
-        if not conversation.startswith(SESSION_PREFIX):
-            key = self._setting(MODE_KEY, conversation)
-            if value:
-                await self.store.set_setting(key, value)
-            else:
-                await self.store.delete_setting(key)
-        session_id = self.sessions.current_session(conversation)
-        if session_id is not None:
-            await self.store.merge_meta(session_id, {MODE_KEY: value or None})
 
     async def set_session(self, session_id: int, kind: str, name: str | None) -> Profile | None:
         """The same for one session named by id (the sidecar's chats)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +22,8 @@ from kernel.gateway.console.auth import cookie_name
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply, tool_reply
+from tests.webconsole.chromium import ARGS, CHROMIUM
 
-CHROMIUM = (
-    os.environ.get("KERNEL_CHROMIUM")
-    or next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), "")
-    or "/usr/bin/chromium"
-)
 if not Path(CHROMIUM).is_file():
     pytest.skip(
         f"no chromium at {CHROMIUM} (apt-get install chromium, or set KERNEL_CHROMIUM)",
@@ -53,16 +48,6 @@ SCREENSHOTS = Path(
     os.environ.get("KERNEL_CONSOLE_SCREENSHOTS") or ROOT / "build" / "console-screenshots"
 )
 WAIT = 30_000  # ms: playwright's waits (never a bound the test asserts)
-ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 APPROVAL = "\n[tools.memory_add]\napproval = true\napproval_timeout = 60\n"
 expect.set_options(timeout=WAIT)
 
