@@ -61,38 +61,14 @@ _VALUE = re.compile(r"""["']?+(?:[Bb]earer[ \t]++|[Bb]asic[ \t]++)?+([^"'<>,;|\s
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Beyond api_key / *_KEY / *_TOKEN / *_SECRET: what a text may hold a secret in.
 _SECRET_NAMES = frozenset(
-    {
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "AUTHORIZATION",
-        "COOKIE",
-        "APIKEY",
-        "BEARER",
-        "AUTH",
-        "PAT",
-        "CREDENTIAL",
-        "CREDENTIALS",
-    }
+    {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTHORIZATION", "COOKIE", "APIKEY", "BEARER"}
 )
-_SECRET_SUFFIXES = (
-    "_KEY",
-    "_TOKEN",
-    "_SECRET",
-    "_PASSWORD",
-    "_COOKIE",
-    "_AUTH",
-    "_PAT",
-    "_CREDENTIAL",
-    "_CREDENTIALS",
-)
+_SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_COOKIE")
 
 
 def is_secret_name(name: str) -> bool:
     """Whether a name (a key, a header, a flag, a table cell) holds a secret: ``api_key``,
-    ``*_KEY``/``*_TOKEN``/``*_SECRET``/``*_PASSWORD``/``*_AUTH``/``*_PAT``/
-    ``*_CREDENTIALS``, ``token``, ``auth``, ``Authorization``, the
+    ``*_KEY``/``*_TOKEN``/``*_SECRET``/``*_PASSWORD``, ``token``, ``Authorization``, the
     credential header names, in any case and in camelCase (``accessToken``, ``apiKey``);
     a dotted name is judged by its last part."""
     last = name.rsplit(".", 1)[-1]

@@ -160,7 +160,8 @@ class CronScheduler:
         if job.spec.schedule.kind == "once" and job.row.next_run_at is None:
             job.spec = replace(job.spec, enabled=False)
         log.warning("cron job %s was running when Kernel stopped unexpectedly", job.id)
-        await self._save(job)
+        when = job.row.last_run_at or self.clock.now()
+        await self._save(job, CronRun(when, "interrupted", job.row.last_error))
 
     async def _plan_at_start(self, job: CronJob, now: datetime) -> None:
         if not job.schedulable:

@@ -238,6 +238,9 @@ async def test_a_run_left_running_by_a_crash_is_marked_interrupted(
             "unexpectedly" in got["last_error"]
             and f"/cron/jobs/{job['id']}/run" in got["last_error"]
         )
+        # and the run's history says so (GET /cron/jobs/{id}/runs, what the console shows)
+        _, runs, _ = await sc.call("GET", f"/cron/jobs/{job['id']}/runs")
+        assert [r["outcome"] for r in runs["runs"]] == ["interrupted"], runs
     _, view, _ = await sc.call("GET", f"/cron/jobs/{once['id']}")
     assert view["enabled"] is False  # at most once: its run is not repeated
     assert (await state(sc, hourly["id"]))["next_run_at"] == "2025-06-01T08:00:00+08:00"

@@ -37,6 +37,7 @@ from playwright.async_api import (  # noqa: E402 - only once it is known to be t
     ConsoleMessage,
     Page,
     Request,
+    Route,
     async_playwright,
     expect,
 )
@@ -392,3 +393,61 @@ async def test_sign_out(console: Opener) -> None:
     status, _, _ = await c.sc.call("GET", "/chats", headers={"Cookie": f"{name}={cookie['value']}"})
     assert status == 401
     c.check()
+
+
+async def test_a_failed_answer_can_be_given_again(console: Opener) -> None:
+    """The answer's request fails once (503): the buttons come back, the second press
+    answers the turn (final review: they stayed disabled)."""
+    c = await console(extra=APPROVAL)
+    c.sim.enqueue(tool_reply("memory_add", {"text": "likes blues"}), text_reply("Saved."))
+    turn = asyncio.ensure_future(c.sc.process("remember blues"))
+    failures = [0]
+
+    async def fail_once(route: Route) -> None:
+        if failures[0] == 0:
+            failures[0] += 1
+            await route.fulfill(status=503, content_type="application/json", body="{}")
+        else:
+            await route.continue_()
+
+    try:
+        await c.sign_in()
+        await c.page.route("**/agent/asks/*/answer", fail_once)
+        await c.show("asks")
+        button = c.page.locator('div.ask button[data-option="0"]')
+        await button.click()
+        await expect(button).to_be_enabled()
+        await button.click()
+        status, _ = await asyncio.wait_for(turn, 30)
+        assert status == 200 and failures == [1]
+    finally:
+        if not turn.done():
+            turn.cancel()
+
+
+async def test_a_page_chosen_later_wins_and_a_left_page_stops_polling(console: Opener) -> None:
+    """A page whose script or first answer arrives late is never drawn over, or polled
+    behind, the page chosen after it (final review)."""
+    c = await console()
+    await c.sign_in()
+    page = c.page
+    release = asyncio.Event()
+
+    async def slow(route: Route) -> None:
+        await release.wait()
+        await route.continue_()
+
+    await page.route("**/console/static/page-usage.js", slow)
+    await page.route("**/agent/asks", slow)
+    await page.click('#nav a[data-page="usage"]')
+    await page.click('#nav a[data-page="asks"]')
+    await c.show("skills")
+    await expect(page.locator("table#skills")).to_be_visible()
+    release.set()
+    await page.unroute("**/agent/asks")
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if r.url.endswith("/agent/asks") else None)
+    await asyncio.sleep(4)  # past the pending page's 3 s interval: nothing may poll now
+    assert asked == []
+    assert await page.locator("#usage-chart, #asks").count() == 0
+    await expect(page.locator("main#main h1, main#main h2")).to_have_count(1)

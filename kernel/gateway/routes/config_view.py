@@ -3,13 +3,13 @@ and the environment over it), read-only, as the config tree (:mod:`kernel.config
 knows it: one entry per table, keys as written in TOML.
 
 No secret leaves, not even a part of one: every field the schema marks secret is shown
-as ``[REDACTED]`` when set; ``[envs]`` by their names
-(:func:`kernel.config.secrets.is_sensitive`: ``*_KEY``, ``*_TOKEN``, ``*_PAT``,
-``*_CREDENTIALS``, ``auth`` …); a secret flag's value in a command's ``args`` (``--token
-X``, ``--auth=X``), a URL's password, and values shaped like a credential whatever their
-name (``ghp_…``, ``sk-…``, ``AKIA…``); then every string is passed through the log's
-redactor with the configured secrets, so a key pasted where no marker expects it is
-masked too.
+as ``[REDACTED]`` when set; ``[envs]`` by their names (the shared rule,
+:func:`kernel.config.secrets.is_sensitive`: ``*_KEY``, ``*_TOKEN`` …, and for this page
+also names ending in auth, pat or credential(s): ``GH_PAT``, ``--auth``); a secret flag's
+value in a command's ``args`` (``--token X``, ``--pat=X``), a URL's password, and values
+shaped like a credential whatever their name (``ghp_…``, ``sk-…``, ``AKIA…``); then every
+string is passed through the log's redactor with the configured secrets, so a key pasted
+where no marker expects it is masked too.
 """
 
 from __future__ import annotations
@@ -37,6 +37,14 @@ _TOKEN_SHAPED = re.compile(
     r"\b(?:gh[pousr]_|github_pat_|glpat-|xox[abpr]-|sk-|sk_live_|rk_live_|AKIA|ASIA|AIza|eyJ)"
     r"[A-Za-z0-9_\-.]{12,}"
 )
+# Names the shared secret rule leaves alone (in prose "Pat" or "auth" are words) but a
+# settings page had better hide: a flag, key or header ending in auth, pat or
+# credential(s) (`--auth`, `GH_PAT`, `DEPLOY_CREDENTIALS`, `X-Custom-Auth`).
+_VIEW_SECRET = re.compile(r"(?i)(?:^|[_\-.])(?:auth|pat|credentials?)$")
+_VIEW_ASSIGNMENT = re.compile(
+    r"(?i)(?:^|(?<=[^A-Za-z0-9]))(?:[A-Za-z0-9]+[_-])*(?:auth|pat|credentials?)[=:]\s*"
+    r"([^\s&\"',;]+)"
+)
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)([^/\s@]+)(@)")
 
 
@@ -44,6 +52,11 @@ class ConfigView(Shape):
     path: str
     sections: OpenShape
     warnings: list[str]
+
+
+def _sensitive(name: str) -> bool:
+    name = name.lstrip("-")
+    return is_sensitive(name.replace("-", "_")) or _VIEW_SECRET.search(name) is not None
 
 
 def _mask(value: Any) -> Any:
@@ -78,7 +91,7 @@ def _args(items: list[Any]) -> list[Any]:
         secret_next = False
         out.append(_plain(item))
         if isinstance(item, str) and item.startswith("-") and "=" not in item:
-            secret_next = is_sensitive(item.lstrip("-").replace("-", "_"))
+            secret_next = _sensitive(item)
     return out
 
 
@@ -105,7 +118,7 @@ def _plain(value: Any, name: str = "") -> Any:
         return _section(value)
     if isinstance(value, dict):
         return {
-            str(k): _mask(v) if isinstance(v, str) and is_sensitive(str(k)) else _plain(v, str(k))
+            str(k): _mask(v) if isinstance(v, str) and _sensitive(str(k)) else _plain(v, str(k))
             for k, v in value.items()
         }
     if isinstance(value, list | tuple | set | frozenset):
@@ -116,7 +129,7 @@ def _plain(value: Any, name: str = "") -> Any:
     if isinstance(value, PurePath):
         return str(value)
     if value is None or isinstance(value, bool | int | float | str):
-        if isinstance(value, str) and name and is_sensitive(name):
+        if isinstance(value, str) and name and _sensitive(name):
             return _mask(value)
         return value
     return str(value)
@@ -136,6 +149,7 @@ def _masked_text(text: str, redactor: Redactor) -> str:
         start = begin + len(masked)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
     text = _TOKEN_SHAPED.sub(REDACTED, text)
+    text = _VIEW_ASSIGNMENT.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + REDACTED, text)
     return redactor.redact(text)
 
 
@@ -155,7 +169,7 @@ def config_view(config: Config) -> dict[str, Any]:
     for table in SECTIONS:
         if table == "envs":
             sections[table] = {
-                k: _mask(v) if is_sensitive(k) else v for k, v in sorted(config.envs.items())
+                k: _mask(v) if _sensitive(k) else v for k, v in sorted(config.envs.items())
             }
             continue
         part = _plain(getattr(config, table))

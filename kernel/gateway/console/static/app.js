@@ -113,8 +113,10 @@ export function failed(error) {
 
 export const PAGES = ["chat", "sessions", "memories", "jobs", "usage", "asks", "skills", "settings"];
 let current = null;
+let shows = 0; // a page whose script arrives after a newer choice is never drawn
 
 async function show() {
+  const mine = ++shows;
   const wanted = location.hash.slice(1).split("/")[0];
   const name = PAGES.includes(wanted) ? wanted : "chat";
   for (const link of document.querySelectorAll("#nav a")) {
@@ -124,9 +126,12 @@ async function show() {
   const main = document.getElementById("main");
   main.replaceChildren();
   try {
-    current = await import(`./page-${name}.js`);
-    await current.render(main);
+    const page = await import(`./page-${name}.js`);
+    if (mine !== shows) return;
+    current = page;
+    await page.render(main);
   } catch (error) {
+    if (mine !== shows) return;
     current = null;
     failed(error);
   }

@@ -14,13 +14,15 @@ export async function render(main) {
   shown = null;
   list = el("div", { id: "asks" });
   main.append(el("h1", {}, t("web.nav.asks")), el("p", { class: "muted" }, t("web.asks.hint")), list);
-  await refresh();
+  // The interval first: a page left while its first answer loads stops it in leave().
   timer = setInterval(refresh, EVERY);
+  await refresh();
 }
 
 export function leave() {
   clearInterval(timer);
   timer = null;
+  list = null;
 }
 
 async function refresh() {

@@ -233,6 +233,10 @@ export function askBox(ask) {
           } catch (error) {
             status.textContent = error.message;
             status.className = "error";
+            // Not answered: it can be answered again (unless it has ended meanwhile).
+            if (error.status !== 404 && error.status !== 409) {
+              for (const button of buttons) button.disabled = false;
+            }
           }
         },
       },

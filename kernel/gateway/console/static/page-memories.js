@@ -146,7 +146,11 @@ async function remove(memory) {
     return;
   }
   if (!view) return;
-  rowOf(memory.id)?.remove();
+  const row = rowOf(memory.id);
+  if (row) {
+    row.remove();
+    view.shown = Math.max(0, view.shown - 1); // "More" goes on from the right place
+  }
   view.empty.hidden = view.body.children.length > 0;
   offerUndo(memory);
 }
