@@ -103,25 +103,34 @@ print("service stopped")
 )
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_stripped(code: str, cwd: Path, *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter (the repository importable, no KERNEL_ settings);
+    it must exit 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
 @pytest.mark.posix  # Linux made to look like Windows; on Windows the suite itself is the proof
 def test_every_module_imports_and_kernel_starts_without_posix_only_parts(
     tmp_path: Path,
 ) -> None:
     write_config(tmp_path, "http://127.0.0.1:9/v1", "openai_compat")
     (tmp_path / "workspace").mkdir()
-    root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
-    env["PYTHONPATH"] = str(root)
-    result = subprocess.run(
-        [sys.executable, "-c", STRIPPED],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = run_stripped(STRIPPED, tmp_path, timeout=300)
     assert "chat exit 0" in result.stdout
     assert "service stopped" in result.stdout
     assert (tmp_path / "data" / "logs").is_dir()
@@ -140,17 +149,5 @@ sys.exit(pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider
 def test_the_whole_suite_is_collected_without_posix_only_parts() -> None:
     """A test module importing ``resource`` (or reading ``signal.SIGKILL``) at its top is
     a collection error on Windows, which stops the whole run there."""
-    root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
-    env["PYTHONPATH"] = str(root)
-    result = subprocess.run(
-        [sys.executable, "-c", COLLECT],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = run_stripped(COLLECT, ROOT, timeout=600)
     assert " collected" in result.stdout
