@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
+from kernel.audit import AuditLog
 from kernel.config import Config
 from kernel.core.clock import Clock, SystemClock
 from kernel.core.delivery import ChannelRegistry, Target
@@ -81,6 +82,7 @@ class Kernel:
         self._sleep = sleep
         self.delegator = Delegator(config)
         self.skills = SkillLibrary(config.base_dir / SKILLS_FOLDER)
+        self.audit = AuditLog(self.store)  # issue 23: one log, every part records into it
         self.agent = Agent(
             config,
             self.store,
@@ -91,6 +93,7 @@ class Kernel:
             skills=self.skills,
             clock=self.clock.now,
             health=health,
+            audit=self.audit,
         )
         self.mcp.sampler = agent_sampler(self.agent)  # MCP sampling: the agent's own model
         self.retention = RetentionJob(

@@ -28,6 +28,7 @@ from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
 from kernel.agent.subagents import SubAgents
 from kernel.agent.titles import TitleMaker
 from kernel.agent.turn import TurnParts, TurnRun, UserInput
+from kernel.audit import AuditLog
 from kernel.config import Config
 from kernel.core.asks import AskRegistry
 from kernel.core.events import Completed
@@ -75,9 +76,12 @@ class Agent:
         skills: SkillLibrary | None = None,
         meter: Meter | None = None,
         health: Health | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.config = config
         self.store = store
+        # What the agent did, appended in order with hash chains (issue 23).
+        self.audit = audit or AuditLog(store)
         self.memories = memories or Memories(store, config.data_dir / "cache")
         self.skills = skills or SkillLibrary(config.base_dir / SKILLS_FOLDER)
         self.tools = tools

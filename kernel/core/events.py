@@ -87,6 +87,17 @@ class ModelSwitched:
 
 
 @dataclass(slots=True)
+class PlanUpdated:
+    """The turn's plan (the todo_write tool, seed 001's TodoWrite) as it now stands:
+    each item ``{"content": str, "status": "pending" | "in_progress" | "completed"}``.
+    Channels show the whole list and replace it in place at each update."""
+
+    step: int
+    items: list[dict[str, str]]
+    type: Literal["plan"] = "plan"
+
+
+@dataclass(slots=True)
 class Completed:
     step: int
     reply: str
@@ -114,6 +125,7 @@ TurnEvent = (
     | ToolResult
     | AskUser
     | ModelSwitched
+    | PlanUpdated
     | Completed
     | ErrorEvent
 )
@@ -166,6 +178,12 @@ def event_to_dict(event: TurnEvent) -> dict[str, Any]:
             "type": event.type,
             "step": event.step,
             "switch": {"from": event.from_model, "to": event.to_model, "reason": event.reason},
+        }
+    if isinstance(event, PlanUpdated):
+        return {
+            "type": event.type,
+            "step": event.step,
+            "plan": {"items": [dict(item) for item in event.items]},
         }
     if isinstance(event, Completed):
         out: dict[str, Any] = {"type": event.type, "step": event.step, "reply": event.reply}

@@ -397,6 +397,60 @@ def m015_cron_runs(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX cron_runs_job ON cron_runs(job_id, id)")
 
 
+def m016_audit(conn: sqlite3.Connection) -> None:
+    """The audit trail (issue 23, seed 001's trajectory) and the artifacts a turn made.
+
+    ``audit_events``: append-only; ``id`` is the global sequence (1, 2, 3 … with no gap),
+    ``seq`` the sequence inside its session (NULL for events of no session). ``digest``
+    is the SHA-256 of the row's own fields, ``shash`` and ``ghash`` link it to the
+    previous row of its session's chain and of the global chain; ``audit_heads`` holds
+    each chain's last sequence and hash, so a deleted tail shows. A row whose session was
+    deleted keeps its hashes with ``data`` emptied and ``pruned`` = 1, covered by a later
+    ``audit.pruned`` row (kernel/store/audit.py)."""
+    conn.execute(
+        """
+        CREATE TABLE audit_events (
+            id INTEGER PRIMARY KEY,
+            session_id INTEGER,
+            seq INTEGER,
+            at TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            data TEXT,
+            digest TEXT NOT NULL,
+            shash TEXT,
+            ghash TEXT NOT NULL,
+            pruned INTEGER NOT NULL DEFAULT 0
+        )
+        """
+    )
+    conn.execute(
+        "CREATE UNIQUE INDEX audit_events_session ON audit_events(session_id, seq)"
+        " WHERE session_id IS NOT NULL"
+    )
+    conn.execute(
+        "CREATE TABLE audit_heads (chain TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
+        " hash TEXT NOT NULL)"
+    )
+    conn.execute(
+        """
+        CREATE TABLE artifacts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER,
+            kind TEXT NOT NULL,
+            name TEXT NOT NULL,
+            path TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            sha256 TEXT,
+            created_at TEXT NOT NULL,
+            removed_at TEXT
+        )
+        """
+    )
+    conn.execute("CREATE INDEX artifacts_session ON artifacts(session_id, id)")
+    conn.execute("CREATE INDEX artifacts_path ON artifacts(path)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -413,6 +467,7 @@ MIGRATIONS: list[Migration] = [
     Migration("delegation_approvals", m013_delegation_approvals),
     Migration("cut_messages", m014_cut_messages),
     Migration("cron_runs", m015_cron_runs),
+    Migration("audit", m016_audit),
 ]
 
 

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from kernel.core.errors import StoreError
 from kernel.core.messages import Message, Role, content_from_json, content_to_json
+from kernel.store.audit import prune_in
 from kernel.store.database import Database, check_non_negative, dump_json, last_id
 
 log = logging.getLogger(__name__)
@@ -171,16 +172,26 @@ class SessionTables(Database):
         if not unique:
             return 0
 
+        now = self._now()
+
         def op(conn: sqlite3.Connection) -> int:
-            cur = conn.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in unique])
-            deleted = cur.rowcount
+            gone = list(unique)
             if children:
                 marks = ", ".join("?" * len(unique))
-                conn.execute(
-                    "DELETE FROM sessions WHERE channel = ? AND CASE WHEN json_valid(meta)"
-                    f" THEN json_extract(meta, '$.parent_session') END IN ({marks})",
-                    (children, *unique),
-                )
+                gone += [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT id FROM sessions WHERE channel = ? AND CASE WHEN"
+                        " json_valid(meta) THEN json_extract(meta, '$.parent_session') END"
+                        f" IN ({marks})",
+                        (children, *unique),
+                    )
+                ]
+            cur = conn.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in unique])
+            deleted = cur.rowcount
+            conn.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in gone])
+            # The audit follows the history: the rows of what went are emptied, recorded.
+            prune_in(conn, now, gone, "session deleted")
             return deleted
 
         return await self._write("delete sessions", op)
@@ -192,6 +203,7 @@ class SessionTables(Database):
         def op(conn: sqlite3.Connection) -> int:
             cur = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            prune_in(conn, now, [session_id], "history cleared")
             return cur.rowcount
 
         return await self._write("clear messages", op)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel.audit import AuditLog
 from kernel.core.errors import StoreError
 from kernel.core.messages import Message, TextBlock
 from kernel.core.usage import Usage
@@ -515,6 +516,23 @@ async def check_v15(store: Store) -> None:
     assert await cron.runs("job-1") == []
 
 
+def insert_v16(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO artifacts (session_id, kind, name, path, size, created_at)"
+        " VALUES (1, 'cli_output', 'out.log', 'cli_outputs/out.log', 3, ?)",
+        (TS,),
+    )
+
+
+async def check_v16(store: Store) -> None:
+    # The audit trail starts empty and whole; an event appended links to the genesis.
+    audit = AuditLog(store)
+    assert (await audit.verify()).ok
+    row = await audit.record("config.changed", sections=["providers"])
+    assert row is not None and row.id == 1 and row.seq is None
+    assert (await audit.verify()).as_json() == {"ok": True, "checked": 1, "pruned": 0}
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -533,6 +551,7 @@ SAMPLES: dict[
     13: (insert_v13, check_v13),
     14: (insert_v14, check_v14),
     15: (insert_v15, check_v15),
+    16: (insert_v16, check_v16),
 }
 
 

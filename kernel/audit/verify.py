@@ -1,0 +1,113 @@
+"""Verification of one audit chain (a session's or the global one): pure, no I/O.
+
+A chain is whole when its rows are numbered 1, 2, 3 … with no gap, each row's digest
+matches its fields, each link is SHA-256(previous link + digest), the last row is the
+head ``audit_heads`` records, every emptied row belongs to a session an ``audit.pruned``
+row names, and every message a row references still holds the content it had. The first
+row where any of this fails is named with the reason; the reasons are codes a reader
+turns into words (``audit.broken.<reason>`` in the catalogue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kernel.store.audit import GENESIS, AuditRow, Chain, digest_of, link
+
+# The reasons verification can give, each with its English detail (the API's words).
+REASONS = {
+    "missing": "a row is missing: it was deleted",
+    "edited": "the row was changed after it was written",
+    "link": "the row does not follow the one before it (removed, replaced or reordered)",
+    "pruned_unrecorded": "the row was emptied without a record that its history was deleted",
+    "message_edited": "a message the row refers to was changed after it was stored",
+    "message_missing": "a message the row refers to is gone, with no record of its deletion",
+    "head": "the chain's recorded end does not match its last row",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ok: bool
+    checked: int  # rows checked
+    pruned: int = 0  # rows emptied because their history was deleted
+    first_broken_seq: int | None = None
+    reason: str | None = None  # a key of REASONS
+
+    def as_json(self) -> dict[str, Any]:
+        if self.ok:
+            return {"ok": True, "checked": self.checked, "pruned": self.pruned}
+        return {
+            "ok": False,
+            "firstBrokenSeq": self.first_broken_seq,
+            "first_broken_seq": self.first_broken_seq,
+            "reason": self.reason,
+            "detail": REASONS.get(self.reason or "", ""),
+            "checked": self.checked,
+            "pruned": self.pruned,
+        }
+
+
+def verify_chain(chain: Chain) -> Verdict:
+    session = chain.session_id is not None
+    previous = GENESIS
+    expected = 1
+    pruned = 0
+
+    def broken(at: int, reason: str) -> Verdict:
+        return Verdict(False, expected - 1, pruned, at, reason)
+
+    for row in chain.rows:
+        number = row.seq if session else row.id
+        if number != expected:
+            return broken(expected, "missing")
+        if row.pruned:
+            if row.session_id not in chain.pruned_sessions:
+                return broken(number, "pruned_unrecorded")
+            digest = row.digest
+            pruned += 1
+        else:
+            if row.raw_data is None:
+                return broken(number, "edited")
+            fresh = digest_of(
+                row.id, row.session_id, row.seq, row.at, row.kind, row.actor, row.raw_data
+            )
+            if fresh != row.digest:
+                return broken(number, "edited")
+            problem = _message_problem(row, chain)
+            if problem is not None:
+                return broken(number, problem)
+            digest = row.digest
+        stored = row.shash if session else row.ghash
+        if stored != link(previous, digest):
+            return broken(number, "link")
+        previous = stored
+        expected += 1
+    last = expected - 1
+    if chain.head is None:
+        if last:
+            return broken(last, "head")
+        return Verdict(True, 0, 0)
+    head_seq, head_hash = chain.head
+    if head_seq > last:
+        return broken(last + 1, "missing")
+    if head_seq != last or head_hash != previous:
+        return broken(max(last, 1), "head")
+    return Verdict(True, last, pruned)
+
+
+def _message_problem(row: AuditRow, chain: Chain) -> str | None:
+    for ref in (row.data or {}).get("messages") or []:
+        if not isinstance(ref, dict):
+            continue
+        mid, want = ref.get("id"), ref.get("sha256")
+        if not isinstance(mid, int) or not isinstance(want, str):
+            continue
+        found = chain.messages.get(mid)
+        if found is None:
+            if row.session_id not in chain.pruned_sessions:
+                return "message_missing"
+        elif found[1] != want:
+            return "message_edited"
+    return None

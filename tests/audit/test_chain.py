@@ -1,0 +1,131 @@
+"""The audit chains (issue 23) in a real SQLite file: appended in order, verified, and
+every edit, deletion, reorder or unrecorded emptying named by its first broken row."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from kernel.audit import AuditLog
+from kernel.core.messages import Message, TextBlock
+from kernel.store.db import Store
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    store = Store(tmp_path / "kernel.db")
+    await store.start()
+    yield store
+    await store.close()
+
+
+async def _fill(store: Store) -> tuple[AuditLog, int, int]:
+    audit = AuditLog(store)
+    a = (await store.create_session("telegram")).id
+    b = (await store.create_session("telegram")).id
+    [asked] = await store.append_messages(a, [Message("user", [TextBlock("what's up?")])])
+    await audit.record("message.received", session_id=a, actor="owner", messages=[asked])
+    await audit.record("tool.call", session_id=a, actor="model", tool="memory_search", ok=True)
+    await audit.record("config.changed", sections=["providers"])
+    await audit.record("message.received", session_id=b, actor="owner")
+    [answer] = await store.append_messages(a, [Message("assistant", [TextBlock("fine")])])
+    await audit.record("turn.answered", session_id=a, messages=[answer], outcome="answered")
+    return audit, a, b
+
+
+def _sql(store: Store, sql: str, *args: object) -> None:
+    with closing(sqlite3.connect(store.path)) as conn:
+        conn.execute(sql, args)
+        conn.commit()
+
+
+async def test_whole_chains_verify(store: Store) -> None:
+    audit, a, b = await _fill(store)
+    assert (await audit.verify(a)).as_json() == {"ok": True, "checked": 3, "pruned": 0}
+    assert (await audit.verify(b)).ok
+    assert (await audit.verify()).as_json() == {"ok": True, "checked": 5, "pruned": 0}
+    rows = await audit.events(a)
+    assert [(r.seq, r.kind) for r in rows] == [
+        (1, "message.received"),
+        (2, "tool.call"),
+        (3, "turn.answered"),
+    ]
+    # Referenced, not copied: the message is an id and its content's hash.
+    ref = rows[0].data["messages"][0] if rows[0].data else {}
+    assert set(ref) == {"id", "sha256"} and "what's up" not in str(rows[0].data)
+
+
+@pytest.mark.parametrize(
+    ("sql", "session_seq", "global_seq", "reason"),
+    [
+        ('UPDATE audit_events SET data = \'{"tool":"x"}\' WHERE id = 2', 2, 2, "edited"),
+        ("UPDATE audit_events SET actor = 'owner' WHERE id = 2", 2, 2, "edited"),
+        ("DELETE FROM audit_events WHERE id = 2", 2, 2, "missing"),
+        ("DELETE FROM audit_events WHERE id = 5", 3, 5, "missing"),
+        ("UPDATE audit_events SET data = NULL, pruned = 1 WHERE id = 2", 2, 2, None),
+    ],
+)
+async def test_tampering_is_named(
+    store: Store, sql: str, session_seq: int, global_seq: int, reason: str | None
+) -> None:
+    audit, a, _ = await _fill(store)
+    _sql(store, sql)
+    session, whole = await audit.verify(a), await audit.verify()
+    assert not session.ok and not whole.ok
+    assert session.first_broken_seq == session_seq
+    assert whole.first_broken_seq == global_seq
+    assert session.reason == (reason or "pruned_unrecorded")
+    assert whole.as_json()["firstBrokenSeq"] == global_seq
+
+
+async def test_a_recomputed_digest_still_breaks_the_link(store: Store) -> None:
+    from kernel.store.audit import digest_of
+
+    audit, a, _ = await _fill(store)
+    with closing(sqlite3.connect(store.path)) as conn:
+        rid, sid, seq, at, kind, actor = conn.execute(
+            "SELECT id, session_id, seq, at, kind, actor FROM audit_events WHERE id = 2"
+        ).fetchone()
+        forged = '{"ok":false,"tool":"memory_search"}'
+        conn.execute(
+            "UPDATE audit_events SET data = ?, digest = ? WHERE id = 2",
+            (forged, digest_of(rid, sid, seq, at, kind, actor, forged)),
+        )
+        conn.commit()
+    verdict = await audit.verify(a)
+    assert (verdict.ok, verdict.first_broken_seq, verdict.reason) == (False, 2, "link")
+
+
+async def test_an_edited_message_breaks_its_reference(store: Store) -> None:
+    audit, a, _ = await _fill(store)
+    _sql(store, 'UPDATE messages SET content = \'[{"type":"text","text":"hi"}]\' WHERE id = 1')
+    verdict = await audit.verify(a)
+    assert (verdict.first_broken_seq, verdict.reason) == (1, "message_edited")
+
+
+async def test_deleted_history_prunes_and_still_verifies(store: Store) -> None:
+    audit, a, b = await _fill(store)
+    assert await store.delete_sessions([a]) == 1
+    assert (await audit.verify(a)).as_json() == {"ok": True, "checked": 3, "pruned": 3}
+    whole = await audit.verify()
+    assert whole.ok and whole.checked == 6 and whole.pruned == 3
+    last = (await audit.events())[-1]
+    assert last.kind == "audit.pruned" and last.data == {
+        "rows": 3,
+        "sessions": [a],
+        "why": "session deleted",
+    }
+    assert all(r.data is None for r in await audit.events(a))
+    await store.clear_messages(b)
+    assert (await audit.verify()).ok and (await audit.verify(b)).pruned == 1
+
+
+async def test_a_deleted_tail_is_caught_by_the_head(store: Store) -> None:
+    audit, a, _ = await _fill(store)
+    _sql(store, "DELETE FROM audit_events WHERE id = 5")
+    verdict = await audit.verify()
+    assert (verdict.first_broken_seq, verdict.reason) == (5, "missing")
