@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
 from kernel.audit import AuditLog
+from kernel.audit.anchor import ANCHOR_FILE
 from kernel.config import Config
 from kernel.core.clock import Clock, SystemClock
 from kernel.core.delivery import ChannelRegistry, Target
@@ -82,7 +83,9 @@ class Kernel:
         self._sleep = sleep
         self.delegator = Delegator(config)
         self.skills = SkillLibrary(config.base_dir / SKILLS_FOLDER)
-        self.audit = AuditLog(self.store)  # issue 23: one log, every part records into it
+        # Issue 23: one audit log, every part records into it; its end also kept outside
+        # the database (data/audit.anchor).
+        self.audit = AuditLog(self.store, anchor=config.data_dir / ANCHOR_FILE)
         self.agent = Agent(
             config,
             self.store,
@@ -304,6 +307,7 @@ class Kernel:
         if self.agent.titles is not None:
             await self.agent.titles.aclose()
         await self.channel_registry.aclose()
+        await self.audit.close()
         await self.store.close()
         log.info("kernel stopped")
 

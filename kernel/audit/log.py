@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from pathlib import Path
 from typing import Any
 
+from kernel.audit.anchor import read_anchor, write_anchor
 from kernel.audit.verify import Verdict, verify_chain
 from kernel.core.errors import StoreError
 from kernel.store.audit import AuditRow, AuditStore
@@ -20,12 +24,24 @@ class AuditLog:
 
     ``record`` never raises: a consequential action goes on when its audit row cannot
     be written (the store closed, the disk full); the failure is logged by type, once
-    per kind of failure in a row, and counted in ``failures``."""
+    per kind of failure in a row, and counted in ``failures``.
 
-    def __init__(self, db: Database) -> None:
+    ``anchor``: the file keeping the global chain's end outside the database
+    (kernel/audit/anchor.py), written at most every ``anchor_every`` seconds and at
+    ``close()``; None (tests, a bare Agent): no anchor."""
+
+    def __init__(
+        self, db: Database, *, anchor: Path | None = None, anchor_every: float = 1.0
+    ) -> None:
         self.rows = AuditStore(db)
+        self.anchor = anchor
+        self.anchor_every = anchor_every
         self.failures = 0
         self._last_failure = ""
+        self._pending: tuple[int, str] | None = None  # the end not yet in the anchor
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+        self._writing = False  # a write in its thread: awaited at close, never cancelled
 
     async def record(
         self,
@@ -49,7 +65,42 @@ class AuditLog:
             self._last_failure = name
             return None
         self._last_failure = ""
+        if self.anchor is not None:
+            self._pending = (row.id, row.ghash)
+            if not self._closed and (self._flusher is None or self._flusher.done()):
+                self._flusher = asyncio.create_task(self._flush_later(), name="audit-anchor")
         return row
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self.anchor_every)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        while self._pending is not None and self.anchor is not None:
+            seq, value = self._pending
+            self._pending = None
+            self._writing = True
+            try:
+                await asyncio.to_thread(write_anchor, self.anchor, seq, value)
+            except OSError as exc:
+                # Kept for the next write; a full disk must not stop the recording.
+                if self._pending is None:
+                    self._pending = (seq, value)
+                log.warning("audit: the anchor was not written (%s)", type(exc).__name__)
+                return
+            finally:
+                self._writing = False
+
+    async def close(self) -> None:
+        """Write the anchor's last end now (at stop, before the database closes)."""
+        self._closed = True
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None and not flusher.done():
+            if not self._writing:
+                flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+        await self._flush()
 
     async def events(
         self, session_id: int | None = None, *, limit: int = 100, before: int | None = None
@@ -57,8 +108,13 @@ class AuditLog:
         return await self.rows.events(session_id=session_id, limit=limit, before=before)
 
     async def verify(self, session_id: int | None = None) -> Verdict:
-        """Verify a session's chain, or with None the global chain (every row)."""
-        return verify_chain(await self.rows.chain(session_id))
+        """Verify a session's chain, or with None the global chain (every row) and the
+        anchor kept outside the database."""
+        chain = await self.rows.chain(session_id)
+        anchor = None
+        if session_id is None and self.anchor is not None:
+            anchor = await asyncio.to_thread(read_anchor, self.anchor)
+        return verify_chain(chain, anchor)
 
 
 def _facts(data: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ REASONS = {
     "message_edited": "a message the row refers to was changed after it was stored",
     "message_missing": "a message the row refers to is gone, with no record of its deletion",
     "head": "the chain's recorded end does not match its last row",
+    "anchor": "the chain does not reach or match the anchor kept outside the database",
 }
 
 
@@ -49,7 +50,9 @@ class Verdict:
         }
 
 
-def verify_chain(chain: Chain) -> Verdict:
+def verify_chain(chain: Chain, anchor: tuple[int, str] | None = None) -> Verdict:
+    """``anchor``: the global chain's (seq, hash) kept outside the database
+    (kernel/audit/anchor.py), checked for the global chain only."""
     session = chain.session_id is not None
     previous = GENESIS
     expected = 1
@@ -85,6 +88,14 @@ def verify_chain(chain: Chain) -> Verdict:
         previous = stored
         expected += 1
     last = expected - 1
+    if anchor is not None and not session:
+        seq, value = anchor
+        if seq > last:
+            return broken(last + 1, "missing")
+        if seq < 1 and last:
+            return broken(1, "anchor")
+        if seq >= 1 and chain.rows[seq - 1].ghash != value:
+            return broken(seq, "anchor")
     if chain.head is None:
         if last:
             return broken(last, "head")

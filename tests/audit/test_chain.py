@@ -129,3 +129,40 @@ async def test_a_deleted_tail_is_caught_by_the_head(store: Store) -> None:
     _sql(store, "DELETE FROM audit_events WHERE id = 5")
     verdict = await audit.verify()
     assert (verdict.first_broken_seq, verdict.reason) == (5, "missing")
+
+
+async def test_the_anchor_outside_the_database_catches_a_wiped_record(
+    store: Store, tmp_path: Path
+) -> None:
+    from kernel.audit.anchor import read_anchor
+
+    anchor = tmp_path / "audit.anchor"
+    audit = AuditLog(store, anchor=anchor, anchor_every=0)
+    session = (await store.create_session("telegram")).id
+    for n in range(3):
+        await audit.record("tool.call", session_id=session, tool="t", n=n)
+    await audit.close()
+    assert read_anchor(anchor) == (3, (await audit.events())[-1].ghash)
+    assert (await audit.verify()).ok
+    # Every row and both heads deleted: the database alone would verify empty.
+    _sql(store, "DELETE FROM audit_events")
+    _sql(store, "DELETE FROM audit_heads")
+    verdict = await audit.verify()
+    assert (verdict.ok, verdict.first_broken_seq, verdict.reason) == (False, 1, "missing")
+    assert (await AuditLog(store).verify()).ok  # without the anchor nothing tells
+
+
+async def test_an_anchor_that_disagrees_is_named(store: Store, tmp_path: Path) -> None:
+    anchor = tmp_path / "audit.anchor"
+    audit = AuditLog(store, anchor=anchor, anchor_every=0)
+    for n in range(2):
+        await audit.record("config.changed", n=n)
+    await audit.close()
+    anchor.write_text('{"seq": 2, "hash": "' + "f" * 64 + '"}')
+    verdict = await audit.verify()
+    assert (verdict.first_broken_seq, verdict.reason) == (2, "anchor")
+    anchor.write_text("not json")
+    assert (await audit.verify()).reason == "anchor"
+    # An anchor behind the chain (a crash before its write) is fine.
+    anchor.write_text('{"seq": 1, "hash": "' + (await audit.events())[0].ghash + '"}')
+    assert (await audit.verify()).ok
