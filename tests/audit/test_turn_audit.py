@@ -310,3 +310,18 @@ async def test_actors_of_a_guest_cron_and_api_input(
         first = (await kernel.audit.events(session))[0]
         assert (first.kind, first.actor) == ("message.received", actor)
         assert facts(first)["channel"] == given.channel
+
+
+def test_parts_of_an_input() -> None:
+    from kernel.agent.slimming import wrap_file
+    from kernel.agent.trail import parts_of
+    from kernel.core.messages import ImageBlock
+
+    image = ImageBlock("image/png", "aGk=")
+    assert parts_of(UserInput("hi")) == ["text"]
+    assert parts_of(UserInput("", images=[image])) == ["photo"]
+    assert parts_of(UserInput("look", images=[image])) == ["photo", "text"]
+    assert parts_of(UserInput(wrap_file("a.txt", "body ] text"))) == ["file"]
+    assert parts_of(UserInput(wrap_file("a.txt", "body") + "\nsummarise")) == ["file", "text"]
+    assert parts_of(UserInput("[语音: hello there]")) == ["voice"]
+    assert parts_of(UserInput("[语音: hello]\ncaption")) == ["voice", "text"]
