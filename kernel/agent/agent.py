@@ -27,6 +27,7 @@ from kernel.agent.scope import PERSONA, PROJECT, ChatScope, Scopes
 from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
 from kernel.agent.subagents import SubAgents
 from kernel.agent.titles import TitleMaker
+from kernel.agent.trail import Trail
 from kernel.agent.turn import TurnParts, TurnRun, UserInput
 from kernel.audit import AuditLog
 from kernel.config import Config
@@ -92,7 +93,7 @@ class Agent:
         self.background = TaskSet("agent")  # titles, provider warm-up and closes
         self._turns = TaskSet("agent-turns")
         self.sessions = Sessions(store)
-        self.control = ConversationControl(self.sessions, store)
+        self.control = ConversationControl(self.sessions, store, self.audit)
         # conversation → (stored id, input) of its last turn's message, for /retry
         self._inputs: dict[str, tuple[int, UserInput]] = {}
         self.selection = ModelSelection(
@@ -111,6 +112,7 @@ class Agent:
         )
         # Every model call goes through the meter: the budget before, the ledger after.
         self.meter = meter or Meter(config, store, clock=now, tz=self.tz)
+        self.meter.on_call = Trail(self.audit).model_call  # one audit row per model call
         # Failover (issue 17): which providers may be called, which models a turn tries,
         # and the log of what was chosen.
         self.health = health or Health(config.routing)
@@ -133,6 +135,7 @@ class Agent:
             decisions=self.decisions,
             clock=now,
             scopes=self.scopes,
+            audit=self.audit,
         )
         self._sleep = sleep
         self.subagents = SubAgents(self)  # delegate_task (kernel.agent.subagents)
@@ -287,15 +290,18 @@ class Agent:
 
     # ----- undo, rewind, retry (kernel.agent.rewind) -----------------------------------
 
-    async def undo(self, conversation: str) -> Cut:
+    async def undo(self, conversation: str, actor: str = "owner") -> Cut:
         """Cut the last exchange (message, tool pairs, answer) from what the model sees."""
-        return await self.control.undo(conversation)
+        return await self.control.undo(conversation, actor)
 
-    async def rewind(self, conversation: str, after_id: int, session_id: int | None = None) -> Cut:
-        """Cut everything after the final answer stored as ``after_id``."""
+    async def rewind(
+        self, conversation: str, after_id: int, session_id: int | None = None, actor: str = "owner"
+    ) -> Cut:
+        """Cut everything after the final answer stored as ``after_id`` (``actor``: who
+        asked, for the audit trail)."""
         if session_id is None:
-            return await self.control.rewind(conversation, after_id)
-        return await self.control.rewind_session(conversation, session_id, after_id)
+            return await self.control.rewind(conversation, after_id, actor)
+        return await self.control.rewind_session(conversation, session_id, after_id, actor)
 
     async def retry(self, conversation: str, template: UserInput) -> Turn:
         """Answer the owner's last message again: the last exchange is cut (a superseded

@@ -11,7 +11,9 @@ per cut), so the history and any audit stay whole.
   without an answer, the cut is taken back.
 
 Each refuses while a turn runs (BusyError: /cancel first), and with words naming the
-fix when there is nothing to cut. Public API: :class:`ConversationControl`, :class:`Cut`.
+fix when there is nothing to cut. Each cut and each give-back is in the audit trail
+(``history.cut``, ``history.restored``): the rows of the cut messages stay, and still
+verify, because the messages stay. Public API: :class:`ConversationControl`, :class:`Cut`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from kernel.agent.sessions import Sessions
 from kernel.agent.slimming import media_dropped, owner_text
 from kernel.agent.turn import UserInput
+from kernel.audit import AuditLog, kinds
 from kernel.core.errors import BusyError, ConversationError
 from kernel.core.i18n import t
 from kernel.spend.meter import OWNER_CHANNELS
@@ -35,12 +38,15 @@ class Cut:
     session_id: int
     branch: int
     count: int
+    command: str = "undo"  # undo | rewind | retry
+    actor: str = "owner"
 
 
 class ConversationControl:
-    def __init__(self, sessions: Sessions, store: Store) -> None:
+    def __init__(self, sessions: Sessions, store: Store, audit: AuditLog | None = None) -> None:
         self.sessions = sessions
         self.store = store
+        self.audit = audit or AuditLog(store)
 
     def _guard(self, conversation: str) -> None:
         if self.sessions.is_busy(conversation):
@@ -59,19 +65,21 @@ class ConversationControl:
         starts = [s for s in transcript if s.starts_round and not s.cut and not s.failed]
         return starts[-1] if starts else None
 
-    async def undo(self, conversation: str) -> Cut:
+    async def undo(self, conversation: str, actor: str = "owner") -> Cut:
         session_id = self._session(conversation, "nothing_to_undo")
         start = await self._last_exchange(session_id)
         if start is None:
             raise refused("nothing_to_undo")
-        return await self._cut(conversation, session_id, start.id - 1)
+        return await self._cut(conversation, session_id, start.id - 1, "undo", actor)
 
-    async def rewind(self, conversation: str, after_id: int) -> Cut:
+    async def rewind(self, conversation: str, after_id: int, actor: str = "owner") -> Cut:
         """Cut everything after ``after_id``: a final answer the model still sees."""
         session_id = self._session(conversation, "rewind_target_not_found", sequence=after_id)
-        return await self.rewind_session(conversation, session_id, after_id)
+        return await self.rewind_session(conversation, session_id, after_id, actor)
 
-    async def rewind_session(self, conversation: str, session_id: int, after_id: int) -> Cut:
+    async def rewind_session(
+        self, conversation: str, session_id: int, after_id: int, actor: str = "owner"
+    ) -> Cut:
         self._guard(conversation)
         transcript = await self.store.load_transcript(session_id)
         live = [s for s in transcript if not s.cut and not s.failed]
@@ -80,7 +88,7 @@ class ConversationControl:
             raise refused("rewind_target_not_found", sequence=after_id)
         if not any(s.id > after_id for s in transcript if not s.cut):
             raise refused("rewind_nothing_after")
-        return await self._cut(conversation, session_id, after_id)
+        return await self._cut(conversation, session_id, after_id, "rewind", actor)
 
     async def take_back(
         self,
@@ -112,15 +120,18 @@ class ConversationControl:
             if not text.strip():
                 raise refused("nothing_to_retry")
             again = dataclasses.replace(template, text=text, images=[], expand=False)
-        cut = await self._cut(conversation, session_id, start.id - 1)
+        again = dataclasses.replace(again, retry=True)
+        actor = template.actor or "owner"
+        cut = await self._cut(conversation, session_id, start.id - 1, "retry", actor)
         return again, cut
 
     async def give_back(self, cut: Cut, stored: list[int]) -> None:
         """A retry that ended without an answer: what it wrote is cut (a branch of its
         own) and the exchange it replaced is seen again."""
+        taken = (0, 0)
         if stored:
-            await self.store.cut_after(cut.session_id, min(stored) - 1)
-        await self.store.restore_branch(cut.session_id, cut.branch)
+            taken = await self.store.cut_after(cut.session_id, min(stored) - 1)
+        await self.restore(cut, taken)
 
     async def latest_answer(self, conversation: str) -> int | None:
         """The stored id of the last final answer the model sees, if the conversation's
@@ -134,17 +145,40 @@ class ConversationControl:
             return None
         return live[-1].id
 
-    async def restore(self, cut: Cut) -> None:
-        await self.store.restore_branch(cut.session_id, cut.branch)
+    async def restore(self, cut: Cut, taken: tuple[int, int] = (0, 0)) -> None:
+        """Show ``cut``'s branch again (``taken``: the branch and count of what the
+        retry wrote, cut in its place)."""
+        count = await self.store.restore_branch(cut.session_id, cut.branch)
+        await self.audit.record(
+            kinds.HISTORY_RESTORED,
+            session_id=cut.session_id,
+            actor="kernel",
+            branch=cut.branch,
+            restored=count,
+            command=cut.command,
+            cut_branch=taken[0] or None,
+            cut=taken[1],
+        )
 
     async def branches(self, session_id: int) -> tuple[int, int]:
         """(branches cut from the session, messages in them)."""
         return await self.store.count_branches(session_id)
 
-    async def _cut(self, conversation: str, session_id: int, after_id: int) -> Cut:
+    async def _cut(
+        self, conversation: str, session_id: int, after_id: int, command: str, actor: str
+    ) -> Cut:
         self._guard(conversation)  # a turn may have begun while the history was read
         branch, count = await self.store.cut_after(session_id, after_id)
-        return Cut(session_id, branch, count)
+        await self.audit.record(
+            kinds.HISTORY_CUT,
+            session_id=session_id,
+            actor=actor,
+            command=command,
+            after=after_id,
+            cut=count,
+            branch=branch,
+        )
+        return Cut(session_id, branch, count, command, actor)
 
 
 _WORDS = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -34,6 +35,8 @@ from kernel.agent.slimming import (
     summarize_tool_result,
     without_files,
 )
+from kernel.agent.trail import Trail
+from kernel.audit import AuditLog
 from kernel.config import Config
 from kernel.core.asks import Answer, AskRegistry, Question
 from kernel.core.errors import (
@@ -105,6 +108,10 @@ class UserInput:
     # False: the text is already what the owner meant (a retry of a stored message): a
     # "/prompts:…" in it is taken as it is, not expanded again.
     expand: bool = True
+    # The audit trail's actor ("" : told by the channel, see trail.actor_of: "api" for a
+    # sidecar client), and whether this is /retry running a stored message again.
+    actor: str = ""
+    retry: bool = False
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
@@ -131,6 +138,7 @@ class TurnParts:
     decisions: DecisionStore
     clock: Callable[[], datetime]  # wall time (the decisions log's stamps)
     scopes: Scopes  # the chats' personas and projects
+    audit: AuditLog | None = None  # what the turn did, recorded (issue 23)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +194,8 @@ class TurnRun:
         # Thinking blocks of this turn's assistant messages (index in the working
         # history → the model that made them, the blocks): sent back to that model only.
         self.thinking: dict[int, tuple[str, list[dict[str, Any]]]] = {}
+        self.trail = Trail(parts.audit)
+        self.ended = False  # turn.answered is recorded (once, before the final event)
 
     def reply_so_far(self) -> str:
         return "".join([*self.replies, *self.partial])
@@ -201,7 +211,8 @@ class TurnRun:
             try:
                 await asyncio.shield(self.close_history(CANCELLED_RESULT, CANCELLED_MARK))
             finally:
-                self.turn.emit(Completed(self.step, reply, cancelled=True, usage=self.turn.spend()))
+                done = Completed(self.step, reply, cancelled=True, usage=self.turn.spend())
+                await self.end(done, "cancelled")
             raise
         except InputRefusedError as exc:
             self.error = str(exc)
@@ -215,15 +226,16 @@ class TurnRun:
             if self.guest_tools is not None:  # what the owner spends is not a guest's business
                 event = ErrorEvent(self.step, exc.code, t("budget.guest"))
             if self.turn.calls:
-                await self.fail(event)  # what the turn did stays in the history
+                await self.fail(event, "budget")  # what the turn did stays in the history
             else:
                 # Nothing was sent: the owner's message is set aside, or it would be sent
                 # again glued to the next one (a cron job's prompt, once per skipped run).
-                await self.set_aside(event)
+                await self.set_aside(event, "budget")
         except (SkillError, ProfileError, PromptError) as exc:
             # Refused before anything was stored or sent: the owner fixes the name (or
             # the persona's file) and sends again (the text names what there is).
-            self.turn.emit(ErrorEvent(self.step, exc.code, str(exc), meta=dict(exc.details)))
+            event = ErrorEvent(self.step, exc.code, str(exc), meta=dict(exc.details))
+            await self.end(event, "rejected")
         except ProviderAuthError as exc:
             self.error = exc.code
             log.warning("turn %s: a provider refused its key", self.turn.id)
@@ -308,6 +320,8 @@ class TurnRun:
         # slimming can replace exactly it with a marker when storing.
         user_message.content[0:0] = [TextBlock(wrap_skill(s)) for s in skills]
         await self._store(user_message)
+        sent = self.stored[0] if self.stored else None
+        await self.trail.received(self.session_id, sent, user_input, self.turn, outlook.agent)
         if self.turn.cancel_requested:  # cancelled before it began: the message is kept
             raise asyncio.CancelledError
         working = repair_history([*history, user_message])
@@ -398,7 +412,7 @@ class TurnRun:
                     await self._store(assistant)
                 # Text written before tool calls is part of the answer too.
                 reply = "\n\n".join(self.replies)
-                self.turn.emit(Completed(self.step, reply, usage=self.turn.spend()))
+                await self.end(Completed(self.step, reply, usage=self.turn.spend()), "answered")
                 return
             self.pending = assistant
             await self._store(assistant)
@@ -417,7 +431,8 @@ class TurnRun:
                 self.turn.emit(AssistantDelta(self.step, notice))
                 await self._store(Message("assistant", [TextBlock(notice)]))
                 reply = "\n\n".join([*self.replies, notice])
-                self.turn.emit(Completed(self.step, reply, usage=self.turn.spend()))
+                done = Completed(self.step, reply, usage=self.turn.spend())
+                await self.end(done, "tool_limit")
                 return
 
     async def _stream(self, build: Build) -> Completion:
@@ -502,11 +517,18 @@ class TurnRun:
             self.turn.emit(ToolCall(self.step, call.id, call.name, dict(call.arguments)))
 
         async def run(index: int, call: _Call) -> ToolOutcome:
-            if index >= allowed:
-                msg = t("turn.tool_limit", limit=limit)
-                outcome = ToolOutcome(call.name, False, msg, {})
-            else:
-                outcome = await self._call(call)
+            began, code = time.monotonic(), ""
+            try:
+                if index >= allowed:
+                    msg = t("turn.tool_limit", limit=limit)
+                    outcome, code = ToolOutcome(call.name, False, msg, {}), "tool_limit"
+                else:
+                    outcome = await self._call(call)
+            except asyncio.CancelledError:
+                gone = ToolOutcome(call.name, False, "", call.arguments)
+                await asyncio.shield(self._tool_done(call, gone, began, "cancelled"))
+                raise
+            await self._tool_done(call, outcome, began, code)
             summary = summarize_tool_result(outcome.content)
             self.turn.emit(ToolResult(self.step, call.id, call.name, outcome.ok, summary))
             return outcome
@@ -530,6 +552,12 @@ class TurnRun:
         self.pending = None
         await self._store(message, artifacts)
         return message
+
+    async def _tool_done(self, call: _Call, outcome: ToolOutcome, began: float, code: str) -> None:
+        ms = round((time.monotonic() - began) * 1000)
+        await self.trail.tool(
+            self.session_id, self.step, call.id, call.arguments, outcome, ms, code
+        )
 
     async def _call(self, call: _Call) -> ToolOutcome:
         if self.guest_tools is not None and call.name not in self.guest_tools:
@@ -587,20 +615,32 @@ class TurnRun:
         kind = t(f"profile.kind.{refuser.kind}")
         return t("turn.tool_not_allowed", name=name, kind=kind, profile=refuser.name)
 
-    async def fail(self, event: ErrorEvent) -> None:
+    async def end(self, event: Completed | ErrorEvent, outcome: str) -> None:
+        """Record the turn's end, then emit its final event (readers that stop at it
+        find the record written); the event goes out even if recording is cancelled."""
         try:
-            await asyncio.shield(self.close_history(FAILED_RESULT))
+            if not self.ended:
+                self.ended = True
+                code = event.code if isinstance(event, ErrorEvent) else ""
+                ended = self.trail.answered(self.session_id, self.turn, outcome, self.step, code)
+                await asyncio.shield(ended)
         finally:
             self.turn.emit(event)
 
-    async def set_aside(self, event: ErrorEvent) -> None:
+    async def fail(self, event: ErrorEvent, outcome: str = "failed") -> None:
+        try:
+            await asyncio.shield(self.close_history(FAILED_RESULT))
+        finally:
+            await self.end(event, outcome)
+
+    async def set_aside(self, event: ErrorEvent, outcome: str = "refused") -> None:
         """The provider refused what this turn sent: every message the turn wrote (the
         owner's, its tool calls, the partial reply) is marked failed, so the session's
         next turn is sent without them. They stay in the history shown to people."""
         try:
             await asyncio.shield(self._mark_failed())
         finally:
-            self.turn.emit(event)
+            await self.end(event, outcome)
 
     async def _mark_failed(self) -> None:
         await self.close_history(FAILED_RESULT)

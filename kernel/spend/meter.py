@@ -22,7 +22,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 from zoneinfo import ZoneInfo
@@ -60,6 +60,10 @@ OWNER_CHANNELS = ("telegram", "console")
 Scope = Literal["day", "month", "job"]
 Notify = Callable[[str], Awaitable[None]]
 JobBudget = Callable[[str], float | None]
+# Told of every model call once it ended: its ledger row (``id`` 0 when none was
+# written: the call failed before the provider answered) and how it ended ("ok",
+# "cancelled" or the error's code). The audit trail listens (issue 23).
+CallHook = Callable[[UsageEntry, str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,7 @@ class Meter:
         # cron job's own daily limit (its runtime.budget_daily; None: the default).
         self.notify: Notify | None = None
         self.job_budget: JobBudget | None = None
+        self.on_call: CallHook | None = None
 
     # ----- periods and limits ----------------------------------------------------------
 
@@ -263,17 +268,25 @@ class Meter:
         answering = False  # the provider began to answer: the call is billed
         interrupted = False  # cancelled or closed by the caller mid-call
         recorded = False
+        failure: BaseException | None = None  # why the call ended without an answer
         produced: list[str] = []  # what the model wrote so far (text and thinking)
 
         def on_retry(attempt: int, _delay: float, _exc: Exception) -> None:
             nonlocal retries
             retries = attempt
 
-        async def note(usage: Usage, known: bool, bound: float | None) -> None:
+        async def note(usage: Usage, known: bool, bound: float | None, outcome: str) -> None:
             nonlocal recorded
             recorded = True
             entry = await self.record(
-                provider.name, request.model, usage, tag, retries, known=known, worst=bound
+                provider.name,
+                request.model,
+                usage,
+                tag,
+                retries,
+                known=known,
+                worst=bound,
+                outcome=outcome,
             )
             if counted is not None:
                 counted(entry)
@@ -287,10 +300,13 @@ class Meter:
                     produced.append(event.text)
                 if isinstance(event, Completion):
                     # Shielded: a cancel now still leaves the call's row whole.
-                    await asyncio.shield(note(event.usage, event.usage_reported, worst))
+                    await asyncio.shield(note(event.usage, event.usage_reported, worst, "ok"))
                 yield event
         except (asyncio.CancelledError, GeneratorExit):
             interrupted = True
+            raise
+        except Exception as exc:
+            failure = exc
             raise
         finally:
             self._inflight.pop(reservation, None)
@@ -303,8 +319,27 @@ class Meter:
                 written = estimate_tokens("".join(produced))
                 writes = writes_cache(self.config, provider.name)
                 bound = worst_case(price, request, written, writes_cache=writes)
+                outcome = "cancelled" if interrupted else _code(failure)
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(note(Usage(), False, bound))
+                    await asyncio.shield(note(Usage(), False, bound, outcome))
+            elif not recorded and failure is not None:
+                # Failed before the provider answered: nothing billed, no ledger row;
+                # the call is still told (the audit keeps every call).
+                entry = UsageEntry(
+                    at=self._clock(),
+                    provider=provider.name,
+                    model=request.model,
+                    purpose=tag.purpose,
+                    usage=Usage(),
+                    cost=None,
+                    usage_known=False,
+                    session_id=tag.session_id,
+                    channel=tag.channel,
+                    job_id=tag.job_id,
+                    turn_id=tag.turn_id,
+                    retries=retries,
+                )
+                await asyncio.shield(self._tell(entry, _code(failure)))
 
     async def _admit(
         self,
@@ -338,12 +373,13 @@ class Meter:
         seconds: float | None = None,
         known: bool = True,
         worst: float | None = None,
+        outcome: str = "ok",
     ) -> UsageEntry:
         """Write one ledger row (the cost from the configured price) and warn the owner
         when a limit's warning share is passed. ``known`` False: no usage was reported,
         so the cost is unknown and the budget counts ``worst``. A ledger that cannot be
         written is logged, never the caller's failure: the answer matters more than its
-        record."""
+        record. ``on_call`` is told of the row (``outcome``: how the call ended)."""
         price = price_of(self.config, provider, model)
         cost = cost_of(usage, price) if known else None
         bound = (bound_of(usage, price) if known else worst) if cost is None else None
@@ -364,13 +400,22 @@ class Meter:
             seconds=seconds,
         )
         try:
-            await self.ledger.record(entry)
+            entry = replace(entry, id=await self.ledger.record(entry))
             if entry.charged:
                 async with self._settings:  # two calls at once warn once
                     await self._warn()
         except KernelError:
             log.warning("could not record a model call's usage", exc_info=True)
+        await self._tell(entry, outcome)
         return entry
+
+    async def _tell(self, entry: UsageEntry, outcome: str) -> None:
+        if self.on_call is None:
+            return
+        try:
+            await self.on_call(entry, outcome)
+        except Exception as exc:  # a listener's failure is never the call's
+            log.warning("a model call's listener failed: %s", type(exc).__name__)
 
     async def _warn(self) -> None:
         budget = self.config.budget
@@ -406,6 +451,13 @@ class Meter:
                 await self.notify(text)
             except Exception as exc:  # the owner's channel is down: the log keeps it
                 log.warning("could not send the budget warning: %s", type(exc).__name__)
+
+
+def _code(exc: BaseException | None) -> str:
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code:
+        return code
+    return type(exc).__name__ if exc is not None else "failed"
 
 
 def _ceiling(provider: Provider, request: ChatRequest) -> int:

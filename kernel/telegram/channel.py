@@ -107,6 +107,7 @@ class TelegramChannel:
             expiry=timedelta(hours=cfg.delivery_expiry_hours),
             now=SystemClock().now,
             tz=ZoneInfo(kernel.config.general.timezone),
+            audit=kernel.audit,
         )
         self.board = AskBoard(self.app.bot, self.outbox, kernel.agent.asks)
         self.commands = CommandSet(self)

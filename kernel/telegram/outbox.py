@@ -43,6 +43,7 @@ from typing import Any
 from telegram import Bot
 from telegram.constants import ParseMode
 
+from kernel.audit import AuditLog, kinds
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import InboxState, Mailbox, OutboxItem, OutboxRow
@@ -162,9 +163,12 @@ class Outbox:
         now: Callable[[], datetime],
         tz: tzinfo | None = None,
         backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_CAP),
+        audit: AuditLog | None = None,
     ) -> None:
-        """``backoff``: the first retry delay and its cap, in seconds."""
+        """``backoff``: the first retry delay and its cap, in seconds; ``audit``: where
+        each finished row is recorded (outbox.sent / outbox.failed, no text)."""
         self.mailbox = mailbox
+        self.audit = audit
         self.bot = bot
         self.expiry = expiry
         self.now = now
@@ -348,7 +352,7 @@ class Outbox:
             return []
         row = rows[0]
         if row.id in self._landed:  # delivered; only the store's record of it failed
-            await self._record(chat_id, row, self._landed[row.id])
+            await self._record(chat_id, row, self._landed[row.id], row.attempts)
             return rows[1:]
         now = self.now()
         if now >= row.expires_at:
@@ -394,6 +398,8 @@ class Outbox:
             self._maybe.discard(row.id)
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
+            why = "forbidden" if failed.forbidden else "refused"
+            await self._audit(row, why, row.attempts + 1)
             told = row.id in self._caller_tells  # (_finish forgets it)
             self._finish(chat_id, row.id, "failed", None)
             await self._tell_refused(chat_id, row, failed, told=told)
@@ -405,11 +411,14 @@ class Outbox:
             if unreached and other not in self._hurry:
                 self._hurry.add(other)
                 self._wake[other].set()
-        await self._record(chat_id, row, message_id)
+        await self._record(chat_id, row, message_id, row.attempts + 1)
         return True
 
-    async def _record(self, chat_id: int, row: OutboxRow, message_id: int | None) -> None:
+    async def _record(
+        self, chat_id: int, row: OutboxRow, message_id: int | None, attempts: int
+    ) -> None:
         await self.mailbox.sent(row.id, message_id, self.now())
+        await self._audit(row, "sent", attempts, message_id)
         self._landed.pop(row.id, None)
         self._maybe.discard(row.id)
         self.delivered += 1
@@ -475,7 +484,31 @@ class Outbox:
     async def _give_up(self, chat_id: int, rows: list[OutboxRow], now: datetime) -> None:
         await self.mailbox.give_up([row.id for row in rows], "expired", "expired", now)
         for row in rows:
+            await self._audit(row, "expired", row.attempts)
             self._finish(chat_id, row.id, "expired", None)
+
+    async def _audit(
+        self, row: OutboxRow, outcome: str, attempts: int, message_id: int | None = None
+    ) -> None:
+        """A finished row in the audit's global chain: what it was and how it ended."""
+        if self.audit is None:
+            return
+        kind = kinds.OUTBOX_SENT if outcome == "sent" else kinds.OUTBOX_FAILED
+        notice = row.body.get("notice")
+        try:
+            await self.audit.record(
+                kind,
+                row=row.id,
+                action=row.kind,
+                chat=row.chat_id,
+                outcome=outcome,
+                attempts=attempts,
+                message=message_id,
+                resent=True if row.ambiguous and row.kind == "send" else None,
+                notice=notice if isinstance(notice, str) else None,
+            )
+        except Exception as exc:  # the delivery stands whether or not its record does
+            log.warning("audit: an outbox row was not recorded (%s)", type(exc).__name__)
 
 
 def _parse_time(value: Any) -> datetime | None:

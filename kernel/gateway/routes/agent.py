@@ -312,7 +312,7 @@ async def process(request: web.Request) -> web.StreamResponse:
         events = _single(Completed(0, t("session.cleared")))
     else:
         user_input = UserInput(
-            text, images, channel=key.channel, user_id=key.user_id, budget_ask=False
+            text, images, channel=key.channel, user_id=key.user_id, budget_ask=False, actor="api"
         )
         turn = kernel.agent.start_turn(opened.conversation, user_input)
         events = aiter(turn)

@@ -55,7 +55,9 @@ async def rewind(request: web.Request) -> web.Response:
     row = await require_chat(kernel, request.match_info["chat_id"])
     conversation = await _conversation(kernel, row)
     try:
-        cut = await kernel.agent.rewind(conversation, body.after_sequence, session_id=row.id)
+        cut = await kernel.agent.rewind(
+            conversation, body.after_sequence, session_id=row.id, actor="api"
+        )
     except ConversationError as exc:
         raise ApiError(
             http_status(exc.code, 409), exc.code, str(exc), {"after_sequence": body.after_sequence}
@@ -74,7 +76,9 @@ async def retry(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     row = await require_chat(kernel, request.match_info["chat_id"])
     conversation = await _conversation(kernel, row)
-    template = UserInput("", channel=row.channel, user_id=row.user_id, budget_ask=False)
+    template = UserInput(
+        "", channel=row.channel, user_id=row.user_id, budget_ask=False, actor="api"
+    )
     try:
         turn = await kernel.agent.retry(conversation, template)
     except ConversationError as exc:

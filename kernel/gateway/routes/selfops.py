@@ -154,7 +154,9 @@ async def bootstrap(request: web.Request) -> web.StreamResponse:
         )
     applied = agent.model_for(opened.row.meta)
     applied_json = {"provider_id": applied[0], "model": applied[1]}
-    user_input = UserInput(text, images, channel=key.channel, user_id=key.user_id, budget_ask=False)
+    user_input = UserInput(
+        text, images, channel=key.channel, user_id=key.user_id, budget_ask=False, actor="api"
+    )
     turn = agent.start_turn(opened.conversation, user_input)
     chat_id = chat_id_of(opened.row)
     try:

@@ -1,0 +1,187 @@
+"""What a turn records in the audit trail (issue 23): the owner's message received, each
+model call (told by the meter), each tool call and the turn's end.
+
+Facts only: ids, names, counts, codes, durations and SHA-256 hashes. A message is
+referenced by its stored id (the store adds its content's hash), a tool's arguments by
+the hash of their canonical JSON; never their text. Recording never breaks a turn: a
+failure is logged by type and the turn goes on.
+
+Public API: :class:`Trail`, :func:`actor_of`, :func:`parts_of`, :func:`args_sha256`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kernel.agent.slimming import without_files
+from kernel.audit import AuditLog, kinds
+from kernel.core.turns import Turn
+from kernel.store.usage import UsageEntry
+from kernel.tools.registry import ToolOutcome
+
+if TYPE_CHECKING:
+    from kernel.agent.turn import UserInput
+
+log = logging.getLogger(__name__)
+
+_FILE = re.compile(r"\[文件: [^\]\n]+\]\n`{3,}")
+_VOICE = re.compile(r"\[语音: [^\n]*\](?=\n|$)")
+
+# Who made a model call of each purpose ask for it (the turn's own calls: Kernel).
+_CALLERS = {"api": "api", "cron": "cron", "sampling": "kernel", "subagent": "model"}
+
+
+def actor_of(user_input: UserInput, *, subagent: bool = False) -> str:
+    """Who sent a turn's input: the owner, a guest of a channel, a cron job, a sidecar
+    client (``api``), or the model (a sub-agent's task)."""
+    if user_input.actor:
+        return user_input.actor
+    if user_input.guest:
+        return f"guest:{user_input.channel}"
+    if subagent:
+        return "model"
+    if user_input.channel == "cron":
+        return "cron"
+    return "owner"
+
+
+def parts_of(user_input: UserInput) -> list[str]:
+    """What the input was made of: text, photo, file, voice (as far as it shows)."""
+    parts: list[str] = []
+    text = user_input.text
+    if user_input.images:
+        parts.append("photo")
+    if _FILE.search(text):
+        parts.append("file")
+        text = without_files(text)
+    if _VOICE.search(text):
+        parts.append("voice")
+        text = _VOICE.sub("", text)
+    if text.strip():
+        parts.append("text")
+    return parts
+
+
+def args_sha256(arguments: Mapping[str, Any] | str | None) -> str:
+    """SHA-256 of the canonical JSON of a tool call's arguments."""
+    canon = json.dumps(
+        arguments, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str
+    )
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+class Trail:
+    """A turn's (and the meter's) way into the audit log; without one, nothing is kept."""
+
+    def __init__(self, audit: AuditLog | None) -> None:
+        self.audit = audit
+
+    async def _record(self, kind: str, session_id: int | None, actor: str, **facts: Any) -> None:
+        if self.audit is None:
+            return
+        try:
+            await self.audit.record(kind, session_id=session_id, actor=actor, **facts)
+        except Exception as exc:  # the record is never worth the turn
+            log.warning("audit: %s not recorded (%s)", kind, type(exc).__name__)
+
+    async def received(
+        self,
+        session_id: int,
+        message_id: int | None,
+        user_input: UserInput,
+        turn: Turn,
+        subagent: object = None,
+    ) -> None:
+        """The turn's input was stored as ``message_id`` (``subagent``: the profile a
+        sub-agent's task runs under, whose sender is the model)."""
+        await self._record(
+            kinds.MESSAGE_RECEIVED,
+            session_id,
+            actor_of(user_input, subagent=subagent is not None),
+            messages=[message_id] if message_id is not None else None,
+            channel=user_input.channel,
+            parts=parts_of(user_input),
+            turn=turn.id,
+            retry=True if user_input.retry else None,
+        )
+
+    async def tool(
+        self,
+        session_id: int | None,
+        step: int,
+        call_id: str,
+        asked: Mapping[str, Any],
+        outcome: ToolOutcome,
+        ms: int,
+        code: str = "",
+    ) -> None:
+        """One tool call ended: ``asked`` the arguments the model's call carried (the
+        hash is of those the tool ran with, when it ran), ``code`` why it failed when
+        the turn knows better than the outcome (tool_limit, cancelled)."""
+        if not outcome.ok and not code:
+            error = outcome.error
+            code = (getattr(error, "code", "") or type(error).__name__) if error else "failed"
+        await self._record(
+            kinds.TOOL_CALL,
+            session_id,
+            "model",
+            tool=outcome.name,
+            call=call_id,
+            step=step,
+            ok=outcome.ok,
+            error=None if outcome.ok else code,
+            ms=ms,
+            result_chars=len(outcome.content),
+            args_sha256=args_sha256(outcome.arguments or asked),
+        )
+
+    async def answered(
+        self, session_id: int | None, turn: Turn, outcome: str, steps: int, code: str = ""
+    ) -> None:
+        """The turn ended (answered, cancelled, failed, refused, budget, rejected,
+        tool_limit); its stored final answer, when there is one, is referenced."""
+        answer = turn.answer_id
+        await self._record(
+            kinds.TURN_ANSWERED,
+            session_id,
+            "kernel",
+            outcome=outcome,
+            code=code or None,
+            messages=[answer] if answer is not None else None,
+            steps=steps,
+            turn=turn.id,
+        )
+
+    async def model_call(self, entry: UsageEntry, outcome: str) -> None:
+        """The meter's hook: one row per model call, whatever its purpose."""
+        usage = entry.usage
+        tokens = (
+            {
+                "input": usage.input,
+                "output": usage.output,
+                "cache_read": usage.cache_read,
+                "cache_write": usage.cache_write,
+            }
+            if entry.usage_known
+            else None
+        )
+        await self._record(
+            kinds.MODEL_CALL,
+            entry.session_id,
+            _CALLERS.get(entry.purpose, "kernel"),
+            provider=entry.provider,
+            model=entry.model,
+            purpose=entry.purpose,
+            outcome=outcome,
+            tokens=tokens,
+            cost=entry.cost,
+            bound=entry.bound,
+            retries=entry.retries or None,
+            ledger=entry.id or None,
+            turn=entry.turn_id or None,
+        )
