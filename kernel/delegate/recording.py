@@ -87,7 +87,7 @@ def command_line(
 ) -> list[str]:
     """The argv ``build_argv`` made, as the audit keeps it (see the module's docstring)."""
     task_mark = hashed("task", task)
-    shown_task = task_mark if not system else f"{hashed('instructions', system)} {task_mark}"
+    folded = f"{hashed('instructions', system)} {task_mark}"  # codex's, gemini's [SYSTEM]
     hidden = known_secrets(config)
     out: list[str] = []
     secret_next = False
@@ -97,7 +97,9 @@ def command_line(
             out.append(PurePath(executable).name or "cli")
             continue
         if index == last:  # build_argv puts the task last: after --, or --prompt=<task>
-            out.append(("--prompt=" if arg.startswith("--prompt=") else "") + shown_task)
+            prompt = arg.startswith("--prompt=")
+            alone = arg.removeprefix("--prompt=") if prompt else arg
+            out.append(("--prompt=" if prompt else "") + (task_mark if alone == task else folded))
             continue
         if secret_next:
             out.append(SECRET)
