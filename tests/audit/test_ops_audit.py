@@ -407,6 +407,8 @@ async def test_configuration_and_mcp_changes_are_recorded_by_name(
         "PUT", "/models/main/config", {"default_model": "model-b", "api_key": rotated}
     )
     assert status == 200, data
+    status, data, _ = await sc.call("PUT", "/models/active", {"provider_id": "main"})
+    assert status == 200, data
     status, data, _ = await sc.call("POST", "/mcp/servers", stdio_server("local"))
     assert status == 201 and data["state"] == "connected"
     status, _, _ = await sc.call("DELETE", "/mcp/servers/local")
@@ -420,17 +422,19 @@ async def test_configuration_and_mcp_changes_are_recorded_by_name(
     ]
     assert [(r.kind, r.actor) for r in rows] == [
         ("config.changed", "api"),
+        ("config.changed", "api"),  # the active model
         ("config.changed", "api"),
         ("mcp.changed", "api"),
         ("config.changed", "api"),
         ("mcp.changed", "api"),
         ("mcp.changed", "api"),
     ]
-    model, added_keys, added, removed_keys, removed, refused = (facts(r) for r in rows)
+    model, active, added_keys, added, removed_keys, removed, refused = (facts(r) for r in rows)
     assert model == {
         "sections": ["providers"],
         "keys": ["providers.main.api_key", "providers.main.default_model"],
     }
+    assert active == {"sections": ["active"], "keys": ["active.model", "active.provider"]}
     assert added_keys == removed_keys == {"sections": ["mcp"], "keys": ["mcp.servers"]}
     assert added == {"action": "add", "server": "local", "transport": "stdio", "outcome": "ok"}
     assert removed == {
@@ -443,4 +447,19 @@ async def test_configuration_and_mcp_changes_are_recorded_by_name(
     raw = audit_file_bytes(sc.kernel.config.db_path, tmp_path / "audit-only.db")
     assert rotated.encode() not in raw and b"stdio_server.py" not in raw
     assert (await audit.verify()).ok
-    await tampering_is_named(audit, sc.kernel.config.db_path, [rows[0], rows[2]])
+    await tampering_is_named(audit, sc.kernel.config.db_path, [rows[0], rows[3]])
+
+
+async def test_the_owners_model_switch_in_telegram_is_recorded_as_theirs(
+    bot: Factory,  # noqa: F811 - the fixture imported above
+) -> None:
+    h = await bot()
+    assert "model-b" in await h.ask("/model model-b")
+    assert "model-x" in await h.ask("/model model-x")  # refused: not recorded
+    await h.ask("/model auto")
+
+    rows = [r for r in await h.kernel.audit.events(limit=1000) if r.kind == "config.changed"]
+    assert [(r.actor, r.session_id, facts(r)["keys"]) for r in rows] == [
+        ("owner", None, ["active.model", "active.provider"]),
+        ("owner", None, ["active.model", "active.provider"]),
+    ]
