@@ -378,7 +378,7 @@ class CronScheduler:
             except StoreError as exc:  # kept in memory; the job's next save writes it
                 kind = type(exc).__name__
                 log.warning("cron job %s: its outcome could not be saved (%s)", job_id, kind)
-            session = self.runner.sessions.get(job_id)
+            session = self.runner.sessions.pop(job_id, None)
             await self._audit(job_id, outcome.status, outcome.code, session_id=session)
         level = logging.INFO if outcome.status == "succeeded" else logging.WARNING
         log.log(level, "cron job %s %s", job_id, outcome.status)

@@ -161,7 +161,8 @@ class MCPManager:
                 except KernelError as exc:  # a refusal, the caller's to show
                     result, refused = None, exc
                 outcome = "ok" if refused is None else getattr(refused, "code", "refused")
-                await self._audit(action, name if known else None, kind, outcome, by)
+                state = result.state if isinstance(result, ServerStatus) else None
+                await self._audit(action, name if known else None, kind, outcome, state, by)
                 return result, refused
 
         if self._closing:
@@ -174,8 +175,15 @@ class MCPManager:
         return result  # type: ignore[return-value]  # None only with a refusal
 
     async def _audit(
-        self, action: str, server: str | None, transport: str | None, outcome: str, by: str
+        self,
+        action: str,
+        server: str | None,
+        transport: str | None,
+        outcome: str,
+        state: str | None,
+        by: str,
     ) -> None:
+        """``state``: the server's after an add or a restart (connected, failed …)."""
         if self.audit is not None:
             await self.audit.record(
                 audit_kinds.MCP_CHANGED,
@@ -184,6 +192,7 @@ class MCPManager:
                 server=server,
                 transport=transport,
                 outcome=outcome,
+                state=state,
             )
 
     @contextlib.asynccontextmanager

@@ -436,7 +436,13 @@ async def test_configuration_and_mcp_changes_are_recorded_by_name(
     }
     assert active == {"sections": ["active"], "keys": ["active.model", "active.provider"]}
     assert added_keys == removed_keys == {"sections": ["mcp"], "keys": ["mcp.servers"]}
-    assert added == {"action": "add", "server": "local", "transport": "stdio", "outcome": "ok"}
+    assert added == {
+        "action": "add",
+        "server": "local",
+        "transport": "stdio",
+        "outcome": "ok",
+        "state": "connected",
+    }
     assert removed == {
         "action": "remove",
         "server": "local",
