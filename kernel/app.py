@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
-from kernel.audit import AuditLog
+from kernel.audit import AuditLog, kinds
 from kernel.audit.anchor import ANCHOR_FILE
 from kernel.config import Config
 from kernel.core.clock import Clock, SystemClock
@@ -86,6 +86,7 @@ class Kernel:
         # Issue 23: one audit log, every part records into it; its end also kept outside
         # the database (data/audit.anchor).
         self.audit = AuditLog(self.store, anchor=config.data_dir / ANCHOR_FILE)
+        self.delegator.audit = self.mcp.audit = self.audit
         self.agent = Agent(
             config,
             self.store,
@@ -108,6 +109,7 @@ class Kernel:
         )
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)
+        self.runtime.on_config_changed(self._config_changed)
         # The workspace the sidecar serves: config.toml and the data dir never among it.
         self.workspace = Workspace(
             config.general.default_workspace,
@@ -121,7 +123,9 @@ class Kernel:
             max_files=config.gateway.archive_max_files,
         )
         # SelfOps writes beside config.toml, maybe the same folder: one lock for both.
-        self.selfops = Mutations(config, self.runtime, self.agent, lock=self.workspace.lock)
+        self.selfops = Mutations(
+            config, self.runtime, self.agent, lock=self.workspace.lock, audit=self.audit
+        )
         # Running channels report their health here (/healthz) ...
         self.status_board = StatusBoard()
         # ... and every delivery goes through the outbound channels (seed 000's Channel
@@ -135,6 +139,7 @@ class Kernel:
             self.agent.asks,
             self.channel_registry,
             timeout=claude.approval_timeout if claude is not None else 600.0,
+            audit=self.audit,
         )
         self.delegator.approvals = self.approvals
         self.channel_records = ChannelStore(self.store)  # what channels keep across restarts
@@ -149,6 +154,7 @@ class Kernel:
             JobRunner(config, self.agent, self.channel_registry, self.clock),
             self.clock,
             self.channel_registry.names,
+            audit=self.audit,
         )
         # The budget's warning goes to the owner's chat; a job's own limit is its spec's.
         self.agent.meter.notify = self._tell_owner
@@ -177,6 +183,11 @@ class Kernel:
     def _job_budget(self, job_id: str) -> float | None:
         job = self.cron.jobs.get(job_id)
         return job.spec.budget_daily if job is not None else None
+
+    async def _config_changed(self, keys: list[str], by: str) -> None:
+        """A runtime change applied: its keys' names (never values) in the audit."""
+        sections = sorted({key.split(".", 1)[0] for key in keys})
+        await self.audit.record(kinds.CONFIG_CHANGED, actor=by, sections=sections, keys=keys)
 
     def _make_provider(self, name: str) -> Provider:
         return self.plugins.create_provider(self.config.providers[name])

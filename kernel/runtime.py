@@ -10,6 +10,11 @@ it to the live :class:`Config` in place, so the change takes effect without a re
 Child processes (coding CLIs, MCP stdio servers) get their environment from
 :func:`child_env`: the process environment (minus Kernel's own ``KERNEL_*`` variables)
 plus the effective ``envs`` overlay (:func:`kernel.config.secrets.child_env`).
+
+Every applied change is told to the listeners of :meth:`Runtime.on_config_changed` as
+the dotted names of the keys it changed (:func:`changed_keys`: ``providers.openai.
+default_model``, ``envs.FOO``, ``mcp.servers``; names, never values) and who made it:
+the Kernel records them in the audit trail (``config.changed``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,29 @@ log = logging.getLogger(__name__)
 Overlay = dict[str, Any]
 ProvidersListener = Callable[[set[str]], None]
 ChannelsListener = Callable[[set[str]], None]
+ConfigListener = Callable[[list[str], str], Awaitable[None]]  # (changed keys, by whom)
+KEY_DEPTH = 3  # providers.<name>.<setting>: deeper tables are named by their parent
+KEY_CHARS = 64  # of one part of a dotted name
+
+
+def changed_keys(before: Overlay, after: Overlay, depth: int = KEY_DEPTH) -> list[str]:
+    """The dotted names of what differs between two overlays, sorted: tables are
+    walked ``depth`` deep (a table added or removed is named key by key), anything else
+    (a value, a list such as ``mcp.servers``) is named where it differs."""
+    found: list[str] = []
+
+    def walk(a: Any, b: Any, path: list[str]) -> None:
+        if a == b:
+            return
+        if len(path) < depth and isinstance(a, dict | None) and isinstance(b, dict | None):
+            old, new = a or {}, b or {}
+            for key in sorted(set(old) | set(new), key=str):
+                walk(old.get(key), new.get(key), [*path, str(key)[:KEY_CHARS]])
+        else:
+            found.append(".".join(path))
+
+    walk(before, after, [])
+    return found
 
 
 def child_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -56,6 +84,7 @@ class Runtime:
         self._lock = asyncio.Lock()
         self._providers_listeners: list[ProvidersListener] = []
         self._channels_listeners: list[ChannelsListener] = []
+        self._config_listeners: list[ConfigListener] = []
 
     @property
     def path(self) -> Path:
@@ -70,6 +99,11 @@ class Runtime:
         """Call ``listener(names)`` after channels' settings changed (e.g. to drop a
         cached access token obtained with the old secret)."""
         self._channels_listeners.append(listener)
+
+    def on_config_changed(self, listener: ConfigListener) -> None:
+        """Await ``listener(keys, by)`` after each applied change that changed a key
+        (``by``: who asked, as :meth:`update` was told)."""
+        self._config_listeners.append(listener)
 
     def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         return child_env(self.config, base)
@@ -94,17 +128,21 @@ class Runtime:
         change: Callable[[Overlay], None],
         *,
         expect: Callable[[Overlay], None] | None = None,
+        by: str = "api",
     ) -> Config:
         """Apply ``change`` to a copy of the overlay, validate the result as a whole
         configuration (ConfigError names the problem), write it, then make it live.
         ``expect`` sees the current overlay first, under the same lock, and may raise to
         refuse a change prepared against an older one. Shielded: a caller that goes away
         (an HTTP client disconnecting) never leaves the file and the live configuration
-        disagreeing."""
-        return await asyncio.shield(self._update(change, expect))
+        disagreeing. ``by``: who asked (``api``: a sidecar client), for the listeners."""
+        return await asyncio.shield(self._update(change, expect, by))
 
     async def _update(
-        self, change: Callable[[Overlay], None], expect: Callable[[Overlay], None] | None
+        self,
+        change: Callable[[Overlay], None],
+        expect: Callable[[Overlay], None] | None,
+        by: str,
     ) -> Config:
         async with self._lock:
             current = await asyncio.to_thread(read_overlay, self.path)
@@ -115,6 +153,10 @@ class Runtime:
             fresh = await self.validate(candidate)
             await asyncio.to_thread(write_overlay, self.path, candidate)
             self._apply(fresh)
+            keys = changed_keys(current, candidate)
+            if keys:
+                for listener in self._config_listeners:
+                    await listener(keys, by)
             return fresh
 
     def _apply(self, fresh: Config) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kernel.agent.turn import UserInput
+from kernel.audit import kinds
 from kernel.commands.listing import format_history, parse_refs, project_filter
 from kernel.commands.mcp import ServerLine, mcp_listing
 from kernel.commands.modes import mode_command
@@ -258,6 +259,7 @@ class Commands:
             model = await agent.set_provider(arg)
         except KernelError as exc:
             return Reply(str(exc), error=True)
+        await self._picked()
         return Reply(t("provider.switched", name=arg, model=model))
 
     async def model(self, conversation: str, arg: str = "") -> Reply:
@@ -278,12 +280,21 @@ class Commands:
             await agent.set_model(arg)
         except KernelError as exc:
             return Reply(str(exc), error=True)
+        await self._picked()
         return Reply(t("model.switched", model=arg))
+
+    async def _picked(self) -> None:
+        """The owner changed the active model: the setting's names in the audit trail."""
+        keys = ["active.model", "active.provider"]
+        await self.agent.audit.record(
+            kinds.CONFIG_CHANGED, actor="owner", sections=["active"], keys=keys
+        )
 
     async def _auto(self) -> Reply:
         """``/model auto`` (``/provider auto``): forget the owner's pick."""
         agent = self.agent
         await agent.clear_choice()
+        await self._picked()
         return Reply(t("routing.auto", provider=agent.provider_name, model=agent.model))
 
     # ----- memory -------------------------------------------------------------------------

@@ -35,7 +35,12 @@ RESULT_LIMIT = 4000
 
 
 class RunFailed(KernelError):
-    """A run ended without its result; the text says why (shown as ``last_error``)."""
+    """A run ended without its result; the text says why (shown as ``last_error``),
+    ``code`` in a word (the audit's reason)."""
+
+    def __init__(self, message: str, code: str = "failed") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class RunSkipped(KernelError):
@@ -48,6 +53,7 @@ class RunOutcome:
     result: str = ""
     error: str = ""
     execution: dict[str, Any] | None = None
+    code: str = ""  # why it failed or was skipped, in a word (the audit's reason)
 
 
 class JobRunner:
@@ -58,6 +64,8 @@ class JobRunner:
         self.agent = agent
         self.registry = registry
         self.clock = clock
+        # The session each job's latest run talks in (its audit row's session).
+        self.sessions: dict[str, int] = {}
 
     async def run(self, job: CronJob, rules: Rules) -> RunOutcome:
         if job.spec.task_type == "workflow":
@@ -65,9 +73,9 @@ class JobRunner:
         try:
             reply = await self.run_text(job, job.spec.text)
         except RunSkipped as exc:
-            return RunOutcome("skipped", error=str(exc))
+            return RunOutcome("skipped", error=str(exc), code="budget")
         except KernelError as exc:  # failed turn, failed delivery, session kept busy
-            return RunOutcome("failed", error=str(exc))
+            return RunOutcome("failed", error=str(exc), code=_code(exc))
         return RunOutcome("succeeded", result=reply[:RESULT_LIMIT])
 
     async def run_text(self, job: CronJob, text: str) -> str:
@@ -77,11 +85,13 @@ class JobRunner:
         meta: dict[str, object] = {"source": "cron", "cron_job_id": job.id}
         opened = await agent.open_session(key, title=job.spec.name, meta=meta)
         assert opened is not None
+        self.sessions[job.id] = opened.row.id
         seconds = self.config.cron.run_timeout
         try:
             await agent.wait_idle(opened.conversation, seconds)
         except BusyError:
-            raise RunFailed(t("cron.session_busy", seconds=f"{seconds:g}")) from None
+            busy = t("cron.session_busy", seconds=f"{seconds:g}")
+            raise RunFailed(busy, "session_busy") from None
         asker = self.registry.asker
         user_input = UserInput(text, channel="cron", interactive=asker is not None)
         turn = agent.start_turn(opened.conversation, user_input)
@@ -112,9 +122,9 @@ class JobRunner:
             notice = t("cron.failed_notice", name=job.spec.name, message=shown)
             with contextlib.suppress(ChannelError):  # the failure itself gets recorded
                 await self.deliver(job, told + notice)
-            raise RunFailed(final.message)
+            raise RunFailed(final.message, final.code or "failed")
         if final.cancelled:
-            raise RunFailed(t("cron.cancelled"))
+            raise RunFailed(t("cron.cancelled"), "cancelled")
         if final.reply.strip():
             await self.deliver(job, told + final.reply)
         return final.reply
@@ -203,9 +213,15 @@ class JobRunner:
         }
         result = "\n\n".join(ctx.outputs)[:RESULT_LIMIT]
         if skipped:
-            return RunOutcome("skipped", error=skipped, execution=execution)
-        status = "failed" if first_error else "succeeded"
-        return RunOutcome(status, result=result, error=first_error, execution=execution)
+            return RunOutcome("skipped", error=skipped, execution=execution, code="budget")
+        status, code = ("failed", "node_failed") if first_error else ("succeeded", "")
+        return RunOutcome(status, result, first_error, execution, code)
 
     def _stamp(self) -> str:
         return self.clock.now().isoformat(timespec="seconds")
+
+
+def _code(exc: KernelError) -> str:
+    """An error's stable code (a failed delivery's ``channel_dispatch_failed`` …)."""
+    code = getattr(exc, "code", "")
+    return code if isinstance(code, str) and code else "failed"

@@ -24,6 +24,9 @@ Policies:
   not be saved is late, not lost.
 - **A schedule that cannot be planned** (stored before it was checked, or made so by a
   change of time zone) is recorded in the job's state at start, not fatal.
+- **The audit trail** gets one row for each run ``cron_runs`` records: ``cron.fired``
+  (succeeded or failed, in the run's session), ``cron.skipped``, ``cron.missed``,
+  ``cron.interrupted``, each with the job id and its reason as a code.
 - The protected job ``cron-default`` (``你好文本任务``, text ``你好``, disabled) always
   exists and refuses deletion with ``default_cron_protected``.
 """
@@ -40,6 +43,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from kernel.audit import AuditLog
+from kernel.audit import kinds as audit_kinds
 from kernel.config import Config
 from kernel.core.clock import Clock
 from kernel.core.errors import CronError, KernelError, StoreError
@@ -69,6 +74,13 @@ MAX_SLEEP = 60.0  # re-read the clock at least this often (it may be stepped)
 RETRY_FIRST = 1.0  # after a failed pass; doubled for each failure in a row, up to MAX_SLEEP
 
 
+# The audit kind of each outcome cron_runs records (succeeded and failed: fired).
+_KINDS = {
+    "skipped": audit_kinds.CRON_SKIPPED,
+    "missed": audit_kinds.CRON_MISSED,
+    "interrupted": audit_kinds.CRON_INTERRUPTED,
+}
+
 # The job whose run this code is part of (set in the run's task, copied into the turn's).
 running_job: ContextVar[str | None] = ContextVar("running_job", default=None)
 
@@ -81,8 +93,11 @@ class CronScheduler:
         runner: JobRunner,
         clock: Clock,
         channels: Callable[[], list[str]],
+        *,
+        audit: AuditLog | None = None,
     ) -> None:
         self.config = config
+        self.audit = audit
         self.store = store
         self.runner = runner
         self.clock = clock
@@ -162,6 +177,7 @@ class CronScheduler:
         log.warning("cron job %s was running when Kernel stopped unexpectedly", job.id)
         when = job.row.last_run_at or self.clock.now()
         await self._save(job, CronRun(when, "interrupted", job.row.last_error))
+        await self._audit(job.id, "interrupted", "crash")
 
     async def _plan_at_start(self, job: CronJob, now: datetime) -> None:
         if not job.schedulable:
@@ -175,7 +191,22 @@ class CronScheduler:
             log.warning("cron job %s cannot be planned (%s); not scheduled", job.id, exc.code)
             changed = CronRun(now, "skipped", job.row.last_error)
         if changed:
-            await self._save(job, changed if isinstance(changed, CronRun) else None)
+            run = changed if isinstance(changed, CronRun) else None
+            await self._save(job, run)
+            if run is not None and run.outcome == "skipped":
+                await self._audit(job.id, "skipped", "unplannable")
+            elif run is not None:  # missed by more than its grace
+                grace = job.spec.misfire_grace_seconds
+                if grace is None:
+                    grace = self.config.cron.misfire_grace_seconds
+                await self._audit(
+                    job.id,
+                    "missed",
+                    "late",
+                    due=run.at.isoformat(timespec="seconds"),
+                    late_seconds=int((now - run.at).total_seconds()),
+                    grace_seconds=int(grace),
+                )
 
     def _replan_at_start(self, job: CronJob, now: datetime) -> bool | CronRun:
         """Apply the missed-run policy; True when the row changed (the missed run when
@@ -281,6 +312,7 @@ class CronScheduler:
             row.last_error = t("cron.skipped_running")
             log.warning("cron job %s still running; this run is skipped", job.id)
             await self._save(job, CronRun(due or now, "skipped", row.last_error))
+            await self._audit(job.id, "skipped", "running")
             return
         await self._begin(job, now, due=due)
 
@@ -295,6 +327,7 @@ class CronScheduler:
 
     async def _run(self, job_id: str, due: datetime | None) -> None:
         running_job.set(job_id)  # inherited by the turn (and its tools) this run starts
+        self.runner.sessions.pop(job_id, None)  # this run's session is set when it opens
         job = self.jobs[job_id]
         timeout = job.spec.timeout_seconds or self.config.cron.run_timeout
         log.info("cron job %s running", job_id)
@@ -302,17 +335,19 @@ class CronScheduler:
             async with asyncio.timeout(timeout):
                 outcome = await self.runner.run(job, self.rules)
         except TimeoutError:
-            outcome = RunOutcome("failed", error=t("cron.timeout", seconds=f"{timeout:g}"))
+            error = t("cron.timeout", seconds=f"{timeout:g}")
+            outcome = RunOutcome("failed", error=error, code="timeout")
         except asyncio.CancelledError:
             if self._stopping:  # not the job's fault: see _finish
-                cut = RunOutcome("interrupted", error=t("cron.interrupted_stop"))
+                cut = RunOutcome("interrupted", error=t("cron.interrupted_stop"), code="stop")
             else:
-                cut = RunOutcome("failed", error=t("cron.cancelled"))
+                cut = RunOutcome("failed", error=t("cron.cancelled"), code="cancelled")
             await asyncio.shield(self._finish(job_id, cut, due))
             raise
         except Exception as exc:  # a bug must not kill the scheduler or hide the run
             log.exception("cron job %s failed", job_id)
-            outcome = RunOutcome("failed", error=t("turn.internal_error", kind=type(exc).__name__))
+            error = t("turn.internal_error", kind=type(exc).__name__)
+            outcome = RunOutcome("failed", error=error, code="internal_error")
         await self._finish(job_id, outcome, due)
 
     async def _finish(self, job_id: str, outcome: RunOutcome, due: datetime | None) -> None:
@@ -343,8 +378,27 @@ class CronScheduler:
             except StoreError as exc:  # kept in memory; the job's next save writes it
                 kind = type(exc).__name__
                 log.warning("cron job %s: its outcome could not be saved (%s)", job_id, kind)
+            session = self.runner.sessions.pop(job_id, None)
+            await self._audit(job_id, outcome.status, outcome.code, session_id=session)
         level = logging.INFO if outcome.status == "succeeded" else logging.WARNING
         log.log(level, "cron job %s %s", job_id, outcome.status)
+
+    async def _audit(
+        self, job_id: str, outcome: str, reason: str, *, session_id: int | None = None, **facts: Any
+    ) -> None:
+        """The audit row of one recorded run (``outcome`` as ``cron_runs`` has it)."""
+        if self.audit is None:
+            return
+        kind = _KINDS.get(outcome, audit_kinds.CRON_FIRED)
+        await self.audit.record(
+            kind,
+            session_id=session_id if kind == audit_kinds.CRON_FIRED else None,
+            actor="cron",
+            job=job_id,
+            outcome=outcome,
+            reason=reason or None,
+            **facts,
+        )
 
     async def _save(self, job: CronJob, run: CronRun | None = None) -> None:
         """Write the job's row; ``run``: a run that just ended (or was skipped) too."""

@@ -12,7 +12,8 @@ choices — Allow once, Allow for this task, Deny. A timeout, a question nobody 
 the run ending (``/cancel``, the CLI finishing, Kernel stopping) deny. Every decision is
 recorded (``delegation_approvals``) and kept on the grant for the delegation's result.
 An owner's own MCP client (the API key, no run) is asked through the channel registry's
-asker, like a cron job's question.
+asker, like a cron job's question. The audit trail gets ``approval.asked`` and
+``approval.answered`` (by whom, the record's id) in the delegating turn's session.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import secrets
 from collections import deque
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from kernel.audit import AuditLog
+from kernel.audit import kinds as audit_kinds
 from kernel.core.asks import Answer, AskOutcome, AskRegistry, Question
 from kernel.core.delivery import ChannelRegistry
 from kernel.core.errors import KernelError
@@ -146,8 +150,10 @@ class Approvals:
         *,
         timeout: float = 600.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        audit: AuditLog | None = None,
     ) -> None:
         self.records = ApprovalStore(store)
+        self.audit = audit
         self.asks = asks
         self.registry = registry
         self.timeout = timeout  # for an owner's own MCP client's prompts
@@ -203,6 +209,7 @@ class Approvals:
         asked_at = self.clock()
         request = clean(request)
         try:
+            await asyncio.shield(self._audit_asked(grant, request))
             decision = await self._decide(grant, request)
         except asyncio.CancelledError:  # the caller went away: recorded as denied
             gone = Decision(False, "cancelled", _DENIALS["cancelled"])
@@ -346,10 +353,40 @@ class Approvals:
             cli=grant.cli if grant is not None else "",
             rule=decision.rule,
         )
+        record_id: int | None = None
         try:
-            await asyncio.shield(self.records.record(record))
+            record_id = await asyncio.shield(self.records.record(record))
         except KernelError as exc:  # the answer still stands; the log says it was not kept
             log.warning("a permission decision was not recorded: %s", type(exc).__name__)
+        if self.audit is not None:
+            await self.audit.record(
+                audit_kinds.APPROVAL_ANSWERED,
+                session_id=record.session_id,
+                actor="owner" if decision.by == "owner" else "kernel",
+                delegation=record.delegation_id or None,
+                tool=record.tool,
+                decision=verdict,
+                by=decision.by,
+                rule_used=decision.by == "task_rule",
+                rule_added=decision.by == "owner" and bool(decision.rule),
+                record=record_id,
+            )
+
+    async def _audit_asked(self, grant: RunGrant | None, request: PermissionRequest) -> None:
+        """A CLI's (or the owner's own MCP client's) prompt arrived: its tool, and its
+        input only as a hash."""
+        if self.audit is None:
+            return
+        context = grant.context if grant is not None else None
+        await self.audit.record(
+            audit_kinds.APPROVAL_ASKED,
+            session_id=context.session_id if context is not None else None,
+            actor="model" if grant is not None else "api",
+            delegation=grant.delegation_id if grant is not None else None,
+            cli=grant.cli if grant is not None else None,
+            tool=request.tool_name[:200],
+            args_sha256=_input_hash(request.input),
+        )
 
     async def recent(
         self, delegation_id: str | None = None, limit: int = 50
@@ -375,6 +412,11 @@ def _clean(value: Any) -> Any:
 
 def _text(value: str) -> str:
     return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _input_hash(data: dict[str, Any]) -> str:
+    text = json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _cli_label(cli: str) -> str:

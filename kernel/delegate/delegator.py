@@ -11,7 +11,8 @@ CLI's completion event said success AND it exited 0; ``reason`` says in one line
 When the CLI gave no answer the model gets a summary (what went wrong, the last steps,
 stderr's tail), never the raw JSONL stream. Channels read :attr:`running` (the CLI, its
 cwd, start time, latest progress step, latest retry/API error, elapsed time) and wait for
-changes with :meth:`wait_change`; they never touch the process.
+changes with :meth:`wait_change`; they never touch the process. Each run that starts is
+recorded in the audit trail (``delegation.started`` / ``.ended``, :mod:`.recording`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kernel.audit import AuditLog
 from kernel.config import Config
 from kernel.config.secrets import child_env
 from kernel.core.errors import ToolError
@@ -44,6 +46,7 @@ from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.argv import build_argv, output_flags
 from kernel.delegate.formats import Trouble, display_name, formatter_for, one_line, strip_ansi
 from kernel.delegate.instructions import instructions_for
+from kernel.delegate.recording import RunRecord, command_line, place, project_of
 from kernel.delegate.runner import HALF, OUTPUT_LIMIT, CLIProcess, RunReport, RunRequest
 from kernel.profiles import Profile
 from kernel.tools.registry import ToolContext
@@ -75,6 +78,7 @@ class Delegation:
     version: str = ""
     exit_code: int | None = None
     output_path: str = ""
+    id: str = ""  # the run's stamp: its output file's, its approvals' delegation id
 
     @property
     def elapsed(self) -> float:
@@ -109,6 +113,7 @@ class Delegator:
     ) -> None:
         self.config = config
         self.approvals = approvals  # the owner's answers to a CLI's permission prompts
+        self.audit: AuditLog | None = None  # where runs are recorded (set by the Kernel)
         self.kill_grace = kill_grace  # SPEC §4: /cancel stops a CLI child within a second
         self.done_grace = done_grace
         self.clock = clock
@@ -228,6 +233,7 @@ class Delegator:
         system = await instructions_for(claim.cli, cfg, self.config.base_dir, profiles)
         folder = self.config.data_dir / "cli_outputs"
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        claim.id = stamp
         output_path = folder / f"{stamp}-{claim.cli}.txt"
         extra: list[str] = []
         last_message: Path | None = None
@@ -239,14 +245,29 @@ class Delegator:
             extra += flags
         try:
             argv = build_argv(claim.cli, executable, cfg.args, task, extra, system)
+            facts: dict[str, Any] = {
+                "delegation": stamp,
+                "cli": claim.cli,
+                "argv": command_line(argv, task, system, self.config, executable),
+                "cwd": place(workdir, self.config, *project_of(context)),
+            }
             try:
                 argv = await asyncio.to_thread(launch_argv, argv)
             except BatchArgumentError:
                 raise ToolError(
                     t("delegate.batch_args", cli=claim.cli, command=executable)
                 ) from None
+            session = context.session_id if context is not None else None
             return await self._execute(
-                claim, argv, workdir, env, executable, output_path, last_message, grant
+                claim,
+                argv,
+                workdir,
+                env,
+                executable,
+                output_path,
+                last_message,
+                grant,
+                RunRecord(self.audit, session, facts),
             )
         finally:
             if grant is not None:
@@ -292,9 +313,34 @@ class Delegator:
         output_path: Path,
         last_message: Path | None,
         grant: RunGrant | None,
+        record: RunRecord,
     ) -> dict[str, Any]:
         cfg = self.config.cli[claim.cli]
         claim.version = await self._version_of(executable, env, cfg.version_timeout)
+        await record.started(claim.version)
+        ended: dict[str, Any] = {"reason": "cancelled", "ok": False}
+        try:
+            result = await self._supervise(
+                claim, argv, workdir, env, output_path, last_message, grant, ended
+            )
+        finally:
+            ended["seconds"] = round(claim.elapsed, 3)
+            await asyncio.shield(record.ended(ended, output_path, self.config))
+        return result
+
+    async def _supervise(
+        self,
+        claim: Delegation,
+        argv: list[str],
+        workdir: Path,
+        env: dict[str, str],
+        output_path: Path,
+        last_message: Path | None,
+        grant: RunGrant | None,
+        ended: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Run the CLI to its end; ``ended`` gets what the audit records of it."""
+        cfg = self.config.cli[claim.cli]
         formatter = formatter_for(claim.cli, cfg.jsonl)
         request = RunRequest(
             argv=argv,
@@ -348,10 +394,12 @@ class Delegator:
             log.info("delegation cancelled: cli=%s after %.1fs", claim.cli, claim.elapsed)
             raise
         except OSError as exc:  # found on PATH but not runnable (permissions, bad binary)
+            ended["reason"] = "start_failed"
             raise ToolError(
                 t("delegate.start_failed", cli=claim.cli, command=cfg.command, detail=exc.strerror)
             ) from None
         claim.finished = self.clock()
+        ended.update(reason=report.reason, exit_code=report.exit_code)
         answer = formatter.answer() if formatter.jsonl else report.stdout.text(omission)
         answer = strip_ansi(answer)
         if last_message is not None:
@@ -362,6 +410,7 @@ class Delegator:
         )
         if grant is not None:
             result["approvals"] = grant.summary()
+        ended.update(ok=result["ok"], outcome=claim.outcome)
         return result
 
     def _result(

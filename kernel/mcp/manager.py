@@ -1,7 +1,9 @@
 """The MCP client as Kernel sees it: every configured server, their tools in the
 ToolRegistry, and their status for /status and the sidecar's /healthz; servers added,
 removed and restarted while Kernel runs (the sidecar's /mcp/servers), kept in
-``data/runtime.toml`` through :class:`~kernel.runtime.Runtime`.
+``data/runtime.toml`` through :class:`~kernel.runtime.Runtime`. Each change (refused
+ones too) is recorded in the audit trail: ``mcp.changed`` with the action, the server,
+its transport and the outcome.
 
 No ``mcp`` import here: the SDK is loaded (off the event loop) only when servers are
 configured or added, by importing :mod:`kernel.mcp.connection`.
@@ -19,6 +21,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kernel.audit import AuditLog
+from kernel.audit import kinds as audit_kinds
 from kernel.config import Config, MCPServerConfig
 from kernel.core.errors import CodedError, KernelError
 from kernel.core.i18n import t
@@ -64,6 +68,7 @@ class MCPManager:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # a name being changed → users
         self._changes = TaskSet("mcp changes")  # run to the end even if the caller goes away
         self._closing = False
+        self.audit: AuditLog | None = None  # where changes are recorded (set by the Kernel)
 
     @property
     def log_dir(self) -> Path:
@@ -116,33 +121,49 @@ class MCPManager:
         """The definition in use for ``name`` (None: no such server)."""
         return next((s for s in self._servers if s.name == name), None)
 
-    async def add(self, runtime: Runtime, table: dict[str, Any]) -> ServerStatus:
+    async def add(self, runtime: Runtime, table: dict[str, Any], by: str = "api") -> ServerStatus:
         """Keep ``table`` (a checked ``[[mcp.servers]]`` definition) in
         data/runtime.toml and connect the server; answers after the first attempt (at
-        most its connect_timeout) with its status. A name in use: refused."""
+        most its connect_timeout) with its status. A name in use: refused. ``by``: who
+        asked (``api``: a sidecar client), for the audit."""
         name = str(table["name"])
-        return await self._change(name, self._add(runtime, name, table))
+        transport = str(table.get("type") or "http")
+        return await self._change(name, self._add(runtime, name, table, by), "add", by, transport)
 
-    async def remove(self, runtime: Runtime, name: str) -> None:
+    async def remove(self, runtime: Runtime, name: str, by: str = "api") -> None:
         """Remove a server added at run time: out of data/runtime.toml, its session
         closed and its tools withdrawn. One of config.toml is refused (remove it there)."""
-        await self._change(name, self._remove(runtime, name))
+        await self._change(name, self._remove(runtime, name, by), "remove", by)
 
-    async def restart(self, name: str) -> ServerStatus:
+    async def restart(self, name: str, by: str = "api") -> ServerStatus:
         """Close the server's session (and stdio child) and connect it again; answers
         after the first attempt with its status."""
-        return await self._change(name, self._restart(name))
+        return await self._change(name, self._restart(name), "restart", by)
 
-    async def _change(self, name: str, change: Coroutine[Any, Any, T]) -> T:
+    async def _change(
+        self,
+        name: str,
+        change: Coroutine[Any, Any, T],
+        action: str,
+        by: str,
+        transport: str | None = None,
+    ) -> T:
         """One change of ``name`` at a time; it runs to its end even if the caller goes
         away (the file and the live servers never disagree), unless Kernel stops."""
 
         async def run() -> tuple[T | None, KernelError | None]:
             async with self._changing(name):
+                server = self.server(name)  # a name from the request: kept when it is known
+                known = server is not None or action == "add"
+                kind = transport or (server.type if server is not None else None)
                 try:
-                    return await change, None
+                    result, refused = await change, None
                 except KernelError as exc:  # a refusal, the caller's to show
-                    return None, exc
+                    result, refused = None, exc
+                outcome = "ok" if refused is None else getattr(refused, "code", "refused")
+                state = result.state if isinstance(result, ServerStatus) else None
+                await self._audit(action, name if known else None, kind, outcome, state, by)
+                return result, refused
 
         if self._closing:
             change.close()
@@ -152,6 +173,27 @@ class MCPManager:
         if refused is not None:
             raise refused
         return result  # type: ignore[return-value]  # None only with a refusal
+
+    async def _audit(
+        self,
+        action: str,
+        server: str | None,
+        transport: str | None,
+        outcome: str,
+        state: str | None,
+        by: str,
+    ) -> None:
+        """``state``: the server's after an add or a restart (connected, failed …)."""
+        if self.audit is not None:
+            await self.audit.record(
+                audit_kinds.MCP_CHANGED,
+                actor=by,
+                action=action,
+                server=server,
+                transport=transport,
+                outcome=outcome,
+                state=state,
+            )
 
     @contextlib.asynccontextmanager
     async def _changing(self, name: str) -> AsyncIterator[None]:
@@ -167,7 +209,9 @@ class MCPManager:
             else:
                 self._locks[name] = (lock, users - 1)
 
-    async def _add(self, runtime: Runtime, name: str, table: dict[str, Any]) -> ServerStatus:
+    async def _add(
+        self, runtime: Runtime, name: str, table: dict[str, Any], by: str
+    ) -> ServerStatus:
         if self.server(name) is not None:
             raise _exists(name)
 
@@ -180,14 +224,14 @@ class MCPManager:
                 raise _exists(name)
             servers.append(table)
 
-        fresh = await runtime.update(change)
+        fresh = await runtime.update(change, by=by)
         server = next((s for s in fresh.mcp_servers if s.name == name), None)
         if server is None:  # skipped as it was read (an unset ${VAR}): none to connect
             raise CodedError("invalid_request", t("mcp.skipped_at_load", name=name))
         log.info("mcp server %s added at run time", name)
         return await self._connect(server)
 
-    async def _remove(self, runtime: Runtime, name: str) -> None:
+    async def _remove(self, runtime: Runtime, name: str, by: str) -> None:
         if self.server(name) is None:
             raise _missing(name)
 
@@ -203,7 +247,7 @@ class MCPManager:
                 s for s in servers if not (isinstance(s, dict) and s.get("name") == name)
             ]
 
-        fresh = await runtime.update(change, expect=expect)
+        fresh = await runtime.update(change, expect=expect, by=by)
         await self._close(name)
         self._forget(name)
         log.info("mcp server %s removed at run time", name)

@@ -19,6 +19,9 @@ Targets:
   through :class:`kernel.runtime.Runtime`.
 - ``active_llm``: the active provider and model, the same setting ``/models/active``,
   ``/provider`` and ``/model`` change.
+
+Each preview and each apply (refused ones too) is recorded in the audit trail
+(:mod:`kernel.selfops.recording`).
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ from typing import Any
 import tomli_w
 
 from kernel.agent.agent import Agent, SelectionError
+from kernel.audit import AuditLog
+from kernel.audit import kinds as audit_kinds
 from kernel.config import Config, unknown_keys
 from kernel.core.errors import ConfigError, SelfOpsError, WorkspaceError
 from kernel.core.i18n import t
-from kernel.runtime import Overlay, Runtime
+from kernel.runtime import Overlay, Runtime, changed_keys
+from kernel.selfops import recording
 from kernel.selfops.sensitive import added_sensitive, mask_lines, masked, sensitive_keys
 from kernel.workspace.files import Parts, Workspace, parts_of
 
@@ -94,6 +100,7 @@ class Pending:
     active: tuple[str, str] | None = None
     base_hash: str = ""  # of the state the preview was made from
     sensitive: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # the settings' dotted names it changes
 
 
 class Mutations:
@@ -107,9 +114,11 @@ class Mutations:
         *,
         clock: Clock | None = None,
         lock: asyncio.Lock | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         """``lock``: the one the sidecar's workspace writes take (the folders may overlap)."""
         self.config = config
+        self.audit = audit
         self.runtime = runtime
         self.agent = agent
         self.clock: Clock = clock or (lambda: datetime.now(UTC))
@@ -125,7 +134,7 @@ class Mutations:
     # ----- preview ---------------------------------------------------------------------
 
     async def preview(
-        self, target: str, operations: list[Any], allow_sensitive: bool = False
+        self, target: str, operations: list[Any], allow_sensitive: bool = False, actor: str = "api"
     ) -> dict[str, Any]:
         target = "workspace_file" if target == "file" else target
         if target not in TARGETS:
@@ -144,6 +153,8 @@ class Mutations:
         pending.requires_sensitive = bool(pending.sensitive)
         result = await asyncio.to_thread(self._finish, pending)
         self._remember(pending, now)
+        kind = audit_kinds.SELFOPS_PREVIEW
+        await recording.record(self.audit, kind, actor, pending.id, pending, "previewed")
         return result
 
     def _finish(self, pending: Pending) -> dict[str, Any]:
@@ -337,6 +348,7 @@ class Mutations:
         pending.docs = [_Doc(where, shown_before, shown_after)]
         pending.providers = after
         pending.base_hash = _hash(_stable(before))
+        pending.keys = changed_keys({"providers": before}, {"providers": after})
         fields: list[str] = []
         for path, value in touched:
             for name in sensitive_keys(value, path):
@@ -376,9 +388,22 @@ class Mutations:
     # ----- apply -----------------------------------------------------------------------
 
     async def apply(
-        self, mutation_id: str, confirm_hash: str, allow_sensitive: bool = False
+        self, mutation_id: str, confirm_hash: str, allow_sensitive: bool = False, actor: str = "api"
     ) -> dict[str, Any]:
+        """Make a previewed change (SelfOpsError names a refusal); recorded either way."""
         pending = self._pending.get(mutation_id)
+        kind = audit_kinds.SELFOPS_APPLY
+        try:
+            result = await self._apply(pending, mutation_id, confirm_hash, allow_sensitive)
+        except SelfOpsError as exc:
+            await recording.record(self.audit, kind, actor, mutation_id, pending, exc.code)
+            raise
+        await recording.record(self.audit, kind, actor, mutation_id, pending, "applied")
+        return result
+
+    async def _apply(
+        self, pending: Pending | None, mutation_id: str, confirm_hash: str, allow_sensitive: bool
+    ) -> dict[str, Any]:
         if pending is None:
             raise SelfOpsError(
                 "mutation_not_found", t("selfops.not_found"), {"mutation_id": mutation_id}

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import Field
 
+from kernel.audit import kinds
 from kernel.config import CAPABILITIES, ProviderConfig
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
@@ -210,4 +211,6 @@ async def set_active(request: web.Request) -> web.Response:
         await kernel.agent.set_model(model)
 
     await asyncio.shield(switch())  # both or neither, even if the client goes away
+    keys = ["active.model", "active.provider"]  # the audit: names, as for config.changed
+    await kernel.audit.record(kinds.CONFIG_CHANGED, actor="api", sections=["active"], keys=keys)
     return json_response(_active(request))
