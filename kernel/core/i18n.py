@@ -73,7 +73,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "session.deleted": "已删除 {count} 个会话",
         # console
         "console.welcome": "Kernel 终端对话（provider {provider} / 模型 {model}）。/exit 退出，Ctrl-C 取消当前回复。",
-        "console.help": "命令：/new  /history  /resume #n  /retitle [#n]  /del_history #n[/#m…]  /provider [name|auto]  /model [name|auto]  /persona [名字|off]  /project [名字|off]  /prompts  /mode [default|codex|claude]  /remember 内容  /memory  /forget #n[/#m…]  /status  /usage [today|week|month]  /mcp  /exit；消息中写 /skill/名称 使用技能，/prompts:名称 KEY=VALUE 使用模板",
+        "console.help": "命令：/new  /history  /resume #n  /retitle [#n]  /del_history #n[/#m…]  /provider [name|auto]  /model [name|auto]  /persona [名字|off]  /project [名字|off]  /prompts  /mode [default|codex|claude]  /remember 内容  /memory  /forget #n[/#m…]  /status  /usage [today|week|month]  /mcp  /audit [n|all]  /exit；消息中写 /skill/名称 使用技能，/prompts:名称 KEY=VALUE 使用模板",
         "console.unknown_command": "未知命令 {cmd}；{help}",
         "console.tool_call": "⚙ {name}({args})",
         "console.tool_result_ok": "  ✓ {summary}",
@@ -1074,6 +1074,12 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.broken.message_edited": "该行引用的消息在保存后被修改过",
         "audit.broken.message_missing": "该行引用的消息不见了，且没有删除记录",
         "audit.broken.head": "链的记录终点与最后一行不符",
+        "tg.cmd.audit": "审计记录：最近的事件与校验 [n|all]",
+        "audit.header": "🧾 本会话最近 {n} 条事件：",
+        "audit.header_all": "🧾 全部记录最近 {n} 条事件：",
+        "audit.none": "🧾 还没有审计事件。",
+        "audit.no_session": "本对话还没有会话：先发一条消息，或用 /audit all 查看全部记录",
+        "audit.bad_arg": "不认识的参数 {got}：用 /audit、/audit N（1–{max}）或 /audit all [N]",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1134,7 +1140,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "session.resumed": "Resumed session #{n}: {title}",
         "session.deleted": "Deleted {count} session(s)",
         "console.welcome": "Kernel terminal chat (provider {provider} / model {model}). /exit quits, Ctrl-C cancels the current reply.",
-        "console.help": "Commands: /new  /history  /resume #n  /retitle [#n]  /del_history #n[/#m…]  /provider [name|auto]  /model [name|auto]  /persona [NAME|off]  /project [NAME|off]  /prompts  /mode [default|codex|claude]  /remember TEXT  /memory  /forget #n[/#m…]  /status  /usage [today|week|month]  /mcp  /exit; write /skill/NAME in a message to use a skill, /prompts:NAME KEY=VALUE for a template",
+        "console.help": "Commands: /new  /history  /resume #n  /retitle [#n]  /del_history #n[/#m…]  /provider [name|auto]  /model [name|auto]  /persona [NAME|off]  /project [NAME|off]  /prompts  /mode [default|codex|claude]  /remember TEXT  /memory  /forget #n[/#m…]  /status  /usage [today|week|month]  /mcp  /audit [n|all]  /exit; write /skill/NAME in a message to use a skill, /prompts:NAME KEY=VALUE for a template",
         "console.unknown_command": "Unknown command {cmd}; {help}",
         "console.tool_call": "⚙ {name}({args})",
         "console.tool_result_ok": "  ✓ {summary}",
@@ -2133,6 +2139,12 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.broken.message_edited": "a message the row refers to was changed after it was stored",
         "audit.broken.message_missing": "a message the row refers to is gone, with no record of its deletion",
         "audit.broken.head": "the chain's recorded end does not match its last row",
+        "tg.cmd.audit": "Audit trail: recent events and proof [n|all]",
+        "audit.header": "🧾 The last {n} events of this session:",
+        "audit.header_all": "🧾 The last {n} events of the whole record:",
+        "audit.none": "🧾 No audit events yet.",
+        "audit.no_session": "This chat has no session yet: send a message first, or see the whole record with /audit all",
+        "audit.bad_arg": "Unknown argument {got}: use /audit, /audit N (1–{max}) or /audit all [N]",
     },
 }
 
