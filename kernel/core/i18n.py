@@ -1080,6 +1080,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.none": "🧾 还没有审计事件。",
         "audit.no_session": "本对话还没有会话：先发一条消息，或用 /audit all 查看全部记录",
         "audit.bad_arg": "不认识的参数 {got}：用 /audit、/audit N（1–{max}）或 /audit all [N]",
+        "gw.trajectory_need_session": "缺少 session_id：给出 ?session_id=…（chat-<n>、chat-default 或聊天的 session_id），或用 ?scope=global 查看全局链",
+        "gw.trajectory_scope_or_session": "scope=global 与 session_id 不能同时给出：全局链包含所有会话，去掉其中一个",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -2145,6 +2147,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.none": "🧾 No audit events yet.",
         "audit.no_session": "This chat has no session yet: send a message first, or see the whole record with /audit all",
         "audit.bad_arg": "Unknown argument {got}: use /audit, /audit N (1–{max}) or /audit all [N]",
+        "gw.trajectory_need_session": "session_id is missing: give ?session_id=… (chat-<n>, chat-default or a chat's session_id), or ?scope=global for the global chain",
+        "gw.trajectory_scope_or_session": "scope=global and session_id cannot both be given: the global chain holds every session; drop one of them",
     },
 }
 
