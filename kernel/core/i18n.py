@@ -1082,6 +1082,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.bad_arg": "不认识的参数 {got}：用 /audit、/audit N（1–{max}）或 /audit all [N]",
         "gw.trajectory_need_session": "缺少 session_id：给出 ?session_id=…（chat-<n>、chat-default 或聊天的 session_id），或用 ?scope=global 查看全局链",
         "gw.trajectory_scope_or_session": "scope=global 与 session_id 不能同时给出：全局链包含所有会话，去掉其中一个",
+        "client.audit_bad_session": "不认识的会话 {got}：用数字 N 或 chat-N（见 kernel chats list）",
+        "client.audit_bad_count": "不认识的数量 {got}：用 1 到 {max} 之间的数字",
+        "client.audit_no_db": "找不到数据库 {path}：检查 config.toml 的 general.data_dir（或 KERNEL_CONFIG），或用 --db 指定 kernel.db",
+        "client.audit_too_old": "数据库 {path} 还没有审计记录（结构版本 {version}）：启动一次 Kernel 以升级它",
+        "client.audit_unreadable": "无法读取数据库 {path}（{detail}）：检查文件权限，并确认它是 Kernel 的 kernel.db",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -2149,6 +2154,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.bad_arg": "Unknown argument {got}: use /audit, /audit N (1–{max}) or /audit all [N]",
         "gw.trajectory_need_session": "session_id is missing: give ?session_id=… (chat-<n>, chat-default or a chat's session_id), or ?scope=global for the global chain",
         "gw.trajectory_scope_or_session": "scope=global and session_id cannot both be given: the global chain holds every session; drop one of them",
+        "client.audit_bad_session": "unknown session {got}: give a number N or chat-N (see kernel chats list)",
+        "client.audit_bad_count": "unknown count {got}: give a number from 1 to {max}",
+        "client.audit_no_db": "no database at {path}: check general.data_dir in config.toml (or KERNEL_CONFIG), or name kernel.db with --db",
+        "client.audit_too_old": "the database {path} has no audit trail yet (schema version {version}): start Kernel once to upgrade it",
+        "client.audit_unreadable": "cannot read the database {path} ({detail}): check the file's permissions and that it is Kernel's kernel.db",
     },
 }
 
