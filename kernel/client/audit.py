@@ -4,8 +4,8 @@ A proof should not depend on the process it audits: these verbs open ``kernel.db
 read-only (``mode=ro``, ``query_only``), never through the sidecar, never migrating or
 writing. They work while Kernel runs (WAL: a reader sees the last committed state) and
 while it is stopped (then the file is opened immutable: not even the -wal and -shm
-files a reader of a live database shares are created). Only config.toml's [general] is read (the data directory, the time
-zone, the language); ``--db`` names the file instead.
+files a reader of a live database shares are created). Only config.toml's [general] is
+read (the data directory, the time zone, the language); ``--db`` names the file instead.
 
 Exit codes: 0 done (``verify``: the chain is whole), 1 ``verify`` found the chain broken
 (the first broken sequence and the reason are printed), 2 the database cannot be read

@@ -132,7 +132,8 @@ async def test_verify_as_a_process_exits_1_naming_the_broken_row(tmp_path: Path)
     assert (done.returncode, done.stdout) == (0, "✅ record whole: 3 events\n")
     with closing(sqlite3.connect(store.path)) as conn:
         conn.execute(
-            "UPDATE audit_events SET data = replace(data, '120', '12') WHERE session_id = ? AND seq = 2",
+            "UPDATE audit_events SET data = replace(data, '120', '12')"
+            " WHERE session_id = ? AND seq = 2",
             (session,),
         )
         conn.commit()
