@@ -193,7 +193,7 @@ def _delegation_started(facts: Facts, actor: str) -> dict[str, str]:
 
 
 def _delegation_ended(facts: Facts, actor: str) -> dict[str, str]:
-    code = _get(facts, "exit_code", "exit")
+    code = _get(facts, "exit_code", "exit", "code")
     reason = _get(facts, "reason")
     return {
         "id": _id(facts, "delegation", "delegation_id"),
@@ -259,9 +259,9 @@ def _outbox(facts: Facts, actor: str) -> dict[str, str]:
 
 
 def _cut(facts: Facts, actor: str) -> dict[str, str]:
-    count = _get(facts, "count", "cut", "messages_cut")
+    count = _get(facts, "count", "cut", "messages_cut", "cut_messages")
     return {
-        "how": _text(_get(facts, "how", "by", "command", "action")),
+        "how": _text(_get(facts, "how", "by", "command", "action", "op", "reason")),
         "count": _text(count),
     }
 
