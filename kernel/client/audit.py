@@ -91,7 +91,14 @@ def run(args: argparse.Namespace, out: IO[str] | None = None, err: IO[str] | Non
 
 
 def _where(args: argparse.Namespace) -> tuple[Path, ZoneInfo]:
-    general = general_of()
+    """The database and the owner's time zone; with ``--db`` a config.toml that cannot
+    be read does not stop the proof (times are then shown in UTC)."""
+    try:
+        general = general_of()
+    except ConfigError:
+        if args.db is None:
+            raise
+        return args.db, ZoneInfo("UTC")
     path = args.db if args.db is not None else general.data_dir / "kernel.db"
     return path, ZoneInfo(general.timezone)
 

@@ -169,6 +169,13 @@ async def test_an_unreadable_database_exits_2_with_the_fix(
     assert code == 2 and "has no audit trail yet (schema version 15): start Kernel once" in err
     assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone() == (15,)  # not migrated
 
+    # A config.toml that cannot be read: named as the problem, unless --db names the file.
+    (tmp_path / "config.toml").write_text("[general\n", encoding="utf-8")
+    code, _, err = cli("verify", capsys=capsys)
+    assert code == 2 and "config.toml" in err
+    code, _, err = cli("verify", "--db", str(old), capsys=capsys)
+    assert code == 2 and "schema version 15" in err  # read: the file's own problem
+
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database at all" * 100)
     code, _, err = cli("list", "--db", str(junk), capsys=capsys)
