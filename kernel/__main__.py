@@ -1,5 +1,6 @@
 """Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
 ``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar;
+``kernel audit list|verify`` reads (never writes) the audit trail in kernel.db;
 ``kernel console`` prints the web console's address (and opens it on a desktop)."""
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="validate config.toml and reach every configured part (one line each)"
     )
     sub.add_parser("console", help="print the web console's address (and open it on a desktop)")
+    from kernel.client import audit
     from kernel.client.commands import register
 
     register(sub)
+    audit.register(sub)
     return parser
 
 
@@ -147,6 +150,10 @@ async def _check(config: Config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "audit", None) is not None:  # reads kernel.db itself: no sidecar
+        from kernel.client.audit import run as run_audit
+
+        return run_audit(args)
     if getattr(args, "client", None) is not None:
         from kernel.client.commands import run
 

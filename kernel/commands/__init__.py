@@ -1,5 +1,5 @@
 """The channel-neutral text commands (/new /history /resume /retitle /del_history
-/provider /model /remember /memory /forget /status /cancel /usage /mcp), written once for
+/provider /model /remember /memory /forget /status /cancel /usage /mcp /audit), written once for
 every text channel; Telegram and ``kernel chat`` only render what they return.
 
 Public API:

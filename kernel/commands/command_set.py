@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kernel.agent.turn import UserInput
 from kernel.audit import kinds
+from kernel.commands.audit import audit_command
 from kernel.commands.listing import format_history, parse_refs, project_filter
 from kernel.commands.mcp import ServerLine, mcp_listing
 from kernel.commands.modes import mode_command
@@ -57,6 +58,7 @@ SHARED = (
     "undo",
     "retry",
     "rewind",
+    "audit",
 )
 
 
@@ -120,6 +122,7 @@ class Commands:
             "undo": lambda conversation, arg: self.undo(conversation),
             "retry": lambda conversation, arg: self.retry(conversation),
             "rewind": self.rewind,
+            "audit": lambda conversation, arg: audit_command(self.agent, conversation, arg),
         }
 
     async def run(self, conversation: str, name: str, arg: str) -> Reply | None:

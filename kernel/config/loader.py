@@ -225,6 +225,15 @@ def gateway_of(path: Path | None = None, env: Mapping[str, str] | None = None) -
     return _gateway(raw.get("gateway", {}), env, check=False)
 
 
+def general_of(path: Path | None = None, env: Mapping[str, str] | None = None) -> GeneralConfig:
+    """Only the [general] section (data directory, time zone, language): for ``kernel
+    audit``, which reads the database whatever the rest of config.toml says."""
+    env = os.environ if env is None else env
+    path = locate_config(env) if path is None else path.resolve()
+    raw = _read_toml(path, path.name) if path.is_file() else {}
+    return _general(raw.get("general", {}), env, path.parent)
+
+
 def _resolve(base: Path, value: str | Path) -> Path:
     p = Path(value).expanduser()
     return p if p.is_absolute() else (base / p).resolve()

@@ -221,6 +221,88 @@ def _row(values: Sequence[Any]) -> AuditRow:
     )
 
 
+def read_events(
+    conn: sqlite3.Connection,
+    session_id: int | None = None,
+    limit: int = 100,
+    before: int | None = None,
+    kinds: Sequence[str] = (),
+) -> list[AuditRow]:
+    """The newest ``limit`` rows (of a session, or of every chain), oldest first;
+    ``before``: only rows with a smaller global id (paging back). Reads only: also
+    what ``kernel audit`` runs on a read-only connection."""
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    where: list[str] = []
+    args: list[Any] = []
+    if session_id is not None:
+        where.append("session_id = ?")
+        args.append(session_id)
+    if before is not None:
+        where.append("id < ?")
+        args.append(int(before))
+    if kinds:
+        where.append(f"kind IN ({', '.join('?' * len(kinds))})")
+        args.extend(kinds)
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM audit_events {clause} ORDER BY id DESC LIMIT ?",
+        (*args, limit),
+    ).fetchall()
+    return [_row(r) for r in reversed(rows)]
+
+
+def read_chain(conn: sqlite3.Connection, session_id: int | None = None) -> Chain:
+    """One chain (a session's, or with None the global one) as verification reads it;
+    in one read transaction for a consistent snapshot."""
+    if session_id is None:
+        cur = conn.execute(f"SELECT {_COLUMNS} FROM audit_events ORDER BY id")
+        name = GLOBAL
+    else:
+        cur = conn.execute(
+            f"SELECT {_COLUMNS} FROM audit_events WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        )
+        name = session_chain(session_id)
+    rows = [_row(r) for r in cur]
+    head = conn.execute("SELECT seq, hash FROM audit_heads WHERE chain = ?", (name,)).fetchone()
+    refs: list[int] = []
+    for row in rows:
+        for ref in (row.data or {}).get("messages") or []:
+            if isinstance(ref, dict) and isinstance(ref.get("id"), int):
+                refs.append(ref["id"])
+    pruned: set[int] = set()
+    for (data,) in conn.execute(
+        "SELECT data FROM audit_events WHERE kind = ? AND session_id IS NULL", (PRUNED,)
+    ):
+        try:
+            sessions = json.loads(data or "{}").get("sessions") or []
+        except (ValueError, AttributeError):
+            continue
+        pruned.update(int(s) for s in sessions if isinstance(s, int))
+    return Chain(
+        session_id,
+        rows,
+        None if head is None else (int(head[0]), str(head[1])),
+        _message_hashes(conn, refs),
+        pruned,
+    )
+
+
+def has_chain(conn: sqlite3.Connection, session_id: int) -> bool:
+    """Whether the session ever had an audit row (its head is kept, even emptied)."""
+    found = conn.execute(
+        "SELECT 1 FROM audit_heads WHERE chain = ?", (session_chain(session_id),)
+    ).fetchone()
+    if found is not None:
+        return True
+    return (
+        conn.execute(
+            "SELECT 1 FROM audit_events WHERE session_id = ? LIMIT 1", (session_id,)
+        ).fetchone()
+        is not None
+    )
+
+
 class AuditStore:
     """Reads and appends ``audit_events`` through the Store's database thread."""
 
@@ -252,26 +334,9 @@ class AuditStore:
     ) -> list[AuditRow]:
         """The newest ``limit`` rows (of a session, or of every chain), oldest first;
         ``before``: only rows with a smaller global id (paging back)."""
-        limit = max(1, min(int(limit), MAX_LIMIT))
-        where: list[str] = []
-        args: list[Any] = []
-        if session_id is not None:
-            where.append("session_id = ?")
-            args.append(session_id)
-        if before is not None:
-            where.append("id < ?")
-            args.append(int(before))
-        if kinds:
-            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            args.extend(kinds)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
 
         def op(conn: sqlite3.Connection) -> list[AuditRow]:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM audit_events {clause} ORDER BY id DESC LIMIT ?",
-                (*args, limit),
-            ).fetchall()
-            return [_row(r) for r in reversed(rows)]
+            return read_events(conn, session_id, limit, before, kinds)
 
         return await self.db.read("audit events", op)
 
@@ -279,40 +344,7 @@ class AuditStore:
         """One chain in one snapshot, for verification."""
 
         def op(conn: sqlite3.Connection) -> Chain:
-            if session_id is None:
-                cur = conn.execute(f"SELECT {_COLUMNS} FROM audit_events ORDER BY id")
-                name = GLOBAL
-            else:
-                cur = conn.execute(
-                    f"SELECT {_COLUMNS} FROM audit_events WHERE session_id = ? ORDER BY seq",
-                    (session_id,),
-                )
-                name = session_chain(session_id)
-            rows = [_row(r) for r in cur]
-            head = conn.execute(
-                "SELECT seq, hash FROM audit_heads WHERE chain = ?", (name,)
-            ).fetchone()
-            refs: list[int] = []
-            for row in rows:
-                for ref in (row.data or {}).get("messages") or []:
-                    if isinstance(ref, dict) and isinstance(ref.get("id"), int):
-                        refs.append(ref["id"])
-            pruned: set[int] = set()
-            for (data,) in conn.execute(
-                "SELECT data FROM audit_events WHERE kind = ? AND session_id IS NULL", (PRUNED,)
-            ):
-                try:
-                    sessions = json.loads(data or "{}").get("sessions") or []
-                except (ValueError, AttributeError):
-                    continue
-                pruned.update(int(s) for s in sessions if isinstance(s, int))
-            return Chain(
-                session_id,
-                rows,
-                None if head is None else (int(head[0]), str(head[1])),
-                _message_hashes(conn, refs),
-                pruned,
-            )
+            return read_chain(conn, session_id)
 
         return await self.db.read("audit chain", op)
 
@@ -330,3 +362,6 @@ class AuditStore:
             ]
 
         return await self.db.read("audit sessions", op)
+
+    async def has_chain(self, session_id: int) -> bool:
+        return await self.db.read("audit has chain", lambda conn: has_chain(conn, session_id))

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,7 +72,7 @@ class Console:
         await expect(self.page).to_have_url(self.sc.url + "/console/login")
         await self.page.fill("#key", key)
         await self.page.click("#go")
-        await expect(self.page.locator("#nav a")).to_have_count(8)
+        await expect(self.page.locator("#nav a")).to_have_count(9)
 
     async def show(self, name: str) -> None:
         """Open a page through the navigation, as a person would."""
@@ -351,6 +353,7 @@ async def test_every_page_shows(console: Opener) -> None:
         "asks": "#asks-empty",
         "skills": "table#skills",
         "settings": "div#settings",
+        "audit": "table#audit-events",
     }
     for name, hook in hooks.items():
         await c.show(name)
@@ -451,3 +454,46 @@ async def test_a_page_chosen_later_wins_and_a_left_page_stops_polling(console: O
     assert asked == []
     assert await page.locator("#usage-chart, #asks").count() == 0
     await expect(page.locator("main#main h1, main#main h2")).to_have_count(1)
+
+
+async def test_the_audit_page_shows_events_in_words_and_a_broken_chain(console: Opener) -> None:
+    """A session's events in words, newest first, with a green badge; after a row is
+    edited in the SQLite file the badge names the first broken row (issue 23)."""
+    c = await console()
+    status, made, _ = await c.sc.call(
+        "POST", "/chats", {"session_id": "audited", "name": "Audited"}
+    )
+    assert status == 201
+    n = int(made["id"].removeprefix("chat-"))
+    audit = c.sc.kernel.audit
+    await audit.record(
+        "tool.call", session_id=n, actor="model", tool="memory_search", ok=True, ms=120
+    )
+    await audit.record("turn.answered", session_id=n, outcome="answered")
+    await audit.record("cron.missed", job_id="daily-news", reason="down")
+    await c.sign_in()
+    await c.page.goto(c.url + f"#audit/{made['id']}")
+    page = c.page
+    rows = page.locator("table#audit-events tbody tr")
+    await expect(rows).to_have_count(2)
+    await expect(rows.first).to_contain_text("💬 turn answered")
+    await expect(rows.nth(1)).to_contain_text("🔧 tool memory_search ✓ 120 ms")
+    await expect(page.locator("#audit-verdict")).to_have_text("✅ record whole: 2 events")
+    await expect(page.locator("#audit-verdict")).to_have_class("badge ok")
+    await c.shot("audit")
+    # The global chain holds the cron event too.
+    await page.select_option("#audit-session", "")
+    await expect(page.locator("table#audit-events tbody tr").first).to_contain_text(
+        "⏰ cron job daily-news missed: Kernel was down"
+    )
+    edit = "UPDATE audit_events SET data = replace(data, '120', '99') WHERE session_id = ?"
+    with closing(sqlite3.connect(c.sc.kernel.store.path)) as conn:
+        conn.execute(edit, (n,))
+        conn.commit()
+    await page.select_option("#audit-session", made["id"])
+    await expect(page.locator("#audit-verdict")).to_have_text(
+        "⚠️ record broken at #1: the row was changed after it was written"
+    )
+    await expect(page.locator("#audit-verdict")).to_have_class("badge broken")
+    await c.shot("audit-broken")
+    c.check()

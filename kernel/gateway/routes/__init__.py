@@ -27,6 +27,7 @@ from kernel.gateway.routes import (
     routing,
     selfops,
     skills,
+    trajectory,
     usage,
     workspace,
 )
@@ -54,4 +55,5 @@ ROUTERS: list[Router] = [
     mcp_endpoint.router,
     approvals.router,
     config_view.router,
+    trajectory.router,
 ]
