@@ -151,7 +151,9 @@ class ArtifactStore:
                 (session_id, kind, shown, path, size, sha256, at),
             )
             row_id = last_id(cur)
-            facts = {"artifact": row_id, "kind": kind, "size": size, "sha256": sha256}
+            facts: dict[str, Any] = {"artifact": row_id, "kind": kind, "size": size}
+            if sha256 is not None:  # as AuditLog.record leaves out what is unknown
+                facts["sha256"] = sha256
             append_in(conn, at, SAVED, session_id=session_id, actor=actor, data=facts)
             return Artifact(row_id, session_id, kind, shown, path, size, sha256, at)
 
