@@ -156,17 +156,17 @@ class Files:
 
     # ----- the owner's downloads -------------------------------------------------------
 
-    async def keep(self, chat: int, unique_id: str, data: bytes) -> None:
-        """Save a photo the owner sent in ``downloads`` and record it (a photo is given to
-        the model from memory; the file is what ``/files`` sends back)."""
+    async def keep(self, chat: int, unique_id: str, data: bytes, name: str = PHOTO) -> None:
+        """Save a photo or voice note the owner sent in ``downloads`` and record it (the
+        model gets them from memory; the file is what ``/files`` sends back)."""
         folder = self.kernel.config.data_dir / FOLDERS["download"]
-        path = media.download_path(folder, unique_id, PHOTO)
+        path = media.download_path(folder, unique_id, name)
         try:
             await asyncio.to_thread(_save, path, data)
-        except OSError as exc:  # the turn goes on: the model has the photo
-            log.warning("saving a photo failed: %s", type(exc).__name__)
+        except OSError as exc:  # the turn goes on: the model has what was sent
+            log.warning("saving a download failed: %s", type(exc).__name__)
             return
-        await self.downloaded(chat, path, PHOTO)
+        await self.downloaded(chat, path, name)
 
     async def downloaded(self, chat: int, path: Path, name: str) -> None:
         """Record a file the owner sent, saved at ``path``: now when the chat has a

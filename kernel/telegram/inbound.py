@@ -219,7 +219,7 @@ class Inbound:
         if message.document:
             return await self._document(message, caption)
         if message.voice or message.audio:  # refused with the fix when [stt] is not set
-            return await self.voice.hear(message)
+            return await self.voice.hear(message, keep=self.channel.files.keep)
         return None
 
     async def _document(self, message: Message, caption: str) -> UserInput:

@@ -16,10 +16,13 @@ from typing import Any
 from kernel.agent.sessions import SessionKey
 from kernel.audit.kinds import ARTIFACT_SAVED
 from kernel.retention import DAY
+from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import ChatMessage
 from tests.telegram.conftest import CONV, BotHarness, Factory
 from tests.telegram.test_media import png
+from tests.telegram.test_voice import send_voice, voice_config
+from tests.voice.audio import tone
 
 NOTES = "shopping: tea, rice, 橘子\n".encode() * 3
 
@@ -168,3 +171,19 @@ async def test_removed_foreign_unknown_and_too_big_files_are_refused_in_words(
     await h.settle()
     assert "commands" not in h.texts()[-1]  # the chat goes on
     assert "files" in [c["command"] for c in h.tg.commands]
+
+
+async def test_a_voice_note_heard_is_kept_and_listed(bot: Factory, openai_sim: OpenAISim) -> None:
+    h = await bot(extra=voice_config(openai_sim))
+    openai_sim.enqueue_transcription("remind me about tea")
+    h.model.enqueue(text_reply("Noted."))
+    voice = tone("ogg")
+
+    await send_voice(h, voice)
+
+    listed = await files_message(h)
+    [only] = buttons(listed)
+    assert only["text"].startswith("📄 voice.ogg · ")
+    await press(h, only["callback_data"], listed.message_id)
+    await h.tg.wait_until(lambda: bool(h.tg.calls_to("sendDocument")))
+    assert h.tg.calls_to("sendDocument")[0].files["document"] == voice
