@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from kernel.agent.sessions import SessionKey
 from kernel.audit.kinds import ARTIFACT_SAVED
 from kernel.core.messages import ToolResultBlock
 from kernel.retention import DAY
-from kernel.agent.sessions import SessionKey
 from tests.delegate.conftest import cli_section
 from tests.delegate.standins import make_cli
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
