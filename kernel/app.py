@@ -36,6 +36,7 @@ from kernel.routing import Health
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
 from kernel.skills import SkillLibrary
+from kernel.store.artifacts import ArtifactStore
 from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
@@ -87,6 +88,8 @@ class Kernel:
         # the database (data/audit.anchor).
         self.audit = AuditLog(self.store, anchor=config.data_dir / ANCHOR_FILE)
         self.delegator.audit = self.mcp.audit = self.audit
+        self.artifacts = ArtifactStore(self.store)  # the files turns made, per session
+        self.delegator.artifacts = self.artifacts
         self.agent = Agent(
             config,
             self.store,
@@ -106,6 +109,7 @@ class Kernel:
             mailbox=Mailbox(self.store),
             decisions=self.agent.decisions,
             decisions_days=config.routing.decisions_days,
+            artifacts=self.artifacts,
         )
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)

@@ -8,6 +8,8 @@ undelivered rows stay whatever their age. The sweep runs in a thread (it may tou
 files) and never leaves its folders: symbolic links are removed as links, never followed.
 The routing decisions log (issue 17) keeps its own age, ``routing.decisions_days``: the
 same daily job prunes it, even when ``retention_days = 0`` keeps the files and the mailbox.
+The artifacts a sweep deleted (issue 23) are marked removed in the same job, so the
+listings say so and a download of one is refused with the reason.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kernel.core.tasks import TaskSet
+from kernel.store.artifacts import ArtifactStore
 from kernel.store.decisions import DecisionStore
 from kernel.store.mailbox import Mailbox
 
@@ -44,6 +47,8 @@ class SweepResult:
     skipped: list[str] = field(default_factory=list)  # top folders that are not real dirs
     mailbox_rows: int = 0  # settled inbox and finished outbox rows pruned
     decisions: int = 0  # routing decisions pruned
+    removed: list[str] = field(default_factory=list)  # files deleted, relative to data_dir
+    artifacts: int = 0  # artifact rows marked removed
 
     @property
     def total(self) -> int:
@@ -80,6 +85,10 @@ def sweep(
     return result
 
 
+def _relative(path: str, top: Path, name: str) -> str:
+    return "/".join((name, *Path(os.path.relpath(path, top)).parts))
+
+
 def _sweep_tree(
     top: Path, cutoff: float, name: str, result: SweepResult, stop: threading.Event | None
 ) -> None:
@@ -102,6 +111,7 @@ def _sweep_tree(
                 elif info.st_mtime < cutoff:
                     os.unlink(path)  # a link is removed as a link
                     result.deleted[name] += 1
+                    result.removed.append(_relative(path, top, name))
                     emptied.add(folder)
             except FileNotFoundError:
                 continue
@@ -127,8 +137,10 @@ class RetentionJob:
         mailbox: Mailbox | None = None,
         decisions: DecisionStore | None = None,
         decisions_days: int = 0,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.artifacts = artifacts  # what the sweep deleted is marked removed there
         self.mailbox = mailbox
         self.days = days
         self.decisions = decisions  # pruned after decisions_days (0: kept)
@@ -185,6 +197,12 @@ class RetentionJob:
             except Exception as exc:  # the files were swept; the rows wait for tomorrow
                 result.failures += 1
                 log.warning("retention: pruning the mailbox failed: %s", type(exc).__name__)
+        if self.artifacts is not None and result.removed:
+            try:
+                result.artifacts = await self.artifacts.mark_removed(result.removed)
+            except Exception as exc:  # the listing says "there" until a download finds out
+                result.failures += 1
+                log.warning("retention: marking artifacts removed failed: %s", type(exc).__name__)
         self.runs += 1
         self.last = result
         for name in result.skipped:

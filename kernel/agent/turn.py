@@ -77,6 +77,7 @@ from kernel.routing import Facts, Router
 from kernel.skills import SkillLibrary, wrap_skill
 from kernel.spend import CallTag, Meter, Over, money
 from kernel.spend.meter import OWNER_CHANNELS
+from kernel.store.artifacts import ArtifactStore
 from kernel.store.db import Store
 from kernel.store.decisions import DecisionStore
 from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
@@ -551,6 +552,13 @@ class TurnRun:
         )
         self.pending = None
         await self._store(message, artifacts)
+        if artifacts:  # issue 23: the files kept are listed per session
+            kept = [cfg.base_dir / path for path in artifacts.values()]
+            store = ArtifactStore(self.parts.store)
+            saving = store.save_all(
+                cfg.data_dir, kept, session_id=self.session_id, kind="tool_output", actor="model"
+            )
+            await asyncio.shield(saving)
         return message
 
     async def _tool_done(self, call: _Call, outcome: ToolOutcome, began: float, code: str) -> None:

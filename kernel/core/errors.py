@@ -325,6 +325,10 @@ HTTP_STATUS: dict[str, int] = {
     "mcp_server_not_found": 404,
     "mcp_server_in_config": 409,
     "mcp_stopping": 503,
+    # artifacts (issue 23): gone (retention), not served (a link, outside), changed since
+    "artifact_removed": 410,
+    "artifact_refused": 403,
+    "artifact_changed": 409,
 }
 
 

@@ -49,6 +49,7 @@ from kernel.delegate.instructions import instructions_for
 from kernel.delegate.recording import RunRecord, command_line, place, project_of
 from kernel.delegate.runner import HALF, OUTPUT_LIMIT, CLIProcess, RunReport, RunRequest
 from kernel.profiles import Profile
+from kernel.store.artifacts import ArtifactStore
 from kernel.tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ class Delegator:
         self._version = 0
         self._changed = asyncio.Event()
         self._versions: dict[str, str] = {}
+        self.artifacts: ArtifactStore | None = None  # where output files are recorded
 
     # ----- what channels read ------------------------------------------------------------
 
@@ -275,6 +277,7 @@ class Delegator:
                 self.approvals.close(grant)
                 root = self.config.data_dir / "run"
                 await asyncio.shield(asyncio.to_thread(permits.remove, root, stamp))
+            await asyncio.shield(self._keep(output_path, context))  # issue 23: an artifact
 
     async def _grant(
         self, claim: Delegation, stamp: str, context: ToolContext | None
@@ -501,6 +504,16 @@ class Delegator:
         if executable not in self._versions:
             self._versions[executable] = await cli_version(executable, env, timeout)
         return self._versions[executable]
+
+    async def _keep(self, output_path: Path, context: ToolContext | None) -> None:
+        """Record the run's output file as an artifact of the calling turn's session
+        (none when the run never wrote one)."""
+        if self.artifacts is None or not await asyncio.to_thread(output_path.is_file):
+            return
+        session = context.session_id if context is not None else None
+        await self.artifacts.save(
+            self.config.data_dir, output_path, session_id=session, kind="cli_output", actor="model"
+        )
 
     def _base(self, folder: str) -> Path:
         if not folder.strip():

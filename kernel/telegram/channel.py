@@ -49,6 +49,8 @@ from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.budget import RateBudget
 from kernel.telegram.commands import COMMANDS, RETRY_PATTERN, CommandSet
+from kernel.telegram.files import PATTERN as FILE_PATTERN
+from kernel.telegram.files import Files
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
 from kernel.telegram.outbox import CHANNEL, Outbox, plain_items
@@ -112,6 +114,7 @@ class TelegramChannel:
         self.board = AskBoard(self.app.bot, self.outbox, kernel.agent.asks)
         self.commands = CommandSet(self)
         self.inbound = Inbound(self)
+        self.files = Files(self)  # /files and the owner's downloads as artifacts
         self.mailroom = Mailroom(self)
         bot.poll_listeners.append(self.mailroom.poll_starting)
         bot.recovery_listeners.append(self.outbox.nudge)
@@ -265,6 +268,7 @@ class TelegramChannel:
         self.app.add_handler(CallbackQueryHandler(self.mailroom.on_press, pattern=pattern))
         retry = CallbackQueryHandler(self.commands.on_retry, pattern=RETRY_PATTERN)
         self.app.add_handler(retry)
+        self.app.add_handler(CallbackQueryHandler(self.files.on_press, pattern=FILE_PATTERN))
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
         # "/skill/<name> …" and "/prompts:<name> …" start like commands but are messages
         # (the agent injects the skill, fills in the template), so they go to the inbound

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 Context = ContextTypes.DEFAULT_TYPE
 log = logging.getLogger(__name__)
 
-COMMANDS = ("start", "help", *SHARED)
+COMMANDS = ("start", "help", *SHARED, "files")
 RETRY = "retry:"
 RETRY_PATTERN = r"^retry:\d{1,18}$"  # the 🔁 under a final reply: its stored answer's id
 
@@ -93,6 +93,9 @@ class CommandSet:
         lines += [f"/{name} — {t(f'tg.cmd.{name}')}" for name in COMMANDS]
         lines.append(t("tg.help_footer", provider=agent.provider_name, model=agent.model))
         await self._render(self._chat(update), Reply("\n".join(lines)), self._row(update))
+
+    async def files(self, update: Update, context: Context) -> None:
+        await self.channel.files.command(update, context)  # issue 23: kernel/telegram/files.py
 
     async def unknown(self, update: Update, context: Context) -> None:
         await self._render(self._chat(update), Reply(t("tg.unknown_command")), self._row(update))

@@ -133,6 +133,7 @@ class Inbound:
             needs_approval=self.channel.kernel.tools.needs_approval,
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
+        shown = self.channel.files.after(shown, chat_id)  # downloads waiting for a session
         self.views[chat_id] = self.channel.spawn(
             self._settled(shown, view, turn, row), f"tg-{turn.id}"
         )
@@ -213,11 +214,12 @@ class Inbound:
             data = await self._download(largest.file_id, photo=True)
             # A size the message did not declare is only known now.
             media.check_size(len(data), photo=True)
+            await self.channel.files.keep(message.chat.id, largest.file_unique_id, data)
             return UserInput(caption, images=[media.image_block(data)], channel="telegram")
         if message.document:
             return await self._document(message, caption)
         if message.voice or message.audio:  # refused with the fix when [stt] is not set
-            return await self.voice.hear(message)
+            return await self.voice.hear(message, keep=self.channel.files.keep)
         return None
 
     async def _document(self, message: Message, caption: str) -> UserInput:
@@ -231,6 +233,7 @@ class Inbound:
         folder = self.channel.kernel.config.data_dir / "downloads"
         path = media.download_path(folder, doc.file_unique_id, name)
         await asyncio.to_thread(_save, path, data)
+        await self.channel.files.downloaded(message.chat.id, path, name)  # an artifact
         if kind == "image":
             image = media.image_block(data, doc.mime_type or "image/jpeg")
             return UserInput(caption, images=[image], channel="telegram")

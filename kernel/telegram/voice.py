@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from pathlib import PurePath
 
 from telegram import Bot, Message
@@ -30,6 +31,7 @@ from kernel.voice.text import speakable
 from kernel.voice.tts import Synthesizer
 
 log = logging.getLogger(__name__)
+Keep = Callable[[int, str, bytes, str], Awaitable[None]]  # chat, unique id, data, name
 
 # Extensions transcription servers recognise, by the MIME type Telegram reports.
 _EXTENSIONS = {
@@ -55,9 +57,10 @@ class TelegramVoice:
         self.stt = Transcriber(config.stt, meter=meter, channel="telegram") if config.stt else None
         self.tts = Synthesizer(config.tts) if config.tts else None
 
-    async def hear(self, message: Message) -> UserInput:
+    async def hear(self, message: Message, keep: Keep | None = None) -> UserInput:
         """The voice message as model input; MediaRefused (with the reason and the fix)
-        when it cannot be: no ``[stt]``, too big, STT failed or heard nothing."""
+        when it cannot be: no ``[stt]``, too big, STT failed or heard nothing. ``keep``
+        saves what was heard (its unique id, bytes and a file name): an artifact."""
         if self.stt is None:
             raise media.MediaRefused(t("tg.voice_no_stt"))
         audio = message.voice or message.audio
@@ -76,6 +79,8 @@ class TelegramVoice:
             raise media.MediaRefused(t("tg.stt_failed", detail=str(exc))) from None
         if not transcript:
             raise media.MediaRefused(t("tg.stt_empty"))
+        if keep is not None:
+            await keep(message.chat.id, audio.file_unique_id, data, _upload_name(message, mime))
         text = f"[语音: {transcript}]"  # the seed's format; history slimming recognises it
         caption = message.caption or ""
         return UserInput(f"{text}\n{caption}" if caption else text, channel="telegram")

@@ -9,6 +9,7 @@ from kernel.gateway.api import Router
 from kernel.gateway.routes import (
     agent,
     approvals,
+    artifacts,
     channels,
     chats,
     config_view,
@@ -51,6 +52,7 @@ ROUTERS: list[Router] = [
     cron.router,
     usage.router,
     routing.router,
+    artifacts.router,
     mcp.router,
     mcp_endpoint.router,
     approvals.router,
