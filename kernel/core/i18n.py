@@ -1005,6 +1005,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "web.skills.done.disable": "已关闭 {name}",
         "web.skills.empty": "没有技能：技能在 config.toml 旁的 skills/<名称>/SKILL.md",
         "web.skills.hint": "改动从下一轮对话起生效",
+        "plan.title": "📋 计划 · 已完成 {done}/{total}",
+        "plan.empty": "📋 计划已清空",
+        "subagent.progress_plan": "{agent}：计划 {done}/{total} {current}",
+        "web.chat.plan_title": "计划 · 已完成 {done}/{total}",
+        "web.chat.plan_empty": "计划已清空",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -1995,6 +2000,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "web.skills.done.disable": "Disabled {name}",
         "web.skills.empty": "No skills: a skill is skills/<name>/SKILL.md beside config.toml",
         "web.skills.hint": "A change counts from the next turn",
+        "plan.title": "📋 Plan · {done}/{total} done",
+        "plan.empty": "📋 Plan cleared",
+        "subagent.progress_plan": "{agent}: plan {done}/{total} {current}",
+        "web.chat.plan_title": "Plan · {done}/{total} done",
+        "web.chat.plan_empty": "Plan cleared",
     },
 }
 
