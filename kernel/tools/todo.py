@@ -115,7 +115,8 @@ def read_items(raw: object) -> list[PlanItem]:
             f"the plan has {len(raw)} items; keep it within {MAX_ITEMS}: merge small "
             "steps or drop finished ones"
         )
-    return [_read_item(number, item) for number, item in enumerate(raw, start=1)]
+    # Counted from 0, as the registry's own refusals count an array's items.
+    return [_read_item(number, item) for number, item in enumerate(raw)]
 
 
 def _read_item(number: int, raw: object) -> PlanItem:
