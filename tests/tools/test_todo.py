@@ -138,10 +138,14 @@ async def test_refusals_name_the_item_and_the_fix_and_show_nothing() -> None:
 
 async def test_content_is_trimmed_and_claude_codes_active_form_is_understood() -> None:
     registry, plans, shown = setup()
-    items = [{"content": "  Run the tests \u00a0", "status": "in_progress", "activeForm": "Running"}]
+    items = [
+        {"content": "  Run the tests \u00a0", "status": "in_progress", "activeForm": "Running"}
+    ]
     outcome = await write(registry, context(1, shown), items)
     assert outcome.ok and 'in progress: "Run the tests"' in outcome.content
-    assert shown == [[{"content": "Run the tests", "status": "in_progress", "active_form": "Running"}]]
+    assert shown == [
+        [{"content": "Run the tests", "status": "in_progress", "active_form": "Running"}]
+    ]
     longest = [{"content": "é" * 300, "status": "pending"} for _ in range(30)]
     assert (await write(registry, context(2, shown), longest)).ok
 
