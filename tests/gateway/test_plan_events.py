@@ -86,3 +86,16 @@ async def test_the_document_names_the_plan(
     assert "plan" in schemas["Event"]["properties"]["type"]["enum"]
     item = schemas["TurnPlanItem"]["properties"]
     assert item["status"]["enum"] == ["pending", "in_progress", "completed"]
+
+
+async def test_a_direct_call_shows_its_plan_too(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    tool = {"name": "todo_write", "input": {"items": FIRST}}
+    body = {"biz_params": {"tool": tool}, "session_id": "direct"}
+    status, data, _ = await sc.call("POST", "/agent/process", body)
+    assert status == 200 and data["plan"] == {"items": FIRST}
+    assert [e["type"] for e in data["events"]] == ["tool_call", "plan", "tool_result", "completed"]
+    assert data["reply"].startswith("plan set: 0/2 done")
+    assert anthropic_sim.requests == []  # no model call

@@ -391,7 +391,11 @@ async def _direct_tool(
     call_id = f"direct_{uuid.uuid4().hex[:12]}"
     yield ToolCall(1, call_id, name, arguments)
     context = await kernel.agent.tool_context(opened.row.id, opened.conversation)
+    plans: list[list[dict[str, str]]] = []  # todo_write's plan, shown as a turn's is
+    context.plan = plans.append
     outcome = await kernel.tools.call(name, arguments, context)
+    for items in plans:
+        yield PlanUpdated(1, items)
     yield ToolResult(1, call_id, outcome.name, outcome.ok, summarize_tool_result(outcome.content))
     yield Completed(1, outcome.content)
 
