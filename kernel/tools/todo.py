@@ -179,8 +179,8 @@ def summary(items: list[PlanItem], *, new: bool) -> str:
     return "; ".join(parts)
 
 
-def register(registry: ToolRegistry, plans: Plans | None = None) -> Plans:
-    """Register ``todo_write`` over ``plans`` (a new store when None); the store."""
+def register(registry: ToolRegistry, plans: Plans | None = None) -> None:
+    """Register ``todo_write``, keeping the plans in ``plans`` (a new store when None)."""
     store = plans if plans is not None else Plans()
 
     async def todo_write(items: object = None, **extra: Any) -> str:
@@ -195,4 +195,3 @@ def register(registry: ToolRegistry, plans: Plans | None = None) -> Plans:
         return summary(plan, new=new)
 
     registry.register(NAME, DESCRIPTION, PARAMETERS, todo_write, with_context=True)
-    return store

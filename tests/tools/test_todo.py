@@ -22,8 +22,8 @@ PLAN = [
 
 
 def setup() -> tuple[ToolRegistry, todo.Plans, list[list[dict[str, str]]]]:
-    registry = ToolRegistry()
-    plans = todo.register(registry)
+    registry, plans = ToolRegistry(), todo.Plans()
+    todo.register(registry, plans)
     return registry, plans, []
 
 
