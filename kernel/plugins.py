@@ -160,10 +160,11 @@ def telegram(plugins: Plugins) -> None:
 
 
 def tools(plugins: Plugins) -> None:
-    from kernel.tools import ask, memory
+    from kernel.tools import ask, memory, todo
 
     plugins.add_tools(lambda kernel: memory.register(kernel.tools, kernel.memories))
     plugins.add_tools(lambda kernel: ask.register(kernel.tools))
+    plugins.add_tools(lambda kernel: todo.register(kernel.tools))
 
 
 def web(plugins: Plugins) -> None:

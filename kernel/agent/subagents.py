@@ -29,7 +29,14 @@ from kernel.agent.scope import SUBAGENT_TOOL, ChatScope, Outlook
 from kernel.agent.sessions import SUBAGENT_CHANNEL, Conversation
 from kernel.agent.turn import TurnRun, UserInput
 from kernel.core.errors import ProfileError, ToolError
-from kernel.core.events import Completed, ErrorEvent, StepStarted, ToolCall, TurnEvent
+from kernel.core.events import (
+    Completed,
+    ErrorEvent,
+    PlanUpdated,
+    StepStarted,
+    ToolCall,
+    TurnEvent,
+)
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.core.untrusted import untrusted
@@ -243,8 +250,20 @@ class SubAgents:
                 ctx.progress(t("subagent.progress_tool", agent=agent, tool=event.name))
             elif isinstance(event, StepStarted):
                 ctx.progress(t("subagent.progress_step", agent=agent, step=event.step))
+            elif isinstance(event, PlanUpdated) and event.items:
+                ctx.progress(_plan_line(agent, event.items))
 
         return seen
+
+
+def _plan_line(agent: str, items: list[dict[str, str]]) -> str:
+    """A sub-agent's plan (its own session's) as the parent call's progress line: the
+    counts and the item in progress."""
+    done = sum(item.get("status") == "completed" for item in items)
+    running = next((i.get("content", "") for i in items if i.get("status") == "in_progress"), "")
+    current = f"▶ {running[:60]}" if running else ""
+    line = t("subagent.progress_plan", agent=agent, done=done, total=len(items), current=current)
+    return line.strip()
 
 
 def _loop_running() -> bool:

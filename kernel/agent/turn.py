@@ -55,6 +55,7 @@ from kernel.core.events import (
     AssistantDelta,
     Completed,
     ErrorEvent,
+    PlanUpdated,
     StepStarted,
     ToolCall,
     ToolProgress,
@@ -605,6 +606,9 @@ class TurnRun:
         def progress(text: str) -> None:
             self.turn.emit(ToolProgress(self.step, call.id, call.name, text))
 
+        def plan(items: list[dict[str, str]]) -> None:
+            self.turn.emit(PlanUpdated(self.step, [dict(item) for item in items]))
+
         return self.outlook.tool_context(
             self.parts.config.base_dir,
             session_id=self.session_id,
@@ -614,6 +618,7 @@ class TurnRun:
             ask=ask if self.interactive else None,
             turn=self.turn,
             guest_tools=self.guest_tools,
+            plan=plan,
         )
 
     def _not_allowed(self, name: str) -> str:

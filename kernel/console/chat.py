@@ -1,9 +1,10 @@
 """``kernel chat``: a terminal conversation with the in-process agent (channel ``console``).
 
-Replies stream to stdout as they arrive; each tool call is one line. Ctrl-C cancels
-the running turn, not the program (Ctrl-C while idle, ``/exit`` or end of input
-quits). Works with a pipe: lines are taken one at a time, each turn finished before
-the next line is read, and the exit code is 1 if any turn ended in an error.
+Replies stream to stdout as they arrive; each tool call is one line, each update of the
+plan (todo_write) one compact block. Ctrl-C cancels the running turn, not the program
+(Ctrl-C while idle, ``/exit`` or end of input quits). Works with a pipe: lines are taken
+one at a time, each turn finished before the next line is read, and the exit code is 1
+if any turn ended in an error.
 Commands are the shared set of ``kernel.commands`` (Ctrl-C stands for /cancel); a
 refusal is printed as ``✗ <message>``.
 """
@@ -27,6 +28,7 @@ from kernel.core.events import (
     Completed,
     ErrorEvent,
     ModelSwitched,
+    PlanUpdated,
     ToolCall,
     ToolResult,
     TurnEvent,
@@ -34,11 +36,13 @@ from kernel.core.events import (
 from kernel.core.i18n import t
 from kernel.core.platform import install_stop
 from kernel.core.turns import Turn
+from kernel.tools.todo import NAME as PLAN_TOOL
 
 if TYPE_CHECKING:
     from kernel.app import Kernel
 
 CONVERSATION = "console:default"
+PLAN_MARKS = {"pending": "☐", "in_progress": "▶", "completed": "☑"}
 # The shared commands the terminal offers; Ctrl-C is its /cancel.
 COMMANDS = tuple(name for name in SHARED if name != "cancel")
 
@@ -122,6 +126,12 @@ class ConsoleChat:
     def _show(self, event: TurnEvent) -> None:
         if isinstance(event, AssistantDelta):
             self.write(event.delta)
+        elif isinstance(event, PlanUpdated):
+            self.line(plan_block(event.items))
+        elif isinstance(event, ToolCall) and event.name == PLAN_TOOL:
+            pass  # its plan event shows what it did
+        elif isinstance(event, ToolResult) and event.name == PLAN_TOOL and event.ok:
+            pass
         elif isinstance(event, ToolCall):
             args = json.dumps(event.arguments, ensure_ascii=False)
             self.line(t("console.tool_call", name=event.name, args=_clip(args, 80)))
@@ -168,6 +178,18 @@ class ConsoleChat:
             await self._follow(reply.turn)
         if reply.follow_up is not None:  # the terminal has nothing else to do meanwhile
             await self._render(await reply.follow_up())
+
+
+def plan_block(items: list[dict[str, str]]) -> str:
+    """The plan as one compact block: a title line, then one line per item."""
+    if not items:
+        return t("plan.empty")
+    done = sum(item.get("status") == "completed" for item in items)
+    lines = [t("plan.title", done=done, total=len(items))]
+    for item in items:
+        mark = PLAN_MARKS.get(item.get("status", ""), PLAN_MARKS["pending"])
+        lines.append(f"  {mark} {_clip(item.get('content', ''), 100)}")
+    return "\n".join(lines)
 
 
 def _clip(text: str, width: int) -> str:

@@ -1113,6 +1113,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "files.sending": "正在发送 {name}…",
         "files.send_failed": "发送 {name} 失败（{error}）。稍后再点一次，或通过 sidecar 下载：GET /agent/artifacts/{id}。",
         "files.more": "（只列出最新的 {n} 个）",
+        "plan.title": "📋 计划 · 已完成 {done}/{total}",
+        "plan.empty": "📋 计划已清空",
+        "subagent.progress_plan": "{agent}：计划 {done}/{total} {current}",
+        "web.chat.plan_title": "计划 · 已完成 {done}/{total}",
+        "web.chat.plan_empty": "计划已清空",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -2211,6 +2216,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "files.sending": "Sending {name}…",
         "files.send_failed": "Sending {name} failed ({error}). Tap it again later, or download it from the sidecar: GET /agent/artifacts/{id}.",
         "files.more": "(only the newest {n} are listed)",
+        "plan.title": "📋 Plan · {done}/{total} done",
+        "plan.empty": "📋 Plan cleared",
+        "subagent.progress_plan": "{agent}: plan {done}/{total} {current}",
+        "web.chat.plan_title": "Plan · {done}/{total} done",
+        "web.chat.plan_empty": "Plan cleared",
     },
 }
 

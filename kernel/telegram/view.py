@@ -1,7 +1,8 @@
 """How one turn looks in the chat: placeholder, typing, drafts, then the final reply.
 
 The placeholder is always replaced (by the first chunk of the reply, an error, or a
-notice) or deleted (on /cancel), never left dangling. Drafts (``sendMessageDraft``)
+notice) or deleted (on /cancel), never left dangling; the first plan of the turn
+(todo_write) takes it instead, and then the plan stays above the reply (``plan.py``). Drafts (``sendMessageDraft``)
 preview the reply as plain text while it forms, at most one every ``draft_interval``
 seconds; the first draft error turns them off for the rest of the turn. Drafts, typing,
 the placeholder and intermediate edits go straight to the Bot API (best effort); the
@@ -31,6 +32,7 @@ from kernel.core.events import (
     Completed,
     ErrorEvent,
     ModelSwitched,
+    PlanUpdated,
     ToolCall,
     ToolProgress,
     ToolResult,
@@ -51,9 +53,11 @@ from kernel.telegram.outbox import (
     reply_items,
     retry_markup,
 )
+from kernel.telegram.plan import PlanMessage
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
 from kernel.telegram.split import utf16_len
 from kernel.telegram.tool_progress import ToolProgressLine
+from kernel.tools.todo import NAME as PLAN_TOOL
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +113,8 @@ class TurnView:
         self._tool_line = ToolProgressLine(
             bot, outbox, chat_id, interval=progress_interval, record=self._record
         )
+        # todo_write's plan: it takes the placeholder, and stays when the turn ends.
+        self._plan = PlanMessage(bot, chat_id, interval=progress_interval, record=self._record)
         self.draft_id = next(_draft_ids)
         self._text: list[str] = []
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
@@ -136,8 +142,17 @@ class TurnView:
                         else:  # the placeholder becomes the progress; the reply comes anew
                             reuse, pending = pending, None
                             await self._progress.begin(reuse)
+                    elif event.name == PLAN_TOOL:
+                        pass  # its plan event shows what it did
                     elif pending is not None:
                         await self._note_tool(pending, event.name)
+                    elif self._plan.holds:
+                        await self._plan.note(t("tg.working_tool", name=event.name))
+                elif isinstance(event, PlanUpdated):
+                    backlog = bool(self.outbox.backlog(self.chat_id))
+                    if await self._plan.update(event.items, pending, backlog=backlog):
+                        pending = None  # the plan message now; the reply comes anew
+                        await self._tool_line.placeholder_gone()
                 elif isinstance(event, ToolProgress):
                     if self._progress is None or event.id != self._progress.call_id:
                         await self._tool_line.report(event, pending)
@@ -205,6 +220,7 @@ class TurnView:
             raise
         finally:
             await self._tool_line.stop()
+            await self._plan.halt()
             await self._drafts.close(DRAFT_SETTLE)
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -276,9 +292,12 @@ class TurnView:
         When the store refuses it, the owner is told directly (best effort) and the row
         stays open: the next start tells again, with 🔁."""
         settle = (self.inbox_id, state) if self.inbox_id is not None else None
-        if items or settle is not None:
+        # The plan as it stood comes first: it stays above the reply (or the notice).
+        await self._plan.halt()
+        queued = [*self._plan.final_items(), *items]
+        if queued or settle is not None:
             try:
-                self.delivery = await self.outbox.put(self.chat_id, items, settle=settle)
+                self.delivery = await self.outbox.put(self.chat_id, queued, settle=settle)
             except Exception as exc:
                 self.unqueued = True
                 log.error("queueing a turn's outcome failed: %s", type(exc).__name__)

@@ -5,6 +5,7 @@ Public API: ``kernel.tools.registry``'s ``ToolRegistry``, ``ToolContext``,
 repair_arguments``; ``kernel.tools.schema``'s ``Declaration``, ``from_signature`` and
 ``from_json_schema`` (a tool's arguments declared once: the pydantic model that checks
 them and the JSON schema offered) with ``kernel.tools.arguments.check``; the built-in
-tool modules ``kernel.tools.ask`` (``ask_user``) and ``kernel.tools.memory`` (the memory
-tools), registered like any extension's.
+tool modules ``kernel.tools.ask`` (``ask_user``), ``kernel.tools.memory`` (the memory
+tools) and ``kernel.tools.todo`` (``todo_write``, the visible plan), registered like any
+extension's.
 """

@@ -64,6 +64,9 @@ class ToolContext:
     # A guest's turn: the tools the guest may use (None: the owner's turn); a sub-agent
     # started from it runs as that guest.
     guest_tools: tuple[str, ...] | None = None
+    # todo_write's plan as it now stands: the turn shows it as a plan event (Telegram:
+    # the edited plan message). None: nobody shows it.
+    plan: Callable[[list[dict[str, str]]], None] | None = None
 
 
 @dataclass

@@ -34,6 +34,7 @@ from kernel.core.errors import ChannelError, http_status
 from kernel.core.events import (
     Completed,
     ErrorEvent,
+    PlanUpdated,
     ToolCall,
     ToolResult,
     TurnEvent,
@@ -97,7 +98,20 @@ EventType = Literal[
     "error",
     "ask_user",
     "model_switch",
+    "plan",
 ]
+
+
+class TurnPlanItem(Shape):
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+    active_form: str | None = Field(default=None, description="the item while it runs")
+
+
+class TurnPlan(Shape):
+    """The todo_write tool's plan as it stands: the whole list, in order."""
+
+    items: list[TurnPlanItem]
 
 
 class TurnUsage(Shape):
@@ -130,6 +144,9 @@ class Event(Shape):
     usage: TurnUsage | None = None
     switch: OpenShape | None = Field(
         default=None, description="model_switch: from, to (provider:model) and the reason"
+    )
+    plan: TurnPlan | None = Field(
+        default=None, description="plan: the whole plan as it now stands (replaces the last)"
     )
 
 
@@ -239,6 +256,9 @@ class ProcessBody(ChatKeyBody):
 class ProcessResult(Shape):
     reply: str
     events: list[Event]
+    plan: TurnPlan | None = Field(
+        default=None, description="the plan as the turn left it (null: the turn wrote none)"
+    )
     turn_id: str | None = None
     chat_id: str | None = None
     session_id: str | None = None
@@ -371,7 +391,11 @@ async def _direct_tool(
     call_id = f"direct_{uuid.uuid4().hex[:12]}"
     yield ToolCall(1, call_id, name, arguments)
     context = await kernel.agent.tool_context(opened.row.id, opened.conversation)
+    plans: list[list[dict[str, str]]] = []  # todo_write's plan, shown as a turn's is
+    context.plan = plans.append
     outcome = await kernel.tools.call(name, arguments, context)
+    for items in plans:
+        yield PlanUpdated(1, items)
     yield ToolResult(1, call_id, outcome.name, outcome.ok, summarize_tool_result(outcome.content))
     yield Completed(1, outcome.content)
 
@@ -389,8 +413,12 @@ async def _collect(
 ) -> web.Response:
     collected: list[dict[str, Any]] = []
     final: TurnEvent | None = None
+    plan: dict[str, Any] | None = None
     async for event in events:
-        collected.append(event_to_dict(event))
+        shaped = event_to_dict(event)
+        collected.append(shaped)
+        if isinstance(event, PlanUpdated):
+            plan = shaped["plan"]
         final = event
     extra = {"turn_id": turn.id} if turn else {}
     if isinstance(final, ErrorEvent):
@@ -404,7 +432,7 @@ async def _collect(
         except ChannelError as exc:
             failed: dict[str, Any] = {**exc.details, "reply": reply, **extra, **ids}
             raise ApiError(502, exc.code, str(exc), failed) from None
-    return json_response({"reply": reply, "events": collected, **extra, **ids})
+    return json_response({"reply": reply, "events": collected, "plan": plan, **extra, **ids})
 
 
 async def stream_events(

@@ -2,11 +2,14 @@
 // POST /agent/process (stream=true, SSE), one line per tool call, questions answered
 // inline (POST /agent/asks/{id}/answer), cancel through POST /agent/turns/{id}/cancel
 // (the turn's id is the stream's X-Turn-Id header, there before the first event).
+// The plan (todo_write's "plan" events) is one list per turn, replaced in place.
 // The page's elements outlive a visit to another page: a reply keeps streaming into them.
 import { api, el, events, failed, request, t } from "./app.js";
 import { transcript } from "./page-sessions.js";
 
 const DEFAULT_CHAT = "chat-default";
+const PLAN_TOOL = "todo_write";
+const PLAN_MARKS = { pending: "☐", in_progress: "▶", completed: "☑" };
 let view = null;
 
 export async function render(main) {
@@ -165,6 +168,7 @@ function show(turn, event) {
       break;
     case "tool_call": {
       const call = event.tool_call || {};
+      if (call.name === PLAN_TOOL) break; // its plan event shows what it did
       const line = el("div", { class: "tool-line running" }, t("web.chat.tool_running", { name: call.name }));
       turn.lines.set(call.id, line);
       turn.log.append(line);
@@ -178,6 +182,7 @@ function show(turn, event) {
     }
     case "tool_result": {
       const result = event.tool_result || {};
+      if (result.name === PLAN_TOOL && result.ok) break;
       let line = turn.lines.get(result.id);
       if (!line) {
         line = el("div", { class: "tool-line" });
@@ -191,6 +196,9 @@ function show(turn, event) {
     case "ask_user":
       turn.log.append(askBox(event.ask));
       turn.bubble = null;
+      break;
+    case "plan":
+      showPlan(turn, event.plan?.items || []);
       break;
     case "model_switch":
       turn.log.append(el("div", { class: "muted chat-note" }, t("web.chat.switched", { to: event.switch?.to || "" })));
@@ -208,6 +216,21 @@ function show(turn, event) {
     default:
       break;
   }
+}
+
+// The turn's plan: drawn where it first came, each update replacing the list.
+function showPlan(turn, items) {
+  if (!turn.plan) {
+    turn.plan = el("div", { class: "chat-plan card", "aria-live": "polite" });
+    turn.log.append(turn.plan);
+    turn.bubble = null; // text after the plan is a new bubble
+  }
+  const done = items.filter((item) => item.status === "completed").length;
+  const title = items.length ? t("web.chat.plan_title", { done, total: items.length }) : t("web.chat.plan_empty");
+  const rows = items.map((item) =>
+    el("li", { class: `plan-item ${PLAN_MARKS[item.status] ? item.status : "pending"}` }, `${PLAN_MARKS[item.status] || PLAN_MARKS.pending} ${item.content || ""}`),
+  );
+  turn.plan.replaceChildren(el("p", { class: "plan-title muted" }, title), el("ol", { class: "plan-items" }, rows));
 }
 
 function showError(turn, message) {
