@@ -109,8 +109,10 @@ class KernelTui(App[int]):
     async def on_mount(self) -> None:
         self.query_one("#plan", TextLine).display = False
         self.query_one("#input", Input).focus()
-        await self.refresh_chats()
+        failed = await self.refresh_chats()
         await self.open_chat(self.chat_list[0] if self.chat_list else ChatRef())
+        if failed:
+            self.say(failed)
 
     @property
     def busy(self) -> bool:
@@ -126,6 +128,10 @@ class KernelTui(App[int]):
         self.conversation.scroll_end(animate=False)
         return widget
 
+    def say_line(self, line: Line) -> Line:
+        self.say(line)
+        return line
+
     def note(self, text: str) -> None:
         self.say(Line("note", text))
 
@@ -136,12 +142,13 @@ class KernelTui(App[int]):
 
     # ----- chats ---------------------------------------------------------------------
 
-    async def refresh_chats(self) -> None:
+    async def refresh_chats(self) -> Line | None:
+        """List the chats again; the error line when they cannot be listed."""
+        failed: Line | None = None
         try:
             chats = await self.backend.chats()
         except BackendError as exc:
-            self.say(error_line(str(exc)))
-            chats = []
+            failed, chats = error_line(str(exc)), []
         self.chat_list = chats
         if self.chat.stored:
             self.chat = next((c for c in chats if c.ident == self.chat.ident), self.chat)
@@ -149,6 +156,7 @@ class KernelTui(App[int]):
         await view.clear()
         await view.extend([ChatItem(ChatRef()), *(ChatItem(chat) for chat in chats)])
         self._mark_open()
+        return failed
 
     def _mark_open(self) -> None:
         view = self.query_one("#chats", ListView)
@@ -217,19 +225,23 @@ class KernelTui(App[int]):
     async def _turn(self, text: str) -> None:
         self.live, self.streamed, self.tools = None, False, {}
         self.show_plan(None)
+        said: Line | None = None
         try:
             async for event in self.backend.send(self.chat, text):
                 self.show(event)
         except BackendError as exc:
-            self.say(error_line(str(exc)))
+            said = self.say_line(error_line(str(exc)))
         except Exception as exc:  # shown, not a crash of the whole screen
             log.error("tui: the turn's stream failed (%s)", type(exc).__name__)
-            self.say(error_line(t("tui.failed", kind=type(exc).__name__)))
+            said = self.say_line(error_line(t("tui.failed", kind=type(exc).__name__)))
         finally:
             self.live = None
             self._close_ask()
-        if not self.quitting:
-            await self.refresh_chats()
+        if self.quitting:
+            return
+        failed = await self.refresh_chats()
+        if failed is not None and failed != said:  # said once, not twice
+            self.say(failed)
 
     def show(self, event: dict[str, Any]) -> None:
         kind = event.get("type")

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.events import Key
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -32,7 +33,8 @@ class TextLine(Static):
 
 class AskScreen(ModalScreen[int | None]):
     """A question (``ask_user``) or an approval from the running turn: its options as
-    buttons; the chosen index is the result (None: closed without an answer)."""
+    buttons (clicked, or Tab and Enter, or the option's number); the chosen index is the
+    result (None: closed without an answer)."""
 
     DEFAULT_CSS = """
     AskScreen { align: center middle; }
@@ -57,7 +59,14 @@ class AskScreen(ModalScreen[int | None]):
             yield TextLine(str(self.ask.get("question", "")), id="question")
             with Horizontal():
                 for n, option in enumerate(self.options):
-                    yield Button(Content(option), id=f"option-{n}")
+                    yield Button(Content(f"{n + 1}  {option}"), id=f"option-{n}")
+
+    def on_key(self, event: Key) -> None:
+        if event.character and event.character.isdigit():
+            n = int(event.character) - 1
+            if 0 <= n < len(self.options):
+                event.stop()
+                self.dismiss(n)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
