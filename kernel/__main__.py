@@ -194,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         from kernel.tui import textual_missing
 
         if textual_missing():
+            from kernel.config import gateway_of
+
+            with contextlib.suppress(ConfigError):
+                gateway_of()  # it sets the catalogue's language (general.language)
             print(f"kernel: {t('tui.no_textual')}", file=sys.stderr)
             return 2
         if not args.local:

@@ -44,14 +44,23 @@ class HttpBackend:
     def where(self) -> str:
         return t("tui.remote", url=self.url)
 
-    async def _call(self, method: str, path: str, **kw: Any) -> Any:
+    async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         try:
             response = await self.client.request(method, path, **kw)
         except httpx.TransportError as exc:
             raise BackendError(self._unreachable(exc)) from None
         if response.status_code >= 400:
             raise _error_of(response.status_code, response.content)
-        return response.json() if response.content else None
+        try:
+            data = response.json() if response.content else {}
+        except ValueError:
+            raise BackendError(self._malformed()) from None
+        if not isinstance(data, dict):
+            raise BackendError(self._malformed())
+        return data
+
+    def _malformed(self) -> str:
+        return t("client.broken", url=self.url, detail="malformed answer")
 
     def _unreachable(self, exc: httpx.TransportError) -> str:
         detail = type(exc).__name__
@@ -61,14 +70,13 @@ class HttpBackend:
 
     async def chats(self) -> list[ChatRef]:
         data = await self._call("GET", "/chats", params={"channel": CHANNEL, "limit": CHAT_LIMIT})
-        return [_chat_of(item) for item in data.get("chats", [])]
+        return [_chat_of(item) for item in _list(data.get("chats"))]
 
     async def history(self, chat: ChatRef) -> list[dict[str, Any]]:
         if not chat.stored:
             return []
         data = await self._call("GET", f"/chats/{chat.ident}", params={"rounds": HISTORY_ROUNDS})
-        messages: list[dict[str, Any]] = data.get("messages") or []
-        return messages
+        return _list(data.get("messages"))
 
     async def _create(self, chat: ChatRef) -> None:
         body = {"channel": CHANNEL, "user_id": chat.user_id, "session_id": chat.external_id}
@@ -104,7 +112,12 @@ class HttpBackend:
                         continue
                     if line[6:] == "[DONE]":
                         return
-                    yield json.loads(line[6:])
+                    try:
+                        event = json.loads(line[6:])
+                    except ValueError:
+                        raise BackendError(self._malformed()) from None
+                    if isinstance(event, dict):
+                        yield event
         except httpx.TransportError as exc:
             raise BackendError(self._unreachable(exc)) from None
         finally:
@@ -123,7 +136,7 @@ class HttpBackend:
             data = await self._call("POST", f"/agent/turns/{turn_id}/cancel")
         except BackendError:
             return False  # it ended meanwhile (404) or the sidecar is gone: the stream says
-        return bool(data and data.get("cancelled"))
+        return bool(data.get("cancelled"))
 
     async def answer(self, ask_id: str, choice: int) -> bool:
         try:
@@ -139,8 +152,8 @@ class HttpBackend:
         params = {"session_id": session, "limit": AUDIT_LIMIT}
         data = await self._call("GET", "/agent/trajectory/events", params=params)
         verdict = await self._call("GET", f"/agent/trajectory/verify/{session}")
-        items = [_audit_item(item) for item in (data or {}).get("items", [])]
-        return AuditView(items, verdict or {})
+        items = [_audit_item(item) for item in _list(data.get("items"))]
+        return AuditView(items, verdict)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -155,6 +168,11 @@ def _error_of(status: int, raw: bytes) -> BackendError:
     return BackendError(f"{message} ({code})")
 
 
+def _list(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON array (anything else in it, or no array, left out)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
 def _chat_of(item: dict[str, Any]) -> ChatRef:
     ident = str(item.get("id", ""))
     match = _CHAT_ID.match(ident)
@@ -165,7 +183,7 @@ def _chat_of(item: dict[str, Any]) -> ChatRef:
         user_id=str(item.get("user_id", "")),
         external_id=str(item.get("session_id", "")),
         session=int(match.group(1)) if match else None,
-        messages=int(item.get("message_count") or 0),
+        messages=count if isinstance(count := item.get("message_count"), int) else 0,
     )
 
 

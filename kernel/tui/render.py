@@ -5,6 +5,7 @@ strings as plain text (never as markup)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,6 +25,15 @@ FACTS_WIDTH = 160
 class Line:
     kind: Kind
     text: str
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without control characters (line breaks and tabs kept): an escape
+    sequence in a reply or a title must not reach the terminal."""
+    return _CONTROL.sub("", text)
 
 
 def clip(text: str, width: int) -> str:
@@ -49,7 +59,9 @@ def history_lines(messages: list[dict[str, Any]]) -> list[Line]:
         if message.get("cut") or message.get("failed"):
             continue
         content = message.get("content")
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
         texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
         images = sum(1 for b in blocks if b.get("type") == "image")
         text = "\n".join(part for part in texts if part)

@@ -15,7 +15,7 @@ from textual.widgets import Button, Static
 
 from kernel.core.i18n import t
 from kernel.tui.backend import AuditView
-from kernel.tui.render import audit_line, verdict_line
+from kernel.tui.render import audit_line, printable, verdict_line
 
 
 class TextLine(Static):
@@ -23,12 +23,12 @@ class TextLine(Static):
     contains ``[bold]`` or ``[link=…]`` shows those characters."""
 
     def __init__(self, text: str, *, classes: str = "", id: str | None = None) -> None:
-        super().__init__(Content(text), markup=False, classes=classes, id=id)
+        super().__init__(Content(printable(text)), markup=False, classes=classes, id=id)
         self.text = text
 
     def set_text(self, text: str) -> None:
         self.text = text
-        self.update(Content(text))
+        self.update(Content(printable(text)))
 
 
 class AskScreen(ModalScreen[int | None]):
@@ -59,7 +59,7 @@ class AskScreen(ModalScreen[int | None]):
             yield TextLine(str(self.ask.get("question", "")), id="question")
             with Horizontal():
                 for n, option in enumerate(self.options):
-                    yield Button(Content(f"{n + 1}  {option}"), id=f"option-{n}")
+                    yield Button(Content(printable(f"{n + 1}  {option}")), id=f"option-{n}")
 
     def on_key(self, event: Key) -> None:
         if event.character and event.character.isdigit():

@@ -177,3 +177,48 @@ async def test_ctrl_q_during_a_turn_cancels_it_first(
     stored = await kernel.store.load_transcript(row.id)
     assert stored[0].message.role == "user"
     assert not kernel.agent.is_busy(f"session:{row.id}")
+
+
+async def test_cancel_typed_as_a_command(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    anthropic_sim.enqueue(Stall())
+    app = KernelTui(LocalBackend(kernel))
+    async with app.run_test() as pilot:
+        await send(pilot, "something slow")
+        await until(pilot, lambda: len(anthropic_sim.requests) == 1 and app.busy)
+        await send(pilot, "another message")  # one turn at a time
+        assert lines(app, "note")[-1].startswith("Still working")
+        await send(pilot, "/cancel")
+        await until(pilot, lambda: "[Cancelled]" in lines(app, "note") and not app.busy)
+        await send(pilot, "/bogus")
+        assert lines(app, "note")[-1].startswith("Unknown command /bogus")
+        assert len(anthropic_sim.requests) == 1
+
+
+async def test_the_plan_a_model_switch_and_an_error_in_words(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """The events as both backends hand them over (the wire shape of /agent/process)."""
+    kernel = await make_kernel(anthropic_sim, language="en")
+    app = KernelTui(LocalBackend(kernel))
+    async with app.run_test() as pilot:
+        plan = app.query_one("#plan", TextLine)
+        assert not plan.display
+        items = [
+            {"content": "Read the [b]notes[/b]", "status": "in_progress"},
+            {"content": "Write the summary", "status": "pending"},
+        ]
+        app.show({"type": "plan", "step": 1, "plan": {"items": items}})
+        await pilot.pause()
+        assert plan.display
+        assert plan.text == "Plan\n▶ Read the [b]notes[/b]\n☐ Write the summary"
+        items[0]["status"], items[1]["status"] = "completed", "in_progress"
+        app.show({"type": "plan", "step": 2, "plan": {"items": items}})
+        assert plan.text == "Plan\n☑ Read the [b]notes[/b]\n▶ Write the summary"
+        switch = {"from": "main:model-a", "to": "main:model-b", "reason": "overloaded_error"}
+        app.show({"type": "model_switch", "step": 1, "switch": switch})
+        assert "main:model-b" in lines(app, "note")[-1]
+        app.show({"type": "error", "step": 1, "meta": {"code": "x", "message": "[b]boom"}})
+        assert lines(app, "error") == ["✗ [b]boom"]

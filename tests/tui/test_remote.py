@@ -61,7 +61,7 @@ async def test_chats_listed_a_conversation_an_approval_and_cancel_over_http(
             await until(pilot, lambda: "[Cancelled]" in lines(app, "note"))
             await until(pilot, lambda: not app.busy)
             await send(pilot, "still there?")
-            await until(pilot, lambda: "Back again." in lines(app, "assistant"))
+            await until(pilot, lambda: "Back again." in lines(app, "assistant") and not app.busy)
             roles = [m["role"] for m in anthropic_sim.requests[-1].body["messages"]]
             assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
 
