@@ -34,7 +34,7 @@ class LocalBackend:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.agent = kernel.agent
-        self._describe = _words()
+        self._describe, self._verdict = _words()
 
     @property
     def where(self) -> str:
@@ -106,7 +106,10 @@ class LocalBackend:
             verdict = await self.agent.audit.verify(chat.session)
         except KernelError as exc:
             raise BackendError(str(exc)) from None
-        return AuditView([self._item(row) for row in rows], verdict.as_json())
+        answer = verdict.as_json()
+        if self._verdict is not None:
+            answer["text"] = self._verdict(verdict)
+        return AuditView([self._item(row) for row in rows], answer)
 
     def _item(self, row: AuditRow) -> AuditItem:
         text = self._describe(row, self.agent.tz) if self._describe else ""
@@ -116,12 +119,12 @@ class LocalBackend:
         return None
 
 
-def _words() -> Callable[..., str] | None:
-    """The audit's plain words (kernel/audit/words.py ``describe``) when this Kernel has
-    them; without them an event is shown by its kind and facts."""
+def _words() -> tuple[Callable[..., str] | None, Callable[..., str] | None]:
+    """The audit's plain words (kernel/audit/words.py ``describe`` and
+    ``verdict_words``) when this Kernel has them; without them an event is shown by its
+    kind and facts, the verdict by the TUI's own words."""
     try:
         module = importlib.import_module("kernel.audit.words")
     except ImportError:
-        return None
-    describe: Callable[..., str] | None = getattr(module, "describe", None)
-    return describe
+        return None, None
+    return getattr(module, "describe", None), getattr(module, "verdict_words", None)

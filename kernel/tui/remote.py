@@ -148,10 +148,9 @@ class HttpBackend:
     async def audit(self, chat: ChatRef) -> AuditView:
         if not chat.stored:
             return AuditView([], {"ok": True, "checked": 0, "pruned": 0})
-        session = str(chat.session) if chat.session is not None else chat.ident
-        params = {"session_id": session, "limit": AUDIT_LIMIT}
+        params = {"session_id": chat.ident, "limit": AUDIT_LIMIT}  # chat-<n>, chat-default
         data = await self._call("GET", "/agent/trajectory/events", params=params)
-        verdict = await self._call("GET", f"/agent/trajectory/verify/{session}")
+        verdict = await self._call("GET", f"/agent/trajectory/verify/{chat.ident}")
         items = [_audit_item(item) for item in _list(data.get("items"))]
         return AuditView(items, verdict)
 

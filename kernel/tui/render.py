@@ -120,13 +120,13 @@ def plan_text(items: list[dict[str, Any]]) -> str:
 
 
 def audit_line(item: AuditItem) -> str:
-    """One audit event: its sequence, time and actor, then its words (or its kind and
-    facts when the backend has no words for it)."""
+    """One audit event: its sequence, then its words (with their time) when the backend
+    has them, else its time, actor, kind and facts."""
     seq = f"#{item.seq}" if item.seq is not None else "#?"
-    when = item.at.replace("T", " ")[:19]
     if item.text:
-        what = item.text
-    elif item.data is None:
+        return f"{seq} {item.text}"
+    when = item.at.replace("T", " ")[:19]
+    if item.data is None:
         what = t("tui.audit_pruned", kind=item.kind)
     else:
         facts = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in item.data.items())
@@ -135,6 +135,9 @@ def audit_line(item: AuditItem) -> str:
 
 
 def verdict_line(verdict: dict[str, Any]) -> str:
+    """The chain's verdict in words: the backend's own when it has them."""
+    if verdict.get("text"):
+        return str(verdict["text"])
     checked = verdict.get("checked", 0)
     pruned = verdict.get("pruned", 0)
     if verdict.get("ok"):

@@ -3,6 +3,8 @@ real agent, the Anthropic SDK against the simulator, SQLite on disk."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from tests.conftest import KernelFactory
@@ -126,11 +128,24 @@ async def test_the_audit_key_shows_the_chats_events_and_the_verify_line(
         await pilot.press("f3")
         await until(pilot, lambda: isinstance(app.screen, AuditScreen))
         rows = [w.text for w in app.screen.query(".audit-row")]
-        assert len(rows) >= 2
-        assert rows[-2].startswith(f"#{len(rows) - 1} ") and "owner" in rows[-2]
-        assert "tool.call" in rows[-1] or "tool" in rows[-1]
+        assert len(rows) >= 2  # the turn's own records (other parts' work) come first
+        assert [row.split()[0] for row in rows] == [f"#{n}" for n in range(1, len(rows) + 1)]
+        assert "tool" in rows[-1]
         verdict = app.screen.query_one("#verdict", TextLine).text
-        assert verdict.startswith("✅") and f"{len(rows)} events" in verdict
+        assert verdict.startswith("✅") and str(len(rows)) in verdict
+        # a row edited in the database: the verify line names it
+        with sqlite3.connect(kernel.config.data_dir / "kernel.db") as db:
+            db.execute(
+                "UPDATE audit_events SET data = '{}' WHERE session_id = ? AND seq = ?",
+                (session, len(rows)),
+            )
+        db.close()
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, AuditScreen))
+        await pilot.press("f3")
+        await until(pilot, lambda: isinstance(app.screen, AuditScreen))
+        verdict = app.screen.query_one("#verdict", TextLine).text
+        assert verdict.startswith("⚠️") and f"#{len(rows)}" in verdict
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, AuditScreen))
         # typed into the input, "a" is a letter, not the audit key
