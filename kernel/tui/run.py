@@ -17,16 +17,18 @@ if TYPE_CHECKING:
 
 async def run_remote(url: str, api_key: str = "") -> int:
     backend = HttpBackend(url, api_key)
+    app = KernelTui(backend)
     try:
-        code = await KernelTui(backend).run_async()
+        await app.run_async()
     finally:
         await backend.close()
-    return code or 0
+    return app.return_code or 0  # 1 when the app itself failed
 
 
 async def run_local(config: Config, make_kernel: Callable[[Config], Kernel]) -> int:
     kernel = make_kernel(config)
     kernel.channel_registry.detach("telegram")
     async with kernel:
-        code = await KernelTui(LocalBackend(kernel)).run_async()
-    return code or 0
+        app = KernelTui(LocalBackend(kernel))
+        await app.run_async()
+    return app.return_code or 0  # 1 when the app itself failed
