@@ -14,6 +14,7 @@ import sys
 import urllib.parse
 import webbrowser
 from collections.abc import Mapping
+from typing import TextIO
 
 from kernel import __version__
 from kernel.config import Config, load_config
@@ -34,6 +35,12 @@ def _parser() -> argparse.ArgumentParser:
         help="talk to the assistant in this terminal (through the running Kernel if any)",
     )
     chat.add_argument("--local", action="store_true", help="always run an agent in-process")
+    tui = sub.add_parser(
+        "tui", help="the full-screen terminal client (through the running Kernel if any)"
+    )
+    where = tui.add_mutually_exclusive_group()
+    where.add_argument("--local", action="store_true", help="always run Kernel in-process")
+    where.add_argument("--url", help="the running Kernel's sidecar address (no fallback)")
     sub.add_parser(
         "check", help="validate config.toml and reach every configured part (one line each)"
     )
@@ -58,6 +65,30 @@ def _remote_chat() -> int | None:
     if sidecar is None or not sidecar.probe():
         return None
     return run_remote_chat(sidecar, sys.stdin, sys.stdout, sys.stderr)
+
+
+def _remote_tui(url: str | None) -> int | None:
+    """``kernel tui`` through the running Kernel's sidecar, when one answers; with
+    ``--url``, that address or an error (exit 3), never the in-process fallback."""
+    from kernel.client.http import sidecar_from
+    from kernel.client.verbs import EXIT_UNREACHABLE
+
+    env = dict(os.environ) | ({"KERNEL_GATEWAY_URL": url} if url else {})
+    try:
+        sidecar = sidecar_from(env)
+    except ConfigError as exc:
+        if url is None:
+            return None  # the in-process path reports the config problem
+        print(f"kernel: {exc}", file=sys.stderr)
+        return 2
+    if sidecar is None or not sidecar.probe():
+        if url is None:
+            return None
+        print(f"kernel: {t('tui.no_sidecar', url=url)}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    from kernel.tui.run import run_remote
+
+    return asyncio.run(run_remote(sidecar.url, sidecar.api_key))
 
 
 def desktop(env: Mapping[str, str], platform: str = sys.platform) -> bool:
@@ -97,7 +128,7 @@ def console_command(env: Mapping[str, str] | None = None, platform: str = sys.pl
     return 0
 
 
-def _configure(require_telegram: bool, to_file: bool) -> Config:
+def _configure(require_telegram: bool, to_file: bool, stream: TextIO | None = None) -> Config:
     from kernel.config.secrets import header_names_of, header_values_of, secrets_of
     from kernel.core.logs import LEVELS, setup_logging
     from kernel.plugins import default_plugins
@@ -113,7 +144,7 @@ def _configure(require_telegram: bool, to_file: bool) -> Config:
         setup_logging(
             log_dir,
             secrets_of(config),
-            stream=sys.stdout if to_file else sys.stderr,
+            stream=stream or (sys.stdout if to_file else sys.stderr),
             level=level if to_file else max(level, logging.WARNING),
             log_messages=config.general.log_messages,
             header_names=header_names_of(config),
@@ -165,9 +196,32 @@ def main(argv: list[str] | None = None) -> int:
         remote = _remote_chat()
         if remote is not None:
             return remote
+    if command == "tui":
+        from kernel.tui import textual_missing
+
+        if textual_missing():
+            from kernel.config import gateway_of
+
+            with contextlib.suppress(ConfigError):
+                gateway_of()  # it sets the catalogue's language (general.language)
+            print(f"kernel: {t('tui.no_textual')}", file=sys.stderr)
+            return 2
+        if not args.local:
+            remote = _remote_tui(args.url)
+            if remote is not None:
+                return remote
+    with contextlib.ExitStack() as stack:
+        # The full screen is drawn on the terminal: the in-process TUI logs to the file only.
+        quiet = stack.enter_context(open(os.devnull, "w")) if command == "tui" else None
+        return _serve_command(command, quiet)
+
+
+def _serve_command(command: str, quiet: TextIO | None) -> int:
     try:
         # `check` reports a missing Telegram token as one of its lines, not as a refusal.
-        config = _configure(require_telegram=command == "run", to_file=command == "run")
+        config = _configure(
+            require_telegram=command == "run", to_file=command in ("run", "tui"), stream=quiet
+        )
     except (ConfigError, StartupError) as exc:
         print(f"kernel: {exc}", file=sys.stderr)
         return 2
@@ -177,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
             from kernel.console.chat import run_chat
 
             return asyncio.run(run_chat(config, Kernel))
+        if command == "tui":
+            from kernel.app import Kernel
+            from kernel.tui.run import run_local
+
+            return asyncio.run(run_local(config, Kernel))
         if command == "check":
             return asyncio.run(_check(config))
         asyncio.run(serve(config))

@@ -1,0 +1,198 @@
+"""The HTTP backend: the running Kernel's sidecar, with httpx (async). A turn is
+``POST /agent/process`` streamed as SSE; cancel is ``POST /agent/turns/{id}/cancel``
+with the stream's ``X-Turn-Id``; questions are answered through ``/agent/asks``; the
+audit is ``GET /agent/trajectory/events`` and ``/agent/trajectory/verify/{id}``."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from kernel.client.http import CALL_TIMEOUT, TURN_TIMEOUT
+from kernel.core.i18n import t
+from kernel.tui.backend import (
+    AUDIT_LIMIT,
+    CHANNEL,
+    CHAT_LIMIT,
+    HISTORY_ROUNDS,
+    AuditItem,
+    AuditView,
+    BackendError,
+    ChatRef,
+)
+
+_CHAT_ID = re.compile(r"^chat-(\d{1,18})$")
+
+
+class HttpBackend:
+    def __init__(self, url: str, api_key: str = "") -> None:
+        self.url = url.rstrip("/")
+        headers = {"Accept": "application/json"}
+        if api_key:
+            headers["X-API-Key"] = api_key
+        self.client = httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=CALL_TIMEOUT, trust_env=False
+        )
+        self._turns: dict[str, str] = {}  # chat's external id → its running turn's id
+        self._cancel: set[str] = set()  # cancelled before the turn's id arrived
+
+    @property
+    def where(self) -> str:
+        return t("tui.remote", url=self.url)
+
+    async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        try:
+            response = await self.client.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise BackendError(self._unreachable(exc)) from None
+        if response.status_code >= 400:
+            raise _error_of(response.status_code, response.content)
+        try:
+            data = response.json() if response.content else {}
+        except ValueError:
+            raise BackendError(self._malformed()) from None
+        if not isinstance(data, dict):
+            raise BackendError(self._malformed())
+        return data
+
+    def _malformed(self) -> str:
+        return t("client.broken", url=self.url, detail="malformed answer")
+
+    def _unreachable(self, exc: httpx.TransportError) -> str:
+        detail = type(exc).__name__
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            return t("client.unreachable", url=self.url, detail=detail)
+        return t("client.broken", url=self.url, detail=detail)
+
+    async def chats(self) -> list[ChatRef]:
+        data = await self._call("GET", "/chats", params={"channel": CHANNEL, "limit": CHAT_LIMIT})
+        return [_chat_of(item) for item in _list(data.get("chats"))]
+
+    async def history(self, chat: ChatRef) -> list[dict[str, Any]]:
+        if not chat.stored:
+            return []
+        data = await self._call("GET", f"/chats/{chat.ident}", params={"rounds": HISTORY_ROUNDS})
+        return _list(data.get("messages"))
+
+    async def _create(self, chat: ChatRef) -> None:
+        body = {"channel": CHANNEL, "user_id": chat.user_id, "session_id": chat.external_id}
+        made = _chat_of(await self._call("POST", "/chats", json=body))
+        chat.ident, chat.session = made.ident, made.session
+
+    async def send(self, chat: ChatRef, text: str) -> AsyncIterator[dict[str, Any]]:
+        if not chat.stored:
+            await self._create(chat)
+        body = {
+            "input": [
+                {"role": "user", "type": "message", "content": [{"type": "text", "text": text}]}
+            ],
+            "channel": CHANNEL,
+            "user_id": chat.user_id,
+            "session_id": chat.external_id,
+            "stream": True,
+        }
+        timeout = httpx.Timeout(CALL_TIMEOUT, read=TURN_TIMEOUT)
+        key = chat.external_id
+        self._cancel.discard(key)
+        try:
+            async with self.client.stream(
+                "POST", "/agent/process", json=body, timeout=timeout
+            ) as response:
+                if response.status_code >= 400:
+                    raise _error_of(response.status_code, await response.aread())
+                self._turns[key] = response.headers.get("X-Turn-Id", "")
+                if key in self._cancel:  # Esc came before the turn had an id
+                    await self.cancel(chat)
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    if line[6:] == "[DONE]":
+                        return
+                    try:
+                        event = json.loads(line[6:])
+                    except ValueError:
+                        raise BackendError(self._malformed()) from None
+                    if isinstance(event, dict):
+                        yield event
+        except httpx.TransportError as exc:
+            raise BackendError(self._unreachable(exc)) from None
+        finally:
+            self._turns.pop(key, None)
+            self._cancel.discard(key)
+
+    async def cancel(self, chat: ChatRef) -> bool:
+        key = chat.external_id
+        turn_id = self._turns.get(key)
+        if turn_id is None:
+            return False
+        if not turn_id:
+            self._cancel.add(key)
+            return True
+        try:
+            data = await self._call("POST", f"/agent/turns/{turn_id}/cancel")
+        except BackendError:
+            return False  # it ended meanwhile (404) or the sidecar is gone: the stream says
+        return bool(data.get("cancelled"))
+
+    async def answer(self, ask_id: str, choice: int) -> bool:
+        try:
+            await self._call("POST", f"/agent/asks/{ask_id}/answer", json={"choice": choice})
+        except BackendError:
+            return False  # answered elsewhere, timed out or cancelled
+        return True
+
+    async def audit(self, chat: ChatRef) -> AuditView:
+        if not chat.stored:
+            return AuditView([], {"ok": True, "checked": 0, "pruned": 0})
+        params = {"session_id": chat.ident, "limit": AUDIT_LIMIT}  # chat-<n>, chat-default
+        data = await self._call("GET", "/agent/trajectory/events", params=params)
+        verdict = await self._call("GET", f"/agent/trajectory/verify/{chat.ident}")
+        items = [_audit_item(item) for item in _list(data.get("items"))]
+        return AuditView(items, verdict)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def _error_of(status: int, raw: bytes) -> BackendError:
+    try:
+        error = json.loads(raw)["error"]
+        message, code = str(error["message"]), str(error["code"])
+    except (ValueError, KeyError, TypeError):
+        message, code = raw.decode("utf-8", "replace")[:200], f"http_{status}"
+    return BackendError(f"{message} ({code})")
+
+
+def _list(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON array (anything else in it, or no array, left out)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _chat_of(item: dict[str, Any]) -> ChatRef:
+    ident = str(item.get("id", ""))
+    match = _CHAT_ID.match(ident)
+    return ChatRef(
+        ident=ident,
+        title=str(item.get("name") or ""),
+        updated=str(item.get("updated_at") or ""),
+        user_id=str(item.get("user_id", "")),
+        external_id=str(item.get("session_id", "")),
+        session=int(match.group(1)) if match else None,
+        messages=count if isinstance(count := item.get("message_count"), int) else 0,
+    )
+
+
+def _audit_item(item: dict[str, Any]) -> AuditItem:
+    data = item.get("data")
+    return AuditItem(
+        seq=item.get("seq") if isinstance(item.get("seq"), int) else None,
+        at=str(item.get("at", "")),
+        kind=str(item.get("kind", "")),
+        actor=str(item.get("actor", "")),
+        data=data if isinstance(data, dict) else None,
+        text=str(item.get("text") or ""),
+    )
