@@ -24,7 +24,8 @@ REASONS = {
     "message_edited": "a message the row refers to was changed after it was stored",
     "message_missing": "a message the row refers to is gone, with no record of its deletion",
     "head": "the chain's recorded end does not match its last row",
-    "anchor": "the chain does not reach or match the anchor kept outside the database",
+    "anchor": "the chain does not reach or match the anchor kept outside the database"
+    " (data/audit.anchor)",
 }
 
 

@@ -25,6 +25,7 @@ from typing import IO, Any, TypeVar
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
+from kernel.audit.anchor import ANCHOR_FILE, read_anchor
 from kernel.audit.verify import verify_chain
 from kernel.audit.words import describe, local_time, verdict_words, words
 from kernel.client.verbs import print_json, table
@@ -157,7 +158,10 @@ def list_events(args: argparse.Namespace, out: IO[str]) -> int:
 
 def verify(args: argparse.Namespace, out: IO[str]) -> int:
     path, _ = _where(args)
-    verdict = verify_chain(read(path, lambda conn: read_chain(conn, args.session)))
+    chain = read(path, lambda conn: read_chain(conn, args.session))
+    # The global chain's end Kernel keeps beside the database (kernel/audit/anchor.py).
+    anchor = read_anchor(path.parent / ANCHOR_FILE) if args.session is None else None
+    verdict = verify_chain(chain, anchor)
     if args.json:
         print_json(verdict.as_json() | {"session_id": args.session}, out)
     else:

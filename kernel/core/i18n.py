@@ -1146,6 +1146,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "tui.audit_ok": "✅ 记录完整：{checked} 条事件（{pruned} 条随删除的历史清空）",
         "tui.audit_broken": "⚠️ 记录在 #{seq} 处损坏：{reason}",
         "tui.close": "关闭",
+        "audit.broken.anchor": "链没有到达或不符合数据库之外保存的锚点（data/audit.anchor）",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -2277,6 +2278,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "tui.audit_ok": "✅ Record whole: {checked} events ({pruned} emptied with deleted history)",
         "tui.audit_broken": "⚠️ Record broken at #{seq}: {reason}",
         "tui.close": "Close",
+        "audit.broken.anchor": "the chain does not reach or match the anchor kept outside the database (data/audit.anchor)",
     },
 }
 
