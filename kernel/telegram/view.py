@@ -3,9 +3,9 @@
 The placeholder is always replaced (by the first chunk of the reply, an error, or a
 notice) or deleted (on /cancel), never left dangling; the first plan of the turn
 (todo_write) takes it instead, and then the plan stays above the reply (``plan.py``).
-Drafts (``sendMessageDraft``) preview the reply as plain text while it forms, at most
-one every ``draft_interval`` seconds; the first draft error turns them off for the rest
-of the turn. Drafts, typing,
+Drafts (``sendMessageDraft``) preview the reply as plain text while it forms, at most one
+every ``draft_interval`` seconds; the first draft error turns them off for the rest of
+the turn. Drafts, typing,
 the placeholder and intermediate edits go straight to the Bot API (best effort); the
 outcome (the reply, an error or interrupted notice, the placeholder's deletion on
 /cancel) goes through the durable outbox, which settles the turn's inbox row in the
