@@ -17,7 +17,16 @@ from tests.conftest import write_config
 # ``signal`` attributes deleted (``os.supports_dir_fd`` emptied, so the workspace picks
 # the Windows walk), and POSIX-only modules refused to Kernel's code and its tests.
 STRIP = r"""
-import asyncio, asyncio.unix_events, builtins, os, signal, sys
+import asyncio, asyncio.unix_events, builtins, importlib, os, signal, sys
+
+# Libraries that choose their branch by sys.platform ("linux" here) import their POSIX
+# branch before it is taken away: on Windows they take their own (platformdirs, which
+# textual uses for `kernel tui`, imports os.getuid off win32).
+for name in ("platformdirs", "platformdirs._runtime", "platformdirs.unix"):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
 
 for name in ("O_NOFOLLOW", "O_DIRECTORY", "O_CLOEXEC", "O_NONBLOCK", "killpg", "getpgid",
              "setsid", "setpgid", "fchmod", "getuid", "geteuid", "getgid", "fork", "WNOHANG",
@@ -125,6 +134,7 @@ def run_stripped(code: str, cwd: Path, *, timeout: float) -> subprocess.Complete
 
 
 @pytest.mark.posix  # Linux made to look like Windows; on Windows the suite itself is the proof
+@pytest.mark.timeout(360)  # every module imported (textual's too) and Kernel run: a minute alone
 def test_every_module_imports_and_kernel_starts_without_posix_only_parts(
     tmp_path: Path,
 ) -> None:
@@ -146,6 +156,7 @@ sys.exit(pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider
 
 
 @pytest.mark.posix  # Linux made to look like Windows; on Windows the CI run is the proof
+@pytest.mark.timeout(660)  # the whole suite collected in a fresh interpreter
 def test_the_whole_suite_is_collected_without_posix_only_parts() -> None:
     """A test module importing ``resource`` (or reading ``signal.SIGKILL``) at its top is
     a collection error on Windows, which stops the whole run there."""
