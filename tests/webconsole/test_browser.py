@@ -142,7 +142,7 @@ async def test_sign_in(console: Opener) -> None:
     await expect(page).to_have_url(c.sc.url + "/console/login")
     await page.fill("#key", API_KEY)
     await page.click("#go")
-    await expect(page.locator("#nav a")).to_have_count(8)
+    await expect(page.locator("#nav a")).to_have_count(9)
     await expect(page).to_have_url(c.url)
     # The key is nowhere in the page; the sign-in cookie is out of the page's reach.
     stored = await page.evaluate(
