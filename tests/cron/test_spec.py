@@ -17,7 +17,16 @@ from kernel.cron import tools
 from kernel.cron.jobs import parse_spec
 from kernel.cron.schedule import Rules
 from kernel.cron.spec import JobSpecModel
+from kernel.plugins import default_plugins
 from kernel.tools.registry import ToolRegistry
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _built_in_nodes() -> None:
+    """The built-in workflow nodes are registered by the plugins (process-wide), as at
+    start: without this the file passes only after another test built them."""
+    default_plugins()
+
 
 RULES = Rules(ZoneInfo("Asia/Shanghai"))
 NOW = datetime(2025, 6, 1, 7, 0, tzinfo=RULES.tz)
