@@ -19,18 +19,29 @@ MODEL_CALL = "model.call"
 # tool (resolved name), call (id), step, ok, error (code or type), ms, result_chars,
 # args_sha256 (of the canonical JSON of the arguments)
 TOOL_CALL = "tool.call"
-DELEGATION_STARTED = "delegation.started"  # delegation id, cli, argv (task as a hash), cwd
-DELEGATION_ENDED = "delegation.ended"  # delegation id, exit code, reason, ok, seconds
-APPROVAL_ASKED = "approval.asked"  # delegation id, tool
-APPROVAL_ANSWERED = "approval.answered"  # delegation id, tool, decision, by, rule, record id
-CRON_FIRED = "cron.fired"  # job id, outcome
-CRON_SKIPPED = "cron.skipped"  # job id, reason
-CRON_MISSED = "cron.missed"  # job id, reason
-CRON_INTERRUPTED = "cron.interrupted"  # job id
-SELFOPS_PREVIEW = "selfops.preview"  # change id, target, path, sensitive
-SELFOPS_APPLY = "selfops.apply"  # change id, target, path, before/after sha256
-CONFIG_CHANGED = "config.changed"  # sections and keys changed (no values)
-MCP_CHANGED = "mcp.changed"  # action (add/remove/restart), server
+# delegation (the run's stamp), cli, version, argv (the executable's file name, flags as
+# written, task/instructions as <task sha256:… chars:N>, secrets <secret>, paths relative
+# or hashed), cwd (project:<name>[/sub], workspace-relative, or hashed)
+DELEGATION_STARTED = "delegation.started"
+# delegation, cli, ok, reason (completed, exit, cancelled, start_failed, timeout…),
+# exit_code, outcome, seconds, output (data/cli_outputs/… when the file exists)
+DELEGATION_ENDED = "delegation.ended"
+APPROVAL_ASKED = "approval.asked"  # delegation, cli, tool, args_sha256
+# delegation, tool, decision, by (owner, task_rule, timeout, cancelled, undelivered…),
+# rule_used / rule_added (booleans, never the rule), record (delegation_approvals id)
+APPROVAL_ANSWERED = "approval.answered"
+# job, outcome, reason (a code); cron.fired in the run's session, the others global;
+# cron.missed also due, late_seconds, grace_seconds
+CRON_FIRED = "cron.fired"
+CRON_SKIPPED = "cron.skipped"  # reason: running, budget, unplannable
+CRON_MISSED = "cron.missed"  # reason: late
+CRON_INTERRUPTED = "cron.interrupted"  # reason: crash, stop
+# change, target, paths (workspace-relative) or settings names, sensitive (and names),
+# hashes (before/after sha256 per target), outcome (previewed, applied or the refusal's code)
+SELFOPS_PREVIEW = "selfops.preview"
+SELFOPS_APPLY = "selfops.apply"
+CONFIG_CHANGED = "config.changed"  # sections, keys (dotted names, never values)
+MCP_CHANGED = "mcp.changed"  # action (add/remove/restart), server, transport, outcome, state
 # row (outbox id), action (send/edit/delete), chat, outcome, attempts, message (Telegram's
 # id), resent (marked re-send), notice (Kernel's own notice); global chain only
 OUTBOX_SENT = "outbox.sent"
@@ -40,7 +51,7 @@ HISTORY_CUT = "history.cut"
 # a retry given back: command, branch (shown again), restored, cut / cut_branch (what
 # the retry wrote, cut in its place)
 HISTORY_RESTORED = "history.restored"
-ARTIFACT_SAVED = "artifact.saved"  # artifact id, kind, size, sha256
+ARTIFACT_SAVED = "artifact.saved"  # artifact (id), kind, size, sha256 (never the name)
 PRUNED = "audit.pruned"  # sessions, rows, why (written by the store)
 
 KINDS = (

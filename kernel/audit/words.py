@@ -170,12 +170,16 @@ def _model(facts: Facts, actor: str) -> dict[str, str]:
         currency = _get(facts, "currency") or ""
         shown = f" · {cost:.4f}".rstrip("0").rstrip(".") + (f" {currency}" if currency else "")
     purpose = _get(facts, "purpose")
+    tokens = facts.get("tokens")
+    counts: Facts = tokens if isinstance(tokens, dict) else facts  # recorded nested
+    outcome = _get(facts, "outcome")
+    failed = _paren(str(outcome)) if outcome not in (None, "ok") else ""  # a code
     return {
         "model": name,
         "purpose": _paren(str(purpose)) if purpose else "",
-        "input": _tokens(_get(facts, "input_tokens", "input")),
-        "output": _tokens(_get(facts, "output_tokens", "output")),
-        "cost": shown,
+        "input": _tokens(_get(counts, "input_tokens", "input")),
+        "output": _tokens(_get(counts, "output_tokens", "output")),
+        "cost": shown + failed,
     }
 
 
@@ -229,13 +233,22 @@ def _job(facts: Facts, actor: str) -> dict[str, str]:
     }
 
 
-def _selfops(facts: Facts, actor: str) -> dict[str, str]:
-    target = _get(facts, "target")
-    path = _get(facts, "path")
-    return {
-        "id": _id(facts, "change", "change_id", "id"),
-        "target": _joined(str(target or ""), str(path or "")) or "?",
-    }
+def _selfops(step: str) -> Callable[[Facts, str], dict[str, str]]:
+    """``step``: preview or apply; a refused one says which, with its error code."""
+
+    def words(facts: Facts, actor: str) -> dict[str, str]:
+        target = _get(facts, "target")
+        paths = _get(facts, "paths", "path")
+        shown = _joined(str(target or ""), _text(paths, "") if paths else "") or "?"
+        outcome = _get(facts, "outcome")
+        if outcome in (None, "previewed", "applied"):
+            result = t(f"audit.selfops.{step}")
+        else:
+            code = t_or(f"audit.reason.{outcome}", str(outcome))
+            result = t(f"audit.selfops.{step}_refused", code=code)
+        return {"id": _id(facts, "change", "change_id", "id"), "target": shown, "result": result}
+
+    return words
 
 
 def _config(facts: Facts, actor: str) -> dict[str, str]:
@@ -244,17 +257,26 @@ def _config(facts: Facts, actor: str) -> dict[str, str]:
 
 def _mcp(facts: Facts, actor: str) -> dict[str, str]:
     action = _text(_get(facts, "action"))
+    outcome = _get(facts, "outcome")
+    refused = ""
+    if outcome not in (None, "ok"):
+        refused = _paren(t("audit.refused_with", code=t_or(f"audit.reason.{outcome}", outcome)))
     return {
         "server": _text(_get(facts, "server", "name")),
-        "action": t_or(f"audit.action.{action}", action),
+        "action": t_or(f"audit.action.{action}", action) + refused,
     }
 
 
 def _outbox(facts: Facts, actor: str) -> dict[str, str]:
+    action = _text(_get(facts, "action", "kind"))
+    what = t_or(f"audit.outbox.{action}", action)
+    message = _get(facts, "message")
+    if message is not None:
+        what = _joined(what, t("audit.outbox.message", id=message))
     return {
-        "what": _text(_get(facts, "kind"), t("audit.reason.unknown")),
-        "id": _id(facts, "outbox", "outbox_id", "id"),
-        "reason": _reason(facts),
+        "what": what,
+        "id": _id(facts, "row", "outbox", "outbox_id"),
+        "reason": _reason(_get(facts, "outcome") and {"reason": facts["outcome"]} or facts),
     }
 
 
@@ -300,8 +322,8 @@ _FILLERS: dict[str, Callable[[Facts, str], dict[str, str]]] = {
     kinds.CRON_SKIPPED: _job,
     kinds.CRON_MISSED: _job,
     kinds.CRON_INTERRUPTED: _job,
-    kinds.SELFOPS_PREVIEW: _selfops,
-    kinds.SELFOPS_APPLY: _selfops,
+    kinds.SELFOPS_PREVIEW: _selfops("preview"),
+    kinds.SELFOPS_APPLY: _selfops("apply"),
     kinds.CONFIG_CHANGED: _config,
     kinds.MCP_CHANGED: _mcp,
     kinds.OUTBOX_SENT: _outbox,

@@ -211,3 +211,56 @@ def test_verdicts() -> None:
         assert verdict_words(Verdict(False, 0, 0, 1, reason)) == f"⚠️ record broken at #1: {detail}"
     set_language("zh")
     assert verdict_words(Verdict(False, 4, 0, 5, "link")).startswith("⚠️ 记录在 #5 处损坏：")
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "said"),
+    [
+        # The facts as the recorders write them (kernel/agent/trail.py, telegram/outbox.py,
+        # selfops/recording.py, mcp/manager.py, cron/scheduler.py).
+        (
+            kinds.MODEL_CALL,
+            {
+                "provider": "main",
+                "model": "m",
+                "purpose": "turn",
+                "outcome": "ok",
+                "tokens": {"input": 2200, "output": 9},
+            },
+            "🧠 model main:m (turn): 2.2K in · 9 out",
+        ),
+        (
+            kinds.OUTBOX_SENT,
+            {"row": 1, "action": "send", "chat": 7, "outcome": "sent", "message": 3},
+            "📤 delivered #1: a message (Telegram message 3)",
+        ),
+        (
+            kinds.OUTBOX_FAILED,
+            {"row": 2, "action": "edit", "outcome": "expired"},
+            "📤 not delivered #2: an edit (expired)",
+        ),
+        (
+            kinds.SELFOPS_APPLY,
+            {
+                "change": "c1",
+                "target": "workspace_file",
+                "paths": ["SOUL.md"],
+                "outcome": "mutation_apply_conflict",
+            },
+            "🛠 SelfOps change #c1 apply refused (mutation_apply_conflict): workspace_file SOUL.md",
+        ),
+        (
+            kinds.MCP_CHANGED,
+            {"action": "remove", "outcome": "mcp_server_not_found"},
+            "🔌 MCP server ?: removed (refused: mcp_server_not_found)",
+        ),
+        (
+            kinds.CRON_MISSED,
+            {"job": "j1", "outcome": "missed", "reason": "late"},
+            "⏰ cron job j1 missed: it was past its grace time",
+        ),
+    ],
+)
+def test_the_recorders_facts_in_words(kind: str, data: dict[str, Any], said: str) -> None:
+    set_language("en")
+    assert describe(row(kind, data), ZoneInfo("UTC")).split(" ", 2)[2] == said

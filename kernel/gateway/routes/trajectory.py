@@ -52,7 +52,14 @@ MAX_IDENT = 256
 _CHAT_NUMBER = re.compile(r"^chat-(\d{1,18})$")
 # kernel/audit/verify.py REASONS (a test checks they are the same)
 Reason = Literal[
-    "missing", "edited", "link", "pruned_unrecorded", "message_edited", "message_missing", "head"
+    "missing",
+    "edited",
+    "link",
+    "pruned_unrecorded",
+    "message_edited",
+    "message_missing",
+    "head",
+    "anchor",
 ]
 
 
