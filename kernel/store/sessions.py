@@ -192,6 +192,8 @@ class SessionTables(Database):
             conn.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in gone])
             # The audit follows the history: the rows of what went are emptied, recorded.
             prune_in(conn, now, gone, "session deleted")
+            # So is the list of the files its turns made (the files go with retention).
+            conn.executemany("DELETE FROM artifacts WHERE session_id = ?", [(i,) for i in gone])
             return deleted
 
         return await self._write("delete sessions", op)
@@ -204,6 +206,7 @@ class SessionTables(Database):
             cur = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             prune_in(conn, now, [session_id], "history cleared")
+            conn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,))
             return cur.rowcount
 
         return await self._write("clear messages", op)

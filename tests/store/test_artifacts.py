@@ -150,3 +150,22 @@ async def test_what_a_sweep_deletes_is_marked_removed(store: Store, tmp_path: Pa
     assert listed["downloads/old.txt"].removed and listed["tool_outputs/deep/old.txt"].removed
     assert not listed["downloads/new.txt"].removed
     assert listed["downloads/old.txt"].as_json()["removed"] is True
+
+
+async def test_a_deleted_or_cleared_history_takes_its_artifact_list(store: Store) -> None:
+    artifacts = ArtifactStore(store)
+    a, b, c = [(await store.create_session("telegram")).id for _ in range(3)]
+    for session in (a, b, c):
+        await artifacts.add(
+            session_id=session,
+            kind="download",
+            name="n.txt",
+            path="downloads/n.txt",
+            size=1,
+            sha256=None,
+        )
+    assert await store.delete_sessions([a]) == 1
+    await store.clear_messages(b)
+    assert await artifacts.list(a) == [] and await artifacts.list(b) == []
+    assert len(await artifacts.list(c)) == 1
+    assert (await AuditLog(store).verify()).ok  # their audit rows emptied, recorded
