@@ -68,11 +68,12 @@ def parts_of(user_input: UserInput) -> list[str]:
 
 
 def args_sha256(arguments: Mapping[str, Any] | str | None) -> str:
-    """SHA-256 of the canonical JSON of a tool call's arguments."""
+    """SHA-256 of the canonical JSON of a tool call's arguments (ASCII JSON: a model's
+    lone surrogate is hashed like any other character, never an encoding error)."""
     canon = json.dumps(
-        arguments, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str
+        arguments, ensure_ascii=True, sort_keys=True, separators=(",", ":"), default=str
     )
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+    return hashlib.sha256(canon.encode("ascii")).hexdigest()
 
 
 class Trail:

@@ -89,7 +89,7 @@ def digest_of(
     id: int, session_id: int | None, seq: int | None, at: str, kind: str, actor: str, data: str
 ) -> str:
     canon = json.dumps(
-        [id, session_id, seq, at, kind, actor, data], ensure_ascii=False, separators=(",", ":")
+        [id, session_id, seq, at, kind, actor, data], ensure_ascii=True, separators=(",", ":")
     )
     return sha256(canon)
 
@@ -116,7 +116,8 @@ def append_in(
     ids = facts.pop("messages", None)
     if ids:
         facts["messages"] = _message_refs(conn, [int(i) for i in ids])
-    text = json.dumps(facts, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    # ASCII JSON: any fact (a lone surrogate in a model's tool name) is stored and hashed.
+    text = json.dumps(facts, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
     gseq, gprev = _head(conn, GLOBAL)
     row_id = gseq + 1
     seq: int | None = None

@@ -145,10 +145,10 @@ def _text(number: int, field: str, value: object) -> str:
             f"item {number}: {field} has {len(text)} characters; keep it within "
             f"{MAX_CONTENT} (one short line: details belong in your work, not the plan)"
         )
-    if any(unicodedata.category(ch) == "Cc" or ch in _BIDI for ch in text):
+    if any(unicodedata.category(ch) in ("Cc", "Cs") or ch in _BIDI for ch in text):
         raise ToolError(
-            f"item {number}: {field} holds a control character (a line break, tab or "
-            "similar); write it as one plain line"
+            f"item {number}: {field} holds a control character (a line break, tab, a "
+            "broken surrogate or similar); write it as one plain line"
         )
     return text
 

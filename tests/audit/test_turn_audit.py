@@ -325,3 +325,30 @@ def test_parts_of_an_input() -> None:
     assert parts_of(UserInput(wrap_file("a.txt", "body") + "\nsummarise")) == ["file", "text"]
     assert parts_of(UserInput("[语音: hello there]")) == ["voice"]
     assert parts_of(UserInput("[语音: hello]\ncaption")) == ["voice", "text"]
+
+
+async def test_a_lone_surrogate_in_a_tool_call_is_recorded_not_a_crash(
+    sim: Sim, make_kernel: KernelFactory
+) -> None:
+    """A model may send a broken surrogate in a tool's arguments: the audit hashes and
+    stores the call like any other (review R2: it was an internal error). The next
+    request cannot carry it (the SDK's JSON refuses it): the turn ends as bad_response."""
+    kernel = await make_kernel(sim)
+
+    @kernel.tools.tool
+    def echo(text: str) -> str:
+        """Echo.
+
+        Args:
+            text: the text
+        """
+        return "ok"
+
+    sim.enqueue(Reply(ToolUse("echo", {"text": "x\ud83d"})), text_reply("done"))
+    events = await run(kernel, "go")
+    assert isinstance(events[-1], ErrorEvent) and events[-1].code == "bad_response"
+    rows = await session_rows(kernel)
+    [call] = [facts(r) for r in rows if r.kind == "tool.call"]
+    assert call["tool"] == "echo" and call["ok"] is True and len(call["args_sha256"]) == 64
+    assert [r.kind for r in rows][-1] == "turn.answered"
+    assert (await kernel.audit.verify(rows[0].session_id)).ok

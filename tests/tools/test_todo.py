@@ -121,6 +121,10 @@ async def test_refusals_name_the_item_and_the_fix_and_show_nothing() -> None:
             "item 0: content holds a control character",
         ),
         (
+            [{"content": "step \ud83d", "status": "pending"}],  # a broken surrogate
+            "item 0: content holds a control character",
+        ),
+        (
             [{"content": "Ship", "status": "pending", "active_form": "Ship\tping"}],
             "item 0: active_form holds a control character",
         ),
