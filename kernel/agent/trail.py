@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kernel.agent.slimming import without_files
@@ -142,18 +142,29 @@ class Trail:
         )
 
     async def answered(
-        self, session_id: int | None, turn: Turn, outcome: str, steps: int, code: str = ""
+        self,
+        session_id: int | None,
+        turn: Turn,
+        outcome: str,
+        steps: int,
+        code: str = "",
+        stored: Sequence[int] = (),
     ) -> None:
         """The turn ended (answered, cancelled, failed, refused, budget, rejected,
-        tool_limit); its stored final answer, when there is one, is referenced."""
+        tool_limit); every message it stored after the owner's (its tool calls, their
+        results, the final answer) is referenced with its content hash, so an edit of
+        any of them shows in verify (review R1)."""
         answer = turn.answer_id
+        written = [i for i in stored[1:] if i != answer]
+        if answer is not None:
+            written.append(answer)
         await self._record(
             kinds.TURN_ANSWERED,
             session_id,
             "kernel",
             outcome=outcome,
             code=code or None,
-            messages=[answer] if answer is not None else None,
+            messages=written or None,
             steps=steps,
             turn=turn.id,
         )

@@ -635,7 +635,9 @@ class TurnRun:
             if not self.ended:
                 self.ended = True
                 code = event.code if isinstance(event, ErrorEvent) else ""
-                ended = self.trail.answered(self.session_id, self.turn, outcome, self.step, code)
+                ended = self.trail.answered(
+                    self.session_id, self.turn, outcome, self.step, code, self.stored
+                )
                 await asyncio.shield(ended)
         finally:
             self.turn.emit(event)

@@ -121,7 +121,8 @@ async def test_a_tool_turn_in_order_with_facts_and_no_text(
 
     f = facts(answered)
     assert (f["outcome"], f["steps"]) == ("answered", 2)
-    assert [m["id"] for m in f["messages"]] == [stored[-1].id]
+    # Every message the turn stored after the owner's: the tool call, its result, the answer.
+    assert [m["id"] for m in f["messages"]] == [m.id for m in stored[1:]]
     assert f["turn"] == facts(received)["turn"]
 
     dump = audit_dump(kernel)
@@ -352,3 +353,31 @@ async def test_a_lone_surrogate_in_a_tool_call_is_recorded_not_a_crash(
     assert call["tool"] == "echo" and call["ok"] is True and len(call["args_sha256"]) == 64
     assert [r.kind for r in rows][-1] == "turn.answered"
     assert (await kernel.audit.verify(rows[0].session_id)).ok
+
+
+async def test_an_edited_tool_result_or_tool_call_breaks_the_record(
+    sim: Sim, make_kernel: KernelFactory
+) -> None:
+    """Review R1: the tool call's arguments and its result are messages too; rewriting
+    either in SQLite is named by verify (message_edited at the turn's end row)."""
+    kernel = await make_kernel(sim)
+    rows = await tool_turn(kernel, sim)
+    session = rows[0].session_id
+    assert (await kernel.audit.verify(session)).ok
+    [answered] = [r for r in rows if r.kind == "turn.answered"]
+    refs = [m["id"] for m in facts(answered)["messages"]]
+    with closing(sqlite3.connect(kernel.store.path)) as conn:
+        [(content,)] = conn.execute("SELECT content FROM messages WHERE id = ?", (refs[1],))
+        assert SECRET_ANSWER in content  # the tool's result
+    sql(
+        kernel,
+        "UPDATE messages SET content = ? WHERE id = ?",
+        content.replace(SECRET_ANSWER, "sunny-forged"),
+        refs[1],
+    )
+    verdict = await kernel.audit.verify(session)
+    assert (verdict.ok, verdict.first_broken_seq, verdict.reason) == (
+        False,
+        answered.seq,
+        "message_edited",
+    )
