@@ -22,7 +22,7 @@ from typing import Any
 from kernel.audit import AuditLog
 from kernel.audit import kinds as audit_kinds
 from kernel.config import Config, secrets
-from kernel.core.redact import is_secret_name
+from kernel.core.redact import is_secret_name, secret_assignment
 from kernel.tools.registry import ToolContext
 
 SECRET = "<secret>"
@@ -117,6 +117,11 @@ def _arg(arg: str, system: str, hidden: list[str], config: Config) -> str:
     if any(secret in arg for secret in hidden):
         flag, equals, _ = arg.partition("=")
         return f"{flag}={SECRET}" if equals and flag.startswith("-") else SECRET
+    # A secret given by name without a flag (review R1): `-c x.api_key=sk-…`, `-e
+    # OPENAI_API_KEY=…`, `--header "Authorization: Bearer …"` — the shared rule finds it.
+    named = secret_assignment(arg)
+    if named is not None and named[2] > named[1]:
+        return arg[: named[1]] + SECRET + arg[named[2] :]
     flag, equals, value = arg.partition("=")
     if equals and flag.startswith("-"):
         if is_secret_name(flag.lstrip("-")):

@@ -163,3 +163,26 @@ def test_changed_keys_are_names_never_values() -> None:
     ]
     assert changed_keys(before, before) == []
     assert not any(value in str(keys) for value in ("sk-", "secret", "openai_compat"))
+
+
+def test_secrets_given_by_name_without_a_flag_are_hidden(config: Config) -> None:
+    """Review R1: codex's `-c x.api_key=…`, `-e NAME_KEY=…` and a header value in its own
+    argument came through verbatim."""
+    args = [
+        "-c",
+        "model_providers.corp.api_key=sk-live-7d1e0c2b9a",
+        "--header",
+        "Authorization: Bearer ghp_a1b2c3d4e5f6",
+        "-e",
+        "OPENAI_API_KEY=sk-proj-99ab12cd34",
+        "-c",
+        "model=gpt-5",
+    ]
+    argv = build_argv("codex", "codex", args, TASK)
+    shown = command_line(argv, TASK, "", config, "codex")
+    text = str(shown)
+    for hidden in ("sk-live-7d1e0c2b9a", "ghp_a1b2c3d4e5f6", "sk-proj-99ab12cd34"):
+        assert hidden not in text
+    assert "model_providers.corp.api_key=<secret>" in shown
+    assert "OPENAI_API_KEY=<secret>" in shown
+    assert "model=gpt-5" in shown  # settings that are not secrets stay as written
