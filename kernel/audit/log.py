@@ -11,7 +11,7 @@ from typing import Any
 from kernel.audit.anchor import read_anchor, write_anchor
 from kernel.audit.verify import Verdict, verify_chain
 from kernel.core.errors import StoreError
-from kernel.store.audit import AuditRow, AuditStore
+from kernel.store.audit import AuditRow, AuditStore, read_chain, read_only
 from kernel.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ class AuditLog:
         self._pending: tuple[int, str] | None = None  # the end not yet in the anchor
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
+        self._stuck = False  # the record no longer reaches the anchor: never moved again
         self._writing = False  # a write in its thread: awaited at close, never cancelled
 
     async def record(
@@ -76,9 +77,11 @@ class AuditLog:
         await self._flush()
 
     async def _flush(self) -> None:
-        while self._pending is not None and self.anchor is not None:
+        while self._pending is not None and self.anchor is not None and not self._stuck:
             seq, value = self._pending
             self._pending = None
+            if not await self._anchor_holds():
+                return
             self._writing = True
             try:
                 await asyncio.to_thread(write_anchor, self.anchor, seq, value)
@@ -90,6 +93,25 @@ class AuditLog:
                 return
             finally:
                 self._writing = False
+
+    async def _anchor_holds(self) -> bool:
+        """The anchor moves forward only from a record that still reaches it: a record
+        cut short (or changed) at the anchor's row keeps the old anchor, so verify goes
+        on naming the break instead of the next event hiding it (review R1)."""
+        assert self.anchor is not None
+        known = await asyncio.to_thread(read_anchor, self.anchor)
+        if known is None:
+            return True
+        seq, value = known
+        found = await self.rows.ghash_at(seq) if seq >= 1 else None
+        if found == value:
+            return True
+        self._stuck = True
+        log.warning(
+            "audit: the record no longer reaches its anchor (data/audit.anchor); the anchor"
+            " is kept: run `kernel audit verify`"
+        )
+        return False
 
     async def close(self) -> None:
         """Write the anchor's last end now (at stop, before the database closes)."""
@@ -109,12 +131,18 @@ class AuditLog:
 
     async def verify(self, session_id: int | None = None) -> Verdict:
         """Verify a session's chain, or with None the global chain (every row) and the
-        anchor kept outside the database."""
-        chain = await self.rows.chain(session_id)
-        anchor = None
-        if session_id is None and self.anchor is not None:
-            anchor = await asyncio.to_thread(read_anchor, self.anchor)
-        return verify_chain(chain, anchor)
+        anchor kept outside the database. In a thread, on its own read-only connection:
+        a long chain neither blocks the loop nor holds up the database thread's writes.
+        The anchor is read first, so it can only lag the snapshot, never lead it."""
+        anchor = self.anchor if session_id is None else None
+        path = self.rows.db.path
+
+        def check() -> Verdict:
+            seen = read_anchor(anchor) if anchor is not None else None
+            chain = read_only(path, lambda conn: read_chain(conn, session_id))
+            return verify_chain(chain, seen)
+
+        return await asyncio.to_thread(check)
 
 
 def _facts(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,13 @@
 """Verification of one audit chain (a session's or the global one): pure, no I/O.
 
-A chain is whole when its rows are numbered 1, 2, 3 … with no gap, each row's digest
-matches its fields, each link is SHA-256(previous link + digest), the last row is the
-head ``audit_heads`` records, every emptied row belongs to a session an ``audit.pruned``
-row names, and every message a row references still holds the content it had. The first
-row where any of this fails is named with the reason; the reasons are codes a reader
-turns into words (``audit.broken.<reason>`` in the catalogue).
+A chain is whole when its rows are numbered 1, 2, 3 … with no gap, each row's data
+matches its ``data_sha256`` and its digest its fields, each link is SHA-256(previous
+link + digest), the last row is the head ``audit_heads`` records (and, for the global
+chain, reaches the anchor kept outside the database), every emptied row is covered by a
+later, intact ``audit.pruned`` row that emptied its session up to it, every message a
+row references still holds the content it had, and (for a session's chain) the global
+numbering has no gap. The first row where any of this fails is named with the reason;
+the reasons are codes a reader turns into words (``audit.broken.<reason>``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernel.store.audit import GENESIS, AuditRow, Chain, digest_of, link
+from kernel.store.audit import GENESIS, AuditRow, Chain, Prune, digest_of, link, sha256
 
 # The reasons verification can give, each with its English detail (the API's words).
 REASONS = {
@@ -26,6 +28,8 @@ REASONS = {
     "head": "the chain's recorded end does not match its last row",
     "anchor": "the chain does not reach or match the anchor kept outside the database"
     " (data/audit.anchor)",
+    "elsewhere": "a row of the whole record is missing (its global number is given):"
+    " verify the whole record",
 }
 
 
@@ -51,6 +55,16 @@ class Verdict:
         }
 
 
+def intact(row: AuditRow) -> bool:
+    """The row's fields and data match its digest (an emptied row: its fields)."""
+    if row.malformed:
+        return False
+    if not row.pruned and (row.raw_data is None or sha256(row.raw_data) != row.data_sha256):
+        return False
+    fresh = digest_of(row.id, row.session_id, row.seq, row.at, row.kind, row.actor, row.data_sha256)
+    return fresh == row.digest
+
+
 def verify_chain(chain: Chain, anchor: tuple[int, str] | None = None) -> Verdict:
     """``anchor``: the global chain's (seq, hash) kept outside the database
     (kernel/audit/anchor.py), checked for the global chain only."""
@@ -64,27 +78,22 @@ def verify_chain(chain: Chain, anchor: tuple[int, str] | None = None) -> Verdict
 
     for row in chain.rows:
         number = row.seq if session else row.id
+        if row.malformed:
+            return broken(expected, "edited")
         if number != expected:
             return broken(expected, "missing")
+        if not intact(row):
+            return broken(number, "edited")
         if row.pruned:
-            if row.session_id not in chain.pruned_sessions:
+            if not _covered(row, chain.prunes):
                 return broken(number, "pruned_unrecorded")
-            digest = row.digest
             pruned += 1
         else:
-            if row.raw_data is None:
-                return broken(number, "edited")
-            fresh = digest_of(
-                row.id, row.session_id, row.seq, row.at, row.kind, row.actor, row.raw_data
-            )
-            if fresh != row.digest:
-                return broken(number, "edited")
             problem = _message_problem(row, chain)
             if problem is not None:
                 return broken(number, problem)
-            digest = row.digest
         stored = row.shash if session else row.ghash
-        if stored != link(previous, digest):
+        if stored != link(previous, row.digest):
             return broken(number, "link")
         previous = stored
         expected += 1
@@ -100,16 +109,33 @@ def verify_chain(chain: Chain, anchor: tuple[int, str] | None = None) -> Verdict
     if chain.head is None:
         if last:
             return broken(last, "head")
-        return Verdict(True, 0, 0)
-    head_seq, head_hash = chain.head
-    if head_seq > last:
-        return broken(last + 1, "missing")
-    if head_seq != last or head_hash != previous:
-        return broken(max(last, 1), "head")
+    else:
+        head_seq, head_hash = chain.head
+        if head_seq > last:
+            return broken(last + 1, "missing")
+        if head_seq != last or head_hash != previous:
+            return broken(max(last, 1), "head")
+    if session and chain.global_gap is not None:  # its own end cut, its head set back
+        return broken(chain.global_gap, "elsewhere")
     return Verdict(True, last, pruned)
 
 
+def _covered(row: AuditRow, prunes: list[Prune]) -> bool:
+    """An emptied row is accounted for by an intact ``audit.pruned`` row written after
+    it that emptied its session at least up to it."""
+    if row.session_id is None or row.seq is None:
+        return False
+    for prune in prunes:
+        if prune.row.id <= row.id or prune.upto.get(row.session_id, 0) < row.seq:
+            continue
+        if intact(prune.row) and prune.row.ghash == link(prune.previous, prune.row.digest):
+            return True
+    return False
+
+
 def _message_problem(row: AuditRow, chain: Chain) -> str | None:
+    """A message referenced by a row still in the record must still be there as it was:
+    a history deleted the legitimate way empties the rows that referenced it."""
     for ref in (row.data or {}).get("messages") or []:
         if not isinstance(ref, dict):
             continue
@@ -118,8 +144,7 @@ def _message_problem(row: AuditRow, chain: Chain) -> str | None:
             continue
         found = chain.messages.get(mid)
         if found is None:
-            if row.session_id not in chain.pruned_sessions:
-                return "message_missing"
-        elif found[1] != want:
+            return "message_missing"
+        if found[1] != want:
             return "message_edited"
     return None

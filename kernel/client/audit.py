@@ -158,9 +158,10 @@ def list_events(args: argparse.Namespace, out: IO[str]) -> int:
 
 def verify(args: argparse.Namespace, out: IO[str]) -> int:
     path, _ = _where(args)
-    chain = read(path, lambda conn: read_chain(conn, args.session))
-    # The global chain's end Kernel keeps beside the database (kernel/audit/anchor.py).
+    # The global chain's end Kernel keeps beside the database (kernel/audit/anchor.py),
+    # read before the snapshot: a Kernel recording meanwhile only moves the chain ahead.
     anchor = read_anchor(path.parent / ANCHOR_FILE) if args.session is None else None
+    chain = read(path, lambda conn: read_chain(conn, args.session))
     verdict = verify_chain(chain, anchor)
     if args.json:
         print_json(verdict.as_json() | {"session_id": args.session}, out)

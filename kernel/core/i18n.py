@@ -1162,6 +1162,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.selfops.apply": "已应用",
         "audit.selfops.preview_refused": "预览被拒绝（{code}）",
         "audit.selfops.apply_refused": "应用被拒绝（{code}）",
+        "audit.broken.elsewhere": "整个记录中缺少一行（给出的是它的全局编号）：请校验整个记录",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -2309,6 +2310,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.selfops.apply": "applied",
         "audit.selfops.preview_refused": "preview refused ({code})",
         "audit.selfops.apply_refused": "apply refused ({code})",
+        "audit.broken.elsewhere": "a row of the whole record is missing (its global number is given): verify the whole record",
     },
 }
 

@@ -25,9 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 from kernel.store.database import Database
 
@@ -35,8 +38,9 @@ GENESIS = "0" * 64
 GLOBAL = "global"
 PRUNED = "audit.pruned"
 MAX_LIMIT = 1000
+T = TypeVar("T")
 
-_COLUMNS = "id, session_id, seq, at, kind, actor, data, digest, shash, ghash, pruned"
+_COLUMNS = "id, session_id, seq, at, kind, actor, data, data_sha256, digest, shash, ghash, pruned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +56,9 @@ class AuditRow:
     shash: str | None
     ghash: str
     pruned: bool
-    raw_data: str | None = None  # the column as stored, what the digest covers
+    raw_data: str | None = None  # the column as stored
+    data_sha256: str = ""  # of raw_data; what the digest covers, kept when it is emptied
+    malformed: bool = False  # a column of the wrong type (written by hand): broken
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -69,16 +75,27 @@ class AuditRow:
 
 
 @dataclass(frozen=True, slots=True)
+class Prune:
+    """One ``audit.pruned`` row: which sessions' rows it emptied, up to which sequence
+    of each, and what verification needs to check the row itself (its global link)."""
+
+    row: AuditRow
+    previous: str  # the global chain's link before it (GENESIS for the first row)
+    upto: dict[int, int]  # session id → the last sequence it emptied
+
+
+@dataclass(frozen=True, slots=True)
 class Chain:
     """What verification reads in one snapshot: the chain's rows in order, its head,
-    the stored hashes of the messages its rows reference, and the sessions an
-    ``audit.pruned`` row covers."""
+    the stored hashes of the messages its rows reference, the ``audit.pruned`` rows,
+    and (for a session's chain) the first gap in the global numbering, if any."""
 
     session_id: int | None  # None: the global chain
     rows: list[AuditRow]
     head: tuple[int, str] | None  # (last seq, last hash) as audit_heads says
     messages: dict[int, tuple[int, str]]  # message id → (session id, sha256 of content)
-    pruned_sessions: set[int]
+    prunes: list[Prune]
+    global_gap: int | None = None  # a global id missing (a row deleted elsewhere)
 
 
 def sha256(text: str) -> str:
@@ -86,10 +103,20 @@ def sha256(text: str) -> str:
 
 
 def digest_of(
-    id: int, session_id: int | None, seq: int | None, at: str, kind: str, actor: str, data: str
+    id: int,
+    session_id: int | None,
+    seq: int | None,
+    at: str,
+    kind: str,
+    actor: str,
+    data_sha256: str,
 ) -> str:
+    """The row's own hash: its fields and its data's hash, so an emptied row (data gone,
+    its hash kept) still proves its kind, actor and time."""
     canon = json.dumps(
-        [id, session_id, seq, at, kind, actor, data], ensure_ascii=True, separators=(",", ":")
+        [id, session_id, seq, at, kind, actor, data_sha256],
+        ensure_ascii=True,
+        separators=(",", ":"),
     )
     return sha256(canon)
 
@@ -118,6 +145,7 @@ def append_in(
         facts["messages"] = _message_refs(conn, [int(i) for i in ids])
     # ASCII JSON: any fact (a lone surrogate in a model's tool name) is stored and hashed.
     text = json.dumps(facts, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+    data_sha = sha256(text)
     gseq, gprev = _head(conn, GLOBAL)
     row_id = gseq + 1
     seq: int | None = None
@@ -126,19 +154,31 @@ def append_in(
     if session_id is not None:
         sseq, sprev = _head(conn, session_chain(session_id))
         seq = sseq + 1
-        digest = digest_of(row_id, session_id, seq, at, kind, actor, text)
+        digest = digest_of(row_id, session_id, seq, at, kind, actor, data_sha)
         shash = link(sprev, digest)
         _move(conn, session_chain(session_id), seq, shash)
     else:
-        digest = digest_of(row_id, None, None, at, kind, actor, text)
+        digest = digest_of(row_id, None, None, at, kind, actor, data_sha)
     ghash = link(gprev, digest)
     _move(conn, GLOBAL, row_id, ghash)
     conn.execute(
-        f"INSERT INTO audit_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-        (row_id, session_id, seq, at, kind, actor, text, digest, shash, ghash),
+        f"INSERT INTO audit_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+        (row_id, session_id, seq, at, kind, actor, text, data_sha, digest, shash, ghash),
     )
     return AuditRow(
-        row_id, session_id, seq, at, kind, actor, facts, digest, shash, ghash, False, text
+        row_id,
+        session_id,
+        seq,
+        at,
+        kind,
+        actor,
+        facts,
+        digest,
+        shash,
+        ghash,
+        False,
+        text,
+        data_sha,
     )
 
 
@@ -149,6 +189,16 @@ def prune_in(conn: sqlite3.Connection, at: str, session_ids: Iterable[int], why:
     if not ids:
         return 0
     marks = ", ".join("?" * len(ids))
+    # How far each session's rows go now: the record says it emptied up to there, so a
+    # row emptied later by hand is not covered (review R1).
+    upto = {
+        str(sid): int(last)
+        for sid, last in conn.execute(
+            f"SELECT session_id, MAX(seq) FROM audit_events WHERE session_id IN ({marks})"
+            " GROUP BY session_id",
+            ids,
+        )
+    }
     cur = conn.execute(
         f"UPDATE audit_events SET data = NULL, pruned = 1 WHERE session_id IN ({marks})"
         " AND pruned = 0",
@@ -161,7 +211,7 @@ def prune_in(conn: sqlite3.Connection, at: str, session_ids: Iterable[int], why:
             PRUNED,
             session_id=None,
             actor="kernel",
-            data={"sessions": ids, "rows": cur.rowcount, "why": why},
+            data={"sessions": ids, "rows": cur.rowcount, "why": why, "upto": upto},
         )
     return cur.rowcount
 
@@ -198,28 +248,46 @@ def _move(conn: sqlite3.Connection, chain: str, seq: int, value: str) -> None:
 
 
 def _row(values: Sequence[Any]) -> AuditRow:
-    rid, sid, seq, at, kind, actor, data, digest, shash, ghash, pruned = values
+    rid, sid, seq, at, kind, actor, data, data_sha, digest, shash, ghash, pruned = values
     parsed: dict[str, Any] | None = None
     if data is not None:
         try:
             loaded = json.loads(data)
-        except ValueError:
+        except (ValueError, TypeError):
             loaded = None
         parsed = loaded if isinstance(loaded, dict) else {}
-    return AuditRow(
-        int(rid),
-        None if sid is None else int(sid),
-        None if seq is None else int(seq),
-        str(at),
-        str(kind),
-        str(actor),
-        parsed,
-        str(digest),
-        None if shash is None else str(shash),
-        str(ghash),
-        bool(pruned),
-        None if data is None else str(data),
-    )
+    try:
+        return AuditRow(
+            _int(rid),
+            None if sid is None else _int(sid),
+            None if seq is None else _int(seq),
+            _str(at),
+            _str(kind),
+            _str(actor),
+            parsed,
+            _str(digest),
+            None if shash is None else _str(shash),
+            _str(ghash),
+            bool(pruned),
+            None if data is None else _str(data),
+            _str(data_sha),
+        )
+    except (TypeError, ValueError):
+        # A column of another type (written by hand): kept where it stood, never a crash.
+        number = rid if isinstance(rid, int) else 0
+        return AuditRow(number, None, None, "", "?", "?", {}, "", None, "", False, malformed=True)
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("not an integer")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not text")
+    return value
 
 
 def read_events(
@@ -260,7 +328,7 @@ def read_chain(conn: sqlite3.Connection, session_id: int | None = None) -> Chain
         name = GLOBAL
     else:
         cur = conn.execute(
-            f"SELECT {_COLUMNS} FROM audit_events WHERE session_id = ? ORDER BY seq",
+            f"SELECT {_COLUMNS} FROM audit_events WHERE session_id = ? ORDER BY seq, id",
             (session_id,),
         )
         name = session_chain(session_id)
@@ -271,22 +339,70 @@ def read_chain(conn: sqlite3.Connection, session_id: int | None = None) -> Chain
         for ref in (row.data or {}).get("messages") or []:
             if isinstance(ref, dict) and isinstance(ref.get("id"), int):
                 refs.append(ref["id"])
-    pruned: set[int] = set()
-    for (data,) in conn.execute(
-        "SELECT data FROM audit_events WHERE kind = ? AND session_id IS NULL", (PRUNED,)
-    ):
-        try:
-            sessions = json.loads(data or "{}").get("sessions") or []
-        except (ValueError, AttributeError):
-            continue
-        pruned.update(int(s) for s in sessions if isinstance(s, int))
     return Chain(
         session_id,
         rows,
         None if head is None else (int(head[0]), str(head[1])),
         _message_hashes(conn, refs),
-        pruned,
+        _prunes(conn),
+        None if session_id is None else _global_gap(conn),
     )
+
+
+def _prunes(conn: sqlite3.Connection) -> list[Prune]:
+    found: list[Prune] = []
+    for values in conn.execute(
+        f"SELECT {_COLUMNS} FROM audit_events WHERE kind = ? AND session_id IS NULL ORDER BY id",
+        (PRUNED,),
+    ):
+        row = _row(values)
+        before = conn.execute(
+            "SELECT ghash FROM audit_events WHERE id = ?", (row.id - 1,)
+        ).fetchone()
+        previous = GENESIS if row.id == 1 else (str(before[0]) if before else "")
+        upto: dict[int, int] = {}
+        marks = (row.data or {}).get("upto")
+        if isinstance(marks, dict):
+            for sid, last in marks.items():
+                if str(sid).isdigit() and isinstance(last, int):
+                    upto[int(sid)] = last
+        found.append(Prune(row, previous, upto))
+    return found
+
+
+def _global_gap(conn: sqlite3.Connection) -> int | None:
+    """The first global id missing (or past the recorded end), or None when the global
+    numbering is whole: a session's chain cut at its end shows only here."""
+    count, last = conn.execute("SELECT COUNT(*), MAX(id) FROM audit_events").fetchone()
+    head = _head(conn, GLOBAL)[0]
+    last = int(last or 0)
+    if count == last and head <= last:
+        return None
+    if count != last:
+        first = conn.execute("SELECT MIN(id) FROM audit_events").fetchone()[0]
+        if first is not None and first > 1:
+            return 1
+        gap = conn.execute(
+            "SELECT MIN(a.id) + 1 FROM audit_events a WHERE a.id < ? AND NOT EXISTS"
+            " (SELECT 1 FROM audit_events b WHERE b.id = a.id + 1)",
+            (last,),
+        ).fetchone()[0]
+        return int(gap) if gap is not None else last + 1
+    return last + 1
+
+
+def read_only(path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn`` on its own read-only connection in one read transaction (blocking: run it
+    in a thread): a long read never holds up the database thread's writes (WAL)."""
+    uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as conn:
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("ROLLBACK")
 
 
 def has_chain(conn: sqlite3.Connection, session_id: int) -> bool:
@@ -340,6 +456,17 @@ class AuditStore:
             return read_events(conn, session_id, limit, before, kinds)
 
         return await self.db.read("audit events", op)
+
+    async def ghash_at(self, row_id: int) -> str | None:
+        """The global link of row ``row_id``, or None when there is no such row."""
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            found = conn.execute(
+                "SELECT ghash FROM audit_events WHERE id = ?", (row_id,)
+            ).fetchone()
+            return str(found[0]) if found is not None else None
+
+        return await self.db.read("audit anchor check", op)
 
     async def chain(self, session_id: int | None = None) -> Chain:
         """One chain in one snapshot, for verification."""

@@ -402,7 +402,8 @@ def m016_audit(conn: sqlite3.Connection) -> None:
 
     ``audit_events``: append-only; ``id`` is the global sequence (1, 2, 3 … with no gap),
     ``seq`` the sequence inside its session (NULL for events of no session). ``digest``
-    is the SHA-256 of the row's own fields, ``shash`` and ``ghash`` link it to the
+    is the SHA-256 of the row's own fields and ``data_sha256`` (its data's hash, kept when
+    the data is emptied), ``shash`` and ``ghash`` link it to the
     previous row of its session's chain and of the global chain; ``audit_heads`` holds
     each chain's last sequence and hash, so a deleted tail shows. A row whose session was
     deleted keeps its hashes with ``data`` emptied and ``pruned`` = 1, covered by a later
@@ -417,6 +418,7 @@ def m016_audit(conn: sqlite3.Connection) -> None:
             kind TEXT NOT NULL,
             actor TEXT NOT NULL,
             data TEXT,
+            data_sha256 TEXT NOT NULL,
             digest TEXT NOT NULL,
             shash TEXT,
             ghash TEXT NOT NULL,

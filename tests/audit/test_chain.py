@@ -83,7 +83,7 @@ async def test_tampering_is_named(
 
 
 async def test_a_recomputed_digest_still_breaks_the_link(store: Store) -> None:
-    from kernel.store.audit import digest_of
+    from kernel.store.audit import digest_of, sha256
 
     audit, a, _ = await _fill(store)
     with closing(sqlite3.connect(store.path)) as conn:
@@ -92,8 +92,8 @@ async def test_a_recomputed_digest_still_breaks_the_link(store: Store) -> None:
         ).fetchone()
         forged = '{"ok":false,"tool":"memory_search"}'
         conn.execute(
-            "UPDATE audit_events SET data = ?, digest = ? WHERE id = 2",
-            (forged, digest_of(rid, sid, seq, at, kind, actor, forged)),
+            "UPDATE audit_events SET data = ?, data_sha256 = ?, digest = ? WHERE id = 2",
+            (forged, sha256(forged), digest_of(rid, sid, seq, at, kind, actor, sha256(forged))),
         )
         conn.commit()
     verdict = await audit.verify(a)
@@ -118,6 +118,7 @@ async def test_deleted_history_prunes_and_still_verifies(store: Store) -> None:
         "rows": 3,
         "sessions": [a],
         "why": "session deleted",
+        "upto": {str(a): 3},
     }
     assert all(r.data is None for r in await audit.events(a))
     await store.clear_messages(b)
@@ -166,3 +167,81 @@ async def test_an_anchor_that_disagrees_is_named(store: Store, tmp_path: Path) -
     # An anchor behind the chain (a crash before its write) is fine.
     anchor.write_text('{"seq": 1, "hash": "' + (await audit.events())[0].ghash + '"}')
     assert (await audit.verify()).ok
+
+
+# ----- review R1: each of these verified whole before its fix -------------------------
+
+
+async def test_rows_emptied_after_a_cleared_history_are_not_covered(store: Store) -> None:
+    """An ``audit.pruned`` row covers what its session had when it was written, not
+    what came after it; and a message of a row still in the record may not go."""
+    audit, a, _ = await _fill(store)
+    await store.clear_messages(a)
+    [later] = await store.append_messages(a, [Message("user", [TextBlock("again")])])
+    await audit.record("message.received", session_id=a, actor="owner", messages=[later])
+    await audit.record("tool.call", session_id=a, actor="model", tool="t", ok=True)
+    assert (await audit.verify(a)).ok and (await audit.verify()).ok
+    _sql(store, "UPDATE audit_events SET data = NULL, pruned = 1 WHERE session_id = ?", a)
+    for verdict in (await audit.verify(a), await audit.verify()):
+        assert (verdict.ok, verdict.reason) == (False, "pruned_unrecorded")
+    assert (await audit.verify(a)).first_broken_seq == 4
+
+
+async def test_a_message_deleted_under_a_live_row_is_named(store: Store) -> None:
+    audit, a, _ = await _fill(store)
+    await store.clear_messages(a)
+    [later] = await store.append_messages(a, [Message("user", [TextBlock("again")])])
+    await audit.record("message.received", session_id=a, actor="owner", messages=[later])
+    _sql(store, "DELETE FROM messages WHERE id = ?", later)
+    verdict = await audit.verify(a)
+    assert (verdict.first_broken_seq, verdict.reason) == (4, "message_missing")
+
+
+async def test_a_sessions_end_cut_with_its_head_set_back_is_named(store: Store) -> None:
+    audit, a, _ = await _fill(store)  # a: global rows 1, 2, 5; row 4 is session b's
+    await audit.record("config.changed", sections=["x"])  # a later global row: id 6
+    with closing(sqlite3.connect(store.path)) as conn:
+        [(shash,)] = conn.execute("SELECT shash FROM audit_events WHERE id = 2")
+        conn.execute("DELETE FROM audit_events WHERE id = 5")
+        conn.execute(
+            "UPDATE audit_heads SET seq = 2, hash = ? WHERE chain = ?", (shash, f"session:{a}")
+        )
+        conn.commit()
+    verdict = await audit.verify(a)
+    assert (verdict.ok, verdict.first_broken_seq, verdict.reason) == (False, 5, "elsewhere")
+
+
+async def test_an_emptied_rows_kind_actor_and_time_stay_proven(store: Store) -> None:
+    audit, a, _ = await _fill(store)
+    await store.delete_sessions([a])
+    _sql(store, "UPDATE audit_events SET kind = 'message.received', actor = 'owner' WHERE id = 2")
+    verdict = await audit.verify(a)
+    assert (verdict.first_broken_seq, verdict.reason) == (2, "edited")
+
+
+async def test_a_column_of_the_wrong_type_is_a_break_not_a_crash(store: Store) -> None:
+    audit, a, _ = await _fill(store)
+    _sql(store, "UPDATE audit_events SET seq = 'two' WHERE id = 2")
+    assert (await audit.verify(a)).reason in ("edited", "missing")
+    assert (await audit.verify()).reason == "edited"
+    assert len(await audit.events()) == 5  # listed, never an exception
+
+
+async def test_the_anchor_is_not_moved_past_a_cut_record(store: Store, tmp_path: Path) -> None:
+    anchor = tmp_path / "audit.anchor"
+    audit = AuditLog(store, anchor=anchor, anchor_every=0)
+    for n in range(5):
+        await audit.record("config.changed", n=n)
+    await audit.close()
+    with closing(sqlite3.connect(store.path)) as conn:
+        [(ghash,)] = conn.execute("SELECT ghash FROM audit_events WHERE id = 3")
+        conn.execute("DELETE FROM audit_events WHERE id > 3")
+        conn.execute("UPDATE audit_heads SET seq = 3, hash = ? WHERE chain = 'global'", (ghash,))
+        conn.commit()
+    audit = AuditLog(store, anchor=anchor, anchor_every=0)  # Kernel started again
+    assert (await audit.verify()).reason == "missing"
+    for n in range(2):  # ordinary events after the cut: ids 4 and 5 again
+        await audit.record("config.changed", n=n)
+    await audit.close()
+    verdict = await audit.verify()
+    assert (verdict.ok, verdict.reason) == (False, "anchor")

@@ -60,6 +60,7 @@ Reason = Literal[
     "message_missing",
     "head",
     "anchor",
+    "elsewhere",
 ]
 
 
