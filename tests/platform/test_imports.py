@@ -17,7 +17,12 @@ from tests.conftest import write_config
 # ``signal`` attributes deleted (``os.supports_dir_fd`` emptied, so the workspace picks
 # the Windows walk), and POSIX-only modules refused to Kernel's code and its tests.
 STRIP = r"""
-import asyncio, asyncio.unix_events, builtins, os, signal, sys
+import asyncio, asyncio.unix_events, builtins, contextlib, os, signal, sys
+
+# platformdirs (Textual's, for `kernel tui`) picks its module by sys.platform and binds
+# os.getuid as it loads: on Windows it loads its Windows module, so here it loads first.
+with contextlib.suppress(ImportError):
+    import platformdirs
 
 for name in ("O_NOFOLLOW", "O_DIRECTORY", "O_CLOEXEC", "O_NONBLOCK", "killpg", "getpgid",
              "setsid", "setpgid", "fchmod", "getuid", "geteuid", "getgid", "fork", "WNOHANG",
@@ -146,6 +151,7 @@ sys.exit(pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider
 
 
 @pytest.mark.posix  # Linux made to look like Windows; on Windows the CI run is the proof
+@pytest.mark.timeout(600)  # the whole suite collected in a child: about a minute alone
 def test_the_whole_suite_is_collected_without_posix_only_parts() -> None:
     """A test module importing ``resource`` (or reading ``signal.SIGKILL``) at its top is
     a collection error on Windows, which stops the whole run there."""
