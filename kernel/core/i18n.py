@@ -1163,6 +1163,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.selfops.preview_refused": "预览被拒绝（{code}）",
         "audit.selfops.apply_refused": "应用被拒绝（{code}）",
         "audit.broken.elsewhere": "整个记录中缺少一行（给出的是它的全局编号）：请校验整个记录",
+        "art.changed_content": "artifact {id} 的文件内容自记录后被改写（大小相同、哈希不同），不予提供",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -2311,6 +2312,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.selfops.preview_refused": "preview refused ({code})",
         "audit.selfops.apply_refused": "apply refused ({code})",
         "audit.broken.elsewhere": "a row of the whole record is missing (its global number is given): verify the whole record",
+        "art.changed_content": "The file of artifact {id} was rewritten since it was recorded (same size, other content): not served",
     },
 }
 

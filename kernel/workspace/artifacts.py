@@ -13,6 +13,9 @@ the folders) or ``artifact_changed``.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import os
 import unicodedata
 from pathlib import Path
 
@@ -64,11 +67,39 @@ class ArtifactFiles:
                 t("art.changed", id=artifact.id, size=opened.entry.size, recorded=artifact.size),
                 {"id": artifact.id},
             )
+        if artifact.sha256:
+            # Same size, other bytes (rewritten in place): the content is what was recorded,
+            # read from the descriptor that is served, off the loop (review R2).
+            try:
+                seen = await asyncio.to_thread(_sha256_of, opened.fd, artifact.size)
+            except OSError as exc:
+                opened.close()
+                raise self._refused(artifact, type(exc).__name__) from None
+            if seen != artifact.sha256:
+                opened.close()
+                raise CodedError(
+                    CHANGED, t("art.changed_content", id=artifact.id), {"id": artifact.id}
+                )
         return opened
 
     @staticmethod
     def _refused(artifact: Artifact, why: str) -> CodedError:
         return CodedError(REFUSED, t("art.refused", id=artifact.id, why=why), {"id": artifact.id})
+
+
+def _sha256_of(fd: int, size: int) -> str:
+    """SHA-256 of the file's first ``size`` bytes, read through ``fd``, which is left at
+    its start again for the caller to serve."""
+    digest = hashlib.sha256()
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(1 << 20, left))
+        if not chunk:
+            break
+        digest.update(chunk)
+        left -= len(chunk)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return digest.hexdigest()
 
 
 def safe_name(name: str) -> str:

@@ -229,7 +229,15 @@ async def test_links_paths_outside_the_folders_and_grown_files_are_never_served(
         assert data["error"]["code"] == "artifact_refused"
     _set_path(sc, cli_item["id"], cli_path.relative_to(sc.kernel.config.data_dir).as_posix())
 
-    # 4. The file grown (or shrunk) since it was recorded.
+    # 4. The file rewritten in place to the same size (review R2), then grown.
+    original = cli_path.read_bytes()
+    cli_path.write_bytes(bytes(b ^ 1 for b in original))
+    status, data, _ = await sc.call("GET", f"/agent/artifacts/{cli_item['id']}")
+    assert status == 409 and data["error"]["code"] == "artifact_changed"
+    assert "same size, other content" in data["error"]["message"]
+    cli_path.write_bytes(original)
+    status, body, _ = await fetch(sc, cli_item["id"])
+    assert status == 200 and body == original
     with cli_path.open("ab") as fh:
         fh.write(b"appended later")
     status, data, _ = await sc.call("GET", f"/agent/artifacts/{cli_item['id']}")
