@@ -169,6 +169,19 @@ class RetentionJob:
         self._stop.clear()
         self._task = self._tasks.spawn(self._loop(), "retention")
 
+    async def _mark_artifacts(self, removed: list[str]) -> int:
+        """What this sweep deleted, and every listed file that is gone anyway (deleted by
+        an earlier sweep whose marking failed or was cut short, or by someone else): the
+        listing never says "there" for a file that is not (review R2)."""
+        assert self.artifacts is not None
+        listed = await self.artifacts.listed_paths()
+        data_dir = self.data_dir
+
+        def gone() -> list[str]:
+            return [p for p in listed if not os.path.lexists(data_dir / p)]
+
+        return await self.artifacts.mark_removed([*removed, *await asyncio.to_thread(gone)])
+
     async def stop(self) -> None:
         if self._task is None:
             return
@@ -197,10 +210,10 @@ class RetentionJob:
             except Exception as exc:  # the files were swept; the rows wait for tomorrow
                 result.failures += 1
                 log.warning("retention: pruning the mailbox failed: %s", type(exc).__name__)
-        if self.artifacts is not None and result.removed:
+        if self.artifacts is not None:
             try:
-                result.artifacts = await self.artifacts.mark_removed(result.removed)
-            except Exception as exc:  # the listing says "there" until a download finds out
+                result.artifacts = await self._mark_artifacts(result.removed)
+            except Exception as exc:  # the next sweep reconciles what this one could not
                 result.failures += 1
                 log.warning("retention: marking artifacts removed failed: %s", type(exc).__name__)
         self.runs += 1

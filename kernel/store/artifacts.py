@@ -228,6 +228,19 @@ class ArtifactStore:
 
         return await self.db.read("read an artifact", op)
 
+    async def listed_paths(self) -> list[str]:
+        """The paths of every artifact not marked removed (what a sweep reconciles)."""
+
+        def op(conn: sqlite3.Connection) -> list[str]:
+            return [
+                str(path)
+                for (path,) in conn.execute(
+                    "SELECT DISTINCT path FROM artifacts WHERE removed_at IS NULL"
+                )
+            ]
+
+        return await self.db.read("list artifact paths", op)
+
     async def mark_removed(self, paths: Iterable[str]) -> int:
         """Mark the artifacts at ``paths`` (relative to the data directory) removed, now;
         returns how many rows changed. Rows already marked keep their first time."""

@@ -169,3 +169,33 @@ async def test_a_deleted_or_cleared_history_takes_its_artifact_list(store: Store
     assert await artifacts.list(a) == [] and await artifacts.list(b) == []
     assert len(await artifacts.list(c)) == 1
     assert (await AuditLog(store).verify()).ok  # their audit rows emptied, recorded
+
+
+async def test_a_sweep_reconciles_files_an_earlier_sweep_left_listed(
+    store: Store, tmp_path: Path
+) -> None:
+    """Review R2: a sweep whose marking failed (or was cut short) left its files listed
+    as present forever; the next sweep marks every listed file that is gone."""
+    from kernel.retention import RetentionJob
+
+    artifacts = ArtifactStore(store)
+    data_dir = tmp_path / "data"
+    now = 1_900_000_000.0
+    for rel, age in (("downloads/old.txt", 8), ("downloads/new.txt", 1)):
+        full = data_dir / rel
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_text("x")
+        os.utime(full, (now - age * DAY, now - age * DAY))
+        await artifacts.add(session_id=1, kind="download", name=rel, path=rel, size=1, sha256=None)
+
+    class Failing(ArtifactStore):
+        async def mark_removed(self, paths: object) -> int:
+            raise RuntimeError("database busy")
+
+    first = RetentionJob(data_dir, 7, clock=lambda: now, artifacts=Failing(store))
+    assert (await first.run_once()).failures == 1
+    assert not (data_dir / "downloads/old.txt").exists()
+    second = RetentionJob(data_dir, 7, clock=lambda: now, artifacts=artifacts)
+    assert (await second.run_once()).artifacts == 1
+    listed = {a.path: a.removed for a in await artifacts.list(1)}
+    assert listed == {"downloads/old.txt": True, "downloads/new.txt": False}
