@@ -228,16 +228,16 @@ class ArtifactStore:
 
         return await self.db.read("read an artifact", op)
 
-    async def listed_paths(self) -> list[str]:
+    async def listed_paths(self) -> tuple[str, ...]:
         """The paths of every artifact not marked removed (what a sweep reconciles)."""
 
-        def op(conn: sqlite3.Connection) -> list[str]:
-            return [
+        def op(conn: sqlite3.Connection) -> tuple[str, ...]:
+            return tuple(
                 str(path)
                 for (path,) in conn.execute(
                     "SELECT DISTINCT path FROM artifacts WHERE removed_at IS NULL"
                 )
-            ]
+            )
 
         return await self.db.read("list artifact paths", op)
 
