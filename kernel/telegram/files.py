@@ -92,7 +92,7 @@ class Files:
         artifact, refusal = await self._check(chat, artifact_id)
         toast = refusal or t("files.sending", name=artifact.name if artifact else "")
         try:
-            await query.answer(toast[:190])
+            await query.answer(_utf16_cut(toast, 190))
         except TelegramError as exc:  # the toast is a courtesy
             log.info("answering a press failed: %s", type(exc).__name__)
         if refusal is not None or artifact is None:
@@ -239,3 +239,15 @@ def age(created_at: str, now: float) -> str:
     if seconds < 86400:
         return t("files.age_hours", n=int(seconds // 3600))
     return t("files.age_days", n=int(seconds // 86400))
+
+
+def _utf16_cut(text: str, units: int) -> str:
+    """``text`` within ``units`` UTF-16 code units (Telegram's measure of a toast)."""
+    out: list[str] = []
+    used = 0
+    for ch in text:
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > units:
+            break
+        out.append(ch)
+    return "".join(out)

@@ -92,6 +92,9 @@ class PlanMessage:
         self.live = True  # False once the final state is queued: no edit follows
         self._note = ""
         self._shown = ""
+        # The plan took the turn's placeholder: a tool-line edit already in flight to it
+        # may land after the plan's, so the final state is always written (review R2).
+        self._took_placeholder = False
         self._last_edit: float | None = None
         self._sending = asyncio.Lock()  # one edit at a time, each with the newest text
         self._timer = TaskSet("plan message")
@@ -111,6 +114,7 @@ class PlanMessage:
         taken = False
         if self.message_id is None and placeholder is not None:
             self.message_id, taken = placeholder, True
+            self._took_placeholder = True
         if self.message_id is None and backlog:
             return taken  # shown at the end, through the outbox, in its place
         await self._request()
@@ -186,7 +190,7 @@ class PlanMessage:
         if self.items is None:
             return []
         text = render_plan(self.items)
-        if self.message_id is not None and text == self._shown:
+        if self.message_id is not None and text == self._shown and not self._took_placeholder:
             return []
         body: dict[str, object] = {"text": text, "parse_mode": ParseMode.HTML}
         if self.message_id is not None:

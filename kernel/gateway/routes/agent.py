@@ -423,7 +423,7 @@ async def _collect(
     extra = {"turn_id": turn.id} if turn else {}
     if isinstance(final, ErrorEvent):
         # A budget refusal's own details (scope, spent, limit, worst_case, currency) too.
-        details = {**final.meta, "events": collected, **extra, **ids}
+        details = {**final.meta, "events": collected, "plan": plan, **extra, **ids}
         raise ApiError(error_status(final.code), final.code, final.message, details)
     reply = final.reply if isinstance(final, Completed) else ""
     if deliver is not None and isinstance(final, Completed) and not final.cancelled and reply:
