@@ -1,7 +1,8 @@
 """Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
 ``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar;
 ``kernel audit list|verify`` reads (never writes) the audit trail in kernel.db;
-``kernel console`` prints the web console's address (and opens it on a desktop)."""
+``kernel console`` prints the web console's address (and opens it on a desktop);
+``kernel tui`` is the full-screen terminal client (the ``tui`` extra)."""
 
 from __future__ import annotations
 
