@@ -24,6 +24,8 @@ from kernel.audit import AuditLog
 from kernel.gateway.server import Gateway
 from kernel.store.audit import AuditRow
 from tests.clock import ManualClock
+from tests.cron.conftest import echo as echo  # noqa: F401 - the fixtures, shared
+from tests.cron.conftest import hook as hook  # noqa: F401
 from tests.cron.test_budget import PRICED
 from tests.cron.test_scheduler import TZ, create, settled, state, texts, webhook_config
 from tests.delegate.claude_permission import make_permission_cli
@@ -217,18 +219,6 @@ async def test_a_delegation_and_its_approval_are_in_the_delegating_session(
 
 
 # ----- cron: fired, skipped, interrupted, missed ------------------------------------------
-
-
-@pytest.fixture
-async def hook() -> AsyncIterator[WebhookSim]:
-    async with WebhookSim() as sim:
-        yield sim
-
-
-@pytest.fixture
-async def echo() -> AsyncIterator[AnthropicSim]:
-    async with AnthropicSim(fallback="echo") as sim:
-        yield sim
 
 
 def cron_runs(db: Path, job_id: str) -> list[str]:
