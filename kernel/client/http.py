@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -14,12 +15,25 @@ from http.client import HTTPResponse
 from typing import IO, Any
 
 from kernel.config import gateway_of
-from kernel.core.errors import KernelError
+from kernel.config.net import is_loopback
+from kernel.core.errors import ConfigError, KernelError
 from kernel.core.i18n import t
 
 CALL_TIMEOUT = 30.0  # seconds for a plain request
 TRANSFER_TIMEOUT = 300.0  # seconds without a byte while a file or an archive moves
 TURN_TIMEOUT = 900.0  # seconds without a byte while a turn streams (a delegated CLI is quiet)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A sidecar never redirects: a 3xx is an answer (an error), never followed, so the
+    API key is never carried to another host (review R3)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# No proxy from the environment (the sidecar is local or named exactly), no redirects.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
 
 
 class SidecarUnreachable(KernelError):
@@ -41,19 +55,25 @@ class Sidecar:
     api_key: str = ""
 
     def _request(
-        self, method: str, path: str, body: Any = None, *, accept: str = "application/json"
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        accept: str = "application/json",
+        key: bool = True,
     ) -> urllib.request.Request:
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": accept}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        if self.api_key:
+        if self.api_key and key:
             headers["X-API-Key"] = self.api_key
         return urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
 
     def _open(self, request: urllib.request.Request, timeout: float) -> HTTPResponse:
         try:
-            response: HTTPResponse = urllib.request.urlopen(request, timeout=timeout)  # noqa: S310
+            response: HTTPResponse = _OPENER.open(request, timeout=timeout)
             return response
         except urllib.error.HTTPError as exc:
             raise _error_of(exc.code, exc.read()) from None
@@ -112,7 +132,8 @@ class Sidecar:
     def probe(self, timeout: float = 1.0) -> bool:
         """True when a Kernel sidecar answers here."""
         try:
-            with self._open(self._request("GET", "/version"), timeout) as response:
+            # Without the key: whatever answers here is not yet known to be Kernel.
+            with self._open(self._request("GET", "/version", key=False), timeout) as response:
                 return bool(json.loads(response.read()).get("name") == "kernel")
         except (KernelError, ValueError, AttributeError):
             return False
@@ -133,6 +154,10 @@ def sidecar_from(env: Mapping[str, str] | None = None) -> Sidecar | None:
     gateway = gateway_of(env=env)
     url = env.get("KERNEL_GATEWAY_URL", "").rstrip("/")
     if url:
+        parts = urllib.parse.urlsplit(url)
+        if gateway.api_key and parts.scheme == "http" and not is_loopback(parts.hostname or ""):
+            # The key would cross the network in clear: https, an SSH tunnel, or loopback.
+            raise ConfigError(t("client.plain_http", url=url))
         return Sidecar(url, gateway.api_key)
     if not gateway.enabled or gateway.port == 0:
         return None

@@ -1164,6 +1164,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.selfops.apply_refused": "应用被拒绝（{code}）",
         "audit.broken.elsewhere": "整个记录中缺少一行（给出的是它的全局编号）：请校验整个记录",
         "art.changed_content": "artifact {id} 的文件内容自记录后被改写（大小相同、哈希不同），不予提供",
+        "client.plain_http": "不会把 API key 以明文 http 发送到非本机地址 {url}：请用 https，或用 SSH 隧道连到 127.0.0.1",
     },
     "en": {
         "config.not_found": "KERNEL_CONFIG points to {path}, which does not exist: fix the path, or unset it to use ./config.toml",
@@ -2313,6 +2314,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "audit.selfops.apply_refused": "apply refused ({code})",
         "audit.broken.elsewhere": "a row of the whole record is missing (its global number is given): verify the whole record",
         "art.changed_content": "The file of artifact {id} was rewritten since it was recorded (same size, other content): not served",
+        "client.plain_http": "the API key is never sent over plain http to {url}, which is not this machine: use https, or an SSH tunnel to 127.0.0.1",
     },
 }
 

@@ -250,7 +250,7 @@ class KernelTui(App[int]):
             if self.live is None:
                 self.live = self.say(Line("assistant", delta))
             else:
-                self.live.set_text(self.live.text + delta)
+                self.live.append(delta)
                 self.conversation.scroll_end(animate=False)
             self.streamed = True
         elif kind == "tool_call":

@@ -98,6 +98,9 @@ class HttpBackend:
         timeout = httpx.Timeout(CALL_TIMEOUT, read=TURN_TIMEOUT)
         key = chat.external_id
         self._cancel.discard(key)
+        # Known as running from the request on: an Esc while the sidecar still queues it
+        # (behind another turn of this chat) is kept and sent once its id arrives.
+        self._turns[key] = ""
         try:
             async with self.client.stream(
                 "POST", "/agent/process", json=body, timeout=timeout
@@ -107,6 +110,7 @@ class HttpBackend:
                 self._turns[key] = response.headers.get("X-Turn-Id", "")
                 if key in self._cancel:  # Esc came before the turn had an id
                     await self.cancel(chat)
+                ended = False
                 async for line in response.aiter_lines():
                     if not line.startswith("data: "):
                         continue
@@ -117,7 +121,10 @@ class HttpBackend:
                     except ValueError:
                         raise BackendError(self._malformed()) from None
                     if isinstance(event, dict):
+                        ended = ended or event.get("type") in ("completed", "error")
                         yield event
+                if not ended:  # the stream stopped without its end: not a whole reply
+                    raise BackendError(t("client.broken", url=self.url, detail="stream cut"))
         except httpx.TransportError as exc:
             raise BackendError(self._unreachable(exc)) from None
         finally:

@@ -27,7 +27,9 @@ class Line:
     text: str
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0/C1 controls (line breaks and tabs kept) and the bidi embeddings, overrides and
+# isolates, which would reorder what the terminal shows.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

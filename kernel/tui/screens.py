@@ -17,18 +17,45 @@ from kernel.core.i18n import t
 from kernel.tui.backend import AuditView
 from kernel.tui.render import audit_line, printable, verdict_line
 
+SHOWN_CHARS = 65_536  # of one line's text drawn (a 10 MB reply keeps the app responsive)
+
+
+def shown(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else "…" + text[-SHOWN_CHARS:]
+
 
 class TextLine(Static):
     """Plain text from a model, a tool or the history: shown as it is, so a reply that
     contains ``[bold]`` or ``[link=…]`` shows those characters."""
 
     def __init__(self, text: str, *, classes: str = "", id: str | None = None) -> None:
-        super().__init__(Content(printable(text)), markup=False, classes=classes, id=id)
-        self.text = text
+        super().__init__(Content(printable(shown(text))), markup=False, classes=classes, id=id)
+        self._parts = [text]
+        self._text: str | None = text
+        self._tail = text[-SHOWN_CHARS:]
+        self._length = len(text)
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = "".join(self._parts)
+            self._parts = [self._text]
+        return self._text
 
     def set_text(self, text: str) -> None:
-        self.text = text
-        self.update(Content(printable(text)))
+        self._parts, self._text = [text], text
+        self._tail, self._length = text[-SHOWN_CHARS:], len(text)
+        self.update(Content(printable(shown(text))))
+
+    def append(self, more: str) -> None:
+        """A streamed delta: kept whole, drawn from the last SHOWN_CHARS only, so a
+        long reply costs the same per delta at its end as at its start (review R3)."""
+        self._parts.append(more)
+        self._text = None
+        self._tail = (self._tail + more)[-SHOWN_CHARS:]
+        self._length += len(more)
+        tail = self._tail if self._length <= SHOWN_CHARS else "…" + self._tail
+        self.update(Content(printable(tail)))
 
 
 class AskScreen(ModalScreen[int | None]):
@@ -60,6 +87,13 @@ class AskScreen(ModalScreen[int | None]):
             with Horizontal():
                 for n, option in enumerate(self.options):
                     yield Button(Content(printable(f"{n + 1}  {option}")), id=f"option-{n}")
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel_turn", show=False),  # cancels the turn that asks
+    ]
+
+    async def action_cancel_turn(self) -> None:
+        await self.app.run_action("cancel_turn")
 
     def on_key(self, event: Key) -> None:
         if event.character and event.character.isdigit():

@@ -109,6 +109,21 @@ async def test_a_question_is_answered_in_the_modal(
     assert "[b]Coffee" in str(result["content"]) and not result.get("is_error")
 
 
+async def test_esc_over_an_open_question_cancels_the_turn(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """Review R3: the modal swallowed Esc; it cancels the turn that asks, as elsewhere."""
+    kernel = await make_kernel(anthropic_sim, language="en")
+    anthropic_sim.enqueue(tool_reply("ask_user", {"question": "Tea?", "options": ["Yes", "No"]}))
+    app = KernelTui(LocalBackend(kernel))
+    async with app.run_test() as pilot:
+        await send(pilot, "ask me")
+        await until(pilot, lambda: isinstance(app.screen, AskScreen))
+        await pilot.press("escape")
+        await until(pilot, lambda: "[Cancelled]" in lines(app, "note"))
+        await until(pilot, lambda: not isinstance(app.screen, AskScreen) and not app.busy)
+
+
 async def test_the_audit_key_shows_the_chats_events_and_the_verify_line(
     make_kernel: KernelFactory, anthropic_sim: AnthropicSim
 ) -> None:
@@ -185,6 +200,9 @@ async def test_ctrl_q_during_a_turn_cancels_it_first(
         await send(pilot, "something slow")
         await until(pilot, lambda: len(anthropic_sim.requests) == 1 and app.busy)
         await pilot.press("ctrl+q")
+        # The quit cancels the turn and waits for its end, which the app still shows.
+        await until(pilot, lambda: "[Cancelled]" in lines(app, "note") or not app.is_running)
+        assert "[Cancelled]" in lines(app, "note")
         await until(pilot, lambda: not app.is_running)
     assert app.return_value == 0
     # the turn ended cancelled, with the owner's message stored
@@ -192,6 +210,9 @@ async def test_ctrl_q_during_a_turn_cancels_it_first(
     stored = await kernel.store.load_transcript(row.id)
     assert stored[0].message.role == "user"
     assert not kernel.agent.is_busy(f"session:{row.id}")
+    # Cancelled by the quit itself, before the app exited (review R3: a bare exit passed).
+    ends = [r for r in await kernel.audit.events(row.id) if r.kind == "turn.answered"]
+    assert [(r.data or {}).get("outcome") for r in ends] == ["cancelled"]
 
 
 async def test_cancel_typed_as_a_command(
