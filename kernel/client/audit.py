@@ -22,7 +22,6 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import IO, Any, TypeVar
-from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from kernel.audit.anchor import ANCHOR_FILE, read_anchor
@@ -114,7 +113,7 @@ def read(path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
     wal = path.with_name(path.name + "-wal")
     flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
     try:
-        uri = f"file:{quote(str(path.resolve()))}?{flags}"
+        uri = f"{path.resolve().as_uri()}?{flags}"  # file:///C:/… on Windows too
         with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as conn:
             conn.execute("PRAGMA query_only = 1")
             conn.execute("PRAGMA busy_timeout = 5000")

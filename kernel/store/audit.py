@@ -30,7 +30,6 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from kernel.store.database import Database
 
@@ -394,7 +393,7 @@ def _global_gap(conn: sqlite3.Connection) -> int | None:
 def read_only(path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
     """``fn`` on its own read-only connection in one read transaction (blocking: run it
     in a thread): a long read never holds up the database thread's writes (WAL)."""
-    uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"  # file:///C:/… on Windows too
     with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as conn:
         conn.execute("PRAGMA query_only = 1")
         conn.execute("PRAGMA busy_timeout = 5000")
