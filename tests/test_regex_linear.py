@@ -40,6 +40,21 @@ CASES: dict[str, str] = {
         "workflow.parse_condition('job_id == x' + ' ' * N + 'y')"
     ),
     "redact header before blanks": "Redactor()('authorization:' + ' ' * N + '[REDACTED]')",
+    # An attached document's own words (issue 23's final read): file heads that never
+    # close, a line full of voice tags, and what the audit reads of an input.
+    "history slimming: file heads never closed": (
+        "from kernel.agent import slimming\n"
+        "slimming.without_files('[文件: a]\\n````\\n' * (N // 10))\n"
+        "slimming.without_files('[文件: ' * (N // 5))"
+    ),
+    "history slimming: voice tags on one line": (
+        "from kernel.agent import slimming\nslimming.without_voice('[语音: ' * (N // 5), 'x')"
+    ),
+    "audit: the parts of a hostile input": (
+        "from kernel.agent import trail\n"
+        "from kernel.agent.turn import UserInput\n"
+        "trail.parts_of(UserInput('[文件: ' * (N // 5) + '[语音: ' * (N // 5)))"
+    ),
     # An owner's rule with a pattern that backtracks exponentially in a backtracking
     # engine, on the owner's words: RE2 matches it in linear time.
     "routing rule pattern (a+)+$": (

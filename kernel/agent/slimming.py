@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+
+import re2
 
 from kernel.core.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
 from kernel.skills.library import SKILL_BLOCK
@@ -21,9 +24,10 @@ TOOL_RESULT_LIMIT = 200  # tool results longer than this are summarised in histo
 
 # An attached file as the model sees it (seed 004 Phase 3): ``[文件: name]`` and a fence
 # longer than any run of backticks inside, so a file's own code fences cannot end it.
-_FILE = re.compile(
-    r"\[文件: (?P<name>[^\]\n]+)\]\n(?P<fence>`{3,})[^\n]*\n.*?\n(?P=fence)(?!`)", re.DOTALL
-)
+# The text is outside input (a document's own words): its head is found by RE2 (linear
+# time) and its closing fence by str.find, each fence searched to the end at most once
+# (review: the backtracking pattern took minutes on a document full of file heads).
+_FILE_HEAD = re2.compile(r"\[文件: ([^\]\n]+)\]\n(`{3,})[^\n]*\n")
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -34,18 +38,70 @@ def wrap_file(name: str, text: str) -> str:
     return f"[文件: {name}]\n{fence}\n{text}\n{fence}"
 
 
+def file_blocks(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, name) of each attached file in ``text``, in order: the head, a fence
+    of 3+ backticks (and an info string), the content, then the same fence on a line of
+    its own not followed by another backtick. Linear in ``text``."""
+    pos = 0
+    closed_after: dict[str, int] = {}  # fence → a position after which it never closes
+    # One pass of RE2 over the text (each search call would encode the whole text anew).
+    for head in _FILE_HEAD.finditer(text):
+        if head.start() < pos:  # inside the file before
+            continue
+        fence = head.group(2)
+        end = -1
+        if head.end() - 1 < closed_after.get(fence, len(text) + 1):
+            at = head.end() - 1
+            while (at := text.find("\n" + fence, at)) >= 0:
+                after = at + 1 + len(fence)
+                if after >= len(text) or text[after] != "`":
+                    end = after
+                    break
+                at += 1
+            if end < 0:
+                closed_after[fence] = head.end() - 1
+        if end < 0:
+            continue
+        yield head.start(), end, head.group(1)
+        pos = end
+
+
+def _sub_files(text: str, replace_with: Callable[[str], str]) -> str:
+    out: list[str] = []
+    last = 0
+    for start, end, name in file_blocks(text):
+        out.append(text[last:start])
+        out.append(replace_with(name))
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
 def without_files(text: str) -> str:
     """``text`` minus attached files: what the owner wrote themselves."""
-    return _FILE.sub("", text)
+    return _sub_files(text, lambda name: "")
 
 
 # A transcript is one line (whitespace collapsed) and may hold "]" itself: the tag ends
-# at the last "]" of its line.
-_VOICE = re.compile(r"\[语音: [^\n]*\](?=\n|$)")
+# at the last "]" of its line. RE2: linear on outside text (a line full of "[语音: ").
+VOICE = re2.compile(r"(?m)\[语音: [^\n]*\]$")
 
 
-_FILE_DONE = re.compile(r"\[文件 [^\]\n]+ 已处理\]")
-_SKILL_DONE = re.compile(r"\[技能 [^\]\n]+ 已加载\]")
+def without_voice(text: str, replace_with: str = "") -> str:
+    """``text`` with each voice tag replaced (the wrapper's own sub mangles a non-ASCII
+    replacement, so the slices are joined here)."""
+    out: list[str] = []
+    last = 0
+    for match in VOICE.finditer(text):
+        out.append(text[last : match.start()])
+        out.append(replace_with)
+        last = match.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+_FILE_DONE = re2.compile(r"\[文件 [^\]\n]+ 已处理\]")
+_SKILL_DONE = re2.compile(r"\[技能 [^\]\n]+ 已加载\]")
 
 
 def media_dropped(message: Message) -> bool:
@@ -82,8 +138,8 @@ def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
     if isinstance(block, TextBlock):
         if skill := SKILL_BLOCK.match(block.text):
             return TextBlock(SKILL_DONE.format(name=skill.group(1)))
-        text = _FILE.sub(lambda m: f"[文件 {m.group('name')} 已处理]", block.text)
-        return TextBlock(_VOICE.sub(VOICE_DONE, text))
+        text = _sub_files(block.text, lambda name: f"[文件 {name} 已处理]")
+        return TextBlock(without_voice(text, VOICE_DONE))
     if isinstance(block, ToolResultBlock):
         summary = summarize_tool_result(block.content, artifacts.get(block.tool_use_id))
         return replace(block, content=summary)

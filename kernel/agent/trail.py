@@ -14,11 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kernel.agent.slimming import without_files
+from kernel.agent.slimming import VOICE, file_blocks, without_files, without_voice
 from kernel.audit import AuditLog, kinds
 from kernel.core.turns import Turn
 from kernel.store.usage import UsageEntry
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_FILE = re.compile(r"\[文件: [^\]\n]+\]\n`{3,}")
-_VOICE = re.compile(r"\[语音: [^\n]*\](?=\n|$)")
 
 # Who made a model call of each purpose ask for it (the turn's own calls: Kernel).
 _CALLERS = {"api": "api", "cron": "cron", "sampling": "kernel", "subagent": "model"}
@@ -56,12 +53,12 @@ def parts_of(user_input: UserInput) -> list[str]:
     text = user_input.text
     if user_input.images:
         parts.append("photo")
-    if _FILE.search(text):
+    if next(file_blocks(text), None) is not None:
         parts.append("file")
         text = without_files(text)
-    if _VOICE.search(text):
+    if VOICE.search(text):
         parts.append("voice")
-        text = _VOICE.sub("", text)
+        text = without_voice(text)
     if text.strip():
         parts.append("text")
     return parts
