@@ -19,7 +19,6 @@ import re
 import sqlite3
 import sys
 from collections.abc import Callable
-from contextlib import closing
 from pathlib import Path
 from typing import IO, Any, TypeVar
 from zoneinfo import ZoneInfo
@@ -31,7 +30,7 @@ from kernel.client.verbs import print_json, table
 from kernel.config.loader import general_of
 from kernel.core.errors import ConfigError
 from kernel.core.i18n import t
-from kernel.store.audit import MAX_LIMIT, read_chain, read_events
+from kernel.store.audit import MAX_LIMIT, read_chain, read_events, read_only
 from kernel.store.migrations import get_version
 
 AUDIT_SCHEMA = 16  # the migration that made the audit tables
@@ -111,20 +110,15 @@ def read(path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
     # it), so the file is read as it is, immutable, which creates no -wal/-shm files.
     # Else Kernel runs (or crashed): a read-only reader of the log sees its last commit.
     wal = path.with_name(path.name + "-wal")
-    flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+
+    def checked(conn: sqlite3.Connection) -> T:
+        version = get_version(conn)
+        if version < AUDIT_SCHEMA:
+            raise Unreadable(t("client.audit_too_old", path=path, version=version))
+        return fn(conn)
+
     try:
-        uri = f"{path.resolve().as_uri()}?{flags}"  # file:///C:/… on Windows too
-        with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as conn:
-            conn.execute("PRAGMA query_only = 1")
-            conn.execute("PRAGMA busy_timeout = 5000")
-            version = get_version(conn)
-            if version < AUDIT_SCHEMA:
-                raise Unreadable(t("client.audit_too_old", path=path, version=version))
-            conn.execute("BEGIN")
-            try:
-                return fn(conn)
-            finally:
-                conn.execute("ROLLBACK")
+        return read_only(path, checked, immutable=not wal.exists())
     except sqlite3.Error as exc:
         detail = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
         raise Unreadable(t("client.audit_unreadable", path=path, detail=detail)) from None

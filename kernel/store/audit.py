@@ -390,10 +390,12 @@ def _global_gap(conn: sqlite3.Connection) -> int | None:
     return last + 1
 
 
-def read_only(path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
+def read_only(path: Path, fn: Callable[[sqlite3.Connection], T], *, immutable: bool = False) -> T:
     """``fn`` on its own read-only connection in one read transaction (blocking: run it
-    in a thread): a long read never holds up the database thread's writes (WAL)."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"  # file:///C:/… on Windows too
+    in a thread): a long read never holds up the database thread's writes (WAL).
+    ``immutable``: a file no process writes (read as it is, no -wal/-shm made)."""
+    flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+    uri = f"{Path(path).resolve().as_uri()}?{flags}"  # file:///C:/… on Windows too
     with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as conn:
         conn.execute("PRAGMA query_only = 1")
         conn.execute("PRAGMA busy_timeout = 5000")

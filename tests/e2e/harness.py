@@ -45,6 +45,9 @@ from typing import Any, Self
 import aiohttp
 from aiohttp import web
 
+from kernel.audit.anchor import ANCHOR_FILE, read_anchor
+from kernel.audit.verify import Verdict, verify_chain
+from kernel.store.audit import read_chain, read_only
 from tests.conftest import SECRET_KEY, free_port, kernel_env, spawn_kernel, write_config
 from tests.delegate.standins import alive, make_cli
 from tests.sim.anthropic_sim import AnthropicSim, has_credentials, validate_request
@@ -449,6 +452,13 @@ class Rig:
             return str(db.execute("PRAGMA integrity_check").fetchone()[0])
         finally:
             db.close()
+
+    def audit(self) -> tuple[Verdict, list[str]]:
+        """The global audit chain as `kernel audit verify` sees it (read-only, the anchor
+        beside the database), and the kinds of its rows in order."""
+        chain = read_only(Path(self.db), lambda conn: read_chain(conn, None))
+        anchor = read_anchor(Path(self.db).parent / ANCHOR_FILE)
+        return verify_chain(chain, anchor), [row.kind for row in chain.rows]
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         db = sqlite3.connect(self.db)

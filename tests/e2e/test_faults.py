@@ -51,6 +51,11 @@ async def test_sigkill_during_streaming_is_told_after_restart(tmp_path: Path) ->
         await rig.next_turn_works("m2")
         rig.check_promise()
         assert rig.integrity() == "ok"
+        # The audit kept its order through the kill: whole, the anchor (which may lag a
+        # second) behind it, both messages received, and the answered turn recorded.
+        verdict, kinds = rig.audit()
+        assert verdict.ok, verdict
+        assert kinds.count("message.received") == 2 and "turn.answered" in kinds
 
 
 async def test_sigkill_during_a_tool_call_leaves_a_valid_history(tmp_path: Path) -> None:
