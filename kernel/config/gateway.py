@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -32,6 +32,10 @@ class GatewayConfig(Section):
     )
     api_key: Annotated[str, SECRET, Env("KERNEL_GATEWAY_API_KEY")] = Field(
         "", description="sent as X-API-Key or Authorization: Bearer"
+    )
+    auth: Literal["key", "none"] = Field(
+        "key",
+        description='"none": no key at all (loopback only; any local user may then call it)',
     )
     read_header_timeout: PosFloat = Field(10.0, description="seconds to receive headers")
     read_timeout: PosFloat = Field(120.0, description="seconds to receive a body")

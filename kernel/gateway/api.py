@@ -18,7 +18,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from aiohttp import web
 from pydantic import Field, ValidationError
@@ -133,6 +133,18 @@ def v1_error(
 # ---------------------------------------------------------------------- auth
 
 API_KEY = web.AppKey("api_key", str)
+# Who is calling, as the guard judged it: the sidecar's key, a console sign-in (its
+# cookie and CSRF token), or nobody at all (only with gateway.auth = "none").
+Caller = Literal["key", "console", "keyless"]
+CALLER = web.RequestKey("caller", str)
+
+
+def caller_of(request: web.Request) -> Caller:
+    """The request's caller kind (set by the guard before any handler runs)."""
+    kind = request.get(CALLER, "keyless")
+    return "key" if kind == "key" else "console" if kind == "console" else "keyless"
+
+
 ROUTERS: web.AppKey[list[Router]] = web.AppKey("routers")
 
 

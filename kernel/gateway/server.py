@@ -44,6 +44,7 @@ from kernel.core.tasks import TaskSet
 from kernel.gateway import console
 from kernel.gateway.api import (
     API_KEY,
+    CALLER,
     KERNEL,
     MAX_BODY,
     READ_TIMEOUT,
@@ -330,6 +331,9 @@ async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
     public = request.path in PUBLIC_PATHS or signed or is_console(request.path)
     if key and not public and console is None and not authorized(request):
         raise refusal("unauthorized", t("gw.unauthorized"))
+    request[CALLER] = (
+        "console" if console is not None else "key" if key and authorized(request) else "keyless"
+    )
     length = request.content_length
     if length is not None and length > request.app[MAX_BODY]:
         raise web.HTTPRequestEntityTooLarge(max_size=request.app[MAX_BODY], actual_size=length)
