@@ -1,26 +1,81 @@
 """What SelfOps treats as sensitive: the keys a settings change sets and the lines a file
 change adds, judged by the one rule of :mod:`kernel.config.secrets` (names) and
 :func:`kernel.core.redact.secret_assignment` (free text); and the masking of what a
-preview shows."""
+preview shows.
+
+A secret may hide in JSON inside JSON (``{"env": "{\\"OPENAI_API_KEY\\": \\"sk-…\\"}"}``):
+each line is also read with its JSON string escapes decoded, up to :data:`NESTED_DEPTH`
+times, and a value that is a JSON document is read as one."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from kernel.config.providers import ProviderConfig
 from kernel.config.secrets import is_sensitive, secret_fields
 from kernel.core.redact import mask_secret, secret_assignment
 
+NESTED_DEPTH = 3  # JSON strings inside JSON strings, decoded at most this deep
+# One escape at a time, each of a fixed length: linear on any line.
+_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+_DOCUMENT_MAX = 64 * 1024  # a longer string value is not parsed as a JSON document
+
+
+def _unescape(match: re.Match[str]) -> str:
+    decoded: str = json.loads(f'"{match.group(0)}"')
+    return decoded
+
+
+def _views(line: str) -> list[str]:
+    """``line`` and its JSON-unescaped readings, the deepest last."""
+    views = [line]
+    while len(views) <= NESTED_DEPTH and "\\" in views[-1]:
+        decoded = _ESCAPE.sub(_unescape, views[-1])
+        if decoded == views[-1]:
+            break
+        views.append(decoded)
+    return views
+
+
+def _escaped(value: str, depth: int) -> str:
+    """``value`` as it reads ``depth`` JSON strings deep."""
+    for _ in range(depth):
+        value = json.dumps(value, ensure_ascii=False)[1:-1]
+    return value
+
+
+def _line_secret(line: str) -> tuple[str, str, int, int] | None:
+    """The first sensitive assignment in any reading of ``line``: (name, value, and the
+    value's place in ``line`` when it is found there as written, else -1, -1)."""
+    for depth, view in enumerate(_views(line)):
+        found = secret_assignment(view)
+        if found is None:
+            continue
+        name, start, end = found
+        if depth == 0:
+            return name, view[start:end], start, end
+        return name, view[start:end], -depth, -depth
+    return None
+
 
 def mask_lines(text: str) -> str:
-    """What follows a sensitive-looking assignment masked, so a diff never shows a secret."""
+    """What follows a sensitive-looking assignment masked, so a diff never shows a secret
+    (one found in a nested JSON string is masked wherever it appears on the line)."""
     out = []
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        found = secret_assignment(body)
-        if found is not None and found[2] > found[1]:
-            _, start, end = found
-            body = body[:start] + mask_secret(body[start:end]) + body[end:]
+        found = _line_secret(body)
+        if found is not None and found[1]:
+            _, value, start, end = found
+            if start >= 0:
+                body = body[:start] + mask_secret(value) + body[end:]
+            else:
+                shown = mask_secret(value)
+                for depth in range(-start, -1, -1):
+                    body = body.replace(_escaped(value, depth), shown)
+                body = body.replace(value, shown)
         out.append(body + line[len(line.rstrip("\r\n")) :])
     return "".join(out)
 
@@ -30,16 +85,28 @@ def added_sensitive(before: str, after: str) -> list[str]:
     old = set(before.splitlines())
     found: list[str] = []
     for line in after.splitlines():
-        match = None if line in old else secret_assignment(line)
+        match = None if line in old else _line_secret(line)
         if match:
             found.append(match[0])
     return found
 
 
-def sensitive_keys(value: Any, path: str) -> list[str]:
+def _document(value: str, depth: int) -> Any:
+    """A string value that is itself a JSON object (or array), parsed; else None."""
+    text = value.strip()
+    if depth >= NESTED_DEPTH or len(text) > _DOCUMENT_MAX or text[:1] not in ("{", "["):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def sensitive_keys(value: Any, path: str, depth: int = 0) -> list[str]:
     """Dotted names (``<provider>.<key>…``) of sensitive keys an operation sets: the
     provider keys the schema marks secret (``api_key``, every header: a header often
-    carries a credential), and any name the secret-name rule accepts (``*_KEY`` …)."""
+    carries a credential), and any name the secret-name rule accepts (``*_KEY`` …), also
+    inside a string value that is a JSON document."""
     found: list[str] = []
     parts = path.split(".") if path else []
     name = parts[-1] if parts else ""
@@ -48,9 +115,16 @@ def sensitive_keys(value: Any, path: str) -> list[str]:
     marked = any(part in secret_fields(ProviderConfig) for part in parts[1:])
     if path and (is_sensitive(name) or redirect or marked):
         found.append(path)
-    if isinstance(value, dict):
+    if isinstance(value, str):
+        inner = _document(value, depth)
+        if inner is not None:
+            value, depth = inner, depth + 1
+    if isinstance(value, list):
+        for item in value:
+            found += [name for name in sensitive_keys(item, path, depth) if name != path]
+    elif isinstance(value, dict):
         for key, item in value.items():
-            found += sensitive_keys(item, f"{path}.{key}" if path else str(key))
+            found += sensitive_keys(item, f"{path}.{key}" if path else str(key), depth)
     return found
 
 

@@ -7,6 +7,7 @@ them (JSON, command-line flags, Markdown tables, camelCase names, Bearer headers
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,12 @@ async def test_the_event_loop_answers_while_a_preview_is_worked_out(
         (f'clientSecret = "{SECRET}"\n', "clientSecret"),
         (f'const cfg = {{ apiKey: "{SECRET}" }}\n', "apiKey"),
         (f"Authorization: Bearer {SECRET}\n", "Authorization"),
+        # JSON inside JSON (issue 33): a key hidden in an escaped string, twice nested.
+        (json.dumps({"env": json.dumps({"OPENAI_API_KEY": SECRET})}) + "\n", "OPENAI_API_KEY"),
+        (
+            json.dumps({"a": json.dumps({"b": json.dumps({"token": SECRET})})}) + "\n",
+            "token",
+        ),
     ],
 )
 async def test_a_secret_in_each_shape_needs_allow_sensitive(
