@@ -283,6 +283,9 @@ class Operation:
     # The browser checks still apply to all.
     auth: str = "key"
     also: tuple[int, ...] = ()  # other success statuses, same response (200 beside 201)
+    # "jsonrpc": another protocol answers the body (/mcp: the MCP SDK): its success is an
+    # SSE stream of JSON-RPC messages or 202, its own refusals JSON-RPC errors.
+    protocol: str = ""
 
 
 @dataclass
@@ -323,6 +326,7 @@ class Router:
         response_type: str = "application/json",
         auth: str = "key",
         also: Iterable[int] = (),
+        protocol: str = "",
     ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.operations.append(
@@ -344,6 +348,7 @@ class Router:
                     response_type=response_type,
                     auth=auth,
                     also=tuple(also),
+                    protocol=protocol,
                 )
             )
             return handler

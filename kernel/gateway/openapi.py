@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from pydantic import ConfigDict
+
 from kernel import __version__
 from kernel.gateway.api import Operation, Router
 from kernel.gateway.schema import OpenShape, Shape, component, json_schema
@@ -48,6 +50,37 @@ class OpenAIError(Shape):
     error: OpenAIErrorDetail
 
 
+class JsonRpcErrorData(Shape):
+    code: int
+    message: str
+    data: Any = None
+
+
+class JsonRpcError(Shape):
+    """A JSON-RPC 2.0 error (the MCP protocol's refusals on /mcp)."""
+
+    jsonrpc: Literal["2.0"]
+    id: int | str | None = None
+    error: JsonRpcErrorData
+
+
+class JsonRpcMessage(Shape):
+    """One JSON-RPC 2.0 message of the MCP protocol (streamable HTTP): a request
+    (``method`` and ``id``), a notification (``method``, no ``id``), or the answer to a
+    server's request (``id`` with ``result`` or ``error``)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+    jsonrpc: Literal["2.0"]
+    id: int | str | None = None
+    method: str | None = None
+    params: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    error: JsonRpcErrorData | None = None
+
+
+# A JSON-RPC route's own answers (the SDK's), beside Kernel's refusals before it.
+_JSONRPC_STATUSES = {400: "Not JSON, too deep (Kernel's error) or no JSON-RPC message", 406: ""}
+
 _REASONS = {
     200: "OK",
     201: "Created",
@@ -63,6 +96,7 @@ _REASONS = {
     ),
     410: "Gone: expired",
     413: "Body larger than gateway.max_body_bytes",
+    406: "Not acceptable: Accept must name application/json and text/event-stream",
     415: "The body was not sent as Content-Type: application/json",
     429: "Rate limited by the model provider",
     502: "The model provider failed",
@@ -84,14 +118,37 @@ def _response(op: Operation, status: int, components: dict[str, Any]) -> dict[st
     return {"description": _REASONS.get(status, "OK"), "content": content}
 
 
-def _error(op: Operation, status: int) -> dict[str, Any]:
+def _jsonrpc_responses(components: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-RPC route's success: an SSE stream whose events each carry one JSON-RPC
+    message (the answer to a request), or 202 with no body (a notification or an answer
+    was taken)."""
+    stream = {
+        "type": "string",
+        "description": "SSE: each event's data is one JSON-RPC message (JsonRpcMessage)",
+    }
+    component(JsonRpcMessage, components)
+    return {
+        "200": {
+            "description": "The answer, streamed",
+            "content": {"text/event-stream": {"schema": stream}},
+        },
+        "202": {"description": "Accepted: a notification or an answer; no body"},
+    }
+
+
+def _error(op: Operation, status: int, components: dict[str, Any]) -> dict[str, Any]:
     name = "AnthropicError" if op.anthropic else "Error"
     if op.path.startswith("/v1/chat/"):  # the same path rule as api.v1_error
         name = "OpenAIError"
-    schema = "#/components/schemas/" + name
+    schema: dict[str, Any] = {"$ref": "#/components/schemas/" + name}
+    if op.protocol == "jsonrpc" and status in _JSONRPC_STATUSES:
+        protocol = component(JsonRpcError, components)
+        schema = {"oneOf": [schema, protocol]} if status == 400 else protocol
     return {
-        "description": _REASONS.get(status, "Error"),
-        "content": {"application/json": {"schema": {"$ref": schema}}},
+        "description": _JSONRPC_STATUSES.get(status) or _REASONS.get(status, "Error")
+        if op.protocol == "jsonrpc"
+        else _REASONS.get(status, "Error"),
+        "content": {"application/json": {"schema": schema}},
     }
 
 
@@ -130,9 +187,15 @@ def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
         out["security"] = [{"ApiKey": []}, {"Bearer": []}]
     else:
         out["security"] = []
-    responses = {str(status): _response(op, status, components) for status in (op.status, *op.also)}
+    if op.protocol == "jsonrpc":
+        errors |= set(_JSONRPC_STATUSES)
+        responses = _jsonrpc_responses(components)
+    else:
+        responses = {
+            str(status): _response(op, status, components) for status in (op.status, *op.also)
+        }
     for status in sorted(errors):
-        responses[str(status)] = _error(op, status)
+        responses[str(status)] = _error(op, status, components)
     out["responses"] = responses
     return out
 

@@ -120,9 +120,10 @@ checks.negative_data_rejection.enabled = false
 include-name = "POST /mcp/servers"
 enabled = false
 
-# /mcp speaks the MCP protocol (JSON-RPC over SSE), specified by MCP rather than by this
-# document; an approve call waits for the owner. Its refusals have their own tests
-# (tests/mcp/test_endpoint_refusals.py).
+# /mcp speaks the MCP protocol (JSON-RPC over SSE): the document describes its messages
+# and every kind of answer (tests/mcp/test_endpoint_refusals.py checks each against it),
+# but a generated tools/call of approve waits for the owner. Its refusals have their own
+# tests there too.
 [[operations]]
 include-path-regex = "^/mcp$"
 enabled = false

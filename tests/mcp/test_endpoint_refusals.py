@@ -354,3 +354,58 @@ async def test_openapi_documents_the_endpoint(sidecar: SidecarFactory, model: An
     for method in ("GET", "DELETE"):
         status, data, response = await sc.call(method, "/mcp")
         assert status == 405 and response.headers["Allow"] == "POST", data
+
+
+def _json_schema(schema: Any) -> Any:
+    """OpenAPI 3.0's ``nullable`` as JSON Schema says it (a null is also allowed)."""
+    if isinstance(schema, list):
+        return [_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _json_schema(value) for key, value in schema.items() if key != "nullable"}
+    return {"anyOf": [{"type": "null"}, out]} if schema.get("nullable") else out
+
+
+async def test_the_document_says_what_mcp_answers(sidecar: SidecarFactory, model: Any) -> None:
+    """Each kind of answer POST /mcp gives — the SDK's stream, its 202, its JSON-RPC
+    refusals, Kernel's own refusals before it — is a status, a media type and a body that
+    /openapi.json documents for it (issue 33 item 9)."""
+    import jsonschema
+
+    sc = await sidecar(model, api_key=API_KEY)
+    _, doc, _ = await sc.call("GET", "/openapi.json", headers={"X-API-Key": API_KEY})
+    documented = doc["paths"]["/mcp"]["post"]["responses"]
+    components = _json_schema(doc["components"])
+
+    def conforms(status: int, kind: str, body: Any) -> None:
+        answer = documented.get(str(status))
+        assert answer is not None, f"{status} is not documented"
+        media = answer.get("content", {})
+        assert kind in media, f"{status} {kind}: documented {list(media)}"
+        schema = {**_json_schema(media[kind]["schema"]), "components": components}
+        if kind == "application/json":
+            jsonschema.validate(body, schema)
+
+    key = {"X-API-Key": API_KEY}
+    status, data, response = await post(sc, **key)  # initialize: the SDK's stream
+    assert status == 200
+    conforms(status, response.content_type, None)
+    events = [line[6:] for line in data.decode().splitlines() if line.startswith("data: ")]
+    message = {"$ref": "#/components/schemas/JsonRpcMessage", "components": components}
+    for event in events:
+        jsonschema.validate(json.loads(event), message)
+    assert events, "no event in the stream"
+
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    status, data, response = await post(sc, notification, **key)
+    assert status == 202 and not data
+    assert "content" not in documented["202"]
+
+    for body, headers, wanted in (
+        ({"jsonrpc": "2.0", "id": 5}, key, 400),  # no JSON-RPC message: the SDK's error
+        (INITIALIZE, {**key, "Accept": "application/json"}, 406),  # no event stream
+        (b'{"jsonrpc": ', key, 400),  # not JSON: Kernel's own refusal
+    ):
+        status, data, response = await post(sc, body, **headers)
+        assert status == wanted, (body, status, data)
+        conforms(status, response.content_type, data)

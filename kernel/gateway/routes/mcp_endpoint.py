@@ -36,7 +36,7 @@ from kernel.gateway.api import (
     read_json,
     refusal,
 )
-from kernel.gateway.schema import OpenShape
+from kernel.gateway.openapi import JsonRpcMessage
 from kernel.gateway.server import loopback_host
 
 if TYPE_CHECKING:
@@ -170,11 +170,11 @@ _SUMMARY = "Kernel's MCP server (streamable HTTP, stateless; the MCP protocol's 
 @router.post(
     "/mcp",
     summary=_SUMMARY + ": a JSON-RPC message, answered as SSE (or 202 for a notification)",
-    body=OpenShape,
-    response=OpenShape,
+    body=JsonRpcMessage,
     sse=True,
     auth="bearer",
     errors=(403, 404, 503),
+    protocol="jsonrpc",
 )
 async def post_mcp(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
