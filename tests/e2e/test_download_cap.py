@@ -88,6 +88,8 @@ async def test_undeclared_200_mb_voice_and_photo_are_refused_while_downloading(
             downloads = tmp_path / "data" / "downloads"
             kept = sorted(downloads.iterdir())  # the photo
             assert len(kept) == 1 and len(rig.tg.downloads) == 1
+            assert rig.proc is not None
+            held = memory(rig.proc.pid)["VmRSS"]
 
             voice, voice_growth = await refused(
                 rig,
@@ -114,3 +116,5 @@ async def test_undeclared_200_mb_voice_and_photo_are_refused_while_downloading(
                 ("photo", "failed"),
             ]
             assert sorted(downloads.iterdir()) == kept
+            after = memory(rig.proc.pid)["VmRSS"] - held  # nothing read is left held
+            assert after < GROWTH, f"{after / MB:.1f} MB more held after the refusals"
