@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from kernel.config import Config, QQChannelConfig
+from kernel.core.capped import TooLarge, read_capped
 from kernel.core.clock import Clock
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError
@@ -43,6 +44,7 @@ REFRESH_MARGIN = timedelta(seconds=60)  # a token this close to expiry is replac
 MESSAGE_LIMIT = 2000  # characters per QQ text message
 MAX_PARTS = 5  # passive replies allowed per inbound message
 _SEQ_KEPT = 1000
+MAX_ANSWER = 1024 * 1024  # bytes of a QQ API answer read (they are small JSON objects)
 
 
 def _when(value: datetime | None) -> str | None:
@@ -199,7 +201,7 @@ class QQChannel:
             async with self._http.request(
                 method, url, json=body, headers=headers, timeout=timeout
             ) as response:
-                raw = await response.read()
+                raw = await read_capped(response.content.iter_any(), MAX_ANSWER)
                 try:
                     data = json.loads(raw) if raw else {}
                 except (UnicodeDecodeError, json.JSONDecodeError):
@@ -207,6 +209,8 @@ class QQChannel:
                 return response.status, data
         except TimeoutError:
             detail = t("webhook.timeout", seconds=f"{self.cfg.timeout_seconds:g}")
+        except TooLarge:
+            detail = t("qq.answer_too_large", limit=MAX_ANSWER)
         except aiohttp.ClientError as exc:
             detail = type(exc).__name__
         self.note_error("http", detail)

@@ -20,6 +20,7 @@ warned about when the configuration is loaded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -30,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kernel.config import Config, WebhookChannelConfig
+from kernel.core.capped import TooLarge, read_capped
 from kernel.core.clock import Clock
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError, StoreError
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FAILURES_KEPT = 50
+ANSWER_READ = 64 * 1024  # bytes of a receiver's answer read at most (it is not kept)
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -160,7 +163,10 @@ class WebhookChannel:
             async with self._http.post(
                 cfg.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
             ) as response:
-                await response.read()
+                # The status is the outcome; a small answer is read so the connection
+                # can serve again, a large one is not (the connection is closed).
+                with contextlib.suppress(TooLarge):
+                    await read_capped(response.content.iter_any(), ANSWER_READ)
                 return response.status, f"HTTP {response.status}"
         except TimeoutError:
             return None, t("webhook.timeout", seconds=f"{cfg.timeout_seconds:g}")

@@ -38,7 +38,6 @@ from telegram.ext import (
     TypeHandler,
     filters,
 )
-from telegram.request import HTTPXRequest
 
 from kernel.core.clock import SystemClock
 from kernel.core.errors import KernelError, StartupError
@@ -49,6 +48,7 @@ from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.budget import RateBudget
 from kernel.telegram.commands import COMMANDS, RETRY_PATTERN, CommandSet
+from kernel.telegram.download import FileRequest
 from kernel.telegram.files import PATTERN as FILE_PATTERN
 from kernel.telegram.files import Files
 from kernel.telegram.inbound import Inbound, conversation_of
@@ -87,7 +87,8 @@ class TelegramChannel:
             cfg.token,
             base_url=f"{cfg.api_base}/bot",
             base_file_url=f"{cfg.api_base}/file/bot",
-            request=HTTPXRequest(connection_pool_size=256),  # PTB's builder default
+            # PTB's builder default; files are read from it in chunks (download.py)
+            request=FileRequest(connection_pool_size=256),
             get_updates_request=polls,
             rate_limiter=RateBudget(max_retries=cfg.max_retries_429),
         )

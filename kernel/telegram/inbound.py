@@ -28,6 +28,7 @@ from kernel.core.events import Completed, ErrorEvent
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.telegram import media
+from kernel.telegram.download import download
 from kernel.telegram.view import TurnView
 from kernel.telegram.voice import TelegramVoice
 
@@ -210,10 +211,8 @@ class Inbound:
         caption = message.caption or ""
         if message.photo:
             largest = message.photo[-1]
-            media.check_size(largest.file_size, photo=True)
-            data = await self._download(largest.file_id, photo=True)
-            # A size the message did not declare is only known now.
-            media.check_size(len(data), photo=True)
+            media.check_size(largest.file_size, "photo")
+            data = await download(self.channel.app.bot, largest.file_id, "photo")
             await self.channel.files.keep(message.chat.id, largest.file_unique_id, data)
             return UserInput(caption, images=[media.image_block(data)], channel="telegram")
         if message.document:
@@ -227,9 +226,9 @@ class Inbound:
         assert doc is not None
         name = doc.file_name or "file"
         kind = media.classify_document(name, doc.mime_type)
-        media.check_size(doc.file_size, photo=kind == "image")
-        data = await self._download(doc.file_id, photo=kind == "image")
-        media.check_size(len(data), photo=kind == "image")
+        size_kind: media.Kind = "photo" if kind == "image" else "file"
+        media.check_size(doc.file_size, size_kind)
+        data = await download(self.channel.app.bot, doc.file_id, size_kind)
         folder = self.channel.kernel.config.data_dir / "downloads"
         path = media.download_path(folder, doc.file_unique_id, name)
         await asyncio.to_thread(_save, path, data)
@@ -239,11 +238,6 @@ class Inbound:
             return UserInput(caption, images=[image], channel="telegram")
         text_file = await asyncio.to_thread(media.read_text, name, data)
         return UserInput(text_file.as_input(caption), channel="telegram")
-
-    async def _download(self, file_id: str, *, photo: bool) -> bytes:
-        file = await self.channel.app.bot.get_file(file_id)
-        media.check_size(file.file_size, photo=photo)  # getFile may know what the message did not
-        return bytes(await file.download_as_bytearray())
 
 
 def _save(path: Path, data: bytes) -> None:

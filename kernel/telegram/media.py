@@ -1,7 +1,8 @@
 """Photos and documents from Telegram into model input (seed 004 "图片理解", "文件上传处理").
 
 Only UTF-8 text and code are read; PDF, Office, archives, media and unknown types are
-refused with the reason, never guessed at. Sizes are checked before downloading.
+refused with the reason, never guessed at. Sizes are checked before downloading, when
+declared, and while downloading (``download.py``).
 """
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import Literal
 
 from kernel.agent.slimming import wrap_file
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
 
-MAX_BYTES = 20 * 1024 * 1024
+MAX_BYTES = 20 * 1024 * 1024  # what Telegram's cloud Bot API serves at most
+Kind = Literal["photo", "file", "voice"]  # what a too-big refusal calls it
 MAX_TEXT = 50_000
 
 TEXT_EXTENSIONS = frozenset(
@@ -182,12 +185,18 @@ class TextFile:
         return f"{body}\n{caption}" if caption else body
 
 
-def check_size(size: int | None, *, photo: bool) -> None:
+def check_size(size: int | None, kind: Kind) -> None:
+    """Refuse a declared size over the limit (undeclared: the download counts)."""
     if size is not None and size > MAX_BYTES:
-        key = "tg.photo_too_big" if photo else "tg.file_too_big"
-        raise MediaRefused(
-            t(key, size=f"{size / 1024 / 1024:.1f}", limit=MAX_BYTES // 1024 // 1024)
-        )
+        raise too_big(kind, size)
+
+
+def too_big(kind: Kind, size: int | None) -> MediaRefused:
+    """The refusal of a file over MAX_BYTES: its size when known, the limit, the fix."""
+    limit = MAX_BYTES // 1024 // 1024
+    if size is None:  # stopped at the limit: how big it was is not known
+        return MediaRefused(t(f"tg.{kind}_over_limit", limit=limit))
+    return MediaRefused(t(f"tg.{kind}_too_big", size=f"{size / 1024 / 1024:.1f}", limit=limit))
 
 
 def classify_document(name: str, mime_type: str | None) -> str:

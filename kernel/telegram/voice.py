@@ -26,6 +26,7 @@ from kernel.core.errors import SpeechError
 from kernel.core.i18n import t
 from kernel.spend import Meter
 from kernel.telegram import media
+from kernel.telegram.download import download
 from kernel.voice.stt import Transcriber
 from kernel.voice.text import speakable
 from kernel.voice.tts import Synthesizer
@@ -65,12 +66,10 @@ class TelegramVoice:
             raise media.MediaRefused(t("tg.voice_no_stt"))
         audio = message.voice or message.audio
         assert audio is not None
-        _check_size(audio.file_size)
+        media.check_size(audio.file_size, "voice")
         with contextlib.suppress(TelegramError):
             await self.bot.send_chat_action(message.chat.id, ChatAction.TYPING)
-        file = await self.bot.get_file(audio.file_id)
-        data = bytes(await file.download_as_bytearray())
-        _check_size(len(data))
+        data = await download(self.bot, audio.file_id, "voice")
         mime = audio.mime_type or "audio/ogg"
         try:
             transcript = await self.stt.transcribe(data, _upload_name(message, mime), mime)
@@ -110,17 +109,6 @@ class TelegramVoice:
             await self.stt.aclose()
         if self.tts is not None:
             await self.tts.aclose()
-
-
-def _check_size(size: int | None) -> None:
-    if size is not None and size > media.MAX_BYTES:
-        raise media.MediaRefused(
-            t(
-                "tg.voice_too_big",
-                size=f"{size / 1024 / 1024:.1f}",
-                limit=media.MAX_BYTES // 1024 // 1024,
-            )
-        )
 
 
 def _upload_name(message: Message, mime: str) -> str:

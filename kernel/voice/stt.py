@@ -7,9 +7,13 @@ meter (provider ``stt``; its cost is unknown: ``[stt]`` has no prices)."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 from kernel.config import SttConfig
+from kernel.core.capped import BodyRefused, read_capped
+from kernel.core.errors import SpeechError
+from kernel.core.safejson import loads
 from kernel.core.usage import Usage
 from kernel.spend import CallTag, Meter
 from kernel.voice.client import SDKClient, speech_error
@@ -17,6 +21,7 @@ from kernel.voice.client import SDKClient, speech_error
 log = logging.getLogger(__name__)
 
 LEDGER_NAME = "stt"  # the ledger's provider column for transcriptions
+MAX_ANSWER = 4 * 1024 * 1024  # bytes of a transcription answer read (a transcript is text)
 
 
 class Transcriber:
@@ -31,11 +36,23 @@ class Transcriber:
         name's extension tells the server the format (``.ogg`` for voice notes)."""
         client, sdk = await self._sdk.get()
         try:
-            result = await client.audio.transcriptions.create(
-                model=self.cfg.model, file=(filename, audio, mime_type)
-            )
+            async with client.audio.transcriptions.with_streaming_response.create(
+                model=self.cfg.model,
+                file=(filename, audio, mime_type),
+                extra_headers={"Accept-Encoding": "identity"},  # the cap bounds what is held
+            ) as response:
+                http = response.http_response
+                raw = await read_capped(
+                    http.aiter_raw(),
+                    MAX_ANSWER,
+                    declared=http.headers.get("content-length"),
+                    encoding=http.headers.get("content-encoding"),
+                )
+        except BodyRefused as exc:
+            raise SpeechError(f"the transcription answer is {exc}", "too_large") from None
         except Exception as exc:
             raise speech_error(exc, sdk, self._sdk.secrets) from None
+        result = _answer(raw)
         await self._record(getattr(result, "usage", None))
         return " ".join(str(getattr(result, "text", "") or "").split())
 
@@ -52,6 +69,22 @@ class Transcriber:
 
     async def aclose(self) -> None:
         await self._sdk.aclose()
+
+
+def _answer(raw: bytes) -> Any:
+    """The JSON answer with attribute access, as the SDK's model has it; an answer that
+    is not a JSON object has no text (as the SDK then returns a bare string)."""
+    try:
+        data = loads(raw)
+    except ValueError:
+        return SimpleNamespace()
+    return _attributes(data) if isinstance(data, dict) else SimpleNamespace()
+
+
+def _attributes(value: Any) -> Any:
+    if isinstance(value, dict):
+        return SimpleNamespace(**{str(k): _attributes(v) for k, v in value.items()})
+    return value
 
 
 def speech_usage(reported: Any) -> tuple[Usage, float | None] | None:

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from kernel.config import TtsConfig
+from kernel.core.capped import BodyRefused, read_capped
 from kernel.core.errors import SpeechError
 from kernel.core.redact import redact_text
 from kernel.voice.client import SDKClient, speech_error
@@ -22,6 +23,9 @@ from kernel.voice.ffmpeg import find_ffmpeg, to_ogg_opus
 from kernel.voice.ogg import opus_duration
 
 log = logging.getLogger(__name__)
+# The most audio a speech service may send for one reply (minutes of speech, even as
+# WAV): the answer is read in chunks and refused past it.
+MAX_AUDIO = 25 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -83,8 +87,17 @@ class Synthesizer:
                 voice=self.cfg.voice,
                 input=text,
                 response_format=self.cfg.format,
+                extra_headers={"Accept-Encoding": "identity"},  # the cap bounds what is held
             ) as response:
-                return bytes(await response.read())
+                http = response.http_response
+                return await read_capped(
+                    http.aiter_raw(),
+                    MAX_AUDIO,
+                    declared=http.headers.get("content-length"),
+                    encoding=http.headers.get("content-encoding"),
+                )
+        except BodyRefused as exc:
+            raise SpeechError(f"the speech service's answer is {exc}", "too_large") from None
         except Exception as exc:
             raise speech_error(exc, sdk, self.secrets) from None
 
@@ -96,7 +109,6 @@ class Synthesizer:
                 "the edge-tts package is not installed (uv sync)", "edge_missing"
             ) from None
         seconds = max(1, math.ceil(self.cfg.timeout))
-        chunks: list[bytes] = []
         try:
             communicate = edge_tts.Communicate(  # ValueError for a malformed voice name
                 text,
@@ -106,15 +118,19 @@ class Synthesizer:
                 receive_timeout=seconds,
             )
             async with asyncio.timeout(self.cfg.timeout):
-                async for chunk in communicate.stream():
-                    if chunk.get("type") == "audio" and chunk.get("data"):
-                        chunks.append(chunk["data"])
+                audio = (
+                    bytes(chunk["data"])
+                    async for chunk in communicate.stream()
+                    if chunk.get("type") == "audio" and chunk.get("data")
+                )
+                return await read_capped(audio, MAX_AUDIO)
+        except BodyRefused as exc:
+            raise SpeechError(f"edge-tts sent audio {exc}", "too_large") from None
         except TimeoutError:
             raise SpeechError(f"edge-tts took over {self.cfg.timeout:g}s", "edge_timeout") from None
         except Exception as exc:  # aiohttp and edge-tts errors; their text may hold the proxy
             kind = type(exc).__name__
             raise SpeechError(f"edge-tts failed ({kind})", f"edge_{kind}") from None
-        return b"".join(chunks)
 
     async def aclose(self) -> None:
         await self._sdk.aclose()

@@ -19,7 +19,6 @@ import asyncio
 import logging
 import re
 import urllib.parse
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,7 @@ import httpx
 
 from kernel.config import Config
 from kernel.config.web import WebConfig
+from kernel.core.capped import BadEncoding, TooLarge, read_capped
 from kernel.core.errors import ToolError
 from kernel.core.untrusted import untrusted
 from kernel.tools.registry import ToolRegistry
@@ -231,38 +231,28 @@ async def _read(response: httpx.Response, web: WebConfig) -> Page:
             f"{response.url.host} answered {status} with {named}: web_fetch reads only HTML, "
             "plain text, Markdown and JSON"
         )
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > web.max_bytes:
-        raise _too_large(web.max_bytes)
     body = await _body(response, web.max_bytes)
     return Page(str(response.url), status, media, response.charset_encoding, body)
 
 
 async def _body(response: httpx.Response, max_bytes: int) -> bytes:
-    coding = response.headers.get("content-encoding", "").strip().lower()
-    if coding in ("", "identity"):
-        inflater = None
-    elif coding in ("gzip", "x-gzip"):
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    else:
-        raise ToolError(f"the page came encoded as {_shown(coding)}, which web_fetch cannot read")
-    chunks: list[bytes] = []
-    received = size = 0
-    async for chunk in response.aiter_raw():
-        received += len(chunk)
-        if received > max_bytes:
-            raise _too_large(max_bytes)
-        if inflater is not None:
-            try:
-                # At most one byte past the limit comes out: the limit is on the result.
-                chunk = inflater.decompress(chunk, max_bytes - size + 1)
-            except zlib.error:
-                raise ToolError("the server's gzip-compressed page is corrupt") from None
-        size += len(chunk)
-        if size > max_bytes:
-            raise _too_large(max_bytes)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The body, refused past ``max_bytes`` (declared, received or inflated from gzip)."""
+    coding = response.headers.get("content-encoding", "")
+    try:
+        return await read_capped(
+            response.aiter_raw(),
+            max_bytes,
+            declared=response.headers.get("content-length"),
+            encoding=coding,
+        )
+    except TooLarge:
+        raise _too_large(max_bytes) from None
+    except BadEncoding as exc:
+        if exc.corrupt:
+            raise ToolError("the server's gzip-compressed page is corrupt") from None
+        raise ToolError(
+            f"the page came encoded as {_shown(exc.coding)}, which web_fetch cannot read"
+        ) from None
 
 
 def _too_large(max_bytes: int) -> ToolError:

@@ -26,6 +26,7 @@ import httpx
 
 from kernel.config import Config
 from kernel.config.web import SEARCH_ENDPOINTS, WebSearchConfig
+from kernel.core.capped import TooLarge, read_capped
 from kernel.core.errors import ToolError
 from kernel.core.untrusted import untrusted
 from kernel.tools.registry import ToolRegistry
@@ -322,17 +323,13 @@ async def _brave_token_refused(response: httpx.Response) -> bool:
 
 
 async def _read(response: httpx.Response, name: str, limit: int = MAX_ANSWER) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):  # asked for none: a compressed answer is refused
         raise ToolError(f"{name} answered compressed ({encoding[:20]!r}) though asked not to")
-    async for chunk in response.aiter_raw():
-        size += len(chunk)
-        if size > limit:
-            raise ToolError(f"{name}'s answer is larger than {limit:,} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        return await read_capped(response.aiter_raw(), limit)
+    except TooLarge:
+        raise ToolError(f"{name}'s answer is larger than {limit:,} bytes") from None
 
 
 def _place(url: str) -> str:

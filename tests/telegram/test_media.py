@@ -98,6 +98,28 @@ async def test_photo_without_a_declared_size_is_checked_after_download(bot: Fact
     assert h.kernel.agent.current_session(CONV) is None  # nor kept in any history
 
 
+async def test_undeclared_document_is_refused_as_it_downloads(bot: Factory) -> None:
+    """No size in the message, getFile or the answer (chunked): the download is counted
+    and stopped at the limit; nothing is saved, nothing reaches the model."""
+    h = await bot()
+    h.tg.download_limit = None
+    requests = len(h.model.requests)
+
+    reply = await answer_to(
+        h,
+        lambda: h.tg.inject_document(
+            b"", "notes.txt", declare_size=False, generated=30 * 1024 * 1024
+        ),
+    )
+
+    assert "The file is over the 20 MB limit" in reply and "send only the part" in reply
+    assert len(h.tg.downloads) == 1
+    await h.settle()
+    assert len(h.model.requests) == requests
+    downloads = h.kernel.config.data_dir / "downloads"
+    assert not downloads.exists() or list(downloads.iterdir()) == []
+
+
 async def test_photo_size_known_to_get_file_is_refused_before_download(bot: Factory) -> None:
     h = await bot()
     h.tg.download_limit = None

@@ -20,6 +20,7 @@ from kernel.channels.qq_inbound import InboundError
 from kernel.config import CHANNEL_TYPES, QQ_TARGET_TYPES
 from kernel.config.channels import CHANNEL_MODELS
 from kernel.config.secrets import env_variable, masked_view, secret_fields
+from kernel.core.capped import TooLarge, read_capped
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
@@ -263,11 +264,11 @@ async def qq_inbound(request: web.Request) -> web.Response:
         raise too_large
     try:
         async with asyncio.timeout(request.app[READ_TIMEOUT]):
-            raw = await request.read()
+            raw = await read_capped(request.content.iter_any(), QQ_MAX_BODY)
     except TimeoutError:
         raise refusal("request_timeout", t("gw.read_timeout")) from None
-    if len(raw) > QQ_MAX_BODY:
-        raise too_large
+    except TooLarge:  # a chunked body says no length: counted as it comes
+        raise too_large from None
     try:
         answer = await kernel.qq_inbound.handle(raw, request.headers)
     except InboundError as exc:

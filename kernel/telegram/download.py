@@ -1,0 +1,73 @@
+"""Files the owner sends (photos, documents, voice notes, audio), fetched from Telegram's
+file server in chunks and refused the moment they pass ``media.MAX_BYTES``: a message
+need not declare its file's size, and getFile need not either, so only the running total
+is sure. Never more than the limit and one chunk is held (``core/capped.py``).
+
+The request goes through the bot's own HTTP client (:class:`FileRequest`, PTB's
+HTTPXRequest: its connection pool, timeouts and proxy rules), to ``base_file_url``;
+python-telegram-bot's own download methods read the whole body first."""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import httpx
+from telegram import Bot
+from telegram.error import NetworkError, TimedOut
+from telegram.request import HTTPXRequest
+
+from kernel.core.capped import BodyRefused, TooLarge, read_capped
+from kernel.telegram import media
+
+
+class FileRequest(HTTPXRequest):
+    """PTB's HTTPXRequest that can also stream a file with a running cap."""
+
+    async def retrieve_capped(self, url: str, limit: int) -> bytes:
+        """The file at ``url``, at most ``limit`` bytes (TooLarge past it); network
+        trouble and an error status are TelegramErrors, as PTB's own ``retrieve`` has."""
+        client = self._client
+        if client.is_closed:
+            raise RuntimeError("This HTTPXRequest is not initialized!")
+        # Uncompressed: the cap then bounds what is held, never an inflated chunk.
+        headers = {"User-Agent": self.USER_AGENT, "Accept-Encoding": "identity"}
+        try:
+            async with client.stream("GET", url, headers=headers) as response:
+                if not 200 <= response.status_code <= 299:
+                    raise NetworkError(f"the file server answered HTTP {response.status_code}")
+                return await read_capped(
+                    response.aiter_raw(),
+                    limit,
+                    declared=response.headers.get("content-length"),
+                    encoding=response.headers.get("content-encoding"),
+                )
+        except httpx.TimeoutException as exc:
+            raise TimedOut from exc
+        except httpx.HTTPError as exc:  # never str(exc): httpx quotes the URL (the token)
+            raise NetworkError(f"httpx.{type(exc).__name__}") from exc
+
+
+async def download(bot: Bot, file_id: str, kind: media.Kind) -> bytes:
+    """The file's bytes; MediaRefused (naming the limit and the fix) when getFile says
+    it is too big or when more than the limit arrives."""
+    request = bot.request
+    if not isinstance(request, FileRequest):
+        raise TypeError("the bot's request must be a FileRequest to download files")
+    file = await bot.get_file(file_id)
+    media.check_size(file.file_size, kind)  # getFile may know what the message did not
+    url = _file_url(file.file_path)
+    try:
+        return await request.retrieve_capped(url, media.MAX_BYTES)
+    except TooLarge as exc:
+        raise media.too_big(kind, exc.size) from None
+    except BodyRefused as exc:  # a compressed body though none was asked for
+        raise NetworkError(f"the file server's answer is unreadable ({exc})") from None
+
+
+def _file_url(path: str | None) -> str:
+    """The download URL, its path percent-encoded as PTB does. Only a URL: a getFile
+    answer naming a local path (PTB then reads that file) is not followed."""
+    parts = urlsplit(path or "")
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise NetworkError("getFile named no downloadable file")
+    return urlunsplit(parts._replace(path=quote(parts.path)))
