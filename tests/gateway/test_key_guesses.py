@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -51,6 +52,45 @@ async def sign_in(sc: Sidecar, key: str, source: str = "127.0.0.1") -> Answer:
     return await send(sc, "POST", "/console/login", source=source, body={"api_key": key})
 
 
+async def sign_ins_at_once(sc: Sidecar, keys: list[str], sources: list[str]) -> list[Answer]:
+    """Sign-ins (``keys[n]`` from ``sources[n]``) whose bodies are all held back until
+    the sidecar has every one of them in hand (each was answered, or told to go on with
+    ``100 Continue``), then let go together: the race a counter must not lose."""
+    seen: set[int] = set()
+    all_in, gate = asyncio.Event(), asyncio.Event()
+
+    def arrived(n: int) -> None:
+        seen.add(n)
+        if len(seen) == len(keys):
+            all_in.set()
+
+    async def body(n: int) -> AsyncIterator[bytes]:
+        arrived(n)
+        await gate.wait()
+        yield json.dumps({"api_key": keys[n]}).encode()
+
+    async def one(n: int) -> Answer:
+        connector = aiohttp.TCPConnector(local_addr=(sources[n], 0))
+        async with (
+            aiohttp.ClientSession(connector=connector) as http,
+            http.post(
+                sc.url + "/console/login",
+                data=body(n),
+                headers={"Content-Type": "application/json"},
+                expect100=True,
+            ) as response,
+        ):
+            raw = await response.read()
+            arrived(n)
+            return response.status, json.loads(raw), dict(response.headers)
+
+    tasks = [asyncio.create_task(one(n)) for n in range(len(keys))]
+    async with asyncio.timeout(120):
+        await all_in.wait()
+    gate.set()
+    return await asyncio.gather(*tasks)
+
+
 def retry_after(answer: Answer) -> int:
     """The Retry-After of a 429: whole seconds, within the window (the body says the
     same where the shape has room for it)."""
@@ -71,7 +111,8 @@ async def test_concurrent_wrong_sign_ins_from_one_address_are_judged_at_most_the
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
     sc = await sidecar(anthropic_sim, api_key=API_KEY)
-    answers = await asyncio.gather(*(sign_in(sc, f"guess-{n}") for n in range(60)))
+    keys = [f"guess-{n}" for n in range(60)]
+    answers = await sign_ins_at_once(sc, keys, ["127.0.0.1"] * 60)
     assert codes(answers) == {
         (401, "unauthorized"): PER_ADDRESS,
         (429, "too_many_sign_ins"): 60 - PER_ADDRESS,
@@ -95,7 +136,7 @@ async def test_rotating_the_source_address_is_judged_at_most_the_overall_limit(
     cookie = headers["Set-Cookie"].split(";", 1)[0]
     console = {"Cookie": cookie, "X-CSRF-Token": data["csrf"]}
     sources = [f"127.0.{n // 250}.{n % 250 + 2}" for n in range(60)]  # 60 addresses
-    answers = await asyncio.gather(*(sign_in(sc, "guess", source) for source in sources))
+    answers = await sign_ins_at_once(sc, ["guess"] * 60, sources)
     assert codes(answers) == {
         (401, "unauthorized"): OVERALL,
         (429, "too_many_sign_ins"): 60 - OVERALL,
