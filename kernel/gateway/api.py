@@ -185,11 +185,11 @@ def peer_of(request: web.Request) -> str:
     return str(peer[0]) if isinstance(peer, tuple) and peer else "-"
 
 
-def authorized(request: web.Request) -> bool:
+def authorized(request: web.Request, *, refuse: bool = True) -> bool:
     """The request carries the sidecar's key, judged once per request (always true when
     no key is set). While the caller's guesses are throttled the key is not compared: 429
-    ``too_many_wrong_keys`` with ``Retry-After``. A wrong key counts as a guess; no key
-    sent is none."""
+    ``too_many_wrong_keys`` with ``Retry-After`` (``refuse=False``, on a route open to
+    all: served as without a key). A wrong key counts as a guess; no key sent is none."""
     judged = request.get(KEY_JUDGED)
     if judged is not None:
         return judged
@@ -197,6 +197,8 @@ def authorized(request: web.Request) -> bool:
     given = given_key(request) if key else ""
     if not key or not given:
         judged = not key
+    elif not refuse and _guess_wait(request):
+        judged = False
     else:
         refuse_guessing(request)
         judged = same_secret(given, key)
@@ -206,13 +208,17 @@ def authorized(request: web.Request) -> bool:
     return judged
 
 
+def _guess_wait(request: web.Request) -> int:
+    guesses = request.app.get(GUESSES)
+    return guesses.wait(peer_of(request)) if guesses is not None else 0
+
+
 def refuse_guessing(
     request: web.Request, code: str = "too_many_wrong_keys", words: str = "gw.key_throttled"
 ) -> None:
     """429 ``code`` (its message the catalogue's ``words``) while the caller may not
     guess the key (see :mod:`kernel.gateway.guesses`)."""
-    guesses = request.app.get(GUESSES)
-    wait = guesses.wait(peer_of(request)) if guesses is not None else 0
+    wait = _guess_wait(request)
     if wait:
         raise ApiError(
             http_status(code, 429),

@@ -4,17 +4,16 @@ one address and from everywhere together. Over either limit the caller's key is 
 even compared: 429 with ``Retry-After`` until a slot frees (:func:`kernel.gateway.api.
 authorized`, :func:`kernel.gateway.api.key_guess`). A right key is never counted.
 
-The limits are constants, not settings: they are no owner's choice to make (a right
-key never meets them; a generated key cannot be guessed at any rate), and they only
-bound how fast a weak configured key can be tried. The overall limit is what rotating
-the source address (any of 127/8, or an IPv6 /64, which counts as one address) cannot
-multiply; while it holds, every key is refused, the owner's own too — a console
-already signed in (cookie and CSRF token) and Telegram go on working.
+The limits, a minute each, are ``gateway.max_key_guesses_per_client`` (one address;
+an IPv6 /64 counts as one) and ``gateway.max_key_guesses`` (all addresses together:
+what rotating the source address, any of 127/8, cannot multiply). While the overall
+limit holds every key is refused, the owner's own too (a guesser must learn nothing):
+a console already signed in (cookie and CSRF token) and Telegram go on working.
 
-Memory stays bounded: at most :data:`MAX_ADDRESSES` addresses are remembered, the
-least recently counted dropped first. Each counted guess also takes an overall slot,
-so no more than :data:`OVERALL` addresses have a guess in the window at once: only idle
-ones are ever dropped.
+Memory stays bounded: at most :data:`MAX_ADDRESSES` addresses (or one more than the
+overall limit) are remembered, the least recently counted dropped first. Each counted
+guess also takes an overall slot, so no more addresses than the overall limit have a
+guess in the window at once: only idle ones are ever dropped.
 """
 
 from __future__ import annotations
@@ -27,10 +26,8 @@ from collections.abc import Callable
 
 from kernel.core.window import SlidingWindow
 
-PER_ADDRESS = 10  # guesses a minute from one address (an IPv6 /64)
-OVERALL = 30  # guesses a minute from all addresses together
-WINDOW = 60.0
-MAX_ADDRESSES = 256  # > OVERALL: see the module's docstring
+WINDOW = 60.0  # the limits are a minute's
+MAX_ADDRESSES = 256
 
 
 def address_group(address: str) -> str:
@@ -53,10 +50,10 @@ class KeyGuesses:
 
     def __init__(
         self,
-        clock: Callable[[], float] = time.monotonic,
+        per_address: int,
+        overall: int,
         *,
-        per_address: int = PER_ADDRESS,
-        overall: int = OVERALL,
+        clock: Callable[[], float] = time.monotonic,
         seconds: float = WINDOW,
     ) -> None:
         self._clock = clock
@@ -64,9 +61,10 @@ class KeyGuesses:
         self.seconds = seconds
         self._overall = SlidingWindow(overall, seconds)
         self._addresses: OrderedDict[str, SlidingWindow] = OrderedDict()
+        self._max_addresses = max(MAX_ADDRESSES, overall + 1)  # see the module's docstring
 
     def __len__(self) -> int:
-        """Addresses remembered (at most :data:`MAX_ADDRESSES`)."""
+        """Addresses remembered (bounded: see the module's docstring)."""
         return len(self._addresses)
 
     def wait(self, address: str) -> int:
@@ -87,7 +85,7 @@ class KeyGuesses:
         group = address_group(address)
         window = self._addresses.pop(group, None) or SlidingWindow(self.per_address, self.seconds)
         self._addresses[group] = window  # the most recent last
-        while len(self._addresses) > MAX_ADDRESSES:
+        while len(self._addresses) > self._max_addresses:
             self._addresses.popitem(last=False)
         window.take(now)
         self._overall.take(now)

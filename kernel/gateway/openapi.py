@@ -64,7 +64,10 @@ _REASONS = {
     410: "Gone: expired",
     413: "Body larger than gateway.max_body_bytes",
     415: "The body was not sent as Content-Type: application/json",
-    429: "Rate limited by the model provider",
+    429: (
+        "Rate limited: too many wrong API keys or sign-ins from this address or all "
+        "together (see Retry-After), or by the model provider"
+    ),
     502: "The model provider failed",
     503: "Unavailable",
 }
@@ -89,10 +92,14 @@ def _error(op: Operation, status: int) -> dict[str, Any]:
     if op.path.startswith("/v1/chat/"):  # the same path rule as api.v1_error
         name = "OpenAIError"
     schema = "#/components/schemas/" + name
-    return {
+    error: dict[str, Any] = {
         "description": _REASONS.get(status, "Error"),
         "content": {"application/json": {"schema": {"$ref": schema}}},
     }
+    if status == 429:
+        retry = "seconds until a slot frees (wrong keys throttled)"
+        error["headers"] = {"Retry-After": {"schema": {"type": "integer"}, "description": retry}}
+    return error
 
 
 def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +133,7 @@ def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
     if op.params:
         errors.add(400)
     if not op.public and op.auth in ("key", "bearer"):
-        errors.add(401)
+        errors |= {401, 429}  # 429: wrong keys throttled (kernel.gateway.guesses)
         out["security"] = [{"ApiKey": []}, {"Bearer": []}]
     else:
         out["security"] = []

@@ -331,9 +331,10 @@ async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
     signed = request.match_info.route in request.app[SIGNED]
     # The console's pages answer for themselves (sign-in page, or 303 to it).
     public = request.path in PUBLIC_PATHS or signed or is_console(request.path)
-    # The key is judged once (a wrong one is a guess: 429 while they are throttled),
-    # except where the handler checks its caller itself (a run token is no wrong key).
-    right = not signed and authorized(request)
+    # The key is judged once (a wrong one is a guess: 429 while they are throttled, or
+    # on an open route not compared), except where the handler checks its caller itself
+    # (a run token is no wrong key).
+    right = not signed and authorized(request, refuse=not public)
     if key and not public and console is None and not right:
         raise refusal("unauthorized", t("gw.unauthorized"))
     request[CALLER] = "console" if console is not None else "key" if key and right else "keyless"
@@ -500,7 +501,7 @@ class Gateway:
         app[READ_TIMEOUT] = self.cfg.read_timeout
         app[MAX_BODY] = self.cfg.max_body_bytes
         app[API_KEY] = self.cfg.api_key
-        app[GUESSES] = KeyGuesses()
+        app[GUESSES] = KeyGuesses(self.cfg.max_key_guesses_per_client, self.cfg.max_key_guesses)
         app[ORIGINS] = list(self.cfg.allowed_origins)
         signed = set()
         for op in self.operations:

@@ -17,11 +17,14 @@ from typing import Any
 import aiohttp
 import anthropic
 
-from kernel.gateway.guesses import MAX_ADDRESSES, OVERALL, PER_ADDRESS, WINDOW, KeyGuesses
+from kernel.config.gateway import GatewayConfig
+from kernel.gateway.guesses import MAX_ADDRESSES, WINDOW, KeyGuesses
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 
 Answer = tuple[int, Any, dict[str, str]]
+DEFAULTS = GatewayConfig()  # the limits as shipped
+PER_ADDRESS, OVERALL = DEFAULTS.max_key_guesses_per_client, DEFAULTS.max_key_guesses
 
 
 async def send(
@@ -239,9 +242,23 @@ async def test_one_address_throttled_leaves_the_right_key_working_elsewhere(
     assert answer[0] == 401 and answer[1]["error"]["code"] == "unauthorized"
 
 
+async def test_the_limits_are_the_configured_ones(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    limits = {"max_key_guesses_per_client": 2, "max_key_guesses": 3}
+    sc = await sidecar(anthropic_sim, api_key=API_KEY, gateway=limits)
+    wrong = {"X-API-Key": "guess"}
+    for source in ("127.0.0.2", "127.0.0.2", "127.0.0.3"):
+        assert (await send(sc, "GET", "/chats", source=source, headers=wrong))[0] == 401
+    answer = await send(sc, "GET", "/chats", source="127.0.0.3", headers=wrong)
+    assert answer[1]["error"]["code"] == "too_many_wrong_keys"  # overall: 3 in the minute
+    answer = await send(sc, "GET", "/chats", source="127.0.0.2", headers={"X-API-Key": API_KEY})
+    assert answer[1]["error"]["code"] == "too_many_wrong_keys" and retry_after(answer)
+
+
 def test_the_guess_table_counts_per_address_and_overall_on_its_clock() -> None:
     now = [1000.0]
-    guesses = KeyGuesses(lambda: now[0])
+    guesses = KeyGuesses(PER_ADDRESS, OVERALL, clock=lambda: now[0])
     for _ in range(PER_ADDRESS):
         assert guesses.wait("10.0.0.9") == 0
         guesses.count("10.0.0.9")
