@@ -6,11 +6,12 @@ error shape) and these checks: ``[mcp] serve`` (else 404), the peer a literal lo
 address and ``Host`` a loopback name whatever the bind and the key (else 403), and a
 caller: ``Authorization: Bearer`` with the sidecar's API key (the owner) or a live run
 token (one delegation, :meth:`Approvals.resolve`); no bearer is the local owner only
-when no API key is set. A wrong token is a 401 naming the fix, an expired one a 401
-saying its delegation ended. The body is read and checked here as every JSON body of
-the sidecar (``gateway.max_body_bytes``, ``gateway.read_timeout``, 415, 400) and handed
-to the SDK whole. POST only: stateless, there is no server stream (GET) and no session
-to end (DELETE), so both are 405 with ``Allow: POST``.
+when no API key is set. A wrong token is a 401 naming the fix (and a guess of the key:
+429 with Retry-After while those are throttled, :mod:`kernel.gateway.guesses`), an
+expired one a 401 saying its delegation ended. The body is read and checked here as
+every JSON body of the sidecar (``gateway.max_body_bytes``, ``gateway.read_timeout``,
+415, 400) and handed to the SDK whole. POST only: stateless, there is no server stream
+(GET) and no session to end (DELETE), so both are 405 with ``Allow: POST``.
 """
 
 from __future__ import annotations
