@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field
 from kernel.config.schema import SECRET, Env, Label, NonNegInt, PosFloat, PosInt, Section, StrMap
 
 DEFAULT_MODEL_ALIASES = {"claude-*": "active"}
+GuessLimit = Annotated[int, Field(ge=1, le=100_000)]
 MODEL_PATTERN_MAX = 100
 
 
@@ -67,6 +68,14 @@ class GatewayConfig(Section):
         0, description="from one address; 0: half of max_connections"
     )
     selfops_max_bytes: PosInt = Field(256 * 1024, description="a file a SelfOps preview makes")
+    # Guesses of the key (a wrong X-API-Key or Bearer, a console sign-in) a minute; over
+    # either, keys are not compared: 429 with Retry-After. A right key is never counted.
+    max_key_guesses: GuessLimit = Field(
+        30, description="a minute, all addresses together (then every key waits)"
+    )
+    max_key_guesses_per_client: GuessLimit = Field(
+        10, description="a minute, from one address (an IPv6 /64)"
+    )
     console: bool = Field(True, description="serve the web console at /console/")
     console_session_hours: PosFloat = Field(
         12.0, description="a console sign-in lasts this long (then sign in again)"

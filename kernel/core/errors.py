@@ -244,6 +244,7 @@ HTTP_STATUS: dict[str, int] = {
     "forbidden_origin": 403,
     "csrf_failed": 403,  # the web console: a state-changing request without its token
     "too_many_sign_ins": 429,
+    "too_many_wrong_keys": 429,  # the sidecar's key guessed too often: Retry-After
     "forbidden_host": 403,
     "not_found": 404,
     "memory_exists": 409,  # an edit would duplicate another memory

@@ -15,8 +15,8 @@ import base64
 import binascii
 import hmac
 import json
-from collections.abc import Awaitable, Callable, Iterable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
@@ -27,6 +27,7 @@ from kernel.core import safejson
 from kernel.core.errors import CodedError, http_status
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
+from kernel.gateway.guesses import KeyGuesses
 from kernel.gateway.schema import BodyModel, problem
 
 if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
@@ -47,13 +48,19 @@ class ApiError(Exception):
     the problem and the fix, and optional details."""
 
     def __init__(
-        self, status: int, code: str, message: str, details: dict[str, Any] | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.details = details or {}
+        self.headers = headers or {}  # sent with the answer (Retry-After)
 
 
 def refusal(code: str, message: str, details: dict[str, Any] | None = None) -> ApiError:
@@ -148,18 +155,117 @@ def caller_of(request: web.Request) -> Caller:
 ROUTERS: web.AppKey[list[Router]] = web.AppKey("routers")
 
 
-def authorized(request: web.Request) -> bool:
-    """The request carries the sidecar's key (``X-API-Key`` or ``Authorization: Bearer``,
-    compared in constant time); always true when no key is set."""
-    key = request.app.get(API_KEY, "")
-    if not key:
-        return True
+GUESSES = web.AppKey("key_guesses", KeyGuesses)
+KEY_JUDGED = web.RequestKey("key_judged", bool)
+
+
+def same_secret(given: str, wanted: str) -> bool:
+    """``given`` is ``wanted``, compared in constant time: THE comparison of a secret
+    (the API key, a CSRF token). A header byte that is not UTF-8 arrives as a surrogate
+    escape and is compared as sent; a lone surrogate from JSON is no secret."""
+    try:
+        raw = given.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(raw, wanted.encode())
+
+
+def given_key(request: web.Request) -> str:
+    """The key a request carries: ``X-API-Key``, else ``Authorization: Bearer``."""
     given = request.headers.get("X-API-Key", "")
     auth = request.headers.get("Authorization", "")
     if not given and auth[:7].lower() == "bearer ":
         given = auth[7:].strip()
-    # A header byte that is not UTF-8 arrives as a surrogate escape: compared as sent.
-    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), key.encode())
+    return given
+
+
+def peer_of(request: web.Request) -> str:
+    """The peer's address ("-" when the transport has none)."""
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "-"
+
+
+def authorized(request: web.Request, *, refuse: bool = True) -> bool:
+    """The request carries the sidecar's key, judged once per request (always true when
+    no key is set). While the caller's guesses are throttled the key is not compared: 429
+    ``too_many_wrong_keys`` with ``Retry-After`` (``refuse=False``, on a route open to
+    all: served as without a key). A wrong key counts as a guess; no key sent is none."""
+    judged = request.get(KEY_JUDGED)
+    if judged is not None:
+        return judged
+    key = request.app.get(API_KEY, "")
+    given = given_key(request) if key else ""
+    if not key or not given:
+        judged = not key
+    elif not refuse and _guess_wait(request):
+        judged = False
+    else:
+        refuse_guessing(request)
+        judged = same_secret(given, key)
+        if not judged:
+            wrong_key(request)
+    request[KEY_JUDGED] = judged
+    return judged
+
+
+def _guess_wait(request: web.Request) -> int:
+    guesses = request.app.get(GUESSES)
+    return guesses.wait(peer_of(request)) if guesses is not None else 0
+
+
+def refuse_guessing(
+    request: web.Request, code: str = "too_many_wrong_keys", words: str = "gw.key_throttled"
+) -> None:
+    """429 ``code`` (its message the catalogue's ``words``) while the caller may not
+    guess the key (see :mod:`kernel.gateway.guesses`)."""
+    wait = _guess_wait(request)
+    if wait:
+        raise ApiError(
+            http_status(code, 429),
+            code,
+            t(words, seconds=wait),
+            {"retry_after": wait},
+            {"Retry-After": str(wait)},
+        )
+
+
+def wrong_key(request: web.Request) -> None:
+    """Count the wrong key (or token) the request carried as one guess."""
+    guesses = request.app.get(GUESSES)
+    if guesses is not None:
+        guesses.count(peer_of(request))
+
+
+class KeyGuess:
+    """A guess whose verdict comes after an ``await`` (a sign-in's body): counted
+    before (:func:`key_guess`), given back unless :meth:`wrong` is called."""
+
+    def __init__(self, guesses: KeyGuesses | None, address: str) -> None:
+        self._guesses = guesses
+        self._address = address
+        self._at = guesses.count(address) if guesses is not None else 0.0
+        self.judged_wrong = False
+
+    def wrong(self) -> None:
+        self.judged_wrong = True
+
+    def close(self) -> None:
+        if self._guesses is not None and not self.judged_wrong:
+            self._guesses.give_back(self._address, self._at)
+
+
+@contextmanager
+def key_guess(request: web.Request, code: str, words: str) -> Iterator[KeyGuess]:
+    """One guess of the key made in a body: refused with 429 ``code`` while throttled
+    (:func:`refuse_guessing`), counted before the body is awaited (so concurrent
+    requests cannot all slip past the limit), given back when it ends without
+    :meth:`KeyGuess.wrong`."""
+    refuse_guessing(request, code, words)
+    guess = KeyGuess(request.app.get(GUESSES), peer_of(request))
+    try:
+        yield guess
+    finally:
+        guess.close()
 
 
 # ---------------------------------------------------------------------- bodies

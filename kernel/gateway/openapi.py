@@ -89,6 +89,7 @@ _REASONS = {
     401: "Missing or wrong API key",
     403: "Forbidden",
     404: "Not found",
+    406: "Not acceptable: Accept must name application/json and text/event-stream",
     408: "The body did not arrive in time",
     409: (
         "Conflict: busy (a chat's running turn, a running job), exists already, "
@@ -96,9 +97,11 @@ _REASONS = {
     ),
     410: "Gone: expired",
     413: "Body larger than gateway.max_body_bytes",
-    406: "Not acceptable: Accept must name application/json and text/event-stream",
     415: "The body was not sent as Content-Type: application/json",
-    429: "Rate limited by the model provider",
+    429: (
+        "Rate limited: too many wrong API keys or sign-ins from this address or all "
+        "together (see Retry-After), or by the model provider"
+    ),
     502: "The model provider failed",
     503: "Unavailable",
 }
@@ -144,12 +147,15 @@ def _error(op: Operation, status: int, components: dict[str, Any]) -> dict[str, 
     if op.protocol == "jsonrpc" and status in _JSONRPC_STATUSES:
         protocol = component(JsonRpcError, components)
         schema = {"oneOf": [schema, protocol]} if status == 400 else protocol
-    return {
-        "description": _JSONRPC_STATUSES.get(status) or _REASONS.get(status, "Error")
-        if op.protocol == "jsonrpc"
-        else _REASONS.get(status, "Error"),
+    described = _JSONRPC_STATUSES.get(status) if op.protocol == "jsonrpc" else ""
+    error: dict[str, Any] = {
+        "description": described or _REASONS.get(status, "Error"),
         "content": {"application/json": {"schema": schema}},
     }
+    if status == 429:
+        retry = "seconds until a slot frees (wrong keys throttled)"
+        error["headers"] = {"Retry-After": {"schema": {"type": "integer"}, "description": retry}}
+    return error
 
 
 def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +189,7 @@ def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
     if op.params:
         errors.add(400)
     if not op.public and op.auth in ("key", "bearer"):
-        errors.add(401)
+        errors |= {401, 429}  # 429: wrong keys throttled (kernel.gateway.guesses)
         out["security"] = [{"ApiKey": []}, {"Bearer": []}]
     else:
         out["security"] = []

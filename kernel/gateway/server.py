@@ -45,6 +45,7 @@ from kernel.gateway import console
 from kernel.gateway.api import (
     API_KEY,
     CALLER,
+    GUESSES,
     KERNEL,
     MAX_BODY,
     READ_TIMEOUT,
@@ -70,6 +71,7 @@ from kernel.gateway.console import (
     csrf_matches,
     is_console,
 )
+from kernel.gateway.guesses import KeyGuesses
 from kernel.gateway.v1 import v1_message
 
 if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
@@ -194,7 +196,7 @@ async def _frame(request: web.Request, handler: Any) -> web.StreamResponse:
         return response
     except ApiError as exc:
         status = exc.status
-        return _render(request, exc)
+        return _render(request, exc, exc.headers or None)
     except web.HTTPException as exc:
         api = _from_http(request, exc)
         status = api.status
@@ -319,8 +321,8 @@ def _host_allowed(request: web.Request) -> bool:
 
 @web.middleware
 async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Browser checks, the API key (constant-time compare) and the body limit, before
-    any handler."""
+    """Browser checks, the API key (:func:`authorized`: compared in constant time,
+    wrong ones throttled) and the body limit, before any handler."""
     console = _console_session(request)
     blocked = _browser_refusal(request, console is not None)
     if blocked is not None:
@@ -329,11 +331,13 @@ async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
     signed = request.match_info.route in request.app[SIGNED]
     # The console's pages answer for themselves (sign-in page, or 303 to it).
     public = request.path in PUBLIC_PATHS or signed or is_console(request.path)
-    if key and not public and console is None and not authorized(request):
+    # The key is judged once (a wrong one is a guess: 429 while they are throttled, or
+    # on an open route not compared), except where the handler checks its caller itself
+    # (a run token is no wrong key).
+    right = not signed and authorized(request, refuse=not public)
+    if key and not public and console is None and not right:
         raise refusal("unauthorized", t("gw.unauthorized"))
-    request[CALLER] = (
-        "console" if console is not None else "key" if key and authorized(request) else "keyless"
-    )
+    request[CALLER] = "console" if console is not None else "key" if key and right else "keyless"
     length = request.content_length
     if length is not None and length > request.app[MAX_BODY]:
         raise web.HTTPRequestEntityTooLarge(max_size=request.app[MAX_BODY], actual_size=length)
@@ -497,6 +501,7 @@ class Gateway:
         app[READ_TIMEOUT] = self.cfg.read_timeout
         app[MAX_BODY] = self.cfg.max_body_bytes
         app[API_KEY] = self.cfg.api_key
+        app[GUESSES] = KeyGuesses(self.cfg.max_key_guesses_per_client, self.cfg.max_key_guesses)
         app[ORIGINS] = list(self.cfg.allowed_origins)
         signed = set()
         for op in self.operations:

@@ -90,6 +90,12 @@ def v1_message(method: str, path: str, exc: ApiError) -> str:
             "POST /v1/messages/count_tokens, POST /v1/chat/completions, GET /v1/models, "
             "GET /v1/models/{model_id})"
         )
+    if exc.code == "too_many_wrong_keys":
+        return (
+            "rate limited: too many wrong API keys from this address (or from all together) "
+            f"in the last minute; no key is checked for {exc.details.get('retry_after', 60)} s "
+            "(retry-after)"
+        )
     if exc.code == "method_not_allowed":
         allowed = ", ".join(exc.details.get("allowed") or []) or "-"
         return f"method {method} not allowed for {path[:200]}; allowed: {allowed}"

@@ -24,7 +24,6 @@ import asyncio
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from pydantic import ConfigDict, Field
 from kernel.core.delivery import ChannelRegistry, Target
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
+from kernel.core.window import SlidingWindow
 from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.formats import display_name
 from kernel.delegate.permission import PermissionRequest
@@ -99,30 +99,6 @@ class _Arguments(ArgModelBase):
         return dict(self.__pydantic_extra__ or {})
 
 
-class _Window:
-    """At most ``limit`` events in any ``WINDOW`` seconds."""
-
-    def __init__(self, limit: int, clock: Callable[[], float]) -> None:
-        self.limit = limit
-        self._clock = clock
-        self._times: deque[float] = deque()
-
-    def take(self) -> float:
-        """0 when an event may happen now (it is counted), else seconds until one may."""
-        now = self._clock()
-        while self._times and now - self._times[0] >= WINDOW:
-            self._times.popleft()
-        if len(self._times) >= self.limit:
-            return WINDOW - (now - self._times[0])
-        self._times.append(now)
-        return 0.0
-
-    def give_back(self) -> None:
-        """The last event taken did not happen (the delivery failed)."""
-        if self._times:
-            self._times.pop()
-
-
 def _text(text: str, *, error: bool = False) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=error)
 
@@ -167,7 +143,8 @@ class Endpoint:
         self.channels = channels
         self.delivery_timeout = delivery_timeout
         self.max_body = max_body
-        self._notices = _Window(notify_per_minute, clock)
+        self._clock = clock
+        self._notices = SlidingWindow(notify_per_minute, WINDOW)
         self._manager: StreamableHTTPSessionManager | None = None
         self._requests: set[asyncio.Task[Any]] = set()  # requests being served now
         self.server = _new_server(
@@ -273,19 +250,21 @@ class Endpoint:
             raise MCPToolError(
                 f"text is {len(body)} characters, over the limit of {NOTIFY_LIMIT}: shorten it"
             )
-        wait = self._notices.take()
+        now = self._clock()
+        wait = self._notices.wait(now)
         if wait > 0:
             raise MCPToolError(
                 f"rate limit: at most {self._notices.limit} messages to the owner a minute; "
                 f"retry in {max(1, round(wait + 0.5))} s"
             )
+        self._notices.take(now)
         message = t("mcpserve.notice", who=caller.label, text=body)
         try:
             await self.channels.send(
                 "telegram", Target(origin="mcp"), message, timeout=self.delivery_timeout
             )
         except ChannelError as exc:
-            self._notices.give_back()
+            self._notices.give_back(now)
             log.info("notify_owner: not delivered (%s)", exc.code)
             raise MCPToolError(f"not delivered: {exc}") from None
         log.info("notify_owner: queued for the owner")

@@ -47,6 +47,8 @@ from typing import Any, Literal, Protocol, TypeAlias, TypedDict
 from telegram.error import RetryAfter, TelegramError
 from telegram.ext import BaseRateLimiter, ExtBot
 
+from kernel.core.window import SlidingWindow
+
 log = logging.getLogger(__name__)
 
 Priority = Literal["final", "progress", "draft"]
@@ -110,37 +112,6 @@ class Bucket:
         return self.level(now) >= self.burst
 
 
-class Window:
-    """At most ``count`` calls in any ``seconds`` (exact, unlike a bucket's burst)."""
-
-    def __init__(self, count: int, seconds: float) -> None:
-        self.count = count
-        self.seconds = seconds
-        self.times: deque[float] = deque()
-
-    def _trim(self, now: float) -> None:
-        while self.times and self.times[0] <= now - self.seconds:
-            self.times.popleft()
-
-    def level(self, now: float) -> float:
-        self._trim(now)
-        return float(self.count - len(self.times))
-
-    def wait(self, now: float) -> float:
-        self._trim(now)
-        if len(self.times) < self.count:
-            return 0.0
-        return self.times[len(self.times) - self.count] + self.seconds - now
-
-    def take(self, now: float) -> None:
-        self._trim(now)
-        self.times.append(now)
-
-    def idle(self, now: float) -> bool:
-        self._trim(now)
-        return not self.times
-
-
 @dataclass
 class _Chat:
     bucket: Bucket
@@ -195,7 +166,7 @@ class RateBudget(BaseRateLimiter[RateArgs]):
         self.group = group  # (calls, seconds) in a group, supergroup or channel
         self._clock = clock
         self._sleep = sleep
-        self._overall = Window(*overall)
+        self._overall = SlidingWindow(*overall)
         self._blocked_until = -math.inf  # every chat (a 429 on a chat-less method)
         self._chats: dict[int | str, _Chat] = {}
         self._tickets = itertools.count()
@@ -308,7 +279,7 @@ class RateBudget(BaseRateLimiter[RateArgs]):
             limits: list[Limit] = [bucket]
             # A negative id or an @username is a group, supergroup or channel.
             if isinstance(key, str) or key < 0:
-                limits.append(Window(*self.group))
+                limits.append(SlidingWindow(*self.group))
             chat = self._chats[key] = _Chat(bucket, limits)
         return chat
 

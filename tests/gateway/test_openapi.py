@@ -146,7 +146,10 @@ async def test_schemathesis_finds_no_failure_with_every_check(
     codex_files(tmp_path)
     claude_files(tmp_path)
     try:
-        sc = await sidecar(model, api_key=API_KEY)
+        # ignored_auth sends wrong keys: throttled at the shipped limits, the key itself
+        # would wait a minute (tests/gateway/test_key_guesses.py); the 429 is documented.
+        guesses = {"max_key_guesses": 100_000, "max_key_guesses_per_client": 100_000}
+        sc = await sidecar(model, api_key=API_KEY, gateway=guesses)
         st = Path(sys.executable).parent / "st"
         process = await asyncio.create_subprocess_exec(
             str(st),

@@ -13,7 +13,8 @@ import pytest
 from telegram.error import NetworkError, RetryAfter
 from telegram.ext import ExtBot
 
-from kernel.telegram.budget import Bot, Bucket, RateBudget, Thinned, Window, priority_of
+from kernel.core.window import SlidingWindow
+from kernel.telegram.budget import Bot, Bucket, RateBudget, Thinned, priority_of
 from tests.sim.script import Reply, Text
 from tests.sim.telegram_sim import OWNER, BotCall, TelegramSim
 from tests.telegram.conftest import Factory
@@ -296,7 +297,7 @@ def test_the_limits_on_a_driven_clock() -> None:
     assert bucket.wait(0.5) == pytest.approx(0.5)
     assert bucket.level(100.0) == 3.0  # never more than the burst
 
-    window = Window(20, 60.0)
+    window = SlidingWindow(20, 60.0)
     for n in range(20):
         assert window.wait(n * 0.1) == 0.0
         window.take(n * 0.1)

@@ -14,8 +14,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from kernel.config.gateway import GatewayConfig
 from kernel.gateway.console import CONSOLE, ConsoleSessions
-from kernel.gateway.console.auth import MAX_FAILURES, cookie_name
+from kernel.gateway.console.auth import cookie_name
 from kernel.gateway.console.pages import STATIC
 from tests.conftest import free_port
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
@@ -97,7 +98,7 @@ async def test_a_wrong_key_is_refused_and_failures_are_throttled(
         "POST", "/console/login", data="api_key=" + API_KEY, headers={"Content-Type": "text/plain"}
     )
     assert status == 415 and code(data) == "unsupported_media_type"
-    for attempt in range(MAX_FAILURES):
+    for attempt in range(GatewayConfig().max_key_guesses_per_client):
         status, data, response = await sc.call(
             "POST", "/console/login", {"api_key": f"guess-{attempt}"}, headers={}
         )
@@ -108,7 +109,7 @@ async def test_a_wrong_key_is_refused_and_failures_are_throttled(
         "POST", "/console/login", {"api_key": API_KEY}, headers={}
     )
     assert status == 429 and code(data) == "too_many_sign_ins"
-    assert "Set-Cookie" not in response.headers
+    assert "Set-Cookie" not in response.headers and int(response.headers["Retry-After"]) > 0
 
 
 async def test_sign_in_sets_a_strict_http_only_cookie_that_opens_the_api(
@@ -337,7 +338,7 @@ async def test_an_expired_sign_in_is_refused(
     assert (await sc.call("GET", "/console/session", headers=signed(sc, token, csrf)))[0] == 401
 
 
-def test_console_sessions_expire_are_bounded_and_throttle_on_their_clock() -> None:
+def test_console_sessions_expire_and_are_bounded_on_their_clock() -> None:
     clock = Clock()
     sessions = ConsoleSessions(1, clock)
     token, session = sessions.open()
@@ -347,12 +348,6 @@ def test_console_sessions_expire_are_bounded_and_throttle_on_their_clock() -> No
     assert sessions.get(token) is None
     tokens = [sessions.open()[0] for _ in range(40)]
     assert sessions.get(tokens[0]) is None and sessions.get(tokens[-1]) is not None
-    for _ in range(MAX_FAILURES):
-        assert not sessions.throttled("127.0.0.1")
-        sessions.failed("127.0.0.1")
-    assert sessions.throttled("127.0.0.1") and not sessions.throttled("127.0.0.2")
-    clock.now += 61
-    assert not sessions.throttled("127.0.0.1")
 
 
 async def test_with_no_key_a_loopback_peer_signs_in(

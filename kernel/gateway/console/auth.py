@@ -10,26 +10,24 @@ host, which the cookie also reaches, never gets it).
 Sessions live in memory only (a restart signs everyone out); at most
 :data:`MAX_SESSIONS`, the oldest dropped first; each ends after
 ``gateway.console_session_hours``. Tokens are kept as their SHA-256, never as sent.
-Failed sign-ins are counted per peer address: after :data:`MAX_FAILURES` in a minute
-that peer's sign-ins are refused (429) until the minute has passed.
+A sign-in is a guess of the key like a wrong ``X-API-Key``, counted before its body is
+read, per address and overall (:mod:`kernel.gateway.guesses`; 429 with Retry-After).
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from kernel.gateway.api import same_secret
 
 COOKIE = "kernel_console"  # + "_<port>": cookies are shared by every port of a host
 CSRF_HEADER = "X-CSRF-Token"
 MAX_SESSIONS = 32
-MAX_FAILURES = 10  # failed sign-ins per minute from one peer address
-FAILURE_WINDOW = 60.0
-MAX_PEERS = 256  # peer addresses whose failures are remembered
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -48,7 +46,6 @@ class ConsoleSessions:
         self.lifetime = hours * 3600
         self._clock = clock
         self._sessions: OrderedDict[bytes, ConsoleSession] = OrderedDict()
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
 
     def open(self) -> tuple[str, ConsoleSession]:
         """A new sign-in: (the cookie's token, its session)."""
@@ -78,34 +75,6 @@ class ConsoleSessions:
 
     def seconds_left(self, session: ConsoleSession) -> int:
         return max(0, int(session.expires - self._clock()))
-
-    def throttled(self, peer: str) -> bool:
-        """Whether ``peer``'s sign-ins are refused now (too many failures in a minute)."""
-        failures = self._failures.get(peer)
-        if failures is None:
-            return False
-        now = self._clock()
-        while failures and failures[0] <= now - FAILURE_WINDOW:
-            failures.popleft()
-        if not failures:
-            del self._failures[peer]
-        return len(failures) >= MAX_FAILURES
-
-    def failed(self, peer: str) -> None:
-        failures = self._failures.pop(peer, None) or deque(maxlen=MAX_FAILURES)
-        failures.append(self._clock())
-        self._failures[peer] = failures  # the most recent last
-        while len(self._failures) > MAX_PEERS:
-            self._failures.popitem(last=False)
-
-
-def same_secret(given: str, wanted: str) -> bool:
-    """``given`` is ``wanted`` (constant-time; text that cannot be encoded is not)."""
-    try:
-        raw = given.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate from JSON
-        return False
-    return hmac.compare_digest(raw, wanted.encode())
 
 
 def csrf_matches(session: ConsoleSession, given: str | None) -> bool:

@@ -29,14 +29,17 @@ from aiohttp import web
 
 from kernel.config.net import is_loopback
 from kernel.core.i18n import get_language, section, t
-from kernel.gateway.api import API_KEY, ApiError, json_response, read_json, refusal
-from kernel.gateway.console.auth import (
-    COOKIE,
-    ConsoleSession,
-    ConsoleSessions,
-    cookie_name,
+from kernel.gateway.api import (
+    API_KEY,
+    ApiError,
+    KeyGuess,
+    json_response,
+    key_guess,
+    read_json,
+    refusal,
     same_secret,
 )
+from kernel.gateway.console.auth import COOKIE, ConsoleSession, ConsoleSessions, cookie_name
 
 CONSOLE: web.AppKey[ConsoleSessions] = web.AppKey("console_sessions")
 SESSION = web.RequestKey("console_session", ConsoleSession)  # cookie + CSRF token
@@ -153,27 +156,13 @@ def _peer_is_loopback(request: web.Request) -> bool:
     return isinstance(peer, tuple) and bool(peer) and is_loopback(str(peer[0]))
 
 
-def _peer(request: web.Request) -> str:
-    peer = request.transport.get_extra_info("peername") if request.transport else None
-    return str(peer[0]) if isinstance(peer, tuple) and peer else "-"
-
-
 async def _sign_in(request: web.Request) -> web.Response:
-    """The CSRF token is in this answer only: the page keeps it (sessionStorage)."""
+    """The CSRF token is in this answer only: the page keeps it (sessionStorage). Each
+    sign-in is a guess of the key, counted before its body arrives (429 while the
+    caller's guesses are throttled) and given back unless the key was wrong."""
     sessions = request.app[CONSOLE]
-    peer = _peer(request)
-    if sessions.throttled(peer):
-        raise refusal("too_many_sign_ins", t("web.throttled"))
-    body: Any = await read_json(request)
-    given = body.get("api_key", "") if isinstance(body, dict) else None
-    if not isinstance(given, str) or len(given) > MAX_KEY_CHARS:
-        raise refusal("invalid_request", t("web.key_field"), {"field": "api_key"})
-    key = request.app[API_KEY]
-    # No key: the sidecar listens on loopback only; a loopback peer signs in.
-    ok = same_secret(given, key) if key else _peer_is_loopback(request)
-    if not ok:
-        sessions.failed(peer)
-        raise refusal("unauthorized", t("web.key_wrong"))
+    with key_guess(request, "too_many_sign_ins", "web.throttled") as guess:
+        await _judge(request, guess)
     name = cookie_of(request)
     sessions.close(request.cookies.get(name))  # a sign-in replaces this browser's last
     token, session = sessions.open()
@@ -188,6 +177,21 @@ async def _sign_in(request: web.Request) -> web.Response:
         secure=request.secure,
     )
     return response
+
+
+async def _judge(request: web.Request, guess: KeyGuess) -> None:
+    """The sign-in's key is right (else 401, the guess marked wrong; 400 for a body that
+    names no key at all)."""
+    body: Any = await read_json(request)
+    given = body.get("api_key", "") if isinstance(body, dict) else None
+    if not isinstance(given, str) or len(given) > MAX_KEY_CHARS:
+        raise refusal("invalid_request", t("web.key_field"), {"field": "api_key"})
+    key = request.app[API_KEY]
+    # No key: the sidecar listens on loopback only; a loopback peer signs in.
+    ok = same_secret(given, key) if key else _peer_is_loopback(request)
+    if not ok:
+        guess.wrong()
+        raise refusal("unauthorized", t("web.key_wrong"))
 
 
 async def _sign_out(request: web.Request) -> web.Response:

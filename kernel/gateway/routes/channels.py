@@ -253,8 +253,9 @@ async def qq_inbound(request: web.Request) -> web.Response:
     key needed (the platform cannot send one): the signature is checked instead, and
     only while the QQ channel is enabled and configured."""
     kernel = kernel_of(request)
-    if kernel.qq.unavailable() and not authorized(request):
-        # Without the key, this route exists only for a QQ channel that runs.
+    if kernel.qq.unavailable() and not authorized(request, refuse=False):
+        # Without the key, this route exists only for a QQ channel that runs (while wrong
+        # keys are throttled, none is compared: 401 as documented).
         raise refusal("unauthorized", t("gw.unauthorized"))
     # Read by anyone (no key) before the signature is checked: kept small.
     too_large = refusal(

@@ -6,17 +6,17 @@ error shape) and these checks: ``[mcp] serve`` (else 404), the peer a literal lo
 address and ``Host`` a loopback name whatever the bind and the key (else 403), and a
 caller: ``Authorization: Bearer`` with the sidecar's API key (the owner) or a live run
 token (one delegation, :meth:`Approvals.resolve`); no bearer is the local owner only
-when no API key is set. A wrong token is a 401 naming the fix, an expired one a 401
-saying its delegation ended. The body is read and checked here as every JSON body of
-the sidecar (``gateway.max_body_bytes``, ``gateway.read_timeout``, 415, 400) and handed
-to the SDK whole. POST only: stateless, there is no server stream (GET) and no session
-to end (DELETE), so both are 405 with ``Allow: POST``.
+when no API key is set. A wrong token is a 401 naming the fix (and a guess of the key:
+429 with Retry-After while those are throttled, :mod:`kernel.gateway.guesses`), an
+expired one a 401 saying its delegation ended. The body is read and checked here as
+every JSON body of the sidecar (``gateway.max_body_bytes``, ``gateway.read_timeout``,
+415, 400) and handed to the SDK whole. POST only: stateless, there is no server stream
+(GET) and no session to end (DELETE), so both are 405 with ``Allow: POST``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,12 +29,17 @@ from kernel.config import is_loopback
 from kernel.core.i18n import t
 from kernel.gateway.api import (
     API_KEY,
+    CALLER,
     ApiError,
     Router,
+    given_key,
     kernel_of,
     read_bytes,
     read_json,
     refusal,
+    refuse_guessing,
+    same_secret,
+    wrong_key,
 )
 from kernel.gateway.openapi import JsonRpcMessage
 from kernel.gateway.server import loopback_host
@@ -214,25 +219,26 @@ async def post_mcp(request: web.Request) -> web.StreamResponse:
 
 def _caller(request: web.Request) -> Caller:
     """The owner (the API key; no bearer on a keyless sidecar) or one delegation (a live
-    run token); else 401."""
+    run token); else 401, and the bearer counts as a wrong key (429 while those are
+    throttled, as on every route)."""
     from kernel.mcp.endpoint import Caller
 
     key = request.app[API_KEY]
-    given = request.headers.get("X-API-Key", "")
-    auth = request.headers.get("Authorization", "")
-    if not given and auth[:7].lower() == "bearer ":
-        given = auth[7:].strip()
+    given = given_key(request)
     if not given:
         if not key:
             return Caller()
         raise _unauthorized(t("mcpserve.no_token"))
-    raw = given.encode("utf-8", "surrogateescape")
-    if key and hmac.compare_digest(raw, key.encode()):
+    refuse_guessing(request)  # 429 while wrong keys are throttled: nothing compared
+    if key and same_secret(given, key):
+        request[CALLER] = "key"
         return Caller()
+    raw = given.encode("utf-8", "surrogateescape")
     grant = kernel_of(request).approvals.resolve(raw.decode("utf-8", "replace"))
     if grant == "expired":
         raise _unauthorized(t("mcpserve.expired"), expired=True)
     if grant is None:
+        wrong_key(request)
         raise _unauthorized(t("mcpserve.bad_token"))
     return Caller(grant)
 
