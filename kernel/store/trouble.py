@@ -89,8 +89,8 @@ def unwritable_file(db_path: Path) -> OSError | None:
         path = db_path.with_name(db_path.name + suffix)
         try:
             fd = os.open(path, os.O_RDWR)  # no O_CREAT: a missing one is SQLite's to make
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, IsADirectoryError):
+            continue  # a folder in its place is SQLite's to refuse (SQLITE_CANTOPEN)
         except OSError as exc:
             exc.filename = str(path)
             return exc
