@@ -82,7 +82,7 @@ class TelegramChannel:
         self._tasks = TaskSet("telegram")  # replies, commands: awaited at stop
         self._watchdog = TaskSet("telegram watchdog")
         self.stopping = False
-        self._told_update: int | None = None  # the update whose failure was last told
+        self._told_update: object = None  # the update whose failure was told last
         polls = poll_request()
         bot = PollingBot(
             cfg.token,
@@ -257,7 +257,7 @@ class TelegramChannel:
         try:
             await self.outbox.put(self.owner, plain_items(text))
         except Exception as exc:  # the outbox cannot be written: tell the owner directly
-            log.error("could not queue a failure notice: %s; sent directly", type(exc).__name__)
+            log.error("could not queue a failure notice: %s; telling directly", type(exc).__name__)
             direct = words or await self.outbox.trouble_words(exc) or text
             await self.outbox.tell_directly(self.owner, direct)
 
@@ -294,10 +294,9 @@ class TelegramChannel:
         chat = update.effective_chat if isinstance(update, Update) else None
         if chat is None or chat.id != self.owner:
             return
-        update_id = update.update_id if isinstance(update, Update) else None
-        if update_id is not None and update_id == self._told_update:
+        if update is self._told_update:
             return  # a later handler of the same update failed too: told once
-        self._told_update = update_id
+        self._told_update = update
         await self._tell_owner(error)
 
     async def _gate(self, update: Update, context: Context) -> None:

@@ -83,3 +83,24 @@ async def test_a_message_on_a_full_disk_is_told_once(bot: Factory, tmp_path: Pat
         await h.settle()
         # The placeholder became the notice; no second notice, no "Internal error".
         assert h.texts()[before:] == [notice, "milk, once the disk has room"]
+
+
+async def test_a_message_from_while_kernel_was_down_is_told_when_it_cannot_be_kept(
+    bot: Factory, tmp_path: Path
+) -> None:
+    """Such a message is kept to be offered later, not handled now: when the store
+    cannot keep it either, the owner hears so instead of losing it in silence."""
+    with tmpfs(tmp_path / "mnt", size="4m") as mount:
+        data = mount / "data"
+        h = await bot(data_dir=str(data))
+        fill(mount)
+        before = len(h.bot_messages())
+        update = h.tg.inject_text("sent while you were down")
+        update["message"]["date"] -= 300  # before polling began
+        notice = FULL_EN.format(data=data)
+        await h.tg.wait_until(lambda: notice in h.texts())
+        free(mount)
+        await send(h, "/remember buy milk")
+        await h.settle()
+        assert h.texts()[before:] == [notice, "Remembered (/memory lists them all)"]
+        assert h.model.requests == []  # it was not handled blindly either
