@@ -243,6 +243,8 @@ class Kernel:
         return None
 
     def _storage_refusal(self, trouble: StorageTrouble) -> StartupError:
+        if trouble.path is not None:  # one database file refuses writes: name it
+            return StartupError(t("startup.storage_file", path=trouble.path, detail=trouble.cause))
         path = self.config.data_dir
         return StartupError(t("startup.storage", path=path, detail=trouble.cause))
 

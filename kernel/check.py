@@ -17,7 +17,6 @@ import os
 import socket
 import sqlite3
 import subprocess
-import tempfile
 import urllib.request
 import wave
 from collections.abc import Awaitable, Callable
@@ -29,6 +28,7 @@ from urllib.parse import urlsplit
 from kernel.config import Config, parse_ref
 from kernel.config.secrets import child_env
 from kernel.core.errors import KernelError
+from kernel.core.fileio import os_cause, probe_writable
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
 from kernel.core.platform import BatchArgumentError, group_spawn_kwargs, launch_argv, which
@@ -38,6 +38,7 @@ from kernel.delegate.formats import strip_ansi
 from kernel.plugins import default_plugins
 from kernel.providers.retirement import retirement_notices
 from kernel.providers.sdk import SDKProvider
+from kernel.store.trouble import unwritable_file
 
 Status = Literal["ok", "warn", "fail"]
 MARKS: dict[Status, str] = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
@@ -220,13 +221,20 @@ def _keys(count: int) -> str:
 
 
 def _data_dir(config: Config) -> CheckLine:
+    """The folder takes a real write (a full disk refuses it), and the database files
+    already there can be written: Kernel's start refuses otherwise."""
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=config.data_dir, prefix=".check-"):
-            pass
+        refused = probe_writable(config.data_dir)
     except OSError as exc:
-        detail = t("check.data_dir_bad", path=config.data_dir, detail=exc.strerror or exc)
+        refused = exc
+    if refused is not None:
+        detail = t("check.data_dir_bad", path=config.data_dir, detail=os_cause(refused))
         return CheckLine("data_dir", "fail", detail)
+    refused = unwritable_file(config.db_path)
+    if refused is not None:
+        path, cause = refused.filename, os_cause(refused)
+        return CheckLine("data_dir", "fail", t("startup.storage_file", path=path, detail=cause))
     return CheckLine("data_dir", "ok", t("check.data_dir_ok", path=config.data_dir))
 
 

@@ -1,5 +1,7 @@
 """A small tmpfs to put a data directory on, and ways to fill it or make it read-only:
-the storage trouble Kernel must wait out at start (issue 15). Needs root and mount."""
+the storage trouble Kernel must wait out at start (issue 15); one file made read-only
+by a read-only bind mount over it, which refuses even root's writes (issue 33: chmod
+does not stop root). Needs root and mount."""
 
 from __future__ import annotations
 
@@ -34,6 +36,25 @@ def tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[Path]:
+    """``path`` (a file) read-only for the block, its folder still writable: a read-only
+    bind mount over it, so every open for writing fails with EROFS, root's too. Skipped
+    with the reason where this machine does not let the test mount."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a read-only bind mount needs root and mount(8)")
+    bound = subprocess.run(
+        ["mount", "--bind", str(path), str(path)], capture_output=True, text=True, check=False
+    )
+    if bound.returncode != 0:
+        pytest.skip(f"mount --bind is not permitted here ({bound.stderr.strip()})")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], check=True)
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], capture_output=True, check=False)
 
 
 def fill(mount: Path) -> None:

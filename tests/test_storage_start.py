@@ -1,12 +1,15 @@
 """`python -m kernel` started on a full or read-only data directory waits it out and
 comes up once the disk is fixed, with nobody restarting it (issue 15); a stop signal
-ends the wait cleanly; a data directory no wait can fix still refuses with exit 2."""
+ends the wait cleanly; a data directory no wait can fix still refuses with exit 2, and
+so does an existing database file that refuses writes (issue 33): one line naming the
+file and the fix, no traceback; `kernel check` names it too."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from tests.conftest import kernel_env, spawn_kernel, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
-from tests.storage import fill, free, remount, tmpfs
+from tests.storage import fill, free, read_only, remount, tmpfs
 
 pytestmark = [pytest.mark.slow, pytest.mark.posix]  # real `python -m kernel` processes
 # posix: ordered shutdown on SIGTERM
@@ -152,3 +155,62 @@ async def test_a_data_directory_that_is_a_file_still_refuses_with_exit_2(
     assert code == 2  # RestartPreventExitStatus=2: restarting cannot fix it
     assert "general.data_dir" in err and "not a directory" in err.lower()
     assert tg.get_updates_completed == 0
+
+
+# A run that ended without closing the database: its -wal and -shm stay beside it.
+CRASHED_RUN = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("CREATE TABLE IF NOT EXISTS crashed (at TEXT)")
+conn.execute("INSERT INTO crashed VALUES ('now')")
+conn.commit()
+os._exit(0)
+"""
+
+
+async def crashed_run(data: Path) -> None:
+    """The database as a previous run of Kernel left it when it died mid-work."""
+    await earlier_run(data)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CRASHED_RUN, str(data / "kernel.db")
+    )
+    assert await proc.wait() == 0
+    assert (data / "kernel.db-wal").exists() and (data / "kernel.db-shm").exists()
+
+
+@pytest.mark.parametrize("name", ["kernel.db", "kernel.db-wal", "kernel.db-shm"])
+async def test_a_read_only_database_file_is_named_in_one_line_with_exit_2(
+    tmp_path: Path, anthropic_sim: AnthropicSim, name: str
+) -> None:
+    data = tmp_path / "data"
+    await crashed_run(data)
+    with read_only(data / name) as refusing:
+        async with service(tmp_path, data, anthropic_sim) as (kernel, tg):
+            code, err = await kernel.stop(terminate=False)
+    assert code == 2  # RestartPreventExitStatus=2: a person must fix the file
+    assert err.splitlines() == [
+        f"kernel: 无法写入数据库文件 {refusing}（read-only file system）：请让运行 Kernel 的"
+        "用户能写它（例如 chown 给该用户或 chmod u+w，同目录的 -wal、-shm 文件也一样），"
+        "或把 general.data_dir 指向别处"
+    ]
+    output = "\n".join(kernel.lines)
+    assert "Traceback" not in output and "SQLITE" not in output
+    assert tg.get_updates_completed == 0
+
+
+async def test_kernel_check_names_a_read_only_database_file(
+    tmp_path: Path, anthropic_sim: AnthropicSim
+) -> None:
+    data = tmp_path / "data"
+    await crashed_run(data)
+    write_config(tmp_path, anthropic_sim.base_url, "claude", data_dir=str(data))
+    with read_only(data / "kernel.db") as refusing:
+        proc = await spawn_kernel("check", cwd=tmp_path, env=kernel_env(KERNEL_LANGUAGE="en"))
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=120)
+    [line] = [x for x in out.decode().splitlines() if "data_dir:" in x]
+    assert line == (
+        f"[FAIL] data_dir: cannot write the database file {refusing} (read-only file system):"
+        " make it writable by the user Kernel runs as (chown it to that user or chmod u+w it,"
+        " and the -wal and -shm files beside it), or point general.data_dir elsewhere"
+    )
+    assert proc.returncode == 1

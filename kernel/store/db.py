@@ -26,6 +26,7 @@ from kernel.store.memories import (
 from kernel.store.migrations import MEMORIES_FTS_SQL, MIGRATIONS, fts5_supported, migrate
 from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
+from kernel.store.trouble import unwritable_file
 
 __all__ = [
     "MEMORY_CATEGORIES",
@@ -89,6 +90,11 @@ class Store(SessionTables, SettingTables, MemoryTables):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the database directory: {exc.strerror}") from exc
+        # SQLite opens a file it cannot write read-only and fails only at the first
+        # write: a database file that refuses writes is named here, before it opens.
+        refused = unwritable_file(self.path)
+        if refused is not None:
+            raise StoreError(f"a database file cannot be written: {refused.strerror}") from refused
         with translated("open database"):
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._conn = conn

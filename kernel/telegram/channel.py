@@ -82,6 +82,7 @@ class TelegramChannel:
         self._tasks = TaskSet("telegram")  # replies, commands: awaited at stop
         self._watchdog = TaskSet("telegram watchdog")
         self.stopping = False
+        self._told_update: object = None  # the update whose failure was told last
         polls = poll_request()
         bot = PollingBot(
             cfg.token,
@@ -250,11 +251,16 @@ class TelegramChannel:
             await self._tell_owner(exc)
 
     async def _tell_owner(self, error: BaseException | None) -> None:
-        kind = type(error).__name__
+        """One notice: the disk's trouble and its fix when the store failed for it, else
+        an internal error; straight through the Bot API when it cannot be queued."""
+        words = await self.outbox.trouble_words(error) if error is not None else None
+        text = words or t("turn.internal_error", kind=type(error).__name__)
         try:
-            await self.outbox.put(self.owner, plain_items(t("turn.internal_error", kind=kind)))
-        except Exception as exc:  # the store failed too: the log is all there is
-            log.error("could not queue a failure notice: %s", type(exc).__name__)
+            await self.outbox.put(self.owner, plain_items(text))
+        except Exception as exc:  # the outbox cannot be written: tell the owner directly
+            log.error("could not queue a failure notice: %s; telling directly", type(exc).__name__)
+            direct = words or await self.outbox.trouble_words(exc) or text
+            await self.outbox.tell_directly(self.owner, direct)
 
     # ----- routing ---------------------------------------------------------------------
 
@@ -287,8 +293,12 @@ class TelegramChannel:
         log.error("handling an update failed: %s", type(error).__name__, exc_info=error)
         await self.mailroom.failed(update)
         chat = update.effective_chat if isinstance(update, Update) else None
-        if chat is not None and chat.id == self.owner:
-            await self._tell_owner(error)
+        if chat is None or chat.id != self.owner:
+            return
+        if update is self._told_update:
+            return  # a later handler of the same update failed too: told once
+        self._told_update = update
+        await self._tell_owner(error)
 
     async def _gate(self, update: Update, context: Context) -> None:
         """Only the owner's private chat gets through; the rest is dropped and counted.

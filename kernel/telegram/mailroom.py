@@ -209,6 +209,8 @@ class Mailroom:
             )
         except Exception as exc:  # the store failed: answering beats losing the message
             log.error("recording update %d failed: %s", update.update_id, type(exc).__name__)
+            if waiting:  # not handled now and not on record: the owner must hear of it
+                await self._unrecorded(exc)
             return not waiting
         if row is None:
             self.duplicates += 1
@@ -219,6 +221,13 @@ class Mailroom:
             return False
         self._handling[update.update_id] = (row, None)
         return True
+
+    async def _unrecorded(self, exc: BaseException) -> None:
+        outbox = self.channel.outbox
+        words = await outbox.trouble_words(exc)
+        await outbox.tell_directly(
+            self.owner, words or t("turn.internal_error", kind=type(exc).__name__)
+        )
 
     async def unreadable(self, update: Update, what: str) -> None:
         """The owner sent something Kernel's Telegram library cannot read (a message
@@ -288,7 +297,7 @@ class Mailroom:
             # A command's reply settles its row (``commands.py``); this closes what
             # produced no reply, unless a follow-up is still to come.
             if row.kind in ("command", "callback") and row.id not in self._deferred:
-                await self.close(row.id, "answered")
+                await self._close_quietly(row.id, "answered")
         finally:
             if done is not None and not done.done():
                 done.set_result(None)
@@ -303,7 +312,16 @@ class Mailroom:
     async def failed(self, update: object) -> None:
         """A handler raised (the owner is told by the error handler)."""
         if isinstance(update, Update) and (row := self.row_id(update)) is not None:
-            await self.close(row, "failed")
+            await self._close_quietly(row, "failed")
+
+    async def _close_quietly(self, row_id: int, state: InboxState) -> None:
+        """Close a handled update's row; a store failure here is only logged (the owner
+        was answered or is told by the error handler; an open row is settled at the
+        next start)."""
+        try:
+            await self.close(row_id, state)
+        except Exception as exc:
+            log.warning("closing inbox row %d failed: %s", row_id, type(exc).__name__)
 
     async def close(self, row_id: int, state: InboxState) -> bool:
         """Settle an open row (no-op when it was settled already, e.g. with its reply)."""

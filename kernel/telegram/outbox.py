@@ -26,6 +26,10 @@ a refused reply (not a notice, not a chat that blocked the bot) is told once in 
 words (``tg.chunk_refused``). One call per row, and what its outcome means (gone
 messages, "not modified", the HTML fallback), is ``calls.py``'s.
 
+When the outbox itself cannot be written (a full disk, a read-only database), a notice
+goes straight through the Bot API instead (:meth:`Outbox.tell_directly`), in words
+naming the trouble and its fix (:meth:`Outbox.trouble_words`).
+
 Public API: :class:`Outbox`, :class:`Ticket`, :class:`Undeliverable`, :func:`reply_items`,
 :func:`plain_items`, :func:`again_markup`.
 """
@@ -42,11 +46,13 @@ from typing import Any
 
 from telegram import Bot
 from telegram.constants import ParseMode
+from telegram.error import TelegramError
 
 from kernel.audit import AuditLog, kinds
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import InboxState, Mailbox, OutboxItem, OutboxRow
+from kernel.store.trouble import storage_trouble
 from kernel.telegram.calls import Refused, RetryLater, RowCalls
 from kernel.telegram.render import render_markdown
 from kernel.telegram.split import split_html, split_plain
@@ -292,6 +298,31 @@ class Outbox:
         if state != "sent" or message_id is None:
             raise Undeliverable(state)
         return message_id
+
+    async def trouble_words(self, exc: BaseException) -> str | None:
+        """What the owner is told when ``exc`` (a failed store call) comes from the
+        disk's state: what is wrong and what to do. None when it does not (a lock, a
+        bug)."""
+        folder = self.mailbox.store.path.parent
+        trouble = await asyncio.to_thread(storage_trouble, exc, folder)
+        if trouble is None:
+            return None
+        fix = t("tg.storage_fix_space" if trouble.full else "tg.storage_fix_write")
+        return t("tg.storage_trouble", path=trouble.path or folder, cause=trouble.cause, fix=fix)
+
+    async def tell_directly(self, chat_id: int, text: str, *, replace: int | None = None) -> bool:
+        """``text`` straight through the Bot API, never written down: for when the
+        outbox cannot be written. ``replace``: a message (a placeholder) that becomes
+        ``text``. Best effort: True once Telegram took it."""
+        try:
+            if replace is not None:
+                await self.bot.edit_message_text(text, chat_id=chat_id, message_id=replace)
+            else:
+                await self.bot.send_message(chat_id, text)
+        except TelegramError as exc:
+            log.warning("telling the owner directly failed: %s", type(exc).__name__)
+            return False
+        return True
 
     def nudge(self) -> None:
         """Telegram answers again (polling recovered): rows that failed for the network

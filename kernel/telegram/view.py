@@ -10,8 +10,9 @@ the placeholder and intermediate edits go straight to the Bot API (best effort);
 outcome (the reply, an error or interrupted notice, the placeholder's deletion on
 /cancel) goes through the durable outbox, which settles the turn's inbox row in the
 same transaction. The view does not wait for delivery: the next turn can start. When
-the store refuses the outcome, the placeholder becomes an error notice directly and the
-row stays open: the next start tells the owner again, with 🔁.
+the store refuses the outcome, the placeholder becomes an error notice directly (naming a
+full disk or a read-only database, and the fix) and the row stays open: the next start
+tells the owner again, with 🔁.
 """
 
 from __future__ import annotations
@@ -302,7 +303,10 @@ class TurnView:
             except Exception as exc:
                 self.unqueued = True
                 log.error("queueing a turn's outcome failed: %s", type(exc).__name__)
-                await self._tell_directly(items, t("turn.internal_error", kind=type(exc).__name__))
+                words = await self.outbox.trouble_words(exc)
+                await self._tell_directly(
+                    items, words or t("turn.internal_error", kind=type(exc).__name__)
+                )
                 raise
         self._settled = True
 
@@ -313,13 +317,8 @@ class TurnView:
         standing = first.get("replace") if items and items[0].kind == "send" else None
         if items and items[0].kind == "delete":
             standing = first.get("message_id")
-        try:
-            if isinstance(standing, int):
-                await self.bot.edit_message_text(text, chat_id=self.chat_id, message_id=standing)
-            else:
-                await self.bot.send_message(self.chat_id, text)
-        except TelegramError as exc:
-            log.warning("telling the owner directly failed: %s", type(exc).__name__)
+        replace = standing if isinstance(standing, int) else None
+        await self.outbox.tell_directly(self.chat_id, text, replace=replace)
 
     async def _keep_typing(self) -> None:
         while True:

@@ -94,7 +94,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
     ) -> BotHarness:
         tg = tg or await TelegramSim().start()
         model = model or await AnthropicSim().start()
-        path = write_config(tmp_path, model.base_url, "claude", language="en", **general)
+        path = write_config(tmp_path, model.base_url, "claude", **{"language": "en", **general})
         path.write_text(
             path.read_text() + f'\n[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'
             f'api_base = "{tg.api_base}"\npoll_timeout = 1\nwatchdog_seconds = 2.0\n' + extra
