@@ -245,6 +245,8 @@ HTTP_STATUS: dict[str, int] = {
     "csrf_failed": 403,  # the web console: a state-changing request without its token
     "too_many_sign_ins": 429,
     "forbidden_host": 403,
+    # issue 33: what can run a program or send a stored secret elsewhere (config/privilege.py)
+    "privilege_required": 403,
     "not_found": 404,
     "memory_exists": 409,  # an edit would duplicate another memory
     "method_not_allowed": 405,

@@ -19,6 +19,7 @@ from pydantic import AfterValidator, ConfigDict, Field, ValidationError, create_
 from kernel.channels.qq_inbound import InboundError
 from kernel.config import CHANNEL_TYPES, QQ_TARGET_TYPES
 from kernel.config.channels import CHANNEL_MODELS
+from kernel.config.privilege import strings_of
 from kernel.config.secrets import env_variable, masked_view, secret_fields
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
@@ -29,6 +30,7 @@ from kernel.gateway.api import (
     Param,
     Router,
     authorized,
+    caller_of,
     invalid,
     json_response,
     kernel_of,
@@ -229,8 +231,9 @@ async def set_channel(request: web.Request) -> web.Response:
         section = overlay.setdefault("channels", {}).setdefault(name, {})
         section.update(changes)
 
-    if changes:
-        await kernel.runtime.update(change)
+    if changes:  # QQ's addresses move its secret: given again here, or privileged
+        own = strings_of(changes)
+        await kernel.runtime.update(change, caller=caller_of(request), given=own)
     return json_response(settings_view(kernel, name))
 
 
