@@ -193,10 +193,13 @@ async def get_channel(request: web.Request) -> web.Response:
 
 @router.put(
     "/config/channels/{name:(?!types$)[^/]+}",  # PUT .../types: 405, not a channel
-    summary="Change a channel's settings (kept in data/runtime.toml, in effect at once)",
+    summary="Change a channel's settings (kept in data/runtime.toml, in effect at once); "
+    "QQ's api_base or token_url while it holds client_secret: only with client_secret "
+    "given again, or the owner's confirmation in Telegram",
     params=(NAME,),
     body=ChannelSettings,
     response=ChannelSettings,
+    errors=(403,),
 )
 async def set_channel(request: web.Request) -> web.Response:
     kernel = kernel_of(request)

@@ -141,9 +141,12 @@ async def list_envs(request: web.Request) -> web.Response:
 
 @router.put(
     "/envs",
-    summary="Replace every variable set at runtime with these",
+    summary="Replace every variable set at runtime with these. A name that changes how "
+    "programs load or where they connect (LD_*, PYTHON*, PATH, *_BASE_URL, HTTPS_PROXY…) "
+    "needs the API key, or from the console the owner's confirmation in Telegram",
     body=EnvsBody,
     response=EnvList,
+    errors=(403,),
 )
 async def replace_envs(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
@@ -170,10 +173,11 @@ async def get_env(request: web.Request) -> web.Response:
 
 @router.put(
     "/envs/{key}",
-    summary="Set one variable",
+    summary="Set one variable (a loader or key-destination name: as PUT /envs says)",
     params=(KEY,),
     body=EnvBody,
     response=EnvEntry,
+    errors=(403,),
 )
 async def set_env(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
