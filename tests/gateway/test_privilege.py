@@ -16,8 +16,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from kernel.config import MCPServerConfig
-from kernel.config.privilege import env_family, server_changes
 from kernel.core.asks import Question
 from kernel.gateway.routes import ROUTERS
 from kernel.gateway.server import Gateway
@@ -274,28 +272,27 @@ async def test_a_selfops_move_of_a_keyed_provider_needs_its_key(
     op = {"kind": "replace", "path": "main.api_base", "value": capture.url}
     preview_body = {"target": "provider_config", "operations": [op], "allow_sensitive": True}
 
-    async def apply(caller: Any, body: dict[str, Any]) -> tuple[int, Any]:
+    async def apply(caller: Any, body: dict[str, Any]) -> tuple[int, Any, Any]:
+        """(status, answer) of the apply, and the preview's checks."""
         if isinstance(caller, Console):
             status, preview = await caller.call("POST", PREVIEW, body)
         else:
             status, preview, _ = await caller.call("POST", PREVIEW, body)
         assert status == 200, preview
-        assert preview["checks"]["privileged_fields"] == (
-            [] if len(body["operations"]) > 1 else ["providers.main.api_base"]
-        )
         confirm = {
             "mutation_id": preview["mutation_id"],
             "confirm_hash": preview["confirm_hash"],
             "allow_sensitive": True,
         }
         if isinstance(caller, Console):
-            return await caller.call("POST", APPLY, confirm)
+            return (*(await caller.call("POST", APPLY, confirm)), preview["checks"])
         status, data, _ = await caller.call("POST", APPLY, confirm)
-        return status, data
+        return status, data, preview["checks"]
 
     for caller in (sc, console, keyless):
-        status, data = await apply(caller, preview_body)
+        status, data, checks = await apply(caller, preview_body)
         _refused(status, data, "providers.main.api_base")
+        assert checks["privileged_fields"] == ["providers.main.api_base"]
     assert sc.kernel.config.providers["main"].api_base == anthropic_sim.base_url
     assert not sc.kernel.config.runtime_path.exists()  # nothing written
     anthropic_sim.enqueue(text_reply("still here"))
@@ -303,8 +300,9 @@ async def test_a_selfops_move_of_a_keyed_provider_needs_its_key(
     assert capture.requests == []
     # The change giving the key itself: applied, and the next turn goes there.
     with_key = {"kind": "replace", "path": "main.api_key", "value": SECRET_KEY}
-    status, data = await apply(sc, {**preview_body, "operations": [op, with_key]})
+    status, data, checks = await apply(sc, {**preview_body, "operations": [op, with_key]})
     assert status == 200 and data["applied"] is True
+    assert checks["privileged_fields"] == []
     await sc.process("hello again")
     assert capture.requests and SECRET_KEY in capture.requests[0][1]
 
@@ -378,25 +376,3 @@ async def test_a_console_change_waits_for_the_owners_word_in_telegram(
         assert h.kernel.config.envs.get("PATH") != "/tmp"
     finally:
         await gateway.stop()
-
-
-def test_headers_filled_from_kernels_environment_are_a_moved_secret() -> None:
-    """``${VAR}`` headers (filled from Kernel's environment at load) are values the
-    request did not give: a new HTTP server carrying them is privileged; the same
-    headers written out by the caller are its own."""
-    server = MCPServerConfig(
-        name="docs", type="http", url="http://127.0.0.1:9/mcp", headers={"X-Key": "sk-env"}
-    )
-    [change] = server_changes(None, server, given={"${OPENAI_KEY}"})
-    assert (change.field, change.kind, change.key_may) == (
-        "mcp.servers.docs.headers",
-        "destination",
-        True,
-    )
-    assert server_changes(None, server, given={"sk-env"}) == []
-    assert server_changes(server, server) == []
-    assert [env_family(n) for n in ("Path", "http_proxy", "MY_SETTING")] == [
-        "loader",
-        "destination",
-        None,
-    ]
