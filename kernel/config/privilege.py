@@ -53,6 +53,7 @@ CODE = "privilege_required"
 Kind = Literal["loader", "command", "destination"]
 SHOWN = 300  # characters of one value in the owner's question
 SHOWN_CHANGES = 12  # changes listed in one question
+MAX_OPEN = 3  # confirmations waiting at once: more would flood the owner's chat
 
 # --------------------------------------------------------------------- environment names
 #
@@ -382,6 +383,7 @@ class PrivilegeGate:
         self.asks = asks
         self.registry = registry
         self.timeout = timeout
+        self._open = 0
 
     async def authorize(self, caller: str, changes: Sequence[Privileged]) -> None:
         """Return when ``caller`` may make ``changes``; else raise ``privilege_required``."""
@@ -390,7 +392,13 @@ class PrivilegeGate:
             return
         if caller not in ("key", "console"):
             raise refusal("keyless", changes)
-        outcome = await self._confirm(caller, changes)
+        if self._open >= MAX_OPEN:  # counted before any await: no race past the cap
+            raise refusal("busy", changes, count=self._open)
+        self._open += 1
+        try:
+            outcome = await self._confirm(caller, changes)
+        finally:
+            self._open -= 1
         if outcome == "allowed":
             log.info("privileged change confirmed by the owner: %d field(s)", len(changes))
             return
