@@ -330,12 +330,21 @@ def strings_of(value: Any) -> set[str]:
 
 
 def stored_guarded(overlay: Mapping[str, Any]) -> list[str]:
-    """Guarded names ``data/runtime.toml`` sets in ``[envs]`` (start and ``kernel check``
-    name them: set before issue 33, they may not be the owner's)."""
+    """What ``data/runtime.toml`` sets that the rule guards: loader names in ``[envs]``,
+    providers' ``api_base``, stdio MCP servers (start and ``kernel check`` name them:
+    kept before issue 33, by anyone a keyless sidecar let in, they still take effect)."""
     envs = overlay.get("envs")
-    if not isinstance(envs, dict):
-        return []
-    return sorted(str(k) for k in envs if env_family(str(k)) is not None)
+    found = sorted(str(k) for k in envs if env_family(str(k))) if isinstance(envs, dict) else []
+    providers = overlay.get("providers")
+    for name, table in (providers if isinstance(providers, dict) else {}).items():
+        if isinstance(table, dict) and "api_base" in table:
+            found.append(f"providers.{name}.api_base")
+    mcp = overlay.get("mcp")
+    servers = mcp.get("servers") if isinstance(mcp, dict) else None
+    for server in servers if isinstance(servers, list) else []:
+        if isinstance(server, dict) and server.get("type") == "stdio":
+            found.append(f"mcp.servers.{server.get('name')}")
+    return found
 
 
 # --------------------------------------------------------------------------- who may

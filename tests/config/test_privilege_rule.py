@@ -4,7 +4,7 @@ themselves are tried in tests/gateway/test_privilege.py."""
 from __future__ import annotations
 
 from kernel.config import MCPServerConfig
-from kernel.config.privilege import env_family, server_changes
+from kernel.config.privilege import env_family, server_changes, stored_guarded
 
 
 def test_headers_filled_from_kernels_environment_are_a_moved_secret() -> None:
@@ -27,3 +27,18 @@ def test_headers_filled_from_kernels_environment_are_a_moved_secret() -> None:
         "destination",
         None,
     ]
+
+
+def test_what_runtime_toml_keeps_is_named_for_the_start_warning() -> None:
+    overlay = {
+        "envs": {"ld_preload": "/x.so", "GREETING": "hi", "HTTPS_PROXY": "http://h"},
+        "providers": {"main": {"api_base": "http://127.0.0.1:9"}, "other": {"models": []}},
+        "mcp": {"servers": [{"name": "s", "type": "stdio"}, {"name": "h", "type": "http"}]},
+    }
+    assert stored_guarded(overlay) == [
+        "HTTPS_PROXY",
+        "ld_preload",
+        "providers.main.api_base",
+        "mcp.servers.s",
+    ]
+    assert stored_guarded({"envs": "broken", "mcp": []}) == []
