@@ -13,6 +13,7 @@ from kernel.agent.titles import TitleMaker
 from kernel.audit import AuditLog, kinds
 from kernel.audit.anchor import ANCHOR_FILE
 from kernel.config import Config
+from kernel.config.privilege import PrivilegeGate, stored_guarded
 from kernel.core.clock import Clock, SystemClock
 from kernel.core.delivery import ChannelRegistry, Target
 from kernel.core.errors import StartupError, StoreError
@@ -146,6 +147,12 @@ class Kernel:
             audit=self.audit,
         )
         self.delegator.approvals = self.approvals
+        # Who may change what can run a program or send a key elsewhere (issue 33): the
+        # console only with the owner's confirmation in Telegram.
+        self.privilege = PrivilegeGate(
+            self.agent.asks, self.channel_registry, lambda: self.config.gateway.confirm_timeout
+        )
+        self.runtime.privilege = self.privilege
         self.channel_records = ChannelStore(self.store)  # what channels keep across restarts
         self.channel_parts: dict[str, ChannelParts] = {}
         for name, build in self.plugins.channels.items():
@@ -215,6 +222,7 @@ class Kernel:
         for policy in self.config.tools.values():
             if policy.approval:
                 self.tools.require_approval(policy.name, policy.approval_timeout)
+        await self._warn_stored_loaders()
         try:
             await self.mcp.start()
             await self.agent.start()
@@ -232,6 +240,13 @@ class Kernel:
             self.agent.model,
             len(self.tools.names()),
         )
+
+    async def _warn_stored_loaders(self) -> None:
+        """Loader and destination variables kept in data/runtime.toml take effect in every
+        child: named at start, since a keyless sidecar let anyone set them before."""
+        names = stored_guarded(await self.runtime.overlay())
+        if names:
+            log.warning("%s", t("priv.stored", names=", ".join(names)))
 
     async def _open_store(self) -> StorageTrouble | None:
         """Open the data directory and the database: None once open, else what stops it."""

@@ -25,7 +25,8 @@ from datetime import UTC, date, datetime
 from typing import Literal
 from urllib.parse import urlsplit
 
-from kernel.config import Config, parse_ref
+from kernel.config import Config, parse_ref, read_overlay
+from kernel.config.privilege import stored_guarded
 from kernel.config.secrets import child_env
 from kernel.core.errors import KernelError
 from kernel.core.fileio import os_cause, probe_writable
@@ -65,6 +66,9 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
         lines.append(CheckLine(f"model {notice.model}", "warn", notice.describe()))
     lines += unpriced(config)
     lines += routing(config)
+    stored = stored_guarded(await asyncio.to_thread(read_overlay, config.runtime_path))
+    if stored:  # loaders kept in runtime.toml: maybe set by anyone, before issue 33
+        lines.append(CheckLine("envs", "warn", t("priv.stored", names=", ".join(stored))))
     lines.append(await asyncio.to_thread(_data_dir, config))
     lines.append(await asyncio.to_thread(_fts5))
     probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []

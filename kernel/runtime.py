@@ -28,7 +28,9 @@ from typing import Any
 
 import tomli_w
 
-from kernel.config import CHANNEL_TYPES, Config, load_config, read_overlay, secrets
+from kernel.config import CHANNEL_TYPES, Config, load_config, privilege, read_overlay, secrets
+from kernel.core.asks import AskRegistry
+from kernel.core.delivery import ChannelRegistry
 from kernel.core.fileio import write_atomic
 from kernel.core.logs import add_secrets
 
@@ -85,6 +87,11 @@ class Runtime:
         self._providers_listeners: list[ProvidersListener] = []
         self._channels_listeners: list[ChannelsListener] = []
         self._config_listeners: list[ConfigListener] = []
+        # Who may make a privileged change; the Kernel gives the one that can ask the
+        # owner in Telegram (without it a console's privileged change is refused).
+        self.privilege = privilege.PrivilegeGate(
+            AskRegistry(), ChannelRegistry(), lambda: config.gateway.confirm_timeout
+        )
 
     @property
     def path(self) -> Path:
@@ -129,20 +136,44 @@ class Runtime:
         *,
         expect: Callable[[Overlay], None] | None = None,
         by: str = "api",
+        caller: str = "owner",
+        given: Collection[str] = (),
     ) -> Config:
         """Apply ``change`` to a copy of the overlay, validate the result as a whole
         configuration (ConfigError names the problem), write it, then make it live.
         ``expect`` sees the current overlay first, under the same lock, and may raise to
         refuse a change prepared against an older one. Shielded: a caller that goes away
         (an HTTP client disconnecting) never leaves the file and the live configuration
-        disagreeing. ``by``: who asked (``api``: a sidecar client), for the listeners."""
-        return await asyncio.shield(self._update(change, expect, by))
+        disagreeing. ``by``: who asked (``api``: a sidecar client), for the listeners.
+
+        ``caller`` (``owner``: Kernel itself, the owner's Telegram; ``key``, ``console``,
+        ``keyless``: the sidecar's) meets the privilege rule (:mod:`kernel.config.privilege`)
+        first: what the change would do is worked out, the caller allowed (the owner asked
+        in Telegram when the rule says so) or ``privilege_required`` raised; under the lock
+        the result may hold nothing privileged beyond what was allowed. ``given``: the
+        values the request carried itself (a provider's key given again)."""
+        check = None
+        if caller != "owner":
+            fresh, _ = await self.preview(change)
+            found = privilege.config_changes(self.config, fresh, given)
+            await self.privilege.authorize(caller, found)
+            check = privilege.within(caller, found, given)
+        return await asyncio.shield(self._update(change, expect, by, check))
+
+    async def preview(self, change: Callable[[Overlay], None]) -> tuple[Config, Overlay]:
+        """The configuration ``change`` would give now, and the overlay it was made from;
+        nothing is written."""
+        current = await self.overlay()
+        candidate = copy.deepcopy(current)
+        change(candidate)
+        return await self.validate(candidate), current
 
     async def _update(
         self,
         change: Callable[[Overlay], None],
         expect: Callable[[Overlay], None] | None,
         by: str,
+        check: Callable[[Config, Config], None] | None = None,
     ) -> Config:
         async with self._lock:
             current = await asyncio.to_thread(read_overlay, self.path)
@@ -151,6 +182,8 @@ class Runtime:
             candidate = copy.deepcopy(current)
             change(candidate)
             fresh = await self.validate(candidate)
+            if check is not None:
+                check(self.config, fresh)
             await asyncio.to_thread(write_overlay, self.path, candidate)
             self._apply(fresh)
             keys = changed_keys(current, candidate)

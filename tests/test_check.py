@@ -149,6 +149,29 @@ async def test_unreachable_provider_is_named_with_the_url_it_tried(tmp_path: Pat
     assert SECRET_KEY not in "\n".join(lines) + err
 
 
+async def test_a_loader_name_kept_in_runtime_toml_is_a_warning(
+    tmp_path: Path, anthropic_sim: AnthropicSim
+) -> None:
+    """Issue 33: a keyless sidecar let anyone keep LD_PRELOAD or PATH in runtime.toml,
+    and every child gets them; `kernel check` names them (never their values)."""
+    async with TelegramSim() as tg:
+        path = write_config(tmp_path, anthropic_sim.base_url, "claude", **PATIENT)
+        path.write_text(
+            path.read_text()
+            + f'[telegram]\ntoken = "{DEFAULT_TOKEN}"\nallowed_user = {OWNER}\n'
+            + f'api_base = "{tg.api_base}"\n'
+        )
+        (tmp_path / "data").mkdir()
+        (tmp_path / "data" / "runtime.toml").write_text(
+            '[envs]\nLD_PRELOAD = "/tmp/evil.so"\nGREETING = "hi"\n'
+        )
+        _, lines, _ = await check(tmp_path)
+    envs = line(lines, "envs")
+    assert envs.startswith("[warn] envs: ") and "LD_PRELOAD" in envs
+    assert "GREETING" not in envs and "/tmp/evil.so" not in envs
+    assert "kernel env delete" in envs
+
+
 @pytest.mark.posix
 @pytest.mark.slow
 async def test_configured_ffmpeg_is_the_one_checked_even_with_spoken_replies_off(

@@ -80,6 +80,11 @@ class GatewayConfig(Section):
     console_session_hours: PosFloat = Field(
         12.0, description="a console sign-in lasts this long (then sign in again)"
     )
+    confirm_timeout: PosFloat = Field(
+        300.0,
+        description="seconds the owner has in Telegram to confirm a console's change of what "
+        "runs programs or where a key is sent",
+    )
 
     @property
     def client_host(self) -> str:

@@ -40,6 +40,9 @@ class Question:
     tool_call_id: str = ""
     kind: str = "question"  # "approval" for the approval gate, "permission" for a CLI's
     markdown: bool = False  # the text is Markdown (a command in a code block, a diff)
+    # Answered only in the owner's own chat (Telegram): a privileged change's confirmation
+    # is never listed to, nor answered by, the sidecar's callers it guards against.
+    owner_only: bool = False
     id: str = field(default_factory=lambda: secrets.token_hex(4))
 
 
@@ -127,3 +130,8 @@ class AskRegistry:
 
     def waiting(self, conversation: str | None = None) -> list[Question]:
         return [q for q, _ in self._waiting.values() if conversation in (None, q.conversation)]
+
+    def shared(self) -> list[Question]:
+        """The questions any of the owner's front ends may list and answer (not the
+        ``owner_only`` ones)."""
+        return [q for q in self.waiting() if not q.owner_only]

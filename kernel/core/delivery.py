@@ -18,11 +18,13 @@ at once with ``channel_disabled``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from kernel.core.asks import Answer, AskOutcome, AskRegistry, Question
 from kernel.core.errors import ChannelError
 from kernel.core.events import AskUser, Completed, ErrorEvent, ModelSwitched, ToolResult
 from kernel.core.i18n import t
@@ -67,6 +69,39 @@ class Asker(Protocol):
     async def settle(self, tool_call_id: str) -> None:
         """The tool finished: a question still open for it is closed as unanswered."""
         ...
+
+
+async def ask_owner(
+    asks: AskRegistry, registry: ChannelRegistry, question: Question, seconds: float, label: str
+) -> Answer:
+    """Put ``question`` to the owner through the registry's asker (Telegram), outside any
+    turn, and wait at most ``seconds``; no asker, or one that cannot show it: undelivered."""
+    asker = registry.asker
+    if asker is None:
+        return Answer(AskOutcome.UNDELIVERED)
+    question.tool_call_id = question.tool_call_id or f"{question.conversation}-{question.id}"
+    event = AskUser(
+        0,
+        question.id,
+        question.tool_call_id,
+        question.text,
+        list(question.options),
+        question.kind,
+        question.markdown,
+    )
+    waiting = asyncio.ensure_future(asks.wait(question, seconds))
+    await asyncio.sleep(0)  # the question waits before anyone can press its buttons
+    try:
+        await asker.show(event, label)
+    except Exception as exc:  # unanswerable: the wait runs into its timeout
+        log.warning("could not show a question to the owner: %s", type(exc).__name__)
+        asks.undelivered(question.id)
+    try:
+        return await waiting
+    finally:
+        waiting.cancel()
+        with contextlib.suppress(Exception):
+            await asker.settle(question.tool_call_id)
 
 
 class Detached:

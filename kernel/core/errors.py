@@ -246,6 +246,8 @@ HTTP_STATUS: dict[str, int] = {
     "too_many_sign_ins": 429,
     "too_many_wrong_keys": 429,  # the sidecar's key guessed too often: Retry-After
     "forbidden_host": 403,
+    # issue 33: what can run a program or send a stored secret elsewhere (config/privilege.py)
+    "privilege_required": 403,
     "not_found": 404,
     "memory_exists": 409,  # an edit would duplicate another memory
     "method_not_allowed": 405,

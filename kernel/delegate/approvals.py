@@ -33,9 +33,8 @@ from typing import Any, Literal
 from kernel.audit import AuditLog
 from kernel.audit import kinds as audit_kinds
 from kernel.core.asks import Answer, AskOutcome, AskRegistry, Question
-from kernel.core.delivery import ChannelRegistry
+from kernel.core.delivery import ChannelRegistry, ask_owner
 from kernel.core.errors import KernelError
-from kernel.core.events import AskUser
 from kernel.core.i18n import t
 from kernel.delegate.formats import display_name
 from kernel.delegate.permission import (
@@ -301,27 +300,9 @@ class Approvals:
 
     async def _ask_detached(self, text: str, options: list[str], seconds: float) -> Answer:
         """An owner's own MCP client: asked through the registry's asker (Telegram)."""
-        asker = self.registry.asker
-        if asker is None:
-            return Answer(AskOutcome.UNDELIVERED)
         question = Question("mcp", text, list(options), kind="permission", markdown=True)
         question.tool_call_id = f"mcp-{question.id}"
-        event = AskUser(
-            0, question.id, question.tool_call_id, text, list(options), "permission", True
-        )
-        waiting = asyncio.ensure_future(self.asks.wait(question, seconds))
-        await asyncio.sleep(0)  # the question waits before anyone can press its buttons
-        try:
-            await asker.show(event, t("perm.mcp_label"))
-        except Exception as exc:  # unanswerable: the wait runs into its timeout
-            log.warning("could not show a permission prompt: %s", type(exc).__name__)
-            self.asks.undelivered(question.id)
-        try:
-            return await waiting
-        finally:
-            waiting.cancel()
-            with contextlib.suppress(Exception):
-                await asker.settle(question.tool_call_id)
+        return await ask_owner(self.asks, self.registry, question, seconds, t("perm.mcp_label"))
 
     async def _record(
         self,

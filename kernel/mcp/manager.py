@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kernel.audit import AuditLog
 from kernel.audit import kinds as audit_kinds
 from kernel.config import Config, MCPServerConfig
+from kernel.config.privilege import strings_of
 from kernel.core.errors import CodedError, KernelError
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
@@ -121,14 +122,18 @@ class MCPManager:
         """The definition in use for ``name`` (None: no such server)."""
         return next((s for s in self._servers if s.name == name), None)
 
-    async def add(self, runtime: Runtime, table: dict[str, Any], by: str = "api") -> ServerStatus:
+    async def add(
+        self, runtime: Runtime, table: dict[str, Any], by: str = "api", caller: str = "owner"
+    ) -> ServerStatus:
         """Keep ``table`` (a checked ``[[mcp.servers]]`` definition) in
         data/runtime.toml and connect the server; answers after the first attempt (at
         most its connect_timeout) with its status. A name in use: refused. ``by``: who
-        asked (``api``: a sidecar client), for the audit."""
+        asked (``api``: a sidecar client), for the audit; ``caller``: for the privilege
+        rule (a stdio server runs a program; ``${VAR}`` headers send Kernel's values)."""
         name = str(table["name"])
         transport = str(table.get("type") or "http")
-        return await self._change(name, self._add(runtime, name, table, by), "add", by, transport)
+        adding = self._add(runtime, name, table, by, caller)
+        return await self._change(name, adding, "add", by, transport)
 
     async def remove(self, runtime: Runtime, name: str, by: str = "api") -> None:
         """Remove a server added at run time: out of data/runtime.toml, its session
@@ -210,7 +215,7 @@ class MCPManager:
                 self._locks[name] = (lock, users - 1)
 
     async def _add(
-        self, runtime: Runtime, name: str, table: dict[str, Any], by: str
+        self, runtime: Runtime, name: str, table: dict[str, Any], by: str, caller: str
     ) -> ServerStatus:
         if self.server(name) is not None:
             raise _exists(name)
@@ -224,7 +229,8 @@ class MCPManager:
                 raise _exists(name)
             servers.append(table)
 
-        fresh = await runtime.update(change, by=by)
+        given = strings_of(table)  # header values written out: the caller's own
+        fresh = await runtime.update(change, by=by, caller=caller, given=given)
         server = next((s for s in fresh.mcp_servers if s.name == name), None)
         if server is None:  # skipped as it was read (an unset ${VAR}): none to connect
             raise CodedError("invalid_request", t("mcp.skipped_at_load", name=name))

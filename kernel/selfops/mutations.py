@@ -43,7 +43,8 @@ from kernel.agent.agent import Agent, SelectionError
 from kernel.audit import AuditLog
 from kernel.audit import kinds as audit_kinds
 from kernel.config import Config, unknown_keys
-from kernel.core.errors import ConfigError, SelfOpsError, WorkspaceError
+from kernel.config.privilege import config_changes, strings_of
+from kernel.core.errors import CodedError, ConfigError, SelfOpsError, WorkspaceError
 from kernel.core.i18n import t
 from kernel.runtime import Overlay, Runtime, changed_keys
 from kernel.selfops import recording
@@ -101,6 +102,8 @@ class Pending:
     base_hash: str = ""  # of the state the preview was made from
     sensitive: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)  # the settings' dotted names it changes
+    given: set[str] = field(default_factory=set)  # the strings its operations carry
+    privileged: list[str] = field(default_factory=list)  # fields the privilege rule guards
 
 
 class Mutations:
@@ -216,6 +219,7 @@ class Mutations:
                 "structure_valid": True,
                 "risk_level": risk,
                 "sensitive_fields": list(p.sensitive),
+                "privileged_fields": list(p.privileged),
                 "denied_paths": [],
             },
             "diff_summary": summary,
@@ -339,9 +343,13 @@ class Mutations:
             candidate.pop("providers", None)
         try:
             tomli_w.dumps(candidate)
-            await self.runtime.validate(candidate)
+            fresh = await self.runtime.validate(candidate)
         except (ConfigError, TypeError, ValueError) as exc:
             raise SelfOpsError("invalid_request", str(exc), {"target": PROVIDERS_TARGET}) from None
+        # A keyed provider moved: checked again, with the caller, when it is applied.
+        pending.given = strings_of([value for _, value in touched])
+        found = config_changes(self.config, fresh, pending.given)
+        pending.privileged = [c.field for c in found]
         where = _relative_name(self.config)
         shown_before = _toml({"providers": masked(before)}) if before else ""
         shown_after = _toml({"providers": masked(after)}) if after else ""
@@ -388,21 +396,33 @@ class Mutations:
     # ----- apply -----------------------------------------------------------------------
 
     async def apply(
-        self, mutation_id: str, confirm_hash: str, allow_sensitive: bool = False, actor: str = "api"
+        self,
+        mutation_id: str,
+        confirm_hash: str,
+        allow_sensitive: bool = False,
+        actor: str = "api",
+        caller: str = "owner",
     ) -> dict[str, Any]:
-        """Make a previewed change (SelfOpsError names a refusal); recorded either way."""
+        """Make a previewed change (SelfOpsError names a refusal); recorded either way.
+        ``caller``: who asks, for the privilege rule (``key``, ``console``, ``keyless``:
+        the sidecar's callers; ``owner``: Kernel itself)."""
         pending = self._pending.get(mutation_id)
         kind = audit_kinds.SELFOPS_APPLY
         try:
-            result = await self._apply(pending, mutation_id, confirm_hash, allow_sensitive)
-        except SelfOpsError as exc:
+            result = await self._apply(pending, mutation_id, confirm_hash, allow_sensitive, caller)
+        except CodedError as exc:
             await recording.record(self.audit, kind, actor, mutation_id, pending, exc.code)
             raise
         await recording.record(self.audit, kind, actor, mutation_id, pending, "applied")
         return result
 
     async def _apply(
-        self, pending: Pending | None, mutation_id: str, confirm_hash: str, allow_sensitive: bool
+        self,
+        pending: Pending | None,
+        mutation_id: str,
+        confirm_hash: str,
+        allow_sensitive: bool,
+        caller: str,
     ) -> dict[str, Any]:
         if pending is None:
             raise SelfOpsError(
@@ -433,7 +453,7 @@ class Mutations:
             if pending.target == FILE_TARGET:
                 await self._apply_files(pending)
             elif pending.target == PROVIDERS_TARGET:
-                await self._apply_providers(pending)
+                await self._apply_providers(pending, caller)
             else:
                 await self._apply_active(pending)
         return {
@@ -466,7 +486,7 @@ class Mutations:
                 "mutation_apply_conflict", str(exc), {"target": FILE_TARGET}
             ) from None
 
-    async def _apply_providers(self, pending: Pending) -> None:
+    async def _apply_providers(self, pending: Pending, caller: str) -> None:
         after = pending.providers or {}
 
         def expect(current: Overlay) -> None:
@@ -481,7 +501,7 @@ class Mutations:
                 overlay.pop("providers", None)
 
         try:
-            await self.runtime.update(change, expect=expect)
+            await self.runtime.update(change, expect=expect, caller=caller, given=pending.given)
         except ConfigError as exc:  # valid at preview, not with what changed since
             raise SelfOpsError("mutation_apply_conflict", str(exc)) from None
 

@@ -105,7 +105,8 @@ async def test_refusals_carry_the_sidecar_code(
     sc = await sidecar(anthropic_sim)  # keyless: a stdio add is refused
     with pytest.raises(SidecarError) as refused:
         await run(sc, "add", "local", "--command", sys.executable, key="")
-    assert refused.value.code == "forbidden" and "[gateway] api_key" in str(refused.value)
+    assert refused.value.code == "privilege_required"
+    assert "[gateway] api_key" in str(refused.value)
     with pytest.raises(SidecarError) as missing:
         await run(sc, "restart", "nope", key="")
     assert missing.value.code == "mcp_server_not_found"

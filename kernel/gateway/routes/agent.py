@@ -510,7 +510,7 @@ class AskList(Shape):
     response=AskList,
 )
 async def list_asks(request: web.Request) -> web.Response:
-    waiting = kernel_of(request).agent.asks.waiting()
+    waiting = kernel_of(request).agent.asks.shared()
     asks = [
         {
             "id": q.id,
@@ -549,8 +549,10 @@ async def answer_ask(request: web.Request) -> web.Response:
     choice = (await read_model(request, AnswerBody)).choice
     asks = kernel_of(request).agent.asks
     question = asks.get(ask_id)
+    if question is None or question.owner_only:  # answered in Telegram only
+        raise not_found("ask_id", ask_id)
     result = asks.answer(ask_id, choice)
-    if result is AnswerResult.UNKNOWN or question is None:
+    if result is AnswerResult.UNKNOWN:
         raise not_found("ask_id", ask_id)
     if result is AnswerResult.BAD_OPTION:
         count = len(question.options)

@@ -19,6 +19,7 @@ from pydantic import AfterValidator, ConfigDict, Field, ValidationError, create_
 from kernel.channels.qq_inbound import InboundError
 from kernel.config import CHANNEL_TYPES, QQ_TARGET_TYPES
 from kernel.config.channels import CHANNEL_MODELS
+from kernel.config.privilege import strings_of
 from kernel.config.secrets import env_variable, masked_view, secret_fields
 from kernel.core.capped import TooLarge, read_capped
 from kernel.core.errors import ChannelError
@@ -30,6 +31,7 @@ from kernel.gateway.api import (
     Param,
     Router,
     authorized,
+    caller_of,
     invalid,
     json_response,
     kernel_of,
@@ -192,10 +194,13 @@ async def get_channel(request: web.Request) -> web.Response:
 
 @router.put(
     "/config/channels/{name:(?!types$)[^/]+}",  # PUT .../types: 405, not a channel
-    summary="Change a channel's settings (kept in data/runtime.toml, in effect at once)",
+    summary="Change a channel's settings (kept in data/runtime.toml, in effect at once); "
+    "QQ's api_base or token_url while it holds client_secret: only with client_secret "
+    "given again, or the owner's confirmation in Telegram",
     params=(NAME,),
     body=ChannelSettings,
     response=ChannelSettings,
+    errors=(403,),
 )
 async def set_channel(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
@@ -230,8 +235,9 @@ async def set_channel(request: web.Request) -> web.Response:
         section = overlay.setdefault("channels", {}).setdefault(name, {})
         section.update(changes)
 
-    if changes:
-        await kernel.runtime.update(change)
+    if changes:  # QQ's addresses move its secret: given again here, or privileged
+        own = strings_of(changes)
+        await kernel.runtime.update(change, caller=caller_of(request), given=own)
     return json_response(settings_view(kernel, name))
 
 

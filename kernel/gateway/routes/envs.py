@@ -1,7 +1,11 @@
 """``/envs``: environment variables given to tools and child processes.
 
 Set here, they are kept in ``data/runtime.toml`` ``[envs]`` over ``config.toml``'s
-``[envs]``, and are in effect for the next child process at once. Values of secret
+``[envs]``, and are in effect for the next child process at once. A name that changes
+how programs load, what they run or where they connect (``LD_*``, ``PYTHON*``, ``PATH``,
+``*_BASE_URL``, ``HTTPS_PROXY`` …: :func:`kernel.config.privilege.env_family`) is set only
+with the API key, or from the web console with the owner's confirmation in Telegram
+(403 ``privilege_required`` otherwise). Values of secret
 names (``api_key``, ``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD`` …:
 :func:`kernel.config.secrets.is_sensitive`) are never shown whole.
 """
@@ -20,6 +24,7 @@ from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
     Param,
     Router,
+    caller_of,
     invalid,
     json_response,
     kernel_of,
@@ -136,9 +141,12 @@ async def list_envs(request: web.Request) -> web.Response:
 
 @router.put(
     "/envs",
-    summary="Replace every variable set at runtime with these",
+    summary="Replace every variable set at runtime with these. A name that changes how "
+    "programs load or where they connect (LD_*, PYTHON*, PATH, *_BASE_URL, HTTPS_PROXY…) "
+    "needs the API key, or from the console the owner's confirmation in Telegram",
     body=EnvsBody,
     response=EnvList,
+    errors=(403,),
 )
 async def replace_envs(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
@@ -150,7 +158,7 @@ async def replace_envs(request: web.Request) -> web.Response:
     def change(overlay: dict[str, Any]) -> None:
         overlay["envs"] = table
 
-    await kernel.runtime.update(change)
+    await kernel.runtime.update(change, caller=caller_of(request))
     return await _listing(kernel)
 
 
@@ -165,10 +173,11 @@ async def get_env(request: web.Request) -> web.Response:
 
 @router.put(
     "/envs/{key}",
-    summary="Set one variable",
+    summary="Set one variable (a loader or key-destination name: as PUT /envs says)",
     params=(KEY,),
     body=EnvBody,
     response=EnvEntry,
+    errors=(403,),
 )
 async def set_env(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
@@ -179,7 +188,7 @@ async def set_env(request: web.Request) -> web.Response:
     def change(overlay: dict[str, Any]) -> None:
         overlay.setdefault("envs", {})[key] = value
 
-    await kernel.runtime.update(change)
+    await kernel.runtime.update(change, caller=caller_of(request))
     return json_response(_entry(key, value, {key: value}))
 
 
@@ -202,5 +211,6 @@ async def delete_env(request: web.Request) -> web.Response:
     def change(overlay: dict[str, Any]) -> None:
         overlay.get("envs", {}).pop(key, None)
 
+    # Removing can only bring back config.toml's value (or the process's): no privilege.
     await kernel.runtime.update(change)
     return json_response({"deleted": True, "key": key})

@@ -9,8 +9,10 @@ Any server can be restarted.
 
 A definition is read by the model of ``[[mcp.servers]]`` (:class:`MCPServerConfig`),
 with the checks the loader makes across keys; a refusal names the field. Adding a
-``stdio`` server runs a command on this machine: it needs the sidecar's API key, so a
-sidecar without one (keyless on loopback) refuses it. No tool of the model and no guest
+``stdio`` server runs a command on this machine, and an HTTP server whose headers read
+``${VAR}`` sends values of Kernel's environment: both need the sidecar's API key, or from
+the web console the owner's confirmation in Telegram (:mod:`kernel.config.privilege`;
+403 ``privilege_required`` otherwise). No tool of the model and no guest
 channel (QQ, webhook) reaches these routes.
 """
 
@@ -31,10 +33,9 @@ from kernel.config.secrets import masked_view
 from kernel.core.i18n import t
 from kernel.core.redact import REDACTED, redact_text
 from kernel.gateway.api import (
-    API_KEY,
     Param,
     Router,
-    authorized,
+    caller_of,
     invalid,
     json_response,
     kernel_of,
@@ -158,7 +159,8 @@ async def list_servers(request: web.Request) -> web.Response:
 @router.post(
     "/mcp/servers",
     summary="Add an MCP server (kept in data/runtime.toml); answers after its first "
-    "connect attempt. A stdio server needs the API key.",
+    "connect attempt. A stdio server (or ${VAR} headers) needs the API key, or from the "
+    "console the owner's confirmation in Telegram.",
     body=MCPServerBody,
     response=MCPServerInfo,
     status=201,
@@ -167,7 +169,7 @@ async def list_servers(request: web.Request) -> web.Response:
 async def add_server(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     table = definition(await read_object(request), kernel, request)
-    status = await kernel.mcp.add(kernel.runtime, table)
+    status = await kernel.mcp.add(kernel.runtime, table, caller=caller_of(request))
     return json_response(server_info(kernel, status, [status.name]), status=201)
 
 
@@ -207,16 +209,6 @@ def definition(data: dict[str, Any], kernel: Kernel, request: web.Request) -> di
     if unknown is not None:
         field = unknown[:64]
         raise invalid(t("gw.mcp_field", field=field, fields=", ".join(keys)), field=field)
-    if not request.app[API_KEY] and "${" in json.dumps(data):
-        # ${VAR} is filled from Kernel's environment (its keys): a caller without the
-        # key must not have a server send them to an address it chose.
-        raise refusal("forbidden", t("gw.mcp_refs_keyless"), {"field": "headers"})
-    if data.get("type") == "stdio":
-        # A command on the owner's machine: never for a caller without the key.
-        if not request.app[API_KEY]:
-            raise refusal("forbidden", t("gw.mcp_stdio_keyless"), {"field": "type"})
-        if not authorized(request):
-            raise refusal("unauthorized", t("gw.unauthorized"))
     name = data.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise invalid(t("gw.mcp_name"), field="name")

@@ -21,6 +21,7 @@ from kernel.core.redact import mask_secret
 from kernel.gateway.api import (
     Param,
     Router,
+    caller_of,
     invalid,
     json_response,
     kernel_of,
@@ -111,7 +112,9 @@ class ProviderBody(BodyModel):
 
 @router.put(
     "/models/{provider}/config",
-    summary="Change (or, with type, add) a provider; kept in data/runtime.toml",
+    summary="Change (or, with type, add) a provider; kept in data/runtime.toml. A new "
+    "base_url of a provider holding keys: only with its api_key given again in the same "
+    "request, or the owner's confirmation in Telegram (else 403 privilege_required)",
     params=(
         Param(
             "provider",
@@ -122,7 +125,7 @@ class ProviderBody(BodyModel):
     ),
     body=ProviderBody,
     response=ProviderInfo,
-    errors=(404,),
+    errors=(403, 404),
 )
 async def configure(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
@@ -155,7 +158,9 @@ async def configure(request: web.Request) -> web.Response:
     def change(overlay: dict[str, Any]) -> None:
         overlay.setdefault("providers", {}).setdefault(name, {}).update(changes)
 
-    await kernel.runtime.update(change)
+    # Moving a keyed provider: only with its keys given again here (or the owner's word).
+    keys = {changes["api_key"]} if changes.get("api_key") else set()
+    await kernel.runtime.update(change, caller=caller_of(request), given=keys)
     return json_response(provider_json(config.providers[name]))
 
 

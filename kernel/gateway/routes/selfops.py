@@ -28,6 +28,7 @@ from kernel.core.i18n import t
 from kernel.gateway.api import (
     ApiError,
     Router,
+    caller_of,
     invalid,
     json_response,
     kernel_of,
@@ -366,9 +367,12 @@ async def preview(request: web.Request) -> web.Response:
 async def apply(request: web.Request) -> web.Response:
     """404 ``mutation_not_found``, 410 ``mutation_expired``, 409 ``mutation_hash_mismatch``
     or ``mutation_apply_conflict`` (the target changed since the preview), 403
-    ``mutation_sensitive_denied``."""
+    ``mutation_sensitive_denied``; 403 ``privilege_required`` for a keyed provider's new
+    ``api_base`` whose keys the change does not give (``checks.privileged_fields`` of the
+    preview), unless the owner confirms it in Telegram."""
     body = await read_model(request, ApplyBody)
     mutation_id, confirm_hash = body.mutation_id, body.confirm_hash
     allow = bool(body.allow_sensitive)
-    result = await kernel_of(request).selfops.apply(mutation_id, confirm_hash, allow)
+    caller = caller_of(request)
+    result = await kernel_of(request).selfops.apply(mutation_id, confirm_hash, allow, caller=caller)
     return json_response(result)
