@@ -344,6 +344,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "json.too_deep": "数组/对象嵌套超过 {limit} 层：请展平数据",
         "json.big_number": "数字超出范围（上限 {limit}）：请改用字符串或更小的数",
         "json.not_finite": "JSON 不允许 {name}：请改用数字或 null",
+        "json.lone_surrogate": (
+            "{field} 含有孤立的代理项（如 \\ud800，缺少配对的另一半），不是有效文本："
+            "请发送完整的字符（UTF-16 代理对的两半）或删去它"
+        ),
         "gw.body_not_object": "请求体必须是 JSON 对象（{{…}}）",
         "gw.bad_field": "字段 {field} 应为 {expected}",
         "gw.field_required": "缺少字段 {field}：请提供非空的值",
@@ -1494,6 +1498,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "json.too_deep": "arrays/objects are nested deeper than {limit} levels: flatten the data",
         "json.big_number": "a number is out of range (limit {limit}): send a smaller number or a string",
         "json.not_finite": "{name} is not allowed in JSON: send a number or null",
+        "json.lone_surrogate": (
+            "{field} holds a lone surrogate (an escape such as \\ud800 without its other "
+            "half), which is not text: send the whole character (both halves of its UTF-16 "
+            "pair) or leave it out"
+        ),
         "gw.body_not_object": "the body must be a JSON object ({{…}})",
         "gw.bad_field": "field {field} must be {expected}",
         "gw.field_required": "field {field} is missing: give it a non-empty value",

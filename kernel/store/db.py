@@ -15,7 +15,7 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 from kernel.core.errors import StoreError
-from kernel.store.database import error_code, transaction, translated
+from kernel.store.database import Connection, error_code, transaction, translated
 from kernel.store.memories import (
     MEMORY_CATEGORIES,
     DuplicateMemory,
@@ -90,7 +90,9 @@ class Store(SessionTables, SettingTables, MemoryTables):
         except OSError as exc:
             raise StoreError(f"cannot create the database directory: {exc.strerror}") from exc
         with translated("open database"):
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, factory=Connection
+            )
             self._conn = conn
             try:
                 conn.execute("PRAGMA busy_timeout = 5000")

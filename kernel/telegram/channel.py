@@ -38,7 +38,6 @@ from telegram.ext import (
     TypeHandler,
     filters,
 )
-from telegram.request import HTTPXRequest
 
 from kernel.core.clock import SystemClock
 from kernel.core.errors import KernelError, StartupError
@@ -53,6 +52,7 @@ from kernel.telegram.files import PATTERN as FILE_PATTERN
 from kernel.telegram.files import Files
 from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
+from kernel.telegram.mending import MendingRequest
 from kernel.telegram.outbox import CHANNEL, Outbox, plain_items
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
 from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_request
@@ -87,7 +87,7 @@ class TelegramChannel:
             cfg.token,
             base_url=f"{cfg.api_base}/bot",
             base_file_url=f"{cfg.api_base}/file/bot",
-            request=HTTPXRequest(connection_pool_size=256),  # PTB's builder default
+            request=MendingRequest(connection_pool_size=256),  # PTB's builder default
             get_updates_request=polls,
             rate_limiter=RateBudget(max_retries=cfg.max_retries_429),
         )
