@@ -504,6 +504,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "ws.path_denied": "拒绝访问 {path!r}：{why}",
         "ws.why_empty": "路径为空",
         "ws.why_chars": "含控制字符或过长",
+        "ws.why_surrogate": "含孤立的代理项（如 \\ud800）或非 UTF-8 的字节：请用有效的 UTF-8 文本命名",
         "ws.why_absolute": "只接受相对于工作区的路径，不接受绝对路径",
         "ws.why_project_outside": "项目 {project} 的目录不在工作区内：sidecar 只提供 general.default_workspace 之内的文件",
         "ws.why_backslash": "用 / 分隔路径，不要用反斜杠",
@@ -1659,6 +1660,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "ws.path_denied": "access to {path!r} is refused: {why}",
         "ws.why_empty": "it is empty",
         "ws.why_chars": "it holds control characters or is too long",
+        "ws.why_surrogate": (
+            "it holds a lone surrogate (such as \\ud800) or bytes that are not UTF-8: "
+            "name it in valid UTF-8 text"
+        ),
         "ws.why_absolute": "give a path relative to the workspace, not an absolute one",
         "ws.why_project_outside": "the folder of project {project} is outside the workspace: the sidecar serves only files within general.default_workspace",
         "ws.why_backslash": "separate folders with /, not backslashes",

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from kernel.config import SttConfig
+from kernel.core.surrogates import mend
 from kernel.core.usage import Usage
 from kernel.spend import CallTag, Meter
 from kernel.voice.client import SDKClient, speech_error
@@ -37,7 +38,8 @@ class Transcriber:
         except Exception as exc:
             raise speech_error(exc, sdk, self._sdk.secrets) from None
         await self._record(getattr(result, "usage", None))
-        return " ".join(str(getattr(result, "text", "") or "").split())
+        # A lone surrogate (valid in the server's JSON, not text) becomes U+FFFD here.
+        return mend(" ".join(str(getattr(result, "text", "") or "").split()))
 
     async def _record(self, reported: Any) -> None:
         used = speech_usage(reported)

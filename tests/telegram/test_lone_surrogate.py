@@ -1,7 +1,8 @@
 """A lone surrogate (issue 33): Telegram's JSON may carry an escape of half a UTF-16 pair
-(``"\\ud800"``: valid JSON, not text) in a message, a caption, a file's name or a
-button's data. The owner is answered like for any other message, and the model is sent
-U+FFFD in its place; a model's reply that carries one reaches the owner too."""
+(``"\\ud800"``: valid JSON, not text) in a message, a caption or a file's name, and the
+speech server's in a transcript. The owner is answered like for any other message, and
+the model is sent U+FFFD in its place; a model's reply that carries one reaches the
+owner too."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import json
 from typing import Any
 
 from tests.sim.anthropic_sim import last_user_text
+from tests.sim.context import owner_words
+from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply
 from tests.telegram.conftest import Factory
+from tests.telegram.test_voice import send_voice, voice_config
+from tests.voice.audio import tone
 
 LONE = "\ud800"
 MENDED = "\ufffd"
@@ -40,9 +45,7 @@ async def test_a_document_named_and_captioned_with_one_is_answered(bot: Factory)
     h = await bot()
     h.model.enqueue(text_reply("read it"))
 
-    answer = await h.ask_document(
-        b"plain words\n", f"notes{LONE}.txt", caption=f"see {LONE} this"
-    )
+    answer = await h.ask_document(b"plain words\n", f"notes{LONE}.txt", caption=f"see {LONE} this")
     await h.settle()
 
     assert answer == "read it" or "read it" in h.texts()
@@ -51,18 +54,16 @@ async def test_a_document_named_and_captioned_with_one_is_answered(bot: Factory)
     assert "plain words" in sent
 
 
-async def test_a_button_press_with_one_in_its_data_is_answered_not_dropped(bot: Factory) -> None:
-    h = await bot()
-    h.model.enqueue(text_reply("first"))
-    await h.converse("hi")
-    message = h.bot_messages()[-1]
-    before = len(h.tg.calls_to("answerCallbackQuery"))
+async def test_a_transcript_carrying_one_is_answered(bot: Factory, openai_sim: OpenAISim) -> None:
+    """The speech server's JSON may carry one too: the voice note is still answered."""
+    h = await bot(extra=voice_config(openai_sim))
+    openai_sim.enqueue_transcription(f"call {LONE} mom")
+    h.model.enqueue(text_reply("calling"))
 
-    h.tg.inject_callback(f"retry:{LONE}", message_id=message.message_id)
+    await send_voice(h, tone("ogg"))
 
-    await h.tg.wait_until(lambda: len(h.tg.calls_to("answerCallbackQuery")) > before)
-    await h.settle()
-    assert all(call.status in (0, 200) for call in h.tg.calls_to("answerCallbackQuery"))
+    assert h.texts()[-1] == "calling"
+    assert owner_words(h.model.requests[-1]) == f"[语音: call {MENDED} mom]"
 
 
 async def test_a_model_reply_carrying_one_reaches_the_owner(bot: Factory) -> None:
