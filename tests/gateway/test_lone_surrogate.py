@@ -172,7 +172,8 @@ async def test_people_s_words_with_one_are_kept_with_the_replacement(
     assert status == 201 and data["text"] == f"report {MENDED}", data
     _, data, _ = await sc.call("GET", f"/cron/jobs/{data['id']}")
     assert data["text"] == f"report {MENDED}"
-    status, data = await send(sc, "POST", "/agent/personas", {"name": "tutor", "description": f"kind {LONE}", "body": LONE})
+    persona = {"name": "tutor", "description": f"kind {LONE}", "body": LONE}
+    status, data = await send(sc, "POST", "/agent/personas", persona)
     assert status == 201, data
     _, data, _ = await sc.call("GET", "/agent/personas/tutor")
     assert MENDED in json.dumps(data, ensure_ascii=False), data
