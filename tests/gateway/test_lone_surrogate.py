@@ -15,6 +15,7 @@ from tests.channels.test_qq import post, qq_config
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, message, sse_events
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.qq_sim import QQSim, event
+from tests.sim.script import text_reply
 from tests.webconsole.test_security import sign_in, signed
 
 LONE = "\ud800"
@@ -243,3 +244,27 @@ async def test_a_qq_message_with_one_is_answered(
     status, data = await post(sc, event("c2c", "hi", where=f"u{LONE}", who="u"))
     assert status == 400 and "d.author.user_openid holds a lone surrogate" in str(data), data
     assert len(echo.requests) == 1
+
+
+async def test_a_model_reply_carrying_one_is_answered_not_a_500(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """A model's output may carry one (its JSON may): the answer is still valid UTF-8
+    JSON, the surrogate written as the escape it came as; the history keeps U+FFFD."""
+    sc = await sidecar(anthropic_sim, api_key=API_KEY)
+    anthropic_sim.enqueue(text_reply(f"odd {LONE} reply"), text_reply("fine"))
+
+    status, data, response = await sc.call("POST", "/agent/process", {"input": [message("hi")]})
+    assert status == 200 and data["reply"] == f"odd {LONE} reply", data
+    assert response.headers["Content-Type"] == "application/json; charset=utf-8"
+
+    status, data = await send(sc, "POST", "/agent/process", {"input": [message("again")]})
+    assert status == 200 and data["reply"] == "fine"
+    history = json.dumps(anthropic_sim.requests[-1].body["messages"], ensure_ascii=False)
+    assert f"odd {MENDED} reply" in history
+
+    anthropic_sim.enqueue(text_reply(f"v1 {LONE}"), text_reply(f"v1 {LONE} streamed"))
+    v1 = {"model": "model-a", "max_tokens": 64, "messages": [v1_user("hi")]}
+    status, data = await send(sc, "POST", "/v1/messages", v1)
+    assert status == 200 and data["content"][0]["text"] == f"v1 {LONE}", data
+    assert await streamed_text(sc, "/v1/messages", v1 | {"stream": True}) == f"v1 {LONE} streamed"
