@@ -15,6 +15,7 @@ from pathlib import Path
 import re2
 
 from kernel.core.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
+from kernel.core.surrogates import finditer, retried_mended
 from kernel.skills.library import SKILL_BLOCK
 
 IMAGE_DONE = "[图片已处理]"
@@ -27,6 +28,8 @@ TOOL_RESULT_LIMIT = 200  # tool results longer than this are summarised in histo
 # The text is outside input (a document's own words): its head is found by RE2 (linear
 # time) and its closing fence by str.find, each fence searched to the end at most once
 # (review: the backtracking pattern took minutes on a document full of file heads).
+# RE2 encodes the text as UTF-8: a lone surrogate in it is matched as U+FFFD
+# (kernel.core.surrogates.finditer), never an error that ends the turn.
 _FILE_HEAD = re2.compile(r"\[文件: ([^\]\n]+)\]\n(`{3,})[^\n]*\n")
 _BACKTICKS = re.compile(r"`+")
 
@@ -45,7 +48,7 @@ def file_blocks(text: str) -> Iterator[tuple[int, int, str]]:
     pos = 0
     closed_after: dict[str, int] = {}  # fence → a position after which it never closes
     # One pass of RE2 over the text (each search call would encode the whole text anew).
-    for head in _FILE_HEAD.finditer(text):
+    for head in finditer(_FILE_HEAD, text):
         if head.start() < pos:  # inside the file before
             continue
         fence = head.group(2)
@@ -92,7 +95,7 @@ def without_voice(text: str, replace_with: str = "") -> str:
     replacement, so the slices are joined here)."""
     out: list[str] = []
     last = 0
-    for match in VOICE.finditer(text):
+    for match in finditer(VOICE, text):
         out.append(text[last : match.start()])
         out.append(replace_with)
         last = match.end()
@@ -109,7 +112,9 @@ def media_dropped(message: Message) -> bool:
     the owner sent cannot be rebuilt from it)."""
     for block in message.content:
         if isinstance(block, TextBlock) and (
-            block.text == IMAGE_DONE or VOICE_DONE in block.text or _FILE_DONE.search(block.text)
+            block.text == IMAGE_DONE
+            or VOICE_DONE in block.text
+            or retried_mended(_FILE_DONE.search, block.text)
         ):
             return True
     return False
@@ -121,7 +126,7 @@ def owner_text(message: Message) -> str:
     texts = [
         b.text
         for b in message.content
-        if isinstance(b, TextBlock) and not _SKILL_DONE.fullmatch(b.text)
+        if isinstance(b, TextBlock) and not retried_mended(_SKILL_DONE.fullmatch, b.text)
     ]
     return "\n".join(texts)
 

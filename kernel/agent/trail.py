@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernel.agent.slimming import VOICE, file_blocks, without_files, without_voice
 from kernel.audit import AuditLog, kinds
+from kernel.core.surrogates import retried_mended
 from kernel.core.turns import Turn
 from kernel.store.usage import UsageEntry
 from kernel.tools.registry import ToolOutcome
@@ -56,7 +57,7 @@ def parts_of(user_input: UserInput) -> list[str]:
     if next(file_blocks(text), None) is not None:
         parts.append("file")
         text = without_files(text)
-    if VOICE.search(text):
+    if retried_mended(VOICE.search, text):
         parts.append("voice")
         text = without_voice(text)
     if text.strip():

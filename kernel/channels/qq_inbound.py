@@ -214,6 +214,8 @@ class QQInbound:
             raise InboundError(400, ChannelError.DISABLED, reason)
         try:
             payload = safejson.loads(body)  # too deep, huge numbers, NaN: refused too
+        except safejson.LoneSurrogateError as exc:  # its words mended, a name refused
+            raise InboundError(400, "invalid_request", str(exc)) from None
         except ValueError:
             raise InboundError(400, "invalid_request", t("qq.bad_body")) from None
         if not isinstance(payload, dict):

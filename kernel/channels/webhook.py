@@ -36,6 +36,7 @@ from kernel.core.clock import Clock
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError, StoreError
 from kernel.core.i18n import t
+from kernel.core.surrogates import mend
 from kernel.core.tasks import TaskSet
 from kernel.store.channels import ChannelStore, WebhookFailure
 
@@ -103,7 +104,7 @@ class WebhookChannel:
             "user_id": target.user_id,
             "session_id": target.session_id,
             "channel": target.origin or self.name,
-            "text": text,
+            "text": mend(text),  # a model's lone surrogate cannot be UTF-8: U+FFFD
             "timestamp": self.clock.now().isoformat(timespec="seconds"),
         }
         body = json.dumps(payload, ensure_ascii=False).encode()

@@ -351,6 +351,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "json.too_deep": "数组/对象嵌套超过 {limit} 层：请展平数据",
         "json.big_number": "数字超出范围（上限 {limit}）：请改用字符串或更小的数",
         "json.not_finite": "JSON 不允许 {name}：请改用数字或 null",
+        "json.lone_surrogate": (
+            "{field} 含有孤立的代理项（如 \\ud800，缺少配对的另一半），不是有效文本："
+            "请发送完整的字符（UTF-16 代理对的两半）或删去它"
+        ),
         "gw.body_not_object": "请求体必须是 JSON 对象（{{…}}）",
         "gw.bad_field": "字段 {field} 应为 {expected}",
         "gw.field_required": "缺少字段 {field}：请提供非空的值",
@@ -536,6 +540,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "ws.path_denied": "拒绝访问 {path!r}：{why}",
         "ws.why_empty": "路径为空",
         "ws.why_chars": "含控制字符或过长",
+        "ws.why_surrogate": "含孤立的代理项（如 \\ud800）或非 UTF-8 的字节：请用有效的 UTF-8 文本命名",
         "ws.why_absolute": "只接受相对于工作区的路径，不接受绝对路径",
         "ws.why_project_outside": "项目 {project} 的目录不在工作区内：sidecar 只提供 general.default_workspace 之内的文件",
         "ws.why_backslash": "用 / 分隔路径，不要用反斜杠",
@@ -1537,6 +1542,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "json.too_deep": "arrays/objects are nested deeper than {limit} levels: flatten the data",
         "json.big_number": "a number is out of range (limit {limit}): send a smaller number or a string",
         "json.not_finite": "{name} is not allowed in JSON: send a number or null",
+        "json.lone_surrogate": (
+            "{field} holds a lone surrogate (an escape such as \\ud800 without its other "
+            "half), which is not text: send the whole character (both halves of its UTF-16 "
+            "pair) or leave it out"
+        ),
         "gw.body_not_object": "the body must be a JSON object ({{…}})",
         "gw.bad_field": "field {field} must be {expected}",
         "gw.field_required": "field {field} is missing: give it a non-empty value",
@@ -1722,6 +1732,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "ws.path_denied": "access to {path!r} is refused: {why}",
         "ws.why_empty": "it is empty",
         "ws.why_chars": "it holds control characters or is too long",
+        "ws.why_surrogate": (
+            "it holds a lone surrogate (such as \\ud800) or bytes that are not UTF-8: "
+            "name it in valid UTF-8 text"
+        ),
         "ws.why_absolute": "give a path relative to the workspace, not an absolute one",
         "ws.why_project_outside": "the folder of project {project} is outside the workspace: the sidecar serves only files within general.default_workspace",
         "ws.why_backslash": "separate folders with /, not backslashes",

@@ -6,6 +6,12 @@ digits raises a bare ``ValueError``, ``1e999`` becomes ``inf``, and ``NaN``/``In
 are accepted and later written back out as invalid JSON. :func:`loads` refuses all of
 these with one :class:`UnsafeJSONError` (a ``ValueError``) whose message names the
 problem; :func:`dumps` never writes ``NaN``/``Infinity``.
+
+A lone surrogate (``"\\ud800"``: valid JSON, not text) is judged here too, once: inside a
+field of people's words (:data:`WORDS`: a message, a prompt, a file's content) each one
+becomes U+FFFD, so nothing sent is lost and the text can be stored and sent on; anywhere
+else (a name, a key, an id, a value that must stay exact) it is refused with
+:class:`LoneSurrogateError` naming the field.
 """
 
 from __future__ import annotations
@@ -15,14 +21,29 @@ import math
 from typing import Any
 
 from kernel.core.i18n import t
+from kernel.core.surrogates import has_lone, may_carry, mend
 
 MAX_DEPTH = 100  # arrays/objects inside each other
 MAX_INT = 2**63  # integers must fit SQLite's (and most clients') 64-bit integers
 MAX_NUMBER_CHARS = 100  # a float literal longer than this is not a measurement
 
 
+# Fields whose strings (at any depth inside them) are people's words, not names.
+WORDS = frozenset(
+    {"input", "messages", "message", "content", "text", "system", "body", "description", "prompt"}
+)
+
+
 class UnsafeJSONError(ValueError):
     """Parseable, perhaps, but refused: too deep, a number too large, NaN/Infinity."""
+
+
+class LoneSurrogateError(UnsafeJSONError):
+    """A lone surrogate outside people's words: ``field`` names where (``a.b[0]``)."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(t("json.lone_surrogate", field=field))
+        self.field = field
 
 
 def _parse_int(text: str) -> int:
@@ -58,7 +79,35 @@ def loads(raw: bytes | str) -> Any:
     except RecursionError:
         raise UnsafeJSONError(t("json.too_deep", limit=MAX_DEPTH)) from None
     _check_depth(data)
+    if may_carry(raw):
+        _mend_words(data)
     return data
+
+
+def _mend_words(data: Any) -> None:
+    """Lone surrogates mended in place inside :data:`WORDS`, refused anywhere else."""
+    if isinstance(data, str) and has_lone(data):
+        raise LoneSurrogateError("body")
+    stack: list[tuple[Any, str, bool]] = (
+        [(data, "", False)] if isinstance(data, dict | list) else []
+    )
+    while stack:
+        node, path, words = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            if isinstance(key, str):
+                if has_lone(key):  # a name: refused, shown mended
+                    raise LoneSurrogateError(f"{path}.{mend(key)}" if path else mend(key))
+                where = f"{path}.{key}" if path else key
+            else:
+                where = f"{path}[{key}]"
+            inside = words or key in WORDS
+            if isinstance(child, str) and has_lone(child):
+                if not inside:
+                    raise LoneSurrogateError(where)
+                node[key] = mend(child)
+            elif isinstance(child, dict | list):
+                stack.append((child, where, inside))
 
 
 def _check_depth(data: Any) -> None:

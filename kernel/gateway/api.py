@@ -83,8 +83,22 @@ def coded(exc: CodedError) -> ApiError:
 def json_response(
     data: Any, status: int = 200, headers: dict[str, str] | None = None
 ) -> web.Response:
-    body = safejson.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return web.Response(text=body, status=status, content_type="application/json", headers=headers)
+    return web.Response(
+        body=json_bytes(data, separators=(",", ":")),
+        status=status,
+        content_type="application/json",
+        charset="utf-8",
+        headers=headers,
+    )
+
+
+def json_bytes(data: Any, **kw: Any) -> bytes:
+    """``data`` as UTF-8 JSON. A lone surrogate (a model's output may carry one) cannot be
+    UTF-8: then the whole is ASCII JSON, the surrogate written as the escape it came as."""
+    try:
+        return safejson.dumps(data, ensure_ascii=False, **kw).encode()
+    except UnicodeEncodeError:
+        return safejson.dumps(data, **kw).encode()
 
 
 def error_response(
@@ -299,6 +313,8 @@ async def read_json(request: web.Request) -> Any:
         if len(raw) > _PARSE_OFF_LOOP:
             return await asyncio.to_thread(safejson.loads, raw)
         return safejson.loads(raw)
+    except safejson.LoneSurrogateError as exc:
+        raise invalid(str(exc), field=exc.field) from None
     except safejson.UnsafeJSONError as exc:
         raise invalid(str(exc)) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -518,6 +534,6 @@ def is_base64(data: Any) -> bool:
 
 
 def sse_frame(data: Any, event: str | None = None) -> bytes:
-    text = data if isinstance(data, str) else safejson.dumps(data, ensure_ascii=False)
+    text = json_bytes(data) if not isinstance(data, str) else data.encode()
     prefix = f"event: {event}\n" if event else ""
-    return f"{prefix}data: {text}\n\n".encode()
+    return f"{prefix}data: ".encode() + text + b"\n\n"

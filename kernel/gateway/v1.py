@@ -104,6 +104,11 @@ def v1_message(method: str, path: str, exc: ApiError) -> str:
 
 # ---------------------------------------------------------------------- bodies
 
+LONE_SURROGATE = (
+    "holds a lone surrogate (an escape such as \\ud800 without its other half), which is "
+    "not text: send the whole character (both halves of its UTF-16 pair) or leave it out"
+)
+
 
 class V1Body(BodyModel):
     """A model API's request body, as any body (strict types, null is absent); unknown
@@ -174,6 +179,8 @@ async def read_body(request: web.Request) -> Any:
     raw = await request.read()  # aiohttp keeps the body read above: no second read
     try:
         safejson.loads(raw)
+    except safejson.LoneSurrogateError as exc:
+        raise bad(exc.field, LONE_SURROGATE) from None
     except safejson.UnsafeJSONError:
         detail = (
             f"nested deeper than {safejson.MAX_DEPTH} levels, a number out of range, "

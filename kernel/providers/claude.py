@@ -41,7 +41,7 @@ from kernel.core.provider import (
     output_ceiling,
     thinking_budget,
 )
-from kernel.providers.sdk import SDKProvider
+from kernel.providers.sdk import SDKProvider, sent
 
 
 class ClaudeProvider(SDKProvider):
@@ -63,7 +63,7 @@ class ClaudeProvider(SDKProvider):
         usage = _Usage()
         key = self._key  # the key this attempt uses, whatever other calls do meanwhile
         try:
-            stream = await self._clients[key].messages.create(**params, stream=True)
+            stream = await sent(self._clients[key].messages.create, **params, stream=True)
             async with stream:
                 async for event in stream:
                     kind = event.type

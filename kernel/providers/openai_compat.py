@@ -28,7 +28,7 @@ from kernel.core.provider import (
     ThinkingPart,
     ToolCallStarted,
 )
-from kernel.providers.sdk import SDKProvider
+from kernel.providers.sdk import SDKProvider, sent
 
 
 class OpenAICompatProvider(SDKProvider):
@@ -81,7 +81,7 @@ class OpenAICompatProvider(SDKProvider):
         reported = False
         key = self._key  # the key this attempt uses, whatever other calls do meanwhile
         try:
-            stream = await self._clients[key].chat.completions.create(**params)
+            stream = await sent(self._clients[key].chat.completions.create, **params)
             async with stream:
                 async for chunk in stream:
                     if chunk.usage is not None:

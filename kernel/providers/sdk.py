@@ -13,15 +13,29 @@ from __future__ import annotations
 import importlib
 import logging
 import weakref
+from collections.abc import Awaitable, Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from kernel.config import CAPABILITIES, ProviderConfig
 from kernel.core.errors import ProviderAuthError, ProviderError
 from kernel.core.provider import Provider
+from kernel.core.surrogates import mend_all
 from kernel.providers import errors
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def sent(create: Callable[..., Awaitable[T]], **params: Any) -> T:
+    """``create(**params)``. A request the SDK cannot encode (a lone surrogate, valid in
+    JSON but not text, from a tool's result or a model's own output) is sent with U+FFFD
+    for each instead: the encoding fails before anything is sent, so nothing goes twice."""
+    try:
+        return await create(**params)
+    except UnicodeEncodeError:
+        return await create(**mend_all(params))
 
 
 class SDKProvider(Provider):

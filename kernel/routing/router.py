@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kernel.config import Config, ProviderConfig, RoutingRule, compile_pattern, parse_ref
+from kernel.core.surrogates import retried_mended
 from kernel.routing.health import Health
 
 Why = Literal["session", "persona", "agent", "owner", "rule", "default"]
@@ -184,7 +185,7 @@ class Router:
             compiled = self._patterns.get(rule.pattern)
             if compiled is None:
                 compiled = self._patterns[rule.pattern] = compile_pattern(rule.pattern)
-            if compiled.search(facts.text) is None:
+            if retried_mended(compiled.search, facts.text) is None:
                 return False
         return True
 

@@ -20,10 +20,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kernel.core.errors import StoreError
+from kernel.core.surrogates import mend_all
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class Connection(sqlite3.Connection):
+    """SQLite's connection, for text that may hold a lone surrogate (valid JSON, not
+    text: a model's output, a tool's result). SQLite cannot encode one, and binding fails
+    before the statement runs: it runs again with U+FFFD for each, instead of failing the
+    write. Nothing is checked while all is well."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except UnicodeEncodeError:
+            return super().execute(sql, mend_all(parameters))
 
 
 class Database:

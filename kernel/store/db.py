@@ -15,7 +15,7 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 from kernel.core.errors import StoreError
-from kernel.store.database import error_code, transaction, translated
+from kernel.store.database import Connection, error_code, transaction, translated
 from kernel.store.memories import (
     MEMORY_CATEGORIES,
     DuplicateMemory,
@@ -96,7 +96,9 @@ class Store(SessionTables, SettingTables, MemoryTables):
         if refused is not None:
             raise StoreError(f"a database file cannot be written: {refused.strerror}") from refused
         with translated("open database"):
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, factory=Connection
+            )
             self._conn = conn
             try:
                 conn.execute("PRAGMA busy_timeout = 5000")

@@ -88,7 +88,8 @@ class TelegramChannel:
             cfg.token,
             base_url=f"{cfg.api_base}/bot",
             base_file_url=f"{cfg.api_base}/file/bot",
-            # PTB's builder default; files are read from it in chunks (download.py)
+            # PTB's builder default; files are read from it in chunks (download.py), and
+            # a lone surrogate in an update or a send is mended (mending.py)
             request=FileRequest(connection_pool_size=256),
             get_updates_request=polls,
             rate_limiter=RateBudget(max_retries=cfg.max_retries_429),

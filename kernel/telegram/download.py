@@ -14,14 +14,15 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx
 from telegram import Bot
 from telegram.error import NetworkError, TimedOut
-from telegram.request import HTTPXRequest
 
 from kernel.core.capped import BodyRefused, TooLarge, read_capped
 from kernel.telegram import media
+from kernel.telegram.mending import MendingRequest
 
 
-class FileRequest(HTTPXRequest):
-    """PTB's HTTPXRequest that can also stream a file with a running cap."""
+class FileRequest(MendingRequest):
+    """PTB's HTTPXRequest (lone surrogates mended: mending.py) that can also stream a
+    file with a running cap."""
 
     async def retrieve_capped(self, url: str, limit: int) -> bytes:
         """The file at ``url``, at most ``limit`` bytes (TooLarge past it); network

@@ -51,6 +51,8 @@ from telegram.error import BadRequest, NetworkError, TelegramError, TimedOut
 from telegram.ext import Application, ExtBot
 from telegram.request import HTTPXRequest
 
+from kernel.telegram.mending import MendingRequest
+
 log = logging.getLogger(__name__)
 
 BACKOFF_CAP = 10.0  # seconds: the longest wait before retrying a failed poll
@@ -317,8 +319,9 @@ def _kind_of(item: dict[str, Any]) -> str:
 
 def poll_request() -> HTTPXRequest:
     """The request object for getUpdates: one connection; PTB adds the long-poll timeout
-    to this read timeout, so a poll without an answer ends ``POLL_GRACE`` after it."""
-    return HTTPXRequest(connection_pool_size=1, read_timeout=POLL_GRACE)
+        to this read timeout, so a poll without an answer ends ``POLL_GRACE`` after it. Its
+    updates come with lone surrogates mended (:mod:`kernel.telegram.mending`)."""
+    return MendingRequest(connection_pool_size=1, read_timeout=POLL_GRACE)
 
 
 class PollWatch:

@@ -14,6 +14,7 @@ from kernel.config import SttConfig
 from kernel.core.capped import BodyRefused, read_capped
 from kernel.core.errors import SpeechError
 from kernel.core.safejson import loads
+from kernel.core.surrogates import mend
 from kernel.core.usage import Usage
 from kernel.spend import CallTag, Meter
 from kernel.voice.client import SDKClient, speech_error
@@ -54,7 +55,8 @@ class Transcriber:
             raise speech_error(exc, sdk, self._sdk.secrets) from None
         result = _answer(raw)
         await self._record(getattr(result, "usage", None))
-        return " ".join(str(getattr(result, "text", "") or "").split())
+        # A lone surrogate (valid in the server's JSON, not text) becomes U+FFFD here.
+        return mend(" ".join(str(getattr(result, "text", "") or "").split()))
 
     async def _record(self, reported: Any) -> None:
         used = speech_usage(reported)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from kernel.core.errors import WorkspaceError
 from kernel.core.i18n import t
+from kernel.core.surrogates import has_lone, mend
 from kernel.workspace.dirs import AliasError, Dirs, choose_dirs, is_link
 
 Parts = tuple[str, ...]
@@ -65,6 +66,8 @@ def parts_of(path: str) -> Parts:
         raise invalid(path, t("ws.why_empty"))
     if len(path) > MAX_PATH or any(ord(c) < 32 or ord(c) == 127 for c in path):
         raise invalid(path, t("ws.why_chars"))
+    if has_lone(path):  # a lone surrogate, or a name's bytes that were not UTF-8
+        raise invalid(mend(path), t("ws.why_surrogate"))
     if path.startswith("/") or path.startswith("~"):
         raise invalid(path, t("ws.why_absolute"))
     if "\\" in path:

@@ -333,7 +333,8 @@ async def test_a_lone_surrogate_in_a_tool_call_is_recorded_not_a_crash(
 ) -> None:
     """A model may send a broken surrogate in a tool's arguments: the audit hashes and
     stores the call like any other (review R2: it was an internal error). The next
-    request cannot carry it (the SDK's JSON refuses it): the turn ends as bad_response."""
+    request carries it as U+FFFD (issue 33: the SDK's JSON refused it, the turn ended
+    as bad_response): the turn is answered."""
     kernel = await make_kernel(sim)
 
     @kernel.tools.tool
@@ -347,7 +348,8 @@ async def test_a_lone_surrogate_in_a_tool_call_is_recorded_not_a_crash(
 
     sim.enqueue(Reply(ToolUse("echo", {"text": "x\ud83d"})), text_reply("done"))
     events = await run(kernel, "go")
-    assert isinstance(events[-1], ErrorEvent) and events[-1].code == "bad_response"
+    assert isinstance(events[-1], Completed) and events[-1].reply == "done"
+    assert len(sim.requests) == 2 and "\ud83d" not in sim.requests[-1].raw.decode()
     rows = await session_rows(kernel)
     [call] = [facts(r) for r in rows if r.kind == "tool.call"]
     assert call["tool"] == "echo" and call["ok"] is True and len(call["args_sha256"]) == 64
