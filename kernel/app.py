@@ -12,6 +12,7 @@ from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
 from kernel.audit import AuditLog, kinds
 from kernel.audit.anchor import ANCHOR_FILE
+from kernel.audit.key import key_path
 from kernel.config import Config
 from kernel.core.clock import Clock, SystemClock
 from kernel.core.delivery import ChannelRegistry, Target
@@ -201,6 +202,9 @@ class Kernel:
         trouble = await self._open_store()
         if trouble is not None:
             raise self._storage_refusal(trouble)
+        # The audit key, kept outside the data directory (beside config.toml or a systemd
+        # credential), before anything is recorded: made at the first start.
+        await self.audit.start(key_path(self.config.base_dir))
         for parts in self.channel_parts.values():
             if parts.start is not None:
                 await parts.start()
