@@ -58,14 +58,10 @@ class AuditLog:
         that cannot be made (a read-only config folder) leaves the record unkeyed, said
         in the log."""
         try:
-            found = await asyncio.to_thread(read_key, key_file)
-        except BadKey as exc:
-            raise StartupError(t("audit.key_bad", path=key_file, detail=str(exc))) from None
-        at = self.rows.db._now()
-        try:
-            opened = await self.rows.db.write(
-                "audit key", lambda conn: open_key(conn, key_file, found, at)
-            )
+            try:
+                opened = await self._open_key(key_file)
+            except FileExistsError:  # made meanwhile by another start: read it
+                opened = await self._open_key(key_file)
         except OSError as exc:
             log.warning(
                 "audit: no audit key could be made at %s (%s): the record is not sealed;"
@@ -79,6 +75,16 @@ class AuditLog:
             self._pending = (opened.row.id, opened.row.ghash)
             self._seal_next = True
             await self._flush()
+
+    async def _open_key(self, key_file: Path) -> Opened:
+        try:
+            found = await asyncio.to_thread(read_key, key_file)
+        except BadKey as exc:
+            raise StartupError(t("audit.key_bad", path=key_file, detail=str(exc))) from None
+        at = self.rows.db._now()
+        return await self.rows.db.write(
+            "audit key", lambda conn: open_key(conn, key_file, found, at)
+        )
 
     def _use(self, opened: Opened) -> None:
         self.key = opened.key

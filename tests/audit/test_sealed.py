@@ -26,6 +26,7 @@ from kernel.app import Kernel
 from kernel.audit import AuditLog
 from kernel.audit.anchor import ANCHOR_FILE, write_anchor
 from kernel.config import load_config
+from kernel.core.errors import WorkspaceError
 from kernel.core.messages import Message, TextBlock
 from kernel.store.audit import digest_of, link, sha256
 from kernel.store.db import Store
@@ -324,3 +325,52 @@ async def test_a_missing_key_file_is_a_finding(
     assert "nothing from here on can be proven" in out
     # Given where it is, the record is whole.
     assert verify(capsys, "--key", str(moved)) == (0, "✅ record whole: 4 events\n")
+
+
+async def test_a_key_from_the_systemd_credential_seals_the_record(
+    config: Path,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As deploy/setup.sh makes it: a key with no first row; the service cannot write it.
+    creds = tmp_path / "credentials"
+    creds.mkdir()
+    (creds / "kernel-audit-key").write_text('{"v":1,"key":"' + "ab" * 32 + '"}\n')
+    (creds / "kernel-audit-key").chmod(0o400)
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    older = await older_record(config)  # an installation that ran before the key
+    await run_kernel(config)
+    assert not (config.parent / "audit.key").exists()  # the credential, not a new key
+    assert [r[4] for r in rows(db(config))][3] == "audit.keyed"
+    assert verify(capsys) == (0, "✅ record whole: 7 events (1 emptied with deleted history)\n")
+    # A rewrite of the whole record as before the key, its row gone: the sealed anchor.
+    with closing(sqlite3.connect(db(config))) as conn:
+        conn.execute("DELETE FROM audit_events WHERE id > 3")
+        conn.execute(
+            "UPDATE audit_heads SET seq = 3, hash = (SELECT ghash FROM audit_events"
+            " WHERE id = 3) WHERE chain = 'global'"
+        )
+        conn.execute(
+            "DELETE FROM audit_heads WHERE chain NOT IN ('global', ?)", (f"session:{older}",)
+        )
+        conn.commit()
+    code, out = verify(capsys)
+    assert code == 1 and out.startswith("⚠️ record broken at #4: a row is missing")
+
+
+async def test_the_workspace_never_serves_or_replaces_the_key(config: Path) -> None:
+    # The default workspace is config.toml's folder, where the key lies.
+    async with Kernel(load_config(config, env={}, require_telegram=False)) as kernel:
+        key_file = config.parent / "audit.key"
+        before = key_file.read_bytes()
+        names = [entry.path for entry in (await kernel.workspace.listing())[0]]
+        assert "audit.key" not in names and "config.toml" not in names
+        for attempt in (
+            kernel.workspace.read("audit.key"),
+            kernel.workspace.write("audit.key", b"{}"),
+            kernel.workspace.delete("audit.key"),
+        ):
+            with pytest.raises(WorkspaceError):
+                await attempt
+        assert key_file.read_bytes() == before
