@@ -26,7 +26,7 @@ from kernel.app import Kernel
 from kernel.audit import AuditLog
 from kernel.audit.anchor import ANCHOR_FILE, write_anchor
 from kernel.config import load_config
-from kernel.core.errors import WorkspaceError
+from kernel.core.errors import StartupError, WorkspaceError
 from kernel.core.messages import Message, TextBlock
 from kernel.store.audit import digest_of, link, sha256
 from kernel.store.db import Store
@@ -374,3 +374,16 @@ async def test_the_workspace_never_serves_or_replaces_the_key(config: Path) -> N
             with pytest.raises(WorkspaceError):
                 await attempt
         assert key_file.read_bytes() == before
+
+
+async def test_a_key_file_that_is_not_a_key_stops_the_start_naming_it(config: Path) -> None:
+    key_file = config.parent / "audit.key"
+    key_file.write_text("not a key\n")
+    kernel = Kernel(load_config(config, env={}, require_telegram=False))
+    with pytest.raises(StartupError) as refused:
+        await kernel.start()
+    await kernel.stop()
+    assert str(refused.value).startswith(
+        f"cannot use the audit key file {key_file} (not a key file): run as a user who can read it"
+    )
+    assert key_file.read_text() == "not a key\n"  # never replaced
