@@ -7,6 +7,9 @@ the session's and the global chain's heads, hashes, inserts and moves both heads
 are spread over sessions of 50 events each (a busy day's chat), with one message
 reference in every tenth (its content hash read in the same transaction).
 
+The chain is sealed with the audit key (HMAC-SHA256, issue 33) as Kernel does it: the
+key is made at the first ``AuditLog.start`` (its ``audit.keyed`` row is one more row).
+
 Reported per size: the append latency (p50/p95/p99 in ms, one at a time, awaited), the
 appends per second, bytes of database per event, and the time to verify the global chain
 and one session's chain (read in one snapshot, then checked in Python).
@@ -57,7 +60,9 @@ async def main(sizes: list[int]) -> None:
         path = Path(tmp) / "kernel.db"
         store = Store(path)
         await store.start()
+        key_file = Path(tmp) / "audit.key"
         audit = AuditLog(store)
+        await audit.start(key_file)
         done = 0
         print(
             f"{'events':>8} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'per s':>7}"
@@ -74,6 +79,7 @@ async def main(sizes: list[int]) -> None:
                 store = Store(path)
                 await store.start()
                 audit = AuditLog(store)
+                await audit.start(key_file)
                 wal = path.with_name(path.name + "-wal")
                 total = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
                 t0 = time.perf_counter()
@@ -83,7 +89,7 @@ async def main(sizes: list[int]) -> None:
                 t0 = time.perf_counter()
                 one = await audit.verify(last)
                 verify_one = (time.perf_counter() - t0) * 1000
-                assert whole.ok and one.ok and whole.checked == size
+                assert whole.ok and one.ok and whole.checked == size + 1  # + audit.keyed
                 print(
                     f"{size:>8} {statistics.median(times):>7.2f} {_pct(times, 0.95):>7.2f}"
                     f" {_pct(times, 0.99):>7.2f} {rate:>7.0f} {total / size:>8.0f}"

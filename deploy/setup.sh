@@ -21,7 +21,8 @@ Installs Kernel on Debian 12 as the systemd service "kernel":
   5. its environment: uv sync --frozen into /opt/kernel/venv on /usr/bin/python3
   6. /etc/kernel-assistant/config.toml (kernel, mode 600), its skills/ and prompts/
      folders (the service's own), kernel.env, and /var/lib/kernel/SOUL.md
-     (root, mode 600) from templates, only when missing: your settings and secrets are never overwritten
+     (root, mode 600) from templates, only when missing: your settings and secrets are never overwritten;
+     and the audit key /etc/kernel-assistant/audit.key (root, mode 600), made once
   7. /etc/systemd/system/kernel.service, then enables it (it is not started for you)
 
 Options:
@@ -212,6 +213,28 @@ install_template() {
     if system_step; then act chown "$owner" "$dest"; fi
 }
 
+# The audit key (README, "What did it do?"): made once, root-only, outside the data
+# directory; the unit hands it to the service read-only as the credential
+# kernel-audit-key (LoadCredential), so the service can use it but not change it.
+# Never replaced: a new key would leave the record sealed so far unprovable.
+install_audit_key() {
+    local dest="$CONFIG_DIR/audit.key"
+    if [[ -e "$dest" ]]; then
+        kept "$dest exists (kept as it is)"
+        return
+    fi
+    say "+ make the audit key $dest (mode 600)"
+    CHANGED=1
+    if ((DRY_RUN == 0)); then
+        local tmp
+        tmp="$(mktemp "$dest.XXXXXX")" # mode 600
+        printf '{"v":1,"key":"%s"}\n' "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" >"$tmp"
+        ln "$tmp" "$dest" # whole and exclusive: fails if one appeared meanwhile
+        rm -f "$tmp"
+    fi
+    if system_step; then act chown root:root "$dest"; fi
+}
+
 install_unit() {
     local src="$SOURCE/deploy/kernel.service"
     if [[ -f "$UNIT_PATH" ]] && cmp -s "$src" "$UNIT_PATH"; then
@@ -258,6 +281,7 @@ install_template "$SOURCE/config.example.toml" "$CONFIG_DIR/config.toml" 600 \
     's|^data_dir = "data"|data_dir = "/var/lib/kernel/data"|; s|^default_workspace = "\."|default_workspace = "/var/lib/kernel/workspace"|; s|^soul = "SOUL.md"|soul = "/var/lib/kernel/SOUL.md"|'
 install_template "$SOURCE/SOUL.md" "$STATE_DIR/SOUL.md" 600 "$SERVICE_USER:$SERVICE_USER"
 install_template "$SOURCE/deploy/kernel.env.example" "$CONFIG_DIR/kernel.env" 600 root:root
+install_audit_key
 install_unit
 
 if ((CHANGED == 0)); then

@@ -12,6 +12,7 @@ from kernel.agent.agent import SKILLS_FOLDER, Agent
 from kernel.agent.titles import TitleMaker
 from kernel.audit import AuditLog, kinds
 from kernel.audit.anchor import ANCHOR_FILE
+from kernel.audit.key import key_path
 from kernel.config import Config
 from kernel.config.privilege import PrivilegeGate, stored_guarded
 from kernel.core.clock import Clock, SystemClock
@@ -88,6 +89,7 @@ class Kernel:
         # Issue 23: one audit log, every part records into it; its end also kept outside
         # the database (data/audit.anchor).
         self.audit = AuditLog(self.store, anchor=config.data_dir / ANCHOR_FILE)
+        self.audit_key_file = key_path(config.base_dir)  # kernel/audit/key.py
         self.delegator.audit = self.mcp.audit = self.audit
         self.artifacts = ArtifactStore(self.store)  # the files turns made, per session
         self.delegator.artifacts = self.artifacts
@@ -115,10 +117,11 @@ class Kernel:
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)
         self.runtime.on_config_changed(self._config_changed)
-        # The workspace the sidecar serves: config.toml and the data dir never among it.
+        # The workspace the sidecar serves: config.toml, the data dir and the audit key
+        # never among it.
         self.workspace = Workspace(
             config.general.default_workspace,
-            protected=[config.path, config.data_dir],
+            protected=[config.path, config.data_dir, self.audit_key_file],
             allow_hard_links=config.gateway.allow_hard_links,
         )
         self.archives = Archives(
@@ -208,6 +211,9 @@ class Kernel:
         trouble = await self._open_store()
         if trouble is not None:
             raise self._storage_refusal(trouble)
+        # The audit key, kept outside the data directory (beside config.toml or a systemd
+        # credential), before anything is recorded: made at the first start.
+        await self.audit.start(self.audit_key_file)
         for parts in self.channel_parts.values():
             if parts.start is not None:
                 await parts.start()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel.audit.key import CREDENTIAL, read_key
 from kernel.config import GeneralConfig, load_config
 from kernel.gateway.connections import AUTO_CEILING, default_limits
 
@@ -98,6 +99,8 @@ def test_dry_run_lists_every_action_and_changes_nothing(tmp_path: Path, staged: 
         for line in (
             f"+ install -m 600 {REPO}/deploy/kernel.env.example {etc}/kernel.env",
             f"+ chown root:root {etc}/kernel.env",
+            f"+ make the audit key {etc}/audit.key (mode 600)",
+            f"+ chown root:root {etc}/audit.key",
             f"+ chown kernel:kernel {etc}/config.toml",
             f"+ install -D -m 644 {UNIT} {root}/etc/systemd/system/kernel.service",
             "+ systemctl daemon-reload",
@@ -128,9 +131,14 @@ def test_staged_install_is_idempotent_and_keeps_the_owners_files(tmp_path: Path)
     for file in (
         config_dir / "config.toml",
         config_dir / "kernel.env",
+        config_dir / "audit.key",
         root / "var/lib/kernel/SOUL.md",
     ):
         assert file.stat().st_mode & 0o777 == 0o600, file
+    # The audit key: made once, a key Kernel reads (the credential the unit loads).
+    made = read_key(config_dir / "audit.key")
+    assert made is not None and made.start is None and len(made.key) == 32
+    key_bytes = (config_dir / "audit.key").read_bytes()
     for folder in ("skills", "prompts"):  # the service's own, writable in the unit
         assert (config_dir / folder).is_dir(), folder
     assert (root / "etc/systemd/system/kernel.service").read_text() == UNIT.read_text()
@@ -162,6 +170,7 @@ def test_staged_install_is_idempotent_and_keeps_the_owners_files(tmp_path: Path)
     assert second.stdout.rstrip().endswith("# nothing to change")
     assert (config_dir / "config.toml").read_text() == "# mine\n"
     assert (config_dir / "kernel.env").read_text() == "KERNEL_TELEGRAM_TOKEN=mine\n"
+    assert (config_dir / "audit.key").read_bytes() == key_bytes  # never replaced
 
     # New code is installed (and stale files go); the unit is replaced when it changed.
     (source / "kernel" / "added.py").write_text("X = 1\n")
@@ -197,6 +206,8 @@ def test_unit_file_settings() -> None:
     assert one("NoNewPrivileges") == "yes" and one("ProtectSystem") == "strict"
     assert one("PrivateTmp") == "yes" and one("ProtectHome") == "yes"
     assert one("EnvironmentFile") == "/etc/kernel-assistant/kernel.env"
+    # The audit key, root-only outside the data directory, read-only to the service.
+    assert one("LoadCredential") == f"{CREDENTIAL}:/etc/kernel-assistant/audit.key"
     env = dict(e.split("=", 1) for e in service["Environment"])
     assert env["KERNEL_CONFIG"] == "/etc/kernel-assistant/config.toml"
     assert env["UV_PROJECT_ENVIRONMENT"] == "/opt/kernel/venv"  # the one setup.sh built

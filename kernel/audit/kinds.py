@@ -53,6 +53,7 @@ HISTORY_CUT = "history.cut"
 HISTORY_RESTORED = "history.restored"
 ARTIFACT_SAVED = "artifact.saved"  # artifact (id), kind, size, sha256 (never the name)
 PRUNED = "audit.pruned"  # sessions, rows, why (written by the store)
+KEYED = "audit.keyed"  # from: the first row sealed with the audit key (kernel/audit/key.py)
 
 KINDS = (
     MESSAGE_RECEIVED,
@@ -77,4 +78,5 @@ KINDS = (
     HISTORY_RESTORED,
     ARTIFACT_SAVED,
     PRUNED,
+    KEYED,
 )

@@ -8,9 +8,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from kernel.audit.anchor import read_anchor, write_anchor
+from kernel.audit.anchor import is_sealed, load_anchor, write_anchor
+from kernel.audit.key import AuditKey, BadKey, Opened, open_key, read_key
 from kernel.audit.verify import Verdict, verify_chain
-from kernel.core.errors import StoreError
+from kernel.core.errors import StartupError, StoreError
+from kernel.core.fileio import os_cause
+from kernel.core.i18n import t
 from kernel.store.audit import AuditRow, AuditStore, read_chain, read_only
 from kernel.store.database import Database
 
@@ -28,7 +31,10 @@ class AuditLog:
 
     ``anchor``: the file keeping the global chain's end outside the database
     (kernel/audit/anchor.py), written at most every ``anchor_every`` seconds and at
-    ``close()``; None (tests, a bare Agent): no anchor."""
+    ``close()``; None (tests, a bare Agent): no anchor.
+
+    :meth:`start` opens (or makes) the audit key (kernel/audit/key.py): from then on
+    the rows and the anchor are sealed with it. Without it (tests): plain SHA-256."""
 
     def __init__(
         self, db: Database, *, anchor: Path | None = None, anchor_every: float = 1.0
@@ -43,6 +49,60 @@ class AuditLog:
         self._closed = False
         self._stuck = False  # the record no longer reaches the anchor: never moved again
         self._writing = False  # a write in its thread: awaited at close, never cancelled
+        self.key: AuditKey | None = None
+        self._seal_next = False  # the next anchor write may make a sealed anchor anew
+
+    async def start(self, key_file: Path) -> None:
+        """Open the audit key at ``key_file`` (made, 0600, when there is none) before
+        anything is recorded; StartupError when the file is there but not a key. A key
+        that cannot be made (a read-only config folder) leaves the record unkeyed, said
+        in the log."""
+        try:
+            try:
+                opened = await self._open_key(key_file)
+            except FileExistsError:  # made meanwhile by another start: read it
+                opened = await self._open_key(key_file)
+        except OSError as exc:
+            log.warning(
+                "audit: no audit key could be made at %s (%s): the record is not sealed;"
+                " see README, What did it do?",
+                key_file,
+                os_cause(exc),
+            )
+            return
+        self._use(opened)
+        if opened.row is not None and self.anchor is not None:
+            self._pending = (opened.row.id, opened.row.ghash)
+            self._seal_next = True
+            await self._flush()
+
+    async def _open_key(self, key_file: Path) -> Opened:
+        try:
+            found = await asyncio.to_thread(read_key, key_file)
+        except BadKey as exc:
+            raise StartupError(t("audit.key_bad", path=key_file, detail=str(exc))) from None
+        at = self.rows.db._now()
+        return await self.rows.db.write(
+            "audit key", lambda conn: open_key(conn, key_file, found, at)
+        )
+
+    def _use(self, opened: Opened) -> None:
+        self.key = opened.key
+        self.rows.db.audit_key = opened.key.key
+        if opened.made and opened.keyed_before is not None:
+            log.warning(
+                "audit: the audit key file was missing while the record is sealed from #%d:"
+                " a new key was made; the rows sealed with the old one cannot be proven",
+                opened.keyed_before,
+            )
+        start = opened.key.start
+        if start is not None and not opened.made and opened.head < start:
+            log.warning(
+                "audit: the record ends at #%d, before #%d where its key began: it was cut"
+                " or wiped; run `kernel audit verify`",
+                opened.head,
+                start,
+            )
 
     async def record(
         self,
@@ -83,8 +143,10 @@ class AuditLog:
             if not await self._anchor_holds():
                 return
             self._writing = True
+            key = self.rows.db.audit_key
             try:
-                await asyncio.to_thread(write_anchor, self.anchor, seq, value)
+                await asyncio.to_thread(write_anchor, self.anchor, seq, value, key)
+                self._seal_next = False
             except OSError as exc:
                 # Kept for the next write; a full disk must not stop the recording.
                 if self._pending is None:
@@ -99,17 +161,26 @@ class AuditLog:
         cut short (or changed) at the anchor's row keeps the old anchor, so verify goes
         on naming the break instead of the next event hiding it (review R1)."""
         assert self.anchor is not None
-        known = await asyncio.to_thread(read_anchor, self.anchor)
+        known = await asyncio.to_thread(load_anchor, self.anchor)
+        key = self.rows.db.audit_key
+        # A sealed record never gets an anchor anew: a deleted or reset one (a cut record
+        # behind it) stays for verify to name (issue 33).
+        sealed = known is not None and key is not None and is_sealed(known, key)
+        if key is not None and not self._seal_next and not sealed:
+            return self._stick("is missing or not sealed")
         if known is None:
             return True
-        seq, value = known
-        found = await self.rows.ghash_at(seq) if seq >= 1 else None
-        if found == value:
+        found = await self.rows.ghash_at(known.seq) if known.seq >= 1 else None
+        if found == known.hash:
             return True
+        return self._stick("no longer reached by the record")
+
+    def _stick(self, what: str) -> bool:
         self._stuck = True
         log.warning(
-            "audit: the record no longer reaches its anchor (data/audit.anchor); the anchor"
-            " is kept: run `kernel audit verify`"
+            "audit: the anchor (data/audit.anchor) is %s; it is not rewritten: run"
+            " `kernel audit verify`",
+            what,
         )
         return False
 
@@ -136,11 +207,12 @@ class AuditLog:
         The anchor is read first, so it can only lag the snapshot, never lead it."""
         anchor = self.anchor if session_id is None else None
         path = self.rows.db.path
+        key = self.key
 
         def check() -> Verdict:
-            seen = read_anchor(anchor) if anchor is not None else None
+            seen = load_anchor(anchor) if anchor is not None else None
             chain = read_only(path, lambda conn: read_chain(conn, session_id))
-            return verify_chain(chain, seen)
+            return verify_chain(chain, seen, key=key, anchored=anchor is not None)
 
         return await asyncio.to_thread(check)
 

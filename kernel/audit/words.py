@@ -332,4 +332,5 @@ _FILLERS: dict[str, Callable[[Facts, str], dict[str, str]]] = {
     kinds.HISTORY_RESTORED: _restored,
     kinds.ARTIFACT_SAVED: _artifact,
     kinds.PRUNED: _pruned,
+    kinds.KEYED: lambda facts, actor: {},
 }

@@ -6,6 +6,9 @@ writing. They work while Kernel runs (WAL: a reader sees the last committed stat
 while it is stopped (then the file is opened immutable: not even the -wal and -shm
 files a reader of a live database shares are created). Only config.toml's [general] is
 read (the data directory, the time zone, the language); ``--db`` names the file instead.
+``verify`` also reads the audit key (kernel/audit/key.py: the kernel-audit-key credential,
+else audit.key beside config.toml; ``--key`` names it): without it a sealed record
+cannot be proven, which is a finding.
 
 Exit codes: 0 done (``verify``: the chain is whole), 1 ``verify`` found the chain broken
 (the first broken sequence and the reason are printed), 2 the database cannot be read
@@ -15,6 +18,7 @@ Exit codes: 0 done (``verify``: the chain is whole), 1 ``verify`` found the chai
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sqlite3
 import sys
@@ -23,11 +27,12 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 from zoneinfo import ZoneInfo
 
-from kernel.audit.anchor import ANCHOR_FILE, read_anchor
+from kernel.audit.anchor import ANCHOR_FILE, load_anchor
+from kernel.audit.key import AuditKey, BadKey, key_path, read_key
 from kernel.audit.verify import verify_chain
 from kernel.audit.words import describe, local_time, verdict_words, words
 from kernel.client.verbs import print_json, table
-from kernel.config.loader import general_of
+from kernel.config.loader import general_of, locate_config
 from kernel.core.errors import ConfigError
 from kernel.core.i18n import t
 from kernel.store.audit import MAX_LIMIT, read_chain, read_events, read_only
@@ -67,7 +72,12 @@ def register(sub: Any) -> None:
     listing.add_argument(
         "-n", dest="count", type=event_count, default=20, help=f"how many (1-{MAX_LIMIT}, 20)"
     )
-    _verb(verbs, "verify", verify, "verify a session's chain (or the global one): exit 1 if broken")
+    checking = _verb(
+        verbs, "verify", verify, "verify a session's chain (or the global one): exit 1 if broken"
+    )
+    checking.add_argument(
+        "--key", type=Path, help="the audit key file (default: beside config.toml)"
+    )
 
 
 def _verb(verbs: Any, name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
@@ -149,13 +159,29 @@ def list_events(args: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
+def _key(args: argparse.Namespace) -> AuditKey | None:
+    """The audit key: ``--key``, else where Kernel keeps it (config.toml's folder or the
+    systemd credential); None when there is no such file (verify says what that means)."""
+    path = args.key
+    if path is None:
+        try:
+            path = key_path(locate_config(os.environ).parent)
+        except ConfigError:
+            return None  # --db without a readable config.toml: no key known
+    try:
+        return read_key(path)
+    except BadKey as exc:
+        raise Unreadable(t("audit.key_bad", path=path, detail=str(exc))) from None
+
+
 def verify(args: argparse.Namespace, out: IO[str]) -> int:
     path, _ = _where(args)
+    key = _key(args)
     # The global chain's end Kernel keeps beside the database (kernel/audit/anchor.py),
     # read before the snapshot: a Kernel recording meanwhile only moves the chain ahead.
-    anchor = read_anchor(path.parent / ANCHOR_FILE) if args.session is None else None
+    anchor = load_anchor(path.parent / ANCHOR_FILE) if args.session is None else None
     chain = read(path, lambda conn: read_chain(conn, args.session))
-    verdict = verify_chain(chain, anchor)
+    verdict = verify_chain(chain, anchor, key=key)
     if args.json:
         print_json(verdict.as_json() | {"session_id": args.session}, out)
     else:

@@ -154,7 +154,15 @@ class ArtifactStore:
             facts: dict[str, Any] = {"artifact": row_id, "kind": kind, "size": size}
             if sha256 is not None:  # as AuditLog.record leaves out what is unknown
                 facts["sha256"] = sha256
-            append_in(conn, at, SAVED, session_id=session_id, actor=actor, data=facts)
+            append_in(
+                conn,
+                at,
+                SAVED,
+                session_id=session_id,
+                actor=actor,
+                data=facts,
+                key=self.db.audit_key,
+            )
             return Artifact(row_id, session_id, kind, shown, path, size, sha256, at)
 
         return await self.db.write("record an artifact", op)

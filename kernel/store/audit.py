@@ -6,10 +6,14 @@ chained in exactly the order they were written. What a row holds:
 
 - ``id``: the global sequence (1, 2, 3 … no gap); ``seq``: the sequence inside its
   session (NULL for an event of no session: a configuration change, a cron skip);
-- ``digest`` = SHA-256 of the canonical JSON of ``[id, session_id, seq, at, kind, actor,
-  data]``;
-- ``shash`` = SHA-256(previous row of the session's ``shash`` + ``digest``) and ``ghash``
-  the same over the global chain, starting from :data:`GENESIS`;
+- ``digest`` = the hash of the canonical JSON of ``[id, session_id, seq, at, kind, actor,
+  data_sha256]``;
+- ``shash`` = the hash of (previous row of the session's ``shash`` + ``digest``) and
+  ``ghash`` the same over the global chain, starting from :data:`GENESIS`;
+- "the hash": HMAC-SHA256 under the audit key (kernel/audit/key.py, kept outside the
+  data directory) for the rows written with one, so whoever can write ``kernel.db`` but
+  not read the key cannot recompute them; plain SHA-256 for the rows written before the
+  key existed (an older record) or without one (tests, a bare Store);
 - ``data``: small facts (names, counts, codes, hashes), never message text: a stored
   message is referenced as ``{"id": …, "sha256": …}`` of its ``content`` column, computed
   here from the ``messages`` key of the data (a list of message ids).
@@ -23,6 +27,7 @@ verify and a row emptied any other way does not. Verification is kernel/audit/ve
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +41,7 @@ from kernel.store.database import Database
 GENESIS = "0" * 64
 GLOBAL = "global"
 PRUNED = "audit.pruned"
+KEYED = "audit.keyed"  # the first row chained under the audit key (kernel/audit/key.py)
 MAX_LIMIT = 1000
 T = TypeVar("T")
 
@@ -95,10 +101,18 @@ class Chain:
     messages: dict[int, tuple[int, str]]  # message id → (session id, sha256 of content)
     prunes: list[Prune]
     global_gap: int | None = None  # a global id missing (a row deleted elsewhere)
+    keyed_at: int | None = None  # the global id of the first ``audit.keyed`` row, if any
 
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal(text: str, key: bytes | None) -> str:
+    """HMAC-SHA256 of ``text`` under ``key`` (hex), or its SHA-256 without a key."""
+    if key is None:
+        return sha256(text)
+    return hmac.digest(key, text.encode("utf-8"), "sha256").hex()
 
 
 def digest_of(
@@ -109,19 +123,20 @@ def digest_of(
     kind: str,
     actor: str,
     data_sha256: str,
+    key: bytes | None = None,
 ) -> str:
     """The row's own hash: its fields and its data's hash, so an emptied row (data gone,
-    its hash kept) still proves its kind, actor and time."""
+    its hash kept) still proves its kind, actor and time. ``key``: the audit key."""
     canon = json.dumps(
         [id, session_id, seq, at, kind, actor, data_sha256],
         ensure_ascii=True,
         separators=(",", ":"),
     )
-    return sha256(canon)
+    return seal(canon, key)
 
 
-def link(previous: str, digest: str) -> str:
-    return sha256(previous + digest)
+def link(previous: str, digest: str, key: bytes | None = None) -> str:
+    return seal(previous + digest, key)
 
 
 def session_chain(session_id: int) -> str:
@@ -136,8 +151,10 @@ def append_in(
     session_id: int | None,
     actor: str,
     data: dict[str, Any],
+    key: bytes | None,
 ) -> AuditRow:
-    """Append one row inside the caller's write transaction and move the heads."""
+    """Append one row inside the caller's write transaction and move the heads;
+    ``key``: the audit key the row is chained under (None: plain SHA-256)."""
     facts = dict(data)
     ids = facts.pop("messages", None)
     if ids:
@@ -153,12 +170,12 @@ def append_in(
     if session_id is not None:
         sseq, sprev = _head(conn, session_chain(session_id))
         seq = sseq + 1
-        digest = digest_of(row_id, session_id, seq, at, kind, actor, data_sha)
-        shash = link(sprev, digest)
+        digest = digest_of(row_id, session_id, seq, at, kind, actor, data_sha, key)
+        shash = link(sprev, digest, key)
         _move(conn, session_chain(session_id), seq, shash)
     else:
-        digest = digest_of(row_id, None, None, at, kind, actor, data_sha)
-    ghash = link(gprev, digest)
+        digest = digest_of(row_id, None, None, at, kind, actor, data_sha, key)
+    ghash = link(gprev, digest, key)
     _move(conn, GLOBAL, row_id, ghash)
     conn.execute(
         f"INSERT INTO audit_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
@@ -181,7 +198,9 @@ def append_in(
     )
 
 
-def prune_in(conn: sqlite3.Connection, at: str, session_ids: Iterable[int], why: str) -> int:
+def prune_in(
+    conn: sqlite3.Connection, key: bytes | None, at: str, session_ids: Iterable[int], why: str
+) -> int:
     """Empty the audit rows of sessions whose history is gone (in the caller's
     transaction) and record it; returns how many rows were emptied."""
     ids = sorted({int(i) for i in session_ids})
@@ -211,6 +230,7 @@ def prune_in(conn: sqlite3.Connection, at: str, session_ids: Iterable[int], why:
             session_id=None,
             actor="kernel",
             data={"sessions": ids, "rows": cur.rowcount, "why": why, "upto": upto},
+            key=key,
         )
     return cur.rowcount
 
@@ -345,7 +365,22 @@ def read_chain(conn: sqlite3.Connection, session_id: int | None = None) -> Chain
         _message_hashes(conn, refs),
         _prunes(conn),
         None if session_id is None else _global_gap(conn),
+        keyed_at(conn),
     )
+
+
+def keyed_at(conn: sqlite3.Connection) -> int | None:
+    """The global id of the first ``audit.keyed`` row: from there on the record is
+    chained under the audit key."""
+    found = conn.execute(
+        "SELECT MIN(id) FROM audit_events WHERE kind = ? AND session_id IS NULL", (KEYED,)
+    ).fetchone()
+    return None if found is None or found[0] is None else int(found[0])
+
+
+def global_head(conn: sqlite3.Connection) -> tuple[int, str]:
+    """The global chain's recorded end (last id, last hash)."""
+    return _head(conn, GLOBAL)
 
 
 def _prunes(conn: sqlite3.Connection) -> list[Prune]:
@@ -438,7 +473,15 @@ class AuditStore:
         at = self.db._now()
 
         def op(conn: sqlite3.Connection) -> AuditRow:
-            return append_in(conn, at, kind, session_id=session_id, actor=actor, data=data or {})
+            return append_in(
+                conn,
+                at,
+                kind,
+                session_id=session_id,
+                actor=actor,
+                data=data or {},
+                key=self.db.audit_key,
+            )
 
         return await self.db.write("audit append", op)
 

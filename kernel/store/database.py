@@ -64,6 +64,9 @@ class Database:
         self._closed = False
         self._closing: asyncio.Future[None] | None = None
         self.schema_version = 0
+        # The audit chain's HMAC key (kernel/audit/key.py), set at start: the rows
+        # appended from then on are keyed; None (tests, a bare Store): plain SHA-256.
+        self.audit_key: bytes | None = None
 
     async def _run(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` on the db thread; ``op`` names it in errors.

@@ -191,7 +191,7 @@ class SessionTables(Database):
             deleted = cur.rowcount
             conn.executemany("DELETE FROM sessions WHERE id = ?", [(i,) for i in gone])
             # The audit follows the history: the rows of what went are emptied, recorded.
-            prune_in(conn, now, gone, "session deleted")
+            prune_in(conn, self.audit_key, now, gone, "session deleted")
             # So is the list of the files its turns made (the files go with retention).
             conn.executemany("DELETE FROM artifacts WHERE session_id = ?", [(i,) for i in gone])
             return deleted
@@ -205,7 +205,7 @@ class SessionTables(Database):
         def op(conn: sqlite3.Connection) -> int:
             cur = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
-            prune_in(conn, now, [session_id], "history cleared")
+            prune_in(conn, self.audit_key, now, [session_id], "history cleared")
             conn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,))
             return cur.rowcount
 

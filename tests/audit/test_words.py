@@ -131,6 +131,11 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], str]] = {
         {"sessions": [4, 5], "rows": 9, "why": "deleted"},
         "🧹 history deleted: 9 audit rows of 2 sessions emptied",
     ),
+    kinds.KEYED: (
+        "kernel",
+        {"from": 12},
+        "🔏 the audit record is sealed with the audit key from here on",
+    ),
 }
 
 

@@ -106,4 +106,5 @@ async def test_refusals_name_the_fix(
         assert text.endswith("use /audit, /audit N (1–50) or /audit all [N]"), text
         assert len(text) < 200
     text, error = await text_of(commands, A, "all 50")
-    assert not error and text.splitlines()[-1] == "✅ record whole: 0 events"
+    # A fresh Kernel's record: the audit key's own first row (issue 33).
+    assert not error and text.splitlines()[-1] == "✅ record whole: 1 events"

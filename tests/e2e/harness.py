@@ -45,7 +45,8 @@ from typing import Any, Self
 import aiohttp
 from aiohttp import web
 
-from kernel.audit.anchor import ANCHOR_FILE, read_anchor
+from kernel.audit.anchor import ANCHOR_FILE, load_anchor
+from kernel.audit.key import KEY_FILE, read_key
 from kernel.audit.verify import Verdict, verify_chain
 from kernel.store.audit import read_chain, read_only
 from tests.conftest import SECRET_KEY, free_port, kernel_env, spawn_kernel, write_config
@@ -457,8 +458,9 @@ class Rig:
         """The global audit chain as `kernel audit verify` sees it (read-only, the anchor
         beside the database), and the kinds of its rows in order."""
         chain = read_only(Path(self.db), lambda conn: read_chain(conn, None))
-        anchor = read_anchor(Path(self.db).parent / ANCHOR_FILE)
-        return verify_chain(chain, anchor), [row.kind for row in chain.rows]
+        anchor = load_anchor(Path(self.db).parent / ANCHOR_FILE)
+        key = read_key(self.folder / KEY_FILE)  # beside config.toml, as Kernel made it
+        return verify_chain(chain, anchor, key=key), [row.kind for row in chain.rows]
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         db = sqlite3.connect(self.db)

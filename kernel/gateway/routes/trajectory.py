@@ -61,6 +61,12 @@ Reason = Literal[
     "head",
     "anchor",
     "elsewhere",
+    "anchor_missing",
+    "anchor_unsealed",
+    "short",
+    "reset",
+    "key_missing",
+    "key_replaced",
 ]
 
 
