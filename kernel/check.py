@@ -28,7 +28,8 @@ from urllib.parse import urlsplit
 
 from kernel.config import Config, parse_ref
 from kernel.config.secrets import child_env
-from kernel.core.errors import KernelError
+from kernel.config.sidecar_key import sidecar_key
+from kernel.core.errors import ConfigError, KernelError
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
 from kernel.core.platform import BatchArgumentError, group_spawn_kwargs, launch_argv, which
@@ -65,6 +66,7 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
     lines += unpriced(config)
     lines += routing(config)
     lines.append(await asyncio.to_thread(_data_dir, config))
+    lines += await asyncio.to_thread(sidecar, config)
     lines.append(await asyncio.to_thread(_fts5))
     probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []
     for name, provider in config.providers.items():
@@ -228,6 +230,21 @@ def _data_dir(config: Config) -> CheckLine:
         detail = t("check.data_dir_bad", path=config.data_dir, detail=exc.strerror or exc)
         return CheckLine("data_dir", "fail", detail)
     return CheckLine("data_dir", "ok", t("check.data_dir_ok", path=config.data_dir))
+
+
+def sidecar(config: Config) -> list[CheckLine]:
+    """The sidecar's authentication, when something is wrong with it: keyless by
+    ``auth = "none"`` (a warning), or a key file Kernel would refuse at start."""
+    gateway = config.gateway
+    if not gateway.enabled:
+        return []
+    if gateway.auth == "none":
+        return [CheckLine("gateway", "warn", t("config.warn_keyless"))]
+    try:
+        sidecar_key(gateway, config.data_dir)
+    except ConfigError as exc:
+        return [CheckLine("gateway", "fail", str(exc))]
+    return []
 
 
 def _fts5() -> CheckLine:

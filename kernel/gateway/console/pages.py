@@ -4,9 +4,11 @@ static files, sign-in and sign-out, the page's session (its CSRF token) and its 
 - ``GET /console/`` the app (303 to ``/console/login`` without a live sign-in);
   ``GET /console/login`` the sign-in page; ``GET /console/static/<name>`` its scripts
   and styles (a fixed set of plain names, shipped in the package);
-- ``POST /console/login`` ``{"api_key": …}`` → the cookie (HttpOnly, SameSite=Strict)
-  and ``{"csrf": …}``; with no API key set only a loopback peer may sign in (the sidecar
-  is then loopback-only anyway);
+- ``POST /console/login`` ``{"api_key": …}`` or ``{"link": …}`` → the cookie (HttpOnly,
+  SameSite=Strict) and ``{"csrf": …}``; with ``gateway.auth = "none"`` (no key) only a
+  loopback peer may sign in (the sidecar is then loopback-only anyway);
+- ``POST /console/link`` (the API key only) → ``{"link", "expires_in"}``: a one-time
+  sign-in token for ``kernel console``'s link ``/console/#signin=<token>``;
 - ``GET /console/session`` → ``{expires_in, language}`` for a live sign-in (the cookie
   and the token the sign-in answer gave, which the page keeps in ``sessionStorage``);
 - ``POST /console/logout`` ends it (its CSRF token required, as for every
@@ -29,9 +31,17 @@ from aiohttp import web
 
 from kernel.config.net import is_loopback
 from kernel.core.i18n import get_language, section, t
-from kernel.gateway.api import API_KEY, ApiError, json_response, read_json, refusal
+from kernel.gateway.api import (
+    API_KEY,
+    ApiError,
+    authorized,
+    json_response,
+    read_json,
+    refusal,
+)
 from kernel.gateway.console.auth import (
     COOKIE,
+    LINK_SECONDS,
     ConsoleSession,
     ConsoleSessions,
     cookie_name,
@@ -66,6 +76,7 @@ def install(app: web.Application, hours: float) -> None:
     app.router.add_get(PREFIX + "/static/{name}", _asset)
     app.router.add_post(f"{PREFIX}/login", _sign_in)
     app.router.add_post(f"{PREFIX}/logout", _sign_out)
+    app.router.add_post(f"{PREFIX}/link", _link)
     app.router.add_get(f"{PREFIX}/session", _session)
     app.router.add_get(f"{PREFIX}/strings", _strings)
 
@@ -165,6 +176,8 @@ async def _sign_in(request: web.Request) -> web.Response:
     if sessions.throttled(peer):
         raise refusal("too_many_sign_ins", t("web.throttled"))
     body: Any = await read_json(request)
+    if isinstance(body, dict) and "link" in body:
+        return _link_sign_in(request, body["link"])
     given = body.get("api_key", "") if isinstance(body, dict) else None
     if not isinstance(given, str) or len(given) > MAX_KEY_CHARS:
         raise refusal("invalid_request", t("web.key_field"), {"field": "api_key"})
@@ -174,6 +187,21 @@ async def _sign_in(request: web.Request) -> web.Response:
     if not ok:
         sessions.failed(peer)
         raise refusal("unauthorized", t("web.key_wrong"))
+    return _signed_in(request)
+
+
+def _link_sign_in(request: web.Request, token: Any) -> web.Response:
+    """A ``kernel console`` link's token: one sign-in, within its minute."""
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_KEY_CHARS:
+        raise refusal("invalid_request", t("web.link_field"), {"field": "link"})
+    if not request.app[CONSOLE].redeem(token):
+        raise refusal("unauthorized", t("web.link_spent"))
+    return _signed_in(request)
+
+
+def _signed_in(request: web.Request) -> web.Response:
+    """A new sign-in: its cookie, and its CSRF token in the answer only."""
+    sessions = request.app[CONSOLE]
     name = cookie_of(request)
     sessions.close(request.cookies.get(name))  # a sign-in replaces this browser's last
     token, session = sessions.open()
@@ -188,6 +216,17 @@ async def _sign_in(request: web.Request) -> web.Response:
         secure=request.secure,
     )
     return response
+
+
+async def _link(request: web.Request) -> web.Response:
+    """A one-time sign-in link's token for ``kernel console``: the API key only (not a
+    console sign-in: a page must not mint sign-ins for others)."""
+    if not request.app[API_KEY]:
+        raise refusal("forbidden", t("web.link_keyless"))
+    if not authorized(request):
+        raise refusal("unauthorized", t("web.link_needs_key"))
+    token = request.app[CONSOLE].link()
+    return json_response({"link": token, "expires_in": int(LINK_SECONDS)})
 
 
 async def _sign_out(request: web.Request) -> web.Response:

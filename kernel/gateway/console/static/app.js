@@ -138,6 +138,10 @@ async function show() {
 }
 
 async function boot() {
+  if (location.hash.startsWith("#signin=")) {  // kernel console's link: the sign-in page takes it
+    location.replace("/console/login" + location.hash);
+    return;
+  }
   if (!state.csrf) {  // a new tab, or signed out: the cookie alone is not a sign-in
     location.assign("/console/login");
     return;
