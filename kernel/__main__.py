@@ -128,8 +128,8 @@ def console_command(env: Mapping[str, str] | None = None, platform: str = sys.pl
     if sidecar.api_key:
         try:
             answer = sidecar.call("POST", "/console/link")
-        except SidecarUnreachable as exc:
-            print(f"kernel: {exc} — {t('client.console_start')}", file=sys.stderr)
+        except SidecarUnreachable as exc:  # no link without a running Kernel
+            print(f"kernel: {exc}", file=sys.stderr)
             return EXIT_UNREACHABLE
         except SidecarError as exc:
             print(f"kernel: {exc}", file=sys.stderr)
