@@ -141,7 +141,9 @@ def console_command(env: Mapping[str, str] | None = None, platform: str = sys.pl
         url += f"#signin={urllib.parse.quote(link, safe='')}"
     print(url)
     port = urllib.parse.urlsplit(url).port or 8088
-    hint = "client.console_link_hint" if sidecar.api_key else "client.console_hint"
+    # Without a key here: keyless by choice, or a Kernel whose key this machine lacks.
+    keyless = "client.console_hint" if gateway.auth == "none" else "client.console_key_hint"
+    hint = "client.console_link_hint" if sidecar.api_key else keyless
     print(t(hint, port=port), file=sys.stderr)
     if desktop(env, platform):
         with contextlib.suppress(webbrowser.Error):  # printed above: opened by hand

@@ -92,8 +92,10 @@ def test_kernel_gateway_url_wins(
     monkeypatch.setenv("KERNEL_GATEWAY_URL", "http://[::1]:9000/")
     monkeypatch.setenv("DISPLAY", ":0")
     assert main(["console"]) == 0
-    out, _ = capsys.readouterr()
+    out, err = capsys.readouterr()
     assert out == "http://[::1]:9000/console/\n" and opened == ["http://[::1]:9000/console/"]
+    # No key here (no configured one, none generated in this data directory): no link.
+    assert err.startswith("No sidecar key was found here")
 
 
 def test_refusals(
