@@ -122,7 +122,8 @@ def write_config(folder: Path) -> Path:
         'default_model = "m"\n'
         "max_retries = 0\n"
         "[gateway]\n"
-        "port = 0\n",
+        "port = 0\n"
+        'auth = "none"\n',  # measured as before: no key (loopback only)
         encoding="utf-8",
     )
     return path

@@ -1,7 +1,8 @@
 """Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
 ``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar;
 ``kernel audit list|verify`` reads (never writes) the audit trail in kernel.db;
-``kernel console`` prints the web console's address (and opens it on a desktop);
+``kernel console`` prints a one-time sign-in link to the web console (and opens it on a
+desktop);
 ``kernel tui`` is the full-screen terminal client (the ``tui`` extra)."""
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "check", help="validate config.toml and reach every configured part (one line each)"
     )
-    sub.add_parser("console", help="print the web console's address (and open it on a desktop)")
+    sub.add_parser(
+        "console", help="print a one-time sign-in link to the web console (opened on a desktop)"
+    )
     from kernel.client import audit
     from kernel.client.commands import register
 
@@ -100,10 +103,12 @@ def desktop(env: Mapping[str, str], platform: str = sys.platform) -> bool:
 
 
 def console_command(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> int:
-    """``kernel console``: the console's URL on stdout (from ``KERNEL_GATEWAY_URL`` or
-    config.toml's [gateway]), how to sign in and reach it safely on stderr, and the
-    page opened in the browser on a desktop."""
-    from kernel.client.http import sidecar_from
+    """``kernel console``: a one-time sign-in link to the console on stdout (asked of the
+    running sidecar with its key; the bare address with ``gateway.auth = "none"``), how
+    to sign in and reach it safely on stderr, and the page opened in the browser on a
+    desktop."""
+    from kernel.client.http import SidecarError, SidecarUnreachable, sidecar_from
+    from kernel.client.verbs import EXIT_REFUSED, EXIT_UNREACHABLE
     from kernel.config import gateway_of
 
     env = os.environ if env is None else env
@@ -120,9 +125,26 @@ def console_command(env: Mapping[str, str] | None = None, platform: str = sys.pl
         print(f"kernel: {t('client.console_off')}", file=sys.stderr)
         return 1
     url = sidecar.url.rstrip("/") + "/console/"
+    if sidecar.api_key:
+        try:
+            answer = sidecar.call("POST", "/console/link")
+        except SidecarUnreachable as exc:  # no link without a running Kernel
+            print(f"kernel: {exc}", file=sys.stderr)
+            return EXIT_UNREACHABLE
+        except SidecarError as exc:
+            print(f"kernel: {exc}", file=sys.stderr)
+            return EXIT_REFUSED
+        link = answer.get("link") if isinstance(answer, dict) else None
+        if not isinstance(link, str) or not link.isascii():
+            print(f"kernel: {t('client.console_no_link', url=sidecar.url)}", file=sys.stderr)
+            return EXIT_REFUSED
+        url += f"#signin={urllib.parse.quote(link, safe='')}"
     print(url)
     port = urllib.parse.urlsplit(url).port or 8088
-    print(t("client.console_hint", port=port), file=sys.stderr)
+    # Without a key here: keyless by choice, or a Kernel whose key this machine lacks.
+    keyless = "client.console_hint" if gateway.auth == "none" else "client.console_key_hint"
+    hint = "client.console_link_hint" if sidecar.api_key else keyless
+    print(t(hint, port=port), file=sys.stderr)
     if desktop(env, platform):
         with contextlib.suppress(webbrowser.Error):  # printed above: opened by hand
             webbrowser.open(url)

@@ -28,7 +28,8 @@ from urllib.parse import urlsplit
 from kernel.config import Config, parse_ref, read_overlay
 from kernel.config.privilege import stored_guarded
 from kernel.config.secrets import child_env
-from kernel.core.errors import KernelError
+from kernel.config.sidecar_key import sidecar_key
+from kernel.core.errors import ConfigError, KernelError
 from kernel.core.fileio import os_cause, probe_writable
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
@@ -70,6 +71,7 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
     if stored:  # loaders kept in runtime.toml: maybe set by anyone, before issue 33
         lines.append(CheckLine("envs", "warn", t("priv.stored", names=", ".join(stored))))
     lines.append(await asyncio.to_thread(_data_dir, config))
+    lines += await asyncio.to_thread(sidecar, config)
     lines.append(await asyncio.to_thread(_fts5))
     probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []
     for name, provider in config.providers.items():
@@ -240,6 +242,21 @@ def _data_dir(config: Config) -> CheckLine:
         path, cause = refused.filename, os_cause(refused)
         return CheckLine("data_dir", "fail", t("startup.storage_file", path=path, detail=cause))
     return CheckLine("data_dir", "ok", t("check.data_dir_ok", path=config.data_dir))
+
+
+def sidecar(config: Config) -> list[CheckLine]:
+    """The sidecar's authentication, when something is wrong with it: keyless by
+    ``auth = "none"`` (a warning), or a key file Kernel would refuse at start."""
+    gateway = config.gateway
+    if not gateway.enabled:
+        return []
+    if gateway.auth == "none":
+        return [CheckLine("gateway", "warn", t("config.warn_keyless"))]
+    try:
+        sidecar_key(gateway, config.data_dir)
+    except ConfigError as exc:
+        return [CheckLine("gateway", "fail", str(exc))]
+    return []
 
 
 def _fts5() -> CheckLine:

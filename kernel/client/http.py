@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from http.client import HTTPResponse
 from typing import IO, Any
 
-from kernel.config import gateway_of
+from kernel.config import sidecar_of
 from kernel.config.net import is_loopback
 from kernel.core.errors import ConfigError, KernelError
 from kernel.core.i18n import t
@@ -149,16 +149,20 @@ def _error_of(status: int, raw: bytes) -> SidecarError:
 
 def sidecar_from(env: Mapping[str, str] | None = None) -> Sidecar | None:
     """The sidecar's address and key: ``KERNEL_GATEWAY_URL`` / ``KERNEL_GATEWAY_API_KEY``,
-    else config.toml's [gateway]. None when it is off or listens on an unknown port."""
+    else config.toml's [gateway], and with no key set there the one Kernel generated in
+    its data directory (:func:`kernel.config.sidecar_of`). None when it is off or listens
+    on an unknown port."""
     env = os.environ if env is None else env
-    gateway = gateway_of(env=env)
+    gateway, key = sidecar_of(env=env)
     url = env.get("KERNEL_GATEWAY_URL", "").rstrip("/")
     if url:
         parts = urllib.parse.urlsplit(url)
-        if gateway.api_key and parts.scheme == "http" and not is_loopback(parts.hostname or ""):
+        local = is_loopback(parts.hostname or "")
+        if gateway.api_key and parts.scheme == "http" and not local:
             # The key would cross the network in clear: https, an SSH tunnel, or loopback.
             raise ConfigError(t("client.plain_http", url=url))
-        return Sidecar(url, gateway.api_key)
+        # This machine's generated key is for this machine's Kernel only.
+        return Sidecar(url, key if local or gateway.api_key else "")
     if not gateway.enabled or gateway.port == 0:
         return None
-    return Sidecar(gateway.url, gateway.api_key)
+    return Sidecar(gateway.url, key)

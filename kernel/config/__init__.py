@@ -4,6 +4,7 @@ default, bounds, description and markers (secret, environment override).
 Public API (``from kernel.config import …``):
 
 - loading: :func:`load_config`, :class:`Config`, :func:`locate_config`, :func:`gateway_of`,
+  :func:`sidecar_of` (the [gateway] section and the key Kernel's clients send),
   :func:`read_overlay`, :func:`merge_overlay`, :data:`RUNTIME_FILE`, :data:`ENV_NAME`;
 - sections: :class:`TelegramConfig`, :class:`GeneralConfig`, :class:`ProviderConfig`,
   :class:`TitlesConfig`, :class:`CLIConfig`, :class:`ToolPolicy`, :class:`MCPSettings`,
@@ -58,6 +59,7 @@ from kernel.config.loader import (
     locate_config,
     merge_overlay,
     read_overlay,
+    sidecar_of,
 )
 from kernel.config.mcp import MCPServerConfig, MCPSettings
 from kernel.config.net import is_http_url, is_loopback
@@ -151,6 +153,7 @@ __all__ = [
     "parse_ref",
     "provider_env_key",
     "read_overlay",
+    "sidecar_of",
     "unknown_keys",
     "webhook_worst_case",
 ]

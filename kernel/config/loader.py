@@ -56,6 +56,7 @@ from kernel.config.schema import (
     require_table,
 )
 from kernel.config.secrets import is_sensitive
+from kernel.config.sidecar_key import sidecar_key
 from kernel.config.tree import unknown_keys
 from kernel.config.voice import OPENAI_VOICE, SttConfig, TtsConfig
 from kernel.config.web import AgentsConfig, WebConfig, WebSearchConfig
@@ -223,6 +224,19 @@ def gateway_of(path: Path | None = None, env: Mapping[str, str] | None = None) -
     if language in LANGUAGES:
         set_language(language)
     return _gateway(raw.get("gateway", {}), env, check=False)
+
+
+def sidecar_of(
+    path: Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[GatewayConfig, str]:
+    """:func:`gateway_of` and the key Kernel's own clients send (:func:`sidecar_key`: the
+    configured one, else the file Kernel generated in the data directory; never made
+    here)."""
+    env = os.environ if env is None else env
+    path = locate_config(env) if path is None else path.resolve()
+    raw = _read_toml(path, path.name) if path.is_file() else {}
+    gateway = gateway_of(path, env)
+    return gateway, sidecar_key(gateway, _data_dir_of(raw, path.parent))
 
 
 def general_of(path: Path | None = None, env: Mapping[str, str] | None = None) -> GeneralConfig:
@@ -650,6 +664,10 @@ def _gateway(table: Any, env: Mapping[str, str], *, check: bool = True) -> Gatew
             raise ConfigError(
                 t("config.bad_model_pattern", key=key, limit=MODEL_PATTERN_MAX), key=key
             )
+    if gw.auth == "none" and gw.api_key:
+        raise ConfigError(t("config.gateway_none_with_key"), key="gateway.auth")
+    if check and gw.enabled and gw.auth == "none" and not is_loopback(gw.host):
+        raise ConfigError(t("config.gateway_none_remote", host=gw.host), key="gateway.auth")
     if check and gw.enabled and not gw.api_key and not is_loopback(gw.host):
         raise ConfigError(t("config.gateway_no_key", host=gw.host), key="gateway.api_key")
     return gw

@@ -18,12 +18,14 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from kernel.config import is_loopback
+from kernel.config import GatewayConfig, is_loopback
+from kernel.config.sidecar_key import key_path, sidecar_key
 from kernel.core.errors import (
     HTTP_STATUS,
     BusyError,
@@ -446,6 +448,13 @@ class _Connection(RequestHandler):
             self.force_close()
 
 
+def _auth_shown(cfg: GatewayConfig, data_dir: Path) -> str:
+    """How callers authenticate, for the start's log line (never the key)."""
+    if cfg.auth == "none":
+        return "auth none: no key"
+    return "api key from the config" if cfg.api_key else f"api key in {key_path(data_dir)}"
+
+
 class _Site(web.TCPSite):
     """A TCP site whose connections are :class:`_Connection`s."""
 
@@ -484,6 +493,8 @@ class Gateway:
         self._services = TaskSet("gateway")
         self._stopping = asyncio.Event()
         self.port = 0
+        # The key in effect (kernel.config.sidecar_key), known once the app is built.
+        self.api_key = self.cfg.api_key
 
     @property
     def url(self) -> str:
@@ -500,7 +511,7 @@ class Gateway:
         app[ROUTERS] = self.routers
         app[READ_TIMEOUT] = self.cfg.read_timeout
         app[MAX_BODY] = self.cfg.max_body_bytes
-        app[API_KEY] = self.cfg.api_key
+        app[API_KEY] = self.api_key = self._key()
         app[GUESSES] = KeyGuesses(self.cfg.max_key_guesses_per_client, self.cfg.max_key_guesses)
         app[ORIGINS] = list(self.cfg.allowed_origins)
         signed = set()
@@ -515,6 +526,14 @@ class Gateway:
         app.on_response_prepare.append(console.security_headers)
         app.on_shutdown.append(self._end_services)  # after the sites stop, before draining
         return app
+
+    def _key(self) -> str:
+        """The key in effect: the configured one, else the data directory's (made on
+        the first start); "" only with ``auth = "none"``."""
+        try:
+            return sidecar_key(self.cfg, self.kernel.config.data_dir, create=True)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from None
 
     async def _start_services(self, app: web.Application) -> None:
         """Each router's services, each in a task of its own (see ``Router.services``)."""
@@ -550,6 +569,8 @@ class Gateway:
         if not cfg.api_key and not is_loopback(cfg.host):
             # config.py refuses this too; the server never binds so whatever built it.
             raise StartupError(t("config.gateway_no_key", host=cfg.host))
+        if cfg.auth == "none":
+            log.warning("%s", t("config.warn_keyless"))
         for router in self.routers:
             for hook in router.startup:
                 await hook(self.kernel)
@@ -593,9 +614,9 @@ class Gateway:
             for listener in router.listening:
                 listener(self.kernel, app, self.port)
         log.info(
-            "gateway listening on %s (api key %s, at most %d connections, %d per client)",
+            "gateway listening on %s (%s, at most %d connections, %d per client)",
             self.url,
-            "on" if cfg.api_key else "off",
+            _auth_shown(cfg, self.kernel.config.data_dir),
             total,
             per_client,
         )

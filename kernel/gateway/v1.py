@@ -64,12 +64,13 @@ def not_found_model(model: str, served: list[str]) -> V1Error:
 
 
 _V1_MESSAGES: dict[str, str] = {
-    "unauthorized": "invalid x-api-key: send Kernel's gateway.api_key as the x-api-key header "
-    "(ANTHROPIC_API_KEY) or as Authorization: Bearer",
+    "unauthorized": "invalid x-api-key: send Kernel's gateway.api_key (or the content of "
+    "gateway.key in its data directory) as the x-api-key header (ANTHROPIC_API_KEY) or as "
+    "Authorization: Bearer",
     "forbidden_origin": "requests from web pages are refused: list your page's origin in "
     "gateway.allowed_origins",
     "forbidden_host": "the Host header is not a loopback name: use 127.0.0.1 or localhost, "
-    "or set gateway.api_key",
+    'or remove gateway.auth = "none" and send the key',
     "method_not_allowed": "method not allowed here",
     "request_too_large": "request too large: the body exceeds gateway.max_body_bytes",
     "request_timeout": "the request body did not arrive within gateway.read_timeout",

@@ -102,11 +102,11 @@ async def test_add_list_restart_remove(
 async def test_refusals_carry_the_sidecar_code(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
-    sc = await sidecar(anthropic_sim)  # keyless: a stdio add is refused
+    sc = await sidecar(anthropic_sim, gateway={"auth": "none"})  # keyless: no stdio add
     with pytest.raises(SidecarError) as refused:
         await run(sc, "add", "local", "--command", sys.executable, key="")
     assert refused.value.code == "privilege_required"
-    assert "[gateway] api_key" in str(refused.value)
+    assert 'auth = "none"' in str(refused.value)
     with pytest.raises(SidecarError) as missing:
         await run(sc, "restart", "nope", key="")
     assert missing.value.code == "mcp_server_not_found"

@@ -132,7 +132,12 @@ async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
         await kernel.start()
         gw = Gateway(kernel, ROUTERS)
         await gw.start()
-        sc = Sidecar(kernel, gw, aiohttp.ClientSession(), model, path, api_key)
+        # The key the test gives, else the one Kernel generated (data/gateway.key), which
+        # every request of the test's client then carries (a test of keyless behaviour
+        # sets gateway={"auth": "none"}).
+        generated = {} if api_key or not gw.api_key else {"X-API-Key": gw.api_key}
+        http = aiohttp.ClientSession(headers=generated)
+        sc = Sidecar(kernel, gw, http, model, path, api_key or gw.api_key)
         running.append(sc)
         return sc
 

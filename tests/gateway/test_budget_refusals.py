@@ -62,7 +62,7 @@ async def test_v1_messages_answers_402_in_anthropics_shape(
     sidecar: SidecarFactory, sim: Sim, stream: bool
 ) -> None:
     sc = await start(sidecar, sim)
-    client = anthropic.AsyncAnthropic(api_key="unused", base_url=sc.url, max_retries=0)
+    client = anthropic.AsyncAnthropic(api_key=sc.api_key, base_url=sc.url, max_retries=0)
     try:
         with pytest.raises(anthropic.APIStatusError) as info:
             request: dict[str, Any] = {
@@ -90,7 +90,7 @@ async def test_v1_chat_completions_answers_402_in_openais_shape(
     sidecar: SidecarFactory, sim: Sim
 ) -> None:
     sc = await start(sidecar, sim)
-    client = openai.AsyncOpenAI(api_key="unused", base_url=f"{sc.url}/v1", max_retries=0)
+    client = openai.AsyncOpenAI(api_key=sc.api_key, base_url=f"{sc.url}/v1", max_retries=0)
     try:
         with pytest.raises(openai.APIStatusError) as info:
             await client.chat.completions.create(

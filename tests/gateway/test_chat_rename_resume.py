@@ -79,7 +79,7 @@ async def test_resume_in_telegram_continues_the_chat_there(bot: Factory) -> None
     gateway = Gateway(h.kernel, ROUTERS)
     await gateway.start()
     try:
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(headers={"X-API-Key": gateway.api_key}) as http:
             h.model.enqueue(text_reply("noted: apple"))
             body = {"input": [message("the word is apple")], "session_id": "web-1"}
             status, done = await _call(http, "POST", gateway.url + "/agent/process", body)

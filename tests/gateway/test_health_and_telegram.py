@@ -149,7 +149,7 @@ async def test_telegram_and_http_turns_in_flight_at_once(bot: Factory) -> None:
     gateway = Gateway(h.kernel, ROUTERS)
     await gateway.start()
     try:
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(headers={"X-API-Key": gateway.api_key}) as http:
             _, health = await _get(http, gateway.url + "/healthz")
             assert health["channels"]["telegram"]["state"] == "running"
             assert health["channels"]["telegram"]["polling"] is True

@@ -156,8 +156,9 @@ async def test_web_pages_cannot_drive_the_sidecar(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
     """A cross-site "simple" POST (text/plain, no preflight), a foreign Origin, and a
-    rebound Host are all refused before anything runs."""
-    sc = await sidecar(anthropic_sim)
+    rebound Host are all refused before anything runs (keyless: the Host check applies
+    without a key)."""
+    sc = await sidecar(anthropic_sim, gateway={"auth": "none"})
     body = json.dumps(
         {
             "input": [message("x")],
@@ -217,7 +218,7 @@ async def test_dns_rebinding_hosts_are_refused_and_literal_loopback_served(
 ) -> None:
     """Without a key, only a literal loopback Host (or localhost) reaches a route: a name
     that merely starts like one may resolve to this machine from a hostile page."""
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, gateway={"auth": "none"})
     for host in REBOUND_HOSTS:
         status, data, _ = await sc.call("GET", "/envs", headers={"Host": host})
         assert status == 403, host
@@ -307,7 +308,8 @@ async def test_slow_body_is_refused_with_408(
     reader, writer = await asyncio.open_connection("127.0.0.1", sc.gateway.port)
     writer.write(
         b"POST /agent/process HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        b"Content-Length: 100\r\n\r\n{"
+        + f"X-API-Key: {sc.api_key}\r\n".encode()
+        + b"Content-Length: 100\r\n\r\n{"
     )
     await writer.drain()
     async with asyncio.timeout(30):

@@ -102,7 +102,7 @@ async def test_the_sdks_server_starts_with_the_first_request_not_with_the_sideca
 async def test_a_keyless_sidecar_serves_the_local_owner(
     sidecar: SidecarFactory, model: Any
 ) -> None:
-    sc = await sidecar(model)
+    sc = await sidecar(model, gateway={"auth": "none"})
     assert sc.kernel.approvals.endpoint_url == f"{sc.url}/mcp"
     async with client(sc) as session:
         added = await session.call_tool("memory_add", {"text": "keyless works"})

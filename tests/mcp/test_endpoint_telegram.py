@@ -33,7 +33,7 @@ async def test_notify_owner_reaches_the_telegram_chat(
     served: tuple[BotHarness, Gateway],
 ) -> None:
     h, gateway = served
-    async with client(gateway.url) as session:
+    async with client(gateway.url, gateway.api_key) as session:
         sent = await session.call_tool("notify_owner", {"text": "The build is green <3 & done"})
     assert not sent.is_error, sent
     await h.tg.wait_until(lambda: any("build is green" in text for text in h.texts()))
@@ -49,7 +49,7 @@ async def test_the_owners_client_prompt_is_answered_with_a_button(
     served: tuple[BotHarness, Gateway],
 ) -> None:
     h, gateway = served
-    async with client(gateway.url) as session:
+    async with client(gateway.url, gateway.api_key) as session:
         call = asyncio.create_task(
             session.call_tool("approve", {"tool_name": "Bash", "input": BASH})
         )

@@ -87,7 +87,8 @@ async def test_a_telegram_session_follows_its_override(bot: Factory, tmp_path: P
         h.model.enqueue(text_reply("one"), text_reply("two"))
         await h.converse("first")
         session = h.kernel.agent.current_session(CONV)
-        status, data = await _put(gateway.url, f"chat-{session}", {"model": "model-b"})
+        path = f"chat-{session}"
+        status, data = await _put(gateway.url, gateway.api_key, path, {"model": "model-b"})
         assert status == 200 and data["applied_model"]["model"] == "model-b"
 
         assert await h.converse("second") == "two"
@@ -97,11 +98,13 @@ async def test_a_telegram_session_follows_its_override(bot: Factory, tmp_path: P
         await gateway.stop()
 
 
-async def _put(url: str, session: str, body: dict[str, str]) -> tuple[int, dict[str, object]]:
+async def _put(
+    url: str, key: str, session: str, body: dict[str, str]
+) -> tuple[int, dict[str, object]]:
     import aiohttp
 
     async with (
-        aiohttp.ClientSession() as http,
+        aiohttp.ClientSession(headers={"X-API-Key": key}) as http,
         http.put(f"{url}/agent/self/sessions/{session}/model", json=body) as response,
     ):
         return response.status, await response.json()

@@ -25,6 +25,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from kernel.config.sidecar_key import sidecar_key
 from kernel.core.events import AskUser
 from kernel.gateway.server import Gateway
 from kernel.telegram.asks import NOTE_ROOM, question_body
@@ -336,8 +337,10 @@ async def test_an_owners_own_mcp_client_is_asked_in_telegram(run: RunFactory) ->
     r: Run = await run([])
     endpoint = r.h.kernel.approvals.endpoint_url
     assert endpoint is not None
+    config = r.h.kernel.config  # the owner's client sends the key Kernel generated
+    owner = {"Authorization": f"Bearer {sidecar_key(config.gateway, config.data_dir)}"}
     async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http,
+        httpx2.AsyncClient(headers=owner, timeout=httpx2.Timeout(30, read=300)) as http,
         streamable_http_client(endpoint, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):

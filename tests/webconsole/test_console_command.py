@@ -1,8 +1,10 @@
-"""``kernel console``: the console's address from config.toml (or KERNEL_GATEWAY_URL),
-the sign-in and SSH-tunnel hint, and the browser opened only on a desktop."""
+"""``kernel console``: a one-time sign-in link to the console's address from config.toml
+(or KERNEL_GATEWAY_URL), the sign-in and SSH-tunnel hint, and the browser opened only on
+a desktop."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -35,33 +37,49 @@ def config(folder: Path, monkeypatch: pytest.MonkeyPatch, gateway: str) -> Path:
     return path
 
 
-def test_prints_the_url_and_opens_nothing_without_a_display(
+async def test_prints_a_link_and_opens_nothing_without_a_display(
+    sidecar: SidecarFactory,
+    anthropic_sim: AnthropicSim,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     opened: list[str],
 ) -> None:
-    config(tmp_path, monkeypatch, "port = 8123")
-    assert main(["console"]) == 0
+    sc = await sidecar(anthropic_sim)  # the generated key, found in its data directory
+    port = sc.gateway.port
+    (tmp_path / "cli").mkdir()
+    config(tmp_path / "cli", monkeypatch, f"port = {port}")
+    # No key in config.toml: the one Kernel generated, in the data directory it names.
+    path = tmp_path / "cli" / "config.toml"
+    data = sc.kernel.config.data_dir
+    path.write_text(path.read_text().replace("[general]\n", f'[general]\ndata_dir = "{data}"\n'))
+    assert await asyncio.to_thread(main, ["console"]) == 0  # the sidecar answers meanwhile
     out, err = capsys.readouterr()
-    assert out == "http://127.0.0.1:8123/console/\n"
-    assert "ssh -L 8123:127.0.0.1:8123" in err and "api_key" in err
+    assert out.startswith(f"http://127.0.0.1:{port}/console/#signin=") and out.endswith("\n")
+    assert f"ssh -L {port}:127.0.0.1:{port}" in err and "api_key" in err
+    assert sc.api_key not in out + err
     assert opened == []
 
 
-def test_opens_the_browser_on_a_desktop(
+async def test_opens_the_browser_on_a_desktop(
+    sidecar: SidecarFactory,
+    anthropic_sim: AnthropicSim,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     opened: list[str],
 ) -> None:
-    config(tmp_path, monkeypatch, 'host = "0.0.0.0"\nport = 8124\napi_key = "k-0123456789abcdef"')
+    sc = await sidecar(anthropic_sim, api_key=API_KEY)
+    (tmp_path / "cli").mkdir()
+    gateway = f'host = "0.0.0.0"\nport = {sc.gateway.port}\napi_key = {API_KEY!r}'
+    config(tmp_path / "cli", monkeypatch, gateway)
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
-    assert main(["console"]) == 0
+    assert await asyncio.to_thread(main, ["console"]) == 0
     out, err = capsys.readouterr()
     # A wildcard bind is reached on loopback; the key is never printed.
-    assert out == "http://127.0.0.1:8124/console/\n" and opened == [out.strip()]
-    assert "k-0123456789abcdef" not in out + err
+    assert out.startswith(f"http://127.0.0.1:{sc.gateway.port}/console/#signin=")
+    assert opened == [out.strip()]
+    assert API_KEY not in out + err
 
 
 def test_kernel_gateway_url_wins(
@@ -74,8 +92,10 @@ def test_kernel_gateway_url_wins(
     monkeypatch.setenv("KERNEL_GATEWAY_URL", "http://[::1]:9000/")
     monkeypatch.setenv("DISPLAY", ":0")
     assert main(["console"]) == 0
-    out, _ = capsys.readouterr()
+    out, err = capsys.readouterr()
     assert out == "http://[::1]:9000/console/\n" and opened == ["http://[::1]:9000/console/"]
+    # No key here (no configured one, none generated in this data directory): no link.
+    assert err.startswith("No sidecar key was found here")
 
 
 def test_refusals(
@@ -125,7 +145,7 @@ async def test_the_printed_url_is_the_running_console(
     sc = await sidecar(anthropic_sim, api_key=API_KEY)
     (tmp_path / "cli").mkdir()
     config(tmp_path / "cli", monkeypatch, f"port = {sc.gateway.port}\napi_key = {API_KEY!r}")
-    assert main(["console"]) == 0
+    assert await asyncio.to_thread(main, ["console"]) == 0
     url = capsys.readouterr().out.strip()
     async with sc.http.get(url) as response:  # not signed in: on to the sign-in page
         assert response.status == 200 and response.url.path == "/console/login"

@@ -353,7 +353,7 @@ def test_console_sessions_expire_and_are_bounded_on_their_clock() -> None:
 async def test_with_no_key_a_loopback_peer_signs_in(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, gateway={"auth": "none"})
     token, csrf, _ = await sign_in(sc, key="")
     status, _, _ = await page(sc, "/console/", with_cookie(sc, token))
     assert status == 200
@@ -366,7 +366,7 @@ async def test_with_no_key_a_loopback_peer_signs_in(
 async def test_dns_rebinding_is_refused_without_a_key(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, gateway={"auth": "none"})
     for host in ("evil.example", "127.0.0.1.evil.example", f"localhost.evil:{sc.gateway.port}"):
         for method, path, body in (
             ("GET", "/console/", None),

@@ -1,6 +1,7 @@
-"""The console's sign-ins (issue 21): the API key (or, with none set, a loopback peer)
-exchanged for a random session token in an HttpOnly, SameSite=Strict cookie, and a
-CSRF token the page keeps in memory and sends with every state-changing request.
+"""The console's sign-ins (issue 21): the API key, a one-time link of ``kernel console``
+(or, with ``gateway.auth = "none"``, a loopback peer) exchanged for a random session
+token in an HttpOnly, SameSite=Strict cookie, and a CSRF token the page keeps in memory
+and sends with every state-changing request.
 
 The cookie alone opens nothing but the page's empty shell: every API request and every
 console request must also carry the CSRF token, which is handed out only by the sign-in
@@ -9,7 +10,9 @@ host, which the cookie also reaches, never gets it).
 
 Sessions live in memory only (a restart signs everyone out); at most
 :data:`MAX_SESSIONS`, the oldest dropped first; each ends after
-``gateway.console_session_hours``. Tokens are kept as their SHA-256, never as sent.
+``gateway.console_session_hours``. Tokens are kept as their SHA-256, never as sent;
+so are the links (:meth:`ConsoleSessions.link`): at most :data:`MAX_LINKS`, each for
+one sign-in within :data:`LINK_SECONDS`.
 A sign-in is a guess of the key like a wrong ``X-API-Key``, counted before its body is
 read, per address and overall (:mod:`kernel.gateway.guesses`; 429 with Retry-After).
 """
@@ -17,6 +20,7 @@ read, per address and overall (:mod:`kernel.gateway.guesses`; 429 with Retry-Aft
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import time
 from collections import OrderedDict
@@ -29,6 +33,8 @@ COOKIE = "kernel_console"  # + "_<port>": cookies are shared by every port of a 
 CSRF_HEADER = "X-CSRF-Token"
 MAX_SESSIONS = 32
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LINK_SECONDS = 60.0  # a one-time sign-in link's life (kernel console)
+MAX_LINKS = 16  # links not yet used; the oldest dropped first
 
 
 @dataclass(slots=True)
@@ -46,6 +52,7 @@ class ConsoleSessions:
         self.lifetime = hours * 3600
         self._clock = clock
         self._sessions: OrderedDict[bytes, ConsoleSession] = OrderedDict()
+        self._links: OrderedDict[bytes, float] = OrderedDict()  # digest -> expiry
 
     def open(self) -> tuple[str, ConsoleSession]:
         """A new sign-in: (the cookie's token, its session)."""
@@ -75,6 +82,28 @@ class ConsoleSessions:
 
     def seconds_left(self, session: ConsoleSession) -> int:
         return max(0, int(session.expires - self._clock()))
+
+    def link(self) -> str:
+        """A one-time sign-in token (``kernel console``'s link): good for one sign-in
+        within :data:`LINK_SECONDS`, kept as its digest."""
+        token = secrets.token_urlsafe(32)
+        self._links[_digest(token)] = self._clock() + LINK_SECONDS
+        while len(self._links) > MAX_LINKS:
+            self._links.popitem(last=False)
+        return token
+
+    def redeem(self, token: str) -> bool:
+        """Whether ``token`` is a live link; it is spent either way (one use). Every
+        kept digest is compared, in constant time."""
+        now = self._clock()
+        given = _digest(token)
+        found = None
+        for digest, expires in list(self._links.items()):
+            if expires <= now:
+                del self._links[digest]
+            elif hmac.compare_digest(digest, given):
+                found = digest
+        return found is not None and self._links.pop(found, None) is not None
 
 
 def csrf_matches(session: ConsoleSession, given: str | None) -> bool:

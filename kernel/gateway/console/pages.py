@@ -4,9 +4,11 @@ static files, sign-in and sign-out, the page's session (its CSRF token) and its 
 - ``GET /console/`` the app (303 to ``/console/login`` without a live sign-in);
   ``GET /console/login`` the sign-in page; ``GET /console/static/<name>`` its scripts
   and styles (a fixed set of plain names, shipped in the package);
-- ``POST /console/login`` ``{"api_key": …}`` → the cookie (HttpOnly, SameSite=Strict)
-  and ``{"csrf": …}``; with no API key set only a loopback peer may sign in (the sidecar
-  is then loopback-only anyway);
+- ``POST /console/login`` ``{"api_key": …}`` or ``{"link": …}`` → the cookie (HttpOnly,
+  SameSite=Strict) and ``{"csrf": …}``; with ``gateway.auth = "none"`` (no key) only a
+  loopback peer may sign in (the sidecar is then loopback-only anyway);
+- ``POST /console/link`` (the API key only) → ``{"link", "expires_in"}``: a one-time
+  sign-in token for ``kernel console``'s link ``/console/#signin=<token>``;
 - ``GET /console/session`` → ``{expires_in, language}`` for a live sign-in (the cookie
   and the token the sign-in answer gave, which the page keeps in ``sessionStorage``);
 - ``POST /console/logout`` ends it (its CSRF token required, as for every
@@ -33,13 +35,20 @@ from kernel.gateway.api import (
     API_KEY,
     ApiError,
     KeyGuess,
+    authorized,
     json_response,
     key_guess,
     read_json,
     refusal,
     same_secret,
 )
-from kernel.gateway.console.auth import COOKIE, ConsoleSession, ConsoleSessions, cookie_name
+from kernel.gateway.console.auth import (
+    COOKIE,
+    LINK_SECONDS,
+    ConsoleSession,
+    ConsoleSessions,
+    cookie_name,
+)
 
 CONSOLE: web.AppKey[ConsoleSessions] = web.AppKey("console_sessions")
 SESSION = web.RequestKey("console_session", ConsoleSession)  # cookie + CSRF token
@@ -69,6 +78,7 @@ def install(app: web.Application, hours: float) -> None:
     app.router.add_get(PREFIX + "/static/{name}", _asset)
     app.router.add_post(f"{PREFIX}/login", _sign_in)
     app.router.add_post(f"{PREFIX}/logout", _sign_out)
+    app.router.add_post(f"{PREFIX}/link", _link)
     app.router.add_get(f"{PREFIX}/session", _session)
     app.router.add_get(f"{PREFIX}/strings", _strings)
 
@@ -160,9 +170,23 @@ async def _sign_in(request: web.Request) -> web.Response:
     """The CSRF token is in this answer only: the page keeps it (sessionStorage). Each
     sign-in is a guess of the key, counted before its body arrives (429 while the
     caller's guesses are throttled) and given back unless the key was wrong."""
-    sessions = request.app[CONSOLE]
     with key_guess(request, "too_many_sign_ins", "web.throttled") as guess:
         await _judge(request, guess)
+    return _signed_in(request)
+
+
+def _link_judged(request: web.Request, token: Any) -> None:
+    """A ``kernel console`` link's token: one sign-in, within its minute (a spent one
+    is no guess of the key: 256 random bits are not guessed)."""
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_KEY_CHARS:
+        raise refusal("invalid_request", t("web.link_field"), {"field": "link"})
+    if not request.app[CONSOLE].redeem(token):
+        raise refusal("unauthorized", t("web.link_spent"))
+
+
+def _signed_in(request: web.Request) -> web.Response:
+    """A new sign-in: its cookie, and its CSRF token in the answer only."""
+    sessions = request.app[CONSOLE]
     name = cookie_of(request)
     sessions.close(request.cookies.get(name))  # a sign-in replaces this browser's last
     token, session = sessions.open()
@@ -180,18 +204,32 @@ async def _sign_in(request: web.Request) -> web.Response:
 
 
 async def _judge(request: web.Request, guess: KeyGuess) -> None:
-    """The sign-in's key is right (else 401, the guess marked wrong; 400 for a body that
-    names no key at all)."""
+    """The sign-in's key (or link) is right (else 401, a wrong key's guess marked wrong;
+    400 for a body that names neither)."""
     body: Any = await read_json(request)
+    if isinstance(body, dict) and "link" in body:
+        _link_judged(request, body["link"])
+        return
     given = body.get("api_key", "") if isinstance(body, dict) else None
     if not isinstance(given, str) or len(given) > MAX_KEY_CHARS:
         raise refusal("invalid_request", t("web.key_field"), {"field": "api_key"})
     key = request.app[API_KEY]
-    # No key: the sidecar listens on loopback only; a loopback peer signs in.
+    # No key (gateway.auth = "none"): loopback only; a loopback peer signs in.
     ok = same_secret(given, key) if key else _peer_is_loopback(request)
     if not ok:
         guess.wrong()
         raise refusal("unauthorized", t("web.key_wrong"))
+
+
+async def _link(request: web.Request) -> web.Response:
+    """A one-time sign-in link's token for ``kernel console``: the API key only (not a
+    console sign-in: a page must not mint sign-ins for others)."""
+    if not request.app[API_KEY]:
+        raise refusal("forbidden", t("web.link_keyless"))
+    if not authorized(request):
+        raise refusal("unauthorized", t("web.link_needs_key"))
+    token = request.app[CONSOLE].link()
+    return json_response({"link": token, "expires_in": int(LINK_SECONDS)})
 
 
 async def _sign_out(request: web.Request) -> web.Response:

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from kernel import __version__
 from kernel.core.errors import KernelError
-from kernel.gateway.api import ROUTERS, Router, authorized, json_response, kernel_of
+from kernel.gateway.api import API_KEY, ROUTERS, Router, authorized, json_response, kernel_of
 from kernel.gateway.schema import OpenShape, Shape
 from kernel.store.db import Store
 
@@ -141,7 +141,7 @@ async def runtime_config(request: web.Request) -> web.Response:
         "mcp": bool(config.mcp_servers),
         "stt": config.stt is not None,  # [stt] with a key: voice messages transcribed
         "tts": config.tts is not None,  # [tts] usable: replies to voice spoken
-        "api_key_required": bool(config.gateway.api_key),
+        "api_key_required": bool(request.app[API_KEY]),
         "claude_compatible_messages": True,
     }
     body = {

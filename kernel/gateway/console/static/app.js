@@ -116,6 +116,7 @@ let current = null;
 let shows = 0; // a page whose script arrives after a newer choice is never drawn
 
 async function show() {
+  if (linkOpened()) return;
   const mine = ++shows;
   const wanted = location.hash.slice(1).split("/")[0];
   const name = PAGES.includes(wanted) ? wanted : "chat";
@@ -137,7 +138,16 @@ async function show() {
   }
 }
 
+// kernel console's link (#signin=…) is the sign-in page's to spend, also when it is
+// opened in a tab already signed in (only the fragment changes: no new page).
+function linkOpened() {
+  if (!location.hash.startsWith("#signin=")) return false;
+  location.replace("/console/login" + location.hash);
+  return true;
+}
+
 async function boot() {
+  if (linkOpened()) return;
   if (!state.csrf) {  // a new tab, or signed out: the cookie alone is not a sign-in
     location.assign("/console/login");
     return;
