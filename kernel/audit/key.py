@@ -31,11 +31,11 @@ import json
 import os
 import secrets
 import sqlite3
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel.core.fileio import create_whole
 from kernel.store.audit import KEYED, AuditRow, append_in, global_head, keyed_at
 
 KEY_FILE = "audit.key"
@@ -106,18 +106,7 @@ def create_key(path: Path, start: int) -> AuditKey:
     one is there already. Blocking."""
     key = secrets.token_bytes(KEY_BYTES)
     body = json.dumps({"v": 1, "key": key.hex(), "from": start}, separators=(",", ":"))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fchmod = getattr(os, "fchmod", None)  # Windows (before 3.13) has none
-            if fchmod is not None:
-                fchmod(fh.fileno(), 0o600)
-            fh.write(body.encode("ascii") + b"\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.link(tmp, path)  # atomic and exclusive: fails when the name exists
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    create_whole(path, body.encode("ascii") + b"\n")
     return AuditKey(key, start, path)
 
 

@@ -14,7 +14,6 @@ new key is made at the next start). The key is never logged.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from kernel.config.gateway import GatewayConfig
 from kernel.core.errors import ConfigError
+from kernel.core.fileio import create_whole
 from kernel.core.i18n import t
 
 KEY_FILE = "gateway.key"
@@ -80,38 +80,11 @@ def _read(path: Path) -> str:
 
 def _create(path: Path) -> str:
     """A new key in ``path``, or the one a concurrent start put there first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(32)
-    temp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(temp, flags, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            if _POSIX:
-                os.fchmod(handle.fileno(), 0o600)  # whatever the umask
-            handle.write(key.encode("ascii") + b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(temp, path)  # atomic, and never over an existing name
-        except FileExistsError:
-            return _read(path)  # a concurrent start won: its key is the key
-        except OSError:  # a file system without hard links: create the name itself
-            return _create_in_place(path, key)
+        create_whole(path, key.encode("ascii") + b"\n")
+    except FileExistsError:
+        return _read(path)  # a concurrent start won: its key is the key
     except OSError as exc:
         raise _refuse(path, exc.strerror or type(exc).__name__) from None
-    finally:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-    return key
-
-
-def _create_in_place(path: Path, key: str) -> str:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        return _read(path)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key.encode("ascii") + b"\n")
     return key

@@ -50,11 +50,9 @@ def probe_writable(folder: Path) -> OSError | None:
     return None
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Replace ``path`` atomically: readers see the old file or the new one, never half
-    of either. The temporary file lives beside the target (same filesystem) and is
-    synced before the rename; it is removed if anything fails. Blocking: run it in a
-    thread from async code."""
+def _synced_temp(path: Path, data: bytes, mode: int) -> str:
+    """A temporary file beside ``path`` (same filesystem) holding ``data``, with
+    ``mode`` whatever the umask, synced: the name of it. Removed if writing fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     try:
@@ -65,7 +63,44 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace ``path`` atomically: readers see the old file or the new one, never half
+    of either. The temporary file is synced before the rename; it is removed if
+    anything fails. Blocking: run it in a thread from async code."""
+    tmp = _synced_temp(path, data, mode)
+    try:
         platform.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def create_whole(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Create ``path`` holding ``data``, whole or not at all, and never over an
+    existing file: FileExistsError when the name exists (two processes creating it at
+    once: one wins, the other reads the winner's). Made as a synced temporary file,
+    then hard-linked to its name; where a file system has no hard links, the name is
+    created directly (exclusively, not symlink-followed). Blocking."""
+    tmp = _synced_temp(path, data, mode)
+    try:
+        try:
+            os.link(tmp, path)  # atomic and exclusive
+            return
+        except FileExistsError:
+            raise
+        except OSError:
+            pass  # no hard links here
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    finally:
+        Path(tmp).unlink(missing_ok=True)

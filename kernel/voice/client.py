@@ -9,6 +9,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from kernel.core.capped import read_capped
 from kernel.core.errors import SpeechError
 from kernel.providers.errors import translate
 
@@ -49,3 +50,19 @@ def speech_error(exc: Exception, sdk: ModuleType, secrets: list[str]) -> SpeechE
     error = translate(exc, provider="", secrets=secrets, sdk=sdk)
     cause = f"http_{error.status}" if error.status else error.code or "error"
     return SpeechError(str(error), cause)
+
+
+# The SDKs' raw responses are asked for uncompressed: the cap then bounds what is held.
+IDENTITY = {"Accept-Encoding": "identity"}
+
+
+async def read_answer(response: Any, limit: int) -> bytes:
+    """An SDK's streaming response (``with_streaming_response``) read with a running
+    cap of ``limit`` bytes (:func:`read_capped`: BodyRefused past it)."""
+    http = response.http_response
+    return await read_capped(
+        http.aiter_raw(),
+        limit,
+        declared=http.headers.get("content-length"),
+        encoding=http.headers.get("content-encoding"),
+    )

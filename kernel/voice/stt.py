@@ -11,13 +11,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from kernel.config import SttConfig
-from kernel.core.capped import BodyRefused, read_capped
+from kernel.core.capped import BodyRefused
 from kernel.core.errors import SpeechError
 from kernel.core.safejson import loads
 from kernel.core.surrogates import mend
 from kernel.core.usage import Usage
 from kernel.spend import CallTag, Meter
-from kernel.voice.client import SDKClient, speech_error
+from kernel.voice.client import IDENTITY, SDKClient, read_answer, speech_error
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +40,9 @@ class Transcriber:
             async with client.audio.transcriptions.with_streaming_response.create(
                 model=self.cfg.model,
                 file=(filename, audio, mime_type),
-                extra_headers={"Accept-Encoding": "identity"},  # the cap bounds what is held
+                extra_headers=IDENTITY,
             ) as response:
-                http = response.http_response
-                raw = await read_capped(
-                    http.aiter_raw(),
-                    MAX_ANSWER,
-                    declared=http.headers.get("content-length"),
-                    encoding=http.headers.get("content-encoding"),
-                )
+                raw = await read_answer(response, MAX_ANSWER)
         except BodyRefused as exc:
             raise SpeechError(f"the transcription answer is {exc}", "too_large") from None
         except Exception as exc:

@@ -18,7 +18,7 @@ from kernel.config import TtsConfig
 from kernel.core.capped import BodyRefused, read_capped
 from kernel.core.errors import SpeechError
 from kernel.core.redact import redact_text
-from kernel.voice.client import SDKClient, speech_error
+from kernel.voice.client import IDENTITY, SDKClient, read_answer, speech_error
 from kernel.voice.ffmpeg import find_ffmpeg, to_ogg_opus
 from kernel.voice.ogg import opus_duration
 
@@ -87,15 +87,9 @@ class Synthesizer:
                 voice=self.cfg.voice,
                 input=text,
                 response_format=self.cfg.format,
-                extra_headers={"Accept-Encoding": "identity"},  # the cap bounds what is held
+                extra_headers=IDENTITY,
             ) as response:
-                http = response.http_response
-                return await read_capped(
-                    http.aiter_raw(),
-                    MAX_AUDIO,
-                    declared=http.headers.get("content-length"),
-                    encoding=http.headers.get("content-encoding"),
-                )
+                return await read_answer(response, MAX_AUDIO)
         except BodyRefused as exc:
             raise SpeechError(f"the speech service's answer is {exc}", "too_large") from None
         except Exception as exc:
