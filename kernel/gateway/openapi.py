@@ -121,19 +121,15 @@ def _response(op: Operation, status: int, components: dict[str, Any]) -> dict[st
     return {"description": _REASONS.get(status, "OK"), "content": content}
 
 
-def _jsonrpc_responses(components: dict[str, Any]) -> dict[str, Any]:
+def _jsonrpc_responses(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
     """A JSON-RPC route's success: an SSE stream whose events each carry one JSON-RPC
-    message (the answer to a request), or 202 with no body (a notification or an answer
-    was taken)."""
-    stream = {
-        "type": "string",
-        "description": "SSE: each event's data is one JSON-RPC message (JsonRpcMessage)",
-    }
-    component(JsonRpcMessage, components)
+    message (``op.response``: the answer to a request), or 202 with no body (a
+    notification or an answer was taken)."""
+    each = component(op.response, components)
     return {
         "200": {
-            "description": "The answer, streamed",
-            "content": {"text/event-stream": {"schema": stream}},
+            "description": "The answer, streamed: each SSE event's data is one JSON-RPC message",
+            "content": {op.response_type: {"schema": each}},
         },
         "202": {"description": "Accepted: a notification or an answer; no body"},
     }
@@ -195,7 +191,7 @@ def _operation(op: Operation, components: dict[str, Any]) -> dict[str, Any]:
         out["security"] = []
     if op.protocol == "jsonrpc":
         errors |= set(_JSONRPC_STATUSES)
-        responses = _jsonrpc_responses(components)
+        responses = _jsonrpc_responses(op, components)
     else:
         responses = {
             str(status): _response(op, status, components) for status in (op.status, *op.also)

@@ -176,6 +176,8 @@ _SUMMARY = "Kernel's MCP server (streamable HTTP, stateless; the MCP protocol's 
     "/mcp",
     summary=_SUMMARY + ": a JSON-RPC message, answered as SSE (or 202 for a notification)",
     body=JsonRpcMessage,
+    response=JsonRpcMessage,  # each event's data
+    response_type="text/event-stream",
     sse=True,
     auth="bearer",
     errors=(403, 404, 503),
