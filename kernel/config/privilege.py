@@ -4,8 +4,9 @@ One rule, written once, for every route, verb and SelfOps operation that changes
 configuration while Kernel runs. A change is *privileged* when it:
 
 - sets an environment variable that changes how programs load, what they run or where
-  they connect (:func:`env_family`; the ``envs`` every coding CLI and stdio MCP server
-  inherits);
+  they connect (:func:`env_family`), or any other that does not hold a credential
+  (:func:`guarded_env`: programs read more than any list names); the ``envs`` every
+  coding CLI and stdio MCP server inherits;
 - adds or changes a program Kernel starts: a stdio MCP server (command, args, env,
   cwd), a coding CLI's command or args;
 - moves a stored secret: a provider's ``api_base`` (or a new provider) while it holds
@@ -135,6 +136,14 @@ _LOADER_NAMES = frozenset(
         "EDITOR",
         "VISUAL",
         "PAGER",
+        "OPENSSL_CONF",
+        "OPENSSL_MODULES",
+        "ZDOTDIR",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "BROWSER",
+        "GOFLAGS",
+        "GLIBC_TUNABLES",
     }
 )
 _DESTINATION_SUFFIXES = ("_BASE_URL", "_API_BASE", "_BASE", "_ENDPOINT", "_API_URL")
@@ -164,6 +173,20 @@ def env_family(name: str) -> Kind | None:
     return None
 
 
+def guarded_env(name: str) -> Kind | None:
+    """What setting ``name`` can do, as the rule judges it: its family when
+    :func:`env_family` names one; else "loader" for every name that is not a
+    credential's. The families are what is known to load code or move a key, but
+    programs read far more (OPENSSL_CONF loads a library into every TLS user, ZDOTDIR
+    runs a file in every zsh): only a name that holds a secret to hand a tool
+    (``*_KEY``, ``*_TOKEN`` …, :func:`is_sensitive`) is free for a caller without the
+    key. The key's holder may set any of them."""
+    family = env_family(name)
+    if family is not None:
+        return family
+    return None if is_sensitive(name) else "loader"
+
+
 # ------------------------------------------------------------------------ the changes
 
 
@@ -191,13 +214,14 @@ def env_changes(current: Mapping[str, str], new: Mapping[str, str]) -> list[Priv
     config.toml's or the process's own)."""
     found = []
     for name, value in new.items():
-        if env_family(name) is None or current.get(name) == value:
+        kind = guarded_env(name)
+        if kind is None or current.get(name) == value:
             continue
         shown = mask_secret(value) if is_sensitive(name) else _shown(value)
         found.append(
             Privileged(
                 f"envs.{name}",
-                env_family(name) or "loader",
+                kind,
                 t("priv.words.env", name=name, value=shown),
                 t("priv.fix.env", name=name),
             )

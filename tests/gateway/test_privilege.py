@@ -133,11 +133,18 @@ async def test_loader_names_need_the_key_on_every_envs_write_route(
             assert _runtime_envs(keyed)[name] == "/tmp/evil"
             assert keyed.kernel.config.envs[name] == "/tmp/evil"
             await keyed.call("DELETE", f"/envs/{name}")
-    # Any other name is anyone's, as before; removing a loader name needs no privilege.
-    status, _ = await console.call("PUT", "/envs/GREETING", {"value": "hi"})
-    assert status == 200 and _runtime_envs(keyed)["GREETING"] == "hi"
-    status, _, _ = await keyless.call("PUT", "/envs", {"envs": {"GREETING": "hi"}})
-    assert status == 200 and _runtime_envs(keyless) == {"GREETING": "hi"}
+    # Names no family lists are guarded too (programs read more than any list names:
+    # OPENSSL_CONF loads a library into every TLS user); a credential's name is anyone's.
+    for name in ("OPENSSL_CONF", "GREETING"):
+        status, data = await console.call("PUT", f"/envs/{name}", {"value": "/tmp/evil"})
+        _refused(status, data, f"envs.{name}")
+        status, data, _ = await keyless.call("PUT", "/envs", {"envs": {name: "/tmp/x"}})
+        _refused(status, data, f"envs.{name}")
+    status, _ = await console.call("PUT", "/envs/GITHUB_TOKEN", {"value": "ghp-0123456789"})
+    assert status == 200 and _runtime_envs(keyed)["GITHUB_TOKEN"] == "ghp-0123456789"
+    status, _, _ = await keyless.call("PUT", "/envs", {"envs": {"GITHUB_TOKEN": "ghp-1"}})
+    assert status == 200 and _runtime_envs(keyless) == {"GITHUB_TOKEN": "ghp-1"}
+    # Removing a guarded name needs no privilege.
     await keyed.call("PUT", "/envs/PATH", {"value": "/opt/bin"})
     status, _ = await console.call("DELETE", "/envs/PATH")
     assert status == 200 and "PATH" not in _runtime_envs(keyed)
