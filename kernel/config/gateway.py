@@ -71,7 +71,7 @@ class GatewayConfig(Section):
     # Guesses of the key (a wrong X-API-Key or Bearer, a console sign-in) a minute; over
     # either, keys are not compared: 429 with Retry-After. A right key is never counted.
     max_key_guesses: GuessLimit = Field(
-        30, description="a minute, all addresses together (then every key waits)"
+        30, description="a minute, all addresses together (then a short key waits)"
     )
     max_key_guesses_per_client: GuessLimit = Field(
         10, description="a minute, from one address (an IPv6 /64)"

@@ -27,7 +27,7 @@ from kernel.core import safejson
 from kernel.core.errors import CodedError, http_status
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
-from kernel.gateway.guesses import KeyGuesses
+from kernel.gateway.guesses import STRONG_KEY_CHARS, KeyGuesses
 from kernel.gateway.schema import BodyModel, problem
 
 if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
@@ -201,25 +201,36 @@ def peer_of(request: web.Request) -> str:
 
 def authorized(request: web.Request, *, refuse: bool = True) -> bool:
     """The request carries the sidecar's key, judged once per request (always true when
-    no key is set). While the caller's guesses are throttled the key is not compared: 429
-    ``too_many_wrong_keys`` with ``Retry-After`` (``refuse=False``, on a route open to
-    all: served as without a key). A wrong key counts as a guess; no key sent is none."""
+    no key is set; see :func:`_judge`). ``refuse=False``, on a route open to all: a
+    throttled caller is served as without a key instead of 429. A wrong key counts as
+    a guess; no key sent is none."""
     judged = request.get(KEY_JUDGED)
     if judged is not None:
         return judged
     key = request.app.get(API_KEY, "")
     given = given_key(request) if key else ""
-    if not key or not given:
-        judged = not key
-    elif not refuse and _guess_wait(request):
-        judged = False
-    else:
-        refuse_guessing(request)
-        judged = same_secret(given, key)
-        if not judged:
-            wrong_key(request)
+    judged = _judge(request, given, key, refuse) if key and given else not key
     request[KEY_JUDGED] = judged
     return judged
+
+
+def _judge(request: web.Request, given: str, key: str, refuse: bool) -> bool:
+    """``given`` is the key. While the caller's guesses are throttled a key short
+    enough to be guessed is not compared (429 ``too_many_wrong_keys`` with
+    ``Retry-After``); one too long to guess (:data:`STRONG_KEY_CHARS`: the generated
+    key) is, so a flood of wrong keys, from any address, never locks its holder out —
+    the flood itself still gets 429, and counting it further is pointless."""
+    wait = _guess_wait(request)
+    if wait and len(key) < STRONG_KEY_CHARS:
+        _throttled(wait, refuse)
+        return False
+    if same_secret(given, key):
+        return True
+    if wait:
+        _throttled(wait, refuse)
+        return False
+    wrong_key(request)
+    return False
 
 
 def _guess_wait(request: web.Request) -> int:
@@ -227,17 +238,14 @@ def _guess_wait(request: web.Request) -> int:
     return guesses.wait(peer_of(request)) if guesses is not None else 0
 
 
-def refuse_guessing(
-    request: web.Request, code: str = "too_many_wrong_keys", words: str = "gw.key_throttled"
+def _throttled(
+    wait: int, refuse: bool = True, code: str = "too_many_wrong_keys", words: str = ""
 ) -> None:
-    """429 ``code`` (its message the catalogue's ``words``) while the caller may not
-    guess the key (see :mod:`kernel.gateway.guesses`)."""
-    wait = _guess_wait(request)
-    if wait:
+    if refuse:
         raise ApiError(
             http_status(code, 429),
             code,
-            t(words, seconds=wait),
+            t(words or "gw.key_throttled", seconds=wait),
             {"retry_after": wait},
             {"Retry-After": str(wait)},
         )
@@ -252,16 +260,28 @@ def wrong_key(request: web.Request) -> None:
 
 class KeyGuess:
     """A guess whose verdict comes after an ``await`` (a sign-in's body): counted
-    before (:func:`key_guess`), given back unless :meth:`wrong` is called."""
+    before (:func:`key_guess`), given back unless :meth:`wrong` is called. Made while
+    throttled (a key too long to guess is still judged then), it is not counted, and
+    :meth:`wrong` answers 429 instead of the wrong key's 401."""
 
-    def __init__(self, guesses: KeyGuesses | None, address: str) -> None:
-        self._guesses = guesses
+    def __init__(
+        self,
+        guesses: KeyGuesses | None,
+        address: str,
+        wait: int = 0,
+        code: str = "",
+        words: str = "",
+    ) -> None:
+        self._guesses = guesses if not wait else None
         self._address = address
-        self._at = guesses.count(address) if guesses is not None else 0.0
+        self._at = self._guesses.count(address) if self._guesses is not None else 0.0
+        self._wait, self._code, self._words = wait, code, words
         self.judged_wrong = False
 
     def wrong(self) -> None:
         self.judged_wrong = True
+        if self._wait:
+            _throttled(self._wait, True, self._code, self._words)
 
     def close(self) -> None:
         if self._guesses is not None and not self.judged_wrong:
@@ -271,11 +291,13 @@ class KeyGuess:
 @contextmanager
 def key_guess(request: web.Request, code: str, words: str) -> Iterator[KeyGuess]:
     """One guess of the key made in a body: refused with 429 ``code`` while throttled
-    (:func:`refuse_guessing`), counted before the body is awaited (so concurrent
-    requests cannot all slip past the limit), given back when it ends without
-    :meth:`KeyGuess.wrong`."""
-    refuse_guessing(request, code, words)
-    guess = KeyGuess(request.app.get(GUESSES), peer_of(request))
+    (unless the key is too long to guess: see :func:`_judge`), counted before the body
+    is awaited (so concurrent requests cannot all slip past the limit), given back when
+    it ends without :meth:`KeyGuess.wrong`."""
+    wait = _guess_wait(request)
+    if wait and len(request.app.get(API_KEY, "")) < STRONG_KEY_CHARS:
+        _throttled(wait, True, code, words)
+    guess = KeyGuess(request.app.get(GUESSES), peer_of(request), wait, code, words)
     try:
         yield guess
     finally:

@@ -6,9 +6,12 @@ authorized`, :func:`kernel.gateway.api.key_guess`). A right key is never counted
 
 The limits, a minute each, are ``gateway.max_key_guesses_per_client`` (one address;
 an IPv6 /64 counts as one) and ``gateway.max_key_guesses`` (all addresses together:
-what rotating the source address, any of 127/8, cannot multiply). While the overall
-limit holds every key is refused, the owner's own too (a guesser must learn nothing):
-a console already signed in (cookie and CSRF token) and Telegram go on working.
+what rotating the source address, any of 127/8, cannot multiply). While a limit holds
+a key short enough to be guessed is refused unread, the owner's own too (a guesser
+must learn nothing; a console already signed in and Telegram go on working). A key of
+:data:`STRONG_KEY_CHARS` or more — the generated one is 43 — is still compared: no
+number of guesses finds it, and anyone on the machine could otherwise lock its owner
+(and every delegation's run token) out with a minute of wrong keys.
 
 Memory stays bounded: at most :data:`MAX_ADDRESSES` addresses (or one more than the
 overall limit) are remembered, the least recently counted dropped first. Each counted
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from kernel.core.window import SlidingWindow
 
 WINDOW = 60.0  # the limits are a minute's
+STRONG_KEY_CHARS = 32  # a key this long is beyond guessing at any rate a sidecar serves
 MAX_ADDRESSES = 256
 
 

@@ -293,3 +293,44 @@ def test_the_guess_table_counts_per_address_and_overall_on_its_clock() -> None:
             now[0] += WINDOW
         guesses.count(f"10.1.{n // 250}.{n % 250}")
     assert len(guesses) <= MAX_ADDRESSES
+
+
+async def test_a_flood_of_wrong_keys_never_locks_out_the_generated_key(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """Anyone on the machine can send wrong keys from 127.0.0.1, the owner's own
+    address: with the generated key (too long to guess) the flood gets 429, while the
+    owner's key, a delegation's run token and a ``kernel console`` link still work."""
+    from tests.mcp.test_endpoint import open_grant
+    from tests.mcp.test_endpoint_refusals import ACCEPT, INITIALIZE
+
+    sc = await sidecar(anthropic_sim)  # no key set: the generated one (43 characters)
+    own = sc.api_key
+    assert len(own) >= 32
+    sources = [f"127.0.{n // 250}.{n % 250 + 2}" for n in range(OVERALL + 10)]
+    answers = await asyncio.gather(
+        *(
+            send(sc, "GET", "/healthz" if n % 3 else "/chats", source=source, headers=wrong)
+            for n, source in enumerate(sources)
+            for wrong in ({"X-API-Key": f"guess-{n}"},)
+        )
+    )
+    assert sum(a[0] == 401 for a in answers) <= OVERALL
+    answer = await send(sc, "GET", "/chats", headers={"X-API-Key": "guess-again"})
+    assert answer[1]["error"]["code"] == "too_many_wrong_keys" and retry_after(answer)
+    # The owner, from the flooded address itself: the key, a run token, a sign-in link.
+    status, data, _ = await send(sc, "GET", "/chats", headers={"X-API-Key": own})
+    assert status == 200 and "chats" in data
+    grant = open_grant(sc)
+    mcp = {**ACCEPT, "Authorization": f"Bearer {grant.token}"}
+    async with (  # an SSE answer: read, not parsed
+        aiohttp.ClientSession() as http,
+        http.post(sc.url + "/mcp", json=INITIALIZE, headers=mcp) as response,
+    ):
+        assert response.status == 200, await response.text()
+    status, data, _ = await send(sc, "POST", "/console/link", headers={"X-API-Key": own})
+    assert status == 200
+    status, signed, _ = await send(sc, "POST", "/console/login", body={"link": data["link"]})
+    assert status == 200 and signed["csrf"]
+    answer = await sign_in(sc, "guess-in-a-body")
+    assert answer[1]["error"]["code"] == "too_many_sign_ins" and retry_after(answer)

@@ -32,14 +32,12 @@ from kernel.gateway.api import (
     CALLER,
     ApiError,
     Router,
+    authorized,
     given_key,
     kernel_of,
     read_bytes,
     read_json,
     refusal,
-    refuse_guessing,
-    same_secret,
-    wrong_key,
 )
 from kernel.gateway.openapi import JsonRpcMessage
 from kernel.gateway.server import loopback_host
@@ -220,9 +218,10 @@ async def post_mcp(request: web.Request) -> web.StreamResponse:
 
 
 def _caller(request: web.Request) -> Caller:
-    """The owner (the API key; no bearer on a keyless sidecar) or one delegation (a live
-    run token); else 401, and the bearer counts as a wrong key (429 while those are
-    throttled, as on every route)."""
+    """One delegation (a live run token: no guess of the key, looked up first so a flood
+    of wrong keys never stops a delegation) or the owner (the API key, judged as on every
+    route: :func:`authorized`; no bearer on a keyless sidecar); else 401, and the bearer
+    counts as a wrong key (429 while those are throttled)."""
     from kernel.mcp.endpoint import Caller
 
     key = request.app[API_KEY]
@@ -231,18 +230,16 @@ def _caller(request: web.Request) -> Caller:
         if not key:
             return Caller()
         raise _unauthorized(t("mcpserve.no_token"))
-    refuse_guessing(request)  # 429 while wrong keys are throttled: nothing compared
-    if key and same_secret(given, key):
-        request[CALLER] = "key"
-        return Caller()
     raw = given.encode("utf-8", "surrogateescape")
     grant = kernel_of(request).approvals.resolve(raw.decode("utf-8", "replace"))
+    if grant is not None and grant != "expired":
+        return Caller(grant)
+    if key and authorized(request):
+        request[CALLER] = "key"
+        return Caller()
     if grant == "expired":
         raise _unauthorized(t("mcpserve.expired"), expired=True)
-    if grant is None:
-        wrong_key(request)
-        raise _unauthorized(t("mcpserve.bad_token"))
-    return Caller(grant)
+    raise _unauthorized(t("mcpserve.bad_token"))
 
 
 def _unauthorized(message: str, *, expired: bool = False) -> ApiError:
