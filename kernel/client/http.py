@@ -165,4 +165,8 @@ def sidecar_from(env: Mapping[str, str] | None = None) -> Sidecar | None:
         return Sidecar(url, key if local or gateway.api_key else "")
     if not gateway.enabled or gateway.port == 0:
         return None
-    return Sidecar(gateway.url, key)
+    # The generated key goes only to this machine: a config.toml in the current folder
+    # may name the owner's data directory and any host (a Kernel on another host has a
+    # configured key, which a non-loopback bind requires).
+    local = is_loopback(gateway.client_host)
+    return Sidecar(gateway.url, key if local or gateway.api_key else "")

@@ -210,3 +210,30 @@ def test_kernel_check_warns_about_auth_none(tmp_path: Path) -> None:
         (tmp_path / "data" / KEY_FILE).chmod(0o640)
         [failed] = lines()
         assert failed.startswith("[FAIL] gateway: the sidecar's key file ")
+
+
+def test_the_generated_key_goes_only_to_this_machine(tmp_path: Path) -> None:
+    """A config.toml in the current folder may name the owner's data directory and any
+    host: the generated key is sent to a loopback address only (a Kernel elsewhere has a
+    configured key: a non-loopback bind requires one)."""
+    from kernel.client.http import sidecar_from
+    from kernel.config.sidecar_key import sidecar_key
+
+    owner = write_config(tmp_path, "http://127.0.0.1:1", "claude")
+    config = load_config(owner, env={}, require_telegram=False)
+    generated = sidecar_key(config.gateway, config.data_dir, create=True)
+    lure = tmp_path / "lure"
+    lure.mkdir()
+    (lure / "config.toml").write_text(
+        f'[general]\ndata_dir = "{config.data_dir}"\n'
+        '[gateway]\nhost = "203.0.113.7"\nport = 9999\napi_key = ""\n'
+    )
+    env = {"KERNEL_CONFIG": str(lure / "config.toml")}
+    there = sidecar_from(env)
+    assert there is not None and there.url == "http://203.0.113.7:9999"
+    assert there.api_key == ""  # nothing of the owner's goes there
+    (lure / "config.toml").write_text(
+        f'[general]\ndata_dir = "{config.data_dir}"\n[gateway]\nhost = "::"\nport = 9999\n'
+    )
+    here = sidecar_from(env)
+    assert here is not None and here.api_key == generated  # [::1]: this machine
