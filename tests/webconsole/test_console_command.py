@@ -5,6 +5,9 @@ a desktop."""
 from __future__ import annotations
 
 import asyncio
+import html
+import stat
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -74,12 +77,24 @@ async def test_opens_the_browser_on_a_desktop(
     gateway = f'host = "0.0.0.0"\nport = {sc.gateway.port}\napi_key = {API_KEY!r}'
     config(tmp_path / "cli", monkeypatch, gateway)
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    (tmp_path / "run").mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     assert await asyncio.to_thread(main, ["console"]) == 0
     out, err = capsys.readouterr()
     # A wildcard bind is reached on loopback; the key is never printed.
     assert out.startswith(f"http://127.0.0.1:{sc.gateway.port}/console/#signin=")
-    assert opened == [out.strip()]
     assert API_KEY not in out + err
+    # The browser (and its launcher's command line) gets a page's address, not the link:
+    # a private page that goes on to it.
+    [address] = opened
+    token = out.strip().split("#signin=")[1]
+    assert address.startswith("file://") and token not in address
+    page = Path(urllib.parse.unquote(urllib.parse.urlsplit(address).path))
+    assert page.is_relative_to(tmp_path / "run")
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+    refresh = f'<meta http-equiv="refresh" content="0;url={html.escape(out.strip())}">'
+    assert refresh in page.read_text(encoding="utf-8")
 
 
 def test_kernel_gateway_url_wins(
