@@ -33,6 +33,21 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return urls
 
 
+def _page(address: str) -> Path:
+    return Path(urllib.parse.unquote(urllib.parse.urlsplit(address).path))
+
+
+def private_page(address: str, folder: Path) -> tuple[int, int]:
+    """The modes of the file:// page ``address`` names (under ``folder``) and its folder."""
+    page = _page(address)
+    assert page.is_relative_to(folder)
+    return stat.S_IMODE(page.stat().st_mode), stat.S_IMODE(page.parent.stat().st_mode)
+
+
+def read_page(address: str) -> str:
+    return _page(address).read_text(encoding="utf-8")
+
+
 def config(folder: Path, monkeypatch: pytest.MonkeyPatch, gateway: str) -> Path:
     path = folder / "config.toml"
     path.write_text(f'[general]\nlanguage = "en"\n[gateway]\n{gateway}\n', encoding="utf-8")
@@ -89,12 +104,9 @@ async def test_opens_the_browser_on_a_desktop(
     [address] = opened
     token = out.strip().split("#signin=")[1]
     assert address.startswith("file://") and token not in address
-    page = Path(urllib.parse.unquote(urllib.parse.urlsplit(address).path))
-    assert page.is_relative_to(tmp_path / "run")
-    assert stat.S_IMODE(page.stat().st_mode) == 0o600
-    assert stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+    assert private_page(address, tmp_path / "run") == (0o600, 0o700)
     refresh = f'<meta http-equiv="refresh" content="0;url={html.escape(out.strip())}">'
-    assert refresh in page.read_text(encoding="utf-8")
+    assert refresh in read_page(address)
 
 
 def test_kernel_gateway_url_wins(
