@@ -10,17 +10,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import html
 import logging
 import os
 import sys
+import tempfile
 import urllib.parse
 import webbrowser
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TextIO
 
 from kernel import __version__
 from kernel.config import Config, load_config
 from kernel.core.errors import ConfigError, StartupError
+from kernel.core.fileio import create_whole
 from kernel.core.i18n import t
 from kernel.core.platform import install_stop
 
@@ -146,9 +150,25 @@ def console_command(env: Mapping[str, str] | None = None, platform: str = sys.pl
     hint = "client.console_link_hint" if sidecar.api_key else keyless
     print(t(hint, port=port), file=sys.stderr)
     if desktop(env, platform):
-        with contextlib.suppress(webbrowser.Error):  # printed above: opened by hand
-            webbrowser.open(url)
+        with contextlib.suppress(webbrowser.Error, OSError):  # printed above: opened by hand
+            webbrowser.open(_redirect_page(url, env) if sidecar.api_key else url)
     return 0
+
+
+def _redirect_page(url: str, env: Mapping[str, str]) -> str:
+    """A file:// address of a page that goes on to ``url``, so that the one-time link
+    is on no command line (the browser's or its launcher's, which any local user can
+    read): the page is 0600 in a fresh 0700 folder of the user's runtime directory
+    (or the temporary one). Left there, as the browser may read it after this returns:
+    what it holds is valid once, for a minute."""
+    runtime = env.get("XDG_RUNTIME_DIR") or ""
+    private = runtime if runtime and Path(runtime).is_dir() else None
+    folder = Path(tempfile.mkdtemp(prefix="kernel-console-", dir=private))
+    page = folder / "console.html"
+    target = html.escape(url, quote=True)
+    text = f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">\n'
+    create_whole(page, text.encode("utf-8"), mode=0o600)
+    return page.as_uri()
 
 
 def _configure(require_telegram: bool, to_file: bool, stream: TextIO | None = None) -> Config:

@@ -47,6 +47,7 @@ from kernel.store.trouble import StorageTrouble, diagnose
 from kernel.tools.registry import ToolRegistry
 from kernel.workspace import Workspace
 from kernel.workspace.archive import Archives
+from kernel.workspace.paths import own_code
 
 if TYPE_CHECKING:
     from kernel.channels.qq import QQChannel
@@ -117,11 +118,11 @@ class Kernel:
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)
         self.runtime.on_config_changed(self._config_changed)
-        # The workspace the sidecar serves: config.toml, the data dir and the audit key
-        # never among it.
+        # The workspace the sidecar serves: config.toml, the data dir, the audit key and
+        # Kernel's own code (the Quickstart's workspace is its checkout) never among it.
         self.workspace = Workspace(
             config.general.default_workspace,
-            protected=[config.path, config.data_dir, self.audit_key_file],
+            protected=[config.path, config.data_dir, self.audit_key_file, *own_code()],
             allow_hard_links=config.gateway.allow_hard_links,
         )
         self.archives = Archives(

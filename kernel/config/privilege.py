@@ -204,8 +204,13 @@ class Privileged:
 
 
 def _shown(value: str) -> str:
+    """``value`` on one line; a longer one than ``SHOWN`` as its start, its end and its
+    length (harmless flags first would otherwise hide what a cut tail adds)."""
     value = value.replace("\n", "⏎")
-    return value if len(value) <= SHOWN else value[:SHOWN] + "…"
+    if len(value) <= SHOWN:
+        return value
+    half = SHOWN // 2
+    return t("priv.cut", start=value[:half], end=value[-half:], count=len(value))
 
 
 def env_changes(current: Mapping[str, str], new: Mapping[str, str]) -> list[Privileged]:

@@ -5,9 +5,10 @@ or ``.``, no empty part, no control character or backslash, no dotfile, and none
 these after Unicode compatibility folding either (a fullwidth dot is a dot). Then on
 disk (:class:`Root`): every folder on the way is opened relative to the one before with
 ``O_NOFOLLOW``, so a symbolic link anywhere on the path is refused rather than followed,
-even if one appears between a check and the use. ``config.toml`` and the data directory
-are never listed, read or written, wherever they lie under the root (names compared
-without regard to case, for case-insensitive file systems).
+even if one appears between a check and the use. ``config.toml``, the data directory and
+Kernel's own code (:func:`own_code`) are never listed, read or written, wherever they lie
+under the root (names compared without regard to case, for case-insensitive file
+systems).
 
 On Windows, where ``openat`` does not exist, the same walk is done by
 :class:`kernel.workspace.dirs.PathDirs` (every component checked with ``lstat``, reparse
@@ -87,6 +88,15 @@ def parts_of(path: str) -> Parts:
             if folded.startswith("."):
                 raise denied(path, t("ws.why_lookalike"))
     return parts
+
+
+def own_code() -> list[Path]:
+    """Kernel's own code: its package folder and, beside it in a checkout (the Quickstart
+    layout, where the workspace is that checkout), pyproject.toml and uv.lock. A
+    workspace protects them like config.toml: a write there would change what the next
+    start runs. (The venv, ``.venv``, is a dotfile: never reachable.)"""
+    package = Path(__file__).resolve().parents[1]
+    return [package, package.parent / "pyproject.toml", package.parent / "uv.lock"]
 
 
 class Secrets:

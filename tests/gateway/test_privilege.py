@@ -383,3 +383,25 @@ async def test_a_console_change_waits_for_the_owners_word_in_telegram(
         assert h.kernel.config.envs.get("PATH") != "/tmp"
     finally:
         await gateway.stop()
+
+
+async def test_a_long_value_shows_the_owner_its_end(
+    bot: Factory, console_http: aiohttp.ClientSession
+) -> None:
+    """300 characters of harmless flags first: the owner still reads the tail they hide."""
+    h = await bot(gateway={"api_key": API_KEY})
+    gateway = Gateway(h.kernel, ROUTERS)
+    await gateway.start()
+    try:
+        console = await sign_in(gateway.url, console_http)
+        value = "--no-warnings " * 22 + "--require /tmp/x.js"
+        call = console.call("PUT", "/envs/NODE_OPTIONS", {"value": value})
+        pending = asyncio.ensure_future(call)
+        asked = await question(h)
+        h.tg.inject_callback(buttons(asked)[1]["callback_data"], message_id=asked.message_id)
+        status, data = await pending
+        _refused(status, data, "envs.NODE_OPTIONS")
+        assert "--require /tmp/x.js" in asked.text and f"{len(value)} characters" in asked.text
+        assert value[:100] in asked.text
+    finally:
+        await gateway.stop()

@@ -5,6 +5,9 @@ a desktop."""
 from __future__ import annotations
 
 import asyncio
+import html
+import stat
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,21 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for name in ("DISPLAY", "WAYLAND_DISPLAY", "KERNEL_GATEWAY_URL", "KERNEL_LANGUAGE"):
         monkeypatch.delenv(name, raising=False)
     return urls
+
+
+def _page(address: str) -> Path:
+    return Path(urllib.parse.unquote(urllib.parse.urlsplit(address).path))
+
+
+def private_page(address: str, folder: Path) -> tuple[int, int]:
+    """The modes of the file:// page ``address`` names (under ``folder``) and its folder."""
+    page = _page(address)
+    assert page.is_relative_to(folder)
+    return stat.S_IMODE(page.stat().st_mode), stat.S_IMODE(page.parent.stat().st_mode)
+
+
+def read_page(address: str) -> str:
+    return _page(address).read_text(encoding="utf-8")
 
 
 def config(folder: Path, monkeypatch: pytest.MonkeyPatch, gateway: str) -> Path:
@@ -74,12 +92,21 @@ async def test_opens_the_browser_on_a_desktop(
     gateway = f'host = "0.0.0.0"\nport = {sc.gateway.port}\napi_key = {API_KEY!r}'
     config(tmp_path / "cli", monkeypatch, gateway)
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    (tmp_path / "run").mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     assert await asyncio.to_thread(main, ["console"]) == 0
     out, err = capsys.readouterr()
     # A wildcard bind is reached on loopback; the key is never printed.
     assert out.startswith(f"http://127.0.0.1:{sc.gateway.port}/console/#signin=")
-    assert opened == [out.strip()]
     assert API_KEY not in out + err
+    # The browser (and its launcher's command line) gets a page's address, not the link:
+    # a private page that goes on to it.
+    [address] = opened
+    token = out.strip().split("#signin=")[1]
+    assert address.startswith("file://") and token not in address
+    assert private_page(address, tmp_path / "run") == (0o600, 0o700)
+    refresh = f'<meta http-equiv="refresh" content="0;url={html.escape(out.strip())}">'
+    assert refresh in read_page(address)
 
 
 def test_kernel_gateway_url_wins(

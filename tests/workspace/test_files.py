@@ -4,7 +4,9 @@ with nothing written; uploads all or nothing."""
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import aiohttp
 import pytest
 from yarl import URL
 
+import kernel
 from tests.gateway.conftest import Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 
@@ -233,3 +236,34 @@ async def test_a_page_in_the_workspace_is_never_rendered_by_a_browser(
         assert resp.headers["Content-Disposition"].startswith("attachment;")
         assert resp.headers["X-Content-Type-Options"] == "nosniff"
         assert resp.headers["Content-Security-Policy"] == "sandbox"
+
+
+CHECKOUT = Path(kernel.__file__).resolve().parent.parent  # the Quickstart's workspace
+
+
+async def test_kernels_own_code_is_never_served_or_overwritten(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """The Quickstart layout: the workspace is Kernel's own checkout. Its package,
+    pyproject.toml and uv.lock are refused like config.toml (a write would change what
+    the next start runs); the venv is a dotfile. Nothing here changes a file's bytes."""
+    sc = await sidecar(anthropic_sim, default_workspace=str(CHECKOUT))
+    before = {
+        n: (CHECKOUT / n).read_bytes() for n in ("kernel/app.py", "pyproject.toml", "uv.lock")
+    }
+    for name, data in before.items():
+        status, body = await raw(sc, "PUT", f"/workspace/files/{name}", data=data)
+        assert status == 403 and error_code(body) == "path_denied", (name, body)
+        assert b"Kernel's own code" in body
+    for method, path in (("DELETE", "kernel/no_such.py"), ("PUT", ".venv/bin/python")):
+        status, body = await raw(sc, method, f"/workspace/files/{path}", data=b"x")
+        assert status in (400, 403) and error_code(body) in ("path_denied", "path_invalid")
+    status, body = await raw(sc, "GET", "/workspace/files?path=kernel")
+    assert status == 403 and error_code(body) == "path_denied"
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("kernel/zz_added.py", "print('next start')\n")
+    status, body = await raw(sc, "POST", "/workspace/import", data=archive.getvalue())
+    assert status == 400 and error_code(body) == "import_unsafe_entry", body
+    assert not (CHECKOUT / "kernel" / "zz_added.py").exists()
+    assert {n: (CHECKOUT / n).read_bytes() for n in before} == before
