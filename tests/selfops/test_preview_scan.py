@@ -135,3 +135,35 @@ async def test_prose_about_tokens_without_a_value_is_not_sensitive(
     assert p["requires_sensitive_allow"] is False and p["checks"]["sensitive_fields"] == []
     status, _ = await apply(sc, p)
     assert status == 200 and (tmp_path / "prompts" / "howto.md").read_text() == text
+
+
+def _nested(inner: str) -> str:
+    """A JSON document 99 arrays deep holding ``inner`` as a string."""
+    return "[" * 99 + json.dumps(inner) + "]" * 99
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("headers", {"X-A": "[" * 5000}),  # not JSON, too deep for json.loads to say so
+        ("default_model", "[" * 990 + "]" * 990),  # JSON, deeper than the sidecar reads
+        # Documents inside documents, each as deep as allowed: past what is read, the
+        # value counts as sensitive (unread), never a RecursionError.
+        ("default_model", _nested(_nested(_nested("x")))),
+    ],
+)
+async def test_a_deeply_nested_value_previews_not_a_500(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, key: str, value: Any
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    op = {"kind": "merge", "value": {"main": {key: value}}}
+    status, data, _ = await sc.call(
+        "POST", PREVIEW, {"target": "provider_config", "operations": [op]}
+    )
+    assert status == 200, data
+    if key == "headers":
+        assert data["checks"]["sensitive_fields"] == ["main.headers", "main.headers.X-A"]
+    elif value.startswith("[" * 990):
+        assert data["requires_sensitive_allow"] is False, data
+    else:
+        assert data["checks"]["sensitive_fields"] == ["main.default_model"], data
