@@ -72,16 +72,34 @@ def mask_lines(text: str) -> str:
         body = line.rstrip("\r\n")
         found = _line_secret(body)
         if found is not None and found[1]:
-            _, value, start, end = found
+            name, value, start, end = found
             if start >= 0:
                 body = body[:start] + mask_secret(value) + body[end:]
             else:
-                shown = mask_secret(value)
-                for depth in range(-start, -1, -1):
-                    body = body.replace(_escaped(value, depth), shown)
-                body = body.replace(value, shown)
+                body = _masked_nested(body, name, value)
         out.append(body + line[len(line.rstrip("\r\n")) :])
     return "".join(out)
+
+
+def _masked_nested(body: str, name: str, value: str) -> str:
+    """``body`` with a secret found in a nested JSON string masked wherever it appears;
+    when it is written with other escapes (``\\/``, ``\\u002d``) and so not found as
+    re-escaped, everything from the secret's name (or the whole line) is masked."""
+    shown = mask_secret(value)
+    masked_body = body
+    for depth in range(NESTED_DEPTH, 0, -1):
+        masked_body = masked_body.replace(_escaped(value, depth), shown)
+    masked_body = masked_body.replace(value, shown)
+    if not _shows(masked_body, value):
+        return masked_body
+    at = body.find(name)
+    kept = body[: at + len(name)] if at >= 0 else ""
+    return f"{kept} {shown}" if kept and not _shows(kept, value) else shown
+
+
+def _shows(text: str, value: str) -> bool:
+    """``value`` can be read in ``text`` as written or in one of its decoded readings."""
+    return any(value in view for view in _views(text))
 
 
 def added_sensitive(before: str, after: str) -> list[str]:
