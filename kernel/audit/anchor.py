@@ -75,7 +75,15 @@ def load_anchor(path: Path) -> Anchor | None:
         return Anchor(0, "")
     if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(value, str):
         return Anchor(0, "")
-    return Anchor(seq, value, mac if isinstance(mac, str) else None)
+    return Anchor(seq, value, mac if _is_mac(mac) else None)
+
+
+def _is_mac(value: object) -> bool:
+    """An HMAC-SHA256 as :func:`anchor_mac` writes it: 64 lowercase hex characters (any
+    other ``mac`` is no seal, and ``hmac.compare_digest`` refuses non-ASCII text)."""
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
 
 
 def read_anchor(path: Path) -> tuple[int, str] | None:

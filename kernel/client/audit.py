@@ -177,6 +177,8 @@ def _key(args: argparse.Namespace) -> AuditKey | None:
 def verify(args: argparse.Namespace, out: IO[str]) -> int:
     path, _ = _where(args)
     key = _key(args)
+    if key is None and args.db is not None:  # --db: nothing said the record is unkeyed
+        print(f"kernel: {t('client.audit_no_key')}", file=sys.stderr)
     # The global chain's end Kernel keeps beside the database (kernel/audit/anchor.py),
     # read before the snapshot: a Kernel recording meanwhile only moves the chain ahead.
     anchor = load_anchor(path.parent / ANCHOR_FILE) if args.session is None else None

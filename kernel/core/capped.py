@@ -24,7 +24,7 @@ class TooLarge(BodyRefused):
 
 
 class BadEncoding(BodyRefused):
-    """Compressed in a way not read (``corrupt``: gzip that does not inflate)."""
+    """Compressed in a way not read (``corrupt``: gzip that does not inflate, or is cut short)."""
 
     def __init__(self, coding: str, *, corrupt: bool = False) -> None:
         super().__init__("corrupt gzip" if corrupt else "an unread content encoding")
@@ -90,3 +90,5 @@ async def _gather(
         if total > limit:
             raise TooLarge(limit)
         kept.append(chunk)
+    if inflater is not None and received and not inflater.eof:
+        raise BadEncoding(coding, corrupt=True)  # cut short: the gzip stream never ended

@@ -69,6 +69,10 @@ def _parse_constant(name: str) -> Any:
 def loads(raw: bytes | str) -> Any:
     """The parsed document, or :class:`UnsafeJSONError`, :class:`json.JSONDecodeError`
     or :class:`UnicodeDecodeError` (all ``ValueError``)."""
+    if isinstance(raw, bytes | bytearray):
+        # Strictly: ``json.loads`` decodes bytes with ``surrogatepass``, so the encoded
+        # surrogate ED A0 80 would become a lone surrogate with no escape to find.
+        raw = bytes(raw).decode(json.detect_encoding(raw))
     try:
         data = json.loads(
             raw,

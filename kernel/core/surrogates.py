@@ -7,7 +7,8 @@ Telegram update reader): people's words keep every character with U+FFFD for eac
 half, names are refused. What may still carry one later (a model's output, a tool's
 result) is mended where it would fail, and only then (:func:`mend`, :func:`mend_all`).
 
-Decoded UTF-8 never holds a surrogate, so only a ``\\uD800``–``\\uDFFF`` escape can
+Strictly decoded UTF-8 never holds a surrogate (:func:`kernel.core.safejson.loads`
+refuses the bytes of one), so only a ``\\uD800``–``\\uDFFF`` escape can
 bring one: :func:`may_carry` looks for that in the raw text first, and nothing is
 walked when it is absent.
 """

@@ -15,12 +15,16 @@ from typing import Any
 
 from kernel.config.providers import ProviderConfig
 from kernel.config.secrets import is_sensitive, secret_fields
+from kernel.core import safejson
 from kernel.core.redact import mask_secret, secret_assignment
 
 NESTED_DEPTH = 3  # JSON strings inside JSON strings, decoded at most this deep
 # One escape at a time, each of a fixed length: linear on any line.
 _ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
 _DOCUMENT_MAX = 64 * 1024  # a longer string value is not parsed as a JSON document
+# Arrays/objects inside each other that sensitive_keys reads, nested documents counted:
+# what lies deeper is not read and its path counts as sensitive.
+_KEYS_DEPTH = 2 * safejson.MAX_DEPTH
 
 
 def _unescape(match: re.Match[str]) -> str:
@@ -68,16 +72,34 @@ def mask_lines(text: str) -> str:
         body = line.rstrip("\r\n")
         found = _line_secret(body)
         if found is not None and found[1]:
-            _, value, start, end = found
+            name, value, start, end = found
             if start >= 0:
                 body = body[:start] + mask_secret(value) + body[end:]
             else:
-                shown = mask_secret(value)
-                for depth in range(-start, -1, -1):
-                    body = body.replace(_escaped(value, depth), shown)
-                body = body.replace(value, shown)
+                body = _masked_nested(body, name, value)
         out.append(body + line[len(line.rstrip("\r\n")) :])
     return "".join(out)
+
+
+def _masked_nested(body: str, name: str, value: str) -> str:
+    """``body`` with a secret found in a nested JSON string masked wherever it appears;
+    when it is written with other escapes (``\\/``, ``\\u002d``) and so not found as
+    re-escaped, everything from the secret's name (or the whole line) is masked."""
+    shown = mask_secret(value)
+    masked_body = body
+    for depth in range(NESTED_DEPTH, 0, -1):
+        masked_body = masked_body.replace(_escaped(value, depth), shown)
+    masked_body = masked_body.replace(value, shown)
+    if not _shows(masked_body, value):
+        return masked_body
+    at = body.find(name)
+    kept = body[: at + len(name)] if at >= 0 else ""
+    return f"{kept} {shown}" if kept and not _shows(kept, value) else shown
+
+
+def _shows(text: str, value: str) -> bool:
+    """``value`` can be read in ``text`` as written or in one of its decoded readings."""
+    return any(value in view for view in _views(text))
 
 
 def added_sensitive(before: str, after: str) -> list[str]:
@@ -96,35 +118,43 @@ def _document(value: str, depth: int) -> Any:
     text = value.strip()
     if depth >= NESTED_DEPTH or len(text) > _DOCUMENT_MAX or text[:1] not in ("{", "["):
         return None
-    try:
-        return json.loads(text)
-    except ValueError:
+    try:  # depth-limited: a hostile value is refused, never a RecursionError
+        return safejson.loads(text)
+    except ValueError:  # not JSON, too deep, a number out of range, a lone surrogate
         return None
 
 
-def sensitive_keys(value: Any, path: str, depth: int = 0) -> list[str]:
+def sensitive_keys(value: Any, path: str, depth: int = 0, level: int = 0) -> list[str]:
     """Dotted names (``<provider>.<key>…``) of sensitive keys an operation sets: the
     provider keys the schema marks secret (``api_key``, every header: a header often
     carries a credential), and any name the secret-name rule accepts (``*_KEY`` …), also
-    inside a string value that is a JSON document."""
-    found: list[str] = []
+    inside a string value that is a JSON document. ``level``: arrays/objects above this
+    one; past :data:`_KEYS_DEPTH` the path itself counts as sensitive, unread."""
     parts = path.split(".") if path else []
     name = parts[-1] if parts else ""
     # An endpoint change decides where the provider's key is sent: as sensitive as the key.
     redirect = name in ("api_base", "base_url")
     marked = any(part in secret_fields(ProviderConfig) for part in parts[1:])
-    if path and (is_sensitive(name) or redirect or marked):
-        found.append(path)
+    found = [path] if path and (is_sensitive(name) or redirect or marked) else []
+    return found + _keys_inside(value, path, depth, level)
+
+
+def _keys_inside(value: Any, path: str, depth: int, level: int) -> list[str]:
+    """:func:`sensitive_keys` of what ``value`` (at ``path``) holds."""
+    if level > _KEYS_DEPTH:
+        return [path or "(too deep)"]
     if isinstance(value, str):
         inner = _document(value, depth)
         if inner is not None:
             value, depth = inner, depth + 1
-    if isinstance(value, list):
+    found: list[str] = []
+    if isinstance(value, list):  # an item is at its list's path: not named again
         for item in value:
-            found += [name for name in sensitive_keys(item, path, depth) if name != path]
+            found += _keys_inside(item, path, depth, level + 1)
     elif isinstance(value, dict):
         for key, item in value.items():
-            found += sensitive_keys(item, f"{path}.{key}" if path else str(key), depth)
+            where = f"{path}.{key}" if path else str(key)
+            found += sensitive_keys(item, where, depth, level + 1)
     return found
 
 

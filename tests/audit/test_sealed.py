@@ -387,3 +387,17 @@ async def test_a_key_file_that_is_not_a_key_stops_the_start_naming_it(config: Pa
         f"cannot use the audit key file {key_file} (not a key file): run as a user who can read it"
     )
     assert key_file.read_text() == "not a key\n"  # never replaced
+
+
+async def test_an_anchor_whose_mac_is_no_hmac_is_unsealed_not_a_crash(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await run_kernel(config)
+    anchor = config.parent / "data" / ANCHOR_FILE
+    fields = json.loads(anchor.read_text())
+    anchor.write_text(json.dumps(fields | {"mac": "\u00e9"}))  # "é" written as the \u00e9 escape
+    assert verify(capsys) == (
+        1,
+        "⚠️ record broken at #4: the anchor (data/audit.anchor) is not sealed with the audit"
+        " key: it was replaced or reset\n",
+    )

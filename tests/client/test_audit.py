@@ -189,3 +189,22 @@ async def test_an_unreadable_database_exits_2_with_the_fix(
     with pytest.raises(SystemExit):
         main(["audit", "list", "-n", "1001"])
     assert "from 1 to 1000" in capsys.readouterr().err
+
+
+async def test_verify_of_a_named_database_without_a_key_says_it_proves_little(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Store(tmp_path / "copy" / "kernel.db")
+    await store.start()
+    await fill(store)
+    await store.close()
+    db = str(store.path)
+    # No config.toml anywhere: --db alone, so no key is known (and the default language).
+    code, out, err = cli("verify", "--db", db, capsys=capsys)
+    assert (code, out) == (0, "✅ 记录完整：4 条事件\n")
+    assert err == (
+        "kernel: 未找到审计密钥：没有它，这个结果对能写入 data/ 的人什么也证明不了"
+        "（他们能重算每个哈希）；用 --key 指定密钥文件（config.toml 旁的 audit.key）\n"
+    )
+    code, out, err = cli("verify", "--db", db, "--json", capsys=capsys)
+    assert code == 0 and json.loads(out)["ok"] is True and "--key" in err

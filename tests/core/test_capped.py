@@ -63,3 +63,13 @@ async def test_other_or_broken_encodings_are_refused() -> None:
     with pytest.raises(BadEncoding) as broken:
         await read_capped(Source(1, b"not gzip at all"), CHUNK, encoding="gzip")
     assert broken.value.corrupt
+
+
+async def test_a_gzip_stream_cut_short_is_refused_as_corrupt() -> None:
+    whole = gzip.compress(b"hello " * 1000)
+    for cut in (whole[:-8], whole[: len(whole) // 2], whole[:12]):  # no trailer; half; header
+        with pytest.raises(BadEncoding) as cut_short:
+            await read_capped(Source(1, cut), CHUNK, encoding="gzip")
+        assert cut_short.value.coding == "gzip" and cut_short.value.corrupt
+    assert await read_capped(Source(1, whole), CHUNK, encoding="gzip") == b"hello " * 1000
+    assert await read_capped(Source(0), CHUNK, encoding="gzip") == b""  # no body at all

@@ -268,3 +268,41 @@ async def test_a_model_reply_carrying_one_is_answered_not_a_500(
     status, data = await send(sc, "POST", "/v1/messages", v1)
     assert status == 200 and data["content"][0]["text"] == f"v1 {LONE}", data
     assert await streamed_text(sc, "/v1/messages", v1 | {"stream": True}) == f"v1 {LONE} streamed"
+
+
+async def test_a_surrogate_s_own_bytes_are_refused_as_not_utf8(
+    sidecar: SidecarFactory, echo: AnthropicSim
+) -> None:
+    """ED A0 80 (a surrogate encoded as if it were a character) is not UTF-8: the body
+    is refused 400 as not UTF-8 — in the /v1 APIs' own shapes there — never a 5xx."""
+    sc = await sidecar(echo, api_key=API_KEY)
+    raw = b"\xed\xa0\x80"
+    bodies = [
+        ("PUT", "/envs", b'{"envs": {"RE' + raw + b'": "eu"}}'),
+        (
+            "POST",
+            "/mcp/servers",
+            b'{"name": "web", "type": "http", "url": "http://a/' + raw + b'"}',
+        ),
+        ("POST", "/chats", b'{"name": "trip ' + raw + b'"}'),
+    ]
+    for method, path, body in bodies:
+        status, data, _ = await sc.call(
+            method, path, data=body, headers={**sc.headers(), "Content-Type": "application/json"}
+        )
+        assert status == 400, (path, status, data)
+        assert data["error"]["code"] == "invalid_request", data
+        assert "not UTF-8" in data["error"]["message"], data
+    v1 = b'{"model": "model-a", "max_tokens": 9, "messages": [{"role": "user", "content": "'
+    for path in ("/v1/messages", "/v1/chat/completions"):
+        body = v1 + raw + b'"}]}'
+        status, data, _ = await sc.call(
+            "POST", path, data=body, headers={**sc.headers(), "Content-Type": "application/json"}
+        )
+        assert status == 400, (path, status, data)
+        assert data["error"]["type"] == "invalid_request_error", data
+        assert data["error"]["message"].endswith("(not UTF-8)"), data
+        if path == "/v1/messages":
+            assert data["type"] == "error", data
+    assert echo.requests == []
+    assert "RE\ud800" not in (await sc.kernel.runtime.overlay()).get("envs", {})

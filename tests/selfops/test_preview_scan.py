@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,17 @@ async def test_the_event_loop_answers_while_a_preview_is_worked_out(
     assert p["diff_summary"][0]["added_lines"] == 1
 
 
+_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+
+
+def _readings(text: str) -> list[str]:
+    """``text`` and what it reads as with its JSON string escapes decoded, 4 times over."""
+    out = [text]
+    for _ in range(4):
+        out.append(_ESCAPE.sub(lambda m: json.loads(f'"{m[0]}"'), out[-1]))
+    return out
+
+
 @pytest.mark.parametrize(
     ("text", "name"),
     [
@@ -100,6 +112,15 @@ async def test_the_event_loop_answers_while_a_preview_is_worked_out(
             json.dumps({"a": json.dumps({"b": json.dumps({"token": SECRET})})}) + "\n",
             "token",
         ),
+        # Escapes json.dumps never writes: the value is not found re-escaped.
+        (
+            '{"env": "{\\"OPENAI_API_KEY\\": \\"' + SECRET[:20] + "\\/" + SECRET[20:] + '\\"}"}\n',
+            "OPENAI_API_KEY",
+        ),
+        (
+            '{"env": "{\\"OPENAI_API_KEY\\": \\"sk\\u002d' + SECRET[3:] + '\\"}"}\n',
+            "OPENAI_API_KEY",
+        ),
     ],
 )
 async def test_a_secret_in_each_shape_needs_allow_sensitive(
@@ -110,7 +131,8 @@ async def test_a_secret_in_each_shape_needs_allow_sensitive(
     p = await preview(sc, "workspace_file", op)
     assert p["requires_sensitive_allow"] is True
     assert p["checks"]["sensitive_fields"] == [name]
-    assert SECRET not in p["unified_diff"]
+    for reading in _readings(p["unified_diff"]):
+        assert SECRET not in reading.replace("/", "")
     assert SECRET[:4] + "…" + SECRET[-4:] in p["unified_diff"]
     status, data = await apply(sc, p)
     assert status == 403 and data["error"]["code"] == "mutation_sensitive_denied"
@@ -135,3 +157,35 @@ async def test_prose_about_tokens_without_a_value_is_not_sensitive(
     assert p["requires_sensitive_allow"] is False and p["checks"]["sensitive_fields"] == []
     status, _ = await apply(sc, p)
     assert status == 200 and (tmp_path / "prompts" / "howto.md").read_text() == text
+
+
+def _nested(inner: str) -> str:
+    """A JSON document 99 arrays deep holding ``inner`` as a string."""
+    return "[" * 99 + json.dumps(inner) + "]" * 99
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("headers", {"X-A": "[" * 5000}),  # not JSON, too deep for json.loads to say so
+        ("default_model", "[" * 990 + "]" * 990),  # JSON, deeper than the sidecar reads
+        # Documents inside documents, each as deep as allowed: past what is read, the
+        # value counts as sensitive (unread), never a RecursionError.
+        ("default_model", _nested(_nested(_nested("x")))),
+    ],
+)
+async def test_a_deeply_nested_value_previews_not_a_500(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, key: str, value: Any
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    op = {"kind": "merge", "value": {"main": {key: value}}}
+    status, data, _ = await sc.call(
+        "POST", PREVIEW, {"target": "provider_config", "operations": [op]}
+    )
+    assert status == 200, data
+    if key == "headers":
+        assert data["checks"]["sensitive_fields"] == ["main.headers", "main.headers.X-A"]
+    elif value.startswith("[" * 990):
+        assert data["requires_sensitive_allow"] is False, data
+    else:
+        assert data["checks"]["sensitive_fields"] == ["main.default_model"], data
