@@ -223,7 +223,9 @@ async def test_an_idle_worker_ends_and_the_next_page_starts_another() -> None:
         assert gone(pid)
         assert children() <= before
         assert await extractor.readable(SMALL, within=WAIT) == readable(SMALL)
-        assert extractor.pid not in (None, pid)
+        # Another worker read it; on a loaded machine it may have idled out (pid None)
+        # before this line runs: 0.2 s is its idle time, not a bound on the test.
+        assert extractor.pid != pid
     finally:
         extractor.close()
     assert children() <= before
