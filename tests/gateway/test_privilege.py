@@ -150,37 +150,28 @@ async def test_loader_names_need_the_key_on_every_envs_write_route(
     assert status == 200 and "PATH" not in _runtime_envs(keyed)
 
 
-async def test_the_pythonpath_attack_runs_nothing_without_the_key(
-    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+@pytest.mark.parametrize("keyed", [False, True], ids=["keyless", "key"])
+async def test_the_pythonpath_attack_runs_only_with_the_key(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path, keyed: bool
 ) -> None:
-    """The report's attack: PYTHONPATH, then restart a stdio server."""
+    """The report's attack: PYTHONPATH, then restart a stdio server. Keyless it runs
+    nothing; the same steps with the key do run it (the check, not something else,
+    stopped the keyless one)."""
     evil = tmp_path / "evil"
     evil.mkdir()
     marker = tmp_path / "ran"
     (evil / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     extra = mcp_toml([stdio_server("tools")])
-    sc = await sidecar(anthropic_sim, gateway={"auth": "none"}, extra=extra)
+    who: dict[str, Any] = {"api_key": API_KEY} if keyed else {"gateway": {"auth": "none"}}
+    sc = await sidecar(anthropic_sim, extra=extra, **who)
     status, data, _ = await sc.call("PUT", "/envs", {"envs": {"PYTHONPATH": str(evil)}})
-    _refused(status, data, "envs.PYTHONPATH")
+    if keyed:
+        assert status == 200
+    else:
+        _refused(status, data, "envs.PYTHONPATH")
     status, data, _ = await sc.call("POST", "/mcp/servers/tools/restart")
     assert status == 200 and data["state"] == "connected"
-    assert not marker.exists()
-
-
-async def test_the_key_holder_can_still_do_it_and_the_child_sees_it(
-    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
-) -> None:
-    """The same steps with the key: the check, not something else, stopped the above."""
-    evil = tmp_path / "evil"
-    evil.mkdir()
-    marker = tmp_path / "ran"
-    (evil / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
-    extra = mcp_toml([stdio_server("tools")])
-    sc = await sidecar(anthropic_sim, api_key=API_KEY, extra=extra)
-    status, _, _ = await sc.call("PUT", "/envs", {"envs": {"PYTHONPATH": str(evil)}})
-    assert status == 200
-    status, _, _ = await sc.call("POST", "/mcp/servers/tools/restart")
-    assert status == 200 and marker.read_text() == "ran"
+    assert marker.exists() is keyed
 
 
 async def test_a_stdio_server_needs_the_key(
