@@ -175,7 +175,8 @@ async def test_resume_takes_a_bare_number_like_a_hash_number(bot: Factory) -> No
     for text in ("alpha", "beta", "gamma"):
         await h.converse(text)
         await h.ask("/new")
-    await h.ask("/history")
+    listed = await picker(h, "/resume")  # numbered like /history: typed numbers follow it
+    assert labels(listed)[2].startswith("#3 ")
 
     plain = await h.ask("/resume 3")
     first = h.kernel.agent.current_session(CONV)
