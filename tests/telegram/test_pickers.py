@@ -272,3 +272,22 @@ async def test_a_strangers_tap_does_nothing(bot: Factory) -> None:
     assert now is not None and (now.text, now.reply_markup) == (shown.text, shown.reply_markup)
     assert h.kernel.agent.model == "model-a"
     assert not h.tg.calls_to("answerCallbackQuery")
+
+
+async def test_a_picker_from_before_a_restart_still_acts(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("one"), text_reply("two"))
+    await h.converse("first session")
+    await h.ask("/new")
+    await h.converse("second session")
+    shown = await picker(h, "/resume")
+    older = (await h.kernel.agent.list_sessions())[1].id
+    await h.channel.stop()
+    await h.kernel.stop()
+
+    again = await bot(tg=h.tg, model=h.model)  # no listing kept: the tap lists again
+    after = await tap(again, shown, labels(shown)[1])
+
+    assert after.text.startswith("Resumed session #2")
+    assert after.reply_markup is None
+    assert again.kernel.agent.current_session(CONV) == older
