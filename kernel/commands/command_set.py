@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernel.agent.turn import UserInput
 from kernel.audit import kinds
 from kernel.commands.audit import audit_command
-from kernel.commands.listing import format_history, parse_refs, project_filter
+from kernel.commands.listing import format_history, parse_refs, project_filter, session_label
 from kernel.commands.mcp import ServerLine, mcp_listing
 from kernel.commands.modes import mode_command
 from kernel.commands.profiles import profile_command
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kernel.cron.scheduler import CronScheduler
     from kernel.delegate.delegator import Delegator
     from kernel.memory.memories import Memories
-    from kernel.store.db import Store
+    from kernel.store.db import SessionRow, Store
 
 HISTORY_LISTING = 20  # /history shows the newest this many sessions
 MEMORY_LISTING = 200  # /memory shows the newest this many (and says how many there are)
@@ -148,8 +148,7 @@ class Commands:
             project = project_filter(arg)
         except KernelError as exc:
             return Reply(str(exc), error=True)
-        rows = await self.agent.list_sessions(limit=HISTORY_LISTING, project=project)
-        self.sessions[conversation] = [r.id for r in rows]
+        rows = await self._listing(conversation, project)
         if not rows:
             none = t("session.none_in_project", project=project) if project else t("session.none")
             return Reply(none)
@@ -161,6 +160,12 @@ class Commands:
                 text += "\n" + t("conv.branches", branches=branches, messages=messages)
         return Reply(text)
 
+    async def _listing(self, conversation: str, project: str | None = None) -> list[SessionRow]:
+        """The sessions /history and a bare /resume show; ``#n`` refers to them after."""
+        rows = await self.agent.list_sessions(limit=HISTORY_LISTING, project=project)
+        self.sessions[conversation] = [r.id for r in rows]
+        return rows
+
     def _session_refs(self, conversation: str, text: str, *, single: bool) -> list[tuple[int, int]]:
         listing = self.sessions.get(conversation, [])
         if not text:
@@ -171,12 +176,31 @@ class Commands:
         return [(n, listing[n - 1]) for n in refs]
 
     async def resume(self, conversation: str, arg: str) -> Reply:
+        """A bare /resume lists the sessions as choices (a channel offers them as buttons)."""
+        if not arg:
+            return await self._resume_choices(conversation)
         try:
             [(n, session_id)] = self._session_refs(conversation, arg, single=True)
             row = await self.agent.resume(conversation, session_id)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         return Reply(t("session.resumed", n=n, title=row.title or t("session.untitled")))
+
+    async def _resume_choices(self, conversation: str) -> Reply:
+        rows = await self._listing(conversation)
+        if not rows:
+            return Reply(t("session.none"))
+        current = self.agent.current_session(conversation)
+        choices = tuple(
+            Choice(
+                session_label(n, row, self.agent),
+                f"/resume #{n}",
+                current=row.id == current,
+                key=f"session:{row.id}",
+            )
+            for n, row in enumerate(rows, start=1)
+        )
+        return Reply(format_history(rows, self.agent), choices=choices)
 
     async def retitle(self, conversation: str, arg: str = "") -> Reply:
         """The title comes in ``follow_up``: title retries wait up to 78 s, which a
@@ -255,7 +279,9 @@ class Commands:
                 model=agent.model,
                 available=", ".join(available),
             )
-            return Reply(text, choices=tuple(Choice(p, f"/provider {p}") for p in available))
+            current = agent.provider_name
+            choices = tuple(Choice(p, f"/provider {p}", current=p == current) for p in available)
+            return Reply(text, choices=choices)
         if arg == "auto":
             return await self._auto()
         try:
@@ -273,7 +299,7 @@ class Commands:
             text += "\n" + t(
                 "routing.pick_in_force" if agent.pick_in_force else "routing.pick_auto"
             )
-            choices = [Choice(m, f"/model {m}") for m in models]
+            choices = [Choice(m, f"/model {m}", current=m == agent.model) for m in models]
             if agent.pick_in_force:
                 choices.append(Choice("auto", "/model auto"))
             return Reply(text, choices=tuple(choices))

@@ -25,12 +25,16 @@ def format_history(rows: list[SessionRow], clock: LocalClock) -> str:
     """``#<n> YYYY-MM-DD <title> [project]`` lines, newest first, dates in the configured
     zone."""
     lines = [t("session.list_header")]
-    for n, row in enumerate(rows, start=1):
-        date = clock.local_time(row.updated_at).strftime("%Y-%m-%d")
-        project = row.meta.get("project")
-        tag = f" [{project}]" if isinstance(project, str) and project else ""
-        lines.append(f"#{n} {date} {row.title or t('session.untitled')}{tag}")
+    lines += [session_label(n, row, clock) for n, row in enumerate(rows, start=1)]
     return "\n".join(lines)
+
+
+def session_label(n: int, row: SessionRow, clock: LocalClock) -> str:
+    """How a session is named in a listing: its /history line and its /resume button."""
+    date = clock.local_time(row.updated_at).strftime("%Y-%m-%d")
+    project = row.meta.get("project")
+    tag = f" [{project}]" if isinstance(project, str) and project else ""
+    return f"#{n} {date} {row.title or t('session.untitled')}{tag}"
 
 
 def project_filter(arg: str) -> str | None:

@@ -59,10 +59,9 @@ async def listing(agent: Agent, conversation: str, kind: Kind) -> Reply:
         if problem:
             lines.append(t("profile.line_unusable", name=profile.name, problem=problem))
             continue
-        mark = "▶" if profile.name == current else "•"
-        lines.append(f"{mark} {profile.name} — {profile.description}")
-        if profile.name != current:
-            choices.append(Choice(profile.name, f"/{kind} {profile.name}"))
+        here = profile.name == current
+        lines.append(f"{'▶' if here else '•'} {profile.name} — {profile.description}")
+        choices.append(Choice(profile.name, f"/{kind} {profile.name}", current=here))
     if current and current not in {p.name for p in found}:
         lines.append(t("profile.line_gone", name=current))
     lines.append(t("profile.line_current", name=current or t("profile.current_none")))

@@ -10,10 +10,26 @@ from kernel.core.turns import Turn
 
 @dataclass(frozen=True)
 class Choice:
-    """An option a channel may offer as a button; ``command`` is the text it stands for."""
+    """An option a channel may offer as a button; ``command`` is the text it stands for.
+
+    ``current``: the option in force now (a channel marks it). ``key``: what the option
+    is when its command's words can come to mean another one (``/resume #2`` names a
+    place in a listing; its key names the session); by default the command itself.
+    """
 
     label: str
     command: str
+    current: bool = False
+    key: str = ""
+
+    @property
+    def identity(self) -> str:
+        return self.key or self.command
+
+    @property
+    def argument(self) -> str:
+        """What follows the command's name: ``/model x`` → ``x``."""
+        return self.command.partition(" ")[2]
 
 
 @dataclass(frozen=True)

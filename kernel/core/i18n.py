@@ -79,6 +79,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "session.untitled": "（无标题）",
         "session.bad_ref": "无效的会话序号 {ref}：请先用 /history 查看，再用 /resume #n",
         "session.resumed": "已恢复会话 #{n}：{title}",
+        "pick.stale": "这个选项已经不在了（列表显示之后被删除或更改），什么也没改。发送 /{command} 查看现在的列表。",
         "session.deleted": "已删除 {count} 个会话",
         # console
         "console.welcome": "Kernel 终端对话（provider {provider} / 模型 {model}）。/exit 退出，Ctrl-C 取消当前回复。",
@@ -1298,6 +1299,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "session.untitled": "(untitled)",
         "session.bad_ref": "Invalid session number {ref}: list them with /history, then /resume #n",
         "session.resumed": "Resumed session #{n}: {title}",
+        "pick.stale": "That choice is gone (removed or changed since this list was shown); nothing was changed. Send /{command} for the current list.",
         "session.deleted": "Deleted {count} session(s)",
         "console.welcome": "Kernel terminal chat (provider {provider} / model {model}). /exit quits, Ctrl-C cancels the current reply.",
         "console.help": "Commands: /new  /history  /resume #n  /retitle [#n]  /del_history #n[/#m…]  /provider [name|auto]  /model [name|auto]  /persona [NAME|off]  /project [NAME|off]  /prompts  /mode [default|codex|claude]  /remember TEXT  /memory  /forget #n[/#m…]  /status  /usage [today|week|month]  /mcp  /audit [n|all]  /exit; write /skill/NAME in a message to use a skill, /prompts:NAME KEY=VALUE for a template",

@@ -55,6 +55,7 @@ from kernel.telegram.inbound import Inbound, conversation_of
 from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
 from kernel.telegram.outbox import CHANNEL, Outbox, plain_items
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
+from kernel.telegram.picker import PATTERN as PICK_PATTERN
 from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_request
 
 if TYPE_CHECKING:
@@ -277,6 +278,8 @@ class TelegramChannel:
         retry = CallbackQueryHandler(self.commands.on_retry, pattern=RETRY_PATTERN)
         self.app.add_handler(retry)
         self.app.add_handler(CallbackQueryHandler(self.files.on_press, pattern=FILE_PATTERN))
+        pick = CallbackQueryHandler(self.commands.picker.on_press, pattern=PICK_PATTERN)
+        self.app.add_handler(pick)
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
         # "/skill/<name> …" and "/prompts:<name> …" start like commands but are messages
         # (the agent injects the skill, fills in the template), so they go to the inbound

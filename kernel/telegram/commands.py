@@ -20,6 +20,7 @@ from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.inbound import conversation_of
 from kernel.telegram.outbox import edit_item, plain_items
+from kernel.telegram.picker import Picker, picker_markup
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -38,6 +39,7 @@ class CommandSet:
     def __init__(self, channel: TelegramChannel) -> None:
         self.channel = channel
         self.commands = Commands(channel.kernel)
+        self.picker = Picker(channel, self.commands)  # a bare /model … as buttons
         for name in SHARED:
             if not hasattr(self, name):
                 setattr(self, name, partial(self._shared, name))
@@ -47,16 +49,19 @@ class CommandSet:
         assert update.effective_chat is not None
         return update.effective_chat.id
 
-    async def _render(self, chat: int, reply: Reply, row: int | None) -> None:
-        """Queue the reply; the command's inbox row is settled in the same transaction
-        (with the follow-up's reply when one comes), so a crash cannot leave both."""
+    async def _render(
+        self, chat: int, reply: Reply, row: int | None, markup: dict[str, Any] | None = None
+    ) -> None:
+        """Queue the reply (``markup``: its buttons); the command's inbox row is settled
+        in the same transaction (with the follow-up's reply when one comes), so a crash
+        cannot leave both."""
         follow_up = reply.follow_up
         mailroom = self.channel.mailroom
         settle: tuple[int, InboxState] | None = None
         if row is not None and follow_up is None:
             settle = (row, "answered")
         if reply.text or settle is not None:
-            items = plain_items(reply.text) if reply.text else []
+            items = plain_items(reply.text, markup=markup) if reply.text else []
             await self.channel.outbox.put(chat, items, settle=settle)
         if follow_up is not None:
             if row is not None:
@@ -82,7 +87,7 @@ class CommandSet:
         arg = " ".join(context.args or [])
         reply = await self.commands.run(conversation_of(chat), name, arg)
         assert reply is not None  # every name of SHARED is a command
-        await self._render(chat, reply, self._row(update))
+        await self._render(chat, reply, self._row(update), picker_markup(name, arg, reply))
 
     async def start(self, update: Update, context: Context) -> None:
         await self.help(update, context)

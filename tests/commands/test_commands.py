@@ -42,9 +42,19 @@ async def test_each_conversation_has_its_own_listing(
     assert refused is not None and refused.error
     assert refused.text.startswith("Invalid session number #2")
     assert (await text_of(commands, A, "/resume #2")).startswith("Resumed session #2")
-    assert await text_of(commands, B, "/resume") == (
-        "Give a session number such as #1: list them with /history first"
-    )
+    # a bare /resume lists like /history, each session a choice, the current one marked
+    listed = await commands.run(B, "resume", "")
+    assert listed is not None and not listed.error
+    assert listed.text.startswith("Sessions (continue one with /resume #n):")
+    assert [c.command for c in listed.choices] == ["/resume #1", "/resume #2"]
+    assert not any(c.current for c in listed.choices)  # B is in neither
+    mine = await commands.run(A, "resume", "")
+    assert mine is not None
+    current = kernel.agent.current_session(A)
+    assert [c.current for c in mine.choices] == [
+        c.key == f"session:{current}" for c in mine.choices
+    ]
+    assert sum(c.current for c in mine.choices) == 1
 
     await text_of(commands, A, "/remember tea")
     assert (await text_of(commands, A, "/memory")).splitlines()[1].endswith(" tea")
@@ -93,10 +103,11 @@ async def test_status_cancel_provider_and_unknown(
     assert await text_of(commands, A, "/cancel") == "Nothing is running"
     provider = await commands.run(A, "provider", "")
     assert provider is not None and provider.text.startswith("Current provider: main")
-    assert Choice("main", "/provider main") in provider.choices
+    assert Choice("main", "/provider main", current=True) in provider.choices
     model = await commands.run(A, "model", "")
     assert model is not None
     assert [c.command for c in model.choices] == [f"/model {m}" for m in kernel.agent.models]
+    assert [c.label for c in model.choices if c.current] == [kernel.agent.model]
     titles = await commands.run(A, "retitle", "")
     assert titles is not None and titles.error and titles.text.startswith("No titles model")
     assert await commands.run(A, "bogus", "") is None

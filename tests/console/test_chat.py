@@ -180,7 +180,8 @@ async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_pa
     assert any(line.startswith("#1 ") and line.endswith("jasmine tea") for line in lines)
     assert "Deleted 1 memory(ies)" in lines
     assert any(line.startswith("✗ Invalid memory number #1") for line in lines)
-    assert "✗ Give a session number such as #1: list them with /history first" in lines
+    # a bare /resume lists the sessions as /history does (Telegram shows them as buttons)
+    assert lines.count("Sessions (continue one with /resume #n):") == 2
     assert "State: idle" in lines and "Last error: —" in lines
     assert "📊 Usage and spend" in lines  # no price configured: the cost is unknown
     assert any(line.startswith("Today: unknown cost · 1 calls") for line in lines)

@@ -1,0 +1,134 @@
+"""Pickers (issue 34): a bare /resume, /model, /provider, /persona or /project answers
+with its choices as inline buttons; one tap acts.
+
+The choices are the command's own (:class:`kernel.commands.Choice`), so every channel
+lists the same ones; here they become a keyboard of ``PER_PAGE`` buttons a page, the
+current one marked, ◀ n/m ▶ below when there are more. Callback data names a choice by
+a digest of what it is, never by text from outside, and stays short:
+
+- ``pick:<command>:<8 hex digits>``: that choice (sha256 of its identity);
+- ``pick:<command>:p<n>``: show page n;
+- ``pick:-``: the page number itself (does nothing).
+
+A tap is checked from scratch: the owner's chat, then the command's choices listed again;
+a choice no longer among them (a persona deleted, a session gone) is refused in words and
+nothing changes. Otherwise the command runs with the choice's argument, exactly as if it
+had been typed, and the picker message is edited into its reply, buttons gone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from telegram import CallbackQuery, Update
+from telegram.error import TelegramError
+from telegram.ext import ContextTypes
+
+from kernel.commands import Choice, Commands, Reply
+from kernel.core.i18n import t
+from kernel.telegram.inbound import conversation_of
+from kernel.telegram.outbox import edit_item, plain_items
+
+if TYPE_CHECKING:
+    from kernel.telegram.channel import TelegramChannel
+
+log = logging.getLogger(__name__)
+Context = ContextTypes.DEFAULT_TYPE
+
+PICKED = ("resume", "model", "provider", "persona", "project")
+PREFIX = "pick:"
+PATTERN = r"^pick:(?:(?:resume|model|provider|persona|project):(?:p\d{1,4}|[0-9a-f]{8})|-)$"
+NOTHING = "pick:-"
+PER_PAGE = 8
+LABEL = 60  # characters of a button's label
+CURRENT = "✅ "
+
+
+def token(name: str, choice: Choice) -> str:
+    """Eight hex digits naming the choice (what it is, not where it is listed)."""
+    return hashlib.sha256(f"{name}\0{choice.identity}".encode()).hexdigest()[:8]
+
+
+def label(choice: Choice) -> str:
+    text = choice.label if len(choice.label) <= LABEL else choice.label[: LABEL - 1] + "…"
+    return CURRENT + text if choice.current else text
+
+
+def page_of_current(choices: tuple[Choice, ...]) -> int:
+    """The page that shows the current choice (the first when none is)."""
+    here = next((i for i, c in enumerate(choices) if c.current), 0)
+    return here // PER_PAGE + 1
+
+
+def keyboard(name: str, choices: tuple[Choice, ...], page: int) -> dict[str, Any]:
+    """One button a row; ◀ n/m ▶ under them when the choices fill more than a page."""
+    pages = max(1, -(-len(choices) // PER_PAGE))
+    page = min(max(page, 1), pages)
+    shown = choices[(page - 1) * PER_PAGE : page * PER_PAGE]
+    rows: list[list[dict[str, str]]] = [
+        [{"text": label(c), "callback_data": f"{PREFIX}{name}:{token(name, c)}"}] for c in shown
+    ]
+    if pages > 1:
+        nav = []
+        if page > 1:
+            nav.append({"text": "◀", "callback_data": f"{PREFIX}{name}:p{page - 1}"})
+        nav.append({"text": f"{page}/{pages}", "callback_data": NOTHING})
+        if page < pages:
+            nav.append({"text": "▶", "callback_data": f"{PREFIX}{name}:p{page + 1}"})
+        rows.append(nav)
+    return {"inline_keyboard": rows}
+
+
+def picker_markup(name: str, arg: str, reply: Reply) -> dict[str, Any] | None:
+    """The keyboard a command's reply gets: only a bare picked command with choices."""
+    if arg or name not in PICKED or reply.error or not reply.choices:
+        return None
+    return keyboard(name, reply.choices, page_of_current(reply.choices))
+
+
+class Picker:
+    def __init__(self, channel: TelegramChannel, commands: Commands) -> None:
+        self.channel = channel
+        self.commands = commands
+
+    async def on_press(self, update: Update, context: Context) -> None:
+        query = update.callback_query
+        assert query is not None and query.data is not None
+        toast: str | None = None
+        alert = False
+        try:
+            toast = await self._press(query, query.data)
+            alert = toast is not None
+        finally:
+            try:
+                await query.answer(toast, show_alert=alert)
+            except TelegramError as exc:  # the answer is a courtesy
+                log.info("answering a press failed: %s", type(exc).__name__)
+
+    async def _press(self, query: CallbackQuery, data: str) -> str | None:
+        """Act on the press; a refusal to show the owner is returned."""
+        message = query.message
+        owner = self.channel.owner
+        if query.from_user.id != owner or message is None or message.chat.id != owner:
+            return None  # not the owner's picker: nothing happens
+        if data == NOTHING:
+            return None
+        name, _, what = data.removeprefix(PREFIX).partition(":")
+        conversation = conversation_of(owner)
+        listing = await self.commands.run(conversation, name, "")
+        choices = listing.choices if listing is not None and not listing.error else ()
+        if what.startswith("p"):
+            if choices:
+                markup = keyboard(name, choices, int(what[1:]))
+                edit = edit_item(message.message_id, None, markup=markup)
+                await self.channel.outbox.put(owner, [edit])
+            return None
+        chosen = next((c for c in choices if token(name, c) == what), None)
+        if chosen is None:
+            return t("pick.stale", command=name)
+        reply = await self.commands.run(conversation, name, chosen.argument)
+        text = reply.text if reply is not None else ""
+        await self.channel.outbox.put(owner, plain_items(text, replace=message.message_id))
+        return None
