@@ -17,17 +17,30 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Button:
+    """An inline button under the reply: ``data`` is what a press sends back (Telegram's
+    callback data, at most 64 bytes); ``command`` the text that does the same where
+    there are no buttons (the console shows it), "" when there is nothing to type."""
+
+    label: str
+    data: str
+    command: str = ""
+
+
+@dataclass(frozen=True)
 class Reply:
     """Catalogue text for the owner; ``error`` marks a refusal (a channel may style it).
 
     ``text`` may be empty when only ``follow_up`` has something to say: slow work (a
     title from the titles model) that the channel runs where it keeps background work,
     then renders its reply like any other. ``turn``: a turn the command started
-    (/retry), which the channel shows as it shows the turn of a message.
+    (/retry), which the channel shows as it shows the turn of a message. ``buttons``:
+    one row of inline buttons (/history's pages, a deletion's confirmation).
     """
 
     text: str = ""
     error: bool = False
     choices: tuple[Choice, ...] = ()
+    buttons: tuple[Button, ...] = ()
     follow_up: Callable[[], Awaitable[Reply]] | None = field(default=None, compare=False)
     turn: Turn | None = field(default=None, compare=False)
