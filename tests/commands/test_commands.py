@@ -25,7 +25,7 @@ async def text_of(commands: Commands, conversation: str, line: str) -> str:
     return reply.text
 
 
-async def test_each_conversation_has_its_own_listing(
+async def test_a_session_number_is_its_own_and_memory_listings_are_per_conversation(
     make_kernel: KernelFactory, anthropic_sim: AnthropicSim
 ) -> None:
     kernel = await make_kernel(anthropic_sim, language="en")
@@ -36,12 +36,13 @@ async def test_each_conversation_has_its_own_listing(
     await converse(kernel, A, "second")
 
     listing = await text_of(commands, A, "/history")
-    assert [line[:3] for line in listing.splitlines()[1:]] == ["#1 ", "#2 "]
-    # B never listed: its #2 is refused, while A's #2 resumes A's first session
-    refused = await commands.run(B, "resume", "#2")
+    assert [line[:3] for line in listing.splitlines()[1:]] == ["#2 ", "#1 "]
+    # A session's number is its own: B, which never listed, names the same session
+    assert (await text_of(commands, B, "/resume #1")).startswith("Resumed session #1 “first”")
+    refused = await commands.run(B, "resume", "#3")
     assert refused is not None and refused.error
-    assert refused.text.startswith("Invalid session number #2")
-    assert (await text_of(commands, A, "/resume #2")).startswith("Resumed session #2")
+    assert refused.text == "Session #3 does not exist: list sessions with /history"
+    assert (await text_of(commands, A, "/resume #1")).startswith("Resumed session #1")
     assert await text_of(commands, B, "/resume") == (
         "Give a session number such as #1: list them with /history first"
     )
@@ -97,6 +98,6 @@ async def test_status_cancel_provider_and_unknown(
     model = await commands.run(A, "model", "")
     assert model is not None
     assert [c.command for c in model.choices] == [f"/model {m}" for m in kernel.agent.models]
-    titles = await commands.run(A, "retitle", "")
-    assert titles is not None and titles.error and titles.text.startswith("No titles model")
+    titles = await commands.run(A, "retitle", "")  # nothing to name yet
+    assert titles is not None and titles.error and titles.text.startswith("There is no current")
     assert await commands.run(A, "bogus", "") is None
