@@ -46,6 +46,9 @@ class Origin:
     def users(self) -> tuple[str, str]:
         return (self.user_id, "")
 
+    def made(self, row: SessionRow) -> bool:
+        return row.channel == self.channel and row.user_id in self.users
+
     @classmethod
     def of(cls, conversation: str) -> Origin | None:
         """A Telegram chat's own sessions (``telegram:<chat>``); None for the others

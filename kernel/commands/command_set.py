@@ -192,12 +192,24 @@ class Commands:
             header=header or t("session.list_header"),
         )
         if origin is not None and not query.project:
+            text += await self._current_elsewhere(origin, current, page)
             text += await self._elsewhere_count(origin, total)
         if current is not None:
             branches, messages = await agent.branches(current)
             if branches:
                 text += "\n" + t("conv.branches", branches=branches, messages=messages)
         return Reply(text, buttons=page_buttons(query, page, pages))
+
+    async def _current_elsewhere(self, origin: Origin, current: int | None, page: int) -> str:
+        """The chat's current session when another channel made it (resumed from
+        ``/history all``): its line too, under the first page, so the mark is never lost."""
+        row = await self.agent.listed_session(current) if current and page == 1 else None
+        if row is None or origin.made(row):
+            return ""
+        first = await self._known([row])
+        return "\n" + format_history(
+            [row], first, self.agent.local_now(), self.agent, current=current, header=""
+        ).lstrip("\n")
 
     async def _elsewhere_count(self, origin: Origin, total: int) -> str:
         return self._elsewhere(origin, await self.agent.count_sessions() - total)

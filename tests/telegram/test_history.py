@@ -97,6 +97,16 @@ async def test_history_names_sessions_by_first_words_activity_and_count(bot: Fac
         f"#1 “Plan a weekend trip to Hangzh…” · {weekday} · 2 messages",
     ]
 
+    # Resumed from the full list, the console's session stays in sight and marked.
+    assert (await h.ask("/resume #4")).startswith("Resumed session #4 “from the console”")
+    assert (await listing(h)).text.splitlines()[1:] == [
+        "#3 “third” · today 00:01 · 2 messages",
+        "#2 “second thoughts” · yesterday · 2 messages",
+        f"#1 “Plan a weekend trip to Hangzh…” · {weekday} · 2 messages",
+        "#4 “from the console” · today 00:02 · 2 messages ← current",
+        "1 more session(s) from the console, HTTP or cron: see /history all",
+    ]
+
 
 async def test_history_in_chinese(bot: Factory) -> None:
     h = await bot(language="zh")
