@@ -24,7 +24,7 @@ from kernel.agent.prompt import SystemPrompt
 from kernel.agent.prompt_modes import ModeChoice
 from kernel.agent.rewind import ConversationControl, Cut
 from kernel.agent.scope import PERSONA, PROJECT, ChatScope, Scopes
-from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
+from kernel.agent.sessions import OpenedSession, Origin, SessionKey, Sessions
 from kernel.agent.subagents import SubAgents
 from kernel.agent.titles import TitleMaker
 from kernel.agent.trail import Trail
@@ -250,8 +250,26 @@ class Agent:
     def new_session(self, conversation: str) -> None:
         self.sessions.new_session(conversation)
 
-    async def list_sessions(self, limit: int = 20, project: str | None = None) -> list[SessionRow]:
-        return await self.sessions.list_sessions(limit, project)
+    async def list_sessions(
+        self,
+        limit: int = 20,
+        project: str | None = None,
+        *,
+        offset: int = 0,
+        origin: Origin | None = None,
+    ) -> list[SessionRow]:
+        return await self.sessions.list_sessions(limit, project, offset=offset, origin=origin)
+
+    async def count_sessions(self, project: str | None = None, origin: Origin | None = None) -> int:
+        return await self.sessions.count_sessions(project, origin)
+
+    async def listed_session(self, session_id: int) -> SessionRow | None:
+        return await self.sessions.listed(session_id)
+
+    def local_now(self) -> datetime:
+        """Now, in ``general.timezone``, by the clock the store stamps sessions with (what
+        a session's last activity is told against)."""
+        return self.local_time(self.store.now())
 
     async def open_session(
         self,

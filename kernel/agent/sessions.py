@@ -20,6 +20,7 @@ from kernel.store.db import SessionRow, Store
 SUBAGENT_CHANNEL = "agent"  # a sub-agent's run: a child session of its parent's
 HIDDEN = (SUBAGENT_CHANNEL,)  # channels whose sessions a listing leaves out
 SESSION_PREFIX = "session:"  # a conversation named by its session: "session:<id>"
+TELEGRAM = "telegram"  # the channel whose chats list only their own sessions
 RECENT_TURNS = 256
 
 
@@ -31,6 +32,29 @@ class SessionKey:
     channel: str
     user_id: str
     external_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where sessions were made: a channel and the chat (``user_id``) that made them;
+    ``""`` also matches the rows made before sessions recorded their user (schema v4)."""
+
+    channel: str
+    user_id: str
+
+    @property
+    def users(self) -> tuple[str, str]:
+        return (self.user_id, "")
+
+    def made(self, row: SessionRow) -> bool:
+        return row.channel == self.channel and row.user_id in self.users
+
+    @classmethod
+    def of(cls, conversation: str) -> Origin | None:
+        """A Telegram chat's own sessions (``telegram:<chat>``); None for the others
+        (the console, ``session:<id>``): they list every channel's sessions."""
+        channel, _, user = conversation.partition(":")
+        return cls(channel, user) if channel == TELEGRAM and user else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +116,38 @@ class Sessions:
 
     # ----- sessions --------------------------------------------------------------------
 
-    async def list_sessions(self, limit: int = 20, project: str | None = None) -> list[SessionRow]:
+    async def list_sessions(
+        self,
+        limit: int = 20,
+        project: str | None = None,
+        *,
+        offset: int = 0,
+        origin: Origin | None = None,
+    ) -> list[SessionRow]:
         """The owner's sessions, newest first (a sub-agent's child sessions left out:
-        they are its working notes, reached through their parent)."""
-        return await self.store.list_sessions(limit=limit, project=project, hidden=HIDDEN)
+        they are its working notes, reached through their parent); with ``origin``,
+        only the sessions that channel's chat made."""
+        channel, users = (origin.channel, origin.users) if origin else (None, None)
+        return await self.store.list_sessions(
+            limit=limit,
+            offset=offset,
+            project=project,
+            hidden=HIDDEN,
+            channel=channel,
+            user_id=users,
+        )
+
+    async def count_sessions(self, project: str | None = None, origin: Origin | None = None) -> int:
+        """How many sessions :meth:`list_sessions` pages through."""
+        channel, users = (origin.channel, origin.users) if origin else (None, None)
+        return await self.store.count_sessions(
+            project=project, hidden=HIDDEN, channel=channel, user_id=users
+        )
+
+    async def listed(self, session_id: int) -> SessionRow | None:
+        """The session ``#session_id`` names, if it exists and a listing may show it."""
+        row = await self.store.get_session(session_id)
+        return None if row is None or row.channel in HIDDEN else row
 
     async def open_session(
         self,

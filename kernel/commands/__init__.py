@@ -10,21 +10,25 @@ Public API:
 - ``Reply`` and ``Choice``: a neutral answer (catalogue text, an error flag, optional
   choices a channel may render as buttons, optional slow follow-up).
 - ``SHARED``: the names ``run`` knows, in help order.
-- ``format_history``, ``parse_refs``: session listing lines and ``#n`` references.
+- ``Button``: an inline button of a ``Reply`` (its press data, the command it stands for).
+- ``session_label``: the one line a session is known by (title or first words, last
+  activity, message count); ``format_history``: the /history lines; ``parse_refs``:
+  ``#n`` references into a /memory listing.
 - ``mcp_listing``: the /mcp text of the MCP servers' status.
 - ``format_elapsed``: "12 s" / "3 min 4 s" as the catalogue words it.
 - ``render_report``: a :class:`~kernel.spend.UsageReport` as the /usage text.
 """
 
 from kernel.commands.command_set import SHARED, Commands, KernelParts
-from kernel.commands.listing import format_history, parse_refs
+from kernel.commands.listing import format_history, parse_refs, session_label
 from kernel.commands.mcp import mcp_listing
-from kernel.commands.reply import Choice, Reply
+from kernel.commands.reply import Button, Choice, Reply
 from kernel.commands.status import format_elapsed
 from kernel.commands.usage import render_report
 
 __all__ = [
     "SHARED",
+    "Button",
     "Choice",
     "Commands",
     "KernelParts",
@@ -34,4 +38,5 @@ __all__ = [
     "mcp_listing",
     "parse_refs",
     "render_report",
+    "session_label",
 ]

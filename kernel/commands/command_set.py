@@ -1,23 +1,41 @@
 """One implementation of the text commands; each channel renders the ``Reply``.
 
-``#n`` refers to the last /history or /memory listing of the same conversation;
-dates are local to ``general.timezone``.
+A session's ``#n`` is its own number (its id: never reused, so an old /history list
+stays right); a memory's ``#n`` refers to the last /memory listing of the same
+conversation. Dates are local to ``general.timezone``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from kernel.agent.sessions import Origin
+from kernel.agent.titles import MAX_TITLE
 from kernel.agent.turn import UserInput
 from kernel.audit import kinds
 from kernel.commands.audit import audit_command
-from kernel.commands.listing import format_history, parse_refs, project_filter, session_label
+from kernel.commands.listing import (
+    CONFIRM,
+    DELETE,
+    DELETE_NO,
+    format_history,
+    history_query,
+    named,
+    one_line,
+    page_buttons,
+    parse_refs,
+    recap,
+    session_ids,
+    session_label,
+    session_name,
+)
 from kernel.commands.mcp import ServerLine, mcp_listing
 from kernel.commands.modes import mode_command
 from kernel.commands.profiles import profile_command
 from kernel.commands.prompts import prompts_listing
-from kernel.commands.reply import Choice, Reply
+from kernel.commands.reply import Button, Choice, Reply
 from kernel.commands.status import status_lines
 from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
@@ -33,6 +51,8 @@ if TYPE_CHECKING:
     from kernel.store.db import SessionRow, Store
 
 HISTORY_LISTING = 20  # /history shows the newest this many sessions
+KNOWN_NAMES = 1000  # names of sessions shown, kept to refuse a gone one by name
+CALLBACK_BYTES = 64  # Telegram's limit for a button's data
 MEMORY_LISTING = 200  # /memory shows the newest this many (and says how many there are)
 
 # The commands ``Commands.run`` answers, in help order.
@@ -93,8 +113,9 @@ class Commands:
     def __init__(self, kernel: KernelParts) -> None:
         self.kernel = kernel
         self.agent = kernel.agent
-        # conversation → ids of its last /history (sessions) and /memory (memories)
-        self.sessions: dict[str, list[int]] = {}
+        # session id → the name it was last shown by (a gone one is refused by name)
+        self.known: dict[int, str] = {}
+        # conversation → ids of its last /memory listing
         self.memories_listed: dict[str, list[int]] = {}
         self._handlers: dict[str, Handler] = {
             "new": self.new,
@@ -142,81 +163,143 @@ class Commands:
             return Reply(str(exc), error=True)
         return Reply(t("session.new"))
 
-    async def history(self, conversation: str, arg: str = "") -> Reply:
-        """``/history project:NAME``: only that project's sessions."""
+    async def history(self, conversation: str, arg: str = "", *, pick: bool = False) -> Reply:
+        """``/history [all] [project:NAME] [page]``: a Telegram chat's own sessions
+        (``all``: every channel's), newest first, ``HISTORY_LISTING`` a page. ``pick``
+        (a bare /resume): the same page, its sessions offered as choices."""
         try:
-            project = project_filter(arg)
+            query = history_query(arg)
         except KernelError as exc:
             return Reply(str(exc), error=True)
-        rows = await self._listing(conversation, project)
+        agent = self.agent
+        origin = None if query.every else Origin.of(conversation)
+        total = await agent.count_sessions(query.project, origin)
+        pages = max(1, -(-total // HISTORY_LISTING))
+        page = min(query.page, pages)
+        rows = await agent.list_sessions(
+            HISTORY_LISTING, query.project, offset=(page - 1) * HISTORY_LISTING, origin=origin
+        )
         if not rows:
-            none = t("session.none_in_project", project=project) if project else t("session.none")
-            return Reply(none)
-        text = format_history(rows, self.agent)
-        current = self.agent.current_session(conversation)
+            none = t("session.none_in_project", project=query.project) if query.project else None
+            return Reply(none or t("session.none") + self._elsewhere(origin, total))
+        first = await self._known(rows)
+        header = t("session.list_header_paged", page=page, pages=pages) if pages > 1 else ""
+        current = agent.current_session(conversation)
+        text = format_history(
+            rows,
+            first,
+            agent.local_now(),
+            agent,
+            current=current,
+            header=header or t("session.list_header"),
+        )
+        if origin is not None and not query.project:
+            text += await self._current_elsewhere(origin, current, page)
+            text += await self._elsewhere_count(origin, total)
         if current is not None:
-            branches, messages = await self.agent.branches(current)
+            branches, messages = await agent.branches(current)
             if branches:
                 text += "\n" + t("conv.branches", branches=branches, messages=messages)
-        return Reply(text)
+        if pick:
+            now = agent.local_now()
+            choices = tuple(
+                Choice(
+                    f"#{row.id} {session_label(row, first.get(row.id, ''), now, agent)}",
+                    f"/resume #{row.id}",
+                    current=row.id == current,
+                )
+                for row in rows
+            )
+            return Reply(text, choices=choices)
+        return Reply(text, buttons=page_buttons(query, page, pages))
 
-    async def _listing(self, conversation: str, project: str | None = None) -> list[SessionRow]:
-        """The sessions /history and a bare /resume show; ``#n`` refers to them after."""
-        rows = await self.agent.list_sessions(limit=HISTORY_LISTING, project=project)
-        self.sessions[conversation] = [r.id for r in rows]
-        return rows
+    async def _current_elsewhere(self, origin: Origin, current: int | None, page: int) -> str:
+        """The chat's current session when another channel made it (resumed from
+        ``/history all``): its line too, under the first page, so the mark is never lost."""
+        row = await self.agent.listed_session(current) if current and page == 1 else None
+        if row is None or origin.made(row):
+            return ""
+        first = await self._known([row])
+        return "\n" + format_history(
+            [row], first, self.agent.local_now(), self.agent, current=current, header=""
+        ).lstrip("\n")
 
-    def _session_refs(self, conversation: str, text: str, *, single: bool) -> list[tuple[int, int]]:
-        listing = self.sessions.get(conversation, [])
+    async def _elsewhere_count(self, origin: Origin, total: int) -> str:
+        return self._elsewhere(origin, await self.agent.count_sessions() - total)
+
+    @staticmethod
+    def _elsewhere(origin: Origin | None, others: int) -> str:
+        """The hint that other channels' sessions exist (``/history all``)."""
+        return "\n" + t("session.elsewhere", n=others) if origin and others > 0 else ""
+
+    async def _known(self, rows: list[SessionRow]) -> dict[int, str]:
+        """The sessions' first words; their names kept so that a number whose session is
+        gone can be refused by name."""
+        first = await self.agent.store.first_words([r.id for r in rows])
+        for row in rows:
+            self.known.pop(row.id, None)
+            self.known[row.id] = session_name(row, first.get(row.id, ""))
+        while len(self.known) > KNOWN_NAMES:
+            del self.known[next(iter(self.known))]
+        return first
+
+    async def _resolve(self, text: str, *, single: bool = False) -> list[SessionRow]:
+        """The sessions ``#n/#m`` names (``n``: a session's own number); a number whose
+        session is gone (or never was) is refused, naming it."""
         if not text:
             raise SessionError(t("tg.need_ref"))
-        refs = parse_refs(text, len(listing))
-        if not refs or (single and len(refs) != 1):
+        ids = list(dict.fromkeys(session_ids(text)))
+        if not ids or (single and len(ids) != 1):
             raise SessionError(t("session.bad_ref", ref=text))
-        return [(n, listing[n - 1]) for n in refs]
+        rows = []
+        for session_id in ids:
+            row = await self.agent.listed_session(session_id)
+            if row is None:
+                name = self.known.get(session_id)
+                if name is None:
+                    raise SessionError(t("session.not_found", id=f"#{session_id}"))
+                raise SessionError(t("session.gone", name=named(session_id, name)))
+            rows.append(row)
+        await self._known(rows)
+        return rows
 
     async def resume(self, conversation: str, arg: str) -> Reply:
         """A bare /resume lists the sessions as choices (a channel offers them as buttons)."""
         if not arg:
-            return await self._resume_choices(conversation)
+            return await self.history(conversation, pick=True)
         try:
-            [(n, session_id)] = self._session_refs(conversation, arg, single=True)
-            row = await self.agent.resume(conversation, session_id)
+            [found] = await self._resolve(arg, single=True)
+            row = await self.agent.resume(conversation, found.id)
         except KernelError as exc:
             return Reply(str(exc), error=True)
-        return Reply(t("session.resumed", n=n, title=row.title or t("session.untitled")))
-
-    async def _resume_choices(self, conversation: str) -> Reply:
-        rows = await self._listing(conversation)
-        if not rows:
-            return Reply(t("session.none"))
-        current = self.agent.current_session(conversation)
-        choices = tuple(
-            Choice(
-                session_label(n, row, self.agent),
-                f"/resume #{n}",
-                current=row.id == current,
-                key=f"session:{row.id}",
-            )
-            for n, row in enumerate(rows, start=1)
-        )
-        return Reply(format_history(rows, self.agent), choices=choices)
+        text = t("session.resumed", name=named(row.id, self.known[row.id]))
+        last = await self.agent.store.load_messages(row.id, rounds=1)
+        return Reply(text + recap(last))
 
     async def retitle(self, conversation: str, arg: str = "") -> Reply:
-        """The title comes in ``follow_up``: title retries wait up to 78 s, which a
-        channel must not spend ahead of the owner's next message (or /cancel)."""
-        if self.agent.titles is None:
-            return Reply(t("tg.titles_off"), error=True)
+        """``/retitle [#n] [text]``: the text as the title; without one, the titles
+        model's (it comes in ``follow_up``: title retries wait up to 78 s, which a
+        channel must not spend ahead of the owner's next message, or /cancel)."""
+        ref = re.match(r"#\d+(?=\s|$)", arg)
+        title = one_line(arg[ref.end() :] if ref else arg, MAX_TITLE)
         try:
-            if arg:
-                [(_, session_id)] = self._session_refs(conversation, arg, single=True)
+            if ref:
+                [row] = await self._resolve(ref.group(), single=True)
+                session_id = row.id
             else:
                 current = self.agent.current_session(conversation)
                 if current is None:
                     raise SessionError(t("tg.no_session"))
                 session_id = current
+            if title:
+                await self.agent.retitle(session_id, title)
         except KernelError as exc:
             return Reply(str(exc), error=True)
+        if title:
+            self.known[session_id] = title
+            return Reply(t("tg.retitled", title=title))
+        if self.agent.titles is None:  # not an error: the owner can name it
+            return Reply(t("session.retitle_by_hand"))
 
         async def generate() -> Reply:
             title = await self.agent.generate_title(session_id)
@@ -226,14 +309,48 @@ class Commands:
 
         return Reply(follow_up=generate)
 
-    async def del_history(self, conversation: str, arg: str) -> Reply:
+    async def del_history(self, conversation: str, arg: str = "") -> Reply:
+        """``/del_history [#n/#m]`` (none: the current session) asks first, with
+        buttons; ``… yes`` deletes at once (where there are no buttons)."""
+        words = arg.split()
+        confirmed = bool(words) and words[-1].lower() == CONFIRM
+        refs = " ".join(words[:-1] if confirmed else words)
         try:
-            refs = self._session_refs(conversation, arg, single=False)
-            count = await self.agent.delete_sessions([sid for _, sid in refs])
+            if refs:
+                rows = await self._resolve(refs)
+            else:
+                current = self.agent.current_session(conversation)
+                if current is None:
+                    raise SessionError(t("tg.no_session"))
+                rows = await self._resolve(f"#{current}")
         except KernelError as exc:
             return Reply(str(exc), error=True)
-        self.sessions.pop(conversation, None)  # numbers changed: list again first
-        return Reply(t("session.deleted", count=count))
+        ids = [row.id for row in rows]
+        if confirmed:
+            return await self.delete_now(conversation, ids)
+        data = DELETE + ",".join(map(str, ids))
+        if len(data) > CALLBACK_BYTES:
+            return Reply(t("session.delete_too_many"), error=True)
+        which = ", ".join(named(i, self.known[i]) for i in ids)
+        command = "/del_history " + "/".join(f"#{i}" for i in ids) + f" {CONFIRM}"
+        yes = Button(t("session.delete_yes"), data, command)
+        return Reply(
+            t("session.delete_ask", which=which),
+            buttons=(yes, Button(t("session.delete_no"), DELETE_NO)),
+        )
+
+    async def delete_now(self, conversation: str, ids: list[int]) -> Reply:
+        """Delete these sessions (confirmed); any already gone refuses the whole."""
+        try:
+            rows = await self._resolve("/".join(f"#{i}" for i in ids))
+            current = self.agent.current_session(conversation)
+            await self.agent.delete_sessions([row.id for row in rows])
+        except KernelError as exc:
+            return Reply(str(exc), error=True)
+        text = t("session.deleted", which=", ".join(named(r.id, self.known[r.id]) for r in rows))
+        if current in ids:
+            text += "\n" + t("session.deleted_current")
+        return Reply(text)
 
     # ----- undo, retry, rewind (kernel.agent.rewind) ----------------------------------------
 

@@ -174,6 +174,9 @@ class ConsoleChat:
     async def _render(self, reply: Reply) -> None:
         if reply.text:
             self.line(t("console.error", message=reply.text) if reply.error else reply.text)
+        typed = [f"[{b.label}] {b.command}" for b in reply.buttons if b.command]
+        if typed:  # no buttons here: what to type instead
+            self.line("  " + "   ".join(typed))
         if reply.turn is not None:  # /retry: shown as the turn of a message
             await self._follow(reply.turn)
         if reply.follow_up is not None:  # the terminal has nothing else to do meanwhile

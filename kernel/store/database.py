@@ -105,6 +105,10 @@ class Database:
         """Run ``fn(conn)`` in one read transaction on the db thread."""
         return await self._read(op, fn)
 
+    def now(self) -> datetime:
+        """The time the store stamps rows with (``updated_at``, ``created_at``)."""
+        return self._clock()
+
     def _now(self) -> str:
         now = self._clock()
         if now.tzinfo is None:

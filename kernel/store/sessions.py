@@ -119,13 +119,13 @@ class SessionTables(Database):
         limit: int = 20,
         offset: int = 0,
         channel: str | None = None,
-        user_id: str | None = None,
+        user_id: str | Sequence[str] | None = None,
         project: str | None = None,
         hidden: Sequence[str] = (),
     ) -> list[SessionRow]:
         """Sessions with the most recent activity first (ties: newest id first),
-        optionally only one channel's, one user's and/or one project's (``meta``), and
-        none of the ``hidden`` channels'."""
+        optionally only one channel's, one user's (or one of several users') and/or one
+        project's (``meta``), and none of the ``hidden`` channels'."""
         check_non_negative(limit=limit, offset=offset)
         where, params = _session_filter(channel, user_id, project, hidden)
 
@@ -154,9 +154,14 @@ class SessionTables(Database):
         return await self._read("find sessions", op)
 
     async def count_sessions(
-        self, *, channel: str | None = None, user_id: str | None = None, project: str | None = None
+        self,
+        *,
+        channel: str | None = None,
+        user_id: str | Sequence[str] | None = None,
+        project: str | None = None,
+        hidden: Sequence[str] = (),
     ) -> int:
-        where, params = _session_filter(channel, user_id, project)
+        where, params = _session_filter(channel, user_id, project, hidden)
 
         def op(conn: sqlite3.Connection) -> int:
             row = conn.execute("SELECT COUNT(*) FROM sessions s" + where, params).fetchone()
@@ -197,6 +202,25 @@ class SessionTables(Database):
             return deleted
 
         return await self._write("delete sessions", op)
+
+    async def first_words(self, ids: Sequence[int]) -> dict[int, str]:
+        """The text of each session's first message of the owner (its first round's
+        start, cut or not, failed or not): what a session without a title is known by."""
+        unique = sorted({int(i) for i in ids})
+        if not unique:
+            return {}
+        marks = ", ".join("?" * len(unique))
+
+        def op(conn: sqlite3.Connection) -> dict[int, str]:
+            rows = conn.execute(
+                "SELECT m.session_id, m.id, m.role, m.content FROM messages m WHERE m.id IN"
+                " (SELECT MIN(id) FROM messages WHERE starts_round = 1"
+                f" AND session_id IN ({marks}) GROUP BY session_id)",
+                unique,
+            ).fetchall()
+            return {int(r[0]): _message_from_row(r[1:]).text for r in rows}
+
+        return await self._read("first words", op)
 
     async def clear_messages(self, session_id: int) -> int:
         """Delete the session's messages, keeping the session; returns how many went."""
@@ -416,7 +440,7 @@ def _require_session(cur: sqlite3.Cursor, session_id: int) -> None:
 
 def _session_filter(
     channel: str | None,
-    user_id: str | None,
+    user_id: str | Sequence[str] | None,
     project: str | None = None,
     hidden: Sequence[str] = (),
 ) -> tuple[str, tuple[str, ...]]:
@@ -433,9 +457,12 @@ def _session_filter(
     if channel is not None:
         clauses.append("s.channel = ?")
         params.append(channel)
-    if user_id is not None:
+    if isinstance(user_id, str):
         clauses.append("s.user_id = ?")
         params.append(user_id)
+    elif user_id is not None:
+        clauses.append(f"s.user_id IN ({', '.join('?' * len(user_id))})")
+        params.extend(user_id)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
 
 

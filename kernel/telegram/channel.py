@@ -39,6 +39,7 @@ from telegram.ext import (
     filters,
 )
 
+from kernel.commands.listing import DELETE_PATTERN, HISTORY_PATTERN
 from kernel.core.clock import SystemClock
 from kernel.core.errors import KernelError, StartupError
 from kernel.core.i18n import t
@@ -280,6 +281,10 @@ class TelegramChannel:
         self.app.add_handler(CallbackQueryHandler(self.files.on_press, pattern=FILE_PATTERN))
         pick = CallbackQueryHandler(self.commands.picker.on_press, pattern=PICK_PATTERN)
         self.app.add_handler(pick)
+        pages = CallbackQueryHandler(self.commands.on_history, pattern=HISTORY_PATTERN)
+        self.app.add_handler(pages)
+        deleting = CallbackQueryHandler(self.commands.on_delete, pattern=DELETE_PATTERN)
+        self.app.add_handler(deleting)
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
         # "/skill/<name> …" and "/prompts:<name> …" start like commands but are messages
         # (the agent injects the skill, fills in the template), so they go to the inbound

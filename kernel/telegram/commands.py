@@ -16,6 +16,7 @@ from telegram.ext import ContextTypes
 
 from kernel.agent.turn import UserInput
 from kernel.commands import SHARED, Commands, Reply
+from kernel.commands.listing import DELETE, DELETE_NO, history_arg
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.inbound import conversation_of
@@ -61,6 +62,7 @@ class CommandSet:
         if row is not None and follow_up is None:
             settle = (row, "answered")
         if reply.text or settle is not None:
+            markup = markup or buttons_markup(reply)
             items = plain_items(reply.text, markup=markup) if reply.text else []
             await self.channel.outbox.put(chat, items, settle=settle)
         if follow_up is not None:
@@ -154,6 +156,43 @@ class CommandSet:
         except TelegramError as exc:  # the toast is a courtesy
             log.info("answering a press failed: %s", type(exc).__name__)
 
+    async def on_history(self, update: Update, context: Context) -> None:
+        """◀ ▶ under a /history page: the page message is edited into the other page."""
+        query = update.callback_query
+        assert query is not None and query.data is not None
+        chat = query.message.chat.id if query.message is not None else self.channel.owner
+        reply = await self.commands.history(conversation_of(chat), history_arg(query.data))
+        await self._answer_press(query, reply)
+
+    async def on_delete(self, update: Update, context: Context) -> None:
+        """[🗑 删除] / [取消] under a deletion's question: the question is edited into
+        what was done (a session gone meanwhile is refused by name)."""
+        query = update.callback_query
+        assert query is not None and query.data is not None
+        chat = query.message.chat.id if query.message is not None else self.channel.owner
+        if query.data == DELETE_NO:
+            reply = Reply(t("session.delete_kept"))
+        else:
+            ids = [int(i) for i in query.data.removeprefix(DELETE).split(",")]
+            reply = await self.commands.delete_now(conversation_of(chat), ids)
+        await self._answer_press(query, reply)
+
+    async def _answer_press(self, query: Any, reply: Reply) -> None:
+        """The pressed message edited into ``reply`` (its buttons replaced by the
+        reply's, or taken away); a message too old to edit gets a new one."""
+        notice = query.message
+        chat = notice.chat.id if notice is not None else self.channel.owner
+        markup = buttons_markup(reply)
+        if notice is not None and _editable(notice):
+            item = edit_item(notice.message_id, reply.text, markup=markup)
+            await self.channel.outbox.put(chat, [item])
+        else:
+            await self.channel.outbox.put(chat, plain_items(reply.text, markup=markup))
+        try:
+            await query.answer()
+        except TelegramError as exc:  # the answer only stops the button's spinner
+            log.info("answering a press failed: %s", type(exc).__name__)
+
     async def rewind(self, update: Update, context: Context) -> None:
         """``/rewind`` as a reply to one of the bot's answers: what follows it is cut
         (the answer found by the 🔁 it carries: its stored id); ``/rewind N`` as in
@@ -193,6 +232,14 @@ class CommandSet:
         ]
         reply = await self.commands.status(conversation_of(chat), own)
         await self._render(chat, reply, self._row(update))
+
+
+def buttons_markup(reply: Reply) -> dict[str, Any] | None:
+    """The reply's buttons as one row of an inline keyboard (None: no buttons)."""
+    if not reply.buttons:
+        return None
+    row = [{"text": b.label, "callback_data": b.data} for b in reply.buttons]
+    return {"inline_keyboard": [row]}
 
 
 def _answer_of(markup: Any) -> int | None:

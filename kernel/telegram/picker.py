@@ -6,7 +6,7 @@ lists the same ones; here they become a keyboard of ``PER_PAGE`` buttons a page,
 current one marked, ◀ n/m ▶ below when there are more. Callback data names a choice by
 a digest of what it is, never by text from outside, and stays short:
 
-- ``pick:<command>:<8 hex digits>``: that choice (sha256 of its identity);
+- ``pick:<command>:<8 hex digits>``: that choice (sha256 of its command);
 - ``pick:<command>:p<n>``: show page n;
 - ``pick:-``: the page number itself (does nothing).
 
@@ -48,7 +48,7 @@ CURRENT = "✅ "
 
 def token(name: str, choice: Choice) -> str:
     """Eight hex digits naming the choice (what it is, not where it is listed)."""
-    return hashlib.sha256(f"{name}\0{choice.identity}".encode()).hexdigest()[:8]
+    return hashlib.sha256(f"{name}\0{choice.command}".encode()).hexdigest()[:8]
 
 
 def label(choice: Choice) -> str:

@@ -25,7 +25,7 @@ async def text_of(commands: Commands, conversation: str, line: str) -> str:
     return reply.text
 
 
-async def test_each_conversation_has_its_own_listing(
+async def test_a_session_number_is_its_own_and_memory_listings_are_per_conversation(
     make_kernel: KernelFactory, anthropic_sim: AnthropicSim
 ) -> None:
     kernel = await make_kernel(anthropic_sim, language="en")
@@ -36,25 +36,23 @@ async def test_each_conversation_has_its_own_listing(
     await converse(kernel, A, "second")
 
     listing = await text_of(commands, A, "/history")
-    assert [line[:3] for line in listing.splitlines()[1:]] == ["#1 ", "#2 "]
-    # B never listed: its #2 is refused, while A's #2 resumes A's first session
-    refused = await commands.run(B, "resume", "#2")
+    assert [line[:3] for line in listing.splitlines()[1:]] == ["#2 ", "#1 "]
+    # A session's number is its own: B, which never listed, names the same session
+    assert (await text_of(commands, B, "/resume #1")).startswith("Resumed session #1 “first”")
+    refused = await commands.run(B, "resume", "#3")
     assert refused is not None and refused.error
-    assert refused.text.startswith("Invalid session number #2")
-    assert (await text_of(commands, A, "/resume #2")).startswith("Resumed session #2")
+    assert refused.text == "Session #3 does not exist: list sessions with /history"
+    assert (await text_of(commands, A, "/resume #1")).startswith("Resumed session #1")
     # a bare /resume lists like /history, each session a choice, the current one marked
     listed = await commands.run(B, "resume", "")
     assert listed is not None and not listed.error
     assert listed.text.startswith("Sessions (continue one with /resume #n):")
-    assert [c.command for c in listed.choices] == ["/resume #1", "/resume #2"]
-    assert not any(c.current for c in listed.choices)  # B is in neither
+    assert [c.command for c in listed.choices] == ["/resume #2", "/resume #1"]
+    assert [c.current for c in listed.choices] == [False, True]  # B resumed #1 above
     mine = await commands.run(A, "resume", "")
     assert mine is not None
     current = kernel.agent.current_session(A)
-    assert [c.current for c in mine.choices] == [
-        c.key == f"session:{current}" for c in mine.choices
-    ]
-    assert sum(c.current for c in mine.choices) == 1
+    assert [c.command for c in mine.choices if c.current] == [f"/resume #{current}"]
 
     await text_of(commands, A, "/remember tea")
     assert (await text_of(commands, A, "/memory")).splitlines()[1].endswith(" tea")
@@ -108,6 +106,6 @@ async def test_status_cancel_provider_and_unknown(
     assert model is not None
     assert [c.command for c in model.choices] == [f"/model {m}" for m in kernel.agent.models]
     assert [c.label for c in model.choices if c.current] == [kernel.agent.model]
-    titles = await commands.run(A, "retitle", "")
-    assert titles is not None and titles.error and titles.text.startswith("No titles model")
+    titles = await commands.run(A, "retitle", "")  # nothing to name yet
+    assert titles is not None and titles.error and titles.text.startswith("There is no current")
     assert await commands.run(A, "bogus", "") is None

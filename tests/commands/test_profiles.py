@@ -180,15 +180,15 @@ async def test_project_says_its_folder_and_history_filters_by_it(
     listing, _ = await say(commands, A, "/history")
     rows = listing.splitlines()[1:]
     assert len(rows) == 3
-    assert rows[0].endswith(" [notes]") and rows[1].endswith(" [site]")
+    assert rows[0].endswith(" [notes] ← current") and rows[1].endswith(" [site]")
     assert not rows[2].endswith("]")
 
     listing, error = await say(commands, A, "/history project:site")
     assert not error
     [only] = listing.splitlines()[1:]
-    assert only.startswith("#1 ") and only.endswith(" [site]")
-    # #1 now means the listed session: /resume takes it, and the chat's project with it.
-    text, error = await say(commands, A, "/resume #1")
+    assert only.startswith("#2 “site work” · ") and only.endswith(" [site]")
+    # /resume takes the listed session, and the chat's project with it.
+    text, error = await say(commands, A, "/resume #2")
     assert not error
     assert (await kernel.agent.chat_scope(A)).project == "site"
 

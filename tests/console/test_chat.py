@@ -166,6 +166,7 @@ async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_pa
             "/usage",
             "/history",
             "/del_history #1",
+            "/del_history #1 yes",
             "/history",
             "/retitle",
             "/cancel",
@@ -185,8 +186,10 @@ async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_pa
     assert "State: idle" in lines and "Last error: —" in lines
     assert "📊 Usage and spend" in lines  # no price configured: the cost is unknown
     assert any(line.startswith("Today: unknown cost · 1 calls") for line in lines)
-    assert "Deleted 1 session(s)" in lines and "No sessions yet" in lines
-    assert any(line.startswith("✗ No titles model") for line in lines)
+    assert "Delete #1 “hello”? This cannot be undone." in lines  # asked first
+    assert "  [🗑 Delete] /del_history #1 yes" in lines  # what to type to confirm
+    assert "Deleted #1 “hello”" in lines and "No sessions yet" in lines
+    assert "✗ There is no current session yet: send a message first, or give #n" in lines
     assert lines[-1].startswith("Unknown command /cancel")  # Ctrl-C is the terminal's cancel
     db = sqlite3.connect(tmp_path / "data" / "kernel.db")
     assert db.execute("select count(*) from memories").fetchone() == (0,)

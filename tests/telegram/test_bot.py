@@ -98,18 +98,20 @@ async def test_session_commands_and_their_bad_input(bot: Factory) -> None:
     await h.converse("second session")
 
     listing = await h.ask("/history")
-    assert listing.splitlines()[1].startswith("#1 ") and listing.splitlines()[2].startswith("#2 ")
-    assert "Invalid session number" in await h.ask("/resume #99")
+    assert listing.splitlines()[1].startswith("#2 ") and listing.splitlines()[2].startswith("#1 ")
+    assert "Session #99 does not exist" in await h.ask("/resume #99")
     assert (await h.ask("/resume")).startswith("Sessions (continue one with /resume #n):")
-    assert (await h.ask("/resume #2")).startswith("Resumed session #2")
+    assert (await h.ask("/resume #1")).startswith("Resumed session #1")
     await h.converse("back in the first")
     assert "first session" in str(h.model.requests[-1].body["messages"])
 
     assert "Invalid session number #x" in await h.ask("/del_history #x")
-    await h.ask("/history")
-    assert await h.ask("/del_history #1/#2") == "Deleted 2 session(s)"
+    assert await h.ask("/del_history #1/#2 yes") == (
+        "Deleted #1 “first session”, #2 “second session”\n"
+        "The current session was deleted: your next message starts a new one"
+    )
     assert await h.ask("/history") == "No sessions yet"
-    assert "No titles model" in await h.ask("/retitle")
+    assert "There is no current session" in await h.ask("/retitle")
 
 
 async def test_provider_and_model_commands(bot: Factory) -> None:

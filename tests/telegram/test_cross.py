@@ -52,9 +52,8 @@ async def test_cancel_and_delete_on_a_session_another_channel_is_using(bot: Fact
     await h.tg.wait_until(lambda: len(h.model.requests) == 1)
 
     # /del_history is refused whole: the chat keeps its session.
-    await h.ask("/history")
     busy = "Still working on the previous message; wait or send /cancel"
-    assert await h.ask("/del_history #1") == busy
+    assert await h.ask(f"/del_history #{opened.row.id} yes") == busy
     assert agent.current_session(CONV) == opened.row.id
     assert await h.kernel.store.get_session(opened.row.id) is not None
 

@@ -157,11 +157,12 @@ async def test_resume_picker_resumes_the_tapped_session(bot: Factory) -> None:
     assert shown.text.startswith("Sessions (continue one with /resume #n):")
     found = labels(shown)
     assert len(found) == 2
-    assert found[0].startswith("✅ #1 ") and found[1].startswith("#2 ")  # #1: this one
+    assert found[0].startswith("✅ #2 “second session” · ")  # this one, newest first
+    assert found[1].startswith("#1 “first session” · ")
 
     after = await tap(h, shown, found[1])
 
-    assert after.text.startswith("Resumed session #2")
+    assert after.text.startswith("Resumed session #1 “first session”")
     assert after.reply_markup is None
     assert h.kernel.agent.current_session(CONV) != second
     await h.converse("back in the first")
@@ -175,13 +176,13 @@ async def test_resume_takes_a_bare_number_like_a_hash_number(bot: Factory) -> No
     for text in ("alpha", "beta", "gamma"):
         await h.converse(text)
         await h.ask("/new")
-    listed = await picker(h, "/resume")  # numbered like /history: typed numbers follow it
-    assert labels(listed)[2].startswith("#3 ")
+    listed = await picker(h, "/resume")  # #n is the session's own number
+    assert labels(listed)[-1].startswith("#1 “alpha”")
 
-    plain = await h.ask("/resume 3")
+    plain = await h.ask("/resume 1")
     first = h.kernel.agent.current_session(CONV)
-    assert plain.startswith("Resumed session #3")
-    assert await h.ask("/resume #3") == plain
+    assert plain.startswith("Resumed session #1")
+    assert await h.ask("/resume #1") == plain
     assert h.kernel.agent.current_session(CONV) == first
     h.model.enqueue(text_reply("four"))
     await h.converse("still there?")
@@ -288,6 +289,6 @@ async def test_a_picker_from_before_a_restart_still_acts(bot: Factory) -> None:
     again = await bot(tg=h.tg, model=h.model)  # no listing kept: the tap lists again
     after = await tap(again, shown, labels(shown)[1])
 
-    assert after.text.startswith("Resumed session #2")
+    assert after.text.startswith(f"Resumed session #{older}")
     assert after.reply_markup is None
     assert again.kernel.agent.current_session(CONV) == older

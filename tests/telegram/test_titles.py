@@ -46,7 +46,7 @@ async def test_title_after_first_turn_and_retitle(bot: Factory, openai_sim: Open
 
     openai_sim.enqueue(text_reply("Small talk"))
     assert await h.ask("/retitle") == "New title: Small talk"
-    assert "Invalid session number" in await h.ask("/retitle #5")
+    assert "Session #5 does not exist" in await h.ask("/retitle #5")
 
 
 def test_clean_title() -> None:
