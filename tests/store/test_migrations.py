@@ -533,6 +533,24 @@ async def check_v16(store: Store) -> None:
     assert (await audit.verify()).as_json() == {"ok": True, "checked": 1, "pruned": 0}
 
 
+def insert_v17(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO inbox (channel, chat_id, update_id, message_id, kind, payload, state,"
+        " received_at, session_id) VALUES ('telegram', '42', 9, 3, 'text', '{}', 'open', ?, 5)",
+        (TS,),
+    )
+
+
+async def check_v17(store: Store) -> None:
+    # A message remembers the session its turn ran in; an older row has none.
+    mailbox = Mailbox(store)
+    row = await mailbox.inbox_row(1)
+    assert row is not None and row.session_id == 5
+    await mailbox.set_session(row.id, 8)
+    again = await mailbox.inbox_row(1)
+    assert again is not None and again.session_id == 8
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -552,6 +570,7 @@ SAMPLES: dict[
     14: (insert_v14, check_v14),
     15: (insert_v15, check_v15),
     16: (insert_v16, check_v16),
+    17: (insert_v17, check_v17),
 }
 
 
