@@ -76,6 +76,7 @@ async def test_with_the_setting_off_the_transcript_is_not_shown(
     bot: Factory, openai_sim: OpenAISim
 ) -> None:
     h = await bot(extra="show_transcript = false\n" + voice_config(openai_sim))
+    assert h.kernel.config.telegram.show_transcript is False  # a setting of [telegram]
     openai_sim.enqueue_transcription("what time is it")
     h.model.enqueue(text_reply("Nine."))
     await send_voice(h, tone("ogg"))
@@ -173,12 +174,6 @@ async def test_again_after_a_restart_runs_in_the_messages_session_and_quotes_it(
     lenient = {"message_id": message_id, "allow_sending_without_reply": True}
     assert quoted(sent(second, "it is blue")) == lenient
     assert sum(HINT in text for text in second.texts()) == 1
-
-
-async def test_the_first_conversation_ever_gets_no_restart_hint(bot: Factory) -> None:
-    h = await bot()
-    h.model.enqueue(text_reply("welcome"))
-    assert await h.converse("first words") == "welcome"
 
 
 # ----- approvals ---------------------------------------------------------------------
