@@ -105,7 +105,9 @@ async def test_answers_to_what_arrived_while_down_quote_their_messages(bot: Fact
 
     lenient = {"allow_sending_without_reply": True}
     assert quoted(sent(h, "answer one")) == {"message_id": first["message"]["message_id"]} | lenient
-    assert quoted(sent(h, "answer two")) == {"message_id": second["message"]["message_id"]} | lenient
+    assert (
+        quoted(sent(h, "answer two")) == {"message_id": second["message"]["message_id"]} | lenient
+    )
     [live] = [m for m in h.bot_messages() if m.text == "live answer"]
     assert live.reply_to is None  # answered as it came: no quote
     shown = [m for m in h.bot_messages() if m.text == "answer one"]
