@@ -536,19 +536,21 @@ async def check_v16(store: Store) -> None:
 def insert_v17(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO inbox (channel, chat_id, update_id, message_id, kind, payload, state,"
-        " received_at, session_id) VALUES ('telegram', '42', 9, 3, 'text', '{}', 'open', ?, 5)",
+        " received_at, session_id) VALUES ('telegram', '42', 17, 4, 'text', '{}', 'answered',"
+        " ?, 5)",
         (TS,),
     )
 
 
 async def check_v17(store: Store) -> None:
-    # A message remembers the session its turn ran in; an older row has none.
+    # A message remembers the session its turn ran in; one from before has none.
     mailbox = Mailbox(store)
-    row = await mailbox.inbox_row(1)
-    assert row is not None and row.session_id == 5
+    [row] = await mailbox.inbox_rows("telegram", ["answered"])
+    assert (row.update_id, row.session_id) == (17, 5)
     await mailbox.set_session(row.id, 8)
-    again = await mailbox.inbox_row(1)
+    again = await mailbox.inbox_row(row.id)
     assert again is not None and again.session_id == 8
+    assert all(r.session_id is None for r in await mailbox.inbox_rows("telegram", ["open"]))
 
 
 SAMPLES: dict[
