@@ -282,7 +282,7 @@ class ToolRegistry:
             )
             return ToolOutcome(tool.name, False, content, args)
         display, summary = _described(tool, args)
-        question = i18n.t("ask.approval", tool=display, summary=summary)
+        question = i18n.t("ask.approval", tool=display, summary=summary).rstrip()  # none: no line
         options = [i18n.t("ask.approve"), i18n.t("ask.deny")]
         answer = await context.ask(
             question, options, kind="approval", seconds=timeout, details=details(args)

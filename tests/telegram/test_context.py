@@ -9,6 +9,7 @@ same data folder."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +138,24 @@ async def test_a_quoted_answer_still_comes_when_the_original_was_deleted(bot: Fa
 # ----- 🔁 after a restart, and the restart hint --------------------------------------
 
 
+def crashed(data_dir: Path) -> None:
+    """What a crash mid-turn leaves behind a stop: the message's row still open (and its
+    session on record), so the next start tells the owner with 🔁."""
+    db = sqlite3.connect(data_dir / "kernel.db")
+    try:
+        with db:
+            db.execute(
+                "UPDATE inbox SET state = 'open', closed_at = NULL WHERE kind = 'text'"
+                " AND state = 'interrupted'"
+            )
+            db.execute("DELETE FROM outbox WHERE state != 'sent'")
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("end", ["stop", "crash"])
 async def test_again_after_a_restart_runs_in_the_messages_session_and_quotes_it(
-    bot: Factory,
+    bot: Factory, end: str
 ) -> None:
     tg = await TelegramSim().start()
     model = await AnthropicSim().start()
@@ -150,9 +167,16 @@ async def test_again_after_a_restart_runs_in_the_messages_session_and_quotes_it(
     cut = tg.inject_text("what is my favourite colour?")
     await tg.wait_until(lambda: len(model.requests) == 2 and "Working on a reply…" in first.texts())
     await stop(first)
-    [notice] = [m for m in first.bot_messages() if "interrupted" in m.text]
+    if end == "crash":
+        crashed(first.kernel.config.data_dir)
+        for message in first.bot_messages():
+            if "interrupted" in message.text:  # the stop's notice never came: the
+                message.text, message.reply_markup = "Working on a reply…", None  # placeholder
 
     second = await bot(tg=tg, model=model)
+    told = "restarted before" if end == "crash" else "interrupted"
+    await tg.wait_until(lambda: any(told in m.text for m in second.bot_messages()))
+    [notice] = [m for m in second.bot_messages() if told in m.text]
     [row] = [r for r in await rows(second) if r.state == "interrupted"]
     assert row.session_id == session  # recorded while the turn ran
     # A restart starts a new conversation, and its first answer says so, once.
