@@ -290,6 +290,7 @@ class TurnRun:
             )
             conv.session_id = row.id
         self.session_id = conv.session_id
+        self.turn.place(self.session_id)
         session = await parts.store.get_session(self.session_id)
         meta = session.meta if session else {}
         self.guest_tools = user_input.guest_tools if user_input.guest else None
@@ -595,11 +596,20 @@ class TurnRun:
             kind: str = "question",
             seconds: float = 300.0,
             markdown: bool = False,
+            details: str = "",
         ) -> Answer:
             asked = Question(
-                self.turn.conversation, question, list(options), call.id, kind, markdown
+                self.turn.conversation,
+                question,
+                list(options),
+                call.id,
+                kind,
+                markdown,
+                details=details,
             )
-            event = AskUser(self.step, asked.id, call.id, question, list(options), kind, markdown)
+            event = AskUser(
+                self.step, asked.id, call.id, question, list(options), kind, markdown, details
+            )
             self.turn.emit(event)
             return await self.parts.asks.wait(asked, seconds)
 

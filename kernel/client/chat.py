@@ -97,6 +97,8 @@ def _answer(sidecar: Sidecar, ask: dict[str, Any], stdin: IO[str], out: IO[str])
     """Show the question with numbered options; the next valid number answers it."""
     options = [str(o) for o in ask.get("options", [])]
     out.write(str(ask.get("question", "")) + "\n")
+    if ask.get("details"):  # an approval's full arguments: a terminal has room for them
+        out.write(str(ask["details"]) + "\n")
     for n, option in enumerate(options, start=1):
         out.write(f"  {n}) {option}\n")
     while True:

@@ -49,6 +49,9 @@ class TelegramConfig(Section):
     ] = Field(0, description="the numeric Telegram user id answered (the owner)")
     api_base: Base = Field("https://api.telegram.org", description="Bot API server")
     stream: bool = Field(True, description="preview replies while they form")
+    show_transcript: bool = Field(
+        True, description="show what a voice note was heard as, quoted under it"
+    )
     progress_interval: PosFloat = Field(3.0, description="seconds between progress edits")
     poll_timeout: PosInt = Field(30, description="long-poll timeout of getUpdates, seconds")
     watchdog_seconds: PosFloat = Field(120.0, description="restart polling after this silence")

@@ -110,6 +110,8 @@ class ConsoleChat:
     async def _answer(self, event: AskUser) -> None:
         """Print the options and wait for the owner's number on the next input line."""
         self.line(event.question)
+        if event.details:  # an approval's full arguments: a terminal has room for them
+            self.line(event.details)
         for n, option in enumerate(event.options, start=1):
             self.line(f"  {n}) {option}")
         while self.lines is not None:

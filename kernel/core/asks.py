@@ -43,6 +43,7 @@ class Question:
     # Answered only in the owner's own chat (Telegram): a privileged change's confirmation
     # is never listed to, nor answered by, the sidecar's callers it guards against.
     owner_only: bool = False
+    details: str = ""  # what the question is about in full (an approval's arguments)
     id: str = field(default_factory=lambda: secrets.token_hex(4))
 
 

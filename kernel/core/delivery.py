@@ -88,6 +88,7 @@ async def ask_owner(
         list(question.options),
         question.kind,
         question.markdown,
+        question.details,
     )
     waiting = asyncio.ensure_future(asks.wait(question, seconds))
     await asyncio.sleep(0)  # the question waits before anyone can press its buttons

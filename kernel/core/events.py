@@ -66,6 +66,7 @@ class AskUser:
     options: list[str]
     kind: str = "question"  # "approval" when it gates a tool call; "permission": a CLI's
     markdown: bool = False  # the question is Markdown (channels that can, render it)
+    details: str = ""  # the full matter one tap away (an approval's arguments), plain text
     type: Literal["ask_user"] = "ask_user"
 
 
@@ -171,6 +172,7 @@ def event_to_dict(event: TurnEvent) -> dict[str, Any]:
                 "question": event.question,
                 "options": list(event.options),
                 "format": "markdown" if event.markdown else "text",
+                **({"details": event.details} if event.details else {}),
             },
         }
     if isinstance(event, ModelSwitched):

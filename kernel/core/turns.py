@@ -22,6 +22,8 @@ class Turn:
         self.reply = ""
         self.final: Completed | ErrorEvent | None = None
         self.answer_id: int | None = None  # the stored final answer (what 🔁 retries)
+        self.session_id: int | None = None  # the session it runs in, once known
+        self.placed = asyncio.Event()  # set when session_id is known
         self.started = False  # set by the runner once it holds the turn
         self.cancel_requested = False
         # What its model calls used so far (/status shows it while it runs).
@@ -47,6 +49,11 @@ class Turn:
             "cost": round(self.cost, 6),
             "unpriced_calls": self.unpriced,
         }
+
+    def place(self, session_id: int) -> None:
+        """The session the turn runs in is known (created, for a fresh conversation)."""
+        self.session_id = session_id
+        self.placed.set()
 
     def attach(self, task: asyncio.Task[None]) -> None:
         self.task = task

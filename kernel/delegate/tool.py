@@ -12,8 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kernel.core.i18n import t
 from kernel.delegate.delegator import DEFAULT_CLI, Delegator
+from kernel.delegate.formats import DISPLAY_NAMES
 from kernel.profiles import Profile, ProfileLibrary, Profiles
+from kernel.tools.describe import first_line
 from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -101,6 +104,17 @@ def register(
             context=context if isinstance(context, ToolContext) else None,
         )
 
+    def describe(args: dict[str, Any]) -> tuple[str, str]:
+        """An approval's words: "交给 Claude Code" and the task's first line."""
+        cli = args.get("cli") if isinstance(args.get("cli"), str) else default
+        shown = DISPLAY_NAMES.get(str(cli), str(cli))
+        return t("ask.delegate", cli=shown), first_line(str(args.get("task") or ""))
+
     registry.register(
-        NAME, DESCRIPTION, parameters(names, default), delegate_to_cli, with_context=True
+        NAME,
+        DESCRIPTION,
+        parameters(names, default),
+        delegate_to_cli,
+        with_context=True,
+        describe=describe,
     )

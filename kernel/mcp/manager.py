@@ -30,6 +30,7 @@ from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.mcp.interact import Sampler
 from kernel.mcp.naming import assign_names, server_part, server_parts
+from kernel.tools.describe import remote
 from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry, ToolReply
 
 if TYPE_CHECKING:
@@ -342,6 +343,7 @@ class MCPManager:
                     _handler(connection, tool.name),
                     source=_source(connection.name),
                     with_context=True,
+                    describe=remote(connection.name, tool.name),
                 )
             except ValueError:
                 return name

@@ -50,6 +50,7 @@ class InboxRow:
     placeholder_id: int | None
     received_at: datetime
     closed_at: datetime | None
+    session_id: int | None = None  # the session its turn ran in, once known
 
     @property
     def cleanup(self) -> list[int]:
@@ -96,7 +97,7 @@ class InboxCounts:
 
 _INBOX_COLUMNS = (
     "id, channel, chat_id, update_id, message_id, kind, payload, state, placeholder_id,"
-    " received_at, closed_at"
+    " received_at, closed_at, session_id"
 )
 _OUTBOX_COLUMNS = (
     "id, channel, chat_id, kind, body, state, ambiguous, attempts, next_at, expires_at,"
@@ -182,6 +183,14 @@ class Mailbox:
             conn.execute("UPDATE inbox SET placeholder_id = ? WHERE id = ?", (message_id, row_id))
 
         await self.store.write("record a placeholder", op)
+
+    async def set_session(self, row_id: int, session_id: int) -> None:
+        """The session the message's turn runs in (🔁 runs it there again)."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE inbox SET session_id = ? WHERE id = ?", (session_id, row_id))
+
+        await self.store.write("record a message's session", op)
 
     async def reopen(self, row_id: int, now: datetime) -> bool:
         """A settled row opens again to run once more (🔁). The placeholder it had is
@@ -422,6 +431,7 @@ def _inbox_from(row: tuple[Any, ...]) -> InboxRow:
         placeholder_id=row[8],
         received_at=parse_stamp(row[9]),
         closed_at=parse_stamp(row[10]) if row[10] else None,
+        session_id=row[11],
     )
 
 

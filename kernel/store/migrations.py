@@ -453,6 +453,12 @@ def m016_audit(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX artifacts_path ON artifacts(path)")
 
 
+def m017_inbox_session(conn: sqlite3.Connection) -> None:
+    """The session an owner's message was answered in (issue 34): 🔁 on a turn a restart
+    cut off runs it in that session again, not in the fresh one the restart began."""
+    conn.execute("ALTER TABLE inbox ADD COLUMN session_id INTEGER")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -470,6 +476,7 @@ MIGRATIONS: list[Migration] = [
     Migration("cut_messages", m014_cut_messages),
     Migration("cron_runs", m015_cron_runs),
     Migration("audit", m016_audit),
+    Migration("inbox_session", m017_inbox_session),
 ]
 
 

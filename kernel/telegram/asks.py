@@ -33,7 +33,7 @@ from kernel.delegate.approvals import ALLOW_ONCE, ALLOW_TASK, meaning
 from kernel.store.mailbox import OutboxItem
 from kernel.telegram.outbox import Outbox, Undeliverable, edit_item
 from kernel.telegram.render import escape, render_markdown
-from kernel.telegram.split import LIMIT, split_html
+from kernel.telegram.split import LIMIT, split_html, utf16_len
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,11 @@ class _Shown:
 def question_body(event: AskUser) -> tuple[list[str], str | None]:
     """The question's text as Telegram takes it: its chunks (the buttons go on the last)
     and the parse mode. A Markdown question is rendered to HTML; one too long for a
-    message is split, leaving room in the last chunk for the closing note."""
+    message is split, leaving room in the last chunk for the closing note. A question
+    with details (an approval's full arguments) shows them one tap away, in a collapsed
+    quote: nothing to press or wait for, and it still opens after a restart."""
+    if event.details and not event.markdown:
+        return [_with_details(event.question, event.details)], ParseMode.HTML
     if not event.markdown:
         return [event.question], None
     chunks = split_html(render_markdown(event.question), LIMIT - NOTE_ROOM)
@@ -204,6 +208,20 @@ class AskBoard:
     async def _answer_query(self, query_id: str, text: str) -> None:
         with contextlib.suppress(TelegramError):
             await self.bot.answer_callback_query(query_id, text=text)
+
+
+def _with_details(question: str, details: str) -> str:
+    """The question, then its details in an expandable quote, within one message with
+    room for the closing note."""
+    label = t("tg.ask_details")
+    room = LIMIT - NOTE_ROOM - utf16_len(question) - utf16_len(label) - 4
+    if utf16_len(details) > room:
+        details = details[: max(0, room - 2)]
+        while utf16_len(details) > room - 2:
+            details = details[:-1]
+        details += " …"
+    quoted = f"{escape(label)}\n{escape(details)}"
+    return f"{escape(question)}\n<blockquote expandable>{quoted}</blockquote>"
 
 
 def _chosen(shown: _Shown, choice: int) -> str:

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from telegram import Bot, InlineKeyboardMarkup, Message
+from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -94,20 +94,22 @@ class RowCalls:
         body = row.body
         text, mode = str(body.get("text") or ""), body.get("parse_mode")
         markup = _markup(body.get("reply_markup"))
-        replace = body.get("replace")
-        if replace is not None:
+        replace, reply_to = body.get("replace"), body.get("reply_to")
+        if replace is not None and reply_to is None:
             try:
                 return await self._edit_text(chat_id, int(replace), text, mode, markup)
             except BadRequest as exc:
                 if not _gone(exc):
                     raise
-            # The placeholder is gone or cannot be edited: the text comes anew, and the
-            # placeholder (if it still stands) goes.
-            message_id = await self._send_text(chat_id, row, text, mode, markup)
+        # The placeholder is gone or cannot be edited, or the text must quote the
+        # owner's message (an edit cannot make a reply): it comes anew, and the
+        # placeholder (if it still stands) goes.
+        quoted = int(reply_to) if reply_to is not None else None
+        message_id = await self._send_text(chat_id, row, text, mode, markup, quoted)
+        if replace is not None:
             with contextlib.suppress(TelegramError):
                 await self.bot.delete_message(chat_id, int(replace))
-            return message_id
-        return await self._send_text(chat_id, row, text, mode, markup)
+        return message_id
 
     async def _send_text(
         self,
@@ -116,6 +118,7 @@ class RowCalls:
         text: str,
         mode: str | None,
         markup: InlineKeyboardMarkup | None,
+        reply_to: int | None = None,
     ) -> int:
         marker = t("tg.resent_marker") if row.ambiguous else ""
         if row.ambiguous:
@@ -124,7 +127,7 @@ class RowCalls:
             parts = [marker + text]
             if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
                 parts = split_html(parts[0]) if mode else split_plain(parts[0])
-            return await self._send_parts(chat_id, parts, mode, markup)
+            return await self._send_parts(chat_id, parts, mode, markup, reply_to)
         except BadRequest as exc:
             if mode is None or not _bad_entities(exc):
                 raise
@@ -132,17 +135,32 @@ class RowCalls:
                 "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
             )
             plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
-            return await self._send_parts(chat_id, plain, None, markup)
+            return await self._send_parts(chat_id, plain, None, markup, reply_to)
 
     async def _send_parts(
-        self, chat_id: int, parts: list[str], mode: str | None, markup: InlineKeyboardMarkup | None
+        self,
+        chat_id: int,
+        parts: list[str],
+        mode: str | None,
+        markup: InlineKeyboardMarkup | None,
+        reply_to: int | None = None,
     ) -> int:
-        """Almost always one part; the buttons go on the last; its id is the row's."""
+        """Almost always one part; the buttons go on the last; its id is the row's. The
+        first quotes ``reply_to`` when given (a deleted original does not fail it)."""
         message_id = 0
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
+            quote = (
+                ReplyParameters(reply_to, allow_sending_without_reply=True)
+                if index == 0 and reply_to is not None
+                else None
+            )
             sent: Message = await self.bot.send_message(
-                chat_id, part, parse_mode=mode, reply_markup=markup if last else None
+                chat_id,
+                part,
+                parse_mode=mode,
+                reply_markup=markup if last else None,
+                reply_parameters=quote,
             )
             message_id = sent.message_id
         return message_id

@@ -23,7 +23,7 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from kernel.agent.agent import UserInput
-from kernel.core.errors import BusyError
+from kernel.core.errors import BusyError, SessionError
 from kernel.core.events import Completed, ErrorEvent
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 VOICE_AFTER_TEXT = 30.0
+HINT_LOOKBACK = 20  # recent sessions looked through for one of Telegram's
 
 
 def conversation_of(chat_id: int) -> str:
@@ -50,6 +51,8 @@ class Inbound:
         # chat → the view (or None) whose busy window was told: one notice per window
         self._busy_notified: dict[int, asyncio.Task[None] | None] = {}
         self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
+        # Chats whose first turn since this start is still to come (the restart hint).
+        self._fresh: set[int] = {channel.owner}
         kernel = channel.kernel
         self.voice = TelegramVoice(channel.app.bot, kernel.config, kernel.agent.meter)
 
@@ -66,16 +69,40 @@ class Inbound:
         if self.busy(chat_id):
             await self._busy(chat_id, row)
             return
+        # Handled late (it waited while Kernel was down, or 🔁 runs it again): the
+        # answer quotes it, and it runs in the session it belonged to.
+        late = self.channel.mailroom.late(update)
+        quote = message.message_id if late is not None else None
+        if late is not None and late.session_id is not None:
+            await self._return_to(chat_id, late.session_id)
         if message.text:
-            await self.start(chat_id, UserInput(message.text, channel="telegram"), row=row)
+            user_input = UserInput(message.text, channel="telegram")
+            await self.start(chat_id, user_input, row=row, reply_to=quote)
             return
         # Downloads and transcription take a while: they run beside the update queue
         # (so /cancel and /status stay instant) and count as busy until the turn starts.
         self.views[chat_id] = self.channel.spawn(
-            self._prepare(chat_id, message, row), f"tg-read-{message.message_id}", for_owner=True
+            self._prepare(chat_id, message, row, quote),
+            f"tg-read-{message.message_id}",
+            for_owner=True,
         )
 
-    async def _prepare(self, chat_id: int, message: Message, row: int | None) -> None:
+    async def _return_to(self, chat_id: int, session_id: int) -> None:
+        """Back to the session a message ran in before (a restart began a fresh one); a
+        session deleted meanwhile leaves the chat where it is."""
+        conversation = conversation_of(chat_id)
+        if self.agent.current_session(conversation) == session_id:
+            return
+        try:
+            await self.agent.resume(conversation, session_id)
+        except (SessionError, BusyError):
+            log.info("the session of a message run again is gone; it runs in the current one")
+            return
+        self._fresh.discard(chat_id)  # an old session: no new-conversation hint
+
+    async def _prepare(
+        self, chat_id: int, message: Message, row: int | None, quote: int | None = None
+    ) -> None:
         mailroom = self.channel.mailroom
         spoken = bool(message.voice or message.audio)
         try:
@@ -101,24 +128,56 @@ class Inbound:
         if self.channel.stopping:  # ready just as Kernel stops: no turn can run now
             await mailroom.tell(chat_id, t("tg.interrupted"), row, "interrupted", again=True)
             return
-        await self.start(chat_id, user_input, spoken=spoken, row=row)
+        await self.start(chat_id, user_input, spoken=spoken, row=row, reply_to=quote)
 
     async def start(
-        self, chat_id: int, user_input: UserInput, *, spoken: bool = False, row: int | None = None
+        self,
+        chat_id: int,
+        user_input: UserInput,
+        *,
+        spoken: bool = False,
+        row: int | None = None,
+        reply_to: int | None = None,
     ) -> None:
         user_input.user_id = user_input.user_id or str(chat_id)  # recorded with a new session
+        conversation = conversation_of(chat_id)
+        # The first message after a start that opens a new session: seed 004's fresh
+        # conversation, which the answer says once (with /resume to go back).
+        hint = chat_id in self._fresh and self.agent.current_session(conversation) is None
+        hint = hint and await self._had_sessions()  # the very first one: nothing to go back to
         try:
-            turn = self.agent.start_turn(conversation_of(chat_id), user_input)
+            turn = self.agent.start_turn(conversation, user_input)
         except BusyError:
             await self._busy(chat_id, row)
             return
-        self.show(chat_id, turn, spoken=spoken, row=row)
+        self._fresh.discard(chat_id)
+        footer = t("tg.restart_hint") if hint else None
+        self.show(chat_id, turn, spoken=spoken, row=row, reply_to=reply_to, footer=footer)
+
+    async def _had_sessions(self) -> bool:
+        """Whether the owner talked in Telegram before (a session to go back to)."""
+        try:
+            rows = await self.agent.list_sessions(limit=HINT_LOOKBACK)
+        except Exception as exc:  # a hint only: without it the answer still comes
+            log.warning("listing sessions failed: %s", type(exc).__name__)
+            return False
+        return any(row.channel == "telegram" for row in rows)
 
     def show(
-        self, chat_id: int, turn: Turn, *, spoken: bool = False, row: int | None = None
+        self,
+        chat_id: int,
+        turn: Turn,
+        *,
+        spoken: bool = False,
+        row: int | None = None,
+        reply_to: int | None = None,
+        footer: str | None = None,
     ) -> None:
-        """Show a started turn in the chat (a message's, or /retry's), settling ``row``."""
+        """Show a started turn in the chat (a message's, or /retry's), settling ``row``;
+        ``reply_to``: the owner's message its answer quotes; ``footer``: a line under it."""
         self._busy_notified.pop(chat_id, None)
+        if row is not None:
+            self.channel.spawn(self._note_session(turn, row), f"tg-session-{turn.id}")
         view = TurnView(
             self.channel.app.bot,
             chat_id,
@@ -132,12 +191,30 @@ class Inbound:
             conversation=conversation_of(chat_id),
             progress_interval=self.channel.cfg.progress_interval,
             needs_approval=self.channel.kernel.tools.needs_approval,
+            reply_to=reply_to,
+            footer=footer,
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
         shown = self.channel.files.after(shown, chat_id)  # downloads waiting for a session
         self.views[chat_id] = self.channel.spawn(
             self._settled(shown, view, turn, row), f"tg-{turn.id}"
         )
+
+    async def _note_session(self, turn: Turn, row: int) -> None:
+        """Record the session the message's turn runs in, once the turn knows it: 🔁
+        after a restart runs the message there again."""
+        placed = asyncio.ensure_future(turn.placed.wait())
+        try:
+            ended = {turn.task} if turn.task is not None else set()
+            await asyncio.wait({placed, *ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            placed.cancel()
+        if turn.session_id is None:
+            return
+        try:
+            await self.channel.mailroom.mailbox.set_session(row, turn.session_id)
+        except Exception as exc:  # 🔁 then runs in the chat's current session
+            log.warning("recording a message's session failed: %s", type(exc).__name__)
 
     async def _settled(
         self, shown: Coroutine[Any, Any, None], view: TurnView, turn: Turn, row: int | None

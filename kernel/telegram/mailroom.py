@@ -285,6 +285,12 @@ class Mailroom:
         entry = self._handling.get(update.update_id)
         return entry[0].id if entry else None
 
+    def late(self, update: Update) -> InboxRow | None:
+        """The stored row of a message handled late (one that waited while Kernel was
+        down, or 🔁 running one again); None for one handled as it arrives."""
+        entry = self._handling.get(update.update_id)
+        return entry[0] if entry is not None and entry[1] is not None else None
+
     async def after(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """After the handlers: a command or press is done; a message's turn goes on."""
         if not isinstance(update, Update):

@@ -78,31 +78,46 @@ class Undeliverable(Exception):
 
 
 def reply_items(
-    markdown: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
+    markdown: str,
+    *,
+    replace: int | None = None,
+    markup: dict[str, Any] | None = None,
+    reply_to: int | None = None,
 ) -> list[OutboxItem]:
     """A Markdown reply as Telegram HTML chunks; ``replace``: the message (placeholder)
-    whose text becomes the first chunk; ``markup`` goes on the last."""
+    whose text becomes the first chunk; ``markup`` goes on the last; ``reply_to``: the
+    owner's message the first chunk quotes (an answer given late), sent anew then."""
     chunks = split_html(render_markdown(markdown))
     if not chunks:
-        return plain_items(t("tg.empty_reply"), replace=replace, markup=markup)
-    return _items(chunks, ParseMode.HTML, replace, markup)
+        return plain_items(t("tg.empty_reply"), replace=replace, markup=markup, reply_to=reply_to)
+    return _items(chunks, ParseMode.HTML, replace, markup, reply_to)
 
 
 def plain_items(
-    text: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
+    text: str,
+    *,
+    replace: int | None = None,
+    markup: dict[str, Any] | None = None,
+    reply_to: int | None = None,
 ) -> list[OutboxItem]:
     chunks = split_plain(text) or [t("tg.empty_reply")]
-    return _items(chunks, None, replace, markup)
+    return _items(chunks, None, replace, markup, reply_to)
 
 
 def _items(
-    chunks: list[str], mode: str | None, replace: int | None, markup: dict[str, Any] | None
+    chunks: list[str],
+    mode: str | None,
+    replace: int | None,
+    markup: dict[str, Any] | None,
+    reply_to: int | None = None,
 ) -> list[OutboxItem]:
     items = []
     for index, chunk in enumerate(chunks):
         body: dict[str, Any] = {"text": chunk, "parse_mode": mode}
         if index == 0 and replace is not None:
             body["replace"] = replace
+        if index == 0 and reply_to is not None:
+            body["reply_to"] = reply_to
         if index == len(chunks) - 1 and markup is not None:
             body["reply_markup"] = markup
         items.append(OutboxItem("send", body))

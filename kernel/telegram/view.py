@@ -95,8 +95,12 @@ class TurnView:
         conversation: str = "",
         progress_interval: float = 3.0,
         needs_approval: Callable[[str], bool] = lambda name: False,
+        reply_to: int | None = None,
+        footer: str | None = None,
     ) -> None:
         self.bot = bot
+        self.reply_to = reply_to  # the owner's message a late answer quotes
+        self.footer = footer  # a line under the answer (the restart hint)
         self.outbox = outbox
         self.inbox_id = inbox_id  # the owner's message this turn answers, when recorded
         self._settled = False  # the outcome is queued (and the inbox row closed)
@@ -195,7 +199,10 @@ class TurnView:
                         first, pending = pending, None  # from here the placeholder is the reply
                         self.reply = event.reply
                         retry = retry_markup(turn.answer_id) if turn.answer_id else None
-                        items = reply_items(event.reply, replace=first, markup=retry)
+                        shown = f"{event.reply}\n\n{self.footer}" if self.footer else event.reply
+                        items = reply_items(
+                            shown, replace=first, markup=retry, reply_to=self.reply_to
+                        )
                         await self._finish(items, "answered")
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
@@ -207,9 +214,10 @@ class TurnView:
                         await self.board.close_asks(self._asked, "unanswered")
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
-                    await self._finish(
-                        plain_items(text, replace=first, markup=self._again()), "failed"
+                    notice = plain_items(
+                        text, replace=first, markup=self._again(), reply_to=self.reply_to
                     )
+                    await self._finish(notice, "failed")
         except Exception as exc:  # the view itself failed: the owner still hears of it
             if not self._settled and not self.unqueued:
                 log.error("showing a turn failed: %s", type(exc).__name__)

@@ -6,7 +6,14 @@ configured, as a voice note of its beginning.
 Text first, always: it arrives the moment the model is done, it is the full answer
 (formatted, searchable, copyable), and nothing about it depends on speech working. The
 voice note follows a second or two later, so it carries no caption (that would repeat
-the text just sent)."""
+the text just sent).
+
+What was heard is shown at once (``[telegram] show_transcript``, on by default): a silent
+reply to the voice note, "🎤 …", sent before the turn starts. Not quoted above the answer:
+it comes while the model still works, so a mishearing shows (and can be /cancel'led)
+before any answer; the answer stays the notifying message, its first words on the lock
+screen rather than the owner's own; the reply thread ties it to the voice bubble it
+transcribes; and a copied or retried answer carries no transcript."""
 
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ import math
 from collections.abc import Awaitable, Callable
 from pathlib import PurePath
 
-from telegram import Bot, Message
+from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
@@ -27,6 +34,7 @@ from kernel.core.i18n import t
 from kernel.spend import Meter
 from kernel.telegram import media
 from kernel.telegram.download import download
+from kernel.telegram.split import LIMIT, split_plain
 from kernel.voice.stt import Transcriber
 from kernel.voice.text import speakable
 from kernel.voice.tts import Synthesizer
@@ -57,6 +65,7 @@ class TelegramVoice:
         self.bot = bot
         self.stt = Transcriber(config.stt, meter=meter, channel="telegram") if config.stt else None
         self.tts = Synthesizer(config.tts) if config.tts else None
+        self.show_transcript = config.telegram.show_transcript
 
     async def hear(self, message: Message, keep: Keep | None = None) -> UserInput:
         """The voice message as model input; MediaRefused (with the reason and the fix)
@@ -78,11 +87,26 @@ class TelegramVoice:
             raise media.MediaRefused(t("tg.stt_failed", detail=str(exc))) from None
         if not transcript:
             raise media.MediaRefused(t("tg.stt_empty"))
+        if self.show_transcript:
+            await self._show(message, transcript)
         if keep is not None:
             await keep(message.chat.id, audio.file_unique_id, data, _upload_name(message, mime))
         text = f"[语音: {transcript}]"  # the seed's format; history slimming recognises it
         caption = message.caption or ""
         return UserInput(f"{text}\n{caption}" if caption else text, channel="telegram")
+
+    async def _show(self, message: Message, transcript: str) -> None:
+        """What was heard, as a silent reply to the voice note. Best effort: the turn
+        goes on without it."""
+        chunks = split_plain(t("tg.voice_heard", text=transcript), LIMIT - 1)
+        text = chunks[0] if len(chunks) == 1 else chunks[0].rstrip() + "…"
+        quote = ReplyParameters(message.message_id, allow_sending_without_reply=True)
+        try:
+            await self.bot.send_message(
+                message.chat.id, text, reply_parameters=quote, disable_notification=True
+            )
+        except TelegramError as exc:
+            log.warning("showing the transcript failed: %s", type(exc).__name__)
 
     async def reply(self, chat_id: int, markdown: str) -> None:
         """Speak the beginning of a reply already delivered as text. Never raises for

@@ -26,6 +26,7 @@ from kernel.core.messages import ImageBlock, ToolSpec
 from kernel.core.turns import Turn
 from kernel.tools import schema
 from kernel.tools.arguments import check as check_arguments
+from kernel.tools.describe import Describe, details, generic
 from kernel.tools.repair import repair_arguments, resolve_tool_name
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class _Tool:
     # Whether the model is offered it now (e.g. web_search only with a provider set);
     # a call to a tool not offered still runs, so its handler can say what is missing.
     offered: Callable[[], bool] | None = None
+    describe: Describe | None = None  # how an approval names a call (else: generic)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -158,14 +160,18 @@ class ToolRegistry:
         source: str = "builtin",
         with_context: bool = False,
         offered: Callable[[], bool] | None = None,
+        describe: Describe | None = None,
     ) -> None:
         """Register a tool with a ready JSON schema; ``handler(**arguments)`` runs it
         (``with_context``: also given the call's ToolContext as ``CONTEXT_ARG``).
         ``offered``: asked each time the tools are listed; False keeps it out of the
-        model's offer (calls still reach the handler, which names what is missing)."""
+        model's offer (calls still reach the handler, which names what is missing).
+        ``describe``: how an approval names a call (``tools/describe.py``)."""
         context_param = CONTEXT_ARG if with_context else None
         declaration = schema.from_json_schema(name, copy.deepcopy(parameters))
-        self._add(_Tool(name, description, declaration, handler, source, context_param, offered))
+        tool = _Tool(name, description, declaration, handler, source, context_param, offered)
+        tool.describe = describe
+        self._add(tool)
 
     def _add(self, tool: _Tool) -> None:
         if not NAME_PATTERN.match(tool.name):
@@ -275,12 +281,12 @@ class ToolRegistry:
                 "can be asked here; the call was not run"
             )
             return ToolOutcome(tool.name, False, content, args)
-        shown = json.dumps(args, ensure_ascii=False, indent=1)
-        if len(shown) > 800:
-            shown = shown[:800] + " …"
-        question = i18n.t("ask.approval", tool=tool.name, args=shown)
+        display, summary = _described(tool, args)
+        question = i18n.t("ask.approval", tool=display, summary=summary).rstrip()  # none: no line
         options = [i18n.t("ask.approve"), i18n.t("ask.deny")]
-        answer = await context.ask(question, options, kind="approval", seconds=timeout)
+        answer = await context.ask(
+            question, options, kind="approval", seconds=timeout, details=details(args)
+        )
         if answer.option == 0:
             log.info("tool %s approved by the owner", tool.name)
             return None
@@ -318,6 +324,17 @@ class ToolRegistry:
             log.warning("tool %s failed: %s", tool.name, type(exc).__name__)
             return ToolOutcome(tool.name, False, _error_text(exc), args, exc)
         return ToolOutcome(tool.name, True, content, args, images=images)
+
+
+def _described(tool: _Tool, args: dict[str, Any]) -> tuple[str, str]:
+    """The call's display name and one-line summary; a failing describer (a plugin's)
+    falls back to the generic one: the question must still be asked."""
+    if tool.describe is not None:
+        try:
+            return tool.describe(args)
+        except Exception as exc:
+            log.warning("tool %s: describing a call failed: %s", tool.name, type(exc).__name__)
+    return generic(tool.name, args)
 
 
 async def _invoke(handler: Callable[..., Any], kwargs: dict[str, Any]) -> Any:

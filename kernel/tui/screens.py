@@ -84,6 +84,8 @@ class AskScreen(ModalScreen[int | None]):
         with Vertical():
             yield TextLine(t(kind), classes="title")
             yield TextLine(str(self.ask.get("question", "")), id="question")
+            if self.ask.get("details"):  # an approval's full arguments
+                yield TextLine(str(self.ask["details"]), id="details")
             with Horizontal():
                 for n, option in enumerate(self.options):
                     yield Button(Content(printable(f"{n + 1}  {option}")), id=f"option-{n}")

@@ -4,6 +4,7 @@ through GET /agent/asks and POST /agent/asks/{id}/answer; SSE carries ask_user."
 from __future__ import annotations
 
 import asyncio
+import json
 
 from tests.gateway.conftest import SidecarFactory, message, sse_events, until
 from tests.sim.anthropic_sim import AnthropicSim
@@ -30,7 +31,8 @@ async def test_a_json_turn_waits_for_the_answer_given_over_http(
     await asyncio.wait_for(poll(), 30)
     [ask] = asks
     assert ask["kind"] == "approval" and ask["options"] == ["✅ Approve", "❌ Deny"]
-    assert "likes jazz" in str(ask["question"])
+    assert str(ask["question"]).endswith("memory_add\ntext=likes jazz")
+    assert json.loads(str(ask["details"])) == {"text": "likes jazz"}
 
     status, data, _ = await sc.call("POST", f"/agent/asks/{ask['id']}/answer", {"choice": 7})
     assert status == 400 and data["error"]["code"] == "invalid_request"

@@ -533,6 +533,26 @@ async def check_v16(store: Store) -> None:
     assert (await audit.verify()).as_json() == {"ok": True, "checked": 1, "pruned": 0}
 
 
+def insert_v17(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO inbox (channel, chat_id, update_id, message_id, kind, payload, state,"
+        " received_at, session_id) VALUES ('telegram', '42', 17, 4, 'text', '{}', 'answered',"
+        " ?, 5)",
+        (TS,),
+    )
+
+
+async def check_v17(store: Store) -> None:
+    # A message remembers the session its turn ran in; one from before has none.
+    mailbox = Mailbox(store)
+    [row] = await mailbox.inbox_rows("telegram", ["answered"])
+    assert (row.update_id, row.session_id) == (17, 5)
+    await mailbox.set_session(row.id, 8)
+    again = await mailbox.inbox_row(row.id)
+    assert again is not None and again.session_id == 8
+    assert all(r.session_id is None for r in await mailbox.inbox_rows("telegram", ["open"]))
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -552,6 +572,7 @@ SAMPLES: dict[
     14: (insert_v14, check_v14),
     15: (insert_v15, check_v15),
     16: (insert_v16, check_v16),
+    17: (insert_v17, check_v17),
 }
 
 

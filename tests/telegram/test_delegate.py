@@ -146,7 +146,7 @@ async def test_an_approved_delegation_shows_progress_below_the_question(
 
     await h.tg.wait_until(lambda: any(asking(m) for m in h.bot_messages()))
     asked = next(m for m in h.bot_messages() if asking(m))
-    assert "delegate_to_cli" in asked.text and "tidy the repo" in asked.text
+    assert "Hand to Claude Code\ntidy the repo" in asked.text
     assert not [m for m in h.bot_messages() if m.text.startswith("⏳")]  # nothing runs yet
     approve = asked.reply_markup["inline_keyboard"][0][0]["callback_data"]  # type: ignore[index]
     h.tg.inject_callback(approve, message_id=asked.message_id)

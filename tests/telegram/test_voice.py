@@ -137,7 +137,7 @@ async def test_speech_endpoint_failure_means_text_and_one_warning(
     h.model.enqueue(text_reply("Answer one."), text_reply("Answer two."))
     await send_voice(h, tone("ogg"))
     await send_voice(h, tone("ogg"))
-    assert h.texts()[-2:] == ["Answer one.", "Answer two."]
+    assert h.texts() == ["🎤 first", "Answer one.", "🎤 second", "Answer two."]
     assert h.tg.calls_to("sendVoice") == []
     assert sum(r.path.endswith("/speech") for r in openai_sim.requests) == 2
     [warning] = tts_warnings(caplog)
@@ -153,7 +153,7 @@ async def test_missing_ffmpeg_means_text_and_one_warning(
     h.model.enqueue(text_reply("Answer one."), text_reply("Answer two."))
     await send_voice(h, tone("ogg"))
     await send_voice(h, tone("ogg"))
-    assert h.texts()[-2:] == ["Answer one.", "Answer two."]
+    assert h.texts() == ["🎤 first", "Answer one.", "🎤 second", "Answer two."]
     assert h.tg.calls_to("sendVoice") == []
     assert not any(r.path.endswith("/speech") for r in openai_sim.requests)
     [warning] = tts_warnings(caplog)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from typing import Annotated, Any, Literal, Optional
@@ -505,11 +506,13 @@ async def test_approval_gate_asks_first_and_refuses_where_nobody_can_answer(
         return "launched"
 
     reg.require_approval("launch", 5.0)
-    asked: list[tuple[str, list[str], str, float]] = []
+    asked: list[tuple[str, list[str], str, float, str]] = []
 
     def asker(choice: int | None) -> Any:
-        async def ask(question: str, options: list[str], *, kind: str, seconds: float) -> Answer:
-            asked.append((question, options, kind, seconds))
+        async def ask(
+            question: str, options: list[str], *, kind: str, seconds: float, details: str
+        ) -> Answer:
+            asked.append((question, options, kind, seconds, details))
             if choice is None:
                 return Answer(AskOutcome.TIMEOUT)
             return Answer(AskOutcome.ANSWERED, choice)
@@ -527,6 +530,8 @@ async def test_approval_gate_asks_first_and_refuses_where_nobody_can_answer(
 
     approved = await reg.call("launch", {"target": "d"}, ToolContext(ask=asker(0)))
     assert approved.ok and approved.content == "launched" and ran == ["d"]
-    question, options, kind, seconds = asked[-1]
-    assert '"target": "d"' in question and len(options) == 2
+    question, options, kind, seconds, details = asked[-1]
+    # The tool by name and the call in one line; the full arguments beside it.
+    assert question.endswith("launch\ntarget=d") and len(options) == 2
+    assert json.loads(details) == {"target": "d"}
     assert (kind, seconds) == ("approval", 5.0)

@@ -86,6 +86,7 @@ class Ask(Shape):
     question: str
     options: list[str]
     format: Literal["text", "markdown"] = "text"
+    details: str | None = None  # the full matter (an approval's arguments), when there is one
 
 
 EventType = Literal[
@@ -519,6 +520,7 @@ async def list_asks(request: web.Request) -> web.Response:
             "question": q.text,
             "options": list(q.options),
             "format": "markdown" if q.markdown else "text",
+            **({"details": q.details} if q.details else {}),
             "conversation": q.conversation,
         }
         for q in waiting

@@ -269,6 +269,10 @@ export function askBox(ask) {
   box.append(
     el("p", { class: "ask-kind muted" }, t(`web.asks.kind.${ask.kind || "question"}`)),
     el("p", { class: "ask-question" }, ask.question),
+    // An approval's full arguments, one click away.
+    ask.details
+      ? el("details", { class: "ask-details" }, el("summary", {}, t("web.asks.details")), el("pre", {}, ask.details))
+      : null,
     el("div", { class: "row" }, buttons),
     status,
   );
