@@ -81,7 +81,9 @@ def session_label(row: SessionRow, first_words: str, now: datetime, clock: Local
     its project. Plain text, one line. ``now`` is local (``Agent.local_now``)."""
     name = session_name(row, first_words)
     when = activity_words(clock.local_time(row.updated_at), now)
-    label = f"{name} · {when} · {t('session.count', n=row.message_count)}"
+    count = row.message_count
+    words = t("session.count_one") if count == 1 else t("session.count", n=count)
+    label = f"{name} · {when} · {words}"
     project = row.meta.get("project")
     return f"{label} [{project}]" if isinstance(project, str) and project else label
 

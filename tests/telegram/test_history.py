@@ -140,17 +140,17 @@ async def test_history_pages_past_twenty_in_place(bot: Factory) -> None:
     page = await listing(h)
     lines = page.text.splitlines()
     assert lines[0] == "Sessions, page 1/2 (continue one with /resume #n):"
-    assert lines[1] == "#23 “topic 23” · today 00:01 · 1 messages"
-    assert lines[20] == "#4 “topic 4” · today 00:01 · 1 messages"
+    assert lines[1] == "#23 “topic 23” · today 00:01 · 1 message"
+    assert lines[20] == "#4 “topic 4” · today 00:01 · 1 message"
     assert keyboard(page) == [("▶", "hist:2")]
     sent = len(h.tg.calls_to("sendMessage"))
 
     second = await press(h, page, "hist:2")
     assert second.text.splitlines()[0] == "Sessions, page 2/2 (continue one with /resume #n):"
     assert second.text.splitlines()[1:4] == [
-        "#3 “topic 3” · today 00:01 · 1 messages",
-        "#2 “topic 2” · today 00:01 · 1 messages",
-        "#1 “topic 1” · today 00:01 · 1 messages",
+        "#3 “topic 3” · today 00:01 · 1 message",
+        "#2 “topic 2” · today 00:01 · 1 message",
+        "#1 “topic 1” · today 00:01 · 1 message",
     ]
     assert keyboard(second) == [("◀", "hist:1")]
     back = await press(h, second, "hist:1")
@@ -162,8 +162,8 @@ async def test_history_pages_past_twenty_in_place(bot: Factory) -> None:
     assert keyboard(every) == [("▶", "hist:all:2")]
     rest = await press(h, every, "hist:all:2")
     assert rest.text.splitlines()[1:] == [
-        "#4 “topic 4” · today 00:01 · 1 messages",
-        *(f"#{n} “topic {n}” · today 00:01 · 1 messages" for n in (3, 2, 1)),
+        "#4 “topic 4” · today 00:01 · 1 message",
+        *(f"#{n} “topic {n}” · today 00:01 · 1 message" for n in (3, 2, 1)),
     ]
     assert keyboard(rest) == [("◀", "hist:all:1")]
 
