@@ -95,6 +95,7 @@ class RowCalls:
         text, mode = str(body.get("text") or ""), body.get("parse_mode")
         markup = _markup(body.get("reply_markup"))
         replace = body.get("replace")
+        silent = bool(body.get("silent"))
         if replace is not None:
             try:
                 return await self._edit_text(chat_id, int(replace), text, mode, markup)
@@ -103,11 +104,11 @@ class RowCalls:
                     raise
             # The placeholder is gone or cannot be edited: the text comes anew, and the
             # placeholder (if it still stands) goes.
-            message_id = await self._send_text(chat_id, row, text, mode, markup)
+            message_id = await self._send_text(chat_id, row, text, mode, markup, silent)
             with contextlib.suppress(TelegramError):
                 await self.bot.delete_message(chat_id, int(replace))
             return message_id
-        return await self._send_text(chat_id, row, text, mode, markup)
+        return await self._send_text(chat_id, row, text, mode, markup, silent)
 
     async def _send_text(
         self,
@@ -116,6 +117,7 @@ class RowCalls:
         text: str,
         mode: str | None,
         markup: InlineKeyboardMarkup | None,
+        silent: bool = False,
     ) -> int:
         marker = t("tg.resent_marker") if row.ambiguous else ""
         if row.ambiguous:
@@ -124,7 +126,7 @@ class RowCalls:
             parts = [marker + text]
             if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
                 parts = split_html(parts[0]) if mode else split_plain(parts[0])
-            return await self._send_parts(chat_id, parts, mode, markup)
+            return await self._send_parts(chat_id, parts, mode, markup, silent)
         except BadRequest as exc:
             if mode is None or not _bad_entities(exc):
                 raise
@@ -132,17 +134,27 @@ class RowCalls:
                 "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
             )
             plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
-            return await self._send_parts(chat_id, plain, None, markup)
+            return await self._send_parts(chat_id, plain, None, markup, silent)
 
     async def _send_parts(
-        self, chat_id: int, parts: list[str], mode: str | None, markup: InlineKeyboardMarkup | None
+        self,
+        chat_id: int,
+        parts: list[str],
+        mode: str | None,
+        markup: InlineKeyboardMarkup | None,
+        silent: bool,
     ) -> int:
-        """Almost always one part; the buttons go on the last; its id is the row's."""
+        """Almost always one part; the buttons go on the last; its id is the row's. Only
+        the first may notify (``silent``: none)."""
         message_id = 0
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
             sent: Message = await self.bot.send_message(
-                chat_id, part, parse_mode=mode, reply_markup=markup if last else None
+                chat_id,
+                part,
+                parse_mode=mode,
+                reply_markup=markup if last else None,
+                disable_notification=True if silent or index > 0 else None,
             )
             message_id = sent.message_id
         return message_id

@@ -106,6 +106,20 @@ class CommandSet:
         reply = await self.commands.cancel(conversation_of(chat), stop)
         await self._render(chat, reply, self._row(update))
 
+    async def undo(self, update: Update, context: Context) -> None:
+        """The shared /undo; the undone answer's 🔁 goes with it (issue 34)."""
+        chat = self._chat(update)
+        reply = await self.commands.run(conversation_of(chat), "undo", "")
+        assert reply is not None
+        if not reply.error:
+            await self._supersede(chat)
+        await self._render(chat, reply, self._row(update))
+
+    async def _supersede(self, chat: int) -> None:
+        """The chat's standing 🔁 goes: its answer is no longer the one to redo."""
+        if items := self.channel.outbox.live_retry.supersede(chat):
+            await self.channel.outbox.put(chat, items)
+
     async def retry(self, update: Update, context: Context) -> None:
         """The last exchange cut and its message answered again, shown like a message's
         turn (the command's inbox row settled with the new answer)."""

@@ -31,7 +31,7 @@ goes straight through the Bot API instead (:meth:`Outbox.tell_directly`), in wor
 naming the trouble and its fix (:meth:`Outbox.trouble_words`).
 
 Public API: :class:`Outbox`, :class:`Ticket`, :class:`Undeliverable`, :func:`reply_items`,
-:func:`plain_items`, :func:`again_markup`.
+:func:`plain_items`, :func:`again_markup`, :class:`LiveRetry` (``outbox.live_retry``).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace as with_fields
 from datetime import datetime, timedelta, tzinfo
+from html import escape
 from typing import Any
 
 from telegram import Bot
@@ -78,26 +79,47 @@ class Undeliverable(Exception):
 
 
 def reply_items(
-    markdown: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
+    markdown: str,
+    *,
+    replace: int | None = None,
+    markup: dict[str, Any] | None = None,
+    footer: Sequence[str] = (),
+    silent: bool = False,
 ) -> list[OutboxItem]:
     """A Markdown reply as Telegram HTML chunks; ``replace``: the message (placeholder)
-    whose text becomes the first chunk; ``markup`` goes on the last."""
-    chunks = split_html(render_markdown(markdown))
+    whose text becomes the first chunk; ``markup`` goes on the last; ``footer``: plain
+    lines in italics below the reply (what ran for it); ``silent``: see :func:`_items`."""
+    html = render_markdown(markdown)
+    if footer and html.strip():
+        lines = "\n".join(escape(line, quote=False) for line in footer)
+        html = f"{html.rstrip()}\n\n<i>{lines}</i>"
+    chunks = split_html(html)
     if not chunks:
-        return plain_items(t("tg.empty_reply"), replace=replace, markup=markup)
-    return _items(chunks, ParseMode.HTML, replace, markup)
+        return plain_items(t("tg.empty_reply"), replace=replace, markup=markup, silent=silent)
+    return _items(chunks, ParseMode.HTML, replace, markup, silent)
 
 
 def plain_items(
-    text: str, *, replace: int | None = None, markup: dict[str, Any] | None = None
+    text: str,
+    *,
+    replace: int | None = None,
+    markup: dict[str, Any] | None = None,
+    silent: bool = False,
 ) -> list[OutboxItem]:
     chunks = split_plain(text) or [t("tg.empty_reply")]
-    return _items(chunks, None, replace, markup)
+    return _items(chunks, None, replace, markup, silent)
 
 
 def _items(
-    chunks: list[str], mode: str | None, replace: int | None, markup: dict[str, Any] | None
+    chunks: list[str],
+    mode: str | None,
+    replace: int | None,
+    markup: dict[str, Any] | None,
+    silent: bool = False,
 ) -> list[OutboxItem]:
+    """One send per chunk. Only the first may notify (issue 34: the owner's lock screen
+    shows the answer's first words, once); ``silent``: none does (progress, a line
+    beside the answer)."""
     items = []
     for index, chunk in enumerate(chunks):
         body: dict[str, Any] = {"text": chunk, "parse_mode": mode}
@@ -105,6 +127,8 @@ def _items(
             body["replace"] = replace
         if index == len(chunks) - 1 and markup is not None:
             body["reply_markup"] = markup
+        if silent or index > 0:
+            body["silent"] = True
         items.append(OutboxItem("send", body))
     return items
 
@@ -128,6 +152,18 @@ def delete_item(message_id: int) -> OutboxItem:
     return OutboxItem("delete", {"message_id": message_id})
 
 
+def unbutton_item(row_id: int) -> OutboxItem:
+    """The buttons of the message an earlier outbox row sent are taken away (the row
+    is named, not the message: its message id is known once it is delivered, and rows
+    go in order). Nothing happens when that row never landed."""
+    return OutboxItem("edit", {"of_row": row_id, "text": None, "reply_markup": None})
+
+
+def unsend_item(row_id: int) -> OutboxItem:
+    """The message an earlier outbox row sent (or edited) is deleted (as above)."""
+    return OutboxItem("delete", {"of_row": row_id})
+
+
 def retry_markup(answer_id: int) -> dict[str, Any]:
     """One 🔁 button under a final reply: answer its message again (issue 20; handled
     by the commands: only the latest answer's press runs)."""
@@ -137,6 +173,26 @@ def retry_markup(answer_id: int) -> dict[str, Any]:
 def again_markup(inbox_id: int) -> dict[str, Any]:
     """One 🔁 button running the stored update again (handled by the mailroom)."""
     return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"again:{inbox_id}"}]]}
+
+
+class LiveRetry:
+    """Which outbox row of each chat carries the live 🔁 (issue 34: one 🔁, on the
+    newest answer). A new answer, /undo or /retry takes the standing one's buttons
+    away through the outbox (:func:`unbutton_item`), in order behind what is queued:
+    durable like any reply, and never racing the answer it follows. Kept in memory:
+    after a restart an older 🔁 may stand, and its press is told it is not the latest."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, int] = {}  # chat → the row of the answer with 🔁
+
+    def supersede(self, chat_id: int) -> list[OutboxItem]:
+        """The items that take the standing 🔁 away (none when none stands)."""
+        row = self._rows.pop(chat_id, None)
+        return [unbutton_item(row)] if row is not None else []
+
+    def stands(self, chat_id: int, row_id: int) -> None:
+        """``row_id`` (queued) now carries the chat's 🔁."""
+        self._rows[chat_id] = row_id
 
 
 class Ticket:
@@ -200,6 +256,7 @@ class Outbox:
         self._caller_tells: set[int] = set()  # rows whose refusal their caller tells
         self._calls = RowCalls(bot)
         self.delivered = 0
+        self.live_retry = LiveRetry()
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -409,6 +466,11 @@ class Outbox:
             # An earlier call of this process may have landed and the store failed
             # before it could say how it ended: never an unmarked second copy.
             row = with_fields(row, ambiguous=True)
+        resolved = await self._resolved(row)
+        if resolved is None:  # an edit of a message that never landed: nothing to do
+            await self._record(chat_id, row, None, row.attempts)
+            return True
+        row = resolved
         await self.mailbox.sending(row.id)
         self._maybe.add(row.id)
         try:
@@ -444,6 +506,18 @@ class Outbox:
                 self._wake[other].set()
         await self._record(chat_id, row, message_id, row.attempts + 1)
         return True
+
+    async def _resolved(self, row: OutboxRow) -> OutboxRow | None:
+        """An edit or delete naming an earlier row (:func:`unbutton_item`,
+        :func:`unsend_item`) gets that row's message; None when that row never landed
+        (nothing to change)."""
+        of_row = row.body.get("of_row")
+        if row.kind == "send" or of_row is None:
+            return row
+        target = await self.mailbox.outbox_row(int(of_row))
+        if target is None or target.message_id is None:
+            return None
+        return with_fields(row, body={**row.body, "message_id": target.message_id})
 
     async def _record(
         self, chat_id: int, row: OutboxRow, message_id: int | None, attempts: int
