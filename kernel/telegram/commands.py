@@ -10,7 +10,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from telegram import Update
+from telegram import InlineKeyboardMarkup, Update
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
@@ -19,7 +19,7 @@ from kernel.commands import SHARED, Commands, Reply
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.inbound import conversation_of
-from kernel.telegram.outbox import edit_item, plain_items
+from kernel.telegram.outbox import CHANNEL, edit_item, plain_items
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -172,7 +172,7 @@ class CommandSet:
         target = message.reply_to_message if message is not None else None
         arg = " ".join(context.args or [])
         if target is not None:
-            answer_id = _answer_of(target.reply_markup)
+            answer_id = await self._answer_of(chat, target)
             if answer_id is None:
                 reply = Reply(t("conv.rewind_no_button"), error=True)
                 await self._render(chat, reply, self._row(update))
@@ -180,6 +180,16 @@ class CommandSet:
             arg = str(answer_id)
         reply = await self.commands.rewind(conversation_of(chat), arg)
         await self._render(chat, reply, self._row(update))
+
+    async def _answer_of(self, chat: int, target: Any) -> int | None:
+        """The stored answer a message is: by the 🔁 it carries, or, once a newer answer
+        took the 🔁 away (issue 34), by the 🔁 its outbox row was sent with."""
+        answer_id = _answer_of(target.reply_markup)
+        if answer_id is not None:
+            return answer_id
+        row = await self.channel.outbox.mailbox.sent_as(CHANNEL, str(chat), target.message_id)
+        markup = row.body.get("reply_markup") if row is not None else None
+        return _answer_of(InlineKeyboardMarkup.de_json(markup, None) if markup else None)
 
     async def status(self, update: Update, context: Context) -> None:
         chat = self._chat(update)

@@ -8,9 +8,14 @@ what was written, and a finished tool's progress does not stay as a message of i
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from tests.sim.script import Error, Reply, Stall, Text, text_reply
+import pytest
+
+from tests.delegate.conftest import cli_section
+from tests.delegate.standins import make_cli
+from tests.sim.script import Error, Reply, Stall, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, BotCall, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
 
@@ -151,3 +156,27 @@ async def test_cancel_before_anything_was_written_only_says_cancelled(bot: Facto
     await h.settle()
 
     assert h.texts() == ["Cancelled"]
+
+
+@pytest.mark.posix  # a stand-in CLI: a #!python script made executable
+async def test_a_finished_delegation_is_folded_into_the_answer(
+    bot: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STANDIN_DELAY", "0.3")
+    command = make_cli(tmp_path / "bin", "claude_code")
+    h = await bot(
+        extra="progress_interval = 0.2\n" + cli_section("claude_code", command=str(command))
+    )
+    h.model.enqueue(
+        tool_reply("delegate_to_cli", {"task": "count the files"}),
+        text_reply("There are **two** files."),
+    )
+
+    answer = await h.converse("how many files are in my project?")
+
+    text, ran = answer.split("\n\n")
+    assert text == "There are two files."
+    assert ran.startswith("✅ claude_code finished (")  # one short line of what ran
+    assert h.texts() == [answer]  # the progress message went when the answer came
+    shown = [m for m in h.tg.history(OWNER) if m.text.startswith(("⏳", "✅"))]
+    assert shown and all(m.deleted for m in shown)
