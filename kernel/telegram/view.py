@@ -1,18 +1,25 @@
 """How one turn looks in the chat: placeholder, typing, drafts, then the final reply.
 
-The placeholder is always replaced (by the first chunk of the reply, an error, or a
-notice) or deleted (on /cancel), never left dangling; the first plan of the turn
-(todo_write) takes it instead, and then the plan stays above the reply (``plan.py``).
-Drafts (``sendMessageDraft``) preview the reply as plain text while it forms, at most one
-every ``draft_interval`` seconds; the first draft error turns them off for the rest of
-the turn. Drafts, typing,
-the placeholder and intermediate edits go straight to the Bot API (best effort); the
-outcome (the reply, an error or interrupted notice, the placeholder's deletion on
-/cancel) goes through the durable outbox, which settles the turn's inbox row in the
-same transaction. The view does not wait for delivery: the next turn can start. When
-the store refuses the outcome, the placeholder becomes an error notice directly (naming a
-full disk or a read-only database, and the fix) and the row stays open: the next start
-tells the owner again, with 🔁.
+Progress is silent, the answer notifies (issue 34: the owner's lock screen shows the
+answer's first words). The placeholder is sent with ``disable_notification`` and says
+what runs (:meth:`TurnView._set_progress`); the reply (or an error notice) comes as a
+new message, the only one of the turn that notifies (a long reply's later chunks are
+silent), and the placeholder is deleted right after it, never left dangling. The first
+plan of the turn (todo_write) takes the placeholder instead, and then the plan stays
+above the reply (``plan.py``). A finished delegate_to_cli call is folded into the
+reply: its outcome line in italics below the answer, its progress message deleted.
+The reply carries the chat's only 🔁: the one before loses it (``outbox.live_retry``).
+/cancel keeps what was streamed, marked cancelled, in the placeholder's place; with
+nothing streamed the placeholder goes. Drafts (``sendMessageDraft``) preview the reply
+as plain text while it forms, at most one every ``draft_interval`` seconds; the first
+draft error turns them off for the rest of the turn. Drafts, typing, the placeholder
+and intermediate edits go straight to the Bot API (best effort); the outcome (the
+reply, an error or interrupted notice, the cancelled partial) goes through the durable
+outbox, which settles the turn's inbox row in the same transaction. The view does not
+wait for delivery: the next turn can start. When the store refuses the outcome, the
+placeholder becomes an error notice directly (naming a full disk or a read-only
+database, and the fix) and the row stays open: the next start tells the owner again,
+with 🔁.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pytest
 
 from tests.delegate.conftest import cli_section
 from tests.delegate.standins import make_cli
-from tests.sim.script import Error, Reply, Stall, Text, text_reply, tool_reply
+from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, BotCall, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
 
@@ -144,18 +144,6 @@ async def test_cancel_keeps_what_was_written_marked_cancelled(bot: Factory) -> N
     assert mark == "⏹ Cancelled: the reply stops here"
     assert h.texts()[-1] == "Cancelled"
     assert "Working on a reply…" not in h.texts()
-
-
-async def test_cancel_before_anything_was_written_only_says_cancelled(bot: Factory) -> None:
-    h = await bot()
-    h.model.enqueue(Stall(3600))
-    h.tg.inject_text("tell me")
-    await h.tg.wait_until(lambda: "Working on a reply…" in h.texts())
-
-    assert await h.ask("/cancel") == "Cancelled"
-    await h.settle()
-
-    assert h.texts() == ["Cancelled"]
 
 
 @pytest.mark.posix  # a stand-in CLI: a #!python script made executable
