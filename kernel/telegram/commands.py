@@ -157,7 +157,11 @@ class CommandSet:
             refused = await self._retry(chat, None)
             toast = refused.text if refused is not None else t("conv.retrying")
             if refused is None and notice is not None and _editable(notice):
-                await self.channel.outbox.put(chat, [edit_item(notice.message_id, None)])
+                # The pressed answer is the one the chat's 🔁 stands on (since a restart,
+                # unknown: then by its message).
+                items = self.channel.outbox.live_retry.supersede(chat)
+                items = items or [edit_item(notice.message_id, None)]
+                await self.channel.outbox.put(chat, items)
         try:
             await query.answer(toast)
         except TelegramError as exc:  # the toast is a courtesy
