@@ -139,6 +139,19 @@ class Trail:
             args_sha256=args_sha256(outcome.arguments or asked),
         )
 
+    async def cut(self, session_id: int, actor: str, after: int, branch: int, count: int) -> None:
+        """A failed exchange cut because its question was asked again (asked_again.py):
+        recorded like /retry's cut."""
+        await self._record(
+            kinds.HISTORY_CUT,
+            session_id,
+            actor,
+            command="retry",
+            after=after,
+            cut=count,
+            branch=branch,
+        )
+
     async def answered(
         self,
         session_id: int | None,

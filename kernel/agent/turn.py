@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from kernel.agent.asked_again import unanswered_repeat
 from kernel.agent.context import (
     CANCELLED_RESULT,
     repair_history,
@@ -35,7 +36,7 @@ from kernel.agent.slimming import (
     summarize_tool_result,
     without_files,
 )
-from kernel.agent.trail import Trail
+from kernel.agent.trail import Trail, actor_of
 from kernel.audit import AuditLog
 from kernel.config import Config
 from kernel.core.asks import Answer, AskRegistry, Question
@@ -272,6 +273,17 @@ class TurnRun:
         if message.role == "assistant" and not message.tool_uses and ids:
             self.turn.answer_id = ids[-1]
 
+    async def _cut_repeat(self, user_input: UserInput) -> None:
+        """The question of a failed turn asked again (🔁, or typed anew): the failed
+        exchange is cut first, so the model receives the question once."""
+        assert self.session_id is not None
+        store = self.parts.store
+        start = await unanswered_repeat(store, self.session_id, user_input.text)
+        if start is None:
+            return
+        branch, count = await asyncio.shield(store.cut_after(self.session_id, start - 1))
+        await self.trail.cut(self.session_id, actor_of(user_input), start - 1, branch, count)
+
     async def execute(self, user_input: UserInput) -> None:
         parts, cfg, conv = self.parts, self.parts.config, self.conversation
         # The owner's "/prompts:<name> KEY=VALUE …" is the template filled in, or refused
@@ -313,6 +325,7 @@ class TurnRun:
                 model=parts.models.model,
             )
         )
+        await self._cut_repeat(user_input)
         history = await parts.store.load_messages(
             self.session_id, rounds=max(cfg.general.context_rounds - 1, 1)
         )

@@ -307,6 +307,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.status_cli_idle": "CLI 委派：空闲",
         "tg.status_cli_running": "CLI 委派：{cli} 运行中，已用时 {elapsed}",
         "tg.cancelled_cli": "已取消，已停止 {cli}",
+        "tg.cancelled_partial": "⏹ 已取消：回复只写到这里",
         # long-term memory
         "tg.remember_exists": "这条已经记住了（/memory 查看全部）",
         "tg.memory_more": "（只显示最新的 {shown} 条，共 {total} 条）",
@@ -1550,6 +1551,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.status_cli_idle": "CLI delegation: idle",
         "tg.status_cli_running": "CLI delegation: {cli} running for {elapsed}",
         "tg.cancelled_cli": "Cancelled; stopped {cli}",
+        "tg.cancelled_partial": "⏹ Cancelled: the reply stops here",
         "tg.remember_exists": "Already remembered (/memory lists them all)",
         "tg.memory_more": "(showing the newest {shown} of {total})",
         "tg.status_search_fts": "Memory search: FTS5 full text (jieba), {count} memories",

@@ -297,6 +297,20 @@ class Mailbox:
 
         return await self.store.read("read an outgoing message", op)
 
+    async def sent_as(self, channel: str, chat_id: str, message_id: int) -> OutboxRow | None:
+        """The send row whose delivery is the chat's message ``message_id`` (the newest,
+        should a message id come back), while the table keeps it."""
+
+        def op(conn: sqlite3.Connection) -> OutboxRow | None:
+            row = conn.execute(
+                f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE channel = ? AND chat_id = ?"
+                " AND message_id = ? AND kind = 'send' ORDER BY id DESC LIMIT 1",
+                (channel, chat_id, message_id),
+            ).fetchone()
+            return _outbox_from(row) if row else None
+
+        return await self.store.read("find a sent message", op)
+
     async def recover(self, channel: str) -> int:
         """At start: rows left ``sending`` by a process that died mid-call may have
         reached the chat; they go back to ``pending``, marked ambiguous."""

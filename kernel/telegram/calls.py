@@ -95,6 +95,7 @@ class RowCalls:
         text, mode = str(body.get("text") or ""), body.get("parse_mode")
         markup = _markup(body.get("reply_markup"))
         replace, reply_to = body.get("replace"), body.get("reply_to")
+        silent = bool(body.get("silent"))
         if replace is not None and reply_to is None:
             try:
                 return await self._edit_text(chat_id, int(replace), text, mode, markup)
@@ -105,7 +106,7 @@ class RowCalls:
         # owner's message (an edit cannot make a reply): it comes anew, and the
         # placeholder (if it still stands) goes.
         quoted = int(reply_to) if reply_to is not None else None
-        message_id = await self._send_text(chat_id, row, text, mode, markup, quoted)
+        message_id = await self._send_text(chat_id, row, text, mode, markup, quoted, silent)
         if replace is not None:
             with contextlib.suppress(TelegramError):
                 await self.bot.delete_message(chat_id, int(replace))
@@ -119,6 +120,7 @@ class RowCalls:
         mode: str | None,
         markup: InlineKeyboardMarkup | None,
         reply_to: int | None = None,
+        silent: bool = False,
     ) -> int:
         marker = t("tg.resent_marker") if row.ambiguous else ""
         if row.ambiguous:
@@ -127,7 +129,7 @@ class RowCalls:
             parts = [marker + text]
             if utf16_len(parts[0]) > LIMIT:  # the marker pushed a full chunk over: two
                 parts = split_html(parts[0]) if mode else split_plain(parts[0])
-            return await self._send_parts(chat_id, parts, mode, markup, reply_to)
+            return await self._send_parts(chat_id, parts, mode, markup, reply_to, silent)
         except BadRequest as exc:
             if mode is None or not _bad_entities(exc):
                 raise
@@ -135,7 +137,7 @@ class RowCalls:
                 "telegram rejected an HTML chunk (%s); sending plain text", hide_quoted(exc.message)
             )
             plain = split_plain(marker + html_to_plain(text)) or [t("tg.empty_reply")]
-            return await self._send_parts(chat_id, plain, None, markup, reply_to)
+            return await self._send_parts(chat_id, plain, None, markup, reply_to, silent)
 
     async def _send_parts(
         self,
@@ -144,9 +146,11 @@ class RowCalls:
         mode: str | None,
         markup: InlineKeyboardMarkup | None,
         reply_to: int | None = None,
+        silent: bool = False,
     ) -> int:
         """Almost always one part; the buttons go on the last; its id is the row's. The
-        first quotes ``reply_to`` when given (a deleted original does not fail it)."""
+        first quotes ``reply_to`` when given (a deleted original does not fail it). Only
+        the first may notify (``silent``: none)."""
         message_id = 0
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
@@ -161,6 +165,7 @@ class RowCalls:
                 parse_mode=mode,
                 reply_markup=markup if last else None,
                 reply_parameters=quote,
+                disable_notification=True if silent or index > 0 else None,
             )
             message_id = sent.message_id
         return message_id

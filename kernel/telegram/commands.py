@@ -10,7 +10,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from telegram import Update
+from telegram import InlineKeyboardMarkup, Update
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
@@ -20,7 +20,7 @@ from kernel.commands.listing import DELETE, DELETE_NO, history_arg
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.inbound import conversation_of
-from kernel.telegram.outbox import edit_item, plain_items
+from kernel.telegram.outbox import CHANNEL, edit_item, plain_items
 from kernel.telegram.picker import Picker, picker_markup
 
 if TYPE_CHECKING:
@@ -113,6 +113,20 @@ class CommandSet:
         reply = await self.commands.cancel(conversation_of(chat), stop)
         await self._render(chat, reply, self._row(update))
 
+    async def undo(self, update: Update, context: Context) -> None:
+        """The shared /undo; the undone answer's 🔁 goes with it (issue 34)."""
+        chat = self._chat(update)
+        reply = await self.commands.run(conversation_of(chat), "undo", "")
+        assert reply is not None
+        if not reply.error:
+            await self._supersede(chat)
+        await self._render(chat, reply, self._row(update))
+
+    async def _supersede(self, chat: int) -> None:
+        """The chat's standing 🔁 goes: its answer is no longer the one to redo."""
+        if items := self.channel.outbox.live_retry.supersede(chat):
+            await self.channel.outbox.put(chat, items)
+
     async def retry(self, update: Update, context: Context) -> None:
         """The last exchange cut and its message answered again, shown like a message's
         turn (the command's inbox row settled with the new answer)."""
@@ -150,7 +164,11 @@ class CommandSet:
             refused = await self._retry(chat, None)
             toast = refused.text if refused is not None else t("conv.retrying")
             if refused is None and notice is not None and _editable(notice):
-                await self.channel.outbox.put(chat, [edit_item(notice.message_id, None)])
+                # The pressed answer is the one the chat's 🔁 stands on (since a restart,
+                # unknown: then by its message).
+                items = self.channel.outbox.live_retry.supersede(chat)
+                items = items or [edit_item(notice.message_id, None)]
+                await self.channel.outbox.put(chat, items)
         try:
             await query.answer(toast)
         except TelegramError as exc:  # the toast is a courtesy
@@ -202,7 +220,7 @@ class CommandSet:
         target = message.reply_to_message if message is not None else None
         arg = " ".join(context.args or [])
         if target is not None:
-            answer_id = _answer_of(target.reply_markup)
+            answer_id = await self._answer_of(chat, target)
             if answer_id is None:
                 reply = Reply(t("conv.rewind_no_button"), error=True)
                 await self._render(chat, reply, self._row(update))
@@ -210,6 +228,16 @@ class CommandSet:
             arg = str(answer_id)
         reply = await self.commands.rewind(conversation_of(chat), arg)
         await self._render(chat, reply, self._row(update))
+
+    async def _answer_of(self, chat: int, target: Any) -> int | None:
+        """The stored answer a message is: by the 🔁 it carries, or, once a newer answer
+        took the 🔁 away (issue 34), by the 🔁 its outbox row was sent with."""
+        answer_id = _answer_of(target.reply_markup)
+        if answer_id is not None:
+            return answer_id
+        row = await self.channel.outbox.mailbox.sent_as(CHANNEL, str(chat), target.message_id)
+        markup = row.body.get("reply_markup") if row is not None else None
+        return _answer_of(InlineKeyboardMarkup.de_json(markup, None) if markup else None)
 
     async def status(self, update: Update, context: Context) -> None:
         chat = self._chat(update)

@@ -31,7 +31,7 @@ goes straight through the Bot API instead (:meth:`Outbox.tell_directly`), in wor
 naming the trouble and its fix (:meth:`Outbox.trouble_words`).
 
 Public API: :class:`Outbox`, :class:`Ticket`, :class:`Undeliverable`, :func:`reply_items`,
-:func:`plain_items`, :func:`again_markup`.
+:func:`plain_items`, :func:`again_markup`, :class:`LiveRetry` (``outbox.live_retry``).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace as with_fields
 from datetime import datetime, timedelta, tzinfo
+from html import escape
 from typing import Any
 
 from telegram import Bot
@@ -83,14 +84,24 @@ def reply_items(
     replace: int | None = None,
     markup: dict[str, Any] | None = None,
     reply_to: int | None = None,
+    footer: Sequence[str] = (),
+    silent: bool = False,
 ) -> list[OutboxItem]:
     """A Markdown reply as Telegram HTML chunks; ``replace``: the message (placeholder)
     whose text becomes the first chunk; ``markup`` goes on the last; ``reply_to``: the
-    owner's message the first chunk quotes (an answer given late), sent anew then."""
-    chunks = split_html(render_markdown(markdown))
+    owner's message the first chunk quotes (an answer given late), sent anew then;
+    ``footer``: plain lines in italics below the reply (what ran for it); ``silent``:
+    see :func:`_items`."""
+    html = render_markdown(markdown)
+    if footer and html.strip():
+        lines = "\n".join(escape(line, quote=False) for line in footer)
+        html = f"{html.rstrip()}\n\n<i>{lines}</i>"
+    chunks = split_html(html)
     if not chunks:
-        return plain_items(t("tg.empty_reply"), replace=replace, markup=markup, reply_to=reply_to)
-    return _items(chunks, ParseMode.HTML, replace, markup, reply_to)
+        return plain_items(
+            t("tg.empty_reply"), replace=replace, markup=markup, reply_to=reply_to, silent=silent
+        )
+    return _items(chunks, ParseMode.HTML, replace, markup, reply_to, silent)
 
 
 def plain_items(
@@ -99,9 +110,10 @@ def plain_items(
     replace: int | None = None,
     markup: dict[str, Any] | None = None,
     reply_to: int | None = None,
+    silent: bool = False,
 ) -> list[OutboxItem]:
     chunks = split_plain(text) or [t("tg.empty_reply")]
-    return _items(chunks, None, replace, markup, reply_to)
+    return _items(chunks, None, replace, markup, reply_to, silent)
 
 
 def _items(
@@ -110,7 +122,11 @@ def _items(
     replace: int | None,
     markup: dict[str, Any] | None,
     reply_to: int | None = None,
+    silent: bool = False,
 ) -> list[OutboxItem]:
+    """One send per chunk. Only the first may notify (issue 34: the owner's lock screen
+    shows the answer's first words, once); ``silent``: none does (progress, a line
+    beside the answer)."""
     items = []
     for index, chunk in enumerate(chunks):
         body: dict[str, Any] = {"text": chunk, "parse_mode": mode}
@@ -120,6 +136,8 @@ def _items(
             body["reply_to"] = reply_to
         if index == len(chunks) - 1 and markup is not None:
             body["reply_markup"] = markup
+        if silent or index > 0:
+            body["silent"] = True
         items.append(OutboxItem("send", body))
     return items
 
@@ -143,6 +161,18 @@ def delete_item(message_id: int) -> OutboxItem:
     return OutboxItem("delete", {"message_id": message_id})
 
 
+def unbutton_item(row_id: int) -> OutboxItem:
+    """The buttons of the message an earlier outbox row sent are taken away (the row
+    is named, not the message: its message id is known once it is delivered, and rows
+    go in order). Nothing happens when that row never landed."""
+    return OutboxItem("edit", {"of_row": row_id, "text": None, "reply_markup": None})
+
+
+def unsend_item(row_id: int) -> OutboxItem:
+    """The message an earlier outbox row sent (or edited) is deleted (as above)."""
+    return OutboxItem("delete", {"of_row": row_id})
+
+
 def retry_markup(answer_id: int) -> dict[str, Any]:
     """One 🔁 button under a final reply: answer its message again (issue 20; handled
     by the commands: only the latest answer's press runs)."""
@@ -152,6 +182,26 @@ def retry_markup(answer_id: int) -> dict[str, Any]:
 def again_markup(inbox_id: int) -> dict[str, Any]:
     """One 🔁 button running the stored update again (handled by the mailroom)."""
     return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"again:{inbox_id}"}]]}
+
+
+class LiveRetry:
+    """Which outbox row of each chat carries the live 🔁 (issue 34: one 🔁, on the
+    newest answer). A new answer, /undo or /retry takes the standing one's buttons
+    away through the outbox (:func:`unbutton_item`), in order behind what is queued:
+    durable like any reply, and never racing the answer it follows. Kept in memory:
+    after a restart an older 🔁 may stand, and its press is told it is not the latest."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, int] = {}  # chat → the row of the answer with 🔁
+
+    def supersede(self, chat_id: int) -> list[OutboxItem]:
+        """The items that take the standing 🔁 away (none when none stands)."""
+        row = self._rows.pop(chat_id, None)
+        return [unbutton_item(row)] if row is not None else []
+
+    def stands(self, chat_id: int, row_id: int) -> None:
+        """``row_id`` (queued) now carries the chat's 🔁."""
+        self._rows[chat_id] = row_id
 
 
 class Ticket:
@@ -215,6 +265,7 @@ class Outbox:
         self._caller_tells: set[int] = set()  # rows whose refusal their caller tells
         self._calls = RowCalls(bot)
         self.delivered = 0
+        self.live_retry = LiveRetry()
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -424,6 +475,11 @@ class Outbox:
             # An earlier call of this process may have landed and the store failed
             # before it could say how it ended: never an unmarked second copy.
             row = with_fields(row, ambiguous=True)
+        resolved = await self._resolved(row)
+        if resolved is None:  # an edit of a message that never landed: nothing to do
+            await self._record(chat_id, row, None, row.attempts)
+            return True
+        row = resolved
         await self.mailbox.sending(row.id)
         self._maybe.add(row.id)
         try:
@@ -459,6 +515,18 @@ class Outbox:
                 self._wake[other].set()
         await self._record(chat_id, row, message_id, row.attempts + 1)
         return True
+
+    async def _resolved(self, row: OutboxRow) -> OutboxRow | None:
+        """An edit or delete naming an earlier row (:func:`unbutton_item`,
+        :func:`unsend_item`) gets that row's message; None when that row never landed
+        (nothing to change)."""
+        of_row = row.body.get("of_row")
+        if row.kind == "send" or of_row is None:
+            return row
+        target = await self.mailbox.outbox_row(int(of_row))
+        if target is None or target.message_id is None:
+            return None
+        return with_fields(row, body={**row.body, "message_id": target.message_id})
 
     async def _record(
         self, chat_id: int, row: OutboxRow, message_id: int | None, attempts: int

@@ -152,7 +152,7 @@ class PlanMessage:
             try:
                 if self.message_id is None:
                     sent = await self.bot.send_message(
-                        self.chat_id, text, parse_mode=ParseMode.HTML
+                        self.chat_id, text, parse_mode=ParseMode.HTML, disable_notification=True
                     )
                     self.message_id = sent.message_id
                     if self.record is not None:
@@ -192,7 +192,7 @@ class PlanMessage:
         text = render_plan(self.items)
         if self.message_id is not None and text == self._shown and not self._took_placeholder:
             return []
-        body: dict[str, object] = {"text": text, "parse_mode": ParseMode.HTML}
+        body: dict[str, object] = {"text": text, "parse_mode": ParseMode.HTML, "silent": True}
         if self.message_id is not None:
             body["replace"] = self.message_id
         return [OutboxItem("send", body)]

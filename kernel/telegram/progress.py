@@ -26,8 +26,9 @@ from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.delegate.delegator import DEFAULT_CLI, Delegation, Delegator
 from kernel.delegate.formats import Trouble, display_name
+from kernel.store.mailbox import OutboxItem
 from kernel.telegram.budget import Bot, Priority
-from kernel.telegram.outbox import Outbox, plain_items
+from kernel.telegram.outbox import Outbox, delete_item, plain_items, unsend_item
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class DelegationProgress:
         self.cli = cli or DEFAULT_CLI
         self.interval = interval
         self.message_id: int | None = None
+        self.outcome = ""  # the final state shown (once the call returned)
+        self.outcome_rows: list[int] = []  # the outbox rows that show it
         self.started = time.monotonic()
         self._shown = ""
         self._last_edit = 0.0
@@ -120,7 +123,7 @@ class DelegationProgress:
             self.message_id = placeholder
         else:
             try:
-                sent = await self.bot.send_message(self.chat_id, text)
+                sent = await self.bot.send_message(self.chat_id, text, disable_notification=True)
                 self.message_id = sent.message_id
                 self._shown = text
                 await self._record(sent.message_id)
@@ -233,5 +236,18 @@ class DelegationProgress:
         (sent anew if it is gone), in order with the reply queued after it."""
         if self.message_id is not None and text == self._shown:
             return
-        await self.outbox.put(self.chat_id, plain_items(text, replace=self.message_id))
+        items = plain_items(text, replace=self.message_id, silent=True)
+        ticket = await self.outbox.put(self.chat_id, items)
         self._shown = text
+        self.outcome, self.outcome_rows = text, ticket.ids
+
+    def folded(self) -> tuple[str, list[OutboxItem]]:
+        """The finished call, folded into the answer (issue 34): its outcome line for
+        the answer to carry, and the items that take its message away ("" and none
+        when it never showed: an approval denied)."""
+        if not self.outcome:
+            return "", []
+        gone = [unsend_item(row) for row in self.outcome_rows]
+        if not gone and self.message_id is not None:
+            gone = [delete_item(self.message_id)]
+        return self.outcome, gone

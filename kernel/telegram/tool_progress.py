@@ -108,7 +108,7 @@ class ToolProgressLine:
         self._last_edit = self._clock()
         try:
             if self._target is None:
-                sent = await self.bot.send_message(self.chat_id, text)
+                sent = await self.bot.send_message(self.chat_id, text, disable_notification=True)
                 self._target, self._own = sent.message_id, True
                 await self._record(sent.message_id)
             else:

@@ -1,18 +1,25 @@
 """How one turn looks in the chat: placeholder, typing, drafts, then the final reply.
 
-The placeholder is always replaced (by the first chunk of the reply, an error, or a
-notice) or deleted (on /cancel), never left dangling; the first plan of the turn
-(todo_write) takes it instead, and then the plan stays above the reply (``plan.py``).
-Drafts (``sendMessageDraft``) preview the reply as plain text while it forms, at most one
-every ``draft_interval`` seconds; the first draft error turns them off for the rest of
-the turn. Drafts, typing,
-the placeholder and intermediate edits go straight to the Bot API (best effort); the
-outcome (the reply, an error or interrupted notice, the placeholder's deletion on
-/cancel) goes through the durable outbox, which settles the turn's inbox row in the
-same transaction. The view does not wait for delivery: the next turn can start. When
-the store refuses the outcome, the placeholder becomes an error notice directly (naming a
-full disk or a read-only database, and the fix) and the row stays open: the next start
-tells the owner again, with 🔁.
+Progress is silent, the answer notifies (issue 34: the owner's lock screen shows the
+answer's first words). The placeholder is sent with ``disable_notification`` and says
+what runs (:meth:`TurnView._set_progress`); the reply (or an error notice) comes as a
+new message, the only one of the turn that notifies (a long reply's later chunks are
+silent), and the placeholder is deleted right after it, never left dangling. The first
+plan of the turn (todo_write) takes the placeholder instead, and then the plan stays
+above the reply (``plan.py``). A finished delegate_to_cli call is folded into the
+reply: its outcome line in italics below the answer, its progress message deleted.
+The reply carries the chat's only 🔁: the one before loses it (``outbox.live_retry``).
+/cancel keeps what was streamed, marked cancelled, in the placeholder's place; with
+nothing streamed the placeholder goes. Drafts (``sendMessageDraft``) preview the reply
+as plain text while it forms, at most one every ``draft_interval`` seconds; the first
+draft error turns them off for the rest of the turn. Drafts, typing, the placeholder
+and intermediate edits go straight to the Bot API (best effort); the outcome (the
+reply, an error or interrupted notice, the cancelled partial) goes through the durable
+outbox, which settles the turn's inbox row in the same transaction. The view does not
+wait for delivery: the next turn can start. When the store refuses the outcome, the
+placeholder becomes an error notice directly (naming a full disk or a read-only
+database, and the fix) and the row stays open: the next start tells the owner again,
+with 🔁.
 """
 
 from __future__ import annotations
@@ -116,6 +123,7 @@ class TurnView:
         self.progress_interval = progress_interval
         self.needs_approval = needs_approval
         self._progress: DelegationProgress | None = None
+        self._ran: list[DelegationProgress] = []  # finished calls, folded into the answer
         self._tool_line = ToolProgressLine(
             bot, outbox, chat_id, interval=progress_interval, record=self._record
         )
@@ -179,6 +187,7 @@ class TurnView:
                     if self._progress is not None and event.id == self._progress.call_id:
                         progress, self._progress = self._progress, None
                         await progress.finish(event)
+                        self._ran.append(progress)
                     if self.board is not None:
                         await self.board.close_for_tool(event.id, "unanswered", self._asked)
                     if asked and pending is None:
@@ -196,14 +205,9 @@ class TurnView:
                         pending = None
                         await self._finish(notice, "interrupted")
                     elif not event.cancelled:
-                        first, pending = pending, None  # from here the placeholder is the reply
+                        first, pending = pending, None  # the reply comes anew; it goes
                         self.reply = event.reply
-                        retry = retry_markup(turn.answer_id) if turn.answer_id else None
-                        shown = f"{event.reply}\n\n{self.footer}" if self.footer else event.reply
-                        items = reply_items(
-                            shown, replace=first, markup=retry, reply_to=self.reply_to
-                        )
-                        await self._finish(items, "answered")
+                        await self._answer(event.reply, turn.answer_id, first)
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
                     await self._tool_line.stop()
@@ -214,19 +218,16 @@ class TurnView:
                         await self.board.close_asks(self._asked, "unanswered")
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
-                    notice = plain_items(
-                        text, replace=first, markup=self._again(), reply_to=self.reply_to
-                    )
-                    await self._finish(notice, "failed")
+                    items = plain_items(text, markup=self._again(), reply_to=self.reply_to)
+                    await self._finish(_outcome(items, first), "failed")
         except Exception as exc:  # the view itself failed: the owner still hears of it
             if not self._settled and not self.unqueued:
                 log.error("showing a turn failed: %s", type(exc).__name__)
                 text = t("turn.internal_error", kind=type(exc).__name__)
                 first, pending = pending, None
                 with contextlib.suppress(Exception):
-                    await self._finish(
-                        plain_items(text, replace=first, markup=self._again()), "failed"
-                    )
+                    items = plain_items(text, markup=self._again())
+                    await self._finish(_outcome(items, first), "failed")
             raise
         finally:
             await self._tool_line.stop()
@@ -243,9 +244,9 @@ class TurnView:
             # finds it (with its placeholder) and tells the owner.
             cut_off = (not self._settled and self.interrupted()) or self.unqueued
             if not cut_off and (pending is not None or not self._settled):
-                # /cancel: the placeholder goes, the owner's message is closed cancelled.
-                gone = [delete_item(pending)] if pending is not None else []
-                await self._finish(gone, "cancelled")
+                # /cancel: what was written stays, marked; else the placeholder goes.
+                # The owner's message is closed cancelled.
+                await self._finish(self._cancelled(pending), "cancelled")
 
     def _watch_delegation(self, event: ToolCall) -> bool:
         """Follow this delegate_to_cli call, unless one is already followed (a second
@@ -273,7 +274,10 @@ class TurnView:
         if self.outbox.backlog(self.chat_id):
             return None
         try:
-            placeholder = await self.bot.send_message(self.chat_id, t("tg.placeholder"))
+            # Silent: the answer is the message that notifies (issue 34).
+            placeholder = await self.bot.send_message(
+                self.chat_id, t("tg.placeholder"), disable_notification=True
+            )
         except TelegramError as exc:  # no placeholder; the reply still comes
             log.warning("placeholder failed: %s", type(exc).__name__)
             return None
@@ -297,10 +301,38 @@ class TurnView:
     def _again(self) -> dict[str, Any] | None:
         return again_markup(self.inbox_id) if self.inbox_id is not None else None
 
-    async def _finish(self, items: list[OutboxItem], state: InboxState) -> None:
+    async def _answer(self, reply: str, answer_id: int | None, placeholder: int | None) -> None:
+        """The answer as a new message, the one that notifies (the placeholder goes after
+        it); a finished delegation's line folded into it; the 🔁 moves onto it."""
+        footer, gone = [], []
+        for progress in self._ran:
+            line, items = progress.folded()
+            footer += [line] if line else []
+            gone += items
+        retry = retry_markup(answer_id) if answer_id else None
+        shown = f"{reply}\n\n{self.footer}" if self.footer else reply  # the restart hint
+        items = reply_items(shown, markup=retry, footer=footer, reply_to=self.reply_to)
+        live = self.outbox.live_retry
+        after = [*gone, *(live.supersede(self.chat_id) if retry else [])]
+        await self._finish(_outcome(items, placeholder) + after, "answered", retry=retry)
+
+    def _cancelled(self, pending: int | None) -> list[OutboxItem]:
+        """/cancel: the partial answer stays, marked cancelled, where the placeholder was
+        (an edit: the owner is looking, nothing notifies); nothing written yet, the
+        placeholder goes (the command's reply says it was cancelled)."""
+        partial = "".join(self._text).strip()
+        if partial:
+            footer = [t("tg.cancelled_partial")]
+            return reply_items(partial, replace=pending, footer=footer, silent=True)
+        return [delete_item(pending)] if pending is not None else []
+
+    async def _finish(
+        self, items: list[OutboxItem], state: InboxState, *, retry: dict[str, Any] | None = None
+    ) -> None:
         """Queue the turn's outcome, closing its inbox row in the same transaction.
         When the store refuses it, the owner is told directly (best effort) and the row
-        stays open: the next start tells again, with 🔁."""
+        stays open: the next start tells again, with 🔁. ``retry``: the 🔁 one of the
+        items carries, from now on the chat's only one."""
         settle = (self.inbox_id, state) if self.inbox_id is not None else None
         # The plan as it stood comes first: it stays above the reply (or the notice).
         await self._plan.halt()
@@ -308,6 +340,9 @@ class TurnView:
         if queued or settle is not None:
             try:
                 self.delivery = await self.outbox.put(self.chat_id, queued, settle=settle)
+                if retry is not None:
+                    index = next(i for i, x in enumerate(queued) if x.body.get("reply_markup"))
+                    self.outbox.live_retry.stands(self.chat_id, self.delivery.ids[index])
             except Exception as exc:
                 self.unqueued = True
                 log.error("queueing a turn's outcome failed: %s", type(exc).__name__)
@@ -321,12 +356,13 @@ class TurnView:
     async def _tell_directly(self, items: list[OutboxItem], text: str) -> None:
         """The placeholder the outcome would have replaced becomes ``text``; with none,
         ``text`` comes as a new message."""
-        first = items[0].body if items else {}
-        standing = first.get("replace") if items and items[0].kind == "send" else None
-        if items and items[0].kind == "delete":
-            standing = first.get("message_id")
-        replace = standing if isinstance(standing, int) else None
-        await self.outbox.tell_directly(self.chat_id, text, replace=replace)
+        standing = None
+        for item in items:  # the placeholder: replaced by the first chunk, or deleted
+            found = item.body.get("replace" if item.kind == "send" else "message_id")
+            if item.kind != "edit" and isinstance(found, int):
+                standing = found
+                break
+        await self.outbox.tell_directly(self.chat_id, text, replace=standing)
 
     async def _keep_typing(self) -> None:
         while True:
@@ -378,7 +414,8 @@ class TurnView:
         the switch line is never part of, comes below it): the placeholder becomes the
         line and a new placeholder follows; without one, the line comes anew. Through
         the outbox, so it keeps its place before the reply."""
-        await self.outbox.put(self.chat_id, plain_items(event.describe(), replace=pending))
+        line = plain_items(event.describe(), replace=pending, silent=True)
+        await self.outbox.put(self.chat_id, line)
         if pending is None:
             return None
         await self._tool_line.placeholder_gone()
@@ -392,10 +429,22 @@ class TurnView:
         return placeholder
 
     async def _note_tool(self, message_id: int, name: str) -> None:
+        await self._set_progress(message_id, t("tg.working_tool", name=name))
+
+    async def _set_progress(self, message_id: int, text: str) -> None:
+        """The silent progress surface (the placeholder) says ``text`` now: what runs,
+        a retry, a failover. Best effort: the answer still comes."""
         with contextlib.suppress(TelegramError):
             await self.bot.edit_message_text(
-                t("tg.working_tool", name=name),
+                text,
                 chat_id=self.chat_id,
                 message_id=message_id,
                 rate_limit_args={"priority": "progress"},
             )
+
+
+def _outcome(items: list[OutboxItem], placeholder: int | None) -> list[OutboxItem]:
+    """The turn's outcome comes as a new message, which notifies (an edit never does):
+    the owner's lock screen shows its first words. The silent placeholder goes after
+    it, so the chat never shows a gap."""
+    return [*items, delete_item(placeholder)] if placeholder is not None else items

@@ -25,7 +25,7 @@ from tests.mcp.test_results import PNG
 from tests.mcp.test_turn import tool_results
 from tests.sim.anthropic_sim import AnthropicSim, system_text, without_cache_control
 from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
-from tests.sim.telegram_sim import ChatMessage
+from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
 
 BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{64,}")
@@ -124,11 +124,14 @@ async def test_progress_shows_in_the_telegram_placeholder(bot: Factory, tmp_path
     release.touch()
     await h.settle()
 
-    assert h.texts()[-1] == "All steps done."  # the progress message became the reply
+    # The progress line was the placeholder's; it went when the reply came (issue 34:
+    # the reply is a new message, the one that notifies; no progress message stays).
+    assert h.texts() == ["All steps done."]
     progress = [
         c for c in h.tg.calls_to("editMessageText") if str(c.params["text"]).startswith("⏳")
     ]
-    assert {c.params["message_id"] for c in progress} == {h.bot_messages()[-1].message_id}
+    (placeholder,) = {c.params["message_id"] for c in progress}
+    assert [m.deleted for m in h.tg.history(OWNER) if m.message_id == placeholder] == [True]
 
 
 async def test_sampling_is_answered_by_the_active_model(

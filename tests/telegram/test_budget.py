@@ -272,7 +272,7 @@ async def test_a_streaming_turn_in_a_429_storm_still_delivers_its_reply(bot: Fac
     """The real channel: drafts, typing and the reply share the chat's budget."""
     h = await bot()
     h.tg.fail("sendMessageDraft", retry_after=1, times=2)
-    h.tg.fail("editMessageText", retry_after=2, times=2)  # the placeholder → first chunk
+    h.tg.fail("deleteMessage", retry_after=2, times=2)  # the placeholder, after the reply
     h.tg.fail("sendMessage", retry_after=1, times=1)  # the placeholder itself
     chunks = [f"part {i} " for i in range(6)]
     h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), chunk_delay=0.35))
@@ -282,7 +282,7 @@ async def test_a_streaming_turn_in_a_429_storm_still_delivers_its_reply(bot: Fac
     calls = chat_calls(h.tg, OWNER)
     assert_blocks_honoured(calls)
     limited = Counter(c.method for c in calls if c.status == 429)
-    assert limited["sendMessage"] == 1 and limited["editMessageText"] == 2
+    assert limited["sendMessage"] == 1 and limited["deleteMessage"] == 2
     # A draft goes only once the bucket refilled after the placeholder; its 429 ends drafts.
     assert [c.status for c in h.tg.calls_to("sendMessageDraft")] in ([], [429])
     assert isinstance(h.channel.app.bot.rate_limiter, RateBudget)

@@ -15,6 +15,7 @@ from kernel.core.messages import ToolResultBlock, ToolUseBlock
 from tests.delegate.conftest import cli_section, record_of, wait_dead
 from tests.delegate.standins import alive, make_cli
 from tests.sim.script import text_reply, tool_reply
+from tests.sim.telegram_sim import OWNER
 from tests.telegram.conftest import CONV, BotHarness, Factory, asking
 
 pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
@@ -46,7 +47,9 @@ async def test_progress_is_edited_while_the_cli_runs_then_the_summary_arrives(
 
     last = await h.converse("how many files are in my project?")
 
-    assert last == "There are two files."
+    reply, ran = last.split("\n\n")
+    assert reply == "There are two files."
+    assert ran.startswith("✅ claude_code finished (")  # folded into the answer (issue 34)
     shown = edits(h)
     texts = [text for _, text in shown]
     assert texts[0].startswith("⏳ Running the task… (claude_code)")
@@ -56,9 +59,7 @@ async def test_progress_is_edited_while_the_cli_runs_then_the_summary_arrives(
     assert len(progress) >= 3
     gaps = [b - a for a, b in zip(progress, progress[1:], strict=False)]
     assert min(gaps) >= INTERVAL * 0.9  # at most one progress edit per interval
-    messages = h.bot_messages()
-    assert messages[0].text.startswith("✅ claude_code finished (")  # the outcome stays
-    assert messages[-1].text == "There are two files."
+    assert h.texts() == [last]  # the progress message went when the answer came
     failed = [c for c in h.tg.calls if c.method != "getUpdates" and not c.ok]
     assert failed == []  # no "message is not modified", no bad request
     fed = h.model.requests[1].body["messages"][-1]["content"][0]
@@ -124,10 +125,10 @@ async def test_a_refused_delegation_shows_why_and_the_model_still_answers(
         tool_reply("delegate_to_cli", {"task": "x", "cli": "claude_code"}),
         text_reply("Claude Code is not installed on this machine."),
     )
-    assert await h.converse("do it") == "Claude Code is not installed on this machine."
-    texts = [m.text for m in h.bot_messages()]
-    assert texts[0].startswith("❌ claude_code: claude_code is not available")
-    assert "claude-not-installed-here is not on PATH" in texts[0]
+    reply, ran = (await h.converse("do it")).split("\n\n")
+    assert reply == "Claude Code is not installed on this machine."
+    assert ran.startswith("❌ claude_code: claude_code is not available")  # folded in
+    assert "claude-not-installed-here is not on PATH" in ran
 
 
 async def test_an_approved_delegation_shows_progress_below_the_question(
@@ -153,9 +154,11 @@ async def test_an_approved_delegation_shows_progress_below_the_question(
     await h.settle()
 
     texts = h.texts()
-    assert texts[-1] == "Tidied."
-    outcome = next(i for i, text in enumerate(texts) if text.startswith("✅ claude_code"))
-    assert texts.index(asked.text) < outcome  # the progress follows the question
+    reply, ran = texts[-1].split("\n\n")
+    assert reply == "Tidied." and ran.startswith("✅ claude_code")
+    history = [m.text for m in h.tg.history(OWNER) if m.from_bot]
+    outcome = next(i for i, text in enumerate(history) if text.startswith("✅ claude_code"))
+    assert history.index(asked.text) < outcome  # the progress followed the question
     failed = [c for c in h.tg.calls if c.method != "getUpdates" and not c.ok]
     assert failed == []
 
@@ -206,7 +209,8 @@ async def test_the_outcome_line_says_how_the_cli_ended(
     h = await bot(extra=extra)
     h.model.enqueue(tool_reply("delegate_to_cli", {"task": "try"}), text_reply("It failed."))
 
-    assert await h.converse("try it") == "It failed."
-    assert any(text.startswith(outcome) for text in h.texts()), h.texts()
+    reply, ran = (await h.converse("try it")).split("\n\n")
+    assert reply == "It failed."
+    assert ran.startswith(outcome), ran  # folded into the answer (issue 34)
     fed = json.loads(h.model.requests[1].body["messages"][-1]["content"][0]["content"])
     assert fed["ok"] is False

@@ -524,14 +524,17 @@ async def outcome(r: Rig, inbox_id: int) -> tuple[str, int | None]:
     return row.state, row.placeholder_id
 
 
-async def test_the_reply_replaces_the_placeholder_and_answers_the_row(rig: Make) -> None:
+async def test_the_reply_comes_anew_the_placeholder_goes_and_the_row_is_answered(
+    rig: Make,
+) -> None:
     r = await rig()
     inbox_id = await open_row(r)
     await run(view(r, inbox_id), Completed(1, "**hello**"))
     state, placeholder = await outcome(r, inbox_id)
     assert state == "answered"
-    assert r.texts() == ["hello"]
-    assert placeholder == r.tg.chat(OWNER, from_bot=True)[0].message_id
+    assert r.texts() == ["hello"]  # a new message, the one that notifies (issue 34)
+    first = r.tg.history(OWNER)[0]
+    assert placeholder == first.message_id and first.deleted
 
 
 async def test_an_error_is_told_with_the_again_button_and_fails_the_row(rig: Make) -> None:

@@ -131,6 +131,14 @@ def delegate(h: BotHarness, task: str, reply: str) -> None:
     h.model.enqueue(tool_reply("delegate_to_cli", {"task": task}), text_reply(reply))
 
 
+def answer(r: Run) -> str:
+    """The model's answer, without the line of what ran that is folded into it (the
+    delegation's outcome: issue 34)."""
+    reply, _, ran = r.h.texts()[-1].partition("\n\n")
+    assert ran.startswith(("✅", "❌", "⏱", "⏹", "⚠️")), ran
+    return reply
+
+
 async def test_allow_once_runs_the_command_and_the_reply_follows(run: RunFactory) -> None:
     r: Run = await run([bash("git status")])
     delegate(r.h, "check the repo", "The tree is clean.")
@@ -160,7 +168,7 @@ async def test_allow_once_runs_the_command_and_the_reply_follows(run: RunFactory
     closed = r.shown(asked)
     assert closed.reply_markup is None and closed.text.endswith("✅ Allowed once")
     assert closed.parse_mode == "HTML"  # the code block survived the closing edit
-    assert r.h.texts()[-1] == "The tree is clean."
+    assert answer(r) == "The tree is clean."
     result = r.fed_back()
     assert result["approvals"] == [{"tool": "Bash", "decision": "allow", "by": "owner"}]
     assert "1 of 1 tool calls ran" in result["output"]
@@ -186,7 +194,7 @@ async def test_deny_runs_nothing_and_the_model_hears_why(run: RunFactory) -> Non
     result = r.fed_back()
     assert result["approvals"] == [{"tool": "Bash", "decision": "deny", "by": "owner"}]
     assert "0 of 1 tool calls ran" in result["output"]
-    assert r.h.texts()[-1] == "I did not clean up: you said no."
+    assert answer(r) == "I did not clean up: you said no."
     [record] = await r.h.kernel.approvals.recent()
     assert (record.decision, record.decided_by) == ("deny", "owner")
 
@@ -428,6 +436,6 @@ async def test_the_cli_dying_while_a_prompt_is_open_closes_it_and_the_chat_goes_
     closed = r.shown(asked)
     assert closed.reply_markup is None and closed.text.endswith("⏹ Cancelled: denied")
     assert r.ran == []
-    assert r.h.texts()[-1] == "The CLI crashed; nothing was deployed."
+    assert answer(r) == "The CLI crashed; nothing was deployed."
     assert r.fed_back()["approvals"] == [{"tool": "Bash", "decision": "deny", "by": "cancelled"}]
     assert not r.h.kernel.agent.asks.waiting()
