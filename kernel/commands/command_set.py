@@ -18,7 +18,7 @@ from kernel.commands.modes import mode_command
 from kernel.commands.profiles import profile_command
 from kernel.commands.prompts import prompts_listing
 from kernel.commands.reply import Choice, Reply
-from kernel.commands.status import status_lines
+from kernel.commands.status import ChannelReport, status_lines
 from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
@@ -116,7 +116,7 @@ class Commands:
             "memory": self.memory,
             "forget": self.forget,
             "cancel": lambda conversation, arg: self.cancel(conversation),
-            "status": lambda conversation, arg: self.status(conversation),
+            "status": lambda conversation, arg: self.status(conversation, arg=arg),
             "usage": self.usage,
             "mcp": lambda conversation, arg: self.mcp(),
             "undo": lambda conversation, arg: self.undo(conversation),
@@ -364,9 +364,34 @@ class Commands:
             return Reply(t("tg.cancelled_cli", cli=running.cli))
         return Reply(t("turn.cancelled"))
 
-    async def status(self, conversation: str, channel_lines: Sequence[str] = ()) -> Reply:
-        """``channel_lines``: the channel's own state (dropped updates, uptime, …)."""
-        return Reply("\n".join(await status_lines(self.kernel, conversation, channel_lines)))
+    async def status(
+        self, conversation: str, channel: ChannelReport | None = None, arg: str = ""
+    ) -> Reply:
+        """``/status``: the owner's six lines; ``/status full``: the operator's view.
+        ``channel``: the channel's own state (dropped updates, uptime, …, its problems)."""
+        full = arg.strip().casefold()
+        if full not in ("", "full"):
+            return Reply(t("status.usage"), error=True)
+        number = await self._number(conversation)
+        lines = await status_lines(
+            self.kernel,
+            conversation,
+            channel or ChannelReport(),
+            number=number,
+            full=full == "full",
+        )
+        return Reply("\n".join(lines))
+
+    async def _number(self, conversation: str) -> int | None:
+        """The current session's ``#n`` as /history shows it: in this conversation's
+        last listing, else in the listing /history would show now."""
+        session = self.agent.current_session(conversation)
+        if session is None:
+            return None
+        listed = self.sessions.get(conversation)
+        if listed is None or session not in listed:
+            listed = [r.id for r in await self.agent.list_sessions(limit=HISTORY_LISTING)]
+        return listed.index(session) + 1 if session in listed else None
 
     async def usage(self, conversation: str, arg: str = "") -> Reply:
         """What was spent today, this week and this month; ``arg`` (today, week, month)

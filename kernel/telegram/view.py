@@ -33,6 +33,7 @@ from kernel.core.events import (
     AssistantDelta,
     Completed,
     ErrorEvent,
+    ModelRetrying,
     ModelSwitched,
     PlanUpdated,
     ToolCall,
@@ -170,6 +171,8 @@ class TurnView:
                     await self.board.show(self.chat_id, event)
                 elif isinstance(event, ModelSwitched):
                     pending = await self._note_switch(event, pending)
+                elif isinstance(event, ModelRetrying) and pending is not None:
+                    await self._note(pending, event.describe())  # "Claude 过载，正在重试 (2/3)…"
                 elif isinstance(event, ToolResult):
                     await self._tool_line.ended(event.id)
                     if self._progress is not None and event.id == self._progress.call_id:
@@ -384,9 +387,13 @@ class TurnView:
         return placeholder
 
     async def _note_tool(self, message_id: int, name: str) -> None:
+        await self._note(message_id, t("tg.working_tool", name=name))
+
+    async def _note(self, message_id: int, text: str) -> None:
+        """The progress message says ``text`` (best effort)."""
         with contextlib.suppress(TelegramError):
             await self.bot.edit_message_text(
-                t("tg.working_tool", name=name),
+                text,
                 chat_id=self.chat_id,
                 message_id=message_id,
                 rate_limit_args={"priority": "progress"},

@@ -98,6 +98,7 @@ EventType = Literal[
     "error",
     "ask_user",
     "model_switch",
+    "model_retry",
     "plan",
 ]
 
@@ -144,6 +145,9 @@ class Event(Shape):
     usage: TurnUsage | None = None
     switch: OpenShape | None = Field(
         default=None, description="model_switch: from, to (provider:model) and the reason"
+    )
+    retry: OpenShape | None = Field(
+        default=None, description="model_retry: model (provider:model), attempt, of, reason"
     )
     plan: TurnPlan | None = Field(
         default=None, description="plan: the whole plan as it now stands (replaces the last)"
