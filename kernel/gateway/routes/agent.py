@@ -428,7 +428,10 @@ async def _collect(
     if isinstance(final, ErrorEvent):
         # A budget refusal's own details (scope, spent, limit, worst_case, currency) too.
         details = {**final.meta, "events": collected, "plan": plan, **extra, **ids}
-        raise ApiError(error_status(final.code), final.code, final.message, details)
+        # A program gets a model failure's raw detail (the owner's words are in events).
+        detail = final.meta.get("detail")
+        message = t("provider.error", detail=detail) if detail else final.message
+        raise ApiError(error_status(final.code), final.code, message, details)
     reply = final.reply if isinstance(final, Completed) else ""
     if deliver is not None and isinstance(final, Completed) and not final.cancelled and reply:
         try:
