@@ -34,7 +34,7 @@ from kernel.core.errors import (
     TransientProviderError,
     failover_cause,
 )
-from kernel.core.events import ModelSwitched, TurnEvent
+from kernel.core.events import ModelRetrying, ModelSwitched, TurnEvent
 from kernel.core.i18n import t
 from kernel.core.provider import ChatRequest, Provider, Sleep, StreamEvent, TextDelta
 from kernel.core.usage import Usage
@@ -189,6 +189,7 @@ class ModelCalls:
                     sleep=self._sleep,
                     admit=admit,
                     counted=keep,
+                    retrying=self._retrying(call.step, candidate, policy.max_retries),
                 )
                 async with contextlib.aclosing(stream):
                     async for event in stream:
@@ -260,6 +261,17 @@ class ModelCalls:
             raise last
         waiting = ", ".join(str(c) for c in candidates[self.position :])
         raise TransientProviderError(t("routing.all_open", models=waiting), code="circuit_open")
+
+    def _retrying(
+        self, step: int, candidate: Candidate, of: int
+    ) -> Callable[[int, Exception], None]:
+        """Tells the turn's progress of each retry of ``candidate``'s call."""
+
+        def told(attempt: int, exc: Exception) -> None:
+            reason = exc.code if isinstance(exc, ProviderError) and exc.code else "transient"
+            self._emit(ModelRetrying(step, str(candidate), attempt, of, reason))
+
+        return told
 
     def _next(self, index: int) -> int | None:
         """The next candidate a call may go to, if any (open circuits skipped)."""

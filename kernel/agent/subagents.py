@@ -223,7 +223,9 @@ class SubAgents:
         final = turn.final
         if isinstance(final, ErrorEvent):
             log.info("sub-agent %s: ended with %s", profile.name, final.code)
-            raise ToolError(t("subagent.failed", agent=profile.name, detail=final.message))
+            # The model reads a model failure's raw detail, not the owner's words.
+            detail = final.meta.get("detail") or final.message
+            raise ToolError(t("subagent.failed", agent=profile.name, detail=detail))
         reply = final.reply.strip() if isinstance(final, Completed) else ""
         if not reply:
             raise ToolError(t("subagent.no_answer", agent=profile.name))

@@ -46,7 +46,6 @@ from kernel.core.errors import (
     KernelError,
     ProfileError,
     PromptError,
-    ProviderAuthError,
     ProviderError,
     SkillError,
     ToolError,
@@ -62,6 +61,7 @@ from kernel.core.events import (
     ToolProgress,
     ToolResult,
 )
+from kernel.core.failures import failure_kind, log_fields, owner_words
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from kernel.core.provider import (
@@ -219,9 +219,14 @@ class TurnRun:
             raise
         except InputRefusedError as exc:
             self.error = str(exc)
-            log.warning("turn %s: the provider refused the input", self.turn.id)
+            log.warning(
+                "turn %s: the provider refused the input: %s", self.turn.id, log_fields(exc)
+            )
             message = t("provider.refused_input", detail=exc.message)
-            await self.set_aside(ErrorEvent(self.step, exc.code, message))
+            if failure_kind(exc) == "too_long":
+                message = owner_words(exc)
+            meta = {"detail": str(exc)} if self.guest_tools is None else {}
+            await self.set_aside(ErrorEvent(self.step, exc.code, message, meta=meta))
         except BudgetExceededError as exc:
             self.error = exc.code
             log.info("turn %s: stopped by the budget", self.turn.id)
@@ -239,23 +244,14 @@ class TurnRun:
             # the persona's file) and sends again (the text names what there is).
             event = ErrorEvent(self.step, exc.code, str(exc), meta=dict(exc.details))
             await self.end(event, "rejected")
-        except ProviderAuthError as exc:
-            self.error = exc.code
-            log.warning("turn %s: a provider refused its key", self.turn.id)
-            detail = exc.message
-            if exc.provider:
-                detail = t("provider.key_refused", name=exc.provider, detail=exc.message)
-            if self.guest_tools is not None:  # how the owner's keys are set is not a guest's
-                detail = t("routing.guest_unavailable")
-            await self.fail(ErrorEvent(self.step, exc.code, detail))
-        except ProviderError as exc:
-            self.error = str(exc)
-            log.warning("turn %s: provider error %s", self.turn.id, type(exc).__name__)
+        except ProviderError as exc:  # a refused key, 429, 5xx, timeout, a bad request
+            self.error = str(exc)  # the raw detail: for /status full and the log's fields
+            log.warning("turn %s: provider error %s", self.turn.id, log_fields(exc))
             code = exc.code or "provider_request_failed"
-            message = t("provider.error", detail=str(exc))
+            event = ErrorEvent(self.step, code, owner_words(exc), meta={"detail": str(exc)})
             if self.guest_tools is not None:  # the owner's providers are not a guest's
-                message = t("routing.guest_unavailable")
-            await self.fail(ErrorEvent(self.step, code, message))
+                event = ErrorEvent(self.step, code, t("routing.guest_unavailable"))
+            await self.fail(event)
         except Exception as exc:
             self.error = type(exc).__name__
             log.exception("turn %s failed", self.turn.id)

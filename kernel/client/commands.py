@@ -30,7 +30,7 @@ from kernel.client.verbs import (
     verb,
 )
 from kernel.core.errors import ConfigError
-from kernel.core.events import ModelSwitched
+from kernel.core.events import ModelRetrying, ModelSwitched
 from kernel.core.i18n import t
 
 
@@ -250,6 +250,11 @@ def show_stream(
             end_line()
             line = ModelSwitched(0, switch["from"], switch["to"], switch["reason"]).describe()
             out.write(line + "\n")
+        elif kind == "model_retry":  # a retry of the model's call: on its own line
+            retry = event["retry"]
+            end_line()
+            words = ModelRetrying(0, retry["model"], retry["attempt"], retry["of"], retry["reason"])
+            out.write(words.describe() + "\n")
         elif kind == "ask_user" and answer is not None:
             end_line()
             answer(event["ask"])

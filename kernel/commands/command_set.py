@@ -36,7 +36,7 @@ from kernel.commands.modes import mode_command
 from kernel.commands.profiles import profile_command
 from kernel.commands.prompts import prompts_listing
 from kernel.commands.reply import Button, Choice, Reply
-from kernel.commands.status import status_lines
+from kernel.commands.status import ChannelReport, status_lines
 from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
@@ -137,7 +137,7 @@ class Commands:
             "memory": self.memory,
             "forget": self.forget,
             "cancel": lambda conversation, arg: self.cancel(conversation),
-            "status": lambda conversation, arg: self.status(conversation),
+            "status": lambda conversation, arg: self.status(conversation, arg=arg),
             "usage": self.usage,
             "mcp": lambda conversation, arg: self.mcp(),
             "undo": lambda conversation, arg: self.undo(conversation),
@@ -507,9 +507,21 @@ class Commands:
             return Reply(t("tg.cancelled_cli", cli=running.cli))
         return Reply(t("turn.cancelled"))
 
-    async def status(self, conversation: str, channel_lines: Sequence[str] = ()) -> Reply:
-        """``channel_lines``: the channel's own state (dropped updates, uptime, …)."""
-        return Reply("\n".join(await status_lines(self.kernel, conversation, channel_lines)))
+    async def status(
+        self, conversation: str, channel: ChannelReport | None = None, arg: str = ""
+    ) -> Reply:
+        """``/status``: the owner's six lines; ``/status full``: the operator's view.
+        ``channel``: the channel's own state (dropped updates, uptime, …, its problems)."""
+        full = arg.strip().casefold()
+        if full not in ("", "full"):
+            return Reply(t("status.usage"), error=True)
+        lines = await status_lines(
+            self.kernel,
+            conversation,
+            channel or ChannelReport(),
+            full=full == "full",
+        )
+        return Reply("\n".join(lines))
 
     async def usage(self, conversation: str, arg: str = "") -> Reply:
         """What was spent today, this week and this month; ``arg`` (today, week, month)

@@ -1,12 +1,15 @@
-"""The /status lines every text channel shares; a channel adds its own in the middle."""
+"""/status: the owner's six lines every text channel shares, and ``/status full``, the
+operator's view, where a channel adds its own lines."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kernel.commands.listing import named, session_name
 from kernel.commands.profiles import scope_line
-from kernel.commands.usage import budget_line, turn_line
+from kernel.commands.usage import budget_line, budget_today, turn_line
 from kernel.core.i18n import t, t_or
 from kernel.memory import scopes
 from kernel.spend import budget_state
@@ -22,36 +25,102 @@ def format_elapsed(seconds: float) -> str:
     return t("delegate.minutes", m=whole // 60, s=whole % 60)
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelReport:
+    """What a channel adds to /status: ``lines`` for the operator's view (/status full:
+    dropped updates, polling, the mailbox), ``problems`` in the owner's words (shown
+    in the short view too, and they make the health word)."""
+
+    lines: Sequence[str] = ()
+    problems: Sequence[str] = ()
+
+
 async def status_lines(
-    kernel: KernelParts, conversation: str, channel_lines: Sequence[str] = ()
+    kernel: KernelParts,
+    conversation: str,
+    channel: ChannelReport = ChannelReport(),
+    *,
+    full: bool = False,
 ) -> list[str]:
-    """Session, model, persona and project, providers not healthy and the session's last
-    routing decision, busy (and the running turn's usage), spend today and this month,
-    CLI, MCP, memory search, ``channel_lines``, cron, last error."""
+    """The owner's /status, at most six lines: model, session (named as /history names
+    it: ``#id`` and title or first words), what is running, today's spend, health in
+    one word, and the problems when there are some. ``full``: then the operator's view
+    (persona and project, the last routing decision, the running turn's usage, the
+    month's budget, CLI, MCP, memory search, the channel's ``lines``, cron, the last
+    error as it was raised)."""
     agent = kernel.agent
     turn = agent.sessions.running(conversation)
     budget = await budget_state(agent.meter)
     session = agent.current_session(conversation)
-    title = ""
-    if session is not None:
-        row = await kernel.store.get_session(session)
-        title = (row.title if row else None) or t("session.untitled")
+    problems = [*provider_lines(kernel), *_mcp_problems(kernel), *channel.problems]
+    short = [
+        t("tg.status_model", provider=agent.provider_name, model=agent.model),
+        await _session_line(kernel, session),
+        _running_line(kernel, conversation),
+        t("status.spend", today=budget_today(budget)),
+        t("status.health", word=t(f"status.health_{_health(kernel, problems)}")),
+        *(
+            [t("status.problems", problems=t("status.problem_sep").join(problems))]
+            if problems
+            else []
+        ),
+    ]
+    if not full:
+        return short
     scope = await agent.chat_scope(conversation)
     return [
-        t("tg.status_session", session=f"{session} {title}" if session else t("tg.status_new")),
-        t("tg.status_model", provider=agent.provider_name, model=agent.model),
+        *short,
         *scope_line(scope),
-        *provider_lines(kernel),
         *await _last_decision(kernel, session),
-        t("tg.status_busy") if turn is not None else t("tg.status_idle"),
         *([turn_line(turn, budget.currency)] if turn is not None else []),
         budget_line(budget),
         _cli_status(kernel),
         kernel.mcp.status_text(),
         await _search_status(kernel, scopes.visible(scope.project, scope.persona)),
-        *channel_lines,
+        *channel.lines,
         _cron_status(kernel),
         t("tg.status_error", error=agent.last_error or "—"),
+    ]
+
+
+async def _session_line(kernel: KernelParts, session: int | None) -> str:
+    row = await kernel.store.get_session(session) if session is not None else None
+    if row is None:
+        return t("tg.status_session", session=t("tg.status_new"))
+    first = await kernel.store.first_words([row.id])
+    return t("tg.status_session", session=named(row.id, session_name(row, first.get(row.id, ""))))
+
+
+def _running_line(kernel: KernelParts, conversation: str) -> str:
+    """What runs now, one fact: the conversation's turn (and whether it waits for the
+    owner), a delegated CLI; idle when none."""
+    agent = kernel.agent
+    parts = []
+    if agent.sessions.running(conversation) is not None:
+        parts.append(t("status.replying"))
+        if agent.asks.waiting(conversation):
+            parts.append(t("status.asking"))
+    running = kernel.delegator.running
+    if running is not None:
+        elapsed = format_elapsed(running.elapsed)
+        parts.append(t("status.cli", cli=running.cli, elapsed=elapsed))
+    return t("status.running", what=" · ".join(parts)) if parts else t("tg.status_idle")
+
+
+def _health(kernel: KernelParts, problems: Sequence[str]) -> str:
+    """One word: ``down`` when no enabled model can be called now, ``degraded`` with
+    any problem, else ``ok``."""
+    agent = kernel.agent
+    enabled = [n for n, p in agent.config.providers.items() if p.enabled]
+    usable = [s for s in agent.health.states(enabled) if s.state in ("closed", "half_open")]
+    if not usable:
+        return "down"
+    return "degraded" if problems else "ok"
+
+
+def _mcp_problems(kernel: KernelParts) -> list[str]:
+    return [
+        t("status.problem_mcp", name=s.name) for s in kernel.mcp.status() if s.state == "failed"
     ]
 
 

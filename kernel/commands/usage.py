@@ -74,16 +74,23 @@ def _groups(header: str, groups: Sequence[UsageTotal], label: dict[str, str], cu
     return header + "\n" + "\n".join(parts)
 
 
-def budget_line(state: BudgetState) -> str:
+def budget_today(state: BudgetState) -> str:
+    """Today's spend against the daily limit (and what the owner raised it by)."""
     cur = state.currency
-    unlimited = t("usage.no_limit")
     today = t(
         "usage.budget_today",
         spent=money(state.spent_today, cur),
-        limit=money(state.daily, cur) if state.daily else unlimited,
+        limit=money(state.daily, cur) if state.daily else t("usage.no_limit"),
     )
     if state.raised_today:
         today += t("usage.budget_raised", raised=money(state.raised_today, cur))
+    return today
+
+
+def budget_line(state: BudgetState) -> str:
+    cur = state.currency
+    unlimited = t("usage.no_limit")
+    today = budget_today(state)
     month = t(
         "usage.budget_month",
         spent=money(state.spent_month, cur),

@@ -27,6 +27,7 @@ from kernel.core.events import (
     AssistantDelta,
     Completed,
     ErrorEvent,
+    ModelRetrying,
     ModelSwitched,
     PlanUpdated,
     ToolCall,
@@ -137,7 +138,7 @@ class ConsoleChat:
         elif isinstance(event, ToolCall):
             args = json.dumps(event.arguments, ensure_ascii=False)
             self.line(t("console.tool_call", name=event.name, args=_clip(args, 80)))
-        elif isinstance(event, ModelSwitched):  # a failover: said once, on its own line
+        elif isinstance(event, ModelSwitched | ModelRetrying):  # a failover, a retry
             self.line(event.describe())
         elif isinstance(event, ToolResult):
             key = "console.tool_result_ok" if event.ok else "console.tool_result_err"

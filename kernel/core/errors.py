@@ -71,6 +71,8 @@ class ProviderError(KernelError):
         self.status = status
         self.code = code
         self.message = message
+        self.model = ""  # the model called, when known (set where the call was made)
+        self.retries = 0  # how many times the call was retried before this failure
 
     def __str__(self) -> str:
         parts = [p for p in (self.provider, str(self.status or ""), self.code) if p]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kernel.core.failures import display_name
 from kernel.core.i18n import t, t_or
 
 
@@ -88,6 +89,26 @@ class ModelSwitched:
 
 
 @dataclass(slots=True)
+class ModelRetrying:
+    """The model's call failed with a cause worth retrying and Kernel waits to try it
+    again (issue 34): ``attempt`` of ``of`` retries. Channels show :meth:`describe` in
+    the turn's progress ("Claude 过载，正在重试 (2/4)…"); nothing of it stays."""
+
+    step: int
+    model: str  # "provider:model"
+    attempt: int
+    of: int
+    reason: str  # the provider error code ("overloaded_error", "timeout", …)
+    type: Literal["model_retry"] = "model_retry"
+
+    def describe(self) -> str:
+        provider, _, model = self.model.partition(":")
+        why = t_or(f"routing.cause.{self.reason}", t("routing.cause.transient"))
+        name = display_name(provider, model)
+        return t("routing.retrying", name=name, why=why, attempt=self.attempt, of=self.of)
+
+
+@dataclass(slots=True)
 class PlanUpdated:
     """The turn's plan (the todo_write tool, seed 001's TodoWrite) as it now stands:
     each item ``{"content": str, "status": "pending" | "in_progress" | "completed"}``.
@@ -126,6 +147,7 @@ TurnEvent = (
     | ToolResult
     | AskUser
     | ModelSwitched
+    | ModelRetrying
     | PlanUpdated
     | Completed
     | ErrorEvent
@@ -180,6 +202,17 @@ def event_to_dict(event: TurnEvent) -> dict[str, Any]:
             "type": event.type,
             "step": event.step,
             "switch": {"from": event.from_model, "to": event.to_model, "reason": event.reason},
+        }
+    if isinstance(event, ModelRetrying):
+        return {
+            "type": event.type,
+            "step": event.step,
+            "retry": {
+                "model": event.model,
+                "attempt": event.attempt,
+                "of": event.of,
+                "reason": event.reason,
+            },
         }
     if isinstance(event, PlanUpdated):
         return {

@@ -315,6 +315,8 @@ async def stream_with_retry(
                 yield event
             return
         except ProviderError as exc:
+            # What the owner's words name: the model and how often it was retried.
+            exc.model, exc.retries = exc.model or request.model, attempt
             if produced:
                 raise
             if isinstance(exc, ProviderAuthError) and provider.rotate_key(exc):

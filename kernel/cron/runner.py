@@ -122,7 +122,9 @@ class JobRunner:
             notice = t("cron.failed_notice", name=job.spec.name, message=shown)
             with contextlib.suppress(ChannelError):  # the failure itself gets recorded
                 await self.deliver(job, told + notice)
-            raise RunFailed(final.message, final.code or "failed")
+            # The job's state keeps the raw reason (a model failure's detail), for /cron.
+            reason = final.meta.get("detail") or final.message
+            raise RunFailed(str(reason), final.code or "failed")
         if final.cancelled:
             raise RunFailed(t("cron.cancelled"), "cancelled")
         if final.reply.strip():

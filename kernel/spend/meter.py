@@ -259,10 +259,12 @@ class Meter:
         sleep: Sleep = asyncio.sleep,
         admit: Callable[[Over], Awaitable[bool]] | None = None,
         counted: Callable[[UsageEntry], None] | None = None,
+        retrying: Callable[[int, Exception], None] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """``stream_with_retry`` behind the budget, its usage recorded (and handed to
-        ``counted``). Raises :class:`BudgetExceededError` before anything is sent when
-        the call is not admitted (``admit`` is asked first, for a day or month limit)."""
+        ``counted``; ``retrying`` is told of each retry: its number and its cause).
+        Raises :class:`BudgetExceededError` before anything is sent when the call is not
+        admitted (``admit`` is asked first, for a day or month limit)."""
         reservation, worst = await self._admit(provider, request, tag, admit)
         retries = 0
         answering = False  # the provider began to answer: the call is billed
@@ -271,9 +273,11 @@ class Meter:
         failure: BaseException | None = None  # why the call ended without an answer
         produced: list[str] = []  # what the model wrote so far (text and thinking)
 
-        def on_retry(attempt: int, _delay: float, _exc: Exception) -> None:
+        def on_retry(attempt: int, _delay: float, exc: Exception) -> None:
             nonlocal retries
             retries = attempt
+            if retrying is not None:
+                retrying(attempt, exc)
 
         async def note(usage: Usage, known: bool, bound: float | None, outcome: str) -> None:
             nonlocal recorded

@@ -17,6 +17,7 @@ from telegram.ext import ContextTypes
 from kernel.agent.turn import UserInput
 from kernel.commands import SHARED, Commands, Reply
 from kernel.commands.listing import DELETE, DELETE_NO, history_arg
+from kernel.commands.status import ChannelReport
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.inbound import conversation_of
@@ -240,10 +241,15 @@ class CommandSet:
         return _answer_of(InlineKeyboardMarkup.de_json(markup, None) if markup else None)
 
     async def status(self, update: Update, context: Context) -> None:
+        """The owner's /status with the chat's problems; /status full adds what the
+        channel counts (dropped updates, uptime, the mailbox, polling)."""
         chat = self._chat(update)
         channel = self.channel
         dropped = channel.dropped
-        own = [
+        state = await channel.status()
+        # This command's own inbox row is open while it runs: not a turn in progress.
+        own_row = 1 if self._row(update) is not None else 0
+        lines = [
             t(
                 "tg.status_dropped",
                 stranger=dropped["stranger"],
@@ -256,9 +262,12 @@ class CommandSet:
                 minutes=int((time.monotonic() - channel.started_at) // 60),
                 restarts=channel.poll_restarts,
             ),
-            *mailbox_lines((await channel.status()).detail),
+            *mailbox_lines(state.detail, own_row),
         ]
-        reply = await self.commands.status(conversation_of(chat), own)
+        polling = channel.polling_state().state
+        report = ChannelReport(lines, channel_problems(polling, state.state, state.detail))
+        arg = " ".join(context.args or [])
+        reply = await self.commands.status(conversation_of(chat), report, arg)
         await self._render(chat, reply, self._row(update))
 
 
@@ -268,6 +277,19 @@ def buttons_markup(reply: Reply) -> dict[str, Any] | None:
         return None
     row = [{"text": b.label, "callback_data": b.data} for b in reply.buttons]
     return {"inline_keyboard": [row]}
+
+
+def channel_problems(polling: str, state: str, detail: dict[str, Any]) -> list[str]:
+    """What is wrong with the chat itself, in the owner's words: polling that does not
+    keep up (``polling``: its own state), replies waiting undelivered too long (the
+    channel's ``state`` degraded by them)."""
+    problems = []
+    if polling == "degraded":
+        problems.append(t("status.problem_polling"))
+    undelivered = (detail.get("outbox") or {}).get("undelivered", 0)
+    if undelivered and state == "degraded" and polling != "degraded":
+        problems.append(t("status.problem_outbox", count=undelivered))
+    return problems
 
 
 def _answer_of(markup: Any) -> int | None:
@@ -287,8 +309,9 @@ def _editable(message: Any) -> bool:
     return date is not None and date.timestamp() > 0
 
 
-def mailbox_lines(detail: dict[str, Any]) -> list[str]:
-    """The inbox, the outbox and polling's last consumed update, from the status detail."""
+def mailbox_lines(detail: dict[str, Any], own_row: int = 0) -> list[str]:
+    """The inbox, the outbox and polling's last consumed update, from the status detail
+    (``own_row``: the asking command's own open row, not counted as a turn)."""
     lines = []
     inbox, outbox = detail.get("inbox"), detail.get("outbox")
     if inbox is not None and outbox is not None:
@@ -297,7 +320,7 @@ def mailbox_lines(detail: dict[str, Any]) -> list[str]:
         lines.append(
             t(
                 "tg.status_mailbox",
-                open=inbox["open_turns"],
+                open=max(0, inbox["open_turns"] - own_row),
                 waiting=inbox["waiting"],
                 undelivered=outbox["undelivered"],
                 oldest=oldest,

@@ -40,6 +40,7 @@ from kernel.core.events import (
     AssistantDelta,
     Completed,
     ErrorEvent,
+    ModelRetrying,
     ModelSwitched,
     PlanUpdated,
     ToolCall,
@@ -182,6 +183,10 @@ class TurnView:
                     await self.board.show(self.chat_id, event)
                 elif isinstance(event, ModelSwitched):
                     pending = await self._note_switch(event, pending)
+                elif isinstance(event, ModelRetrying) and pending is not None:
+                    await self._set_progress(
+                        pending, event.describe()
+                    )  # "Claude 过载，正在重试 (2/3)…"
                 elif isinstance(event, ToolResult):
                     await self._tool_line.ended(event.id)
                     if self._progress is not None and event.id == self._progress.call_id:

@@ -12,6 +12,7 @@ import pytest
 from kernel.app import Kernel
 from kernel.core.errors import InputRefusedError
 from kernel.core.events import Completed, ErrorEvent
+from kernel.core.failures import owner_words
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
 from tests.agent.test_turns import CONV, Sim, run
@@ -77,8 +78,10 @@ async def test_a_refused_message_is_set_aside_and_the_next_three_are_answered(
 
     error = events[-1]
     assert isinstance(error, ErrorEvent) and error.code == InputRefusedError.CODE
-    # The provider's reason, in the owner's notice.
-    assert error.message == t("provider.refused_input", detail=too_long(sim).message)
+    # Too long, in the owner's words (issue 34); the provider's reason in the detail.
+    assert error.message == owner_words(InputRefusedError(too_long(sim).message, provider="main"))
+    assert "/new" in error.message and too_long(sim).message not in error.message
+    assert too_long(sim).message in error.meta["detail"]
     refused_at = len(sim.requests)
     assert POISON in body_text(sim, refused_at - 1)  # it was sent once, and refused
 
@@ -192,7 +195,8 @@ async def test_a_400_about_the_request_shape_is_not_the_owners_fault(
 
     error = events[-1]
     assert isinstance(error, ErrorEvent) and error.code == "invalid_request_error"
-    assert error.message == t("provider.error", detail=f"main 400 invalid_request_error: {message}")
+    assert error.message == t("failure.request", name="main")  # issue 34: the owner's words
+    assert error.meta["detail"] == f"main 400 invalid_request_error: {message}"
     session = await session_of(kernel)
     assert [s.failed for s in await kernel.store.load_transcript(session)] == [False]
 

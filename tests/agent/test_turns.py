@@ -199,8 +199,10 @@ async def test_500_exhausts_retries_and_reports_without_secret(
     assert len(sim.requests) == 3
     error = events[-1]
     assert isinstance(error, ErrorEvent)
-    assert "500" in error.message and "upstream exploded" in error.message
-    assert SECRET_KEY not in error.message and SECRET_KEY[-12:] not in error.message
+    assert "500" in error.meta["detail"] and "upstream exploded" in error.meta["detail"]
+    assert "upstream exploded" not in error.message and "🔁" in error.message  # issue 34
+    for text in (error.message, error.meta["detail"]):
+        assert SECRET_KEY not in text and SECRET_KEY[-12:] not in text
     assert SECRET_KEY not in kernel.agent.last_error
     # the user's message is kept; the next turn works
     sim.enqueue(text_reply("back again"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kernel.agent.agent import UserInput
 from kernel.app import Kernel
 from kernel.commands import Choice, Commands
+from kernel.commands.status import ChannelReport
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
@@ -89,14 +90,23 @@ async def test_status_cancel_provider_and_unknown(
     kernel = await make_kernel(anthropic_sim, language="en")
     commands = Commands(kernel)
 
-    status = (await commands.status(A, ["CHANNEL LINE"])).text.splitlines()
-    assert status[0] == "Session: new (no messages yet)"
-    assert status[1] == f"Model: main / {kernel.agent.model}"
-    assert status[2] == "State: idle"
-    assert status[3] == "Budget: today $0.00 / no limit · month $0.00 / no limit"
-    assert status[4] == "CLI delegation: idle"
-    assert status[6].startswith("Memory search:")
-    assert status[7:] == ["CHANNEL LINE", "Next scheduled job: none", "Last error: —"]
+    # issue 34: the owner's short view, then the operator's view with the channel's lines
+    short = (await commands.status(A, ChannelReport(["CHANNEL LINE"]))).text.splitlines()
+    assert short == [
+        f"Model: main / {kernel.agent.model}",
+        "Session: new (no messages yet)",
+        "State: idle",
+        "Spend: today $0.00 / no limit",
+        "Health: OK",
+    ]
+    full = (await commands.status(A, ChannelReport(["CHANNEL LINE"]), "full")).text
+    status = full.splitlines()
+    assert status[:5] == short
+    assert status[5] == "Budget: today $0.00 / no limit · month $0.00 / no limit"
+    assert status[6] == "CLI delegation: idle"
+    assert status[8].startswith("Memory search:")
+    assert status[9:] == ["CHANNEL LINE", "Next scheduled job: none", "Last error: —"]
+    assert (await commands.status(A, arg="fulll")).text.startswith("Usage: /status")
 
     assert await text_of(commands, A, "/cancel") == "Nothing is running"
     provider = await commands.run(A, "provider", "")

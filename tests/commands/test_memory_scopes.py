@@ -132,5 +132,5 @@ async def test_status_counts_the_memories_the_chat_sees(
     await say(commands, KERNEL_CHAT, "/remember the repo is ~/src/kernel")
     await say(commands, GARDEN_CHAT, "/remember water the roses on Sunday")
     # global + its project's: 2 of the 3; the plain chat sees the global one only
-    assert ", 2 memories" in await say(commands, KERNEL_CHAT, "/status")
-    assert ", 1 memories" in await say(commands, PLAIN_CHAT, "/status")
+    assert ", 2 memories" in await say(commands, KERNEL_CHAT, "/status full")
+    assert ", 1 memories" in await say(commands, PLAIN_CHAT, "/status full")

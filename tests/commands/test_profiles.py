@@ -83,9 +83,9 @@ async def test_persona_switches_one_chat_and_new_sessions_inherit_it(
     assert Choice("pirate", "/persona pirate") in reply.choices
     assert Choice("editor", "/persona editor") not in reply.choices
 
-    status, _ = await say(commands, A, "/status")
+    status, _ = await say(commands, A, "/status full")
     assert "Persona: editor, project: none" in status.splitlines()
-    status, _ = await say(commands, B, "/status")
+    status, _ = await say(commands, B, "/status full")
     assert not [line for line in status.splitlines() if line.startswith("Persona:")]
 
     # The session keeps it; /new starts one that inherits the chat's choice.

@@ -49,9 +49,14 @@ async def start(tmp_path: Path) -> AsyncIterator[Start]:
 
 
 async def status(kernel: Kernel) -> list[str]:
-    reply = await Commands(kernel).run(CONV, "status", "")
+    """/status full's lines, its problems line split into one line per problem."""
+    reply = await Commands(kernel).run(CONV, "status", "full")
     assert reply is not None
-    return reply.text.splitlines()
+    lines: list[str] = []
+    for line in reply.text.splitlines():
+        problems = line.removeprefix("Problems: ")
+        lines += problems.split("; ") if problems != line else [line]
+    return lines
 
 
 async def run(kernel: Kernel, line: str) -> str:

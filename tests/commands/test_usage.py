@@ -178,10 +178,11 @@ async def test_status_shows_the_running_turns_usage_and_todays_spend(
     running = kernel.agent.start_turn(CONV, UserInput("hi", channel="console"))
     await anthropic_sim.wait_for_requests(2)
 
-    status = (await text_of(commands, "status")).splitlines()
-    assert status[2] == "Last model call: main:model-a (the default)"  # the first call's
-    assert status[3:6] == [
-        "State: replying",
+    status = (await text_of(commands, "status", "full")).splitlines()
+    assert status[2] == "State: replying"
+    assert status[3] == "Spend: today $0.02 / $2.00 (raised $1.00 today)"
+    turn = status.index("Last model call: main:model-a (the default)")  # the first call's
+    assert status[turn + 1 : turn + 3] == [
         "This turn: 1 calls · 2.0K in (0% cached) · 1.0K out · $0.02",
         "Budget: today $0.02 / $2.00 (raised $1.00 today) · month $0.02 / $21.00",
     ]
@@ -190,7 +191,7 @@ async def test_status_shows_the_running_turns_usage_and_todays_spend(
     status = (await text_of(commands, "status")).splitlines()
     # the cancelled second call counts too: the prompt it sent was read (its usage is
     # unknown, so the budget counts the input's worst case)
-    assert status[3] == "State: idle" and status[4].startswith("Budget: today $0.03")
+    assert status[2] == "State: idle" and status[3].startswith("Spend: today $0.03")
 
 
 def test_sparkline_scales_to_the_largest_and_leaves_empty_days_low() -> None:

@@ -89,7 +89,9 @@ async def test_provider_error_sets_exit_code(anthropic_sim: AnthropicSim, tmp_pa
     anthropic_sim.enqueue(Error(400, "invalid_request_error", "bad things"))
     code, out, err = await chat(tmp_path, "hi\n")
     assert code == 1
-    assert "bad things" in err and "400" in err
+    # issue 34: the same words as in Telegram; the raw detail only in the log's fields
+    assert "main refused this request (not because of your message)" in err
+    assert "bad things" not in err
 
 
 @pytest.mark.posix
@@ -162,7 +164,7 @@ async def test_the_shared_commands_in_a_pipe(anthropic_sim: AnthropicSim, tmp_pa
             "/forget #1",
             "/forget #1",
             "/resume",
-            "/status",
+            "/status full",
             "/usage",
             "/history",
             "/del_history #1",

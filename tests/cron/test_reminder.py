@@ -57,7 +57,7 @@ async def test_one_shot_reminder_set_by_the_model_arrives_at_its_time(bot: Facto
         "telegram",
     )
     assert (
-        await h.ask("/status")
+        await h.ask("/status full")
         and 'Next scheduled job: "交报告提醒" at 2025-06-02 09:00' in (h.texts()[-1])
     )
 

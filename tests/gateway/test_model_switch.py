@@ -32,12 +32,17 @@ async def test_sse_streams_the_model_switch_before_the_fallbacks_words(
     types = [e["type"] for e in events]
     assert types == [
         "step_started",
+        "model_retry",  # issue 34: each retry is told, then the switch
+        "model_retry",
         "model_switch",
         "assistant_delta",
         "assistant_delta",
         "completed",
     ]
-    switch = events[1]
+    assert [e["retry"] for e in events[1:3]] == [
+        {"model": PRIMARY, "attempt": n, "of": 2, "reason": "overloaded_error"} for n in (1, 2)
+    ]
+    switch = events[3]
     assert switch["step"] == 1
     assert switch["switch"] == {"from": PRIMARY, "to": FALLBACK, "reason": "overloaded_error"}
     assert events[-1]["reply"] == "from the fallback"

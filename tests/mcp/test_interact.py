@@ -264,7 +264,7 @@ async def test_status_says_what_servers_may_ask(bot: Factory) -> None:
     settings = {"sampling": "off", "elicitation": False}
     h = await bot(extra=mcp_toml([stdio_server("test")], settings))
 
-    status = await h.ask("/status")
+    status = await h.ask("/status full")
 
     assert (
         "MCP server requests: sampling not supported (off); elicitation not supported (off)"

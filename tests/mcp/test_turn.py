@@ -110,7 +110,7 @@ async def test_status_lists_servers_state_and_tools(
     h = await bot(extra=mcp_toml(servers, {"reconnect_max_delay": 0.2}))
     await wait_until(lambda: h.kernel.mcp.status()[0].state == "connected")
 
-    status = await h.ask("/status")
+    status = await h.ask("/status full")
 
     count = len([n for n in h.kernel.tools.names() if n.startswith("mcp_test__")])
     assert count >= 8

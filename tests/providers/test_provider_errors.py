@@ -81,7 +81,8 @@ async def test_client_error_is_not_retried_and_names_status_and_message(
     events = await run(kernel, "hi")
     error = events[-1]
     assert isinstance(error, ErrorEvent)
-    assert "400" in error.message and "max_tokens: too large" in error.message
+    assert "400" in error.meta["detail"] and "max_tokens: too large" in error.meta["detail"]
+    assert "max_tokens" not in error.message and "/model" in error.message  # issue 34
     assert len(sim.requests) == 1
 
 

@@ -273,7 +273,7 @@ async def test_a_bad_request_is_reported_not_failed_over(tmp_path: Path) -> None
         pair.main.enqueue(Error(400, "invalid_request_error", "tools.0.name: invalid"))
         events = await pair.turn("hello")
         error = error_of(events)
-        assert "tools.0.name" in error.message
+        assert "tools.0.name" in error.meta["detail"]
         assert not switches(events) and pair.backup.requests == []
         assert len(pair.main.requests) == 1  # not retried either
         main = pair.kernel.agent.health.states(["main"])[0]

@@ -51,7 +51,7 @@ async def test_strangers_groups_edits_and_channels_are_never_answered(bot: Facto
     h.tg.inject_channel_post("post")
     bot_message = h.bot_messages()[-1].message_id
     h.tg.inject_callback("yes", message_id=bot_message, user_id=STRANGER, chat_id=OWNER)
-    status = await h.ask("/status")
+    status = await h.ask("/status full")
 
     assert "strangers 2, groups 1, edits 1, channels 1" in status
     assert h.tg.chat(STRANGER, from_bot=True) == [] and h.tg.chat(-100, from_bot=True) == []
@@ -86,8 +86,11 @@ async def test_provider_error_reaches_the_chat_redacted(bot: Factory) -> None:
 
     h.model.enqueue(Error(400, "invalid_request_error", f"bad key {SECRET_KEY}"))
     last = await h.converse("hi")
-    assert "400" in last and "bad key" in last
-    assert SECRET_KEY not in last
+    # issue 34: the owner's words in the chat, the raw detail (redacted) in /status full
+    assert last.startswith("⚠️ main refused this request") and "bad key" not in last
+    full = await h.ask("/status full")
+    assert "Last error: main 400 invalid_request_error: bad key" in full
+    assert SECRET_KEY not in last and SECRET_KEY not in full
 
 
 async def test_session_commands_and_their_bad_input(bot: Factory) -> None:

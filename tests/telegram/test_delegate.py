@@ -64,7 +64,7 @@ async def test_progress_is_edited_while_the_cli_runs_then_the_summary_arrives(
     assert failed == []  # no "message is not modified", no bad request
     fed = h.model.requests[1].body["messages"][-1]["content"][0]
     assert json.loads(fed["content"])["output"] == "Done: count the files"
-    assert "CLI delegation: idle" in await h.ask("/status")
+    assert "CLI delegation: idle" in await h.ask("/status full")
 
 
 async def test_cancel_mid_delegation_kills_the_cli_names_it_and_the_chat_goes_on(
@@ -87,7 +87,7 @@ async def test_cancel_mid_delegation_kills_the_cli_names_it_and_the_chat_goes_on
     await h.tg.wait_until(
         lambda: any("Now: Let me look around." in text for _, text in edits(h)), timeout=30
     )
-    status = await h.ask("/status")
+    status = await h.ask("/status full")
     assert "CLI delegation: claude_code running for " in status
     info = record_of(record)
 

@@ -58,7 +58,7 @@ async def test_healthz_and_status_show_open_turns_and_undelivered_messages(
         await h.settle()
         # A 502 may come after Telegram took the message: the re-send is marked.
         assert h.texts()[-1] == "↻ late but sure"
-        status = await h.ask("/status")
+        status = await h.ask("/status full")
         assert "outbox: 0 undelivered" in status
         assert "Polling: last update" in status and "unreadable 0" in status
         assert (await _health(gateway.url))["state"] == "running"

@@ -71,7 +71,7 @@ async def test_memory_listing_and_forgetting_several_at_once(bot: Factory) -> No
 async def test_status_shows_fts5(bot: Factory) -> None:
     h = await bot()
     await h.ask("/remember likes tea")
-    status = await h.ask("/status")
+    status = await h.ask("/status full")
     assert "Memory search: FTS5 full text (jieba), 1 memories" in status
 
 
@@ -81,7 +81,7 @@ async def test_status_shows_the_like_fallback(
     monkeypatch.setattr("kernel.store.db.fts5_supported", lambda conn: False)
     h = await bot()
     await h.ask("/remember 我喜欢昭和时期的音乐")
-    status = await h.ask("/status")
+    status = await h.ask("/status full")
     assert "Memory search: LIKE fallback (this SQLite has no FTS5" in status
     h.model.enqueue(text_reply("ok"))
     await h.converse("昭和的歌")

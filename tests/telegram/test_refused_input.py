@@ -17,7 +17,8 @@ async def test_a_refused_message_is_told_and_the_next_one_is_answered(bot: Facto
 
     notice = await h.converse(f"please read {POISON}")
 
-    assert "The model refused this message (prompt is too long" in notice
+    # issue 34: too long, in the owner's words (not the provider's), with what to do
+    assert "too long for main" in notice and "/new" in notice and "201000" not in notice
     assert "set aside" in notice
     for n in range(3):
         h.model.enqueue(text_reply(f"answer {n}"))

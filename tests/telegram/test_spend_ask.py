@@ -136,7 +136,7 @@ async def test_a_strangers_press_does_not_raise_the_limit(bot: Factory) -> None:
     asked = await question(h)
     raise_it = buttons(asked)[0]["callback_data"]
     h.tg.inject_callback(raise_it, message_id=asked.message_id, user_id=STRANGER, chat_id=OWNER)
-    status = await h.ask("/status")  # handled after the stranger's press, in order
+    status = await h.ask("/status full")  # handled after the stranger's press, in order
 
     assert "strangers 1" in status
     assert h.kernel.agent.is_busy(CONV) and len(h.model.requests) == 1

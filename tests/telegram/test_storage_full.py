@@ -53,7 +53,7 @@ async def test_a_command_on_a_full_disk_is_answered(
             assert answer == "Remembered (/memory lists them all)"
             assert await h.kernel.memories.count() == 1
         else:
-            assert answer.startswith("Session: ")
+            assert answer.startswith("Model: ")
 
 
 async def test_a_command_on_a_full_disk_is_answered_in_the_owners_language(

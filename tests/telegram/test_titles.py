@@ -116,7 +116,7 @@ async def test_a_first_turn_that_fails_still_names_its_session(
     openai_sim.enqueue(text_reply("Broken request"))
     h.model.enqueue(Error(400, "invalid_request_error", "bad request"))
 
-    assert "bad request" in await h.converse("summarise my week")
+    assert "refused this request" in await h.converse("summarise my week")
     await h.tg.wait_until(lambda: len(openai_sim.requests) == 1)
     await h.tg.wait_until(lambda: not h.kernel.agent.background)
     assert "Broken request" in await h.ask("/history")

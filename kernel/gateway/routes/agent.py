@@ -99,6 +99,7 @@ EventType = Literal[
     "error",
     "ask_user",
     "model_switch",
+    "model_retry",
     "plan",
 ]
 
@@ -145,6 +146,9 @@ class Event(Shape):
     usage: TurnUsage | None = None
     switch: OpenShape | None = Field(
         default=None, description="model_switch: from, to (provider:model) and the reason"
+    )
+    retry: OpenShape | None = Field(
+        default=None, description="model_retry: model (provider:model), attempt, of, reason"
     )
     plan: TurnPlan | None = Field(
         default=None, description="plan: the whole plan as it now stands (replaces the last)"
@@ -425,7 +429,10 @@ async def _collect(
     if isinstance(final, ErrorEvent):
         # A budget refusal's own details (scope, spent, limit, worst_case, currency) too.
         details = {**final.meta, "events": collected, "plan": plan, **extra, **ids}
-        raise ApiError(error_status(final.code), final.code, final.message, details)
+        # A program gets a model failure's raw detail (the owner's words are in events).
+        detail = final.meta.get("detail")
+        message = t("provider.error", detail=detail) if detail else final.message
+        raise ApiError(error_status(final.code), final.code, message, details)
     reply = final.reply if isinstance(final, Completed) else ""
     if deliver is not None and isinstance(final, Completed) and not final.cancelled and reply:
         try:
