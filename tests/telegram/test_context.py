@@ -250,7 +250,7 @@ async def test_a_delegation_approval_names_the_cli_and_the_task(
     await h.settle()
     closed = h.tg.message(OWNER, asked.message_id)
     assert closed is not None and closed.text.endswith("Chosen: ✅ Approve")
-    assert h.texts()[-1] == "Fixed."
+    assert h.texts()[-1].startswith("Fixed.\n\n✅ claude_code finished")  # the run folded in
 
 
 async def test_an_approval_of_another_tool_shows_its_arguments_in_one_line(
