@@ -188,8 +188,10 @@ class Inbound:
         """Stop the chat's turn, or the delivery of a reply that just completed, and the
         stored messages queued to run after it."""
         queued = chat_id == self.channel.owner and self.channel.mailroom.cancel_runs()
-        if self.agent.cancel(conversation_of(chat_id)) or queued:
+        stopped = self.agent.cancel(conversation_of(chat_id))
+        if stopped:  # it winds down: the next message runs after it, not "busy"
             self.desk.stopped(chat_id)
+        if stopped or queued:
             return True
         view = self.views.get(chat_id)
         if view is not None and not view.done():

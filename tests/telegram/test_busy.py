@@ -21,6 +21,7 @@ from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory, asking
 from tests.telegram.test_approval import APPROVAL
 from tests.telegram.test_inbox import asked, buttons, notices, rows
+from tests.telegram.test_inbox_faults import crash
 from tests.telegram.test_spend_ask import PRICED, spend_most_of_today
 
 BUSY = "Still working on the previous message"
@@ -40,8 +41,9 @@ async def question(h: BotHarness) -> ChatMessage:
     return next(m for m in h.bot_messages() if asking(m))
 
 
-async def three_held(h: BotHarness, gate: asyncio.Event) -> ChatMessage:
-    """A slow turn (its answer waits for ``gate``), then three texts: the one notice."""
+async def three_held(h: BotHarness) -> ChatMessage:
+    """A slow turn (its answer waits for a gate the test holds), then three texts: the
+    one notice of the busy window."""
     h.tg.inject_text("first")
     await h.tg.wait_until(lambda: len(h.model.requests) == 1 and PLACEHOLDER in h.texts())
     for text in ("second", "third", "fourth"):
@@ -58,7 +60,7 @@ async def test_three_messages_in_a_busy_window_are_counted_and_run_after_the_tur
     gate = asyncio.Event()
     h.model.enqueue(Reply(Text("slow answer"), gate=gate))
     h.model.enqueue(text_reply("answer 2"), text_reply("answer 3"), text_reply("answer 4"))
-    notice = await three_held(h, gate)
+    notice = await three_held(h)
 
     assert notice.text == (
         "Still working on the previous message; new messages received: 3. "
@@ -91,7 +93,7 @@ async def test_dropping_the_held_messages_says_so_and_runs_none(bot: Factory) ->
     h = await bot()
     gate = asyncio.Event()
     h.model.enqueue(Reply(Text("slow answer"), gate=gate))
-    notice = await three_held(h, gate)
+    notice = await three_held(h)
 
     h.tg.inject_callback("busy:drop", message_id=notice.message_id)
     await h.tg.wait_until(lambda: bool(h.tg.calls_to("answerCallbackQuery")))
@@ -104,6 +106,28 @@ async def test_dropping_the_held_messages_says_so_and_runs_none(bot: Factory) ->
     assert await states(h) == ["answered", "dropped", "dropped", "dropped"]
     shown = h.tg.message(OWNER, notice.message_id)
     assert shown is not None and buttons(shown) == [] and shown.text.endswith(dropped)
+
+
+async def test_held_messages_outlive_a_crash_and_the_notice_still_runs_them(
+    bot: Factory,
+) -> None:
+    h = await bot()
+    gate = asyncio.Event()
+    h.model.enqueue(Reply(Text("never shown"), gate=gate))
+    notice = await three_held(h)
+    await h.tg.wait_until(lambda: not h.channel.outbox.backlog(OWNER))
+    await crash(h)
+    gate.set()
+
+    again = await bot(tg=h.tg, model=h.model)
+    await again.tg.wait_until(lambda: any("restarted before" in x for x in again.texts()))
+    assert await states(again) == ["interrupted", "waiting", "waiting", "waiting"]
+    again.model.enqueue(text_reply("a2"), text_reply("a3"), text_reply("a4"))
+    again.tg.inject_callback("busy:run", message_id=notice.message_id)
+    await again.tg.wait_until(lambda: "a4" in again.texts())
+    await again.settle()
+    assert asked(again)[-3:] == ["second", "third", "fourth"]
+    assert await states(again) == ["interrupted", "answered", "answered", "answered"]
 
 
 async def test_a_batch_delivered_late_after_an_outage_waits_like_offline_messages(
