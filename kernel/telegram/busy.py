@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from telegram import Message
@@ -99,8 +100,9 @@ class BusyNotice:
 class BusyDesk:
     """What the chat does with a message that arrives while it is busy."""
 
-    def __init__(self, channel: TelegramChannel) -> None:
+    def __init__(self, channel: TelegramChannel, conversation_of: Callable[[int], str]) -> None:
         self.channel = channel
+        self.conversation_of = conversation_of  # inbound.py's: a chat's conversation
         self._notices: dict[int, BusyNotice] = {}
         self._stopped: dict[int, Window] = {}  # chat → the window /cancel (or we) stopped
 
@@ -125,8 +127,7 @@ class BusyDesk:
         if chat_id in self._stopped and self._stopped[chat_id] is window:
             self._follow(chat_id, message, row)
             return
-        conversation = f"telegram:{chat_id}"
-        questions = self.channel.board.pending(chat_id, conversation)
+        questions = self.channel.board.pending(chat_id, self.conversation_of(chat_id))
         if questions and await self._answer(questions, message, row):
             return
         if questions:
@@ -158,7 +159,7 @@ class BusyDesk:
         else:
             text = t("tg.busy.declined")
         self._stopped[chat_id] = self.channel.inbound.views.get(chat_id)
-        self.channel.kernel.agent.cancel(f"telegram:{chat_id}")
+        self.channel.kernel.agent.cancel(self.conversation_of(chat_id))
         log.info("a message stopped the turn waiting on the owner (%s)", ",".join(sorted(kinds)))
         await self.channel.outbox.put(chat_id, plain_items(text))
         self._follow(chat_id, message, row)
@@ -179,7 +180,7 @@ class BusyDesk:
         if before is not None and not before.done():
             await asyncio.wait({before})
         try:
-            await self.channel.kernel.agent.wait_idle(f"telegram:{chat_id}", WIND_DOWN)
+            await self.channel.kernel.agent.wait_idle(self.conversation_of(chat_id), WIND_DOWN)
         except BusyError:  # the stopped turn does not end: held like any busy message
             await self.hold(chat_id, row)
             return

@@ -49,7 +49,7 @@ class Inbound:
     def __init__(self, channel: TelegramChannel) -> None:
         self.channel = channel
         self.agent = channel.kernel.agent
-        self.desk = BusyDesk(channel)
+        self.desk = BusyDesk(channel, conversation_of)
         self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
         kernel = channel.kernel
         self.voice = TelegramVoice(channel.app.bot, kernel.config, kernel.agent.meter)
