@@ -51,6 +51,7 @@ class Question:
 class Answer:
     outcome: AskOutcome
     choice: int | None = None  # the index into ``Question.options``
+    text: str | None = None  # the owner's own words instead of an option (a typed reply)
 
     @property
     def option(self) -> int | None:
@@ -68,7 +69,7 @@ EndListener = Callable[[Question, Answer | None], None]
 
 class AskRegistry:
     def __init__(self) -> None:
-        self._waiting: dict[str, tuple[Question, asyncio.Future[int]]] = {}
+        self._waiting: dict[str, tuple[Question, asyncio.Future[int | str]]] = {}
         self._listeners: list[EndListener] = []
 
     def on_end(self, listener: EndListener) -> Callable[[], None]:
@@ -84,7 +85,7 @@ class AskRegistry:
 
     async def wait(self, question: Question, seconds: float) -> Answer:
         """Wait for the owner's choice; the question is withdrawn however this ends."""
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[int | str] = asyncio.get_running_loop().create_future()
         self._waiting[question.id] = (question, future)
         answer: Answer | None = None
         try:
@@ -93,7 +94,9 @@ class AskRegistry:
             except TimeoutError:
                 answer = Answer(AskOutcome.TIMEOUT)
                 return answer
-            if choice == _UNDELIVERED:
+            if isinstance(choice, str):
+                answer = Answer(AskOutcome.ANSWERED, text=choice)
+            elif choice == _UNDELIVERED:
                 answer = Answer(AskOutcome.UNDELIVERED)
             else:
                 answer = Answer(AskOutcome.ANSWERED, choice)
@@ -123,6 +126,14 @@ class AskRegistry:
         if not 0 <= choice < len(question.options):
             return AnswerResult.BAD_OPTION
         future.set_result(choice)
+        return AnswerResult.RESOLVED
+
+    def answer_text(self, question_id: str, text: str) -> AnswerResult:
+        """The owner answered in their own words (a message sent while a question waits)."""
+        entry = self._waiting.get(question_id)
+        if entry is None or entry[1].done():
+            return AnswerResult.UNKNOWN
+        entry[1].set_result(text)
         return AnswerResult.RESOLVED
 
     def get(self, question_id: str) -> Question | None:

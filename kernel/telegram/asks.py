@@ -42,6 +42,7 @@ PERMISSION = "permission"  # the kind of a CLI's permission prompt
 # Room left in a Markdown question's last chunk for its closing note.
 NOTE_ROOM = 300
 STOP_WAIT = 5.0  # seconds the board's closing edits get at stop
+QUOTED = 60  # characters of a typed answer in the question's closing note
 
 # Why a question closed without a press.
 Reason = Literal["unanswered", "timeout", "cancelled"]
@@ -152,11 +153,23 @@ class AskBoard:
             note = _note(shown, "cancelled")
         elif answer.outcome is AskOutcome.TIMEOUT:
             note = _note(shown, "timeout")
+        elif answer.outcome is AskOutcome.ANSWERED and answer.text is not None:
+            note = t("tg.ask_typed", text=_quoted(answer.text))
         elif answer.outcome is AskOutcome.ANSWERED and answer.choice is not None:
             note = _chosen(shown, answer.choice)
         else:  # undelivered: show() took it off already
             return
         self._closing.spawn(self._finish(shown, note), "ask-close")
+
+    def pending(self, chat_id: int, conversation: str) -> list[Question]:
+        """The questions shown in this chat that a turn of ``conversation`` waits on
+        (an approval, the budget question, ``ask_user``, a CLI's permission prompt)."""
+        found = []
+        for ask_id, shown in self._open.items():
+            question = self.asks.get(ask_id)
+            if shown.chat_id == chat_id and question and question.conversation == conversation:
+                found.append(question)
+        return found
 
     async def _close(self, ask_id: str, reason: Reason) -> None:
         shown = self._open.pop(ask_id, None)
@@ -234,6 +247,12 @@ def _chosen(shown: _Shown, choice: int) -> str:
         return t("tg.perm_denied")
     option = shown.options[choice] if 0 <= choice < len(shown.options) else ""
     return t("tg.ask_chosen", option=option)
+
+
+def _quoted(text: str) -> str:
+    """The start of a typed answer, as the question's closing note shows it."""
+    line = " ".join(text.split())
+    return line if len(line) <= QUOTED else line[: QUOTED - 1] + "…"
 
 
 def _note(shown: _Shown, reason: Reason) -> str:

@@ -1,10 +1,11 @@
 """Owner messages that are not commands: text, photos, documents, voice (``voice.py``).
 Each starts a turn shown by a TurnView running as a tracked task; a message that arrives
-while a turn runs (or a file is read) gets one busy notice per busy window, the window
-being that task.
+while a turn runs (or a file is read) goes to the busy desk (``busy.py``): held for the
+owner's choice, the answer to a question the turn waits on, or run once a stopped turn
+has wound down.
 
 Each message has its inbox row (``mailroom.py``), open until the turn ends: the view
-settles it with the reply; a refusal before any turn (busy, a failed download, an
+settles it with the reply; a refusal before any turn (a failed download, an
 unsupported kind) settles it with its notice, queued through the outbox; /cancel while
 the file is read settles it ``cancelled``. When the store refuses the outcome, the row
 stays open and the next start tells the owner."""
@@ -28,6 +29,7 @@ from kernel.core.events import Completed, ErrorEvent
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.telegram import media
+from kernel.telegram.busy import BusyDesk
 from kernel.telegram.download import download
 from kernel.telegram.view import TurnView
 from kernel.telegram.voice import TelegramVoice
@@ -48,8 +50,7 @@ class Inbound:
     def __init__(self, channel: TelegramChannel) -> None:
         self.channel = channel
         self.agent = channel.kernel.agent
-        # chat → the view (or None) whose busy window was told: one notice per window
-        self._busy_notified: dict[int, asyncio.Task[None] | None] = {}
+        self.desk = BusyDesk(channel, conversation_of)
         self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
         # Chats whose first turn since this start is still to come (the restart hint).
         self._fresh: set[int] = {channel.owner}
@@ -67,7 +68,7 @@ class Inbound:
         chat_id = message.chat.id
         row = self.channel.mailroom.row_id(update)
         if self.busy(chat_id):
-            await self._busy(chat_id, row)
+            await self.desk.arrived(chat_id, message, row)
             return
         # Handled late (it waited while Kernel was down, or 🔁 runs it again): the
         # answer quotes it, and it runs in the session it belonged to.
@@ -82,7 +83,7 @@ class Inbound:
         # Downloads and transcription take a while: they run beside the update queue
         # (so /cancel and /status stay instant) and count as busy until the turn starts.
         self.views[chat_id] = self.channel.spawn(
-            self._prepare(chat_id, message, row, quote),
+            self.prepare(chat_id, message, row, quote),
             f"tg-read-{message.message_id}",
             for_owner=True,
         )
@@ -100,7 +101,7 @@ class Inbound:
             return
         self._fresh.discard(chat_id)  # an old session: no new-conversation hint
 
-    async def _prepare(
+    async def prepare(
         self, chat_id: int, message: Message, row: int | None, quote: int | None = None
     ) -> None:
         mailroom = self.channel.mailroom
@@ -148,7 +149,7 @@ class Inbound:
         try:
             turn = self.agent.start_turn(conversation, user_input)
         except BusyError:
-            await self._busy(chat_id, row)
+            await self.desk.hold(chat_id, row)
             return
         self._fresh.discard(chat_id)
         footer = t("tg.restart_hint") if hint else None
@@ -175,7 +176,7 @@ class Inbound:
     ) -> None:
         """Show a started turn in the chat (a message's, or /retry's), settling ``row``;
         ``reply_to``: the owner's message its answer quotes; ``footer``: a line under it."""
-        self._busy_notified.pop(chat_id, None)
+        self.desk.window_began(chat_id)
         if row is not None:
             self.channel.spawn(self._note_session(turn, row), f"tg-session-{turn.id}")
         view = TurnView(
@@ -264,25 +265,17 @@ class Inbound:
         """Stop the chat's turn, or the delivery of a reply that just completed, and the
         stored messages queued to run after it."""
         queued = chat_id == self.channel.owner and self.channel.mailroom.cancel_runs()
-        if self.agent.cancel(conversation_of(chat_id)) or queued:
+        stopped = self.agent.cancel(conversation_of(chat_id))
+        if stopped:  # it winds down: the next message runs after it, not "busy"
+            self.desk.stopped(chat_id)
+        if stopped or queued:
             return True
         view = self.views.get(chat_id)
         if view is not None and not view.done():
             view.cancel()
+            self.desk.stopped(chat_id)
             return True
         return False
-
-    async def _busy(self, chat_id: int, row: int | None) -> None:
-        """One notice per busy window, with 🔁 to run the message once the turn ends;
-        later messages of the window are settled by that same notice's words."""
-        mailroom = self.channel.mailroom
-        window = self.views.get(chat_id)
-        if chat_id in self._busy_notified and self._busy_notified[chat_id] is window:
-            if row is not None:
-                await mailroom.close(row, "failed")
-            return
-        self._busy_notified[chat_id] = window
-        await mailroom.tell(chat_id, t("turn.busy"), row, again=True)
 
     async def _read(self, message: Message) -> UserInput | None:
         caption = message.caption or ""

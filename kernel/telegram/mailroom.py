@@ -6,11 +6,14 @@ before it is handled, so nothing the owner sends is lost or handled twice.
   is settled in the transaction that queues its reply (``commands.py``; with the
   follow-up's, when one comes), a button press once handled (:meth:`Mailroom.after`); a
   message stays ``open`` through its turn and is settled with its reply or notice.
-- **Waiting**: a message dated before polling began arrived while Kernel was down. It
-  is recorded ``waiting`` and not handled; once the first batch is taken in, ONE notice
-  tells the owner how many wait and since when, with two buttons: process them now (in
-  order, one turn after another) or drop them. The state is in the database, so the
-  buttons still work after a restart.
+- **Waiting**: a message dated before polling began arrived while Kernel was down (and
+  one delivered over ``LATE_AFTER`` seconds late, queued through a Bot API outage, is
+  treated the same). It is recorded ``waiting`` and not handled; once the first batch
+  is taken in, ONE notice tells the owner how many wait and since when, with two
+  buttons: process them now (in order, one turn after another) or drop them. The
+  state is in the database, so the buttons still work after a restart. A message held
+  while the chat was busy (``busy.py``) waits the same way, offered by the busy
+  notice's buttons.
 - **Interrupted**: at start, rows the previous process left ``open`` were cut off by a
   crash or a stop. Each is settled ``interrupted`` with a notice naming the message (its
   placeholder, when one stands, becomes the notice) and a 🔁 button that runs it again.
@@ -39,6 +42,8 @@ from telegram.ext import ContextTypes
 
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxRow, InboxState, Mailbox
+from kernel.telegram.busy import DROP as BUSY_DROP
+from kernel.telegram.busy import RUN as BUSY_RUN
 from kernel.telegram.outbox import again_markup, delete_item, edit_item, plain_items
 
 if TYPE_CHECKING:
@@ -48,9 +53,13 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "telegram"
 RUN, DROP, AGAIN = "waiting:run", "waiting:drop", "again:"
-CALLBACK_PATTERN = r"^(waiting:(run|drop)|again:\d{1,18})$"  # an id SQLite can hold
+# waiting:… the offline notice's buttons, busy:… the busy notice's (``busy.py``)
+CALLBACK_PATTERN = r"^((waiting|busy):(run|drop)|again:\d{1,18})$"  # an id SQLite can hold
 NAMED = 40  # characters of a message named in a notice
 IDLE_POLL = 0.2  # seconds between looks at a busy chat (a turn not shown by a view)
+# A message Telegram delivers this late (seconds after it was sent: queued through a Bot
+# API outage) is handled like one sent while Kernel was down.
+LATE_AFTER = 60.0
 
 
 def _accessible(message: Any) -> bool:
@@ -194,7 +203,7 @@ class Mailroom:
         stopping = self.channel.stopping
         if stopping and message is None:
             return False  # a press while stopping: the owner presses again
-        late = message is not None and self.since is not None and self._before_start(message)
+        late = message is not None and self.since is not None and self._late_message(message)
         waiting = stopping or late
         try:
             row = await self.mailbox.take_in(
@@ -276,9 +285,11 @@ class Mailroom:
         if replay is not None and not replay[1].done():
             replay[1].set_result(None)
 
-    def _before_start(self, message: Any) -> bool:
+    def _late_message(self, message: Any) -> bool:
+        """Sent before polling began, or delivered long after it was sent."""
         assert self.since is not None
-        return bool(message.date.timestamp() < self.since)
+        sent = float(message.date.timestamp())
+        return sent < self.since or sent < time.time() - LATE_AFTER
 
     def row_id(self, update: Update) -> int | None:
         """The inbox row of the update being handled."""
@@ -329,6 +340,10 @@ class Mailroom:
         except Exception as exc:
             log.warning("closing inbox row %d failed: %s", row_id, type(exc).__name__)
 
+    async def hold(self, row_id: int) -> bool:
+        """A message that came while the chat was busy waits for the owner's choice."""
+        return await self.mailbox.settle(row_id, "waiting", self.now(), only_from=("open",))
+
     async def close(self, row_id: int, state: InboxState) -> bool:
         """Settle an open row (no-op when it was settled already, e.g. with its reply)."""
         return await self.mailbox.settle(row_id, state, self.now(), only_from=("open",))
@@ -353,10 +368,11 @@ class Mailroom:
         query = update.callback_query
         assert query is not None and query.data is not None
         data = query.data
-        if data == RUN:
-            answer = await self._choose(query.message, run=True)
-        elif data == DROP:
-            answer = await self._choose(query.message, run=False)
+        if data in (RUN, DROP):
+            answer = await self._choose(query.message, run=data == RUN)
+        elif data in (BUSY_RUN, BUSY_DROP):
+            self.channel.inbound.desk.pressed(self.owner)
+            answer = await self._choose(query.message, run=data == BUSY_RUN, words="tg.busy")
         else:
             answer = await self._again(int(data.removeprefix(AGAIN)))
             notice = query.message
@@ -370,20 +386,21 @@ class Mailroom:
         except TelegramError as exc:  # the toast is a courtesy; the choice is on record
             log.info("answering a press failed: %s", type(exc).__name__)
 
-    async def _choose(self, notice: Any, *, run: bool) -> str:
+    async def _choose(self, notice: Any, *, run: bool, words: str = "tg.waiting") -> str:
+        """Run (in order, each once the chat is idle) or drop every waiting message."""
         rows = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
         rows = [row for row in rows if row.id not in self._claimed]
         if run and rows:
-            text = t("tg.waiting.running", count=len(rows))
+            text = t(f"{words}.running", count=len(rows))
             self._enqueue([row.id for row in rows])
         elif rows:
             now = self.now()
             dropped = 0
             for row in rows:
                 dropped += await self.mailbox.settle(row.id, "dropped", now, only_from=("waiting",))
-            text = t("tg.waiting.dropped", count=dropped)
+            text = t(f"{words}.dropped", count=dropped)
         else:
-            text = t("tg.waiting.none")
+            text = t(f"{words}.none")
         if _accessible(notice):
             # The buttons go: the notice keeps its words and says what was chosen.
             old = getattr(notice, "text", None) or ""

@@ -18,7 +18,8 @@ def register(registry: ToolRegistry, default_seconds: float = 300.0) -> None:
         question: str, options: list[str], context: ToolContext, wait_seconds: int = 0
     ) -> dict[str, Any]:
         """Ask the owner to pick one of a few concrete options (shown as buttons) and
-        wait for the choice, when they must decide before you go on.
+        wait for the choice, when they must decide before you go on. The owner may
+        answer in their own words instead: then ``reply`` holds what they wrote.
 
         Args:
             options: 2 to 8 answers, each within 40 characters
@@ -35,6 +36,8 @@ def register(registry: ToolRegistry, default_seconds: float = 300.0) -> None:
         answer = await context.ask(question.strip(), choices, kind="question", seconds=seconds)
         if answer.outcome is AskOutcome.UNDELIVERED:
             return {"answered": False, "note": "the question could not be shown to the owner"}
+        if answer.text is not None:  # typed instead of pressed
+            return {"answered": True, "reply": answer.text}
         if answer.outcome is AskOutcome.TIMEOUT or answer.option is None:
             return {"answered": False, "note": f"no answer within {seconds:g} s"}
         return {"answered": True, "choice": choices[answer.option]}

@@ -138,6 +138,8 @@ class Reply:
     `malformed_after=n` sends n events then garbage, then drops the connection;
     `error_after=n` sends n events then an in-stream `error` event and ends the stream.
     For non-streaming requests a fault with any n applies before the JSON body.
+    `gate`: the answer waits for this event before anything is sent (a slow model the
+    test releases when it wants, instead of a sleep).
 
     ``usage``, when given, is what the simulator reports instead of its own count
     (:mod:`tests.sim.caching`): ``(input, output)`` or ``(input, output, cache_read,
@@ -155,6 +157,7 @@ class Reply:
     error_type: str
     usage: tuple[int, ...] | None
     stop_sequence: str | None
+    gate: asyncio.Event | None
 
     def __init__(
         self,
@@ -168,8 +171,10 @@ class Reply:
         error_type: str = "overloaded_error",
         usage: tuple[int, ...] | None = None,
         stop_sequence: str | None = None,
+        gate: asyncio.Event | None = None,
     ) -> None:
         self.blocks = blocks
+        self.gate = gate
         self.stop_sequence = stop_sequence
         self.stop_reason = stop_reason
         self.chunk_delay = chunk_delay
@@ -413,6 +418,16 @@ class SimServer:
             return False
         return True
 
+    async def opened(self, reply: Reply) -> None:
+        """Until the reply's gate is set (or the server stops)."""
+        if reply.gate is None:
+            return
+        gate = asyncio.ensure_future(reply.gate.wait())
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        await asyncio.wait({gate, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        gate.cancel()
+        stopping.cancel()
+
     async def stall(self, request: web.Request, seconds: float) -> web.StreamResponse:
         """Send nothing for `seconds`, then drop the connection."""
         await self.hold(seconds)
@@ -423,6 +438,7 @@ class SimServer:
         self, request: web.Request, reply: Reply, payload: dict[str, Any], garbage: bytes
     ) -> web.StreamResponse:
         """Non-streaming answer; stream faults apply before the body is sent."""
+        await self.opened(reply)
         if reply.stall_after is not None:
             response = web.StreamResponse(headers={"Content-Type": "application/json"})
             await response.prepare(request)
@@ -450,6 +466,7 @@ class SimServer:
         headers: dict[str, str] | None = None,
     ) -> web.StreamResponse:
         """Write SSE `frames`, applying the reply's delay and fault injection."""
+        await self.opened(reply)
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream; charset=utf-8",

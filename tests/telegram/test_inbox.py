@@ -247,7 +247,7 @@ async def test_a_turn_cut_off_by_a_crash_is_told_with_again(bot: Factory, tmp_pa
     assert sum("restarted before" in x for x in again.texts()) == 2
 
 
-async def test_a_busy_refusal_is_settled_with_its_notice(bot: Factory) -> None:
+async def test_a_message_held_while_busy_waits_for_the_owner(bot: Factory) -> None:
     h = await bot()
     h.model.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=1))
     h.tg.inject_text("first")
@@ -255,12 +255,12 @@ async def test_a_busy_refusal_is_settled_with_its_notice(bot: Factory) -> None:
     busy = await h.ask("second")
     assert busy.startswith("Still working on the previous message")
     recorded = await rows(h)
-    assert [r.state for r in recorded] == ["open", "failed"]
+    assert [r.state for r in recorded] == ["open", "waiting"]  # held, not closed failed
     [notice] = [m for m in h.bot_messages() if m.text.startswith("Still working")]
-    assert buttons(notice) == [f"again:{recorded[1].id}"]
+    assert buttons(notice) == ["busy:run", "busy:drop"]
     await h.ask("/cancel")
     await h.settle()
-    await states_become(h, ["cancelled", "failed", "answered"])
+    await states_become(h, ["cancelled", "waiting", "answered"])
 
 
 async def test_cancel_stops_the_stored_messages_not_yet_run(bot: Factory) -> None:

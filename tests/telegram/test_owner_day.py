@@ -135,4 +135,3 @@ async def _morning(h: BotHarness, seen: Transcript) -> None:
     assert any(line.endswith("← 当前") for line in second.text.splitlines())  # #1, oldest
     assert labels(second) == ["◀"]
     assert len(h.tg.calls_to("sendMessage")) == sends
-
