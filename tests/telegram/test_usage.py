@@ -51,11 +51,11 @@ async def test_usage_after_real_turns_with_a_known_and_an_unknown_price(bot: Fac
         "• telegram $0.18 + 1 of unknown price · 3 calls",
         "Budget: today $0.18 / $2.00 · month $0.18 / no limit",
     ]
-    # The menu and /help offer it like the other commands.
+    # The menu offers it; /help lists it with the system commands.
     menu = h.tg.calls_to("setMyCommands")[-1].params["commands"]
     assert {"command": "usage", "description": "Usage and spend [today|week|month]"} in menu
-    await h.ask("/help")
-    assert "/usage — Usage and spend [today|week|month]" in h.texts()[-1]
+    await h.ask("/help usage")
+    assert h.texts()[-1].startswith("/usage — What was spent, in money and tokens")
 
 
 async def test_status_during_a_turn_shows_its_usage_so_far(bot: Factory) -> None:
