@@ -95,8 +95,11 @@ async def test_a_call_cancelled_after_it_reported_usage_is_priced_and_the_totals
     h.model.enqueue(text_reply("Hello!", usage=(10_000, 2_000)))  # 0.03 + 0.03 = $0.06
     assert await h.converse("hi") == "Hello!"
     # The second answer reports its input in message_start (20,000 in: $0.06), writes a
-    # few words and hangs; the owner cancels it.
-    h.model.enqueue(Reply(Text("Part of an answer"), stall_after=3, usage=(20_000, 4_000)))
+    # few words slowly (a draft shows them once the chat's send budget allows) and hangs
+    # before its end; the owner cancels it.
+    words = [f"Part {n} " for n in range(12)]
+    slow = Reply(Text("", words), stall_after=14, chunk_delay=0.3, usage=(20_000, 4_000))
+    h.model.enqueue(slow)
     h.tg.inject_text("tell me more")
     await h.tg.wait_until(lambda: _shown(h, "Part"))
     await h.ask("/cancel")
