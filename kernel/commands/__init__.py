@@ -17,9 +17,14 @@ Public API:
 - ``mcp_listing``: the /mcp text of the MCP servers' status.
 - ``format_elapsed``: "12 s" / "3 min 4 s" as the catalogue words it.
 - ``render_report``: a :class:`~kernel.spend.UsageReport` as the /usage text.
+- ``CATALOGUE``, ``MENU``: every command's declaration (its /help group, whether the
+  Telegram menu offers it); ``welcome``, ``overview``, ``help_topic``: /start, /help
+  and ``/help <topic>``.
 """
 
 from kernel.commands.command_set import SHARED, Commands, KernelParts
+from kernel.commands.help import CATALOGUE, MENU, overview, welcome
+from kernel.commands.help import topic as help_topic
 from kernel.commands.listing import format_history, parse_refs, session_label
 from kernel.commands.mcp import mcp_listing
 from kernel.commands.reply import Button, Choice, Reply
@@ -27,6 +32,8 @@ from kernel.commands.status import format_elapsed
 from kernel.commands.usage import render_report
 
 __all__ = [
+    "CATALOGUE",
+    "MENU",
     "SHARED",
     "Button",
     "Choice",
@@ -35,8 +42,11 @@ __all__ = [
     "Reply",
     "format_elapsed",
     "format_history",
+    "help_topic",
     "mcp_listing",
+    "overview",
     "parse_refs",
     "render_report",
     "session_label",
+    "welcome",
 ]

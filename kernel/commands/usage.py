@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
-from kernel.spend import money
+from kernel.spend import money, places_under
 from kernel.spend.report import PERIODS, BudgetState, Period, PeriodName, UsageReport
 from kernel.store.usage import UsageTotal
 
@@ -46,7 +46,19 @@ def cost_text(cost: float, calls: int, unpriced: int, currency: str) -> str:
 
 
 def _cost(total: UsageTotal, currency: str) -> str:
-    return cost_text(total.cost, total.calls, total.unpriced, currency)
+    """A total's one figure, :attr:`UsageTotal.charged` (what the budget counts), with
+    the calls it leaves out (no price) or estimates, and those not billed, named."""
+    priceless = total.unpriced - total.bounded
+    if total.calls and priceless == total.calls:
+        return t("usage.cost_unknown")
+    text = money(total.charged, currency)
+    if priceless:
+        text = t("usage.cost_partial", cost=text, unpriced=priceless)
+    if total.bounded:
+        text += t("usage.cost_estimated", calls=total.bounded)
+    if total.unbilled:
+        text += t("usage.cost_unbilled", calls=total.unbilled)
+    return text
 
 
 def period_line(period: Period, currency: str) -> str:
@@ -74,12 +86,23 @@ def _groups(header: str, groups: Sequence[UsageTotal], label: dict[str, str], cu
     return header + "\n" + "\n".join(parts)
 
 
-def budget_today(state: BudgetState) -> str:
+def _places(state: BudgetState) -> int | None:
+    """The decimals both sums need so that a sum under its limit never reads as the
+    limit ($0.097 / $0.10), the same for today and the month."""
+    needed = [
+        places_under(state.spent_today, state.daily),
+        places_under(state.spent_month, state.monthly),
+    ]
+    return max((p for p in needed if p is not None), default=None)
+
+
+def budget_today(state: BudgetState, places: int | None = None) -> str:
     """Today's spend against the daily limit (and what the owner raised it by)."""
     cur = state.currency
+    places = _places(state) if places is None else places
     today = t(
         "usage.budget_today",
-        spent=money(state.spent_today, cur),
+        spent=money(state.spent_today, cur, places),
         limit=money(state.daily, cur) if state.daily else t("usage.no_limit"),
     )
     if state.raised_today:
@@ -88,15 +111,15 @@ def budget_today(state: BudgetState) -> str:
 
 
 def budget_line(state: BudgetState) -> str:
+    """Today and this month against their limits, both sums to the same places."""
     cur = state.currency
-    unlimited = t("usage.no_limit")
-    today = budget_today(state)
+    places = _places(state)
     month = t(
         "usage.budget_month",
-        spent=money(state.spent_month, cur),
-        limit=money(state.monthly, cur) if state.monthly else unlimited,
+        spent=money(state.spent_month, cur, places),
+        limit=money(state.monthly, cur) if state.monthly else t("usage.no_limit"),
     )
-    return t("usage.budget", today=today, month=month)
+    return t("usage.budget", today=budget_today(state, places), month=month)
 
 
 def render_report(report: UsageReport, groups_of: PeriodName = "month") -> str:
@@ -120,8 +143,8 @@ def render_report(report: UsageReport, groups_of: PeriodName = "month") -> str:
                 output=tokens(u.output),
             )
         )
-    if total.unpriced:
-        lines.append(t("usage.unpriced", period=name, calls=total.unpriced))
+    if priceless := total.unpriced - total.bounded:
+        lines.append(t("usage.unpriced", period=name, calls=priceless))
     lines.append(t(f"usage.spark_{report.spark_of}", days=len(report.days), line=report.sparkline))
     if total.calls:
         lines.append(_groups(t("usage.by_model", period=name), period.by_model, {}, cur))

@@ -178,7 +178,16 @@ class Completion:
         )
 
 
-StreamEvent = TextDelta | ThinkingDelta | ToolCallStarted | Completion
+@dataclass(slots=True)
+class UsageSeen:
+    """The usage a provider reported before its answer ended (Anthropic's
+    ``message_start``: the input it read). Only the meter reads it, to price a call
+    cancelled before its :class:`Completion`; it never reaches the meter's callers."""
+
+    usage: Usage
+
+
+StreamEvent = TextDelta | ThinkingDelta | ToolCallStarted | Completion | UsageSeen
 
 
 def thinking_blocks(parts: list[ThinkingPart]) -> list[dict[str, Any]]:

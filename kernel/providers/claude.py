@@ -38,9 +38,11 @@ from kernel.core.provider import (
     ThinkingDelta,
     ThinkingPart,
     ToolCallStarted,
+    UsageSeen,
     output_ceiling,
     thinking_budget,
 )
+from kernel.core.usage import Usage
 from kernel.providers.sdk import SDKProvider, sent
 
 
@@ -69,6 +71,8 @@ class ClaudeProvider(SDKProvider):
                     kind = event.type
                     if kind == "message_start":
                         usage.read(event.message.usage)
+                        if usage.reported:  # priced if the call is cancelled before its end
+                            yield UsageSeen(usage.seen())
                     elif kind == "content_block_start":
                         block = event.content_block
                         if block.type == "tool_use":
@@ -133,6 +137,9 @@ class _Usage:
             value = getattr(usage, field, None)
             if isinstance(value, int):
                 setattr(self, name, value)
+
+    def seen(self) -> Usage:
+        return Usage(self.input, self.output, self.cache_read, self.cache_write)
 
 
 def _params(

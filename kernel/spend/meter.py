@@ -40,11 +40,21 @@ from kernel.core.provider import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    UsageSeen,
     output_ceiling,
     stream_with_retry,
 )
 from kernel.core.usage import Usage, estimate_tokens
-from kernel.spend.prices import bound_of, cost_of, money, price_of, worst_case, writes_cache
+from kernel.spend.prices import (
+    bound_of,
+    cost_of,
+    money,
+    money_under,
+    price_of,
+    share,
+    worst_case,
+    writes_cache,
+)
 from kernel.store.db import Store
 from kernel.store.usage import Purpose, UsageEntry, UsageFilter, UsageStore
 
@@ -92,7 +102,7 @@ class Over:
         return t(
             "budget.over",
             scope=t(f"budget.scope_{self.scope}"),
-            spent=money(self.spent, self.currency),
+            spent=money_under(self.spent, self.limit, self.currency),
             limit=money(self.limit, self.currency),
             worst=money(self.worst, self.currency),
         )
@@ -272,6 +282,7 @@ class Meter:
         recorded = False
         failure: BaseException | None = None  # why the call ended without an answer
         produced: list[str] = []  # what the model wrote so far (text and thinking)
+        seen: Usage | None = None  # the usage the provider reported before the end
 
         def on_retry(attempt: int, _delay: float, exc: Exception) -> None:
             nonlocal retries
@@ -279,7 +290,9 @@ class Meter:
             if retrying is not None:
                 retrying(attempt, exc)
 
-        async def note(usage: Usage, known: bool, bound: float | None, outcome: str) -> None:
+        async def note(
+            usage: Usage, known: bool, bound: float | None, outcome: str, billed: bool = True
+        ) -> None:
             nonlocal recorded
             recorded = True
             entry = await self.record(
@@ -291,6 +304,7 @@ class Meter:
                 known=known,
                 worst=bound,
                 outcome=outcome,
+                billed=billed,
             )
             if counted is not None:
                 counted(entry)
@@ -299,6 +313,9 @@ class Meter:
             async for event in stream_with_retry(
                 provider, request, policy, sleep=sleep, on_retry=on_retry
             ):
+                if isinstance(event, UsageSeen):
+                    seen = event.usage  # the meter's own: callers never see it
+                    continue
                 answering = True
                 if isinstance(event, TextDelta | ThinkingDelta):
                     produced.append(event.text)
@@ -315,17 +332,13 @@ class Meter:
         finally:
             self._inflight.pop(reservation, None)
             if not recorded and (answering or interrupted):
-                # Cancelled (even while the model read the prompt or thought unseen), or
-                # cut off after the answer began: the provider bills what it read and
-                # wrote. The row's usage is unknown; the budget counts the input's worst
-                # case and what was written so far.
-                price = price_of(self.config, provider.name, request.model)
-                written = estimate_tokens("".join(produced))
-                writes = writes_cache(self.config, provider.name)
-                bound = worst_case(price, request, written, writes_cache=writes)
+                # Cancelled, or cut off after the answer began: priced from the usage
+                # the provider reported; cancelled before it sent anything: not billed.
                 outcome = "cancelled" if interrupted else _code(failure)
+                unbilled = interrupted and not answering and seen is None
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(note(Usage(), False, bound, outcome))
+                    usage, known, bound = self._unfinished(provider, request, seen, produced)
+                    await asyncio.shield(note(usage, known, bound, outcome, not unbilled))
             elif not recorded and failure is not None:
                 # Failed before the provider answered: nothing billed, no ledger row;
                 # the call is still told (the audit keeps every call).
@@ -344,6 +357,21 @@ class Meter:
                     retries=retries,
                 )
                 await asyncio.shield(self._tell(entry, _code(failure)))
+
+    def _unfinished(
+        self, provider: Provider, request: ChatRequest, seen: Usage | None, produced: list[str]
+    ) -> tuple[Usage, bool, float | None]:
+        """The usage of a call that ended without its answer (cancelled, or cut off after
+        it began), as :meth:`record` takes it: the provider bills what it read and wrote.
+        The usage it reported, its output at least what was streamed; with none reported
+        the usage is unknown, and the budget counts the input's worst case and what was
+        written."""
+        written = estimate_tokens("".join(produced))
+        if seen is not None:
+            return replace(seen, output=max(seen.output, written)), True, None
+        price = price_of(self.config, provider.name, request.model)
+        writes = writes_cache(self.config, provider.name)
+        return Usage(), False, worst_case(price, request, written, writes_cache=writes)
 
     async def _admit(
         self,
@@ -378,14 +406,16 @@ class Meter:
         known: bool = True,
         worst: float | None = None,
         outcome: str = "ok",
+        billed: bool = True,
     ) -> UsageEntry:
         """Write one ledger row (the cost from the configured price) and warn the owner
         when a limit's warning share is passed. ``known`` False: no usage was reported,
         so the cost is unknown and the budget counts ``worst``. A ledger that cannot be
         written is logged, never the caller's failure: the answer matters more than its
-        record. ``on_call`` is told of the row (``outcome``: how the call ended)."""
+        record. ``on_call`` is told of the row (``outcome``: how the call ended).
+        ``billed`` False: a call cancelled before the provider sent anything (its cost 0)."""
         price = price_of(self.config, provider, model)
-        cost = cost_of(usage, price) if known else None
+        cost = cost_of(usage, price) if known else (None if billed else 0.0)
         bound = (bound_of(usage, price) if known else worst) if cost is None else None
         entry = UsageEntry(
             at=self._clock(),
@@ -447,9 +477,9 @@ class Meter:
             text = t(
                 "budget.warn",
                 scope=t(f"budget.scope_{scope}"),
-                spent=money(spent, budget.currency),
+                spent=money_under(spent, limit, budget.currency),
                 limit=money(limit, budget.currency),
-                percent=round(spent / limit * 100),
+                percent=share(spent, limit),
             )
             try:
                 await self.notify(text)

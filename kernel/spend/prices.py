@@ -88,8 +88,36 @@ def worst_case(
     return (fresh * dearest + max_tokens * price.output) / PER
 
 
-def money(value: float, currency: str) -> str:
+def money(value: float, currency: str, places: int | None = None) -> str:
     """``$0.42`` for US dollars, ``0.42 CNY`` otherwise; small sums keep four places."""
-    places = 4 if 0 < abs(value) < 0.01 else 2
+    if places is None:
+        places = _places(value)
     amount = f"{value:.{places}f}"
     return f"${amount}" if currency.upper() == "USD" else f"{amount} {currency}"
+
+
+def places_under(value: float, limit: float) -> int | None:
+    """The decimal places :func:`money` needs for ``value`` not to read as ``limit``
+    (or more) when it is under it ($0.097 beside $0.10); None: its own are enough."""
+    if not value < limit or round(value, _places(value)) < limit:
+        return None
+    return next((p for p in range(3, 7) if round(value, p) < limit), 6)
+
+
+def _places(value: float) -> int:
+    return 4 if 0 < abs(value) < 0.01 else 2
+
+
+def money_under(value: float, limit: float, currency: str) -> str:
+    """``value`` as :func:`money` writes it beside ``limit``: a sum under the limit never
+    reads as the limit itself ($0.097 beside $0.10, not $0.10)."""
+    return money(value, currency, places_under(value, limit))
+
+
+def share(value: float, limit: float) -> int:
+    """``value`` as a whole percentage of ``limit``, from the unrounded figures; never
+    100 while under the limit (99.6% is 99)."""
+    if not limit:
+        return 0
+    percent = round(value / limit * 100)
+    return min(percent, 99) if value < limit else percent

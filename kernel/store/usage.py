@@ -41,7 +41,9 @@ _SUMS = (
     "COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
     " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
     " COALESCE(SUM(cost), 0.0), COALESCE(SUM(cost IS NULL), 0),"
-    " COALESCE(SUM(COALESCE(cost, cost_bound)), 0.0)"
+    " COALESCE(SUM(COALESCE(cost, cost_bound)), 0.0),"
+    " COALESCE(SUM(cost IS NULL AND cost_bound IS NOT NULL), 0),"
+    " COALESCE(SUM(cost = 0 AND usage_known = 0), 0)"
 )
 
 
@@ -135,7 +137,10 @@ class UsageFilter:
 class UsageTotal:
     """The sum of a group of calls. ``cost`` sums the known costs; ``unpriced`` counts
     the calls whose cost is unknown (so a total never hides them); ``charged`` adds the
-    bounds of those that have one: what a budget counts."""
+    bounds of those that have one: what a budget counts, and the one figure every
+    surface shows. ``bounded``: the unknown costs counted at a bound (so ``unpriced -
+    bounded`` have no price at all); ``unbilled``: calls cancelled before the provider
+    sent anything (cost 0)."""
 
     key: str = ""
     calls: int = 0
@@ -143,6 +148,8 @@ class UsageTotal:
     cost: float = 0.0
     unpriced: int = 0
     charged: float = 0.0
+    bounded: int = 0
+    unbilled: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -156,9 +163,9 @@ class UsageTotal:
 
 
 def _total(key: str, row: Iterable[Any]) -> UsageTotal:
-    calls, fresh, out, read, write, cost, unpriced, charged = row
+    calls, fresh, out, read, write, cost, unpriced, charged, bounded, unbilled = row
     usage = Usage(fresh, out, read, write)
-    return UsageTotal(key, calls, usage, float(cost), unpriced, float(charged))
+    return UsageTotal(key, calls, usage, float(cost), unpriced, float(charged), bounded, unbilled)
 
 
 def _entry(values: tuple[Any, ...]) -> UsageEntry:
@@ -263,18 +270,20 @@ def _by_day(
     days: dict[str, list[Any]] = {}
     rows = conn.execute(
         "SELECT at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost,"
-        f" cost_bound FROM usage{sql} ORDER BY at",
+        f" cost_bound, usage_known FROM usage{sql} ORDER BY at",
         values,
     )
-    for at, fresh, out, read, write, cost, bound in rows:
+    for at, fresh, out, read, write, cost, bound, known in rows:
         day = parse_stamp(at).astimezone(tz).date().isoformat()
-        sums = days.setdefault(day, [0, 0, 0, 0, 0, 0.0, 0, 0.0])
+        sums = days.setdefault(day, [0, 0, 0, 0, 0, 0.0, 0, 0.0, 0, 0])
         for index, value in enumerate((1, fresh, out, read, write)):
             sums[index] += value
         if cost is None:
             sums[6] += 1
             sums[7] += bound or 0.0
+            sums[8] += bound is not None
         else:
+            sums[9] += cost == 0 and not known
             sums[5] += cost
             sums[7] += cost
     return [_total(day, sums) for day, sums in days.items()]

@@ -39,6 +39,7 @@ from telegram.ext import (
     filters,
 )
 
+from kernel.commands import MENU
 from kernel.commands.listing import DELETE_PATTERN, HISTORY_PATTERN
 from kernel.core.clock import SystemClock
 from kernel.core.errors import KernelError, StartupError
@@ -197,7 +198,7 @@ class TelegramChannel:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 60.0)
         await self.outbox.start()  # what a previous run left queued goes first
-        commands = [BotCommand(name, t(f"tg.cmd.{name}")) for name in COMMANDS]
+        commands = [BotCommand(name, t(f"tg.cmd.{name}")) for name in MENU]
         try:
             await self.app.bot.set_my_commands(commands)
         except TelegramError as exc:  # the menu is a convenience; the bot works without it

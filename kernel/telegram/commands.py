@@ -15,7 +15,7 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from kernel.agent.turn import UserInput
-from kernel.commands import SHARED, Commands, Reply
+from kernel.commands import CATALOGUE, SHARED, Commands, Reply, help_topic, overview, welcome
 from kernel.commands.listing import DELETE, DELETE_NO, history_arg
 from kernel.commands.status import ChannelReport
 from kernel.core.i18n import t
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 Context = ContextTypes.DEFAULT_TYPE
 log = logging.getLogger(__name__)
 
-COMMANDS = ("start", "help", *SHARED, "files")
+COMMANDS = tuple(c.name for c in CATALOGUE)  # every one works when typed
 RETRY = "retry:"
 RETRY_PATTERN = r"^retry:\d{1,18}$"  # the 🔁 under a final reply: its stored answer's id
 
@@ -93,14 +93,17 @@ class CommandSet:
         await self._render(chat, reply, self._row(update), picker_markup(name, arg, reply))
 
     async def start(self, update: Update, context: Context) -> None:
-        await self.help(update, context)
+        await self._render(self._chat(update), Reply(welcome()), self._row(update))
 
     async def help(self, update: Update, context: Context) -> None:
-        agent = self.commands.agent
-        lines = [t("tg.help_header")]
-        lines += [f"/{name} — {t(f'tg.cmd.{name}')}" for name in COMMANDS]
-        lines.append(t("tg.help_footer", provider=agent.provider_name, model=agent.model))
-        await self._render(self._chat(update), Reply("\n".join(lines)), self._row(update))
+        """/help: the commands by group; ``/help <group or command>``: its details."""
+        arg = " ".join(context.args or [])
+        if arg:
+            reply = help_topic(arg, COMMANDS)
+        else:
+            agent = self.commands.agent
+            reply = Reply(overview(COMMANDS, agent.provider_name, agent.model))
+        await self._render(self._chat(update), reply, self._row(update))
 
     async def files(self, update: Update, context: Context) -> None:
         await self.channel.files.command(update, context)  # issue 23: kernel/telegram/files.py

@@ -25,7 +25,7 @@ from kernel.core.provider import (
     TextDelta,
 )
 from kernel.core.usage import Usage, estimate_request_tokens
-from kernel.spend import CallTag, Meter, cost_of, money, worst_case
+from kernel.spend import CallTag, Meter, cost_of, money, money_under, share, worst_case
 from kernel.store.db import Store
 from kernel.store.usage import UsageEntry, UsageFilter, UsageStore
 from tests.clock import ManualClock
@@ -366,7 +366,7 @@ async def test_a_call_cancelled_after_its_answer_began_leaves_a_row(
     assert row.bound > 0 and meter._inflight == {}
 
 
-async def test_a_call_cancelled_while_the_model_reads_counts_its_input(
+async def test_a_call_cancelled_before_the_provider_sent_anything_is_not_billed(
     tmp_path: Path, store: Store
 ) -> None:
     meter = Meter(config(tmp_path, daily=10.0), store, clock=lambda: LATE, tz=TZ)
@@ -377,9 +377,9 @@ async def test_a_call_cancelled_while_the_model_reads_counts_its_input(
     with pytest.raises(asyncio.CancelledError):
         await running
     [row] = await meter.ledger.entries(UsageFilter())
-    # billed for reading the prompt: its worst case, and no output (none was written)
-    assert (row.usage_known, row.cost) == (False, None)
-    assert row.bound == pytest.approx(worst_case(PRICE, request(), 0))
+    # nothing came back, not even the usage of the prompt's reading: not billed (issue 34)
+    assert (row.usage_known, row.cost, row.bound) == (False, 0.0, None)
+    assert await meter.spent(LATE - timedelta(days=1)) == 0
 
 
 async def test_a_call_that_fails_before_answering_leaves_none(tmp_path: Path, store: Store) -> None:
@@ -432,3 +432,11 @@ async def test_a_jobs_calls_in_flight_count_against_its_limit(tmp_path: Path, st
     assert slow.gate is not None
     slow.gate.set()
     await first
+
+
+def test_a_sum_under_its_limit_never_reads_as_the_limit() -> None:
+    assert (money_under(0.096999, 0.1, "USD"), share(0.096999, 0.1)) == ("$0.097", 97)
+    assert (money_under(0.0996, 0.1, "USD"), share(0.0996, 0.1)) == ("$0.0996", 99)
+    assert (money_under(0.0999, 0.1, "CNY"), share(0.0999, 0.1)) == ("0.0999 CNY", 99)
+    assert (money_under(0.1, 0.1, "USD"), share(0.1, 0.1)) == ("$0.10", 100)
+    assert (money_under(0.42, 0.0, "USD"), share(0.42, 0.0)) == ("$0.42", 0)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from kernel.store.usage import UsageFilter
 from tests.clock import ManualClock
 from tests.sim.script import Reply, Text, ToolUse, text_reply
-from tests.telegram.conftest import CONV, Factory
+from tests.telegram.conftest import CONV, BotHarness, Factory
 
 # model-a: $3 in, $15 out, $0.30 cache read per million tokens; model-b has no price.
 PRICES = """
@@ -50,11 +51,11 @@ async def test_usage_after_real_turns_with_a_known_and_an_unknown_price(bot: Fac
         "• telegram $0.18 + 1 of unknown price · 3 calls",
         "Budget: today $0.18 / $2.00 · month $0.18 / no limit",
     ]
-    # The menu and /help offer it like the other commands.
+    # The menu offers it; /help lists it with the system commands.
     menu = h.tg.calls_to("setMyCommands")[-1].params["commands"]
     assert {"command": "usage", "description": "Usage and spend [today|week|month]"} in menu
-    await h.ask("/help")
-    assert "/usage — Usage and spend [today|week|month]" in h.texts()[-1]
+    await h.ask("/help usage")
+    assert h.texts()[-1].startswith("/usage — What was spent, in money and tokens")
 
 
 async def test_status_during_a_turn_shows_its_usage_so_far(bot: Factory) -> None:
@@ -80,3 +81,73 @@ async def test_status_during_a_turn_shows_its_usage_so_far(bot: Factory) -> None
     status = h.texts()[-1].splitlines()
     assert not any(line.startswith("This turn:") for line in status)
     assert not h.kernel.agent.is_busy(CONV)
+
+
+def _shown(h: BotHarness, words: str) -> bool:
+    """Whether any Bot API call so far carried ``words`` (a draft, a message, an edit)."""
+    return any(words in str(call.params.get("text", "")) for call in h.tg.calls)
+
+
+async def test_a_call_cancelled_after_it_reported_usage_is_priced_and_the_totals_agree(
+    bot: Factory,
+) -> None:
+    h = await bot(extra=PRICES, clock=ManualClock(NOW))
+    h.model.enqueue(text_reply("Hello!", usage=(10_000, 2_000)))  # 0.03 + 0.03 = $0.06
+    assert await h.converse("hi") == "Hello!"
+    # The second answer reports its input in message_start (20,000 in: $0.06), writes a
+    # few words slowly (a draft shows them once the chat's send budget allows) and hangs
+    # before its end; the owner cancels it.
+    words = [f"Part {n} " for n in range(12)]
+    slow = Reply(Text("", words), stall_after=14, chunk_delay=0.3, usage=(20_000, 4_000))
+    h.model.enqueue(slow)
+    h.tg.inject_text("tell me more")
+    await h.tg.wait_until(lambda: _shown(h, "Part"))
+    await h.ask("/cancel")
+    await h.settle()
+
+    await h.ask("/usage")
+    lines = h.texts()[-1].splitlines()
+    assert lines[1].startswith("Today: $0.12 · 2 calls · 30.0K in")
+    assert not any("unknown" in line or "prices]" in line for line in lines)
+    assert lines[-1] == "Budget: today $0.12 / $2.00 · month $0.12 / no limit"
+    [row] = [
+        r
+        for r in await h.kernel.agent.meter.ledger.entries(UsageFilter())
+        if r.usage.input == 20_000
+    ]
+    assert row.cost is not None and 0.06 <= row.cost < 0.061
+
+
+async def test_a_call_cancelled_before_the_model_sent_anything_is_not_billed(
+    bot: Factory,
+) -> None:
+    h = await bot(extra=PRICES, clock=ManualClock(NOW), language="zh")
+    h.model.enqueue(text_reply("Hello!", usage=(10_000, 2_000)))  # $0.06
+    await h.converse("hi")
+    h.model.enqueue(Reply(Text("never sent"), stall_after=0))  # headers, then silence
+    h.tg.inject_text("tell me more")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2)
+    await h.ask("/cancel")
+    await h.settle()
+
+    await h.ask("/usage")
+    lines = h.texts()[-1].splitlines()
+    assert lines[1].startswith("今日：$0.06（1 次取消未计费） · 2 次调用")
+    assert not any("价格未知" in line for line in lines)
+    assert lines[-1] == "预算：今日 $0.06 / $2.00 · 本月 $0.06 / 不限"
+
+
+async def test_the_budget_warning_never_shows_the_limit_beside_a_share_under_it(
+    bot: Factory,
+) -> None:
+    prices = PRICES.replace("daily = 2.0", "daily = 0.1")
+    h = await bot(extra=prices, clock=ManualClock(NOW), language="zh")
+    # 12,333 in at $3 + 4,000 out at $15 = $0.096999: 97% of $0.10
+    h.model.enqueue(text_reply("Hello!", usage=(12_333, 4_000)))
+    h.tg.inject_text("hi")
+    await h.tg.wait_until(lambda: any(text.startswith("💰") for text in h.texts()))
+    [warning] = [text for text in h.texts() if text.startswith("💰")]
+    assert warning == "💰 今日已花费 $0.097，达到上限 $0.10 的 97%。"
+    await h.settle()
+    await h.ask("/usage")
+    assert h.texts()[-1].splitlines()[-1] == "预算：今日 $0.097 / $0.10 · 本月 $0.097 / 不限"
