@@ -100,7 +100,8 @@ async def test_help_topic_gives_a_group_or_a_command_and_names_the_topics_otherw
         "/history all 也列出终端、HTTP 和定时任务的；/history project:名字 只看某个项目的",
         "/resume — 继续以前的一段对话：/resume 点选，或 /resume 3（编号来自 /history，不会变），"
         "回来时给出上次聊到哪",
-        "/retitle — 给对话起标题：/retitle 新标题 手动设置；只发 /retitle 让标题模型起一个（也可 /retitle #3）",
+        "/retitle — 给对话起标题：/retitle 新标题 手动设置；"
+        "只发 /retitle 让标题模型起一个（也可 /retitle #3）",
         "/del_history — 删除对话：/del_history #3，多段用 #3/#5；删除前会用按钮再问一次",
         "/project — 查看或切换项目（每个项目有自己的记忆）：/project 名字，/project off 退出",
     ]
