@@ -16,6 +16,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from kernel.core.i18n import t_or
+
 SUMMARY = 120  # characters of the one-line summary
 VALUE = 40  # characters of one argument's value in a compact summary
 DETAILS = 3000  # characters of the full arguments shown beside it
@@ -47,22 +49,24 @@ def compact(args: dict[str, Any]) -> str:
 
 
 def generic(name: str, args: dict[str, Any]) -> tuple[str, str]:
-    """A tool without its own describer: the command it runs, else the path it
-    touches, else its arguments in one line."""
+    """A tool without its own describer: its name in the owner's words when the
+    catalogue has one (a built-in tool: "记住一件事"), else as registered; the command it
+    runs, else the path it touches, else its arguments in one line."""
+    title = t_or(f"tool.title.{name}", name)
     for key in _COMMAND:
         if isinstance(args.get(key), str):
-            return name, "$ " + first_line(args[key])
+            return title, "$ " + first_line(args[key])
     for key in _PATH:
         if isinstance(args.get(key), str):
-            return name, first_line(args[key])
-    return name, compact(args)
+            return title, first_line(args[key])
+    return title, compact(args)
 
 
 def remote(server: str, tool: str) -> Describe:
     """An MCP server's tool: "server · tool" and its arguments in one line."""
 
     def describe(args: dict[str, Any]) -> tuple[str, str]:
-        return f"{server} · {tool}", generic(tool, args)[1]
+        return f"{server} · {tool}", generic("", args)[1]
 
     return describe
 

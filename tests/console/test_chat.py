@@ -142,7 +142,7 @@ async def test_approval_answered_on_the_next_input_line(
     code, out, err = await chat(tmp_path, "remember tea\nx\n1\nremember coffee\n2\n")
 
     assert code == 0, err
-    assert out.count("Your approval is needed: memory_add") == 2
+    assert out.count("Your approval is needed: Remember something") == 2
     assert "  1) ✅ Approve" in out and "  2) ❌ Deny" in out
     assert out.count("Answer with a number (1-2)") == 3
     assert "Saved." in out and "Not saved." in out

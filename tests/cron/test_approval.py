@@ -31,7 +31,7 @@ async def test_a_cron_turn_asks_the_owner_in_telegram(bot: Factory) -> None:
 
     asked = await question(h)
     assert asked.text.startswith('The scheduled job "tea" needs your answer:')
-    assert "memory_add" in asked.text
+    assert "Remember something" in asked.text
     approve, _ = buttons(asked)
     h.tg.inject_callback(approve["callback_data"], message_id=asked.message_id)
     await h.tg.wait_until(lambda: "Saved." in h.texts())

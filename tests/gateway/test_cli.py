@@ -176,7 +176,7 @@ async def test_kernel_chat_answers_an_approval_through_the_sidecar(
     )
     code, out, err = await kernel(sc, "chat", stdin="remember rain\n9\n1\n/exit\n")
     assert code == 0, err
-    assert "Your approval is needed: memory_add\ntext=likes rain" in out
+    assert "Your approval is needed: Remember something\ntext=likes rain" in out
     assert '"text": "likes rain"' in out  # the full arguments follow
     assert "  1) ✅ Approve" in out and out.count("Answer with a number (1-2)") == 2
     assert out.rstrip().endswith("Remembered.")

@@ -40,7 +40,7 @@ async def test_approve_runs_the_tool_and_closes_the_question(bot: Factory) -> No
     h.tg.inject_text("remember that I like tea")
 
     asked = await question(h)
-    assert "memory_add" in asked.text and "likes tea" in asked.text
+    assert "Remember something" in asked.text and "likes tea" in asked.text
     approve, deny = buttons(asked)
     assert (approve["text"], deny["text"]) == ("✅ Approve", "❌ Deny")
     assert await h.kernel.store.list_memories() == []  # nothing runs before the answer

@@ -262,7 +262,7 @@ async def test_an_approval_of_another_tool_shows_its_arguments_in_one_line(
     await h.tg.wait_until(lambda: any(asking(m) for m in h.bot_messages()))
     asked = question_of(h)
     assert asked.text.splitlines()[:2] == [
-        "🔐 Your approval is needed: memory_add",
+        "🔐 Your approval is needed: Remember something",
         "text=likes tea…",
     ]
     assert json.loads(details_quote(asked).split("\n", 1)[1]) == {"text": "likes tea\nand cake"}

@@ -12,11 +12,14 @@ On failure the transcript is printed for a person to read.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 
-from tests.sim.script import Error, text_reply
+from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
-from tests.telegram.conftest import CONV, BotHarness, Factory
+from tests.telegram.conftest import CONV, BotHarness, Factory, asking
+from tests.telegram.test_inbox import rows
 from tests.telegram.transcript import Transcript, buttons_of
 
 
@@ -37,13 +40,17 @@ async def command(h: BotHarness, text: str) -> ChatMessage:
     return newest(h)
 
 
-async def press(h: BotHarness, message: ChatMessage, label: str) -> ChatMessage:
-    """Tap the button labelled ``label`` (or starting so); the message as shown after."""
+async def press(
+    h: BotHarness, message: ChatMessage, label: str, *, settle: bool = True
+) -> ChatMessage:
+    """Tap the button labelled ``label`` (or starting so); the message as shown after
+    (once the chat is quiet, unless ``settle`` is off: a turn still runs)."""
     data = next(d for text, d in buttons_of(message.reply_markup) if text.startswith(label))
     answered = len(h.tg.calls_to("answerCallbackQuery"))
     h.tg.inject_callback(data, message_id=message.message_id)
     await h.tg.wait_until(lambda: len(h.tg.calls_to("answerCallbackQuery")) > answered)
-    await h.settle()
+    if settle:
+        await h.settle()
     shown = h.tg.message(OWNER, message.message_id)
     assert shown is not None
     return shown
@@ -135,3 +142,112 @@ async def _morning(h: BotHarness, seen: Transcript) -> None:
     assert any(line.endswith("← 当前") for line in second.text.splitlines())  # #1, oldest
     assert labels(second) == ["◀"]
     assert len(h.tg.calls_to("sendMessage")) == sends
+
+
+PRICES = """
+[providers.main.prices."model-a"]
+input = 3.0
+output = 15.0
+cache_read = 0.3
+cache_write = 3.75
+[budget]
+daily = 2.0
+"""
+APPROVAL = "\n[tools.memory_add]\napproval = true\napproval_timeout = 300\n"
+BUSY = "正在处理上一条消息"
+DOLLARS = re.compile(r"\$(\d+\.\d+)")
+
+
+async def test_afternoon_busy_cancel_approval_spend_and_status(bot: Factory) -> None:
+    h = await bot(language="zh", extra=PRICES + APPROVAL)
+    seen = Transcript(h.tg)
+    try:
+        await _afternoon(h, seen)
+    except AssertionError:
+        print(seen.render())
+        raise
+
+
+async def _afternoon(h: BotHarness, seen: Transcript) -> None:
+    # Three texts during a slow turn: one notice, edited to count them, with ▶ and 🗑;
+    # none is closed unseen; ▶ runs them in order once the answer is in.
+    gate = asyncio.Event()
+    h.model.enqueue(Reply(Text("写好了：周报的三个要点。"), gate=gate))
+    h.model.enqueue(*(text_reply(f"第 {n} 条的回答") for n in (2, 3, 4)))
+    mark = seen.mark()
+    h.tg.inject_text("帮我写周报")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 1 and "正在生成回复…" in h.texts())
+    for text in ("加上预算", "再加上风险", "最后写个总结"):
+        h.tg.inject_text(text)
+    await h.tg.wait_until(lambda: any("收到 3 条新消息" in x for x in h.texts()))
+    notices = [s for s in seen.sent(mark) if s.text.startswith(BUSY)]
+    assert len(notices) == 1  # one notice, edited as more came
+    [notice] = [m for m in h.bot_messages() if m.text.startswith(BUSY)]
+    assert labels(notice) == ["▶ 答完后处理", "🗑 丢弃"]
+    assert "failed" not in [r.state for r in await rows(h)]
+    await press(h, notice, "▶", settle=False)
+    choice = "答完后按顺序处理这 3 条消息"
+    await h.tg.wait_until(lambda: h.texts()[-1].endswith(choice))  # the notice, edited
+    assert not labels(h.bot_messages()[-1])
+    assert len(h.model.requests) == 1  # nothing runs before the answer is in
+    gate.set()
+    await h.tg.wait_until(lambda: "第 4 条的回答" in h.texts())
+    await h.settle()
+    asked = [json.dumps(r.body["messages"][-1], ensure_ascii=False) for r in h.model.requests]
+    for n, text in enumerate(("帮我写周报", "加上预算", "再加上风险", "最后写个总结")):
+        assert text in asked[n]
+    assert [r.state for r in await rows(h) if r.kind == "text"] == ["answered"] * 4
+    assert len(seen.live_buttons("retry:")) == 1
+
+    # /cancel while the answer streams: what was written stays, marked; a message sent
+    # right after is answered, with no busy notice.
+    words = [f"从前有座山{n}，" for n in range(12)]
+    h.model.enqueue(Reply(Text("", words), stall_after=14, chunk_delay=0.3, usage=(20_000, 4_000)))
+    h.tg.inject_text("讲个长故事")
+    drafts = h.tg.calls_to
+    await h.tg.wait_until(
+        lambda: any("从前有座山3" in str(c.params["text"]) for c in drafts("sendMessageDraft"))
+    )
+    mark = seen.mark()
+    assert await h.ask("/cancel") == "已取消"
+    h.model.enqueue(text_reply("好，短的：山里有座庙。"))
+    h.tg.inject_text("那讲个短的")
+    await h.tg.wait_until(lambda: "好，短的：山里有座庙。" in h.texts())
+    await h.settle()
+    [kept] = [m.text for m in h.bot_messages() if m.text.startswith("从前有座山0")]
+    assert kept.endswith("\n\n⏹ 已取消：回复只写到这里")
+    assert not [s for s in seen.sent(mark) if s.text.startswith(BUSY)]
+
+    # Spend adds up after the cancel: the cancelled call is priced from what it reported,
+    # one figure for today in both lines, no "unknown price".
+    usage = (await command(h, "/usage")).text
+    assert "价格未知" not in usage and "prices]" not in usage and "估算" not in usage
+    today = next(line for line in usage.splitlines() if line.startswith("今日："))
+    budget = next(line for line in usage.splitlines() if line.startswith("预算："))
+    assert DOLLARS.findall(today)[0] == DOLLARS.findall(budget)[0]
+    assert float(DOLLARS.findall(today)[0]) >= 0.06  # the cancelled call's 20K in
+
+    # An approval reads as what will happen; a new message while it waits declines it,
+    # says so, and runs.
+    h.model.enqueue(tool_reply("memory_add", {"text": "喜欢喝茶"}), text_reply("好的，不记了。"))
+    h.tg.inject_text("记住我喜欢喝茶")
+    await h.tg.wait_until(lambda: any(asking(m) for m in h.bot_messages()))
+    [question] = [m for m in h.bot_messages() if asking(m)]
+    head = question.text.splitlines()[:2]
+    assert head == ["🔐 需要你的批准：记住一件事", "text=喜欢喝茶"]
+    assert '{"text"' not in "\n".join(head)
+    mark = seen.mark()
+    h.tg.inject_text("算了，别记")
+    await h.tg.wait_until(lambda: "好的，不记了。" in h.texts())
+    await h.settle()
+    assert "已拒绝等待批准的操作并停止上一轮，现在处理你的新消息" in h.texts()
+    assert not [s for s in seen.sent(mark) if s.text.startswith(BUSY)]
+    assert await h.kernel.store.list_memories() == []
+
+    # /status: at most six lines when healthy, the session as /history names it.
+    status = (await command(h, "/status")).text.splitlines()
+    assert len(status) <= 6 and not any(line.startswith("问题：") for line in status)
+    session = h.kernel.agent.current_session(CONV)
+    assert any(line.startswith(f"会话：#{session}「帮我写周报」") for line in status)
+    assert any(line == "状态：空闲" for line in status)
+    assert any(line.startswith("健康：正常") for line in status)
