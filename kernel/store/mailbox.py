@@ -288,6 +288,19 @@ class Mailbox:
 
         return await self.store.read("list outgoing messages", op)
 
+    async def recent(self, channel: str, chat_id: str, limit: int) -> list[OutboxRow]:
+        """The chat's newest ``limit`` rows, newest first (while the table keeps them)."""
+
+        def op(conn: sqlite3.Connection) -> list[OutboxRow]:
+            rows = conn.execute(
+                f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE channel = ? AND chat_id = ?"
+                " ORDER BY id DESC LIMIT ?",
+                (channel, chat_id, limit),
+            ).fetchall()
+            return [_outbox_from(row) for row in rows]
+
+        return await self.store.read("list recent outgoing messages", op)
+
     async def outbox_row(self, row_id: int) -> OutboxRow | None:
         def op(conn: sqlite3.Connection) -> OutboxRow | None:
             row = conn.execute(

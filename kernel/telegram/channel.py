@@ -203,6 +203,7 @@ class TelegramChannel:
             await self.app.bot.set_my_commands(commands)
         except TelegramError as exc:  # the menu is a convenience; the bot works without it
             log.warning("setMyCommands failed: %s", type(exc).__name__)
+        await self.outbox.live_retry.restore(self.outbox.mailbox, self.owner)  # the 🔁
         await self.mailroom.recover()  # turns cut off last time; then what waited
         await self._start_polling()
         await self.app.start()

@@ -21,7 +21,7 @@ from kernel.commands.status import ChannelReport
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.inbound import conversation_of
-from kernel.telegram.outbox import CHANNEL, edit_item, plain_items
+from kernel.telegram.outbox import CHANNEL, RETRY, edit_item, plain_items
 from kernel.telegram.picker import Picker, picker_markup
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ Context = ContextTypes.DEFAULT_TYPE
 log = logging.getLogger(__name__)
 
 COMMANDS = tuple(c.name for c in CATALOGUE)  # every one works when typed
-RETRY = "retry:"
 RETRY_PATTERN = r"^retry:\d{1,18}$"  # the 🔁 under a final reply: its stored answer's id
 
 

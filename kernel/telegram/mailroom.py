@@ -133,8 +133,9 @@ class Mailroom:
 
     async def recover(self) -> int:
         """Before polling: rows left ``open`` by the previous process were interrupted.
-        Each becomes ``interrupted`` with a notice (its placeholder turned into it) and
-        🔁. Also takes the time polling begins: older messages arrived while down."""
+        Each becomes ``interrupted`` with a notice and 🔁, sent anew (it notifies; the
+        silent placeholder goes after it). Also takes the time polling begins: older
+        messages arrived while down."""
         self.since = float(int(time.time()))
         rows = await self.mailbox.inbox_rows(CHANNEL, ["open"])
         for row in rows:
@@ -144,8 +145,11 @@ class Mailroom:
                 await self.mailbox.settle(row.id, "interrupted", self.now())
                 continue
             text = t("tg.interrupted_turn", what=named(row))
+            # A new message, which notifies (the silent placeholder goes after it).
             items = [delete_item(message_id) for message_id in row.cleanup]
-            items += plain_items(text, replace=row.placeholder_id, markup=again_markup(row.id))
+            items += plain_items(text, markup=again_markup(row.id))
+            if row.placeholder_id is not None:
+                items.append(delete_item(row.placeholder_id))
             await self.channel.outbox.put(int(row.chat_id), items, settle=(row.id, "interrupted"))
         told = [row for row in rows if row.kind not in ("callback", "command")]
         if told:

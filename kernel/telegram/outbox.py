@@ -61,6 +61,9 @@ from kernel.telegram.split import split_html, split_plain
 log = logging.getLogger(__name__)
 
 CHANNEL = "telegram"
+RETRY = "retry:"  # the 🔁 under a final reply: retry:<its stored answer's id>
+UNDELIVERED = ("failed", "expired")  # outbox states of rows that never reached the chat
+RESTORE_SCAN = 200  # rows of a chat looked through at start for the standing 🔁
 BACKOFF_START = 1.0
 BACKOFF_CAP = 300.0
 NOTICE_EXPIRY = timedelta(days=30)  # the "could not deliver" notice itself waits long
@@ -173,10 +176,22 @@ def unsend_item(row_id: int) -> OutboxItem:
     return OutboxItem("delete", {"of_row": row_id})
 
 
+def _retry_button(markup: Any) -> bool:
+    """Whether a stored reply_markup carries a 🔁 (retry:…)."""
+    rows = markup.get("inline_keyboard", []) if isinstance(markup, dict) else []
+    return any(
+        str(button.get("callback_data", "")).startswith(RETRY)
+        for row in rows
+        if isinstance(row, list)
+        for button in row
+        if isinstance(button, dict)
+    )
+
+
 def retry_markup(answer_id: int) -> dict[str, Any]:
     """One 🔁 button under a final reply: answer its message again (issue 20; handled
     by the commands: only the latest answer's press runs)."""
-    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"retry:{answer_id}"}]]}
+    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"{RETRY}{answer_id}"}]]}
 
 
 def again_markup(inbox_id: int) -> dict[str, Any]:
@@ -188,11 +203,30 @@ class LiveRetry:
     """Which outbox row of each chat carries the live 🔁 (issue 34: one 🔁, on the
     newest answer). A new answer, /undo or /retry takes the standing one's buttons
     away through the outbox (:func:`unbutton_item`), in order behind what is queued:
-    durable like any reply, and never racing the answer it follows. Kept in memory:
-    after a restart an older 🔁 may stand, and its press is told it is not the latest."""
+    durable like any reply, and never racing the answer it follows. Kept in memory, and
+    found again at start (:meth:`restore`) from the chat's recent rows."""
 
     def __init__(self) -> None:
         self._rows: dict[int, int] = {}  # chat → the row of the answer with 🔁
+
+    async def restore(self, mailbox: Mailbox, chat_id: int) -> None:
+        """At start: the newest row among the chat's last RESTORE_SCAN that was sent
+        with a 🔁 no later row took away stands again (so the next answer removes it)."""
+        if chat_id in self._rows:
+            return
+        taken: set[int] = set()
+        for row in await mailbox.recent(CHANNEL, str(chat_id), RESTORE_SCAN):
+            of_row = row.body.get("of_row")
+            if row.kind == "edit" and isinstance(of_row, int):
+                taken.add(of_row)
+            elif (
+                row.kind == "send"
+                and row.state not in UNDELIVERED
+                and row.id not in taken
+                and _retry_button(row.body.get("reply_markup"))
+            ):
+                self._rows[chat_id] = row.id
+                return
 
     def supersede(self, chat_id: int) -> list[OutboxItem]:
         """The items that take the standing 🔁 away (none when none stands)."""

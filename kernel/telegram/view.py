@@ -204,11 +204,9 @@ class TurnView:
                     if self._progress is not None:
                         await self._progress.cancelled()
                     if event.cancelled and self.interrupted():
-                        notice = plain_items(
-                            t("tg.interrupted"), replace=pending, markup=self._again()
-                        )
-                        pending = None
-                        await self._finish(notice, "interrupted")
+                        notice = plain_items(t("tg.interrupted"), markup=self._again())
+                        first, pending = pending, None
+                        await self._finish(_outcome(notice, first), "interrupted")
                     elif not event.cancelled:
                         first, pending = pending, None  # the reply comes anew; it goes
                         self.reply = event.reply

@@ -16,10 +16,12 @@ import asyncio
 import json
 import re
 
+from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
-from tests.sim.telegram_sim import OWNER, ChatMessage
+from tests.sim.telegram_sim import OWNER, ChatMessage, TelegramSim
 from tests.telegram.conftest import CONV, BotHarness, Factory, asking
 from tests.telegram.test_inbox import rows
+from tests.telegram.test_inbox_faults import crash
 from tests.telegram.transcript import Transcript, buttons_of
 
 
@@ -251,3 +253,55 @@ async def _afternoon(h: BotHarness, seen: Transcript) -> None:
     assert any(line.startswith(f"会话：#{session}「帮我写周报」") for line in status)
     assert any(line == "状态：空闲" for line in status)
     assert any(line.startswith("健康：正常") for line in status)
+
+
+async def test_evening_a_kill_then_the_replay_runs_in_its_own_session(bot: Factory) -> None:
+    tg, model = await TelegramSim().start(), await AnthropicSim().start()
+    first = await bot(language="zh", tg=tg, model=model)
+    seen = Transcript(tg)
+    try:
+        await _evening(bot, first, seen)
+    except AssertionError:
+        print(seen.render())
+        raise
+
+
+async def _evening(bot: Factory, first: BotHarness, seen: Transcript) -> None:
+    tg, model = first.tg, first.model
+    model.enqueue(text_reply("记下了：明早八点的航班。"))
+    await first.converse("我明早八点的航班")
+    session = first.kernel.agent.current_session(CONV)
+    # The process is killed while it answers.
+    model.enqueue(Reply(Text("你的航班是", chunks=["你的", "航班是"]), stall_after=3))
+    cut = tg.inject_text("航班是几点？")
+    await tg.wait_until(lambda: len(model.requests) == 2 and "正在生成回复…" in first.texts())
+    await crash(first)
+
+    # At the next start the owner is told, with 🔁; a new message starts a new
+    # conversation, and its answer says so once, with /resume.
+    second = await bot(language="zh", tg=tg, model=model)
+    told = "Kernel 重启了，这条消息没有答完"
+    await tg.wait_until(lambda: any(m.text.startswith(f"⚠️ {told}") for m in second.bot_messages()))
+    [notice] = [m for m in second.bot_messages() if told in m.text]
+    assert "航班是几点？" in notice.text and labels(notice) == ["🔁 重新处理"]
+    [sent] = [s for s in seen.sent() if s.text.startswith(f"⚠️ {told}")]
+    assert sent.notify  # a new message: the owner's phone says it, the placeholder goes
+    assert not any(m.text == "正在生成回复…" for m in second.bot_messages())
+    model.enqueue(text_reply("晚上好！"))
+    hello = await second.converse("晚上好")
+    assert hello == "晚上好！\n\n🆕 Kernel 重启过，这是新对话 · /resume 回到之前的对话"
+    assert second.kernel.agent.current_session(CONV) != session
+
+    # 🔁 on the notice replays the question in the session it belonged to, as a reply to it.
+    model.enqueue(text_reply("明早八点。"))
+    mark = seen.mark()
+    await press(second, notice, "🔁")
+    await tg.wait_until(lambda: any(t.startswith("明早八点。") for t in second.texts()))
+    await second.settle()
+    history = json.dumps(model.requests[-1].body["messages"], ensure_ascii=False)
+    assert "我明早八点的航班" in history and "晚上好" not in history
+    assert said(second, "航班是几点？") == 1
+    [answer] = [s for s in seen.sent(mark) if s.text.startswith("明早八点。")]
+    assert answer.notify and answer.reply_to == cut["message"]["message_id"]
+    assert second.kernel.agent.current_session(CONV) == session
+    assert len(seen.live_buttons("retry:")) == 1
