@@ -286,7 +286,7 @@ async def _evening(bot: Factory, first: BotHarness, seen: Transcript) -> None:
     assert "航班是几点？" in notice.text and labels(notice) == ["🔁 重新处理"]
     [sent] = [s for s in seen.sent() if s.text.startswith(f"⚠️ {told}")]
     assert sent.notify  # a new message: the owner's phone says it, the placeholder goes
-    assert not any(m.text == "正在生成回复…" for m in second.bot_messages())
+    await tg.wait_until(lambda: "正在生成回复…" not in second.texts())
     model.enqueue(text_reply("晚上好！"))
     hello = await second.converse("晚上好")
     assert hello == "晚上好！\n\n🆕 Kernel 重启过，这是新对话 · /resume 回到之前的对话"
