@@ -23,7 +23,6 @@ from kernel.commands.listing import (
     format_history,
     history_query,
     named,
-    one_line,
     page_buttons,
     parse_refs,
     recap,
@@ -40,6 +39,7 @@ from kernel.commands.status import ChannelReport, status_lines
 from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
+from kernel.core.oneline import one_line
 from kernel.memory import scopes
 from kernel.spend import build_report
 
