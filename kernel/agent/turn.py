@@ -61,7 +61,7 @@ from kernel.core.events import (
     ToolProgress,
     ToolResult,
 )
-from kernel.core.failures import failure_kind, log_fields, owner_words
+from kernel.core.failures import log_fields, owner_words
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from kernel.core.provider import (
@@ -222,9 +222,7 @@ class TurnRun:
             log.warning(
                 "turn %s: the provider refused the input: %s", self.turn.id, log_fields(exc)
             )
-            message = t("provider.refused_input", detail=exc.message)
-            if failure_kind(exc) == "too_long":
-                message = owner_words(exc)
+            message = owner_words(exc)  # the provider's own words: /status full's
             meta = {"detail": str(exc)} if self.guest_tools is None else {}
             await self.set_aside(ErrorEvent(self.step, exc.code, message, meta=meta))
         except BudgetExceededError as exc:

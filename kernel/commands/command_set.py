@@ -20,10 +20,10 @@ from kernel.commands.listing import (
     CONFIRM,
     DELETE,
     DELETE_NO,
+    HistoryQuery,
     format_history,
     history_query,
     named,
-    one_line,
     page_buttons,
     parse_refs,
     recap,
@@ -40,6 +40,7 @@ from kernel.commands.status import ChannelReport, status_lines
 from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
+from kernel.core.oneline import one_line
 from kernel.memory import scopes
 from kernel.spend import build_report
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from kernel.store.db import SessionRow, Store
 
 HISTORY_LISTING = 20  # /history shows the newest this many sessions
+RESUME_CHOICES = 200  # a bare /resume offers the newest this many (a picker pages them)
 KNOWN_NAMES = 1000  # names of sessions shown, kept to refuse a gone one by name
 CALLBACK_BYTES = 64  # Telegram's limit for a button's data
 MEMORY_LISTING = 200  # /memory shows the newest this many (and says how many there are)
@@ -201,17 +203,26 @@ class Commands:
             if branches:
                 text += "\n" + t("conv.branches", branches=branches, messages=messages)
         if pick:
-            now = agent.local_now()
-            choices = tuple(
-                Choice(
-                    f"#{row.id} {session_label(row, first.get(row.id, ''), now, agent)}",
-                    f"/resume #{row.id}",
-                    current=row.id == current,
-                )
-                for row in rows
-            )
-            return Reply(text, choices=choices)
+            return Reply(text, choices=await self._resume_choices(query, origin, current))
         return Reply(text, buttons=page_buttons(query, page, pages))
+
+    async def _resume_choices(
+        self, query: HistoryQuery, origin: Origin | None, current: int | None
+    ) -> tuple[Choice, ...]:
+        """A bare /resume's choices: the newest RESUME_CHOICES sessions the listing
+        covers, not only its first page (a channel pages them)."""
+        agent = self.agent
+        rows = await agent.list_sessions(RESUME_CHOICES, query.project, origin=origin)
+        first = await self._known(rows)
+        now = agent.local_now()
+        return tuple(
+            Choice(
+                f"#{row.id} {session_label(row, first.get(row.id, ''), now, agent)}",
+                f"/resume #{row.id}",
+                current=row.id == current,
+            )
+            for row in rows
+        )
 
     async def _current_elsewhere(self, origin: Origin, current: int | None, page: int) -> str:
         """The chat's current session when another channel made it (resumed from

@@ -14,6 +14,7 @@ from kernel.commands.reply import Button
 from kernel.core.errors import SessionError
 from kernel.core.i18n import t
 from kernel.core.messages import Message
+from kernel.core.oneline import one_line
 from kernel.profiles import valid_name
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ DELETE = "del:"  # a deletion's confirmation: del:<id>[,<id>…], or del:no
 DELETE_NO = "del:no"
 DELETE_PATTERN = r"^del:(no|\d{1,18}(,\d{1,18})*)$"
 CONFIRM = "yes"  # "/del_history #n yes": deleted without asking (no buttons there)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 class LocalClock(Protocol):
@@ -52,12 +52,6 @@ def activity_words(when: datetime, now: datetime) -> str:
     if when.year == now.year:
         return t("when.date", month=t("when.months").split()[when.month - 1], day=when.day)
     return when.strftime("%Y-%m-%d")
-
-
-def one_line(text: str, width: int) -> str:
-    """``text`` on one line, without control or direction characters, cut to ``width``."""
-    flat = " ".join(_CONTROL.sub(" ", text).split())
-    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
 
 def session_name(row: SessionRow, first_words: str) -> str:

@@ -97,12 +97,15 @@ def failure_kind(exc: ProviderError) -> str:
 
 def owner_words(exc: ProviderError) -> str:
     """What the owner reads about ``exc``: what happened, with the model's name and the
-    retries, and what to do."""
+    retries, and what to do. A refused input other than a too long one is the message's
+    own (its content, an image, a file): the owner changes it, or sends it another way."""
     if not exc.provider:  # Kernel's own words already (cooling down, nothing enabled)
         return exc.message
     retried = t("failure.retried", n=exc.retries) if exc.retries else ""
     name = display_name(exc.provider, exc.model)
-    key = KINDS[failure_kind(exc)]
+    kind = failure_kind(exc)
+    refused = isinstance(exc, InputRefusedError) and kind != "too_long"
+    key = "provider.refused_input" if refused else KINDS[kind]
     return t(key, name=name, provider=exc.provider, retried=retried, what=exc.message)
 
 

@@ -249,6 +249,11 @@ class Provider(ABC):
 
     capabilities: Capabilities = Capabilities()
     key_count: int = 1  # the keys it can use in turn
+    # It yields :class:`UsageSeen` as soon as the provider reads the request (Anthropic's
+    # message_start): a call cancelled before that was not billed. Without it nothing
+    # tells a cancelled call's cost (a reasoning model bills what it thought unseen):
+    # the meter counts the call's worst case.
+    reports_usage_early: bool = False
 
     def __init__(
         self,

@@ -49,6 +49,7 @@ from kernel.providers.sdk import SDKProvider, sent
 class ClaudeProvider(SDKProvider):
     sdk = anthropic
     resources = ("messages",)
+    reports_usage_early = True  # message_start's usage, as UsageSeen
 
     def __init__(self, cfg: ProviderConfig) -> None:
         super().__init__(cfg, anthropic.AsyncAnthropic)

@@ -333,9 +333,12 @@ class Meter:
             self._inflight.pop(reservation, None)
             if not recorded and (answering or interrupted):
                 # Cancelled, or cut off after the answer began: priced from the usage
-                # the provider reported; cancelled before it sent anything: not billed.
+                # the provider reported; cancelled before a provider that reports its
+                # usage at once sent anything: not billed (any other may have billed
+                # what it read and thought unseen: counted at its worst case).
                 outcome = "cancelled" if interrupted else _code(failure)
-                unbilled = interrupted and not answering and seen is None
+                early = provider.reports_usage_early
+                unbilled = interrupted and not answering and seen is None and early
                 with contextlib.suppress(Exception):
                     usage, known, bound = self._unfinished(provider, request, seen, produced)
                     await asyncio.shield(note(usage, known, bound, outcome, not unbilled))

@@ -127,8 +127,10 @@ class CommandSet:
 
     async def _supersede(self, chat: int) -> None:
         """The chat's standing 🔁 goes: its answer is no longer the one to redo."""
-        if items := self.channel.outbox.live_retry.supersede(chat):
+        live = self.channel.outbox.live_retry
+        if items := live.supersede(chat):
             await self.channel.outbox.put(chat, items)
+            live.taken(chat, items)
 
     async def retry(self, update: Update, context: Context) -> None:
         """The last exchange cut and its message answered again, shown like a message's
@@ -169,9 +171,10 @@ class CommandSet:
             if refused is None and notice is not None and _editable(notice):
                 # The pressed answer is the one the chat's 🔁 stands on (since a restart,
                 # unknown: then by its message).
-                items = self.channel.outbox.live_retry.supersede(chat)
-                items = items or [edit_item(notice.message_id, None)]
+                live = self.channel.outbox.live_retry
+                items = live.supersede(chat) or [edit_item(notice.message_id, None)]
                 await self.channel.outbox.put(chat, items)
+                live.taken(chat, items)
         try:
             await query.answer(toast)
         except TelegramError as exc:  # the toast is a courtesy

@@ -229,12 +229,21 @@ class LiveRetry:
                 return
 
     def supersede(self, chat_id: int) -> list[OutboxItem]:
-        """The items that take the standing 🔁 away (none when none stands)."""
-        row = self._rows.pop(chat_id, None)
+        """The items that take the standing 🔁 away (none when none stands). It stays
+        on record until they are queued (:meth:`taken`, or :meth:`stands` for the row
+        that carries it now): a refused put leaves it known, to be taken away later."""
+        row = self._rows.get(chat_id)
         return [unbutton_item(row)] if row is not None else []
 
+    def taken(self, chat_id: int, items: list[OutboxItem]) -> None:
+        """``items`` (from :meth:`supersede`) are queued: their 🔁 no longer stands."""
+        row = self._rows.get(chat_id)
+        if row is not None and any(item.body.get("of_row") == row for item in items):
+            del self._rows[chat_id]
+
     def stands(self, chat_id: int, row_id: int) -> None:
-        """``row_id`` (queued) now carries the chat's 🔁."""
+        """``row_id`` (queued) now carries the chat's 🔁: an answer's retry: or a
+        notice's again:, whichever came last."""
         self._rows[chat_id] = row_id
 
 

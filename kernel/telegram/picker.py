@@ -13,7 +13,8 @@ a digest of what it is, never by text from outside, and stays short:
 A tap is checked from scratch: the owner's chat, then the command's choices listed again;
 a choice no longer among them (a persona deleted, a session gone) is refused in words and
 nothing changes. Otherwise the command runs with the choice's argument, exactly as if it
-had been typed, and the picker message is edited into its reply, buttons gone.
+had been typed, and the picker message is edited into its reply, buttons gone; when the
+command refuses (the chat is busy), its words come as an alert and the picker stays.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ PATTERN = r"^pick:(?:(?:resume|model|provider|persona|project):(?:p\d{1,4}|[0-9a
 NOTHING = "pick:-"
 PER_PAGE = 8
 LABEL = 60  # characters of a button's label
+ALERT = 200  # characters of a press's answer (answerCallbackQuery's limit)
 CURRENT = "✅ "
 
 
@@ -129,6 +131,12 @@ class Picker:
         if chosen is None:
             return t("pick.stale", command=name)
         reply = await self.commands.run(conversation, name, chosen.argument)
-        text = reply.text if reply is not None else ""
-        await self.channel.outbox.put(owner, plain_items(text, replace=message.message_id))
+        if reply is None or reply.error:  # (busy) the picker stays, to tap again later
+            return _alert(reply.text if reply is not None else t("pick.stale", command=name))
+        await self.channel.outbox.put(owner, plain_items(reply.text, replace=message.message_id))
         return None
+
+
+def _alert(text: str) -> str:
+    """``text`` as a press's alert, within Telegram's 200 characters."""
+    return text if len(text) <= ALERT else text[: ALERT - 1] + "…"

@@ -221,16 +221,14 @@ class TurnView:
                         await self.board.close_asks(self._asked, "unanswered")
                     first, pending = pending, None
                     text = t("tg.turn_error", message=event.message)
-                    items = plain_items(text, markup=self._again(), reply_to=self.reply_to)
-                    await self._finish(_outcome(items, first), "failed")
+                    await self._fail(text, first, reply_to=self.reply_to)
         except Exception as exc:  # the view itself failed: the owner still hears of it
             if not self._settled and not self.unqueued:
                 log.error("showing a turn failed: %s", type(exc).__name__)
                 text = t("turn.internal_error", kind=type(exc).__name__)
                 first, pending = pending, None
                 with contextlib.suppress(Exception):
-                    items = plain_items(text, markup=self._again())
-                    await self._finish(_outcome(items, first), "failed")
+                    await self._fail(text, first)
             raise
         finally:
             await self._tool_line.stop()
@@ -315,9 +313,16 @@ class TurnView:
         retry = retry_markup(answer_id) if answer_id else None
         shown = f"{reply}\n\n{self.footer}" if self.footer else reply  # the restart hint
         items = reply_items(shown, markup=retry, footer=footer, reply_to=self.reply_to)
-        live = self.outbox.live_retry
-        after = [*gone, *(live.supersede(self.chat_id) if retry else [])]
+        after = [*gone, *(self.outbox.live_retry.supersede(self.chat_id) if retry else [])]
         await self._finish(_outcome(items, placeholder) + after, "answered", retry=retry)
+
+    async def _fail(self, text: str, placeholder: int | None, reply_to: int | None = None) -> None:
+        """A failed turn's notice, with 🔁 (again:) as the chat's only one: the answer
+        before it loses its 🔁, and a later answer takes this one away."""
+        again = self._again()
+        items = plain_items(text, markup=again, reply_to=reply_to)
+        after = self.outbox.live_retry.supersede(self.chat_id) if again else []
+        await self._finish(_outcome(items, placeholder) + after, "failed", retry=again)
 
     def _cancelled(self, pending: int | None) -> list[OutboxItem]:
         """/cancel: the partial answer stays, marked cancelled, where the placeholder was
@@ -335,7 +340,8 @@ class TurnView:
         """Queue the turn's outcome, closing its inbox row in the same transaction.
         When the store refuses it, the owner is told directly (best effort) and the row
         stays open: the next start tells again, with 🔁. ``retry``: the 🔁 one of the
-        items carries, from now on the chat's only one."""
+        items carries, from now on the chat's only one (the standing one is forgotten
+        only once the items that take it away are queued)."""
         settle = (self.inbox_id, state) if self.inbox_id is not None else None
         # The plan as it stood comes first: it stays above the reply (or the notice).
         await self._plan.halt()
@@ -344,7 +350,9 @@ class TurnView:
             try:
                 self.delivery = await self.outbox.put(self.chat_id, queued, settle=settle)
                 if retry is not None:
-                    index = next(i for i, x in enumerate(queued) if x.body.get("reply_markup"))
+                    index = next(
+                        i for i, x in enumerate(queued) if x.body.get("reply_markup") == retry
+                    )
                     self.outbox.live_retry.stands(self.chat_id, self.delivery.ids[index])
             except Exception as exc:
                 self.unqueued = True

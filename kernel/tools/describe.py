@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernel.core.i18n import t_or
+from kernel.core.oneline import CONTROL, flat
 
 SUMMARY = 120  # characters of the one-line summary
 VALUE = 40  # characters of one argument's value in a compact summary
@@ -30,9 +31,12 @@ _PATH = ("path", "file_path", "file", "filename")
 
 
 def first_line(text: str, limit: int = SUMMARY) -> str:
-    """The first non-empty line of ``text``, cut to ``limit`` characters ("…" marks it)."""
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    more = len(line) > limit or len([p for p in text.splitlines() if p.strip()]) > 1
+    """The first non-empty line of ``text``, cut to ``limit`` characters; "…" marks a
+    cut, or the lines left out. Model-written: no control, direction or invisible
+    character stays (:func:`~kernel.core.oneline.flat`), so it reads as it will run."""
+    lines = [line for line in (flat(part) for part in text.splitlines()) if line]
+    line = lines[0] if lines else ""
+    more = len(line) > limit or len(lines) > 1
     line = line[: limit - 1] if len(line) > limit else line
     return line + "…" if more else line
 
@@ -44,7 +48,7 @@ def _value(value: Any) -> str:
 
 def compact(args: dict[str, Any]) -> str:
     """``key=value, …`` on one line: each value's start, the whole within SUMMARY."""
-    line = ", ".join(f"{key}={_value(value)}" for key, value in args.items())
+    line = ", ".join(f"{flat(key)}={_value(value)}" for key, value in args.items())
     return line if len(line) <= SUMMARY else line[: SUMMARY - 1] + "…"
 
 
@@ -66,12 +70,14 @@ def remote(server: str, tool: str) -> Describe:
     """An MCP server's tool: "server · tool" and its arguments in one line."""
 
     def describe(args: dict[str, Any]) -> tuple[str, str]:
-        return f"{server} · {tool}", generic("", args)[1]
+        return f"{flat(server)} · {flat(tool)}", generic("", args)[1]
 
     return describe
 
 
 def details(args: dict[str, Any]) -> str:
-    """The full arguments as indented JSON, cut at DETAILS characters."""
+    """The full arguments as indented JSON, cut at DETAILS characters; a direction or
+    invisible character inside a value is shown as its escape (still the same JSON)."""
     shown = json.dumps(args, ensure_ascii=False, indent=1)
+    shown = CONTROL.sub(lambda m: m[0] if m[0] == "\n" else f"\\u{ord(m[0]):04x}", shown)
     return shown if len(shown) <= DETAILS else shown[:DETAILS] + " …"

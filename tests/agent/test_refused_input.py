@@ -113,6 +113,9 @@ async def test_a_refused_image_is_set_aside(sim: Sim, make_kernel: KernelFactory
     events = await run(kernel, "what is this?", images=[ImageBlock("image/png", pixel)])
 
     assert isinstance(events[-1], ErrorEvent) and events[-1].code == InputRefusedError.CODE
+    # the owner's words: what to do, not the provider's (issue 34); its words in the meta
+    assert events[-1].message == t("provider.refused_input", name="main")
+    assert events[-1].meta["detail"].startswith("main 400 ")
     assert (await run(kernel, "never mind"))[-1] == Completed(1, "still here")
     sent = body_text(sim, -1)
     assert pixel not in sent and "what is this?" not in sent

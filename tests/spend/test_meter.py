@@ -34,7 +34,10 @@ daily = 1.5
 
 
 class Held(Provider):
-    """Answers once ``release`` is set, with 100 output tokens (0.1 at these prices)."""
+    """Answers once ``release`` is set, with 100 output tokens (0.1 at these prices);
+    like Anthropic, it would report its usage at once (cancelled before: not billed)."""
+
+    reports_usage_early = True
 
     def __init__(self) -> None:
         super().__init__("main", ["model-a"], "model-a")

@@ -371,6 +371,7 @@ async def test_a_call_cancelled_before_the_provider_sent_anything_is_not_billed(
 ) -> None:
     meter = Meter(config(tmp_path, daily=10.0), store, clock=lambda: LATE, tz=TZ)
     provider = FixedProvider(Usage(1000, 1000), asyncio.Event())
+    provider.reports_usage_early = True  # as Anthropic's message_start does
     running = asyncio.create_task(call(meter, provider))
     await provider.called.wait()  # the request is out, nothing has come back yet
     running.cancel()
@@ -380,6 +381,22 @@ async def test_a_call_cancelled_before_the_provider_sent_anything_is_not_billed(
     # nothing came back, not even the usage of the prompt's reading: not billed (issue 34)
     assert (row.usage_known, row.cost, row.bound) == (False, 0.0, None)
     assert await meter.spent(LATE - timedelta(days=1)) == 0
+
+
+async def test_a_call_cancelled_unseen_counts_its_worst_case_without_early_usage(
+    tmp_path: Path, store: Store
+) -> None:
+    meter = Meter(config(tmp_path, daily=10.0), store, clock=lambda: LATE, tz=TZ)
+    provider = FixedProvider(Usage(1000, 1000), asyncio.Event())  # no usage until the end
+    running = asyncio.create_task(call(meter, provider))
+    await provider.called.wait()  # it may be reading and thinking, billed, unseen
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    [row] = await meter.ledger.entries(UsageFilter())
+    assert (row.usage_known, row.cost) == (False, None)
+    assert row.bound is not None and row.bound > 0  # what it read, at its worst
+    assert await meter.spent(LATE - timedelta(days=1)) == pytest.approx(row.bound)
 
 
 async def test_a_call_that_fails_before_answering_leaves_none(tmp_path: Path, store: Store) -> None:

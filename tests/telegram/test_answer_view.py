@@ -168,3 +168,27 @@ async def test_a_finished_delegation_is_folded_into_the_answer(
     assert h.texts() == [answer]  # the progress message went when the answer came
     shown = [m for m in h.tg.history(OWNER) if m.text.startswith(("⏳", "✅"))]
     assert shown and all(m.deleted for m in shown)
+
+
+def any_retry(h: BotHarness) -> list[str]:
+    """The live messages carrying a 🔁 of either kind (retry:… or again:…)."""
+    return [
+        m.text
+        for m in h.bot_messages()
+        if any(data.startswith(("retry:", "again:")) for data in buttons(m))
+    ]
+
+
+async def test_a_model_error_notice_carries_the_only_retry_button(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("one"), *[Error(529, "overloaded_error", "Overloaded")] * 3)
+    await h.converse("first")
+    await h.converse("second")
+    await h.settle()
+    [notice] = any_retry(h)  # the error notice's again:, and "one" lost its retry:
+    assert notice != "one" and "one" in h.texts()
+
+    h.model.enqueue(text_reply("three"))
+    await h.converse("third")
+    await h.settle()
+    assert any_retry(h) == ["three"]  # the notice's 🔁 went too

@@ -192,6 +192,9 @@ async def test_retitle_by_hand_and_without_a_titles_model(bot: Factory) -> None:
         "No titles model is configured ([titles] in config.toml), so no title can be"
         " generated: set one by hand with /retitle NEW TITLE"
     )
+    # No invisible or direction character stays in a title (issue 34 review).
+    hidden = "/retitle \ufeffDin\u2060ner\u061c\x85plans\u202e"
+    assert await h.ask(hidden) == "New title: Din ner plans"
     assert await h.ask("/retitle   Dinner\nplans  ") == "New title: Dinner plans"
     assert (await h.kernel.store.get_session(1)).title == "Dinner plans"  # type: ignore[union-attr]
     assert "#1 Dinner plans · " in (await listing(h)).text

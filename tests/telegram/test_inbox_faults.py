@@ -220,3 +220,27 @@ async def test_a_progress_line_of_its_own_does_not_outlive_a_crash(
     await again.tg.wait_until(lambda: any("restarted before" in x for x in again.texts()))
     await again.settle()
     assert again.tg.message(OWNER, line.message_id) is None  # deleted
+
+
+async def test_a_reply_the_store_refused_leaves_the_live_retry_known(bot: Factory) -> None:
+    """Issue 34 review: the answer before a refused put keeps its 🔁 on record, so the
+    next answer still takes it away (one 🔁, on the newest answer)."""
+    h = await bot()
+    h.model.enqueue(text_reply("one"))
+    await h.converse("first")
+    release = h.tg.hold("sendMessage")
+    h.model.enqueue(text_reply("an answer the store cannot queue"))
+    h.tg.inject_text("second")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2 and not h.kernel.agent.is_busy(CONV))
+    with locked(db_path(h)):
+        release.set()
+        await h.tg.wait_until(lambda: any("Internal error" in x for x in h.texts()))
+    await h.tg.wait_until(lambda: not h.channel._tasks)
+
+    h.model.enqueue(text_reply("three"))
+    assert await h.converse("third") == "three"
+    await h.settle()
+    with_retry = [
+        m.text for m in h.bot_messages() if any(b.startswith("retry:") for b in buttons(m))
+    ]
+    assert with_retry == ["three"]

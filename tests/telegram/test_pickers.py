@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kernel.core.messages import Message, TextBlock
 from tests.sim.openai_sim import OpenAISim
-from tests.sim.script import text_reply
+from tests.sim.script import Reply, Text, text_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import CONV, BotHarness, Factory
 
@@ -292,3 +293,47 @@ async def test_a_picker_from_before_a_restart_still_acts(bot: Factory) -> None:
     assert after.text.startswith(f"Resumed session #{older}")
     assert after.reply_markup is None
     assert again.kernel.agent.current_session(CONV) == older
+
+
+async def test_the_resume_picker_offers_every_session_not_only_the_first_page(
+    bot: Factory,
+) -> None:
+    h = await bot()
+    store = h.kernel.store
+    for n in range(1, 24):  # more than /history's page of twenty
+        row = await store.create_session("telegram", user_id=str(OWNER))
+        await store.append_messages(row.id, [Message("user", [TextBlock(f"topic {n}")])])
+
+    shown = await picker(h, "/resume")
+    assert nav(shown) == ["1/3", "▶"]
+    last = await tap(h, await tap(h, shown, "▶"), "▶")
+    assert nav(last) == ["◀", "3/3"]
+    assert [x.split(" · ")[0] for x in labels(last)] == [
+        f"#{n} “topic {n}”" for n in (7, 6, 5, 4, 3, 2, 1)
+    ]
+    after = await tap(h, last, labels(last)[-1])
+    assert after.text.startswith("Resumed session #1 “topic 1”")
+    assert h.kernel.agent.current_session(CONV) == 1
+
+
+async def test_a_pick_that_fails_keeps_the_picker_and_says_why(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("one"), text_reply("two"))
+    await h.converse("first session")
+    await h.ask("/new")
+    await h.converse("second session")
+    shown = await picker(h, "/resume")
+    h.model.enqueue(Reply(Text("never"), stall_after=0))
+    h.tg.inject_text("a slow one")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 3)
+
+    after = await tap(h, shown, labels(shown)[1])  # "#1 …", while the turn runs
+
+    answer = last_answer(h)
+    assert answer["show_alert"] is True
+    assert answer["text"] == "Still working on the previous message; wait or send /cancel"
+    assert (after.text, after.reply_markup) == (shown.text, shown.reply_markup)
+    await h.ask("/cancel")
+    await h.settle()
+    again = await tap(h, after, labels(after)[1])  # the picker still works
+    assert again.text.startswith("Resumed session #1")

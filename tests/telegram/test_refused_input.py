@@ -45,3 +45,19 @@ async def test_the_owner_edits_the_refused_message_and_presses_again(bot: Factor
     assert h.model.requests[-1].raw.decode().count("look at the cat") == 1
     assert POISON not in h.model.requests[-1].raw.decode()
     assert h.texts().count("a cat indeed") == 1
+
+
+async def test_a_refused_image_is_told_in_the_owners_words(bot: Factory) -> None:
+    """Issue 34 review: not the provider's "invalid_request_error: messages.0…", but what
+    happened and what to do; the raw detail stays for /status full."""
+    raw = "messages.0.content.1.image.source.base64: invalid base64 data"
+    h = await bot(language="zh")
+    h.model.refuse_content(POISON, Error(400, "invalid_request_error", raw))
+
+    notice = await h.converse(f"看看这张图 {POISON}")
+
+    assert notice.startswith("⚠️ main 拒绝处理这条消息（它的内容，或其中的图片、文件）。")
+    assert "换一种方式发" in notice and "已被搁置" in notice
+    assert "invalid" not in notice and "messages.0" not in notice
+    full = await h.ask("/status full")
+    assert raw in full

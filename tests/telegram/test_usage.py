@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 from kernel.store.usage import UsageFilter
 from tests.clock import ManualClock
+from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Reply, Text, ToolUse, text_reply
 from tests.telegram.conftest import CONV, BotHarness, Factory
+from tests.telegram.test_owner_words import gpt_provider
 
 # model-a: $3 in, $15 out, $0.30 cache read per million tokens; model-b has no price.
 PRICES = """
@@ -16,6 +18,13 @@ PRICES = """
 input = 3.0
 output = 15.0
 cache_read = 0.3
+[budget]
+daily = 2.0
+"""
+GPT_PRICES = """
+[providers.gpt.prices."gpt-4o"]
+input = 3.0
+output = 15.0
 [budget]
 daily = 2.0
 """
@@ -151,3 +160,30 @@ async def test_the_budget_warning_never_shows_the_limit_beside_a_share_under_it(
     await h.settle()
     await h.ask("/usage")
     assert h.texts()[-1].splitlines()[-1] == "预算：今日 $0.097 / $0.10 · 本月 $0.097 / 不限"
+
+
+async def test_a_cancelled_call_of_a_provider_that_reports_no_early_usage_is_counted(
+    bot: Factory, openai_sim: OpenAISim
+) -> None:
+    """An OpenAI-compatible model may think unseen for a minute before its first word and
+    bills it: cancelled then, the call is counted at its worst case, not as unbilled."""
+    extra = gpt_provider("gpt", openai_sim.base_url) + GPT_PRICES
+    h = await bot(extra=extra, clock=ManualClock(NOW))
+    await h.ask("/provider gpt")
+    openai_sim.enqueue(text_reply("Hello!", usage=(10_000, 2_000)))  # $0.06
+    await h.converse("hi")
+    openai_sim.enqueue(Reply(Text("never sent"), stall_after=0))  # thinking, unseen
+    h.tg.inject_text("think hard")
+    await h.tg.wait_until(lambda: len(openai_sim.requests) == 2)
+    await h.ask("/cancel")
+    await h.settle()
+
+    entries = await h.kernel.agent.meter.ledger.entries(UsageFilter())
+    [cancelled] = [row for row in entries if not row.usage_known]
+    assert cancelled.cost is None and cancelled.bound is not None and cancelled.bound > 0
+    await h.ask("/usage")
+    lines = h.texts()[-1].splitlines()
+    assert lines[1].startswith("Today: $") and "(incl. 1 estimated) · 2 calls" in lines[1]
+    assert not any("not billed" in line for line in lines)
+    spent = 0.06 + cancelled.bound
+    assert lines[-1] == f"Budget: today ${spent:.2f} / $2.00 · month ${spent:.2f} / no limit"

@@ -92,3 +92,26 @@ async def test_a_describer_that_fails_falls_back_to_the_generic_words() -> None:
     gated(registry, "odd", describe=broken)
     question, _ = await asked_for(registry, "odd", {"x": 1})
     assert question == "🔐 需要你的批准：odd\nx=1"
+
+
+@pytest.mark.parametrize(
+    "hidden", ["\u202e", "\u2066", "\u061c", "\u2060", "\u2064", "\ufeff", "\x80", "\x9b"]
+)
+async def test_a_command_reads_as_it_will_run(hidden: str) -> None:
+    """A direction override (or another invisible character) in model-written arguments
+    cannot make the line read as a harmless command: it is taken out, and the full
+    arguments show it as its escape."""
+    registry = ToolRegistry()
+    gated(registry, "shell")
+    command = f"echo {hidden}fr- mr && ls"
+    question, details = await asked_for(registry, "shell", {"command": command})
+    assert question == "🔐 需要你的批准：shell\n$ echo fr- mr && ls"
+    assert hidden not in details and f"\\u{ord(hidden):04x}" in details
+    assert json.loads(details) == {"command": command}
+
+
+async def test_a_command_cut_to_its_first_line_says_so() -> None:
+    registry = ToolRegistry()
+    gated(registry, "shell")
+    question, _ = await asked_for(registry, "shell", {"command": "\u202e\n  ls\x85rm -rf ~"})
+    assert question == "🔐 需要你的批准：shell\n$ ls…"  # the rest is there, one tap away
