@@ -14,7 +14,7 @@ from tests.conftest import kernel_env, spawn_kernel
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, text_reply
-from tests.sim.telegram_sim import OWNER, TelegramSim
+from tests.sim.telegram_sim import OWNER, ChatMessage, TelegramSim
 
 pytestmark = [pytest.mark.slow, pytest.mark.posix]  # real `python -m kernel` processes
 # posix: ordered shutdown on SIGTERM
@@ -101,25 +101,27 @@ headers = {{ Authorization = "Bearer ${{NOTES_MCP_TOKEN}}", X-Notes-Key = "${{NO
 """
 
 
-BUSY = "Still working on the previous message; wait or send /cancel"
+BUSY = "Still working on the previous message"
 
 
 async def _say(tg: TelegramSim, text: str, expected: str) -> None:
     """Send ``text`` and wait for the reply that contains ``expected``. The previous turn
-    may still be closing when its reply is already shown: then Kernel says it is busy
-    (what a very fast owner would see), and the message is sent again."""
+    may still be closing when its reply is already shown: then Kernel holds the message
+    under its busy notice (what a very fast owner would see), and ▶ runs it after."""
 
-    def texts() -> list[str]:
-        return [m.text for m in tg.chat(OWNER, from_bot=True)]
+    def since(newest: int) -> list[ChatMessage]:
+        return [m for m in tg.chat(OWNER, from_bot=True) if m.message_id > newest]
 
-    before = len(texts())
+    newest = max((m.message_id for m in tg.chat(OWNER)), default=0)
     tg.inject_text(text)
     await tg.wait_until(
-        lambda: len(texts()) > before and (expected in texts()[-1] or texts()[-1] == BUSY),
+        lambda: any(expected in m.text or m.text.startswith(BUSY) for m in since(newest)),
         timeout=20,
     )
-    if texts()[-1] == BUSY:
-        await _say(tg, text, expected)
+    held = [m for m in since(newest) if m.text.startswith(BUSY)]
+    if held and not any(expected in m.text for m in since(newest)):
+        tg.inject_callback("busy:run", message_id=held[0].message_id)
+        await tg.wait_until(lambda: any(expected in m.text for m in since(newest)), timeout=20)
 
 
 @pytest.mark.parametrize(

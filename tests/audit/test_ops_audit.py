@@ -158,7 +158,7 @@ async def test_a_delegation_and_its_approval_are_in_the_delegating_session(
     prompt = live()[-1]
     h.tg.inject_callback(buttons(prompt)[0], message_id=prompt.message_id)  # Allow once
     await h.settle()
-    assert h.texts()[-1] == "Clean."
+    assert h.texts()[-1].startswith("Clean.\n\n✅ claude_code finished")  # the run folded in
 
     kernel = h.kernel
     audit: AuditLog = kernel.audit
