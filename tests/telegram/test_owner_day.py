@@ -58,6 +58,16 @@ async def press(
     return shown
 
 
+async def placeholder_recorded(h: BotHarness) -> None:
+    """Until the open message's placeholder is on record (a crash before that leaves
+    a placeholder no start can know of)."""
+    async with asyncio.timeout(30):
+        while True:
+            if any(r.state == "open" and r.placeholder_id for r in await rows(h)):
+                return
+            await asyncio.sleep(0.05)
+
+
 def labels(message: ChatMessage) -> list[str]:
     return [label for label, _ in buttons_of(message.reply_markup)]
 
@@ -67,7 +77,7 @@ async def test_morning_chat_answers_notify_pickers_and_sessions(bot: Factory) ->
     seen = Transcript(h.tg)
     try:
         await _morning(h, seen)
-    except AssertionError:
+    except (AssertionError, TimeoutError):
         print(seen.render())
         raise
 
@@ -165,7 +175,7 @@ async def test_afternoon_busy_cancel_approval_spend_and_status(bot: Factory) -> 
     seen = Transcript(h.tg)
     try:
         await _afternoon(h, seen)
-    except AssertionError:
+    except (AssertionError, TimeoutError):
         print(seen.render())
         raise
 
@@ -261,7 +271,7 @@ async def test_evening_a_kill_then_the_replay_runs_in_its_own_session(bot: Facto
     seen = Transcript(tg)
     try:
         await _evening(bot, first, seen)
-    except AssertionError:
+    except (AssertionError, TimeoutError):
         print(seen.render())
         raise
 
@@ -275,6 +285,7 @@ async def _evening(bot: Factory, first: BotHarness, seen: Transcript) -> None:
     model.enqueue(Reply(Text("你的航班是", chunks=["你的", "航班是"]), stall_after=3))
     cut = tg.inject_text("航班是几点？")
     await tg.wait_until(lambda: len(model.requests) == 2 and "正在生成回复…" in first.texts())
+    await placeholder_recorded(first)
     await crash(first)
 
     # At the next start the owner is told, with 🔁; a new message starts a new
