@@ -6,14 +6,17 @@ before it is handled, so nothing the owner sends is lost or handled twice.
   is settled in the transaction that queues its reply (``commands.py``; with the
   follow-up's, when one comes), a button press once handled (:meth:`Mailroom.after`); a
   message stays ``open`` through its turn and is settled with its reply or notice.
-- **Waiting**: a message dated before polling began arrived while Kernel was down (and
-  one delivered over ``LATE_AFTER`` seconds late, queued through a Bot API outage, is
-  treated the same). It is recorded ``waiting`` and not handled; once the first batch
-  is taken in, ONE notice tells the owner how many wait and since when, with two
+- **Waiting**: a message in the first batch, dated before polling began, arrived while
+  Kernel was down; one queued through a Bot API outage of ``LATE_AFTER`` seconds or
+  more, or dated that long before a message already seen, is treated the same (judged
+  by Telegram's dates and polling's outages, ``polling.py``, not the host's clock; a
+  command is never held). It is recorded ``waiting`` and not handled; once the first
+  batch is taken in, ONE notice tells the owner how many wait and since when, with two
   buttons: process them now (in order, one turn after another) or drop them. The
   state is in the database, so the buttons still work after a restart. A message held
   while the chat was busy (``busy.py``) waits the same way, offered by the busy
-  notice's buttons.
+  notice's buttons (they act on what that notice held; the offline notice's on the
+  rest).
 - **Interrupted**: at start, rows the previous process left ``open`` were cut off by a
   crash or a stop. Each is settled ``interrupted`` with a notice naming the message (its
   placeholder, when one stands, becomes the notice) and a 🔁 button that runs it again.

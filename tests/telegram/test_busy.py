@@ -21,7 +21,7 @@ from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import CONV, BotHarness, Factory, asking
 from tests.telegram.test_approval import APPROVAL
-from tests.telegram.test_inbox import asked, buttons, notices, rows
+from tests.telegram.test_inbox import asked, buttons, notices, rows, states_become
 from tests.telegram.test_inbox_faults import crash
 from tests.telegram.test_spend_ask import PRICED, spend_most_of_today
 
@@ -211,9 +211,10 @@ async def test_cancel_while_a_message_waits_for_the_stopped_turn_cancels_it(
     await h.tg.wait_until(lambda: not h.kernel.agent.is_busy(CONV))
     h.tg.inject_text("second")  # to run once the stopped turn's view is done
     h.tg.inject_text("/cancel")  # handled after it (in order): the owner cancels it too
-    async with asyncio.timeout(60):  # both /cancel handled (their replies queued)
-        while await states(h, "command") != ["answered", "answered"]:
-            await asyncio.sleep(0.05)
+    # Both /cancel handled (their replies queued: the held placeholder blocks sending);
+    # the first turn's row stays open while its view waits, the second's is cancelled.
+    expected = [("text", "open"), ("command", "answered")] + [("text", "cancelled")]
+    await states_become(h, [*expected, ("command", "answered")], kinds=True)
     release.set()
     await h.settle()
     assert asked(h) == ["first"]
