@@ -5,9 +5,12 @@ A busy chat does not queue on its own, but nothing is dropped unseen either:
 - **Held**: the message's inbox row goes ``waiting`` (``mailroom.py``: on record, run
   or dropped by the owner, offered again after a restart) and the busy window's ONE
   notice counts what arrived ("收到 3 条新消息"), edited as more come, with
-  [▶ 答完后处理] (``busy:run``: every waiting message, in order, one turn after another
-  once the current turn ends) and [🗑 丢弃] (``busy:drop``). Once pressed, the notice is
-  done: a later message gets a new one.
+  [▶ 答完后处理] (``busy:run``: the messages this notice held, in order, one turn after
+  another once the current turn ends) and [🗑 丢弃] (``busy:drop``). Once pressed, the
+  notice is done: a later message gets a new one. Each held row records the session
+  it was sent in (▶ runs it there). Which rows a notice held is known to this process
+  only: after a restart a press of an old notice acts on none and points to the notice
+  of every waiting message (``mailroom.py``).
 - **An answer**: while the turn waits on an ``ask_user`` question shown in the chat, a
   text answers it in the owner's words (the question's message says so).
 - **A decline**: while the turn waits on any other button (an approval, a CLI's
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -41,6 +45,7 @@ log = logging.getLogger(__name__)
 
 RUN, DROP = "busy:run", "busy:drop"
 WIND_DOWN = 120.0  # seconds a stopped turn may take to end before a message is held
+REMEMBERED = 50  # unpressed notices whose rows are remembered (older: as after a restart)
 
 Window = asyncio.Task[None] | None  # the view task whose busy window it is
 
@@ -63,14 +68,26 @@ class BusyNotice:
         self.channel = channel
         self.chat_id = chat_id
         self.window = window
-        self.count = 0
+        self.rows: list[int] = []  # the inbox rows it holds, in order
         self.pressed = False
         self._message_id: int | None = None
+        self._ticket: Ticket | None = None
         self._shown = 0
         self._sent = False
 
-    async def add(self) -> None:
-        self.count += 1
+    @property
+    def count(self) -> int:
+        return len(self.rows)
+
+    async def message_id(self) -> int | None:
+        """Its message, once delivered (None: not sent, or not delivered)."""
+        if self._message_id is None and self._ticket is not None:
+            (message_id,) = await self._ticket.wait()
+            return message_id
+        return self._message_id
+
+    async def add(self, row: int) -> None:
+        self.rows.append(row)
         if not self._sent:
             self._sent = True
             self._shown = self.count
@@ -78,6 +95,7 @@ class BusyNotice:
             ticket = await self.channel.outbox.put(
                 self.chat_id, plain_items(text, markup=held_markup())
             )
+            self._ticket = ticket
             self.channel.spawn(self._learn(ticket), "tg-busy-notice")
         elif self._message_id is not None:
             await self._edit()
@@ -103,7 +121,9 @@ class BusyDesk:
     def __init__(self, channel: TelegramChannel, conversation_of: Callable[[int], str]) -> None:
         self.channel = channel
         self.conversation_of = conversation_of  # inbound.py's: a chat's conversation
-        self._notices: dict[int, BusyNotice] = {}
+        self._notices: dict[int, BusyNotice] = {}  # chat → its current window's notice
+        self._unpressed: list[BusyNotice] = []  # every notice still to be pressed
+        self._pressed: deque[int] = deque(maxlen=REMEMBERED)  # their message ids, once pressed
         self._stopped: dict[int, Window] = {}  # chat → the window /cancel (or we) stopped
 
     def window_began(self, chat_id: int) -> None:
@@ -115,11 +135,26 @@ class BusyDesk:
         """The chat's turn was stopped (/cancel): what comes next is not "busy"."""
         self._stopped[chat_id] = self.channel.inbound.views.get(chat_id)
 
-    def pressed(self, chat_id: int) -> None:
-        """The owner chose for the held messages: a later one gets a notice of its own."""
-        notice = self._notices.pop(chat_id, None)
-        if notice is not None:
-            notice.pressed = True
+    async def pressed(self, chat_id: int, message_id: int) -> list[int] | None:
+        """The owner pressed the notice ``message_id``: the rows it held (None when this
+        process does not know it: a restart since). A later message gets a new notice."""
+        notice = None
+        for candidate in list(self._unpressed):  # in order: the pressed one is delivered
+            if await candidate.message_id() == message_id:
+                notice = candidate
+                break
+        if notice is None:
+            return [] if message_id in self._pressed else None  # a second press: nothing
+        self._pressed.append(message_id)
+        notice.pressed = True
+        self._unpressed.remove(notice)
+        if self._notices.get(chat_id) is notice:
+            del self._notices[chat_id]
+        return list(notice.rows)
+
+    def holding(self) -> set[int]:
+        """The rows held by busy notices not pressed yet (the offline notice leaves them)."""
+        return {row for notice in self._unpressed for row in notice.rows}
 
     async def arrived(self, chat_id: int, message: Message, row: int | None) -> None:
         inbound = self.channel.inbound
@@ -177,13 +212,17 @@ class BusyDesk:
 
     async def _after(self, chat_id: int, before: Window, message: Message, row: int | None) -> None:
         inbound = self.channel.inbound
-        if before is not None and not before.done():
-            await asyncio.wait({before})
         try:
+            if before is not None and not before.done():
+                await asyncio.wait({before})
             await self.channel.kernel.agent.wait_idle(self.conversation_of(chat_id), WIND_DOWN)
         except BusyError:  # the stopped turn does not end: held like any busy message
             await self.hold(chat_id, row)
             return
+        except asyncio.CancelledError:  # /cancel while it waits: the owner's choice
+            if row is not None and not self.channel.stopping:
+                await asyncio.shield(self.channel.mailroom.close(row, "cancelled"))
+            raise
         if message.text:
             await inbound.start(chat_id, UserInput(message.text, channel="telegram"), row=row)
         else:
@@ -198,11 +237,24 @@ class BusyDesk:
             if not self._told(chat_id, window):
                 await self.channel.outbox.put(chat_id, plain_items(t("turn.busy")))
             return
+        await self._note_session(chat_id, row)
         notice = self._notices.get(chat_id)
         if notice is None or notice.window is not window or notice.pressed:
             notice = BusyNotice(self.channel, chat_id, window)
             self._notices[chat_id] = notice
-        await notice.add()
+            self._unpressed = [*self._unpressed[-REMEMBERED + 1 :], notice]
+        await notice.add(row)
+
+    async def _note_session(self, chat_id: int, row: int) -> None:
+        """The held message belongs to the conversation's current session: ▶ (after a
+        restart too) runs it there, not in whatever session is current by then."""
+        session = self.channel.kernel.agent.current_session(self.conversation_of(chat_id))
+        if session is None:
+            return
+        try:
+            await self.channel.mailroom.mailbox.set_session(row, session)
+        except Exception as exc:  # ▶ then runs it in the chat's current session
+            log.warning("recording a held message's session failed: %s", type(exc).__name__)
 
     def _told(self, chat_id: int, window: Window) -> bool:
         notice = self._notices.get(chat_id)

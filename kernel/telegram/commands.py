@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 COMMANDS = tuple(c.name for c in CATALOGUE)  # every one works when typed
 RETRY_PATTERN = r"^retry:\d{1,18}$"  # the 🔁 under a final reply: its stored answer's id
+# Commands by which the owner chooses the chat's session (no restart hint after them).
+SESSION_CHOICES = frozenset({"new", "resume", "del_history"})
 
 
 class CommandSet:
@@ -87,6 +89,8 @@ class CommandSet:
     async def _shared(self, name: str, update: Update, context: Context) -> None:
         chat = self._chat(update)
         arg = " ".join(context.args or [])
+        if name in SESSION_CHOICES:
+            self.channel.inbound.chose_session(chat)
         reply = await self.commands.run(conversation_of(chat), name, arg)
         assert reply is not None  # every name of SHARED is a command
         await self._render(chat, reply, self._row(update), picker_markup(name, arg, reply))
@@ -185,6 +189,7 @@ class CommandSet:
         query = update.callback_query
         assert query is not None and query.data is not None
         chat = query.message.chat.id if query.message is not None else self.channel.owner
+        self.channel.inbound.chose_session(chat)
         reply = await self.commands.history(conversation_of(chat), history_arg(query.data))
         await self._answer_press(query, reply)
 
@@ -194,6 +199,7 @@ class CommandSet:
         query = update.callback_query
         assert query is not None and query.data is not None
         chat = query.message.chat.id if query.message is not None else self.channel.owner
+        self.channel.inbound.chose_session(chat)
         if query.data == DELETE_NO:
             reply = Reply(t("session.delete_kept"))
         else:

@@ -24,6 +24,7 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from kernel.agent.agent import UserInput
+from kernel.commands.listing import named, session_name
 from kernel.core.errors import BusyError, SessionError
 from kernel.core.events import Completed, ErrorEvent
 from kernel.core.i18n import t
@@ -74,35 +75,54 @@ class Inbound:
         # answer quotes it, and it runs in the session it belonged to.
         late = self.channel.mailroom.late(update)
         quote = message.message_id if late is not None else None
+        moved = None
         if late is not None and late.session_id is not None:
-            await self._return_to(chat_id, late.session_id)
+            moved = await self._return_to(chat_id, late.session_id)
         if message.text:
             user_input = UserInput(message.text, channel="telegram")
-            await self.start(chat_id, user_input, row=row, reply_to=quote)
+            await self.start(chat_id, user_input, row=row, reply_to=quote, footer=moved)
             return
         # Downloads and transcription take a while: they run beside the update queue
         # (so /cancel and /status stay instant) and count as busy until the turn starts.
         self.views[chat_id] = self.channel.spawn(
-            self.prepare(chat_id, message, row, quote),
+            self.prepare(chat_id, message, row, quote, moved),
             f"tg-read-{message.message_id}",
             for_owner=True,
         )
 
-    async def _return_to(self, chat_id: int, session_id: int) -> None:
-        """Back to the session a message ran in before (a restart began a fresh one); a
-        session deleted meanwhile leaves the chat where it is."""
+    async def _return_to(self, chat_id: int, session_id: int) -> str | None:
+        """Back to the session a message ran in before (a restart began a fresh one, or
+        the owner moved on); a session deleted meanwhile leaves the chat where it is.
+        Returns the answer's footer that says the chat moved, None when it did not."""
         conversation = conversation_of(chat_id)
         if self.agent.current_session(conversation) == session_id:
-            return
+            return None
         try:
-            await self.agent.resume(conversation, session_id)
+            row = await self.agent.resume(conversation, session_id)
         except (SessionError, BusyError):
             log.info("the session of a message run again is gone; it runs in the current one")
-            return
+            return None
         self._fresh.discard(chat_id)  # an old session: no new-conversation hint
+        try:
+            first = await self.agent.store.first_words([row.id])
+        except Exception as exc:  # the name only: the session's number still says it
+            log.warning("reading a session's first words failed: %s", type(exc).__name__)
+            first = {}
+        name = named(row.id, session_name(row, first.get(row.id, "")))
+        return t("tg.moved_session", session=name)
+
+    def chose_session(self, chat_id: int) -> None:
+        """The owner ran a session command (/new, /resume, a deletion, a history or
+        picker press): they chose where the chat is, so no restart hint follows."""
+        self._fresh.discard(chat_id)
 
     async def prepare(
-        self, chat_id: int, message: Message, row: int | None, quote: int | None = None
+        self,
+        chat_id: int,
+        message: Message,
+        row: int | None,
+        quote: int | None = None,
+        footer: str | None = None,
     ) -> None:
         mailroom = self.channel.mailroom
         spoken = bool(message.voice or message.audio)
@@ -129,7 +149,7 @@ class Inbound:
         if self.channel.stopping:  # ready just as Kernel stops: no turn can run now
             await mailroom.tell(chat_id, t("tg.interrupted"), row, "interrupted", again=True)
             return
-        await self.start(chat_id, user_input, spoken=spoken, row=row, reply_to=quote)
+        await self.start(chat_id, user_input, spoken=spoken, row=row, reply_to=quote, footer=footer)
 
     async def start(
         self,
@@ -139,7 +159,10 @@ class Inbound:
         spoken: bool = False,
         row: int | None = None,
         reply_to: int | None = None,
+        footer: str | None = None,
     ) -> None:
+        """Start the message's turn and show it; ``footer``: a line under its answer
+        (the session it moved to); else the restart hint when it is due."""
         user_input.user_id = user_input.user_id or str(chat_id)  # recorded with a new session
         conversation = conversation_of(chat_id)
         # The first message after a start that opens a new session: seed 004's fresh
@@ -152,7 +175,7 @@ class Inbound:
             await self.desk.hold(chat_id, row)
             return
         self._fresh.discard(chat_id)
-        footer = t("tg.restart_hint") if hint else None
+        footer = footer or (t("tg.restart_hint") if hint else None)
         self.show(chat_id, turn, spoken=spoken, row=row, reply_to=reply_to, footer=footer)
 
     async def _had_sessions(self) -> bool:

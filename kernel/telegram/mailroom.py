@@ -6,14 +6,17 @@ before it is handled, so nothing the owner sends is lost or handled twice.
   is settled in the transaction that queues its reply (``commands.py``; with the
   follow-up's, when one comes), a button press once handled (:meth:`Mailroom.after`); a
   message stays ``open`` through its turn and is settled with its reply or notice.
-- **Waiting**: a message dated before polling began arrived while Kernel was down (and
-  one delivered over ``LATE_AFTER`` seconds late, queued through a Bot API outage, is
-  treated the same). It is recorded ``waiting`` and not handled; once the first batch
-  is taken in, ONE notice tells the owner how many wait and since when, with two
+- **Waiting**: a message in the first batch, dated before polling began, arrived while
+  Kernel was down; one queued through a Bot API outage of ``LATE_AFTER`` seconds or
+  more, or dated that long before a message already seen, is treated the same (judged
+  by Telegram's dates and polling's outages, ``polling.py``, not the host's clock; a
+  command is never held). It is recorded ``waiting`` and not handled; once the first
+  batch is taken in, ONE notice tells the owner how many wait and since when, with two
   buttons: process them now (in order, one turn after another) or drop them. The
   state is in the database, so the buttons still work after a restart. A message held
   while the chat was busy (``busy.py``) waits the same way, offered by the busy
-  notice's buttons.
+  notice's buttons (they act on what that notice held; the offline notice's on the
+  rest).
 - **Interrupted**: at start, rows the previous process left ``open`` were cut off by a
   crash or a stop. Each is settled ``interrupted`` with a notice naming the message (its
   placeholder, when one stands, becomes the notice) and a 🔁 button that runs it again.
@@ -45,6 +48,7 @@ from kernel.store.mailbox import InboxRow, InboxState, Mailbox
 from kernel.telegram.busy import DROP as BUSY_DROP
 from kernel.telegram.busy import RUN as BUSY_RUN
 from kernel.telegram.outbox import again_markup, delete_item, edit_item, plain_items
+from kernel.telegram.polling import SINCE_START
 
 if TYPE_CHECKING:
     from kernel.telegram.channel import TelegramChannel
@@ -57,8 +61,8 @@ RUN, DROP, AGAIN = "waiting:run", "waiting:drop", "again:"
 CALLBACK_PATTERN = r"^((waiting|busy):(run|drop)|again:\d{1,18})$"  # an id SQLite can hold
 NAMED = 40  # characters of a message named in a notice
 IDLE_POLL = 0.2  # seconds between looks at a busy chat (a turn not shown by a view)
-# A message Telegram delivers this late (seconds after it was sent: queued through a Bot
-# API outage) is handled like one sent while Kernel was down.
+# A message queued this long (seconds: through a Bot API outage, or behind a newer one) is
+# handled like one sent while Kernel was down.
 LATE_AFTER = 60.0
 
 
@@ -125,6 +129,7 @@ class Mailroom:
         self._noticed = False  # the first batch's check ran
         self._late = False  # a message was recorded waiting after that
         self.duplicates = 0  # updates Telegram delivered twice
+        self._newest: float | None = None  # the newest message date seen (Telegram's)
 
     def now(self) -> datetime:
         return self.channel.kernel.clock.now()
@@ -168,7 +173,10 @@ class Mailroom:
         await self.notify_waiting()
 
     async def notify_waiting(self) -> None:
+        """The offline notice: every waiting message but those a busy notice holds."""
         rows = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
+        holding = self.channel.inbound.desk.holding()
+        rows = [row for row in rows if row.id not in holding]
         if not rows:
             return
         earliest = min(sent_at(row) for row in rows)
@@ -207,7 +215,7 @@ class Mailroom:
         stopping = self.channel.stopping
         if stopping and message is None:
             return False  # a press while stopping: the owner presses again
-        late = message is not None and self.since is not None and self._late_message(message)
+        late = message is not None and self._late_message(update, message, kind)
         waiting = stopping or late
         try:
             row = await self.mailbox.take_in(
@@ -289,11 +297,25 @@ class Mailroom:
         if replay is not None and not replay[1].done():
             replay[1].set_result(None)
 
-    def _late_message(self, message: Any) -> bool:
-        """Sent before polling began, or delivered long after it was sent."""
-        assert self.since is not None
+    def _late_message(self, update: Update, message: Any, kind: str) -> bool:
+        """Judged by Telegram's dates and what polling saw, never the host's clock
+        alone (a clock running fast would hold every live message): queued while Kernel
+        was down (the first batch, sent before polling began), queued through an outage
+        of ``LATE_AFTER`` or more, or sent that long before a message already seen. A
+        command is never held: /cancel or /status delivered late still acts."""
         sent = float(message.date.timestamp())
-        return sent < self.since or sent < time.time() - LATE_AFTER
+        newest, self._newest = self._newest, max(self._newest or sent, sent)
+        if kind == "command":
+            return False
+        if newest is not None and sent < newest - LATE_AFTER:
+            return True
+        backlog = self.channel.bot.backlog
+        if update.update_id not in backlog:
+            return False
+        outage = backlog.pop(update.update_id)
+        if outage is SINCE_START:
+            return self.since is not None and sent < self.since
+        return outage >= LATE_AFTER
 
     def row_id(self, update: Update) -> int | None:
         """The inbox row of the update being handled."""
@@ -375,8 +397,7 @@ class Mailroom:
         if data in (RUN, DROP):
             answer = await self._choose(query.message, run=data == RUN)
         elif data in (BUSY_RUN, BUSY_DROP):
-            self.channel.inbound.desk.pressed(self.owner)
-            answer = await self._choose(query.message, run=data == BUSY_RUN, words="tg.busy")
+            answer = await self._busy_choice(query.message, run=data == BUSY_RUN)
         else:
             answer = await self._again(int(data.removeprefix(AGAIN)))
             notice = query.message
@@ -390,10 +411,30 @@ class Mailroom:
         except TelegramError as exc:  # the toast is a courtesy; the choice is on record
             log.info("answering a press failed: %s", type(exc).__name__)
 
-    async def _choose(self, notice: Any, *, run: bool, words: str = "tg.waiting") -> str:
-        """Run (in order, each once the chat is idle) or drop every waiting message."""
+    async def _busy_choice(self, notice: Any, *, run: bool) -> str:
+        """A busy notice's ▶/🗑: the messages it held. One this process does not know
+        (a restart since) acts on none: its buttons go, and the offline notice comes
+        again, counting every waiting message, to choose with the true count in view."""
+        message_id = notice.message_id if _accessible(notice) else None
+        held = None
+        if message_id is not None:
+            held = await self.channel.inbound.desk.pressed(self.owner, message_id)
+        if held is not None:
+            return await self._choose(notice, run=run, words="tg.busy", only=set(held))
+        waiting = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
+        text = t("tg.busy.forgotten" if waiting else "tg.busy.none")
+        await self._close_notice(notice, text)
+        await self.notify_waiting()
+        return text
+
+    async def _choose(
+        self, notice: Any, *, run: bool, words: str = "tg.waiting", only: set[int] | None = None
+    ) -> str:
+        """Run (in order, each once the chat is idle) or drop the waiting messages:
+        ``only`` these (a busy notice's), else all but those a busy notice holds."""
         rows = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
-        rows = [row for row in rows if row.id not in self._claimed]
+        skip = self._claimed | (set() if only is not None else self.channel.inbound.desk.holding())
+        rows = [row for row in rows if row.id not in skip and (only is None or row.id in only)]
         if run and rows:
             text = t(f"{words}.running", count=len(rows))
             self._enqueue([row.id for row in rows])
@@ -405,12 +446,15 @@ class Mailroom:
             text = t(f"{words}.dropped", count=dropped)
         else:
             text = t(f"{words}.none")
+        await self._close_notice(notice, text)
+        return text
+
+    async def _close_notice(self, notice: Any, text: str) -> None:
+        """The buttons go: the notice keeps its words and says what was chosen."""
         if _accessible(notice):
-            # The buttons go: the notice keeps its words and says what was chosen.
             old = getattr(notice, "text", None) or ""
             edit = edit_item(notice.message_id, f"{old}\n\n{text}".strip())
             await self.channel.outbox.put(int(notice.chat.id), [edit])
-        return text
 
     async def _again(self, row_id: int) -> str:
         row = await self.mailbox.inbox_row(row_id)

@@ -118,6 +118,8 @@ class Picker:
         if data == NOTHING:
             return None
         name, _, what = data.removeprefix(PREFIX).partition(":")
+        if name == "resume":  # the owner chooses the chat's session: no restart hint
+            self.channel.inbound.chose_session(owner)
         conversation = conversation_of(owner)
         listing = await self.commands.run(conversation, name, "")
         choices = listing.choices if listing is not None and not listing.error else ()

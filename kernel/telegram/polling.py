@@ -132,6 +132,9 @@ _ENVELOPE = frozenset(
     }
 )
 UNREADABLE_KEPT = 100
+BACKLOG_KEPT = 1000  # backlog marks kept (the mailroom reads each once, right after)
+FULL_BATCH = 100  # getUpdates' most per answer: a full one means more are queued
+SINCE_START: None = None  # a backlog mark: the batch was queued while Kernel was down
 
 
 class PollingBot(ExtBot[Any]):
@@ -149,6 +152,12 @@ class PollingBot(ExtBot[Any]):
             self.recovery_listeners: list[Callable[[], None]] = []
             # The newest unreadable updates by id (the gate tells the owner of theirs).
             self.unreadable: dict[int, Unreadable] = {}
+            # Updates Telegram queued before a poll could take them, by id: the first
+            # answers since start (SINCE_START) or after polls failed for the network
+            # (how long, by the monotonic clock, none was answered). Judged by
+            # ``mailroom.py`` (late or not) without the host's wall clock.
+            self.backlog: dict[int, float | None] = {}
+            self._backlog_of: float | None | bool = SINCE_START  # False: none now
 
     async def get_updates(
         self,
@@ -172,6 +181,7 @@ class PollingBot(ExtBot[Any]):
             "limit": limit,
             "allowed_updates": allowed_updates,
         }
+        asked = time.monotonic()
         try:
             result = await self._post(
                 "getUpdates",
@@ -186,19 +196,38 @@ class PollingBot(ExtBot[Any]):
             await self._failed(exc)
             raise
         stats = self.stats
-        stats.last_poll = stats.last_attempt = time.monotonic()
+        now = time.monotonic()
+        gap = now - stats.last_poll  # since the last answered poll
+        stats.last_poll = stats.last_attempt = now
         recovered = stats.failing
         stats.failing, stats.backoff = False, 0.0
         if recovered:
             for heard in self.recovery_listeners:
                 heard()
+            if self._backlog_of is False:
+                self._backlog_of = gap
         stats.answered += 1
         updates = self._parse(result)
+        if self._backlog_of is SINCE_START and now - asked > POLL_GRACE:
+            self._backlog_of = False  # the first poll waited: what it brings is live
+        self._mark_backlog(updates, limit)
         if updates:
             self.stats.fetched = (updates[-1].update_id, len(updates), time.monotonic())
         for update in updates:
             self.insert_callback_data(update)
         return updates
+
+    def _mark_backlog(self, updates: Sequence[Update], limit: int | None) -> None:
+        """Mark a backlog batch's updates; a full batch means the backlog goes on."""
+        mark = self._backlog_of
+        if mark is False:
+            return
+        for update in updates:
+            self.backlog[update.update_id] = mark
+        while len(self.backlog) > BACKLOG_KEPT:
+            del self.backlog[next(iter(self.backlog))]
+        if len(updates) < min(limit or FULL_BATCH, FULL_BATCH):
+            self._backlog_of = False
 
     async def _failed(self, error: TelegramError) -> None:
         """Count a failed poll; after a network failure wait the backoff here, then

@@ -11,6 +11,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from kernel.store.mailbox import InboxState
@@ -18,9 +19,9 @@ from tests.delegate.conftest import cli_section
 from tests.delegate.standins import make_cli
 from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
-from tests.telegram.conftest import BotHarness, Factory, asking
+from tests.telegram.conftest import CONV, BotHarness, Factory, asking
 from tests.telegram.test_approval import APPROVAL
-from tests.telegram.test_inbox import asked, buttons, notices, rows
+from tests.telegram.test_inbox import asked, buttons, notices, rows, states_become
 from tests.telegram.test_inbox_faults import crash
 from tests.telegram.test_spend_ask import PRICED, spend_most_of_today
 
@@ -108,13 +109,24 @@ async def test_dropping_the_held_messages_says_so_and_runs_none(bot: Factory) ->
     assert shown is not None and buttons(shown) == [] and shown.text.endswith(dropped)
 
 
-async def test_held_messages_outlive_a_crash_and_the_notice_still_runs_them(
+FORGOTTEN = (
+    "Kernel restarted since this notice and no longer knows which messages it held; every"
+    " waiting message is listed in the notice below: choose there"
+)
+MOVED = "↪ Answered in session #{n}"
+
+
+async def test_held_messages_outlive_a_crash_and_run_in_their_own_session(
     bot: Factory,
 ) -> None:
+    """After a restart the old busy notice acts on none (which rows it held died with
+    the process) and says so; the offline notice counts them and runs them in the
+    session they were sent in, not the fresh one."""
     h = await bot()
     gate = asyncio.Event()
     h.model.enqueue(Reply(Text("never shown"), gate=gate))
     notice = await three_held(h)
+    session = h.kernel.agent.current_session(CONV)
     await h.tg.wait_until(lambda: not h.channel.outbox.backlog(OWNER))
     await crash(h)
     gate.set()
@@ -122,12 +134,119 @@ async def test_held_messages_outlive_a_crash_and_the_notice_still_runs_them(
     again = await bot(tg=h.tg, model=h.model)
     await again.tg.wait_until(lambda: any("restarted before" in x for x in again.texts()))
     assert await states(again) == ["interrupted", "waiting", "waiting", "waiting"]
-    again.model.enqueue(text_reply("a2"), text_reply("a3"), text_reply("a4"))
+    assert [r.session_id for r in await rows(again) if r.state == "waiting"] == [session] * 3
+    again.model.enqueue(text_reply("fresh"))
+    assert (await again.converse("meanwhile")).startswith("fresh")  # a new session
+    assert again.kernel.agent.current_session(CONV) != session
+
     again.tg.inject_callback("busy:run", message_id=notice.message_id)
-    await again.tg.wait_until(lambda: "a4" in again.texts())
+    await again.tg.wait_until(lambda: any(m.text.endswith(FORGOTTEN) for m in busy_notices(again)))
+    toast = again.tg.calls_to("answerCallbackQuery")[-1].params["text"]
+    assert toast == FORGOTTEN
+    assert buttons(busy_notices(again)[0]) == []
+    await again.tg.wait_until(lambda: any("offline: 3" in m.text for m in notices(again)))
+    assert len(again.model.requests) == 2  # nothing ran blindly
+    offline = [m for m in notices(again) if "offline: 3" in m.text][-1]
+    again.model.enqueue(text_reply("a2"), text_reply("a3"), text_reply("a4"))
+    again.tg.inject_callback("waiting:run", message_id=offline.message_id)
+    await again.tg.wait_until(lambda: any(x.startswith("a4") for x in again.texts()))
     await again.settle()
     assert asked(again)[-3:] == ["second", "third", "fourth"]
-    assert await states(again) == ["interrupted", "answered", "answered", "answered"]
+    assert "meanwhile" not in json.dumps(again.model.requests[-3].body["messages"])
+    [a2] = [x for x in again.texts() if x.startswith("a2")]
+    assert MOVED.format(n=session) in a2  # the chat went back there, and says so
+    assert await states(again) == ["interrupted", "answered", "answered", "answered", "answered"]
+
+
+async def test_the_busy_notice_drops_only_what_it_held_not_the_offline_batch(
+    bot: Factory,
+) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("before"))
+    assert await h.converse("hello") == "before"
+    h.tg.fail_everything(502)  # an outage: three messages wait under the offline notice
+    for text, ago in (("one", 300), ("two", 240), ("three", 180)):
+        update = h.tg.inject_text(text)
+        update["message"]["date"] -= ago
+    h.tg.stop_failing()
+    await h.tg.wait_until(lambda: bool(notices(h)))
+    [offline] = notices(h)
+    gate = asyncio.Event()
+    h.model.enqueue(Reply(Text("slow answer"), gate=gate))
+    h.tg.inject_text("first")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2 and PLACEHOLDER in h.texts())
+    h.tg.inject_text("second")
+    await h.tg.wait_until(lambda: any("new messages received: 1" in x for x in h.texts()))
+    [notice] = busy_notices(h)
+
+    h.tg.inject_callback("busy:drop", message_id=notice.message_id)
+    await h.tg.wait_until(lambda: bool(h.tg.calls_to("answerCallbackQuery")))
+    dropped = "Dropped 1 messages (they are not in the history)"
+    assert h.tg.calls_to("answerCallbackQuery")[-1].params["text"] == dropped
+    gate.set()
+    await h.tg.wait_until(lambda: "slow answer" in h.texts())
+    await h.settle()
+    waited = ["waiting"] * 3
+    assert await states(h) == ["answered", *waited, "answered", "dropped"]
+
+    h.model.enqueue(text_reply("a1"), text_reply("a2"), text_reply("a3"))
+    h.tg.inject_callback("waiting:run", message_id=offline.message_id)
+    await h.tg.wait_until(lambda: "a3" in h.texts())
+    await h.settle()
+    assert asked(h) == ["hello", "first", "one", "two", "three"]
+
+
+async def test_cancel_while_a_message_waits_for_the_stopped_turn_cancels_it(
+    bot: Factory,
+) -> None:
+    h = await bot()
+    # The held call waits for the test, not PTB's 5 s read timeout (httpx's client).
+    h.channel.bot.request._client.timeout = httpx.Timeout(300.0)  # type: ignore[attr-defined]
+    release = h.tg.hold("sendMessage")  # the placeholder: the view outlives its turn
+    gate = asyncio.Event()
+    h.model.enqueue(Reply(Text("never shown"), gate=gate))
+    h.tg.inject_text("first")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 1)
+    h.tg.inject_text("/cancel")
+    await h.tg.wait_until(lambda: not h.kernel.agent.is_busy(CONV))
+    h.tg.inject_text("second")  # to run once the stopped turn's view is done
+    h.tg.inject_text("/cancel")  # handled after it (in order): the owner cancels it too
+    # Both /cancel handled (their replies queued: the held placeholder blocks sending);
+    # the first turn's row stays open while its view waits, the second's is cancelled.
+    expected = [("text", "open"), ("command", "answered")] + [("text", "cancelled")]
+    await states_become(h, [*expected, ("command", "answered")], kinds=True)
+    release.set()
+    await h.settle()
+    assert asked(h) == ["first"]
+    assert await states(h) == ["cancelled", "cancelled"]  # none left for "restarted before"
+
+
+async def test_a_host_clock_running_fast_holds_no_live_message(bot: Factory) -> None:
+    """Telegram's dates two minutes behind the host's clock: every message is live."""
+    h = await bot()
+    await h.tg.wait_until(lambda: h.channel.bot.stats.answered >= 1)
+    h.model.enqueue(text_reply("one"), text_reply("two"))
+    for text, answer in (("first", "one"), ("second", "two")):
+        update = h.tg.inject_text(text)
+        update["message"]["date"] -= 120
+        await h.tg.wait_until(lambda answer=answer: answer in h.texts())  # type: ignore[misc]
+    await h.settle()
+    assert not notices(h) and asked(h) == ["first", "second"]
+    assert await states(h) == ["answered", "answered"]
+
+
+async def test_a_command_delivered_late_after_an_outage_still_acts(bot: Factory) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("before"))
+    assert await h.converse("hello") == "before"
+    h.tg.fail_everything(502)
+    update = h.tg.inject_text("/help")
+    update["message"]["date"] -= 300
+    h.tg.stop_failing()
+    await h.tg.wait_until(lambda: any("/resume" in x for x in h.texts()))
+    await h.settle()
+    assert not notices(h)
+    assert await states(h, "command") == ["answered"]
 
 
 async def test_a_batch_delivered_late_after_an_outage_waits_like_offline_messages(

@@ -193,8 +193,14 @@ async def test_again_after_a_restart_runs_in_the_messages_session_and_quotes_it(
 
     model.enqueue(text_reply("it is blue"))
     tg.inject_callback(f"again:{row.id}", message_id=notice.message_id)
-    await tg.wait_until(lambda: "it is blue" in second.texts())
+    await tg.wait_until(lambda: any(x.startswith("it is blue") for x in second.texts()))
     await second.settle()
+    # The chat moved to that session: the answer says so, naming it.
+    [answer] = [x for x in second.texts() if x.startswith("it is blue")]
+    assert answer == (
+        f"it is blue\n\n↪ Answered in session #{session} “my favourite colour is blue”; your"
+        " next messages continue it · /resume to switch to another"
+    )
     request = model.requests[-1]
     assert owner_words(request) == "what is my favourite colour?"
     assert "my favourite colour is blue" in history(request)  # the session's own history
@@ -204,6 +210,41 @@ async def test_again_after_a_restart_runs_in_the_messages_session_and_quotes_it(
     lenient = {"message_id": message_id, "allow_sending_without_reply": True}
     assert quoted(sent(second, "it is blue")) == lenient
     assert sum(HINT in text for text in second.texts()) == 1
+
+
+async def test_a_session_command_after_a_restart_means_no_restart_hint(bot: Factory) -> None:
+    tg = await TelegramSim().start()
+    model = await AnthropicSim().start()
+    first = await bot(tg=tg, model=model)
+    model.enqueue(text_reply("noted"))
+    assert await first.converse("remember this") == "noted"
+    await stop(first)
+
+    second = await bot(tg=tg, model=model)
+    await second.ask("/new")  # the owner chose a new conversation themselves
+    await second.settle()
+    model.enqueue(text_reply("hello"))
+    assert await second.converse("hi") == "hello"
+    assert not any(HINT in text for text in second.texts())
+
+
+async def test_a_message_run_again_in_the_current_session_says_nothing_of_sessions(
+    bot: Factory,
+) -> None:
+    h = await bot()
+    h.model.enqueue(text_reply("first answer"))
+    assert await h.converse("first") == "first answer"
+    h.model.enqueue(Reply(Text("never finished", chunks=["never ", "finished"]), stall_after=3))
+    h.tg.inject_text("second")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2)
+    await h.ask("/cancel")
+    await h.settle()
+    [row] = [r for r in await rows(h) if r.kind == "text" and r.state == "cancelled"]
+    h.model.enqueue(text_reply("second answer"))
+    h.tg.inject_callback(f"again:{row.id}", message_id=h.bot_messages()[-1].message_id)
+    await h.tg.wait_until(lambda: any(x.startswith("second answer") for x in h.texts()))
+    await h.settle()
+    assert [x for x in h.texts() if x.startswith("second answer")] == ["second answer"]
 
 
 # ----- approvals ---------------------------------------------------------------------

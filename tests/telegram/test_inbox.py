@@ -371,8 +371,14 @@ async def test_a_turn_cut_off_by_a_stop_runs_again_after_the_restart(bot: Factor
     assert (row.state, buttons(notice)) == ("interrupted", [f"again:{row.id}"])
     model.enqueue(text_reply("finished this time"))
     tg.inject_callback(f"again:{row.id}", message_id=notice.message_id)
-    await tg.wait_until(lambda: "finished this time" in second.texts())
+    await tg.wait_until(lambda: any(x.startswith("finished this time") for x in second.texts()))
     await second.settle()
     assert asked(second)[-1] == "the question cut off"
+    # It ran in its session (not the restart's fresh one), and the chat is there now.
+    [answer] = [x for x in second.texts() if x.startswith("finished this time")]
+    assert answer == (
+        f"finished this time\n\n↪ Answered in session #{row.session_id} “the question cut off”;"
+        " your next messages continue it · /resume to switch to another"
+    )
     assert sum("interrupted" in x for x in second.texts()) == 1
     await states_become(second, ["answered", "answered"])  # the message, the press
