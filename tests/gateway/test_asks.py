@@ -31,7 +31,7 @@ async def test_a_json_turn_waits_for_the_answer_given_over_http(
     await asyncio.wait_for(poll(), 30)
     [ask] = asks
     assert ask["kind"] == "approval" and ask["options"] == ["✅ Approve", "❌ Deny"]
-    assert str(ask["question"]).endswith("memory_add\ntext=likes jazz")
+    assert str(ask["question"]).endswith("Remember something\ntext=likes jazz")
     assert json.loads(str(ask["details"])) == {"text": "likes jazz"}
 
     status, data, _ = await sc.call("POST", f"/agent/asks/{ask['id']}/answer", {"choice": 7})
