@@ -52,7 +52,8 @@ from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, BotCall, TelegramSim  #
 
 set_language("en")  # the child runs with language = "en"; these are its texts
 PLACEHOLDER = t("tg.placeholder")  # "Working on a reply…"
-BUSY = t("turn.busy")  # the answer to a message sent while a reply is still in progress
+# The notice a message sent while a reply is still closing is held under (issue 34).
+BUSY = t("tg.busy.held", count=1).split(";")[0].split("，")[0]
 MESSAGE = "Benchmark message {n}: what is on my calendar today, in one line?"
 SIMS: dict[str, Callable[[], SimServer]] = {
     "claude": lambda: AnthropicSim(fallback="echo"),
@@ -316,12 +317,14 @@ async def exchange(tg: TelegramSim, n: int) -> Exchange:
                     found.setdefault("placeholder", call)
                 elif call.method in ("sendMessage", "editMessageText") and marker in text:
                     found.setdefault("reply", call)
-                elif call.method == "sendMessage" and text == BUSY:
+                elif call.method == "sendMessage" and text.startswith(BUSY):
                     found["busy"] = call
                     return True
                 elif call.method == "sendMessage":
                     raise RuntimeError(f"exchange {n}: unexpected bot message {text!r}")
-            return "placeholder" in found and "reply" in found
+            # No placeholder when the previous reply's last rows were still queued (it
+            # must not jump ahead of them): the reply alone is the exchange.
+            return "reply" in found
 
         injected_at = time.monotonic()
         tg.inject_text(marker)
@@ -333,8 +336,11 @@ async def exchange(tg: TelegramSim, n: int) -> Exchange:
         visible_at = time.monotonic()
         made.update(call.method for call in tg.calls[first:])
         if "busy" not in found:
-            placeholder_s = found["placeholder"].at - injected_at
-            return Exchange(placeholder_s, visible_at - injected_at, made, attempt)
+            shown = found.get("placeholder", found["reply"])
+            return Exchange(shown.at - injected_at, visible_at - injected_at, made, attempt)
+        # Held under the busy notice: dropped with 🗑 (as the owner could), sent again.
+        notice = found["busy"].result
+        tg.inject_callback("busy:drop", message_id=int(notice["message_id"]))
         await asyncio.sleep(BUSY_BACKOFF)
     raise RuntimeError(f"exchange {n}: still busy after {BUSY_RETRIES} retries")
 
