@@ -18,8 +18,9 @@ before it is handled, so nothing the owner sends is lost or handled twice.
   notice's buttons (they act on what that notice held; the offline notice's on the
   rest).
 - **Interrupted**: at start, rows the previous process left ``open`` were cut off by a
-  crash or a stop. Each is settled ``interrupted`` with a notice naming the message (its
-  placeholder, when one stands, becomes the notice) and a 🔁 button that runs it again.
+  crash or a stop. Each is settled ``interrupted`` with a notice naming the message (a
+  new message, which notifies; its silent placeholder goes) and a 🔁 button that runs it
+  again.
   Commands and presses cut off are closed quietly (🔁 could run /new twice).
 - **Again** (``again:<id>``): reopen a settled row (forgetting its placeholder: by now
   that message is the earlier outcome) and run its stored update again; the pressed
