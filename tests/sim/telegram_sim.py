@@ -29,9 +29,10 @@ poll as older Bot API servers send it). A second
 concurrent getUpdates terminates the first with 409 Conflict, like Telegram.
 
 Run standalone (inject with `POST /_sim/inject {"text": "hi"}`, look with `GET /_sim/calls`
-and `GET /_sim/chat/<chat_id>`):
+and `GET /_sim/chat/<chat_id>`, or write and read the answer with `--say`):
 
     uv run python -m tests.sim.telegram_sim --port 8081 [--token 123456:TEST-TOKEN]
+    uv run python -m tests.sim.telegram_sim --port 8081 --say "hello"
 """
 
 from __future__ import annotations
@@ -1531,14 +1532,56 @@ def jpeg_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
+async def say(base: str, owner: int, text: str, *, settle: float = 2.0, limit: float = 60.0) -> int:
+    """The owner writes `text` to the bot of the simulator running at `base`; prints the
+    bot's answers once they stop changing for `settle` seconds (a reply is first a
+    placeholder or a draft, then edited, then final). 1 when none came within `limit`."""
+    import aiohttp  # the client side only; the server above is aiohttp.web
+
+    async with aiohttp.ClientSession(base) as http:
+        async with http.post("/_sim/inject", json={"text": text, "user_id": owner}) as sent:
+            sent.raise_for_status()
+            asked = (await sent.json())["message"]["message_id"]
+        loop = asyncio.get_running_loop()
+        started, seen, since = loop.time(), None, loop.time()
+        while loop.time() - started < limit:
+            async with http.get(f"/_sim/chat/{owner}") as got:
+                chat = await got.json()
+            answers = [
+                m.get("text") or m.get("caption") or f"[{next(iter(set(m) - _SHELL), '?')}]"
+                for m in chat
+                if m["message_id"] > asked and m.get("from", {}).get("is_bot")
+            ]
+            if answers != seen:
+                seen, since = answers, loop.time()
+            elif answers and loop.time() - since >= settle:
+                for answer in answers:
+                    print(answer, flush=True)
+                return 0
+            await asyncio.sleep(0.25)
+    print(f"no answer within {limit:.0f} s: is Kernel running against {base}?", flush=True)
+    return 1
+
+
+# Fields of a message that are not its content (for naming a reply that has no text).
+_SHELL = {"message_id", "from", "chat", "date", "edit_date", "reply_to_message", "reply_markup"}
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Telegram Bot API simulator")
+    parser = argparse.ArgumentParser(
+        description="Telegram Bot API simulator; with --say, a client of a running one"
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 = any free port")
     parser.add_argument("--token", default=DEFAULT_TOKEN)
     parser.add_argument("--username", default="kernel_test_bot")
     parser.add_argument("--owner", type=int, default=OWNER)
+    parser.add_argument(
+        "--say", metavar="TEXT", help="write TEXT as the owner and print the bot's answer"
+    )
     args = parser.parse_args()
+    if args.say is not None:
+        raise SystemExit(asyncio.run(say(f"http://{args.host}:{args.port}", args.owner, args.say)))
 
     async def serve() -> None:
         sim = TelegramSim(
