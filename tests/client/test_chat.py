@@ -197,3 +197,31 @@ async def test_the_terminal_words_in_chinese(
         "✗ 命令太长（超过 4096 个字符）：请缩短后重新输入",
     ]
     assert anthropic_sim.requests == []
+
+
+async def test_retry_and_undo_run_as_in_telegram(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim, api_key=API_KEY, language="en")
+    anthropic_sim.enqueue(text_reply("first"), text_reply("second"))
+
+    code, out, err = await chat(sc, "hello\n/retry\n/undo\n/undo\n")
+
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[:2] == ["first", "second"]  # /retry's turn streamed like a message's
+    assert len(anthropic_sim.requests) == 2
+    asked = [r.body["messages"][-1]["content"][0]["text"] for r in anthropic_sim.requests]
+    assert asked == ["hello", "hello"]  # the same message, answered again
+    assert lines[2:] == [t("conv.undone", count=2), "✗ " + t("conv.nothing_to_undo")]
+    # Both exchanges are cut from what the model sees (kept in the history, marked).
+    _, chat_default, _ = await sc.call("GET", "/chats/chat-default")
+    messages = chat_default["messages"]
+    assert len(messages) == 4 and all(m.get("cut") for m in messages), messages
+
+    # Without stream: the command's answer, or the message's turn, as JSON.
+    anthropic_sim.enqueue(text_reply("plain"))
+    status, data, _ = await sc.call("POST", "/agent/terminal", {"text": "/usage week"})
+    assert status == 200 and data["command"]["text"].startswith("📊 Usage and spend")
+    status, data, _ = await sc.call("POST", "/agent/terminal", {"text": "hi", "stream": False})
+    assert status == 200 and data["reply"] == "plain" and data["turn_id"]
