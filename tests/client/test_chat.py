@@ -10,12 +10,17 @@ from __future__ import annotations
 import asyncio
 import io
 
+import aiohttp
+
 from kernel.client.chat import run_remote_chat
 from kernel.client.http import Sidecar as Client
 from kernel.commands.terminal import COMMANDS
 from kernel.core.i18n import t
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
+from tests.gateway.test_privilege import console_http as console_http  # the fixture
+from tests.gateway.test_privilege import sign_in
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply
 
 
@@ -25,6 +30,9 @@ async def chat(sc: Sidecar, lines: str, key: str = API_KEY) -> tuple[int, str, s
     client = Client(sc.url, key)
     code = await asyncio.to_thread(run_remote_chat, client, io.StringIO(lines), out, err)
     return code, out.getvalue(), err.getvalue()
+
+
+WRONG = {"X-API-Key": "not-the-key-0123456789"}
 
 
 def models(sim: AnthropicSim) -> list[str]:
@@ -113,24 +121,31 @@ async def test_help_unknown_and_telegram_only_commands(
     assert anthropic_sim.requests == []
 
 
-async def test_the_route_needs_the_key(
-    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+async def test_who_may_use_the_terminal_route(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, console_http: aiohttp.ClientSession
 ) -> None:
+    """The sidecar's rule, as for /agent/process: the key, a console session, a keyless
+    Kernel (gateway.auth = "none") may; no key or a wrong one where a key is set may not."""
     sc = await sidecar(anthropic_sim, api_key=API_KEY, language="en")
+    keyless = await sidecar(anthropic_sim, gateway={"auth": "none"}, language="en")
+    console = await sign_in(sc, console_http)
     body = {"text": "/status"}
-
-    status, data, _ = await sc.call("POST", "/agent/terminal", body, headers={})
-    assert (status, data["error"]["code"]) == (401, "unauthorized")
-    status, data, _ = await sc.call(
-        "POST", "/agent/terminal", body, headers={"X-API-Key": "not-the-key"}
-    )
-    assert (status, data["error"]["code"]) == (401, "unauthorized")
-    code, out, err = await chat(sc, "/status\n", key="")  # the client without it
+    table = [
+        ("the key", await sc.call("POST", "/agent/terminal", body), 200),
+        ("no key", await sc.call("POST", "/agent/terminal", body, headers={}), 401),
+        ("wrong key", await sc.call("POST", "/agent/terminal", body, headers=WRONG), 401),
+        ("console", (*await console.call("POST", "/agent/terminal", body), None), 200),
+        ("keyless", await keyless.call("POST", "/agent/terminal", body, headers={}), 200),
+    ]
+    for who, (status, data, _), wanted in table:
+        assert status == wanted, (who, data)
+        if wanted == 401:
+            assert data["error"]["code"] == "unauthorized", who
+        else:
+            assert data["command"]["text"].startswith("Model: main / model-a"), who
+    code, out, err = await chat(sc, "/status\n", key="")  # the client without the key
     assert code == 1 and out == "" and "(unauthorized)" in err
     assert anthropic_sim.requests == []
-
-    status, data, _ = await sc.call("POST", "/agent/terminal", body)
-    assert status == 200 and data["command"]["text"].startswith("Model: main / model-a")
 
 
 async def test_hostile_lines_get_words_never_a_5xx(
@@ -225,3 +240,27 @@ async def test_retry_and_undo_run_as_in_telegram(
     assert status == 200 and data["command"]["text"].startswith("📊 Usage and spend")
     status, data, _ = await sc.call("POST", "/agent/terminal", {"text": "hi", "stream": False})
     assert status == 200 and data["reply"] == "plain" and data["turn_id"]
+
+
+async def test_retitle_waits_for_the_titles_model(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, openai_sim: OpenAISim
+) -> None:
+    titles = (
+        f'\n[titles]\ntype = "openai_compat"\napi_base = "{openai_sim.base_url}"\n'
+        'api_key = "sk-titles-0123456789"\nmodel = "tiny"\n'
+    )
+    sc = await sidecar(anthropic_sim, api_key=API_KEY, language="en", extra=titles)
+    anthropic_sim.enqueue(text_reply("Let's plan."))
+    openai_sim.enqueue(text_reply("Trip to Kyoto"), text_reply("Kyoto in spring"))
+    await chat(sc, "plan a trip to Kyoto\n")
+    await until(lambda: len(openai_sim.requests) == 1 and not sc.kernel.agent.background)
+
+    code, out, err = await chat(sc, "/retitle\n/retitle Cherry blossoms\n")
+
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        t("tg.retitled", title="Kyoto in spring"),  # the follow-up, once it came
+        t("tg.retitled", title="Cherry blossoms"),
+    ]
+    _, default, _ = await sc.call("GET", "/chats/chat-default")
+    assert default["name"] == "Cherry blossoms" and len(anthropic_sim.requests) == 1

@@ -23,6 +23,7 @@ from pydantic import Field
 from kernel.agent.agent import UserInput
 from kernel.commands import Commands, Reply
 from kernel.commands.terminal import CONVERSATION, is_command, reply_json, run_line
+from kernel.core.errors import KernelError
 from kernel.gateway.api import Router, json_response, kernel_of, read_model, sse_frame
 from kernel.gateway.routes.agent import Event, TurnPlan, _collect, stream_events
 from kernel.gateway.routes.chats import DEFAULT_KEY
@@ -122,10 +123,20 @@ async def terminal(request: web.Request) -> web.StreamResponse:
         raise
 
 
+async def _then(reply: Reply) -> Reply | None:
+    """The reply's slow follow-up (a generated title), a failure told as a refusal."""
+    if reply.follow_up is None:
+        return None
+    try:
+        return await reply.follow_up()
+    except KernelError as exc:
+        return Reply(str(exc), error=True)
+
+
 async def _answer(request: web.Request, reply: Reply, stream: bool) -> web.StreamResponse:
     """A command's answer, and its follow-up once it comes (the terminal waits for it)."""
     if not stream:
-        then = await reply.follow_up() if reply.follow_up is not None else None
+        then = await _then(reply)
         data: dict[str, Any] = {"command": reply_json(reply)}
         return json_response(data | ({"follow_up": reply_json(then)} if then else {}))
     response = web.StreamResponse(headers={"Cache-Control": "no-cache"})
@@ -134,8 +145,7 @@ async def _answer(request: web.Request, reply: Reply, stream: bool) -> web.Strea
     await response.prepare(request)
     with contextlib.suppress(ConnectionError):  # gone: nothing more to tell
         await response.write(sse_frame({"type": "command", "command": reply_json(reply)}))
-        if reply.follow_up is not None:
-            then = await reply.follow_up()
+        if (then := await _then(reply)) is not None:
             await response.write(sse_frame({"type": "command", "command": reply_json(then)}))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
