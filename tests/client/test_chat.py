@@ -21,7 +21,7 @@ from tests.gateway.test_privilege import console_http as console_http  # the fix
 from tests.gateway.test_privilege import sign_in
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
-from tests.sim.script import text_reply
+from tests.sim.script import Reply, Text, text_reply
 
 
 async def chat(sc: Sidecar, lines: str, key: str = API_KEY) -> tuple[int, str, str]:
@@ -264,3 +264,22 @@ async def test_retitle_waits_for_the_titles_model(
     ]
     _, default, _ = await sc.call("GET", "/chats/chat-default")
     assert default["name"] == "Cherry blossoms" and len(anthropic_sim.requests) == 1
+
+
+async def test_cancel_from_another_terminal_stops_the_turn(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim, api_key=API_KEY, language="en")
+    anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=3))
+    first = asyncio.create_task(chat(sc, "tell me slowly\n"))
+    await anthropic_sim.wait_for_requests(1)
+
+    status, data, _ = await sc.call("POST", "/agent/terminal", {"text": "/status"})
+    assert status == 200 and "State: replying" in data["command"]["text"].splitlines()
+    status, data, _ = await sc.call("POST", "/agent/terminal", {"text": "/cancel"})
+    assert (status, data["command"]["text"]) == (200, t("turn.cancelled"))
+
+    code, out, err = await first
+    assert (code, err) == (0, "") and out.endswith(f"[{t('turn.cancelled')}]\n")
+    status, data, _ = await sc.call("POST", "/agent/terminal", {"text": "/cancel"})
+    assert data["command"]["text"] == "Nothing is running"
