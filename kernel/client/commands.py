@@ -29,6 +29,7 @@ from kernel.client.verbs import (
     table,
     verb,
 )
+from kernel.commands.terminal import render
 from kernel.core.errors import ConfigError
 from kernel.core.events import ModelRetrying, ModelSwitched
 from kernel.core.i18n import t
@@ -258,6 +259,10 @@ def show_stream(
         elif kind == "ask_user" and answer is not None:
             end_line()
             answer(event["ask"])
+        elif kind == "command":  # a command of the terminal chat: answered without a model
+            end_line()
+            if shown := render(event["command"]):
+                out.write(shown + "\n")
         elif kind == "completed":
             end_line()
             if event.get("cancelled"):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from kernel.client.http import Sidecar, SidecarError
+from kernel.client.http import Sidecar
 from kernel.client.verbs import clip, print_json, table, verb
 from kernel.core.i18n import t
 
@@ -138,38 +138,3 @@ def profiles_rm(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int
         return print_json(data, out)
     out.write(t("client.profile_deleted", name=args.name) + "\n")
     return 0
-
-
-def chat_command(sidecar: Sidecar, kind: str, arg: str, chat: str, out: IO[str]) -> None:
-    """``/persona [NAME|off]`` and ``/project …`` in ``kernel chat`` through the sidecar:
-    the listing, or the chat's switch (``PUT /chats/{chat}/scope``)."""
-    plural = f"{kind}s"
-    try:
-        if arg:
-            name = "" if arg.lower() in ("off", "none", "-") else arg
-            sidecar.call("PUT", f"/chats/{chat}/scope", {kind: name})
-            if not name:
-                out.write(t(f"{kind}.off") + "\n")
-                return
-            data = sidecar.call("GET", f"/agent/{plural}/{quote(name, safe='')}")
-            out.write(t(f"{kind}.switched", name=name, description=data["description"]) + "\n")
-            if kind == "project" and data.get("folder"):
-                out.write(t("project.folder", folder=data["folder"]) + "\n")
-            return
-        found = sidecar.call("GET", f"/agent/{plural}")[plural]
-        current = sidecar.call("GET", f"/chats/{chat}/scope")[kind]
-    except SidecarError as exc:
-        out.write(t("console.error", message=f"{exc} ({exc.code})") + "\n")
-        return
-    if not found:
-        out.write(t(f"{kind}.none", folder=plural) + "\n")
-        return
-    lines = [t(f"{kind}.list_header")]
-    for p in found:
-        if p["problem"]:
-            lines.append(t("profile.line_unusable", name=p["name"], problem=p["problem"]))
-        else:
-            mark = "▶" if p["name"] == current else "•"
-            lines.append(f"{mark} {p['name']} — {p['description']}")
-    lines.append(t("profile.line_current", name=current or t("profile.current_none")))
-    out.write("\n".join(lines) + "\n")

@@ -88,7 +88,8 @@ HEADERS = ["", "CALLS", "FRESH", "CACHE READ", "CACHE WRITE", "OUTPUT", "CACHED"
 
 
 def print_summary(sidecar: Sidecar, out: IO[str]) -> None:
-    """The /usage summary as tables (``kernel usage``, and /usage in a remote chat)."""
+    """The /usage summary as tables (``kernel usage``; /usage in ``kernel chat`` is the
+    shared command's text, as in Telegram)."""
     data = sidecar.call("GET", "/usage/summary")
     currency = data["currency"]
     periods = data["periods"]

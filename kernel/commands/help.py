@@ -83,10 +83,11 @@ def welcome() -> str:
     return t("help.welcome")
 
 
-def overview(names: Collection[str], provider: str, model: str) -> str:
+def overview(names: Collection[str], provider: str, model: str, header: str = "") -> str:
     """/help: one line per group of the commands in ``names`` (those the channel has),
-    then how to see details and the model in use."""
-    lines = [t("help.header")]
+    then how to see details and the model in use (``header``: the channel's own first
+    line, Telegram's by default)."""
+    lines = [header or t("help.header")]
     for group in GROUPS:
         listed = [f"/{c.name}" for c in CATALOGUE if c.group == group and c.name in names]
         if listed:

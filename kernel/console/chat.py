@@ -5,8 +5,8 @@ plan (todo_write) one compact block. Ctrl-C cancels the running turn, not the pr
 (Ctrl-C while idle, ``/exit`` or end of input quits). Works with a pipe: lines are taken
 one at a time, each turn finished before the next line is read, and the exit code is 1
 if any turn ended in an error.
-Commands are the shared set of ``kernel.commands`` (Ctrl-C stands for /cancel); a
-refusal is printed as ``✗ <message>``.
+Commands are the terminal's set of ``kernel.commands`` (:mod:`kernel.commands.terminal`,
+the same through the running Kernel's sidecar); a refusal is printed as ``✗ <message>``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 from kernel.agent.agent import UserInput
-from kernel.commands import SHARED, Commands, Reply
+from kernel.commands import Commands, Reply
+from kernel.commands.terminal import CONVERSATION, is_command, render, reply_json, run_line
 from kernel.config import Config
 from kernel.core.errors import KernelError
 from kernel.core.events import (
@@ -42,10 +43,7 @@ from kernel.tools.todo import NAME as PLAN_TOOL
 if TYPE_CHECKING:
     from kernel.app import Kernel
 
-CONVERSATION = "console:default"
 PLAN_MARKS = {"pending": "☐", "in_progress": "▶", "completed": "☑"}
-# The shared commands the terminal offers; Ctrl-C is its /cancel.
-COMMANDS = tuple(name for name in SHARED if name != "cancel")
 
 
 class ConsoleChat:
@@ -81,8 +79,7 @@ class ConsoleChat:
         text = text.strip()
         if not text:
             return True
-        # a skill or a template ("/prompts:<name> …") is a message
-        if text.startswith("/") and not text.startswith(("/skill/", "/prompts:")):
+        if is_command(text):  # a skill or a template ("/prompts:<name> …") is a message
             return await self.command(text)
         await self.converse(text)
         return True
@@ -156,30 +153,17 @@ class ConsoleChat:
             self.err.flush()
 
     async def command(self, text: str) -> bool:
-        name, _, arg = text.partition(" ")
-        if name in ("/exit", "/quit"):
+        if text.partition(" ")[0] in ("/exit", "/quit"):
             return False
-        if name == "/help":
-            self.line(t("console.help"))
-            return True
-        reply: Reply | None = None
         try:
-            if name[1:] in COMMANDS:
-                reply = await self.commands.run(CONVERSATION, name[1:], arg)
-            if reply is None:
-                self.line(t("console.unknown_command", cmd=name, help=t("console.help")))
-            else:
-                await self._render(reply)
+            await self._render(await run_line(self.commands, text))
         except KernelError as exc:
             self.line(t("console.error", message=exc))
         return True
 
     async def _render(self, reply: Reply) -> None:
-        if reply.text:
-            self.line(t("console.error", message=reply.text) if reply.error else reply.text)
-        typed = [f"[{b.label}] {b.command}" for b in reply.buttons if b.command]
-        if typed:  # no buttons here: what to type instead
-            self.line("  " + "   ".join(typed))
+        if shown := render(reply_json(reply)):
+            self.line(shown)
         if reply.turn is not None:  # /retry: shown as the turn of a message
             await self._follow(reply.turn)
         if reply.follow_up is not None:  # the terminal has nothing else to do meanwhile

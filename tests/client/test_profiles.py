@@ -91,20 +91,26 @@ async def test_kernel_chat_through_the_sidecar_lists_and_switches(
     client = Client(sc.url, API_KEY)
     code = await asyncio.to_thread(run_remote_chat, client, io.StringIO(lines), out, err)
     assert code == 0, err.getvalue()
-    said = out.getvalue().splitlines()
-    assert said[:2] == [
+    # The shared /persona and /project (Telegram's): the buttons as commands to type.
+    assert out.getvalue().splitlines() == [
         "Personas (/persona NAME switches, /persona off for none):",
         "• editor — tightens prose",
-    ]
-    assert said[2] == "Current: none"
-    assert said[3] == "Persona: editor — tightens prose"
-    assert said[5] == "▶ editor — tightens prose" and said[6] == "Current: editor"
-    assert said[7].startswith("✗ there is no persona called nobody (available: editor")
-    assert said[8:] == [
+        "Current: none",
+        "Type one of these commands to choose:",
+        "  1) /persona editor",
+        "Persona: editor — tightens prose",
+        "Personas (/persona NAME switches, /persona off for none):",
+        "▶ editor — tightens prose",
+        "Current: editor",
+        "Type one of these commands to choose:",
+        "  1) /persona editor (current)",
+        "  2) /persona off",
+        "✗ there is no persona called nobody (available: editor; files go in personas/<name>.md)",
         "Project: site — the site",
         "Working folder: /srv/s (delegate_to_cli runs here by default)",
         "No persona now: SOUL.md alone",
     ]
+    # The terminal chat starts in the default chat: the switches are its.
     _, scope, _ = await sc.call("GET", "/chats/chat-default/scope")
     assert scope == {"id": "chat-default", "persona": "", "project": "site"}
     assert anthropic_sim.requests == []  # no command reached the model

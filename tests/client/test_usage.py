@@ -97,9 +97,9 @@ async def test_kernel_usage_json_and_a_refusal(
     code, out, err = await run_kernel(sc, "usage", "--since", "yesterday")
     assert code == 1 and "(invalid_request)" in err and "since" in err
 
-    # /usage in a `kernel chat` through the sidecar reads the ledger: no model call.
+    # /usage in a `kernel chat` through the sidecar is Telegram's /usage: no model call.
     before = len(anthropic_sim.requests)
     code, out, err = await run_kernel(sc, "chat", stdin="/usage\n/exit\n")
     assert (code, err) == (0, "")
-    assert out.splitlines()[0].split()[:2] == ["PERIOD", "CALLS"] and "budget: today" in out
+    assert out.splitlines()[0] == "📊 Usage and spend" and "Today:" in out
     assert len(anthropic_sim.requests) == before

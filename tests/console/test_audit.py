@@ -20,7 +20,10 @@ async def test_audit_in_the_terminal(
     out, err = io.StringIO(), io.StringIO()
     chat = ConsoleChat(kernel, out, err, interactive=False)
     assert await chat.handle("/help")
-    assert "/audit [n|all]" in out.getvalue() and "/audit [n|all]" in t("console.help")
+    assert "⚙️ System: /status /usage /audit /start /help" in out.getvalue()
+    mark = len(out.getvalue())
+    assert await chat.handle("/help audit")
+    assert out.getvalue()[mark:].startswith(f"/audit — {t('help.cmd.audit')}")
 
     anthropic_sim.enqueue(text_reply("one"), text_reply("two"), text_reply("two again"))
     assert await chat.handle("q-one")

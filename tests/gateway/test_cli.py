@@ -151,19 +151,24 @@ async def test_kernel_chat_uses_the_running_sidecar(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
     sc = await sidecar(anthropic_sim, api_key=API_KEY)
-    anthropic_sim.enqueue(text_reply("Hi from the service"))
-    code, out, err = await kernel(sc, "chat", stdin="hello\n/new\n/history\n/exit\n")
+    anthropic_sim.enqueue(text_reply("Hi from the service"), text_reply("Hi again"))
+    script = "hello\n/status\n/model model-b\n/new\nagain\n/history\n/exit\nnever sent\n"
+    code, out, err = await kernel(sc, "chat", stdin=script)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "Hi from the service"
-    assert lines[1] == "The history of this chat was cleared"
-    assert "/history is not available" in lines[2]
-    assert len(anthropic_sim.requests) == 1
-    # It went through the sidecar: the default chat got the turn, then was cleared.
+    assert lines[1] == "Model: main / model-a"  # /status, answered by the running Kernel
+    assert "Switched to model model-b" in lines and "Started a new session" in lines
+    assert lines[lines.index("Started a new session") + 1] == "Hi again"
+    assert "Sessions (continue one with /resume #n):" in lines
+    assert sum(line.startswith(("#1 ", "#2 ")) for line in lines) == 2
+    # Two messages, two model calls: the commands went to the sidecar, not to the model.
+    assert [r.body["model"] for r in anthropic_sim.requests] == ["model-a", "model-b"]
+    # The terminal chat began in the default chat, then /new opened another session.
     _, chat, _ = await sc.call("GET", "/chats/chat-default")
-    assert chat["message_count"] == 0
+    assert chat["message_count"] == 2
     status, data, _ = await sc.call("GET", "/chats")
-    assert data["total"] == 1
+    assert data["total"] == 2
 
 
 async def test_kernel_chat_answers_an_approval_through_the_sidecar(

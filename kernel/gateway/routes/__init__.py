@@ -28,6 +28,7 @@ from kernel.gateway.routes import (
     routing,
     selfops,
     skills,
+    terminal,
     trajectory,
     usage,
     workspace,
@@ -37,6 +38,7 @@ ROUTERS: list[Router] = [
     health.router,
     chats.router,
     agent.router,
+    terminal.router,  # after chats: the terminal chat starts in the default chat
     modes.router,
     conversation.router,
     messages.router,
