@@ -63,6 +63,7 @@ from kernel.gateway.v1 import (
     bad,
     has_images,
     not_found_model,
+    open_stream,
     pump,
     read_body,
     refuse_unanswerable,
@@ -210,10 +211,7 @@ async def _stream(
     message_id: str,
     estimate: int,
 ) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Cache-Control": "no-cache"})
-    response.content_type = "text/event-stream"
-    response.charset = "utf-8"
-    await response.prepare(request)
+    response = await open_stream(request)
 
     async def send(data: dict[str, Any]) -> None:
         await response.write(sse_frame(data, data["type"]))
