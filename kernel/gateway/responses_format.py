@@ -377,8 +377,10 @@ def _tool_choice(value: Any, parallel: bool | None, tools: Tools) -> dict[str, A
             raise bad("tool_choice", "must be 'auto', 'none', 'required' or a function choice")
     elif value is not None:
         raise bad("tool_choice", "must be 'auto', 'none', 'required' or a function choice")
-    if choice is not None and choice["type"] in ("any", "tool") and not tools.specs:
-        raise bad("tool_choice", "names a tool, but no tool Kernel can offer was sent")
+    if not tools.specs:  # no tool to choose (hosted tools are left out)
+        if choice is not None and choice["type"] in ("any", "tool"):
+            raise bad("tool_choice", "names a tool, but no tool Kernel can offer was sent")
+        return None
     if parallel is False:
         choice = (choice or {"type": "auto"}) | {"disable_parallel_tool_use": True}
     return choice

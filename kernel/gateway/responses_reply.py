@@ -68,15 +68,16 @@ class Shell:
 
 
 def usage_json(completion: Completion) -> dict[str, Any]:
-    """The API's usage: ``input_tokens`` counts all input, the part read from the
-    provider's cache in ``input_tokens_details.cached_tokens``."""
+    """The API's usage, as the provider reported it: ``input_tokens`` counts all input,
+    the part read from the provider's cache in ``input_tokens_details.cached_tokens``.
+    Thinking is counted in ``output_tokens``; no provider of Kernel's reports it apart,
+    so ``reasoning_tokens`` is 0."""
     usage = completion.usage
-    reasoning = sum(len(p.text) // 4 for p in completion.thinking)  # no provider counts it
     return {
         "input_tokens": usage.prompt,
         "input_tokens_details": {"cached_tokens": usage.cache_read},
         "output_tokens": usage.output,
-        "output_tokens_details": {"reasoning_tokens": min(reasoning, usage.output)},
+        "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage.prompt + usage.output,
     }
 
@@ -170,9 +171,9 @@ class Events:
         await self.send("response.created", {"response": self.shell.json("in_progress", [])})
         await self.send("response.in_progress", {"response": self.shell.json("in_progress", [])})
 
-    def _at(self) -> dict[str, Any]:
-        assert self.open is not None
-        return {"item_id": self.open["id"], "output_index": len(self.output)}
+    def _at(self, item: dict[str, Any]) -> dict[str, Any]:
+        """Where an event of ``item`` (the next output item) belongs."""
+        return {"item_id": item["id"], "output_index": len(self.output)}
 
     async def _add(self, item: dict[str, Any]) -> None:
         self.open = item
@@ -181,38 +182,38 @@ class Events:
         )
 
     async def text_delta(self, text: str) -> None:
-        if self.open is None or self.open["type"] != "message":
+        item = self.open
+        if item is None or item["type"] != "message":
             await self.close()
-            await self._add(message_item(new_id("msg"), "", "in_progress"))
+            item = message_item(new_id("msg"), "", "in_progress")
+            await self._add(item)
             part = {"content_index": 0, "part": text_part("")}
-            await self.send("response.content_part.added", self._at() | part)
+            await self.send("response.content_part.added", self._at(item) | part)
             self.text = ""
         self.text += text
-        await self.send(
-            "response.output_text.delta",
-            self._at() | {"content_index": 0, "delta": text, "logprobs": []},
-        )
+        delta = {"content_index": 0, "delta": text, "logprobs": []}
+        await self.send("response.output_text.delta", self._at(item) | delta)
 
     async def thinking_delta(self, text: str, signature: str) -> None:
-        if self.open is None or self.open["type"] != "reasoning":
+        item = self.open
+        if item is None or item["type"] != "reasoning":
             await self.close()
-            await self._add({"id": new_id("rs"), "type": "reasoning", "summary": []})
+            item = {"id": new_id("rs"), "type": "reasoning", "summary": []}
+            await self._add(item)
             part = {"summary_index": 0, "part": {"type": "summary_text", "text": ""}}
-            await self.send("response.reasoning_summary_part.added", self._at() | part)
+            await self.send("response.reasoning_summary_part.added", self._at(item) | part)
             self.thinking = ThinkingPart()
         self.thinking.text += text
         self.thinking.signature += signature
         if text:
             delta = {"summary_index": 0, "delta": text}
-            await self.send("response.reasoning_summary_text.delta", self._at() | delta)
+            await self.send("response.reasoning_summary_text.delta", self._at(item) | delta)
 
     async def close(self) -> None:
         item, self.open = self.open, None
         if item is None:
             return
-        self.open = item  # for _at()
-        at = self._at()
-        self.open = None
+        at = self._at(item)
         if item["type"] == "message":
             done = {"content_index": 0, "text": self.text, "logprobs": []}
             await self.send("response.output_text.done", at | done)
@@ -259,7 +260,7 @@ class Events:
     async def _call(self, call: RawToolCall) -> None:
         item = call_item(new_id("fc"), call, self.tools, "in_progress")
         await self._add(item)
-        at = self._at()
+        at = self._at(item)
         self.open = None
         done = call_item(item["id"], call, self.tools, "completed")
         if done["type"] == "function_call":

@@ -308,7 +308,7 @@ async def test_reasoning_items_are_sent_and_passed_back(
     assert reasoning["type"] == "reasoning"
     assert reasoning["summary"] == [{"type": "summary_text", "text": "run ls first"}]
     assert reasoning["encrypted_content"]
-    assert events[-1]["response"]["usage"]["output_tokens_details"]["reasoning_tokens"] > 0
+    assert events[-1]["response"]["usage"]["output_tokens"] > 0  # the thinking counted in it
 
     anthropic_sim.enqueue(text_reply("Two files."))
     back = [

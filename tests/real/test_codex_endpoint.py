@@ -3,9 +3,9 @@
 simulator makes Codex run a shell command, Codex sends the output back, the answer
 arrives; then a second turn (``codex exec resume``) continues the conversation.
 
-Codex never reaches the internet: plugins, apps, analytics and update checks are off in
-its config.toml, and every other host it would ask is sent to a proxy that refuses and
-records it (the test asserts there was none).
+Codex runs with the config.toml the README shows, plus what keeps it off the internet:
+plugins, apps, analytics and update checks off, and every other host it would ask is
+sent to a proxy that refuses and records it (the test asserts there was none).
 
 Opt-in: ``KERNEL_TEST_REAL_CLIENTS=1`` and ``codex`` from ``scripts/install-real-clients``
 (or on PATH)."""
@@ -33,18 +33,12 @@ pytestmark = [
 
 RUN_LIMIT = 300.0  # a generous bound on one codex exec run, only so a hang cannot block CI
 
-# What makes Codex use Kernel and nothing else (docs/api.md shows the same config).
-CONFIG = """\
-model = "model-a"
-model_provider = "kernel"
-check_for_update_on_startup = false
-
-[model_providers.kernel]
-name = "Kernel"
-base_url = "{url}/v1"
-env_key = "KERNEL_API_KEY"
-wire_api = "responses"
-
+REPO = Path(__file__).resolve().parents[2]
+MARKER = "<!-- Codex config: tests/real/test_codex_endpoint.py runs Codex with it -->\n```toml\n"
+# What keeps Codex off every other host (the proxy below checks it): a top-level key,
+# then tables.
+LOCAL_TOP = "check_for_update_on_startup = false\n"
+LOCAL_TABLES = """
 [analytics]
 enabled = false
 
@@ -58,6 +52,14 @@ apps = false
 plugin_sharing = false
 tool_suggest = false
 """
+
+
+def readme_config(url: str) -> str:
+    """The README's Codex config.toml, pointed at this sidecar, kept off other hosts."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    text = readme.split(MARKER, 1)[1].split("```", 1)[0]
+    assert 'base_url = "http://127.0.0.1:8088/v1"' in text
+    return LOCAL_TOP + text.replace("http://127.0.0.1:8088", url) + LOCAL_TABLES
 
 
 class RefusingProxy:
@@ -110,7 +112,7 @@ def codex_env(sc: Sidecar, home: Path, proxy_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in keep}
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(CONFIG.format(url=sc.url))
+    (codex_home / "config.toml").write_text(readme_config(sc.url))
     return env | {
         "HOME": str(home),
         "CODEX_HOME": str(codex_home),
