@@ -24,13 +24,14 @@ from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sidecar  # 
 from tests.real import ENV, SKIP_REASON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
-from tests.sim.script import text_reply, tool_reply
+from tests.sim.script import Reply, Thinking, ToolUse, text_reply
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not os.environ.get(ENV), reason=SKIP_REASON),
 ]
 
+CMD = "echo kernel-codex-$((6*7))"
 RUN_LIMIT = 300.0  # a generous bound on one codex exec run, only so a hang cannot block CI
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,7 +164,7 @@ async def test_codex_runs_a_shell_command_through_kernel(
     work = tmp_path / "work"
     work.mkdir()
     backend.enqueue(
-        tool_reply("exec_command", {"cmd": "echo kernel-codex-$((6*7))"}),
+        Reply(Thinking("I will run echo"), ToolUse("exec_command", {"cmd": CMD})),
         text_reply("The command printed kernel-codex-42."),
     )
     exec_args = ["exec", "--skip-git-repo-check", "-s", "workspace-write"]
@@ -175,7 +176,13 @@ async def test_codex_runs_a_shell_command_through_kernel(
     assert len(sent) == 2, out
     assert "exec_command" in sent[0] and "run the echo" in sent[0]
     # Codex ran the command and sent its output back through Kernel to the model.
-    assert "kernel-codex-42" in sent[1] and "echo kernel-codex-$((6*7))" in sent[1]
+    assert "kernel-codex-42" in sent[1] and CMD in sent[1]
+    if isinstance(backend, AnthropicSim):
+        # The reasoning item Codex was given came back: the signed thinking reached the
+        # provider again (the simulator refuses a signature it did not issue).
+        [assistant] = [m for m in backend.requests[1].body["messages"] if m["role"] == "assistant"]
+        assert assistant["content"][0]["type"] == "thinking"
+        assert assistant["content"][0]["thinking"] == "I will run echo"
 
     backend.enqueue(text_reply("You are welcome, from Kernel."))
     code, out = await run(binary, [*exec_args, "resume", "--last", "thank you"], env, work)
