@@ -293,7 +293,7 @@ def _effort(reasoning: Any) -> str | None:
     effort = reasoning.get("effort")
     if effort is None or effort == "none":
         return None
-    if effort not in EFFORTS:
+    if not isinstance(effort, str) or effort not in EFFORTS:
         raise bad("reasoning.effort", f"must be one of none, {', '.join(EFFORTS)}")
     return EFFORTS[effort]
 
@@ -431,6 +431,8 @@ def _item(item: Any, where: str, out: Conversation, spaced: dict[tuple[str, str]
     if not isinstance(item, dict):
         raise bad(where, "must be an input item object")
     kind = item.get("type", "message" if "role" in item else None)
+    if not isinstance(kind, str):
+        raise bad(f"{where}.type", "Field required (the item's type, e.g. message)")
     if kind == "message":
         _message(item, where, out)
     elif kind == "function_call":
@@ -456,10 +458,9 @@ def _item(item: Any, where: str, out: Conversation, spaced: dict[tuple[str, str]
     elif kind in DROPPED_ITEMS:
         return
     else:
-        shown = kind[:40] if isinstance(kind, str) else kind
         raise bad(
             f"{where}.type",
-            f"input item type {shown!r} is not supported (message, function_call, "
+            f"input item type {kind[:40]!r} is not supported (message, function_call, "
             "function_call_output, custom_tool_call(_output), local_shell_call(_output) "
             "and reasoning are)",
         )

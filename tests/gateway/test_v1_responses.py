@@ -523,6 +523,12 @@ BIG = "x" * 300
             "string",
         ),
         ({"model": "model-a", "input": []}, "input", "at least one"),
+        ({"model": "model-a", "input": [{"type": ["message"]}]}, "input.0.type", "Field required"),
+        (
+            {"model": "model-a", "input": "x", "reasoning": {"effort": ["high"]}},
+            "reasoning.effort",
+            "high",
+        ),
     ],
 )
 async def test_hostile_input_is_refused_in_the_apis_shape(

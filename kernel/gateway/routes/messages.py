@@ -300,8 +300,8 @@ def _page_bound(request: web.Request) -> int:
 
 @router.get(
     "/v1/models",
-    summary="The models Kernel serves on /v1/messages and /v1/chat/completions (Anthropic's "
-    "list shape, with OpenAI's fields too)",
+    summary="The models Kernel serves on /v1/messages, /v1/chat/completions and /v1/responses "
+    "(Anthropic's list shape, with OpenAI's fields too)",
     response=ModelList,
     params=(
         query_param("limit", bounded(1, 1000), "page size"),
