@@ -410,6 +410,8 @@ class Conversation:
         return last
 
     def user(self, blocks: list[Block], *, results: bool = False) -> None:
+        if not blocks:
+            return  # an empty message says nothing (and no API takes one)
         last = self.messages[-1] if self.messages else None
         if results and last is not None and last.role == "user" and last.tool_results:
             last.content.extend(blocks)
@@ -423,7 +425,6 @@ def conversation(items: list[Any], namespaces: dict[str, tuple[str, str]]) -> Co
     out = Conversation()
     for i, item in enumerate(items):
         _item(item, f"input.{i}", out, spaced)
-    out.messages = [m for m in out.messages if m.content]
     return out
 
 

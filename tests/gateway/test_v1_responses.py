@@ -105,6 +105,14 @@ async def test_plain_response_through_the_sdk(
     assert answer.usage.output_tokens_details.reasoning_tokens == 0
     assert "Be brief." in system_of(sim)
     assert sent(sim)["model"] == "model-b" and "hi" in json.dumps(sent(sim))
+    # The usage ledger has the call, as for the other /v1 routes (purpose "api").
+    rows = await sc.kernel.store.read(
+        "ledger",
+        lambda conn: conn.execute(
+            "SELECT provider, model, purpose, input_tokens, output_tokens FROM usage"
+        ).fetchall(),
+    )
+    assert [tuple(r) for r in rows] == [("main", "model-b", "api", 11, 3)]
 
 
 async def test_streamed_events_come_in_the_apis_order(
