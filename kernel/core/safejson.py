@@ -30,7 +30,18 @@ MAX_NUMBER_CHARS = 100  # a float literal longer than this is not a measurement
 
 # Fields whose strings (at any depth inside them) are people's words, not names.
 WORDS = frozenset(
-    {"input", "messages", "message", "content", "text", "system", "body", "description", "prompt"}
+    {
+        "input",
+        "messages",
+        "message",
+        "content",
+        "text",
+        "system",
+        "instructions",  # /v1/responses: the system prompt
+        "body",
+        "description",
+        "prompt",
+    }
 )
 
 

@@ -9,7 +9,8 @@ Only this package imports aiohttp's server side. Public API:
 - :mod:`kernel.gateway.schema`: the pydantic bases (``BodyModel``, ``Shape``) that
   validate bodies, describe answers and make ``/openapi.json`` (:mod:`.openapi`).
 - :mod:`kernel.gateway.v1`, :mod:`.claude_format`, :mod:`.claude_reply`,
-  :mod:`.openai_format`: the Claude- and OpenAI-compatible model APIs.
+  :mod:`.openai_format`, :mod:`.responses_format`, :mod:`.responses_reply`: the Claude-
+  and OpenAI-compatible model APIs (Messages, Chat Completions, Responses).
 
 Each area of the API is one module under ``routes/``.
 """

@@ -131,24 +131,40 @@ def anthropic_error(
 
 
 def openai_error(
-    status: int, message: str, headers: dict[str, str] | None = None, *, code: str | None = None
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    *,
+    code: str | None = None,
+    param: str | None = None,
 ) -> web.Response:
-    """OpenAI's error shape for /v1/chat/completions, so the openai SDK reads it as its own.
+    """OpenAI's error shape for its routes, so the openai SDK reads it as its own.
     ``code``: a stable code of Kernel's own (``budget_exceeded``), also its ``type``, as
-    OpenAI names a quota refusal (``insufficient_quota``) in both."""
+    OpenAI names a quota refusal (``insufficient_quota``) in both. ``param``: the field."""
     kind = code or (
         "server_error" if status >= 500 else _ANTHROPIC_TYPES.get(status, "invalid_request_error")
     )
-    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return json_response(body, status, headers)
 
 
+def openai_path(path: str) -> bool:
+    """The /v1 routes of OpenAI's APIs (chat completions, responses): their errors in
+    OpenAI's shape, the rest of /v1 in Anthropic's."""
+    return path.startswith(("/v1/chat/", "/v1/responses"))
+
+
 def v1_error(
-    path: str, status: int, message: str, headers: dict[str, str] | None = None
+    path: str,
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    param: str | None = None,
 ) -> web.Response:
-    """An error on /v1/*: OpenAI's shape on its chat route, Anthropic's on the rest."""
-    shape = openai_error if path.startswith("/v1/chat/") else anthropic_error
-    return shape(status, message, headers)
+    """An error on /v1/*: OpenAI's shape on its routes, Anthropic's on the rest."""
+    if openai_path(path):
+        return openai_error(status, message, headers, param=param)
+    return anthropic_error(status, message, headers)
 
 
 # ---------------------------------------------------------------------- auth

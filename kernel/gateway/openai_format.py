@@ -31,7 +31,15 @@ from kernel.core.messages import (
 from kernel.core.provider import Completion, Sampling, Thinking
 from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
 from kernel.gateway.schema import OpenShape, Shape, documented
-from kernel.gateway.v1 import MODEL_NAME_MAX, V1Body, V1Error, bad, tool_input, validate
+from kernel.gateway.v1 import (
+    MODEL_NAME_MAX,
+    OPENAI_PROBLEMS,
+    V1Body,
+    V1Error,
+    bad,
+    tool_input,
+    validate,
+)
 
 EFFORTS = ("minimal", "low", "medium", "high")
 
@@ -146,14 +154,10 @@ class ChatBody(V1Body):
     stream_options: Annotated[Any, documented(StreamOptionsIn)] = None
 
 
-_PROBLEMS: dict[str, dict[str, str]] = {
-    "model": {"": f"Field required (a model name of at most {MODEL_NAME_MAX} characters)"},
+_PROBLEMS = OPENAI_PROBLEMS | {
     "messages": {"": "Field required (a non-empty array of messages)"},
-    "stream": {"": "must be a boolean"},
     "max_completion_tokens": {"": "must be an integer ≥ 1"},
     "max_tokens": {"": "must be an integer ≥ 1"},
-    "temperature": {"": "must be a number from 0 to 2"},
-    "top_p": {"": "must be a number from 0 to 1"},
     "stop": {"": "must be a non-empty string or an array of them"},
 }
 
@@ -334,24 +338,26 @@ def _user_content(content: Any, where: str) -> list[Block]:
         if isinstance(part, TextPartIn):
             blocks.append(TextBlock(part.text))
         else:
-            blocks.append(_image(part.image_url.url, at))
+            blocks.append(image_from_url(part.image_url.url, f"{at}.image_url.url"))
     return blocks
 
 
 _NOT_DATA_URL = "images must be data: URLs (base64), not links"
 
 
-def _image(url: str, at: str) -> Block:
+def image_from_url(url: str, where: str) -> Block:
+    """The image of a ``data:`` URL (OpenAI's APIs' one way to send an image inline);
+    ``where``: the field named by a refusal."""
     head, _, data = url.partition(",")
     media_type = head.removeprefix("data:").removesuffix(";base64")
     if not head.startswith("data:") or not head.endswith(";base64"):
-        raise bad(f"{at}.image_url.url", _NOT_DATA_URL)
+        raise bad(where, _NOT_DATA_URL)
     if media_type not in IMAGE_MEDIA_TYPES:
-        raise bad(f"{at}.image_url.url", f"must be one of {', '.join(IMAGE_MEDIA_TYPES)}")
+        raise bad(where, f"must be one of {', '.join(IMAGE_MEDIA_TYPES)}")
     try:
-        return image_block(media_type, data, at)
+        return image_block(media_type, data, where)
     except ApiError:
-        raise bad(f"{at}.image_url.url", "is not valid base64") from None
+        raise bad(where, "is not valid base64") from None
 
 
 def _assistant(item: dict[str, Any], where: str) -> Message:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict
 
 from kernel import __version__
-from kernel.gateway.api import Operation, Router
+from kernel.gateway.api import Operation, Router, openai_path
 from kernel.gateway.schema import OpenShape, Shape, component, json_schema
 
 
@@ -45,7 +45,7 @@ class OpenAIErrorDetail(Shape):
 
 
 class OpenAIError(Shape):
-    """OpenAI's error shape (/v1/chat/*)."""
+    """OpenAI's error shape (/v1/chat/*, /v1/responses)."""
 
     error: OpenAIErrorDetail
 
@@ -137,7 +137,7 @@ def _jsonrpc_responses(op: Operation, components: dict[str, Any]) -> dict[str, A
 
 def _error(op: Operation, status: int, components: dict[str, Any]) -> dict[str, Any]:
     name = "AnthropicError" if op.anthropic else "Error"
-    if op.path.startswith("/v1/chat/"):  # the same path rule as api.v1_error
+    if openai_path(op.path):  # the same path rule as api.v1_error
         name = "OpenAIError"
     schema: dict[str, Any] = {"$ref": "#/components/schemas/" + name}
     if op.protocol == "jsonrpc" and status in _JSONRPC_STATUSES:

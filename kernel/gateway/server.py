@@ -74,7 +74,7 @@ from kernel.gateway.console import (
     is_console,
 )
 from kernel.gateway.guesses import KeyGuesses
-from kernel.gateway.v1 import v1_message
+from kernel.gateway.v1 import V1Error, v1_message
 
 if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
     from kernel.app import Kernel
@@ -111,7 +111,8 @@ def _render(
 ) -> web.Response:
     if request.path.startswith("/v1/"):  # the API's own shape, in English
         message = v1_message(request.method, request.path, exc)
-        return v1_error(request.path, exc.status, message, headers)
+        field = exc.details.get("field") if isinstance(exc, V1Error) else None
+        return v1_error(request.path, exc.status, message, headers, field)
     response = error_response(exc.status, exc.code, exc.message, exc.details)
     for key, value in (headers or {}).items():
         response.headers[key] = value

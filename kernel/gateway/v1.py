@@ -1,9 +1,9 @@
-"""What the two model APIs of the sidecar share (``/v1/messages``: Anthropic's shape,
-``/v1/chat/completions``: OpenAI's): their errors (:class:`V1Error`, in English, never
-the catalogue's), the body reader, validation of a body's top-level fields by a pydantic
-model (:func:`validate`), the model names served (:func:`resolve_model`), a provider's
-failure in terms the SDKs act on, and the answer's flow (:func:`answer`: first event,
-then JSON or a stream)."""
+"""What the model APIs of the sidecar share (``/v1/messages``: Anthropic's shape,
+``/v1/chat/completions`` and ``/v1/responses``: OpenAI's): their errors (:class:`V1Error`,
+in English, never the catalogue's), the body reader, validation of a body's top-level
+fields by a pydantic model (:func:`validate`), the model names served
+(:func:`resolve_model`), a provider's failure in terms the SDKs act on, and the answer's
+flow (:func:`answer`: first event, then JSON or a stream)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,8 @@ def v1_message(method: str, path: str, exc: ApiError) -> str:
     if exc.status == 404:
         return (
             f"not found: {method} {path[:200]} is not part of this API (POST /v1/messages, "
-            "POST /v1/messages/count_tokens, POST /v1/chat/completions, GET /v1/models, "
+            "POST /v1/messages/count_tokens, POST /v1/chat/completions, POST /v1/responses, "
+            "GET and DELETE /v1/responses/{response_id}, GET /v1/models, "
             "GET /v1/models/{model_id})"
         )
     if exc.code == "too_many_wrong_keys":
@@ -114,6 +115,16 @@ LONE_SURROGATE = (
 class V1Body(BodyModel):
     """A model API's request body, as any body (strict types, null is absent); unknown
     fields are ignored as the APIs ignore fields of betas they do not use."""
+
+
+# The words for the fields the OpenAI-shaped bodies share (/v1/chat/completions,
+# /v1/responses); each adds its own.
+OPENAI_PROBLEMS: dict[str, dict[str, str]] = {
+    "model": {"": f"Field required (a model name of at most {MODEL_NAME_MAX} characters)"},
+    "stream": {"": "must be a boolean"},
+    "temperature": {"": "must be a number from 0 to 2"},
+    "top_p": {"": "must be a number from 0 to 1"},
+}
 
 
 def validate(model: type[B], data: Any, problems: dict[str, dict[str, str]]) -> B:
@@ -289,6 +300,31 @@ async def answerer(kernel: Kernel, requested: str) -> Answerer:
 
 def has_images(messages: list[Message]) -> bool:
     return any(isinstance(b, ImageBlock) for m in messages for b in m.content)
+
+
+def output_tokens(served: Answerer, requested: int | None) -> int:
+    """The answer's token limit: what the client asked for, within the provider's cap."""
+    cap = served.config.max_tokens or requested
+    return min(requested or cap or 4096, cap or 4096)
+
+
+def refuse_missing(served: Answerer, *, tools: bool, messages: list[Message], where: str) -> None:
+    """Tools for a provider without tool calls, images for one that takes none: 400
+    naming the provider (the OpenAI-shaped routes; ``where``: the field of the input)."""
+    caps = served.provider.capabilities
+    if tools and not caps.tool_call:
+        raise bad("tools", f"provider {served.name} lacks the tool_call capability: send no tools")
+    if not caps.attachments and has_images(messages):
+        raise bad(where, f"provider {served.name} takes no images: send text only")
+
+
+async def open_stream(request: web.Request) -> web.StreamResponse:
+    """A server-sent events answer, its head sent."""
+    response = web.StreamResponse(headers={"Cache-Control": "no-cache"})
+    response.content_type = "text/event-stream"
+    response.charset = "utf-8"
+    await response.prepare(request)
+    return response
 
 
 async def finish(first: StreamEvent, events: AsyncIterator[StreamEvent]) -> Completion:

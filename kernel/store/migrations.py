@@ -459,6 +459,24 @@ def m017_inbox_session(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE inbox ADD COLUMN session_id INTEGER")
 
 
+def m018_v1_responses(conn: sqlite3.Connection) -> None:
+    """The responses ``/v1/responses`` stored (issue 35): the response as answered and
+    its context (the input items of its chain, then its output items) as JSON, so a
+    request naming it in ``previous_response_id`` continues it (kernel/store/responses.py)."""
+    conn.execute(
+        """
+        CREATE TABLE v1_responses (
+            id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            response TEXT NOT NULL,
+            context TEXT NOT NULL,
+            size INTEGER NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX v1_responses_created ON v1_responses(created_at)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -477,6 +495,7 @@ MIGRATIONS: list[Migration] = [
     Migration("cron_runs", m015_cron_runs),
     Migration("audit", m016_audit),
     Migration("inbox_session", m017_inbox_session),
+    Migration("v1_responses", m018_v1_responses),
 ]
 
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from kernel.gateway.api import json_response
+from kernel.gateway.api import json_response, openai_path
 from kernel.gateway.server import Gateway
 from tests.gateway.conftest import API_KEY, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
@@ -59,7 +59,7 @@ def json_operations(gateway: Gateway) -> list[tuple[str, str]]:
 def assert_refusal(status: int, data: object, path: str) -> None:
     assert 400 <= status < 500, (status, data)
     assert isinstance(data, dict)
-    if path.startswith("/v1/chat/"):  # OpenAI's error shape
+    if openai_path(path):  # OpenAI's error shape
         assert set(data) == {"error"} and data["error"]["message"] and data["error"]["type"]
     elif path.startswith("/v1/"):
         assert data["type"] == "error" and data["error"]["message"]

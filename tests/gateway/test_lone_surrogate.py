@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kernel.gateway.api import openai_path
 from tests.channels.test_qq import post, qq_config
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, message, sse_events
 from tests.sim.anthropic_sim import AnthropicSim
@@ -94,6 +95,8 @@ V1_REFUSED: list[tuple[str, Any, str]] = [
     ),
     ("/v1/messages/count_tokens", {"model": f"m{LONE}", "messages": []}, "model"),
     ("/v1/chat/completions", {"model": f"model-a{LONE}", "messages": []}, "model"),
+    ("/v1/responses", {"model": f"model-a{LONE}", "input": "hi"}, "model"),
+    ("/v1/responses", {"model": "model-a", "input": "hi", "user": LONE}, "user"),
 ]
 
 
@@ -111,8 +114,9 @@ async def test_names_keys_and_values_with_one_are_refused_naming_the_field(
     for path, body, field in V1_REFUSED:
         status, data = await send(sc, "POST", path, body)
         assert status == 400, (path, status, data)
-        if path.startswith("/v1/chat/"):
+        if openai_path(path):
             assert data["error"]["type"] == "invalid_request_error", data
+            assert data["error"]["param"] == field, data
             words = data["error"]["message"]
         else:
             assert data["type"] == "error", data
@@ -163,6 +167,10 @@ async def test_people_s_words_with_one_are_kept_with_the_replacement(
     assert status == 200 and data["choices"][0]["message"]["content"] == f"echo: {shown}"
     text = await streamed_text(sc, "/v1/chat/completions", chat | {"stream": True})
     assert text == f"echo: {shown}"
+    responses = {"model": "model-a", "input": said, "instructions": f"be {LONE} brief"}
+    status, data = await send(sc, "POST", "/v1/responses", responses)
+    assert status == 200 and data["output"][0]["content"][0]["text"] == f"echo: {shown}", data
+    assert echo.requests[-1].body["system"][0]["text"].endswith(f"be {MENDED} brief")
 
     # A memory's text, a cron job's prompt, a persona's instructions: stored mended.
     status, data = await send(sc, "POST", "/memories", {"text": f"likes {LONE} tea"})

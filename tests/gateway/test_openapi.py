@@ -59,6 +59,12 @@ async def test_every_route_is_documented_and_every_documented_route_exists(
                     assert "{" + param["name"] + "}" in path
     assert len(operation_ids) == len(set(operation_ids))
     assert {"/agent/process", "/v1/messages", "/chats/batch-delete"} <= set(doc["paths"])
+    # OpenAI's routes document OpenAI's error shape ({error: {message, type, param, code}}).
+    responses = doc["paths"]["/v1/responses"]["post"]
+    assert "text/event-stream" in responses["responses"]["200"]["content"]
+    for path, method in (("/v1/responses", "post"), ("/v1/responses/{response_id}", "delete")):
+        error = doc["paths"][path][method]["responses"]["404"]["content"]["application/json"]
+        assert error["schema"]["$ref"] == "#/components/schemas/OpenAIError"
 
 
 async def test_what_the_document_says_of_media_types_and_nulls(

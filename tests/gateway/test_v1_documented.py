@@ -14,11 +14,15 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from kernel.gateway.claude_format import CountBody, MessagesBody, parse_request
 from kernel.gateway.openai_format import ChatBody, parse_chat_request
+from kernel.gateway.responses_format import ResponsesBody, conversation, parse_responses_request
 from kernel.gateway.schema import Documented
 from kernel.gateway.v1 import V1Error
 
 FIXTURE = json.loads(
     (Path(__file__).parent / "fixtures" / "claude_code_2.1.197_messages.json").read_text()
+)
+CODEX = json.loads(
+    (Path(__file__).parent / "fixtures" / "codex_0.171.0_responses.json").read_text()
 )
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
@@ -140,6 +144,51 @@ CHAT_BODIES: list[dict[str, Any]] = [
 ]
 
 
+RESPONSES_BODIES: list[dict[str, Any]] = [
+    *CODEX["requests"],
+    *CODEX["openai_sdk"]["requests"],
+    {
+        "model": "m",
+        "instructions": "Be brief.",
+        "input": [
+            {"role": "developer", "content": "more system"},
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "look"},
+                    {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"},
+                ],
+            },
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "hm"}]},
+            {"type": "function_call", "call_id": "c1", "name": "now", "arguments": "{}"},
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_text", "text": "9:00"}],
+            },
+            {"role": "assistant", "content": [{"type": "output_text", "text": "It is 9."}]},
+        ],
+        "tools": [
+            {"type": "function", "name": "now", "parameters": {"type": "object"}},
+            {"type": "custom", "name": "apply_patch"},
+            {"type": "web_search"},
+        ],
+        "tool_choice": {"type": "function", "name": "now"},
+        "parallel_tool_calls": False,
+        "reasoning": {"effort": "low", "summary": "auto"},
+        "text": {"format": {"type": "text"}, "verbosity": "low"},
+        "max_output_tokens": 100,
+        "temperature": 1.5,
+        "top_p": 0.5,
+        "store": True,
+        "metadata": {"k": "v"},
+        "user": "someone",
+        "include": ["reasoning.encrypted_content"],
+    },
+]
+
+
 def published(model: type[BaseModel]) -> type[BaseModel]:
     """``model`` with each documented field validated as the type that documents it."""
     fields: dict[str, Any] = {}
@@ -156,6 +205,13 @@ def test_every_accepted_messages_body_fits_the_published_model(body: dict[str, A
     published(MessagesBody).model_validate(body)
     parse_request(body, count_only=True)
     published(CountBody).model_validate(body)
+
+
+@pytest.mark.parametrize("body", RESPONSES_BODIES)
+def test_every_accepted_responses_body_fits_the_published_model(body: dict[str, Any]) -> None:
+    parsed = parse_responses_request(body)
+    assert conversation(parsed.items, parsed.tools.namespaces).messages
+    published(ResponsesBody).model_validate(body)
 
 
 @pytest.mark.parametrize("body", CHAT_BODIES)

@@ -23,6 +23,7 @@ from kernel.store.db import Store
 from kernel.store.decisions import Attempt, DecisionStore
 from kernel.store.mailbox import Mailbox
 from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
+from kernel.store.responses import ResponseStore
 from kernel.store.usage import UsageFilter, UsageStore
 
 TS = "2024-05-01T12:00:00+00:00"
@@ -553,6 +554,23 @@ async def check_v17(store: Store) -> None:
     assert all(r.session_id is None for r in await mailbox.inbox_rows("telegram", ["open"]))
 
 
+def insert_v18(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO v1_responses (id, created_at, response, context, size)"
+        ' VALUES (\'resp_1\', ?, \'{"id": "resp_1", "output": []}\', \'["hi"]\', 40)',
+        (TS,),
+    )
+
+
+async def check_v18(store: Store) -> None:
+    # A stored /v1 response is found by its id with its context; a deleted one is gone.
+    responses = ResponseStore(store)
+    stored = await responses.get("resp_1")
+    assert stored is not None and stored.context == ["hi"]
+    assert stored.response == {"id": "resp_1", "output": []}
+    assert await responses.delete("resp_1") and await responses.get("resp_1") is None
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -573,6 +591,7 @@ SAMPLES: dict[
     15: (insert_v15, check_v15),
     16: (insert_v16, check_v16),
     17: (insert_v17, check_v17),
+    18: (insert_v18, check_v18),
 }
 
 

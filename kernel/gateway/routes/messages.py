@@ -63,6 +63,7 @@ from kernel.gateway.v1 import (
     bad,
     has_images,
     not_found_model,
+    open_stream,
     pump,
     read_body,
     refuse_unanswerable,
@@ -210,10 +211,7 @@ async def _stream(
     message_id: str,
     estimate: int,
 ) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Cache-Control": "no-cache"})
-    response.content_type = "text/event-stream"
-    response.charset = "utf-8"
-    await response.prepare(request)
+    response = await open_stream(request)
 
     async def send(data: dict[str, Any]) -> None:
         await response.write(sse_frame(data, data["type"]))
@@ -302,8 +300,8 @@ def _page_bound(request: web.Request) -> int:
 
 @router.get(
     "/v1/models",
-    summary="The models Kernel serves on /v1/messages and /v1/chat/completions (Anthropic's "
-    "list shape, with OpenAI's fields too)",
+    summary="The models Kernel serves on /v1/messages, /v1/chat/completions and /v1/responses "
+    "(Anthropic's list shape, with OpenAI's fields too)",
     response=ModelList,
     params=(
         query_param("limit", bounded(1, 1000), "page size"),

@@ -16,7 +16,6 @@ from aiohttp import web
 from kernel.core.provider import (
     ChatRequest,
     Completion,
-    Provider,
     StreamEvent,
     TextDelta,
     ThinkingDelta,
@@ -35,12 +34,15 @@ from kernel.gateway.openai_format import (
     usage_json,
 )
 from kernel.gateway.v1 import (
+    Answerer,
     answer,
     answerer,
     bad,
-    has_images,
+    open_stream,
+    output_tokens,
     pump,
     read_body,
+    refuse_missing,
     refuse_unanswerable,
 )
 
@@ -49,16 +51,12 @@ log = logging.getLogger(__name__)
 router = Router("openai", "OpenAI-compatible Chat Completions API")
 
 
-def _check(provider: Provider, name: str, parsed: ChatCompletionRequest) -> None:
-    caps = provider.capabilities
-    if parsed.tools and not caps.tool_call:
-        raise bad("tools", f"provider {name} lacks the tool_call capability: send no tools")
-    if not caps.attachments and has_images(parsed.messages):
-        raise bad("messages", f"provider {name} takes no images: send text only")
-    if parsed.thinking is not None and not caps.reasoning:
+def _check(served: Answerer, parsed: ChatCompletionRequest) -> None:
+    refuse_missing(served, tools=bool(parsed.tools), messages=parsed.messages, where="messages")
+    if parsed.thinking is not None and not served.provider.capabilities.reasoning:
         raise bad(
             "reasoning_effort",
-            f"provider {name} has no reasoning capability: omit reasoning_effort, "
+            f"provider {served.name} has no reasoning capability: omit reasoning_effort, "
             'or declare "reasoning" in its capabilities if the model reasons',
         )
 
@@ -77,15 +75,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     parsed = parse_chat_request(await read_body(request))
     served = await answerer(kernel, parsed.model)
     provider_name, model, provider = served.name, served.model, served.provider
-    _check(provider, provider_name, parsed)
-    cap = served.config.max_tokens or parsed.max_tokens
-    max_tokens = min(parsed.max_tokens or cap or 4096, cap or 4096)
+    _check(served, parsed)
     chat = ChatRequest(
         model,
         parsed.system,
         parsed.messages,
         parsed.tools,
-        max_tokens,
+        output_tokens(served, parsed.max_tokens),
         sampling=parsed.sampling,
         thinking=parsed.thinking,
         tool_choice=parsed.tool_choice,
@@ -118,10 +114,7 @@ async def _stream(
     completion_id: str,
     include_usage: bool,
 ) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Cache-Control": "no-cache"})
-    response.content_type = "text/event-stream"
-    response.charset = "utf-8"
-    await response.prepare(request)
+    response = await open_stream(request)
 
     async def send(delta: dict[str, Any] | None, **kw: Any) -> None:
         await response.write(sse_frame(chunk_json(completion_id, model, delta, **kw)))

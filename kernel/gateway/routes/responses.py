@@ -1,0 +1,213 @@
+"""``/v1/responses``: Kernel as an OpenAI Responses API endpoint (Codex with
+``wire_api = "responses"``, the openai SDK's ``client.responses``), answered by the same
+providers, model names, budgets and usage ledger as ``/v1/chat/completions``
+(:mod:`kernel.gateway.v1`). The client's tools are passed through; Kernel never runs them.
+
+``store`` (the API's default: true) keeps the response and its context in Kernel's
+database (:mod:`kernel.store.responses`), so ``previous_response_id`` continues it and
+``GET``/``DELETE /v1/responses/{response_id}`` find it; ``store: false`` keeps nothing.
+What each request field becomes: :mod:`kernel.gateway.responses_format`; the answer's
+shape and events: :mod:`kernel.gateway.responses_reply`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from kernel.core.provider import ChatRequest, Completion, StreamEvent, TextDelta, ThinkingDelta
+from kernel.gateway.api import Router, json_response, kernel_of, openai_error, path_param, sse_frame
+from kernel.gateway.responses_format import (
+    DeletedOut,
+    ResponseOut,
+    ResponsesBody,
+    ResponsesRequest,
+    conversation,
+    parse_responses_request,
+    thinking,
+)
+from kernel.gateway.responses_reply import Events, Shell, new_id, output_items, usage_json
+from kernel.gateway.v1 import (
+    V1Error,
+    answer,
+    answerer,
+    bad,
+    open_stream,
+    output_tokens,
+    pump,
+    read_body,
+    refuse_missing,
+    refuse_unanswerable,
+)
+from kernel.store.responses import ResponseStore
+
+router = Router("responses", "OpenAI-compatible Responses API")
+
+ID_MAX = 200
+
+
+def _store(request: web.Request) -> ResponseStore:
+    kernel = kernel_of(request)
+    return ResponseStore(kernel.store, kernel.config.general.retention_days)
+
+
+def _unknown(response_id: str, field: str) -> V1Error:
+    return V1Error(
+        404,
+        "not_found",
+        f"{field}: no stored response {response_id[:ID_MAX]!r} (never stored, sent with "
+        "store false, deleted, or older than general.retention_days): send the whole input "
+        "instead",
+        {"field": field},
+    )
+
+
+async def _context(request: web.Request, parsed: ResponsesRequest) -> list[Any]:
+    """The items of the stored chain ``previous_response_id`` continues, then the request's."""
+    if parsed.previous_response_id is None:
+        return list(parsed.items)
+    stored = await _store(request).get(parsed.previous_response_id)
+    if stored is None:
+        raise _unknown(parsed.previous_response_id, "previous_response_id")
+    return [*stored.context, *parsed.items]
+
+
+@router.post(
+    "/v1/responses",
+    summary="OpenAI Responses API (Codex), answered by Kernel's configured providers",
+    body=ResponsesBody,
+    response=ResponseOut,
+    sse=True,
+    anthropic=True,  # English /v1 errors; in OpenAI's shape on this path (api.v1_error)
+    errors=(404, 429, 502),
+)
+async def create_response(request: web.Request) -> web.StreamResponse:
+    kernel = kernel_of(request)
+    parsed = parse_responses_request(await read_body(request))
+    served = await answerer(kernel, parsed.model)
+    items = await _context(request, parsed)
+    conv = conversation(items, parsed.tools.namespaces)
+    if not conv.messages:
+        raise bad("input", "at least one user or assistant message is required")
+    refuse_missing(served, tools=bool(parsed.tools.specs), messages=conv.messages, where="input")
+    system = "\n\n".join(s for s in [parsed.instructions or "", *conv.system] if s)
+    chat = ChatRequest(
+        served.model,
+        system,
+        conv.messages,
+        parsed.tools.specs,
+        output_tokens(served, parsed.max_tokens),
+        sampling=parsed.sampling,
+        thinking=thinking(parsed.effort, served.provider.capabilities.reasoning),
+        tool_choice=parsed.tool_choice,
+        history_thinking=conv.history_thinking,
+    )
+    refuse_unanswerable(served.name, served.provider, chat)
+    shell = Shell(
+        new_id("resp"),
+        served.model,
+        parsed.echo,
+        parsed.store,
+        parsed.previous_response_id,
+        parsed.effort,
+    )
+    answered: list[dict[str, Any]] = []
+
+    def render(completion: Completion) -> dict[str, Any]:
+        response = shell.json("completed", output_items(completion, parsed.tools))
+        response["usage"] = usage_json(completion)
+        if completion.stop_reason in ("max_tokens", "length"):
+            response["status"] = "incomplete"
+            response["incomplete_details"] = {"reason": "max_output_tokens"}
+        answered.append(response)
+        return response
+
+    async def streamer(
+        first: StreamEvent, events: AsyncIterator[StreamEvent]
+    ) -> web.StreamResponse:
+        return await _stream(request, first, events, shell, parsed, answered)
+
+    result = await answer(
+        request,
+        served.name,
+        chat,
+        stream=parsed.stream,
+        error=openai_error,
+        render=render,
+        streamer=streamer,
+    )
+    if parsed.store and answered:
+        response = answered[0]
+        await _store(request).save(response, [*items, *response["output"]])
+    return result
+
+
+async def _stream(
+    request: web.Request,
+    first: StreamEvent,
+    events: AsyncIterator[StreamEvent],
+    shell: Shell,
+    parsed: ResponsesRequest,
+    answered: list[dict[str, Any]],
+) -> web.StreamResponse:
+    response = await open_stream(request)
+    sequence = 0
+
+    async def send(kind: str, data: dict[str, Any]) -> None:
+        nonlocal sequence
+        frame = {"type": kind, "sequence_number": sequence} | data
+        sequence += 1
+        await response.write(sse_frame(frame, kind))
+
+    out = Events(send, shell, parsed.tools)
+    await out.start()
+
+    async def handle(event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            await out.text_delta(event.text)
+        elif isinstance(event, ThinkingDelta):
+            await out.thinking_delta(event.text, event.signature)
+        elif isinstance(event, Completion):
+            answered.append(await out.finish(event))
+
+    async def fail(error: dict[str, Any]) -> None:
+        await out.fail("server_error", error["message"])  # Codex retries these
+
+    if await pump(response, first, events, handle, fail):
+        with contextlib.suppress(ConnectionError):
+            await response.write_eof()
+    return response
+
+
+@router.get(
+    "/v1/responses/{response_id}",
+    summary="A stored response of /v1/responses",
+    response=ResponseOut,
+    params=(path_param("response_id", "the id of a response sent with store true"),),
+    errors=(404,),
+    anthropic=True,
+)
+async def get_response(request: web.Request) -> web.Response:
+    response_id = request.match_info["response_id"]
+    stored = await _store(request).get(response_id[: ID_MAX + 1])
+    if stored is None:
+        raise _unknown(response_id, "response_id")
+    return json_response(stored.response)
+
+
+@router.delete(
+    "/v1/responses/{response_id}",
+    summary="Forget a stored response of /v1/responses",
+    response=DeletedOut,
+    params=(path_param("response_id", "the id of a response sent with store true"),),
+    errors=(404,),
+    anthropic=True,
+)
+async def delete_response(request: web.Request) -> web.Response:
+    response_id = request.match_info["response_id"]
+    if not await _store(request).delete(response_id[: ID_MAX + 1]):
+        raise _unknown(response_id, "response_id")
+    return json_response({"id": response_id, "object": "response.deleted", "deleted": True})

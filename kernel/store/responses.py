@@ -1,0 +1,108 @@
+"""The ``v1_responses`` table (migration 18): the responses ``/v1/responses`` stored
+(``store`` true, the API's default), so that ``previous_response_id`` continues one and
+``GET``/``DELETE /v1/responses/{id}`` find it.
+
+A row holds the response as answered and its context: the input items of its whole
+chain, then its own output items (a continuation reads one row, never walks a chain).
+Bounded two ways, pruned in the same transaction as each new row: rows older than
+``max_age`` (``general.retention_days``, as kernel/retention.py keeps the files Kernel
+made for a moment; 0 keeps them by size alone) go, and while the table holds more than
+:data:`TOTAL_MAX` bytes of JSON the oldest rows go. A context larger than :data:`ROW_MAX`
+is not stored at all (:meth:`ResponseStore.save` says so).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from kernel.store.database import stamp
+from kernel.store.db import Store
+
+ROW_MAX = 16 * 1024 * 1024  # bytes of JSON one stored response may hold
+TOTAL_MAX = 256 * 1024 * 1024  # bytes of JSON the table holds at most
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    id: str
+    response: dict[str, Any]
+    context: list[Any]
+
+
+class ResponseStore:
+    """Reads and writes ``v1_responses`` through the Store's database thread."""
+
+    def __init__(self, store: Store, max_age_days: int = 0, total_max: int = TOTAL_MAX) -> None:
+        self.store = store
+        self.max_age_days = max_age_days
+        self.total_max = total_max
+
+    async def save(self, response: dict[str, Any], context: list[Any]) -> bool:
+        """Store ``response`` with its ``context``; False when it is too large to keep."""
+        body = json.dumps(response, ensure_ascii=False)
+        items = json.dumps(context, ensure_ascii=False)
+        size = len(body.encode()) + len(items.encode())
+        if size > min(ROW_MAX, self.total_max):
+            return False
+        now = self.store.now()
+        cutoff = stamp(now - timedelta(days=self.max_age_days)) if self.max_age_days else ""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO v1_responses (id, created_at, response, context, size)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (response["id"], stamp(now), body, items, size),
+            )
+            if cutoff:
+                conn.execute("DELETE FROM v1_responses WHERE created_at < ?", (cutoff,))
+            _trim(conn, self.total_max)
+
+        await self.store.write("store a /v1 response", op)
+        return True
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        def op(conn: sqlite3.Connection) -> tuple[str, str] | None:
+            row = conn.execute(
+                "SELECT response, context FROM v1_responses WHERE id = ?", (response_id,)
+            ).fetchone()
+            return None if row is None else (row[0], row[1])
+
+        row = await self.store.read("read a /v1 response", op)
+        if row is None:
+            return None
+        return StoredResponse(response_id, json.loads(row[0]), json.loads(row[1]))
+
+    async def delete(self, response_id: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute("DELETE FROM v1_responses WHERE id = ?", (response_id,))
+            return cur.rowcount > 0
+
+        return await self.store.write("delete a /v1 response", op)
+
+    async def prune(self, before: datetime) -> int:
+        """Forget responses stored before ``before``; returns how many."""
+        cutoff = stamp(before)
+
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM v1_responses WHERE created_at < ?", (cutoff,)).rowcount
+
+        return await self.store.write("prune /v1 responses", op)
+
+
+def _trim(conn: sqlite3.Connection, total_max: int) -> None:
+    """The oldest rows out while the table holds more than ``total_max`` bytes."""
+    total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM v1_responses").fetchone()[0]
+    if total <= total_max:
+        return
+    rows = conn.execute("SELECT id, size FROM v1_responses ORDER BY created_at, id").fetchall()
+    doomed = []
+    for response_id, size in rows:
+        if total <= total_max:
+            break
+        doomed.append((response_id,))
+        total -= size
+    conn.executemany("DELETE FROM v1_responses WHERE id = ?", doomed)
