@@ -75,6 +75,11 @@ class Scene:
         assert len(choices) == 3, choices
         self.h.tg.inject_callback(choices[button]["callback_data"], message_id=prompt.message_id)
 
+    def answered(self, text: str) -> bool:
+        """Kernel's reply is ``text``, as its first paragraph: a delegation's outcome line
+        ("✅ claude_code finished …") follows the answer in the same message."""
+        return any(t.split("\n\n", 1)[0] == text for t in self.h.texts())
+
     def delegation_result(self) -> dict[str, Any]:
         """delegate_to_cli's result, as Kernel's model was fed it."""
         for request in self.h.model.requests:
@@ -157,7 +162,7 @@ async def test_the_owners_press_decides_whether_claudes_command_runs(
     assert "Bash" in prompt.text
     assert not marker.exists()  # claude waits for the answer
     scene.press(prompt, button)
-    await scene.h.tg.wait_until(lambda: "Reported." in scene.h.texts())
+    await scene.h.tg.wait_until(lambda: scene.answered("Reported."))
     await scene.h.settle()
 
     allowed = button == ALLOW_ONCE
@@ -202,7 +207,7 @@ async def test_allow_for_this_task_lets_the_next_matching_command_run_unasked(
     assert f"cp {first} {other}" in copy.text
     assert second.exists() and not other.exists()
     scene.press(copy, DENY)
-    await scene.h.tg.wait_until(lambda: "Reported." in scene.h.texts())
+    await scene.h.tg.wait_until(lambda: scene.answered("Reported."))
     await scene.h.settle()
 
     assert first.exists() and second.exists() and not other.exists()
@@ -254,7 +259,7 @@ async def test_no_answer_in_time_denies_and_claude_goes_on(make_scene: SceneFact
     scene.cli_model.enqueue(bash(f"touch {marker}"), text_reply("Claude Code is done."))
 
     scene.h.tg.inject_text("please create the marker")
-    await scene.h.tg.wait_until(lambda: "Reported." in scene.h.texts())
+    await scene.h.tg.wait_until(lambda: scene.answered("Reported."))
     await scene.h.settle()
 
     assert not marker.exists()
