@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from kernel.core.i18n import t
-from kernel.delegate.delegator import DEFAULT_CLI, Delegator
+from kernel.delegate.delegator import Delegator
 from kernel.delegate.formats import DISPLAY_NAMES
 from kernel.profiles import Profile, ProfileLibrary, Profiles
 from kernel.tools.describe import first_line
@@ -85,7 +85,7 @@ def register(
     if not names:
         log.info("%s not offered: no configured coding CLI was found", NAME)
         return
-    default = DEFAULT_CLI if DEFAULT_CLI in names else names[0]
+    default = delegator.default_cli()
 
     async def delegate_to_cli(
         task: str, cwd: str | None = None, cli: str | None = None, **extra: Any
