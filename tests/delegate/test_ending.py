@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from kernel.audit import AuditLog
+from kernel.audit.words import words
 from kernel.store.audit import AuditRow
 from kernel.store.db import Store
 from kernel.tools.registry import ToolContext
@@ -102,20 +103,25 @@ async def test_a_timeout_after_unreachable_api_warnings_names_that_cause_and_the
 
     latest = delegator.latest("c")
     assert latest is not None and latest.outcome == "timeout"
-    code, words = ON_SIGTERM[cli]
+    code, exit_said = ON_SIGTERM[cli]
     assert result["ok"] is False
     assert (result["exit_code"], result["signal"]) == (code, "SIGTERM")  # never a bare 0
     assert result["kernel_signals"] == ["SIGTERM"]
     assert result["cause"].startswith(CAUSES[cli])
     reason = result["reason"]
     assert reason.startswith(f"{cli} did not finish within 300 s; its whole process group")
-    assert re.search(rf"Exit status: Kernel sent SIGTERM after [0-9.]+ s; {words}\.", reason)
+    assert re.search(rf"Exit status: Kernel sent SIGTERM after [0-9.]+ s; {exit_said}\.", reason)
     assert f"Last known cause: {CAUSES[cli]}" in reason
     assert result["output"].startswith(f"[Kernel] {reason}")
-    row = (await ended_row(audit)).data
+    ended = await ended_row(audit)
+    row = ended.data
     assert row is not None
     assert (row["reason"], row.get("exit_code"), row["signal"]) == ("timeout", code, "SIGTERM")
     assert row["cause"] == result["cause"]
+    said = words(ended)  # the audit's words, as the console, TUI and trajectory show them
+    shown_exit = "" if code is None else f" exit {code}"
+    assert said.startswith(f"🤖 delegation #{row['delegation']} ended ✗{shown_exit} signal ")
+    assert f"signal SIGTERM timeout last known cause: {CAUSES[cli]}" in said
 
 
 async def test_codex_gone_silent_after_its_retries_names_them(
