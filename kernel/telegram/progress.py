@@ -56,11 +56,12 @@ def trouble_line(cli: str, trouble: Trouble) -> str:
 
 
 def _with_ending(text: str, delegation: Delegation) -> str:
-    """``text``, then how the process ended when a signal was in it (Kernel's kill or
-    one from outside), then the CLI's last known cause, each on its own line."""
+    """``text``, then how the process ended when Kernel signalled it (its time limits,
+    /cancel, its stop; a kill from outside is the headline's), then the CLI's last known
+    cause, each on its own line."""
     lines = [text]
     status = delegation.status
-    if status is not None and (status.sent or status.signal is not None):
+    if status is not None and status.sent:
         lines.append(t("tg.delegate_exit", status=exit_words(status)))
     no_progress = delegation.outcome == "no_progress"  # its headline names the cause
     if delegation.cause is not None and not no_progress:

@@ -7,7 +7,9 @@ test_ending.py)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -80,4 +82,32 @@ async def test_cancel_says_cancelled_with_kernels_signal_and_the_exit(
     # Claude Code exits 143 on SIGTERM (recorded from 2.1.332): Kernel's signal is named.
     assert re.fullmatch(
         r"Exit status: Kernel sent SIGTERM after [0-9.]+ s; exit code 143", exit_line
+    )
+
+
+async def test_a_cli_killed_from_outside_is_said_so_with_its_signal(
+    bot: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("STANDIN_MODE", "hang")
+    monkeypatch.setenv("STANDIN_RECORD", str(record))
+    command = make_cli(tmp_path / "bin", "gemini")
+    h = await bot(
+        extra=f"progress_interval = {INTERVAL}\n" + cli_section("gemini", command=str(command))
+    )
+    h.model.enqueue(tool_reply("delegate_to_cli", {"task": "say hello"}), text_reply("It died."))
+    h.tg.inject_text("say hello through gemini")
+    await h.tg.wait_until(record.exists, timeout=60)
+    os.kill(record_of(record)["pid"], signal.SIGKILL)  # not Kernel: someone else
+    await h.settle()
+
+    reply, ran = h.texts()[-1].split("\n\n")
+    assert reply == "It died."
+    assert re.fullmatch(r"❌ gemini was killed by SIGKILL from outside Kernel \(.+\)", ran)
+    fed = json.loads(h.model.requests[1].body["messages"][-1]["content"][0]["content"])
+    assert (fed["ok"], fed["exit_code"], fed["signal"], fed["kernel_signals"]) == (
+        False,
+        None,
+        "SIGKILL",
+        [],
     )
