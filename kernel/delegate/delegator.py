@@ -48,7 +48,7 @@ from kernel.core.platform import (
 from kernel.delegate import permits
 from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.argv import build_argv, output_flags
-from kernel.delegate.ending import ExitStatus, cause_words, exit_words
+from kernel.delegate.ending import ExitStatus, cause_words, exit_words, joined
 from kernel.delegate.formats import Trouble, display_name, formatter_for, one_line, strip_ansi
 from kernel.delegate.instructions import instructions_for
 from kernel.delegate.recording import RunRecord, command_line, place, project_of
@@ -504,7 +504,7 @@ class Delegator:
             more.append(t("delegate.exit_status", status=exit_words(status)))
         if claim.cause is not None and not named:
             more.append(t("delegate.last_cause", cause=cause_words(claim.cli, claim.cause)))
-        return t("delegate.note_more", note=note, more=" ".join(more)) if more else note
+        return t("delegate.note_more", note=note, more=joined(more)) if more else note
 
     def _why(
         self, claim: Delegation, report: RunReport, failure: str, answer: str

@@ -78,7 +78,15 @@ def exit_words(status: ExitStatus) -> str:
         parts.append(t("delegate.exit_signal", signal=status.signal))
     else:
         parts.append(t("delegate.exit_unknown"))
-    return "; ".join(parts)
+    return joined(parts, "delegate.exit_and")
+
+
+def joined(parts: list[str], key: str = "delegate.sentences") -> str:
+    """``parts`` joined the catalogue's way ("；" and no space between Chinese sentences)."""
+    text = parts[0] if parts else ""
+    for part in parts[1:]:
+        text = t(key, a=text, b=part)
+    return text
 
 
 def cause_words(cli: str, trouble: Trouble) -> str:

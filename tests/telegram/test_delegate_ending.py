@@ -27,14 +27,40 @@ GEMINI_CAUSE = (
 )
 
 
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        (
+            "en",
+            (
+                "⏱ gemini timed out and was stopped (",
+                r"Exit status: Kernel sent SIGTERM after [0-9.]+ s; exit code 0",
+                f"Last known cause: {GEMINI_CAUSE}",
+            ),
+        ),
+        (
+            "zh",
+            (
+                "⏱ gemini 超时，已终止（用时 ",
+                r"退出状态：Kernel 在 [0-9.]+ 秒时发送了 SIGTERM；退出码 0",
+                "最后已知原因：Gemini CLI 无法连接其 API：exception TypeError: fetch failed "
+                "sending request（第 ",
+            ),
+        ),
+    ],
+)
 async def test_gemini_timed_out_after_its_retries_shows_sigterm_exit_0_and_the_cause(
-    bot: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bot: Factory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    language: str,
+    said: tuple[str, str, str],
 ) -> None:
     monkeypatch.setenv("STANDIN_MODE", "unreachable")  # retries until it is stopped
     monkeypatch.setenv("STANDIN_DELAY", "0.2")
     command = make_cli(tmp_path / "bin", "gemini")
     section = cli_section("gemini", command=str(command), timeout=300, no_progress_timeout=5000)
-    h = await bot(extra=f"progress_interval = {INTERVAL}\n" + section)
+    h = await bot(extra=f"progress_interval = {INTERVAL}\n" + section, language=language)
     delegator = h.kernel.delegator
     delegator.clock = leap_when_troubled(delegator)
     h.model.enqueue(tool_reply("delegate_to_cli", {"task": "say hello"}), text_reply("It failed."))
@@ -43,9 +69,11 @@ async def test_gemini_timed_out_after_its_retries_shows_sigterm_exit_0_and_the_c
 
     assert reply == "It failed."
     headline, exit_line, cause_line = ran.split("\n")
-    assert headline.startswith("⏱ gemini timed out and was stopped (")
-    assert re.fullmatch(r"Exit status: Kernel sent SIGTERM after [0-9.]+ s; exit code 0", exit_line)
-    assert cause_line.startswith(f"Last known cause: {GEMINI_CAUSE}")
+    assert headline.startswith(said[0])
+    assert re.fullmatch(said[1], exit_line)
+    assert cause_line.startswith(said[2])
+    if language == "zh":
+        return  # the tool result below holds the same facts, its words checked in en
     fed = json.loads(h.model.requests[1].body["messages"][-1]["content"][0]["content"])
     assert (fed["ok"], fed["exit_code"], fed["signal"]) == (False, 0, "SIGTERM")
     assert fed["cause"].startswith(GEMINI_CAUSE)
