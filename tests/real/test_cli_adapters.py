@@ -165,7 +165,7 @@ async def test_default_args_run_a_tiny_task_to_completion(
 
     print(f"\n{cli} {result['version']}: {result['reason']}")  # noqa: T201
     assert result["ok"] is True, result
-    assert result["exit_code"] == 0 and result["version"]
+    assert result["exit_code"] == 0 and result["version"], result
     assert "echo: " in result["output"] and TASK in result["output"]
     latest = delegator.latest("real")
     assert latest is not None and latest.outcome == "ok"
