@@ -199,12 +199,16 @@ def _delegation_started(facts: Facts, actor: str) -> dict[str, str]:
 def _delegation_ended(facts: Facts, actor: str) -> dict[str, str]:
     code = _get(facts, "exit_code", "exit", "code")
     reason = _get(facts, "reason")
+    signal = _get(facts, "signal")
+    cause = _get(facts, "cause")
     return {
         "id": _id(facts, "delegation", "delegation_id"),
         "details": _joined(
             _mark(_get(facts, "ok")),
             t("audit.exit", code=code) if code is not None else "",
+            t("audit.signal", signal=signal) if signal else "",
             str(reason) if reason else "",
+            t("audit.cause", cause=cause) if cause else "",
             _duration(facts),
         ),
     }

@@ -6,8 +6,12 @@ CLI, not busy, a real working directory, an executable on PATH; each refusal a
 the task after ``--``, or gemini's ``--prompt=``; the instructions of
 :mod:`kernel.delegate.instructions`), asks the CLI its ``--version`` (once
 per executable), runs it through :class:`CLIProcess`, and returns
-``{ok, cli, version, cwd, exit_code, reason, output_path, output}``: ``ok`` only when the
-CLI's completion event said success AND it exited 0; ``reason`` says in one line why not.
+``{ok, cli, version, cwd, exit_code, reason, output_path, output, signal, kernel_signals,
+cause}``: ``ok`` only when the CLI's completion event said success AND it exited 0;
+``reason`` says in one line why not, with the real exit (:mod:`.ending`: the process's
+own code, or the signal that ended it, and whether Kernel sent it) and the CLI's last
+known cause (its last retry or API error) when there was one; ``exit_code`` is None
+when a signal killed the process.
 When the CLI gave no answer the model gets a summary (what went wrong, the last steps,
 stderr's tail), never the raw JSONL stream. Channels read :attr:`running` (the CLI, its
 cwd, start time, latest progress step, latest retry/API error, elapsed time) and wait for
@@ -44,6 +48,7 @@ from kernel.core.platform import (
 from kernel.delegate import permits
 from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.argv import build_argv, output_flags
+from kernel.delegate.ending import ExitStatus, cause_words, exit_words, joined
 from kernel.delegate.formats import Trouble, display_name, formatter_for, one_line, strip_ansi
 from kernel.delegate.instructions import instructions_for
 from kernel.delegate.recording import RunRecord, command_line, place, project_of
@@ -76,6 +81,8 @@ class Delegation:
     finished: float | None = None
     outcome: str | None = None  # ok | failed | timeout | idle | no_progress | cancelled | stopped
     trouble: Trouble | None = None  # the CLI's latest retry or API error
+    cause: Trouble | None = None  # the last one of the run, kept after progress
+    status: ExitStatus | None = None  # how the process ended, once it did
     version: str = ""
     exit_code: int | None = None
     output_path: str = ""
@@ -165,6 +172,12 @@ class Delegator:
         or as a path), in configuration order: what ``delegate_to_cli`` offers."""
         path = child_env(self.config.envs).get("PATH")
         return [name for name, cli in self.config.cli.items() if which(cli.command, path=path)]
+
+    def default_cli(self) -> str:
+        """The CLI a ``delegate_to_cli`` call without ``cli`` runs: Claude Code when it
+        is found, else the first one found."""
+        names = self.installed()
+        return DEFAULT_CLI if DEFAULT_CLI in names or not names else names[0]
 
     # ----- running ---------------------------------------------------------------------
 
@@ -365,6 +378,7 @@ class Delegator:
 
         def on_trouble() -> None:
             claim.trouble = formatter.trouble
+            claim.cause = formatter.cause
             self._bump()
 
         process = CLIProcess(
@@ -394,6 +408,8 @@ class Delegator:
         except asyncio.CancelledError:
             claim.outcome = "cancelled"
             claim.finished = self.clock()
+            claim.cause = formatter.cause
+            self._ended(claim, process.exit_status(), ended)
             log.info("delegation cancelled: cli=%s after %.1fs", claim.cli, claim.elapsed)
             raise
         except OSError as exc:  # found on PATH but not runnable (permissions, bad binary)
@@ -402,7 +418,9 @@ class Delegator:
                 t("delegate.start_failed", cli=claim.cli, command=cfg.command, detail=exc.strerror)
             ) from None
         claim.finished = self.clock()
-        ended.update(reason=report.reason, exit_code=report.exit_code)
+        claim.cause = formatter.cause
+        ended["reason"] = report.reason
+        self._ended(claim, report.status, ended)
         answer = formatter.answer() if formatter.jsonl else report.stdout.text(omission)
         answer = strip_ansi(answer)
         if last_message is not None:
@@ -416,6 +434,13 @@ class Delegator:
         ended.update(ok=result["ok"], outcome=claim.outcome)
         return result
 
+    @staticmethod
+    def _ended(claim: Delegation, status: ExitStatus, ended: dict[str, Any]) -> None:
+        """The exit and the last known cause, on the claim and in the audit's facts."""
+        claim.status = status
+        cause = cause_words(claim.cli, claim.cause) if claim.cause is not None else None
+        ended.update(exit_code=status.code, **status.facts(), cause=cause)
+
     def _result(
         self,
         claim: Delegation,
@@ -428,7 +453,7 @@ class Delegator:
         exited_ok = report.exit_code == 0 or report.killed_after_done
         ok = report.reason in ("exit", "completed") and exited_ok and not failure
         ok = ok and bool(answer.strip())
-        claim.exit_code = report.exit_code
+        claim.exit_code = report.status.code
         claim.outcome = "ok" if ok else report.reason if report.reason in _ABORTS else "failed"
         reason = None if ok else self._note(claim, report, failure, answer)
         if ok:
@@ -455,10 +480,12 @@ class Delegator:
             "cli": claim.cli,
             "version": claim.version,
             "cwd": claim.cwd,
-            "exit_code": report.exit_code,
+            "exit_code": report.status.code,
             "reason": reason.removeprefix("[Kernel] ") if reason else None,
             "output_path": str(output_path),
             "output": truncate(text),
+            **report.status.facts(),
+            "cause": cause_words(claim.cli, claim.cause) if claim.cause is not None else None,
         }
 
     @staticmethod
@@ -467,6 +494,22 @@ class Delegator:
         return "[stderr]\n" + stderr[-STDERR_FOR_MODEL:] if stderr else ""
 
     def _note(self, claim: Delegation, report: RunReport, failure: str, answer: str) -> str:
+        """Why the run is not ok, then how it ended when a signal was in it (Kernel's
+        kill, or one from outside), then the CLI's last known cause when the first part
+        did not name it already."""
+        note, named = self._why(claim, report, failure, answer)
+        status = report.status
+        more: list[str] = []
+        if report.reason in _ABORTS or (status.signal is not None and not status.from_outside):
+            more.append(t("delegate.exit_status", status=exit_words(status)))
+        if claim.cause is not None and not named:
+            more.append(t("delegate.last_cause", cause=cause_words(claim.cli, claim.cause)))
+        return t("delegate.note_more", note=note, more=joined(more)) if more else note
+
+    def _why(
+        self, claim: Delegation, report: RunReport, failure: str, answer: str
+    ) -> tuple[str, bool]:
+        """The note, and whether it names the CLI's trouble already."""
         cfg = self.config.cli[claim.cli]
         name = display_name(claim.cli)
         trouble = claim.trouble
@@ -477,27 +520,32 @@ class Delegator:
                 error=trouble.error,
                 retries=trouble.attempt,
                 seconds=f"{cfg.no_progress_timeout:g}",
-            )
+            ), True
         if report.reason == "timeout":
-            return t("delegate.note_timeout", cli=claim.cli, seconds=f"{cfg.timeout:g}")
+            return t("delegate.note_timeout", cli=claim.cli, seconds=f"{cfg.timeout:g}"), False
         if report.reason == "idle":
-            return t("delegate.note_idle", cli=claim.cli, seconds=f"{cfg.idle_timeout:g}")
+            return t("delegate.note_idle", cli=claim.cli, seconds=f"{cfg.idle_timeout:g}"), False
         if report.reason == "stopped":
-            return t("delegate.note_stopped", cli=claim.cli)
-        code = report.exit_code
+            return t("delegate.note_stopped", cli=claim.cli), False
+        code = report.status.code
+        if report.status.from_outside:
+            return t("delegate.note_signal", cli=claim.cli, signal=report.status.signal), False
+        named = False
         if failure and trouble is not None and not answer.strip():
             note = t("delegate.note_api", cli=name, error=failure, retries=trouble.attempt)
+            named = True
         elif failure:
             note = t("delegate.note_failure", cli=claim.cli, detail=failure)
         elif code not in (0, None):
-            return t("delegate.note_exit", cli=claim.cli, code=code)
+            return t("delegate.note_exit", cli=claim.cli, code=code), False
         elif trouble is not None:
             note = t("delegate.note_api", cli=name, error=trouble.error, retries=trouble.attempt)
+            named = True
         else:
             note = t("delegate.note_empty", cli=claim.cli)
-        if code == 0:  # e.g. Gemini CLI: exit 0 after reporting an error
+        if code == 0 and not report.status.sent:  # e.g. Gemini CLI: exit 0 after an error
             note += " " + t("delegate.note_exit_zero", cli=claim.cli)
-        return note
+        return note, named
 
     async def _version_of(self, executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
         """The CLI's ``--version`` line, asked once per executable ("" if it will not say)."""

@@ -13,10 +13,14 @@ Retries and API errors are *trouble*, not progress: they never return steps (so 
 no idle timeout and do not count as progress for the no-progress limit); they update
 :attr:`Formatter.trouble` (the error, the attempt, the maximum when the CLI says it) and
 bump :attr:`Formatter.trouble_seq`. Gemini CLI prints its retries on stderr, which is
-fed line by line to :meth:`Formatter.feed_stderr`.
+fed line by line to :meth:`Formatter.feed_stderr`. Progress clears ``trouble`` (the live
+warning); :attr:`Formatter.cause` keeps the last one of the run, the "last known cause"
+named when the run ends by a time limit, a kill or an error.
 
 Event shapes, recorded from claude 2.1.197, codex-cli 0.169.0 and gemini-cli 0.61.0
-(tests/delegate/standins.py prints the same):
+(tests/delegate/standins.py prints the same), the unreachable-API ones again from claude
+2.1.332, codex-cli 0.171.0 and gemini-cli 0.61.0 (unchanged; see tests/delegate/
+test_ending.py):
 
 - Claude Code ``-p --output-format stream-json --verbose``: ``{"type": "system",
   "subtype": "init", ...}``, ``{"type": "assistant", "message": {"content": [{"type":
@@ -112,6 +116,7 @@ class Formatter:
         self.failure = ""
         self.bad_lines = 0
         self.trouble: Trouble | None = None
+        self.cause: Trouble | None = None  # the last trouble of the run, never cleared
         self.trouble_seq = 0  # bumped on every retry or API error
 
     def report_trouble(
@@ -122,7 +127,7 @@ class Formatter:
             attempt = previous.attempt + 1 if previous else 1
         if limit is None and previous is not None:
             limit = previous.max_attempts
-        self.trouble = Trouble(one_line(error, limit=500), attempt, limit)
+        self.trouble = self.cause = Trouble(one_line(error, limit=500), attempt, limit)
         self.trouble_seq += 1
 
     def feed_stderr(self, line: str) -> None:

@@ -16,6 +16,11 @@ Killing is SIGTERM to the group, then SIGKILL after a short grace, so a child th
 ignores SIGTERM dies too. Whatever ended the run, the group gets a final SIGKILL (a
 grandchild left behind by a CLI that exited must not outlive the delegation) and the
 leader is reaped before :meth:`CLIProcess.run` returns.
+
+Every signal Kernel sends while the leader lives is noted, with when: the report's
+:class:`~kernel.delegate.ending.ExitStatus` tells Kernel's kill (and which signal) from
+a CLI that exited by itself or was killed from outside (:meth:`CLIProcess.exit_status`,
+also after a cancellation).
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from kernel.core.platform import group_spawn_kwargs, kill_tree
+from kernel.delegate.ending import SIGKILL, SIGTERM, ExitStatus
 from kernel.delegate.formats import Formatter
 
 log = logging.getLogger(__name__)
@@ -102,10 +108,11 @@ class RunRequest:
 @dataclass
 class RunReport:
     reason: str  # exit | completed | timeout | idle | no_progress | stopped
-    exit_code: int | None
+    exit_code: int | None  # the raw return code (asyncio's -N for signal N)
     stdout: HeadTail
     stderr: HeadTail
     killed_after_done: bool = False  # the CLI said it was done but did not exit in time
+    status: ExitStatus = field(default_factory=ExitStatus)  # its code or signal, Kernel's
 
 
 class CLIProcess:
@@ -143,6 +150,9 @@ class CLIProcess:
         self._holds = 0  # prompts open now: while any is, the CLI's clock stands still
         self._held_since = 0.0
         self._held_total = 0.0
+        self._started = 0.0
+        self.sent: list[str] = []  # the signals Kernel sent the living leader, in order
+        self.sent_after: float | None = None  # the CLI's seconds at the first of them
 
     @property
     def pid(self) -> int | None:
@@ -174,6 +184,7 @@ class CLIProcess:
         self._stopped = True
         self._activity.set()  # wake the supervisor
         if self.proc is not None:
+            self._note_signal(SIGKILL)
             kill_tree(self.proc.pid, force=True, leader_gone=self.proc.returncode is not None)
 
     async def run(self) -> RunReport:
@@ -195,11 +206,12 @@ class CLIProcess:
             await asyncio.to_thread(_discard, self._file, req.output_path)
             raise
         proc = self.proc
+        started = self._started = self._now()
         if self._stopped:  # Kernel began stopping while this was being started
+            self._note_signal(SIGKILL)
             kill_tree(proc.pid, force=True)
         self.on_start(proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
-        started = self._now()
         out = asyncio.create_task(self._pump_stdout(proc.stdout), name=f"cli-out-{proc.pid}")
         err = asyncio.create_task(self._pump_stderr(proc.stderr), name=f"cli-err-{proc.pid}")
         exited = asyncio.create_task(proc.wait(), name=f"cli-wait-{proc.pid}")
@@ -215,6 +227,7 @@ class CLIProcess:
             raise
         finally:
             # Leftovers (grandchildren, a leader past its grace) die here, in every path.
+            self._note_signal(SIGKILL)
             kill_tree(proc.pid, force=True, leader_gone=proc.returncode is not None)
             await self._finish(out, err, exited)
         if self._stopped:
@@ -225,7 +238,23 @@ class CLIProcess:
             stdout=self.stdout,
             stderr=self.stderr,
             killed_after_done=killed_after_done,
+            status=self.exit_status(),
         )
+
+    def exit_status(self) -> ExitStatus:
+        """How the process ended (so far): its code or signal, and Kernel's signals."""
+        code = self.proc.returncode if self.proc is not None else None
+        return ExitStatus.of(code, self.sent, self.sent_after)
+
+    def _note_signal(self, name: str) -> None:
+        """Kernel is about to send ``name``: noted while the leader still lives (a
+        final sweep of the group after its own exit is not a kill of the CLI)."""
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        if self.sent_after is None:
+            self.sent_after = self._now() - self._started
+        if not self.sent or self.sent[-1] != name:
+            self.sent.append(name)
 
     async def _supervise(self, started: float, exited: asyncio.Task[int]) -> str:
         req = self.request
@@ -269,9 +298,11 @@ class CLIProcess:
         """SIGTERM, a short grace, then SIGKILL, which is sent even if this is cancelled."""
         assert self.proc is not None
         try:
+            self._note_signal(SIGTERM)
             kill_tree(self.proc.pid, force=False)
             await self._exits_within(self.kill_grace)
         finally:
+            self._note_signal(SIGKILL)
             kill_tree(self.proc.pid, force=True, leader_gone=self.proc.returncode is not None)
 
     async def _exits_within(self, seconds: float) -> bool:

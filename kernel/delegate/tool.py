@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from kernel.core.i18n import t
-from kernel.delegate.delegator import DEFAULT_CLI, Delegator
+from kernel.delegate.delegator import Delegator
 from kernel.delegate.formats import DISPLAY_NAMES
 from kernel.profiles import Profile, ProfileLibrary, Profiles
 from kernel.tools.describe import first_line
@@ -28,8 +28,9 @@ DESCRIPTION = (
     "run commands. Plain questions, explanations, writing and translation need no CLI. "
     "One task at a time: on a busy refusal do not retry, tell the owner what runs (they "
     "may wait or /cancel). Returns {ok, cli, version, cwd, exit_code, reason, "
-    "output_path, output}: output is the CLI's final answer (head and tail past 50,000 "
-    "characters), all of it is in output_path. ok false: say it failed and why (reason), "
+    "output_path, output, signal, kernel_signals, cause}: output is the CLI's final "
+    "answer (head and tail past 50,000 characters), all of it is in output_path. ok "
+    "false: say it failed and why (reason; cause: the CLI's last known error), "
     "invent nothing; you may fix the task and delegate once more. Else sum up output in "
     "your words: what was done, the result, what the owner still has to do."
 )
@@ -85,7 +86,7 @@ def register(
     if not names:
         log.info("%s not offered: no configured coding CLI was found", NAME)
         return
-    default = DEFAULT_CLI if DEFAULT_CLI in names else names[0]
+    default = delegator.default_cli()
 
     async def delegate_to_cli(
         task: str, cwd: str | None = None, cli: str | None = None, **extra: Any

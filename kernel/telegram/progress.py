@@ -4,7 +4,9 @@ The view learns a delegation started from the turn's ``tool_call`` event and han
 here: "⏳ Running the task… (cli)", then the current step and the elapsed time read
 from the Kernel's Delegator, edited at most once per ``interval`` (a new step is shown
 at the first allowed moment, the elapsed time refreshes at least that often), then the
-outcome, through the durable outbox (the edits before it are best effort). While the
+outcome, through the durable outbox (the edits before it are best effort): a run that
+did not succeed says how it ended (the exit code or signal, and Kernel's signal with its
+time) and the CLI's last known cause (its last retry or API error). While the
 CLI waits on a permission prompt of this call (``approvals = "telegram"``), the message
 says it waits for the owner's approval. An edit is never sent with unchanged text
 ("message is not modified").
@@ -24,7 +26,8 @@ from kernel.core.asks import AskRegistry
 from kernel.core.events import ToolResult
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
-from kernel.delegate.delegator import DEFAULT_CLI, Delegation, Delegator
+from kernel.delegate.delegator import Delegation, Delegator
+from kernel.delegate.ending import cause_words, exit_words
 from kernel.delegate.formats import Trouble, display_name
 from kernel.store.mailbox import OutboxItem
 from kernel.telegram.budget import Bot, Priority
@@ -52,6 +55,20 @@ def trouble_line(cli: str, trouble: Trouble) -> str:
     return t("tg.delegate_trouble", cli=name, error=trouble.error, attempt=trouble.attempt)
 
 
+def _with_ending(text: str, delegation: Delegation) -> str:
+    """``text``, then how the process ended when Kernel signalled it (its time limits,
+    /cancel, its stop; a kill from outside is the headline's), then the CLI's last known
+    cause, each on its own line."""
+    lines = [text]
+    status = delegation.status
+    if status is not None and status.sent:
+        lines.append(t("tg.delegate_exit", status=exit_words(status)))
+    no_progress = delegation.outcome == "no_progress"  # its headline names the cause
+    if delegation.cause is not None and not no_progress:
+        lines.append(t("tg.delegate_cause", cause=cause_words(delegation.cli, delegation.cause)))
+    return "\n".join(lines)
+
+
 class DelegationProgress:
     def __init__(
         self,
@@ -75,7 +92,7 @@ class DelegationProgress:
         self.delegator = delegator
         self.conversation = conversation
         self.call_id = call_id
-        self.cli = cli or DEFAULT_CLI
+        self.cli = cli or delegator.default_cli()  # the one the call runs
         self.interval = interval
         self.message_id: int | None = None
         self.outcome = ""  # the final state shown (once the call returned)
@@ -199,12 +216,22 @@ class DelegationProgress:
             return
         delegation = self.delegator.latest(self.conversation)
         elapsed = delegation.elapsed if delegation else time.monotonic() - self.started
+        if delegation is not None and delegation.outcome == "cancelled":
+            text = t("tg.delegate_cancelled", cli=self.cli, elapsed=format_elapsed(elapsed))
+            await self._show(_with_ending(text, delegation))
+            return
         await self._show(t("tg.delegate_stopped", cli=self.cli, elapsed=format_elapsed(elapsed)))
 
     async def close(self) -> None:
         await self._halt()
 
     def _outcome(self, delegation: Delegation | None) -> str:
+        text = self._headline(delegation)
+        if delegation is None or delegation.outcome == "ok":
+            return text
+        return _with_ending(text, delegation)
+
+    def _headline(self, delegation: Delegation | None) -> str:
         if delegation is None:  # not expected: a tool that returned has a record
             elapsed = format_elapsed(time.monotonic() - self.started)
             return t("tg.delegate_done", cli=self.cli, elapsed=elapsed)
@@ -228,6 +255,9 @@ class DelegationProgress:
             )
         if outcome in ("stopped", "cancelled"):
             return t("tg.delegate_stopped", cli=self.cli, elapsed=elapsed)
+        status = delegation.status
+        if status is not None and status.from_outside:
+            return t("tg.delegate_killed", cli=self.cli, signal=status.signal, elapsed=elapsed)
         code = "—" if delegation.exit_code is None else delegation.exit_code
         return t("tg.delegate_failed", cli=self.cli, code=code, elapsed=elapsed)
 

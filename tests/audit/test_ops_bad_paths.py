@@ -74,7 +74,9 @@ async def test_a_cancelled_delegation_is_recorded_as_ended_by_the_cancel(
     assert ended.data is not None and started.data is not None
     assert ended.data["delegation"] == started.data["delegation"]
     assert (ended.data["ok"], ended.data["reason"]) == (False, "cancelled")
-    assert "exit_code" not in ended.data
+    # The real exit (issue 35): Kernel's SIGTERM, and the code Claude Code exits with on it
+    assert (ended.data["exit_code"], ended.data["signal"]) == (143, "SIGTERM")
+    assert ended.data["kernel_signals"] == ["SIGTERM"]
     assert "the secret plan" not in str(started.data)
     assert (await audit.verify(SESSION)).ok
 

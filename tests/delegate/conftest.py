@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,20 @@ async def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None
 
 async def wait_dead(*pids: int, timeout: float = 30.0) -> None:  # noqa: ASYNC109
     await wait_for(lambda: not any(alive(p) for p in pids), timeout)
+
+
+JUMP = 1000.0  # seconds the run's clock leaps once the CLI reported trouble
+
+
+def leap_when_troubled(delegator: Delegator) -> Callable[[], float]:
+    """A clock for ``delegator``: real time until the running CLI has printed its first
+    retry or API error, then ``JUMP`` seconds later — so a time limit ends the run just
+    after that warning, however slowly the loaded machine starts the CLI (no short
+    timeout in the test)."""
+
+    def clock() -> float:
+        running = delegator.running
+        troubled = running is not None and running.trouble is not None
+        return time.monotonic() + (JUMP if troubled else 0.0)
+
+    return clock

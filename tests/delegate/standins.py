@@ -13,6 +13,13 @@ swallowed ("Input must be provided …", exit 1); codex rejects ``--full-auto``
 ``-p <task>``/``--prompt=<task>`` and exits 55
 in an untrusted folder unless given ``--skip-trust`` (or ``GEMINI_CLI_TRUST_WORKSPACE``).
 
+On SIGTERM each ends the way the release does (recorded 2026-12-05 from claude 2.1.332,
+codex-cli 0.171.0 and gemini-cli 0.61.0 against a closed port): claude exits 143, gemini
+exits 0 (its handler: the "killed Gemini run reports exit 0" of issue 35), codex dies of
+the signal. Codex 0.171.0 against an unknown model first prints an ``item.completed``
+of type ``error`` ("Model metadata for `gpt-sim` not found …"), which the unreachable
+stand-in prints too.
+
 One script serves every CLI; its behaviour comes from the environment the test sets
 (the child inherits it):
 
@@ -117,6 +124,8 @@ mode = os.environ.get("STANDIN_MODE", "ok")
 delay = float(os.environ.get("STANDIN_DELAY", "0"))
 if os.environ.get("STANDIN_IGNORE_TERM") == "1":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+elif SHAPE in ("claude_code", "gemini"):  # their own SIGTERM handlers (recorded)
+    signal.signal(signal.SIGTERM, lambda *a: os._exit(143 if SHAPE == "claude_code" else 0))
 grandchild = None
 if os.environ.get("STANDIN_GRANDCHILD") == "1":
     code = "import signal, time\n"
@@ -198,6 +207,9 @@ if mode == "unreachable" and SHAPE == "claude_code":
     sys.exit(1)
 elif mode == "unreachable" and SHAPE == "codex":
     emit({{"type": "thread.started", "thread_id": "th-1"}}, pause=False)
+    emit({{"type": "item.completed", "item": {{"id": "item_0", "type": "error", "message":
+           "Model metadata for `gpt-sim` not found. Defaulting to fallback metadata; this "
+           "can degrade performance and cause issues."}}}}, pause=False)
     emit({{"type": "turn.started"}}, pause=False)
     for n in attempts():
         if retries:

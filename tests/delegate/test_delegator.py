@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -185,7 +186,13 @@ async def test_timeout_kills_the_whole_group_even_a_grandchild_ignoring_sigterm(
     info = record_of(record)
     assert result["ok"] is False
     assert "did not finish within 0.5 s; its whole process group was killed" in result["output"]
-    assert result["exit_code"] == -9  # SIGTERM was ignored, SIGKILL ended it
+    # SIGTERM was ignored, SIGKILL ended it: no exit code, the signal and Kernel's say so
+    assert (result["exit_code"], result["signal"]) == (None, "SIGKILL")
+    assert result["kernel_signals"] == ["SIGTERM", "SIGKILL"]
+    assert re.search(
+        r"Exit status: Kernel sent SIGTERM, then SIGKILL after [0-9.]+ s; ended by SIGKILL\.",
+        result["reason"],
+    )
     assert not alive(info["pid"])
     await wait_dead(info["grandchild"])
     latest = delegator.latest("c")

@@ -114,6 +114,9 @@ async def test_the_model_delegates_reads_the_result_and_history_keeps_a_one_line
         "reason",
         "output_path",
         "output",
+        "signal",
+        "kernel_signals",
+        "cause",
     }
     assert result["version"] == "2.1.197 (Claude Code)" and result["reason"] is None
     assert result["ok"] is True and result["output"] == "Done: count the files"

@@ -13,7 +13,8 @@ default arguments, pointed at the loopback simulators (never the internet):
 Each runs a tiny task whose stream is parsed to a completion, and one with
 ``instructions`` that reach the model (Claude Code's ``--append-system-prompt``, the
 others' ``[SYSTEM]`` block); each, pointed at a closed
-port, is ended early by the no-progress limit with the reason; ``kernel check`` passes
+port, is ended early by the no-progress limit with the reason, and by a shorter time
+limit with the last known cause and Kernel's signal named; ``kernel check`` passes
 the defaults and fails codex's old ``--full-auto``. Versions are printed (``-s``)::
 
     scripts/install-real-clients
@@ -37,7 +38,7 @@ from kernel.check import _clis
 from kernel.config import Config, load_config
 from kernel.delegate.delegator import Delegator
 from tests.conftest import write_config
-from tests.delegate.conftest import cli_section
+from tests.delegate.conftest import cli_section, leap_when_troubled
 from tests.real import ENV, SKIP_REASON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.gemini_sim import GeminiSim
@@ -164,7 +165,7 @@ async def test_default_args_run_a_tiny_task_to_completion(
 
     print(f"\n{cli} {result['version']}: {result['reason']}")  # noqa: T201
     assert result["ok"] is True, result
-    assert result["exit_code"] == 0 and result["version"]
+    assert result["exit_code"] == 0 and result["version"], result
     assert "echo: " in result["output"] and TASK in result["output"]
     latest = delegator.latest("real")
     assert latest is not None and latest.outcome == "ok"
@@ -245,6 +246,43 @@ async def test_an_unreachable_api_ends_early_with_the_reason(
     assert result["ok"] is False
     assert result["reason"].startswith(f"{NAMES[cli]} could not reach its API: ")
     assert '{"type"' not in result["output"]
+
+
+# How each release ends on Kernel's SIGTERM (recorded 2026-12-05, tests/delegate/
+# test_ending.py): claude 2.1.332 exits 143, gemini-cli 0.61.0 exits 0, codex dies of it.
+EXIT_ON_SIGTERM = {"claude_code": 143, "codex": None, "gemini": 0}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("cli", ["claude_code", "codex", "gemini"])
+async def test_a_short_timeout_after_unreachable_warnings_names_the_cause_and_the_exit(
+    cli: str,
+    real_bin: Callable[[str], Path],
+    make_config: Callable[..., Config],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35: a time limit shorter than the no-progress one ends the run after the
+    CLI's first retry warning; the result names that warning and Kernel's SIGTERM, not
+    a bare "timed out" with exit code 0."""
+    binary = real_bin(COMMANDS[cli])
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}" + ("/v1" if cli == "codex" else "")
+    point_at(cli, tmp_path / "home", url, monkeypatch)
+    section = cli_section(cli, command=str(binary), timeout=120.0, no_progress_timeout=5000.0)
+    delegator = Delegator(make_config(section), kill_grace=15.0)  # node may be slow to exit
+    delegator.clock = leap_when_troubled(delegator)
+
+    result = await delegator.delegate(TASK, cli=cli, conversation="real")
+
+    print(f"\n{cli} {result['version']}: {result['reason']}")  # noqa: T201
+    latest = delegator.latest("real")
+    assert latest is not None and latest.outcome == "timeout", result
+    assert result["ok"] is False
+    assert (result["exit_code"], result["signal"]) == (EXIT_ON_SIGTERM[cli], "SIGTERM")
+    assert result["kernel_signals"] == ["SIGTERM"]
+    assert result["cause"].startswith(f"{NAMES[cli]} could not reach its API: ")
+    assert f"Last known cause: {result['cause']}." in result["reason"]
 
 
 @pytest.mark.timeout(300)

@@ -97,7 +97,7 @@ async def test_cancel_mid_delegation_kills_the_cli_names_it_and_the_chat_goes_on
     assert not alive(info["pid"])
     await wait_dead(info["grandchild"])
     assert delegator.running is None
-    assert h.bot_messages()[0].text.startswith("⏹ claude_code stopped (")
+    assert h.bot_messages()[0].text.startswith("⏹ claude_code cancelled by /cancel (")
     assert await h.converse("are you there?") == "Hello again."
     # The stored history answers the delegate call, and the model API accepted it.
     session = h.kernel.agent.current_session(CONV)
