@@ -61,7 +61,11 @@ class Sidecar:
         """The Kernel's ``general.timezone`` (asked once): the times a verb prints are
         the owner's, never this machine's."""
         if self._zone is None:
-            self._zone = zone_named((self.call("GET", "/runtime-config") or {}).get("timezone"))
+            try:
+                data = self.call("GET", "/runtime-config")
+            except SidecarError:  # an older Kernel: UTC, as the times are stored
+                data = None
+            self._zone = zone_named(data.get("timezone") if isinstance(data, dict) else None)
         return self._zone
 
     def _request(

@@ -49,8 +49,12 @@ class HttpBackend:
 
     async def _learn_zone(self) -> None:
         """The Kernel's ``general.timezone``, so that the times shown are the owner's
-        and not this machine's; UTC (as stored) when the sidecar does not say."""
-        data = await self._call("GET", "/runtime-config")
+        and not this machine's; UTC (as stored) when the sidecar does not say (an older
+        or another server: the chat list then says what else is wrong)."""
+        try:
+            data = await self._call("GET", "/runtime-config")
+        except BackendError:
+            data = {}
         self._zone = zone_named(data.get("timezone"))
 
     @property
