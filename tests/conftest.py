@@ -18,6 +18,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.core.i18n import set_language
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 
@@ -97,6 +98,15 @@ def free_port() -> int:
     sock.bind(("127.0.0.1", 0))
     _held_ports.append(sock)
     return int(sock.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def _default_language() -> Iterator[None]:
+    """Every test starts in the catalogue's default language: a config with
+    ``language = "en"`` set it for the process, and prompts follow it."""
+    set_language("zh")
+    yield
+    set_language("zh")
 
 
 @pytest.fixture(autouse=True)

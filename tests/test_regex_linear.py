@@ -50,6 +50,11 @@ CASES: dict[str, str] = {
     "history slimming: voice tags on one line": (
         "from kernel.agent import slimming\nslimming.without_voice('[语音: ' * (N // 5), 'x')"
     ),
+    "history slimming: English markers (general.language = en)": (
+        "from kernel.agent import slimming\n"
+        "slimming.without_files('[file: a]\\n````\\n' * (N // 10))\n"
+        "slimming.without_voice('[voice: ' * (N // 5), 'x')"
+    ),
     "audit: the parts of a hostile input": (
         "from kernel.agent import trail\n"
         "from kernel.agent.turn import UserInput\n"

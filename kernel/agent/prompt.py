@@ -20,7 +20,7 @@ from kernel.agent.prompt_modes import ASK_TOOL, ModeChoice, ModeLayers
 from kernel.agent.scope import SUBAGENT_TOOL, Outlook, project_folder
 from kernel.config import Config
 from kernel.core.errors import KernelError
-from kernel.core.i18n import t
+from kernel.core.i18n import CATALOG, LANGUAGES, t
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.profiles import FOLDERS, Profile, Profiles
 from kernel.skills import SkillLibrary
@@ -146,14 +146,17 @@ class SystemPrompt:
     def _time(self) -> Layer:
         now = self._clock().astimezone(self._tz)
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
-        text = f"当前时间：{stamp}（{self.config.general.timezone}）"
+        text = t("prompt.time", stamp=stamp, tz=self.config.general.timezone)
         return Layer("time", text, "clock", volatile=True)
 
     def _read_soul(self) -> str:
+        """SOUL.md; the SOUL.md Kernel ships, left as it came, in the owner's language."""
         try:
-            return self.config.general.soul.read_text(encoding="utf-8").strip()
+            soul = self.config.general.soul.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return SOUL_FALLBACK
+        shipped = any(soul == CATALOG[language]["prompt.soul"] for language in LANGUAGES)
+        return t("prompt.soul") if shipped else soul
 
     async def _recall(self, query: str, outlook: Outlook) -> str:
         try:
@@ -167,29 +170,18 @@ class SystemPrompt:
         if not found:
             return ""
         lines = [f"- [{m.id}] {m.text}" for m in found]
-        return "## 长期记忆（自动召回）\n" + "\n".join(lines)
+        return t("prompt.memories") + "\n" + "\n".join(lines)
 
 
 def tool_guide(names: list[str]) -> str:
     """How to use tools in general, and what Kernel does beside the offered tools. The
     tools themselves (names, what each is for, its rules) reach the model once, in
     their definitions; this guide does not list them again."""
-    lines = [
-        "## 工具",
-        "需要时自己决定调用哪个工具，不要假装已经调用；出错时读懂错误，修正参数重试一次，或如实告诉主人。",
-    ]
+    lines = [t("prompt.tools"), t("prompt.tools_rule")]
     if "memory_add" in names:
-        lines.append(
-            '也可以在回复里写 <remember category="user">一条事实</remember>：Kernel 保存它'
-            f"（每轮最多 {MAX_REMEMBERED_PER_TURN} 条）并从主人看到的回复中去掉。"
-            "<context> 里的「长期记忆（自动召回）」"
-            "是按这条消息检索的，不一定完整。"
-        )
+        lines.append(t("prompt.tools_remember", max=MAX_REMEMBERED_PER_TURN))
     if any(name.startswith("mcp_") for name in names):
-        lines.append(
-            "mcp_<server>__<tool> 是外部工具（搜索、文档查询等）：有合适的就先用它查证，"
-            "而不是凭记忆回答。"
-        )
+        lines.append(t("prompt.tools_mcp"))
     return "\n".join(lines)
 
 

@@ -14,14 +14,32 @@ from pathlib import Path
 
 import re2
 
+from kernel.core.i18n import CATALOG, LANGUAGES, t
 from kernel.core.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
 from kernel.core.surrogates import finditer, retried_mended
 from kernel.skills.library import SKILL_BLOCK
 
-IMAGE_DONE = "[图片已处理]"
-VOICE_DONE = "[语音已处理]"
-SKILL_DONE = "[技能 {name} 已加载]"  # a skill's text is in skills/, not repeated in history
 TOOL_RESULT_LIMIT = 200  # tool results longer than this are summarised in history
+
+
+def marker(key: str, hole: str = "") -> str:
+    """A regex for the catalogue's history marker ``key`` in any language (history
+    written under one ``general.language`` is read under another); ``hole``: the
+    pattern the marker's one ``{placeholder}`` becomes (a group of its own)."""
+    heads: list[str] = []
+    tails: list[str] = []
+    for language in LANGUAGES:
+        head, _, rest = CATALOG[language][key].partition("{")
+        heads.append(re.escape(head))
+        tails.append(re.escape(rest.partition("}")[2]))
+    middle = f"({hole})" if "{" in CATALOG[LANGUAGES[0]][key] else ""
+    return "(?:" + "|".join(heads) + ")" + middle + "(?:" + "|".join(tails) + ")"
+
+
+# Markers in the model's history in the owner's language (catalogue ``history.*``): an
+# image, a voice note, a file, a skill's text (in skills/) once slimmed.
+_IMAGE_DONE = re2.compile(marker("history.image_done"))
+_VOICE_DONE = re2.compile(marker("history.voice_done"))
 
 # An attached file as the model sees it (seed 004 Phase 3): ``[文件: name]`` and a fence
 # longer than any run of backticks inside, so a file's own code fences cannot end it.
@@ -30,7 +48,7 @@ TOOL_RESULT_LIMIT = 200  # tool results longer than this are summarised in histo
 # (review: the backtracking pattern took minutes on a document full of file heads).
 # RE2 encodes the text as UTF-8: a lone surrogate in it is matched as U+FFFD
 # (kernel.core.surrogates.finditer), never an error that ends the turn.
-_FILE_HEAD = re2.compile(r"\[文件: ([^\]\n]+)\]\n(`{3,})[^\n]*\n")
+_FILE_HEAD = re2.compile(marker("history.file", r"[^\]\n]+") + r"\n(`{3,})[^\n]*\n")
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -38,7 +56,7 @@ def wrap_file(name: str, text: str) -> str:
     """``text`` of the file ``name`` as one block the model (and slimming) can delimit."""
     longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
     fence = "`" * max(3, longest + 1)
-    return f"[文件: {name}]\n{fence}\n{text}\n{fence}"
+    return f"{t('history.file', name=name)}\n{fence}\n{text}\n{fence}"
 
 
 def file_blocks(text: str) -> Iterator[tuple[int, int, str]]:
@@ -87,7 +105,7 @@ def without_files(text: str) -> str:
 
 # A transcript is one line (whitespace collapsed) and may hold "]" itself: the tag ends
 # at the last "]" of its line. RE2: linear on outside text (a line full of "[语音: ").
-VOICE = re2.compile(r"(?m)\[语音: [^\n]*\]$")
+VOICE = re2.compile("(?m)" + marker("history.voice", r"[^\n]*") + "$")
 
 
 def without_voice(text: str, replace_with: str = "") -> str:
@@ -103,8 +121,8 @@ def without_voice(text: str, replace_with: str = "") -> str:
     return "".join(out)
 
 
-_FILE_DONE = re2.compile(r"\[文件 [^\]\n]+ 已处理\]")
-_SKILL_DONE = re2.compile(r"\[技能 [^\]\n]+ 已加载\]")
+_FILE_DONE = re2.compile(marker("history.file_done", r"[^\]\n]+"))
+_SKILL_DONE = re2.compile(marker("history.skill_done", r"[^\]\n]+"))
 
 
 def media_dropped(message: Message) -> bool:
@@ -112,8 +130,8 @@ def media_dropped(message: Message) -> bool:
     the owner sent cannot be rebuilt from it)."""
     for block in message.content:
         if isinstance(block, TextBlock) and (
-            block.text == IMAGE_DONE
-            or VOICE_DONE in block.text
+            retried_mended(_IMAGE_DONE.fullmatch, block.text)
+            or retried_mended(_VOICE_DONE.search, block.text)
             or retried_mended(_FILE_DONE.search, block.text)
         ):
             return True
@@ -139,12 +157,12 @@ def slim_message(message: Message, artifacts: dict[str, str] | None = None) -> M
 
 def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
     if isinstance(block, ImageBlock):
-        return TextBlock(IMAGE_DONE)
+        return TextBlock(t("history.image_done"))
     if isinstance(block, TextBlock):
         if skill := SKILL_BLOCK.match(block.text):
-            return TextBlock(SKILL_DONE.format(name=skill.group(1)))
-        text = _sub_files(block.text, lambda name: f"[文件 {name} 已处理]")
-        return TextBlock(without_voice(text, VOICE_DONE))
+            return TextBlock(t("history.skill_done", name=skill.group(1)))
+        text = _sub_files(block.text, lambda name: t("history.file_done", name=name))
+        return TextBlock(without_voice(text, t("history.voice_done")))
     if isinstance(block, ToolResultBlock):
         summary = summarize_tool_result(block.content, artifacts.get(block.tool_use_id))
         return replace(block, content=summary)
@@ -158,12 +176,13 @@ def summarize_tool_result(content: str, artifact: str | None = None) -> str:
     if len(content) <= TOOL_RESULT_LIMIT and not path:
         return content
     if "ok" in data and ("exit_code" in data or "cli" in data):
-        state = "成功" if data.get("ok") else f"失败, exit_code={data.get('exit_code')}"
-        head = f"{data.get('cli') or '任务'} 已完成({state})"
+        ok = data.get("ok")
+        state = t("history.task_ok") if ok else t("history.task_failed", code=data.get("exit_code"))
+        head = t("history.task_done", cli=data.get("cli") or t("history.task"), state=state)
     else:
         preview = " ".join(content.split())[:80]
-        head = f"{preview}… ({len(content)} 字符)"
-    return f"{head}，详见 {path}" if path else head
+        head = t("history.preview", preview=preview, count=len(content))
+    return t("history.see", head=head, path=path) if path else head
 
 
 def _as_dict(content: str) -> dict[str, object]:

@@ -18,6 +18,7 @@ from kernel.core.errors import (
     RateLimitedError,
     TransientProviderError,
 )
+from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
 from kernel.core.provider import ChatRequest, Completion, Provider, RetryPolicy, Sleep
 from kernel.spend import CallTag, Meter
@@ -26,10 +27,6 @@ log = logging.getLogger(__name__)
 
 RETRY_DELAYS = (0.0, 3.0, 15.0, 60.0)
 MAX_TITLE = 40
-PROMPT = (
-    "用不超过 12 个字（或 6 个英文单词）为下面这段对话起一个简短标题，"
-    "只输出标题本身，不要引号、标点或解释。"
-)
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 
@@ -79,7 +76,7 @@ class TitleMaker:
         provider = await self.provider()
         request = ChatRequest(
             model=provider.default_model,
-            system=PROMPT,
+            system=t("prompt.title"),
             messages=[Message("user", [TextBlock(transcript)])],
         )
         for attempt, delay in enumerate(self.delays):

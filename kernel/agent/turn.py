@@ -88,7 +88,6 @@ from kernel.tools.repair import repair_arguments, resolve_tool_name
 log = logging.getLogger(__name__)
 
 BUDGET_ASK_SECONDS = 600.0  # how long a turn over its budget waits for the owner
-CANCELLED_MARK = " [已取消]"  # model-facing history marker, not user-facing text
 FAILED_RESULT = "failed: the turn ended with an error before this tool's result was recorded"
 
 
@@ -212,7 +211,8 @@ class TurnRun:
         except asyncio.CancelledError:
             reply = self.reply_so_far()
             try:
-                await asyncio.shield(self.close_history(CANCELLED_RESULT, CANCELLED_MARK))
+                mark = " " + t("history.cancelled")  # in the history the model reads
+                await asyncio.shield(self.close_history(CANCELLED_RESULT, mark))
             finally:
                 done = Completed(self.step, reply, cancelled=True, usage=self.turn.spend())
                 await self.end(done, "cancelled")

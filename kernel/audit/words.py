@@ -11,11 +11,12 @@ what the row holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime, tzinfo
+from datetime import tzinfo
 from typing import Any
 
 from kernel.audit import kinds
 from kernel.audit.verify import Verdict
+from kernel.core.clock import shown
 from kernel.core.i18n import t, t_or
 from kernel.store.audit import AuditRow
 
@@ -29,10 +30,7 @@ def describe(row: AuditRow, tz: tzinfo) -> str:
 
 
 def local_time(at: str, tz: tzinfo) -> str:
-    try:
-        return datetime.fromisoformat(at).astimezone(tz).strftime(TIME_FORMAT)
-    except ValueError:
-        return at[:19]
+    return shown(at, tz, TIME_FORMAT)
 
 
 def words(row: AuditRow) -> str:

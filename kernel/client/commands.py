@@ -30,6 +30,7 @@ from kernel.client.verbs import (
     verb,
 )
 from kernel.commands.terminal import render
+from kernel.core.clock import shown
 from kernel.core.errors import ConfigError
 from kernel.core.events import ModelRetrying, ModelSwitched
 from kernel.core.i18n import t
@@ -129,6 +130,7 @@ def chats_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     data = sidecar.call("GET", "/chats?" + urlencode(query))
     if args.json:
         return print_json(data, out)
+    zone = sidecar.zone()
     rows = [
         [
             c["id"],
@@ -136,7 +138,7 @@ def chats_list(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
             c["user_id"] or "-",
             c["session_id"],
             c["message_count"],
-            c["updated_at"][:16].replace("T", " "),
+            shown(c["updated_at"], zone),
             clip(c["name"], 40),
         ]
         for c in data["chats"]

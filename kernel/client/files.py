@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 
 from kernel.client.http import Sidecar
 from kernel.client.verbs import clip, print_json, table, verb
+from kernel.core.clock import shown
 from kernel.core.i18n import t
 
 
@@ -139,11 +140,12 @@ def workspace_ls(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> in
     data = sidecar.call("GET", "/workspace/files?" + urlencode(query))
     if args.json:
         return print_json(data, out)
+    zone = sidecar.zone()
     rows = [
         [
             e["path"] + ("/" if e["type"] == "dir" else ""),
             "-" if e["type"] == "dir" else e["size"],
-            e["modified"][:16].replace("T", " "),
+            shown(e["modified"], zone),
         ]
         for e in data["entries"]
     ]

@@ -10,12 +10,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import tzinfo
 from http.client import HTTPResponse
 from typing import IO, Any
 
 from kernel.config import sidecar_of
 from kernel.config.net import is_loopback
+from kernel.core.clock import zone_named
 from kernel.core.errors import ConfigError, KernelError
 from kernel.core.i18n import t
 
@@ -53,6 +55,18 @@ class SidecarError(KernelError):
 class Sidecar:
     url: str
     api_key: str = ""
+    _zone: tzinfo | None = field(default=None, repr=False, compare=False)
+
+    def zone(self) -> tzinfo:
+        """The Kernel's ``general.timezone`` (asked once): the times a verb prints are
+        the owner's, never this machine's."""
+        if self._zone is None:
+            try:
+                data = self.call("GET", "/runtime-config")
+            except SidecarError:  # an older Kernel: UTC, as the times are stored
+                data = None
+            self._zone = zone_named(data.get("timezone") if isinstance(data, dict) else None)
+        return self._zone
 
     def _request(
         self,

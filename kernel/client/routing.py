@@ -6,12 +6,14 @@ JSON."""
 from __future__ import annotations
 
 import argparse
+from datetime import tzinfo
 from typing import IO, Any
 from urllib.parse import urlencode
 
 from kernel.client.http import Sidecar
 from kernel.client.verbs import print_json, table, verb
 from kernel.commands.usage import tokens
+from kernel.core.clock import shown
 from kernel.spend import money
 
 
@@ -34,7 +36,8 @@ def decisions(sidecar: Sidecar, args: argparse.Namespace, out: IO[str]) -> int:
     if args.json:
         return print_json(data, out)
     currency = data["currency"]
-    rows = [decision_row(d, currency) for d in data["items"]]
+    zone = sidecar.zone()
+    rows = [decision_row(d, currency, zone) for d in data["items"]]
     headers = ["AT", "SESSION", "CHOSEN", "WHY", "FAILOVERS", "LATENCY", "TOKENS", "COST"]
     table(headers, rows, out)
     return 0
@@ -52,10 +55,10 @@ def failovers_text(d: dict[str, Any]) -> str:
     return ", ".join(failed) or "-"
 
 
-def decision_row(d: dict[str, Any], currency: str) -> list[str]:
+def decision_row(d: dict[str, Any], currency: str, zone: tzinfo) -> list[str]:
     prompt = d["input_tokens"] + d["cache_read_tokens"] + d["cache_write_tokens"]
     return [
-        d["at"][:19].replace("T", " "),
+        shown(d["at"], zone, "%Y-%m-%d %H:%M:%S"),
         "-" if d["session_id"] is None else str(d["session_id"]),
         d["chosen"] or "(none)",
         why_text(d),

@@ -4,8 +4,11 @@ schedules (cron, token expiry, retry backoff) without waiting on the wall clock.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
-from typing import Protocol
+from datetime import UTC, datetime, tzinfo
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+MINUTE = "%Y-%m-%d %H:%M"  # how a list shows when something happened
 
 
 class Clock(Protocol):
@@ -24,3 +27,29 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(seconds, 0.0))
+
+
+def shown(when: datetime | str, tz: tzinfo, fmt: str = MINUTE) -> str:
+    """A time as the owner reads it, on every surface: in ``tz`` (``general.timezone``,
+    never the machine's zone), as ``fmt``. ``when`` may be ISO 8601 text (a stored value
+    or an API's); a time without an offset is UTC, as Kernel stores it; text that is no
+    time is shown as it is. "" stays ""."""
+    if isinstance(when, str):
+        try:
+            moment = datetime.fromisoformat(when)
+        except ValueError:
+            return when[:19]
+    else:
+        moment = when
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(tz).strftime(fmt)
+
+
+def zone_named(name: Any) -> tzinfo:
+    """The zone a sidecar's ``/runtime-config`` names (``general.timezone``) for a
+    client that shows times; UTC, as Kernel stores them, when it names none it knows."""
+    try:
+        return ZoneInfo(str(name or "UTC"))
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC

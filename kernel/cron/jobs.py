@@ -39,8 +39,6 @@ from kernel.store.cron import CronRow
 __all__ = ["JobSpecModel", "META_LIMIT", "NAME_LIMIT", "TASK_TYPES", "TEXT_LIMIT"]
 
 DEFAULT_ID = "cron-default"
-DEFAULT_NAME = "你好文本任务"
-DEFAULT_TEXT = "你好"
 DEFAULT_SCHEDULE = "0 9 * * *"
 DEFAULT_CHANNEL = "telegram"
 JOB_ID = re.compile(JOB_ID_PATTERN)

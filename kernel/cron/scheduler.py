@@ -54,9 +54,7 @@ from kernel.cron import schedule as schedules
 from kernel.cron.jobs import (
     DEFAULT_CHANNEL,
     DEFAULT_ID,
-    DEFAULT_NAME,
     DEFAULT_SCHEDULE,
-    DEFAULT_TEXT,
     JOB_ID,
     CronJob,
     Dispatch,
@@ -153,9 +151,9 @@ class CronScheduler:
         if DEFAULT_ID in self.jobs:
             return
         spec = JobSpec(
-            name=DEFAULT_NAME,
+            name=t("cron.default_name"),
             schedule=schedules.cron(DEFAULT_SCHEDULE, self.rules),
-            text=DEFAULT_TEXT,
+            text=t("cron.default_text"),
             enabled=False,
             dispatch=Dispatch(DEFAULT_CHANNEL),
             meta={"system_default": True},

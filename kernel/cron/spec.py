@@ -47,7 +47,7 @@ TARGET_TYPES = QQ_TARGET_TYPES
 # bare forms (bounds, no words) for cron_update, which refers to cron_create's words.
 NameText = Annotated[str, Strict(), Field(max_length=NAME_LIMIT)]
 BodyText = Annotated[str, Strict(), Field(max_length=TEXT_LIMIT)]
-JobName = Annotated[NameText, Field(description='a short title, e.g. "交报告提醒"')]
+JobName = Annotated[NameText, Field(description="a short title, in the owner's language")]
 ScheduleText = Annotated[
     str,
     Field(
@@ -59,7 +59,7 @@ ScheduleText = Annotated[
 ]
 JobText = Annotated[
     BodyText,
-    Field(description='what the agent is told when the job runs, e.g. "提醒主人该交报告了"'),
+    Field(description="what the agent is told when the job runs, in the owner's language"),
 ]
 ChannelName = Annotated[
     str,

@@ -91,7 +91,7 @@ class TelegramVoice:
             await self._show(message, transcript)
         if keep is not None:
             await keep(message.chat.id, audio.file_unique_id, data, _upload_name(message, mime))
-        text = f"[语音: {transcript}]"  # the seed's format; history slimming recognises it
+        text = t("history.voice", text=transcript)  # the seed's format; slimming knows it
         caption = message.caption or ""
         return UserInput(f"{text}\n{caption}" if caption else text, channel="telegram")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import tzinfo
 from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult
@@ -46,12 +47,13 @@ MESSAGE_PREFIXES = ("/skill/", "/prompts:")  # a skill or a template is a messag
 
 
 class ChatItem(ListItem):
-    def __init__(self, chat: ChatRef) -> None:
+    def __init__(self, chat: ChatRef, zone: tzinfo) -> None:
         super().__init__()
         self.chat = chat
+        self.zone = zone
 
     def compose(self) -> ComposeResult:
-        yield TextLine(chat_label(self.chat))
+        yield TextLine(chat_label(self.chat, self.zone))
 
 
 class KernelTui(App[int]):
@@ -154,7 +156,8 @@ class KernelTui(App[int]):
             self.chat = next((c for c in chats if c.ident == self.chat.ident), self.chat)
         view = self.query_one("#chats", ListView)
         await view.clear()
-        await view.extend([ChatItem(ChatRef()), *(ChatItem(chat) for chat in chats)])
+        zone = self.backend.zone
+        await view.extend([ChatItem(ChatRef(), zone), *(ChatItem(chat, zone) for chat in chats)])
         self._mark_open()
         return failed
 
@@ -172,7 +175,7 @@ class KernelTui(App[int]):
         self._mark_open()
         self.show_plan(None)
         await self.conversation.remove_children()
-        title = chat_label(chat).splitlines()[0]
+        title = chat_label(chat, self.backend.zone).splitlines()[0]
         self.query_one("#where", TextLine).set_text(f"{self.backend.where} · {title}")
         try:
             lines = history_lines(await self.backend.history(chat))
@@ -340,11 +343,12 @@ class KernelTui(App[int]):
         if not self.chat.stored:
             self.notify(t("tui.audit_none"))
             return
-        title = t("tui.audit_title", chat=chat_label(self.chat).splitlines()[0])
+        zone = self.backend.zone
+        title = t("tui.audit_title", chat=chat_label(self.chat, zone).splitlines()[0])
         try:
-            screen = AuditScreen(title, await self.backend.audit(self.chat))
+            screen = AuditScreen(title, await self.backend.audit(self.chat), zone=zone)
         except BackendError as exc:
-            screen = AuditScreen(title, None, str(exc))
+            screen = AuditScreen(title, None, str(exc), zone=zone)
         await self.push_screen(screen)
 
     async def action_quit_tui(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import Any, Protocol
 
 from kernel.core.errors import KernelError
@@ -70,6 +71,11 @@ class Backend(Protocol):
     @property
     def where(self) -> str:
         """One line saying what the TUI is connected to."""
+        ...
+
+    @property
+    def zone(self) -> tzinfo:
+        """The owner's time zone (``general.timezone``): every time shown is in it."""
         ...
 
     async def chats(self) -> list[ChatRef]:

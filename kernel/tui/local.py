@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncIterator, Callable
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
 from kernel.agent.agent import SessionKey, UserInput
@@ -35,6 +36,10 @@ class LocalBackend:
         self.kernel = kernel
         self.agent = kernel.agent
         self._describe, self._verdict = _words()
+
+    @property
+    def zone(self) -> tzinfo:
+        return self.agent.tz
 
     @property
     def where(self) -> str:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, tzinfo
 from typing import Any
 
 import httpx
 
 from kernel.client.http import CALL_TIMEOUT, TURN_TIMEOUT
+from kernel.core.clock import zone_named
 from kernel.core.i18n import t
 from kernel.tui.backend import (
     AUDIT_LIMIT,
@@ -39,6 +41,21 @@ class HttpBackend:
         )
         self._turns: dict[str, str] = {}  # chat's external id → its running turn's id
         self._cancel: set[str] = set()  # cancelled before the turn's id arrived
+        self._zone: tzinfo | None = None  # general.timezone, asked once (/runtime-config)
+
+    @property
+    def zone(self) -> tzinfo:
+        return self._zone or UTC
+
+    async def _learn_zone(self) -> None:
+        """The Kernel's ``general.timezone``, so that the times shown are the owner's
+        and not this machine's; UTC (as stored) when the sidecar does not say (an older
+        or another server: the chat list then says what else is wrong)."""
+        try:
+            data = await self._call("GET", "/runtime-config")
+        except BackendError:
+            data = {}
+        self._zone = zone_named(data.get("timezone"))
 
     @property
     def where(self) -> str:
@@ -69,6 +86,8 @@ class HttpBackend:
         return t("client.broken", url=self.url, detail=detail)
 
     async def chats(self) -> list[ChatRef]:
+        if self._zone is None:
+            await self._learn_zone()
         data = await self._call("GET", "/chats", params={"channel": CHANNEL, "limit": CHAT_LIMIT})
         return [_chat_of(item) for item in _list(data.get("chats"))]
 

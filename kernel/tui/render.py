@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import tzinfo
 from typing import Any, Literal
 
+from kernel.core.clock import shown
 from kernel.core.events import ModelSwitched
 from kernel.core.i18n import t, t_or
 from kernel.tui.backend import AuditItem, ChatRef
@@ -43,13 +45,14 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def chat_label(chat: ChatRef) -> str:
-    """A chat in the list: its title (or its key) and when it was last active."""
+def chat_label(chat: ChatRef, zone: tzinfo) -> str:
+    """A chat in the list: its title (or its key) and when it was last active (in
+    ``zone``, the owner's, as the audit shows its times)."""
     if not chat.stored:
         return t("tui.new_chat")
     name = chat.title or (t("tui.default_chat") if chat.ident == "chat-default" else "")
     name = clip(name or t("tui.untitled", id=chat.external_id), 40)
-    when = chat.updated[:16].replace("T", " ")
+    when = shown(chat.updated, zone)
     return f"{name}\n{when}" if when else name
 
 
@@ -121,13 +124,13 @@ def plan_text(items: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-def audit_line(item: AuditItem) -> str:
+def audit_line(item: AuditItem, zone: tzinfo) -> str:
     """One audit event: its sequence, then its words (with their time) when the backend
     has them, else its time, actor, kind and facts."""
     seq = f"#{item.seq}" if item.seq is not None else "#?"
     if item.text:
         return f"{seq} {item.text}"
-    when = item.at.replace("T", " ")[:19]
+    when = shown(item.at, zone, "%Y-%m-%d %H:%M:%S")
     if item.data is None:
         what = t("tui.audit_pruned", kind=item.kind)
     else:

@@ -3,6 +3,7 @@ the modal that answers a question or an approval, and the audit screen."""
 
 from __future__ import annotations
 
+from datetime import UTC, tzinfo
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
@@ -127,11 +128,14 @@ class AuditScreen(ModalScreen[None]):
     AuditScreen #verdict { margin-top: 1; text-style: bold; }
     """
 
-    def __init__(self, title: str, view: AuditView | None, error: str = "") -> None:
+    def __init__(
+        self, title: str, view: AuditView | None, error: str = "", *, zone: tzinfo = UTC
+    ) -> None:
         super().__init__()
         self.title_text = title
         self.view = view
         self.error = error
+        self.zone = zone  # the owner's: the chat list shows its times in it too
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -143,7 +147,7 @@ class AuditScreen(ModalScreen[None]):
                     yield TextLine(t("tui.audit_empty"), classes="note")
                 else:
                     for item in self.view.items:
-                        yield TextLine(audit_line(item), classes="audit-row")
+                        yield TextLine(audit_line(item, self.zone), classes="audit-row")
             if self.view is not None:
                 yield TextLine(verdict_line(self.view.verdict), id="verdict")
             yield Button(t("tui.close"), id="close")

@@ -14,6 +14,7 @@ import pytest
 from kernel.client.commands import show_stream
 from kernel.client.http import Sidecar as Client
 from kernel.core.events import ModelSwitched, event_to_dict
+from kernel.core.i18n import set_language
 from kernel.store.decisions import Attempt
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.gateway.test_cli import kernel as run_kernel
@@ -73,9 +74,9 @@ async def test_decisions_as_text_one_line_each(
         "COST",
     ]
     assert len(lines) == 4
-    assert lines[1].split() == [
+    assert lines[1].split() == [  # stored 05:03 UTC: shown in general.timezone (Shanghai)
         "2026-11-26",
-        "05:03:00",
+        "13:03:00",
         "-",
         "(none)",
         "default",
@@ -87,7 +88,7 @@ async def test_decisions_as_text_one_line_each(
     ]
     assert lines[2].split() == [
         "2026-11-26",
-        "05:02:00",
+        "13:02:00",
         "7",
         "backup:gpt-x",
         "rule:code",
@@ -137,6 +138,7 @@ async def test_decisions_and_providers_as_json(
 def test_a_streamed_switch_is_one_line_of_its_own() -> None:
     """``kernel chats send`` and the remote ``kernel chat`` print the switch on its own
     line, before the answer the fallback streams (never inside it)."""
+    set_language("en")  # as KERNEL_LANGUAGE=en sets it for the verb (reset after each test)
     switch = ModelSwitched(1, "main:model-a", "backup:gpt-x", "overloaded_error")
     events: list[dict[str, Any]] = [
         event_to_dict(switch),

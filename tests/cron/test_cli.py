@@ -34,7 +34,7 @@ async def test_cron_verbs(sidecar: SidecarFactory) -> None:
         lines = out.splitlines()
         assert lines[0].split() == ["ID", "STATUS", "SCHEDULE", "NEXT", "LAST", "CHANNEL", "NAME"]
         default = next(line for line in lines if line.startswith("cron-default"))
-        assert default.split()[1] == "disabled" and default.endswith("你好文本任务")
+        assert default.split()[1] == "disabled" and default.endswith("hello text job")
         water = next(line for line in lines if line.startswith("water"))
         assert water.split()[1:4] == ["enabled", "every", "2h"] and water.endswith("喝水")
 

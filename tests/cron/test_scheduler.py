@@ -229,9 +229,9 @@ async def test_the_default_job_is_kept_and_cannot_be_deleted(
     status, jobs, _ = await sc.call("GET", "/cron/jobs")
     [default] = [j for j in jobs["jobs"] if j["id"] == "cron-default"]
     assert (default["name"], default["task_type"], default["text"], default["enabled"]) == (
-        "你好文本任务",
+        "hello text job",
         "text",
-        "你好",
+        "hello",
         False,
     )
     assert default["meta"]["system_default"] is True and default["state"]["next_run_at"] is None

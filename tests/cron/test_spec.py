@@ -126,7 +126,7 @@ def test_the_models_give_the_apis_json_schema() -> None:
     assert props["name"]["anyOf"][0] == {
         "type": "string",
         "maxLength": 200,
-        "description": 'a short title, e.g. "交报告提醒"',
+        "description": "a short title, in the owner's language",
     }
     assert props["task_type"]["anyOf"][0] == {"type": "string", "enum": ["text", "workflow"]}
     runtime = schema["$defs"]["RuntimeModel"]["properties"]

@@ -63,7 +63,7 @@ async def test_cron_tools_create_list_update_delete_with_a_quota(
     assert ok and json.loads(reply)["enabled"] is False
     ok, reply = await tool(sc, "cron_list")
     listed = {j["name"]: j for j in json.loads(reply)}
-    assert set(listed) == {"你好文本任务", "周报", "喝水"}
+    assert set(listed) == {"hello text job", "周报", "喝水"}
     assert listed["喝水"]["schedule"] == "every 3h" and listed["喝水"]["next_run_at"] is None
 
     ok, reply = await tool(sc, "cron_delete", id=water)

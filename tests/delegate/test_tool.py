@@ -121,7 +121,7 @@ async def test_the_model_delegates_reads_the_result_and_history_keeps_a_one_line
     assert result["version"] == "2.1.197 (Claude Code)" and result["reason"] is None
     assert result["ok"] is True and result["output"] == "Done: count the files"
     [shown] = [e for e in events if isinstance(e, ToolResult)]
-    assert shown.ok and shown.summary.startswith("claude_code 已完成(成功)")
+    assert shown.ok and shown.summary.startswith("claude_code finished (succeeded)")
 
     session = kernel.agent.current_session(CONV)
     assert session is not None
@@ -132,7 +132,7 @@ async def test_the_model_delegates_reads_the_result_and_history_keeps_a_one_line
         if isinstance(b, ToolResultBlock)
     ]
     assert [b.content for b in stored] == [
-        f"claude_code 已完成(成功)，详见 {result['output_path']}"
+        f"claude_code finished (succeeded); see {result['output_path']}"
     ]
     assert read(result["output_path"])
 

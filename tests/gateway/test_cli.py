@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -18,9 +20,10 @@ pytestmark = pytest.mark.slow  # real `kernel` CLI processes
 
 
 async def kernel(
-    sc: Sidecar | None, *args: str, stdin: str | None = None, url: str = ""
+    sc: Sidecar | None, *args: str, stdin: str | None = None, url: str = "", tz: str = ""
 ) -> tuple[int, str, str]:
-    env = kernel_env(KERNEL_LANGUAGE="en")
+    """``tz``: the machine's zone for the process (TZ)."""
+    env = kernel_env(KERNEL_LANGUAGE="en", **({"TZ": tz} if tz else {}))
     env["KERNEL_GATEWAY_URL"] = url or (sc.url if sc else "")
     if sc is not None and sc.api_key:
         env["KERNEL_GATEWAY_API_KEY"] = sc.api_key
@@ -35,6 +38,22 @@ async def kernel(
             await process.wait()
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+async def test_chats_list_shows_the_owners_zone_not_the_machines(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """general.timezone is Asia/Shanghai, the process runs in New York: a chat active at
+    17:30 UTC on March 1 was active on 2026-03-02 01:30 for the owner."""
+    sc = await sidecar(anthropic_sim, api_key=API_KEY)
+    code, out, _ = await kernel(sc, "chats", "create", "--session-id", "z", "--name", "Zone")
+    assert code == 0
+    with closing(sqlite3.connect(sc.kernel.config.data_dir / "kernel.db")) as db, db:
+        db.execute("UPDATE sessions SET updated_at = '2026-03-01T17:30:00.000+00:00'")
+    code, out, _ = await kernel(sc, "chats", "list", tz="America/New_York")
+    assert code == 0
+    [row] = [line for line in out.splitlines() if line.endswith("Zone")]
+    assert "2026-03-02 01:30" in row
 
 
 async def test_chats_verbs(sidecar: SidecarFactory, anthropic_sim: AnthropicSim) -> None:

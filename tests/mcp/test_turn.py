@@ -162,4 +162,4 @@ async def test_an_image_from_an_mcp_tool_reaches_the_model(sim: Sim, mcp_kernel:
     # History keeps a marker, not the image.
     session = kernel.agent.current_session("test:1")
     stored = await kernel.store.load_messages(session or 0)
-    assert "[图片已处理]" in str([m.content for m in stored])
+    assert "[image processed]" in str([m.content for m in stored])

@@ -189,7 +189,7 @@ async def test_codex_v2_layers_in_order_rendered_and_deduplicated(
         "# Mode default\nKnown: Default, Plan, Execute, Pair Programming. Ask: false. "
         "Keep {{UNKNOWN}}."
     )
-    assert previews["codex_tool_guide_system"].startswith("## 工具")  # Kernel's own guide
+    assert previews["codex_tool_guide_system"].startswith("## Tools")  # Kernel's own guide
 
     _, plan, _ = await sc.call(
         "GET", "/agent/system-layers?prompt_mode=codex&collaboration_event=set_plan"

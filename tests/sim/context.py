@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel.core.i18n import CATALOG, LANGUAGES
 from tests.sim.script import CONTEXT_OPEN, RecordedRequest
 
 CONTEXT_CLOSE = "\n</context>"
-MEMORY_HEADER = "## 长期记忆（自动召回）"  # the recalled-memories layer's first line
+MEMORY_HEADER = CATALOG["zh"]["prompt.memories"]  # the recalled-memories layer's first line
+MEMORY_HEADERS = tuple(CATALOG[language]["prompt.memories"] for language in LANGUAGES)
 JOIN = "\n\n"  # how the OpenAI adapter joins the text parts of one message
 
 
@@ -147,8 +149,10 @@ def system_of(request: RecordedRequest | dict[str, Any]) -> str:
 def recalled_of(request: RecordedRequest | dict[str, Any]) -> str:
     """The recalled-memories layer of the request's context, without its header ("" when
     none was recalled). Asserts the system prompt carries no memories."""
-    assert MEMORY_HEADER not in system_of(request), "memories in the (cached) system prompt"
+    system = system_of(request)
+    assert not any(h in system for h in MEMORY_HEADERS), "memories in the (cached) system prompt"
     context = context_of(request)
-    if MEMORY_HEADER not in context:
+    header = next((h for h in MEMORY_HEADERS if h in context), None)  # the Kernel's language
+    if header is None:
         return ""
-    return context.split(MEMORY_HEADER, 1)[1].split(JOIN, 1)[0].strip()
+    return context.split(header, 1)[1].split(JOIN, 1)[0].strip()

@@ -79,14 +79,14 @@ async def test_telegram_message_gets_the_skill_and_history_keeps_a_marker(
     assert session is not None
     stored = await h.kernel.store.load_messages(session)
     assert [b.text for b in stored[0].content if isinstance(b, TextBlock)] == [
-        "[技能 tidy 已加载]",
+        "[skill tidy loaded]",
         "/skill/tidy banana apple",
     ]
 
     await h.converse("and what did you do?")
     history = h.model.requests[-1].body["messages"]
     assert "Sort the items" not in str(history)  # the skill is not re-sent from history
-    assert "[技能 tidy 已加载]" in str(history[0])
+    assert "[skill tidy loaded]" in str(history[0])
 
 
 async def test_telegram_unknown_skill_is_refused_naming_the_available_ones(

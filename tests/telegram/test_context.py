@@ -70,7 +70,7 @@ async def test_a_voice_note_is_shown_as_heard_in_a_silent_reply_before_the_answe
     assert quoted(heard) == {"message_id": voice.message_id, "allow_sending_without_reply": True}
     texts = h.texts()
     assert texts == ["🎤 明天 上海 天气 怎么样", "多云，20 度。"]  # heard, then the answer
-    assert owner_words(h.model.requests[-1]) == "[语音: 明天 上海 天气 怎么样]"
+    assert owner_words(h.model.requests[-1]) == "[voice: 明天 上海 天气 怎么样]"
 
 
 async def test_with_the_setting_off_the_transcript_is_not_shown(
@@ -84,7 +84,7 @@ async def test_with_the_setting_off_the_transcript_is_not_shown(
 
     assert h.texts() == ["Nine."]
     assert not any("🎤" in str(c.params.get("text")) for c in h.tg.calls_to("sendMessage"))
-    assert owner_words(h.model.requests[-1]) == "[语音: what time is it]"
+    assert owner_words(h.model.requests[-1]) == "[voice: what time is it]"
 
 
 # ----- answers given late ------------------------------------------------------------

@@ -63,7 +63,7 @@ async def test_a_transcript_carrying_one_is_answered(bot: Factory, openai_sim: O
     await send_voice(h, tone("ogg"))
 
     assert h.texts()[-1] == "calling"
-    assert owner_words(h.model.requests[-1]) == f"[语音: call {MENDED} mom]"
+    assert owner_words(h.model.requests[-1]) == f"[voice: call {MENDED} mom]"
 
 
 async def test_a_model_reply_carrying_one_reaches_the_owner(bot: Factory) -> None:

@@ -53,7 +53,7 @@ async def test_photo_with_caption_reaches_the_model_and_history_keeps_a_marker(
     blocks = {b["type"]: b for b in content}
     assert blocks["image"]["source"]["data"] == base64.b64encode(image).decode()
     assert blocks["text"]["text"] == "what is this?"
-    assert await stored_texts(h) == ["[图片已处理]\nwhat is this?", "A tiny black picture."]
+    assert await stored_texts(h) == ["[image processed]\nwhat is this?", "A tiny black picture."]
 
 
 async def test_oversized_photo_is_refused_before_download(bot: Factory) -> None:
@@ -155,8 +155,8 @@ async def test_text_document_is_read_and_slimmed_in_history(bot: Factory) -> Non
     await h.settle()
 
     sent = h.model.requests[-1].body["messages"][-1]["content"][0]["text"]
-    assert sent == f"[文件: calc.py]\n```\n{code}\n```\nexplain"
-    assert (await stored_texts(h))[0] == "[文件 calc.py 已处理]\nexplain"
+    assert sent == f"[file: calc.py]\n```\n{code}\n```\nexplain"
+    assert (await stored_texts(h))[0] == "[file calc.py processed]\nexplain"
     assert h.texts()[-1] == "It adds two numbers."
     saved = list((h.kernel.config.data_dir / "downloads").iterdir())
     assert [p.name.endswith("_calc.py") for p in saved] == [True]
@@ -169,7 +169,7 @@ async def test_known_name_without_extension_is_read(bot: Factory) -> None:
     h.tg.inject_document(b"all:\n\techo hi\n", "Makefile")
     await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
     await h.settle()
-    assert "[文件: Makefile]" in h.model.requests[-1].body["messages"][-1]["content"][0]["text"]
+    assert "[file: Makefile]" in h.model.requests[-1].body["messages"][-1]["content"][0]["text"]
 
 
 async def test_long_document_is_cut_to_50k(bot: Factory) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kernel.core.i18n import set_language
 from kernel.telegram.plan import LIMIT, render_plan
 from kernel.telegram.split import utf16_len
 from tests.sim.anthropic_sim import AnthropicSim
@@ -134,6 +135,7 @@ async def test_a_plan_without_a_placeholder_comes_in_a_message_of_its_own(bot: F
 
 
 def test_a_plan_at_its_longest_fits_one_message() -> None:
+    set_language("en")  # as the bot() factory's config sets it (reset after each test)
     items = [{"content": "&<>" * 100, "status": "completed"} for _ in range(30)]
     text = render_plan(items, "⚙ Running " + "x" * 500)
     assert utf16_len(text) <= LIMIT

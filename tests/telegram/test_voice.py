@@ -1,6 +1,6 @@
 """Voice end to end: a real OGG/Opus voice note → the Bot API simulator's getFile and
 download → the OpenAI simulator's transcription endpoint (real openai SDK) → the model
-sees ``[语音: …]`` → the reply as text, then as a voice note made by the speech endpoint
+sees ``[voice: …]`` → the reply as text, then as a voice note made by the speech endpoint
 and a real ffmpeg; and every way that can fail."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ async def test_voice_round_trip(
     assert stt_request.form["model"] == "whisper-sim"
     assert stt_request.headers["Authorization"] == f"Bearer {STT_KEY}"
     # The model got the transcript in the seed's format, with the caption after it.
-    assert model_input(h) == "[语音: 明天 上海 天气 怎么样]\n简短点"
+    assert model_input(h) == "[voice: 明天 上海 天气 怎么样]\n简短点"
     # The text reply, in full, then the voice note.
     assert h.texts()[-2].startswith("明天上海多云，最高 20 度。")
     assert h.texts()[-2].endswith("详情如下。")
@@ -103,7 +103,7 @@ async def test_voice_round_trip(
     assert "forecast" not in speech["input"] and "**" not in speech["input"]
     assert len(speech["input"]) <= 61
     # History keeps the marker, not the transcript.
-    assert await stored_texts(h) == ["[语音已处理]\n简短点", reply]
+    assert await stored_texts(h) == ["[voice processed]\n简短点", reply]
     assert tts_warnings(caplog) == []
     assert "上海" not in caplog.text  # no message text in the log
 
@@ -123,7 +123,7 @@ async def test_without_tts_a_voice_question_gets_a_text_answer(
     openai_sim.enqueue_transcription("what time is it")
     h.model.enqueue(text_reply("Nine."))
     await send_voice(h, tone("ogg"))
-    assert model_input(h) == "[语音: what time is it]"
+    assert model_input(h) == "[voice: what time is it]"
     assert h.texts()[-1] == "Nine."
     assert h.tg.calls_to("sendVoice") == []
 
@@ -192,7 +192,7 @@ async def test_stt_failure_is_told_and_nothing_reaches_the_model(
     h.model.enqueue(text_reply("Got it."))
     await send_voice(h, tone("ogg"))
     assert h.texts()[-1] == "Got it."
-    assert await stored_texts(h) == ["[语音已处理]", "Got it."]
+    assert await stored_texts(h) == ["[voice processed]", "Got it."]
 
 
 async def test_silence_is_not_sent_to_the_model(bot: Factory, openai_sim: OpenAISim) -> None:
@@ -228,7 +228,7 @@ async def test_audio_files_are_transcribed_under_their_own_name(
     await h.settle()
     assert openai_sim.audio_uploads == [tone("mp3")]
     assert openai_sim.requests[-1].form["file"]["filename"] == "memo.mp3"
-    assert model_input(h) == "[语音: meeting notes]"
+    assert model_input(h) == "[voice: meeting notes]"
 
 
 async def test_voice_arriving_while_busy_gets_the_busy_notice(

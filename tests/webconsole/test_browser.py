@@ -98,13 +98,16 @@ async def console(
     browsers: list[Browser] = []
     async with async_playwright() as driver:
 
-        async def open_console(extra: str = "", **general: Any) -> Console:
+        async def open_console(extra: str = "", zone: str | None = None, **general: Any) -> Console:
+            """``zone``: the browser's own time zone (the machine's, for the page)."""
             sc = await sidecar(anthropic_sim, api_key=API_KEY, extra=extra, **general)
             browser = await driver.chromium.launch(
                 executable_path=CHROMIUM, args=ARGS, downloads_path=str(tmp_path / "dl")
             )
             browsers.append(browser)
-            context = await browser.new_context(viewport={"width": 1100, "height": 800})
+            context = await browser.new_context(
+                viewport={"width": 1100, "height": 800}, timezone_id=zone
+            )
             page = await context.new_page()
             page.set_default_timeout(WAIT)
             found = Console(sc, anthropic_sim, page)
@@ -223,6 +226,30 @@ async def test_open_a_session(console: Opener) -> None:
     await expect(view).to_contain_text("where should I travel?")
     await expect(view).to_contain_text("Paris is lovely in spring.")
     await c.shot("sessions")
+    c.check()
+
+
+async def test_times_are_the_owners_zone_not_the_browsers(console: Opener) -> None:
+    """general.timezone is Asia/Shanghai; the browser runs in New York. A chat active
+    and a memory saved at 17:30 UTC on March 1 read 2026-03-02 (01:30) on the page."""
+    c = await console(zone="America/New_York")
+    c.sim.enqueue(text_reply("Noted."))
+    status, _ = await c.sc.process("hello", session_id="zone")
+    assert status == 200
+    _, chats, _ = await c.sc.call("GET", "/chats")
+    [chat] = [chat for chat in chats["chats"] if chat["session_id"] == "zone"]
+    memory, _ = await c.sc.kernel.store.add_memory("drinks oolong", category="user")
+    at = "2026-03-01T17:30:00+00:00"  # as Kernel stores a time: UTC
+    with closing(sqlite3.connect(c.sc.kernel.config.data_dir / "kernel.db")) as db, db:
+        db.execute("UPDATE sessions SET updated_at = ?", (at,))
+        db.execute("UPDATE memories SET created_at = ? WHERE id = ?", (at, memory.id))
+    await c.sign_in()
+    await c.show("sessions")
+    row = c.page.locator(f'#sessions tr[data-chat-id="{chat["id"]}"]')
+    await expect(row).to_contain_text("2026-03-02 01:30")  # Shanghai, not 03-01 12:30
+    await c.show("memories")
+    memory_row = c.page.locator(f'tr[data-memory-id="{memory.id}"]')
+    await expect(memory_row).to_contain_text("2026-03-02")  # the UTC day would be 03-01
     c.check()
 
 

@@ -13,7 +13,8 @@ static files, sign-in and sign-out, the page's session (its CSRF token) and its 
   and the token the sign-in answer gave, which the page keeps in ``sessionStorage``);
 - ``POST /console/logout`` ends it (its CSRF token required, as for every
   state-changing request carrying the cookie: see :mod:`kernel.gateway.server`);
-- ``GET /console/strings`` → the catalogue's ``web.`` words in ``general.language``.
+- ``GET /console/strings`` → the catalogue's ``web.`` words in ``general.language``, and
+  ``general.timezone`` (the page shows every time in it, not in the browser's zone).
 
 Every response of the sidecar carries ``X-Frame-Options: DENY``, ``nosniff``, no
 referrer and a Content-Security-Policy (the pages': scripts, styles, images and
@@ -37,6 +38,7 @@ from kernel.gateway.api import (
     KeyGuess,
     authorized,
     json_response,
+    kernel_of,
     key_guess,
     read_json,
     refusal,
@@ -252,6 +254,7 @@ async def _session(request: web.Request) -> web.Response:
 async def _strings(request: web.Request) -> web.Response:
     body = {
         "language": get_language(),
+        "timezone": kernel_of(request).config.general.timezone,  # every time shown is in it
         "api_key_required": bool(request.app[API_KEY]),
         "strings": section("web."),
     }

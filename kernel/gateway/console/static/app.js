@@ -5,11 +5,27 @@
 // leave() called when another page is shown).
 
 export const TOKEN = "kernel.console.csrf";
-export const state = { csrf: sessionStorage.getItem(TOKEN) || "", strings: {}, language: "zh" };
+export const state = {
+  csrf: sessionStorage.getItem(TOKEN) || "", strings: {}, language: "zh", timezone: "UTC",
+};
 
 export function t(key, vars = {}) {
   const text = state.strings[key] ?? key;
   return text.replace(/\{(\w+)\}/g, (whole, name) => (name in vars ? String(vars[name]) : whole));
+}
+
+// A time as the owner reads it: in general.timezone (never the browser's zone), as
+// "YYYY-MM-DD HH:MM" (the TUI's and the CLI's shape); dateOnly: "YYYY-MM-DD".
+export function localTime(iso, dateOnly = false) {
+  const date = new Date(iso || "");
+  if (Number.isNaN(date.getTime())) return iso || "";
+  const parts = {};
+  const shape = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+  for (const part of new Intl.DateTimeFormat("en-CA", { ...shape, timeZone: state.timezone }).formatToParts(date)) {
+    parts[part.type] = part.value;
+  }
+  const day = `${parts.year}-${parts.month}-${parts.day}`;
+  return dateOnly ? day : `${day} ${parts.hour}:${parts.minute}`;
 }
 
 export class ApiFailure extends Error {
@@ -158,6 +174,7 @@ async function boot() {
   ]);
   state.strings = words.strings;
   state.language = words.language;
+  state.timezone = words.timezone || "UTC";
   document.documentElement.lang = words.language;
   document.title = t("web.title");
   const nav = document.getElementById("nav");

@@ -1,6 +1,6 @@
 // Memories: search (the memory tools' search), filter by category and scope, add, edit
 // in place, delete with an undo for 10 s (the memory is re-created through the API).
-import { api, el, failed, notify, t } from "./app.js";
+import { api, el, failed, localTime, notify, t } from "./app.js";
 
 const CATEGORIES = ["user", "feedback", "project", "reference"];
 const PAGE = 50;
@@ -81,7 +81,7 @@ function cells(memory) {
     el("td", { class: "memory-text" }, memory.text),
     el("td", {}, categoryWord(memory.category)),
     el("td", {}, scopeWord(memory.scope)),
-    el("td", { class: "muted nowrap" }, memory.created_at.slice(0, 10)),
+    el("td", { class: "muted nowrap" }, localTime(memory.created_at, true)),
     el(
       "td",
       { class: "actions" },
@@ -127,7 +127,7 @@ function edit(memory) {
   tr.replaceChildren(
     el("td", { colspan: 2 }, text, category),
     el("td", {}, scopeWord(memory.scope)),
-    el("td", { class: "muted nowrap" }, memory.created_at.slice(0, 10)),
+    el("td", { class: "muted nowrap" }, localTime(memory.created_at, true)),
     el(
       "td",
       { class: "actions" },

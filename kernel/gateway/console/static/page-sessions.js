@@ -2,7 +2,7 @@
 // (GET /chats/{id}; cut ones marked), renamed (PATCH /chats/{id}), deleted
 // (DELETE /chats/{id}, after confirm()) and resumed in Telegram
 // (POST /chats/{id}/resume {"channel": "telegram"}).
-import { api, el, failed, notify, state, t } from "./app.js";
+import { api, el, failed, localTime, notify, t } from "./app.js";
 
 const PAGE = 100;
 let rows = [];
@@ -60,9 +60,7 @@ function title(chat) {
 }
 
 function when(iso) {
-  if (!iso) return "";
-  const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString(state.language === "zh" ? "zh-CN" : "en");
+  return localTime(iso);
 }
 
 function row(chat, viewer) {
