@@ -169,6 +169,13 @@ def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
     return block
 
 
+def _failed(data: dict[str, object]) -> str:
+    """A failed run's state: its exit code, or the signal that ended it (no code then)."""
+    if data.get("exit_code") is None and data.get("signal"):
+        return t("history.task_signalled", signal=data["signal"])
+    return t("history.task_failed", code=data.get("exit_code"))
+
+
 def summarize_tool_result(content: str, artifact: str | None = None) -> str:
     """One line describing a tool result; short results are kept as they are."""
     data = _as_dict(content)
@@ -177,7 +184,7 @@ def summarize_tool_result(content: str, artifact: str | None = None) -> str:
         return content
     if "ok" in data and ("exit_code" in data or "cli" in data):
         ok = data.get("ok")
-        state = t("history.task_ok") if ok else t("history.task_failed", code=data.get("exit_code"))
+        state = t("history.task_ok") if ok else _failed(data)
         head = t("history.task_done", cli=data.get("cli") or t("history.task"), state=state)
     else:
         preview = " ".join(content.split())[:80]

@@ -62,6 +62,12 @@ def test_slimming_rules() -> None:
         {"ok": True, "cli": "claude_code", "exit_code": 0, "output_path": "data/cli_outputs/a.txt"}
     )
     assert summarize_tool_result(cli) == "claude_code 已完成(成功)，详见 data/cli_outputs/a.txt"
+    killed = json.dumps(
+        {"ok": False, "cli": "gemini", "exit_code": None, "signal": "SIGKILL", "output_path": "o"}
+    )
+    assert summarize_tool_result(killed) == "gemini 已完成(失败, 被 SIGKILL 结束)，详见 o"
+    failed = json.dumps({"ok": False, "cli": "codex", "exit_code": 3, "output_path": "o"})
+    assert summarize_tool_result(failed) == "codex 已完成(失败, exit_code=3)，详见 o"
 
 
 async def test_system_layers_in_order(
