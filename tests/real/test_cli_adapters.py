@@ -84,9 +84,9 @@ def point_at(cli: str, home: Path, url: str, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv("CODEX_HOME", str(home))
         monkeypatch.setenv("SIM_API_KEY", "sk-test-codex-0123456789")
         (home / "config.toml").write_text(
-            'model = "gpt-sim"\nmodel_provider = "sim"\n[model_providers.sim]\n'
-            f'name = "sim"\nbase_url = "{url}"\nenv_key = "SIM_API_KEY"\n'
-            'wire_api = "responses"\n',
+            'model = "gpt-sim"\nmodel_provider = "sim"\ncheck_for_update_on_startup = false\n'
+            f'[model_providers.sim]\nname = "sim"\nbase_url = "{url}"\nenv_key = "SIM_API_KEY"\n'
+            'wire_api = "responses"\n' + CODEX_LOCAL,
             encoding="utf-8",
         )
     else:
@@ -95,6 +95,22 @@ def point_at(cli: str, home: Path, url: str, monkeypatch: pytest.MonkeyPatch) ->
         settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
         (home / ".gemini").mkdir(exist_ok=True)
         (home / ".gemini" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+
+
+# What keeps Codex off chatgpt.com and github.com (plugins, apps, analytics), as the
+# README's Codex config does (tests/real/test_codex_endpoint.py checks it with a proxy).
+CODEX_LOCAL = """
+[analytics]
+enabled = false
+[feedback]
+enabled = false
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+plugin_sharing = false
+tool_suggest = false
+"""
 
 
 @pytest.fixture

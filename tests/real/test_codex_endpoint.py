@@ -3,9 +3,9 @@
 simulator makes Codex run a shell command, Codex sends the output back, the answer
 arrives; then a second turn (``codex exec resume``) continues the conversation.
 
-Codex runs with the config.toml the README shows, plus what keeps it off the internet:
-plugins, apps, analytics and update checks off, and every other host it would ask is
-sent to a proxy that refuses and records it (the test asserts there was none).
+Codex runs with the config.toml the README shows, which also keeps it off the internet
+(plugins, apps, analytics and update checks off); every other host it would ask is sent
+to a proxy that refuses and records it (the test asserts there was none).
 
 Opt-in: ``KERNEL_TEST_REAL_CLIENTS=1`` and ``codex`` from ``scripts/install-real-clients``
 (or on PATH)."""
@@ -36,31 +36,19 @@ RUN_LIMIT = 300.0  # a generous bound on one codex exec run, only so a hang cann
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = "<!-- Codex config: tests/real/test_codex_endpoint.py runs Codex with it -->\n```toml\n"
-# What keeps Codex off every other host (the proxy below checks it): a top-level key,
-# then tables.
-LOCAL_TOP = "check_for_update_on_startup = false\n"
-LOCAL_TABLES = """
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[features]
-plugins = false
-remote_plugin = false
-apps = false
-plugin_sharing = false
-tool_suggest = false
-"""
+# The README's model; the sidecar here serves the simulators' model-a.
+README_MODEL = 'model = "claude-sonnet-5-5"'
 
 
 def readme_config(url: str) -> str:
     """The README's Codex config.toml, pointed at this sidecar, kept off other hosts."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     text = readme.split(MARKER, 1)[1].split("```", 1)[0]
-    assert 'base_url = "http://127.0.0.1:8088/v1"' in text
-    return LOCAL_TOP + text.replace("http://127.0.0.1:8088", url) + LOCAL_TABLES
+    assert 'base_url = "http://127.0.0.1:8088/v1"' in text and README_MODEL in text
+    for kept_local in ("check_for_update_on_startup = false", "plugins = false", "apps = false"):
+        assert kept_local in text  # the README's config keeps Codex off other hosts
+    text = text.replace(README_MODEL, 'model = "model-a"')
+    return text.replace("http://127.0.0.1:8088", url)
 
 
 class RefusingProxy:
