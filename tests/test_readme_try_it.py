@@ -3,9 +3,12 @@ from the README itself, so the day they stop working this test says so.
 
 What a test must change, and only that: the ports (free ones instead of 8787 and 8081, in
 the commands and in a copy of ``examples/try-it/config.toml``, so parallel tests never
-meet), and ``uv run --no-dev`` becomes this interpreter (the suite's own environment,
-where ``uv run`` would re-sync). Everything else — the environment variables, the config
-file's settings, the ``--say`` client and what the README says it prints — is the README's.
+meet). ``uv run --no-dev`` runs as written, in an environment of its own
+(``UV_PROJECT_ENVIRONMENT``, offline: from uv's cache, which the suite's own install
+filled), so it holds only what Kernel needs to run, as a newcomer's does: a runtime
+dependency declared only for tests fails here. Everything else — the environment
+variables, the config file's settings, the ``--say`` client and what the README says it
+prints — is the README's.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,9 +44,17 @@ def try_it_blocks() -> tuple[str, str]:
 def localized(block: str, ports: dict[str, str], config: Path) -> str:
     for old, new in ports.items():
         block = block.replace(old, new)
-    block = block.replace("KERNEL_CONFIG=examples/try-it/config.toml", f"KERNEL_CONFIG={config}")
-    block = block.replace("uv run --no-dev kernel", f"{sys.executable} -m kernel")
-    return block.replace("uv run --no-dev python", sys.executable)
+    return block.replace("KERNEL_CONFIG=examples/try-it/config.toml", f"KERNEL_CONFIG={config}")
+
+
+def newcomer_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """uv on PATH (``UV`` is uv itself when the suite runs under ``uv run``), its project
+    environment a fresh one of this test's, no download."""
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv, "uv is needed to run the README's commands: install it as the Quickstart says"
+    path = f"{Path(uv).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    venv = str(tmp_path / "newcomer-venv")
+    return kernel_env(PATH=path, UV_PROJECT_ENVIRONMENT=venv, UV_OFFLINE="1", **extra)
 
 
 async def read_until(stream: asyncio.StreamReader, marker: str, limit: float) -> str:
@@ -80,7 +91,7 @@ async def test_the_readme_try_it_commands_answer_in_the_simulated_chat(tmp_path:
         "-c",
         localized(start, ports, config) + "\nwait\n",
         cwd=REPO,
-        env=kernel_env(PYTHONUNBUFFERED="1"),
+        env=newcomer_env(tmp_path, PYTHONUNBUFFERED="1"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
@@ -95,7 +106,7 @@ async def test_the_readme_try_it_commands_answer_in_the_simulated_chat(tmp_path:
                 "-c",
                 localized(line, ports, config),
                 cwd=REPO,
-                env=kernel_env(),
+                env=newcomer_env(tmp_path),
                 stdout=asyncio.subprocess.PIPE,
             )
             out, _ = await asyncio.wait_for(said.communicate(), 180)
@@ -112,3 +123,6 @@ async def test_the_readme_try_it_commands_answer_in_the_simulated_chat(tmp_path:
     status = answers[1]
     assert "claude-sonnet-5-5" in status and "#1" in status, status
     assert (tmp_path / "data" / "kernel.db").is_file()  # the config copy's own data folder
+    venv = tmp_path / "newcomer-venv"
+    assert not list(venv.glob("lib/python*/site-packages/pytest"))  # no dev group in it
+    assert list(venv.glob("lib/python*/site-packages/telegram"))
