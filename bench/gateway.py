@@ -1,4 +1,6 @@
-"""The sidecar under load: ``/agent/process`` (non-stream) and ``/healthz``.
+"""The sidecar under load: ``/agent/process`` (non-stream), the model APIs
+(``/v1/chat/completions``; ``/v1/responses`` streamed as Codex asks and stored as the
+openai SDK's default asks) and ``/healthz``.
 
 This process runs a real Kernel (SQLite file in a temporary directory, Kernel's own
 logging at INFO to a file, as the service logs) with the Gateway on a free 127.0.0.1
@@ -42,6 +44,8 @@ from kernel.core.logs import setup_logging  # noqa: E402
 from kernel.gateway.routes import ROUTERS  # noqa: E402
 from kernel.gateway.server import Gateway  # noqa: E402
 
+# The model APIs, one at a time: no session, no history; "#…" is the request's variant.
+V1_PATHS = ("/v1/chat/completions", "/v1/responses#stream", "/v1/responses#store")
 TEXT = "What did we decide about the quarterly report structure last week?"
 
 
@@ -66,6 +70,11 @@ async def _load(url: str, path: str, concurrency: int, total: int, warmup: int) 
                 async with http.get(url + path) as response:
                     await response.read()
                     ok = response.status == 200
+            elif path.startswith("/v1/"):
+                route, _, variant = path.partition("#")
+                async with http.post(url + route, json=v1_body(route, variant)) as response:
+                    raw = await response.read()
+                    ok = response.status == 200 and v1_answered(raw, variant)
             else:
                 body = {
                     "input": [{"role": "user", "content": [{"type": "text", "text": TEXT}]}],
@@ -99,6 +108,23 @@ async def _load(url: str, path: str, concurrency: int, total: int, warmup: int) 
         "p99": percentile(flat, 0.99),
         "mean": statistics.fmean(flat),
     }
+
+
+def v1_body(route: str, variant: str) -> dict[str, Any]:
+    """A stateless one-message request as the model APIs' clients send it: Codex streams
+    with ``store: false``; the openai SDK's default keeps the response (``store``)."""
+    if route == "/v1/chat/completions":
+        return {"model": "m", "messages": [{"role": "user", "content": TEXT}]}
+    body: dict[str, Any] = {"model": "m", "input": TEXT, "store": variant == "store"}
+    if variant == "stream":
+        body["stream"] = True
+    return body
+
+
+def v1_answered(raw: bytes, variant: str) -> bool:
+    if variant == "stream":
+        return b"response.completed" in raw
+    return b'"output"' in raw or b'"choices"' in raw
 
 
 def load_main(args: argparse.Namespace) -> None:
@@ -180,6 +206,8 @@ async def serve_and_measure(args: argparse.Namespace) -> None:
             for c in args.concurrency:
                 total = max(args.requests, c * 25)
                 rows.append(await run_load(gateway.url, "/agent/process", c, total, 5))
+            for path in V1_PATHS:
+                rows.append(await run_load(gateway.url, path, 1, args.requests, 5))
             rows.append(await run_load(gateway.url, "/healthz", 8, args.requests * 5, 20))
             rows.append(await run_load(gateway.url, "/healthz", 1, args.requests * 2, 20))
             rounds = await kernel.store.count_sessions()
