@@ -15,7 +15,6 @@ from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sse_events,
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 
-
 # A turn's worst case (max_tokens 1024 at 0.001 a token) fits a 1.5 limit once; after
 # an answer that cost 1.0 it no longer does.
 LOW = """
@@ -104,6 +103,8 @@ async def test_commands_over_the_sidecar_are_audited_as_api(
         ("api", "rewind"),
     ]
     # The same change through PUT /models/active is named the same.
-    status, _, _ = await sc.call("PUT", "/models/active", {"model": "model-b"})
+    status, _, _ = await sc.call(
+        "PUT", "/models/active", {"provider_id": "main", "model": "model-b"}
+    )
     assert status == 200
     assert [r.actor for r in await audit_rows(sc, "config.changed")] == ["api"] * 3
