@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kernel.agent.sessions import Origin
 from kernel.agent.titles import MAX_TITLE
+from kernel.agent.trail import actor_of
 from kernel.agent.turn import UserInput
 from kernel.audit import kinds
 from kernel.commands.audit import audit_command
@@ -112,9 +113,14 @@ Handler = Callable[[str, str], Awaitable[Reply]]
 
 
 class Commands:
-    def __init__(self, kernel: KernelParts) -> None:
+    def __init__(self, kernel: KernelParts, sender: UserInput | None = None) -> None:
+        """``sender``: whom the channel's commands act for (None: the owner). A /retry's
+        turn runs with its flags; its actor is named in every audit row a command writes
+        (a sidecar caller's: ``api``, never asked to raise the owner's budget)."""
         self.kernel = kernel
         self.agent = kernel.agent
+        self.sender = sender
+        self.actor = actor_of(sender) if sender is not None else "owner"
         # session id → the name it was last shown by (a gone one is refused by name)
         self.known: dict[int, str] = {}
         # conversation → ids of its last /memory listing
@@ -367,17 +373,18 @@ class Commands:
 
     async def undo(self, conversation: str) -> Reply:
         try:
-            cut = await self.agent.undo(conversation)
+            cut = await self.agent.undo(conversation, self.actor)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         return Reply(t("conv.undone", count=cut.count))
 
     async def retry(self, conversation: str, template: UserInput | None = None) -> Reply:
         """The last exchange cut and its message run again: the Reply carries the turn
-        (``template``: the channel's sender and flags; by default the conversation's
-        channel, its prefix)."""
+        (``template``: the channel's sender and flags; by default the command set's
+        sender, else the owner in the conversation's channel, its prefix)."""
         if template is None:
-            template = UserInput("", channel=conversation.partition(":")[0] or "console")
+            channel = conversation.partition(":")[0] or "console"
+            template = self.sender or UserInput("", channel=channel)
         try:
             turn = await self.agent.retry(conversation, template)
         except KernelError as exc:
@@ -390,7 +397,7 @@ class Commands:
         if not (arg.isascii() and arg.isdigit() and len(arg) <= 18):  # "²", 5000 digits
             return Reply(t("conv.rewind_need_reply"), error=True)
         try:
-            cut = await self.agent.rewind(conversation, int(arg))
+            cut = await self.agent.rewind(conversation, int(arg), actor=self.actor)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         return Reply(t("conv.rewound", count=cut.count))
@@ -441,10 +448,10 @@ class Commands:
         return Reply(t("model.switched", model=arg))
 
     async def _picked(self) -> None:
-        """The owner changed the active model: the setting's names in the audit trail."""
+        """The active model changed: the setting's names in the audit trail."""
         keys = ["active.model", "active.provider"]
         await self.agent.audit.record(
-            kinds.CONFIG_CHANGED, actor="owner", sections=["active"], keys=keys
+            kinds.CONFIG_CHANGED, actor=self.actor, sections=["active"], keys=keys
         )
 
     async def _auto(self) -> Reply:

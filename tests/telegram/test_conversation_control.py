@@ -169,3 +169,32 @@ async def test_a_strangers_press_of_the_retry_button_runs_nothing(bot: Factory) 
     h.model.enqueue(text_reply("next"))
     assert await h.converse("q2") == "next"
     assert "the answer" in json.dumps(h.model.requests[-1].body["messages"])
+
+
+async def test_the_owners_commands_are_audited_as_the_owner(bot: Factory) -> None:
+    """/model, /undo, /rewind and /retry from the owner's chat: each audit row they write
+    names the owner (the same commands over the sidecar name ``api``)."""
+    h = await bot()
+    h.model.enqueue(*(text_reply(f"answer {n}") for n in ("one", "two", "three", "four")))
+    await h.converse("q-one")
+    first = h.bot_messages()[-1]
+    await h.converse("q-two")
+    assert "model-b" in await h.converse("/model model-b")
+    assert "Undone" in await h.converse("/undo")
+    await h.converse("q-three")
+    before = len(h.tg.calls_to("sendMessage"))
+    h.tg.inject_text("/rewind", reply_to_message_id=first.message_id)
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
+    await h.settle()
+    assert "Rewound" in h.texts()[-1]
+    await h.converse("q-four")
+    h.model.enqueue(text_reply("answer four, again"))
+    assert (await h.converse("/retry")).endswith("answer four, again")
+
+    rows = await h.kernel.audit.events(limit=1000)
+    changed = [r.actor for r in rows if r.kind == "config.changed"]
+    cuts = [(r.actor, r.data and r.data["command"]) for r in rows if r.kind == "history.cut"]
+    assert changed == ["owner"]
+    assert cuts == [("owner", "undo"), ("owner", "rewind"), ("owner", "retry")]
+    received = [r.actor for r in rows if r.kind == "message.received"]
+    assert received == ["owner"] * 5

@@ -44,10 +44,17 @@ async def _open_terminal(kernel: Kernel) -> None:
         await kernel.agent.resume(CONVERSATION, opened.row.id)
 
 
+def _caller(text: str) -> UserInput:
+    """A line of a sidecar caller, as on every HTTP path: audited as ``api``, never asked
+    to raise the owner's budget (a turn over it is refused)."""
+    return UserInput(text, channel="console", budget_ask=False, actor="api")
+
+
 @contextlib.asynccontextmanager
 async def _command_set(kernel: Kernel, app: web.Application) -> AsyncIterator[None]:
-    """One command set for the sidecar's life (it keeps the last /memory listing)."""
-    app[COMMANDS] = Commands(kernel)
+    """One command set for the sidecar's life (it keeps the last /memory listing), acting
+    for the caller (its /retry's turn, its audit rows)."""
+    app[COMMANDS] = Commands(kernel, sender=_caller(""))
     yield
 
 
@@ -112,8 +119,7 @@ async def terminal(request: web.Request) -> web.StreamResponse:
         turn = reply.turn
     else:
         await kernel.agent.wait_idle(CONVERSATION, kernel.config.gateway.queue_timeout)
-        user_input = UserInput(body.text, channel="console", budget_ask=False, actor="api")
-        turn = kernel.agent.start_turn(CONVERSATION, user_input)
+        turn = kernel.agent.start_turn(CONVERSATION, _caller(body.text))
     try:
         if stream:
             return await stream_events(request, aiter(turn), turn)
