@@ -69,13 +69,16 @@ class Shell:
 
 def usage_json(completion: Completion) -> dict[str, Any]:
     """The API's usage, as the provider reported it: ``input_tokens`` counts all input,
-    the part read from the provider's cache in ``input_tokens_details.cached_tokens``.
-    Thinking is counted in ``output_tokens``; no provider of Kernel's reports it apart,
+    the part read from the provider's cache in ``input_tokens_details.cached_tokens``, the
+    part written to it in ``cache_write_tokens`` (the SDK requires both). Thinking is counted in ``output_tokens``; no provider of Kernel's reports it apart,
     so ``reasoning_tokens`` is 0."""
     usage = completion.usage
     return {
         "input_tokens": usage.prompt,
-        "input_tokens_details": {"cached_tokens": usage.cache_read},
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read,
+            "cache_write_tokens": usage.cache_write,
+        },
         "output_tokens": usage.output,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage.prompt + usage.output,

@@ -9,10 +9,11 @@ import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import openai
 import pytest
+from openai.types.responses import Response, ResponseStreamEvent
 
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim, system_text
@@ -24,6 +25,11 @@ FIXTURE = json.loads(
 )
 CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 REASONING = 'capabilities = ["stream", "tool_call", "attachments", "reasoning"]\n'
+# The SDK's type of each event, by its ``type`` (ResponseStreamEvent is their union).
+EVENT_TYPES: dict[str, type[Any]] = {
+    get_args(kind.model_fields["type"].annotation)[0]: kind
+    for kind in get_args(get_args(ResponseStreamEvent)[0])
+}
 SHELL = {
     "type": "function",
     "name": "exec_command",
@@ -47,6 +53,12 @@ async def oai() -> AsyncIterator[Any]:
     yield make
     for client in clients:
         await client.close()
+
+
+def strict(response: dict[str, Any]) -> Response:
+    """The response validated by the SDK's own type: a required field missing fails (the
+    SDK's client only constructs, never validates, what it receives)."""
+    return Response.model_validate(response)
 
 
 def sent(sim: AnthropicSim | OpenAISim, index: int = -1) -> dict[str, Any]:
@@ -78,6 +90,7 @@ async def stream_raw(
         name, data = frame.split("\n", 1)
         event = json.loads(data.removeprefix("data: "))
         assert name == f"event: {event['type']}"
+        EVENT_TYPES[event["type"]].model_validate(event)  # the SDK's type, strictly
         events.append(event)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     return events
@@ -92,7 +105,8 @@ async def test_plain_response_through_the_sdk(
     sc = await sidecar(sim, api_key=API_KEY)
     sim.enqueue(Reply(Text("Hello there"), usage=(11, 3)))
     body = FIXTURE["openai_sdk"]["requests"][0]  # input string, instructions, max_output_tokens
-    answer = await oai(sc).responses.create(**(body | {"model": "model-b"}))
+    raw = await oai(sc).responses.with_raw_response.create(**(body | {"model": "model-b"}))
+    answer = strict(raw.http_response.json())
 
     assert answer.output_text == "Hello there"
     assert answer.id.startswith("resp_") and answer.object == "response"
@@ -102,6 +116,7 @@ async def test_plain_response_through_the_sdk(
     assert (answer.usage.input_tokens, answer.usage.output_tokens) == (11, 3)
     assert answer.usage.total_tokens == 14
     assert answer.usage.input_tokens_details.cached_tokens == 0
+    assert answer.usage.input_tokens_details.cache_write_tokens == 0
     assert answer.usage.output_tokens_details.reasoning_tokens == 0
     assert "Be brief." in system_of(sim)
     assert sent(sim)["model"] == "model-b" and "hi" in json.dumps(sent(sim))
@@ -113,6 +128,28 @@ async def test_plain_response_through_the_sdk(
         ).fetchall(),
     )
     assert [tuple(r) for r in rows] == [("main", "model-b", "api", 11, 3)]
+
+
+async def test_usage_carries_the_cache_reads_and_writes(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """``input_tokens_details`` holds both cache fields the SDK requires, as the backend
+    reported them (tests/sim/caching.py), in the JSON answer and the streamed one."""
+    anthropic_sim.fallback = "echo"
+    sc = await sidecar(anthropic_sim)
+    body = {"model": "model-a", "instructions": "Answer from the handbook. " * 200}
+    status, cold, _ = await sc.call("POST", "/v1/responses", body | {"input": "first"})
+    assert status == 200, cold
+    events = await stream_raw(sc, body | {"input": "second", "stream": True})
+    warm = events[-1]["response"]
+
+    first, second = anthropic_sim.cache_log
+    for response, use in ((strict(cold), first), (strict(warm), second)):
+        assert response.usage is not None
+        details = response.usage.input_tokens_details
+        assert (details.cached_tokens, details.cache_write_tokens) == (use.read, use.write)
+        assert response.usage.input_tokens == use.input + use.read + use.write
+    assert first.write > 1024 and second.read > 1024
 
 
 async def test_streamed_events_come_in_the_apis_order(
@@ -254,6 +291,7 @@ async def test_namespace_and_custom_tool_calls_come_back_in_their_kind(
     status, data, _ = await sc.call("POST", "/v1/responses", body)
 
     assert status == 200
+    strict(data)
     spaced, custom = data["output"]
     assert (spaced["type"], spaced["namespace"], spaced["name"]) == (
         "function_call",
@@ -327,6 +365,7 @@ async def test_reasoning_items_are_sent_and_passed_back(
     ]
     status, data, _ = await sc.call("POST", "/v1/responses", body | {"input": back})
     assert status == 200, data
+    strict(data)
     assert data["output"][-1]["content"][0]["text"] == "Two files."
     assistant = sent(anthropic_sim)["messages"][1]["content"]
     assert assistant[0]["type"] == "thinking" and assistant[0]["thinking"] == "run ls first"
@@ -376,6 +415,8 @@ async def test_previous_response_id_continues_a_stored_response(
 
     again = await client.responses.retrieve(second.id)
     assert again.output_text == "Ada Lovelace."
+    status, stored, _ = await sc.call("GET", f"/v1/responses/{second.id}")
+    assert status == 200 and strict(stored).output_text == "Ada Lovelace."
     rows = await sc.kernel.store.read(
         "count", lambda conn: conn.execute("SELECT COUNT(*) FROM v1_responses").fetchone()[0]
     )
