@@ -6,6 +6,7 @@ events in order, tool call round trips, reasoning items, stored responses and
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import openai
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 
+from kernel.store.responses import ROW_MAX, ResponseStore
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim, system_text
 from tests.sim.openai_sim import OpenAISim
@@ -449,6 +451,61 @@ async def test_store_false_keeps_nothing(
     with pytest.raises(openai.NotFoundError):
         await client.responses.retrieve(answer.id)
     assert len(sim.requests) == 1
+
+
+async def rows_stored(sc: Sidecar) -> list[str]:
+    return await sc.kernel.store.read(
+        "ids", lambda conn: [r[0] for r in conn.execute("SELECT id FROM v1_responses")]
+    )
+
+
+async def test_a_stored_chain_counts_whole_against_the_item_limit(
+    sidecar: SidecarFactory, openai_sim: OpenAISim
+) -> None:
+    sc = await sidecar(openai_sim)
+    chain = [{"role": "user", "content": "x"}] * 9_999
+    assert await ResponseStore(sc.kernel.store).save({"id": "resp_long", "output": []}, chain)
+    body = {"model": "model-a", "previous_response_id": "resp_long"}
+    status, data, _ = await sc.call("POST", "/v1/responses", body | {"input": ["a", "b"]})
+
+    assert status == 400, data
+    error = data["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == "previous_response_id"
+    assert "9999 items" in error["message"] and "10000" in error["message"]
+    assert "without previous_response_id" in error["message"]  # the fix
+    assert openai_sim.requests == []
+
+
+async def test_a_response_too_large_to_keep_says_store_false(
+    sidecar: SidecarFactory, openai_sim: OpenAISim, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client is never told ``store: true`` of a response it then cannot find: one
+    whose context outgrows a stored row is answered with ``store: false``, and the log
+    says why (without the content)."""
+    caplog.set_level(logging.INFO, logger="kernel.gateway.routes.responses")
+    sc = await sidecar(openai_sim)
+    search = {"type": "search", "query": "q" * (ROW_MAX - 300)}  # kept, never sent on
+    chain = [
+        {"role": "user", "content": "hello"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": search},
+    ]
+    assert await ResponseStore(sc.kernel.store).save({"id": "resp_big", "output": []}, chain)
+    openai_sim.enqueue(text_reply("still here"), text_reply("streamed too"))
+    body = {"model": "model-a", "previous_response_id": "resp_big"}
+
+    status, data, _ = await sc.call("POST", "/v1/responses", body | {"input": "and now?"})
+    assert status == 200, data
+    assert strict(data).store is False and data["output"][0]["content"][0]["text"] == "still here"
+    events = await stream_raw(sc, body | {"input": "and now?", "stream": True})
+    done = events[-1]["response"]
+    assert done["store"] is False and done["output"][0]["content"][0]["text"] == "streamed too"
+
+    assert await rows_stored(sc) == ["resp_big"]
+    for answered in (data["id"], done["id"]):
+        status, missing, _ = await sc.call("GET", f"/v1/responses/{answered}")
+        assert status == 404, missing
+    said = [r.getMessage() for r in caplog.records if "store false" in r.getMessage()]
+    assert len(said) == 2 and not any("qqq" in line or "and now" in line for line in said)
 
 
 # ---------------------------------------------------------------------- refusals
