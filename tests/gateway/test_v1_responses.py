@@ -466,7 +466,7 @@ async def test_a_stored_chain_counts_whole_against_the_item_limit(
     chain = [{"role": "user", "content": "x"}] * 9_999
     assert await ResponseStore(sc.kernel.store).save({"id": "resp_long", "output": []}, chain)
     body = {"model": "model-a", "previous_response_id": "resp_long"}
-    status, data, _ = await sc.call("POST", "/v1/responses", body | {"input": ["a", "b"]})
+    status, data, _ = await sc.call("POST", "/v1/responses", body | {"input": chain[:2]})
 
     assert status == 400, data
     error = data["error"]
