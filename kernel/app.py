@@ -43,6 +43,7 @@ from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox
+from kernel.store.responses import ResponseStore
 from kernel.store.trouble import StorageTrouble, diagnose
 from kernel.tools.registry import ToolRegistry
 from kernel.workspace import Workspace
@@ -114,6 +115,7 @@ class Kernel:
             decisions=self.agent.decisions,
             decisions_days=config.routing.decisions_days,
             artifacts=self.artifacts,
+            responses=ResponseStore(self.store, config.general.retention_days),
         )
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)

@@ -9,7 +9,8 @@ files) and never leaves its folders: symbolic links are removed as links, never 
 The routing decisions log (issue 17) keeps its own age, ``routing.decisions_days``: the
 same daily job prunes it, even when ``retention_days = 0`` keeps the files and the mailbox.
 The artifacts a sweep deleted (issue 23) are marked removed in the same job, so the
-listings say so and a download of one is refused with the reason.
+listings say so and a download of one is refused with the reason. The responses
+``/v1/responses`` stored (kernel/store/responses.py) go with the mailbox's age.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kernel.core.tasks import TaskSet
 from kernel.store.artifacts import ArtifactStore
 from kernel.store.decisions import DecisionStore
 from kernel.store.mailbox import Mailbox
+from kernel.store.responses import ResponseStore
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class SweepResult:
     skipped: list[str] = field(default_factory=list)  # top folders that are not real dirs
     mailbox_rows: int = 0  # settled inbox and finished outbox rows pruned
     decisions: int = 0  # routing decisions pruned
+    responses: int = 0  # stored /v1 responses pruned
     removed: list[str] = field(default_factory=list)  # files deleted, relative to data_dir
     artifacts: int = 0  # artifact rows marked removed
 
@@ -138,8 +141,10 @@ class RetentionJob:
         decisions: DecisionStore | None = None,
         decisions_days: int = 0,
         artifacts: ArtifactStore | None = None,
+        responses: ResponseStore | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.responses = responses  # stored /v1 responses, pruned after ``days``
         self.artifacts = artifacts  # what the sweep deleted is marked removed there
         self.mailbox = mailbox
         self.days = days
@@ -210,6 +215,13 @@ class RetentionJob:
             except Exception as exc:  # the files were swept; the rows wait for tomorrow
                 result.failures += 1
                 log.warning("retention: pruning the mailbox failed: %s", type(exc).__name__)
+        if self.responses is not None and self.days > 0:
+            before = datetime.fromtimestamp(self.clock() - self.days * DAY, UTC)
+            try:
+                result.responses = await self.responses.prune(before)
+            except Exception as exc:  # get() does not find them meanwhile
+                result.failures += 1
+                log.warning("retention: pruning /v1 responses failed: %s", type(exc).__name__)
         if self.artifacts is not None:
             try:
                 result.artifacts = await self._mark_artifacts(result.removed)
@@ -229,6 +241,8 @@ class RetentionJob:
             log.info("retention: pruned %d mailbox rows", result.mailbox_rows)
         if result.decisions:
             log.info("retention: pruned %d routing decisions", result.decisions)
+        if result.responses:
+            log.info("retention: pruned %d stored /v1 responses", result.responses)
         if result.total or result.failures:
             log.info(
                 "retention: deleted %d files older than %d days (%s), %d empty folders, "

@@ -93,7 +93,7 @@ def loads(raw: bytes | str) -> Any:
         )
     except RecursionError:
         raise UnsafeJSONError(t("json.too_deep", limit=MAX_DEPTH)) from None
-    _check_depth(data)
+    check_depth(data)
     if may_carry(raw):
         _mend_words(data)
     return data
@@ -125,7 +125,8 @@ def _mend_words(data: Any) -> None:
                 stack.append((child, where, inside))
 
 
-def _check_depth(data: Any) -> None:
+def check_depth(data: Any) -> None:
+    """:class:`UnsafeJSONError` when ``data`` nests deeper than :data:`MAX_DEPTH`."""
     stack: list[tuple[Any, int]] = [(data, 1)] if isinstance(data, dict | list) else []
     while stack:
         node, depth = stack.pop()

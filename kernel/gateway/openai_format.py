@@ -373,7 +373,9 @@ def _assistant(item: dict[str, Any], where: str) -> Message:
             call = _TOOL_CALL.validate_python(raw)
         except ValidationError:
             raise bad(f"{where}.tool_calls.{k}", "must have an id and a function name") from None
-        arguments = tool_input(call.function.arguments)
+        arguments = tool_input(
+            call.function.arguments, f"{where}.tool_calls.{k}.function.arguments"
+        )
         blocks.append(ToolUseBlock(call.id, call.function.name, arguments))
     return Message("assistant", blocks)
 

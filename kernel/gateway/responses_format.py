@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from kernel.core import safejson
 from kernel.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolSpec, ToolUseBlock
 from kernel.core.provider import Sampling, Thinking
 from kernel.gateway.openai_format import image_from_url
@@ -38,6 +39,7 @@ from kernel.gateway.schema import OpenShape, Shape, documented
 from kernel.gateway.v1 import (
     MODEL_NAME_MAX,
     OPENAI_PROBLEMS,
+    TOO_DEEP,
     V1Body,
     V1Error,
     bad,
@@ -441,15 +443,15 @@ def _item(item: Any, where: str, out: Conversation, spaced: dict[tuple[str, str]
         space = item.get("namespace")
         if isinstance(space, str) and space:
             name = spaced.get((space, name), space + NAMESPACE_SEP + name)
-        _call(out, item, where, name, _string(item, "arguments", where))
+        _call(out, item, where, name, _string(item, "arguments", where), "arguments")
     elif kind == "custom_tool_call":
         text = _string(item, "input", where)
         name = _name(item.get("name"), f"{where}.name")
-        _call(out, item, where, name, json.dumps({"input": text}))
+        _call(out, item, where, name, json.dumps({"input": text}), "input")
     elif kind == "local_shell_call":
         action = item.get("action")
         arguments = json.dumps(action if isinstance(action, dict) else {})
-        _call(out, item, where, "local_shell", arguments)
+        _call(out, item, where, "local_shell", arguments, "action")
     elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
         call_id = _string(item, "call_id", where)
         text = _output(item.get("output"), f"{where}.output")
@@ -474,11 +476,14 @@ def _string(item: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _call(out: Conversation, item: dict[str, Any], where: str, name: str, arguments: str) -> None:
+def _call(
+    out: Conversation, item: dict[str, Any], where: str, name: str, arguments: str, field: str
+) -> None:
     call_id = item.get("call_id") or item.get("id")
     if not isinstance(call_id, str) or not call_id:
         raise bad(f"{where}.call_id", "Field required (a string)")
-    out.assistant().content.append(ToolUseBlock(call_id, name, tool_input(arguments)))
+    args = tool_input(arguments, f"{where}.{field}")
+    out.assistant().content.append(ToolUseBlock(call_id, name, args))
 
 
 def _message(item: dict[str, Any], where: str, out: Conversation) -> None:
@@ -564,6 +569,11 @@ def _reasoning(item: dict[str, Any], where: str) -> list[dict[str, Any]]:
         return []  # another server's reasoning: nothing a provider here can read
     try:
         blocks = json.loads(base64.b64decode(sealed[len(REASONING_PREFIX) :], validate=True))
+        safejson.check_depth(blocks)
+    except (RecursionError, safejson.UnsafeJSONError):  # not what Kernel sealed
+        raise bad(
+            f"{where}.encrypted_content", f"{TOO_DEEP}: pass back the item as it came"
+        ) from None
     except (binascii.Error, ValueError):
         return []
     if not isinstance(blocks, list):

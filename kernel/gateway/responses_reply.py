@@ -69,13 +69,17 @@ class Shell:
 
 def usage_json(completion: Completion) -> dict[str, Any]:
     """The API's usage, as the provider reported it: ``input_tokens`` counts all input,
-    the part read from the provider's cache in ``input_tokens_details.cached_tokens``.
-    Thinking is counted in ``output_tokens``; no provider of Kernel's reports it apart,
-    so ``reasoning_tokens`` is 0."""
+    the part read from the provider's cache in ``input_tokens_details.cached_tokens``, the
+    part written to it in ``cache_write_tokens`` (the SDK requires both). Thinking is
+    counted in ``output_tokens``; no provider of Kernel's reports it apart, so
+    ``reasoning_tokens`` is 0."""
     usage = completion.usage
     return {
         "input_tokens": usage.prompt,
-        "input_tokens_details": {"cached_tokens": usage.cache_read},
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read,
+            "cache_write_tokens": usage.cache_write,
+        },
         "output_tokens": usage.output,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage.prompt + usage.output,
@@ -158,10 +162,17 @@ class Events:
     """The events of one streamed response: items opened and closed as deltas of
     another kind arrive (reasoning, then text, then the tool calls at the end)."""
 
-    def __init__(self, send: Send, shell: Shell, tools: Tools) -> None:
+    def __init__(
+        self,
+        send: Send,
+        shell: Shell,
+        tools: Tools,
+        settle: Callable[[dict[str, Any]], None] = lambda response: None,
+    ) -> None:
         self.send = send
         self.shell = shell
         self.tools = tools
+        self.settle = settle  # sees the whole response before response.completed goes
         self.output: list[dict[str, Any]] = []
         self.open: dict[str, Any] | None = None
         self.text = ""
@@ -254,6 +265,7 @@ class Events:
         response = self.shell.json(status, self.output, usage_json(completion))
         if status == "incomplete":
             response["incomplete_details"] = {"reason": "max_output_tokens"}
+        self.settle(response)
         await self.send(f"response.{status}", {"response": response})
         return response
 

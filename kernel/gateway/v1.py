@@ -110,6 +110,7 @@ LONE_SURROGATE = (
     "holds a lone surrogate (an escape such as \\ud800 without its other half), which is "
     "not text: send the whole character (both halves of its UTF-16 pair) or leave it out"
 )
+TOO_DEEP = f"nested deeper than {safejson.MAX_DEPTH} levels"
 
 
 class V1Body(BodyModel):
@@ -194,10 +195,7 @@ async def read_body(request: web.Request) -> Any:
     except safejson.LoneSurrogateError as exc:
         raise bad(exc.field, LONE_SURROGATE) from None
     except safejson.UnsafeJSONError:
-        detail = (
-            f"nested deeper than {safejson.MAX_DEPTH} levels, a number out of range, "
-            "or NaN/Infinity"
-        )
+        detail = f"{TOO_DEEP}, a number out of range, or NaN/Infinity"
     except json.JSONDecodeError as problem:
         detail = f"line {problem.lineno} column {problem.colno}: {problem.msg}"
     except UnicodeDecodeError:
@@ -272,11 +270,20 @@ def glob_match(pattern: str, name: str) -> bool:
     return name.endswith(last)
 
 
-def tool_input(arguments: str) -> dict[str, Any]:
+def tool_input(arguments: str, where: str | None = None) -> dict[str, Any]:
+    """A call's arguments as an object ({} when none can be recovered). JSON inside a
+    string escapes the body's depth limit: nested too deep, the client's own (``where``
+    names the field) is refused with a 400, a model's read as no arguments."""
     try:
-        return repair_arguments(arguments, {})
+        args = repair_arguments(arguments, {})
+        safejson.check_depth(args)
     except ToolError:
         return {}
+    except (RecursionError, safejson.UnsafeJSONError):
+        if where is None:
+            return {}
+        raise bad(where, f"{TOO_DEEP}; send the arguments as a flatter JSON object") from None
+    return args
 
 
 # ---------------------------------------------------------------------- answers

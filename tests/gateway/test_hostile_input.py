@@ -4,6 +4,7 @@ never a 5xx, and the event loop keeps answering."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import re
@@ -144,3 +145,76 @@ def test_a_non_finite_value_is_never_written_as_invalid_json() -> None:
         "b": [None, 1.5],
         "c": {"d": None},
     }
+
+
+NESTED = "[" * 50_000  # JSON inside a string: the body's own depth limit never sees it
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        (
+            "/v1/responses",
+            {
+                "model": "model-a",
+                "input": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "type": "reasoning",
+                        "summary": [],
+                        "encrypted_content": "kernel.v1:"
+                        + base64.b64encode(NESTED.encode()).decode(),
+                    },
+                ],
+            },
+            "input.1.encrypted_content",
+        ),
+        (
+            "/v1/responses",
+            {
+                "model": "model-a",
+                "input": [
+                    {"role": "user", "content": "hi"},
+                    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": NESTED},
+                    {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+                ],
+            },
+            "input.1.arguments",
+        ),
+        (
+            "/v1/chat/completions",
+            {
+                "model": "model-a",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": NESTED},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                ],
+            },
+            "messages.1.tool_calls.0.function.arguments",
+        ),
+    ],
+)
+async def test_json_nested_inside_a_string_is_a_400_naming_the_field(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, path: str, body: dict, param: str
+) -> None:
+    """Arguments and reasoning items carry JSON inside a string; parsed, its depth is
+    limited as a body's is: a 400 in the route's (OpenAI's) shape naming the field."""
+    sc = await sidecar(anthropic_sim)
+    status, data, _ = await sc.call("POST", path, body)
+    assert status == 400, data
+    error = data["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param, error
+    assert error["message"].startswith(param) and "nested deeper than 100" in error["message"]
+    assert anthropic_sim.requests == []
+    status, health, _ = await sc.call("GET", "/healthz")
+    assert status == 200 and health["status"] == "ok"

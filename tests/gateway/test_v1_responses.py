@@ -6,14 +6,17 @@ events in order, tool call round trips, reasoning items, stored responses and
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import openai
 import pytest
+from openai.types.responses import Response, ResponseStreamEvent
 
+from kernel.store.responses import ROW_MAX, ResponseStore
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim, system_text
 from tests.sim.openai_sim import OpenAISim
@@ -24,6 +27,11 @@ FIXTURE = json.loads(
 )
 CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 REASONING = 'capabilities = ["stream", "tool_call", "attachments", "reasoning"]\n'
+# The SDK's type of each event, by its ``type`` (ResponseStreamEvent is their union).
+EVENT_TYPES: dict[str, type[Any]] = {
+    get_args(kind.model_fields["type"].annotation)[0]: kind
+    for kind in get_args(get_args(ResponseStreamEvent)[0])
+}
 SHELL = {
     "type": "function",
     "name": "exec_command",
@@ -47,6 +55,12 @@ async def oai() -> AsyncIterator[Any]:
     yield make
     for client in clients:
         await client.close()
+
+
+def strict(response: dict[str, Any]) -> Response:
+    """The response validated by the SDK's own type: a required field missing fails (the
+    SDK's client only constructs, never validates, what it receives)."""
+    return Response.model_validate(response)
 
 
 def sent(sim: AnthropicSim | OpenAISim, index: int = -1) -> dict[str, Any]:
@@ -78,6 +92,7 @@ async def stream_raw(
         name, data = frame.split("\n", 1)
         event = json.loads(data.removeprefix("data: "))
         assert name == f"event: {event['type']}"
+        EVENT_TYPES[event["type"]].model_validate(event)  # the SDK's type, strictly
         events.append(event)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     return events
@@ -92,7 +107,8 @@ async def test_plain_response_through_the_sdk(
     sc = await sidecar(sim, api_key=API_KEY)
     sim.enqueue(Reply(Text("Hello there"), usage=(11, 3)))
     body = FIXTURE["openai_sdk"]["requests"][0]  # input string, instructions, max_output_tokens
-    answer = await oai(sc).responses.create(**(body | {"model": "model-b"}))
+    raw = await oai(sc).responses.with_raw_response.create(**(body | {"model": "model-b"}))
+    answer = strict(raw.http_response.json())
 
     assert answer.output_text == "Hello there"
     assert answer.id.startswith("resp_") and answer.object == "response"
@@ -102,6 +118,7 @@ async def test_plain_response_through_the_sdk(
     assert (answer.usage.input_tokens, answer.usage.output_tokens) == (11, 3)
     assert answer.usage.total_tokens == 14
     assert answer.usage.input_tokens_details.cached_tokens == 0
+    assert answer.usage.input_tokens_details.cache_write_tokens == 0
     assert answer.usage.output_tokens_details.reasoning_tokens == 0
     assert "Be brief." in system_of(sim)
     assert sent(sim)["model"] == "model-b" and "hi" in json.dumps(sent(sim))
@@ -113,6 +130,28 @@ async def test_plain_response_through_the_sdk(
         ).fetchall(),
     )
     assert [tuple(r) for r in rows] == [("main", "model-b", "api", 11, 3)]
+
+
+async def test_usage_carries_the_cache_reads_and_writes(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """``input_tokens_details`` holds both cache fields the SDK requires, as the backend
+    reported them (tests/sim/caching.py), in the JSON answer and the streamed one."""
+    anthropic_sim.fallback = "echo"
+    sc = await sidecar(anthropic_sim)
+    body = {"model": "model-a", "instructions": "Answer from the handbook. " * 200}
+    status, cold, _ = await sc.call("POST", "/v1/responses", body | {"input": "first"})
+    assert status == 200, cold
+    events = await stream_raw(sc, body | {"input": "second", "stream": True})
+    warm = events[-1]["response"]
+
+    first, second = anthropic_sim.cache_log
+    for response, use in ((strict(cold), first), (strict(warm), second)):
+        assert response.usage is not None
+        details = response.usage.input_tokens_details
+        assert (details.cached_tokens, details.cache_write_tokens) == (use.read, use.write)
+        assert response.usage.input_tokens == use.input + use.read + use.write
+    assert first.write > 1024 and second.read > 1024
 
 
 async def test_streamed_events_come_in_the_apis_order(
@@ -254,6 +293,7 @@ async def test_namespace_and_custom_tool_calls_come_back_in_their_kind(
     status, data, _ = await sc.call("POST", "/v1/responses", body)
 
     assert status == 200
+    strict(data)
     spaced, custom = data["output"]
     assert (spaced["type"], spaced["namespace"], spaced["name"]) == (
         "function_call",
@@ -327,6 +367,7 @@ async def test_reasoning_items_are_sent_and_passed_back(
     ]
     status, data, _ = await sc.call("POST", "/v1/responses", body | {"input": back})
     assert status == 200, data
+    strict(data)
     assert data["output"][-1]["content"][0]["text"] == "Two files."
     assistant = sent(anthropic_sim)["messages"][1]["content"]
     assert assistant[0]["type"] == "thinking" and assistant[0]["thinking"] == "run ls first"
@@ -376,6 +417,8 @@ async def test_previous_response_id_continues_a_stored_response(
 
     again = await client.responses.retrieve(second.id)
     assert again.output_text == "Ada Lovelace."
+    status, stored, _ = await sc.call("GET", f"/v1/responses/{second.id}")
+    assert status == 200 and strict(stored).output_text == "Ada Lovelace."
     rows = await sc.kernel.store.read(
         "count", lambda conn: conn.execute("SELECT COUNT(*) FROM v1_responses").fetchone()[0]
     )
@@ -408,6 +451,61 @@ async def test_store_false_keeps_nothing(
     with pytest.raises(openai.NotFoundError):
         await client.responses.retrieve(answer.id)
     assert len(sim.requests) == 1
+
+
+async def rows_stored(sc: Sidecar) -> list[str]:
+    return await sc.kernel.store.read(
+        "ids", lambda conn: [r[0] for r in conn.execute("SELECT id FROM v1_responses")]
+    )
+
+
+async def test_a_stored_chain_counts_whole_against_the_item_limit(
+    sidecar: SidecarFactory, openai_sim: OpenAISim
+) -> None:
+    sc = await sidecar(openai_sim)
+    chain = [{"role": "user", "content": "x"}] * 9_999
+    assert await ResponseStore(sc.kernel.store).save({"id": "resp_long", "output": []}, chain)
+    body = {"model": "model-a", "previous_response_id": "resp_long"}
+    status, data, _ = await sc.call("POST", "/v1/responses", body | {"input": chain[:2]})
+
+    assert status == 400, data
+    error = data["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == "previous_response_id"
+    assert "9999 items" in error["message"] and "10000" in error["message"]
+    assert "without previous_response_id" in error["message"]  # the fix
+    assert openai_sim.requests == []
+
+
+async def test_a_response_too_large_to_keep_says_store_false(
+    sidecar: SidecarFactory, openai_sim: OpenAISim, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client is never told ``store: true`` of a response it then cannot find: one
+    whose context outgrows a stored row is answered with ``store: false``, and the log
+    says why (without the content)."""
+    caplog.set_level(logging.INFO, logger="kernel.gateway.routes.responses")
+    sc = await sidecar(openai_sim)
+    search = {"type": "search", "query": "q" * (ROW_MAX - 300)}  # kept, never sent on
+    chain = [
+        {"role": "user", "content": "hello"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": search},
+    ]
+    assert await ResponseStore(sc.kernel.store).save({"id": "resp_big", "output": []}, chain)
+    openai_sim.enqueue(text_reply("still here"), text_reply("streamed too"))
+    body = {"model": "model-a", "previous_response_id": "resp_big"}
+
+    status, data, _ = await sc.call("POST", "/v1/responses", body | {"input": "and now?"})
+    assert status == 200, data
+    assert strict(data).store is False and data["output"][0]["content"][0]["text"] == "still here"
+    events = await stream_raw(sc, body | {"input": "and now?", "stream": True})
+    done = events[-1]["response"]
+    assert done["store"] is False and done["output"][0]["content"][0]["text"] == "streamed too"
+
+    assert await rows_stored(sc) == ["resp_big"]
+    for answered in (data["id"], done["id"]):
+        status, missing, _ = await sc.call("GET", f"/v1/responses/{answered}")
+        assert status == 404, missing
+    said = [r.getMessage() for r in caplog.records if "store false" in r.getMessage()]
+    assert len(said) == 2 and not any("qqq" in line or "and now" in line for line in said)
 
 
 # ---------------------------------------------------------------------- refusals

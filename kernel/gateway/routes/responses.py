@@ -6,6 +6,8 @@ providers, model names, budgets and usage ledger as ``/v1/chat/completions``
 ``store`` (the API's default: true) keeps the response and its context in Kernel's
 database (:mod:`kernel.store.responses`), so ``previous_response_id`` continues it and
 ``GET``/``DELETE /v1/responses/{response_id}`` find it; ``store: false`` keeps nothing.
+A response too large to keep is answered with ``"store": false`` (and a log line saying
+so), never said stored and then not found.
 What each request field becomes: :mod:`kernel.gateway.responses_format`; the answer's
 shape and events: :mod:`kernel.gateway.responses_reply`.
 """
@@ -13,6 +15,7 @@ shape and events: :mod:`kernel.gateway.responses_reply`.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +24,7 @@ from aiohttp import web
 from kernel.core.provider import ChatRequest, Completion, StreamEvent, TextDelta, ThinkingDelta
 from kernel.gateway.api import Router, json_response, kernel_of, openai_error, path_param, sse_frame
 from kernel.gateway.responses_format import (
+    ITEMS_MAX,
     DeletedOut,
     ResponseOut,
     ResponsesBody,
@@ -42,8 +46,9 @@ from kernel.gateway.v1 import (
     refuse_missing,
     refuse_unanswerable,
 )
-from kernel.store.responses import ResponseStore
+from kernel.store.responses import ROW_MAX, ResponseStore, Row
 
+log = logging.getLogger(__name__)
 router = Router("responses", "OpenAI-compatible Responses API")
 
 ID_MAX = 200
@@ -72,7 +77,43 @@ async def _context(request: web.Request, parsed: ResponsesRequest) -> list[Any]:
     stored = await _store(request).get(parsed.previous_response_id)
     if stored is None:
         raise _unknown(parsed.previous_response_id, "previous_response_id")
+    if len(stored.context) + len(parsed.items) > ITEMS_MAX:
+        raise bad(
+            "previous_response_id",
+            f"the stored chain holds {len(stored.context)} items and input "
+            f"{len(parsed.items)}, more than {ITEMS_MAX} together: start a new chain "
+            "(send the items to keep as input, without previous_response_id)",
+        )
     return [*stored.context, *parsed.items]
+
+
+class Keeper:
+    """Whether the answer is kept (``store`` true and small enough), decided on the whole
+    response before it goes out, so the ``store`` it shows is true; :meth:`put` stores it."""
+
+    def __init__(self, store: ResponseStore, wanted: bool, items: list[Any]) -> None:
+        self.store = store
+        self.wanted = wanted
+        self.items = items
+        self.rows: list[Row] = []
+
+    def settle(self, response: dict[str, Any]) -> None:
+        if not self.wanted:
+            return
+        row = self.store.row(response, [*self.items, *response["output"]])
+        if row is None:
+            response["store"] = False
+            log.info(
+                "/v1/responses: %s answered with store false: larger than %d bytes of JSON",
+                response["id"],
+                ROW_MAX,
+            )
+        else:
+            self.rows.append(row)
+
+    async def put(self) -> None:
+        for row in self.rows:
+            await self.store.put(row)
 
 
 @router.post(
@@ -114,7 +155,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         parsed.previous_response_id,
         parsed.effort,
     )
-    answered: list[dict[str, Any]] = []
+    keeper = Keeper(_store(request), parsed.store, items)
 
     def render(completion: Completion) -> dict[str, Any]:
         response = shell.json("completed", output_items(completion, parsed.tools))
@@ -122,13 +163,13 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         if completion.stop_reason in ("max_tokens", "length"):
             response["status"] = "incomplete"
             response["incomplete_details"] = {"reason": "max_output_tokens"}
-        answered.append(response)
+        keeper.settle(response)
         return response
 
     async def streamer(
         first: StreamEvent, events: AsyncIterator[StreamEvent]
     ) -> web.StreamResponse:
-        return await _stream(request, first, events, shell, parsed, answered)
+        return await _stream(request, first, events, shell, parsed, keeper)
 
     result = await answer(
         request,
@@ -139,9 +180,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         render=render,
         streamer=streamer,
     )
-    if parsed.store and answered:
-        response = answered[0]
-        await _store(request).save(response, [*items, *response["output"]])
+    await keeper.put()
     return result
 
 
@@ -151,7 +190,7 @@ async def _stream(
     events: AsyncIterator[StreamEvent],
     shell: Shell,
     parsed: ResponsesRequest,
-    answered: list[dict[str, Any]],
+    keeper: Keeper,
 ) -> web.StreamResponse:
     response = await open_stream(request)
     sequence = 0
@@ -162,7 +201,7 @@ async def _stream(
         sequence += 1
         await response.write(sse_frame(frame, kind))
 
-    out = Events(send, shell, parsed.tools)
+    out = Events(send, shell, parsed.tools, keeper.settle)
     await out.start()
 
     async def handle(event: StreamEvent) -> None:
@@ -171,7 +210,7 @@ async def _stream(
         elif isinstance(event, ThinkingDelta):
             await out.thinking_delta(event.text, event.signature)
         elif isinstance(event, Completion):
-            answered.append(await out.finish(event))
+            await out.finish(event)
 
     async def fail(error: dict[str, Any]) -> None:
         await out.fail("server_error", error["message"])  # Codex retries these
