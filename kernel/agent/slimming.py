@@ -127,9 +127,9 @@ _SKILL_DONE = re2.compile(marker("history.skill_done", r"[^\]\n]+"))
 
 def media_dropped(message: Message) -> bool:
     """Whether the stored ``message`` lost a photo, file or voice note to slimming (what
-    the owner sent cannot be rebuilt from it)."""
+    the owner sent cannot be rebuilt from it). The owner's own blocks are never read."""
     for block in message.content:
-        if isinstance(block, TextBlock) and (
+        if isinstance(block, TextBlock) and block.by != "owner" and (
             retried_mended(_IMAGE_DONE.fullmatch, block.text)
             or retried_mended(_VOICE_DONE.search, block.text)
             or retried_mended(_FILE_DONE.search, block.text)
@@ -144,7 +144,8 @@ def owner_text(message: Message) -> str:
     texts = [
         b.text
         for b in message.content
-        if isinstance(b, TextBlock) and not retried_mended(_SKILL_DONE.fullmatch, b.text)
+        if isinstance(b, TextBlock)
+        and (b.by == "owner" or (not b.by and not retried_mended(_SKILL_DONE.fullmatch, b.text)))
     ]
     return "\n".join(texts)
 
@@ -157,12 +158,12 @@ def slim_message(message: Message, artifacts: dict[str, str] | None = None) -> M
 
 def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
     if isinstance(block, ImageBlock):
-        return TextBlock(t("history.image_done"))
-    if isinstance(block, TextBlock):
+        return TextBlock(t("history.image_done"), by="kernel")
+    if isinstance(block, TextBlock) and block.by != "owner":  # "": stored before "by"
         if skill := SKILL_BLOCK.match(block.text):
-            return TextBlock(t("history.skill_done", name=skill.group(1)))
+            return TextBlock(t("history.skill_done", name=skill.group(1)), by=block.by)
         text = _sub_files(block.text, lambda name: t("history.file_done", name=name))
-        return TextBlock(without_voice(text, t("history.voice_done")))
+        return TextBlock(without_voice(text, t("history.voice_done")), by=block.by)
     if isinstance(block, ToolResultBlock):
         summary = summarize_tool_result(block.content, artifacts.get(block.tool_use_id))
         return replace(block, content=summary)

@@ -114,11 +114,21 @@ class UserInput:
     # sidecar client), and whether this is /retry running a stored message again.
     actor: str = ""
     retry: bool = False
+    # What Kernel attached to the owner's ``text`` (a voice transcript, a text file), in
+    # the catalogue's ``history.voice`` / ``history.file`` form: blocks of Kernel's own
+    # before the owner's, so slimming reads markers only where Kernel put them.
+    attached: tuple[str, ...] = ()
+
+    @property
+    def full_text(self) -> str:
+        """What the model reads as text: the attachments, then the owner's words."""
+        return "\n".join([*self.attached, self.text] if self.text else self.attached)
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
+        blocks += [TextBlock(text, by="kernel") for text in self.attached]
         if self.text:
-            blocks.append(TextBlock(self.text))
+            blocks.append(TextBlock(self.text, by="owner"))
         return Message("user", list(blocks))
 
 
@@ -312,7 +322,7 @@ class TurnRun:
             self.mode = ModeChoice.of_meta(meta)
         system, context = split_layers(
             await parts.prompt.layers(
-                user_input.text,
+                user_input.full_text,
                 guest_tools=self.guest_tools,
                 outlook=outlook,
                 mode=self.mode,
@@ -328,7 +338,7 @@ class TurnRun:
         user_message = user_input.to_message()
         # Each invoked skill is a block of its own before the owner's words, so that
         # slimming can replace exactly it with a marker when storing.
-        user_message.content[0:0] = [TextBlock(wrap_skill(s)) for s in skills]
+        user_message.content[0:0] = [TextBlock(wrap_skill(s), by="kernel") for s in skills]
         await self._store(user_message)
         sent = self.stored[0] if self.stored else None
         await self.trail.received(self.session_id, sent, user_input, self.turn, outlook.agent)
@@ -353,7 +363,7 @@ class TurnRun:
         models = parts.models
         seen = Facts(
             channel=user_input.channel,
-            text=without_files(user_input.text),
+            text=without_files(user_input.full_text),
             image=bool(user_input.images),
             job_id=self.tag.job_id,
             skills=tuple(skill.name for skill in skills),
