@@ -129,10 +129,14 @@ def media_dropped(message: Message) -> bool:
     """Whether the stored ``message`` lost a photo, file or voice note to slimming (what
     the owner sent cannot be rebuilt from it). The owner's own blocks are never read."""
     for block in message.content:
-        if isinstance(block, TextBlock) and block.by != "owner" and (
-            retried_mended(_IMAGE_DONE.fullmatch, block.text)
-            or retried_mended(_VOICE_DONE.search, block.text)
-            or retried_mended(_FILE_DONE.search, block.text)
+        if (
+            isinstance(block, TextBlock)
+            and block.by != "owner"
+            and (
+                retried_mended(_IMAGE_DONE.fullmatch, block.text)
+                or retried_mended(_VOICE_DONE.search, block.text)
+                or retried_mended(_FILE_DONE.search, block.text)
+            )
         ):
             return True
     return False

@@ -18,11 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from kernel.agent.asked_again import unanswered_repeat
-from kernel.agent.context import (
-    CANCELLED_RESULT,
-    repair_history,
-    split_layers,
-)
+from kernel.agent.context import repair_history, split_layers
 from kernel.agent.failover import Build, ModelCalls
 from kernel.agent.models import ModelSelection
 from kernel.agent.prompt import SystemPrompt
@@ -88,7 +84,6 @@ from kernel.tools.repair import repair_arguments, resolve_tool_name
 log = logging.getLogger(__name__)
 
 BUDGET_ASK_SECONDS = 600.0  # how long a turn over its budget waits for the owner
-FAILED_RESULT = "failed: the turn ended with an error before this tool's result was recorded"
 
 
 @dataclass(slots=True)
@@ -222,7 +217,7 @@ class TurnRun:
             reply = self.reply_so_far()
             try:
                 mark = " " + t("history.cancelled")  # in the history the model reads
-                await asyncio.shield(self.close_history(CANCELLED_RESULT, mark))
+                await asyncio.shield(self.close_history(t("history.tool_cancelled"), mark))
             finally:
                 done = Completed(self.step, reply, cancelled=True, usage=self.turn.spend())
                 await self.end(done, "cancelled")
@@ -671,7 +666,7 @@ class TurnRun:
 
     async def fail(self, event: ErrorEvent, outcome: str = "failed") -> None:
         try:
-            await asyncio.shield(self.close_history(FAILED_RESULT))
+            await asyncio.shield(self.close_history(t("history.tool_failed")))
         finally:
             await self.end(event, outcome)
 
@@ -685,7 +680,7 @@ class TurnRun:
             await self.end(event, outcome)
 
     async def _mark_failed(self) -> None:
-        await self.close_history(FAILED_RESULT)
+        await self.close_history(t("history.tool_failed"))
         if self.session_id is None or not self.stored:
             return
         try:

@@ -18,6 +18,7 @@ from kernel.core.events import (
     ToolResult,
     TurnEvent,
 )
+from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
 from tests.conftest import SECRET_KEY, KernelFactory
 from tests.sim import context
@@ -235,5 +236,7 @@ async def test_unrepairable_and_unknown_tools_become_errors_the_model_reads(
     results = [e for e in events if isinstance(e, ToolResult)]
     assert [r.ok for r in results] == [False, False]
     assert "boom: test" in results[0].summary or "boom: test" in json.dumps(sent(sim, 1))
-    assert "unknown tool" in json.dumps(sent(sim, 1))
+    assert t("tool.unknown", name="no_such_tool", listing="") in json.dumps(
+        sent(sim, 1), ensure_ascii=False
+    )
     assert isinstance(events[-1], Completed) and events[-1].reply == "Both failed, sorry."
