@@ -175,10 +175,17 @@ def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
 
 
 def _failed(data: dict[str, object]) -> str:
-    """A failed run's state: its exit code, or the signal that ended it (no code then)."""
-    if data.get("exit_code") is None and data.get("signal"):
-        return t("history.task_signalled", signal=data["signal"])
-    return t("history.task_failed", code=data.get("exit_code"))
+    """A failed run's state: the signal that ended it whenever there was one (and who
+    sent it: a CLI that traps Kernel's SIGTERM exits 0), else its exit code."""
+    signal, code = data.get("signal"), data.get("exit_code")
+    if not signal:
+        return t("history.task_failed", code=code)
+    sent = data.get("kernel_signals")
+    by_kernel = isinstance(sent, list) and signal in sent
+    state = t(
+        "history.task_signal_kernel" if by_kernel else "history.task_signalled", signal=signal
+    )
+    return state if code is None else t("history.task_signal_exit", state=state, code=code)
 
 
 def summarize_tool_result(content: str, artifact: str | None = None) -> str:
