@@ -219,9 +219,15 @@ class Delegator:
             timeout=cfg.timeout,
         )
         self.running = claim
+        # The chat's latest run from the claim on: a run cancelled while its --version
+        # is asked is shown as itself, never as the run before it.
+        self._latest[conversation] = claim
         self._bump()
         try:
             return await self._run(claim, task, cwd, base, profiles, context)
+        except asyncio.CancelledError:
+            claim.outcome = claim.outcome or "cancelled"
+            raise
         finally:
             self.running = None
             self._process = None
@@ -396,7 +402,6 @@ class Delegator:
         if self._stopping:  # stop() came while the working directory was checked
             process.kill()
         claim.output_path = str(output_path)
-        self._latest[claim.conversation] = claim
         log.info(
             "delegation started: cli=%s version=%s jsonl=%s",
             claim.cli,
