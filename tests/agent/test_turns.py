@@ -65,7 +65,7 @@ async def test_plain_streamed_reply(sim: Sim, make_kernel: KernelFactory) -> Non
     ]
     # the layers reached the model: the persona in the system prompt; the local time,
     # volatile, in the context block after the owner's words in the turn's own message
-    assert "You are Kernel" in system_of(sim) and "当前时间" not in system_of(sim)
+    assert "你是 Kernel" in system_of(sim) and "当前时间" not in system_of(sim)
     assert "当前时间" in context.context_of(sim.requests[-1])
     assert "Asia/Shanghai" in context.context_of(sim.requests[-1])
     assert context.owner_texts(context.turn_message(sim.requests[-1])) == ["hi"]

@@ -84,7 +84,7 @@ async def test_a_sub_agent_answers_through_its_own_tool_loop(
     # the sub-agent: its own prompt instead of SOUL.md, only its tools, the task as input
     assert tool_names(child_first) == ["memory_search"]
     system = context.system_of(child_first)
-    assert "careful researcher" in system and "You are Kernel" not in system
+    assert "careful researcher" in system and t("prompt.soul_fallback") not in system
     assert context.owner_words(child_first) == TASK
     assert "Bluebird" in messages_of(child_second)  # its tool loop ran: memory_search's result
     # its final text is the parent's tool result
