@@ -434,7 +434,7 @@ class Agent:
         failed, cancelled), while the conversation is still busy (so no other turn
         starts before it is done)."""
         self.sessions.guard_idle(conversation)
-        if not user_input.text.strip() and not user_input.images:
+        if not user_input.text.strip() and not user_input.images and not user_input.attached:
             raise ValueError("empty input")
         turn = Turn(conversation)
         self.sessions.begin(conversation, turn)

@@ -8,12 +8,9 @@ import json
 import re
 from dataclasses import dataclass
 
+from kernel.core.i18n import t
 from kernel.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from kernel.core.usage import estimate_tokens
-
-CANCELLED_RESULT = "cancelled: the user stopped this turn before the tool finished"
-LOST_RESULT = "no result: the tool did not finish (Kernel stopped or crashed)"
-
 
 _SPACE_RUN = re.compile(r"[ \t]+")
 
@@ -81,7 +78,7 @@ def repair_history(messages: list[Message]) -> list[Message]:
             if message.role == "assistant":
                 answered = set()
             missing: list[Block] = [
-                ToolResultBlock(u.id, LOST_RESULT, is_error=True)
+                ToolResultBlock(u.id, t("history.tool_lost"), is_error=True)
                 for u in out[-1].tool_uses
                 if u.id not in answered
             ]
@@ -98,7 +95,10 @@ def repair_history(messages: list[Message]) -> list[Message]:
             out.append(Message(message.role, content))
     if out and out[-1].role == "assistant" and out[-1].tool_uses:
         out.append(
-            Message("user", [ToolResultBlock(u.id, LOST_RESULT, True) for u in out[-1].tool_uses])
+            Message(
+                "user",
+                [ToolResultBlock(u.id, t("history.tool_lost"), True) for u in out[-1].tool_uses],
+            )
         )
     return out
 

@@ -28,8 +28,6 @@ from kernel.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-SOUL_FALLBACK = "You are Kernel, the owner's personal assistant. Be brief, accurate and kind."
-
 
 class SystemPrompt:
     def __init__(
@@ -83,7 +81,7 @@ class SystemPrompt:
             return layers + await self._volatile(query, outlook)
         soul = await asyncio.to_thread(self._read_soul)
         where = relative(self.config.general.soul, self.config.base_dir)
-        layers = [Layer("soul", soul, "built-in" if soul == SOUL_FALLBACK else where)]
+        layers = [Layer("soul", soul, "built-in" if soul == t("prompt.soul_fallback") else where)]
         if guest_tools is None:  # the owner's prompt files: not for a guest
             layers += await asyncio.to_thread(self.files.layers)
         if outlook.persona is not None and outlook.persona.body:
@@ -154,7 +152,7 @@ class SystemPrompt:
         try:
             soul = self.config.general.soul.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
-            return SOUL_FALLBACK
+            return t("prompt.soul_fallback")
         shipped = any(soul == CATALOG[language]["prompt.soul"] for language in LANGUAGES)
         return t("prompt.soul") if shipped else soul
 

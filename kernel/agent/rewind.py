@@ -112,7 +112,9 @@ class ConversationControl:
             raise refused("nothing_to_retry")
         if remembered is not None and remembered[0] == start.id:
             sent = remembered[1]
-            again = dataclasses.replace(template, text=sent.text, images=list(sent.images))
+            again = dataclasses.replace(
+                template, text=sent.text, images=list(sent.images), attached=sent.attached
+            )
         else:
             if media_dropped(start.message):
                 raise refused("retry_input_gone")

@@ -127,12 +127,16 @@ _SKILL_DONE = re2.compile(marker("history.skill_done", r"[^\]\n]+"))
 
 def media_dropped(message: Message) -> bool:
     """Whether the stored ``message`` lost a photo, file or voice note to slimming (what
-    the owner sent cannot be rebuilt from it)."""
+    the owner sent cannot be rebuilt from it). The owner's own blocks are never read."""
     for block in message.content:
-        if isinstance(block, TextBlock) and (
-            retried_mended(_IMAGE_DONE.fullmatch, block.text)
-            or retried_mended(_VOICE_DONE.search, block.text)
-            or retried_mended(_FILE_DONE.search, block.text)
+        if (
+            isinstance(block, TextBlock)
+            and block.by != "owner"
+            and (
+                retried_mended(_IMAGE_DONE.fullmatch, block.text)
+                or retried_mended(_VOICE_DONE.search, block.text)
+                or retried_mended(_FILE_DONE.search, block.text)
+            )
         ):
             return True
     return False
@@ -144,7 +148,8 @@ def owner_text(message: Message) -> str:
     texts = [
         b.text
         for b in message.content
-        if isinstance(b, TextBlock) and not retried_mended(_SKILL_DONE.fullmatch, b.text)
+        if isinstance(b, TextBlock)
+        and (b.by == "owner" or (not b.by and not retried_mended(_SKILL_DONE.fullmatch, b.text)))
     ]
     return "\n".join(texts)
 
@@ -157,12 +162,12 @@ def slim_message(message: Message, artifacts: dict[str, str] | None = None) -> M
 
 def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
     if isinstance(block, ImageBlock):
-        return TextBlock(t("history.image_done"))
-    if isinstance(block, TextBlock):
+        return TextBlock(t("history.image_done"), by="kernel")
+    if isinstance(block, TextBlock) and block.by != "owner":  # "": stored before "by"
         if skill := SKILL_BLOCK.match(block.text):
-            return TextBlock(t("history.skill_done", name=skill.group(1)))
+            return TextBlock(t("history.skill_done", name=skill.group(1)), by=block.by)
         text = _sub_files(block.text, lambda name: t("history.file_done", name=name))
-        return TextBlock(without_voice(text, t("history.voice_done")))
+        return TextBlock(without_voice(text, t("history.voice_done")), by=block.by)
     if isinstance(block, ToolResultBlock):
         summary = summarize_tool_result(block.content, artifacts.get(block.tool_use_id))
         return replace(block, content=summary)
@@ -170,10 +175,17 @@ def _slim_block(block: Block, artifacts: dict[str, str]) -> Block:
 
 
 def _failed(data: dict[str, object]) -> str:
-    """A failed run's state: its exit code, or the signal that ended it (no code then)."""
-    if data.get("exit_code") is None and data.get("signal"):
-        return t("history.task_signalled", signal=data["signal"])
-    return t("history.task_failed", code=data.get("exit_code"))
+    """A failed run's state: the signal that ended it whenever there was one (and who
+    sent it: a CLI that traps Kernel's SIGTERM exits 0), else its exit code."""
+    signal, code = data.get("signal"), data.get("exit_code")
+    if not signal:
+        return t("history.task_failed", code=code)
+    sent = data.get("kernel_signals")
+    by_kernel = isinstance(sent, list) and signal in sent
+    state = t(
+        "history.task_signal_kernel" if by_kernel else "history.task_signalled", signal=signal
+    )
+    return state if code is None else t("history.task_signal_exit", state=state, code=code)
 
 
 def summarize_tool_result(content: str, artifact: str | None = None) -> str:

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kernel.agent.slimming import VOICE, file_blocks, without_files, without_voice
+from kernel.agent.slimming import VOICE, file_blocks, without_files
 from kernel.audit import AuditLog, kinds
 from kernel.core.surrogates import retried_mended
 from kernel.core.turns import Turn
@@ -51,16 +51,15 @@ def actor_of(user_input: UserInput, *, subagent: bool = False) -> str:
 def parts_of(user_input: UserInput) -> list[str]:
     """What the input was made of: text, photo, file, voice (as far as it shows)."""
     parts: list[str] = []
-    text = user_input.text
+    attached = "\n".join(user_input.attached)  # the owner's own text is never read
     if user_input.images:
         parts.append("photo")
-    if next(file_blocks(text), None) is not None:
+    if next(file_blocks(attached), None) is not None:
         parts.append("file")
-        text = without_files(text)
-    if retried_mended(VOICE.search, text):
+        attached = without_files(attached)
+    if retried_mended(VOICE.search, attached):
         parts.append("voice")
-        text = without_voice(text)
-    if text.strip():
+    if user_input.text.strip():
         parts.append("text")
     return parts
 

@@ -18,11 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from kernel.agent.asked_again import unanswered_repeat
-from kernel.agent.context import (
-    CANCELLED_RESULT,
-    repair_history,
-    split_layers,
-)
+from kernel.agent.context import repair_history, split_layers
 from kernel.agent.failover import Build, ModelCalls
 from kernel.agent.models import ModelSelection
 from kernel.agent.prompt import SystemPrompt
@@ -88,7 +84,6 @@ from kernel.tools.repair import repair_arguments, resolve_tool_name
 log = logging.getLogger(__name__)
 
 BUDGET_ASK_SECONDS = 600.0  # how long a turn over its budget waits for the owner
-FAILED_RESULT = "failed: the turn ended with an error before this tool's result was recorded"
 
 
 @dataclass(slots=True)
@@ -114,11 +109,21 @@ class UserInput:
     # sidecar client), and whether this is /retry running a stored message again.
     actor: str = ""
     retry: bool = False
+    # What Kernel attached to the owner's ``text`` (a voice transcript, a text file), in
+    # the catalogue's ``history.voice`` / ``history.file`` form: blocks of Kernel's own
+    # before the owner's, so slimming reads markers only where Kernel put them.
+    attached: tuple[str, ...] = ()
+
+    @property
+    def full_text(self) -> str:
+        """What the model reads as text: the attachments, then the owner's words."""
+        return "\n".join([*self.attached, self.text] if self.text else self.attached)
 
     def to_message(self) -> Message:
         blocks: list[TextBlock | ImageBlock] = [*self.images]
+        blocks += [TextBlock(text, by="kernel") for text in self.attached]
         if self.text:
-            blocks.append(TextBlock(self.text))
+            blocks.append(TextBlock(self.text, by="owner"))
         return Message("user", list(blocks))
 
 
@@ -212,7 +217,7 @@ class TurnRun:
             reply = self.reply_so_far()
             try:
                 mark = " " + t("history.cancelled")  # in the history the model reads
-                await asyncio.shield(self.close_history(CANCELLED_RESULT, mark))
+                await asyncio.shield(self.close_history(t("history.tool_cancelled"), mark))
             finally:
                 done = Completed(self.step, reply, cancelled=True, usage=self.turn.spend())
                 await self.end(done, "cancelled")
@@ -312,7 +317,7 @@ class TurnRun:
             self.mode = ModeChoice.of_meta(meta)
         system, context = split_layers(
             await parts.prompt.layers(
-                user_input.text,
+                user_input.full_text,
                 guest_tools=self.guest_tools,
                 outlook=outlook,
                 mode=self.mode,
@@ -328,7 +333,7 @@ class TurnRun:
         user_message = user_input.to_message()
         # Each invoked skill is a block of its own before the owner's words, so that
         # slimming can replace exactly it with a marker when storing.
-        user_message.content[0:0] = [TextBlock(wrap_skill(s)) for s in skills]
+        user_message.content[0:0] = [TextBlock(wrap_skill(s), by="kernel") for s in skills]
         await self._store(user_message)
         sent = self.stored[0] if self.stored else None
         await self.trail.received(self.session_id, sent, user_input, self.turn, outlook.agent)
@@ -353,7 +358,7 @@ class TurnRun:
         models = parts.models
         seen = Facts(
             channel=user_input.channel,
-            text=without_files(user_input.text),
+            text=without_files(user_input.full_text),
             image=bool(user_input.images),
             job_id=self.tag.job_id,
             skills=tuple(skill.name for skill in skills),
@@ -661,7 +666,7 @@ class TurnRun:
 
     async def fail(self, event: ErrorEvent, outcome: str = "failed") -> None:
         try:
-            await asyncio.shield(self.close_history(FAILED_RESULT))
+            await asyncio.shield(self.close_history(t("history.tool_failed")))
         finally:
             await self.end(event, outcome)
 
@@ -675,7 +680,7 @@ class TurnRun:
             await self.end(event, outcome)
 
     async def _mark_failed(self) -> None:
-        await self.close_history(FAILED_RESULT)
+        await self.close_history(t("history.tool_failed"))
         if self.session_id is None or not self.stored:
             return
         try:

@@ -10,12 +10,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
+Origin = Literal["", "owner", "kernel"]
 
 
 @dataclass(slots=True)
 class TextBlock:
     text: str
     type: Literal["text"] = "text"
+    # Who wrote the text of a user message: "owner" (their own words, never read for
+    # markers), "kernel" (what Kernel attached: a voice transcript, a file, a skill, a
+    # slimming marker), "" (not known: history stored before the field, read by look).
+    by: Origin = field(default="", compare=False)
 
 
 @dataclass(slots=True)
@@ -78,7 +83,7 @@ class ToolSpec:
 
 def block_to_dict(block: Block) -> dict[str, Any]:
     if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text}
+        return {"type": "text", "text": block.text} | ({"by": block.by} if block.by else {})
     if isinstance(block, ImageBlock):
         return {"type": "image", "media_type": block.media_type, "data": block.data}
     if isinstance(block, ToolUseBlock):
@@ -94,7 +99,8 @@ def block_to_dict(block: Block) -> dict[str, Any]:
 def block_from_dict(data: dict[str, Any]) -> Block:
     kind = data.get("type")
     if kind == "text":
-        return TextBlock(str(data.get("text", "")))
+        by = data.get("by")
+        return TextBlock(str(data.get("text", "")), by=by if by in ("owner", "kernel") else "")
     if kind == "image":
         return ImageBlock(str(data["media_type"]), str(data["data"]))
     if kind == "tool_use":

@@ -219,15 +219,35 @@ class Delegator:
             timeout=cfg.timeout,
         )
         self.running = claim
+        # The chat's latest run from the claim on: a run cancelled while its --version
+        # is asked is shown as itself, never as the run before it.
+        before = self._latest.get(conversation)
+        self._latest[conversation] = claim
         self._bump()
         try:
             return await self._run(claim, task, cwd, base, profiles, context)
+        except asyncio.CancelledError:
+            claim.outcome = claim.outcome or "cancelled"
+            raise
+        except ToolError:
+            if not claim.output_path:  # refused before it ran: no run of the chat's
+                self._forget(conversation, claim, before)
+            raise
         finally:
             self.running = None
             self._process = None
             if claim.finished is None:
                 claim.finished = self.clock()
             self._bump()
+
+    def _forget(self, conversation: str, claim: Delegation, before: Delegation | None) -> None:
+        """The chat's latest run is ``before`` again, unless another took ``claim``'s place."""
+        if self._latest.get(conversation) is not claim:
+            return
+        if before is None:
+            del self._latest[conversation]
+        else:
+            self._latest[conversation] = before
 
     async def _run(
         self,
@@ -396,7 +416,6 @@ class Delegator:
         if self._stopping:  # stop() came while the working directory was checked
             process.kill()
         claim.output_path = str(output_path)
-        self._latest[claim.conversation] = claim
         log.info(
             "delegation started: cli=%s version=%s jsonl=%s",
             claim.cli,

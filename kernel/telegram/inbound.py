@@ -330,7 +330,7 @@ class Inbound:
             image = media.image_block(data, doc.mime_type or "image/jpeg")
             return UserInput(caption, images=[image], channel="telegram")
         text_file = await asyncio.to_thread(media.read_text, name, data)
-        return UserInput(text_file.as_input(caption), channel="telegram")
+        return UserInput(caption, attached=(text_file.attachment(),), channel="telegram")
 
 
 def _save(path: Path, data: bytes) -> None:

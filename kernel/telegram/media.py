@@ -178,11 +178,10 @@ class TextFile:
     text: str
     truncated: bool
 
-    def as_input(self, caption: str) -> str:
+    def attachment(self) -> str:
         """The seed's format, which history slimming recognises: ``[文件: name]`` + fence."""
         note = t("tg.file_truncated", limit=MAX_TEXT) if self.truncated else ""
-        body = wrap_file(self.name, self.text) + note
-        return f"{body}\n{caption}" if caption else body
+        return wrap_file(self.name, self.text) + note
 
 
 def check_size(size: int | None, kind: Kind) -> None:

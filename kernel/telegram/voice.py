@@ -92,8 +92,7 @@ class TelegramVoice:
         if keep is not None:
             await keep(message.chat.id, audio.file_unique_id, data, _upload_name(message, mime))
         text = t("history.voice", text=transcript)  # the seed's format; slimming knows it
-        caption = message.caption or ""
-        return UserInput(f"{text}\n{caption}" if caption else text, channel="telegram")
+        return UserInput(message.caption or "", attached=(text,), channel="telegram")
 
     async def _show(self, message: Message, transcript: str) -> None:
         """What was heard, as a silent reply to the voice note. Best effort: the turn

@@ -243,8 +243,8 @@ class ToolRegistry:
         ``name`` resolves to (the agent repairs once per call): validated, not repaired."""
         resolved = resolve_tool_name(name, self._callable())
         if resolved is None:
-            listing = ", ".join(self.names()) or "(none)"
-            content = f"unknown tool '{name}'; available tools: {listing}"
+            listing = ", ".join(self.names()) or "-"
+            content = i18n.t("tool.unknown", name=name, listing=listing)
             return ToolOutcome(name, False, content, {})
         tool = self._tools[resolved]
         try:
@@ -276,10 +276,7 @@ class ToolRegistry:
         """Ask the owner; None means approved, otherwise the refusal the model reads."""
         timeout = self._approval[tool.name]
         if context is None or context.ask is None:
-            content = (
-                f"error: {tool.name} needs the owner's approval for each call, and nobody "
-                "can be asked here; the call was not run"
-            )
+            content = i18n.t("tool.no_approver", name=tool.name)
             return ToolOutcome(tool.name, False, content, args)
         display, summary = _described(tool, args)
         question = i18n.t("ask.approval", tool=display, summary=summary).rstrip()  # none: no line
@@ -292,22 +289,13 @@ class ToolRegistry:
             return None
         if answer.outcome is AskOutcome.UNDELIVERED:
             log.info("tool %s: the approval request could not be shown", tool.name)
-            content = (
-                f"error: the approval request for {tool.name} could not be shown to the "
-                "owner (their chat is unreachable now); the call was not run"
-            )
+            content = i18n.t("tool.approval_unshown", name=tool.name)
         elif answer.outcome is AskOutcome.TIMEOUT:
             log.info("tool %s: approval timed out", tool.name)
-            content = (
-                f"error: the owner did not answer the approval request for {tool.name} "
-                f"within {timeout:g} s; the call was not run. Do not retry it unasked."
-            )
+            content = i18n.t("tool.approval_timeout", name=tool.name, seconds=timeout)
         else:
             log.info("tool %s denied by the owner", tool.name)
-            content = (
-                f"error: the owner denied this call to {tool.name}; it was not run. "
-                "Do not retry it; ask the owner what to do instead."
-            )
+            content = i18n.t("tool.denied", name=tool.name)
         return ToolOutcome(tool.name, False, content, args)
 
     async def _run(

@@ -8,6 +8,7 @@ import json
 from kernel.agent.agent import UserInput
 from kernel.app import Kernel
 from kernel.core.events import AssistantDelta, Completed, ToolCall, TurnEvent
+from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from tests.agent.test_turns import CONV, Sim, run, sent
 from tests.conftest import KernelFactory
@@ -81,8 +82,8 @@ async def test_cancel_during_slow_tool(sim: Sim, make_kernel: KernelFactory) -> 
     assert isinstance(events[-1], Completed)
     # the simulator (like the real API) rejects an unanswered tool_use with a 400;
     # it accepted this one, and the answer says why the tool stopped
-    history = json.dumps(sent(sim))
-    assert "cancelled" in history
+    history = json.dumps(sent(sim), ensure_ascii=False)
+    assert t("history.tool_cancelled") in history
 
 
 async def test_cancel_during_retry_wait(sim: Sim, make_kernel: KernelFactory) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kernel.agent.slimming import slim_message, summarize_tool_result
 from kernel.core.events import Completed
+from kernel.core.i18n import set_language
 from kernel.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, content_to_json
 from tests.agent.test_turns import CONV, Sim, run, system_of
 from tests.conftest import KernelFactory
@@ -68,6 +69,24 @@ def test_slimming_rules() -> None:
     assert summarize_tool_result(killed) == "gemini 已完成(失败, 被 SIGKILL 结束)，详见 o"
     failed = json.dumps({"ok": False, "cli": "codex", "exit_code": 3, "output_path": "o"})
     assert summarize_tool_result(failed) == "codex 已完成(失败, exit_code=3)，详见 o"
+    # Gemini traps Kernel's SIGTERM and exits 0: the signal is named, with who sent it.
+    trapped = {"ok": False, "cli": "gemini", "exit_code": 0, "signal": "SIGTERM"}
+    stopped = json.dumps(trapped | {"kernel_signals": ["SIGTERM"], "output_path": "o"})
+    assert (
+        summarize_tool_result(stopped)
+        == "gemini 已完成(失败, Kernel 发出 SIGTERM, 退出码 0)，详见 o"
+    )
+    outside = json.dumps(trapped | {"kernel_signals": [], "output_path": "o"})
+    assert (
+        summarize_tool_result(outside) == "gemini 已完成(失败, 被 SIGTERM 结束, 退出码 0)，详见 o"
+    )
+    set_language("en")
+    assert (
+        summarize_tool_result(stopped)
+        == "gemini finished (failed, SIGTERM from Kernel, exit 0); see o"
+    )
+    assert summarize_tool_result(killed) == "gemini finished (failed, ended by SIGKILL); see o"
+    set_language("zh")
 
 
 async def test_system_layers_in_order(

@@ -20,7 +20,7 @@ from kernel.agent.slimming import slim_message, wrap_file
 from kernel.app import Kernel
 from kernel.config import load_config
 from kernel.core.events import Completed
-from kernel.core.messages import Message, TextBlock
+from kernel.core.messages import Message, TextBlock, ToolUseBlock
 from tests.conftest import write_config
 from tests.delegate.conftest import bin_dir as bin_dir  # noqa: F401 - fixtures, shared
 from tests.delegate.conftest import cli_section
@@ -113,8 +113,10 @@ async def one_turn(kernel: Kernel, sim: AnthropicSim, openai_sim: OpenAISim) -> 
         text_reply("Oolong, sir."),
     )
     openai_sim.enqueue(text_reply("Oolong tea"))
-    text = f"/skill/tidy {OWNER_MESSAGE}\n{wrap_file('notes.txt', OWNER_FILE)}"
-    events = [e async for e in kernel.agent.start_turn(CONV, UserInput(text))]
+    given = UserInput(
+        f"/skill/tidy {OWNER_MESSAGE}", attached=(wrap_file("notes.txt", OWNER_FILE),)
+    )
+    events = [e async for e in kernel.agent.start_turn(CONV, given)]
     final = events[-1]
     assert isinstance(final, Completed) and final.reply.endswith("Oolong, sir.")
     assert len(sim.requests) == 4
@@ -196,3 +198,38 @@ async def test_chinese_requests_keep_todays_words(
     assert any(
         "[文件 notes.txt 已处理]" in b.text for b in slimmed.content if isinstance(b, TextBlock)
     )
+
+
+# English sentences Kernel writes into a request when something goes wrong (a tool the
+# model made up, a tool result lost to a crash, a missing SOUL.md), as they read before
+# they came from the catalogue: none of them may reach a Chinese prompt.
+ENGLISH = (
+    "unknown tool",
+    "available tools",
+    "no result: the tool did not finish",
+    "cancelled: the user stopped this turn",
+    "failed: the turn ended with an error",
+    "You are Kernel, the owner's personal assistant",
+    "the owner denied this call",
+)
+
+
+async def test_chinese_requests_hold_none_of_kernels_english(
+    run_kernel: Run, anthropic_sim: AnthropicSim, openai_sim: OpenAISim
+) -> None:
+    kernel = await run_kernel("zh")
+    await one_turn(kernel, anthropic_sim, openai_sim)
+    # Kernel stopped during a tool call (its result never stored), and SOUL.md is gone.
+    session = kernel.agent.current_session(CONV) or 0
+    dangling = Message("assistant", [ToolUseBlock("t9", "memory_search", {"query": "x"})])
+    await kernel.store.append_messages(session, [dangling])
+    kernel.config.general.soul.unlink()
+    anthropic_sim.enqueue(text_reply("好的"))
+    events = [e async for e in kernel.agent.start_turn(CONV, UserInput("再来"))]
+    assert isinstance(events[-1], Completed)
+
+    text = sent(anthropic_sim)
+    assert "no_such_tool" in text and "t9" in text  # the error and the lost result were sent
+    assert [english for english in ENGLISH if english in text] == []
+    last = json.dumps(anthropic_sim.requests[-1].body, ensure_ascii=False)
+    assert "没有结果" in last and "你是 Kernel" in last

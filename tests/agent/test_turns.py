@@ -18,6 +18,7 @@ from kernel.core.events import (
     ToolResult,
     TurnEvent,
 )
+from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
 from tests.conftest import SECRET_KEY, KernelFactory
 from tests.sim import context
@@ -64,7 +65,7 @@ async def test_plain_streamed_reply(sim: Sim, make_kernel: KernelFactory) -> Non
     ]
     # the layers reached the model: the persona in the system prompt; the local time,
     # volatile, in the context block after the owner's words in the turn's own message
-    assert "You are Kernel" in system_of(sim) and "当前时间" not in system_of(sim)
+    assert "你是 Kernel" in system_of(sim) and "当前时间" not in system_of(sim)
     assert "当前时间" in context.context_of(sim.requests[-1])
     assert "Asia/Shanghai" in context.context_of(sim.requests[-1])
     assert context.owner_texts(context.turn_message(sim.requests[-1])) == ["hi"]
@@ -235,5 +236,7 @@ async def test_unrepairable_and_unknown_tools_become_errors_the_model_reads(
     results = [e for e in events if isinstance(e, ToolResult)]
     assert [r.ok for r in results] == [False, False]
     assert "boom: test" in results[0].summary or "boom: test" in json.dumps(sent(sim, 1))
-    assert "unknown tool" in json.dumps(sent(sim, 1))
+    assert t("tool.unknown", name="no_such_tool", listing="") in json.dumps(
+        sent(sim, 1), ensure_ascii=False
+    )
     assert isinstance(events[-1], Completed) and events[-1].reply == "Both failed, sorry."

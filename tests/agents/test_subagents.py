@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 from kernel.agent.agent import UserInput
-from kernel.agent.context import CANCELLED_RESULT
 from kernel.app import Kernel
 from kernel.core.events import (
     AssistantDelta,
@@ -16,6 +15,7 @@ from kernel.core.events import (
     ToolResult,
     TurnEvent,
 )
+from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.store.usage import UsageFilter, UsageStore
 from kernel.tools.registry import ToolContext
@@ -84,7 +84,7 @@ async def test_a_sub_agent_answers_through_its_own_tool_loop(
     # the sub-agent: its own prompt instead of SOUL.md, only its tools, the task as input
     assert tool_names(child_first) == ["memory_search"]
     system = context.system_of(child_first)
-    assert "careful researcher" in system and "You are Kernel" not in system
+    assert "careful researcher" in system and t("prompt.soul_fallback") not in system
     assert context.owner_words(child_first) == TASK
     assert "Bluebird" in messages_of(child_second)  # its tool loop ran: memory_search's result
     # its final text is the parent's tool result
@@ -265,12 +265,12 @@ async def test_cancel_stops_the_sub_agent_with_its_parent(
     [child] = await child_sessions(kernel)
     history = await kernel.store.load_messages(child.id)
     assert answered(history)
-    assert history[-1].tool_results[0].content == CANCELLED_RESULT
+    assert history[-1].tool_results[0].content == t("history.tool_cancelled")
     # the parent's too, and its next turn is accepted by the model API
     sim.enqueue(text_reply("The backup was cancelled."))
     events = await run(kernel, "what happened?")
     assert final(events).reply == "The backup was cancelled."
-    assert CANCELLED_RESULT.split(":")[0] in messages_of(sim.requests[-1])
+    assert t("history.tool_cancelled").split("：")[0] in messages_of(sim.requests[-1])
 
 
 async def test_cancel_while_the_sub_agent_streams(

@@ -8,10 +8,10 @@ import asyncio
 import json
 
 from kernel.agent.agent import UserInput
-from kernel.agent.context import CANCELLED_RESULT
 from kernel.app import Kernel
 from kernel.config.web import WebSearchConfig
 from kernel.core.events import Completed, ToolProgress, ToolResult
+from kernel.core.i18n import t
 from tests.agents.kit import (
     CONV,
     AgentsFactory,
@@ -101,7 +101,7 @@ async def test_cancel_stops_the_researcher_while_the_provider_stalls(
         [child] = await child_sessions(kernel)
         history = await kernel.store.load_messages(child.id)
         assert answered(history)
-        assert history[-1].tool_results[0].content == CANCELLED_RESULT
+        assert history[-1].tool_results[0].content == t("history.tool_cancelled")
         # the next turn (and the next search) work
         search.hits = [Hit("It", "https://example.org/it", "")]
         sim.enqueue(

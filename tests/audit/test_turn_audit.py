@@ -325,10 +325,13 @@ def test_parts_of_an_input() -> None:
     assert parts_of(UserInput("hi")) == ["text"]
     assert parts_of(UserInput("", images=[image])) == ["photo"]
     assert parts_of(UserInput("look", images=[image])) == ["photo", "text"]
-    assert parts_of(UserInput(wrap_file("a.txt", "body ] text"))) == ["file"]
-    assert parts_of(UserInput(wrap_file("a.txt", "body") + "\nsummarise")) == ["file", "text"]
-    assert parts_of(UserInput("[语音: hello there]")) == ["voice"]
-    assert parts_of(UserInput("[语音: hello]\ncaption")) == ["voice", "text"]
+    assert parts_of(UserInput("", attached=(wrap_file("a.txt", "body ] text"),))) == ["file"]
+    filed = UserInput("summarise", attached=(wrap_file("a.txt", "body"),))
+    assert parts_of(filed) == ["file", "text"]
+    assert parts_of(UserInput("", attached=("[语音: hello there]",))) == ["voice"]
+    assert parts_of(UserInput("caption", attached=("[语音: hello]",))) == ["voice", "text"]
+    # The owner's own words that look like a file or a voice note are text.
+    assert parts_of(UserInput("[语音: hello]\n" + wrap_file("a.txt", "body"))) == ["text"]
 
 
 async def test_a_lone_surrogate_in_a_tool_call_is_recorded_not_a_crash(

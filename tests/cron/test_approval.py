@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from kernel.core.i18n import t
 from tests.clock import ManualClock
 from tests.cron.test_scheduler import state, texts, webhook_config
 from tests.gateway.conftest import SidecarFactory, until
@@ -60,7 +61,9 @@ async def test_with_nobody_to_ask_the_tool_is_refused_at_once(
         await sc.call("POST", f"/cron/jobs/{job['id']}/run")
         await hook.wait_until(lambda: texts(hook) == ["I could not save it."])
         result = model.requests[1].body["messages"][-1]["content"][0]
-        assert result["is_error"] is True and "nobody can be asked" in str(result["content"])
+        assert result["is_error"] is True and t("tool.no_approver", name="memory_add") in str(
+            result["content"]
+        )
         assert await sc.kernel.store.list_memories() == []
         await until(lambda: not sc.kernel.cron._runs)
         assert (await state(sc, job["id"]))["last_status"] == "succeeded"

@@ -36,6 +36,8 @@ One script serves every CLI; its behaviour comes from the environment the test s
 - ``STANDIN_IGNORE_TERM=1``: ignore SIGTERM (the child and its grandchild).
 - ``STANDIN_GRANDCHILD=1``: spawn a sleeping grandchild first.
 - ``STANDIN_STDERR_SIZE``: that many characters on stderr first.
+- ``STANDIN_SLOW_VERSION``: a shape whose ``--version`` creates the file
+  ``STANDIN_SLOW_VERSION_MARK`` and then sleeps (killed with Kernel's probe).
 - ``STANDIN_RECORD``: a file that gets ``{"argv", "cwd", "pid", "grandchild", "env"}``.
 
 The CLI shape is the script's first argument baked in at creation (``claude_code``,
@@ -70,6 +72,9 @@ def parse(argv):
         elif arg == "--":
             ends = True
         elif arg in ("--version", "-V", "-v"):
+            if os.environ.get("STANDIN_SLOW_VERSION") == SHAPE:  # asked, then slow to say
+                open(os.environ["STANDIN_SLOW_VERSION_MARK"], "w").close()
+                time.sleep(600)
             print(VERSIONS[SHAPE] if "exec" not in argv else "codex-cli-exec 0.169.0")
             sys.exit(0)
         elif arg in ("--help", "-h"):

@@ -16,6 +16,7 @@ from kernel.agent.agent import UserInput
 from kernel.app import Kernel
 from kernel.config import load_config
 from kernel.core.events import Completed, ToolResult
+from kernel.core.i18n import t
 from kernel.core.messages import ToolResultBlock
 from kernel.delegate import tool
 from kernel.delegate.delegator import Delegator
@@ -234,7 +235,9 @@ async def test_not_offered_when_no_configured_cli_is_found(
     assert isinstance(final, Completed) and final.reply == "Cannot."
     assert "delegate_to_cli" not in {t["name"] for t in model.requests[0].body["tools"]}
     [fed] = tool_results(model.requests[1].body)
-    assert fed.get("is_error") is True and "unknown tool 'delegate_to_cli'" in fed["content"]
+    assert fed.get("is_error") is True and fed["content"].startswith(
+        t("tool.unknown", name="delegate_to_cli", listing="")
+    )
     assert "delegate_to_cli" not in json.dumps(model.requests[0].body["system"])
 
 

@@ -14,6 +14,7 @@ import tomli_w
 from kernel.config.mcp import merge_servers
 from kernel.console.chat import ConsoleChat
 from kernel.core.errors import CodedError
+from kernel.core.i18n import t
 from kernel.mcp.manager import runtime_names
 from tests.mcp.conftest import MCPKernel, alive, mcp_toml, stdio_server, wait_until
 from tests.mcp.test_config import load
@@ -131,5 +132,7 @@ async def test_a_call_cut_short_by_its_servers_removal_says_so(
     assert not outcome.ok
     # Never "retried in the background; try again later": the server is gone.
     assert "try again later" not in outcome.content
-    assert "was stopped" in outcome.content or "unknown tool" in outcome.content
+    assert "was stopped" in outcome.content or outcome.content.startswith(
+        t("tool.unknown", name="mcp_late__nap", listing="")
+    )
     assert "mcp_late__nap" not in kernel.tools.names()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel.core.i18n import t
 from tests.mcp.conftest import MCPKernel, alive, stdio_server, wait_until
 from tests.sim.anthropic_sim import AnthropicSim
 
@@ -75,7 +76,9 @@ async def test_repeated_failure_withdraws_tools_until_the_server_returns(
         for r in caplog.records
     )
     gone = await kernel.tools.call("mcp_flaky__echo", {"text": "x"})
-    assert not gone.ok and "unknown tool" in gone.content
+    assert not gone.ok and gone.content.startswith(
+        t("tool.unknown", name="mcp_flaky__echo", listing="")
+    )
 
     refuse.unlink()  # the server can start again; the background retry finds it
     await wait_until(lambda: "mcp_flaky__echo" in kernel.tools.names())

@@ -11,6 +11,7 @@ import pytest
 
 from kernel.agent.agent import UserInput
 from kernel.core.events import Completed, ToolCall
+from kernel.core.i18n import t
 from tests.mcp.conftest import MCPKernel, alive, stdio_server, time_server, wait_until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, ToolUse
@@ -72,7 +73,9 @@ async def test_disabled_tools_apply_to_mcp_names(
     assert "mcp_test__echo" not in kernel.tools.names()
     assert "mcp_test__echo" not in [s.name for s in kernel.tools.specs()]
     refused = await kernel.tools.call("mcp_test__echo", {"text": "x"})
-    assert not refused.ok and "unknown tool" in refused.content
+    assert not refused.ok and refused.content.startswith(
+        t("tool.unknown", name="mcp_test__echo", listing="")
+    )
     assert "mcp_test__weather" in kernel.tools.names()
 
 

@@ -139,3 +139,37 @@ async def test_a_cli_killed_from_outside_is_said_so_with_its_signal(
         "SIGKILL",
         [],
     )
+
+
+async def test_a_run_cancelled_before_it_started_shows_its_own_state_not_the_last_runs(
+    bot: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run A ends by /cancel; in the next turn run B (another CLI) is cancelled while
+    Kernel still asks its ``--version``: B's message says B was cancelled, without A's
+    exit status (review of issue 35)."""
+    record, asked = tmp_path / "record.json", tmp_path / "version-asked"
+    monkeypatch.setenv("STANDIN_MODE", "step_then_hang")
+    monkeypatch.setenv("STANDIN_RECORD", str(record))
+    monkeypatch.setenv("STANDIN_SLOW_VERSION", "gemini")
+    monkeypatch.setenv("STANDIN_SLOW_VERSION_MARK", str(asked))
+    sections = cli_section("claude_code", command=str(make_cli(tmp_path / "bin", "claude_code")))
+    sections += cli_section("gemini", command=str(make_cli(tmp_path / "bin", "gemini")))
+    h = await bot(extra=f"progress_interval = {INTERVAL}\n" + sections, language="en")
+    h.model.enqueue(tool_reply("delegate_to_cli", {"task": "refactor", "cli": "claude_code"}))
+    h.tg.inject_text("refactor my project")
+    await h.tg.wait_until(lambda: record.exists() and h.kernel.delegator.running is not None)
+    assert await h.ask("/cancel") == "Cancelled; stopped claude_code"
+    await h.settle()
+    first = h.bot_messages()[0].text
+    assert first.startswith("⏹ claude_code cancelled by /cancel (") and "\nExit status: " in first
+
+    h.model.enqueue(tool_reply("delegate_to_cli", {"task": "check", "cli": "gemini"}))
+    h.tg.inject_text("check it with gemini")
+    await h.tg.wait_until(asked.exists, timeout=60)
+    h.tg.inject_text("/cancel")
+    await h.tg.wait_until(lambda: "Cancelled; stopped gemini" in h.texts(), timeout=60)
+    await h.settle()
+
+    shown = [m.text for m in h.bot_messages() if m.text.startswith("⏹ gemini")]
+    assert len(shown) == 1, [m.text for m in h.bot_messages()]
+    assert re.fullmatch(r"⏹ gemini cancelled by /cancel \([^)\n]+\)", shown[0]), shown[0]

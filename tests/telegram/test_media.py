@@ -4,6 +4,7 @@ what history keeps."""
 from __future__ import annotations
 
 import base64
+import json
 import struct
 import zlib
 from collections.abc import Callable
@@ -154,8 +155,10 @@ async def test_text_document_is_read_and_slimmed_in_history(bot: Factory) -> Non
     await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
     await h.settle()
 
-    sent = h.model.requests[-1].body["messages"][-1]["content"][0]["text"]
-    assert sent == f"[file: calc.py]\n```\n{code}\n```\nexplain"
+    # The file is a block of Kernel's own, the caption the owner's words after it.
+    content = h.model.requests[-1].body["messages"][-1]["content"]
+    texts = [b["text"] for b in content if b["type"] == "text"]
+    assert texts[:2] == [f"[file: calc.py]\n```\n{code}\n```", "explain"]
     assert (await stored_texts(h))[0] == "[file calc.py processed]\nexplain"
     assert h.texts()[-1] == "It adds two numbers."
     saved = list((h.kernel.config.data_dir / "downloads").iterdir())
@@ -169,7 +172,7 @@ async def test_known_name_without_extension_is_read(bot: Factory) -> None:
     h.tg.inject_document(b"all:\n\techo hi\n", "Makefile")
     await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
     await h.settle()
-    assert "[file: Makefile]" in h.model.requests[-1].body["messages"][-1]["content"][0]["text"]
+    assert "[file: Makefile]" in json.dumps(h.model.requests[-1].body["messages"][-1])
 
 
 async def test_long_document_is_cut_to_50k(bot: Factory) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.context import owner_words
+from tests.sim.context import context_index, owner_texts
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, Reply, Stall, Text, text_reply
 from tests.sim.telegram_sim import BotCall
@@ -66,7 +66,10 @@ def tts_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def model_input(h: BotHarness) -> str:
-    return owner_words(h.model.requests[-1])
+    """The turn's message as the model read it: the transcript (a block of Kernel's
+    own), then the caption, one per line."""
+    assert context_index(h.model.requests[-1]) == len(h.model.requests[-1].body["messages"]) - 1
+    return "\n".join(owner_texts(h.model.requests[-1].body["messages"][-1]))
 
 
 async def test_voice_round_trip(

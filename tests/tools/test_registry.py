@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 
 from kernel.core.errors import ToolError
+from kernel.core.i18n import t
 from kernel.tools.registry import ToolContext, ToolRegistry
 
 
@@ -346,11 +347,14 @@ async def test_unknown_and_disabled_tools(reg: ToolRegistry) -> None:
     reg.register("beta", "d", {"type": "object"}, lambda: "b")
     unknown = await reg.call("gamma", {})
     assert (unknown.name, unknown.ok) == ("gamma", False)
-    assert unknown.content == "unknown tool 'gamma'; available tools: alpha, beta"
+    assert unknown.content == t("tool.unknown", name="gamma", listing="alpha, beta")
 
     reg.disable(["beta"])
     disabled = await reg.call("beta", {})
-    assert (disabled.ok, disabled.content) == (False, "unknown tool 'beta'; available tools: alpha")
+    assert (disabled.ok, disabled.content) == (
+        False,
+        t("tool.unknown", name="beta", listing="alpha"),
+    )
 
 
 async def test_name_is_resolved(reg: ToolRegistry) -> None:
@@ -520,13 +524,17 @@ async def test_approval_gate_asks_first_and_refuses_where_nobody_can_answer(
         return ask
 
     nobody = await reg.call("launch", {"target": "a"}, ToolContext())
-    assert not nobody.ok and "approval" in nobody.content and ran == []
+    assert not nobody.ok and nobody.content == t("tool.no_approver", name="launch") and ran == []
 
     denied = await reg.call("launch", {"target": "b"}, ToolContext(ask=asker(1)))
-    assert not denied.ok and "denied" in denied.content and ran == []
+    assert not denied.ok and denied.content == t("tool.denied", name="launch") and ran == []
 
     late = await reg.call("launch", {"target": "c"}, ToolContext(ask=asker(None)))
-    assert not late.ok and "did not answer" in late.content and ran == []
+    assert (
+        not late.ok
+        and late.content == t("tool.approval_timeout", name="launch", seconds=5.0)
+        and ran == []
+    )
 
     approved = await reg.call("launch", {"target": "d"}, ToolContext(ask=asker(0)))
     assert approved.ok and approved.content == "launched" and ran == ["d"]

@@ -253,6 +253,32 @@ async def test_times_are_the_owners_zone_not_the_browsers(console: Opener) -> No
     c.check()
 
 
+async def test_a_zone_the_browser_does_not_know_reads_utc_and_says_so(console: Opener) -> None:
+    """The configured zone is one this browser's ICU lacks (an older browser than the
+    server's tz database): the pages still render, times in UTC marked "UTC"."""
+    c = await console()
+    c.sim.enqueue(text_reply("Noted."))
+    status, _ = await c.sc.process("hello", session_id="zone")
+    assert status == 200
+    _, chats, _ = await c.sc.call("GET", "/chats")
+    [chat] = [chat for chat in chats["chats"] if chat["session_id"] == "zone"]
+    at = "2026-03-01T17:30:00+00:00"
+    with closing(sqlite3.connect(c.sc.kernel.config.data_dir / "kernel.db")) as db, db:
+        db.execute("UPDATE sessions SET updated_at = ?", (at,))
+
+    async def unknown_zone(route: Route) -> None:
+        response = await route.fetch()
+        words = await response.json()
+        await route.fulfill(response=response, json=words | {"timezone": "Mars/Olympus_Mons"})
+
+    await c.page.route("**/console/strings", unknown_zone)
+    await c.sign_in()
+    await c.show("sessions")
+    row = c.page.locator(f'#sessions tr[data-chat-id="{chat["id"]}"]')
+    await expect(row).to_contain_text("2026-03-01 17:30 UTC")
+    c.check()
+
+
 async def test_edit_and_delete_a_memory_then_undo(console: Opener) -> None:
     c = await console()
     store = c.sc.kernel.store

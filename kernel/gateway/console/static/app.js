@@ -15,17 +15,27 @@ export function t(key, vars = {}) {
 }
 
 // A time as the owner reads it: in general.timezone (never the browser's zone), as
-// "YYYY-MM-DD HH:MM" (the TUI's and the CLI's shape); dateOnly: "YYYY-MM-DD".
+// "YYYY-MM-DD HH:MM" (the TUI's and the CLI's shape); dateOnly: "YYYY-MM-DD". A zone
+// this browser does not know (an older ICU than the server's) reads in UTC, said so.
 export function localTime(iso, dateOnly = false) {
   const date = new Date(iso || "");
   if (Number.isNaN(date.getTime())) return iso || "";
   const parts = {};
-  const shape = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
-  for (const part of new Intl.DateTimeFormat("en-CA", { ...shape, timeZone: state.timezone }).formatToParts(date)) {
-    parts[part.type] = part.value;
-  }
+  const [format, suffix] = zoneFormat();
+  for (const part of format.formatToParts(date)) parts[part.type] = part.value;
   const day = `${parts.year}-${parts.month}-${parts.day}`;
-  return dateOnly ? day : `${day} ${parts.hour}:${parts.minute}`;
+  return (dateOnly ? day : `${day} ${parts.hour}:${parts.minute}`) + suffix;
+}
+
+const SHAPE = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+
+function zoneFormat() {
+  try {
+    return [new Intl.DateTimeFormat("en-CA", { ...SHAPE, timeZone: state.timezone }), ""];
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    return [new Intl.DateTimeFormat("en-CA", { ...SHAPE, timeZone: "UTC" }), " UTC"];
+  }
 }
 
 export class ApiFailure extends Error {
