@@ -20,8 +20,8 @@ from kernel.core.i18n import t
 
 WARN_DAYS = 30  # a configured model this close to its end of life gets a notice
 
-# The current models of each family, from the SDKs' model lists (anthropic 2.12.0's
-# ``Model``, openai 3.54.0's ``ChatModel``): the replacements offered below.
+# The current models of each family, from the SDKs' model lists (anthropic 2.17.0's
+# ``Model``, openai 3.63.0's ``ChatModel``): the replacements offered below.
 SONNET, OPUS, HAIKU, MYTHOS = (
     "claude-sonnet-5-5",
     "claude-opus-5-5",
@@ -43,6 +43,7 @@ _ANNOUNCED: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("2026-06-15", SONNET, ("claude-sonnet-4-0", "claude-sonnet-4-20250514")),
     ("2026-06-30", MYTHOS, ("claude-mythos-preview",)),
     ("2026-11-30", SONNET, ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929")),
+    ("2027-01-22", OPUS, ("claude-opus-4-5", "claude-opus-4-5-20251101")),
     # openai
     ("2024-09-13", GPT_MINI, ("gpt-3.5-turbo-16k", "gpt-3.5-turbo-0301", "gpt-3.5-turbo-0613")),
     ("2024-09-13", GPT_MINI, ("gpt-3.5-turbo-16k-0613",)),
