@@ -6,7 +6,6 @@ Opt-in: ``KERNEL_TEST_REAL_CLIENTS=1`` and ``claude`` from ``scripts/install-rea
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +15,7 @@ import anthropic
 import pytest
 
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sidecar  # noqa: F401
+from tests.real import run_client
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply, tool_reply
@@ -59,23 +59,7 @@ def claude_env(sc: Sidecar, home: Path) -> dict[str, str]:
 
 
 async def run(binary: Path, args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        str(binary),
-        *args,
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        async with asyncio.timeout(RUN_LIMIT):
-            out, _ = await process.communicate()
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    return process.returncode or 0, out.decode(errors="replace")
+    return await run_client(binary, args, env, cwd, RUN_LIMIT)
 
 
 async def claude_version(binary: Path, tmp_path: Path) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sidecar  # noqa: F401
-from tests.real import ENV, SKIP_REASON
+from tests.real import ENV, SKIP_REASON, run_client
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Reply, Thinking, ToolUse, text_reply
@@ -114,23 +114,7 @@ def codex_env(sc: Sidecar, home: Path, proxy_url: str) -> dict[str, str]:
 
 
 async def run(binary: Path, args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        str(binary),
-        *args,
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        async with asyncio.timeout(RUN_LIMIT):
-            out, _ = await process.communicate()
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    return process.returncode or 0, out.decode(errors="replace")
+    return await run_client(binary, args, env, cwd, RUN_LIMIT)
 
 
 def requests_to(sim: AnthropicSim | OpenAISim) -> list[str]:
