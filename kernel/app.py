@@ -27,6 +27,7 @@ from kernel.cron.runner import JobRunner
 from kernel.cron.scheduler import CronScheduler
 from kernel.delegate.approvals import Approvals
 from kernel.delegate.delegator import Delegator
+from kernel.gateway.deps import GatewayDeps
 from kernel.mcp import MCPManager
 from kernel.mcp.interact import agent_sampler
 from kernel.memory.memories import Memories
@@ -191,6 +192,31 @@ class Kernel:
     def qq_inbound(self) -> QQInbound:
         """What the sidecar's QQ callback route feeds."""
         return cast("QQInbound", self.channel_parts["qq"].inbound)
+
+    def gateway_deps(self) -> GatewayDeps:
+        """What the sidecar's routes are handed (never the whole Kernel)."""
+        return GatewayDeps(
+            config=self.config,
+            agent=self.agent,
+            store=self.store,
+            runtime=self.runtime,
+            workspace=self.workspace,
+            archives=self.archives,
+            mcp=self.mcp,
+            audit=self.audit,
+            tools=self.tools,
+            status_board=self.status_board,
+            cron=self.cron,
+            approvals=self.approvals,
+            delegator=self.delegator,
+            artifacts=self.artifacts,
+            skills=self.skills,
+            selfops=self.selfops,
+            memories=self.memories,
+            channel_registry=self.channel_registry,
+            channel_parts=self.channel_parts,
+            provider_types=self.plugins.provider_types,
+        )
 
     async def _tell_owner(self, text: str) -> None:
         """A notice for the owner (the budget's warning) in Telegram, through its durable

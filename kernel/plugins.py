@@ -209,7 +209,7 @@ def gateway(plugins: Plugins) -> None:
         # Imported in a thread while Telegram connects: importing aiohttp's server takes
         # ~0.3 s, which would otherwise delay the first getUpdates.
         server = await asyncio.to_thread(importlib.import_module, "kernel.gateway.server")
-        frontend: Frontend = server.Gateway(kernel, kernel.plugins.routers())
+        frontend: Frontend = server.Gateway(kernel.gateway_deps(), kernel.plugins.routers())
         return frontend
 
     plugins.add_routes(routes)

@@ -2,10 +2,10 @@
 
 Only this package imports aiohttp's server side. Public API:
 
-- :class:`kernel.gateway.server.Gateway` ``(kernel, routers)``: start/stop the sidecar;
+- :class:`kernel.gateway.server.Gateway` ``(deps, routers)``: start/stop the sidecar;
   the composition root hands it :data:`kernel.gateway.routes.ROUTERS`.
 - :mod:`kernel.gateway.api`: what a route module uses (``Router``, ``ApiError``,
-  ``refusal``, ``read_model``, ``json_response``, ``kernel_of``).
+  ``refusal``, ``read_model``, ``json_response``, ``deps_of``).
 - :mod:`kernel.gateway.schema`: the pydantic bases (``BodyModel``, ``Shape``) that
   validate bodies, describe answers and make ``/openapi.json`` (:mod:`.openapi`).
 - :mod:`kernel.gateway.v1`, :mod:`.claude_format`, :mod:`.claude_reply`,

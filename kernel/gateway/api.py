@@ -30,17 +30,17 @@ from kernel.core.messages import ImageBlock
 from kernel.gateway.guesses import STRONG_KEY_CHARS, KeyGuesses
 from kernel.gateway.schema import BodyModel, problem
 
-if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
-    from kernel.app import Kernel
+if TYPE_CHECKING:
+    from kernel.gateway.deps import GatewayDeps
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 M = TypeVar("M", bound=BodyModel)
 
-KERNEL: web.AppKey[Kernel] = web.AppKey("kernel")
+DEPS: web.AppKey[GatewayDeps] = web.AppKey("deps")
 
 
-def kernel_of(request: web.Request) -> Kernel:
-    return request.app[KERNEL]
+def deps_of(request: web.Request) -> GatewayDeps:
+    return request.app[DEPS]
 
 
 class ApiError(Exception):
@@ -457,16 +457,18 @@ class Router:
     description: str = ""
     operations: list[Operation] = field(default_factory=list)
     # Run at gateway start, before it listens (e.g. to make sure the default chat exists).
-    startup: list[Callable[[Kernel], Awaitable[None]]] = field(default_factory=list)
+    startup: list[Callable[[GatewayDeps], Awaitable[None]]] = field(default_factory=list)
     # Services living as long as the sidecar (the MCP endpoint's session manager): each
     # entered in a task of its own at start, before the sidecar listens (it may set keys
     # of the app), and left in that task at stop, once the sidecar no longer accepts
     # requests and before those in flight are drained (so it can cancel its own).
-    services: list[Callable[[Kernel, web.Application], AbstractAsyncContextManager[None]]] = field(
-        default_factory=list
+    services: list[Callable[[GatewayDeps, web.Application], AbstractAsyncContextManager[None]]] = (
+        field(default_factory=list)
     )
     # Called once the sidecar listens, with its app and bound port (e.g. to say where).
-    listening: list[Callable[[Kernel, web.Application, int], None]] = field(default_factory=list)
+    listening: list[Callable[[GatewayDeps, web.Application, int], None]] = field(
+        default_factory=list
+    )
 
     def route(
         self,

@@ -47,8 +47,8 @@ from kernel.gateway import console
 from kernel.gateway.api import (
     API_KEY,
     CALLER,
+    DEPS,
     GUESSES,
-    KERNEL,
     MAX_BODY,
     READ_TIMEOUT,
     ROUTERS,
@@ -76,8 +76,8 @@ from kernel.gateway.console import (
 from kernel.gateway.guesses import KeyGuesses
 from kernel.gateway.v1 import V1Error, v1_message
 
-if TYPE_CHECKING:  # the composition root is above the gateway: never imported at run time
-    from kernel.app import Kernel
+if TYPE_CHECKING:
+    from kernel.gateway.deps import GatewayDeps
 
 log = logging.getLogger("kernel.gateway")
 
@@ -485,9 +485,9 @@ class Gateway:
     :data:`kernel.gateway.routes.ROUTERS`). ``start()`` binds, ``stop()`` drains and
     closes."""
 
-    def __init__(self, kernel: Kernel, routers: Sequence[Router]) -> None:
-        self.kernel = kernel
-        self.cfg = kernel.config.gateway
+    def __init__(self, deps: GatewayDeps, routers: Sequence[Router]) -> None:
+        self.deps = deps
+        self.cfg = deps.config.gateway
         self.routers = list(routers)
         self._runner: web.AppRunner | None = None
         self._site: _Site | None = None
@@ -508,7 +508,7 @@ class Gateway:
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[_frame, _guard], client_max_size=self.cfg.max_body_bytes)
-        app[KERNEL] = self.kernel
+        app[DEPS] = self.deps
         app[ROUTERS] = self.routers
         app[READ_TIMEOUT] = self.cfg.read_timeout
         app[MAX_BODY] = self.cfg.max_body_bytes
@@ -532,7 +532,7 @@ class Gateway:
         """The key in effect: the configured one, else the data directory's (made on
         the first start); "" only with ``auth = "none"``."""
         try:
-            return sidecar_key(self.cfg, self.kernel.config.data_dir, create=True)
+            return sidecar_key(self.cfg, self.deps.config.data_dir, create=True)
         except ConfigError as exc:
             raise StartupError(str(exc)) from None
 
@@ -542,7 +542,7 @@ class Gateway:
             for service in router.services:
                 ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 self._services.spawn(
-                    self._run_service(service(self.kernel, app), ready),
+                    self._run_service(service(self.deps, app), ready),
                     name=f"gateway-{router.tag}-service",
                 )
                 await ready  # its failure to start fails the start
@@ -574,7 +574,7 @@ class Gateway:
             log.warning("%s", t("config.warn_keyless"))
         for router in self.routers:
             for hook in router.startup:
-                await hook(self.kernel)
+                await hook(self.deps)
         app = self.build_app()
         self._stopping = asyncio.Event()
         try:
@@ -613,11 +613,11 @@ class Gateway:
         self.port = site.port
         for router in self.routers:
             for listener in router.listening:
-                listener(self.kernel, app, self.port)
+                listener(self.deps, app, self.port)
         log.info(
             "gateway listening on %s (%s, at most %d connections, %d per client)",
             self.url,
-            _auth_shown(cfg, self.kernel.config.data_dir),
+            _auth_shown(cfg, self.deps.config.data_dir),
             total,
             per_client,
         )

@@ -29,12 +29,12 @@ from kernel.core.errors import (
 )
 from kernel.core.messages import ImageBlock, Message
 from kernel.core.provider import ChatRequest, Completion, Provider, StreamEvent
-from kernel.gateway.api import ApiError, json_response, kernel_of, openai_error, read_json
+from kernel.gateway.api import ApiError, deps_of, json_response, openai_error, read_json
 from kernel.gateway.schema import BodyModel
 from kernel.tools.repair import repair_arguments
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 log = logging.getLogger(__name__)
 
@@ -208,12 +208,12 @@ async def read_body(request: web.Request) -> Any:
 # ---------------------------------------------------------------------- model names
 
 
-def served_models(kernel: Kernel) -> dict[str, tuple[str, str]]:
+def served_models(deps: GatewayDeps) -> dict[str, tuple[str, str]]:
     """Served name → (provider, model): each enabled provider's models and aliases (the
     active provider first, so it wins a name two providers share), then the aliases of
     ``[gateway.model_aliases]`` that are plain names rather than patterns."""
-    enabled = kernel.config.enabled_providers
-    active = kernel.agent.provider_name
+    enabled = deps.config.enabled_providers
+    active = deps.agent.provider_name
     served: dict[str, tuple[str, str]] = {}
     for name in [active, *(n for n in enabled if n != active)]:
         pcfg = enabled.get(name)
@@ -223,30 +223,30 @@ def served_models(kernel: Kernel) -> dict[str, tuple[str, str]]:
             served.setdefault(model, (name, model))
         for alias, model in pcfg.aliases.items():
             served.setdefault(alias, (name, model))
-    for pattern, target in kernel.config.gateway.model_aliases.items():
-        if "*" not in pattern and (resolved := _target(kernel, target)) is not None:
+    for pattern, target in deps.config.gateway.model_aliases.items():
+        if "*" not in pattern and (resolved := _target(deps, target)) is not None:
             served.setdefault(pattern, resolved)
     return served
 
 
-def _target(kernel: Kernel, target: str) -> tuple[str, str] | None:
+def _target(deps: GatewayDeps, target: str) -> tuple[str, str] | None:
     """(provider, model) of an alias target, None while its provider is disabled."""
     provider, model = model_alias_target(target)
     if not provider:
-        return kernel.agent.provider_name, kernel.agent.model
-    pcfg = kernel.config.enabled_providers.get(provider)
+        return deps.agent.provider_name, deps.agent.model
+    pcfg = deps.config.enabled_providers.get(provider)
     if pcfg is None:
         return None
     return provider, pcfg.resolve(model) or model
 
 
-def resolve_model(kernel: Kernel, requested: str) -> tuple[str, str]:
+def resolve_model(deps: GatewayDeps, requested: str) -> tuple[str, str]:
     """(provider, model) answering ``requested``; 404 naming what is served if none."""
-    served = served_models(kernel)
+    served = served_models(deps)
     if requested in served:
         return served[requested]
-    for pattern, target in kernel.config.gateway.model_aliases.items():
-        if glob_match(pattern, requested) and (resolved := _target(kernel, target)):
+    for pattern, target in deps.config.gateway.model_aliases.items():
+        if glob_match(pattern, requested) and (resolved := _target(deps, target)):
             return resolved
     raise not_found_model(requested, list(served))
 
@@ -299,10 +299,10 @@ class Answerer:
     provider: Provider
 
 
-async def answerer(kernel: Kernel, requested: str) -> Answerer:
-    name, model = resolve_model(kernel, requested)
-    provider = await kernel.agent.provider(name)
-    return Answerer(name, model, kernel.config.providers[name], provider)
+async def answerer(deps: GatewayDeps, requested: str) -> Answerer:
+    name, model = resolve_model(deps, requested)
+    provider = await deps.agent.provider(name)
+    return Answerer(name, model, deps.config.providers[name], provider)
 
 
 def has_images(messages: list[Message]) -> bool:
@@ -358,8 +358,8 @@ async def answer(
 ) -> web.StreamResponse:
     """The provider's answer to ``chat``: its first event decides between an HTTP error
     (``error``: the API's shape) and a 200, JSON (``render``) or a stream (``streamer``)."""
-    kernel = kernel_of(request)
-    async with contextlib.aclosing(kernel.agent.stream_request(provider_name, chat)) as events:
+    deps = deps_of(request)
+    async with contextlib.aclosing(deps.agent.stream_request(provider_name, chat)) as events:
         try:
             first = await anext(events)
         except StopAsyncIteration:

@@ -135,7 +135,7 @@ async def asking_cli(
         "claude_code", command=str(command), approvals="telegram", approval_timeout=60.0
     )
     h = await bot(extra=extra)
-    gateway = Gateway(h.kernel, h.kernel.plugins.routers())
+    gateway = Gateway(h.kernel.gateway_deps(), h.kernel.plugins.routers())
     await gateway.start()
     try:
         yield h

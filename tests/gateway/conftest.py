@@ -130,7 +130,7 @@ async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
                 path.write_text(path.read_text() + extra)
         kernel = Kernel(load_config(path, env={}, require_telegram=False), clock=clock)
         await kernel.start()
-        gw = Gateway(kernel, ROUTERS)
+        gw = Gateway(kernel.gateway_deps(), ROUTERS)
         await gw.start()
         # The key the test gives, else the one Kernel generated (data/gateway.key), which
         # every request of the test's client then carries (a test of keyless behaviour

@@ -76,7 +76,7 @@ async def _call(
 
 async def test_resume_in_telegram_continues_the_chat_there(bot: Factory) -> None:
     h = await bot()
-    gateway = Gateway(h.kernel, ROUTERS)
+    gateway = Gateway(h.kernel.gateway_deps(), ROUTERS)
     await gateway.start()
     try:
         async with aiohttp.ClientSession(headers={"X-API-Key": gateway.api_key}) as http:

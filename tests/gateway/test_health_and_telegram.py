@@ -146,7 +146,7 @@ async def test_system_layers(sidecar: SidecarFactory, anthropic_sim: AnthropicSi
 
 async def test_telegram_and_http_turns_in_flight_at_once(bot: Factory) -> None:
     h = await bot()
-    gateway = Gateway(h.kernel, ROUTERS)
+    gateway = Gateway(h.kernel.gateway_deps(), ROUTERS)
     await gateway.start()
     try:
         async with aiohttp.ClientSession(headers={"X-API-Key": gateway.api_key}) as http:

@@ -343,7 +343,7 @@ async def test_a_console_change_waits_for_the_owners_word_in_telegram(
     bot: Factory, console_http: aiohttp.ClientSession
 ) -> None:
     h = await bot(gateway={"api_key": API_KEY})
-    gateway = Gateway(h.kernel, ROUTERS)
+    gateway = Gateway(h.kernel.gateway_deps(), ROUTERS)
     await gateway.start()
     try:
         console = await sign_in(gateway.url, console_http)
@@ -381,7 +381,7 @@ async def test_a_long_value_shows_the_owner_its_end(
 ) -> None:
     """300 characters of harmless flags first: the owner still reads the tail they hide."""
     h = await bot(gateway={"api_key": API_KEY})
-    gateway = Gateway(h.kernel, ROUTERS)
+    gateway = Gateway(h.kernel.gateway_deps(), ROUTERS)
     await gateway.start()
     try:
         console = await sign_in(gateway.url, console_http)

@@ -98,7 +98,7 @@ async def test_gateway_never_binds_non_loopback_without_a_key(
 ) -> None:
     kernel: Kernel = await make_kernel(anthropic_sim)  # type: ignore[operator]
     kernel.config.gateway.host = "0.0.0.0"  # e.g. changed after validation
-    gateway = Gateway(kernel, ROUTERS)
+    gateway = Gateway(kernel.gateway_deps(), ROUTERS)
     with pytest.raises(StartupError, match="api_key"):
         await gateway.start()
     assert gateway.port == 0
@@ -109,7 +109,7 @@ async def test_port_in_use_is_a_one_line_refusal(
 ) -> None:
     sc = await sidecar(anthropic_sim)
     sc.kernel.config.gateway.port = sc.gateway.port
-    second = Gateway(sc.kernel, ROUTERS)
+    second = Gateway(sc.kernel.gateway_deps(), ROUTERS)
     with pytest.raises(StartupError) as info:
         await second.start()
     text = str(info.value)

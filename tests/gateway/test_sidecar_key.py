@@ -112,7 +112,7 @@ async def test_a_key_file_others_can_read_is_refused_never_used(
     await kernel.start()
     try:
         with pytest.raises(StartupError) as refused:
-            await Gateway(kernel, ROUTERS).start()
+            await Gateway(kernel.gateway_deps(), ROUTERS).start()
     finally:
         await kernel.stop()
     text = str(refused.value)

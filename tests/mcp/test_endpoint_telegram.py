@@ -23,7 +23,7 @@ from tests.telegram.conftest import bot as bot  # the fixture
 async def served(bot: Factory) -> AsyncIterator[tuple[BotHarness, Gateway]]:
     """The bot, and the sidecar of its Kernel (keyless, on loopback)."""
     h = await bot()
-    gateway = Gateway(h.kernel, ROUTERS)
+    gateway = Gateway(h.kernel.gateway_deps(), ROUTERS)
     await gateway.start()
     yield h, gateway
     await gateway.stop()

@@ -124,7 +124,7 @@ async def make_scene(
             timeout=600.0,
         )
         h = await bot(extra=extra, default_workspace=str(work))
-        gateway = Gateway(h.kernel, ROUTERS)  # the sidecar serving /mcp
+        gateway = Gateway(h.kernel.gateway_deps(), ROUTERS)  # the sidecar serving /mcp
         await gateway.start()
         gateways.append(gateway)
         return Scene(h, cli_model, work)

@@ -81,7 +81,7 @@ async def test_invalid_models_and_sessions_are_refused(
 
 async def test_a_telegram_session_follows_its_override(bot: Factory, tmp_path: Path) -> None:
     h = await bot()
-    gateway = Gateway(h.kernel, ROUTERS)
+    gateway = Gateway(h.kernel.gateway_deps(), ROUTERS)
     await gateway.start()
     try:
         h.model.enqueue(text_reply("one"), text_reply("two"))

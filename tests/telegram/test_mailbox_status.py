@@ -26,7 +26,7 @@ async def test_healthz_and_status_show_open_turns_and_undelivered_messages(
     bot: Factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     h = await bot()
-    gateway = Gateway(h.kernel, ROUTERS)
+    gateway = Gateway(h.kernel.gateway_deps(), ROUTERS)
     await gateway.start()
     try:
         calm = await _health(gateway.url)

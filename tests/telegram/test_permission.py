@@ -117,7 +117,7 @@ async def run(
             "claude_code", command=str(command), approvals="telegram", approval_timeout=seconds
         )
         h = await bot(extra=extra)
-        gateway = Gateway(h.kernel, h.kernel.plugins.routers())
+        gateway = Gateway(h.kernel.gateway_deps(), h.kernel.plugins.routers())
         await gateway.start()  # the sidecar, serving /mcp
         gateways.append(gateway)
         return Run(h, tmp_path)

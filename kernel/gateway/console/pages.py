@@ -37,8 +37,8 @@ from kernel.gateway.api import (
     ApiError,
     KeyGuess,
     authorized,
+    deps_of,
     json_response,
-    kernel_of,
     key_guess,
     read_json,
     refusal,
@@ -254,7 +254,7 @@ async def _session(request: web.Request) -> web.Response:
 async def _strings(request: web.Request) -> web.Response:
     body = {
         "language": get_language(),
-        "timezone": kernel_of(request).config.general.timezone,  # every time shown is in it
+        "timezone": deps_of(request).config.general.timezone,  # every time shown is in it
         "api_key_required": bool(request.app[API_KEY]),
         "strings": section("web."),
     }

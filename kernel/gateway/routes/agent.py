@@ -47,10 +47,10 @@ from kernel.gateway.api import (
     IMAGE_MEDIA_TYPES,
     ApiError,
     Router,
+    deps_of,
     invalid,
     is_base64,
     json_response,
-    kernel_of,
     not_found,
     path_param,
     read_model,
@@ -70,7 +70,7 @@ from kernel.gateway.schema import (
 )
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 log = logging.getLogger(__name__)
 
@@ -293,21 +293,21 @@ def read_input(items: list[InputMessage] | None) -> tuple[str, list[ImageBlock]]
     errors=(403, 404, 409, 500, 502),
 )
 async def process(request: web.Request) -> web.StreamResponse:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     body = await read_model(request, ProcessBody)
     key = body.key(DEFAULT_KEY)
     stream = bool(body.stream)
     biz = body.biz_params
     requested_mode(biz)  # a wrong value is refused before anything else
-    deliver = _delivery(kernel, key, biz)
+    deliver = _delivery(deps, key, biz)
     tool = biz.tool if biz else None
     if tool is not None:
         name = tool.name
         arguments = tool.input
-        if kernel.tools.is_disabled(name):
+        if deps.tools.is_disabled(name):
             raise refusal("tool_disabled", t("gw.tool_disabled", name=name), {"tool": name})
-        if name not in kernel.tools:
-            available = kernel.tools.names()
+        if name not in deps.tools:
+            available = deps.tools.names()
             raise refusal(
                 "tool_not_supported",
                 t("gw.tool_unknown", name=name, available=", ".join(available) or "-"),
@@ -318,28 +318,28 @@ async def process(request: web.Request) -> web.StreamResponse:
         text, images = read_input(body.input)
         if not text.strip() and not images:
             raise invalid(t("gw.input_empty"), field="input")
-    opened = await kernel.agent.open_session(key)
+    opened = await deps.agent.open_session(key)
     assert opened is not None
     # The prompt and collaboration modes: checked now (a mode whose files are missing is
     # refused before anything is kept), written once the chat's running turn is done.
     changes = meta_changes(biz, opened.row.meta)
-    await check_mode(kernel, changes)
+    await check_mode(deps, changes)
     turn: Turn | None = None
     events: AsyncIterator[TurnEvent]
     # Queued behind the chat's turn like any request for this chat.
-    await kernel.agent.wait_idle(opened.conversation, kernel.config.gateway.queue_timeout)
+    await deps.agent.wait_idle(opened.conversation, deps.config.gateway.queue_timeout)
     if changes:
-        await kernel.store.merge_meta(opened.row.id, changes)
+        await deps.store.merge_meta(opened.row.id, changes)
     if tool is not None:
-        events = _direct_tool(kernel, opened, name, arguments or {})
+        events = _direct_tool(deps, opened, name, arguments or {})
     elif text.strip() == NEW_COMMAND and not images:
-        await kernel.agent.clear_history(opened.conversation)
+        await deps.agent.clear_history(opened.conversation)
         events = _single(Completed(0, t("session.cleared")))
     else:
         user_input = UserInput(
             text, images, channel=key.channel, user_id=key.user_id, budget_ask=False, actor="api"
         )
-        turn = kernel.agent.start_turn(opened.conversation, user_input)
+        turn = deps.agent.start_turn(opened.conversation, user_input)
         events = aiter(turn)
     ids = {"chat_id": chat_id_of(opened.row), "session_id": key.external_id}
     if turn is None:
@@ -359,13 +359,13 @@ async def process(request: web.Request) -> web.StreamResponse:
 Deliver = Callable[[str], Awaitable[None]]
 
 
-def _delivery(kernel: Kernel, key: SessionKey, biz: BizParams | None) -> Deliver | None:
+def _delivery(deps: GatewayDeps, key: SessionKey, biz: BizParams | None) -> Deliver | None:
     """For a channel other than console, the final reply is also delivered through it
     (seed 000: the channel plugin's SendText); the channel must be usable before the
     turn starts. ``biz_params.channel`` names a QQ target."""
     if key.channel == "console":
         return None
-    registry = kernel.channel_registry
+    registry = deps.channel_registry
     registry.require(key.channel)
     target = Target(user_id=key.user_id, session_id=key.external_id, origin=key.channel)
     where = biz.channel if biz else None
@@ -379,7 +379,7 @@ def _delivery(kernel: Kernel, key: SessionKey, biz: BizParams | None) -> Deliver
         )
 
     async def deliver(reply: str) -> None:
-        timeout = kernel.config.cron.delivery_timeout
+        timeout = deps.config.cron.delivery_timeout
         await registry.send(key.channel, target, reply, timeout=timeout)
 
     return deliver
@@ -390,15 +390,15 @@ async def _single(event: TurnEvent) -> AsyncIterator[TurnEvent]:
 
 
 async def _direct_tool(
-    kernel: Kernel, opened: OpenedSession, name: str, arguments: dict[str, Any]
+    deps: GatewayDeps, opened: OpenedSession, name: str, arguments: dict[str, Any]
 ) -> AsyncIterator[TurnEvent]:
     """``biz_params.tool``: run one registered tool as the model would, no model call."""
     call_id = f"direct_{uuid.uuid4().hex[:12]}"
     yield ToolCall(1, call_id, name, arguments)
-    context = await kernel.agent.tool_context(opened.row.id, opened.conversation)
+    context = await deps.agent.tool_context(opened.row.id, opened.conversation)
     plans: list[list[dict[str, str]]] = []  # todo_write's plan, shown as a turn's is
     context.plan = plans.append
-    outcome = await kernel.tools.call(name, arguments, context)
+    outcome = await deps.tools.call(name, arguments, context)
     for items in plans:
         yield PlanUpdated(1, items)
     yield ToolResult(1, call_id, outcome.name, outcome.ok, summarize_tool_result(outcome.content))
@@ -502,7 +502,7 @@ class Cancelled(Shape):
 async def cancel_turn(request: web.Request) -> web.Response:
     """``cancelled`` is false for a turn that already ended."""
     turn_id = request.match_info["turn_id"]
-    turn = kernel_of(request).agent.find_turn(turn_id)
+    turn = deps_of(request).agent.find_turn(turn_id)
     if turn is None:
         raise not_found("turn_id", turn_id)
     return json_response({"cancelled": turn.cancel(), "turn_id": turn_id})
@@ -518,7 +518,7 @@ class AskList(Shape):
     response=AskList,
 )
 async def list_asks(request: web.Request) -> web.Response:
-    waiting = kernel_of(request).agent.asks.shared()
+    waiting = deps_of(request).agent.asks.shared()
     asks = [
         {
             "id": q.id,
@@ -556,7 +556,7 @@ async def answer_ask(request: web.Request) -> web.Response:
     """404 when nothing waits on that id any more (answered, timed out, cancelled)."""
     ask_id = request.match_info["ask_id"]
     choice = (await read_model(request, AnswerBody)).choice
-    asks = kernel_of(request).agent.asks
+    asks = deps_of(request).agent.asks
     question = asks.get(ask_id)
     if question is None or question.owner_only:  # answered in Telegram only
         raise not_found("ask_id", ask_id)

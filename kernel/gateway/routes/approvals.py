@@ -8,7 +8,7 @@ from typing import Literal
 
 from aiohttp import web
 
-from kernel.gateway.api import Router, bounded, json_response, kernel_of, query_int, query_param
+from kernel.gateway.api import Router, bounded, deps_of, json_response, query_int, query_param
 from kernel.gateway.schema import Shape
 from kernel.store.approvals import MAX_LIMIT
 
@@ -51,8 +51,8 @@ class ApprovalList(Shape):
     response=ApprovalList,
 )
 async def approvals(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     delegation = request.query.get("delegation_id")
     limit = query_int(request, "limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
-    found = await kernel.approvals.recent(delegation, limit)
+    found = await deps.approvals.recent(delegation, limit)
     return json_response({"items": [r.as_json() for r in found]})

@@ -19,9 +19,9 @@ from kernel.gateway.api import (
     Router,
     bounded,
     coded,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     not_found,
     path_param,
     query_int,
@@ -72,7 +72,7 @@ async def list_artifacts(request: web.Request) -> web.Response:
         raise invalid("session_id is required: GET /agent/artifacts?session_id=N")
     session = query_int(request, "session_id", 0, minimum=0, maximum=MAX_SESSION)
     limit = query_int(request, "limit", MAX_LIMIT, minimum=1, maximum=MAX_LIMIT)
-    found = await kernel_of(request).artifacts.list(session, limit)
+    found = await deps_of(request).artifacts.list(session, limit)
     return json_response({"items": [a.as_json() for a in found]})
 
 
@@ -85,19 +85,19 @@ async def list_artifacts(request: web.Request) -> web.Response:
     errors=(403, 404, 409, 410),
 )
 async def download(request: web.Request) -> web.StreamResponse:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     raw = request.match_info["artifact_id"]
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         raise not_found("artifact", raw)
-    artifact = await kernel.artifacts.get(int(raw))
+    artifact = await deps.artifacts.get(int(raw))
     if artifact is None:
         raise not_found("artifact", raw)
-    files = ArtifactFiles(kernel.config.data_dir, kernel.config.general.retention_days)
+    files = ArtifactFiles(deps.config.data_dir, deps.config.general.retention_days)
     try:
         opened = await files.open(artifact)
     except CodedError as exc:
         if exc.code == REMOVED and not artifact.removed:  # found gone: say so from now on
-            await kernel.artifacts.mark_removed([artifact.path])
+            await deps.artifacts.mark_removed([artifact.path])
         raise coded(exc) from None
     try:
         response = web.StreamResponse(

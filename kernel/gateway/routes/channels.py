@@ -32,16 +32,16 @@ from kernel.gateway.api import (
     Router,
     authorized,
     caller_of,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     read_object,
     refusal,
 )
 from kernel.gateway.schema import BodyModel, OpenShape, Shape, documented, expecting, problem
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("channels", "Channel settings, the QQ callback, delivery state")
 
@@ -114,8 +114,8 @@ ChannelSettings: type[BodyModel] = create_model(
 )
 
 
-def settings_view(kernel: Kernel, name: str) -> dict[str, Any]:
-    return masked_view(getattr(kernel.config.channels, name))
+def settings_view(deps: GatewayDeps, name: str) -> dict[str, Any]:
+    return masked_view(getattr(deps.config.channels, name))
 
 
 def _channel_name(request: web.Request) -> str:
@@ -140,10 +140,8 @@ class ChannelsSettings(Shape):
     response=ChannelsSettings,
 )
 async def list_channels(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    return json_response(
-        {"channels": {name: settings_view(kernel, name) for name in CHANNEL_TYPES}}
-    )
+    deps = deps_of(request)
+    return json_response({"channels": {name: settings_view(deps, name) for name in CHANNEL_TYPES}})
 
 
 class ChannelField(Shape):
@@ -189,7 +187,7 @@ async def channel_types(request: web.Request) -> web.Response:
     response=ChannelSettings,
 )
 async def get_channel(request: web.Request) -> web.Response:
-    return json_response(settings_view(kernel_of(request), _channel_name(request)))
+    return json_response(settings_view(deps_of(request), _channel_name(request)))
 
 
 @router.put(
@@ -203,7 +201,7 @@ async def get_channel(request: web.Request) -> web.Response:
     errors=(403,),
 )
 async def set_channel(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     name = _channel_name(request)
     data = await read_object(request)
     fields = _fields(name)
@@ -216,7 +214,7 @@ async def set_channel(request: web.Request) -> web.Response:
     except ValidationError as exc:
         message, field_name = problem(exc)
         raise invalid(message, field=field_name) from None
-    current = getattr(kernel.config.channels, name)
+    current = getattr(deps.config.channels, name)
     changes: dict[str, Any] = {}
     for field in given.model_fields_set:
         value = getattr(given, field)
@@ -225,7 +223,7 @@ async def set_channel(request: web.Request) -> web.Response:
             if secret and value == mask_secret(secret):
                 continue  # the masked value shown by GET, sent back unchanged
             env = env_variable(CHANNEL_MODELS[name], field)
-            if env and kernel.config.source_env.get(env):
+            if env and deps.config.source_env.get(env):
                 raise refusal("invalid_request", t("gw.provider_env_wins", env=env))
         changes[field] = value
     if not changes and not data:
@@ -237,8 +235,8 @@ async def set_channel(request: web.Request) -> web.Response:
 
     if changes:  # QQ's addresses move its secret: given again here, or privileged
         own = strings_of(changes)
-        await kernel.runtime.update(change, caller=caller_of(request), given=own)
-    return json_response(settings_view(kernel, name))
+        await deps.runtime.update(change, caller=caller_of(request), given=own)
+    return json_response(settings_view(deps, name))
 
 
 class QQCallback(OpenShape):
@@ -258,8 +256,8 @@ async def qq_inbound(request: web.Request) -> web.Response:
     acknowledged at once ({"op": 12, "d": 0}) and answered through the QQ API. No API
     key needed (the platform cannot send one): the signature is checked instead, and
     only while the QQ channel is enabled and configured."""
-    kernel = kernel_of(request)
-    if kernel.qq.unavailable() and not authorized(request, refuse=False):
+    deps = deps_of(request)
+    if deps.qq.unavailable() and not authorized(request, refuse=False):
         # Without the key, this route exists only for a QQ channel that runs (while wrong
         # keys are throttled, none is compared: 401 as documented).
         raise refusal("unauthorized", t("gw.unauthorized"))
@@ -277,7 +275,7 @@ async def qq_inbound(request: web.Request) -> web.Response:
     except TooLarge:  # a chunked body says no length: counted as it comes
         raise too_large from None
     try:
-        answer = await kernel.qq_inbound.handle(raw, request.headers)
+        answer = await deps.qq_inbound.handle(raw, request.headers)
     except InboundError as exc:
         raise ApiError(exc.status, exc.code, str(exc)) from None
     return json_response(answer)
@@ -293,7 +291,7 @@ class QQState(Shape):
     response=QQState,
 )
 async def qq_state(request: web.Request) -> web.Response:
-    return json_response(kernel_of(request).qq.state())
+    return json_response(deps_of(request).qq.state())
 
 
 class WebhookState(Shape):
@@ -308,4 +306,4 @@ class WebhookState(Shape):
     response=WebhookState,
 )
 async def webhook_state(request: web.Request) -> web.Response:
-    return json_response(kernel_of(request).webhook.state())
+    return json_response(deps_of(request).webhook.state())

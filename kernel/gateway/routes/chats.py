@@ -25,9 +25,9 @@ from kernel.gateway.api import (
     ApiError,
     Router,
     bounded,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     not_found,
     path_param,
     query_int,
@@ -39,7 +39,7 @@ from kernel.gateway.schema import BodyModel, Shape
 from kernel.store.db import SessionRow
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("chats", "Conversations (sessions) of every channel")
 
@@ -50,11 +50,11 @@ NAME_LIMIT = 128  # channel, user_id, session_id
 TITLE_LIMIT = 200  # a chat's name
 
 
-async def ensure_default_chat(kernel: Kernel) -> None:
-    opened = await kernel.agent.open_session(DEFAULT_KEY, meta={"system_default": True})
+async def ensure_default_chat(deps: GatewayDeps) -> None:
+    opened = await deps.agent.open_session(DEFAULT_KEY, meta={"system_default": True})
     assert opened is not None
     if not opened.row.meta.get("system_default"):
-        await kernel.store.update_meta(opened.row.id, {**opened.row.meta, "system_default": True})
+        await deps.store.update_meta(opened.row.id, {**opened.row.meta, "system_default": True})
 
 
 router.startup.append(ensure_default_chat)
@@ -79,18 +79,18 @@ def chat_json(row: SessionRow) -> dict[str, Any]:
     }
 
 
-async def find_chat(kernel: Kernel, chat_id: str) -> SessionRow | None:
+async def find_chat(deps: GatewayDeps, chat_id: str) -> SessionRow | None:
     if chat_id == DEFAULT_CHAT_ID:
-        opened = await kernel.agent.open_session(DEFAULT_KEY, create=False)
+        opened = await deps.agent.open_session(DEFAULT_KEY, create=False)
         return opened.row if opened else None
     match = _CHAT_ID.match(chat_id)
     if match is None:
         return None
-    return await kernel.store.get_session(int(match.group(1)))
+    return await deps.store.get_session(int(match.group(1)))
 
 
-async def require_chat(kernel: Kernel, chat_id: str) -> SessionRow:
-    row = await find_chat(kernel, chat_id)
+async def require_chat(deps: GatewayDeps, chat_id: str) -> SessionRow:
+    row = await find_chat(deps, chat_id)
     if row is None:
         raise not_found("chat_id", chat_id)
     return row
@@ -185,15 +185,15 @@ CHAT_ID = path_param("chat_id", "chat-default or chat-<n>")
     response=ChatList,
 )
 async def list_chats(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     limit = query_int(request, "limit", 50, maximum=500)
     offset = query_int(request, "offset", 0, maximum=2**31)
     channel = request.query.get("channel")
     user_id = request.query.get("user_id")
-    rows = await kernel.store.list_sessions(
+    rows = await deps.store.list_sessions(
         limit=limit, offset=offset, channel=channel, user_id=user_id
     )
-    total = await kernel.store.count_sessions(channel=channel, user_id=user_id)
+    total = await deps.store.count_sessions(channel=channel, user_id=user_id)
     return json_response({"chats": [chat_json(r) for r in rows], "total": total})
 
 
@@ -208,14 +208,14 @@ async def list_chats(request: web.Request) -> web.Response:
 async def create_chat(request: web.Request) -> web.Response:
     """201 with a new chat; 200 with the existing one when the key is taken. Without a
     ``session_id`` a fresh one is made."""
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     body = await read_model(request, NewChatBody)
     key = body.key(SessionKey("console", DEFAULT_KEY.user_id, f"s-{uuid.uuid4().hex[:12]}"))
     name = body.name
     meta = dict(body.meta or {})
     if "system_default" in meta:
         raise invalid(t("gw.meta_reserved", key="system_default"), field="meta.system_default")
-    opened = await kernel.agent.open_session(key, title=name or None, meta=meta)
+    opened = await deps.agent.open_session(key, title=name or None, meta=meta)
     assert opened is not None
     return json_response(chat_json(opened.row), 201 if opened.created else 200)
 
@@ -235,15 +235,15 @@ CHAT_PATH = "/chats/{chat_id:(?!batch-delete$)[^/]+}"
     errors=(404,),
 )
 async def get_chat(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     rounds = query_int(request, "rounds", 20, maximum=1000)
-    row = await require_chat(kernel, request.match_info["chat_id"])
+    row = await require_chat(deps, request.match_info["chat_id"])
     out = chat_json(row)
     out["messages"] = [
         {"role": s.message.role, "content": content_to_json(s.message.content), "sequence": s.id}
         | ({"failed": True} if s.failed else {})
         | ({"cut": s.cut} if s.cut else {})
-        for s in await kernel.store.load_transcript(row.id, rounds=rounds)
+        for s in await deps.store.load_transcript(row.id, rounds=rounds)
     ]
     return json_response(out)
 
@@ -256,12 +256,12 @@ async def get_chat(request: web.Request) -> web.Response:
     errors=(400, 404, 409),
 )
 async def delete_chat(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     chat_id = request.match_info["chat_id"]
     if chat_id == DEFAULT_CHAT_ID:
         raise _protected()
-    row = await require_chat(kernel, chat_id)
-    await kernel.agent.delete_sessions([row.id])
+    row = await require_chat(deps, chat_id)
+    await deps.agent.delete_sessions([row.id])
     return json_response({"deleted": True, "id": chat_id})
 
 
@@ -273,7 +273,7 @@ async def delete_chat(request: web.Request) -> web.Response:
     errors=(409,),
 )
 async def batch_delete(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     try:
         ids = (await read_model(request, BatchDeleteBody)).chat_ids
     except ApiError as exc:
@@ -285,12 +285,12 @@ async def batch_delete(request: web.Request) -> web.Response:
     rows: list[SessionRow] = []
     missing: list[str] = []
     for chat_id in dict.fromkeys(ids):
-        row = await find_chat(kernel, chat_id)
+        row = await find_chat(deps, chat_id)
         if row is None:
             missing.append(chat_id)
         else:
             rows.append(row)
-    deleted = await kernel.agent.delete_sessions([r.id for r in rows]) if rows else 0
+    deleted = await deps.agent.delete_sessions([r.id for r in rows]) if rows else 0
     return json_response({"deleted": deleted, "missing": missing})
 
 
@@ -309,15 +309,15 @@ class RenameBody(BodyModel):
 )
 async def rename_chat(request: web.Request) -> web.Response:
     """400 for an empty name (or one with control characters)."""
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     name = (await read_model(request, RenameBody)).name.strip()
     # Control, format (RTL override, zero width) and line/paragraph separators: a title
     # shown in the console and Telegram must read as what it is.
     if not name or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
         raise invalid(t("gw.chat_name", limit=TITLE_LIMIT), field="name")
-    row = await require_chat(kernel, request.match_info["chat_id"])
-    await kernel.agent.retitle(row.id, name)
-    renamed = await kernel.store.get_session(row.id)
+    row = await require_chat(deps, request.match_info["chat_id"])
+    await deps.agent.retitle(row.id, name)
+    renamed = await deps.store.get_session(row.id)
     if renamed is None:  # deleted meanwhile
         raise not_found("chat_id", request.match_info["chat_id"])
     return json_response(chat_json(renamed))
@@ -348,14 +348,14 @@ async def resume_chat(request: web.Request) -> web.Response:
     """The owner's next Telegram message goes on in this chat. 409
     ``telegram_not_configured`` when no Telegram channel runs in this Kernel;
     ``session_busy`` while a Telegram turn runs."""
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     channel = (await read_model(request, ResumeBody)).channel
     chat_id = request.match_info["chat_id"]
-    row = await require_chat(kernel, chat_id)
-    owner = kernel.config.telegram.allowed_user
-    if channel not in kernel.status_board or owner <= 0:
+    row = await require_chat(deps, chat_id)
+    owner = deps.config.telegram.allowed_user
+    if channel not in deps.status_board or owner <= 0:
         raise refusal("telegram_not_configured", t("gw.telegram_not_configured"))
-    await kernel.agent.resume(TELEGRAM_CONVERSATION.format(user=owner), row.id)
+    await deps.agent.resume(TELEGRAM_CONVERSATION.format(user=owner), row.id)
     return json_response({"resumed": True, "chat_id": chat_id, "channel": channel})
 
 

@@ -26,7 +26,7 @@ from kernel.config.schema import Secret, Section, is_toml, marker
 from kernel.config.secrets import header_names_of, header_values_of, is_sensitive, secrets_of
 from kernel.config.tree import SECTIONS
 from kernel.core.redact import REDACTED, Redactor, secret_assignment
-from kernel.gateway.api import Router, json_response, kernel_of
+from kernel.gateway.api import Router, deps_of, json_response
 from kernel.gateway.schema import OpenShape, Shape
 
 router = Router("config", "The configuration in effect, secrets masked (read-only)")
@@ -188,4 +188,4 @@ def config_view(config: Config) -> dict[str, Any]:
     response=ConfigView,
 )
 async def get_config(request: web.Request) -> web.Response:
-    return json_response(config_view(kernel_of(request).config))
+    return json_response(config_view(deps_of(request).config))

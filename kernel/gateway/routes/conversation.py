@@ -12,14 +12,14 @@ from pydantic import Field
 
 from kernel.agent.agent import SessionKey, UserInput
 from kernel.core.errors import ConversationError, http_status
-from kernel.gateway.api import ApiError, Router, coded, json_response, kernel_of, read_model
+from kernel.gateway.api import ApiError, Router, coded, deps_of, json_response, read_model
 from kernel.gateway.routes.agent import ProcessResult, _collect
 from kernel.gateway.routes.chats import CHAT_ID, chat_id_of, require_chat
 from kernel.gateway.schema import BodyModel, Shape
 from kernel.store.db import SessionRow
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("conversation", "Conversation control: rewind and retry a chat")
 
@@ -34,9 +34,9 @@ class Rewound(Shape):
     branch: int
 
 
-async def _conversation(kernel: Kernel, row: SessionRow) -> str:
+async def _conversation(deps: GatewayDeps, row: SessionRow) -> str:
     key = SessionKey(row.channel, row.user_id, row.external_id)
-    opened = await kernel.agent.open_session(key, create=False)
+    opened = await deps.agent.open_session(key, create=False)
     assert opened is not None  # the row was just read
     return opened.conversation
 
@@ -50,12 +50,12 @@ async def _conversation(kernel: Kernel, row: SessionRow) -> str:
     errors=(400, 404, 409),
 )
 async def rewind(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     body = await read_model(request, RewindBody)
-    row = await require_chat(kernel, request.match_info["chat_id"])
-    conversation = await _conversation(kernel, row)
+    row = await require_chat(deps, request.match_info["chat_id"])
+    conversation = await _conversation(deps, row)
     try:
-        cut = await kernel.agent.rewind(
+        cut = await deps.agent.rewind(
             conversation, body.after_sequence, session_id=row.id, actor="api"
         )
     except ConversationError as exc:
@@ -73,14 +73,14 @@ async def rewind(request: web.Request) -> web.Response:
     errors=(404, 409, 502),
 )
 async def retry(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    row = await require_chat(kernel, request.match_info["chat_id"])
-    conversation = await _conversation(kernel, row)
+    deps = deps_of(request)
+    row = await require_chat(deps, request.match_info["chat_id"])
+    conversation = await _conversation(deps, row)
     template = UserInput(
         "", channel=row.channel, user_id=row.user_id, budget_ask=False, actor="api"
     )
     try:
-        turn = await kernel.agent.retry(conversation, template)
+        turn = await deps.agent.retry(conversation, template)
     except ConversationError as exc:
         raise coded(exc) from None
     ids = {"chat_id": chat_id_of(row), "session_id": row.external_id}

@@ -22,8 +22,8 @@ from kernel.cron.scheduler import CronScheduler
 from kernel.gateway.api import (
     Router,
     bounded,
+    deps_of,
     json_response,
-    kernel_of,
     path_param,
     query_int,
     query_param,
@@ -149,7 +149,7 @@ class JobStarted(Shape):
 
 
 def _scheduler(request: web.Request) -> CronScheduler:
-    scheduler = kernel_of(request).cron
+    scheduler = deps_of(request).cron
     if not scheduler.started:
         raise CronError("cron_disabled", t("gw.cron_off"))
     return scheduler

@@ -25,9 +25,9 @@ from kernel.gateway.api import (
     Param,
     Router,
     caller_of,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     not_found,
     read_model,
     refusal,
@@ -35,7 +35,7 @@ from kernel.gateway.api import (
 from kernel.gateway.schema import BodyModel, Shape, documented_required, refuse
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("envs", "Environment variables for tools and CLIs")
 
@@ -118,8 +118,8 @@ def _entry(key: str, value: str, runtime: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _runtime_envs(kernel: Kernel) -> dict[str, Any]:
-    envs = (await kernel.runtime.overlay()).get("envs", {})
+async def _runtime_envs(deps: GatewayDeps) -> dict[str, Any]:
+    envs = (await deps.runtime.overlay()).get("envs", {})
     return envs if isinstance(envs, dict) else {}
 
 
@@ -128,15 +128,15 @@ def _check_name(key: str) -> None:
         raise invalid(t("gw.env_name", key=key[:80]), field="key")
 
 
-async def _listing(kernel: Kernel) -> web.Response:
-    runtime = await _runtime_envs(kernel)
-    envs = kernel.config.envs
+async def _listing(deps: GatewayDeps) -> web.Response:
+    runtime = await _runtime_envs(deps)
+    envs = deps.config.envs
     return json_response({"envs": [_entry(k, envs[k], runtime) for k in sorted(envs)]})
 
 
 @router.get("/envs", summary="All variables (sensitive values masked)", response=EnvList)
 async def list_envs(request: web.Request) -> web.Response:
-    return await _listing(kernel_of(request))
+    return await _listing(deps_of(request))
 
 
 @router.put(
@@ -149,7 +149,7 @@ async def list_envs(request: web.Request) -> web.Response:
     errors=(403,),
 )
 async def replace_envs(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     envs = (await read_model(request, EnvsBody)).envs
     table = {}
     for key, value in envs.items():
@@ -158,17 +158,17 @@ async def replace_envs(request: web.Request) -> web.Response:
     def change(overlay: dict[str, Any]) -> None:
         overlay["envs"] = table
 
-    await kernel.runtime.update(change, caller=caller_of(request))
-    return await _listing(kernel)
+    await deps.runtime.update(change, caller=caller_of(request))
+    return await _listing(deps)
 
 
 @router.get("/envs/{key}", summary="One variable", params=(KEY,), response=EnvEntry, errors=(404,))
 async def get_env(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     key = request.match_info["key"]
-    if key not in kernel.config.envs:
+    if key not in deps.config.envs:
         raise not_found("key", key)
-    return json_response(_entry(key, kernel.config.envs[key], await _runtime_envs(kernel)))
+    return json_response(_entry(key, deps.config.envs[key], await _runtime_envs(deps)))
 
 
 @router.put(
@@ -180,7 +180,7 @@ async def get_env(request: web.Request) -> web.Response:
     errors=(403,),
 )
 async def set_env(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     key = request.match_info["key"]
     _check_name(key)
     value = (await read_model(request, EnvBody, context={"key": key})).value
@@ -188,7 +188,7 @@ async def set_env(request: web.Request) -> web.Response:
     def change(overlay: dict[str, Any]) -> None:
         overlay.setdefault("envs", {})[key] = value
 
-    await kernel.runtime.update(change, caller=caller_of(request))
+    await deps.runtime.update(change, caller=caller_of(request))
     return json_response(_entry(key, value, {key: value}))
 
 
@@ -200,11 +200,11 @@ async def set_env(request: web.Request) -> web.Response:
     errors=(404,),
 )
 async def delete_env(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     key = request.match_info["key"]
-    runtime = await _runtime_envs(kernel)
+    runtime = await _runtime_envs(deps)
     if key not in runtime:
-        if key in kernel.config.envs:
+        if key in deps.config.envs:
             raise refusal("invalid_request", t("gw.env_in_config", key=key), {"key": key})
         raise not_found("key", key)
 
@@ -212,5 +212,5 @@ async def delete_env(request: web.Request) -> web.Response:
         overlay.get("envs", {}).pop(key, None)
 
     # Removing can only bring back config.toml's value (or the process's): no privilege.
-    await kernel.runtime.update(change)
+    await deps.runtime.update(change)
     return json_response({"deleted": True, "key": key})

@@ -10,12 +10,12 @@ from aiohttp import web
 
 from kernel import __version__
 from kernel.core.errors import KernelError
-from kernel.gateway.api import API_KEY, ROUTERS, Router, authorized, json_response, kernel_of
+from kernel.gateway.api import API_KEY, ROUTERS, Router, authorized, deps_of, json_response
 from kernel.gateway.schema import OpenShape, Shape
 from kernel.store.db import Store
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("health", "Liveness, version, feature flags and this document")
 
@@ -23,26 +23,26 @@ HEALTHY_MCP_STATES = frozenset({"connected", "disabled"})
 WRITE_CHECK_TTL = 2.0  # seconds one write probe answers for: /healthz is public
 
 
-def mcp_servers(kernel: Kernel, *, detailed: bool) -> list[dict[str, Any]]:
-    servers = [s.as_dict() for s in kernel.mcp.status()]
+def mcp_servers(deps: GatewayDeps, *, detailed: bool) -> list[dict[str, Any]]:
+    servers = [s.as_dict() for s in deps.mcp.status()]
     if not detailed:  # an error can name commands and paths: only for the key holder
         for server in servers:
             server["last_error"] = ""
     return servers
 
 
-async def database_state(kernel: Kernel) -> dict[str, Any]:
+async def database_state(deps: GatewayDeps) -> dict[str, Any]:
     """Whether the database takes a write, probed at most once per WRITE_CHECK_TTL."""
     now = time.monotonic()
-    cached = _last_check.get(kernel.store)
+    cached = _last_check.get(deps.store)
     if cached is not None and now - cached[0] < WRITE_CHECK_TTL:
         return dict(cached[1])
     state: dict[str, Any] = {"writable": True}
     try:
-        await kernel.store.check_writable()
+        await deps.store.check_writable()
     except KernelError as exc:
         state = {"writable": False, "error": str(exc)}
-    _last_check[kernel.store] = (now, state)
+    _last_check[deps.store] = (now, state)
     return dict(state)
 
 
@@ -88,15 +88,15 @@ class Health(Shape):
 async def healthz(request: web.Request) -> web.Response:
     """200 with ``ok`` or ``degraded`` (a channel or MCP server is unwell); 503 with
     ``unavailable`` when the database does not accept writes."""
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     detailed = authorized(request)
-    database = await database_state(kernel)
+    database = await database_state(deps)
     if not detailed:
         database.pop("error", None)
     channels = {}
-    for state in await kernel.status_board.states():
+    for state in await deps.status_board.states():
         channels[state.name] = {"state": state.state, **state.detail}
-    servers = mcp_servers(kernel, detailed=detailed)
+    servers = mcp_servers(deps, detailed=detailed)
     if not database["writable"]:
         status = "unavailable"
     elif any(c["state"] != "running" for c in channels.values()) or any(
@@ -127,15 +127,15 @@ class RuntimeConfig(Shape):
     "/runtime-config", summary="Feature flags and limits (never secrets)", response=RuntimeConfig
 )
 async def runtime_config(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    config = kernel.config
+    deps = deps_of(request)
+    config = deps.config
     flags = config.features  # seed 000's flags: [features], NEXTAI_ENABLE_* over them
     features = {
         "prompt_templates": flags.prompt_templates,
         "prompt_context_introspect": flags.prompt_context_introspect,
         "codex_mode_v2": flags.codex_mode_v2,
         "codex_prompt_shadow_compare": flags.codex_prompt_shadow_compare,
-        "telegram": "telegram" in kernel.status_board,
+        "telegram": "telegram" in deps.status_board,
         "telegram_stream": config.telegram.stream,
         "titles": config.titles is not None,
         "mcp": bool(config.mcp_servers),

@@ -36,9 +36,9 @@ from kernel.gateway.api import (
     Param,
     Router,
     caller_of,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     read_object,
     refusal,
 )
@@ -46,7 +46,7 @@ from kernel.gateway.schema import BodyModel, Shape, field_of, problem
 from kernel.mcp.manager import ServerStatus, runtime_names
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("mcp", "MCP servers added, removed and restarted while Kernel runs")
 
@@ -107,10 +107,10 @@ class MCPServerDeleted(Shape):
     name: str
 
 
-def server_info(kernel: Kernel, status: ServerStatus, added: list[str]) -> dict[str, Any]:
+def server_info(deps: GatewayDeps, status: ServerStatus, added: list[str]) -> dict[str, Any]:
     """One server as the routes show it: its definition (header and env values masked),
     where it is defined, and its state."""
-    server = kernel.mcp.server(status.name)
+    server = deps.mcp.server(status.name)
     view = masked_view(server) if server is not None else {}
     if isinstance(view.get("url"), str):
         view["url"] = shown_url(view["url"])
@@ -140,8 +140,8 @@ def shown_url(url: str) -> str:
     return redact_text(url, ())
 
 
-async def _added(kernel: Kernel) -> list[str]:
-    return runtime_names(await kernel.runtime.overlay())
+async def _added(deps: GatewayDeps) -> list[str]:
+    return runtime_names(await deps.runtime.overlay())
 
 
 @router.get(
@@ -150,9 +150,9 @@ async def _added(kernel: Kernel) -> list[str]:
     response=MCPServerList,
 )
 async def list_servers(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    added = await _added(kernel)
-    servers = [server_info(kernel, status, added) for status in kernel.mcp.status()]
+    deps = deps_of(request)
+    added = await _added(deps)
+    servers = [server_info(deps, status, added) for status in deps.mcp.status()]
     return json_response({"servers": servers})
 
 
@@ -167,10 +167,10 @@ async def list_servers(request: web.Request) -> web.Response:
     errors=(403, 409, 503),
 )
 async def add_server(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    table = definition(await read_object(request), kernel, request)
-    status = await kernel.mcp.add(kernel.runtime, table, caller=caller_of(request))
-    return json_response(server_info(kernel, status, [status.name]), status=201)
+    deps = deps_of(request)
+    table = definition(await read_object(request), deps, request)
+    status = await deps.mcp.add(deps.runtime, table, caller=caller_of(request))
+    return json_response(server_info(deps, status, [status.name]), status=201)
 
 
 @router.delete(
@@ -181,9 +181,9 @@ async def add_server(request: web.Request) -> web.Response:
     errors=(404, 409, 503),
 )
 async def remove_server(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     name = request.match_info["name"]
-    await kernel.mcp.remove(kernel.runtime, name)
+    await deps.mcp.remove(deps.runtime, name)
     return json_response({"deleted": True, "name": name})
 
 
@@ -195,12 +195,12 @@ async def remove_server(request: web.Request) -> web.Response:
     errors=(404, 503),
 )
 async def restart_server(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    status = await kernel.mcp.restart(request.match_info["name"])
-    return json_response(server_info(kernel, status, await _added(kernel)))
+    deps = deps_of(request)
+    status = await deps.mcp.restart(request.match_info["name"])
+    return json_response(server_info(deps, status, await _added(deps)))
 
 
-def definition(data: dict[str, Any], kernel: Kernel, request: web.Request) -> dict[str, Any]:
+def definition(data: dict[str, Any], deps: GatewayDeps, request: web.Request) -> dict[str, Any]:
     """The body as a ``[[mcp.servers]]`` table to keep, checked as the loader checks
     one (and stricter: known keys only, a name fit for a path, no NUL or line break)."""
     data = {key: value for key, value in data.items() if value is not None}
@@ -224,7 +224,7 @@ def definition(data: dict[str, Any], kernel: Kernel, request: web.Request) -> di
     wrong = server_problem(server)
     if wrong is not None:
         raise invalid(t(wrong[1], key=wrong[0]), field=wrong[0])
-    unset = unset_reference(server, kernel.config.source_env)
+    unset = unset_reference(server, deps.config.source_env)
     if unset is not None:
         field, variable = unset
         raise invalid(t("gw.mcp_env_unset", field=field, var=variable), field=field)

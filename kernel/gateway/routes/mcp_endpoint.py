@@ -33,8 +33,8 @@ from kernel.gateway.api import (
     ApiError,
     Router,
     authorized,
+    deps_of,
     given_key,
-    kernel_of,
     read_bytes,
     read_json,
     refusal,
@@ -43,7 +43,7 @@ from kernel.gateway.openapi import JsonRpcMessage
 from kernel.gateway.server import loopback_host
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
     from kernel.mcp.endpoint import Caller, Endpoint
 
 router = Router("mcp-endpoint", "Kernel's own MCP server (streamable HTTP, stateless)")
@@ -54,8 +54,8 @@ class _Host:
     costs ~0.3 s and ~28 MB to import: not paid by an owner who never uses it) and run
     until the sidecar stops, its session manager entered and left in one task."""
 
-    def __init__(self, kernel: Kernel) -> None:
-        self.kernel = kernel
+    def __init__(self, deps: GatewayDeps) -> None:
+        self.deps = deps
         self.endpoint: Endpoint | None = None
         self.closed = False
         self._lock = asyncio.Lock()
@@ -69,12 +69,12 @@ class _Host:
         async with self._lock:
             if self.endpoint is None and not self.closed:
                 # The import is the slow part: off the event loop.
-                module = await asyncio.to_thread(importlib.import_module, "kernel.mcp.endpoint")
-                cfg = self.kernel.config
+                module = await asyncio.to_thread(importlib.import_module, "deps.mcp.endpoint")
+                cfg = self.deps.config
                 endpoint: Endpoint = module.Endpoint(
-                    approvals=self.kernel.approvals,
-                    tools=self.kernel.tools,
-                    channels=self.kernel.channel_registry,
+                    approvals=self.deps.approvals,
+                    tools=self.deps.tools,
+                    channels=self.deps.channel_registry,
                     notify_per_minute=cfg.mcp.notify_per_minute,
                     delivery_timeout=cfg.cron.delivery_timeout,
                     max_body=cfg.gateway.max_body_bytes,
@@ -108,34 +108,34 @@ ENDPOINT: web.AppKey[_Host] = web.AppKey("mcp_endpoint")
 
 
 @asynccontextmanager
-async def _serve(kernel: Kernel, app: web.Application) -> AsyncIterator[None]:
+async def _serve(deps: GatewayDeps, app: web.Application) -> AsyncIterator[None]:
     """The endpoint's life within the sidecar's (``[mcp] serve``)."""
-    if not kernel.config.mcp.serve:
+    if not deps.config.mcp.serve:
         yield
         return
-    host = _Host(kernel)
+    host = _Host(deps)
     app[ENDPOINT] = host
     try:
         yield
     finally:
-        kernel.approvals.endpoint_url = None  # no new run may ask from now on
+        deps.approvals.endpoint_url = None  # no new run may ask from now on
         await host.close()
 
 
-def _listening(kernel: Kernel, app: web.Application, port: int) -> None:
+def _listening(deps: GatewayDeps, app: web.Application, port: int) -> None:
     """Runs that ask the owner may start: the Delegator writes this URL in their
     mcp.json. Reached on loopback: the bind's own address when it is a literal loopback
     one, ::1 for "::" (asyncio binds it IPv6 only), else 127.0.0.1 (0.0.0.0 and "" answer
     there too; any other address is refused at load when a CLI asks the owner)."""
     if app.get(ENDPOINT) is None:
         return
-    host = kernel.config.gateway.host
+    host = deps.config.gateway.host
     if host == "::":
         host = "::1"
     elif host == "localhost" or not is_loopback(host):
         host = "127.0.0.1"
     shown = f"[{host}]" if ":" in host else host
-    kernel.approvals.endpoint_url = f"http://{shown}:{port}/mcp"
+    deps.approvals.endpoint_url = f"http://{shown}:{port}/mcp"
 
 
 router.services.append(_serve)
@@ -182,8 +182,8 @@ _SUMMARY = "Kernel's MCP server (streamable HTTP, stateless; the MCP protocol's 
     protocol="jsonrpc",
 )
 async def post_mcp(request: web.Request) -> web.StreamResponse:
-    kernel = kernel_of(request)
-    if not kernel.config.mcp.serve:
+    deps = deps_of(request)
+    if not deps.config.mcp.serve:
         raise refusal("not_found", t("mcpserve.off"))
     remote = request.remote or ""
     hosts = request.headers.getall("Host", [])
@@ -231,7 +231,7 @@ def _caller(request: web.Request) -> Caller:
             return Caller()
         raise _unauthorized(t("mcpserve.no_token"))
     raw = given.encode("utf-8", "surrogateescape")
-    grant = kernel_of(request).approvals.resolve(raw.decode("utf-8", "replace"))
+    grant = deps_of(request).approvals.resolve(raw.decode("utf-8", "replace"))
     if grant is not None and grant != "expired":
         return Caller(grant)
     if key and authorized(request):

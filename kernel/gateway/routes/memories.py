@@ -20,9 +20,9 @@ from kernel.core.i18n import t
 from kernel.gateway.api import (
     Router,
     bounded,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     not_found,
     path_param,
     query_int,
@@ -139,7 +139,7 @@ def _memory_id(request: web.Request) -> int:
 async def list_memories(request: web.Request) -> web.Response:
     """With ``q``: best match first (the memory tools' search: full-text, else
     substrings); without: newest first."""
-    memories = kernel_of(request).memories
+    memories = deps_of(request).memories
     query = request.query.get("q", "")
     if len(query) > MAX_QUERY:
         raise invalid(t("gw.field_too_long", field="q", limit=MAX_QUERY), field="q")
@@ -177,7 +177,7 @@ async def add_memory(request: web.Request) -> web.Response:
     body = await read_model(request, NewMemory)
     scope = _scope(body.scope or GLOBAL, "scope")
     try:
-        row, created = await kernel_of(request).memories.add(body.text, body.category, scope)
+        row, created = await deps_of(request).memories.add(body.text, body.category, scope)
     except ValueError as exc:
         raise invalid(str(exc)) from None
     return json_response(memory_json(row) | {"created": created}, 201 if created else 200)
@@ -192,7 +192,7 @@ async def add_memory(request: web.Request) -> web.Response:
 )
 async def get_memory(request: web.Request) -> web.Response:
     memory_id = _memory_id(request)
-    row = await kernel_of(request).memories.get(memory_id)
+    row = await deps_of(request).memories.get(memory_id)
     if row is None:
         raise not_found("memory", str(memory_id))
     return json_response(memory_json(row))
@@ -213,7 +213,7 @@ async def change_memory(request: web.Request) -> web.Response:
     if body.text is None and body.category is None:
         raise invalid(t("gw.memory_nothing_to_change"), field="text")
     try:
-        row = await kernel_of(request).memories.update(memory_id, body.text, body.category)
+        row = await deps_of(request).memories.update(memory_id, body.text, body.category)
     except DuplicateMemory as exc:
         message = t("gw.memory_exists", id=exc.existing)
         raise refusal("memory_exists", message, {"id": exc.existing}) from None
@@ -233,6 +233,6 @@ async def change_memory(request: web.Request) -> web.Response:
 )
 async def delete_memory(request: web.Request) -> web.Response:
     memory_id = _memory_id(request)
-    if not await kernel_of(request).memories.delete([memory_id]):
+    if not await deps_of(request).memories.delete([memory_id]):
         raise not_found("memory", str(memory_id))
     return json_response({"deleted": True, "id": memory_id})

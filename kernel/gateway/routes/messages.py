@@ -32,8 +32,8 @@ from kernel.gateway.api import (
     Router,
     anthropic_error,
     bounded,
+    deps_of,
     json_response,
-    kernel_of,
     path_param,
     query_param,
     sse_frame,
@@ -137,9 +137,9 @@ def _chat_request(
     errors=(404, 429, 502),
 )
 async def messages(request: web.Request) -> web.StreamResponse:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     parsed = parse_request(await read_body(request))
-    served = await answerer(kernel, parsed.model)
+    served = await answerer(deps, parsed.model)
     provider_name, model, provider = served.name, served.model, served.provider
     _check(provider, provider_name, parsed)
     max_tokens = min(parsed.max_tokens, served.config.max_tokens or parsed.max_tokens)
@@ -315,9 +315,9 @@ async def list_models(request: web.Request) -> web.Response:
     """Each enabled provider's models and aliases (the active provider first), and the
     plain names of ``[gateway.model_aliases]``; its patterns are listed by what they
     match when asked (GET /v1/models/{model_id})."""
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     limit = _page_bound(request)
-    entries = [_model_info(i, p, m) for i, (p, m) in served_models(kernel).items()]
+    entries = [_model_info(i, p, m) for i, (p, m) in served_models(deps).items()]
     ids = [e["id"] for e in entries]
     # An empty id is no id (as a client that always sends both parameters means it).
     after = request.query.get("after_id") or None
@@ -357,9 +357,9 @@ async def list_models(request: web.Request) -> web.Response:
     anthropic=True,
 )
 async def get_model(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     model_id = request.match_info["model_id"]
     if len(model_id) > 256:
         raise bad("model_id", "at most 256 characters")
-    provider, model = resolve_model(kernel, model_id)
+    provider, model = resolve_model(deps, model_id)
     return json_response(_model_info(model_id, provider, model))

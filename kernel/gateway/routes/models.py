@@ -22,9 +22,9 @@ from kernel.gateway.api import (
     Param,
     Router,
     caller_of,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     read_model,
     refusal,
 )
@@ -72,7 +72,7 @@ def provider_json(p: ProviderConfig) -> dict[str, Any]:
 
 
 def _active(request: web.Request) -> dict[str, str]:
-    agent = kernel_of(request).agent
+    agent = deps_of(request).agent
     return {"provider_id": agent.provider_name, "model": agent.model}
 
 
@@ -88,7 +88,7 @@ class Catalog(Shape):
     response=Catalog,
 )
 async def catalog(request: web.Request) -> web.Response:
-    config = kernel_of(request).config
+    config = deps_of(request).config
     return json_response(
         {
             "providers": [provider_json(p) for p in config.providers.values()],
@@ -128,11 +128,11 @@ class ProviderBody(BodyModel):
     errors=(403, 404),
 )
 async def configure(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    config = kernel.config
+    deps = deps_of(request)
+    config = deps.config
     name = request.match_info["provider"]
     body = await read_model(request, ProviderBody)
-    types = list(kernel.plugins.provider_types)
+    types = list(deps.provider_types)
     if body.type is not None and body.type not in types:
         raise invalid(t("gw.provider_type", types=", ".join(types)), field="type")
     given = body.model_dump(exclude_none=True)
@@ -152,7 +152,7 @@ async def configure(request: web.Request) -> web.Response:
     if current is not None:
         if "api_key" in changes and current.env_key in config.source_env:
             raise invalid(t("gw.provider_env_wins", env=current.env_key), field="api_key")
-        if enabled is False and name == kernel.agent.provider_name:
+        if enabled is False and name == deps.agent.provider_name:
             raise invalid(t("gw.provider_active", name=name), field="enabled")
 
     def change(overlay: dict[str, Any]) -> None:
@@ -160,7 +160,7 @@ async def configure(request: web.Request) -> web.Response:
 
     # Moving a keyed provider: only with its keys given again here (or the owner's word).
     keys = {changes["api_key"]} if changes.get("api_key") else set()
-    await kernel.runtime.update(change, caller=caller_of(request), given=keys)
+    await deps.runtime.update(change, caller=caller_of(request), given=keys)
     return json_response(provider_json(config.providers[name]))
 
 
@@ -191,14 +191,14 @@ class ActiveBody(BodyModel):
     errors=(404,),
 )
 async def set_active(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     body = await read_model(request, ActiveBody)
     name, requested = body.provider_id, body.model
-    pcfg = kernel.config.providers.get(name)
+    pcfg = deps.config.providers.get(name)
     if pcfg is None:
         raise refusal(
             "provider_not_found",
-            t("gw.provider_unknown", name=name, available=", ".join(kernel.config.providers)),
+            t("gw.provider_unknown", name=name, available=", ".join(deps.config.providers)),
             {"provider": name},
         )
     if not pcfg.enabled:
@@ -212,10 +212,10 @@ async def set_active(request: web.Request) -> web.Response:
         )
 
     async def switch() -> None:
-        await kernel.agent.set_provider(name)
-        await kernel.agent.set_model(model)
+        await deps.agent.set_provider(name)
+        await deps.agent.set_model(model)
 
     await asyncio.shield(switch())  # both or neither, even if the client goes away
     keys = ["active.model", "active.provider"]  # the audit: names, as for config.changed
-    await kernel.audit.record(kinds.CONFIG_CHANGED, actor="api", sections=["active"], keys=keys)
+    await deps.audit.record(kinds.CONFIG_CHANGED, actor="api", sections=["active"], keys=keys)
     return json_response(_active(request))

@@ -32,9 +32,9 @@ from kernel.gateway.api import (
     ApiError,
     Router,
     coded,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     not_found,
     query_param,
 )
@@ -42,7 +42,7 @@ from kernel.gateway.routes.chats import DEFAULT_KEY, key_part
 from kernel.gateway.schema import BodyModel, Shape, documented
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("prompt modes", "System layers and prompt modes")
 
@@ -115,7 +115,7 @@ def meta_changes(params: ModeParams | None, meta: dict[str, Any]) -> dict[str, A
     return {**changes, **collaboration_change(target, source)}
 
 
-async def check_mode(kernel: Kernel, changes: dict[str, Any]) -> None:
+async def check_mode(deps: GatewayDeps, changes: dict[str, Any]) -> None:
     """A request switching to codex or claude: their required files are there, or the
     request is refused (500 ``*_prompt_unavailable``) before the mode is kept."""
     mode = changes.get(MODE_KEY)
@@ -123,12 +123,12 @@ async def check_mode(kernel: Kernel, changes: dict[str, Any]) -> None:
         return
     choice = ModeChoice(str(mode))
     try:
-        await asyncio.to_thread(kernel.agent.prompt.modes.layers, choice, "", kernel.agent.model)
+        await asyncio.to_thread(deps.agent.prompt.modes.layers, choice, "", deps.agent.model)
     except PromptError as exc:
         raise coded(exc) from None
 
 
-async def _session_meta(kernel: Kernel, request: web.Request) -> dict[str, Any]:
+async def _session_meta(deps: GatewayDeps, request: web.Request) -> dict[str, Any]:
     """The meta of the chat named by ``session_id`` (with ``channel`` and ``user_id``,
     as /agent/process names it); {} when no session_id is given."""
     query = request.query
@@ -139,7 +139,7 @@ async def _session_meta(kernel: Kernel, request: web.Request) -> dict[str, Any]:
         key_part(query.get("user_id"), "user_id", DEFAULT_KEY.user_id),
         key_part(query.get("session_id"), "session_id", DEFAULT_KEY.external_id),
     )
-    opened = await kernel.agent.open_session(key, create=False)
+    opened = await deps.agent.open_session(key, create=False)
     if opened is None:
         raise not_found("session_id", key.external_id)
     return dict(opened.row.meta)
@@ -185,12 +185,12 @@ async def system_layers(request: web.Request) -> web.Response:
     """404 ``not_found`` while ``[features] prompt_context_introspect`` is off; 500
     ``codex_prompt_unavailable`` / ``claude_prompt_unavailable`` when the mode's
     required files are missing or empty."""
-    kernel = kernel_of(request)
-    if not kernel.config.features.prompt_context_introspect:
+    deps = deps_of(request)
+    if not deps.config.features.prompt_context_introspect:
         raise ApiError(404, "not_found", t("gw.introspect_off"))
     query = request.query
     mode = _pick(query.get("prompt_mode"), PROMPT_MODES, "gw.prompt_mode", "prompt_mode")
-    meta = await _session_meta(kernel, request)
+    meta = await _session_meta(deps, request)
     choice = ModeChoice.of_meta(meta)
     choice = ModeChoice(mode or choice.mode, choice.collaboration)
     # Checked whatever the mode (as the published schema types them); used under codex.
@@ -212,7 +212,7 @@ async def system_layers(request: web.Request) -> web.Response:
     if choice.mode == "codex":
         choice = ModeChoice("codex", collaboration or choice.collaboration, task)
     try:
-        layers = await kernel.agent.system_layers(query.get("query", ""), mode=choice)
+        layers = await deps.agent.system_layers(query.get("query", ""), mode=choice)
     except PromptError as exc:
         raise coded(exc) from None
     out = [
@@ -230,7 +230,7 @@ async def system_layers(request: web.Request) -> web.Response:
     body = {
         "version": "v1",
         "prompt_mode": choice.mode,
-        "mode_variant": choice.variant(kernel.config.features),
+        "mode_variant": choice.variant(deps.config.features),
         "collaboration_mode": choice.collaboration if choice.mode == "codex" else None,
         "layers": out,
         "estimated_tokens_total": sum(layer.token_estimate for layer in layers),

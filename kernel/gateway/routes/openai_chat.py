@@ -20,7 +20,7 @@ from kernel.core.provider import (
     TextDelta,
     ThinkingDelta,
 )
-from kernel.gateway.api import Router, kernel_of, openai_error, sse_frame
+from kernel.gateway.api import Router, deps_of, openai_error, sse_frame
 from kernel.gateway.openai_format import (
     ChatBody,
     ChatCompletionOut,
@@ -71,9 +71,9 @@ def _check(served: Answerer, parsed: ChatCompletionRequest) -> None:
     errors=(404, 429, 502),
 )
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     parsed = parse_chat_request(await read_body(request))
-    served = await answerer(kernel, parsed.model)
+    served = await answerer(deps, parsed.model)
     provider_name, model, provider = served.name, served.model, served.provider
     _check(served, parsed)
     chat = ChatRequest(

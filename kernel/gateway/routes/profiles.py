@@ -17,14 +17,14 @@ from pydantic import AfterValidator, Field
 
 from kernel.core.errors import ProfileError
 from kernel.core.i18n import t
-from kernel.gateway.api import Router, json_response, kernel_of, path_param, read_model
+from kernel.gateway.api import Router, deps_of, json_response, path_param, read_model
 from kernel.gateway.routes.chats import CHAT_ID, require_chat
 from kernel.gateway.schema import BodyModel, Shape, Text, documented, expecting, refuse
 from kernel.profiles import FOLDERS, Kind, Profile, ProfileLibrary, parse_reasoning
 from kernel.profiles.library import MAX_DESCRIPTION, MAX_PROFILE_BYTES
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("profiles", "Personas and projects: personas/<name>.md, projects/<name>.md")
 
@@ -125,14 +125,14 @@ class ChatScopeInfo(Shape):
 NAME = path_param("name", "letters, digits, - and _")
 
 
-def library(kernel: Kernel, kind: Kind) -> ProfileLibrary:
-    return kernel.agent.profiles.of(kind)
+def library(deps: GatewayDeps, kind: Kind) -> ProfileLibrary:
+    return deps.agent.profiles.of(kind)
 
 
-def profile_json(kernel: Kernel, profile: Profile) -> dict[str, Any]:
+def profile_json(deps: GatewayDeps, profile: Profile) -> dict[str, Any]:
     """``problem`` also says when a persona's model is not configured here."""
     out = profile.as_json()
-    problem = profile.problem or kernel.agent.scopes.model_problem(profile)
+    problem = profile.problem or deps.agent.scopes.model_problem(profile)
     out["usable"] = not problem
     out["problem"] = problem or None
     out["size"] = profile.size
@@ -158,30 +158,30 @@ def _routes(kind: Kind, new: type[NewPersona | NewProject], change: type[BodyMod
     words = kind
 
     async def listing(request: web.Request) -> web.Response:
-        kernel = kernel_of(request)
-        found = await library(kernel, kind).all()
-        return json_response({plural: [profile_json(kernel, p) for p in found]})
+        deps = deps_of(request)
+        found = await library(deps, kind).all()
+        return json_response({plural: [profile_json(deps, p) for p in found]})
 
     async def create(request: web.Request) -> web.Response:
         body = await read_model(request, new)
         profile = _changed(Profile(kind, body.name), body)
-        kernel = kernel_of(request)
-        saved = await library(kernel, kind).save(profile, create=True)
-        return json_response(profile_json(kernel, saved), 201)
+        deps = deps_of(request)
+        saved = await library(deps, kind).save(profile, create=True)
+        return json_response(profile_json(deps, saved), 201)
 
     async def read(request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        kernel = kernel_of(request)
-        lib = library(kernel, kind)
+        deps = deps_of(request)
+        lib = library(deps, kind)
         profile = await lib.find(name)
         if profile is None:
             raise await lib.unknown(name)
-        return json_response(profile_json(kernel, profile))
+        return json_response(profile_json(deps, profile))
 
     async def update(request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        kernel = kernel_of(request)
-        lib = library(kernel, kind)
+        deps = deps_of(request)
+        lib = library(deps, kind)
         body = await read_model(request, change)
         current = await lib.find(name)
         if current is None:
@@ -197,11 +197,11 @@ def _routes(kind: Kind, new: type[NewPersona | NewProject], change: type[BodyMod
             )
         profile = _changed(current, body)  # type: ignore[arg-type]
         saved = await lib.save(profile, create=False)
-        return json_response(profile_json(kernel, saved))
+        return json_response(profile_json(deps, saved))
 
     async def delete(request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        await library(kernel_of(request), kind).delete(name)
+        await library(deps_of(request), kind).delete(name)
         return json_response({"deleted": True, "name": name})
 
     for handler, verb in (
@@ -262,11 +262,11 @@ _routes("project", NewProject, ProjectChange)
 async def set_chat_scope(request: web.Request) -> web.Response:
     """Both names are checked before either changes; 409 ``session_busy`` while the
     chat's turn runs, ``profile_invalid`` for a broken file or a model not configured."""
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     chat_id = request.match_info["chat_id"]
-    row = await require_chat(kernel, chat_id)
+    row = await require_chat(deps, chat_id)
     body = await read_model(request, ScopeBody)
-    agent = kernel.agent
+    agent = deps.agent
     for kind, name in (("persona", body.persona), ("project", body.project)):
         if name:
             await agent.scopes.check(kind, name)
@@ -282,8 +282,8 @@ async def set_chat_scope(request: web.Request) -> web.Response:
     errors=(404,),
 )
 async def get_chat_scope(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     chat_id = request.match_info["chat_id"]
-    row = await require_chat(kernel, chat_id)
-    scope = await kernel.agent.session_scope(row.id)
+    row = await require_chat(deps, chat_id)
+    scope = await deps.agent.session_scope(row.id)
     return json_response({"id": chat_id, "persona": scope.persona, "project": scope.project})

@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from kernel.core.provider import ChatRequest, Completion, StreamEvent, TextDelta, ThinkingDelta
-from kernel.gateway.api import Router, json_response, kernel_of, openai_error, path_param, sse_frame
+from kernel.gateway.api import Router, deps_of, json_response, openai_error, path_param, sse_frame
 from kernel.gateway.responses_format import (
     ITEMS_MAX,
     DeletedOut,
@@ -55,8 +55,8 @@ ID_MAX = 200
 
 
 def _store(request: web.Request) -> ResponseStore:
-    kernel = kernel_of(request)
-    return ResponseStore(kernel.store, kernel.config.general.retention_days)
+    deps = deps_of(request)
+    return ResponseStore(deps.store, deps.config.general.retention_days)
 
 
 def _unknown(response_id: str, field: str) -> V1Error:
@@ -126,9 +126,9 @@ class Keeper:
     errors=(404, 429, 502),
 )
 async def create_response(request: web.Request) -> web.StreamResponse:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     parsed = parse_responses_request(await read_body(request))
-    served = await answerer(kernel, parsed.model)
+    served = await answerer(deps, parsed.model)
     items = await _context(request, parsed)
     conv = conversation(items, parsed.tools.namespaces)
     if not conv.messages:

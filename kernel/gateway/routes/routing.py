@@ -11,8 +11,8 @@ from aiohttp import web
 from kernel.gateway.api import (
     Router,
     bounded,
+    deps_of,
     json_response,
-    kernel_of,
     query_int,
     query_param,
 )
@@ -101,14 +101,14 @@ class ProviderHealthList(Shape):
     response=DecisionList,
 )
 async def decisions(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     session: int | None = None
     if "session_id" in request.query:
         session = query_int(request, "session_id", 0, minimum=0, maximum=MAX_SESSION)
     limit = query_int(request, "limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
-    found = await kernel.agent.decisions.recent(session, limit)
+    found = await deps.agent.decisions.recent(session, limit)
     return json_response(
-        {"items": [d.as_json() for d in found], "currency": kernel.config.budget.currency}
+        {"items": [d.as_json() for d in found], "currency": deps.config.budget.currency}
     )
 
 
@@ -118,9 +118,9 @@ async def decisions(request: web.Request) -> web.Response:
     response=ProviderHealthList,
 )
 async def providers(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    configured = kernel.config.providers
-    states = {s.provider: s for s in kernel.agent.health.states(list(configured))}
+    deps = deps_of(request)
+    configured = deps.config.providers
+    states = {s.provider: s for s in deps.agent.health.states(list(configured))}
     items = []
     for name, pcfg in configured.items():
         s = states[name]

@@ -29,9 +29,9 @@ from kernel.gateway.api import (
     ApiError,
     Router,
     caller_of,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     path_param,
     query_param,
     read_model,
@@ -63,7 +63,7 @@ from kernel.selfops.mutations import TARGETS
 from kernel.store.db import SessionRow
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router(
     "selfops", "SelfOps: session bootstrap, per-session model, two-phase config changes"
@@ -99,16 +99,16 @@ class Bootstrapped(Shape):
     turn_id: str | None = None
 
 
-def _choose(kernel: Kernel, provider_id: str | None, model: str | None) -> tuple[str, str]:
+def _choose(deps: GatewayDeps, provider_id: str | None, model: str | None) -> tuple[str, str]:
     """A provider and model named by a request, or 400 ``session_model_invalid``. A model
     (or alias) alone is looked for among the enabled providers, the active one first."""
-    agent = kernel.agent
+    agent = deps.agent
     try:
         if provider_id:
             return agent.check_model(provider_id, model)
         assert model
         for name in [agent.provider_name, *agent.available_providers]:
-            pcfg = kernel.config.enabled_providers.get(name)
+            pcfg = deps.config.enabled_providers.get(name)
             if pcfg is not None and pcfg.resolve(model):
                 return agent.check_model(name, model)
         return agent.check_model(agent.provider_name, model)  # refused, naming the models
@@ -131,8 +131,8 @@ def _choose(kernel: Kernel, provider_id: str | None, model: str | None) -> tuple
 )
 async def bootstrap(request: web.Request) -> web.StreamResponse:
     """409 ``session_exists`` when the chat is there already (use /agent/process)."""
-    kernel = kernel_of(request)
-    agent = kernel.agent
+    deps = deps_of(request)
+    agent = deps.agent
     body = await read_model(request, BootstrapBody)
     key = body.key(SessionKey("console", DEFAULT_KEY.user_id, f"s-{uuid.uuid4().hex[:12]}"))
     stream = bool(body.stream)
@@ -143,7 +143,7 @@ async def bootstrap(request: web.Request) -> web.StreamResponse:
     provider_id, model = body.named()
     meta: dict[str, object] = {}
     if provider_id or model:
-        chosen = _choose(kernel, provider_id, model)
+        chosen = _choose(deps, provider_id, model)
         meta[MODEL_OVERRIDE] = {"provider_id": chosen[0], "model": chosen[1]}
     opened = await agent.open_session(key, title=name or None, meta=meta)
     assert opened is not None
@@ -173,14 +173,14 @@ async def bootstrap(request: web.Request) -> web.StreamResponse:
     except asyncio.CancelledError:
         turn.cancel()  # the client went away: the turn stops, its history stays valid
         raise
-    row = await kernel.store.get_session(opened.row.id)
+    row = await deps.store.get_session(opened.row.id)
     chat = chat_json(row or opened.row)
     final = turn.final
     if isinstance(final, ErrorEvent):
         if row is not None and row.message_count == 0:
             # Refused before anything was stored (an unknown skill, say): no chat is left
             # behind, so the same call can simply be made again.
-            await kernel.store.delete_sessions([row.id])
+            await deps.store.delete_sessions([row.id])
             details: dict[str, Any] = {"events": events, "turn_id": turn.id}
         else:  # the input is kept: the chat goes on through /agent/process
             details = {"events": events, "chat": chat, "turn_id": turn.id}
@@ -204,12 +204,12 @@ SESSION_QUERY = (
 
 
 async def _session(request: web.Request) -> SessionRow:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     ident = request.match_info["session_id"]
-    row = await find_chat(kernel, ident)
+    row = await find_chat(deps, ident)
     if row is not None:
         return row
-    rows = await kernel.store.sessions_by_external_id(
+    rows = await deps.store.sessions_by_external_id(
         ident, channel=request.query.get("channel"), user_id=request.query.get("user_id")
     )
     if not rows:
@@ -226,8 +226,8 @@ async def _session(request: web.Request) -> SessionRow:
     return rows[0]
 
 
-def _override_json(row: SessionRow, kernel: Kernel) -> dict[str, Any]:
-    agent = kernel.agent
+def _override_json(row: SessionRow, deps: GatewayDeps) -> dict[str, Any]:
+    agent = deps.agent
     return {
         "chat_id": chat_id_of(row),
         "session_id": row.external_id,
@@ -258,15 +258,15 @@ class SessionModel(Shape):
 async def set_session_model(request: web.Request) -> web.Response:
     """``provider_id`` and/or ``model`` (a model name or alias): 400
     ``session_model_invalid`` when they do not name an enabled provider's model."""
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     provider_id, model = (await read_model(request, ModelFields)).named()
     if not provider_id and not model:
         raise invalid(t("gw.field_required", field="provider_id"), field="provider_id")
     row = await _session(request)  # session_not_found first: the chat is what is named
-    chosen = _choose(kernel, provider_id, model)
-    await kernel.agent.set_session_model(row.id, *chosen)
-    fresh = await kernel.store.get_session(row.id)
-    return json_response(_override_json(fresh or row, kernel))
+    chosen = _choose(deps, provider_id, model)
+    await deps.agent.set_session_model(row.id, *chosen)
+    fresh = await deps.store.get_session(row.id)
+    return json_response(_override_json(fresh or row, deps))
 
 
 @router.delete(
@@ -277,11 +277,11 @@ async def set_session_model(request: web.Request) -> web.Response:
     errors=(404,),
 )
 async def clear_session_model(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     row = await _session(request)
-    await kernel.agent.clear_session_model(row.id)
-    fresh = await kernel.store.get_session(row.id)
-    return json_response(_override_json(fresh or row, kernel))
+    await deps.agent.clear_session_model(row.id)
+    fresh = await deps.store.get_session(row.id)
+    return json_response(_override_json(fresh or row, deps))
 
 
 class MutationOperation(BodyModel):
@@ -353,7 +353,7 @@ async def preview(request: web.Request) -> web.Response:
         raise invalid(t("selfops.no_operations"), field="operations")
     target, operations = body.target, body.operations
     allow = bool(body.allow_sensitive)
-    result = await kernel_of(request).selfops.preview(target, operations, allow)
+    result = await deps_of(request).selfops.preview(target, operations, allow)
     return json_response(result)
 
 
@@ -374,5 +374,5 @@ async def apply(request: web.Request) -> web.Response:
     mutation_id, confirm_hash = body.mutation_id, body.confirm_hash
     allow = bool(body.allow_sensitive)
     caller = caller_of(request)
-    result = await kernel_of(request).selfops.apply(mutation_id, confirm_hash, allow, caller=caller)
+    result = await deps_of(request).selfops.apply(mutation_id, confirm_hash, allow, caller=caller)
     return json_response(result)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import Field
 
-from kernel.gateway.api import Router, json_response, kernel_of, path_param, read_model
+from kernel.gateway.api import Router, deps_of, json_response, path_param, read_model
 from kernel.gateway.schema import BodyModel, Shape, Text, documented
 from kernel.skills import MAX_SKILL_BYTES, Skill
 
@@ -70,7 +70,7 @@ def skill_json(skill: Skill, *, content: bool = False) -> dict[str, Any]:
     response=SkillList,
 )
 async def list_skills(request: web.Request) -> web.Response:
-    skills = await kernel_of(request).skills.all()
+    skills = await deps_of(request).skills.all()
     return json_response({"skills": [skill_json(s) for s in skills]})
 
 
@@ -87,7 +87,7 @@ async def create_skill(request: web.Request) -> web.Response:
     body = await read_model(request, NewSkill)
     name, description, content = body.name, body.description, body.content
     enabled = body.enabled is not False
-    skill = await kernel_of(request).skills.create(name, description, content, bool(enabled))
+    skill = await deps_of(request).skills.create(name, description, content, bool(enabled))
     return json_response(skill_json(skill, content=True), 201)
 
 
@@ -99,12 +99,12 @@ async def create_skill(request: web.Request) -> web.Response:
     errors=(404,),
 )
 async def get_skill(request: web.Request) -> web.Response:
-    skill = await kernel_of(request).skills.get(request.match_info["name"])
+    skill = await deps_of(request).skills.get(request.match_info["name"])
     return json_response(skill_json(skill, content=True))
 
 
 async def _toggle(request: web.Request, enabled: bool) -> web.Response:
-    skill = await kernel_of(request).skills.set_enabled(request.match_info["name"], enabled)
+    skill = await deps_of(request).skills.set_enabled(request.match_info["name"], enabled)
     return json_response(skill_json(skill))
 
 
@@ -139,5 +139,5 @@ async def disable_skill(request: web.Request) -> web.Response:
 )
 async def delete_skill(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    await kernel_of(request).skills.delete(name)
+    await deps_of(request).skills.delete(name)
     return json_response({"deleted": True, "name": name})

@@ -24,24 +24,24 @@ from kernel.agent.agent import UserInput
 from kernel.commands import Commands, Reply
 from kernel.commands.terminal import CONVERSATION, is_command, reply_json, run_line
 from kernel.core.errors import KernelError
-from kernel.gateway.api import Router, json_response, kernel_of, read_model, sse_frame
+from kernel.gateway.api import Router, deps_of, json_response, read_model, sse_frame
 from kernel.gateway.routes.agent import Event, TurnPlan, _collect, stream_events
 from kernel.gateway.routes.chats import DEFAULT_KEY
 from kernel.gateway.schema import BodyModel, Shape, Text
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("terminal", "The terminal chat (kernel chat): its messages and commands")
 
 COMMANDS = web.AppKey("terminal_commands", Commands)
 
 
-async def _open_terminal(kernel: Kernel) -> None:
+async def _open_terminal(deps: GatewayDeps) -> None:
     """The terminal chat starts in the default chat (after it is made: routers' order)."""
-    opened = await kernel.agent.open_session(DEFAULT_KEY, create=False)
-    if opened is not None and kernel.agent.current_session(CONVERSATION) is None:
-        await kernel.agent.resume(CONVERSATION, opened.row.id)
+    opened = await deps.agent.open_session(DEFAULT_KEY, create=False)
+    if opened is not None and deps.agent.current_session(CONVERSATION) is None:
+        await deps.agent.resume(CONVERSATION, opened.row.id)
 
 
 def _caller(text: str) -> UserInput:
@@ -51,10 +51,10 @@ def _caller(text: str) -> UserInput:
 
 
 @contextlib.asynccontextmanager
-async def _command_set(kernel: Kernel, app: web.Application) -> AsyncIterator[None]:
+async def _command_set(deps: GatewayDeps, app: web.Application) -> AsyncIterator[None]:
     """One command set for the sidecar's life (it keeps the last /memory listing), acting
     for the caller (its /retry's turn, its audit rows)."""
-    app[COMMANDS] = Commands(kernel, sender=_caller(""))
+    app[COMMANDS] = Commands(deps, sender=_caller(""))
     yield
 
 
@@ -109,7 +109,7 @@ class TerminalResult(Shape):
     errors=(400, 409, 502),
 )
 async def terminal(request: web.Request) -> web.StreamResponse:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     body = await read_model(request, TerminalBody)
     stream = bool(body.stream)
     if is_command(body.text):
@@ -118,8 +118,8 @@ async def terminal(request: web.Request) -> web.StreamResponse:
             return await _answer(request, reply, stream)
         turn = reply.turn
     else:
-        await kernel.agent.wait_idle(CONVERSATION, kernel.config.gateway.queue_timeout)
-        turn = kernel.agent.start_turn(CONVERSATION, _caller(body.text))
+        await deps.agent.wait_idle(CONVERSATION, deps.config.gateway.queue_timeout)
+        turn = deps.agent.start_turn(CONVERSATION, _caller(body.text))
     try:
         if stream:
             return await stream_events(request, aiter(turn), turn)

@@ -29,9 +29,9 @@ from kernel.core.i18n import t
 from kernel.gateway.api import (
     Router,
     bounded,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     path_param,
     query_int,
     query_param,
@@ -42,7 +42,7 @@ from kernel.gateway.schema import OpenShape, Shape
 from kernel.store.audit import MAX_LIMIT
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.gateway.deps import GatewayDeps
 
 router = Router("trajectory", "The audit trail: each session's events and their proof")
 
@@ -120,7 +120,7 @@ SESSION_QUERY = (
 
 
 async def resolve_session(
-    kernel: Kernel, ident: str, channel: str | None, user_id: str | None
+    deps: GatewayDeps, ident: str, channel: str | None, user_id: str | None
 ) -> tuple[int, str | None]:
     """(session number, chat id or None once deleted) of ``ident``; 404 when no chat
     and no audit chain has that name, 400 when several chats share it."""
@@ -129,20 +129,20 @@ async def resolve_session(
         raise invalid(
             t("gw.field_too_long", field="session_id", limit=MAX_IDENT), field="session_id"
         )
-    row = await find_chat(kernel, ident)
+    row = await find_chat(deps, ident)
     if row is not None:
         return row.id, chat_id_of(row)
     match = _CHAT_NUMBER.match(ident)
     number = int(match.group(1)) if match else None
     if number is None and ident.isascii() and ident.isdigit() and len(ident) <= 18:
         number = int(ident)
-        row = await kernel.store.get_session(number)
+        row = await deps.store.get_session(number)
         if row is not None:
             return row.id, chat_id_of(row)
-    if number is not None and await kernel.audit.rows.has_chain(number):
+    if number is not None and await deps.audit.rows.has_chain(number):
         return number, None  # deleted: its chain is still there to verify
     if match is None:
-        rows = await kernel.store.sessions_by_external_id(ident, channel=channel, user_id=user_id)
+        rows = await deps.store.sessions_by_external_id(ident, channel=channel, user_id=user_id)
         if len(rows) == 1:
             return rows[0].id, chat_id_of(rows[0])
         if len(rows) > 1:
@@ -170,7 +170,7 @@ async def resolve_session(
     errors=(400, 404),
 )
 async def events(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     query = request.query
     scope = query.get("scope", "session")
     if scope not in ("session", "global"):
@@ -193,10 +193,10 @@ async def events(request: web.Request) -> web.Response:
         raise invalid(t("gw.trajectory_need_session"), field="session_id")
     else:
         session, chat = await resolve_session(
-            kernel, ident, query.get("channel"), query.get("user_id")
+            deps, ident, query.get("channel"), query.get("user_id")
         )
-    rows = await kernel.audit.events(session, limit=limit, before=before)
-    tz = kernel.agent.tz
+    rows = await deps.audit.events(session, limit=limit, before=before)
+    tz = deps.agent.tz
     items = [row.as_json() | {"text": describe(row, tz)} for row in rows]
     answer: dict[str, Any] = {
         "scope": scope,
@@ -227,14 +227,14 @@ def _verdict(verdict: Verdict, session: int | None) -> dict[str, Any]:
     errors=(400, 404),
 )
 async def verify_session(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     session, _ = await resolve_session(
-        kernel,
+        deps,
         request.match_info["session_id"],
         request.query.get("channel"),
         request.query.get("user_id"),
     )
-    return json_response(_verdict(await kernel.audit.verify(session), session))
+    return json_response(_verdict(await deps.audit.verify(session), session))
 
 
 @router.get(
@@ -243,5 +243,5 @@ async def verify_session(request: web.Request) -> web.Response:
     response=VerdictAnswer,
 )
 async def verify_global(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    return json_response(_verdict(await kernel.audit.verify(None), None))
+    deps = deps_of(request)
+    return json_response(_verdict(await deps.audit.verify(None), None))

@@ -20,9 +20,9 @@ from kernel.core.i18n import t
 from kernel.gateway.api import (
     Router,
     bounded,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     query_int,
     query_param,
 )
@@ -169,9 +169,9 @@ def _iso(when: datetime | None, tz: tzinfo) -> str | None:
     response=UsageAnswer,
 )
 async def usage(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    meter = kernel.agent.meter
-    tz = kernel.agent.tz
+    deps = deps_of(request)
+    meter = deps.agent.meter
+    tz = deps.agent.tz
     where = read_filter(request, tz)
     by = _choice(request, "group_by", GROUPS)
     limit = query_int(request, "limit", 0, maximum=MAX_ENTRIES)
@@ -182,7 +182,7 @@ async def usage(request: web.Request) -> web.Response:
         {
             "since": _iso(where.since, tz),
             "until": _iso(where.until, tz),
-            "currency": kernel.config.budget.currency,
+            "currency": deps.config.budget.currency,
             "total": total_json(total),
             "group_by": by or None,
             "groups": [total_json(g) for g in groups],
@@ -245,12 +245,12 @@ class UsageSummary(Shape):
     response=UsageSummary,
 )
 async def summary(request: web.Request) -> web.Response:
-    kernel = kernel_of(request)
-    jobs = kernel.cron.jobs
+    deps = deps_of(request)
+    jobs = deps.cron.jobs
 
     def job_name(job_id: str) -> str | None:
         job = jobs.get(job_id)
         return job.spec.name if job is not None else None
 
-    report = await build_report(kernel.agent.meter, job_name)
+    report = await build_report(deps.agent.meter, job_name)
     return json_response(report.as_json())

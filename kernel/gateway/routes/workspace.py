@@ -30,9 +30,9 @@ from kernel.gateway.api import (
     PathPart,
     Router,
     bounded,
+    deps_of,
     invalid,
     json_response,
-    kernel_of,
     query_int,
     query_param,
     read_bytes,
@@ -90,15 +90,15 @@ async def _workspace(request: web.Request) -> Workspace:
     """The workspace, or with ``?project=NAME`` the project's working folder (its
     default folder, as for delegate_to_cli): only one inside the workspace, under the
     same checks and lock; a project without a folder works in the workspace."""
-    kernel = kernel_of(request)
+    deps = deps_of(request)
     name = request.query.get("project")
     if name is None:
-        return kernel.workspace
-    project = await kernel.agent.profiles.projects.get(name)
-    folder = project_folder(project, kernel.config.base_dir)
+        return deps.workspace
+    project = await deps.agent.profiles.projects.get(name)
+    folder = project_folder(project, deps.config.base_dir)
     if not folder:
-        return kernel.workspace
-    return await asyncio.to_thread(_project_workspace, kernel.workspace, Path(folder), name)
+        return deps.workspace
+    return await asyncio.to_thread(_project_workspace, deps.workspace, Path(folder), name)
 
 
 def _project_workspace(workspace: Workspace, folder: Path, name: str) -> Workspace:
@@ -264,7 +264,7 @@ async def _read_parts(request: web.Request) -> list[tuple[str, bytes]]:
     errors=(404, 413),
 )
 async def export(request: web.Request) -> web.StreamResponse:
-    path = await kernel_of(request).archives.export()
+    path = await deps_of(request).archives.export()
     try:
         handle = await asyncio.to_thread(open, path, "rb")
     finally:
@@ -297,5 +297,5 @@ async def export(request: web.Request) -> web.StreamResponse:
 )
 async def import_zip(request: web.Request) -> web.Response:
     data = await read_bytes(request)
-    written = await kernel_of(request).archives.import_zip(data)
+    written = await deps_of(request).archives.import_zip(data)
     return json_response({"imported": written, "count": len(written)})
