@@ -13,8 +13,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import hmac
+import inspect
 import json
+import types
+import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
     from kernel.gateway.deps import GatewayDeps
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# A route's function: ``(request)``, or ``(request, body)`` to be handed its body
+# validated by the route's ``body`` model (see :meth:`Router.route`).
+H = TypeVar("H", bound=Callable[..., Awaitable[web.StreamResponse]])
 M = TypeVar("M", bound=BodyModel)
 
 DEPS: web.AppKey[GatewayDeps] = web.AppKey("deps")
@@ -446,6 +453,9 @@ class Operation:
     # "jsonrpc": another protocol answers the body (/mcp: the MCP SDK): its success is an
     # SSE stream of JSON-RPC messages or 202, its own refusals JSON-RPC errors.
     protocol: str = ""
+    # The router validated the body by ``body`` and handed it to the handler; false: the
+    # handler reads its body itself (bytes, a form, JSON-RPC, a model API's own codec).
+    validated: bool = False
 
 
 @dataclass
@@ -489,13 +499,19 @@ class Router:
         auth: str = "key",
         also: Iterable[int] = (),
         protocol: str = "",
-    ) -> Callable[[Handler], Handler]:
-        def register(handler: Handler) -> Handler:
+    ) -> Callable[[H], H]:
+        """Record a route. ``body``: its body's model, the one declaration of it: for a
+        handler taking ``(request, body)`` the router reads the body, validates it by
+        that model (its validators see the path's parameters as ``context``) and hands
+        the value over; /openapi.json documents the same model."""
+
+        def register(handler: H) -> H:
+            validated = _takes_body(handler, body)
             self.operations.append(
                 Operation(
                     method=method.upper(),
                     path=path,
-                    handler=handler,
+                    handler=_validating(handler, body) if validated else handler,
                     summary=summary,
                     tag=self.tag,
                     body=body,
@@ -511,23 +527,54 @@ class Router:
                     auth=auth,
                     also=tuple(also),
                     protocol=protocol,
+                    validated=validated,
                 )
             )
             return handler
 
         return register
 
-    def get(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+    def get(self, path: str, **kw: Any) -> Callable[[H], H]:
         return self.route("GET", path, **kw)
 
-    def post(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+    def post(self, path: str, **kw: Any) -> Callable[[H], H]:
         return self.route("POST", path, **kw)
 
-    def put(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+    def put(self, path: str, **kw: Any) -> Callable[[H], H]:
         return self.route("PUT", path, **kw)
 
-    def delete(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+    def delete(self, path: str, **kw: Any) -> Callable[[H], H]:
         return self.route("DELETE", path, **kw)
+
+
+def _takes_body(handler: Callable[..., Any], body: Any) -> bool:
+    """``handler`` takes ``(request, body)``: then ``body`` must be a body model its
+    annotation accepts (else the route is refused at import: the model documented is the
+    model handed over)."""
+    params = list(inspect.signature(handler).parameters)
+    if len(params) < 2:
+        return False
+    if not (isinstance(body, type) and issubclass(body, BodyModel)):
+        raise TypeError(f"{handler.__qualname__} takes a body: declare its model as body=")
+    try:
+        wanted = typing.get_type_hints(handler).get(params[1], Any)
+    except NameError as exc:  # a model known only inside a function
+        raise TypeError(f"{handler.__qualname__}: name a module-level model ({exc})") from None
+    accepted = typing.get_args(wanted) if isinstance(wanted, types.UnionType) else (wanted,)
+    if not any(kind is Any or issubclass(body, kind) for kind in accepted):
+        raise TypeError(f"{handler.__qualname__} takes {wanted}, its route's body is {body}")
+    return True
+
+
+def _validating(handler: Callable[..., Awaitable[web.StreamResponse]], model: Any) -> Handler:
+    """``handler`` handed its body validated by ``model`` (:func:`read_model`)."""
+
+    @functools.wraps(handler)
+    async def validated(request: web.Request) -> web.StreamResponse:
+        body = await read_model(request, model, context=dict(request.match_info))
+        return await handler(request, body)
+
+    return validated
 
 
 def path_param(name: str, description: str = "") -> Param:

@@ -53,7 +53,6 @@ from kernel.gateway.api import (
     json_response,
     not_found,
     path_param,
-    read_model,
     refusal,
     sse_frame,
 )
@@ -292,9 +291,8 @@ def read_input(items: list[InputMessage] | None) -> tuple[str, list[ImageBlock]]
     sse=True,
     errors=(403, 404, 409, 500, 502),
 )
-async def process(request: web.Request) -> web.StreamResponse:
+async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse:
     deps = deps_of(request)
-    body = await read_model(request, ProcessBody)
     key = body.key(DEFAULT_KEY)
     stream = bool(body.stream)
     biz = body.biz_params
@@ -552,10 +550,10 @@ class Answered(Shape):
     response=Answered,
     errors=(400, 404),
 )
-async def answer_ask(request: web.Request) -> web.Response:
+async def answer_ask(request: web.Request, body: AnswerBody) -> web.Response:
     """404 when nothing waits on that id any more (answered, timed out, cancelled)."""
     ask_id = request.match_info["ask_id"]
-    choice = (await read_model(request, AnswerBody)).choice
+    choice = body.choice
     asks = deps_of(request).agent.asks
     question = asks.get(ask_id)
     if question is None or question.owner_only:  # answered in Telegram only

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from aiohttp import web
-from pydantic import Field
+from pydantic import Field, ModelWrapValidatorHandler, ValidationError, model_validator
 
 from kernel.agent.agent import SessionKey
 from kernel.core.i18n import t
@@ -32,10 +32,9 @@ from kernel.gateway.api import (
     path_param,
     query_int,
     query_param,
-    read_model,
     refusal,
 )
-from kernel.gateway.schema import BodyModel, Shape
+from kernel.gateway.schema import BodyModel, Shape, field_of, refuse
 from kernel.store.db import SessionRow
 
 if TYPE_CHECKING:
@@ -164,6 +163,18 @@ class Deleted(Shape):
 class BatchDeleteBody(BodyModel):
     chat_ids: Annotated[list[str], Field(max_length=500)]
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_refusal(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        """Whatever is wrong with ``chat_ids`` (absent, not a list, too long), one
+        refusal that shows its shape."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            if field_of(exc.errors()[0]["loc"]).startswith("chat_ids"):
+                raise refuse("gw.chat_ids", field="chat_ids") from None
+            raise
+
 
 class BatchDeleted(Shape):
     deleted: int | None = None
@@ -205,11 +216,10 @@ async def list_chats(request: web.Request) -> web.Response:
     status=201,
     also=(200,),
 )
-async def create_chat(request: web.Request) -> web.Response:
+async def create_chat(request: web.Request, body: NewChatBody) -> web.Response:
     """201 with a new chat; 200 with the existing one when the key is taken. Without a
     ``session_id`` a fresh one is made."""
     deps = deps_of(request)
-    body = await read_model(request, NewChatBody)
     key = body.key(SessionKey("console", DEFAULT_KEY.user_id, f"s-{uuid.uuid4().hex[:12]}"))
     name = body.name
     meta = dict(body.meta or {})
@@ -272,14 +282,9 @@ async def delete_chat(request: web.Request) -> web.Response:
     response=BatchDeleted,
     errors=(409,),
 )
-async def batch_delete(request: web.Request) -> web.Response:
+async def batch_delete(request: web.Request, body: BatchDeleteBody) -> web.Response:
     deps = deps_of(request)
-    try:
-        ids = (await read_model(request, BatchDeleteBody)).chat_ids
-    except ApiError as exc:
-        if exc.details.get("field", "").startswith("chat_ids"):
-            raise invalid(t("gw.chat_ids"), field="chat_ids") from None
-        raise
+    ids = body.chat_ids
     if DEFAULT_CHAT_ID in ids:
         raise _protected()
     rows: list[SessionRow] = []
@@ -307,10 +312,10 @@ class RenameBody(BodyModel):
     response=Chat,
     errors=(404,),
 )
-async def rename_chat(request: web.Request) -> web.Response:
+async def rename_chat(request: web.Request, body: RenameBody) -> web.Response:
     """400 for an empty name (or one with control characters)."""
     deps = deps_of(request)
-    name = (await read_model(request, RenameBody)).name.strip()
+    name = body.name.strip()
     # Control, format (RTL override, zero width) and line/paragraph separators: a title
     # shown in the console and Telegram must read as what it is.
     if not name or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
@@ -344,12 +349,12 @@ TELEGRAM_CONVERSATION = "telegram:{user}"  # the Telegram channel's name for the
     response=Resumed,
     errors=(404, 409),
 )
-async def resume_chat(request: web.Request) -> web.Response:
+async def resume_chat(request: web.Request, body: ResumeBody) -> web.Response:
     """The owner's next Telegram message goes on in this chat. 409
     ``telegram_not_configured`` when no Telegram channel runs in this Kernel;
     ``session_busy`` while a Telegram turn runs."""
     deps = deps_of(request)
-    channel = (await read_model(request, ResumeBody)).channel
+    channel = body.channel
     chat_id = request.match_info["chat_id"]
     row = await require_chat(deps, chat_id)
     owner = deps.config.telegram.allowed_user

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from kernel.agent.agent import SessionKey, UserInput
 from kernel.core.errors import ConversationError, http_status
-from kernel.gateway.api import ApiError, Router, coded, deps_of, json_response, read_model
+from kernel.gateway.api import ApiError, Router, coded, deps_of, json_response
 from kernel.gateway.routes.agent import ProcessResult, _collect
 from kernel.gateway.routes.chats import CHAT_ID, chat_id_of, require_chat
 from kernel.gateway.schema import BodyModel, Shape
@@ -49,9 +49,8 @@ async def _conversation(deps: GatewayDeps, row: SessionRow) -> str:
     response=Rewound,
     errors=(400, 404, 409),
 )
-async def rewind(request: web.Request) -> web.Response:
+async def rewind(request: web.Request, body: RewindBody) -> web.Response:
     deps = deps_of(request)
-    body = await read_model(request, RewindBody)
     row = await require_chat(deps, request.match_info["chat_id"])
     conversation = await _conversation(deps, row)
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import BeforeValidator, Field, ValidationInfo
+from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
 
 from kernel.config import ENV_NAME
 from kernel.config.secrets import is_sensitive
@@ -26,10 +26,8 @@ from kernel.gateway.api import (
     Router,
     caller_of,
     deps_of,
-    invalid,
     json_response,
     not_found,
-    read_model,
     refusal,
 )
 from kernel.gateway.schema import BodyModel, Shape, documented_required, refuse
@@ -88,7 +86,17 @@ class EnvsBody(BodyModel):
 
 
 class EnvBody(BodyModel):
+    """``context["key"]``: the variable's name, from the path (refused first)."""
+
     model_config = documented_required("value")  # absent: "the value of … must be a string"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any, info: ValidationInfo) -> Any:
+        key = str((info.context or {}).get("key", ""))
+        if not ENV_NAME.match(key):
+            raise refuse("gw.env_name", key=key[:80], field="key")
+        return data
 
     value: Annotated[EnvValue, BeforeValidator(_checked_value)] = Field(
         default=None, validate_default=True
@@ -123,11 +131,6 @@ async def _runtime_envs(deps: GatewayDeps) -> dict[str, Any]:
     return envs if isinstance(envs, dict) else {}
 
 
-def _check_name(key: str) -> None:
-    if not ENV_NAME.match(key):
-        raise invalid(t("gw.env_name", key=key[:80]), field="key")
-
-
 async def _listing(deps: GatewayDeps) -> web.Response:
     runtime = await _runtime_envs(deps)
     envs = deps.config.envs
@@ -148,9 +151,9 @@ async def list_envs(request: web.Request) -> web.Response:
     response=EnvList,
     errors=(403,),
 )
-async def replace_envs(request: web.Request) -> web.Response:
+async def replace_envs(request: web.Request, body: EnvsBody) -> web.Response:
     deps = deps_of(request)
-    envs = (await read_model(request, EnvsBody)).envs
+    envs = body.envs
     table = {}
     for key, value in envs.items():
         table[key] = value
@@ -179,11 +182,10 @@ async def get_env(request: web.Request) -> web.Response:
     response=EnvEntry,
     errors=(403,),
 )
-async def set_env(request: web.Request) -> web.Response:
+async def set_env(request: web.Request, body: EnvBody) -> web.Response:
     deps = deps_of(request)
     key = request.match_info["key"]
-    _check_name(key)
-    value = (await read_model(request, EnvBody, context={"key": key})).value
+    value = body.value
 
     def change(overlay: dict[str, Any]) -> None:
         overlay.setdefault("envs", {})[key] = value

@@ -27,7 +27,6 @@ from kernel.gateway.api import (
     path_param,
     query_int,
     query_param,
-    read_model,
     refusal,
 )
 from kernel.gateway.schema import BodyModel, Shape, Text, documented, refuse
@@ -171,10 +170,9 @@ async def list_memories(request: web.Request) -> web.Response:
     also=(200,),
     errors=(400,),
 )
-async def add_memory(request: web.Request) -> web.Response:
+async def add_memory(request: web.Request, body: NewMemory) -> web.Response:
     """201 when stored; 200 with the existing memory when the same fact is already in
     that scope or in global."""
-    body = await read_model(request, NewMemory)
     scope = _scope(body.scope or GLOBAL, "scope")
     try:
         row, created = await deps_of(request).memories.add(body.text, body.category, scope)
@@ -207,8 +205,7 @@ async def get_memory(request: web.Request) -> web.Response:
     response=MemoryInfo,
     errors=(400, 404, 409),
 )
-async def change_memory(request: web.Request) -> web.Response:
-    body = await read_model(request, MemoryChange)  # a bad body is refused whatever the id
+async def change_memory(request: web.Request, body: MemoryChange) -> web.Response:
     memory_id = _memory_id(request)
     if body.text is None and body.category is None:
         raise invalid(t("gw.memory_nothing_to_change"), field="text")

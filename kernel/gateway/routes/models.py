@@ -25,7 +25,6 @@ from kernel.gateway.api import (
     deps_of,
     invalid,
     json_response,
-    read_model,
     refusal,
 )
 from kernel.gateway.schema import BodyModel, Shape, StrList, StrMap, Text
@@ -127,11 +126,10 @@ class ProviderBody(BodyModel):
     response=ProviderInfo,
     errors=(403, 404),
 )
-async def configure(request: web.Request) -> web.Response:
+async def configure(request: web.Request, body: ProviderBody) -> web.Response:
     deps = deps_of(request)
     config = deps.config
     name = request.match_info["provider"]
-    body = await read_model(request, ProviderBody)
     types = list(deps.provider_types)
     if body.type is not None and body.type not in types:
         raise invalid(t("gw.provider_type", types=", ".join(types)), field="type")
@@ -190,9 +188,8 @@ class ActiveBody(BodyModel):
     response=ActiveModel,
     errors=(404,),
 )
-async def set_active(request: web.Request) -> web.Response:
+async def set_active(request: web.Request, body: ActiveBody) -> web.Response:
     deps = deps_of(request)
-    body = await read_model(request, ActiveBody)
     name, requested = body.provider_id, body.model
     pcfg = deps.config.providers.get(name)
     if pcfg is None:

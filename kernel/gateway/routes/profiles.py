@@ -17,7 +17,7 @@ from pydantic import AfterValidator, Field
 
 from kernel.core.errors import ProfileError
 from kernel.core.i18n import t
-from kernel.gateway.api import Router, deps_of, json_response, path_param, read_model
+from kernel.gateway.api import Router, deps_of, json_response, path_param
 from kernel.gateway.routes.chats import CHAT_ID, require_chat
 from kernel.gateway.schema import BodyModel, Shape, Text, documented, expecting, refuse
 from kernel.profiles import FOLDERS, Kind, Profile, ProfileLibrary, parse_reasoning
@@ -162,8 +162,7 @@ def _routes(kind: Kind, new: type[NewPersona | NewProject], change: type[BodyMod
         found = await library(deps, kind).all()
         return json_response({plural: [profile_json(deps, p) for p in found]})
 
-    async def create(request: web.Request) -> web.Response:
-        body = await read_model(request, new)
+    async def create(request: web.Request, body: NewPersona | NewProject) -> web.Response:
         profile = _changed(Profile(kind, body.name), body)
         deps = deps_of(request)
         saved = await library(deps, kind).save(profile, create=True)
@@ -178,11 +177,10 @@ def _routes(kind: Kind, new: type[NewPersona | NewProject], change: type[BodyMod
             raise await lib.unknown(name)
         return json_response(profile_json(deps, profile))
 
-    async def update(request: web.Request) -> web.Response:
+    async def update(request: web.Request, body: BodyModel) -> web.Response:
         name = request.match_info["name"]
         deps = deps_of(request)
         lib = library(deps, kind)
-        body = await read_model(request, change)
         current = await lib.find(name)
         if current is None:
             raise await lib.unknown(name)
@@ -259,13 +257,12 @@ _routes("project", NewProject, ProjectChange)
     response=ChatScopeInfo,
     errors=(404, 409),
 )
-async def set_chat_scope(request: web.Request) -> web.Response:
+async def set_chat_scope(request: web.Request, body: ScopeBody) -> web.Response:
     """Both names are checked before either changes; 409 ``session_busy`` while the
     chat's turn runs, ``profile_invalid`` for a broken file or a model not configured."""
     deps = deps_of(request)
     chat_id = request.match_info["chat_id"]
     row = await require_chat(deps, chat_id)
-    body = await read_model(request, ScopeBody)
     agent = deps.agent
     for kind, name in (("persona", body.persona), ("project", body.project)):
         if name:

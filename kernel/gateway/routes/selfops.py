@@ -34,7 +34,6 @@ from kernel.gateway.api import (
     json_response,
     path_param,
     query_param,
-    read_model,
 )
 from kernel.gateway.routes.agent import (
     Event,
@@ -129,11 +128,10 @@ def _choose(deps: GatewayDeps, provider_id: str | None, model: str | None) -> tu
     sse=True,
     errors=(409, 500, 502),
 )
-async def bootstrap(request: web.Request) -> web.StreamResponse:
+async def bootstrap(request: web.Request, body: BootstrapBody) -> web.StreamResponse:
     """409 ``session_exists`` when the chat is there already (use /agent/process)."""
     deps = deps_of(request)
     agent = deps.agent
-    body = await read_model(request, BootstrapBody)
     key = body.key(SessionKey("console", DEFAULT_KEY.user_id, f"s-{uuid.uuid4().hex[:12]}"))
     stream = bool(body.stream)
     name = body.name
@@ -255,11 +253,11 @@ class SessionModel(Shape):
     response=SessionModel,
     errors=(404,),
 )
-async def set_session_model(request: web.Request) -> web.Response:
+async def set_session_model(request: web.Request, body: ModelFields) -> web.Response:
     """``provider_id`` and/or ``model`` (a model name or alias): 400
     ``session_model_invalid`` when they do not name an enabled provider's model."""
     deps = deps_of(request)
-    provider_id, model = (await read_model(request, ModelFields)).named()
+    provider_id, model = body.named()
     if not provider_id and not model:
         raise invalid(t("gw.field_required", field="provider_id"), field="provider_id")
     row = await _session(request)  # session_not_found first: the chat is what is named
@@ -346,9 +344,8 @@ class Applied(Shape):
     response=Preview,
     errors=(403,),
 )
-async def preview(request: web.Request) -> web.Response:
+async def preview(request: web.Request, body: PreviewBody) -> web.Response:
     """403 ``mutation_path_denied`` for a file outside the whitelist."""
-    body = await read_model(request, PreviewBody)
     if body.operations is None or len(body.operations) > 50:
         raise invalid(t("selfops.no_operations"), field="operations")
     target, operations = body.target, body.operations
@@ -364,13 +361,12 @@ async def preview(request: web.Request) -> web.Response:
     response=Applied,
     errors=(403, 404, 409, 410),
 )
-async def apply(request: web.Request) -> web.Response:
+async def apply(request: web.Request, body: ApplyBody) -> web.Response:
     """404 ``mutation_not_found``, 410 ``mutation_expired``, 409 ``mutation_hash_mismatch``
     or ``mutation_apply_conflict`` (the target changed since the preview), 403
     ``mutation_sensitive_denied``; 403 ``privilege_required`` for a keyed provider's new
     ``api_base`` whose keys the change does not give (``checks.privileged_fields`` of the
     preview), unless the owner confirms it in Telegram."""
-    body = await read_model(request, ApplyBody)
     mutation_id, confirm_hash = body.mutation_id, body.confirm_hash
     allow = bool(body.allow_sensitive)
     caller = caller_of(request)

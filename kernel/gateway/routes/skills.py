@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import Field
 
-from kernel.gateway.api import Router, deps_of, json_response, path_param, read_model
+from kernel.gateway.api import Router, deps_of, json_response, path_param
 from kernel.gateway.schema import BodyModel, Shape, Text, documented
 from kernel.skills import MAX_SKILL_BYTES, Skill
 
@@ -82,9 +82,8 @@ async def list_skills(request: web.Request) -> web.Response:
     status=201,
     errors=(409,),
 )
-async def create_skill(request: web.Request) -> web.Response:
+async def create_skill(request: web.Request, body: NewSkill) -> web.Response:
     """409 ``skill_exists`` when the name is taken."""
-    body = await read_model(request, NewSkill)
     name, description, content = body.name, body.description, body.content
     enabled = body.enabled is not False
     skill = await deps_of(request).skills.create(name, description, content, bool(enabled))

@@ -24,7 +24,7 @@ from kernel.agent.agent import UserInput
 from kernel.commands import Commands, Reply
 from kernel.commands.terminal import CONVERSATION, is_command, reply_json, run_line
 from kernel.core.errors import KernelError
-from kernel.gateway.api import Router, deps_of, json_response, read_model, sse_frame
+from kernel.gateway.api import Router, deps_of, json_response, sse_frame
 from kernel.gateway.routes.agent import Event, TurnPlan, _collect, stream_events
 from kernel.gateway.routes.chats import DEFAULT_KEY
 from kernel.gateway.schema import BodyModel, Shape, Text
@@ -108,9 +108,8 @@ class TerminalResult(Shape):
     sse=True,
     errors=(400, 409, 502),
 )
-async def terminal(request: web.Request) -> web.StreamResponse:
+async def terminal(request: web.Request, body: TerminalBody) -> web.StreamResponse:
     deps = deps_of(request)
-    body = await read_model(request, TerminalBody)
     stream = bool(body.stream)
     if is_command(body.text):
         reply = await run_line(request.app[COMMANDS], body.text)
