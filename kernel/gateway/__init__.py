@@ -3,9 +3,13 @@
 Only this package imports aiohttp's server side. Public API:
 
 - :class:`kernel.gateway.server.Gateway` ``(deps, routers)``: start/stop the sidecar;
-  the composition root hands it :data:`kernel.gateway.routes.ROUTERS`.
-- :mod:`kernel.gateway.api`: what a route module uses (``Router``, ``ApiError``,
-  ``refusal``, ``read_model``, ``json_response``, ``deps_of``).
+  the composition root hands it the services the routes use
+  (:class:`kernel.gateway.deps.GatewayDeps`, never the whole Kernel) and
+  :data:`kernel.gateway.routes.ROUTERS`.
+- :mod:`kernel.gateway.api`: what a route module uses (``Router``, whose ``body=``
+  model validates the body the handler is handed, ``ApiError``, ``refusal``,
+  ``json_response``, ``deps_of``).
+- :mod:`kernel.gateway.browser`: the Origin/Host checks against web pages.
 - :mod:`kernel.gateway.schema`: the pydantic bases (``BodyModel``, ``Shape``) that
   validate bodies, describe answers and make ``/openapi.json`` (:mod:`.openapi`).
 - :mod:`kernel.gateway.v1`, :mod:`.claude_format`, :mod:`.claude_reply`,

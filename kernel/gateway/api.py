@@ -1,8 +1,9 @@
 """What a route module needs: a :class:`Router` that records each route with the models
-of its body and answer (:mod:`kernel.gateway.schema`: they validate the body and make
-/openapi.json), the error model (:class:`ApiError` → ``{"error": {code, message,
-details}}``, each code's status from :data:`kernel.core.errors.HTTP_STATUS`), body
-reading, and access to the Kernel.
+of its body and answer (:mod:`kernel.gateway.schema`: they make /openapi.json, and the
+router validates the body by its model and hands it to a handler taking ``(request,
+body)``), the error model (:class:`ApiError` → ``{"error": {code, message, details}}``,
+each code's status from :data:`kernel.core.errors.HTTP_STATUS`), body reading, and the
+services the routes are handed (:func:`deps_of`: :class:`kernel.gateway.deps.GatewayDeps`).
 
 A new area of the API is one module under ``kernel/gateway/routes/`` with its own
 ``router = Router("tag")``, listed in ``kernel/gateway/routes/__init__.py``.
@@ -47,6 +48,7 @@ DEPS: web.AppKey[GatewayDeps] = web.AppKey("deps")
 
 
 def deps_of(request: web.Request) -> GatewayDeps:
+    """The services the sidecar's routes use (built by the composition root)."""
     return request.app[DEPS]
 
 

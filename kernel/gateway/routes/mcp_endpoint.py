@@ -39,8 +39,8 @@ from kernel.gateway.api import (
     read_json,
     refusal,
 )
+from kernel.gateway.browser import loopback_host
 from kernel.gateway.openapi import JsonRpcMessage
-from kernel.gateway.server import loopback_host
 
 if TYPE_CHECKING:
     from kernel.gateway.deps import GatewayDeps
