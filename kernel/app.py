@@ -109,6 +109,8 @@ class Kernel:
             audit=self.audit,
         )
         self.mcp.sampler = agent_sampler(self.agent)  # MCP sampling: the agent's own model
+        # /v1/responses kept for previous_response_id, pruned by retention
+        self.responses = ResponseStore(self.store, config.general.retention_days)
         self.retention = RetentionJob(
             config.data_dir,
             config.general.retention_days,
@@ -116,7 +118,7 @@ class Kernel:
             decisions=self.agent.decisions,
             decisions_days=config.routing.decisions_days,
             artifacts=self.artifacts,
-            responses=ResponseStore(self.store, config.general.retention_days),
+            responses=self.responses,
         )
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.providers_changed)
@@ -198,7 +200,9 @@ class Kernel:
         return GatewayDeps(
             config=self.config,
             agent=self.agent,
-            store=self.store,
+            sessions=self.store,
+            settings=self.store,
+            responses=self.responses,
             runtime=self.runtime,
             workspace=self.workspace,
             archives=self.archives,
@@ -208,7 +212,6 @@ class Kernel:
             status_board=self.status_board,
             cron=self.cron,
             approvals=self.approvals,
-            delegator=self.delegator,
             artifacts=self.artifacts,
             skills=self.skills,
             selfops=self.selfops,
@@ -216,6 +219,7 @@ class Kernel:
             channel_registry=self.channel_registry,
             channel_parts=self.channel_parts,
             provider_types=self.plugins.provider_types,
+            command_parts=self,
         )
 
     async def _tell_owner(self, text: str) -> None:

@@ -13,20 +13,22 @@ from typing import TYPE_CHECKING, cast
 
 from kernel.agent.agent import Agent
 from kernel.audit import AuditLog
+from kernel.commands.command_set import KernelParts
 from kernel.config import Config
 from kernel.core.delivery import ChannelRegistry
 from kernel.core.plugin import ChannelParts
 from kernel.core.status import StatusBoard
 from kernel.cron.scheduler import CronScheduler
 from kernel.delegate.approvals import Approvals
-from kernel.delegate.delegator import Delegator
 from kernel.mcp import MCPManager
 from kernel.memory.memories import Memories
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
 from kernel.skills import SkillLibrary
 from kernel.store.artifacts import ArtifactStore
-from kernel.store.db import Store
+from kernel.store.responses import ResponseStore
+from kernel.store.sessions import SessionTables
+from kernel.store.settings import SettingTables
 from kernel.tools.registry import ToolRegistry
 from kernel.workspace import Workspace
 from kernel.workspace.archive import Archives
@@ -45,7 +47,9 @@ class GatewayDeps:
 
     config: Config
     agent: Agent
-    store: Store
+    sessions: SessionTables  # the chats' rows and transcripts
+    settings: SettingTables  # /healthz's write probe
+    responses: ResponseStore  # /v1/responses kept for previous_response_id
     runtime: Runtime
     workspace: Workspace
     archives: Archives
@@ -55,7 +59,6 @@ class GatewayDeps:
     status_board: StatusBoard
     cron: CronScheduler
     approvals: Approvals
-    delegator: Delegator  # the terminal's command set (/status)
     artifacts: ArtifactStore
     skills: SkillLibrary
     selfops: Mutations
@@ -63,6 +66,7 @@ class GatewayDeps:
     channel_registry: ChannelRegistry
     channel_parts: Mapping[str, ChannelParts]
     provider_types: Collection[str]
+    command_parts: KernelParts  # what the terminal's command set uses
 
     @property
     def webhook(self) -> WebhookChannel:

@@ -327,7 +327,7 @@ async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse
     # Queued behind the chat's turn like any request for this chat.
     await deps.agent.wait_idle(opened.conversation, deps.config.gateway.queue_timeout)
     if changes:
-        await deps.store.merge_meta(opened.row.id, changes)
+        await deps.sessions.merge_meta(opened.row.id, changes)
     if tool is not None:
         events = _direct_tool(deps, opened, name, arguments or {})
     elif text.strip() == NEW_COMMAND and not images:

@@ -35,7 +35,7 @@ from kernel.gateway.api import (
     refusal,
 )
 from kernel.gateway.schema import BodyModel, Shape, field_of, refuse
-from kernel.store.db import SessionRow
+from kernel.store.sessions import SessionRow
 
 if TYPE_CHECKING:
     from kernel.gateway.deps import GatewayDeps
@@ -53,7 +53,7 @@ async def ensure_default_chat(deps: GatewayDeps) -> None:
     opened = await deps.agent.open_session(DEFAULT_KEY, meta={"system_default": True})
     assert opened is not None
     if not opened.row.meta.get("system_default"):
-        await deps.store.update_meta(opened.row.id, {**opened.row.meta, "system_default": True})
+        await deps.sessions.update_meta(opened.row.id, {**opened.row.meta, "system_default": True})
 
 
 router.startup.append(ensure_default_chat)
@@ -85,7 +85,7 @@ async def find_chat(deps: GatewayDeps, chat_id: str) -> SessionRow | None:
     match = _CHAT_ID.match(chat_id)
     if match is None:
         return None
-    return await deps.store.get_session(int(match.group(1)))
+    return await deps.sessions.get_session(int(match.group(1)))
 
 
 async def require_chat(deps: GatewayDeps, chat_id: str) -> SessionRow:
@@ -201,10 +201,10 @@ async def list_chats(request: web.Request) -> web.Response:
     offset = query_int(request, "offset", 0, maximum=2**31)
     channel = request.query.get("channel")
     user_id = request.query.get("user_id")
-    rows = await deps.store.list_sessions(
+    rows = await deps.sessions.list_sessions(
         limit=limit, offset=offset, channel=channel, user_id=user_id
     )
-    total = await deps.store.count_sessions(channel=channel, user_id=user_id)
+    total = await deps.sessions.count_sessions(channel=channel, user_id=user_id)
     return json_response({"chats": [chat_json(r) for r in rows], "total": total})
 
 
@@ -253,7 +253,7 @@ async def get_chat(request: web.Request) -> web.Response:
         {"role": s.message.role, "content": content_to_json(s.message.content), "sequence": s.id}
         | ({"failed": True} if s.failed else {})
         | ({"cut": s.cut} if s.cut else {})
-        for s in await deps.store.load_transcript(row.id, rounds=rounds)
+        for s in await deps.sessions.load_transcript(row.id, rounds=rounds)
     ]
     return json_response(out)
 
@@ -322,7 +322,7 @@ async def rename_chat(request: web.Request, body: RenameBody) -> web.Response:
         raise invalid(t("gw.chat_name", limit=TITLE_LIMIT), field="name")
     row = await require_chat(deps, request.match_info["chat_id"])
     await deps.agent.retitle(row.id, name)
-    renamed = await deps.store.get_session(row.id)
+    renamed = await deps.sessions.get_session(row.id)
     if renamed is None:  # deleted meanwhile
         raise not_found("chat_id", request.match_info["chat_id"])
     return json_response(chat_json(renamed))

@@ -16,7 +16,7 @@ from kernel.gateway.api import ApiError, Router, coded, deps_of, json_response
 from kernel.gateway.routes.agent import ProcessResult, _collect
 from kernel.gateway.routes.chats import CHAT_ID, chat_id_of, require_chat
 from kernel.gateway.schema import BodyModel, Shape
-from kernel.store.db import SessionRow
+from kernel.store.sessions import SessionRow
 
 if TYPE_CHECKING:
     from kernel.gateway.deps import GatewayDeps

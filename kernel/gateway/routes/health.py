@@ -12,7 +12,7 @@ from kernel import __version__
 from kernel.core.errors import KernelError
 from kernel.gateway.api import API_KEY, ROUTERS, Router, authorized, deps_of, json_response
 from kernel.gateway.schema import OpenShape, Shape
-from kernel.store.db import Store
+from kernel.store.settings import SettingTables
 
 if TYPE_CHECKING:
     from kernel.gateway.deps import GatewayDeps
@@ -34,19 +34,19 @@ def mcp_servers(deps: GatewayDeps, *, detailed: bool) -> list[dict[str, Any]]:
 async def database_state(deps: GatewayDeps) -> dict[str, Any]:
     """Whether the database takes a write, probed at most once per WRITE_CHECK_TTL."""
     now = time.monotonic()
-    cached = _last_check.get(deps.store)
+    cached = _last_check.get(deps.settings)
     if cached is not None and now - cached[0] < WRITE_CHECK_TTL:
         return dict(cached[1])
     state: dict[str, Any] = {"writable": True}
     try:
-        await deps.store.check_writable()
+        await deps.settings.check_writable()
     except KernelError as exc:
         state = {"writable": False, "error": str(exc)}
-    _last_check[deps.store] = (now, state)
+    _last_check[deps.settings] = (now, state)
     return dict(state)
 
 
-_last_check: weakref.WeakKeyDictionary[Store, tuple[float, dict[str, Any]]] = (
+_last_check: weakref.WeakKeyDictionary[SettingTables, tuple[float, dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
 )
 

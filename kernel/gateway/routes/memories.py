@@ -31,7 +31,7 @@ from kernel.gateway.api import (
 )
 from kernel.gateway.schema import BodyModel, Shape, Text, documented, refuse
 from kernel.memory.scopes import GLOBAL, check_scope
-from kernel.store.db import MEMORY_CATEGORIES, DuplicateMemory, MemoryRow
+from kernel.store.memories import MEMORY_CATEGORIES, DuplicateMemory, MemoryRow
 from kernel.tools.memory import Category
 
 router = Router("memories", "Long-term memory: search, add, edit, delete")

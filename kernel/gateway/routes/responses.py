@@ -55,8 +55,7 @@ ID_MAX = 200
 
 
 def _store(request: web.Request) -> ResponseStore:
-    deps = deps_of(request)
-    return ResponseStore(deps.store, deps.config.general.retention_days)
+    return deps_of(request).responses
 
 
 def _unknown(response_id: str, field: str) -> V1Error:

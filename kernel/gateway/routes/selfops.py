@@ -59,7 +59,7 @@ from kernel.gateway.schema import (
     documented_required,
 )
 from kernel.selfops.mutations import TARGETS
-from kernel.store.db import SessionRow
+from kernel.store.sessions import SessionRow
 
 if TYPE_CHECKING:
     from kernel.gateway.deps import GatewayDeps
@@ -171,14 +171,14 @@ async def bootstrap(request: web.Request, body: BootstrapBody) -> web.StreamResp
     except asyncio.CancelledError:
         turn.cancel()  # the client went away: the turn stops, its history stays valid
         raise
-    row = await deps.store.get_session(opened.row.id)
+    row = await deps.sessions.get_session(opened.row.id)
     chat = chat_json(row or opened.row)
     final = turn.final
     if isinstance(final, ErrorEvent):
         if row is not None and row.message_count == 0:
             # Refused before anything was stored (an unknown skill, say): no chat is left
             # behind, so the same call can simply be made again.
-            await deps.store.delete_sessions([row.id])
+            await deps.sessions.delete_sessions([row.id])
             details: dict[str, Any] = {"events": events, "turn_id": turn.id}
         else:  # the input is kept: the chat goes on through /agent/process
             details = {"events": events, "chat": chat, "turn_id": turn.id}
@@ -207,7 +207,7 @@ async def _session(request: web.Request) -> SessionRow:
     row = await find_chat(deps, ident)
     if row is not None:
         return row
-    rows = await deps.store.sessions_by_external_id(
+    rows = await deps.sessions.sessions_by_external_id(
         ident, channel=request.query.get("channel"), user_id=request.query.get("user_id")
     )
     if not rows:
@@ -263,7 +263,7 @@ async def set_session_model(request: web.Request, body: ModelFields) -> web.Resp
     row = await _session(request)  # session_not_found first: the chat is what is named
     chosen = _choose(deps, provider_id, model)
     await deps.agent.set_session_model(row.id, *chosen)
-    fresh = await deps.store.get_session(row.id)
+    fresh = await deps.sessions.get_session(row.id)
     return json_response(_override_json(fresh or row, deps))
 
 
@@ -278,7 +278,7 @@ async def clear_session_model(request: web.Request) -> web.Response:
     deps = deps_of(request)
     row = await _session(request)
     await deps.agent.clear_session_model(row.id)
-    fresh = await deps.store.get_session(row.id)
+    fresh = await deps.sessions.get_session(row.id)
     return json_response(_override_json(fresh or row, deps))
 
 

@@ -54,7 +54,7 @@ def _caller(text: str) -> UserInput:
 async def _command_set(deps: GatewayDeps, app: web.Application) -> AsyncIterator[None]:
     """One command set for the sidecar's life (it keeps the last /memory listing), acting
     for the caller (its /retry's turn, its audit rows)."""
-    app[COMMANDS] = Commands(deps, sender=_caller(""))
+    app[COMMANDS] = Commands(deps.command_parts, sender=_caller(""))
     yield
 
 

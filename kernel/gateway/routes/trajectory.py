@@ -136,13 +136,13 @@ async def resolve_session(
     number = int(match.group(1)) if match else None
     if number is None and ident.isascii() and ident.isdigit() and len(ident) <= 18:
         number = int(ident)
-        row = await deps.store.get_session(number)
+        row = await deps.sessions.get_session(number)
         if row is not None:
             return row.id, chat_id_of(row)
     if number is not None and await deps.audit.rows.has_chain(number):
         return number, None  # deleted: its chain is still there to verify
     if match is None:
-        rows = await deps.store.sessions_by_external_id(ident, channel=channel, user_id=user_id)
+        rows = await deps.sessions.sessions_by_external_id(ident, channel=channel, user_id=user_id)
         if len(rows) == 1:
             return rows[0].id, chat_id_of(rows[0])
         if len(rows) > 1:
