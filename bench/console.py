@@ -185,7 +185,7 @@ async def run(args: argparse.Namespace) -> None:
         kernel = InstantKernel(config)
         await kernel.start()
         await kernel.store.add_memory("drinks jasmine tea", category="user")
-        gateway = Gateway(kernel, ROUTERS)
+        gateway = Gateway(kernel.gateway_deps(), ROUTERS)
         await gateway.start()
         try:
             results = await measure(gateway.url, args.runs)

@@ -156,7 +156,7 @@ async def qq(folder: Path, callbacks: int) -> None:
         path.write_text(config_text(model.base_url, extra))
         kernel = Kernel(load_config(path, env={}, require_telegram=False))
         await kernel.start()
-        gateway = Gateway(kernel, ROUTERS)
+        gateway = Gateway(kernel.gateway_deps(), ROUTERS)
         await gateway.start()
         times = []
         async with aiohttp.ClientSession() as http:

@@ -187,7 +187,7 @@ async def serve_and_measure(args: argparse.Namespace) -> None:
         setup_logging(folder / "data" / "logs", [], level=logging.INFO, stream=io.StringIO())
         kernel = InstantKernel(config)
         await kernel.start()
-        gateway = Gateway(kernel, ROUTERS)
+        gateway = Gateway(kernel.gateway_deps(), ROUTERS)
         await gateway.start()
         try:
             await agent_only(kernel, 20)

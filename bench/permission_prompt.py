@@ -130,7 +130,7 @@ async def main(prompts: int, warmup: int, pauses: list[float]) -> None:
         await kernel.start()
         channel = TelegramChannel(kernel)
         await channel.start()
-        gateway = Gateway(kernel, kernel.plugins.routers())
+        gateway = Gateway(kernel.gateway_deps(), kernel.plugins.routers())
         await gateway.start()
         results: list[tuple[float, list[float], list[float]]] = []
         try:
