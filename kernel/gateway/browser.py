@@ -14,7 +14,8 @@ from aiohttp import web
 
 from kernel.config import is_loopback
 from kernel.core.i18n import t
-from kernel.gateway.api import API_KEY, ApiError, refusal
+from kernel.gateway.api import ApiError, refusal
+from kernel.gateway.apikey import API_KEY
 from kernel.gateway.console import is_console
 
 ORIGINS = web.AppKey("origins", list[str])

@@ -43,22 +43,19 @@ from kernel.core.logs import request_tag
 from kernel.core.tasks import TaskSet
 from kernel.gateway import console
 from kernel.gateway.api import (
-    API_KEY,
-    CALLER,
     DEPS,
-    GUESSES,
     MAX_BODY,
     READ_TIMEOUT,
     ROUTERS,
     ApiError,
     Operation,
     Router,
-    authorized,
     coded,
     error_response,
     refusal,
     v1_error,
 )
+from kernel.gateway.apikey import API_KEY, CALLER, GUESSES, authorized
 from kernel.gateway.browser import ORIGINS, browser_refusal
 from kernel.gateway.connections import ACCEPT_BURST, ConnectionTable, default_limits
 from kernel.gateway.console import (

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kernel.gateway.api import same_secret
+from kernel.gateway.apikey import same_secret
 
 COOKIE = "kernel_console"  # + "_<port>": cookies are shared by every port of a host
 CSRF_HEADER = "X-CSRF-Token"

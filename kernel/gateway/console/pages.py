@@ -32,18 +32,8 @@ from aiohttp import web
 
 from kernel.config.net import is_loopback
 from kernel.core.i18n import get_language, section, t
-from kernel.gateway.api import (
-    API_KEY,
-    ApiError,
-    KeyGuess,
-    authorized,
-    deps_of,
-    json_response,
-    key_guess,
-    read_json,
-    refusal,
-    same_secret,
-)
+from kernel.gateway.api import ApiError, deps_of, json_response, read_json, refusal
+from kernel.gateway.apikey import API_KEY, KeyGuess, authorized, key_guess, same_secret
 from kernel.gateway.console.auth import (
     COOKIE,
     LINK_SECONDS,

@@ -30,14 +30,13 @@ from kernel.gateway.api import (
     ApiError,
     Param,
     Router,
-    authorized,
-    caller_of,
     deps_of,
     invalid,
     json_response,
     read_object,
     refusal,
 )
+from kernel.gateway.apikey import authorized, caller_of
 from kernel.gateway.schema import BodyModel, OpenShape, Shape, documented, expecting, problem
 
 if TYPE_CHECKING:

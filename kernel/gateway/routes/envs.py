@@ -21,15 +21,8 @@ from kernel.config import ENV_NAME
 from kernel.config.secrets import is_sensitive
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
-from kernel.gateway.api import (
-    Param,
-    Router,
-    caller_of,
-    deps_of,
-    json_response,
-    not_found,
-    refusal,
-)
+from kernel.gateway.api import Param, Router, deps_of, json_response, not_found, refusal
+from kernel.gateway.apikey import caller_of
 from kernel.gateway.schema import BodyModel, Shape, documented_required, refuse
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from aiohttp import web
 
 from kernel import __version__
 from kernel.core.errors import KernelError
-from kernel.gateway.api import API_KEY, ROUTERS, Router, authorized, deps_of, json_response
+from kernel.gateway.api import ROUTERS, Router, deps_of, json_response
+from kernel.gateway.apikey import API_KEY, authorized
 from kernel.gateway.schema import OpenShape, Shape
 from kernel.store.settings import SettingTables
 

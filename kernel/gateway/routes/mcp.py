@@ -32,16 +32,8 @@ from kernel.config.schema import toml_keys
 from kernel.config.secrets import masked_view
 from kernel.core.i18n import t
 from kernel.core.redact import REDACTED, redact_text
-from kernel.gateway.api import (
-    Param,
-    Router,
-    caller_of,
-    deps_of,
-    invalid,
-    json_response,
-    read_object,
-    refusal,
-)
+from kernel.gateway.api import Param, Router, deps_of, invalid, json_response, read_object, refusal
+from kernel.gateway.apikey import caller_of
 from kernel.gateway.schema import BodyModel, Shape, field_of, problem
 from kernel.mcp.manager import ServerStatus, runtime_names
 

@@ -27,18 +27,8 @@ from aiohttp_asgi.resource import ASGIContext
 
 from kernel.config import is_loopback
 from kernel.core.i18n import t
-from kernel.gateway.api import (
-    API_KEY,
-    CALLER,
-    ApiError,
-    Router,
-    authorized,
-    deps_of,
-    given_key,
-    read_bytes,
-    read_json,
-    refusal,
-)
+from kernel.gateway.api import ApiError, Router, deps_of, read_bytes, read_json, refusal
+from kernel.gateway.apikey import API_KEY, CALLER, authorized, given_key
 from kernel.gateway.browser import loopback_host
 from kernel.gateway.openapi import JsonRpcMessage
 

@@ -18,15 +18,8 @@ from kernel.audit import kinds
 from kernel.config import CAPABILITIES, ProviderConfig
 from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
-from kernel.gateway.api import (
-    Param,
-    Router,
-    caller_of,
-    deps_of,
-    invalid,
-    json_response,
-    refusal,
-)
+from kernel.gateway.api import Param, Router, deps_of, invalid, json_response, refusal
+from kernel.gateway.apikey import caller_of
 from kernel.gateway.schema import BodyModel, Shape, StrList, StrMap, Text
 
 router = Router("models", "Providers, models and the active model")

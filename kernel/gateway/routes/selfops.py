@@ -28,13 +28,13 @@ from kernel.core.i18n import t
 from kernel.gateway.api import (
     ApiError,
     Router,
-    caller_of,
     deps_of,
     invalid,
     json_response,
     path_param,
     query_param,
 )
+from kernel.gateway.apikey import caller_of
 from kernel.gateway.routes.agent import (
     Event,
     Input,
