@@ -59,7 +59,7 @@ class _Host:
         async with self._lock:
             if self.endpoint is None and not self.closed:
                 # The import is the slow part: off the event loop.
-                module = await asyncio.to_thread(importlib.import_module, "deps.mcp.endpoint")
+                module = await asyncio.to_thread(importlib.import_module, "kernel.mcp.endpoint")
                 cfg = self.deps.config
                 endpoint: Endpoint = module.Endpoint(
                     approvals=self.deps.approvals,
