@@ -408,11 +408,11 @@ def _takes_body(handler: Callable[..., Any], body: Any) -> bool:
     if not (isinstance(body, type) and issubclass(body, BodyModel)):
         raise TypeError(f"{handler.__qualname__} takes a body: declare its model as body=")
     try:
-        wanted = typing.get_type_hints(handler).get(params[1], Any)
+        wanted = typing.get_type_hints(handler).get(params[1])
     except NameError as exc:  # a model known only inside a function
         raise TypeError(f"{handler.__qualname__}: name a module-level model ({exc})") from None
     accepted = typing.get_args(wanted) if isinstance(wanted, types.UnionType) else (wanted,)
-    if not any(kind is Any or issubclass(body, kind) for kind in accepted):
+    if not any(isinstance(kind, type) and issubclass(body, kind) for kind in accepted):
         raise TypeError(f"{handler.__qualname__} takes {wanted}, its route's body is {body}")
     return True
 

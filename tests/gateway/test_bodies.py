@@ -102,6 +102,12 @@ def test_a_handler_taking_another_model_than_its_route_declares_is_refused() -> 
         router.post("/drift", summary="x", body=Declared)(handler)
     with pytest.raises(TypeError, match="declare its model"):
         router.post("/drift", summary="x")(handler)
+
+    async def unannotated(request, body):  # type: ignore[no-untyped-def]
+        return web.json_response({})
+
+    with pytest.raises(TypeError, match="its route's body is"):
+        router.post("/drift", summary="x", body=Declared)(unannotated)
     assert router.operations == []
 
 
