@@ -152,4 +152,3 @@ TurnEvent = (
     | Completed
     | ErrorEvent
 )
-
