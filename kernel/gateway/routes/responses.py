@@ -14,15 +14,14 @@ shape and events: :mod:`kernel.gateway.responses_reply`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
-from kernel.core.provider import ChatRequest, Completion, StreamEvent, TextDelta, ThinkingDelta
+from kernel.core.provider import ChatRequest, Completion
 from kernel.gateway.api import Router, json_response, kernel_of, openai_error, path_param, sse_frame
+from kernel.gateway.model_api import Write, run
 from kernel.gateway.responses_format import (
     ITEMS_MAX,
     DeletedOut,
@@ -36,12 +35,9 @@ from kernel.gateway.responses_format import (
 from kernel.gateway.responses_reply import Events, Shell, new_id, output_items, usage_json
 from kernel.gateway.v1 import (
     V1Error,
-    answer,
     answerer,
     bad,
-    open_stream,
     output_tokens,
-    pump,
     read_body,
     refuse_missing,
     refuse_unanswerable,
@@ -156,69 +152,64 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         parsed.effort,
     )
     keeper = Keeper(_store(request), parsed.store, items)
-
-    def render(completion: Completion) -> dict[str, Any]:
-        response = shell.json("completed", output_items(completion, parsed.tools))
-        response["usage"] = usage_json(completion)
-        if completion.stop_reason in ("max_tokens", "length"):
-            response["status"] = "incomplete"
-            response["incomplete_details"] = {"reason": "max_output_tokens"}
-        keeper.settle(response)
-        return response
-
-    async def streamer(
-        first: StreamEvent, events: AsyncIterator[StreamEvent]
-    ) -> web.StreamResponse:
-        return await _stream(request, first, events, shell, parsed, keeper)
-
-    result = await answer(
-        request,
-        served.name,
-        chat,
-        stream=parsed.stream,
-        error=openai_error,
-        render=render,
-        streamer=streamer,
-    )
+    codec = _Codec(shell, parsed, keeper)
+    result = await run(request, served.name, chat, codec, stream=parsed.stream)
     await keeper.put()
     return result
 
 
-async def _stream(
-    request: web.Request,
-    first: StreamEvent,
-    events: AsyncIterator[StreamEvent],
-    shell: Shell,
-    parsed: ResponsesRequest,
-    keeper: Keeper,
-) -> web.StreamResponse:
-    response = await open_stream(request)
-    sequence = 0
+class _Codec:
+    """The Responses API's errors, response JSON and events (numbered in sequence)."""
 
-    async def send(kind: str, data: dict[str, Any]) -> None:
-        nonlocal sequence
-        frame = {"type": kind, "sequence_number": sequence} | data
-        sequence += 1
-        await response.write(sse_frame(frame, kind))
+    def __init__(self, shell: Shell, parsed: ResponsesRequest, keeper: Keeper) -> None:
+        self.shell, self.parsed, self.keeper = shell, parsed, keeper
+        self.out = Events(self.send, shell, parsed.tools, keeper.settle)
+        self._write: Write | None = None
+        self.sequence = 0
 
-    out = Events(send, shell, parsed.tools, keeper.settle)
-    await out.start()
+    def error(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        code: str | None = None,
+    ) -> web.Response:
+        return openai_error(status, message, headers, code=code)
 
-    async def handle(event: StreamEvent) -> None:
-        if isinstance(event, TextDelta):
-            await out.text_delta(event.text)
-        elif isinstance(event, ThinkingDelta):
-            await out.thinking_delta(event.text, event.signature)
-        elif isinstance(event, Completion):
-            await out.finish(event)
+    def render(self, completion: Completion) -> dict[str, Any]:
+        response = self.shell.json("completed", output_items(completion, self.parsed.tools))
+        response["usage"] = usage_json(completion)
+        if completion.stop_reason in ("max_tokens", "length"):
+            response["status"] = "incomplete"
+            response["incomplete_details"] = {"reason": "max_output_tokens"}
+        self.keeper.settle(response)
+        return response
 
-    async def fail(error: dict[str, Any]) -> None:
-        await out.fail("server_error", error["message"])  # Codex retries these
+    async def send(self, kind: str, data: dict[str, Any]) -> None:
+        assert self._write is not None
+        frame = {"type": kind, "sequence_number": self.sequence} | data
+        self.sequence += 1
+        await self._write(sse_frame(frame, kind))
 
-    if await pump(response, first, events, handle, fail):
-        with contextlib.suppress(ConnectionError):
-            await response.write_eof()
-    return response
+    async def start(self, write: Write) -> None:
+        self._write = write
+        await self.out.start()
+
+    async def text(self, text: str) -> None:
+        await self.out.text_delta(text)
+
+    async def thinking(self, text: str, signature: str) -> None:
+        await self.out.thinking_delta(text, signature)
+
+    async def finish(self, completion: Completion) -> None:
+        await self.out.finish(completion)
+
+    async def fail(self, kind: str, message: str) -> None:
+        await self.out.fail("server_error", message)  # Codex retries these
+
+    async def end(self) -> None:
+        return None
 
 
 @router.get(
