@@ -21,7 +21,7 @@ from aiohttp import web
 from kernel.core.errors import BudgetExceededError, ProviderError, http_status
 from kernel.core.provider import ChatRequest, Completion, StreamEvent, TextDelta, ThinkingDelta
 from kernel.gateway.api import json_response, kernel_of
-from kernel.gateway.v1 import provider_failure
+from kernel.gateway.v1 import Answerer, provider_failure, refuse_unanswerable
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +70,13 @@ class Codec(Protocol):
 
 
 async def run(
-    request: web.Request, provider_name: str, chat: ChatRequest, codec: Codec, *, stream: bool
+    request: web.Request, served: Answerer, chat: ChatRequest, codec: Codec, *, stream: bool
 ) -> web.StreamResponse:
-    """``chat`` answered by ``provider_name`` (budget checked, usage counted by the
-    agent's provider call), as JSON or as a stream, in ``codec``'s shape."""
+    """``chat`` answered by the ``served`` provider (refused with a 400 first when it
+    cannot answer it; budget checked and usage counted by the agent's provider call), as
+    JSON or as a stream, in ``codec``'s shape."""
+    provider_name = served.name
+    refuse_unanswerable(provider_name, served.provider, chat)
     kernel = kernel_of(request)
     async with contextlib.aclosing(kernel.agent.stream_request(provider_name, chat)) as events:
         try:

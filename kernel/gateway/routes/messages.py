@@ -60,7 +60,6 @@ from kernel.gateway.v1 import (
     has_images,
     not_found_model,
     read_body,
-    refuse_unanswerable,
     resolve_model,
     served_models,
 )
@@ -135,9 +134,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     _check(provider, provider_name, parsed)
     max_tokens = min(parsed.max_tokens, served.config.max_tokens or parsed.max_tokens)
     chat = _chat_request(parsed, model, max_tokens, provider)
-    refuse_unanswerable(provider_name, provider, chat)
     codec = _Codec(model, new_message_id(), estimate_tokens(parsed))
-    return await run(request, provider_name, chat, codec, stream=parsed.stream)
+    return await run(request, served, chat, codec, stream=parsed.stream)
 
 
 class _Blocks:

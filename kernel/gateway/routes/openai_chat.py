@@ -36,7 +36,6 @@ from kernel.gateway.v1 import (
     output_tokens,
     read_body,
     refuse_missing,
-    refuse_unanswerable,
 )
 
 log = logging.getLogger(__name__)
@@ -67,7 +66,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     kernel = kernel_of(request)
     parsed = parse_chat_request(await read_body(request))
     served = await answerer(kernel, parsed.model)
-    provider_name, model, provider = served.name, served.model, served.provider
+    model = served.model
     _check(served, parsed)
     chat = ChatRequest(
         model,
@@ -79,9 +78,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         thinking=parsed.thinking,
         tool_choice=parsed.tool_choice,
     )
-    refuse_unanswerable(provider_name, provider, chat)
     codec = _Codec(model, new_completion_id(), parsed.include_usage)
-    return await run(request, provider_name, chat, codec, stream=parsed.stream)
+    return await run(request, served, chat, codec, stream=parsed.stream)
 
 
 class _Codec:

@@ -40,7 +40,6 @@ from kernel.gateway.v1 import (
     output_tokens,
     read_body,
     refuse_missing,
-    refuse_unanswerable,
 )
 from kernel.store.responses import ROW_MAX, ResponseStore, Row
 
@@ -142,7 +141,6 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         tool_choice=parsed.tool_choice,
         history_thinking=conv.history_thinking,
     )
-    refuse_unanswerable(served.name, served.provider, chat)
     shell = Shell(
         new_id("resp"),
         served.model,
@@ -153,7 +151,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     )
     keeper = Keeper(_store(request), parsed.store, items)
     codec = _Codec(shell, parsed, keeper)
-    result = await run(request, served.name, chat, codec, stream=parsed.stream)
+    result = await run(request, served, chat, codec, stream=parsed.stream)
     await keeper.put()
     return result
 
