@@ -20,7 +20,7 @@ from aiohttp import web
 
 from kernel.core.errors import BudgetExceededError, ProviderError, http_status
 from kernel.core.provider import ChatRequest, Completion, StreamEvent, TextDelta, ThinkingDelta
-from kernel.gateway.api import json_response, kernel_of
+from kernel.gateway.api import json_response, kernel_of, openai_error, sse_frame
 from kernel.gateway.v1 import Answerer, provider_failure, refuse_unanswerable
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,42 @@ class Codec(Protocol):
     async def end(self) -> None:
         """The last frame after a stream that ran to its end (or failed in a frame)."""
         ...
+
+
+class StreamCodec:
+    """What every codec's stream does alike: keep the writer, write SSE frames; its
+    head frames (:meth:`head`) and last frame (:meth:`end`: none by default) its own."""
+
+    _write: Write | None = None
+
+    async def frame(self, data: Any, event: str | None = None) -> None:
+        assert self._write is not None, "frame() before start()"
+        await self._write(sse_frame(data, event))
+
+    async def start(self, write: Write) -> None:
+        self._write = write
+        await self.head()
+
+    async def head(self) -> None:
+        return None
+
+    async def end(self) -> None:
+        return None
+
+
+class OpenAIErrors:
+    """The error shape of OpenAI's APIs (chat completions, responses): the openai SDK
+    reads it as its own; ``code`` is also the error's ``type``."""
+
+    def error(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        code: str | None = None,
+    ) -> web.Response:
+        return openai_error(status, message, headers, code=code)
 
 
 async def run(

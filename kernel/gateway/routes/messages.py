@@ -32,7 +32,6 @@ from kernel.gateway.api import (
     kernel_of,
     path_param,
     query_param,
-    sse_frame,
 )
 from kernel.gateway.claude_format import (
     CountBody,
@@ -53,7 +52,7 @@ from kernel.gateway.claude_reply import (
     thinking_json,
     tool_block_events,
 )
-from kernel.gateway.model_api import Write, run
+from kernel.gateway.model_api import StreamCodec, run
 from kernel.gateway.v1 import (
     answerer,
     bad,
@@ -177,14 +176,13 @@ class _Blocks:
         self.index += 1
 
 
-class _Codec:
+class _Codec(StreamCodec):
     """The Messages API's errors, message JSON and stream (content blocks opened and
     closed as deltas of another kind arrive)."""
 
     def __init__(self, model: str, message_id: str, estimate: int) -> None:
         self.model, self.message_id, self.estimate = model, message_id, estimate
         self.blocks = _Blocks(self.send)
-        self._write: Write | None = None
 
     def error(
         self,
@@ -200,11 +198,9 @@ class _Codec:
         return message_json(completion, self.model, self.message_id, self.estimate)
 
     async def send(self, data: dict[str, Any]) -> None:
-        assert self._write is not None
-        await self._write(sse_frame(data, data["type"]))
+        await self.frame(data, data["type"])
 
-    async def start(self, write: Write) -> None:
-        self._write = write
+    async def head(self) -> None:
         await self.send(start_event(self.model, self.message_id, self.estimate))
         await self.send({"type": "ping"})
 
@@ -235,9 +231,6 @@ class _Codec:
 
     async def fail(self, kind: str, message: str) -> None:
         await self.send({"type": "error", "error": {"type": kind, "message": message}})
-
-    async def end(self) -> None:
-        return None
 
 
 @router.post(

@@ -15,8 +15,8 @@ from kernel.core.provider import (
     ChatRequest,
     Completion,
 )
-from kernel.gateway.api import Router, kernel_of, openai_error, sse_frame
-from kernel.gateway.model_api import Write, run
+from kernel.gateway.api import Router, kernel_of
+from kernel.gateway.model_api import OpenAIErrors, StreamCodec, run
 from kernel.gateway.openai_format import (
     ChatBody,
     ChatCompletionOut,
@@ -82,36 +82,20 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await run(request, served, chat, codec, stream=parsed.stream)
 
 
-class _Codec:
+class _Codec(OpenAIErrors, StreamCodec):
     """Chat Completions' errors, completion JSON and chunks (``data: [DONE]`` last)."""
 
     def __init__(self, model: str, completion_id: str, include_usage: bool) -> None:
         self.model, self.completion_id, self.include_usage = model, completion_id, include_usage
-        self._write: Write | None = None
-
-    def error(
-        self,
-        status: int,
-        message: str,
-        headers: dict[str, str] | None = None,
-        *,
-        code: str | None = None,
-    ) -> web.Response:
-        return openai_error(status, message, headers, code=code)
 
     def render(self, completion: Completion) -> dict[str, Any]:
         # prompt tokens: what the provider reports (no estimate)
         return completion_json(completion, self.model, self.completion_id, 0)
 
-    async def frame(self, data: Any) -> None:
-        assert self._write is not None
-        await self._write(sse_frame(data))
-
     async def send(self, delta: dict[str, Any] | None, **kw: Any) -> None:
         await self.frame(chunk_json(self.completion_id, self.model, delta, **kw))
 
-    async def start(self, write: Write) -> None:
-        self._write = write
+    async def head(self) -> None:
         await self.send({"role": "assistant", "content": ""})
 
     async def text(self, text: str) -> None:

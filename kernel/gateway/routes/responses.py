@@ -20,8 +20,8 @@ from typing import Any
 from aiohttp import web
 
 from kernel.core.provider import ChatRequest, Completion
-from kernel.gateway.api import Router, json_response, kernel_of, openai_error, path_param, sse_frame
-from kernel.gateway.model_api import Write, run
+from kernel.gateway.api import Router, json_response, kernel_of, path_param
+from kernel.gateway.model_api import OpenAIErrors, StreamCodec, run
 from kernel.gateway.responses_format import (
     ITEMS_MAX,
     DeletedOut,
@@ -156,24 +156,13 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     return result
 
 
-class _Codec:
+class _Codec(OpenAIErrors, StreamCodec):
     """The Responses API's errors, response JSON and events (numbered in sequence)."""
 
     def __init__(self, shell: Shell, parsed: ResponsesRequest, keeper: Keeper) -> None:
         self.shell, self.parsed, self.keeper = shell, parsed, keeper
         self.out = Events(self.send, shell, parsed.tools, keeper.settle)
-        self._write: Write | None = None
         self.sequence = 0
-
-    def error(
-        self,
-        status: int,
-        message: str,
-        headers: dict[str, str] | None = None,
-        *,
-        code: str | None = None,
-    ) -> web.Response:
-        return openai_error(status, message, headers, code=code)
 
     def render(self, completion: Completion) -> dict[str, Any]:
         response = self.shell.json("completed", output_items(completion, self.parsed.tools))
@@ -185,13 +174,11 @@ class _Codec:
         return response
 
     async def send(self, kind: str, data: dict[str, Any]) -> None:
-        assert self._write is not None
         frame = {"type": kind, "sequence_number": self.sequence} | data
         self.sequence += 1
-        await self._write(sse_frame(frame, kind))
+        await self.frame(frame, kind)
 
-    async def start(self, write: Write) -> None:
-        self._write = write
+    async def head(self) -> None:
         await self.out.start()
 
     async def text(self, text: str) -> None:
@@ -205,9 +192,6 @@ class _Codec:
 
     async def fail(self, kind: str, message: str) -> None:
         await self.out.fail("server_error", message)  # Codex retries these
-
-    async def end(self) -> None:
-        return None
 
 
 @router.get(
