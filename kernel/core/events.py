@@ -1,7 +1,7 @@
 """Turn events: the one stream every channel receives (SPEC §4).
 
-The JSON form (``to_dict``) is what the HTTP sidecar serialises, matching seed 000's
-``/agent/process`` events.
+Their one JSON form (seed 000's ``/agent/process`` events) is declared, written and read
+in :mod:`kernel.core.event_wire`.
 """
 
 from __future__ import annotations
@@ -152,83 +152,3 @@ TurnEvent = (
     | Completed
     | ErrorEvent
 )
-
-
-def event_to_dict(event: TurnEvent) -> dict[str, Any]:
-    """The wire shape of seed 000: ``tool_call``/``tool_result`` nested, error in ``meta``."""
-    if isinstance(event, StepStarted):
-        return {"type": event.type, "step": event.step}
-    if isinstance(event, AssistantDelta):
-        return {"type": event.type, "step": event.step, "delta": event.delta}
-    if isinstance(event, ToolCall):
-        return {
-            "type": event.type,
-            "step": event.step,
-            "tool_call": {"id": event.id, "name": event.name, "arguments": event.arguments},
-        }
-    if isinstance(event, ToolResult):
-        return {
-            "type": event.type,
-            "step": event.step,
-            "tool_result": {
-                "id": event.id,
-                "name": event.name,
-                "ok": event.ok,
-                "summary": event.summary,
-            },
-        }
-    if isinstance(event, ToolProgress):
-        return {
-            "type": event.type,
-            "step": event.step,
-            "tool_progress": {"id": event.id, "name": event.name, "text": event.text},
-        }
-    if isinstance(event, AskUser):
-        return {
-            "type": event.type,
-            "step": event.step,
-            "ask": {
-                "id": event.id,
-                "tool_call_id": event.tool_call_id,
-                "kind": event.kind,
-                "question": event.question,
-                "options": list(event.options),
-                "format": "markdown" if event.markdown else "text",
-                **({"details": event.details} if event.details else {}),
-            },
-        }
-    if isinstance(event, ModelSwitched):
-        return {
-            "type": event.type,
-            "step": event.step,
-            "switch": {"from": event.from_model, "to": event.to_model, "reason": event.reason},
-        }
-    if isinstance(event, ModelRetrying):
-        return {
-            "type": event.type,
-            "step": event.step,
-            "retry": {
-                "model": event.model,
-                "attempt": event.attempt,
-                "of": event.of,
-                "reason": event.reason,
-            },
-        }
-    if isinstance(event, PlanUpdated):
-        return {
-            "type": event.type,
-            "step": event.step,
-            "plan": {"items": [dict(item) for item in event.items]},
-        }
-    if isinstance(event, Completed):
-        out: dict[str, Any] = {"type": event.type, "step": event.step, "reply": event.reply}
-        if event.cancelled:
-            out["cancelled"] = True
-        if event.usage:
-            out["usage"] = dict(event.usage)
-        return out
-    return {
-        "type": event.type,
-        "step": event.step,
-        "meta": {"code": event.code, "message": event.message, **event.meta},
-    }

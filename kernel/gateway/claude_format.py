@@ -253,21 +253,6 @@ class CountBody(MessagesBody):
     max_tokens: Annotated[int, Field(ge=0)] = 0
 
 
-_PROBLEMS: dict[str, dict[str, str]] = {
-    "model": {
-        "string_too_long": f"at most {MODEL_NAME_MAX} characters",
-        "": "Field required (a model name, e.g. from GET /v1/models)",
-    },
-    "max_tokens": {"": "Field required (an integer ≥ 1)"},
-    "messages": {"": "Field required (a non-empty array of messages)"},
-    "stream": {"": "must be a boolean"},
-    "temperature": {"": "must be a number from 0 to 1"},
-    "top_p": {"": "must be a number from 0 to 1"},
-    "top_k": {"": "must be an integer ≥ 1"},
-    "stop_sequences": {"": "must be an array of non-empty strings"},
-}
-
-
 @dataclass(slots=True)
 class MessagesRequest:
     model: str
@@ -289,7 +274,7 @@ def parse_request(data: Any, *, count_only: bool = False) -> MessagesRequest:
         if data.get(name):
             raise bad(name, f"not supported by Kernel ({why})")
     _log_unknown(data)
-    body = validate(CountBody if count_only else MessagesBody, data, _PROBLEMS)
+    body = validate(CountBody if count_only else MessagesBody, data, "messages")
     if body.max_tokens == 0 and not count_only:
         raise bad("max_tokens", "must be an integer ≥ 1")
     system = _system(body.system)

@@ -33,7 +33,6 @@ from kernel.gateway.api import IMAGE_MEDIA_TYPES, ApiError, image_block
 from kernel.gateway.schema import OpenShape, Shape, documented
 from kernel.gateway.v1 import (
     MODEL_NAME_MAX,
-    OPENAI_PROBLEMS,
     V1Body,
     V1Error,
     bad,
@@ -154,14 +153,6 @@ class ChatBody(V1Body):
     stream_options: Annotated[Any, documented(StreamOptionsIn)] = None
 
 
-_PROBLEMS = OPENAI_PROBLEMS | {
-    "messages": {"": "Field required (a non-empty array of messages)"},
-    "max_completion_tokens": {"": "must be an integer ≥ 1"},
-    "max_tokens": {"": "must be an integer ≥ 1"},
-    "stop": {"": "must be a non-empty string or an array of them"},
-}
-
-
 # ---------------------------------------------------------------------- the answer
 
 
@@ -205,7 +196,7 @@ def parse_chat_request(data: Any) -> ChatCompletionRequest:
         not isinstance(response_format, dict) or response_format.get("type") != "text"
     ):
         raise bad("response_format", "only type 'text' is supported by Kernel")
-    body = validate(ChatBody, data, _PROBLEMS)
+    body = validate(ChatBody, data, "chat")
     system, messages = _messages(body.messages)
     if not messages:
         raise bad("messages", "at least one user or assistant message is required")

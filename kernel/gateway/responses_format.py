@@ -38,7 +38,6 @@ from kernel.gateway.openai_format import image_from_url
 from kernel.gateway.schema import OpenShape, Shape, documented
 from kernel.gateway.v1 import (
     MODEL_NAME_MAX,
-    OPENAI_PROBLEMS,
     TOO_DEEP,
     V1Body,
     V1Error,
@@ -163,16 +162,6 @@ class ResponsesBody(V1Body):
     text: Annotated[Any, documented(OpenShape)] = None
 
 
-PROBLEMS = OPENAI_PROBLEMS | {
-    "input": {"": "must be a string or an array of input items"},
-    "instructions": {"": "must be a string"},
-    "store": {"": "must be a boolean"},
-    "previous_response_id": {"": "must be a response id (resp_…) of at most 200 characters"},
-    "parallel_tool_calls": {"": "must be a boolean"},
-    "max_output_tokens": {"": "must be an integer ≥ 1"},
-}
-
-
 class ResponseOut(Shape):
     id: str
     object: Literal["response"]
@@ -225,7 +214,7 @@ def parse_responses_request(data: Any) -> ResponsesRequest:
     for name in ("background", "conversation", "prompt"):
         if data.get(name) not in (None, False):
             raise bad(name, _UNSUPPORTED[name])
-    body = validate(ResponsesBody, data, PROBLEMS)
+    body = validate(ResponsesBody, data, "responses")
     if body.input is None and body.previous_response_id is None:
         raise bad("input", "Field required (a string or an array of input items)")
     items = _items(body.input)

@@ -7,29 +7,25 @@ flow (:func:`answer`: first event, then JSON or a stream)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from aiohttp import web
+from deps.config import ProviderConfig, model_alias_target
 from pydantic import BaseModel, ValidationError
 
-from kernel.config import ProviderConfig, model_alias_target
 from kernel.core import safejson
 from kernel.core.errors import (
-    BudgetExceededError,
     CapabilityError,
     ProviderError,
     RateLimitedError,
     ToolError,
-    http_status,
 )
 from kernel.core.messages import ImageBlock, Message
-from kernel.core.provider import ChatRequest, Completion, Provider, StreamEvent
-from kernel.gateway.api import ApiError, deps_of, json_response, openai_error, read_json
+from kernel.core.provider import ChatRequest, Provider
+from kernel.gateway.api import ApiError, read_json
 from kernel.gateway.schema import BodyModel
 from kernel.tools.repair import repair_arguments
 
@@ -118,19 +114,45 @@ class V1Body(BodyModel):
     fields are ignored as the APIs ignore fields of betas they do not use."""
 
 
-# The words for the fields the OpenAI-shaped bodies share (/v1/chat/completions,
-# /v1/responses); each adds its own.
-OPENAI_PROBLEMS: dict[str, dict[str, str]] = {
+# The words for a body field's problem, by field and pydantic's error type (``""``: any
+# other type), the one table of the three APIs: a field's words are the same in each API
+# that has the field, unless an API has words of its own (``"<api>:<field>"``: the
+# Messages API's temperature is from 0 to 1, OpenAI's from 0 to 2).
+PROBLEMS: dict[str, dict[str, str]] = {
     "model": {"": f"Field required (a model name of at most {MODEL_NAME_MAX} characters)"},
+    "messages:model": {
+        "string_too_long": f"at most {MODEL_NAME_MAX} characters",
+        "": "Field required (a model name, e.g. from GET /v1/models)",
+    },
+    "messages": {"": "Field required (a non-empty array of messages)"},
     "stream": {"": "must be a boolean"},
     "temperature": {"": "must be a number from 0 to 2"},
+    "messages:temperature": {"": "must be a number from 0 to 1"},
     "top_p": {"": "must be a number from 0 to 1"},
+    "top_k": {"": "must be an integer ≥ 1"},
+    "max_tokens": {"": "must be an integer ≥ 1"},
+    "messages:max_tokens": {"": "Field required (an integer ≥ 1)"},
+    "max_completion_tokens": {"": "must be an integer ≥ 1"},
+    "max_output_tokens": {"": "must be an integer ≥ 1"},
+    "stop_sequences": {"": "must be an array of non-empty strings"},
+    "stop": {"": "must be a non-empty string or an array of them"},
+    "input": {"": "must be a string or an array of input items"},
+    "instructions": {"": "must be a string"},
+    "store": {"": "must be a boolean"},
+    "previous_response_id": {"": "must be a response id (resp_…) of at most 200 characters"},
+    "parallel_tool_calls": {"": "must be a boolean"},
 }
+Api = Literal["messages", "chat", "responses"]
 
 
-def validate(model: type[B], data: Any, problems: dict[str, dict[str, str]]) -> B:
+def problem_words(api: Api, field: str) -> dict[str, str] | None:
+    """The words for ``field``'s problems in ``api`` (None: pydantic's own)."""
+    return PROBLEMS.get(f"{api}:{field}") or PROBLEMS.get(field)
+
+
+def validate(model: type[B], data: Any, api: Api) -> B:
     """``data`` validated by ``model``; the first problem as :func:`bad` words it:
-    ``problems[field][error type]`` (``""``: any other type), else pydantic's words."""
+    :data:`PROBLEMS` for ``api``'s field, else pydantic's words."""
     if not isinstance(data, dict):
         raise V1Error(400, "invalid_request", "the request body must be a JSON object")
     try:
@@ -139,9 +161,10 @@ def validate(model: type[B], data: Any, problems: dict[str, dict[str, str]]) -> 
         error = exc.errors(include_url=False)[0]
         loc = [str(part) for part in error["loc"]]
         field = loc[0] if loc else "body"
-        words = problems.get(field, {})
-        problem = words.get(error["type"]) or words.get("") or error["msg"]
-        raise bad(field if field in problems else ".".join(loc), problem) from None
+        words = problem_words(api, field)
+        if words is None:
+            raise bad(".".join(loc), error["msg"]) from None
+        raise bad(field, words.get(error["type"]) or words.get("") or error["msg"]) from None
 
 
 def provider_failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
@@ -153,32 +176,6 @@ def provider_failure(exc: ProviderError) -> tuple[int, str, dict[str, str]]:
     if isinstance(exc, CapabilityError) or exc.status in (400, 404, 413, 422):
         return 400, message, {}
     return 502, message, {}
-
-
-def budget_refusal(exc: BudgetExceededError, error: ErrorShape) -> web.Response:
-    """402 in the API's shape: the owner's spend limit, in English like every /v1 error.
-    OpenAI's shape also names the code (``budget_exceeded``); Anthropic's says
-    ``billing_error``, its own type for a 402."""
-    d = exc.details
-    currency = d.get("currency", "")
-    message = (
-        f"budget_exceeded: Kernel's {d.get('scope', '')} spend limit would be passed "
-        f"(spent {d.get('spent')} {currency} of {d.get('limit')} {currency}; this request "
-        f"could cost up to {d.get('worst_case')} {currency}), so it was not sent to the "
-        f"model. The owner can raise {_LIMIT_KEYS.get(str(d.get('scope')), '[budget]')} or "
-        "wait for the next period"
-    )
-    status = http_status(BudgetExceededError.CODE, 402)
-    if error is openai_error:
-        return openai_error(status, message, code=BudgetExceededError.CODE)
-    return error(status, message)
-
-
-_LIMIT_KEYS = {
-    "day": "[budget] daily",
-    "month": "[budget] monthly",
-    "job": "the cron job's runtime.budget_daily (or [budget] cron_job_daily)",
-}
 
 
 async def read_body(request: web.Request) -> Any:
@@ -323,88 +320,6 @@ def refuse_missing(served: Answerer, *, tools: bool, messages: list[Message], wh
         raise bad("tools", f"provider {served.name} lacks the tool_call capability: send no tools")
     if not caps.attachments and has_images(messages):
         raise bad(where, f"provider {served.name} takes no images: send text only")
-
-
-async def open_stream(request: web.Request) -> web.StreamResponse:
-    """A server-sent events answer, its head sent."""
-    response = web.StreamResponse(headers={"Cache-Control": "no-cache"})
-    response.content_type = "text/event-stream"
-    response.charset = "utf-8"
-    await response.prepare(request)
-    return response
-
-
-async def finish(first: StreamEvent, events: AsyncIterator[StreamEvent]) -> Completion:
-    if isinstance(first, Completion):
-        return first
-    async for event in events:
-        if isinstance(event, Completion):
-            return event
-    raise ProviderError("stream ended without a result", code="bad_response")
-
-
-ErrorShape = Callable[..., web.Response]
-
-
-async def answer(
-    request: web.Request,
-    provider_name: str,
-    chat: ChatRequest,
-    *,
-    stream: bool,
-    error: ErrorShape,
-    render: Callable[[Completion], dict[str, Any]],
-    streamer: Callable[[StreamEvent, AsyncIterator[StreamEvent]], Awaitable[web.StreamResponse]],
-) -> web.StreamResponse:
-    """The provider's answer to ``chat``: its first event decides between an HTTP error
-    (``error``: the API's shape) and a 200, JSON (``render``) or a stream (``streamer``)."""
-    deps = deps_of(request)
-    async with contextlib.aclosing(deps.agent.stream_request(provider_name, chat)) as events:
-        try:
-            first = await anext(events)
-        except StopAsyncIteration:
-            return error(502, f"provider {provider_name} returned nothing: retry later")
-        except ProviderError as exc:
-            status, message, headers = provider_failure(exc)
-            return error(status, message, headers)
-        except BudgetExceededError as exc:  # refused before anything was sent
-            return budget_refusal(exc, error)
-        if not stream:
-            try:
-                completion = await finish(first, events)
-            except ProviderError as exc:
-                status, message, headers = provider_failure(exc)
-                return error(status, message, headers)
-            return json_response(render(completion))
-        return await streamer(first, events)
-
-
-async def pump(
-    response: web.StreamResponse,
-    first: StreamEvent,
-    events: AsyncIterator[StreamEvent],
-    handle: Callable[[StreamEvent], Awaitable[None]],
-    fail: Callable[[dict[str, Any]], Awaitable[None]],
-) -> bool:
-    """Every event through ``handle``; a failure after the stream began ends it with an
-    error (``fail`` writes ``{"type", "message"}`` in the API's shape), never a cut.
-    False when the client went away."""
-    try:
-        await handle(first)
-        async for event in events:
-            await handle(event)
-    except ProviderError as exc:
-        status, message, _ = provider_failure(exc)
-        kind = "overloaded_error" if status in (429, 502) else "api_error"
-        await fail({"type": kind, "message": message})
-    except ConnectionError:
-        return False
-    except Exception as exc:
-        log.exception("stream failed after it began")
-        message = f"internal error in Kernel ({type(exc).__name__}): see its log"
-        with contextlib.suppress(ConnectionError):
-            await fail({"type": "api_error", "message": message})
-    return True
 
 
 def refuse_unanswerable(provider_name: str, provider: Provider, chat: ChatRequest) -> None:

@@ -23,6 +23,18 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, ListItem, ListView
 from textual.worker import Worker
 
+from kernel.core.events import (
+    AskUser,
+    AssistantDelta,
+    Completed,
+    ErrorEvent,
+    ModelSwitched,
+    PlanUpdated,
+    ToolCall,
+    ToolProgress,
+    ToolResult,
+    TurnEvent,
+)
 from kernel.core.i18n import t
 from kernel.tui.backend import Backend, BackendError, ChatRef
 from kernel.tui.render import (
@@ -246,51 +258,46 @@ class KernelTui(App[int]):
         if failed is not None and failed != said:  # said once, not twice
             self.say(failed)
 
-    def show(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "assistant_delta":
-            delta = str(event.get("delta", ""))
+    def show(self, event: TurnEvent) -> None:
+        if isinstance(event, AssistantDelta):
             if self.live is None:
-                self.live = self.say(Line("assistant", delta))
+                self.live = self.say(Line("assistant", event.delta))
             else:
-                self.live.append(delta)
+                self.live.append(event.delta)
                 self.conversation.scroll_end(animate=False)
             self.streamed = True
-        elif kind == "tool_call":
+        elif isinstance(event, ToolCall):
             self.live = None  # text after a tool call is a new paragraph
-            call = event.get("tool_call") or {}
-            self.tools[str(call.get("id", ""))] = self.say(tool_call_line(call))
-        elif kind == "tool_progress":
-            progress = event.get("tool_progress") or {}
-            line = self.tools.get(str(progress.get("id", "")))
+            self.tools[event.id] = self.say(tool_call_line(event))
+        elif isinstance(event, ToolProgress):
+            line = self.tools.get(event.id)
             if line is not None:
-                line.set_text(tool_progress_line(progress).text)
-        elif kind == "tool_result":
-            result = event.get("tool_result") or {}
-            self.say(tool_result_line(result))
-            if self.asking is not None and self.asking.ask.get("tool_call_id") == result.get("id"):
+                line.set_text(tool_progress_line(event).text)
+        elif isinstance(event, ToolResult):
+            self.say(tool_result_line(event))
+            if self.asking is not None and self.asking.ask.tool_call_id == event.id:
                 self._close_ask()  # settled otherwise (timed out): the modal is stale
-        elif kind == "ask_user":
+        elif isinstance(event, AskUser):
             self.live = None
-            self._ask(event.get("ask") or {})
-        elif kind == "model_switch":
+            self._ask(event)
+        elif isinstance(event, ModelSwitched):
             self.live = None
-            self.say(switch_line(event.get("switch") or {}))
-        elif kind == "plan":
-            self.show_plan((event.get("plan") or {}).get("items") or [])
-        elif kind == "completed":
+            self.say(switch_line(event))
+        elif isinstance(event, PlanUpdated):
+            self.show_plan(event.items)
+        elif isinstance(event, Completed):
             self.live = None
-            if event.get("cancelled"):
+            if event.cancelled:
                 self.note(f"[{t('turn.cancelled')}]")
-            elif not self.streamed and event.get("reply"):  # /new, a direct tool call
-                self.say(Line("assistant", str(event["reply"])))
-        elif kind == "error":
+            elif not self.streamed and event.reply:  # /new, a direct tool call
+                self.say(Line("assistant", event.reply))
+        elif isinstance(event, ErrorEvent):
             self.live = None
-            self.say(error_line(str((event.get("meta") or {}).get("message", ""))))
+            self.say(error_line(event.message))
 
     # ----- questions -----------------------------------------------------------------
 
-    def _ask(self, ask: dict[str, Any]) -> None:
+    def _ask(self, ask: AskUser) -> None:
         self._close_ask()
         self.asking = AskScreen(ask)
 
@@ -301,10 +308,10 @@ class KernelTui(App[int]):
 
         self.push_screen(self.asking, callback=answered)
 
-    async def _answer(self, ask: dict[str, Any], choice: int) -> None:
-        options = [str(o) for o in ask.get("options", [])]
+    async def _answer(self, ask: AskUser, choice: int) -> None:
+        options = ask.options
         try:
-            resolved = await self.backend.answer(str(ask.get("id", "")), choice)
+            resolved = await self.backend.answer(ask.id, choice)
         except BackendError as exc:
             self.say(error_line(str(exc)))
             return

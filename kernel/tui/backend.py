@@ -2,8 +2,9 @@
 Kernel's sidecar over HTTP, kernel/tui/remote.py; an in-process Kernel,
 kernel/tui/local.py). The app sees only this protocol and these plain values.
 
-Turn events are the sidecar's wire shape (``event_to_dict``: ``{"type": …}``) in both
-backends, so one renderer draws them whichever way they came.
+Turn events are :data:`~kernel.core.events.TurnEvent` in both backends (the HTTP one
+reads the sidecar's SSE with ``event_from_dict``), so one renderer draws them whichever
+way they came.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import tzinfo
 from typing import Any, Protocol
 
 from kernel.core.errors import KernelError
+from kernel.core.events import TurnEvent
 
 CHANNEL = "console"  # the TUI's chats are the console channel's, as the web console's
 USER = "tui"  # the user id of the chats the TUI starts
@@ -87,7 +89,7 @@ class Backend(Protocol):
         failed?, cut?}`` with ``content`` a list of blocks."""
         ...
 
-    def send(self, chat: ChatRef, text: str) -> AsyncIterator[dict[str, Any]]:
+    def send(self, chat: ChatRef, text: str) -> AsyncIterator[TurnEvent]:
         """Run one turn in ``chat`` (created by its first message); its events as they
         happen, the last one ``completed`` or ``error``. Raises BackendError when the
         turn could not start. A new chat is filled in (``ident``, ``session``) once

@@ -12,7 +12,7 @@ from kernel.agent.agent import SessionKey, UserInput
 from kernel.agent.sessions import HIDDEN, SESSION_PREFIX
 from kernel.core.asks import AnswerResult
 from kernel.core.errors import KernelError
-from kernel.core.events import event_to_dict
+from kernel.core.events import TurnEvent
 from kernel.core.i18n import t
 from kernel.core.messages import content_to_json
 from kernel.store.audit import AuditRow
@@ -81,7 +81,7 @@ class LocalBackend:
             chat.ident, chat.session = opened.conversation, opened.row.id
         return f"{SESSION_PREFIX}{chat.session}"
 
-    async def send(self, chat: ChatRef, text: str) -> AsyncIterator[dict[str, Any]]:
+    async def send(self, chat: ChatRef, text: str) -> AsyncIterator[TurnEvent]:
         try:
             conversation = await self._conversation(chat)
             user_input = UserInput(text, channel=CHANNEL, user_id=chat.user_id)
@@ -90,7 +90,7 @@ class LocalBackend:
             raise BackendError(str(exc)) from None
         try:
             async for event in turn:
-                yield event_to_dict(event)
+                yield event
         finally:
             if turn.final is None:  # left before its end (the app quits): stop it
                 turn.cancel()

@@ -15,6 +15,8 @@ import httpx
 
 from kernel.client.http import CALL_TIMEOUT, TURN_TIMEOUT
 from kernel.core.clock import zone_named
+from kernel.core.event_wire import EVENT_TYPES, event_from_dict
+from kernel.core.events import Completed, ErrorEvent, TurnEvent
 from kernel.core.i18n import t
 from kernel.tui.backend import (
     AUDIT_LIMIT,
@@ -102,7 +104,7 @@ class HttpBackend:
         made = _chat_of(await self._call("POST", "/chats", json=body))
         chat.ident, chat.session = made.ident, made.session
 
-    async def send(self, chat: ChatRef, text: str) -> AsyncIterator[dict[str, Any]]:
+    async def send(self, chat: ChatRef, text: str) -> AsyncIterator[TurnEvent]:
         if not chat.stored:
             await self._create(chat)
         body = {
@@ -135,12 +137,9 @@ class HttpBackend:
                         continue
                     if line[6:] == "[DONE]":
                         return
-                    try:
-                        event = json.loads(line[6:])
-                    except ValueError:
-                        raise BackendError(self._malformed()) from None
-                    if isinstance(event, dict):
-                        ended = ended or event.get("type") in ("completed", "error")
+                    event = self._event(line[6:])
+                    if event is not None:
+                        ended = ended or isinstance(event, Completed | ErrorEvent)
                         yield event
                 if not ended:  # the stream stopped without its end: not a whole reply
                     raise BackendError(t("client.broken", url=self.url, detail="stream cut"))
@@ -149,6 +148,20 @@ class HttpBackend:
         finally:
             self._turns.pop(key, None)
             self._cancel.discard(key)
+
+    def _event(self, data: str) -> TurnEvent | None:
+        """One SSE data line as a turn event; None for what is none (another kind of
+        event, not an object), a malformed answer for a turn event that is broken."""
+        try:
+            decoded = json.loads(data)
+        except ValueError:
+            raise BackendError(self._malformed()) from None
+        if not isinstance(decoded, dict) or decoded.get("type") not in EVENT_TYPES:
+            return None
+        try:
+            return event_from_dict(decoded)
+        except ValueError:
+            raise BackendError(self._malformed()) from None
 
     async def cancel(self, chat: ChatRef) -> bool:
         key = chat.external_id

@@ -1,5 +1,5 @@
 """The TUI's words: what each stored message, turn event, plan and audit row reads as.
-Pure functions over the sidecar's JSON shapes, no Textual; the widgets show the
+Pure functions over the sidecar's JSON shapes and the turn events, no Textual; the widgets show the
 strings as plain text (never as markup)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import tzinfo
 from typing import Any, Literal
 
 from kernel.core.clock import shown
-from kernel.core.events import ModelSwitched
+from kernel.core.events import ModelSwitched, ToolCall, ToolProgress, ToolResult
 from kernel.core.i18n import t, t_or
 from kernel.tui.backend import AuditItem, ChatRef
 
@@ -89,26 +89,23 @@ def owner_line(text: str) -> Line:
     return Line("owner", _owner(text))
 
 
-def tool_call_line(call: dict[str, Any]) -> Line:
-    args = clip(json.dumps(call.get("arguments", {}), ensure_ascii=False), ARGS_WIDTH)
-    return Line("tool", t("console.tool_call", name=str(call.get("name", "")), args=args))
+def tool_call_line(call: ToolCall) -> Line:
+    args = clip(json.dumps(call.arguments, ensure_ascii=False), ARGS_WIDTH)
+    return Line("tool", t("console.tool_call", name=call.name, args=args))
 
 
-def tool_progress_line(progress: dict[str, Any]) -> Line:
-    text = clip(str(progress.get("text", "")), SUMMARY_WIDTH)
-    return Line("tool", t("tui.tool_progress", name=str(progress.get("name", "")), text=text))
+def tool_progress_line(progress: ToolProgress) -> Line:
+    text = clip(progress.text, SUMMARY_WIDTH)
+    return Line("tool", t("tui.tool_progress", name=progress.name, text=text))
 
 
-def tool_result_line(result: dict[str, Any]) -> Line:
-    key = "console.tool_result_ok" if result.get("ok") else "console.tool_result_err"
-    return Line("tool", t(key, summary=clip(str(result.get("summary", "")), SUMMARY_WIDTH)))
+def tool_result_line(result: ToolResult) -> Line:
+    key = "console.tool_result_ok" if result.ok else "console.tool_result_err"
+    return Line("tool", t(key, summary=clip(result.summary, SUMMARY_WIDTH)))
 
 
-def switch_line(switch: dict[str, Any]) -> Line:
-    event = ModelSwitched(
-        0, str(switch.get("from", "")), str(switch.get("to", "")), str(switch.get("reason", ""))
-    )
-    return Line("note", event.describe())
+def switch_line(switch: ModelSwitched) -> Line:
+    return Line("note", switch.describe())
 
 
 def error_line(message: str) -> Line:

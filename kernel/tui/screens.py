@@ -4,7 +4,7 @@ the modal that answers a question or an approval, and the audit screen."""
 from __future__ import annotations
 
 from datetime import UTC, tzinfo
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -14,6 +14,7 @@ from textual.events import Key
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from kernel.core.events import AskUser
 from kernel.core.i18n import t
 from kernel.tui.backend import AuditView
 from kernel.tui.render import audit_line, printable, verdict_line
@@ -75,18 +76,18 @@ class AskScreen(ModalScreen[int | None]):
     AskScreen Button { margin-right: 1; }
     """
 
-    def __init__(self, ask: dict[str, Any]) -> None:
+    def __init__(self, ask: AskUser) -> None:
         super().__init__()
         self.ask = ask
-        self.options = [str(option) for option in ask.get("options", [])]
+        self.options = list(ask.options)
 
     def compose(self) -> ComposeResult:
-        kind = "tui.ask_approval" if self.ask.get("kind") == "approval" else "tui.ask_question"
+        kind = "tui.ask_approval" if self.ask.kind == "approval" else "tui.ask_question"
         with Vertical():
             yield TextLine(t(kind), classes="title")
-            yield TextLine(str(self.ask.get("question", "")), id="question")
-            if self.ask.get("details"):  # an approval's full arguments
-                yield TextLine(str(self.ask["details"]), id="details")
+            yield TextLine(self.ask.question, id="question")
+            if self.ask.details:  # an approval's full arguments
+                yield TextLine(self.ask.details, id="details")
             with Horizontal():
                 for n, option in enumerate(self.options):
                     yield Button(Content(printable(f"{n + 1}  {option}")), id=f"option-{n}")

@@ -13,7 +13,8 @@ import pytest
 
 from kernel.client.commands import show_stream
 from kernel.client.http import Sidecar as Client
-from kernel.core.events import ModelSwitched, event_to_dict
+from kernel.core.event_wire import event_to_dict
+from kernel.core.events import ModelSwitched
 from kernel.core.i18n import set_language
 from kernel.store.decisions import Attempt
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory

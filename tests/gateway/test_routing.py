@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from kernel.core.events import ModelSwitched, event_to_dict
+from kernel.core.event_wire import event_to_dict
+from kernel.core.events import ModelSwitched
 from kernel.core.usage import Usage
 from kernel.store.decisions import Attempt, Decision
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, message, sse_events

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from kernel.agent.agent import UserInput
 from kernel.config import ModelPrice
+from kernel.core.event_wire import event_to_dict
 from kernel.core.events import (
     AskUser,
     Completed,
     ErrorEvent,
     ToolProgress,
     ToolResult,
-    event_to_dict,
 )
 from kernel.store.usage import UsageFilter
 from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server, wait_until

@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from kernel.core.events import ErrorEvent, ModelSwitched, PlanUpdated
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Stall, Text, ToolUse, text_reply, tool_reply
@@ -246,15 +247,14 @@ async def test_the_plan_a_model_switch_and_an_error_in_words(
             {"content": "Read the [b]notes[/b]", "status": "in_progress"},
             {"content": "Write the summary", "status": "pending"},
         ]
-        app.show({"type": "plan", "step": 1, "plan": {"items": items}})
+        app.show(PlanUpdated(1, items))
         await pilot.pause()
         assert plan.display
         assert plan.text == "Plan\n▶ Read the [b]notes[/b]\n☐ Write the summary"
         items[0]["status"], items[1]["status"] = "completed", "in_progress"
-        app.show({"type": "plan", "step": 2, "plan": {"items": items}})
+        app.show(PlanUpdated(2, items))
         assert plan.text == "Plan\n☑ Read the [b]notes[/b]\n▶ Write the summary"
-        switch = {"from": "main:model-a", "to": "main:model-b", "reason": "overloaded_error"}
-        app.show({"type": "model_switch", "step": 1, "switch": switch})
+        app.show(ModelSwitched(1, "main:model-a", "main:model-b", "overloaded_error"))
         assert "main:model-b" in lines(app, "note")[-1]
-        app.show({"type": "error", "step": 1, "meta": {"code": "x", "message": "[b]boom"}})
+        app.show(ErrorEvent(1, "x", "[b]boom"))
         assert lines(app, "error") == ["✗ [b]boom"]

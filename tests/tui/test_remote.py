@@ -46,7 +46,7 @@ async def test_chats_listed_a_conversation_an_approval_and_cancel_over_http(
 
             await send(pilot, "remember jazz")
             await until(pilot, lambda: isinstance(app.screen, AskScreen))
-            assert app.screen.ask["kind"] == "approval"
+            assert app.screen.ask.kind == "approval"
             assert "likes jazz" in app.screen.query_one("#question", TextLine).text
             await pilot.press("1")
             await until(pilot, lambda: "Saved." in lines(app, "assistant"))

@@ -31,6 +31,7 @@ from kernel.config.channels import QQTargetType
 from kernel.core.asks import AnswerResult
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError, http_status
+from kernel.core.event_wire import Ask, Event, TurnPlan, event_to_dict
 from kernel.core.events import (
     Completed,
     ErrorEvent,
@@ -38,7 +39,6 @@ from kernel.core.events import (
     ToolCall,
     ToolResult,
     TurnEvent,
-    event_to_dict,
 )
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
@@ -60,7 +60,6 @@ from kernel.gateway.routes.chats import DEFAULT_KEY, ChatKeyBody, chat_id_of
 from kernel.gateway.routes.modes import ModeParams, check_mode, meta_changes, requested_mode
 from kernel.gateway.schema import (
     BodyModel,
-    OpenShape,
     Shape,
     Text,
     documented,
@@ -76,82 +75,6 @@ log = logging.getLogger(__name__)
 router = Router("agent", "Turns: /agent/process, cancel")
 
 NEW_COMMAND = "/new"
-
-
-class Ask(Shape):
-    id: str
-    tool_call_id: str | None = None
-    kind: Literal["question", "approval", "budget", "permission"] | None = None
-    question: str
-    options: list[str]
-    format: Literal["text", "markdown"] = "text"
-    details: str | None = None  # the full matter (an approval's arguments), when there is one
-
-
-EventType = Literal[
-    "step_started",
-    "assistant_delta",
-    "tool_call",
-    "tool_progress",
-    "tool_result",
-    "completed",
-    "error",
-    "ask_user",
-    "model_switch",
-    "model_retry",
-    "plan",
-]
-
-
-class TurnPlanItem(Shape):
-    content: str
-    status: Literal["pending", "in_progress", "completed"]
-    active_form: str | None = Field(default=None, description="the item while it runs")
-
-
-class TurnPlan(Shape):
-    """The todo_write tool's plan as it stands: the whole list, in order."""
-
-    items: list[TurnPlanItem]
-
-
-class TurnUsage(Shape):
-    """What a turn's model calls used: tokens as the provider counted them (``input``
-    is the fresh input; cache reads and writes apart), the known cost in
-    ``budget.currency``, and how many calls had no known price."""
-
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    calls: int
-    cost: float
-    unpriced_calls: int
-
-
-class Event(Shape):
-    """One turn event (as JSON, and as each SSE event's data). ``completed`` carries
-    ``usage`` when the turn called a model."""
-
-    type: EventType
-    step: int | None = None
-    delta: str | None = None
-    reply: str | None = None
-    tool_call: OpenShape | None = None
-    tool_progress: OpenShape | None = None
-    tool_result: OpenShape | None = None
-    ask: Ask | None = None
-    meta: OpenShape | None = None
-    usage: TurnUsage | None = None
-    switch: OpenShape | None = Field(
-        default=None, description="model_switch: from, to (provider:model) and the reason"
-    )
-    retry: OpenShape | None = Field(
-        default=None, description="model_retry: model (provider:model), attempt, of, reason"
-    )
-    plan: TurnPlan | None = Field(
-        default=None, description="plan: the whole plan as it now stands (replaces the last)"
-    )
 
 
 class ImageSource(BaseModel):
@@ -456,8 +379,8 @@ async def stream_events(
     response.content_type = "text/event-stream"
     response.charset = "utf-8"
     await response.prepare(request)
+    final: TurnEvent | None = None
     try:
-        final: TurnEvent | None = None
         async for event in events:
             await response.write(sse_frame(event_to_dict(event)))
             final = event
@@ -477,9 +400,10 @@ async def stream_events(
         log.exception("stream failed after it began")
         if turn is not None:
             turn.cancel()
-        meta = {"code": "internal_error", "message": t("gw.internal", kind=type(exc).__name__)}
+        step = final.step if final is not None else 0
+        error = ErrorEvent(step, "internal_error", t("gw.internal", kind=type(exc).__name__))
         with contextlib.suppress(ConnectionError):
-            await response.write(sse_frame({"type": "error", "meta": meta}))
+            await response.write(sse_frame(event_to_dict(error)))
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
     return response

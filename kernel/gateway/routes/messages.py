@@ -14,9 +14,8 @@ may call them, Kernel never runs them. Errors are the API's own, in English, wit
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -24,9 +23,6 @@ from kernel.core.provider import (
     ChatRequest,
     Completion,
     Provider,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
 )
 from kernel.gateway.api import (
     Router,
@@ -36,7 +32,6 @@ from kernel.gateway.api import (
     json_response,
     path_param,
     query_param,
-    sse_frame,
 )
 from kernel.gateway.claude_format import (
     CountBody,
@@ -57,22 +52,16 @@ from kernel.gateway.claude_reply import (
     thinking_json,
     tool_block_events,
 )
+from kernel.gateway.model_api import StreamCodec, run
 from kernel.gateway.v1 import (
-    answer,
     answerer,
     bad,
     has_images,
     not_found_model,
-    open_stream,
-    pump,
     read_body,
-    refuse_unanswerable,
     resolve_model,
     served_models,
 )
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -144,24 +133,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     _check(provider, provider_name, parsed)
     max_tokens = min(parsed.max_tokens, served.config.max_tokens or parsed.max_tokens)
     chat = _chat_request(parsed, model, max_tokens, provider)
-    refuse_unanswerable(provider_name, provider, chat)
-    estimate = estimate_tokens(parsed)
-    message_id = new_message_id()
-
-    async def streamer(
-        first: StreamEvent, events: AsyncIterator[StreamEvent]
-    ) -> web.StreamResponse:
-        return await _stream(request, first, events, model, message_id, estimate)
-
-    return await answer(
-        request,
-        provider_name,
-        chat,
-        stream=parsed.stream,
-        error=anthropic_error,
-        render=lambda completion: message_json(completion, model, message_id, estimate),
-        streamer=streamer,
-    )
+    codec = _Codec(model, new_message_id(), estimate_tokens(parsed))
+    return await run(request, served, chat, codec, stream=parsed.stream)
 
 
 class _Blocks:
@@ -203,54 +176,61 @@ class _Blocks:
         self.index += 1
 
 
-async def _stream(
-    request: web.Request,
-    first: StreamEvent,
-    events: AsyncIterator[StreamEvent],
-    model: str,
-    message_id: str,
-    estimate: int,
-) -> web.StreamResponse:
-    response = await open_stream(request)
+class _Codec(StreamCodec):
+    """The Messages API's errors, message JSON and stream (content blocks opened and
+    closed as deltas of another kind arrive)."""
 
-    async def send(data: dict[str, Any]) -> None:
-        await response.write(sse_frame(data, data["type"]))
+    def __init__(self, model: str, message_id: str, estimate: int) -> None:
+        self.model, self.message_id, self.estimate = model, message_id, estimate
+        self.blocks = _Blocks(self.send)
 
-    await send(start_event(model, message_id, estimate))
-    await send({"type": "ping"})
-    blocks = _Blocks(send)
+    def error(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        code: str | None = None,  # the shape has no place for it (402 says billing_error)
+    ) -> web.Response:
+        return anthropic_error(status, message, headers)
 
-    async def handle(event: StreamEvent) -> None:
-        if isinstance(event, TextDelta):
-            await blocks.enter("text")
-            await blocks.delta({"type": "text_delta", "text": event.text})
-        elif isinstance(event, ThinkingDelta):
-            await blocks.enter("thinking")
-            if event.text:
-                await blocks.delta({"type": "thinking_delta", "thinking": event.text})
-            if event.signature:
-                await blocks.delta({"type": "signature_delta", "signature": event.signature})
-        elif isinstance(event, Completion):
-            await blocks.close()
-            for part in event.thinking:
-                if part.redacted:  # opaque: it came whole, it goes whole
-                    block = thinking_json(part)
-                    start = {"type": "content_block_start", "index": blocks.index}
-                    stop = {"type": "content_block_stop", "index": blocks.index}
-                    await blocks.whole([start | {"content_block": block}, stop])
-            for call in event.tool_calls:
-                await blocks.whole(
-                    tool_block_events(blocks.index, call.id, call.name, call.arguments)
-                )
-            for frame in end_events(event, estimate):
-                await send(frame)
+    def render(self, completion: Completion) -> dict[str, Any]:
+        return message_json(completion, self.model, self.message_id, self.estimate)
 
-    async def fail(error: dict[str, Any]) -> None:
-        await send({"type": "error", "error": error})
+    async def send(self, data: dict[str, Any]) -> None:
+        await self.frame(data, data["type"])
 
-    if await pump(response, first, events, handle, fail):
-        await response.write_eof()
-    return response
+    async def head(self) -> None:
+        await self.send(start_event(self.model, self.message_id, self.estimate))
+        await self.send({"type": "ping"})
+
+    async def text(self, text: str) -> None:
+        await self.blocks.enter("text")
+        await self.blocks.delta({"type": "text_delta", "text": text})
+
+    async def thinking(self, text: str, signature: str) -> None:
+        await self.blocks.enter("thinking")
+        if text:
+            await self.blocks.delta({"type": "thinking_delta", "thinking": text})
+        if signature:
+            await self.blocks.delta({"type": "signature_delta", "signature": signature})
+
+    async def finish(self, completion: Completion) -> None:
+        blocks = self.blocks
+        await blocks.close()
+        for part in completion.thinking:
+            if part.redacted:  # opaque: it came whole, it goes whole
+                block = thinking_json(part)
+                start = {"type": "content_block_start", "index": blocks.index}
+                stop = {"type": "content_block_stop", "index": blocks.index}
+                await blocks.whole([start | {"content_block": block}, stop])
+        for call in completion.tool_calls:
+            await blocks.whole(tool_block_events(blocks.index, call.id, call.name, call.arguments))
+        for frame in end_events(completion, self.estimate):
+            await self.send(frame)
+
+    async def fail(self, kind: str, message: str) -> None:
+        await self.send({"type": "error", "error": {"type": kind, "message": message}})
 
 
 @router.post(

@@ -6,9 +6,7 @@ tools are passed through; Kernel never runs them. What each field becomes:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -16,11 +14,9 @@ from aiohttp import web
 from kernel.core.provider import (
     ChatRequest,
     Completion,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
 )
-from kernel.gateway.api import Router, deps_of, openai_error, sse_frame
+from kernel.gateway.api import Router, deps_of
+from kernel.gateway.model_api import OpenAIErrors, StreamCodec, run
 from kernel.gateway.openai_format import (
     ChatBody,
     ChatCompletionOut,
@@ -35,15 +31,11 @@ from kernel.gateway.openai_format import (
 )
 from kernel.gateway.v1 import (
     Answerer,
-    answer,
     answerer,
     bad,
-    open_stream,
     output_tokens,
-    pump,
     read_body,
     refuse_missing,
-    refuse_unanswerable,
 )
 
 log = logging.getLogger(__name__)
@@ -74,7 +66,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     deps = deps_of(request)
     parsed = parse_chat_request(await read_body(request))
     served = await answerer(deps, parsed.model)
-    provider_name, model, provider = served.name, served.model, served.provider
+    model = served.model
     _check(served, parsed)
     chat = ChatRequest(
         model,
@@ -86,60 +78,43 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         thinking=parsed.thinking,
         tool_choice=parsed.tool_choice,
     )
-    refuse_unanswerable(provider_name, provider, chat)
-    estimate = 0  # prompt tokens: what the provider reports
-    completion_id = new_completion_id()
-
-    async def streamer(
-        first: StreamEvent, events: AsyncIterator[StreamEvent]
-    ) -> web.StreamResponse:
-        return await _stream(request, first, events, model, completion_id, parsed.include_usage)
-
-    return await answer(
-        request,
-        provider_name,
-        chat,
-        stream=parsed.stream,
-        error=openai_error,
-        render=lambda completion: completion_json(completion, model, completion_id, estimate),
-        streamer=streamer,
-    )
+    codec = _Codec(model, new_completion_id(), parsed.include_usage)
+    return await run(request, served, chat, codec, stream=parsed.stream)
 
 
-async def _stream(
-    request: web.Request,
-    first: StreamEvent,
-    events: AsyncIterator[StreamEvent],
-    model: str,
-    completion_id: str,
-    include_usage: bool,
-) -> web.StreamResponse:
-    response = await open_stream(request)
+class _Codec(OpenAIErrors, StreamCodec):
+    """Chat Completions' errors, completion JSON and chunks (``data: [DONE]`` last)."""
 
-    async def send(delta: dict[str, Any] | None, **kw: Any) -> None:
-        await response.write(sse_frame(chunk_json(completion_id, model, delta, **kw)))
+    def __init__(self, model: str, completion_id: str, include_usage: bool) -> None:
+        self.model, self.completion_id, self.include_usage = model, completion_id, include_usage
 
-    await send({"role": "assistant", "content": ""})
+    def render(self, completion: Completion) -> dict[str, Any]:
+        # prompt tokens: what the provider reports (no estimate)
+        return completion_json(completion, self.model, self.completion_id, 0)
 
-    async def handle(event: StreamEvent) -> None:
-        if isinstance(event, TextDelta):
-            await send({"content": event.text})
-        elif isinstance(event, ThinkingDelta) and event.text:
-            await send({"reasoning_content": event.text})
-        elif isinstance(event, Completion):
-            calls = tool_calls_json(event)
-            if calls:
-                await send({"tool_calls": [c | {"index": i} for i, c in enumerate(calls)]})
-            await send({}, finish=finish_reason(event))
-            if include_usage:
-                await send(None, usage=usage_json(event, 0))
+    async def send(self, delta: dict[str, Any] | None, **kw: Any) -> None:
+        await self.frame(chunk_json(self.completion_id, self.model, delta, **kw))
 
-    async def fail(error: dict[str, Any]) -> None:
-        await response.write(sse_frame({"error": error}))
+    async def head(self) -> None:
+        await self.send({"role": "assistant", "content": ""})
 
-    if not await pump(response, first, events, handle, fail):
-        return response
-    with contextlib.suppress(ConnectionError):
-        await response.write(sse_frame("[DONE]"))
-        await response.write_eof()
-    return response
+    async def text(self, text: str) -> None:
+        await self.send({"content": text})
+
+    async def thinking(self, text: str, signature: str) -> None:
+        if text:
+            await self.send({"reasoning_content": text})
+
+    async def finish(self, completion: Completion) -> None:
+        calls = tool_calls_json(completion)
+        if calls:
+            await self.send({"tool_calls": [c | {"index": i} for i, c in enumerate(calls)]})
+        await self.send({}, finish=finish_reason(completion))
+        if self.include_usage:
+            await self.send(None, usage=usage_json(completion, 0))
+
+    async def fail(self, kind: str, message: str) -> None:
+        await self.frame({"error": {"type": kind, "message": message}})
+
+    async def end(self) -> None:
+        await self.frame("[DONE]")

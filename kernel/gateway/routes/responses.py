@@ -14,15 +14,14 @@ shape and events: :mod:`kernel.gateway.responses_reply`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
-from kernel.core.provider import ChatRequest, Completion, StreamEvent, TextDelta, ThinkingDelta
-from kernel.gateway.api import Router, deps_of, json_response, openai_error, path_param, sse_frame
+from kernel.core.provider import ChatRequest, Completion
+from kernel.gateway.api import Router, deps_of, json_response, path_param
+from kernel.gateway.model_api import OpenAIErrors, StreamCodec, run
 from kernel.gateway.responses_format import (
     ITEMS_MAX,
     DeletedOut,
@@ -36,15 +35,11 @@ from kernel.gateway.responses_format import (
 from kernel.gateway.responses_reply import Events, Shell, new_id, output_items, usage_json
 from kernel.gateway.v1 import (
     V1Error,
-    answer,
     answerer,
     bad,
-    open_stream,
     output_tokens,
-    pump,
     read_body,
     refuse_missing,
-    refuse_unanswerable,
 )
 from kernel.store.responses import ROW_MAX, ResponseStore, Row
 
@@ -145,7 +140,6 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         tool_choice=parsed.tool_choice,
         history_thinking=conv.history_thinking,
     )
-    refuse_unanswerable(served.name, served.provider, chat)
     shell = Shell(
         new_id("resp"),
         served.model,
@@ -155,69 +149,48 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         parsed.effort,
     )
     keeper = Keeper(_store(request), parsed.store, items)
-
-    def render(completion: Completion) -> dict[str, Any]:
-        response = shell.json("completed", output_items(completion, parsed.tools))
-        response["usage"] = usage_json(completion)
-        if completion.stop_reason in ("max_tokens", "length"):
-            response["status"] = "incomplete"
-            response["incomplete_details"] = {"reason": "max_output_tokens"}
-        keeper.settle(response)
-        return response
-
-    async def streamer(
-        first: StreamEvent, events: AsyncIterator[StreamEvent]
-    ) -> web.StreamResponse:
-        return await _stream(request, first, events, shell, parsed, keeper)
-
-    result = await answer(
-        request,
-        served.name,
-        chat,
-        stream=parsed.stream,
-        error=openai_error,
-        render=render,
-        streamer=streamer,
-    )
+    codec = _Codec(shell, parsed, keeper)
+    result = await run(request, served, chat, codec, stream=parsed.stream)
     await keeper.put()
     return result
 
 
-async def _stream(
-    request: web.Request,
-    first: StreamEvent,
-    events: AsyncIterator[StreamEvent],
-    shell: Shell,
-    parsed: ResponsesRequest,
-    keeper: Keeper,
-) -> web.StreamResponse:
-    response = await open_stream(request)
-    sequence = 0
+class _Codec(OpenAIErrors, StreamCodec):
+    """The Responses API's errors, response JSON and events (numbered in sequence)."""
 
-    async def send(kind: str, data: dict[str, Any]) -> None:
-        nonlocal sequence
-        frame = {"type": kind, "sequence_number": sequence} | data
-        sequence += 1
-        await response.write(sse_frame(frame, kind))
+    def __init__(self, shell: Shell, parsed: ResponsesRequest, keeper: Keeper) -> None:
+        self.shell, self.parsed, self.keeper = shell, parsed, keeper
+        self.out = Events(self.send, shell, parsed.tools, keeper.settle)
+        self.sequence = 0
 
-    out = Events(send, shell, parsed.tools, keeper.settle)
-    await out.start()
+    def render(self, completion: Completion) -> dict[str, Any]:
+        response = self.shell.json("completed", output_items(completion, self.parsed.tools))
+        response["usage"] = usage_json(completion)
+        if completion.stop_reason in ("max_tokens", "length"):
+            response["status"] = "incomplete"
+            response["incomplete_details"] = {"reason": "max_output_tokens"}
+        self.keeper.settle(response)
+        return response
 
-    async def handle(event: StreamEvent) -> None:
-        if isinstance(event, TextDelta):
-            await out.text_delta(event.text)
-        elif isinstance(event, ThinkingDelta):
-            await out.thinking_delta(event.text, event.signature)
-        elif isinstance(event, Completion):
-            await out.finish(event)
+    async def send(self, kind: str, data: dict[str, Any]) -> None:
+        frame = {"type": kind, "sequence_number": self.sequence} | data
+        self.sequence += 1
+        await self.frame(frame, kind)
 
-    async def fail(error: dict[str, Any]) -> None:
-        await out.fail("server_error", error["message"])  # Codex retries these
+    async def head(self) -> None:
+        await self.out.start()
 
-    if await pump(response, first, events, handle, fail):
-        with contextlib.suppress(ConnectionError):
-            await response.write_eof()
-    return response
+    async def text(self, text: str) -> None:
+        await self.out.text_delta(text)
+
+    async def thinking(self, text: str, signature: str) -> None:
+        await self.out.thinking_delta(text, signature)
+
+    async def finish(self, completion: Completion) -> None:
+        await self.out.finish(completion)
+
+    async def fail(self, kind: str, message: str) -> None:
+        await self.out.fail("server_error", message)  # Codex retries these
 
 
 @router.get(

@@ -23,7 +23,8 @@ from pydantic import Field
 
 from kernel.agent.agent import MODEL_OVERRIDE, SelectionError, SessionKey, UserInput
 from kernel.core.errors import SelfOpsError
-from kernel.core.events import Completed, ErrorEvent, event_to_dict
+from kernel.core.event_wire import event_to_dict
+from kernel.core.events import Completed, ErrorEvent
 from kernel.core.i18n import t
 from kernel.gateway.api import (
     ApiError,
