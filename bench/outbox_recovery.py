@@ -40,10 +40,10 @@ if str(ROOT) not in sys.path:
 from telegram import Bot  # noqa: E402
 from telegram.error import TelegramError  # noqa: E402
 
-from kernel.store.db import Store  # noqa: E402
-from kernel.store.mailbox import Mailbox  # noqa: E402
 from kernel.core.backoff import Backoff  # noqa: E402
 from kernel.core.clock import SystemClock  # noqa: E402
+from kernel.store.db import Store  # noqa: E402
+from kernel.store.mailbox import Mailbox  # noqa: E402
 from kernel.telegram.outbox import BACKOFF, Outbox, plain_items  # noqa: E402
 from kernel.telegram.polling import PollingBot  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
