@@ -16,11 +16,9 @@ import os
 # inside RetryAfter's own constructor on every 429) emits a deprecation warning.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
-import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -286,12 +284,6 @@ class TelegramChannel:
         """Nothing is dropped: what arrived while Kernel was down is recorded waiting and
         the owner decides (``mailroom.py``)."""
         await self.poller.start()
-
-    def spawn(
-        self, coro: Coroutine[Any, Any, None], name: str, *, for_owner: bool = False
-    ) -> asyncio.Task[None]:
-        """Tracked background work, cancelled at stop (``Lifetime.spawn``)."""
-        return self.life.spawn(coro, name, for_owner=for_owner)
 
     # ----- routing ---------------------------------------------------------------------
 
