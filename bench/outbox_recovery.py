@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,10 +50,6 @@ from tests.conftest import free_port  # noqa: E402
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim  # noqa: E402
 
 OUTAGE = 360.0  # seconds, real time
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 async def one(folder: Path, scale: float, offset: float, nudged: bool) -> float:
