@@ -87,7 +87,7 @@ async def main(runs: int, interval: float, delay: float) -> None:
         )
         kernel = Kernel(load_config(path, env={}))
         await kernel.start()
-        channel = TelegramChannel(kernel)
+        channel = TelegramChannel(kernel.telegram_services())
         await channel.start()
         steps_at = first_step_times(kernel.delegator)
         to_edit: list[float] = []

@@ -21,7 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,16 +30,13 @@ if str(ROOT) not in sys.path:
 
 from telegram import Bot  # noqa: E402
 
+from kernel.core.clock import SystemClock  # noqa: E402
 from kernel.store.db import Store  # noqa: E402
 from kernel.store.mailbox import Mailbox  # noqa: E402
 from kernel.telegram.outbox import Outbox, plain_items  # noqa: E402
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim  # noqa: E402
 
 CHUNKS = ["first chunk " * 40, "second chunk " * 40, "third chunk " * 40]
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -54,7 +51,7 @@ async def main(replies: int) -> None:
             await store.start()
             bot = Bot(DEFAULT_TOKEN, base_url=f"{tg.api_base}/bot")
             await bot.initialize()
-            outbox = Outbox(Mailbox(store), bot, expiry=timedelta(hours=1), now=now)
+            outbox = Outbox(Mailbox(store), bot, expiry=timedelta(hours=1), clock=SystemClock())
             await outbox.start()
             items = [item for chunk in CHUNKS for item in plain_items(chunk)]
             direct: list[float] = []

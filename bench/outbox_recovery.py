@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,18 +40,16 @@ if str(ROOT) not in sys.path:
 from telegram import Bot  # noqa: E402
 from telegram.error import TelegramError  # noqa: E402
 
+from kernel.core.backoff import Backoff  # noqa: E402
+from kernel.core.clock import SystemClock  # noqa: E402
 from kernel.store.db import Store  # noqa: E402
 from kernel.store.mailbox import Mailbox  # noqa: E402
-from kernel.telegram.outbox import BACKOFF_CAP, BACKOFF_START, Outbox, plain_items  # noqa: E402
+from kernel.telegram.outbox import BACKOFF, Outbox, plain_items  # noqa: E402
 from kernel.telegram.polling import PollingBot  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim  # noqa: E402
 
 OUTAGE = 360.0  # seconds, real time
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 async def one(folder: Path, scale: float, offset: float, nudged: bool) -> float:
@@ -67,8 +65,8 @@ async def one(folder: Path, scale: float, offset: float, nudged: bool) -> float:
         Mailbox(store),
         bot,
         expiry=timedelta(hours=24),
-        now=now,
-        backoff=(BACKOFF_START / scale, BACKOFF_CAP / scale),
+        clock=SystemClock(),
+        backoff=Backoff(first=BACKOFF.first / scale, cap=BACKOFF.cap / scale),
     )
     if nudged:
         polls.recovery_listeners.append(outbox.nudge)

@@ -128,7 +128,7 @@ async def main(prompts: int, warmup: int, pauses: list[float]) -> None:
         )
         kernel = Kernel(load_config(path, env={}))
         await kernel.start()
-        channel = TelegramChannel(kernel)
+        channel = TelegramChannel(kernel.telegram_services())
         await channel.start()
         gateway = Gateway(kernel.gateway_deps(), kernel.plugins.routers())
         await gateway.start()

@@ -112,7 +112,7 @@ async def one_run(kind: str, outage: float, stagger: float, folder: Path) -> flo
     )
     kernel = Kernel(load_config(path, env={}))
     await kernel.start()
-    channel = TelegramChannel(kernel)
+    channel = TelegramChannel(kernel.telegram_services())
     await channel.start()
     try:
         await asyncio.sleep(2 + stagger)

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from kernel.channels.qq import QQChannel
     from kernel.channels.qq_inbound import QQInbound
     from kernel.channels.webhook import WebhookChannel
+    from kernel.telegram.deps import TelegramServices
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,26 @@ class Kernel:
             channel_parts=self.channel_parts,
             provider_types=self.plugins.provider_types,
             command_parts=self,
+        )
+
+    def telegram_services(self) -> TelegramServices:
+        """What the Telegram channel is given of Kernel (``kernel/telegram/deps.py``)."""
+        from kernel.telegram.deps import TelegramServices  # with the channel, when used
+
+        return TelegramServices(
+            config=self.config,
+            clock=self.clock,
+            agent=self.agent,
+            store=self.store,
+            memories=self.memories,
+            delegator=self.delegator,
+            cron=self.cron,
+            mcp=self.mcp,
+            audit=self.audit,
+            artifacts=self.artifacts,
+            needs_approval=self.tools.needs_approval,
+            channel_registry=self.channel_registry,
+            status_board=self.status_board,
         )
 
     async def _tell_owner(self, text: str) -> None:

@@ -153,7 +153,7 @@ def telegram(plugins: Plugins) -> None:
             return None  # `kernel run` refuses to start without one
         from kernel.telegram.channel import TelegramChannel
 
-        return TelegramChannel(kernel)
+        return TelegramChannel(kernel.telegram_services())
 
     plugins.add_channel("telegram", outlet)
     plugins.add_frontend("telegram", bot, waits=True)

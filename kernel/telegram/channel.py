@@ -16,13 +16,11 @@ import os
 # inside RetryAfter's own constructor on every 429) emits a deprecation warning.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
-import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Coroutine
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from telegram import BotCommand, Message, Update
@@ -41,7 +39,8 @@ from telegram.ext import (
 
 from kernel.commands import MENU
 from kernel.commands.listing import DELETE_PATTERN, HISTORY_PATTERN
-from kernel.core.clock import SystemClock
+from kernel.commands.status import ChannelReport
+from kernel.core.backoff import Backoff, Retrying
 from kernel.core.errors import KernelError, StartupError
 from kernel.core.i18n import t
 from kernel.core.status import ChannelState
@@ -49,19 +48,23 @@ from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.budget import RateBudget
-from kernel.telegram.commands import COMMANDS, RETRY_PATTERN, CommandSet
+from kernel.telegram.commands import (
+    COMMANDS,
+    RETRY_PATTERN,
+    CommandSet,
+    channel_problems,
+    mailbox_lines,
+)
+from kernel.telegram.deps import Deps, Lifetime, TelegramServices, Views, conversation_of
 from kernel.telegram.download import FileRequest
 from kernel.telegram.files import PATTERN as FILE_PATTERN
 from kernel.telegram.files import Files
-from kernel.telegram.inbound import Inbound, conversation_of
+from kernel.telegram.inbound import Inbound
 from kernel.telegram.mailroom import CALLBACK_PATTERN, Check, Mailroom
-from kernel.telegram.outbox import CHANNEL, Outbox, plain_items
+from kernel.telegram.outbox import CHANNEL, Outbox
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
 from kernel.telegram.picker import PATTERN as PICK_PATTERN
 from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_request
-
-if TYPE_CHECKING:
-    from kernel.app import Kernel
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +73,21 @@ TEMPLATE_PREFIX = r"^\s*/prompts:"  # a message filling in a prompt template, no
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query", "channel_post"]
 Context = ContextTypes.DEFAULT_TYPE
 UNDELIVERED_DEGRADED = 300.0  # seconds a message may wait undelivered before /healthz says so
+# An unreachable Bot API at start is tried again after 1 s, doubling to a minute.
+START_BACKOFF = Backoff(first=1.0, cap=60.0)
 
 
 class TelegramChannel:
     name = "telegram"
 
-    def __init__(self, kernel: Kernel) -> None:
-        self.kernel = kernel
-        cfg = kernel.config.telegram
+    def __init__(self, services: TelegramServices) -> None:
+        self.services = services
+        cfg = services.config.telegram
         self.cfg = cfg
         self.owner = cfg.allowed_user
         self.dropped: Counter[str] = Counter()
         self.started_at = time.monotonic()
-        self._tasks = TaskSet("telegram")  # replies, commands: awaited at stop
         self._watchdog = TaskSet("telegram watchdog")
-        self.stopping = False
         self._told_update: object = None  # the update whose failure was told last
         polls = poll_request()
         bot = PollingBot(
@@ -96,6 +99,7 @@ class TelegramChannel:
             request=FileRequest(connection_pool_size=256),
             get_updates_request=polls,
             rate_limiter=RateBudget(max_retries=cfg.max_retries_429),
+            clock=services.clock,
         )
         self.bot = bot
         self.app: Application[Any, Any, Any, Any, Any, Any] = (
@@ -110,29 +114,46 @@ class TelegramChannel:
             allowed_updates=ALLOWED_UPDATES,
         )
         self.outbox = Outbox(
-            Mailbox(kernel.store),
-            self.app.bot,
+            Mailbox(services.store),
+            bot,
             expiry=timedelta(hours=cfg.delivery_expiry_hours),
-            now=SystemClock().now,
-            tz=ZoneInfo(kernel.config.general.timezone),
-            audit=kernel.audit,
+            clock=services.clock,
+            tz=ZoneInfo(services.config.general.timezone),
+            audit=services.audit,
         )
-        self.board = AskBoard(self.app.bot, self.outbox, kernel.agent.asks)
-        self.commands = CommandSet(self)
-        self.inbound = Inbound(self)
-        self.files = Files(self)  # /files and the owner's downloads as artifacts
-        self.mailroom = Mailroom(self)
+        self.board = AskBoard(bot, self.outbox, services.agent.asks)
+        self.life = Lifetime(self.outbox, self.owner)
+        self._tasks = self.life.tasks  # replies, commands: awaited at stop
+        deps = Deps(
+            services,
+            cfg,
+            services.clock,
+            self.app,
+            bot,
+            self.outbox,
+            self.board,
+            self.life,
+            Views(services.agent),
+        )
+        self.deps = deps
+        self.mailroom = Mailroom(deps)
+        self.files = Files(deps, self.mailroom)  # /files and the owner's downloads
+        self.inbound = Inbound(deps, self.mailroom, self.files)
+        self.commands = CommandSet(deps, self.inbound, self.mailroom, self.files, self.report)
         bot.poll_listeners.append(self.mailroom.poll_starting)
         bot.recovery_listeners.append(self.outbox.nudge)
         self._register()
-        self._started = False
-        kernel.status_board.add(self)
+        services.status_board.add(self)
         # Questions of unwatched turns come here; deliveries (cron results) once it runs.
-        kernel.channel_registry.asker = TelegramAsker(self)
+        services.channel_registry.asker = TelegramAsker(deps)
 
     @property
     def running(self) -> bool:
-        return self._started and not self.stopping
+        return self.life.running
+
+    @property
+    def stopping(self) -> bool:
+        return self.life.stopping
 
     @property
     def poll_restarts(self) -> int:
@@ -159,6 +180,29 @@ class TelegramChannel:
         name = "degraded" if state.state == "running" and late else state.state
         return ChannelState(self.name, name, detail)
 
+    async def report(self, own_row: int) -> ChannelReport:
+        """The channel's part of /status: dropped updates, uptime, the mailbox and
+        polling, and the chat's problems (``own_row``: the asking command's open row)."""
+        dropped = self.dropped
+        state = await self.status()
+        lines = [
+            t(
+                "tg.status_dropped",
+                stranger=dropped["stranger"],
+                group=dropped["group"],
+                edited=dropped["edited"],
+                channel=dropped["channel"],
+            ),
+            t(
+                "tg.status_uptime",
+                minutes=int((time.monotonic() - self.started_at) // 60),
+                restarts=self.poll_restarts,
+            ),
+            *mailbox_lines(state.detail, own_row),
+        ]
+        problems = channel_problems(self.polling_state().state, state.state, state.detail)
+        return ChannelReport(lines, problems)
+
     def polling_state(self) -> ChannelState:
         """Polling alone: running, degraded (no getUpdates answered within the watchdog
         limit, or updates waiting and none consumed), starting or stopped."""
@@ -171,7 +215,7 @@ class TelegramChannel:
         }
         if self.stopping:
             state = "stopped"
-        elif not self._started:
+        elif not self.life.started:
             state = "starting"
         elif polling and not self.poller.degraded():
             state = "running"
@@ -184,7 +228,7 @@ class TelegramChannel:
     async def start(self) -> None:
         """Connect, register commands, poll. An unreachable Bot API is waited for (a
         service often starts before the network); a rejected token is a refusal."""
-        delay = 1.0
+        retrying = Retrying(START_BACKOFF, self.services.clock)
         while True:
             try:
                 await self.app.initialize()
@@ -192,11 +236,11 @@ class TelegramChannel:
             except InvalidToken:
                 raise StartupError(t("tg.bad_token", api_base=self.cfg.api_base)) from None
             except NetworkError as exc:
+                delay = retrying.failed()
                 log.warning(
                     "Bot API unreachable (%s); retrying in %.0fs", type(exc).__name__, delay
                 )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 60.0)
+                await retrying.clock.sleep(delay)
         await self.outbox.start()  # what a previous run left queued goes first
         commands = [BotCommand(name, t(f"tg.cmd.{name}")) for name in MENU]
         try:
@@ -208,27 +252,29 @@ class TelegramChannel:
         await self._start_polling()
         await self.app.start()
         self._watchdog.spawn(self.poller.watch(), "telegram-watchdog")
-        self._started = True
+        self.life.started = True
         # Deliveries waiting for Telegram (a missed cron run fired at start) go now.
-        self.kernel.channel_registry.attach(TelegramOutlet(self))
+        self.services.channel_registry.attach(TelegramOutlet(self.deps))
         log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
 
     async def stop(self) -> None:
         await self._watchdog.close()
-        self.stopping = True  # the gate refuses new work; views say "interrupted"
-        self.kernel.channel_registry.detach(self.name)
-        if isinstance(self.kernel.channel_registry.asker, TelegramAsker):
-            self.kernel.channel_registry.asker = None
+        self.life.stopping = True  # the gate refuses new work; views say "interrupted"
+        registry = self.services.channel_registry
+        registry.detach(self.name)
+        if isinstance(registry.asker, TelegramAsker):
+            registry.asker = None
         if self.app.updater and self.app.updater.running:
             await self.app.updater.stop()
         # Running turns stop now (their history is kept) and their views tell the owner;
         # a reply already being delivered gets a bounded chance to finish.
-        self.kernel.agent.cancel(conversation_of(self.owner))
-        await self._tasks.wait(self.kernel.config.general.shutdown_timeout)
+        self.services.agent.cancel(conversation_of(self.owner))
+        shutdown_timeout = self.services.config.general.shutdown_timeout
+        await self._tasks.wait(shutdown_timeout)
         await self._tasks.close(1.0)
         await self.board.stop()  # the closing edits of questions the stop ended
         await self.inbound.voice.aclose()
-        await self.outbox.stop(drain=min(self.kernel.config.general.shutdown_timeout, 5.0))
+        await self.outbox.stop(drain=min(shutdown_timeout, 5.0))
         if self.app.running:
             await self.app.stop()
         await self.app.shutdown()
@@ -238,34 +284,6 @@ class TelegramChannel:
         """Nothing is dropped: what arrived while Kernel was down is recorded waiting and
         the owner decides (``mailroom.py``)."""
         await self.poller.start()
-
-    def spawn(
-        self, coro: Coroutine[Any, Any, None], name: str, *, for_owner: bool = False
-    ) -> asyncio.Task[None]:
-        """Tracked background work, cancelled at stop. ``for_owner``: work the owner
-        asked for, so a failure is told in the chat, as the update error handler would."""
-        if for_owner:
-            coro = self._telling_failures(coro)
-        return self._tasks.spawn(coro, name)
-
-    async def _telling_failures(self, coro: Coroutine[Any, Any, None]) -> None:
-        try:
-            await coro
-        except Exception as exc:
-            log.error("owner task failed: %s", type(exc).__name__, exc_info=exc)
-            await self._tell_owner(exc)
-
-    async def _tell_owner(self, error: BaseException | None) -> None:
-        """One notice: the disk's trouble and its fix when the store failed for it, else
-        an internal error; straight through the Bot API when it cannot be queued."""
-        words = await self.outbox.trouble_words(error) if error is not None else None
-        text = words or t("turn.internal_error", kind=type(error).__name__)
-        try:
-            await self.outbox.put(self.owner, plain_items(text))
-        except Exception as exc:  # the outbox cannot be written: tell the owner directly
-            log.error("could not queue a failure notice: %s; telling directly", type(exc).__name__)
-            direct = words or await self.outbox.trouble_words(exc) or text
-            await self.outbox.tell_directly(self.owner, direct)
 
     # ----- routing ---------------------------------------------------------------------
 
@@ -309,7 +327,7 @@ class TelegramChannel:
         if update is self._told_update:
             return  # a later handler of the same update failed too: told once
         self._told_update = update
-        await self._tell_owner(error)
+        await self.life.tell_owner(error)
 
     async def _gate(self, update: Update, context: Context) -> None:
         """Only the owner's private chat gets through; the rest is dropped and counted.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -20,12 +20,14 @@ from kernel.commands.listing import DELETE, DELETE_NO, history_arg
 from kernel.commands.status import ChannelReport
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
-from kernel.telegram.inbound import conversation_of
+from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.outbox import CHANNEL, RETRY, edit_item, plain_items
 from kernel.telegram.picker import Picker, picker_markup
 
 if TYPE_CHECKING:
-    from kernel.telegram.channel import TelegramChannel
+    from kernel.telegram.files import Files
+    from kernel.telegram.inbound import Inbound
+    from kernel.telegram.mailroom import Mailroom
 
 Context = ContextTypes.DEFAULT_TYPE
 log = logging.getLogger(__name__)
@@ -34,15 +36,23 @@ COMMANDS = tuple(c.name for c in CATALOGUE)  # every one works when typed
 RETRY_PATTERN = r"^retry:\d{1,18}$"  # the 🔁 under a final reply: its stored answer's id
 # Commands by which the owner chooses the chat's session (no restart hint after them).
 SESSION_CHOICES = frozenset({"new", "resume", "del_history"})
+# The channel's own part of /status: given the asking command's own open rows (0 or 1).
+Report = Callable[[int], Awaitable[ChannelReport]]
 
 
 class CommandSet:
     """One handler per name of ``COMMANDS`` (``getattr(commands, name)``)."""
 
-    def __init__(self, channel: TelegramChannel) -> None:
-        self.channel = channel
-        self.commands = Commands(channel.kernel)
-        self.picker = Picker(channel, self.commands)  # a bare /model … as buttons
+    def __init__(
+        self, deps: Deps, inbound: Inbound, mailroom: Mailroom, files: Files, report: Report
+    ) -> None:
+        self.deps = deps
+        self.inbound = inbound
+        self.mailroom = mailroom
+        self.uploads = files  # /files (``files`` is the command's handler)
+        self.report = report
+        self.commands = Commands(deps.services)
+        self.picker = Picker(deps, self.commands, inbound)  # a bare /model … as buttons
         for name in SHARED:
             if not hasattr(self, name):
                 setattr(self, name, partial(self._shared, name))
@@ -59,14 +69,14 @@ class CommandSet:
         in the same transaction (with the follow-up's reply when one comes), so a crash
         cannot leave both."""
         follow_up = reply.follow_up
-        mailroom = self.channel.mailroom
+        mailroom = self.mailroom
         settle: tuple[int, InboxState] | None = None
         if row is not None and follow_up is None:
             settle = (row, "answered")
         if reply.text or settle is not None:
             markup = markup or buttons_markup(reply)
             items = plain_items(reply.text, markup=markup) if reply.text else []
-            await self.channel.outbox.put(chat, items, settle=settle)
+            await self.deps.outbox.put(chat, items, settle=settle)
         if follow_up is not None:
             if row is not None:
                 mailroom.defer(row)
@@ -81,16 +91,16 @@ class CommandSet:
                         mailroom.undefer(row)
                         await mailroom.close(row, "failed")  # no-op once answered
 
-            self.channel.spawn(later(), f"tg-command-{chat}", for_owner=True)
+            self.deps.life.spawn(later(), f"tg-command-{chat}", for_owner=True)
 
     def _row(self, update: Update) -> int | None:
-        return self.channel.mailroom.row_id(update)
+        return self.mailroom.row_id(update)
 
     async def _shared(self, name: str, update: Update, context: Context) -> None:
         chat = self._chat(update)
         arg = " ".join(context.args or [])
         if name in SESSION_CHOICES:
-            self.channel.inbound.chose_session(chat)
+            self.inbound.chose_session(chat)
         reply = await self.commands.run(conversation_of(chat), name, arg)
         assert reply is not None  # every name of SHARED is a command
         await self._render(chat, reply, self._row(update), picker_markup(name, arg, reply))
@@ -109,14 +119,14 @@ class CommandSet:
         await self._render(self._chat(update), reply, self._row(update))
 
     async def files(self, update: Update, context: Context) -> None:
-        await self.channel.files.command(update, context)  # issue 23: kernel/telegram/files.py
+        await self.uploads.command(update, context)  # issue 23: kernel/telegram/files.py
 
     async def unknown(self, update: Update, context: Context) -> None:
         await self._render(self._chat(update), Reply(t("tg.unknown_command")), self._row(update))
 
     async def cancel(self, update: Update, context: Context) -> None:
         chat = self._chat(update)
-        stop = partial(self.channel.inbound.cancel, chat)
+        stop = partial(self.inbound.cancel, chat)
         reply = await self.commands.cancel(conversation_of(chat), stop)
         await self._render(chat, reply, self._row(update))
 
@@ -131,9 +141,9 @@ class CommandSet:
 
     async def _supersede(self, chat: int) -> None:
         """The chat's standing 🔁 goes: its answer is no longer the one to redo."""
-        live = self.channel.outbox.live_retry
+        live = self.deps.outbox.live_retry
         if items := live.supersede(chat):
-            await self.channel.outbox.put(chat, items)
+            await self.deps.outbox.put(chat, items)
             live.taken(chat, items)
 
     async def retry(self, update: Update, context: Context) -> None:
@@ -147,15 +157,15 @@ class CommandSet:
 
     async def _retry(self, chat: int, row: int | None) -> Reply | None:
         """Start the retry's turn and show it; a refusal is returned to be told."""
-        if self.channel.inbound.busy(chat):
+        if self.inbound.busy(chat):
             return Reply(t("conv.busy"), error=True)
         template = UserInput("", channel="telegram", user_id=str(chat))
         reply = await self.commands.retry(conversation_of(chat), template)
         if reply.turn is None:
             return reply
-        self.channel.inbound.show(chat, reply.turn, row=row)
+        self.inbound.show(chat, reply.turn, row=row)
         if row is not None:  # settled by the turn's view with the new answer, not now
-            self.channel.mailroom.defer(row)
+            self.mailroom.defer(row)
         return None
 
     async def on_retry(self, update: Update, context: Context) -> None:
@@ -165,7 +175,7 @@ class CommandSet:
         assert query is not None and query.data is not None
         answer_id = int(query.data.removeprefix(RETRY))
         notice = query.message
-        chat = notice.chat.id if notice is not None else self.channel.owner
+        chat = notice.chat.id if notice is not None else self.deps.owner
         latest = await self.commands.agent.latest_answer(conversation_of(chat))
         if latest != answer_id:
             toast = t("conv.retry_old")
@@ -175,9 +185,9 @@ class CommandSet:
             if refused is None and notice is not None and _editable(notice):
                 # The pressed answer is the one the chat's 🔁 stands on (since a restart,
                 # unknown: then by its message).
-                live = self.channel.outbox.live_retry
+                live = self.deps.outbox.live_retry
                 items = live.supersede(chat) or [edit_item(notice.message_id, None)]
-                await self.channel.outbox.put(chat, items)
+                await self.deps.outbox.put(chat, items)
                 live.taken(chat, items)
         try:
             await query.answer(toast)
@@ -188,8 +198,8 @@ class CommandSet:
         """◀ ▶ under a /history page: the page message is edited into the other page."""
         query = update.callback_query
         assert query is not None and query.data is not None
-        chat = query.message.chat.id if query.message is not None else self.channel.owner
-        self.channel.inbound.chose_session(chat)
+        chat = query.message.chat.id if query.message is not None else self.deps.owner
+        self.inbound.chose_session(chat)
         reply = await self.commands.history(conversation_of(chat), history_arg(query.data))
         await self._answer_press(query, reply)
 
@@ -198,8 +208,8 @@ class CommandSet:
         what was done (a session gone meanwhile is refused by name)."""
         query = update.callback_query
         assert query is not None and query.data is not None
-        chat = query.message.chat.id if query.message is not None else self.channel.owner
-        self.channel.inbound.chose_session(chat)
+        chat = query.message.chat.id if query.message is not None else self.deps.owner
+        self.inbound.chose_session(chat)
         if query.data == DELETE_NO:
             reply = Reply(t("session.delete_kept"))
         else:
@@ -211,13 +221,13 @@ class CommandSet:
         """The pressed message edited into ``reply`` (its buttons replaced by the
         reply's, or taken away); a message too old to edit gets a new one."""
         notice = query.message
-        chat = notice.chat.id if notice is not None else self.channel.owner
+        chat = notice.chat.id if notice is not None else self.deps.owner
         markup = buttons_markup(reply)
         if notice is not None and _editable(notice):
             item = edit_item(notice.message_id, reply.text, markup=markup)
-            await self.channel.outbox.put(chat, [item])
+            await self.deps.outbox.put(chat, [item])
         else:
-            await self.channel.outbox.put(chat, plain_items(reply.text, markup=markup))
+            await self.deps.outbox.put(chat, plain_items(reply.text, markup=markup))
         try:
             await query.answer()
         except TelegramError as exc:  # the answer only stops the button's spinner
@@ -247,7 +257,7 @@ class CommandSet:
         answer_id = _answer_of(target.reply_markup)
         if answer_id is not None:
             return answer_id
-        row = await self.channel.outbox.mailbox.sent_as(CHANNEL, str(chat), target.message_id)
+        row = await self.deps.outbox.mailbox.sent_as(CHANNEL, str(chat), target.message_id)
         markup = row.body.get("reply_markup") if row is not None else None
         return _answer_of(InlineKeyboardMarkup.de_json(markup, None) if markup else None)
 
@@ -255,28 +265,8 @@ class CommandSet:
         """The owner's /status with the chat's problems; /status full adds what the
         channel counts (dropped updates, uptime, the mailbox, polling)."""
         chat = self._chat(update)
-        channel = self.channel
-        dropped = channel.dropped
-        state = await channel.status()
         # This command's own inbox row is open while it runs: not a turn in progress.
-        own_row = 1 if self._row(update) is not None else 0
-        lines = [
-            t(
-                "tg.status_dropped",
-                stranger=dropped["stranger"],
-                group=dropped["group"],
-                edited=dropped["edited"],
-                channel=dropped["channel"],
-            ),
-            t(
-                "tg.status_uptime",
-                minutes=int((time.monotonic() - channel.started_at) // 60),
-                restarts=channel.poll_restarts,
-            ),
-            *mailbox_lines(state.detail, own_row),
-        ]
-        polling = channel.polling_state().state
-        report = ChannelReport(lines, channel_problems(polling, state.state, state.detail))
+        report = await self.report(1 if self._row(update) is not None else 0)
         arg = " ".join(context.args or [])
         reply = await self.commands.status(conversation_of(chat), report, arg)
         await self._render(chat, reply, self._row(update))

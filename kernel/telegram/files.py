@@ -24,7 +24,7 @@ import time
 from collections.abc import Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from telegram import Update
 from telegram.error import TelegramError
@@ -35,12 +35,10 @@ from kernel.core.i18n import t
 from kernel.store.artifacts import FOLDERS, Artifact
 from kernel.store.mailbox import InboxState
 from kernel.telegram import media
-from kernel.telegram.inbound import conversation_of
+from kernel.telegram.deps import Deps, conversation_of
+from kernel.telegram.mailroom import Mailroom
 from kernel.telegram.outbox import plain_items
 from kernel.workspace.artifacts import ArtifactFiles, safe_name
-
-if TYPE_CHECKING:
-    from kernel.telegram.channel import TelegramChannel
 
 log = logging.getLogger(__name__)
 Context = ContextTypes.DEFAULT_TYPE
@@ -54,9 +52,10 @@ PHOTO = "photo.jpg"  # a photo's name (Telegram gives none)
 
 
 class Files:
-    def __init__(self, channel: TelegramChannel) -> None:
-        self.channel = channel
-        self.kernel = channel.kernel
+    def __init__(self, deps: Deps, mailroom: Mailroom) -> None:
+        self.deps = deps
+        self.mailroom = mailroom
+        self.services = deps.services  # the agent, the artifacts, the store, the config
         # chat → downloads waiting for the session their turn creates
         self._pending: dict[int, list[tuple[Path, str]]] = {}
 
@@ -65,12 +64,12 @@ class Files:
     async def command(self, update: Update, context: Context) -> None:
         assert update.effective_chat is not None
         chat = update.effective_chat.id
-        row = self.channel.mailroom.row_id(update)
+        row = self.mailroom.row_id(update)
         settle: tuple[int, InboxState] | None = None if row is None else (row, "answered")
-        session = self.kernel.agent.current_session(conversation_of(chat))
-        found = await self.kernel.artifacts.list(session, LISTED + 1) if session else []
+        session = self.services.agent.current_session(conversation_of(chat))
+        found = await self.services.artifacts.list(session, LISTED + 1) if session else []
         if not found:
-            await self.channel.outbox.put(chat, plain_items(t("files.none")), settle=settle)
+            await self.deps.outbox.put(chat, plain_items(t("files.none")), settle=settle)
             return
         now = time.time()
         buttons = [
@@ -80,14 +79,14 @@ class Files:
         if len(found) > LISTED:
             text += "\n" + t("files.more", n=LISTED)
         markup = {"inline_keyboard": buttons}
-        await self.channel.outbox.put(chat, plain_items(text, markup=markup), settle=settle)
+        await self.deps.outbox.put(chat, plain_items(text, markup=markup), settle=settle)
 
     # ----- a press ---------------------------------------------------------------------
 
     async def on_press(self, update: Update, context: Context) -> None:
         query = update.callback_query
         assert query is not None and query.data is not None
-        chat = query.message.chat.id if query.message is not None else self.channel.owner
+        chat = query.message.chat.id if query.message is not None else self.deps.owner
         artifact_id = int(query.data.removeprefix(PREFIX))
         artifact, refusal = await self._check(chat, artifact_id)
         toast = refusal or t("files.sending", name=artifact.name if artifact else "")
@@ -96,13 +95,13 @@ class Files:
         except TelegramError as exc:  # the toast is a courtesy
             log.info("answering a press failed: %s", type(exc).__name__)
         if refusal is not None or artifact is None:
-            await self.channel.outbox.put(chat, plain_items(refusal or t("files.unknown")))
+            await self.deps.outbox.put(chat, plain_items(refusal or t("files.unknown")))
             return
-        self.channel.spawn(self._send(chat, artifact), f"tg-file-{artifact.id}", for_owner=True)
+        self.deps.life.spawn(self._send(chat, artifact), f"tg-file-{artifact.id}", for_owner=True)
 
     async def _check(self, chat: int, artifact_id: int) -> tuple[Artifact | None, str | None]:
         """The artifact, or why it is not sent (None: send it)."""
-        artifact = await self.kernel.artifacts.get(artifact_id)
+        artifact = await self.services.artifacts.get(artifact_id)
         if artifact is None:
             return None, t("files.unknown")
         if not await self._ours(chat, artifact):
@@ -117,21 +116,21 @@ class Files:
         session = artifact.session_id
         if session is None:
             return False
-        if session == self.kernel.agent.current_session(conversation_of(chat)):
+        if session == self.services.agent.current_session(conversation_of(chat)):
             return True
-        row = await self.kernel.store.get_session(session)
+        row = await self.services.store.get_session(session)
         return row is not None and row.channel == "telegram" and row.user_id == str(chat)
 
     async def _send(self, chat: int, artifact: Artifact) -> None:
         files = ArtifactFiles(
-            self.kernel.config.data_dir, self.kernel.config.general.retention_days
+            self.services.config.data_dir, self.services.config.general.retention_days
         )
         try:
             opened = await files.open(artifact)
         except CodedError as exc:
             if exc.code == "artifact_removed":
-                await self.kernel.artifacts.mark_removed([artifact.path])
-            await self.channel.outbox.put(chat, plain_items(str(exc)))
+                await self.services.artifacts.mark_removed([artifact.path])
+            await self.deps.outbox.put(chat, plain_items(str(exc)))
             return
         try:
             data = b"".join([chunk async for chunk in opened.chunks()])
@@ -139,14 +138,14 @@ class Files:
             opened.close()
         name = safe_name(artifact.name) or f"artifact-{artifact.id}"
         try:
-            await self.channel.app.bot.send_document(chat, document=data, filename=name)
+            await self.deps.bot.send_document(chat, document=data, filename=name)
         except TelegramError as exc:
             log.warning("sending an artifact failed: %s", type(exc).__name__)
             text = t("files.send_failed", name=name, error=type(exc).__name__, id=artifact.id)
-            await self.channel.outbox.put(chat, plain_items(text))
+            await self.deps.outbox.put(chat, plain_items(text))
 
     def _removed(self, artifact: Artifact) -> str:
-        days = self.kernel.config.general.retention_days
+        days = self.services.config.general.retention_days
         return t("art.removed", id=artifact.id, name=artifact.name, days=days)
 
     @staticmethod
@@ -159,7 +158,7 @@ class Files:
     async def keep(self, chat: int, unique_id: str, data: bytes, name: str = PHOTO) -> None:
         """Save a photo or voice note the owner sent in ``downloads`` and record it (the
         model gets them from memory; the file is what ``/files`` sends back)."""
-        folder = self.kernel.config.data_dir / FOLDERS["download"]
+        folder = self.services.config.data_dir / FOLDERS["download"]
         path = media.download_path(folder, unique_id, name)
         try:
             await asyncio.to_thread(_save, path, data)
@@ -171,7 +170,7 @@ class Files:
     async def downloaded(self, chat: int, path: Path, name: str) -> None:
         """Record a file the owner sent, saved at ``path``: now when the chat has a
         session, else after the turn that makes one (:meth:`after`)."""
-        session = self.kernel.agent.current_session(conversation_of(chat))
+        session = self.services.agent.current_session(conversation_of(chat))
         if session is None:
             self._pending.setdefault(chat, []).append((path, name))
             return
@@ -183,14 +182,14 @@ class Files:
             await shown
         finally:
             waiting = self._pending.pop(chat, [])
-            session = self.kernel.agent.current_session(conversation_of(chat))
+            session = self.services.agent.current_session(conversation_of(chat))
             for path, name in waiting:
                 await self._record(session, path, name)
 
     async def _record(self, session: int | None, path: Path, name: str) -> None:
         try:
-            await self.kernel.artifacts.save(
-                self.kernel.config.data_dir,
+            await self.services.artifacts.save(
+                self.services.config.data_dir,
                 path,
                 session_id=session,
                 kind="download",

@@ -17,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from telegram import Message, Update
 from telegram.error import TelegramError
@@ -31,49 +31,64 @@ from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.telegram import media
 from kernel.telegram.busy import BusyDesk
+from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.download import download
-from kernel.telegram.view import TurnView
+from kernel.telegram.files import Files
+from kernel.telegram.mailroom import Mailroom
+from kernel.telegram.view import Chat, Looks, TurnView
 from kernel.telegram.voice import TelegramVoice
-
-if TYPE_CHECKING:
-    from kernel.telegram.channel import TelegramChannel
 
 log = logging.getLogger(__name__)
 VOICE_AFTER_TEXT = 30.0
 HINT_LOOKBACK = 20  # recent sessions looked through for one of Telegram's
 
-
-def conversation_of(chat_id: int) -> str:
-    return f"telegram:{chat_id}"
+__all__ = ["Inbound", "conversation_of"]
 
 
 class Inbound:
-    def __init__(self, channel: TelegramChannel) -> None:
-        self.channel = channel
-        self.agent = channel.kernel.agent
-        self.desk = BusyDesk(channel, conversation_of)
-        self.views: dict[int, asyncio.Task[None]] = {}  # chat → the view showing its turn
+    def __init__(self, deps: Deps, mailroom: Mailroom, files: Files) -> None:
+        self.deps = deps
+        self.mailroom = mailroom
+        self.files = files
+        self.agent = deps.agent
+        self.desk = BusyDesk(deps, mailroom, self._run_held)
+        self.views = deps.views  # chat → the view showing its turn
         # Chats whose first turn since this start is still to come (the restart hint).
-        self._fresh: set[int] = {channel.owner}
-        kernel = channel.kernel
-        self.voice = TelegramVoice(channel.app.bot, kernel.config, kernel.agent.meter)
+        self._fresh: set[int] = {deps.owner}
+        self.voice = TelegramVoice(deps.bot, deps.config, deps.agent.meter)
+        cfg = deps.cfg
+        self._looks = Looks(  # how every turn of the chat is shown
+            drafts=cfg.stream,
+            typing_interval=cfg.typing_interval,
+            progress_interval=cfg.progress_interval,
+            interrupted=lambda: deps.life.stopping,
+            board=deps.board,
+            delegator=deps.services.delegator,
+            needs_approval=deps.services.needs_approval,
+        )
 
     def busy(self, chat_id: int) -> bool:
-        view = self.views.get(chat_id)
-        return self.agent.is_busy(conversation_of(chat_id)) or bool(view and not view.done())
+        return self.views.busy(chat_id)
+
+    async def _run_held(self, chat_id: int, message: Message, row: int | None) -> None:
+        """A message that waited for a stopped turn to wind down (``busy.py``) runs."""
+        if message.text:
+            await self.start(chat_id, UserInput(message.text, channel="telegram"), row=row)
+        else:
+            await self.prepare(chat_id, message, row)
 
     async def handle(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
         if message is None:
             return
         chat_id = message.chat.id
-        row = self.channel.mailroom.row_id(update)
+        row = self.mailroom.row_id(update)
         if self.busy(chat_id):
             await self.desk.arrived(chat_id, message, row)
             return
         # Handled late (it waited while Kernel was down, or 🔁 runs it again): the
         # answer quotes it, and it runs in the session it belonged to.
-        late = self.channel.mailroom.late(update)
+        late = self.mailroom.late(update)
         quote = message.message_id if late is not None else None
         moved = None
         if late is not None and late.session_id is not None:
@@ -84,7 +99,7 @@ class Inbound:
             return
         # Downloads and transcription take a while: they run beside the update queue
         # (so /cancel and /status stay instant) and count as busy until the turn starts.
-        self.views[chat_id] = self.channel.spawn(
+        self.views[chat_id] = self.deps.life.spawn(
             self.prepare(chat_id, message, row, quote, moved),
             f"tg-read-{message.message_id}",
             for_owner=True,
@@ -124,12 +139,12 @@ class Inbound:
         quote: int | None = None,
         footer: str | None = None,
     ) -> None:
-        mailroom = self.channel.mailroom
+        mailroom = self.mailroom
         spoken = bool(message.voice or message.audio)
         try:
             user_input = await self._read(message)
         except asyncio.CancelledError:  # /cancel during the download: the owner's choice
-            if row is not None and not self.channel.stopping:
+            if row is not None and not self.deps.life.stopping:
                 await asyncio.shield(mailroom.close(row, "cancelled"))
             raise
         except media.MediaRefused as exc:
@@ -146,7 +161,7 @@ class Inbound:
         if user_input is None:
             await mailroom.tell(chat_id, t("tg.unsupported_message"), row)
             return
-        if self.channel.stopping:  # ready just as Kernel stops: no turn can run now
+        if self.deps.life.stopping:  # ready just as Kernel stops: no turn can run now
             await mailroom.tell(chat_id, t("tg.interrupted"), row, "interrupted", again=True)
             return
         await self.start(chat_id, user_input, spoken=spoken, row=row, reply_to=quote, footer=footer)
@@ -201,26 +216,17 @@ class Inbound:
         ``reply_to``: the owner's message its answer quotes; ``footer``: a line under it."""
         self.desk.window_began(chat_id)
         if row is not None:
-            self.channel.spawn(self._note_session(turn, row), f"tg-session-{turn.id}")
+            self.deps.life.spawn(self._note_session(turn, row), f"tg-session-{turn.id}")
         view = TurnView(
-            self.channel.app.bot,
-            chat_id,
-            outbox=self.channel.outbox,
+            Chat(self.deps.bot, self.deps.outbox, chat_id, conversation_of(chat_id)),
+            self._looks,
             inbox_id=row,
-            drafts=self.channel.cfg.stream,
-            typing_interval=self.channel.cfg.typing_interval,
-            interrupted=lambda: self.channel.stopping,
-            board=self.channel.board,
-            delegator=self.channel.kernel.delegator,
-            conversation=conversation_of(chat_id),
-            progress_interval=self.channel.cfg.progress_interval,
-            needs_approval=self.channel.kernel.tools.needs_approval,
             reply_to=reply_to,
             footer=footer,
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
-        shown = self.channel.files.after(shown, chat_id)  # downloads waiting for a session
-        self.views[chat_id] = self.channel.spawn(
+        shown = self.files.after(shown, chat_id)  # downloads waiting for a session
+        self.views[chat_id] = self.deps.life.spawn(
             self._settled(shown, view, turn, row), f"tg-{turn.id}"
         )
 
@@ -236,7 +242,7 @@ class Inbound:
         if turn.session_id is None:
             return
         try:
-            await self.channel.mailroom.mailbox.set_session(row, turn.session_id)
+            await self.mailroom.mailbox.set_session(row, turn.session_id)
         except Exception as exc:  # 🔁 then runs in the chat's current session
             log.warning("recording a message's session failed: %s", type(exc).__name__)
 
@@ -249,11 +255,11 @@ class Inbound:
         if row is None:
             await shown
             return
-        mailroom = self.channel.mailroom
+        mailroom = self.mailroom
         try:
             await shown
         except asyncio.CancelledError:
-            if not self.channel.stopping and not view.unqueued:
+            if not self.deps.life.stopping and not view.unqueued:
                 await asyncio.shield(mailroom.close(row, "cancelled"))
             raise
         except Exception:
@@ -264,7 +270,7 @@ class Inbound:
         if isinstance(final, ErrorEvent):
             await mailroom.close(row, "failed")
         elif isinstance(final, Completed) and final.cancelled:
-            await mailroom.close(row, "interrupted" if self.channel.stopping else "cancelled")
+            await mailroom.close(row, "interrupted" if self.deps.life.stopping else "cancelled")
         else:
             await mailroom.close(row, "answered")
 
@@ -273,7 +279,7 @@ class Inbound:
         task of its own, so the chat is free for the next message meanwhile."""
         await view.show(turn)
         if view.reply:
-            self.channel.spawn(self._speak(view, chat_id, view.reply), f"tg-voice-{turn.id}")
+            self.deps.life.spawn(self._speak(view, chat_id, view.reply), f"tg-voice-{turn.id}")
 
     async def _speak(self, view: TurnView, chat_id: int, reply: str) -> None:
         """Once the text is delivered (the outbox may hold it behind earlier messages,
@@ -287,7 +293,7 @@ class Inbound:
     def cancel(self, chat_id: int) -> bool:
         """Stop the chat's turn, or the delivery of a reply that just completed, and the
         stored messages queued to run after it."""
-        queued = chat_id == self.channel.owner and self.channel.mailroom.cancel_runs()
+        queued = chat_id == self.deps.owner and self.mailroom.cancel_runs()
         stopped = self.agent.cancel(conversation_of(chat_id))
         if stopped:  # it winds down: the next message runs after it, not "busy"
             self.desk.stopped(chat_id)
@@ -305,13 +311,13 @@ class Inbound:
         if message.photo:
             largest = message.photo[-1]
             media.check_size(largest.file_size, "photo")
-            data = await download(self.channel.app.bot, largest.file_id, "photo")
-            await self.channel.files.keep(message.chat.id, largest.file_unique_id, data)
+            data = await download(self.deps.bot, largest.file_id, "photo")
+            await self.files.keep(message.chat.id, largest.file_unique_id, data)
             return UserInput(caption, images=[media.image_block(data)], channel="telegram")
         if message.document:
             return await self._document(message, caption)
         if message.voice or message.audio:  # refused with the fix when [stt] is not set
-            return await self.voice.hear(message, keep=self.channel.files.keep)
+            return await self.voice.hear(message, keep=self.files.keep)
         return None
 
     async def _document(self, message: Message, caption: str) -> UserInput:
@@ -321,11 +327,11 @@ class Inbound:
         kind = media.classify_document(name, doc.mime_type)
         size_kind: media.Kind = "photo" if kind == "image" else "file"
         media.check_size(doc.file_size, size_kind)
-        data = await download(self.channel.app.bot, doc.file_id, size_kind)
-        folder = self.channel.kernel.config.data_dir / "downloads"
+        data = await download(self.deps.bot, doc.file_id, size_kind)
+        folder = self.deps.config.data_dir / "downloads"
         path = media.download_path(folder, doc.file_unique_id, name)
         await asyncio.to_thread(_save, path, data)
-        await self.channel.files.downloaded(message.chat.id, path, name)  # an artifact
+        await self.files.downloaded(message.chat.id, path, name)  # an artifact
         if kind == "image":
             image = media.image_block(data, doc.mime_type or "image/jpeg")
             return UserInput(caption, images=[image], channel="telegram")

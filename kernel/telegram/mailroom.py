@@ -26,7 +26,7 @@ before it is handled, so nothing the owner sends is lost or handled twice.
   that message is the earlier outcome) and run its stored update again; the pressed
   message loses its 🔁.
 
-Public API: :class:`Mailroom` (``channel.mailroom``), :func:`kind_of`.
+Public API: :class:`Mailroom`, :func:`kind_of`.
 Message text is the owner's data: it goes to the chat, never to a log.
 """
 
@@ -37,7 +37,7 @@ import logging
 import time
 from collections import deque
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
@@ -46,13 +46,12 @@ from telegram.ext import ContextTypes
 
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxRow, InboxState, Mailbox
-from kernel.telegram.busy import DROP as BUSY_DROP
-from kernel.telegram.busy import RUN as BUSY_RUN
+from kernel.telegram.deps import Deps
+from kernel.telegram.held import DROP as BUSY_DROP
+from kernel.telegram.held import RUN as BUSY_RUN
+from kernel.telegram.held import Holds
 from kernel.telegram.outbox import again_markup, delete_item, edit_item, plain_items
 from kernel.telegram.polling import SINCE_START
-
-if TYPE_CHECKING:
-    from kernel.telegram.channel import TelegramChannel
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +113,12 @@ def sent_at(row: InboxRow) -> datetime:
 
 
 class Mailroom:
-    def __init__(self, channel: TelegramChannel) -> None:
-        self.channel = channel
-        self.mailbox = Mailbox(channel.kernel.store)
-        self.owner = channel.owner
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.outbox = deps.outbox
+        self.mailbox = Mailbox(deps.services.store)
+        self.owner = deps.owner
+        self.holds = Holds()  # the busy notices and the rows they hold (``held.py``)
         self.since: float | None = None  # epoch seconds polling began (whole seconds)
         self._handling: dict[int, tuple[InboxRow, asyncio.Future[None] | None]] = {}
         self._replays: dict[int, tuple[InboxRow, asyncio.Future[None]]] = {}  # id(update)
@@ -133,7 +134,7 @@ class Mailroom:
         self._newest: float | None = None  # the newest message date seen (Telegram's)
 
     def now(self) -> datetime:
-        return self.channel.kernel.clock.now()
+        return self.deps.clock.now()
 
     # ----- start ---------------------------------------------------------------------
 
@@ -156,7 +157,7 @@ class Mailroom:
             items += plain_items(text, markup=again_markup(row.id))
             if row.placeholder_id is not None:
                 items.append(delete_item(row.placeholder_id))
-            await self.channel.outbox.put(int(row.chat_id), items, settle=(row.id, "interrupted"))
+            await self.outbox.put(int(row.chat_id), items, settle=(row.id, "interrupted"))
         told = [row for row in rows if row.kind not in ("callback", "command")]
         if told:
             log.info("%d turns were interrupted by the last stop; the owner is told", len(told))
@@ -167,7 +168,7 @@ class Mailroom:
         updater queues a batch before it asks again: a check queued now runs after it."""
         if answered and (not self._checked or self._late):
             self._checked, self._late = True, False
-            self.channel.app.update_queue.put_nowait(Check())
+            self.deps.app.update_queue.put_nowait(Check())
 
     async def on_check(self, check: Check, context: ContextTypes.DEFAULT_TYPE) -> None:
         self._noticed = True
@@ -176,7 +177,7 @@ class Mailroom:
     async def notify_waiting(self) -> None:
         """The offline notice: every waiting message but those a busy notice holds."""
         rows = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
-        holding = self.channel.inbound.desk.holding()
+        holding = self.holds.holding()
         rows = [row for row in rows if row.id not in holding]
         if not rows:
             return
@@ -190,11 +191,11 @@ class Mailroom:
                 ]
             ]
         ).to_dict()
-        await self.channel.outbox.put(self.owner, plain_items(text, markup=markup))
+        await self.outbox.put(self.owner, plain_items(text, markup=markup))
         log.info("%d messages arrived while Kernel was down; the owner is asked", len(rows))
 
     def _clock_time(self, when: datetime) -> str:
-        zone = ZoneInfo(self.channel.kernel.config.general.timezone)
+        zone = ZoneInfo(self.deps.config.general.timezone)
         local = when.astimezone(zone)
         today = self.now().astimezone(zone).date()
         return local.strftime("%H:%M" if local.date() == today else "%m-%d %H:%M")
@@ -206,14 +207,14 @@ class Mailroom:
         (a repeat, a message that arrived while Kernel was down, or Kernel stopping)."""
         replay = self._replays.pop(id(update), None)
         if replay is not None:
-            if self.channel.stopping:  # left open: the next start tells the owner
+            if self.deps.life.stopping:  # left open: the next start tells the owner
                 replay[1].set_result(None)
                 return False
             self._handling[update.update_id] = replay
             return True
         kind = kind_of(update)
         message = update.message
-        stopping = self.channel.stopping
+        stopping = self.deps.life.stopping
         if stopping and message is None:
             return False  # a press while stopping: the owner presses again
         late = message is not None and self._late_message(update, message, kind)
@@ -245,7 +246,7 @@ class Mailroom:
         return True
 
     async def _unrecorded(self, exc: BaseException) -> None:
-        outbox = self.channel.outbox
+        outbox = self.outbox
         words = await outbox.trouble_words(exc)
         await outbox.tell_directly(
             self.owner, words or t("turn.internal_error", kind=type(exc).__name__)
@@ -269,7 +270,7 @@ class Mailroom:
             row = None
         settle: tuple[int, InboxState] | None = (row.id, "failed") if row else None
         items = plain_items(t("tg.unreadable", what=what))
-        await self.channel.outbox.put(self.owner, items, settle=settle)
+        await self.outbox.put(self.owner, items, settle=settle)
 
     async def edited(self, update: Update) -> None:
         """The owner edited a message: a row waiting, failed, interrupted or answered
@@ -310,7 +311,7 @@ class Mailroom:
             return False
         if newest is not None and sent < newest - LATE_AFTER:
             return True
-        backlog = self.channel.bot.backlog
+        backlog = self.deps.bot.backlog
         if update.update_id not in backlog:
             return False
         outage = backlog.pop(update.update_id)
@@ -387,7 +388,7 @@ class Mailroom:
         """A notice that ends a message's row (settled in the same transaction)."""
         markup = again_markup(row_id) if again and row_id is not None else None
         settle = (row_id, state) if row_id is not None else None
-        await self.channel.outbox.put(chat_id, plain_items(text, markup=markup), settle=settle)
+        await self.outbox.put(chat_id, plain_items(text, markup=markup), settle=settle)
 
     # ----- the owner's choices ---------------------------------------------------------
 
@@ -406,7 +407,7 @@ class Mailroom:
                 assert notice is not None
                 # The 🔁 goes once pressed: a stale press cannot run it again unasked.
                 edit = edit_item(notice.message_id, None)
-                await self.channel.outbox.put(int(notice.chat.id), [edit])
+                await self.outbox.put(int(notice.chat.id), [edit])
         try:
             await query.answer(answer)
         except TelegramError as exc:  # the toast is a courtesy; the choice is on record
@@ -419,7 +420,7 @@ class Mailroom:
         message_id = notice.message_id if _accessible(notice) else None
         held = None
         if message_id is not None:
-            held = await self.channel.inbound.desk.pressed(self.owner, message_id)
+            held = await self.holds.pressed(self.owner, message_id)
         if held is not None:
             return await self._choose(notice, run=run, words="tg.busy", only=set(held))
         waiting = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
@@ -434,7 +435,7 @@ class Mailroom:
         """Run (in order, each once the chat is idle) or drop the waiting messages:
         ``only`` these (a busy notice's), else all but those a busy notice holds."""
         rows = await self.mailbox.inbox_rows(CHANNEL, ["waiting"])
-        skip = self._claimed | (set() if only is not None else self.channel.inbound.desk.holding())
+        skip = self._claimed | (set() if only is not None else self.holds.holding())
         rows = [row for row in rows if row.id not in skip and (only is None or row.id in only)]
         if run and rows:
             text = t(f"{words}.running", count=len(rows))
@@ -455,7 +456,7 @@ class Mailroom:
         if _accessible(notice):
             old = getattr(notice, "text", None) or ""
             edit = edit_item(notice.message_id, f"{old}\n\n{text}".strip())
-            await self.channel.outbox.put(int(notice.chat.id), [edit])
+            await self.outbox.put(int(notice.chat.id), [edit])
 
     async def _again(self, row_id: int) -> str:
         row = await self.mailbox.inbox_row(row_id)
@@ -478,13 +479,13 @@ class Mailroom:
         self._claimed.update(fresh)
         self._queue.extend(fresh)
         if self._runner is None or self._runner.done():
-            self._runner = self.channel.spawn(self._run(), "tg-mailroom", for_owner=True)
+            self._runner = self.deps.life.spawn(self._run(), "tg-mailroom", for_owner=True)
 
     async def _run(self) -> None:
         """One stored message after another, each once the chat is idle."""
-        while self._queue and not self.channel.stopping:
+        while self._queue and not self.deps.life.stopping:
             await self._idle()
-            if not self._queue or self.channel.stopping:
+            if not self._queue or self.deps.life.stopping:
                 return
             row_id = self._queue.popleft()
             try:
@@ -507,23 +508,23 @@ class Mailroom:
 
     async def _replay(self, row: InboxRow) -> None:
         """Hand the stored update to PTB as if it had just arrived (the gate knows it)."""
-        update = Update.de_json(row.payload, self.channel.app.bot)
+        update = Update.de_json(row.payload, self.deps.app.bot)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._replays[id(update)] = (row, done)
         try:
-            await self.channel.app.update_queue.put(update)
+            await self.deps.app.update_queue.put(update)
             await done
         finally:
             self._replays.pop(id(update), None)
 
     async def _idle(self) -> None:
         """Until no turn runs in the owner's chat and no view is still showing one."""
-        inbound = self.channel.inbound
-        while not self.channel.stopping:
-            view = inbound.views.get(self.owner)
+        views = self.deps.views
+        while not self.deps.life.stopping:
+            view = views.get(self.owner)
             if view is not None and not view.done():
                 await asyncio.wait({view})
-            elif inbound.busy(self.owner):
+            elif views.busy(self.owner):
                 await asyncio.sleep(IDLE_POLL)
             else:
                 return
@@ -536,7 +537,7 @@ class Mailroom:
         self._claimed.difference_update(queued)
         self._reopened.difference_update(queued)
         if queued:
-            self.channel.spawn(self._cancelled(queued), "tg-mailroom-cancel", for_owner=True)
+            self.deps.life.spawn(self._cancelled(queued), "tg-mailroom-cancel", for_owner=True)
         return bool(queued)
 
     async def _cancelled(self, queued: list[int]) -> None:

@@ -39,35 +39,61 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace as with_fields
 from datetime import datetime, timedelta, tzinfo
-from html import escape
 from typing import Any
 
 from telegram import Bot
-from telegram.constants import ParseMode
 from telegram.error import TelegramError
 
 from kernel.audit import AuditLog, kinds
+from kernel.core.backoff import Backoff
+from kernel.core.clock import Clock
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import InboxState, Mailbox, OutboxItem, OutboxRow
 from kernel.store.trouble import storage_trouble
 from kernel.telegram.calls import Refused, RetryLater, RowCalls
-from kernel.telegram.render import render_markdown
-from kernel.telegram.split import split_html, split_plain
+from kernel.telegram.items import (
+    CHANNEL,
+    RETRY,
+    LiveRetry,
+    again_markup,
+    delete_item,
+    edit_item,
+    plain_items,
+    reply_items,
+    retry_markup,
+    unbutton_item,
+    unsend_item,
+)
+
+# The builders are ``items.py``'s; importable from here as before.
+__all__ = [
+    "CHANNEL",
+    "RETRY",
+    "LiveRetry",
+    "Outbox",
+    "Ticket",
+    "Undeliverable",
+    "again_markup",
+    "delete_item",
+    "edit_item",
+    "plain_items",
+    "reply_items",
+    "retry_markup",
+    "unbutton_item",
+    "unsend_item",
+]
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "telegram"
-RETRY = "retry:"  # the 🔁 under a final reply: retry:<its stored answer's id>
-UNDELIVERED = ("failed", "expired")  # outbox states of rows that never reached the chat
-RESTORE_SCAN = 200  # rows of a chat looked through at start for the standing 🔁
-BACKOFF_START = 1.0
-BACKOFF_CAP = 300.0
+# A failed row is retried after 1 s, doubling to 5 min (a 429's retry_after wins).
+BACKOFF = Backoff(first=1.0, cap=300.0)
 NOTICE_EXPIRY = timedelta(days=30)  # the "could not deliver" notice itself waits long
 IDLE_WAIT = 60.0  # a worker with nothing due looks again at least this often
+STORE_RETRY = 5.0  # seconds before a worker whose store call failed looks again
 _NOTICE = "undelivered"  # body["notice"] of the expiry notice
 _REFUSED = "refused"  # body["notice"] of the "Telegram refused a reply" notice
 _WAITED = "RetryAfter"  # row.error of a 429: its wait is Telegram's, never shortened
@@ -79,172 +105,6 @@ class Undeliverable(Exception):
     def __init__(self, state: str) -> None:
         super().__init__(state)
         self.state = state
-
-
-def reply_items(
-    markdown: str,
-    *,
-    replace: int | None = None,
-    markup: dict[str, Any] | None = None,
-    reply_to: int | None = None,
-    footer: Sequence[str] = (),
-    silent: bool = False,
-) -> list[OutboxItem]:
-    """A Markdown reply as Telegram HTML chunks; ``replace``: the message (placeholder)
-    whose text becomes the first chunk; ``markup`` goes on the last; ``reply_to``: the
-    owner's message the first chunk quotes (an answer given late), sent anew then;
-    ``footer``: plain lines in italics below the reply (what ran for it); ``silent``:
-    see :func:`_items`."""
-    html = render_markdown(markdown)
-    if footer and html.strip():
-        lines = "\n".join(escape(line, quote=False) for line in footer)
-        html = f"{html.rstrip()}\n\n<i>{lines}</i>"
-    chunks = split_html(html)
-    if not chunks:
-        return plain_items(
-            t("tg.empty_reply"), replace=replace, markup=markup, reply_to=reply_to, silent=silent
-        )
-    return _items(chunks, ParseMode.HTML, replace, markup, reply_to, silent)
-
-
-def plain_items(
-    text: str,
-    *,
-    replace: int | None = None,
-    markup: dict[str, Any] | None = None,
-    reply_to: int | None = None,
-    silent: bool = False,
-) -> list[OutboxItem]:
-    chunks = split_plain(text) or [t("tg.empty_reply")]
-    return _items(chunks, None, replace, markup, reply_to, silent)
-
-
-def _items(
-    chunks: list[str],
-    mode: str | None,
-    replace: int | None,
-    markup: dict[str, Any] | None,
-    reply_to: int | None = None,
-    silent: bool = False,
-) -> list[OutboxItem]:
-    """One send per chunk. Only the first may notify (issue 34: the owner's lock screen
-    shows the answer's first words, once); ``silent``: none does (progress, a line
-    beside the answer)."""
-    items = []
-    for index, chunk in enumerate(chunks):
-        body: dict[str, Any] = {"text": chunk, "parse_mode": mode}
-        if index == 0 and replace is not None:
-            body["replace"] = replace
-        if index == 0 and reply_to is not None:
-            body["reply_to"] = reply_to
-        if index == len(chunks) - 1 and markup is not None:
-            body["reply_markup"] = markup
-        if silent or index > 0:
-            body["silent"] = True
-        items.append(OutboxItem("send", body))
-    return items
-
-
-def edit_item(
-    message_id: int,
-    text: str | None,
-    *,
-    parse_mode: str | None = None,
-    markup: dict[str, Any] | None = None,
-) -> OutboxItem:
-    """Edit a message's text (and buttons: ``markup`` None takes them away); ``text``
-    None edits the buttons only."""
-    return OutboxItem(
-        "edit",
-        {"message_id": message_id, "text": text, "parse_mode": parse_mode, "reply_markup": markup},
-    )
-
-
-def delete_item(message_id: int) -> OutboxItem:
-    return OutboxItem("delete", {"message_id": message_id})
-
-
-def unbutton_item(row_id: int) -> OutboxItem:
-    """The buttons of the message an earlier outbox row sent are taken away (the row
-    is named, not the message: its message id is known once it is delivered, and rows
-    go in order). Nothing happens when that row never landed."""
-    return OutboxItem("edit", {"of_row": row_id, "text": None, "reply_markup": None})
-
-
-def unsend_item(row_id: int) -> OutboxItem:
-    """The message an earlier outbox row sent (or edited) is deleted (as above)."""
-    return OutboxItem("delete", {"of_row": row_id})
-
-
-def _retry_button(markup: Any) -> bool:
-    """Whether a stored reply_markup carries a 🔁 (retry:…)."""
-    rows = markup.get("inline_keyboard", []) if isinstance(markup, dict) else []
-    return any(
-        str(button.get("callback_data", "")).startswith(RETRY)
-        for row in rows
-        if isinstance(row, list)
-        for button in row
-        if isinstance(button, dict)
-    )
-
-
-def retry_markup(answer_id: int) -> dict[str, Any]:
-    """One 🔁 button under a final reply: answer its message again (issue 20; handled
-    by the commands: only the latest answer's press runs)."""
-    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"{RETRY}{answer_id}"}]]}
-
-
-def again_markup(inbox_id: int) -> dict[str, Any]:
-    """One 🔁 button running the stored update again (handled by the mailroom)."""
-    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"again:{inbox_id}"}]]}
-
-
-class LiveRetry:
-    """Which outbox row of each chat carries the live 🔁 (issue 34: one 🔁, on the
-    newest answer). A new answer, /undo or /retry takes the standing one's buttons
-    away through the outbox (:func:`unbutton_item`), in order behind what is queued:
-    durable like any reply, and never racing the answer it follows. Kept in memory, and
-    found again at start (:meth:`restore`) from the chat's recent rows."""
-
-    def __init__(self) -> None:
-        self._rows: dict[int, int] = {}  # chat → the row of the answer with 🔁
-
-    async def restore(self, mailbox: Mailbox, chat_id: int) -> None:
-        """At start: the newest row among the chat's last RESTORE_SCAN that was sent
-        with a 🔁 no later row took away stands again (so the next answer removes it)."""
-        if chat_id in self._rows:
-            return
-        taken: set[int] = set()
-        for row in await mailbox.recent(CHANNEL, str(chat_id), RESTORE_SCAN):
-            of_row = row.body.get("of_row")
-            if row.kind == "edit" and isinstance(of_row, int):
-                taken.add(of_row)
-            elif (
-                row.kind == "send"
-                and row.state not in UNDELIVERED
-                and row.id not in taken
-                and _retry_button(row.body.get("reply_markup"))
-            ):
-                self._rows[chat_id] = row.id
-                return
-
-    def supersede(self, chat_id: int) -> list[OutboxItem]:
-        """The items that take the standing 🔁 away (none when none stands). It stays
-        on record until they are queued (:meth:`taken`, or :meth:`stands` for the row
-        that carries it now): a refused put leaves it known, to be taken away later."""
-        row = self._rows.get(chat_id)
-        return [unbutton_item(row)] if row is not None else []
-
-    def taken(self, chat_id: int, items: list[OutboxItem]) -> None:
-        """``items`` (from :meth:`supersede`) are queued: their 🔁 no longer stands."""
-        row = self._rows.get(chat_id)
-        if row is not None and any(item.body.get("of_row") == row for item in items):
-            del self._rows[chat_id]
-
-    def stands(self, chat_id: int, row_id: int) -> None:
-        """``row_id`` (queued) now carries the chat's 🔁: an answer's retry: or a
-        notice's again:, whichever came last."""
-        self._rows[chat_id] = row_id
 
 
 class Ticket:
@@ -274,18 +134,20 @@ class Outbox:
         bot: Bot,
         *,
         expiry: timedelta,
-        now: Callable[[], datetime],
+        clock: Clock,
         tz: tzinfo | None = None,
-        backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_CAP),
+        backoff: Backoff = BACKOFF,
         audit: AuditLog | None = None,
     ) -> None:
-        """``backoff``: the first retry delay and its cap, in seconds; ``audit``: where
-        each finished row is recorded (outbox.sent / outbox.failed, no text)."""
+        """``clock``: the time rows are stamped with and workers wait on (Kernel's);
+        ``backoff``: the delays between tries of a row; ``audit``: where each finished
+        row is recorded (outbox.sent / outbox.failed, no text)."""
         self.mailbox = mailbox
         self.audit = audit
         self.bot = bot
         self.expiry = expiry
-        self.now = now
+        self.clock = clock
+        self.now = clock.now
         self.tz = tz
         self._workers: dict[int, asyncio.Task[None]] = {}
         self._wake: dict[int, asyncio.Event] = {}
@@ -295,7 +157,7 @@ class Outbox:
         self._running = False
         self._stopped = False  # stop() ran: a put now only waits in the table
         self._idle = asyncio.Event()  # set when nothing is left to deliver
-        self.backoff_start, self.backoff_cap = backoff
+        self.backoff = backoff
         # Calls that may have landed, by row: a re-read row still ``sending`` after a
         # store failure is then re-sent marked (or only recorded, its message id known).
         self._maybe: set[int] = set()
@@ -475,7 +337,7 @@ class Outbox:
             except Exception as exc:  # the store failed: look again a bit later
                 log.error("outbox step failed: %s", type(exc).__name__)
                 rows = []
-                await self._pause(wake, 5.0)
+                await self._pause(wake, STORE_RETRY)
 
     async def _step(
         self, chat_id: int, wake: asyncio.Event, rows: list[OutboxRow]
@@ -506,11 +368,19 @@ class Outbox:
         self._hurry.discard(chat_id)
         return rows[1:] if await self._attempt(chat_id, row) else []
 
-    @staticmethod
-    async def _pause(wake: asyncio.Event, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(seconds, 0.0)):
-                await wake.wait()
+    async def _pause(self, wake: asyncio.Event, seconds: float) -> None:
+        """``seconds`` on the clock, or until ``wake`` is set (a put, a nudge)."""
+        if wake.is_set():
+            return
+        waits = {
+            asyncio.ensure_future(self.clock.sleep(max(seconds, 0.0))),
+            asyncio.ensure_future(wake.wait()),
+        }
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     async def _attempt(self, chat_id: int, row: OutboxRow) -> bool:
         """One try; True when the row is finished (sent or failed for good)."""
@@ -531,10 +401,9 @@ class Outbox:
             ambiguous = retry.ambiguous or row.ambiguous
             if not ambiguous:
                 self._maybe.discard(row.id)
-            delay = retry.delay
-            if delay is None:
-                delay = min(self.backoff_start * 2 ** max(row.attempts, 0), self.backoff_cap)
+            if retry.delay is None:
                 self._stalled[chat_id] = not retry.ambiguous and row.kind == "send"
+            delay = self.backoff.delay(max(row.attempts, 0) + 1, retry.delay)
             log.warning("telegram %s failed (%s); retrying in %.0fs", row.kind, retry.error, delay)
             at = self.now() + timedelta(seconds=delay)
             await self.mailbox.retry_at(row.id, at, retry.error, ambiguous=ambiguous)

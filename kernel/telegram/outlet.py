@@ -19,27 +19,27 @@ from kernel.core.i18n import t
 from kernel.telegram.outbox import reply_items
 
 if TYPE_CHECKING:
-    from kernel.telegram.channel import TelegramChannel
+    from kernel.telegram.deps import Deps
 
 
 class TelegramOutlet:
     name = "telegram"
 
-    def __init__(self, channel: TelegramChannel) -> None:
-        self.channel = channel
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
 
     def unavailable(self) -> str:
-        if self.channel.stopping or not self.channel.running:
+        if not self.deps.life.running:
             return t("channel.not_running", name=self.name)
         return ""
 
     async def send_text(self, target: Target, text: str) -> None:
-        owner = self.channel.owner
+        owner = self.deps.owner
         if target.user_id and target.user_id != str(owner):
             # Kernel talks to its owner only, whatever a job or request names.
             raise ChannelError(ChannelError.DISPATCH_FAILED, t("tg.owner_only"), channel=self.name)
         try:
-            await self.channel.outbox.put(owner, reply_items(text))
+            await self.deps.outbox.put(owner, reply_items(text))
         except Exception as exc:  # the store refused: the delivery is not queued
             raise ChannelError(
                 ChannelError.DISPATCH_FAILED,
@@ -49,16 +49,16 @@ class TelegramOutlet:
 
 
 class TelegramAsker:
-    def __init__(self, channel: TelegramChannel) -> None:
-        self.channel = channel
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
         self._shown: set[str] = set()  # question ids this asker put on the board
 
     async def show(self, event: AskUser, label: str) -> None:
         self._shown.add(event.id)
-        await self.channel.board.show(
-            self.channel.owner, replace(event, question=f"{label}\n\n{event.question}")
+        await self.deps.board.show(
+            self.deps.owner, replace(event, question=f"{label}\n\n{event.question}")
         )
 
     async def settle(self, tool_call_id: str) -> None:
-        await self.channel.board.close_for_tool(tool_call_id, "unanswered", self._shown)
-        self._shown = {i for i in self._shown if self.channel.kernel.agent.asks.get(i)}
+        await self.deps.board.close_for_tool(tool_call_id, "unanswered", self._shown)
+        self._shown = {i for i in self._shown if self.deps.agent.asks.get(i)}

@@ -29,11 +29,12 @@ from telegram.ext import ContextTypes
 
 from kernel.commands import Choice, Commands, Reply
 from kernel.core.i18n import t
-from kernel.telegram.inbound import conversation_of
+from kernel.telegram.deps import conversation_of
 from kernel.telegram.outbox import edit_item, plain_items
 
 if TYPE_CHECKING:
-    from kernel.telegram.channel import TelegramChannel
+    from kernel.telegram.deps import Deps
+    from kernel.telegram.inbound import Inbound
 
 log = logging.getLogger(__name__)
 Context = ContextTypes.DEFAULT_TYPE
@@ -91,9 +92,10 @@ def picker_markup(name: str, arg: str, reply: Reply) -> dict[str, Any] | None:
 
 
 class Picker:
-    def __init__(self, channel: TelegramChannel, commands: Commands) -> None:
-        self.channel = channel
+    def __init__(self, deps: Deps, commands: Commands, inbound: Inbound) -> None:
+        self.deps = deps
         self.commands = commands
+        self.inbound = inbound
 
     async def on_press(self, update: Update, context: Context) -> None:
         query = update.callback_query
@@ -112,14 +114,14 @@ class Picker:
     async def _press(self, query: CallbackQuery, data: str) -> str | None:
         """Act on the press; a refusal to show the owner is returned."""
         message = query.message
-        owner = self.channel.owner
+        owner = self.deps.owner
         if query.from_user.id != owner or message is None or message.chat.id != owner:
             return None  # not the owner's picker: nothing happens
         if data == NOTHING:
             return None
         name, _, what = data.removeprefix(PREFIX).partition(":")
         if name == "resume":  # the owner chooses the chat's session: no restart hint
-            self.channel.inbound.chose_session(owner)
+            self.inbound.chose_session(owner)
         conversation = conversation_of(owner)
         listing = await self.commands.run(conversation, name, "")
         choices = listing.choices if listing is not None and not listing.error else ()
@@ -127,7 +129,7 @@ class Picker:
             if choices:
                 markup = keyboard(name, choices, int(what[1:]))
                 edit = edit_item(message.message_id, None, markup=markup)
-                await self.channel.outbox.put(owner, [edit])
+                await self.deps.outbox.put(owner, [edit])
             return None
         chosen = next((c for c in choices if token(name, c) == what), None)
         if chosen is None:
@@ -135,7 +137,7 @@ class Picker:
         reply = await self.commands.run(conversation, name, chosen.argument)
         if reply is None or reply.error:  # (busy) the picker stays, to tap again later
             return _alert(reply.text if reply is not None else t("pick.stale", command=name))
-        await self.channel.outbox.put(owner, plain_items(reply.text, replace=message.message_id))
+        await self.deps.outbox.put(owner, plain_items(reply.text, replace=message.message_id))
         return None
 
 

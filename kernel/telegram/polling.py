@@ -51,11 +51,15 @@ from telegram.error import BadRequest, NetworkError, TelegramError, TimedOut
 from telegram.ext import Application, ExtBot
 from telegram.request import HTTPXRequest
 
+from kernel.core.backoff import Backoff, Retrying
+from kernel.core.clock import Clock, SystemClock
 from kernel.telegram.mending import MendingRequest
 
 log = logging.getLogger(__name__)
 
 BACKOFF_CAP = 10.0  # seconds: the longest wait before retrying a failed poll
+# A failed poll is retried after 1 s, then 1.5 times longer after each failure.
+POLL_BACKOFF = Backoff(first=1.0, cap=BACKOFF_CAP, factor=1.5)
 POLL_GRACE = 10.0  # seconds a long poll may run past its timeout before it counts as hung
 _KIND = re.compile(r"[a-z_]{1,40}")
 
@@ -140,10 +144,12 @@ SINCE_START: None = None  # a backlog mark: the batch was queued while Kernel wa
 class PollingBot(ExtBot[Any]):
     """An ExtBot whose getUpdates parses updates one by one and keeps ``PollStats``."""
 
-    def __init__(self, token: str, **kwargs: Any) -> None:
+    def __init__(self, token: str, *, clock: Clock | None = None, **kwargs: Any) -> None:
+        """``clock``: what the backoff after a failed poll sleeps on (Kernel's)."""
         super().__init__(token, **kwargs)
         with self._unfrozen():
             self.stats = PollStats()
+            self.retrying = Retrying(POLL_BACKOFF, clock or SystemClock())
             # Told as each poll starts how many were answered before it (the mailroom
             # queues its "what waited" check behind the first batch).
             self.poll_listeners: list[Callable[[int], None]] = []
@@ -201,6 +207,7 @@ class PollingBot(ExtBot[Any]):
         stats.last_poll = stats.last_attempt = now
         recovered = stats.failing
         stats.failing, stats.backoff = False, 0.0
+        self.retrying.succeeded()
         if recovered:
             for heard in self.recovery_listeners:
                 heard()
@@ -240,9 +247,9 @@ class PollingBot(ExtBot[Any]):
         stats.failing = True
         if isinstance(error, TimedOut):
             return  # a poll without an answer: retried at once
-        stats.backoff = min(BACKOFF_CAP, stats.backoff * 1.5 or 1.0)
+        stats.backoff = self.retrying.failed()
         log.warning("getUpdates failed: %s; retrying in %.1fs", type(error).__name__, stats.backoff)
-        await asyncio.sleep(stats.backoff)
+        await self.retrying.clock.sleep(stats.backoff)
         raise BackedOffError(type(error).__name__) from error
 
     def _poll_read_timeout(self, read_timeout: Any, timeout: Any) -> float:

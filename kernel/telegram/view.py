@@ -30,6 +30,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from telegram.constants import ChatAction
@@ -86,26 +87,53 @@ def _tail_utf16(text: str, limit: int) -> str:
     return tail
 
 
+@dataclass(frozen=True)
+class Chat:
+    """Where a turn is shown: the bot, the chat's durable outbox, the chat and the
+    agent's conversation of it."""
+
+    bot: Bot
+    outbox: Outbox
+    chat_id: int
+    conversation: str = ""
+
+
+def _never() -> bool:
+    return False
+
+
+def _no_approval(name: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Looks:
+    """How the channel shows every turn: drafts (``draft_interval`` apart), typing and
+    progress intervals, whether it is shutting down (``interrupted``), where questions
+    go (``board``), the delegations to follow and which tools wait for approval."""
+
+    drafts: bool
+    draft_interval: float = 0.3
+    typing_interval: float = 4.0
+    progress_interval: float = 3.0
+    interrupted: Callable[[], bool] = _never
+    board: AskBoard | None = None
+    delegator: Delegator | None = None
+    needs_approval: Callable[[str], bool] = _no_approval
+
+
 class TurnView:
     def __init__(
         self,
-        bot: Bot,
-        chat_id: int,
+        chat: Chat,
+        looks: Looks,
         *,
-        outbox: Outbox,
         inbox_id: int | None = None,
-        drafts: bool,
-        draft_interval: float = 0.3,
-        typing_interval: float = 4.0,
-        interrupted: Callable[[], bool] = lambda: False,
-        board: AskBoard | None = None,
-        delegator: Delegator | None = None,
-        conversation: str = "",
-        progress_interval: float = 3.0,
-        needs_approval: Callable[[str], bool] = lambda name: False,
         reply_to: int | None = None,
         footer: str | None = None,
     ) -> None:
+        bot, outbox, chat_id = chat.bot, chat.outbox, chat.chat_id
+        progress_interval = looks.progress_interval
         self.bot = bot
         self.reply_to = reply_to  # the owner's message a late answer quotes
         self.footer = footer  # a line under the answer (the restart hint)
@@ -113,16 +141,16 @@ class TurnView:
         self.inbox_id = inbox_id  # the owner's message this turn answers, when recorded
         self._settled = False  # the outcome is queued (and the inbox row closed)
         self.unqueued = False  # the store refused the outcome: the row stays open
-        self.board = board
+        self.board = looks.board
         self.chat_id = chat_id
-        self.drafts = drafts
-        self.draft_interval = draft_interval
-        self.typing_interval = typing_interval
-        self.interrupted = interrupted  # true when the channel is shutting down
-        self.delegator = delegator
-        self.conversation = conversation
+        self.drafts = looks.drafts
+        self.draft_interval = looks.draft_interval
+        self.typing_interval = looks.typing_interval
+        self.interrupted = looks.interrupted  # true when the channel is shutting down
+        self.delegator = looks.delegator
+        self.conversation = chat.conversation
         self.progress_interval = progress_interval
-        self.needs_approval = needs_approval
+        self.needs_approval = looks.needs_approval
         self._progress: DelegationProgress | None = None
         self._ran: list[DelegationProgress] = []  # finished calls, folded into the answer
         self._tool_line = ToolProgressLine(

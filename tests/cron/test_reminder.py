@@ -108,7 +108,7 @@ async def test_a_reminder_missed_during_a_restart_waits_for_telegram_to_start(
             lambda: any("waits for the channel" in r.getMessage() for r in caplog.records)
         )
         assert "⏰ 该交报告了！" not in h.texts()
-        channel = TelegramChannel(kernel)
+        channel = TelegramChannel(kernel.telegram_services())
         await channel.start()
         await h.tg.wait_until(lambda: "⏰ 该交报告了！" in h.texts())
         restarted = kernel.cron.get(job.id)

@@ -101,7 +101,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
         )
         kernel = Kernel(load_config(path, env={}), clock=clock)
         await kernel.start()
-        channel = TelegramChannel(kernel)
+        channel = TelegramChannel(kernel.telegram_services())
         await channel.start()
         running.append((channel, kernel, tg, model))
         return BotHarness(tg, model, kernel, channel)

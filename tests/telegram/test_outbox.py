@@ -21,6 +21,8 @@ from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
+from kernel.core.backoff import Backoff
+from kernel.core.clock import Clock, SystemClock
 from kernel.core.events import Completed, ErrorEvent
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
@@ -29,6 +31,7 @@ from kernel.store.mailbox import Mailbox, OutboxItem
 from kernel.telegram.budget import RateArgs, RateBudget
 from kernel.telegram.calls import _never_reached
 from kernel.telegram.outbox import (
+    BACKOFF,
     Outbox,
     Undeliverable,
     again_markup,
@@ -38,11 +41,12 @@ from kernel.telegram.outbox import (
     reply_items,
 )
 from kernel.telegram.polling import PollingBot
-from kernel.telegram.view import TurnView
+from kernel.telegram.view import Chat, Looks, TurnView
 from tests.conftest import free_port
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim, _Fault
 from tests.telegram.conftest import Factory
+from tests.telegram.virtual import JumpClock
 
 MARK = "↻ "
 OTHER = 777
@@ -67,13 +71,17 @@ class Rig:
 Make = Callable[..., Any]
 
 
-def make_bot(base: str) -> ExtBot[RateArgs]:
+def make_bot(base: str, clock: Clock | None = None) -> ExtBot[RateArgs]:
     # As the channel builds it: the view passes rate_limit_args for drafts and typing.
+    # On a virtual clock the budget waits on it too.
+    budget = RateBudget()
+    if clock is not None:
+        budget = RateBudget(clock=lambda: clock.now().timestamp(), sleep=clock.sleep)
     return ExtBot(
         DEFAULT_TOKEN,
         base_url=f"{base}/bot",
         request=HTTPXRequest(connect_timeout=2.0, read_timeout=2.0),
-        rate_limiter=RateBudget(),
+        rate_limiter=budget,
     )
 
 
@@ -89,7 +97,8 @@ async def rig(tmp_path: Path) -> AsyncIterator[Make]:
         expiry: timedelta = timedelta(hours=1),
         base: str | None = None,
         start: bool = True,
-        backoff: tuple[float, float] = (1.0, 300.0),
+        backoff: Backoff = BACKOFF,
+        clock: Clock | None = None,
     ) -> Rig:
         if tg is None:
             tg = await TelegramSim().start()
@@ -101,9 +110,10 @@ async def rig(tmp_path: Path) -> AsyncIterator[Make]:
             store = stores[path] = Store(path)
             await store.start()
         mailbox = Mailbox(store)
-        bot = make_bot(base or tg.api_base)
+        bot = make_bot(base or tg.api_base, clock)
         await bot.initialize()
-        outbox = Outbox(mailbox, bot, expiry=expiry, now=now, backoff=backoff)
+        clock = clock or SystemClock()
+        outbox = Outbox(mailbox, bot, expiry=expiry, clock=clock, backoff=backoff)
         if start:
             await outbox.start()
         r = Rig(tg, store, mailbox, bot, outbox)
@@ -151,55 +161,91 @@ async def test_a_dropped_request_is_resent_marked_never_plainly_twice(rig: Make)
 
 
 async def test_bad_gateway_for_a_while_then_delivered_once_in_order(rig: Make) -> None:
-    r = await rig()
+    clock = JumpClock()
+    r = await rig(clock=clock)
     r.tg.fail("sendMessage", status=502, times=3)
     ticket = await r.outbox.put(OWNER, plain_items("first"))
     second = await r.outbox.put(OWNER, plain_items("second"))
     assert r.outbox.backlog(OWNER)
+    jumps = await clock.run_until(lambda: not r.outbox.backlog(OWNER))
     await ticket.wait()
     await second.wait()
     # A 5xx is answered after the request reached the API: the re-send is marked.
     assert r.texts() == [MARK + "first", "second"]
+    assert jumps[:3] == [1.0, 2.0, 4.0]  # the backoff: 1 s, doubling
+
+
+async def test_the_backoff_doubles_to_five_minutes_on_the_virtual_clock(rig: Make) -> None:
+    clock = JumpClock()
+    r = await rig(clock=clock, expiry=timedelta(hours=2))
+    r.tg.fail("sendMessage", status=502, times=11)
+    ticket = await r.outbox.put(OWNER, plain_items("at last"))
+    jumps = await clock.run_until(lambda: not r.outbox.backlog(OWNER))
+    assert await ticket.states() == ["sent"]
+    assert r.texts() == [MARK + "at last"]
+    assert jumps[:11] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 300.0, 300.0]
 
 
 async def test_rate_limited_is_retried_unmarked(rig: Make) -> None:
-    r = await rig()
+    clock = JumpClock()
+    r = await rig(clock=clock)
     r.tg.fail("sendMessage", status=429, retry_after=1, times=5)  # beyond any inner retry
-    await (await r.outbox.put(OWNER, plain_items("patient"))).wait()
+    ticket = await r.outbox.put(OWNER, plain_items("patient"))
+    async with clock.driving():
+        await ticket.wait()
     assert r.texts() == ["patient"]
+
+
+async def test_a_429s_retry_after_is_the_wait_whatever_the_backoff(rig: Make) -> None:
+    clock = JumpClock()
+    r = await rig(clock=clock, backoff=Backoff(1.0, 2.0))
+    # The budget retries 3 times itself (4 calls), then the outbox waits: Telegram's 7 s.
+    r.tg.fail("sendMessage", status=429, retry_after=7, times=6)
+    ticket = await r.outbox.put(OWNER, plain_items("patient"))
+    async with clock.driving() as jumps:
+        assert await ticket.states() == ["sent"]
+    row = await r.mailbox.outbox_row(ticket.ids[0])
+    assert row is not None and row.attempts == 2  # the outbox's second try went through
+    assert jumps[:6] == [7.0] * 6  # Telegram's wait each time, above the backoff's cap
+    assert r.texts() == ["patient"]  # a 429 never reached the chat: unmarked
 
 
 async def test_connection_refused_is_retried_unmarked(rig: Make, tmp_path: Path) -> None:
     # A port nobody listens on: connecting fails, so the API was never reached.
     port = free_port()
     tg = await TelegramSim(port=port).start()
-    r = await rig(tg=tg)
+    clock = JumpClock()
+    r = await rig(tg=tg, clock=clock)
     await tg.stop()
     ticket = await r.outbox.put(OWNER, plain_items("later"))
-    await asyncio.sleep(1.5)  # at least one refused attempt
+    await wait_for_attempt(r, ticket.ids[0])  # at least one refused attempt
     row = await r.mailbox.outbox_row(ticket.ids[0])
     assert row is not None and row.attempts >= 1 and row.state == "pending"
     await tg.start()
     try:
-        await ticket.wait()
+        async with clock.driving():
+            await ticket.wait()
         assert r.texts() == ["later"]
     finally:
         await tg.stop()
 
 
 async def test_expiry_expires_the_blocked_rows_and_tells_once(rig: Make) -> None:
-    r = await rig(expiry=timedelta(seconds=2))
+    clock = JumpClock()
+    r = await rig(expiry=timedelta(seconds=2), clock=clock)
     r.tg.fail("sendMessage", status=502, times=1000)
     ticket = await r.outbox.put(OWNER, plain_items("a") + plain_items("b"))
-    await asyncio.sleep(0.3)
+    clock.advance(0.3)
     more = await r.outbox.put(OWNER, plain_items("c"))
-    assert await ticket.states() == ["expired", "expired"]
-    assert await more.states() == ["expired"]
+    async with clock.driving():
+        assert await ticket.states() == ["expired", "expired"]
+        assert await more.states() == ["expired"]
     r.tg._faults.clear()
-    await r.tg.wait_until(lambda: len(r.texts()) == 1)
+    await clock.run_until(lambda: len(r.texts()) == 1)
     (notice,) = r.texts()
     assert "3 messages could not be delivered" in notice or "3 条消息" in notice
-    await asyncio.sleep(0.5)
+    for _ in range(3):  # minutes go by: nothing more is told
+        await clock.jump()
     assert len(r.texts()) == 1
 
 
@@ -367,14 +413,18 @@ async def test_a_put_cancelled_while_it_writes_is_still_delivered(rig: Make) -> 
 
 
 async def test_a_row_queued_later_keeps_its_own_expiry(rig: Make) -> None:
-    r = await rig(expiry=timedelta(seconds=6))
+    clock = JumpClock()
+    began = clock.now()
+    r = await rig(expiry=timedelta(seconds=6), clock=clock)
     r.tg.fail("sendMessage", status=502, times=1000)
     old = await r.outbox.put(OWNER, plain_items("old"))
-    await asyncio.sleep(3)
+    await clock.run_until(lambda: clock.now() >= began + timedelta(seconds=3))
     fresh = await r.outbox.put(OWNER, plain_items("fresh"))
-    assert await old.states() == ["expired"]
+    async with clock.driving():
+        assert await old.states() == ["expired"]
     r.tg._faults.clear()
-    assert await fresh.states() == ["sent"]
+    async with clock.driving():
+        assert await fresh.states() == ["sent"]
     await r.tg.wait_until(lambda: len(r.texts()) == 2)
     shown, notice = r.texts()
     assert shown.removeprefix(MARK) == "fresh"
@@ -384,7 +434,7 @@ async def test_a_row_queued_later_keeps_its_own_expiry(rig: Make) -> None:
 async def test_the_end_of_an_outage_is_heard_at_once(rig: Make) -> None:
     port = free_port()
     tg = await TelegramSim(port=port).start()
-    r = await rig(tg=tg, backoff=(3600.0, 3600.0))  # without a nudge: an hour's wait
+    r = await rig(tg=tg, backoff=Backoff(3600.0, 3600.0))  # without a nudge: an hour's wait
     polls = PollingBot(DEFAULT_TOKEN, base_url=f"{tg.api_base}/bot")
     polls.recovery_listeners.append(r.outbox.nudge)
     await polls.initialize()
@@ -407,7 +457,7 @@ async def test_a_delivery_elsewhere_ends_a_chats_wait_for_the_network(rig: Make)
     port = free_port()
     tg = await TelegramSim(port=port).start()
     tg.add_chat(OTHER)
-    r = await rig(tg=tg, backoff=(3600.0, 3600.0))
+    r = await rig(tg=tg, backoff=Backoff(3600.0, 3600.0))
     await tg.stop()
     try:
         ticket = await r.outbox.put(OWNER, plain_items("held"))
@@ -432,10 +482,10 @@ async def test_a_429_wait_is_not_cut_short_by_a_nudge(rig: Make) -> None:
     assert len(r.tg.calls) == calls
 
 
-async def wait_for_attempt(r: Rig, row_id: int) -> None:
+async def wait_for_attempt(r: Rig, row_id: int, *, attempts: int = 1) -> None:
     async def tried() -> bool:
         row = await r.mailbox.outbox_row(row_id)
-        return row is not None and row.attempts >= 1 and row.state == "pending"
+        return row is not None and row.attempts >= attempts and row.state == "pending"
 
     async with asyncio.timeout(30):
         while not await tried():  # noqa: ASYNC110 (a row in the database has no event)
@@ -499,12 +549,9 @@ async def open_row(r: Rig, update_id: int = 1) -> int:
 
 def view(r: Rig, inbox_id: int | None, *, stopping: bool = False) -> TurnView:
     return TurnView(
-        r.bot,
-        OWNER,
-        outbox=r.outbox,
+        Chat(r.bot, r.outbox, OWNER),
+        Looks(drafts=False, interrupted=lambda: stopping),
         inbox_id=inbox_id,
-        drafts=False,
-        interrupted=lambda: stopping,
     )
 
 

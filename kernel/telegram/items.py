@@ -1,0 +1,190 @@
+"""What goes into the outbox (``outbox.py``): a reply or a plain text as chunked sends,
+edits and deletes (of a message, or of the message an earlier row sent), the 🔁
+buttons, and :class:`LiveRetry`, which row of each chat carries the live 🔁.
+
+Pure builders of :class:`~kernel.store.mailbox.OutboxItem`; nothing here calls Telegram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from telegram.constants import ParseMode
+
+from kernel.core.i18n import t
+from kernel.store.mailbox import Mailbox, OutboxItem
+from kernel.telegram.render import render_markdown
+from kernel.telegram.split import split_html, split_plain
+
+CHANNEL = "telegram"
+RETRY = "retry:"  # the 🔁 under a final reply: retry:<its stored answer's id>
+UNDELIVERED = ("failed", "expired")  # outbox states of rows that never reached the chat
+RESTORE_SCAN = 200  # rows of a chat looked through at start for the standing 🔁
+
+
+def reply_items(
+    markdown: str,
+    *,
+    replace: int | None = None,
+    markup: dict[str, Any] | None = None,
+    reply_to: int | None = None,
+    footer: Sequence[str] = (),
+    silent: bool = False,
+) -> list[OutboxItem]:
+    """A Markdown reply as Telegram HTML chunks; ``replace``: the message (placeholder)
+    whose text becomes the first chunk; ``markup`` goes on the last; ``reply_to``: the
+    owner's message the first chunk quotes (an answer given late), sent anew then;
+    ``footer``: plain lines in italics below the reply (what ran for it); ``silent``:
+    see :func:`_items`."""
+    html = render_markdown(markdown)
+    if footer and html.strip():
+        lines = "\n".join(escape(line, quote=False) for line in footer)
+        html = f"{html.rstrip()}\n\n<i>{lines}</i>"
+    chunks = split_html(html)
+    if not chunks:
+        return plain_items(
+            t("tg.empty_reply"), replace=replace, markup=markup, reply_to=reply_to, silent=silent
+        )
+    return _items(chunks, ParseMode.HTML, replace, markup, reply_to, silent)
+
+
+def plain_items(
+    text: str,
+    *,
+    replace: int | None = None,
+    markup: dict[str, Any] | None = None,
+    reply_to: int | None = None,
+    silent: bool = False,
+) -> list[OutboxItem]:
+    chunks = split_plain(text) or [t("tg.empty_reply")]
+    return _items(chunks, None, replace, markup, reply_to, silent)
+
+
+def _items(
+    chunks: list[str],
+    mode: str | None,
+    replace: int | None,
+    markup: dict[str, Any] | None,
+    reply_to: int | None = None,
+    silent: bool = False,
+) -> list[OutboxItem]:
+    """One send per chunk. Only the first may notify (issue 34: the owner's lock screen
+    shows the answer's first words, once); ``silent``: none does (progress, a line
+    beside the answer)."""
+    items = []
+    for index, chunk in enumerate(chunks):
+        body: dict[str, Any] = {"text": chunk, "parse_mode": mode}
+        if index == 0 and replace is not None:
+            body["replace"] = replace
+        if index == 0 and reply_to is not None:
+            body["reply_to"] = reply_to
+        if index == len(chunks) - 1 and markup is not None:
+            body["reply_markup"] = markup
+        if silent or index > 0:
+            body["silent"] = True
+        items.append(OutboxItem("send", body))
+    return items
+
+
+def edit_item(
+    message_id: int,
+    text: str | None,
+    *,
+    parse_mode: str | None = None,
+    markup: dict[str, Any] | None = None,
+) -> OutboxItem:
+    """Edit a message's text (and buttons: ``markup`` None takes them away); ``text``
+    None edits the buttons only."""
+    return OutboxItem(
+        "edit",
+        {"message_id": message_id, "text": text, "parse_mode": parse_mode, "reply_markup": markup},
+    )
+
+
+def delete_item(message_id: int) -> OutboxItem:
+    return OutboxItem("delete", {"message_id": message_id})
+
+
+def unbutton_item(row_id: int) -> OutboxItem:
+    """The buttons of the message an earlier outbox row sent are taken away (the row
+    is named, not the message: its message id is known once it is delivered, and rows
+    go in order). Nothing happens when that row never landed."""
+    return OutboxItem("edit", {"of_row": row_id, "text": None, "reply_markup": None})
+
+
+def unsend_item(row_id: int) -> OutboxItem:
+    """The message an earlier outbox row sent (or edited) is deleted (as above)."""
+    return OutboxItem("delete", {"of_row": row_id})
+
+
+def _retry_button(markup: Any) -> bool:
+    """Whether a stored reply_markup carries a 🔁 (retry:…)."""
+    rows = markup.get("inline_keyboard", []) if isinstance(markup, dict) else []
+    return any(
+        str(button.get("callback_data", "")).startswith(RETRY)
+        for row in rows
+        if isinstance(row, list)
+        for button in row
+        if isinstance(button, dict)
+    )
+
+
+def retry_markup(answer_id: int) -> dict[str, Any]:
+    """One 🔁 button under a final reply: answer its message again (issue 20; handled
+    by the commands: only the latest answer's press runs)."""
+    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"{RETRY}{answer_id}"}]]}
+
+
+def again_markup(inbox_id: int) -> dict[str, Any]:
+    """One 🔁 button running the stored update again (handled by the mailroom)."""
+    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"again:{inbox_id}"}]]}
+
+
+class LiveRetry:
+    """Which outbox row of each chat carries the live 🔁 (issue 34: one 🔁, on the
+    newest answer). A new answer, /undo or /retry takes the standing one's buttons
+    away through the outbox (:func:`unbutton_item`), in order behind what is queued:
+    durable like any reply, and never racing the answer it follows. Kept in memory, and
+    found again at start (:meth:`restore`) from the chat's recent rows."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, int] = {}  # chat → the row of the answer with 🔁
+
+    async def restore(self, mailbox: Mailbox, chat_id: int) -> None:
+        """At start: the newest row among the chat's last RESTORE_SCAN that was sent
+        with a 🔁 no later row took away stands again (so the next answer removes it)."""
+        if chat_id in self._rows:
+            return
+        taken: set[int] = set()
+        for row in await mailbox.recent(CHANNEL, str(chat_id), RESTORE_SCAN):
+            of_row = row.body.get("of_row")
+            if row.kind == "edit" and isinstance(of_row, int):
+                taken.add(of_row)
+            elif (
+                row.kind == "send"
+                and row.state not in UNDELIVERED
+                and row.id not in taken
+                and _retry_button(row.body.get("reply_markup"))
+            ):
+                self._rows[chat_id] = row.id
+                return
+
+    def supersede(self, chat_id: int) -> list[OutboxItem]:
+        """The items that take the standing 🔁 away (none when none stands). It stays
+        on record until they are queued (:meth:`taken`, or :meth:`stands` for the row
+        that carries it now): a refused put leaves it known, to be taken away later."""
+        row = self._rows.get(chat_id)
+        return [unbutton_item(row)] if row is not None else []
+
+    def taken(self, chat_id: int, items: list[OutboxItem]) -> None:
+        """``items`` (from :meth:`supersede`) are queued: their 🔁 no longer stands."""
+        row = self._rows.get(chat_id)
+        if row is not None and any(item.body.get("of_row") == row for item in items):
+            del self._rows[chat_id]
+
+    def stands(self, chat_id: int, row_id: int) -> None:
+        """``row_id`` (queued) now carries the chat's 🔁: an answer's retry: or a
+        notice's again:, whichever came last."""
+        self._rows[chat_id] = row_id
