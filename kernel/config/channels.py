@@ -6,6 +6,7 @@ from typing import Annotated, Literal, cast, get_args
 
 from pydantic import BeforeValidator, Field
 
+from kernel.core.backoff import Backoff
 from kernel.config.schema import (
     SECRET,
     Env,
@@ -91,7 +92,22 @@ CHANNEL_MODELS: dict[str, type[Section]] = {
 CHANNEL_TYPES: tuple[str, ...] = tuple(CHANNEL_MODELS)  # configurable under [channels.<type>]
 
 
+WEBHOOK_BACKOFF_CAP = 300.0  # seconds: the longest wait between two webhook attempts
+WEBHOOK_BACKOFF_JITTER = 0.2  # each wait spread over 80 %–120 %, so receivers are not hit at once
+
+
+def webhook_backoff(w: WebhookChannelConfig) -> Backoff:
+    """The wait between webhook attempts: ``retry_base_delay`` doubled per retry, capped
+    and jittered."""
+    cap = max(WEBHOOK_BACKOFF_CAP, w.retry_base_delay)
+    return Backoff(first=w.retry_base_delay, cap=cap, jitter=WEBHOOK_BACKOFF_JITTER)
+
+
 def webhook_worst_case(w: WebhookChannelConfig) -> float:
-    """Seconds one webhook delivery may take: every attempt timing out, plus the backoff."""
-    backoff = sum(w.retry_base_delay * 2.0 ** min(i, 60) for i in range(min(w.max_retries, 64)))
-    return (1 + w.max_retries) * w.timeout_seconds + backoff
+    """Seconds one webhook delivery may take: every attempt timing out, plus the longest
+    backoff (the jitter at its top)."""
+    backoff = webhook_backoff(w)
+    counted = min(w.max_retries, 64)  # past 64 doublings every wait is the cap
+    waits = sum(backoff.delay(n, rand=lambda: 1.0) for n in range(1, counted + 1))
+    waits += (w.max_retries - counted) * backoff.cap
+    return round((1 + w.max_retries) * w.timeout_seconds + waits, 3)
