@@ -35,8 +35,8 @@ from typing import Any
 import httpx
 
 from kernel.config import Config, WebhookChannelConfig, webhook_backoff
-from kernel.core.capped import TooLarge, read_capped
 from kernel.core.backoff import Retrying
+from kernel.core.capped import TooLarge, read_capped
 from kernel.core.clock import Clock
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError, StoreError

@@ -6,7 +6,6 @@ from typing import Annotated, Literal, cast, get_args
 
 from pydantic import BeforeValidator, Field
 
-from kernel.core.backoff import Backoff
 from kernel.config.schema import (
     SECRET,
     Env,
@@ -16,6 +15,7 @@ from kernel.config.schema import (
     Section,
     Url,
 )
+from kernel.core.backoff import Backoff
 
 QQTargetType = Literal["c2c", "group", "guild", "dm"]
 QQ_TARGET_TYPES: tuple[str, ...] = get_args(QQTargetType)
