@@ -23,7 +23,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -34,9 +34,6 @@ from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
 from kernel.core.redact import hide_quoted
-
-if TYPE_CHECKING:
-    from kernel.channels.qq_inbound import InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -231,13 +228,13 @@ class QQChannel:
 
     # ----- state --------------------------------------------------------------------
 
-    def note_refusal(self, message: InboundMessage, reason: str) -> None:
+    def note_refusal(self, user_id: str, target_type: str, reason: str) -> None:
         """A message not answered: counted, and shown with its sender and why."""
         self.refused += 1
         self.last_refused = {
             "at": _when(self.clock.now()),
-            "user_id": message.user_id,
-            "target_type": message.kind,
+            "user_id": user_id,
+            "target_type": target_type,
             "reason": reason,
         }
 
