@@ -45,7 +45,9 @@ class WebhookChannelConfig(Section):
     )
     timeout_seconds: PosFloat = Field(10.0, description="per attempt")
     max_retries: NonNegInt = Field(3, description="after the first attempt")
-    retry_base_delay: PosFloat = Field(1.0, description="seconds; doubled each retry")
+    retry_base_delay: PosFloat = Field(
+        1.0, description="seconds; doubled each retry (at most 300 s, ±20 % jitter)"
+    )
 
 
 class QQChannelConfig(Section):
