@@ -475,9 +475,11 @@ async def _stt(config: Config) -> CheckLine:
 
 
 async def _tts(config: Config) -> CheckLine:
-    from kernel.voice.tts import Synthesizer
+    from kernel.voice.tts import Synthesizer, extra_missing
 
     assert config.tts is not None
+    if missing := extra_missing(config.tts):  # nothing to try: say what to install
+        return CheckLine("tts", "warn", missing)
     synthesizer = Synthesizer(config.tts)
     try:
         note = await synthesizer.synthesize("ok")

@@ -326,3 +326,24 @@ async def test_a_provider_with_several_keys_says_how_many(
     assert provider.endswith(", 3 keys")  # the env's copy of api_key counted once
     text = out.decode() + err.decode()
     assert not any(key in text for key in (SECRET_KEY, second, third))
+
+
+@pytest.mark.slow
+async def test_edge_speech_without_the_voice_extra_names_the_install_command(
+    tmp_path: Path, anthropic_sim: AnthropicSim
+) -> None:
+    # An install without ``--extra voice``: edge-tts cannot be imported in the process.
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text('import sys\nsys.modules["edge_tts"] = None\n')
+    path = write_config(tmp_path, anthropic_sim.base_url, "claude", **PATIENT)
+    path.write_text(path.read_text() + '[tts]\ntype = "edge"\n')
+    env = kernel_env(KERNEL_LANGUAGE="en", PYTHONPATH=str(hide))
+    proc = await spawn_kernel("check", cwd=tmp_path, env=env)
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert line(out.decode().splitlines(), "tts") == (
+        '[warn] tts: [tts] type = "edge" needs the voice extra (edge-tts): run uv sync '
+        "--extra voice in Kernel's folder (pip installs: pip install "
+        "'kernel-assistant[voice]') and restart Kernel; until then replies to voice are "
+        "text only"
+    )

@@ -23,20 +23,17 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import httpx
 
 from kernel.config import Config, QQChannelConfig
-from kernel.core.capped import TooLarge, read_capped
+from kernel.core.capped import BadEncoding, TooLarge, read_capped
 from kernel.core.clock import Clock
 from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
 from kernel.core.redact import hide_quoted
-
-if TYPE_CHECKING:
-    import aiohttp
-
-    from kernel.channels.qq_inbound import InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +54,7 @@ class QQChannel:
     def __init__(self, config: Config, clock: Clock) -> None:
         self.config = config
         self.clock = clock
-        self._http: aiohttp.ClientSession | None = None
+        self._http: httpx.AsyncClient | None = None
         self._token = ""
         self._expires_at: datetime | None = None
         self._token_lock = asyncio.Lock()
@@ -192,26 +189,37 @@ class QQChannel:
     async def _request(
         self, method: str, url: str, body: dict[str, Any], headers: dict[str, str]
     ) -> tuple[int, Any]:
-        import aiohttp
-
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession()
-        timeout = aiohttp.ClientTimeout(total=self.cfg.timeout_seconds)
+        if self._http is None or self._http.is_closed:
+            # No proxy from the environment; a redirect is an answer, never followed (the
+            # token stays with the configured API).
+            self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
+        seconds = self.cfg.timeout_seconds
         try:
-            async with self._http.request(
-                method, url, json=body, headers=headers, timeout=timeout
-            ) as response:
-                raw = await read_capped(response.content.iter_any(), MAX_ANSWER)
+            async with (
+                asyncio.timeout(seconds),  # the whole request, not each read
+                self._http.stream(
+                    method,
+                    url,
+                    json=body,
+                    headers={**headers, "Accept-Encoding": "gzip"},
+                    timeout=seconds,
+                ) as response,
+            ):
+                raw = await read_capped(
+                    response.aiter_raw(),
+                    MAX_ANSWER,
+                    encoding=response.headers.get("content-encoding"),
+                )
                 try:
                     data = json.loads(raw) if raw else {}
                 except (UnicodeDecodeError, json.JSONDecodeError):
                     data = {}
-                return response.status, data
-        except TimeoutError:
-            detail = t("webhook.timeout", seconds=f"{self.cfg.timeout_seconds:g}")
+                return response.status_code, data
+        except (TimeoutError, httpx.TimeoutException):
+            detail = t("webhook.timeout", seconds=f"{seconds:g}")
         except TooLarge:
             detail = t("qq.answer_too_large", limit=MAX_ANSWER)
-        except aiohttp.ClientError as exc:
+        except (BadEncoding, httpx.HTTPError) as exc:
             detail = type(exc).__name__
         self.note_error("http", detail)
         raise ChannelError(
@@ -220,13 +228,13 @@ class QQChannel:
 
     # ----- state --------------------------------------------------------------------
 
-    def note_refusal(self, message: InboundMessage, reason: str) -> None:
+    def note_refusal(self, user_id: str, target_type: str, reason: str) -> None:
         """A message not answered: counted, and shown with its sender and why."""
         self.refused += 1
         self.last_refused = {
             "at": _when(self.clock.now()),
-            "user_id": message.user_id,
-            "target_type": message.kind,
+            "user_id": user_id,
+            "target_type": target_type,
             "reason": reason,
         }
 
@@ -259,7 +267,7 @@ class QQChannel:
 
     async def aclose(self) -> None:
         if self._http is not None:
-            await self._http.close()
+            await self._http.aclose()
             self._http = None
 
 

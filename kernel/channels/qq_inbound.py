@@ -288,7 +288,7 @@ class QQInbound:
             # QQ turns may use every tool (the shell through delegate_to_cli, memory,
             # cron): nobody is answered until the owner lists who may talk to the bot.
             reason = "qq.refused_nobody" if not allowed else "qq.refused_sender"
-            channel.note_refusal(message, t(reason))
+            channel.note_refusal(message.user_id, message.kind, t(reason))
             if allowed:
                 log.info("qq message from a sender not in channels.qq.allowed_users refused")
             else:

@@ -8,7 +8,9 @@ repeats). With ``channels.webhook.secret`` set, each request carries
 ``X-Kernel-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>``.
 
 Timeouts, connection failures, 429 and 5xx are retried ``max_retries`` times with
-exponential backoff; other statuses fail at once. A delivery that finally fails, or is
+exponential backoff (``retry_base_delay`` doubled per retry, capped and jittered:
+:func:`kernel.config.webhook_backoff`); other statuses fail at once; a redirect is never
+followed. A delivery that finally fails, or is
 cut short (``cron.delivery_timeout`` running out mid-retry, Kernel stopping), is logged
 (never with the text or URL), kept in the database's ``webhook_failures`` (the newest
 ``FAILURES_KEPT``, so they survive a restart; shown by ``GET /channels/webhook/state``)
@@ -28,9 +30,12 @@ import logging
 import uuid
 from collections import deque
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kernel.config import Config, WebhookChannelConfig
+import httpx
+
+from kernel.config import Config, WebhookChannelConfig, webhook_backoff
+from kernel.core.backoff import Retrying
 from kernel.core.capped import TooLarge, read_capped
 from kernel.core.clock import Clock
 from kernel.core.delivery import Target
@@ -39,9 +44,6 @@ from kernel.core.i18n import t
 from kernel.core.surrogates import mend
 from kernel.core.tasks import TaskSet
 from kernel.store.channels import ChannelStore, WebhookFailure
-
-if TYPE_CHECKING:
-    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ class WebhookChannel:
         self.config = config
         self.clock = clock
         self.records = records
-        self._http: aiohttp.ClientSession | None = None
+        self._http: httpx.AsyncClient | None = None
         self.delivered = 0
         self.failed = 0  # since this start
         self.last_delivery_at: datetime | None = None
@@ -111,6 +113,7 @@ class WebhookChannel:
         attempts = 1 + cfg.max_retries
         problem = ""
         used = 0
+        retrying = Retrying(webhook_backoff(cfg), self.clock)
         try:
             for attempt in range(attempts):
                 used = attempt + 1
@@ -134,7 +137,7 @@ class WebhookChannel:
                 if not retry or used == attempts:
                     break
                 log.info("webhook delivery %s: %s; retrying", delivery_id, problem)
-                await self.clock.sleep(cfg.retry_base_delay * 2**attempt)
+                await retrying.pause()
         except asyncio.CancelledError:
             # The registry's bound (cron.delivery_timeout) ran out mid-retry, or Kernel is
             # stopping: a delivery that did not happen all the same, so it is recorded
@@ -155,23 +158,25 @@ class WebhookChannel:
         self, cfg: WebhookChannelConfig, body: bytes, headers: dict[str, str]
     ) -> tuple[int | None, str]:
         """(status, problem): status None when no answer came (timeout, connection)."""
-        import aiohttp
-
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession()
-        timeout = aiohttp.ClientTimeout(total=cfg.timeout_seconds)
+        if self._http is None or self._http.is_closed:
+            # No proxy from the environment and no redirects (the URL is the owner's).
+            self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
         try:
-            async with self._http.post(
-                cfg.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
-            ) as response:
+            # timeout_seconds bounds the whole attempt, not each read.
+            async with (
+                asyncio.timeout(cfg.timeout_seconds),
+                self._http.stream(
+                    "POST", cfg.url, content=body, headers=headers, timeout=cfg.timeout_seconds
+                ) as response,
+            ):
                 # The status is the outcome; a small answer is read so the connection
                 # can serve again, a large one is not (the connection is closed).
                 with contextlib.suppress(TooLarge):
-                    await read_capped(response.content.iter_any(), ANSWER_READ)
-                return response.status, f"HTTP {response.status}"
-        except TimeoutError:
+                    await read_capped(response.aiter_raw(), ANSWER_READ)
+                return response.status_code, f"HTTP {response.status_code}"
+        except (TimeoutError, httpx.TimeoutException):
             return None, t("webhook.timeout", seconds=f"{cfg.timeout_seconds:g}")
-        except aiohttp.ClientError as exc:
+        except httpx.HTTPError as exc:
             return None, type(exc).__name__
 
     def _record_failure(
@@ -223,5 +228,5 @@ class WebhookChannel:
         # Failures recorded by cancelled deliveries, before the store closes.
         await self._saving.wait()
         if self._http is not None:
-            await self._http.close()
+            await self._http.aclose()
             self._http = None

@@ -1,19 +1,24 @@
-"""A small blocking HTTP client for the running sidecar (stdlib only: the command line
-starts fast and needs no event loop)."""
+"""The one client of the running sidecar, over httpx: :class:`Sidecar` (blocking, for the
+command line, which starts fast and needs no event loop) and :class:`AsyncSidecar` (for
+the TUI). Both share what is said when it fails (:func:`error_of`,
+:func:`transport_error`), the SSE reader (:func:`sse_payload`) and the connection rules
+(:func:`client_options`): no proxy from the environment, no redirect followed, the key
+only in the ``X-API-Key`` header, and never in an error or a log line."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import urllib.error
+import ssl
 import urllib.parse
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from http.client import HTTPResponse
+from functools import cache
 from typing import IO, Any
+
+import httpx
 
 from kernel.config import sidecar_of
 from kernel.config.net import is_loopback
@@ -24,22 +29,12 @@ from kernel.core.i18n import t
 CALL_TIMEOUT = 30.0  # seconds for a plain request
 TRANSFER_TIMEOUT = 300.0  # seconds without a byte while a file or an archive moves
 TURN_TIMEOUT = 900.0  # seconds without a byte while a turn streams (a delegated CLI is quiet)
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A sidecar never redirects: a 3xx is an answer (an error), never followed, so the
-    API key is never carried to another host (review R3)."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-# No proxy from the environment (the sidecar is local or named exactly), no redirects.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
+TURN_TIMEOUTS = httpx.Timeout(CALL_TIMEOUT, read=TURN_TIMEOUT)
+DONE = object()  # the ``data: [DONE]`` that ends an SSE answer
 
 
 class SidecarUnreachable(KernelError):
-    """Nothing answers at the sidecar's address."""
+    """Nothing answers at the sidecar's address, or the connection broke."""
 
 
 class SidecarError(KernelError):
@@ -49,6 +44,69 @@ class SidecarError(KernelError):
         super().__init__(message)
         self.status = status
         self.code = code
+
+
+@cache
+def _tls() -> ssl.SSLContext:
+    """The TLS settings, built once (a client per request must not load them each time)."""
+    return ssl.create_default_context()
+
+
+def client_options(url: str, api_key: str = "", *, key: bool = True) -> dict[str, Any]:
+    """The keyword arguments of every httpx client of the sidecar. A sidecar never
+    redirects: a 3xx is an answer (an error), never followed, so the API key is never
+    carried to another host (review R3); the sidecar is local or named exactly, so no
+    proxy from the environment."""
+    headers = {"Accept": "application/json"}
+    if api_key and key:
+        headers["X-API-Key"] = api_key
+    return {
+        "base_url": url,
+        "headers": headers,
+        "timeout": CALL_TIMEOUT,
+        "trust_env": False,
+        "follow_redirects": False,
+        "verify": _tls(),
+    }
+
+
+def error_of(status: int, raw: bytes) -> SidecarError:
+    """The sidecar's error answer (or anything else answering there) as a SidecarError."""
+    try:
+        error = json.loads(raw)["error"]
+        return SidecarError(status, str(error["code"]), str(error["message"]))
+    except (ValueError, KeyError, TypeError):
+        return SidecarError(status, f"http_{status}", raw.decode("utf-8", "replace")[:200])
+
+
+def transport_error(url: str, exc: httpx.TransportError) -> SidecarUnreachable:
+    """No connection (``client.unreachable``) or one that broke (``client.broken``); the
+    detail is the system's reason or the error's kind, never a header or the key."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return SidecarUnreachable(t("client.unreachable", url=url, detail=_reason(exc)))
+    return SidecarUnreachable(t("client.broken", url=url, detail=type(exc).__name__))
+
+
+def _reason(exc: BaseException) -> str:
+    cause: BaseException | None = exc
+    while cause is not None:  # the OSError under httpx's: "Connection refused"
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        cause = cause.__cause__ or cause.__context__
+    return type(exc).__name__
+
+
+def sse_payload(line: str) -> Any:
+    """One line of an SSE answer: its ``data:`` payload parsed, :data:`DONE` at the
+    end, None for any other line. ValueError when the payload is not JSON."""
+    if not line.startswith("data: "):
+        return None
+    payload = line[6:].rstrip("\r\n")
+    return DONE if payload == "[DONE]" else json.loads(payload)
+
+
+def _json(response: httpx.Response) -> Any:
+    return json.loads(response.content) if response.content else None
 
 
 @dataclass(slots=True)
@@ -68,97 +126,142 @@ class Sidecar:
             self._zone = zone_named(data.get("timezone") if isinstance(data, dict) else None)
         return self._zone
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        accept: str = "application/json",
-        key: bool = True,
-    ) -> urllib.request.Request:
-        data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = {"Accept": accept}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if self.api_key and key:
-            headers["X-API-Key"] = self.api_key
-        return urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+    def _client(self, *, key: bool = True) -> httpx.Client:
+        # One client per request: nothing stays open between a verb's calls.
+        return httpx.Client(**client_options(self.url, self.api_key, key=key))
 
-    def _open(self, request: urllib.request.Request, timeout: float) -> HTTPResponse:
+    def _send(self, request: httpx.Request, client: httpx.Client) -> httpx.Response:
+        """The answer, streaming (the caller closes it); SidecarError for an error
+        status, SidecarUnreachable when no answer came."""
         try:
-            response: HTTPResponse = _OPENER.open(request, timeout=timeout)
-            return response
-        except urllib.error.HTTPError as exc:
-            raise _error_of(exc.code, exc.read()) from None
-        except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
-            reason = getattr(exc, "reason", exc)
-            detail = getattr(reason, "strerror", None) or str(reason)
-            raise SidecarUnreachable(t("client.unreachable", url=self.url, detail=detail)) from None
+            response = client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise transport_error(self.url, exc) from None
+        if response.status_code >= 300:
+            try:
+                raw = response.read()
+            except httpx.TransportError as exc:
+                raise transport_error(self.url, exc) from None
+            finally:
+                response.close()
+            raise error_of(response.status_code, raw)
+        return response
+
+    def _exchange(self, request: httpx.Request, client: httpx.Client) -> Any:
+        with closing(self._send(request, client)) as response:
+            try:
+                response.read()
+            except httpx.TransportError as exc:
+                raise transport_error(self.url, exc) from None
+            return _json(response)
 
     def call(
         self, method: str, path: str, body: Any = None, *, timeout: float = CALL_TIMEOUT
     ) -> Any:
         """One JSON request; ``timeout``: seconds without an answer (longer for a call
         that waits on something, e.g. an MCP server's first connect attempt)."""
-        with self._open(self._request(method, path, body), timeout) as response:
-            raw = response.read()
-        return json.loads(raw) if raw else None
+        with self._client() as client:
+            request = client.build_request(method, path, json=body, timeout=timeout)
+            return self._exchange(request, client)
 
     def send(self, method: str, path: str, data: bytes, content_type: str) -> Any:
         """A raw body (a file, a zip); the answer is JSON."""
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        if self.api_key:
-            headers["X-API-Key"] = self.api_key
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        with self._open(request, TRANSFER_TIMEOUT) as response:
-            raw = response.read()
-        return json.loads(raw) if raw else None
+        with self._client() as client:
+            headers = {"Content-Type": content_type}
+            request = client.build_request(
+                method, path, content=data, headers=headers, timeout=TRANSFER_TIMEOUT
+            )
+            return self._exchange(request, client)
 
     def download(self, path: str, sink: IO[bytes]) -> int:
         """Copy a raw answer (a file, a zip) into ``sink``; returns the byte count."""
-        request = self._request("GET", path, accept="*/*")
         count = 0
-        with self._open(request, TRANSFER_TIMEOUT) as response:
-            while chunk := response.read(256 * 1024):
-                sink.write(chunk)
-                count += len(chunk)
+        with self._client() as client:
+            headers = {"Accept": "*/*"}
+            request = client.build_request("GET", path, headers=headers, timeout=TRANSFER_TIMEOUT)
+            with closing(self._send(request, client)) as response:
+                try:
+                    for chunk in response.iter_bytes(256 * 1024):
+                        sink.write(chunk)
+                        count += len(chunk)
+                except httpx.TransportError as exc:
+                    raise transport_error(self.url, exc) from None
         return count
 
     def stream(self, path: str, body: Any) -> Iterator[Any]:
         """The ``data:`` payloads of an SSE answer as they arrive, up to ``[DONE]``.
         Closing the generator closes the connection (which cancels the turn)."""
-        request = self._request("POST", path, body, accept="text/event-stream")
-        with self._open(request, TURN_TIMEOUT) as response:
-            try:
-                for raw in response:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                    if not line.startswith("data: "):
-                        continue
-                    payload = line[6:]
-                    if payload == "[DONE]":
-                        return
-                    yield json.loads(payload)
-            except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-                detail = type(exc).__name__
-                raise SidecarUnreachable(t("client.broken", url=self.url, detail=detail)) from None
+        with self._client() as client:
+            headers = {"Accept": "text/event-stream"}
+            request = client.build_request(
+                "POST", path, json=body, headers=headers, timeout=TURN_TIMEOUTS
+            )
+            with closing(self._send(request, client)) as response:
+                try:
+                    for line in response.iter_lines():
+                        event = sse_payload(line)
+                        if event is DONE:
+                            return
+                        if event is not None:
+                            yield event
+                except httpx.TransportError as exc:
+                    raise transport_error(self.url, exc) from None
 
     def probe(self, timeout: float = 1.0) -> bool:
         """True when a Kernel sidecar answers here."""
         try:
             # Without the key: whatever answers here is not yet known to be Kernel.
-            with self._open(self._request("GET", "/version", key=False), timeout) as response:
-                return bool(json.loads(response.read()).get("name") == "kernel")
+            with self._client(key=False) as client:
+                request = client.build_request("GET", "/version", timeout=timeout)
+                data = self._exchange(request, client)
+            return bool(data.get("name") == "kernel")
         except (KernelError, ValueError, AttributeError):
             return False
 
 
-def _error_of(status: int, raw: bytes) -> SidecarError:
-    try:
-        error = json.loads(raw)["error"]
-        return SidecarError(status, str(error["code"]), str(error["message"]))
-    except (ValueError, KeyError, TypeError):
-        return SidecarError(status, f"http_{status}", raw.decode("utf-8", "replace")[:200])
+class AsyncSidecar:
+    """The sidecar from an event loop (the TUI): one client kept until :meth:`close`."""
+
+    def __init__(self, url: str, api_key: str = "") -> None:
+        self.url = url.rstrip("/")
+        self.client = httpx.AsyncClient(**client_options(self.url, api_key))
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        """One JSON request (``kw``: httpx's ``json``, ``params``); the answer parsed
+        (ValueError when it is not JSON)."""
+        try:
+            response = await self.client.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise transport_error(self.url, exc) from None
+        if response.status_code >= 300:
+            raise error_of(response.status_code, response.content)
+        return _json(response)
+
+    async def stream(
+        self, path: str, body: Any, opened: Callable[[httpx.Headers], Awaitable[None]]
+    ) -> AsyncIterator[Any]:
+        """The ``data:`` payloads of an SSE answer up to ``[DONE]`` (ValueError for one
+        that is not JSON); ``opened`` gets the answer's headers as soon as they arrive.
+        Closing the generator closes the connection."""
+        accept = {"Accept": "text/event-stream"}
+        try:
+            async with self.client.stream(
+                "POST", path, json=body, headers=accept, timeout=TURN_TIMEOUTS
+            ) as response:
+                if response.status_code >= 300:
+                    raise error_of(response.status_code, await response.aread())
+                await opened(response.headers)
+                async for line in response.aiter_lines():
+                    event = sse_payload(line)
+                    if event is DONE:
+                        return
+                    if event is not None:
+                        yield event
+        except httpx.TransportError as exc:
+            raise transport_error(self.url, exc) from None
+
+    async def close(self) -> None:
+        await self.client.aclose()
 
 
 def sidecar_from(env: Mapping[str, str] | None = None) -> Sidecar | None:

@@ -16,7 +16,7 @@ Public API (``from kernel.config import …``):
   :class:`AgentsConfig`, :class:`PromptsConfig`, :class:`FeaturesConfig`;
 - the shape of the file: :data:`SCHEMA`, :func:`unknown_keys`;
 - helpers: :func:`provider_env_key`, :func:`parse_ref`, :func:`compile_pattern`,
-  :func:`model_alias_target`, :func:`webhook_worst_case`,
+  :func:`model_alias_target`, :func:`webhook_backoff`, :func:`webhook_worst_case`,
   :func:`is_loopback`, :func:`is_http_url`, :func:`args_problem`;
 - secrets: :mod:`kernel.config.secrets` (what is secret, asked by everyone).
 
@@ -33,6 +33,7 @@ from kernel.config.channels import (
     ConsoleChannelConfig,
     QQChannelConfig,
     WebhookChannelConfig,
+    webhook_backoff,
     webhook_worst_case,
 )
 from kernel.config.cli import CLI_NAMES, CLI_OUTPUTS, DEFAULT_CLI, CLIConfig, args_problem
@@ -155,5 +156,6 @@ __all__ = [
     "read_overlay",
     "sidecar_of",
     "unknown_keys",
+    "webhook_backoff",
     "webhook_worst_case",
 ]

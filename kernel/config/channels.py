@@ -15,6 +15,7 @@ from kernel.config.schema import (
     Section,
     Url,
 )
+from kernel.core.backoff import Backoff
 
 QQTargetType = Literal["c2c", "group", "guild", "dm"]
 QQ_TARGET_TYPES: tuple[str, ...] = get_args(QQTargetType)
@@ -44,7 +45,9 @@ class WebhookChannelConfig(Section):
     )
     timeout_seconds: PosFloat = Field(10.0, description="per attempt")
     max_retries: NonNegInt = Field(3, description="after the first attempt")
-    retry_base_delay: PosFloat = Field(1.0, description="seconds; doubled each retry")
+    retry_base_delay: PosFloat = Field(
+        1.0, description="seconds; doubled each retry (at most 300 s, ±20 % jitter)"
+    )
 
 
 class QQChannelConfig(Section):
@@ -91,7 +94,22 @@ CHANNEL_MODELS: dict[str, type[Section]] = {
 CHANNEL_TYPES: tuple[str, ...] = tuple(CHANNEL_MODELS)  # configurable under [channels.<type>]
 
 
+WEBHOOK_BACKOFF_CAP = 300.0  # seconds: the longest wait between two webhook attempts
+WEBHOOK_BACKOFF_JITTER = 0.2  # each wait spread over 80 %–120 %, so receivers are not hit at once
+
+
+def webhook_backoff(w: WebhookChannelConfig) -> Backoff:
+    """The wait between webhook attempts: ``retry_base_delay`` doubled per retry, capped
+    and jittered."""
+    cap = max(WEBHOOK_BACKOFF_CAP, w.retry_base_delay)
+    return Backoff(first=w.retry_base_delay, cap=cap, jitter=WEBHOOK_BACKOFF_JITTER)
+
+
 def webhook_worst_case(w: WebhookChannelConfig) -> float:
-    """Seconds one webhook delivery may take: every attempt timing out, plus the backoff."""
-    backoff = sum(w.retry_base_delay * 2.0 ** min(i, 60) for i in range(min(w.max_retries, 64)))
-    return (1 + w.max_retries) * w.timeout_seconds + backoff
+    """Seconds one webhook delivery may take: every attempt timing out, plus the longest
+    backoff (the jitter at its top)."""
+    backoff = webhook_backoff(w)
+    counted = min(w.max_retries, 64)  # past 64 doublings every wait is the cap
+    waits = sum(backoff.delay(n, rand=lambda: 1.0) for n in range(1, counted + 1))
+    waits += (w.max_retries - counted) * backoff.cap
+    return round((1 + w.max_retries) * w.timeout_seconds + waits, 3)

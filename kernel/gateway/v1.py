@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from aiohttp import web
-from deps.config import ProviderConfig, model_alias_target
+from kernel.config import ProviderConfig, model_alias_target
 from pydantic import BaseModel, ValidationError
 
 from kernel.core import safejson

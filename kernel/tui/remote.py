@@ -1,11 +1,11 @@
-"""The HTTP backend: the running Kernel's sidecar, with httpx (async). A turn is
+"""The HTTP backend: the running Kernel's sidecar, through the one sidecar client
+(:class:`kernel.client.http.AsyncSidecar`: its errors, its SSE reader). A turn is
 ``POST /agent/process`` streamed as SSE; cancel is ``POST /agent/turns/{id}/cancel``
 with the stream's ``X-Turn-Id``; questions are answered through ``/agent/asks``; the
 audit is ``GET /agent/trajectory/events`` and ``/agent/trajectory/verify/{id}``."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, tzinfo
@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from kernel.client.http import CALL_TIMEOUT, TURN_TIMEOUT
+from kernel.client.http import AsyncSidecar, SidecarError, SidecarUnreachable
 from kernel.core.clock import zone_named
 from kernel.core.event_wire import EVENT_TYPES, event_from_dict
 from kernel.core.events import Completed, ErrorEvent, TurnEvent
@@ -34,13 +34,8 @@ _CHAT_ID = re.compile(r"^chat-(\d{1,18})$")
 
 class HttpBackend:
     def __init__(self, url: str, api_key: str = "") -> None:
-        self.url = url.rstrip("/")
-        headers = {"Accept": "application/json"}
-        if api_key:
-            headers["X-API-Key"] = api_key
-        self.client = httpx.AsyncClient(
-            base_url=self.url, headers=headers, timeout=CALL_TIMEOUT, trust_env=False
-        )
+        self.sidecar = AsyncSidecar(url, api_key)
+        self.url = self.sidecar.url
         self._turns: dict[str, str] = {}  # chat's external id → its running turn's id
         self._cancel: set[str] = set()  # cancelled before the turn's id arrived
         self._zone: tzinfo | None = None  # general.timezone, asked once (/runtime-config)
@@ -65,27 +60,21 @@ class HttpBackend:
 
     async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         try:
-            response = await self.client.request(method, path, **kw)
-        except httpx.TransportError as exc:
-            raise BackendError(self._unreachable(exc)) from None
-        if response.status_code >= 400:
-            raise _error_of(response.status_code, response.content)
-        try:
-            data = response.json() if response.content else {}
+            data = await self.sidecar.call(method, path, **kw)
+        except SidecarError as exc:
+            raise BackendError(f"{exc} ({exc.code})") from None
+        except SidecarUnreachable as exc:
+            raise BackendError(str(exc)) from None
         except ValueError:
             raise BackendError(self._malformed()) from None
+        if data is None:
+            return {}
         if not isinstance(data, dict):
             raise BackendError(self._malformed())
         return data
 
     def _malformed(self) -> str:
         return t("client.broken", url=self.url, detail="malformed answer")
-
-    def _unreachable(self, exc: httpx.TransportError) -> str:
-        detail = type(exc).__name__
-        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-            return t("client.unreachable", url=self.url, detail=detail)
-        return t("client.broken", url=self.url, detail=detail)
 
     async def chats(self) -> list[ChatRef]:
         if self._zone is None:
@@ -116,46 +105,39 @@ class HttpBackend:
             "session_id": chat.external_id,
             "stream": True,
         }
-        timeout = httpx.Timeout(CALL_TIMEOUT, read=TURN_TIMEOUT)
         key = chat.external_id
         self._cancel.discard(key)
         # Known as running from the request on: an Esc while the sidecar still queues it
         # (behind another turn of this chat) is kept and sent once its id arrives.
         self._turns[key] = ""
+
+        async def opened(headers: httpx.Headers) -> None:
+            self._turns[key] = headers.get("X-Turn-Id", "")
+            if key in self._cancel:  # Esc came before the turn had an id
+                await self.cancel(chat)
+
+        ended = False
         try:
-            async with self.client.stream(
-                "POST", "/agent/process", json=body, timeout=timeout
-            ) as response:
-                if response.status_code >= 400:
-                    raise _error_of(response.status_code, await response.aread())
-                self._turns[key] = response.headers.get("X-Turn-Id", "")
-                if key in self._cancel:  # Esc came before the turn had an id
-                    await self.cancel(chat)
-                ended = False
-                async for line in response.aiter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    if line[6:] == "[DONE]":
-                        return
-                    event = self._event(line[6:])
-                    if event is not None:
-                        ended = ended or isinstance(event, Completed | ErrorEvent)
-                        yield event
-                if not ended:  # the stream stopped without its end: not a whole reply
-                    raise BackendError(t("client.broken", url=self.url, detail="stream cut"))
-        except httpx.TransportError as exc:
-            raise BackendError(self._unreachable(exc)) from None
+            async for payload in self.sidecar.stream("/agent/process", body, opened):
+                event = self._event(payload)
+                if event is not None:
+                    ended = ended or isinstance(event, Completed | ErrorEvent)
+                    yield event
+            if not ended:  # the stream stopped without its end: not a whole reply
+                raise BackendError(t("client.broken", url=self.url, detail="stream cut"))
+        except SidecarError as exc:
+            raise BackendError(f"{exc} ({exc.code})") from None
+        except SidecarUnreachable as exc:
+            raise BackendError(str(exc)) from None
+        except ValueError:
+            raise BackendError(self._malformed()) from None
         finally:
             self._turns.pop(key, None)
             self._cancel.discard(key)
 
-    def _event(self, data: str) -> TurnEvent | None:
-        """One SSE data line as a turn event; None for what is none (another kind of
+    def _event(self, decoded: Any) -> TurnEvent | None:
+        """One SSE payload as a turn event; None for what is none (another kind of
         event, not an object), a malformed answer for a turn event that is broken."""
-        try:
-            decoded = json.loads(data)
-        except ValueError:
-            raise BackendError(self._malformed()) from None
         if not isinstance(decoded, dict) or decoded.get("type") not in EVENT_TYPES:
             return None
         try:
@@ -194,16 +176,7 @@ class HttpBackend:
         return AuditView(items, verdict)
 
     async def close(self) -> None:
-        await self.client.aclose()
-
-
-def _error_of(status: int, raw: bytes) -> BackendError:
-    try:
-        error = json.loads(raw)["error"]
-        message, code = str(error["message"]), str(error["code"])
-    except (ValueError, KeyError, TypeError):
-        message, code = raw.decode("utf-8", "replace")[:200], f"http_{status}"
-    return BackendError(f"{message} ({code})")
+        await self.sidecar.close()
 
 
 def _list(value: Any) -> list[dict[str, Any]]:

@@ -4,12 +4,15 @@ talks to Microsoft's online service) or ``openai`` (an OpenAI-compatible
 
 Speech is an extra: any failure means the owner gets the reply as text only, so
 :meth:`Synthesizer.speak` never raises; it logs one warning per cause (a missing ffmpeg
-is reported once, not on every reply)."""
+is reported once, not on every reply). ``edge`` needs the ``voice`` extra
+(``uv sync --extra voice``), imported only when it speaks: :func:`extra_missing` says
+what to install, here and at ``kernel check``."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import logging
 import math
 from dataclasses import dataclass
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from kernel.config import TtsConfig
 from kernel.core.capped import BodyRefused, read_capped
 from kernel.core.errors import SpeechError
+from kernel.core.i18n import t
 from kernel.core.redact import redact_text
 from kernel.voice.client import IDENTITY, SDKClient, read_answer, speech_error
 from kernel.voice.ffmpeg import find_ffmpeg, to_ogg_opus
@@ -26,6 +30,14 @@ log = logging.getLogger(__name__)
 # The most audio a speech service may send for one reply (minutes of speech, even as
 # WAV): the answer is read in chunks and refused past it.
 MAX_AUDIO = 25 * 1024 * 1024
+
+
+def extra_missing(cfg: TtsConfig) -> str:
+    """What to install when ``cfg`` needs the ``voice`` extra and it is not installed;
+    "" when nothing is missing."""
+    if cfg.type == "edge" and importlib.util.find_spec("edge_tts") is None:
+        return t("voice.extra_missing")
+    return ""
 
 
 @dataclass(slots=True)
@@ -61,6 +73,8 @@ class Synthesizer:
     async def synthesize(self, text: str) -> VoiceNote:
         """Raises SpeechError. ffmpeg is found first, so no speech is paid for that
         could not be converted."""
+        if missing := extra_missing(self.cfg):
+            raise SpeechError(missing, "extra_missing")
         ffmpeg = await asyncio.to_thread(find_ffmpeg, self.cfg.ffmpeg)
         if ffmpeg is None:
             where = f"[tts] ffmpeg = {self.cfg.ffmpeg}" if self.cfg.ffmpeg else "PATH"
@@ -99,9 +113,7 @@ class Synthesizer:
         try:
             edge_tts = await asyncio.to_thread(importlib.import_module, "edge_tts")
         except ImportError:
-            raise SpeechError(
-                "the edge-tts package is not installed (uv sync)", "edge_missing"
-            ) from None
+            raise SpeechError(t("voice.extra_missing"), "extra_missing") from None
         seconds = max(1, math.ceil(self.cfg.timeout))
         try:
             communicate = edge_tts.Communicate(  # ValueError for a malformed voice name

@@ -13,10 +13,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from aiohttp import web
 
 from kernel.core.i18n import t
 from kernel.spend import money
 from tests.clock import ManualClock
+from tests.conftest import free_port
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.context import owner_texts, recalled_of, system_of, turn_message
@@ -507,3 +509,45 @@ async def test_a_guest_over_the_budget_is_not_told_the_owners_spend(
     # the owner is told what was spent and the limit, and how to change it
     assert money(0.001, "USD") == "$0.0010" and "$0.0010" in texts["m-o"]
     assert "[budget]" in texts["m-o"]
+
+
+async def test_a_redirect_from_the_api_is_not_followed_with_the_token(
+    sidecar: SidecarFactory, echo: AnthropicSim, qq: QQSim
+) -> None:
+    # An api_base that answers 307 to another server: the message and its token stay
+    # with the configured API, and the owner sees the redirect as the API's answer.
+    hits: list[tuple[str, str | None]] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        hits.append((request.path, request.headers.get("Authorization")))
+        return web.json_response({"id": "m-1"})
+
+    async def moved(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(f"http://127.0.0.1:{port}{request.path[5:]}")
+
+    app = web.Application()
+    app.router.add_route("*", "/away/{tail:.*}", moved)
+    app.router.add_route("*", "/{tail:.*}", elsewhere)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        extra = qq_config(qq, api_base=f"http://127.0.0.1:{port}/away")
+        sc = await sidecar(echo, extra=extra, clock=ManualClock(NOW))
+        body = {
+            "name": "moved",
+            "schedule": "every 1d",
+            "text": "news",
+            "dispatch": {"channel": "qq", "target": {"target_type": "c2c", "user_id": "u1"}},
+        }
+        status, job, _ = await sc.call("POST", "/cron/jobs", body)
+        assert status == 201, job
+        await sc.call("POST", f"/cron/jobs/{job['id']}/run")
+
+        await until(lambda: bool(sc.kernel.qq.last_error), SLOW)
+        _, state, _ = await sc.call("GET", "/channels/qq/state")
+        assert state["last_error"]["error"] == "HTTP 307" and state["replies_sent"] == 0
+        assert hits == [] and qq.messages == []
+    finally:
+        await runner.cleanup()

@@ -85,9 +85,38 @@ async def test_a_500_is_retried_with_backoff_and_then_delivered(
         assert status == 200
         assert [p.status for p in hook.posts] == [500, 503, 200]
         assert len({p.json["delivery_id"] for p in hook.posts}) == 1  # one delivery, retried
-        assert [s for s in clock.slept if s in (1.5, 3.0)] == [1.5, 3.0]  # doubled backoff
+        waits = [s for s in clock.slept if 1.0 <= s <= 4.0]  # not the 60 s loops' sleeps
+        assert len(waits) == 2  # doubled backoff, each jittered by at most ±20 %
+        assert 1.5 * 0.8 <= waits[0] <= 1.5 * 1.2 and 3.0 * 0.8 <= waits[1] <= 3.0 * 1.2
         _, state, _ = await sc.call("GET", "/channels/webhook/state")
         assert (state["delivered"], state["failed"]) == (1, 0)
+    finally:
+        await sc.stop()
+        await sc.model.stop()
+
+
+async def test_the_backoff_is_capped_and_jittered(
+    sidecar: SidecarFactory, hook: WebhookSim
+) -> None:
+    # 200 s doubled would wait 400 s and 800 s; the cap (300 s) holds every wait, and
+    # the jitter spreads the first waits of separate deliveries apart.
+    clock = InstantClock(NOW)
+    model = await AnthropicSim(fallback="echo").start()
+    extra = webhook_config(hook.url, max_retries=3, retry_base_delay=200.0)
+    sc = await sidecar(model, extra=extra + "\n[cron]\ndelivery_timeout = 3600\n", clock=clock)
+    try:
+        hook.fail_always(503)
+        firsts = []
+        for n in range(5):
+            clock.slept.clear()
+            status, data = await process(sc, f"again {n}")
+            assert status == 502 and "4 attempt(s)" in data["error"]["message"]
+            waits = [s for s in clock.slept if s >= 150.0]  # not the 60 s loops' sleeps
+            assert len(waits) == 3 and 160.0 <= waits[0] <= 240.0
+            assert all(240.0 <= w <= 300.0 for w in waits[1:])  # the cap, jittered below it
+            firsts.append(waits[0])
+        assert len(set(firsts)) > 1
+        assert len(hook.posts) == 20
     finally:
         await sc.stop()
         await sc.model.stop()
@@ -214,7 +243,7 @@ async def test_a_delivery_cut_short_by_the_delivery_timeout_is_recorded(
     sc = await sidecar(model, extra=extra, clock=clock)
     try:
         [warning] = [w for w in sc.kernel.config.warnings if "channels.webhook" in w]
-        assert "47 s" in warning and "cron.delivery_timeout" in warning and "0.3 s" in warning
+        assert "48.4 s" in warning and "cron.delivery_timeout" in warning and "0.3 s" in warning
         hook.fail_always(500)
         status, data = await process(sc, "cut short")
         assert status == 502 and data["error"]["code"] == "channel_dispatch_failed"

@@ -116,6 +116,23 @@ async def test_the_probe_carries_no_key_and_redirects_are_not_followed(server: S
     assert [k for k in server.keys if k[0] == "/version"] == [("/version", None)]
 
 
+async def test_the_tui_refuses_a_redirect_as_the_command_line_does(server: Server) -> None:
+    # One sidecar client: a 3xx is an answer, never followed, and both say it the same way.
+    backend = HttpBackend(server.url + "/bounce", "SECRET-KEY-123")
+    try:
+        with pytest.raises(BackendError) as info:
+            await backend.chats()
+    finally:
+        await backend.close()
+    bounced = Sidecar(server.url + "/bounce", "SECRET-KEY-123")
+    with pytest.raises(KernelError) as cli:
+        await asyncio.to_thread(bounced.call, "GET", "/chats")
+    assert str(info.value) == f"{cli.value} (http_302)"
+    assert "SECRET-KEY-123" not in str(info.value)
+    assert ("/bounce/chats", "SECRET-KEY-123") in server.keys
+    assert not [k for k in server.keys if k[0] == "/version"]  # nothing followed it
+
+
 def test_the_key_never_goes_over_plain_http_to_another_machine() -> None:
     env = {"KERNEL_GATEWAY_API_KEY": "k" * 32}
     with pytest.raises(ConfigError, match="192.0.2.2"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from kernel.config import SttConfig, TtsConfig
 from kernel.core.errors import SpeechError
+from kernel.core.i18n import set_language
 from kernel.voice.stt import Transcriber
 from kernel.voice.tts import Synthesizer
 from tests.sim.openai_sim import OpenAISim
@@ -213,3 +215,29 @@ async def test_a_malformed_edge_voice_name_fails_without_a_connection(
         assert await Synthesizer(cfg).speak("hi") is None
     assert proxy.targets == []
     assert "edge-tts failed (ValueError)" in failures(caplog)[0]
+
+
+@pytest.mark.parametrize(
+    ("language", "words"),
+    [("zh", "需要语音扩展（edge-tts）"), ("en", "needs the voice extra (edge-tts)")],
+)
+async def test_edge_without_the_voice_extra_says_what_to_install(
+    language: str, words: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed without ``--extra voice``, edge-tts cannot be imported: no speech, and the
+    one warning names the package and the command that installs it."""
+    monkeypatch.setitem(sys.modules, "edge_tts", None)  # what an install without it does
+    set_language(language)
+    async with RefusingProxy() as proxy:
+        cfg = TtsConfig(type="edge", proxy=f"http://127.0.0.1:{proxy.port}", ffmpeg=ffmpeg_exe())
+        tts = Synthesizer(cfg)
+        with pytest.raises(SpeechError) as info:
+            await tts.synthesize("hi")
+        assert await tts.speak("hi") is None
+        assert await tts.speak("again") is None
+    assert proxy.targets == []
+    assert info.value.cause == "extra_missing"
+    assert words in str(info.value) and "uv sync --extra voice" in str(info.value)
+    assert "kernel-assistant[voice]" in str(info.value)
+    [logged] = failures(caplog)
+    assert "uv sync --extra voice" in logged
