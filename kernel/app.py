@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from kernel.agent.agent import SKILLS_FOLDER, Agent
@@ -13,6 +14,7 @@ from kernel.agent.titles import TitleMaker
 from kernel.audit import AuditLog, kinds
 from kernel.audit.anchor import ANCHOR_FILE
 from kernel.audit.key import key_path
+from kernel.channels.deps import ChannelDeps
 from kernel.config import Config
 from kernel.config.privilege import PrivilegeGate, stored_guarded
 from kernel.core.clock import Clock, SystemClock
@@ -30,7 +32,7 @@ from kernel.delegate.delegator import Delegator
 from kernel.mcp import MCPManager
 from kernel.mcp.interact import agent_sampler
 from kernel.memory.memories import Memories
-from kernel.plugins import Plugins, default_plugins
+from kernel.plugins import FrontendDeps, Plugins, ToolDeps, default_plugins
 from kernel.providers import titles_provider_config
 from kernel.providers.retirement import retirement_notices
 from kernel.retention import RetentionJob
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from kernel.channels.qq import QQChannel
     from kernel.channels.qq_inbound import QQInbound
     from kernel.channels.webhook import WebhookChannel
+    from kernel.gateway.api import Router
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +164,17 @@ class Kernel:
         self.runtime.privilege = self.privilege
         self.channel_records = ChannelStore(self.store)  # what channels keep across restarts
         self.channel_parts: dict[str, ChannelParts] = {}
+        channel_deps = ChannelDeps(
+            config,
+            self.clock,
+            self.store,
+            self.agent,
+            self.runtime,
+            self.channel_registry,
+            self.channel_records,
+        )
         for name, build in self.plugins.channels.items():
-            parts = build(self)
+            parts = build(channel_deps)
             self.channel_parts[name] = parts
             self.channel_registry.register(parts.outlet, close=parts.close)
         self.cron = CronScheduler(
@@ -191,6 +203,18 @@ class Kernel:
     def qq_inbound(self) -> QQInbound:
         """What the sidecar's QQ callback route feeds."""
         return cast("QQInbound", self.channel_parts["qq"].inbound)
+
+    def _telegram(self) -> Frontend:
+        """The bot (imported only when Telegram is configured)."""
+        from kernel.telegram.channel import TelegramChannel
+
+        return TelegramChannel(self)
+
+    def _gateway(self, routers: Sequence[Router]) -> Frontend:
+        """The sidecar serving ``routers``."""
+        from kernel.gateway.server import Gateway  # the plugin imported it in a thread
+
+        return Gateway(self, routers)
 
     async def _tell_owner(self, text: str) -> None:
         """A notice for the owner (the budget's warning) in Telegram, through its durable
@@ -225,8 +249,11 @@ class Kernel:
             self.agent.titles = TitleMaker(
                 lambda: self.plugins.create_provider(titles), self._sleep
             )
+        tool_deps = ToolDeps(
+            self.config, self.tools, self.memories, self.delegator, self.agent.profiles, self.cron
+        )
         for register_tools in self.plugins.tools:
-            register_tools(self)
+            register_tools(tool_deps)
         self.tools.disable(self.config.general.disabled_tools)
         for policy in self.config.tools.values():
             if policy.approval:
@@ -310,8 +337,11 @@ class Kernel:
         async with self:
             stopping = self._tasks.spawn(stopped.wait(), "stop-signal")
             pending: set[asyncio.Task[Any]] = {stopping}
+            deps = FrontendDeps(
+                self.config, self.store, self.plugins.routers, self._telegram, self._gateway
+            )
             for name, build in self.plugins.frontends.items():
-                frontend = await build(self)
+                frontend = await build(deps)
                 if frontend is None:
                     continue
                 self.frontends.append(frontend)

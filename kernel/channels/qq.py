@@ -36,7 +36,7 @@ from kernel.core.redact import hide_quoted
 if TYPE_CHECKING:
     import aiohttp
 
-    from kernel.channels.qq_inbound import InboundMessage
+    from kernel.channels.qq_message import InboundMessage
 
 log = logging.getLogger(__name__)
 
