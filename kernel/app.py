@@ -17,7 +17,8 @@ from kernel.audit.key import key_path
 from kernel.channels.deps import ChannelDeps
 from kernel.config import Config
 from kernel.config.privilege import PrivilegeGate, stored_guarded
-from kernel.core.clock import Clock, SystemClock
+from kernel.core.backoff import Backoff, Retrying
+from kernel.core.clock import Clock, SystemClock, sleep_unless
 from kernel.core.delivery import ChannelRegistry, Target
 from kernel.core.errors import StartupError, StoreError
 from kernel.core.i18n import t
@@ -64,8 +65,8 @@ log = logging.getLogger(__name__)
 class Kernel:
     """The assembled assistant: its core, and every plugin's channels and frontends."""
 
-    # Storage trouble at start: the first wait and the longest, in seconds (issue 15).
-    storage_retry: tuple[float, float] = (1.0, 60.0)
+    # Storage trouble at start: 1 s doubling to 60 s (issue 15), on the Kernel's clock.
+    storage_backoff = Backoff(first=1.0, cap=60.0)
 
     def __init__(
         self,
@@ -304,25 +305,20 @@ class Kernel:
         retried with backoff (1 s doubling to 60 s) until the store opens (True) or
         ``stopped`` is set (False). Trouble no wait can fix (the data directory is a
         file) raises StartupError, as :meth:`start` does."""
-        delay, longest = self.storage_retry
-        waited = False
+        retrying = Retrying(self.storage_backoff, self.clock)
         while (trouble := await self._open_store()) is not None:
             if not trouble.passing:
                 raise self._storage_refusal(trouble)
+            delay = retrying.failed()
             log.warning(
                 "storage unavailable (%s) at %s; retrying in %gs",
                 trouble.cause,
                 self.config.data_dir,
                 delay,
             )
-            waited = True
-            try:
-                async with asyncio.timeout(delay):
-                    await stopped.wait()
+            if await sleep_unless(self.clock, delay, stopped):
                 return False
-            except TimeoutError:
-                delay = min(delay * 2, longest)
-        if waited:
+        if retrying.failures:
             log.info("storage available at %s", self.config.data_dir)
         return True
 
