@@ -88,7 +88,7 @@ class Kernel:
         self.store = Store(config.db_path)
         self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
-        self.mcp = MCPManager(config, self.tools)
+        self.mcp = MCPManager(config, self.tools, self.clock)
         self._sleep = sleep
         self.delegator = Delegator(config)
         self.skills = SkillLibrary(config.base_dir / SKILLS_FOLDER)
