@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from kernel.agent.agent import SKILLS_FOLDER, Agent
@@ -13,9 +14,11 @@ from kernel.agent.titles import TitleMaker
 from kernel.audit import AuditLog, kinds
 from kernel.audit.anchor import ANCHOR_FILE
 from kernel.audit.key import key_path
+from kernel.channels.deps import ChannelDeps
 from kernel.config import Config
 from kernel.config.privilege import PrivilegeGate, stored_guarded
-from kernel.core.clock import Clock, SystemClock
+from kernel.core.backoff import Backoff, Retrying
+from kernel.core.clock import Clock, SystemClock, sleep_unless
 from kernel.core.delivery import ChannelRegistry, Target
 from kernel.core.errors import StartupError, StoreError
 from kernel.core.i18n import t
@@ -31,7 +34,7 @@ from kernel.gateway.deps import GatewayDeps
 from kernel.mcp import MCPManager
 from kernel.mcp.interact import agent_sampler
 from kernel.memory.memories import Memories
-from kernel.plugins import Plugins, default_plugins
+from kernel.plugins import FrontendDeps, Plugins, ToolDeps, default_plugins
 from kernel.providers import titles_provider_config
 from kernel.providers.retirement import retirement_notices
 from kernel.retention import RetentionJob
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     from kernel.channels.qq import QQChannel
     from kernel.channels.qq_inbound import QQInbound
     from kernel.channels.webhook import WebhookChannel
+    from kernel.gateway.api import Router
     from kernel.telegram.deps import TelegramServices
 
 log = logging.getLogger(__name__)
@@ -63,8 +67,8 @@ log = logging.getLogger(__name__)
 class Kernel:
     """The assembled assistant: its core, and every plugin's channels and frontends."""
 
-    # Storage trouble at start: the first wait and the longest, in seconds (issue 15).
-    storage_retry: tuple[float, float] = (1.0, 60.0)
+    # Storage trouble at start: 1 s doubling to 60 s (issue 15), on the Kernel's clock.
+    storage_backoff = Backoff(first=1.0, cap=60.0)
 
     def __init__(
         self,
@@ -86,7 +90,7 @@ class Kernel:
         self.store = Store(config.db_path)
         self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
-        self.mcp = MCPManager(config, self.tools)
+        self.mcp = MCPManager(config, self.tools, self.clock)
         self._sleep = sleep
         self.delegator = Delegator(config)
         self.skills = SkillLibrary(config.base_dir / SKILLS_FOLDER)
@@ -165,8 +169,17 @@ class Kernel:
         self.runtime.privilege = self.privilege
         self.channel_records = ChannelStore(self.store)  # what channels keep across restarts
         self.channel_parts: dict[str, ChannelParts] = {}
+        channel_deps = ChannelDeps(
+            config,
+            self.clock,
+            self.store,
+            self.agent,
+            self.runtime,
+            self.channel_registry,
+            self.channel_records,
+        )
         for name, build in self.plugins.channels.items():
-            parts = build(self)
+            parts = build(channel_deps)
             self.channel_parts[name] = parts
             self.channel_registry.register(parts.outlet, close=parts.close)
         self.cron = CronScheduler(
@@ -243,6 +256,18 @@ class Kernel:
             status_board=self.status_board,
         )
 
+    def _telegram(self) -> Frontend:
+        """The bot (imported only when Telegram is configured)."""
+        from kernel.telegram.channel import TelegramChannel
+
+        return TelegramChannel(self.telegram_services())
+
+    def _gateway(self, routers: Sequence[Router]) -> Frontend:
+        """The sidecar serving ``routers``."""
+        from kernel.gateway.server import Gateway  # the plugin imported it in a thread
+
+        return Gateway(self.gateway_deps(), routers)
+
     async def _tell_owner(self, text: str) -> None:
         """A notice for the owner (the budget's warning) in Telegram, through its durable
         outbox. Never waits for a channel still starting: a model call is waiting."""
@@ -276,8 +301,11 @@ class Kernel:
             self.agent.titles = TitleMaker(
                 lambda: self.plugins.create_provider(titles), self._sleep
             )
+        tool_deps = ToolDeps(
+            self.config, self.tools, self.memories, self.delegator, self.agent.profiles, self.cron
+        )
         for register_tools in self.plugins.tools:
-            register_tools(self)
+            register_tools(tool_deps)
         self.tools.disable(self.config.general.disabled_tools)
         for policy in self.config.tools.values():
             if policy.approval:
@@ -328,25 +356,20 @@ class Kernel:
         retried with backoff (1 s doubling to 60 s) until the store opens (True) or
         ``stopped`` is set (False). Trouble no wait can fix (the data directory is a
         file) raises StartupError, as :meth:`start` does."""
-        delay, longest = self.storage_retry
-        waited = False
+        retrying = Retrying(self.storage_backoff, self.clock)
         while (trouble := await self._open_store()) is not None:
             if not trouble.passing:
                 raise self._storage_refusal(trouble)
+            delay = retrying.failed()
             log.warning(
                 "storage unavailable (%s) at %s; retrying in %gs",
                 trouble.cause,
                 self.config.data_dir,
                 delay,
             )
-            waited = True
-            try:
-                async with asyncio.timeout(delay):
-                    await stopped.wait()
+            if await sleep_unless(self.clock, delay, stopped):
                 return False
-            except TimeoutError:
-                delay = min(delay * 2, longest)
-        if waited:
+        if retrying.failures:
             log.info("storage available at %s", self.config.data_dir)
         return True
 
@@ -361,8 +384,11 @@ class Kernel:
         async with self:
             stopping = self._tasks.spawn(stopped.wait(), "stop-signal")
             pending: set[asyncio.Task[Any]] = {stopping}
+            deps = FrontendDeps(
+                self.config, self.store, self.plugins.routers, self._telegram, self._gateway
+            )
             for name, build in self.plugins.frontends.items():
-                frontend = await build(self)
+                frontend = await build(deps)
                 if frontend is None:
                     continue
                 self.frontends.append(frontend)

@@ -10,8 +10,12 @@ python-telegram-bot: the factories import them when they build. The built-ins of
 packages that have no registration of their own (Telegram, the tools, delegation,
 cron, the sidecar) are the functions at the end of this module.
 
+Each factory receives a narrow, declared interface built by the composition root
+(kernel/app.py), never the Kernel: :class:`ChannelDeps`, :class:`ToolDeps`,
+:class:`FrontendDeps`.
+
 Public API: :class:`Plugins` (the hooks), :data:`DEFAULT_PLUGINS`, :func:`load_plugins`,
-:func:`default_plugins`.
+:func:`default_plugins`, the three deps.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kernel.channels.deps import ChannelDeps, ChannelFactory
 from kernel.config import Config, ProviderConfig
 from kernel.config.schema import bad_choice
 from kernel.core.delivery import Detached
@@ -28,15 +34,46 @@ from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.cron.scheduler import CronScheduler
     from kernel.cron.workflow import NodeHandler
+    from kernel.delegate.delegator import Delegator
     from kernel.gateway.api import Router
+    from kernel.memory.memories import Memories
+    from kernel.profiles import Profiles
+    from kernel.store.db import Store
+    from kernel.tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeps:
+    """What a tools hook registers its tools with and over (built at start)."""
+
+    config: Config
+    tools: ToolRegistry
+    memories: Memories
+    delegator: Delegator
+    profiles: Profiles
+    cron: CronScheduler
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendDeps:
+    """What a frontend factory builds from: the configuration, the store, the sidecar's
+    route groups, and the built-in frontends over the dependencies kernel/app.py gives
+    them (``telegram()``: the bot; ``gateway(routers)``: the sidecar, its module
+    imported first)."""
+
+    config: Config
+    store: Store
+    routers: Callable[[], list[Router]]
+    telegram: Callable[[], Frontend]
+    gateway: Callable[[Sequence[Router]], Frontend]
+
 
 ProviderFactory = Callable[[ProviderConfig], Provider]
-ChannelFactory = Callable[["Kernel"], ChannelParts]
-ToolsHook = Callable[["Kernel"], None]
+ToolsHook = Callable[[ToolDeps], None]
 RoutesSource = Callable[[], Sequence["Router"]]
-FrontendFactory = Callable[["Kernel"], Awaitable[Frontend | None]]
+FrontendFactory = Callable[[FrontendDeps], Awaitable[Frontend | None]]
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "kernel.providers",
@@ -73,7 +110,7 @@ class Plugins:
         self.channels[name] = factory
 
     def add_tools(self, hook: ToolsHook) -> None:
-        """``hook(kernel)`` registers tools in ``kernel.tools`` at start."""
+        """``hook(deps)`` registers tools in ``deps.tools`` at start."""
         self.tools.append(hook)
 
     def add_node(self, handler: NodeHandler) -> None:
@@ -143,17 +180,15 @@ def default_plugins() -> Plugins:
 
 
 def telegram(plugins: Plugins) -> None:
-    def outlet(kernel: Kernel) -> ChannelParts:
+    def outlet(deps: ChannelDeps) -> ChannelParts:
         # The bot attaches its outlet once it runs; deliveries due before then (a missed
         # cron run fired at start) wait for it when Telegram is configured.
-        return ChannelParts(Detached("telegram", pending=bool(kernel.config.telegram.token)))
+        return ChannelParts(Detached("telegram", pending=bool(deps.config.telegram.token)))
 
-    async def bot(kernel: Kernel) -> Frontend | None:
-        if not kernel.config.telegram.token:
+    async def bot(deps: FrontendDeps) -> Frontend | None:
+        if not deps.config.telegram.token:
             return None  # `kernel run` refuses to start without one
-        from kernel.telegram.channel import TelegramChannel
-
-        return TelegramChannel(kernel.telegram_services())
+        return deps.telegram()
 
     plugins.add_channel("telegram", outlet)
     plugins.add_frontend("telegram", bot, waits=True)
@@ -162,16 +197,16 @@ def telegram(plugins: Plugins) -> None:
 def tools(plugins: Plugins) -> None:
     from kernel.tools import ask, memory, todo
 
-    plugins.add_tools(lambda kernel: memory.register(kernel.tools, kernel.memories))
-    plugins.add_tools(lambda kernel: ask.register(kernel.tools))
-    plugins.add_tools(lambda kernel: todo.register(kernel.tools))
+    plugins.add_tools(lambda deps: memory.register(deps.tools, deps.memories))
+    plugins.add_tools(lambda deps: ask.register(deps.tools))
+    plugins.add_tools(lambda deps: todo.register(deps.tools))
 
 
 def web(plugins: Plugins) -> None:
-    def register(kernel: Kernel) -> None:
+    def register(deps: ToolDeps) -> None:
         from kernel import web
 
-        web.register(kernel.tools, kernel.config)
+        web.register(deps.tools, deps.config)
 
     plugins.add_tools(register)
 
@@ -179,18 +214,16 @@ def web(plugins: Plugins) -> None:
 def delegation(plugins: Plugins) -> None:
     from kernel.delegate import tool
 
-    plugins.add_tools(
-        lambda kernel: tool.register(kernel.tools, kernel.delegator, kernel.agent.profiles)
-    )
+    plugins.add_tools(lambda deps: tool.register(deps.tools, deps.delegator, deps.profiles))
 
 
 def cron(plugins: Plugins) -> None:
     from kernel.cron import tools as cron_tools
     from kernel.cron.workflow import DelayNode, IfEventNode, StartNode, TextEventNode
 
-    def register_tools(kernel: Kernel) -> None:
-        if kernel.config.cron.enabled:
-            cron_tools.register(kernel.tools, kernel.cron)
+    def register_tools(deps: ToolDeps) -> None:
+        if deps.config.cron.enabled:
+            cron_tools.register(deps.tools, deps.cron)
 
     plugins.add_tools(register_tools)
     for node in (StartNode(), TextEventNode(), DelayNode(), IfEventNode()):
@@ -203,14 +236,13 @@ def gateway(plugins: Plugins) -> None:
 
         return ROUTERS
 
-    async def sidecar(kernel: Kernel) -> Frontend | None:
-        if not kernel.config.gateway.enabled:
+    async def sidecar(deps: FrontendDeps) -> Frontend | None:
+        if not deps.config.gateway.enabled:
             return None
         # Imported in a thread while Telegram connects: importing aiohttp's server takes
         # ~0.3 s, which would otherwise delay the first getUpdates.
-        server = await asyncio.to_thread(importlib.import_module, "kernel.gateway.server")
-        frontend: Frontend = server.Gateway(kernel.gateway_deps(), kernel.plugins.routers())
-        return frontend
+        await asyncio.to_thread(importlib.import_module, "kernel.gateway.server")
+        return deps.gateway(deps.routers())
 
     plugins.add_routes(routes)
     plugins.add_frontend("gateway", sidecar)

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from kernel.app import Kernel
+from kernel.channels.deps import ChannelDeps
 from kernel.config import ProviderConfig, load_config
 from kernel.core.delivery import Target
 from kernel.core.errors import ConfigError, StartupError
@@ -22,7 +23,7 @@ from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider
 from kernel.cron.workflow import NODE_HANDLERS
 from kernel.gateway.server import Gateway
-from kernel.plugins import DEFAULT_PLUGINS, Plugins, load_plugins
+from kernel.plugins import DEFAULT_PLUGINS, FrontendDeps, Plugins, load_plugins
 from tests.conftest import write_config
 from tests.gateway.conftest import until
 from tests.sim.anthropic_sim import AnthropicSim
@@ -50,8 +51,8 @@ class Door:
 
     mode = "open"
 
-    def __init__(self, kernel: Kernel) -> None:
-        self.kernel = kernel
+    def __init__(self, deps: FrontendDeps) -> None:
+        self.deps = deps
         self.started = asyncio.Event()
 
     async def start(self) -> None:
@@ -64,7 +65,7 @@ class Door:
 
     async def stop(self) -> None:
         # Frontends stop while the core still runs: the database still answers.
-        await self.kernel.store.check_writable()
+        await self.deps.store.check_writable()
         EVENTS.append("door stop")
 
 
@@ -86,7 +87,7 @@ def extension(plugins: Plugins) -> None:
         BUILT.append(cfg.name)
         return builtin(cfg)
 
-    def pigeon(kernel: Kernel) -> ChannelParts:
+    def pigeon(deps: ChannelDeps) -> ChannelParts:
         async def start() -> None:
             EVENTS.append("pigeon start")
 
@@ -102,14 +103,14 @@ def extension(plugins: Plugins) -> None:
         """Coo a few times."""
         return "coo " * times
 
-    async def door(kernel: Kernel) -> Frontend | None:
-        return Door(kernel)
+    async def door(deps: FrontendDeps) -> Frontend | None:
+        return Door(deps)
 
     plugins.add_provider_type("claude", claude)
     # A new type name: the Anthropic API under another name, as a gateway plugin would add.
     plugins.add_provider_type("pigeon_llm", claude)
     plugins.add_channel("pigeon", pigeon)
-    plugins.add_tools(lambda kernel: kernel.tools.tool(coo))
+    plugins.add_tools(lambda deps: deps.tools.tool(coo))
     plugins.add_node(CooNode())
     plugins.add_frontend("door", door, waits=True)
 

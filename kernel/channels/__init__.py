@@ -3,8 +3,8 @@ inbound callbacks).
 
 Public API: one plugin function per channel (:func:`console_plugin`,
 :func:`webhook_plugin`, :func:`qq_plugin`; named apart from the modules), listed in
-kernel/plugins.py's ``DEFAULT_PLUGINS``; each builds its channel for a Kernel and names
-the steps the Kernel runs at start and stop. The channels themselves:
+kernel/plugins.py's ``DEFAULT_PLUGINS``; each builds its channel from a
+``deps.ChannelDeps`` and names the steps the Kernel runs at start and stop. The channels themselves:
 ``console.ConsoleChannel``, ``webhook.WebhookChannel``, ``qq.QQChannel`` and, for QQ
 events coming in (``POST /channels/qq/inbound``), ``qq_inbound.QQInbound`` and
 ``InboundError``.
@@ -17,37 +17,36 @@ from typing import TYPE_CHECKING
 from kernel.core.plugin import ChannelParts
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
-    from kernel.plugins import Plugins
+    from kernel.channels.deps import ChannelDeps, ChannelHooks
 
 
-def console_plugin(plugins: Plugins) -> None:
-    def build(kernel: Kernel) -> ChannelParts:
+def console_plugin(plugins: ChannelHooks) -> None:
+    def build(deps: ChannelDeps) -> ChannelParts:
         from kernel.channels.console import ConsoleChannel
 
-        return ChannelParts(ConsoleChannel(kernel.config, kernel.store))
+        return ChannelParts(ConsoleChannel(deps.config, deps.store))
 
     plugins.add_channel("console", build)
 
 
-def webhook_plugin(plugins: Plugins) -> None:
-    def build(kernel: Kernel) -> ChannelParts:
+def webhook_plugin(plugins: ChannelHooks) -> None:
+    def build(deps: ChannelDeps) -> ChannelParts:
         from kernel.channels.webhook import WebhookChannel
 
-        channel = WebhookChannel(kernel.config, kernel.clock, kernel.channel_records)
+        channel = WebhookChannel(deps.config, deps.clock, deps.records)
         return ChannelParts(channel, start=channel.load, close=channel.aclose)
 
     plugins.add_channel("webhook", build)
 
 
-def qq_plugin(plugins: Plugins) -> None:
-    def build(kernel: Kernel) -> ChannelParts:
+def qq_plugin(plugins: ChannelHooks) -> None:
+    def build(deps: ChannelDeps) -> ChannelParts:
         from kernel.channels.qq import QQChannel
         from kernel.channels.qq_inbound import QQInbound
 
-        channel = QQChannel(kernel.config, kernel.clock)
-        kernel.runtime.on_channels_changed(channel.settings_changed)
-        inbound = QQInbound(channel, kernel.agent, kernel.channel_registry, kernel.channel_records)
+        channel = QQChannel(deps.config, deps.clock)
+        deps.runtime.on_channels_changed(channel.settings_changed)
+        inbound = QQInbound(channel, deps.agent, deps.registry, deps.records)
         return ChannelParts(channel, stop=inbound.stop, close=channel.aclose, inbound=inbound)
 
     plugins.add_channel("qq", build)

@@ -33,12 +33,12 @@ import asyncio
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from kernel.agent.agent import Agent, SessionKey, UserInput
 from kernel.channels.qq import QQChannel
+from kernel.channels.qq_message import InboundMessage
 from kernel.core import safejson
 from kernel.core.delivery import ChannelRegistry, Target, follow_turn
 from kernel.core.errors import ChannelError, KernelError
@@ -113,23 +113,6 @@ def verify(secret: str, message: bytes, signature_hex: str) -> bool:
     except InvalidSignature:
         return False
     return True
-
-
-@dataclass(frozen=True, slots=True)
-class InboundMessage:
-    event_type: str
-    kind: str  # c2c, group, guild, dm: where the reply goes
-    target_id: str  # openid, group_openid, channel_id or guild_id
-    user_id: str  # the sender
-    msg_id: str
-    text: str
-
-    @property
-    def session_id(self) -> str:
-        """One conversation per place and sender."""
-        if self.kind == "c2c":
-            return f"c2c:{self.target_id}"
-        return f"{self.kind}:{self.target_id}:{self.user_id}"
 
 
 def _text(value: Any) -> str:

@@ -6,7 +6,8 @@ Public API:
 
 - ``Commands``: the command set of one process; ``run(conversation, name, arg)``
   answers a ``Reply``, and keeps the last ``#n`` listing of each conversation.
-- ``KernelParts``: what ``Commands`` reads from the composition root.
+- ``KernelParts``: what ``Commands`` reads from the composition root; ``LocalCore``:
+  those parts as a core started in this process (``kernel chat``, ``kernel tui``).
 - ``Reply`` and ``Choice``: a neutral answer (catalogue text, an error flag, optional
   choices a channel may render as buttons, optional slow follow-up).
 - ``SHARED``: the names ``run`` knows, in help order.
@@ -22,11 +23,12 @@ Public API:
   and ``/help <topic>``.
 """
 
-from kernel.commands.command_set import SHARED, Commands, KernelParts
+from kernel.commands.command_set import SHARED, Commands
 from kernel.commands.help import CATALOGUE, MENU, overview, welcome
 from kernel.commands.help import topic as help_topic
 from kernel.commands.listing import format_history, parse_refs, session_label
 from kernel.commands.mcp import mcp_listing
+from kernel.commands.parts import KernelParts, LocalCore
 from kernel.commands.reply import Button, Choice, Reply
 from kernel.commands.status import format_elapsed
 from kernel.commands.usage import render_report
@@ -39,6 +41,7 @@ __all__ = [
     "Choice",
     "Commands",
     "KernelParts",
+    "LocalCore",
     "Reply",
     "format_elapsed",
     "format_history",

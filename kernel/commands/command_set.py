@@ -8,8 +8,8 @@ conversation. Dates are local to ``general.timezone``.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from kernel.agent.sessions import Origin
 from kernel.agent.titles import MAX_TITLE
@@ -32,8 +32,9 @@ from kernel.commands.listing import (
     session_label,
     session_name,
 )
-from kernel.commands.mcp import ServerLine, mcp_listing
+from kernel.commands.mcp import mcp_listing
 from kernel.commands.modes import mode_command
+from kernel.commands.parts import KernelParts
 from kernel.commands.profiles import profile_command
 from kernel.commands.prompts import prompts_listing
 from kernel.commands.reply import Button, Choice, Reply
@@ -46,11 +47,7 @@ from kernel.memory import scopes
 from kernel.spend import build_report
 
 if TYPE_CHECKING:
-    from kernel.agent.agent import Agent
-    from kernel.cron.scheduler import CronScheduler
-    from kernel.delegate.delegator import Delegator
-    from kernel.memory.memories import Memories
-    from kernel.store.db import SessionRow, Store
+    from kernel.store.db import SessionRow
 
 HISTORY_LISTING = 20  # /history shows the newest this many sessions
 RESUME_CHOICES = 200  # a bare /resume offers the newest this many (a picker pages them)
@@ -83,30 +80,6 @@ SHARED = (
     "rewind",
     "audit",
 )
-
-
-class StatusSource(Protocol):
-    """The MCP manager (kernel.mcp.MCPManager): the /status line, the /mcp listing."""
-
-    def status_text(self) -> str: ...
-    def status(self) -> Sequence[ServerLine]: ...
-
-
-class KernelParts(Protocol):
-    """What the commands use of the composition root (``kernel.app.Kernel``)."""
-
-    @property
-    def agent(self) -> Agent: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def memories(self) -> Memories: ...
-    @property
-    def delegator(self) -> Delegator: ...
-    @property
-    def cron(self) -> CronScheduler: ...
-    @property
-    def mcp(self) -> StatusSource: ...
 
 
 Handler = Callable[[str, str], Awaitable[Reply]]

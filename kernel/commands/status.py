@@ -15,7 +15,7 @@ from kernel.memory import scopes
 from kernel.spend import budget_state
 
 if TYPE_CHECKING:
-    from kernel.commands.command_set import KernelParts
+    from kernel.commands.parts import KernelParts
 
 
 def format_elapsed(seconds: float) -> str:

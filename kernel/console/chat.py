@@ -41,7 +41,7 @@ from kernel.core.turns import Turn
 from kernel.tools.todo import NAME as PLAN_TOOL
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.commands.parts import KernelParts, LocalCore
 
 PLAN_MARKS = {"pending": "☐", "in_progress": "▶", "completed": "☑"}
 
@@ -49,7 +49,7 @@ PLAN_MARKS = {"pending": "☐", "in_progress": "▶", "completed": "☑"}
 class ConsoleChat:
     def __init__(
         self,
-        kernel: Kernel,
+        kernel: KernelParts,
         out: IO[str],
         err: IO[str],
         interactive: bool,
@@ -197,7 +197,7 @@ def _read_lines(
 
 async def run_chat(
     config: Config,
-    make_kernel: Callable[[Config], Kernel],
+    make_kernel: Callable[[Config], LocalCore],
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,

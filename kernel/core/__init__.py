@@ -6,6 +6,7 @@ JSON form), ``events`` (TurnEvent and its kinds), ``asks`` (Question, Answer,
 AskRegistry), ``turns`` (Turn), ``errors`` (the KernelError tree), ``i18n`` (``t``,
 the zh/en catalogue), ``provider`` (the Provider interface, ChatRequest, stream
 events, ``stream_with_retry``), ``delivery`` (outbound channel plugins and their
-registry), ``tasks`` (TaskSet), ``clock``, ``fileio`` (``write_atomic``),
-``safejson``, ``redact`` and ``logs``.
+registry), ``tasks`` (TaskSet), ``clock`` (``sleep_unless``), ``backoff`` (Backoff,
+Retrying), ``ports`` (the narrow interfaces adapters receive), ``fileio``
+(``write_atomic``), ``safejson``, ``redact`` and ``logs``.
 """

@@ -53,3 +53,15 @@ def zone_named(name: Any) -> tzinfo:
         return ZoneInfo(str(name or "UTC"))
     except (ZoneInfoNotFoundError, ValueError):
         return UTC
+
+
+async def sleep_unless(clock: Clock, seconds: float, event: asyncio.Event) -> bool:
+    """Sleep ``seconds`` on ``clock``, cut short when ``event`` is set: whether it was."""
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    waker = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeper.cancel()
+        waker.cancel()
+    return event.is_set()

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kernel.core.backoff import Backoff
 from kernel.core.errors import (
     CapabilityError,
     ProviderAuthError,
@@ -242,6 +243,12 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 30.0
 
+    @property
+    def backoff(self) -> Backoff:
+        """``base_delay`` doubling to ``max_delay``, each wait 80 %–120 % of itself."""
+        cap = max(self.max_delay, 0.0)
+        return Backoff(min(max(self.base_delay, 0.0), cap), cap, jitter=0.2)
+
 
 class Provider(ABC):
     """A configured model endpoint. Subclasses set ``capabilities`` and implement ``_stream``;
@@ -307,6 +314,7 @@ async def stream_with_retry(
     *,
     sleep: Sleep = asyncio.sleep,
     on_retry: Callable[[int, float, Exception], None] | None = None,
+    rand: Callable[[], float] = random.random,
 ) -> AsyncIterator[StreamEvent]:
     """Stream from ``provider``, retrying transient failures that happen before any output.
 
@@ -315,6 +323,7 @@ async def stream_with_retry(
     A provider with several keys moves to its next key at once on a 429 or a used-up
     quota (each key at most once per call) and on a refused key (dropped for good, so a
     call ends with ProviderAuthError only when no key is left), before any backoff.
+    The waits are ``policy.backoff``'s; ``rand``: its jitter (tests fix it).
     """
     provider.check(request)
     attempt = 0
@@ -347,13 +356,10 @@ async def stream_with_retry(
                 continue
             if not isinstance(exc, TransientProviderError) or attempt >= policy.max_retries:
                 raise
-            delay = min(policy.max_delay, policy.base_delay * (2**attempt))
-            delay *= 0.8 + 0.4 * random.random()  # jitter
-            if exc.retry_after is not None:
-                if exc.retry_after > policy.max_delay:
-                    raise  # waiting that long silently would look like a hang; say so now
-                delay = max(0.0, exc.retry_after)
+            if exc.retry_after is not None and exc.retry_after > policy.max_delay:
+                raise  # waiting that long silently would look like a hang; say so now
             attempt += 1
+            delay = policy.backoff.delay(attempt, exc.retry_after, rand=rand)
             log.warning(
                 "provider %s attempt %d failed (%s); retrying in %.2fs",
                 provider.name,

@@ -46,7 +46,8 @@ from zoneinfo import ZoneInfo
 from kernel.audit import AuditLog
 from kernel.audit import kinds as audit_kinds
 from kernel.config import Config
-from kernel.core.clock import Clock
+from kernel.core.backoff import Backoff, Retrying
+from kernel.core.clock import Clock, sleep_unless
 from kernel.core.errors import CronError, KernelError, StoreError
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
@@ -69,7 +70,8 @@ from kernel.store.cron import CronRow, CronRun, CronStore
 log = logging.getLogger(__name__)
 
 MAX_SLEEP = 60.0  # re-read the clock at least this often (it may be stepped)
-RETRY_FIRST = 1.0  # after a failed pass; doubled for each failure in a row, up to MAX_SLEEP
+# After a failed pass: 1 s, doubled for each failure in a row, up to MAX_SLEEP.
+PASS_BACKOFF = Backoff(first=1.0, cap=MAX_SLEEP)
 
 
 # The audit kind of each outcome cron_runs records (succeeded and failed: fired).
@@ -238,21 +240,20 @@ class CronScheduler:
     # ----- the loop -----------------------------------------------------------------
 
     async def _loop(self) -> None:
-        failures = 0
+        retrying = Retrying(PASS_BACKOFF, self.clock)
         while True:
             self._wake.clear()
             try:
                 await self._fire_due(self.clock.now())
             except Exception as exc:  # the database, a bug: this pass fails, the loop goes on
-                failures += 1
-                delay = min(MAX_SLEEP, RETRY_FIRST * 2 ** min(failures - 1, 8))
+                delay = retrying.failed()
                 if isinstance(exc, KernelError):
                     kind = type(exc).__name__
                     log.warning("cron pass failed (%s); retrying in %.0f s", kind, delay)
                 else:
                     log.exception("cron pass failed; retrying in %.0f s", delay)
             else:
-                failures = 0
+                retrying.succeeded()
                 delay = self._seconds_to_next(self.clock.now())
             await self._pause(delay)
 
@@ -274,13 +275,7 @@ class CronScheduler:
         return max(0.0, min(MAX_SLEEP, (min(dues) - now).total_seconds()))
 
     async def _pause(self, seconds: float) -> None:
-        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
-        waker = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            waker.cancel()
+        await sleep_unless(self.clock, seconds, self._wake)
 
     async def _fire(self, job: CronJob, now: datetime) -> None:
         """Plan the next run, then start this one (under the lock). When the plan cannot

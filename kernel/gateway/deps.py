@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 
 from kernel.agent.agent import Agent
 from kernel.audit import AuditLog
-from kernel.commands.command_set import KernelParts
+from kernel.commands.parts import KernelParts
 from kernel.config import Config
 from kernel.core.delivery import ChannelRegistry
 from kernel.core.plugin import ChannelParts

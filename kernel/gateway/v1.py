@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from aiohttp import web
-from kernel.config import ProviderConfig, model_alias_target
 from pydantic import BaseModel, ValidationError
 
+from kernel.config import ProviderConfig, model_alias_target
 from kernel.core import safejson
 from kernel.core.errors import (
     CapabilityError,

@@ -37,6 +37,8 @@ from mcp import ClientSession, MCPError
 
 from kernel import __version__
 from kernel.config import MCPServerConfig, MCPSettings
+from kernel.core.backoff import Backoff
+from kernel.core.clock import Clock, SystemClock, sleep_unless
 from kernel.core.errors import ToolError
 from kernel.core.redact import redact_text
 from kernel.core.tasks import TaskSet
@@ -79,13 +81,11 @@ class _Lost(Exception):
     """The live connection ended; the text says how."""
 
 
-def reconnect_delay(settings: MCPSettings, failures: int) -> float:
-    """Seconds before the next attempt: base, doubling per consecutive failure, capped."""
-    if failures <= 0:
-        return settings.reconnect_base_delay
-    return float(
-        min(settings.reconnect_max_delay, settings.reconnect_base_delay * 2 ** (failures - 1))
-    )
+def reconnect_backoff(settings: MCPSettings) -> Backoff:
+    """The waits before reconnecting: base, doubling per consecutive failure, capped
+    (``delay(0)``, after a drop with no failure yet: base)."""
+    cap = settings.reconnect_max_delay
+    return Backoff(min(settings.reconnect_base_delay, cap), cap)
 
 
 class ServerConnection:
@@ -98,8 +98,11 @@ class ServerConnection:
         log_dir: Path | None = None,
         shared_env: Callable[[], dict[str, str]] = dict,
         sampler: Sampler | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock``: what the reconnect waits sleep on (tests drive one)."""
         self.config = config
+        self._clock: Clock = clock or SystemClock()
         self._shared_env = shared_env  # the owner's [envs]/`/envs`, read at each (re)start
         self.name = config.name
         self.settings = settings
@@ -182,6 +185,7 @@ class ServerConnection:
     # ------------------------------------------------------------------ the supervisor
 
     async def _run(self) -> None:
+        backoff = reconnect_backoff(self.settings)
         failures = 0
         while not self._stopping:
             was_up = counted = False
@@ -222,7 +226,7 @@ class ServerConnection:
                 return
             # After a drop (no failures yet) a short pause keeps a server that dies right
             # after connecting from spinning; a caller waiting to retry cuts it short.
-            delay = reconnect_delay(self.settings, failures)
+            delay = backoff.delay(failures)
             now, self._reconnect_now = self._reconnect_now, False
             if not now:
                 await self._pause(delay)
@@ -292,8 +296,7 @@ class ServerConnection:
         self._wake.clear()
         if self._stopping or self._reconnect_now:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), delay)
+        await sleep_unless(self._clock, delay, self._wake)
 
     # ------------------------------------------------------------------ state changes
 

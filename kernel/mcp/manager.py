@@ -25,6 +25,7 @@ from kernel.audit import AuditLog
 from kernel.audit import kinds as audit_kinds
 from kernel.config import Config, MCPServerConfig
 from kernel.config.privilege import strings_of
+from kernel.core.clock import Clock
 from kernel.core.errors import CodedError, KernelError
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
@@ -56,8 +57,10 @@ class ServerStatus:
 
 
 class MCPManager:
-    def __init__(self, config: Config, registry: ToolRegistry) -> None:
+    def __init__(self, config: Config, registry: ToolRegistry, clock: Clock | None = None) -> None:
+        """``clock``: what the servers' reconnect waits sleep on (the Kernel's)."""
         self._config = config
+        self._clock = clock
         self._registry = registry
         self._servers: list[MCPServerConfig] = list(config.mcp_servers)
         self._parts = server_parts(s.name for s in self._servers)
@@ -112,6 +115,7 @@ class MCPManager:
             log_dir=self.log_dir,
             shared_env=lambda: self._config.envs,
             sampler=self.sampler,
+            clock=self._clock,
         )
         self._connections[server.name] = connection
         connection.start()

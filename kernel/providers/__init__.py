@@ -10,13 +10,20 @@ API key, ``rotate_key``) and ``kernel.providers.retirement.retirement_notices``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from kernel.config import ProviderConfig, TitlesConfig
 from kernel.core.provider import Provider
 
-if TYPE_CHECKING:
-    from kernel.plugins import Plugins
+
+class ProviderTypes(Protocol):
+    """The registration hook a provider type is added with (kernel/plugins.py's
+    ``Plugins``)."""
+
+    def add_provider_type(
+        self, type_name: str, factory: Callable[[ProviderConfig], Provider]
+    ) -> None: ...
 
 
 def _claude(cfg: ProviderConfig) -> Provider:
@@ -31,7 +38,7 @@ def _openai_compat(cfg: ProviderConfig) -> Provider:
     return OpenAICompatProvider(cfg)
 
 
-def register(plugins: Plugins) -> None:
+def register(plugins: ProviderTypes) -> None:
     plugins.add_provider_type("claude", _claude)
     plugins.add_provider_type("openai_compat", _openai_compat)
 

@@ -29,11 +29,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import difflib
-import hashlib
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -48,6 +46,8 @@ from kernel.core.errors import CodedError, ConfigError, SelfOpsError, WorkspaceE
 from kernel.core.i18n import t
 from kernel.runtime import Overlay, Runtime, changed_keys
 from kernel.selfops import recording
+from kernel.selfops.pending import Pending, _Doc
+from kernel.selfops.pending import content_hash as _hash
 from kernel.selfops.sensitive import added_sensitive, mask_lines, masked, sensitive_keys
 from kernel.workspace.files import Parts, Workspace, parts_of
 
@@ -62,48 +62,12 @@ WHITELIST = ("SOUL.md", "prompts/**", "skills/**")
 Clock = Callable[[], datetime]
 
 
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _stable(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def _bad(message: str, **details: Any) -> SelfOpsError:
     return SelfOpsError("invalid_request", message, details)
-
-
-@dataclass(slots=True)
-class _Doc:
-    """A target's text before and after (``before`` None: the file is new)."""
-
-    path: str
-    before: str | None
-    after: str
-    parts: Parts = ()
-
-    @property
-    def base_hash(self) -> str:
-        return _hash(self.before) if self.before is not None else ""
-
-
-@dataclass(slots=True)
-class Pending:
-    id: str
-    target: str
-    expires: datetime
-    allow_sensitive: bool
-    requires_sensitive: bool
-    docs: list[_Doc]
-    confirm_hash: str = ""
-    providers: dict[str, Any] | None = None  # the new [providers] of runtime.toml
-    active: tuple[str, str] | None = None
-    base_hash: str = ""  # of the state the preview was made from
-    sensitive: list[str] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)  # the settings' dotted names it changes
-    given: set[str] = field(default_factory=set)  # the strings its operations carry
-    privileged: list[str] = field(default_factory=list)  # fields the privilege rule guards
 
 
 class Mutations:

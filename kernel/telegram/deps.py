@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from kernel.agent.agent import Agent
     from kernel.audit import AuditLog
-    from kernel.commands.command_set import StatusSource
+    from kernel.commands.parts import StatusSource
     from kernel.config import Config
     from kernel.config.general import TelegramConfig
     from kernel.core.clock import Clock

@@ -28,11 +28,11 @@ from kernel.tui.backend import (
 )
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.commands.parts import KernelParts
 
 
 class LocalBackend:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: KernelParts) -> None:
         self.kernel = kernel
         self.agent = kernel.agent
         self._describe, self._verdict = _words()

@@ -14,7 +14,7 @@ from kernel.tui.local import LocalBackend
 from kernel.tui.remote import HttpBackend
 
 if TYPE_CHECKING:
-    from kernel.app import Kernel
+    from kernel.commands.parts import LocalCore
 
 
 async def run_remote(url: str, api_key: str = "") -> int:
@@ -27,7 +27,7 @@ async def run_remote(url: str, api_key: str = "") -> int:
     return app.return_code or 0  # 1 when the app itself failed
 
 
-async def run_local(config: Config, make_kernel: Callable[[Config], Kernel]) -> int:
+async def run_local(config: Config, make_kernel: Callable[[Config], LocalCore]) -> int:
     kernel = make_kernel(config)
     kernel.channel_registry.detach("telegram")
     async with kernel:

@@ -161,6 +161,27 @@ async def test_the_loop_survives_a_failing_database_and_the_run_is_late_not_lost
     await hook.wait_until(lambda: texts(hook) == ["echo: tick", "echo: once"])
 
 
+async def test_a_failing_pass_backs_off_doubling_to_a_minute(
+    sidecar: SidecarFactory, echo: AnthropicSim, hook: WebhookSim
+) -> None:
+    """The loop's waits after failed passes: 1 s doubling, never above MAX_SLEEP (60 s),
+    on the Kernel's clock; the first pass that works ends them."""
+    clock = ManualClock(START)  # 07:00
+    sc = await start(sidecar, echo, hook, clock)
+    hourly = await create(sc, name="hourly", schedule="every 1h", text="tick")
+    db = sc.kernel.config.db_path
+    sql(db, "CREATE TRIGGER jam BEFORE UPDATE ON cron_jobs BEGIN SELECT RAISE(ABORT, 'x'); END")
+    clock.advance(to=datetime(2025, 6, 1, 8, 0, tzinfo=TZ))
+    for wait in (1, 2, 4, 8, 16, 32, 60, 60):
+        await clock.wait_for_sleeper(wait)
+        clock.advance(wait)
+    sql(db, "DROP TRIGGER jam")  # before the pass the last advance woke runs
+    await hook.wait_until(lambda: texts(hook) == ["echo: tick"])  # late, not lost
+    await settled(sc, clock)
+    ran = await state(sc, hourly["id"])
+    assert (ran["last_status"], ran["next_run_at"]) == ("succeeded", "2025-06-01T09:00:00+08:00")
+
+
 def delay_workflow(seconds: int) -> dict[str, Any]:
     return {
         "nodes": [

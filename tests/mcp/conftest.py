@@ -15,6 +15,7 @@ import pytest
 
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.core.clock import Clock
 from tests.conftest import free_port as free_port  # for the MCP tests' own servers
 from tests.conftest import write_config
 from tests.sim.anthropic_sim import AnthropicSim
@@ -83,7 +84,8 @@ async def model() -> AsyncIterator[AnthropicSim]:
 
 @pytest.fixture
 async def mcp_kernel(tmp_path: Path) -> AsyncIterator[MCPKernel]:
-    """``await mcp_kernel(sim, [server tables], settings={...}, env={...}, **general)``."""
+    """``await mcp_kernel(sim, [server tables], settings={...}, env={...}, clock=...,
+    **general)``."""
     started: list[Kernel] = []
 
     async def factory(
@@ -93,6 +95,7 @@ async def mcp_kernel(tmp_path: Path) -> AsyncIterator[MCPKernel]:
         settings: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
         start: bool = True,
+        clock: Clock | None = None,
         **general: Any,
     ) -> Kernel:
         kind = "claude" if isinstance(sim, AnthropicSim) else "openai_compat"
@@ -100,7 +103,7 @@ async def mcp_kernel(tmp_path: Path) -> AsyncIterator[MCPKernel]:
         path = write_config(tmp_path, sim.base_url, kind, **general)
         defaults = {"reconnect_base_delay": 0.05, "reconnect_max_delay": 0.2}
         path.write_text(path.read_text() + mcp_toml(servers, defaults | (settings or {})))
-        kernel = Kernel(load_config(path, env=env or {}, require_telegram=False))
+        kernel = Kernel(load_config(path, env=env or {}, require_telegram=False), clock=clock)
         started.append(kernel)
         if start:
             await kernel.start()

@@ -4,11 +4,13 @@ withdraws the server's tools (with a warning) until it comes back."""
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from kernel.core.i18n import t
+from tests.clock import ManualClock
 from tests.mcp.conftest import MCPKernel, alive, stdio_server, wait_until
 from tests.sim.anthropic_sim import AnthropicSim
 
@@ -91,8 +93,31 @@ async def test_repeated_failure_withdraws_tools_until_the_server_returns(
 
 def test_reconnect_backoff_doubles_up_to_the_ceiling() -> None:
     from kernel.config import MCPSettings
-    from kernel.mcp.connection import reconnect_delay
+    from kernel.mcp.connection import reconnect_backoff
 
-    settings = MCPSettings(reconnect_base_delay=1.0, reconnect_max_delay=10.0)
-    delays = [reconnect_delay(settings, n) for n in range(7)]
+    backoff = reconnect_backoff(MCPSettings(reconnect_base_delay=1.0, reconnect_max_delay=10.0))
+    delays = [backoff.delay(n) for n in range(7)]
     assert delays == [1.0, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+@pytest.mark.posix
+async def test_reconnect_waits_double_to_the_cap_on_the_kernels_clock(
+    model: AnthropicSim, mcp_kernel: MCPKernel, tmp_path: Path
+) -> None:
+    """A server that exits as soon as it starts is tried again after 1, 2, 4, 4 s of the
+    Kernel's clock (a virtual one here), and its tools come once it starts again."""
+    refuse = tmp_path / "refuse"
+    refuse.touch()
+    clock = ManualClock(datetime(2025, 6, 1, tzinfo=UTC))
+    server = stdio_server("flaky", "--refuse-if", str(refuse))
+    settings = {"reconnect_attempts": 3, "reconnect_base_delay": 1.0, "reconnect_max_delay": 4.0}
+    kernel = await mcp_kernel(model, [server], settings=settings, clock=clock)
+    assert "mcp_flaky__echo" not in kernel.tools.names()
+    for wait in (1, 2, 4, 4):
+        await clock.wait_for_sleeper(wait)
+        clock.advance(wait)
+    refuse.unlink()  # before the try the last advance woke runs
+    await wait_until(lambda: "mcp_flaky__echo" in kernel.tools.names())
+    # The reconnect waits, in order (the retention job sleeps on the clock too).
+    assert [s for s in clock.slept if s <= 4] == [1, 2, 4, 4]
+    assert kernel.mcp.status()[0].state == "connected"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kernel import check
+from kernel.check import programs
 from kernel.config import load_config
 from kernel.core import fileio, platform
 from kernel.delegate import runner
@@ -394,7 +394,7 @@ def test_check_names_batch_syntax_in_a_clis_args_as_a_problem(
     path.write_text(path.read_text() + f'\n[cli.codex]\ncommand = "{tool}"\nargs = {args}\n')
     config = load_config(path, env={}, require_telegram=False)
     monkeypatch.setattr(platform, "WINDOWS", True)
-    monkeypatch.setattr(check, "group_spawn_kwargs", lambda: {})  # Linux cannot take the flags
-    line = check._cli(config, "codex", {"PATH": str(tool.parent)})
+    monkeypatch.setattr(programs, "group_spawn_kwargs", lambda: {})  # Linux cannot take the flags
+    line = programs._cli(config, "codex", {"PATH": str(tool.parent)})
     assert line.status == "fail"
     assert "cli.codex.args" in line.detail and str(tool) in line.detail

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from kernel.core.logs import LogFile, RedactingFormatter
 from kernel.core.redact import Redactor
 from kernel.store.db import Store
 from kernel.store.trouble import diagnose
+from tests.clock import ManualClock
 from tests.conftest import write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.storage import fill, free, remount, tmpfs
@@ -133,28 +135,32 @@ async def test_kernel_waits_out_storage_trouble_then_starts(
         config = load_config(
             config_on(tmp_path, anthropic_sim, data), env={}, require_telegram=False
         )
-        kernel = Kernel(config)
-        kernel.storage_retry = (0.01, 0.05)
+        clock = ManualClock(datetime(2025, 6, 1, tzinfo=UTC))
+        kernel = Kernel(config, clock=clock)
         caplog.set_level(logging.INFO, "kernel.app")
-        seen = Seen(waits=5)  # the backoff doubles up to its cap
+        seen = Seen(waits=0)
         logging.getLogger("kernel.app").addHandler(seen)
         try:
             waiting = asyncio.create_task(kernel.wait_for_storage(asyncio.Event()))
-            await asyncio.wait_for(seen.enough.wait(), 30)
-            assert not waiting.done()
+            # The backoff, on the Kernel's clock: 1 s doubling to its 60 s cap.
+            for wait in (1, 2, 4, 8, 16, 32, 60, 60):
+                await clock.wait_for_sleeper(wait)
+                assert not waiting.done()
+                clock.advance(wait)
             if trouble == "full":
                 free(mount)
             else:
                 remount(mount, "rw")
-            assert await asyncio.wait_for(waiting, 30) is True
+            assert await asyncio.wait_for(waiting, 30) is True  # the try the last advance woke
         finally:
             logging.getLogger("kernel.app").removeHandler(seen)
 
         cause = "no space left on device" if trouble == "full" else "read-only file system"
         lines = [r.getMessage() for r in seen.records]
-        assert lines[0] == f"storage unavailable ({cause}) at {data}; retrying in 0.01s"
+        assert lines[0] == f"storage unavailable ({cause}) at {data}; retrying in 1s"
         waits = [line.rsplit(" ", 1)[1] for line in lines[:-1]]
-        assert waits[:3] == ["0.01s", "0.02s", "0.04s"] and set(waits[3:]) == {"0.05s"}
+        assert waits == ["1s", "2s", "4s", "8s", "16s", "32s", "60s", "60s"]
+        assert clock.slept == [1, 2, 4, 8, 16, 32, 60, 60]
         assert lines[-1] == f"storage available at {data}"
         assert not any("SQLITE" in line for line in lines)
         async with kernel:  # the store is open: the rest starts as always

@@ -5,7 +5,8 @@ One line per part: ``ok``, ``warn`` (Kernel runs, but this part will not work) o
 fix it. Nothing here changes state: the provider gets one tiny request, Telegram one
 ``getMe``, each MCP server one connection, the titles model one tiny request, speech to
 text a fifth of a second of silence, text to speech one word, the data directory one
-temporary file.
+temporary file. The programs on PATH (the coding CLIs, ffmpeg) are
+:mod:`kernel.check.programs`'; the line and the report :mod:`kernel.check.line`'s.
 """
 
 from __future__ import annotations
@@ -16,44 +17,27 @@ import io
 import os
 import socket
 import sqlite3
-import subprocess
 import urllib.request
 import wave
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Literal
 from urllib.parse import urlsplit
 
+from kernel.check.line import CheckLine, Status
+from kernel.check.line import report as report
+from kernel.check.programs import _clis, _ffmpeg
 from kernel.config import Config, parse_ref, read_overlay
 from kernel.config.privilege import stored_guarded
-from kernel.config.secrets import child_env
 from kernel.config.sidecar_key import sidecar_key
 from kernel.core.errors import ConfigError, KernelError
 from kernel.core.fileio import os_cause, probe_writable
 from kernel.core.i18n import t
 from kernel.core.messages import Message, TextBlock
-from kernel.core.platform import BatchArgumentError, group_spawn_kwargs, launch_argv, which
 from kernel.core.provider import DEFAULT_MAX_TOKENS, ChatRequest, Completion, Provider
-from kernel.delegate.argv import GEMINI_PROMPT
-from kernel.delegate.formats import strip_ansi
 from kernel.plugins import default_plugins
 from kernel.providers.retirement import retirement_notices
 from kernel.providers.sdk import SDKProvider
 from kernel.store.trouble import unwritable_file
-
-Status = Literal["ok", "warn", "fail"]
-MARKS: dict[Status, str] = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
-
-
-@dataclass(slots=True)
-class CheckLine:
-    part: str
-    status: Status
-    detail: str
-
-    def render(self) -> str:
-        return f"[{MARKS[self.status]}] {self.part}: {self.detail}"
 
 
 async def run_checks(config: Config, *, today: date | None = None) -> list[CheckLine]:
@@ -490,135 +474,3 @@ async def _tts(config: Config) -> CheckLine:
     return CheckLine(
         "tts", "ok", t("check.tts_ok", kind=config.tts.type, seconds=f"{note.seconds:.1f}")
     )
-
-
-def _clis(config: Config) -> list[CheckLine]:
-    """Each configured CLI (concurrently): found on PATH, answers ``--version``, and
-    accepts the configured arguments: ``<command> <args> --help`` makes each CLI's own
-    parser check them without calling its API (codex 0.169.0 exits 2 on ``--full-auto``
-    this way; claude and gemini reject bad choices; gemini's headless trust flag is
-    checked by name, since it is not an argument error)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    env = child_env(config.envs)
-    names = list(config.cli)
-    if not names:
-        return []
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        return list(pool.map(lambda name: _cli(config, name, env), names))
-
-
-def _cli(config: Config, name: str, env: dict[str, str]) -> CheckLine:
-    from kernel.delegate.formats import display_name
-
-    cli = config.cli[name]
-    part = f"cli {name}"
-    found = which(cli.command, path=env.get("PATH"))
-    if not found:
-        return CheckLine(part, "warn", t("delegate.not_found", cli=name, command=cli.command))
-    args = cli.args
-    if name == "gemini" and args and args[-1] in GEMINI_PROMPT:
-        args = args[:-1]  # a run folds it into --prompt=<task>
-    try:  # Windows: a batch file that is not an npm shim gets these args through cmd.exe
-        launch_argv([found, *args, "--help"])
-    except BatchArgumentError:
-        words = t("check.cli_batch_args", cli=display_name(name), command=found, name=name)
-        return CheckLine(part, "fail", words)
-    seconds = f"{cli.version_timeout:g}"
-    silent = t("check.timeout", seconds=seconds)
-    code, out, err = _run_cli([found, "--version"], env, cli.version_timeout)
-    version = _first_line(out) or _first_line(err)
-    if code != 0 or not version:
-        detail = version or (silent if code is None else f"exit {code}")
-        words = t(
-            "check.cli_no_version",
-            path=found,
-            seconds=seconds,
-            detail=detail,
-            cli=display_name(name),
-        )
-        return CheckLine(part, "warn", words)
-    code, out, err = _run_cli([found, *args, "--help"], env, cli.version_timeout)
-    if code != 0:
-        error = _error_line(err) or _error_line(out)
-        error = error or (silent if code is None else f"exit {code}")
-        command = " ".join([cli.command, *cli.args[:1]]) if name == "codex" else cli.command
-        words = t(
-            "check.cli_rejected", cli=display_name(name), error=error, name=name, command=command
-        )
-        return CheckLine(part, "fail", words)
-    trusted = "--skip-trust" in cli.args or env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true"
-    if name == "gemini" and not trusted:
-        return CheckLine(part, "warn", t("check.cli_untrusted", cli=display_name(name), name=name))
-    return CheckLine(part, "ok", t("check.cli_ok", path=found, version=version))
-
-
-def _run_cli(argv: list[str], env: dict[str, str], seconds: float) -> tuple[int | None, str, str]:
-    """Exit code (None: no answer in time), stdout and stderr of a short CLI run."""
-    try:
-        done = subprocess.run(
-            launch_argv(argv),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=seconds,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            **group_spawn_kwargs(),
-        )
-    except subprocess.TimeoutExpired:
-        return None, "", ""
-    except OSError as exc:
-        return -1, "", exc.strerror or type(exc).__name__
-    return done.returncode, done.stdout, done.stderr
-
-
-_ERROR_START = ("error", "invalid", "unknown", "unexpected", "missing", "not enough")
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
-
-
-def _error_line(text: str) -> str:
-    """The CLI's own error line (and its detail line when it ends with a colon)."""
-    lines = [strip_ansi(line).strip() for line in text.splitlines() if line.strip()]
-    for index, line in enumerate(lines):
-        if line.lower().startswith(_ERROR_START):
-            if line.endswith(":") and index + 1 < len(lines):
-                line = f"{line} {lines[index + 1]}"
-            return line[:300]
-    return ""
-
-
-def _ffmpeg(config: Config) -> CheckLine:
-    from kernel.voice.ffmpeg import find_ffmpeg
-
-    status: Status = "warn" if config.tts else "ok"  # only replies to voice need it
-    found = find_ffmpeg(config.ffmpeg)  # [tts] ffmpeg even while spoken replies are off
-    if not found:
-        if config.ffmpeg:
-            return CheckLine("ffmpeg", status, t("check.ffmpeg_bad_path", path=config.ffmpeg))
-        return CheckLine("ffmpeg", status, t("check.ffmpeg_missing"))
-    try:
-        encoders = subprocess.run(
-            [found, "-hide_banner", "-encoders"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            env=child_env({}),
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        encoders = ""
-    if "libopus" not in encoders:
-        return CheckLine("ffmpeg", status, t("check.ffmpeg_no_opus", path=found))
-    return CheckLine("ffmpeg", "ok", found)
-
-
-def report(lines: list[CheckLine]) -> tuple[str, int]:
-    """The printed report and the exit code: 1 when anything failed."""
-    text = "\n".join(line.render() for line in lines)
-    failed = sum(1 for line in lines if line.status == "fail")
-    warned = sum(1 for line in lines if line.status == "warn")
-    summary = t("check.summary", failed=failed, warned=warned)
-    return f"{text}\n{summary}", 1 if failed else 0
