@@ -329,7 +329,11 @@ class Mutations:
                 touched.append((path, op.get("value")))
             else:
                 raise _bad(t("selfops.bad_kind", index=index, kinds="merge, replace"))
-        unknown = [k for k in unknown_keys({"providers": after}) if k.startswith("providers.")]
+        # The keys the configuration's model reads (kernel.config.tree): no list of its own.
+        model = type(self.config)
+        unknown = [
+            k for k in unknown_keys({"providers": after}, model) if k.startswith("providers.")
+        ]
         if unknown:
             raise SelfOpsError(
                 "invalid_request",
