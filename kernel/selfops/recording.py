@@ -7,21 +7,14 @@ apply is recorded too, its refusal's code as the ``outcome``."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernel.audit import AuditLog
-
-if TYPE_CHECKING:
-    from kernel.selfops.mutations import Pending
+from kernel.selfops.pending import Pending, digest
 
 _CHANGE_ID = re.compile(r"[0-9a-f]{32}")  # what preview hands out (uuid4().hex)
-
-
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _path(path: str) -> str:
@@ -41,7 +34,7 @@ def facts_of(pending: Pending) -> dict[str, Any]:
             {
                 "path": _path(doc.path),
                 "before_sha256": doc.base_hash or None,
-                "after_sha256": _hash(doc.after),
+                "after_sha256": digest(doc.after),
             }
             for doc in pending.docs
         ],
