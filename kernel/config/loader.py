@@ -84,10 +84,9 @@ def language_of(path: Path | None = None, env: Mapping[str, str] | None = None) 
     one when they name none Kernel has or the file cannot be read."""
     env = os.environ if env is None else env
     try:
-        raw = _raw(path, env)
+        language = _wanted(_raw(path, env), env)
     except ConfigError:
-        raw = {}
-    language = _wanted(raw, env)
+        language = env.get("KERNEL_LANGUAGE")
     return language if language in LANGUAGES else get_language()
 
 
