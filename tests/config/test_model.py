@@ -84,14 +84,14 @@ def test_the_keys_selfops_allows_follow_the_model() -> None:
 def test_loading_returns_the_language_and_leaves_the_process_one(tmp_path: Path) -> None:
     path = _write(tmp_path, '[general]\nlanguage = "en"\n[cron]\nmax_jobs = "x"\n')
     before = get_language()
+    env = {"KERNEL_PROVIDER_ANTHROPIC_API_KEY": "sk-ant-0123456789abcdef"}
     # A refusal is worded in the language the file asks for …
     with pytest.raises(ConfigError) as refused:
-        load_config(path, env={}, require_telegram=False)
+        load_config(path, env=env, require_telegram=False)
     assert str(refused.value) == "cron.max_jobs must be int (got 'x'): fix it in config.toml"
     # … which loading returns, never sets.
     assert get_language() == before == "zh"
     good = _write(tmp_path, '[general]\nlanguage = "en"\n')
-    env = {"KERNEL_PROVIDER_ANTHROPIC_API_KEY": "sk-ant-0123456789abcdef"}
     assert load_config(good, env=env, require_telegram=False).general.language == "en"
     assert language_of(good, env={}) == "en"
     assert get_language() == "zh"
