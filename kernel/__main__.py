@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TextIO
 
 from kernel import __version__
-from kernel.config import Config, load_config
+from kernel.config import Config, language_of, load_config
 from kernel.core.errors import ConfigError, StartupError
 from kernel.core.fileio import create_whole
-from kernel.core.i18n import t
+from kernel.core.i18n import set_language, t
 from kernel.core.platform import install_stop
 
 log = logging.getLogger("kernel")
@@ -116,6 +116,7 @@ def console_command(env: Mapping[str, str] | None = None, platform: str = sys.pl
     from kernel.config import gateway_of
 
     env = os.environ if env is None else env
+    set_language(language_of(env=env))
     try:
         gateway = gateway_of(env=env)
         sidecar = sidecar_from(env)
@@ -179,6 +180,7 @@ def _configure(require_telegram: bool, to_file: bool, stream: TextIO | None = No
     # Provider types are what the plugins provide: the loader checks the names it is given.
     types = default_plugins().provider_types
     config = load_config(require_telegram=require_telegram, provider_types=types)
+    set_language(config.general.language)
     level = LEVELS[config.general.log_level]
     # The service logs to stdout and the file; `kernel chat` keeps stdout for the
     # conversation and shows only warnings, on stderr.
@@ -224,6 +226,8 @@ async def _check(config: Config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # Loading never sets the language: every message from here on is in the one asked for.
+    set_language(language_of())
     if getattr(args, "audit", None) is not None:  # reads kernel.db itself: no sidecar
         from kernel.client.audit import run as run_audit
 
@@ -243,10 +247,6 @@ def main(argv: list[str] | None = None) -> int:
         from kernel.tui import textual_missing
 
         if textual_missing():
-            from kernel.config import gateway_of
-
-            with contextlib.suppress(ConfigError):
-                gateway_of()  # it sets the catalogue's language (general.language)
             print(f"kernel: {t('tui.no_textual')}", file=sys.stderr)
             return 2
         if not args.local:

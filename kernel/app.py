@@ -21,7 +21,7 @@ from kernel.core.backoff import Backoff, Retrying
 from kernel.core.clock import Clock, SystemClock, sleep_unless
 from kernel.core.delivery import ChannelRegistry, Target
 from kernel.core.errors import StartupError, StoreError
-from kernel.core.i18n import t
+from kernel.core.i18n import set_language, t
 from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider, Sleep
 from kernel.core.status import StatusBoard
@@ -83,6 +83,7 @@ class Kernel:
         inject one they drive); ``sleep``: provider retry waits; ``plugins``: what
         registers the parts (the built-ins by default); ``health``: the providers'
         circuit breakers (tests give one a monotonic clock they drive)."""
+        set_language(config.general.language)  # loading returns it; the assistant speaks it
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.plugins = plugins or default_plugins()

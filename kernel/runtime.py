@@ -128,6 +128,7 @@ class Runtime:
             require_telegram=False,
             overlay=candidate,
             provider_types=self._provider_types,
+            model=type(self.config),
         )
 
     async def update(
@@ -209,7 +210,7 @@ class Runtime:
         }
         live.channels = fresh.channels
         # The servers' definitions; their connections are the MCP manager's to change.
-        live.mcp_servers = list(fresh.mcp_servers)
+        live.mcp.servers = list(fresh.mcp.servers)
         add_secrets(secrets.secrets_of(fresh), secrets.header_values_of(fresh))
         if channels:
             log.info("runtime change: channels %s updated", ", ".join(sorted(channels)))

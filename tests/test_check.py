@@ -10,6 +10,7 @@ import pytest
 
 from kernel.check import report, routing, shown_url
 from kernel.config import Config, load_config
+from kernel.core.i18n import set_language
 from tests.conftest import SECRET_KEY, kernel_env, spawn_kernel, write_config
 from tests.delegate.standins import make_cli
 from tests.mcp.conftest import free_port, mcp_toml, stdio_server
@@ -227,7 +228,9 @@ def routing_config(tmp_path: Path, general: str, extra: str = ROUTING) -> Config
     path = write_config(tmp_path, "http://127.0.0.1:1", "claude")
     text = path.read_text().replace("[gateway]\n", general + "[gateway]\n", 1)
     path.write_text(text + extra)
-    return load_config(path, env=kernel_env(KERNEL_LANGUAGE="en"), require_telegram=False)
+    config = load_config(path, env=kernel_env(KERNEL_LANGUAGE="en"), require_telegram=False)
+    set_language(config.general.language)  # loading returns it; kernel check sets it
+    return config
 
 
 def test_a_chain_or_rule_naming_a_provider_that_cannot_be_called_is_a_warning(

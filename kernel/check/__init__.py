@@ -31,7 +31,7 @@ from kernel.config.privilege import stored_guarded
 from kernel.config.sidecar_key import sidecar_key
 from kernel.core.errors import ConfigError, KernelError
 from kernel.core.fileio import os_cause, probe_writable
-from kernel.core.i18n import t
+from kernel.core.i18n import set_language, t
 from kernel.core.messages import Message, TextBlock
 from kernel.core.provider import DEFAULT_MAX_TOKENS, ChatRequest, Completion, Provider
 from kernel.plugins import default_plugins
@@ -42,7 +42,9 @@ from kernel.store.trouble import unwritable_file
 
 async def run_checks(config: Config, *, today: date | None = None) -> list[CheckLine]:
     """Every check, the slow ones concurrently, each bounded by ``general.check_timeout``;
-    ``today`` (default: the UTC date) decides which models are near their end of life."""
+    ``today`` (default: the UTC date) decides which models are near their end of life.
+    The report is worded in the configured language."""
+    set_language(config.general.language)
     seconds = config.general.check_timeout
     lines = [CheckLine("config", "ok", t("check.config_ok", path=config.path))]
     lines += [CheckLine("config", "warn", w) for w in config.warnings]

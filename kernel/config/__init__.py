@@ -3,9 +3,11 @@ default, bounds, description and markers (secret, environment override).
 
 Public API (``from kernel.config import …``):
 
-- loading: :func:`load_config`, :class:`Config`, :func:`locate_config`, :func:`gateway_of`,
-  :func:`sidecar_of` (the [gateway] section and the key Kernel's clients send),
-  :func:`read_overlay`, :func:`merge_overlay`, :data:`RUNTIME_FILE`, :data:`ENV_NAME`;
+- loading: :func:`load_config`, :class:`Config` (one model whose fields are the sections),
+  :func:`locate_config`, :func:`gateway_of`, :func:`sidecar_of` (the [gateway] section and
+  the key Kernel's clients send), :func:`language_of` (the language asked for: loading
+  never sets it, entry points do), :func:`read_overlay`, :func:`merge_overlay`,
+  :data:`RUNTIME_FILE`, :data:`ENV_NAME`;
 - sections: :class:`TelegramConfig`, :class:`GeneralConfig`, :class:`ProviderConfig`,
   :class:`TitlesConfig`, :class:`CLIConfig`, :class:`ToolPolicy`, :class:`MCPSettings`,
   :class:`MCPServerConfig`, :class:`GatewayConfig`, :class:`ChannelsConfig` with
@@ -14,7 +16,7 @@ Public API (``from kernel.config import …``):
   :class:`TtsConfig`, :class:`RoutingConfig` with :class:`RoutingRule` and
   :class:`ModelOptions`, :class:`WebConfig` with :class:`WebSearchConfig`,
   :class:`AgentsConfig`, :class:`PromptsConfig`, :class:`FeaturesConfig`;
-- the shape of the file: :data:`SCHEMA`, :func:`unknown_keys`;
+- the shape of the file, derived from :class:`Config`: :data:`SCHEMA`, :func:`unknown_keys`;
 - helpers: :func:`provider_env_key`, :func:`parse_ref`, :func:`compile_pattern`,
   :func:`model_alias_target`, :func:`webhook_backoff`, :func:`webhook_worst_case`,
   :func:`is_loopback`, :func:`is_http_url`, :func:`args_problem`;
@@ -22,8 +24,9 @@ Public API (``from kernel.config import …``):
 
 Modules: ``schema`` (the field vocabulary and the reader), one module per section group
 (``general``, ``providers``, ``routing``, ``cli``, ``mcp``, ``gateway``, ``channels``, ``voice``,
-``web``),
-``tree`` (which table holds which model), ``loader``, ``secrets``, ``net``.
+``web``, ``prompts``), ``model`` (:class:`Config`), ``readers`` (tables their model alone
+does not read), ``checks`` (rules across sections), ``tree`` (the file's shape, derived),
+``loader`` (files, overlay, language), ``secrets``, ``net``.
 """
 
 from kernel.config.channels import (
@@ -52,10 +55,8 @@ from kernel.config.general import (
     ToolPolicy,
 )
 from kernel.config.loader import (
-    ENV_NAME,
-    RUNTIME_FILE,
-    Config,
     gateway_of,
+    language_of,
     load_config,
     locate_config,
     merge_overlay,
@@ -63,6 +64,7 @@ from kernel.config.loader import (
     sidecar_of,
 )
 from kernel.config.mcp import MCPServerConfig, MCPSettings
+from kernel.config.model import RUNTIME_FILE, Config
 from kernel.config.net import is_http_url, is_loopback
 from kernel.config.prompts import FeaturesConfig, PromptsConfig
 from kernel.config.providers import (
@@ -73,6 +75,7 @@ from kernel.config.providers import (
     TitlesConfig,
     provider_env_key,
 )
+from kernel.config.readers import ENV_NAME
 from kernel.config.routing import (
     MIN_THINKING_BUDGET,
     REASONING_LEVELS,
@@ -147,6 +150,7 @@ __all__ = [
     "gateway_of",
     "is_http_url",
     "is_loopback",
+    "language_of",
     "load_config",
     "locate_config",
     "merge_overlay",

@@ -21,6 +21,24 @@ from kernel.config.schema import (
 )
 
 
+class MCPServerConfig(Section):
+    name: str = Field("", description="unique; part of its tools' names")
+    type: Literal["http", "stdio"] = Field("http", description="streamable HTTP or a command")
+    url: str = Field("", description="http: the endpoint")
+    headers: Annotated[StrMap, SECRET_ALL_HEADERS] = Field(
+        default_factory=dict, description="http: request headers, ${ENV} expanded; never logged"
+    )
+    command: str = Field("", description="stdio: the executable")
+    args: list[str] = Field(default_factory=list, description="stdio: its arguments")
+    env: Annotated[StrMap, SECRET_MAP] = Field(
+        default_factory=dict, description="stdio: extra environment, ${ENV} expanded"
+    )
+    cwd: PathText | None = Field(None, description="stdio: working directory")
+    enabled: bool = Field(True, description="false keeps the server configured but unconnected")
+    connect_timeout: PosFloat = Field(10.0, description="seconds for start + initialize + list")
+    timeout: PosFloat = Field(60.0, description="seconds per tool call")
+
+
 class MCPSettings(Section):
     """``[mcp]``: how dropped servers are retried (per-server keys live on each server)."""
 
@@ -41,24 +59,9 @@ class MCPSettings(Section):
     notify_per_minute: PosInt = Field(
         5, description="notify_owner calls to /mcp allowed per minute (all callers)"
     )
-
-
-class MCPServerConfig(Section):
-    name: str = Field("", description="unique; part of its tools' names")
-    type: Literal["http", "stdio"] = Field("http", description="streamable HTTP or a command")
-    url: str = Field("", description="http: the endpoint")
-    headers: Annotated[StrMap, SECRET_ALL_HEADERS] = Field(
-        default_factory=dict, description="http: request headers, ${ENV} expanded; never logged"
-    )
-    command: str = Field("", description="stdio: the executable")
-    args: list[str] = Field(default_factory=list, description="stdio: its arguments")
-    env: Annotated[StrMap, SECRET_MAP] = Field(
-        default_factory=dict, description="stdio: extra environment, ${ENV} expanded"
-    )
-    cwd: PathText | None = Field(None, description="stdio: working directory")
-    enabled: bool = Field(True, description="false keeps the server configured but unconnected")
-    connect_timeout: PosFloat = Field(10.0, description="seconds for start + initialize + list")
-    timeout: PosFloat = Field(60.0, description="seconds per tool call")
+    # [[mcp.servers]], read one by one (each refusal names its index); the live list is
+    # the MCP manager's to connect (a runtime change replaces it).
+    servers: list[MCPServerConfig] = Field(default_factory=list, json_schema_extra={"toml": False})
 
 
 def server_problem(server: MCPServerConfig) -> tuple[str, str] | None:

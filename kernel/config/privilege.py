@@ -46,7 +46,7 @@ from kernel.core.i18n import t
 from kernel.core.redact import mask_secret
 
 if TYPE_CHECKING:
-    from kernel.config.loader import Config
+    from kernel.config.model import Config
 
 log = logging.getLogger(__name__)
 

@@ -211,18 +211,18 @@ def read_section(
         raise refused from None
 
 
-def _unwrap(annotation: Any) -> Any:
+def unwrap(annotation: Any) -> Any:
     """The annotation's base type: ``Annotated`` and ``| None`` taken off."""
     while typing.get_origin(annotation) is Annotated:
         annotation = typing.get_args(annotation)[0]
     if typing.get_origin(annotation) in (types.UnionType, typing.Union):
         annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
-        return _unwrap(annotation)
+        return unwrap(annotation)
     return annotation
 
 
 def _type_name(annotation: Any) -> str:
-    base = _unwrap(annotation)
+    base = unwrap(annotation)
     origin = typing.get_origin(base)
     if origin is Literal or base is Path:
         return "str"
@@ -233,9 +233,9 @@ def _type_name(annotation: Any) -> str:
 
 def choices_of(annotation: Any) -> tuple[str, ...]:
     """The allowed values of a ``Literal`` field (or of its list's items)."""
-    base = _unwrap(annotation)
+    base = unwrap(annotation)
     if typing.get_origin(base) is list:
-        base = _unwrap(typing.get_args(base)[0])
+        base = unwrap(typing.get_args(base)[0])
     return tuple(typing.get_args(base)) if typing.get_origin(base) is Literal else ()
 
 

@@ -12,7 +12,6 @@ SelfOps keys, free text). Everyone asks here:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from kernel.config.schema import Env, Secret, Section, marker, toml_keys
 from kernel.core.redact import is_secret_name, mask_secret
 
 if TYPE_CHECKING:
-    from kernel.config.loader import Config
+    from kernel.config.model import Config
 
 # Header names sent with every request that carry no credential.
 PUBLIC_HEADERS = frozenset({"user-agent", "accept", "accept-language", "content-type"})
@@ -55,9 +54,9 @@ def _marked(value: Any) -> Iterator[tuple[Secret, Any]]:
 
 def _config_parts(config: Config) -> Iterator[Any]:
     skip = {"path", "warnings", "envs", "source_env"}
-    for f in dataclasses.fields(config):
-        if f.name not in skip:
-            yield getattr(config, f.name)
+    for name in type(config).model_fields:
+        if name not in skip:
+            yield getattr(config, name)
 
 
 def _each(config: Config) -> Iterator[tuple[Secret, Any]]:

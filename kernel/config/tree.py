@@ -1,4 +1,5 @@
-"""The shape of ``config.toml``: which table holds which section model.
+"""The shape of ``config.toml``, derived from :class:`kernel.config.model.Config`: which
+table holds which section model (:func:`node_of`).
 
 Unknown-key warnings (:func:`unknown_keys`), SelfOps' refusals and the test that
 ``config.example.toml`` documents every key all walk this one tree (:data:`SCHEMA`).
@@ -6,27 +7,17 @@ Unknown-key warnings (:func:`unknown_keys`), SelfOps' refusals and the test that
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.config.channels import CHANNEL_MODELS
-from kernel.config.cli import CLIConfig
-from kernel.config.gateway import GatewayConfig
-from kernel.config.general import (
-    BudgetConfig,
-    CronConfig,
-    GeneralConfig,
-    TelegramConfig,
-    ToolPolicy,
-)
-from kernel.config.mcp import MCPServerConfig, MCPSettings
-from kernel.config.prompts import FeaturesConfig, PromptsConfig
-from kernel.config.providers import ModelPrice, ProviderConfig, TitlesConfig
-from kernel.config.routing import ModelOptions, RoutingConfig, RoutingRule
-from kernel.config.schema import Section, toml_keys
-from kernel.config.voice import SttConfig, TtsConfig
-from kernel.config.web import AgentsConfig, WebConfig, WebSearchConfig
+from pydantic import BaseModel
+
+from kernel.config.model import Config
+from kernel.config.schema import Section, is_toml, toml_keys, unwrap
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,42 +32,60 @@ class Node:
     free: bool = False
 
 
-_PRICES = Node(each=Node(ModelPrice))  # [providers.<name>.prices."<model>"]
-_OPTIONS = Node(each=Node(ModelOptions))  # [providers.<name>.model_options."<model>"]
+def _section(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, Section)
 
-SCHEMA = Node(
-    tables={
-        "envs": Node(free=True),
-        "telegram": Node(TelegramConfig),
-        "general": Node(GeneralConfig),
-        "providers": Node(
-            each=Node(ProviderConfig, tables={"prices": _PRICES, "model_options": _OPTIONS})
-        ),
-        "titles": Node(TitlesConfig, tables={"prices": _PRICES}),
-        "cli": Node(each=Node(CLIConfig)),
-        "mcp": Node(MCPSettings, tables={"servers": Node(MCPServerConfig, array=True)}),
-        "gateway": Node(GatewayConfig),
-        "channels": Node(tables={name: Node(model) for name, model in CHANNEL_MODELS.items()}),
-        "stt": Node(SttConfig),
-        "tts": Node(TtsConfig),
-        "tools": Node(each=Node(ToolPolicy)),
-        "cron": Node(CronConfig),
-        "budget": Node(BudgetConfig),
-        "routing": Node(RoutingConfig, tables={"rules": Node(RoutingRule, array=True)}),
-        "web": Node(WebConfig, tables={"search": Node(WebSearchConfig)}),
-        "agents": Node(AgentsConfig),
-        "prompts": Node(PromptsConfig),
-        "features": Node(FeaturesConfig),
-    }
-)
+
+def _child(annotation: Any) -> Node | None:
+    """The sub-table a field's annotation holds: a section, an array of sections
+    (``[[…]]``) or sections by name; None for a plain key."""
+    base = unwrap(annotation)
+    args = typing.get_args(base)
+    if _section(base):
+        return node_of(base)
+    if typing.get_origin(base) is list and _section(unwrap(args[0])):
+        return dataclasses.replace(node_of(unwrap(args[0])), array=True)
+    if typing.get_origin(base) is dict and _section(unwrap(args[1])):
+        return Node(each=node_of(unwrap(args[1])))
+    return None
+
+
+def _key(name: str, info: Any) -> str:
+    return info.validation_alias if isinstance(info.validation_alias, str) else name
+
+
+@functools.cache
+def node_of(model: type[BaseModel]) -> Node:
+    """The tree ``model`` reads. A section: its keys, and a sub-table for each field
+    holding sections. The whole configuration: a table for each of its fields not marked
+    internal (one holding no section takes any keys, as ``[envs]``)."""
+    if _section(model):
+        tables = {
+            _key(name, info): child
+            for name, info in model.model_fields.items()
+            if (child := _child(info.annotation)) is not None
+        }
+        own = set(toml_keys(typing.cast(type[Section], model))) - set(tables)
+        # A section that is only its sub-tables ([channels]) has no keys of its own.
+        return Node(typing.cast(type[Section], model) if own else None, tables)
+    return Node(
+        tables={
+            name: _child(info.annotation) or Node(free=True)
+            for name, info in model.model_fields.items()
+            if is_toml(info)
+        }
+    )
+
+
+SCHEMA = node_of(Config)
 SECTIONS = tuple(SCHEMA.tables)
 
 
-def unknown_keys(raw: dict[str, Any]) -> list[str]:
-    """Keys Kernel does not read (a typo such as ``[telegram] tokne`` would otherwise be
-    ignored silently), section names included; ``[envs]`` takes any name."""
+def unknown_keys(raw: dict[str, Any], model: type[BaseModel] = Config) -> list[str]:
+    """Keys ``model`` does not read (a typo such as ``[telegram] tokne`` would otherwise
+    be ignored silently), section names included; ``[envs]`` takes any name."""
     found: list[str] = []
-    _walk(SCHEMA, raw, "", found)
+    _walk(node_of(model), raw, "", found)
     return found
 
 

@@ -5,9 +5,14 @@ Channels and the CLI call :func:`t` with a key; nothing user-facing is written i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 _language = "zh"
+# A language for one stretch of work in this context only (:func:`speaking`).
+_scoped: ContextVar[str] = ContextVar("kernel_language", default="")
 
 CATALOG: dict[str, dict[str, str]] = {
     "zh": {
@@ -2819,12 +2824,23 @@ def set_language(language: str) -> None:
 
 
 def get_language() -> str:
-    return _language
+    return _scoped.get() or _language
+
+
+@contextmanager
+def speaking(language: str) -> Iterator[None]:
+    """:func:`t` words in ``language`` inside the block, in this context only (the
+    configuration's refusals while it is read); the process's language is unchanged."""
+    token = _scoped.set(language)
+    try:
+        yield
+    finally:
+        _scoped.reset(token)
 
 
 def t(key: str, /, **values: Any) -> str:
     """The catalogue text for ``key`` in the active language, formatted with ``values``."""
-    table = CATALOG[_language]
+    table = CATALOG[get_language()]
     template = table.get(key) or CATALOG["zh"][key]
     return template.format(**values)
 
@@ -2838,5 +2854,5 @@ def t_or(key: str, default: str, /, **values: Any) -> str:
 def section(prefix: str) -> dict[str, str]:
     """Every key starting with ``prefix`` in the active language (the web console's
     words), the Chinese text where a translation is missing."""
-    table = CATALOG[_language]
+    table = CATALOG[get_language()]
     return {k: table.get(k) or v for k, v in CATALOG["zh"].items() if k.startswith(prefix)}

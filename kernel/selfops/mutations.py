@@ -21,18 +21,17 @@ Targets:
   ``/provider`` and ``/model`` change.
 
 Each preview and each apply (refused ones too) is recorded in the audit trail
-(:mod:`kernel.selfops.recording`).
+(:mod:`kernel.selfops.recording`). A preview's state, hashes and JSON are
+:mod:`kernel.selfops.pending`; reading a request's operations, :mod:`kernel.selfops.operations`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import difflib
-import json
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import tomli_w
@@ -46,28 +45,30 @@ from kernel.core.errors import CodedError, ConfigError, SelfOpsError, WorkspaceE
 from kernel.core.i18n import t
 from kernel.runtime import Overlay, Runtime, changed_keys
 from kernel.selfops import recording
-from kernel.selfops.pending import Pending, _Doc
-from kernel.selfops.pending import content_hash as _hash
-from kernel.selfops.sensitive import added_sensitive, mask_lines, masked, sensitive_keys
+from kernel.selfops.operations import (
+    WHITELIST,
+    bad,
+    conflict,
+    merge,
+    operation,
+    path_denied,
+    relative_name,
+    set_path,
+    text_of,
+    toml,
+    writer,
+)
+from kernel.selfops.pending import TTL, Doc, Pending, digest, seal, stable
+from kernel.selfops.sensitive import added_sensitive, masked, sensitive_keys
 from kernel.workspace.files import Parts, Workspace, parts_of
 
-TTL = timedelta(minutes=5)
 MAX_PENDING = 64
 LIMIT_SETTING = "selfops_max_bytes"  # [gateway]: the largest file a preview may produce
 FILE_TARGET = "workspace_file"
 PROVIDERS_TARGET = "provider_config"
 ACTIVE_TARGET = "active_llm"
 TARGETS = (FILE_TARGET, PROVIDERS_TARGET, ACTIVE_TARGET)
-WHITELIST = ("SOUL.md", "prompts/**", "skills/**")
 Clock = Callable[[], datetime]
-
-
-def _stable(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def _bad(message: str, **details: Any) -> SelfOpsError:
-    return SelfOpsError("invalid_request", message, details)
 
 
 class Mutations:
@@ -105,10 +106,10 @@ class Mutations:
     ) -> dict[str, Any]:
         target = "workspace_file" if target == "file" else target
         if target not in TARGETS:
-            raise _bad(t("selfops.bad_target", targets=", ".join(TARGETS)), field="target")
+            raise bad(t("selfops.bad_target", targets=", ".join(TARGETS)), field="target")
         if not operations:
-            raise _bad(t("selfops.no_operations"), field="operations")
-        ops = [_operation(op, i) for i, op in enumerate(operations)]
+            raise bad(t("selfops.no_operations"), field="operations")
+        ops = [operation(op, i) for i, op in enumerate(operations)]
         now = self.clock()
         pending = Pending(uuid.uuid4().hex, target, now + TTL, allow_sensitive, False, [])
         if target == FILE_TARGET:
@@ -118,27 +119,11 @@ class Mutations:
         else:
             self._prepare_active(pending, ops)
         pending.requires_sensitive = bool(pending.sensitive)
-        result = await asyncio.to_thread(self._finish, pending)
+        result = await asyncio.to_thread(seal, pending)
         self._remember(pending, now)
         kind = audit_kinds.SELFOPS_PREVIEW
         await recording.record(self.audit, kind, actor, pending.id, pending, "previewed")
         return result
-
-    def _finish(self, pending: Pending) -> dict[str, Any]:
-        """The confirm hash and the preview's JSON (diffs): in a worker thread."""
-        pending.confirm_hash = _hash(
-            _stable(
-                {
-                    "id": pending.id,
-                    "target": pending.target,
-                    "base": pending.base_hash,
-                    "after": [_hash(d.after) for d in pending.docs],
-                    "allow_sensitive": pending.allow_sensitive,
-                    "requires_sensitive_allow": pending.requires_sensitive,
-                }
-            )
-        )
-        return self._preview_json(pending)
 
     def _remember(self, pending: Pending, now: datetime) -> None:
         # Expired previews are kept one more TTL, so applying one says "expired".
@@ -148,49 +133,6 @@ class Mutations:
         while len(self._pending) >= MAX_PENDING:
             del self._pending[next(iter(self._pending))]
         self._pending[pending.id] = pending
-
-    def _preview_json(self, p: Pending) -> dict[str, Any]:
-        summary = []
-        chunks = []
-        for doc in p.docs:
-            before = doc.before if doc.before is not None else ""
-            diff = _unified(doc.path, before, doc.after, new=doc.before is None)
-            added = sum(1 for line in diff if line.startswith("+") and not line.startswith("+++"))
-            removed = sum(1 for line in diff if line.startswith("-") and not line.startswith("---"))
-            chunks.extend(diff)
-            summary.append(
-                {
-                    "target": p.target,
-                    "path": doc.path,
-                    "changed": before != doc.after or doc.before is None,
-                    "created": doc.before is None,
-                    "before_hash": doc.base_hash,
-                    "after_hash": _hash(doc.after),
-                    "added_lines": added,
-                    "removed_lines": removed,
-                }
-            )
-        changed = any(s["changed"] for s in summary)
-        risk = "high" if p.requires_sensitive else "medium" if changed else "low"
-        return {
-            "mutation_id": p.id,
-            "target": p.target,
-            "confirm_hash": p.confirm_hash,
-            "expires_at": p.expires.isoformat(timespec="seconds"),
-            "ttl_seconds": int(TTL.total_seconds()),
-            "checks": {
-                "path_whitelist_passed": True,
-                "structure_valid": True,
-                "risk_level": risk,
-                "sensitive_fields": list(p.sensitive),
-                "privileged_fields": list(p.privileged),
-                "denied_paths": [],
-            },
-            "diff_summary": summary,
-            "unified_diff": "\n".join(chunks),
-            "requires_sensitive_allow": p.requires_sensitive,
-            "allow_sensitive": p.allow_sensitive,
-        }
 
     # workspace_file
 
@@ -206,9 +148,9 @@ class Mutations:
         try:
             parts = parts_of(path)
         except WorkspaceError as exc:
-            raise _path_denied(path, str(exc)) from None
+            raise path_denied(path, str(exc)) from None
         if not self._allowed(parts) or self.files.is_protected(parts):
-            raise _path_denied(path, t("selfops.whitelist", paths=", ".join(WHITELIST)))
+            raise path_denied(path, t("selfops.whitelist", paths=", ".join(WHITELIST)))
         return parts
 
     async def _read_text(self, parts: Parts) -> str | None:
@@ -217,43 +159,43 @@ class Mutations:
         except WorkspaceError as exc:
             if exc.code == "not_found":
                 return None
-            raise _path_denied("/".join(parts), str(exc)) from None
+            raise path_denied("/".join(parts), str(exc)) from None
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
-            raise _bad(t("selfops.not_text", path="/".join(parts))) from None
+            raise bad(t("selfops.not_text", path="/".join(parts))) from None
 
     async def _prepare_files(self, pending: Pending, ops: list[dict[str, Any]]) -> None:
-        docs: dict[str, _Doc] = {}
+        docs: dict[str, Doc] = {}
         limit = self.config.gateway.selfops_max_bytes
         for index, op in enumerate(ops):
-            path = _text(op, "path", index)
+            path = text_of(op, "path", index)
             parts = self._file_parts(path)
             key = "/".join(parts)
             if key not in docs:
                 current = await self._read_text(parts)
-                docs[key] = _Doc(key, current, current or "", parts)
+                docs[key] = Doc(key, current, current or "", parts)
             doc = docs[key]
             kind = op["kind"]
             if kind == "replace":
                 value = op.get("value")
                 if not isinstance(value, str):
-                    raise _bad(t("selfops.op_field", index=index, field="value", kind="string"))
+                    raise bad(t("selfops.op_field", index=index, field="value", kind="string"))
                 doc.after = value
             elif kind == "text_rewrite":
-                search = _text(op, "search", index)
+                search = text_of(op, "search", index)
                 replace = op.get("replace", "")
                 if not isinstance(replace, str):
-                    raise _bad(t("selfops.op_field", index=index, field="replace", kind="string"))
+                    raise bad(t("selfops.op_field", index=index, field="replace", kind="string"))
                 count = doc.after.count(search)
                 if not count:
-                    raise _bad(t("selfops.search_missing", index=index, path=key))
+                    raise bad(t("selfops.search_missing", index=index, path=key))
                 # Refused before it is built: a short search with a long replace multiplies.
                 if len(doc.after) + count * (len(replace) - len(search)) > limit:
                     raise self._too_large(key)
                 doc.after = doc.after.replace(search, replace)
             else:
-                raise _bad(t("selfops.bad_kind", index=index, kinds="replace, text_rewrite"))
+                raise bad(t("selfops.bad_kind", index=index, kinds="replace, text_rewrite"))
             if len(doc.after) > limit or len(doc.after.encode("utf-8")) > limit:
                 raise self._too_large(key)
         pending.docs = list(docs.values())
@@ -265,7 +207,7 @@ class Mutations:
         limit = self.config.gateway.selfops_max_bytes
         setting = f"gateway.{LIMIT_SETTING}"
         message = t("selfops.too_large", path=path, limit=limit, setting=LIMIT_SETTING)
-        return _bad(message, path=path, limit=limit, setting=setting)
+        return bad(message, path=path, limit=limit, setting=setting)
 
     # provider_config
 
@@ -281,19 +223,23 @@ class Mutations:
             if kind == "merge":
                 value = op.get("value")
                 if not isinstance(value, dict):
-                    raise _bad(t("selfops.op_field", index=index, field="value", kind="object"))
-                _merge(after, value)
+                    raise bad(t("selfops.op_field", index=index, field="value", kind="object"))
+                merge(after, value)
                 touched.append(("", value))
             elif kind == "replace":
-                path = _text(op, "path", index)
+                path = text_of(op, "path", index)
                 keys = path.split(".")
                 if any(not k for k in keys):
-                    raise _bad(t("selfops.bad_dotted", index=index, path=path))
-                _set(after, keys, op.get("value"), index)
+                    raise bad(t("selfops.bad_dotted", index=index, path=path))
+                set_path(after, keys, op.get("value"), index)
                 touched.append((path, op.get("value")))
             else:
-                raise _bad(t("selfops.bad_kind", index=index, kinds="merge, replace"))
-        unknown = [k for k in unknown_keys({"providers": after}) if k.startswith("providers.")]
+                raise bad(t("selfops.bad_kind", index=index, kinds="merge, replace"))
+        # The keys the configuration's model reads (kernel.config.tree): no list of its own.
+        model = type(self.config)
+        unknown = [
+            k for k in unknown_keys({"providers": after}, model) if k.startswith("providers.")
+        ]
         if unknown:
             raise SelfOpsError(
                 "invalid_request",
@@ -314,12 +260,12 @@ class Mutations:
         pending.given = strings_of([value for _, value in touched])
         found = config_changes(self.config, fresh, pending.given)
         pending.privileged = [c.field for c in found]
-        where = _relative_name(self.config)
-        shown_before = _toml({"providers": masked(before)}) if before else ""
-        shown_after = _toml({"providers": masked(after)}) if after else ""
-        pending.docs = [_Doc(where, shown_before, shown_after)]
+        where = relative_name(self.config)
+        shown_before = toml({"providers": masked(before)}) if before else ""
+        shown_after = toml({"providers": masked(after)}) if after else ""
+        pending.docs = [Doc(where, shown_before, shown_after)]
         pending.providers = after
-        pending.base_hash = _hash(_stable(before))
+        pending.base_hash = digest(stable(before))
         pending.keys = changed_keys({"providers": before}, {"providers": after})
         fields: list[str] = []
         for path, value in touched:
@@ -337,25 +283,25 @@ class Mutations:
         chosen: tuple[str, str] | None = None
         for index, op in enumerate(ops):
             if op["kind"] != "replace":
-                raise _bad(t("selfops.bad_kind", index=index, kinds="replace"))
+                raise bad(t("selfops.bad_kind", index=index, kinds="replace"))
             value = op.get("value")
             if not isinstance(value, dict) or not isinstance(value.get("provider_id"), str):
-                raise _bad(
+                raise bad(
                     t("selfops.op_field", index=index, field="value.provider_id", kind="string")
                 )
             model = value.get("model")
             if model is not None and not isinstance(model, str):
-                raise _bad(t("selfops.op_field", index=index, field="value.model", kind="string"))
+                raise bad(t("selfops.op_field", index=index, field="value.model", kind="string"))
             try:
                 chosen = self.agent.check_model(value["provider_id"], model or None)
             except SelectionError as exc:
-                raise _bad(str(exc), field="value") from None
+                raise bad(str(exc), field="value") from None
         assert chosen is not None
         before = self._active_doc()
         after = f'provider_id = "{chosen[0]}"\nmodel = "{chosen[1]}"\n'
-        pending.docs = [_Doc(ACTIVE_TARGET, before, after)]
+        pending.docs = [Doc(ACTIVE_TARGET, before, after)]
         pending.active = chosen
-        pending.base_hash = _hash(before)
+        pending.base_hash = digest(before)
 
     # ----- apply -----------------------------------------------------------------------
 
@@ -431,7 +377,7 @@ class Mutations:
         for doc in pending.docs:
             self._file_parts(doc.path)  # the whitelist, again: never trust a stored path alone
         planned: list[tuple[Parts, Callable[[Any], None] | None]] = [
-            (d.parts, _writer(d.after)) for d in pending.docs
+            (d.parts, writer(d.after)) for d in pending.docs
         ]
 
         def compare_and_commit() -> None:
@@ -440,7 +386,7 @@ class Mutations:
                 current = self.files.read_now(doc.parts)
                 expected = doc.before.encode("utf-8") if doc.before is not None else None
                 if current != expected:
-                    raise _conflict(doc.path)
+                    raise conflict(doc.path)
             self.files.commit(planned)
 
         try:
@@ -455,8 +401,8 @@ class Mutations:
 
         def expect(current: Overlay) -> None:
             section = current.get("providers", {})
-            if _hash(_stable(section if isinstance(section, dict) else {})) != pending.base_hash:
-                raise _conflict(pending.docs[0].path)
+            if digest(stable(section if isinstance(section, dict) else {})) != pending.base_hash:
+                raise conflict(pending.docs[0].path)
 
         def change(overlay: Overlay) -> None:
             if after:
@@ -471,8 +417,8 @@ class Mutations:
 
     async def _apply_active(self, pending: Pending) -> None:
         assert pending.active is not None
-        if _hash(self._active_doc()) != pending.base_hash:
-            raise _conflict(ACTIVE_TARGET)
+        if digest(self._active_doc()) != pending.base_hash:
+            raise conflict(ACTIVE_TARGET)
         provider, model = pending.active
         try:
             self.agent.check_model(provider, model)
@@ -489,93 +435,12 @@ class Mutations:
 # ----- helpers ---------------------------------------------------------------------------
 
 
-def _operation(op: Any, index: int) -> dict[str, Any]:
-    if not isinstance(op, dict) or not isinstance(op.get("kind"), str):
-        raise _bad(t("selfops.op_field", index=index, field="kind", kind="string"))
-    return op
-
-
-def _text(op: dict[str, Any], key: str, index: int) -> str:
-    value = op.get(key)
-    if not isinstance(value, str) or not value:
-        raise _bad(t("selfops.op_field", index=index, field=key, kind="non-empty string"))
-    return value
-
-
-def _path_denied(path: str, why: str) -> SelfOpsError:
-    shown = path[:200]
-    return SelfOpsError(
-        "mutation_path_denied",
-        t("selfops.path_denied", path=shown, why=why),
-        {"denied_paths": [shown], "allowed": list(WHITELIST)},
-    )
-
-
-def _conflict(path: str) -> SelfOpsError:
-    return SelfOpsError("mutation_apply_conflict", t("selfops.conflict", path=path), {"path": path})
-
-
-def _writer(text: str) -> Callable[[Any], None]:
-    data = text.encode("utf-8")
-
-    def write(fh: Any) -> None:
-        fh.write(data)
-
-    return write
-
-
-def _unified(path: str, before: str, after: str, *, new: bool) -> list[str]:
-    return [
-        line.rstrip("\n")
-        for line in difflib.unified_diff(
-            mask_lines(before).splitlines(keepends=True),
-            mask_lines(after).splitlines(keepends=True),
-            fromfile="/dev/null" if new else f"a/{path}",
-            tofile=f"b/{path}",
-        )
-    ]
-
-
 def _scan_files(pending: Pending) -> None:
     """The base hash and the sensitive names the files' new lines hold (a worker's job)."""
-    pending.base_hash = _hash(_stable({d.path: d.base_hash for d in pending.docs}))
+    pending.base_hash = digest(stable({d.path: d.base_hash for d in pending.docs}))
     fields: list[str] = []
     for doc in pending.docs:
         for name in added_sensitive(doc.before or "", doc.after):
             if name not in fields:
                 fields.append(name)
     pending.sensitive = fields
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
-def _set(target: dict[str, Any], keys: list[str], value: Any, index: int) -> None:
-    node = target
-    for key in keys[:-1]:
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise _bad(t("selfops.bad_dotted", index=index, path=".".join(keys)))
-        node = child
-    if value is None:
-        node.pop(keys[-1], None)
-    else:
-        node[keys[-1]] = copy.deepcopy(value)
-
-
-def _toml(data: dict[str, Any]) -> str:
-    return tomli_w.dumps(data)
-
-
-def _relative_name(config: Config) -> str:
-    try:
-        return str(config.runtime_path.relative_to(config.base_dir))
-    except ValueError:
-        return str(config.runtime_path)

@@ -12,7 +12,7 @@ from pathlib import PurePath
 from typing import Any
 
 from kernel.audit import AuditLog
-from kernel.selfops.pending import Pending, content_hash
+from kernel.selfops.pending import Pending, digest
 
 _CHANGE_ID = re.compile(r"[0-9a-f]{32}")  # what preview hands out (uuid4().hex)
 
@@ -34,7 +34,7 @@ def facts_of(pending: Pending) -> dict[str, Any]:
             {
                 "path": _path(doc.path),
                 "before_sha256": doc.base_hash or None,
-                "after_sha256": content_hash(doc.after),
+                "after_sha256": digest(doc.after),
             }
             for doc in pending.docs
         ],

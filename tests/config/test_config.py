@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import sys
 from pathlib import Path
 
 import pytest
 
 from kernel.__main__ import main
-from kernel.config import load_config
+from kernel.config import Config, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_ENV = {
@@ -20,8 +19,8 @@ BASE_ENV = {
 }
 
 
-def comparable(config: object) -> dict[str, object]:
-    data = dataclasses.asdict(config)  # type: ignore[call-overload]
+def comparable(config: Config) -> dict[str, object]:
+    data = config.model_dump()
     data.pop("path")
     data.pop("warnings")
     return data

@@ -20,6 +20,7 @@ import pytest
 import kernel.check
 from kernel.config import load_config
 from kernel.core.errors import ConfigError, StartupError
+from kernel.core.i18n import set_language
 from kernel.gateway.routes import ROUTERS
 from kernel.gateway.server import Gateway
 from tests.conftest import free_port, kernel_env, spawn_kernel, write_config
@@ -198,6 +199,7 @@ def test_kernel_check_warns_about_auth_none(tmp_path: Path) -> None:
     def lines(**gateway: object) -> list[str]:
         path = write_config(tmp_path, "http://127.0.0.1:1", "claude", gateway=gateway)
         config = load_config(path, env=kernel_env(KERNEL_LANGUAGE="en"), require_telegram=False)
+        set_language(config.general.language)  # loading returns it; kernel check sets it
         return [line.render() for line in kernel.check.sidecar(config)]
 
     [warned] = lines(auth="none")

@@ -15,6 +15,7 @@ import pytest
 
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.core.i18n import set_language
 from kernel.providers.retirement import RETIREMENTS, retirement_notices
 from tests.clock import ManualClock
 from tests.conftest import write_config
@@ -34,7 +35,9 @@ def config_with(tmp_path: Path, model: str, titles: str = "") -> Path:
 
 
 def english(path: Path) -> object:
-    return load_config(path, env={"KERNEL_LANGUAGE": "en"}, require_telegram=False)
+    config = load_config(path, env={"KERNEL_LANGUAGE": "en"}, require_telegram=False)
+    set_language(config.general.language)  # loading returns it; kernel check sets it
+    return config
 
 
 @pytest.mark.parametrize(

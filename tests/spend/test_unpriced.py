@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kernel.check import unpriced
 from kernel.config import load_config
+from kernel.core.i18n import set_language
 from tests.conftest import write_config
 
 TITLES = (
@@ -18,7 +19,9 @@ TITLES = (
 def config(tmp_path: Path, extra: str) -> list[str]:
     path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
     path.write_text(path.read_text() + extra)
-    return [line.render() for line in unpriced(load_config(path, env={}, require_telegram=False))]
+    loaded = load_config(path, env={}, require_telegram=False)
+    set_language(loaded.general.language)  # loading returns it; kernel check sets it
+    return [line.render() for line in unpriced(loaded)]
 
 
 def test_without_a_budget_nothing_is_said(tmp_path: Path) -> None:
