@@ -1535,8 +1535,13 @@ def jpeg_size(data: bytes) -> tuple[int, int] | None:
 async def say(base: str, owner: int, text: str, *, settle: float = 2.0, limit: float = 60.0) -> int:
     """The owner writes `text` to the bot of the simulator running at `base`; prints the
     bot's answers once they stop changing for `settle` seconds (a reply is first a
-    placeholder or a draft, then edited, then final). 1 when none came within `limit`."""
+    placeholder or a draft, then edited, then final): a placeholder alone is no answer
+    yet, however long the model takes. 1 when none came within `limit`."""
     import aiohttp  # the client side only; the server above is aiohttp.web
+
+    from kernel.core.i18n import CATALOG
+
+    waiting = {words["tg.placeholder"] for words in CATALOG.values()}
 
     async with aiohttp.ClientSession(base) as http:
         async with http.post("/_sim/inject", json={"text": text, "user_id": owner}) as sent:
@@ -1554,7 +1559,7 @@ async def say(base: str, owner: int, text: str, *, settle: float = 2.0, limit: f
             ]
             if answers != seen:
                 seen, since = answers, loop.time()
-            elif answers and loop.time() - since >= settle:
+            elif set(answers) - waiting and loop.time() - since >= settle:
                 for answer in answers:
                     print(answer, flush=True)
                 return 0
