@@ -213,7 +213,7 @@ def served_models(kernel: Kernel) -> dict[str, tuple[str, str]]:
     active provider first, so it wins a name two providers share), then the aliases of
     ``[gateway.model_aliases]`` that are plain names rather than patterns."""
     enabled = kernel.config.enabled_providers
-    active = kernel.agent.provider_name
+    active = kernel.agent.selection.provider_name
     served: dict[str, tuple[str, str]] = {}
     for name in [active, *(n for n in enabled if n != active)]:
         pcfg = enabled.get(name)
@@ -233,7 +233,7 @@ def _target(kernel: Kernel, target: str) -> tuple[str, str] | None:
     """(provider, model) of an alias target, None while its provider is disabled."""
     provider, model = model_alias_target(target)
     if not provider:
-        return kernel.agent.provider_name, kernel.agent.model
+        return kernel.agent.selection.provider_name, kernel.agent.selection.model
     pcfg = kernel.config.enabled_providers.get(provider)
     if pcfg is None:
         return None
@@ -301,7 +301,7 @@ class Answerer:
 
 async def answerer(kernel: Kernel, requested: str) -> Answerer:
     name, model = resolve_model(kernel, requested)
-    provider = await kernel.agent.provider(name)
+    provider = await kernel.agent.selection.provider(name)
     return Answerer(name, model, kernel.config.providers[name], provider)
 
 

@@ -194,7 +194,7 @@ class BusyDesk:
         else:
             text = t("tg.busy.declined")
         self._stopped[chat_id] = self.channel.inbound.views.get(chat_id)
-        self.channel.kernel.agent.cancel(self.conversation_of(chat_id))
+        self.channel.kernel.agent.sessions.cancel(self.conversation_of(chat_id))
         log.info("a message stopped the turn waiting on the owner (%s)", ",".join(sorted(kinds)))
         await self.channel.outbox.put(chat_id, plain_items(text))
         self._follow(chat_id, message, row)
@@ -215,7 +215,9 @@ class BusyDesk:
         try:
             if before is not None and not before.done():
                 await asyncio.wait({before})
-            await self.channel.kernel.agent.wait_idle(self.conversation_of(chat_id), WIND_DOWN)
+            await self.channel.kernel.agent.sessions.wait_idle(
+                self.conversation_of(chat_id), WIND_DOWN
+            )
         except BusyError:  # the stopped turn does not end: held like any busy message
             await self.hold(chat_id, row)
             return
@@ -248,7 +250,7 @@ class BusyDesk:
     async def _note_session(self, chat_id: int, row: int) -> None:
         """The held message belongs to the conversation's current session: ▶ (after a
         restart too) runs it there, not in whatever session is current by then."""
-        session = self.channel.kernel.agent.current_session(self.conversation_of(chat_id))
+        session = self.channel.kernel.agent.sessions.current_session(self.conversation_of(chat_id))
         if session is None:
             return
         try:

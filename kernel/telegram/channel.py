@@ -223,7 +223,7 @@ class TelegramChannel:
             await self.app.updater.stop()
         # Running turns stop now (their history is kept) and their views tell the owner;
         # a reply already being delivered gets a bounded chance to finish.
-        self.kernel.agent.cancel(conversation_of(self.owner))
+        self.kernel.agent.sessions.cancel(conversation_of(self.owner))
         await self._tasks.wait(self.kernel.config.general.shutdown_timeout)
         await self._tasks.close(1.0)
         await self.board.stop()  # the closing edits of questions the stop ended

@@ -51,7 +51,7 @@ TITLE_LIMIT = 200  # a chat's name
 
 
 async def ensure_default_chat(kernel: Kernel) -> None:
-    opened = await kernel.agent.open_session(DEFAULT_KEY, meta={"system_default": True})
+    opened = await kernel.agent.sessions.open_session(DEFAULT_KEY, meta={"system_default": True})
     assert opened is not None
     if not opened.row.meta.get("system_default"):
         await kernel.store.update_meta(opened.row.id, {**opened.row.meta, "system_default": True})
@@ -81,7 +81,7 @@ def chat_json(row: SessionRow) -> dict[str, Any]:
 
 async def find_chat(kernel: Kernel, chat_id: str) -> SessionRow | None:
     if chat_id == DEFAULT_CHAT_ID:
-        opened = await kernel.agent.open_session(DEFAULT_KEY, create=False)
+        opened = await kernel.agent.sessions.open_session(DEFAULT_KEY, create=False)
         return opened.row if opened else None
     match = _CHAT_ID.match(chat_id)
     if match is None:
@@ -215,7 +215,7 @@ async def create_chat(request: web.Request) -> web.Response:
     meta = dict(body.meta or {})
     if "system_default" in meta:
         raise invalid(t("gw.meta_reserved", key="system_default"), field="meta.system_default")
-    opened = await kernel.agent.open_session(key, title=name or None, meta=meta)
+    opened = await kernel.agent.sessions.open_session(key, title=name or None, meta=meta)
     assert opened is not None
     return json_response(chat_json(opened.row), 201 if opened.created else 200)
 
@@ -261,7 +261,7 @@ async def delete_chat(request: web.Request) -> web.Response:
     if chat_id == DEFAULT_CHAT_ID:
         raise _protected()
     row = await require_chat(kernel, chat_id)
-    await kernel.agent.delete_sessions([row.id])
+    await kernel.agent.sessions.delete_sessions([row.id])
     return json_response({"deleted": True, "id": chat_id})
 
 
@@ -290,7 +290,7 @@ async def batch_delete(request: web.Request) -> web.Response:
             missing.append(chat_id)
         else:
             rows.append(row)
-    deleted = await kernel.agent.delete_sessions([r.id for r in rows]) if rows else 0
+    deleted = await kernel.agent.sessions.delete_sessions([r.id for r in rows]) if rows else 0
     return json_response({"deleted": deleted, "missing": missing})
 
 
@@ -316,7 +316,7 @@ async def rename_chat(request: web.Request) -> web.Response:
     if not name or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
         raise invalid(t("gw.chat_name", limit=TITLE_LIMIT), field="name")
     row = await require_chat(kernel, request.match_info["chat_id"])
-    await kernel.agent.retitle(row.id, name)
+    await kernel.agent.sessions.retitle(row.id, name)
     renamed = await kernel.store.get_session(row.id)
     if renamed is None:  # deleted meanwhile
         raise not_found("chat_id", request.match_info["chat_id"])
@@ -355,7 +355,7 @@ async def resume_chat(request: web.Request) -> web.Response:
     owner = kernel.config.telegram.allowed_user
     if channel not in kernel.status_board or owner <= 0:
         raise refusal("telegram_not_configured", t("gw.telegram_not_configured"))
-    await kernel.agent.resume(TELEGRAM_CONVERSATION.format(user=owner), row.id)
+    await kernel.agent.sessions.resume(TELEGRAM_CONVERSATION.format(user=owner), row.id)
     return json_response({"resumed": True, "chat_id": chat_id, "channel": channel})
 
 

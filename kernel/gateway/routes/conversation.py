@@ -36,7 +36,7 @@ class Rewound(Shape):
 
 async def _conversation(kernel: Kernel, row: SessionRow) -> str:
     key = SessionKey(row.channel, row.user_id, row.external_id)
-    opened = await kernel.agent.open_session(key, create=False)
+    opened = await kernel.agent.sessions.open_session(key, create=False)
     assert opened is not None  # the row was just read
     return opened.conversation
 
@@ -55,8 +55,8 @@ async def rewind(request: web.Request) -> web.Response:
     row = await require_chat(kernel, request.match_info["chat_id"])
     conversation = await _conversation(kernel, row)
     try:
-        cut = await kernel.agent.rewind(
-            conversation, body.after_sequence, session_id=row.id, actor="api"
+        cut = await kernel.agent.control.rewind_session(
+            conversation, row.id, body.after_sequence, "api"
         )
     except ConversationError as exc:
         raise ApiError(

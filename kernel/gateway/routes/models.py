@@ -73,7 +73,7 @@ def provider_json(p: ProviderConfig) -> dict[str, Any]:
 
 def _active(request: web.Request) -> dict[str, str]:
     agent = kernel_of(request).agent
-    return {"provider_id": agent.provider_name, "model": agent.model}
+    return {"provider_id": agent.selection.provider_name, "model": agent.selection.model}
 
 
 class Catalog(Shape):
@@ -152,7 +152,7 @@ async def configure(request: web.Request) -> web.Response:
     if current is not None:
         if "api_key" in changes and current.env_key in config.source_env:
             raise invalid(t("gw.provider_env_wins", env=current.env_key), field="api_key")
-        if enabled is False and name == kernel.agent.provider_name:
+        if enabled is False and name == kernel.agent.selection.provider_name:
             raise invalid(t("gw.provider_active", name=name), field="enabled")
 
     def change(overlay: dict[str, Any]) -> None:
@@ -212,8 +212,8 @@ async def set_active(request: web.Request) -> web.Response:
         )
 
     async def switch() -> None:
-        await kernel.agent.set_provider(name)
-        await kernel.agent.set_model(model)
+        await kernel.agent.selection.set_provider(name)
+        await kernel.agent.selection.set_model(model)
 
     await asyncio.shield(switch())  # both or neither, even if the client goes away
     keys = ["active.model", "active.provider"]  # the audit: names, as for config.changed

@@ -270,7 +270,7 @@ async def set_chat_scope(request: web.Request) -> web.Response:
     for kind, name in (("persona", body.persona), ("project", body.project)):
         if name:
             await agent.scopes.check(kind, name)
-    scope = await agent.set_session_scope(row.id, persona=body.persona, project=body.project)
+    scope = await agent.scopes.set_session_scope(row.id, persona=body.persona, project=body.project)
     return json_response({"id": chat_id, "persona": scope.persona, "project": scope.project})
 
 
@@ -285,5 +285,5 @@ async def get_chat_scope(request: web.Request) -> web.Response:
     kernel = kernel_of(request)
     chat_id = request.match_info["chat_id"]
     row = await require_chat(kernel, chat_id)
-    scope = await kernel.agent.session_scope(row.id)
+    scope = await kernel.agent.scopes.of_session(row.id)
     return json_response({"id": chat_id, "persona": scope.persona, "project": scope.project})

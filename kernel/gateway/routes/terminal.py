@@ -39,9 +39,9 @@ COMMANDS = web.AppKey("terminal_commands", Commands)
 
 async def _open_terminal(kernel: Kernel) -> None:
     """The terminal chat starts in the default chat (after it is made: routers' order)."""
-    opened = await kernel.agent.open_session(DEFAULT_KEY, create=False)
-    if opened is not None and kernel.agent.current_session(CONVERSATION) is None:
-        await kernel.agent.resume(CONVERSATION, opened.row.id)
+    opened = await kernel.agent.sessions.open_session(DEFAULT_KEY, create=False)
+    if opened is not None and kernel.agent.sessions.current_session(CONVERSATION) is None:
+        await kernel.agent.sessions.resume(CONVERSATION, opened.row.id)
 
 
 def _caller(text: str) -> UserInput:
@@ -118,7 +118,7 @@ async def terminal(request: web.Request) -> web.StreamResponse:
             return await _answer(request, reply, stream)
         turn = reply.turn
     else:
-        await kernel.agent.wait_idle(CONVERSATION, kernel.config.gateway.queue_timeout)
+        await kernel.agent.sessions.wait_idle(CONVERSATION, kernel.config.gateway.queue_timeout)
         turn = kernel.agent.start_turn(CONVERSATION, _caller(body.text))
     try:
         if stream:
