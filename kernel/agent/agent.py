@@ -26,7 +26,8 @@ from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
 from kernel.agent.subagents import SubAgents
 from kernel.agent.titles import TitleMaker
 from kernel.agent.trail import Trail
-from kernel.agent.turn import TurnParts, TurnRun, UserInput
+from kernel.agent.turn import TurnRun
+from kernel.agent.turn_parts import TurnParts, UserInput
 from kernel.audit import AuditLog
 from kernel.config import Config
 from kernel.core.asks import AskRegistry
@@ -137,7 +138,8 @@ class Agent:
             audit=self.audit,
         )
         self._sleep = sleep
-        self.subagents = SubAgents(self)  # delegate_task (kernel.agent.subagents)
+        # delegate_task (kernel.agent.subagents)
+        self.subagents = SubAgents(self.turn_parts, self.profiles.agents, self.background)
 
     # ----- lifecycle -------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernel.agent.sessions import Origin
 from kernel.agent.titles import MAX_TITLE
 from kernel.agent.trail import actor_of
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.audit import kinds
 from kernel.commands.audit import audit_command
 from kernel.commands.listing import (

@@ -14,7 +14,7 @@ from telegram import InlineKeyboardMarkup, Update
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.commands import CATALOGUE, SHARED, Commands, Reply, help_topic, overview, welcome
 from kernel.commands.listing import DELETE, DELETE_NO, history_arg
 from kernel.commands.status import ChannelReport

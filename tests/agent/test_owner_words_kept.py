@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kernel.agent.slimming import media_dropped, owner_text, slim_message, wrap_file
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.core.i18n import set_language
 from kernel.core.messages import Message, TextBlock
 from tests.agent.test_turns import CONV, run

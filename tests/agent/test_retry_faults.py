@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from kernel.agent.agent import SessionKey
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.app import Kernel
 from kernel.commands import Commands
 from kernel.console.chat import CONVERSATION

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.app import Kernel
 from kernel.console.chat import CONVERSATION
 from kernel.core.events import Completed, ErrorEvent
