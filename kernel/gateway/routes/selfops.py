@@ -102,23 +102,21 @@ class Bootstrapped(Shape):
 def _choose(kernel: Kernel, provider_id: str | None, model: str | None) -> tuple[str, str]:
     """A provider and model named by a request, or 400 ``session_model_invalid``. A model
     (or alias) alone is looked for among the enabled providers, the active one first."""
-    agent = kernel.agent
+    selection = kernel.agent.selection
     try:
         if provider_id:
-            return agent.selection.check_model(provider_id, model)
+            return selection.check_model(provider_id, model)
         assert model
-        for name in [agent.selection.provider_name, *agent.selection.available_providers]:
+        for name in [selection.provider_name, *selection.available_providers]:
             pcfg = kernel.config.enabled_providers.get(name)
             if pcfg is not None and pcfg.resolve(model):
-                return agent.selection.check_model(name, model)
-        return agent.selection.check_model(
-            agent.selection.provider_name, model
-        )  # refused, naming the models
+                return selection.check_model(name, model)
+        return selection.check_model(selection.provider_name, model)  # refused, naming the models
     except SelectionError as exc:
         raise SelfOpsError(
             "session_model_invalid",
             str(exc),
-            {"providers": agent.selection.available_providers},
+            {"providers": selection.available_providers},
         ) from None
 
 
