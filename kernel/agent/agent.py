@@ -2,11 +2,15 @@
 
 A channel calls :meth:`Agent.start_turn` with a conversation key (``"telegram:42"``,
 ``"console:default"``) and iterates the returned :class:`Turn` for events. The work is
-done by the agent package's parts, one idea each: :mod:`~kernel.agent.models` (which
-provider and model answer), :mod:`~kernel.agent.sessions` (conversations, sessions,
-who waits for whom), :mod:`~kernel.agent.prompt` (the system layers) and
-:mod:`~kernel.agent.turn` (one turn's loop). This module wires them and keeps the
-methods the rest of Kernel calls.
+done by the agent package's parts, one idea each, and the parts are handed out as they
+are (no method here re-exports theirs): ``agent.selection``
+(:mod:`~kernel.agent.models`: which provider and model answer), ``agent.sessions``
+(:mod:`~kernel.agent.sessions`: conversations, sessions, busy, waiting, cancel),
+``agent.control`` (:mod:`~kernel.agent.rewind`: undo, rewind, branches),
+``agent.scopes`` (:mod:`~kernel.agent.scope`: personas, projects, prompt modes),
+``agent.prompt`` (:mod:`~kernel.agent.prompt`: the system layers) and ``agent.meter``
+(spend). This module wires them and keeps what is the agent's own: turns
+(:mod:`~kernel.agent.turn`), /retry, titles and model calls outside a turn.
 """
 
 from __future__ import annotations
