@@ -106,7 +106,8 @@ async def main(runs: int, interval: float, delay: float) -> None:
                     timeout=RUN_TIMEOUT,
                 )
                 await tg.wait_until(
-                    lambda: not kernel.agent.is_busy(CONV) and not channel._tasks, timeout=10
+                    lambda: not kernel.agent.sessions.is_busy(CONV) and not channel._tasks,
+                    timeout=10,
                 )
                 delegation = kernel.delegator.latest(CONV)
                 assert delegation is not None and delegation.outcome == "ok"

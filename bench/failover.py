@@ -192,7 +192,7 @@ async def run(args: argparse.Namespace) -> dict[str, list[Sample]]:
                 for _ in range(args.turns):
                     out["failover"].append(await failover_turn())
                     out["main"].append(await plain_turn(main))
-                await kernel.agent.set_provider("backup")
+                await kernel.agent.selection.set_provider("backup")
                 for _ in range(args.warmup):
                     await plain_turn(backup)
                 for _ in range(args.turns):

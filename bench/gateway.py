@@ -156,7 +156,7 @@ def write_config(folder: Path) -> Path:
 
 
 async def agent_only(kernel: InstantKernel, turns: int) -> list[float]:
-    opened = await kernel.agent.open_session(SessionKey("console", "bench", "direct"))
+    opened = await kernel.agent.sessions.open_session(SessionKey("console", "bench", "direct"))
     assert opened is not None
     samples = []
     for _ in range(turns):

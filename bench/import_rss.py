@@ -10,7 +10,7 @@ by the parent, is reported separately. Memory is read from ``/proc/self/status``
 Cases:
   python -c pass        the bare interpreter, for reference
   import kernel.app     ``import kernel`` then ``import kernel.app`` (no SDK should load)
-  start Kernel (claude) load_config + Kernel + start() + agent.provider(): the real
+  start Kernel (claude) load_config + Kernel + start() + agent.selection.provider(): the real
                         start-up with one ``claude`` provider, so ``anthropic`` is imported;
                         ``openai`` must not be, nor ``jieba`` (it loads on the first
                         memory operation)
@@ -80,7 +80,7 @@ CASES: dict[str, str] = {
         async def main():
             await app.start()
             t_started = time.perf_counter() - _t0
-            provider = await app.agent.provider()
+            provider = await app.agent.selection.provider()
             assert type(provider).__name__ == "ClaudeProvider", provider
             t_provider = time.perf_counter() - _t0
             mem = _mem()

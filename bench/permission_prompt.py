@@ -101,7 +101,7 @@ async def delegation(
         tg.inject_callback(data, message_id=call.result["message_id"])
     await tg.wait_until(lambda: any(m.text == f"Done {run}." for m in tg.chat(OWNER)), timeout=WAIT)
     await tg.wait_until(
-        lambda: not channel.kernel.agent.is_busy(CONV) and not channel._tasks, timeout=WAIT
+        lambda: not channel.kernel.agent.sessions.is_busy(CONV) and not channel._tasks, timeout=WAIT
     )
     stamps = [json.loads(line) for line in read_lines(times)[seen:]]
     stamps.sort(key=lambda s: s["tool_use_id"])

@@ -112,7 +112,7 @@ async def timed(kernel: Kernel, provider: ScriptedProvider, kind: str, count: in
     provider.kind = kind
     samples = []
     for i in range(count):
-        kernel.agent.new_session(CONVERSATION)
+        kernel.agent.sessions.new_session(CONVERSATION)
         start = time.perf_counter_ns()
         turn = kernel.agent.start_turn(CONVERSATION, UserInput(f"question {i}"))
         final = await turn.wait()
@@ -134,7 +134,7 @@ async def main(args: argparse.Namespace) -> None:
                 """Returns its argument."""
                 return text
 
-            provider = await kernel.agent.provider()
+            provider = await kernel.agent.selection.provider()
             assert isinstance(provider, ScriptedProvider)
             results: dict[str, list[float]] = {kind: [] for kind in KINDS}
             for kind in KINDS:

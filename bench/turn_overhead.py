@@ -170,7 +170,7 @@ async def prepare(kernel: Kernel, rounds: int) -> tuple[int, int]:
     messages = history(rounds)
     for start in range(0, len(messages), 500):
         await store.append_messages(session.id, messages[start : start + 500])
-    await kernel.agent.resume(CONVERSATION, session.id)
+    await kernel.agent.sessions.resume(CONVERSATION, session.id)
     return session.id, await max_message_id(kernel, session.id)
 
 
@@ -244,7 +244,7 @@ async def run_case(
                 kernel, args.turns, reset=reset, before_turn=before_turn, profiler=profiler
             )
             after = await kernel.store.count_rounds(session_id)
-            provider = await kernel.agent.provider()
+            provider = await kernel.agent.selection.provider()
             sent = None
             if isinstance(provider, InstantProvider):
                 timed = provider.sent[-args.turns :]

@@ -127,7 +127,7 @@ class Kernel:
             responses=self.responses,
         )
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
-        self.runtime.on_providers_changed(self.agent.providers_changed)
+        self.runtime.on_providers_changed(self.agent.selection.providers_changed)
         self.runtime.on_config_changed(self._config_changed)
         # The workspace the sidecar serves: config.toml, the data dir, the audit key and
         # Kernel's own code (the Quickstart's workspace is its checkout) never among it.
@@ -325,8 +325,8 @@ class Kernel:
             log.warning("%s", notice.describe())
         log.info(
             "kernel started: provider=%s model=%s tools=%d",
-            self.agent.provider_name,
-            self.agent.model,
+            self.agent.selection.provider_name,
+            self.agent.selection.model,
             len(self.tools.names()),
         )
 

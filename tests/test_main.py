@@ -71,7 +71,7 @@ assert "anthropic" not in sys.modules and "openai" not in sys.modules, "eager SD
 async def main():
     k = Kernel(load_config(require_telegram=False))
     await k.start()
-    await k.agent.provider()
+    await k.agent.selection.provider()
     await k.stop()
 asyncio.run(main())
 print("openai" in sys.modules, "anthropic" in sys.modules)

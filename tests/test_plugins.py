@@ -177,7 +177,7 @@ async def test_an_extension_registers_like_a_builtin_and_serve_orders_its_parts(
     assert isinstance(pigeon, PigeonChannel) and pigeon.texts == [("u1", "hello")]
     assert "coo" in kernel.tools.names()
     assert "coo" in NODE_HANDLERS
-    await kernel.agent.provider()
+    await kernel.agent.selection.provider()
     assert BUILT == ["main"]  # the provider came through the plugin's factory
     # The built-in sidecar is a frontend too, on its free port.
     gateway, door = kernel.frontends
@@ -202,7 +202,7 @@ async def test_a_provider_type_is_whatever_a_plugin_registers(
     path = write_config(tmp_path, anthropic_sim.base_url, "pigeon_llm")
     config = load_config(path, env={}, require_telegram=False)
     kernel = Kernel(config, plugins=extended)
-    provider = await kernel.agent.provider()
+    provider = await kernel.agent.selection.provider()
     assert BUILT == ["main"] and provider.name == "main"
     await kernel.agent.stop()
 

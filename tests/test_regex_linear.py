@@ -57,7 +57,7 @@ CASES: dict[str, str] = {
     ),
     "audit: the parts of a hostile input": (
         "from kernel.agent import trail\n"
-        "from kernel.agent.turn import UserInput\n"
+        "from kernel.agent.turn_parts import UserInput\n"
         "trail.parts_of(UserInput('[文件: ' * (N // 5) + '[语音: ' * (N // 5)))"
     ),
     # An owner's rule with a pattern that backtracks exponentially in a backtracking

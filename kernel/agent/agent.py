@@ -2,11 +2,15 @@
 
 A channel calls :meth:`Agent.start_turn` with a conversation key (``"telegram:42"``,
 ``"console:default"``) and iterates the returned :class:`Turn` for events. The work is
-done by the agent package's parts, one idea each: :mod:`~kernel.agent.models` (which
-provider and model answer), :mod:`~kernel.agent.sessions` (conversations, sessions,
-who waits for whom), :mod:`~kernel.agent.prompt` (the system layers) and
-:mod:`~kernel.agent.turn` (one turn's loop). This module wires them and keeps the
-methods the rest of Kernel calls.
+done by the agent package's parts, one idea each, and the parts are handed out as they
+are (no method here re-exports theirs): ``agent.selection``
+(:mod:`~kernel.agent.models`: which provider and model answer), ``agent.sessions``
+(:mod:`~kernel.agent.sessions`: conversations, sessions, busy, waiting, cancel),
+``agent.control`` (:mod:`~kernel.agent.rewind`: undo, rewind, branches),
+``agent.scopes`` (:mod:`~kernel.agent.scope`: personas, projects, prompt modes),
+``agent.prompt`` (:mod:`~kernel.agent.prompt`: the system layers) and ``agent.meter``
+(spend). This module wires them and keeps what is the agent's own: turns
+(:mod:`~kernel.agent.turn`), /retry, titles and model calls outside a turn.
 """
 
 from __future__ import annotations
@@ -18,33 +22,32 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from kernel.agent.context import Layer
 from kernel.agent.models import MODEL_OVERRIDE, ModelSelection, ProviderFactory, SelectionError
 from kernel.agent.prompt import SystemPrompt
-from kernel.agent.prompt_modes import ModeChoice
-from kernel.agent.rewind import ConversationControl, Cut
-from kernel.agent.scope import PERSONA, PROJECT, ChatScope, Scopes
-from kernel.agent.sessions import OpenedSession, Origin, SessionKey, Sessions
+from kernel.agent.rewind import ConversationControl
+from kernel.agent.scope import Scopes
+from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
 from kernel.agent.subagents import SubAgents
 from kernel.agent.titles import TitleMaker
 from kernel.agent.trail import Trail
-from kernel.agent.turn import TurnParts, TurnRun, UserInput
+from kernel.agent.turn import TurnRun
+from kernel.agent.turn_parts import TurnParts, UserInput
 from kernel.audit import AuditLog
 from kernel.config import Config
 from kernel.core.asks import AskRegistry
 from kernel.core.events import Completed
-from kernel.core.provider import ChatRequest, Provider, Sleep, StreamEvent
+from kernel.core.provider import ChatRequest, Sleep, StreamEvent
 from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.memory.memories import Memories
-from kernel.profiles import Profile, Profiles
+from kernel.profiles import Profiles
 from kernel.routing import Health, Router
 from kernel.skills import SkillLibrary
 from kernel.spend import CallTag, Meter
 from kernel.spend.meter import OWNER_CHANNELS
-from kernel.store.db import SessionRow, Store
+from kernel.store.db import Store
 from kernel.store.decisions import DecisionStore
-from kernel.tools.registry import ToolContext, ToolRegistry
+from kernel.tools.registry import ToolRegistry
 
 __all__ = [
     "MODEL_OVERRIDE",
@@ -120,7 +123,8 @@ class Agent:
         self.decisions = DecisionStore(store)
         self.selection.on_change = self.health.config_changed
         self.selection.on_pick = self.health.unstick_all
-        self._parts = TurnParts(
+        # What a turn works with (a sub-agent's run builds its own TurnRun with it).
+        self.turn_parts = TurnParts(
             config=config,
             store=store,
             tools=tools,
@@ -138,7 +142,8 @@ class Agent:
             audit=self.audit,
         )
         self._sleep = sleep
-        self.subagents = SubAgents(self)  # delegate_task (kernel.agent.subagents)
+        # delegate_task (kernel.agent.subagents)
+        self.subagents = SubAgents(self.turn_parts, self.profiles.agents, self.background)
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -170,46 +175,12 @@ class Agent:
     def local_time(self, when: datetime) -> datetime:
         return when.astimezone(self.tz)
 
-    # ----- providers and models (kernel.agent.models) ----------------------------------
+    def local_now(self) -> datetime:
+        """Now, in ``general.timezone``, by the clock the store stamps sessions with (what
+        a session's last activity is told against)."""
+        return self.local_time(self.store.now())
 
-    @property
-    def provider_name(self) -> str:
-        return self.selection.provider_name
-
-    @property
-    def model(self) -> str:
-        return self.selection.model
-
-    @property
-    def available_providers(self) -> list[str]:
-        return self.selection.available_providers
-
-    @property
-    def models(self) -> list[str]:
-        return self.selection.models
-
-    async def provider(self, name: str | None = None) -> Provider:
-        return await self.selection.provider(name)
-
-    def providers_changed(self, names: set[str]) -> None:
-        self.selection.providers_changed(names)
-
-    def resolve_model(self, requested: str) -> tuple[str, str]:
-        return self.selection.resolve_model(requested)
-
-    def check_model(self, provider_id: str, requested: str | None = None) -> tuple[str, str]:
-        return self.selection.check_model(provider_id, requested)
-
-    def model_for(self, meta: dict[str, object]) -> tuple[str, str]:
-        return self.selection.model_for(meta)
-
-    async def set_session_model(
-        self, session_id: int, provider_id: str, requested: str | None = None
-    ) -> tuple[str, str]:
-        return await self.selection.set_session_model(session_id, provider_id, requested)
-
-    async def clear_session_model(self, session_id: int) -> None:
-        await self.selection.clear_session_model(session_id)
+    # ----- model calls outside a turn --------------------------------------------------
 
     async def stream_request(
         self, name: str, request: ChatRequest, tag: CallTag | None = None
@@ -226,72 +197,7 @@ class Agent:
             async for event in stream:
                 yield event
 
-    async def set_provider(self, name: str) -> str:
-        return await self.selection.set_provider(name)
-
-    async def set_model(self, model: str) -> None:
-        await self.selection.set_model(model)
-
-    @property
-    def pick_in_force(self) -> bool:
-        """The owner picked with /provider or /model: in the owner's chats that pick
-        wins over the routing rules until /model auto."""
-        return self.selection.chosen
-
-    async def clear_choice(self) -> None:
-        """``/model auto``: the routing rules and the default decide again."""
-        await self.selection.clear_choice()
-
-    # ----- sessions (kernel.agent.sessions) --------------------------------------------
-
-    def current_session(self, conversation: str) -> int | None:
-        return self.sessions.current_session(conversation)
-
-    def new_session(self, conversation: str) -> None:
-        self.sessions.new_session(conversation)
-
-    async def list_sessions(
-        self,
-        limit: int = 20,
-        project: str | None = None,
-        *,
-        offset: int = 0,
-        origin: Origin | None = None,
-    ) -> list[SessionRow]:
-        return await self.sessions.list_sessions(limit, project, offset=offset, origin=origin)
-
-    async def count_sessions(self, project: str | None = None, origin: Origin | None = None) -> int:
-        return await self.sessions.count_sessions(project, origin)
-
-    async def listed_session(self, session_id: int) -> SessionRow | None:
-        return await self.sessions.listed(session_id)
-
-    def local_now(self) -> datetime:
-        """Now, in ``general.timezone``, by the clock the store stamps sessions with (what
-        a session's last activity is told against)."""
-        return self.local_time(self.store.now())
-
-    async def open_session(
-        self,
-        key: SessionKey,
-        *,
-        create: bool = True,
-        title: str | None = None,
-        meta: dict[str, object] | None = None,
-    ) -> OpenedSession | None:
-        return await self.sessions.open_session(key, create=create, title=title, meta=meta)
-
-    async def clear_history(self, conversation: str) -> int:
-        return await self.sessions.clear_history(conversation)
-
-    async def resume(self, conversation: str, session_id: int) -> SessionRow:
-        return await self.sessions.resume(conversation, session_id)
-
-    async def delete_sessions(self, ids: list[int]) -> int:
-        return await self.sessions.delete_sessions(ids)
-
-    async def retitle(self, session_id: int, title: str | None) -> None:
-        await self.sessions.retitle(session_id, title)
+    # ----- titles ----------------------------------------------------------------------
 
     async def generate_title(self, session_id: int) -> str | None:
         """Ask the titles model for a title and store it; None when unavailable."""
@@ -303,23 +209,7 @@ class Agent:
             await self.store.set_title(session_id, title)
         return title
 
-    def is_busy(self, conversation: str) -> bool:
-        return self.sessions.is_busy(conversation)
-
-    # ----- undo, rewind, retry (kernel.agent.rewind) -----------------------------------
-
-    async def undo(self, conversation: str, actor: str = "owner") -> Cut:
-        """Cut the last exchange (message, tool pairs, answer) from what the model sees."""
-        return await self.control.undo(conversation, actor)
-
-    async def rewind(
-        self, conversation: str, after_id: int, session_id: int | None = None, actor: str = "owner"
-    ) -> Cut:
-        """Cut everything after the final answer stored as ``after_id`` (``actor``: who
-        asked, for the audit trail)."""
-        if session_id is None:
-            return await self.control.rewind(conversation, after_id, actor)
-        return await self.control.rewind_session(conversation, session_id, after_id, actor)
+    # ----- retry (kernel.agent.rewind) -------------------------------------------------
 
     async def retry(self, conversation: str, template: UserInput) -> Turn:
         """Answer the owner's last message again: the last exchange is cut (a superseded
@@ -338,89 +228,7 @@ class Agent:
             await self.control.restore(cut)
             raise
 
-    async def latest_answer(self, conversation: str) -> int | None:
-        """The stored id of the conversation's last final answer (what /retry redoes)."""
-        return await self.control.latest_answer(conversation)
-
-    async def branches(self, session_id: int) -> tuple[int, int]:
-        return await self.control.branches(session_id)
-
-    async def wait_idle(self, conversation: str, seconds: float) -> None:
-        await self.sessions.wait_idle(conversation, seconds)
-
-    def waiting(self, conversation: str) -> int:
-        return self.sessions.waiting(conversation)
-
-    def find_turn(self, turn_id: str) -> Turn | None:
-        return self.sessions.find_turn(turn_id)
-
-    def cancel(self, conversation: str) -> bool:
-        return self.sessions.cancel(conversation)
-
-    # ----- personas and projects (kernel.agent.scope) ----------------------------------
-
-    async def chat_scope(self, conversation: str) -> ChatScope:
-        """The persona and project of the conversation's session (or, before its first
-        message, the ones it inherits)."""
-        return await self.scopes.current(conversation)
-
-    async def set_persona(self, conversation: str, name: str | None) -> Profile | None:
-        """Switch the chat's persona (None: none), for its session and the next ones."""
-        return await self.scopes.set(conversation, PERSONA, name)
-
-    async def set_project(self, conversation: str, name: str | None) -> Profile | None:
-        return await self.scopes.set(conversation, PROJECT, name)
-
-    async def prompt_mode(self, conversation: str) -> ModeChoice:
-        """The prompt and collaboration modes of the conversation's session (or what a
-        new one would start with)."""
-        session_id = self.sessions.current_session(conversation)
-        row = await self.store.get_session(session_id) if session_id is not None else None
-        if row is not None:
-            return ModeChoice.of_meta(row.meta)
-        return ModeChoice((await self.scopes.inherited(conversation)).prompt_mode or "default")
-
-    async def session_scope(self, session_id: int) -> ChatScope:
-        return await self.scopes.of_session(session_id)
-
-    async def set_session_scope(
-        self, session_id: int, *, persona: str | None = None, project: str | None = None
-    ) -> ChatScope:
-        """Set one session's persona and/or project by id ("" clears; None leaves it)."""
-        if persona is not None:
-            await self.scopes.set_session(session_id, PERSONA, persona or None)
-        if project is not None:
-            await self.scopes.set_session(session_id, PROJECT, project or None)
-        return await self.scopes.of_session(session_id)
-
-    async def tool_context(self, session_id: int, conversation: str) -> ToolContext:
-        """The context of a tool called directly (not by the model) in a session: its
-        persona, project, folder and memory scopes, as a turn there would give."""
-        outlook = await self.scopes.outlook(await self.scopes.of_session(session_id))
-        return outlook.tool_context(
-            self.config.base_dir, session_id=session_id, conversation=conversation
-        )
-
-    @property
-    def turn_parts(self) -> TurnParts:
-        """What a turn works with (a sub-agent's run builds its own TurnRun with it)."""
-        return self._parts
-
     # ----- turns (kernel.agent.turn) ---------------------------------------------------
-
-    async def system_layers(
-        self,
-        query: str = "",
-        *,
-        guest_tools: tuple[str, ...] | None = None,
-        mode: ModeChoice | None = None,
-    ) -> list[Layer]:
-        """SOUL.md, tool guide, recalled memories, skills summary, local time (SPEC §4),
-        or ``mode``'s layers (codex, claude: PromptError when their files are missing).
-        ``guest_tools``: a guest's turn, with only those tools and no memories."""
-        return await self.prompt.layers(
-            query, guest_tools=guest_tools, mode=mode, model=self.selection.model
-        )
 
     def start_turn(
         self,
@@ -449,7 +257,7 @@ class Agent:
         user_input: UserInput,
         unanswered: Callable[[TurnRun], Awaitable[None]] | None = None,
     ) -> None:
-        run = TurnRun(self._parts, turn, self.sessions.conversation(turn.conversation))
+        run = TurnRun(self.turn_parts, turn, self.sessions.conversation(turn.conversation))
         try:
             await run.run(user_input)
         finally:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kernel.agent.sessions import Sessions
 from kernel.agent.slimming import media_dropped, owner_text
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.audit import AuditLog, kinds
 from kernel.core.errors import BusyError, ConversationError
 from kernel.core.i18n import t

@@ -171,6 +171,33 @@ class Scopes:
         await self._keep(conversation, kind, profile.name if profile is not None else "")
         return profile
 
+    async def set_session_scope(
+        self, session_id: int, *, persona: str | None = None, project: str | None = None
+    ) -> ChatScope:
+        """Set one session's persona and/or project by id ("" clears; None leaves it)."""
+        if persona is not None:
+            await self.set_session(session_id, PERSONA, persona or None)
+        if project is not None:
+            await self.set_session(session_id, PROJECT, project or None)
+        return await self.of_session(session_id)
+
+    async def prompt_mode(self, conversation: str) -> ModeChoice:
+        """The prompt and collaboration modes of the conversation's session (or what a
+        new one would start with)."""
+        session_id = self.sessions.current_session(conversation)
+        row = await self.store.get_session(session_id) if session_id is not None else None
+        if row is not None:
+            return ModeChoice.of_meta(row.meta)
+        return ModeChoice((await self.inherited(conversation)).prompt_mode or "default")
+
+    async def tool_context(self, session_id: int, conversation: str) -> ToolContext:
+        """The context of a tool called directly (not by the model) in a session: its
+        persona, project, folder and memory scopes, as a turn there would give."""
+        outlook = await self.outlook(await self.of_session(session_id))
+        return outlook.tool_context(
+            self.config.base_dir, session_id=session_id, conversation=conversation
+        )
+
     async def set_mode(self, conversation: str, mode: str) -> None:
         """Switch the conversation's prompt mode (and its current session's); a new
         session starts in it too. Raises BusyError while its turn runs."""

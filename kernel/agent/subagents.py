@@ -23,11 +23,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernel.agent.scope import SUBAGENT_TOOL, ChatScope, Outlook
 from kernel.agent.sessions import SUBAGENT_CHANNEL, Conversation
-from kernel.agent.turn import TurnRun, UserInput
+from kernel.agent.turn import TurnRun
+from kernel.agent.turn_parts import TurnParts, UserInput
 from kernel.core.errors import ProfileError, ToolError
 from kernel.core.events import (
     Completed,
@@ -38,14 +39,12 @@ from kernel.core.events import (
     TurnEvent,
 )
 from kernel.core.i18n import t
+from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.core.untrusted import untrusted
 from kernel.core.usage import Usage
 from kernel.profiles import Profile, ProfileLibrary
 from kernel.tools.registry import CONTEXT_ARG, ToolContext
-
-if TYPE_CHECKING:
-    from kernel.agent.agent import Agent
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +101,21 @@ class ChildTurn(Turn):
 
 
 class SubAgents:
-    """The sub-agents of one Agent and its ``delegate_task`` tool."""
+    """The sub-agents of one Agent and its ``delegate_task`` tool: a run is a turn with
+    the agent's ``parts``; ``background`` runs the rescans."""
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.library: ProfileLibrary = agent.profiles.agents
+    def __init__(self, parts: TurnParts, library: ProfileLibrary, background: TaskSet) -> None:
+        self.parts = parts
+        self.background = background
+        self.library = library
         self.names: tuple[str, ...] = ()  # usable agents at the last scan
         self._scanned = float("-inf")  # monotonic time of the last scan
         self._rescan: asyncio.Task[Any] | None = None
         self.rescan_seconds = RESCAN_SECONDS
         # At construction, like reading config.toml: the first turn already knows.
         self._remember(self.library.scan())
-        agent.tools.register(NAME, DESCRIPTION, PARAMETERS, self._tool, with_context=True)
-        agent.tools.offer_when(NAME, self.offered)
+        parts.tools.register(NAME, DESCRIPTION, PARAMETERS, self._tool, with_context=True)
+        parts.tools.offer_when(NAME, self.offered)
 
     # ----- the offer ----------------------------------------------------------------
 
@@ -123,7 +124,7 @@ class SubAgents:
         the background (this runs on the event loop: no disk here)."""
         stale = time.monotonic() - self._scanned > self.rescan_seconds
         if stale and not self.rescanning and _loop_running():
-            self._rescan = self.agent.background.spawn(self.usable(), "agents-rescan")
+            self._rescan = self.background.spawn(self.usable(), "agents-rescan")
         return bool(self.names)
 
     @property
@@ -160,16 +161,16 @@ class SubAgents:
         except ProfileError as exc:
             await self.usable()  # the offer follows what the refusal listed
             raise ToolError(str(exc)) from exc
-        problem = self.agent.scopes.model_problem(profile)
+        problem = self.parts.scopes.model_problem(profile)
         if problem:  # its model is not configured: refused before anything is stored
             raise ToolError(problem)
         try:
             # The chat's persona and project hold in the child too: its tools are what
             # both lists allow, its memories and folder the project's.
-            chat = await self.agent.scopes.outlook(ChatScope(ctx.persona, ctx.project))
+            chat = await self.parts.scopes.outlook(ChatScope(ctx.persona, ctx.project))
         except ProfileError as exc:
             raise ToolError(str(exc)) from exc
-        limits = self.agent.config.agents
+        limits = self.parts.config.agents
         meta: dict[str, object] = {"parent_session": ctx.session_id, "agent": profile.name}
         if ctx.tool_call_id:
             meta["tool_call_id"] = ctx.tool_call_id
@@ -177,7 +178,7 @@ class SubAgents:
         if job:  # the child's calls count against the parent's cron job's budget
             meta["cron_job_id"] = job
         title = f"{profile.name}: {' '.join(task.split())}"[:MAX_TITLE]
-        row = await self.agent.store.create_session(CHANNEL, title=title, meta=meta)
+        row = await self.parts.store.create_session(CHANNEL, title=title, meta=meta)
         outside = [False]  # whether the child read outside content (web_*, mcp_* tools)
         shown = self._progress(profile.name, ctx)
 
@@ -194,9 +195,7 @@ class SubAgents:
             depth=ctx.depth + 1,
             max_tool_calls=limits.max_tool_calls,
         )
-        child = TurnRun(
-            self.agent.turn_parts, turn, Conversation(session_id=row.id), outlook=outlook
-        )
+        child = TurnRun(self.parts, turn, Conversation(session_id=row.id), outlook=outlook)
         given = UserInput(
             task,
             channel=CHANNEL,
@@ -237,7 +236,7 @@ class SubAgents:
     async def _job_of(self, session_id: int | None) -> str:
         if session_id is None:
             return ""
-        row = await self.agent.store.get_session(session_id)
+        row = await self.parts.store.get_session(session_id)
         job = row.meta.get("cron_job_id") if row is not None else None
         return job if isinstance(job, str) else ""
 

@@ -15,17 +15,15 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernel.agent.slimming import VOICE, file_blocks, without_files
+from kernel.agent.turn_parts import UserInput
 from kernel.audit import AuditLog, kinds
 from kernel.core.surrogates import retried_mended
 from kernel.core.turns import Turn
 from kernel.store.usage import UsageEntry
 from kernel.tools.registry import ToolOutcome
-
-if TYPE_CHECKING:
-    from kernel.agent.turn import UserInput
 
 log = logging.getLogger(__name__)
 

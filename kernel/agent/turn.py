@@ -2,8 +2,10 @@
 final reply, and write the history step by step, slimmed, so that a crash or cancel at
 any point leaves a history the next turn is accepted with.
 
-A :class:`TurnRun` sees the agent only through the collaborators in :class:`TurnParts`
-and the one :class:`~kernel.agent.sessions.Conversation` it runs in.
+A :class:`TurnRun` sees the agent only through the collaborators in
+:class:`~kernel.agent.turn_parts.TurnParts` and the one
+:class:`~kernel.agent.sessions.Conversation` it runs in; a step's tool calls run in
+:mod:`kernel.agent.turn_tools`.
 """
 
 from __future__ import annotations
@@ -11,31 +13,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import replace
 from typing import Any
 
 from kernel.agent.asked_again import unanswered_repeat
 from kernel.agent.context import repair_history, split_layers
 from kernel.agent.failover import Build, ModelCalls
-from kernel.agent.models import ModelSelection
-from kernel.agent.prompt import SystemPrompt
-from kernel.agent.prompt_modes import ASK_TOOL, MODE_KEY, ModeChoice
+from kernel.agent.prompt_modes import MODE_KEY, ModeChoice
 from kernel.agent.requests import Requests
-from kernel.agent.scope import ChatScope, Outlook, Scopes
+from kernel.agent.scope import ChatScope, Outlook
 from kernel.agent.sessions import Conversation
 from kernel.agent.slimming import (
     save_long_results,
     slim_message,
-    summarize_tool_result,
     without_files,
 )
 from kernel.agent.trail import Trail, actor_of
-from kernel.audit import AuditLog
-from kernel.config import Config
-from kernel.core.asks import Answer, AskRegistry, Question
+from kernel.agent.turn_parts import TurnParts, UserInput
+from kernel.agent.turn_tools import RepairedCall, ToolRunner, repair_calls, results_message
+from kernel.core.asks import Question
 from kernel.core.errors import (
     BudgetExceededError,
     InputRefusedError,
@@ -44,127 +40,35 @@ from kernel.core.errors import (
     PromptError,
     ProviderError,
     SkillError,
-    ToolError,
 )
 from kernel.core.events import (
     AskUser,
     AssistantDelta,
     Completed,
     ErrorEvent,
-    PlanUpdated,
     StepStarted,
-    ToolCall,
-    ToolProgress,
-    ToolResult,
 )
 from kernel.core.failures import log_fields, owner_words
 from kernel.core.i18n import t
-from kernel.core.messages import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from kernel.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from kernel.core.provider import (
     Completion,
-    RawToolCall,
-    Sleep,
     TextDelta,
     thinking_blocks,
 )
 from kernel.core.turns import Turn
 from kernel.core.usage import estimate_request_tokens
-from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
+from kernel.memory.memories import MAX_REMEMBERED_PER_TURN
 from kernel.memory.remember import Fact, RememberFilter, extract_remember
-from kernel.routing import Facts, Router
-from kernel.skills import SkillLibrary, wrap_skill
-from kernel.spend import CallTag, Meter, Over, money
+from kernel.routing import Facts
+from kernel.skills import wrap_skill
+from kernel.spend import CallTag, Over, money
 from kernel.spend.meter import OWNER_CHANNELS
 from kernel.store.artifacts import ArtifactStore
-from kernel.store.db import Store
-from kernel.store.decisions import DecisionStore
-from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
-from kernel.tools.repair import repair_arguments, resolve_tool_name
 
 log = logging.getLogger(__name__)
 
 BUDGET_ASK_SECONDS = 600.0  # how long a turn over its budget waits for the owner
-
-
-@dataclass(slots=True)
-class UserInput:
-    text: str
-    images: list[ImageBlock] = field(default_factory=list)
-    channel: str = "console"
-    user_id: str = ""  # the sender in the channel's terms, recorded with a new session
-    # False where nobody can answer a question (ask_user, a tool approval) during the
-    # turn: tools see ToolContext.ask = None and refuse at once instead of waiting.
-    interactive: bool = True
-    # Someone other than the owner (a QQ user): the owner's memories are neither recalled
-    # nor written, and only ``guest_tools`` are offered (and may run).
-    guest: bool = False
-    guest_tools: tuple[str, ...] = ()
-    # False: a turn over a day or month limit ends with budget_exceeded instead of asking
-    # the owner to raise it (HTTP callers get the refusal in the error model).
-    budget_ask: bool = True
-    # False: the text is already what the owner meant (a retry of a stored message): a
-    # "/prompts:…" in it is taken as it is, not expanded again.
-    expand: bool = True
-    # The audit trail's actor ("" : told by the channel, see trail.actor_of: "api" for a
-    # sidecar client), and whether this is /retry running a stored message again.
-    actor: str = ""
-    retry: bool = False
-    # What Kernel attached to the owner's ``text`` (a voice transcript, a text file), in
-    # the catalogue's ``history.voice`` / ``history.file`` form: blocks of Kernel's own
-    # before the owner's, so slimming reads markers only where Kernel put them.
-    attached: tuple[str, ...] = ()
-
-    @property
-    def full_text(self) -> str:
-        """What the model reads as text: the attachments, then the owner's words."""
-        return "\n".join([*self.attached, self.text] if self.text else self.attached)
-
-    def to_message(self) -> Message:
-        blocks: list[TextBlock | ImageBlock] = [*self.images]
-        blocks += [TextBlock(text, by="kernel") for text in self.attached]
-        if self.text:
-            blocks.append(TextBlock(self.text, by="owner"))
-        return Message("user", list(blocks))
-
-
-@dataclass(frozen=True, slots=True)
-class TurnParts:
-    """What a turn works with; the agent builds it once and hands it to every turn."""
-
-    config: Config
-    store: Store
-    tools: ToolRegistry
-    memories: Memories
-    skills: SkillLibrary
-    models: ModelSelection
-    prompt: SystemPrompt
-    asks: AskRegistry
-    sleep: Sleep
-    meter: Meter
-    router: Router
-    decisions: DecisionStore
-    clock: Callable[[], datetime]  # wall time (the decisions log's stamps)
-    scopes: Scopes  # the chats' personas and projects
-    audit: AuditLog | None = None  # what the turn did, recorded (issue 23)
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """A tool call with its arguments repaired once, for the history, the events and the
-    registry alike. ``repaired`` false: no JSON object could be recovered (``arguments``
-    is then ``{}``) and the registry refuses the call in its own words."""
-
-    raw: RawToolCall
-    arguments: dict[str, Any]
-    repaired: bool
-
-    @property
-    def id(self) -> str:
-        return self.raw.id
-
-    @property
-    def name(self) -> str:
-        return self.raw.name
 
 
 class TurnRun:
@@ -198,6 +102,7 @@ class TurnRun:
         self.tag = CallTag("turn", turn_id=turn.id)  # what its model calls are for
         self.may_raise = False  # the owner may raise the budget from this turn
         self.calls: ModelCalls | None = None  # the turn's model calls over its route
+        self.tools: ToolRunner | None = None  # runs the model's tool calls, once scoped
         # Thinking blocks of this turn's assistant messages (index in the working
         # history → the model that made them, the blocks): sent back to that model only.
         self.thinking: dict[int, tuple[str, list[dict[str, Any]]]] = {}
@@ -394,6 +299,17 @@ class TurnRun:
 
         build = Requests(system, context, anchor, working, offered, self.thinking)
 
+        self.tools = ToolRunner(
+            parts,
+            self.turn,
+            self.trail,
+            lambda: self.step,
+            self.session_id,
+            outlook,
+            self.mode,
+            self.guest_tools,
+            self.interactive,
+        )
         limit = outlook.max_tool_calls or cfg.general.max_tool_calls
         calls_used = 0
         while True:
@@ -413,7 +329,7 @@ class TurnRun:
             # A guest never writes the owner's memory; nor does a sub-agent's small job.
             if facts and self.guest_tools is None and outlook.agent is None:
                 await self._remember(facts)
-            calls = self._repair(completion.tool_calls)
+            calls = repair_calls(completion.tool_calls, parts.tools)
             assistant = Message("assistant", [])
             if text:
                 assistant.content.append(TextBlock(text))
@@ -506,60 +422,14 @@ class TurnRun:
         if saved:
             log.info("turn %s: %d new memories from remember tags", self.turn.id, len(saved))
 
-    def _repair(self, raw: list[RawToolCall]) -> list[_Call]:
-        """Each call's arguments repaired once, against the schema of the tool its name
-        resolves to (as the registry resolves it)."""
-        if not raw:
-            return []
-        schemas = {spec.name: spec.parameters for spec in self.parts.tools.specs()}
-        calls: list[_Call] = []
-        for call in raw:
-            name = resolve_tool_name(call.name, list(schemas))
-            schema = schemas[name] if name is not None else {}
-            try:
-                calls.append(_Call(call, repair_arguments(call.arguments, schema), True))
-            except ToolError:
-                calls.append(_Call(call, {}, False))
-        return calls
-
     async def _run_tools(
-        self, calls: list[_Call], allowed: int, limit: int, *, images: bool = True
+        self, calls: list[RepairedCall], allowed: int, limit: int, *, images: bool = True
     ) -> Message:
-        """Run the step's tool calls concurrently; calls past the cap get an error result.
-        Images a tool returned follow the results, each labelled with its tool (``images``
-        false: the provider takes none, so the model is told instead)."""
-        for call in calls:
-            self.turn.emit(ToolCall(self.step, call.id, call.name, dict(call.arguments)))
-
-        async def run(index: int, call: _Call) -> ToolOutcome:
-            began, code = time.monotonic(), ""
-            try:
-                if index >= allowed:
-                    msg = t("turn.tool_limit", limit=limit)
-                    outcome, code = ToolOutcome(call.name, False, msg, {}), "tool_limit"
-                else:
-                    outcome = await self._call(call)
-            except asyncio.CancelledError:
-                gone = ToolOutcome(call.name, False, "", call.arguments)
-                await asyncio.shield(self._tool_done(call, gone, began, "cancelled"))
-                raise
-            await self._tool_done(call, outcome, began, code)
-            summary = summarize_tool_result(outcome.content)
-            self.turn.emit(ToolResult(self.step, call.id, call.name, outcome.ok, summary))
-            return outcome
-
-        outcomes = await asyncio.gather(*(run(i, c) for i, c in enumerate(calls)))
-        blocks = [
-            ToolResultBlock(c.id, _with_image_note(o, images), is_error=not o.ok)
-            for c, o in zip(calls, outcomes, strict=True)
-        ]
-        extra: list[TextBlock | ImageBlock] = []
-        if images:
-            for call, outcome in zip(calls, outcomes, strict=True):
-                if outcome.images:
-                    extra.append(TextBlock(t("tool.images_from", name=call.name, id=call.id)))
-                    extra.extend(outcome.images)
-        message = Message("user", [*blocks, *extra])
+        """Run the step's tool calls (:mod:`kernel.agent.turn_tools`) and store their
+        results, the long ones kept as files."""
+        assert self.tools is not None
+        outcomes = await self.tools.run(calls, allowed, limit)
+        blocks, message = results_message(calls, outcomes, images)
         cfg = self.parts.config
         artifacts = await asyncio.to_thread(
             save_long_results, blocks, cfg.data_dir / "tool_outputs", self.session_id, cfg.base_dir
@@ -574,81 +444,6 @@ class TurnRun:
             )
             await asyncio.shield(saving)
         return message
-
-    async def _tool_done(self, call: _Call, outcome: ToolOutcome, began: float, code: str) -> None:
-        ms = round((time.monotonic() - began) * 1000)
-        await self.trail.tool(
-            self.session_id, self.step, call.id, call.arguments, outcome, ms, code
-        )
-
-    async def _call(self, call: _Call) -> ToolOutcome:
-        if self.guest_tools is not None and call.name not in self.guest_tools:
-            # Not offered to a guest: a name the model made up must not run either.
-            return ToolOutcome(call.name, False, t("turn.guest_tool", name=call.name), {})
-        name = resolve_tool_name(call.name, self.parts.tools.names()) or call.name
-        if not self.outlook.allows(name):
-            # Outside the persona's (or sub-agent's) allow-list: not offered, never run.
-            return ToolOutcome(call.name, False, self._not_allowed(name), {})
-        if name == ASK_TOOL and not self.mode.asks:
-            # Codex outside plan: request_user_input (ask_user) is not offered; it fails.
-            text = t("turn.ask_not_in_mode", mode=self.mode.collaboration)
-            return ToolOutcome(call.name, False, text, {})
-        context = self._context(call)
-        if call.repaired:
-            arguments = dict(call.arguments)  # the registry's copy: history keeps its own
-            return await self.parts.tools.call(call.name, arguments, context, repaired=True)
-        # Unrepairable: the registry words the refusal the model reads.
-        return await self.parts.tools.call(call.name, call.raw.arguments, context)
-
-    def _context(self, call: _Call) -> ToolContext:
-        async def ask(
-            question: str,
-            options: list[str],
-            *,
-            kind: str = "question",
-            seconds: float = 300.0,
-            markdown: bool = False,
-            details: str = "",
-        ) -> Answer:
-            asked = Question(
-                self.turn.conversation,
-                question,
-                list(options),
-                call.id,
-                kind,
-                markdown,
-                details=details,
-            )
-            event = AskUser(
-                self.step, asked.id, call.id, question, list(options), kind, markdown, details
-            )
-            self.turn.emit(event)
-            return await self.parts.asks.wait(asked, seconds)
-
-        def progress(text: str) -> None:
-            self.turn.emit(ToolProgress(self.step, call.id, call.name, text))
-
-        def plan(items: list[dict[str, str]]) -> None:
-            self.turn.emit(PlanUpdated(self.step, [dict(item) for item in items]))
-
-        return self.outlook.tool_context(
-            self.parts.config.base_dir,
-            session_id=self.session_id,
-            conversation=self.turn.conversation,
-            progress=progress,
-            tool_call_id=call.id,
-            ask=ask if self.interactive else None,
-            turn=self.turn,
-            guest_tools=self.guest_tools,
-            plan=plan,
-        )
-
-    def _not_allowed(self, name: str) -> str:
-        refuser = self.outlook.refuser(name)
-        if refuser is None:  # only the depth refuses it
-            return t("turn.subagent_depth", name=name)
-        kind = t(f"profile.kind.{refuser.kind}")
-        return t("turn.tool_not_allowed", name=name, kind=kind, profile=refuser.name)
 
     async def end(self, event: Completed | ErrorEvent, outcome: str) -> None:
         """Record the turn's end, then emit its final event (readers that stop at it
@@ -712,10 +507,3 @@ def _scope_meta(scope: ChatScope) -> dict[str, object] | None:
         if value:
             meta[key] = value
     return meta or None
-
-
-def _with_image_note(outcome: ToolOutcome, shown: bool) -> str:
-    if not outcome.images:
-        return outcome.content
-    key = "tool.images_follow" if shown else "tool.images_not_shown"
-    return f"{outcome.content}\n{t(key, count=len(outcome.images))}"

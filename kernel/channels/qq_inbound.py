@@ -342,9 +342,9 @@ class QQInbound:
     async def _turn(self, message: InboundMessage) -> str:
         agent = self.agent
         key = SessionKey("qq", message.user_id, message.session_id)
-        opened = await agent.open_session(key)
+        opened = await agent.sessions.open_session(key)
         assert opened is not None
-        await agent.wait_idle(opened.conversation, agent.config.gateway.queue_timeout)
+        await agent.sessions.wait_idle(opened.conversation, agent.config.gateway.queue_timeout)
         asker = self.registry.asker
         cfg = agent.config.channels.qq
         user_input = UserInput(

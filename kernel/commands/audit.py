@@ -42,7 +42,7 @@ async def audit_command(agent: Agent, conversation: str, arg: str) -> Reply:
     log = agent.audit
     session: int | None = None
     if not every:
-        session = agent.current_session(conversation)
+        session = agent.sessions.current_session(conversation)
         if session is None:
             return Reply(t("audit.no_session"))
     rows = await log.events(session, limit=n)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from kernel.agent.sessions import Origin
 from kernel.agent.titles import MAX_TITLE
 from kernel.agent.trail import actor_of
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.audit import kinds
 from kernel.commands.audit import audit_command
 from kernel.commands.listing import (
@@ -139,7 +139,7 @@ class Commands:
 
     async def new(self, conversation: str, arg: str = "") -> Reply:
         try:
-            self.agent.new_session(conversation)
+            self.agent.sessions.new_session(conversation)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         return Reply(t("session.new"))
@@ -154,10 +154,10 @@ class Commands:
             return Reply(str(exc), error=True)
         agent = self.agent
         origin = None if query.every else Origin.of(conversation)
-        total = await agent.count_sessions(query.project, origin)
+        total = await agent.sessions.count_sessions(query.project, origin)
         pages = max(1, -(-total // HISTORY_LISTING))
         page = min(query.page, pages)
-        rows = await agent.list_sessions(
+        rows = await agent.sessions.list_sessions(
             HISTORY_LISTING, query.project, offset=(page - 1) * HISTORY_LISTING, origin=origin
         )
         if not rows:
@@ -165,7 +165,7 @@ class Commands:
             return Reply(none or t("session.none") + self._elsewhere(origin, total))
         first = await self._known(rows)
         header = t("session.list_header_paged", page=page, pages=pages) if pages > 1 else ""
-        current = agent.current_session(conversation)
+        current = agent.sessions.current_session(conversation)
         text = format_history(
             rows,
             first,
@@ -178,7 +178,7 @@ class Commands:
             text += await self._current_elsewhere(origin, current, page)
             text += await self._elsewhere_count(origin, total)
         if current is not None:
-            branches, messages = await agent.branches(current)
+            branches, messages = await agent.control.branches(current)
             if branches:
                 text += "\n" + t("conv.branches", branches=branches, messages=messages)
         if pick:
@@ -191,7 +191,7 @@ class Commands:
         """A bare /resume's choices: the newest RESUME_CHOICES sessions the listing
         covers, not only its first page (a channel pages them)."""
         agent = self.agent
-        rows = await agent.list_sessions(RESUME_CHOICES, query.project, origin=origin)
+        rows = await agent.sessions.list_sessions(RESUME_CHOICES, query.project, origin=origin)
         first = await self._known(rows)
         now = agent.local_now()
         return tuple(
@@ -206,7 +206,7 @@ class Commands:
     async def _current_elsewhere(self, origin: Origin, current: int | None, page: int) -> str:
         """The chat's current session when another channel made it (resumed from
         ``/history all``): its line too, under the first page, so the mark is never lost."""
-        row = await self.agent.listed_session(current) if current and page == 1 else None
+        row = await self.agent.sessions.listed(current) if current and page == 1 else None
         if row is None or origin.made(row):
             return ""
         first = await self._known([row])
@@ -215,7 +215,7 @@ class Commands:
         ).lstrip("\n")
 
     async def _elsewhere_count(self, origin: Origin, total: int) -> str:
-        return self._elsewhere(origin, await self.agent.count_sessions() - total)
+        return self._elsewhere(origin, await self.agent.sessions.count_sessions() - total)
 
     @staticmethod
     def _elsewhere(origin: Origin | None, others: int) -> str:
@@ -243,7 +243,7 @@ class Commands:
             raise SessionError(t("session.bad_ref", ref=text))
         rows = []
         for session_id in ids:
-            row = await self.agent.listed_session(session_id)
+            row = await self.agent.sessions.listed(session_id)
             if row is None:
                 name = self.known.get(session_id)
                 if name is None:
@@ -259,7 +259,7 @@ class Commands:
             return await self.history(conversation, pick=True)
         try:
             [found] = await self._resolve(arg, single=True)
-            row = await self.agent.resume(conversation, found.id)
+            row = await self.agent.sessions.resume(conversation, found.id)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         text = t("session.resumed", name=named(row.id, self.known[row.id]))
@@ -277,12 +277,12 @@ class Commands:
                 [row] = await self._resolve(ref.group(), single=True)
                 session_id = row.id
             else:
-                current = self.agent.current_session(conversation)
+                current = self.agent.sessions.current_session(conversation)
                 if current is None:
                     raise SessionError(t("tg.no_session"))
                 session_id = current
             if title:
-                await self.agent.retitle(session_id, title)
+                await self.agent.sessions.retitle(session_id, title)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         if title:
@@ -309,7 +309,7 @@ class Commands:
             if refs:
                 rows = await self._resolve(refs)
             else:
-                current = self.agent.current_session(conversation)
+                current = self.agent.sessions.current_session(conversation)
                 if current is None:
                     raise SessionError(t("tg.no_session"))
                 rows = await self._resolve(f"#{current}")
@@ -333,8 +333,8 @@ class Commands:
         """Delete these sessions (confirmed); any already gone refuses the whole."""
         try:
             rows = await self._resolve("/".join(f"#{i}" for i in ids))
-            current = self.agent.current_session(conversation)
-            await self.agent.delete_sessions([row.id for row in rows])
+            current = self.agent.sessions.current_session(conversation)
+            await self.agent.sessions.delete_sessions([row.id for row in rows])
         except KernelError as exc:
             return Reply(str(exc), error=True)
         text = t("session.deleted", which=", ".join(named(r.id, self.known[r.id]) for r in rows))
@@ -346,7 +346,7 @@ class Commands:
 
     async def undo(self, conversation: str) -> Reply:
         try:
-            cut = await self.agent.undo(conversation, self.actor)
+            cut = await self.agent.control.undo(conversation, self.actor)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         return Reply(t("conv.undone", count=cut.count))
@@ -370,7 +370,7 @@ class Commands:
         if not (arg.isascii() and arg.isdigit() and len(arg) <= 18):  # "²", 5000 digits
             return Reply(t("conv.rewind_need_reply"), error=True)
         try:
-            cut = await self.agent.rewind(conversation, int(arg), actor=self.actor)
+            cut = await self.agent.control.rewind(conversation, int(arg), self.actor)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         return Reply(t("conv.rewound", count=cut.count))
@@ -380,20 +380,20 @@ class Commands:
     async def provider(self, conversation: str, arg: str = "") -> Reply:
         agent = self.agent
         if not arg:
-            available = agent.available_providers
+            available = agent.selection.available_providers
             text = t(
                 "provider.current",
-                name=agent.provider_name,
-                model=agent.model,
+                name=agent.selection.provider_name,
+                model=agent.selection.model,
                 available=", ".join(available),
             )
-            current = agent.provider_name
+            current = agent.selection.provider_name
             choices = tuple(Choice(p, f"/provider {p}", current=p == current) for p in available)
             return Reply(text, choices=choices)
         if arg == "auto":
             return await self._auto()
         try:
-            model = await agent.set_provider(arg)
+            model = await agent.selection.set_provider(arg)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         await self._picked()
@@ -402,19 +402,19 @@ class Commands:
     async def model(self, conversation: str, arg: str = "") -> Reply:
         agent = self.agent
         if not arg:
-            models = agent.models
-            text = t("model.current", model=agent.model, models=", ".join(models))
+            models = agent.selection.models
+            text = t("model.current", model=agent.selection.model, models=", ".join(models))
             text += "\n" + t(
-                "routing.pick_in_force" if agent.pick_in_force else "routing.pick_auto"
+                "routing.pick_in_force" if agent.selection.chosen else "routing.pick_auto"
             )
-            choices = [Choice(m, f"/model {m}", current=m == agent.model) for m in models]
-            if agent.pick_in_force:
+            choices = [Choice(m, f"/model {m}", current=m == agent.selection.model) for m in models]
+            if agent.selection.chosen:
                 choices.append(Choice("auto", "/model auto"))
             return Reply(text, choices=tuple(choices))
         if arg == "auto":
             return await self._auto()
         try:
-            await agent.set_model(arg)
+            await agent.selection.set_model(arg)
         except KernelError as exc:
             return Reply(str(exc), error=True)
         await self._picked()
@@ -430,9 +430,11 @@ class Commands:
     async def _auto(self) -> Reply:
         """``/model auto`` (``/provider auto``): forget the owner's pick."""
         agent = self.agent
-        await agent.clear_choice()
+        await agent.selection.clear_choice()
         await self._picked()
-        return Reply(t("routing.auto", provider=agent.provider_name, model=agent.model))
+        return Reply(
+            t("routing.auto", provider=agent.selection.provider_name, model=agent.selection.model)
+        )
 
     # ----- memory -------------------------------------------------------------------------
 
@@ -440,7 +442,7 @@ class Commands:
         """Saved into the chat's project when one is active, else global."""
         if not arg:
             return Reply(t("tg.remember_usage"), error=True)
-        chat = await self.agent.chat_scope(conversation)
+        chat = await self.agent.scopes.current(conversation)
         row, created = await self.kernel.memories.add(arg, scope=scopes.default(chat.project))
         if not created:
             return Reply(t("tg.remember_exists"))
@@ -452,7 +454,7 @@ class Commands:
         """The memories this chat sees (global, its project's, its persona's), each
         with its scope."""
         memories = self.kernel.memories
-        chat = await self.agent.chat_scope(conversation)
+        chat = await self.agent.scopes.current(conversation)
         visible = scopes.visible(chat.project, chat.persona)
         rows = await memories.recent(MEMORY_LISTING, visible)
         self.memories_listed[conversation] = [r.id for r in rows]
@@ -479,7 +481,7 @@ class Commands:
         except KernelError as exc:
             return Reply(str(exc), error=True)
         # Only what this chat sees now (a /project switch since the listing changes it).
-        chat = await self.agent.chat_scope(conversation)
+        chat = await self.agent.scopes.current(conversation)
         visible = scopes.visible(chat.project, chat.persona)
         count = await self.kernel.memories.delete([listing[n - 1] for n in refs], visible)
         self.memories_listed.pop(conversation, None)  # numbers changed: list again
@@ -491,7 +493,7 @@ class Commands:
         """``stop``: how the channel stops what runs for the conversation (by default
         the agent's turn); a delegated CLI it stopped with it is named."""
         running = self.kernel.delegator.current(conversation)
-        cancelled = stop() if stop is not None else self.agent.cancel(conversation)
+        cancelled = stop() if stop is not None else self.agent.sessions.cancel(conversation)
         if not cancelled:
             return Reply(t("tg.nothing_to_cancel"))
         if running is not None and not running.done:

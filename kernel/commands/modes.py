@@ -20,7 +20,7 @@ async def mode_command(agent: Agent, conversation: str, arg: str) -> Reply:
     """``arg`` empty: the current mode, with the others as choices; else switch."""
     features = agent.config.features
     if not arg:
-        current = await agent.prompt_mode(conversation)
+        current = await agent.scopes.prompt_mode(conversation)
         extra = (
             t("mode.collaboration", mode=current.collaboration) if current.mode == "codex" else ""
         )

@@ -23,10 +23,7 @@ async def profile_command(agent: Agent, conversation: str, kind: Kind, arg: str)
         return await listing(agent, conversation, kind)
     name = None if arg.lower() in OFF_WORDS else arg
     try:
-        if kind == PERSONA:
-            profile = await agent.set_persona(conversation, name)
-        else:
-            profile = await agent.set_project(conversation, name)
+        profile = await agent.scopes.set(conversation, kind, name)
     except KernelError as exc:
         return Reply(str(exc), error=True)
     if profile is None:
@@ -48,7 +45,7 @@ def switched(agent: Agent, profile: Profile) -> str:
 
 async def listing(agent: Agent, conversation: str, kind: Kind) -> Reply:
     found = await agent.profiles.of(kind).all()
-    scope = await agent.chat_scope(conversation)
+    scope = await agent.scopes.current(conversation)
     current = scope.persona if kind == PERSONA else scope.project
     if not found and not current:
         return Reply(t(f"{kind}.none", folder=FOLDERS[kind]))

@@ -51,10 +51,10 @@ async def status_lines(
     agent = kernel.agent
     turn = agent.sessions.running(conversation)
     budget = await budget_state(agent.meter)
-    session = agent.current_session(conversation)
+    session = agent.sessions.current_session(conversation)
     problems = [*provider_lines(kernel), *_mcp_problems(kernel), *channel.problems]
     short = [
-        t("tg.status_model", provider=agent.provider_name, model=agent.model),
+        t("tg.status_model", provider=agent.selection.provider_name, model=agent.selection.model),
         await _session_line(kernel, session),
         _running_line(kernel, conversation),
         t("status.spend", today=budget_today(budget)),
@@ -67,7 +67,7 @@ async def status_lines(
     ]
     if not full:
         return short
-    scope = await agent.chat_scope(conversation)
+    scope = await agent.scopes.current(conversation)
     return [
         *short,
         *scope_line(scope),

@@ -50,7 +50,7 @@ async def run_line(commands: Commands, text: str) -> Reply:
             return help_topic(arg, COMMANDS)
         agent = commands.agent
         header = t("terminal.help_header")
-        lines = overview(COMMANDS, agent.provider_name, agent.model, header)
+        lines = overview(COMMANDS, agent.selection.provider_name, agent.selection.model, header)
         return Reply(lines + "\n" + t("terminal.help"))
     if name == "start":
         return Reply(t("help.welcome"))

@@ -216,7 +216,7 @@ async def run_chat(
         chat = ConsoleChat(kernel, out, err, interactive, lines)
 
         def on_interrupt() -> None:
-            if not kernel.agent.cancel(CONVERSATION):
+            if not kernel.agent.sessions.cancel(CONVERSATION):
                 lines.put_nowait(None)
 
         restore = install_stop(loop, on_interrupt, signals=("SIGINT",))
@@ -225,8 +225,8 @@ async def run_chat(
                 chat.line(
                     t(
                         "console.welcome",
-                        provider=kernel.agent.provider_name,
-                        model=kernel.agent.model,
+                        provider=kernel.agent.selection.provider_name,
+                        model=kernel.agent.selection.model,
                     )
                 )
             while True:

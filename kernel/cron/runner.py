@@ -83,12 +83,12 @@ class JobRunner:
         agent = self.agent
         key = SessionKey("cron", "", job.id)
         meta: dict[str, object] = {"source": "cron", "cron_job_id": job.id}
-        opened = await agent.open_session(key, title=job.spec.name, meta=meta)
+        opened = await agent.sessions.open_session(key, title=job.spec.name, meta=meta)
         assert opened is not None
         self.sessions[job.id] = opened.row.id
         seconds = self.config.cron.run_timeout
         try:
-            await agent.wait_idle(opened.conversation, seconds)
+            await agent.sessions.wait_idle(opened.conversation, seconds)
         except BusyError:
             busy = t("cron.session_busy", seconds=f"{seconds:g}")
             raise RunFailed(busy, "session_busy") from None

@@ -17,6 +17,7 @@ stderr's tail), never the raw JSONL stream. Channels read :attr:`running` (the C
 cwd, start time, latest progress step, latest retry/API error, elapsed time) and wait for
 changes with :meth:`wait_change`; they never touch the process. Each run that starts is
 recorded in the audit trail (``delegation.started`` / ``.ended``, :mod:`.recording`).
+A run's record and what it ends with (the result, the reason) are :mod:`.outcome`'s.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,14 +44,15 @@ from kernel.core.platform import (
     launch_argv,
     which,
 )
-from kernel.delegate import permits
+from kernel.delegate import outcome, permits
 from kernel.delegate.approvals import Approvals, RunGrant
 from kernel.delegate.argv import build_argv, output_flags
-from kernel.delegate.ending import ExitStatus, cause_words, exit_words, joined
-from kernel.delegate.formats import Trouble, display_name, formatter_for, one_line, strip_ansi
+from kernel.delegate.formats import formatter_for, one_line, strip_ansi
 from kernel.delegate.instructions import instructions_for
+from kernel.delegate.outcome import Delegation, omission
+from kernel.delegate.outcome import ended as ended_with
 from kernel.delegate.recording import RunRecord, command_line, place, project_of
-from kernel.delegate.runner import HALF, OUTPUT_LIMIT, CLIProcess, RunReport, RunRequest
+from kernel.delegate.runner import CLIProcess, RunRequest
 from kernel.profiles import Profile
 from kernel.store.artifacts import ArtifactStore
 from kernel.tools.registry import ToolContext
@@ -60,53 +60,6 @@ from kernel.tools.registry import ToolContext
 log = logging.getLogger(__name__)
 
 DEFAULT_CLI = "claude_code"
-STDERR_FOR_MODEL = 2_000  # characters of stderr shown to the model when a run failed
-
-
-@dataclass
-class Delegation:
-    """One delegated task, running or finished."""
-
-    cli: str
-    cwd: str
-    conversation: str
-    started: float  # monotonic
-    started_at: datetime
-    clock: Callable[[], float] = field(repr=False)
-    timeout: float = 0.0
-    step: str = ""  # the latest progress step
-    steps: int = 0
-    recent: deque[str] = field(default_factory=lambda: deque(maxlen=20))
-    pid: int | None = None
-    finished: float | None = None
-    outcome: str | None = None  # ok | failed | timeout | idle | no_progress | cancelled | stopped
-    trouble: Trouble | None = None  # the CLI's latest retry or API error
-    cause: Trouble | None = None  # the last one of the run, kept after progress
-    status: ExitStatus | None = None  # how the process ended, once it did
-    version: str = ""
-    exit_code: int | None = None
-    output_path: str = ""
-    id: str = ""  # the run's stamp: its output file's, its approvals' delegation id
-
-    @property
-    def elapsed(self) -> float:
-        return (self.finished if self.finished is not None else self.clock()) - self.started
-
-    @property
-    def done(self) -> bool:
-        return self.finished is not None
-
-
-def truncate(text: str, limit: int = OUTPUT_LIMIT) -> str:
-    """Head and tail of ``text`` within ``limit`` characters, the middle replaced by a note."""
-    if len(text) <= limit:
-        return text
-    omitted = len(text) - 2 * HALF
-    return text[:HALF] + omission(omitted) + text[-HALF:]
-
-
-def omission(count: int) -> str:
-    return "\n" + t("delegate.omitted", count=count) + "\n"
 
 
 class Delegator:
@@ -428,7 +381,7 @@ class Delegator:
             claim.outcome = "cancelled"
             claim.finished = self.clock()
             claim.cause = formatter.cause
-            self._ended(claim, process.exit_status(), ended)
+            ended_with(claim, process.exit_status(), ended)
             log.info("delegation cancelled: cli=%s after %.1fs", claim.cli, claim.elapsed)
             raise
         except OSError as exc:  # found on PATH but not runnable (permissions, bad binary)
@@ -439,132 +392,19 @@ class Delegator:
         claim.finished = self.clock()
         claim.cause = formatter.cause
         ended["reason"] = report.reason
-        self._ended(claim, report.status, ended)
+        ended_with(claim, report.status, ended)
         answer = formatter.answer() if formatter.jsonl else report.stdout.text(omission)
         answer = strip_ansi(answer)
         if last_message is not None:
             answer = await asyncio.to_thread(_read_text, last_message) or answer
         claim.trouble = formatter.trouble
-        result = self._result(
-            claim, report, formatter.failure, answer, output_path, formatter.jsonl
+        result = outcome.result(
+            self.config.cli, claim, report, formatter.failure, answer, output_path, formatter.jsonl
         )
         if grant is not None:
             result["approvals"] = grant.summary()
         ended.update(ok=result["ok"], outcome=claim.outcome)
         return result
-
-    @staticmethod
-    def _ended(claim: Delegation, status: ExitStatus, ended: dict[str, Any]) -> None:
-        """The exit and the last known cause, on the claim and in the audit's facts."""
-        claim.status = status
-        cause = cause_words(claim.cli, claim.cause) if claim.cause is not None else None
-        ended.update(exit_code=status.code, **status.facts(), cause=cause)
-
-    def _result(
-        self,
-        claim: Delegation,
-        report: RunReport,
-        failure: str,
-        answer: str,
-        output_path: Path,
-        jsonl: bool,
-    ) -> dict[str, Any]:
-        exited_ok = report.exit_code == 0 or report.killed_after_done
-        ok = report.reason in ("exit", "completed") and exited_ok and not failure
-        ok = ok and bool(answer.strip())
-        claim.exit_code = report.status.code
-        claim.outcome = "ok" if ok else report.reason if report.reason in _ABORTS else "failed"
-        reason = None if ok else self._note(claim, report, failure, answer)
-        if ok:
-            text = answer.strip()
-        elif answer.strip() or not jsonl:
-            text = answer.strip() or strip_ansi(report.stdout.text(omission)).strip()
-            text = "\n\n".join(p for p in [text, reason, self._stderr(report)] if p)
-        else:  # a JSONL stream without an answer: a summary, not the raw events
-            steps = "\n".join(f"- {step}" for step in list(claim.recent)[-5:])
-            parts = [reason, t("delegate.last_steps", steps=steps) if steps else ""]
-            parts += [self._stderr(report), t("delegate.see_output", path=output_path)]
-            text = "\n\n".join(p for p in parts if p)
-        log.info(
-            "delegation ended: cli=%s outcome=%s exit=%s reason=%s %.1fs, %d stdout chars",
-            claim.cli,
-            claim.outcome,
-            report.exit_code,
-            report.reason,
-            claim.elapsed,
-            report.stdout.total,
-        )
-        return {
-            "ok": ok,
-            "cli": claim.cli,
-            "version": claim.version,
-            "cwd": claim.cwd,
-            "exit_code": report.status.code,
-            "reason": reason.removeprefix("[Kernel] ") if reason else None,
-            "output_path": str(output_path),
-            "output": truncate(text),
-            **report.status.facts(),
-            "cause": cause_words(claim.cli, claim.cause) if claim.cause is not None else None,
-        }
-
-    @staticmethod
-    def _stderr(report: RunReport) -> str:
-        stderr = strip_ansi(report.stderr.tail or "".join(report.stderr.head)).strip()
-        return "[stderr]\n" + stderr[-STDERR_FOR_MODEL:] if stderr else ""
-
-    def _note(self, claim: Delegation, report: RunReport, failure: str, answer: str) -> str:
-        """Why the run is not ok, then how it ended when a signal was in it (Kernel's
-        kill, or one from outside), then the CLI's last known cause when the first part
-        did not name it already."""
-        note, named = self._why(claim, report, failure, answer)
-        status = report.status
-        more: list[str] = []
-        if report.reason in _ABORTS or (status.signal is not None and not status.from_outside):
-            more.append(t("delegate.exit_status", status=exit_words(status)))
-        if claim.cause is not None and not named:
-            more.append(t("delegate.last_cause", cause=cause_words(claim.cli, claim.cause)))
-        return t("delegate.note_more", note=note, more=joined(more)) if more else note
-
-    def _why(
-        self, claim: Delegation, report: RunReport, failure: str, answer: str
-    ) -> tuple[str, bool]:
-        """The note, and whether it names the CLI's trouble already."""
-        cfg = self.config.cli[claim.cli]
-        name = display_name(claim.cli)
-        trouble = claim.trouble
-        if report.reason == "no_progress" and trouble is not None:
-            return t(
-                "delegate.note_unreachable",
-                cli=name,
-                error=trouble.error,
-                retries=trouble.attempt,
-                seconds=f"{cfg.no_progress_timeout:g}",
-            ), True
-        if report.reason == "timeout":
-            return t("delegate.note_timeout", cli=claim.cli, seconds=f"{cfg.timeout:g}"), False
-        if report.reason == "idle":
-            return t("delegate.note_idle", cli=claim.cli, seconds=f"{cfg.idle_timeout:g}"), False
-        if report.reason == "stopped":
-            return t("delegate.note_stopped", cli=claim.cli), False
-        code = report.status.code
-        if report.status.from_outside:
-            return t("delegate.note_signal", cli=claim.cli, signal=report.status.signal), False
-        named = False
-        if failure and trouble is not None and not answer.strip():
-            note = t("delegate.note_api", cli=name, error=failure, retries=trouble.attempt)
-            named = True
-        elif failure:
-            note = t("delegate.note_failure", cli=claim.cli, detail=failure)
-        elif code not in (0, None):
-            return t("delegate.note_exit", cli=claim.cli, code=code), False
-        elif trouble is not None:
-            note = t("delegate.note_api", cli=name, error=trouble.error, retries=trouble.attempt)
-            named = True
-        else:
-            note = t("delegate.note_empty", cli=claim.cli)
-        if code == 0 and not report.status.sent:  # e.g. Gemini CLI: exit 0 after an error
-            note += " " + t("delegate.note_exit_zero", cli=claim.cli)
-        return note, named
 
     async def _version_of(self, executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
         """The CLI's ``--version`` line, asked once per executable ("" if it will not say)."""
@@ -605,9 +445,6 @@ class Delegator:
         if process is not None:
             log.info("stopping the running delegation")
             process.kill()
-
-
-_ABORTS = ("timeout", "idle", "no_progress", "stopped")
 
 
 async def cli_version(executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109

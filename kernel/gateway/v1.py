@@ -210,7 +210,7 @@ def served_models(deps: GatewayDeps) -> dict[str, tuple[str, str]]:
     active provider first, so it wins a name two providers share), then the aliases of
     ``[gateway.model_aliases]`` that are plain names rather than patterns."""
     enabled = deps.config.enabled_providers
-    active = deps.agent.provider_name
+    active = deps.agent.selection.provider_name
     served: dict[str, tuple[str, str]] = {}
     for name in [active, *(n for n in enabled if n != active)]:
         pcfg = enabled.get(name)
@@ -230,7 +230,7 @@ def _target(deps: GatewayDeps, target: str) -> tuple[str, str] | None:
     """(provider, model) of an alias target, None while its provider is disabled."""
     provider, model = model_alias_target(target)
     if not provider:
-        return deps.agent.provider_name, deps.agent.model
+        return deps.agent.selection.provider_name, deps.agent.selection.model
     pcfg = deps.config.enabled_providers.get(provider)
     if pcfg is None:
         return None
@@ -298,7 +298,7 @@ class Answerer:
 
 async def answerer(deps: GatewayDeps, requested: str) -> Answerer:
     name, model = resolve_model(deps, requested)
-    provider = await deps.agent.provider(name)
+    provider = await deps.agent.selection.provider(name)
     return Answerer(name, model, deps.config.providers[name], provider)
 
 

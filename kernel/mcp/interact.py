@@ -53,7 +53,7 @@ def agent_sampler(agent: Agent) -> Sampler:
     """Sampling answered by the agent's active provider and model."""
 
     async def sample(request: SamplingRequest) -> SamplingAnswer:
-        name, model = agent.provider_name, agent.model
+        name, model = agent.selection.provider_name, agent.selection.model
         messages = [
             Message("assistant" if role == "assistant" else "user", [TextBlock(text)])
             for role, text in request.messages

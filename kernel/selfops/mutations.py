@@ -277,7 +277,8 @@ class Mutations:
     # active_llm
 
     def _active_doc(self) -> str:
-        return f'provider_id = "{self.agent.provider_name}"\nmodel = "{self.agent.model}"\n'
+        selection = self.agent.selection
+        return f'provider_id = "{selection.provider_name}"\nmodel = "{selection.model}"\n'
 
     def _prepare_active(self, pending: Pending, ops: list[dict[str, Any]]) -> None:
         chosen: tuple[str, str] | None = None
@@ -293,7 +294,7 @@ class Mutations:
             if model is not None and not isinstance(model, str):
                 raise bad(t("selfops.op_field", index=index, field="value.model", kind="string"))
             try:
-                chosen = self.agent.check_model(value["provider_id"], model or None)
+                chosen = self.agent.selection.check_model(value["provider_id"], model or None)
             except SelectionError as exc:
                 raise bad(str(exc), field="value") from None
         assert chosen is not None
@@ -421,13 +422,13 @@ class Mutations:
             raise conflict(ACTIVE_TARGET)
         provider, model = pending.active
         try:
-            self.agent.check_model(provider, model)
+            self.agent.selection.check_model(provider, model)
         except SelectionError as exc:
             raise SelfOpsError("mutation_apply_conflict", str(exc)) from None
 
         async def switch() -> None:
-            await self.agent.set_provider(provider)
-            await self.agent.set_model(model)
+            await self.agent.selection.set_provider(provider)
+            await self.agent.selection.set_model(model)
 
         await asyncio.shield(switch())
 

@@ -104,7 +104,7 @@ class BusyDesk:
         else:
             text = t("tg.busy.declined")
         self._stopped[chat_id] = self.deps.views.get(chat_id)
-        self.deps.agent.cancel(conversation_of(chat_id))
+        self.deps.agent.sessions.cancel(conversation_of(chat_id))
         log.info("a message stopped the turn waiting on the owner (%s)", ",".join(sorted(kinds)))
         await self.deps.outbox.put(chat_id, plain_items(text))
         self._follow(chat_id, message, row)
@@ -123,7 +123,7 @@ class BusyDesk:
         try:
             if before is not None and not before.done():
                 await asyncio.wait({before})
-            await self.deps.agent.wait_idle(conversation_of(chat_id), WIND_DOWN)
+            await self.deps.agent.sessions.wait_idle(conversation_of(chat_id), WIND_DOWN)
         except BusyError:  # the stopped turn does not end: held like any busy message
             await self.hold(chat_id, row)
             return
@@ -154,7 +154,7 @@ class BusyDesk:
     async def _note_session(self, chat_id: int, row: int) -> None:
         """The held message belongs to the conversation's current session: ▶ (after a
         restart too) runs it there, not in whatever session is current by then."""
-        session = self.deps.agent.current_session(conversation_of(chat_id))
+        session = self.deps.agent.sessions.current_session(conversation_of(chat_id))
         if session is None:
             return
         try:

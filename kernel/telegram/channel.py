@@ -268,7 +268,7 @@ class TelegramChannel:
             await self.app.updater.stop()
         # Running turns stop now (their history is kept) and their views tell the owner;
         # a reply already being delivered gets a bounded chance to finish.
-        self.services.agent.cancel(conversation_of(self.owner))
+        self.services.agent.sessions.cancel(conversation_of(self.owner))
         shutdown_timeout = self.services.config.general.shutdown_timeout
         await self._tasks.wait(shutdown_timeout)
         await self._tasks.close(1.0)

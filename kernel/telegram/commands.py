@@ -115,7 +115,7 @@ class CommandSet:
             reply = help_topic(arg, COMMANDS)
         else:
             agent = self.commands.agent
-            reply = Reply(overview(COMMANDS, agent.provider_name, agent.model))
+            reply = Reply(overview(COMMANDS, agent.selection.provider_name, agent.selection.model))
         await self._render(self._chat(update), reply, self._row(update))
 
     async def files(self, update: Update, context: Context) -> None:
@@ -176,7 +176,7 @@ class CommandSet:
         answer_id = int(query.data.removeprefix(RETRY))
         notice = query.message
         chat = notice.chat.id if notice is not None else self.deps.owner
-        latest = await self.commands.agent.latest_answer(conversation_of(chat))
+        latest = await self.commands.agent.control.latest_answer(conversation_of(chat))
         if latest != answer_id:
             toast = t("conv.retry_old")
         else:

@@ -129,7 +129,9 @@ class Views:
 
     def busy(self, chat_id: int) -> bool:
         view = self.tasks.get(chat_id)
-        return self.agent.is_busy(conversation_of(chat_id)) or bool(view and not view.done())
+        return self.agent.sessions.is_busy(conversation_of(chat_id)) or bool(
+            view and not view.done()
+        )
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class Files:
         chat = update.effective_chat.id
         row = self.mailroom.row_id(update)
         settle: tuple[int, InboxState] | None = None if row is None else (row, "answered")
-        session = self.services.agent.current_session(conversation_of(chat))
+        session = self.services.agent.sessions.current_session(conversation_of(chat))
         found = await self.services.artifacts.list(session, LISTED + 1) if session else []
         if not found:
             await self.deps.outbox.put(chat, plain_items(t("files.none")), settle=settle)
@@ -116,7 +116,7 @@ class Files:
         session = artifact.session_id
         if session is None:
             return False
-        if session == self.services.agent.current_session(conversation_of(chat)):
+        if session == self.services.agent.sessions.current_session(conversation_of(chat)):
             return True
         row = await self.services.store.get_session(session)
         return row is not None and row.channel == "telegram" and row.user_id == str(chat)
@@ -170,7 +170,7 @@ class Files:
     async def downloaded(self, chat: int, path: Path, name: str) -> None:
         """Record a file the owner sent, saved at ``path``: now when the chat has a
         session, else after the turn that makes one (:meth:`after`)."""
-        session = self.services.agent.current_session(conversation_of(chat))
+        session = self.services.agent.sessions.current_session(conversation_of(chat))
         if session is None:
             self._pending.setdefault(chat, []).append((path, name))
             return
@@ -182,7 +182,7 @@ class Files:
             await shown
         finally:
             waiting = self._pending.pop(chat, [])
-            session = self.services.agent.current_session(conversation_of(chat))
+            session = self.services.agent.sessions.current_session(conversation_of(chat))
             for path, name in waiting:
                 await self._record(session, path, name)
 

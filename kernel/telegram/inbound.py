@@ -110,10 +110,10 @@ class Inbound:
         the owner moved on); a session deleted meanwhile leaves the chat where it is.
         Returns the answer's footer that says the chat moved, None when it did not."""
         conversation = conversation_of(chat_id)
-        if self.agent.current_session(conversation) == session_id:
+        if self.agent.sessions.current_session(conversation) == session_id:
             return None
         try:
-            row = await self.agent.resume(conversation, session_id)
+            row = await self.agent.sessions.resume(conversation, session_id)
         except (SessionError, BusyError):
             log.info("the session of a message run again is gone; it runs in the current one")
             return None
@@ -182,7 +182,7 @@ class Inbound:
         conversation = conversation_of(chat_id)
         # The first message after a start that opens a new session: seed 004's fresh
         # conversation, which the answer says once (with /resume to go back).
-        hint = chat_id in self._fresh and self.agent.current_session(conversation) is None
+        hint = chat_id in self._fresh and self.agent.sessions.current_session(conversation) is None
         hint = hint and await self._had_sessions()  # the very first one: nothing to go back to
         try:
             turn = self.agent.start_turn(conversation, user_input)
@@ -196,7 +196,7 @@ class Inbound:
     async def _had_sessions(self) -> bool:
         """Whether the owner talked in Telegram before (a session to go back to)."""
         try:
-            rows = await self.agent.list_sessions(limit=HINT_LOOKBACK)
+            rows = await self.agent.sessions.list_sessions(limit=HINT_LOOKBACK)
         except Exception as exc:  # a hint only: without it the answer still comes
             log.warning("listing sessions failed: %s", type(exc).__name__)
             return False
@@ -294,7 +294,7 @@ class Inbound:
         """Stop the chat's turn, or the delivery of a reply that just completed, and the
         stored messages queued to run after it."""
         queued = chat_id == self.deps.owner and self.mailroom.cancel_runs()
-        stopped = self.agent.cancel(conversation_of(chat_id))
+        stopped = self.agent.sessions.cancel(conversation_of(chat_id))
         if stopped:  # it winds down: the next message runs after it, not "busy"
             self.desk.stopped(chat_id)
         if stopped or queued:

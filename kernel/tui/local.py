@@ -43,7 +43,11 @@ class LocalBackend:
 
     @property
     def where(self) -> str:
-        return t("tui.local", provider=self.agent.provider_name, model=self.agent.model)
+        return t(
+            "tui.local",
+            provider=self.agent.selection.provider_name,
+            model=self.agent.selection.model,
+        )
 
     async def chats(self) -> list[ChatRef]:
         rows = await self.kernel.store.list_sessions(
@@ -76,7 +80,7 @@ class LocalBackend:
     async def _conversation(self, chat: ChatRef) -> str:
         if chat.session is None:
             key = SessionKey(CHANNEL, chat.user_id, chat.external_id)
-            opened = await self.agent.open_session(key)
+            opened = await self.agent.sessions.open_session(key)
             assert opened is not None  # created when missing
             chat.ident, chat.session = opened.conversation, opened.row.id
         return f"{SESSION_PREFIX}{chat.session}"
@@ -98,7 +102,7 @@ class LocalBackend:
     async def cancel(self, chat: ChatRef) -> bool:
         if chat.session is None:
             return False
-        return self.agent.cancel(f"{SESSION_PREFIX}{chat.session}")
+        return self.agent.sessions.cancel(f"{SESSION_PREFIX}{chat.session}")
 
     async def answer(self, ask_id: str, choice: int) -> bool:
         return self.agent.asks.answer(ask_id, choice) is AnswerResult.RESOLVED

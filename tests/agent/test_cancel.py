@@ -27,10 +27,10 @@ async def next_event(turn: Turn, kind: type) -> list[TurnEvent]:
 
 
 async def cancel_and_finish(kernel: Kernel, turn: Turn) -> Completed:
-    assert kernel.agent.cancel(CONV)
+    assert kernel.agent.sessions.cancel(CONV)
     final = await asyncio.wait_for(turn.wait(), timeout=30)
     assert isinstance(final, Completed) and final.cancelled
-    assert not kernel.agent.is_busy(CONV)
+    assert not kernel.agent.sessions.is_busy(CONV)
     return final
 
 
@@ -154,7 +154,7 @@ async def test_double_cancel_still_ends_the_turn_once(sim: Sim, make_kernel: Ker
     sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=3))
     turn = kernel.agent.start_turn(CONV, UserInput("go"))
     await next_event(turn, AssistantDelta)
-    assert kernel.agent.cancel(CONV) and kernel.agent.cancel(CONV)
+    assert kernel.agent.sessions.cancel(CONV) and kernel.agent.sessions.cancel(CONV)
     final = await asyncio.wait_for(turn.wait(), timeout=30)
     assert isinstance(final, Completed) and final.cancelled
 

@@ -104,15 +104,15 @@ async def test_provider_and_model_choice_persist(
     from kernel.agent.agent import SelectionError
 
     kernel = await make_kernel(anthropic_sim)
-    await kernel.agent.set_model("model-b")
+    await kernel.agent.selection.set_model("model-b")
     try:
-        await kernel.agent.set_model("model-z")
+        await kernel.agent.selection.set_model("model-z")
     except SelectionError as exc:
         assert "model-a" in str(exc) and "model-b" in str(exc)
     else:
         raise AssertionError("an unlisted model was accepted")
     try:
-        await kernel.agent.set_provider("nope")
+        await kernel.agent.selection.set_provider("nope")
     except SelectionError as exc:
         assert "main" in str(exc)
     else:
@@ -123,8 +123,8 @@ async def test_provider_and_model_choice_persist(
     await kernel.stop()
 
     again = await make_kernel(anthropic_sim)  # a restart: same database
-    assert again.agent.model == "model-b"
-    assert again.agent.current_session(CONV) is None  # a restart starts a new conversation
+    assert again.agent.selection.model == "model-b"
+    assert again.agent.sessions.current_session(CONV) is None  # a restart starts a new conversation
 
 
 async def test_sessions_new_list_resume_delete(
@@ -133,25 +133,25 @@ async def test_sessions_new_list_resume_delete(
     kernel = await make_kernel(anthropic_sim)
     anthropic_sim.enqueue(text_reply("one"), text_reply("two"), text_reply("three"))
     await run(kernel, "first session")
-    first = kernel.agent.current_session(CONV)
-    kernel.agent.new_session(CONV)
+    first = kernel.agent.sessions.current_session(CONV)
+    kernel.agent.sessions.new_session(CONV)
     await run(kernel, "second session")
-    second = kernel.agent.current_session(CONV)
+    second = kernel.agent.sessions.current_session(CONV)
     assert first != second
 
-    rows = await kernel.agent.list_sessions()
+    rows = await kernel.agent.sessions.list_sessions()
     assert [r.id for r in rows] == [second, first]
     assert first is not None
-    await kernel.agent.resume(CONV, first)
+    await kernel.agent.sessions.resume(CONV, first)
     await run(kernel, "back to first")
     assert "first session" in json.dumps(sent(anthropic_sim))
     assert "second session" not in json.dumps(sent(anthropic_sim))
 
-    assert await kernel.agent.delete_sessions([first]) == 1
-    assert kernel.agent.current_session(CONV) is None
-    assert [r.id for r in await kernel.agent.list_sessions()] == [second]
-    await kernel.agent.retitle(second or 0, "Second")
-    assert (await kernel.agent.list_sessions())[0].title == "Second"
+    assert await kernel.agent.sessions.delete_sessions([first]) == 1
+    assert kernel.agent.sessions.current_session(CONV) is None
+    assert [r.id for r in await kernel.agent.sessions.list_sessions()] == [second]
+    await kernel.agent.sessions.retitle(second or 0, "Second")
+    assert (await kernel.agent.sessions.list_sessions())[0].title == "Second"
 
 
 async def test_provider_switch_restore_and_fallback(
@@ -168,15 +168,21 @@ async def test_provider_switch_restore_and_fallback(
         )
         path.write_text(path.read_text() + second)
         async with Kernel(load_config(path, env={}, require_telegram=False)) as kernel:
-            assert await kernel.agent.set_provider("other") == "gpt-x"
+            assert await kernel.agent.selection.set_provider("other") == "gpt-x"
             openai_sim.enqueue(text_reply("from the other provider"))
             events = await run(kernel, "hi")
             assert events[-1] == Completed(1, "from the other provider")
         async with Kernel(load_config(path, env={}, require_telegram=False)) as kernel:
-            assert (kernel.agent.provider_name, kernel.agent.model) == ("other", "gpt-x")
+            assert (kernel.agent.selection.provider_name, kernel.agent.selection.model) == (
+                "other",
+                "gpt-x",
+            )
         # the saved provider loses its key: back to default_provider, with its default model
         path.write_text(path.read_text().replace('api_key = "sk-other-0123456789"\n', ""))
         async with Kernel(load_config(path, env={}, require_telegram=False)) as kernel:
-            assert (kernel.agent.provider_name, kernel.agent.model) == ("main", "model-a")
+            assert (kernel.agent.selection.provider_name, kernel.agent.selection.model) == (
+                "main",
+                "model-a",
+            )
     finally:
         await openai_sim.stop()

@@ -37,7 +37,7 @@ async def test_long_tool_result_is_slimmed_with_an_artifact(
     second = anthropic_sim.requests[1].body["messages"][-1]["content"][0]
     assert second["content"] == report
     # the database keeps one line and the path of the full text
-    stored = await kernel.store.load_messages(kernel.agent.current_session(CONV) or 0)
+    stored = await kernel.store.load_messages(kernel.agent.sessions.current_session(CONV) or 0)
     result = stored[2].tool_results[0]
     assert "\n" not in result.content and len(result.content) < 200
     artifact = result.content.rsplit("详见 ", 1)[1]
@@ -107,7 +107,7 @@ async def test_system_layers_in_order(
     context = context_of(anthropic_sim.requests[-1])
     order = [context.index(s) for s in ("Miso", "当前时间")]
     assert order == sorted(order)
-    layers = await kernel.agent.system_layers("cat")
+    layers = await kernel.agent.prompt.layers("cat", model=kernel.agent.selection.model)
     assert [layer.name for layer in layers] == ["soul", "tools", "memories", "time"]
     assert [layer.volatile for layer in layers] == [False, False, True, True]
     assert all(len(layer.sha256) == 16 and layer.token_estimate > 0 for layer in layers)
@@ -173,7 +173,7 @@ async def test_the_context_follows_the_owners_words_and_is_never_stored(
         assert own["content"] == "and again?\n\n" + context_block(second)
     assert "当前时间" not in json.dumps(second["messages"][:-1], ensure_ascii=False)
 
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     stored = await kernel.store.load_messages(session)
     assert stored[0].role == "user" and stored[-2].text == "and again?"

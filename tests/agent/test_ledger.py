@@ -86,7 +86,7 @@ async def test_a_tool_loop_writes_one_row_per_call_with_its_cost(sim: Sim, kerne
     assert isinstance(final, Completed) and final.reply == "Sunny."
 
     first, second = await rows(kernel)
-    session = kernel.agent.current_session("test:1")
+    session = kernel.agent.sessions.current_session("test:1")
     for row in (first, second):
         assert (row.provider, row.model, row.purpose) == ("main", "model-a", "turn")
         assert (row.session_id, row.channel, row.turn_id) == (session, "telegram", turn.id)
@@ -112,7 +112,7 @@ async def test_a_call_that_succeeded_after_a_retry_says_so(sim: Sim, kernel_for:
 
 async def test_an_unknown_price_is_recorded_as_unknown(sim: Sim, kernel_for: Any) -> None:
     kernel = await kernel_for(sim)
-    await kernel.agent.set_model("model-b")  # no price configured for it
+    await kernel.agent.selection.set_model("model-b")  # no price configured for it
     sim.enqueue(text_reply("fine"))
     await kernel.agent.start_turn("test:1", UserInput("hi")).wait()
     [row] = await rows(kernel)
@@ -124,7 +124,7 @@ async def test_an_unknown_price_is_recorded_as_unknown(sim: Sim, kernel_for: Any
 async def test_a_cron_turn_is_recorded_with_its_job(sim: Sim, kernel_for: Any) -> None:
     kernel = await kernel_for(sim)
     meta: dict[str, object] = {"source": "cron", "cron_job_id": "job-7"}
-    opened = await kernel.agent.open_session(SessionKey("cron", "", "job-7"), meta=meta)
+    opened = await kernel.agent.sessions.open_session(SessionKey("cron", "", "job-7"), meta=meta)
     assert opened is not None
     sim.enqueue(text_reply("drink water"))
     user_input = UserInput("remind me", channel="cron", interactive=False)
@@ -157,7 +157,7 @@ async def test_a_title_is_recorded_at_the_titles_price(
             text_reply("hello", usage=(900, 30)), text_reply("问候", usage=(80, 4))
         )
         await kernel.agent.start_turn("test:1", UserInput("hi")).wait()
-        session = kernel.agent.current_session("test:1")
+        session = kernel.agent.sessions.current_session("test:1")
         assert session is not None
         await kernel.agent.background.wait(30)  # the title runs after the turn
         entries = await rows(kernel)
@@ -189,7 +189,7 @@ async def test_a_refused_message_is_set_aside_not_sent_later_glued_to_the_next(
     [request] = anthropic_sim.requests
     assert len(request.body["messages"]) == 1
     assert owner_texts(request.body["messages"][0]) == ["drink water"]  # once, not thrice
-    session = kernel.agent.current_session("test:1")
+    session = kernel.agent.sessions.current_session("test:1")
     assert session is not None
     shown = await kernel.store.load_transcript(session)
     # kept for people to see, the two refused ones marked

@@ -30,7 +30,7 @@ def last_tool_result(sim: Sim, index: int = -1) -> Any:
 
 
 async def stored_texts(kernel: Kernel) -> list[tuple[str, str]]:
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     return [(m.role, m.text) for m in await kernel.store.load_messages(session) if m.text]
 

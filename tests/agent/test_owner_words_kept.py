@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kernel.agent.slimming import media_dropped, owner_text, slim_message, wrap_file
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.core.i18n import set_language
 from kernel.core.messages import Message, TextBlock
 from tests.agent.test_turns import CONV, run
@@ -32,7 +32,7 @@ async def test_the_owners_words_that_look_like_markers_are_stored_as_typed(
     anthropic_sim.enqueue(text_reply("It is a setting."), text_reply("again"))
     await run(kernel, OWNER[language])
 
-    stored = await kernel.store.load_messages(kernel.agent.current_session(CONV) or 0)
+    stored = await kernel.store.load_messages(kernel.agent.sessions.current_session(CONV) or 0)
     assert stored[0].text == OWNER[language]  # the row in the database, as typed
     assert not media_dropped(stored[0]) and owner_text(stored[0]) == OWNER[language]
     await run(kernel, "next")
@@ -56,7 +56,7 @@ async def test_what_kernel_attached_is_slimmed_and_the_caption_kept(
         wrap_file("a.md", "# A\n"),
         caption,
     ]
-    stored = await kernel.store.load_messages(kernel.agent.current_session(CONV) or 0)
+    stored = await kernel.store.load_messages(kernel.agent.sessions.current_session(CONV) or 0)
     assert stored[0].text == f"[voice processed]\n[file a.md processed]\n{caption}"
     assert media_dropped(stored[0])
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernel.agent.agent import UserInput
+from kernel.agent.scope import PERSONA
 from kernel.app import Kernel
 from kernel.core.errors import ProfileError
 from kernel.core.events import Completed, ErrorEvent
@@ -45,7 +46,7 @@ async def test_the_allow_list_limits_what_is_offered_and_what_runs(
     kernel = await make_kernel(anthropic_sim)
     write_profile(kernel, "personas", "reader", READER)
     row, _ = await kernel.memories.add("The owner's bike is blue")
-    await kernel.agent.set_persona(CONV, "reader")
+    await kernel.agent.scopes.set(CONV, PERSONA, "reader")
     # The model asks for a tool outside the list (one that would delete a memory).
     anthropic_sim.enqueue(
         Reply(Text("Let me tidy."), ToolUse("memory_delete", {"id": row.id})),
@@ -76,20 +77,20 @@ async def test_a_new_session_inherits_the_persona_and_off_clears_it(
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
     write_profile(kernel, "personas", "reader", READER)
-    await kernel.agent.set_persona(CONV, "reader")
+    await kernel.agent.scopes.set(CONV, PERSONA, "reader")
     anthropic_sim.enqueue(text_reply("one"), text_reply("two"), text_reply("three"))
     await kernel.agent.start_turn(CONV, UserInput("a")).wait()
-    first_session = kernel.agent.current_session(CONV)
-    kernel.agent.new_session(CONV)
+    first_session = kernel.agent.sessions.current_session(CONV)
+    kernel.agent.sessions.new_session(CONV)
     await kernel.agent.start_turn(CONV, UserInput("b")).wait()
-    assert kernel.agent.current_session(CONV) != first_session
+    assert kernel.agent.sessions.current_session(CONV) != first_session
     assert "librarian" in json.dumps(anthropic_sim.requests[1].body["system"], ensure_ascii=False)
-    assert (await kernel.agent.chat_scope(CONV)).persona == "reader"
+    assert (await kernel.agent.scopes.current(CONV)).persona == "reader"
 
-    await kernel.agent.set_persona(CONV, None)
+    await kernel.agent.scopes.set(CONV, PERSONA, None)
     await kernel.agent.start_turn(CONV, UserInput("c")).wait()
     assert "librarian" not in json.dumps(anthropic_sim.requests[2].body["system"])
-    assert (await kernel.agent.chat_scope(CONV)).persona == ""
+    assert (await kernel.agent.scopes.current(CONV)).persona == ""
 
 
 async def test_unknown_and_broken_personas_are_refused_by_name(
@@ -105,15 +106,15 @@ async def test_unknown_and_broken_personas_are_refused_by_name(
         "---\nname: elsewhere\ndescription: x\nmodel: nope:m\n---\n",
     )
     with pytest.raises(ProfileError) as unknown:
-        await kernel.agent.set_persona(CONV, "writer")
+        await kernel.agent.scopes.set(CONV, PERSONA, "writer")
     assert "writer" in str(unknown.value) and "reader" in str(unknown.value)
     with pytest.raises(ProfileError) as typo:
-        await kernel.agent.set_persona(CONV, "typo")
+        await kernel.agent.scopes.set(CONV, PERSONA, "typo")
     assert "tool" in str(typo.value)  # the misspelt key is named, never ignored
     with pytest.raises(ProfileError) as model:
-        await kernel.agent.set_persona(CONV, "elsewhere")
+        await kernel.agent.scopes.set(CONV, PERSONA, "elsewhere")
     assert "nope:m" in str(model.value) and "main" in str(model.value)
-    assert (await kernel.agent.chat_scope(CONV)).persona == ""
+    assert (await kernel.agent.scopes.current(CONV)).persona == ""
 
 
 async def test_a_persona_deleted_after_it_was_chosen_leaves_the_chat_working(
@@ -121,7 +122,7 @@ async def test_a_persona_deleted_after_it_was_chosen_leaves_the_chat_working(
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
     path = write_profile(kernel, "personas", "reader", READER)
-    await kernel.agent.set_persona(CONV, "reader")
+    await kernel.agent.scopes.set(CONV, PERSONA, "reader")
     path.unlink()
     anthropic_sim.enqueue(text_reply("still here"))
     final = await kernel.agent.start_turn(CONV, UserInput("hi")).wait()
@@ -138,7 +139,7 @@ async def test_the_personas_model_and_reasoning_win_over_the_rules(tmp_path: Pat
             "cheap",
             f"---\nname: cheap\ndescription: the small model\nmodel: {FALLBACK}\n---\nBe brief.\n",
         )
-        await pair.kernel.agent.set_persona(CONV, "cheap")
+        await pair.kernel.agent.scopes.set(CONV, PERSONA, "cheap")
         pair.backup.enqueue(text_reply("from backup"))
         events = await pair.turn("hello", CONV)
         assert reply_of(events) == "from backup"
@@ -147,7 +148,7 @@ async def test_the_personas_model_and_reasoning_win_over_the_rules(tmp_path: Pat
         assert decision.why == "persona" and decision.chosen == FALLBACK
 
         # Without the persona the rule decides again.
-        await pair.kernel.agent.set_persona(CONV, None)
+        await pair.kernel.agent.scopes.set(CONV, PERSONA, None)
         pair.main.enqueue(text_reply("from main"))
         assert reply_of(await pair.turn("hello", CONV)) == "from main"
         assert (await pair.last_decision()).why == "rule"
@@ -159,7 +160,7 @@ async def test_a_rule_can_match_the_persona(tmp_path: Path) -> None:
         write_profile(tmp_path, "personas", "reader", READER)
         pair.main.enqueue(text_reply("main answers"))
         assert reply_of(await pair.turn("hi", CONV)) == "main answers"
-        await pair.kernel.agent.set_persona(CONV, "reader")
+        await pair.kernel.agent.scopes.set(CONV, PERSONA, "reader")
         pair.backup.enqueue(text_reply("backup answers"))
         assert reply_of(await pair.turn("hi", CONV)) == "backup answers"
         decision = await pair.last_decision()
@@ -176,7 +177,7 @@ async def test_the_personas_reasoning_reaches_the_wire(
         "deep",
         "---\nname: deep\ndescription: thinks\nreasoning: high\n---\nThink it through.\n",
     )
-    await kernel.agent.set_persona(CONV, "deep")
+    await kernel.agent.scopes.set(CONV, PERSONA, "deep")
     anthropic_sim.enqueue(text_reply("done"))
     await kernel.agent.start_turn(CONV, UserInput("prove it")).wait()
     body = anthropic_sim.requests[0].body
@@ -189,14 +190,14 @@ async def test_a_persona_broken_after_it_was_chosen_refuses_the_turn_by_name(
 ) -> None:
     kernel = await make_kernel(anthropic_sim, language="en")
     path = write_profile(kernel, "personas", "reader", READER)
-    await kernel.agent.set_persona(CONV, "reader")
+    await kernel.agent.scopes.set(CONV, PERSONA, "reader")
     path.write_text(READER.replace("tools:", "tool:"), encoding="utf-8")  # a typo
     final = await kernel.agent.start_turn(CONV, UserInput("forget my bike")).wait()
 
     assert isinstance(final, ErrorEvent) and final.code == "profile_invalid"
     assert "reader" in final.message and "tool" in final.message
     assert not anthropic_sim.requests  # nothing sent without its allow-list
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None and not await kernel.store.load_messages(session)
 
 
@@ -205,7 +206,7 @@ async def test_a_personas_model_no_longer_configured_is_ignored_not_the_persona(
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
     path = write_profile(kernel, "personas", "reader", READER)
-    await kernel.agent.set_persona(CONV, "reader")
+    await kernel.agent.scopes.set(CONV, PERSONA, "reader")
     path.write_text(READER.replace("tools:", "model: gone:model\ntools:"), encoding="utf-8")
     anthropic_sim.enqueue(text_reply("ok"))
     final = await kernel.agent.start_turn(CONV, UserInput("hi")).wait()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernel.agent.agent import UserInput
+from kernel.agent.scope import PERSONA, PROJECT
 from kernel.agent.slimming import slim_message, wrap_file
 from kernel.app import Kernel
 from kernel.config import load_config
@@ -104,8 +105,8 @@ async def one_turn(kernel: Kernel, sim: AnthropicSim, openai_sim: OpenAISim) -> 
     a skill, then answers; the title model names the chat."""
     await until(lambda: "mcp_test__echo" in kernel.tools.names())
     await kernel.memories.add(OWNER_MEMORY, "user")
-    await kernel.agent.set_persona(CONV, "butler")
-    await kernel.agent.set_project(CONV, "site")
+    await kernel.agent.scopes.set(CONV, PERSONA, "butler")
+    await kernel.agent.scopes.set(CONV, PROJECT, "site")
     sim.enqueue(
         Reply(Text("Let me check."), ToolUse("no_such_tool", {"x": 1})),
         tool_reply("delegate_task", {"agent": "helper", "task": "What is oolong?"}),
@@ -166,7 +167,7 @@ async def test_english_requests_hold_no_chinese_but_the_owners(
     assert kernels_words(sent(openai_sim)) == []  # the title request
 
     # what the history keeps for later turns, in the same words
-    stored = await kernel.store.load_messages(kernel.agent.current_session(CONV) or 0)
+    stored = await kernel.store.load_messages(kernel.agent.sessions.current_session(CONV) or 0)
     slimmed = " ".join(
         b.text for m in stored for b in slim_message(m).content if isinstance(b, TextBlock)
     )
@@ -193,7 +194,7 @@ async def test_chinese_requests_keep_todays_words(
         assert json.dumps(part, ensure_ascii=False)[1:-1] in body, part
     title = json.dumps(openai_sim.requests[0].body, ensure_ascii=False)
     assert "用不超过 12 个字（或 6 个英文单词）为下面这段对话起一个简短标题" in title
-    stored = await kernel.store.load_messages(kernel.agent.current_session(CONV) or 0)
+    stored = await kernel.store.load_messages(kernel.agent.sessions.current_session(CONV) or 0)
     slimmed = slim_message(Message("user", stored[0].content))
     assert any(
         "[文件 notes.txt 已处理]" in b.text for b in slimmed.content if isinstance(b, TextBlock)
@@ -220,7 +221,7 @@ async def test_chinese_requests_hold_none_of_kernels_english(
     kernel = await run_kernel("zh")
     await one_turn(kernel, anthropic_sim, openai_sim)
     # Kernel stopped during a tool call (its result never stored), and SOUL.md is gone.
-    session = kernel.agent.current_session(CONV) or 0
+    session = kernel.agent.sessions.current_session(CONV) or 0
     dangling = Message("assistant", [ToolUseBlock("t9", "memory_search", {"query": "x"})])
     await kernel.store.append_messages(session, [dangling])
     kernel.config.general.soul.unlink()

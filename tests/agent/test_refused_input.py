@@ -59,7 +59,7 @@ def body_text(sim: Sim, index: int) -> str:
 
 
 async def session_of(kernel: Kernel) -> int:
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     return session
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from kernel.agent.agent import SessionKey
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.app import Kernel
 from kernel.commands import Commands
 from kernel.console.chat import CONVERSATION
@@ -34,7 +34,7 @@ async def finish(turn: Turn) -> list[object]:
 
 async def ask(kernel: Kernel, text: str, **fields: object) -> list[object]:
     # a retry given back is written after its last event, while the chat is still busy
-    await kernel.agent.wait_idle(CONVERSATION, 30)
+    await kernel.agent.sessions.wait_idle(CONVERSATION, 30)
     return await finish(kernel.agent.start_turn(CONVERSATION, UserInput(text, **fields)))  # type: ignore[arg-type]
 
 
@@ -61,9 +61,12 @@ async def test_a_retry_the_model_fails_gives_the_old_answer_back(
     history = sent(anthropic_sim)
     # the old exchange is seen again, once; the failed copy is not
     assert history.count("q-two") == 1 and "good enough" in history
-    session = kernel.agent.current_session(CONVERSATION)
+    session = kernel.agent.sessions.current_session(CONVERSATION)
     assert session is not None
-    assert await kernel.agent.branches(session) == (1, 1)  # the failed copy, kept as history
+    assert await kernel.agent.control.branches(session) == (
+        1,
+        1,
+    )  # the failed copy, kept as history
 
 
 async def test_a_retry_cancelled_at_once_gives_the_exchange_back(
@@ -99,7 +102,7 @@ async def test_a_retried_photo_is_sent_again_and_refused_after_a_restart(
 
     await kernel.stop()  # a restart: what the owner sent is not in memory any more
     again = await make_kernel(anthropic_sim, language="en")
-    await again.agent.resume(CONVERSATION, (await again.store.list_sessions())[0].id)
+    await again.agent.sessions.resume(CONVERSATION, (await again.store.list_sessions())[0].id)
     try:
         await again.agent.retry(CONVERSATION, TEMPLATE)
     except ConversationError as exc:
@@ -119,7 +122,7 @@ async def test_a_stored_template_is_not_expanded_again_on_retry(
     await ask(kernel, '/prompts:echo X="/prompts:gone"')
     await kernel.stop()
     again = await make_kernel(anthropic_sim, language="en")
-    await again.agent.resume(CONVERSATION, (await again.store.list_sessions())[0].id)
+    await again.agent.sessions.resume(CONVERSATION, (await again.store.list_sessions())[0].id)
     events = await finish(await again.agent.retry(CONVERSATION, TEMPLATE))
     assert type(events[-1]).__name__ == "Completed"
     last = anthropic_sim.requests[-1].body["messages"][-1]["content"]
@@ -130,7 +133,7 @@ async def test_retrying_a_qq_chat_over_http_is_refused_and_runs_nothing(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:
     sc = await sidecar(anthropic_sim, language="en")
-    opened = await sc.kernel.agent.open_session(SessionKey("qq", "stranger", "g1"))
+    opened = await sc.kernel.agent.sessions.open_session(SessionKey("qq", "stranger", "g1"))
     assert opened is not None
     guest = UserInput("/prompts:secret tell me", channel="qq", guest=True, guest_tools=())
     anthropic_sim.enqueue(text_reply("hello guest"))
@@ -182,7 +185,7 @@ async def test_a_retry_that_fails_or_is_cancelled_after_some_words_gives_the_ans
     await ask(kernel, "q-two")
     events = await finish(await kernel.agent.retry(CONVERSATION, TEMPLATE))
     assert type(events[-1]).__name__ == "ErrorEvent"
-    await kernel.agent.wait_idle(CONVERSATION, 30)
+    await kernel.agent.sessions.wait_idle(CONVERSATION, 30)
     turn = await kernel.agent.retry(CONVERSATION, TEMPLATE)
     async for event in turn:  # cancelled once the first words are in
         if type(event).__name__ == "AssistantDelta":

@@ -20,12 +20,14 @@ async def test_same_key_same_conversation(
     make_kernel: KernelFactory, anthropic_sim: AnthropicSim
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
-    first = await kernel.agent.open_session(KEY, meta={"x": 1})
-    again = await kernel.agent.open_session(KEY)
+    first = await kernel.agent.sessions.open_session(KEY, meta={"x": 1})
+    again = await kernel.agent.sessions.open_session(KEY)
     assert first is not None and again is not None
     assert first.created and not again.created
     assert first.conversation == again.conversation == f"session:{first.row.id}"
-    assert await kernel.agent.open_session(SessionKey("qq", "u1", "s1"), create=False) is None
+    assert (
+        await kernel.agent.sessions.open_session(SessionKey("qq", "u1", "s1"), create=False) is None
+    )
 
 
 async def test_waiters_queue_and_time_out(
@@ -33,7 +35,7 @@ async def test_waiters_queue_and_time_out(
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
     agent = kernel.agent
-    opened = await agent.open_session(KEY)
+    opened = await agent.sessions.open_session(KEY)
     assert opened is not None
     anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=3))
     turn = agent.start_turn(opened.conversation, UserInput("one"))
@@ -41,16 +43,16 @@ async def test_waiters_queue_and_time_out(
     with pytest.raises(BusyError):
         agent.start_turn(opened.conversation, UserInput("two"))
     with pytest.raises(BusyError):
-        await agent.wait_idle(opened.conversation, 0.05)
-    assert agent.waiting(opened.conversation) == 0
-    waiter = asyncio.create_task(agent.wait_idle(opened.conversation, 10))
+        await agent.sessions.wait_idle(opened.conversation, 0.05)
+    assert agent.sessions.waiting(opened.conversation) == 0
+    waiter = asyncio.create_task(agent.sessions.wait_idle(opened.conversation, 10))
     await asyncio.sleep(0)
-    assert agent.waiting(opened.conversation) == 1 and not waiter.done()
-    assert agent.find_turn(turn.id) is turn
+    assert agent.sessions.waiting(opened.conversation) == 1 and not waiter.done()
+    assert agent.sessions.find_turn(turn.id) is turn
     turn.cancel()
     await asyncio.wait_for(waiter, 30)
-    assert not agent.is_busy(opened.conversation)
-    assert agent.find_turn("turn-0") is None
+    assert not agent.sessions.is_busy(opened.conversation)
+    assert agent.sessions.find_turn("turn-0") is None
 
 
 async def test_a_session_resumed_elsewhere_is_busy_for_both(
@@ -58,18 +60,18 @@ async def test_a_session_resumed_elsewhere_is_busy_for_both(
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
     agent = kernel.agent
-    opened = await agent.open_session(KEY)
+    opened = await agent.sessions.open_session(KEY)
     assert opened is not None
-    await agent.resume("telegram:42", opened.row.id)  # the owner resumed it in Telegram
+    await agent.sessions.resume("telegram:42", opened.row.id)  # the owner resumed it in Telegram
     anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=3), text_reply("ok"))
     turn = agent.start_turn("telegram:42", UserInput("from telegram", channel="telegram"))
     await anthropic_sim.wait_for_requests(1)
-    assert agent.is_busy(opened.conversation)
+    assert agent.sessions.is_busy(opened.conversation)
     with pytest.raises(BusyError):
         agent.start_turn(opened.conversation, UserInput("from http"))
     turn.cancel()
     await turn.wait()
-    await agent.wait_idle(opened.conversation, 5)
+    await agent.sessions.wait_idle(opened.conversation, 5)
     final = await agent.start_turn(opened.conversation, UserInput("from http")).wait()
     assert getattr(final, "reply", "") == "ok"
 
@@ -79,11 +81,11 @@ async def test_clear_history_keeps_the_session(
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
     agent = kernel.agent
-    opened = await agent.open_session(KEY)
+    opened = await agent.sessions.open_session(KEY)
     assert opened is not None
     anthropic_sim.enqueue(text_reply("a"))
     await agent.start_turn(opened.conversation, UserInput("q", user_id="u1")).wait()
-    assert await agent.clear_history(opened.conversation) == 2
+    assert await agent.sessions.clear_history(opened.conversation) == 2
     row = await kernel.store.get_session(opened.row.id)
     assert row is not None and row.message_count == 0
 
@@ -94,13 +96,13 @@ async def test_resolve_model_and_provider_changes(
     kernel = await make_kernel(anthropic_sim)
     agent = kernel.agent
     kernel.config.providers["main"].aliases["fast"] = "model-b"
-    assert agent.resolve_model("model-b") == ("main", "model-b")
-    assert agent.resolve_model("fast") == ("main", "model-b")
-    assert agent.resolve_model("unknown") == ("main", "model-a")
-    await agent.set_model("fast")
-    assert agent.model == "model-b"
-    old = await agent.provider()
+    assert agent.selection.resolve_model("model-b") == ("main", "model-b")
+    assert agent.selection.resolve_model("fast") == ("main", "model-b")
+    assert agent.selection.resolve_model("unknown") == ("main", "model-a")
+    await agent.selection.set_model("fast")
+    assert agent.selection.model == "model-b"
+    old = await agent.selection.provider()
     kernel.config.providers["main"].models = ["model-a"]
-    agent.providers_changed({"main"})
-    assert agent.model == "model-a"  # the chosen model is gone: back to the default
-    assert await agent.provider() is not old  # rebuilt with the new settings
+    agent.selection.providers_changed({"main"})
+    assert agent.selection.model == "model-a"  # the chosen model is gone: back to the default
+    assert await agent.selection.provider() is not old  # rebuilt with the new settings

@@ -64,7 +64,7 @@ async def test_one_repair_is_shown_stored_and_run(sim: Sim, make_kernel: KernelF
     calls = [e for e in events if isinstance(e, ToolCall)]
     assert [c.arguments for c in calls] == [repaired]
     assert [r.ok for r in events if isinstance(r, ToolResult)] == [True]
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     stored = await kernel.store.load_messages(session)
     assert [u.input for m in stored for u in m.tool_uses] == [repaired]

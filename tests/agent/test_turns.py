@@ -56,7 +56,7 @@ async def test_plain_streamed_reply(sim: Sim, make_kernel: KernelFactory) -> Non
     assert deltas == ["Hello ", "there, ", "owner!"]
     assert isinstance(events[0], StepStarted)
     assert isinstance(events[-1], Completed) and events[-1].reply == "Hello there, owner!"
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     stored = await kernel.store.load_messages(session)
     assert [(m.role, m.text) for m in stored] == [
@@ -167,7 +167,7 @@ async def test_image_reaches_model_in_provider_format(sim: Sim, make_kernel: Ker
         image = next(p for p in user["content"] if p["type"] == "image_url")
         assert image["image_url"]["url"] == f"data:image/png;base64,{png}"
     # history keeps a marker, not the bytes
-    stored = await kernel.store.load_messages(kernel.agent.current_session(CONV) or 0)
+    stored = await kernel.store.load_messages(kernel.agent.sessions.current_session(CONV) or 0)
     assert "[图片已处理]" in stored[0].text and png not in json.dumps(stored[0].text)
 
 

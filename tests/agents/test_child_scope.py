@@ -6,6 +6,7 @@ sessions out."""
 from __future__ import annotations
 
 from kernel.agent.agent import SessionKey, UserInput
+from kernel.agent.scope import PERSONA, PROJECT
 from kernel.app import Kernel
 from kernel.commands import Commands
 from kernel.core.events import Completed, ToolResult
@@ -38,7 +39,7 @@ async def test_the_chats_persona_limits_a_sub_agents_tools(
     persona = "---\nname: safe\ndescription: only delegates\ntools: [delegate_task]\n---\n"
     write_profile(kernel, "personas", "safe", persona)
     row, _ = await kernel.memories.add("The owner's bike is blue")
-    await kernel.agent.set_persona(CONV, "safe")
+    await kernel.agent.scopes.set(CONV, PERSONA, "safe")
     anthropic_sim.enqueue(
         delegate(),
         tool_reply("memory_delete", {"id": row.id}),  # the child tries what "safe" forbids
@@ -83,7 +84,7 @@ async def test_a_sub_agent_remembers_into_the_chats_project(
 ) -> None:
     kernel = await make_agents(anthropic_sim, files={"helper": ANYTHING})
     write_profile(kernel, "projects", "alpha", "---\nname: alpha\ndescription: a\n---\n")
-    await kernel.agent.set_project(CONV, "alpha")
+    await kernel.agent.scopes.set(CONV, PROJECT, "alpha")
     anthropic_sim.enqueue(
         delegate("note that alpha ships friday"),
         tool_reply("memory_add", {"text": "alpha ships friday"}),
@@ -102,7 +103,7 @@ async def test_a_cron_jobs_budget_counts_its_sub_agents_calls(
     anthropic_sim: AnthropicSim, make_agents: AgentsFactory
 ) -> None:
     kernel = await make_agents(anthropic_sim)
-    opened = await kernel.agent.open_session(
+    opened = await kernel.agent.sessions.open_session(
         SessionKey("cron", "", "job-digest"), meta={"source": "cron", "cron_job_id": "digest"}
     )
     assert opened is not None
@@ -130,7 +131,7 @@ async def test_history_leaves_child_sessions_out(
     )
     await run(kernel, "research")
     assert len(await child_sessions(kernel)) == 1
-    listed = await kernel.agent.list_sessions()
+    listed = await kernel.agent.sessions.list_sessions()
     assert [row.channel for row in listed] == ["console"]
     reply = await Commands(kernel).run(CONV, "history", "")
     assert reply is not None and "look" not in reply.text
@@ -147,11 +148,11 @@ async def test_deleting_a_session_deletes_its_sub_agents_sessions(
         text_reply("other chat"),
     )
     await run(kernel, "research")
-    parent = kernel.agent.current_session(CONV)
+    parent = kernel.agent.sessions.current_session(CONV)
     await kernel.agent.start_turn("console:other", UserInput("hi")).wait()
-    other = kernel.agent.current_session("console:other")
+    other = kernel.agent.sessions.current_session("console:other")
     assert parent is not None and other is not None and len(await child_sessions(kernel)) == 1
-    kernel.agent.new_session(CONV)
-    assert await kernel.agent.delete_sessions([parent]) == 1
+    kernel.agent.sessions.new_session(CONV)
+    assert await kernel.agent.sessions.delete_sessions([parent]) == 1
     assert await child_sessions(kernel) == []
     assert await kernel.store.get_session(other) is not None

@@ -95,7 +95,7 @@ async def test_a_sub_agent_answers_through_its_own_tool_loop(
     progress = [e.text for e in events if isinstance(e, ToolProgress)]
     assert "researcher: memory_search …" in progress
     # its own session, linked to the parent's, with a history a model accepts
-    parent_session = kernel.agent.current_session(CONV)
+    parent_session = kernel.agent.sessions.current_session(CONV)
     [child] = await child_sessions(kernel)
     assert child.meta["parent_session"] == parent_session
     assert child.meta["agent"] == "researcher"
@@ -253,10 +253,10 @@ async def test_cancel_stops_the_sub_agent_with_its_parent(
     turn = kernel.agent.start_turn(CONV, UserInput("back up"))
     await asyncio.wait_for(started.wait(), timeout=30)
 
-    assert kernel.agent.cancel(CONV)
+    assert kernel.agent.sessions.cancel(CONV)
     done = await asyncio.wait_for(turn.wait(), timeout=30)
     assert isinstance(done, Completed) and done.cancelled
-    assert not kernel.agent.is_busy(CONV)
+    assert not kernel.agent.sessions.is_busy(CONV)
     assert finished == []
     left = [t for t in asyncio.all_tasks() if "slow_job" in repr(t.get_coro())]
     assert left == []
@@ -284,7 +284,7 @@ async def test_cancel_while_the_sub_agent_streams(
     turn = kernel.agent.start_turn(CONV, UserInput("go"))
     await requests_made(anthropic_sim, 2)  # the sub-agent's model is answering
 
-    assert kernel.agent.cancel(CONV)
+    assert kernel.agent.sessions.cancel(CONV)
     events = await asyncio.wait_for(collect(turn), timeout=30)
     done = events[-1]
     assert isinstance(done, Completed) and done.cancelled
@@ -366,7 +366,7 @@ async def test_usage_reaches_the_parent_while_it_runs(
     await requests_made(anthropic_sim, 3)
     # the parent's first call and the child's first one are counted while the child runs
     assert turn.calls == 2 and turn.usage.output > 0
-    kernel.agent.cancel(CONV)
+    kernel.agent.sessions.cancel(CONV)
     await asyncio.wait_for(turn.wait(), timeout=30)
 
 

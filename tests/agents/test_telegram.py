@@ -72,7 +72,7 @@ async def test_cancel_in_the_chat_stops_the_sub_agent(bot: Factory, tmp_path: Pa
     await h.ask("/cancel")
     await h.settle()
 
-    assert not h.kernel.agent.is_busy(CONV)
+    assert not h.kernel.agent.sessions.is_busy(CONV)
     [child] = await child_sessions(h.kernel)
     assert answered(await h.kernel.store.load_messages(child.id))
     h.model.enqueue(text_reply("Stopped, as you asked."))

@@ -93,10 +93,10 @@ async def test_cancel_stops_the_researcher_while_the_provider_stalls(
         turn = kernel.agent.start_turn(CONV, UserInput("look it up"))
         await search.wait_until(lambda: len(search.calls) == 1)
 
-        assert kernel.agent.cancel(CONV)
+        assert kernel.agent.sessions.cancel(CONV)
         done = await asyncio.wait_for(turn.wait(), timeout=30)
         assert isinstance(done, Completed) and done.cancelled
-        assert not kernel.agent.is_busy(CONV)
+        assert not kernel.agent.sessions.is_busy(CONV)
 
         [child] = await child_sessions(kernel)
         history = await kernel.store.load_messages(child.id)

@@ -36,7 +36,7 @@ async def test_a_sub_agent_records_into_its_child_session(
         text_reply("Your researcher says: Bluebird."),
     )
     await run(kernel, "ask the researcher")
-    parent = kernel.agent.current_session(CONV)
+    parent = kernel.agent.sessions.current_session(CONV)
     [child] = await child_sessions(kernel)
 
     mine = await kernel.audit.events(parent)

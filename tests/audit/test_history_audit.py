@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel.agent.turn import UserInput
+from kernel.agent.turn_parts import UserInput
 from kernel.app import Kernel
 from kernel.console.chat import CONVERSATION
 from kernel.core.events import Completed, ErrorEvent
@@ -20,12 +20,12 @@ TEMPLATE = UserInput("", channel="console")
 
 
 async def ask(kernel: Kernel, text: str) -> object:
-    await kernel.agent.wait_idle(CONVERSATION, 30)
+    await kernel.agent.sessions.wait_idle(CONVERSATION, 30)
     return await kernel.agent.start_turn(CONVERSATION, UserInput(text)).wait()
 
 
 async def rows(kernel: Kernel) -> list[AuditRow]:
-    session = kernel.agent.current_session(CONVERSATION)
+    session = kernel.agent.sessions.current_session(CONVERSATION)
     assert session is not None
     return await kernel.audit.events(session, limit=1000)
 
@@ -71,7 +71,7 @@ async def test_undo_retry_and_rewind_leave_the_audit_whole(
     first_answer = facts([r for r in before if r.kind == "turn.answered"][0])["messages"][0]["id"]
 
     # /undo: the last exchange (message and answer) is cut, and said so.
-    cut = await kernel.agent.undo(CONVERSATION)
+    cut = await kernel.agent.control.undo(CONVERSATION)
     after_undo = await assert_whole(kernel, before)
     undo = after_undo[-1]
     assert (undo.kind, undo.actor) == ("history.cut", "owner")
@@ -86,7 +86,7 @@ async def test_undo_retry_and_rewind_leave_the_audit_whole(
     anthropic_sim.enqueue(text_reply("answer two, again"))
     final = await (await kernel.agent.retry(CONVERSATION, TEMPLATE)).wait()
     assert isinstance(final, Completed) and not final.cancelled
-    await kernel.agent.wait_idle(CONVERSATION, 30)
+    await kernel.agent.sessions.wait_idle(CONVERSATION, 30)
     after_retry = await assert_whole(kernel, after_undo)
     new = after_retry[len(after_undo) :]
     assert [r.kind for r in new] == [
@@ -102,7 +102,7 @@ async def test_undo_retry_and_rewind_leave_the_audit_whole(
     anthropic_sim.enqueue(Error(400, "invalid_request_error", "refused on retry"))
     final = await (await kernel.agent.retry(CONVERSATION, TEMPLATE)).wait()
     assert isinstance(final, ErrorEvent)
-    await kernel.agent.wait_idle(CONVERSATION, 30)
+    await kernel.agent.sessions.wait_idle(CONVERSATION, 30)
     after_fail = await assert_whole(kernel, after_retry)
     new = after_fail[len(after_retry) :]
     assert [r.kind for r in new] == [
@@ -118,7 +118,7 @@ async def test_undo_retry_and_rewind_leave_the_audit_whole(
     assert facts(new[3])["outcome"] == "failed"
 
     # /rewind to the first answer: everything after it is cut, nothing deleted.
-    await kernel.agent.rewind(CONVERSATION, first_answer)
+    await kernel.agent.control.rewind(CONVERSATION, first_answer)
     after_rewind = await assert_whole(kernel, after_fail)
     rewind = after_rewind[-1]
     assert rewind.kind == "history.cut"
@@ -142,8 +142,8 @@ async def test_a_rewind_over_http_is_recorded_as_the_api(
     await ask(kernel, "q-one")
     await ask(kernel, "q-two")
     first = facts([r for r in await rows(kernel) if r.kind == "turn.answered"][0])
-    session = kernel.agent.current_session(CONVERSATION)
+    session = kernel.agent.sessions.current_session(CONVERSATION)
     answer = first["messages"][0]["id"]
-    await kernel.agent.rewind(CONVERSATION, answer, session_id=session, actor="api")
+    await kernel.agent.control.rewind_session(CONVERSATION, session, answer, "api")
     last = (await rows(kernel))[-1]
     assert (last.kind, last.actor, facts(last)["cut"]) == ("history.cut", "api", 2)

@@ -42,7 +42,7 @@ def sql(kernel: Kernel, statement: str, *args: object) -> None:
 
 
 async def session_rows(kernel: Kernel) -> list[AuditRow]:
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     return await kernel.audit.events(session)
 
@@ -275,7 +275,7 @@ async def test_a_store_failure_while_recording_does_not_break_the_turn(
     anthropic_sim.enqueue(text_reply("still answered"))
     events = await run(kernel, "hello")
     assert isinstance(events[-1], Completed) and events[-1].reply == "still answered"
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     assert [m.text for m in await kernel.store.load_messages(session)] == [
         "hello",
@@ -309,7 +309,7 @@ async def test_actors_of_a_guest_cron_and_api_input(
         anthropic_sim.enqueue(text_reply("ok"))
         conversation = f"actors:{index}"
         await kernel.agent.start_turn(conversation, given).wait()
-        session = kernel.agent.current_session(conversation)
+        session = kernel.agent.sessions.current_session(conversation)
         assert session is not None
         first = (await kernel.audit.events(session))[0]
         assert (first.kind, first.actor) == ("message.received", actor)

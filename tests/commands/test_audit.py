@@ -20,7 +20,7 @@ A, B = "console:a", "console:b"
 async def converse(kernel: Kernel, conversation: str, text: str) -> int:
     async for _ in kernel.agent.start_turn(conversation, UserInput(text, channel="console")):
         pass
-    session = kernel.agent.current_session(conversation)
+    session = kernel.agent.sessions.current_session(conversation)
     assert session is not None
     return session
 

@@ -52,7 +52,7 @@ async def test_a_session_number_is_its_own_and_memory_listings_are_per_conversat
     assert [c.current for c in listed.choices] == [False, True]  # B resumed #1 above
     mine = await commands.run(A, "resume", "")
     assert mine is not None
-    current = kernel.agent.current_session(A)
+    current = kernel.agent.sessions.current_session(A)
     assert [c.command for c in mine.choices if c.current] == [f"/resume #{current}"]
 
     await text_of(commands, A, "/remember tea")
@@ -93,7 +93,7 @@ async def test_status_cancel_provider_and_unknown(
     # issue 34: the owner's short view, then the operator's view with the channel's lines
     short = (await commands.status(A, ChannelReport(["CHANNEL LINE"]))).text.splitlines()
     assert short == [
-        f"Model: main / {kernel.agent.model}",
+        f"Model: main / {kernel.agent.selection.model}",
         "Session: new (no messages yet)",
         "State: idle",
         "Spend: today $0.00 / no limit",
@@ -114,8 +114,10 @@ async def test_status_cancel_provider_and_unknown(
     assert Choice("main", "/provider main", current=True) in provider.choices
     model = await commands.run(A, "model", "")
     assert model is not None
-    assert [c.command for c in model.choices] == [f"/model {m}" for m in kernel.agent.models]
-    assert [c.label for c in model.choices if c.current] == [kernel.agent.model]
+    assert [c.command for c in model.choices] == [
+        f"/model {m}" for m in kernel.agent.selection.models
+    ]
+    assert [c.label for c in model.choices if c.current] == [kernel.agent.selection.model]
     titles = await commands.run(A, "retitle", "")  # nothing to name yet
     assert titles is not None and titles.error and titles.text.startswith("There is no current")
     assert await commands.run(A, "bogus", "") is None

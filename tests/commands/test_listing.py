@@ -58,7 +58,7 @@ async def test_retitle_without_a_titles_model_is_no_error(
     conversation = "telegram:7"
     row = await kernel.store.create_session("telegram", user_id="7")
     commands = Commands(kernel)
-    await kernel.agent.resume(conversation, row.id)
+    await kernel.agent.sessions.resume(conversation, row.id)
     reply = await commands.run(conversation, "retitle", "")
     assert reply is not None and not reply.error and reply.follow_up is None
     assert reply.text.endswith("set one by hand with /retitle NEW TITLE")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernel.agent.scope import PERSONA, PROJECT
 from kernel.app import Kernel
 from kernel.commands import Commands
 from tests.conftest import KernelFactory
@@ -26,9 +27,9 @@ async def scoped_kernel(make_kernel: KernelFactory, sim: AnthropicSim) -> Kernel
     write(base, "projects", "kernel", "the Kernel repo")
     write(base, "projects", "garden", "the garden")
     write(base, "personas", "poet", "answers in verse")
-    await kernel.agent.set_project(KERNEL_CHAT, "kernel")
-    await kernel.agent.set_persona(KERNEL_CHAT, "poet")
-    await kernel.agent.set_project(GARDEN_CHAT, "garden")
+    await kernel.agent.scopes.set(KERNEL_CHAT, PROJECT, "kernel")
+    await kernel.agent.scopes.set(KERNEL_CHAT, PERSONA, "poet")
+    await kernel.agent.scopes.set(GARDEN_CHAT, PROJECT, "garden")
     return kernel
 
 
@@ -85,7 +86,7 @@ async def test_remember_goes_to_the_chat_project_and_memory_lists_what_it_sees(
     ]
 
     # leaving the project: the chat sees global and its persona's only, saves globally
-    await kernel.agent.set_project(KERNEL_CHAT, None)
+    await kernel.agent.scopes.set(KERNEL_CHAT, PROJECT, None)
     assert await say(commands, KERNEL_CHAT, "/remember plays go") == (
         "Remembered (/memory lists them all)"
     )
@@ -101,7 +102,7 @@ async def test_the_listing_in_chinese_names_each_scope(
 ) -> None:
     kernel = await make_kernel(anthropic_sim)
     write(kernel.config.base_dir, "projects", "kernel", "Kernel 仓库")
-    await kernel.agent.set_project(KERNEL_CHAT, "kernel")
+    await kernel.agent.scopes.set(KERNEL_CHAT, PROJECT, "kernel")
     commands = Commands(kernel)
     assert "项目 kernel" in await say(commands, KERNEL_CHAT, "/remember 仓库在 ~/src/kernel")
     await kernel.memories.add("喜欢乌龙茶", "user")
@@ -118,7 +119,7 @@ async def test_forget_deletes_only_what_the_chat_sees_now(
     commands = Commands(kernel)
     await say(commands, KERNEL_CHAT, "/remember the repo is ~/src/kernel")
     await say(commands, KERNEL_CHAT, "/memory")  # #1 is the kernel project's
-    await kernel.agent.set_project(KERNEL_CHAT, "garden")  # switched since the listing
+    await kernel.agent.scopes.set(KERNEL_CHAT, PROJECT, "garden")  # switched since the listing
     await say(commands, KERNEL_CHAT, "/forget 1")
     assert [m.text for m in await kernel.store.list_memories()] == ["the repo is ~/src/kernel"]
 

@@ -73,8 +73,8 @@ async def test_persona_switches_one_chat_and_new_sessions_inherit_it(
 
     text, error = await say(commands, A, "/persona editor")
     assert (text, error) == ("Persona: editor — tightens prose", False)
-    assert (await kernel.agent.chat_scope(A)).persona == "editor"
-    assert (await kernel.agent.chat_scope(B)).persona == ""  # the other chat is untouched
+    assert (await kernel.agent.scopes.current(A)).persona == "editor"
+    assert (await kernel.agent.scopes.current(B)).persona == ""  # the other chat is untouched
     reply = await commands.run(A, "persona", "")
     assert reply is not None
     assert "▶ editor — tightens prose" in reply.text.splitlines()
@@ -89,18 +89,18 @@ async def test_persona_switches_one_chat_and_new_sessions_inherit_it(
     assert not [line for line in status.splitlines() if line.startswith("Persona:")]
 
     # The session keeps it; /new starts one that inherits the chat's choice.
-    first = kernel.agent.current_session(A)
-    assert first is not None and (await kernel.agent.session_scope(first)).persona == "editor"
+    first = kernel.agent.sessions.current_session(A)
+    assert first is not None and (await kernel.agent.scopes.of_session(first)).persona == "editor"
     await say(commands, A, "/new")
     await converse(kernel, A, "again")
-    second = kernel.agent.current_session(A)
+    second = kernel.agent.sessions.current_session(A)
     assert second is not None and second != first
-    assert (await kernel.agent.session_scope(second)).persona == "editor"
+    assert (await kernel.agent.scopes.of_session(second)).persona == "editor"
 
     text, error = await say(commands, A, "/persona off")
     assert (text, error) == ("No persona now: SOUL.md alone", False)
-    assert (await kernel.agent.session_scope(second)).persona == ""
-    assert (await kernel.agent.session_scope(first)).persona == "editor"  # history kept
+    assert (await kernel.agent.scopes.of_session(second)).persona == ""
+    assert (await kernel.agent.scopes.of_session(first)).persona == "editor"  # history kept
 
 
 async def test_unknown_broken_and_unconfigured_personas_are_refused(
@@ -116,7 +116,7 @@ async def test_unknown_broken_and_unconfigured_personas_are_refused(
     assert error and "cannot be used" in text
     text, error = await say(commands, A, "/persona elsewhere")
     assert error and "nowhere" in text and "main" in text
-    assert (await kernel.agent.chat_scope(A)).persona == ""
+    assert (await kernel.agent.scopes.current(A)).persona == ""
     text, error = await say(commands, A, "/project nope")
     assert error and "notes, site" in text
 
@@ -129,7 +129,7 @@ async def test_unknown_broken_and_unconfigured_personas_are_refused(
         "Current: pirate",
     ]
     text, error = await say(commands, A, "/persona off")
-    assert not error and (await kernel.agent.chat_scope(A)).persona == ""
+    assert not error and (await kernel.agent.scopes.current(A)).persona == ""
 
 
 def remove(path: Path) -> None:
@@ -146,15 +146,15 @@ async def test_the_choice_survives_a_restart(
     await kernel.stop()
 
     again = await started(make_kernel, anthropic_sim, tmp_path)  # same database
-    assert again.agent.current_session(A) is None  # a restart starts a new session
-    scope = await again.agent.chat_scope(A)
+    assert again.agent.sessions.current_session(A) is None  # a restart starts a new session
+    scope = await again.agent.scopes.current(A)
     assert (scope.persona, scope.project) == ("pirate", "site")
     anthropic_sim.enqueue(text_reply("arr"))
     await converse(again, A, "hi")
-    session = again.agent.current_session(A)
+    session = again.agent.sessions.current_session(A)
     assert session is not None
-    assert (await again.agent.session_scope(session)).project == "site"
-    assert (await again.agent.chat_scope(B)).persona == ""
+    assert (await again.agent.scopes.of_session(session)).project == "site"
+    assert (await again.agent.scopes.current(B)).persona == ""
 
 
 async def test_project_says_its_folder_and_history_filters_by_it(
@@ -190,7 +190,7 @@ async def test_project_says_its_folder_and_history_filters_by_it(
     # /resume takes the listed session, and the chat's project with it.
     text, error = await say(commands, A, "/resume #2")
     assert not error
-    assert (await kernel.agent.chat_scope(A)).project == "site"
+    assert (await kernel.agent.scopes.current(A)).project == "site"
 
     text, error = await say(commands, A, "/history project:gone")
     assert (text, error) == ("No sessions in project gone yet", False)

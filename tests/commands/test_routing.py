@@ -70,7 +70,7 @@ async def converse(kernel: Kernel, sim: AnthropicSim) -> int:
     sim.enqueue(text_reply("ok"))
     async for _ in kernel.agent.start_turn(CONV, UserInput("hi", channel="console")):
         pass
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     return session
 
@@ -165,16 +165,16 @@ async def test_model_auto_forgets_the_pick_across_a_restart(
     assert [c.command for c in shown_reply.choices][-1] == "/model auto"  # a button for it
 
     kernel = await start(anthropic_sim)  # the pick is kept
-    assert kernel.agent.pick_in_force and kernel.agent.model == "model-b"
+    assert kernel.agent.selection.chosen and kernel.agent.selection.model == "model-b"
     assert kernel.agent.selection.owner_choice() == ("main", "model-b")
     assert "send /model auto" in await run(kernel, "/model")
     assert await run(kernel, "/model auto") == (
         "Automatic choice again: the routing rules and the default (main / model-a) decide"
     )
-    assert not kernel.agent.pick_in_force and kernel.agent.model == "model-a"
+    assert not kernel.agent.selection.chosen and kernel.agent.selection.model == "model-a"
 
     kernel = await start(anthropic_sim)  # and so is its absence
-    assert not kernel.agent.pick_in_force and kernel.agent.model == "model-a"
+    assert not kernel.agent.selection.chosen and kernel.agent.selection.model == "model-a"
     assert kernel.agent.selection.owner_choice() is None
     assert "Automatic:" in await run(kernel, "/model")
 
@@ -184,8 +184,11 @@ async def test_provider_auto_forgets_the_pick_too(
 ) -> None:
     kernel = await start(anthropic_sim)
     assert await run(kernel, "/provider backup") == "Switched to provider backup (model gpt-x)"
-    assert kernel.agent.pick_in_force
+    assert kernel.agent.selection.chosen
     assert (await run(kernel, "/provider auto")).startswith("Automatic choice again")
-    assert (kernel.agent.provider_name, kernel.agent.model) == ("main", "model-a")
+    assert (kernel.agent.selection.provider_name, kernel.agent.selection.model) == (
+        "main",
+        "model-a",
+    )
     kernel = await start(anthropic_sim)
-    assert not kernel.agent.pick_in_force and kernel.agent.provider_name == "main"
+    assert not kernel.agent.selection.chosen and kernel.agent.selection.provider_name == "main"

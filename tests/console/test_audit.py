@@ -30,7 +30,7 @@ async def test_audit_in_the_terminal(
     assert await chat.handle("q-two")
     assert await chat.handle("/retry")
     assert await chat.handle("/undo")
-    session = kernel.agent.current_session(CONVERSATION)
+    session = kernel.agent.sessions.current_session(CONVERSATION)
     assert session is not None
     await kernel.audit.record(
         "tool.call", session_id=session, actor="model", tool="memory_list", ok=True

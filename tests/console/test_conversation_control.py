@@ -30,7 +30,7 @@ async def test_retry_undo_and_rewind_in_the_terminal(
 
     assert await chat.handle("/undo")
     assert out.getvalue().splitlines()[-1].startswith("Undone: the last exchange (2 messages)")
-    session_id = kernel.agent.current_session(CONVERSATION)
+    session_id = kernel.agent.sessions.current_session(CONVERSATION)
     assert session_id is not None
     live = await kernel.store.load_transcript(session_id)
     answer = next(s.id for s in live if s.message.text == "one")

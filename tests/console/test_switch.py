@@ -41,4 +41,4 @@ async def test_the_switch_is_its_own_line_and_model_auto_answers(
         "Switched to model model-b",
         "Automatic choice again: the routing rules and the default (main / model-a) decide",
     ]
-    assert not kernel.agent.pick_in_force
+    assert not kernel.agent.selection.chosen

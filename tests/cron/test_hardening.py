@@ -335,7 +335,7 @@ async def test_a_run_whose_session_stays_busy_fails_with_the_reason(
     )
     # Another turn holds the job's own session (channel cron, the job's id).
     agent = sc.kernel.agent
-    opened = await agent.open_session(SessionKey("cron", "", job["id"]))
+    opened = await agent.sessions.open_session(SessionKey("cron", "", job["id"]))
     assert opened is not None
     echo.enqueue(Reply(Text("holding", chunks=["hold", "ing"]), stall_after=1))
     holder = agent.start_turn(opened.conversation, UserInput("hold the session", channel="cron"))
@@ -347,7 +347,7 @@ async def test_a_run_whose_session_stays_busy_fails_with_the_reason(
     assert busy["last_status"] == "failed" and "session stayed busy" in busy["last_error"]
     assert "cron.run_timeout" in busy["last_error"] and len(echo.requests) == 1
     holder.cancel()
-    await until(lambda: not agent.is_busy(opened.conversation))
+    await until(lambda: not agent.sessions.is_busy(opened.conversation))
     await sc.call("POST", f"/cron/jobs/{job['id']}/run")  # free again: it runs
     await hook.wait_until(lambda: len(hook.posts) == 1)
 

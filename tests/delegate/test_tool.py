@@ -124,7 +124,7 @@ async def test_the_model_delegates_reads_the_result_and_history_keeps_a_one_line
     [shown] = [e for e in events if isinstance(e, ToolResult)]
     assert shown.ok and shown.summary.startswith("claude_code finished (succeeded)")
 
-    session = kernel.agent.current_session(CONV)
+    session = kernel.agent.sessions.current_session(CONV)
     assert session is not None
     stored = [
         b

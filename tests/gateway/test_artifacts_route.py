@@ -41,7 +41,7 @@ def long_tool(sc: Sidecar) -> None:
 
 
 async def session_of(sc: Sidecar, external: str) -> int:
-    opened = await sc.kernel.agent.open_session(
+    opened = await sc.kernel.agent.sessions.open_session(
         SessionKey("console", "demo-user", external), create=False
     )
     assert opened is not None

@@ -109,12 +109,12 @@ async def test_resume_in_telegram_continues_the_chat_there(bot: Factory) -> None
             h.tg.inject_text("take your time")
             async with asyncio.timeout(30):
                 await h.model.wait_for_requests(seen + 1)
-            assert h.kernel.agent.is_busy(CONV)
+            assert h.kernel.agent.sessions.is_busy(CONV)
             status, data = await _call(
                 http, "POST", f"{gateway.url}/chats/chat-default/resume", {"channel": "telegram"}
             )
             assert status == 409 and data["error"]["code"] == "session_busy"
-            h.kernel.agent.cancel(CONV)
+            h.kernel.agent.sessions.cancel(CONV)
             await h.settle()
             assert h.kernel.agent.sessions.current_session(CONV) == int(
                 chat_id.removeprefix("chat-")

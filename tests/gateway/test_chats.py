@@ -39,10 +39,10 @@ async def test_default_chat_exists_and_is_protected(
 
     # Other channels (Telegram's /del_history) go through the same rule.
     key = SessionKey("console", "demo-user", "session-default")
-    default = await sc.kernel.agent.open_session(key, create=False)
+    default = await sc.kernel.agent.sessions.open_session(key, create=False)
     assert default is not None
     with pytest.raises(ProtectedSessionError):
-        await sc.kernel.agent.delete_sessions([default.row.id])
+        await sc.kernel.agent.sessions.delete_sessions([default.row.id])
 
 
 async def test_default_chat_survives_a_restart_and_is_not_duplicated(
@@ -157,7 +157,7 @@ async def test_a_chat_with_a_running_turn_is_not_deleted(
     status, data, _ = await sc.call("DELETE", f"/chats/{chat_id}")
     assert (status, data["error"]["code"]) == (409, "session_busy")
     for conv in sc.kernel.agent.sessions.names():
-        sc.kernel.agent.cancel(conv)
+        sc.kernel.agent.sessions.cancel(conv)
     status, _ = await request
     assert status == 200
 

@@ -160,13 +160,13 @@ async def test_telegram_and_http_turns_in_flight_at_once(bot: Factory) -> None:
             )
             h.tg.inject_text("hello from telegram")
             await h.model.wait_for_requests(1)
-            assert h.kernel.agent.is_busy(CONV)  # the Telegram turn is at the model
+            assert h.kernel.agent.sessions.is_busy(CONV)  # the Telegram turn is at the model
 
             body = {"input": [message("hello over http")], "session_id": "web-1"}
             async with http.post(gateway.url + "/agent/process", json=body) as response:
                 data = await response.json()
             assert data["reply"] == "http reply"
-            assert h.kernel.agent.is_busy(CONV)  # still running alongside
+            assert h.kernel.agent.sessions.is_busy(CONV)  # still running alongside
 
             _, chats = await _get(http, gateway.url + "/chats")
             by_channel = {c["channel"]: c for c in chats["chats"] if c["id"] != "chat-default"}

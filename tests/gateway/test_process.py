@@ -35,13 +35,13 @@ async def streaming(sc: Sidecar, text: str, **fields: Any) -> AsyncIterator[aioh
 
 async def conversation(sc: Sidecar, session_id: str, **key: str) -> tuple[str, int]:
     full = SessionKey(key.get("channel", "console"), key.get("user_id", "demo-user"), session_id)
-    opened = await sc.kernel.agent.open_session(full, create=False)
+    opened = await sc.kernel.agent.sessions.open_session(full, create=False)
     assert opened is not None
     return opened.conversation, opened.row.id
 
 
 async def idle(sc: Sidecar, conv: str) -> None:
-    await until(lambda: not sc.kernel.agent.is_busy(conv))
+    await until(lambda: not sc.kernel.agent.sessions.is_busy(conv))
 
 
 async def test_json_reply_and_events(
@@ -142,7 +142,7 @@ async def test_client_disconnect_cancels_its_turn(
         await anext(events)
         await anext(events)  # "Hello " has arrived: the turn is mid-stream
         conv, session_id = await conversation(sc, "s-gone")
-        assert sc.kernel.agent.is_busy(conv)
+        assert sc.kernel.agent.sessions.is_busy(conv)
         turn = sc.kernel.agent.sessions.conversation(conv).turn
         response.close()  # the client goes away
     await idle(sc, conv)
@@ -311,7 +311,7 @@ async def test_same_chat_waits_for_its_running_turn(
             await anthropic_sim.wait_for_requests(1)  # the first turn is at the model
         conv, session_id = await conversation(sc, "q1")
         second = asyncio.create_task(sc.process("two", session_id="q1"))
-        await until(lambda: sc.kernel.agent.waiting(conv) > 0)
+        await until(lambda: sc.kernel.agent.sessions.waiting(conv) > 0)
         assert len(anthropic_sim.requests) == 1  # queued, not run alongside
         await sc.call("POST", f"/agent/turns/{first.headers['X-Turn-Id']}/cancel")
         assert [e async for e in events][-1] == "[DONE]"

@@ -425,9 +425,9 @@ async def test_shutdown_cancels_what_does_not_finish_in_time(
     with pytest.raises(aiohttp.ClientError):
         await request
     key = SessionKey("console", "demo-user", "s-hang")
-    opened = await sc.kernel.agent.open_session(key, create=False)
+    opened = await sc.kernel.agent.sessions.open_session(key, create=False)
     assert opened is not None
-    await until(lambda: not sc.kernel.agent.is_busy(opened.conversation))
+    await until(lambda: not sc.kernel.agent.sessions.is_busy(opened.conversation))
     stored = await sc.kernel.store.load_messages(opened.row.id)
     assert [m.role for m in stored] == ["user"]  # the question is kept; nothing dangles
     assert json.dumps([m.text for m in stored]) == '["hang"]'

@@ -159,7 +159,7 @@ async def test_sampling_is_answered_by_the_active_model(
     ]
     assert not sampled.get("tools")
     [(_, result)] = tool_results(model, 2)
-    assert result == f"model {kernel.agent.model} said: short story"
+    assert result == f"model {kernel.agent.selection.model} said: short story"
     rows = await kernel.agent.meter.ledger.entries(UsageFilter())
     assert [r.purpose for r in reversed(rows)] == ["turn", "sampling", "turn"]
 

@@ -160,6 +160,6 @@ async def test_an_image_from_an_mcp_tool_reaches_the_model(sim: Sim, mcp_kernel:
     [url] = urls
     assert url.startswith("data:image/png;base64,iVBOR")  # the PNG the server sent
     # History keeps a marker, not the image.
-    session = kernel.agent.current_session("test:1")
+    session = kernel.agent.sessions.current_session("test:1")
     stored = await kernel.store.load_messages(session or 0)
     assert "[image processed]" in str([m.content for m in stored])

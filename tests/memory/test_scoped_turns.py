@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel.agent.agent import UserInput
+from kernel.agent.scope import PERSONA, PROJECT
 from kernel.app import Kernel
 from kernel.core.events import Completed
 from tests.conftest import KernelFactory
@@ -43,8 +44,8 @@ async def test_recall_search_and_saving_follow_the_chat_scopes(
     kernel = await make_kernel(anthropic_sim)
     for folder, name in (("projects", "kernel"), ("projects", "garden"), ("personas", "poet")):
         write(kernel.config.base_dir, folder, name)
-    await kernel.agent.set_project(CHAT, "kernel")
-    await kernel.agent.set_persona(CHAT, "poet")
+    await kernel.agent.scopes.set(CHAT, PROJECT, "kernel")
+    await kernel.agent.scopes.set(CHAT, PERSONA, "poet")
     await kernel.memories.add("the owner drinks oolong tea")
     await kernel.memories.add("kernel tea breaks are at four", None, "project:kernel")
     await kernel.memories.add("the garden tea bushes need shade", None, "project:garden")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernel.agent.agent import UserInput
+from kernel.agent.scope import PERSONA, PROJECT
 from kernel.app import Kernel
 from kernel.config import load_config
 from tests.conftest import write_config
@@ -82,8 +83,8 @@ async def test_configured_persona_and_project_instructions_reach_claude_code(
     await turn(kernel, anthropic_sim)
     assert system_of(record) == "Never push.\n\nRun the tests first."
 
-    await kernel.agent.set_persona(CONV, "terse")
-    await kernel.agent.set_project(CONV, "site")
+    await kernel.agent.scopes.set(CONV, PERSONA, "terse")
+    await kernel.agent.scopes.set(CONV, PROJECT, "site")
     await turn(kernel, anthropic_sim)
     assert system_of(record) == (
         "Never push.\n\nRun the tests first.\n\n## Persona: terse\n-- Be terse.\n\n"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kernel.agent.agent import UserInput
+from kernel.agent.scope import PROJECT
 from kernel.app import Kernel
 from kernel.config import load_config
 from tests.conftest import write_config
@@ -77,7 +78,7 @@ async def test_the_cli_runs_in_the_projects_folder(
     result = await delegate(kernel, anthropic_sim, {"task": "build"})
     assert result["ok"] is True and result["cwd"] == str(workspace)  # no project yet
 
-    await kernel.agent.set_project(CONV, "site")
+    await kernel.agent.scopes.set(CONV, PROJECT, "site")
     result = await delegate(kernel, anthropic_sim, {"task": "build"})
     assert result["ok"] is True and result["cwd"] == str(project)
     assert record_of(record)["cwd"] == str(project)
@@ -88,7 +89,7 @@ async def test_the_cli_runs_in_the_projects_folder(
     assert result["cwd"] == str(project / "docs")
     assert record_of(record)["cwd"] == str(project / "docs")
 
-    await kernel.agent.set_project(CONV, None)
+    await kernel.agent.scopes.set(CONV, PROJECT, None)
     result = await delegate(kernel, anthropic_sim, {"task": "build"})
     assert result["cwd"] == str(workspace)
 
@@ -102,7 +103,7 @@ async def test_a_project_folder_that_is_gone_is_a_tool_error_and_nothing_runs(
     project.rmdir()
     record = tmp_path / "record.json"
     monkeypatch.setenv("STANDIN_RECORD", str(record))
-    await kernel.agent.set_project(CONV, "site")
+    await kernel.agent.scopes.set(CONV, PROJECT, "site")
     anthropic_sim.enqueue(tool_reply("delegate_to_cli", {"task": "build"}), text_reply("sorry"))
     async for _ in kernel.agent.start_turn(CONV, UserInput("do it")):
         pass

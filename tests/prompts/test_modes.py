@@ -379,10 +379,10 @@ async def test_telegram_mode_refuses_missing_files_switches_and_new_sessions_kee
     h.model.enqueue(text_reply("codex here"), text_reply("still codex"), text_reply("kay"))
     assert await h.converse("hi") == "codex here"
     assert system_of(h.model.requests[-1]).startswith("You are Codex")
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     await h.converse("/new")
     assert await h.converse("hello") == "still codex"
-    assert h.kernel.agent.current_session(CONV) != session
+    assert h.kernel.agent.sessions.current_session(CONV) != session
     assert system_of(h.model.requests[-1]).startswith("You are Codex")
     assert (await h.converse("/mode")).startswith("Prompt mode: codex (codex_v1), collaboration")
 
@@ -428,7 +428,9 @@ async def test_a_mode_asked_while_the_chat_is_busy_is_not_kept(
     sc = await sidecar(anthropic_sim, language="en", gateway={"queue_timeout": 0.5})
     anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=1))
     sc.kernel.agent.start_turn(
-        (await sc.kernel.agent.open_session(SessionKey("console", "demo-user", "s1"))).conversation,
+        (
+            await sc.kernel.agent.sessions.open_session(SessionKey("console", "demo-user", "s1"))
+        ).conversation,
         UserInput("first"),
     )
     status, data = await sc.process("second", session_id="s1", biz_params={"prompt_mode": "claude"})

@@ -103,7 +103,7 @@ async def test_telegram_expands_refuses_and_lists(bot: Factory, tmp_path: Path) 
     reply = await h.converse("/prompts:../etc/passwd")
     assert "Templates: hello, review" in reply
     assert len(h.model.requests) == 1  # the refusals sent nothing
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert session is not None
     assert len(await h.kernel.store.load_messages(session)) == 2  # one exchange stored
 
@@ -146,7 +146,7 @@ async def test_console_treats_a_template_as_a_message(
     await chat.handle("/prompts:review FILE=a FOCUS=b")
     assert out.getvalue() == "done\n" and err.getvalue() == ""
     assert last_text(anthropic_sim).startswith("Review a for b.")
-    assert kernel.agent.current_session(CONVERSATION) is not None
+    assert kernel.agent.sessions.current_session(CONVERSATION) is not None
 
     await chat.handle("/prompts:review FILE=a")
     assert "no value for FOCUS" in err.getvalue()

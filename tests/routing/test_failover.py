@@ -109,7 +109,7 @@ async def test_a_primary_failing_after_its_retries_hands_the_call_to_its_fallbac
         assert (main.state, main.failures, main.last_error) == ("closed", 1, cause)
         assert (backup.state, backup.failures) == ("closed", 0)
         # The stored history is what the owner saw, in Kernel's own shape.
-        session = pair.kernel.agent.current_session(CONV)
+        session = pair.kernel.agent.sessions.current_session(CONV)
         assert session is not None
         stored = await pair.kernel.store.load_messages(session)
         assert [(m.role, m.text) for m in stored] == [
@@ -240,12 +240,12 @@ async def test_a_refused_key_is_reported_not_failed_over_and_its_provider_skippe
         assert decision.candidates == [FALLBACK] and decision.chosen == FALLBACK
 
         # The owner picks main again with /provider: its key is tried again.
-        await pair.kernel.agent.set_provider("main")
+        await pair.kernel.agent.selection.set_provider("main")
         assert health.state("main") == "closed"
         health.refused("main")
 
         # The owner fixes main's configuration: it is used again.
-        pair.kernel.agent.providers_changed({"main"})
+        pair.kernel.agent.selection.providers_changed({"main"})
         assert health.state("main") == "closed"
         pair.main.enqueue(text_reply("main is back"))
         events = await pair.turn("and now?", conv="console:other")
@@ -291,7 +291,7 @@ async def test_an_answer_already_shown_is_not_replayed_on_the_fallback(tmp_path:
         assert error.code == "overloaded_error"
         assert deltas(events) == "partial answer"
         assert not switches(events) and pair.backup.requests == []
-        session = pair.kernel.agent.current_session(CONV)
+        session = pair.kernel.agent.sessions.current_session(CONV)
         assert session is not None
         stored = await pair.kernel.store.load_messages(session)
         assert [(m.role, m.text) for m in stored] == [
@@ -435,7 +435,7 @@ async def _cancel_after(pair: Pair, seen: type, conv: str = CONV) -> list[Any]:
     async for event in turn:
         events.append(event)
         if isinstance(event, seen):
-            assert pair.kernel.agent.cancel(conv)
+            assert pair.kernel.agent.sessions.cancel(conv)
     return events
 
 
@@ -452,7 +452,7 @@ async def test_cancel_while_the_fallback_answers(tmp_path: Path, when: str) -> N
         final = events[-1]
         assert isinstance(final, Completed) and final.cancelled
         assert len(switches(events)) == 1
-        assert not pair.kernel.agent.is_busy(CONV)
+        assert not pair.kernel.agent.sessions.is_busy(CONV)
 
         decision = await pair.last_decision()
         assert [(a.model, a.outcome) for a in decision.attempts] == [

@@ -73,7 +73,7 @@ async def test_the_owners_pick_ends_a_sessions_stickiness(tmp_path: Path) -> Non
         )
         assert reply_of(await pair.turn("one")) == "backup"
         assert reply_of(await pair.turn("two")) == "backup again"  # sticky
-        await pair.kernel.agent.set_provider("main")  # the owner asks for main
+        await pair.kernel.agent.selection.set_provider("main")  # the owner asks for main
         pair.main.enqueue(text_reply("main"))
         assert reply_of(await pair.turn("three")) == "main"
         decision = await pair.last_decision()
@@ -140,7 +140,7 @@ async def test_a_rule_whose_models_are_all_disabled_falls_back_to_the_active_mod
 
 async def test_reasoning_reaches_a_provider_that_takes_no_tools(tmp_path: Path) -> None:
     async with two_models(tmp_path, backup={"capabilities": ["stream", "reasoning"]}) as pair:
-        await pair.kernel.agent.set_provider("backup")
+        await pair.kernel.agent.selection.set_provider("backup")
         # backup is OpenAI-compatible here; its reasoning comes from a rule
         pair.kernel.config.routing.rules.clear()
         pair.kernel.config.providers["backup"].reasoning = "high"
@@ -164,7 +164,7 @@ async def test_a_provider_whose_every_key_was_refused_is_usable_again_when_picke
         assert pair.kernel.agent.health.state("main") == "unusable"
         for key in pair.kernel.config.providers["main"].keys:
             pair.main.clear_key(key)
-        await pair.kernel.agent.set_provider("main")  # the owner fixed it upstream
+        await pair.kernel.agent.selection.set_provider("main")  # the owner fixed it upstream
         pair.main.enqueue(text_reply("back"))
         assert reply_of(await pair.turn("again", conv="console:other")) == "back"
 

@@ -67,7 +67,7 @@ async def test_the_owners_model_choice_wins_in_their_chat_not_for_cron(tmp_path:
         pair.backup.enqueue(text_reply("rule"))
         assert reply_of(await pair.turn("one")) == "rule"
 
-        await agent.set_model("model-b")
+        await agent.selection.set_model("model-b")
         pair.main.enqueue(text_reply("owner's pick"))
         assert reply_of(await pair.turn("two")) == "owner's pick"
         assert body(pair.main.requests)["model"] == "model-b"

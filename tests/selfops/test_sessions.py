@@ -86,7 +86,7 @@ async def test_a_telegram_session_follows_its_override(bot: Factory, tmp_path: P
     try:
         h.model.enqueue(text_reply("one"), text_reply("two"))
         await h.converse("first")
-        session = h.kernel.agent.current_session(CONV)
+        session = h.kernel.agent.sessions.current_session(CONV)
         path = f"chat-{session}"
         status, data = await _put(gateway.url, gateway.api_key, path, {"model": "model-b"})
         assert status == 200 and data["applied_model"]["model"] == "model-b"

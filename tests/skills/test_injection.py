@@ -75,7 +75,7 @@ async def test_telegram_message_gets_the_skill_and_history_keeps_a_marker(
         "/skill/tidy banana apple",
     ]
     assert "- tidy: sorts lists" in system_of(sent)
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert session is not None
     stored = await h.kernel.store.load_messages(session)
     assert [b.text for b in stored[0].content if isinstance(b, TextBlock)] == [
@@ -104,7 +104,7 @@ async def test_telegram_unknown_skill_is_refused_naming_the_available_ones(
     )
     assert "Unknown command" not in " ".join(h.texts())
     assert h.model.requests == []  # no model call, and nothing stored
-    assert h.kernel.agent.current_session(CONV) is None
+    assert h.kernel.agent.sessions.current_session(CONV) is None
     assert await h.kernel.store.list_sessions() == []
 
     reply = await h.converse("try /skill/shout now")
@@ -151,7 +151,7 @@ async def test_console_treats_a_skill_as_a_message(
 
     assert out.getvalue() == "sorted\n" and err.getvalue() == ""
     assert last_user_blocks(anthropic_sim.requests[-1].body)[0].startswith('<skill name="tidy">')
-    assert kernel.agent.current_session(CONVERSATION) is not None
+    assert kernel.agent.sessions.current_session(CONVERSATION) is not None
 
 
 async def test_skills_summary_is_a_stable_layer_before_memories_and_time(
@@ -159,12 +159,15 @@ async def test_skills_summary_is_a_stable_layer_before_memories_and_time(
 ) -> None:
     kernel = await make_kernel(anthropic_sim, language="en")
     await kernel.memories.add("likes tea")
-    names = [layer.name for layer in await kernel.agent.system_layers("tea")]
+    names = [
+        layer.name
+        for layer in await kernel.agent.prompt.layers("tea", model=kernel.agent.selection.model)
+    ]
     assert "skills" not in names  # no skills folder: no layer
     write_skill(tmp_path, "tidy", "sorts lists", TIDY)
     write_skill(tmp_path, "off", "not shown", "x", extra="enabled: false\n")
 
-    layers = await kernel.agent.system_layers("tea")
+    layers = await kernel.agent.prompt.layers("tea", model=kernel.agent.selection.model)
 
     # The skills summary is part of the stable (cached) system prompt; memories and the
     # time, volatile, come after it.

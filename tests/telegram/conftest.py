@@ -60,7 +60,7 @@ class BotHarness:
         placeholder = "Working on a reply…"
         await self.tg.wait_until(
             lambda: (
-                not self.kernel.agent.is_busy(CONV)
+                not self.kernel.agent.sessions.is_busy(CONV)
                 and not self.channel._tasks
                 and not self.channel.outbox.backlog(OWNER)
                 and placeholder not in self.texts()

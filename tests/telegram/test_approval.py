@@ -105,7 +105,7 @@ async def test_a_strangers_press_does_not_count(bot: Factory) -> None:
     status = await h.ask("/status full")  # handled after the stranger's press, in order
 
     assert "strangers 1" in status
-    assert h.kernel.agent.is_busy(CONV) and len(h.model.requests) == 1
+    assert h.kernel.agent.sessions.is_busy(CONV) and len(h.model.requests) == 1
     assert h.tg.calls_to("answerCallbackQuery") == []
     assert h.kernel.agent.asks.waiting(CONV)
 

@@ -12,7 +12,7 @@ async def test_audit_shows_the_chats_events_and_its_proof(bot: Factory) -> None:
     h = await bot()
     h.model.enqueue(text_reply("Hello!"))
     assert await h.converse("hi") == "Hello!"
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert session is not None
     audit = h.kernel.audit
     await audit.record(

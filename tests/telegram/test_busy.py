@@ -126,7 +126,7 @@ async def test_held_messages_outlive_a_crash_and_run_in_their_own_session(
     gate = asyncio.Event()
     h.model.enqueue(Reply(Text("never shown"), gate=gate))
     notice = await three_held(h)
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     await h.tg.wait_until(lambda: not h.channel.outbox.backlog(OWNER))
     await crash(h)
     gate.set()
@@ -137,7 +137,7 @@ async def test_held_messages_outlive_a_crash_and_run_in_their_own_session(
     assert [r.session_id for r in await rows(again) if r.state == "waiting"] == [session] * 3
     again.model.enqueue(text_reply("fresh"))
     assert (await again.converse("meanwhile")).startswith("fresh")  # a new session
-    assert again.kernel.agent.current_session(CONV) != session
+    assert again.kernel.agent.sessions.current_session(CONV) != session
 
     again.tg.inject_callback("busy:run", message_id=notice.message_id)
     await again.tg.wait_until(lambda: any(m.text.endswith(FORGOTTEN) for m in busy_notices(again)))
@@ -208,7 +208,7 @@ async def test_cancel_while_a_message_waits_for_the_stopped_turn_cancels_it(
     h.tg.inject_text("first")
     await h.tg.wait_until(lambda: len(h.model.requests) == 1)
     h.tg.inject_text("/cancel")
-    await h.tg.wait_until(lambda: not h.kernel.agent.is_busy(CONV))
+    await h.tg.wait_until(lambda: not h.kernel.agent.sessions.is_busy(CONV))
     h.tg.inject_text("second")  # to run once the stopped turn's view is done
     h.tg.inject_text("/cancel")  # handled after it (in order): the owner cancels it too
     # Both /cancel handled (their replies queued: the held placeholder blocks sending);

@@ -162,7 +162,7 @@ async def test_again_after_a_restart_runs_in_the_messages_session_and_quotes_it(
     first = await bot(tg=tg, model=model)
     model.enqueue(text_reply("noted: blue"))
     assert await first.converse("my favourite colour is blue") == "noted: blue"  # no hint yet
-    session = first.kernel.agent.current_session(CONV)
+    session = first.kernel.agent.sessions.current_session(CONV)
     model.enqueue(Reply(Text("never finished", chunks=["never ", "finished"]), stall_after=3))
     cut = tg.inject_text("what is my favourite colour?")
     await tg.wait_until(lambda: len(model.requests) == 2 and "Working on a reply…" in first.texts())
@@ -188,7 +188,7 @@ async def test_again_after_a_restart_runs_in_the_messages_session_and_quotes_it(
     assert await second.converse("hi") == f"hello again\n\n🆕 {HINT}"
     assert "blue" not in history(model.requests[-1])  # a fresh session indeed
     assert await second.converse("you there?") == "still here"
-    fresh = second.kernel.agent.current_session(CONV)
+    fresh = second.kernel.agent.sessions.current_session(CONV)
     assert fresh != session
 
     model.enqueue(text_reply("it is blue"))
@@ -205,7 +205,7 @@ async def test_again_after_a_restart_runs_in_the_messages_session_and_quotes_it(
     assert owner_words(request) == "what is my favourite colour?"
     assert "my favourite colour is blue" in history(request)  # the session's own history
     assert "you there?" not in history(request)  # not the fresh one's
-    assert second.kernel.agent.current_session(CONV) == session  # the chat is back there
+    assert second.kernel.agent.sessions.current_session(CONV) == session  # the chat is back there
     message_id = cut["message"]["message_id"]
     lenient = {"message_id": message_id, "allow_sending_without_reply": True}
     assert quoted(sent(second, "it is blue")) == lenient

@@ -144,7 +144,7 @@ async def test_a_retry_keeps_its_command_row_open_while_it_runs(bot: Factory) ->
     expected = [("text", "answered"), ("command", "cancelled"), ("command", "answered")]
     await states_become(h, expected, kinds=True)
     h.model.enqueue(text_reply("second"))
-    await h.kernel.agent.wait_idle(CONV, 30)
+    await h.kernel.agent.sessions.wait_idle(CONV, 30)
     assert await h.converse("q2") == "second"
     raw = json.dumps(h.model.requests[-1].body["messages"])
     assert raw.count('"q"') == 1 and "first" in raw  # the cancelled retry gave it back
@@ -163,9 +163,9 @@ async def test_a_strangers_press_of_the_retry_button_runs_nothing(bot: Factory) 
     h.tg.inject_callback(data, message_id=answer.message_id, user_id=4242, chat_id=-100)
     await h.settle()
     assert len(h.model.requests) == calls
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert session is not None
-    assert await h.kernel.agent.branches(session) == (0, 0)  # nothing was cut
+    assert await h.kernel.agent.control.branches(session) == (0, 0)  # nothing was cut
     h.model.enqueue(text_reply("next"))
     assert await h.converse("q2") == "next"
     assert "the answer" in json.dumps(h.model.requests[-1].body["messages"])

@@ -43,10 +43,10 @@ async def test_the_owners_own_turn_leaves_a_jobs_question_open(bot: Factory) -> 
 async def test_cancel_and_delete_on_a_session_another_channel_is_using(bot: Factory) -> None:
     h = await bot()
     agent = h.kernel.agent
-    opened = await agent.open_session(SessionKey("console", "demo-user", "shared"))
+    opened = await agent.sessions.open_session(SessionKey("console", "demo-user", "shared"))
     assert opened is not None
     # The owner resumes that session in Telegram while an HTTP-style turn runs on it.
-    await agent.resume(CONV, opened.row.id)
+    await agent.sessions.resume(CONV, opened.row.id)
     h.model.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=3))
     other = agent.start_turn(opened.conversation, UserInput("long job", channel="console"))
     await h.tg.wait_until(lambda: len(h.model.requests) == 1)
@@ -54,7 +54,7 @@ async def test_cancel_and_delete_on_a_session_another_channel_is_using(bot: Fact
     # /del_history is refused whole: the chat keeps its session.
     busy = "Still working on the previous message; wait or send /cancel"
     assert await h.ask(f"/del_history #{opened.row.id} yes") == busy
-    assert agent.current_session(CONV) == opened.row.id
+    assert agent.sessions.current_session(CONV) == opened.row.id
     assert await h.kernel.store.get_session(opened.row.id) is not None
 
     # What makes the chat busy is what /cancel stops.

@@ -100,7 +100,7 @@ async def test_cancel_mid_delegation_kills_the_cli_names_it_and_the_chat_goes_on
     assert h.bot_messages()[0].text.startswith("⏹ claude_code cancelled by /cancel (")
     assert await h.converse("are you there?") == "Hello again."
     # The stored history answers the delegate call, and the model API accepted it.
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert session is not None
     stored = await h.kernel.store.load_messages(session)
     uses = [b for m in stored for b in m.content if isinstance(b, ToolUseBlock)]

@@ -61,12 +61,14 @@ async def test_shutdown_tells_the_owner_the_reply_was_interrupted(bot: Factory) 
     h = await bot()
     h.model.enqueue(Reply(Text("never finished", chunks=["never ", "finished"]), stall_after=3))
     h.tg.inject_text("long question")
-    await h.tg.wait_until(lambda: len(h.model.requests) == 1 and h.kernel.agent.is_busy(CONV))
+    await h.tg.wait_until(
+        lambda: len(h.model.requests) == 1 and h.kernel.agent.sessions.is_busy(CONV)
+    )
     await h.channel.stop()
     assert h.texts() == [
         "Kernel is restarting and this reply was interrupted: please send it again in a moment"
     ]
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     stored = await h.kernel.store.load_messages(session or 0)
     assert stored[0].text == "long question"  # the owner's message is kept
 

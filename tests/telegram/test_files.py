@@ -65,7 +65,7 @@ async def with_files(bot: Factory) -> BotHarness:
 
 async def test_files_lists_the_downloads_and_a_press_sends_the_document(bot: Factory) -> None:
     h = await with_files(bot)
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert session is not None
 
     listed = await files_message(h)
@@ -105,7 +105,7 @@ async def test_removed_foreign_unknown_and_too_big_files_are_refused_in_words(
     bot: Factory,
 ) -> None:
     h = await with_files(bot)
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert session is not None
     photo, notes = await h.kernel.artifacts.list(session)
     listed = await files_message(h)
@@ -121,7 +121,7 @@ async def test_removed_foreign_unknown_and_too_big_files_are_refused_in_words(
     assert "retention deleted it" in told and "general.retention_days = 7" in told
 
     # Another conversation's artifact (an HTTP client's session).
-    other = await h.kernel.agent.open_session(SessionKey("console", "u", "x"))
+    other = await h.kernel.agent.sessions.open_session(SessionKey("console", "u", "x"))
     assert other is not None
     foreign = await h.kernel.artifacts.add(
         session_id=other.row.id,

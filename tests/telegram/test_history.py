@@ -224,7 +224,7 @@ async def test_deleting_asks_first_and_cancel_keeps(bot: Factory) -> None:
     assert keyboard(done) == []
     assert await h.kernel.store.get_session(2) is None
     assert await h.kernel.store.get_session(1) is not None
-    assert h.kernel.agent.current_session(f"telegram:{OWNER}") is None
+    assert h.kernel.agent.sessions.current_session(f"telegram:{OWNER}") is None
 
 
 async def test_a_number_always_means_the_same_session(bot: Factory) -> None:

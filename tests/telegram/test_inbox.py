@@ -228,7 +228,7 @@ async def test_a_turn_cut_off_by_a_crash_is_told_with_again(bot: Factory, tmp_pa
     # 🔁 runs it again from the stored update; a second press while it runs is refused.
     h.model.enqueue(Reply(Text("the summary", chunks=["the ", "summary"]), chunk_delay=0.5))
     tg.inject_callback(f"again:{with_placeholder}", message_id=told[0].message_id)
-    await tg.wait_until(lambda: h.kernel.agent.is_busy(CONV))
+    await tg.wait_until(lambda: h.kernel.agent.sessions.is_busy(CONV))
     tg.inject_callback(f"again:{with_placeholder}", message_id=told[0].message_id)
     await tg.wait_until(lambda: len(tg.calls_to("answerCallbackQuery")) == 2)
     await tg.wait_until(lambda: "the summary" in h.texts())
@@ -271,7 +271,7 @@ async def test_cancel_stops_the_stored_messages_not_yet_run(bot: Factory) -> Non
     await tg.wait_until(lambda: bool(notices(h)))
     h.model.enqueue(Reply(Text("never", chunks=["ne", "ver"]), stall_after=1))
     tg.inject_callback("waiting:run", message_id=notices(h)[0].message_id)
-    await tg.wait_until(lambda: h.kernel.agent.is_busy(CONV))
+    await tg.wait_until(lambda: h.kernel.agent.sessions.is_busy(CONV))
     await h.ask("/cancel")
     await h.settle()
     # The running one is cancelled; the other was not started and is offered again.

@@ -69,7 +69,9 @@ async def test_a_reply_the_store_cannot_queue_is_told_and_stays_open(bot: Factor
     release = h.tg.hold("sendMessage")  # the placeholder waits while the turn completes
     h.model.enqueue(text_reply("an answer the store cannot queue"))
     h.tg.inject_text("question")
-    await h.tg.wait_until(lambda: len(h.model.requests) == 1 and not h.kernel.agent.is_busy(CONV))
+    await h.tg.wait_until(
+        lambda: len(h.model.requests) == 1 and not h.kernel.agent.sessions.is_busy(CONV)
+    )
     with locked(db_path(h)):
         release.set()
         await h.tg.wait_until(lambda: any("Internal error" in x for x in h.texts()))
@@ -131,7 +133,9 @@ async def test_again_twice_never_turns_the_earlier_answer_into_a_notice(
     h.tg.fail("sendMessage", status=400, description="Bad Request: no placeholder")
     h.model.enqueue(Reply(Text("never", chunks=["ne", "ver"]), stall_after=1))
     h.tg.inject_callback(press, message_id=notice.message_id)
-    await h.tg.wait_until(lambda: len(h.model.requests) == 3 and h.kernel.agent.is_busy(CONV))
+    await h.tg.wait_until(
+        lambda: len(h.model.requests) == 3 and h.kernel.agent.sessions.is_busy(CONV)
+    )
     await crash(h)
 
     again = await bot(tg=h.tg, model=h.model)
@@ -231,7 +235,9 @@ async def test_a_reply_the_store_refused_leaves_the_live_retry_known(bot: Factor
     release = h.tg.hold("sendMessage")
     h.model.enqueue(text_reply("an answer the store cannot queue"))
     h.tg.inject_text("second")
-    await h.tg.wait_until(lambda: len(h.model.requests) == 2 and not h.kernel.agent.is_busy(CONV))
+    await h.tg.wait_until(
+        lambda: len(h.model.requests) == 2 and not h.kernel.agent.sessions.is_busy(CONV)
+    )
     with locked(db_path(h)):
         release.set()
         await h.tg.wait_until(lambda: any("Internal error" in x for x in h.texts()))

@@ -38,7 +38,7 @@ async def test_healthz_and_status_show_open_turns_and_undelivered_messages(
         h.model.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=1))
         h.tg.inject_text("think slowly")
         await h.model.wait_for_requests(1)
-        await h.tg.wait_until(lambda: h.kernel.agent.is_busy(CONV))
+        await h.tg.wait_until(lambda: h.kernel.agent.sessions.is_busy(CONV))
         assert (await _health(gateway.url))["inbox"]["open_turns"] == 1
         await h.ask("/cancel")
         await h.settle()

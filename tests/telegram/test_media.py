@@ -31,7 +31,7 @@ def png(width: int = 4, height: int = 3) -> bytes:
 
 
 async def stored_texts(h) -> list[str]:  # type: ignore[no-untyped-def]
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     return [m.text for m in await h.kernel.store.load_messages(session)]
 
 
@@ -96,7 +96,7 @@ async def test_photo_without_a_declared_size_is_checked_after_download(bot: Fact
     assert len(h.tg.downloads) == 1  # nothing said how big it was before it came
     await h.settle()
     assert len(h.model.requests) == requests  # nothing was sent to the model
-    assert h.kernel.agent.current_session(CONV) is None  # nor kept in any history
+    assert h.kernel.agent.sessions.current_session(CONV) is None  # nor kept in any history
 
 
 async def test_undeclared_document_is_refused_as_it_downloads(bot: Factory) -> None:
@@ -199,4 +199,4 @@ async def test_refused_documents_name_the_reason(bot: Factory) -> None:
         reply = await h.ask_document(data, name, file_size=size)
         assert expected in reply, (name, reply)
     assert h.model.requests == []
-    assert not h.kernel.agent.is_busy(CONV)
+    assert not h.kernel.agent.sessions.is_busy(CONV)

@@ -45,7 +45,7 @@ async def test_a_telegram_tool_turn_and_its_deliveries(bot: Factory) -> None:
         text_reply(SECRET_REPLY),
     )
     assert (await h.converse(SECRET_TEXT)).endswith(SECRET_REPLY)
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert session is not None
 
     turn = await h.kernel.audit.events(session)

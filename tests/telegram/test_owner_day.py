@@ -121,7 +121,7 @@ async def _morning(h: BotHarness, seen: Transcript) -> None:
     other = next(label for label in labels(picker) if not label.startswith("✅"))
     result = await press(h, picker, other)
     assert other in result.text and result.reply_markup is None
-    assert h.kernel.agent.model == other
+    assert h.kernel.agent.selection.model == other
 
     # Sessions the owner can tell apart: first words before a title, the current one
     # marked, a recap on /resume.
@@ -139,7 +139,7 @@ async def _morning(h: BotHarness, seen: Transcript) -> None:
     resumed = await press(h, picker, "#1 ")
     assert resumed.text.startswith("已恢复会话 #1")
     assert "上次聊到：" in resumed.text and "今天晴，最高 18 度。" in resumed.text
-    assert h.kernel.agent.current_session(CONV) == 1
+    assert h.kernel.agent.sessions.current_session(CONV) == 1
 
     # Past twenty sessions /history pages with ◀ ▶, edited in place.
     store = h.kernel.store
@@ -259,7 +259,7 @@ async def _afternoon(h: BotHarness, seen: Transcript) -> None:
     # /status: at most six lines when healthy, the session as /history names it.
     status = (await command(h, "/status")).text.splitlines()
     assert len(status) <= 6 and not any(line.startswith("问题：") for line in status)
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     assert any(line.startswith(f"会话：#{session}「帮我写周报」") for line in status)
     assert any(line == "状态：空闲" for line in status)
     assert any(line.startswith("健康：正常") for line in status)
@@ -280,7 +280,7 @@ async def _evening(bot: Factory, first: BotHarness, seen: Transcript) -> None:
     tg, model = first.tg, first.model
     model.enqueue(text_reply("记下了：明早八点的航班。"))
     await first.converse("我明早八点的航班")
-    session = first.kernel.agent.current_session(CONV)
+    session = first.kernel.agent.sessions.current_session(CONV)
     # The process is killed while it answers.
     model.enqueue(Reply(Text("你的航班是", chunks=["你的", "航班是"]), stall_after=3))
     cut = tg.inject_text("航班是几点？")
@@ -301,7 +301,7 @@ async def _evening(bot: Factory, first: BotHarness, seen: Transcript) -> None:
     model.enqueue(text_reply("晚上好！"))
     hello = await second.converse("晚上好")
     assert hello == "晚上好！\n\n🆕 Kernel 重启过，这是新对话 · /resume 回到之前的对话"
-    assert second.kernel.agent.current_session(CONV) != session
+    assert second.kernel.agent.sessions.current_session(CONV) != session
 
     # 🔁 on the notice replays the question in the session it belonged to, as a reply to it.
     model.enqueue(text_reply("明早八点。"))
@@ -314,5 +314,5 @@ async def _evening(bot: Factory, first: BotHarness, seen: Transcript) -> None:
     assert said(second, "航班是几点？") == 1
     [answer] = [s for s in seen.sent(mark) if s.text.startswith("明早八点。")]
     assert answer.notify and answer.reply_to == cut["message"]["message_id"]
-    assert second.kernel.agent.current_session(CONV) == session
+    assert second.kernel.agent.sessions.current_session(CONV) == session
     assert len(seen.live_buttons("retry:")) == 1

@@ -235,7 +235,7 @@ async def test_status_never_contradicts_itself_while_a_turn_runs(bot: Factory) -
 
     assert await h.ask("/cancel") == "Cancelled"
     await h.settle()
-    assert not h.kernel.agent.is_busy(CONV)
+    assert not h.kernel.agent.sessions.is_busy(CONV)
     full = await h.ask("/status full")
     # idle, and no turn "in progress" beside it (this /status's own row is no turn)
     assert "State: idle" in full.splitlines() and "Inbox: 0 in progress" in full

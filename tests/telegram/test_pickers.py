@@ -127,7 +127,7 @@ async def test_persona_and_project_pickers_switch_this_chat(bot: Factory, tmp_pa
     after = await tap(h, shown, "pirate")
     assert after.text == "Persona: pirate — the pirate"
     assert after.reply_markup is None
-    assert (await h.kernel.agent.chat_scope(CONV)).persona == "pirate"
+    assert (await h.kernel.agent.scopes.current(CONV)).persona == "pirate"
     h.model.enqueue(text_reply("arr"))
     await h.converse("hello")
     assert "Be pirate." in json.dumps(h.model.requests[-1].body["system"])
@@ -138,12 +138,12 @@ async def test_persona_and_project_pickers_switch_this_chat(bot: Factory, tmp_pa
     after = await tap(h, shown, "notes")
     assert after.text.startswith("Project: notes — loose notes")
     assert after.reply_markup is None
-    assert (await h.kernel.agent.chat_scope(CONV)).project == "notes"
+    assert (await h.kernel.agent.scopes.current(CONV)).project == "notes"
     shown = await picker(h, "/project")
     assert labels(shown) == ["✅ notes", "off"]
     after = await tap(h, shown, "off")
     assert after.text == "No project now"
-    assert (await h.kernel.agent.chat_scope(CONV)).project == ""
+    assert (await h.kernel.agent.scopes.current(CONV)).project == ""
 
 
 async def test_resume_picker_resumes_the_tapped_session(bot: Factory) -> None:
@@ -152,7 +152,7 @@ async def test_resume_picker_resumes_the_tapped_session(bot: Factory) -> None:
     await h.converse("first session")
     await h.ask("/new")
     await h.converse("second session")
-    second = h.kernel.agent.current_session(CONV)
+    second = h.kernel.agent.sessions.current_session(CONV)
 
     shown = await picker(h, "/resume")
     assert shown.text.startswith("Sessions (continue one with /resume #n):")
@@ -165,7 +165,7 @@ async def test_resume_picker_resumes_the_tapped_session(bot: Factory) -> None:
 
     assert after.text.startswith("Resumed session #1 “first session”")
     assert after.reply_markup is None
-    assert h.kernel.agent.current_session(CONV) != second
+    assert h.kernel.agent.sessions.current_session(CONV) != second
     await h.converse("back in the first")
     assert "first session" in json.dumps(h.model.requests[-1].body["messages"])
     assert "second session" not in json.dumps(h.model.requests[-1].body["messages"])
@@ -181,10 +181,10 @@ async def test_resume_takes_a_bare_number_like_a_hash_number(bot: Factory) -> No
     assert labels(listed)[-1].startswith("#1 “alpha”")
 
     plain = await h.ask("/resume 1")
-    first = h.kernel.agent.current_session(CONV)
+    first = h.kernel.agent.sessions.current_session(CONV)
     assert plain.startswith("Resumed session #1")
     assert await h.ask("/resume #1") == plain
-    assert h.kernel.agent.current_session(CONV) == first
+    assert h.kernel.agent.sessions.current_session(CONV) == first
     h.model.enqueue(text_reply("four"))
     await h.converse("still there?")
     assert "alpha" in json.dumps(h.model.requests[-1].body["messages"])
@@ -210,7 +210,7 @@ async def test_a_long_list_pages_and_opens_on_the_current_choice(
 
     after = await tap(h, paged, "p10")
     assert after.text == "Persona: p10 — the p10"
-    assert (await h.kernel.agent.chat_scope(CONV)).persona == "p10"
+    assert (await h.kernel.agent.scopes.current(CONV)).persona == "p10"
     again = await picker(h, "/persona")
     assert labels(again) == ["p09", "✅ p10", "p11", "off"]  # on the current one's page
     assert nav(again) == ["◀", "2/2"]
@@ -234,17 +234,17 @@ async def test_a_stale_tap_is_refused_and_changes_nothing(bot: Factory, tmp_path
     )
     assert answer["show_alert"] is True
     assert (after.text, after.reply_markup) == (shown.text, shown.reply_markup)
-    assert (await h.kernel.agent.chat_scope(CONV)).persona == ""
+    assert (await h.kernel.agent.scopes.current(CONV)).persona == ""
 
     listed = await picker(h, "/resume")
-    current = h.kernel.agent.current_session(CONV)
-    older = (await h.kernel.agent.list_sessions())[1].id
-    await h.kernel.agent.delete_sessions([older])
+    current = h.kernel.agent.sessions.current_session(CONV)
+    older = (await h.kernel.agent.sessions.list_sessions())[1].id
+    await h.kernel.agent.sessions.delete_sessions([older])
     after = await tap(h, listed, labels(listed)[1])
     assert "That choice is gone" in last_answer(h)["text"]
     assert "Send /resume for the current list" in last_answer(h)["text"]
     assert after.reply_markup == listed.reply_markup
-    assert h.kernel.agent.current_session(CONV) == current
+    assert h.kernel.agent.sessions.current_session(CONV) == current
 
 
 async def test_a_stale_tap_is_refused_in_chinese(bot: Factory, tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ async def test_a_strangers_tap_does_nothing(bot: Factory) -> None:
 
     now = h.tg.message(OWNER, shown.message_id)
     assert now is not None and (now.text, now.reply_markup) == (shown.text, shown.reply_markup)
-    assert h.kernel.agent.model == "model-a"
+    assert h.kernel.agent.selection.model == "model-a"
     assert not h.tg.calls_to("answerCallbackQuery")
 
 
@@ -283,7 +283,7 @@ async def test_a_picker_from_before_a_restart_still_acts(bot: Factory) -> None:
     await h.ask("/new")
     await h.converse("second session")
     shown = await picker(h, "/resume")
-    older = (await h.kernel.agent.list_sessions())[1].id
+    older = (await h.kernel.agent.sessions.list_sessions())[1].id
     await h.channel.stop()
     await h.kernel.stop()
 
@@ -292,7 +292,7 @@ async def test_a_picker_from_before_a_restart_still_acts(bot: Factory) -> None:
 
     assert after.text.startswith(f"Resumed session #{older}")
     assert after.reply_markup is None
-    assert again.kernel.agent.current_session(CONV) == older
+    assert again.kernel.agent.sessions.current_session(CONV) == older
 
 
 async def test_the_resume_picker_offers_every_session_not_only_the_first_page(
@@ -313,7 +313,7 @@ async def test_the_resume_picker_offers_every_session_not_only_the_first_page(
     ]
     after = await tap(h, last, labels(last)[-1])
     assert after.text.startswith("Resumed session #1 “topic 1”")
-    assert h.kernel.agent.current_session(CONV) == 1
+    assert h.kernel.agent.sessions.current_session(CONV) == 1
 
 
 async def test_a_pick_that_fails_keeps_the_picker_and_says_why(bot: Factory) -> None:

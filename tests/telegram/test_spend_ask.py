@@ -139,7 +139,7 @@ async def test_a_strangers_press_does_not_raise_the_limit(bot: Factory) -> None:
     status = await h.ask("/status full")  # handled after the stranger's press, in order
 
     assert "strangers 1" in status
-    assert h.kernel.agent.is_busy(CONV) and len(h.model.requests) == 1
+    assert h.kernel.agent.sessions.is_busy(CONV) and len(h.model.requests) == 1
     assert h.kernel.agent.asks.waiting(CONV)
     assert (await h.kernel.agent.meter.limits()).daily == 2.0
 

@@ -90,4 +90,4 @@ async def test_status_and_model_auto_in_the_chat(bot: Factory) -> None:
     assert "Problems: main: key refused — fix providers.main.api_key (or api_keys)" in status
     assert await h.ask("/model model-b") == "Switched to model model-b"
     assert (await h.ask("/model auto")).startswith("Automatic choice again")
-    assert not h.kernel.agent.pick_in_force
+    assert not h.kernel.agent.selection.chosen

@@ -89,7 +89,7 @@ async def test_status_during_a_turn_shows_its_usage_so_far(bot: Factory) -> None
     await h.ask("/status full")
     status = h.texts()[-1].splitlines()
     assert not any(line.startswith("This turn:") for line in status)
-    assert not h.kernel.agent.is_busy(CONV)
+    assert not h.kernel.agent.sessions.is_busy(CONV)
 
 
 def _shown(h: BotHarness, words: str) -> bool:

@@ -49,7 +49,7 @@ async def send_voice(h: BotHarness, audio: bytes, **kw: object) -> None:
 
 
 async def stored_texts(h: BotHarness) -> list[str]:
-    session = h.kernel.agent.current_session(CONV)
+    session = h.kernel.agent.sessions.current_session(CONV)
     return [m.text for m in await h.kernel.store.load_messages(session)] if session else []
 
 

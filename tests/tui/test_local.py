@@ -210,7 +210,7 @@ async def test_ctrl_q_during_a_turn_cancels_it_first(
     [row] = await kernel.store.list_sessions()
     stored = await kernel.store.load_transcript(row.id)
     assert stored[0].message.role == "user"
-    assert not kernel.agent.is_busy(f"session:{row.id}")
+    assert not kernel.agent.sessions.is_busy(f"session:{row.id}")
     # Cancelled by the quit itself, before the app exited (review R3: a bare exit passed).
     ends = [r for r in await kernel.audit.events(row.id) if r.kind == "turn.answered"]
     assert [(r.data or {}).get("outcome") for r in ends] == ["cancelled"]

@@ -239,7 +239,7 @@ async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse
         text, images = read_input(body.input)
         if not text.strip() and not images:
             raise invalid(t("gw.input_empty"), field="input")
-    opened = await deps.agent.open_session(key)
+    opened = await deps.agent.sessions.open_session(key)
     assert opened is not None
     # The prompt and collaboration modes: checked now (a mode whose files are missing is
     # refused before anything is kept), written once the chat's running turn is done.
@@ -248,13 +248,13 @@ async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse
     turn: Turn | None = None
     events: AsyncIterator[TurnEvent]
     # Queued behind the chat's turn like any request for this chat.
-    await deps.agent.wait_idle(opened.conversation, deps.config.gateway.queue_timeout)
+    await deps.agent.sessions.wait_idle(opened.conversation, deps.config.gateway.queue_timeout)
     if changes:
         await deps.sessions.merge_meta(opened.row.id, changes)
     if tool is not None:
         events = _direct_tool(deps, opened, name, arguments or {})
     elif text.strip() == NEW_COMMAND and not images:
-        await deps.agent.clear_history(opened.conversation)
+        await deps.agent.sessions.clear_history(opened.conversation)
         events = _single(Completed(0, t("session.cleared")))
     else:
         user_input = UserInput(
@@ -316,7 +316,7 @@ async def _direct_tool(
     """``biz_params.tool``: run one registered tool as the model would, no model call."""
     call_id = f"direct_{uuid.uuid4().hex[:12]}"
     yield ToolCall(1, call_id, name, arguments)
-    context = await deps.agent.tool_context(opened.row.id, opened.conversation)
+    context = await deps.agent.scopes.tool_context(opened.row.id, opened.conversation)
     plans: list[list[dict[str, str]]] = []  # todo_write's plan, shown as a turn's is
     context.plan = plans.append
     outcome = await deps.tools.call(name, arguments, context)
@@ -424,7 +424,7 @@ class Cancelled(Shape):
 async def cancel_turn(request: web.Request) -> web.Response:
     """``cancelled`` is false for a turn that already ended."""
     turn_id = request.match_info["turn_id"]
-    turn = deps_of(request).agent.find_turn(turn_id)
+    turn = deps_of(request).agent.sessions.find_turn(turn_id)
     if turn is None:
         raise not_found("turn_id", turn_id)
     return json_response({"cancelled": turn.cancel(), "turn_id": turn_id})

@@ -50,7 +50,7 @@ TITLE_LIMIT = 200  # a chat's name
 
 
 async def ensure_default_chat(deps: GatewayDeps) -> None:
-    opened = await deps.agent.open_session(DEFAULT_KEY, meta={"system_default": True})
+    opened = await deps.agent.sessions.open_session(DEFAULT_KEY, meta={"system_default": True})
     assert opened is not None
     if not opened.row.meta.get("system_default"):
         await deps.sessions.update_meta(opened.row.id, {**opened.row.meta, "system_default": True})
@@ -80,7 +80,7 @@ def chat_json(row: SessionRow) -> dict[str, Any]:
 
 async def find_chat(deps: GatewayDeps, chat_id: str) -> SessionRow | None:
     if chat_id == DEFAULT_CHAT_ID:
-        opened = await deps.agent.open_session(DEFAULT_KEY, create=False)
+        opened = await deps.agent.sessions.open_session(DEFAULT_KEY, create=False)
         return opened.row if opened else None
     match = _CHAT_ID.match(chat_id)
     if match is None:
@@ -225,7 +225,7 @@ async def create_chat(request: web.Request, body: NewChatBody) -> web.Response:
     meta = dict(body.meta or {})
     if "system_default" in meta:
         raise invalid(t("gw.meta_reserved", key="system_default"), field="meta.system_default")
-    opened = await deps.agent.open_session(key, title=name or None, meta=meta)
+    opened = await deps.agent.sessions.open_session(key, title=name or None, meta=meta)
     assert opened is not None
     return json_response(chat_json(opened.row), 201 if opened.created else 200)
 
@@ -271,7 +271,7 @@ async def delete_chat(request: web.Request) -> web.Response:
     if chat_id == DEFAULT_CHAT_ID:
         raise _protected()
     row = await require_chat(deps, chat_id)
-    await deps.agent.delete_sessions([row.id])
+    await deps.agent.sessions.delete_sessions([row.id])
     return json_response({"deleted": True, "id": chat_id})
 
 
@@ -295,7 +295,7 @@ async def batch_delete(request: web.Request, body: BatchDeleteBody) -> web.Respo
             missing.append(chat_id)
         else:
             rows.append(row)
-    deleted = await deps.agent.delete_sessions([r.id for r in rows]) if rows else 0
+    deleted = await deps.agent.sessions.delete_sessions([r.id for r in rows]) if rows else 0
     return json_response({"deleted": deleted, "missing": missing})
 
 
@@ -321,7 +321,7 @@ async def rename_chat(request: web.Request, body: RenameBody) -> web.Response:
     if not name or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
         raise invalid(t("gw.chat_name", limit=TITLE_LIMIT), field="name")
     row = await require_chat(deps, request.match_info["chat_id"])
-    await deps.agent.retitle(row.id, name)
+    await deps.agent.sessions.retitle(row.id, name)
     renamed = await deps.sessions.get_session(row.id)
     if renamed is None:  # deleted meanwhile
         raise not_found("chat_id", request.match_info["chat_id"])
@@ -360,7 +360,7 @@ async def resume_chat(request: web.Request, body: ResumeBody) -> web.Response:
     owner = deps.config.telegram.allowed_user
     if channel not in deps.status_board or owner <= 0:
         raise refusal("telegram_not_configured", t("gw.telegram_not_configured"))
-    await deps.agent.resume(TELEGRAM_CONVERSATION.format(user=owner), row.id)
+    await deps.agent.sessions.resume(TELEGRAM_CONVERSATION.format(user=owner), row.id)
     return json_response({"resumed": True, "chat_id": chat_id, "channel": channel})
 
 

@@ -36,7 +36,7 @@ class Rewound(Shape):
 
 async def _conversation(deps: GatewayDeps, row: SessionRow) -> str:
     key = SessionKey(row.channel, row.user_id, row.external_id)
-    opened = await deps.agent.open_session(key, create=False)
+    opened = await deps.agent.sessions.open_session(key, create=False)
     assert opened is not None  # the row was just read
     return opened.conversation
 
@@ -54,8 +54,8 @@ async def rewind(request: web.Request, body: RewindBody) -> web.Response:
     row = await require_chat(deps, request.match_info["chat_id"])
     conversation = await _conversation(deps, row)
     try:
-        cut = await deps.agent.rewind(
-            conversation, body.after_sequence, session_id=row.id, actor="api"
+        cut = await deps.agent.control.rewind_session(
+            conversation, row.id, body.after_sequence, "api"
         )
     except ConversationError as exc:
         raise ApiError(

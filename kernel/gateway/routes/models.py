@@ -65,7 +65,7 @@ def provider_json(p: ProviderConfig) -> dict[str, Any]:
 
 def _active(request: web.Request) -> dict[str, str]:
     agent = deps_of(request).agent
-    return {"provider_id": agent.provider_name, "model": agent.model}
+    return {"provider_id": agent.selection.provider_name, "model": agent.selection.model}
 
 
 class Catalog(Shape):
@@ -143,7 +143,7 @@ async def configure(request: web.Request, body: ProviderBody) -> web.Response:
     if current is not None:
         if "api_key" in changes and current.env_key in config.source_env:
             raise invalid(t("gw.provider_env_wins", env=current.env_key), field="api_key")
-        if enabled is False and name == deps.agent.provider_name:
+        if enabled is False and name == deps.agent.selection.provider_name:
             raise invalid(t("gw.provider_active", name=name), field="enabled")
 
     def change(overlay: dict[str, Any]) -> None:
@@ -202,8 +202,8 @@ async def set_active(request: web.Request, body: ActiveBody) -> web.Response:
         )
 
     async def switch() -> None:
-        await deps.agent.set_provider(name)
-        await deps.agent.set_model(model)
+        await deps.agent.selection.set_provider(name)
+        await deps.agent.selection.set_model(model)
 
     await asyncio.shield(switch())  # both or neither, even if the client goes away
     keys = ["active.model", "active.provider"]  # the audit: names, as for config.changed

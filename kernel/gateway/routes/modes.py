@@ -123,7 +123,9 @@ async def check_mode(deps: GatewayDeps, changes: dict[str, Any]) -> None:
         return
     choice = ModeChoice(str(mode))
     try:
-        await asyncio.to_thread(deps.agent.prompt.modes.layers, choice, "", deps.agent.model)
+        await asyncio.to_thread(
+            deps.agent.prompt.modes.layers, choice, "", deps.agent.selection.model
+        )
     except PromptError as exc:
         raise coded(exc) from None
 
@@ -139,7 +141,7 @@ async def _session_meta(deps: GatewayDeps, request: web.Request) -> dict[str, An
         key_part(query.get("user_id"), "user_id", DEFAULT_KEY.user_id),
         key_part(query.get("session_id"), "session_id", DEFAULT_KEY.external_id),
     )
-    opened = await deps.agent.open_session(key, create=False)
+    opened = await deps.agent.sessions.open_session(key, create=False)
     if opened is None:
         raise not_found("session_id", key.external_id)
     return dict(opened.row.meta)
@@ -212,7 +214,10 @@ async def system_layers(request: web.Request) -> web.Response:
     if choice.mode == "codex":
         choice = ModeChoice("codex", collaboration or choice.collaboration, task)
     try:
-        layers = await deps.agent.system_layers(query.get("query", ""), mode=choice)
+        agent = deps.agent
+        layers = await agent.prompt.layers(
+            query.get("query", ""), mode=choice, model=agent.selection.model
+        )
     except PromptError as exc:
         raise coded(exc) from None
     out = [

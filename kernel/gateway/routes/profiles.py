@@ -267,7 +267,7 @@ async def set_chat_scope(request: web.Request, body: ScopeBody) -> web.Response:
     for kind, name in (("persona", body.persona), ("project", body.project)):
         if name:
             await agent.scopes.check(kind, name)
-    scope = await agent.set_session_scope(row.id, persona=body.persona, project=body.project)
+    scope = await agent.scopes.set_session_scope(row.id, persona=body.persona, project=body.project)
     return json_response({"id": chat_id, "persona": scope.persona, "project": scope.project})
 
 
@@ -282,5 +282,5 @@ async def get_chat_scope(request: web.Request) -> web.Response:
     deps = deps_of(request)
     chat_id = request.match_info["chat_id"]
     row = await require_chat(deps, chat_id)
-    scope = await deps.agent.session_scope(row.id)
+    scope = await deps.agent.scopes.of_session(row.id)
     return json_response({"id": chat_id, "persona": scope.persona, "project": scope.project})

@@ -105,18 +105,20 @@ def _choose(deps: GatewayDeps, provider_id: str | None, model: str | None) -> tu
     agent = deps.agent
     try:
         if provider_id:
-            return agent.check_model(provider_id, model)
+            return agent.selection.check_model(provider_id, model)
         assert model
-        for name in [agent.provider_name, *agent.available_providers]:
+        for name in [agent.selection.provider_name, *agent.selection.available_providers]:
             pcfg = deps.config.enabled_providers.get(name)
             if pcfg is not None and pcfg.resolve(model):
-                return agent.check_model(name, model)
-        return agent.check_model(agent.provider_name, model)  # refused, naming the models
+                return agent.selection.check_model(name, model)
+        return agent.selection.check_model(
+            agent.selection.provider_name, model
+        )  # refused, naming the models
     except SelectionError as exc:
         raise SelfOpsError(
             "session_model_invalid",
             str(exc),
-            {"providers": agent.available_providers},
+            {"providers": agent.selection.available_providers},
         ) from None
 
 
@@ -144,7 +146,7 @@ async def bootstrap(request: web.Request, body: BootstrapBody) -> web.StreamResp
     if provider_id or model:
         chosen = _choose(deps, provider_id, model)
         meta[MODEL_OVERRIDE] = {"provider_id": chosen[0], "model": chosen[1]}
-    opened = await agent.open_session(key, title=name or None, meta=meta)
+    opened = await agent.sessions.open_session(key, title=name or None, meta=meta)
     assert opened is not None
     if not opened.created:
         raise SelfOpsError(
@@ -152,7 +154,7 @@ async def bootstrap(request: web.Request, body: BootstrapBody) -> web.StreamResp
             t("selfops.session_exists", session_id=key.external_id),
             {"chat_id": chat_id_of(opened.row)},
         )
-    applied = agent.model_for(opened.row.meta)
+    applied = agent.selection.model_for(opened.row.meta)
     applied_json = {"provider_id": applied[0], "model": applied[1]}
     user_input = UserInput(
         text, images, channel=key.channel, user_id=key.user_id, budget_ask=False, actor="api"
@@ -232,9 +234,12 @@ def _override_json(row: SessionRow, deps: GatewayDeps) -> dict[str, Any]:
         "session_id": row.external_id,
         "active_llm_override": row.meta.get(MODEL_OVERRIDE),
         "applied_model": dict(
-            zip(("provider_id", "model"), agent.model_for(row.meta), strict=True)
+            zip(("provider_id", "model"), agent.selection.model_for(row.meta), strict=True)
         ),
-        "active_llm": {"provider_id": agent.provider_name, "model": agent.model},
+        "active_llm": {
+            "provider_id": agent.selection.provider_name,
+            "model": agent.selection.model,
+        },
     }
 
 
@@ -263,7 +268,7 @@ async def set_session_model(request: web.Request, body: ModelFields) -> web.Resp
         raise invalid(t("gw.field_required", field="provider_id"), field="provider_id")
     row = await _session(request)  # session_not_found first: the chat is what is named
     chosen = _choose(deps, provider_id, model)
-    await deps.agent.set_session_model(row.id, *chosen)
+    await deps.agent.selection.set_session_model(row.id, *chosen)
     fresh = await deps.sessions.get_session(row.id)
     return json_response(_override_json(fresh or row, deps))
 
@@ -278,7 +283,7 @@ async def set_session_model(request: web.Request, body: ModelFields) -> web.Resp
 async def clear_session_model(request: web.Request) -> web.Response:
     deps = deps_of(request)
     row = await _session(request)
-    await deps.agent.clear_session_model(row.id)
+    await deps.agent.selection.clear_session_model(row.id)
     fresh = await deps.sessions.get_session(row.id)
     return json_response(_override_json(fresh or row, deps))
 

@@ -39,9 +39,9 @@ COMMANDS = web.AppKey("terminal_commands", Commands)
 
 async def _open_terminal(deps: GatewayDeps) -> None:
     """The terminal chat starts in the default chat (after it is made: routers' order)."""
-    opened = await deps.agent.open_session(DEFAULT_KEY, create=False)
-    if opened is not None and deps.agent.current_session(CONVERSATION) is None:
-        await deps.agent.resume(CONVERSATION, opened.row.id)
+    opened = await deps.agent.sessions.open_session(DEFAULT_KEY, create=False)
+    if opened is not None and deps.agent.sessions.current_session(CONVERSATION) is None:
+        await deps.agent.sessions.resume(CONVERSATION, opened.row.id)
 
 
 def _caller(text: str) -> UserInput:
@@ -117,7 +117,7 @@ async def terminal(request: web.Request, body: TerminalBody) -> web.StreamRespon
             return await _answer(request, reply, stream)
         turn = reply.turn
     else:
-        await deps.agent.wait_idle(CONVERSATION, deps.config.gateway.queue_timeout)
+        await deps.agent.sessions.wait_idle(CONVERSATION, deps.config.gateway.queue_timeout)
         turn = deps.agent.start_turn(CONVERSATION, _caller(body.text))
     try:
         if stream:
