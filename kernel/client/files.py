@@ -65,7 +65,12 @@ def _read_local(name: str) -> bytes:
 
 
 def _remote(path: str) -> str:
-    return quote(path, safe="/")
+    """A workspace path in a URL, as given: "." and ".." segments are escaped so that
+    the HTTP client does not resolve them away (the sidecar judges them and says why)."""
+    return "/".join(
+        seg.replace(".", "%2E") if seg in (".", "..") else quote(seg, safe="")
+        for seg in path.split("/")
+    )
 
 
 # ---------------------------------------------------------------------- skills

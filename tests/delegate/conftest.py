@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kernel.config import Config, load_config
+from kernel.core.i18n import set_language
 from kernel.delegate.delegator import Delegator
 from tests.conftest import write_config
 from tests.delegate.standins import alive, make_cli
@@ -51,7 +52,9 @@ def make_config(tmp_path: Path, workspace: Path) -> ConfigFactory:
             language="en",
         )
         path.write_text(path.read_text() + "\n" + "\n".join(sections), encoding="utf-8")
-        return load_config(path, env={}, require_telegram=False)
+        config = load_config(path, env={}, require_telegram=False)
+        set_language(config.general.language)  # as Kernel's entry points do
+        return config
 
     return factory
 

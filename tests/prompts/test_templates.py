@@ -15,6 +15,7 @@ from kernel.agent.prompt_files import PromptFiles
 from kernel.config import load_config
 from kernel.console.chat import CONVERSATION, ConsoleChat
 from kernel.core.errors import PromptError
+from kernel.core.i18n import set_language
 from tests.conftest import KernelFactory, write_config
 from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
@@ -41,7 +42,9 @@ def last_text(sim: AnthropicSim) -> str:
 def files(tmp_path: Path, extra: str = "") -> PromptFiles:
     path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
     path.write_text(path.read_text() + extra)
-    return PromptFiles(load_config(path, env={}, require_telegram=False))
+    config = load_config(path, env={}, require_telegram=False)
+    set_language(config.general.language)  # as Kernel's entry points do
+    return PromptFiles(config)
 
 
 def test_expansion_fills_both_placeholder_forms_and_quoted_values(tmp_path: Path) -> None:
