@@ -38,6 +38,19 @@ _hypothesis_home = tempfile.TemporaryDirectory(prefix="kernel-tests-hypothesis-"
 set_hypothesis_home_dir(_hypothesis_home.name)
 
 
+WORKERS_PER_CPU = 3
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: three workers per CPU, since most tests wait (on sockets, child
+    processes, simulators' delays), not compute. PYTEST_XDIST_AUTO_NUM_WORKERS overrides
+    (xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return WORKERS_PER_CPU * (cpus or 1)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On Windows, a test marked ``posix`` is skipped with the reason (issue 22)."""
     if os.name != "nt":
