@@ -409,7 +409,7 @@ async def test_with_an_api_key_callbacks_pass_by_their_signature_alone(
     foreign = {**signed_headers(raw), "Origin": "https://evil.example"}
     status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=foreign)
     assert status == 403 and data["error"]["code"] == "forbidden_origin"
-    await wait_until(lambda: not sc.kernel.qq_inbound._tasks, SLOW)
+    await wait_until(lambda: not sc.kernel.qq_inbound._tasks, timeout=SLOW)
     assert len(echo.requests) == 1 and len(qq.messages) == 1
 
 
@@ -442,7 +442,7 @@ async def test_an_event_replayed_after_a_restart_runs_no_second_turn(
     status, _, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
     assert status == 200
     await qq.wait_until(lambda: len(qq.messages) == 1, SLOW)
-    await wait_until(lambda: not sc.kernel.qq_inbound._tasks, SLOW)
+    await wait_until(lambda: not sc.kernel.qq_inbound._tasks, timeout=SLOW)
     await sc.stop()
 
     # A new Kernel on the same data directory, still within the signature window.

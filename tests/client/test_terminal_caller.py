@@ -53,7 +53,7 @@ async def test_retry_over_the_budget_is_refused_never_asked(
 
     asks = sc.kernel.agent.asks
     retry = asyncio.create_task(send(sc, "/retry", stream))
-    await wait_until(lambda: retry.done() or bool(asks.waiting()), 120)
+    await wait_until(lambda: retry.done() or bool(asks.waiting()), timeout=120)
     assert asks.waiting() == []  # not asked to raise the owner's limit
 
     status, data = await retry
