@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import sys
@@ -38,6 +39,19 @@ _hypothesis_home = tempfile.TemporaryDirectory(prefix="kernel-tests-hypothesis-"
 set_hypothesis_home_dir(_hypothesis_home.name)
 
 
+WORKERS_PER_CPU = 3
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: three workers per CPU, since most tests wait (on sockets, child
+    processes, simulators' delays), not compute. PYTEST_XDIST_AUTO_NUM_WORKERS overrides
+    (xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return WORKERS_PER_CPU * (cpus or 1)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On Windows, a test marked ``posix`` is skipped with the reason (issue 22)."""
     if os.name != "nt":
@@ -50,6 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _hypothesis_home.cleanup()
+    _shadows.cleanup()
 
 
 def kernel_env(**extra: str) -> dict[str, str]:
@@ -75,12 +90,40 @@ async def spawn_kernel(
     )
 
 
+REAL_CLIENTS = ("claude", "codex", "gemini")  # a test uses its stand-in, never these
+_shadows = tempfile.TemporaryDirectory(prefix="kernel-tests-path-")
+
+
+@functools.cache
+def path_without_real_clients(path: str) -> str:
+    """``path`` with every folder holding a real ``claude``, ``codex`` or ``gemini``
+    replaced by a folder of links to everything else in it (node, git, … stay found)."""
+    folders = []
+    for index, entry in enumerate(path.split(os.pathsep)):
+        folder = Path(entry)
+        if not any((folder / name).exists() for name in REAL_CLIENTS):
+            folders.append(entry)
+            continue
+        shadow = Path(_shadows.name) / str(index)
+        shadow.mkdir(exist_ok=True)
+        for item in folder.iterdir():
+            if item.name not in REAL_CLIENTS and not (shadow / item.name).exists():
+                (shadow / item.name).symlink_to(item)
+        folders.append(str(shadow))
+    return os.pathsep.join(folders)
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No KERNEL_* variable from the developer's shell; cwd is a fresh folder."""
+def isolated_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Path:
+    """No KERNEL_* variable from the developer's shell; cwd is a fresh folder; no real
+    Claude Code, Codex or Gemini CLI on PATH (but in tests/real, which drive them)."""
     for name in list(os.environ):
         if name.startswith("KERNEL_"):
             monkeypatch.delenv(name)
+    if Path(__file__).parent / "real" not in request.node.path.parents:
+        monkeypatch.setenv("PATH", path_without_real_clients(os.environ.get("PATH", "")))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

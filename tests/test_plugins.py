@@ -25,8 +25,8 @@ from kernel.cron.workflow import NODE_HANDLERS
 from kernel.gateway.server import Gateway
 from kernel.plugins import DEFAULT_PLUGINS, FrontendDeps, Plugins, load_plugins
 from tests.conftest import write_config
-from tests.gateway.conftest import until
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.waiting import wait_until
 
 # What the extension below saw, in order (reset by each test).
 EVENTS: list[str] = []
@@ -168,7 +168,7 @@ async def test_an_extension_registers_like_a_builtin_and_serve_orders_its_parts(
     kernel = Kernel(config, plugins=extended)
     stopped = asyncio.Event()
     serving = asyncio.create_task(kernel.serve(stopped))
-    await until(lambda: EVENTS[-1:] == ["door start"])
+    await wait_until(lambda: EVENTS[-1:] == ["door start"])
     assert not serving.done()
 
     assert kernel.channel_registry.names() == ["console", "webhook", "qq", "telegram", "pigeon"]
@@ -243,7 +243,7 @@ async def test_a_stop_signal_ends_a_start_that_still_waits(
     kernel = Kernel(config, plugins=extended)
     stopped = asyncio.Event()
     serving = asyncio.create_task(kernel.serve(stopped))
-    await until(lambda: EVENTS[-1:] == ["door start"])
+    await wait_until(lambda: EVENTS[-1:] == ["door start"])
     stopped.set()
     await serving
     assert EVENTS == ["pigeon start", "door start", "door stop", "pigeon stop", "pigeon close"]

@@ -26,11 +26,11 @@ from tests.conftest import write_config
 from tests.delegate.conftest import bin_dir as bin_dir  # noqa: F401 - fixtures, shared
 from tests.delegate.conftest import cli_section
 from tests.delegate.conftest import workspace as workspace  # noqa: F401
-from tests.gateway.conftest import until
 from tests.mcp.conftest import mcp_toml, stdio_server
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Reply, Text, ToolUse, text_reply, tool_reply
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.posix  # the coding CLI is a #! stand-in made executable
 
@@ -103,7 +103,7 @@ async def run_kernel(
 async def one_turn(kernel: Kernel, sim: AnthropicSim, openai_sim: OpenAISim) -> None:
     """A turn that calls a tool that does not exist (an error result), a sub-agent and
     a skill, then answers; the title model names the chat."""
-    await until(lambda: "mcp_test__echo" in kernel.tools.names())
+    await wait_until(lambda: "mcp_test__echo" in kernel.tools.names())
     await kernel.memories.add(OWNER_MEMORY, "user")
     await kernel.agent.scopes.set(CONV, PERSONA, "butler")
     await kernel.agent.scopes.set(CONV, PROJECT, "site")
@@ -121,8 +121,8 @@ async def one_turn(kernel: Kernel, sim: AnthropicSim, openai_sim: OpenAISim) -> 
     final = events[-1]
     assert isinstance(final, Completed) and final.reply.endswith("Oolong, sir.")
     assert len(sim.requests) == 4
-    await until(lambda: len(openai_sim.requests) == 1)  # the title, made in the background
-    await until(lambda: not kernel.agent.background)
+    await wait_until(lambda: len(openai_sim.requests) == 1)  # the title, made in the background
+    await wait_until(lambda: not kernel.agent.background)
 
 
 def sent(sim: AnthropicSim | OpenAISim) -> str:

@@ -30,7 +30,7 @@ from tests.cron.test_budget import PRICED
 from tests.cron.test_scheduler import TZ, create, settled, state, texts, webhook_config
 from tests.delegate.claude_permission import make_permission_cli
 from tests.delegate.conftest import cli_section
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.gateway.conftest import sidecar as sidecar  # noqa: F401 - the fixture, shared
 from tests.mcp.conftest import stdio_server
 from tests.sim.anthropic_sim import AnthropicSim
@@ -39,6 +39,7 @@ from tests.sim.telegram_sim import ChatMessage
 from tests.sim.webhook_sim import WebhookSim
 from tests.telegram.conftest import Factory
 from tests.telegram.conftest import bot as bot  # noqa: F401 - the fixture, shared
+from tests.waiting import wait_until
 
 TASK = "Audit-me task: summarise the ledger in billing/ and fix the flaky rounding test"
 ASKED = "git status --porcelain"
@@ -248,7 +249,7 @@ async def test_every_recorded_cron_run_has_its_audit_row(
     clock.advance(to=datetime(2025, 6, 1, 9, 0, tzinfo=TZ))  # hangs on the model …
     await echo.wait_for_requests(2)
     clock.advance(to=datetime(2025, 6, 1, 10, 0, tzinfo=TZ))  # … so this one is skipped
-    await until(lambda: sc.kernel.cron.jobs[job_id].row.last_status == "skipped")
+    await wait_until(lambda: sc.kernel.cron.jobs[job_id].row.last_status == "skipped")
     session = sc.kernel.cron.runner.sessions[job_id]
     await sc.stop()  # the hanging run is cut short: interrupted
 
@@ -294,7 +295,7 @@ async def test_a_run_the_budget_refuses_is_recorded_as_skipped_with_its_reason(
     )
     status, _, _ = await sc.call("POST", f"/cron/jobs/{job['id']}/run")
     assert status == 202
-    await until(lambda: not sc.kernel.cron._runs)
+    await wait_until(lambda: not sc.kernel.cron._runs)
     assert echo.requests == []  # refused before the first call
 
     [row] = [r for r in await sc.kernel.audit.events(limit=1000) if r.kind.startswith("cron.")]

@@ -23,11 +23,11 @@ from tests.delegate.conftest import (
     ConfigFactory,
     cli_section,
     delegator_for,
-    wait_for,
 )
 from tests.delegate.conftest import bin_dir as bin_dir  # noqa: F401 - the fixtures, shared
 from tests.delegate.conftest import make_config as make_config  # noqa: F401
 from tests.delegate.conftest import workspace as workspace  # noqa: F401
+from tests.waiting import wait_until
 
 SESSION = 7
 
@@ -64,7 +64,7 @@ async def test_a_cancelled_delegation_is_recorded_as_ended_by_the_cancel(
     task = asyncio.create_task(
         delegator.delegate("the secret plan", conversation="c", context=context())
     )
-    await wait_for(lambda: delegator.running is not None and bool(delegator.running.step))
+    await wait_until(lambda: delegator.running is not None and bool(delegator.running.step))
     task.cancel()  # the owner's /cancel
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -146,7 +146,7 @@ async def test_prompts_cut_short_are_answered_by_kernel(store: Store) -> None:
         timeout=45,
     )
     waiting = asyncio.ensure_future(approvals.decide(grant, bash("rm -rf /srv/private")))
-    await wait_for(lambda: owner.asked == 1)
+    await wait_until(lambda: owner.asked == 1)
     approvals.close(grant)  # the run ended (/cancel, the CLI done, Kernel stopping)
     assert (await waiting).by == "cancelled"
 
@@ -157,7 +157,7 @@ async def test_prompts_cut_short_are_answered_by_kernel(store: Store) -> None:
         timeout=45,
     )
     going = asyncio.ensure_future(approvals.decide(second, bash("make deploy")))
-    await wait_for(lambda: owner.asked == 2)
+    await wait_until(lambda: owner.asked == 2)
     going.cancel()  # the CLI's request went away
     with pytest.raises(asyncio.CancelledError):
         await going

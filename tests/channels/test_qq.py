@@ -19,11 +19,12 @@ from kernel.core.i18n import t
 from kernel.spend import money
 from tests.clock import ManualClock
 from tests.conftest import free_port
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.context import owner_texts, recalled_of, system_of, turn_message
 from tests.sim.qq_sim import APP_ID, SECRET, QQSim, event, signed_headers
 from tests.sim.script import Reply, Text
+from tests.waiting import wait_until
 
 NOW = datetime(2025, 6, 1, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
 # The senders these tests answer: an empty channels.qq.allowed_users answers nobody.
@@ -223,7 +224,7 @@ async def test_a_repeated_event_is_processed_once(
     assert (await post(sc, payload))[0] == 200
     assert (await post(sc, payload))[0] == 200  # the platform retried: acknowledged again
     await qq.wait_until(lambda: len(qq.messages) == 1)
-    await until(lambda: not sc.kernel.qq_inbound._tasks)
+    await wait_until(lambda: not sc.kernel.qq_inbound._tasks)
     assert len(echo.requests) == 1 and len(qq.messages) == 1
     _, state, _ = await sc.call("GET", "/channels/qq/state")
     assert (state["events"], state["duplicates_ignored"]) == (1, 1)
@@ -238,7 +239,7 @@ async def test_failures_and_strangers_show_in_the_state(
     await post(sc, event("c2c", "hi", where="stranger", who="stranger"))
     qq.fail_next(500)
     await post(sc, event("c2c", "hi", where="friend", who="friend"))
-    await until(lambda: sc.kernel.qq.last_error is not None)
+    await wait_until(lambda: sc.kernel.qq.last_error is not None)
     _, state, _ = await sc.call("GET", "/channels/qq/state")
     assert state["refused"] == 1 and len(echo.requests) == 1
     assert state["last_error"]["stage"] in ("send", "reply")
@@ -260,7 +261,7 @@ async def test_an_empty_allowed_users_list_answers_nobody(
     refused = state["last_refused"]
     assert (refused["user_id"], refused["target_type"]) == ("user-1", "group")
     assert "channels.qq.allowed_users is empty" in refused["reason"]
-    await until(lambda: not sc.kernel.qq_inbound._tasks)
+    await wait_until(lambda: not sc.kernel.qq_inbound._tasks)
     assert echo.requests == [] and qq.messages == []
     logged = [r.getMessage() for r in caplog.records]
     assert any("allowed_users is empty" in line for line in logged)
@@ -410,7 +411,7 @@ async def test_with_an_api_key_callbacks_pass_by_their_signature_alone(
     foreign = {**signed_headers(raw), "Origin": "https://evil.example"}
     status, data, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=foreign)
     assert status == 403 and data["error"]["code"] == "forbidden_origin"
-    await until(lambda: not sc.kernel.qq_inbound._tasks, SLOW)
+    await wait_until(lambda: not sc.kernel.qq_inbound._tasks, timeout=SLOW)
     assert len(echo.requests) == 1 and len(qq.messages) == 1
 
 
@@ -443,7 +444,7 @@ async def test_an_event_replayed_after_a_restart_runs_no_second_turn(
     status, _, _ = await sc.call("POST", "/channels/qq/inbound", data=raw, headers=headers)
     assert status == 200
     await qq.wait_until(lambda: len(qq.messages) == 1, SLOW)
-    await until(lambda: not sc.kernel.qq_inbound._tasks, SLOW)
+    await wait_until(lambda: not sc.kernel.qq_inbound._tasks, timeout=SLOW)
     await sc.stop()
 
     # A new Kernel on the same data directory, still within the signature window.
@@ -545,7 +546,7 @@ async def test_a_redirect_from_the_api_is_not_followed_with_the_token(
         assert status == 201, job
         await sc.call("POST", f"/cron/jobs/{job['id']}/run")
 
-        await until(lambda: bool(sc.kernel.qq.last_error), SLOW)
+        await wait_until(lambda: bool(sc.kernel.qq.last_error), timeout=SLOW)
         _, state, _ = await sc.call("GET", "/channels/qq/state")
         assert state["last_error"]["error"] == "HTTP 307" and state["replies_sent"] == 0
         assert hits == [] and qq.messages == []

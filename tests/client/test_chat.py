@@ -16,12 +16,13 @@ from kernel.client.chat import run_remote_chat
 from kernel.client.http import Sidecar as Client
 from kernel.commands.terminal import COMMANDS
 from kernel.core.i18n import t
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.gateway.test_privilege import console_http as console_http  # the fixture
 from tests.gateway.test_privilege import sign_in
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Reply, Text, text_reply
+from tests.waiting import wait_until
 
 
 async def chat(sc: Sidecar, lines: str, key: str = API_KEY) -> tuple[int, str, str]:
@@ -253,7 +254,7 @@ async def test_retitle_waits_for_the_titles_model(
     anthropic_sim.enqueue(text_reply("Let's plan."))
     openai_sim.enqueue(text_reply("Trip to Kyoto"), text_reply("Kyoto in spring"))
     await chat(sc, "plan a trip to Kyoto\n")
-    await until(lambda: len(openai_sim.requests) == 1 and not sc.kernel.agent.background)
+    await wait_until(lambda: len(openai_sim.requests) == 1 and not sc.kernel.agent.background)
 
     code, out, err = await chat(sc, "/retitle\n/retitle Cherry blossoms\n")
 

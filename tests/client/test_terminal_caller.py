@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from kernel.store.audit import AuditRow
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sse_events, until
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sse_events
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
+from tests.waiting import wait_until
 
 # A turn's worst case (max_tokens 1024 at 0.001 a token) fits a 1.5 limit once; after
 # an answer that cost 1.0 it no longer does.
@@ -52,7 +53,7 @@ async def test_retry_over_the_budget_is_refused_never_asked(
 
     asks = sc.kernel.agent.asks
     retry = asyncio.create_task(send(sc, "/retry", stream))
-    await until(lambda: retry.done() or bool(asks.waiting()), 120)
+    await wait_until(lambda: retry.done() or bool(asks.waiting()), timeout=120)
     assert asks.waiting() == []  # not asked to raise the owner's limit
 
     status, data = await retry

@@ -16,10 +16,10 @@ from kernel.commands import Commands
 from kernel.config import load_config
 from kernel.store.decisions import Attempt
 from tests.conftest import write_config
-from tests.gateway.conftest import until
 from tests.gateway.test_routing import PROVIDERS, decision
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
+from tests.waiting import wait_until
 
 CONV = "console:default"
 Start = Callable[..., Awaitable[Kernel]]
@@ -145,7 +145,7 @@ async def test_status_names_a_half_open_provider(start: Start, anthropic_sim: An
     )
     health = kernel.agent.health
     health.failure("main", "timeout")
-    await until(lambda: health.state("main") == "half_open")
+    await wait_until(lambda: health.state("main") == "half_open")
     assert "main: half-open, the next call probes it (timed out)" in await status(kernel)
     health.success("main")
     assert not any(line.startswith("main:") for line in await status(kernel))

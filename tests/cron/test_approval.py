@@ -9,12 +9,13 @@ from zoneinfo import ZoneInfo
 from kernel.core.i18n import t
 from tests.clock import ManualClock
 from tests.cron.test_scheduler import state, texts, webhook_config
-from tests.gateway.conftest import SidecarFactory, until
+from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply, tool_reply
 from tests.sim.webhook_sim import WebhookSim
 from tests.telegram.conftest import Factory
 from tests.telegram.test_approval import buttons, question
+from tests.waiting import wait_until
 
 TZ = ZoneInfo("Asia/Shanghai")
 START = datetime(2025, 6, 1, 8, 0, tzinfo=TZ)
@@ -65,5 +66,5 @@ async def test_with_nobody_to_ask_the_tool_is_refused_at_once(
             result["content"]
         )
         assert await sc.kernel.store.list_memories() == []
-        await until(lambda: not sc.kernel.cron._runs)
+        await wait_until(lambda: not sc.kernel.cron._runs)
         assert (await state(sc, job["id"]))["last_status"] == "succeeded"

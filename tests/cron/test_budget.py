@@ -12,10 +12,11 @@ from zoneinfo import ZoneInfo
 from kernel.store.usage import UsageFilter
 from tests.clock import ManualClock
 from tests.cron.test_scheduler import create, state, texts, webhook_config
-from tests.gateway.conftest import Sidecar, SidecarFactory, until
+from tests.gateway.conftest import Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply, tool_reply
 from tests.sim.webhook_sim import WebhookSim
+from tests.waiting import wait_until
 
 TZ = ZoneInfo("Asia/Shanghai")
 START = datetime(2025, 6, 1, 7, 0, tzinfo=TZ)
@@ -40,7 +41,7 @@ async def start(
 async def run_now(sc: Sidecar, job_id: str) -> dict[str, Any]:
     status, _, _ = await sc.call("POST", f"/cron/jobs/{job_id}/run")
     assert status == 202
-    await until(lambda: not sc.kernel.cron._runs)
+    await wait_until(lambda: not sc.kernel.cron._runs)
     return await state(sc, job_id)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from tests.gateway.conftest import API_KEY, SidecarFactory, until
+from tests.gateway.conftest import API_KEY, SidecarFactory
 from tests.gateway.test_cli import kernel
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.waiting import wait_until
 
 
 async def test_cron_verbs(sidecar: SidecarFactory) -> None:
@@ -49,7 +50,7 @@ async def test_cron_verbs(sidecar: SidecarFactory) -> None:
 
         code, out, _ = await kernel(sc, "cron", "run", "water")
         assert (code, out) == (0, "water started; see the outcome with kernel cron state water\n")
-        await until(lambda: sc.kernel.cron.jobs["water"].row.last_status == "succeeded")
+        await wait_until(lambda: sc.kernel.cron.jobs["water"].row.last_status == "succeeded")
         code, out, _ = await kernel(sc, "cron", "state", "water", "--json")
         state = json.loads(out)
         assert (state["last_status"], state["last_result"]) == ("succeeded", "echo: 提醒喝水")

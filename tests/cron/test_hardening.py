@@ -27,10 +27,11 @@ from tests.cron.test_scheduler import (
     webhook_config,
 )
 from tests.cron.test_tools import tool
-from tests.gateway.conftest import Sidecar, SidecarFactory, until
+from tests.gateway.conftest import Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.sim.webhook_sim import WebhookSim
+from tests.waiting import wait_until
 
 
 def sql(db: Path, statement: str, *args: object) -> None:
@@ -293,7 +294,7 @@ async def test_a_run_falling_due_while_the_last_one_runs_is_skipped(
     clock.advance(to=datetime(2025, 6, 1, 8, 0, tzinfo=TZ))
     await echo.wait_for_requests(1)  # the 08:00 run hangs on the model
     clock.advance(to=datetime(2025, 6, 1, 9, 0, tzinfo=TZ))
-    await until(lambda: sc.kernel.cron.jobs[job["id"]].row.last_status == "skipped")
+    await wait_until(lambda: sc.kernel.cron.jobs[job["id"]].row.last_status == "skipped")
     skipped = await state(sc, job["id"])
     assert skipped["running"] is True and "still going" in skipped["last_error"]
     assert skipped["next_run_at"] == "2025-06-01T10:00:00+08:00"  # planned on as usual
@@ -311,7 +312,7 @@ async def test_a_run_longer_than_its_timeout_is_stopped_and_recorded(
     echo.enqueue(Reply(Text("never", chunks=["ne", "ver"]), stall_after=1))
     status, _, _ = await sc.call("POST", f"/cron/jobs/{job['id']}/run")
     assert status == 202
-    await until(lambda: not sc.kernel.cron._runs)
+    await wait_until(lambda: not sc.kernel.cron._runs)
     failed = await state(sc, job["id"])
     assert (failed["last_status"], failed["run_count"]) == ("failed", 1)
     assert "0.3 s" in failed["last_error"] and "cron.run_timeout" in failed["last_error"]
@@ -342,19 +343,19 @@ async def test_a_run_whose_session_stays_busy_fails_with_the_reason(
     await echo.wait_for_requests(1)
 
     await sc.call("POST", f"/cron/jobs/{job['id']}/run")
-    await until(lambda: not sc.kernel.cron._runs)
+    await wait_until(lambda: not sc.kernel.cron._runs)
     busy = await state(sc, job["id"])
     assert busy["last_status"] == "failed" and "session stayed busy" in busy["last_error"]
     assert "cron.run_timeout" in busy["last_error"] and len(echo.requests) == 1
     holder.cancel()
-    await until(lambda: not agent.sessions.is_busy(opened.conversation))
+    await wait_until(lambda: not agent.sessions.is_busy(opened.conversation))
     await sc.call("POST", f"/cron/jobs/{job['id']}/run")  # free again: it runs
     await hook.wait_until(lambda: len(hook.posts) == 1)
 
 
 async def settled_loop(sc: Sidecar, clock: ManualClock) -> None:
     """The scheduler sleeps again (a run may still be going)."""
-    await until(lambda: any(not f.done() for _, f in clock._sleepers))
+    await wait_until(lambda: any(not f.done() for _, f in clock._sleepers))
 
 
 async def test_a_job_that_deletes_itself_still_delivers_its_reply(

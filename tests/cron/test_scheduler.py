@@ -9,10 +9,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from tests.clock import ManualClock
-from tests.gateway.conftest import Sidecar, SidecarFactory, until
+from tests.gateway.conftest import Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply
 from tests.sim.webhook_sim import WebhookSim
+from tests.waiting import wait_until
 
 TZ = ZoneInfo("Asia/Shanghai")
 START = datetime(2025, 6, 1, 7, 0, tzinfo=TZ)
@@ -46,7 +47,7 @@ async def state(sc: Sidecar, job_id: str) -> dict[str, Any]:
 async def settled(sc: Sidecar, clock: ManualClock) -> None:
     """No job is running and the scheduler sleeps again."""
     cron = sc.kernel.cron
-    await until(lambda: not cron._runs and any(not f.done() for _, f in clock._sleepers))
+    await wait_until(lambda: not cron._runs and any(not f.done() for _, f in clock._sleepers))
 
 
 def texts(hook: WebhookSim) -> list[str]:
@@ -193,7 +194,7 @@ async def test_pause_resume_run_and_state(sidecar: SidecarFactory, hook: Webhook
         assert (await state(sc, job["id"]))["last_status"] == "running"
     finally:
         await model.stop()  # the stalled answer breaks off: the run fails
-    await until(lambda: not sc.kernel.cron._runs)
+    await wait_until(lambda: not sc.kernel.cron._runs)
     failed = await state(sc, job["id"])
     assert failed["last_status"] == "failed" and failed["last_error"]
     assert failed["next_run_at"] == "2025-06-01T11:00:00+08:00"  # a manual run moves nothing
@@ -211,7 +212,7 @@ async def test_run_now_reports_its_outcome_in_state(
     status, _, _ = await sc.call("POST", f"/cron/jobs/{job['id']}/run")
     assert status == 202
     await hook.wait_until(lambda: texts(hook) == ["echo: hello there"])
-    await until(lambda: not sc.kernel.cron._runs)
+    await wait_until(lambda: not sc.kernel.cron._runs)
     done = await state(sc, job["id"])
     assert (done["last_status"], done["last_result"], done["run_count"]) == (
         "succeeded",
@@ -293,7 +294,7 @@ async def test_a_workflow_with_delay_and_if_event(
         assert len(model.requests) == 1
         clock.advance(300)
         await hook.wait_until(lambda: texts(hook) == ["明天有雨。", "记得带伞！"])
-        await until(lambda: not sc.kernel.cron._runs)
+        await wait_until(lambda: not sc.kernel.cron._runs)
         run = (await state(sc, job["id"]))["last_execution"]
         assert [(n["node_id"], n["status"]) for n in run["nodes"]] == [
             ("ask", "succeeded"),
@@ -304,7 +305,7 @@ async def test_a_workflow_with_delay_and_if_event(
 
         model.enqueue(text_reply("明天晴。"))
         await sc.call("POST", path + "/run")
-        await until(lambda: not sc.kernel.cron._runs)
+        await wait_until(lambda: not sc.kernel.cron._runs)
         assert texts(hook)[-1] == "明天晴。" and len(model.requests) == 3  # no umbrella
         done = await state(sc, job["id"])
         assert done["last_status"] == "succeeded"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from kernel.core.i18n import set_language
 from kernel.delegate.delegator import Delegator
 from tests.conftest import write_config
 from tests.delegate.standins import alive, make_cli
+from tests.waiting import wait_until
 
 SHAPES = ("claude_code", "codex", "gemini", "text")
 
@@ -73,14 +73,10 @@ def record_of(path: Path) -> dict[str, Any]:
     return data
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:  # noqa: ASYNC109
-    async with asyncio.timeout(timeout):
-        while not condition():  # noqa: ASYNC110 (polling process state, which has no event)
-            await asyncio.sleep(0.02)
-
-
 async def wait_dead(*pids: int, timeout: float = 30.0) -> None:  # noqa: ASYNC109
-    await wait_for(lambda: not any(alive(p) for p in pids), timeout)
+    await wait_until(
+        lambda: not any(alive(p) for p in pids), timeout=timeout, what="the processes gone"
+    )
 
 
 JUMP = 1000.0  # seconds the run's clock leaps once the CLI reported trouble

@@ -17,7 +17,7 @@ from kernel.delegate.approvals import Approvals, RunGrant, clean
 from kernel.delegate.permission import PermissionRequest
 from kernel.store.db import Store
 from kernel.tools.registry import ToolContext
-from tests.delegate.conftest import wait_for
+from tests.waiting import wait_until
 
 
 class Owner:
@@ -131,7 +131,7 @@ async def test_closing_the_run_denies_open_prompts_and_expires_its_token(
     grant = grant_for(approvals, owner, hold=hold)
     assert approvals.resolve(grant.token) is grant
     waiting = asyncio.ensure_future(approvals.decide(grant, bash("make test")))
-    await wait_for(lambda: bool(owner.asked))
+    await wait_until(lambda: bool(owner.asked))
     assert held == ["on"]  # the CLI's clock stands still while the owner decides
     approvals.close(grant)
     decision = await waiting
@@ -148,7 +148,7 @@ async def test_the_callers_cancellation_withdraws_the_question(approvals: Approv
     owner = Owner()
     grant = grant_for(approvals, owner)
     waiting = asyncio.ensure_future(approvals.decide(grant, bash("make")))
-    await wait_for(lambda: bool(owner.asked))
+    await wait_until(lambda: bool(owner.asked))
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
@@ -178,7 +178,7 @@ async def test_an_owners_own_mcp_client_is_asked_through_the_registrys_asker(
     asker = Asker()
     approvals.registry.asker = asker
     waiting = asyncio.ensure_future(approvals.decide(None, bash("ls")))
-    await wait_for(lambda: bool(asker.shown))
+    await wait_until(lambda: bool(asker.shown))
     event, _ = asker.shown[0]
     assert event.markdown and event.kind == "permission"
     [question] = approvals.asks.waiting()
@@ -197,7 +197,7 @@ async def test_a_flood_of_prompts_is_cut_and_every_one_recorded(approvals: Appro
     owner = Owner()
     grant = grant_for(approvals, owner)
     waiting = [asyncio.ensure_future(approvals.decide(grant, bash(f"echo {n}"))) for n in range(3)]
-    await wait_for(lambda: len(owner.asked) == 3)
+    await wait_until(lambda: len(owner.asked) == 3)
     flooded = await approvals.decide(grant, bash("echo 4"))  # asked nobody
     assert (flooded.allow, flooded.by) == (False, "too_many")
     assert "one at a time" in flooded.message and len(owner.asked) == 3
@@ -241,16 +241,16 @@ async def test_the_owners_mcp_clients_second_button_denies_and_their_prompts_are
     asker = Asker()
     approvals.registry.asker = asker
     waiting = asyncio.ensure_future(approvals.decide(None, bash("ls")))
-    await wait_for(lambda: bool(asker.shown))
+    await wait_until(lambda: bool(asker.shown))
     [question] = approvals.asks.waiting()
     approvals.asks.answer(question.id, 1)
     decision = await waiting
     assert (decision.allow, decision.by) == (False, "owner")
     # Ten at once: three are asked, seven denied before any is shown.
     many = [asyncio.ensure_future(approvals.decide(None, bash(f"echo {n}"))) for n in range(10)]
-    await wait_for(lambda: len(approvals.asks.waiting()) == 3)
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await wait_until(lambda: len(approvals.asks.waiting()) == 3)
+    # (the seven denials are recorded in the store first: a thread, not a loop turn)
+    await wait_until(lambda: sum(d.done() for d in many) >= 7, what="seven decided")
     assert len(approvals.asks.waiting()) == 3
     done = [d for d in many if d.done()]
     assert len(done) == 7 and all(d.result().by == "too_many" for d in done)

@@ -20,14 +20,8 @@ from kernel.delegate.runner import CLIProcess, RunRequest
 from kernel.store.db import Store
 from kernel.tools.registry import ToolContext
 from tests.conftest import write_config
-from tests.delegate.conftest import (
-    ConfigFactory,
-    cli_section,
-    delegator_for,
-    read,
-    record_of,
-    wait_for,
-)
+from tests.delegate.conftest import ConfigFactory, cli_section, delegator_for, read, record_of
+from tests.waiting import wait_until
 
 URL = "http://127.0.0.1:8088/mcp"
 
@@ -75,7 +69,7 @@ async def test_claude_gets_the_endpoint_file_and_the_prompt_tool_and_the_file_go
     task = asyncio.create_task(
         delegator.delegate("fix the tests", conversation="c", context=OWNER_CONTEXT)
     )
-    await wait_for(record.exists)
+    await wait_until(record.exists)
     argv = record_of(record)["argv"]
     at = argv.index("--mcp-config")
     path = Path(argv[at + 1])
@@ -238,7 +232,7 @@ async def test_the_clis_limits_stand_still_while_the_owner_decides(
     )
     process = CLIProcess(request, kill_grace=0.2, clock=clock)
     run = asyncio.create_task(process.run())
-    await wait_for(lambda: process.pid is not None)
+    await wait_until(lambda: process.pid is not None)
     with process.hold():
         clock.now = 10_000.0  # far past every limit, all of it waiting for the owner
         for _ in range(5):

@@ -16,9 +16,9 @@ from tests.delegate.conftest import (
     read,
     record_of,
     wait_dead,
-    wait_for,
 )
 from tests.delegate.standins import alive
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
 
@@ -153,7 +153,7 @@ async def test_a_second_concurrent_delegation_is_refused_naming_the_running_cli(
     )
     delegator = delegator_for(config)
     first = asyncio.create_task(delegator.delegate("long job", conversation="a"))
-    await wait_for(lambda: delegator.running is not None)
+    await wait_until(lambda: delegator.running is not None)
     with pytest.raises(ToolError) as refused:
         await delegator.delegate("another", cli="codex", conversation="b")
     assert "busy" in str(refused.value) and "claude_code is already running" in str(refused.value)
@@ -316,7 +316,7 @@ async def test_cancelling_the_caller_kills_the_group_and_reraises(
     config = make_config(cli_section("claude_code", command=str(bin_dir["claude_code"])))
     delegator = delegator_for(config, kill_grace=0.2)
     task = asyncio.create_task(delegator.delegate("x", conversation="c"))
-    await wait_for(lambda: delegator.running is not None and bool(delegator.running.step))
+    await wait_until(lambda: delegator.running is not None and bool(delegator.running.step))
     assert delegator.running is not None and delegator.running.step == "Let me look around."
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -380,7 +380,7 @@ async def test_stop_kills_a_delegation_and_its_caller_gets_a_clear_result(
     config = make_config(cli_section("claude_code", command=str(bin_dir["claude_code"])))
     delegator = delegator_for(config)
     task = asyncio.create_task(delegator.delegate("x", conversation="c"))
-    await wait_for(lambda: delegator.running is not None and bool(delegator.running.step))
+    await wait_until(lambda: delegator.running is not None and bool(delegator.running.step))
     await delegator.stop()
     result = await asyncio.wait_for(task, 30)
     assert result["ok"] is False

@@ -42,8 +42,8 @@ from tests.delegate.conftest import (
     delegator_for,
     leap_when_troubled,
     record_of,
-    wait_for,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
 
@@ -173,7 +173,7 @@ async def test_a_child_killed_from_outside_reports_its_signal_not_exit_0(
     task = asyncio.create_task(
         delegator.delegate("say hello", cli=cli, conversation="c", context=context())
     )
-    await wait_for(record.exists)
+    await wait_until(record.exists)
     os.kill(record_of(record)["pid"], sig)  # not Kernel: someone else ended it
 
     result = await task
@@ -216,7 +216,9 @@ async def test_cancel_records_kernels_signal_and_the_cause_so_far(
     task = asyncio.create_task(
         delegator.delegate("say hello", cli="gemini", conversation="c", context=context())
     )
-    await wait_for(lambda: delegator.running is not None and delegator.running.trouble is not None)
+    await wait_until(
+        lambda: delegator.running is not None and delegator.running.trouble is not None
+    )
     task.cancel()  # the owner's /cancel
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -23,17 +23,11 @@ from kernel.delegate.delegator import Delegator
 from kernel.tools import memory
 from kernel.tools.registry import ToolRegistry
 from tests.conftest import write_config
-from tests.delegate.conftest import (
-    ConfigFactory,
-    cli_section,
-    read,
-    record_of,
-    wait_dead,
-    wait_for,
-)
+from tests.delegate.conftest import ConfigFactory, cli_section, read, record_of, wait_dead
 from tests.delegate.standins import alive
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.posix  # stand-in CLIs: #!python scripts made executable
 
@@ -182,7 +176,7 @@ async def test_kernel_stop_kills_a_running_delegation(
     model.enqueue(tool_reply("delegate_to_cli", {"task": "forever"}))
     turn = kernel.agent.start_turn(CONV, UserInput("start it"))
     delegator = kernel.delegator
-    await wait_for(lambda: delegator.running is not None and bool(delegator.running.step))
+    await wait_until(lambda: delegator.running is not None and bool(delegator.running.step))
     info = record_of(record)
 
     await kernel.stop()

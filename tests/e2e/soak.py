@@ -2,6 +2,10 @@
 chosen and at random moments, Bot API outages, 429 storms, lost answers), counted by the
 ledger. Shared by tests/e2e/test_soak.py (bounded) and bench/soak.py (300 exchanges).
 
+The faults are drawn up front (``plan``: the same seed gives the same steps, whatever
+happens while they run), so a soak can run as independent shards (``soak(shard=...)``),
+each a slice of the steps on its own Kernel and data folder, in parallel.
+
 Each exchange sends one message ``m<i>`` and waits until the owner has its answer or a
 notice naming it (or gives up after ``patience`` seconds: then it stays lost in the
 ledger, the soak goes on). A run that loses ``give_up_after`` messages in a row stops early
@@ -34,6 +38,62 @@ FAULTS: dict[str, float] = {
     "storm_429": 4,  # the next sends and edits answer 429 retry_after 1-2
     "hung_polls": 2,  # getUpdates hangs for a few seconds while the owner writes
 }
+
+
+@dataclass(frozen=True)
+class Step:
+    """One exchange as drawn: the message ``m<index> <words>`` and its fault."""
+
+    index: int
+    kind: str  # a key of FAULTS
+    words: str  # keywords for the model simulator (SLOW, NAP, LONG, TOOL)
+    storm: tuple[tuple[str, int, int], ...] = ()  # (method, times, retry_after) 429s
+    pause: float = 0.0  # the outage's length, or how long after the message a kill comes
+
+    @property
+    def token(self) -> str:
+        return f"m{self.index}"
+
+
+def plan(seed: int, exchanges: int, outage: tuple[float, float] = (2.0, 8.0)) -> list[Step]:
+    """The seeded steps, drawn in the order the soak has always drawn them."""
+    rng = random.Random(seed)
+    kinds, weights = list(FAULTS), list(FAULTS.values())
+    steps = []
+    for index in range(1, exchanges + 1):
+        kind = rng.choices(kinds, weights)[0]
+        storm: list[tuple[str, int, int]] = []
+        if kind == "storm_429":
+            for method in ("sendMessage", "editMessageText"):
+                times = rng.randint(1, 4)
+                storm.append((method, times, rng.randint(1, 2)))
+        at_random = rng.choice(["", "SLOW", "NAP", "LONG"])
+        plain = rng.choice(["", "", "", "NAP", "LONG"])
+        words = {
+            "kill_streaming": "SLOW",
+            "kill_tool": "TOOL",
+            "kill_after_send": "LONG SLOW",
+            "lost_answer": "LONG SLOW",
+            "refused": "SLOW",
+            "bad_gateway": "SLOW",
+            "kill_at_random": at_random,
+        }.get(kind, plain)
+        pause = 0.0
+        if kind in ("hung_polls", "refused", "bad_gateway"):
+            pause = rng.uniform(*outage)
+        elif kind == "kill_at_random":
+            pause = rng.uniform(0.0, 3.0)
+        steps.append(Step(index, kind, words, tuple(storm), pause))
+    return steps
+
+
+def shard_of(steps: list[Step], shard: tuple[int, int]) -> list[Step]:
+    """Shard ``number`` of ``count`` (0-based): a contiguous slice, all shards together
+    exactly ``steps``."""
+    number, count = shard
+    size, extra = divmod(len(steps), count)
+    start = number * size + min(number, extra)
+    return steps[start : start + size + (number < extra)]
 
 
 @dataclass
@@ -73,27 +133,21 @@ class Soak:
         self,
         rig: Rig,
         *,
-        seed: int,
         patience: float = 90.0,
-        outage: tuple[float, float] = (2.0, 8.0),
         give_up_after: int = 3,
     ) -> None:
         self.rig = rig
-        self.rng = random.Random(seed)
         self.patience = patience
-        self.outage = outage
         self.give_up_after = give_up_after
         self.figures = Figures()
         self._in_a_row = 0
 
-    async def run(self, exchanges: int) -> Figures:
+    async def run(self, steps: list[Step]) -> Figures:
         await self.rig.start()
-        kinds, weights = list(FAULTS), list(FAULTS.values())
-        for index in range(1, exchanges + 1):
-            kind = self.rng.choices(kinds, weights)[0]
-            self.figures.faults[kind] += 1
-            self.figures.exchanges = index
-            await self.exchange(f"m{index}", kind)
+        for step in steps:
+            self.figures.faults[step.kind] += 1
+            self.figures.exchanges += 1
+            await self.exchange(step)
             if self._in_a_row >= self.give_up_after:
                 self.figures.stopped_early = True
                 break
@@ -104,32 +158,21 @@ class Soak:
         self.figures.unmarked_duplicates = book.unmarked_duplicates
         return self.figures
 
-    async def exchange(self, token: str, kind: str) -> None:
-        rig = self.rig
+    async def exchange(self, step: Step) -> None:
+        rig, token, kind = self.rig, step.token, step.kind
         if kind == "kill_idle":
             await self.restart()
             kind = "none"
-        if kind == "storm_429":
-            for method in ("sendMessage", "editMessageText"):
-                times = self.rng.randint(1, 4)
-                rig.tg.fail(method, status=429, retry_after=self.rng.randint(1, 2), times=times)
-        words = {
-            "kill_streaming": "SLOW",
-            "kill_tool": "TOOL",
-            "kill_after_send": "LONG SLOW",
-            "lost_answer": "LONG SLOW",
-            "refused": "SLOW",
-            "bad_gateway": "SLOW",
-            "kill_at_random": self.rng.choice(["", "SLOW", "NAP", "LONG"]),
-        }.get(kind, self.rng.choice(["", "", "", "NAP", "LONG"]))
+        for method, times, retry_after in step.storm:
+            rig.tg.fail(method, status=429, retry_after=retry_after, times=times)
         if kind == "hung_polls":
             rig.tg.hang_every_get_updates()
         since = len(rig.tg.calls)
-        rig.send(f"{token} {words}".strip())
+        rig.send(f"{token} {step.words}".strip())
         outage_ended: float | None = None
         try:
             if kind == "hung_polls":
-                await asyncio.sleep(self.rng.uniform(*self.outage))
+                await asyncio.sleep(step.pause)
                 rig.tg.stop_failing()
                 outage_ended = time.monotonic()
             elif kind == "kill_streaming":
@@ -139,7 +182,7 @@ class Soak:
                 await rig.wait_call(edits_to("mcp_test__nap"), since=since)
                 await self.restart()
             elif kind == "kill_at_random":
-                await asyncio.sleep(self.rng.uniform(0.0, 3.0))
+                await asyncio.sleep(step.pause)
                 await self.restart()
             elif kind in ("kill_after_send", "lost_answer"):
                 await rig.wait_call(is_placeholder, since=since)
@@ -153,7 +196,7 @@ class Soak:
                     await rig.tg.go_down()
                 else:
                     rig.tg.fail_everything(502)
-                await asyncio.sleep(self.rng.uniform(*self.outage))
+                await asyncio.sleep(step.pause)
                 if kind == "refused":
                     await rig.tg.come_back()
                 else:
@@ -184,6 +227,15 @@ class Soak:
         await self.rig.start()
 
 
-async def soak(folder: Path, *, exchanges: int, seed: int, patience: float = 90.0) -> Figures:
+async def soak(
+    folder: Path,
+    *,
+    exchanges: int,
+    seed: int,
+    patience: float = 90.0,
+    shard: tuple[int, int] = (0, 1),
+) -> Figures:
+    """The seeded soak, or shard ``(number, count)`` of it (its slice of the steps)."""
+    steps = shard_of(plan(seed, exchanges), shard)
     async with Rig(folder) as rig:
-        return await Soak(rig, seed=seed, patience=patience).run(exchanges)
+        return await Soak(rig, patience=patience).run(steps)

@@ -21,6 +21,7 @@ from tests.e2e.harness import (
     is_placeholder,
 )
 from tests.sim.telegram_sim import OWNER, BotCall, ChatMessage
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.posix, pytest.mark.slow, pytest.mark.timeout(400)]
 # posix: SIGKILL/SIGTERM of the service process
@@ -159,11 +160,13 @@ async def test_hanging_get_updates_then_polling_resumes(tmp_path: Path) -> None:
 async def wait_for_state(rig: Rig, state: str) -> None:
     """Poll /healthz until Telegram polling shows `state` (it has no event to wait on)."""
     seen: list[str] = []
+
+    async def reached() -> bool:
+        seen.append(await rig.polling_state())
+        return seen[-1] == state
+
     try:
-        async with asyncio.timeout(RECOVERY):
-            while (current := await rig.polling_state()) != state:
-                seen.append(current)
-                await asyncio.sleep(0.5)
+        await wait_until(reached, timeout=RECOVERY, pause=lambda: asyncio.sleep(0.5))
     except TimeoutError:
         raise AssertionError(f"polling never {state}: {sorted(set(seen))}") from None
 

@@ -4,7 +4,6 @@ aiohttp client in front of it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -73,13 +72,6 @@ class Sidecar:
         body = {"input": [message(text)], **fields}
         status, data, _ = await self.call("POST", "/agent/process", body)
         return status, data
-
-
-async def until(condition: Callable[[], bool], seconds: float = 30) -> None:
-    """Return once ``condition()`` holds, checked every 10 ms, for at most ``seconds``."""
-    async with asyncio.timeout(seconds):
-        for _ in iter(condition, True):  # calls condition() until it is true
-            await asyncio.sleep(0.01)
 
 
 def message(text: str) -> dict[str, Any]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tests.gateway.conftest import SidecarFactory, message, sse_events, until
+from tests.gateway.conftest import SidecarFactory, message, sse_events
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply, tool_reply
+from tests.waiting import wait_until
 
 APPROVAL = "\n[tools.memory_add]\napproval = true\napproval_timeout = 30\n"
 
@@ -22,13 +23,12 @@ async def test_a_json_turn_waits_for_the_answer_given_over_http(
 
     asks: list[dict[str, object]] = []
 
-    async def poll() -> None:
-        while not asks:
-            _, data, _ = await sc.call("GET", "/agent/asks")
-            asks.extend(data["asks"])
-            await asyncio.sleep(0.02)
+    async def asked() -> bool:
+        _, data, _ = await sc.call("GET", "/agent/asks")
+        asks.extend(data["asks"])
+        return bool(asks)
 
-    await asyncio.wait_for(poll(), 30)
+    await wait_until(asked, what="an ask listed")
     [ask] = asks
     assert ask["kind"] == "approval" and ask["options"] == ["✅ Approve", "❌ Deny"]
     assert str(ask["question"]).endswith("Remember something\ntext=likes jazz")
@@ -71,4 +71,4 @@ async def test_sse_shows_the_question_and_a_denial_reaches_the_model(
     assert await sc.kernel.store.list_memories() == []
     result = anthropic_sim.requests[1].body["messages"][-1]["content"][0]
     assert result["is_error"] is True and "denied" in result["content"]
-    await until(lambda: not sc.kernel.agent.asks.waiting())
+    await wait_until(lambda: not sc.kernel.agent.asks.waiting())

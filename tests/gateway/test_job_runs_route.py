@@ -12,10 +12,11 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.clock import ManualClock
-from tests.gateway.conftest import Sidecar, SidecarFactory, until
+from tests.gateway.conftest import Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Error
 from tests.sim.webhook_sim import WebhookSim
+from tests.waiting import wait_until
 
 START = datetime(2025, 6, 1, 7, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
 
@@ -42,7 +43,7 @@ async def runs(sc: Sidecar, job_id: str, limit: str = "") -> dict[str, Any]:
 async def run_now(sc: Sidecar, job_id: str) -> None:
     status, data, _ = await sc.call("POST", f"/cron/jobs/{job_id}/run")
     assert status == 202, data
-    await until(lambda: not sc.kernel.cron._runs)
+    await wait_until(lambda: not sc.kernel.cron._runs)
 
 
 async def test_runs_show_each_outcome_and_reason(

@@ -16,11 +16,12 @@ import pytest
 
 from kernel.mcp.manager import runtime_names
 from tests.conftest import free_port
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.mcp.conftest import alive, mcp_toml, stdio_server
 from tests.mcp.test_http import KEY, HTTPServer
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply, tool_reply
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -101,7 +102,7 @@ async def test_a_stdio_server_restarts_with_a_new_process(
     assert status == 200 and (data["name"], data["state"]) == ("local", "connected")
     after = (await sc.kernel.tools.call("mcp_local__pid", {})).content
     assert after != before
-    await until(lambda: not alive(int(before)))
+    await wait_until(lambda: not alive(int(before)))
     status, data, _ = await sc.call("POST", "/mcp/servers/nope/restart")
     assert (status, data["error"]["code"]) == (404, "mcp_server_not_found")
 

@@ -8,10 +8,11 @@ import tomllib
 
 from kernel.runtime import child_env
 from tests.conftest import SECRET_KEY
-from tests.gateway.conftest import SidecarFactory, until
+from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply
+from tests.waiting import wait_until
 
 NEW_KEY = "sk-new-key-abcdefghijklmnop"
 
@@ -46,7 +47,7 @@ async def test_provider_change_applies_at_once_and_only_in_runtime_toml(
         assert NEW_KEY in (headers.get("x-api-key", ""), headers.get("Authorization", "")[7:])
         assert anthropic_sim.requests == []
         # The replaced client was closed once no turn used it (no pool left open).
-        await until(lambda: not sc.kernel.agent.selection.retiring())
+        await wait_until(lambda: not sc.kernel.agent.selection.retiring())
     finally:
         await other.stop()
     assert sc.config_path.read_bytes() == config_before

@@ -13,10 +13,11 @@ from typing import Any
 import aiohttp
 
 from kernel.agent.agent import SessionKey
-from tests.gateway.conftest import Sidecar, SidecarFactory, message, sse_events, until
+from tests.gateway.conftest import Sidecar, SidecarFactory, message, sse_events
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Reply, Text, ToolUse, text_reply
+from tests.waiting import wait_until
 
 PNG = base64.b64encode(
     bytes.fromhex(
@@ -41,7 +42,7 @@ async def conversation(sc: Sidecar, session_id: str, **key: str) -> tuple[str, i
 
 
 async def idle(sc: Sidecar, conv: str) -> None:
-    await until(lambda: not sc.kernel.agent.sessions.is_busy(conv))
+    await wait_until(lambda: not sc.kernel.agent.sessions.is_busy(conv))
 
 
 async def test_json_reply_and_events(
@@ -311,7 +312,7 @@ async def test_same_chat_waits_for_its_running_turn(
             await anthropic_sim.wait_for_requests(1)  # the first turn is at the model
         conv, session_id = await conversation(sc, "q1")
         second = asyncio.create_task(sc.process("two", session_id="q1"))
-        await until(lambda: sc.kernel.agent.sessions.waiting(conv) > 0)
+        await wait_until(lambda: sc.kernel.agent.sessions.waiting(conv) > 0)
         assert len(anthropic_sim.requests) == 1  # queued, not run alongside
         await sc.call("POST", f"/agent/turns/{first.headers['X-Turn-Id']}/cancel")
         assert [e async for e in events][-1] == "[DONE]"
@@ -367,7 +368,7 @@ async def test_many_chats_leave_no_state_behind_and_a_direct_tool_waits_its_turn
 
     anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), chunk_delay=0.3))
     turn = asyncio.ensure_future(sc.process("take your time", session_id="busy"))
-    await until(lambda: len(anthropic_sim.requests) == 31)
+    await wait_until(lambda: len(anthropic_sim.requests) == 31)
     body = {
         "input": [message("x")],
         "session_id": "busy",
@@ -387,7 +388,7 @@ async def test_a_json_client_that_goes_away_cancels_its_turn(
     sc = await sidecar(anthropic_sim)
     anthropic_sim.enqueue(Reply(Text("never", chunks=["nev", "er"]), stall_after=3))
     request = asyncio.ensure_future(sc.process("long question", session_id="s-left"))
-    await until(lambda: len(anthropic_sim.requests) == 1)
+    await wait_until(lambda: len(anthropic_sim.requests) == 1)
     conv, session_id = await conversation(sc, "s-left")
     turn = sc.kernel.agent.sessions.conversation(conv).turn
     assert turn is not None and not turn.done

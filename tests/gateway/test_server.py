@@ -21,9 +21,10 @@ from kernel.core.logs import setup_logging
 from kernel.gateway.routes import ROUTERS
 from kernel.gateway.server import Gateway
 from tests.conftest import SECRET_KEY, write_config
-from tests.gateway.conftest import API_KEY, SidecarFactory, message, until
+from tests.gateway.conftest import API_KEY, SidecarFactory, message
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply
+from tests.waiting import wait_until
 
 
 def assert_error(data: object, code: str) -> None:
@@ -427,7 +428,7 @@ async def test_shutdown_cancels_what_does_not_finish_in_time(
     key = SessionKey("console", "demo-user", "s-hang")
     opened = await sc.kernel.agent.sessions.open_session(key, create=False)
     assert opened is not None
-    await until(lambda: not sc.kernel.agent.sessions.is_busy(opened.conversation))
+    await wait_until(lambda: not sc.kernel.agent.sessions.is_busy(opened.conversation))
     stored = await sc.kernel.store.load_messages(opened.row.id)
     assert [m.role for m in stored] == ["user"]  # the question is kept; nothing dangles
     assert json.dumps([m.text for m in stored]) == '["hang"]'

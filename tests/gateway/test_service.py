@@ -17,6 +17,7 @@ from tests.gateway.conftest import API_KEY
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.posix]  # a real `python -m kernel` process
 # posix: ordered shutdown on SIGTERM
@@ -37,12 +38,14 @@ async def started(process: asyncio.subprocess.Process) -> tuple[str, list[str]]:
 
 async def telegram_started(url: str) -> Any:
     """/healthz once the Telegram channel is past "starting" (the sidecar answers first)."""
-    async with asyncio.timeout(30):
-        while True:
-            health = await asyncio.to_thread(call, url + "/healthz")
-            if health["channels"]["telegram"]["state"] != "starting":
-                return health
-            await asyncio.sleep(0.05)
+    health: dict[str, Any] = {}
+
+    async def past_starting() -> bool:
+        health.update(await asyncio.to_thread(call, url + "/healthz"))
+        return bool(health["channels"]["telegram"]["state"] != "starting")
+
+    await wait_until(past_starting, what="Telegram past starting")
+    return health
 
 
 def call(url: str, method: str = "GET", body: Any = None) -> Any:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from tests.gateway.conftest import SidecarFactory, until
+from tests.gateway.conftest import SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import text_reply
+from tests.waiting import wait_until
 
 
 def titles(sim: OpenAISim) -> str:
@@ -24,8 +25,8 @@ async def test_http_chats_are_titled_unless_named(
 
     status, data = await sc.process("plan a trip to Kyoto", session_id="trip")
     assert status == 200
-    await until(lambda: len(openai_sim.requests) == 1)
-    await until(lambda: not sc.kernel.agent.background)
+    await wait_until(lambda: len(openai_sim.requests) == 1)
+    await wait_until(lambda: not sc.kernel.agent.background)
     _, chat, _ = await sc.call("GET", f"/chats/{data['chat_id']}")
     assert chat["name"] == "Trip to Kyoto"
 
@@ -33,6 +34,6 @@ async def test_http_chats_are_titled_unless_named(
     status, created, _ = await sc.call("POST", "/chats", body)
     assert status in (200, 201)
     status, data = await sc.process("hello", session_id="named")
-    await until(lambda: not sc.kernel.agent.background)
+    await wait_until(lambda: not sc.kernel.agent.background)
     _, chat, _ = await sc.call("GET", f"/chats/{data['chat_id']}")
     assert chat["name"] == "My own name" and len(openai_sim.requests) == 1

@@ -3,7 +3,6 @@ server, mcp-server-time, streamable HTTP on loopback), wired to a model simulato
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from tests.conftest import write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.telegram.conftest import bot  # noqa: F401  # the Telegram harness, for /status
+from tests.waiting import wait_until as wait_until  # tests/telegram imports it here
 
 SERVER_SCRIPT = Path(__file__).with_name("stdio_server.py")
 
@@ -112,16 +112,6 @@ async def mcp_kernel(tmp_path: Path) -> AsyncIterator[MCPKernel]:
     yield factory
     for kernel in started:
         await kernel.stop()
-
-
-async def wait_until(predicate: Callable[[], bool], within: float = 15.0) -> None:
-    """Poll until ``predicate()`` holds; fail the test (not hang it) after ``within`` s."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def alive(pid: int) -> bool:

@@ -16,9 +16,10 @@ from kernel.console.chat import ConsoleChat
 from kernel.core.errors import CodedError
 from kernel.core.i18n import t
 from kernel.mcp.manager import runtime_names
-from tests.mcp.conftest import MCPKernel, alive, mcp_toml, stdio_server, wait_until
+from tests.mcp.conftest import MCPKernel, alive, mcp_toml, stdio_server
 from tests.mcp.test_config import load
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.waiting import wait_until
 
 
 def test_merge_by_name_replaces_in_place_and_appends() -> None:

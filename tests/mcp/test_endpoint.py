@@ -24,9 +24,10 @@ from kernel.core.logs import LIBRARY_FLOORS
 from kernel.delegate.approvals import RunGrant
 from kernel.memory import scopes
 from kernel.tools.registry import ToolContext
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.gateway.conftest import sidecar as sidecar  # the fixture
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.waiting import wait_until
 
 BASH = {"command": "git status", "description": "Show the working tree status"}
 
@@ -92,7 +93,7 @@ def open_grant(sc: Sidecar, *, timeout: float = 30.0, **context: Any) -> RunGran
 async def answer_next(sc: Sidecar, choice: int) -> Question:
     """Wait for the permission prompt, then press ``choice``."""
     asks = sc.kernel.agent.asks
-    await until(lambda: bool(asks.waiting()))
+    await wait_until(lambda: bool(asks.waiting()))
     question = asks.waiting()[0]
     asks.answer(question.id, choice)
     return question
@@ -172,7 +173,7 @@ async def test_timeout_and_cancel_deny(sidecar: SidecarFactory, model: Anthropic
         call = asyncio.create_task(
             session.call_tool("approve", {"tool_name": "Bash", "input": BASH})
         )
-        await until(lambda: bool(sc.kernel.agent.asks.waiting()))
+        await wait_until(lambda: bool(sc.kernel.agent.asks.waiting()))
         sc.kernel.approvals.close(grant)  # the delegation ended (/cancel) while asking
         denied = verdict(await call)
     assert denied["behavior"] == "deny" and "cancelled" in denied["message"]

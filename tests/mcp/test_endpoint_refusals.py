@@ -13,9 +13,10 @@ import aiohttp
 import pytest
 
 from kernel.gateway.routes.mcp_endpoint import ENDPOINT
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, until
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.gateway.conftest import sidecar as sidecar  # the fixture
 from tests.mcp.test_endpoint import BASH, answer_next, client, model, open_grant
+from tests.waiting import wait_until
 
 __all__ = ["model"]  # the fixture, shared
 
@@ -205,7 +206,7 @@ async def test_stopping_the_sidecar_ends_calls_in_flight(
             return await session.call_tool("approve", {"tool_name": "Bash", "input": BASH})
 
     call = asyncio.create_task(ask_and_wait())
-    await until(lambda: bool(asks.waiting()))
+    await wait_until(lambda: bool(asks.waiting()))
     await sc.gateway.stop()  # not after the hour: the call in flight is cancelled
     assert not asks.waiting()  # the question was withdrawn
     assert sc.kernel.approvals.endpoint_url is None
@@ -251,7 +252,7 @@ async def test_stopping_the_sidecar_ends_the_2026_protocols_calls_and_streams(
             return response.status, await response.read()
 
     calls = [asyncio.create_task(send(approve)), asyncio.create_task(send(listen))]
-    await until(lambda: bool(asks.waiting()))
+    await wait_until(lambda: bool(asks.waiting()))
     async with asyncio.timeout(40):  # not the 600 s drain: the stop cancels them
         await sc.gateway.stop()
         await asyncio.gather(*calls, return_exceptions=True)  # both connections ended
@@ -303,11 +304,11 @@ async def test_a_client_going_away_withdraws_its_question(
 
     sc.kernel.channel_registry.asker = Shown()
     call = asyncio.create_task(ask_and_wait())
-    await until(lambda: bool(asks.waiting()))
+    await wait_until(lambda: bool(asks.waiting()))
     call.cancel()  # the client is killed while the owner is asked
     with pytest.raises(asyncio.CancelledError):
         await call
-    await until(lambda: not asks.waiting())  # not left to its timeout
+    await wait_until(lambda: not asks.waiting())  # not left to its timeout
 
 
 class Shown:
@@ -333,7 +334,7 @@ async def test_the_owners_client_is_asked_through_the_asker(
         call = asyncio.create_task(
             session.call_tool("approve", {"tool_name": "Bash", "input": BASH})
         )
-        await until(lambda: bool(shown.events))
+        await wait_until(lambda: bool(shown.events))
         assert "git status" in shown.events[0].question
         sc.kernel.agent.asks.answer(shown.events[0].id, 0)
         result = await call

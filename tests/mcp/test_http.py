@@ -13,8 +13,9 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.responses import JSONResponse
 
-from tests.mcp.conftest import MCPKernel, free_port, wait_until
+from tests.mcp.conftest import MCPKernel, free_port
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.waiting import wait_until
 
 KEY = "sesame-0123456789abcdef"
 

@@ -20,13 +20,14 @@ from kernel.core.events import (
     ToolResult,
 )
 from kernel.store.usage import UsageFilter
-from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server, wait_until
+from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server
 from tests.mcp.test_results import PNG
 from tests.mcp.test_turn import tool_results
 from tests.sim.anthropic_sim import AnthropicSim, system_text, without_cache_control
 from tests.sim.script import Reply, ToolUse, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
+from tests.waiting import wait_until
 
 BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{64,}")
 

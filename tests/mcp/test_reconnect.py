@@ -11,8 +11,9 @@ import pytest
 
 from kernel.core.i18n import t
 from tests.clock import ManualClock
-from tests.mcp.conftest import MCPKernel, alive, stdio_server, wait_until
+from tests.mcp.conftest import MCPKernel, alive, stdio_server
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.waiting import wait_until
 
 
 async def test_a_call_that_loses_the_connection_is_retried_once(

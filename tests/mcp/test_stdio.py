@@ -12,9 +12,10 @@ import pytest
 from kernel.agent.agent import UserInput
 from kernel.core.events import Completed, ToolCall
 from kernel.core.i18n import t
-from tests.mcp.conftest import MCPKernel, alive, stdio_server, time_server, wait_until
+from tests.mcp.conftest import MCPKernel, alive, stdio_server, time_server
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, ToolUse
+from tests.waiting import wait_until
 
 
 async def test_tools_are_registered_and_results_converted(

@@ -11,10 +11,11 @@ import pytest
 from kernel.agent.agent import UserInput
 from kernel.core.events import Completed, ToolCall, ToolResult
 from kernel.mcp.connection import TASK_REQUIRED
-from tests.mcp.conftest import MCPKernel, stdio_server, time_server, wait_until
+from tests.mcp.conftest import MCPKernel, stdio_server, time_server
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Reply, Text, ToolUse, text_reply, tool_reply
+from tests.waiting import wait_until
 
 Sim = AnthropicSim | OpenAISim
 

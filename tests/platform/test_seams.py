@@ -22,6 +22,7 @@ from kernel.delegate import runner
 from kernel.delegate.formats import formatter_for
 from kernel.delegate.runner import CLIProcess, RunRequest
 from tests.conftest import write_config
+from tests.waiting import wait_until
 
 
 def touch(path: Path) -> Path:
@@ -247,9 +248,8 @@ async def test_the_service_stops_on_the_windows_handler(tmp_path: Path) -> None:
     original, entry.install_stop = entry.install_stop, windows_stop
     try:
         task = asyncio.create_task(serve(config))
-        while signal.SIGINT not in handlers:
-            assert not task.done()
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: signal.SIGINT in handlers or task.done())
+        assert not task.done()
         await asyncio.sleep(0.2)  # let it get some way into the start-up
         handlers[signal.SIGINT](signal.SIGINT, None)
         await asyncio.wait_for(task, 60)

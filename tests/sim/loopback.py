@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Self
 
 from aiohttp import web
+
+from tests.waiting import event_or_tick, wait_until
 
 
 class LoopbackServer:
@@ -23,12 +24,13 @@ class LoopbackServer:
         condition: Callable[[], bool],
         timeout: float = 30,  # noqa: ASYNC109 (the documented API)
     ) -> None:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                self._arrived.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.02):
-                        await self._arrived.wait()
+        """``tests.waiting.wait_until``, rechecked as soon as a request arrives."""
+
+        async def pause() -> None:
+            self._arrived.clear()
+            await event_or_tick(self._arrived)
+
+        await wait_until(condition, timeout=timeout, pause=pause)
 
     def routes(self, app: web.Application) -> None:
         raise NotImplementedError

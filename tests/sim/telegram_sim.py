@@ -63,6 +63,7 @@ from tests.sim.telegram_html import (
     parse_entities,
     utf16_len,
 )
+from tests.waiting import event_or_tick, wait_until
 
 
 def words(text: str) -> list[str]:
@@ -909,16 +910,8 @@ class TelegramSim:
         condition: Callable[[], bool],
         timeout: float = 30,  # noqa: ASYNC109 (the documented API)
     ) -> None:
-        """Return once `condition()` holds; it is rechecked on every event and every 20 ms."""
-        try:
-            async with asyncio.timeout(timeout):
-                while not condition():
-                    pulse = self._pulse
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(0.02):
-                            await pulse.wait()
-        except TimeoutError:
-            raise TimeoutError(f"condition not met within {timeout}s") from None
+        """``tests.waiting.wait_until``, rechecked on every Bot API event."""
+        await wait_until(condition, timeout=timeout, pause=lambda: event_or_tick(self._pulse))
 
     def get_me_json(self) -> JSON:
         return self.bot_user | {

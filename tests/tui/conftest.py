@@ -3,20 +3,18 @@ to a live sidecar (the gateway suite's harness)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from tests.gateway.conftest import sidecar as sidecar  # noqa: F401 - the fixture, shared
+from tests.waiting import wait_until
 
 TEXTUAL_MISSING = "kernel tui needs Textual: uv sync --extra tui (or the dev group)"
 
 
 async def until(pilot: Any, condition: Callable[[], bool], seconds: float = 30) -> None:
     """Return once ``condition()`` holds, letting the app run between checks."""
-    async with asyncio.timeout(seconds):
-        while not condition():
-            await pilot.pause(0.02)
+    await wait_until(condition, timeout=seconds, pause=lambda: pilot.pause(0.02))
 
 
 def lines(app: Any, kind: str | None = None) -> list[str]:

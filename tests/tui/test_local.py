@@ -97,7 +97,9 @@ async def test_a_question_is_answered_in_the_modal(
     app = KernelTui(LocalBackend(kernel))
     async with app.run_test() as pilot:
         await send(pilot, "ask me")
-        await until(pilot, lambda: isinstance(app.screen, AskScreen))
+        await until(
+            pilot, lambda: isinstance(app.screen, AskScreen) and bool(app.screen.query("#question"))
+        )
         modal = app.screen
         assert modal.query_one("#question", TextLine).text == "Tea or coffee?"
         labels = [str(b.label) for b in modal.query("Button")]

@@ -45,7 +45,10 @@ async def test_chats_listed_a_conversation_an_approval_and_cancel_over_http(
             assert app.chat.ident == made["id"]  # the most recent chat is open
 
             await send(pilot, "remember jazz")
-            await until(pilot, lambda: isinstance(app.screen, AskScreen))
+            await until(
+                pilot,
+                lambda: isinstance(app.screen, AskScreen) and bool(app.screen.query("#question")),
+            )
             assert app.screen.ask.kind == "approval"
             assert "likes jazz" in app.screen.query_one("#question", TextLine).text
             await pilot.press("1")

@@ -17,6 +17,7 @@ from tests.conftest import kernel_env, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.tui.conftest import TEXTUAL_MISSING
+from tests.waiting import wait_until
 
 pytest.importorskip("textual", reason=TEXTUAL_MISSING)
 pty = pytest.importorskip("pty", reason="needs a pseudo-terminal (POSIX)")
@@ -50,9 +51,7 @@ class Screen:
         return ESCAPES.sub("", self.raw.decode("utf-8", "replace"))
 
     async def until(self, word: str, seconds: float = 60) -> None:
-        async with asyncio.timeout(seconds):
-            for _ in iter(lambda: word in self.text(), True):
-                await asyncio.sleep(0.05)
+        await wait_until(lambda: word in self.text(), timeout=seconds, what=repr(word))
 
     def type(self, data: bytes) -> None:
         os.write(self.fd, data)

@@ -25,6 +25,7 @@ from kernel.web.extract import readable
 from kernel.web.fetch import fetch
 from kernel.web.worker import EXTRACTOR, THREAD_LIMIT, Extractor, command
 from tests.conftest import free_port
+from tests.waiting import wait_until
 from tests.web.site import Site, big_html
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,13 +71,6 @@ def cpu_ticks(pid: int) -> int:
 
 def environ(pid: int) -> bytes:
     return Path(f"/proc/{pid}/environ").read_bytes()
-
-
-async def until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"waited {WAIT:g} s for {what}"
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -155,7 +149,7 @@ async def test_a_worker_killed_between_pages_is_replaced_unseen(extractor: Extra
     pid = extractor.pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    await until(lambda: gone(pid), "the worker to die")
+    await wait_until(lambda: gone(pid), timeout=WAIT, what="the worker to die")
     assert await extractor.readable(PAGE, within=WAIT) == first
     assert extractor.pid not in (None, pid)
 
@@ -166,7 +160,7 @@ async def test_a_worker_killed_during_a_page_fails_that_page_only(extractor: Ext
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)  # it cannot answer before it is killed
     reading = asyncio.create_task(extractor.readable(PAGE, within=WAIT))
-    await until(lambda: extractor.busy, "the page to be sent")
+    await wait_until(lambda: extractor.busy, timeout=WAIT, what="the page to be sent")
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(ToolError, match="the extraction worker stopped"):
         await reading
@@ -199,7 +193,7 @@ async def test_a_cancelled_read_returns_at_once_and_the_worker_goes_on(
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
     started = asyncio.create_task(extractor.readable(PAGE, within=WAIT))
-    await until(lambda: extractor.busy, "the page to be sent")
+    await wait_until(lambda: extractor.busy, timeout=WAIT, what="the page to be sent")
     queued = asyncio.create_task(extractor.readable(SMALL, within=WAIT))
     await asyncio.sleep(0)
     for task in (started, queued):
@@ -207,7 +201,7 @@ async def test_a_cancelled_read_returns_at_once_and_the_worker_goes_on(
         with pytest.raises(asyncio.CancelledError):
             await task
     os.kill(pid, signal.SIGCONT)  # the page being read finishes in the background
-    await until(lambda: not extractor.busy, "the background page to finish")
+    await wait_until(lambda: not extractor.busy, timeout=WAIT, what="the background page to finish")
     assert extractor.pid == pid
     assert await extractor.readable(SMALL, within=WAIT) == readable(SMALL)
 
@@ -219,7 +213,7 @@ async def test_an_idle_worker_ends_and_the_next_page_starts_another() -> None:
         await extractor.readable(SMALL, within=WAIT)
         pid = extractor.pid
         assert pid is not None
-        await until(lambda: not extractor.running, "the idle worker to end")
+        await wait_until(lambda: not extractor.running, timeout=WAIT, what="the idle worker to end")
         assert gone(pid)
         assert children() <= before
         assert await extractor.readable(SMALL, within=WAIT) == readable(SMALL)

@@ -24,6 +24,7 @@ from kernel.gateway.console.auth import cookie_name
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply, tool_reply
+from tests.waiting import wait_until
 from tests.webconsole.chromium import ARGS, CHROMIUM
 
 if not Path(CHROMIUM).is_file():
@@ -316,11 +317,11 @@ async def test_edit_and_delete_a_memory_then_undo(console: Opener) -> None:
 
 async def until_async(read: Callable[[], Awaitable[Any]], wanted: Any) -> None:
     """Wait (30 s at most) until ``await read()`` is ``wanted``."""
-    async with asyncio.timeout(30):
-        while True:
-            if await read() == wanted:
-                return
-            await asyncio.sleep(0.05)
+
+    async def matches() -> bool:
+        return bool(await read() == wanted)
+
+    await wait_until(matches, what=f"{wanted!r} read")
 
 
 async def test_pause_and_run_a_job(console: Opener) -> None:
