@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from kernel.check import _bounded, _provider  # noqa: E402
 from kernel.config import load_config  # noqa: E402
+from kernel.core.i18n import set_language  # noqa: E402
 
 KEY = "sk-ant-bench-0123456789abcdef"
 
@@ -74,6 +75,7 @@ def write_config(folder: Path, port: int, connect_timeout: float = 2.0) -> Path:
 
 async def probe(path: Path) -> tuple[float, str]:
     config = load_config(path, env={"KERNEL_LANGUAGE": "en"}, require_telegram=False)
+    set_language(config.general.language)  # as `kernel check` does
     started = time.perf_counter()
     line = await _bounded(
         "provider main", lambda: _provider(config, "main"), config.general.check_timeout

@@ -16,6 +16,8 @@ benchmark's own.
    for the final reply to be delivered: a message sent during a turn is dropped by design).
 3. Update available -> placeholder: ``inject_text`` -> the bot's ``sendMessage`` of
    "Working on a reply…" arriving at the simulator; and inject -> final reply visible.
+4. Kernel's CPU per 100 exchanges: the child's user + system time (``/proc/<pid>/stat``)
+   over the exchanges, divided by their number.
 
     uv run python bench/telegram_bot.py [--exchanges 1000] [--starts 5] [--latency-samples 200]
 """
@@ -130,6 +132,12 @@ class Child:
     @property
     def alive(self) -> bool:
         return self.proc.returncode is None
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the child has used so far (``/proc/<pid>/stat``)."""
+        with open(f"/proc/{self.pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def memory(self) -> Memory:
         fields: dict[str, str] = {}
@@ -356,6 +364,7 @@ class Run:
     paced: int = 0
     pace: float = 0.0
     elapsed_s: float = 0.0
+    cpu_s: float = 0.0  # the child's CPU over the exchanges
     exit_code: int | None = None
     trace: list[str] = field(default_factory=list)
 
@@ -395,7 +404,7 @@ async def measure_exchanges(
         snapshots: dict[int, tracemalloc.Snapshot] = {}
         if trace:
             await snapshot(svc)  # starts tracing in the child
-        began = time.monotonic()
+        began, cpu_began = time.monotonic(), child.cpu_s()
         for n in range(1, total + 1):
             if 2 <= n <= paced + 1:
                 await asyncio.sleep(pace)
@@ -411,6 +420,7 @@ async def measure_exchanges(
                     f"{time.monotonic() - began:.1f} s"
                 )
         run.elapsed_s = time.monotonic() - began
+        run.cpu_s = child.cpu_s() - cpu_began
         if trace and len(snapshots) >= 2:
             run.trace = trace_growth(snapshots)
         await child.stop()
@@ -543,6 +553,7 @@ def report_run(run: Run) -> None:
         f"({len(ex) / run.elapsed_s:.1f}/s); exit {run.exit_code} on SIGTERM"
     )
     print(f"Bot API calls per exchange: {sum(methods.values()) / len(ex):.2f} ({per})")
+    print(f"Kernel's CPU: {run.cpu_s * 100 / len(ex):.2f} s per 100 exchanges")
     retried = [i + 1 for i, e in enumerate(ex) if e.busy_retries]
     if retried:
         print(

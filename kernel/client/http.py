@@ -84,6 +84,8 @@ def transport_error(url: str, exc: httpx.TransportError) -> SidecarUnreachable:
     detail is the system's reason or the error's kind, never a header or the key."""
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return SidecarUnreachable(t("client.unreachable", url=url, detail=_reason(exc)))
+    if isinstance(exc, httpx.TimeoutException):  # no answer in time: as the CLI always said
+        return SidecarUnreachable(t("client.unreachable", url=url, detail="timed out"))
     return SidecarUnreachable(t("client.broken", url=url, detail=type(exc).__name__))
 
 

@@ -2,8 +2,8 @@
 ``/v1/chat/completions`` and ``/v1/responses``: OpenAI's): their errors (:class:`V1Error`,
 in English, never the catalogue's), the body reader, validation of a body's top-level
 fields by a pydantic model (:func:`validate`), the model names served
-(:func:`resolve_model`), a provider's failure in terms the SDKs act on, and the answer's
-flow (:func:`answer`: first event, then JSON or a stream)."""
+(:func:`resolve_model`), a provider's failure in terms the SDKs act on, and the one
+problems table (:data:`PROBLEMS`). The answer's flow is :mod:`kernel.gateway.model_api`."""
 
 from __future__ import annotations
 

@@ -47,6 +47,7 @@ from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim, _Fault
 from tests.telegram.conftest import Factory
 from tests.telegram.virtual import JumpClock
+from tests.waiting import wait_until
 
 MARK = "↻ "
 OTHER = 777
@@ -487,9 +488,7 @@ async def wait_for_attempt(r: Rig, row_id: int, *, attempts: int = 1) -> None:
         row = await r.mailbox.outbox_row(row_id)
         return row is not None and row.attempts >= attempts and row.state == "pending"
 
-    async with asyncio.timeout(30):
-        while not await tried():  # noqa: ASYNC110 (a row in the database has no event)
-            await asyncio.sleep(0.02)
+    await wait_until(tried, what=f"outbox row {row_id} tried {attempts} time(s)")
 
 
 async def test_a_refused_reply_is_told_once_in_plain_words(rig: Make) -> None:
