@@ -164,6 +164,10 @@ async def test_the_busy_notice_drops_only_what_it_held_not_the_offline_batch(
     h = await bot()
     h.model.enqueue(text_reply("before"))
     assert await h.converse("hello") == "before"
+    # The outage must catch only incoming messages: were the first turn's last outbox row
+    # (its placeholder's removal) still due, it would back off through the outage and the
+    # next turn would rightly send no placeholder ahead of it.
+    await h.settle()
     h.tg.fail_everything(502)  # an outage: three messages wait under the offline notice
     for text, ago in (("one", 300), ("two", 240), ("three", 180)):
         update = h.tg.inject_text(text)
