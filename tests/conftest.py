@@ -53,7 +53,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On Windows, a test marked ``posix`` is skipped with the reason (issue 22)."""
+    """Tests marked ``long`` go first: xdist hands the first items out first, so they run
+    beside the rest of the suite rather than at its end. On Windows, a test marked
+    ``posix`` is skipped with the reason (issue 22)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable
     if os.name != "nt":
         return
     skip = pytest.mark.skip(reason="needs POSIX (the posix marker): not run on Windows")
