@@ -178,7 +178,9 @@ async def test_the_busy_notice_drops_only_what_it_held_not_the_offline_batch(
     gate = asyncio.Event()
     h.model.enqueue(Reply(Text("slow answer"), gate=gate))
     h.tg.inject_text("first")
-    await h.tg.wait_until(lambda: len(h.model.requests) == 2 and PLACEHOLDER in h.texts())
+    # The turn is at the model (held by the gate). No placeholder is asked for: one is
+    # rightly skipped while an outbox row of this chat (the offline notice's) is still due.
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2)
     h.tg.inject_text("second")
     await h.tg.wait_until(lambda: any("new messages received: 1" in x for x in h.texts()))
     [notice] = busy_notices(h)
