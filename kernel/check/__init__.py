@@ -304,6 +304,19 @@ def _probe_build(factory: Callable[[], Provider], config: Config) -> Provider:
     return provider
 
 
+async def _ping(provider: Provider, model: str) -> None:
+    """One tiny request, no retries: the answer's end, or the provider's error."""
+    request = ChatRequest(
+        model=model,
+        system="Reply with one word.",
+        messages=[Message("user", [TextBlock("ping")])],
+        max_tokens=8,
+    )
+    async for event in provider._stream(request):
+        if isinstance(event, Completion):
+            return
+
+
 async def _provider(config: Config, name: str) -> CheckLine:
     part = f"provider {name}"
     cfg = config.providers[name]
@@ -320,16 +333,8 @@ async def _provider(config: Config, name: str) -> CheckLine:
         )
     except Exception as exc:  # an SDK that cannot even be built
         return CheckLine(part, "fail" if is_default else "warn", type(exc).__name__)
-    request = ChatRequest(
-        model=cfg.default_model,
-        system="Reply with one word.",
-        messages=[Message("user", [TextBlock("ping")])],
-        max_tokens=8,
-    )
     try:
-        async for event in provider._stream(request):
-            if isinstance(event, Completion):
-                break
+        await _ping(provider, cfg.default_model)
     except KernelError as exc:
         fix = t("check.provider_fix", env=cfg.env_key)
         tried = t("check.provider_tried", url=shown_url(cfg.api_base))
@@ -415,16 +420,8 @@ async def _titles(config: Config) -> CheckLine:
             lambda: default_plugins().create_provider(titles_provider_config(titles)),
             config,
         )
-        request = ChatRequest(
-            model=config.titles.model,
-            system="Reply with one word.",
-            messages=[Message("user", [TextBlock("ping")])],
-            max_tokens=8,
-        )
         try:
-            async for event in provider._stream(request):
-                if isinstance(event, Completion):
-                    break
+            await _ping(provider, config.titles.model)
         finally:
             with contextlib.suppress(Exception):
                 await provider.aclose()
