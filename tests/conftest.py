@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import getpass
 import os
 import socket
 import sys
@@ -33,10 +34,27 @@ settings.register_profile("kernel", derandomize=True, database=None, **_NO_TIMIN
 settings.register_profile("explore", database=None, **_NO_TIMING)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kernel"))
 
-# Hypothesis's caches go to a folder of this test process (one per xdist worker), not into
-# the checkout, where another worker may be copying the tree (tests/test_deploy.py).
-_hypothesis_home = tempfile.TemporaryDirectory(prefix="kernel-tests-hypothesis-")
-set_hypothesis_home_dir(_hypothesis_home.name)
+# Hypothesis's caches go to one folder in the temporary directory, not into the checkout,
+# where another worker may be copying the tree (tests/test_deploy.py). It is kept from run
+# to run and shared by the xdist workers: the constants Hypothesis reads from every module
+# at collection (2 s of CPU a worker) are then read once (its files are written whole,
+# under their source's hash). The example database is off (the profile above).
+# A folder there that is not this user's own (another user made it first) is not used.
+_private_home = tempfile.TemporaryDirectory(prefix="kernel-tests-hypothesis-")
+
+
+def _hypothesis_home() -> str:
+    home = Path(tempfile.gettempdir()) / f"kernel-tests-hypothesis-{getpass.getuser()}"
+    try:
+        home.mkdir(mode=0o700, exist_ok=True)
+        if home.is_symlink() or (hasattr(os, "getuid") and home.stat().st_uid != os.getuid()):
+            return _private_home.name
+    except OSError:
+        return _private_home.name
+    return str(home)
+
+
+set_hypothesis_home_dir(_hypothesis_home())
 
 
 WORKERS_PER_CPU = 3
@@ -66,7 +84,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    _hypothesis_home.cleanup()
+    _private_home.cleanup()
     _shadows.cleanup()
 
 

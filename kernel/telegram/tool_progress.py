@@ -1,12 +1,15 @@
-"""The progress line of a running tool (an MCP server's progress notifications).
+"""The progress line of a running tool: which tool runs, and its progress reports.
 
-The turn's ``tool_progress`` events arrive as fast as the tool reports; the chat shows
-"⏳ mcp_x__y: 3/10 …" in the turn's placeholder (or, when a question took the
+A tool call shows "⚙ Running mcp_x__y…" in the turn's placeholder; the turn's
+``tool_progress`` events (an MCP server's progress notifications) arrive as fast as the
+tool reports, and the chat shows "⏳ mcp_x__y: 3/10 …" there (or, when a question took the
 placeholder away, in a message of its own), edited at most once per ``interval``: the
-first report shows at once, later ones at the next allowed moment, and the newest
-always wins. When the reporting tool returns, no edit follows any more (a message of
-its own is deleted through the outbox: the reply says how it ended). An edit is never
-sent with unchanged text ("message is not modified").
+first line shows at once, later ones at the next allowed moment, and the newest always
+wins. A line the chat's rate budget thinned shows a moment later while the call runs (a
+30-second tool called right after a reply must not leave "Working on a reply…" up).
+When the call returns, no edit follows any more (a message of its own is deleted
+through the outbox: the reply says how it ended). An edit is never sent with unchanged
+text ("message is not modified").
 """
 
 from __future__ import annotations
@@ -56,10 +59,18 @@ class ToolProgressLine:
     def active(self) -> bool:
         return bool(self._calls)
 
+    async def running(self, call_id: str, name: str, placeholder: int) -> None:
+        """The call ``call_id`` of tool ``name`` started: the placeholder says so."""
+        await self._show(call_id, t("tg.working_tool", name=name), placeholder)
+
     async def report(self, event: ToolProgress, placeholder: int | None) -> None:
         """Show ``event`` now or at the next allowed moment, in ``placeholder`` if any."""
-        self._calls.add(event.id)
-        self._latest = t("tg.tool_progress", name=event.name, progress=event.text)
+        text = t("tg.tool_progress", name=event.name, progress=event.text)
+        await self._show(event.id, text, placeholder)
+
+    async def _show(self, call_id: str, text: str, placeholder: int | None) -> None:
+        self._calls.add(call_id)
+        self._latest = text
         if placeholder is not None and not self._own:
             self._target = placeholder
         now = self._clock()

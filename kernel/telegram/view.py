@@ -2,12 +2,13 @@
 
 Progress is silent, the answer notifies (issue 34: the owner's lock screen shows the
 answer's first words). The placeholder is sent with ``disable_notification`` and says
-what runs (:meth:`TurnView._set_progress`); the reply (or an error notice) comes as a
-new message, the only one of the turn that notifies (a long reply's later chunks are
-silent), and the placeholder is deleted right after it, never left dangling. The first
-plan of the turn (todo_write) takes the placeholder instead, and then the plan stays
-above the reply (``plan.py``). A finished delegate_to_cli call is folded into the
-reply: its outcome line in italics below the answer, its progress message deleted.
+what runs (the tool line, ``tool_progress.py``) or retries (``_set_progress``); the
+reply (or an error notice) comes as a new message, the only one of the turn that
+notifies (a long reply's later chunks are silent), and the placeholder is deleted
+right after it, never left dangling. The first plan of the turn (todo_write) takes the
+placeholder instead, and then the plan stays above the reply (``plan.py``). A finished
+delegate_to_cli call is folded into the reply: its outcome line in italics below the
+answer, its progress message deleted.
 The reply carries the chat's only 🔁: the one before loses it (``outbox.live_retry``).
 /cancel keeps what was streamed, marked cancelled, in the placeholder's place; with
 nothing streamed the placeholder goes. Drafts (``sendMessageDraft``) preview the reply
@@ -188,7 +189,7 @@ class TurnView:
                     elif event.name == PLAN_TOOL:
                         pass  # its plan event shows what it did
                     elif pending is not None:
-                        await self._note_tool(pending, event.name)
+                        await self._tool_line.running(event.id, event.name, pending)
                     elif self._plan.holds:
                         await self._plan.note(t("tg.working_tool", name=event.name))
                 elif isinstance(event, PlanUpdated):
@@ -467,12 +468,9 @@ class TurnView:
                 log.warning("forgetting the placeholder failed: %s", type(exc).__name__)
         return placeholder
 
-    async def _note_tool(self, message_id: int, name: str) -> None:
-        await self._set_progress(message_id, t("tg.working_tool", name=name))
-
     async def _set_progress(self, message_id: int, text: str) -> None:
-        """The silent progress surface (the placeholder) says ``text`` now: what runs,
-        a retry, a failover. Best effort: the answer still comes."""
+        """The silent progress surface (the placeholder) says ``text`` now: a retry.
+        Best effort: the answer still comes."""
         with contextlib.suppress(TelegramError):
             await self.bot.edit_message_text(
                 text,

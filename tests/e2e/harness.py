@@ -391,13 +391,15 @@ class Rig:
         await self.settle()
 
     async def settle(self, quiet: float = QUIET) -> None:
-        """Pacing, not a check: wait until Kernel made no Bot API call but getUpdates for
-        `quiet` seconds, so the owner's next message does not land in the turn's last
-        moments (it would get the busy notice, as it should)."""
+        """Pacing, not a check: wait until Kernel made no Bot API call but getUpdates and
+        the watchdog's getWebhookInfo (every 2.5 s here) for `quiet` seconds, so the
+        owner's next message does not land in the turn's last moments (it would get the
+        busy notice, as it should)."""
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(60):
             while True:
-                last = self.tg.calls[-1].at if self.tg.calls else 0.0
+                turn = (c.at for c in reversed(self.tg.calls) if c.method != "getWebhookInfo")
+                last = next(turn, 0.0)
                 idle = loop.time() - last
                 if idle >= quiet:
                     break

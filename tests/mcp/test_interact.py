@@ -5,6 +5,7 @@ Telegram button press."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ from kernel.core.events import (
     ToolResult,
 )
 from kernel.store.usage import UsageFilter
+from kernel.telegram.budget import RateBudget
 from tests.mcp.conftest import MCPKernel, mcp_toml, stdio_server
 from tests.mcp.test_results import PNG
 from tests.mcp.test_turn import tool_results
@@ -133,6 +135,39 @@ async def test_progress_shows_in_the_telegram_placeholder(bot: Factory, tmp_path
     ]
     (placeholder,) = {c.params["message_id"] for c in progress}
     assert [m.deleted for m in h.tg.history(OWNER) if m.message_id == placeholder] == [True]
+
+
+async def test_a_tool_line_the_budget_thinned_shows_while_the_tool_runs(
+    bot: Factory, tmp_path: Path
+) -> None:
+    """The chat is blocked (a 429 on the typing action) when the tool starts, so the rate
+    budget thins "⚙ Running …": it shows once the block is over, while the tool still
+    runs, instead of leaving "Working on a reply…" up for the whole call (the seeded
+    soak's kill during a tool found it: right after a reply, the line never came)."""
+    release = tmp_path / "release"
+    h = await bot(extra="progress_interval = 0.05\n" + mcp_toml([stdio_server("test")]))
+    gate = asyncio.Event()
+    h.model.enqueue(
+        tool_reply("mcp_test__steps", {"count": 0, "release": str(release)}, gate=gate),
+        text_reply("Done."),
+    )
+    h.tg.inject_text("run it")
+    await h.tg.wait_until(lambda: len(h.model.requests) == 1)  # the model has it (gated)
+    h.tg.fail("sendChatAction", status=429, retry_after=3)  # the next typing action
+    await h.tg.wait_until(lambda: any(c.status == 429 for c in h.tg.calls_to("sendChatAction")))
+    gate.set()  # the tool call comes while the chat is blocked
+
+    running = "⚙ Running mcp_test__steps…"
+    await h.tg.wait_until(
+        lambda: any(c.params.get("text") == running for c in h.tg.calls_to("editMessageText"))
+    )
+    limiter = h.channel.bot.rate_limiter
+    assert isinstance(limiter, RateBudget)
+    assert limiter.stats()["thinned"].get("progress", 0) >= 1  # it was thinned first
+    assert not release.exists()  # shown while the tool runs
+    release.touch()
+    await h.settle()
+    assert h.texts() == ["Done."]
 
 
 async def test_sampling_is_answered_by_the_active_model(
