@@ -44,12 +44,13 @@ _private_home = tempfile.TemporaryDirectory(prefix="kernel-tests-hypothesis-")
 
 
 def _hypothesis_home() -> str:
-    home = Path(tempfile.gettempdir()) / f"kernel-tests-hypothesis-{getpass.getuser()}"
     try:
+        user = str(os.getuid()) if hasattr(os, "getuid") else getpass.getuser()
+        home = Path(tempfile.gettempdir()) / f"kernel-tests-hypothesis-{user}"
         home.mkdir(mode=0o700, exist_ok=True)
         if home.is_symlink() or (hasattr(os, "getuid") and home.stat().st_uid != os.getuid()):
             return _private_home.name
-    except OSError:
+    except Exception:  # no user to name it by (getpass tried every way), or no folder
         return _private_home.name
     return str(home)
 
