@@ -34,6 +34,7 @@ from kernel.core.delivery import Target
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
 from kernel.core.redact import hide_quoted
+from kernel.core.tls import tls_context
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,9 @@ class QQChannel:
         if self._http is None or self._http.is_closed:
             # No proxy from the environment; a redirect is an answer, never followed (the
             # token stays with the configured API).
-            self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
+            self._http = httpx.AsyncClient(
+                trust_env=False, follow_redirects=False, verify=tls_context(trust_env=False)
+            )
         seconds = self.cfg.timeout_seconds
         try:
             async with (

@@ -43,6 +43,7 @@ from kernel.core.errors import ChannelError, StoreError
 from kernel.core.i18n import t
 from kernel.core.surrogates import mend
 from kernel.core.tasks import TaskSet
+from kernel.core.tls import tls_context
 from kernel.store.channels import ChannelStore, WebhookFailure
 
 log = logging.getLogger(__name__)
@@ -160,7 +161,9 @@ class WebhookChannel:
         """(status, problem): status None when no answer came (timeout, connection)."""
         if self._http is None or self._http.is_closed:
             # No proxy from the environment and no redirects (the URL is the owner's).
-            self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
+            self._http = httpx.AsyncClient(
+                trust_env=False, follow_redirects=False, verify=tls_context(trust_env=False)
+            )
         try:
             # timeout_seconds bounds the whole attempt, not each read.
             async with (

@@ -353,10 +353,11 @@ async def _telegram(config: Config) -> CheckLine:
         return CheckLine("telegram", "fail", t("config.missing_token"))
     from telegram import Bot
     from telegram.error import InvalidToken, TelegramError
-    from telegram.request import HTTPXRequest
+
+    from kernel.telegram.mending import MendingRequest
 
     general = config.general
-    request = HTTPXRequest(
+    request = MendingRequest(
         connect_timeout=general.check_connect_timeout, read_timeout=general.check_timeout
     )
     bot = Bot(

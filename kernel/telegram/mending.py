@@ -17,10 +17,16 @@ from telegram.request import BaseRequest, HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
 from kernel.core.surrogates import may_carry, mend_all
+from kernel.core.tls import tls_context
 
 
 class MendingRequest(HTTPXRequest):
-    """An :class:`HTTPXRequest` whose answers and requests hold no lone surrogate."""
+    """An :class:`HTTPXRequest` whose answers and requests hold no lone surrogate (and
+    whose client has the process's one TLS context: ``kernel.core.tls``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("httpx_kwargs", {"verify": tls_context()})
+        super().__init__(**kwargs)
 
     @staticmethod
     def parse_json_payload(payload: bytes) -> JSONDict:

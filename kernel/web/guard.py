@@ -18,12 +18,10 @@ Public API: :func:`guarded_client`, :class:`GuardedBackend`, :func:`address_prob
 from __future__ import annotations
 
 import asyncio
-import functools
 import ipaddress
 import logging
 import re
 import socket
-import ssl
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
@@ -32,6 +30,7 @@ import httpx
 
 from kernel.config.web import WebConfig
 from kernel.core.errors import ToolError
+from kernel.core.tls import tls_context
 
 log = logging.getLogger(__name__)
 
@@ -237,19 +236,13 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx's transport, no proxy, its connection pool on a :class:`GuardedBackend`."""
 
     def __init__(self, backend: GuardedBackend) -> None:
-        context = _ssl_context()
+        context = tls_context(trust_env=False)
         super().__init__(verify=context, trust_env=False)
         # httpx offers no public way to hand httpcore a network backend: the pool is
         # built again as httpx builds it (no proxy, HTTP/1.1), with the guarded backend.
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=context, http1=True, http2=False, network_backend=backend
         )
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """The verifying context (certifi's roots), built once: it reads the CA file."""
-    return httpx.create_ssl_context(trust_env=False)
 
 
 def _no_cookies() -> CookieJar:

@@ -28,6 +28,7 @@ from kernel.config import Config
 from kernel.config.web import SEARCH_ENDPOINTS, WebSearchConfig
 from kernel.core.capped import TooLarge, read_capped
 from kernel.core.errors import ToolError
+from kernel.core.tls import tls_context
 from kernel.core.untrusted import untrusted
 from kernel.tools.registry import ToolRegistry
 
@@ -254,7 +255,9 @@ async def _ask(request: SearchRequest, cfg: WebSearchConfig, name: str, agent: s
     try:
         async with (
             asyncio.timeout(cfg.timeout),
-            httpx.AsyncClient(timeout=cfg.timeout, follow_redirects=False) as client,
+            httpx.AsyncClient(
+                timeout=cfg.timeout, follow_redirects=False, verify=tls_context()
+            ) as client,
             client.stream(
                 request.method,
                 request.url,

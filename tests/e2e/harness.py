@@ -1,6 +1,7 @@
 """The real ``python -m kernel`` against the Telegram and Anthropic simulators, with faults.
 
     async with Rig(tmp_path) as rig:          # simulators up, nothing spawned yet
+                                              # (mcp=True: with the MCP test server)
         await rig.start()                     # the process, until its first poll returns
         rig.send("m1 SLOW")                   # the owner writes; the model streams slowly
         await rig.tg.wait_for(is_draft)       # … then the moment to kill comes
@@ -16,8 +17,9 @@ re-running a turn gets the same answer: ``ok m17`` for a plain message, and
   SLOW    the reply streams in pieces ``SLOW_DELAY`` seconds apart (kill during streaming)
   LONG    two chunks of ~3500 characters: ``ok m17 part 1/2 …`` and ``ok m17 part 2/2 …``
           (the second one is a sendMessage, not the placeholder's edit)
-  TOOL    a call of the MCP test server's ``nap`` (``TOOL_NAP`` s), then ``ok m17``
-  NAP     a short nap (0.3 s), then ``ok m17``
+  TOOL    a call of the MCP test server's ``nap`` (``TOOL_NAP`` s; ``Rig(mcp=True)``),
+          then ``ok m17``
+  NAP     a short nap (0.3 s, the same tool), then ``ok m17``
   CLI     a ``delegate_to_cli`` call to the stand-in CLI, then ``ok m17``
   POISON  400 invalid_request_error, as a provider refusing the message's content (as
           long as the text is anywhere in the request, like a real provider)
@@ -215,7 +217,7 @@ def ledger(messages: list[ChatMessage], tokens: list[str]) -> Ledger:
 class Rig:
     """Simulators, a data folder that survives restarts, and the Kernel process."""
 
-    def __init__(self, folder: Path, *, cli: bool = False, mcp: bool = True) -> None:
+    def __init__(self, folder: Path, *, cli: bool = False, mcp: bool = False) -> None:
         self.folder = folder
         self.tg = TelegramSim(port=free_port())
         self.model = LedgerModel()

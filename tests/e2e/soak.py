@@ -237,5 +237,5 @@ async def soak(
 ) -> Figures:
     """The seeded soak, or shard ``(number, count)`` of it (its slice of the steps)."""
     steps = shard_of(plan(seed, exchanges), shard)
-    async with Rig(folder) as rig:
+    async with Rig(folder, mcp=True) as rig:  # kill_tool runs an MCP tool
         return await Soak(rig, patience=patience).run(steps)

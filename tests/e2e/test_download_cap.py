@@ -69,7 +69,7 @@ async def test_undeclared_200_mb_voice_and_photo_are_refused_while_downloading(
     tmp_path: Path,
 ) -> None:
     async with OpenAISim() as stt:
-        rig = Rig(tmp_path, mcp=False)
+        rig = Rig(tmp_path)
         rig.extra_config = (
             f'\n[stt]\napi_base = "{stt.base_url}"\napi_key = "sk-stt-0123456789abcdef"\n'
             'model = "whisper-sim"\n'

@@ -60,7 +60,7 @@ async def test_sigkill_during_streaming_is_told_after_restart(tmp_path: Path) ->
 
 
 async def test_sigkill_during_a_tool_call_leaves_a_valid_history(tmp_path: Path) -> None:
-    async with Rig(tmp_path) as rig:
+    async with Rig(tmp_path, mcp=True) as rig:
         await rig.start()
         m1 = rig.send("m1 TOOL")
         await rig.wait_call(edits_to("mcp_test__nap"))  # the MCP tool runs (30 s nap)
@@ -75,7 +75,7 @@ async def test_sigkill_during_a_tool_call_leaves_a_valid_history(tmp_path: Path)
 
 
 async def test_sigkill_during_a_delegated_cli(tmp_path: Path) -> None:
-    async with Rig(tmp_path, cli=True, mcp=False) as rig:
+    async with Rig(tmp_path, cli=True) as rig:
         await rig.start()
         m1 = rig.send("m1 CLI")
         await rig.wait_until(rig.cli_record.exists, "the stand-in CLI running")
@@ -338,7 +338,7 @@ async def test_start_on_a_full_data_directory_comes_up_once_space_is_freed(
     if os.geteuid() != 0 or not await asyncio.to_thread(_mount_tmpfs, data, "4m"):
         pytest.skip("mounting a tmpfs needs root")
     try:
-        async with Rig(tmp_path, mcp=False) as rig:
+        async with Rig(tmp_path) as rig:
             filler = await asyncio.to_thread(_fill, data)
             await rig.spawn()
             proc = rig.proc

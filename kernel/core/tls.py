@@ -1,0 +1,25 @@
+"""The verifying TLS context of Kernel's HTTP clients, built once per process.
+
+Building one reads the whole CA bundle (~30 ms of CPU); httpx builds one for every client
+it makes, even one that only ever speaks plain HTTP to 127.0.0.1, and the Telegram
+channel alone makes two at each start. So every httpx client Kernel makes is handed this
+one (``verify=tls_context()``). It is the context httpx would build itself: certifi's
+roots, or SSL_CERT_FILE / SSL_CERT_DIR when ``trust_env``. Every client speaks HTTP/1.1
+(httpcore sets the context's ALPN to it at each connection), so sharing it changes
+nothing a server sees.
+
+Public API: :func:`tls_context`.
+"""
+
+from __future__ import annotations
+
+import functools
+import ssl
+
+import httpx
+
+
+@functools.cache
+def tls_context(*, trust_env: bool = True) -> ssl.SSLContext:
+    """httpx's verifying context (``trust_env`` as httpx's own flag), built once."""
+    return httpx.create_ssl_context(trust_env=trust_env)

@@ -1,0 +1,22 @@
+"""One TLS context per process (kernel/core/tls.py): building one reads the CA bundle
+(~30 ms of CPU), and the Telegram channel alone made two at each start."""
+
+from __future__ import annotations
+
+import httpx
+
+from kernel.core.tls import tls_context
+from kernel.telegram.mending import MendingRequest
+from kernel.telegram.polling import poll_request
+
+
+def _context_of(client: httpx.AsyncClient) -> object:
+    return client._transport._pool._ssl_context  # type: ignore[attr-defined]
+
+
+def test_the_telegram_requests_share_the_one_context_httpx_would_build() -> None:
+    requests = [MendingRequest(), poll_request()]
+    contexts = {id(_context_of(r._client)) for r in requests}
+    assert contexts == {id(tls_context())}
+    assert tls_context() is tls_context() and tls_context(trust_env=False) is not tls_context()
+    assert tls_context().verify_mode.name == "CERT_REQUIRED" and tls_context().check_hostname
