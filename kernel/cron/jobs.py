@@ -161,7 +161,7 @@ def parse_spec(
     their values). ``now`` (a create or an update): the job is about to be planned from
     then, so a once time must come after it and a run must be plannable; without it (a
     stored job being loaded) those are left to the scheduler."""
-    read = BodyReader(data, rules, now)
+    read = BodyReader(data)
     name = read("name")
     name = name.strip() if name is not None else None
     if base is None and not name:

@@ -11,7 +11,6 @@ reads from the checked body. A refusal keeps the API's codes and words
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,7 +20,9 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
+    WrapValidator,
 )
 from pydantic.fields import FieldInfo
 from pydantic.types import AllowInfNan, Strict
@@ -31,7 +32,6 @@ from kernel.config.channels import QQ_TARGET_TYPES
 from kernel.core.errors import CronError
 from kernel.core.i18n import t
 from kernel.cron import schedule as schedules
-from kernel.cron.schedule import Rules
 from kernel.cron.workflow import WorkflowModel, loose, parse_workflow
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -121,6 +121,15 @@ def _small_json(meta: dict[Any, Any]) -> dict[Any, Any]:
     return meta
 
 
+def _read_by_rules(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A schedule of another form is left as given: :func:`schedules.from_dict` refuses
+    it in its own words, which name the owner's time zone and shortest interval."""
+    try:
+        return handler(value)
+    except ValidationError:
+        return value
+
+
 class JobSpecModel(BaseModel):
     """A job as the API takes it (``POST``: ``name``, ``schedule`` and ``text`` or
     ``workflow`` required; ``PUT``: the fields given replace the job's). Absent and
@@ -133,7 +142,9 @@ class JobSpecModel(BaseModel):
     id: Annotated[Any, loose(pattern=JOB_ID_PATTERN)] = None
     name: JobName | None = None
     enabled: Annotated[bool, Strict()] = True
-    schedule: Annotated[ScheduleText, Strict()] | ScheduleObject | None = None
+    schedule: Annotated[
+        Annotated[ScheduleText, Strict()] | ScheduleObject | None, WrapValidator(_read_by_rules)
+    ] = None
     text: JobText | None = None
     workflow: WorkflowModel | None = None
     task_type: Literal["text", "workflow"] | None = None
@@ -151,13 +162,23 @@ _FIELDS: dict[str, TypeAdapter[Any]] = {
 }
 
 
+def check_body(data: dict[str, Any]) -> None:
+    """Every field of a body checked by its declaration, in the order :class:`BodyReader`
+    reads them: the first fault refused in its words (a ``CronError``). What needs
+    Kernel's state (the schedule, the channels, what is required) is left to
+    :func:`kernel.cron.jobs.parse_spec`."""
+    read = BodyReader(data)
+    for name in JobSpecModel.model_fields:
+        read(name)
+
+
 class BodyReader:
     """Reads a body's fields one at a time, each checked by its declaration in
     :class:`JobSpecModel` when it is read: a body with several faults is refused for
     the first one the reader meets, as the API documents it."""
 
-    def __init__(self, data: dict[str, Any], rules: Rules, now: datetime | None) -> None:
-        self.data, self.rules, self.now = data, rules, now
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
 
     def given(self, name: str) -> bool:
         return self.data.get(name) is not None
@@ -174,11 +195,8 @@ class BodyReader:
     def _refusal(self, field: str, errors: list[ErrorDetails]) -> CronError:
         error = min(errors, key=lambda e: len(e["loc"]))
         loc = (field, *(str(part) for part in error["loc"]))
-        raw = self.data[field]
-        if field == "schedule":
-            schedules.from_dict(raw, self.rules, self.now)  # raises: the schedule's words
         if field == "workflow":
-            parse_workflow(raw)  # raises: the workflow's own words
+            parse_workflow(self.data[field])  # raises: the workflow's own words
         if field == "task_type":
             kinds = ", ".join(TASK_TYPES)
             return CronError("invalid_request", t("cron.task_type", kinds=kinds), field=field)

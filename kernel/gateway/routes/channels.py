@@ -14,7 +14,14 @@ from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import AfterValidator, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    create_model,
+    model_validator,
+)
 
 from kernel.channels.qq_inbound import InboundError
 from kernel.config import CHANNEL_TYPES, QQ_TARGET_TYPES
@@ -33,11 +40,10 @@ from kernel.gateway.api import (
     deps_of,
     invalid,
     json_response,
-    read_object,
     refusal,
 )
 from kernel.gateway.apikey import authorized, caller_of
-from kernel.gateway.schema import BodyModel, OpenShape, Shape, documented, expecting, problem
+from kernel.gateway.schema import BodyModel, OpenShape, Shape, documented, expecting
 
 if TYPE_CHECKING:
     from kernel.gateway.deps import GatewayDeps
@@ -98,16 +104,43 @@ def settings_model(name: str) -> type[BodyModel]:
 
 
 def _all_settings() -> dict[str, Any]:
+    """Every type's fields; a field two types share is of one JSON type (so the union
+    validates each field as its own type's model does)."""
     fields: dict[str, Any] = {}
+    kinds: dict[str, str] = {}
     for name in CHANNEL_TYPES:
-        for field, info in settings_model(name).model_fields.items():
-            fields.setdefault(field, (info.annotation, None))
+        for field, kind in _fields(name).items():
+            if kinds.setdefault(field, kind) != kind:
+                raise TypeError(f"channels: {field} is {kind} in {name}, {kinds[field]} before")
+            annotation = settings_model(name).model_fields[field].annotation
+            fields.setdefault(field, (annotation, None))
     return fields
+
+
+class OneChannel(BodyModel):
+    """A change of the channel type the path names (``name`` in the validation's
+    context): only that type's fields are taken."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _that_types_fields(cls, data: Any, info: ValidationInfo) -> Any:
+        context = info.context or {}
+        if "name" not in context or not isinstance(data, dict):
+            return data
+        name = channel_name(context["name"])
+        fields = _fields(name)
+        unknown = [field for field in data if field not in fields]
+        if unknown:
+            allowed = ", ".join(fields)
+            raise invalid(t("gw.channel_field", field=unknown[0][:64], name=name, fields=allowed))
+        if not data:
+            raise invalid(t("gw.nothing_to_change", fields=", ".join(fields)))
+        return data
 
 
 ChannelSettings: type[BodyModel] = create_model(
     "ChannelSettings",
-    __base__=BodyModel,
+    __base__=OneChannel,
     __doc__="the settings of one channel type (fields depend on the type)",
     **_all_settings(),
 )
@@ -118,7 +151,11 @@ def settings_view(deps: GatewayDeps, name: str) -> dict[str, Any]:
 
 
 def _channel_name(request: web.Request) -> str:
-    name = request.match_info["name"]
+    return channel_name(request.match_info["name"])
+
+
+def channel_name(name: str) -> str:
+    """``name`` when it is a channel type, else refused (``channel_not_supported``)."""
     if name not in CHANNEL_TYPES:
         raise ChannelError(
             ChannelError.NOT_SUPPORTED,
@@ -199,20 +236,10 @@ async def get_channel(request: web.Request) -> web.Response:
     response=ChannelSettings,
     errors=(403,),
 )
-async def set_channel(request: web.Request) -> web.Response:
+async def set_channel(request: web.Request, given: OneChannel) -> web.Response:
+    """``given``: the body, only the named type's fields (checked by the router)."""
     deps = deps_of(request)
     name = _channel_name(request)
-    data = await read_object(request)
-    fields = _fields(name)
-    unknown = [field for field in data if field not in fields]
-    if unknown:
-        allowed = ", ".join(fields)
-        raise invalid(t("gw.channel_field", field=unknown[0][:64], name=name, fields=allowed))
-    try:
-        given = settings_model(name).model_validate(data)
-    except ValidationError as exc:
-        message, field_name = problem(exc)
-        raise invalid(message, field=field_name) from None
     current = getattr(deps.config.channels, name)
     changes: dict[str, Any] = {}
     for field in given.model_fields_set:
@@ -225,8 +252,6 @@ async def set_channel(request: web.Request) -> web.Response:
             if env and deps.config.source_env.get(env):
                 raise refusal("invalid_request", t("gw.provider_env_wins", env=env))
         changes[field] = value
-    if not changes and not data:
-        raise invalid(t("gw.nothing_to_change", fields=", ".join(fields)))
 
     def change(overlay: dict[str, Any]) -> None:
         section = overlay.setdefault("channels", {}).setdefault(name, {})

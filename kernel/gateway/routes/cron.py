@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import Field
+from pydantic import ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from kernel.config.channels import QQTargetType
 from kernel.core.errors import CronError
 from kernel.core.i18n import t
 from kernel.cron.jobs import CronJob, job_view, state_view
 from kernel.cron.scheduler import CronScheduler
+from kernel.cron.spec import JobSpecModel, check_body
 from kernel.gateway.api import (
     Router,
     bounded,
@@ -27,9 +28,8 @@ from kernel.gateway.api import (
     path_param,
     query_int,
     query_param,
-    read_object,
 )
-from kernel.gateway.schema import OpenShape, Shape
+from kernel.gateway.schema import BodyModel, OpenShape, Shape, documented_required
 from kernel.store.cron import KEEP_RUNS
 
 router = Router("cron", "Scheduled jobs: CRUD, pause/resume, run now, state")
@@ -37,7 +37,7 @@ router = Router("cron", "Scheduled jobs: CRUD, pause/resume, run now, state")
 JOB_ID = path_param("job_id", "the job's id, e.g. cron-default")
 
 
-class ScheduleObject(Shape):
+class JobSchedule(Shape):
     type: Literal["cron", "interval", "once"]
     cron: str | None = None
     every: str | int | None = None
@@ -46,7 +46,7 @@ class ScheduleObject(Shape):
 
 
 Schedule = Annotated[
-    str | ScheduleObject,
+    str | JobSchedule,
     Field(description="an object, or the text form: '2025-06-02T09:00', 'every 30m', '0 9 * * 1'"),
 ]
 
@@ -85,10 +85,41 @@ class JobRuntime(Shape):
     misfire_grace_seconds: float | None = None
 
 
-class JobChange(Shape):
-    """A job's spec, as a change names it. The cron package validates it (its own
-    ``invalid_cron_*`` codes); this model describes it."""
+class JobChange(BodyModel, JobSpecModel):
+    """A job's spec (the cron package's :class:`JobSpecModel`): the fields given replace
+    the job's. Each is checked as that package reads it (its codes and words); the
+    schedule, the channel and what a job needs are checked by the scheduler."""
 
+    model_config = ConfigDict(strict=False, extra="ignore")
+    _sent: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        return data  # as the cron package reads a body: ``enabled: null`` is no boolean
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _read_as_cron_reads(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        if isinstance(data, dict):
+            check_body(data)  # its first fault in the cron package's words and codes
+        job = handler(data)
+        job._sent = dict(data) if isinstance(data, dict) else {}
+        return job
+
+    def given(self) -> dict[str, Any]:
+        """The body as sent, now checked, for the scheduler: it reads the schedule in
+        the owner's zone and a workflow's nodes whole (their fields are per node type)."""
+        return self._sent
+
+
+class NewJob(JobChange):
+    """A new job's spec: ``name``, ``schedule`` and ``text`` (or ``workflow``)."""
+
+    model_config = {**documented_required("name", "schedule"), "strict": False}
+
+
+class JobFields(Shape):
     id: Annotated[str, Field(pattern="^[A-Za-z0-9_-]{1,64}$")] | None = None
     name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     enabled: bool | None = None
@@ -101,12 +132,7 @@ class JobChange(Shape):
     meta: dict[str, Any] | None = None
 
 
-class NewJob(JobChange):
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    schedule: Schedule
-
-
-class Job(JobChange):
+class Job(JobFields):
     id: Annotated[str, Field(pattern="^[A-Za-z0-9_-]{1,64}$")]
     name: Annotated[str, Field(min_length=1, max_length=200)]
     enabled: bool
@@ -178,9 +204,9 @@ async def list_jobs(request: web.Request) -> web.Response:
     status=201,
     errors=(409,),
 )
-async def create_job(request: web.Request) -> web.Response:
+async def create_job(request: web.Request, body: NewJob) -> web.Response:
     scheduler = _scheduler(request)
-    job = await scheduler.create(await read_object(request))
+    job = await scheduler.create(body.given())
     return json_response(_view(scheduler, job), status=201)
 
 
@@ -198,9 +224,9 @@ async def get_job(request: web.Request) -> web.Response:
     response=Job,
     errors=(404,),
 )
-async def update_job(request: web.Request) -> web.Response:
+async def update_job(request: web.Request, body: JobChange) -> web.Response:
     scheduler = _scheduler(request)
-    job = await scheduler.update(request.match_info["job_id"], await read_object(request))
+    job = await scheduler.update(request.match_info["job_id"], body.given())
     return json_response(_view(scheduler, job))
 
 

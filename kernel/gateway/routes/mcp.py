@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from kernel.config import MCPServerConfig
 from kernel.config.mcp import server_problem, unset_reference
@@ -32,7 +32,7 @@ from kernel.config.schema import toml_keys
 from kernel.config.secrets import masked_view
 from kernel.core.i18n import t
 from kernel.core.redact import REDACTED, redact_text
-from kernel.gateway.api import Param, Router, deps_of, invalid, json_response, read_object, refusal
+from kernel.gateway.api import Param, Router, deps_of, invalid, json_response, refusal
 from kernel.gateway.apikey import caller_of
 from kernel.gateway.schema import BodyModel, Shape, field_of, problem
 from kernel.mcp.manager import ServerStatus, runtime_names
@@ -56,7 +56,15 @@ Positive = Annotated[float, Field(gt=0)]
 
 
 class MCPServerBody(BodyModel):
-    """a ``[[mcp.servers]]`` table: read by that model (MCPServerConfig) itself"""
+    """a ``[[mcp.servers]]`` table: read by that model (MCPServerConfig) itself, with the
+    checks the loader makes across keys; only its keys"""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_the_config_reads_it(cls, data: Any) -> Any:
+        return checked(data) if isinstance(data, dict) else data
 
     name: Annotated[str, Field(pattern=f"^{NAME.pattern}$", description=_described("name"))]
     type: Literal["http", "stdio"] | None = Field(None, description=_described("type"))
@@ -158,9 +166,9 @@ async def list_servers(request: web.Request) -> web.Response:
     status=201,
     errors=(403, 409, 503),
 )
-async def add_server(request: web.Request) -> web.Response:
+async def add_server(request: web.Request, body: MCPServerBody) -> web.Response:
     deps = deps_of(request)
-    table = definition(await read_object(request), deps, request)
+    table = definition(body, deps)
     status = await deps.mcp.add(deps.runtime, table, caller=caller_of(request))
     return json_response(server_info(deps, status, [status.name]), status=201)
 
@@ -192,9 +200,9 @@ async def restart_server(request: web.Request) -> web.Response:
     return json_response(server_info(deps, status, await _added(deps)))
 
 
-def definition(data: dict[str, Any], deps: GatewayDeps, request: web.Request) -> dict[str, Any]:
-    """The body as a ``[[mcp.servers]]`` table to keep, checked as the loader checks
-    one (and stricter: known keys only, a name fit for a path, no NUL or line break)."""
+def checked(data: dict[str, Any]) -> dict[str, Any]:
+    """The body as a ``[[mcp.servers]]`` table, checked as the loader checks one (and
+    stricter: known keys only, a name fit for a path, no NUL or line break)."""
     data = {key: value for key, value in data.items() if value is not None}
     keys = toml_keys(MCPServerConfig)
     unknown = next((key for key in data if key not in keys), None)
@@ -216,7 +224,14 @@ def definition(data: dict[str, Any], deps: GatewayDeps, request: web.Request) ->
     wrong = server_problem(server)
     if wrong is not None:
         raise invalid(t(wrong[1], key=wrong[0]), field=wrong[0])
-    unset = unset_reference(server, deps.config.source_env)
+    return data
+
+
+def definition(body: MCPServerBody, deps: GatewayDeps) -> dict[str, Any]:
+    """The table to keep: the body as given, its ``${VAR}`` references set in Kernel's
+    environment."""
+    data = body.model_dump(exclude_unset=True)
+    unset = unset_reference(MCPServerConfig.model_validate(data), deps.config.source_env)
     if unset is not None:
         field, variable = unset
         raise invalid(t("gw.mcp_env_unset", field=field, var=variable), field=field)
