@@ -14,7 +14,7 @@ import logging
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from types import NoneType
 from typing import Any, TypeVar, overload
@@ -106,6 +106,45 @@ class _Tool:
         return self.declaration.schema
 
 
+# Built-in tools are defined inside their factories: a new function per Kernel, with the
+# same code, annotations and defaults. Their declarations (a pydantic model and its
+# schema, ~6 ms each; the schema is copied wherever it is handed out) are built once per
+# process, keyed by everything they are built from.
+_DECLARED: dict[Hashable, tuple[schema.Declaration, str | None]] = {}
+
+
+def _declared(
+    fn: Callable[..., Any], name: str, arg_docs: dict[str, str]
+) -> tuple[schema.Declaration, str | None]:
+    key = _declaration_key(fn, name, arg_docs)
+    try:
+        known = _DECLARED.get(key) if key is not None else None
+    except TypeError:  # a default or an annotation that cannot be a key: built each time
+        key = None
+        known = None
+    if known is None:
+        known = schema.from_signature(fn, name, arg_docs, _is_context)
+        if key is not None:
+            _DECLARED[key] = known
+    return known
+
+
+def _declaration_key(fn: Callable[..., Any], name: str, arg_docs: dict[str, str]) -> Hashable:
+    """What ``fn``'s declaration is built from, or None (not a plain function)."""
+    inner = inspect.unwrap(fn)  # the signature read is the wrapped function's
+    code = getattr(inner, "__code__", None)
+    if code is None or hasattr(fn, "__signature__") or not isinstance(inner, types.FunctionType):
+        return None
+    return (
+        code,
+        inner.__defaults__,
+        tuple(sorted((inner.__kwdefaults__ or {}).items())),
+        tuple(inner.__annotations__.items()),
+        name,
+        tuple(arg_docs.items()),
+    )
+
+
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, _Tool] = {}
@@ -138,7 +177,7 @@ class ToolRegistry:
     ) -> None:
         tool_name = name or str(getattr(fn, "__name__", ""))
         summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
-        declaration, context_param = schema.from_signature(fn, tool_name, arg_docs, _is_context)
+        declaration, context_param = _declared(fn, tool_name, arg_docs)
         self._add(
             _Tool(
                 name=tool_name,

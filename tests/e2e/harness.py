@@ -66,6 +66,7 @@ FILLER = "lorem ipsum dolor sit amet " * 130  # ~3500 characters
 MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "stdio_server.py"
 REFUSAL = "Output blocked by content filtering policy"
 QUIET = 1.5  # seconds without a Bot API call: a turn is over (pacing only)
+AFTERWARDS = frozenset({"getWebhookInfo", "editMessageReplyMarkup"})  # not the turn's calls
 PLACEHOLDERS = ("正在生成回复…", "Working on a reply…")
 
 
@@ -393,14 +394,16 @@ class Rig:
         await self.settle()
 
     async def settle(self, quiet: float = QUIET) -> None:
-        """Pacing, not a check: wait until Kernel made no Bot API call but getUpdates and
-        the watchdog's getWebhookInfo (every 2.5 s here) for `quiet` seconds, so the
-        owner's next message does not land in the turn's last moments (it would get the
-        busy notice, as it should)."""
+        """Pacing, not a check: wait until Kernel made no Bot API call for the turn for
+        `quiet` seconds, so the owner's next message does not land in the turn's last
+        moments (it would get the busy notice, as it should). Not the turn's: getUpdates,
+        the watchdog's getWebhookInfo (every 2.5 s here), and the 🔁 taken off the reply
+        before (editMessageReplyMarkup, which the chat's rate budget sends a second or
+        two later; the owner may well write meanwhile)."""
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(60):
             while True:
-                turn = (c.at for c in reversed(self.tg.calls) if c.method != "getWebhookInfo")
+                turn = (c.at for c in reversed(self.tg.calls) if c.method not in AFTERWARDS)
                 last = next(turn, 0.0)
                 idle = loop.time() - last
                 if idle >= quiet:

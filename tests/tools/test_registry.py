@@ -543,3 +543,38 @@ async def test_approval_gate_asks_first_and_refuses_where_nobody_can_answer(
     assert question.endswith("launch\ntarget=d") and len(options) == 2
     assert json.loads(details) == {"target": "d"}
     assert (kind, seconds) == ("approval", 5.0)
+
+
+def _factory(reg: ToolRegistry, choices: tuple[str, ...], limit: int) -> None:
+    """Like a built-in tool's factory: a new function per registry (per Kernel); its
+    annotation evaluated here (this module postpones them)."""
+
+    def pick(which: str, count: int = limit) -> str:
+        """Pick one.
+
+        Args:
+            which: the one to pick
+        """
+        return f"{which} {count}"
+
+    pick.__annotations__["which"] = Literal[choices]
+    reg.tool(pick)
+
+
+def test_a_factorys_tool_is_declared_once_and_a_change_declares_it_anew() -> None:
+    """The declaration of the same code, annotations and defaults is built once per
+    process (~6 ms a tool at every Kernel start); a different annotation or default
+    (the same code) gets its own, and a spec handed out is a copy."""
+    first, second, other, wider = (ToolRegistry() for _ in range(4))
+    _factory(first, ("a", "b"), 3)
+    _factory(second, ("a", "b"), 3)
+    _factory(other, ("a", "b"), 5)
+    _factory(wider, ("a", "b", "c"), 3)
+    tools = [reg._tools["pick"] for reg in (first, second, other, wider)]  # noqa: SLF001
+    assert tools[0].declaration is tools[1].declaration
+    assert tools[2].declaration is not tools[0].declaration
+    assert props(other, "pick")["count"]["default"] == 5
+    assert props(wider, "pick")["which"]["enum"] == ["a", "b", "c"]
+    assert props(first, "pick")["which"]["enum"] == ["a", "b"]
+    props(first, "pick")["which"]["enum"].append("x")  # a spec is the caller's copy
+    assert props(second, "pick")["which"]["enum"] == ["a", "b"]
