@@ -2,8 +2,9 @@
 
 A busy chat does not queue on its own, but nothing is dropped unseen either:
 
-- **Held**: the message's inbox row goes ``waiting`` (``mailroom.py``: on record, run
-  or dropped by the owner, offered again after a restart) and the busy window's ONE
+- **Held**: the message's inbox row goes ``waiting`` (the mailroom holds it,
+  ``held.py``: on record, run or dropped by the owner, offered again after a restart)
+  and the busy window's ONE
   notice counts what arrived ("收到 3 条新消息"), edited as more come, with
   [▶ 答完后处理] (``busy:run``: the messages this notice held, in order, one turn after
   another once the current turn ends) and [🗑 丢弃] (``busy:drop``). Once pressed, the
@@ -20,6 +21,9 @@ A busy chat does not queue on its own, but nothing is dropped unseen either:
 - **Free at once**: after /cancel (or a decline) the stopped turn may still wind down
   (a CLI's progress line, the placeholder's removal); a message then is not "busy": it
   runs as soon as that is done.
+
+Like ``inbound.py``, the desk returns an :data:`~kernel.telegram.outcome.Outcome` for
+the message's inbox row; the mailroom applies it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from telegram import Message
 
@@ -35,27 +38,23 @@ from kernel.core.asks import AnswerResult, Question
 from kernel.core.errors import BusyError
 from kernel.core.i18n import t
 from kernel.telegram.deps import Deps, conversation_of
-from kernel.telegram.held import BusyNotice, Window
+from kernel.telegram.held import Holds, Window
 from kernel.telegram.outbox import plain_items
-
-if TYPE_CHECKING:
-    from kernel.telegram.mailroom import Mailroom
+from kernel.telegram.outcome import ANSWERED, Hold, Later, Outcome, cut
 
 log = logging.getLogger(__name__)
 
 WIND_DOWN = 120.0  # seconds a stopped turn may take to end before a message is held
 # How a message held back runs once the chat is free (``inbound.py``'s).
-Run = Callable[[int, Message, "int | None"], Awaitable[None]]
+Run = Callable[[int, Message, "int | None"], Awaitable[Outcome]]
 
 
 class BusyDesk:
     """What the chat does with a message that arrives while it is busy."""
 
-    def __init__(self, deps: Deps, mailroom: Mailroom, run: Run) -> None:
+    def __init__(self, deps: Deps, holds: Holds) -> None:
         self.deps = deps
-        self.mailroom = mailroom
-        self.holds = mailroom.holds  # the notices and their rows: the mailroom's state
-        self.run = run
+        self.holds = holds  # the notices and their rows: the mailroom's state
         self._stopped: dict[int, Window] = {}  # chat → the window /cancel (or we) stopped
 
     def window_began(self, chat_id: int) -> None:
@@ -67,20 +66,19 @@ class BusyDesk:
         """The chat's turn was stopped (/cancel): what comes next is not "busy"."""
         self._stopped[chat_id] = self.deps.views.get(chat_id)
 
-    async def arrived(self, chat_id: int, message: Message, row: int | None) -> None:
+    async def arrived(self, chat_id: int, message: Message, row: int | None, run: Run) -> Outcome:
+        """``run``: how the message runs once a stopped turn has wound down."""
         window = self.deps.views.get(chat_id)
         if chat_id in self._stopped and self._stopped[chat_id] is window:
-            self._follow(chat_id, message, row)
-            return
+            return self._follow(chat_id, message, row, run)
         questions = self.deps.board.pending(chat_id, conversation_of(chat_id))
-        if questions and await self._answer(questions, message, row):
-            return
+        if questions and self._answer(questions, message):
+            return ANSWERED
         if questions:
-            await self._decline(chat_id, questions, message, row)
-            return
-        await self.hold(chat_id, row)
+            return await self._decline(chat_id, questions, message, row, run)
+        return Hold()
 
-    async def _answer(self, questions: list[Question], message: Message, row: int | None) -> bool:
+    def _answer(self, questions: list[Question], message: Message) -> bool:
         """A text while an ``ask_user`` question waits: the owner's answer in words."""
         if not message.text or any(q.kind != "question" for q in questions):
             return False
@@ -88,13 +86,11 @@ class BusyDesk:
         if result is not AnswerResult.RESOLVED:
             return False
         log.info("a message answered the question the turn waited on")
-        if row is not None:
-            await self.mailroom.close(row, "answered")
         return True
 
     async def _decline(
-        self, chat_id: int, questions: list[Question], message: Message, row: int | None
-    ) -> None:
+        self, chat_id: int, questions: list[Question], message: Message, row: int | None, run: Run
+    ) -> Outcome:
         """Stop the turn held on the owner's button; the message runs instead."""
         kinds = {q.kind for q in questions}
         if "budget" in kinds:
@@ -107,64 +103,25 @@ class BusyDesk:
         self.deps.agent.sessions.cancel(conversation_of(chat_id))
         log.info("a message stopped the turn waiting on the owner (%s)", ",".join(sorted(kinds)))
         await self.deps.outbox.put(chat_id, plain_items(text))
-        self._follow(chat_id, message, row)
+        return self._follow(chat_id, message, row, run)
 
-    def _follow(self, chat_id: int, message: Message, row: int | None) -> None:
+    def _follow(self, chat_id: int, message: Message, row: int | None, run: Run) -> Later:
         """Run ``message`` once the stopped turn has wound down; meanwhile it is the
         chat's busy window (a message after it is held)."""
         before = self.deps.views.get(chat_id)
-        task = self.deps.life.spawn(
-            self._after(chat_id, before, message, row), "tg-after-stop", for_owner=True
-        )
-        self.deps.views[chat_id] = task
         self._stopped.pop(chat_id, None)
+        work = self._after(chat_id, before, message, row, run)
+        return Later(work, "tg-after-stop", for_owner=True)
 
-    async def _after(self, chat_id: int, before: Window, message: Message, row: int | None) -> None:
+    async def _after(
+        self, chat_id: int, before: Window, message: Message, row: int | None, run: Run
+    ) -> Outcome:
         try:
             if before is not None and not before.done():
                 await asyncio.wait({before})
             await self.deps.agent.sessions.wait_idle(conversation_of(chat_id), WIND_DOWN)
         except BusyError:  # the stopped turn does not end: held like any busy message
-            await self.hold(chat_id, row)
-            return
-        except asyncio.CancelledError:  # /cancel while it waits: the owner's choice
-            if row is not None and not self.deps.life.stopping:
-                await asyncio.shield(self.mailroom.close(row, "cancelled"))
-            raise
-        await self.run(chat_id, message, row)
-
-    async def hold(self, chat_id: int, row: int | None) -> None:
-        """Keep the message waiting for the owner's choice, counted by the notice."""
-        window = self.deps.views.get(chat_id)
-        if row is None or not await self.mailroom.hold(row):
-            # Not on record (the store failed): nothing can run it later; say so once.
-            if not self._told(chat_id, window):
-                await self.deps.outbox.put(chat_id, plain_items(t("turn.busy")))
-            return
-        await self._note_session(chat_id, row)
-        notice = self.holds.current.get(chat_id)
-        if notice is None or notice.window is not window or notice.pressed:
-            notice = self._notice(chat_id, window)
-            self.holds.add(chat_id, notice)
-        await notice.add(row)
-
-    def _notice(self, chat_id: int, window: Window) -> BusyNotice:
-        return BusyNotice(self.deps.outbox, self.deps.life.spawn, chat_id, window)
-
-    async def _note_session(self, chat_id: int, row: int) -> None:
-        """The held message belongs to the conversation's current session: ▶ (after a
-        restart too) runs it there, not in whatever session is current by then."""
-        session = self.deps.agent.sessions.current_session(conversation_of(chat_id))
-        if session is None:
-            return
-        try:
-            await self.mailroom.mailbox.set_session(row, session)
-        except Exception as exc:  # ▶ then runs it in the chat's current session
-            log.warning("recording a held message's session failed: %s", type(exc).__name__)
-
-    def _told(self, chat_id: int, window: Window) -> bool:
-        notice = self.holds.current.get(chat_id)
-        told = notice is not None and notice.window is window
-        if not told:
-            self.holds.current[chat_id] = self._notice(chat_id, window)
-        return told
+            return Hold()
+        except asyncio.CancelledError as exc:  # /cancel while it waits: the owner's choice
+            return cut(exc, None if self.deps.life.stopping else "cancelled")
+        return await run(chat_id, message, row)

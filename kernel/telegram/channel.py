@@ -48,6 +48,7 @@ from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.budget import RateBudget
+from kernel.telegram.busy import BusyDesk
 from kernel.telegram.commands import (
     COMMANDS,
     RETRY_PATTERN,
@@ -138,7 +139,9 @@ class TelegramChannel:
         self.deps = deps
         self.mailroom = Mailroom(deps)
         self.files = Files(deps, self.mailroom)  # /files and the owner's downloads
-        self.inbound = Inbound(deps, self.mailroom, self.files)
+        desk = BusyDesk(deps, self.mailroom.holds)  # a message while the chat is busy
+        self.inbound = Inbound(deps, self.files, desk)
+        self.mailroom.serve(self.inbound.handle)  # the mailroom applies what it returns
         self.commands = CommandSet(deps, self.inbound, self.mailroom, self.files, self.report)
         bot.poll_listeners.append(self.mailroom.poll_starting)
         bot.recovery_listeners.append(self.outbox.nudge)
@@ -312,7 +315,7 @@ class TelegramChannel:
         skill = filters.Regex(SKILL_PREFIX)
         unknown = filters.COMMAND & ~skill & ~template
         self.app.add_handler(MessageHandler(unknown, self.commands.unknown))
-        self.app.add_handler(MessageHandler(filters.ALL, self.inbound.handle))
+        self.app.add_handler(MessageHandler(filters.ALL, self.mailroom.on_message))
         self.app.add_handler(TypeHandler(Update, self.mailroom.after), group=1)
         self.app.add_error_handler(self._on_error)
 

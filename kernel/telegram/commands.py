@@ -126,7 +126,11 @@ class CommandSet:
 
     async def cancel(self, update: Update, context: Context) -> None:
         chat = self._chat(update)
-        stop = partial(self.inbound.cancel, chat)
+
+        def stop() -> bool:  # and the stored messages queued to run after it
+            queued = chat == self.deps.owner and self.mailroom.cancel_runs()
+            return self.inbound.cancel(chat, queued=queued)
+
         reply = await self.commands.cancel(conversation_of(chat), stop)
         await self._render(chat, reply, self._row(update))
 
@@ -163,7 +167,7 @@ class CommandSet:
         reply = await self.commands.retry(conversation_of(chat), template)
         if reply.turn is None:
             return reply
-        self.inbound.show(chat, reply.turn, row=row)
+        await self.mailroom.apply(chat, row, self.inbound.show(chat, reply.turn, row=row))
         if row is not None:  # settled by the turn's view with the new answer, not now
             self.mailroom.defer(row)
         return None

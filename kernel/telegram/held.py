@@ -4,18 +4,24 @@ owns, since the notices' buttons act on inbox rows (``mailroom.py``).
 A busy window's ONE notice counts the messages held in it ("收到 3 条新消息"), edited as
 more come, with [▶ 答完后处理] (``busy:run``) and [🗑 丢弃] (``busy:drop``). Which rows a
 notice held is known to this process only: after a restart a press of an old notice
-acts on none (``mailroom.py``).
+acts on none (``mailroom.py``). A held message's row records the session it was sent
+in: ▶ (after a restart too) runs it there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kernel.core.i18n import t
+from kernel.store.mailbox import Mailbox
+from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.outbox import Outbox, Ticket, edit_item, plain_items
+
+log = logging.getLogger(__name__)
 
 RUN, DROP = "busy:run", "busy:drop"
 REMEMBERED = 50  # unpressed notices whose rows are remembered (older: as after a restart)
@@ -91,7 +97,9 @@ class BusyNotice:
 class Holds:
     """Every busy notice not pressed yet and the rows it holds; each chat's current one."""
 
-    def __init__(self) -> None:
+    def __init__(self, deps: Deps, mailbox: Mailbox) -> None:
+        self.deps = deps
+        self.mailbox = mailbox
         self.current: dict[int, BusyNotice] = {}  # chat → its current window's notice
         self._unpressed: list[BusyNotice] = []  # every notice still to be pressed
         self._pressed: deque[int] = deque(maxlen=REMEMBERED)  # their message ids, once pressed
@@ -120,3 +128,42 @@ class Holds:
     def holding(self) -> set[int]:
         """The rows held by busy notices not pressed yet (the offline notice leaves them)."""
         return {row for notice in self._unpressed for row in notice.rows}
+
+    async def hold(self, chat_id: int, row: int | None) -> None:
+        """Keep the message waiting for the owner's choice, counted by the notice of the
+        chat's busy window."""
+        deps = self.deps
+        window = deps.views.get(chat_id)
+        now = deps.clock.now()
+        if row is None or not await self.mailbox.settle(row, "waiting", now, only_from=("open",)):
+            # Not on record (the store failed): nothing can run it later; say so once.
+            if not self._told(chat_id, window):
+                await deps.outbox.put(chat_id, plain_items(t("turn.busy")))
+            return
+        await self._note_session(chat_id, row)
+        notice = self.current.get(chat_id)
+        if notice is None or notice.window is not window or notice.pressed:
+            notice = self._notice(chat_id, window)
+            self.add(chat_id, notice)
+        await notice.add(row)
+
+    def _notice(self, chat_id: int, window: Window) -> BusyNotice:
+        return BusyNotice(self.deps.outbox, self.deps.life.spawn, chat_id, window)
+
+    async def _note_session(self, chat_id: int, row: int) -> None:
+        """The held message belongs to the conversation's current session: ▶ (after a
+        restart too) runs it there, not in whatever session is current by then."""
+        session = self.deps.agent.sessions.current_session(conversation_of(chat_id))
+        if session is None:
+            return
+        try:
+            await self.mailbox.set_session(row, session)
+        except Exception as exc:  # ▶ then runs it in the chat's current session
+            log.warning("recording a held message's session failed: %s", type(exc).__name__)
+
+    def _told(self, chat_id: int, window: Window) -> bool:
+        notice = self.current.get(chat_id)
+        told = notice is not None and notice.window is window
+        if not told:
+            self.current[chat_id] = self._notice(chat_id, window)
+        return told

@@ -4,11 +4,12 @@ while a turn runs (or a file is read) goes to the busy desk (``busy.py``): held 
 owner's choice, the answer to a question the turn waits on, or run once a stopped turn
 has wound down.
 
-Each message has its inbox row (``mailroom.py``), open until the turn ends: the view
-settles it with the reply; a refusal before any turn (a failed download, an
-unsupported kind) settles it with its notice, queued through the outbox; /cancel while
-the file is read settles it ``cancelled``. When the store refuses the outcome, the row
-stays open and the next start tells the owner."""
+Each message has its inbox row, which the mailroom (``mailroom.py``) owns: it hands the
+message here and applies the :data:`~kernel.telegram.outcome.Outcome` returned (never
+the other way round). The view settles the row with the reply; a refusal before any
+turn (a failed download, an unsupported kind) ends in its notice; /cancel while the file
+is read, ``cancelled``. When the store refuses the outcome, the row stays open and the
+next start tells the owner."""
 
 from __future__ import annotations
 
@@ -19,9 +20,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from telegram import Message, Update
+from telegram import Message
 from telegram.error import TelegramError
-from telegram.ext import ContextTypes
 
 from kernel.agent.agent import UserInput
 from kernel.commands.listing import named, session_name
@@ -29,12 +29,13 @@ from kernel.core.errors import BusyError, SessionError
 from kernel.core.events import Completed, ErrorEvent
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
+from kernel.store.mailbox import InboxRow
 from kernel.telegram import media
 from kernel.telegram.busy import BusyDesk
 from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.download import download
 from kernel.telegram.files import Files
-from kernel.telegram.mailroom import Mailroom
+from kernel.telegram.outcome import ANSWERED, Close, Hold, Later, Outcome, cut, told
 from kernel.telegram.view import Chat, Looks, TurnView
 from kernel.telegram.voice import TelegramVoice
 
@@ -46,12 +47,11 @@ __all__ = ["Inbound", "conversation_of"]
 
 
 class Inbound:
-    def __init__(self, deps: Deps, mailroom: Mailroom, files: Files) -> None:
+    def __init__(self, deps: Deps, files: Files, desk: BusyDesk) -> None:
         self.deps = deps
-        self.mailroom = mailroom
         self.files = files
         self.agent = deps.agent
-        self.desk = BusyDesk(deps, mailroom, self._run_held)
+        self.desk = desk
         self.views = deps.views  # chat → the view showing its turn
         # Chats whose first turn since this start is still to come (the restart hint).
         self._fresh: set[int] = {deps.owner}
@@ -70,36 +70,30 @@ class Inbound:
     def busy(self, chat_id: int) -> bool:
         return self.views.busy(chat_id)
 
-    async def _run_held(self, chat_id: int, message: Message, row: int | None) -> None:
+    async def _run_held(self, chat_id: int, message: Message, row: int | None) -> Outcome:
         """A message that waited for a stopped turn to wind down (``busy.py``) runs."""
         if message.text:
-            await self.start(chat_id, UserInput(message.text, channel="telegram"), row=row)
-        else:
-            await self.prepare(chat_id, message, row)
+            return await self.start(chat_id, UserInput(message.text, channel="telegram"), row=row)
+        return await self.prepare(chat_id, message, row)
 
-    async def handle(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        message = update.message
-        if message is None:
-            return
+    async def handle(self, message: Message, row: int | None, late: InboxRow | None) -> Outcome:
+        """The owner's message (``row``: its inbox row; ``late``: its stored row when it
+        is handled late), handed in by the mailroom, which applies the outcome."""
         chat_id = message.chat.id
-        row = self.mailroom.row_id(update)
         if self.busy(chat_id):
-            await self.desk.arrived(chat_id, message, row)
-            return
+            return await self.desk.arrived(chat_id, message, row, self._run_held)
         # Handled late (it waited while Kernel was down, or 🔁 runs it again): the
         # answer quotes it, and it runs in the session it belonged to.
-        late = self.mailroom.late(update)
         quote = message.message_id if late is not None else None
         moved = None
         if late is not None and late.session_id is not None:
             moved = await self._return_to(chat_id, late.session_id)
         if message.text:
             user_input = UserInput(message.text, channel="telegram")
-            await self.start(chat_id, user_input, row=row, reply_to=quote, footer=moved)
-            return
+            return await self.start(chat_id, user_input, row=row, reply_to=quote, footer=moved)
         # Downloads and transcription take a while: they run beside the update queue
         # (so /cancel and /status stay instant) and count as busy until the turn starts.
-        self.views[chat_id] = self.deps.life.spawn(
+        return Later(
             self.prepare(chat_id, message, row, quote, moved),
             f"tg-read-{message.message_id}",
             for_owner=True,
@@ -138,33 +132,26 @@ class Inbound:
         row: int | None,
         quote: int | None = None,
         footer: str | None = None,
-    ) -> None:
-        mailroom = self.mailroom
+    ) -> Outcome:
         spoken = bool(message.voice or message.audio)
         try:
             user_input = await self._read(message)
-        except asyncio.CancelledError:  # /cancel during the download: the owner's choice
-            if row is not None and not self.deps.life.stopping:
-                await asyncio.shield(mailroom.close(row, "cancelled"))
-            raise
+        except asyncio.CancelledError as exc:  # /cancel during the download: the owner's
+            return cut(exc, None if self.deps.life.stopping else "cancelled")
         except media.MediaRefused as exc:
-            await mailroom.tell(chat_id, str(exc), row)
-            return
+            return told(str(exc))
         except TelegramError as exc:
             log.warning("download failed: %s", type(exc).__name__)
-            await mailroom.tell(chat_id, t("tg.download_failed"), row, again=True)
-            return
-        except Exception:  # the owner is told by the channel (an internal error)
-            if row is not None:
-                await mailroom.close(row, "failed")
-            raise
+            return told(t("tg.download_failed"), again=True)
+        except Exception as exc:  # the owner is told by the channel (an internal error)
+            return cut(exc, "failed")
         if user_input is None:
-            await mailroom.tell(chat_id, t("tg.unsupported_message"), row)
-            return
+            return told(t("tg.unsupported_message"))
         if self.deps.life.stopping:  # ready just as Kernel stops: no turn can run now
-            await mailroom.tell(chat_id, t("tg.interrupted"), row, "interrupted", again=True)
-            return
-        await self.start(chat_id, user_input, spoken=spoken, row=row, reply_to=quote, footer=footer)
+            return told(t("tg.interrupted"), "interrupted", again=True)
+        return await self.start(
+            chat_id, user_input, spoken=spoken, row=row, reply_to=quote, footer=footer
+        )
 
     async def start(
         self,
@@ -175,7 +162,7 @@ class Inbound:
         row: int | None = None,
         reply_to: int | None = None,
         footer: str | None = None,
-    ) -> None:
+    ) -> Outcome:
         """Start the message's turn and show it; ``footer``: a line under its answer
         (the session it moved to); else the restart hint when it is due."""
         user_input.user_id = user_input.user_id or str(chat_id)  # recorded with a new session
@@ -187,11 +174,10 @@ class Inbound:
         try:
             turn = self.agent.start_turn(conversation, user_input)
         except BusyError:
-            await self.desk.hold(chat_id, row)
-            return
+            return Hold()
         self._fresh.discard(chat_id)
         footer = footer or (t("tg.restart_hint") if hint else None)
-        self.show(chat_id, turn, spoken=spoken, row=row, reply_to=reply_to, footer=footer)
+        return self.show(chat_id, turn, spoken=spoken, row=row, reply_to=reply_to, footer=footer)
 
     async def _had_sessions(self) -> bool:
         """Whether the owner talked in Telegram before (a session to go back to)."""
@@ -211,12 +197,11 @@ class Inbound:
         row: int | None = None,
         reply_to: int | None = None,
         footer: str | None = None,
-    ) -> None:
-        """Show a started turn in the chat (a message's, or /retry's), settling ``row``;
-        ``reply_to``: the owner's message its answer quotes; ``footer``: a line under it."""
+    ) -> Later:
+        """Show a started turn in the chat (a message's, or /retry's), whose view settles
+        ``row``: the work the mailroom runs as the chat's busy task; ``reply_to``: the
+        owner's message its answer quotes; ``footer``: a line under it."""
         self.desk.window_began(chat_id)
-        if row is not None:
-            self.deps.life.spawn(self._note_session(turn, row), f"tg-session-{turn.id}")
         view = TurnView(
             Chat(self.deps.bot, self.deps.outbox, chat_id, conversation_of(chat_id)),
             self._looks,
@@ -226,53 +211,26 @@ class Inbound:
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
         shown = self.files.after(shown, chat_id)  # downloads waiting for a session
-        self.views[chat_id] = self.deps.life.spawn(
-            self._settled(shown, view, turn, row), f"tg-{turn.id}"
-        )
-
-    async def _note_session(self, turn: Turn, row: int) -> None:
-        """Record the session the message's turn runs in, once the turn knows it: 🔁
-        after a restart runs the message there again."""
-        placed = asyncio.ensure_future(turn.placed.wait())
-        try:
-            ended = {turn.task} if turn.task is not None else set()
-            await asyncio.wait({placed, *ended}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            placed.cancel()
-        if turn.session_id is None:
-            return
-        try:
-            await self.mailroom.mailbox.set_session(row, turn.session_id)
-        except Exception as exc:  # 🔁 then runs in the chat's current session
-            log.warning("recording a message's session failed: %s", type(exc).__name__)
+        return Later(self._settled(shown, view, turn), f"tg-{turn.id}", turn=turn)
 
     async def _settled(
-        self, shown: Coroutine[Any, Any, None], view: TurnView, turn: Turn, row: int | None
-    ) -> None:
+        self, shown: Coroutine[Any, Any, None], view: TurnView, turn: Turn
+    ) -> Outcome:
         """The view settles the row with what it queued; whatever it left open is closed
-        here by how the turn ended. Cut off by a stop, or its outcome refused by the
-        store, the row stays open: the next start tells the owner, with 🔁."""
-        if row is None:
-            await shown
-            return
-        mailroom = self.mailroom
+        by how the turn ended. Cut off by a stop, or its outcome refused by the store,
+        the row stays open: the next start tells the owner, with 🔁."""
         try:
             await shown
-        except asyncio.CancelledError:
-            if not self.deps.life.stopping and not view.unqueued:
-                await asyncio.shield(mailroom.close(row, "cancelled"))
-            raise
-        except Exception:
-            if not view.unqueued:
-                await mailroom.close(row, "failed")
-            raise
+        except asyncio.CancelledError as exc:
+            return cut(exc, None if self.deps.life.stopping or view.unqueued else "cancelled")
+        except Exception as exc:
+            return cut(exc, None if view.unqueued else "failed")
         final = turn.final
         if isinstance(final, ErrorEvent):
-            await mailroom.close(row, "failed")
-        elif isinstance(final, Completed) and final.cancelled:
-            await mailroom.close(row, "interrupted" if self.deps.life.stopping else "cancelled")
-        else:
-            await mailroom.close(row, "answered")
+            return Close("failed")
+        if isinstance(final, Completed) and final.cancelled:
+            return Close("interrupted" if self.deps.life.stopping else "cancelled")
+        return ANSWERED
 
     async def _show_and_speak(self, view: TurnView, turn: Turn, chat_id: int) -> None:
         """A reply to voice: the text as always, then the voice note (``[tts]``) from a
@@ -290,10 +248,9 @@ class Inbound:
                 await asyncio.wait_for(view.delivery.wait(), VOICE_AFTER_TEXT)
         await self.voice.reply(chat_id, reply)
 
-    def cancel(self, chat_id: int) -> bool:
-        """Stop the chat's turn, or the delivery of a reply that just completed, and the
-        stored messages queued to run after it."""
-        queued = chat_id == self.deps.owner and self.mailroom.cancel_runs()
+    def cancel(self, chat_id: int, *, queued: bool = False) -> bool:
+        """Stop the chat's turn, or the delivery of a reply that just completed
+        (``queued``: stored messages queued to run after it were dropped already)."""
         stopped = self.agent.sessions.cancel(conversation_of(chat_id))
         if stopped:  # it winds down: the next message runs after it, not "busy"
             self.desk.stopped(chat_id)

@@ -5,7 +5,10 @@ before it is handled, so nothing the owner sends is lost or handled twice.
   ``update_id`` (Telegram delivers again after a crash) is not handled again. A command
   is settled in the transaction that queues its reply (``commands.py``; with the
   follow-up's, when one comes), a button press once handled (:meth:`Mailroom.after`); a
-  message stays ``open`` through its turn and is settled with its reply or notice.
+  message stays ``open`` through its turn and is settled with its reply or notice: the
+  mailroom hands it to the inbound handler (:meth:`Mailroom.serve`) and applies the
+  outcome returned (``outcome.py``): closes the row, queues the notice that settles it,
+  holds it (``held.py``), or runs the work still to do as the chat's busy task.
 - **Waiting**: a message in the first batch, dated before polling began, arrived while
   Kernel was down; one queued through a Bot API outage of ``LATE_AFTER`` seconds or
   more, or dated that long before a message already seen, is treated the same (judged
@@ -26,7 +29,7 @@ before it is handled, so nothing the owner sends is lost or handled twice.
   that message is the earlier outcome) and run its stored update again; the pressed
   message loses its 🔁.
 
-Public API: :class:`Mailroom`, :func:`kind_of`.
+Public API: :class:`Mailroom`; how its rows read is ``inbox.py``'s.
 Message text is the owner's data: it goes to the chat, never to a log.
 """
 
@@ -36,21 +39,25 @@ import asyncio
 import logging
 import time
 from collections import deque
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from kernel.core.i18n import t
+from kernel.core.turns import Turn
 from kernel.store.mailbox import InboxRow, InboxState, Mailbox
 from kernel.telegram.deps import Deps
 from kernel.telegram.held import DROP as BUSY_DROP
 from kernel.telegram.held import RUN as BUSY_RUN
 from kernel.telegram.held import Holds
+from kernel.telegram.inbox import accessible, kind_of, named, sent_at
 from kernel.telegram.outbox import again_markup, delete_item, edit_item, plain_items
+from kernel.telegram.outcome import Close, Hold, Keep, Later, Outcome
 from kernel.telegram.polling import SINCE_START
 
 log = logging.getLogger(__name__)
@@ -59,57 +66,16 @@ CHANNEL = "telegram"
 RUN, DROP, AGAIN = "waiting:run", "waiting:drop", "again:"
 # waiting:… the offline notice's buttons, busy:… the busy notice's (``busy.py``)
 CALLBACK_PATTERN = r"^((waiting|busy):(run|drop)|again:\d{1,18})$"  # an id SQLite can hold
-NAMED = 40  # characters of a message named in a notice
 IDLE_POLL = 0.2  # seconds between looks at a busy chat (a turn not shown by a view)
 # A message queued this long (seconds: through a Bot API outage, or behind a newer one) is
 # handled like one sent while Kernel was down.
 LATE_AFTER = 60.0
-
-
-def _accessible(message: Any) -> bool:
-    """A message the bot can still edit (not Telegram's dateless stand-in)."""
-    date = getattr(message, "date", None)
-    return message is not None and date is not None and date.timestamp() > 0
+# The inbound handler (``inbound.py``): a message, its row, its stored row when handled late.
+Handler = Callable[[Message, "int | None", "InboxRow | None"], Awaitable[Outcome]]
 
 
 class Check:
     """Put in PTB's update queue behind a batch: handled once the batch before it is."""
-
-
-def kind_of(update: Update) -> str:
-    if update.callback_query is not None:
-        return "callback"
-    message = update.message
-    if message is None:
-        return "other"
-    if message.text:
-        entity = message.entities[0] if message.entities else None
-        command = entity is not None and entity.type == "bot_command" and entity.offset == 0
-        message_like = message.text.startswith(("/skill/", "/prompts:"))
-        return "command" if command and not message_like else "text"
-    for kind in ("photo", "document", "voice", "audio"):
-        if getattr(message, kind):
-            return kind
-    return "other"
-
-
-def named(row: InboxRow) -> str:
-    """How a notice names the message: the start of its text, or its kind."""
-    message = row.payload.get("message") or {}
-    text = str(message.get("text") or message.get("caption") or "").strip()
-    if text:
-        text = " ".join(text.split())
-        return text if len(text) <= NAMED else text[: NAMED - 1] + "…"
-    kind = row.kind if row.kind in ("photo", "document", "voice", "audio", "command") else "other"
-    return t(f"tg.interrupted_turn.{kind}")
-
-
-def sent_at(row: InboxRow) -> datetime:
-    """When the owner sent it (Telegram's date), else when Kernel took it in."""
-    date = (row.payload.get("message") or {}).get("date")
-    if isinstance(date, int | float) and date > 0:
-        return datetime.fromtimestamp(date, UTC)
-    return row.received_at
 
 
 class Mailroom:
@@ -118,7 +84,8 @@ class Mailroom:
         self.outbox = deps.outbox
         self.mailbox = Mailbox(deps.services.store)
         self.owner = deps.owner
-        self.holds = Holds()  # the busy notices and the rows they hold (``held.py``)
+        self.holds = Holds(deps, self.mailbox)  # the busy notices and the rows they hold
+        self._handler: Handler | None = None  # the owner's messages go to it (``serve``)
         self.since: float | None = None  # epoch seconds polling began (whole seconds)
         self._handling: dict[int, tuple[InboxRow, asyncio.Future[None] | None]] = {}
         self._replays: dict[int, tuple[InboxRow, asyncio.Future[None]]] = {}  # id(update)
@@ -324,11 +291,71 @@ class Mailroom:
         entry = self._handling.get(update.update_id)
         return entry[0].id if entry else None
 
-    def late(self, update: Update) -> InboxRow | None:
-        """The stored row of a message handled late (one that waited while Kernel was
-        down, or 🔁 running one again); None for one handled as it arrives."""
+    # ----- a message's handling -------------------------------------------------------
+
+    def serve(self, handler: Handler) -> None:
+        self._handler = handler
+
+    async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """The owner's message goes to the inbound handler with its row, and the stored
+        row when it is handled late (it waited while Kernel was down, or 🔁 runs it
+        again); what the handling came to is applied to the row."""
+        message = update.message
+        if message is None or self._handler is None:
+            return
         entry = self._handling.get(update.update_id)
-        return entry[0] if entry is not None and entry[1] is not None else None
+        row = entry[0].id if entry is not None else None
+        late = entry[0] if entry is not None and entry[1] is not None else None
+        outcome = await self._handler(message, row, late)
+        await self.apply(message.chat.id, row, outcome)
+
+    async def apply(self, chat_id: int, row: int | None, outcome: Outcome) -> None:
+        """Apply how a message's handling ended (``outcome.py``) to its row (None: not
+        on record, when the store failed: the notice is still sent, the work still runs)."""
+        if isinstance(outcome, Later):
+            turn = outcome.turn
+            if turn is not None and row is not None:
+                self.deps.life.spawn(self._note_session(turn, row), f"tg-session-{turn.id}")
+            work = self._later(chat_id, row, outcome.work)
+            task = self.deps.life.spawn(work, outcome.name, for_owner=outcome.for_owner)
+            self.deps.views[chat_id] = task
+        elif isinstance(outcome, Hold):
+            await self.holds.hold(chat_id, row)
+        elif isinstance(outcome, Close | Keep):
+            error = outcome.error
+            if isinstance(outcome, Close):
+                closing = self._close_with(chat_id, row, outcome)
+                cancelled = isinstance(error, asyncio.CancelledError)  # the close still lands
+                await (asyncio.shield(closing) if cancelled else closing)
+            if error is not None:
+                raise error
+
+    async def _later(
+        self, chat_id: int, row: int | None, work: Coroutine[Any, Any, Outcome]
+    ) -> None:
+        await self.apply(chat_id, row, await work)
+
+    async def _close_with(self, chat_id: int, row: int | None, outcome: Close) -> None:
+        if outcome.notice is not None:
+            await self.tell(chat_id, outcome.notice, row, outcome.state, again=outcome.again)
+        elif row is not None:
+            await self.close(row, outcome.state)
+
+    async def _note_session(self, turn: Turn, row: int) -> None:
+        """Record the session the message's turn runs in, once the turn knows it: 🔁
+        after a restart runs the message there again."""
+        placed = asyncio.ensure_future(turn.placed.wait())
+        try:
+            ended = {turn.task} if turn.task is not None else set()
+            await asyncio.wait({placed, *ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            placed.cancel()
+        if turn.session_id is None:
+            return
+        try:
+            await self.mailbox.set_session(row, turn.session_id)
+        except Exception as exc:  # 🔁 then runs in the chat's current session
+            log.warning("recording a message's session failed: %s", type(exc).__name__)
 
     async def after(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """After the handlers: a command or press is done; a message's turn goes on."""
@@ -368,10 +395,6 @@ class Mailroom:
         except Exception as exc:
             log.warning("closing inbox row %d failed: %s", row_id, type(exc).__name__)
 
-    async def hold(self, row_id: int) -> bool:
-        """A message that came while the chat was busy waits for the owner's choice."""
-        return await self.mailbox.settle(row_id, "waiting", self.now(), only_from=("open",))
-
     async def close(self, row_id: int, state: InboxState) -> bool:
         """Settle an open row (no-op when it was settled already, e.g. with its reply)."""
         return await self.mailbox.settle(row_id, state, self.now(), only_from=("open",))
@@ -403,7 +426,7 @@ class Mailroom:
         else:
             answer = await self._again(int(data.removeprefix(AGAIN)))
             notice = query.message
-            if answer == t("tg.waiting.again") and _accessible(notice):
+            if answer == t("tg.waiting.again") and accessible(notice):
                 assert notice is not None
                 # The 🔁 goes once pressed: a stale press cannot run it again unasked.
                 edit = edit_item(notice.message_id, None)
@@ -417,7 +440,7 @@ class Mailroom:
         """A busy notice's ▶/🗑: the messages it held. One this process does not know
         (a restart since) acts on none: its buttons go, and the offline notice comes
         again, counting every waiting message, to choose with the true count in view."""
-        message_id = notice.message_id if _accessible(notice) else None
+        message_id = notice.message_id if accessible(notice) else None
         held = None
         if message_id is not None:
             held = await self.holds.pressed(self.owner, message_id)
@@ -453,7 +476,7 @@ class Mailroom:
 
     async def _close_notice(self, notice: Any, text: str) -> None:
         """The buttons go: the notice keeps its words and says what was chosen."""
-        if _accessible(notice):
+        if accessible(notice):
             old = getattr(notice, "text", None) or ""
             edit = edit_item(notice.message_id, f"{old}\n\n{text}".strip())
             await self.outbox.put(int(notice.chat.id), [edit])
