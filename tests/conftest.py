@@ -72,10 +72,19 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``long`` go first: xdist hands the first items out first, so they run
-    beside the rest of the suite rather than at its end. On Windows, a test marked
-    ``posix`` is skipped with the reason (issue 22)."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable
+    """Tests marked ``long`` go first, then those marked ``slow`` (each seconds, most of
+    them a real Kernel process), then the rest, each group in its order: xdist hands the
+    first items out first, so the long ones run beside the rest of the suite, and the
+    workers end on short tests together instead of one of them on a 30-second test while
+    the others wait. On Windows, a test marked ``posix`` is skipped with the reason
+    (issue 22)."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("long") is not None:
+            return 0
+        return 1 if item.get_closest_marker("slow") is not None else 2
+
+    items.sort(key=rank)  # stable
     if os.name != "nt":
         return
     skip = pytest.mark.skip(reason="needs POSIX (the posix marker): not run on Windows")
