@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import getpass
+import itertools
 import os
 import socket
 import sys
@@ -23,6 +24,7 @@ from kernel.config import load_config
 from kernel.core.i18n import set_language
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
+from tests.zygote import Forked, Zygote
 
 SECRET_KEY = "sk-test-SECRET-0123456789abcdef"
 
@@ -74,19 +76,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``long`` go first, then those marked ``slow`` (each seconds, most of
-    them a real Kernel process), then the rest, each group in its order: xdist hands the
-    first items out first, so the long ones run beside the rest of the suite, and the
-    workers end on short tests together instead of one of them on a 30-second test while
-    the others wait. On Windows, a test marked ``posix`` is skipped with the reason
-    (issue 22)."""
-
-    def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("long") is not None:
-            return 0
-        return 1 if item.get_closest_marker("slow") is not None else 2
-
-    items.sort(key=rank)  # stable
+    """Tests marked ``long`` (the soak's shards: minutes each) and ``slow`` (seconds each,
+    most of them a real Kernel process) are spread over the workers' first batches, each
+    batch opening with its share of them; the rest fill the batches in their order. On
+    Windows, a test marked ``posix`` is skipped with the reason (issue 22)."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
+    items[:] = _dealt(items, workers)
     if os.name != "nt":
         return
     skip = pytest.mark.skip(reason="needs POSIX (the posix marker): not run on Windows")
@@ -95,9 +90,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def _dealt(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The order xdist's ``worksteal`` hands out well: it gives each of ``workers`` a
+    contiguous batch at once (the first ``len // workers`` items, then a share of what is
+    left, and so on), and an idle worker later steals the back half of a busy one's
+    queue. So the long and slow tests are dealt round the batches first, one at a time,
+    and the short ones fill each batch to its size: no worker gets two long ones (they
+    would run one after the other, the suite's critical path), every worker starts on
+    its slow ones, and what is stolen at the end is short. Without workers: long, slow,
+    then the rest."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("long") is not None:
+            return 0
+        return 1 if item.get_closest_marker("slow") is not None else 2
+
+    ordered = sorted(items, key=rank)  # stable
+    if workers < 2:
+        return ordered
+    sizes, left = [], len(ordered)
+    for remaining in range(workers, 0, -1):
+        sizes.append(left // remaining)
+        left -= sizes[-1]
+    batches: list[list[pytest.Item]] = [[] for _ in sizes]
+    heavy = [item for item in ordered if rank(item) < 2]
+    rest = iter(item for item in ordered if rank(item) == 2)
+    for index, item in enumerate(heavy):
+        batches[index % workers].append(item)
+    for batch, size in zip(batches, sizes, strict=True):
+        batch.extend(itertools.islice(rest, max(0, size - len(batch))))
+    batches[-1].extend(rest)  # (only if the heavy ones overfilled a batch)
+    return [item for batch in batches for item in batch]
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     _private_home.cleanup()
     _shadows.cleanup()
+    _zygote.close()
 
 
 def kernel_env(**extra: str) -> dict[str, str]:
@@ -106,10 +135,18 @@ def kernel_env(**extra: str) -> dict[str, str]:
     return env | extra
 
 
+KernelProcess = asyncio.subprocess.Process | Forked
+_zygote = Zygote()
+
+
 async def spawn_kernel(
-    *args: str, cwd: Path, env: dict[str, str], stdin: bool = False
-) -> asyncio.subprocess.Process:
-    """``python -m kernel ARGS`` as the owner (or systemd) runs it."""
+    *args: str, cwd: Path, env: dict[str, str], stdin: bool = False, fresh: bool = False
+) -> KernelProcess:
+    """``python -m kernel ARGS`` as the owner (or systemd) runs it: forked from this
+    worker's zygote, which has imported Kernel once (tests/zygote.py), or with ``fresh``
+    (or where a fork cannot stand in) a new interpreter."""
+    if not fresh and _zygote.can_fork(env, base=kernel_env()):
+        return await _zygote.spawn(args, cwd=cwd, env=env, stdin=stdin)
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -35,7 +35,7 @@ async def test_service_answers_on_telegram_and_stops_on_sigterm(
             **{"KERNEL_TELEGRAM_TOKEN": DEFAULT_TOKEN, "KERNEL_TELEGRAM_ALLOWED_USER": str(OWNER)}
         )
         anthropic_sim.enqueue(text_reply("Hello from the service"))
-        proc = await spawn_kernel(cwd=tmp_path, env=env)
+        proc = await spawn_kernel(cwd=tmp_path, env=env, fresh=True)  # a new interpreter
         await tg.wait_until(lambda: tg.get_updates_completed >= 1, timeout=30)
         tg.inject_text("hi")
         await tg.wait_until(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernel.store.db import Store
-from tests.conftest import kernel_env, spawn_kernel, write_config
+from tests.conftest import KernelProcess, kernel_env, spawn_kernel, write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
@@ -31,7 +31,7 @@ RETRY = "storage unavailable ({cause}) at {data}; retrying in"
 class Service:
     """A running `python -m kernel` whose stdout is read line by line as it comes."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: KernelProcess) -> None:
         self.proc = proc
         self.lines: list[str] = []
         self._more = asyncio.Event()

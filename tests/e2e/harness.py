@@ -51,7 +51,14 @@ from kernel.audit.anchor import ANCHOR_FILE, load_anchor
 from kernel.audit.key import KEY_FILE, read_key
 from kernel.audit.verify import Verdict, verify_chain
 from kernel.store.audit import read_chain, read_only
-from tests.conftest import SECRET_KEY, free_port, kernel_env, spawn_kernel, write_config
+from tests.conftest import (
+    SECRET_KEY,
+    KernelProcess,
+    free_port,
+    kernel_env,
+    spawn_kernel,
+    write_config,
+)
 from tests.delegate.standins import alive, make_cli
 from tests.sim.anthropic_sim import AnthropicSim, has_credentials, validate_request
 from tests.sim.script import Error, Reply, Scripted, Text, ToolUse
@@ -222,7 +229,7 @@ class Rig:
         self.folder = folder
         self.tg = TelegramSim(port=free_port())
         self.model = LedgerModel()
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: KernelProcess | None = None
         self.runs = 0
         self.tokens: list[str] = []
         self.output: list[str] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import kernel_env, spawn_kernel, write_config
+from tests.conftest import KernelProcess, kernel_env, spawn_kernel, write_config
 from tests.gateway.conftest import API_KEY
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.posix]  # a real `python -m kernel` 
 # posix: ordered shutdown on SIGTERM
 
 
-async def started(process: asyncio.subprocess.Process) -> tuple[str, list[str]]:
+async def started(process: KernelProcess) -> tuple[str, list[str]]:
     """Read the log until the sidecar says where it listens; returns its URL."""
     assert process.stdout is not None
     seen: list[str] = []
@@ -67,7 +67,7 @@ async def test_service_runs_the_sidecar_and_keeps_runtime_changes(
     )
     env = kernel_env(KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER))
     outputs: list[str] = []
-    process: asyncio.subprocess.Process | None = None
+    process: KernelProcess | None = None
     try:
         for round_ in (1, 2):
             process = await spawn_kernel(cwd=tmp_path, env=env)

@@ -1,0 +1,323 @@
+"""Kernel processes for the tests, forked from one that has already imported Kernel.
+
+The suite starts Kernel as a process about 170 times (the service, ``kernel check``, the
+CLI verbs, ``kernel chat``), and each start spent 0.5-2 s of CPU importing the same
+libraries (the Anthropic SDK alone is 3,800 modules) before it did anything a test looks
+at: on the two-core machine that was a third of the suite's CPU. So each xdist worker
+keeps one *zygote*: a process that has imported what ``python -m kernel`` imports, and
+forks a child per start. The child is what ``python -m kernel ARGS`` would be:
+
+- its standard streams are the test's pipes (or /dev/null), every other descriptor closed;
+- its working directory, environment (``TZ`` applied), ``sys.argv`` and ``sys.path[0]``
+  are those of the requested start, and what the imports set in the environment
+  (``PTB_TIMEDELTA``) is set again as they would set it;
+- it runs ``kernel``'s ``__main__`` with ``runpy`` and ends as the interpreter ends
+  (``SystemExit``'s code, a traceback and 1 for an uncaught error, atexit handlers run);
+- signals reach it by its pid; its exit code (negative for a signal) comes back to the
+  test over the request's socket, since the zygote is its parent.
+
+What a fork cannot reproduce falls back to a real ``python -m kernel``: an environment
+whose interpreter settings (``PYTHON*``, ``LANG``, ``LC_*``) differ from the zygote's, a
+platform without ``fork`` or Unix sockets, and any start a test asks to be real
+(``spawn_kernel(fresh=True)``: what Kernel imports at start, how long a start takes).
+
+The zygote ends when the worker that started it ends (it watches the worker's pid), and
+at the worker's ``pytest_unconfigure``.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# What ``python -m kernel`` imports to run the service with a Claude provider, Telegram and
+# the sidecar (kernel.__main__ itself is run fresh as ``__main__`` in each child).
+PRELOAD = (
+    "kernel.app",
+    "kernel.config",
+    "kernel.providers.claude",
+    "kernel.telegram.channel",
+    "kernel.gateway.server",
+    "kernel.client.http",
+)
+# Environment variables the interpreter reads when it starts: a fork inherits the
+# zygote's reading of them, so a start that sets them differently is a real one.
+INTERPRETER = ("PYTHON", "LANG", "LC_")
+
+
+def _interpreter_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(INTERPRETER)}
+
+
+# ---- the zygote --------------------------------------------------------------------------
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    fds = array.array("i")
+    data, ancillary, _, _ = conn.recvmsg(1 << 20, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    while not data.endswith(b"\n"):
+        more = conn.recv(1 << 20)
+        if not more:
+            break
+        data += more
+    return json.loads(data), list(fds)
+
+
+def _become(request: dict[str, Any], fds: list[int], added: dict[str, str]) -> None:
+    """In the forked child: the streams, folder, environment and argv of the start."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    for name, value in added.items():
+        os.environ.setdefault(name, value)
+    time.tzset()
+    tempfile.tempdir = None  # found again from TMPDIR & co., as a new process would
+    main = sys.modules["kernel"].__path__[0] + "/__main__.py"
+    sys.argv = [main, *request["args"]]
+    sys.path[0] = os.getcwd()
+
+
+def serve(path: str, watched: int) -> dict[str, Any] | None:
+    """Serve starts at ``path`` until process ``watched`` is gone. Returns (in the forked
+    child only) the start to run."""
+    before = dict(os.environ)
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    added = {k: v for k, v in os.environ.items() if k not in before}
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the children's collections leave the shared pages alone
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    print("ready", flush=True)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    children: dict[int, socket.socket] = {}
+    while True:
+        events = selector.select(timeout=1.0)
+        try:
+            os.kill(watched, 0)
+        except ProcessLookupError:
+            return None
+        for key, _ in events:
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                request, fds = _receive(conn)
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    _become(request, fds, added)
+                    return request
+                for fd in fds:
+                    os.close(fd)
+                conn.sendall(f"{pid}\n".encode())
+                children[pid] = conn
+            else:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = children.pop(pid)
+            with contextlib.suppress(OSError):
+                conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            conn.close()
+
+
+def _zygote_main() -> None:
+    path, watched = sys.argv[1], int(sys.argv[2])
+    start = serve(path, watched)
+    if start is None:
+        return
+    import runpy
+
+    del start
+    runpy.run_module("kernel", run_name="__main__", alter_sys=True)
+
+
+# ---- the test's side ---------------------------------------------------------------------
+
+
+class Forked:
+    """A forked Kernel, as ``asyncio.subprocess.Process`` is used by the tests."""
+
+    def __init__(
+        self,
+        pid: int,
+        status: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        stdin: asyncio.StreamWriter | None,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+    ) -> None:
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+        self._status = status
+        self._writer = writer
+        self._exited: asyncio.Task[int] = asyncio.ensure_future(self._await_exit())
+
+    async def _await_exit(self) -> int:
+        line = await self._status.readline()
+        self._writer.close()
+        if not line.strip():
+            raise RuntimeError(f"the zygote ended before Kernel process {self.pid} did")
+        self.returncode = int(line)
+        return self.returncode
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def communicate(self, data: bytes | None = None) -> tuple[bytes, bytes]:
+        if self.stdin is not None:
+            if data:
+                self.stdin.write(data)
+                with contextlib.suppress(ConnectionError):
+                    await self.stdin.drain()
+            self.stdin.close()
+        out, err = await asyncio.gather(self.stdout.read(), self.stderr.read())
+        await self.wait()
+        return out, err
+
+
+class Zygote:
+    """This worker's zygote: started on the first start asked of it."""
+
+    def __init__(self) -> None:
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._env: dict[str, str] = {}
+        self.broken = not (hasattr(os, "fork") and hasattr(socket, "AF_UNIX"))
+
+    @property
+    def path(self) -> str:
+        assert self._folder is not None
+        return str(Path(self._folder.name) / "zygote.sock")
+
+    def _start(self, env: dict[str, str]) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="kernel-tests-zygote-")
+        self._env = env
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", "from tests.zygote import _zygote_main; _zygote_main()"]
+            + [self.path, str(os.getpid())],
+            env=env,
+            cwd=Path(__file__).resolve().parents[1],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert self._process.stdout is not None
+        with self._process.stdout as said:
+            self.broken = said.readline() != b"ready\n"
+
+    def can_fork(self, env: dict[str, str], *, base: dict[str, str]) -> bool:
+        """Whether a start in ``env`` can be forked; the zygote starts (in ``base``, the
+        worker's environment for Kernel) on the first that can."""
+        if self.broken:
+            return False
+        if self._process is None:
+            self._start(base)
+        return not self.broken and _interpreter_env(env) == _interpreter_env(self._env)
+
+    async def spawn(
+        self, args: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdin: bool
+    ) -> Forked:
+        loop = asyncio.get_running_loop()
+        ends: list[int] = []
+        theirs: list[int] = []
+        try:
+            if stdin:
+                their_in, our_in = os.pipe()
+            else:
+                their_in, our_in = os.open(os.devnull, os.O_RDONLY), -1
+            our_out, their_out = os.pipe()
+            our_err, their_err = os.pipe()
+            theirs = [their_in, their_out, their_err]
+            ends = [fd for fd in (our_in, our_out, our_err) if fd >= 0]
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(self.path)
+            request = {"args": list(args), "cwd": str(cwd), "env": env}
+            socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], theirs)
+        except BaseException:
+            for fd in ends:
+                os.close(fd)
+            raise
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        sock.setblocking(False)
+        status, writer = await asyncio.open_unix_connection(sock=sock)
+        pid = int(await status.readline())
+        stdout = await _reader(loop, our_out)
+        stderr = await _reader(loop, our_err)
+        writer_in = await _writer(loop, our_in) if our_in >= 0 else None
+        return Forked(pid, status, writer, writer_in, stdout, stderr)
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        if self._folder is not None:
+            self._folder.cleanup()
+
+
+async def _reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader()  # asyncio's subprocess limit (64 KiB lines)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
+    return reader
+
+
+async def _writer(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamWriter:
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(fd, "wb", buffering=0)
+    )
+    return asyncio.StreamWriter(transport, protocol, None, loop)
