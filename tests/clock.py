@@ -4,6 +4,7 @@ returns when the clock is advanced past its deadline (never by wall time)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime, timedelta
 
 
@@ -57,3 +58,25 @@ class InstantClock(ManualClock):
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
         await asyncio.sleep(0)
+
+
+class WarpPace:
+    """Real time with a rate budget's waits compressed: a sleep lasts at most ``real``
+    seconds of wall time, and the reading then moves on to the sleep's end. The budget's
+    arithmetic holds on it (one call a second to a chat stays one a second on this
+    clock, a burst is still three) while the chat tests wait a twentieth of that; what
+    the budget thins or holds back is decided as before. Only for the pacing of calls:
+    a 429's ``retry_after`` is the simulator's real time, so tests of 429s pace really."""
+
+    def __init__(self, real: float = 0.05) -> None:
+        self.real = real
+        self._ahead = 0.0  # seconds this clock is ahead of time.monotonic()
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self._ahead
+
+    async def sleep(self, seconds: float) -> None:
+        seconds = max(seconds, 0.0)
+        end = self.monotonic() + seconds
+        await asyncio.sleep(min(seconds, self.real))
+        self._ahead += max(0.0, end - self.monotonic())

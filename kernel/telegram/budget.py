@@ -55,6 +55,14 @@ Priority = Literal["final", "progress", "draft"]
 PRIORITIES: tuple[Priority, ...] = ("final", "progress", "draft")
 
 
+class Pace(Protocol):
+    """The clock a budget paces calls by: monotonic seconds and a sleep on them."""
+
+    def monotonic(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
 class RateArgs(TypedDict, total=False):
     priority: Priority
 

@@ -145,7 +145,9 @@ async def test_a_tool_line_the_budget_thinned_shows_while_the_tool_runs(
     runs, instead of leaving "Working on a reply…" up for the whole call (the seeded
     soak's kill during a tool found it: right after a reply, the line never came)."""
     release = tmp_path / "release"
-    h = await bot(extra="progress_interval = 0.05\n" + mcp_toml([stdio_server("test")]))
+    h = await bot(  # the 429's block is real seconds
+        extra="progress_interval = 0.05\n" + mcp_toml([stdio_server("test")]), real_pace=True
+    )
     gate = asyncio.Event()
     h.model.enqueue(
         tool_reply("mcp_test__steps", {"count": 0, "release": str(release)}, gate=gate),

@@ -14,6 +14,7 @@ import pytest
 from kernel.app import Kernel
 from kernel.config import load_config
 from kernel.telegram.channel import TelegramChannel
+from tests.clock import WarpPace
 from tests.conftest import write_config
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, ChatMessage, TelegramSim
@@ -90,8 +91,12 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
         tg: TelegramSim | None = None,
         model: AnthropicSim | None = None,
         clock: Any = None,
+        real_pace: bool = False,
         **general: Any,
     ) -> BotHarness:
+        """``real_pace``: the chat's rate budget waits its real seconds (a test of 429s,
+        whose ``retry_after`` the simulator keeps in real time); else its waits are
+        compressed (tests/clock.py ``WarpPace``)."""
         tg = tg or await TelegramSim().start()
         model = model or await AnthropicSim().start()
         path = write_config(tmp_path, model.base_url, "claude", **{"language": "en", **general})
@@ -101,7 +106,9 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
         )
         kernel = Kernel(load_config(path, env={}), clock=clock)
         await kernel.start()
-        channel = TelegramChannel(kernel.telegram_services())
+        channel = TelegramChannel(
+            kernel.telegram_services(), pace=None if real_pace else WarpPace()
+        )
         await channel.start()
         running.append((channel, kernel, tg, model))
         return BotHarness(tg, model, kernel, channel)

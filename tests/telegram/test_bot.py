@@ -174,7 +174,7 @@ async def test_a_rejected_chunk_falls_back_to_plain_text(bot: Factory) -> None:
 
 
 async def test_429_is_honoured(bot: Factory) -> None:
-    h = await bot()
+    h = await bot(real_pace=True)  # the block is real seconds
     h.tg.fail("sendMessage", status=429, retry_after=1)
     h.tg.inject_text("/help")
     await h.tg.wait_until(lambda: bool(h.texts()), timeout=30)
@@ -202,7 +202,7 @@ async def test_drafts_stream_then_stop_after_a_draft_error(bot: Factory) -> None
 
 
 async def test_a_rate_limited_draft_is_given_up_and_its_block_honoured(bot: Factory) -> None:
-    h = await bot()
+    h = await bot(real_pace=True)  # the block is real seconds
     # A 429 blocks the whole chat for retry_after (kernel.telegram.budget), drafts included:
     # the draft is not retried, the events go on, and the reply lands once the block ends.
     h.tg.fail("sendMessageDraft", retry_after=2, times=5)

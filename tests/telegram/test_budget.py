@@ -270,7 +270,7 @@ async def test_a_final_that_fails_otherwise_frees_its_turn(
 
 async def test_a_streaming_turn_in_a_429_storm_still_delivers_its_reply(bot: Factory) -> None:
     """The real channel: drafts, typing and the reply share the chat's budget."""
-    h = await bot()
+    h = await bot(real_pace=True)  # the blocks are real seconds
     h.tg.fail("sendMessageDraft", retry_after=1, times=2)
     h.tg.fail("deleteMessage", retry_after=2, times=2)  # the placeholder, after the reply
     h.tg.fail("sendMessage", retry_after=1, times=1)  # the placeholder itself

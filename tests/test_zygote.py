@@ -1,0 +1,106 @@
+"""The suite's own machinery: a Kernel forked from the worker's zygote is what a new
+``python -m kernel`` would be, as far as a test can see (tests/zygote.py), and the order
+the tests are handed to xdist's workers in (tests/conftest.py ``_dealt``)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import KernelProcess, _dealt, kernel_env, spawn_kernel, write_config
+from tests.gateway.test_service import started
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+from tests.zygote import Forked
+
+pytestmark = [pytest.mark.slow, pytest.mark.posix]  # Kernel processes; fork and signals
+
+
+async def ran(process: KernelProcess, data: bytes | None = None) -> tuple[int, str, str]:
+    out, err = await asyncio.wait_for(process.communicate(data), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (("--version",), {}),
+        (("no-such-verb",), {}),  # argparse: exit 2, the usage on stderr
+        (("check",), {"KERNEL_LANGUAGE": "en"}),  # no configuration here: says where to put one
+        (("check",), {"KERNEL_LANGUAGE": "zh"}),  # the environment is the start's own
+        (("audit", "verify"), {"KERNEL_CONFIG": "missing.toml", "TZ": "America/New_York"}),
+    ],
+)
+async def test_a_forked_start_says_and_exits_as_a_fresh_one(
+    args: tuple[str, ...], env: dict[str, str], tmp_path: Path
+) -> None:
+    forked = await spawn_kernel(*args, cwd=tmp_path, env=kernel_env(**env))
+    assert isinstance(forked, Forked)
+    fresh = await spawn_kernel(*args, cwd=tmp_path, env=kernel_env(**env), fresh=True)
+    assert not isinstance(fresh, Forked)
+    assert await ran(forked) == await ran(fresh)
+
+
+async def test_a_forked_service_dies_by_its_pid_and_says_how(
+    anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    tg = await TelegramSim().start()
+    path = write_config(tmp_path, anthropic_sim.base_url, "claude")
+    path.write_text(path.read_text() + f'[telegram]\napi_base = "{tg.api_base}"\n')
+    env = kernel_env(KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER))
+    service = await spawn_kernel(cwd=tmp_path, env=env)
+    try:
+        assert isinstance(service, Forked)
+        await started(service)  # it runs: the sidecar listens
+        service.send_signal(signal.SIGKILL)
+        assert await asyncio.wait_for(service.wait(), timeout=60) == -signal.SIGKILL
+    finally:
+        service.kill()
+        await tg.stop()
+
+
+class Item:
+    """What ``_dealt`` reads of a test item: its markers."""
+
+    def __init__(self, name: str, marker: str | None = None) -> None:
+        self.name, self.marker = name, marker
+
+    def get_closest_marker(self, name: str) -> object:
+        return self if name == self.marker else None
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def batches(order: list[Item], workers: int) -> list[list[Item]]:
+    """How xdist's worksteal hands ``order`` out to ``workers`` idle workers at once."""
+    pending, handed = list(order), []
+    for remaining in range(workers, 0, -1):
+        size = len(pending) // remaining
+        handed.append(pending[:size])
+        del pending[:size]
+    return handed
+
+
+def test_long_and_slow_tests_open_different_workers_batches() -> None:
+    items = [Item(f"t{i}") for i in range(100)]
+    items[40].marker = items[90].marker = "long"
+    for index in (3, 5, 7, 50, 51, 52, 53, 95):
+        items[index].marker = "slow"
+    order = _dealt(items, 4)  # type: ignore[arg-type]
+    assert sorted(order, key=lambda item: item.name) == sorted(items, key=lambda i: i.name)
+    handed = batches(order, 4)
+    assert [batch[0].name for batch in handed] == ["t40", "t90", "t3", "t5"]
+    for batch in handed:
+        marks = [item.marker for item in batch]
+        heavy = [mark for mark in marks if mark]
+        assert marks[: len(heavy)] == heavy  # each batch starts with its heavy ones
+        assert heavy.count("long") <= 1 and 2 <= len(heavy) <= 3
+    rest = [item.name for item in order if item.marker is None]
+    assert rest == [item.name for item in items if item.marker is None]  # in their order
+    ranked = sorted(items, key=lambda item: {"long": 0, "slow": 1}.get(item.marker or "", 2))
+    assert _dealt(items, 0) == ranked  # type: ignore[arg-type]
