@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import getpass
 import itertools
@@ -24,7 +25,7 @@ from kernel.config import load_config
 from kernel.core.i18n import set_language
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
-from tests.zygote import Forked, Zygote
+from tests.zygote import Forked, Zygote, ZygoteGone
 
 SECRET_KEY = "sk-test-SECRET-0123456789abcdef"
 
@@ -123,6 +124,13 @@ def _dealt(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
     return [item for batch in batches for item in batch]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The process that runs the session (xdist's controller, or ``-n 0``'s only one)
+    starts the run's zygote, which every worker forks Kernel processes from."""
+    if not hasattr(config, "workerinput") and not config.option.collectonly:
+        _zygote.start(kernel_env())
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     _private_home.cleanup()
     _shadows.cleanup()
@@ -145,8 +153,9 @@ async def spawn_kernel(
     """``python -m kernel ARGS`` as the owner (or systemd) runs it: forked from this
     worker's zygote, which has imported Kernel once (tests/zygote.py), or with ``fresh``
     (or where a fork cannot stand in) a new interpreter."""
-    if not fresh and _zygote.can_fork(env, base=kernel_env()):
-        return await _zygote.spawn(args, cwd=cwd, env=env, stdin=stdin)
+    if not fresh and _zygote.can_fork(env):
+        with contextlib.suppress(ZygoteGone):
+            return await _zygote.spawn(args, cwd=cwd, env=env, stdin=stdin)
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

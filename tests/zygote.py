@@ -3,9 +3,9 @@
 The suite starts Kernel as a process about 170 times (the service, ``kernel check``, the
 CLI verbs, ``kernel chat``), and each start spent 0.5-2 s of CPU importing the same
 libraries (the Anthropic SDK alone is 3,800 modules) before it did anything a test looks
-at: on the two-core machine that was a third of the suite's CPU. So each xdist worker
-keeps one *zygote*: a process that has imported what ``python -m kernel`` imports, and
-forks a child per start. The child is what ``python -m kernel ARGS`` would be:
+at: on the two-core machine that was a third of the suite's CPU. So the run keeps one
+*zygote*, shared by xdist's workers: a process that has imported what ``python -m kernel``
+imports, and forks a child per start. The child is what ``python -m kernel ARGS`` would be:
 
 - its standard streams are the test's pipes (or /dev/null), every other descriptor closed;
 - its working directory, environment (``TZ`` applied), ``sys.argv`` and ``sys.path[0]``
@@ -21,8 +21,9 @@ whose interpreter settings (``PYTHON*``, ``LANG``, ``LC_*``) differ from the zyg
 platform without ``fork`` or Unix sockets, and any start a test asks to be real
 (``spawn_kernel(fresh=True)``: what Kernel imports at start, how long a start takes).
 
-The zygote ends when the worker that started it ends (it watches the worker's pid), and
-at the worker's ``pytest_unconfigure``.
+The process that runs the session starts the zygote at ``pytest_configure``
+(tests/conftest.py) and ends it at ``pytest_unconfigure``; the zygote also ends when that
+process is gone. A worker waits for it to listen on its first start.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -118,7 +120,6 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    print("ready", flush=True)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
@@ -227,49 +228,79 @@ class Forked:
         return out, err
 
 
+ADDRESS = "KERNEL_TESTS_ZYGOTE"  # "pid:socket" of the run's zygote, for xdist's workers
+
+
+class ZygoteGone(Exception):
+    """The zygote is not there to fork: the start is made the ordinary way."""
+
+
 class Zygote:
-    """This worker's zygote: started on the first start asked of it."""
+    """The run's zygote: started (without waiting for it) by the process that runs the
+    session, xdist's controller or ``-n 0``'s only process, which names it to its workers
+    in the environment (``ADDRESS``) and ends it with the session; the zygote also ends
+    if that process is gone."""
 
     def __init__(self) -> None:
-        self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._process: subprocess.Popen[bytes] | None = None
-        self._env: dict[str, str] = {}
+        self._folder: str | None = None
+        self.address = os.environ.get(ADDRESS, "")
         self.broken = not (hasattr(os, "fork") and hasattr(socket, "AF_UNIX"))
 
-    @property
-    def path(self) -> str:
-        assert self._folder is not None
-        return str(Path(self._folder.name) / "zygote.sock")
-
-    def _start(self, env: dict[str, str]) -> None:
-        self._folder = tempfile.TemporaryDirectory(prefix="kernel-tests-zygote-")
-        self._env = env
+    def start(self, env: dict[str, str]) -> None:
+        """Start the zygote in ``env`` (the environment for Kernel) and name it."""
+        if self.broken or self.address:
+            return
+        self._folder = tempfile.mkdtemp(prefix="kernel-tests-zygote-")
+        path = str(Path(self._folder) / "zygote.sock")
         self._process = subprocess.Popen(
             [sys.executable, "-c", "from tests.zygote import _zygote_main; _zygote_main()"]
-            + [self.path, str(os.getpid())],
+            + [path, str(os.getpid())],
             env=env,
             cwd=Path(__file__).resolve().parents[1],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
-        assert self._process.stdout is not None
-        with self._process.stdout as said:
-            self.broken = said.readline() != b"ready\n"
+        self.address = os.environ[ADDRESS] = f"{self._process.pid}:{path}"
 
-    def can_fork(self, env: dict[str, str], *, base: dict[str, str]) -> bool:
-        """Whether a start in ``env`` can be forked; the zygote starts (in ``base``, the
-        worker's environment for Kernel) on the first that can."""
-        if self.broken:
-            return False
-        if self._process is None:
-            self._start(base)
-        return not self.broken and _interpreter_env(env) == _interpreter_env(self._env)
+    def can_fork(self, env: dict[str, str]) -> bool:
+        """Whether a start in ``env`` can be forked: there is a zygote, and ``env`` sets
+        what the interpreter reads at start as the zygote's does (this process's)."""
+        return (
+            not self.broken
+            and bool(self.address)
+            and _interpreter_env(env) == _interpreter_env(dict(os.environ))
+        )
+
+    async def _connect(self) -> socket.socket:
+        """A connection to the zygote, once it listens (it imports for a few seconds
+        after the session starts; a hang guard, not a bound)."""
+        pid, path = self.address.split(":", 1)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + 120
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(path)
+                return sock
+            except (FileNotFoundError, ConnectionRefusedError):
+                sock.close()
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                self.broken = True
+                raise ZygoteGone(f"the zygote {pid} ended") from None
+            if loop.time() > give_up:
+                self.broken = True
+                raise ZygoteGone(f"the zygote {pid} did not listen within 120 s")
+            await asyncio.sleep(0.05)
 
     async def spawn(
         self, args: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdin: bool
     ) -> Forked:
         loop = asyncio.get_running_loop()
+        sock = await self._connect()
         ends: list[int] = []
         theirs: list[int] = []
         try:
@@ -281,11 +312,10 @@ class Zygote:
             our_err, their_err = os.pipe()
             theirs = [their_in, their_out, their_err]
             ends = [fd for fd in (our_in, our_out, our_err) if fd >= 0]
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(self.path)
             request = {"args": list(args), "cwd": str(cwd), "env": env}
             socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], theirs)
         except BaseException:
+            sock.close()
             for fd in ends:
                 os.close(fd)
             raise
@@ -301,11 +331,13 @@ class Zygote:
         return Forked(pid, status, writer, writer_in, stdout, stderr)
 
     def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
+        """End the zygote this process started (its forked Kernels are the tests')."""
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.kill()
             self._process.wait()
         if self._folder is not None:
-            self._folder.cleanup()
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 async def _reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
