@@ -45,7 +45,9 @@ from pathlib import Path
 from typing import Any
 
 # What ``python -m kernel`` imports to run the service with a Claude provider, Telegram and
-# the sidecar (kernel.__main__ itself is run fresh as ``__main__`` in each child).
+# the sidecar (kernel.__main__ itself is run fresh as ``__main__`` in each child), and what
+# the tests' MCP server imports (tests/mcp/stdio_server.py, started through
+# tests/mcp/launch.py).
 PRELOAD = (
     "kernel.app",
     "kernel.config",
@@ -53,6 +55,7 @@ PRELOAD = (
     "kernel.telegram.channel",
     "kernel.gateway.server",
     "kernel.client.http",
+    "mcp.server.mcpserver",
 )
 # Environment variables the interpreter reads when it starts: a fork inherits the
 # zygote's reading of them, so a start that sets them differently is a real one.
@@ -94,9 +97,12 @@ def _become(request: dict[str, Any], fds: list[int], added: dict[str, str]) -> N
         os.environ.setdefault(name, value)
     time.tzset()
     tempfile.tempdir = None  # found again from TMPDIR & co., as a new process would
-    main = sys.modules["kernel"].__path__[0] + "/__main__.py"
-    sys.argv = [main, *request["args"]]
-    sys.path[0] = os.getcwd()
+    if script := request.get("script"):  # python SCRIPT ARGS
+        sys.argv = [script, *request["args"]]
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+    else:  # python -m kernel ARGS
+        sys.argv = [sys.modules["kernel"].__path__[0] + "/__main__.py", *request["args"]]
+        sys.path[0] = os.getcwd()
 
 
 def serve(path: str, watched: int) -> dict[str, Any] | None:
@@ -108,6 +114,7 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
     for name in PRELOAD:
         importlib.import_module(name)
     added = {k: v for k, v in os.environ.items() if k not in before}
+    interpreter = _interpreter_env(before)
     import gc
 
     gc.collect()
@@ -134,6 +141,12 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
             if key.fileobj is listener:
                 conn, _ = listener.accept()
                 request, fds = _receive(conn)
+                if _interpreter_env(request["env"]) != interpreter:
+                    for fd in fds:
+                        os.close(fd)
+                    conn.sendall(b"-\n")  # not forked: the caller starts it anew
+                    conn.close()
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     selector.close()
@@ -166,8 +179,10 @@ def _zygote_main() -> None:
         return
     import runpy
 
-    del start
-    runpy.run_module("kernel", run_name="__main__", alter_sys=True)
+    if script := start.get("script"):
+        runpy.run_path(script, run_name="__main__")
+    else:
+        runpy.run_module("kernel", run_name="__main__", alter_sys=True)
 
 
 # ---- the test's side ---------------------------------------------------------------------
@@ -229,6 +244,19 @@ class Forked:
 
 
 ADDRESS = "KERNEL_TESTS_ZYGOTE"  # "pid:socket" of the run's zygote, for xdist's workers
+
+
+LAUNCH = Path(__file__).resolve().parent / "mcp" / "launch.py"
+
+
+def python_script(script: Path, *args: str) -> tuple[str, list[str]]:
+    """The command and arguments that run ``python SCRIPT ARGS`` for Kernel (a test MCP
+    server): through tests/mcp/launch.py, forked from the run's zygote, when there is
+    one; else as written."""
+    address = os.environ.get(ADDRESS, "")
+    if not address:
+        return sys.executable, [str(script), *args]
+    return sys.executable, [str(LAUNCH), address.split(":", 1)[1], str(script), *args]
 
 
 class ZygoteGone(Exception):
@@ -324,7 +352,11 @@ class Zygote:
                 os.close(fd)
         sock.setblocking(False)
         status, writer = await asyncio.open_unix_connection(sock=sock)
-        pid = int(await status.readline())
+        said = await status.readline()
+        if said.strip() in (b"", b"-"):
+            writer.close()
+            raise ZygoteGone("the zygote did not fork it")
+        pid = int(said)
         stdout = await _reader(loop, our_out)
         stderr = await _reader(loop, our_err)
         writer_in = await _writer(loop, our_in) if our_in >= 0 else None

@@ -38,7 +38,6 @@ import os
 import re
 import signal
 import sqlite3
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +62,7 @@ from tests.delegate.standins import alive, make_cli
 from tests.sim.anthropic_sim import AnthropicSim, has_credentials, validate_request
 from tests.sim.script import Error, Reply, Scripted, Text, ToolUse
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, BotCall, ChatMessage, TelegramSim
+from tests.zygote import python_script
 
 MARK = "↻"
 TOKEN = re.compile(r"\bm\d+\b")
@@ -276,13 +276,14 @@ class Rig:
             "watchdog_seconds = 10",
         ]
         if self.mcp:
+            command, args = python_script(MCP_SERVER)
             lines += [
                 "[mcp]",
                 "[[mcp.servers]]",
                 'name = "test"',
                 'type = "stdio"',
-                f'command = "{sys.executable}"',
-                f'args = ["{MCP_SERVER}"]',
+                f'command = "{command}"',
+                f"args = {json.dumps(args)}",
             ]
         if self.cli:
             fake = make_cli(self.folder / "bin", "claude_code")

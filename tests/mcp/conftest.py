@@ -21,19 +21,16 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.openai_sim import OpenAISim
 from tests.telegram.conftest import bot  # noqa: F401  # the Telegram harness, for /status
 from tests.waiting import wait_until as wait_until  # tests/telegram imports it here
+from tests.zygote import python_script
 
 SERVER_SCRIPT = Path(__file__).with_name("stdio_server.py")
 
 
 def stdio_server(name: str = "test", *extra_args: str, **keys: Any) -> dict[str, Any]:
-    """A [[mcp.servers]] table running tests/mcp/stdio_server.py."""
-    return {
-        "name": name,
-        "type": "stdio",
-        "command": sys.executable,
-        "args": [str(SERVER_SCRIPT), *extra_args],
-        **keys,
-    }
+    """A [[mcp.servers]] table running tests/mcp/stdio_server.py (forked from the run's
+    zygote through tests/mcp/launch.py: tests/zygote.py)."""
+    command, args = python_script(SERVER_SCRIPT, *extra_args)
+    return {"name": name, "type": "stdio", "command": command, "args": args, **keys}
 
 
 def time_server(name: str = "time") -> dict[str, Any]:
