@@ -140,11 +140,21 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
         for key, _ in events:
             if key.fileobj is listener:
                 conn, _ = listener.accept()
-                request, fds = _receive(conn)
-                if _interpreter_env(request["env"]) != interpreter:
+                try:
+                    request, fds = _receive(conn)
+                except (OSError, ValueError):  # a caller gone, or not one of ours
+                    conn.close()
+                    continue
+                env = request.get("env") if isinstance(request, dict) else None
+                if (
+                    len(fds) != 3
+                    or not isinstance(env, dict)
+                    or _interpreter_env(env) != interpreter
+                ):
                     for fd in fds:
                         os.close(fd)
-                    conn.sendall(b"-\n")  # not forked: the caller starts it anew
+                    with contextlib.suppress(OSError):
+                        conn.sendall(b"-\n")  # not forked: the caller starts it anew
                     conn.close()
                     continue
                 pid = os.fork()
@@ -154,7 +164,8 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
                     return request
                 for fd in fds:
                     os.close(fd)
-                conn.sendall(f"{pid}\n".encode())
+                with contextlib.suppress(OSError):  # a caller gone: the child runs on
+                    conn.sendall(f"{pid}\n".encode())
                 children[pid] = conn
             else:
                 with contextlib.suppress(BlockingIOError):
