@@ -95,11 +95,11 @@ def _dealt(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
     """The order xdist's ``worksteal`` hands out well: it gives each of ``workers`` a
     contiguous batch at once (the first ``len // workers`` items, then a share of what is
     left, and so on), and an idle worker later steals the back half of a busy one's
-    queue. So the long and slow tests are dealt round the batches first, one at a time,
-    and the short ones fill each batch to its size: no worker gets two long ones (they
-    would run one after the other, the suite's critical path), every worker starts on
-    its slow ones, and what is stolen at the end is short. Without workers: long, slow,
-    then the rest."""
+    queue. So the long tests are dealt round the batches first, one each, then the slow
+    ones round the batches without a long one, and the short ones fill each batch to its
+    size: no worker gets two long ones or a long one and slow ones (they would run one
+    after the other, the suite's critical path), and what is stolen at the end is
+    short. Without workers: long, slow, then the rest."""
 
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("long") is not None:
@@ -114,10 +114,16 @@ def _dealt(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
         sizes.append(left // remaining)
         left -= sizes[-1]
     batches: list[list[pytest.Item]] = [[] for _ in sizes]
-    heavy = [item for item in ordered if rank(item) < 2]
+    long = [item for item in ordered if rank(item) == 0]
+    slow = [item for item in ordered if rank(item) == 1]
     rest = iter(item for item in ordered if rank(item) == 2)
-    for index, item in enumerate(heavy):
+    for index, item in enumerate(long):
         batches[index % workers].append(item)
+    # A batch that opens with a long test gets no slow one after it: what follows the
+    # long test there is short, and stolen by the other workers as they run out.
+    free = [batch for batch in batches if not batch] or batches
+    for index, item in enumerate(slow):
+        free[index % len(free)].append(item)
     for batch, size in zip(batches, sizes, strict=True):
         batch.extend(itertools.islice(rest, max(0, size - len(batch))))
     batches[-1].extend(rest)  # (only if the heavy ones overfilled a batch)

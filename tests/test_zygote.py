@@ -95,11 +95,10 @@ def test_long_and_slow_tests_open_different_workers_batches() -> None:
     assert sorted(order, key=lambda item: item.name) == sorted(items, key=lambda i: i.name)
     handed = batches(order, 4)
     assert [batch[0].name for batch in handed] == ["t40", "t90", "t3", "t5"]
-    for batch in handed:
-        marks = [item.marker for item in batch]
-        heavy = [mark for mark in marks if mark]
-        assert marks[: len(heavy)] == heavy  # each batch starts with its heavy ones
-        assert heavy.count("long") <= 1 and 2 <= len(heavy) <= 3
+    heavy = [[item.marker for item in batch if item.marker] for batch in handed]
+    assert heavy == [["long"], ["long"], ["slow"] * 4, ["slow"] * 4]  # a long one alone
+    for batch, marks in zip(handed, heavy, strict=True):
+        assert [item.marker for item in batch[: len(marks)]] == marks  # heavy ones first
     rest = [item.name for item in order if item.marker is None]
     assert rest == [item.name for item in items if item.marker is None]  # in their order
     ranked = sorted(items, key=lambda item: {"long": 0, "slow": 1}.get(item.marker or "", 2))

@@ -63,6 +63,17 @@ class Pace(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
+class _RealPace:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+REAL_PACE: Pace = _RealPace()  # time as it passes
+
+
 class RateArgs(TypedDict, total=False):
     priority: Priority
 

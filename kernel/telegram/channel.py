@@ -47,7 +47,7 @@ from kernel.core.status import ChannelState
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import Mailbox
 from kernel.telegram.asks import AskBoard
-from kernel.telegram.budget import Pace, RateBudget
+from kernel.telegram.budget import REAL_PACE, Pace, RateBudget
 from kernel.telegram.busy import BusyDesk
 from kernel.telegram.commands import (
     COMMANDS,
@@ -81,7 +81,7 @@ START_BACKOFF = Backoff(first=1.0, cap=60.0)
 class TelegramChannel:
     name = "telegram"
 
-    def __init__(self, services: TelegramServices, *, pace: Pace | None = None) -> None:
+    def __init__(self, services: TelegramServices, *, pace: Pace = REAL_PACE) -> None:
         """``pace``: the clock the chat's rate budget paces calls by; the real one unless
         given (the chat tests compress its waits, tests/clock.py ``WarpPace``)."""
         self.services = services
@@ -101,12 +101,8 @@ class TelegramChannel:
             # a lone surrogate in an update or a send is mended (mending.py)
             request=FileRequest(connection_pool_size=256),
             get_updates_request=polls,
-            rate_limiter=(
-                RateBudget(max_retries=cfg.max_retries_429)
-                if pace is None
-                else RateBudget(
-                    max_retries=cfg.max_retries_429, clock=pace.monotonic, sleep=pace.sleep
-                )
+            rate_limiter=RateBudget(
+                max_retries=cfg.max_retries_429, clock=pace.monotonic, sleep=pace.sleep
             ),
             clock=services.clock,
         )

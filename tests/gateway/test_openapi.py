@@ -137,6 +137,7 @@ enabled = false
 
 
 @pytest.mark.slow
+@pytest.mark.long  # minutes on a loaded machine: a worker of its own
 @pytest.mark.timeout(600)  # about a minute alone; the default 60 s is for a busy machine too
 async def test_schemathesis_finds_no_failure_with_every_check(
     sidecar: SidecarFactory, tmp_path: Path

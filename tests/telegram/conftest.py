@@ -13,6 +13,7 @@ import pytest
 
 from kernel.app import Kernel
 from kernel.config import load_config
+from kernel.telegram.budget import REAL_PACE
 from kernel.telegram.channel import TelegramChannel
 from tests.clock import WarpPace
 from tests.conftest import write_config
@@ -107,7 +108,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[Factory]:
         kernel = Kernel(load_config(path, env={}), clock=clock)
         await kernel.start()
         channel = TelegramChannel(
-            kernel.telegram_services(), pace=None if real_pace else WarpPace()
+            kernel.telegram_services(), pace=REAL_PACE if real_pace else WarpPace()
         )
         await channel.start()
         running.append((channel, kernel, tg, model))
