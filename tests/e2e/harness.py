@@ -67,7 +67,7 @@ from tests.zygote import python_script
 MARK = "↻"
 TOKEN = re.compile(r"\bm\d+\b")
 PART = re.compile(r"^ok (m\d+)(?: part (\d+)/(\d+))?")
-SLOW_DELAY = 1.0  # seconds between stream events (8 events)
+SLOW_DELAY = 0.5  # seconds between stream events (8 events: a kill or an outage lands mid-reply)
 TOOL_NAP = 30.0
 FILLER = "lorem ipsum dolor sit amet " * 130  # ~3500 characters
 MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "stdio_server.py"
