@@ -16,8 +16,6 @@ from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 from tests.zygote import Forked
 
-pytestmark = [pytest.mark.slow, pytest.mark.posix]  # Kernel processes; fork and signals
-
 
 async def ran(process: KernelProcess, data: bytes | None = None) -> tuple[int, str, str]:
     out, err = await asyncio.wait_for(process.communicate(data), timeout=60)
@@ -25,6 +23,8 @@ async def ran(process: KernelProcess, data: bytes | None = None) -> tuple[int, s
     return process.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow  # Kernel processes
+@pytest.mark.posix  # fork
 @pytest.mark.parametrize(
     ("args", "env"),
     [
@@ -45,6 +45,8 @@ async def test_a_forked_start_says_and_exits_as_a_fresh_one(
     assert await ran(forked) == await ran(fresh)
 
 
+@pytest.mark.slow
+@pytest.mark.posix  # fork, signals
 async def test_a_forked_service_dies_by_its_pid_and_says_how(
     anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
