@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import conftest
 from tests.conftest import KernelProcess, _dealt, kernel_env, spawn_kernel, write_config
 from tests.gateway.test_service import started
 from tests.sim.anthropic_sim import AnthropicSim
@@ -105,3 +106,20 @@ def test_long_and_slow_tests_open_different_workers_batches() -> None:
     assert rest == [item.name for item in items if item.marker is None]  # in their order
     ranked = sorted(items, key=lambda item: {"long": 0, "slow": 1}.get(item.marker or "", 2))
     assert _dealt(items, 0) == ranked  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+@pytest.mark.posix  # fork
+async def test_a_garbled_or_silent_caller_does_not_end_the_zygote(tmp_path: Path) -> None:
+    zygote = conftest._zygote
+    if not zygote.can_fork(kernel_env()):
+        pytest.skip("no zygote in this run")
+    garbled = await zygote._connect()
+    garbled.sendall(b"not a request\n")
+    garbled.close()
+    silent = await zygote._connect()  # says nothing, then goes
+    silent.close()
+    forked = await spawn_kernel("--version", cwd=tmp_path, env=kernel_env())
+    assert isinstance(forked, Forked)
+    code, out, _ = await ran(forked)
+    assert code == 0 and out.startswith("kernel ")

@@ -140,11 +140,13 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
         for key, _ in events:
             if key.fileobj is listener:
                 conn, _ = listener.accept()
+                conn.settimeout(10)  # a caller that never says what to start ends here
                 try:
                     request, fds = _receive(conn)
                 except (OSError, ValueError):  # a caller gone, or not one of ours
                     conn.close()
                     continue
+                conn.settimeout(None)
                 env = request.get("env") if isinstance(request, dict) else None
                 if (
                     len(fds) != 3
@@ -157,16 +159,24 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
                         conn.sendall(b"-\n")  # not forked: the caller starts it anew
                     conn.close()
                     continue
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError:  # no process to be had: the caller starts it anew
+                    pid = -1
                 if pid == 0:
                     selector.close()
+                    for held in (listener, conn, *children.values()):
+                        held.detach()  # closed below by number, never again by object
                     _become(request, fds, added)
                     return request
                 for fd in fds:
                     os.close(fd)
                 with contextlib.suppress(OSError):  # a caller gone: the child runs on
-                    conn.sendall(f"{pid}\n".encode())
-                children[pid] = conn
+                    conn.sendall(f"{pid}\n".encode() if pid > 0 else b"-\n")
+                if pid > 0:
+                    children[pid] = conn
+                else:
+                    conn.close()
             else:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_r, 4096)

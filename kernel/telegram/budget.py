@@ -175,8 +175,8 @@ class RateBudget(BaseRateLimiter[RateArgs]):
         chat_burst: float = 3.0,
         group: tuple[int, float] = (20, 60.0),
         overall: tuple[int, float] = (30, 1.0),
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = REAL_PACE.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = REAL_PACE.sleep,
     ) -> None:
         self.max_retries = max_retries
         self.max_wait = max_wait
