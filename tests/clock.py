@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 
 class ManualClock:
@@ -80,3 +80,11 @@ class WarpPace:
         end = self.monotonic() + seconds
         await asyncio.sleep(min(seconds, self.real))
         self._ahead += max(0.0, end - self.monotonic())
+
+
+def midday_zone() -> str:
+    """An IANA zone (``Etc/GMT±N``) where it is now between 12:00 and 13:00: a test that
+    reads "today" off the real clock in it cannot be cut by a midnight for hours. (POSIX
+    writes the offset's sign inverted: ``Etc/GMT-8`` is UTC+8.)"""
+    offset = 12 - datetime.now(UTC).hour  # hours east of UTC, from -11 to +12
+    return "Etc/GMT" if offset == 0 else f"Etc/GMT{-offset:+d}"

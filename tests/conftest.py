@@ -275,7 +275,8 @@ def write_config(
     """A config.toml with one provider (named ``main``) pointing at a simulator. The
     sidecar gets any free port (``gateway`` adds or overrides its keys), so a test never
     collides with a Kernel running on 8088."""
-    lines = ["[general]", 'default_provider = "main"', 'timezone = "Asia/Shanghai"']
+    general = {"timezone": "Asia/Shanghai", **general}
+    lines = ["[general]", 'default_provider = "main"']
     lines += [f"{k} = {toml_value(v)}" for k, v in general.items()]
     lines += [
         "[gateway]",

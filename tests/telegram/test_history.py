@@ -13,11 +13,15 @@ from zoneinfo import ZoneInfo
 
 from kernel.agent.agent import UserInput
 from kernel.core.messages import Message, TextBlock
+from tests.clock import midday_zone
 from tests.sim.script import text_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
 
-TZ = ZoneInfo("Asia/Shanghai")  # general.timezone's default
+# The owner's zone in these tests: one where it is about noon, so the real clock's "today"
+# (what /history tells activity against) stays one day for the whole test.
+ZONE = midday_zone()
+TZ = ZoneInfo(ZONE)
 TODAY = datetime.now(TZ).replace(hour=0, minute=1, second=0, microsecond=0)
 WEEKDAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
 
@@ -64,7 +68,7 @@ async def console_session(h: BotHarness, text: str) -> None:
 
 
 async def test_history_names_sessions_by_first_words_activity_and_count(bot: Factory) -> None:
-    h = await bot()
+    h = await bot(timezone=ZONE)
     h.model.enqueue(text_reply("Gladly."), text_reply("Hi."), text_reply("Yes."))
     await h.converse("Plan a weekend\ntrip to Hangzhou, with good food please")
     await h.ask("/new")
@@ -109,7 +113,7 @@ async def test_history_names_sessions_by_first_words_activity_and_count(bot: Fac
 
 
 async def test_history_in_chinese(bot: Factory) -> None:
-    h = await bot(language="zh")
+    h = await bot(language="zh", timezone=ZONE)
     h.model.enqueue(text_reply("好的"), text_reply("好"))
     await h.converse("帮我写一封请假邮件")
     await h.ask("/new")
@@ -129,7 +133,7 @@ async def test_history_in_chinese(bot: Factory) -> None:
 
 
 async def test_history_pages_past_twenty_in_place(bot: Factory) -> None:
-    h = await bot()
+    h = await bot(timezone=ZONE)
     store = h.kernel.store
     for n in range(1, 24):
         row = await store.create_session("telegram", user_id=str(OWNER))
@@ -169,7 +173,7 @@ async def test_history_pages_past_twenty_in_place(bot: Factory) -> None:
 
 
 async def test_resume_recaps_the_last_exchange(bot: Factory) -> None:
-    h = await bot()
+    h = await bot(timezone=ZONE)
     h.model.enqueue(
         text_reply("Hello."), text_reply("Paris.\nRome is Italy's.\nMadrid is Spain's.")
     )
@@ -185,7 +189,7 @@ async def test_resume_recaps_the_last_exchange(bot: Factory) -> None:
 
 
 async def test_retitle_by_hand_and_without_a_titles_model(bot: Factory) -> None:
-    h = await bot()
+    h = await bot(timezone=ZONE)
     h.model.enqueue(text_reply("Sure."))
     await h.converse("book a table for two")
     assert await h.ask("/retitle") == (
@@ -202,7 +206,7 @@ async def test_retitle_by_hand_and_without_a_titles_model(bot: Factory) -> None:
 
 
 async def test_deleting_asks_first_and_cancel_keeps(bot: Factory) -> None:
-    h = await bot()
+    h = await bot(timezone=ZONE)
     h.model.enqueue(text_reply("One."), text_reply("Two."))
     await h.converse("first")
     await h.ask("/new")
@@ -228,7 +232,7 @@ async def test_deleting_asks_first_and_cancel_keeps(bot: Factory) -> None:
 
 
 async def test_a_number_always_means_the_same_session(bot: Factory) -> None:
-    h = await bot()
+    h = await bot(timezone=ZONE)
     h.model.enqueue(text_reply("One."), text_reply("Two."), text_reply("Three."))
     await h.converse("first")
     await h.ask("/new")
