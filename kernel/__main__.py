@@ -225,7 +225,12 @@ async def _check(config: Config) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    # The service (`kernel`, `kernel run`) needs no parser: building one imports every
+    # client verb's module (and httpx), which a resting service would carry for nothing.
+    args = (
+        argparse.Namespace(command="run") if given in ([], ["run"]) else _parser().parse_args(given)
+    )
     # Loading never sets the language: every message from here on is in the one asked for.
     set_language(language_of())
     if getattr(args, "audit", None) is not None:  # reads kernel.db itself: no sidecar

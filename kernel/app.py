@@ -388,14 +388,17 @@ class Kernel:
             deps = FrontendDeps(
                 self.config, self.store, self.plugins.routers, self._telegram, self._gateway
             )
-            for name, build in self.plugins.frontends.items():
+            # The others (the sidecar) first, so they accept before Telegram polls; then
+            # the ones that may wait long for the network (Telegram), started beside the
+            # rest of the service: a stop signal also ends a start-up still waiting.
+            waiting = self.plugins.waiting_frontends
+            order = sorted(self.plugins.frontends.items(), key=lambda item: item[0] in waiting)
+            for name, build in order:
                 frontend = await build(deps)
                 if frontend is None:
                     continue
                 self.frontends.append(frontend)
-                if name in self.plugins.waiting_frontends:
-                    # Telegram may wait long for the network: the others start meanwhile,
-                    # and a stop signal also ends a start-up still waiting for it.
+                if name in waiting:
                     pending.add(self._tasks.spawn(_refusal_of(frontend), f"start-{name}"))
                 else:
                     await frontend.start()  # a refusal (a port in use) ends the start-up

@@ -72,8 +72,10 @@ class ModelSelection:
         self.on_pick: Callable[[], None] | None = None
 
     async def restore(self) -> None:
-        """Restore the saved provider/model (falling back to the defaults), then build
-        the active client in the background."""
+        """Restore the saved provider/model (falling back to the defaults). The client
+        is built on first use (:meth:`provider`), not now: its SDK is most of a resting
+        Kernel's memory (anthropic: ~45 MiB, ~1 s of CPU), and a Kernel that is not
+        asked anything should not carry it (issue 37)."""
         saved = await self.store.get_setting("provider")
         if saved and saved in self.config.enabled_providers:
             self.provider_name = saved
@@ -83,16 +85,6 @@ class ModelSelection:
         pcfg = self.config.providers[self.provider_name]
         saved_model = await self.store.get_setting("model")
         self.model = saved_model if saved_model in pcfg.models else pcfg.default_model
-        # Warm up in the background rather than in the owner's first turn: importing an
-        # SDK takes seconds, and channels should start polling meanwhile. A turn that
-        # arrives first simply waits for the same build (``provider()`` holds a lock).
-        self._tasks.spawn(self._warm_up(), "provider-warm-up")
-
-    async def _warm_up(self) -> None:
-        try:
-            await self.provider()
-        except Exception as exc:  # the first turn builds it again and reports the error
-            log.warning("building provider %s failed: %s", self.provider_name, type(exc).__name__)
 
     async def aclose(self) -> None:
         """Close every client, the retired ones still waiting included."""

@@ -13,3 +13,10 @@ durable outbox, its one call per row, what goes into it), ``media``, ``voice``, 
 (Telegram as a delivery target) and ``polling`` (the bot's getUpdates and the watchdog
 that keeps it consuming).
 """
+
+from kernel.core.optional import hidden
+
+# Loaded here, before any module of this package uses it, without the optional parts
+# the bot never uses (kernel/core/optional.py).
+with hidden("cryptography", "httpx._main"):
+    import telegram  # noqa: F401
