@@ -26,6 +26,7 @@ from kernel.config import Config, language_of, load_config
 from kernel.core.errors import ConfigError, StartupError
 from kernel.core.fileio import create_whole
 from kernel.core.i18n import set_language, t
+from kernel.core.optional import leave_out
 from kernel.core.platform import install_stop
 
 log = logging.getLogger("kernel")
@@ -225,6 +226,7 @@ async def _check(config: Config) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    leave_out()  # before anything imports httpx
     given = sys.argv[1:] if argv is None else argv
     # The service (`kernel`, `kernel run`) needs no parser: building one imports every
     # client verb's module (and httpx), which a resting service would carry for nothing.

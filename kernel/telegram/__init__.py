@@ -18,5 +18,5 @@ from kernel.core.optional import hidden
 
 # Loaded here, before any module of this package uses it, without the optional parts
 # the bot never uses (kernel/core/optional.py).
-with hidden("cryptography", "httpx._main"):
+with hidden("cryptography"):
     import telegram  # noqa: F401

@@ -22,6 +22,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ChatAction
@@ -35,9 +36,10 @@ from kernel.spend import Meter
 from kernel.telegram import media
 from kernel.telegram.download import download
 from kernel.telegram.split import LIMIT, split_plain
-from kernel.voice.stt import Transcriber
-from kernel.voice.text import speakable
-from kernel.voice.tts import Synthesizer
+
+if TYPE_CHECKING:
+    from kernel.voice.stt import Transcriber
+    from kernel.voice.tts import Synthesizer
 
 log = logging.getLogger(__name__)
 Keep = Callable[[int, str, bytes, str], Awaitable[None]]  # chat, unique id, data, name
@@ -63,8 +65,17 @@ _EXTENSIONS = {
 class TelegramVoice:
     def __init__(self, bot: Bot, config: Config, meter: Meter | None = None) -> None:
         self.bot = bot
-        self.stt = Transcriber(config.stt, meter=meter, channel="telegram") if config.stt else None
-        self.tts = Synthesizer(config.tts) if config.tts else None
+        # kernel.voice loads only where [stt] or [tts] is configured (issue 37).
+        self.stt: Transcriber | None = None
+        self.tts: Synthesizer | None = None
+        if config.stt:
+            from kernel.voice.stt import Transcriber
+
+            self.stt = Transcriber(config.stt, meter=meter, channel="telegram")
+        if config.tts:
+            from kernel.voice.tts import Synthesizer
+
+            self.tts = Synthesizer(config.tts)
         self.show_transcript = config.telegram.show_transcript
 
     async def hear(self, message: Message, keep: Keep | None = None) -> UserInput:
@@ -112,6 +123,8 @@ class TelegramVoice:
         speech problems: the text is the reply, the voice note an extra."""
         if self.tts is None:
             return
+        from kernel.voice.text import speakable
+
         text = speakable(markdown, self.tts.cfg.max_chars)
         if not text:
             return

@@ -1,0 +1,154 @@
+"""A resting Kernel carries only what its configuration uses (issue 37 item 1), checked
+in the real service: ``python -m kernel`` in a new interpreter (never the tests' zygote,
+which has imported everything once) against the Telegram and model simulators. The child
+writes the names in its ``sys.modules`` to a file on SIGUSR1: once it polls Telegram (at
+rest), and again after it has answered the owner once.
+
+- The provider's SDK loads on the first call, and only the configured one's: a Claude
+  Kernel never imports ``openai``, an OpenAI-compatible one never ``anthropic``.
+- Without the sidecar, no ``aiohttp`` and no ``kernel.gateway``; with it, no console or
+  client code beyond the routes.
+- Without ``[stt]``/``[tts]``, no ``kernel.voice``; never the TUI, the command-line
+  client, an MCP client without servers, or ``cryptography`` (python-telegram-bot's
+  optional Passport support)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import kernel_env, write_config
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.openai_sim import OpenAISim
+from tests.sim.script import SimServer
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
+
+pytestmark = [pytest.mark.slow, pytest.mark.posix]
+
+# `python -m kernel`, plus: SIGUSR1 writes sys.modules' names to KERNEL_TEST_MODULES.
+WRAPPER = """
+import os, runpy, signal, sys
+def dump(signum, frame):
+    path = os.environ["KERNEL_TEST_MODULES"]
+    with open(path + ".part", "w") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+    os.replace(path + ".part", path)
+signal.signal(signal.SIGUSR1, dump)
+sys.argv = ["kernel"]
+runpy.run_module("kernel", run_name="__main__", alter_sys=True)
+"""
+NEVER_AT_REST = (
+    "anthropic",
+    "openai",
+    "edge_tts",
+    "kernel.voice",
+    "textual",
+    "kernel.tui",
+    "kernel.client",
+    "mcp",
+    "cryptography",
+    "click",
+)
+
+
+class Service:
+    def __init__(self, folder: Path, proc: asyncio.subprocess.Process, tg: TelegramSim) -> None:
+        self.folder, self.proc, self.tg = folder, proc, tg
+        self.dumps = 0
+
+    async def modules(self) -> set[str]:
+        listing = self.folder / "modules.txt"
+        listing.unlink(missing_ok=True)
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        await self.tg.wait_until(lambda: listing.exists() or self.proc.returncode is not None)
+        return set(listing.read_text(encoding="utf-8").split())
+
+
+def loaded(modules: set[str], package: str) -> list[str]:
+    return sorted(m for m in modules if m == package or m.startswith(package + "."))
+
+
+@contextlib.asynccontextmanager
+async def service(tmp_path: Path, provider: str, **gateway: object):  # type: ignore[no-untyped-def]
+    model: SimServer = (
+        AnthropicSim(fallback="echo") if provider == "claude" else OpenAISim(fallback="echo")
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        tg = await TelegramSim().start()
+        stack.push_async_callback(tg.stop)
+        await model.start()
+        stack.push_async_callback(model.stop)
+        path = write_config(tmp_path, model.base_url, provider, gateway=dict(gateway))
+        with path.open("a", encoding="utf-8") as config:
+            config.write(f'[telegram]\napi_base = "{tg.api_base}"\npoll_timeout = 1\n')
+        env = kernel_env(
+            KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN,
+            KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER),
+            KERNEL_TEST_MODULES=str(tmp_path / "modules.txt"),
+        )
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", WRAPPER, cwd=tmp_path, env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+
+        async def stop() -> None:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(proc.wait(), 60)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+
+        stack.push_async_callback(stop)
+        # At rest: the first poll answered, the second one waiting.
+        await tg.wait_until(lambda: len(tg.polls) >= 2 or proc.returncode is not None, 120)
+        assert proc.returncode is None, f"kernel exited with {proc.returncode}"
+        yield Service(tmp_path, proc, tg)
+
+
+async def answered_once(svc: Service) -> set[str]:
+    svc.tg.inject_text("hello there")
+    await svc.tg.wait_until(
+        lambda: any("echo" in str(m.text) for m in svc.tg.chat(OWNER, from_bot=True)), 120
+    )
+    return await svc.modules()
+
+
+async def test_a_claude_kernel_with_the_sidecar_rests_without_sdk_voice_or_clients(
+    tmp_path: Path,
+) -> None:
+    async with service(tmp_path, "claude") as svc:
+        resting = await svc.modules()
+        assert {p: loaded(resting, p) for p in NEVER_AT_REST} == {p: [] for p in NEVER_AT_REST}
+        assert loaded(resting, "kernel.gateway.routes")  # the sidecar is on: its routes are
+        assert "aiohttp.web" in resting
+        after = await answered_once(svc)
+    assert loaded(after, "anthropic")  # loaded by the first call, not before
+    assert loaded(after, "openai") == []
+
+
+async def test_without_the_sidecar_no_aiohttp_and_no_gateway(tmp_path: Path) -> None:
+    async with service(tmp_path, "claude", enabled=False) as svc:
+        resting = await svc.modules()
+    assert loaded(resting, "aiohttp") == []
+    # Only the composition root's declaration of what the sidecar would get.
+    assert loaded(resting, "kernel.gateway") == ["kernel.gateway", "kernel.gateway.deps"]
+    assert loaded(resting, "anthropic") == []
+
+
+async def test_an_openai_compatible_kernel_never_imports_anthropic(tmp_path: Path) -> None:
+    async with service(tmp_path, "openai_compat", enabled=False) as svc:
+        resting = await svc.modules()
+        assert loaded(resting, "openai") == []
+        after = await answered_once(svc)
+    assert loaded(after, "openai")
+    assert loaded(after, "anthropic") == []
