@@ -16,7 +16,14 @@ Cases:
                         memory operation)
   anthropic/openai/aiohttp  eager SDK imports, alone and together, for scale
 
-    uv run python bench/import_rss.py [-n 5]
+Then the 15 largest import costs of the real service at rest: ``python -m kernel`` (the
+``--no-dev`` environment of ``bench/ready.py``, default configuration, sidecar on) runs
+once with ``-X importtime`` until it polls Telegram; the top-level imports it made by then
+are replayed in the same order in a fresh interpreter of that environment, each step's
+``VmRSS`` growth and time measured (what a step's own dependencies cost is charged to the
+first step that needs them, so the steps add up to the whole). Median of N replays.
+
+    uv run python bench/import_rss.py [-n 5] [--top 15]
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 PRELUDE = textwrap.dedent(
     """
@@ -139,6 +150,66 @@ def run_child(snippet: str, config: Path) -> Run:
     return Run(json.loads(proc.stdout.strip().splitlines()[-1]), wall)
 
 
+# Replays imports in order: one line per step, "name<TAB>MiB<TAB>seconds".
+REPLAY = """
+import importlib, sys, time
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) / 1024 for l in f if l.startswith("VmRSS"))
+sys.modules.setdefault("httpx._main", None)  # as kernel/__main__.py does first
+for name in sys.argv[1:]:
+    before, t = rss(), time.perf_counter()
+    try:
+        importlib.import_module(name)
+    except Exception:
+        continue
+    print(f"{name}\t{rss() - before}\t{time.perf_counter() - t}")
+"""
+
+
+def service_imports(python: Path) -> list[str]:
+    """The top-level imports ``python -m kernel`` made until it rested, in order."""
+    import asyncio
+
+    from bench.ready import one_start
+
+    with tempfile.TemporaryDirectory(prefix="kernel-imports-") as tmp:
+        log = Path(tmp) / "importtime.txt"
+        start = asyncio.run(one_start(python, True, importtime=log))
+        text = log.read_bytes()[: start.importtime_at_rest].decode(errors="replace")
+    names = []
+    for line in text.splitlines():
+        _, _, tail = line.partition("|")
+        _, _, name = tail.partition("|")
+        if name.startswith(" ") and not name.startswith("  "):  # depth 0: one space
+            names.append(name.strip())
+    return [n for n in names if n not in ("encodings", "site")]
+
+
+def largest_imports(python: Path, runs: int, top: int) -> None:
+    names = service_imports(python)
+    steps: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(runs):
+        out = subprocess.run(
+            [str(python), "-c", REPLAY, *names], capture_output=True, text=True, check=True
+        ).stdout
+        for line in out.splitlines():
+            name, mib, seconds = line.split("\t")
+            steps.setdefault(name, []).append((float(mib), float(seconds)))
+    cost = {
+        name: (statistics.median(m for m, _ in v), statistics.median(s for _, s in v))
+        for name, v in steps.items()
+    }
+    total = sum(m for m, _ in cost.values())
+    print(
+        f"\nThe service's imports at rest ({python}): {len(names)} top-level steps, "
+        f"{total:.1f} MiB in all; the {top} largest by memory (median of {runs}):"
+    )
+    print(f"{'import':<40} {'RSS MiB':>8} {'ms':>7}")
+    for name, (mib, seconds) in sorted(cost.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"{name:<40} {mib:>8.1f} {seconds * 1000:>7.1f}")
+
+
 def median(runs: list[Run], key: str) -> float:
     return statistics.median(float(r.report[key]) for r in runs)
 
@@ -146,7 +217,14 @@ def median(runs: list[Run], key: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=5, help="runs per case (median reported)")
+    parser.add_argument("--top", type=int, default=15, help="largest service imports listed")
+    parser.add_argument("--only-top", action="store_true", help="only the largest imports")
     args = parser.parse_args()
+    if args.only_top:
+        from bench.ready import no_dev_python
+
+        largest_imports(no_dev_python(ROOT / ".bench" / "nodev"), args.n, args.top)
+        return
 
     print(f"Python {sys.version.split()[0]} ({sys.executable}), {args.n} runs per case, median")
     results: dict[str, list[Run]] = {}
@@ -187,6 +265,9 @@ def main() -> None:
     jieba = [r.report["jieba_at_start"] for r in start]
     verdict = "NO (good)" if not any(jieba) else f"YES in {sum(jieba)}/{len(jieba)} runs"
     print(f"'jieba' in sys.modules after start (no memory operation yet): {verdict}")
+    from bench.ready import no_dev_python
+
+    largest_imports(no_dev_python(ROOT / ".bench" / "nodev"), args.n, args.top)
 
 
 if __name__ == "__main__":

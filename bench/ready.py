@@ -62,6 +62,13 @@ runpy.run_module("kernel", run_name="__main__", alter_sys=True)
 """
 
 
+# With -X importtime: the report goes to a file, not the pipe the benchmark drains.
+IMPORTTIME = """
+import os
+os.dup2(os.open(os.environ["KERNEL_BENCH_IMPORTTIME"], os.O_WRONLY | os.O_CREAT), 2)
+"""
+
+
 def no_dev_python(venv: Path) -> Path:
     """The interpreter of a ``--no-dev`` environment of this checkout (made or updated)."""
     env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv.resolve())}
@@ -77,6 +84,7 @@ def no_dev_python(venv: Path) -> Path:
 
 @dataclass(slots=True)
 class Start:
+    importtime_at_rest: int  # bytes of the -X importtime log written by then (0: none)
     ready_s: float
     sidecar_s: float | None
     rss_ready: float
@@ -97,7 +105,9 @@ async def first_accept(port: int, since: float, stop: asyncio.Event) -> float | 
     return None
 
 
-async def one_start(python: Path, sidecar: bool) -> Start:
+async def one_start(python: Path, sidecar: bool, importtime: Path | None = None) -> Start:
+    """One start; with ``importtime``, the child runs with ``-X importtime`` into that file
+    (and :attr:`Start.importtime_at_rest` says how much of it was written at rest)."""
     async with contextlib.AsyncExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-ready-")))
         tg = await TelegramSim().start()
@@ -118,11 +128,16 @@ async def one_start(python: Path, sidecar: bool) -> Start:
             KERNEL_BENCH_MODULES=str(folder / "modules.txt"),
         )
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        wrapper = WRAPPER
+        if importtime is not None:
+            env["PYTHONPROFILEIMPORTTIME"] = "1"
+            env["KERNEL_BENCH_IMPORTTIME"] = str(importtime)
+            wrapper = IMPORTTIME + WRAPPER
         spawned = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             str(python),
             "-c",
-            WRAPPER,
+            wrapper,
             cwd=folder,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -148,6 +163,7 @@ async def one_start(python: Path, sidecar: bool) -> Start:
         await tg.wait_until(listing.exists, timeout=30)
         await asyncio.sleep(0.2)  # written whole before the next read
         modules = listing.read_text(encoding="utf-8").split()
+        at_rest = importtime.stat().st_size if importtime is not None else 0
         tg.inject_text(MESSAGE.format(n=1))
         await tg.wait_until(
             lambda: any("echo:" in str(m.text) for m in tg.chat(OWNER) if m.from_bot), timeout=60
@@ -156,6 +172,7 @@ async def one_start(python: Path, sidecar: bool) -> Start:
         done.set()
         sidecar_s = await accept if accept is not None else None
         return Start(
+            importtime_at_rest=at_rest,
             ready_s=tg.polls[0].at - spawned,
             sidecar_s=sidecar_s,
             rss_ready=ready.rss_mib,
