@@ -163,7 +163,7 @@ async def one_start(python: Path, sidecar: bool, importtime: Path | None = None)
         await tg.wait_until(listing.exists, timeout=30)
         await asyncio.sleep(0.2)  # written whole before the next read
         modules = listing.read_text(encoding="utf-8").split()
-        at_rest = importtime.stat().st_size if importtime is not None else 0
+        at_rest = await asyncio.to_thread(os.path.getsize, importtime) if importtime else 0
         tg.inject_text(MESSAGE.format(n=1))
         await tg.wait_until(
             lambda: any("echo:" in str(m.text) for m in tg.chat(OWNER) if m.from_bot), timeout=60
