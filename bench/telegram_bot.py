@@ -205,7 +205,9 @@ async def spawn(folder: Path, env: dict[str, str], trace: bool) -> Child:
 
 
 @contextlib.asynccontextmanager
-async def service(provider: str, *, trace: bool = False) -> AsyncIterator[Service]:
+async def service(
+    provider: str, *, trace: bool = False, poll_timeout: int = 1
+) -> AsyncIterator[Service]:
     """Simulators up, ``python -m kernel`` spawned; everything torn down on the way out,
     whatever happened (the child gets SIGTERM, then SIGKILL)."""
     async with contextlib.AsyncExitStack() as stack:
@@ -217,7 +219,7 @@ async def service(provider: str, *, trace: bool = False) -> AsyncIterator[Servic
         path = write_config(folder, model.base_url, provider, language="en")
         path.write_text(
             path.read_text(encoding="utf-8")
-            + f'[telegram]\napi_base = "{tg.api_base}"\npoll_timeout = 1\n',
+            + f'[telegram]\napi_base = "{tg.api_base}"\npoll_timeout = {poll_timeout}\n',
             encoding="utf-8",
         )
         env = kernel_env(
