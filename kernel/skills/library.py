@@ -208,7 +208,11 @@ class SkillLibrary:
 
     async def summary(self) -> str:
         """The system layer: one line per usable skill; "" when there is none."""
-        usable = [s for s in await self.all() if s.usable]
+        return await asyncio.to_thread(self.summary_now)
+
+    def summary_now(self) -> str:
+        """:meth:`summary`, blocking (it scans the folder): call it in a thread."""
+        usable = [s for s in self._scan() if s.usable]
         if not usable:
             return ""
         lines = [f"- {s.name}: {s.description}" for s in usable]
