@@ -92,6 +92,7 @@ class Start:
     rss_answered: float
     modules: int
     heavy: dict[str, bool]
+    names: list[str]  # sys.modules at rest
 
 
 async def first_accept(port: int, since: float, stop: asyncio.Event) -> float | None:
@@ -180,6 +181,7 @@ async def one_start(python: Path, sidecar: bool, importtime: Path | None = None)
             rss_answered=answered.rss_mib,
             modules=len(modules),
             heavy={name: name in modules for name in HEAVY},
+            names=modules,
         )
 
 
