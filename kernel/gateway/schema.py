@@ -39,12 +39,16 @@ from pydantic_core import PydanticCustomError
 from kernel.core.i18n import t
 
 REF_PREFIX = "#/components/schemas/"
+# Every model of the sidecar is built on its first use (its route's first request, or
+# /openapi.json), not at start: ~250 models, a third of a second and megabytes a
+# resting Kernel would otherwise spend (issue 37).
+LAZY = ConfigDict(defer_build=True)
 
 
 class BodyModel(BaseModel):
     """A JSON request body: strict types, unknown fields ignored, null is absent."""
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="ignore", **LAZY)
 
     @model_validator(mode="before")
     @classmethod
@@ -57,13 +61,15 @@ class BodyModel(BaseModel):
 class Shape(BaseModel):
     """A JSON response body (or a part of one); fields beyond those named may appear."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", **LAZY)
 
 
 class OpenShape(Shape):
     """An object whose fields are not described further (``{"type": "object"}``)."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+    model_config = ConfigDict(
+        extra="allow", json_schema_extra={"additionalProperties": True}, **LAZY
+    )
 
 
 def documented_required(*names: str) -> ConfigDict:
@@ -74,7 +80,7 @@ def documented_required(*names: str) -> ConfigDict:
         required = schema.setdefault("required", [])
         required.extend(n for n in names if n not in required)
 
-    return ConfigDict(strict=True, extra="ignore", json_schema_extra=extra)
+    return ConfigDict(strict=True, extra="ignore", json_schema_extra=extra, **LAZY)
 
 
 # ---------------------------------------------------------------------- field types
