@@ -17,7 +17,8 @@ Per start:
   ``edge_tts``, ``mcp``, ``textual``), and how many modules (the child dumps
   ``sys.modules`` on SIGUSR1 through a two-line wrapper around ``runpy``);
 - ``after 1st``: RSS once the first exchange's reply was delivered (the provider's SDK is
-  imported on first use, so this is the figure for a Kernel that has answered once).
+  imported on first use, so this is the figure for a Kernel that has answered once), and
+  how long that first reply took (it includes importing the SDK).
 
 One untimed warm-up start per case, then ``--starts`` (10) starts; medians with min-max.
 
@@ -90,6 +91,7 @@ class Start:
     rss_ready: float
     rss_settled: float
     rss_answered: float
+    first_reply_s: float  # the owner's first message -> its reply in the chat
     modules: int
     heavy: dict[str, bool]
     names: list[str]  # sys.modules at rest
@@ -165,10 +167,12 @@ async def one_start(python: Path, sidecar: bool, importtime: Path | None = None)
         await asyncio.sleep(0.2)  # written whole before the next read
         modules = listing.read_text(encoding="utf-8").split()
         at_rest = await asyncio.to_thread(os.path.getsize, importtime) if importtime else 0
+        asked = time.monotonic()
         tg.inject_text(MESSAGE.format(n=1))
         await tg.wait_until(
             lambda: any("echo:" in str(m.text) for m in tg.chat(OWNER) if m.from_bot), timeout=60
         )
+        first_reply_s = time.monotonic() - asked
         answered = child.memory()
         done.set()
         sidecar_s = await accept if accept is not None else None
@@ -179,6 +183,7 @@ async def one_start(python: Path, sidecar: bool, importtime: Path | None = None)
             rss_ready=ready.rss_mib,
             rss_settled=settled.rss_mib,
             rss_answered=answered.rss_mib,
+            first_reply_s=first_reply_s,
             modules=len(modules),
             heavy={name: name in modules for name in HEAVY},
             names=modules,
@@ -216,6 +221,7 @@ async def run_case(python: Path, sidecar: bool, starts: int) -> None:
     settled = spread([r.rss_settled for r in runs], "MiB")
     print(f"  RSS settled (+{SETTLE_S:.0f} s)        {settled}")
     print(f"  RSS after the first reply   {spread([r.rss_answered for r in runs], 'MiB')}")
+    print(f"  first message -> its reply  {spread([r.first_reply_s for r in runs], 's', 3)}")
     print(f"  modules at settled          {statistics.median(r.modules for r in runs):.0f}")
     loaded = [name for name in HEAVY if any(r.heavy[name] for r in runs)]
     print(f"  heavy packages at settled   {', '.join(loaded) or 'none'}\n", flush=True)
