@@ -23,9 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import aiohttp
@@ -35,7 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.ready import no_dev_python  # noqa: E402
-from bench.telegram_bot import MESSAGE, Child, exchange  # noqa: E402
+from bench.telegram_bot import MESSAGE, TRACE_WRAPPER, Child, exchange, trace_growth  # noqa: E402
 from tests.conftest import free_port, kernel_env, write_config  # noqa: E402
 from tests.sim.anthropic_sim import AnthropicSim  # noqa: E402
 from tests.sim.script import text_reply, tool_reply  # noqa: E402
@@ -43,6 +45,19 @@ from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim  # noqa: E4
 
 KEY = "bench-soak-key-0123456789abcdef"
 FACTS = "The owner's fact number {n}: the {n}th blue notebook is on shelf {shelf}."
+
+
+async def snapshot(child: Child, path: Path) -> tracemalloc.Snapshot:
+    """SIGUSR1 to the child (bench/telegram_bot.py's wrapper): the first starts tracing,
+    each one writes a snapshot to ``path``."""
+    with contextlib.suppress(FileNotFoundError):
+        await asyncio.to_thread(path.unlink)
+    child.proc.send_signal(signal.SIGUSR1)
+    for _ in range(1200):
+        if await asyncio.to_thread(path.exists):
+            return await asyncio.to_thread(tracemalloc.Snapshot.load, str(path))
+        await asyncio.sleep(0.05)
+    raise RuntimeError("the child wrote no tracemalloc snapshot within 60 s")
 
 
 class Soak:
@@ -112,9 +127,12 @@ async def soak(python: Path, args: argparse.Namespace) -> None:
             KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER)
         )
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        snapshot_path = folder / "snapshot.bin"
+        env["KERNEL_BENCH_SNAPSHOT"] = str(snapshot_path)
+        command = ["-c", TRACE_WRAPPER] if args.tracemalloc else ["-m", "kernel"]
         spawned = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            str(python), "-m", "kernel", cwd=folder, env=env,
+            str(python), *command, cwd=folder, env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
@@ -130,6 +148,10 @@ async def soak(python: Path, args: argparse.Namespace) -> None:
         while run.done < args.warmup:
             await run.round(number)
             number += 1
+        snapshots: dict[int, tracemalloc.Snapshot] = {}
+        if args.tracemalloc:  # starts tracing now, then a snapshot at each mark
+            await snapshot(child, snapshot_path)
+            snapshots[0] = await snapshot(child, snapshot_path)
         base = child.memory().rss_mib
         cpu = child.cpu_s()
         print(f"after the warm-up ({run.done} exchanges): RSS {base:.1f} MiB", flush=True)
@@ -141,6 +163,8 @@ async def soak(python: Path, args: argparse.Namespace) -> None:
             if (run.done - start_at) // args.every > len(marks):
                 rss = child.memory().rss_mib
                 marks.append((run.done - start_at, rss))
+                if args.tracemalloc:
+                    snapshots[run.done - start_at] = await snapshot(child, snapshot_path)
                 took = time.monotonic() - began
                 print(
                     f"  +{run.done - start_at:>5} exchanges: RSS {rss:.1f} MiB "
@@ -149,6 +173,8 @@ async def soak(python: Path, args: argparse.Namespace) -> None:
                 )
         end = child.memory().rss_mib
         used = child.cpu_s() - cpu
+        if len(snapshots) >= 2:
+            print("\n".join(trace_growth(snapshots)))
         total = run.done - start_at
         print(
             f"\n{total} exchanges after a warm-up of {start_at} ({run.telegram} in Telegram, "
@@ -166,6 +192,11 @@ def main() -> None:
     parser.add_argument("--chats", type=int, default=8, help="sidecar chats taken in turn")
     parser.add_argument("--new-every", type=int, default=40, help="/new every N Telegram ones")
     parser.add_argument("--venv", type=Path, default=ROOT / ".bench" / "nodev")
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="trace the child's allocations after the warm-up and print where memory grew",
+    )
     args = parser.parse_args()
     asyncio.run(soak(no_dev_python(args.venv), args))
 

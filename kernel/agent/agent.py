@@ -248,8 +248,12 @@ class Agent:
         self.sessions.begin(conversation, turn)
         task = self._turns.spawn(self._run(turn, user_input, unanswered), turn.id)
         turn.attach(task)
-        task.add_done_callback(lambda _: self.sessions.forget_if_idle(conversation))
+        task.add_done_callback(lambda _: self._ended(turn))
         return turn
+
+    def _ended(self, turn: Turn) -> None:
+        self.sessions.ended(turn)
+        self.sessions.forget_if_idle(turn.conversation)
 
     async def _run(
         self,

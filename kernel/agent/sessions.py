@@ -70,13 +70,27 @@ class Conversation:
     turn: Turn | None = None  # the latest turn started here
 
 
+class EndedTurn:
+    """What :meth:`Sessions.find_turn` says of a turn that ended: cancelling it does nothing."""
+
+    __slots__ = ()
+
+    def cancel(self) -> bool:
+        return False
+
+
+ENDED = EndedTurn()
+
+
 class Sessions:
     """The conversations the agent knows, their sessions and their turns."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._conversations: dict[str, Conversation] = {}
-        self._recent: OrderedDict[str, Turn] = OrderedDict()  # turn id → turn, for cancel
+        # Turn id → the turn while it runs, None once it ended (for cancel: an ended turn
+        # answers "not cancelled" without keeping its events, queue and usage alive).
+        self._recent: OrderedDict[str, Turn | None] = OrderedDict()
         self._waiting: dict[str, int] = {}  # conversation → requests queued behind its turn
 
     # ----- conversations ---------------------------------------------------------------
@@ -256,9 +270,17 @@ class Sessions:
         """How many callers are queued in :meth:`wait_idle` for this conversation."""
         return self._waiting.get(conversation, 0)
 
-    def find_turn(self, turn_id: str) -> Turn | None:
-        """A running turn, or one of the last ``RECENT_TURNS`` that ended."""
-        return self._recent.get(turn_id)
+    def find_turn(self, turn_id: str) -> Turn | EndedTurn | None:
+        """A running turn, or one of the last ``RECENT_TURNS`` started (an ended one as
+        :data:`ENDED`); None for a turn id it does not know."""
+        if turn_id not in self._recent:
+            return None
+        return self._recent[turn_id] or ENDED
+
+    def ended(self, turn: Turn) -> None:
+        """``turn`` is over: :meth:`find_turn` keeps knowing it, without holding it."""
+        if turn.id in self._recent:
+            self._recent[turn.id] = None
 
     def cancel(self, conversation: str) -> bool:
         """Stop the turn this conversation waits for: its own, or one another channel

@@ -53,6 +53,12 @@ async def test_waiters_queue_and_time_out(
     await asyncio.wait_for(waiter, 30)
     assert not agent.sessions.is_busy(opened.conversation)
     assert agent.sessions.find_turn("turn-0") is None
+    # An ended turn is still known (cancelling it does nothing), but no longer held:
+    # its events, queue and usage go with it (issue 37: memory flat over many turns).
+    assert turn.task is not None
+    await asyncio.wait({turn.task}, timeout=30)
+    ended = agent.sessions.find_turn(turn.id)
+    assert ended is not None and ended is not turn and ended.cancel() is False
 
 
 async def test_a_session_resumed_elsewhere_is_busy_for_both(
