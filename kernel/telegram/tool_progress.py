@@ -59,9 +59,18 @@ class ToolProgressLine:
     def active(self) -> bool:
         return bool(self._calls)
 
-    async def running(self, call_id: str, name: str, placeholder: int) -> None:
-        """The call ``call_id`` of tool ``name`` started: the placeholder says so."""
-        await self._show(call_id, t("tg.working_tool", name=name), placeholder)
+    async def running(
+        self, call_id: str, name: str, placeholder: int, *, shown: bool = False
+    ) -> None:
+        """The call ``call_id`` of tool ``name`` started: the placeholder says so
+        (``shown``: it was sent saying so)."""
+        text = t("tg.working_tool", name=name)
+        if shown and not self._own:
+            self._calls.add(call_id)
+            self._target, self._latest, self._shown = placeholder, text, text
+            self._last_edit = self._clock()
+            return
+        await self._show(call_id, text, placeholder)
 
     async def report(self, event: ToolProgress, placeholder: int | None) -> None:
         """Show ``event`` now or at the next allowed moment, in ``placeholder`` if any."""
