@@ -68,6 +68,12 @@ class BotHarness:
             timeout=30,
         )
 
+    async def under_way(self, requests: int = 1) -> None:
+        """Until the model has had ``requests`` requests and a turn is shown in the
+        chat (its view runs; no placeholder marks that moment: issue 37)."""
+        views = self.channel.deps.views
+        await self.tg.wait_until(lambda: len(self.model.requests) >= requests and views.busy(OWNER))
+
     async def converse(self, text: str) -> str:
         """Send a message; return the last bot message once the turn is shown."""
         before = len(self.tg.calls_to("sendMessage"))

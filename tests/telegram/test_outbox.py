@@ -23,7 +23,7 @@ from telegram.request import HTTPXRequest
 
 from kernel.core.backoff import Backoff
 from kernel.core.clock import Clock, SystemClock
-from kernel.core.events import Completed, ErrorEvent
+from kernel.core.events import Completed, ErrorEvent, ToolCall, ToolResult
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.store.db import Store
@@ -579,8 +579,21 @@ async def test_the_reply_comes_anew_the_placeholder_goes_and_the_row_is_answered
     state, placeholder = await outcome(r, inbox_id)
     assert state == "answered"
     assert r.texts() == ["hello"]  # a new message, the one that notifies (issue 34)
-    first = r.tg.history(OWNER)[0]
-    assert placeholder == first.message_id and first.deleted
+    # Nothing came before it (issue 37: a plain exchange sends one message).
+    assert [m.text for m in r.tg.history(OWNER)] == ["hello"] and placeholder is None
+
+    # A tool's line (drafts off) comes in a silent placeholder, on record while the
+    # turn runs, and goes once the answer came.
+    tooled = await open_row(r, update_id=2)
+    call = ToolCall(1, "call-1", "memory_add", {"text": "likes tea"})
+    done = ToolResult(1, "call-1", "memory_add", True, "ok")
+    await run(view(r, tooled), call, done, Completed(1, "noted"))
+    state, placeholder = await outcome(r, tooled)
+    assert state == "answered"
+    line = r.tg.history(OWNER)[1]
+    assert line.text == t("tg.working_tool", name="memory_add") and line.deleted
+    assert placeholder == line.message_id
+    assert r.texts() == ["hello", "noted"]
 
 
 async def test_an_error_is_told_with_the_again_button_and_fails_the_row(rig: Make) -> None:
