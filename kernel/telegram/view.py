@@ -1,26 +1,33 @@
-"""How one turn looks in the chat: placeholder, typing, drafts, then the final reply.
+"""How one turn looks in the chat: typing, drafts, then the final reply.
 
 Progress is silent, the answer notifies (issue 34: the owner's lock screen shows the
-answer's first words). The placeholder is sent with ``disable_notification`` and says
-what runs (the tool line, ``tool_progress.py``) or retries (``_set_progress``); the
-reply (or an error notice) comes as a new message, the only one of the turn that
-notifies (a long reply's later chunks are silent), and the placeholder is deleted
-right after it, never left dangling. The first plan of the turn (todo_write) takes the
-placeholder instead, and then the plan stays above the reply (``plan.py``). A finished
-delegate_to_cli call is folded into the reply: its outcome line in italics below the
-answer, its progress message deleted.
-The reply carries the chat's only 🔁: the one before loses it (``outbox.live_retry``).
-/cancel keeps what was streamed, marked cancelled, in the placeholder's place; with
-nothing streamed the placeholder goes. Drafts (``sendMessageDraft``) preview the reply
-as plain text while it forms, at most one every ``draft_interval`` seconds; the first
-draft error turns them off for the rest of the turn. Drafts, typing, the placeholder
-and intermediate edits go straight to the Bot API (best effort); the outcome (the
-reply, an error or interrupted notice, the cancelled partial) goes through the durable
-outbox, which settles the turn's inbox row in the same transaction. The view does not
-wait for delivery: the next turn can start. When the store refuses the outcome, the
-placeholder becomes an error notice directly (naming a full disk or a read-only
-database, and the fix) and the row stays open: the next start tells the owner again,
-with 🔁.
+answer's first words), and a plain exchange costs the chat's rate budget one token,
+its answer (issue 37: back to back, about one exchange a second, Telegram's limit).
+Progress is shown by what costs no token: the typing action and the draft
+(``drafts.py``: the reply as it forms and, below it or alone, the status line: the
+tool that runs, its progress, "retrying (2/3)…"). With drafts off (``stream = false``,
+or the turn's first draft error) a silent placeholder is sent once a status line needs
+one (a tool runs: ``tool_progress.py``; a retry: ``_set_progress``); it is on the
+inbox row's record for crash recovery (``set_placeholder``), and a plain exchange still
+sends no placeholder. The reply (or an error notice) comes as a new message, the only
+one of the turn that notifies (a long reply's later chunks are silent); a placeholder
+is deleted right after it, never left dangling. The first plan of the turn
+(todo_write) takes the placeholder if one stands, else comes in a silent message of its
+own, and stays above the reply (``plan.py``). A finished delegate_to_cli call is folded
+into the reply: its outcome line in italics below the answer, its progress message
+deleted. The reply carries the chat's only 🔁: the one before loses it through a tidy
+outbox row that goes once the chat's budget has a token to spare
+(``outbox.live_retry``), so it never costs an answer its turn.
+/cancel keeps what was streamed, marked cancelled (in the placeholder's place when one
+stands, else as a silent message of its own). Drafts, typing, the placeholder and
+intermediate edits go straight to the Bot API (best effort); the outcome (the reply,
+an error or interrupted notice, the cancelled partial) goes through the durable outbox,
+which settles the turn's inbox row in the same transaction. The view does not wait for
+delivery: the next turn can start. A turn cut by a kill leaves its inbox row open (and
+no message of its own, unless a placeholder stood): the next start tells the owner.
+When the store refuses the outcome, the owner is told directly (the placeholder, if
+one stands, becomes the error notice naming a full disk or a read-only database, and
+the fix) and the row stays open: the next start tells the owner again, with 🔁.
 """
 
 from __future__ import annotations

@@ -165,6 +165,7 @@ async def test_without_drafts_progress_shows_in_a_silent_placeholder(
     assert [m.deleted for m in h.tg.history(OWNER) if m.message_id == placeholder] == [True]
     [sent] = [c for c in h.tg.calls_to("sendMessage") if c.result["message_id"] == placeholder]
     assert sent.params["disable_notification"] is True
+    assert sent.params["text"] == "⚙ Running mcp_test__steps…"  # sent for the line
 
 
 async def test_a_tool_line_the_budget_thinned_shows_while_the_tool_runs(

@@ -239,6 +239,9 @@ async def test_tool_progress_shows_in_a_silent_placeholder_without_drafts(bot: F
     h = await bot(extra="stream = false\n")
     h.model.enqueue(tool_reply("memory_add", {"text": "likes rain"}), text_reply("noted"))
     assert await h.converse("I like rain") == "noted"
+    first = h.tg.calls_to("sendMessage")[0]  # sent for the line, saying it, silent
+    assert first.params["text"] == "⚙ Running memory_add…"
+    assert first.params["disable_notification"] is True
     [line] = [m for m in h.tg.history(OWNER) if m.text == "⚙ Running memory_add…"]
     assert line.deleted  # it went once the answer came
 

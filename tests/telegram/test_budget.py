@@ -175,6 +175,27 @@ async def test_progress_is_thinned_while_a_final_waits_and_when_it_would_leave_n
     assert costed[-1].at - costed[0].at >= 4.0 - JITTER
 
 
+async def test_room_waits_until_a_token_is_spare_and_finals_go_first(
+    tg: TelegramSim, make_bot: Maker
+) -> None:
+    """Issue 37: what may wait as long as it must but never cost a final its turn (the
+    outbox's tidy rows) waits for :meth:`RateBudget.room`, then goes as ``progress``."""
+    bot = await make_bot(chat_rate=2.0, chat_burst=3)
+    sent = await bot.send_message(OWNER, "one")
+    await bot.send_message(OWNER, "two")  # one token left: none to spare
+    room = asyncio.create_task(budget(bot).room(OWNER))
+    finals = [asyncio.create_task(bot.send_message(OWNER, f"final {n}")) for n in range(3)]
+    await room
+    await bot.edit_message_text(
+        "one, tidied", OWNER, sent.message_id, rate_limit_args={"priority": "progress"}
+    )  # admitted: not thinned
+    await asyncio.gather(*finals)
+
+    calls = chat_calls(tg, OWNER)
+    assert [c.method for c in calls] == [*["sendMessage"] * 5, "editMessageText"]
+    assert budget(bot).stats()["thinned"] == {}
+
+
 async def test_a_group_gets_its_per_minute_window_and_a_private_chat_is_not_held_by_it(
     tg: TelegramSim, make_bot: Maker
 ) -> None:
