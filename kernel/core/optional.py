@@ -15,7 +15,6 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-
 NEVER_USED = ("httpx._main",)
 
 
