@@ -12,9 +12,14 @@ exchange and a pause that fills the chat's bucket again. Measured:
   Telegram's limit is about one message a second in a chat);
 - the chat's Bot API calls per exchange, by method (while the exchanges ran, and what
   followed until the outbox was empty: the 🔁 tidy-ups);
-- the live 🔁 buttons left in the chat once everything was delivered (one is right).
+- the live 🔁 buttons left in the chat once everything was delivered (one is right);
+- the answer's latency: the message written → its answer reaching the chat (median).
 
-    uv run python bench/back_to_back.py [--exchanges 30] [--runs 3]
+``--gap 2.5`` writes each message that many seconds after the previous answer instead
+(a person's pace, as issue 37's harness): the rate then means little, the calls per
+exchange are what to read.
+
+    uv run python bench/back_to_back.py [--exchanges 30] [--runs 3] [--gap 0]
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ async def wait_for(condition: Any, what: str) -> None:
         await asyncio.sleep(0.002)
 
 
-async def run(exchanges: int, folder: Path) -> dict[str, Any]:
+async def run(exchanges: int, folder: Path, gap: float) -> dict[str, Any]:
     async with TelegramSim() as tg, AnthropicSim(fallback="echo") as model:
         path = write_config(folder, model.base_url, "claude", language="en")
         path.write_text(
@@ -82,7 +87,7 @@ async def run(exchanges: int, folder: Path) -> dict[str, Any]:
         channel = TelegramChannel(kernel.telegram_services(), pace=REAL_PACE)
         await channel.start()
         try:
-            return await exchange(tg, channel, exchanges)
+            return await exchange(tg, channel, exchanges, gap)
         finally:
             await channel.stop()
             await kernel.stop()
@@ -99,19 +104,26 @@ def drained(channel: TelegramChannel) -> bool:
     return channel.outbox.stats()["undelivered"] == 0
 
 
-async def exchange(tg: TelegramSim, channel: TelegramChannel, exchanges: int) -> dict[str, Any]:
+async def exchange(
+    tg: TelegramSim, channel: TelegramChannel, exchanges: int, gap: float
+) -> dict[str, Any]:
     tg.inject_text("m0 warm up")
     await wait_for(lambda: answered(tg, "m0") is not None and drained(channel), "warm-up")
     await asyncio.sleep(4.0)  # the chat's bucket full again
     since = len(tg.calls)
     times: list[float] = []
+    waits: list[float] = []
     for n in range(1, exchanges + 1):
+        if gap and n > 1:
+            await asyncio.sleep(gap)
         token = f"m{n}"
+        written = time.monotonic()
         tg.inject_text(f"{token} what is on my calendar today?")
         await wait_for(lambda t=token: answered(tg, t) is not None, f"answer {token}")
         found = answered(tg, token)
         assert found is not None
         times.append(found.at)
+        waits.append(found.at - written)
     during = chat_calls(tg.calls[since:])
     after = len(tg.calls)
     started = time.monotonic()
@@ -129,6 +141,7 @@ async def exchange(tg: TelegramSim, channel: TelegramChannel, exchanges: int) ->
         "drain": drain,
         "live": live_retries(tg),
         "busy": busy,
+        "latency": statistics.median(waits),
     }
 
 
@@ -136,19 +149,20 @@ def per(counts: Counter[str], n: int) -> str:
     return ", ".join(f"{method} {count / n:.2f}" for method, count in sorted(counts.items()))
 
 
-async def main(exchanges: int, runs: int) -> None:
+async def main(exchanges: int, runs: int, gap: float) -> None:
     logging.basicConfig(level=logging.ERROR)
     results = []
     for index in range(runs):
         with tempfile.TemporaryDirectory() as folder:
-            result = await run(exchanges, Path(folder))
+            result = await run(exchanges, Path(folder), gap)
         results.append(result)
         print(
             f"run {index + 1}: {result['overall']:.2f} exchanges/s overall, "
             f"{result['sustained']:.2f} sustained; per exchange while running: "
             f"{per(result['during'], exchanges)}; afterwards ({result['drain']:.1f} s): "
             f"{per(result['after'], exchanges) or 'nothing'}; live 🔁 {result['live']}; "
-            f"busy notices {result['busy']}"
+            f"busy notices {result['busy']}; answer latency median "
+            f"{result['latency'] * 1000:.0f} ms"
         )
     for key in ("overall", "sustained"):
         values = [r[key] for r in results]
@@ -162,5 +176,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exchanges", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--gap", type=float, default=0.0, help="seconds between exchanges")
     args = parser.parse_args()
-    asyncio.run(main(args.exchanges, args.runs))
+    asyncio.run(main(args.exchanges, args.runs, args.gap))
