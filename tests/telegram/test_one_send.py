@@ -63,11 +63,12 @@ async def test_a_plain_exchange_is_typing_drafts_and_one_send(bot: Factory) -> N
 
 
 async def test_back_to_back_answers_never_wait_behind_a_tidy_up(bot: Factory) -> None:
-    """Under the chat's real budget arithmetic (1 token a second, a burst of 3): the
+    """Under the chat's real budget at its real pace (1 token a second, a burst of 3;
+    a compressed pace would hand the tidy-up's own wait to the answers as tokens): the
     owner writes again as soon as each answer lands; while the exchanges run, every
     token goes to an answer, the superseded 🔁s go once the chat is quiet, and then
     only the newest answer keeps one."""
-    h = await bot()
+    h = await bot(real_pace=True)
     exchanges = 6
     h.model.enqueue(*[text_reply(f"answer {n}") for n in range(exchanges)])
     since = len(h.tg.calls)
