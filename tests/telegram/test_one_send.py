@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
+from tests.sim.script import Error, Reply, Text, ToolUse, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, BotCall, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
 
@@ -150,3 +150,47 @@ async def test_without_drafts_a_tool_line_comes_in_a_silent_placeholder(bot: Fac
     assert line.deleted  # it went once the answer came
     assert h.texts() == ["noted"]
     assert h.tg.calls_to("sendMessageDraft") == []
+
+
+async def test_the_tool_line_shows_below_what_was_written(bot: Factory) -> None:
+    from tests.mcp.conftest import mcp_toml, stdio_server
+
+    h = await bot(extra=mcp_toml([stdio_server("test")]))
+    chunks = ["Let me ", "check."]
+    h.model.enqueue(
+        Reply(Text("Let me check.", chunks=chunks), ToolUse("mcp_test__nap", {"seconds": 1.5})),
+        text_reply("Checked."),
+    )
+
+    assert await h.converse("check it") == "Let me check.\n\nChecked."
+
+    drafts = [str(c.params["text"]) for c in h.tg.calls_to("sendMessageDraft") if c.ok]
+    assert "Let me check.\n\n⚙ Running mcp_test__nap…" in drafts
+
+
+async def test_after_a_draft_error_a_tool_line_comes_in_a_silent_placeholder(
+    bot: Factory,
+) -> None:
+    h = await bot()
+    h.tg.fail("sendMessageDraft", status=400, description="Bad Request: draft failed", times=1)
+    chunks = ["Let me ", "save that."]
+    h.model.enqueue(
+        Reply(
+            Text("Let me save that.", chunks=chunks),
+            ToolUse("memory_add", {"text": "tea"}),
+            chunk_delay=0.35,
+        ),
+        text_reply("Saved."),
+    )
+    since = len(h.tg.calls)
+
+    assert await h.converse("remember tea") == "Let me save that.\n\nSaved."
+
+    calls = chat_calls(h, since)
+    assert [c.status for c in calls if c.method == "sendMessageDraft"] == [400]  # then off
+    sends = [c for c in calls if c.method == "sendMessage"]
+    assert [(c.params["text"], c.params.get("disable_notification")) for c in sends] == [
+        ("⚙ Running memory_add…", True),
+        ("Let me save that.\n\nSaved.", None),
+    ]
+    assert h.texts() == ["Let me save that.\n\nSaved."]  # the line went with the answer
