@@ -145,7 +145,8 @@ class TurnView:
         self._tool_line = ToolProgressLine(
             bot, outbox, chat_id, interval=progress_interval, record=self._record
         )
-        # todo_write's plan: it takes the placeholder, and stays when the turn ends.
+        # todo_write's plan: a message of its own (or the placeholder, when one stands);
+        # it stays when the turn ends.
         self._plan = PlanMessage(bot, chat_id, interval=progress_interval, record=self._record)
         # The reply as it forms and the status line (tools, retries), at no token's cost.
         self._draft = DraftLine(bot, chat_id, on=looks.drafts, interval=looks.draft_interval)
@@ -377,8 +378,9 @@ class TurnView:
 
     def _cancelled(self, pending: int | None) -> list[OutboxItem]:
         """/cancel: the partial answer stays, marked cancelled, where the placeholder was
-        (an edit: the owner is looking, nothing notifies); nothing written yet, the
-        placeholder goes (the command's reply says it was cancelled)."""
+        (an edit), or as a silent message of its own when none stood (nothing notifies:
+        the owner is looking); nothing written yet, a placeholder goes (the command's
+        reply says it was cancelled)."""
         partial = self._draft.text.strip()
         if partial:
             footer = [t("tg.cancelled_partial")]
