@@ -11,8 +11,9 @@ Each run: the owner's message → the model asks for ``delegate_to_cli`` → the
 claims the run (its ``started`` stamp, "start" below) → the child is spawned → its JSONL
 is parsed into steps → the progress message is edited in Telegram. Per run:
 
-- start → first progress edit: the "⏳ Running the task… (claude_code)" edit arriving
-  at the simulator (the placeholder turned into the progress message);
+- start → first progress message: the "⏳ Running the task… (claude_code)" message
+  arriving at the simulator (a silent message of its own: no placeholder stands while
+  drafts show the turn, issue 37; before that, the placeholder's edit);
 - start → first step parsed: the Delegator's first progress step (spawn, Python start-up
   of the stand-in, first displayable event, parsing);
 - start → first step shown: the first edit carrying "Now: …"; throttled by design to one
@@ -99,7 +100,7 @@ async def main(runs: int, interval: float, delay: float) -> None:
                     tool_reply("delegate_to_cli", {"task": f"benchmark task {n}"}),
                     text_reply(f"Summary {n}."),
                 )
-                edits_before = len(tg.calls_to("editMessageText"))
+                edits_before = len(tg.calls)
                 tg.inject_text(f"run task {n}")
                 await tg.wait_until(
                     lambda n=n: any(m.text == f"Summary {n}." for m in tg.chat(OWNER)),
@@ -111,7 +112,8 @@ async def main(runs: int, interval: float, delay: float) -> None:
                 )
                 delegation = kernel.delegator.latest(CONV)
                 assert delegation is not None and delegation.outcome == "ok"
-                edits = tg.calls_to("editMessageText")[edits_before:]
+                shows = ("sendMessage", "editMessageText")  # the progress message, its edits
+                edits = [c for c in tg.calls[edits_before:] if c.method in shows]
                 first = next(c.at for c in edits if str(c.params["text"]).startswith("⏳"))
                 shown = next(
                     (c.at for c in edits if "Now: " in str(c.params["text"])), float("nan")
@@ -130,7 +132,7 @@ async def main(runs: int, interval: float, delay: float) -> None:
     print(f"runs={runs} progress_interval={interval}s stand-in delay={delay}s")
     print(f"{'from delegate_to_cli start to':42} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
     for label, values in (
-        ("first progress edit (⏳ + CLI name)", to_edit),
+        ("first progress message (⏳ + CLI name)", to_edit),
         ("first step parsed (Delegator)", to_step),
         ("first step shown in Telegram", [v for v in to_shown if v == v]),
     ):

@@ -26,6 +26,10 @@ A call says its priority with ``rate_limit_args={"priority": ...}``:
   the chat (sendMessageDraft is made for streaming), so it takes no token from the chat
   and goes while the chat's bucket is not empty: drafts never cost a final its turn.
 
+:meth:`RateBudget.room` waits until a ``progress`` call to a chat would be admitted: for
+work that may wait as long as it must but must never cost a final its turn (taking a
+superseded 🔁 away, ``outbox.py``'s tidy rows).
+
 Chat-less calls (getMe, answerCallbackQuery, setMyCommands…) take no token; getUpdates
 never reaches a rate limiter. Pure bookkeeping: no thread, no task of its own; time is
 read from ``clock`` (monotonic), so a test can drive it.
@@ -148,6 +152,19 @@ class _Chat:
     def pulse(self) -> None:
         self.changed.set()
         self.changed = asyncio.Event()
+
+
+def _time_to(limit: Limit, need: float, now: float) -> float:
+    """Seconds until ``limit`` holds ``need`` tokens (a bucket refills at its rate; a
+    window frees a slot at a time, so its next free slot is waited for)."""
+    level = limit.level(now)
+    if level >= need:
+        return 0.0
+    if isinstance(limit, Bucket):
+        return (need - level) / limit.rate
+    assert isinstance(limit, SlidingWindow)
+    leave = math.ceil(need - level)  # the oldest events that must leave the window first
+    return limit.times[leave - 1] + limit.seconds - now
 
 
 def priority_of(args: object) -> Priority:
@@ -278,6 +295,26 @@ class RateBudget(BaseRateLimiter[RateArgs]):
                     chat.sending = False
             attempt += 1
             self.retried += 1
+
+    async def room(self, chat_id: int) -> None:
+        """Return once a ``progress`` call to ``chat_id`` would be admitted now: no final
+        waits or goes in the chat, nothing blocks it, and its limits keep a token for a
+        final after it. Waits as long as that takes (the caller cancels it)."""
+        chat = self._chat(chat_id)
+        assert chat is not None
+        while True:
+            now = self._clock()
+            if chat.queue:  # finals first: look again once one is done
+                await chat.changed.wait()
+                continue
+            delay = max(
+                self._blocked(chat, now),
+                _time_to(self._overall, 1 + OVERALL_SPARE, now),
+                *(_time_to(limit, NEEDS["progress"], now) for limit in chat.limits),
+            )
+            if delay <= 0:
+                return
+            await self._sleep(delay)
 
     # ----- chats -------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ A busy chat does not queue on its own, but nothing is dropped unseen either:
   (a photo), the turn is stopped (the question is not approved: nothing runs unasked)
   and the message runs as a new turn once it has wound down; a notice says which.
 - **Free at once**: after /cancel (or a decline) the stopped turn may still wind down
-  (a CLI's progress line, the placeholder's removal); a message then is not "busy": it
+  (a CLI's progress line, a placeholder's removal); a message then is not "busy": it
   runs as soon as that is done.
 
 Like ``inbound.py``, the desk returns an :data:`~kernel.telegram.outcome.Outcome` for

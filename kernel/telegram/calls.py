@@ -2,11 +2,14 @@
 edit or a delete, and its outcome into a message id, :class:`RetryLater` (with whether
 the message may have reached the chat) or :class:`Refused`.
 
-A re-send of an ambiguous row carries ``tg.resent_marker``. A ``replace`` edits the
+A re-send of an ambiguous row carries ``tg.resent_marker``. A tidy row (a superseded
+🔁 taken away, :func:`~kernel.telegram.items.unbutton_item`) goes at ``progress``
+priority: when the chat's rate budget has no token to spare, :class:`NotNow` says so
+without calling the API. A ``replace`` edits the
 placeholder, or sends anew when it is gone; "message is not modified" and a gone
 message's edit or delete are done; HTML Telegram cannot parse goes as plain text.
 
-Public API: :class:`RowCalls`, :class:`RetryLater`, :class:`Refused`.
+Public API: :class:`RowCalls`, :class:`RetryLater`, :class:`Refused`, :class:`NotNow`.
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ from telegram.error import (
     RetryAfter,
     TelegramError,
 )
+from telegram.ext import ExtBot
 
 from kernel.core.i18n import t
 from kernel.core.redact import hide_quoted
 from kernel.store.mailbox import OutboxRow
+from kernel.telegram.budget import Thinned
+from kernel.telegram.items import is_tidy
 from kernel.telegram.render import html_to_plain
 from kernel.telegram.split import LIMIT, split_html, split_plain, utf16_len
 
@@ -48,6 +54,10 @@ class RetryLater(Exception):
         self.delay = delay  # None: the backoff's own
         self.error = error
         self.ambiguous = ambiguous
+
+
+class NotNow(Exception):
+    """A tidy row found no token to spare in the chat's budget: nothing was called."""
 
 
 class Refused(Exception):
@@ -73,8 +83,10 @@ class RowCalls:
             if row.kind == "delete":
                 return await self._delete(chat_id, int(body["message_id"]))
             if row.kind == "edit":
-                return await self._edit(chat_id, body)
+                return await self._edit(chat_id, body, tidy=is_tidy(body))
             return await self._send(chat_id, row)
+        except Thinned:
+            raise NotNow from None
         except RetryAfter as exc:
             wait = exc._retry_after
             seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
@@ -197,13 +209,13 @@ class RowCalls:
                     raise
         return message_id
 
-    async def _edit(self, chat_id: int, body: dict[str, Any]) -> int | None:
+    async def _edit(self, chat_id: int, body: dict[str, Any], *, tidy: bool = False) -> int | None:
         message_id = int(body["message_id"])
         markup = _markup(body.get("reply_markup"))
         try:
             if body.get("text") is None:
                 await self.bot.edit_message_reply_markup(
-                    chat_id=chat_id, message_id=message_id, reply_markup=markup
+                    chat_id=chat_id, message_id=message_id, reply_markup=markup, **self._spare(tidy)
                 )
                 return message_id
             return await self._edit_text(
@@ -213,6 +225,13 @@ class RowCalls:
             if _gone(exc) or _not_modified(exc):
                 return message_id  # nothing left to change
             raise
+
+    def _spare(self, tidy: bool) -> dict[str, Any]:
+        """A tidy call's priority: it goes only with a token to spare (a plain Bot, with
+        no rate limiter to ask, just sends)."""
+        if tidy and isinstance(self.bot, ExtBot):
+            return {"rate_limit_args": {"priority": "progress"}}
+        return {}
 
     async def _delete(self, chat_id: int, message_id: int) -> int | None:
         try:

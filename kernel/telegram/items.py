@@ -110,8 +110,17 @@ def delete_item(message_id: int) -> OutboxItem:
 def unbutton_item(row_id: int) -> OutboxItem:
     """The buttons of the message an earlier outbox row sent are taken away (the row
     is named, not the message: its message id is known once it is delivered, and rows
-    go in order). Nothing happens when that row never landed."""
-    return OutboxItem("edit", {"of_row": row_id, "text": None, "reply_markup": None})
+    go in order). Nothing happens when that row never landed. A tidy row: it goes once
+    the chat's budget has a token to spare, after the rows queued behind it (the outbox
+    worker), so it never costs an answer its turn."""
+    body = {"of_row": row_id, "text": None, "reply_markup": None, "tidy": True}
+    return OutboxItem("edit", body)
+
+
+def is_tidy(body: dict[str, Any]) -> bool:
+    """Whether an outbox row is a tidy-up (:func:`unbutton_item`): no message of its
+    own, no hurry, never ahead of a row that shows something."""
+    return bool(body.get("tidy"))
 
 
 def unsend_item(row_id: int) -> OutboxItem:
@@ -145,8 +154,10 @@ def again_markup(inbox_id: int) -> dict[str, Any]:
 class LiveRetry:
     """Which outbox row of each chat carries the live 🔁 (issue 34: one 🔁, on the
     newest answer). A new answer, /undo or /retry takes the standing one's buttons
-    away through the outbox (:func:`unbutton_item`), in order behind what is queued:
-    durable like any reply, and never racing the answer it follows. Kept in memory, and
+    away through the outbox (:func:`unbutton_item`), a tidy row that goes after what is
+    queued and only with a token to spare: durable like any reply (a restart still
+    takes the old 🔁 away), never racing the answer it follows nor delaying the next
+    one (back to back, an exchange costs one token: issue 37). Kept in memory, and
     found again at start (:meth:`restore`) from the chat's recent rows."""
 
     def __init__(self) -> None:

@@ -22,7 +22,7 @@ before it is handled, so nothing the owner sends is lost or handled twice.
   rest).
 - **Interrupted**: at start, rows the previous process left ``open`` were cut off by a
   crash or a stop. Each is settled ``interrupted`` with a notice naming the message (a
-  new message, which notifies; its silent placeholder goes) and a 🔁 button that runs it
+  new message, which notifies; a silent placeholder it had goes) and a 🔁 button that runs it
   again.
   Commands and presses cut off are closed quietly (🔁 could run /new twice).
 - **Again** (``again:<id>``): reopen a settled row (forgetting its placeholder: by now

@@ -21,9 +21,13 @@ row left ``sending``) never re-sends unmarked: a known message id is only record
 unknown outcome is re-sent marked.
 
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
-speed. Permanent refusals (Forbidden, BadRequest) fail the row and the next one goes;
-a refused reply (not a notice, not a chat that blocked the bot) is told once in plain
-words (``tg.chunk_refused``). One call per row, and what its outcome means (gone
+speed. Tidy rows (a superseded 🔁 taken away: :func:`unbutton_item`) are the exception:
+they show nothing new, so every other row of the chat goes first, and they go only when
+the chat's rate budget has a token to spare (``RateBudget.room``), however long that
+takes; durable like any row, a restart still delivers them. Permanent refusals
+(Forbidden, BadRequest) fail the row and the next one goes; a refused reply (not a
+notice, not a chat that blocked the bot) is told once in plain words
+(``tg.chunk_refused``). One call per row, and what its outcome means (gone
 messages, "not modified", the HTML fallback), is ``calls.py``'s.
 
 When the outbox itself cannot be written (a full disk, a read-only database), a notice
@@ -54,7 +58,8 @@ from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import InboxState, Mailbox, OutboxItem, OutboxRow
 from kernel.store.trouble import storage_trouble
-from kernel.telegram.calls import Refused, RetryLater, RowCalls
+from kernel.telegram.budget import RateBudget
+from kernel.telegram.calls import NotNow, Refused, RetryLater, RowCalls
 from kernel.telegram.items import (
     CHANNEL,
     RETRY,
@@ -62,6 +67,7 @@ from kernel.telegram.items import (
     again_markup,
     delete_item,
     edit_item,
+    is_tidy,
     plain_items,
     reply_items,
     retry_markup,
@@ -154,6 +160,7 @@ class Outbox:
         self._tasks = TaskSet("telegram outbox")
         self._futures: dict[int, asyncio.Future[tuple[str, int | None]]] = {}
         self._unsent: dict[int, dict[int, datetime]] = {}  # chat → row id → created
+        self._tidy: set[int] = set()  # unsent rows that are tidy-ups (they may wait)
         self._running = False
         self._stopped = False  # stop() ran: a put now only waits in the table
         self._idle = asyncio.Event()  # set when nothing is left to deliver
@@ -184,6 +191,8 @@ class Outbox:
         for row in await self.mailbox.unsent(CHANNEL):
             chat = int(row.chat_id)
             self._unsent.setdefault(chat, {})[row.id] = row.created_at
+            if is_tidy(row.body):
+                self._tidy.add(row.id)
             self._ensure_worker(chat)
 
     async def stop(self, drain: float = 0.0) -> None:
@@ -247,13 +256,15 @@ class Outbox:
         )
         loop = asyncio.get_running_loop()
         futures = []
-        for row_id in ids:
+        for row_id, item in zip(ids, items, strict=True):
             future: asyncio.Future[tuple[str, int | None]] = loop.create_future()
             if self._stopped:  # nobody delivers in this process any more
                 future.set_result(("stopped", None))
             else:
                 self._futures[row_id] = future
                 self._unsent.setdefault(chat_id, {})[row_id] = now
+                if is_tidy(item.body):
+                    self._tidy.add(row_id)
                 if caller_tells:
                     self._caller_tells.add(row_id)
             futures.append(future)
@@ -305,8 +316,13 @@ class Outbox:
                 wake.set()
 
     def backlog(self, chat_id: int) -> bool:
-        """Rows of this chat not yet delivered (a new placeholder would jump the queue)."""
-        return bool(self._unsent.get(chat_id))
+        """Rows of this chat not yet delivered that show something (a message sent
+        directly now would jump the queue); tidy rows do not count."""
+        return any(row not in self._tidy for row in self._unsent.get(chat_id, ()))
+
+    def undelivered(self, chat_id: int) -> int:
+        """Rows of this chat not yet delivered, tidy rows too."""
+        return len(self._unsent.get(chat_id, ()))
 
     def stats(self) -> dict[str, Any]:
         created = [when for rows in self._unsent.values() for when in rows.values()]
@@ -352,10 +368,12 @@ class Outbox:
                 self._check_idle()
                 await self._pause(wake, IDLE_WAIT)
             return []
-        row = rows[0]
+        # Every row that shows something goes first; tidy rows once none is left.
+        row = next((r for r in rows if not is_tidy(r.body)), rows[0])
+        rest = [r for r in rows if r is not row]
         if row.id in self._landed:  # delivered; only the store's record of it failed
             await self._record(chat_id, row, self._landed[row.id], row.attempts)
-            return rows[1:]
+            return rest
         now = self.now()
         if now >= row.expires_at:
             await self._expire(chat_id, rows, now)
@@ -366,7 +384,26 @@ class Outbox:
             await self._pause(wake, min(due, (row.expires_at - now).total_seconds()))
             return rows
         self._hurry.discard(chat_id)
-        return rows[1:] if await self._attempt(chat_id, row) else []
+        if is_tidy(row.body) and not await self._room(chat_id, wake):
+            return rows  # a put came first: its rows go before this one
+        return rest if await self._attempt(chat_id, row) else []
+
+    async def _room(self, chat_id: int, wake: asyncio.Event) -> bool:
+        """Wait until the chat's rate budget has a token to spare for a tidy row: True;
+        False when a put (or a nudge) woke the worker first."""
+        budget = getattr(self.bot, "rate_limiter", None)
+        if not isinstance(budget, RateBudget):
+            return True
+        if wake.is_set():
+            return False
+        room = asyncio.ensure_future(budget.room(chat_id))
+        woken = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait({room, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            room.cancel()
+            woken.cancel()
+        return room.done() and not room.cancelled() and not wake.is_set()
 
     async def _pause(self, wake: asyncio.Event, seconds: float) -> None:
         """``seconds`` on the clock, or until ``wake`` is set (a put, a nudge)."""
@@ -397,6 +434,9 @@ class Outbox:
         self._maybe.add(row.id)
         try:
             message_id = await self._calls.deliver(chat_id, row)
+        except NotNow:  # a tidy row the budget could not spare a token for after all
+            self._maybe.discard(row.id)
+            return False
         except RetryLater as retry:
             ambiguous = retry.ambiguous or row.ambiguous
             if not ambiguous:
@@ -468,6 +508,7 @@ class Outbox:
 
     def _finish(self, chat_id: int, row_id: int, state: str, message_id: int | None) -> None:
         self._unsent.get(chat_id, {}).pop(row_id, None)
+        self._tidy.discard(row_id)
         self._caller_tells.discard(row_id)
         future = self._futures.pop(row_id, None)
         if future is not None and not future.done():

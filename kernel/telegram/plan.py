@@ -1,11 +1,11 @@
 """The turn's plan (the ``todo_write`` tool's ``plan`` events) as one chat message.
 
-The first plan takes the turn's placeholder, which from then on is the plan message:
-the list (☐ pending, ▶ in progress, ☑ completed and struck through), below it the tool
-line the placeholder would have shown. The reply then comes as a new message below, so
-the plan stays in the chat when the turn ends. Without a placeholder (a question took
-it, or earlier messages still wait in the outbox) the plan is sent as a message of its
-own, or only at the end through the outbox.
+The first plan is a silent message of its own (or takes the turn's placeholder, when
+one stands: drafts off), which from then on is the plan message: the list (☐ pending,
+▶ in progress, ☑ completed and struck through), below it the tool line. The reply then
+comes as a new message below, so the plan stays in the chat when the turn ends. While
+earlier messages still wait in the outbox, the plan comes only at the end, through the
+outbox, in its place.
 
 Updates are edits at most once per ``interval`` (the first at once), sent one at a
 time and always with the newest list: an older list never lands after a newer one.

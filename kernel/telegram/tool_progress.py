@@ -1,15 +1,16 @@
 """The progress line of a running tool: which tool runs, and its progress reports.
 
-A tool call shows "⚙ Running mcp_x__y…" in the turn's placeholder; the turn's
-``tool_progress`` events (an MCP server's progress notifications) arrive as fast as the
-tool reports, and the chat shows "⏳ mcp_x__y: 3/10 …" there (or, when a question took the
-placeholder away, in a message of its own), edited at most once per ``interval``: the
-first line shows at once, later ones at the next allowed moment, and the newest always
-wins. A line the chat's rate budget thinned shows a moment later while the call runs (a
-30-second tool called right after a reply must not leave "Working on a reply…" up).
-When the call returns, no edit follows any more (a message of its own is deleted
-through the outbox: the reply says how it ended). An edit is never sent with unchanged
-text ("message is not modified").
+Shown here when the turn's drafts are off (with drafts, the view puts the line in the
+draft: ``drafts.py``). A tool call shows "⚙ Running mcp_x__y…" in the turn's
+placeholder (sent for it, silent); the turn's ``tool_progress`` events (an MCP
+server's progress notifications) arrive as fast as the tool reports, and the chat shows
+"⏳ mcp_x__y: 3/10 …" there (or, when a question took the placeholder away, in a
+message of its own), edited at most once per ``interval``: the first line shows at
+once, later ones at the next allowed moment, and the newest always wins. A line the
+chat's rate budget thinned shows a moment later while the call runs. When the call
+returns, no edit follows any more (a message of its own is deleted through the outbox:
+the reply says how it ended). An edit is never sent with unchanged text ("message is
+not modified").
 """
 
 from __future__ import annotations
@@ -59,9 +60,18 @@ class ToolProgressLine:
     def active(self) -> bool:
         return bool(self._calls)
 
-    async def running(self, call_id: str, name: str, placeholder: int) -> None:
-        """The call ``call_id`` of tool ``name`` started: the placeholder says so."""
-        await self._show(call_id, t("tg.working_tool", name=name), placeholder)
+    async def running(
+        self, call_id: str, name: str, placeholder: int, *, shown: bool = False
+    ) -> None:
+        """The call ``call_id`` of tool ``name`` started: the placeholder says so
+        (``shown``: it was sent saying so)."""
+        text = t("tg.working_tool", name=name)
+        if shown and not self._own:
+            self._calls.add(call_id)
+            self._target, self._latest, self._shown = placeholder, text, text
+            self._last_edit = self._clock()
+            return
+        await self._show(call_id, text, placeholder)
 
     async def report(self, event: ToolProgress, placeholder: int | None) -> None:
         """Show ``event`` now or at the next allowed moment, in ``placeholder`` if any."""

@@ -1,35 +1,40 @@
-"""How one turn looks in the chat: placeholder, typing, drafts, then the final reply.
+"""How one turn looks in the chat: typing, drafts, then the final reply.
 
 Progress is silent, the answer notifies (issue 34: the owner's lock screen shows the
-answer's first words). The placeholder is sent with ``disable_notification`` and says
-what runs (the tool line, ``tool_progress.py``) or retries (``_set_progress``); the
-reply (or an error notice) comes as a new message, the only one of the turn that
-notifies (a long reply's later chunks are silent), and the placeholder is deleted
-right after it, never left dangling. The first plan of the turn (todo_write) takes the
-placeholder instead, and then the plan stays above the reply (``plan.py``). A finished
-delegate_to_cli call is folded into the reply: its outcome line in italics below the
-answer, its progress message deleted.
-The reply carries the chat's only 🔁: the one before loses it (``outbox.live_retry``).
-/cancel keeps what was streamed, marked cancelled, in the placeholder's place; with
-nothing streamed the placeholder goes. Drafts (``sendMessageDraft``) preview the reply
-as plain text while it forms, at most one every ``draft_interval`` seconds; the first
-draft error turns them off for the rest of the turn. Drafts, typing, the placeholder
-and intermediate edits go straight to the Bot API (best effort); the outcome (the
-reply, an error or interrupted notice, the cancelled partial) goes through the durable
-outbox, which settles the turn's inbox row in the same transaction. The view does not
-wait for delivery: the next turn can start. When the store refuses the outcome, the
-placeholder becomes an error notice directly (naming a full disk or a read-only
-database, and the fix) and the row stays open: the next start tells the owner again,
-with 🔁.
+answer's first words), and a plain exchange costs the chat's rate budget one token,
+its answer (issue 37: back to back, about one exchange a second, Telegram's limit).
+Progress is shown by what costs no token: the typing action and the draft
+(``drafts.py``: the reply as it forms and, below it or alone, the status line: the
+tool that runs, its progress, "retrying (2/3)…"). With drafts off (``stream = false``,
+or the turn's first draft error) a silent placeholder is sent once a status line needs
+one (a tool runs: ``tool_progress.py``; a retry: ``_set_progress``); it is on the
+inbox row's record for crash recovery (``set_placeholder``), and a plain exchange still
+sends no placeholder. The reply (or an error notice) comes as a new message, the only
+one of the turn that notifies (a long reply's later chunks are silent); a placeholder
+is deleted right after it, never left dangling. The first plan of the turn
+(todo_write) takes the placeholder if one stands, else comes in a silent message of its
+own, and stays above the reply (``plan.py``). A finished delegate_to_cli call is folded
+into the reply: its outcome line in italics below the answer, its progress message
+deleted. The reply carries the chat's only 🔁: the one before loses it through a tidy
+outbox row that goes once the chat's budget has a token to spare
+(``outbox.live_retry``), so it never costs an answer its turn.
+/cancel keeps what was streamed, marked cancelled (in the placeholder's place when one
+stands, else as a silent message of its own). Drafts, typing, the placeholder and
+intermediate edits go straight to the Bot API (best effort); the outcome (the reply,
+an error or interrupted notice, the cancelled partial) goes through the durable outbox,
+which settles the turn's inbox row in the same transaction. The view does not wait for
+delivery: the next turn can start. A turn cut by a kill leaves its inbox row open (and
+no message of its own, unless a placeholder stood): the next start tells the owner.
+When the store refuses the outcome, the owner is told directly (the placeholder, if
+one stands, becomes the error notice naming a full disk or a read-only database, and
+the fix) and the row stays open: the next start tells the owner again, with 🔁.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,12 +55,12 @@ from kernel.core.events import (
     ToolResult,
 )
 from kernel.core.i18n import t
-from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.delegate.delegator import Delegator
 from kernel.store.mailbox import InboxState, OutboxItem
 from kernel.telegram.asks import AskBoard
-from kernel.telegram.budget import Bot, Thinned
+from kernel.telegram.budget import Bot
+from kernel.telegram.drafts import DraftLine
 from kernel.telegram.outbox import (
     Outbox,
     Ticket,
@@ -67,25 +72,10 @@ from kernel.telegram.outbox import (
 )
 from kernel.telegram.plan import PlanMessage
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
-from kernel.telegram.split import utf16_len
 from kernel.telegram.tool_progress import ToolProgressLine
 from kernel.tools.todo import NAME as PLAN_TOOL
 
 log = logging.getLogger(__name__)
-
-DRAFT_LIMIT = 4096
-DRAFT_SETTLE = 1.0
-_draft_ids = itertools.count(1)
-
-
-def _tail_utf16(text: str, limit: int) -> str:
-    """The end of ``text`` within ``limit`` UTF-16 units: a draft shows the newest part."""
-    if utf16_len(text) <= limit:
-        return text
-    tail = text[-limit:]
-    while utf16_len(tail) > limit:
-        tail = tail[1:]
-    return tail
 
 
 @dataclass(frozen=True)
@@ -144,8 +134,6 @@ class TurnView:
         self.unqueued = False  # the store refused the outcome: the row stays open
         self.board = looks.board
         self.chat_id = chat_id
-        self.drafts = looks.drafts
-        self.draft_interval = looks.draft_interval
         self.typing_interval = looks.typing_interval
         self.interrupted = looks.interrupted  # true when the channel is shutting down
         self.delegator = looks.delegator
@@ -157,27 +145,27 @@ class TurnView:
         self._tool_line = ToolProgressLine(
             bot, outbox, chat_id, interval=progress_interval, record=self._record
         )
-        # todo_write's plan: it takes the placeholder, and stays when the turn ends.
+        # todo_write's plan: a message of its own (or the placeholder, when one stands);
+        # it stays when the turn ends.
         self._plan = PlanMessage(bot, chat_id, interval=progress_interval, record=self._record)
-        self.draft_id = next(_draft_ids)
-        self._text: list[str] = []
+        # The reply as it forms and the status line (tools, retries), at no token's cost.
+        self._draft = DraftLine(bot, chat_id, on=looks.drafts, interval=looks.draft_interval)
+        self._running: set[str] = set()  # tool calls whose line the draft shows
         self.reply: str | None = None  # the final reply, once completed (not cancelled)
         self.delivery: Ticket | None = None  # the queued outcome (wait() = delivered)
-        self._last_draft = 0.0
-        self._drafted = ""
-        self._drafts = TaskSet("telegram drafts")
-        self._draft_task: asyncio.Task[None] | None = None  # the one in flight
         self._asked: set[str] = set()  # the questions this turn showed
 
     async def show(self, turn: Turn) -> None:
-        pending = await self._placeholder()
-        asked = False  # a question took the placeholder away
+        # The silent placeholder: none while drafts show the progress (issue 37: the
+        # answer is the turn's one token); without drafts, sent once a line needs it.
+        pending: int | None = None
         typing = asyncio.get_running_loop().create_task(self._keep_typing())
         try:
             async for event in turn:
                 if isinstance(event, AssistantDelta):
-                    self._text.append(event.delta)
-                    self._maybe_draft()
+                    if not self._running:
+                        self._draft.status = ""  # the model answers: a retry line is done
+                    self._draft.add(event.delta)
                 elif isinstance(event, ToolCall):
                     if event.name == TOOL_NAME and self._watch_delegation(event):
                         assert self._progress is not None
@@ -192,44 +180,47 @@ class TurnView:
                         await self._tool_line.running(event.id, event.name, pending)
                     elif self._plan.holds:
                         await self._plan.note(t("tg.working_tool", name=event.name))
+                    else:
+                        pending = await self._tool_started(event)
                 elif isinstance(event, PlanUpdated):
                     backlog = bool(self.outbox.backlog(self.chat_id))
                     if await self._plan.update(event.items, pending, backlog=backlog):
                         pending = None  # the plan message now; the reply comes anew
                         await self._tool_line.placeholder_gone()
                 elif isinstance(event, ToolProgress):
-                    if self._progress is None or event.id != self._progress.call_id:
+                    if self._progress is not None and event.id == self._progress.call_id:
+                        pass  # the delegation's own message follows it
+                    elif pending is None and event.id in self._running and self._draft.on:
+                        self._draft.say(t("tg.tool_progress", name=event.name, progress=event.text))
+                    else:
                         await self._tool_line.report(event, pending)
                 elif isinstance(event, AskUser) and self.board is not None:
                     # The reply must come below the question, so the placeholder goes
-                    # and a new one follows once the question is settled.
+                    # (a later line sends a new one).
                     if pending is not None:
                         await self.outbox.put(self.chat_id, [delete_item(pending)])
                         await self._tool_line.placeholder_gone()
                         pending = None
-                    asked = True
                     self._asked.add(event.id)
                     await self.board.show(self.chat_id, event)
                 elif isinstance(event, ModelSwitched):
-                    pending = await self._note_switch(event, pending)
-                elif isinstance(event, ModelRetrying) and pending is not None:
-                    await self._set_progress(
-                        pending, event.describe()
-                    )  # "Claude 过载，正在重试 (2/3)…"
+                    await self._note_switch(event, pending)
+                    pending = None
+                elif isinstance(event, ModelRetrying):  # "Claude 过载，正在重试 (2/3)…"
+                    pending = await self._say(event.describe(), pending)
                 elif isinstance(event, ToolResult):
                     await self._tool_line.ended(event.id)
+                    self._tool_ended(event.id)
                     if self._progress is not None and event.id == self._progress.call_id:
                         progress, self._progress = self._progress, None
                         await progress.finish(event)
                         self._ran.append(progress)
                     if self.board is not None:
                         await self.board.close_for_tool(event.id, "unanswered", self._asked)
-                    if asked and pending is None:
-                        asked, pending = False, await self._placeholder()
                 elif isinstance(event, Completed):
                     typing.cancel()
                     await self._tool_line.stop()
-                    await self._settle_draft()
+                    await self._draft.settle()
                     if self._progress is not None:
                         await self._progress.cancelled()
                     if event.cancelled and self.interrupted():
@@ -243,7 +234,7 @@ class TurnView:
                 elif isinstance(event, ErrorEvent):
                     typing.cancel()
                     await self._tool_line.stop()
-                    await self._settle_draft()
+                    await self._draft.settle()
                     if self._progress is not None:
                         await self._progress.cancelled()
                     if self.board is not None:  # a budget question left unanswered
@@ -262,7 +253,7 @@ class TurnView:
         finally:
             await self._tool_line.stop()
             await self._plan.halt()
-            await self._drafts.close(DRAFT_SETTLE)
+            await self._draft.settle()
             typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await typing
@@ -298,16 +289,48 @@ class TurnView:
         )
         return True
 
-    async def _placeholder(self) -> int | None:
-        """Sent directly, best effort, and only when nothing of this chat waits in the
-        outbox (a placeholder must not jump ahead of earlier messages)."""
+    async def _tool_started(self, event: ToolCall) -> int | None:
+        """A tool's line where nothing shows one yet: in the draft while drafts work,
+        else in a silent placeholder sent for it. Returns the placeholder (or None)."""
+        line = t("tg.working_tool", name=event.name)
+        if self._draft.on:
+            self._running.add(event.id)
+            self._draft.say(line)
+            return None
+        placeholder = await self._placeholder(line)
+        if placeholder is not None:
+            await self._tool_line.running(event.id, event.name, placeholder, shown=True)
+        return placeholder
+
+    def _tool_ended(self, call_id: str) -> None:
+        """A tool returned: once none of the draft's runs, its line goes from the draft."""
+        if call_id in self._running:
+            self._running.discard(call_id)
+            if not self._running:
+                self._draft.say("")
+
+    async def _say(self, line: str, pending: int | None) -> int | None:
+        """A status line (a retry): in the placeholder if one stands, else in the draft
+        while drafts work, else in a silent placeholder sent for it. Best effort: the
+        answer still comes. Returns the placeholder (or None)."""
+        if pending is not None:
+            await self._set_progress(pending, line)
+            return pending
+        if self._draft.on:
+            self._draft.say(line)
+            return None
+        return await self._placeholder(line)
+
+    async def _placeholder(self, text: str) -> int | None:
+        """A silent message saying ``text`` (what runs, a retry) for a turn whose
+        drafts are off; it goes when the answer comes. Sent directly, best effort, and
+        only when nothing of this chat waits in the outbox (a placeholder must not jump
+        ahead of earlier messages)."""
         if self.outbox.backlog(self.chat_id):
             return None
         try:
             # Silent: the answer is the message that notifies (issue 34).
-            placeholder = await self.bot.send_message(
-                self.chat_id, t("tg.placeholder"), disable_notification=True
-            )
+            placeholder = await self.bot.send_message(self.chat_id, text, disable_notification=True)
         except TelegramError as exc:  # no placeholder; the reply still comes
             log.warning("placeholder failed: %s", type(exc).__name__)
             return None
@@ -355,9 +378,10 @@ class TurnView:
 
     def _cancelled(self, pending: int | None) -> list[OutboxItem]:
         """/cancel: the partial answer stays, marked cancelled, where the placeholder was
-        (an edit: the owner is looking, nothing notifies); nothing written yet, the
-        placeholder goes (the command's reply says it was cancelled)."""
-        partial = "".join(self._text).strip()
+        (an edit), or as a silent message of its own when none stood (nothing notifies:
+        the owner is looking); nothing written yet, a placeholder goes (the command's
+        reply says it was cancelled)."""
+        partial = self._draft.text.strip()
         if partial:
             footer = [t("tg.cancelled_partial")]
             return reply_items(partial, replace=pending, footer=footer, silent=True)
@@ -412,61 +436,24 @@ class TurnView:
                 )
             await asyncio.sleep(self.typing_interval)
 
-    def _maybe_draft(self) -> None:
-        """Drafts are best-effort previews sent beside the turn, one at a time: a slow draft
-        (or one the rate budget thinned: it never waits) must never hold up the events
-        behind it, the final reply least of all."""
-        if not self.drafts or (self._draft_task is not None and not self._draft_task.done()):
-            return
-        now = time.monotonic()
-        if now - self._last_draft < self.draft_interval:
-            return
-        text = _tail_utf16("".join(self._text).strip(), DRAFT_LIMIT)
-        if not text or text == self._drafted:
-            return
-        self._last_draft = now
-        self._draft_task = self._drafts.spawn(self._send_draft(text), "telegram-draft")
-
-    async def _send_draft(self, text: str) -> None:
-        try:
-            await self.bot.send_message_draft(
-                self.chat_id, self.draft_id, text, rate_limit_args={"priority": "draft"}
-            )
-            self._drafted = text
-        except Thinned:  # the chat's budget is short: a later draft shows the text
-            pass
-        except TelegramError as exc:
-            log.info("draft failed (%s); drafts off for this turn", type(exc).__name__)
-            self.drafts = False
-
-    async def _settle_draft(self) -> None:
-        """Before the final message: let a draft in flight land (a draft arriving after
-        the reply would show stale text), but wait at most DRAFT_SETTLE seconds."""
-        self.drafts = False
-        task = self._draft_task
-        if task is None or task.done():
-            return
-        await asyncio.wait({task}, timeout=DRAFT_SETTLE)
-        task.cancel()
-
-    async def _note_switch(self, event: ModelSwitched, pending: int | None) -> int | None:
-        """A failover is told once, in a message of its own that stays (the reply, which
-        the switch line is never part of, comes below it): the placeholder becomes the
-        line and a new placeholder follows; without one, the line comes anew. Through
-        the outbox, so it keeps its place before the reply."""
+    async def _note_switch(self, event: ModelSwitched, pending: int | None) -> None:
+        """A failover is told once, in a silent message of its own that stays (the
+        reply, which the switch line is never part of, comes below it): the placeholder
+        becomes the line; without one, the line comes anew (the draft's retry line is
+        done). Through the outbox, so it keeps its place before the reply."""
         line = plain_items(event.describe(), replace=pending, silent=True)
         await self.outbox.put(self.chat_id, line)
+        if not self._running:
+            self._draft.say("")
         if pending is None:
-            return None
+            return
         await self._tool_line.placeholder_gone()
-        placeholder = await self._placeholder()
-        if placeholder is None and self.inbox_id is not None:
+        if self.inbox_id is not None:
             # The old one is the switch line now: a crash must not overwrite it.
             try:
                 await self.outbox.mailbox.set_placeholder(self.inbox_id, None)
             except Exception as exc:
                 log.warning("forgetting the placeholder failed: %s", type(exc).__name__)
-        return placeholder
 
     async def _set_progress(self, message_id: int, text: str) -> None:
         """The silent progress surface (the placeholder) says ``text`` now: a retry.

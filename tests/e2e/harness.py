@@ -16,7 +16,7 @@ re-running a turn gets the same answer: ``ok m17`` for a plain message, and
 
   SLOW    the reply streams in pieces ``SLOW_DELAY`` seconds apart (kill during streaming)
   LONG    two chunks of ~3500 characters: ``ok m17 part 1/2 …`` and ``ok m17 part 2/2 …``
-          (the second one is a sendMessage, not the placeholder's edit)
+          (each a sendMessage: no placeholder comes before them)
   TOOL    a call of the MCP test server's ``nap`` (``TOOL_NAP`` s; ``Rig(mcp=True)``),
           then ``ok m17``
   NAP     a short nap (0.3 s, the same tool), then ``ok m17``
@@ -74,7 +74,8 @@ MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "stdio_server.py"
 REFUSAL = "Output blocked by content filtering policy"
 QUIET = 1.5  # seconds without a Bot API call: a turn is over (pacing only)
 AFTERWARDS = frozenset({"getWebhookInfo", "editMessageReplyMarkup"})  # not the turn's calls
-PLACEHOLDERS = ("正在生成回复…", "Working on a reply…")
+PLACEHOLDERS = ("正在生成回复…", "Working on a reply…")  # what a placeholder said once
+PROGRESS = ("⚙ ", "⏳ ")  # a tool's line (a placeholder's, with drafts off)
 
 
 # ---- the model ---------------------------------------------------------------------------
@@ -503,8 +504,12 @@ class Rig:
         return logs.read_text(errors="replace") if logs.exists() else ""
 
     def placeholders_left(self) -> list[ChatMessage]:
-        """Placeholders still showing (not replaced, not deleted)."""
-        return [m for m in self.tg.chat(OWNER, from_bot=True) if m.text.strip() in PLACEHOLDERS]
+        """Placeholders and progress lines still showing (not replaced, not deleted)."""
+        return [
+            m
+            for m in self.tg.chat(OWNER, from_bot=True)
+            if m.text.strip() in PLACEHOLDERS or m.text.startswith(PROGRESS)
+        ]
 
     def secrets_leaked(self) -> bool:
         text = self.log_text() + "\n".join(self.output)
@@ -515,12 +520,11 @@ def is_draft(call: BotCall) -> bool:
     return call.method == "sendMessageDraft" and call.ok
 
 
-def is_placeholder(call: BotCall) -> bool:
-    return call.method == "sendMessage" and str(call.params.get("text")) in PLACEHOLDERS
-
-
-def edits_to(text: str) -> Callable[[BotCall], bool]:
-    return lambda call: call.method == "editMessageText" and text in str(call.params.get("text"))
+def shows(text: str) -> Callable[[BotCall], bool]:
+    """A progress call whose text holds ``text``: a draft (no placeholder while drafts
+    work, issue 37) or an edit."""
+    methods = ("sendMessageDraft", "editMessageText")
+    return lambda call: call.method in methods and text in str(call.params.get("text"))
 
 
 def is_dropped_send(call: BotCall) -> bool:

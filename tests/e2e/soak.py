@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.e2e.harness import Ledger, Rig, edits_to, is_draft, is_dropped_send, is_placeholder
+from tests.e2e.harness import Ledger, Rig, is_draft, is_dropped_send, shows
 
 # fault kind -> weight; "none" is a plain exchange
 FAULTS: dict[str, float] = {
@@ -179,13 +179,13 @@ class Soak:
                 await rig.wait_call(is_draft, since=since)
                 await self.restart()
             elif kind == "kill_tool":
-                await rig.wait_call(edits_to("mcp_test__nap"), since=since)
+                await rig.wait_call(shows("mcp_test__nap"), since=since)
                 await self.restart()
             elif kind == "kill_at_random":
                 await asyncio.sleep(step.pause)
                 await self.restart()
             elif kind in ("kill_after_send", "lost_answer"):
-                await rig.wait_call(is_placeholder, since=since)
+                await rig.wait_call(is_draft, since=since)  # the reply streams
                 rig.tg.drop_connections("sendMessage", after_processing=True)
                 if kind == "kill_after_send":
                     await rig.wait_call(is_dropped_send, since=since)

@@ -17,9 +17,8 @@ import pytest
 
 from tests.e2e.harness import (
     Rig,
-    edits_to,
     is_draft,
-    is_placeholder,
+    shows,
 )
 from tests.sim.telegram_sim import OWNER, BotCall, ChatMessage
 from tests.waiting import wait_until
@@ -46,6 +45,9 @@ async def test_sigkill_during_streaming_is_told_after_restart(tmp_path: Path) ->
         await rig.start()
         m1 = rig.send("m1 SLOW")
         await rig.wait_call(is_draft)  # the reply is streaming
+        # Only drafts so far: no message of the turn stands for a kill to leave behind
+        # (issue 37: no placeholder), and the next start still tells the owner.
+        assert [c for c in rig.tg.calls if c.method == "sendMessage"] == []
         await rig.restart_after_kill()
 
         await rig.accounted(m1)  # the interrupted notice names it
@@ -64,7 +66,7 @@ async def test_sigkill_during_a_tool_call_leaves_a_valid_history(tmp_path: Path)
     async with Rig(tmp_path, mcp=True) as rig:
         await rig.start()
         m1 = rig.send("m1 TOOL")
-        await rig.wait_call(edits_to("mcp_test__nap"))  # the MCP tool runs (30 s nap)
+        await rig.wait_call(shows("mcp_test__nap"))  # the MCP tool runs (30 s nap)
         await rig.restart_after_kill()
 
         await rig.accounted(m1)
@@ -94,7 +96,7 @@ async def test_sigkill_between_a_final_send_and_its_answer(tmp_path: Path) -> No
     async with Rig(tmp_path) as rig:
         await rig.start()
         m1 = rig.send("m1 LONG SLOW")
-        await rig.wait_call(is_placeholder)
+        await rig.wait_call(is_draft)  # the reply streams
         rig.tg.drop_connections("sendMessage", after_processing=True)
         await rig.wait_call(lambda c: c.method == "sendMessage" and c.status == 0)
         await rig.restart_after_kill()
@@ -178,7 +180,7 @@ async def test_a_lost_send_message_answer_gives_at_most_one_marked_resend(
     async with Rig(tmp_path) as rig:
         await rig.start()
         m1 = rig.send("m1 LONG SLOW")
-        await rig.wait_call(is_placeholder)
+        await rig.wait_call(is_draft)  # the reply streams
         rig.tg.drop_connections("sendMessage", after_processing=True)  # the 2nd chunk's answer
 
         await rig.answered(m1)

@@ -109,9 +109,38 @@ async def test_progress_notifications_become_turn_events(
     }
 
 
-async def test_progress_shows_in_the_telegram_placeholder(bot: Factory, tmp_path: Path) -> None:
+async def test_progress_shows_in_the_telegram_draft(bot: Factory, tmp_path: Path) -> None:
     release = tmp_path / "release"
     h = await bot(extra="progress_interval = 0.05\n" + mcp_toml([stdio_server("test")]))
+    h.model.enqueue(
+        tool_reply("mcp_test__steps", {"count": 3, "release": str(release)}),
+        text_reply("All steps done."),
+    )
+    h.tg.inject_text("run the steps")
+
+    def drafted(text: str) -> bool:
+        return any(c.params.get("text") == text for c in h.tg.calls_to("sendMessageDraft"))
+
+    # The tool waits for the release file until the chat shows its last step.
+    await h.tg.wait_until(lambda: drafted("⏳ mcp_test__steps: 3/3 step 3"))
+    assert not release.exists()
+    release.touch()
+    await h.settle()
+
+    # The progress line was the draft's (issue 37: no message for it); the reply is the
+    # turn's one message, the one that notifies (issue 34).
+    assert h.texts() == ["All steps done."]
+    assert [m.text for m in h.tg.history(OWNER) if m.from_bot] == ["All steps done."]
+    assert h.tg.calls_to("editMessageText") == []
+
+
+async def test_without_drafts_progress_shows_in_a_silent_placeholder(
+    bot: Factory, tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    h = await bot(
+        extra="progress_interval = 0.05\nstream = false\n" + mcp_toml([stdio_server("test")])
+    )
     h.model.enqueue(
         tool_reply("mcp_test__steps", {"count": 3, "release": str(release)}),
         text_reply("All steps done."),
@@ -121,7 +150,6 @@ async def test_progress_shows_in_the_telegram_placeholder(bot: Factory, tmp_path
     def edited(text: str) -> bool:
         return any(c.params.get("text") == text for c in h.tg.calls_to("editMessageText"))
 
-    # The tool waits for the release file until the chat shows its last step.
     await h.tg.wait_until(lambda: edited("⏳ mcp_test__steps: 3/3 step 3"))
     assert not release.exists()
     release.touch()
@@ -135,15 +163,18 @@ async def test_progress_shows_in_the_telegram_placeholder(bot: Factory, tmp_path
     ]
     (placeholder,) = {c.params["message_id"] for c in progress}
     assert [m.deleted for m in h.tg.history(OWNER) if m.message_id == placeholder] == [True]
+    [sent] = [c for c in h.tg.calls_to("sendMessage") if c.result["message_id"] == placeholder]
+    assert sent.params["disable_notification"] is True
+    assert sent.params["text"] == "⚙ Running mcp_test__steps…"  # sent for the line
 
 
 async def test_a_tool_line_the_budget_thinned_shows_while_the_tool_runs(
     bot: Factory, tmp_path: Path
 ) -> None:
     """The chat is blocked (a 429 on the typing action) when the tool starts, so the rate
-    budget thins "⚙ Running …": it shows once the block is over, while the tool still
-    runs, instead of leaving "Working on a reply…" up for the whole call (the seeded
-    soak's kill during a tool found it: right after a reply, the line never came)."""
+    budget thins the draft "⚙ Running …": it shows once the block is over, while the
+    tool still runs, instead of never (the seeded soak's kill during a tool found it:
+    right after a reply, the line never came)."""
     release = tmp_path / "release"
     h = await bot(  # the 429's block is real seconds
         extra="progress_interval = 0.05\n" + mcp_toml([stdio_server("test")]), real_pace=True
@@ -161,11 +192,11 @@ async def test_a_tool_line_the_budget_thinned_shows_while_the_tool_runs(
 
     running = "⚙ Running mcp_test__steps…"
     await h.tg.wait_until(
-        lambda: any(c.params.get("text") == running for c in h.tg.calls_to("editMessageText"))
+        lambda: any(c.params.get("text") == running for c in h.tg.calls_to("sendMessageDraft"))
     )
     limiter = h.channel.bot.rate_limiter
     assert isinstance(limiter, RateBudget)
-    assert limiter.stats()["thinned"].get("progress", 0) >= 1  # it was thinned first
+    assert limiter.stats()["thinned"].get("draft", 0) >= 1  # it was thinned first
     assert not release.exists()  # shown while the tool runs
     release.touch()
     await h.settle()

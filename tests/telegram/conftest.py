@@ -57,18 +57,22 @@ class BotHarness:
         return str(self.tg.calls_to("sendMessage")[before].params["text"])
 
     async def settle(self) -> None:
-        """Wait until no turn runs, the outbox has delivered everything and no
-        placeholder is left in the chat."""
-        placeholder = "Working on a reply…"
+        """Wait until no turn runs and the outbox has delivered everything (the 🔁
+        tidy-ups too: no progress message is left in the chat)."""
         await self.tg.wait_until(
             lambda: (
                 not self.kernel.agent.sessions.is_busy(CONV)
                 and not self.channel._tasks
-                and not self.channel.outbox.backlog(OWNER)
-                and placeholder not in self.texts()
+                and not self.channel.outbox.undelivered(OWNER)
             ),
             timeout=30,
         )
+
+    async def under_way(self, requests: int = 1) -> None:
+        """Until the model has had ``requests`` requests and a turn is shown in the
+        chat (its view runs; no placeholder marks that moment: issue 37)."""
+        views = self.channel.deps.views
+        await self.tg.wait_until(lambda: len(self.model.requests) >= requests and views.busy(OWNER))
 
     async def converse(self, text: str) -> str:
         """Send a message; return the last bot message once the turn is shown."""

@@ -18,7 +18,7 @@ from tests.telegram.conftest import Factory
 STRANGER = 999
 
 
-async def test_reply_is_rendered_html_and_the_placeholder_is_replaced(bot: Factory) -> None:
+async def test_reply_is_rendered_html_and_is_the_turns_only_message(bot: Factory) -> None:
     h = await bot()
     h.model.enqueue(text_reply("**Bold** move & `x < y`\n\n- one\n- two"))
 
@@ -28,9 +28,11 @@ async def test_reply_is_rendered_html_and_the_placeholder_is_replaced(bot: Facto
     final = h.bot_messages()[-1]
     assert final.parse_mode == "HTML"
     assert {e["type"] for e in final.entities} >= {"bold", "code"}
-    assert len(h.bot_messages()) == 1  # the placeholder became the reply
+    assert len(h.bot_messages()) == 1
     assert h.tg.calls_to("sendChatAction")[0].params["action"] == "typing"
-    assert h.tg.calls_to("sendMessage")[0].params["text"] == "Working on a reply…"
+    # No placeholder before it (issue 37): the reply is the turn's one message.
+    [sent] = h.tg.calls_to("sendMessage")
+    assert sent.params["parse_mode"] == "HTML" and h.tg.calls_to("deleteMessage") == []
 
 
 async def test_every_command_is_in_help_and_the_menu_holds_ten(bot: Factory) -> None:
@@ -161,11 +163,11 @@ async def test_long_mixed_markdown_arrives_whole_in_accepted_chunks(bot: Factory
 
 async def test_a_rejected_chunk_falls_back_to_plain_text(bot: Factory) -> None:
     h = await bot()
-    h.tg.fail(  # the placeholder, then the answer's first try (issue 34: sent anew)
+    h.tg.fail(  # the answer's first try (no placeholder before it: issue 37)
         "sendMessage",
         status=400,
         description="Bad Request: can't parse entities: Unsupported start tag",
-        times=2,
+        times=1,
     )
     h.model.enqueue(text_reply("**important** news"))
     last = await h.converse("news?")
@@ -225,12 +227,23 @@ async def test_drafts_off_when_stream_is_false(bot: Factory) -> None:
     assert h.tg.calls_to("sendMessageDraft") == []
 
 
-async def test_tool_progress_shows_in_the_placeholder(bot: Factory) -> None:
+async def test_tool_progress_shows_in_the_draft(bot: Factory) -> None:
     h = await bot()
     h.model.enqueue(tool_reply("memory_add", {"text": "likes rain"}), text_reply("noted"))
     assert await h.converse("I like rain") == "noted"
-    edits = [c.params["text"] for c in h.tg.calls_to("editMessageText")]
-    assert "⚙ Running memory_add…" in edits
+    drafts = [c.params["text"] for c in h.tg.calls_to("sendMessageDraft")]
+    assert "⚙ Running memory_add…" in drafts  # issue 37: the draft, no placeholder
+
+
+async def test_tool_progress_shows_in_a_silent_placeholder_without_drafts(bot: Factory) -> None:
+    h = await bot(extra="stream = false\n")
+    h.model.enqueue(tool_reply("memory_add", {"text": "likes rain"}), text_reply("noted"))
+    assert await h.converse("I like rain") == "noted"
+    first = h.tg.calls_to("sendMessage")[0]  # sent for the line, saying it, silent
+    assert first.params["text"] == "⚙ Running memory_add…"
+    assert first.params["disable_notification"] is True
+    [line] = [m for m in h.tg.history(OWNER) if m.text == "⚙ Running memory_add…"]
+    assert line.deleted  # it went once the answer came
 
 
 async def test_restart_restores_choice_and_starts_a_new_conversation(bot: Factory) -> None:

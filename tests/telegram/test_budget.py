@@ -15,7 +15,7 @@ from telegram.ext import ExtBot
 
 from kernel.core.window import SlidingWindow
 from kernel.telegram.budget import Bot, Bucket, RateBudget, Thinned, priority_of
-from tests.sim.script import Reply, Text
+from tests.sim.script import Reply, Text, text_reply
 from tests.sim.telegram_sim import OWNER, BotCall, TelegramSim
 from tests.telegram.conftest import Factory
 
@@ -175,6 +175,27 @@ async def test_progress_is_thinned_while_a_final_waits_and_when_it_would_leave_n
     assert costed[-1].at - costed[0].at >= 4.0 - JITTER
 
 
+async def test_room_waits_until_a_token_is_spare_and_finals_go_first(
+    tg: TelegramSim, make_bot: Maker
+) -> None:
+    """Issue 37: what may wait as long as it must but never cost a final its turn (the
+    outbox's tidy rows) waits for :meth:`RateBudget.room`, then goes as ``progress``."""
+    bot = await make_bot(chat_rate=2.0, chat_burst=3)
+    sent = await bot.send_message(OWNER, "one")
+    await bot.send_message(OWNER, "two")  # one token left: none to spare
+    room = asyncio.create_task(budget(bot).room(OWNER))
+    finals = [asyncio.create_task(bot.send_message(OWNER, f"final {n}")) for n in range(3)]
+    await room
+    await bot.edit_message_text(
+        "one, tidied", OWNER, sent.message_id, rate_limit_args={"priority": "progress"}
+    )  # admitted: not thinned
+    await asyncio.gather(*finals)
+
+    calls = chat_calls(tg, OWNER)
+    assert [c.method for c in calls] == [*["sendMessage"] * 5, "editMessageText"]
+    assert budget(bot).stats()["thinned"] == {}
+
+
 async def test_a_group_gets_its_per_minute_window_and_a_private_chat_is_not_held_by_it(
     tg: TelegramSim, make_bot: Maker
 ) -> None:
@@ -269,22 +290,29 @@ async def test_a_final_that_fails_otherwise_frees_its_turn(
 
 
 async def test_a_streaming_turn_in_a_429_storm_still_delivers_its_reply(bot: Factory) -> None:
-    """The real channel: drafts, typing and the reply share the chat's budget."""
+    """The real channel: drafts, typing, the reply and the tidy-up of the previous 🔁
+    share the chat's budget."""
     h = await bot(real_pace=True)  # the blocks are real seconds
+    h.model.enqueue(text_reply("calm before"))
+    await h.converse("before the storm")
+    since = len(h.tg.calls)
     h.tg.fail("sendMessageDraft", retry_after=1, times=2)
-    h.tg.fail("deleteMessage", retry_after=2, times=2)  # the placeholder, after the reply
-    h.tg.fail("sendMessage", retry_after=1, times=1)  # the placeholder itself
+    h.tg.fail("editMessageReplyMarkup", retry_after=2, times=2)  # the old 🔁's tidy-up
+    h.tg.fail("sendMessage", retry_after=1, times=1)  # the answer's first try
     chunks = [f"part {i} " for i in range(6)]
     h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), chunk_delay=0.35))
 
     assert await h.converse("stream in a storm") == "part 0 part 1 part 2 part 3 part 4 part 5"
-    assert h.texts() == ["part 0 part 1 part 2 part 3 part 4 part 5"]
+    assert h.texts() == ["calm before", "part 0 part 1 part 2 part 3 part 4 part 5"]
     calls = chat_calls(h.tg, OWNER)
     assert_blocks_honoured(calls)
     limited = Counter(c.method for c in calls if c.status == 429)
-    assert limited["sendMessage"] == 1 and limited["deleteMessage"] == 2
-    # A draft goes only once the bucket refilled after the placeholder; its 429 ends drafts.
-    assert [c.status for c in h.tg.calls_to("sendMessageDraft")] in ([], [429])
+    assert limited["sendMessage"] == 1 and limited["editMessageReplyMarkup"] == 2
+    # The tidy-up went in the end: only the newest answer keeps a 🔁.
+    assert [m.text for m in h.bot_messages() if m.reply_markup] == [h.texts()[-1]]
+    # A draft goes only while the bucket is not empty; its 429 ends drafts for the turn.
+    drafts = [c.status for c in h.tg.calls[since:] if c.method == "sendMessageDraft"]
+    assert drafts in ([], [429])
     assert isinstance(h.channel.app.bot.rate_limiter, RateBudget)
 
 

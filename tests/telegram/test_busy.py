@@ -17,6 +17,7 @@ import pytest
 from kernel.store.mailbox import InboxState
 from tests.delegate.conftest import cli_section
 from tests.delegate.standins import make_cli
+from tests.sim.context import owner_words
 from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, ChatMessage
 from tests.telegram.conftest import CONV, BotHarness, Factory, asking
@@ -26,7 +27,6 @@ from tests.telegram.test_inbox_faults import crash
 from tests.telegram.test_spend_ask import PRICED, spend_most_of_today
 
 BUSY = "Still working on the previous message"
-PLACEHOLDER = "Working on a reply…"
 
 
 def busy_notices(h: BotHarness) -> list[ChatMessage]:
@@ -46,7 +46,7 @@ async def three_held(h: BotHarness) -> ChatMessage:
     """A slow turn (its answer waits for a gate the test holds), then three texts: the
     one notice of the busy window."""
     h.tg.inject_text("first")
-    await h.tg.wait_until(lambda: len(h.model.requests) == 1 and PLACEHOLDER in h.texts())
+    await h.under_way()
     for text in ("second", "third", "fourth"):
         h.tg.inject_text(text)
     await h.tg.wait_until(lambda: any("new messages received: 3" in x for x in h.texts()))
@@ -165,8 +165,7 @@ async def test_the_busy_notice_drops_only_what_it_held_not_the_offline_batch(
     h.model.enqueue(text_reply("before"))
     assert await h.converse("hello") == "before"
     # The outage must catch only incoming messages: were the first turn's last outbox row
-    # (its placeholder's removal) still due, it would back off through the outage and the
-    # next turn would rightly send no placeholder ahead of it.
+    # still due, it would back off through the outage.
     await h.settle()
     h.tg.fail_everything(502)  # an outage: three messages wait under the offline notice
     for text, ago in (("one", 300), ("two", 240), ("three", 180)):
@@ -178,8 +177,7 @@ async def test_the_busy_notice_drops_only_what_it_held_not_the_offline_batch(
     gate = asyncio.Event()
     h.model.enqueue(Reply(Text("slow answer"), gate=gate))
     h.tg.inject_text("first")
-    # The turn is at the model (held by the gate). No placeholder is asked for: one is
-    # rightly skipped while an outbox row of this chat (the offline notice's) is still due.
+    # The turn is at the model (held by the gate).
     await h.tg.wait_until(lambda: len(h.model.requests) == 2)
     h.tg.inject_text("second")
     await h.tg.wait_until(lambda: any("new messages received: 1" in x for x in h.texts()))
@@ -205,14 +203,15 @@ async def test_the_busy_notice_drops_only_what_it_held_not_the_offline_batch(
 async def test_cancel_while_a_message_waits_for_the_stopped_turn_cancels_it(
     bot: Factory,
 ) -> None:
-    h = await bot()
+    h = await bot(extra="stream = false\n")  # drafts off: a tool's line needs a message
     # The held call waits for the test, not PTB's 5 s read timeout (httpx's client).
     h.channel.bot.request._client.timeout = httpx.Timeout(300.0)  # type: ignore[attr-defined]
-    release = h.tg.hold("sendMessage")  # the placeholder: the view outlives its turn
+    release = h.tg.hold("sendMessage")  # the tool line's placeholder: the view outlives its turn
     gate = asyncio.Event()
+    h.model.enqueue(tool_reply("memory_add", {"text": "likes tea"}))
     h.model.enqueue(Reply(Text("never shown"), gate=gate))
     h.tg.inject_text("first")
-    await h.tg.wait_until(lambda: len(h.model.requests) == 1)
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2)
     h.tg.inject_text("/cancel")
     await h.tg.wait_until(lambda: not h.kernel.agent.sessions.is_busy(CONV))
     h.tg.inject_text("second")  # to run once the stopped turn's view is done
@@ -223,7 +222,8 @@ async def test_cancel_while_a_message_waits_for_the_stopped_turn_cancels_it(
     await states_become(h, [*expected, ("command", "answered")], kinds=True)
     release.set()
     await h.settle()
-    assert asked(h) == ["first"]
+    # The model saw "first" (then its tool's result), never "second".
+    assert len(h.model.requests) == 2 and owner_words(h.model.requests[0]) == "first"
     assert await states(h) == ["cancelled", "cancelled"]  # none left for "restarted before"
 
 

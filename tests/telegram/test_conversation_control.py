@@ -136,7 +136,7 @@ async def test_a_retry_keeps_its_command_row_open_while_it_runs(bot: Factory) ->
     h.model.enqueue(text_reply("first"), Reply(Text("slow", chunks=["sl", "ow"]), stall_after=1))
     assert await h.converse("q") == "first"
     h.tg.inject_text("/retry")
-    await h.tg.wait_until(lambda: "Working on a reply…" in h.texts()[-1:])
+    await h.under_way(requests=2)
     commands = [r for r in await rows(h) if r.kind == "command"]
     assert [r.state for r in commands] == ["open"]
     await h.ask("/cancel")

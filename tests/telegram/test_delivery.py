@@ -9,14 +9,26 @@ from tests.telegram.conftest import CONV, Factory
 LONG = "".join(f"## Part {n}\n\n" + "words " * 300 + "\n\n" for n in range(6))
 
 
-async def test_a_dropped_placeholder_does_not_lose_the_reply(bot: Factory) -> None:
+async def test_a_dropped_draft_or_send_does_not_lose_the_reply(bot: Factory) -> None:
     h = await bot()
-    h.tg.drop_connections("sendMessage", times=1)
-    h.model.enqueue(text_reply("still delivered"))
+    # The progress (a draft: no placeholder any more, issue 37) is cut off: the reply
+    # still comes, once and unmarked.
+    h.tg.drop_connections("sendMessageDraft", times=1)
+    chunks = ["still ", "delivered"]
+    h.model.enqueue(Reply(Text("still delivered", chunks=chunks), chunk_delay=0.35))
     h.tg.inject_text("hi")
     await h.tg.wait_until(lambda: "still delivered" in h.texts(), timeout=30)
     await h.settle()
     assert h.texts() == ["still delivered"]
+    assert [c.status for c in h.tg.calls_to("sendMessageDraft")][:1] == [0]
+
+    # The answer's own send is cut off: it comes again, marked (it may have landed).
+    h.tg.drop_connections("sendMessage", times=1)
+    h.model.enqueue(text_reply("delivered again"))
+    h.tg.inject_text("and again")
+    await h.tg.wait_until(lambda: "↻ delivered again" in h.texts(), timeout=30)
+    await h.settle()
+    assert h.texts() == ["still delivered", "↻ delivered again"]
 
 
 async def test_a_dropped_chunk_is_retried_and_nothing_is_lost_or_doubled(bot: Factory) -> None:
@@ -24,8 +36,8 @@ async def test_a_dropped_chunk_is_retried_and_nothing_is_lost_or_doubled(bot: Fa
     chunks = [LONG[i : i + 500] for i in range(0, len(LONG), 500)]
     h.model.enqueue(Reply(Text(LONG, chunks=chunks), chunk_delay=0.05))
     h.tg.inject_text("write it all")
-    await h.tg.wait_until(lambda: "Working on a reply…" in h.texts())
-    h.tg.drop_connections("sendMessage", times=1)  # hits the second chunk
+    await h.tg.wait_until(lambda: bool(h.tg.calls_to("sendMessageDraft")))  # it streams
+    h.tg.drop_connections("sendMessage", times=1)  # hits a chunk of the reply
     await h.settle()
     shown = "".join(h.texts())
     assert [shown.count(f"Part {n}") for n in range(6)] == [1] * 6

@@ -251,7 +251,7 @@ async def test_a_message_held_while_busy_waits_for_the_owner(bot: Factory) -> No
     h = await bot()
     h.model.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=1))
     h.tg.inject_text("first")
-    await h.tg.wait_until(lambda: "Working on a reply…" in h.texts())
+    await h.under_way()
     busy = await h.ask("second")
     assert busy.startswith("Still working on the previous message")
     recorded = await rows(h)
@@ -361,7 +361,7 @@ async def test_a_turn_cut_off_by_a_stop_runs_again_after_the_restart(bot: Factor
     first = await bot(tg=tg, model=model)
     model.enqueue(Reply(Text("never finished", chunks=["never ", "finished"]), stall_after=3))
     tg.inject_text("the question cut off")
-    await tg.wait_until(lambda: len(model.requests) == 1 and "Working on a reply…" in first.texts())
+    await first.under_way()
     await first.channel.stop()
     await first.kernel.stop()
     [notice] = [m for m in first.bot_messages() if "interrupted" in m.text]

@@ -21,7 +21,7 @@ from tests.telegram.test_inbox import buttons, rows, states_become
 from tests.telegram.test_voice import openai_tts, voice_config
 from tests.voice.audio import tone
 
-PLACEHOLDER = "Working on a reply…"
+PLACEHOLDER = "⚙ Running memory_add…"  # with drafts off, a tool's line is a placeholder
 BUSY = "Still working on the previous message"
 SENDS = ("sendMessage", "editMessageText", "deleteMessage", "editMessageReplyMarkup")
 
@@ -64,19 +64,22 @@ async def crash(h: BotHarness) -> None:
 
 async def test_a_reply_the_store_cannot_queue_is_told_and_stays_open(bot: Factory) -> None:
     """Item 3: the reply's put fails (the database is locked): the placeholder becomes
-    the error notice at once, and the row stays open so the next start tells again."""
-    h = await bot()
+    the error notice at once, and the row stays open so the next start tells again.
+    (Drafts off: a tool's line is the one thing that still sends a placeholder.)"""
+    h = await bot(extra="stream = false\n")
     release = h.tg.hold("sendMessage")  # the placeholder waits while the turn completes
+    h.model.enqueue(tool_reply("memory_add", {"text": "likes tea"}))
     h.model.enqueue(text_reply("an answer the store cannot queue"))
     h.tg.inject_text("question")
     await h.tg.wait_until(
-        lambda: len(h.model.requests) == 1 and not h.kernel.agent.sessions.is_busy(CONV)
+        lambda: len(h.model.requests) == 2 and not h.kernel.agent.sessions.is_busy(CONV)
     )
     with locked(db_path(h)):
         release.set()
         await h.tg.wait_until(lambda: any("Internal error" in x for x in h.texts()))
     if h.tg.calls_to("sendMessage")[0].ok:  # shown (unless the client gave up waiting)
         assert PLACEHOLDER not in h.texts()  # the placeholder itself became the notice
+        assert len(h.texts()) == 1
     await h.tg.wait_until(lambda: not h.channel._tasks)
     [row] = await rows(h)
     assert row.state == "open"  # not settled: no one queued its outcome
@@ -129,8 +132,8 @@ async def test_again_twice_never_turns_the_earlier_answer_into_a_notice(
     await h.settle()
     [answer] = [m for m in h.bot_messages() if m.text == "the answer kept"]
 
-    # A stale copy of the button: the run has no placeholder of its own, then a crash.
-    h.tg.fail("sendMessage", status=400, description="Bad Request: no placeholder")
+    # A stale copy of the button: the run shows only drafts (no placeholder: issue 37),
+    # then a crash.
     h.model.enqueue(Reply(Text("never", chunks=["ne", "ver"]), stall_after=1))
     h.tg.inject_callback(press, message_id=notice.message_id)
     await h.tg.wait_until(
@@ -204,7 +207,8 @@ async def test_a_progress_line_of_its_own_does_not_outlive_a_crash(
     from tests.mcp.conftest import mcp_toml, stdio_server
 
     release = tmp_path / "never-released"
-    h = await bot(extra=mcp_toml([stdio_server("test")]))
+    # Drafts off, and the tool line's placeholder refused: the progress comes anew.
+    h = await bot(extra="stream = false\n" + mcp_toml([stdio_server("test")]))
     h.tg.fail("sendMessage", status=400, description="Bad Request: no placeholder")
     h.model.enqueue(
         tool_reply("mcp_test__steps", {"count": 2, "release": str(release)}),
@@ -229,14 +233,15 @@ async def test_a_progress_line_of_its_own_does_not_outlive_a_crash(
 async def test_a_reply_the_store_refused_leaves_the_live_retry_known(bot: Factory) -> None:
     """Issue 34 review: the answer before a refused put keeps its 🔁 on record, so the
     next answer still takes it away (one 🔁, on the newest answer)."""
-    h = await bot()
+    h = await bot(extra="stream = false\n")  # a tool's line sends a placeholder
     h.model.enqueue(text_reply("one"))
     await h.converse("first")
-    release = h.tg.hold("sendMessage")
+    release = h.tg.hold("sendMessage")  # that placeholder waits while the turn completes
+    h.model.enqueue(tool_reply("memory_add", {"text": "likes tea"}))
     h.model.enqueue(text_reply("an answer the store cannot queue"))
     h.tg.inject_text("second")
     await h.tg.wait_until(
-        lambda: len(h.model.requests) == 2 and not h.kernel.agent.sessions.is_busy(CONV)
+        lambda: len(h.model.requests) == 3 and not h.kernel.agent.sessions.is_busy(CONV)
     )
     with locked(db_path(h)):
         release.set()

@@ -23,7 +23,7 @@ from telegram.request import HTTPXRequest
 
 from kernel.core.backoff import Backoff
 from kernel.core.clock import Clock, SystemClock
-from kernel.core.events import Completed, ErrorEvent
+from kernel.core.events import Completed, ErrorEvent, ToolCall, ToolResult
 from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.store.db import Store
@@ -39,6 +39,8 @@ from kernel.telegram.outbox import (
     edit_item,
     plain_items,
     reply_items,
+    retry_markup,
+    unbutton_item,
 )
 from kernel.telegram.polling import PollingBot
 from kernel.telegram.view import Chat, Looks, TurnView
@@ -257,6 +259,30 @@ async def test_restart_delivers_what_was_queued(rig: Make) -> None:
     second = await rig(tg=first.tg)
     await first.tg.wait_until(lambda: len(second.texts()) == 2)
     assert second.texts() == ["queued before", "the restart"]
+
+
+async def test_a_tidy_row_goes_after_later_rows_and_a_restart_still_delivers_it(
+    rig: Make,
+) -> None:
+    """Issue 37: taking an old 🔁 away never costs an answer its turn: the tidy rows wait
+    behind every later row (and for a token to spare), and stay on record until then."""
+    first = await rig(start=False)
+    a = await first.outbox.put(OWNER, plain_items("answer a", markup=retry_markup(1)))
+    b = await first.outbox.put(
+        OWNER, [*plain_items("answer b", markup=retry_markup(2)), unbutton_item(a.ids[0])]
+    )
+    await first.outbox.put(
+        OWNER, [*plain_items("answer c", markup=retry_markup(3)), unbutton_item(b.ids[0])]
+    )
+    await first.outbox.stop(0)  # all of it waits in the table for the next start
+    second = await rig(tg=first.tg)
+    await first.tg.wait_until(
+        lambda: len(second.texts()) == 3 and not second.outbox.undelivered(OWNER)
+    )
+    calls = [c.method for c in first.tg.calls if c.method != "getMe"]
+    assert calls == [*["sendMessage"] * 3, *["editMessageReplyMarkup"] * 2]
+    shown = second.tg.chat(OWNER, from_bot=True)
+    assert [m.text for m in shown if m.reply_markup] == ["answer c"]  # one live 🔁
 
 
 async def test_a_row_cut_mid_send_is_resent_marked_after_restart(rig: Make) -> None:
@@ -579,8 +605,21 @@ async def test_the_reply_comes_anew_the_placeholder_goes_and_the_row_is_answered
     state, placeholder = await outcome(r, inbox_id)
     assert state == "answered"
     assert r.texts() == ["hello"]  # a new message, the one that notifies (issue 34)
-    first = r.tg.history(OWNER)[0]
-    assert placeholder == first.message_id and first.deleted
+    # Nothing came before it (issue 37: a plain exchange sends one message).
+    assert [m.text for m in r.tg.history(OWNER)] == ["hello"] and placeholder is None
+
+    # A tool's line (drafts off) comes in a silent placeholder, on record while the
+    # turn runs, and goes once the answer came.
+    tooled = await open_row(r, update_id=2)
+    call = ToolCall(1, "call-1", "memory_add", {"text": "likes tea"})
+    done = ToolResult(1, "call-1", "memory_add", True, "ok")
+    await run(view(r, tooled), call, done, Completed(1, "noted"))
+    state, placeholder = await outcome(r, tooled)
+    assert state == "answered"
+    line = r.tg.history(OWNER)[1]
+    assert line.text == t("tg.working_tool", name="memory_add") and line.deleted
+    assert placeholder == line.message_id
+    assert r.texts() == ["hello", "noted"]
 
 
 async def test_an_error_is_told_with_the_again_button_and_fails_the_row(rig: Make) -> None:

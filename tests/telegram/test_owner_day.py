@@ -58,12 +58,11 @@ async def press(
     return shown
 
 
-async def placeholder_recorded(h: BotHarness) -> None:
-    """Until the open message's placeholder is on record (a crash before that leaves
-    a placeholder no start can know of)."""
+async def session_recorded(h: BotHarness) -> None:
+    """Until the open message's session is on record (the 🔁 after a crash runs there)."""
     async with asyncio.timeout(30):
         while True:
-            if any(r.state == "open" and r.placeholder_id for r in await rows(h)):
+            if any(r.state == "open" and r.session_id for r in await rows(h)):
                 return
             await asyncio.sleep(0.05)
 
@@ -84,12 +83,14 @@ async def test_morning_chat_answers_notify_pickers_and_sessions(bot: Factory) ->
 
 async def _morning(h: BotHarness, seen: Transcript) -> None:
     # A simple exchange: the first message that notifies holds the answer; the rest of
-    # what the turn shows (placeholder, drafts, typing) is silent and the placeholder goes.
+    # what the turn shows (drafts, typing) is silent and leaves nothing (issue 37: the
+    # answer is the turn's one message).
     mark = seen.mark()
     h.model.enqueue(text_reply("早上好！今天十点有个会，记得带上周报。"))
     await h.converse("早上好")
     [loud] = seen.notifying(mark)
     assert loud.text.startswith("早上好！今天十点有个会")
+    assert [s.text for s in seen.sent(mark)] == [loud.text]
     assert [m.text for m in seen.live()] == ["早上好！今天十点有个会，记得带上周报。"]
 
     # A second answer: the 🔁 moves onto it, one live 🔁 in the chat.
@@ -188,7 +189,7 @@ async def _afternoon(h: BotHarness, seen: Transcript) -> None:
     h.model.enqueue(*(text_reply(f"第 {n} 条的回答") for n in (2, 3, 4)))
     mark = seen.mark()
     h.tg.inject_text("帮我写周报")
-    await h.tg.wait_until(lambda: len(h.model.requests) == 1 and "正在生成回复…" in h.texts())
+    await h.under_way()
     for text in ("加上预算", "再加上风险", "最后写个总结"):
         h.tg.inject_text(text)
     await h.tg.wait_until(lambda: any("收到 3 条新消息" in x for x in h.texts()))
@@ -284,8 +285,8 @@ async def _evening(bot: Factory, first: BotHarness, seen: Transcript) -> None:
     # The process is killed while it answers.
     model.enqueue(Reply(Text("你的航班是", chunks=["你的", "航班是"]), stall_after=3))
     cut = tg.inject_text("航班是几点？")
-    await tg.wait_until(lambda: len(model.requests) == 2 and "正在生成回复…" in first.texts())
-    await placeholder_recorded(first)
+    await first.under_way(requests=2)
+    await session_recorded(first)
     await crash(first)
 
     # At the next start the owner is told, with 🔁; a new message starts a new
@@ -296,8 +297,9 @@ async def _evening(bot: Factory, first: BotHarness, seen: Transcript) -> None:
     [notice] = [m for m in second.bot_messages() if told in m.text]
     assert "航班是几点？" in notice.text and labels(notice) == ["🔁 重新处理"]
     [sent] = [s for s in seen.sent() if s.text.startswith(f"⚠️ {told}")]
-    assert sent.notify  # a new message: the owner's phone says it, the placeholder goes
-    await tg.wait_until(lambda: "正在生成回复…" not in second.texts())
+    assert sent.notify  # a new message: the owner's phone says it
+    await second.settle()  # nothing of the cut turn stands: it showed drafts only
+    assert second.texts() == ["记下了：明早八点的航班。", notice.text]
     model.enqueue(text_reply("晚上好！"))
     hello = await second.converse("晚上好")
     assert hello == "晚上好！\n\n🆕 Kernel 重启过，这是新对话 · /resume 回到之前的对话"

@@ -1,6 +1,6 @@
 """Issue 34, items 6 and 10 in the Telegram chat (the Bot API simulator, the Anthropic and
 OpenAI simulators): a model failure in the owner's words and language, naming what to do
-and no raw provider error; the placeholder saying Kernel retries; /status short for the
+and no raw provider error; the draft saying Kernel retries; /status short for the
 owner (at most six lines, a problem line when something is wrong) and /status full for
 the operator (the counters and the last raw error), never contradicting itself."""
 
@@ -151,18 +151,19 @@ async def test_a_model_failure_reads_in_the_owners_words(
     assert SECRET_KEY not in full
 
 
-async def test_the_placeholder_says_kernel_retries_then_the_answer_comes(bot: Factory) -> None:
+async def test_the_draft_says_kernel_retries_then_the_answer_comes(bot: Factory) -> None:
     h = await bot()
     # The first failure asks to wait 2 s: the chat's rate budget has refilled when the
-    # second retry is told (a progress edit never waits for it, it is dropped instead).
+    # second retry is told (a draft never waits for it, it is tried again instead).
     h.model.enqueue(Error(529, "overloaded_error", "Overloaded", retry_after=2), OVERLOADED)
     h.model.enqueue(text_reply("made it"))
 
     assert await h.converse("hello") == "made it"
 
-    edits = [str(c.params["text"]) for c in h.tg.calls_to("editMessageText")]
-    assert "main: overloaded, retrying (2/2)…" in edits
-    assert not any("529" in text or "overloaded_error" in text for text in edits)
+    # The progress surface is the draft (issue 37: no placeholder message).
+    drafts = [str(c.params["text"]) for c in h.tg.calls_to("sendMessageDraft")]
+    assert "main: overloaded, retrying (2/2)…" in drafts
+    assert not any("529" in text or "overloaded_error" in text for text in drafts)
 
 
 async def test_the_retry_line_in_chinese(bot: Factory) -> None:
@@ -172,8 +173,8 @@ async def test_the_retry_line_in_chinese(bot: Factory) -> None:
 
     assert await h.converse("你好") == "好了"
 
-    edits = [str(c.params["text"]) for c in h.tg.calls_to("editMessageText")]
-    assert "main 过载，正在重试 (2/2)…" in edits
+    drafts = [str(c.params["text"]) for c in h.tg.calls_to("sendMessageDraft")]
+    assert "main 过载，正在重试 (2/2)…" in drafts
 
 
 async def test_status_is_six_lines_at_most_when_healthy(bot: Factory) -> None:

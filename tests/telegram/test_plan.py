@@ -1,5 +1,6 @@
-"""The plan of a turn (todo_write) in the chat: it takes the placeholder, is edited in
-place at each update (never an older list after a newer), keeps the tool line below it
+"""The plan of a turn (todo_write) in the chat: a silent message of its own (no
+placeholder stands while drafts show the progress, issue 37), edited in place at each
+update (never an older list after a newer), keeps the tool line below it
 while tools run, and stays above the reply when the turn ends or is cancelled."""
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from tests.sim.telegram_html import parse_html
 from tests.sim.telegram_sim import OWNER
 from tests.telegram.conftest import BotHarness, Factory
 
-PLACEHOLDER = "Working on a reply…"
 FIRST = [
     {"content": "Read the config", "status": "in_progress"},
     {"content": "Fix <the> parser & tests", "status": "pending"},
@@ -82,11 +82,12 @@ async def test_the_plan_is_edited_in_place_and_stays_above_the_reply(bot: Factor
         text_reply("All **done**."),
     )
     h.tg.inject_text("fix the parser")
-    placeholder = (await h.tg.wait_for(lambda c: c.method == "sendMessage")).result
-    pid = int(placeholder["message_id"])
-    assert placeholder["text"] == PLACEHOLDER
+    sent = await h.tg.wait_for(lambda c: c.method == "sendMessage")
+    pid = int(sent.result["message_id"])
+    assert parse_html(str(sent.params["text"]))[0] == SHOWN_FIRST  # the turn's first message
+    assert sent.params["disable_notification"] is True  # silent: the answer notifies
 
-    await shown(h, pid, SHOWN_FIRST)  # the placeholder became the plan
+    await shown(h, pid, SHOWN_FIRST)
     model.gates[1].set()
     await shown(h, pid, SHOWN_FIRST + NOTE)  # another tool runs: its line below the plan
     model.gates[2].set()
@@ -96,7 +97,7 @@ async def test_the_plan_is_edited_in_place_and_stays_above_the_reply(bot: Factor
 
     # One message edited in place, each state once and in order; the last one (through
     # the outbox) without the tool line.
-    assert edits_of(h, pid) == [SHOWN_FIRST, SHOWN_FIRST + NOTE, SHOWN_SECOND + NOTE, SHOWN_SECOND]
+    assert edits_of(h, pid) == [SHOWN_FIRST + NOTE, SHOWN_SECOND + NOTE, SHOWN_SECOND]
     messages = h.bot_messages()
     assert [m.text for m in messages] == [SHOWN_SECOND, "All done."]
     plan = messages[0]
@@ -111,22 +112,22 @@ async def test_the_plan_is_edited_in_place_and_stays_above_the_reply(bot: Factor
 async def test_a_cancelled_turn_leaves_its_plan_as_it_stood(bot: Factory) -> None:
     h, model = await start(bot, (1,), tool_reply("todo_write", {"items": FIRST}))
     h.tg.inject_text("fix the parser")
-    placeholder = (await h.tg.wait_for(lambda c: c.method == "sendMessage")).result
-    pid = int(placeholder["message_id"])
+    sent = (await h.tg.wait_for(lambda c: c.method == "sendMessage")).result
+    pid = int(sent["message_id"])
     await shown(h, pid, SHOWN_FIRST)
     await h.tg.wait_until(lambda: model.arrived == 2)  # the turn waits for the model
 
     assert await h.ask("/cancel") == "Cancelled"
     await h.settle()
 
-    assert h.tg.calls_to("deleteMessage") == []  # the plan is not the placeholder any more
+    assert h.tg.calls_to("deleteMessage") == []  # the plan stays
     assert h.texts() == [SHOWN_FIRST, "Cancelled"]
     model.gates[1].set()
 
 
-async def test_a_plan_without_a_placeholder_comes_in_a_message_of_its_own(bot: Factory) -> None:
+async def test_a_plan_whose_message_failed_still_shows_above_the_reply(bot: Factory) -> None:
     h, model = await start(bot, (1,), tool_reply("todo_write", {"items": FIRST}), text_reply("ok"))
-    h.tg.fail("sendMessage", times=1)  # the placeholder fails: the reply still comes
+    h.tg.fail("sendMessage", times=1)  # the plan's own message fails: it comes at the end
     h.tg.inject_text("fix the parser")
     await h.tg.wait_until(lambda: SHOWN_FIRST in h.texts())
     model.gates[1].set()

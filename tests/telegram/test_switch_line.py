@@ -4,7 +4,7 @@ through the real PTB bot, the outbox and the Telegram simulator."""
 
 from __future__ import annotations
 
-from kernel.core.events import AssistantDelta, Completed, ErrorEvent, ModelSwitched
+from kernel.core.events import AssistantDelta, Completed, ErrorEvent, ModelRetrying, ModelSwitched
 from kernel.telegram.outbox import plain_items
 from tests.sim.telegram_sim import OWNER
 from tests.telegram.conftest import Factory
@@ -12,6 +12,7 @@ from tests.telegram.test_outbox import Make, open_row, outcome, run, view
 from tests.telegram.test_outbox import rig as rig  # noqa: F401 - the fixture, shared
 
 SWITCH = ModelSwitched(1, "main:model-a", "backup:gpt-x", "overloaded_error")
+RETRYING = ModelRetrying(1, "main:model-a", 1, 1, "overloaded_error")
 
 
 async def test_the_placeholder_becomes_the_switch_line_and_the_reply_comes_below(
@@ -20,7 +21,8 @@ async def test_the_placeholder_becomes_the_switch_line_and_the_reply_comes_below
     r = await rig()
     inbox_id = await open_row(r)
     await run(
-        view(r, inbox_id),
+        view(r, inbox_id),  # drafts off: the retry line comes in a silent placeholder
+        RETRYING,
         SWITCH,
         AssistantDelta(1, "Hello "),
         AssistantDelta(1, "there"),
@@ -30,8 +32,10 @@ async def test_the_placeholder_becomes_the_switch_line_and_the_reply_comes_below
     assert state == "answered"
     messages = r.tg.chat(OWNER, from_bot=True)
     assert [m.text for m in messages] == [SWITCH.describe(), "Hello there"]
-    # the switch line is the first placeholder, edited: no message of the turn is left over
+    # the switch line is the placeholder (it said "retrying"), edited: no message of the
+    # turn is left over
     first = r.tg.calls_to("sendMessage")[0]
+    assert first.params["text"] == RETRYING.describe()
     assert messages[0].message_id == first.result["message_id"]
     # a crash from here must not overwrite the switch line
     assert placeholder != messages[0].message_id

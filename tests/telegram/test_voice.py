@@ -240,7 +240,7 @@ async def test_voice_arriving_while_busy_gets_the_busy_notice(
     h = await bot(extra=voice_config(openai_sim))
     h.model.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=2))
     h.tg.inject_text("first")
-    await h.tg.wait_until(lambda: "Working on a reply…" in h.texts())
+    await h.under_way()
     before = len(h.tg.calls_to("sendMessage"))
     h.tg.inject_voice(tone("ogg"))
     await h.tg.wait_until(lambda: len(h.tg.calls_to("sendMessage")) > before)
