@@ -64,3 +64,31 @@ async def test_asking_about_a_chat_keeps_no_conversation_for_it(
         status, data = await sc.process("/new", session_id=f"scoped-{chats.index(chat)}")
         assert status == 200
     assert held_chats(sc) == []
+
+
+async def test_deleted_skills_and_personas_are_not_kept_parsed(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    skills = sc.kernel.agent.skills
+    personas = sc.kernel.agent.profiles.personas
+    for n in range(12):
+        body = {"name": f"skill-{n}", "description": "a skill", "content": "Do it."}
+        status, data, _ = await sc.call("POST", "/skills", body)
+        assert status == 201, data
+        persona = {"name": f"persona-{n}", "description": "a persona", "body": "Be kind."}
+        status, data, _ = await sc.call("POST", "/agent/personas", persona)
+        assert status == 201, data
+        for path in (f"/skills/skill-{n}", f"/agent/personas/persona-{n}"):
+            status, data, _ = await sc.call("DELETE", path)
+            assert status == 200, data
+    body = {"name": "kept", "description": "a skill", "content": "Keep it."}
+    assert (await sc.call("POST", "/skills", body))[0] == 201
+    persona = {"name": "kept", "description": "a persona", "body": "Stay."}
+    assert (await sc.call("POST", "/agent/personas", persona))[0] == 201
+    _, listed, _ = await sc.call("GET", "/skills")
+    assert [s["name"] for s in listed["skills"]] == ["kept"]
+    _, listed, _ = await sc.call("GET", "/agent/personas")
+    assert [p["name"] for p in listed["personas"]] == ["kept"]
+    assert list(skills._parsed) == ["kept"]
+    assert list(personas._parsed) == ["kept"]
