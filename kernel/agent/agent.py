@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
@@ -61,6 +62,9 @@ __all__ = [
 ]
 
 SKILLS_FOLDER = "skills"  # beside config.toml
+# /retry runs again what the owner sent (photos included) in this many of the most
+# recently answered conversations; an older one retries its message as stored.
+RECENT_INPUTS = 32
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +101,9 @@ class Agent:
         self._turns = TaskSet("agent-turns")
         self.sessions = Sessions(store)
         self.control = ConversationControl(self.sessions, store, self.audit)
-        # conversation → (stored id, input) of its last turn's message, for /retry
-        self._inputs: dict[str, tuple[int, UserInput]] = {}
+        # conversation → (stored id, input) of its last turn's message, for /retry; the
+        # RECENT_INPUTS most recent (each sidecar chat is a conversation of its own)
+        self._inputs: OrderedDict[str, tuple[int, UserInput]] = OrderedDict()
         self.selection = ModelSelection(
             config,
             store,
@@ -273,7 +278,7 @@ class Agent:
             # given back leaves the earlier input remembered.
             owner = user_input.channel in OWNER_CHANNELS and not user_input.guest
             if run.stored and owner and (unanswered is None or answered):
-                self._inputs[turn.conversation] = (run.stored[0], user_input)
+                self._remember(turn.conversation, (run.stored[0], user_input))
             if unanswered is not None and not answered:
                 await asyncio.shield(unanswered(run))
             if run.error:
@@ -282,6 +287,14 @@ class Agent:
             if run.new_session and run.session_id is not None and self.titles is not None:
                 title = self._title_if_untitled(run.session_id)
                 self.background.spawn(title, f"title-{run.session_id}")
+
+    def _remember(self, conversation: str, sent: tuple[int, UserInput]) -> None:
+        """What /retry runs again in ``conversation``; the least recent one beyond
+        :data:`RECENT_INPUTS` goes."""
+        self._inputs.pop(conversation, None)
+        self._inputs[conversation] = sent
+        while len(self._inputs) > RECENT_INPUTS:
+            self._inputs.popitem(last=False)
 
     async def _title_if_untitled(self, session_id: int) -> None:
         """A name someone gave (a bootstrap's ``name``, a job's) is never replaced."""

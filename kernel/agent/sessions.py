@@ -104,6 +104,16 @@ class Sessions:
                 conv.session_id = int(name.removeprefix(SESSION_PREFIX))
         return conv
 
+    def _peek(self, name: str) -> Conversation:
+        """The conversation called ``name`` as it stands, none kept for a question: an
+        unknown ``session:<id>`` is read from its name, any other unknown one is fresh."""
+        conv = self._conversations.get(name)
+        if conv is not None:
+            return conv
+        if name.startswith(SESSION_PREFIX):
+            return Conversation(int(name.removeprefix(SESSION_PREFIX)))
+        return Conversation()
+
     def names(self) -> list[str]:
         """The conversations held now (idle ``session:<id>`` ones are dropped)."""
         return list(self._conversations)
@@ -121,7 +131,7 @@ class Sessions:
             del self._conversations[name]
 
     def current_session(self, conversation: str) -> int | None:
-        return self.conversation(conversation).session_id
+        return self._peek(conversation).session_id
 
     def new_session(self, conversation: str) -> None:
         """Start afresh; the session row is created with the first message."""
@@ -184,7 +194,7 @@ class Sessions:
     async def clear_history(self, conversation: str) -> int:
         """Forget the conversation's messages but keep its session (seed 000 ``/new``)."""
         self.guard_idle(conversation)
-        session_id = self.conversation(conversation).session_id
+        session_id = self._peek(conversation).session_id
         if session_id is None:
             return 0
         return await self.store.clear_messages(session_id)
@@ -227,7 +237,7 @@ class Sessions:
     def running(self, conversation: str) -> Turn | None:
         """The turn this conversation must wait for: its own, or one running on the same
         session from another channel (e.g. a Telegram chat that resumed it)."""
-        conv = self.conversation(conversation)
+        conv = self._peek(conversation)
         if conv.turn is not None and not conv.turn.done:
             return conv.turn
         if conv.session_id is None:

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,6 +61,9 @@ from kernel.tools.registry import ToolContext
 log = logging.getLogger(__name__)
 
 DEFAULT_CLI = "claude_code"
+# The chats whose last run is kept for their progress line, the most recent; an older
+# chat shows none (only the chat a run is shown in reads it).
+LATEST_KEPT = 16
 
 
 class Delegator:
@@ -79,7 +83,7 @@ class Delegator:
         self.done_grace = done_grace
         self.clock = clock
         self.running: Delegation | None = None
-        self._latest: dict[str, Delegation] = {}
+        self._latest: OrderedDict[str, Delegation] = OrderedDict()
         self._process: CLIProcess | None = None
         self._stopping = False
         self._version = 0
@@ -174,8 +178,10 @@ class Delegator:
         self.running = claim
         # The chat's latest run from the claim on: a run cancelled while its --version
         # is asked is shown as itself, never as the run before it.
-        before = self._latest.get(conversation)
+        before = self._latest.pop(conversation, None)
         self._latest[conversation] = claim
+        while len(self._latest) > LATEST_KEPT:
+            self._latest.popitem(last=False)
         self._bump()
         try:
             return await self._run(claim, task, cwd, base, profiles, context)

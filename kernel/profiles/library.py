@@ -205,8 +205,10 @@ class ProfileLibrary:
         try:
             stat = path.stat()
         except OSError:
+            self._parsed.pop(name, None)
             return None
         if not S_ISREG(stat.st_mode):
+            self._parsed.pop(name, None)
             return None
         modified = datetime.fromtimestamp(stat.st_mtime, UTC)
         if stat.st_size > MAX_PROFILE_BYTES:
@@ -236,6 +238,9 @@ class ProfileLibrary:
             files = sorted(os.listdir(self.folder))
         except OSError:  # no folder yet
             return []
+        kept = {file.removesuffix(SUFFIX) for file in files}
+        for gone in [name for name in list(self._parsed) if name not in kept]:
+            self._parsed.pop(gone, None)  # deleted profiles are not kept parsed
         found = []
         for file in files:
             name = file.removesuffix(SUFFIX)

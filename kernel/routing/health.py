@@ -24,6 +24,7 @@ from kernel.config import RoutingConfig
 
 State = Literal["closed", "open", "half_open", "unusable"]
 Clock = Callable[[], float]
+MAX_STICKY = 1024  # sessions kept on a fallback at once; the one that stuck first goes first
 
 
 @dataclass(slots=True)
@@ -155,7 +156,20 @@ class Health:
         minutes = self.config.sticky_minutes
         if session_id is None or minutes <= 0:
             return
-        self._sticky[session_id] = Sticky(provider, model, self._clock() + minutes * 60)
+        now = self._clock()
+        self._sticky.pop(session_id, None)  # kept in the order they stuck
+        self._sticky[session_id] = Sticky(provider, model, now + minutes * 60)
+        self._sweep(now)
+
+    def _sweep(self, now: float) -> None:
+        """From the oldest: the sessions whose time is up (a session that never calls
+        again is not asked) and those beyond :data:`MAX_STICKY` go."""
+        sticky = self._sticky
+        while sticky:
+            first = next(iter(sticky))
+            if sticky[first].until > now and len(sticky) <= MAX_STICKY:
+                return
+            del sticky[first]
 
     def sticky(self, session_id: int | None) -> Sticky | None:
         if session_id is None:

@@ -158,8 +158,10 @@ class SkillLibrary:
         try:
             stat = path.stat()
         except OSError:
+            self._parsed.pop(name, None)
             return None
         if not S_ISREG(stat.st_mode):
+            self._parsed.pop(name, None)
             return None
         modified = datetime.fromtimestamp(stat.st_mtime, UTC)
         if not valid_name(name):
@@ -186,6 +188,9 @@ class SkillLibrary:
             names = sorted(os.listdir(self.folder))
         except OSError:  # no skills folder yet
             return []
+        kept = set(names)
+        for gone in [name for name in list(self._parsed) if name not in kept]:
+            self._parsed.pop(gone, None)  # deleted skills are not kept parsed
         found = []
         for name in names:
             if name.startswith("."):

@@ -339,6 +339,11 @@ class TelegramChannel:
     async def _gate(self, update: Update, context: Context) -> None:
         """Only the owner's private chat gets through; the rest is dropped and counted.
         The owner's updates are on record before they are handled (``mailroom.py``)."""
+        # PTB marks each update's chat and user for a persistence Kernel does not have,
+        # and only a persistence clears the marks: without this, every stranger's, group's
+        # and channel's id stayed for the process's life (now: the last update's only).
+        self.app._chat_ids_to_be_updated_in_persistence.clear()
+        self.app._user_ids_to_be_updated_in_persistence.clear()
         reason = self._reject_reason(update)
         if reason == "edited" and self._owners_private(update.edited_message):
             await self.mailroom.edited(update)

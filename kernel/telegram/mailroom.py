@@ -365,10 +365,12 @@ class Mailroom:
         if entry is None:
             return
         row, done = entry
+        later = row.id in self._deferred
+        self._deferred.discard(row.id)  # read only here: kept no longer than the update
         try:
             # A command's reply settles its row (``commands.py``); this closes what
             # produced no reply, unless a follow-up is still to come.
-            if row.kind in ("command", "callback") and row.id not in self._deferred:
+            if row.kind in ("command", "callback") and not later:
                 await self._close_quietly(row.id, "answered")
         finally:
             if done is not None and not done.done():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernel.core.errors import ToolError
+from kernel.delegate.delegator import LATEST_KEPT
 from tests.delegate.conftest import (
     ConfigFactory,
     cli_section,
@@ -406,3 +407,20 @@ async def test_a_file_that_cannot_be_executed_is_a_clear_tool_error(
         await delegator.delegate("x")
     assert delegator.running is None
     assert list((tmp_path / "data" / "cli_outputs").glob("*")) == []
+
+
+async def test_the_last_run_is_kept_for_the_most_recent_chats_only(
+    bin_dir: dict[str, Path], make_config: ConfigFactory
+) -> None:
+    """Issue 37: each sidecar, cron or QQ chat that delegates is a conversation of its
+    own; their last runs are not all kept for the life of the process."""
+    config = make_config(cli_section("claude_code", command=str(bin_dir["claude_code"])))
+    delegator = delegator_for(config)
+    chats = [f"session:{n}" for n in range(LATEST_KEPT + 4)]
+    for chat in chats:
+        result = await delegator.delegate("count the files", conversation=chat)
+        assert result["ok"] is True
+    assert len(delegator._latest) == LATEST_KEPT
+    assert delegator.latest(chats[0]) is None
+    newest = delegator.latest(chats[-1])
+    assert newest is not None and newest.outcome == "ok" and newest.conversation == chats[-1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kernel.config import RoutingConfig
 from kernel.routing import Health
+from kernel.routing.health import MAX_STICKY
 
 
 class Clock:
@@ -195,3 +196,29 @@ def test_no_stickiness_when_it_is_switched_off_or_without_a_session() -> None:
     h.stick(None, "spare", "model-b")
     h.unstick(None)
     assert h.sticky(None) is None
+
+
+def test_sessions_whose_stickiness_ended_are_forgotten_without_being_asked() -> None:
+    """Issue 37: a session that failed over and never calls again is not kept."""
+    h, clock = health(sticky=30)
+    for session in range(200):
+        h.stick(session, "spare", "model-b")
+    assert len(h._sticky) == 200
+    clock.now += 30 * 60
+    h.stick(1000, "spare", "model-b")
+    assert list(h._sticky) == [1000]
+    sticky = h.sticky(1000)
+    assert sticky is not None and (sticky.provider, sticky.model) == ("spare", "model-b")
+
+
+def test_at_most_max_sticky_sessions_stick_the_first_to_stick_goes_first() -> None:
+    h, _ = health(sticky=30)
+    for session in range(MAX_STICKY + 50):
+        h.stick(session, "spare", "model-b")
+    assert len(h._sticky) == MAX_STICKY
+    assert h.sticky(49) is None and h.sticky(50) is not None
+    h.stick(50, "other", "model-c")  # sticks again: now the newest
+    h.stick(MAX_STICKY + 50, "spare", "model-b")
+    assert h.sticky(51) is None
+    again = h.sticky(50)
+    assert again is not None and again.provider == "other"
