@@ -1,0 +1,134 @@
+"""Kernel's CPU per exchange, as issue 37 measured it: the real service, a person's pace.
+
+``python -m kernel`` (this interpreter, or ``--python``) in a fresh folder with the default
+configuration: Telegram against the strict Bot API simulator, one Claude provider
+against the Anthropic simulator in echo mode (an instant model), the sidecar on,
+``poll_timeout`` at its default (30 s: the bot long-polls as it does in service). After
+``--warmup`` exchanges (the SDK's import, caches), ``--exchanges`` more, each
+``--pace`` seconds (2.5) after the previous reply arrived. Kernel's CPU is its user +
+system time from ``/proc/<pid>/stat`` over those exchanges (idle polling between them
+included, as in service). Also: the reply's latency (message in -> the answer in the
+chat), and the Bot API calls per exchange by method.
+
+The script needs only the simulators and ``tests.conftest.write_config``, so the same
+file measures an older checkout too (copy it there and run it from that root).
+
+    uv run python bench/exchange_cpu.py [--exchanges 100] [--pace 2.5] [--runs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.conftest import kernel_env, write_config  # noqa: E402
+from tests.sim.anthropic_sim import AnthropicSim  # noqa: E402
+from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim  # noqa: E402
+
+MESSAGE = "Exchange {n}: what is on my calendar today, in one line?"
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def exchange(tg: TelegramSim, n: int) -> float:
+    """One owner message; seconds until its answer shows in the chat."""
+    marker = MESSAGE.format(n=n)
+    asked = time.monotonic()
+    tg.inject_text(marker)
+    await tg.wait_until(
+        lambda: any(marker in str(m.text) for m in tg.chat(OWNER, from_bot=True)), timeout=60
+    )
+    return time.monotonic() - asked
+
+
+async def one_run(python: str, args: argparse.Namespace) -> tuple[float, float, Counter[str]]:
+    async with contextlib.AsyncExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-cpu-")))
+        tg = await TelegramSim().start()
+        stack.push_async_callback(tg.stop)
+        model = await AnthropicSim(fallback="echo").start()
+        stack.push_async_callback(model.stop)
+        path = write_config(folder, model.base_url, "claude", language="en")
+        with path.open("a", encoding="utf-8") as config:
+            config.write(f'[telegram]\napi_base = "{tg.api_base}"\n')
+        env = kernel_env(
+            KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER)
+        )
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        proc = await asyncio.create_subprocess_exec(
+            python, "-m", "kernel", cwd=folder, env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+
+        async def stop() -> None:
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 30)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+
+        stack.push_async_callback(stop)
+        await tg.wait_until(lambda: bool(tg.polls) or proc.returncode is not None, timeout=60)
+        if proc.returncode is not None:
+            raise RuntimeError(f"kernel exited with {proc.returncode}")
+        for n in range(1, args.warmup + 1):
+            await exchange(tg, n)
+            await asyncio.sleep(args.pace)
+        first_call, began = len(tg.calls), cpu_s(proc.pid)
+        latencies = []
+        for n in range(args.warmup + 1, args.warmup + args.exchanges + 1):
+            latencies.append(await exchange(tg, n))
+            await asyncio.sleep(args.pace)
+        used = cpu_s(proc.pid) - began
+        calls = Counter(c.method for c in tg.calls[first_call:] if c.method != "getUpdates")
+        return used / args.exchanges * 100, statistics.median(latencies), calls
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    python = args.python or sys.executable
+    print(f"{python}: {args.exchanges} exchanges {args.pace} s apart after {args.warmup}")
+    cpus, p50s = [], []
+    for run in range(1, args.runs + 1):
+        cpu, p50, calls = await one_run(python, args)
+        cpus.append(cpu)
+        p50s.append(p50)
+        per = ", ".join(f"{m} {c / args.exchanges:.2f}" for m, c in sorted(calls.items()))
+        print(f"  run {run}: CPU {cpu:.2f} s per 100 exchanges, reply p50 {p50 * 1000:.0f} ms")
+        print(f"    Bot API calls per exchange: {per}", flush=True)
+    print(
+        f"median of {args.runs}: CPU {statistics.median(cpus):.2f} s per 100 exchanges "
+        f"({min(cpus):.2f}–{max(cpus):.2f}), reply p50 {statistics.median(p50s) * 1000:.0f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--exchanges", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--pace", type=float, default=2.5, help="seconds between exchanges")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--python", help="the interpreter that runs kernel (default: this one)")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
