@@ -12,9 +12,11 @@ import asyncio
 import json
 import logging
 import sqlite3
+from asyncio import Future
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +27,23 @@ from kernel.core.surrogates import mend_all
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# What a job asks of the db thread: a write transaction, a read transaction, or its own
+# statements outside any transaction (opening, closing, tests).
+WRITE, READ, RAW = "write", "read", "raw"
+# A job's outcome: (True, its result) or (False, the exception its caller gets).
+Outcome = tuple[bool, Any]
+SAVEPOINT = "job"
+
+
+@dataclass(slots=True)
+class Job:
+    """One call waiting for the db thread; ``future`` gets its result or its error."""
+
+    op: str
+    fn: Callable[[sqlite3.Connection], Any]
+    kind: str
+    future: Future[Any]
 
 
 class Connection(sqlite3.Connection):
@@ -67,34 +86,81 @@ class Database:
         # The audit chain's HMAC key (kernel/audit/key.py), set at start: the rows
         # appended from then on are keyed; None (tests, a bare Store): plain SHA-256.
         self.audit_key: bytes | None = None
+        self._queue: list[Job] = []  # waiting for the next hop, in order
+        self._hopping = False  # a hop is scheduled or on the db thread
+        # Hand-offs to the db thread so far: each carries every job queued meanwhile.
+        self.hops = 0
 
     async def _run(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` on the db thread; ``op`` names it in errors.
+        """Run ``fn(conn)`` on the db thread outside any transaction; ``op`` names it
+        in errors.
 
         A cancelled caller does not interrupt ``fn``: it either never starts (still
         queued) or runs to its COMMIT/ROLLBACK on the db thread.
         """
-        if self._closed:
-            raise StoreError("store is closed")
-        executor = self._executor
-        if executor is None:
-            raise StoreError("store is not started")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(executor, self._call, op, fn)
-
-    def _call(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._conn
-        if conn is None:
-            raise StoreError("store is closed")
-        with translated(op):
-            return fn(conn)
+        return await self._submit(op, fn, RAW)
 
     async def _write(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._run(op, lambda conn: transaction(conn, fn, "BEGIN IMMEDIATE"))
+        return await self._submit(op, fn, WRITE)
 
     async def _read(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         # A read transaction gives multi-statement reads one consistent snapshot.
-        return await self._run(op, lambda conn: transaction(conn, fn, "BEGIN"))
+        return await self._submit(op, fn, READ)
+
+    def _submit(self, op: str, fn: Callable[[sqlite3.Connection], T], kind: str) -> Future[T]:
+        """Queue one job; every job queued before the next hop leaves goes with it
+        (group commit: :func:`run_hop`), in the order queued."""
+        if self._closed:
+            raise StoreError("store is closed")
+        if self._executor is None:
+            raise StoreError("store is not started")
+        return self._enqueue(Job(op, fn, kind, asyncio.get_running_loop().create_future()))
+
+    def _enqueue(self, job: Job) -> Future[Any]:
+        self._queue.append(job)
+        if not self._hopping:
+            self._hopping = True
+            job.future.get_loop().call_soon(self._hop)
+        return job.future
+
+    def _hop(self) -> None:
+        """Send every queued job whose caller still waits to the db thread in one
+        hand-off; the next hop leaves when this one lands."""
+        jobs = [job for job in self._queue if not job.future.done()]  # cancelled: never run
+        self._queue.clear()
+        executor = self._executor
+        if not jobs or executor is None:
+            self._hopping = False
+            for job in jobs:
+                job.future.set_exception(StoreError("store is closed"))
+            return
+        self.hops += 1
+        loop = jobs[0].future.get_loop()
+        hop = loop.run_in_executor(executor, run_hop, self._connection, jobs)
+        hop.add_done_callback(lambda done: self._landed(jobs, done))
+
+    def _landed(self, jobs: list[Job], done: Future[list[Outcome]]) -> None:
+        try:
+            outcomes = done.result()
+        except BaseException as exc:  # noqa: BLE001 - handed to every caller of the hop
+            outcomes = [(False, exc)] * len(jobs)
+        for job, (ok, value) in zip(jobs, outcomes, strict=True):
+            if job.future.done():
+                continue  # its caller was cancelled while the job ran: it ran to its end
+            if ok:
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(value)
+        if self._queue:
+            self._hop()
+        else:
+            self._hopping = False
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            raise StoreError("store is closed")
+        return conn
 
     async def write(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in one write transaction on the db thread: for tables kept in
@@ -151,13 +217,103 @@ def transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T],
         result = fn(conn)
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error as exc:
-                log.warning("rollback failed: %s", error_code(exc))
+        rollback(conn)
         raise
     return result
+
+
+def run_hop(connection: Callable[[], sqlite3.Connection], jobs: list[Job]) -> list[Outcome]:
+    """On the db thread: the jobs in order. Each run of consecutive WRITE/READ jobs is
+    one transaction (BEGIN IMMEDIATE when one writes), each job in a SAVEPOINT of its own:
+    a failing job is undone alone and the others commit; a RAW job runs between them."""
+    outcomes: list[Outcome] = []
+    start = 0
+    while start < len(jobs):
+        if jobs[start].kind == RAW:
+            outcomes.append(attempt(jobs[start], jobs[start].fn, connection))
+            start += 1
+            continue
+        end = start
+        while end < len(jobs) and jobs[end].kind != RAW:
+            end += 1
+        outcomes.extend(run_group(connection, jobs[start:end]))
+        start = end
+    return outcomes
+
+
+def attempt(
+    job: Job, fn: Callable[[sqlite3.Connection], Any], connection: Callable[[], sqlite3.Connection]
+) -> Outcome:
+    try:
+        with translated(job.op):
+            return True, fn(connection())
+    except Exception as exc:
+        return False, exc
+
+
+def run_group(connection: Callable[[], sqlite3.Connection], jobs: list[Job]) -> list[Outcome]:
+    """One transaction for ``jobs``; alone, a job runs as it always did (no SAVEPOINT)."""
+    begin = "BEGIN IMMEDIATE" if any(job.kind == WRITE for job in jobs) else "BEGIN"
+    if len(jobs) == 1:
+        job = jobs[0]
+        return [attempt(job, lambda conn: transaction(conn, job.fn, begin), connection)]
+    try:
+        conn = connection()
+        with translated(jobs[0].op):
+            conn.execute(begin)
+    except Exception as exc:
+        return [(False, exc)] * len(jobs)
+    try:
+        outcomes = savepoints(conn, jobs)
+        if conn.in_transaction:
+            with translated(jobs[-1].op):
+                conn.execute("COMMIT")
+    except Exception as exc:
+        rollback(conn)
+        return [(False, exc)] * len(jobs)
+    except BaseException:
+        rollback(conn)
+        raise
+    return outcomes
+
+
+def savepoints(conn: sqlite3.Connection, jobs: list[Job]) -> list[Outcome]:
+    """Each job in its own SAVEPOINT. An error that ends the whole transaction (SQLite
+    rolls back on a full disk, say) undoes the writes before it too: they and the jobs
+    after it fail with that error; the reads before it keep their results."""
+    outcomes: list[Outcome] = []
+    for job in jobs:
+        ok, value = in_savepoint(conn, job)
+        outcomes.append((ok, value))
+        if not conn.in_transaction:
+            kept = [
+                (r, v) if r and j.kind == READ else (False, value)
+                for j, (r, v) in zip(jobs[: len(outcomes)], outcomes, strict=True)
+            ]
+            return kept + [(False, value)] * (len(jobs) - len(kept))
+    return outcomes
+
+
+def in_savepoint(conn: sqlite3.Connection, job: Job) -> Outcome:
+    conn.execute(f"SAVEPOINT {SAVEPOINT}")
+    try:
+        with translated(job.op):
+            result = job.fn(conn)
+    except Exception as exc:
+        if conn.in_transaction:
+            conn.execute(f"ROLLBACK TO {SAVEPOINT}")
+            conn.execute(f"RELEASE {SAVEPOINT}")
+        return False, exc
+    conn.execute(f"RELEASE {SAVEPOINT}")
+    return True, result
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            log.warning("rollback failed: %s", error_code(exc))
 
 
 def last_id(cur: sqlite3.Cursor) -> int:
