@@ -59,12 +59,13 @@ class Watch:
     """What the store did, stamped with ``time.monotonic()``."""
 
     hops: list[float] = field(default_factory=list)
+    carried: list[list[str]] = field(default_factory=list)  # the ops each hop took
     busy: list[float] = field(default_factory=list)  # seconds on the db thread, per hop
     calls: list[tuple[float, str]] = field(default_factory=list)
     turns: list[float] = field(default_factory=list)
 
     def clear(self) -> None:
-        for items in (self.hops, self.busy, self.calls, self.turns):
+        for items in (self.hops, self.carried, self.busy, self.calls, self.turns):
             items.clear()
 
 
@@ -76,6 +77,8 @@ def watch_store(kernel: Kernel, watch: Watch) -> None:
 
     def counted(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         watch.hops.append(time.monotonic())
+        jobs = args[-1] if args and isinstance(args[-1], list) else []
+        watch.carried.append([getattr(job, "op", "?") for job in jobs])
 
         def timed() -> Any:
             began = time.perf_counter()
@@ -90,9 +93,9 @@ def watch_store(kernel: Kernel, watch: Watch) -> None:
     entry = "_submit" if hasattr(Database, "_submit") else "_run"  # before group commit: _run
     original = getattr(kernel.store, entry)
 
-    def call(op: str, *args: Any) -> Any:
+    def call(op: str, *args: Any, **kwargs: Any) -> Any:
         watch.calls.append((time.monotonic(), op))
-        return original(op, *args)
+        return original(op, *args, **kwargs)
 
     setattr(kernel.store, entry, call)
     start_turn = kernel.agent.start_turn
@@ -110,6 +113,8 @@ class Exchange:
     busy_ms: float
     ops: Counter[str]
     phases: Counter[str]
+    carried: list[list[str]]
+    left: list[float]  # when each hop left, seconds after the message was injected
 
 
 async def exchange(
@@ -155,6 +160,8 @@ async def exchange(
         busy_ms=sum(watch.busy) * 1000,
         ops=Counter(op for _, op in watch.calls),
         phases=phases,
+        carried=list(watch.carried),
+        left=[at - began for at in watch.hops],
     )
 
 
@@ -188,7 +195,7 @@ async def run(exchanges: int, warmup: int) -> list[Exchange]:
             await model.stop()
 
 
-def report(results: list[Exchange]) -> None:
+def report(results: list[Exchange], timeline: bool) -> None:
     count = len(results)
     hops = [r.hops for r in results]
     calls = [sum(r.ops.values()) for r in results]
@@ -213,14 +220,22 @@ def report(results: list[Exchange]) -> None:
         ops.update(r.ops)
     for op, total in ops.most_common():
         print(f"  {total / count:5.2f}  {op}")
+    if timeline:
+        print("the last exchange's hops, with the calls each carried:")
+        last = results[-1]
+        for n, (left, carried) in enumerate(zip(last.left, last.carried, strict=True), 1):
+            print(f"  {n:3d}  {left * 1000:7.1f} ms  {' + '.join(carried) or '(one call)'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--exchanges", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument(
+        "--timeline", action="store_true", help="list the last exchange's hops and their calls"
+    )
     args = parser.parse_args()
-    report(asyncio.run(run(args.exchanges, args.warmup)))
+    report(asyncio.run(run(args.exchanges, args.warmup)), args.timeline)
 
 
 if __name__ == "__main__":

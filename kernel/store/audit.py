@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import json
 import sqlite3
+from asyncio import Future
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -470,6 +471,17 @@ class AuditStore:
         actor: str = "kernel",
         data: dict[str, Any] | None = None,
     ) -> AuditRow:
+        return await self.append_soon(kind, session_id=session_id, actor=actor, data=data)
+
+    def append_soon(
+        self,
+        kind: str,
+        *,
+        session_id: int | None = None,
+        actor: str = "kernel",
+        data: dict[str, Any] | None = None,
+    ) -> Future[AuditRow]:
+        """:meth:`append` queued without waiting for it (``Database.write_soon``)."""
         at = self.db._now()
 
         def op(conn: sqlite3.Connection) -> AuditRow:
@@ -483,7 +495,7 @@ class AuditStore:
                 key=self.db.audit_key,
             )
 
-        return await self.db.write("audit append", op)
+        return self.db.write_soon("audit append", op)
 
     async def events(
         self,

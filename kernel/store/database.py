@@ -34,6 +34,9 @@ WRITE, READ, RAW = "write", "read", "raw"
 # A job's outcome: (True, its result) or (False, the exception its caller gets).
 Outcome = tuple[bool, Any]
 SAVEPOINT = "job"
+# How long a write no caller waits for waits for company before its hop leaves (the
+# longest a record of something done is not yet on disk).
+LINGER = 0.005
 
 
 @dataclass(slots=True)
@@ -86,10 +89,7 @@ class Database:
         # The audit chain's HMAC key (kernel/audit/key.py), set at start: the rows
         # appended from then on are keyed; None (tests, a bare Store): plain SHA-256.
         self.audit_key: bytes | None = None
-        self._queue: list[Job] = []  # waiting for the next hop, in order
-        self._hopping = False  # a hop is scheduled or on the db thread
-        # Hand-offs to the db thread so far: each carries every job queued meanwhile.
-        self.hops = 0
+        self._courier = Courier(lambda: self._executor, self._connection)
 
     async def _run(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` on the db thread outside any transaction; ``op`` names it
@@ -107,54 +107,16 @@ class Database:
         # A read transaction gives multi-statement reads one consistent snapshot.
         return await self._submit(op, fn, READ)
 
-    def _submit(self, op: str, fn: Callable[[sqlite3.Connection], T], kind: str) -> Future[T]:
-        """Queue one job; every job queued before the next hop leaves goes with it
-        (group commit: :func:`run_hop`), in the order queued."""
+    def _submit(
+        self, op: str, fn: Callable[[sqlite3.Connection], T], kind: str, *, waited: bool = True
+    ) -> Future[T]:
+        """Queue one job for the db thread (:class:`Courier`)."""
         if self._closed:
             raise StoreError("store is closed")
         if self._executor is None:
             raise StoreError("store is not started")
-        return self._enqueue(Job(op, fn, kind, asyncio.get_running_loop().create_future()))
-
-    def _enqueue(self, job: Job) -> Future[Any]:
-        self._queue.append(job)
-        if not self._hopping:
-            self._hopping = True
-            job.future.get_loop().call_soon(self._hop)
-        return job.future
-
-    def _hop(self) -> None:
-        """Send every queued job whose caller still waits to the db thread in one
-        hand-off; the next hop leaves when this one lands."""
-        jobs = [job for job in self._queue if not job.future.done()]  # cancelled: never run
-        self._queue.clear()
-        executor = self._executor
-        if not jobs or executor is None:
-            self._hopping = False
-            for job in jobs:
-                job.future.set_exception(StoreError("store is closed"))
-            return
-        self.hops += 1
-        loop = jobs[0].future.get_loop()
-        hop = loop.run_in_executor(executor, run_hop, self._connection, jobs)
-        hop.add_done_callback(lambda done: self._landed(jobs, done))
-
-    def _landed(self, jobs: list[Job], done: Future[list[Outcome]]) -> None:
-        try:
-            outcomes = done.result()
-        except BaseException as exc:  # noqa: BLE001 - handed to every caller of the hop
-            outcomes = [(False, exc)] * len(jobs)
-        for job, (ok, value) in zip(jobs, outcomes, strict=True):
-            if job.future.done():
-                continue  # its caller was cancelled while the job ran: it ran to its end
-            if ok:
-                job.future.set_result(value)
-            else:
-                job.future.set_exception(value)
-        if self._queue:
-            self._hop()
-        else:
-            self._hopping = False
+        future = asyncio.get_running_loop().create_future()
+        return self._courier.send(Job(op, fn, kind, future), waited=waited)
 
     def _connection(self) -> sqlite3.Connection:
         conn = self._conn
@@ -166,6 +128,14 @@ class Database:
         """Run ``fn(conn)`` in one write transaction on the db thread: for tables kept in
         modules of their own (``kernel/store/cron.py``)."""
         return await self._write(op, fn)
+
+    def write_soon(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
+        """:meth:`write` for a caller that need not wait for it (a record of what was
+        done): queued now, in order behind every call before it, and written with the
+        next hop together with what is queued meanwhile, at the latest ``LINGER`` seconds
+        from now. The future tells how it ended; StoreError at once when the store is
+        closed."""
+        return self._submit(op, fn, WRITE, waited=False)
 
     async def read(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in one read transaction on the db thread."""
@@ -180,6 +150,82 @@ class Database:
         if now.tzinfo is None:
             raise ValueError("the store clock must return timezone-aware datetimes")
         return now.astimezone(UTC).isoformat(timespec="seconds")
+
+
+class Courier:
+    """Carries queued jobs to the db thread: every job queued while a hop is on the db
+    thread, or in the same turn of the event loop, goes with the next hop, in the order
+    queued (group commit: :func:`run_hop`). A hop leaves at once for a job its caller
+    waits for; jobs no one waits for (``Database.write_soon``) wait up to ``LINGER`` for
+    company. A job whose caller was cancelled before its hop left never runs."""
+
+    def __init__(
+        self,
+        executor: Callable[[], ThreadPoolExecutor | None],
+        connection: Callable[[], sqlite3.Connection],
+    ) -> None:
+        self._executor = executor
+        self._connection = connection
+        self._queue: list[Job] = []  # waiting for the next hop, in order
+        self._waited = False  # a caller waits for a job in the queue
+        self._flying = False  # a hop is on the db thread
+        self._next: asyncio.Handle | None = None  # the next hop, scheduled
+        self._lingering = False  # ``_next`` is the LINGER timer
+        self.hops = 0  # hand-offs so far
+
+    def send(self, job: Job, *, waited: bool = True) -> Future[Any]:
+        self._queue.append(job)
+        self._waited = self._waited or waited
+        if not self._flying:
+            self._schedule(job.future.get_loop())
+        return job.future
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._next is not None and self._lingering and self._waited:
+            self._next.cancel()
+            self._next = None
+        if self._next is None:
+            self._lingering = not self._waited
+            if self._lingering:
+                self._next = loop.call_later(LINGER, self._leave)
+            else:
+                self._next = loop.call_soon(self._leave)
+
+    def _leave(self) -> None:
+        self._next = None
+        jobs = [job for job in self._queue if not job.future.done()]  # cancelled: never run
+        self._queue.clear()
+        self._waited = False
+        executor = self._executor()
+        if not jobs:
+            return
+        if executor is None:
+            for job in jobs:
+                job.future.set_exception(StoreError("store is closed"))
+            return
+        self.hops += 1
+        self._flying = True
+        loop = jobs[0].future.get_loop()
+        hop = loop.run_in_executor(executor, run_hop, self._connection, jobs)
+        hop.add_done_callback(lambda done: self._landed(loop, jobs, done))
+
+    def _landed(
+        self, loop: asyncio.AbstractEventLoop, jobs: list[Job], done: Future[list[Outcome]]
+    ) -> None:
+        self._flying = False
+        try:
+            outcomes = done.result()
+        except BaseException as exc:  # noqa: BLE001 - handed to every caller of the hop
+            outcomes = [(False, exc)] * len(jobs)
+        for job, (ok, value) in zip(jobs, outcomes, strict=True):
+            if job.future.done():
+                continue  # its caller was cancelled while the job ran: it ran to its end
+            if ok:
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(value)
+        if self._queue:
+            self._schedule(loop)
 
 
 def utcnow() -> datetime:

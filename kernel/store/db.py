@@ -94,7 +94,7 @@ class Store(SessionTables, SettingTables, MemoryTables):
     async def _close_after_queue(self, executor: ThreadPoolExecutor) -> None:
         # Every call already queued lands first: a last job behind them, then the close.
         loop = asyncio.get_running_loop()
-        last = self._enqueue(Job("close", lambda conn: None, RAW, loop.create_future()))
+        last = self._courier.send(Job("close", lambda conn: None, RAW, loop.create_future()))
         with contextlib.suppress(StoreError):
             await last
         await loop.run_in_executor(executor, self._close_conn)

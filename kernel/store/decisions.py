@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from asyncio import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -146,6 +147,10 @@ class DecisionStore:
         self.store = store
 
     async def record(self, decision: Decision) -> int:
+        return await self.record_soon(decision)
+
+    def record_soon(self, decision: Decision) -> Future[int]:
+        """:meth:`record` queued without waiting for it (``Database.write_soon``)."""
         u = decision.usage
         values = (
             stamp(decision.at),
@@ -176,7 +181,7 @@ class DecisionStore:
             sql = f"INSERT INTO routing_decisions ({columns}) VALUES ({marks})"
             return last_id(conn.execute(sql, values))
 
-        return await self.store.write("record a routing decision", op)
+        return self.store.write_soon("record a routing decision", op)
 
     async def recent(self, session_id: int | None = None, limit: int = 50) -> list[Decision]:
         """The newest ``limit`` (at most :data:`MAX_LIMIT`) decisions, newest first; of
