@@ -195,22 +195,20 @@ async def run(exchanges: int, warmup: int) -> list[Exchange]:
             await model.stop()
 
 
+def spread(what: str, values: list[int] | list[float], fmt: str = "g") -> None:
+    low, mid, high = min(values), statistics.median(values), max(values)
+    print(f"{what + ':':20s} median {mid:{fmt}} (min {low:{fmt}}, max {high:{fmt}})")
+
+
 def report(results: list[Exchange], timeline: bool) -> None:
     count = len(results)
     hops = [r.hops for r in results]
     calls = [sum(r.ops.values()) for r in results]
     busy = [r.busy_ms for r in results]
     print(f"exchanges: {count} (plain Telegram text, instant echo model)")
-    print(
-        f"hops per exchange:   median {statistics.median(hops):g} (min {min(hops)}, max {max(hops)})"
-    )
-    print(
-        f"calls per exchange:  median {statistics.median(calls):g} (min {min(calls)}, max {max(calls)})"
-    )
-    print(
-        f"db-thread ms/exch.:  median {statistics.median(busy):.2f} "
-        f"(min {min(busy):.2f}, max {max(busy):.2f})"
-    )
+    spread("hops per exchange", hops)
+    spread("calls per exchange", calls)
+    spread("db-thread ms/exch.", busy, ".2f")
     print("calls by phase (mean per exchange):")
     for phase in PHASES:
         print(f"  {phase:18s} {sum(r.phases[phase] for r in results) / count:5.1f}")

@@ -172,6 +172,7 @@ class Courier:
         self._next: asyncio.Handle | None = None  # the next hop, scheduled
         self._lingering = False  # ``_next`` is the LINGER timer
         self.hops = 0  # hand-offs so far
+        self.linger = LINGER
 
     def send(self, job: Job, *, waited: bool = True) -> Future[Any]:
         self._queue.append(job)
@@ -187,7 +188,7 @@ class Courier:
         if self._next is None:
             self._lingering = not self._waited
             if self._lingering:
-                self._next = loop.call_later(LINGER, self._leave)
+                self._next = loop.call_later(self.linger, self._leave)
             else:
                 self._next = loop.call_soon(self._leave)
 
