@@ -15,7 +15,9 @@ empty and 0.5 s quiet):
   and by turn phase: *inbound accepted* (the update read, before the turn starts),
   *turn start* (until the model request arrives), *model call done* (until the first
   Bot API call that shows the reply), *reply delivered* (the rest);
-- db-thread time: wall time inside the hops on the database thread.
+- db-thread time: wall time inside the hops on the database thread;
+- process CPU: this whole process's CPU time (Kernel, PTB and the simulators together),
+  from the message injected to 0.5 s after the reply: indicative only.
 
     uv run python bench/db_hops.py [--exchanges 30] [--warmup 3]
 """
@@ -111,6 +113,7 @@ def watch_store(kernel: Kernel, watch: Watch) -> None:
 class Exchange:
     hops: int
     busy_ms: float
+    cpu_ms: float  # the whole process (Kernel, PTB, the simulators): indicative only
     ops: Counter[str]
     phases: Counter[str]
     carried: list[list[str]]
@@ -128,6 +131,7 @@ async def exchange(
     kernel_busy = kernel.agent.sessions.is_busy
     watch.clear()
     began = time.monotonic()
+    cpu = time.process_time()
     text = MESSAGE.format(n=n)
     tg.inject_text(text)
 
@@ -144,6 +148,7 @@ async def exchange(
         timeout=60,
     )
     await asyncio.sleep(QUIET)
+    cpu = time.process_time() - cpu
     asked = next(r.received_at for r in reversed(model.requests) if r.received_at >= began)
     shown = min(
         c.at
@@ -158,6 +163,7 @@ async def exchange(
     return Exchange(
         hops=len(watch.hops),
         busy_ms=sum(watch.busy) * 1000,
+        cpu_ms=cpu * 1000,
         ops=Counter(op for _, op in watch.calls),
         phases=phases,
         carried=list(watch.carried),
@@ -209,6 +215,7 @@ def report(results: list[Exchange], timeline: bool) -> None:
     spread("hops per exchange", hops)
     spread("calls per exchange", calls)
     spread("db-thread ms/exch.", busy, ".2f")
+    spread("process CPU ms/exch.", [r.cpu_ms for r in results], ".1f")
     print("calls by phase (mean per exchange):")
     for phase in PHASES:
         print(f"  {phase:18s} {sum(r.phases[phase] for r in results) / count:5.1f}")

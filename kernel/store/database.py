@@ -197,17 +197,20 @@ class Courier:
         jobs = [job for job in self._queue if not job.future.done()]  # cancelled: never run
         self._queue.clear()
         self._waited = False
-        executor = self._executor()
         if not jobs:
             return
-        if executor is None:
+        loop = jobs[0].future.get_loop()
+        executor = self._executor()
+        try:
+            if executor is None:
+                raise RuntimeError("no executor")
+            hop = loop.run_in_executor(executor, run_hop, self._connection, jobs)
+        except RuntimeError:  # the db thread is gone (shut down): nothing runs
             for job in jobs:
                 job.future.set_exception(StoreError("store is closed"))
             return
         self.hops += 1
         self._flying = True
-        loop = jobs[0].future.get_loop()
-        hop = loop.run_in_executor(executor, run_hop, self._connection, jobs)
         hop.add_done_callback(lambda done: self._landed(loop, jobs, done))
 
     def _landed(
@@ -306,39 +309,53 @@ def run_group(connection: Callable[[], sqlite3.Connection], jobs: list[Job]) -> 
         return [attempt(job, lambda conn: transaction(conn, job.fn, begin), connection)]
     try:
         conn = connection()
-        with translated(jobs[0].op):
-            conn.execute(begin)
+        conn.execute(begin)
     except Exception as exc:
-        return [(False, exc)] * len(jobs)
+        return failed(jobs, exc)
     try:
         outcomes = savepoints(conn, jobs)
         if conn.in_transaction:
-            with translated(jobs[-1].op):
-                conn.execute("COMMIT")
+            conn.execute("COMMIT")
     except Exception as exc:
         rollback(conn)
-        return [(False, exc)] * len(jobs)
+        return failed(jobs, exc)
     except BaseException:
         rollback(conn)
         raise
     return outcomes
 
 
+def failed(jobs: list[Job], exc: Exception) -> list[Outcome]:
+    """Every job of a transaction that could not begin or commit fails, each named."""
+    if not isinstance(exc, sqlite3.Error):
+        return [(False, exc)] * len(jobs)
+    code = error_code(exc)
+    return [(False, StoreError(f"{job.op} failed: {code}")) for job in jobs]
+
+
 def savepoints(conn: sqlite3.Connection, jobs: list[Job]) -> list[Outcome]:
-    """Each job in its own SAVEPOINT. An error that ends the whole transaction (SQLite
-    rolls back on a full disk, say) undoes the writes before it too: they and the jobs
-    after it fail with that error; the reads before it keep their results."""
+    """Each job in its own SAVEPOINT: a failing job is undone alone."""
     outcomes: list[Outcome] = []
     for job in jobs:
         ok, value = in_savepoint(conn, job)
         outcomes.append((ok, value))
-        if not conn.in_transaction:
-            kept = [
-                (r, v) if r and j.kind == READ else (False, value)
-                for j, (r, v) in zip(jobs[: len(outcomes)], outcomes, strict=True)
-            ]
-            return kept + [(False, value)] * (len(jobs) - len(kept))
+        if not ok and not conn.in_transaction:
+            return ended_by(jobs, outcomes, value)
     return outcomes
+
+
+def ended_by(jobs: list[Job], outcomes: list[Outcome], exc: BaseException) -> list[Outcome]:
+    """An error that ended the whole transaction (SQLite rolls back on a full disk, say)
+    undid the writes before it too: they and the jobs after it fail with its cause; the
+    reads before it keep their results."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, sqlite3.Error) else exc
+    lost = failed(jobs, cause) if isinstance(cause, Exception) else [(False, cause)] * len(jobs)
+    ran = zip(jobs[: len(outcomes)], outcomes, strict=True)
+    kept = [
+        outcome if job.kind == READ or not outcome[0] else lost[n]
+        for n, (job, outcome) in enumerate(ran)
+    ]
+    return kept + lost[len(outcomes) :]
 
 
 def in_savepoint(conn: sqlite3.Connection, job: Job) -> Outcome:

@@ -125,6 +125,39 @@ async def test_an_exception_of_a_call_reaches_only_its_caller(store: Store) -> N
     assert on_disk(store.path) == [(1, "kept")]
 
 
+async def test_an_error_that_ends_the_transaction_fails_the_writes_it_undid(
+    store: Store,
+) -> None:
+    """SQLite rolls a whole transaction back on some errors (a full disk): the writes
+    before it in the hop are gone too, and their callers are told so."""
+    hold = Hold()
+    held = await hold.start(store)
+
+    def disk_full(conn: sqlite3.Connection) -> None:
+        conn.execute("ROLLBACK")  # as SQLite does itself on SQLITE_FULL
+        raise sqlite3.OperationalError("database or disk is full")
+
+    hops = store._courier.hops
+    write = asyncio.create_task(store._write("first", insert("a")))
+    read = asyncio.create_task(store._read("count", lambda c: c.execute("SELECT 7").fetchone()[0]))
+    full = asyncio.create_task(store._write("full", disk_full))
+    later = asyncio.create_task(store._write("later", insert("b")))
+    await asyncio.sleep(0)
+    hold.release.set()
+    await held
+
+    with pytest.raises(StoreError, match="^first failed: OperationalError"):
+        await write
+    assert await read == 7
+    with pytest.raises(StoreError, match="^full failed: OperationalError"):
+        await full
+    with pytest.raises(StoreError, match="^later failed: OperationalError"):
+        await later
+    assert store._courier.hops - hops == 1
+    assert on_disk(store.path) == []
+    assert await store._write("after", insert("c")) == 1  # the store goes on
+
+
 async def test_writes_no_one_waits_for_keep_their_order_with_the_next_call(
     store: Store,
 ) -> None:
