@@ -471,7 +471,8 @@ class AuditStore:
         actor: str = "kernel",
         data: dict[str, Any] | None = None,
     ) -> AuditRow:
-        return await self.append_soon(kind, session_id=session_id, actor=actor, data=data)
+        op = self._appending(kind, session_id, actor, data)
+        return await self.db.write("audit append", op)
 
     def append_soon(
         self,
@@ -482,6 +483,12 @@ class AuditStore:
         data: dict[str, Any] | None = None,
     ) -> Future[AuditRow]:
         """:meth:`append` queued without waiting for it (``Database.write_soon``)."""
+        op = self._appending(kind, session_id, actor, data)
+        return self.db.write_soon("audit append", op)
+
+    def _appending(
+        self, kind: str, session_id: int | None, actor: str, data: dict[str, Any] | None
+    ) -> Callable[[sqlite3.Connection], AuditRow]:
         at = self.db._now()
 
         def op(conn: sqlite3.Connection) -> AuditRow:
@@ -495,7 +502,7 @@ class AuditStore:
                 key=self.db.audit_key,
             )
 
-        return self.db.write_soon("audit append", op)
+        return op
 
     async def events(
         self,
