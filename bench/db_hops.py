@@ -116,6 +116,7 @@ class Exchange:
     cpu_ms: float  # the whole process (Kernel, PTB, the simulators): indicative only
     ops: Counter[str]
     phases: Counter[str]
+    hop_phases: Counter[str]
     carried: list[list[str]]
     left: list[float]  # when each hop left, seconds after the message was injected
 
@@ -157,15 +158,15 @@ async def exchange(
     )
     turn = watch.turns[0] if watch.turns else asked
     bounds = (turn, asked, shown)
-    phases: Counter[str] = Counter()
-    for at, _op in watch.calls:
-        phases[PHASES[sum(at >= b for b in bounds)]] += 1
+    phases = Counter(PHASES[sum(at >= b for b in bounds)] for at, _op in watch.calls)
+    hop_phases = Counter(PHASES[sum(at >= b for b in bounds)] for at in watch.hops)
     return Exchange(
         hops=len(watch.hops),
         busy_ms=sum(watch.busy) * 1000,
         cpu_ms=cpu * 1000,
         ops=Counter(op for _, op in watch.calls),
         phases=phases,
+        hop_phases=hop_phases,
         carried=list(watch.carried),
         left=[at - began for at in watch.hops],
     )
@@ -216,9 +217,11 @@ def report(results: list[Exchange], timeline: bool) -> None:
     spread("calls per exchange", calls)
     spread("db-thread ms/exch.", busy, ".2f")
     spread("process CPU ms/exch.", [r.cpu_ms for r in results], ".1f")
-    print("calls by phase (mean per exchange):")
+    print("by phase (mean per exchange):    calls   hops")
     for phase in PHASES:
-        print(f"  {phase:18s} {sum(r.phases[phase] for r in results) / count:5.1f}")
+        calls_in = sum(r.phases[phase] for r in results) / count
+        hops_in = sum(r.hop_phases[phase] for r in results) / count
+        print(f"  {phase:30s} {calls_in:5.1f}  {hops_in:5.1f}")
     print("calls by op (mean per exchange):")
     ops: Counter[str] = Counter()
     for r in results:
