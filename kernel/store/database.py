@@ -258,7 +258,7 @@ def translated(op: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        raise StoreError(f"{op} failed: {error_code(exc)}") from exc
+        raise named(op, exc) from exc
 
 
 def transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
@@ -329,8 +329,15 @@ def failed(jobs: list[Job], exc: Exception) -> list[Outcome]:
     """Every job of a transaction that could not begin or commit fails, each named."""
     if not isinstance(exc, sqlite3.Error):
         return [(False, exc)] * len(jobs)
-    code = error_code(exc)
-    return [(False, StoreError(f"{job.op} failed: {code}")) for job in jobs]
+    return [(False, named(job.op, exc)) for job in jobs]
+
+
+def named(op: str, exc: sqlite3.Error) -> StoreError:
+    """:func:`translated`'s error for ``op``: its cause kept (a full disk is told as
+    such, kernel/store/trouble.py)."""
+    error = StoreError(f"{op} failed: {error_code(exc)}")
+    error.__cause__ = exc
+    return error
 
 
 def savepoints(conn: sqlite3.Connection, jobs: list[Job]) -> list[Outcome]:

@@ -146,8 +146,9 @@ async def test_an_error_that_ends_the_transaction_fails_the_writes_it_undid(
     hold.release.set()
     await held
 
-    with pytest.raises(StoreError, match="^first failed: OperationalError"):
+    with pytest.raises(StoreError, match="^first failed: OperationalError") as lost:
         await write
+    assert isinstance(lost.value.__cause__, sqlite3.OperationalError)  # a full disk is named
     assert await read == 7
     with pytest.raises(StoreError, match="^full failed: OperationalError"):
         await full
