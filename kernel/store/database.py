@@ -9,6 +9,7 @@ Store-internal: the table modules (``sessions``, ``memories``, ``settings``, ``c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sqlite3
@@ -204,23 +205,27 @@ class Courier:
         try:
             if executor is None:
                 raise RuntimeError("no executor")
-            hop = loop.run_in_executor(executor, run_hop, self._connection, jobs)
+            executor.submit(self._carry, loop, jobs)
         except RuntimeError:  # the db thread is gone (shut down): nothing runs
             for job in jobs:
                 job.future.set_exception(StoreError("store is closed"))
             return
         self.hops += 1
         self._flying = True
-        hop.add_done_callback(lambda done: self._landed(loop, jobs, done))
+
+    def _carry(self, loop: asyncio.AbstractEventLoop, jobs: list[Job]) -> None:
+        """On the db thread: the hop's jobs, then one wake-up of the loop to land them."""
+        try:
+            outcomes = run_hop(self._connection, jobs)
+        except BaseException as exc:  # handed to every caller of the hop
+            outcomes = [(False, exc)] * len(jobs)
+        with contextlib.suppress(RuntimeError):  # a closed loop: no caller is left
+            loop.call_soon_threadsafe(self._landed, loop, jobs, outcomes)
 
     def _landed(
-        self, loop: asyncio.AbstractEventLoop, jobs: list[Job], done: Future[list[Outcome]]
+        self, loop: asyncio.AbstractEventLoop, jobs: list[Job], outcomes: list[Outcome]
     ) -> None:
         self._flying = False
-        try:
-            outcomes = done.result()
-        except BaseException as exc:  # noqa: BLE001 - handed to every caller of the hop
-            outcomes = [(False, exc)] * len(jobs)
         for job, (ok, value) in zip(jobs, outcomes, strict=True):
             if job.future.done():
                 continue  # its caller was cancelled while the job ran: it ran to its end
