@@ -19,7 +19,11 @@ empty and 0.5 s quiet):
 - process CPU: this whole process's CPU time (Kernel, PTB and the simulators together),
   from the message injected to 0.5 s after the reply: indicative only.
 
-    uv run python bench/db_hops.py [--exchanges 30] [--warmup 3]
+Then what a hop costs: 3,000 one-row writes on a bare Store, each awaited alone (one
+hop each) and ten at a time (``asyncio.gather``: one hop and one transaction for ten with
+group commit), the process CPU and wall time per write.
+
+    uv run python bench/db_hops.py [--exchanges 30] [--warmup 3] [--timeline]
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ if str(ROOT) not in sys.path:
 from kernel.app import Kernel  # noqa: E402
 from kernel.config import load_config  # noqa: E402
 from kernel.store.database import Database  # noqa: E402
+from kernel.store.db import Store  # noqa: E402
 from kernel.telegram.channel import TelegramChannel  # noqa: E402
 from tests.clock import WarpPace  # noqa: E402
 from tests.conftest import write_config  # noqa: E402
@@ -235,6 +240,28 @@ def report(results: list[Exchange], timeline: bool) -> None:
             print(f"  {n:3d}  {left * 1000:7.1f} ms  {' + '.join(carried) or '(one call)'}")
 
 
+async def hop_cost(writes: int = 3000) -> None:
+    """CPU and wall time per one-row write, one a hop and ten gathered."""
+    with tempfile.TemporaryDirectory(prefix="kernel-db-hops-") as tmp:
+        store = Store(Path(tmp) / "kernel.db")
+        await store.start()
+        await store._write("table", lambda conn: conn.execute("CREATE TABLE t (v INTEGER)"))
+
+        def insert(conn: Any) -> None:
+            conn.execute("INSERT INTO t VALUES (1)")
+
+        print(f"what a hop costs ({writes:,} one-row writes, alternating):")
+        for label, together in (("alone", 1), ("ten gathered", 10)) * 2:
+            cpu, wall = time.process_time(), time.perf_counter()
+            for _ in range(writes // together):
+                await asyncio.gather(*(store._write("w", insert) for _ in range(together)))
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            print(
+                f"  {label:13s} {cpu / writes * 1e3:.3f} ms CPU, {wall / writes * 1e3:.3f} ms wall"
+            )
+        await store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--exchanges", type=int, default=30)
@@ -244,6 +271,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     report(asyncio.run(run(args.exchanges, args.warmup)), args.timeline)
+    asyncio.run(hop_cost())
 
 
 if __name__ == "__main__":
