@@ -15,7 +15,8 @@ empty and 0.5 s quiet):
   and by turn phase: *inbound accepted* (the update read, before the turn starts),
   *turn start* (until the model request arrives), *model call done* (until the first
   Bot API call that shows the reply), *reply delivered* (the rest);
-- db-thread time: wall time inside the hops on the database thread;
+- db-thread time: wall time of the calls' own work on the database thread (their SQL,
+  BEGIN/SAVEPOINT/COMMIT), not the hand-offs;
 - process CPU: this whole process's CPU time (Kernel, PTB and the simulators together),
   from the message injected to 0.5 s after the reply: indicative only.
 
@@ -47,6 +48,7 @@ if str(ROOT) not in sys.path:
 
 from kernel.app import Kernel  # noqa: E402
 from kernel.config import load_config  # noqa: E402
+from kernel.store import database  # noqa: E402
 from kernel.store.database import Database  # noqa: E402
 from kernel.store.db import Store  # noqa: E402
 from kernel.telegram.channel import TelegramChannel  # noqa: E402
@@ -67,7 +69,7 @@ class Watch:
 
     hops: list[float] = field(default_factory=list)
     carried: list[list[str]] = field(default_factory=list)  # the ops each hop took
-    busy: list[float] = field(default_factory=list)  # seconds on the db thread, per hop
+    busy: list[float] = field(default_factory=list)  # seconds of the calls' work, db thread
     calls: list[tuple[float, str]] = field(default_factory=list)
     turns: list[float] = field(default_factory=list)
 
@@ -86,17 +88,10 @@ def watch_store(kernel: Kernel, watch: Watch) -> None:
         watch.hops.append(time.monotonic())
         jobs = args[-1] if args and isinstance(args[-1], list) else []
         watch.carried.append([getattr(job, "op", "?") for job in jobs])
-
-        def timed() -> Any:
-            began = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                watch.busy.append(time.perf_counter() - began)
-
-        return submit(timed)
+        return submit(fn, *args, **kwargs)
 
     executor.submit = counted  # type: ignore[method-assign]
+    time_db_work(watch)
     entry = "_submit" if hasattr(Database, "_submit") else "_run"  # before group commit: _run
     original = getattr(kernel.store, entry)
 
@@ -112,6 +107,25 @@ def watch_store(kernel: Kernel, watch: Watch) -> None:
         return start_turn(*args, **kwargs)
 
     kernel.agent.start_turn = turn  # type: ignore[method-assign]
+
+
+def time_db_work(watch: Watch) -> None:
+    """Time the calls' own work on the db thread (their SQL, BEGIN/SAVEPOINT/COMMIT):
+    ``run_hop`` with group commit, ``Database._call`` (one call) before it."""
+    owner: object = database
+    name = "run_hop"
+    if not hasattr(database, name):
+        owner, name = Database, "_call"
+    original = getattr(owner, name)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            watch.busy.append(time.perf_counter() - began)
+
+    setattr(owner, name, timed)
 
 
 @dataclass
