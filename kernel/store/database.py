@@ -1,6 +1,11 @@
 """The database thread under the Store: one SQLite connection, used only from one
 dedicated worker thread, and the transactions every table family runs on it.
 
+Calls go to the thread by hops (:class:`Courier`): the calls queued while a hop is on the
+thread, or in the same turn of the event loop, go together, in one transaction, each in
+a SAVEPOINT of its own (group commit, :func:`run_hop`); a caller is answered once its
+transaction committed.
+
 Store-internal: the table modules (``sessions``, ``memories``, ``settings``, ``cron``,
 ``channels``) build on :class:`Database` and the helpers below; other packages use
 :class:`kernel.store.db.Store`.
