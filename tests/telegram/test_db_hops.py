@@ -51,7 +51,7 @@ async def test_one_exchange_costs_a_counted_number_of_hops(bot: Factory) -> None
     assert await b.converse("first") == "ok"  # the session, the chat: made once
     store = b.kernel.store
     # Records no one waits for wait for the next waited call however slow the machine
-    # (in use they wait 5 ms at most): the count does not depend on timing.
+    # is (in use, 5 ms at most): a loaded machine does not add hops to the count.
     store._courier.linger = 3600
     hops = count_hops(store)
 
