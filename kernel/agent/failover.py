@@ -116,7 +116,7 @@ class ModelCalls:
                 async for event in attempts:
                     yield event
         finally:
-            await asyncio.shield(self._record(call))
+            self._record(call)
 
     def _no_candidate(self) -> ProviderError:
         """Every model of the route was left out: why, in the owner's words."""
@@ -285,7 +285,7 @@ class ModelCalls:
         outcome = exc.code or type(exc).__name__
         return Attempt(str(candidate), outcome, self._monotonic() - began, exc.status)
 
-    async def _record(self, call: _Call) -> None:
+    def _record(self, call: _Call) -> None:
         if not call.attempts and self.route.candidates:
             return  # cancelled before any model was called
         entry = call.entry
@@ -313,7 +313,15 @@ class ModelCalls:
             usage=entry.usage if entry is not None else Usage(),
             cost=entry.cost if entry is not None else None,
         )
-        try:
-            await self.decisions.record(decision)
+        try:  # queued, written with the turn's next store call
+            written = self.decisions.record_soon(decision)
         except Exception as exc:  # the answer matters more than its record
             log.warning("could not record a routing decision: %s", type(exc).__name__)
+        else:
+            written.add_done_callback(_unrecorded)
+
+
+def _unrecorded(written: asyncio.Future[int]) -> None:
+    exc = None if written.cancelled() else written.exception()
+    if exc is not None:  # the answer matters more than its record
+        log.warning("could not record a routing decision: %s", type(exc).__name__)

@@ -80,8 +80,8 @@ class Trail:
     async def _record(self, kind: str, session_id: int | None, actor: str, **facts: Any) -> None:
         if self.audit is None:
             return
-        try:
-            await self.audit.record(kind, session_id=session_id, actor=actor, **facts)
+        try:  # queued, written with the turn's next store call (one hop per phase)
+            self.audit.note(kind, session_id=session_id, actor=actor, **facts)
         except Exception as exc:  # the record is never worth the turn
             log.warning("audit: %s not recorded (%s)", kind, type(exc).__name__)
 

@@ -177,16 +177,22 @@ class TurnRun:
         if message.role == "assistant" and not message.tool_uses and ids:
             self.turn.answer_id = ids[-1]
 
-    async def _cut_repeat(self, user_input: UserInput) -> None:
-        """The question of a failed turn asked again (🔁, or typed anew): the failed
-        exchange is cut first, so the model receives the question once."""
+    async def _cut_repeat(self, user_input: UserInput, start: int | None) -> bool:
+        """The question of a failed turn asked again (🔁, or typed anew; ``start``: its
+        first message, :func:`unanswered_repeat`): the failed exchange is cut first, so
+        the model receives the question once. True when something was cut."""
         assert self.session_id is not None
-        store = self.parts.store
-        start = await unanswered_repeat(store, self.session_id, user_input.text)
         if start is None:
-            return
+            return False
+        store = self.parts.store
         branch, count = await asyncio.shield(store.cut_after(self.session_id, start - 1))
         await self.trail.cut(self.session_id, actor_of(user_input), start - 1, branch, count)
+        return True
+
+    async def _history(self) -> list[Message]:
+        assert self.session_id is not None
+        rounds = max(self.parts.config.general.context_rounds - 1, 1)
+        return await self.parts.store.load_messages(self.session_id, rounds=rounds)
 
     async def execute(self, user_input: UserInput) -> None:
         parts, cfg, conv = self.parts, self.parts.config, self.conversation
@@ -207,7 +213,13 @@ class TurnRun:
             conv.session_id = row.id
         self.session_id = conv.session_id
         self.turn.place(self.session_id)
-        session = await parts.store.get_session(self.session_id)
+        # Read together (one hop to the database thread): the session, whether this
+        # asks a failed turn's question again, and the history (read again after a cut).
+        session, repeat, history = await asyncio.gather(
+            parts.store.get_session(self.session_id),
+            unanswered_repeat(parts.store, self.session_id, user_input.text),
+            self._history(),
+        )
         meta = session.meta if session else {}
         self.guest_tools = user_input.guest_tools if user_input.guest else None
         if not self._given_outlook and not user_input.guest:
@@ -229,10 +241,8 @@ class TurnRun:
                 model=parts.models.model,
             )
         )
-        await self._cut_repeat(user_input)
-        history = await parts.store.load_messages(
-            self.session_id, rounds=max(cfg.general.context_rounds - 1, 1)
-        )
+        if await self._cut_repeat(user_input, repeat):
+            history = await self._history()
         # A session opened by key (HTTP, QQ, cron) exists before its first message.
         self.new_session = self.new_session or not history
         user_message = user_input.to_message()

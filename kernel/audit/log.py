@@ -51,6 +51,7 @@ class AuditLog:
         self._writing = False  # a write in its thread: awaited at close, never cancelled
         self.key: AuditKey | None = None
         self._seal_next = False  # the next anchor write may make a sealed anchor anew
+        self._noting: set[asyncio.Future[AuditRow]] = set()  # note()'s rows not yet written
 
     async def start(self, key_file: Path) -> None:
         """Open the audit key at ``key_file`` (made, 0600, when there is none) before
@@ -119,18 +120,56 @@ class AuditLog:
                 kind, session_id=session_id, actor=actor, data=_facts(data)
             )
         except (StoreError, ValueError, TypeError) as exc:
-            self.failures += 1
-            name = type(exc).__name__
-            if name != self._last_failure:
-                log.warning("audit: an event of kind %s was not recorded (%s)", kind, name)
-            self._last_failure = name
+            self._failed(kind, exc)
             return None
+        self._appended(row)
+        return row
+
+    def note(
+        self, kind: str, *, session_id: int | None = None, actor: str = "kernel", **data: Any
+    ) -> None:
+        """:meth:`record` without waiting for the row: it is queued behind every store
+        call made so far and written, in that order, with the next hand-off to the
+        database thread and whatever is queued meanwhile (one hop for a turn phase's
+        records). Failures are logged and counted as ``record``'s."""
+        try:
+            future = self.rows.append_soon(
+                kind, session_id=session_id, actor=actor, data=_facts(data)
+            )
+        except (StoreError, ValueError, TypeError) as exc:
+            self._failed(kind, exc)
+            return
+        self._noting.add(future)
+        future.add_done_callback(lambda done: self._noted(kind, done))
+
+    def _noted(self, kind: str, done: asyncio.Future[AuditRow]) -> None:
+        self._noting.discard(done)
+        if done.cancelled():
+            return
+        exc = done.exception()
+        if exc is None:
+            self._appended(done.result())
+        else:
+            self._failed(kind, exc)
+
+    async def settled(self) -> None:
+        """Wait until every row :meth:`note` queued is written (or failed)."""
+        if self._noting:
+            await asyncio.wait(set(self._noting))
+
+    def _failed(self, kind: str, exc: BaseException) -> None:
+        self.failures += 1
+        name = type(exc).__name__
+        if name != self._last_failure:
+            log.warning("audit: an event of kind %s was not recorded (%s)", kind, name)
+        self._last_failure = name
+
+    def _appended(self, row: AuditRow) -> None:
         self._last_failure = ""
         if self.anchor is not None:
             self._pending = (row.id, row.ghash)
             if not self._closed and (self._flusher is None or self._flusher.done()):
                 self._flusher = asyncio.create_task(self._flush_later(), name="audit-anchor")
-        return row
 
     async def _flush_later(self) -> None:
         await asyncio.sleep(self.anchor_every)
@@ -186,6 +225,7 @@ class AuditLog:
 
     async def close(self) -> None:
         """Write the anchor's last end now (at stop, before the database closes)."""
+        await self.settled()
         self._closed = True
         flusher, self._flusher = self._flusher, None
         if flusher is not None and not flusher.done():
@@ -205,6 +245,7 @@ class AuditLog:
         anchor kept outside the database. In a thread, on its own read-only connection:
         a long chain neither blocks the loop nor holds up the database thread's writes.
         The anchor is read first, so it can only lag the snapshot, never lead it."""
+        await self.settled()  # on another connection: the rows noted so far are in
         anchor = self.anchor if session_id is None else None
         path = self.rows.db.path
         key = self.key

@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import json
 import sqlite3
+from asyncio import Future
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -470,6 +471,24 @@ class AuditStore:
         actor: str = "kernel",
         data: dict[str, Any] | None = None,
     ) -> AuditRow:
+        op = self._appending(kind, session_id, actor, data)
+        return await self.db.write("audit append", op)
+
+    def append_soon(
+        self,
+        kind: str,
+        *,
+        session_id: int | None = None,
+        actor: str = "kernel",
+        data: dict[str, Any] | None = None,
+    ) -> Future[AuditRow]:
+        """:meth:`append` queued without waiting for it (``Database.write_soon``)."""
+        op = self._appending(kind, session_id, actor, data)
+        return self.db.write_soon("audit append", op)
+
+    def _appending(
+        self, kind: str, session_id: int | None, actor: str, data: dict[str, Any] | None
+    ) -> Callable[[sqlite3.Connection], AuditRow]:
         at = self.db._now()
 
         def op(conn: sqlite3.Connection) -> AuditRow:
@@ -483,7 +502,7 @@ class AuditStore:
                 key=self.db.audit_key,
             )
 
-        return await self.db.write("audit append", op)
+        return op
 
     async def events(
         self,

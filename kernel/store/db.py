@@ -10,12 +10,20 @@ Store for their own tables. The thread and its transactions are ``database.py``'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 from kernel.core.errors import StoreError
-from kernel.store.database import Connection, error_code, transaction, translated
+from kernel.store.database import (
+    RAW,
+    Connection,
+    Job,
+    error_code,
+    transaction,
+    translated,
+)
 from kernel.store.memories import (
     MEMORY_CATEGORIES,
     DuplicateMemory,
@@ -77,13 +85,19 @@ class Store(SessionTables, SettingTables, MemoryTables):
         executor = self._executor
         if executor is None:
             return
-        loop = asyncio.get_running_loop()
-        # FIFO on one worker: every call already queued finishes before the close.
-        self._closing = loop.run_in_executor(executor, self._close_conn)
+        self._closing = asyncio.ensure_future(self._close_after_queue(executor))
         try:
             await asyncio.shield(self._closing)
         finally:
             executor.shutdown(wait=False)
+
+    async def _close_after_queue(self, executor: ThreadPoolExecutor) -> None:
+        # Every call already queued lands first: a last job behind them, then the close.
+        loop = asyncio.get_running_loop()
+        last = self._courier.send(Job("close", lambda conn: None, RAW, loop.create_future()))
+        with contextlib.suppress(StoreError):
+            await last
+        await loop.run_in_executor(executor, self._close_conn)
 
     def _open(self) -> int:
         try:

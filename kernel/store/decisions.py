@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from asyncio import Future
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -146,37 +148,11 @@ class DecisionStore:
         self.store = store
 
     async def record(self, decision: Decision) -> int:
-        u = decision.usage
-        values = (
-            stamp(decision.at),
-            decision.session_id,
-            decision.turn_id,
-            decision.step,
-            decision.channel,
-            decision.job_id,
-            decision.why,
-            decision.rule,
-            int(decision.sticky),
-            json.dumps(decision.candidates, ensure_ascii=False),
-            json.dumps([{"model": m, "why": w} for m, w in decision.skipped], ensure_ascii=False),
-            decision.chosen,
-            decision.reasoning,
-            json.dumps([a.as_json() for a in decision.attempts], ensure_ascii=False),
-            decision.latency_ms,
-            u.input,
-            u.output,
-            u.cache_read,
-            u.cache_write,
-            decision.cost,
-        )
+        return await self.store.write("record a routing decision", _recording(decision))
 
-        def op(conn: sqlite3.Connection) -> int:
-            columns = _COLUMNS.split(", ", 1)[1]
-            marks = ", ".join("?" * len(values))
-            sql = f"INSERT INTO routing_decisions ({columns}) VALUES ({marks})"
-            return last_id(conn.execute(sql, values))
-
-        return await self.store.write("record a routing decision", op)
+    def record_soon(self, decision: Decision) -> Future[int]:
+        """:meth:`record` queued without waiting for it (``Database.write_soon``)."""
+        return self.store.write_soon("record a routing decision", _recording(decision))
 
     async def recent(self, session_id: int | None = None, limit: int = 50) -> list[Decision]:
         """The newest ``limit`` (at most :data:`MAX_LIMIT`) decisions, newest first; of
@@ -201,3 +177,38 @@ class DecisionStore:
             return conn.execute("DELETE FROM routing_decisions WHERE at < ?", (cutoff,)).rowcount
 
         return await self.store.write("prune routing decisions", op)
+
+
+def _recording(decision: Decision) -> Callable[[sqlite3.Connection], int]:
+    """The write of one decision's row, returning its id."""
+    u = decision.usage
+    values = (
+        stamp(decision.at),
+        decision.session_id,
+        decision.turn_id,
+        decision.step,
+        decision.channel,
+        decision.job_id,
+        decision.why,
+        decision.rule,
+        int(decision.sticky),
+        json.dumps(decision.candidates, ensure_ascii=False),
+        json.dumps([{"model": m, "why": w} for m, w in decision.skipped], ensure_ascii=False),
+        decision.chosen,
+        decision.reasoning,
+        json.dumps([a.as_json() for a in decision.attempts], ensure_ascii=False),
+        decision.latency_ms,
+        u.input,
+        u.output,
+        u.cache_read,
+        u.cache_write,
+        decision.cost,
+    )
+
+    def op(conn: sqlite3.Connection) -> int:
+        columns = _COLUMNS.split(", ", 1)[1]
+        marks = ", ".join("?" * len(values))
+        sql = f"INSERT INTO routing_decisions ({columns}) VALUES ({marks})"
+        return last_id(conn.execute(sql, values))
+
+    return op

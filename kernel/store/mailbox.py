@@ -185,12 +185,13 @@ class Mailbox:
         await self.store.write("record a placeholder", op)
 
     async def set_session(self, row_id: int, session_id: int) -> None:
-        """The session the message's turn runs in (🔁 runs it there again)."""
+        """The session the message's turn runs in (🔁 runs it there again); written
+        with the turn's next store call (``write_soon``), which it need not hold up."""
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE inbox SET session_id = ? WHERE id = ?", (session_id, row_id))
 
-        await self.store.write("record a message's session", op)
+        await self.store.write_soon("record a message's session", op)
 
     async def reopen(self, row_id: int, now: datetime) -> bool:
         """A settled row opens again to run once more (🔁). The placeholder it had is

@@ -562,8 +562,8 @@ class Outbox:
             return
         kind = kinds.OUTBOX_SENT if outcome == "sent" else kinds.OUTBOX_FAILED
         notice = row.body.get("notice")
-        try:
-            await self.audit.record(
+        try:  # queued, written with the outbox's next store call
+            self.audit.note(
                 kind,
                 row=row.id,
                 action=row.kind,
