@@ -64,7 +64,9 @@ async def test_a_kill_mid_turn_keeps_every_row_written_before_it_in_order(
         turns = [kind for kind in kinds if kind != "outbox.sent"]
         # The key's row first; m3's turn: received, its model call still streaming.
         assert turns == ["audit.keyed", *TURN, *TURN, "message.received"], kinds
-        assert kinds.count("outbox.sent") >= 4  # m1's and m2's replies and their 🔁 edits
+        # m1's and m2's replies; taking m1's 🔁 off waits for a token to spare (issue 37
+        # item 5), so it may or may not have gone before the kill.
+        assert kinds.count("outbox.sent") >= 2
         roles = [row[2] for row in after["messages"]]
         assert roles == ["user", "assistant", "user", "assistant", "user"]
         assert "m3 SLOW" in after["messages"][-1][3]
