@@ -4,6 +4,7 @@ schedules (cron, token expiry, retry backoff) without waiting on the wall clock.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from datetime import UTC, datetime, tzinfo
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -57,11 +58,18 @@ def zone_named(name: Any) -> tzinfo:
 
 async def sleep_unless(clock: Clock, seconds: float, event: asyncio.Event) -> bool:
     """Sleep ``seconds`` on ``clock``, cut short when ``event`` is set: whether it was."""
-    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    await unless_set(clock.sleep(seconds), event)
+    return event.is_set()
+
+
+async def unless_set(awaitable: Awaitable[object], event: asyncio.Event) -> bool:
+    """Await ``awaitable``, given up (cancelled) when ``event`` is set first: whether it
+    finished."""
+    task = asyncio.ensure_future(awaitable)
     waker = asyncio.ensure_future(event.wait())
     try:
-        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, waker}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        sleeper.cancel()
+        task.cancel()
         waker.cancel()
-    return event.is_set()
+    return task.done() and not task.cancelled()

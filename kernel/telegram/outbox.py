@@ -53,7 +53,7 @@ from telegram.error import TelegramError
 
 from kernel.audit import AuditLog, kinds
 from kernel.core.backoff import Backoff
-from kernel.core.clock import Clock
+from kernel.core.clock import Clock, unless_set
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.store.mailbox import InboxState, Mailbox, OutboxItem, OutboxRow
@@ -396,14 +396,7 @@ class Outbox:
             return True
         if wake.is_set():
             return False
-        room = asyncio.ensure_future(budget.room(chat_id))
-        woken = asyncio.ensure_future(wake.wait())
-        try:
-            await asyncio.wait({room, woken}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            room.cancel()
-            woken.cancel()
-        return room.done() and not room.cancelled() and not wake.is_set()
+        return await unless_set(budget.room(chat_id), wake) and not wake.is_set()
 
     async def _pause(self, wake: asyncio.Event, seconds: float) -> None:
         """``seconds`` on the clock, or until ``wake`` is set (a put, a nudge)."""
