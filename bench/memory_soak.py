@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import signal
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -38,12 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.ready import no_dev_python  # noqa: E402
+from bench.ready import Rig, no_dev_python  # noqa: E402
 from bench.telegram_bot import MESSAGE, TRACE_WRAPPER, Child, exchange, trace_growth  # noqa: E402
-from tests.conftest import free_port, kernel_env, write_config  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
 from tests.sim.anthropic_sim import AnthropicSim  # noqa: E402
 from tests.sim.script import text_reply, tool_reply  # noqa: E402
-from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim  # noqa: E402
+from tests.sim.telegram_sim import OWNER, TelegramSim  # noqa: E402
 
 KEY = "bench-soak-key-0123456789abcdef"
 FACTS = "The owner's fact number {n}: the {n}th blue notebook is on shelf {shelf}."
@@ -114,21 +113,9 @@ class Soak:
 
 async def soak(python: Path, args: argparse.Namespace) -> None:
     async with contextlib.AsyncExitStack() as stack:
-        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-soak-")))
-        tg = await TelegramSim().start()
-        stack.push_async_callback(tg.stop)
-        model = await AnthropicSim(fallback="echo").start()
-        stack.push_async_callback(model.stop)
         port = free_port()
-        path = write_config(
-            folder, model.base_url, "claude", language="en", gateway={"port": port, "api_key": KEY}
-        )
-        with path.open("a", encoding="utf-8") as config:
-            config.write(f'[telegram]\napi_base = "{tg.api_base}"\n')
-        env = kernel_env(
-            KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER)
-        )
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        rig = await Rig.up(stack, {"port": port, "api_key": KEY})
+        folder, tg, model, env = rig.folder, rig.tg, rig.model, rig.env
         snapshot_path = folder / "snapshot.bin"
         env["KERNEL_BENCH_SNAPSHOT"] = str(snapshot_path)
         command = ["-c", TRACE_WRAPPER] if args.tracemalloc else ["-m", "kernel"]

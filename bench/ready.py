@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,8 +56,10 @@ HEAVY = ("anthropic", "openai", "aiohttp", "edge_tts", "mcp", "textual", "crypto
 WRAPPER = """
 import os, runpy, signal, sys
 def dump(signum, frame):
-    with open(os.environ["KERNEL_BENCH_MODULES"], "w") as out:
+    path = os.environ["KERNEL_BENCH_MODULES"]
+    with open(path + ".part", "w") as out:
         out.write("\\n".join(sorted(sys.modules)))
+    os.replace(path + ".part", path)
 signal.signal(signal.SIGUSR1, dump)
 sys.argv = ["kernel"]
 runpy.run_module("kernel", run_name="__main__", alter_sys=True)
@@ -81,6 +84,41 @@ def no_dev_python(venv: Path) -> Path:
         check=True,
     )
     return venv / "bin" / "python"
+
+
+@dataclass(slots=True)
+class Rig:
+    """A fresh data folder whose ``config.toml`` is the default configuration against the
+    simulators (Telegram, one Claude provider in echo mode), and the service's
+    environment; everything is torn down with ``stack``."""
+
+    folder: Path
+    tg: TelegramSim
+    model: AnthropicSim
+    env: dict[str, str]
+
+    @classmethod
+    async def up(
+        cls,
+        stack: contextlib.AsyncExitStack,
+        gateway: Mapping[str, object],
+        *,
+        poll_timeout: int | None = None,
+    ) -> Rig:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-bench-")))
+        tg = await TelegramSim().start()
+        stack.push_async_callback(tg.stop)
+        model = await AnthropicSim(fallback="echo").start()
+        stack.push_async_callback(model.stop)
+        path = write_config(folder, model.base_url, "claude", language="en", gateway=dict(gateway))
+        polling = "" if poll_timeout is None else f"poll_timeout = {poll_timeout}\n"
+        with path.open("a", encoding="utf-8") as config:
+            config.write(f'[telegram]\napi_base = "{tg.api_base}"\n{polling}')
+        env = kernel_env(
+            KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER)
+        )
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # the bytecode the venv holds is used
+        return cls(folder, tg, model, env)
 
 
 @dataclass(slots=True)
@@ -112,25 +150,11 @@ async def one_start(python: Path, sidecar: bool, importtime: Path | None = None)
     """One start; with ``importtime``, the child runs with ``-X importtime`` into that file
     (and :attr:`Start.importtime_at_rest` says how much of it was written at rest)."""
     async with contextlib.AsyncExitStack() as stack:
-        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-ready-")))
-        tg = await TelegramSim().start()
-        stack.push_async_callback(tg.stop)
-        model = await AnthropicSim(fallback="echo").start()
-        stack.push_async_callback(model.stop)
         port = free_port()
         gateway = {"port": port} if sidecar else {"enabled": False}
-        path = write_config(folder, model.base_url, "claude", language="en", gateway=gateway)
-        path.write_text(
-            path.read_text(encoding="utf-8")
-            + f'[telegram]\napi_base = "{tg.api_base}"\npoll_timeout = 1\n',
-            encoding="utf-8",
-        )
-        env = kernel_env(
-            KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN,
-            KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER),
-            KERNEL_BENCH_MODULES=str(folder / "modules.txt"),
-        )
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        rig = await Rig.up(stack, gateway, poll_timeout=1)
+        folder, tg, env = rig.folder, rig.tg, rig.env
+        env["KERNEL_BENCH_MODULES"] = str(folder / "modules.txt")
         wrapper = WRAPPER
         if importtime is not None:
             env["PYTHONPROFILEIMPORTTIME"] = "1"
@@ -164,7 +188,6 @@ async def one_start(python: Path, sidecar: bool, importtime: Path | None = None)
         os.kill(child.pid, signal.SIGUSR1)
         listing = folder / "modules.txt"
         await tg.wait_until(listing.exists, timeout=30)
-        await asyncio.sleep(0.2)  # written whole before the next read
         modules = listing.read_text(encoding="utf-8").split()
         at_rest = await asyncio.to_thread(os.path.getsize, importtime) if importtime else 0
         asked = time.monotonic()
