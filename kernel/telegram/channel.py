@@ -339,11 +339,7 @@ class TelegramChannel:
     async def _gate(self, update: Update, context: Context) -> None:
         """Only the owner's private chat gets through; the rest is dropped and counted.
         The owner's updates are on record before they are handled (``mailroom.py``)."""
-        # PTB marks each update's chat and user for a persistence Kernel does not have,
-        # and only a persistence clears the marks: without this, every stranger's, group's
-        # and channel's id stayed for the process's life (now: the last update's only).
-        self.app._chat_ids_to_be_updated_in_persistence.clear()
-        self.app._user_ids_to_be_updated_in_persistence.clear()
+        _forget_persistence_marks(self.app)
         reason = self._reject_reason(update)
         if reason == "edited" and self._owners_private(update.edited_message):
             await self.mailroom.edited(update)
@@ -383,3 +379,21 @@ class TelegramChannel:
         if message.chat.type != "private":
             return "group"
         return "" if self._owners_private(message) else "stranger"
+
+
+# python-telegram-bot 22's Application marks each update's chat and user for a
+# persistence Kernel does not have, and only a persistence clears the marks: kept, every
+# stranger's, group's and channel's id would stay for the process's life. Private names:
+# a release that renames them leaves the gate working (nothing is cleared, and
+# tests/telegram/test_bounded_state.py fails, saying so).
+_PERSISTENCE_MARKS = (
+    "_chat_ids_to_be_updated_in_persistence",
+    "_user_ids_to_be_updated_in_persistence",
+)
+
+
+def _forget_persistence_marks(app: object) -> None:
+    for name in _PERSISTENCE_MARKS:
+        marks = getattr(app, name, None)
+        if isinstance(marks, set):
+            marks.clear()
