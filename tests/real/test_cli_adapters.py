@@ -36,6 +36,7 @@ import pytest
 import tests.sim.anthropic_sim as anthropic_sim
 from kernel.check import _clis
 from kernel.config import Config, load_config
+from kernel.core.i18n import set_language
 from kernel.delegate.delegator import Delegator
 from tests.conftest import write_config
 from tests.delegate.conftest import cli_section, leap_when_troubled
@@ -128,7 +129,9 @@ def make_config(tmp_path: Path) -> Callable[..., Config]:
         )
         text = path.read_text(encoding="utf-8") + "\n" + "\n".join(sections)
         path.write_text(text, encoding="utf-8")
-        return load_config(path, env={}, require_telegram=False)
+        config = load_config(path, env={}, require_telegram=False)
+        set_language(config.general.language)  # as Kernel's entry points do
+        return config
 
     return factory
 
