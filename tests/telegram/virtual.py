@@ -21,12 +21,16 @@ class JumpClock(ManualClock):
     def _waiting(self) -> list[datetime]:
         return sorted(d for d, f in self._sleepers if not f.done())
 
-    async def jump(self, timeout: float = 30) -> float:  # noqa: ASYNC109
-        """Wait until something sleeps, then move to its deadline; the seconds moved."""
+    async def sleeping(self, timeout: float = 30) -> None:  # noqa: ASYNC109
+        """Wait until something sleeps on the clock (time does not move)."""
         async with asyncio.timeout(timeout):
             while not self._waiting():
                 self._changed.clear()
                 await self._changed.wait()
+
+    async def jump(self, timeout: float = 30) -> float:  # noqa: ASYNC109
+        """Wait until something sleeps, then move to its deadline; the seconds moved."""
+        await self.sleeping(timeout)
         deadline = self._waiting()[0]
         moved = (deadline - self._now).total_seconds()
         self.advance(to=deadline)
