@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from kernel.config import load_config
 from kernel.config import cli as cli_config
+from kernel.config import load_config
 from kernel.config.cli import CliSpec
 from kernel.core.errors import CodedError
 from kernel.delegate import adapters
