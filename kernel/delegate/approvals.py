@@ -12,7 +12,8 @@ choices — Allow once, Allow for this task, Deny. A timeout, a question nobody 
 the run ending (``/cancel``, the CLI finishing, Kernel stopping) deny. Every decision is
 recorded (``delegation_approvals``) and kept on the grant for the delegation's result.
 An owner's own MCP client (the API key, no run) is asked through the channel registry's
-asker, like a cron job's question. The audit trail gets ``approval.asked`` and
+asker, like a cron job's question; so is the sidecar's ``shell`` tool (``via="api"``,
+a question only the owner's chat shows). The audit trail gets ``approval.asked`` and
 ``approval.answered`` (by whom, the record's id) in the delegating turn's session.
 """
 

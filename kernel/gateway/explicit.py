@@ -22,7 +22,14 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+)
 
 from kernel.agent.slimming import summarize_tool_result
 from kernel.core.errors import WorkspaceError
@@ -125,7 +132,7 @@ class ShellItem(BodyModel):
 class BrowserItem(BaseModel):
     """The browser tool's own arguments (its ``action`` and what that takes)."""
 
-    model_config = {"extra": "allow", "defer_build": True}
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class ExplicitTools(BodyModel):
