@@ -2,8 +2,8 @@
 
 A plugin is a function ``register(plugins: Plugins) -> None`` (llm's
 ``DEFAULT_PLUGINS``, datasette's built-in plugins): it adds provider types, channels,
-tools, cron workflow nodes, sidecar route groups and frontends. :data:`DEFAULT_PLUGINS`
-lists the built-ins in order, each as ``"module"`` (its ``register``) or
+tools, cron workflow nodes, coding-CLI adapters, sidecar route groups and frontends.
+:data:`DEFAULT_PLUGINS` lists the built-ins in order, each as ``"module"`` (its ``register``) or
 ``"module:function"``; a new provider type or channel is one new package with a
 ``register`` function plus one line there. Registering imports no SDK, aiohttp or
 python-telegram-bot: the factories import them when they build. The built-ins of
@@ -36,6 +36,7 @@ from kernel.core.provider import Provider
 if TYPE_CHECKING:
     from kernel.cron.scheduler import CronScheduler
     from kernel.cron.workflow import NodeHandler
+    from kernel.delegate.adapters import CliAdapter
     from kernel.delegate.delegator import Delegator
     from kernel.gateway.api import Router
     from kernel.memory.memories import Memories
@@ -97,6 +98,7 @@ class Plugins:
         self.channels: dict[str, ChannelFactory] = {}
         self.tools: list[ToolsHook] = []
         self.nodes: list[NodeHandler] = []
+        self.clis: list[str] = []
         self.route_sources: list[RoutesSource] = []
         self.frontends: dict[str, FrontendFactory] = {}
         self.waiting_frontends: set[str] = set()
@@ -120,6 +122,16 @@ class Plugins:
 
         register_node(handler)
         self.nodes.append(handler)
+
+    def add_cli(self, adapter: CliAdapter) -> None:
+        """A coding CLI for ``delegate_to_cli`` (seed 003): its adapter (command line,
+        output format, permission wiring, version probe) and its ``[cli.<name>]``
+        defaults. Process-wide, as node types are: a configuration read after this knows
+        the table."""
+        from kernel.delegate.adapters import register_adapter
+
+        register_adapter(adapter)
+        self.clis.append(adapter.name)
 
     def add_routes(self, source: RoutesSource) -> None:
         """A group of sidecar routes; ``source`` is called (importing aiohttp) only when

@@ -34,6 +34,7 @@ def _cli(config: Config, name: str, env: dict[str, str]) -> CheckLine:
     from kernel.delegate.formats import display_name
 
     cli = config.cli[name]
+    env = {**env, **cli.env}  # [cli.<name>] env: this CLI's own
     part = f"cli {name}"
     found = which(cli.command, path=env.get("PATH"))
     if not found:

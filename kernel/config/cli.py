@@ -11,15 +11,28 @@ in the owner's chat through Kernel's own MCP endpoint (:mod:`kernel.delegate.app
 ``instructions`` and ``instructions_file`` (read at each delegation, see
 :mod:`kernel.delegate.instructions`) reach Claude Code as ``--append-system-prompt`` and
 Codex and Gemini as a ``[SYSTEM]`` block before the task.
+
+``env`` (issue 38): environment for that CLI only, on top of ``[envs]``. Under the
+privilege rule (:mod:`kernel.config.privilege`) as ``[envs]`` is: a name that is not a
+credential's (a loader variable such as ``LD_PRELOAD`` first of all) is the owner's to
+set; the sidecar's callers are refused or the owner asked.
+
+Which CLIs exist is a registry (issue 38, seed 003): each coding CLI is one
+:class:`CliSpec` (its default command and args, the flags that take several values, its
+own rule for ``args``, whether it can ask the owner), registered once per process by its
+adapter's plugin (``Plugins.add_cli``; the three built-ins here). ``[cli.<name>]`` is
+read for every registered name; any other is warned about and left out.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
-from kernel.config.schema import PosFloat, Section, internal
+from kernel.config.schema import SECRET_MAP, PosFloat, Section, StrMap, internal
 
 CliName = Literal["claude_code", "codex", "gemini"]
 CLI_NAMES: tuple[str, ...] = get_args(CliName)
@@ -61,13 +74,57 @@ UNASKED = ("--dangerously-skip-permissions", "--permission-prompt-tool", "bypass
 Approvals = Literal["off", "telegram"]
 
 
+ArgsRule = Callable[[list[str]], tuple[str, str] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class CliSpec:
+    """What the configuration knows of one coding CLI. ``command``/``args``: its
+    ``[cli.<name>]`` defaults; ``variadic``: flags that take several values (one may not
+    end ``args``); ``rule``: its own check of ``args`` (a ``(kind, flag)`` whose words
+    are ``config.cli_args_<kind>``); ``asks_owner``: it can put its permission prompts
+    to the owner (``approvals = "telegram"``)."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    variadic: frozenset[str] = frozenset()
+    rule: ArgsRule | None = None
+    asks_owner: bool = False
+    defaults: dict[str, Any] = field(default_factory=dict)  # more [cli.<name>] defaults
+
+    def table(self) -> dict[str, Any]:
+        return {"command": self.command, "args": list(self.args), **self.defaults}
+
+
+SPECS: dict[str, CliSpec] = {}  # every CLI this process knows, by name
+
+
+def register_cli(spec: CliSpec) -> None:
+    """Make ``[cli.<spec.name>]`` a known table (process-wide: configurations are read
+    wherever they are, as cron node types are checked)."""
+    SPECS[spec.name] = spec
+
+
+def cli_names() -> tuple[str, ...]:
+    return tuple(SPECS)
+
+
+def _gemini_prompt(args: list[str]) -> tuple[str, str] | None:
+    for index, arg in enumerate(args):
+        if (arg in GEMINI_PROMPT and index != len(args) - 1) or arg.startswith("--prompt="):
+            return ("prompt", arg)
+    return None
+
+
 def args_problem(cli: str, args: list[str], approvals: str = "off") -> tuple[str, str] | None:
     """``(kind, flag)`` when ``args`` cannot place the task safely, else None; kind is
-    ``dashdash``, ``variadic``, ``prompt``, ``approvals_cli`` (only Claude Code can ask
-    the owner) or ``approvals_flag`` (a flag that skips the asking); the loader words
-    the refusal."""
+    ``dashdash``, ``variadic``, ``prompt`` (the CLI's own rule), ``approvals_cli`` (only
+    a CLI that can ask the owner) or ``approvals_flag`` (a flag that skips the asking);
+    the loader words the refusal."""
+    spec = SPECS.get(cli)
     if approvals == "telegram":
-        if cli != "claude_code":
+        if spec is None or not spec.asks_owner:
             return ("approvals_cli", cli)
         for arg in args:  # also inside --settings' JSON ({"defaultMode": "bypassPermissions"})
             for flag in UNASKED:
@@ -75,12 +132,10 @@ def args_problem(cli: str, args: list[str], approvals: str = "off") -> tuple[str
                     return ("approvals_flag", flag)  # the flag, not the arg: it may hold more
     if "--" in args:
         return ("dashdash", "--")
-    if args and args[-1] in VARIADIC.get(cli, ()):
+    if spec is not None and args and args[-1] in spec.variadic:
         return ("variadic", args[-1])
-    if cli == "gemini":
-        for index, arg in enumerate(args):
-            if (arg in GEMINI_PROMPT and index != len(args) - 1) or arg.startswith("--prompt="):
-                return ("prompt", arg)
+    if spec is not None and spec.rule is not None:
+        return spec.rule(args)
     return None
 
 
@@ -115,6 +170,11 @@ class CLIConfig(Section):
         description="a UTF-8 file of instructions (relative: to config.toml's folder), "
         "read at each delegation; a missing one refuses the delegation",
     )
+    env: Annotated[StrMap, SECRET_MAP] = Field(
+        default_factory=dict,
+        description="environment for this CLI only, over [envs]; names that are not a "
+        "credential's (LD_PRELOAD, PATH …) are the owner's to set",
+    )
 
     @property
     def jsonl(self) -> bool:
@@ -124,22 +184,32 @@ class CLIConfig(Section):
         return any("stream-json" in a or a in ("--json", "--experimental-json") for a in self.args)
 
 
-DEFAULT_CLI: dict[str, dict[str, Any]] = {
-    "claude_code": {
-        "command": "claude",
-        "args": ["-p", "--output-format=stream-json", "--verbose"],
-    },
+BUILT_IN: tuple[CliSpec, ...] = (
+    CliSpec(
+        "claude_code",
+        "claude",
+        ("-p", "--output-format=stream-json", "--verbose"),
+        VARIADIC["claude_code"],
+        asks_owner=True,
+    ),
     # codex-cli 0.169.0 dropped --full-auto; --sandbox=workspace-write is what it set.
-    "codex": {
-        "command": "codex",
-        "args": [
-            "exec",
-            "--json",
-            "--sandbox=workspace-write",
-            "--skip-git-repo-check",
-            "--color=never",
-        ],
-    },
+    CliSpec(
+        "codex",
+        "codex",
+        ("exec", "--json", "--sandbox=workspace-write", "--skip-git-repo-check", "--color=never"),
+        VARIADIC["codex"],
+    ),
     # gemini-cli 0.61.0 exits 55 headless in a folder it was never told to trust.
-    "gemini": {"command": "gemini", "args": ["--output-format=stream-json", "--skip-trust"]},
-}
+    CliSpec(
+        "gemini",
+        "gemini",
+        ("--output-format=stream-json", "--skip-trust"),
+        VARIADIC["gemini"],
+        _gemini_prompt,
+    ),
+)
+for _spec in BUILT_IN:
+    register_cli(_spec)
+
+DEFAULT_CLI: dict[str, dict[str, Any]] = {spec.name: spec.table() for spec in BUILT_IN}
+"""The built-ins' ``[cli.<name>]`` defaults (a registered CLI's are ``spec.table()``)."""

@@ -8,7 +8,8 @@ configuration while Kernel runs. A change is *privileged* when it:
   (:func:`guarded_env`: programs read more than any list names); the ``envs`` every
   coding CLI and stdio MCP server inherits;
 - adds or changes a program Kernel starts: a stdio MCP server (command, args, env,
-  cwd), a coding CLI's command or args;
+  cwd), a coding CLI's command or args, a name a CLI's own ``env`` sets as ``envs``
+  is judged (:func:`guarded_env`);
 - moves a stored secret: a provider's ``api_base`` (or a new provider) while it holds
   keys or secret headers the request did not give itself, the QQ channel's
   ``api_base``/``token_url`` while it holds ``client_secret``, an HTTP MCP server whose
@@ -213,10 +214,13 @@ def _shown(value: str) -> str:
     return t("priv.cut", start=value[:half], end=value[-half:], count=len(value))
 
 
-def env_changes(current: Mapping[str, str], new: Mapping[str, str]) -> list[Privileged]:
+def env_changes(
+    current: Mapping[str, str], new: Mapping[str, str], table: str = "envs"
+) -> list[Privileged]:
     """The guarded names ``new`` sets to a value other than the one in effect (a value
     put back as it is, or a name removed, is no change: removing falls back to
-    config.toml's or the process's own)."""
+    config.toml's or the process's own). ``table``: where they are set (``envs``, or a
+    CLI's own ``cli.<name>.env``)."""
     found = []
     for name, value in new.items():
         kind = guarded_env(name)
@@ -225,10 +229,12 @@ def env_changes(current: Mapping[str, str], new: Mapping[str, str]) -> list[Priv
         shown = mask_secret(value) if is_sensitive(name) else _shown(value)
         found.append(
             Privileged(
-                f"envs.{name}",
+                f"{table}.{name}",
                 kind,
                 t("priv.words.env", name=name, value=shown),
-                t("priv.fix.env", name=name),
+                t("priv.fix.env", name=name)
+                if table == "envs"
+                else t("priv.fix.cli_env", table=table.removesuffix(".env")),
             )
         )
     return found
@@ -334,6 +340,7 @@ def config_changes(before: Config, after: Config, given: Collection[str] = ()) -
     found += qq_moves(before.channels.qq, after.channels.qq, given)
     for name, cli in after.cli.items():
         old = before.cli.get(name)
+        found += env_changes(old.env if old else {}, cli.env, f"cli.{name}.env")
         if old is None or (old.command, old.args) != (cli.command, cli.args):
             line = _shown(" ".join([cli.command, *cli.args]))
             found.append(
@@ -364,6 +371,11 @@ def stored_guarded(overlay: Mapping[str, Any]) -> list[str]:
     kept before issue 33, by anyone a keyless sidecar let in, they still take effect)."""
     envs = overlay.get("envs")
     found = sorted(str(k) for k in envs if env_family(str(k))) if isinstance(envs, dict) else []
+    clis = overlay.get("cli")
+    for name, table in (clis if isinstance(clis, dict) else {}).items():
+        env = table.get("env") if isinstance(table, dict) else None
+        if isinstance(env, dict):
+            found += sorted(f"cli.{name}.env.{k}" for k in env if env_family(str(k)))
     providers = overlay.get("providers")
     for name, table in (providers if isinstance(providers, dict) else {}).items():
         if isinstance(table, dict) and "api_base" in table:

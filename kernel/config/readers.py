@@ -21,7 +21,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from kernel.config.channels import CHANNEL_MODELS, ChannelsConfig, QQChannelConfig
-from kernel.config.cli import CLI_NAMES, DEFAULT_CLI, CLIConfig, args_problem
+from kernel.config.cli import SPECS, CLIConfig, args_problem, cli_names
 from kernel.config.gateway import MODEL_PATTERN_MAX, GatewayConfig
 from kernel.config.general import GeneralConfig, TelegramConfig
 from kernel.config.mcp import MCPServerConfig, MCPSettings, server_problem
@@ -223,15 +223,17 @@ def read_ffmpeg(section: Any, load: Load) -> str:
 
 
 def read_cli(section: Any, load: Load) -> dict[str, CLIConfig]:
-    tables = dict(DEFAULT_CLI)
+    """Every registered CLI (``kernel.config.cli.SPECS``) with its defaults, under what
+    ``[cli.<name>]`` says; an unregistered name is warned about and left out."""
+    tables: dict[str, Any] = {name: spec.table() for name, spec in SPECS.items()}
     if section is not None:
         if not isinstance(section, dict):
             require_table(section, "cli")
         tables.update(section)
     out: dict[str, CLIConfig] = {}
     for name, table in tables.items():
-        if name not in CLI_NAMES:
-            names = ", ".join(CLI_NAMES)
+        if name not in SPECS:
+            names = ", ".join(cli_names())
             load.warnings.append(t("config.warn_unknown_cli", name=name, names=names))
             continue
         out[name] = _cli(name, table, load.env)
@@ -241,7 +243,7 @@ def read_cli(section: Any, load: Load) -> dict[str, CLIConfig]:
 def _cli(name: str, table: Any, env: Mapping[str, str]) -> CLIConfig:
     prefix = f"cli.{name}"
     cli = read_section(
-        CLIConfig, table, prefix, env, table_name=name, defaults=DEFAULT_CLI[name], name=name
+        CLIConfig, table, prefix, env, table_name=name, defaults=SPECS[name].table(), name=name
     )
     cli.command = cli.command.strip()
     if not cli.command:

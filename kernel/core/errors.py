@@ -269,6 +269,12 @@ HTTP_STATUS: dict[str, int] = {
     "telegram_not_configured": 409,  # the console's "resume in Telegram" without Telegram
     "tool_disabled": 403,
     "tool_not_supported": 400,
+    # seed 000's tool contract: a direct call the tool could not carry out (its input
+    # named a file that is no text, the owner did not approve a shell command…): the
+    # request was understood, the tool could not do it; a result no JSON can carry is
+    # the tool's own fault
+    "tool_invoke_failed": 422,
+    "tool_invalid_result": 502,
     "provider_not_supported": 400,
     "provider_not_found": 404,
     "provider_disabled": 400,
@@ -335,6 +341,13 @@ HTTP_STATUS: dict[str, int] = {
     "artifact_refused": 403,
     "artifact_changed": 409,
 }
+
+
+# The codes a provider adapter gives a request that got no answer of the provider's own
+# (refused or dropped connection, no answer in time, an answer that is no API's): the
+# sidecar names each as seed 000 does, ``provider_request_failed`` (the adapter's code
+# kept in the details as ``cause``). Failover and the owner's words read the adapter's.
+UNANSWERED_CODES = frozenset({"connection_error", "timeout", "bad_response"})
 
 
 def http_status(code: str, default: int) -> int:

@@ -6,6 +6,8 @@ Public API: ``kernel.delegate.delegator``'s ``Delegator``, ``DEFAULT_CLI`` and
 it); ``kernel.delegate.tool`` (the ``delegate_to_cli`` tool);
 ``kernel.delegate.formats``'s ``Trouble``, ``display_name`` and ``strip_ansi``;
 ``kernel.delegate.argv``'s ``args_problem`` and ``GEMINI_PROMPT`` (checked at config
-load); ``kernel.delegate.instructions``'s ``instructions_for`` and its limits (the
+load); ``kernel.delegate.adapters``'s ``CliAdapter``, ``register_adapter`` and
+``adapter_for`` (one adapter per CLI, a plugin's added through ``Plugins.add_cli``);
+``kernel.delegate.instructions``'s ``instructions_for`` and its limits (the
 instructions a CLI gets).
 """

@@ -12,7 +12,8 @@ choices — Allow once, Allow for this task, Deny. A timeout, a question nobody 
 the run ending (``/cancel``, the CLI finishing, Kernel stopping) deny. Every decision is
 recorded (``delegation_approvals``) and kept on the grant for the delegation's result.
 An owner's own MCP client (the API key, no run) is asked through the channel registry's
-asker, like a cron job's question. The audit trail gets ``approval.asked`` and
+asker, like a cron job's question; so is the sidecar's ``shell`` tool (``via="api"``,
+a question only the owner's chat shows). The audit trail gets ``approval.asked`` and
 ``approval.answered`` (by whom, the record's id) in the delegating turn's session.
 """
 
@@ -202,27 +203,33 @@ class Approvals:
 
     # ----- prompts ------------------------------------------------------------------------
 
-    async def decide(self, grant: RunGrant | None, request: PermissionRequest) -> Decision:
+    async def decide(
+        self, grant: RunGrant | None, request: PermissionRequest, *, via: str = "mcp"
+    ) -> Decision:
         """Answer one permission prompt (see the module's docstring). Whatever happens,
-        the answer is recorded; an input that cannot be shown is denied."""
+        the answer is recorded; an input that cannot be shown is denied. ``via``: who
+        asks without a run, ``mcp`` (an owner's own MCP client) or ``api`` (the
+        sidecar's ``shell`` tool); it names the asker to the owner and in the record."""
         asked_at = self.clock()
         request = clean(request)
         try:
             await asyncio.shield(self._audit_asked(grant, request))
-            decision = await self._decide(grant, request)
+            decision = await self._decide(grant, request, via)
         except asyncio.CancelledError:  # the caller went away: recorded as denied
             gone = Decision(False, "cancelled", _DENIALS["cancelled"])
-            await asyncio.shield(self._record(grant, request, gone, asked_at))
+            await asyncio.shield(self._record(grant, request, gone, asked_at, via))
             raise
         except Exception as exc:  # a CLI's input no rule or text was made for
             log.warning("a permission prompt failed: %s", type(exc).__name__)
             decision = Decision(False, "error", _DENIALS["error"])
         if decision.allow:
             decision = replace(decision, input=request.input)
-        await self._record(grant, request, decision, asked_at)
+        await self._record(grant, request, decision, asked_at, via)
         return decision
 
-    async def _decide(self, grant: RunGrant | None, request: PermissionRequest) -> Decision:
+    async def _decide(
+        self, grant: RunGrant | None, request: PermissionRequest, via: str
+    ) -> Decision:
         if grant is not None and grant.closed:
             return Decision(False, "cancelled", _DENIALS["cancelled"])
         rule = rule_for(request)
@@ -240,25 +247,25 @@ class Approvals:
         if grant is not None:
             if len(grant._pending) >= MAX_OPEN:
                 return Decision(False, "too_many", _DENIALS["too_many"])
-            return await self._ask(grant, request, rule)
+            return await self._ask(grant, request, rule, via)
         if self._detached >= MAX_OPEN:  # counted before any await: no race past the cap
             return Decision(False, "too_many", _DENIALS["too_many"])
         self._detached += 1
         try:
-            return await self._ask(grant, request, rule)
+            return await self._ask(grant, request, rule, via)
         finally:
             self._detached -= 1
 
     async def _ask(
-        self, grant: RunGrant | None, request: PermissionRequest, rule: Rule
+        self, grant: RunGrant | None, request: PermissionRequest, rule: Rule, via: str
     ) -> Decision:
-        cli = t("perm.mcp_client") if grant is None else _cli_label(grant.cli)
+        cli = t(f"perm.{via}_client") if grant is None else _cli_label(grant.cli)
         text = describe(request, cli, rule if grant is not None else None)
         options = [t("perm.allow_once"), t("perm.allow_task"), t("perm.deny")]
         if grant is None:  # no task to keep "allow for this task" in
             options = [t("perm.allow_once"), t("perm.deny")]
         seconds = self.timeout if grant is None else grant.timeout
-        asking = self._question(grant, text, options, seconds)
+        asking = self._question(grant, text, options, seconds, via)
         task: asyncio.Task[Answer] = asyncio.ensure_future(asking)
         if grant is not None:
             grant._pending.add(task)
@@ -289,20 +296,25 @@ class Approvals:
         return Decision(False, "undelivered", _DENIALS["undelivered"])
 
     async def _question(
-        self, grant: RunGrant | None, text: str, options: list[str], seconds: float
+        self, grant: RunGrant | None, text: str, options: list[str], seconds: float, via: str
     ) -> Answer:
         if grant is not None:
             assert grant.context is not None and grant.context.ask is not None
             return await grant.context.ask(
                 text, options, kind="permission", seconds=seconds, markdown=True
             )
-        return await self._ask_detached(text, options, seconds)
+        return await self._ask_detached(text, options, seconds, via)
 
-    async def _ask_detached(self, text: str, options: list[str], seconds: float) -> Answer:
-        """An owner's own MCP client: asked through the registry's asker (Telegram)."""
-        question = Question("mcp", text, list(options), kind="permission", markdown=True)
-        question.tool_call_id = f"mcp-{question.id}"
-        return await ask_owner(self.asks, self.registry, question, seconds, t("perm.mcp_label"))
+    async def _ask_detached(
+        self, text: str, options: list[str], seconds: float, via: str
+    ) -> Answer:
+        """An owner's own MCP client, or the sidecar's shell: asked through the
+        registry's asker (Telegram) only, never listed to the sidecar's callers."""
+        question = Question(
+            via, text, list(options), kind="permission", markdown=True, owner_only=via == "api"
+        )
+        question.tool_call_id = f"{via}-{question.id}"
+        return await ask_owner(self.asks, self.registry, question, seconds, t(f"perm.{via}_label"))
 
     async def _record(
         self,
@@ -310,6 +322,7 @@ class Approvals:
         request: PermissionRequest,
         decision: Decision,
         asked_at: datetime,
+        via: str = "mcp",
     ) -> None:
         verdict = "allow" if decision.allow else "deny"
         log.info(
@@ -329,7 +342,7 @@ class Approvals:
             decided_by=decision.by,
             asked_at=asked_at,
             answered_at=self.clock(),
-            conversation=grant.conversation if grant is not None else "mcp",
+            conversation=grant.conversation if grant is not None else via,
             session_id=context.session_id if context is not None else None,
             cli=grant.cli if grant is not None else "",
             rule=decision.rule,

@@ -53,7 +53,9 @@ def build_argv(
     system: str = "",
 ) -> list[str]:
     """``executable + args + extra`` and the task, placed so nothing can swallow it;
-    ``system``: the instructions ("" none), placed as the CLI takes them."""
+    ``system``: the instructions ("" none), placed as the CLI takes them. A CLI other
+    than the built-ins (an adapter's, :mod:`kernel.delegate.adapters`) gets codex's
+    placement: ``--`` then the task, the instructions in a ``[SYSTEM]`` block."""
     extra = list(extra or [])
     if system and cli == "claude_code":
         extra.append(f"{CLAUDE_SYSTEM}={system}")

@@ -46,9 +46,9 @@ from kernel.core.platform import (
     which,
 )
 from kernel.delegate import outcome, permits
+from kernel.delegate.adapters import adapter_for
 from kernel.delegate.approvals import Approvals, RunGrant
-from kernel.delegate.argv import build_argv, output_flags
-from kernel.delegate.formats import formatter_for, one_line, strip_ansi
+from kernel.delegate.formats import one_line, strip_ansi
 from kernel.delegate.instructions import instructions_for
 from kernel.delegate.outcome import Delegation, omission
 from kernel.delegate.outcome import ended as ended_with
@@ -127,8 +127,12 @@ class Delegator:
     def installed(self) -> list[str]:
         """The configured CLIs whose command is found (on the PATH a delegated CLI gets,
         or as a path), in configuration order: what ``delegate_to_cli`` offers."""
-        path = child_env(self.config.envs).get("PATH")
-        return [name for name, cli in self.config.cli.items() if which(cli.command, path=path)]
+        envs = self.config.envs
+        return [
+            name
+            for name, cli in self.config.cli.items()
+            if which(cli.command, path=child_env({**envs, **cli.env}).get("PATH"))
+        ]
 
     def default_cli(self) -> str:
         """The CLI a ``delegate_to_cli`` call without ``cli`` runs: Claude Code when it
@@ -218,9 +222,10 @@ class Delegator:
         context: ToolContext | None,
     ) -> dict[str, Any]:
         cfg = self.config.cli[claim.cli]
+        adapter = adapter_for(claim.cli)
         workdir = await asyncio.to_thread(self._workdir, cwd, base)
         claim.cwd = str(workdir)
-        env = child_env(self.config.envs)
+        env = child_env({**self.config.envs, **cfg.env})  # [cli.<name>] env: this CLI's own
         executable = which(cfg.command, path=env.get("PATH"))
         if executable is None:
             raise ToolError(t("delegate.not_found", cli=claim.cli, command=cfg.command))
@@ -229,16 +234,13 @@ class Delegator:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
         claim.id = stamp
         output_path = folder / f"{stamp}-{claim.cli}.txt"
-        extra: list[str] = []
-        last_message: Path | None = None
-        if claim.cli == "codex":
-            extra, last_message = output_flags(folder, stamp, workdir)
+        extra, last_message = adapter.run_flags(folder, stamp, workdir)
         grant: RunGrant | None = None
         if cfg.approvals == "telegram":
             grant, flags = await self._grant(claim, stamp, context)
-            extra += flags
+            extra = [*extra, *flags]
         try:
-            argv = build_argv(claim.cli, executable, cfg.args, task, extra, system)
+            argv = adapter.argv(executable, cfg.args, task, extra, system)
             facts: dict[str, Any] = {
                 "delegation": stamp,
                 "cli": claim.cli,
@@ -296,7 +298,7 @@ class Delegator:
         except BaseException:
             self.approvals.close(grant)
             raise
-        return grant, permits.flags(path)
+        return grant, adapter_for(claim.cli).permission_flags(path)
 
     async def _execute(
         self,
@@ -311,7 +313,8 @@ class Delegator:
         record: RunRecord,
     ) -> dict[str, Any]:
         cfg = self.config.cli[claim.cli]
-        claim.version = await self._version_of(executable, env, cfg.version_timeout)
+        probe = adapter_for(claim.cli).version_argv(executable)
+        claim.version = await self._version_of(probe, env, cfg.version_timeout)
         await record.started(claim.version)
         ended: dict[str, Any] = {"reason": "cancelled", "ok": False}
         try:
@@ -336,7 +339,7 @@ class Delegator:
     ) -> dict[str, Any]:
         """Run the CLI to its end; ``ended`` gets what the audit records of it."""
         cfg = self.config.cli[claim.cli]
-        formatter = formatter_for(claim.cli, cfg.jsonl)
+        formatter = adapter_for(claim.cli).formatter(cfg.jsonl)
         request = RunRequest(
             argv=argv,
             cwd=workdir,
@@ -412,10 +415,12 @@ class Delegator:
         ended.update(ok=result["ok"], outcome=claim.outcome)
         return result
 
-    async def _version_of(self, executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
-        """The CLI's ``--version`` line, asked once per executable ("" if it will not say)."""
+    async def _version_of(self, probe: list[str], env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
+        """The CLI's version line (its adapter's probe, ``--version``), asked once per
+        executable ("" if it will not say)."""
+        executable = probe[0]
         if executable not in self._versions:
-            self._versions[executable] = await cli_version(executable, env, timeout)
+            self._versions[executable] = await cli_version(executable, env, timeout, probe)
         return self._versions[executable]
 
     async def _keep(self, output_path: Path, context: ToolContext | None) -> None:
@@ -453,10 +458,16 @@ class Delegator:
             process.kill()
 
 
-async def cli_version(executable: str, env: dict[str, str], timeout: float) -> str:  # noqa: ASYNC109
-    """First line ``<executable> --version`` prints, within ``timeout``; "" on failure."""
+async def cli_version(
+    executable: str,
+    env: dict[str, str],
+    timeout: float,  # noqa: ASYNC109
+    probe: list[str] | None = None,
+) -> str:
+    """First line ``<executable> --version`` (or ``probe``) prints, within ``timeout``;
+    "" on failure."""
     try:
-        argv = await asyncio.to_thread(launch_argv, [executable, "--version"])
+        argv = await asyncio.to_thread(launch_argv, probe or [executable, "--version"])
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,

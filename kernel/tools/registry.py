@@ -86,6 +86,10 @@ class ToolOutcome:
     arguments: dict[str, Any]  # the repaired arguments that were used ({} if unrepairable)
     error: BaseException | None = None  # kept for the log, never shown raw to the model
     images: list[ImageBlock] = field(default_factory=list)  # shown to the model after it
+    # The handler's structured result (a dict, a list, a number), before it became the
+    # text above; None for text. The sidecar hands it over as JSON (or refuses it).
+    data: Any = None
+    rejected: bool = False  # the arguments were refused before the tool ran
 
 
 @dataclass
@@ -297,12 +301,12 @@ class ToolRegistry:
                 f"invalid arguments for {resolved}: {exc}. "
                 "Resend the call with the arguments as one valid JSON object."
             )
-            return ToolOutcome(resolved, False, content, {}, exc)
+            return ToolOutcome(resolved, False, content, {}, exc, rejected=True)
         args, problem = check_arguments(tool.declaration, args)
         if problem is not None:
             log.info("tool %s: rejected arguments", resolved)
             content = f"invalid arguments for {resolved}: {problem}"
-            return ToolOutcome(resolved, False, content, args)
+            return ToolOutcome(resolved, False, content, args, rejected=True)
         if tool.name in self._approval:
             refusal = await self._approve(tool, args, context)
             if refusal is not None:
@@ -350,7 +354,8 @@ class ToolRegistry:
         except Exception as exc:  # CancelledError is a BaseException and propagates
             log.warning("tool %s failed: %s", tool.name, type(exc).__name__)
             return ToolOutcome(tool.name, False, _error_text(exc), args, exc)
-        return ToolOutcome(tool.name, True, content, args, images=images)
+        data = None if isinstance(result, str | ToolReply) else result
+        return ToolOutcome(tool.name, True, content, args, images=images, data=data)
 
 
 def _described(tool: _Tool, args: dict[str, Any]) -> tuple[str, str]:

@@ -30,6 +30,7 @@ from kernel.gateway.routes import (
     selfops,
     skills,
     terminal,
+    tool_invoke,
     trajectory,
     usage,
     workspace,
@@ -39,6 +40,7 @@ ROUTERS: list[Router] = [
     health.router,
     chats.router,
     agent.router,
+    tool_invoke.router,
     terminal.router,  # after chats: the terminal chat starts in the default chat
     modes.router,
     conversation.router,

@@ -30,7 +30,7 @@ from kernel.agent.slimming import summarize_tool_result
 from kernel.config.channels import QQTargetType
 from kernel.core.asks import AnswerResult
 from kernel.core.delivery import Target
-from kernel.core.errors import ChannelError, http_status
+from kernel.core.errors import UNANSWERED_CODES, ChannelError, http_status
 from kernel.core.event_wire import Ask, Event, TurnPlan, event_to_dict
 from kernel.core.events import (
     Completed,
@@ -56,6 +56,7 @@ from kernel.gateway.api import (
     refusal,
     sse_frame,
 )
+from kernel.gateway.explicit import ExplicitTools, mode_refusal, run_explicit
 from kernel.gateway.routes.chats import DEFAULT_KEY, ChatKeyBody, chat_id_of
 from kernel.gateway.routes.modes import ModeParams, check_mode, meta_changes, requested_mode
 from kernel.gateway.schema import (
@@ -173,11 +174,13 @@ class BizParams(ModeParams):
     tool: DirectTool | None = None
 
 
-class ProcessBody(ChatKeyBody):
+class ProcessBody(ChatKeyBody, ExplicitTools):
     # input last: a body wrong in several fields is refused for the others first.
     stream: bool | None = None
     biz_params: BizParams | None = None
-    input: Input | None = Field(default=None, description="required unless biz_params.tool")
+    input: Input | None = Field(
+        default=None, description="required unless biz_params.tool or a top-level tool array"
+    )
 
 
 class ProcessResult(Shape):
@@ -212,7 +215,7 @@ def read_input(items: list[InputMessage] | None) -> tuple[str, list[ImageBlock]]
     body=ProcessBody,
     response=ProcessResult,
     sse=True,
-    errors=(403, 404, 409, 500, 502),
+    errors=(403, 404, 409, 422, 500, 502),
 )
 async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse:
     deps = deps_of(request)
@@ -222,7 +225,15 @@ async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse
     requested_mode(biz)  # a wrong value is refused before anything else
     deliver = _delivery(deps, key, biz)
     tool = biz.tool if biz else None
-    if tool is not None:
+    explicit = body.explicit()  # seed 000's top-level view/edit/find/search/browser/shell
+    if explicit is not None:
+        if tool is not None:
+            raise invalid(t("gw.tool_one_kind", names=f"biz_params.tool, {explicit[0]}"))
+        if deps.tools.is_disabled(explicit[0]):
+            name = explicit[0]
+            raise refusal("tool_disabled", t("gw.tool_disabled", name=name), {"tool": name})
+        text, images = "", list[ImageBlock]()
+    elif tool is not None:
         name = tool.name
         arguments = tool.input
         if deps.tools.is_disabled(name):
@@ -251,7 +262,12 @@ async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse
     await deps.agent.sessions.wait_idle(opened.conversation, deps.config.gateway.queue_timeout)
     if changes:
         await deps.sessions.merge_meta(opened.row.id, changes)
-    if tool is not None:
+    direct = explicit[0] if explicit is not None else tool.name if tool is not None else None
+    if direct is not None and (refused := mode_refusal(deps, opened.row.id, direct)):
+        raise refused
+    if explicit is not None:
+        events = run_explicit(deps, opened, *explicit)
+    elif tool is not None:
         events = _direct_tool(deps, opened, name, arguments or {})
     elif text.strip() == NEW_COMMAND and not images:
         await deps.agent.sessions.clear_history(opened.conversation)
@@ -331,6 +347,16 @@ def error_status(code: str) -> int:
     return http_status(code, 502)
 
 
+def on_wire(event: TurnEvent) -> TurnEvent:
+    """An event as the sidecar answers it: a model request that got no answer of the
+    provider's own is seed 000's ``provider_request_failed`` (the adapter's code kept
+    as ``cause``)."""
+    if isinstance(event, ErrorEvent) and event.code in UNANSWERED_CODES:
+        meta = {**event.meta, "cause": event.code}
+        return ErrorEvent(event.step, "provider_request_failed", event.message, meta)
+    return event
+
+
 async def _collect(
     events: AsyncIterator[TurnEvent],
     turn: Turn | None,
@@ -341,6 +367,7 @@ async def _collect(
     final: TurnEvent | None = None
     plan: dict[str, Any] | None = None
     async for event in events:
+        event = on_wire(event)
         shaped = event_to_dict(event)
         collected.append(shaped)
         if isinstance(event, PlanUpdated):
@@ -382,7 +409,7 @@ async def stream_events(
     final: TurnEvent | None = None
     try:
         async for event in events:
-            await response.write(sse_frame(event_to_dict(event)))
+            await response.write(sse_frame(event_to_dict(on_wire(event))))
             final = event
         if deliver is not None and isinstance(final, Completed) and not final.cancelled:
             try:

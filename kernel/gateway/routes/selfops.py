@@ -40,6 +40,7 @@ from kernel.gateway.routes.agent import (
     Event,
     Input,
     error_status,
+    on_wire,
     read_input,
     stream_events,
 )
@@ -170,13 +171,13 @@ async def bootstrap(request: web.Request, body: BootstrapBody) -> web.StreamResp
             return await stream_events(request, aiter(turn), turn, headers)
         events: list[dict[str, Any]] = []
         async for event in turn:
-            events.append(event_to_dict(event))
+            events.append(event_to_dict(on_wire(event)))
     except asyncio.CancelledError:
         turn.cancel()  # the client went away: the turn stops, its history stays valid
         raise
     row = await deps.sessions.get_session(opened.row.id)
     chat = chat_json(row or opened.row)
-    final = turn.final
+    final = on_wire(turn.final) if turn.final is not None else None
     if isinstance(final, ErrorEvent):
         if row is not None and row.message_count == 0:
             # Refused before anything was stored (an unknown skill, say): no chat is left
