@@ -40,7 +40,9 @@ async def start(bot: Factory, tmp_path: Path, release: asyncio.Event, **kw: Any)
 
 
 def script_worker(h: BotHarness) -> None:
-    h.model.enqueue_for(TASK, tool_reply("lookup", {"query": "everything"}), text_reply("It is 42."))
+    h.model.enqueue_for(
+        TASK, tool_reply("lookup", {"query": "everything"}), text_reply("It is 42.")
+    )
 
 
 def reports(h: BotHarness) -> list[ChatMessage]:
@@ -141,6 +143,8 @@ async def test_a_restart_marks_it_interrupted_and_offers_it_again_once(
     await again.settle()
     assert "Background task #1 started again" in message_now(again, message)
     assert len(reports(again)) == 1
-    offers = [c for c in again.tg.calls_to("sendMessage") if str(c.params["text"]).startswith(offer)]
+    offers = [
+        c for c in again.tg.calls_to("sendMessage") if str(c.params["text"]).startswith(offer)
+    ]
     assert len(offers) == 1
     assert await status(again) == "done"
