@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.agents.kit import agent_file, write_agents
 from tests.sim.script import text_reply, tool_reply
-from tests.sim.telegram_sim import OWNER, ChatMessage
+from tests.sim.telegram_sim import ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
 
 WORKER = agent_file("worker", "[lookup]", "Look it up, then answer in one line.")

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from kernel.agent.background import MAX_RUNNING
 from tests.agents.kit import agent_file, write_agents
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
@@ -109,3 +110,25 @@ async def test_refusals_name_the_problem(
     status, data, _ = await sc.call("POST", "/agent/tasks", {"kind": "agent", "agent": "worker"})
     assert status == 400 and data["error"]["code"] == "invalid_request"
     assert (await sc.call("GET", "/agent/tasks"))[1] == {"items": []}
+
+
+async def test_running_tasks_are_bounded(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    """``MAX_RUNNING`` tasks run at once (docs/architecture.md §9); one more is refused
+    until one ends, and the ended one leaves nothing behind."""
+    sc = await start(sidecar, anthropic_sim, tmp_path, asyncio.Event())
+    tasks = sc.kernel.agent.tasks
+    for n in range(MAX_RUNNING):
+        anthropic_sim.enqueue_for(f"job-{n}", tool_reply("lookup", {"query": "x"}))
+        status, _, _ = await sc.call("POST", "/agent/tasks", job(f"job-{n}"))
+        assert status == 201
+    status, data, _ = await sc.call("POST", "/agent/tasks", job("one more"))
+    assert status == 409 and data["error"]["code"] == "task_refused"
+    assert f"{MAX_RUNNING} background tasks are running already" in data["error"]["message"]
+
+    status, _, _ = await sc.call("POST", "/agent/tasks/1/stop")
+    assert status == 200
+    assert len(tasks._running) == MAX_RUNNING - 1 and not tasks._stopping
+    status, _, _ = await sc.call("POST", "/agent/tasks", job("now it fits"))
+    assert status == 201
