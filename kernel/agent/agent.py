@@ -153,6 +153,7 @@ class Agent:
         self.subagents = SubAgents(self.turn_parts, self.profiles.agents, self.background)
         # Background tasks (issue 38): a sub-agent's or a CLI's job beside the chat.
         self.tasks = BackgroundTasks(store, tools, self.asks)
+        self.tasks.agents = lambda: self.subagents.names
         task_tools.register(tools, self.tasks, self._tasks_offered)
 
     # ----- lifecycle -------------------------------------------------------------------

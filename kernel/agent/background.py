@@ -89,6 +89,9 @@ class BackgroundTasks:
         self.asks = asks
         self.channels: ChannelRegistry | None = None  # set by the composition root
         self.teller: Teller | None = None
+        # The usable sub-agents' names at the last scan (set by the Agent): a task for
+        # one that is not there is refused at once, not failed later.
+        self.agents: Callable[[], tuple[str, ...]] = tuple
         self._tasks = TaskSet("background-tasks")
         self._running: dict[int, asyncio.Task[None]] = {}  # bounded by MAX_RUNNING
         self._stopping: set[int] = set()  # ids the owner stopped (vs. a shutdown)
@@ -135,8 +138,13 @@ class BackgroundTasks:
             raise TaskError("invalid_request", t("task.bad_kind", kind=new.kind[:20]))
         if tool not in self.tools:
             raise TaskError("task_refused", t(f"task.no_{new.kind}"))
-        if new.kind == "agent" and not new.agent.strip():
-            raise TaskError("invalid_request", t("task.no_agent_named"))
+        if new.kind == "agent" and new.agent not in self.agents():
+            if not new.agent.strip():
+                raise TaskError("invalid_request", t("task.no_agent_named"))
+            names = ", ".join(self.agents()) or "-"
+            raise TaskError(
+                "task_refused", t("task.unknown_agent", name=new.agent[:64], names=names)
+            )
         self._check_room()
         spec = {"tool": tool, "arguments": new.arguments(), "context": _context_spec(context)}
         row = await self.rows.create(

@@ -105,6 +105,9 @@ async def test_refusals_name_the_problem(
     status, data, _ = await sc.call("POST", "/agent/tasks", {"kind": "cli", "task": "build"})
     assert status == 409 and data["error"]["code"] == "task_refused"
     assert "[cli.*]" in data["error"]["message"]
+    status, data, _ = await sc.call("POST", "/agent/tasks", job("dig", agent="ghost"))
+    assert status == 409 and data["error"]["code"] == "task_refused"
+    assert "no usable sub-agent named ghost: the usable ones are worker" in data["error"]["message"]
     status, data, _ = await sc.call("POST", "/agent/tasks", job("dig", session_id=999))
     assert status == 404 and data["error"]["code"] == "session_not_found"
     status, data, _ = await sc.call("POST", "/agent/tasks", {"kind": "agent", "agent": "worker"})
