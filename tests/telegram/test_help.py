@@ -31,7 +31,7 @@ ALL = [
     *("history", "resume", "retitle", "del_history", "project"),
     *("remember", "memory", "forget"),
     *("model", "provider", "persona", "mode"),
-    *("files", "prompts", "mcp"),
+    *("files", "prompts", "mcp", "tasks"),
     *("status", "usage", "audit", "start", "help"),
 ]
 
