@@ -15,7 +15,7 @@ from typing import Any
 from tests.agents.kit import agent_file, write_agents
 from tests.sim.script import text_reply, tool_reply
 from tests.sim.telegram_sim import ChatMessage
-from tests.telegram.conftest import BotHarness, Factory
+from tests.telegram.conftest import BotHarness, Factory, asking
 
 WORKER = agent_file("worker", "[lookup]", "Look it up, then answer in one line.")
 TASK = "TASK-7 find the answer to everything"
@@ -148,3 +148,25 @@ async def test_a_restart_marks_it_interrupted_and_offers_it_again_once(
     ]
     assert len(offers) == 1
     assert await status(again) == "done"
+
+
+async def test_a_tasks_approval_is_asked_in_the_chat_under_its_name(
+    bot: Factory, tmp_path: Path
+) -> None:
+    """Approvals apply as in a turn: with delegate_task approval-gated, the task's call
+    waits for the owner, asked in the chat under the task's name, after its turn ended."""
+    release = asyncio.Event()
+    release.set()
+    gated = "\n[tools.delegate_task]\napproval = true\napproval_timeout = 60\n"
+    h = await start(bot, tmp_path, release, extra=gated)
+    script_worker(h)
+    h.model.enqueue(CREATE, text_reply("Started it in the background."))
+    assert await h.converse("find it in the background") == "Started it in the background."
+
+    await h.tg.wait_until(lambda: any(asking(m) for m in h.bot_messages()))
+    asked = next(m for m in h.bot_messages() if asking(m))
+    assert asked.text.startswith("⏳ Background task #1: worker: TASK-7")
+    assert len(h.model.requests) == 2  # nothing ran before the owner approved
+    h.tg.inject_callback(buttons(asked)[0]["callback_data"], message_id=asked.message_id)
+    await h.tg.wait_until(lambda: bool(reports(h)), timeout=30)
+    assert reports(h)[0].text.endswith("It is 42.")
