@@ -151,6 +151,7 @@ class Kernel:
         # ... and every delivery goes through the outbound channels (seed 000's Channel
         # plugins), each built by its plugin.
         self.channel_registry = ChannelRegistry()
+        self.agent.tasks.channels = self.channel_registry  # a task's questions reach the owner
         # A coding CLI's permission prompts, answered by the owner (the MCP endpoint's
         # approve tool; the Delegator opens a grant per run that may ask).
         claude = config.cli.get("claude_code")

@@ -23,6 +23,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
+from kernel.agent import task_tools
+from kernel.agent.background import TOOLS, BackgroundTasks
 from kernel.agent.models import MODEL_OVERRIDE, ModelSelection, ProviderFactory, SelectionError
 from kernel.agent.prompt import SystemPrompt
 from kernel.agent.rewind import ConversationControl
@@ -149,6 +151,10 @@ class Agent:
         self._sleep = sleep
         # delegate_task (kernel.agent.subagents)
         self.subagents = SubAgents(self.turn_parts, self.profiles.agents, self.background)
+        # Background tasks (issue 38): a sub-agent's or a CLI's job beside the chat.
+        self.tasks = BackgroundTasks(store, tools, self.asks)
+        self.tasks.agents = lambda: self.subagents.names
+        task_tools.register(tools, self.tasks, self._tasks_offered)
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -157,6 +163,7 @@ class Agent:
         the active model's fallbacks' clients in the background: a failover then
         waits for no SDK import."""
         await self.selection.restore()
+        await self.tasks.start()
         self.background.spawn(self._warm_fallbacks(), "fallbacks-warm-up")
 
     async def _warm_fallbacks(self) -> None:
@@ -174,8 +181,13 @@ class Agent:
         for turn in self.sessions.running_turns():
             turn.cancel()
         await self._turns.wait(timeout)
+        await self.tasks.stop(timeout)
         await self.background.close(timeout)
         await self.selection.aclose()
+
+    def _tasks_offered(self) -> bool:
+        """The task tools are offered while something can run as one."""
+        return self.subagents.offered() or TOOLS["cli"] in self.tools
 
     def local_time(self, when: datetime) -> datetime:
         return when.astimezone(self.tz)

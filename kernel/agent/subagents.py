@@ -77,6 +77,25 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
+SEND = "send_message"
+SEND_DESCRIPTION = (
+    "Send a follow-up to a sub-agent this chat already gave a job (delegate_task or a "
+    "background task): it continues that conversation, remembering its earlier work, "
+    "and its next answer is this tool's result. Name the agent (its latest run from "
+    "this chat) or the child session's id."
+)
+SEND_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "description": "what to tell or ask it, in full"},
+        "agent": {"type": "string", "description": "the sub-agent's name"},
+        "session_id": {"type": "integer", "description": "the child session's id"},
+    },
+    "required": ["message"],
+}
+CHILDREN_SCANNED = 200  # the newest child sessions searched for the agent named
+
+
 class ChildTurn(Turn):
     """A sub-agent's turn. Nobody iterates it: each event goes to ``seen`` as it is
     emitted, and each model call counts into ``parent`` too (its /status, its final
@@ -116,6 +135,10 @@ class SubAgents:
         self._remember(self.library.scan())
         parts.tools.register(NAME, DESCRIPTION, PARAMETERS, self._tool, with_context=True)
         parts.tools.offer_when(NAME, self.offered)
+        parts.tools.register(
+            SEND, SEND_DESCRIPTION, SEND_PARAMETERS, self._send_tool, with_context=True
+        )
+        parts.tools.offer_when(SEND, self.offered)
 
     # ----- the offer ----------------------------------------------------------------
 
@@ -149,6 +172,24 @@ class SubAgents:
         ctx = context if isinstance(context, ToolContext) else ToolContext()
         return await self.run(agent, task, ctx)
 
+    async def _send_tool(
+        self, message: str, agent: str = "", session_id: int = 0, **extra: Any
+    ) -> str:
+        context = extra.get(CONTEXT_ARG)
+        ctx = context if isinstance(context, ToolContext) else ToolContext()
+        if not session_id:
+            session_id = await self._latest_child(agent, ctx.session_id)
+        return await self.follow_up(session_id, message, ctx)
+
+    async def _latest_child(self, agent: str, parent: int | None) -> int:
+        """The newest child session of ``parent`` run by ``agent``; ToolError if none."""
+        if parent is not None and agent.strip():
+            rows = await self.parts.store.list_sessions(limit=CHILDREN_SCANNED, channel=CHANNEL)
+            for row in rows:
+                if row.meta.get("parent_session") == parent and row.meta.get("agent") == agent:
+                    return row.id
+        raise ToolError(t("subagent.no_child", agent=agent[:64] or "-"))
+
     async def run(self, name: str, task: str, ctx: ToolContext) -> str:
         """Run sub-agent ``name`` on ``task`` for the tool call ``ctx``; its final text.
         Raises ToolError (the model reads it) when it cannot run or does not finish."""
@@ -170,7 +211,6 @@ class SubAgents:
             chat = await self.parts.scopes.outlook(ChatScope(ctx.persona, ctx.project))
         except ProfileError as exc:
             raise ToolError(str(exc)) from exc
-        limits = self.parts.config.agents
         meta: dict[str, object] = {"parent_session": ctx.session_id, "agent": profile.name}
         if ctx.tool_call_id:
             meta["tool_call_id"] = ctx.tool_call_id
@@ -179,6 +219,36 @@ class SubAgents:
             meta["cron_job_id"] = job
         title = f"{profile.name}: {' '.join(task.split())}"[:MAX_TITLE]
         row = await self.parts.store.create_session(CHANNEL, title=title, meta=meta)
+        return await self._drive(profile, chat, row.id, task, ctx)
+
+    async def follow_up(self, session_id: int, message: str, ctx: ToolContext) -> str:
+        """``send_message``: ``message`` into child session ``session_id``, which this
+        chat's session started; its next answer. Limits as for :meth:`run`."""
+        if ctx.depth >= 1:
+            raise ToolError(t("subagent.no_depth"))
+        if not message.strip():
+            raise ToolError(t("subagent.empty_message"))
+        row = await self.parts.store.get_session(session_id)
+        parent = row.meta.get("parent_session") if row is not None else None
+        if row is None or row.channel != CHANNEL or parent is None or parent != ctx.session_id:
+            raise ToolError(t("subagent.not_child", id=session_id))
+        name = str(row.meta.get("agent") or "")
+        try:
+            profile = await self.library.get(name)
+            chat = await self.parts.scopes.outlook(ChatScope(ctx.persona, ctx.project))
+        except ProfileError as exc:
+            raise ToolError(str(exc)) from exc
+        problem = self.parts.scopes.model_problem(profile)
+        if problem:
+            raise ToolError(problem)
+        return await self._drive(profile, chat, row.id, message, ctx)
+
+    async def _drive(
+        self, profile: Profile, chat: Outlook, session_id: int, task: str, ctx: ToolContext
+    ) -> str:
+        """One turn of sub-agent ``profile`` in its session: its final text (marked as
+        outside content when it read any), or ToolError."""
+        limits = self.parts.config.agents
         outside = [False]  # whether the child read outside content (web_*, mcp_* tools)
         shown = self._progress(profile.name, ctx)
 
@@ -187,7 +257,7 @@ class SubAgents:
                 outside[0] = True
             shown(event)
 
-        turn = ChildTurn(f"{CHANNEL}:{row.id}", ctx.turn, seen)
+        turn = ChildTurn(f"{CHANNEL}:{session_id}", ctx.turn, seen)
         outlook = Outlook(
             persona=chat.persona,
             project=chat.project,
@@ -195,7 +265,7 @@ class SubAgents:
             depth=ctx.depth + 1,
             max_tool_calls=limits.max_tool_calls,
         )
-        child = TurnRun(self.parts, turn, Conversation(session_id=row.id), outlook=outlook)
+        child = TurnRun(self.parts, turn, Conversation(session_id=session_id), outlook=outlook)
         given = UserInput(
             task,
             channel=CHANNEL,
@@ -205,7 +275,8 @@ class SubAgents:
             guest=ctx.guest_tools is not None,
             guest_tools=ctx.guest_tools or (),
         )
-        log.info("sub-agent %s: session %d for session %s", profile.name, row.id, ctx.session_id)
+        parent = ctx.session_id
+        log.info("sub-agent %s: session %d for session %s", profile.name, session_id, parent)
         try:
             async with asyncio.timeout(limits.max_seconds):
                 await child.run(given)

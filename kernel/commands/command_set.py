@@ -39,6 +39,7 @@ from kernel.commands.profiles import profile_command
 from kernel.commands.prompts import prompts_listing
 from kernel.commands.reply import Button, Choice, Reply
 from kernel.commands.status import ChannelReport, status_lines
+from kernel.commands.tasks import tasks_command
 from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
@@ -79,6 +80,7 @@ SHARED = (
     "retry",
     "rewind",
     "audit",
+    "tasks",
 )
 
 
@@ -125,6 +127,7 @@ class Commands:
             "retry": lambda conversation, arg: self.retry(conversation),
             "rewind": self.rewind,
             "audit": lambda conversation, arg: audit_command(self.agent, conversation, arg),
+            "tasks": lambda conversation, arg: tasks_command(self.agent, arg),
         }
 
     async def run(self, conversation: str, name: str, arg: str) -> Reply | None:

@@ -68,6 +68,7 @@ CATALOGUE: tuple[Command, ...] = (
     Command("files", "tools"),
     Command("prompts", "tools"),
     Command("mcp", "tools"),
+    Command("tasks", "tools"),
     Command("status", "system", menu=True),
     Command("usage", "system", menu=True),
     Command("audit", "system"),

@@ -206,6 +206,11 @@ class SelfOpsError(CodedError):
     pass
 
 
+class TaskError(CodedError):
+    """A background task (issue 38) refused: unknown, not running, over the cap, or
+    what it would run is not available."""
+
+
 class BudgetExceededError(CodedError):
     """A model call was not made: it could pass a ``[budget]`` limit (or a cron job's)."""
 
@@ -259,6 +264,10 @@ HTTP_STATUS: dict[str, int] = {
     "internal_error": 500,
     # sessions and turns
     "session_busy": 409,
+    # background tasks (issue 38, kernel/agent/background.py)
+    "task_not_found": 404,
+    "task_not_running": 409,
+    "task_refused": 409,
     "nothing_to_retry": 409,
     "nothing_to_undo": 409,
     "rewind_target_not_found": 404,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -249,9 +249,11 @@ class Mailbox:
         now: datetime,
         expires_at: datetime,
         settle: tuple[int, InboxState] | None = None,
+        also: Callable[[sqlite3.Connection], None] | None = None,
     ) -> list[int]:
         """Queue ``items`` in order; returns their row ids. ``settle``: an inbox row to
-        close in the same transaction (the reply and the end of its turn together)."""
+        close in the same transaction (the reply and the end of its turn together);
+        ``also``: another write of the same transaction (a task marked told)."""
         bodies = [(item.kind, dump_json(item.body, "outbox body")) for item in items]
         created, expires = stamp(now), stamp(expires_at)
         inbox_id = settle[0] if settle else None
@@ -268,6 +270,8 @@ class Mailbox:
                 ids.append(last_id(cur))
             if settle is not None:
                 _settle(conn, settle[0], settle[1], created, UNSETTLED)
+            if also is not None:
+                also(conn)
             return ids
 
         return await self.store.write("queue outgoing messages", op)

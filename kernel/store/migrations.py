@@ -477,6 +477,37 @@ def m018_v1_responses(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX v1_responses_created ON v1_responses(created_at)")
 
 
+def m019_agent_tasks(conn: sqlite3.Connection) -> None:
+    """Background tasks (issue 38): a sub-agent or a CLI delegation run beside its chat;
+    ``spec`` the tool call it runs and the chat's context (JSON), ``reported_at`` /
+    ``offered_at`` set in the same transaction as the outbox row that tells the owner
+    (kernel/store/tasks.py)."""
+    conn.execute(
+        """
+        CREATE TABLE agent_tasks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL CHECK (kind IN ('agent', 'cli')),
+            session_id INTEGER,
+            conversation TEXT NOT NULL DEFAULT '',
+            title TEXT NOT NULL,
+            spec TEXT NOT NULL DEFAULT '{}',
+            status TEXT NOT NULL CHECK (status IN (
+                'queued', 'running', 'done', 'failed', 'stopped', 'interrupted'
+            )),
+            progress TEXT NOT NULL DEFAULT '',
+            result TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL,
+            started_at TEXT,
+            ended_at TEXT,
+            reported_at TEXT,
+            offered_at TEXT
+        )
+        """
+    )
+    conn.execute("CREATE INDEX agent_tasks_session ON agent_tasks(session_id, id)")
+    conn.execute("CREATE INDEX agent_tasks_status ON agent_tasks(status)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -496,6 +527,7 @@ MIGRATIONS: list[Migration] = [
     Migration("audit", m016_audit),
     Migration("inbox_session", m017_inbox_session),
     Migration("v1_responses", m018_v1_responses),
+    Migration("agent_tasks", m019_agent_tasks),
 ]
 
 

@@ -66,6 +66,8 @@ from kernel.telegram.outbox import CHANNEL, Outbox
 from kernel.telegram.outlet import TelegramAsker, TelegramOutlet
 from kernel.telegram.picker import PATTERN as PICK_PATTERN
 from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_request
+from kernel.telegram.tasks import PATTERN as TASK_PATTERN
+from kernel.telegram.tasks import TaskTeller
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,7 @@ class TelegramChannel:
         self.dropped: Counter[str] = Counter()
         self.started_at = time.monotonic()
         self._watchdog = TaskSet("telegram watchdog")
+        self._teller: TaskTeller | None = None  # attached to the agent's tasks while running
         self._told_update: object = None  # the update whose failure was told last
         polls = poll_request()
         bot = PollingBot(
@@ -262,6 +265,8 @@ class TelegramChannel:
         self.life.started = True
         # Deliveries waiting for Telegram (a missed cron run fired at start) go now.
         self.services.channel_registry.attach(TelegramOutlet(self.deps))
+        self._teller = TaskTeller(self.deps)  # background tasks' results, the restart's offer
+        self.services.agent.tasks.attach(self._teller)
         log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
 
     async def stop(self) -> None:
@@ -269,6 +274,8 @@ class TelegramChannel:
         self.life.stopping = True  # the gate refuses new work; views say "interrupted"
         registry = self.services.channel_registry
         registry.detach(self.name)
+        if self._teller is not None:
+            self.services.agent.tasks.detach(self._teller)
         if isinstance(registry.asker, TelegramAsker):
             registry.asker = None
         if self.app.updater and self.app.updater.running:
@@ -312,6 +319,8 @@ class TelegramChannel:
         self.app.add_handler(pages)
         deleting = CallbackQueryHandler(self.commands.on_delete, pattern=DELETE_PATTERN)
         self.app.add_handler(deleting)
+        tasks = CallbackQueryHandler(self.commands.on_task, pattern=TASK_PATTERN)
+        self.app.add_handler(tasks)
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
         # "/skill/<name> …" and "/prompts:<name> …" start like commands but are messages
         # (the agent injects the skill, fills in the template), so they go to the inbound

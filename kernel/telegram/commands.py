@@ -23,6 +23,7 @@ from kernel.store.mailbox import InboxState
 from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.outbox import CHANNEL, RETRY, edit_item, plain_items
 from kernel.telegram.picker import Picker, picker_markup
+from kernel.telegram.tasks import task_arg
 
 if TYPE_CHECKING:
     from kernel.telegram.files import Files
@@ -219,6 +220,16 @@ class CommandSet:
         else:
             ids = [int(i) for i in query.data.removeprefix(DELETE).split(",")]
             reply = await self.commands.delete_now(conversation_of(chat), ids)
+        await self._answer_press(query, reply)
+
+    async def on_task(self, update: Update, context: Context) -> None:
+        """⏹ under /tasks, 🔁 under a restart's offer: the shared /tasks verb, and the
+        pressed message edited into what was done (kernel/telegram/tasks.py)."""
+        query = update.callback_query
+        assert query is not None and query.data is not None
+        chat = query.message.chat.id if query.message is not None else self.deps.owner
+        reply = await self.commands.run(conversation_of(chat), "tasks", task_arg(query.data))
+        assert reply is not None
         await self._answer_press(query, reply)
 
     async def _answer_press(self, query: Any, reply: Reply) -> None:

@@ -43,7 +43,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import replace as with_fields
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
@@ -221,11 +222,13 @@ class Outbox:
         settle: tuple[int, InboxState] | None = None,
         expiry: timedelta | None = None,
         caller_tells: bool = False,
+        also: Callable[[sqlite3.Connection], None] | None = None,
     ) -> Ticket:
         """Queue ``items`` durably, then wake the chat's worker; returns at once.
         Cancel-safe: a cancel while the row is written still registers and wakes.
-        ``caller_tells``: the caller handles a refusal itself (no ``tg.chunk_refused``)."""
-        task = asyncio.ensure_future(self._put(chat_id, items, settle, expiry, caller_tells))
+        ``caller_tells``: the caller handles a refusal itself (no ``tg.chunk_refused``);
+        ``also``: a write committed with the rows (a background task marked told)."""
+        task = asyncio.ensure_future(self._put(chat_id, items, settle, expiry, caller_tells, also))
         self._putting.add(task)
         task.add_done_callback(self._put_done)
         return await asyncio.shield(task)
@@ -244,6 +247,7 @@ class Outbox:
         settle: tuple[int, InboxState] | None,
         expiry: timedelta | None,
         caller_tells: bool,
+        also: Callable[[sqlite3.Connection], None] | None = None,
     ) -> Ticket:
         now = self.now()
         ids = await self.mailbox.put(
@@ -253,6 +257,7 @@ class Outbox:
             now=now,
             expires_at=now + (expiry or self.expiry),
             settle=settle,
+            also=also,
         )
         loop = asyncio.get_running_loop()
         futures = []

@@ -114,7 +114,7 @@ async def test_help_unknown_and_telegram_only_commands(
     lines = out.splitlines()
     assert lines[0] == "📖 Just type to chat (text only in a terminal). Commands by kind:"
     assert "🗂 Sessions: /history /resume /retitle /del_history /project" in lines
-    assert "🧰 Tools: /prompts /mcp" in lines  # no /files here
+    assert "🧰 Tools: /prompts /mcp /tasks" in lines  # no /files here
     assert lines[lines.index("✗ Unknown command: send /help for the list") + 1].startswith(
         "✗ /files works in Telegram only: it sends this session's files"
     )

@@ -273,6 +273,7 @@ class SimServer:
         self.port = port
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Scripted] = deque()
+        self._keyed: list[tuple[str, deque[Scripted]]] = []  # enqueue_for
         self._refusals: list[tuple[str, Error]] = []
         self._key_faults: dict[str, Error] = {}
         self.keys_seen: list[str] = []
@@ -299,6 +300,11 @@ class SimServer:
                 raise TypeError(f"cannot script {item!r}")
         self._queue.extend(items)
 
+    def enqueue_for(self, marker: str, *items: Scripted) -> None:
+        """Replies for the requests whose first message contains ``marker`` (a background
+        task's sub-agent, whose requests interleave with the chat's), before the queue."""
+        self._keyed.append((marker, deque(items)))
+
     def refuse_content(self, marker: str, error: Error) -> None:
         """Answer every request whose messages hold ``marker`` with ``error``, as a
         provider refuses content it will not take, however often it is sent; the
@@ -322,6 +328,7 @@ class SimServer:
         faults and the keys seen."""
         self.requests.clear()
         self._queue.clear()
+        self._keyed.clear()
         self._refusals.clear()
         self._key_faults.clear()
         self.keys_seen.clear()
@@ -400,6 +407,11 @@ class SimServer:
             for marker, error in self._refusals:
                 if marker in text:
                     return error
+        if self._keyed and messages:
+            first = json.dumps(messages[0], ensure_ascii=False)
+            for marker, queue in self._keyed:
+                if queue and marker in first:
+                    return queue.popleft()
         if self._queue:
             return self._queue.popleft()
         if self.fallback == "echo":

@@ -24,6 +24,7 @@ from kernel.store.decisions import Attempt, DecisionStore
 from kernel.store.mailbox import Mailbox
 from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
 from kernel.store.responses import ResponseStore
+from kernel.store.tasks import TaskStore
 from kernel.store.usage import UsageFilter, UsageStore
 
 TS = "2024-05-01T12:00:00+00:00"
@@ -571,6 +572,30 @@ async def check_v18(store: Store) -> None:
     assert await responses.delete("resp_1") and await responses.get("resp_1") is None
 
 
+def insert_v19(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO agent_tasks (kind, session_id, conversation, title, spec, status,"
+        " created_at, started_at) VALUES ('agent', 1, 'telegram:1', 'worker: dig',"
+        " '{\"tool\": \"delegate_task\"}', 'running', ?, ?)",
+        (TS, TS),
+    )
+
+
+async def check_v19(store: Store) -> None:
+    # A task a killed process left running reads back, and start-up marks it interrupted
+    # (to be offered again).
+    tasks = TaskStore(store)
+    [row] = await tasks.listed()
+    assert (row.title, row.status, row.spec) == (
+        "worker: dig",
+        "running",
+        {"tool": "delegate_task"},
+    )
+    assert await tasks.interrupt_running() == 1
+    [cut] = await tasks.unoffered()
+    assert cut.id == row.id and cut.status == "interrupted"
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -592,6 +617,7 @@ SAMPLES: dict[
     16: (insert_v16, check_v16),
     17: (insert_v17, check_v17),
     18: (insert_v18, check_v18),
+    19: (insert_v19, check_v19),
 }
 
 

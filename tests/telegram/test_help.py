@@ -31,7 +31,7 @@ ALL = [
     *("history", "resume", "retitle", "del_history", "project"),
     *("remember", "memory", "forget"),
     *("model", "provider", "persona", "mode"),
-    *("files", "prompts", "mcp"),
+    *("files", "prompts", "mcp", "tasks"),
     *("status", "usage", "audit", "start", "help"),
 ]
 
@@ -73,7 +73,7 @@ async def test_help_is_grouped_on_one_screen_and_names_every_command(bot: Factor
         "🗂 会话：/history /resume /retitle /del_history /project",
         "🧠 记忆：/remember /memory /forget",
         "🤖 模型：/model /provider /persona /mode",
-        "🧰 工具：/files /prompts /mcp",
+        "🧰 工具：/files /prompts /mcp /tasks",
         "⚙️ 系统：/status /usage /audit /start /help",
         "看详情：/help 会话，或 /help resume",
         "当前模型：main / model-a",

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from kernel.gateway.console.auth import cookie_name
+from tests.agents.kit import agent_file, write_agents
 from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply, tool_reply
@@ -73,7 +74,7 @@ class Console:
         await expect(self.page).to_have_url(self.sc.url + "/console/login")
         await self.page.fill("#key", key)
         await self.page.click("#go")
-        await expect(self.page.locator("#nav a")).to_have_count(9)
+        await expect(self.page.locator("#nav a")).to_have_count(10)
 
     async def show(self, name: str) -> None:
         """Open a page through the navigation, as a person would."""
@@ -146,7 +147,7 @@ async def test_sign_in(console: Opener) -> None:
     await expect(page).to_have_url(c.sc.url + "/console/login")
     await page.fill("#key", API_KEY)
     await page.click("#go")
-    await expect(page.locator("#nav a")).to_have_count(9)
+    await expect(page.locator("#nav a")).to_have_count(10)
     await expect(page).to_have_url(c.url)
     # The key is nowhere in the page; the sign-in cookie is out of the page's reach.
     stored = await page.evaluate(
@@ -403,6 +404,7 @@ async def test_every_page_shows(console: Opener) -> None:
         "sessions": "table#sessions",
         "memories": "#memory-search",
         "jobs": "table#jobs",
+        "tasks": "#tasks-empty",
         "usage": "#usage-chart, #usage-by-model",
         "asks": "#asks-empty",
         "skills": "table#skills",
@@ -550,4 +552,37 @@ async def test_the_audit_page_shows_events_in_words_and_a_broken_chain(console: 
     )
     await expect(page.locator("#audit-verdict")).to_have_class("badge broken")
     await c.shot("audit-broken")
+    c.check()
+
+
+async def test_a_running_task_shows_and_stops(console: Opener, tmp_path: Path) -> None:
+    """Issue 38: the tasks page lists a background task as it runs; Stop stops it."""
+    write_agents(tmp_path, {"worker": agent_file("worker", "[lookup]")})
+    c = await console()
+    release = asyncio.Event()  # never set: the task runs until stopped
+
+    @c.sc.kernel.tools.tool
+    async def lookup(query: str) -> str:
+        """Look something up.
+
+        Args:
+            query: what to look up
+        """
+        await release.wait()
+        return "found"
+
+    c.sim.enqueue(tool_reply("lookup", {"query": "x"}))
+    body = {"kind": "agent", "agent": "worker", "task": "dig", "title": "Dig deep"}
+    status, task, _ = await c.sc.call("POST", "/agent/tasks", body)
+    assert status == 201, task
+    await c.sign_in()
+    await c.show("tasks")
+    row = c.page.locator(f'#tasks tr[data-task-id="{task["id"]}"]')
+    await expect(row).to_contain_text("worker: Dig deep")
+    await expect(row).to_contain_text("running")
+    await c.shot("tasks")
+    await row.locator("[data-action=stop]").click()
+    await expect(row).to_have_attribute("data-status", "stopped")
+    await expect(row.locator("[data-action=stop]")).to_have_count(0)
+    assert not c.sc.kernel.agent.tasks.running(task["id"])
     c.check()

@@ -15,7 +15,7 @@ async def test_the_link_signs_in_once_and_leaves_the_address_bar(console: Opener
     token = data["link"]
     page = c.page
     await page.goto(f"{c.url}#signin={token}")
-    await expect(page.locator("#nav a")).to_have_count(9)
+    await expect(page.locator("#nav a")).to_have_count(10)
     await expect(page).to_have_url(c.url)
     seen = await page.evaluate("() => [location.href, history.length, document.body.outerHTML]")
     assert all(token not in str(part) for part in seen)

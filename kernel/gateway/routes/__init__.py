@@ -29,6 +29,7 @@ from kernel.gateway.routes import (
     routing,
     selfops,
     skills,
+    tasks,
     terminal,
     tool_invoke,
     trajectory,
@@ -62,6 +63,7 @@ ROUTERS: list[Router] = [
     mcp.router,
     mcp_endpoint.router,
     approvals.router,
+    tasks.router,
     config_view.router,
     trajectory.router,
 ]

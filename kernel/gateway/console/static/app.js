@@ -137,7 +137,7 @@ export function failed(error) {
   notify(error instanceof ApiFailure ? error.message : String(error), true);
 }
 
-export const PAGES = ["chat", "sessions", "memories", "jobs", "usage", "asks", "skills", "settings", "audit"];
+export const PAGES = ["chat", "sessions", "memories", "jobs", "tasks", "usage", "asks", "skills", "settings", "audit"];
 let current = null;
 let shows = 0; // a page whose script arrives after a newer choice is never drawn
 
