@@ -477,6 +477,37 @@ def m018_v1_responses(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX v1_responses_created ON v1_responses(created_at)")
 
 
+def m019_branches(conn: sqlite3.Connection) -> None:
+    """A session's branches walked (issue 38, seed 002 ``siblingNav``): ``branches`` names
+    each cut branch's fork (the message it continues after; 0: the start), how it came
+    to be and when; ``sessions.branch`` is the number the live history had as a branch
+    before a switch made it live (0: never switched). A branch cut before gets the last
+    message before it that was not in a branch cut earlier (kernel/store/branches.py)."""
+    conn.execute(
+        """
+        CREATE TABLE branches (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            branch INTEGER NOT NULL,
+            fork INTEGER NOT NULL,
+            how TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (session_id, branch)
+        )
+        """
+    )
+    conn.execute("ALTER TABLE sessions ADD COLUMN branch INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        """
+        INSERT INTO branches (session_id, branch, fork, how, at)
+        SELECT c.session_id, c.cut, COALESCE((
+            SELECT MAX(p.id) FROM messages p WHERE p.session_id = c.session_id
+            AND p.id < c.first AND (p.cut = 0 OR p.cut > c.cut)), 0), 'cut', c.at
+        FROM (SELECT session_id, cut, MIN(id) AS first, MAX(created_at) AS at
+              FROM messages WHERE cut > 0 GROUP BY session_id, cut) c
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -496,6 +527,7 @@ MIGRATIONS: list[Migration] = [
     Migration("audit", m016_audit),
     Migration("inbox_session", m017_inbox_session),
     Migration("v1_responses", m018_v1_responses),
+    Migration("branches", m019_branches),
 ]
 
 
