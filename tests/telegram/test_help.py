@@ -27,7 +27,7 @@ TEN = [
     "help",
 ]
 ALL = [
-    *("new", "cancel", "retry", "undo", "rewind"),
+    *("new", "cancel", "retry", "undo", "rewind", "branches"),
     *("history", "resume", "retitle", "del_history", "project"),
     *("remember", "memory", "forget"),
     *("model", "provider", "persona", "mode"),
