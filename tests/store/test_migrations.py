@@ -590,7 +590,8 @@ def insert_v19(conn: sqlite3.Connection) -> None:
             (id_, role, json.dumps([{"type": "text", "text": text}]), starts, TS, cut),
         )
     conn.execute(
-        "INSERT INTO branches (session_id, branch, fork, how, at) VALUES (19, 2, 1902, 'switch', ?)",
+        "INSERT INTO branches (session_id, branch, fork, how, at)"
+        " VALUES (19, 2, 1902, 'switch', ?)",
         (TS,),
     )
 
