@@ -39,6 +39,8 @@ async def test_a_rewound_branch_is_listed_switched_to_and_back(bot: Factory) -> 
     await h.converse("q-three")
     assert "Rewound: 4 messages" in await rewind_to(h, first.message_id)
     assert await h.converse("q-other") == "answer four"
+    four = h.bot_messages()[-1]
+    assert four.reply_markup is not None  # its 🔁
 
     # The cut branch is listed: where it forks, its first words, its size; one button.
     shown = await picker(h, "/branches")
@@ -50,6 +52,8 @@ async def test_a_rewound_branch_is_listed_switched_to_and_back(bot: Factory) -> 
     switched = await tap(h, shown, "#1 “q-two” (4)")
     assert "Switched to branch #1" in switched.text and "kept as branch #2" in switched.text
     assert "answer three" in switched.text  # where the branch leaves off
+    left = h.tg.message(OWNER, four.message_id)
+    assert left is not None and left.reply_markup is None  # no longer the latest answer
     h.model.enqueue(text_reply("answer five"))
     assert await h.converse("q-four") == "answer five"
     raw = sent(h)
