@@ -10,14 +10,20 @@ per cut), so the history and any audit stay whole.
   message of it is run again as a new turn; when that turn cannot start, or ends
   without an answer, the cut is taken back.
 
+- **switch** (issue 38, seed 002 ``siblingNav``): a cut branch becomes the live
+  history again, and what was live after its fork is kept as a branch in its place
+  (kernel/store/branches.py): nothing is lost by switching.
+
 Each refuses while a turn runs (BusyError: /cancel first), and with words naming the
-fix when there is nothing to cut. Each cut and each give-back is in the audit trail
-(``history.cut``, ``history.restored``): the rows of the cut messages stay, and still
-verify, because the messages stay. Public API: :class:`ConversationControl`, :class:`Cut`.
+fix when there is nothing to cut. Each cut, give-back and switch is in the audit trail
+(``history.cut``, ``history.restored``, ``history.switched``): the rows of the cut
+messages stay, and still verify, because the messages stay. Public API:
+:class:`ConversationControl`, :class:`Cut`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import dataclass
 
@@ -28,6 +34,7 @@ from kernel.audit import AuditLog, kinds
 from kernel.core.errors import BusyError, ConversationError
 from kernel.core.i18n import t
 from kernel.spend.meter import OWNER_CHANNELS
+from kernel.store.branches import Branches, Switched
 from kernel.store.db import Store, StoredMessage
 
 
@@ -132,7 +139,7 @@ class ConversationControl:
         own) and the exchange it replaced is seen again."""
         taken = (0, 0)
         if stored:
-            taken = await self.store.cut_after(cut.session_id, min(stored) - 1)
+            taken = await self.store.cut_after(cut.session_id, min(stored) - 1, "retry")
         await self.restore(cut, taken)
 
     async def latest_answer(self, conversation: str) -> int | None:
@@ -166,11 +173,47 @@ class ConversationControl:
         """(branches cut from the session, messages in them)."""
         return await self.store.count_branches(session_id)
 
+    async def list_branches(self, session_id: int) -> Branches:
+        return await self.store.list_branches(session_id)
+
+    async def switch(
+        self, conversation: str, branch: int, actor: str = "owner", session_id: int | None = None
+    ) -> Switched:
+        """Make ``branch`` of the conversation's session (or of ``session_id``) the live
+        history; the history left is kept as a branch. Refused while a turn runs, and
+        when there is no such branch. The switch and its audit row happen even when the
+        caller goes away meanwhile."""
+        if session_id is None:
+            session_id = self._session(conversation, "branch_not_found", branch=branch)
+        self._guard(conversation)  # and queued at once: a turn starting now comes after
+        future = self.store.switch_branch(session_id, branch)
+        future.add_done_callback(lambda done: self._switched(session_id, actor, done))
+        switched = await asyncio.shield(future)
+        if switched is None:
+            raise refused("branch_not_found", branch=branch)
+        return switched
+
+    def _switched(self, session_id: int, actor: str, done: asyncio.Future[Switched | None]) -> None:
+        if done.cancelled() or done.exception() is not None or done.result() is None:
+            return
+        switched = done.result()
+        assert switched is not None
+        self.audit.note(
+            kinds.HISTORY_SWITCHED,
+            session_id=session_id,
+            actor=actor,
+            branch=switched.branch,
+            fork=switched.fork,
+            restored=switched.restored,
+            left=[number for number, _ in switched.left],
+            cut=sum(count for _, count in switched.left),
+        )
+
     async def _cut(
         self, conversation: str, session_id: int, after_id: int, command: str, actor: str
     ) -> Cut:
         self._guard(conversation)  # a turn may have begun while the history was read
-        branch, count = await self.store.cut_after(session_id, after_id)
+        branch, count = await self.store.cut_after(session_id, after_id, command)
         await self.audit.record(
             kinds.HISTORY_CUT,
             session_id=session_id,
@@ -190,6 +233,7 @@ _WORDS = {
     "rewind_nothing_after": "conv.rewind_nothing_after",
     "retry_not_owner_chat": "conv.retry_not_owner",
     "retry_input_gone": "conv.retry_media_gone",
+    "branch_not_found": "conv.branch_not_found",
 }
 
 

@@ -185,7 +185,7 @@ class TurnRun:
         if start is None:
             return False
         store = self.parts.store
-        branch, count = await asyncio.shield(store.cut_after(self.session_id, start - 1))
+        branch, count = await asyncio.shield(store.cut_after(self.session_id, start - 1, "retry"))
         await self.trail.cut(self.session_id, actor_of(user_input), start - 1, branch, count)
         return True
 

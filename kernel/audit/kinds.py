@@ -51,6 +51,9 @@ HISTORY_CUT = "history.cut"
 # a retry given back: command, branch (shown again), restored, cut / cut_branch (what
 # the retry wrote, cut in its place)
 HISTORY_RESTORED = "history.restored"
+# a branch made the live history (issue 38): branch, fork (message id), restored
+# (messages), left (the branches the history left went to), cut (messages in them)
+HISTORY_SWITCHED = "history.switched"
 ARTIFACT_SAVED = "artifact.saved"  # artifact (id), kind, size, sha256 (never the name)
 PRUNED = "audit.pruned"  # sessions, rows, why (written by the store)
 KEYED = "audit.keyed"  # from: the first row sealed with the audit key (kernel/audit/key.py)
@@ -76,6 +79,7 @@ KINDS = (
     OUTBOX_FAILED,
     HISTORY_CUT,
     HISTORY_RESTORED,
+    HISTORY_SWITCHED,
     ARTIFACT_SAVED,
     PRUNED,
     KEYED,

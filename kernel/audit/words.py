@@ -295,6 +295,15 @@ def _restored(facts: Facts, actor: str) -> dict[str, str]:
     return {"branch": _paren(str(branch)) if branch is not None else ""}
 
 
+def _switched(facts: Facts, actor: str) -> dict[str, str]:
+    left = _get(facts, "left")
+    return {
+        "branch": _text(_get(facts, "branch")),
+        "restored": _text(_get(facts, "restored")),
+        "left": _paren(t("audit.switched_left", left=_text(left))) if left else "",
+    }
+
+
 def _artifact(facts: Facts, actor: str) -> dict[str, str]:
     return {
         "id": _id(facts, "artifact", "artifact_id", "id"),
@@ -332,6 +341,7 @@ _FILLERS: dict[str, Callable[[Facts, str], dict[str, str]]] = {
     kinds.OUTBOX_FAILED: _outbox,
     kinds.HISTORY_CUT: _cut,
     kinds.HISTORY_RESTORED: _restored,
+    kinds.HISTORY_SWITCHED: _switched,
     kinds.ARTIFACT_SAVED: _artifact,
     kinds.PRUNED: _pruned,
     kinds.KEYED: lambda facts, actor: {},

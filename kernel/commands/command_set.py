@@ -17,6 +17,7 @@ from kernel.agent.trail import actor_of
 from kernel.agent.turn_parts import UserInput
 from kernel.audit import kinds
 from kernel.commands.audit import audit_command
+from kernel.commands.branches import branches_command
 from kernel.commands.listing import (
     CONFIRM,
     DELETE,
@@ -79,6 +80,7 @@ SHARED = (
     "undo",
     "retry",
     "rewind",
+    "branches",
     "audit",
     "tasks",
 )
@@ -126,6 +128,9 @@ class Commands:
             "undo": lambda conversation, arg: self.undo(conversation),
             "retry": lambda conversation, arg: self.retry(conversation),
             "rewind": self.rewind,
+            "branches": lambda conversation, arg: branches_command(
+                self.agent, conversation, arg, self.actor
+            ),
             "audit": lambda conversation, arg: audit_command(self.agent, conversation, arg),
             "tasks": lambda conversation, arg: tasks_command(self.agent, arg),
         }

@@ -53,6 +53,7 @@ CATALOGUE: tuple[Command, ...] = (
     Command("retry", "chat", menu=True),
     Command("undo", "chat"),
     Command("rewind", "chat"),
+    Command("branches", "chat"),
     Command("history", "sessions", menu=True),
     Command("resume", "sessions", menu=True),
     Command("retitle", "sessions"),

@@ -186,7 +186,8 @@ class SkillError(CodedError):
 
 class ConversationError(CodedError, SessionError):
     """/undo, /rewind or /retry refused (issue 20): nothing to cut, no such answer,
-    not the owner's own chat, a message whose photo or file is no longer kept."""
+    not the owner's own chat, a message whose photo or file is no longer kept; a
+    switch to a branch the session does not have (issue 38)."""
 
 
 class PromptError(CodedError):
@@ -272,6 +273,7 @@ HTTP_STATUS: dict[str, int] = {
     "nothing_to_undo": 409,
     "rewind_target_not_found": 404,
     "rewind_nothing_after": 409,
+    "branch_not_found": 404,
     "retry_not_owner_chat": 409,
     "retry_input_gone": 409,
     "default_chat_protected": 400,

@@ -2,7 +2,8 @@
 
 One connection, used only from one dedicated worker thread; every public method is
 async and runs its SQL there, so database work never blocks the event loop. The
-methods come by table family: sessions and messages (``sessions.py``), settings
+methods come by table family: sessions and messages (``sessions.py``), a session's
+branches (``branches.py``), settings
 (``settings.py``), memories (``memories.py``); ``cron.py`` and ``channels.py`` wrap a
 Store for their own tables. The thread and its transactions are ``database.py``'s.
 """
@@ -16,6 +17,7 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 from kernel.core.errors import StoreError
+from kernel.store.branches import BranchTables
 from kernel.store.database import (
     RAW,
     Connection,
@@ -48,7 +50,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(SessionTables, SettingTables, MemoryTables):
+class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
 
     async def start(self) -> None:

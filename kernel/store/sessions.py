@@ -230,6 +230,8 @@ class SessionTables(Database):
             cur = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             prune_in(conn, self.audit_key, now, [session_id], "history cleared")
+            conn.execute("DELETE FROM branches WHERE session_id = ?", (session_id,))
+            conn.execute("UPDATE sessions SET branch = 0 WHERE id = ?", (session_id,))
             conn.execute("DELETE FROM artifacts WHERE session_id = ?", (session_id,))
             return cur.rowcount
 
@@ -374,50 +376,6 @@ class SessionTables(Database):
             return cur.rowcount
 
         return await self._write("mark messages failed", op)
-
-    async def cut_after(self, session_id: int, after_id: int) -> tuple[int, int]:
-        """Cut every message of the session after ``after_id`` that is not cut yet
-        (kept as history, never loaded for a model again), as one new branch.
-        Returns (the branch number, how many messages it holds); (0, 0) when none."""
-
-        def op(conn: sqlite3.Connection) -> tuple[int, int]:
-            row = conn.execute(
-                "SELECT COALESCE(MAX(cut), 0) + 1 FROM messages WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-            branch = int(row[0])
-            cur = conn.execute(
-                "UPDATE messages SET cut = ? WHERE session_id = ? AND id > ? AND cut = 0",
-                (branch, session_id, after_id),
-            )
-            return (branch, cur.rowcount) if cur.rowcount else (0, 0)
-
-        return await self._write("cut messages", op)
-
-    async def restore_branch(self, session_id: int, branch: int) -> int:
-        """Undo :meth:`cut_after` (a retry that could not start); returns how many."""
-
-        def op(conn: sqlite3.Connection) -> int:
-            cur = conn.execute(
-                "UPDATE messages SET cut = 0 WHERE session_id = ? AND cut = ?",
-                (session_id, branch),
-            )
-            return cur.rowcount
-
-        return await self._write("restore messages", op)
-
-    async def count_branches(self, session_id: int) -> tuple[int, int]:
-        """(branches cut from the session, messages in them)."""
-
-        def op(conn: sqlite3.Connection) -> tuple[int, int]:
-            row = conn.execute(
-                "SELECT COUNT(DISTINCT cut), COUNT(*) FROM messages"
-                " WHERE session_id = ? AND cut > 0",
-                (session_id,),
-            ).fetchone()
-            return int(row[0]), int(row[1])
-
-        return await self._read("count branches", op)
 
     async def count_rounds(self, session_id: int) -> int:
         """Rounds a model would be shown: failed or cut user messages do not count."""

@@ -22,7 +22,7 @@ from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.outbox import CHANNEL, RETRY, edit_item, plain_items
-from kernel.telegram.picker import Picker, picker_markup
+from kernel.telegram.picker import Picker, picker_markup, take_retry
 from kernel.telegram.tasks import task_arg
 
 if TYPE_CHECKING:
@@ -146,10 +146,19 @@ class CommandSet:
 
     async def _supersede(self, chat: int) -> None:
         """The chat's standing 🔁 goes: its answer is no longer the one to redo."""
-        live = self.deps.outbox.live_retry
-        if items := live.supersede(chat):
-            await self.deps.outbox.put(chat, items)
-            live.taken(chat, items)
+        await take_retry(self.deps, chat)
+
+    async def branches(self, update: Update, context: Context) -> None:
+        """The shared /branches (its listing a picker); a switch takes the standing 🔁
+        away like /undo."""
+        chat = self._chat(update)
+        arg = " ".join(context.args or [])
+        reply = await self.commands.run(conversation_of(chat), "branches", arg)
+        assert reply is not None
+        if arg and not reply.error:
+            await self._supersede(chat)
+        markup = picker_markup("branches", arg, reply)
+        await self._render(chat, reply, self._row(update), markup)
 
     async def retry(self, update: Update, context: Context) -> None:
         """The last exchange cut and its message answered again, shown like a message's

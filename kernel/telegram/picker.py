@@ -1,5 +1,5 @@
-"""Pickers (issue 34): a bare /resume, /model, /provider, /persona or /project answers
-with its choices as inline buttons; one tap acts.
+"""Pickers (issue 34): a bare /resume, /model, /provider, /persona, /project or /branches
+(issue 38) answers with its choices as inline buttons; one tap acts.
 
 The choices are the command's own (:class:`kernel.commands.Choice`), so every channel
 lists the same ones; here they become a keyboard of ``PER_PAGE`` buttons a page, the
@@ -39,9 +39,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Context = ContextTypes.DEFAULT_TYPE
 
-PICKED = ("resume", "model", "provider", "persona", "project")
+PICKED = ("resume", "model", "provider", "persona", "project", "branches")
 PREFIX = "pick:"
-PATTERN = r"^pick:(?:(?:resume|model|provider|persona|project):(?:p\d{1,4}|[0-9a-f]{8})|-)$"
+PATTERN = (
+    r"^pick:(?:(?:resume|model|provider|persona|project|branches):(?:p\d{1,4}|[0-9a-f]{8})|-)$"
+)
 NOTHING = "pick:-"
 PER_PAGE = 8
 LABEL = 60  # characters of a button's label
@@ -138,7 +140,18 @@ class Picker:
         if reply is None or reply.error:  # (busy) the picker stays, to tap again later
             return _alert(reply.text if reply is not None else t("pick.stale", command=name))
         await self.deps.outbox.put(owner, plain_items(reply.text, replace=message.message_id))
+        if name == "branches":  # another answer is the latest now
+            await take_retry(self.deps, owner)
         return None
+
+
+async def take_retry(deps: Deps, chat: int) -> None:
+    """The chat's standing 🔁 goes: its answer is no longer the one to redo (/undo, a
+    switch of branches)."""
+    live = deps.outbox.live_retry
+    if items := live.supersede(chat):
+        await deps.outbox.put(chat, items)
+        live.taken(chat, items)
 
 
 def _alert(text: str) -> str:

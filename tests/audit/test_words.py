@@ -121,6 +121,11 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], str]] = {
         "✂️ history cut by /undo: 2 messages",
     ),
     kinds.HISTORY_RESTORED: ("kernel", {"branch": 1}, "↩️ cut history restored (1)"),
+    kinds.HISTORY_SWITCHED: (
+        "owner",
+        {"branch": 1, "fork": 4, "restored": 2, "left": [3], "cut": 2},
+        "🔀 switched to branch #1 (2 messages) (the history left became branch 3)",
+    ),
     kinds.ARTIFACT_SAVED: (
         "kernel",
         {"artifact_id": 3, "kind": "cli", "size": 2048, "sha256": "99"},

@@ -43,3 +43,27 @@ async def test_retry_undo_and_rewind_in_the_terminal(
     assert out.getvalue().splitlines()[-1].startswith("Rewound: 2 messages")
     assert await chat.handle("/rewind")
     assert "as a reply" in out.getvalue().splitlines()[-1]
+
+
+async def test_branches_in_the_terminal_keep_what_retry_replaced(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim
+) -> None:
+    """/retry's replaced answer is a branch like /undo's cut (issue 38): /branches lists
+    it with the command that switches to it, and /branches N brings it back."""
+    kernel = await make_kernel(anthropic_sim, language="en")
+    out, err = io.StringIO(), io.StringIO()
+    chat = ConsoleChat(kernel, out, err, interactive=False)
+    anthropic_sim.enqueue(text_reply("first take"), text_reply("second take"), text_reply("ok"))
+    assert await chat.handle("/branches")
+    assert "no branches yet" in out.getvalue()
+    assert await chat.handle("q")
+    assert await chat.handle("/retry")
+    assert await chat.handle("/branches")
+    listing = out.getvalue().split("Branches of this conversation")[-1]
+    assert "#1 · " in listing and "replaced by 🔁" in listing and "at the start" in listing
+    assert "/branches 1" in listing
+    assert await chat.handle("/branches 1")
+    assert "Switched to branch #1" in out.getvalue() and "first take" in out.getvalue()
+    assert await chat.handle("q2")
+    sent = json.dumps(anthropic_sim.requests[-1].body["messages"])
+    assert "first take" in sent and "second take" not in sent and sent.count('"q"') == 1

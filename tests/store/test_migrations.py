@@ -596,6 +596,47 @@ async def check_v19(store: Store) -> None:
     assert cut.id == row.id and cut.status == "interrupted"
 
 
+def insert_v20(conn: sqlite3.Connection) -> None:
+    # A session switched to its branch 1 once; what it left is branch 2, after a1.
+    conn.execute(
+        "INSERT INTO sessions (id, channel, user_id, external_id, title, meta, created_at,"
+        " updated_at, branch) VALUES (19, 'telegram', '', 'session-19', NULL, '{}', ?, ?, 1)",
+        (TS, TS),
+    )
+    for id_, role, text, starts, cut in (
+        (1901, "user", "q1", 1, 0),
+        (1902, "assistant", "a1", 0, 0),
+        (1903, "user", "q2", 1, 2),
+        (1904, "assistant", "a2", 0, 2),
+    ):
+        conn.execute(
+            "INSERT INTO messages (id, session_id, role, content, starts_round, created_at,"
+            " cut) VALUES (?, 19, ?, ?, ?, ?, ?)",
+            (id_, role, json.dumps([{"type": "text", "text": text}]), starts, TS, cut),
+        )
+    conn.execute(
+        "INSERT INTO branches (session_id, branch, fork, how, at)"
+        " VALUES (19, 2, 1902, 'switch', ?)",
+        (TS,),
+    )
+
+
+async def check_v20(store: Store) -> None:
+    listed = await store.list_branches(19)
+    assert listed.active == 1
+    assert [(b.branch, b.fork, b.how, b.first_words) for b in listed.rows] == [
+        (2, 1902, "switch", "q2")
+    ]
+    # A branch cut before branches were named (sample 14) forks after the last message
+    # before it; switching to it works like to any other.
+    a1 = (await store.load_transcript(14))[1]
+    [old] = (await store.list_branches(14)).rows
+    assert (old.branch, old.fork, old.how, old.messages) == (1, a1.id, "cut", 2)
+    switched = await store.switch_branch(14, 1)
+    assert switched is not None and switched.left == ()
+    assert [m.text for m in await store.load_messages(14)] == ["q1", "a1", "q2", "a2"]
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -618,6 +659,7 @@ SAMPLES: dict[
     17: (insert_v17, check_v17),
     18: (insert_v18, check_v18),
     19: (insert_v19, check_v19),
+    20: (insert_v20, check_v20),
 }
 
 

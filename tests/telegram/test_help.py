@@ -27,7 +27,7 @@ TEN = [
     "help",
 ]
 ALL = [
-    *("new", "cancel", "retry", "undo", "rewind"),
+    *("new", "cancel", "retry", "undo", "rewind", "branches"),
     *("history", "resume", "retitle", "del_history", "project"),
     *("remember", "memory", "forget"),
     *("model", "provider", "persona", "mode"),
@@ -69,7 +69,7 @@ async def test_help_is_grouped_on_one_screen_and_names_every_command(bot: Factor
     text = await h.ask("/help")
     assert text.splitlines() == [
         "📖 直接发消息就能聊天，文字、图片、文件、语音都可以。命令按类别：",
-        "💬 聊天：/new /cancel /retry /undo /rewind",
+        "💬 聊天：/new /cancel /retry /undo /rewind /branches",
         "🗂 会话：/history /resume /retitle /del_history /project",
         "🧠 记忆：/remember /memory /forget",
         "🤖 模型：/model /provider /persona /mode",

@@ -228,6 +228,33 @@ async def test_open_a_session(console: Opener) -> None:
     await expect(view).to_contain_text("where should I travel?")
     await expect(view).to_contain_text("Paris is lovely in spring.")
     await c.shot("sessions")
+
+    # Branches (issue 38): /undo's cut and the live answer are siblings after the first
+    # answer; ‹ makes the older one live again, and › goes back.
+    c.sim.enqueue(text_reply("Rome, then."), text_reply("Lisbon, then."))
+    await c.sc.process("and in winter?", session_id="trip")
+    _, got, _ = await c.sc.call("GET", f"/chats/{chat['id']}?rounds=100")
+    paris = next(m["sequence"] for m in got["messages"] if m["role"] == "assistant")
+    status, _, _ = await c.sc.call("POST", f"/chats/{chat['id']}/rewind", {"after_sequence": paris})
+    assert status == 200
+    await c.sc.process("and in autumn?", session_id="trip")
+    await row.locator("[data-action=open]").click()
+    nav = view.locator(f'.branch-nav[data-fork="{paris}"]')
+    await expect(nav).to_contain_text("2/2")
+    await nav.locator("[data-action=branch-prev]").click()
+    await expect(view.locator(f'.branch-nav[data-fork="{paris}"]')).to_contain_text("1/2")
+    await c.shot("sessions-branches")
+    _, got, _ = await c.sc.call("GET", f"/chats/{chat['id']}?rounds=100")
+    assert got["active_branch"] == 1
+    live = [m["content"][0]["text"] for m in got["messages"] if not m.get("cut")]
+    assert live == [
+        "where should I travel?",
+        "Paris is lovely in spring.",
+        "and in winter?",
+        "Rome, then.",
+    ]
+    await c.page.locator(f'.branch-nav[data-fork="{paris}"] [data-action=branch-next]').click()
+    await expect(view.locator(f'.branch-nav[data-fork="{paris}"]')).to_contain_text("2/2")
     c.check()
 
 

@@ -151,8 +151,26 @@ class StoredMessage(Shape):
     cut: int | None = None  # the branch /undo, /rewind or /retry cut it with; never shown
 
 
+class ChatBranch(Shape):
+    """A branch (issue 38): messages /undo, /rewind, /retry or a switch took out of what
+    the model sees, kept (their ``cut`` is its id); POST /chats/{id}/branches/{branch}
+    makes it the live history."""
+
+    id: int
+    fork_sequence: int = Field(description="the message it continues after; 0: the start")
+    first_sequence: int
+    messages: int
+    first_words: str
+    how: str = Field(description="undo, rewind, retry, switch or cut")
+    created_at: str = Field(description="when its first message was written")
+    cut_at: str
+
+
 class ChatWithMessages(Chat):
     messages: list[StoredMessage] | None = None
+    branches: list[ChatBranch] | None = None
+    branch_count: int | None = None  # all of them (the newest 50 are listed)
+    active_branch: int | None = None  # the id the live history had as a branch; 0: none
 
 
 class Deleted(Shape):
@@ -255,7 +273,25 @@ async def get_chat(request: web.Request) -> web.Response:
         | ({"cut": s.cut} if s.cut else {})
         for s in await deps.sessions.load_transcript(row.id, rounds=rounds)
     ]
-    return json_response(out)
+    return json_response(out | await branches_json(deps, row.id))
+
+
+async def branches_json(deps: GatewayDeps, session_id: int) -> dict[str, Any]:
+    listed = await deps.agent.control.list_branches(session_id)
+    rows = [
+        {
+            "id": b.branch,
+            "fork_sequence": b.fork,
+            "first_sequence": b.first_id,
+            "messages": b.messages,
+            "first_words": b.first_words,
+            "how": b.how,
+            "created_at": b.started_at.isoformat(),
+            "cut_at": b.cut_at.isoformat(),
+        }
+        for b in listed.rows
+    ]
+    return {"branches": rows, "branch_count": listed.total, "active_branch": listed.active}
 
 
 @router.delete(

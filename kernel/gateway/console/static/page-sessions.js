@@ -1,5 +1,6 @@
 // Sessions: every channel's chats (GET /chats), opened with their messages
-// (GET /chats/{id}; cut ones marked), renamed (PATCH /chats/{id}), deleted
+// (GET /chats/{id}; cut ones marked; where branches fork, ‹ n/m › switches between
+// them: POST /chats/{id}/branches/{branch}), renamed (PATCH /chats/{id}), deleted
 // (DELETE /chats/{id}, after confirm()) and resumed in Telegram
 // (POST /chats/{id}/resume {"channel": "telegram"}).
 import { api, el, failed, localTime, notify, t } from "./app.js";
@@ -96,15 +97,59 @@ async function open(chat, viewer) {
   try {
     const data = await api("GET", `/chats/${encodeURIComponent(chat.id)}?rounds=100`);
     viewer.dataset.chatId = chat.id;
+    const shown = data.messages?.length ? transcript(data.messages, true) : [el("p", { class: "muted" }, t("web.sessions.empty"))];
     viewer.replaceChildren(
       el("h2", {}, title(data)),
       el("p", { class: "muted" }, `${data.channel} · ${data.session_id} · ${when(data.updated_at)}`),
-      ...(data.messages?.length ? transcript(data.messages, true) : [el("p", { class: "muted" }, t("web.sessions.empty"))]),
+      ...withBranches(shown, data, () => open(chat, viewer)),
     );
     viewer.scrollIntoView({ block: "start" });
   } catch (error) {
     failed(error);
   }
+}
+
+// The siblings at each fork on the live path (seed 002's siblingNav): the live
+// continuation and the branches forking there, in the order they were written. A nav
+// ‹ n/m › goes after the fork's message; its arrows make the neighbour live.
+function withBranches(nodes, data, reopen) {
+  const live = (data.messages || []).filter((m) => !m.cut);
+  const onPath = new Set(live.map((m) => m.sequence));
+  const forks = new Map();
+  for (const branch of data.branches || []) {
+    if (branch.fork_sequence && !onPath.has(branch.fork_sequence)) continue; // inside a branch
+    const siblings = forks.get(branch.fork_sequence) || [];
+    siblings.push({ id: branch.id, first: branch.first_sequence });
+    forks.set(branch.fork_sequence, siblings);
+  }
+  const out = [...nodes];
+  for (const [fork, siblings] of forks) {
+    const next = live.find((m) => m.sequence > fork);
+    siblings.push({ id: null, first: next ? next.sequence : Infinity });
+    siblings.sort((a, b) => a.first - b.first);
+    const here = siblings.findIndex((s) => s.id === null);
+    const go = (index) => async () => {
+      try {
+        await api("POST", `/chats/${encodeURIComponent(data.id)}/branches/${siblings[index].id}`);
+        notify(t("web.sessions.switched", { branch: siblings[index].id }));
+        await reopen();
+      } catch (error) {
+        failed(error);
+      }
+    };
+    const arrow = (text, index, action) =>
+      el("button", { type: "button", class: "quiet", "data-action": action, disabled: index < 0 || index >= siblings.length, onclick: go(index) }, text);
+    const nav = el(
+      "div",
+      { class: "branch-nav", "data-fork": fork, title: t("web.sessions.branches_here") },
+      arrow("‹", here - 1, "branch-prev"),
+      el("span", {}, `${here + 1}/${siblings.length}`),
+      arrow("›", here + 1, "branch-next"),
+    );
+    const at = out.findIndex((node) => node.dataset && Number(node.dataset.sequence) === fork);
+    out.splice(at + 1, 0, nav);
+  }
+  return out;
 }
 
 function rename(chat, cell) {
