@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from kernel.config.schema import SECRET, Base, Env, PosFloat, PosInt, Section
+from kernel.config.schema import SECRET, Base, Env, PosFloat, PosInt, Section, Url
 
 SearchProvider = Literal["", "tavily", "brave", "serpapi", "searxng"]
 SEARCH_PROVIDERS: tuple[str, ...] = tuple(p for p in get_args(SearchProvider) if p)
@@ -20,8 +20,9 @@ SEARCH_ENDPOINTS: dict[str, str] = {
 
 
 class WebSearchConfig(Section):
-    """``[web.search]``: which search service web_search asks. Without a provider (or
-    without the key it needs) web_search is not offered to the model."""
+    """``[web.search]``: which search service web_search asks. Without a provider it asks
+    the keyless endpoint (``keyless_url``); with one but without the key it needs,
+    web_search is not offered to the model."""
 
     provider: SearchProvider = Field(
         "", description='"tavily", "brave", "serpapi" or "searxng" (self-hosted); "": none'
@@ -35,6 +36,14 @@ class WebSearchConfig(Section):
     timeout: PosFloat = Field(20.0, description="seconds per search")
     max_results: Annotated[int, Field(ge=1, le=20)] = Field(
         10, description="the most results one search returns"
+    )
+    keyless_url: Url = Field(
+        "https://html.duckduckgo.com/html",
+        description="with no provider: the keyless HTML search endpoint (DuckDuckGo's); "
+        '"": none, web_search not offered',
+    )
+    keyless_per_minute: Annotated[int, Field(ge=1, le=60)] = Field(
+        6, description="keyless searches at most per minute (more are refused)"
     )
 
 
