@@ -1,5 +1,5 @@
 """``[web]`` (web_fetch and its safety), ``[web.search]`` (web_search's provider) and
-``[agents]`` (sub-agents' limits), issue 18."""
+``[agents]`` (sub-agents' limits), issue 18; ``[browser]`` (the browser tools), issue 38."""
 
 from __future__ import annotations
 
@@ -64,6 +64,29 @@ class WebConfig(Section):
     # [web.search], read as its own table.
     search: WebSearchConfig = Field(
         default_factory=WebSearchConfig, json_schema_extra={"toml": False}
+    )
+
+
+class BrowserConfig(Section):
+    """``[browser]``: the browser tools (issue 38), on Playwright driving the system's
+    Chromium (nothing downloaded). Off unless enabled; Chromium starts at the first use
+    and ends when no chat has used it for ``idle_seconds``. Every request it makes is
+    checked by [web]'s address rule (allow_private) and size limit (max_bytes)."""
+
+    enabled: bool = Field(False, description="offer the browser tools to the model")
+    executable: str = Field(
+        "", description="Chromium's path; empty: chromium, chromium-browser or google-chrome"
+    )
+    idle_seconds: PosFloat = Field(
+        300.0, description="a chat's page is closed after this long unused (Chromium too)"
+    )
+    max_pages: Annotated[int, Field(ge=1, le=16)] = Field(
+        3, description="chats with an open page at once (the least recently used closes)"
+    )
+    timeout: PosFloat = Field(30.0, description="seconds one browser action may take")
+    max_chars: PosInt = Field(12_000, description="characters of a page's text returned")
+    max_items: Annotated[int, Field(ge=1, le=1000)] = Field(
+        150, description="links, buttons and inputs numbered on a page"
     )
 
 

@@ -112,7 +112,11 @@ async def _ask(cfg: WebSearchConfig, user_agent: str, query: str) -> bytes:
             "POST",
             cfg.keyless_url + "/",
             data={"q": query, "b": ""},
-            headers={"User-Agent": user_agent, "Accept": "text/html", "Accept-Encoding": "identity"},
+            headers={
+                "User-Agent": user_agent,
+                "Accept": "text/html",
+                "Accept-Encoding": "identity",
+            },
         ) as response,
     ):
         status = response.status_code
@@ -121,7 +125,9 @@ async def _ask(cfg: WebSearchConfig, user_agent: str, query: str) -> bytes:
             raise Blocked
         if status != 200:
             log.info("web_search: the keyless endpoint answered HTTP %d", status)
-            raise ToolError(t("search.keyless_status", where=_place(cfg.keyless_url), status=status))
+            raise ToolError(
+                t("search.keyless_status", where=_place(cfg.keyless_url), status=status)
+            )
         try:
             page = await read_capped(response.aiter_raw(), MAX_PAGE)
         except TooLarge:

@@ -49,5 +49,3 @@ def is_web(link: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.netloc) and link.isprintable()
-
-

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,8 +28,8 @@ from kernel.core.capped import TooLarge, read_capped
 from kernel.core.errors import ToolError
 from kernel.core.tls import tls_context
 from kernel.core.untrusted import untrusted
-from kernel.web.results import MAX_DATE, SPACE, Result, clean, result_of
 from kernel.tools.registry import ToolRegistry
+from kernel.web.results import MAX_DATE, SPACE, Result, clean, result_of
 
 if TYPE_CHECKING:
     from kernel.web.keyless import Keyless
@@ -40,7 +39,6 @@ log = logging.getLogger(__name__)
 MAX_QUERY = 400  # characters of a query sent (Brave refuses longer ones)
 MAX_ANSWER = 2_000_000  # bytes of a provider's answer read
 NAMES = {"tavily": "Tavily", "brave": "Brave", "serpapi": "SerpAPI", "searxng": "SearXNG"}
-
 
 
 @dataclass(frozen=True)
@@ -134,6 +132,7 @@ PROVIDERS: dict[str, tuple[Build, Parse]] = {
 
 # ---------------------------------------------------------------- normalising
 
+
 def _pick(items: list[Any], title: str, url: str, snippet: str, *dates: str) -> list[Result]:
     """The results whose address is an http(s) URL, in the common shape."""
     out: list[Result] = []
@@ -198,7 +197,11 @@ def register(registry: ToolRegistry, config: Config) -> None:
 
 
 async def search(
-    cfg: WebSearchConfig, user_agent: str, query: str, count: int = 5, keyless: Keyless | None = None
+    cfg: WebSearchConfig,
+    user_agent: str,
+    query: str,
+    count: int = 5,
+    keyless: Keyless | None = None,
 ) -> str:
     """One search with ``cfg`` as it is now: the model's text, or ToolError in words
     that never quote the key or the request URL. No provider: ``keyless``'s endpoint."""

@@ -81,10 +81,12 @@ AD = """
 
 def result_page(query: str, hits: list[Hit], *, ad: bool = True) -> str:
     """A result page for ``query`` in the HTML interface's shape (see the module doc)."""
-    found = "".join(_result(h) for h in hits) if hits else (
-        '<div class="no-results">No results found for <b>'
-        + html.escape(query)
-        + "</b>.</div>"
+    found = (
+        "".join(_result(h) for h in hits)
+        if hits
+        else (
+            '<div class="no-results">No results found for <b>' + html.escape(query) + "</b>.</div>"
+        )
     )
     return f"""<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN">
 <html><head><meta http-equiv="content-type" content="text/html; charset=UTF-8">
