@@ -28,6 +28,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import httpcore
 import httpx
 
 from kernel.config.web import WebConfig
@@ -58,9 +59,17 @@ class Refusal:
 class Traffic:
     """One chat's route handler and the client it fetches with (closed with the page)."""
 
-    def __init__(self, web: WebConfig, *, resolver: Resolver | None = None) -> None:
+    def __init__(
+        self,
+        web: WebConfig,
+        *,
+        resolver: Resolver | None = None,
+        network: httpcore.AsyncNetworkBackend | None = None,
+    ) -> None:
         self.web = web
-        self._client = guarded_client(web, timeout=web.fetch_timeout, resolver=resolver)
+        self._client = guarded_client(
+            web, timeout=web.fetch_timeout, resolver=resolver, network=network
+        )
         self.refusal: Refusal | None = None  # the last refused top-level navigation
         self.redirect: str | None = None  # where the last top-level navigation redirected
         self.downloads = 0  # downloads refused since the page was last read

@@ -5,9 +5,12 @@ a screenshot.
 The numbers are written into the page itself (a ``data-kernel-n`` attribute on each
 visible link, button and input, in document order, at most ``[browser] max_items``) each
 time the page is read, so a click names exactly the element the model was shown; any
-click or fill reads the page again and the numbers start afresh. The readable text is
-web_fetch's (trafilatura through :func:`kernel.web.worker.extract`, off the event loop);
-everything read from a page reaches the model inside an untrusted-content block.
+click or fill reads the page again and the numbers start afresh; everything read from a page reaches the model inside an untrusted-content block.
+
+The text is what the page shows (its visible text: a form's answer, what a button
+revealed), and for a page longer than ``[browser] max_chars`` its main content as
+web_fetch reads it (trafilatura through :func:`kernel.web.worker.extract`, off the
+event loop): boilerplate goes before the article is cut.
 
 Public API: :func:`open_url`, :func:`click`, :func:`fill`, :func:`find`,
 :func:`screenshot`, :func:`read`.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from typing import Any
 
 from kernel.browser.session import Tab
@@ -30,6 +34,7 @@ from kernel.web.worker import extract
 
 log = logging.getLogger(__name__)
 
+_BLANKS = re.compile(r"\n\s*\n\s*")
 LABEL = 80  # characters of an element's label
 FOUND = 20  # matches find returns at most
 AROUND = 80  # characters of context each side of a match
@@ -123,9 +128,10 @@ async def read(tab: Tab, config: Config) -> dict[str, Any]:
     """The page as the model reads it: address, title, readable text, numbered items."""
     page = tab.page
     items = await page.evaluate(_NUMBER, config.browser.max_items)
-    html = await page.content()
-    text = (await extract(html, within=config.web.fetch_timeout)).text
     limit = config.browser.max_chars
+    text = _BLANKS.sub("\n\n", (await page.inner_text("body")).strip())
+    if len(text) > limit:  # a long page: its main content, as web_fetch reads it
+        text = (await extract(await page.content(), within=config.web.fetch_timeout)).text
     listing = "\n".join(_item_line(item) for item in items)
     refused = tab.traffic.downloads
     tab.traffic.downloads = 0

@@ -78,22 +78,22 @@ class Tab:
 
 class Browsers:
     """The browser of one Kernel (see the module docstring). ``resolver``: the guard's
-    (tests stand local pages behind made-up public names); ``launch_args``: added to
-    Chromium's (tests map those names to loopback); ``endpoint``: connect to a running
-    Chromium's DevTools endpoint instead of launching one (tests share one per module)."""
+    and ``network``: the guard's seams (tests stand local pages behind made-up public
+    names, as web_fetch's do); ``endpoint``: connect to a running Chromium's DevTools
+    endpoint instead of launching one (tests share one Chromium per module)."""
 
     def __init__(
         self,
         config: Config,
         *,
         resolver: Resolver | None = None,
-        launch_args: tuple[str, ...] = (),
+        network: Any = None,
         endpoint: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.resolver = resolver
-        self.launch_args = launch_args
+        self.network = network
         self.endpoint = endpoint
         self._clock = clock
         self._driver: Any = None  # the started Playwright
@@ -101,11 +101,12 @@ class Browsers:
         self._tabs: OrderedDict[str, Tab] = OrderedDict()  # least recently used first
         self._start = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Future[None]] = set()
 
     @property
     def running(self) -> bool:
-        """Whether Chromium (and the driver) are up."""
-        return self._browser is not None
+        """Whether Chromium (and the driver) are up, or still ending."""
+        return self._browser is not None or bool(self._stopping)
 
     def pages(self) -> list[str]:
         """The conversations with an open page."""
@@ -144,7 +145,7 @@ class Browsers:
             context = await browser.new_context(
                 accept_downloads=False, service_workers="block", viewport=VIEWPORT
             )
-            traffic = Traffic(self.config.web, resolver=self.resolver)
+            traffic = Traffic(self.config.web, resolver=self.resolver, network=self.network)
             try:
                 await traffic.attach(context)
                 page = await context.new_page()
@@ -194,7 +195,7 @@ class Browsers:
         if executable is None:
             shown = self.config.browser.executable or "/usr/bin/chromium"
             raise ToolError(t("browser.no_chromium", path=shown))
-        args = [*ARGS, *self.launch_args]
+        args = list(ARGS)
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
         return await driver.chromium.launch(
@@ -231,16 +232,16 @@ class Browsers:
             await self._close_tab(conversation)
 
     async def _shutdown(self) -> None:
-        """Chromium and the driver end (their memory given back)."""
+        """Chromium and the driver end (their memory given back); shielded, so a
+        cancelled caller (the idle reaper at Kernel's stop) never leaves them half-ended."""
         browser, driver = self._browser, self._driver
         self._browser = self._driver = None
-        if browser is not None:
-            with contextlib.suppress(Exception):
-                await browser.close()
-        if driver is not None:
-            with contextlib.suppress(Exception):
-                await driver.stop()
-            log.info("browser: Chromium stopped")
+        if browser is None and driver is None:
+            return
+        stopping = asyncio.ensure_future(_stop(browser, driver))
+        self._stopping.add(stopping)
+        stopping.add_done_callback(self._stopping.discard)
+        await asyncio.shield(stopping)
 
     async def close(self) -> None:
         """Every page, Chromium and the driver (Kernel's stop)."""
@@ -252,6 +253,18 @@ class Browsers:
         for name in list(self._tabs):
             await self._close_tab(name)
         await self._shutdown()
+        for stopping in list(self._stopping):
+            await stopping
+
+
+async def _stop(browser: Any, driver: Any) -> None:
+    if browser is not None:
+        with contextlib.suppress(Exception):
+            await browser.close()
+    if driver is not None:
+        with contextlib.suppress(Exception):
+            await driver.stop()
+    log.info("browser: Chromium stopped")
 
 
 async def _close_popup(opened: Any, page: Any) -> None:
