@@ -5,7 +5,8 @@ a screenshot.
 The numbers are written into the page itself (a ``data-kernel-n`` attribute on each
 visible link, button and input, in document order, at most ``[browser] max_items``) each
 time the page is read, so a click names exactly the element the model was shown; any
-click or fill reads the page again and the numbers start afresh; everything read from a page reaches the model inside an untrusted-content block.
+click or fill reads the page again and the numbers start afresh. Everything read from
+a page reaches the model inside an untrusted-content block.
 
 The text is what the page shows (its visible text: a form's answer, what a button
 revealed), and for a page longer than ``[browser] max_chars`` its main content as

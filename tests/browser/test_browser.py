@@ -27,8 +27,8 @@ from kernel.browser.session import Browsers
 from kernel.config import Config, load_config
 from kernel.tools.registry import ToolContext, ToolOutcome, ToolRegistry
 from tests.conftest import write_config
-from tests.webconsole.chromium import CHROMIUM
 from tests.web.site import PUBLIC_IP, Names, Nat
+from tests.webconsole.chromium import CHROMIUM
 
 if not Path(CHROMIUM).is_file():
     pytest.skip(

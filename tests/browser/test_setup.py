@@ -81,4 +81,4 @@ def test_the_sidecars_browser_items_name_the_tools() -> None:
     for bad in ({"action": "drag"}, ["open"], {}):
         with pytest.raises(ToolError, match="click"):
             browser.tool_call(bad)
-    assert browser.ACTING == {"browser_click", "browser_fill"}
+    assert {"browser_click", "browser_fill"} == browser.ACTING
