@@ -93,11 +93,11 @@ def tool_call(item: Any) -> tuple[str, dict[str, Any]]:
 
 def check(config: Config) -> tuple[str, str]:
     """``kernel check``'s browser line: (status, words). Imports nothing heavy."""
-    from kernel.browser.session import chromium_path, playwright_missing
+    from kernel.browser.session import chromium_path, playwright_missing, searched
 
     if playwright_missing():
-        return "fail", t("browser.no_playwright")
+        return "missing", t("browser.no_playwright")
     found = chromium_path(config.browser.executable)
     if found is None:
-        return "fail", t("browser.no_chromium", path=config.browser.executable or "PATH")
+        return "missing", t("browser.no_chromium", path=searched(config.browser.executable))
     return "ok", t("check.browser_ok", path=found)

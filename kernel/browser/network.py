@@ -24,6 +24,7 @@ Public API: :class:`Traffic`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -83,13 +84,22 @@ class Traffic:
         await context.route_web_socket("**/*", _refuse_socket)
 
     async def handle(self, route: Any) -> None:
-        """Playwright's route handler: fulfil a checked fetch, or abort."""
+        """Playwright's route handler: fulfil a checked fetch, or abort. Nothing escapes
+        it (a page closed meanwhile: the request is simply dropped)."""
+        try:
+            await self._handle(route)
+        except Exception as exc:
+            log.info("browser: a request was dropped (%s)", type(exc).__name__)
+            with contextlib.suppress(Exception):
+                await route.abort("failed")
+
+    async def _handle(self, route: Any) -> None:
         request = route.request
         url: str = request.url
         if url.startswith(_LOCAL_SCHEMES):
             await route.continue_()
             return
-        top = request.is_navigation_request() and request.frame.parent_frame is None
+        top = request.is_navigation_request() and _top_frame(request)
         if not url.startswith(("http://", "https://")):
             self._refused(top, t("browser.bad_url", problem=url.split(":", 1)[0][:20]))
             await route.abort("blockedbyclient")
@@ -113,7 +123,7 @@ class Traffic:
             self.redirect = str(httpx.URL(url).join(headers["location"].split("\n")[0]))
             await route.abort("aborted")
             return
-        if top and "attachment" in headers.get("content-disposition", "").lower():
+        if top and _download(headers):
             self.downloads += 1
             log.info("browser: a download was refused")
             self._refused(top, t("browser.download_refused"))
@@ -170,6 +180,25 @@ class Traffic:
                 joiner = "\n" if key == "set-cookie" else ", "
                 headers[key] = f"{headers[key]}{joiner}{value}" if key in headers else value
             return response.status_code, headers, data
+
+
+def _top_frame(request: Any) -> bool:
+    """Whether a navigation request is the page's own (not a frame's, not a popup's)."""
+    try:
+        return request.frame.parent_frame is None
+    except Exception:  # Playwright: no frame yet (a popup's first navigation)
+        return True
+
+
+_SHOWN = ("text/", "image/", "application/xhtml+xml", "application/xml", "application/json")
+
+
+def _download(headers: dict[str, str]) -> bool:
+    """Whether Chromium would save this answer rather than show it."""
+    if "attachment" in headers.get("content-disposition", "").lower():
+        return True
+    media = headers.get("content-type", "text/html").split(";", 1)[0].strip().lower()
+    return not media.startswith(_SHOWN)
 
 
 def _browser_words(exc: ToolError, url: str) -> str:

@@ -126,7 +126,8 @@ async def _settle(tab: Tab, config: Config) -> None:
 
 
 async def read(tab: Tab, config: Config) -> dict[str, Any]:
-    """The page as the model reads it: address, title, readable text, numbered items."""
+    """The page as the model reads it: its address, its text (title first) and its
+    numbered items, both inside untrusted-content blocks."""
     page = tab.page
     items = await page.evaluate(_NUMBER, config.browser.max_items)
     limit = config.browser.max_chars
@@ -134,11 +135,13 @@ async def read(tab: Tab, config: Config) -> dict[str, Any]:
     if len(text) > limit:  # a long page: its main content, as web_fetch reads it
         text = (await extract(await page.content(), within=config.web.fetch_timeout)).text
     listing = "\n".join(_item_line(item) for item in items)
+    title = " ".join((await page.title()).split())[:300]
+    if title and not text.startswith(title):
+        text = f"# {title}\n\n{text}"  # inside the untrusted block, as web_fetch's title
     refused = tab.traffic.downloads
     tab.traffic.downloads = 0
     result: dict[str, Any] = {
         "url": page.url,
-        "title": (await page.title())[:300],
         "text": untrusted(page.url, text[:limit]),
         "truncated": len(text) > limit,
         "items": untrusted(page.url, listing or "(none)"),

@@ -59,6 +59,11 @@ def chromium_path(executable: str) -> str | None:
     return next(filter(None, map(shutil.which, CANDIDATES)), None)
 
 
+def searched(executable: str) -> str:
+    """Where :func:`chromium_path` looked, for a refusal."""
+    return executable or f"PATH ({', '.join(CANDIDATES)})"
+
+
 def playwright_missing() -> bool:
     """Whether Playwright for Python is not installed (without importing it)."""
     return importlib.util.find_spec("playwright") is None
@@ -193,7 +198,7 @@ class Browsers:
     async def _launch(self, driver: Any) -> Any:
         executable = chromium_path(self.config.browser.executable)
         if executable is None:
-            shown = self.config.browser.executable or "/usr/bin/chromium"
+            shown = searched(self.config.browser.executable)
             raise ToolError(t("browser.no_chromium", path=shown))
         args = list(ARGS)
         if hasattr(os, "geteuid") and os.geteuid() == 0:

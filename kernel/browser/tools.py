@@ -155,6 +155,6 @@ def register(registry: ToolRegistry, config: Config, browsers: Browsers, shots: 
             data, title = await pages.screenshot(tab)
             url = tab.page.url
         said = await shots.deliver(data, title, context)
-        text = json.dumps({"url": url, "title": title, "screenshot": said}, ensure_ascii=False)
+        text = json.dumps({"url": url, "screenshot": said}, ensure_ascii=False)
         image = ImageBlock("image/png", base64.b64encode(data).decode("ascii"))
         return ToolReply(text, [image])

@@ -112,9 +112,10 @@ def number_of(items: str, label: str) -> int:
 async def test_open_click_fill_and_find(harness: Any) -> None:
     h: Harness = await harness()
     page = await h.read("browser_open", url=h.url("/"))
-    assert page["url"] == h.url("/") and page["title"] == "Tide pools"
+    assert page["url"] == h.url("/")
     text, items = page["text"], page["items"]
     assert text.startswith(f'<untrusted_content source="{h.url("/")}">')
+    assert "Tide pools" in text and items.startswith(f'<untrusted_content source="{h.url("/")}">')
     assert "rocky pockets on the shore" in text
     assert "Written by a script: visitors welcome." in text  # the page's JavaScript ran
     assert f'link "About us" -> {h.url("/about")}' in items

@@ -45,7 +45,7 @@ def test_check_names_a_missing_chromium_or_playwright_and_the_fix(
     set_language("en")
     missing = load(tmp_path, '\n[browser]\nenabled = true\nexecutable = "/no/such/chromium"\n')
     assert _browser(missing).render() == (
-        "[FAIL] browser: no Chromium at /no/such/chromium: run apt install chromium, "
+        "[warn] browser: no Chromium at /no/such/chromium: run apt install chromium, "
         "or set its path in [browser] executable"
     )
     if Path(CHROMIUM).is_file() and importlib.util.find_spec("playwright") is not None:
@@ -62,7 +62,7 @@ def test_check_names_a_missing_chromium_or_playwright_and_the_fix(
 
     monkeypatch.setattr(importlib.util, "find_spec", without_playwright)
     assert _browser(missing).render() == (
-        "[FAIL] browser: the browser tool needs Playwright, which is not installed: "
+        "[warn] browser: the browser tool needs Playwright, which is not installed: "
         "run uv sync --extra browser (or pip install playwright)"
     )
 
