@@ -120,8 +120,12 @@ def chromium() -> Iterator[str]:
         try:
             yield _endpoint(proc)
         finally:
-            proc.kill()
-            proc.wait()
+            proc.terminate()  # Chromium ends its own renderers
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
             assert proc.stderr is not None
             proc.stderr.close()
 
