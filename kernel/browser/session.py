@@ -45,7 +45,6 @@ ARGS = (
     "--disable-sync",
     "--disable-quic",
     "--dns-prefetch-disable",
-    "--disable-features=NetworkPrediction",
 )
 VIEWPORT = {"width": 1280, "height": 800}
 
@@ -200,11 +199,14 @@ class Browsers:
         if executable is None:
             shown = searched(self.config.browser.executable)
             raise ToolError(t("browser.no_chromium", path=shown))
-        args = list(ARGS)
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            args.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
+        # Chromium's own sandbox (a page's renderer walled off), unless the owner turned
+        # it off or Kernel runs as root, where Chromium refuses to start with it.
+        root = hasattr(os, "geteuid") and os.geteuid() == 0
         return await driver.chromium.launch(
-            executable_path=executable, args=args, headless=True, chromium_sandbox=False
+            executable_path=executable,
+            args=list(ARGS),
+            headless=True,
+            chromium_sandbox=self.config.browser.sandbox and not root,
         )
 
     async def _reap(self) -> None:

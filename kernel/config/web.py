@@ -83,6 +83,10 @@ class BrowserConfig(Section):
     max_pages: Annotated[int, Field(ge=1, le=16)] = Field(
         3, description="chats with an open page at once (the least recently used closes)"
     )
+    sandbox: bool = Field(
+        True,
+        description="Chromium's own sandbox (off as root); false only where it cannot start",
+    )
     timeout: PosFloat = Field(30.0, description="seconds one browser action may take")
     max_chars: PosInt = Field(12_000, description="characters of a page's text returned")
     max_items: Annotated[int, Field(ge=1, le=1000)] = Field(
