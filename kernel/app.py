@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from kernel.agent.agent import SKILLS_FOLDER, Agent
@@ -197,6 +197,7 @@ class Kernel:
         self.agent.meter.job_budget = self._job_budget
         self.frontends: list[Frontend] = []  # started by serve(), stopped first
         self._tasks = TaskSet("kernel")
+        self._tool_closers: list[Callable[[], Awaitable[None]]] = []  # what tools started
 
     @property
     def webhook(self) -> WebhookChannel:
@@ -304,7 +305,15 @@ class Kernel:
                 lambda: self.plugins.create_provider(titles), self._sleep
             )
         tool_deps = ToolDeps(
-            self.config, self.tools, self.memories, self.delegator, self.agent.profiles, self.cron
+            self.config,
+            self.tools,
+            self.memories,
+            self.delegator,
+            self.agent.profiles,
+            self.cron,
+            artifacts=self.artifacts,
+            channels=self.channel_registry,
+            closers=self._tool_closers,
         )
         for register_tools in self.plugins.tools:
             register_tools(tool_deps)
@@ -425,6 +434,8 @@ class Kernel:
                 await parts.stop()
         await self.retention.stop()
         await self.agent.stop()
+        for close in self._tool_closers:  # a browser's Chromium (issue 38)
+            await close()
         await self.delegator.stop()
         await self.mcp.stop()
         if self.agent.titles is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kernel.channels.deps import ChannelDeps, ChannelFactory
@@ -34,6 +34,7 @@ from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider
 
 if TYPE_CHECKING:
+    from kernel.core.delivery import ChannelRegistry
     from kernel.cron.scheduler import CronScheduler
     from kernel.cron.workflow import NodeHandler
     from kernel.delegate.adapters import CliAdapter
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from kernel.gateway.api import Router
     from kernel.memory.memories import Memories
     from kernel.profiles import Profiles
+    from kernel.store.artifacts import ArtifactStore
     from kernel.store.db import Store
     from kernel.tools.registry import ToolRegistry
 
@@ -55,6 +57,11 @@ class ToolDeps:
     delegator: Delegator
     profiles: Profiles
     cron: CronScheduler
+    # What a tool may make and send into a chat (a browser screenshot), and the closers
+    # Kernel's stop awaits (a Chromium a tool started): issue 38.
+    artifacts: ArtifactStore | None = None
+    channels: ChannelRegistry | None = None
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "kernel.plugins:telegram",
     "kernel.plugins:tools",
     "kernel.plugins:web",
+    "kernel.plugins:browser",
     "kernel.plugins:delegation",
     "kernel.plugins:cron",
     "kernel.plugins:gateway",
@@ -219,6 +227,21 @@ def web(plugins: Plugins) -> None:
         from kernel import web
 
         web.register(deps.tools, deps.config)
+
+    plugins.add_tools(register)
+
+
+def browser(plugins: Plugins) -> None:
+    def register(deps: ToolDeps) -> None:
+        if not deps.config.browser.enabled:
+            return  # nothing of the browser is imported
+        from kernel import browser
+
+        closer = browser.register(
+            deps.tools, deps.config, artifacts=deps.artifacts, channels=deps.channels
+        )
+        if closer is not None:
+            deps.closers.append(closer)
 
     plugins.add_tools(register)
 

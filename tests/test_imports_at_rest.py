@@ -10,7 +10,8 @@ rest), and again after it has answered the owner once.
   client code beyond the routes.
 - Without ``[stt]``/``[tts]``, no ``kernel.voice``; never the TUI, the command-line
   client, an MCP client without servers, or ``cryptography`` (python-telegram-bot's
-  optional Passport support)."""
+  optional Passport support); never Playwright, even with ``[browser]`` enabled, until
+  a browser tool runs."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ NEVER_AT_REST = (
     "mcp",
     "cryptography",
     "click",
+    "playwright",
 )
 
 
@@ -75,7 +77,7 @@ def loaded(modules: set[str], package: str) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def service(tmp_path: Path, provider: str, **gateway: object):  # type: ignore[no-untyped-def]
+async def service(tmp_path: Path, provider: str, extra: str = "", **gateway: object):  # type: ignore[no-untyped-def]
     model: SimServer = (
         AnthropicSim(fallback="echo") if provider == "claude" else OpenAISim(fallback="echo")
     )
@@ -86,7 +88,7 @@ async def service(tmp_path: Path, provider: str, **gateway: object):  # type: ig
         stack.push_async_callback(model.stop)
         path = write_config(tmp_path, model.base_url, provider, gateway=dict(gateway))
         with path.open("a", encoding="utf-8") as config:
-            config.write(f'[telegram]\napi_base = "{tg.api_base}"\npoll_timeout = 1\n')
+            config.write(f'[telegram]\napi_base = "{tg.api_base}"\npoll_timeout = 1\n{extra}')
         env = kernel_env(
             KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN,
             KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER),
@@ -126,9 +128,12 @@ async def answered_once(svc: Service) -> set[str]:
 async def test_a_claude_kernel_with_the_sidecar_rests_without_sdk_voice_or_clients(
     tmp_path: Path,
 ) -> None:
-    async with service(tmp_path, "claude") as svc:
+    # The browser is enabled: its tools are offered, but neither Playwright nor Chromium
+    # is there until the model first uses one (issue 38).
+    async with service(tmp_path, "claude", extra="[browser]\nenabled = true\n") as svc:
         resting = await svc.modules()
         assert {p: loaded(resting, p) for p in NEVER_AT_REST} == {p: [] for p in NEVER_AT_REST}
+        assert "kernel.browser.tools" in resting  # registered: enabled
         assert loaded(resting, "kernel.gateway.routes")  # the sidecar is on: its routes are
         assert "aiohttp.web" in resting
         after = await answered_once(svc)

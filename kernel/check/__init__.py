@@ -75,7 +75,19 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
     lines += await _mcp(config)
     lines += await asyncio.to_thread(_clis, config)
     lines.append(await asyncio.to_thread(_ffmpeg, config))
+    if config.browser.enabled:
+        lines.append(await asyncio.to_thread(_browser, config))
     return lines
+
+
+def _browser(config: Config) -> CheckLine:
+    """The browser tools' Playwright and Chromium (issue 38), when [browser] enabled: a
+    warning when either is missing (Kernel runs; the tools answer with the same words),
+    as for a coding CLI or ffmpeg that is not there."""
+    from kernel import browser
+
+    status, words = browser.check(config)
+    return CheckLine("browser", "ok" if status == "ok" else "warn", words)
 
 
 async def _bounded(

@@ -15,7 +15,7 @@ Public API (``from kernel.config import …``):
   :class:`CronConfig`, :class:`BudgetConfig`, :class:`ModelPrice`, :class:`SttConfig`,
   :class:`TtsConfig`, :class:`RoutingConfig` with :class:`RoutingRule` and
   :class:`ModelOptions`, :class:`WebConfig` with :class:`WebSearchConfig`,
-  :class:`AgentsConfig`, :class:`PromptsConfig`, :class:`FeaturesConfig`;
+  :class:`AgentsConfig`, :class:`BrowserConfig`, :class:`PromptsConfig`, :class:`FeaturesConfig`;
 - the shape of the file, derived from :class:`Config`: :data:`SCHEMA`, :func:`unknown_keys`;
 - helpers: :func:`provider_env_key`, :func:`parse_ref`, :func:`compile_pattern`,
   :func:`model_alias_target`, :func:`webhook_backoff`, :func:`webhook_worst_case`,
@@ -92,6 +92,7 @@ from kernel.config.web import (
     SEARCH_ENDPOINTS,
     SEARCH_PROVIDERS,
     AgentsConfig,
+    BrowserConfig,
     WebConfig,
     WebSearchConfig,
 )
@@ -142,6 +143,7 @@ __all__ = [
     "WebConfig",
     "WebSearchConfig",
     "AgentsConfig",
+    "BrowserConfig",
     "SEARCH_ENDPOINTS",
     "SEARCH_PROVIDERS",
     "WebhookChannelConfig",

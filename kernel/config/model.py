@@ -35,7 +35,7 @@ from kernel.config.readers import Load, Reader
 from kernel.config.routing import RoutingConfig
 from kernel.config.schema import is_toml, marker
 from kernel.config.voice import SttConfig, TtsConfig
-from kernel.config.web import AgentsConfig, WebConfig
+from kernel.config.web import AgentsConfig, BrowserConfig, WebConfig
 
 RUNTIME_FILE = "runtime.toml"
 _INTERNAL: Any = {"toml": False}  # a field Kernel sets, not a table of the file
@@ -77,6 +77,7 @@ class Config(BaseModel):
     )
     web: Annotated[WebConfig, Reader(readers.read_web)] = Field(default_factory=WebConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
     prompts: Annotated[PromptsConfig, Reader(readers.read_prompts)] = Field(
         default_factory=PromptsConfig
     )

@@ -1,5 +1,5 @@
 """``[web]`` (web_fetch and its safety), ``[web.search]`` (web_search's provider) and
-``[agents]`` (sub-agents' limits), issue 18."""
+``[agents]`` (sub-agents' limits), issue 18; ``[browser]`` (the browser tools), issue 38."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from kernel.config.schema import SECRET, Base, Env, PosFloat, PosInt, Section
+from kernel.config.schema import SECRET, Base, Env, PosFloat, PosInt, Section, Url
 
 SearchProvider = Literal["", "tavily", "brave", "serpapi", "searxng"]
 SEARCH_PROVIDERS: tuple[str, ...] = tuple(p for p in get_args(SearchProvider) if p)
@@ -20,8 +20,9 @@ SEARCH_ENDPOINTS: dict[str, str] = {
 
 
 class WebSearchConfig(Section):
-    """``[web.search]``: which search service web_search asks. Without a provider (or
-    without the key it needs) web_search is not offered to the model."""
+    """``[web.search]``: which search service web_search asks. Without a provider it asks
+    the keyless endpoint (``keyless_url``); with one but without the key it needs,
+    web_search is not offered to the model."""
 
     provider: SearchProvider = Field(
         "", description='"tavily", "brave", "serpapi" or "searxng" (self-hosted); "": none'
@@ -35,6 +36,14 @@ class WebSearchConfig(Section):
     timeout: PosFloat = Field(20.0, description="seconds per search")
     max_results: Annotated[int, Field(ge=1, le=20)] = Field(
         10, description="the most results one search returns"
+    )
+    keyless_url: Url = Field(
+        "https://html.duckduckgo.com/html",
+        description="with no provider: the keyless HTML search endpoint (DuckDuckGo's); "
+        '"": none, web_search not offered',
+    )
+    keyless_per_minute: Annotated[int, Field(ge=1, le=60)] = Field(
+        6, description="keyless searches at most per minute (more are refused)"
     )
 
 
@@ -55,6 +64,33 @@ class WebConfig(Section):
     # [web.search], read as its own table.
     search: WebSearchConfig = Field(
         default_factory=WebSearchConfig, json_schema_extra={"toml": False}
+    )
+
+
+class BrowserConfig(Section):
+    """``[browser]``: the browser tools (issue 38), on Playwright driving the system's
+    Chromium (nothing downloaded). Off unless enabled; Chromium starts at the first use
+    and ends when no chat has used it for ``idle_seconds``. Every request it makes is
+    checked by [web]'s address rule (allow_private) and size limit (max_bytes)."""
+
+    enabled: bool = Field(False, description="offer the browser tools to the model")
+    executable: str = Field(
+        "", description="Chromium's path; empty: chromium, chromium-browser or google-chrome"
+    )
+    idle_seconds: PosFloat = Field(
+        300.0, description="a chat's page is closed after this long unused (Chromium too)"
+    )
+    max_pages: Annotated[int, Field(ge=1, le=16)] = Field(
+        3, description="chats with an open page at once (the least recently used closes)"
+    )
+    sandbox: bool = Field(
+        True,
+        description="Chromium's own sandbox (off as root); false only where it cannot start",
+    )
+    timeout: PosFloat = Field(30.0, description="seconds one browser action may take")
+    max_chars: PosInt = Field(12_000, description="characters of a page's text returned")
+    max_items: Annotated[int, Field(ge=1, le=1000)] = Field(
+        150, description="links, buttons and inputs numbered on a page"
     )
 
 

@@ -22,7 +22,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from kernel.core.asks import Answer, AskOutcome, AskRegistry, Question
 from kernel.core.errors import ChannelError
@@ -58,6 +59,18 @@ class Channel(Protocol):
         ...
 
     async def send_text(self, target: Target, text: str) -> None: ...
+
+
+@runtime_checkable
+class FileChannel(Protocol):
+    """A channel that can also send a file into the chat (Telegram: a photo or a
+    document): what a tool made there, a browser screenshot. Raises ChannelError."""
+
+    name: str
+
+    def unavailable(self) -> str: ...
+
+    async def send_file(self, target: Target, path: Path, name: str, caption: str) -> None: ...
 
 
 class Asker(Protocol):

@@ -9,7 +9,9 @@ approvals) on the same inline-button board the chat's own turns use.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel.core.delivery import Target
@@ -20,6 +22,9 @@ from kernel.telegram.outbox import reply_items
 
 if TYPE_CHECKING:
     from kernel.telegram.deps import Deps
+
+PHOTO_TYPES = (".png", ".jpg", ".jpeg")
+MAX_PHOTO = 10 * 1024 * 1024  # Telegram's limit for a photo a bot sends
 
 
 class TelegramOutlet:
@@ -41,6 +46,29 @@ class TelegramOutlet:
         try:
             await self.deps.outbox.put(owner, reply_items(text))
         except Exception as exc:  # the store refused: the delivery is not queued
+            raise ChannelError(
+                ChannelError.DISPATCH_FAILED,
+                t("channel.failed", name=self.name, detail=type(exc).__name__),
+                channel=self.name,
+            ) from None
+
+    async def send_file(self, target: Target, path: Path, name: str, caption: str) -> None:
+        """Send a file Kernel made (a browser screenshot) to the owner at once, not
+        through the outbox (as /files does: a file on disk is not kept in the database):
+        an image as a photo, anything else, or an image past Telegram's photo limit, as
+        a document."""
+        owner = self.deps.owner
+        if target.user_id and target.user_id != str(owner):
+            raise ChannelError(ChannelError.DISPATCH_FAILED, t("tg.owner_only"), channel=self.name)
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+            if path.suffix.lower() in PHOTO_TYPES and len(data) <= MAX_PHOTO:
+                await self.deps.bot.send_photo(owner, photo=data, caption=caption[:1024])
+            else:
+                await self.deps.bot.send_document(
+                    owner, document=data, filename=name, caption=caption[:1024]
+                )
+        except Exception as exc:  # unreadable, or Telegram refused: told by type only
             raise ChannelError(
                 ChannelError.DISPATCH_FAILED,
                 t("channel.failed", name=self.name, detail=type(exc).__name__),

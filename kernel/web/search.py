@@ -13,13 +13,11 @@ error or a log line; failures are told in this module's own words.
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -31,18 +29,16 @@ from kernel.core.errors import ToolError
 from kernel.core.tls import tls_context
 from kernel.core.untrusted import untrusted
 from kernel.tools.registry import ToolRegistry
+from kernel.web.results import MAX_DATE, SPACE, Result, clean, result_of
+
+if TYPE_CHECKING:
+    from kernel.web.keyless import Keyless
 
 log = logging.getLogger(__name__)
 
 MAX_QUERY = 400  # characters of a query sent (Brave refuses longer ones)
 MAX_ANSWER = 2_000_000  # bytes of a provider's answer read
-MAX_TITLE = 300
-MAX_SNIPPET = 1_000
-MAX_URL = 2_000
-MAX_DATE = 40
 NAMES = {"tavily": "Tavily", "brave": "Brave", "serpapi": "SerpAPI", "searxng": "SearXNG"}
-
-Result = dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -136,18 +132,6 @@ PROVIDERS: dict[str, tuple[Build, Parse]] = {
 
 # ---------------------------------------------------------------- normalising
 
-_TAG = re.compile(r"<[^<>]{0,200}>")
-_SPACE = re.compile(r"\s+")
-
-
-def _clean(value: Any, limit: int) -> str:
-    """A provider's field as one plain line: tags (Brave's <strong>) and entities
-    removed, whitespace collapsed, cut at ``limit``."""
-    if not isinstance(value, str):
-        return ""
-    text = _SPACE.sub(" ", html.unescape(_TAG.sub("", value[: limit * 4]))).strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 def _pick(items: list[Any], title: str, url: str, snippet: str, *dates: str) -> list[Result]:
     """The results whose address is an http(s) URL, in the common shape."""
@@ -155,27 +139,11 @@ def _pick(items: list[Any], title: str, url: str, snippet: str, *dates: str) -> 
     for item in items:
         if not isinstance(item, dict):
             continue
-        link = item.get(url)
-        if not isinstance(link, str) or len(link) > MAX_URL or not _is_web(link.strip()):
-            continue
-        date = next((d for d in (_clean(item.get(k), MAX_DATE) for k in dates) if d), "")
-        out.append(
-            {
-                "title": _clean(item.get(title), MAX_TITLE),
-                "url": link.strip(),
-                "snippet": _clean(item.get(snippet), MAX_SNIPPET),
-                "date": date,
-            }
-        )
+        date = next((d for d in (clean(item.get(k), MAX_DATE) for k in dates) if d), "")
+        found = result_of(item.get(title), item.get(url), item.get(snippet), date)
+        if found is not None:
+            out.append(found)
     return out
-
-
-def _is_web(link: str) -> bool:
-    try:
-        parts = urlsplit(link)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.netloc) and link.isprintable()
 
 
 # ---------------------------------------------------------------- configuration
@@ -184,9 +152,11 @@ def _is_web(link: str) -> bool:
 def missing(search: WebSearchConfig) -> str | None:
     """What keeps web_search from running with this ``[web.search]``; None: nothing."""
     if not search.provider:
+        if search.keyless_url:
+            return None  # the keyless endpoint (kernel.web.keyless)
         return (
             "web search is not configured: set [web.search] provider "
-            '("tavily", "brave", "serpapi" or "searxng") in config.toml'
+            '("tavily", "brave", "serpapi" or "searxng") in config.toml, or keyless_url'
         )
     name = NAMES[search.provider]
     if search.provider == "searxng":
@@ -202,7 +172,11 @@ def missing(search: WebSearchConfig) -> str | None:
 
 
 def register(registry: ToolRegistry, config: Config) -> None:
-    """Register web_search (offered while [web.search] names a usable provider)."""
+    """Register web_search (offered while [web.search] names a usable provider, or
+    none and the keyless endpoint)."""
+    from kernel.web.keyless import Keyless
+
+    keyless = Keyless()
 
     @registry.tool
     async def web_search(query: str, count: int = 5) -> str:
@@ -214,7 +188,7 @@ def register(registry: ToolRegistry, config: Config) -> None:
             query: what to search for, as you would type it into a search engine
             count: how many results (1-20; the owner's [web.search] max_results caps it)
         """
-        return await search(config.web.search, config.web.user_agent, query, count)
+        return await search(config.web.search, config.web.user_agent, query, count, keyless)
 
     registry.offer_when("web_search", lambda: missing(config.web.search) is None)
 
@@ -222,16 +196,26 @@ def register(registry: ToolRegistry, config: Config) -> None:
 # ---------------------------------------------------------------- one search
 
 
-async def search(cfg: WebSearchConfig, user_agent: str, query: str, count: int = 5) -> str:
+async def search(
+    cfg: WebSearchConfig,
+    user_agent: str,
+    query: str,
+    count: int = 5,
+    keyless: Keyless | None = None,
+) -> str:
     """One search with ``cfg`` as it is now: the model's text, or ToolError in words
-    that never quote the key or the request URL."""
+    that never quote the key or the request URL. No provider: ``keyless``'s endpoint."""
     problem = missing(cfg)
     if problem is not None:
         raise ToolError(problem)
-    query = _SPACE.sub(" ", query).strip()[:MAX_QUERY].strip()
+    query = SPACE.sub(" ", query).strip()[:MAX_QUERY].strip()
     if not query:
         raise ToolError("the query is empty: say what to search for")
     wanted = max(1, min(count, cfg.max_results))
+    if not cfg.provider:
+        from kernel.web.keyless import Keyless
+
+        return await (keyless or Keyless()).search(cfg, user_agent, query, wanted)
     build, parse = PROVIDERS[cfg.provider]
     name = NAMES[cfg.provider]
     base = (cfg.base_url or SEARCH_ENDPOINTS[cfg.provider]).rstrip("/")

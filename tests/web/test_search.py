@@ -144,7 +144,7 @@ async def test_max_results_caps_the_count_and_no_results_is_said(
 
 
 async def test_offered_only_with_a_provider_and_its_key(tmp_path: Path) -> None:
-    config = load(tmp_path)
+    config = load(tmp_path, keyless_url="")  # no keyless fallback either
     registry = tools(config)
     assert "web_search" not in registry.names()
     assert "web_search" not in [s.name for s in registry.specs()]
@@ -175,7 +175,7 @@ async def test_offered_only_with_a_provider_and_its_key(tmp_path: Path) -> None:
 async def test_the_configuration_is_read_at_each_call(tmp_path: Path) -> None:
     sim = await started("serpapi")
     try:
-        config = load(tmp_path)
+        config = load(tmp_path, keyless_url="")
         registry = tools(config)
         assert "web_search" not in registry.names()
         # the owner sets a provider while Kernel runs

@@ -26,6 +26,7 @@ async def test_the_model_searches_and_reads_the_results_as_outside_content(
     sim: Sim, make_kernel: KernelFactory
 ) -> None:
     kernel = await make_kernel(sim)
+    kernel.config.web.search = WebSearchConfig(keyless_url="")  # no keyless fallback either
     async with SearchSim("searxng") as search:
         search.hits = [
             Hit("Kernel 2.0", "https://example.org/kernel-2", "Released today.", "2026-11-20"),
