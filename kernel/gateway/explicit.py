@@ -5,8 +5,8 @@ run without a model call and answered as a turn's events are.
 Each name maps onto Kernel's own tools: ``view``, ``edit`` and ``find`` onto the owner's
 workspace (:class:`kernel.workspace.Workspace`: its path checks and its lock, as the
 ``/workspace`` routes use them; :mod:`kernel.gateway.workspace_tools`); ``search`` onto
-``web_search``; ``browser`` onto the browser tool (:data:`BROWSER_TOOL`, when one is
-registered); ``shell`` onto a command run only after the owner approved it
+``web_search``; ``browser`` onto the browser's tools (:func:`kernel.browser.tool_call`, when
+``[browser]`` is on); ``shell`` onto a command run only after the owner approved it
 (:mod:`kernel.gateway.shell`). One tool name per request; the items run in order, and
 the first that cannot run ends the answer with seed 000's error (``tool_invoke_failed``,
 a workspace path's own refusal, ``tool_not_supported`` for a browser that is off).
@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from kernel.agent.slimming import summarize_tool_result
-from kernel.core.errors import WorkspaceError
+from kernel.core.errors import ToolError, WorkspaceError
 from kernel.core.events import Completed, ErrorEvent, ToolCall, ToolResult, TurnEvent
 from kernel.core.i18n import t
 from kernel.gateway.schema import BodyModel, Text, refuse
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 MAX_ITEMS = 20
 MAX_LINES = 2000  # lines one view or edit item may span
-BROWSER_TOOL = "browser"  # the built-in browser tool's name (issue 38 item 4)
 SEARCH_TOOL = "web_search"
 
 
@@ -227,9 +226,15 @@ async def _search(deps: GatewayDeps, context: ToolContext, item: SearchItem) -> 
 
 
 async def _browser(deps: GatewayDeps, context: ToolContext, item: BrowserItem) -> dict[str, Any]:
-    if BROWSER_TOOL not in deps.tools:
+    from kernel.browser import TOOLS, tool_call  # light: Playwright loads on first use
+
+    if not any(name in deps.tools for name in TOOLS.values()):
         raise ToolFailed("tool_not_supported", t("gw.tool_browser_off"))
-    return await _registered(deps, context, BROWSER_TOOL, item.model_dump())
+    try:
+        name, arguments = tool_call(item.model_dump())
+    except ToolError as exc:
+        raise ToolFailed("invalid_request", str(exc)) from None
+    return await _registered(deps, context, name, arguments)
 
 
 async def _shell(deps: GatewayDeps, context: ToolContext, item: ShellItem) -> dict[str, Any]:

@@ -147,6 +147,17 @@ async def test_search_is_web_search_and_a_browser_that_is_off_is_named(
         await search.stop()
 
 
+async def test_a_browser_item_maps_onto_the_browser_tools_and_a_bad_one_is_named(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    # The browser on: an item with no action it knows is refused before any page opens
+    # (no Chromium starts: the mapping is kernel.browser.tool_call's).
+    sc = await sidecar(anthropic_sim, extra="\n[browser]\nenabled = true\n")
+    status, data = await post(sc, {"browser": {"action": "jump", "url": "http://x.test/"}})
+    assert status == 400 and data["error"]["code"] == "invalid_request", data
+    assert "open, click, fill, screenshot, find" in data["error"]["message"]
+
+
 async def test_shell_runs_only_after_the_owner_approved_it(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
