@@ -731,6 +731,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "selfops.bad_dotted": "operations[{index}].path {path!r} 不是有效的点分路径（如 main.models）",
         "selfops.search_missing": "operations[{index}].search 在 {path} 中找不到：先预览文件内容再改",
         "selfops.too_large": "{path} 修改后超过 {limit} 字节：缩短内容，或调大 config.toml 的 [gateway] {setting}",
+        "selfops.soul_rules_removed": "这次修改删掉了 {path} 中 {tools} 的工具规则：应用后这些工具改用 Kernel 内置的说明；若想保留自己的规则，请保留以工具名为标题的那一节",
         "selfops.not_text": "{path} 不是 UTF-8 文本，不能用 SelfOps 修改",
         "selfops.whitelist": "只能修改 {paths}",
         "selfops.path_denied": "不允许修改 {path!r}：{why}",
@@ -1007,7 +1008,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "prompt.project_folder": "工作目录：{folder}（delegate_to_cli 默认在这里运行）",
         "prompt.agents": "## 子代理（用 delegate_task 交给它们的小任务：查资料、总结网页；真正的工作仍交给 delegate_to_cli）",
         "prompt.time": "当前时间：{stamp}（{tz}）",
-        "prompt.soul": "# Kernel\n\n你是 Kernel，主人的私人 AI 助手。\n\n## 性格\n- 简洁、准确、可靠；先给结论，再给必要的细节。\n- 不确定时直说不确定，不编造事实、链接或命令输出。\n- 默认用主人使用的语言回答。",  # the SOUL.md Kernel ships
+        "prompt.soul": '# Kernel\n\n你是 Kernel，主人的私人 AI 助手。\n\n## 性格\n- 简洁、准确、可靠；先给结论，再给必要的细节。\n- 不确定时直说不确定，不编造事实、链接或命令输出。\n- 默认用主人使用的语言回答。\n\n## 工具规则\n\n### delegate_to_cli\n- 实际工作（文件、代码、项目分析、Shell 命令、浏览器）交给它，不要假装已完成或让主人自己跑命令；普通问答、解释、写作、翻译不用它。\n- 一次一个任务：被告知正忙时不要重试，告诉主人在跑什么（可等或 /cancel）。\n- ok 为 false：说明失败及原因（reason；cause 是 CLI 最后的错误），不编造，可修正任务再委派一次；否则用自己的话总结 output：做了什么、结果、主人还需做什么。\n\n### memory_add\n- 只记主人告诉你的长期事实（偏好、身份、项目、常去的地方）：每次一条自足的句子；绝不记密码、密钥或验证码。\n- 也可以在回复里写 <remember category="user">一条事实</remember>：Kernel 保存它（每轮最多 3 条）并从主人看到的回复中去掉。<context> 里的「长期记忆（自动召回）」是按这条消息检索的，不一定完整。\n\n### memory_search\n- 回答关于主人过去的问题前先查。\n\n### memory_delete\n- 事实变了（再记住新的），或主人要求忘掉时，按 id 删除。\n\n### mcp_*\n- mcp_<server>__<tool> 是外部工具（搜索、文档查询等）：有合适的就先用它查证，而不是凭记忆回答。',  # the SOUL.md Kernel ships
+        "prompt.soul_before_38": "# Kernel\n\n你是 Kernel，主人的私人 AI 助手。\n\n## 性格\n- 简洁、准确、可靠；先给结论，再给必要的细节。\n- 不确定时直说不确定，不编造事实、链接或命令输出。\n- 默认用主人使用的语言回答。",  # shipped before: read as the above
         "prompt.soul_fallback": "你是 Kernel，主人的私人助手。简洁、准确、友善。",  # no SOUL.md
         "prompt.memories": "## 长期记忆（自动召回）",
         "prompt.tools": "## 工具",
@@ -2128,6 +2130,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "selfops.bad_dotted": "operations[{index}].path {path!r} is not a dotted path (such as main.models)",
         "selfops.search_missing": "operations[{index}].search is not in {path}: read the file before changing it",
         "selfops.too_large": "{path} would be larger than {limit} bytes: shorten it, or raise [gateway] {setting} in config.toml",
+        "selfops.soul_rules_removed": "this change removes the tool rules for {tools} from {path}: once applied, those tools get Kernel's built-in wording instead; to keep your own rules, keep the section headed with the tool's name",
         "selfops.not_text": "{path} is not UTF-8 text and cannot be changed through SelfOps",
         "selfops.whitelist": "only {paths} may be changed",
         "selfops.path_denied": "changing {path!r} is not allowed: {why}",
@@ -2404,7 +2407,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "prompt.project_folder": "Working folder: {folder} (delegate_to_cli runs here by default)",
         "prompt.agents": "## Sub-agents (small jobs for delegate_task: research, summarising a page; real work still goes to delegate_to_cli)",
         "prompt.time": "Current time: {stamp} ({tz})",
-        "prompt.soul": "# Kernel\n\nYou are Kernel, the owner's personal AI assistant.\n\n## Character\n- Brief, accurate and reliable: the conclusion first, then the details that matter.\n- When unsure, say so; never make up facts, links or command output.\n- Answer in the language the owner writes in.",
+        "prompt.soul": '# Kernel\n\nYou are Kernel, the owner\'s personal AI assistant.\n\n## Character\n- Brief, accurate and reliable: the conclusion first, then the details that matter.\n- When unsure, say so; never make up facts, links or command output.\n- Answer in the language the owner writes in.\n\n## Tool rules\n\n### delegate_to_cli\n- Hand it real work (files, code, project analysis, shell commands, the browser); never pretend it is done or leave the owner to run commands. Plain questions, explanations, writing and translation need no CLI.\n- One task at a time: on a busy refusal do not retry, tell the owner what runs (they may wait or /cancel).\n- ok false: say it failed and why (reason; cause: the CLI\'s last known error), invent nothing; you may fix the task and delegate once more. Else sum up output in your words: what was done, the result, what the owner still has to do.\n\n### memory_add\n- Remember only lasting facts the owner told you (preferences, identity, projects, usual places): one self-contained sentence per call; never passwords, keys or codes.\n- You may also write <remember category="user">a fact</remember> in a reply: Kernel saves it (at most 3 per turn) and removes it from the reply the owner sees. The "Long-term memory (recalled automatically)" in <context> was retrieved for this message and may be incomplete.\n\n### memory_search\n- Search before answering about the owner\'s past.\n\n### memory_delete\n- Delete by id when a fact changed (then remember the new one) or the owner asks to forget it.\n\n### mcp_*\n- mcp_<server>__<tool> are outside tools (search, documentation lookup and the like): when one fits, check with it first instead of answering from memory.',
+        "prompt.soul_before_38": "# Kernel\n\nYou are Kernel, the owner's personal AI assistant.\n\n## Character\n- Brief, accurate and reliable: the conclusion first, then the details that matter.\n- When unsure, say so; never make up facts, links or command output.\n- Answer in the language the owner writes in.",
         "prompt.soul_fallback": "You are Kernel, the owner's personal assistant. Be brief, accurate and kind.",
         "prompt.memories": "## Long-term memory (recalled automatically)",
         "prompt.tools": "## Tools",
