@@ -308,8 +308,10 @@ async def make_kernel(tmp_path: Path) -> AsyncIterator[KernelFactory]:
 
     async def factory(sim: AnthropicSim | OpenAISim, **general: Any) -> Kernel:
         sleep = general.pop("sleep", asyncio.sleep)
+        extra = general.pop("extra", "")  # further tables, appended to config.toml
         kind = "claude" if isinstance(sim, AnthropicSim) else "openai_compat"
         path = write_config(tmp_path, sim.base_url, kind, **general)
+        path.write_text(path.read_text(encoding="utf-8") + extra, encoding="utf-8")
         config = load_config(path, env={}, require_telegram=False)
         kernel = Kernel(config, sleep=sleep)
         await kernel.start()
