@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from kernel.agent import soul as soul_sections
 from kernel.agent.context import Layer
+from kernel.agent.environment import environment_layer
 from kernel.agent.prompt_files import PromptFiles
 from kernel.agent.prompt_modes import ASK_TOOL, ModeChoice, ModeLayers
 from kernel.agent.scope import SUBAGENT_TOOL, Outlook, project_folder
@@ -79,7 +80,7 @@ class SystemPrompt:
         if mode is not None and mode.mode != "default":
             guide = tool_guide(names) if names else ""
             layers = await asyncio.to_thread(self.modes.layers, mode, guide, model)
-            return layers + await self._volatile(query, outlook)
+            return layers + self._environment(outlook) + await self._volatile(query, outlook)
         soul, files, skills = await asyncio.to_thread(self._read_files, guest_tools is None)
         layers = [self._soul(soul, names), *files]
         if outlook.persona is not None and outlook.persona.body:
@@ -88,6 +89,7 @@ class SystemPrompt:
             layers.append(Layer("persona", text, persona.source))
         if outlook.project is not None:
             layers.append(self._project(outlook.project))
+        layers += self._environment(outlook)
         if names:
             guide = tool_guide(names, layers[0].covers)
             layers.append(Layer("tools", guide, "tool registry"))
@@ -132,6 +134,14 @@ class SystemPrompt:
         text = soul_sections.for_tools(soul, names, self.tools.known())
         covers = frozenset(soul_sections.covered(text, names))
         return Layer("soul", text, where, covers=covers)
+
+    def _environment(self, outlook: Outlook) -> list[Layer]:
+        """The environment_context layer, when ``[features]`` asks for it."""
+        if not self.config.features.environment_context:
+            return []
+        folder = project_folder(outlook.project, self.config.base_dir)
+        where = Path(folder) if folder else self.config.general.default_workspace
+        return [environment_layer(where, self._clock().astimezone(self._tz).date())]
 
     def _project(self, project: Profile) -> Layer:
         lines = [t("prompt.project", name=project.name)]

@@ -532,7 +532,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "gw.bad_image_type": "{field} 的图片类型必须是 {types} 之一",
         "gw.bad_image_data": "{field} 的图片数据必须是非空的 base64",
         "gw.introspect_off": "GET /agent/system-layers 已关闭（[features] prompt_context_introspect = false 或 NEXTAI_ENABLE_PROMPT_CONTEXT_INTROSPECT）",
-        "gw.tool_disabled": "工具 {name} 已被禁用（KERNEL_DISABLED_TOOLS 或 general.disabled_tools）：如需使用请从禁用列表中移除",
+        "gw.tool_disabled": "工具 {name} 已被禁用（KERNEL_DISABLED_TOOLS、NEXTAI_DISABLED_TOOLS 或 general.disabled_tools）：如需使用请从禁用列表中移除",
         "gw.tool_unknown": "没有名为 {name} 的工具；可用：{available}",
         "gw.provider_type": "type 只能是 {types}",
         "gw.provider_name": "provider 名只能由字母、数字、- 和 _ 组成（最多 64 个字符）",
@@ -1008,6 +1008,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "prompt.project_folder": "工作目录：{folder}（delegate_to_cli 默认在这里运行）",
         "prompt.agents": "## 子代理（用 delegate_task 交给它们的小任务：查资料、总结网页；真正的工作仍交给 delegate_to_cli）",
         "prompt.time": "当前时间：{stamp}（{tz}）",
+        "prompt.environment": "## 环境\n- 工作目录：{folder}\n- 操作系统：{os}\n- Shell：{shell}\n- 日期：{date}",
         "prompt.soul": '# Kernel\n\n你是 Kernel，主人的私人 AI 助手。\n\n## 性格\n- 简洁、准确、可靠；先给结论，再给必要的细节。\n- 不确定时直说不确定，不编造事实、链接或命令输出。\n- 默认用主人使用的语言回答。\n\n## 工具规则\n\n### delegate_to_cli\n- 实际工作（文件、代码、项目分析、Shell 命令、浏览器）交给它，不要假装已完成或让主人自己跑命令；普通问答、解释、写作、翻译不用它。\n- 一次一个任务：被告知正忙时不要重试，告诉主人在跑什么（可等或 /cancel）。\n- ok 为 false：说明失败及原因（reason；cause 是 CLI 最后的错误），不编造，可修正任务再委派一次；否则用自己的话总结 output：做了什么、结果、主人还需做什么。\n\n### memory_add\n- 只记主人告诉你的长期事实（偏好、身份、项目、常去的地方）：每次一条自足的句子；绝不记密码、密钥或验证码。\n- 也可以在回复里写 <remember category="user">一条事实</remember>：Kernel 保存它（每轮最多 3 条）并从主人看到的回复中去掉。<context> 里的「长期记忆（自动召回）」是按这条消息检索的，不一定完整。\n\n### memory_search\n- 回答关于主人过去的问题前先查。\n\n### memory_delete\n- 事实变了（再记住新的），或主人要求忘掉时，按 id 删除。\n\n### mcp_*\n- mcp_<server>__<tool> 是外部工具（搜索、文档查询等）：有合适的就先用它查证，而不是凭记忆回答。',  # the SOUL.md Kernel ships
         "prompt.soul_before_38": "# Kernel\n\n你是 Kernel，主人的私人 AI 助手。\n\n## 性格\n- 简洁、准确、可靠；先给结论，再给必要的细节。\n- 不确定时直说不确定，不编造事实、链接或命令输出。\n- 默认用主人使用的语言回答。",  # shipped before: read as the above
         "prompt.soul_fallback": "你是 Kernel，主人的私人助手。简洁、准确、友善。",  # no SOUL.md
@@ -1928,7 +1929,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "gw.bad_image_type": "the image type of {field} must be one of {types}",
         "gw.bad_image_data": "the image data of {field} must be non-empty base64",
         "gw.introspect_off": "GET /agent/system-layers is switched off ([features] prompt_context_introspect = false or NEXTAI_ENABLE_PROMPT_CONTEXT_INTROSPECT)",
-        "gw.tool_disabled": "tool {name} is disabled (KERNEL_DISABLED_TOOLS or general.disabled_tools): remove it from that list to use it",
+        "gw.tool_disabled": "tool {name} is disabled (KERNEL_DISABLED_TOOLS, NEXTAI_DISABLED_TOOLS or general.disabled_tools): remove it from that list to use it",
         "gw.tool_unknown": "there is no tool named {name}; available: {available}",
         "gw.provider_type": "type must be one of {types}",
         "gw.provider_name": "a provider name is letters, digits, - and _ (at most 64 characters)",
@@ -2407,6 +2408,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "prompt.project_folder": "Working folder: {folder} (delegate_to_cli runs here by default)",
         "prompt.agents": "## Sub-agents (small jobs for delegate_task: research, summarising a page; real work still goes to delegate_to_cli)",
         "prompt.time": "Current time: {stamp} ({tz})",
+        "prompt.environment": "## Environment\n- Working folder: {folder}\n- Operating system: {os}\n- Shell: {shell}\n- Date: {date}",
         "prompt.soul": '# Kernel\n\nYou are Kernel, the owner\'s personal AI assistant.\n\n## Character\n- Brief, accurate and reliable: the conclusion first, then the details that matter.\n- When unsure, say so; never make up facts, links or command output.\n- Answer in the language the owner writes in.\n\n## Tool rules\n\n### delegate_to_cli\n- Hand it real work (files, code, project analysis, shell commands, the browser); never pretend it is done or leave the owner to run commands. Plain questions, explanations, writing and translation need no CLI.\n- One task at a time: on a busy refusal do not retry, tell the owner what runs (they may wait or /cancel).\n- ok false: say it failed and why (reason; cause: the CLI\'s last known error), invent nothing; you may fix the task and delegate once more. Else sum up output in your words: what was done, the result, what the owner still has to do.\n\n### memory_add\n- Remember only lasting facts the owner told you (preferences, identity, projects, usual places): one self-contained sentence per call; never passwords, keys or codes.\n- You may also write <remember category="user">a fact</remember> in a reply: Kernel saves it (at most 3 per turn) and removes it from the reply the owner sees. The "Long-term memory (recalled automatically)" in <context> was retrieved for this message and may be incomplete.\n\n### memory_search\n- Search before answering about the owner\'s past.\n\n### memory_delete\n- Delete by id when a fact changed (then remember the new one) or the owner asks to forget it.\n\n### mcp_*\n- mcp_<server>__<tool> are outside tools (search, documentation lookup and the like): when one fits, check with it first instead of answering from memory.',
         "prompt.soul_before_38": "# Kernel\n\nYou are Kernel, the owner's personal AI assistant.\n\n## Character\n- Brief, accurate and reliable: the conclusion first, then the details that matter.\n- When unsure, say so; never make up facts, links or command output.\n- Answer in the language the owner writes in.",
         "prompt.soul_fallback": "You are Kernel, the owner's personal assistant. Be brief, accurate and kind.",
