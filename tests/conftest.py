@@ -275,7 +275,9 @@ def write_config(
     """A config.toml with one provider (named ``main``) pointing at a simulator. The
     sidecar gets any free port (``gateway`` adds or overrides its keys), so a test never
     collides with a Kernel running on 8088."""
-    general = {"timezone": "Asia/Shanghai", **general}
+    # No preset personas unless a test asks (preset_personas=True): most tests count
+    # the personas they write themselves.
+    general = {"timezone": "Asia/Shanghai", "preset_personas": False, **general}
     lines = ["[general]", 'default_provider = "main"']
     lines += [f"{k} = {toml_value(v)}" for k, v in general.items()]
     lines += [

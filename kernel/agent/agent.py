@@ -42,6 +42,7 @@ from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.memory.memories import Memories
 from kernel.profiles import Profiles
+from kernel.profiles.presets import install_shipped
 from kernel.routing import Health, Router
 from kernel.skills import SkillLibrary
 from kernel.spend import CallTag, Meter
@@ -157,6 +158,9 @@ class Agent:
         the active model's fallbacks' clients in the background: a failover then
         waits for no SDK import."""
         await self.selection.restore()
+        if self.config.general.preset_personas:
+            folder, language = self.profiles.personas.folder, self.config.general.language
+            await asyncio.to_thread(install_shipped, folder, language)
         self.background.spawn(self._warm_fallbacks(), "fallbacks-warm-up")
 
     async def _warm_fallbacks(self) -> None:
