@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from kernel.agent.agent import UserInput
+from kernel.agent.soul import covered
 from kernel.core.events import Completed
-from kernel.core.i18n import t
+from kernel.core.i18n import CATALOG, t
 from tests.conftest import KernelFactory
 from tests.gateway.conftest import SidecarFactory
 from tests.selfops.test_mutations import preview
@@ -77,7 +78,7 @@ async def test_the_shipped_soul_md_carries_the_rules_into_the_request(
 
     system = system_of(body)
     tools = tools_of(body)
-    for words in ("### memory_add", "绝不记密码", "<remember", "### memory_search", "先查"):
+    for words in ("### memory_add", "不记密码", "<remember", "### memory_search", "先查"):
         assert words in system, words
     for name in ("memory_add", "memory_search", "memory_delete"):  # said once: in SOUL.md
         assert tools[name] == tools[name].split(". ")[0].rstrip(".") + ".", name
@@ -102,3 +103,12 @@ async def test_selfops_preview_warns_when_an_edit_drops_a_tools_rules(
     reworded = {"kind": "text_rewrite", "path": "SOUL.md", "search": "先查", "replace": "先搜"}
     p = await preview(sc, "workspace_file", reworded)
     assert p["checks"]["tool_rules_removed"] == [] and p["checks"]["warnings"] == []
+
+
+def test_the_shipped_soul_md_is_the_catalogues_in_both_languages() -> None:
+    """Kept as shipped, SOUL.md is read in the owner's language (issue 35), so the
+    catalogue's copy is the file, and the English one has the same tool sections."""
+    text = (ROOT / "SOUL.md").read_text(encoding="utf-8").strip()
+    assert CATALOG["zh"]["prompt.soul"] == text
+    names = ["delegate_to_cli", "memory_add", "memory_search", "memory_delete", "mcp_x__y"]
+    assert covered(CATALOG["en"]["prompt.soul"], names) == covered(text, names) == set(names)
