@@ -158,6 +158,7 @@ class Agent:
         the active model's fallbacks' clients in the background: a failover then
         waits for no SDK import."""
         await self.selection.restore()
+        await asyncio.to_thread(self.prompt.update_shipped_soul)
         if self.config.general.preset_personas:
             folder, language = self.profiles.personas.folder, self.config.general.language
             await asyncio.to_thread(install_shipped, folder, language)

@@ -22,6 +22,7 @@ from kernel.agent.prompt_modes import ASK_TOOL, ModeChoice, ModeLayers
 from kernel.agent.scope import SUBAGENT_TOOL, Outlook, project_folder
 from kernel.config import Config
 from kernel.core.errors import KernelError
+from kernel.core.fileio import write_atomic
 from kernel.core.i18n import CATALOG, LANGUAGES, t
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.profiles import FOLDERS, Profile, Profiles
@@ -182,6 +183,26 @@ class SystemPrompt:
             for key in ("prompt.soul", "prompt.soul_before_38")
         )
         return t("prompt.soul") if shipped else soul
+
+    def update_shipped_soul(self) -> bool:
+        """Rewrite SOUL.md with the text Kernel ships now when it is still, unedited,
+        one Kernel shipped before (issue 38 brought the tool rules back into it): the
+        owner then finds the rules there to edit. Any other SOUL.md is left alone.
+        Blocking (a worker thread, at start); False when nothing was written."""
+        path = self.config.general.soul
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return False
+        if not any(text == CATALOG[lang]["prompt.soul_before_38"] for lang in LANGUAGES):
+            return False
+        try:
+            write_atomic(path, (t("prompt.soul") + "\n").encode("utf-8"), mode=0o644)
+        except OSError as exc:
+            log.warning("SOUL.md as shipped not updated: %s", type(exc).__name__)
+            return False
+        log.info("SOUL.md as shipped updated to this release's (with the tool rules)")
+        return True
 
     async def _recall(self, query: str, outlook: Outlook) -> str:
         try:

@@ -112,3 +112,24 @@ def test_the_shipped_soul_md_is_the_catalogues_in_both_languages() -> None:
     assert CATALOG["zh"]["prompt.soul"] == text
     names = ["delegate_to_cli", "memory_add", "memory_search", "memory_delete", "mcp_x__y"]
     assert covered(CATALOG["en"]["prompt.soul"], names) == covered(text, names) == set(names)
+
+
+async def test_a_soul_md_left_as_an_older_release_shipped_it_gets_the_rules(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    """The owner who never edited SOUL.md finds the rules in the file, to edit them; a
+    SOUL.md of their own is never rewritten."""
+    soul = tmp_path / "SOUL.md"
+    soul.write_text(CATALOG["zh"]["prompt.soul_before_38"] + "\n", encoding="utf-8")
+    await make_kernel(anthropic_sim)
+    assert soul.read_text(encoding="utf-8") == CATALOG["zh"]["prompt.soul"] + "\n"
+    assert "### delegate_to_cli" in soul.read_text(encoding="utf-8")
+
+
+async def test_an_edited_soul_md_is_never_rewritten(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    mine = CATALOG["zh"]["prompt.soul_before_38"] + "\n- 说话带点幽默。\n"
+    (tmp_path / "SOUL.md").write_text(mine, encoding="utf-8")
+    await make_kernel(anthropic_sim)
+    assert (tmp_path / "SOUL.md").read_text(encoding="utf-8") == mine
