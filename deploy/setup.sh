@@ -19,8 +19,8 @@ Installs Kernel on Debian 12 as the systemd service "kernel":
   3. the system user "kernel" (home /var/lib/kernel, no login shell)
   4. the code into /opt/kernel/app (replaced only when it differs)
   5. its environment: uv sync --frozen into /opt/kernel/venv on /usr/bin/python3
-  6. /etc/kernel-assistant/config.toml (kernel, mode 600), its skills/ and prompts/
-     folders (the service's own), kernel.env, and /var/lib/kernel/SOUL.md
+  6. /etc/kernel-assistant/config.toml (kernel, mode 600), its skills/, prompts/ and
+     personas/ folders (the service's own), kernel.env, and /var/lib/kernel/SOUL.md
      (root, mode 600) from templates, only when missing: your settings and secrets are never overwritten;
      and the audit key /etc/kernel-assistant/audit.key (root, mode 600), made once
   7. /etc/systemd/system/kernel.service, then enables it (it is not started for you)
@@ -270,10 +270,12 @@ make_dir "$CONFIG_DIR" 755
 make_dir "$STATE_DIR" 750 "$SERVICE_USER:$SERVICE_USER"
 make_dir "$STATE_DIR/data" 700 "$SERVICE_USER:$SERVICE_USER"
 make_dir "$STATE_DIR/workspace" 700 "$SERVICE_USER:$SERVICE_USER"
-# Skills and prompts live beside config.toml; the service writes them (/skills, SelfOps),
-# so these two folders are its own and writable in the unit (ReadWritePaths).
+# Skills, prompts and personas live beside config.toml; the service writes them (/skills,
+# SelfOps, /agent/personas, the preset personas at start), so these folders are its own
+# and writable in the unit (ReadWritePaths).
 make_dir "$CONFIG_DIR/skills" 750 "$SERVICE_USER:$SERVICE_USER"
 make_dir "$CONFIG_DIR/prompts" 750 "$SERVICE_USER:$SERVICE_USER"
+make_dir "$CONFIG_DIR/personas" 750 "$SERVICE_USER:$SERVICE_USER"
 # Relative paths in config.toml resolve from its folder: data, workspace and the persona
 # (which SelfOps may rewrite) move to the state directory, where the service may write.
 install_template "$SOURCE/config.example.toml" "$CONFIG_DIR/config.toml" 600 \

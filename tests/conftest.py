@@ -275,7 +275,9 @@ def write_config(
     """A config.toml with one provider (named ``main``) pointing at a simulator. The
     sidecar gets any free port (``gateway`` adds or overrides its keys), so a test never
     collides with a Kernel running on 8088."""
-    general = {"timezone": "Asia/Shanghai", **general}
+    # No preset personas unless a test asks (preset_personas=True): most tests count
+    # the personas they write themselves.
+    general = {"timezone": "Asia/Shanghai", "preset_personas": False, **general}
     lines = ["[general]", 'default_provider = "main"']
     lines += [f"{k} = {toml_value(v)}" for k, v in general.items()]
     lines += [
@@ -308,8 +310,10 @@ async def make_kernel(tmp_path: Path) -> AsyncIterator[KernelFactory]:
 
     async def factory(sim: AnthropicSim | OpenAISim, **general: Any) -> Kernel:
         sleep = general.pop("sleep", asyncio.sleep)
+        extra = general.pop("extra", "")  # further tables, appended to config.toml
         kind = "claude" if isinstance(sim, AnthropicSim) else "openai_compat"
         path = write_config(tmp_path, sim.base_url, kind, **general)
+        path.write_text(path.read_text(encoding="utf-8") + extra, encoding="utf-8")
         config = load_config(path, env={}, require_telegram=False)
         kernel = Kernel(config, sleep=sleep)
         await kernel.start()

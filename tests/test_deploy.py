@@ -158,7 +158,7 @@ def test_staged_install_is_idempotent_and_keeps_the_owners_files(tmp_path: Path)
     assert config.general.default_workspace == Path("/var/lib/kernel/workspace")
     assert config.general.soul == Path("/var/lib/kernel/SOUL.md")  # SelfOps may rewrite it
     writable = [w.lstrip("-") for w in " ".join(_unit()["Service"]["ReadWritePaths"]).split()]
-    for folder in ("skills", "prompts"):  # /skills and SelfOps write these
+    for folder in ("skills", "prompts", "personas"):  # /skills, SelfOps, personas write these
         assert f"/etc/kernel-assistant/{folder}" in writable
 
     # A second run changes nothing, and the owner's edits survive any run.

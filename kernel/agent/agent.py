@@ -44,6 +44,7 @@ from kernel.core.tasks import TaskSet
 from kernel.core.turns import Turn
 from kernel.memory.memories import Memories
 from kernel.profiles import Profiles
+from kernel.profiles.presets import install_shipped
 from kernel.routing import Health, Router
 from kernel.skills import SkillLibrary
 from kernel.spend import CallTag, Meter
@@ -164,7 +165,16 @@ class Agent:
         waits for no SDK import."""
         await self.selection.restore()
         await self.tasks.start()
+        await asyncio.to_thread(self._ship_files)
         self.background.spawn(self._warm_fallbacks(), "fallbacks-warm-up")
+
+    def _ship_files(self) -> None:
+        """Blocking: the shipped SOUL.md brought up to date when the owner never edited
+        it, and the preset personas installed (``kernel/profiles/presets.py``)."""
+        self.prompt.update_shipped_soul()
+        if self.config.general.preset_personas:
+            folder, language = self.profiles.personas.folder, self.config.general.language
+            install_shipped(folder, language)
 
     async def _warm_fallbacks(self) -> None:
         active = (self.selection.provider_name, self.selection.model)

@@ -23,6 +23,9 @@ class Layer:
     # Changes from turn to turn (recalled memories, the time): sent after the cached
     # prefix, with the turn's own message, never in the system prompt.
     volatile: bool = False
+    # Tools this layer has rules for (SOUL.md's tool sections): their definitions are
+    # sent without Kernel's own rules (kernel/agent/soul.py).
+    covers: frozenset[str] = frozenset()
 
     @property
     def sha256(self) -> str:
@@ -39,6 +42,11 @@ class Layer:
     @property
     def token_estimate(self) -> int:
         return estimate_tokens(self.text)
+
+
+def covered_tools(layers: list[Layer]) -> frozenset[str]:
+    """The tools some layer has the owner's rules for."""
+    return frozenset().union(*(layer.covers for layer in layers))
 
 
 def join_layers(layers: list[Layer]) -> str:

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from kernel.agent import soul as soul_sections
 from kernel.agent.context import Layer
+from kernel.agent.environment import environment_layer
 from kernel.agent.prompt_files import PromptFiles
 from kernel.agent.prompt_modes import ASK_TOOL, ModeChoice, ModeLayers
 from kernel.agent.scope import SUBAGENT_TOOL, Outlook, project_folder
 from kernel.config import Config
 from kernel.core.errors import KernelError
+from kernel.core.fileio import write_atomic
 from kernel.core.i18n import CATALOG, LANGUAGES, t
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN, Memories
 from kernel.profiles import FOLDERS, Profile, Profiles
@@ -78,19 +81,19 @@ class SystemPrompt:
         if mode is not None and mode.mode != "default":
             guide = tool_guide(names) if names else ""
             layers = await asyncio.to_thread(self.modes.layers, mode, guide, model)
-            return layers + await self._volatile(query, outlook)
+            return layers + self._environment(outlook) + await self._volatile(query, outlook)
         soul, files, skills = await asyncio.to_thread(self._read_files, guest_tools is None)
-        where = relative(self.config.general.soul, self.config.base_dir)
-        layers = [Layer("soul", soul, "built-in" if soul == t("prompt.soul_fallback") else where)]
-        layers += files
+        layers = [self._soul(soul, names), *files]
         if outlook.persona is not None and outlook.persona.body:
             persona = outlook.persona
             text = t("prompt.persona", name=persona.name) + "\n" + persona.body
             layers.append(Layer("persona", text, persona.source))
         if outlook.project is not None:
             layers.append(self._project(outlook.project))
+        layers += self._environment(outlook)
         if names:
-            layers.append(Layer("tools", tool_guide(names), "tool registry"))
+            guide = tool_guide(names, layers[0].covers)
+            layers.append(Layer("tools", guide, "tool registry"))
         if skills:
             where = relative(self.skills.folder, self.config.base_dir)
             layers.append(Layer("skills", skills, where))
@@ -122,6 +125,24 @@ class SystemPrompt:
         if mode is not None and not mode.asks:
             names = [n for n in names if n != ASK_TOOL]
         return names
+
+    def _soul(self, soul: str, names: list[str]) -> Layer:
+        """SOUL.md for this turn: its sections about tools the turn does not offer left
+        out; the tools it has sections for marked (their built-in rules are not sent)."""
+        if soul == t("prompt.soul_fallback"):
+            return Layer("soul", soul, "built-in")
+        where = relative(self.config.general.soul, self.config.base_dir)
+        text = soul_sections.for_tools(soul, names, self.tools.known())
+        covers = frozenset(soul_sections.covered(text, names))
+        return Layer("soul", text, where, covers=covers)
+
+    def _environment(self, outlook: Outlook) -> list[Layer]:
+        """The environment_context layer, when ``[features]`` asks for it."""
+        if not self.config.features.environment_context:
+            return []
+        folder = project_folder(outlook.project, self.config.base_dir)
+        where = Path(folder) if folder else self.config.general.default_workspace
+        return [environment_layer(where, self._clock().astimezone(self._tz).date())]
 
     def _project(self, project: Profile) -> Layer:
         lines = [t("prompt.project", name=project.name)]
@@ -156,8 +177,32 @@ class SystemPrompt:
             soul = self.config.general.soul.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return t("prompt.soul_fallback")
-        shipped = any(soul == CATALOG[language]["prompt.soul"] for language in LANGUAGES)
+        shipped = any(
+            soul == CATALOG[language][key]
+            for language in LANGUAGES
+            for key in ("prompt.soul", "prompt.soul_before_38")
+        )
         return t("prompt.soul") if shipped else soul
+
+    def update_shipped_soul(self) -> bool:
+        """Rewrite SOUL.md with the text Kernel ships now when it is still, unedited,
+        one Kernel shipped before (issue 38 brought the tool rules back into it): the
+        owner then finds the rules there to edit. Any other SOUL.md is left alone.
+        Blocking (a worker thread, at start); False when nothing was written."""
+        path = self.config.general.soul
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return False
+        if not any(text == CATALOG[lang]["prompt.soul_before_38"] for lang in LANGUAGES):
+            return False
+        try:
+            write_atomic(path, (t("prompt.soul") + "\n").encode("utf-8"), mode=0o644)
+        except OSError as exc:
+            log.warning("SOUL.md as shipped not updated: %s", type(exc).__name__)
+            return False
+        log.info("SOUL.md as shipped updated to this release's (with the tool rules)")
+        return True
 
     async def _recall(self, query: str, outlook: Outlook) -> str:
         try:
@@ -174,14 +219,15 @@ class SystemPrompt:
         return t("prompt.memories") + "\n" + "\n".join(lines)
 
 
-def tool_guide(names: list[str]) -> str:
+def tool_guide(names: list[str], covered: Collection[str] = ()) -> str:
     """How to use tools in general, and what Kernel does beside the offered tools. The
     tools themselves (names, what each is for, its rules) reach the model once, in
-    their definitions; this guide does not list them again."""
+    their definitions; this guide does not list them again. A line about a tool is left
+    out when SOUL.md has a section about it (``covered``)."""
     lines = [t("prompt.tools"), t("prompt.tools_rule")]
-    if "memory_add" in names:
+    if "memory_add" in names and "memory_add" not in covered:
         lines.append(t("prompt.tools_remember", max=MAX_REMEMBERED_PER_TURN))
-    if any(name.startswith("mcp_") for name in names):
+    if any(name.startswith("mcp_") and name not in covered for name in names):
         lines.append(t("prompt.tools_mcp"))
     return "\n".join(lines)
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from kernel.agent.asked_again import unanswered_repeat
-from kernel.agent.context import repair_history, split_layers
+from kernel.agent.context import covered_tools, repair_history, split_layers
 from kernel.agent.failover import Build, ModelCalls
 from kernel.agent.prompt_modes import MODE_KEY, ModeChoice
 from kernel.agent.requests import Requests
@@ -232,15 +232,14 @@ class TurnRun:
         # files are missing refuses the turn with nothing stored or sent.
         if not user_input.guest and outlook.agent is None:
             self.mode = ModeChoice.of_meta(meta)
-        system, context = split_layers(
-            await parts.prompt.layers(
-                user_input.full_text,
-                guest_tools=self.guest_tools,
-                outlook=outlook,
-                mode=self.mode,
-                model=parts.models.model,
-            )
+        layers = await parts.prompt.layers(
+            user_input.full_text,
+            guest_tools=self.guest_tools,
+            outlook=outlook,
+            mode=self.mode,
+            model=parts.models.model,
         )
+        system, context = split_layers(layers)
         if await self._cut_repeat(user_input, repeat):
             history = await self._history()
         # A session opened by key (HTTP, QQ, cron) exists before its first message.
@@ -269,7 +268,8 @@ class TurnRun:
         owner_chat = user_input.channel in OWNER_CHANNELS and not user_input.guest
         self.may_raise = user_input.interactive and user_input.budget_ask and owner_chat
         names = parts.prompt.offered(self.guest_tools, outlook, self.mode)
-        offered = [spec for spec in parts.tools.specs() if spec.name in names]
+        specs = parts.tools.specs(covered_tools(layers))  # SOUL.md's rules win
+        offered = [spec for spec in specs if spec.name in names]
         models = parts.models
         seen = Facts(
             channel=user_input.channel,

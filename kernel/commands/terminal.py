@@ -16,8 +16,10 @@ from typing import Any
 from kernel.commands.command_set import SHARED, Commands
 from kernel.commands.help import overview
 from kernel.commands.help import topic as help_topic
+from kernel.commands.listing import named, session_name
 from kernel.commands.reply import Reply
 from kernel.core.i18n import t
+from kernel.core.oneline import one_line
 
 # The terminal's conversation: a chat with a current session that /new and /resume
 # choose, as a Telegram chat's (the sidecar keeps it for every `kernel chat` attached).
@@ -28,6 +30,8 @@ COMMANDS = (*SHARED, "help", "start")
 TELEGRAM_ONLY = ("files",)
 COMMAND_CHARS = 4096  # a command line longer than a Telegram message is refused
 CHOICES_SHOWN = 20  # a picker's options listed (a bare /resume offers up to 200)
+REFRESH_ROUNDS = 5  # /refresh shows the session's last this many exchanges
+REFRESH_CHARS = 600  # of each message, on one line
 
 
 def is_command(text: str) -> bool:
@@ -54,10 +58,66 @@ async def run_line(commands: Commands, text: str) -> Reply:
         return Reply(lines + "\n" + t("terminal.help"))
     if name == "start":
         return Reply(t("help.welcome"))
+    if name == "refresh":
+        return await refresh(commands)
+    if name == "settings":
+        return await settings(commands)
     if name in TELEGRAM_ONLY:
         return Reply(t(f"terminal.only_telegram.{name}", cmd=head), error=True)
     reply = await commands.run(CONVERSATION, name, arg) if name in COMMANDS else None
     return reply if reply is not None else Reply(t("tg.unknown_command"), error=True)
+
+
+async def refresh(commands: Commands) -> Reply:
+    """``/refresh`` (seed 000's terminal command): the current session's last exchanges
+    as stored now. The terminal's chat is shared (every ``kernel chat`` attached to the
+    running Kernel, the web console's terminal), so it may have moved on elsewhere."""
+    agent = commands.agent
+    current = agent.sessions.current_session(CONVERSATION)
+    row = await agent.sessions.listed(current) if current is not None else None
+    if current is None or row is None:
+        return Reply(t("terminal.refresh_none"))
+    messages = await agent.store.load_messages(current, rounds=REFRESH_ROUNDS)
+    first = next((m.text for m in messages if m.role == "user"), "")
+    lines = [t("terminal.refresh_header", session=named(current, session_name(row, first)))]
+    for message in messages:
+        if message.role in ("user", "assistant") and message.text.strip():
+            mark = "›" if message.role == "user" else "‹"
+            lines.append(f"{mark} {one_line(message.text, REFRESH_CHARS)}")
+    if len(lines) == 1:
+        lines.append(t("terminal.refresh_empty"))
+    return Reply("\n".join(lines))
+
+
+async def settings(commands: Commands) -> Reply:
+    """``/settings`` (seed 000's terminal command): what this chat runs with, and where
+    each is changed. Read-only; nothing secret (no key, no address with credentials)."""
+    agent = commands.agent
+    config = agent.config
+    scope = await agent.scopes.current(CONVERSATION)
+    mode = await agent.scopes.prompt_mode(CONVERSATION)
+    current = agent.sessions.current_session(CONVERSATION)
+    none = t("profile.current_none")
+    features = config.features
+    flags = ", ".join(
+        f"{name}={'on' if getattr(features, name) else 'off'}"
+        for name in ("prompt_templates", "prompt_context_introspect", "environment_context")
+    )
+    text = t(
+        "terminal.settings",
+        model=f"{agent.selection.provider_name}:{agent.selection.model}",
+        session=f"#{current}" if current is not None else none,
+        persona=scope.persona or none,
+        project=scope.project or none,
+        mode=mode.mode,
+        language=config.general.language,
+        workspace=config.general.default_workspace,
+        soul=config.general.soul,
+        config=config.path,
+        flags=flags,
+        disabled=", ".join(config.general.disabled_tools) or none,
+    )
+    return Reply(text)
 
 
 def reply_json(reply: Reply) -> dict[str, Any]:

@@ -80,8 +80,13 @@ class GeneralConfig(Section):
     max_tool_calls: PosInt = Field(25, description="tool calls allowed for one message")
     soul: PathText = Field(Path("SOUL.md"), description="the persona file")
     shutdown_timeout: PosFloat = Field(10.0, description="seconds turns get at shutdown")
-    disabled_tools: Annotated[list[str], Env("KERNEL_DISABLED_TOOLS", append=True)] = Field(
-        default_factory=list, description="tools switched off by name"
+    disabled_tools: Annotated[
+        list[str], Env("KERNEL_DISABLED_TOOLS", append=True, also=("NEXTAI_DISABLED_TOOLS",))
+    ] = Field(default_factory=list, description="tools switched off by name")
+    preset_personas: bool = Field(
+        True,
+        description="install the seven preset personas in personas/ at start (an owner's "
+        "edit is kept, a removed one stays removed)",
     )
     log_level: LogLevel = Field("info", description="log level of stdout and data/logs/kernel.log")
     log_messages: bool = Field(False, description="message text may reach the log (debugging)")

@@ -43,11 +43,18 @@ class PromptsConfig(Section):
 class FeaturesConfig(Section):
     """``[features]``: what ``GET /runtime-config`` reports and what it switches."""
 
+    # Off unless asked, as seed 000 says (issue 38): templates and the layer listing
+    # are tools for an owner who writes prompts, not part of every chat.
     prompt_templates: Annotated[Flag, Env("NEXTAI_ENABLE_PROMPT_TEMPLATES")] = Field(
-        True, description="/prompts:<name> KEY=VALUE expands prompts/<name>.md"
+        False, description="/prompts:<name> KEY=VALUE expands prompts/<name>.md"
     )
     prompt_context_introspect: Annotated[Flag, Env("NEXTAI_ENABLE_PROMPT_CONTEXT_INTROSPECT")] = (
-        Field(True, description="GET /agent/system-layers answers")
+        Field(False, description="GET /agent/system-layers answers")
+    )
+    environment_context: Annotated[Flag, Env("NEXTAI_ENABLE_ENVIRONMENT_CONTEXT")] = Field(
+        False,
+        description="a system layer saying the working folder, the OS, the shell and the "
+        "date (nothing secret)",
     )
     codex_mode_v2: Annotated[Flag, Env("NEXTAI_ENABLE_CODEX_MODE_V2")] = Field(
         False,

@@ -57,9 +57,15 @@ class Env:
 
     name: str | Callable[[str], str]
     append: bool = False
+    # Other names read the same way (seed 000's NEXTAI_* beside KERNEL_*); with
+    # ``append`` each one's list is added, else the first set one wins.
+    also: tuple[str, ...] = ()
 
     def variable(self, table_name: str) -> str:
         return self.name if isinstance(self.name, str) else self.name(table_name)
+
+    def variables(self, table_name: str) -> tuple[str, ...]:
+        return (self.variable(table_name), *self.also)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,15 +196,16 @@ def read_section(
     from_env: dict[str, str] = {}  # key → the environment variable that set it
     for key, field in keys.items():
         override = marker(model.model_fields[field], Env)
-        value = env.get(override.variable(table_name)) if override else None
-        if value and override.append:
-            current = data.get(key, [])
-            parts = [p.strip() for p in value.split(",") if p.strip()]
-            data[key] = [*current, *parts] if isinstance(current, list) else current
-        elif value:
-            data[key] = value
-        if value and override:
-            from_env[key] = override.variable(table_name)
+        for variable in override.variables(table_name) if override else ():
+            value = env.get(variable)
+            if value and override.append:
+                current = data.get(key, [])
+                parts = [p.strip() for p in value.split(",") if p.strip()]
+                data[key] = [*current, *parts] if isinstance(current, list) else current
+            elif value and key not in from_env:
+                data[key] = value
+            if value and key not in from_env:
+                from_env[key] = variable
     try:
         return model.model_validate({**data, **fixed})
     except ValidationError as exc:

@@ -24,15 +24,18 @@ log = logging.getLogger(__name__)
 NAME = "delegate_to_cli"
 DESCRIPTION = (
     "Hand real work (files, code, project analysis, shell commands, the browser) to a "
-    "coding-agent CLI run as a subprocess; never pretend it is done or leave the owner to "
-    "run commands. Plain questions, explanations, writing and translation need no CLI. "
-    "One task at a time: on a busy refusal do not retry, tell the owner what runs (they "
-    "may wait or /cancel). Returns {ok, cli, version, cwd, exit_code, reason, "
-    "output_path, output, signal, kernel_signals, cause}: output is the CLI's final "
-    "answer (head and tail past 50,000 characters), all of it is in output_path. ok "
-    "false: say it failed and why (reason; cause: the CLI's last known error), "
-    "invent nothing; you may fix the task and delegate once more. Else sum up output in "
-    "your words: what was done, the result, what the owner still has to do."
+    "coding-agent CLI run as a subprocess. Returns {ok, cli, version, cwd, exit_code, "
+    "reason, output_path, output, signal, kernel_signals, cause}: output is the CLI's "
+    "final answer (head and tail past 50,000 characters), all of it is in output_path."
+)
+# Kernel's rules for it, left out when SOUL.md has a delegate_to_cli section (issue 38).
+RULES = (
+    "Never pretend it is done or leave the owner to run commands. Plain questions, "
+    "explanations, writing and translation need no CLI. One task at a time: on a busy "
+    "refusal do not retry, tell the owner what runs (they may wait or /cancel). ok "
+    "false: say it failed and why (reason; cause: the CLI's last known error), invent "
+    "nothing; you may fix the task and delegate once more. Else sum up output in your "
+    "words: what was done, the result, what the owner still has to do."
 )
 TASK = (
     "the whole instruction, self-contained (the CLI sees nothing of this conversation): "
@@ -119,3 +122,4 @@ def register(
         with_context=True,
         describe=describe,
     )
+    registry.add_rules(NAME, RULES)

@@ -36,6 +36,7 @@ from typing import Any
 
 import tomli_w
 
+from kernel.agent import soul as soul_sections
 from kernel.agent.agent import Agent, SelectionError
 from kernel.audit import AuditLog
 from kernel.audit import kinds as audit_kinds
@@ -199,9 +200,25 @@ class Mutations:
             if len(doc.after) > limit or len(doc.after.encode("utf-8")) > limit:
                 raise self._too_large(key)
         pending.docs = list(docs.values())
+        self._check_soul(pending)
         # Hashing, the sensitive-field scan (and the diff, in preview) are CPU work on up to
         # selfops_max_bytes per file: off the event loop.
         await asyncio.to_thread(_scan_files, pending)
+
+    def _check_soul(self, pending: Pending) -> None:
+        """A change to SOUL.md that drops a tool's section (its rules): named in the
+        preview, with what applies instead (Kernel's own wording)."""
+        for doc in pending.docs:
+            if self.config.base_dir.joinpath(*doc.parts) != self.config.general.soul:
+                continue
+            known = self.agent.tools.known()
+            before = soul_sections.section_tools(doc.before or "", known)
+            gone = sorted(before - soul_sections.section_tools(doc.after, known))
+            if gone:
+                pending.rules_removed = gone
+                pending.warnings.append(
+                    t("selfops.soul_rules_removed", path=doc.path, tools=", ".join(gone))
+                )
 
     def _too_large(self, path: str) -> SelfOpsError:
         limit = self.config.gateway.selfops_max_bytes

@@ -55,6 +55,9 @@ class Pending:
     keys: list[str] = field(default_factory=list)  # the settings' dotted names it changes
     given: set[str] = field(default_factory=set)  # the strings its operations carry
     privileged: list[str] = field(default_factory=list)  # fields the privilege rule guards
+    # SOUL.md's tool sections the change removes (their rules fall back to Kernel's)
+    rules_removed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the owner should know first
 
 
 def seal(pending: Pending) -> dict[str, Any]:
@@ -110,6 +113,8 @@ def preview_json(p: Pending) -> dict[str, Any]:
             "sensitive_fields": list(p.sensitive),
             "privileged_fields": list(p.privileged),
             "denied_paths": [],
+            "tool_rules_removed": list(p.rules_removed),
+            "warnings": list(p.warnings),
         },
         "diff_summary": summary,
         "unified_diff": "\n".join(chunks),

@@ -18,6 +18,12 @@ from kernel.tools.registry import ToolContext, ToolRegistry
 
 Category = Literal["user", "feedback", "project", "reference"]
 Scope = Literal["global", "project", "persona"]
+RULES = {
+    "memory_add": "One self-contained sentence per call. Never passwords, keys or codes.",
+    "memory_search": "Do it before answering about the owner's past.",
+    "memory_delete": "When the fact changed (then remember the new one) or the owner asks "
+    "to forget it.",
+}
 
 
 def _row(m: MemoryRow) -> dict[str, Any]:
@@ -58,7 +64,7 @@ def register(registry: ToolRegistry, memories: Memories) -> None:
         scope: Scope | None = None,
     ) -> dict[str, Any]:
         """Remember one lasting fact the owner told you (preference, identity, project,
-        usual places): one self-contained sentence per call. Never passwords, keys or codes.
+        usual places).
 
         Args:
             category: user (who they are), feedback (how they want you to work),
@@ -76,8 +82,7 @@ def register(registry: ToolRegistry, memories: Memories) -> None:
     async def memory_search(
         query: str, context: ToolContext, limit: int = 5
     ) -> list[dict[str, Any]]:
-        """Search long-term memory, best match first: do it before answering about
-        the owner's past."""
+        """Search long-term memory, best match first."""
         found = await memories.search(query, max(1, min(limit, 50)), context.memory_scopes)
         return [_row(m) for m in found]
 
@@ -89,8 +94,11 @@ def register(registry: ToolRegistry, memories: Memories) -> None:
 
     @registry.tool
     async def memory_delete(id: int, context: ToolContext) -> dict[str, Any]:
-        """Delete a memory by id: when the fact changed (then remember the new one) or
-        the owner asks to forget it."""
+        """Delete a memory by id."""
         if not await memories.delete([id], context.memory_scopes):
             raise ToolError(f"no memory with id {id}: find ids with memory_search or memory_list")
         return {"ok": True}
+
+    # Kernel's rules, left out where SOUL.md has a section about the tool (issue 38).
+    for name, rules in RULES.items():
+        registry.add_rules(name, rules)

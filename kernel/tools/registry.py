@@ -14,7 +14,7 @@ import logging
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass, field
 from types import NoneType
 from typing import Any, TypeVar, overload
@@ -104,6 +104,9 @@ class _Tool:
     # a call to a tool not offered still runs, so its handler can say what is missing.
     offered: Callable[[], bool] | None = None
     describe: Describe | None = None  # how an approval names a call (else: generic)
+    # Kernel's wording of when and how to use it, after the description; left out where
+    # SOUL.md has a section about the tool (kernel/agent/soul.py).
+    rules: str = ""
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -240,6 +243,11 @@ class ToolRegistry:
         :meth:`register`); for tools registered with the decorator."""
         self._tools[name].offered = offered
 
+    def add_rules(self, name: str, rules: str) -> None:
+        """Kernel's own rules for ``name``: sent after its description unless SOUL.md
+        says something about the tool (:meth:`specs` ``without_rules``)."""
+        self._tools[name].rules = rules
+
     def require_approval(self, name: str, timeout: float) -> None:
         """Calls to ``name`` run only after the owner approves each one (SPEC §7)."""
         self._approval[name] = timeout
@@ -256,9 +264,21 @@ class ToolRegistry:
         """The tools offered to the model now."""
         return [t.name for t in self._tools.values() if self._offered(t)]
 
-    def specs(self) -> list[ToolSpec]:
+    def known(self) -> list[str]:
+        """Every registered tool, offered now or not."""
+        return list(self._tools)
+
+    def specs(self, without_rules: Collection[str] = ()) -> list[ToolSpec]:
+        """The offered tools' definitions; ``without_rules``: tools whose rules the
+        owner wrote in SOUL.md, sent with their description alone."""
         return [
-            ToolSpec(t.name, t.description, copy.deepcopy(t.parameters))
+            ToolSpec(
+                t.name,
+                f"{t.description} {t.rules}"
+                if t.rules and t.name not in without_rules
+                else t.description,
+                copy.deepcopy(t.parameters),
+            )
             for t in self._tools.values()
             if self._offered(t)
         ]

@@ -22,6 +22,7 @@ from tests.conftest import KernelFactory
 from tests.gateway.conftest import SidecarFactory
 from tests.gateway.conftest import sidecar as sidecar  # noqa: F401 - the fixture, shared
 from tests.gateway.test_process import PNG
+from tests.prompts.conftest import FLAGS_ON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Error, Reply, Text, text_reply
 
@@ -117,11 +118,11 @@ async def test_a_stored_template_is_not_expanded_again_on_retry(
 ) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "echo.md").write_text("{{X}}\n")
-    kernel = await make_kernel(anthropic_sim, language="en")
+    kernel = await make_kernel(anthropic_sim, language="en", extra=FLAGS_ON)
     anthropic_sim.enqueue(text_reply("literal"), text_reply("still literal"))
     await ask(kernel, '/prompts:echo X="/prompts:gone"')
     await kernel.stop()
-    again = await make_kernel(anthropic_sim, language="en")
+    again = await make_kernel(anthropic_sim, language="en", extra=FLAGS_ON)
     await again.agent.sessions.resume(CONVERSATION, (await again.store.list_sessions())[0].id)
     events = await finish(await again.agent.retry(CONVERSATION, TEMPLATE))
     assert type(events[-1]).__name__ == "Completed"

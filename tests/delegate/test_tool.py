@@ -191,10 +191,12 @@ async def test_kernel_stop_kills_a_running_delegation(
 def test_the_tool_rules_of_phase_2_travel_with_the_tools(
     make_config: ConfigFactory, bin_dir: dict[str, Path]
 ) -> None:
-    """The rules SOUL.md used to carry for each tool are in the tools' definitions, so
-    the model reads them only when the tool is offered; SOUL.md names no tool."""
+    """Kernel's own rules for each tool travel in the tools' definitions, so the model
+    reads them only when the tool is offered; the shipped SOUL.md carries the same rules
+    as editable sections (issue 38), and a tool it has a section for goes without them."""
     soul = (Path(__file__).resolve().parents[2] / "SOUL.md").read_text(encoding="utf-8")
-    assert not re.search(r"delegate_to_cli|memory_\w+|cron_\w+|ask_user", soul)
+    for name in ("delegate_to_cli", "memory_add", "memory_search", "memory_delete"):
+        assert re.search(rf"^### {name}$", soul, re.MULTILINE), name
     config = make_config(
         cli_section("claude_code", command=str(bin_dir["claude_code"])),
         cli_section("codex", command=str(bin_dir["codex"])),
@@ -212,6 +214,11 @@ def test_the_tool_rules_of_phase_2_travel_with_the_tools(
     assert "Never passwords" in specs["memory_add"].description
     assert "before answering" in specs["memory_search"].description
     assert "forget" in specs["memory_delete"].description
+    owned = {s.name: s for s in registry.specs(without_rules={"delegate_to_cli", "memory_add"})}
+    assert "do not retry" not in owned["delegate_to_cli"].description
+    assert "output_path" in owned["delegate_to_cli"].description  # what it returns stays
+    assert "Never passwords" not in owned["memory_add"].description
+    assert "before answering" in owned["memory_search"].description
 
 
 async def test_not_offered_when_no_configured_cli_is_found(

@@ -95,7 +95,7 @@ async def test_runtime_config_has_flags_and_no_secrets(
     assert status == 200
     assert all(isinstance(v, bool) for v in data["features"].values())
     assert data["features"]["api_key_required"] is True
-    assert data["features"]["prompt_templates"] is True  # [features] default (issue 20)
+    assert data["features"]["prompt_templates"] is False  # seed 000's default (issue 38)
     text = await response.text()
     assert API_KEY not in text and SECRET_KEY not in text
 
@@ -118,7 +118,7 @@ async def test_runtime_config_reports_voice_from_the_real_sections(
 
 
 async def test_system_layers(sidecar: SidecarFactory, anthropic_sim: AnthropicSim) -> None:
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra="\n[features]\nprompt_context_introspect = true\n")
     soul = sc.config_path.parent / "SOUL.md"
     soul.write_text("You are Kernel.\nBe   brief.  \n", encoding="utf-8")
     await sc.kernel.store.add_memory("likes green tea", "user")

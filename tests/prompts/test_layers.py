@@ -19,6 +19,7 @@ from kernel.core.errors import ConfigError, PromptError
 from kernel.core.events import Completed
 from tests.conftest import KernelFactory, write_config
 from tests.gateway.conftest import SidecarFactory
+from tests.prompts.conftest import FLAGS_ON
 from tests.selfops.test_mutations import apply, preview
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.context import system_of
@@ -42,7 +43,7 @@ async def test_agents_md_and_configured_layers_follow_soul_in_order(
     (tmp_path / "notes" / "house.md").write_text("Never use emoji.\n")
     (tmp_path / "prompts" / "style.md").write_text("Be terse.\n")
     extra = '\n[prompts]\nlayers = ["prompts/style.md", "notes/house.md", "prompts/AGENTS.md"]\n'
-    sc = await sidecar(anthropic_sim, extra=extra)
+    sc = await sidecar(anthropic_sim, extra=extra + FLAGS_ON)
 
     status, data, _ = await sc.call("GET", "/agent/system-layers")
 
@@ -68,7 +69,7 @@ async def test_agents_md_and_configured_layers_follow_soul_in_order(
 async def test_without_agents_md_nothing_changes_and_an_empty_one_is_no_layer(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra=FLAGS_ON)
     _, data, _ = await sc.call("GET", "/agent/system-layers")
     assert "agents_md" not in [name for name, _ in names_of(data)]
     (tmp_path / "prompts").mkdir()
@@ -80,7 +81,7 @@ async def test_without_agents_md_nothing_changes_and_an_empty_one_is_no_layer(
 async def test_a_selfops_change_to_agents_md_is_in_the_next_request(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra=FLAGS_ON)
     anthropic_sim.enqueue(text_reply("one"), text_reply("two"), text_reply("three"))
     assert (await sc.process("first"))[0] == 200
     assert "Speak like a pirate." not in system_of(anthropic_sim.requests[-1])
@@ -106,7 +107,7 @@ async def test_an_unchanged_layer_keeps_the_system_prompt_identical(
     """The provider's prompt cache: two turns, the same system prompt byte for byte."""
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "AGENTS.md").write_text("Policy.\n")
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra=FLAGS_ON)
     anthropic_sim.enqueue(text_reply("a"), text_reply("b"))
     await sc.process("one")
     await sc.process("two")
@@ -117,7 +118,8 @@ async def test_an_unchanged_layer_keeps_the_system_prompt_identical(
 async def test_a_missing_configured_layer_is_a_warning_then_skipped_until_it_exists(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
-    sc = await sidecar(anthropic_sim, extra='\n[prompts]\nlayers = ["prompts/later.md"]\n')
+    later = '\n[prompts]\nlayers = ["prompts/later.md"]\n'
+    sc = await sidecar(anthropic_sim, extra=later + FLAGS_ON)
     assert any("prompts/later.md" in w for w in sc.kernel.config.warnings)
     _, data, _ = await sc.call("GET", "/agent/system-layers")
     assert "prompt_layer_1" not in [name for name, _ in names_of(data)]
@@ -137,7 +139,7 @@ async def test_a_layer_file_that_is_not_text_is_skipped(
 ) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "AGENTS.md").write_bytes(b"\xff\xfe\x00bad")
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra=FLAGS_ON)
     anthropic_sim.enqueue(text_reply("fine"))
     status, data = await sc.process("hello")
     assert status == 200 and data["reply"] == "fine"
@@ -184,7 +186,7 @@ async def test_a_symlink_loop_in_prompts_is_skipped_and_the_turn_goes_on(
     loops(tmp_path / "prompts")
     (tmp_path / "prompts" / "style.md").write_text("Be terse.\n")
     extra = '\n[prompts]\nlayers = ["prompts/a.md", "prompts/style.md", "prompts/x.md"]\n'
-    sc = await sidecar(anthropic_sim, extra=extra)
+    sc = await sidecar(anthropic_sim, extra=extra + FLAGS_ON)
 
     status, data, _ = await sc.call("GET", "/agent/system-layers")
     assert status == 200
@@ -201,7 +203,7 @@ def test_a_looping_file_is_read_as_nothing_and_warned_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
-    path.write_text(path.read_text() + '\n[prompts]\nlayers = ["prompts/a.md"]\n')
+    path.write_text(path.read_text() + '\n[prompts]\nlayers = ["prompts/a.md"]\n' + FLAGS_ON)
     files = PromptFiles(load_config(path, env={}, require_telegram=False))
     loops(tmp_path / "prompts")
 
@@ -246,7 +248,7 @@ async def test_a_selfops_change_to_agents_md_is_in_the_next_telegram_request(
 ) -> None:
     """The same through the Telegram simulator: SelfOps (preview, then apply with its
     hash) changes prompts/AGENTS.md between two of the owner's messages."""
-    h = await bot()
+    h = await bot(extra=FLAGS_ON)
     h.model.enqueue(text_reply("one"), text_reply("two"))
     assert await h.converse("first") == "one"
     assert "Answer in rhyme." not in system_of(h.model.requests[-1])

@@ -18,6 +18,7 @@ import pytest
 from kernel.agent.agent import SessionKey, UserInput
 from kernel.agent.prompt_modes import CLAUDE_REQUIRED, ModeChoice
 from tests.gateway.conftest import SidecarFactory
+from tests.prompts.conftest import FLAGS_ON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.context import system_of
 from tests.sim.script import Reply, Text, text_reply, tool_reply
@@ -72,7 +73,7 @@ async def test_codex_without_its_base_file_is_a_500_naming_it_and_nothing_is_sen
 ) -> None:
     if empty:
         put(tmp_path, CORE / "prompt.md", " \n\n")
-    sc = await sidecar(anthropic_sim, language="en")
+    sc = await sidecar(anthropic_sim, language="en", extra=FLAGS_ON)
     status, data = await sc.process("hi", biz_params={"prompt_mode": "codex"})
     assert status == 500 and data["error"]["code"] == "codex_prompt_unavailable"
     message = data["error"]["message"]
@@ -95,7 +96,7 @@ async def test_claude_needs_all_four_files_and_names_the_missing_one(
     claude_files(tmp_path)
     workflow = CLAUDE / "results/prompts/system-workflow.prompt.md"
     (tmp_path / workflow).write_text("")
-    sc = await sidecar(anthropic_sim, language="en")
+    sc = await sidecar(anthropic_sim, language="en", extra=FLAGS_ON)
     status, data = await sc.process("hi", biz_params={"prompt_mode": "claude"})
     assert status == 500 and data["error"]["code"] == "claude_prompt_unavailable"
     assert data["error"]["details"]["missing"] == [str(workflow)]
@@ -124,7 +125,7 @@ async def test_codex_v1_is_its_base_and_agents_md_persisted_for_the_chat(
 ) -> None:
     codex_files(tmp_path)
     (tmp_path / "SOUL.md").write_text("You are Kay.\n")
-    sc = await sidecar(anthropic_sim, language="en")
+    sc = await sidecar(anthropic_sim, language="en", extra=FLAGS_ON)
     anthropic_sim.enqueue(text_reply("one"), text_reply("two"), text_reply("three"))
 
     assert (await sc.process("hi", biz_params={"prompt_mode": "codex"}))[0] == 200
@@ -173,7 +174,11 @@ async def test_codex_v2_layers_in_order_rendered_and_deduplicated(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     codex_v2_files(tmp_path)
-    sc = await sidecar(anthropic_sim, language="en", extra="\n[features]\ncodex_mode_v2 = true\n")
+    sc = await sidecar(
+        anthropic_sim,
+        language="en",
+        extra="\n[features]\nprompt_context_introspect = true\ncodex_mode_v2 = true\n",
+    )
     _, data, _ = await sc.call("GET", "/agent/system-layers?prompt_mode=codex")
     assert data["mode_variant"] == "codex_v2" and data["collaboration_mode"] == "default"
     assert layer_names(data) == [
@@ -230,7 +235,10 @@ async def test_codex_v2_catalog_source_and_the_shadow_compare_log(
         ]
     }
     put(tmp_path, "prompts/codex/models.runtime.json", json.dumps(catalog))
-    features = '\n[features]\ncodex_mode_v2 = true\ncodex_prompt_source = "catalog"\n'
+    features = (
+        "\n[features]\nprompt_context_introspect = true\ncodex_mode_v2 = true\n"
+        'codex_prompt_source = "catalog"\n'
+    )
     sc = await sidecar(anthropic_sim, language="en", extra=features)
     _, data, _ = await sc.call("GET", "/agent/system-layers?prompt_mode=codex")
     layer = next(x for x in data["layers"] if x["name"] == "codex_model_instructions_system")
@@ -239,7 +247,10 @@ async def test_codex_v2_catalog_source_and_the_shadow_compare_log(
     _, runtime, _ = await sc.call("GET", "/runtime-config")
     assert runtime["codex_prompt_source"] == "catalog"
 
-    shadow = "\n[features]\ncodex_mode_v2 = true\ncodex_prompt_shadow_compare = true\n"
+    shadow = (
+        "\n[features]\nprompt_context_introspect = true\ncodex_mode_v2 = true\n"
+        "codex_prompt_shadow_compare = true\n"
+    )
     sc2 = await sidecar(anthropic_sim, language="en", extra=shadow)
     with caplog.at_level(logging.INFO, logger="kernel.agent.prompt_modes"):
         _, data, _ = await sc2.call("GET", "/agent/system-layers?prompt_mode=codex")
@@ -256,7 +267,7 @@ async def test_collaboration_only_under_codex_and_plan_offers_ask_user(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     codex_files(tmp_path)
-    sc = await sidecar(anthropic_sim, language="en")
+    sc = await sidecar(anthropic_sim, language="en", extra=FLAGS_ON)
     refused = [
         {"collaboration_mode": "plan"},
         {"collaboration_event": "set_plan"},
@@ -303,7 +314,7 @@ async def test_ask_user_called_outside_plan_fails_and_the_turn_goes_on(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     codex_files(tmp_path)
-    sc = await sidecar(anthropic_sim, language="en")
+    sc = await sidecar(anthropic_sim, language="en", extra=FLAGS_ON)
     anthropic_sim.enqueue(
         tool_reply("ask_user", {"question": "Which file?", "options": ["a", "b"]}),
         text_reply("I will pick a."),
@@ -327,7 +338,7 @@ async def test_system_layers_parameters_are_checked_and_used_under_codex_only(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     codex_files(tmp_path)
-    sc = await sidecar(anthropic_sim, language="en")
+    sc = await sidecar(anthropic_sim, language="en", extra=FLAGS_ON)
     for query, words in [
         ("prompt_mode=codex&task_command=deploy", "invalid task_command"),
         ("prompt_mode=codex&collaboration_mode=x", "invalid collaboration_mode"),
@@ -365,7 +376,7 @@ def test_a_mode_read_from_meta_is_lenient() -> None:
 async def test_telegram_mode_refuses_missing_files_switches_and_new_sessions_keep_it(
     bot: Factory, tmp_path: Path
 ) -> None:
-    h = await bot()
+    h = await bot(extra=FLAGS_ON)
     reply = await h.converse("/mode codex")
     assert "codex prompt is unavailable" in reply and "prompts/codex/codex-rs/core" in reply
     assert h.model.requests == []
@@ -411,7 +422,7 @@ async def test_a_catalog_of_the_wrong_shape_is_skipped_not_an_error(
     codex_v2_files(tmp_path)
     put(tmp_path, "prompts/codex/models.runtime.json", catalog)
     for source in ('codex_prompt_source = "catalog"', "codex_prompt_shadow_compare = true"):
-        extra = f"\n[features]\ncodex_mode_v2 = true\n{source}\n"
+        extra = f"\n[features]\nprompt_context_introspect = true\ncodex_mode_v2 = true\n{source}\n"
         sc = await sidecar(anthropic_sim, language="en", extra=extra)
         status, data, _ = await sc.call("GET", "/agent/system-layers?prompt_mode=codex")
         assert status == 200, data
@@ -425,7 +436,7 @@ async def test_a_mode_asked_while_the_chat_is_busy_is_not_kept(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     claude_files(tmp_path)
-    sc = await sidecar(anthropic_sim, language="en", gateway={"queue_timeout": 0.5})
+    sc = await sidecar(anthropic_sim, language="en", extra=FLAGS_ON, gateway={"queue_timeout": 0.5})
     anthropic_sim.enqueue(Reply(Text("slow", chunks=["sl", "ow"]), stall_after=1))
     sc.kernel.agent.start_turn(
         (

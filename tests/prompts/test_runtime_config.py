@@ -21,23 +21,11 @@ async def test_the_flags_follow_the_configuration(
 ) -> None:
     sc = await sidecar(anthropic_sim)
     _, data, _ = await sc.call("GET", "/runtime-config")
-    assert {k: data["features"][k] for k in SEED_FLAGS} == {
-        "prompt_templates": True,
-        "prompt_context_introspect": True,
-        "codex_mode_v2": False,
-    }
-    await sc.stop()
-
-    flipped = (
-        "\n[features]\nprompt_templates = false\nprompt_context_introspect = false\n"
-        "codex_mode_v2 = true\n"
-    )
-    sc = await sidecar(anthropic_sim, extra=flipped)
-    _, data, _ = await sc.call("GET", "/runtime-config")
+    # seed 000's defaults (issue 38): all three off
     assert {k: data["features"][k] for k in SEED_FLAGS} == {
         "prompt_templates": False,
         "prompt_context_introspect": False,
-        "codex_mode_v2": True,
+        "codex_mode_v2": False,
     }
     # what the flags switch is switched
     status, body, _ = await sc.call("GET", "/agent/system-layers")
@@ -45,6 +33,21 @@ async def test_the_flags_follow_the_configuration(
     status, body = await sc.process("/prompts:anything")
     assert status == 409 and body["error"]["code"] == "prompt_templates_disabled"
     assert anthropic_sim.requests == []
+    await sc.stop()
+
+    flipped = (
+        "\n[features]\nprompt_templates = true\nprompt_context_introspect = true\n"
+        "codex_mode_v2 = true\n"
+    )
+    sc = await sidecar(anthropic_sim, extra=flipped)
+    _, data, _ = await sc.call("GET", "/runtime-config")
+    assert {k: data["features"][k] for k in SEED_FLAGS} == {
+        "prompt_templates": True,
+        "prompt_context_introspect": True,
+        "codex_mode_v2": True,
+    }
+    status, body, _ = await sc.call("GET", "/agent/system-layers")
+    assert status == 200 and body["layers"][0]["name"] == "soul"
 
 
 def test_the_seeds_environment_variables_win_over_the_keys(tmp_path: Path) -> None:

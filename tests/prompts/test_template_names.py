@@ -12,6 +12,7 @@ import pytest
 from kernel.agent.prompt_files import MAX_FILE_BYTES, PromptFiles
 from kernel.core.errors import PromptError
 from tests.gateway.conftest import SidecarFactory
+from tests.prompts.conftest import FLAGS_ON
 from tests.prompts.test_templates import files, last_text
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
@@ -148,7 +149,7 @@ async def test_telegram_lists_and_fills_in_a_unicode_name_and_a_new_line(
     bot: Factory, tmp_path: Path
 ) -> None:
     broken(folder(tmp_path))
-    h = await bot()
+    h = await bot(extra=FLAGS_ON)
     h.model.enqueue(text_reply("好的"), text_reply("hi bob"))
 
     listing = await h.converse("/prompts")
@@ -170,7 +171,7 @@ async def test_http_refuses_an_unreadable_template_with_the_list(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     broken(folder(tmp_path))
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra=FLAGS_ON)
     status, data = await sc.process("/prompts:empty")
     assert status == 400 and data["error"]["code"] == "prompt_template_invalid"
     assert data["error"]["details"]["templates"] == ["find", "hello", "周报"]

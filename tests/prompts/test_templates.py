@@ -18,6 +18,7 @@ from kernel.core.errors import PromptError
 from kernel.core.i18n import set_language
 from tests.conftest import KernelFactory, write_config
 from tests.gateway.conftest import SidecarFactory
+from tests.prompts.conftest import FLAGS_ON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.context import owner_texts
 from tests.sim.script import text_reply
@@ -39,7 +40,7 @@ def last_text(sim: AnthropicSim) -> str:
     return owner_texts(sim.requests[-1].body["messages"][-1])[0]
 
 
-def files(tmp_path: Path, extra: str = "") -> PromptFiles:
+def files(tmp_path: Path, extra: str = FLAGS_ON) -> PromptFiles:
     path = write_config(tmp_path, "http://127.0.0.1:9", "claude", language="en")
     path.write_text(path.read_text() + extra)
     config = load_config(path, env={}, require_telegram=False)
@@ -95,7 +96,7 @@ def test_switched_off_by_the_feature_flag(tmp_path: Path) -> None:
 
 async def test_telegram_expands_refuses_and_lists(bot: Factory, tmp_path: Path) -> None:
     templates(tmp_path)
-    h = await bot()
+    h = await bot(extra=FLAGS_ON)
     h.model.enqueue(text_reply("reviewed"))
 
     assert await h.converse('/prompts:review FILE=app.py FOCUS="races"') == "reviewed"
@@ -123,7 +124,7 @@ async def test_http_process_expands_and_refuses_before_sending(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     templates(tmp_path)
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra=FLAGS_ON)
     anthropic_sim.enqueue(text_reply("hi"))
     status, data = await sc.process("/prompts:hello")
     assert status == 200 and data["reply"] == "hi"
@@ -141,7 +142,7 @@ async def test_console_treats_a_template_as_a_message(
     make_kernel: KernelFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     templates(tmp_path)
-    kernel = await make_kernel(anthropic_sim, language="en")
+    kernel = await make_kernel(anthropic_sim, language="en", extra=FLAGS_ON)
     anthropic_sim.enqueue(text_reply("done"))
     out, err = io.StringIO(), io.StringIO()
     chat = ConsoleChat(kernel, out, err, interactive=False)

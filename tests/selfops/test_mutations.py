@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.gateway.conftest import Sidecar, SidecarFactory
+from tests.prompts.conftest import FLAGS_ON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.workspace.test_files import names
 
@@ -87,7 +88,7 @@ async def test_soul_rewrite_takes_effect_on_the_next_turn(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
 ) -> None:
     (tmp_path / "SOUL.md").write_text("You are Kernel.\nBe kind.\n")
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra=FLAGS_ON)  # GET /agent/system-layers below
     op = {"kind": "text_rewrite", "path": "SOUL.md", "search": "Kernel", "replace": "Kay"}
 
     p = await preview(sc, "workspace_file", op)

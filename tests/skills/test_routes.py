@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.gateway.conftest import SidecarFactory
+from tests.prompts.conftest import FLAGS_ON
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.skills.test_injection import write_skill
 from tests.workspace.test_files import names
@@ -28,7 +29,7 @@ async def test_list_create_toggle_delete(
     bad = tmp_path / "skills" / "bad" / "SKILL.md"
     bad.parent.mkdir()
     bad.write_text("no front matter here\n")
-    sc = await sidecar(anthropic_sim)
+    sc = await sidecar(anthropic_sim, extra=FLAGS_ON)  # layer_text reads system-layers
 
     status, data, _ = await sc.call("GET", "/skills")
     assert status == 200
