@@ -51,6 +51,9 @@ HISTORY_CUT = "history.cut"
 # a retry given back: command, branch (shown again), restored, cut / cut_branch (what
 # the retry wrote, cut in its place)
 HISTORY_RESTORED = "history.restored"
+# a session's mode switched (issue 38): mode, before, how (command: the owner's /mode;
+# tool: the model's enter_plan_mode; confirm: the owner approved exit_plan_mode)
+MODE_CHANGED = "mode.changed"
 ARTIFACT_SAVED = "artifact.saved"  # artifact (id), kind, size, sha256 (never the name)
 PRUNED = "audit.pruned"  # sessions, rows, why (written by the store)
 KEYED = "audit.keyed"  # from: the first row sealed with the audit key (kernel/audit/key.py)
@@ -76,6 +79,7 @@ KINDS = (
     OUTBOX_FAILED,
     HISTORY_CUT,
     HISTORY_RESTORED,
+    MODE_CHANGED,
     ARTIFACT_SAVED,
     PRUNED,
     KEYED,

@@ -295,6 +295,14 @@ def _restored(facts: Facts, actor: str) -> dict[str, str]:
     return {"branch": _paren(str(branch)) if branch is not None else ""}
 
 
+def _mode(facts: Facts, actor: str) -> dict[str, str]:
+    return {
+        "before": _text(_get(facts, "before")),
+        "mode": _text(_get(facts, "mode")),
+        "by": _paren(_who(actor)) if actor else "",
+    }
+
+
 def _artifact(facts: Facts, actor: str) -> dict[str, str]:
     return {
         "id": _id(facts, "artifact", "artifact_id", "id"),
@@ -332,6 +340,7 @@ _FILLERS: dict[str, Callable[[Facts, str], dict[str, str]]] = {
     kinds.OUTBOX_FAILED: _outbox,
     kinds.HISTORY_CUT: _cut,
     kinds.HISTORY_RESTORED: _restored,
+    kinds.MODE_CHANGED: _mode,
     kinds.ARTIFACT_SAVED: _artifact,
     kinds.PRUNED: _pruned,
     kinds.KEYED: lambda facts, actor: {},

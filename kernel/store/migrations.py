@@ -477,6 +477,15 @@ def m018_v1_responses(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX v1_responses_created ON v1_responses(created_at)")
 
 
+def m019_session_modes(conn: sqlite3.Connection) -> None:
+    """A session's mode (issue 38): ``act`` (every tool), ``plan`` or ``read_only`` (the
+    tools that write or act held back); a session from before is in ``act``."""
+    conn.execute(
+        "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'act'"
+        " CHECK (mode IN ('act', 'plan', 'read_only'))"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration("initial", m001_initial),
     Migration("memories", m002_memories),
@@ -496,6 +505,7 @@ MIGRATIONS: list[Migration] = [
     Migration("audit", m016_audit),
     Migration("inbox_session", m017_inbox_session),
     Migration("v1_responses", m018_v1_responses),
+    Migration("session_modes", m019_session_modes),
 ]
 
 

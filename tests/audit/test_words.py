@@ -121,6 +121,11 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], str]] = {
         "✂️ history cut by /undo: 2 messages",
     ),
     kinds.HISTORY_RESTORED: ("kernel", {"branch": 1}, "↩️ cut history restored (1)"),
+    kinds.MODE_CHANGED: (
+        "owner",
+        {"mode": "act", "before": "plan", "how": "confirm"},
+        "🧭 mode plan → act (you)",
+    ),
     kinds.ARTIFACT_SAVED: (
         "kernel",
         {"artifact_id": 3, "kind": "cli", "size": 2048, "sha256": "99"},
