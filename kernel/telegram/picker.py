@@ -1,5 +1,5 @@
-"""Pickers (issue 34): a bare /resume, /model, /provider, /persona or /project answers
-with its choices as inline buttons; one tap acts.
+"""Pickers (issue 34): a bare /resume, /model, /provider, /persona, /project or /mode
+(issue 38) answers with its choices as inline buttons; one tap acts.
 
 The choices are the command's own (:class:`kernel.commands.Choice`), so every channel
 lists the same ones; here they become a keyboard of ``PER_PAGE`` buttons a page, the
@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Context = ContextTypes.DEFAULT_TYPE
 
-PICKED = ("resume", "model", "provider", "persona", "project")
+PICKED = ("resume", "model", "provider", "persona", "project", "mode")
 PREFIX = "pick:"
-PATTERN = r"^pick:(?:(?:resume|model|provider|persona|project):(?:p\d{1,4}|[0-9a-f]{8})|-)$"
+PATTERN = r"^pick:(?:(?:resume|model|provider|persona|project|mode):(?:p\d{1,4}|[0-9a-f]{8})|-)$"
 NOTHING = "pick:-"
 PER_PAGE = 8
 LABEL = 60  # characters of a button's label

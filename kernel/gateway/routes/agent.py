@@ -241,6 +241,8 @@ async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse
             raise invalid(t("gw.input_empty"), field="input")
     opened = await deps.agent.sessions.open_session(key)
     assert opened is not None
+    if tool is not None:  # the chat's plan or read_only mode: 403 tool_forbidden_in_mode
+        await deps.agent.modes.check(opened.row.id, name, deps.tools, arguments)
     # The prompt and collaboration modes: checked now (a mode whose files are missing is
     # refused before anything is kept), written once the chat's running turn is done.
     changes = meta_changes(biz, opened.row.meta)
