@@ -8,6 +8,7 @@ are (no method here re-exports theirs): ``agent.selection``
 (:mod:`~kernel.agent.sessions`: conversations, sessions, busy, waiting, cancel),
 ``agent.control`` (:mod:`~kernel.agent.rewind`: undo, rewind, branches),
 ``agent.scopes`` (:mod:`~kernel.agent.scope`: personas, projects, prompt modes),
+``agent.modes`` (:mod:`~kernel.agent.session_modes`: act, plan, read_only),
 ``agent.prompt`` (:mod:`~kernel.agent.prompt`: the system layers) and ``agent.meter``
 (spend). This module wires them and keeps what is the agent's own: turns
 (:mod:`~kernel.agent.turn`), /retry, titles and model calls outside a turn.
@@ -29,6 +30,7 @@ from kernel.agent.models import MODEL_OVERRIDE, ModelSelection, ProviderFactory,
 from kernel.agent.prompt import SystemPrompt
 from kernel.agent.rewind import ConversationControl
 from kernel.agent.scope import Scopes
+from kernel.agent.session_modes import SessionModes
 from kernel.agent.sessions import OpenedSession, SessionKey, Sessions
 from kernel.agent.subagents import SubAgents
 from kernel.agent.titles import TitleMaker
@@ -118,6 +120,9 @@ class Agent:
         now = clock or (lambda: datetime.now(UTC))
         self.profiles = Profiles.beside(config.base_dir)
         self.scopes = Scopes(config, store, self.sessions, self.profiles)
+        # act, plan or read_only per session, and the model's control tools (issue 38)
+        self.modes = SessionModes(config, store, self.sessions, self.audit)
+        self.modes.register(tools)
         self.prompt = SystemPrompt(
             config, tools, self.memories, self.skills, now, self.tz, self.profiles
         )
@@ -147,6 +152,7 @@ class Agent:
             decisions=self.decisions,
             clock=now,
             scopes=self.scopes,
+            modes=self.modes,
             audit=self.audit,
         )
         self._sleep = sleep

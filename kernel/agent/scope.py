@@ -22,6 +22,7 @@ from kernel.agent.sessions import SESSION_PREFIX, Sessions
 from kernel.config import Config, parse_ref
 from kernel.core.errors import ProfileError
 from kernel.core.i18n import t
+from kernel.core.session_modes import ACT
 from kernel.memory import scopes as memory_scopes
 from kernel.profiles import Profile, ProfileLibrary, Profiles
 from kernel.routing import Choice
@@ -192,10 +193,14 @@ class Scopes:
 
     async def tool_context(self, session_id: int, conversation: str) -> ToolContext:
         """The context of a tool called directly (not by the model) in a session: its
-        persona, project, folder and memory scopes, as a turn there would give."""
-        outlook = await self.outlook(await self.of_session(session_id))
+        persona, project, folder, memory scopes and mode, as a turn there would give."""
+        row = await self.store.get_session(session_id)
+        outlook = await self.outlook(ChatScope.of_meta(row.meta if row is not None else {}))
         return outlook.tool_context(
-            self.config.base_dir, session_id=session_id, conversation=conversation
+            self.config.base_dir,
+            session_id=session_id,
+            conversation=conversation,
+            session_mode=row.mode if row is not None else ACT,
         )
 
     async def set_mode(self, conversation: str, mode: str) -> None:

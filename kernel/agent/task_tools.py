@@ -14,12 +14,18 @@ from typing import Any
 from kernel.agent.background import BackgroundTasks, NewTask
 from kernel.core.errors import TaskError, ToolError
 from kernel.core.i18n import t
+from kernel.core.session_modes import ACTS, READS, Effect
 from kernel.store.tasks import TaskRow
 from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry
 
-# The tools that act (start or stop work): hidden in plan mode and read-only (item 1).
-# Until the registry declares the attribute, this is the one place that names them.
-ACTING = ("task_create", "task_stop", "send_message")
+# What each does (kernel/core/session_modes.py): starting and stopping work acts, so
+# plan mode and read_only hold it back; listing, and the task's own progress line, read.
+EFFECTS: dict[str, Effect] = {
+    "task_create": ACTS,
+    "task_list": READS,
+    "task_stop": ACTS,
+    "task_update": READS,
+}
 
 CREATE = (
     "Start work in the background when the owner asks for it ('in the background', "
@@ -116,7 +122,13 @@ def register(registry: ToolRegistry, tasks: BackgroundTasks, offered: Callable[[
         ("task_update", UPDATE, UPDATE_PARAMETERS, task_update),
     ):
         registry.register(
-            name, description, parameters, handler, with_context=True, offered=offered
+            name,
+            description,
+            parameters,
+            handler,
+            with_context=True,
+            offered=offered,
+            effect=EFFECTS[name],
         )
 
 

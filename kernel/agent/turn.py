@@ -50,12 +50,13 @@ from kernel.core.events import (
 )
 from kernel.core.failures import log_fields, owner_words
 from kernel.core.i18n import t
-from kernel.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from kernel.core.messages import Message, TextBlock, ToolResultBlock, ToolSpec, ToolUseBlock
 from kernel.core.provider import (
     Completion,
     TextDelta,
     thinking_blocks,
 )
+from kernel.core.session_modes import ACT, CONTROL
 from kernel.core.turns import Turn
 from kernel.core.usage import estimate_request_tokens
 from kernel.memory.memories import MAX_REMEMBERED_PER_TURN
@@ -96,6 +97,9 @@ class TurnRun:
         self.remembered = 0  # new memories from <remember> tags in this turn
         self.guest_tools: tuple[str, ...] | None = None  # set for a guest's turn
         self.mode = ModeChoice()  # the session's prompt mode (default for guests)
+        # The session's act, plan or read_only, and SessionModes.changes when it was read.
+        self.session_mode = ACT
+        self._modes_seen = parts.modes.changes
         self.interactive = True
         self.error = ""  # why the turn failed, for the agent's status ("" when it did not)
         self.stored: list[int] = []  # ids of the messages this turn wrote, in order
@@ -208,19 +212,24 @@ class TurnRun:
         if conv.session_id is None:
             inherited = await parts.scopes.inherited(self.turn.conversation)
             row = await parts.store.create_session(
-                user_input.channel, user_id=user_input.user_id, meta=_scope_meta(inherited)
+                user_input.channel,
+                user_id=user_input.user_id,
+                meta=_scope_meta(inherited),
+                mode=await parts.modes.inherited(self.turn.conversation),
             )
             conv.session_id = row.id
         self.session_id = conv.session_id
         self.turn.place(self.session_id)
         # Read together (one hop to the database thread): the session, whether this
         # asks a failed turn's question again, and the history (read again after a cut).
+        self._modes_seen = parts.modes.changes
         session, repeat, history = await asyncio.gather(
             parts.store.get_session(self.session_id),
             unanswered_repeat(parts.store, self.session_id, user_input.text),
             self._history(),
         )
         meta = session.meta if session else {}
+        self.session_mode = session.mode if session else ACT
         self.guest_tools = user_input.guest_tools if user_input.guest else None
         if not self._given_outlook and not user_input.guest:
             # A broken persona or project file refuses the turn before anything is
@@ -268,8 +277,12 @@ class TurnRun:
         owner_chat = user_input.channel in OWNER_CHANNELS and not user_input.guest
         self.may_raise = user_input.interactive and user_input.budget_ask and owner_chat
         names = parts.prompt.offered(self.guest_tools, outlook, self.mode)
+        # The control tools are the chat's own: a sub-agent's run is offered none.
+        if outlook.agent is not None:
+            names = [n for n in names if parts.tools.effect(n) != CONTROL]
         specs = parts.tools.specs(covered_tools(layers))  # SOUL.md's rules win
-        offered = [spec for spec in specs if spec.name in names]
+        offerable = [spec for spec in specs if spec.name in names]
+        offered = self._in_mode(offerable)
         models = parts.models
         seen = Facts(
             channel=user_input.channel,
@@ -319,12 +332,15 @@ class TurnRun:
             self.mode,
             self.guest_tools,
             self.interactive,
+            self.current_mode,
         )
         limit = outlook.max_tool_calls or cfg.general.max_tool_calls
         calls_used = 0
         while True:
             self.step += 1
             self.turn.emit(StepStarted(self.step))
+            await self.current_mode()  # switched since (/mode, a control tool): offered anew
+            build.offered = self._in_mode(offerable)
             completion = await self._stream(build)
             provider = calls_over.provider
             assert provider is not None  # set by the call that answered
@@ -375,6 +391,21 @@ class TurnRun:
                 done = Completed(self.step, reply, usage=self.turn.spend())
                 await self.end(done, "tool_limit")
                 return
+
+    async def current_mode(self) -> str:
+        """The session's mode now: read again only when some session's mode changed
+        since it was last read (a running turn follows /mode and its control tools)."""
+        modes = self.parts.modes
+        if modes.changes != self._modes_seen and self.session_id is not None:
+            self._modes_seen = modes.changes
+            self.session_mode = await modes.of_session(self.session_id)
+        return self.session_mode
+
+    def _in_mode(self, specs: list[ToolSpec]) -> list[ToolSpec]:
+        """What the session's mode leaves of the turn's tools (plan, read_only: only
+        the tools that read, and the control tools)."""
+        tools = self.parts.tools
+        return [spec for spec in specs if tools.visible_in(spec.name, self.session_mode)]
 
     async def _stream(self, build: Build) -> Completion:
         assert self.calls is not None

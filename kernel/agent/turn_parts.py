@@ -10,6 +10,7 @@ from datetime import datetime
 from kernel.agent.models import ModelSelection
 from kernel.agent.prompt import SystemPrompt
 from kernel.agent.scope import Scopes
+from kernel.agent.session_modes import SessionModes
 from kernel.audit import AuditLog
 from kernel.config import Config
 from kernel.core.asks import AskRegistry
@@ -83,4 +84,5 @@ class TurnParts:
     decisions: DecisionStore
     clock: Callable[[], datetime]  # wall time (the decisions log's stamps)
     scopes: Scopes  # the chats' personas and projects
+    modes: SessionModes  # the sessions' act, plan or read_only
     audit: AuditLog | None = None  # what the turn did, recorded (issue 23)

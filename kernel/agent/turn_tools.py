@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +88,8 @@ def results_message(
 @dataclass(frozen=True, slots=True)
 class ToolRunner:
     """Runs one turn's tool calls in its session, as its scope and mode allow.
-    ``step``: the turn's current step, read when an event is emitted."""
+    ``step``: the turn's current step, read when an event is emitted; ``session_mode``:
+    the session's act, plan or read_only at the moment of each call."""
 
     parts: TurnParts
     turn: Turn
@@ -99,6 +100,7 @@ class ToolRunner:
     mode: ModeChoice
     guest_tools: tuple[str, ...] | None
     interactive: bool
+    session_mode: Callable[[], Awaitable[str]]
 
     async def run(self, calls: list[RepairedCall], allowed: int, limit: int) -> list[ToolOutcome]:
         """Run the step's tool calls concurrently; calls past the cap get an error result."""
@@ -145,6 +147,7 @@ class ToolRunner:
             text = t("turn.ask_not_in_mode", mode=self.mode.collaboration)
             return ToolOutcome(call.name, False, text, {})
         context = self._context(call)
+        context.session_mode = await self.session_mode()  # the registry refuses what it holds
         if call.repaired:
             arguments = dict(call.arguments)  # the registry's copy: history keeps its own
             return await self.parts.tools.call(call.name, arguments, context, repaired=True)

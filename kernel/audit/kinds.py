@@ -54,6 +54,9 @@ HISTORY_RESTORED = "history.restored"
 # a branch made the live history (issue 38): branch, fork (message id), restored
 # (messages), left (the branches the history left went to), cut (messages in them)
 HISTORY_SWITCHED = "history.switched"
+# a session's mode switched (issue 38): mode, before, how (command: the owner's /mode;
+# tool: the model's enter_plan_mode; confirm: the owner approved exit_plan_mode)
+MODE_CHANGED = "mode.changed"
 ARTIFACT_SAVED = "artifact.saved"  # artifact (id), kind, size, sha256 (never the name)
 PRUNED = "audit.pruned"  # sessions, rows, why (written by the store)
 KEYED = "audit.keyed"  # from: the first row sealed with the audit key (kernel/audit/key.py)
@@ -80,6 +83,7 @@ KINDS = (
     HISTORY_CUT,
     HISTORY_RESTORED,
     HISTORY_SWITCHED,
+    MODE_CHANGED,
     ARTIFACT_SAVED,
     PRUNED,
     KEYED,

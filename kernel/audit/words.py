@@ -304,6 +304,14 @@ def _switched(facts: Facts, actor: str) -> dict[str, str]:
     }
 
 
+def _mode(facts: Facts, actor: str) -> dict[str, str]:
+    return {
+        "before": _text(_get(facts, "before")),
+        "mode": _text(_get(facts, "mode")),
+        "by": _paren(_who(actor)) if actor else "",
+    }
+
+
 def _artifact(facts: Facts, actor: str) -> dict[str, str]:
     return {
         "id": _id(facts, "artifact", "artifact_id", "id"),
@@ -342,6 +350,7 @@ _FILLERS: dict[str, Callable[[Facts, str], dict[str, str]]] = {
     kinds.HISTORY_CUT: _cut,
     kinds.HISTORY_RESTORED: _restored,
     kinds.HISTORY_SWITCHED: _switched,
+    kinds.MODE_CHANGED: _mode,
     kinds.ARTIFACT_SAVED: _artifact,
     kinds.PRUNED: _pruned,
     kinds.KEYED: lambda facts, actor: {},

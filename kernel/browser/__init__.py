@@ -14,7 +14,7 @@ buttons and inputs numbered; ``browser_click`` / ``browser_fill`` act on them by
 This module imports none of them (nor Playwright): registering the tools costs nothing
 until one is called.
 
-Public API: :func:`register`, :data:`TOOLS`, :data:`ACTING`, :func:`tool_call` (the
+Public API: :func:`register`, :data:`TOOLS`, :func:`tool_call` (the
 sidecar's ``browser`` items), :func:`check` (``kernel check``'s line).
 """
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from kernel.store.artifacts import ArtifactStore
     from kernel.tools.registry import ToolRegistry
 
-__all__ = ["ACTING", "TOOLS", "check", "register", "tool_call"]
+__all__ = ["TOOLS", "check", "register", "tool_call"]
 
 # action → the tool that does it (the sidecar's `browser` items name an action).
 TOOLS: dict[str, str] = {
@@ -45,10 +45,6 @@ TOOLS: dict[str, str] = {
     "screenshot": "browser_screenshot",
     "find": "browser_find",
 }
-# The tools that act on a page (a click may buy, send or delete): the ones plan mode and
-# read-only permission hide (issue 38 item 1). Reading, finding and screenshots do not
-# act; browser_open only reads, though any navigation is a GET the site sees.
-ACTING: frozenset[str] = frozenset({"browser_click", "browser_fill"})
 
 
 def register(

@@ -28,6 +28,7 @@ from kernel.core.delivery import ChannelRegistry, FileChannel, Target
 from kernel.core.errors import ChannelError
 from kernel.core.i18n import t
 from kernel.core.messages import ImageBlock
+from kernel.core.session_modes import READS
 from kernel.tools.registry import ToolContext, ToolRegistry, ToolReply
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def register(registry: ToolRegistry, config: Config, browsers: Browsers, shots: 
     def chat(context: ToolContext) -> str:
         return context.conversation or DEFAULT_CHAT
 
-    @registry.tool
+    @registry.tool(effect=READS)
     async def browser_open(url: str, context: ToolContext) -> dict[str, Any]:
         """Open a web page in a real browser (JavaScript runs) and read it: its text,
         and its links, buttons and inputs numbered [1], [2], … for browser_click and
@@ -137,7 +138,7 @@ def register(registry: ToolRegistry, config: Config, browsers: Browsers, shots: 
         async with browsers.tab(chat(context), create=False) as tab:
             return await pages.fill(tab, number, text, submit, config)
 
-    @registry.tool
+    @registry.tool(effect=READS)
     async def browser_find(text: str, context: ToolContext) -> dict[str, Any]:
         """Find text on the open page: how often it occurs, and the words around each.
 
@@ -147,7 +148,7 @@ def register(registry: ToolRegistry, config: Config, browsers: Browsers, shots: 
         async with browsers.tab(chat(context), create=False) as tab:
             return await pages.find(tab, text)
 
-    @registry.tool
+    @registry.tool(effect=READS)
     async def browser_screenshot(context: ToolContext) -> ToolReply:
         """Take a screenshot of the open page's visible part: it is sent to the owner's
         chat and kept as a file, and you see it too."""

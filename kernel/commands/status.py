@@ -11,6 +11,7 @@ from kernel.commands.listing import named, session_name
 from kernel.commands.profiles import scope_line
 from kernel.commands.usage import budget_line, budget_today, turn_line
 from kernel.core.i18n import t, t_or
+from kernel.core.session_modes import ACT
 from kernel.memory import scopes
 from kernel.spend import budget_state
 
@@ -55,7 +56,7 @@ async def status_lines(
     problems = [*provider_lines(kernel), *_mcp_problems(kernel), *channel.problems]
     short = [
         t("tg.status_model", provider=agent.selection.provider_name, model=agent.selection.model),
-        await _session_line(kernel, session),
+        await _session_line(kernel, conversation, session),
         _running_line(kernel, conversation),
         t("status.spend", today=budget_today(budget)),
         t("status.health", word=t(f"status.health_{_health(kernel, problems)}")),
@@ -83,12 +84,17 @@ async def status_lines(
     ]
 
 
-async def _session_line(kernel: KernelParts, session: int | None) -> str:
+async def _session_line(kernel: KernelParts, conversation: str, session: int | None) -> str:
+    """The session, and its work mode when it is not ``act`` (issue 38)."""
     row = await kernel.store.get_session(session) if session is not None else None
     if row is None:
-        return t("tg.status_session", session=t("tg.status_new"))
-    first = await kernel.store.first_words([row.id])
-    return t("tg.status_session", session=named(row.id, session_name(row, first.get(row.id, ""))))
+        line = t("tg.status_session", session=t("tg.status_new"))
+        mode = await kernel.agent.modes.inherited(conversation)
+    else:
+        first = await kernel.store.first_words([row.id])
+        shown = named(row.id, session_name(row, first.get(row.id, "")))
+        line, mode = t("tg.status_session", session=shown), row.mode
+    return line if mode == ACT else f"{line} · {t('mode.status', mode=mode)}"
 
 
 def _running_line(kernel: KernelParts, conversation: str) -> str:

@@ -279,6 +279,7 @@ HTTP_STATUS: dict[str, int] = {
     "default_chat_protected": 400,
     "telegram_not_configured": 409,  # the console's "resume in Telegram" without Telegram
     "tool_disabled": 403,
+    "tool_forbidden_in_mode": 403,  # issue 38: the session's plan or read_only mode
     "tool_not_supported": 400,
     # seed 000's tool contract: a direct call the tool could not carry out (its input
     # named a file that is no text, the owner did not approve a shell command…): the

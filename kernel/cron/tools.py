@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernel.core.errors import CronError, ToolError
+from kernel.core.session_modes import READS
 from kernel.cron.jobs import CronJob
 from kernel.cron.scheduler import CronScheduler
 from kernel.cron.spec import BodyText, ChannelName, JobName, JobText, NameText, ScheduleText
@@ -62,7 +63,7 @@ def register(registry: ToolRegistry, scheduler: CronScheduler) -> None:
         job = await call(scheduler.create(body, created_by="agent"))
         return _brief(job, scheduler)
 
-    @registry.tool
+    @registry.tool(effect=READS)
     async def cron_list() -> list[dict[str, Any]]:
         """List the scheduled jobs and their next runs."""
         return [_brief(job, scheduler) for job in scheduler.list()]

@@ -32,17 +32,18 @@ from pydantic import (
 )
 
 from kernel.agent.slimming import summarize_tool_result
-from kernel.core.errors import ToolError, WorkspaceError
+from kernel.core.errors import CodedError, ToolError, WorkspaceError
 from kernel.core.events import Completed, ErrorEvent, ToolCall, ToolResult, TurnEvent
 from kernel.core.i18n import t
+from kernel.core.session_modes import REFUSED_CODE, restricted
 from kernel.gateway.schema import BodyModel, Text, refuse
 from kernel.gateway.shell import run_approved
 from kernel.gateway.tool_failure import ToolFailed
 from kernel.gateway.workspace_tools import edit, find, view
+from kernel.tools.registry import refused_in_mode
 
 if TYPE_CHECKING:
     from kernel.agent.agent import OpenedSession
-    from kernel.gateway.api import ApiError
     from kernel.gateway.deps import GatewayDeps
     from kernel.tools.registry import ToolContext, ToolOutcome
 
@@ -156,6 +157,7 @@ class ExplicitTools(BodyModel):
 
 
 NAMES = ("view", "edit", "find", "search", "browser", "shell")
+ACTING_ARRAYS = ("edit", "shell")  # they write or run: held back in plan and read_only
 
 
 Runner = Callable[["GatewayDeps", "ToolContext", Any], Any]
@@ -234,6 +236,8 @@ async def _browser(deps: GatewayDeps, context: ToolContext, item: BrowserItem) -
         name, arguments = tool_call(item.model_dump())
     except ToolError as exc:
         raise ToolFailed("invalid_request", str(exc)) from None
+    if context.session_id is not None:  # a click or a fill acts: plan mode refuses it
+        await mode_refusal(deps, context.session_id, name, arguments)
     return await _registered(deps, context, name, arguments)
 
 
@@ -263,11 +267,17 @@ _RUNNERS: dict[str, Runner] = {
 }
 
 
-def mode_refusal(deps: GatewayDeps, session_id: int, name: str) -> ApiError | None:
-    """The session's plan or permission mode refusing tool ``name`` (403), or None.
-
-    SEAM (issue 38, item 1, the modes helper): until the modes' "is this tool allowed
-    in this mode" check is merged, every tool is allowed here. This is the one place the
-    sidecar's direct tool calls (``POST /agent/tools/{name}``, ``biz_params.tool`` and
-    the top-level arrays) ask it: put the call here, answering its 403 refusal."""
-    return None
+async def mode_refusal(
+    deps: GatewayDeps, session_id: int, name: str, arguments: dict[str, Any] | None = None
+) -> None:
+    """Raise 403 ``tool_forbidden_in_mode`` when the session's plan or read_only mode
+    holds tool ``name`` back (the one rule: :meth:`ToolRegistry.allowed_in`). The
+    top-level arrays read (``view``, ``find``, ``search``) or act (``edit``, ``shell``);
+    a ``browser`` item is checked as the browser tool it becomes, when it runs."""
+    if name in ACTING_ARRAYS:
+        mode = await deps.agent.modes.of_session(session_id)
+        if restricted(mode):
+            details: dict[str, object] = {"tool": name, "mode": mode}
+            raise CodedError(REFUSED_CODE, refused_in_mode(name, mode), details)
+    elif name not in NAMES:
+        await deps.agent.modes.check(session_id, name, deps.tools, arguments)

@@ -65,6 +65,8 @@ class RemoteTool:
     name: str
     description: str
     input_schema: dict[str, Any]
+    # The server marks it readOnlyHint (issue 38): offered in plan and read_only too.
+    read_only: bool = False
 
 
 # Why a listed tool is not offered to the model. The SDK (2.3.0) has no client side of
@@ -405,7 +407,9 @@ class ServerConnection:
                 schema = dict(tool.input_schema or {})
                 schema.setdefault("type", "object")
                 description = tool.description or tool.title or f"{tool.name} (MCP: {self.name})"
-                tools.append(RemoteTool(tool.name, description, schema))
+                hints = tool.annotations
+                read_only = hints is not None and hints.read_only_hint is True
+                tools.append(RemoteTool(tool.name, description, schema, read_only))
             cursor = page.next_cursor
             if not cursor:
                 break

@@ -28,6 +28,7 @@ from kernel.config.privilege import strings_of
 from kernel.core.clock import Clock
 from kernel.core.errors import CodedError, KernelError
 from kernel.core.i18n import t
+from kernel.core.session_modes import ACTS, READS
 from kernel.core.tasks import TaskSet
 from kernel.mcp.interact import Sampler
 from kernel.mcp.naming import assign_names, server_part, server_parts
@@ -348,6 +349,7 @@ class MCPManager:
                     source=_source(connection.name),
                     with_context=True,
                     describe=remote(connection.name, tool.name),
+                    effect=READS if tool.read_only else ACTS,
                 )
             except ValueError:
                 return name

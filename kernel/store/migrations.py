@@ -18,6 +18,7 @@ from kernel.store.migrations_later import (
     m018_v1_responses,
     m019_agent_tasks,
     m020_branches,
+    m021_session_modes,
 )
 
 log = logging.getLogger(__name__)
@@ -425,6 +426,7 @@ MIGRATIONS: list[Migration] = [
     Migration("v1_responses", m018_v1_responses),
     Migration("agent_tasks", m019_agent_tasks),
     Migration("branches", m020_branches),
+    Migration("session_modes", m021_session_modes),
 ]
 
 

@@ -146,3 +146,12 @@ def m020_branches(conn: sqlite3.Connection) -> None:
               FROM messages WHERE cut > 0 GROUP BY session_id, cut) c
         """
     )
+
+
+def m021_session_modes(conn: sqlite3.Connection) -> None:
+    """A session's mode (issue 38): ``act`` (every tool), ``plan`` or ``read_only`` (the
+    tools that write or act held back); a session from before is in ``act``."""
+    conn.execute(
+        "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'act'"
+        " CHECK (mode IN ('act', 'plan', 'read_only'))"
+    )

@@ -33,6 +33,7 @@ class SessionRow:
     message_count: int
     user_id: str = ""
     external_id: str = ""  # the channel's own id for it; "session-<id>" unless given
+    mode: str = "act"  # act, plan or read_only (kernel/core/session_modes.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,7 @@ class StoredMessage:
 _SESSION_SELECT = """
     SELECT s.id, s.channel, s.title, s.meta, s.created_at, s.updated_at,
            (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
-           s.user_id, s.external_id
+           s.user_id, s.external_id, s.mode
     FROM sessions s
 """
 
@@ -67,6 +68,7 @@ class SessionTables(Database):
         meta: dict[str, Any] | None = None,
         user_id: str = "",
         external_id: str | None = None,
+        mode: str = "act",
     ) -> SessionRow:
         """A new session; ``external_id`` defaults to ``session-<id>``. Raises StoreError
         when (channel, user_id, external_id) is taken."""
@@ -74,7 +76,7 @@ class SessionTables(Database):
         meta_json = dump_json(meta or {}, "session meta")
 
         def op(conn: sqlite3.Connection) -> SessionRow:
-            return _insert_session(conn, channel, user_id, external_id, title, meta_json, now)
+            return _insert_session(conn, channel, user_id, external_id, title, meta_json, now, mode)
 
         return await self._write("create session", op)
 
@@ -253,6 +255,19 @@ class SessionTables(Database):
             _require_session(cur, session_id)
 
         await self._write("update session meta", op)
+
+    async def set_mode(self, session_id: int, mode: str) -> str:
+        """Set the session's mode; returns the mode it had. Raises StoreError for an
+        unknown session or a mode that is not one."""
+
+        def op(conn: sqlite3.Connection) -> str:
+            row = conn.execute("SELECT mode FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"session {session_id} not found")
+            conn.execute("UPDATE sessions SET mode = ? WHERE id = ?", (mode, session_id))
+            return str(row[0])
+
+        return await self._write("set session mode", op)
 
     async def merge_meta(self, session_id: int, changes: dict[str, Any]) -> dict[str, Any]:
         """Set keys of the session's meta (a None value removes the key) in one write,
@@ -442,11 +457,12 @@ def _insert_session(
     title: str | None,
     meta_json: str,
     now: str,
+    mode: str = "act",
 ) -> SessionRow:
     cur = conn.execute(
         "INSERT INTO sessions (channel, user_id, external_id, title, meta, created_at,"
-        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (channel, user_id, external_id, title, meta_json, now, now),
+        " updated_at, mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (channel, user_id, external_id, title, meta_json, now, now, mode),
     )
     session_id = last_id(cur)
     if external_id is None:
@@ -474,7 +490,7 @@ def _load_meta(meta_json: Any) -> dict[str, Any]:
 
 
 def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
-    sid, channel, title, meta_json, created_at, updated_at, count, user_id, external_id = row
+    sid, channel, title, meta_json, created_at, updated_at, count, user_id, external_id, mode = row
     meta = _load_meta(meta_json)
     if not meta and meta_json not in ("{}", None):
         log.warning("session %d has unreadable meta; using {}", sid)
@@ -488,6 +504,7 @@ def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
         message_count=int(count),
         user_id=str(user_id),
         external_id=str(external_id or f"session-{sid}"),
+        mode=str(mode),
     )
 
 

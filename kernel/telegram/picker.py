@@ -1,5 +1,5 @@
-"""Pickers (issue 34): a bare /resume, /model, /provider, /persona, /project or /branches
-(issue 38) answers with its choices as inline buttons; one tap acts.
+"""Pickers (issue 34): a bare /resume, /model, /provider, /persona, /project, /branches
+or /mode (issue 38) answers with its choices as inline buttons; one tap acts.
 
 The choices are the command's own (:class:`kernel.commands.Choice`), so every channel
 lists the same ones; here they become a keyboard of ``PER_PAGE`` buttons a page, the
@@ -39,10 +39,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Context = ContextTypes.DEFAULT_TYPE
 
-PICKED = ("resume", "model", "provider", "persona", "project", "branches")
+PICKED = ("resume", "model", "provider", "persona", "project", "branches", "mode")
 PREFIX = "pick:"
 PATTERN = (
-    r"^pick:(?:(?:resume|model|provider|persona|project|branches):(?:p\d{1,4}|[0-9a-f]{8})|-)$"
+    r"^pick:(?:(?:resume|model|provider|persona|project|branches|mode):(?:p\d{1,4}|[0-9a-f]{8})|-)$"
 )
 NOTHING = "pick:-"
 PER_PAGE = 8

@@ -6,6 +6,7 @@ from typing import Any
 
 from kernel.core.asks import AskOutcome
 from kernel.core.errors import ToolError
+from kernel.core.session_modes import READS
 from kernel.tools.registry import ToolContext, ToolRegistry
 
 MAX_OPTIONS = 8
@@ -13,7 +14,7 @@ MAX_OPTION_LENGTH = 40  # an inline button shows about this much
 
 
 def register(registry: ToolRegistry, default_seconds: float = 300.0) -> None:
-    @registry.tool
+    @registry.tool(effect=READS)  # asks the owner; changes nothing
     async def ask_user(
         question: str, options: list[str], context: ToolContext, wait_seconds: int = 0
     ) -> dict[str, Any]:

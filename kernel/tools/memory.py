@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from kernel.core.errors import ToolError
+from kernel.core.session_modes import READS
 from kernel.memory import scopes
 from kernel.memory.memories import Memories
 from kernel.store.db import MemoryRow
@@ -78,7 +79,7 @@ def register(registry: ToolRegistry, memories: Memories) -> None:
         row, _ = await memories.add(text, category, _target(scope, context))
         return {"id": row.id}
 
-    @registry.tool
+    @registry.tool(effect=READS)
     async def memory_search(
         query: str, context: ToolContext, limit: int = 5
     ) -> list[dict[str, Any]]:
@@ -86,7 +87,7 @@ def register(registry: ToolRegistry, memories: Memories) -> None:
         found = await memories.search(query, max(1, min(limit, 50)), context.memory_scopes)
         return [_row(m) for m in found]
 
-    @registry.tool
+    @registry.tool(effect=READS)
     async def memory_list(context: ToolContext, limit: int = 200) -> list[dict[str, Any]]:
         """List long-term memories, newest first."""
         rows = await memories.recent(max(1, min(limit, 1000)), context.memory_scopes)

@@ -23,6 +23,7 @@ from kernel.core import i18n
 from kernel.core.asks import Answer, AskOutcome
 from kernel.core.errors import ToolError
 from kernel.core.messages import ImageBlock, ToolSpec
+from kernel.core.session_modes import ACT, ACTS, CONTROL, PLAN, Effect, restricted
 from kernel.core.turns import Turn
 from kernel.tools import schema
 from kernel.tools.arguments import check as check_arguments
@@ -32,6 +33,8 @@ from kernel.tools.repair import repair_arguments, resolve_tool_name
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
+# Whether a call (its arguments) of a tool that otherwise reads would act.
+ActsWhen = Callable[[dict[str, Any]], bool]
 # ask(question, options, kind=..., seconds=...) -> the owner's Answer
 Ask = Callable[..., Awaitable[Answer]]
 
@@ -68,6 +71,9 @@ class ToolContext:
     # todo_write's plan as it now stands: the turn shows it as a plan event (Telegram:
     # the edited plan message). None: nobody shows it.
     plan: Callable[[list[dict[str, str]]], None] | None = None
+    # The session's mode when the call is made (issue 38): in plan or read_only a tool
+    # that writes or acts is refused (kernel/core/session_modes.py).
+    session_mode: str = ACT
 
 
 @dataclass
@@ -107,6 +113,11 @@ class _Tool:
     # Kernel's wording of when and how to use it, after the description; left out where
     # SOUL.md has a section about the tool (kernel/agent/soul.py).
     rules: str = ""
+    # What it does (kernel/core/session_modes.py): plan and read_only offer only what
+    # reads. ``acts_when``: a tool that reads but acts on some calls (a browser's click),
+    # offered in every mode, each call checked against its arguments.
+    effect: Effect = ACTS
+    acts_when: ActsWhen | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -161,26 +172,44 @@ class ToolRegistry:
     # ------------------------------------------------------------ registration
 
     @overload
-    def tool(self, fn: F, *, name: str | None = None, description: str | None = None) -> F: ...
+    def tool(
+        self,
+        fn: F,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect = ACTS,
+    ) -> F: ...
 
     @overload
     def tool(
-        self, fn: None = None, *, name: str | None = None, description: str | None = None
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect = ACTS,
     ) -> Callable[[F], F]: ...
 
     def tool(
-        self, fn: F | None = None, *, name: str | None = None, description: str | None = None
+        self,
+        fn: F | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        effect: Effect = ACTS,
     ) -> F | Callable[[F], F]:
-        """Register a function as a tool: ``@reg.tool`` or ``@reg.tool(name=...)``."""
+        """Register a function as a tool: ``@reg.tool`` or ``@reg.tool(name=...)``.
+        ``effect``: what it does (kernel/core/session_modes.py; ``acts`` unless said)."""
 
         def decorate(func: F) -> F:
-            self._register_function(func, name, description)
+            self._register_function(func, name, description, effect)
             return func
 
         return decorate if fn is None else decorate(fn)
 
     def _register_function(
-        self, fn: Callable[..., Any], name: str | None, description: str | None
+        self, fn: Callable[..., Any], name: str | None, description: str | None, effect: Effect
     ) -> None:
         tool_name = name or str(getattr(fn, "__name__", ""))
         summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
@@ -193,6 +222,7 @@ class ToolRegistry:
                 handler=fn,
                 source="builtin",
                 context_param=context_param,
+                effect=effect,
             )
         )
 
@@ -207,16 +237,20 @@ class ToolRegistry:
         with_context: bool = False,
         offered: Callable[[], bool] | None = None,
         describe: Describe | None = None,
+        effect: Effect = ACTS,
+        acts_when: ActsWhen | None = None,
     ) -> None:
         """Register a tool with a ready JSON schema; ``handler(**arguments)`` runs it
         (``with_context``: also given the call's ToolContext as ``CONTEXT_ARG``).
         ``offered``: asked each time the tools are listed; False keeps it out of the
         model's offer (calls still reach the handler, which names what is missing).
-        ``describe``: how an approval names a call (``tools/describe.py``)."""
+        ``describe``: how an approval names a call (``tools/describe.py``).
+        ``effect``, ``acts_when``: what it does (:meth:`declare`)."""
         context_param = CONTEXT_ARG if with_context else None
         declaration = schema.from_json_schema(name, copy.deepcopy(parameters))
         tool = _Tool(name, description, declaration, handler, source, context_param, offered)
         tool.describe = describe
+        tool.effect, tool.acts_when = effect, acts_when
         self._add(tool)
 
     def _add(self, tool: _Tool) -> None:
@@ -247,6 +281,45 @@ class ToolRegistry:
         """Kernel's own rules for ``name``: sent after its description unless SOUL.md
         says something about the tool (:meth:`specs` ``without_rules``)."""
         self._tools[name].rules = rules
+
+    def declare(self, name: str, effect: Effect, acts_when: ActsWhen | None = None) -> None:
+        """What ``name`` does (kernel/core/session_modes.py): ``reads`` tools stay in plan
+        and read_only, ``acts`` ones (the default) are held back there, ``control`` ones
+        are always offered. ``acts_when(arguments)``: a ``reads`` tool whose call acts
+        (a browser's click or fill) is refused there, the tool still offered."""
+        tool = self._tools[name]
+        tool.effect, tool.acts_when = effect, acts_when
+
+    def effect(self, name: str) -> Effect | None:
+        """What a registered tool does; None for an unknown name."""
+        tool = self._tools.get(name)
+        return tool.effect if tool is not None else None
+
+    def read_only(self, name: str) -> bool:
+        """Whether no call of ``name`` writes or acts (a control tool only switches the
+        session's mode)."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.effect != ACTS and tool.acts_when is None
+
+    def visible_in(self, name: str, mode: str) -> bool:
+        """Whether a session in ``mode`` offers ``name`` to the model (if offered at all)."""
+        tool = self._tools.get(name)
+        return tool is not None and (not restricted(mode) or tool.effect != ACTS)
+
+    def allowed_in(self, name: str, mode: str, arguments: dict[str, Any] | None = None) -> bool:
+        """Whether a call of ``name`` with ``arguments`` may run in a session in ``mode``:
+        the one rule the turn, the sidecar's direct calls and ``POST /agent/tools/{name}``
+        share (an unknown name is refused elsewhere, as unknown)."""
+        tool = self._tools.get(name)
+        if tool is None or not restricted(mode) or tool.effect == CONTROL:
+            return True
+        if tool.effect == ACTS:
+            return False
+        try:
+            return tool.acts_when is None or not tool.acts_when(dict(arguments or {}))
+        except Exception as exc:  # a plugin's check that fails: held back, as acting
+            log.warning("tool %s: its acts_when failed: %s", name, type(exc).__name__)
+            return False
 
     def require_approval(self, name: str, timeout: float) -> None:
         """Calls to ``name`` run only after the owner approves each one (SPEC §7)."""
@@ -327,6 +400,10 @@ class ToolRegistry:
             log.info("tool %s: rejected arguments", resolved)
             content = f"invalid arguments for {resolved}: {problem}"
             return ToolOutcome(resolved, False, content, args, rejected=True)
+        mode = context.session_mode if context is not None else ACT
+        if not self.allowed_in(tool.name, mode, args):
+            log.info("tool %s: refused in the session's %s mode", tool.name, mode)
+            return ToolOutcome(tool.name, False, refused_in_mode(tool.name, mode), args)
         if tool.name in self._approval:
             refusal = await self._approve(tool, args, context)
             if refusal is not None:
@@ -376,6 +453,13 @@ class ToolRegistry:
             return ToolOutcome(tool.name, False, _error_text(exc), args, exc)
         data = None if isinstance(result, str | ToolReply) else result
         return ToolOutcome(tool.name, True, content, args, images=images, data=data)
+
+
+def refused_in_mode(name: str, mode: str) -> str:
+    """What the model (or a caller) reads when ``mode`` holds ``name`` back: why, and how
+    to switch (plan: exit_plan_mode, which the owner confirms; read_only: the owner)."""
+    key = "tool.refused_in_plan" if mode == PLAN else "tool.refused_read_only"
+    return i18n.t(key, name=name)
 
 
 def _described(tool: _Tool, args: dict[str, Any]) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kernel.core.errors import ToolError
+from kernel.core.session_modes import READS
 from kernel.tools.registry import CONTEXT_ARG, ToolContext, ToolRegistry
 
 NAME = "todo_write"
@@ -194,4 +195,5 @@ def register(registry: ToolRegistry, plans: Plans | None = None) -> None:
             ctx.plan([item.as_dict() for item in plan])
         return summary(plan, new=new)
 
-    registry.register(NAME, DESCRIPTION, PARAMETERS, todo_write, with_context=True)
+    # The visible plan, nothing outside the chat: it stays in plan mode, made for it.
+    registry.register(NAME, DESCRIPTION, PARAMETERS, todo_write, with_context=True, effect=READS)

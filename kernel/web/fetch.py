@@ -29,6 +29,7 @@ from kernel.config import Config
 from kernel.config.web import WebConfig
 from kernel.core.capped import BadEncoding, TooLarge, read_capped
 from kernel.core.errors import ToolError
+from kernel.core.session_modes import READS
 from kernel.core.untrusted import untrusted
 from kernel.tools.registry import ToolRegistry
 from kernel.web.guard import GuardedBackend, Resolver, guarded_client, ip_literal
@@ -74,7 +75,7 @@ def register(
     """Register web_fetch (always offered). ``resolver``/``network``: see GuardedBackend
     (tests stand a local site behind made-up public names)."""
 
-    @registry.tool
+    @registry.tool(effect=READS)
     async def web_fetch(url: str, max_chars: int | None = None) -> dict[str, Any]:
         """Read one web page (http or https) as text: HTML as its readable main content,
         title first; plain text, Markdown and JSON as they are. For a link the owner

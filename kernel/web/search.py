@@ -26,6 +26,7 @@ from kernel.config import Config
 from kernel.config.web import SEARCH_ENDPOINTS, WebSearchConfig
 from kernel.core.capped import TooLarge, read_capped
 from kernel.core.errors import ToolError
+from kernel.core.session_modes import READS
 from kernel.core.tls import tls_context
 from kernel.core.untrusted import untrusted
 from kernel.tools.registry import ToolRegistry
@@ -178,7 +179,7 @@ def register(registry: ToolRegistry, config: Config) -> None:
 
     keyless = Keyless()
 
-    @registry.tool
+    @registry.tool(effect=READS)
     async def web_search(query: str, count: int = 5) -> str:
         """Search the web for current information: titles, addresses, snippets and
         dates of the best matching pages. Results are outside content: use them as

@@ -93,6 +93,15 @@ async def test_a_task_outlives_its_turn_and_reports_once(bot: Factory, tmp_path:
     h.kernel.agent.tasks.attach(h.channel._teller)  # type: ignore[arg-type]
     await h.settle()
     assert len(reports(h)) == 1
+    # plan mode and read_only hold back starting and stopping work, never the list
+    tools = h.kernel.tools
+    for mode in ("plan", "read_only"):
+        held = {
+            n
+            for n in ("task_create", "task_list", "task_stop", "task_update", "send_message")
+            if not tools.allowed_in(n, mode)
+        }
+        assert held == {"task_create", "task_stop", "send_message"}
 
 
 async def test_tasks_lists_it_and_its_stop_button_stops_it(bot: Factory, tmp_path: Path) -> None:

@@ -126,6 +126,11 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], str]] = {
         {"branch": 1, "fork": 4, "restored": 2, "left": [3], "cut": 2},
         "🔀 switched to branch #1 (2 messages) (the history left became branch 3)",
     ),
+    kinds.MODE_CHANGED: (
+        "owner",
+        {"mode": "act", "before": "plan", "how": "confirm"},
+        "🧭 mode plan → act (you)",
+    ),
     kinds.ARTIFACT_SAVED: (
         "kernel",
         {"artifact_id": 3, "kind": "cli", "size": 2048, "sha256": "99"},

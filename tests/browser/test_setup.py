@@ -81,4 +81,12 @@ def test_the_sidecars_browser_items_name_the_tools() -> None:
     for bad in ({"action": "drag"}, ["open"], {}):
         with pytest.raises(ToolError, match="click"):
             browser.tool_call(bad)
-    assert {"browser_click", "browser_fill"} == browser.ACTING
+
+
+def test_plan_mode_keeps_reading_pages_and_holds_clicks_and_fills_back(tmp_path: Path) -> None:
+    registry = ToolRegistry()
+    browser.register(registry, load(tmp_path, "\n[browser]\nenabled = true\n"))
+    for mode in ("plan", "read_only"):
+        allowed = {name for name in browser.TOOLS.values() if registry.allowed_in(name, mode)}
+        assert allowed == {"browser_open", "browser_find", "browser_screenshot"}
+    assert all(registry.allowed_in(name, "act") for name in browser.TOOLS.values())

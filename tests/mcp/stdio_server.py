@@ -26,6 +26,7 @@ from mcp.types import (
     SamplingMessage,
     TextContent,
     Tool,
+    ToolAnnotations,
     ToolExecution,
 )
 from pydantic import BaseModel
@@ -67,7 +68,7 @@ class TestServer(MCPServer):
 def build(names: str) -> MCPServer:
     server = TestServer("kernel-test", log_level="WARNING")
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def echo(text: str) -> str:
         """Return the text unchanged."""
         return text

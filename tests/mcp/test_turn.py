@@ -98,6 +98,25 @@ async def test_a_failing_mcp_tool_reaches_the_model_as_an_error(
     )
 
 
+async def test_plan_mode_offers_only_the_mcp_tools_marked_read_only(
+    model: AnthropicSim, mcp_kernel: MCPKernel
+) -> None:
+    kernel = await mcp_kernel(model, [stdio_server("test")])
+    await kernel.agent.modes.set("test:1", "plan", actor="owner", how="command")
+    model.enqueue(tool_reply("mcp_test__pid", {}), text_reply("Planned."))
+
+    turn = kernel.agent.start_turn("test:1", UserInput("plan it"))
+    events = [e async for e in turn]
+
+    tools = offered(model, 0)
+    assert "mcp_test__echo" in tools  # readOnlyHint: it reads
+    assert "mcp_test__pid" not in tools and "mcp_test__fail" not in tools
+    [result] = [e for e in events if isinstance(e, ToolResult)]
+    assert result.ok is False
+    [(_, content)] = tool_results(model, 1)
+    assert "plan mode" in content and "exit_plan_mode" in content
+
+
 async def test_status_lists_servers_state_and_tools(
     bot: Any, tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -637,6 +637,26 @@ async def check_v20(store: Store) -> None:
     assert [m.text for m in await store.load_messages(14)] == ["q1", "a1", "q2", "a2"]
 
 
+def insert_v21(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO sessions (channel, title, meta, created_at, updated_at, mode)"
+        " VALUES ('telegram', 'planning', '{}', ?, ?, 'plan')",
+        (TS, TS),
+    )
+
+
+async def check_v21(store: Store) -> None:
+    # A session keeps its mode; the ones from before are in act; only the three exist.
+    rows = {row.title: row for row in await store.list_sessions(limit=100)}
+    assert rows["planning"].mode == "plan"
+    assert {row.mode for title, row in rows.items() if title != "planning"} <= {"act"}
+    assert await store.set_mode(rows["planning"].id, "read_only") == "plan"
+    again = await store.get_session(rows["planning"].id)
+    assert again is not None and again.mode == "read_only"
+    with pytest.raises(StoreError):
+        await store.set_mode(rows["planning"].id, "yolo")
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -660,6 +680,7 @@ SAMPLES: dict[
     18: (insert_v18, check_v18),
     19: (insert_v19, check_v19),
     20: (insert_v20, check_v20),
+    21: (insert_v21, check_v21),
 }
 
 

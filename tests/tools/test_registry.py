@@ -578,3 +578,39 @@ def test_a_factorys_tool_is_declared_once_and_a_change_declares_it_anew() -> Non
     assert props(first, "pick")["which"]["enum"] == ["a", "b"]
     props(first, "pick")["which"]["enum"].append("x")  # a spec is the caller's copy
     assert props(second, "pick")["which"]["enum"] == ["a", "b"]
+
+
+# ---------------------------------------------------------------- session modes
+
+
+async def test_what_a_tool_does_decides_what_plan_and_read_only_leave(reg: ToolRegistry) -> None:
+    @reg.tool
+    def write(text: str) -> str:  # declares nothing: it acts
+        return f"wrote {text}"
+
+    @reg.tool(effect="reads")
+    def read(path: str) -> str:
+        return f"read {path}"
+
+    def browse(action: str) -> str:
+        return f"did {action}"
+
+    # A browser reads, but its clicks act: offered everywhere, each call checked.
+    schema = {"type": "object", "properties": {"action": {"type": "string"}}}
+    reg.register("browse", "browse", schema, browse, effect="reads")
+    reg.declare("browse", "reads", acts_when=lambda args: args.get("action") == "click")
+
+    for mode in ("plan", "read_only"):
+        assert [n for n in reg.names() if reg.visible_in(n, mode)] == ["read", "browse"]
+        context = ToolContext(session_mode=mode)
+        refused = await reg.call("write", {"text": "x"}, context)
+        assert not refused.ok and "write" in refused.content and "/mode act" in refused.content
+        assert (await reg.call("read", {"path": "a"}, context)).content == "read a"
+        assert (await reg.call("browse", {"action": "open"}, context)).content == "did open"
+        assert not (await reg.call("browse", {"action": "click"}, context)).ok
+    assert (
+        "exit_plan_mode"
+        in (await reg.call("write", {"text": "x"}, ToolContext(session_mode="plan"))).content
+    )
+    assert (await reg.call("write", {"text": "x"}, ToolContext())).content == "wrote x"
+    assert reg.read_only("read") and not reg.read_only("browse") and not reg.read_only("write")

@@ -252,6 +252,9 @@ async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse
             raise invalid(t("gw.input_empty"), field="input")
     opened = await deps.agent.sessions.open_session(key)
     assert opened is not None
+    direct = explicit[0] if explicit is not None else tool.name if tool is not None else None
+    if direct is not None:  # the chat's plan or read_only mode: 403 tool_forbidden_in_mode
+        await mode_refusal(deps, opened.row.id, direct, arguments if tool else None)
     # The prompt and collaboration modes: checked now (a mode whose files are missing is
     # refused before anything is kept), written once the chat's running turn is done.
     changes = meta_changes(biz, opened.row.meta)
@@ -262,9 +265,6 @@ async def process(request: web.Request, body: ProcessBody) -> web.StreamResponse
     await deps.agent.sessions.wait_idle(opened.conversation, deps.config.gateway.queue_timeout)
     if changes:
         await deps.sessions.merge_meta(opened.row.id, changes)
-    direct = explicit[0] if explicit is not None else tool.name if tool is not None else None
-    if direct is not None and (refused := mode_refusal(deps, opened.row.id, direct)):
-        raise refused
     if explicit is not None:
         events = run_explicit(deps, opened, *explicit)
     elif tool is not None:

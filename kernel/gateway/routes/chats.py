@@ -71,6 +71,7 @@ def chat_json(row: SessionRow) -> dict[str, Any]:
         "session_id": row.external_id,
         "user_id": row.user_id,
         "channel": row.channel,
+        "mode": row.mode,  # act, plan or read_only (issue 38)
         "meta": row.meta,
         "message_count": row.message_count,
         "created_at": row.created_at.isoformat(),
@@ -127,6 +128,7 @@ class Chat(Shape):
     session_id: str
     user_id: str
     channel: str
+    mode: str | None = None  # act, plan or read_only
     meta: dict[str, Any]
     message_count: int | None = None
     created_at: str | None = None

@@ -67,9 +67,7 @@ async def invoke(request: web.Request, body: InvokeBody) -> web.Response:
     key = body.key(DEFAULT_KEY)
     opened = await deps.agent.sessions.open_session(key)
     assert opened is not None
-    refused = mode_refusal(deps, opened.row.id, name)
-    if refused is not None:
-        raise refused
+    await mode_refusal(deps, opened.row.id, name, body.input)
     await deps.agent.sessions.wait_idle(opened.conversation, deps.config.gateway.queue_timeout)
     context = await deps.agent.scopes.tool_context(opened.row.id, opened.conversation)
     outcome = await deps.tools.call(name, body.input or {}, context)

@@ -60,6 +60,11 @@ function title(chat) {
   return chat.id === "chat-default" ? t("web.chat.default") : t("web.sessions.untitled");
 }
 
+// A session's work mode (plan, read_only) beside its channel; act is not shown.
+function withMode(text, chat) {
+  return chat.mode && chat.mode !== "act" ? `${text} · ${chat.mode}` : text;
+}
+
 function when(iso) {
   return localTime(iso);
 }
@@ -70,7 +75,7 @@ function row(chat, viewer) {
     "tr",
     { "data-chat-id": chat.id },
     name,
-    el("td", {}, chat.channel),
+    el("td", {}, withMode(chat.channel, chat)),
     el("td", {}, when(chat.updated_at)),
     el("td", {}, String(chat.message_count ?? "")),
   );
@@ -100,7 +105,7 @@ async function open(chat, viewer) {
     const shown = data.messages?.length ? transcript(data.messages, true) : [el("p", { class: "muted" }, t("web.sessions.empty"))];
     viewer.replaceChildren(
       el("h2", {}, title(data)),
-      el("p", { class: "muted" }, `${data.channel} · ${data.session_id} · ${when(data.updated_at)}`),
+      el("p", { class: "muted" }, `${withMode(data.channel, data)} · ${data.session_id} · ${when(data.updated_at)}`),
       ...withBranches(shown, data, () => open(chat, viewer)),
     );
     viewer.scrollIntoView({ block: "start" });
