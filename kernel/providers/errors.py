@@ -147,26 +147,11 @@ def _body_error(body: Any) -> tuple[str, str]:
     return "", ""
 
 
-def _refused(exc: BaseException) -> bool:
-    """A connection refused or reset under the error: openai's aiohttp adapter reports a
-    refused connection as a connect *timeout* (anthropic's copy of it does not)."""
-    cause = exc.__cause__
-    for _ in range(4):
-        if cause is None:
-            return False
-        if isinstance(cause, ConnectionError) or isinstance(
-            getattr(cause, "os_error", None), ConnectionError
-        ):
-            return True
-        cause = cause.__cause__
-    return False
-
-
 def translate(
     exc: Exception, *, provider: str, secrets: list[str], sdk: ModuleType
 ) -> ProviderError:
     """``sdk`` is the ``anthropic`` or ``openai`` module: their error classes share names."""
-    if isinstance(exc, sdk.APITimeoutError) and not _refused(exc):
+    if isinstance(exc, sdk.APITimeoutError):
         return TransientProviderError("request timed out", provider=provider, code="timeout")
     if isinstance(exc, sdk.APIConnectionError):
         return TransientProviderError(

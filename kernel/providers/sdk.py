@@ -55,9 +55,6 @@ class SDKProvider(Provider):
             default_headers=cfg.headers or None,
             timeout=cfg.timeout,
             max_retries=0,  # Kernel retries itself, so /cancel can interrupt the wait
-            # aiohttp under the SDK's httpx API (the SDKs ship the adapter): a model
-            # call costs ~0.6 ms less CPU than on httpx's own transport (issue 37).
-            http_client=self.sdk.DefaultAioHttpClient(timeout=cfg.timeout),
         )
         self._clients: list[Any] = [first, *(first.with_options(api_key=k) for k in keys[1:])]
         self._warm(first)

@@ -19,6 +19,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+import httpx
 from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.error import (
     BadRequest,
@@ -38,10 +39,10 @@ from kernel.telegram.budget import Thinned
 from kernel.telegram.items import is_tidy
 from kernel.telegram.render import html_to_plain
 from kernel.telegram.split import LIMIT, split_html, split_plain, utf16_len
-from kernel.telegram.transport import never_reached
 
 log = logging.getLogger(__name__)
 
+_NOT_REACHED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _PERMANENT = (Forbidden, BadRequest, InvalidToken, ChatMigrated, EndPointNotFound)
 
 
@@ -94,7 +95,7 @@ class RowCalls:
             error = f"{type(exc).__name__}: {hide_quoted(exc.message)}"
             raise Refused(error, forbidden=isinstance(exc, Forbidden)) from None
         except TelegramError as exc:
-            reached = not never_reached(exc)
+            reached = not _never_reached(exc)
             # Only a send can duplicate; an edit or delete just repeats.
             ambiguous = reached and row.kind == "send"
             raise RetryLater(None, type(exc).__name__, ambiguous=ambiguous) from None
@@ -245,6 +246,16 @@ def _markup(value: Any) -> InlineKeyboardMarkup | None:
     if not isinstance(value, dict):
         return None
     return InlineKeyboardMarkup.de_json(value, None)
+
+
+def _never_reached(exc: BaseException) -> bool:
+    """True when the request provably never got to the API (nothing can duplicate)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, _NOT_REACHED):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def _lower(exc: TelegramError) -> str:

@@ -3,15 +3,15 @@ file server in chunks and refused the moment they pass ``media.MAX_BYTES``: a me
 need not declare its file's size, and getFile need not either, so only the running total
 is sure. Never more than the limit and one chunk is held (``core/capped.py``).
 
-The request goes through the bot's own HTTP client (:class:`FileRequest`, Kernel's Bot
-API client: its connection pool, timeouts and proxy rules), to ``base_file_url``;
+The request goes through the bot's own HTTP client (:class:`FileRequest`, PTB's
+HTTPXRequest: its connection pool, timeouts and proxy rules), to ``base_file_url``;
 python-telegram-bot's own download methods read the whole body first."""
 
 from __future__ import annotations
 
 from urllib.parse import quote, urlsplit, urlunsplit
 
-import aiohttp
+import httpx
 from telegram import Bot
 from telegram.error import NetworkError, TimedOut
 
@@ -21,33 +21,31 @@ from kernel.telegram.mending import MendingRequest
 
 
 class FileRequest(MendingRequest):
-    """The Bot API client (lone surrogates mended: mending.py) that can also stream a
+    """PTB's HTTPXRequest (lone surrogates mended: mending.py) that can also stream a
     file with a running cap."""
 
     async def retrieve_capped(self, url: str, limit: int) -> bytes:
         """The file at ``url``, at most ``limit`` bytes (TooLarge past it); network
         trouble and an error status are TelegramErrors, as PTB's own ``retrieve`` has."""
+        client = self._client
+        if client.is_closed:
+            raise RuntimeError("This HTTPXRequest is not initialized!")
         # Uncompressed: the cap then bounds what is held, never an inflated chunk.
-        headers = {"Accept-Encoding": "identity"}
-        timeout = aiohttp.ClientTimeout(
-            connect=self.timeout("connect"), sock_read=self.timeout("read")
-        )
+        headers = {"User-Agent": self.USER_AGENT, "Accept-Encoding": "identity"}
         try:
-            async with self.session.get(
-                url, headers=headers, timeout=timeout, auto_decompress=False
-            ) as response:
-                if not 200 <= response.status <= 299:
-                    raise NetworkError(f"the file server answered HTTP {response.status}")
+            async with client.stream("GET", url, headers=headers) as response:
+                if not 200 <= response.status_code <= 299:
+                    raise NetworkError(f"the file server answered HTTP {response.status_code}")
                 return await read_capped(
-                    response.content.iter_any(),
+                    response.aiter_raw(),
                     limit,
                     declared=response.headers.get("content-length"),
                     encoding=response.headers.get("content-encoding"),
                 )
-        except TimeoutError as exc:
+        except httpx.TimeoutException as exc:
             raise TimedOut from exc
-        except aiohttp.ClientError as exc:  # never str(exc): it may quote the URL (the token)
-            raise NetworkError(f"aiohttp.{type(exc).__name__}") from exc
+        except httpx.HTTPError as exc:  # never str(exc): httpx quotes the URL (the token)
+            raise NetworkError(f"httpx.{type(exc).__name__}") from exc
 
 
 async def download(bot: Bot, file_id: str, kind: media.Kind) -> bytes:

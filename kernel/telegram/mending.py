@@ -13,20 +13,24 @@ from __future__ import annotations
 from typing import Any
 
 from telegram._utils.types import JSONDict, ODVInput
-from telegram.request import BaseRequest, RequestData
+from telegram.request import BaseRequest, HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
 from kernel.core.surrogates import may_carry, mend_all
-from kernel.telegram.transport import AiohttpRequest
+from kernel.core.tls import tls_context
 
 
-class MendingRequest(AiohttpRequest):
-    """Kernel's Bot API client (:mod:`kernel.telegram.transport`) whose answers and
-    requests hold no lone surrogate."""
+class MendingRequest(HTTPXRequest):
+    """An :class:`HTTPXRequest` whose answers and requests hold no lone surrogate (and
+    whose client has the process's one TLS context: ``kernel.core.tls``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("httpx_kwargs", {"verify": tls_context()})
+        super().__init__(**kwargs)
 
     @staticmethod
     def parse_json_payload(payload: bytes) -> JSONDict:
-        data = BaseRequest.parse_json_payload(payload)
+        data = HTTPXRequest.parse_json_payload(payload)
         if may_carry(payload):  # only an escape brings one: else nothing is walked
             mended: JSONDict = mend_all(data)
             return mended

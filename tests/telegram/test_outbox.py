@@ -8,7 +8,6 @@ restarts, placeholders, the HTML fallback, and a refused row not blocking the ne
 from __future__ import annotations
 
 import asyncio
-import socket
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -16,10 +15,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import aiohttp
+import httpx
 import pytest
 from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.ext import ExtBot
+from telegram.request import HTTPXRequest
 
 from kernel.core.backoff import Backoff
 from kernel.core.clock import Clock, SystemClock
@@ -29,7 +29,7 @@ from kernel.core.turns import Turn
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox, OutboxItem
 from kernel.telegram.budget import RateArgs, RateBudget
-from kernel.telegram.mending import MendingRequest
+from kernel.telegram.calls import _never_reached
 from kernel.telegram.outbox import (
     BACKOFF,
     Outbox,
@@ -43,7 +43,6 @@ from kernel.telegram.outbox import (
     unbutton_item,
 )
 from kernel.telegram.polling import PollingBot
-from kernel.telegram.transport import never_reached
 from kernel.telegram.view import Chat, Looks, TurnView
 from tests.conftest import free_port
 from tests.sim.script import text_reply
@@ -84,7 +83,7 @@ def make_bot(base: str, clock: Clock | None = None) -> ExtBot[RateArgs]:
     return ExtBot(
         DEFAULT_TOKEN,
         base_url=f"{base}/bot",
-        request=MendingRequest(connect_timeout=2.0, read_timeout=2.0),
+        request=HTTPXRequest(connect_timeout=2.0, read_timeout=2.0),
         rate_limiter=budget,
     )
 
@@ -715,18 +714,11 @@ def caused(error: TelegramError, cause: BaseException) -> TelegramError:
     return error
 
 
-async def test_only_a_request_that_never_left_counts_as_not_reached() -> None:
-    request = MendingRequest(connect_timeout=2.0)
-    with socket.socket() as closed:  # a port nothing listens on: the connection is refused
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    try:
-        with pytest.raises(NetworkError) as refused:
-            await request.do_request(f"http://127.0.0.1:{port}/bot1:x/getMe", "POST")
-    finally:
-        await request.shutdown()
-    assert never_reached(refused.value)
-    assert never_reached(caused(TimedOut(), aiohttp.ConnectionTimeoutError()))
-    assert not never_reached(caused(TimedOut(), aiohttp.SocketTimeoutError()))
-    assert not never_reached(caused(NetworkError("x"), aiohttp.ServerDisconnectedError()))
-    assert not never_reached(NetworkError("Bad Gateway"))  # a 5xx: it got there
+def test_only_a_request_that_never_left_counts_as_not_reached() -> None:
+    request = httpx.Request("POST", "http://127.0.0.1/")
+    assert _never_reached(caused(NetworkError("x"), httpx.ConnectError("refused")))
+    assert _never_reached(caused(TimedOut(), httpx.ConnectTimeout("slow connect")))
+    assert _never_reached(caused(TimedOut(), httpx.PoolTimeout("pool")))
+    assert not _never_reached(caused(TimedOut(), httpx.ReadTimeout("read", request=request)))
+    assert not _never_reached(caused(NetworkError("x"), httpx.RemoteProtocolError("cut")))
+    assert not _never_reached(NetworkError("Bad Gateway"))  # a 5xx: it got there
