@@ -232,6 +232,21 @@ def cron_runs(db: Path, job_id: str) -> list[str]:
         ]
 
 
+async def cron_rows(audit: Any, count: int) -> list[Any]:
+    """The audit's cron rows once ``count`` are written."""
+
+    async def rows() -> list[Any]:
+        await audit.settled()
+        return [r for r in await audit.events(limit=1000) if r.kind.startswith("cron.")]
+
+    await wait_until(lambda: _at_least(rows(), count), what=f"{count} cron audit rows")
+    return await rows()
+
+
+async def _at_least(rows: Any, count: int) -> bool:
+    return len(await rows) >= count
+
+
 async def test_every_recorded_cron_run_has_its_audit_row(
     sidecar: SidecarFactory,  # noqa: F811 - the fixture imported above
     echo: AnthropicSim,
@@ -250,6 +265,7 @@ async def test_every_recorded_cron_run_has_its_audit_row(
     await echo.wait_for_requests(2)
     clock.advance(to=datetime(2025, 6, 1, 10, 0, tzinfo=TZ))  # … so this one is skipped
     await wait_until(lambda: sc.kernel.cron.jobs[job_id].row.last_status == "skipped")
+    await sc.kernel.audit.settled()  # the skip's row is written before the stop's
     session = sc.kernel.cron.runner.sessions[job_id]
     await sc.stop()  # the hanging run is cut short: interrupted
 
@@ -258,7 +274,7 @@ async def test_every_recorded_cron_run_has_its_audit_row(
     assert (await state(sc, job_id))["last_status"] == "skipped"
 
     audit = sc.kernel.audit
-    rows = [r for r in await audit.events(limit=1000) if r.kind.startswith("cron.")]
+    rows = await cron_rows(audit, 4)  # the missed run's row is noted after the start
     assert [(r.kind, facts(r)["outcome"], facts(r).get("reason")) for r in rows] == [
         ("cron.fired", "succeeded", None),
         ("cron.skipped", "skipped", "running"),

@@ -17,7 +17,8 @@ One Chromium serves the whole module (:func:`tests.browser.site.chromium`); each
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,11 +89,11 @@ class Harness:
 async def harness(tmp_path: Path, endpoint: str, site: Site) -> AsyncIterator[Any]:
     made: list[Browsers] = []
 
-    async def make(**settings: Any) -> Harness:
+    async def make(clock: Callable[[], float] = time.monotonic, **settings: Any) -> Harness:
         config = load(tmp_path, **settings)
         nat = Nat()
         names = Names({"site.example": [PUBLIC_IP], "intranet.example": ["10.0.0.7"]})
-        browsers = Browsers(config, resolver=names, network=nat, endpoint=endpoint)
+        browsers = Browsers(config, resolver=names, network=nat, endpoint=endpoint, clock=clock)
         made.append(browsers)
         return Harness(config, browsers, site, nat)
 
@@ -173,7 +174,10 @@ async def test_loopback_private_and_downloads_are_refused(harness: Any) -> None:
 
 
 async def test_one_page_per_chat_closed_when_idle(harness: Any) -> None:
-    h: Harness = await harness(max_pages=2, idle_seconds=1.0)
+    # Time stands still for the pages until the test moves it: a loaded machine's slow
+    # steps never make a page idle early.
+    now = [0.0]
+    h: Harness = await harness(max_pages=2, idle_seconds=1.0, clock=lambda: now[0])
     other = ToolContext(conversation="telegram:2")
     await h.read("browser_open", url=h.url("/cookie"))
     mine = await h.read("browser_open", url=h.url("/whoami"))
@@ -187,4 +191,5 @@ async def test_one_page_per_chat_closed_when_idle(harness: Any) -> None:
     closed = await h.call("browser_find", text="tide")
     assert closed.content.startswith("error: 这个对话还没有打开网页")
     # unused, every page closes, and Chromium with the last
+    now[0] += 5.0
     await h.site.wait_until(lambda: not h.browsers.pages() and not h.browsers.running, 60)

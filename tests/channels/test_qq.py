@@ -320,6 +320,11 @@ async def test_a_turn_that_takes_too_long_is_stopped_and_the_sender_told(
     await qq.wait_until(lambda: len(qq.messages) == 1)
     [told] = qq.messages
     assert told.body["msg_id"] == "m-slow" and "channels.qq.turn_timeout" in told.body["content"]
+
+    async def idle() -> bool:  # the reply goes out before the turn's count drops
+        return (await sc.call("GET", "/channels/qq/state"))[1]["turns_running"] == 0
+
+    await wait_until(idle, what="the stopped turn counted out")
     _, state, _ = await sc.call("GET", "/channels/qq/state")
     assert state["last_error"]["stage"] == "turn" and state["turns_running"] == 0
     # The session is free again: the next message is answered (with a timeout a loaded
