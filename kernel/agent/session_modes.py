@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 ENTER_TOOL = "enter_plan_mode"
 EXIT_TOOL = "exit_plan_mode"
 CONFIRM_SECONDS = 600.0  # how long exit_plan_mode waits for the owner, unless [tools.*] says
+ENTER_RULES = (
+    "Use it before a task that needs a plan: explore and write the plan, then call "
+    "exit_plan_mode with it: the owner confirms before anything is done."
+)
 MAX_PLAN = 20_000  # characters of a plan shown with the question
 
 
@@ -135,11 +139,9 @@ class SessionModes:
 
         @tools.tool(name=ENTER_TOOL, effect=CONTROL)
         async def enter_plan_mode(context: ToolContext) -> str:
-            """Switch this chat to plan mode before a task that needs a plan: the tools
-            that write or act (files, delegation, cron changes, MCP tools that act)
-            are put away, the ones that read stay. Explore and write the plan,
-            then call exit_plan_mode with it: the owner confirms before anything is done.
-            """
+            """Switch this chat to plan mode: the tools that write or act (files,
+            delegation, cron changes, MCP tools that act) are put away, the ones that
+            read stay; exit_plan_mode asks the owner to bring them back."""
             return await modes._enter(context)
 
         @tools.tool(name=EXIT_TOOL, effect=CONTROL)
@@ -152,6 +154,9 @@ class SessionModes:
                 plan: the plan, in Markdown: the steps you will take and what they change
             """
             return await modes._exit(plan, context)
+
+        # When to plan: Kernel's wording, left out where SOUL.md has a section about it.
+        tools.add_rules(ENTER_TOOL, ENTER_RULES)
 
     async def _enter(self, context: ToolContext) -> str:
         mode = context.session_mode
