@@ -2,9 +2,10 @@
 (kernel/core/session_modes.py), who switches them, and the model's control tools.
 
 A session keeps its mode in its row (``sessions.mode``). A channel's conversation
-(``telegram:<chat>``, ``console:default``) also keeps the mode it is in as a setting
-``chat.session_mode:<conversation>``, which a new session starts in (``/new``, or the
-first message after a restart): the owner's choice holds until it is changed. A
+(``telegram:<chat>``, ``console:default``) also keeps the mode the owner chose with
+``/mode`` as a setting ``chat.session_mode:<conversation>``, which a new session starts
+in (``/new``, or the first message after a restart): the owner's choice holds until it
+is changed. The model's and the confirm's switches are the session's only. A
 conversation named by its session (``session:<id>``, the sidecar's chats) has only the
 session's own.
 
@@ -51,6 +52,7 @@ ENTER_RULES = (
     "Use it before a task that needs a plan: explore and write the plan, then call "
     "exit_plan_mode with it: the owner confirms before anything is done."
 )
+LASTING = "command"  # the owner's /mode: the chat's new sessions start in it too
 MAX_PLAN = 20_000  # characters of a plan shown with the question
 
 
@@ -109,15 +111,16 @@ class SessionModes:
         how: str,
         session_id: int | None = None,
     ) -> str:
-        """Switch the conversation (what its new sessions start in) and its session
-        (``session_id``, else its current one, if it has one) to ``mode``; returns the
-        mode it was in. Takes effect at the session's next tool call, even mid-turn."""
+        """Switch the session (``session_id``, else the conversation's current one, if
+        it has one) to ``mode`` and, for the owner's /mode (``how`` ``command``), the
+        conversation too (what its new sessions start in); returns the mode it was in.
+        Takes effect at the session's next tool call, even mid-turn."""
         if mode not in SESSION_MODES:
             raise ValueError(f"unknown session mode {mode!r}")
         if session_id is None:
             session_id = self.sessions.current_session(conversation)
         before = await self.inherited(conversation)
-        if not conversation.startswith(SESSION_PREFIX):
+        if how == LASTING and not conversation.startswith(SESSION_PREFIX):
             key = _setting(conversation)
             if mode == ACT:
                 await self.store.delete_setting(key)

@@ -119,3 +119,16 @@ async def test_mode_command_read_only_holds_across_new_sessions(bot: Factory) ->
         ("owner", "act", "read_only", "command"),
         ("owner", "read_only", "act", "command"),
     ]
+
+
+async def test_the_models_plan_mode_is_its_sessions_not_the_chats(bot: Factory) -> None:
+    """The model's enter_plan_mode switches its session only: after /new the chat is in
+    the mode the owner chose (act), not held in a plan mode nobody chose for it."""
+    h = await bot()
+    h.model.enqueue(tool_reply("enter_plan_mode", {}), text_reply("Planning first."))
+    assert await h.converse("think it through first") == "Planning first."
+    assert "plan mode" in await h.ask("/status")
+
+    await h.ask("/new")
+    assert "Work mode: act" in await h.ask("/mode")
+    assert "mode" not in (await h.ask("/status")).split("\n")[1]
