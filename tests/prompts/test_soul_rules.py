@@ -145,8 +145,9 @@ async def test_the_owner_rewrites_when_to_plan_and_when_to_work_in_the_backgroun
 
     write_agents(tmp_path, {"worker": agent_file("worker", "[memory_search]")})
     soul = "# Kay\n\n### enter_plan_mode\n- PLAN-RULE\n\n### task_create\n- TASK-RULE\n"
+    soul += "\n### browser_open\n- BROWSER-RULE\n"
     (tmp_path / "SOUL.md").write_text(soul, encoding="utf-8")
-    kernel = await make_kernel(anthropic_sim)
+    kernel = await make_kernel(anthropic_sim, extra="\n[browser]\nenabled = true\n")
     await kernel.agent.subagents.usable()
     owners = await offered(kernel, anthropic_sim)
     (tmp_path / "SOUL.md").write_text("# Kay\n\nYou are Kay.\n", encoding="utf-8")
@@ -156,6 +157,9 @@ async def test_the_owner_rewrites_when_to_plan_and_when_to_work_in_the_backgroun
     assert plan_rule in kernels["enter_plan_mode"] and task_rule in kernels["task_create"]
     assert plan_rule not in owners["enter_plan_mode"]
     assert task_rule not in owners["task_create"]
+    browser_rule = "pages web_fetch cannot read"
+    assert browser_rule in kernels["browser_open"]
+    assert browser_rule not in owners["browser_open"] and "[1]" in owners["browser_open"]
     # what each does stays in its definition
     assert "plan mode" in owners["enter_plan_mode"] and "sub-agent" in owners["task_create"]
 
