@@ -206,3 +206,11 @@ async def test_a_stop_button_leaves_the_other_tasks_stop_buttons(
     [left] = [m for m in h.bot_messages() if m.message_id == listing.message_id]
     assert buttons(left) == [{"text": "⏹ Stop #1", "callback_data": "taskstop:1"}]
     await tasks.stop_task(1)
+
+
+def test_a_tasks_title_is_one_clean_line_whatever_the_cli_is_called() -> None:
+    """A task's title (shown in /tasks, its report and the console) is made of the
+    model's words: a CLI name with a line break or a direction override cannot break
+    or reorder it."""
+    title = NewTask("cli", "build it", cli="co\u202edex\nrm -rf", title="Build\n\x1bnow").heading()
+    assert title == "co dex rm -rf: Build now"
