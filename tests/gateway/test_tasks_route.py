@@ -143,9 +143,7 @@ async def test_a_session_in_plan_or_read_only_gets_no_task(
     """task_create is held back in plan and read_only: the sidecar's route asks the same
     rule, so a task in such a session's context is refused (403) and nothing is stored."""
     sc = await start(sidecar, anthropic_sim, tmp_path, asyncio.Event())
-    anthropic_sim.enqueue(text_reply("hello"))
-    assert (await sc.process("hi"))[0] == 200
-    [row] = await sc.kernel.store.list_sessions(limit=5)
+    row = await sc.kernel.store.create_session("api")
     modes = sc.kernel.agent.modes
     for mode in ("plan", "read_only"):
         await modes.set(f"session:{row.id}", mode, actor="owner", how="test", session_id=row.id)
