@@ -132,3 +132,12 @@ async def test_the_models_plan_mode_is_its_sessions_not_the_chats(bot: Factory) 
     await h.ask("/new")
     assert "Work mode: act" in await h.ask("/mode")
     assert "mode" not in (await h.ask("/status")).split("\n")[1]
+
+
+async def test_the_mode_picker_marks_both_current_modes(bot: Factory) -> None:
+    """/mode's buttons hold two choices at once, the work mode and the prompt mode: each
+    current one is marked (the prompt mode in use had no button at all)."""
+    h = await bot()
+    await h.ask("/mode")
+    labels = [b["text"] for b in buttons(h.bot_messages()[-1])]
+    assert labels == ["✅ act", "plan", "read_only", "✅ default", "codex", "claude"]
