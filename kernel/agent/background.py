@@ -75,7 +75,7 @@ class NewTask:
 
     def heading(self) -> str:
         words = one_line(self.title or self.task, MAX_TITLE)
-        label = self.agent if self.kind == "agent" else (self.cli or "cli")
+        label = self.agent if self.kind == "agent" else one_line(self.cli or "cli", 20)
         return f"{label}: {words}"[:MAX_TITLE]
 
 

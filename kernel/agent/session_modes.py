@@ -2,9 +2,10 @@
 (kernel/core/session_modes.py), who switches them, and the model's control tools.
 
 A session keeps its mode in its row (``sessions.mode``). A channel's conversation
-(``telegram:<chat>``, ``console:default``) also keeps the mode it is in as a setting
-``chat.session_mode:<conversation>``, which a new session starts in (``/new``, or the
-first message after a restart): the owner's choice holds until it is changed. A
+(``telegram:<chat>``, ``console:default``) also keeps the mode the owner chose with
+``/mode`` as a setting ``chat.session_mode:<conversation>``, which a new session starts
+in (``/new``, or the first message after a restart): the owner's choice holds until it
+is changed. The model's and the confirm's switches are the session's only. A
 conversation named by its session (``session:<id>``, the sidecar's chats) has only the
 session's own.
 
@@ -47,6 +48,11 @@ log = logging.getLogger(__name__)
 ENTER_TOOL = "enter_plan_mode"
 EXIT_TOOL = "exit_plan_mode"
 CONFIRM_SECONDS = 600.0  # how long exit_plan_mode waits for the owner, unless [tools.*] says
+ENTER_RULES = (
+    "Use it before a task that needs a plan: explore and write the plan, then call "
+    "exit_plan_mode with it: the owner confirms before anything is done."
+)
+LASTING = "command"  # the owner's /mode: the chat's new sessions start in it too
 MAX_PLAN = 20_000  # characters of a plan shown with the question
 
 
@@ -105,15 +111,16 @@ class SessionModes:
         how: str,
         session_id: int | None = None,
     ) -> str:
-        """Switch the conversation (what its new sessions start in) and its session
-        (``session_id``, else its current one, if it has one) to ``mode``; returns the
-        mode it was in. Takes effect at the session's next tool call, even mid-turn."""
+        """Switch the session (``session_id``, else the conversation's current one, if
+        it has one) to ``mode`` and, for the owner's /mode (``how`` ``command``), the
+        conversation too (what its new sessions start in); returns the mode it was in.
+        Takes effect at the session's next tool call, even mid-turn."""
         if mode not in SESSION_MODES:
             raise ValueError(f"unknown session mode {mode!r}")
         if session_id is None:
             session_id = self.sessions.current_session(conversation)
         before = await self.inherited(conversation)
-        if not conversation.startswith(SESSION_PREFIX):
+        if how == LASTING and not conversation.startswith(SESSION_PREFIX):
             key = _setting(conversation)
             if mode == ACT:
                 await self.store.delete_setting(key)
@@ -135,11 +142,9 @@ class SessionModes:
 
         @tools.tool(name=ENTER_TOOL, effect=CONTROL)
         async def enter_plan_mode(context: ToolContext) -> str:
-            """Switch this chat to plan mode before a task that needs a plan: the tools
-            that write or act (files, delegation, cron changes, MCP tools that act)
-            are put away, the ones that read stay. Explore and write the plan,
-            then call exit_plan_mode with it: the owner confirms before anything is done.
-            """
+            """Switch this chat to plan mode: the tools that write or act (files,
+            delegation, cron changes, MCP tools that act) are put away, the ones that
+            read stay; exit_plan_mode asks the owner to bring them back."""
             return await modes._enter(context)
 
         @tools.tool(name=EXIT_TOOL, effect=CONTROL)
@@ -152,6 +157,9 @@ class SessionModes:
                 plan: the plan, in Markdown: the steps you will take and what they change
             """
             return await modes._exit(plan, context)
+
+        # When to plan: Kernel's wording, left out where SOUL.md has a section about it.
+        tools.add_rules(ENTER_TOOL, ENTER_RULES)
 
     async def _enter(self, context: ToolContext) -> str:
         mode = context.session_mode

@@ -28,11 +28,14 @@ EFFECTS: dict[str, Effect] = {
 }
 
 CREATE = (
-    "Start work in the background when the owner asks for it ('in the background', "
-    "'tell me when done', a long job they need not wait for): a sub-agent's job "
-    "(kind agent, with its name) or a coding CLI's (kind cli). It runs beside this chat, "
-    "which stays free; its result reaches the owner's chat by itself when it ends. "
-    "Returns the task's id at once: tell the owner it started, do not wait for it."
+    "Start work in the background: a sub-agent's job (kind agent, with its name) or a "
+    "coding CLI's (kind cli). It runs beside this chat, which stays free; its result "
+    "reaches the owner's chat by itself when it ends. Returns the task's id at once."
+)
+# When to use it: Kernel's wording, left out where SOUL.md has a task_create section.
+CREATE_RULES = (
+    "Use it when the owner asks for it ('in the background', 'tell me when done', a long "
+    "job they need not wait for); tell the owner it started, do not wait for it."
 )
 LIST = "The background tasks of this chat: id, status, progress, result (newest first)."
 STOP = "Stop a running background task of this chat (the owner asked to)."
@@ -130,6 +133,7 @@ def register(registry: ToolRegistry, tasks: BackgroundTasks, offered: Callable[[
             offered=offered,
             effect=EFFECTS[name],
         )
+    registry.add_rules("task_create", CREATE_RULES)
 
 
 def _line(row: TaskRow) -> str:

@@ -41,7 +41,7 @@ async def mode_command(agent: Agent, conversation: str, arg: str) -> Reply:
         session = await agent.modes.current(conversation)
         lines = [text, t("mode.session", mode=t(f"mode.name.{session}")), _usage()]
         choices = _session_choices(session) + tuple(
-            Choice(m, f"/mode {m}") for m in PROMPT_MODES if m != current.mode
+            Choice(m, f"/mode {m}", current=m == current.mode) for m in PROMPT_MODES
         )
         return Reply("\n".join(lines), choices=choices)
     if word not in PROMPT_MODES:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from kernel.core.safejson import MAX_INT
 from kernel.store.database import dump_json, last_id, parse_stamp, stamp, utcnow
 from kernel.store.db import Store
 
@@ -144,6 +145,10 @@ class TaskStore:
         return row
 
     async def get(self, task_id: int) -> TaskRow | None:
+        """The task, or None (an id past SQLite's integers, as typed, is none too)."""
+        if not 0 < task_id < MAX_INT:
+            return None
+
         def op(conn: sqlite3.Connection) -> TaskRow | None:
             found = conn.execute(
                 f"SELECT {_COLUMNS} FROM agent_tasks WHERE id = ?", (task_id,)

@@ -18,6 +18,7 @@ from kernel.agent.turn import UserInput
 from kernel.commands import CATALOGUE, SHARED, Commands, Reply, help_topic, overview, welcome
 from kernel.commands.listing import DELETE, DELETE_NO, history_arg
 from kernel.commands.status import ChannelReport
+from kernel.commands.tasks import STOP
 from kernel.core.i18n import t
 from kernel.store.mailbox import InboxState
 from kernel.telegram.deps import Deps, conversation_of
@@ -233,12 +234,18 @@ class CommandSet:
 
     async def on_task(self, update: Update, context: Context) -> None:
         """⏹ under /tasks, 🔁 under a restart's offer: the shared /tasks verb, and the
-        pressed message edited into what was done (kernel/telegram/tasks.py)."""
+        pressed message edited into what was done (kernel/telegram/tasks.py); after a ⏹,
+        with the listing as it is now, the other running tasks' ⏹ kept."""
         query = update.callback_query
         assert query is not None and query.data is not None
         chat = query.message.chat.id if query.message is not None else self.deps.owner
-        reply = await self.commands.run(conversation_of(chat), "tasks", task_arg(query.data))
+        conversation = conversation_of(chat)
+        reply = await self.commands.run(conversation, "tasks", task_arg(query.data))
         assert reply is not None
+        if query.data.startswith(STOP):  # the listing as it is now: the other ⏹ stay
+            listing = await self.commands.run(conversation, "tasks", "")
+            if listing is not None and not listing.error:
+                reply = Reply(f"{reply.text}\n\n{listing.text}", buttons=listing.buttons)
         await self._answer_press(query, reply)
 
     async def _answer_press(self, query: Any, reply: Reply) -> None:

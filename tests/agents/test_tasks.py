@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kernel.agent.background import NewTask
+from kernel.tools.registry import ToolContext
 from tests.agents.kit import agent_file, write_agents
 from tests.sim.script import text_reply, tool_reply
 from tests.sim.telegram_sim import ChatMessage
@@ -179,3 +181,36 @@ async def test_a_tasks_approval_is_asked_in_the_chat_under_its_name(
     h.tg.inject_callback(buttons(asked)[0]["callback_data"], message_id=asked.message_id)
     await h.tg.wait_until(lambda: bool(reports(h)), timeout=30)
     assert reports(h)[0].text.endswith("It is 42.")
+
+
+async def test_a_stop_button_leaves_the_other_tasks_stop_buttons(
+    bot: Factory, tmp_path: Path
+) -> None:
+    """⏹ under /tasks edits the listing into what was done and the listing as it is now:
+    the other running task keeps its ⏹ (it was a bare 'stopped' line, every button gone)."""
+    h = await start(bot, tmp_path, asyncio.Event())  # never released: only ⏹ ends them
+    tasks = h.kernel.agent.tasks
+    for n in (1, 2):
+        h.model.enqueue_for(f"JOB-{n}", tool_reply("lookup", {"query": "x"}))
+        await tasks.create(NewTask("agent", f"JOB-{n}", agent="worker"), ToolContext())
+    await h.tg.wait_until(lambda: len(h.model.requests) >= 2, timeout=30)
+
+    await h.ask("/tasks")
+    [listing] = [m for m in h.bot_messages() if m.text.startswith("🧵 Background tasks")]
+    assert [b["text"] for b in buttons(listing)] == ["⏹ Stop #2", "⏹ Stop #1"]
+    h.tg.inject_callback("taskstop:2", message_id=listing.message_id)
+    await h.tg.wait_until(lambda: "Stopped background task #2" in message_now(h, listing))
+    await h.settle()
+    now = message_now(h, listing)
+    assert "#2 ⏹ stopped · worker: JOB-2" in now and "#1 ⏳ running · worker: JOB-1" in now
+    [left] = [m for m in h.bot_messages() if m.message_id == listing.message_id]
+    assert buttons(left) == [{"text": "⏹ Stop #1", "callback_data": "taskstop:1"}]
+    await tasks.stop_task(1)
+
+
+def test_a_tasks_title_is_one_clean_line_whatever_the_cli_is_called() -> None:
+    """A task's title (shown in /tasks, its report and the console) is made of the
+    model's words: a CLI name with a line break or a direction override cannot break
+    or reorder it."""
+    title = NewTask("cli", "build it", cli="co\u202edex\nrm -rf", title="Build\n\x1bnow").heading()
+    assert title == "co dex rm -rf: Build now"

@@ -135,3 +135,28 @@ async def test_running_tasks_are_bounded(
     assert len(tasks._running) == MAX_RUNNING - 1 and not tasks._stopping
     status, _, _ = await sc.call("POST", "/agent/tasks", job("now it fits"))
     assert status == 201
+
+
+async def test_a_session_in_plan_or_read_only_gets_no_task(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    """task_create is held back in plan and read_only: the sidecar's route asks the same
+    rule, so a task in such a session's context is refused (403) and nothing is stored."""
+    sc = await start(sidecar, anthropic_sim, tmp_path, asyncio.Event())
+    row = await sc.kernel.store.create_session("api")
+    modes = sc.kernel.agent.modes
+    for mode in ("plan", "read_only"):
+        await modes.set(f"session:{row.id}", mode, actor="owner", how="test", session_id=row.id)
+        status, data, _ = await sc.call("POST", "/agent/tasks", job("dig", session_id=row.id))
+        assert status == 403 and data["error"]["code"] == "tool_forbidden_in_mode"
+        assert "task_create" in data["error"]["message"]
+    assert (await sc.call("GET", "/agent/tasks"))[1] == {"items": []}
+
+
+async def test_an_id_past_sqlites_integers_is_not_found(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    sc = await start(sidecar, anthropic_sim, tmp_path, asyncio.Event())
+    status, data, _ = await sc.call("POST", "/agent/tasks/99999999999999999999/stop")
+    assert status == 404 and data["error"]["code"] == "task_not_found"
+    assert "#99999999999999999999" in data["error"]["message"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from kernel.agent.agent import UserInput
 from kernel.agent.soul import covered
+from kernel.app import Kernel
 from kernel.core.events import Completed
 from kernel.core.i18n import CATALOG, t
 from tests.conftest import KernelFactory
@@ -133,3 +134,39 @@ async def test_an_edited_soul_md_is_never_rewritten(
     (tmp_path / "SOUL.md").write_text(mine, encoding="utf-8")
     await make_kernel(anthropic_sim)
     assert (tmp_path / "SOUL.md").read_text(encoding="utf-8") == mine
+
+
+async def test_the_owner_rewrites_when_to_plan_and_when_to_work_in_the_background(
+    make_kernel: KernelFactory, anthropic_sim: AnthropicSim, tmp_path: Path
+) -> None:
+    """The new tools' usage rules are Kernel's wording too (add_rules): a SOUL.md section
+    about enter_plan_mode or task_create replaces them; without one they are sent."""
+    from tests.agents.kit import agent_file, write_agents
+
+    write_agents(tmp_path, {"worker": agent_file("worker", "[memory_search]")})
+    soul = "# Kay\n\n### enter_plan_mode\n- PLAN-RULE\n\n### task_create\n- TASK-RULE\n"
+    soul += "\n### browser_open\n- BROWSER-RULE\n"
+    (tmp_path / "SOUL.md").write_text(soul, encoding="utf-8")
+    kernel = await make_kernel(anthropic_sim, extra="\n[browser]\nenabled = true\n")
+    await kernel.agent.subagents.usable()
+    owners = await offered(kernel, anthropic_sim)
+    (tmp_path / "SOUL.md").write_text("# Kay\n\nYou are Kay.\n", encoding="utf-8")
+    kernels = await offered(kernel, anthropic_sim)
+
+    plan_rule, task_rule = "before a task that needs a plan", "'tell me when done'"
+    assert plan_rule in kernels["enter_plan_mode"] and task_rule in kernels["task_create"]
+    assert plan_rule not in owners["enter_plan_mode"]
+    assert task_rule not in owners["task_create"]
+    browser_rule = "pages web_fetch cannot read"
+    assert browser_rule in kernels["browser_open"]
+    assert browser_rule not in owners["browser_open"] and "[1]" in owners["browser_open"]
+    # what each does stays in its definition
+    assert "plan mode" in owners["enter_plan_mode"] and "sub-agent" in owners["task_create"]
+
+
+async def offered(kernel: Kernel, sim: AnthropicSim) -> dict[str, str]:
+    """The tools of a turn's request."""
+    sim.enqueue(text_reply("ok"))
+    final = await kernel.agent.start_turn("console:default", UserInput("hi")).wait()
+    assert isinstance(final, Completed)
+    return tools_of(sim.requests[-1].body)

@@ -119,3 +119,25 @@ async def test_mode_command_read_only_holds_across_new_sessions(bot: Factory) ->
         ("owner", "act", "read_only", "command"),
         ("owner", "read_only", "act", "command"),
     ]
+
+
+async def test_the_models_plan_mode_is_its_sessions_not_the_chats(bot: Factory) -> None:
+    """The model's enter_plan_mode switches its session only: after /new the chat is in
+    the mode the owner chose (act), not held in a plan mode nobody chose for it."""
+    h = await bot()
+    h.model.enqueue(tool_reply("enter_plan_mode", {}), text_reply("Planning first."))
+    assert await h.converse("think it through first") == "Planning first."
+    assert "plan mode" in await h.ask("/status")
+
+    await h.ask("/new")
+    assert "Work mode: act" in await h.ask("/mode")
+    assert "mode" not in (await h.ask("/status")).split("\n")[1]
+
+
+async def test_the_mode_picker_marks_both_current_modes(bot: Factory) -> None:
+    """/mode's buttons hold two choices at once, the work mode and the prompt mode: each
+    current one is marked (the prompt mode in use had no button at all)."""
+    h = await bot()
+    await h.ask("/mode")
+    labels = [b["text"] for b in buttons(h.bot_messages()[-1])]
+    assert labels == ["✅ act", "plan", "read_only", "✅ default", "codex", "claude"]

@@ -2,7 +2,8 @@
 ``task_*`` tools see them (kernel/agent/background.py). List (one session's with
 ``session_id``), create (a sub-agent's or a coding CLI's job, in a session's context
 when one is named), stop one. Refusals: ``404 task_not_found``, ``409 task_not_running``,
-``409 task_refused`` (nothing can run as a task, or too many run), ``404
+``409 task_refused`` (nothing can run as a task, or too many run), ``403
+tool_forbidden_in_mode`` (the session is in plan or read_only mode), ``404
 session_not_found``, ``400 invalid_request``."""
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ async def list_tasks(request: web.Request) -> web.Response:
     body=NewTaskBody,
     response=TaskInfo,
     status=201,
-    errors=(400, 404, 409),
+    errors=(400, 403, 404, 409),
 )
 async def create_task(request: web.Request, body: NewTaskBody) -> web.Response:
     deps = deps_of(request)
@@ -112,6 +113,8 @@ async def create_task(request: web.Request, body: NewTaskBody) -> web.Response:
                 t("task.session_not_found", id=body.session_id),
                 {"session_id": body.session_id},
             )
+        # the one rule of the session's mode: plan and read_only hold task_create back
+        await deps.agent.modes.check(row.id, "task_create", deps.tools, None)
         conversation = f"{SESSION_PREFIX}{row.id}"
         context = await deps.agent.scopes.tool_context(row.id, conversation)
     new = NewTask(body.kind, body.task, body.agent, body.cli, body.cwd, body.title)
