@@ -16,9 +16,8 @@ a notice not yet delivered into its own, so an outage leaves one notice, not man
 :meth:`Outbox.nudge` (polling answered again) makes rows that failed for the network due
 at once instead of at the end of their backoff.
 
-A call that may have landed is remembered in memory, so a store failure after it (the
-row left ``sending``) never re-sends unmarked: a known message id is only recorded, an
-unknown outcome is re-sent marked.
+A call that may have landed is remembered, so a store failure after it (the row left
+``sending``) never re-sends unmarked: a known message id is recorded, else re-sent marked.
 
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
 speed. Tidy rows (a superseded 🔁 taken away: :func:`unbutton_item`) are the exception:
@@ -26,9 +25,9 @@ they show nothing new, so every other row of the chat goes first, and they go on
 the chat's rate budget has a token to spare (``RateBudget.room``), however long that
 takes; durable like any row, a restart still delivers them. Permanent refusals
 (Forbidden, BadRequest) fail the row and the next one goes; a refused reply (not a
-notice, not a chat that blocked the bot) is told once in plain words
-(``tg.chunk_refused``). One call per row, and what its outcome means (gone
-messages, "not modified", the HTML fallback), is ``calls.py``'s.
+notice, not a chat that blocked the bot) is told once in plain words (``tg.chunk_refused``).
+One call per row, and what its outcome means (gone messages, "not modified", the HTML
+fallback), is ``calls.py``'s.
 
 When the outbox itself cannot be written (a full disk, a read-only database), a notice
 goes straight through the Bot API instead (:meth:`Outbox.tell_directly`), in words
@@ -176,9 +175,7 @@ class Outbox:
         self._hurry: set[int] = set()  # chats whose network-failed row is due now
         self._putting: set[asyncio.Future[Ticket]] = set()
         self._caller_tells: set[int] = set()  # rows whose refusal their caller tells
-        # Rows queued since the chat's worker last looked, as written: it takes them
-        # without reading its queue back (only a put adds rows, and a put wakes it).
-        self._handed: dict[int, list[OutboxRow]] = {}
+        self._handed: dict[int, list[OutboxRow]] = {}  # chat → rows put since it looked
         self._audited: set[int] = set()  # rows whose "sent" is on the audit already
         self._calls = RowCalls(bot)
         self.delivered = 0
@@ -356,9 +353,8 @@ class Outbox:
 
     async def _work(self, chat_id: int) -> None:
         wake = self._wake[chat_id]
-        # The chat's queue as last known, None: read it from the table. Only this worker
-        # changes its rows and only a put adds rows (handing them over, ``_handed``):
-        # after a delivery the rest stays valid.
+        # The chat's queue as known (None: read the table). Only this worker changes its
+        # rows and only a put adds rows, handing them over: the rest stays valid.
         rows: list[OutboxRow] | None = None
         while True:
             try:
@@ -371,16 +367,15 @@ class Outbox:
     async def _step(
         self, chat_id: int, wake: asyncio.Event, known: list[OutboxRow] | None
     ) -> list[OutboxRow] | None:
-        """Deliver, wait for, or expire the chat's first row; returns the queue left
-        (None: read it again)."""
+        """Deliver, wait for, or expire the chat's first row: the queue left (None: read)."""
         wake.clear()
         if known is None:
             self._handed.pop(chat_id, None)  # the read has them (a later put hands anew)
             known = await self.mailbox.unsent(CHANNEL, str(chat_id))
         rows = self._take_handed(chat_id, known)
         if not rows:
-            if wake.is_set():  # a put after the read: its rows are handed
-                return []
+            if wake.is_set():
+                return []  # a put after the read: its rows are handed
             self._unsent.pop(chat_id, None)
             self._check_idle()
             await self._pause(wake, IDLE_WAIT)
@@ -407,11 +402,9 @@ class Outbox:
 
     def _take_handed(self, chat_id: int, rows: list[OutboxRow]) -> list[OutboxRow]:
         """``rows`` and the rows puts handed over since, each once, in queue order."""
-        handed = self._handed.pop(chat_id, None)
-        if not handed:
-            return rows
         have = {row.id for row in rows}
-        return sorted([*rows, *(row for row in handed if row.id not in have)], key=_by_id)
+        handed = [r for r in self._handed.pop(chat_id, ()) if r.id not in have]
+        return sorted([*rows, *handed], key=lambda r: r.id) if handed else rows
 
     async def _room(self, chat_id: int, wake: asyncio.Event) -> bool:
         """Wait until the chat's rate budget has a token to spare for a tidy row: True;
@@ -486,10 +479,9 @@ class Outbox:
         return True
 
     async def _claim(self, row: OutboxRow) -> OutboxRow | None:
-        """The row marked ``sending`` (durably, before its call), in one store call with
-        what an edit or delete naming an earlier row (:func:`unbutton_item`,
-        :func:`unsend_item`) needs: that row's message. None, nothing marked, when that
-        row never landed (nothing to change)."""
+        """The row marked ``sending`` before its call, in one store call with the message
+        of the earlier row an edit or delete names (:func:`unbutton_item`,
+        :func:`unsend_item`); None, nothing marked, when that row never landed."""
         of_row = row.body.get("of_row")
         named = None if row.kind == "send" or of_row is None else int(of_row)
         claimed, message_id = await self.mailbox.claim(row.id, named)
@@ -503,8 +495,8 @@ class Outbox:
         self, chat_id: int, row: OutboxRow, message_id: int | None, attempts: int
     ) -> None:
         done = self.mailbox.sent(row.id, message_id, self.now())
-        if row.id not in self._audited:  # queued behind the mark: one hop, in that order
-            self._audited.add(row.id)  # (a mark that failed is written again, not this)
+        if row.id not in self._audited:  # queued behind the mark: one hop (a mark that
+            self._audited.add(row.id)  # failed is written again, its audit row is not)
             await self._audit(row, "sent", attempts, message_id)
         await done
         self._audited.discard(row.id)
@@ -599,10 +591,6 @@ class Outbox:
             )
         except Exception as exc:  # the delivery stands whether or not its record does
             log.warning("audit: an outbox row was not recorded (%s)", type(exc).__name__)
-
-
-def _by_id(row: OutboxRow) -> int:
-    return row.id
 
 
 def _parse_time(value: Any) -> datetime | None:
