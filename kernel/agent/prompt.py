@@ -61,27 +61,50 @@ class SystemPrompt:
         outlook: Outlook | None = None,
         mode: ModeChoice | None = None,
         model: str = "",
+        volatile: bool = True,
     ) -> list[Layer]:
         """The layers for a turn whose input is ``query`` (what memories are recalled
-        for). ``guest_tools``: a guest's turn, with only those tools, no memories and
-        none of the owner's prompt files (prompts/AGENTS.md, the ``[prompts]`` layers).
+        for). ``volatile`` False: without the turn's own (:meth:`volatile`), which a
+        turn reads while its message is stored (one database hop). ``guest_tools``: a
+        guest's turn, with only those tools, no memories and none of the owner's prompt
+        files (prompts/AGENTS.md, the ``[prompts]`` layers).
         ``outlook``: the chat's persona and project, or a sub-agent's own prompt.
         ``mode``: the session's prompt mode (a guest's and a sub-agent's turn are always
         default); codex and claude raise PromptError when their files are not there.
         ``model``: the active model (codex_v2's catalog entry)."""
         outlook = outlook or Outlook()
+        layers = await self._lasting(guest_tools, outlook, mode, model)
+        if not volatile:
+            return layers
+        return layers + await self.volatile(query, guest_tools=guest_tools, outlook=outlook)
+
+    async def volatile(
+        self, query: str, *, guest_tools: tuple[str, ...] | None, outlook: Outlook
+    ) -> list[Layer]:
+        """The layers sent with the turn's own message: the memories recalled for
+        ``query`` (not for a guest or a sub-agent) and the time."""
+        if guest_tools is not None or outlook.agent is not None:
+            return [self._time()]
+        return await self._volatile(query, outlook)
+
+    async def _lasting(
+        self,
+        guest_tools: tuple[str, ...] | None,
+        outlook: Outlook,
+        mode: ModeChoice | None,
+        model: str,
+    ) -> list[Layer]:
         mode = mode if mode is not None and guest_tools is None and outlook.agent is None else None
         names = self.offered(guest_tools, outlook, mode)
         if outlook.agent is not None:  # a sub-agent: its prompt instead of SOUL.md
             layers = [Layer("agent", outlook.agent.body, outlook.agent.source)]
             if names:
                 layers.append(Layer("tools", tool_guide(names), "tool registry"))
-            layers.append(self._time())
             return layers
         if mode is not None and mode.mode != "default":
             guide = tool_guide(names) if names else ""
             layers = await asyncio.to_thread(self.modes.layers, mode, guide, model)
-            return layers + self._environment(outlook) + await self._volatile(query, outlook)
+            return layers + self._environment(outlook)
         soul, files, skills = await asyncio.to_thread(self._read_files, guest_tools is None)
         layers = [self._soul(soul, names), *files]
         if outlook.persona is not None and outlook.persona.body:
@@ -101,9 +124,7 @@ class SystemPrompt:
             agents = await self._agents()
             if agents:
                 layers.append(Layer("agents", agents, FOLDERS["agent"]))
-        if guest_tools is not None:  # a guest's turn recalls no memories
-            return [*layers, self._time()]
-        return layers + await self._volatile(query, outlook)
+        return layers
 
     async def _volatile(self, query: str, outlook: Outlook) -> list[Layer]:
         """Recalled memories and the time: sent with the turn's own message."""

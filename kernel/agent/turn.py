@@ -247,8 +247,8 @@ class TurnRun:
             outlook=outlook,
             mode=self.mode,
             model=parts.models.model,
+            volatile=False,
         )
-        system, context = split_layers(layers)
         if await self._cut_repeat(user_input, repeat):
             history = await self._history()
         # A session opened by key (HTTP, QQ, cron) exists before its first message.
@@ -257,7 +257,16 @@ class TurnRun:
         # Each invoked skill is a block of its own before the owner's words, so that
         # slimming can replace exactly it with a marker when storing.
         user_message.content[0:0] = [TextBlock(wrap_skill(s), by="kernel") for s in skills]
-        await self._store(user_message)
+        # The memories recalled while the message is stored: one hop to the database
+        # (the store first: its write reaches the queue a step later, through a shield).
+        _, volatile = await asyncio.gather(
+            self._store(user_message),
+            parts.prompt.volatile(
+                user_input.full_text, guest_tools=self.guest_tools, outlook=outlook
+            ),
+        )
+        layers += volatile
+        system, context = split_layers(layers)
         sent = self.stored[0] if self.stored else None
         await self.trail.received(self.session_id, sent, user_input, self.turn, outlook.agent)
         if self.turn.cancel_requested:  # cancelled before it began: the message is kept

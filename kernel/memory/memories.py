@@ -113,8 +113,15 @@ class Memories:
         # With no memories to see there is nothing to search: jieba stays unloaded.
         if not self.tokenizer.loaded and await self.store.count_memories(scopes=scopes) == 0:
             return []
-        found = await self.search(query, k, scopes) if query.strip() else []
-        return found or await self.store.list_memories(limit=k, scopes=scopes)
+        terms: list[str] = []
+        if query.strip() and (scopes is None or scopes):
+            await self._ready()
+            terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
+        # :meth:`search`'s steps and the fallback, in one store call (one hop).
+        match = fts_query(terms) if terms else ""
+        return await self.store.recall_memories(
+            terms, match, limit=k, newest=LIKE_WINDOW, scopes=scopes
+        )
 
     async def recent(
         self, limit: int = 200, scopes: Sequence[str] | None = None

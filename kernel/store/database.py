@@ -135,6 +135,12 @@ class Database:
         modules of their own (``kernel/store/cron.py``)."""
         return await self._write(op, fn)
 
+    def write_queued(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
+        """:meth:`write`, queued the moment it is called (its hop leaves in this turn of
+        the loop) and awaited when the caller likes: records queued behind it (``write_soon``)
+        ride its hop and its transaction."""
+        return self._submit(op, fn, WRITE)
+
     def write_soon(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
         """:meth:`write` for a caller that need not wait for it (a record of what was
         done): queued now, in order behind every call before it, and written with the

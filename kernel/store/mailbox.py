@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -254,6 +254,24 @@ class Mailbox:
         """Queue ``items`` in order; returns their row ids. ``settle``: an inbox row to
         close in the same transaction (the reply and the end of its turn together);
         ``also``: another write of the same transaction (a task marked told)."""
+        rows = await self.queue(
+            channel, chat_id, items, now=now, expires_at=expires_at, settle=settle, also=also
+        )
+        return [row.id for row in rows]
+
+    async def queue(
+        self,
+        channel: str,
+        chat_id: str,
+        items: Sequence[OutboxItem],
+        *,
+        now: datetime,
+        expires_at: datetime,
+        settle: tuple[int, InboxState] | None = None,
+        also: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> list[OutboxRow]:
+        """:meth:`put`, returning the rows as written, as :meth:`unsent` would read them
+        (the outbox's worker takes them without reading them back)."""
         bodies = [(item.kind, dump_json(item.body, "outbox body")) for item in items]
         created, expires = stamp(now), stamp(expires_at)
         inbox_id = settle[0] if settle else None
@@ -274,7 +292,27 @@ class Mailbox:
                 also(conn)
             return ids
 
-        return await self.store.write("queue outgoing messages", op)
+        ids = await self.store.write("queue outgoing messages", op)
+        made, ends = parse_stamp(created), parse_stamp(expires)
+        return [
+            OutboxRow(
+                id=row_id,
+                channel=channel,
+                chat_id=chat_id,
+                kind=kind,
+                body=json.loads(body),
+                state="pending",
+                ambiguous=False,
+                attempts=0,
+                next_at=made,
+                expires_at=ends,
+                created_at=made,
+                message_id=None,
+                error=None,
+                inbox_id=inbox_id,
+            )
+            for row_id, (kind, body) in zip(ids, bodies, strict=True)
+        ]
 
     async def unsent(self, channel: str, chat_id: str | None = None) -> list[OutboxRow]:
         """Pending and sending rows, per chat in order."""
@@ -349,16 +387,35 @@ class Mailbox:
 
     async def sending(self, row_id: int) -> None:
         """Written before the platform is called."""
+        await self.claim(row_id)
 
-        def op(conn: sqlite3.Connection) -> None:
+    async def claim(self, row_id: int, of_row: int | None = None) -> tuple[bool, int | None]:
+        """:meth:`sending` in one store call with the message id of the row ``of_row``
+        (an edit or delete of an earlier row's message). ``(False, None)`` and nothing
+        written when ``of_row`` never landed (nothing to change); else ``(True, its
+        message id)``."""
+
+        def op(conn: sqlite3.Connection) -> tuple[bool, int | None]:
+            target = None
+            if of_row is not None:
+                found = conn.execute(
+                    "SELECT message_id FROM outbox WHERE id = ?", (of_row,)
+                ).fetchone()
+                target = found[0] if found else None
+                if target is None:
+                    return False, None
             conn.execute(
                 "UPDATE outbox SET state = 'sending', attempts = attempts + 1 WHERE id = ?",
                 (row_id,),
             )
+            return True, target
 
-        await self.store.write("mark a message sending", op)
+        return await self.store.write("mark a message sending", op)
 
-    async def sent(self, row_id: int, message_id: int | None, now: datetime) -> None:
+    def sent(self, row_id: int, message_id: int | None, now: datetime) -> Awaitable[None]:
+        """Queued at once, awaited by the caller: records queued behind it
+        (``write_soon``: the row's audit) go in its hop and transaction."""
+
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "UPDATE outbox SET state = 'sent', message_id = ?, done_at = ?, error = NULL"
@@ -366,7 +423,7 @@ class Mailbox:
                 (message_id, stamp(now), row_id),
             )
 
-        await self.store.write("mark a message sent", op)
+        return self.store.write_queued("mark a message sent", op)
 
     async def retry_at(
         self, row_id: int, next_at: datetime, error: str, *, ambiguous: bool

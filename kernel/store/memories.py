@@ -111,19 +111,10 @@ class MemoryTables(Database):
         """Newest first; ``category``: only those of that category; ``offset``: skip
         that many of the newest."""
         check_non_negative(limit=limit, offset=offset)
-        where, params = _in_scopes(scopes)
-        if params is None or limit == 0:
+        query = _newest(limit, scopes, category, offset)
+        if query is None:
             return []
-        if category is not None:
-            where += f"{' AND' if where else ' WHERE'} category = ?"
-            params = [*params, category]
-        sql = f"{_MEMORY_SELECT}{where} ORDER BY id DESC LIMIT ? OFFSET ?"
-
-        def op(conn: sqlite3.Connection) -> list[MemoryRow]:
-            rows = conn.execute(sql, [*params, limit, offset])
-            return [_memory_from_row(r) for r in rows.fetchall()]
-
-        return await self._read("list memories", op)
+        return await self._read("list memories", lambda conn: _found(conn, query))
 
     async def count_memories(self, *, scopes: Sequence[str] | None = None) -> int:
         where, params = _in_scopes(scopes)
@@ -144,22 +135,10 @@ class MemoryTables(Database):
         check_non_negative(limit=limit)
         if not self.fts5_available:
             raise StoreError("full-text search is not available (SQLite without FTS5)")
-        where, params = _in_scopes(scopes, column="m.scope", joiner=" AND")
-        if not match or limit == 0 or params is None:
+        query = _matching(match, limit, scopes)
+        if query is None:
             return []
-        # Joined with memories: a row deleted while FTS5 was unavailable may linger in
-        # the index (ids are never reused, so it can never match another memory).
-        sql = (
-            "SELECT m.id, m.text, m.category, m.created_at, m.scope"
-            " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-            f" WHERE memories_fts MATCH ?{where} ORDER BY memories_fts.rank LIMIT ?"
-        )
-
-        def op(conn: sqlite3.Connection) -> list[MemoryRow]:
-            rows = conn.execute(sql, [match, *params, limit]).fetchall()
-            return [_memory_from_row(r) for r in rows]
-
-        return await self._read("search memories", op)
+        return await self._read("search memories", lambda conn: _found(conn, query))
 
     async def search_memories_like(
         self,
@@ -175,32 +154,42 @@ class MemoryTables(Database):
         many of the most recent memories in ``scopes`` (a scan's cost grows with the
         table)."""
         check_non_negative(limit=limit)
-        # LIKE folds ASCII case only, so terms are deduplicated the same way.
-        unique: dict[str, str] = {}
-        for term in terms:
-            if term:
-                unique.setdefault(_ascii_lower(term), term)
-        chosen = list(unique.values())[:MAX_SEARCH_TERMS]
-        where, visible = _in_scopes(scopes)
-        if not chosen or limit == 0 or visible is None:
+        query = _containing(terms, limit, newest, scopes)
+        if query is None:
             return []
-        score = " + ".join(["(text LIKE ? ESCAPE '\\')"] * len(chosen))
-        window = "" if newest is None else " ORDER BY id DESC LIMIT ?"
-        sql = (
-            f"SELECT {_COLUMNS} FROM"
-            f" (SELECT *, {score} AS score FROM memories{where}{window})"
-            " WHERE score > 0 ORDER BY score DESC, id DESC LIMIT ?"
-        )
-        params: list[Any] = [f"%{_escape_like(t)}%" for t in chosen]
-        params.extend(visible)
-        if newest is not None:
-            params.append(newest)
-        params.append(limit)
+        return await self._read("search memories", lambda conn: _found(conn, query))
+
+    async def recall_memories(
+        self,
+        terms: Sequence[str],
+        match: str,
+        *,
+        limit: int,
+        newest: int,
+        scopes: Sequence[str] | None = None,
+    ) -> list[MemoryRow]:
+        """A turn's recall in one store call: the FTS5 matches of ``match`` (when FTS5
+        is in use), else those containing ``terms`` (among the ``newest`` memories with
+        FTS5, all without), else the newest ``limit``: the first that finds any."""
+        check_non_negative(limit=limit)
+        fts = self.fts5_available
+        queries = [
+            _matching(match, limit, scopes) if fts else None,
+            _containing(terms, limit, newest if fts else None, scopes),
+            _newest(limit, scopes),
+        ]
+        chosen = [query for query in queries if query is not None]
+        if not chosen:
+            return []
 
         def op(conn: sqlite3.Connection) -> list[MemoryRow]:
-            return [_memory_from_row(r) for r in conn.execute(sql, params).fetchall()]
+            for query in chosen:
+                found = _found(conn, query)
+                if found:
+                    return found
+            return []
 
-        return await self._read("search memories", op)
+        return await self._read("recall memories", op)
 
     async def get_memory(self, memory_id: int) -> MemoryRow | None:
         def op(conn: sqlite3.Connection) -> MemoryRow | None:
@@ -355,6 +344,67 @@ def _ascii_lower(text: str) -> str:
 
 def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# A memory query: its SQL and parameters; None when it cannot find anything.
+Query = tuple[str, list[Any]]
+
+
+def _found(conn: sqlite3.Connection, query: Query) -> list[MemoryRow]:
+    return [_memory_from_row(row) for row in conn.execute(*query).fetchall()]
+
+
+def _newest(
+    limit: int, scopes: Sequence[str] | None, category: str | None = None, offset: int = 0
+) -> Query | None:
+    where, params = _in_scopes(scopes)
+    if params is None or limit == 0:
+        return None
+    if category is not None:
+        where += f"{' AND' if where else ' WHERE'} category = ?"
+        params = [*params, category]
+    return f"{_MEMORY_SELECT}{where} ORDER BY id DESC LIMIT ? OFFSET ?", [*params, limit, offset]
+
+
+def _matching(match: str, limit: int, scopes: Sequence[str] | None) -> Query | None:
+    where, params = _in_scopes(scopes, column="m.scope", joiner=" AND")
+    if not match or limit == 0 or params is None:
+        return None
+    # Joined with memories: a row deleted while FTS5 was unavailable may linger in
+    # the index (ids are never reused, so it can never match another memory).
+    sql = (
+        "SELECT m.id, m.text, m.category, m.created_at, m.scope"
+        " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+        f" WHERE memories_fts MATCH ?{where} ORDER BY memories_fts.rank LIMIT ?"
+    )
+    return sql, [match, *params, limit]
+
+
+def _containing(
+    terms: Sequence[str], limit: int, newest: int | None, scopes: Sequence[str] | None
+) -> Query | None:
+    # LIKE folds ASCII case only, so terms are deduplicated the same way.
+    unique: dict[str, str] = {}
+    for term in terms:
+        if term:
+            unique.setdefault(_ascii_lower(term), term)
+    chosen = list(unique.values())[:MAX_SEARCH_TERMS]
+    where, visible = _in_scopes(scopes)
+    if not chosen or limit == 0 or visible is None:
+        return None
+    score = " + ".join(["(text LIKE ? ESCAPE '\\')"] * len(chosen))
+    window = "" if newest is None else " ORDER BY id DESC LIMIT ?"
+    sql = (
+        f"SELECT {_COLUMNS} FROM"
+        f" (SELECT *, {score} AS score FROM memories{where}{window})"
+        " WHERE score > 0 ORDER BY score DESC, id DESC LIMIT ?"
+    )
+    params: list[Any] = [f"%{_escape_like(t)}%" for t in chosen]
+    params.extend(visible)
+    if newest is not None:
+        params.append(newest)
+    params.append(limit)
+    return sql, params
 
 
 def _in_scopes(

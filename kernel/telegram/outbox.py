@@ -16,9 +16,8 @@ a notice not yet delivered into its own, so an outage leaves one notice, not man
 :meth:`Outbox.nudge` (polling answered again) makes rows that failed for the network due
 at once instead of at the end of their backoff.
 
-A call that may have landed is remembered in memory, so a store failure after it (the
-row left ``sending``) never re-sends unmarked: a known message id is only recorded, an
-unknown outcome is re-sent marked.
+A call that may have landed is remembered, so a store failure after it (the row left
+``sending``) never re-sends unmarked: a known message id is recorded, else re-sent marked.
 
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
 speed. Tidy rows (a superseded 🔁 taken away: :func:`unbutton_item`) are the exception:
@@ -26,9 +25,9 @@ they show nothing new, so every other row of the chat goes first, and they go on
 the chat's rate budget has a token to spare (``RateBudget.room``), however long that
 takes; durable like any row, a restart still delivers them. Permanent refusals
 (Forbidden, BadRequest) fail the row and the next one goes; a refused reply (not a
-notice, not a chat that blocked the bot) is told once in plain words
-(``tg.chunk_refused``). One call per row, and what its outcome means (gone
-messages, "not modified", the HTML fallback), is ``calls.py``'s.
+notice, not a chat that blocked the bot) is told once in plain words (``tg.chunk_refused``).
+One call per row, and what its outcome means (gone messages, "not modified", the HTML
+fallback), is ``calls.py``'s.
 
 When the outbox itself cannot be written (a full disk, a read-only database), a notice
 goes straight through the Bot API instead (:meth:`Outbox.tell_directly`), in words
@@ -176,6 +175,8 @@ class Outbox:
         self._hurry: set[int] = set()  # chats whose network-failed row is due now
         self._putting: set[asyncio.Future[Ticket]] = set()
         self._caller_tells: set[int] = set()  # rows whose refusal their caller tells
+        self._handed: dict[int, list[OutboxRow]] = {}  # chat → rows put since it looked
+        self._audited: set[int] = set()  # rows whose "sent" is on the audit already
         self._calls = RowCalls(bot)
         self.delivered = 0
         self.live_retry = LiveRetry()
@@ -250,7 +251,7 @@ class Outbox:
         also: Callable[[sqlite3.Connection], None] | None = None,
     ) -> Ticket:
         now = self.now()
-        ids = await self.mailbox.put(
+        rows = await self.mailbox.queue(
             CHANNEL,
             str(chat_id),
             items,
@@ -259,6 +260,7 @@ class Outbox:
             settle=settle,
             also=also,
         )
+        ids = [row.id for row in rows]
         loop = asyncio.get_running_loop()
         futures = []
         for row_id, item in zip(ids, items, strict=True):
@@ -274,6 +276,7 @@ class Outbox:
                     self._caller_tells.add(row_id)
             futures.append(future)
         if self._running:  # else the rows wait in the table for start()
+            self._handed.setdefault(chat_id, []).extend(rows)
             self._ensure_worker(chat_id)
             self._wake[chat_id].set()
         return Ticket(ids, futures)
@@ -350,29 +353,33 @@ class Outbox:
 
     async def _work(self, chat_id: int) -> None:
         wake = self._wake[chat_id]
-        rows: list[OutboxRow] = []  # the chat's queue as last read; only this worker
-        # changes its rows, so after a delivery the rest stays valid until a put wakes it
+        # The chat's queue as known (None: read the table). Only this worker changes its
+        # rows and only a put adds rows, handing them over: the rest stays valid.
+        rows: list[OutboxRow] | None = None
         while True:
             try:
                 rows = await self._step(chat_id, wake, rows)
             except Exception as exc:  # the store failed: look again a bit later
                 log.error("outbox step failed: %s", type(exc).__name__)
-                rows = []
+                rows = None
                 await self._pause(wake, STORE_RETRY)
 
     async def _step(
-        self, chat_id: int, wake: asyncio.Event, rows: list[OutboxRow]
-    ) -> list[OutboxRow]:
-        """Deliver, wait for, or expire the chat's first row; returns the queue left."""
-        if not rows or wake.is_set():
-            wake.clear()
-            rows = await self.mailbox.unsent(CHANNEL, str(chat_id))
+        self, chat_id: int, wake: asyncio.Event, known: list[OutboxRow] | None
+    ) -> list[OutboxRow] | None:
+        """Deliver, wait for, or expire the chat's first row: the queue left (None: read)."""
+        wake.clear()
+        if known is None:
+            self._handed.pop(chat_id, None)  # the read has them (a later put hands anew)
+            known = await self.mailbox.unsent(CHANNEL, str(chat_id))
+        rows = self._take_handed(chat_id, known)
         if not rows:
-            if not wake.is_set():  # a put after the read registers its rows and wakes
-                self._unsent.pop(chat_id, None)
-                self._check_idle()
-                await self._pause(wake, IDLE_WAIT)
-            return []
+            if wake.is_set():
+                return []  # a put after the read: its rows are handed
+            self._unsent.pop(chat_id, None)
+            self._check_idle()
+            await self._pause(wake, IDLE_WAIT)
+            return [] if wake.is_set() else None  # idle long: the table is looked at
         # Every row that shows something goes first; tidy rows once none is left.
         row = next((r for r in rows if not is_tidy(r.body)), rows[0])
         rest = [r for r in rows if r is not row]
@@ -382,7 +389,7 @@ class Outbox:
         now = self.now()
         if now >= row.expires_at:
             await self._expire(chat_id, rows, now)
-            return []
+            return None
         due = (row.next_at - now).total_seconds()
         hurried = chat_id in self._hurry and row.error != _WAITED
         if due > 0 and not hurried:
@@ -391,7 +398,13 @@ class Outbox:
         self._hurry.discard(chat_id)
         if is_tidy(row.body) and not await self._room(chat_id, wake):
             return rows  # a put came first: its rows go before this one
-        return rest if await self._attempt(chat_id, row) else []
+        return rest if await self._attempt(chat_id, row) else None
+
+    def _take_handed(self, chat_id: int, rows: list[OutboxRow]) -> list[OutboxRow]:
+        """``rows`` and the rows puts handed over since, each once, in queue order."""
+        have = {row.id for row in rows}
+        handed = [r for r in self._handed.pop(chat_id, ()) if r.id not in have]
+        return sorted([*rows, *handed], key=lambda r: r.id) if handed else rows
 
     async def _room(self, chat_id: int, wake: asyncio.Event) -> bool:
         """Wait until the chat's rate budget has a token to spare for a tidy row: True;
@@ -423,12 +436,11 @@ class Outbox:
             # An earlier call of this process may have landed and the store failed
             # before it could say how it ended: never an unmarked second copy.
             row = with_fields(row, ambiguous=True)
-        resolved = await self._resolved(row)
+        resolved = await self._claim(row)
         if resolved is None:  # an edit of a message that never landed: nothing to do
             await self._record(chat_id, row, None, row.attempts)
             return True
         row = resolved
-        await self.mailbox.sending(row.id)
         self._maybe.add(row.id)
         try:
             message_id = await self._calls.deliver(chat_id, row)
@@ -466,23 +478,28 @@ class Outbox:
         await self._record(chat_id, row, message_id, row.attempts + 1)
         return True
 
-    async def _resolved(self, row: OutboxRow) -> OutboxRow | None:
-        """An edit or delete naming an earlier row (:func:`unbutton_item`,
-        :func:`unsend_item`) gets that row's message; None when that row never landed
-        (nothing to change)."""
+    async def _claim(self, row: OutboxRow) -> OutboxRow | None:
+        """The row marked ``sending`` before its call, in one store call with the message
+        of the earlier row an edit or delete names (:func:`unbutton_item`,
+        :func:`unsend_item`); None, nothing marked, when that row never landed."""
         of_row = row.body.get("of_row")
-        if row.kind == "send" or of_row is None:
-            return row
-        target = await self.mailbox.outbox_row(int(of_row))
-        if target is None or target.message_id is None:
+        named = None if row.kind == "send" or of_row is None else int(of_row)
+        claimed, message_id = await self.mailbox.claim(row.id, named)
+        if not claimed:
             return None
-        return with_fields(row, body={**row.body, "message_id": target.message_id})
+        if named is None:
+            return row
+        return with_fields(row, body={**row.body, "message_id": message_id})
 
     async def _record(
         self, chat_id: int, row: OutboxRow, message_id: int | None, attempts: int
     ) -> None:
-        await self.mailbox.sent(row.id, message_id, self.now())
-        await self._audit(row, "sent", attempts, message_id)
+        done = self.mailbox.sent(row.id, message_id, self.now())
+        if row.id not in self._audited:  # queued behind the mark: one hop (a mark that
+            self._audited.add(row.id)  # failed is written again, its audit row is not)
+            await self._audit(row, "sent", attempts, message_id)
+        await done
+        self._audited.discard(row.id)
         self._landed.pop(row.id, None)
         self._maybe.discard(row.id)
         self.delivered += 1
