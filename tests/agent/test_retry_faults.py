@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from kernel.agent.agent import SessionKey
 from kernel.agent.turn_parts import UserInput
 from kernel.app import Kernel
@@ -70,6 +72,7 @@ async def test_a_retry_the_model_fails_gives_the_old_answer_back(
     )  # the failed copy, kept as history
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_a_retry_cancelled_at_once_gives_the_exchange_back(
     make_kernel: KernelFactory, anthropic_sim: AnthropicSim
 ) -> None:

@@ -135,6 +135,7 @@ def run_stripped(code: str, cwd: Path, *, timeout: float) -> subprocess.Complete
 
 @pytest.mark.posix  # Linux made to look like Windows; on Windows the suite itself is the proof
 @pytest.mark.timeout(360)  # every module imported (textual's too) and Kernel run: a minute alone
+@pytest.mark.slow  # seconds of waiting: dealt out first
 def test_every_module_imports_and_kernel_starts_without_posix_only_parts(
     tmp_path: Path,
 ) -> None:
@@ -157,6 +158,7 @@ sys.exit(pytest.main(["--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider
 
 @pytest.mark.posix  # Linux made to look like Windows; on Windows the CI run is the proof
 @pytest.mark.timeout(660)  # the whole suite collected in a fresh interpreter
+@pytest.mark.slow  # seconds of waiting: dealt out first
 def test_the_whole_suite_is_collected_without_posix_only_parts() -> None:
     """A test module importing ``resource`` (or reading ``signal.SIGKILL``) at its top is
     a collection error on Windows, which stops the whole run there."""

@@ -289,6 +289,7 @@ async def test_a_final_that_fails_otherwise_frees_its_turn(
     assert budget(bot).stats()["waiting"] == 0
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_a_streaming_turn_in_a_429_storm_still_delivers_its_reply(bot: Factory) -> None:
     """The real channel: drafts, typing, the reply and the tidy-up of the previous 🔁
     share the chat's budget."""

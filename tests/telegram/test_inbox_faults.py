@@ -12,6 +12,8 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from kernel.store.mailbox import Mailbox
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Error, Reply, Stall, Text, text_reply, tool_reply
@@ -62,6 +64,7 @@ async def crash(h: BotHarness) -> None:
     image.close()
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_a_reply_the_store_cannot_queue_is_told_and_stays_open(bot: Factory) -> None:
     """Item 3: the reply's put fails (the database is locked): the placeholder becomes
     the error notice at once, and the row stays open so the next start tells again.
@@ -230,6 +233,7 @@ async def test_a_progress_line_of_its_own_does_not_outlive_a_crash(
     assert again.tg.message(OWNER, line.message_id) is None  # deleted
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_a_reply_the_store_refused_leaves_the_live_retry_known(bot: Factory) -> None:
     """Issue 34 review: the answer before a refused put keeps its 🔁 on record, so the
     next answer still takes it away (one 🔁, on the newest answer)."""

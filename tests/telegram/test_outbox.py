@@ -359,6 +359,7 @@ async def test_edits_and_deletes_of_gone_messages_are_done(rig: Make) -> None:
     assert r.texts() == []
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_order_holds_under_faults(rig: Make) -> None:
     r = await rig()
     r.tg.fail("sendMessage", status=502, times=2)
@@ -399,6 +400,7 @@ async def store_fails_once_the_sim_has(r: Rig, text: str, caplog: pytest.LogCapt
         unlock(other)
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_a_store_failure_after_the_send_does_not_send_it_again(
     rig: Make, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -412,6 +414,7 @@ async def test_a_store_failure_after_the_send_does_not_send_it_again(
     assert row is not None and row.state == "sent" and row.message_id is not None
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_a_store_failure_after_a_lost_answer_resends_marked(
     rig: Make, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kernel.core.messages import Message, TextBlock
 from tests.sim.openai_sim import OpenAISim
 from tests.sim.script import Reply, Text, text_reply
@@ -316,6 +318,7 @@ async def test_the_resume_picker_offers_every_session_not_only_the_first_page(
     assert h.kernel.agent.sessions.current_session(CONV) == 1
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_a_pick_that_fails_keeps_the_picker_and_says_why(bot: Factory) -> None:
     h = await bot()
     h.model.enqueue(text_reply("one"), text_reply("two"))

@@ -223,6 +223,7 @@ async def test_polling_resumes_after_502s_and_the_message_sent_meanwhile_is_answ
     await recovered(h, "and the next one too")
 
 
+@pytest.mark.slow  # seconds of waiting: dealt out first
 async def test_a_hang_longer_than_the_read_timeout_ends_without_the_watchdog(
     bot: Factory,
 ) -> None:
