@@ -163,7 +163,8 @@ class BackgroundTasks:
         running = self._running.get(task_id)
         if running is None:
             raise TaskError(
-                "task_not_running", t("task.not_running", id=task_id, status=row.status)
+                "task_not_running",
+                t("task.not_running", id=task_id, status=t(f"task.status_{row.status}")),
             )
         self._stopping.add(task_id)
         running.cancel()
@@ -175,7 +176,8 @@ class BackgroundTasks:
         row = await self._get(task_id)
         if task_id not in self._running:
             raise TaskError(
-                "task_not_running", t("task.not_running", id=task_id, status=row.status)
+                "task_not_running",
+                t("task.not_running", id=task_id, status=t(f"task.status_{row.status}")),
             )
         await self.rows.progressed(task_id, one_line(progress, 300))
         return await self._get(task_id)

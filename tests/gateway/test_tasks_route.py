@@ -66,7 +66,7 @@ async def test_create_list_and_stop_with_the_key(
     assert stopped["status"] == "stopped" and not stopped["running"]
     status, again, _ = await sc.call("POST", "/agent/tasks/1/stop")
     assert status == 409 and again["error"]["code"] == "task_not_running"
-    assert "status: stopped" in again["error"]["message"]
+    assert "status: ⏹ stopped" in again["error"]["message"]  # the listing's own words
     status, missing, _ = await sc.call("POST", "/agent/tasks/77/stop")
     assert status == 404 and missing["error"]["code"] == "task_not_found"
 
