@@ -48,10 +48,7 @@ log = logging.getLogger(__name__)
 ENTER_TOOL = "enter_plan_mode"
 EXIT_TOOL = "exit_plan_mode"
 CONFIRM_SECONDS = 600.0  # how long exit_plan_mode waits for the owner, unless [tools.*] says
-ENTER_RULES = (
-    "Use it before a task that needs a plan: explore and write the plan, then call "
-    "exit_plan_mode with it: the owner confirms before anything is done."
-)
+ENTER_RULES = "For a task that needs a plan: explore, then call exit_plan_mode with it."
 LASTING = "command"  # the owner's /mode: the chat's new sessions start in it too
 MAX_PLAN = 20_000  # characters of a plan shown with the question
 
@@ -142,19 +139,17 @@ class SessionModes:
 
         @tools.tool(name=ENTER_TOOL, effect=CONTROL)
         async def enter_plan_mode(context: ToolContext) -> str:
-            """Switch this chat to plan mode: the tools that write or act (files,
-            delegation, cron changes, MCP tools that act) are put away, the ones that
-            read stay; exit_plan_mode asks the owner to bring them back."""
+            """Switch to plan mode: the tools that write or act are put away until
+            the owner approves a plan (exit_plan_mode)."""
             return await modes._enter(context)
 
         @tools.tool(name=EXIT_TOOL, effect=CONTROL)
         async def exit_plan_mode(plan: str, context: ToolContext) -> str:
-            """Ask the owner to approve your plan and leave plan mode. The owner sees the
-            plan with approve / keep-planning buttons; the tools that write or act come
-            back only when they approve.
+            """Show the owner your plan to approve; the tools that write or act come
+            back only if they do.
 
             Args:
-                plan: the plan, in Markdown: the steps you will take and what they change
+                plan: Markdown: the steps and what they change
             """
             return await modes._exit(plan, context)
 

@@ -153,7 +153,7 @@ async def test_the_owner_rewrites_when_to_plan_and_when_to_work_in_the_backgroun
     (tmp_path / "SOUL.md").write_text("# Kay\n\nYou are Kay.\n", encoding="utf-8")
     kernels = await offered(kernel, anthropic_sim)
 
-    plan_rule, task_rule = "before a task that needs a plan", "'tell me when done'"
+    plan_rule, task_rule = "For a task that needs a plan", "'tell me when done'"
     assert plan_rule in kernels["enter_plan_mode"] and task_rule in kernels["task_create"]
     assert plan_rule not in owners["enter_plan_mode"]
     assert task_rule not in owners["task_create"]
