@@ -61,3 +61,29 @@ async def test_tools_follow_the_session_mode_across_a_restart(
     status, data = await tools_of(again)  # no session: what a new chat starts with
     assert status == 200 and data["mode"] == "act"
     assert {"memory_add", "memory_search"} <= {item["name"] for item in data["items"]}
+
+
+async def test_plan_mode_holds_back_the_arrays_that_write_and_the_tool_route(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Any
+) -> None:
+    sc = await sidecar(anthropic_sim)
+    (tmp_path / "notes.txt").write_text("alpha\n", encoding="utf-8")
+    status, _, _ = await sc.call("POST", "/agent/process", direct("enter_plan_mode"))
+    assert status == 200
+    # edit writes: refused before anything changes; view reads: answered
+    edit = {"session_id": "s1", "edit": {"path": "notes.txt", "start": 1, "end": 1,
+                                         "content": "omega"}}  # fmt: skip
+    status, data, _ = await sc.call("POST", "/agent/process", edit)
+    assert status == 403 and data["error"]["code"] == "tool_forbidden_in_mode", data
+    assert "exit_plan_mode" in data["error"]["message"]
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "alpha\n"
+    view = {"session_id": "s1", "view": {"path": "notes.txt"}}
+    status, data, _ = await sc.call("POST", "/agent/process", view)
+    assert status == 200 and "alpha" in data["reply"], data
+    # the one-tool route asks the same rule
+    body = {"session_id": "s1", "input": {"text": "likes tea"}}
+    status, data, _ = await sc.call("POST", "/agent/tools/memory_add", body)
+    assert status == 403 and data["error"]["code"] == "tool_forbidden_in_mode", data
+    status, data, _ = await sc.call("POST", "/agent/tools/memory_list", {"session_id": "s1"})
+    assert status == 200 and data["ok"] is True, data
+    assert await sc.kernel.store.list_memories() == []
