@@ -148,10 +148,13 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
                     continue
                 conn.settimeout(None)
                 env = request.get("env") if isinstance(request, dict) else None
+                # A test MCP server (``script``) reads and writes its streams as UTF-8
+                # whatever the locale, and Kernel starts it with the MCP SDK's few
+                # variables (no PYTHON*, LANG): the interpreter's settings do not matter.
                 if (
                     len(fds) != 3
                     or not isinstance(env, dict)
-                    or _interpreter_env(env) != interpreter
+                    or (not request.get("script") and _interpreter_env(env) != interpreter)
                 ):
                     for fd in fds:
                         os.close(fd)
@@ -264,7 +267,8 @@ class Forked:
         return out, err
 
 
-ADDRESS = "KERNEL_TESTS_ZYGOTE"  # "pid:socket" of the run's zygote, for xdist's workers
+ADDRESS = "TESTS_ZYGOTE_ADDRESS"  # "pid:socket" of the run's zygote, for xdist's workers
+# (not KERNEL_*: every test strips those from its environment, tests/conftest.py)
 
 
 LAUNCH = Path(__file__).resolve().parent / "mcp" / "launch.py"

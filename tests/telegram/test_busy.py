@@ -141,6 +141,7 @@ async def test_held_messages_outlive_a_crash_and_run_in_their_own_session(
 
     again.tg.inject_callback("busy:run", message_id=notice.message_id)
     await again.tg.wait_until(lambda: any(m.text.endswith(FORGOTTEN) for m in busy_notices(again)))
+    await again.tg.wait_until(lambda: bool(again.tg.calls_to("answerCallbackQuery")))
     toast = again.tg.calls_to("answerCallbackQuery")[-1].params["text"]
     assert toast == FORGOTTEN
     assert buttons(busy_notices(again)[0]) == []

@@ -91,6 +91,8 @@ async def test_drafts_are_throttled(bot: Factory) -> None:
     h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), chunk_delay=0.04))
     await h.converse("stream fast")
     drafts = h.tg.drafts(OWNER)
-    assert 2 <= len(drafts) <= 6  # ~1.2 s of streaming at ≥ 0.3 s apart, not 30
+    # ~1.2 s of streaming when idle (longer on a loaded machine): drafts ≥ 0.3 s apart,
+    # so a few, not one per chunk.
+    assert 2 <= len(drafts) < len(chunks)
     gaps = [b.at - a.at for a, b in zip(drafts, drafts[1:], strict=False)]
     assert all(gap >= 0.29 for gap in gaps)

@@ -98,7 +98,12 @@ async def test_a_question_is_answered_in_the_modal(
     async with app.run_test() as pilot:
         await send(pilot, "ask me")
         await until(
-            pilot, lambda: isinstance(app.screen, AskScreen) and bool(app.screen.query("#question"))
+            pilot,
+            lambda: (
+                isinstance(app.screen, AskScreen)
+                and bool(app.screen.query("#question"))
+                and len(app.screen.query("Button")) == 2
+            ),
         )
         modal = app.screen
         assert modal.query_one("#question", TextLine).text == "Tea or coffee?"
