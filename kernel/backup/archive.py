@@ -40,13 +40,11 @@ from kernel.backup.format import (
 )
 from kernel.backup.parts import sources, workspace_index
 from kernel.config import Config
-from kernel.core.fileio import os_cause
 from kernel.core.platform import replace
 from kernel.store.audit import read_only
 from kernel.store.migrations import get_version
-from kernel.store.snapshot import copy_into
-
-BACKUPS_FOLDER = "backups"  # in the data directory
+from kernel.store.snapshot import BACKUPS_FOLDER, copy_into
+from kernel.store.trouble import diagnose
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +100,8 @@ def create_backup(
         raise
     except (OSError, sqlite3.Error, tarfile.TarError) as exc:
         partial.unlink(missing_ok=True)
-        raise BackupError("backup.failed", path=target, detail=_cause(exc)) from exc
+        detail = diagnose(exc, target.parent).cause  # "no space left on device"
+        raise BackupError("backup.failed", path=target, detail=detail) from exc
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
@@ -117,12 +116,6 @@ def _target(config: Config, out: Path | None, label: str, now: datetime) -> Path
     if out.exists():
         raise BackupError("backup.exists", path=out)
     return out
-
-
-def _cause(exc: BaseException) -> str:
-    if isinstance(exc, OSError):
-        return os_cause(exc)
-    return getattr(exc, "sqlite_errorname", None) or str(exc) or type(exc).__name__
 
 
 def _write(

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 STEP_PAGES = 1024  # 4 MiB of 4 KiB pages per step of the online backup
+BACKUPS_FOLDER = "backups"  # in the data directory: backups and pre-upgrade snapshots
 PRE_UPGRADE = "pre-upgrade"  # the automatic snapshots' names start so
 SUFFIX = ".db"
 
@@ -41,7 +42,8 @@ def copy_into(source: sqlite3.Connection, target: Path) -> None:
             dest.close()
         _sync(target)
     except BaseException:
-        target.unlink(missing_ok=True)
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            target.with_name(target.name + suffix).unlink(missing_ok=True)
         raise
     finally:
         if began and source.in_transaction:
@@ -51,8 +53,11 @@ def copy_into(source: sqlite3.Connection, target: Path) -> None:
 def copy_back(snapshot: Path, conn: sqlite3.Connection) -> None:
     """Put the database ``conn`` has open back to ``snapshot`` (every page replaced,
     through the same online backup API): a failed upgrade's way back. Blocking."""
-    with sqlite3.connect(f"{snapshot.resolve().as_uri()}?mode=ro", uri=True) as source:
+    source = sqlite3.connect(f"{snapshot.resolve().as_uri()}?mode=ro", uri=True)
+    try:
         source.backup(conn, pages=STEP_PAGES)
+    finally:
+        source.close()
 
 
 def pre_upgrade_name(old: int, new: int, now: datetime) -> str:
