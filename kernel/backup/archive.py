@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kernel import __version__
+from kernel.audit.anchor import ANCHOR_FILE
 from kernel.backup import crypto
 from kernel.backup.format import (
     BLOCK,
@@ -163,12 +164,18 @@ def _write(
 def _add_parts(
     config: Config, tar: tarfile.TarFile, manifest: Manifest, scratch: Path, with_secrets: bool
 ) -> None:
-    # Every other part before the database: the anchor (the audit chain's end) must not
-    # be ahead of the database copy, and it may only ever lag behind it.
+    # The anchor (the audit chain's end) is read before the database is copied: it may
+    # lag behind the copy (as it may lag behind the database), never be ahead of it.
     found = sources(config, with_secrets)
-    held = [(s, s.path.read_bytes()) for s in found]
+    anchor = {s.name: s.path.read_bytes() for s in found if s.path.name == ANCHOR_FILE}
     _add_database(config, tar, manifest, scratch)
-    for source, data in held:
+    for source in found:
+        data = anchor.get(source.name)
+        if data is None:
+            try:
+                data = source.path.read_bytes()
+            except FileNotFoundError:
+                continue  # deleted since it was listed
         _add_bytes(tar, manifest, source.name, data, source.secret)
     name, data = workspace_index(config)
     _add_bytes(tar, manifest, name, data, False)
