@@ -14,6 +14,7 @@ runs on it against the Telegram and Anthropic simulators (an instant echo model)
 3. Kernel stopped, ``python -m kernel restore`` of that archive: its time and peak RSS.
 
     uv run python bench/backup.py [--size-mb 1024] [--messages 100000] [--memories 10000]
+                                  [--encrypt]
 """
 
 from __future__ import annotations
@@ -141,7 +142,11 @@ async def run(args: argparse.Namespace) -> None:
         tg, proc, env = await start_service(stack, folder, python)
         await exchanges(tg, 1, 5, args.pace)  # warm-up
         idle = await exchanges(tg, 10, args.exchanges, args.pace)
-        backup = [python, "-m", "kernel", "backup", "--out", str(folder / "b.kbackup")]
+        sealed: list[str] = []
+        if args.encrypt:
+            (folder / "passphrase").write_text("correct horse battery staple\n")
+            sealed = ["--passphrase-file", str(folder / "passphrase")]
+        backup = [python, "-m", "kernel", "backup", "--out", str(folder / "b.kbackup"), *sealed]
         job = asyncio.ensure_future(asyncio.to_thread(timed_child, backup, folder, env))
         during = await while_running(tg, 1000, args.pace, job)
         seconds, rss, said = await job
@@ -153,7 +158,7 @@ async def run(args: argparse.Namespace) -> None:
         print(f"  median latency during / idle: {ratio * 100:+.0f} %", flush=True)
         proc.terminate()
         await proc.wait()
-        restore = [python, "-m", "kernel", "restore", str(folder / "b.kbackup")]
+        restore = [python, "-m", "kernel", "restore", str(folder / "b.kbackup"), *sealed]
         seconds, rss, said = await asyncio.to_thread(timed_child, restore, folder, env)
         print(f"restore: {seconds:.1f} s, peak RSS {rss:.0f} MiB: {said}")
 
@@ -165,6 +170,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--exchanges", type=int, default=20, help="idle exchanges measured")
     parser.add_argument("--pace", type=float, default=0.5, help="seconds between exchanges")
+    parser.add_argument("--encrypt", action="store_true", help="with a passphrase")
     parser.add_argument("--python", help="the interpreter that runs kernel (default: this one)")
     asyncio.run(run(parser.parse_args()))
 
