@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import sqlite3
 import tarfile
@@ -41,6 +42,7 @@ from kernel.backup.format import (
 )
 from kernel.backup.parts import sources, workspace_index
 from kernel.config import Config
+from kernel.core.fileio import os_cause
 from kernel.core.platform import replace
 from kernel.store.audit import read_only
 from kernel.store.migrations import get_version
@@ -96,6 +98,11 @@ def create_backup(
         if target.exists():
             raise BackupError("backup.exists", path=target)
         replace(partial, target)
+    except FileExistsError as exc:
+        if exc.filename is not None and Path(exc.filename) == partial:  # another one's
+            raise BackupError("backup.exists", path=target) from None
+        partial.unlink(missing_ok=True)
+        raise BackupError("backup.failed", path=target, detail=os_cause(exc)) from exc
     except BackupError:
         partial.unlink(missing_ok=True)
         raise
@@ -130,8 +137,8 @@ def _write(
     created = now.astimezone(UTC).isoformat(timespec="seconds")
     manifest = Manifest(__version__, 0, created, label, with_secrets)
     encryption: dict[str, Any] | None = None
-    with open(partial, "xb") as fh:
-        os.chmod(partial, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    with os.fdopen(os.open(partial, flags, 0o600), "wb") as fh:
         fh.write(b" " * HEADER_BYTES)  # the header, written last (it holds the body's hash)
         hashed = HashingWriter(fh)
         body: Any = hashed
@@ -225,8 +232,6 @@ def _add_bytes(
 
 
 def _manifest_bytes(manifest: Manifest) -> bytes:
-    import json
-
     return json.dumps(manifest.as_json(), ensure_ascii=False, indent=1).encode("utf-8")
 
 
