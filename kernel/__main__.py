@@ -1,6 +1,8 @@
 """Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
 ``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar;
 ``kernel audit list|verify`` reads (never writes) the audit trail in kernel.db;
+``kernel backup`` writes a backup archive (safe while Kernel runs), ``kernel restore``
+puts one back (kernel/backup/);
 ``kernel console`` prints a one-time sign-in link to the web console (and opens it on a
 desktop);
 ``kernel tui`` is the full-screen terminal client (the ``tui`` extra)."""
@@ -54,11 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "console", help="print a one-time sign-in link to the web console (opened on a desktop)"
     )
+    from kernel.backup import command as backup
     from kernel.client import audit
     from kernel.client.commands import register
 
     register(sub)
     audit.register(sub)
+    backup.register(sub)
     return parser
 
 
@@ -243,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         from kernel.client.commands import run
 
         return run(args)
+    if getattr(args, "backup_verb", None) is not None:
+        return _backup_command(args)
     command = args.command or "run"
     if command == "console":
         return console_command()
@@ -264,6 +270,22 @@ def main(argv: list[str] | None = None) -> int:
         # The full screen is drawn on the terminal: the in-process TUI logs to the file only.
         quiet = stack.enter_context(open(os.devnull, "w")) if command == "tui" else None
         return _serve_command(command, quiet)
+
+
+def _backup_command(args: argparse.Namespace) -> int:
+    """``kernel backup`` and ``kernel restore``: the configuration read (no Telegram
+    token needed, no log file set up), then the verb (kernel/backup/command.py)."""
+    from kernel.backup.command import run
+    from kernel.plugins import default_plugins
+
+    try:
+        types = default_plugins().provider_types
+        config = load_config(require_telegram=False, provider_types=types)
+    except ConfigError as exc:
+        print(f"kernel: {exc}", file=sys.stderr)
+        return 2
+    set_language(config.general.language)
+    return run(args, config)
 
 
 def _serve_command(command: str, quiet: TextIO | None) -> int:
