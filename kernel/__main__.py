@@ -3,6 +3,8 @@
 ``kernel audit list|verify`` reads (never writes) the audit trail in kernel.db;
 ``kernel export`` writes the owner's data in open formats, ``kernel import`` reads its
 JSON Lines back;
+``kernel backup`` writes a backup archive (safe while Kernel runs), ``kernel restore``
+puts one back (kernel/backup/);
 ``kernel console`` prints a one-time sign-in link to the web console (and opens it on a
 desktop);
 ``kernel tui`` is the full-screen terminal client (the ``tui`` extra)."""
@@ -56,12 +58,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "console", help="print a one-time sign-in link to the web console (opened on a desktop)"
     )
+    from kernel.backup import command as backup
     from kernel.client import audit, data
     from kernel.client.commands import register
 
     register(sub)
     audit.register(sub)
     data.register(sub)
+    backup.register(sub)
     return parser
 
 
@@ -270,10 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         # The full screen is drawn on the terminal: the in-process TUI logs to the file only.
         quiet = stack.enter_context(open(os.devnull, "w")) if command == "tui" else None
-        return _serve_command(command, quiet)
+        return _serve_command(command, quiet, args)
 
 
-def _serve_command(command: str, quiet: TextIO | None) -> int:
+def _serve_command(command: str, quiet: TextIO | None, args: argparse.Namespace) -> int:
     try:
         # `check` reports a missing Telegram token as one of its lines, not as a refusal.
         config = _configure(
@@ -295,6 +299,10 @@ def _serve_command(command: str, quiet: TextIO | None) -> int:
             return asyncio.run(run_local(config, Kernel))
         if command == "check":
             return asyncio.run(_check(config))
+        if command in ("backup", "restore"):
+            from kernel.backup.command import run as run_backup
+
+            return run_backup(args, config)
         asyncio.run(serve(config))
     except StartupError as exc:
         print(f"kernel: {exc}", file=sys.stderr)  # one line, like config refusals

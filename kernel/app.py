@@ -47,6 +47,7 @@ from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox
+from kernel.store.migrations import MigrationFailed
 from kernel.store.responses import ResponseStore
 from kernel.store.trouble import StorageTrouble, diagnose
 from kernel.tools.registry import ToolRegistry
@@ -62,6 +63,20 @@ if TYPE_CHECKING:
     from kernel.telegram.deps import TelegramServices
 
 log = logging.getLogger(__name__)
+
+
+def _migration_refusal(exc: MigrationFailed) -> StartupError:
+    """One line naming the migration that failed and the schema the database is back at."""
+    return StartupError(
+        t(
+            "startup.migration_failed",
+            number=exc.number,
+            name=exc.name,
+            detail=exc.detail,
+            old=exc.old if exc.old is not None else "?",
+            snapshot=exc.snapshot or "-",
+        )
+    )
 
 
 class Kernel:
@@ -353,7 +368,10 @@ class Kernel:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
             await self.store.start()
         except (OSError, StoreError) as exc:
-            return await asyncio.to_thread(diagnose, exc, self.config.db_path.parent)
+            trouble = await asyncio.to_thread(diagnose, exc, self.config.db_path.parent)
+            if isinstance(exc, MigrationFailed) and exc.snapshot and not trouble.passing:
+                raise _migration_refusal(exc) from None  # put back: no wait fixes it
+            return trouble
         return None
 
     def _storage_refusal(self, trouble: StorageTrouble) -> StartupError:

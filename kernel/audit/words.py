@@ -97,7 +97,8 @@ def _tokens(count: Any) -> str:
     return f"{count / 1_000_000:.1f}M"
 
 
-def _size(size: Any) -> str:
+def size_words(size: Any) -> str:
+    """A byte count in words: "512 B", "3.4 KB", "1.2 GB"."""
     if not isinstance(size, int) or isinstance(size, bool):
         return "?"
     value = float(size)
@@ -316,7 +317,7 @@ def _artifact(facts: Facts, actor: str) -> dict[str, str]:
     return {
         "id": _id(facts, "artifact", "artifact_id", "id"),
         "kind": _text(_get(facts, "kind"), ""),
-        "size": _size(_get(facts, "size")),
+        "size": size_words(_get(facts, "size")),
     }
 
 

@@ -14,7 +14,10 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
 
 from kernel.core.errors import StoreError
 from kernel.store.branches import BranchTables
@@ -33,9 +36,18 @@ from kernel.store.memories import (
     MemoryTables,
     has_backlog,
 )
-from kernel.store.migrations import MEMORIES_FTS_SQL, MIGRATIONS, fts5_supported, migrate
+from kernel.store.migrations import (
+    MEMORIES_FTS_SQL,
+    MIGRATIONS,
+    Migration,
+    MigrationFailed,
+    fts5_supported,
+    get_version,
+    migrate,
+)
 from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
+from kernel.store.snapshot import BACKUPS_FOLDER, copy_back, copy_into, pre_upgrade_name
 from kernel.store.trouble import unwritable_file
 
 __all__ = [
@@ -52,6 +64,21 @@ log = logging.getLogger(__name__)
 
 class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        fts5: bool = True,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        backups: Path | None = None,
+    ) -> None:
+        """``migrations``: the schema's steps (a test injects one that fails);
+        ``backups``: where the snapshot before an upgrade goes (data/backups)."""
+        super().__init__(path, clock=clock, fts5=fts5)
+        self._migrations = migrations
+        self.backups = backups if backups is not None else self.path.parent / BACKUPS_FOLDER
 
     async def start(self) -> None:
         """Create the parent directory, open the database, set pragmas and migrate.
@@ -121,7 +148,7 @@ class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
-                version = migrate(conn, MIGRATIONS)
+                version = self._upgrade(conn)
                 self._detect_fts5(conn)
             except BaseException:
                 # Not opened after all (a full or read-only disk, say): nothing to
@@ -130,6 +157,27 @@ class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
                 conn.close()
                 raise
             return version
+
+    def _upgrade(self, conn: sqlite3.Connection) -> int:
+        """Migrate; a database that exists at an older schema is first copied into the
+        backups folder (SQLite's online backup, streamed to the file), and put back
+        from that copy when a migration fails (MigrationFailed says so). A database at
+        the current schema costs one PRAGMA read here."""
+        before = get_version(conn)
+        if not 0 < before < len(self._migrations):
+            return migrate(conn, self._migrations)
+        self.backups.mkdir(mode=0o700, parents=True, exist_ok=True)
+        name = pre_upgrade_name(before, len(self._migrations), self._clock())
+        snapshot = self.backups / name
+        copy_into(conn, snapshot)
+        log.info("schema v%d -> v%d: snapshot taken first", before, len(self._migrations))
+        try:
+            return migrate(conn, self._migrations)
+        except MigrationFailed as exc:
+            copy_back(snapshot, conn)
+            exc.old, exc.snapshot = get_version(conn), snapshot
+            log.error("%s; the database was put back to v%d", exc, exc.old)
+            raise
 
     def _detect_fts5(self, conn: sqlite3.Connection) -> None:
         self.fts5_available = self._want_fts5 and fts5_supported(conn)

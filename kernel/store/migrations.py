@@ -10,6 +10,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from kernel.core.errors import StoreError
 from kernel.store.migrations_later import (
@@ -430,6 +431,17 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
+class MigrationFailed(StoreError):
+    """A migration failed (its transaction rolled back). ``snapshot``: the copy taken
+    before the upgrade, which the database was put back to (kernel/store/db.py), if any."""
+
+    def __init__(self, number: int, name: str, detail: str) -> None:
+        super().__init__(f"migration {number} ({name}) failed: {detail}")
+        self.number, self.name, self.detail = number, name, detail
+        self.old: int | None = None  # the schema it was rolled back to
+        self.snapshot: Path | None = None
+
+
 def get_version(conn: sqlite3.Connection) -> int:
     row = conn.execute("PRAGMA user_version").fetchone()
     return int(row[0])
@@ -468,7 +480,7 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIO
             if isinstance(exc, StoreError) or not isinstance(exc, Exception):
                 raise
             code = getattr(exc, "sqlite_errorname", type(exc).__name__)
-            raise StoreError(f"migration {number} ({migration.name}) failed: {code}") from exc
+            raise MigrationFailed(number, migration.name, code) from exc
         log.info("applied schema migration %d (%s)", number, migration.name)
     return get_version(conn)
 
