@@ -14,6 +14,7 @@ from kernel.agent.titles import TitleMaker
 from kernel.audit import AuditLog, kinds
 from kernel.audit.anchor import ANCHOR_FILE
 from kernel.audit.key import key_path
+from kernel.backup.schedule import BackupJob
 from kernel.channels.deps import ChannelDeps
 from kernel.config import Config
 from kernel.config.privilege import PrivilegeGate, stored_guarded
@@ -140,6 +141,15 @@ class Kernel:
             decisions_days=config.routing.decisions_days,
             artifacts=self.artifacts,
             responses=self.responses,
+        )
+        # The daily backup and its rotation (issue 40), on Kernel's clock; a failure is
+        # told to the owner once, like the budget's warning.
+        self.backups = BackupJob(
+            config,
+            self.clock,
+            self.store,
+            audit=self.audit,
+            notify=lambda text: self._tell_owner(text, "backup"),
         )
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.selection.providers_changed)
@@ -286,10 +296,11 @@ class Kernel:
 
         return Gateway(self.gateway_deps(), routers)
 
-    async def _tell_owner(self, text: str) -> None:
-        """A notice for the owner (the budget's warning) in Telegram, through its durable
-        outbox. Never waits for a channel still starting: a model call is waiting."""
-        await self.channel_registry.require("telegram").send_text(Target(origin="budget"), text)
+    async def _tell_owner(self, text: str, origin: str = "budget") -> None:
+        """A notice for the owner (the budget's warning, a failed backup) in Telegram,
+        through its durable outbox. Never waits for a channel still starting: a model
+        call is waiting."""
+        await self.channel_registry.require("telegram").send_text(Target(origin=origin), text)
 
     def _job_budget(self, job_id: str) -> float | None:
         job = self.cron.jobs.get(job_id)
@@ -346,6 +357,7 @@ class Kernel:
         if self.config.cron.enabled:
             await self.cron.start()
         self.retention.start()
+        self.backups.start()
         for notice in retirement_notices(self.config, self.clock.now().date()):
             log.warning("%s", notice.describe())
         log.info(
@@ -451,6 +463,7 @@ class Kernel:
             if parts.stop is not None:
                 await parts.stop()
         await self.retention.stop()
+        await self.backups.stop()
         await self.agent.stop()
         for close in self._tool_closers:  # a browser's Chromium (issue 38)
             await close()

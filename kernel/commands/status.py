@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kernel.backup.rotation import backup_folder
+from kernel.backup.schedule import STALE, age_words, backup_state
 from kernel.commands.listing import named, session_name
 from kernel.commands.profiles import scope_line
 from kernel.commands.usage import budget_line, budget_today, turn_line
@@ -53,7 +55,13 @@ async def status_lines(
     turn = agent.sessions.running(conversation)
     budget = await budget_state(agent.meter)
     session = agent.sessions.current_session(conversation)
-    problems = [*provider_lines(kernel), *_mcp_problems(kernel), *channel.problems]
+    age, failing = await backup_state(agent.config, kernel.store, kernel.cron.clock.now())
+    problems = [
+        *provider_lines(kernel),
+        *_mcp_problems(kernel),
+        *channel.problems,
+        *_backup_problems(kernel, age, failing),
+    ]
     short = [
         t("tg.status_model", provider=agent.selection.provider_name, model=agent.selection.model),
         await _session_line(kernel, conversation, session),
@@ -80,6 +88,7 @@ async def status_lines(
         await _search_status(kernel, scopes.visible(scope.project, scope.persona)),
         *channel.lines,
         _cron_status(kernel),
+        *_backup_line(kernel, age),
         t("tg.status_error", error=agent.last_error or "—"),
     ]
 
@@ -188,6 +197,27 @@ async def _search_status(kernel: KernelParts, visible: Sequence[str]) -> str:
     memories = kernel.memories
     key = "tg.status_search_fts" if memories.search_mode == "fts5" else "tg.status_search_like"
     return t(key, count=await memories.count(visible))
+
+
+def _backup_problems(kernel: KernelParts, age: float | None, failing: bool) -> list[str]:
+    """The daily backup failing, or the last good one past two days (issue 40)."""
+    if not kernel.agent.config.backup.enabled:
+        return []
+    problems = [t("status.problem_backup_failing")] if failing else []
+    if age is not None and age > STALE:
+        problems.append(t("status.problem_backup_old", age=age_words(age)))
+    return problems
+
+
+def _backup_line(kernel: KernelParts, age: float | None) -> list[str]:
+    """The last good backup's age, and where they are; none with the daily backup off."""
+    config = kernel.agent.config
+    if not config.backup.enabled:
+        return []
+    path = backup_folder(config)
+    if age is None:
+        return [t("backup.status_none", path=path)]
+    return [t("backup.status_last", age=age_words(age), path=path)]
 
 
 def _cron_status(kernel: KernelParts) -> str:
