@@ -254,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         from kernel.client.commands import run
 
         return run(args)
+    if getattr(args, "backup_verb", None) is not None:
+        return _backup_command(args)
     command = args.command or "run"
     if command == "console":
         return console_command()
@@ -274,10 +276,26 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         # The full screen is drawn on the terminal: the in-process TUI logs to the file only.
         quiet = stack.enter_context(open(os.devnull, "w")) if command == "tui" else None
-        return _serve_command(command, quiet, args)
+        return _serve_command(command, quiet)
 
 
-def _serve_command(command: str, quiet: TextIO | None, args: argparse.Namespace) -> int:
+def _backup_command(args: argparse.Namespace) -> int:
+    """``kernel backup`` and ``kernel restore``: the configuration read (no Telegram
+    token needed, no log file set up), then the verb (kernel/backup/command.py)."""
+    from kernel.backup.command import run
+    from kernel.plugins import default_plugins
+
+    try:
+        types = default_plugins().provider_types
+        config = load_config(require_telegram=False, provider_types=types)
+    except ConfigError as exc:
+        print(f"kernel: {exc}", file=sys.stderr)
+        return 2
+    set_language(config.general.language)
+    return run(args, config)
+
+
+def _serve_command(command: str, quiet: TextIO | None) -> int:
     try:
         # `check` reports a missing Telegram token as one of its lines, not as a refusal.
         config = _configure(
@@ -299,10 +317,6 @@ def _serve_command(command: str, quiet: TextIO | None, args: argparse.Namespace)
             return asyncio.run(run_local(config, Kernel))
         if command == "check":
             return asyncio.run(_check(config))
-        if command in ("backup", "restore"):
-            from kernel.backup.command import run as run_backup
-
-            return run_backup(args, config)
         asyncio.run(serve(config))
     except StartupError as exc:
         print(f"kernel: {exc}", file=sys.stderr)  # one line, like config refusals

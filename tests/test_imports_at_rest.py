@@ -52,6 +52,7 @@ NEVER_AT_REST = (
     "textual",
     "kernel.tui",
     "kernel.client",
+    "kernel.backup",
     "mcp",
     "cryptography",
     "click",

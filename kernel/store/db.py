@@ -71,7 +71,7 @@ class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
         *,
         clock: Callable[[], datetime] | None = None,
         fts5: bool = True,
-        migrations: Sequence[Migration] = MIGRATIONS,
+        migrations: Sequence[Migration] | None = None,
         backups: Path | None = None,
     ) -> None:
         """``migrations``: the schema's steps (a test injects one that fails);
@@ -163,16 +163,16 @@ class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
         backups folder (SQLite's online backup, streamed to the file), and put back
         from that copy when a migration fails (MigrationFailed says so). A database at
         the current schema costs one PRAGMA read here."""
+        steps = MIGRATIONS if self._migrations is None else self._migrations
         before = get_version(conn)
-        if not 0 < before < len(self._migrations):
-            return migrate(conn, self._migrations)
+        if not 0 < before < len(steps):
+            return migrate(conn, steps)
         self.backups.mkdir(mode=0o700, parents=True, exist_ok=True)
-        name = pre_upgrade_name(before, len(self._migrations), self._clock())
-        snapshot = self.backups / name
+        snapshot = self.backups / pre_upgrade_name(before, len(steps), self._clock())
         copy_into(conn, snapshot)
-        log.info("schema v%d -> v%d: snapshot taken first", before, len(self._migrations))
+        log.info("schema v%d -> v%d: snapshot taken first", before, len(steps))
         try:
-            return migrate(conn, self._migrations)
+            return migrate(conn, steps)
         except MigrationFailed as exc:
             copy_back(snapshot, conn)
             exc.old, exc.snapshot = get_version(conn), snapshot
