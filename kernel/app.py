@@ -14,7 +14,6 @@ from kernel.agent.titles import TitleMaker
 from kernel.audit import AuditLog, kinds
 from kernel.audit.anchor import ANCHOR_FILE
 from kernel.audit.key import key_path
-from kernel.backup.schedule import BackupJob
 from kernel.channels.deps import ChannelDeps
 from kernel.config import Config
 from kernel.config.privilege import PrivilegeGate, stored_guarded
@@ -57,6 +56,7 @@ from kernel.workspace.archive import Archives
 from kernel.workspace.paths import own_code
 
 if TYPE_CHECKING:
+    from kernel.backup.schedule import BackupJob
     from kernel.channels.qq import QQChannel
     from kernel.channels.qq_inbound import QQInbound
     from kernel.channels.webhook import WebhookChannel
@@ -142,15 +142,7 @@ class Kernel:
             artifacts=self.artifacts,
             responses=self.responses,
         )
-        # The daily backup and its rotation (issue 40), on Kernel's clock; a failure is
-        # told to the owner once, like the budget's warning.
-        self.backups = BackupJob(
-            config,
-            self.clock,
-            self.store,
-            audit=self.audit,
-            notify=lambda text: self._tell_owner(text, "backup"),
-        )
+        self.backups = self._backups() if config.backup.enabled else None
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.selection.providers_changed)
         self.runtime.on_config_changed(self._config_changed)
@@ -302,6 +294,16 @@ class Kernel:
         call is waiting."""
         await self.channel_registry.require("telegram").send_text(Target(origin=origin), text)
 
+    def _backups(self) -> BackupJob:
+        """The daily backup and its rotation (issue 40), on Kernel's clock; a failure is
+        told to the owner once, like the budget's warning. Imported only when on."""
+        from kernel.backup.schedule import BackupJob
+
+        async def notify(text: str) -> None:
+            await self._tell_owner(text, "backup")
+
+        return BackupJob(self.config, self.clock, self.store, audit=self.audit, notify=notify)
+
     def _job_budget(self, job_id: str) -> float | None:
         job = self.cron.jobs.get(job_id)
         return job.spec.budget_daily if job is not None else None
@@ -357,7 +359,8 @@ class Kernel:
         if self.config.cron.enabled:
             await self.cron.start()
         self.retention.start()
-        self.backups.start()
+        if self.backups is not None:
+            self.backups.start()
         for notice in retirement_notices(self.config, self.clock.now().date()):
             log.warning("%s", notice.describe())
         log.info(
@@ -463,7 +466,8 @@ class Kernel:
             if parts.stop is not None:
                 await parts.stop()
         await self.retention.stop()
-        await self.backups.stop()
+        if self.backups is not None:
+            await self.backups.stop()
         await self.agent.stop()
         for close in self._tool_closers:  # a browser's Chromium (issue 38)
             await close()

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, TextIO
@@ -58,13 +58,7 @@ class ExportCounts:
     usage: int = 0
 
     def as_json(self) -> dict[str, int]:
-        return {
-            "memories": self.memories,
-            "sessions": self.sessions,
-            "messages": self.messages,
-            "jobs": self.jobs,
-            "usage": self.usage,
-        }
+        return asdict(self)
 
 
 def header(schema: int, now: datetime) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,14 +61,7 @@ class ImportCounts:
     first_refused: int = 0  # the line number of the first one
 
     def as_json(self) -> dict[str, int]:
-        return {
-            "memories": self.memories,
-            "sessions": self.sessions,
-            "messages": self.messages,
-            "jobs": self.jobs,
-            "present": self.present,
-            "refused": self.refused,
-        }
+        return {k: v for k, v in asdict(self).items() if k != "first_refused"}
 
 
 def import_file(db: Path, source: Path) -> ImportCounts:

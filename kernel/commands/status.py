@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kernel.backup.rotation import backup_folder
-from kernel.backup.schedule import STALE, age_words, backup_state
 from kernel.commands.listing import named, session_name
 from kernel.commands.profiles import scope_line
 from kernel.commands.usage import budget_line, budget_today, turn_line
@@ -55,12 +53,12 @@ async def status_lines(
     turn = agent.sessions.running(conversation)
     budget = await budget_state(agent.meter)
     session = agent.sessions.current_session(conversation)
-    age, failing = await backup_state(agent.config, kernel.store, kernel.cron.clock.now())
+    backup = await _backup_state(kernel)
     problems = [
         *provider_lines(kernel),
         *_mcp_problems(kernel),
         *channel.problems,
-        *_backup_problems(kernel, age, failing),
+        *_backup_problems(backup),
     ]
     short = [
         t("tg.status_model", provider=agent.selection.provider_name, model=agent.selection.model),
@@ -88,7 +86,7 @@ async def status_lines(
         await _search_status(kernel, scopes.visible(scope.project, scope.persona)),
         *channel.lines,
         _cron_status(kernel),
-        *_backup_line(kernel, age),
+        *_backup_line(kernel, backup),
         t("tg.status_error", error=agent.last_error or "—"),
     ]
 
@@ -199,25 +197,40 @@ async def _search_status(kernel: KernelParts, visible: Sequence[str]) -> str:
     return t(key, count=await memories.count(visible))
 
 
-def _backup_problems(kernel: KernelParts, age: float | None, failing: bool) -> list[str]:
-    """The daily backup failing, or the last good one past two days (issue 40)."""
+async def _backup_state(kernel: KernelParts) -> tuple[float | None, bool] | None:
+    """The last good backup's age and whether the daily one fails; None with it off
+    (then nothing of kernel.backup is imported)."""
     if not kernel.agent.config.backup.enabled:
+        return None
+    from kernel.backup.schedule import backup_state
+
+    return await backup_state(kernel.agent.config, kernel.store, kernel.cron.clock.now())
+
+
+def _backup_problems(state: tuple[float | None, bool] | None) -> list[str]:
+    """The daily backup failing, or the last good one past two days (issue 40)."""
+    if state is None:
         return []
+    from kernel.backup.schedule import STALE, age_words
+
+    age, failing = state
     problems = [t("status.problem_backup_failing")] if failing else []
     if age is not None and age > STALE:
         problems.append(t("status.problem_backup_old", age=age_words(age)))
     return problems
 
 
-def _backup_line(kernel: KernelParts, age: float | None) -> list[str]:
+def _backup_line(kernel: KernelParts, state: tuple[float | None, bool] | None) -> list[str]:
     """The last good backup's age, and where they are; none with the daily backup off."""
-    config = kernel.agent.config
-    if not config.backup.enabled:
+    if state is None:
         return []
-    path = backup_folder(config)
-    if age is None:
+    from kernel.backup.rotation import backup_folder
+    from kernel.backup.schedule import age_words
+
+    path = backup_folder(kernel.agent.config)
+    if state[0] is None:
         return [t("backup.status_none", path=path)]
-    return [t("backup.status_last", age=age_words(age), path=path)]
+    return [t("backup.status_last", age=age_words(state[0]), path=path)]
 
 
 def _cron_status(kernel: KernelParts) -> str:

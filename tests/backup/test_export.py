@@ -95,6 +95,14 @@ def dump(db: Path) -> dict[str, Any]:
     return {"memories": memories, "sessions": sessions, "jobs": jobs}
 
 
+def done(
+    memories: int = 0, sessions: int = 0, messages: int = 0, jobs: int = 0, present: int = 0
+) -> str:
+    """``kernel import``'s line for one file."""
+    counts = {"memories": memories, "sessions": sessions, "messages": messages, "jobs": jobs}
+    return t("import.done", present=present, **counts)
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
@@ -124,9 +132,9 @@ async def test_export_then_import_round_trip_is_whole_and_idempotent(
     code, said, _ = run(capsys, "import", *files, "--db", new)
     assert code == 0
     assert said.splitlines() == [
-        t("import.done", memories=2, sessions=0, messages=0, jobs=0, present=0),
-        t("import.done", memories=0, sessions=2, messages=8, jobs=0, present=0),
-        t("import.done", memories=0, sessions=0, messages=0, jobs=1, present=0),
+        done(memories=2),
+        done(sessions=2, messages=8),
+        done(jobs=1),
         t("import.restart"),
     ]
     assert dump(new) == dump(old)
@@ -140,11 +148,7 @@ async def test_export_then_import_round_trip_is_whole_and_idempotent(
     for db in (new, old):
         code, said, _ = run(capsys, "import", *files, "--db", db)
         assert code == 0
-        assert said.splitlines() == [
-            t("import.done", memories=0, sessions=0, messages=0, jobs=0, present=2),
-            t("import.done", memories=0, sessions=0, messages=0, jobs=0, present=2),
-            t("import.done", memories=0, sessions=0, messages=0, jobs=0, present=1),
-        ]
+        assert said.splitlines() == [done(present=2), done(present=2), done(present=1)]
     assert dump(new) == dump(old)
 
 
@@ -171,9 +175,7 @@ async def test_import_refuses_what_is_not_an_export_and_counts_bad_lines(
     mixed.write_text("\n".join([lines[0], "{oops", '{"type": "memory", "text": ""}', good]) + "\n")
     code, said, err = run(capsys, "import", mixed, "--db", db)
     assert code == 1
-    assert said.splitlines()[0] == t(
-        "import.done", memories=1, sessions=0, messages=0, jobs=0, present=0
-    )
+    assert said.splitlines()[0] == done(memories=1)
     assert err == t("import.refused", refused=2, line=2) + "\n"
     after = dump(db)
     assert after["memories"] == sorted([*before["memories"], ("新的事实", None, "global",

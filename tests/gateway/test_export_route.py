@@ -15,6 +15,7 @@ from kernel.store.usage import UsageEntry, UsageStore
 from tests.gateway.conftest import API_KEY, SidecarFactory
 from tests.gateway.test_console_auth import sign_in
 from tests.sim.anthropic_sim import AnthropicSim
+from tests.waiting import wait_until
 
 
 async def test_the_export_downloads_as_a_zip_with_the_key_or_a_console_sign_in(
@@ -56,7 +57,8 @@ async def test_the_export_downloads_as_a_zip_with_the_key_or_a_console_sign_in(
     assert "plan a trip to 成都" in said and "Go in April." in said
     assert any("plan a trip to 成都" in chat and "Go in April." in chat for chat in chats)
     assert len(usage) == 2 and "model-a" in usage[1]
-    assert not [p for p in sc.kernel.config.data_dir.iterdir() if p.name.startswith(".export-")]
+    data = sc.kernel.config.data_dir  # its work folder goes once the answer is sent
+    await wait_until(lambda: not [p for p in data.iterdir() if p.name.startswith(".export-")])
 
     status, cookie, csrf = await sign_in(sc)  # the console's own sign-in opens it too
     assert status == 200

@@ -10,6 +10,7 @@ an artifact: ``Content-Disposition: attachment``, ``nosniff``, a sandbox CSP, no
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
 import tempfile
 from datetime import UTC, datetime
@@ -40,7 +41,8 @@ async def download(request: web.Request) -> web.StreamResponse:
     config = deps.config
     now = datetime.now(UTC)
     tz = ZoneInfo(config.general.timezone)
-    work = Path(await asyncio.to_thread(tempfile.mkdtemp, ".export-", dir=config.data_dir))
+    made = functools.partial(tempfile.mkdtemp, prefix=".export-", dir=config.data_dir)
+    work = Path(await asyncio.to_thread(made))
     try:
         try:
             path, _ = await asyncio.to_thread(export_zip, config.db_path, work, tz, now)
