@@ -9,10 +9,11 @@ added twice.
   global: the rule :meth:`kernel.store.memories.MemoryTables.add_memory` keeps. It keeps
   its time; it joins the full-text index when Kernel next starts (a running Kernel finds
   it meanwhile by its words, as its search falls back to them).
-- A session is here when one of the same channel and user began at the same moment (its
-  ``created_at``, to the microsecond). A new one keeps its messages in order, with their
-  times, branches and marks; its channel id too, unless another session holds it or it
-  was the database's own row number (``session-<n>``), which the new row gets afresh.
+- A session is here when one of the same channel and user began in the same second (its
+  ``created_at``) with the channel id the record names or the same first message. A new
+  one keeps its messages in order, with their times, branches and marks; its channel id
+  too, unless another session holds it or it was the database's own row number
+  (``session-<n>``), which the new row gets afresh.
 - A job is here when one with its id is; a new one is planned when Kernel next starts.
 
 Records go in batches of one transaction each (:data:`BATCH`), so a running Kernel's
@@ -198,14 +199,10 @@ def _session(conn: sqlite3.Connection, record: dict[str, Any]) -> int | None:
     """The messages added with a new session; None when it is here already."""
     channel, user = _text(record, "channel"), _text(record, "user_id", empty=True)
     created = _text(record, "created_at")
-    here = conn.execute(
-        "SELECT 1 FROM sessions WHERE channel = ? AND user_id = ? AND created_at = ?",
-        (channel, user, created),
-    ).fetchone()
-    if here is not None:
+    if _here(conn, record, channel, user, created):
         return None
     external = record.get("external_id")
-    if not isinstance(external, str) or _OWN_NUMBER.match(external) or _taken(conn, record):
+    if not _own(external) or _taken(conn, record):
         external = None
     mode = mode_of(record.get("mode"))
     meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
@@ -244,6 +241,44 @@ def _session(conn: sqlite3.Connection, record: dict[str, Any]) -> int | None:
             ),
         )
     return len(ids)
+
+
+def _here(
+    conn: sqlite3.Connection, record: dict[str, Any], channel: str, user: str, created: str
+) -> bool:
+    """Whether a session of the same channel and user that began in the same second is
+    this one: by the channel's own ids when both have one (a cron job's session is its
+    job's), else by the same first message (two chats begun in one second differ there)."""
+    external = record.get("external_id")
+    first = _first(record["messages"])
+    for session_id, has in conn.execute(
+        "SELECT id, external_id FROM sessions WHERE channel = ? AND user_id = ? AND created_at = ?",
+        (channel, user, created),
+    ).fetchall():
+        if _own(has) and _own(external):
+            if has == external:
+                return True
+            continue
+        row = conn.execute(
+            "SELECT created_at, content FROM messages WHERE session_id = ? ORDER BY id LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        if (None if row is None else (row[0], json.loads(row[1]))) == first:
+            return True
+    return False
+
+
+def _own(external: Any) -> bool:
+    """A channel's own id for a session, not the database's row number."""
+    return isinstance(external, str) and not _OWN_NUMBER.match(external)
+
+
+def _first(messages: Any) -> tuple[str, Any] | None:
+    """A record's first message as stored: its time and its content."""
+    if not isinstance(messages, list) or not messages:
+        return None
+    message = messages[0]
+    return _text(message, "created_at"), content_to_json(content_from_json(message["content"]))
 
 
 def _taken(conn: sqlite3.Connection, record: dict[str, Any]) -> bool:

@@ -27,7 +27,8 @@ FENCED = "found ```x``` there"  # a tool's output with a fence of its own
 
 async def fill(db: Path) -> None:
     """Memories in two scopes, a Telegram chat with a tool call, a message set aside and
-    a cut branch, a console chat with its own id, a job and a usage row."""
+    a cut branch, a console chat with its own id, a job and its runs' sessions and a
+    usage row; every session and message began in the same second."""
     store = Store(db)
     await store.start()
     await store.add_memory("喜欢 neovim，不用 vim", "user")
@@ -52,8 +53,13 @@ async def fill(db: Path) -> None:
     now = datetime(2026, 12, 1, 8, tzinfo=UTC)
     spec = {"schedule": {"type": "cron", "cron": "0 9 * * *"}, "task_type": "text", "text": "早报"}
     await CronStore(store).insert(CronRow("job-1", "早报", True, spec, "api", now, now))
+    for job in ("job-1", "job-2"):  # two jobs' sessions, begun in the same second
+        run = await store.create_session("cron", external_id=job)
+        await store.append_messages(run.id, [Message("user", [TextBlock("早报")])])
     await store.close()
     with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE sessions SET created_at = '2026-12-01T09:00:00+00:00'")
+        conn.execute("UPDATE messages SET created_at = '2026-12-01T09:00:00+00:00'")
         conn.execute(
             "INSERT INTO usage (at, provider, model, purpose, input_tokens, output_tokens, cost)"
             " VALUES ('2026-12-01T08:00:00+00:00', 'main', 'model-a', 'turn', 120, 30, 0.002)"
@@ -69,8 +75,8 @@ def dump(db: Path) -> dict[str, Any]:
         sessions = []
         for sid, *row in conn.execute(
             "SELECT id, channel, user_id, title, mode, created_at, updated_at, branch,"
-            " CASE WHEN external_id GLOB 'session-*' THEN '' ELSE external_id END"
-            " FROM sessions ORDER BY created_at"
+            " CASE WHEN external_id GLOB 'session-*' THEN '' ELSE external_id END AS own"
+            " FROM sessions ORDER BY created_at, channel, own"
         ).fetchall():
             messages = conn.execute(
                 "SELECT id, role, content, starts_round, failed, cut, created_at FROM messages"
@@ -117,7 +123,7 @@ async def test_export_then_import_round_trip_is_whole_and_idempotent(
 
     code, said, _ = run(capsys, "export", "--db", old, "--out", out)
     assert code == 0
-    counts = {"memories": 2, "sessions": 2, "messages": 8, "jobs": 1, "usage": 1}
+    counts = {"memories": 2, "sessions": 4, "messages": 10, "jobs": 1, "usage": 1}
     assert said == t("export.done", path=out, **counts) + "\n"
     assert (out / "memories.md").read_text().count("\n- ") == 2
     assert "  its data in SQLite _(project" in (out / "memories.md").read_text()
@@ -133,7 +139,7 @@ async def test_export_then_import_round_trip_is_whole_and_idempotent(
     assert code == 0
     assert said.splitlines() == [
         done(memories=2),
-        done(sessions=2, messages=8),
+        done(sessions=4, messages=10),
         done(jobs=1),
         t("import.restart"),
     ]
@@ -148,7 +154,7 @@ async def test_export_then_import_round_trip_is_whole_and_idempotent(
     for db in (new, old):
         code, said, _ = run(capsys, "import", *files, "--db", db)
         assert code == 0
-        assert said.splitlines() == [done(present=2), done(present=2), done(present=1)]
+        assert said.splitlines() == [done(present=2), done(present=4), done(present=1)]
     assert dump(new) == dump(old)
 
 
@@ -181,3 +187,29 @@ async def test_import_refuses_what_is_not_an_export_and_counts_bad_lines(
     assert after["memories"] == sorted([*before["memories"], ("新的事实", None, "global",
                                         "2026-12-02T00:00:00+00:00")])  # fmt: skip
     assert after["sessions"] == before["sessions"]
+
+
+async def test_a_session_whose_id_is_taken_here_is_imported_once_under_a_new_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another machine's console chat ``s-abc``, begun at another time than this one's
+    ``s-abc``: imported beside it under an id of its own, and found again next time by its
+    first message."""
+    db, out = tmp_path / "kernel.db", tmp_path / "x"
+    await fill(db)
+    assert run(capsys, "export", "--db", db, "--out", out)[0] == 0
+    head, *records = (out / "sessions.jsonl").read_text().splitlines()
+    [theirs] = [json.loads(r) for r in records if '"s-abc"' in r]
+    theirs["created_at"] = "2026-11-30T10:00:00+00:00"
+    other = tmp_path / "other.jsonl"
+    other.write_text(f"{head}\n{json.dumps(theirs)}\n")
+
+    for present, added in ((0, 1), (1, 0)):
+        code, said, _ = run(capsys, "import", other, "--db", db)
+        assert (code, said) == (0, done(sessions=added, messages=added, present=present) + "\n")
+    with closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute(
+            "SELECT external_id, created_at FROM sessions WHERE channel = 'console' ORDER BY id"
+        ).fetchall()
+    assert rows[0] == ("s-abc", "2026-12-01T09:00:00+00:00")
+    assert rows[1:] == [("session-5", "2026-11-30T10:00:00+00:00")]  # the 5th row here
