@@ -57,39 +57,46 @@ async def exchange(tg: TelegramSim, n: int) -> float:
     return time.monotonic() - asked
 
 
+async def start_service(
+    stack: contextlib.AsyncExitStack, folder: Path, python: str
+) -> tuple[TelegramSim, asyncio.subprocess.Process, dict[str, str]]:
+    """The simulators and ``python -m kernel`` in ``folder`` (stopped when ``stack``
+    closes), once it polls Telegram; the simulator, the process and its environment."""
+    tg = await TelegramSim().start()
+    stack.push_async_callback(tg.stop)
+    model = await AnthropicSim(fallback="echo").start()
+    stack.push_async_callback(model.stop)
+    path = write_config(folder, model.base_url, "claude", language="en")
+    with path.open("a", encoding="utf-8") as config:
+        config.write(f'[telegram]\napi_base = "{tg.api_base}"\n')
+    env = kernel_env(KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    proc = await asyncio.create_subprocess_exec(
+        python, "-m", "kernel", cwd=folder, env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+    async def stop() -> None:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+    stack.push_async_callback(stop)
+    await tg.wait_until(lambda: bool(tg.polls) or proc.returncode is not None, timeout=120)
+    if proc.returncode is not None:
+        raise RuntimeError(f"kernel exited with {proc.returncode}")
+    return tg, proc, env
+
+
 async def one_run(python: str, args: argparse.Namespace) -> tuple[float, float, Counter[str]]:
     async with contextlib.AsyncExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-cpu-")))
-        tg = await TelegramSim().start()
-        stack.push_async_callback(tg.stop)
-        model = await AnthropicSim(fallback="echo").start()
-        stack.push_async_callback(model.stop)
-        path = write_config(folder, model.base_url, "claude", language="en")
-        with path.open("a", encoding="utf-8") as config:
-            config.write(f'[telegram]\napi_base = "{tg.api_base}"\n')
-        env = kernel_env(
-            KERNEL_TELEGRAM_TOKEN=DEFAULT_TOKEN, KERNEL_TELEGRAM_ALLOWED_USER=str(OWNER)
-        )
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        proc = await asyncio.create_subprocess_exec(
-            python, "-m", "kernel", cwd=folder, env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-
-        async def stop() -> None:
-            if proc.returncode is None:
-                proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 30)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
-
-        stack.push_async_callback(stop)
-        await tg.wait_until(lambda: bool(tg.polls) or proc.returncode is not None, timeout=60)
-        if proc.returncode is not None:
-            raise RuntimeError(f"kernel exited with {proc.returncode}")
+        tg, proc, _ = await start_service(stack, folder, python)
         for n in range(1, args.warmup + 1):
             await exchange(tg, n)
             await asyncio.sleep(args.pace)

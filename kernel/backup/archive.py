@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import sqlite3
 import tarfile
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kernel import __version__
+from kernel.audit.anchor import ANCHOR_FILE
 from kernel.backup import crypto
 from kernel.backup.format import (
     BLOCK,
@@ -40,6 +42,7 @@ from kernel.backup.format import (
 )
 from kernel.backup.parts import sources, workspace_index
 from kernel.config import Config
+from kernel.core.fileio import os_cause
 from kernel.core.platform import replace
 from kernel.store.audit import read_only
 from kernel.store.migrations import get_version
@@ -95,6 +98,11 @@ def create_backup(
         if target.exists():
             raise BackupError("backup.exists", path=target)
         replace(partial, target)
+    except FileExistsError as exc:
+        if exc.filename is not None and Path(exc.filename) == partial:  # another one's
+            raise BackupError("backup.exists", path=target) from None
+        partial.unlink(missing_ok=True)
+        raise BackupError("backup.failed", path=target, detail=os_cause(exc)) from exc
     except BackupError:
         partial.unlink(missing_ok=True)
         raise
@@ -129,8 +137,8 @@ def _write(
     created = now.astimezone(UTC).isoformat(timespec="seconds")
     manifest = Manifest(__version__, 0, created, label, with_secrets)
     encryption: dict[str, Any] | None = None
-    with open(partial, "xb") as fh:
-        os.chmod(partial, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    with os.fdopen(os.open(partial, flags, 0o600), "wb") as fh:
         fh.write(b" " * HEADER_BYTES)  # the header, written last (it holds the body's hash)
         hashed = HashingWriter(fh)
         body: Any = hashed
@@ -163,12 +171,18 @@ def _write(
 def _add_parts(
     config: Config, tar: tarfile.TarFile, manifest: Manifest, scratch: Path, with_secrets: bool
 ) -> None:
-    # Every other part before the database: the anchor (the audit chain's end) must not
-    # be ahead of the database copy, and it may only ever lag behind it.
+    # The anchor (the audit chain's end) is read before the database is copied: it may
+    # lag behind the copy (as it may lag behind the database), never be ahead of it.
     found = sources(config, with_secrets)
-    held = [(s, s.path.read_bytes()) for s in found]
+    anchor = {s.name: s.path.read_bytes() for s in found if s.path.name == ANCHOR_FILE}
     _add_database(config, tar, manifest, scratch)
-    for source, data in held:
+    for source in found:
+        data = anchor.get(source.name)
+        if data is None:
+            try:
+                data = source.path.read_bytes()
+            except FileNotFoundError:
+                continue  # deleted since it was listed
         _add_bytes(tar, manifest, source.name, data, source.secret)
     name, data = workspace_index(config)
     _add_bytes(tar, manifest, name, data, False)
@@ -218,8 +232,6 @@ def _add_bytes(
 
 
 def _manifest_bytes(manifest: Manifest) -> bytes:
-    import json
-
     return json.dumps(manifest.as_json(), ensure_ascii=False, indent=1).encode("utf-8")
 
 

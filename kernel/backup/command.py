@@ -9,7 +9,9 @@ file given that cannot be read).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,6 +56,9 @@ def run(args: argparse.Namespace, config: Config, out: IO[str] | None = None) ->
     from kernel.backup.format import BackupError
 
     out = out or sys.stdout
+    main = threading.current_thread() is threading.main_thread()
+    # Stopped (systemd, kill): unwind, so that no partial archive or copy is left.
+    before = signal.signal(signal.SIGTERM, _stopped) if main else None
     try:
         if args.backup_verb == "restore":
             return _restore(args, config, out)
@@ -63,6 +68,13 @@ def run(args: argparse.Namespace, config: Config, out: IO[str] | None = None) ->
     except BackupError as exc:
         print(f"kernel: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.key.startswith("backup.key_") else EXIT_FAILED
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _stopped(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)
 
 
 def _protection(args: argparse.Namespace) -> Any:

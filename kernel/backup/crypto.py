@@ -16,7 +16,7 @@ import hmac
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 CHUNK = 1 << 20  # plaintext bytes per sealed chunk
 TAG = 16
@@ -26,6 +26,10 @@ CHECK_LABEL = b"kernel-backup key check"
 
 class Sink(Protocol):
     def write(self, data: bytes, /) -> int: ...
+
+
+class Source(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class WrongKey(Exception):
@@ -141,7 +145,7 @@ class OpeningReader:
     it is returned; Damaged if one is not, or if the stream ends before its last chunk
     or goes on after it."""
 
-    def __init__(self, source: BinaryIO, key: bytes) -> None:
+    def __init__(self, source: Source, key: bytes) -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         self._aead = AESGCM(key)

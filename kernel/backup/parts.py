@@ -34,6 +34,9 @@ from kernel.profiles import FOLDERS
 OWN_FOLDERS = (*FOLDERS.values(), "prompts", "skills")
 ENV_FILE = "kernel.env"  # deploy/kernel.service's EnvironmentFile, beside config.toml
 INDEX_MAX_FILES = 100_000
+# The data directory's files that belong with the database: a restore moves the current
+# ones aside even when the archive has none (an anchor ahead of the restored record).
+DATA_FILES = (RUNTIME_FILE, ANCHOR_FILE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,7 @@ class Source:
 def sources(config: Config, with_secrets: bool) -> list[Source]:
     """Every file to put in the archive besides the database, in a stable order."""
     data, base = config.data_dir, config.base_dir
-    found = [Source(data / name, DATA + name) for name in (RUNTIME_FILE, ANCHOR_FILE)]
+    found = [Source(data / name, DATA + name) for name in DATA_FILES]
     found += _beside(base, [config.general.soul, *layer_paths(config.prompts, base)])
     for folder in OWN_FOLDERS:
         found += [Source(p, CONFIG + p.relative_to(base).as_posix()) for p in _files(base / folder)]

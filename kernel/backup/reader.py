@@ -15,7 +15,7 @@ import tarfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import Any
 
 from kernel.backup import crypto
 from kernel.backup.format import (
@@ -74,7 +74,7 @@ def read_backup(
         with open(path, "rb") as fh:
             fh.seek(HEADER_BYTES)
             hashed = HashingReader(fh)
-            body: Any = hashed if key is None else crypto.OpeningReader(_io(hashed), key)
+            body: Any = hashed if key is None else crypto.OpeningReader(hashed, key)
             seen, manifest = _members(body, staging)
             while body.read(BLOCK):  # the tar's padding: part of what the hash covers
                 pass
@@ -89,10 +89,6 @@ def read_backup(
         raise BackupError("backup.damaged", path=path, detail="SHA-256 of the archive")
     _compare(path, manifest, seen)
     return fields, manifest
-
-
-def _io(reader: HashingReader) -> BinaryIO:
-    return reader  # type: ignore[return-value]  # a file object by its read()
 
 
 def _key(path: Path, fields: dict[str, Any], protection: crypto.Protection | None) -> bytes | None:

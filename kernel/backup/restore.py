@@ -31,7 +31,7 @@ from kernel.audit.words import verdict_words
 from kernel.backup import crypto
 from kernel.backup.archive import backups_dir
 from kernel.backup.format import CONFIG, DATA, DATABASE, BackupError, Manifest
-from kernel.backup.parts import destination
+from kernel.backup.parts import DATA_FILES, destination
 from kernel.backup.reader import read_backup, read_header
 from kernel.config import Config
 from kernel.core.i18n import t
@@ -170,7 +170,8 @@ def _swap(config: Config, staging: Path, manifest: Manifest, aside: Path) -> int
         db = config.db_path
         for suffix in DB_SUFFIXES:
             _move(db.with_name(db.name + suffix), aside / "data" / (db.name + suffix), moves)
-        for _, target in places[1:]:
+        belong = [config.data_dir / name for name in DATA_FILES]
+        for target in {*belong, *(target for _, target in places[1:])}:
             _move(target, aside / _relative(config, target), moves)
         for staged, target in places:
             _move(staged, target, moves)

@@ -3128,7 +3128,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "backup.restored": "✅ restored from {path}: {db}, {files}; {audit} (the data before kept in {aside})",
         "backup.restored_db": "database v{schema}{migrated}, {messages} messages, {memories} memories",
         "backup.restored_migrated": " (upgraded from v{old})",
-        "backup.restored_files": "{count} files",
+        "backup.restored_files": "files put back: {count}",
         "client.audit_too_old": "the database {path} has no audit trail yet (schema version {version}): start Kernel once to upgrade it",
         "client.audit_unreadable": "cannot read the database {path} ({detail}): check the file's permissions and that it is Kernel's kernel.db",
         "client.audit_no_key": "no audit key found: without it this result proves nothing against someone who can write data/ (they can recompute every hash); give the key file with --key (audit.key beside config.toml)",

@@ -33,10 +33,16 @@ def copy_into(source: sqlite3.Connection, target: Path) -> None:
     began = not source.in_transaction
     if began:
         source.execute("BEGIN")
-        source.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # the snapshot starts here
+    # The read snapshot starts at the first read (a BEGIN alone reads nothing): without
+    # it each step would read anew, and a write between steps would restart the copy.
+    source.execute("SELECT 1 FROM sqlite_master LIMIT 1")
     try:
         dest = sqlite3.connect(target, isolation_level=None)
         try:
+            # Each step commits into the copy: no journal and no sync per step (a copy
+            # that fails half-way is removed, and the whole file is synced at the end).
+            dest.execute("PRAGMA journal_mode = OFF")
+            dest.execute("PRAGMA synchronous = OFF")
             source.backup(dest, pages=STEP_PAGES)
         finally:
             dest.close()

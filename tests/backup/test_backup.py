@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import tarfile
+import warnings
 from contextlib import closing
 from pathlib import Path
 
@@ -296,7 +297,9 @@ def test_a_disk_that_fills_during_a_backup_leaves_the_data_untouched(config: Con
     folder = config.base_dir / "out"
     folder.mkdir()
     read, write = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():  # 3.12+ warns of threads (the child uses none)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: files may grow to 256 KiB, then writes fail (EFBIG)
         os.close(read)
         code = 0
@@ -336,9 +339,14 @@ def test_the_command_line_verbs(
     assert main(["backup", "--key-file", str(key)]) == 0
     written = capsys.readouterr().out
     assert written.startswith("✅ backup written to ") and "4 messages" in written
+    snapshot = config.data_dir / "backups" / "pre-upgrade-v20-to-v21-20261201T080000Z.db"
+    snapshot.write_bytes(config.db_path.read_bytes())
+    os.utime(snapshot, (1_764_576_000, 1_764_576_000))  # taken at an upgrade days ago
     assert main(["backup", "--list"]) == 0
-    listed = capsys.readouterr().out
-    assert "manual · encrypted" in listed
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0] == f"backups in {config.data_dir / 'backups'} (newest first):"
+    assert "-manual.kbackup  v21 manual · encrypted" in listed[1]
+    assert listed[2].endswith(f"{snapshot.name}  automatic snapshot before an upgrade")
     archive = next((config.data_dir / "backups").glob("*.kbackup"))
     assert main(["restore", str(archive)]) == 1
     assert "is encrypted" in capsys.readouterr().err
