@@ -25,6 +25,7 @@ from pathlib import Path
 
 from kernel.backup.format import SUFFIX
 from kernel.config import Config
+from kernel.store.snapshot import BACKUPS_FOLDER
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def backup_folder(config: Config) -> Path:
     relative path is under the data folder."""
     chosen = config.backup.dir.strip()
     if not chosen:
-        return config.data_dir / "backups"
+        return config.data_dir / BACKUPS_FOLDER
     path = Path(chosen).expanduser()
     return path if path.is_absolute() else config.data_dir / path
 
