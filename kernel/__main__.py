@@ -1,6 +1,8 @@
 """Command line: ``kernel`` runs the service; ``kernel chat`` talks to it in a terminal;
 ``kernel chats|models|env|cron|channels …`` manage the running service through its sidecar;
 ``kernel audit list|verify`` reads (never writes) the audit trail in kernel.db;
+``kernel export`` writes the owner's data in open formats, ``kernel import`` reads its
+JSON Lines back;
 ``kernel backup`` writes a backup archive (safe while Kernel runs), ``kernel restore``
 puts one back (kernel/backup/);
 ``kernel console`` prints a one-time sign-in link to the web console (and opens it on a
@@ -57,11 +59,12 @@ def _parser() -> argparse.ArgumentParser:
         "console", help="print a one-time sign-in link to the web console (opened on a desktop)"
     )
     from kernel.backup import command as backup
-    from kernel.client import audit
+    from kernel.client import audit, data
     from kernel.client.commands import register
 
     register(sub)
     audit.register(sub)
+    data.register(sub)
     backup.register(sub)
     return parser
 
@@ -243,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         from kernel.client.audit import run as run_audit
 
         return run_audit(args)
+    if getattr(args, "data", None) is not None:  # export/import: kernel.db itself
+        from kernel.client.data import run as run_data
+
+        return run_data(args)
     if getattr(args, "client", None) is not None:
         from kernel.client.commands import run
 

@@ -56,6 +56,7 @@ from kernel.workspace.archive import Archives
 from kernel.workspace.paths import own_code
 
 if TYPE_CHECKING:
+    from kernel.backup.schedule import BackupJob
     from kernel.channels.qq import QQChannel
     from kernel.channels.qq_inbound import QQInbound
     from kernel.channels.webhook import WebhookChannel
@@ -141,6 +142,7 @@ class Kernel:
             artifacts=self.artifacts,
             responses=self.responses,
         )
+        self.backups = self._backups() if config.backup.enabled else None
         self.runtime = Runtime(config, provider_types=self.plugins.provider_types)
         self.runtime.on_providers_changed(self.agent.selection.providers_changed)
         self.runtime.on_config_changed(self._config_changed)
@@ -286,10 +288,21 @@ class Kernel:
 
         return Gateway(self.gateway_deps(), routers)
 
-    async def _tell_owner(self, text: str) -> None:
-        """A notice for the owner (the budget's warning) in Telegram, through its durable
-        outbox. Never waits for a channel still starting: a model call is waiting."""
-        await self.channel_registry.require("telegram").send_text(Target(origin="budget"), text)
+    async def _tell_owner(self, text: str, origin: str = "budget") -> None:
+        """A notice for the owner (the budget's warning, a failed backup) in Telegram,
+        through its durable outbox. Never waits for a channel still starting: a model
+        call is waiting."""
+        await self.channel_registry.require("telegram").send_text(Target(origin=origin), text)
+
+    def _backups(self) -> BackupJob:
+        """The daily backup and its rotation (issue 40), on Kernel's clock; a failure is
+        told to the owner once, like the budget's warning. Imported only when on."""
+        from kernel.backup.schedule import BackupJob
+
+        async def notify(text: str) -> None:
+            await self._tell_owner(text, "backup")
+
+        return BackupJob(self.config, self.clock, self.store, audit=self.audit, notify=notify)
 
     def _job_budget(self, job_id: str) -> float | None:
         job = self.cron.jobs.get(job_id)
@@ -346,6 +359,8 @@ class Kernel:
         if self.config.cron.enabled:
             await self.cron.start()
         self.retention.start()
+        if self.backups is not None:
+            self.backups.start()
         for notice in retirement_notices(self.config, self.clock.now().date()):
             log.warning("%s", notice.describe())
         log.info(
@@ -451,6 +466,8 @@ class Kernel:
             if parts.stop is not None:
                 await parts.stop()
         await self.retention.stop()
+        if self.backups is not None:
+            await self.backups.stop()
         await self.agent.stop()
         for close in self._tool_closers:  # a browser's Chromium (issue 38)
             await close()

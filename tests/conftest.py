@@ -270,6 +270,7 @@ def write_config(
     provider_type: str,
     *,
     gateway: dict[str, Any] | None = None,
+    backup: dict[str, Any] | None = None,
     **general: Any,
 ) -> Path:
     """A config.toml with one provider (named ``main``) pointing at a simulator. The
@@ -283,6 +284,11 @@ def write_config(
     lines += [
         "[gateway]",
         *(f"{k} = {toml_value(v)}" for k, v in {"port": 0, **(gateway or {})}.items()),
+    ]
+    # The daily backup (issue 40) is on by default; a test Kernel takes none unless asked.
+    lines += [
+        "[backup]",
+        *(f"{k} = {toml_value(v)}" for k, v in {"enabled": False, **(backup or {})}.items()),
     ]
     lines += [
         "[providers.main]",

@@ -60,6 +60,10 @@ MODE_CHANGED = "mode.changed"
 ARTIFACT_SAVED = "artifact.saved"  # artifact (id), kind, size, sha256 (never the name)
 PRUNED = "audit.pruned"  # sessions, rows, why (written by the store)
 KEYED = "audit.keyed"  # from: the first row sealed with the audit key (kernel/audit/key.py)
+# the daily backup (issue 40, kernel/backup/schedule.py): label; made: size (bytes), kept
+# and deleted (the rotation's archives); failed: reason (the error's code); global chain
+BACKUP_MADE = "backup.made"
+BACKUP_FAILED = "backup.failed"
 
 KINDS = (
     MESSAGE_RECEIVED,
@@ -87,4 +91,6 @@ KINDS = (
     ARTIFACT_SAVED,
     PRUNED,
     KEYED,
+    BACKUP_MADE,
+    BACKUP_FAILED,
 )

@@ -329,6 +329,14 @@ def _pruned(facts: Facts, actor: str) -> dict[str, str]:
     }
 
 
+def _backup(facts: Facts, actor: str) -> dict[str, str]:
+    return {
+        "size": size_words(_get(facts, "size")),
+        "deleted": _text(_get(facts, "deleted")),
+        "reason": _text(_get(facts, "reason")),
+    }
+
+
 _FILLERS: dict[str, Callable[[Facts, str], dict[str, str]]] = {
     kinds.MESSAGE_RECEIVED: _message,
     kinds.TURN_ANSWERED: _turn,
@@ -355,4 +363,6 @@ _FILLERS: dict[str, Callable[[Facts, str], dict[str, str]]] = {
     kinds.ARTIFACT_SAVED: _artifact,
     kinds.PRUNED: _pruned,
     kinds.KEYED: lambda facts, actor: {},
+    kinds.BACKUP_MADE: _backup,
+    kinds.BACKUP_FAILED: _backup,
 }

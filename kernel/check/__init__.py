@@ -59,6 +59,8 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
     lines.append(await asyncio.to_thread(_data_dir, config))
     lines += await asyncio.to_thread(sidecar, config)
     lines.append(await asyncio.to_thread(_fts5))
+    if config.backup.enabled:
+        lines.append(await asyncio.to_thread(backup_line, config, datetime.now(UTC)))
     probes: list[tuple[str, Callable[[], Awaitable[CheckLine]]]] = []
     for name, provider in config.providers.items():
         if provider.enabled:
@@ -78,6 +80,22 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
     if config.browser.enabled:
         lines.append(await asyncio.to_thread(_browser, config))
     return lines
+
+
+def backup_line(config: Config, now: datetime) -> CheckLine:
+    """The last good backup's age (issue 40): a warning past two days, or with none."""
+    from kernel.backup.rotation import backup_folder, last_good
+    from kernel.backup.schedule import STALE, age_words
+
+    folder = backup_folder(config)
+    last = last_good(folder)
+    if last is None:
+        return CheckLine("backup", "warn", t("check.backup_none", path=folder))
+    age = (now - last.taken).total_seconds()
+    words = age_words(age)
+    if age > STALE:
+        return CheckLine("backup", "warn", t("check.backup_old", age=words, path=last.path))
+    return CheckLine("backup", "ok", t("check.backup_ok", age=words, path=last.path))
 
 
 def _browser(config: Config) -> CheckLine:

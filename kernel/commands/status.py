@@ -53,7 +53,13 @@ async def status_lines(
     turn = agent.sessions.running(conversation)
     budget = await budget_state(agent.meter)
     session = agent.sessions.current_session(conversation)
-    problems = [*provider_lines(kernel), *_mcp_problems(kernel), *channel.problems]
+    backup = await _backup_state(kernel)
+    problems = [
+        *provider_lines(kernel),
+        *_mcp_problems(kernel),
+        *channel.problems,
+        *_backup_problems(backup),
+    ]
     short = [
         t("tg.status_model", provider=agent.selection.provider_name, model=agent.selection.model),
         await _session_line(kernel, conversation, session),
@@ -80,6 +86,7 @@ async def status_lines(
         await _search_status(kernel, scopes.visible(scope.project, scope.persona)),
         *channel.lines,
         _cron_status(kernel),
+        *_backup_line(kernel, backup),
         t("tg.status_error", error=agent.last_error or "—"),
     ]
 
@@ -188,6 +195,42 @@ async def _search_status(kernel: KernelParts, visible: Sequence[str]) -> str:
     memories = kernel.memories
     key = "tg.status_search_fts" if memories.search_mode == "fts5" else "tg.status_search_like"
     return t(key, count=await memories.count(visible))
+
+
+async def _backup_state(kernel: KernelParts) -> tuple[float | None, bool] | None:
+    """The last good backup's age and whether the daily one fails; None with it off
+    (then nothing of kernel.backup is imported)."""
+    if not kernel.agent.config.backup.enabled:
+        return None
+    from kernel.backup.schedule import backup_state
+
+    return await backup_state(kernel.agent.config, kernel.store, kernel.cron.clock.now())
+
+
+def _backup_problems(state: tuple[float | None, bool] | None) -> list[str]:
+    """The daily backup failing, or the last good one past two days (issue 40)."""
+    if state is None:
+        return []
+    from kernel.backup.schedule import STALE, age_words
+
+    age, failing = state
+    problems = [t("status.problem_backup_failing")] if failing else []
+    if age is not None and age > STALE:
+        problems.append(t("status.problem_backup_old", age=age_words(age)))
+    return problems
+
+
+def _backup_line(kernel: KernelParts, state: tuple[float | None, bool] | None) -> list[str]:
+    """The last good backup's age, and where they are; none with the daily backup off."""
+    if state is None:
+        return []
+    from kernel.backup.rotation import backup_folder
+    from kernel.backup.schedule import age_words
+
+    path = backup_folder(kernel.agent.config)
+    if state[0] is None:
+        return [t("backup.status_none", path=path)]
+    return [t("backup.status_last", age=age_words(state[0]), path=path)]
 
 
 def _cron_status(kernel: KernelParts) -> str:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Self
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 
 from kernel.config import checks, readers
+from kernel.config.backup import BackupConfig
 from kernel.config.channels import ChannelsConfig
 from kernel.config.cli import CLIConfig
 from kernel.config.gateway import GatewayConfig
@@ -72,6 +73,7 @@ class Config(BaseModel):
     )
     cron: CronConfig = Field(default_factory=CronConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    backup: BackupConfig = Field(default_factory=BackupConfig)
     routing: Annotated[RoutingConfig, Reader(readers.read_routing)] = Field(
         default_factory=RoutingConfig
     )

@@ -263,6 +263,7 @@ HTTP_STATUS: dict[str, int] = {
     "request_too_large": 413,
     "unsupported_media_type": 415,
     "internal_error": 500,
+    "export_failed": 500,  # issue 40: the export could not be written (the words say why)
     # sessions and turns
     "session_busy": 409,
     # background tasks (issue 38, kernel/agent/background.py)

@@ -146,6 +146,16 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], str]] = {
         {"from": 12},
         "🔏 the audit record is sealed with the audit key from here on",
     ),
+    kinds.BACKUP_MADE: (
+        "kernel",
+        {"label": "daily", "size": 3 * 1024 * 1024, "kept": 7, "deleted": 1},
+        "💾 daily backup written (3.0 MB); the rotation deleted 1 old ones",
+    ),
+    kinds.BACKUP_FAILED: (
+        "kernel",
+        {"label": "daily", "reason": "backup.failed"},
+        "💾 daily backup failed: backup.failed",
+    ),
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import zipfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -423,7 +424,8 @@ async def test_answer_a_pending_approval(console: Opener) -> None:
 
 async def test_every_page_shows(console: Opener) -> None:
     """Each page opens with its hooks, nothing refused by the CSP, nothing fetched from
-    elsewhere; a screenshot of each (also on a phone-sized screen)."""
+    elsewhere; a screenshot of each (also on a phone-sized screen); settings' export
+    downloads."""
     c = await console()
     await c.sign_in()
     hooks = {
@@ -442,6 +444,15 @@ async def test_every_page_shows(console: Opener) -> None:
         await c.show(name)
         await expect(c.page.locator(hook).first).to_be_visible()
         await c.shot(f"page-{name}")
+    # Settings offers the owner's data as one download (issue 40): the same zip as
+    # GET /agent/export, fetched with the page's sign-in.
+    await c.show("settings")
+    async with c.page.expect_download() as fetched:
+        await c.page.click("#export-download")
+    download = await fetched.value
+    assert download.suggested_filename.startswith("kernel-export-")
+    with zipfile.ZipFile(await download.path()) as archive:
+        assert {"memories.jsonl", "sessions.jsonl", "usage.csv"} <= set(archive.namelist())
     await c.page.set_viewport_size({"width": 390, "height": 844})
     for name in ("chat", "memories"):
         await c.show(name)

@@ -16,6 +16,7 @@ from kernel.gateway.routes import (
     conversation,
     cron,
     envs,
+    export,
     health,
     mcp,
     mcp_endpoint,
@@ -68,4 +69,5 @@ ROUTERS: list[Router] = [
     tasks.router,
     config_view.router,
     trajectory.router,
+    export.router,
 ]

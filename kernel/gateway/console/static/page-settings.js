@@ -1,10 +1,15 @@
 // Settings, read-only: the configuration in effect (GET /config), every secret shown
 // masked as the API masks it. Changes are made in config.toml (or through SelfOps).
-import { api, el, failed, t } from "./app.js";
+// Above it, the owner's data as one download (GET /agent/export: a zip of Markdown,
+// JSON Lines and CSV, what `kernel export` writes).
+import { ApiFailure, api, el, failed, request, t } from "./app.js";
 
 export async function render(main) {
   const box = el("div", { id: "settings" });
-  main.append(el("h1", {}, t("web.nav.settings")), box);
+  const download = el("button", { type: "button", id: "export-download" }, t("web.export.download"));
+  download.addEventListener("click", () => exportData(download));
+  const exporting = el("p", { class: "muted" }, t("web.export.hint"), " ", download);
+  main.append(el("h1", {}, t("web.nav.settings")), exporting, box);
   try {
     const data = await api("GET", "/config");
     box.append(el("p", { class: "muted" }, t("web.settings.hint", { path: data.path })));
@@ -54,4 +59,22 @@ function text(value) {
   if (Array.isArray(value)) return value.length ? value.map(text).join(", ") : "[]";
   if (value === "") return '""';
   return String(value);
+}
+
+// The zip fetched with the page's sign-in (the CSRF token is a header: a plain link
+// cannot carry it), then handed to the browser as a file.
+async function exportData(button) {
+  button.disabled = true;
+  try {
+    const response = await request("GET", "/agent/export");
+    if (!response.ok) throw new ApiFailure(response.status, (await response.json())?.error);
+    const name = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "")?.[1];
+    const link = el("a", { href: URL.createObjectURL(await response.blob()), download: name || "kernel-export.zip" });
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+  } catch (error) {
+    failed(error);
+  } finally {
+    button.disabled = false;
+  }
 }
