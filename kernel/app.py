@@ -104,7 +104,7 @@ class Kernel:
         self.clock: Clock = clock or SystemClock()
         self.plugins = plugins or default_plugins()
         self.plugins.check_config(config)
-        self.store = Store(config.db_path)
+        self.store = Store(config.db_path, backups=config.backups_dir)
         self.memories = Memories(self.store, config.data_dir / "cache")
         self.tools = ToolRegistry()
         self.mcp = MCPManager(config, self.tools, self.clock)

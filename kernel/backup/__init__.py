@@ -7,8 +7,8 @@ encrypted (crypto.py), secrets only when asked. The daily backup with its rotati
 schedule.py (and rotation.py); ``kernel export``/``kernel import`` and the console's
 download are export.py and importer.py.
 
-Public API: :func:`kernel.backup.archive.create_backup` (and ``backups_dir``,
-``Backup``), :class:`kernel.backup.format.BackupError`,
+Public API: :func:`kernel.backup.archive.create_backup` (into ``config.backups_dir``;
+its ``Backup``), :class:`kernel.backup.format.BackupError`,
 :class:`kernel.backup.crypto.Protection`. Nothing here is imported when Kernel starts:
 the ``kernel backup``, ``kernel restore``, ``kernel export`` and ``kernel import`` verbs,
 the console's download and the scheduled backups import it when they run.

@@ -46,7 +46,7 @@ from kernel.core.fileio import os_cause
 from kernel.core.platform import replace
 from kernel.store.audit import read_only
 from kernel.store.migrations import get_version
-from kernel.store.snapshot import BACKUPS_FOLDER, copy_into
+from kernel.store.snapshot import copy_into
 from kernel.store.trouble import diagnose
 
 
@@ -57,11 +57,6 @@ class Backup:
     path: Path
     size: int
     manifest: Manifest
-
-
-def backups_dir(config: Config) -> Path:
-    """Where backups go by default (and the pre-upgrade snapshots): data/backups."""
-    return config.data_dir / BACKUPS_FOLDER
 
 
 def archive_name(label: str, now: datetime) -> str:
@@ -81,7 +76,7 @@ def create_backup(
     """Write one archive of ``config``'s data and return it.
 
     ``out``: the archive's path, or a folder to put it in under :func:`archive_name`
-    (None: :func:`backups_dir`); an existing file is never overwritten. ``protection``:
+    (None: ``config.backups_dir``); an existing file is never overwritten. ``protection``:
     encrypt with a passphrase or key file (crypto.py). ``with_secrets``: also config.toml,
     kernel.env and the audit and sidecar keys (parts.py). ``label``: a word saying why it
     was taken (``manual``, ``daily`` …), in its name and manifest. ``now``: the time it
@@ -118,7 +113,7 @@ def create_backup(
 
 def _target(config: Config, out: Path | None, label: str, now: datetime) -> Path:
     if out is None:
-        return backups_dir(config) / archive_name(label, now)
+        return config.backups_dir / archive_name(label, now)
     if out.is_dir():
         return out / archive_name(label, now)
     if out.exists():

@@ -121,11 +121,10 @@ def _backup(args: argparse.Namespace, config: Config, out: IO[str]) -> int:
 
 def _list(args: argparse.Namespace, config: Config, out: IO[str]) -> int:
     from kernel.audit.words import size_words
-    from kernel.backup.archive import backups_dir
     from kernel.backup.reader import list_backups
     from kernel.core.i18n import t
 
-    folder = args.out if args.out is not None and args.out.is_dir() else backups_dir(config)
+    folder = args.out if args.out is not None and args.out.is_dir() else config.backups_dir
     found = list_backups(folder)
     if not found:
         out.write(t("backup.list_none", path=folder) + "\n")

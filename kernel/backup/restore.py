@@ -29,7 +29,6 @@ from kernel.audit.key import BadKey, key_path, read_key
 from kernel.audit.verify import verify_chain
 from kernel.audit.words import verdict_words
 from kernel.backup import crypto
-from kernel.backup.archive import backups_dir
 from kernel.backup.format import CONFIG, DATA, DATABASE, BackupError, Manifest
 from kernel.backup.parts import DATA_FILES, destination
 from kernel.backup.reader import read_backup, read_header
@@ -106,7 +105,7 @@ def restore_backup(
         schema, audit = _check_database(config, staging)
         if _in_use(config.db_path):
             raise BackupError("backup.restore_running", path=config.db_path)
-        aside = backups_dir(config) / f"{ASIDE_PREFIX}{stamp}"
+        aside = config.backups_dir / f"{ASIDE_PREFIX}{stamp}"
         files = _swap(config, staging, manifest, aside)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

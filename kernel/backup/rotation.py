@@ -25,7 +25,6 @@ from pathlib import Path
 
 from kernel.backup.format import SUFFIX
 from kernel.config import Config
-from kernel.store.snapshot import BACKUPS_FOLDER
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +37,6 @@ class Archive:
     path: Path
     taken: datetime  # UTC, from its name
     label: str
-
-
-def backup_folder(config: Config) -> Path:
-    """``[backup] dir``: empty, data/backups (where ``kernel backup`` writes too); a
-    relative path is under the data folder."""
-    chosen = config.backup.dir.strip()
-    if not chosen:
-        return config.data_dir / BACKUPS_FOLDER
-    path = Path(chosen).expanduser()
-    return path if path.is_absolute() else config.data_dir / path
 
 
 def archives(folder: Path) -> list[Archive]:
@@ -100,7 +89,7 @@ def to_keep(
 def rotate(config: Config, tz: tzinfo) -> tuple[int, int]:
     """Delete the daily archives the rotation does not keep; (kept, deleted). Blocking."""
     cfg = config.backup
-    daily = [a for a in archives(backup_folder(config)) if a.label == DAILY]
+    daily = [a for a in archives(config.backups_dir) if a.label == DAILY]
     keep = to_keep(
         (a.taken for a in daily),
         tz,

@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 
 from kernel.audit import AuditLog
 from kernel.audit import kinds as audit_kinds
-from kernel.backup.rotation import DAILY, backup_folder, last_good, rotate
+from kernel.backup.rotation import DAILY, last_good, rotate
 from kernel.config import Config
 from kernel.core.clock import Clock, sleep_unless
 from kernel.core.i18n import t
@@ -90,7 +90,7 @@ class BackupJob:
 
     @property
     def folder(self) -> Path:
-        return backup_folder(self.config)
+        return self.config.backups_dir
 
     def start(self) -> None:
         if not self.config.backup.enabled or self._task is not None:
@@ -180,7 +180,7 @@ async def backup_state(
     config: Config, settings: SettingTables, now: datetime
 ) -> tuple[float | None, bool]:
     """(the last good backup's age in seconds or None, whether a daily one is failing)."""
-    last = await asyncio.to_thread(last_good, backup_folder(config))
+    last = await asyncio.to_thread(last_good, config.backups_dir)
     failing = await settings.get_setting(FAILING) is not None
     return (None if last is None else (now - last.taken).total_seconds()), failing
 

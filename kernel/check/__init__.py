@@ -84,10 +84,10 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
 
 def backup_line(config: Config, now: datetime) -> CheckLine:
     """The last good backup's age (issue 40): a warning past two days, or with none."""
-    from kernel.backup.rotation import backup_folder, last_good
+    from kernel.backup.rotation import last_good
     from kernel.backup.schedule import STALE, age_words
 
-    folder = backup_folder(config)
+    folder = config.backups_dir
     last = last_good(folder)
     if last is None:
         return CheckLine("backup", "warn", t("check.backup_none", path=folder))

@@ -224,10 +224,9 @@ def _backup_line(kernel: KernelParts, state: tuple[float | None, bool] | None) -
     """The last good backup's age, and where they are; none with the daily backup off."""
     if state is None:
         return []
-    from kernel.backup.rotation import backup_folder
     from kernel.backup.schedule import age_words
 
-    path = backup_folder(kernel.agent.config)
+    path = kernel.agent.config.backups_dir
     if state[0] is None:
         return [t("backup.status_none", path=path)]
     return [t("backup.status_last", age=age_words(state[0]), path=path)]

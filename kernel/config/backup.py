@@ -18,6 +18,8 @@ def _time_of_day(value: str) -> str:
     return value
 
 
+BACKUPS_FOLDER = "backups"  # in the data directory, unless [backup] dir says otherwise
+
 TimeOfDay = Annotated[str, AfterValidator(_time_of_day)]
 
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Self
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 
 from kernel.config import checks, readers
-from kernel.config.backup import BackupConfig
+from kernel.config.backup import BACKUPS_FOLDER, BackupConfig
 from kernel.config.channels import ChannelsConfig
 from kernel.config.cli import CLIConfig
 from kernel.config.gateway import GatewayConfig
@@ -135,6 +135,16 @@ class Config(BaseModel):
     @property
     def db_path(self) -> Path:
         return self.general.data_dir / "kernel.db"
+
+    @property
+    def backups_dir(self) -> Path:
+        """``[backup] dir``: where backups (by hand and daily) and the pre-upgrade
+        snapshots go; empty, data/backups; a relative path is under the data folder."""
+        chosen = self.backup.dir.strip()
+        if not chosen:
+            return self.general.data_dir / BACKUPS_FOLDER
+        path = Path(chosen).expanduser()
+        return path if path.is_absolute() else self.general.data_dir / path
 
     @property
     def runtime_path(self) -> Path:

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
+from kernel.config.backup import BACKUPS_FOLDER
 from kernel.core.errors import StoreError
 from kernel.store.branches import BranchTables
 from kernel.store.database import (
@@ -47,7 +48,7 @@ from kernel.store.migrations import (
 )
 from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
-from kernel.store.snapshot import BACKUPS_FOLDER, copy_back, copy_into, pre_upgrade_name
+from kernel.store.snapshot import copy_back, copy_into, pre_upgrade_name
 from kernel.store.trouble import unwritable_file
 
 __all__ = [

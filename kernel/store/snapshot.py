@@ -17,7 +17,6 @@ from datetime import datetime
 from pathlib import Path
 
 STEP_PAGES = 1024  # 4 MiB of 4 KiB pages per step of the online backup
-BACKUPS_FOLDER = "backups"  # in the data directory: backups and pre-upgrade snapshots
 PRE_UPGRADE = "pre-upgrade"  # the automatic snapshots' names start so
 SUFFIX = ".db"
 

@@ -15,9 +15,9 @@ from kernel.backup.schedule import BackupJob
 from kernel.check import backup_line
 from kernel.check.line import CheckLine
 from kernel.config import Config, load_config
+from kernel.config.backup import BACKUPS_FOLDER
 from kernel.core.i18n import t
 from kernel.store.db import Store
-from kernel.store.snapshot import BACKUPS_FOLDER
 from tests.clock import ManualClock
 from tests.conftest import write_config
 
