@@ -37,6 +37,7 @@ from kernel.store.migrations import MEMORIES_FTS_SQL, MIGRATIONS, fts5_supported
 from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
 from kernel.store.trouble import unwritable_file
+from kernel.store.vectors import MemoryVectorTables
 
 __all__ = [
     "MEMORY_CATEGORIES",
@@ -50,7 +51,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
+class Store(SessionTables, BranchTables, SettingTables, MemoryTables, MemoryVectorTables):
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
 
     async def start(self) -> None:

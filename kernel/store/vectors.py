@@ -1,0 +1,241 @@
+"""Memories' vectors (issue 39): the ``memory_vectors`` table (migration 22) and the
+nearest memories to a vector, within the scopes a reader may see.
+
+Vectors are float32, unit length, stored as BLOBs with their signs packed beside them
+(``bits``). With the sqlite-vec extension loaded (:meth:`MemoryVectorTables.load_vectors`)
+the nearest are ranked in SQL by ``vec_distance_cosine``; without it (a Python whose
+sqlite3 cannot load extensions) by Hamming distance over ``bits`` in Python, the best
+few then re-ranked by their exact cosine. Either way the scope filter is
+:func:`kernel.store.memories._in_scopes`, the one every memory read uses.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import operator
+import sqlite3
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kernel.store.database import Database, check_non_negative
+from kernel.store.memories import (
+    MemoryRow,
+    Query,
+    _containing,
+    _found,
+    _in_scopes,
+    _matching,
+    _memory_from_row,
+    _newest,
+)
+
+log = logging.getLogger(__name__)
+
+RERANK = 4  # without sqlite-vec: the Hamming-nearest ``RERANK × limit`` get an exact cosine
+_ROW = "m.id, m.text, m.category, m.created_at, m.scope"
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One recall's candidates: ``words`` (FTS5, else LIKE) best first, ``meaning`` the
+    nearest by vector with their cosine, best first; ``newest`` only when both are
+    empty (recall then offers the most recent, as before)."""
+
+    words: list[MemoryRow]
+    meaning: list[tuple[MemoryRow, float]]
+    newest: list[MemoryRow]
+
+
+def pack(vector: Sequence[float]) -> tuple[bytes, bytes]:
+    """A unit vector as stored: float32 little-endian, and its signs packed (bit i set:
+    component i > 0)."""
+    floats = array("f", vector)
+    if sys.byteorder != "little":
+        floats.byteswap()
+    return floats.tobytes(), _sign_bits(vector).to_bytes((len(vector) + 7) // 8, "little")
+
+
+def unpack(blob: bytes) -> array[float]:
+    floats = array("f")
+    floats.frombytes(blob)
+    if sys.byteorder != "little":
+        floats.byteswap()
+    return floats
+
+
+def _sign_bits(vector: Sequence[float]) -> int:
+    value = 0
+    for i, x in enumerate(vector):
+        if x > 0:
+            value |= 1 << i
+    return value
+
+
+class MemoryVectorTables(Database):
+    """The Store's vector methods."""
+
+    # Set by load_vectors: whether sqlite-vec's functions are in the connection.
+    vec_loaded = False
+
+    async def load_vectors(self) -> bool:
+        """Load the sqlite-vec extension into the connection (only when embeddings are
+        configured); False where this Python's sqlite3 cannot load extensions."""
+
+        def op(conn: sqlite3.Connection) -> bool:
+            import sqlite_vec  # noqa: PLC0415 (loaded only when configured)
+
+            enable = getattr(conn, "enable_load_extension", None)
+            if enable is None:
+                return False
+            try:
+                enable(True)
+                try:
+                    sqlite_vec.load(conn)
+                finally:
+                    enable(False)
+            except sqlite3.Error as exc:
+                log.warning("sqlite-vec could not be loaded: %s", type(exc).__name__)
+                return False
+            return True
+
+        self.vec_loaded = await self._run("load sqlite-vec", op)
+        return self.vec_loaded
+
+    async def vector_backlog(self, model: str, limit: int) -> list[tuple[int, str]]:
+        """(id, text) of memories without a vector of ``model``, newest first (a fresh
+        save goes before the backfill of old ones)."""
+        check_non_negative(limit=limit)
+
+        def op(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            rows = conn.execute(
+                "SELECT m.id, m.text FROM memories m LEFT JOIN memory_vectors v"
+                " ON v.memory_id = m.id AND v.model = ? WHERE v.memory_id IS NULL"
+                " ORDER BY m.id DESC LIMIT ?",
+                (model, limit),
+            ).fetchall()
+            return [(int(i), str(text)) for i, text in rows]
+
+        return await self._read("read vector backlog", op)
+
+    async def put_vectors(
+        self, model: str, rows: Sequence[tuple[int, str, Sequence[float]]]
+    ) -> int:
+        """Store (id, the text embedded, its unit vector); a memory deleted or given
+        other text meanwhile is skipped. Returns how many were stored."""
+        packed = [(memory_id, text, *pack(vector)) for memory_id, text, vector in rows]
+
+        def op(conn: sqlite3.Connection) -> int:
+            stored = 0
+            for memory_id, text, blob, bits in packed:
+                cur = conn.execute(
+                    "INSERT OR REPLACE INTO memory_vectors (memory_id, model, vector, bits)"
+                    " SELECT ?, ?, ?, ? WHERE EXISTS"
+                    " (SELECT 1 FROM memories WHERE id = ? AND text = ?)",
+                    (memory_id, model, blob, bits, memory_id, text),
+                )
+                stored += cur.rowcount
+            return stored
+
+        return await self._write("store vectors", op)
+
+    async def vector_progress(self, model: str) -> tuple[int, int]:
+        """(memories with a vector of ``model``, memories)."""
+
+        def op(conn: sqlite3.Connection) -> tuple[int, int]:
+            done = conn.execute(
+                "SELECT COUNT(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
+                " WHERE v.model = ?",
+                (model,),
+            ).fetchone()[0]
+            total = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+            return int(done), int(total)
+
+        return await self._read("read vector progress", op)
+
+    async def recall_ranked(
+        self,
+        terms: Sequence[str],
+        match: str,
+        vector: Sequence[float],
+        model: str,
+        *,
+        limit: int,
+        newest: int,
+        floor: float = -1.0,
+        scopes: Sequence[str] | None = None,
+    ) -> Ranked:
+        """A hybrid recall's candidates in one store call: the best ``limit`` by words
+        (FTS5 when in use, else LIKE, as :meth:`recall_memories`) and by meaning (those
+        at least ``floor`` close)."""
+        check_non_negative(limit=limit)
+        fts = self.fts5_available
+        words = [
+            _matching(match, limit, scopes) if fts else None,
+            _containing(terms, limit, newest if fts else None, scopes),
+        ]
+        chosen = [query for query in words if query is not None]
+        fallback = _newest(limit, scopes)
+        floats, bits = pack(vector)
+        use_vec = self.vec_loaded
+
+        def op(conn: sqlite3.Connection) -> Ranked:
+            found: list[MemoryRow] = []
+            for query in chosen:
+                found = _found(conn, query)
+                if found:
+                    break
+            near = [
+                (row, similarity)
+                for row, similarity in _nearest(conn, floats, bits, model, limit, scopes, use_vec)
+                if similarity >= floor
+            ]
+            last = [] if found or near or fallback is None else _found(conn, fallback)
+            return Ranked(found, near, last)
+
+        return await self._read("recall memories", op)
+
+
+def _nearest(
+    conn: sqlite3.Connection,
+    floats: bytes,
+    bits: bytes,
+    model: str,
+    limit: int,
+    scopes: Sequence[str] | None,
+    use_vec: bool,
+) -> list[tuple[MemoryRow, float]]:
+    where, params = _in_scopes(scopes, column="m.scope", joiner=" AND")
+    if params is None or limit == 0:
+        return []
+    base = f" FROM memory_vectors v JOIN memories m ON m.id = v.memory_id WHERE v.model = ?{where}"
+    if use_vec:
+        query: Query = (
+            f"SELECT {_ROW}, 1 - vec_distance_cosine(v.vector, ?) AS similarity{base}"
+            " ORDER BY similarity DESC LIMIT ?",
+            [floats, model, *params, limit],
+        )
+        return [(_memory_from_row(row[:5]), float(row[5])) for row in conn.execute(*query)]
+    probe = int.from_bytes(bits, "little")
+    signs = conn.execute(f"SELECT v.memory_id, v.bits{base}", [model, *params]).fetchall()
+    near = heapq.nsmallest(
+        limit * RERANK,
+        signs,
+        key=lambda row: (probe ^ int.from_bytes(row[1], "little")).bit_count(),
+    )
+    if not near:
+        return []
+    marks = ", ".join("?" * len(near))
+    rows = conn.execute(
+        f"SELECT {_ROW}, v.vector FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
+        f" WHERE v.memory_id IN ({marks})",
+        [row[0] for row in near],
+    ).fetchall()
+    mine = unpack(floats)
+    scored = [
+        (_memory_from_row(row[:5]), sum(map(operator.mul, mine, unpack(row[5])))) for row in rows
+    ]
+    scored.sort(key=lambda pair: -pair[1])
+    return scored[:limit]
