@@ -331,6 +331,7 @@ class Kernel:
         if self.config.cron.enabled:
             await self.cron.start()
         self.retention.start()
+        await self._start_vectors()
         for notice in retirement_notices(self.config, self.clock.now().date()):
             log.warning("%s", notice.describe())
         log.info(
@@ -339,6 +340,18 @@ class Kernel:
             self.agent.selection.model,
             len(self.tools.names()),
         )
+
+    async def _start_vectors(self) -> None:
+        """Memory by meaning (issue 39), only when [memory.embeddings] is configured: the
+        embeddings client and sqlite-vec load here, never otherwise."""
+        cfg = self.config.memory.embeddings
+        if cfg is None:
+            return
+        from kernel.memory.vectors import VectorIndex
+
+        vectors = VectorIndex(self.store, cfg, meter=self.agent.meter, tz=self.agent.tz)
+        await vectors.start()
+        self.memories.vectors = vectors
 
     async def _warn_stored_loaders(self) -> None:
         """Loader and destination variables kept in data/runtime.toml take effect in every
@@ -441,6 +454,9 @@ class Kernel:
         if self.agent.titles is not None:
             await self.agent.titles.aclose()
         await self.channel_registry.aclose()
+        vectors, self.memories.vectors = self.memories.vectors, None
+        if vectors is not None:
+            await vectors.stop()
         await self.audit.close()
         await self.store.close()
         log.info("kernel stopped")

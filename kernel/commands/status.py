@@ -78,6 +78,7 @@ async def status_lines(
         _cli_status(kernel),
         kernel.mcp.status_text(),
         await _search_status(kernel, scopes.visible(scope.project, scope.persona)),
+        *await _vector_status(kernel),
         *channel.lines,
         _cron_status(kernel),
         t("tg.status_error", error=agent.last_error or "—"),
@@ -188,6 +189,12 @@ async def _search_status(kernel: KernelParts, visible: Sequence[str]) -> str:
     memories = kernel.memories
     key = "tg.status_search_fts" if memories.search_mode == "fts5" else "tg.status_search_like"
     return t(key, count=await memories.count(visible))
+
+
+async def _vector_status(kernel: KernelParts) -> list[str]:
+    """Memory by meaning (issue 39), when configured: the backfill's progress."""
+    vectors = kernel.memories.vectors
+    return [] if vectors is None else [await vectors.status_line()]
 
 
 def _cron_status(kernel: KernelParts) -> str:

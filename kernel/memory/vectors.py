@@ -25,6 +25,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from kernel.config import EmbeddingsConfig
+from kernel.core.i18n import t
 from kernel.core.usage import Usage
 from kernel.memory.embeddings import Embedded, EmbeddingError, EmbeddingsClient
 from kernel.spend import CallTag, Meter
@@ -36,6 +37,11 @@ log = logging.getLogger(__name__)
 LEDGER_NAME = "embeddings"  # the ledger's provider column
 COOLDOWN = 60.0  # seconds the vector side rests after the endpoint failed
 Paused = Literal["", "budget", "down"]
+
+
+def model_key(cfg: EmbeddingsConfig) -> str:
+    """What a stored vector is marked with: another model (or size) embeds again."""
+    return f"{cfg.model}@{cfg.dimensions}"
 
 
 class VectorIndex:
@@ -54,7 +60,7 @@ class VectorIndex:
         self.meter = meter
         self.tz = tz or ZoneInfo("UTC")
         self._now = now or (lambda: datetime.now(self.tz))
-        self.model = f"{cfg.model}@{cfg.dimensions}"
+        self.model = model_key(cfg)
         self.paused: Paused = ""
         self.cooldown = COOLDOWN
         self._resting_until = 0.0  # time.monotonic() before which queries are skipped
@@ -97,6 +103,15 @@ class VectorIndex:
     async def progress(self) -> tuple[int, int]:
         """(memories with a vector of the configured model, memories)."""
         return await self.store.vector_progress(self.model)
+
+    async def status_line(self) -> str:
+        """/status full's line: how many memories are embedded, and why it waits."""
+        done, total = await self.progress()
+        line = t("memory.vectors.progress", model=self.cfg.model, done=done, total=total)
+        if self.paused:
+            reason = t(f"memory.vectors.reason.{self.paused}")
+            line += t("memory.vectors.paused", reason=reason)
+        return line
 
     # ----- a turn's message --------------------------------------------------------------
 
