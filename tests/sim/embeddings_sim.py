@@ -5,6 +5,7 @@ the deterministic local embedder (``tests/sim/embedder.py``) behind it.
         base_url = sim.base_url                  # …/v1
         sim.down = True                          # every request: 503 until False
         sim.stall = True                         # requests wait until sim.release()
+        sim.stall_after = 2                      # the third request on waits likewise
         sim.fail_next(500, times=2)              # the next two: HTTP 500
         [call] = sim.calls                       # .inputs .model .dimensions .key
 
@@ -47,6 +48,7 @@ class EmbeddingsSim(LoopbackServer):
         self.calls: list[EmbeddingCall] = []
         self.down = False
         self.stall = False
+        self.stall_after: int | None = None  # requests answered before the rest stall
         self.stalled = 0  # requests waiting now
         self._released = asyncio.Event()
         self._failures: deque[int] = deque()
@@ -62,6 +64,7 @@ class EmbeddingsSim(LoopbackServer):
     def release(self) -> None:
         """Stalled requests go on (and later ones no longer stall)."""
         self.stall = False
+        self.stall_after = None
         self._released.set()
 
     def inputs(self) -> list[str]:
@@ -81,7 +84,7 @@ class EmbeddingsSim(LoopbackServer):
         self._arrived.set()
         if self.key and key != self.key:
             return _error(401, "Incorrect API key provided.", "invalid_api_key")
-        if self.stall:
+        if self.stall or (self.stall_after is not None and len(self.calls) > self.stall_after):
             self.stalled += 1
             self._released.clear()
             try:
@@ -110,9 +113,7 @@ class EmbeddingsSim(LoopbackServer):
 
 def _error(status: int, message: str, code: str) -> web.Response:
     payload = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
-    return web.Response(
-        status=status, text=json.dumps(payload), content_type="application/json"
-    )
+    return web.Response(status=status, text=json.dumps(payload), content_type="application/json")
 
 
 async def _serve(port: int) -> None:
