@@ -20,10 +20,9 @@ DIMENSIONS = 256
 CONCEPT_WEIGHT = 3.0
 _WORD = re.compile(r"[a-z0-9]+")
 _HAN = re.compile(r"[\u4e00-\u9fff]+")
-_FUNCTION = frozenset(
-    "a an and are at be did do does for from has have how i in is it its me my of on "
-    "or s that the this to was what which who with".split()
-)
+_FUNCTION_WORDS = "a an and are at be did do does for from has have how i in is it its me my of on \
+or s that the this to was what which who with"
+_FUNCTION = frozenset(_FUNCTION_WORDS.split())
 _FUNCTION_HAN = frozenset("的了是在我你吗呢吧啊么什怎")
 
 # concept: the words (English, whole words) and phrases (Chinese, substrings) naming it,
