@@ -2,7 +2,8 @@
 (``tests/sim/embeddings_sim.py``) and the recall benchmark (``bench/recall.py``), so both
 run offline and give the same vectors every time.
 
-A text's vector is feature hashing into ``DIMENSIONS`` signed buckets: ASCII words and
+A text's vector is the weighted sum of its features' directions (each a dense ±1
+vector drawn from the feature's hash, so vectors are dense as a real model's): ASCII words and
 their character trigrams, Chinese character unigrams and bigrams, and one feature per
 *concept* of :data:`CONCEPTS` the text mentions in either language ("cat", "猫" and
 "宠物" are all the concept ``pet``), weighted above the rest: paraphrases and
@@ -12,6 +13,7 @@ behaves, not how good a real model is (bench/README.md)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -81,12 +83,22 @@ def embed(text: str, dimensions: int = DIMENSIONS) -> list[float]:
     """``text``'s unit vector (all zeros for a text with no feature)."""
     vector = [0.0] * dimensions
     for feature, weight in features(text):
-        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-        value = int.from_bytes(digest, "little")
-        sign = 1.0 if value & 1 else -1.0
-        vector[(value >> 1) % dimensions] += sign * weight
+        for i, sign in enumerate(_direction(feature, dimensions)):
+            vector[i] += sign * weight
     norm = math.sqrt(math.fsum(x * x for x in vector))
     return [x / norm for x in vector] if norm else vector
+
+
+@functools.lru_cache(maxsize=65536)
+def _direction(feature: str, dimensions: int) -> tuple[int, ...]:
+    """The feature's own direction: ±1 in every dimension, from its hash (dense, as a
+    real model's vectors are; random directions are nearly orthogonal)."""
+    raw = b"".join(
+        hashlib.blake2b(f"{n}:{feature}".encode(), digest_size=64).digest()
+        for n in range((dimensions + 511) // 512)
+    )
+    bits = int.from_bytes(raw, "little")
+    return tuple(1 if bits >> i & 1 else -1 for i in range(dimensions))
 
 
 def features(text: str) -> list[tuple[str, float]]:
