@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.recall_corpus import PEOPLE, SLOTS, Corpus, build  # noqa: E402
 from kernel.config import EmbeddingsConfig  # noqa: E402
 from kernel.memory.embeddings import Embedded, EmbeddingsClient  # noqa: E402
-from kernel.memory.fusion import rrf  # noqa: E402
+from kernel.memory.fusion import RRF_K, WORDS_WEIGHT, rrf  # noqa: E402
 from kernel.memory.memories import LIKE_WINDOW, Memories  # noqa: E402
 from kernel.memory.tokens import fts_query  # noqa: E402
 from kernel.memory.vectors import VectorIndex  # noqa: E402
@@ -148,8 +148,10 @@ def methods() -> dict[str, Callable[[Ranked], list[int]]]:
 
     return {
         "vectors": meaning,
-        "rrf60": lambda r: rrf([words(r), meaning(r)]),
+        "rrf60": lambda r: rrf([words(r), meaning(r)], k=60),
         "rrf10": lambda r: rrf([words(r), meaning(r)], k=10),
+        "rrf60-w0.3": lambda r: rrf([words(r), meaning(r)], k=60, weights=(0.3,)),
+        "rrf10-w0.3": lambda r: rrf([words(r), meaning(r)], k=10, weights=(0.3,)),
         "vectors-first": lambda r: list(dict.fromkeys([*meaning(r), *words(r)])),
     }
 
@@ -205,7 +207,7 @@ async def candidates(memories: Memories, index: VectorIndex, text: str) -> Ranke
 
 def report_quality(q: Quality) -> None:
     print(f"{'method':<14}" + "".join(f"{k:>22}" for k in (*KINDS, "all")) + "  superseded")
-    for method in ("fts5", "vectors", "hybrid", "rrf60", "rrf10", "vectors-first"):
+    for method in ("fts5", "hybrid", *methods()):
         cells = []
         for kind in (*KINDS, "all"):
             kinds = KINDS if kind == "all" else (kind,)
@@ -216,7 +218,11 @@ def report_quality(q: Quality) -> None:
             cells.append(f"R@5 {r:.3f} MRR {mrr:.3f}")
         print(f"{method:<14}" + "".join(f"{c:>22}" for c in cells) + f"  {q.superseded[method]}")
     n = sum(s.count for s in q.scores["fts5"].values())
-    print(f"queries: {n}; hybrid = Memories.recall with vectors (RRF k=60, min_similarity)")
+    print(
+        f"queries: {n}; hybrid = Memories.recall with vectors (RRF k={RRF_K}, words weighted"
+        f" {WORDS_WEIGHT}, min_similarity, within the words' recall's characters); the rest"
+        f" rank the same candidates, unbounded"
+    )
     print(
         f"paraphrase R@5: fts5 {q.paraphrase('fts5'):.3f}, hybrid {q.paraphrase('hybrid'):.3f}"
     )

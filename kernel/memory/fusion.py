@@ -8,25 +8,52 @@ from collections.abc import Sequence
 
 from kernel.store.db import MemoryRow
 
-RRF_K = 60  # the usual constant (Cormack et al. 2009): a rank's weight is 1 / (RRF_K + rank)
+# Measured on bench/recall.py's corpus against RRF with k = 60 (Cormack et al. 2009) and
+# equal weights, and the vector ranking alone (bench/README.md, issue 39): a rank's
+# weight is WEIGHT / (RRF_K + rank), the words' ranking counting less than the vectors'
+# (an OR of a message's words matches many memories loosely).
+RRF_K = 10
+WORDS_WEIGHT = 0.3
 
 
-def rrf(rankings: Sequence[Sequence[int]], k: int = RRF_K) -> list[int]:
-    """Ids by their fused score, best first; a tie goes to the id ranked first by the
+def rrf(
+    rankings: Sequence[Sequence[int]], k: int = RRF_K, weights: Sequence[float] = ()
+) -> list[int]:
+    """Ids by their fused score (each ranking's ``1 / (k + rank)``, times its weight:
+    1 unless ``weights`` says), best first; a tie goes to the id ranked first by the
     earlier ranking."""
     score: dict[int, float] = {}
-    for ranking in rankings:
+    for n, ranking in enumerate(rankings):
+        weight = weights[n] if n < len(weights) else 1.0
         for rank, memory_id in enumerate(ranking, start=1):
-            score[memory_id] = score.get(memory_id, 0.0) + 1.0 / (k + rank)
+            score[memory_id] = score.get(memory_id, 0.0) + weight / (k + rank)
     order = {memory_id: i for i, memory_id in enumerate(dict.fromkeys(_flat(rankings)))}
     return sorted(score, key=lambda memory_id: (-score[memory_id], order[memory_id]))
 
 
-def fuse(words: Sequence[MemoryRow], meaning: Sequence[MemoryRow], limit: int) -> list[MemoryRow]:
-    """The best ``limit`` of both rankings, fused."""
+def fuse(
+    words: Sequence[MemoryRow], meaning: Sequence[MemoryRow], limit: int, budget: int
+) -> list[MemoryRow]:
+    """The best of both rankings, fused: at most ``limit``, and at most ``budget``
+    prompt characters (:func:`line_chars`) together, so that recall never adds more
+    to a turn than the words' recall alone would."""
     rows = {row.id: row for row in (*words, *meaning)}
-    ids = rrf([[row.id for row in words], [row.id for row in meaning]])
-    return [rows[memory_id] for memory_id in ids[:limit]]
+    ids = rrf([[row.id for row in words], [row.id for row in meaning]], weights=(WORDS_WEIGHT,))
+    chosen: list[MemoryRow] = []
+    for memory_id in ids:
+        row = rows[memory_id]
+        if len(chosen) == limit:
+            break
+        if line_chars(row) <= budget:
+            chosen.append(row)
+            budget -= line_chars(row)
+    return chosen
+
+
+def line_chars(row: MemoryRow) -> int:
+    """A recalled memory's line in the turn's context (kernel/agent/prompt.py):
+    ``- [id] text`` and its newline."""
+    return len(row.text) + len(str(row.id)) + 6
 
 
 def _flat(rankings: Sequence[Sequence[int]]) -> list[int]:

@@ -19,6 +19,7 @@ import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kernel.store.database import Database, check_non_negative
 from kernel.store.memories import (
@@ -36,13 +37,14 @@ log = logging.getLogger(__name__)
 
 RERANK = 4  # without sqlite-vec: the Hamming-nearest ``RERANK × limit`` get an exact cosine
 _ROW = "m.id, m.text, m.category, m.created_at, m.scope"
+_JOINED = " FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
 
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
     """One recall's candidates: ``words`` (FTS5, else LIKE) best first, ``meaning`` the
-    nearest by vector with their cosine, best first; ``newest`` only when both are
-    empty (recall then offers the most recent, as before)."""
+    nearest by vector with their cosine, best first; ``newest`` the most recent (what
+    recall offers when neither finds any, as before)."""
 
     words: list[MemoryRow]
     meaning: list[tuple[MemoryRow, float]]
@@ -79,6 +81,7 @@ class MemoryVectorTables(Database):
 
     # Set by load_vectors: whether sqlite-vec's functions are in the connection.
     vec_loaded = False
+    _signs: Signs | None = None  # without sqlite-vec: the first cut's bits (db thread)
 
     async def load_vectors(self) -> bool:
         """Load the sqlite-vec extension into the connection (only when embeddings are
@@ -137,6 +140,8 @@ class MemoryVectorTables(Database):
                     (memory_id, model, blob, bits, memory_id, text),
                 )
                 stored += cur.rowcount
+                if cur.rowcount and self._signs is not None:
+                    self._signs.put(model, memory_id, bits)
             return stored
 
         return await self._write("store vectors", op)
@@ -179,7 +184,9 @@ class MemoryVectorTables(Database):
         chosen = [query for query in words if query is not None]
         fallback = _newest(limit, scopes)
         floats, bits = pack(vector)
-        use_vec = self.vec_loaded
+        if not self.vec_loaded and self._signs is None:
+            self._signs = Signs()
+        signs = None if self.vec_loaded else self._signs
 
         def op(conn: sqlite3.Connection) -> Ranked:
             found: list[MemoryRow] = []
@@ -189,11 +196,10 @@ class MemoryVectorTables(Database):
                     break
             near = [
                 (row, similarity)
-                for row, similarity in _nearest(conn, floats, bits, model, limit, scopes, use_vec)
+                for row, similarity in _nearest(conn, floats, bits, model, limit, scopes, signs)
                 if similarity >= floor
             ]
-            last = [] if found or near or fallback is None else _found(conn, fallback)
-            return Ranked(found, near, last)
+            return Ranked(found, near, [] if fallback is None else _found(conn, fallback))
 
         return await self._read("recall memories", op)
 
@@ -205,37 +211,70 @@ def _nearest(
     model: str,
     limit: int,
     scopes: Sequence[str] | None,
-    use_vec: bool,
+    signs: Signs | None,
 ) -> list[tuple[MemoryRow, float]]:
+    """The ``limit`` nearest in ``scopes``, by cosine: in SQL with sqlite-vec (``signs``
+    None), else the Hamming-nearest of ``signs`` re-ranked exactly (the whole table
+    when too few of them are in ``scopes``)."""
     where, params = _in_scopes(scopes, column="m.scope", joiner=" AND")
     if params is None or limit == 0:
         return []
-    base = f" FROM memory_vectors v JOIN memories m ON m.id = v.memory_id WHERE v.model = ?{where}"
-    if use_vec:
+    if signs is None:
         query: Query = (
-            f"SELECT {_ROW}, 1 - vec_distance_cosine(v.vector, ?) AS similarity{base}"
-            " ORDER BY similarity DESC LIMIT ?",
+            f"SELECT {_ROW}, 1 - vec_distance_cosine(v.vector, ?) AS similarity{_JOINED}"
+            f" WHERE v.model = ?{where} ORDER BY similarity DESC LIMIT ?",
             [floats, model, *params, limit],
         )
         return [(_memory_from_row(row[:5]), float(row[5])) for row in conn.execute(*query)]
-    probe = int.from_bytes(bits, "little")
-    signs = conn.execute(f"SELECT v.memory_id, v.bits{base}", [model, *params]).fetchall()
-    near = heapq.nsmallest(
-        limit * RERANK,
-        signs,
-        key=lambda row: (probe ^ int.from_bytes(row[1], "little")).bit_count(),
-    )
+    near = signs.nearest(conn, model, int.from_bytes(bits, "little"), limit * RERANK)
     if not near:
         return []
-    marks = ", ".join("?" * len(near))
-    rows = conn.execute(
-        f"SELECT {_ROW}, v.vector FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
-        f" WHERE v.memory_id IN ({marks})",
-        [row[0] for row in near],
-    ).fetchall()
+    scored = _exact(
+        conn,
+        floats,
+        f" WHERE v.memory_id IN ({', '.join('?' * len(near))}){where}",
+        [*near, *params],
+    )
+    if len(scored) < limit and len(near) == limit * RERANK:  # scopes left too few: all
+        scored = _exact(conn, floats, f" WHERE v.model = ?{where}", [model, *params])
+    return scored[:limit]
+
+
+def _exact(
+    conn: sqlite3.Connection, floats: bytes, where: str, params: list[Any]
+) -> list[tuple[MemoryRow, float]]:
     mine = unpack(floats)
+    rows = conn.execute(f"SELECT {_ROW}, v.vector{_JOINED}{where}", params).fetchall()
     scored = [
         (_memory_from_row(row[:5]), sum(map(operator.mul, mine, unpack(row[5])))) for row in rows
     ]
     scored.sort(key=lambda pair: -pair[1])
-    return scored[:limit]
+    return scored
+
+
+class Signs:
+    """The sign bits of every vector of one model, kept on the db thread (without
+    sqlite-vec): read once, then kept current by :meth:`MemoryVectorTables.put_vectors`,
+    and read again when another connection (another process) committed. A memory
+    deleted or changed since only costs a slot: the exact step reads from the tables."""
+
+    def __init__(self) -> None:
+        self.model = ""
+        self.version = -1
+        self.by_id: dict[int, int] = {}
+
+    def nearest(self, conn: sqlite3.Connection, model: str, probe: int, count: int) -> list[int]:
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if (model, version) != (self.model, self.version):
+            rows = conn.execute(
+                "SELECT memory_id, bits FROM memory_vectors WHERE model = ?", (model,)
+            ).fetchall()
+            self.by_id = {int(i): int.from_bytes(b, "little") for i, b in rows}
+            self.model, self.version = model, version
+        ids = list(self.by_id)
+        distance = list(map(int.bit_count, map(probe.__xor__, self.by_id.values())))
+        return [ids[i] for i in heapq.nsmallest(count, range(len(ids)), key=distance.__getitem__)]
+
+    def put(self, model: str, memory_id: int, bits: bytes) -> None:
+        if model == self.model:
+            self.by_id[memory_id] = int.from_bytes(bits, "little")

@@ -20,8 +20,9 @@ from kernel.check.embeddings import embeddings as check_embeddings
 from kernel.commands.status import status_lines
 from kernel.config import EmbeddingsConfig
 from kernel.core.events import Completed
-from kernel.memory.fusion import rrf
+from kernel.memory.fusion import WORDS_WEIGHT, rrf
 from kernel.memory.memories import Memories
+from kernel.memory.tokens import fts_query
 from kernel.memory.vectors import VectorIndex
 from kernel.store.db import Store
 from kernel.store.usage import UsageFilter, UsageStore
@@ -114,28 +115,36 @@ async def test_a_paraphrase_only_the_vectors_find_reaches_the_model_and_down_is_
 async def test_fusion_puts_what_both_rankings_find_first(
     tmp_path: Path, embed_sim: EmbeddingsSim
 ) -> None:
+    # Found by both > found by meaning alone > found by words alone, at equal ranks.
+    assert rrf([[1, 2], [3, 1]], weights=(WORDS_WEIGHT,)) == [1, 3, 2]
     assert rrf([[1, 2, 3], [4, 2, 5]]) == [2, 1, 4, 3, 5]
-    assert rrf([[7], []]) == [7] and rrf([[], [8, 9]]) == [8, 9]
     store = Store(tmp_path / "kernel.db")
     await store.start()
     index = VectorIndex(store, EmbeddingsConfig(base_url=embed_sim.base_url, api_key="emb-key"))
     mem = Memories(store, tmp_path / "cache")
-    mem.vectors = index
+    mem.vectors = index  # a save wakes the worker
     await index.start()
     try:
-        for text in (
-            "tea towels are in the kitchen drawer",  # words only
-            "My favourite beverage is oolong",  # meaning only
-            "I drink green tea every morning",  # both
-        ):
+        texts = [MOCHI, "宠物医院周日不开门", "我的猫咪很怕打雷", "名字写在护照第一页", *OTHERS]
+        for text in texts:
             await mem.add(text)
-        await embedded(index, 3)
-        found = [m.text for m in await mem.recall("what tea do I drink", 3)]
-        assert found[0] == "I drink green tea every morning"
-        assert set(found[1:]) == {
-            "tea towels are in the kitchen drawer",
-            "My favourite beverage is oolong",
-        }
+        await embedded(index, len(texts))
+        vector = await index.query(QUESTION)
+        assert vector is not None
+        terms = await asyncio.to_thread(mem.tokenizer.query_terms, QUESTION)
+        ranked = await store.recall_ranked(
+            terms, fts_query(terms), vector, index.model, limit=20, newest=100, floor=0.3
+        )
+        words = [m.text for m in ranked.words]
+        meaning = [m.text for m, _ in ranked.meaning]
+        assert MOCHI in meaning and MOCHI not in words  # the paraphrase: vectors only
+        found = [m.text for m in await mem.recall(QUESTION, 3)]
+        fused = rrf([words, meaning], weights=(WORDS_WEIGHT,))  # texts are unique here
+        # Found by both first, then the vectors' best (ranked first there), then the rest.
+        assert fused[:2] == ["宠物医院周日不开门", MOCHI] == [words[0], meaning[0]]
+        # Recall offers the fused order, never more prompt characters than the words'
+        # recall alone (here its one match): the best of both fills that room.
+        assert found == fused[: len(found)] == ["宠物医院周日不开门"]
     finally:
         await index.stop()
         await store.close()
