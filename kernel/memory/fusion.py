@@ -31,29 +31,12 @@ def rrf(
     return sorted(score, key=lambda memory_id: (-score[memory_id], order[memory_id]))
 
 
-def fuse(
-    words: Sequence[MemoryRow], meaning: Sequence[MemoryRow], limit: int, budget: int
-) -> list[MemoryRow]:
-    """The best of both rankings, fused: at most ``limit``, and at most ``budget``
-    prompt characters (:func:`line_chars`) together, so that recall never adds more
-    to a turn than the words' recall alone would."""
+def fuse(words: Sequence[MemoryRow], meaning: Sequence[MemoryRow], limit: int) -> list[MemoryRow]:
+    """The best ``limit`` of both rankings, fused (``meaning``: only those close enough,
+    so that a turn gets no more than the top-k it got before, and no padding)."""
     rows = {row.id: row for row in (*words, *meaning)}
     ids = rrf([[row.id for row in words], [row.id for row in meaning]], weights=(WORDS_WEIGHT,))
-    chosen: list[MemoryRow] = []
-    for memory_id in ids:
-        row = rows[memory_id]
-        if len(chosen) == limit:
-            break
-        if line_chars(row) <= budget:
-            chosen.append(row)
-            budget -= line_chars(row)
-    return chosen
-
-
-def line_chars(row: MemoryRow) -> int:
-    """A recalled memory's line in the turn's context (kernel/agent/prompt.py):
-    ``- [id] text`` and its newline."""
-    return len(row.text) + len(str(row.id)) + 6
+    return [rows[memory_id] for memory_id in ids[:limit]]
 
 
 def _flat(rankings: Sequence[Sequence[int]]) -> list[int]:

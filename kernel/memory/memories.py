@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from kernel.memory.fusion import fuse, line_chars
+from kernel.memory.fusion import fuse
 from kernel.memory.remember import Fact
 from kernel.memory.scopes import GLOBAL, check_scope
 from kernel.memory.tokens import Tokenizer, fts_query
@@ -162,12 +162,9 @@ class Memories:
             floor=self.vectors.cfg.min_similarity,
             scopes=scopes,
         )
-        # What the words' recall would have offered: its matches, else the newest.
-        today = ranked.words[:k] or ranked.newest[:k]
-        if not ranked.meaning:
-            return today
-        budget = sum(line_chars(row) for row in today)
-        return fuse(ranked.words, [row for row, _ in ranked.meaning], k, budget)
+        if not ranked.meaning:  # nothing close enough: the words' recall, as before
+            return ranked.words[:k] or ranked.newest[:k]
+        return fuse(ranked.words, [row for row, _ in ranked.meaning], k)
 
     async def recent(
         self, limit: int = 200, scopes: Sequence[str] | None = None

@@ -160,9 +160,9 @@ def m021_session_modes(conn: sqlite3.Connection) -> None:
 def m022_memory_vectors(conn: sqlite3.Connection) -> None:
     """Memories' vectors (issue 39): one per memory, of the embedding model ``model``
     (name@dimensions): ``vector`` float32 little-endian, ``bits`` its signs packed (a
-    first cut that needs no extension, read from its covering index). Plain tables, so the database opens and
-    migrates without sqlite-vec; a memory deleted or given new text loses its vector
-    (the triggers), and the backfill embeds it again."""
+    first cut that needs no extension, read from its covering index). A plain table, so
+    the database opens and migrates without sqlite-vec; a memory deleted or given new
+    text loses its vector (the triggers), and the backfill embeds it again."""
     conn.execute(
         """
         CREATE TABLE memory_vectors (
