@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from kernel.config.schema import SECRET, Base, Env, NonNegInt, PosFloat, Section
+from kernel.config.schema import SECRET, Base, Env, Label, NonNegInt, PosFloat, Section
 
 
 class EmbeddingsConfig(Section):
@@ -31,16 +31,16 @@ class EmbeddingsConfig(Section):
         2.0, description="seconds recall waits for a message's vector (then FTS5 alone)"
     )
     batch_timeout: PosFloat = Field(60.0, description="seconds per batch of saved memories")
-    batch_size: Annotated[int, Field(ge=1, le=2048)] = Field(
+    batch_size: Annotated[int, Field(ge=1, le=2048), Label(suffix=" 1-2048")] = Field(
         64, description="memories embedded per request"
     )
-    max_retries: Annotated[int, Field(ge=0, le=10)] = Field(
+    max_retries: Annotated[int, Field(ge=0, le=10), Label(suffix=" 0-10")] = Field(
         3, description="retries of a failed batch (429/5xx/timeouts)"
     )
     daily_tokens: NonNegInt = Field(
         0, description="budget: tokens embedded per day (general.timezone); 0: no limit"
     )
-    min_similarity: Annotated[float, Field(ge=-1, le=1)] = Field(
+    min_similarity: Annotated[float, Field(ge=-1, le=1), Label(suffix=" -1 to 1")] = Field(
         0.3, description="a memory found by meaning alone must be at least this close (cosine)"
     )
 
