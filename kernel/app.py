@@ -26,6 +26,7 @@ from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider, Sleep
 from kernel.core.status import StatusBoard
 from kernel.core.tasks import TaskSet
+from kernel.core.usage import Usage
 from kernel.cron.runner import JobRunner
 from kernel.cron.scheduler import CronScheduler
 from kernel.delegate.approvals import Approvals
@@ -42,6 +43,7 @@ from kernel.routing import Health
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
 from kernel.skills import SkillLibrary
+from kernel.spend import CallTag
 from kernel.store.artifacts import ArtifactStore
 from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
@@ -347,9 +349,15 @@ class Kernel:
         cfg = self.config.memory.embeddings
         if cfg is None:
             return
-        from kernel.memory.vectors import VectorIndex
+        from kernel.memory.vectors import LEDGER_NAME, VectorIndex
 
-        vectors = VectorIndex(self.store, cfg, meter=self.agent.meter, tz=self.agent.tz)
+        meter = self.agent.meter
+
+        async def record(usage: Usage, known: bool, retries: int) -> object:
+            tag = CallTag("embedding")
+            return await meter.record(LEDGER_NAME, cfg.model, usage, tag, retries, known=known)
+
+        vectors = VectorIndex(self.store, cfg, record=record, tz=self.agent.tz)
         await vectors.start()
         self.memories.vectors = vectors
 

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
@@ -28,7 +28,6 @@ from kernel.config import EmbeddingsConfig
 from kernel.core.i18n import t
 from kernel.core.usage import Usage
 from kernel.memory.embeddings import Embedded, EmbeddingError, EmbeddingsClient
-from kernel.spend import CallTag, Meter
 from kernel.store.db import Store
 from kernel.store.usage import UsageFilter, UsageStore
 
@@ -37,6 +36,9 @@ log = logging.getLogger(__name__)
 LEDGER_NAME = "embeddings"  # the ledger's provider column
 COOLDOWN = 60.0  # seconds the vector side rests after the endpoint failed
 Paused = Literal["", "budget", "down"]
+# Writes one call's row in the usage ledger (the composition root hands the meter's):
+# (what it used, whether the server reported it, failed tries before it).
+Recorder = Callable[[Usage, bool, int], Awaitable[object]]
 
 
 def model_key(cfg: EmbeddingsConfig) -> str:
@@ -50,14 +52,14 @@ class VectorIndex:
         store: Store,
         cfg: EmbeddingsConfig,
         *,
-        meter: Meter | None = None,
+        record: Recorder | None = None,
         tz: ZoneInfo | None = None,
         now: Callable[[], datetime] | None = None,
     ) -> None:
         self.store = store
         self.cfg = cfg
         self.client = EmbeddingsClient(cfg)
-        self.meter = meter
+        self.record = record  # None: not recorded (kernel check, the benchmark)
         self.tz = tz or ZoneInfo("UTC")
         self._now = now or (lambda: datetime.now(self.tz))
         self.model = model_key(cfg)
@@ -181,15 +183,10 @@ class VectorIndex:
         if self.cfg.daily_tokens:
             self._over_budget()  # rolls the day over
             self._spent += tokens
-        if self.meter is None:
+        if self.record is None:
             return
-        usage = Usage(input=tokens)
-        known = answer.tokens is not None
-        record = self.meter.record(
-            LEDGER_NAME, self.cfg.model, usage, CallTag("embedding"), retries, known=known
-        )
-        task: asyncio.Future[object] = asyncio.ensure_future(
-            record
-        )  # a turn's recall does not wait for its record
+        record = self.record(Usage(input=tokens), answer.tokens is not None, retries)
+        # A turn's recall does not wait for its record.
+        task: asyncio.Future[object] = asyncio.ensure_future(record)
         self._records.add(task)
         task.add_done_callback(self._records.discard)
