@@ -16,6 +16,7 @@ import logging
 import operator
 import sqlite3
 import sys
+import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from kernel.store.memories import (
 
 log = logging.getLogger(__name__)
 
+REREAD = 3600.0  # seconds the sign bits are kept before they are read again
 RERANK = 4  # without sqlite-vec: the Hamming-nearest ``RERANK × limit`` get an exact cosine
 _ROW = "m.id, m.text, m.category, m.created_at, m.scope"
 _JOINED = " FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
@@ -255,22 +257,25 @@ def _exact(
 class Signs:
     """The sign bits of every vector of one model, kept on the db thread (without
     sqlite-vec): read once, then kept current by :meth:`MemoryVectorTables.put_vectors`,
-    and read again when another connection (another process) committed. A memory
-    deleted or changed since only costs a slot: the exact step reads from the tables."""
+    and read again when another connection (another process) committed, or
+    ``REREAD`` seconds on. A memory deleted or changed meanwhile only costs a slot: the
+    exact step reads from the tables."""
 
     def __init__(self) -> None:
         self.model = ""
         self.version = -1
+        self.read_at = 0.0
         self.by_id: dict[int, int] = {}
 
     def nearest(self, conn: sqlite3.Connection, model: str, probe: int, count: int) -> list[int]:
         version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-        if (model, version) != (self.model, self.version):
+        stale = time.monotonic() - self.read_at > REREAD
+        if stale or (model, version) != (self.model, self.version):
             rows = conn.execute(
                 "SELECT memory_id, bits FROM memory_vectors WHERE model = ?", (model,)
             ).fetchall()
             self.by_id = {int(i): int.from_bytes(b, "little") for i, b in rows}
-            self.model, self.version = model, version
+            self.model, self.version, self.read_at = model, version, time.monotonic()
         ids = list(self.by_id)
         distance = list(map(int.bit_count, map(probe.__xor__, self.by_id.values())))
         return [ids[i] for i in heapq.nsmallest(count, range(len(ids)), key=distance.__getitem__)]
