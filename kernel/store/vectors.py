@@ -2,10 +2,12 @@
 nearest memories to a vector, within the scopes a reader may see.
 
 Vectors are float32, unit length, stored as BLOBs with their signs packed beside them
-(``bits``). With the sqlite-vec extension loaded (:meth:`MemoryVectorTables.load_vectors`)
-the nearest are ranked in SQL by ``vec_distance_cosine``; without it (a Python whose
-sqlite3 cannot load extensions) by Hamming distance over ``bits`` in Python, the best
-few then re-ranked by their exact cosine. Either way the scope filter is
+(``bits``). The nearest are found in two steps: the Hamming-nearest sign bits (kept in
+memory, :class:`Signs`: a few microseconds a memory in Python), then their exact cosine,
+by sqlite-vec's ``vec_distance_cosine`` when the extension is loaded
+(:meth:`MemoryVectorTables.load_vectors`), else in Python (a Python whose sqlite3 cannot
+load extensions). Measured (bench/README.md, issue 39): ``vec_distance_cosine`` over
+every row is far slower at 10K memories than the first cut. The scope filter is
 :func:`kernel.store.memories._in_scopes`, the one every memory read uses.
 """
 
@@ -25,7 +27,6 @@ from typing import Any
 from kernel.store.database import Database, check_non_negative
 from kernel.store.memories import (
     MemoryRow,
-    Query,
     _containing,
     _found,
     _in_scopes,
@@ -83,7 +84,7 @@ class MemoryVectorTables(Database):
 
     # Set by load_vectors: whether sqlite-vec's functions are in the connection.
     vec_loaded = False
-    _signs: Signs | None = None  # without sqlite-vec: the first cut's bits (db thread)
+    _signs: Signs | None = None  # the first cut's sign bits (db thread)
 
     async def load_vectors(self) -> bool:
         """Load the sqlite-vec extension into the connection (only when embeddings are
@@ -186,9 +187,9 @@ class MemoryVectorTables(Database):
         chosen = [query for query in words if query is not None]
         fallback = _newest(limit, scopes)
         floats, bits = pack(vector)
-        if not self.vec_loaded and self._signs is None:
+        if self._signs is None:
             self._signs = Signs()
-        signs = None if self.vec_loaded else self._signs
+        signs, vec = self._signs, self.vec_loaded
 
         def op(conn: sqlite3.Connection) -> Ranked:
             found: list[MemoryRow] = []
@@ -198,7 +199,9 @@ class MemoryVectorTables(Database):
                     break
             near = [
                 (row, similarity)
-                for row, similarity in _nearest(conn, floats, bits, model, limit, scopes, signs)
+                for row, similarity in _nearest(
+                    conn, floats, bits, model, limit, scopes, signs, vec
+                )
                 if similarity >= floor
             ]
             return Ranked(found, near, [] if fallback is None else _found(conn, fallback))
@@ -213,38 +216,34 @@ def _nearest(
     model: str,
     limit: int,
     scopes: Sequence[str] | None,
-    signs: Signs | None,
+    signs: Signs,
+    vec: bool,
 ) -> list[tuple[MemoryRow, float]]:
-    """The ``limit`` nearest in ``scopes``, by cosine: in SQL with sqlite-vec (``signs``
-    None), else the Hamming-nearest of ``signs`` re-ranked exactly (the whole table
-    when too few of them are in ``scopes``)."""
+    """The ``limit`` nearest in ``scopes`` by cosine: the Hamming-nearest of ``signs``
+    re-ranked exactly (the whole table when too few of them are in ``scopes``)."""
     where, params = _in_scopes(scopes, column="m.scope", joiner=" AND")
     if params is None or limit == 0:
         return []
-    if signs is None:
-        query: Query = (
-            f"SELECT {_ROW}, 1 - vec_distance_cosine(v.vector, ?) AS similarity{_JOINED}"
-            f" WHERE v.model = ?{where} ORDER BY similarity DESC LIMIT ?",
-            [floats, model, *params, limit],
-        )
-        return [(_memory_from_row(row[:5]), float(row[5])) for row in conn.execute(*query)]
     near = signs.nearest(conn, model, int.from_bytes(bits, "little"), limit * RERANK)
     if not near:
         return []
-    scored = _exact(
-        conn,
-        floats,
-        f" WHERE v.memory_id IN ({', '.join('?' * len(near))}){where}",
-        [*near, *params],
-    )
+    marks = ", ".join("?" * len(near))
+    scored = _exact(conn, floats, f" WHERE v.memory_id IN ({marks}){where}", [*near, *params], vec)
     if len(scored) < limit and len(near) == limit * RERANK:  # scopes left too few: all
-        scored = _exact(conn, floats, f" WHERE v.model = ?{where}", [model, *params])
+        scored = _exact(conn, floats, f" WHERE v.model = ?{where}", [model, *params], vec)
     return scored[:limit]
 
 
 def _exact(
-    conn: sqlite3.Connection, floats: bytes, where: str, params: list[Any]
+    conn: sqlite3.Connection, floats: bytes, where: str, params: list[Any], vec: bool
 ) -> list[tuple[MemoryRow, float]]:
+    """Cosine of each memory ``where`` says: sqlite-vec's ``vec_distance_cosine`` when
+    loaded, else in Python; best first."""
+    if vec:
+        sql = f"SELECT {_ROW}, 1 - vec_distance_cosine(v.vector, ?){_JOINED}{where} ORDER BY 6 DESC"
+        return [
+            (_memory_from_row(r[:5]), float(r[5])) for r in conn.execute(sql, [floats, *params])
+        ]
     mine = unpack(floats)
     rows = conn.execute(f"SELECT {_ROW}, v.vector{_JOINED}{where}", params).fetchall()
     scored = [
