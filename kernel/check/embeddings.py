@@ -12,6 +12,7 @@ from kernel.check.line import CheckLine
 from kernel.config import Config
 from kernel.core.errors import KernelError
 from kernel.core.i18n import t
+from kernel.store.vectors import progress
 
 PART = "memory embeddings"
 
@@ -41,12 +42,6 @@ def backfill(path: Path, model: str) -> tuple[int, int]:
         return 0, 0
     try:
         with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as conn:
-            total = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
-            done = conn.execute(
-                "SELECT COUNT(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
-                " WHERE v.model = ?",
-                (model,),
-            ).fetchone()[0]
+            return progress(conn, model)
     except sqlite3.Error:  # not migrated yet (an older Kernel's database)
         return 0, 0
-    return int(done), int(total)

@@ -151,17 +151,7 @@ class MemoryVectorTables(Database):
 
     async def vector_progress(self, model: str) -> tuple[int, int]:
         """(memories with a vector of ``model``, memories)."""
-
-        def op(conn: sqlite3.Connection) -> tuple[int, int]:
-            done = conn.execute(
-                "SELECT COUNT(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id"
-                " WHERE v.model = ?",
-                (model,),
-            ).fetchone()[0]
-            total = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
-            return int(done), int(total)
-
-        return await self._read("read vector progress", op)
+        return await self._read("read vector progress", lambda conn: progress(conn, model))
 
     async def recall_ranked(
         self,
@@ -207,6 +197,16 @@ class MemoryVectorTables(Database):
             return Ranked(found, near, [] if fallback is None else _found(conn, fallback))
 
         return await self._read("recall memories", op)
+
+
+def progress(conn: sqlite3.Connection, model: str) -> tuple[int, int]:
+    """(memories with a vector of ``model``, memories)."""
+    done = conn.execute(
+        f"SELECT COUNT(*){_JOINED} WHERE v.model = ?",
+        (model,),
+    ).fetchone()[0]
+    total = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+    return int(done), int(total)
 
 
 def _nearest(
