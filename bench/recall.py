@@ -322,6 +322,7 @@ async def measure_latency(folder: Path, sizes: list[int], queries: int) -> dict[
     try:
         for size in sizes:
             await grow(store, memories, index, filler(rng, size - have))
+            store._signs = None  # noqa: SLF001 (written around put_vectors: read them again)
             have = size
             timings: dict[str, list[float]] = {"fts5": [], "hybrid": []}
             for i in range(queries):
