@@ -2,12 +2,14 @@
 fused with vectors), on the fixed corpus of ``bench/recall_corpus.py``.
 
 Prints recall@5 and MRR@5 per query kind (lexical, paraphrase, cross-language) for FTS5
-alone (today's ``Memories.recall``), the vectors alone, and fusions of both (RRF with
-k = 60, the one Kernel uses, RRF with k = 10, and the vector ranking first); how often a
-superseded fact is among the five; the prompt characters recall adds per turn (the
-lines the agent writes, ``- [id] text``); and recall latency p50/p95 at 1K, 10K and 100K
-memories (``Memories.recall`` end to end, the endpoint's time aside: the query is
-embedded by the local embedder in microseconds).
+alone (today's ``Memories.recall``) and hybrid (``Memories.recall`` with vectors: the
+weighted RRF of kernel/memory/fusion.py, the vectors above ``min_similarity``), and, over
+the same candidates, the alternatives it was chosen against: the vectors alone, RRF with
+k = 60 and k = 10 with equal weights or the words weighted 0.3, and the vector ranking
+first; how often a superseded fact is among the five; the prompt characters recall adds
+per turn (the lines the agent writes, ``- [id] text``); and recall latency p50/p95 at 1K,
+10K and 100K memories (``Memories.recall`` end to end, the endpoint's time aside: the
+query is embedded by the local embedder in about a millisecond).
 
 The vectors come from the deterministic local embedder (``tests/sim/embedder.py``), so
 the run is offline and the same every time. Against a real endpoint:
@@ -15,8 +17,10 @@ the run is offline and the same every time. Against a real endpoint:
     uv run python bench/recall.py --base-url https://api.openai.com/v1 \
         --model text-embedding-3-small --api-key-env OPENAI_API_KEY
 
-(``--base-url http://127.0.0.1:11434/v1 --model nomic-embed-text`` for Ollama.) The
-quality figures then measure that model; latency then includes the endpoint.
+(``--base-url http://127.0.0.1:11434/v1 --model nomic-embed-text`` for Ollama; set
+``--min-similarity`` to the model's scale, as ``[memory.embeddings] min_similarity``.)
+The quality figures then measure that model; latency is always measured with the local
+embedder, the endpoint's time aside (bounded by ``timeout`` in Kernel).
 
     uv run python bench/recall.py [--small] [--sizes 1000,10000,100000] [--no-latency]
 
