@@ -132,8 +132,13 @@ class Memories:
         if query.strip() and (scopes is None or scopes):
             if self.vectors is not None:  # the endpoint works while jieba cuts
                 meaning = asyncio.ensure_future(self.vectors.query(query))
-            await self._ready()
-            terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
+            try:
+                await self._ready()
+                terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
+            except BaseException:
+                if meaning is not None:
+                    meaning.cancel()
+                raise
         # :meth:`search`'s steps and the fallback, in one store call (one hop).
         match = fts_query(terms) if terms else ""
         vector = await meaning if meaning is not None else None
