@@ -20,6 +20,7 @@ from kernel.check.embeddings import embeddings as check_embeddings
 from kernel.commands.status import status_lines
 from kernel.config import EmbeddingsConfig
 from kernel.core.events import Completed
+from kernel.core.usage import Usage
 from kernel.memory.fusion import WORDS_WEIGHT, rrf
 from kernel.memory.memories import Memories
 from kernel.memory.tokens import fts_query
@@ -253,3 +254,43 @@ async def test_kernel_check_names_the_endpoint_and_the_backfill(
     assert (
         line.status == "warn" and "HTTP 503" in line.detail and "[memory.embeddings]" in line.detail
     )
+
+
+async def test_a_failed_batch_is_retried_and_the_daily_budget_pauses_the_worker(
+    tmp_path: Path, embed_sim: EmbeddingsSim
+) -> None:
+    store = Store(tmp_path / "kernel.db")
+    await store.start()
+    recorded: list[tuple[int, bool, int]] = []
+
+    async def record(usage: Usage, known: bool, retries: int) -> None:
+        recorded.append((usage.input, known, retries))
+
+    cfg = EmbeddingsConfig(
+        base_url=embed_sim.base_url, api_key="emb-key", batch_size=2, daily_tokens=5
+    )
+    index = VectorIndex(store, cfg, record=record)
+    index.client.retry_delay = 0.01
+    mem = Memories(store, tmp_path / "cache")
+    mem.vectors = index
+    for text in ("I drink green tea every afternoon", MOCHI, "我住在上海浦东"):
+        await store.add_memory(text)
+    embed_sim.fail_next(503)
+    await index.start()
+    try:
+        await embed_sim.wait_until(lambda: len(recorded) == 1)
+        # One batch of two, after one 503: its tokens (8) pass today's budget of 5.
+        assert len(embed_sim.calls) == 2 and recorded == [(8, True, 1)]
+        await wait_until(lambda: index.paused == "budget")
+        assert await index.progress() == (2, 3)
+        line = await index.status_line()
+        assert line.startswith("语义记忆（text-embedding-3-small）：2/3 条已嵌入")
+        assert "今日嵌入额度已用完" in line
+        # Messages are not embedded either: recall is the words' alone.
+        assert await index.query("tea") is None and len(embed_sim.calls) == 2
+        assert [m.text for m in await mem.recall("green tea", 3)] == [
+            "I drink green tea every afternoon"
+        ]
+    finally:
+        await index.stop()
+        await store.close()
