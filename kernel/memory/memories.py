@@ -33,6 +33,7 @@ from kernel.memory.scopes import GLOBAL, check_scope
 from kernel.memory.tokens import Tokenizer, fts_query
 from kernel.store.db import MemoryRow, Store
 from kernel.store.migrations import memory_key
+from kernel.store.vectors import Ranked
 
 if TYPE_CHECKING:
     from kernel.memory.vectors import VectorIndex
@@ -98,13 +99,20 @@ class Memories:
     async def search(
         self, query: str, limit: int = 5, scopes: Sequence[str] | None = None
     ) -> list[MemoryRow]:
-        """The best matches for ``query`` within ``scopes``; [] when nothing matches."""
+        """The best matches for ``query`` within ``scopes``; [] when nothing matches.
+        With vectors (issue 39), by words and by meaning fused, as :meth:`recall`."""
         if limit <= 0 or not query.strip() or (scopes is not None and not scopes):
             return []
         await self._ready()
         terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
         if not terms:
             return []
+        vector = await self.vectors.query(query) if self.vectors is not None else None
+        if vector is not None:  # by words and by meaning (issue 39)
+            ranked = await self._ranked(terms, fts_query(terms), vector, limit, scopes)
+            if not ranked.meaning:
+                return ranked.words[:limit]
+            return fuse(ranked.words, [row for row, _ in ranked.meaning], limit)
         if not self.store.fts5_available:
             return await self.store.search_memories_like(terms, limit=limit, scopes=scopes)
         found = await self.store.search_memories_fts(fts_query(terms), limit=limit, scopes=scopes)
@@ -156,8 +164,22 @@ class Memories:
         k: int,
         scopes: Sequence[str] | None,
     ) -> list[MemoryRow]:
+        ranked = await self._ranked(terms, match, vector, k, scopes)
+        if not ranked.meaning:  # nothing close enough: the words' recall, as before
+            return ranked.words[:k] or ranked.newest[:k]
+        return fuse(ranked.words, [row for row, _ in ranked.meaning], k)
+
+    async def _ranked(
+        self,
+        terms: list[str],
+        match: str,
+        vector: list[float],
+        k: int,
+        scopes: Sequence[str] | None,
+    ) -> Ranked:
+        """Both rankings' candidates (the words' as :meth:`search` finds them)."""
         assert self.vectors is not None
-        ranked = await self.store.recall_ranked(
+        return await self.store.recall_ranked(
             terms,
             match,
             vector,
@@ -167,9 +189,6 @@ class Memories:
             floor=self.vectors.cfg.min_similarity,
             scopes=scopes,
         )
-        if not ranked.meaning:  # nothing close enough: the words' recall, as before
-            return ranked.words[:k] or ranked.newest[:k]
-        return fuse(ranked.words, [row for row, _ in ranked.meaning], k)
 
     async def recent(
         self, limit: int = 200, scopes: Sequence[str] | None = None

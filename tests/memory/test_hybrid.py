@@ -144,6 +144,11 @@ async def test_fusion_puts_what_both_rankings_find_first(
         # Found by both first, then the vectors' best (ranked first there), then the rest.
         assert fused[:2] == ["宠物医院周日不开门", MOCHI] == [words[0], meaning[0]]
         assert found == fused[:3]
+        # memory_search's path finds by meaning too (words alone: only the clinic).
+        assert [m.text for m in await mem.search(QUESTION, 3)] == fused[:3]
+        mem.vectors = None
+        assert [m.text for m in await mem.search(QUESTION, 3)] == ["宠物医院周日不开门"]
+        mem.vectors = index
     finally:
         await index.stop()
         await store.close()
