@@ -137,7 +137,11 @@ class VectorIndex:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            wait = await self._drain()
+            try:
+                wait = await self._drain()
+            except Exception as exc:  # the store's trouble, say: never the worker's end
+                log.warning("embedding memories failed: %s", type(exc).__name__)
+                wait = self.cooldown
             if wait:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)

@@ -6,7 +6,6 @@ vector side finds reaches the model, fusion order, an endpoint that is down or h
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -52,6 +51,7 @@ OTHERS = [
     "我最喜欢的颜色是绿色",
 ]
 QUESTION = "我的宠物叫什么？"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def table(sim: EmbeddingsSim, **extra: object) -> str:
@@ -218,7 +218,7 @@ async def test_the_backfill_resumes_after_a_kill(tmp_path: Path, embed_sim: Embe
 
     embed_sim.stall_after = 2  # two batches of five, then the third hangs
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CHILD, str(path), embed_sim.base_url, cwd=os.getcwd()
+        sys.executable, "-c", CHILD, str(path), embed_sim.base_url, cwd=ROOT
     )
     try:
         await embed_sim.wait_until(lambda: embed_sim.stalled == 1)
