@@ -154,16 +154,6 @@ class Memories:
             return await self.store.recall_memories(
                 terms, match, limit=k, newest=LIKE_WINDOW, scopes=scopes
             )
-        return await self._recall_hybrid(terms, match, vector, k, scopes)
-
-    async def _recall_hybrid(
-        self,
-        terms: list[str],
-        match: str,
-        vector: list[float],
-        k: int,
-        scopes: Sequence[str] | None,
-    ) -> list[MemoryRow]:
         ranked = await self._ranked(terms, match, vector, k, scopes)
         if not ranked.meaning:  # nothing close enough: the words' recall, as before
             return ranked.words[:k] or ranked.newest[:k]
