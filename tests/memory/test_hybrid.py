@@ -206,6 +206,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.posix
 async def test_the_backfill_resumes_after_a_kill(tmp_path: Path, embed_sim: EmbeddingsSim) -> None:
     path = tmp_path / "kernel.db"
