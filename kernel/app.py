@@ -26,6 +26,7 @@ from kernel.core.plugin import ChannelParts, Frontend
 from kernel.core.provider import Provider, Sleep
 from kernel.core.status import StatusBoard
 from kernel.core.tasks import TaskSet
+from kernel.core.usage import Usage
 from kernel.cron.runner import JobRunner
 from kernel.cron.scheduler import CronScheduler
 from kernel.delegate.approvals import Approvals
@@ -42,6 +43,7 @@ from kernel.routing import Health
 from kernel.runtime import Runtime
 from kernel.selfops import Mutations
 from kernel.skills import SkillLibrary
+from kernel.spend import CallTag
 from kernel.store.artifacts import ArtifactStore
 from kernel.store.channels import ChannelStore
 from kernel.store.cron import CronStore
@@ -361,6 +363,7 @@ class Kernel:
         self.retention.start()
         if self.backups is not None:
             self.backups.start()
+        await self._start_vectors()
         for notice in retirement_notices(self.config, self.clock.now().date()):
             log.warning("%s", notice.describe())
         log.info(
@@ -369,6 +372,24 @@ class Kernel:
             self.agent.selection.model,
             len(self.tools.names()),
         )
+
+    async def _start_vectors(self) -> None:
+        """Memory by meaning (issue 39), only when [memory.embeddings] is configured: the
+        embeddings client and sqlite-vec load here, never otherwise."""
+        cfg = self.config.memory.embeddings
+        if cfg is None:
+            return
+        from kernel.memory.vectors import LEDGER_NAME, VectorIndex
+
+        meter = self.agent.meter
+
+        async def record(usage: Usage, known: bool, retries: int) -> object:
+            tag = CallTag("embedding")
+            return await meter.record(LEDGER_NAME, cfg.model, usage, tag, retries, known=known)
+
+        vectors = VectorIndex(self.store, cfg, record=record, tz=self.agent.tz)
+        await vectors.start()
+        self.memories.vectors = vectors
 
     async def _warn_stored_loaders(self) -> None:
         """Loader and destination variables kept in data/runtime.toml take effect in every
@@ -476,6 +497,9 @@ class Kernel:
         if self.agent.titles is not None:
             await self.agent.titles.aclose()
         await self.channel_registry.aclose()
+        vectors, self.memories.vectors = self.memories.vectors, None
+        if vectors is not None:
+            await vectors.stop()
         await self.audit.close()
         await self.store.close()
         log.info("kernel stopped")

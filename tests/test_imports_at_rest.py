@@ -11,7 +11,8 @@ rest), and again after it has answered the owner once.
 - Without ``[stt]``/``[tts]``, no ``kernel.voice``; never the TUI, the command-line
   client, an MCP client without servers, or ``cryptography`` (python-telegram-bot's
   optional Passport support); never Playwright, even with ``[browser]`` enabled, until
-  a browser tool runs."""
+  a browser tool runs; never sqlite-vec or the embeddings client without
+  ``[memory.embeddings]`` (issue 39)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ NEVER_AT_REST = (
     "cryptography",
     "click",
     "playwright",
+    "sqlite_vec",
+    "kernel.memory.vectors",
+    "kernel.memory.embeddings",
 )
 
 

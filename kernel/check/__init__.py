@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime
 from urllib.parse import urlsplit
 
+from kernel.check.embeddings import PART, embeddings
 from kernel.check.line import CheckLine, Status
 from kernel.check.line import report as report
 from kernel.check.programs import _clis, _ffmpeg
@@ -72,6 +73,8 @@ async def run_checks(config: Config, *, today: date | None = None) -> list[Check
         probes.append(("stt", lambda: _stt(config)))
     if config.tts is not None:
         probes.append(("tts", lambda: _tts(config)))
+    if config.memory.embeddings is not None:
+        probes.append((PART, lambda: embeddings(config)))
     results = await asyncio.gather(*(_bounded(part, probe, seconds) for part, probe in probes))
     lines += results
     lines += await _mcp(config)

@@ -84,6 +84,7 @@ async def status_lines(
         _cli_status(kernel),
         kernel.mcp.status_text(),
         await _search_status(kernel, scopes.visible(scope.project, scope.persona)),
+        *await _vector_status(kernel),
         *channel.lines,
         _cron_status(kernel),
         *_backup_line(kernel, backup),
@@ -230,6 +231,12 @@ def _backup_line(kernel: KernelParts, state: tuple[float | None, bool] | None) -
     if state[0] is None:
         return [t("backup.status_none", path=path)]
     return [t("backup.status_last", age=age_words(state[0]), path=path)]
+
+
+async def _vector_status(kernel: KernelParts) -> list[str]:
+    """Memory by meaning (issue 39), when configured: the backfill's progress."""
+    vectors = kernel.memories.vectors
+    return [] if vectors is None else [await vectors.status_line()]
 
 
 def _cron_status(kernel: KernelParts) -> str:

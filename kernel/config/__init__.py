@@ -15,7 +15,8 @@ Public API (``from kernel.config import …``):
   :class:`CronConfig`, :class:`BudgetConfig`, :class:`ModelPrice`, :class:`SttConfig`,
   :class:`TtsConfig`, :class:`RoutingConfig` with :class:`RoutingRule` and
   :class:`ModelOptions`, :class:`WebConfig` with :class:`WebSearchConfig`,
-  :class:`AgentsConfig`, :class:`BrowserConfig`, :class:`PromptsConfig`, :class:`FeaturesConfig`;
+  :class:`AgentsConfig`, :class:`BrowserConfig`, :class:`PromptsConfig`, :class:`FeaturesConfig`,
+  :class:`MemoryConfig` with :class:`EmbeddingsConfig`;
 - the shape of the file, derived from :class:`Config`: :data:`SCHEMA`, :func:`unknown_keys`;
 - helpers: :func:`provider_env_key`, :func:`parse_ref`, :func:`compile_pattern`,
   :func:`model_alias_target`, :func:`webhook_backoff`, :func:`webhook_worst_case`,
@@ -64,6 +65,7 @@ from kernel.config.loader import (
     sidecar_of,
 )
 from kernel.config.mcp import MCPServerConfig, MCPSettings
+from kernel.config.memory import EmbeddingsConfig, MemoryConfig
 from kernel.config.model import RUNTIME_FILE, Config
 from kernel.config.net import is_http_url, is_loopback
 from kernel.config.prompts import FeaturesConfig, PromptsConfig
@@ -128,6 +130,8 @@ __all__ = [
     "GeneralConfig",
     "MCPServerConfig",
     "MCPSettings",
+    "MemoryConfig",
+    "EmbeddingsConfig",
     "ModelOptions",
     "ModelPrice",
     "ProviderConfig",

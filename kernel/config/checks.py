@@ -10,6 +10,7 @@ from kernel.config.cli import CLIConfig
 from kernel.config.gateway import GatewayConfig, model_alias_target
 from kernel.config.general import CronConfig, GeneralConfig
 from kernel.config.mcp import MCPSettings
+from kernel.config.memory import MemoryConfig
 from kernel.config.net import is_loopback
 from kernel.config.providers import ProviderConfig, provider_env_key
 from kernel.config.routing import RoutingConfig, parse_ref
@@ -144,3 +145,24 @@ def channel_warnings(channels: ChannelsConfig, cron: CronConfig) -> list[str]:
         limit = f"{cron.delivery_timeout:g}"
         warnings.append(t("config.warn_webhook_slow", worst=f"{worst:g}", limit=limit))
     return warnings
+
+
+def resolve_embeddings(memory: MemoryConfig, providers: dict[str, ProviderConfig]) -> None:
+    """``[memory.embeddings]``: the provider it names exists, and lends its key (and its
+    api_base) where the table sets none; an endpoint is known in the end."""
+    cfg = memory.embeddings
+    if cfg is None:
+        return
+    if cfg.provider:
+        lender = providers.get(cfg.provider)
+        if lender is None:
+            available = ", ".join(providers) or "-"
+            raise ConfigError(
+                t("config.embeddings_provider", name=cfg.provider, available=available),
+                key="memory.embeddings.provider",
+            )
+        cfg.api_key = cfg.api_key or (lender.keys[:1] or [""])[0]
+        cfg.base_url = cfg.base_url or lender.api_base.rstrip("/")
+    if not cfg.base_url:
+        key = "memory.embeddings.base_url"
+        raise ConfigError(t("config.embeddings_base_url", key=key), key=key)

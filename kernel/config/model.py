@@ -30,6 +30,7 @@ from kernel.config.general import (
     ToolPolicy,
 )
 from kernel.config.mcp import MCPServerConfig, MCPSettings
+from kernel.config.memory import MemoryConfig
 from kernel.config.prompts import FeaturesConfig, PromptsConfig
 from kernel.config.providers import ProviderConfig, TitlesConfig
 from kernel.config.readers import Load, Reader
@@ -84,6 +85,9 @@ class Config(BaseModel):
         default_factory=PromptsConfig
     )
     features: FeaturesConfig = Field(default_factory=FeaturesConfig)
+    memory: Annotated[MemoryConfig, Reader(readers.read_memory)] = Field(
+        default_factory=MemoryConfig
+    )
     # [tts] ffmpeg resolved, kept when spoken replies are off (kernel check).
     ffmpeg: Annotated[str, Reader(readers.read_ffmpeg, table="tts")] = Field(
         "", json_schema_extra=_INTERNAL
@@ -121,6 +125,7 @@ class Config(BaseModel):
         off = [p.name for p in self.tools.values() if not p.enabled]
         self.general.disabled_tools += [n for n in off if n not in self.general.disabled_tools]
         checks.check_routing(self.routing, self.providers, self.general)
+        checks.resolve_embeddings(self.memory, self.providers)
         self.warnings += checks.channel_warnings(self.channels, self.cron)
         return self
 

@@ -25,6 +25,7 @@ from kernel.config.cli import SPECS, CLIConfig, args_problem, cli_names
 from kernel.config.gateway import MODEL_PATTERN_MAX, GatewayConfig
 from kernel.config.general import GeneralConfig, TelegramConfig
 from kernel.config.mcp import MCPServerConfig, MCPSettings, server_problem
+from kernel.config.memory import EmbeddingsConfig, MemoryConfig
 from kernel.config.net import is_loopback
 from kernel.config.prompts import PromptsConfig, missing_layers
 from kernel.config.providers import DEFAULT_PROVIDERS, ProviderConfig, TitlesConfig
@@ -316,6 +317,15 @@ def read_web(table: Any, load: Load) -> WebConfig:
         key = "web.search.base_url"
         raise ConfigError(t("config.searxng_base_url", key=key), key=key)
     return web
+
+
+def read_memory(table: Any, load: Load) -> MemoryConfig:
+    table = {} if table is None else table
+    memory = read_section(MemoryConfig, table, "memory", load.env)
+    found = table.get("embeddings") if isinstance(table, dict) else None
+    if found is not None:
+        memory.embeddings = read_section(EmbeddingsConfig, found, "memory.embeddings", load.env)
+    return memory
 
 
 def read_routing(table: Any, load: Load) -> RoutingConfig:

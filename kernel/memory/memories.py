@@ -9,6 +9,11 @@ never at start; listing, counting and deleting do not need it. Memories that are
 full-text index yet (those there before the FTS5 migration, or added while FTS5 was
 unavailable) are indexed then, in batches, before the first search.
 
+With ``[memory.embeddings]`` (issue 39) a :class:`~kernel.memory.vectors.VectorIndex` is
+attached (``vectors``): a save wakes it, and recall fuses the ranking by words with the
+ranking by meaning (kernel/memory/fusion.py); without one, or while it cannot answer
+within its timeout, recall is exactly the words' recall.
+
 Scopes (kernel/memory/scopes.py): a memory is added to one scope; every read takes
 ``scopes``, the scopes the reader may see (None = all of them, as for the owner's own
 tools before issue 18), and the store filters by them in SQL.
@@ -20,13 +25,18 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from kernel.memory.fusion import fuse
 from kernel.memory.remember import Fact
 from kernel.memory.scopes import GLOBAL, check_scope
 from kernel.memory.tokens import Tokenizer, fts_query
 from kernel.store.db import MemoryRow, Store
 from kernel.store.migrations import memory_key
+from kernel.store.vectors import Ranked
+
+if TYPE_CHECKING:
+    from kernel.memory.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +44,7 @@ BACKLOG_BATCH = 500
 LIKE_WINDOW = 5000  # the most recent memories the LIKE fallback of an FTS5 search scans
 MAX_REMEMBERED_PER_TURN = 3  # seed 001: at most 3 facts saved from one turn's tags
 MAX_FACTS_CONSIDERED = 10  # a reply full of tags costs a bounded number of writes
+CANDIDATES = 20  # hybrid recall: each ranking's best this many (at least k) are fused
 
 
 class Memories:
@@ -41,6 +52,7 @@ class Memories:
         self.store = store
         self.tokenizer = Tokenizer(cache_dir)
         self._index_lock = asyncio.Lock()
+        self.vectors: VectorIndex | None = None  # set when [memory.embeddings] is configured
 
     @property
     def search_mode(self) -> Literal["fts5", "like"]:
@@ -79,18 +91,28 @@ class Memories:
         if self.store.fts5_available:
             await self._ready()
             tokens = await asyncio.to_thread(self.tokenizer.index_text, text)
-        return await self.store.add_memory(text, category, tokens=tokens, scope=scope)
+        row, created = await self.store.add_memory(text, category, tokens=tokens, scope=scope)
+        if created and self.vectors is not None:
+            self.vectors.poke()
+        return row, created
 
     async def search(
         self, query: str, limit: int = 5, scopes: Sequence[str] | None = None
     ) -> list[MemoryRow]:
-        """The best matches for ``query`` within ``scopes``; [] when nothing matches."""
+        """The best matches for ``query`` within ``scopes``; [] when nothing matches.
+        With vectors (issue 39), by words and by meaning fused, as :meth:`recall`."""
         if limit <= 0 or not query.strip() or (scopes is not None and not scopes):
             return []
         await self._ready()
         terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
         if not terms:
             return []
+        vector = await self.vectors.query(query) if self.vectors is not None else None
+        if vector is not None:  # by words and by meaning (issue 39)
+            ranked = await self._ranked(terms, fts_query(terms), vector, limit, scopes)
+            if not ranked.meaning:
+                return ranked.words[:limit]
+            return fuse(ranked.words, [row for row, _ in ranked.meaning], limit)
         if not self.store.fts5_available:
             return await self.store.search_memories_like(terms, limit=limit, scopes=scopes)
         found = await self.store.search_memories_fts(fts_query(terms), limit=limit, scopes=scopes)
@@ -114,13 +136,48 @@ class Memories:
         if not self.tokenizer.loaded and await self.store.count_memories(scopes=scopes) == 0:
             return []
         terms: list[str] = []
+        meaning = None
         if query.strip() and (scopes is None or scopes):
-            await self._ready()
-            terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
+            if self.vectors is not None:  # the endpoint works while jieba cuts
+                meaning = asyncio.ensure_future(self.vectors.query(query))
+            try:
+                await self._ready()
+                terms = await asyncio.to_thread(self.tokenizer.query_terms, query)
+            except BaseException:
+                if meaning is not None:
+                    meaning.cancel()
+                raise
         # :meth:`search`'s steps and the fallback, in one store call (one hop).
         match = fts_query(terms) if terms else ""
-        return await self.store.recall_memories(
-            terms, match, limit=k, newest=LIKE_WINDOW, scopes=scopes
+        vector = await meaning if meaning is not None else None
+        if vector is None or self.vectors is None:
+            return await self.store.recall_memories(
+                terms, match, limit=k, newest=LIKE_WINDOW, scopes=scopes
+            )
+        ranked = await self._ranked(terms, match, vector, k, scopes)
+        if not ranked.meaning:  # nothing close enough: the words' recall, as before
+            return ranked.words[:k] or ranked.newest[:k]
+        return fuse(ranked.words, [row for row, _ in ranked.meaning], k)
+
+    async def _ranked(
+        self,
+        terms: list[str],
+        match: str,
+        vector: list[float],
+        k: int,
+        scopes: Sequence[str] | None,
+    ) -> Ranked:
+        """Both rankings' candidates (the words' as :meth:`search` finds them)."""
+        assert self.vectors is not None
+        return await self.store.recall_ranked(
+            terms,
+            match,
+            vector,
+            self.vectors.model,
+            limit=max(k, CANDIDATES),
+            newest=LIKE_WINDOW,
+            floor=self.vectors.cfg.min_similarity,
+            scopes=scopes,
         )
 
     async def recent(
@@ -154,9 +211,10 @@ class Memories:
         if text is not None and text.strip() and self.store.fts5_available:
             await self._ready()
             tokens = await asyncio.to_thread(self.tokenizer.index_text, text.strip())
-        return await self.store.update_memory(
-            memory_id, text=text, category=category, tokens=tokens
-        )
+        row = await self.store.update_memory(memory_id, text=text, category=category, tokens=tokens)
+        if row is not None and text is not None and self.vectors is not None:
+            self.vectors.poke()  # new text lost its vector (migration 22's trigger)
+        return row
 
     async def count(self, scopes: Sequence[str] | None = None) -> int:
         return await self.store.count_memories(scopes=scopes)

@@ -50,6 +50,7 @@ from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
 from kernel.store.snapshot import copy_back, copy_into, pre_upgrade_name
 from kernel.store.trouble import unwritable_file
+from kernel.store.vectors import MemoryVectorTables
 
 __all__ = [
     "MEMORY_CATEGORIES",
@@ -63,7 +64,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
+class Store(SessionTables, BranchTables, SettingTables, MemoryTables, MemoryVectorTables):
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
 
     def __init__(

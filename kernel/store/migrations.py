@@ -20,6 +20,7 @@ from kernel.store.migrations_later import (
     m019_agent_tasks,
     m020_branches,
     m021_session_modes,
+    m022_memory_vectors,
 )
 
 log = logging.getLogger(__name__)
@@ -428,6 +429,7 @@ MIGRATIONS: list[Migration] = [
     Migration("agent_tasks", m019_agent_tasks),
     Migration("branches", m020_branches),
     Migration("session_modes", m021_session_modes),
+    Migration("memory_vectors", m022_memory_vectors),
 ]
 
 

@@ -155,3 +155,32 @@ def m021_session_modes(conn: sqlite3.Connection) -> None:
         "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'act'"
         " CHECK (mode IN ('act', 'plan', 'read_only'))"
     )
+
+
+def m022_memory_vectors(conn: sqlite3.Connection) -> None:
+    """Memories' vectors (issue 39): one per memory, of the embedding model ``model``
+    (name@dimensions): ``vector`` float32 little-endian, ``bits`` its signs packed (a
+    first cut that needs no extension, read from its covering index). A plain table, so
+    the database opens and migrates without sqlite-vec; a memory deleted or given new
+    text loses its vector (the triggers), and the backfill embeds it again."""
+    conn.execute(
+        """
+        CREATE TABLE memory_vectors (
+            memory_id INTEGER PRIMARY KEY,
+            model TEXT NOT NULL,
+            bits BLOB NOT NULL,
+            vector BLOB NOT NULL
+        )
+        """
+    )
+    # The first cut reads only this index (a few bytes a memory), never the vectors.
+    conn.execute("CREATE INDEX memory_vectors_bits ON memory_vectors(model, memory_id, bits)")
+    conn.execute(
+        "CREATE TRIGGER memory_vectors_gone AFTER DELETE ON memories BEGIN"
+        " DELETE FROM memory_vectors WHERE memory_id = OLD.id; END"
+    )
+    conn.execute(
+        "CREATE TRIGGER memory_vectors_stale AFTER UPDATE OF text ON memories"
+        " WHEN NEW.text IS NOT OLD.text BEGIN"
+        " DELETE FROM memory_vectors WHERE memory_id = OLD.id; END"
+    )

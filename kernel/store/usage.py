@@ -19,8 +19,17 @@ from kernel.core.usage import Usage
 from kernel.store.database import last_id, parse_stamp, stamp
 from kernel.store.db import Store
 
-Purpose = Literal["turn", "cron", "title", "api", "sampling", "speech", "subagent"]
-PURPOSES: tuple[str, ...] = ("turn", "cron", "title", "api", "sampling", "speech", "subagent")
+Purpose = Literal["turn", "cron", "title", "api", "sampling", "speech", "subagent", "embedding"]
+PURPOSES: tuple[str, ...] = (
+    "turn",
+    "cron",
+    "title",
+    "api",
+    "sampling",
+    "speech",
+    "subagent",
+    "embedding",
+)
 GroupBy = Literal["model", "provider", "channel", "job", "purpose", "session", "day"]
 GROUPS: tuple[str, ...] = ("model", "provider", "channel", "job", "purpose", "session", "day")
 

@@ -26,6 +26,7 @@ from kernel.store.migrations import MIGRATIONS, Migration, get_version, migrate
 from kernel.store.responses import ResponseStore
 from kernel.store.tasks import TaskStore
 from kernel.store.usage import UsageFilter, UsageStore
+from kernel.store.vectors import pack
 
 TS = "2024-05-01T12:00:00+00:00"
 
@@ -657,6 +658,41 @@ async def check_v21(store: Store) -> None:
         await store.set_mode(rows["planning"].id, "yolo")
 
 
+def insert_v22(conn: sqlite3.Connection) -> None:
+    # Two memories with vectors of one model (as Kernel v22 stores them), a third without.
+    for id_, text in (
+        (2201, "the cat is called Mochi"),
+        (2202, "four o'clock walks"),
+        (2203, "rain"),
+    ):
+        conn.execute(
+            "INSERT INTO memories (id, text, created_at, key, scope) VALUES (?, ?, ?, ?, ?)",
+            (id_, text, TS, text, "project:vec22"),
+        )
+    for id_, vector in ((2201, [1.0, 0.0]), (2202, [0.0, 1.0])):
+        blob, bits = pack(vector)
+        conn.execute(
+            "INSERT INTO memory_vectors (memory_id, model, vector, bits) VALUES (?, 'm@0', ?, ?)",
+            (id_, blob, bits),
+        )
+
+
+async def check_v22(store: Store) -> None:
+    scope = ("project:vec22",)
+    [near] = (
+        await store.recall_ranked([], "", [0.8, 0.6], "m@0", limit=1, newest=9, scopes=scope)
+    ).meaning
+    assert near[0].text == "the cat is called Mochi" and abs(near[1] - 0.8) < 1e-6
+    assert [i for i, _ in await store.vector_backlog("m@0", 10) if i > 2200] == [2203]
+    # New text loses the vector (embedded again), a deleted memory too.
+    await store.update_memory(2201, text="the cat is called Tofu")
+    await store.delete_memories([2202])
+    assert [i for i, _ in await store.vector_backlog("m@0", 10) if i > 2200] == [2203, 2201]
+    again = await store.recall_ranked([], "", [0.8, 0.6], "m@0", limit=1, newest=9, scopes=scope)
+    assert again.meaning == []
+    assert await store.put_vectors("m@0", [(2201, "the cat is called Mochi", [1.0, 0.0])]) == 0
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -681,6 +717,7 @@ SAMPLES: dict[
     19: (insert_v19, check_v19),
     20: (insert_v20, check_v20),
     21: (insert_v21, check_v21),
+    22: (insert_v22, check_v22),
 }
 
 
