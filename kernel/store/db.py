@@ -33,6 +33,7 @@ from kernel.store.memories import (
     MemoryTables,
     has_backlog,
 )
+from kernel.store.memory_versions import MemoryVersionTables
 from kernel.store.migrations import MEMORIES_FTS_SQL, MIGRATIONS, fts5_supported, migrate
 from kernel.store.sessions import SessionRow, SessionTables, StoredMessage
 from kernel.store.settings import SettingTables
@@ -50,7 +51,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(SessionTables, BranchTables, SettingTables, MemoryTables):
+class Store(SessionTables, BranchTables, SettingTables, MemoryTables, MemoryVersionTables):
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
 
     async def start(self) -> None:

@@ -19,6 +19,8 @@ from kernel.store.migrations_later import (
     m019_agent_tasks,
     m020_branches,
     m021_session_modes,
+    m022_reserved,
+    m023_memory_versions,
 )
 
 log = logging.getLogger(__name__)
@@ -427,6 +429,8 @@ MIGRATIONS: list[Migration] = [
     Migration("agent_tasks", m019_agent_tasks),
     Migration("branches", m020_branches),
     Migration("session_modes", m021_session_modes),
+    Migration("reserved", m022_reserved),  # i39-vec's step 22 replaces it
+    Migration("memory_versions", m023_memory_versions),
 ]
 
 

@@ -155,3 +155,32 @@ def m021_session_modes(conn: sqlite3.Connection) -> None:
         "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'act'"
         " CHECK (mode IN ('act', 'plan', 'read_only'))"
     )
+
+
+def m022_reserved(conn: sqlite3.Connection) -> None:
+    """Issue 39's hybrid recall (branch i39-vec) owns step 22; this empty step only
+    keeps the numbering on the branch that made step 23, and is replaced by that one."""
+
+
+def m023_memory_versions(conn: sqlite3.Connection) -> None:
+    """A memory's earlier versions (issue 39): a fact edited or superseded keeps its one
+    row in ``memories`` (its id, its ``#n``) with the current text; each text it had
+    before is a row here with its category and scope then, when that text began
+    (``saved_at``), when it was replaced and how (``edited``: the owner's edit;
+    ``superseded``: a newer fact that contradicts it; ``restated``: the same fact in
+    other words). Recall reads ``memories`` only, so it never offers an old version."""
+    conn.execute(
+        """
+        CREATE TABLE memory_versions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            category TEXT,
+            scope TEXT NOT NULL,
+            saved_at TEXT NOT NULL,
+            replaced_at TEXT NOT NULL,
+            how TEXT NOT NULL CHECK (how IN ('edited', 'superseded', 'restated'))
+        )
+        """
+    )
+    conn.execute("CREATE INDEX memory_versions_memory ON memory_versions(memory_id, id)")
