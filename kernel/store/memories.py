@@ -237,13 +237,7 @@ class MemoryTables(Database):
                 conn.execute("UPDATE memories SET category = ? WHERE id = ?", (category, memory_id))
             if clean is not None:
                 key = memory_key(clean)
-                other = conn.execute(
-                    "SELECT id FROM memories WHERE key = ? AND scope IN ('global', ?)"
-                    " AND id != ? ORDER BY id LIMIT 1",
-                    (key, scope, memory_id),
-                ).fetchone()
-                if other is not None:
-                    raise DuplicateMemory(int(other[0]))
+                check_unique(conn, key, scope, memory_id)
                 if fts and old_tokens is not None:
                     conn.execute(
                         "INSERT INTO memories_fts (memories_fts, rowid, tokens)"
@@ -338,6 +332,18 @@ class MemoryTables(Database):
         indexed, pending = await self._write("index memories", op)
         self.memory_index_pending = pending
         return indexed
+
+
+def check_unique(conn: sqlite3.Connection, key: str, scope: str, memory_id: int) -> None:
+    """Raise DuplicateMemory when the fact ``key`` is another memory of ``scope`` or of
+    global than ``memory_id``."""
+    other = conn.execute(
+        "SELECT id FROM memories WHERE key = ? AND scope IN ('global', ?) AND id != ?"
+        " ORDER BY id LIMIT 1",
+        (key, scope, memory_id),
+    ).fetchone()
+    if other is not None:
+        raise DuplicateMemory(int(other[0]))
 
 
 def keep_version(conn: sqlite3.Connection, memory_id: int, how: How, now: str) -> None:

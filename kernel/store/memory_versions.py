@@ -17,10 +17,10 @@ from datetime import datetime
 from kernel.store.database import Database
 from kernel.store.memories import (
     _MEMORY_SELECT,
-    DuplicateMemory,
     How,
     MemoryRow,
     _memory_from_row,
+    check_unique,
 )
 from kernel.store.migrations import memory_key
 
@@ -107,13 +107,7 @@ class MemoryVersionTables(Database):
             if scopes is not None and found.scope not in scopes:
                 return None
             key = memory_key(found.text)
-            other = conn.execute(
-                "SELECT id FROM memories WHERE key = ? AND scope IN ('global', ?) AND id != ?"
-                " ORDER BY id LIMIT 1",
-                (key, scope, memory_id),
-            ).fetchone()
-            if other is not None:
-                raise DuplicateMemory(int(other[0]))
+            check_unique(conn, key, scope, memory_id)
             absorbed: list[int] = []
             if scope == GLOBAL_SCOPE:
                 copies = conn.execute(
