@@ -224,7 +224,10 @@ class Memories:
         if scope == GLOBAL and text.strip():
             elsewhere = await self.store.same_fact_elsewhere(text, scope)
             if elsewhere:
-                moved = await self.move(elsewhere[0].id, GLOBAL, actor=actor)
+                try:
+                    moved = await self.move(elsewhere[0].id, GLOBAL, actor=actor)
+                except DuplicateMemory:  # global holds it too: that one is the fact
+                    moved = None
                 if moved is not None:
                     return Saved(moved.row, "promoted")
         row, created = await self.add(text, category, scope)

@@ -139,6 +139,10 @@ async def test_a_global_save_of_a_project_fact_makes_it_global_not_a_second_row(
         ("Deploys on Fridays", "global")
     ]
     assert (await memories.remember("Deploys on Fridays", actor="owner")).outcome == "exists"
+    # held by global and by a project (made before issue 39): the global one answers
+    await memories.add("Waters the roses", scope="project:garden")
+    kept, _ = await memories.add("waters the roses")
+    assert (await memories.remember("Waters the roses", actor="owner")).row.id == kept.id
     [(action, actor, facts)] = told(memories)
     assert (action, actor, facts["before"], facts["scope"]) == (
         "moved",
