@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 
 from kernel.agent import task_tools
 from kernel.agent.background import TOOLS, BackgroundTasks
+from kernel.agent.fact_judge import FactJudge, audit_changes
 from kernel.agent.models import MODEL_OVERRIDE, ModelSelection, ProviderFactory, SelectionError
 from kernel.agent.prompt import SystemPrompt
 from kernel.agent.rewind import ConversationControl
@@ -129,6 +130,9 @@ class Agent:
         # Every model call goes through the meter: the budget before, the ledger after.
         self.meter = meter or Meter(config, store, clock=now, tz=self.tz)
         self.meter.on_call = Trail(self.audit).model_call  # one audit row per model call
+        # Facts that change (issue 39): judged by the titles model, audited.
+        self.memories.judge = FactJudge(lambda: self.titles, self.meter)
+        self.memories.changed = audit_changes(self.audit)
         # Failover (issue 17): which providers may be called, which models a turn tries,
         # and the log of what was chosen.
         self.health = health or Health(config.routing)

@@ -31,9 +31,14 @@ MAX_TITLE = 40
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 
 
+def without_thinking(raw: str) -> str:
+    """``raw`` without its reasoning blocks (closed or not)."""
+    return _THINK.sub("", raw)
+
+
 def clean_title(raw: str) -> str:
     """Strip reasoning blocks (closed or not), quotes, a 'Title:' prefix, extra lines."""
-    text = _THINK.sub("", raw).strip()
+    text = without_thinking(raw).strip()
     text = text.splitlines()[0].strip() if text else ""
     text = re.sub(r"^(title|标题)\s*[:：]\s*", "", text, flags=re.IGNORECASE)
     text = text.strip(" \"'“”‘’「」《》*#`")
@@ -83,7 +88,7 @@ class TitleMaker:
             if delay:
                 await self.sleep(delay)
             try:
-                return clean_title(await _complete(meter, provider, request, tag)) or None
+                return clean_title(await complete_once(meter, provider, request, tag)) or None
             except BudgetExceededError:
                 log.info("no title: the budget does not admit the call")
                 return None
@@ -101,7 +106,9 @@ class TitleMaker:
         return None
 
 
-async def _complete(meter: Meter, provider: Provider, request: ChatRequest, tag: CallTag) -> str:
+async def complete_once(
+    meter: Meter, provider: Provider, request: ChatRequest, tag: CallTag
+) -> str:
     # One attempt per call: the delays above are the title's own retry policy.
     async for event in meter.stream(provider, request, RetryPolicy(max_retries=0), tag):
         if isinstance(event, Completion):

@@ -57,6 +57,10 @@ HISTORY_SWITCHED = "history.switched"
 # a session's mode switched (issue 38): mode, before, how (command: the owner's /mode;
 # tool: the model's enter_plan_mode; confirm: the owner approved exit_plan_mode)
 MODE_CHANGED = "mode.changed"
+# a memory changed (issue 39): action (edited, forgotten, moved, superseded, restated),
+# memory (id), scope (now), before (the scope it left), absorbed (its copies in other
+# scopes, moved to global), chars (of the text now); never the text
+MEMORY_CHANGED = "memory.changed"
 ARTIFACT_SAVED = "artifact.saved"  # artifact (id), kind, size, sha256 (never the name)
 PRUNED = "audit.pruned"  # sessions, rows, why (written by the store)
 KEYED = "audit.keyed"  # from: the first row sealed with the audit key (kernel/audit/key.py)
@@ -88,6 +92,7 @@ KINDS = (
     HISTORY_RESTORED,
     HISTORY_SWITCHED,
     MODE_CHANGED,
+    MEMORY_CHANGED,
     ARTIFACT_SAVED,
     PRUNED,
     KEYED,

@@ -313,6 +313,15 @@ def _mode(facts: Facts, actor: str) -> dict[str, str]:
     }
 
 
+def _memory(facts: Facts, actor: str) -> dict[str, str]:
+    action = _get(facts, "action")
+    return {
+        "id": _id(facts, "memory"),
+        "action": t_or(f"audit.memory.{action}", _text(action)),
+        "by": _paren(_who(actor)) if actor else "",
+    }
+
+
 def _artifact(facts: Facts, actor: str) -> dict[str, str]:
     return {
         "id": _id(facts, "artifact", "artifact_id", "id"),
@@ -360,6 +369,7 @@ _FILLERS: dict[str, Callable[[Facts, str], dict[str, str]]] = {
     kinds.HISTORY_RESTORED: _restored,
     kinds.HISTORY_SWITCHED: _switched,
     kinds.MODE_CHANGED: _mode,
+    kinds.MEMORY_CHANGED: _memory,
     kinds.ARTIFACT_SAVED: _artifact,
     kinds.PRUNED: _pruned,
     kinds.KEYED: lambda facts, actor: {},

@@ -27,13 +27,13 @@ from kernel.commands.listing import (
     history_query,
     named,
     page_buttons,
-    parse_refs,
     recap,
     session_ids,
     session_label,
     session_name,
 )
 from kernel.commands.mcp import mcp_listing
+from kernel.commands.memory import MemoryCommands
 from kernel.commands.modes import mode_command
 from kernel.commands.parts import KernelParts
 from kernel.commands.profiles import profile_command
@@ -45,7 +45,6 @@ from kernel.commands.usage import PERIOD_WORDS, render_report
 from kernel.core.errors import KernelError, SessionError
 from kernel.core.i18n import t
 from kernel.core.oneline import one_line
-from kernel.memory import scopes
 from kernel.spend import build_report
 
 if TYPE_CHECKING:
@@ -55,7 +54,6 @@ HISTORY_LISTING = 20  # /history shows the newest this many sessions
 RESUME_CHOICES = 200  # a bare /resume offers the newest this many (a picker pages them)
 KNOWN_NAMES = 1000  # names of sessions shown, kept to refuse a gone one by name
 CALLBACK_BYTES = 64  # Telegram's limit for a button's data
-MEMORY_LISTING = 200  # /memory shows the newest this many (and says how many there are)
 
 # The commands ``Commands.run`` answers, in help order.
 SHARED = (
@@ -100,8 +98,9 @@ class Commands:
         self.actor = actor_of(sender) if sender is not None else "owner"
         # session id → the name it was last shown by (a gone one is refused by name)
         self.known: dict[int, str] = {}
+        self.memory_set = MemoryCommands(self.agent, kernel.memories, self.actor)
         # conversation → ids of its last /memory listing
-        self.memories_listed: dict[str, list[int]] = {}
+        self.memories_listed = self.memory_set.listed
         self._handlers: dict[str, Handler] = {
             "new": self.new,
             "history": self.history,
@@ -118,9 +117,9 @@ class Commands:
             ),
             "prompts": lambda conversation, arg: prompts_listing(self.agent),
             "mode": lambda conversation, arg: mode_command(self.agent, conversation, arg),
-            "remember": self.remember,
-            "memory": self.memory,
-            "forget": self.forget,
+            "remember": self.memory_set.remember,
+            "memory": self.memory_set.memory,
+            "forget": self.memory_set.forget,
             "cancel": lambda conversation, arg: self.cancel(conversation),
             "status": lambda conversation, arg: self.status(conversation, arg=arg),
             "usage": self.usage,
@@ -444,56 +443,11 @@ class Commands:
             t("routing.auto", provider=agent.selection.provider_name, model=agent.selection.model)
         )
 
-    # ----- memory -------------------------------------------------------------------------
+    # ----- memory (kernel/commands/memory.py) -----------------------------------------
 
-    async def remember(self, conversation: str, arg: str) -> Reply:
-        """Saved into the chat's project when one is active, else global."""
-        if not arg:
-            return Reply(t("tg.remember_usage"), error=True)
-        chat = await self.agent.scopes.current(conversation)
-        row, created = await self.kernel.memories.add(arg, scope=scopes.default(chat.project))
-        if not created:
-            return Reply(t("tg.remember_exists"))
-        if row.scope == scopes.GLOBAL:
-            return Reply(t("tg.remembered"))
-        return Reply(t("tg.remembered_in", scope=scopes.word(row.scope)))
-
-    async def memory(self, conversation: str, arg: str = "") -> Reply:
-        """The memories this chat sees (global, its project's, its persona's), each
-        with its scope."""
-        memories = self.kernel.memories
-        chat = await self.agent.scopes.current(conversation)
-        visible = scopes.visible(chat.project, chat.persona)
-        rows = await memories.recent(MEMORY_LISTING, visible)
-        self.memories_listed[conversation] = [r.id for r in rows]
-        if not rows:
-            return Reply(t("tg.memory_none"))
-        lines = [t("tg.memory_header")]
-        for n, row in enumerate(rows, start=1):
-            date = self.agent.local_time(row.created_at).strftime("%Y-%m-%d")
-            category = f"[{t(f'memory.category.{row.category}')}] " if row.category else ""
-            where = t("tg.memory_scope", scope=scopes.word(row.scope))
-            lines.append(f"#{n} {date} {where} {category}{row.text}")
-        if len(rows) == MEMORY_LISTING:
-            total = await memories.count(visible)
-            if total > len(rows):
-                lines.append(t("tg.memory_more", shown=len(rows), total=total))
-        return Reply("\n".join(lines))
-
-    async def forget(self, conversation: str, arg: str) -> Reply:
-        listing = self.memories_listed.get(conversation, [])
-        try:
-            if not arg:
-                raise SessionError(t("tg.forget_usage"))
-            refs = parse_refs(arg, len(listing), "memory.bad_ref")
-        except KernelError as exc:
-            return Reply(str(exc), error=True)
-        # Only what this chat sees now (a /project switch since the listing changes it).
-        chat = await self.agent.scopes.current(conversation)
-        visible = scopes.visible(chat.project, chat.persona)
-        count = await self.kernel.memories.delete([listing[n - 1] for n in refs], visible)
-        self.memories_listed.pop(conversation, None)  # numbers changed: list again
-        return Reply(t("tg.forgotten", count=count))
+    async def memory_press(self, conversation: str, data: str) -> Reply:
+        """A button under /memory or a memory (``mem:…``)."""
+        return await self.memory_set.press(conversation, data)
 
     # ----- control ------------------------------------------------------------------------
 

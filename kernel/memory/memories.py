@@ -25,13 +25,24 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from kernel.memory.facts import (
+    JUDGE_SECONDS,
+    JUDGED,
+    Changed,
+    Judge,
+    Replaced,
+    Saved,
+    normal,
+)
 from kernel.memory.fusion import fuse
 from kernel.memory.remember import Fact
 from kernel.memory.scopes import GLOBAL, check_scope
 from kernel.memory.tokens import Tokenizer, fts_query
-from kernel.store.db import MemoryRow, Store
+from kernel.store.db import DuplicateMemory, MemoryRow, Store
+from kernel.store.memories import How
+from kernel.store.memory_versions import MemoryVersion, Moved
 from kernel.store.migrations import memory_key
 from kernel.store.vectors import Ranked
 
@@ -53,6 +64,8 @@ class Memories:
         self.tokenizer = Tokenizer(cache_dir)
         self._index_lock = asyncio.Lock()
         self.vectors: VectorIndex | None = None  # set when [memory.embeddings] is configured
+        self.judge: Judge | None = None  # names the memory a new fact replaces (facts.py)
+        self.changed: Changed | None = None  # told of every edit, move, forget, supersede
 
     @property
     def search_mode(self) -> Literal["fts5", "like"]:
@@ -202,7 +215,11 @@ class Memories:
         return await self.store.get_memory(memory_id)
 
     async def update(
-        self, memory_id: int, text: str | None = None, category: str | None = None
+        self,
+        memory_id: int,
+        text: str | None = None,
+        category: str | None = None,
+        how: How = "edited",
     ) -> MemoryRow | None:
         """Change a memory's text and/or category in place; None when there is no such
         memory. Raises ValueError for empty text or an unknown category, DuplicateMemory
@@ -211,7 +228,9 @@ class Memories:
         if text is not None and text.strip() and self.store.fts5_available:
             await self._ready()
             tokens = await asyncio.to_thread(self.tokenizer.index_text, text.strip())
-        row = await self.store.update_memory(memory_id, text=text, category=category, tokens=tokens)
+        row = await self.store.update_memory(
+            memory_id, text=text, category=category, tokens=tokens, how=how
+        )
         if row is not None and text is not None and self.vectors is not None:
             self.vectors.poke()  # new text lost its vector (migration 22's trigger)
         return row
@@ -229,9 +248,9 @@ class Memories:
         limit: int = MAX_REMEMBERED_PER_TURN,
         scope: str = GLOBAL,
     ) -> list[MemoryRow]:
-        """Store facts from ``<remember>`` tags in ``scope``: duplicates of each other or
-        of memories already in that scope or in global are skipped, and at most ``limit``
-        new rows are made."""
+        """Store facts from ``<remember>`` tags in ``scope`` (:meth:`remember`):
+        duplicates of each other or of memories already in that scope or in global are
+        skipped, and at most ``limit`` memories are made or updated."""
         saved: list[MemoryRow] = []
         if limit <= 0:
             return saved
@@ -243,9 +262,133 @@ class Memories:
             if len(seen) == MAX_FACTS_CONSIDERED:
                 break
             seen.add(key)
-            row, created = await self.add(fact.text, fact.category, scope)
-            if created:
-                saved.append(row)
+            done = await self.remember(fact.text, fact.category, scope, actor="model")
+            if done.written:
+                saved.append(done.row)
                 if len(saved) >= limit:
                     break
         return saved
+
+    # ----- facts that change (issue 39, kernel/memory/facts.py) -------------------------
+
+    async def remember(
+        self, text: str, category: str | None = None, scope: str = GLOBAL, *, actor: str
+    ) -> Saved:
+        """Save a fact in ``scope`` as every save path does: the same fact in global or
+        ``scope`` is that memory (``exists``); saved globally while it is a memory of
+        another scope, that memory moves to global (``promoted``); one that restates or
+        replaces a memory recall finds updates that memory, its text before kept as a
+        version (``restated``, ``superseded``); otherwise a new memory (``created``).
+        Raises ValueError as :meth:`add` does."""
+        check_scope(scope)
+        if scope == GLOBAL and text.strip():
+            elsewhere = await self.store.same_fact_elsewhere(text, scope)
+            if elsewhere:
+                try:
+                    moved = await self.move(elsewhere[0].id, GLOBAL, actor=actor)
+                except DuplicateMemory:  # global holds it too: that one is the fact
+                    moved = None
+                if moved is not None:
+                    return Saved(moved.row, "promoted")
+        row, created = await self.add(text, category, scope)
+        if not created:
+            return Saved(row, "exists")
+        found = await self._replaced(row, scope)
+        if found is None:
+            return Saved(row, "created")
+        old, how = found
+        # The new row goes first: its fact would otherwise be a duplicate of the edit.
+        await self.store.delete_memories([row.id])
+        try:
+            kept = await self.update(old.id, row.text, row.category, how=how)
+        except (ValueError, DuplicateMemory):
+            kept = None
+        if kept is None:  # gone meanwhile: the fact is never lost
+            row, _ = await self.add(row.text, row.category, scope)
+            return Saved(row, "created")
+        self._tell(how, actor, memory=old.id, scope=old.scope, chars=len(kept.text))
+        return Saved(kept, how, old.text)
+
+    async def _replaced(self, row: MemoryRow, scope: str) -> tuple[MemoryRow, Replaced] | None:
+        """The memory (of global or ``scope``) that ``row``'s new fact restates or
+        replaces, and how; None when there is none or the judge failed."""
+        visible = (GLOBAL,) if scope == GLOBAL else (GLOBAL, scope)
+        recalled = await self.recall(row.text, JUDGED + 1, visible)
+        known = [m for m in recalled if m.id != row.id][:JUDGED]
+        same = normal(row.text)
+        for memory in known:
+            if normal(memory.text) == same:
+                return memory, "restated"
+        if self.judge is None or not known:
+            return None
+        try:
+            chosen = await asyncio.wait_for(self.judge(row.text, known), JUDGE_SECONDS)
+        except Exception as exc:  # late or failed: the fact stays a memory of its own
+            log.warning("memory judge failed (%s): saved as a new memory", type(exc).__name__)
+            return None
+        replaced = next((m for m in known if m.id == chosen), None)
+        return None if replaced is None else (replaced, "superseded")
+
+    async def edit(
+        self,
+        memory_id: int,
+        text: str | None = None,
+        category: str | None = None,
+        *,
+        actor: str,
+        scopes: Sequence[str] | None = None,
+    ) -> MemoryRow | None:
+        """The owner's edit: :meth:`update` within ``scopes`` (None: any), its text
+        before kept as a version, told to :attr:`changed`."""
+        if scopes is not None:
+            found = await self.get(memory_id)
+            if found is None or found.scope not in scopes:
+                return None
+        row = await self.update(memory_id, text, category)
+        if row is not None:
+            self._tell("edited", actor, memory=memory_id, scope=row.scope, chars=len(row.text))
+        return row
+
+    async def move(
+        self,
+        memory_id: int,
+        scope: str,
+        *,
+        actor: str,
+        scopes: Sequence[str] | None = None,
+    ) -> Moved | None:
+        """Move a memory within ``scopes`` to ``scope``; None when there is no such
+        memory. Raises ValueError for an invalid scope, DuplicateMemory when the fact is
+        already there (kernel/store/memory_versions.py)."""
+        check_scope(scope)
+        moved = await self.store.move_memory(memory_id, scope, scopes=scopes)
+        if moved is not None and moved.before != scope:
+            self._tell(
+                "moved",
+                actor,
+                memory=memory_id,
+                scope=scope,
+                before=moved.before,
+                absorbed=list(moved.absorbed),
+            )
+        return moved
+
+    async def forget(
+        self, ids: Sequence[int], scopes: Sequence[str] | None = None, *, actor: str
+    ) -> list[int]:
+        """:meth:`delete`, each memory deleted told to :attr:`changed`; returns their ids."""
+        gone = []
+        for memory_id in dict.fromkeys(ids):
+            if await self.store.delete_memories([memory_id], scopes=scopes):
+                gone.append(memory_id)
+        for memory_id in gone:
+            self._tell("forgotten", actor, memory=memory_id)
+        return gone
+
+    async def versions(self, memory_id: int) -> list[MemoryVersion]:
+        """A memory's earlier versions, the latest first."""
+        return await self.store.memory_versions(memory_id)
+
+    def _tell(self, action: str, actor: str, **facts: Any) -> None:
+        if self.changed is not None:
+            self.changed(action, actor, **facts)

@@ -37,6 +37,7 @@ from kernel.store.memories import (
     MemoryTables,
     has_backlog,
 )
+from kernel.store.memory_versions import MemoryVersionTables
 from kernel.store.migrations import (
     MEMORIES_FTS_SQL,
     MIGRATIONS,
@@ -64,7 +65,14 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(SessionTables, BranchTables, SettingTables, MemoryTables, MemoryVectorTables):
+class Store(
+    SessionTables,
+    BranchTables,
+    SettingTables,
+    MemoryTables,
+    MemoryVectorTables,
+    MemoryVersionTables,
+):
     """The Kernel database. ``start()`` before use, ``close()`` when done."""
 
     def __init__(

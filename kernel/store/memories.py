@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from kernel.core.errors import StoreError
 from kernel.store.database import Database, check_non_negative, last_id
@@ -23,6 +23,8 @@ from kernel.store.migrations import memory_key
 MEMORY_CATEGORIES: tuple[str, ...] = ("user", "feedback", "project", "reference")
 # Each term costs one bound parameter and one LIKE scan; a pasted essay is not a query.
 MAX_SEARCH_TERMS = 32
+# How a memory's earlier text was replaced (kernel/store/memory_versions.py).
+How = Literal["edited", "superseded", "restated"]
 
 
 class DuplicateMemory(Exception):
@@ -205,9 +207,11 @@ class MemoryTables(Database):
         text: str | None = None,
         category: str | None = None,
         tokens: str | None = None,
+        how: How = "edited",
     ) -> MemoryRow | None:
         """Change a memory's text (re-indexed with ``tokens``, else left to the backlog)
         and/or category, in place (same id and scope); None when there is no such memory.
+        A changed text keeps the one before as an earlier version, replaced ``how``.
         Raises ValueError for empty text or an unknown category, and
         :class:`DuplicateMemory` when the new text is another memory's fact in the same
         scope or in global (what :meth:`add_memory` would have returned instead)."""
@@ -218,25 +222,22 @@ class MemoryTables(Database):
             raise ValueError(f"memory category must be one of {', '.join(MEMORY_CATEGORIES)}")
         fts = self.fts5_available
         index = tokens is not None and fts
+        now = self._now()
 
         def op(conn: sqlite3.Connection) -> MemoryRow | None:
             found = conn.execute(
-                "SELECT scope, tokens FROM memories WHERE id = ?", (memory_id,)
+                "SELECT scope, tokens, text FROM memories WHERE id = ?", (memory_id,)
             ).fetchone()
             if found is None:
                 return None
-            scope, old_tokens = found
+            scope, old_tokens, old_text = found
+            if clean is not None and clean != old_text:  # undone with the rest on a refusal
+                keep_version(conn, memory_id, how, now)
             if category is not None:
                 conn.execute("UPDATE memories SET category = ? WHERE id = ?", (category, memory_id))
             if clean is not None:
                 key = memory_key(clean)
-                other = conn.execute(
-                    "SELECT id FROM memories WHERE key = ? AND scope IN ('global', ?)"
-                    " AND id != ? ORDER BY id LIMIT 1",
-                    (key, scope, memory_id),
-                ).fetchone()
-                if other is not None:
-                    raise DuplicateMemory(int(other[0]))
+                check_unique(conn, key, scope, memory_id)
                 if fts and old_tokens is not None:
                     conn.execute(
                         "INSERT INTO memories_fts (memories_fts, rowid, tokens)"
@@ -331,6 +332,31 @@ class MemoryTables(Database):
         indexed, pending = await self._write("index memories", op)
         self.memory_index_pending = pending
         return indexed
+
+
+def check_unique(conn: sqlite3.Connection, key: str, scope: str, memory_id: int) -> None:
+    """Raise DuplicateMemory when the fact ``key`` is another memory of ``scope`` or of
+    global than ``memory_id``."""
+    other = conn.execute(
+        "SELECT id FROM memories WHERE key = ? AND scope IN ('global', ?) AND id != ?"
+        " ORDER BY id LIMIT 1",
+        (key, scope, memory_id),
+    ).fetchone()
+    if other is not None:
+        raise DuplicateMemory(int(other[0]))
+
+
+def keep_version(conn: sqlite3.Connection, memory_id: int, how: How, now: str) -> None:
+    """Keep memory ``memory_id``'s current text as an earlier version (before a change)."""
+    conn.execute(
+        "INSERT INTO memory_versions"
+        " (memory_id, text, category, scope, saved_at, replaced_at, how)"
+        " SELECT m.id, m.text, m.category, m.scope, COALESCE(("
+        "   SELECT v.replaced_at FROM memory_versions v WHERE v.memory_id = m.id"
+        "   ORDER BY v.id DESC LIMIT 1), m.created_at), ?, ?"
+        " FROM memories m WHERE m.id = ?",
+        (now, how, memory_id),
+    )
 
 
 def has_backlog(conn: sqlite3.Connection) -> bool:

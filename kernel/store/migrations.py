@@ -21,6 +21,7 @@ from kernel.store.migrations_later import (
     m020_branches,
     m021_session_modes,
     m022_memory_vectors,
+    m023_memory_versions,
 )
 
 log = logging.getLogger(__name__)
@@ -430,6 +431,7 @@ MIGRATIONS: list[Migration] = [
     Migration("branches", m020_branches),
     Migration("session_modes", m021_session_modes),
     Migration("memory_vectors", m022_memory_vectors),
+    Migration("memory_versions", m023_memory_versions),
 ]
 
 

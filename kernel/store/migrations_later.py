@@ -184,3 +184,27 @@ def m022_memory_vectors(conn: sqlite3.Connection) -> None:
         " WHEN NEW.text IS NOT OLD.text BEGIN"
         " DELETE FROM memory_vectors WHERE memory_id = OLD.id; END"
     )
+
+
+def m023_memory_versions(conn: sqlite3.Connection) -> None:
+    """A memory's earlier versions (issue 39): a fact edited or superseded keeps its one
+    row in ``memories`` (its id, its ``#n``) with the current text; each text it had
+    before is a row here with its category and scope then, when that text began
+    (``saved_at``), when it was replaced and how (``edited``: the owner's edit;
+    ``superseded``: a newer fact that contradicts it; ``restated``: the same fact in
+    other words). Recall reads ``memories`` only, so it never offers an old version."""
+    conn.execute(
+        """
+        CREATE TABLE memory_versions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            category TEXT,
+            scope TEXT NOT NULL,
+            saved_at TEXT NOT NULL,
+            replaced_at TEXT NOT NULL,
+            how TEXT NOT NULL CHECK (how IN ('edited', 'superseded', 'restated'))
+        )
+        """
+    )
+    conn.execute("CREATE INDEX memory_versions_memory ON memory_versions(memory_id, id)")

@@ -13,23 +13,16 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from kernel.core.usage import Usage
 from kernel.store.database import last_id, parse_stamp, stamp
 from kernel.store.db import Store
 
-Purpose = Literal["turn", "cron", "title", "api", "sampling", "speech", "subagent", "embedding"]
-PURPOSES: tuple[str, ...] = (
-    "turn",
-    "cron",
-    "title",
-    "api",
-    "sampling",
-    "speech",
-    "subagent",
-    "embedding",
-)
+Purpose = Literal[
+    "turn", "cron", "title", "api", "sampling", "speech", "subagent", "embedding", "memory"
+]
+PURPOSES: tuple[str, ...] = get_args(Purpose)
 GroupBy = Literal["model", "provider", "channel", "job", "purpose", "session", "day"]
 GROUPS: tuple[str, ...] = ("model", "provider", "channel", "job", "purpose", "session", "day")
 

@@ -39,6 +39,7 @@ from telegram.ext import (
 
 from kernel.commands import MENU
 from kernel.commands.listing import DELETE_PATTERN, HISTORY_PATTERN
+from kernel.commands.memory import PATTERN as MEMORY_PATTERN
 from kernel.commands.status import ChannelReport
 from kernel.core.backoff import Backoff, Retrying
 from kernel.core.errors import KernelError, StartupError
@@ -321,6 +322,8 @@ class TelegramChannel:
         self.app.add_handler(deleting)
         tasks = CallbackQueryHandler(self.commands.on_task, pattern=TASK_PATTERN)
         self.app.add_handler(tasks)
+        memory = CallbackQueryHandler(self.commands.on_memory, pattern=MEMORY_PATTERN)
+        self.app.add_handler(memory)
         self.app.add_handler(CallbackQueryHandler(self.board.on_press))
         # "/skill/<name> …" and "/prompts:<name> …" start like commands but are messages
         # (the agent injects the skill, fills in the template), so they go to the inbound

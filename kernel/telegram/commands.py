@@ -248,6 +248,22 @@ class CommandSet:
                 reply = Reply(f"{reply.text}\n\n{listing.text}", buttons=listing.buttons)
         await self._answer_press(query, reply)
 
+    async def on_memory(self, update: Update, context: Context) -> None:
+        """A button under /memory or under a memory (kernel/commands/memory.py): the
+        message edited into what it did; a press for a memory gone or changed since it
+        was shown is answered in an alert, the message left as it is."""
+        query = update.callback_query
+        assert query is not None and query.data is not None
+        chat = query.message.chat.id if query.message is not None else self.deps.owner
+        reply = await self.commands.memory_press(conversation_of(chat), query.data)
+        if not reply.error:
+            await self._answer_press(query, reply)
+            return
+        try:
+            await query.answer(reply.text, show_alert=True)
+        except TelegramError as exc:  # the answer is a courtesy
+            log.info("answering a press failed: %s", type(exc).__name__)
+
     async def _answer_press(self, query: Any, reply: Reply) -> None:
         """The pressed message edited into ``reply`` (its buttons replaced by the
         reply's, or taken away); a message too old to edit gets a new one."""

@@ -76,8 +76,9 @@ def register(registry: ToolRegistry, memories: Memories) -> None:
         """
         if not text.strip():
             raise ToolError("text is empty: give the fact to remember")
-        row, _ = await memories.add(text, category, _target(scope, context))
-        return {"id": row.id}
+        # A fact that replaces one kept updates that memory (its id; the old text kept).
+        saved = await memories.remember(text, category, _target(scope, context), actor="model")
+        return {"id": saved.row.id}
 
     @registry.tool(effect=READS)
     async def memory_search(
@@ -96,7 +97,7 @@ def register(registry: ToolRegistry, memories: Memories) -> None:
     @registry.tool
     async def memory_delete(id: int, context: ToolContext) -> dict[str, Any]:
         """Delete a memory by id."""
-        if not await memories.delete([id], context.memory_scopes):
+        if not await memories.forget([id], context.memory_scopes, actor="model"):
             raise ToolError(f"no memory with id {id}: find ids with memory_search or memory_list")
         return {"ok": True}
 

@@ -131,6 +131,11 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], str]] = {
         {"mode": "act", "before": "plan", "how": "confirm"},
         "🧭 mode plan → act (you)",
     ),
+    kinds.MEMORY_CHANGED: (
+        "api",
+        {"action": "moved", "memory": 7, "scope": "global", "before": "project:kernel"},
+        "🧠 memory #7 moved to another scope (an API client)",
+    ),
     kinds.ARTIFACT_SAVED: (
         "kernel",
         {"artifact_id": 3, "kind": "cli", "size": 2048, "sha256": "99"},

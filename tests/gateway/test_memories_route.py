@@ -146,6 +146,51 @@ async def test_edit_in_place_and_delete(
     assert status == 201 and back["id"] != memory["id"] and back["scope"] == "project:kernel"
 
 
+async def test_move_versions_and_every_change_in_the_audit_trail(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim
+) -> None:
+    sc = await sidecar(anthropic_sim, api_key=API_KEY)
+    memory = await add(sc, "The owner drinks coffee", category="user", scope="project:kernel")
+    path = f"/memories/{memory['id']}"
+    status, changed, _ = await sc.call("PATCH", path, {"text": "The owner drinks oolong tea"})
+    assert status == 200, changed
+    status, moved, _ = await sc.call("PATCH", path, {"scope": "global"})
+    assert status == 200 and (moved["scope"], moved["text"]) == (
+        "global",
+        "The owner drinks oolong tea",
+    )
+    # The same fact in other words (punctuation, case): that memory, updated.
+    status, again, _ = await sc.call("POST", "/memories", {"text": "the owner drinks Oolong tea!"})
+    assert status == 200 and (again["id"], again["created"], again["updated"]) == (
+        memory["id"],
+        False,
+        True,
+    )
+    status, history, _ = await sc.call("GET", f"{path}/versions")
+    assert status == 200, history
+    assert [(v["text"], v["how"], v["scope"]) for v in history["versions"]] == [
+        ("The owner drinks oolong tea", "restated", "global"),
+        ("The owner drinks coffee", "edited", "project:kernel"),
+    ]
+    status, error = await refused(sc, "PATCH", path, {"scope": "team:a"})
+    assert status == 400 and error["details"]["field"] == "scope"
+    status, _, _ = await sc.call("DELETE", path)
+    assert status == 200
+    status, error = await refused(sc, "GET", f"{path}/versions")
+    assert status == 404 and error["code"] == "not_found"
+
+    await sc.kernel.audit.settled()
+    rows = await sc.kernel.audit.rows.events(limit=50, kinds=("memory.changed",))
+    assert [(r.actor, r.data and r.data["action"]) for r in rows] == [
+        ("api", "edited"),
+        ("api", "moved"),
+        ("api", "restated"),
+        ("api", "forgotten"),
+    ]
+    assert all(r.data and r.data["memory"] == memory["id"] for r in rows)
+    assert "oolong" not in str([r.raw_data for r in rows])  # facts only, never the text
+
+
 async def test_refusals_name_the_parameter(
     sidecar: SidecarFactory, anthropic_sim: AnthropicSim
 ) -> None:

@@ -132,7 +132,8 @@ async def test_remembered_facts_go_to_the_scope_given(memories: Memories) -> Non
     assert [(m.text, m.scope) for m in saved] == [("deploys on Fridays", "project:kernel")]
     assert await texts(memories, "fridays", OTHER) == []
     assert await texts(memories, "fridays", KERNEL) == ["deploys on Fridays"]
-    saved = await memories.save_facts([Fact("deploys on Fridays", None)])  # global: new
+    # global: the project's memory of it becomes global, one row (issue 39)
+    saved = await memories.save_facts([Fact("deploys on Fridays", None)])
     assert [m.scope for m in saved] == ["global"]
 
 

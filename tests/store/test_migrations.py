@@ -693,6 +693,39 @@ async def check_v22(store: Store) -> None:
     assert await store.put_vectors("m@0", [(2201, "the cat is called Mochi", [1.0, 0.0])]) == 0
 
 
+def insert_v23(conn: sqlite3.Connection) -> None:
+    # An edited memory as Kernel v23 keeps it: the text now, the one before as a version.
+    cur = conn.execute(
+        "INSERT INTO memories (text, category, created_at, key, scope)"
+        " VALUES ('lives in Lisbon', 'user', ?, 'lives in lisbon', 'global')",
+        (TS,),
+    )
+    conn.execute(
+        "INSERT INTO memory_versions (memory_id, text, category, scope, saved_at,"
+        " replaced_at, how) VALUES (?, 'lives in Porto', 'user', 'global', ?, ?, 'superseded')",
+        (cur.lastrowid, TS, TS),
+    )
+
+
+async def check_v23(store: Store) -> None:
+    # Each memory keeps its versions, the latest first; a memory deleted takes them along.
+    memories = {m.text: m for m in await store.list_memories(limit=500)}
+    lisbon = memories["lives in Lisbon"]
+    [porto] = await store.memory_versions(lisbon.id)
+    assert (porto.text, porto.how) == ("lives in Porto", "superseded")
+    assert await store.update_memory(lisbon.id, text="lives in Faro", how="edited") is not None
+    versions = await store.memory_versions(lisbon.id)
+    assert [(v.text, v.how) for v in versions] == [
+        ("lives in Lisbon", "edited"),
+        ("lives in Porto", "superseded"),
+    ]
+    assert versions[0].saved_at == porto.replaced_at  # Lisbon began when Porto ended
+    assert await store.delete_memories([lisbon.id]) == 1
+    assert await store.memory_versions(lisbon.id) == []
+    for memory in memories.values():  # the memories from before have no versions
+        assert memory.id == lisbon.id or await store.memory_versions(memory.id) == []
+
+
 SAMPLES: dict[
     int, tuple[Callable[[sqlite3.Connection], None], Callable[[Store], Awaitable[None]]]
 ] = {
@@ -718,6 +751,7 @@ SAMPLES: dict[
     20: (insert_v20, check_v20),
     21: (insert_v21, check_v21),
     22: (insert_v22, check_v22),
+    23: (insert_v23, check_v23),
 }
 
 

@@ -321,14 +321,18 @@ async def test_edit_and_delete_a_memory_then_undo(console: Opener) -> None:
     await expect(row).to_have_count(1)
     await row.locator("[data-action=edit]").click()
     await row.locator("textarea").fill("drinks jasmine tea")
+    await row.locator("input.memory-scope").fill("project:kernel")  # moved as well
     await row.locator("[data-action=save]").click()
     edited = page.locator("tr[data-memory-id]").filter(has_text="jasmine tea")
     await expect(edited).to_have_count(1)
+    await expect(edited).to_contain_text("project kernel")
 
     async def texts() -> list[str]:
         return [m.text for m in await store.list_memories()]
 
     assert await texts() == ["drinks jasmine tea"]
+    await edited.locator("[data-action=history]").click()  # the text before the edit
+    await expect(edited.locator(".memory-versions")).to_contain_text("drinks green tea (edited)")
     await c.shot("memories")
     await edited.locator("[data-action=delete]").click()
     await expect(page.locator("tr[data-memory-id]")).to_have_count(0)
@@ -341,6 +345,13 @@ async def test_edit_and_delete_a_memory_then_undo(console: Opener) -> None:
     await until_async(lambda: texts(), ["drinks jasmine tea"])
     [restored] = await store.list_memories()
     assert restored.category == "user"
+    await c.sc.kernel.audit.settled()  # the console's changes are the owner's, audited
+    rows = await c.sc.kernel.audit.rows.events(limit=50, kinds=("memory.changed",))
+    assert [(r.actor, r.data and r.data["action"]) for r in rows] == [
+        ("owner", "moved"),
+        ("owner", "edited"),
+        ("owner", "forgotten"),
+    ]
     c.check()
 
 

@@ -1,12 +1,15 @@
 """``/memories``: the owner's long-term memory (kernel/memory), listed or searched (the
-same search the memory tools use), added, edited in place and deleted.
+same search the memory tools use), added, edited in place, moved and deleted; a memory's
+earlier versions (issue 39). Every change is an audit row (``memory.changed``), its
+actor ``owner`` from the console, ``api`` from a sidecar client.
 
 A memory view is ``id``, ``text``, ``category`` (null: none), ``scope`` (``global``,
 ``project:<name>`` or ``persona:<name>``) and ``created_at``. A new memory is checked
-as the ``memory_add`` tool's is (kernel/memory's ``Memories.add``): the same fact
+as the ``memory_add`` tool's is (kernel/memory's ``Memories.remember``): the same fact
 already in that scope or in global is not stored twice (200 with that memory,
-``created`` false). An edit that would make a memory another's fact is refused with
-``409 memory_exists``.
+``created`` false); a fact that restates or replaces a memory updates it (200,
+``updated`` true, its earlier text kept as a version). An edit or a move that would make
+a memory another's fact is refused with ``409 memory_exists``.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ from kernel.gateway.api import (
     query_param,
     refusal,
 )
+from kernel.gateway.apikey import caller_of
 from kernel.gateway.schema import BodyModel, Shape, Text, documented, refuse
 from kernel.memory.scopes import GLOBAL, check_scope
-from kernel.store.memories import MEMORY_CATEGORIES, DuplicateMemory, MemoryRow
+from kernel.store.memories import MEMORY_CATEGORIES, DuplicateMemory, How, MemoryRow
 from kernel.tools.memory import Category
 
 router = Router("memories", "Long-term memory: search, add, edit, delete")
@@ -78,6 +82,23 @@ class MemoryList(Shape):
 
 class MemoryAdded(MemoryInfo):
     created: bool = Field(description="false: the same fact was already this memory")
+    updated: bool = Field(
+        False, description="true: the fact restated or replaced this memory (its text before kept)"
+    )
+
+
+class MemoryVersionInfo(Shape):
+    text: str
+    category: CategoryName | None = None
+    scope: str = Field(description=SCOPE_WORDS)
+    saved_at: str
+    replaced_at: str
+    how: How
+
+
+class MemoryVersions(Shape):
+    id: int
+    versions: list[MemoryVersionInfo] = Field(description="the latest first")
 
 
 class NewMemory(BodyModel):
@@ -91,6 +112,9 @@ class NewMemory(BodyModel):
 class MemoryChange(BodyModel):
     text: MemoryText | None = None
     category: CategoryName | None = None
+    scope: Annotated[str, Field(max_length=200, description=f"move it: {SCOPE_WORDS}")] | None = (
+        None
+    )
 
 
 class MemoryDeleted(Shape):
@@ -113,6 +137,11 @@ def _scope(raw: str, field: str) -> str:
         return check_scope(raw)
     except ValueError:
         raise invalid(t("gw.memory_bad_scope", field=field), field=field) from None
+
+
+def _actor(request: web.Request) -> str:
+    """Who changes a memory: the owner at the console, else a sidecar client."""
+    return "owner" if caller_of(request) == "console" else "api"
 
 
 def _memory_id(request: web.Request) -> int:
@@ -174,11 +203,14 @@ async def add_memory(request: web.Request, body: NewMemory) -> web.Response:
     """201 when stored; 200 with the existing memory when the same fact is already in
     that scope or in global."""
     scope = _scope(body.scope or GLOBAL, "scope")
+    memories = deps_of(request).memories
     try:
-        row, created = await deps_of(request).memories.add(body.text, body.category, scope)
+        saved = await memories.remember(body.text, body.category, scope, actor=_actor(request))
     except ValueError as exc:
         raise invalid(str(exc)) from None
-    return json_response(memory_json(row) | {"created": created}, 201 if created else 200)
+    created = saved.outcome == "created"
+    shown = {"created": created, "updated": saved.outcome in ("superseded", "restated")}
+    return json_response(memory_json(saved.row) | shown, 201 if created else 200)
 
 
 @router.get(
@@ -199,18 +231,27 @@ async def get_memory(request: web.Request) -> web.Response:
 @router.route(
     "PATCH",
     "/memories/{memory_id}",
-    summary="Change a memory's text and/or category (same id and scope)",
+    summary="Change a memory's text and/or category, or move it to another scope (same id)",
     params=(MEMORY_ID,),
     body=MemoryChange,
     response=MemoryInfo,
     errors=(400, 404, 409),
 )
 async def change_memory(request: web.Request, body: MemoryChange) -> web.Response:
+    """The text before an edit is kept as a version; a move keeps the text."""
     memory_id = _memory_id(request)
-    if body.text is None and body.category is None:
+    if body.text is None and body.category is None and body.scope is None:
         raise invalid(t("gw.memory_nothing_to_change"), field="text")
+    scope = None if body.scope is None else _scope(body.scope, "scope")
+    memories = deps_of(request).memories
+    actor = _actor(request)
+    row: MemoryRow | None = None
     try:
-        row = await deps_of(request).memories.update(memory_id, body.text, body.category)
+        if scope is not None:
+            moved = await memories.move(memory_id, scope, actor=actor)
+            row = None if moved is None else moved.row
+        if (body.text is not None or body.category is not None) and (scope is None or row):
+            row = await memories.edit(memory_id, body.text, body.category, actor=actor)
     except DuplicateMemory as exc:
         message = t("gw.memory_exists", id=exc.existing)
         raise refusal("memory_exists", message, {"id": exc.existing}) from None
@@ -219,6 +260,32 @@ async def change_memory(request: web.Request, body: MemoryChange) -> web.Respons
     if row is None:
         raise not_found("memory", str(memory_id))
     return json_response(memory_json(row))
+
+
+@router.get(
+    "/memories/{memory_id}/versions",
+    summary="A memory's earlier versions (edited, superseded, restated), the latest first",
+    params=(MEMORY_ID,),
+    response=MemoryVersions,
+    errors=(404,),
+)
+async def memory_versions(request: web.Request) -> web.Response:
+    memory_id = _memory_id(request)
+    memories = deps_of(request).memories
+    if await memories.get(memory_id) is None:
+        raise not_found("memory", str(memory_id))
+    versions = [
+        {
+            "text": v.text,
+            "category": v.category,
+            "scope": v.scope,
+            "saved_at": v.saved_at.isoformat(timespec="seconds"),
+            "replaced_at": v.replaced_at.isoformat(timespec="seconds"),
+            "how": v.how,
+        }
+        for v in await memories.versions(memory_id)
+    ]
+    return json_response({"id": memory_id, "versions": versions})
 
 
 @router.delete(
@@ -230,6 +297,6 @@ async def change_memory(request: web.Request, body: MemoryChange) -> web.Respons
 )
 async def delete_memory(request: web.Request) -> web.Response:
     memory_id = _memory_id(request)
-    if not await deps_of(request).memories.delete([memory_id]):
+    if not await deps_of(request).memories.forget([memory_id], actor=_actor(request)):
         raise not_found("memory", str(memory_id))
     return json_response({"deleted": True, "id": memory_id})

@@ -1,5 +1,6 @@
 // Memories: search (the memory tools' search), filter by category and scope, add, edit
-// in place, delete with an undo for 10 s (the memory is re-created through the API).
+// in place or move to another scope (PATCH, the text before kept as a version), show a
+// memory's earlier versions, delete with an undo for 10 s (re-created through the API).
 import { api, el, failed, localTime, notify, t } from "./app.js";
 
 const CATEGORIES = ["user", "feedback", "project", "reference"];
@@ -86,6 +87,7 @@ function cells(memory) {
       "td",
       { class: "actions" },
       el("button", { type: "button", "data-action": "edit", onclick: () => edit(memory) }, t("web.memories.edit")),
+      el("button", { type: "button", "data-action": "history", onclick: () => history(memory) }, t("web.memories.history")),
       el(
         "button",
         { type: "button", class: "danger", "data-action": "delete", onclick: () => remove(memory) },
@@ -103,15 +105,45 @@ function rowOf(id) {
   return view.body.querySelector(`tr[data-memory-id="${id}"]`);
 }
 
+async function history(memory) {
+  const tr = rowOf(memory.id);
+  if (!tr) return;
+  let data;
+  try {
+    data = await api("GET", `/memories/${memory.id}/versions`);
+  } catch (error) {
+    failed(error);
+    return;
+  }
+  const cell = tr.querySelector(".memory-text");
+  if (!cell) return;
+  cell.querySelector(".memory-versions")?.remove();
+  const lines = data.versions.length
+    ? data.versions.map((v) =>
+        el("li", {}, t("web.memories.version", { date: localTime(v.replaced_at, true), text: v.text, how: t(`web.memories.how.${v.how}`) })),
+      )
+    : [el("li", { class: "muted" }, t("web.memories.no_versions"))];
+  cell.append(el("ul", { class: "memory-versions muted" }, ...lines));
+}
+
 function edit(memory) {
   const tr = rowOf(memory.id);
   if (!tr) return;
   const text = el("textarea", { class: "memory-edit", "aria-label": t("web.memories.text") }, memory.text);
   const category = categorySelect({ "aria-label": t("web.memories.category") }, memory.category, "—");
+  const scope = el("input", {
+    class: "memory-scope",
+    list: "memory-scopes",
+    value: memory.scope,
+    "aria-label": t("web.memories.scope"),
+    title: t("web.memories.scope_hint"),
+    maxlength: 200,
+  });
   const save = async () => {
     const change = {};
     if (text.value.trim() !== memory.text) change.text = text.value;
     if (category.value && category.value !== (memory.category || "")) change.category = category.value;
+    if (scope.value.trim() && scope.value.trim() !== memory.scope) change.scope = scope.value.trim();
     if (!Object.keys(change).length) return tr.replaceChildren(...cells(memory));
     saveButton.disabled = true;
     try {
@@ -126,7 +158,7 @@ function edit(memory) {
   const saveButton = el("button", { type: "button", class: "primary", "data-action": "save", onclick: save }, t("web.memories.save"));
   tr.replaceChildren(
     el("td", { colspan: 2 }, text, category),
-    el("td", {}, scopeWord(memory.scope)),
+    el("td", {}, scope),
     el("td", { class: "muted nowrap" }, localTime(memory.created_at, true)),
     el(
       "td",
@@ -202,7 +234,8 @@ async function add() {
     const saved = await api("POST", "/memories", body);
     if (!view) return;
     view.newText.value = "";
-    notify(saved.created ? t("web.memories.added") : t("web.memories.known", { id: saved.id }));
+    const word = saved.created ? t("web.memories.added") : saved.updated ? t("web.memories.updated", { id: saved.id }) : t("web.memories.known", { id: saved.id });
+    notify(word);
     await load();
   } catch (error) {
     failed(error);
