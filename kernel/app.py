@@ -497,6 +497,7 @@ class Kernel:
         if self.agent.titles is not None:
             await self.agent.titles.aclose()
         await self.channel_registry.aclose()
+        await self.memories.close()
         vectors, self.memories.vectors = self.memories.vectors, None
         if vectors is not None:
             await vectors.stop()

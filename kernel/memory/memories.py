@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from kernel.core.tasks import TaskSet
 from kernel.memory.facts import (
     JUDGE_SECONDS,
     JUDGED,
@@ -55,6 +56,7 @@ BACKLOG_BATCH = 500
 LIKE_WINDOW = 5000  # the most recent memories the LIKE fallback of an FTS5 search scans
 MAX_REMEMBERED_PER_TURN = 3  # seed 001: at most 3 facts saved from one turn's tags
 MAX_FACTS_CONSIDERED = 10  # a reply full of tags costs a bounded number of writes
+SETTLE_SECONDS = 5.0  # at stop, how long the facts being judged may take to fold
 CANDIDATES = 20  # hybrid recall: each ranking's best this many (at least k) are fused
 
 
@@ -66,6 +68,7 @@ class Memories:
         self.vectors: VectorIndex | None = None  # set when [memory.embeddings] is configured
         self.judge: Judge | None = None  # names the memory a new fact replaces (facts.py)
         self.changed: Changed | None = None  # told of every edit, move, forget, supersede
+        self._settling = TaskSet("memories")  # a turn's new facts checked against kept ones
 
     @property
     def search_mode(self) -> Literal["fts5", "like"]:
@@ -220,16 +223,18 @@ class Memories:
         text: str | None = None,
         category: str | None = None,
         how: How = "edited",
+        replacing: int | None = None,
     ) -> MemoryRow | None:
         """Change a memory's text and/or category in place; None when there is no such
         memory. Raises ValueError for empty text or an unknown category, DuplicateMemory
-        when the new text is already a memory of its scope (or of global)."""
+        when the new text is already a memory of its scope (or of global). ``replacing``:
+        the newer memory whose fact it takes, deleted in the same transaction."""
         tokens = None
         if text is not None and text.strip() and self.store.fts5_available:
             await self._ready()
             tokens = await asyncio.to_thread(self.tokenizer.index_text, text.strip())
         row = await self.store.update_memory(
-            memory_id, text=text, category=category, tokens=tokens, how=how
+            memory_id, text=text, category=category, tokens=tokens, how=how, replacing=replacing
         )
         if row is not None and text is not None and self.vectors is not None:
             self.vectors.poke()  # new text lost its vector (migration 22's trigger)
@@ -262,7 +267,7 @@ class Memories:
             if len(seen) == MAX_FACTS_CONSIDERED:
                 break
             seen.add(key)
-            done = await self.remember(fact.text, fact.category, scope, actor="model")
+            done = await self.remember(fact.text, fact.category, scope, actor="model", settle=False)
             if done.written:
                 saved.append(done.row)
                 if len(saved) >= limit:
@@ -272,14 +277,22 @@ class Memories:
     # ----- facts that change (issue 39, kernel/memory/facts.py) -------------------------
 
     async def remember(
-        self, text: str, category: str | None = None, scope: str = GLOBAL, *, actor: str
+        self,
+        text: str,
+        category: str | None = None,
+        scope: str = GLOBAL,
+        *,
+        actor: str,
+        settle: bool = True,
     ) -> Saved:
         """Save a fact in ``scope`` as every save path does: the same fact in global or
         ``scope`` is that memory (``exists``); saved globally while it is a memory of
         another scope, that memory moves to global (``promoted``); one that restates or
         replaces a memory recall finds updates that memory, its text before kept as a
         version (``restated``, ``superseded``); otherwise a new memory (``created``).
-        Raises ValueError as :meth:`add` does."""
+        With ``settle`` False (a turn's ``<remember>`` tags: the reply does not wait for
+        the judge) the new memory is kept at once and folded into the one it replaces in
+        the background. Raises ValueError as :meth:`add` does."""
         check_scope(scope)
         if scope == GLOBAL and text.strip():
             elsewhere = await self.store.same_fact_elsewhere(text, scope)
@@ -293,21 +306,32 @@ class Memories:
         row, created = await self.add(text, category, scope)
         if not created:
             return Saved(row, "exists")
+        if not settle:  # the fact is kept; whether it replaces one is settled meanwhile
+            self._settling.spawn(self._settle(row, scope, actor), "memory settle")
+            return Saved(row, "created")
+        return await self._settle(row, scope, actor)
+
+    async def _settle(self, row: MemoryRow, scope: str, actor: str) -> Saved:
+        """A new memory ``row`` that restates or replaces a kept one is folded into it
+        (the kept one takes its text, the text before kept as a version, the new row
+        deleted in the same transaction); else it stays as it is."""
         found = await self._replaced(row, scope)
         if found is None:
             return Saved(row, "created")
         old, how = found
-        # The new row goes first: its fact would otherwise be a duplicate of the edit.
-        await self.store.delete_memories([row.id])
         try:
-            kept = await self.update(old.id, row.text, row.category, how=how)
+            kept = await self.update(old.id, row.text, row.category, how=how, replacing=row.id)
         except (ValueError, DuplicateMemory):
             kept = None
-        if kept is None:  # gone meanwhile: the fact is never lost
-            row, _ = await self.add(row.text, row.category, scope)
+        if kept is None:  # gone meanwhile: the new memory stays, the fact is never lost
             return Saved(row, "created")
         self._tell(how, actor, memory=old.id, scope=old.scope, chars=len(kept.text))
         return Saved(kept, how, old.text)
+
+    async def close(self) -> None:
+        """Wait briefly for the facts being settled, then stop (each is kept already)."""
+        await self._settling.wait(SETTLE_SECONDS)
+        await self._settling.close()
 
     async def _replaced(self, row: MemoryRow, scope: str) -> tuple[MemoryRow, Replaced] | None:
         """The memory (of global or ``scope``) that ``row``'s new fact restates or

@@ -208,13 +208,16 @@ class MemoryTables(Database):
         category: str | None = None,
         tokens: str | None = None,
         how: How = "edited",
+        replacing: int | None = None,
     ) -> MemoryRow | None:
         """Change a memory's text (re-indexed with ``tokens``, else left to the backlog)
         and/or category, in place (same id and scope); None when there is no such memory.
         A changed text keeps the one before as an earlier version, replaced ``how``.
         Raises ValueError for empty text or an unknown category, and
         :class:`DuplicateMemory` when the new text is another memory's fact in the same
-        scope or in global (what :meth:`add_memory` would have returned instead)."""
+        scope or in global (what :meth:`add_memory` would have returned instead).
+        ``replacing``: a newer memory whose fact this one takes, deleted in the same
+        transaction (a kill between the two never loses the fact)."""
         clean = None if text is None else text.strip()
         if clean is not None and not clean:
             raise ValueError("memory text is empty")
@@ -231,6 +234,12 @@ class MemoryTables(Database):
             if found is None:
                 return None
             scope, old_tokens, old_text = found
+            if replacing is not None:
+                newer = conn.execute(
+                    "SELECT tokens FROM memories WHERE id = ?", (replacing,)
+                ).fetchone()
+                if newer is not None:
+                    delete_row(conn, replacing, newer[0], fts=fts)
             if clean is not None and clean != old_text:  # undone with the rest on a refusal
                 keep_version(conn, memory_id, how, now)
             if category is not None:
@@ -279,13 +288,7 @@ class MemoryTables(Database):
                 row = conn.execute(sql, [memory_id, *params]).fetchone()
                 if row is None:
                     continue
-                if fts and row[0] is not None:
-                    conn.execute(
-                        "INSERT INTO memories_fts (memories_fts, rowid, tokens)"
-                        " VALUES ('delete', ?, ?)",
-                        (memory_id, row[0]),
-                    )
-                conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+                delete_row(conn, memory_id, row[0], fts=fts)
                 deleted += 1
             return deleted
 
@@ -357,6 +360,16 @@ def keep_version(conn: sqlite3.Connection, memory_id: int, how: How, now: str) -
         " FROM memories m WHERE m.id = ?",
         (now, how, memory_id),
     )
+
+
+def delete_row(conn: sqlite3.Connection, memory_id: int, tokens: str | None, *, fts: bool) -> None:
+    """Delete one memory and its full-text entry (its versions and vector go with it)."""
+    if fts and tokens is not None:
+        conn.execute(
+            "INSERT INTO memories_fts (memories_fts, rowid, tokens) VALUES ('delete', ?, ?)",
+            (memory_id, tokens),
+        )
+    conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
 
 
 def has_backlog(conn: sqlite3.Connection) -> bool:

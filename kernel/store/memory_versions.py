@@ -21,6 +21,7 @@ from kernel.store.memories import (
     MemoryRow,
     _memory_from_row,
     check_unique,
+    delete_row,
 )
 from kernel.store.migrations import memory_key
 
@@ -115,19 +116,10 @@ class MemoryVersionTables(Database):
                     (key, memory_id),
                 ).fetchall()
                 for copy_id, tokens in copies:
-                    _delete(conn, int(copy_id), tokens, fts=self.fts5_available)
+                    delete_row(conn, int(copy_id), tokens, fts=self.fts5_available)
                     absorbed.append(int(copy_id))
             conn.execute("UPDATE memories SET scope = ? WHERE id = ?", (scope, memory_id))
             moved = conn.execute(_MEMORY_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
             return Moved(_memory_from_row(moved), found.scope, tuple(absorbed))
 
         return await self._write("move memory", op)
-
-
-def _delete(conn: sqlite3.Connection, memory_id: int, tokens: str | None, *, fts: bool) -> None:
-    if fts and tokens is not None:
-        conn.execute(
-            "INSERT INTO memories_fts (memories_fts, rowid, tokens) VALUES ('delete', ?, ?)",
-            (memory_id, tokens),
-        )
-    conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))

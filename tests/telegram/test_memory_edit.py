@@ -9,17 +9,19 @@ Real PTB against the Bot API simulator, the real SDKs against the model simulato
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from kernel.audit import kinds
 from tests.sim.context import recalled_of
 from tests.sim.openai_sim import OpenAISim
-from tests.sim.script import text_reply
+from tests.sim.script import Reply, Text, text_reply
 from tests.sim.telegram_sim import OWNER
 from tests.telegram.conftest import CONV, BotHarness, Factory
 from tests.telegram.test_pickers import labels, last_answer, picker, tap
 from tests.telegram.test_titles import titles_section
+from tests.waiting import wait_until
 
 
 async def changes(h: BotHarness) -> list[tuple[str, str, Any]]:
@@ -112,3 +114,33 @@ async def test_edit_move_and_forget_by_command_and_buttons_are_audited(
     ]
     assert (await h.kernel.agent.scopes.current(CONV)).project == "garden"
     assert h.tg.chat(OWNER)  # the chat holds what was said
+
+
+async def test_a_turns_remembered_fact_does_not_wait_for_the_judge(
+    bot: Factory, openai_sim: OpenAISim
+) -> None:
+    """A `<remember>` tag's fact is kept at once; whether it replaces a kept one is judged
+    after the reply went (a slow judge never holds the owner's answer)."""
+    h = await bot(extra=titles_section(openai_sim))
+    await h.ask("/remember My cat is called Mochi")
+    gate = asyncio.Event()
+    openai_sim.enqueue_for("You compare a new fact", Reply(Text("1"), gate=gate))  # judge
+    openai_sim.enqueue(text_reply("Cat names"))  # the session's title
+    h.model.enqueue(text_reply("Noted.<remember>My cat is called Tofu now</remember>"))
+
+    assert await h.converse("My cat is called Tofu now") == "Noted."
+    await wait_until(lambda: any("Mochi" in str(r.body) for r in openai_sim.requests))
+    texts = sorted(m.text for m in await h.kernel.store.list_memories())
+    assert texts == ["My cat is called Mochi", "My cat is called Tofu now"]  # both kept
+
+    gate.set()
+
+    async def folded() -> bool:
+        return len(await h.kernel.store.list_memories()) == 1
+
+    await wait_until(folded)
+    [memory] = await h.kernel.store.list_memories()
+    assert memory.text == "My cat is called Tofu now"
+    [old] = await h.kernel.store.memory_versions(memory.id)
+    assert (old.text, old.how) == ("My cat is called Mochi", "superseded")
+    assert await changes(h) == [("superseded", "model", memory.id)]
