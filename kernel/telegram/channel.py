@@ -68,6 +68,7 @@ from kernel.telegram.picker import PATTERN as PICK_PATTERN
 from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_request
 from kernel.telegram.tasks import PATTERN as TASK_PATTERN
 from kernel.telegram.tasks import TaskTeller
+from kernel.telegram.topics import Lanes
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class TelegramChannel:
         self._teller: TaskTeller | None = None  # attached to the agent's tasks while running
         self._told_update: object = None  # the update whose failure was told last
         polls = poll_request()
+        lanes = Lanes(cfg.allowed_user)  # the owner's topics (``topics.py``)
         bot = PollingBot(
             cfg.token,
             base_url=f"{cfg.api_base}/bot",
@@ -108,6 +110,7 @@ class TelegramChannel:
                 max_retries=cfg.max_retries_429, clock=pace.monotonic, sleep=pace.sleep
             ),
             clock=services.clock,
+            lanes=lanes,
         )
         self.bot = bot
         self.app: Application[Any, Any, Any, Any, Any, Any] = (
@@ -128,6 +131,7 @@ class TelegramChannel:
             clock=services.clock,
             tz=ZoneInfo(services.config.general.timezone),
             audit=services.audit,
+            lanes=lanes,
         )
         self.board = AskBoard(bot, self.outbox, services.agent.asks)
         self.life = Lifetime(self.outbox, self.owner)
@@ -387,7 +391,9 @@ class TelegramChannel:
             return "other"
         if message.chat.type != "private":
             return "group"
-        return "" if self._owners_private(message) else "stranger"
+        if not self._owners_private(message):
+            return "stranger"
+        return "topic" if message.forum_topic_created or message.forum_topic_edited else ""
 
 
 # python-telegram-bot 22's Application marks each update's chat and user for a

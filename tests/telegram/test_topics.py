@@ -1,0 +1,122 @@
+"""Topics in the bot's private chat as Kernel sessions (issue 41): each topic is its own
+conversation, answered in its topic, with its own busy window and /cancel; turns in two
+topics run at once. Real PTB against the Bot API simulator (its topics follow
+docs/telegram-topics.md), the real anthropic SDK against the model simulator."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kernel.telegram.topics import CONVERSATION, TOPIC_BASE
+from tests.sim.anthropic_sim import AnthropicSim
+from tests.sim.script import Reply, Text, text_reply
+from tests.sim.telegram_sim import OWNER, TelegramSim
+from tests.telegram.conftest import BotHarness, Factory
+from tests.waiting import wait_until
+
+
+def in_topic(h: BotHarness, thread: int | None) -> list[str]:
+    return [m.text for m in h.tg.chat(OWNER, from_bot=True, thread=thread)]
+
+
+async def with_topics(bot: Factory, *names: str) -> tuple[BotHarness, list[int]]:
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    h = await bot(tg=tg)
+    return h, [tg.user_creates_topic(name) for name in names]
+
+
+async def test_two_topics_run_at_once_each_answered_in_its_topic_and_cancel_is_per_topic(
+    bot: Factory,
+) -> None:
+    h, (trip, code) = await with_topics(bot, "Trip", "Code")
+    gate_trip, gate_code = asyncio.Event(), asyncio.Event()
+    h.model.enqueue(Reply(Text("never shown"), gate=gate_trip))
+    h.model.enqueue(Reply(Text("use a dict"), gate=gate_code))
+    h.tg.inject_text("plan Lisbon", thread=trip)
+    await h.tg.wait_until(lambda: len(h.model.requests) == 1)
+    h.tg.inject_text("hash map?", thread=code)
+    # Both turns are at the model at once: the second did not wait for the first.
+    await h.tg.wait_until(lambda: len(h.model.requests) == 2)
+    sessions = h.kernel.agent.sessions
+    trip_conv, code_conv = (CONVERSATION.format(thread=n) for n in (trip, code))
+    assert sessions.is_busy(trip_conv) and sessions.is_busy(code_conv)
+    assert sessions.current_session(trip_conv) != sessions.current_session(code_conv)
+
+    h.tg.inject_text("/cancel", thread=trip)
+    await h.tg.wait_until(lambda: not sessions.is_busy(trip_conv))
+    assert sessions.is_busy(code_conv)  # the other topic's turn goes on
+    gate_code.set()
+    await h.tg.wait_until(lambda: "use a dict" in in_topic(h, code))
+    gate_trip.set()
+    await h.tg.wait_until(lambda: not sessions.is_busy(code_conv))
+    assert in_topic(h, code) == ["use a dict"]
+    assert "use a dict" not in in_topic(h, trip) and "never shown" not in in_topic(h, trip)
+    assert in_topic(h, None) == []  # nothing went to General
+    # Every call that sends named its topic.
+    for call in h.tg.calls:
+        if call.method in ("sendMessage", "sendMessageDraft", "sendChatAction"):
+            assert call.params.get("message_thread_id") in (trip, code), call
+
+
+async def test_general_without_topics_keeps_its_conversation(bot: Factory) -> None:
+    h, (trip,) = await with_topics(bot, "Trip")
+    h.model.enqueue(text_reply("general answer"), text_reply("topic answer"))
+    h.tg.inject_text("hi")
+    await h.tg.wait_until(lambda: "general answer" in in_topic(h, None))
+    h.tg.inject_text("hi there", thread=trip)
+    await h.tg.wait_until(lambda: "topic answer" in in_topic(h, trip))
+    sessions = h.kernel.agent.sessions
+    assert sessions.current_session(f"telegram:{OWNER}") != sessions.current_session(
+        CONVERSATION.format(thread=trip)
+    )
+
+
+async def test_a_topic_deleted_mid_turn_delivers_to_general_with_a_note(bot: Factory) -> None:
+    h, (trip,) = await with_topics(bot, "Trip")
+    gate = asyncio.Event()
+    h.model.enqueue(Reply(Text("Lisbon in May"), gate=gate))
+    h.tg.inject_text("when to go?", thread=trip)
+    await h.tg.wait_until(lambda: len(h.model.requests) == 1)
+    h.tg.user_deletes_topic(trip)
+    gate.set()
+    await h.tg.wait_until(lambda: "Lisbon in May" in in_topic(h, None))
+    await h.settle()
+    assert in_topic(h, None) == [
+        f"⚠️ Topic #{trip} was deleted or closed, so its replies come here (General) instead."
+        " /new <title> opens a new topic",
+        "Lisbon in May",
+    ]
+
+
+async def test_a_restart_delivers_each_topics_undelivered_reply_to_its_topic(
+    bot: Factory,
+) -> None:
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    model = await AnthropicSim().start()
+    first = await bot(tg=tg, model=model)
+    trip, code = tg.user_creates_topic("Trip"), tg.user_creates_topic("Code")
+    gates = asyncio.Event(), asyncio.Event()
+    model.enqueue(
+        Reply(Text("trip answer"), gate=gates[0]), Reply(Text("code answer"), gate=gates[1])
+    )
+    tg.inject_text("plan", thread=trip)
+    await tg.wait_until(lambda: len(model.requests) == 1)
+    tg.inject_text("code", thread=code)
+    await tg.wait_until(lambda: len(model.requests) == 2)
+    await tg.go_down()  # nothing gets out before the stop (provably: refused)
+    for gate in gates:
+        gate.set()
+    outbox = first.channel.outbox
+    lanes = [TOPIC_BASE + trip, TOPIC_BASE + code]
+    await wait_until(lambda: all(outbox.undelivered(lane) for lane in lanes), timeout=60)
+    await first.channel.stop()
+    await first.kernel.stop()
+    await tg.come_back()
+
+    second = await bot(tg=tg, model=model)
+    await tg.wait_until(lambda: in_topic(second, trip) and in_topic(second, code), timeout=60)
+    assert in_topic(second, trip) == ["trip answer"]
+    assert in_topic(second, code) == ["code answer"]
+    assert in_topic(second, None) == []
