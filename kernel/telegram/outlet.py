@@ -19,6 +19,7 @@ from kernel.core.errors import ChannelError
 from kernel.core.events import AskUser
 from kernel.core.i18n import t
 from kernel.telegram.outbox import reply_items
+from kernel.telegram.topics import lane_of_conversation
 
 if TYPE_CHECKING:
     from kernel.telegram.deps import Deps
@@ -43,8 +44,9 @@ class TelegramOutlet:
         if target.user_id and target.user_id != str(owner):
             # Kernel talks to its owner only, whatever a job or request names.
             raise ChannelError(ChannelError.DISPATCH_FAILED, t("tg.owner_only"), channel=self.name)
+        lane = lane_of_conversation(target.session_id, owner)  # a topic's job: its topic
         try:
-            await self.deps.outbox.put(owner, reply_items(text))
+            await self.deps.outbox.put(lane, reply_items(text))
         except Exception as exc:  # the store refused: the delivery is not queued
             raise ChannelError(
                 ChannelError.DISPATCH_FAILED,

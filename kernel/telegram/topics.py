@@ -21,8 +21,10 @@ from typing import Any
 
 from telegram.error import BadRequest
 
+from kernel.core.delivery import TOPIC_CONVERSATION
+
 TOPIC_BASE = 1 << 53
-CONVERSATION = "telegram:topic:{thread}"  # a topic's conversation (General: telegram:<chat>)
+CONVERSATION = TOPIC_CONVERSATION + "{thread}"  # a topic's (General's: telegram:<chat>)
 
 # Methods that take message_thread_id (the ones that send); edits, deletes and reactions
 # name a message, which stays in its topic.
@@ -55,6 +57,14 @@ def thread_of(lane: int) -> int | None:
 
 def lane_of(thread: int | None, chat_id: int) -> int:
     return TOPIC_BASE + thread if thread else chat_id
+
+
+def lane_of_conversation(conversation: str, general: int) -> int:
+    """The lane a conversation's messages go to: a topic's, else ``general``."""
+    thread = conversation.removeprefix(TOPIC_CONVERSATION)
+    if thread != conversation and thread.isdigit() and int(thread) > 0:
+        return TOPIC_BASE + int(thread)
+    return general
 
 
 def topic_gone(exc: BadRequest) -> bool:

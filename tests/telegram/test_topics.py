@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 
 from kernel.telegram.topics import CONVERSATION, TOPIC_BASE
+from tests.clock import ManualClock
+from tests.cron.test_reminder import DUE, START
 from tests.sim.anthropic_sim import AnthropicSim
-from tests.sim.script import Reply, Text, text_reply
+from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, TelegramSim
 from tests.telegram.conftest import BotHarness, Factory
 from tests.waiting import wait_until
@@ -120,3 +122,26 @@ async def test_a_restart_delivers_each_topics_undelivered_reply_to_its_topic(
     assert in_topic(second, trip) == ["trip answer"]
     assert in_topic(second, code) == ["code answer"]
     assert in_topic(second, None) == []
+
+
+async def test_a_reminder_set_in_a_topic_lands_in_that_topic(bot: Factory) -> None:
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    clock = ManualClock(START)
+    h = await bot(tg=tg, clock=clock)
+    trip = tg.user_creates_topic("Trip")
+    h.model.enqueue(
+        tool_reply(
+            "cron_create",
+            {"name": "passport", "schedule": "2025-06-02T09:00", "text": "remind: passport"},
+        ),
+        text_reply("I will remind you at 9."),
+        text_reply("⏰ Renew the passport!"),
+    )
+    tg.inject_text("remind me tomorrow at 9", thread=trip)
+    await tg.wait_until(lambda: "I will remind you at 9." in in_topic(h, trip))
+    [job] = [j for j in h.kernel.cron.list() if j.row.created_by == "agent"]
+    assert job.spec.dispatch.session_id == CONVERSATION.format(thread=trip)
+    clock.advance(to=DUE)
+    await tg.wait_until(lambda: "⏰ Renew the passport!" in in_topic(h, trip))
+    assert in_topic(h, None) == []
