@@ -60,6 +60,9 @@ class TelegramConfig(Section):
     delivery_expiry_hours: PosFloat = Field(
         24.0, description="hours an undeliverable message is retried before it expires"
     )
+    max_parallel_turns: PosInt = Field(
+        3, description="turns running at once across the chat's topics"
+    )
 
 
 class GeneralConfig(Section):

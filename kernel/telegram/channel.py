@@ -68,6 +68,7 @@ from kernel.telegram.picker import PATTERN as PICK_PATTERN
 from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_request
 from kernel.telegram.tasks import PATTERN as TASK_PATTERN
 from kernel.telegram.tasks import TaskTeller
+from kernel.telegram.topic_desk import TopicDesk
 from kernel.telegram.topics import Lanes
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,8 @@ class TelegramChannel:
         self.mailroom = Mailroom(deps)
         self.files = Files(deps, self.mailroom)  # /files and the owner's downloads
         desk = BusyDesk(deps, self.mailroom.holds)  # a message while the chat is busy
-        self.inbound = Inbound(deps, self.files, desk)
+        self.topics = TopicDesk(deps)  # the owner's topics as sessions
+        self.inbound = Inbound(deps, self.files, desk, self.topics)
         self.mailroom.serve(self.inbound.handle)  # the mailroom applies what it returns
         self.commands = CommandSet(deps, self.inbound, self.mailroom, self.files, self.report)
         bot.poll_listeners.append(self.mailroom.poll_starting)
@@ -360,6 +362,8 @@ class TelegramChannel:
         if reason == "other" and unreadable is not None and self._owners(unreadable):
             await self.mailroom.unreadable(update, unreadable.what)
             raise ApplicationHandlerStop
+        if reason == "topic" and update.message is not None:  # its name, for notices
+            self.topics.seen(update.message)
         if reason:
             self.dropped[reason] += 1
             self.mailroom.refused(update)

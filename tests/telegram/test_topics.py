@@ -145,3 +145,56 @@ async def test_a_reminder_set_in_a_topic_lands_in_that_topic(bot: Factory) -> No
     clock.advance(to=DUE)
     await tg.wait_until(lambda: "⏰ Renew the passport!" in in_topic(h, trip))
     assert in_topic(h, None) == []
+
+
+async def test_the_cap_on_parallel_turns_names_the_running_topics(bot: Factory) -> None:
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    h = await bot(tg=tg, extra="max_parallel_turns = 1\n")
+    trip, code = tg.user_creates_topic("Trip"), tg.user_creates_topic("Code")
+    gate = asyncio.Event()
+    h.model.enqueue(Reply(Text("Lisbon"), gate=gate), text_reply("a dict"))
+    tg.inject_text("plan", thread=trip)
+    await tg.wait_until(lambda: len(h.model.requests) == 1)
+    tg.inject_text("hash map?", thread=code)
+    await tg.wait_until(lambda: bool(in_topic(h, code)))
+    assert in_topic(h, code) == [
+        "⏳ Already running: Trip, the telegram.max_parallel_turns limit (1). Wait for one"
+        " to answer, or /cancel it there, then send this message again"
+    ]
+    gate.set()
+    await tg.wait_until(lambda: "Lisbon" in in_topic(h, trip))
+    tg.inject_text("hash map?", thread=code)  # sent again once the other answered
+    await tg.wait_until(lambda: "a dict" in in_topic(h, code))
+    assert len(h.model.requests) == 2
+
+
+async def test_new_with_a_title_opens_a_topic_and_resume_finds_it_again(bot: Factory) -> None:
+    h, _ = await with_topics(bot)
+    h.model.enqueue(text_reply("Lisbon in May"))
+    h.tg.inject_text("/new Trip to Lisbon")
+    await h.tg.wait_until(lambda: bool(in_topic(h, None)))
+    assert in_topic(h, None) == [
+        "🗂 Opened the topic “Trip to Lisbon”: go on there; this conversation is unchanged"
+    ]
+    [topic] = h.tg.topics(OWNER)
+    assert topic.name == "Trip to Lisbon"
+    await h.tg.wait_until(lambda: bool(in_topic(h, topic.thread)))
+    assert in_topic(h, topic.thread) == [
+        "🆕 New session: Trip to Lisbon. Write in this topic to go on"
+    ]
+    h.tg.inject_text("when to go?", thread=topic.thread)
+    await h.tg.wait_until(lambda: "Lisbon in May" in in_topic(h, topic.thread))
+    await h.settle()
+    session = h.kernel.agent.sessions.current_session(CONVERSATION.format(thread=topic.thread))
+    assert session is not None
+    listing = await h.ask("/history")
+    assert f"#{session} " in listing and "🗂" in listing
+    before = len(in_topic(h, topic.thread))
+    h.tg.inject_text(f"/resume #{session}")
+    await h.tg.wait_until(lambda: len(in_topic(h, topic.thread)) > before)
+    await h.settle()
+    assert in_topic(h, None)[-1] == (
+        "🗂 The session is open in the topic “Trip to Lisbon”: go on there"
+    )
+    assert in_topic(h, topic.thread)[-1].startswith("Resumed")
