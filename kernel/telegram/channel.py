@@ -37,6 +37,7 @@ from telegram.ext import (
     filters,
 )
 
+from kernel.agent.agent import UserInput
 from kernel.commands import MENU
 from kernel.commands.listing import DELETE_PATTERN, HISTORY_PATTERN
 from kernel.commands.status import ChannelReport
@@ -69,7 +70,7 @@ from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_requ
 from kernel.telegram.tasks import PATTERN as TASK_PATTERN
 from kernel.telegram.tasks import TaskTeller
 from kernel.telegram.topic_desk import TopicDesk
-from kernel.telegram.topics import Lanes
+from kernel.telegram.topics import Lanes, is_topic
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +274,16 @@ class TelegramChannel:
         self.services.channel_registry.attach(TelegramOutlet(self.deps))
         self._teller = TaskTeller(self.deps)  # background tasks' results, the restart's offer
         self.services.agent.tasks.attach(self._teller)
+        if self.topics.on:  # the agent may open a topic (``topic_tool.py``)
+            from kernel.telegram import topic_tool
+
+            topic_tool.register(self.services.agent.tools, self.topics, self._start_in_topic)
         log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
+
+    async def _start_in_topic(self, lane: int, text: str) -> None:
+        """A turn the agent starts in a topic it opened, as if the owner wrote ``text``."""
+        outcome = await self.inbound.start(lane, UserInput(text, channel="telegram"))
+        await self.mailroom.apply(lane, None, outcome)
 
     async def stop(self) -> None:
         await self._watchdog.close()
@@ -289,6 +299,10 @@ class TelegramChannel:
         # Running turns stop now (their history is kept) and their views tell the owner;
         # a reply already being delivered gets a bounded chance to finish.
         self.services.agent.sessions.cancel(conversation_of(self.owner))
+        for lane in list(self.deps.views.tasks):  # and every topic's
+            if is_topic(lane):
+                self.services.agent.sessions.cancel(conversation_of(lane))
+        self.services.agent.tools.unregister("open_topic")
         shutdown_timeout = self.services.config.general.shutdown_timeout
         await self._tasks.wait(shutdown_timeout)
         await self._tasks.close(1.0)

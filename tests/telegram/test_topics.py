@@ -198,3 +198,19 @@ async def test_new_with_a_title_opens_a_topic_and_resume_finds_it_again(bot: Fac
         "🗂 The session is open in the topic “Trip to Lisbon”: go on there"
     )
     assert in_topic(h, topic.thread)[-1].startswith("Resumed")
+
+
+async def test_the_agent_opens_a_topic_and_starts_a_turn_there(bot: Factory) -> None:
+    h, _ = await with_topics(bot)
+    h.model.enqueue(
+        tool_reply("open_topic", {"title": "Packing list", "text": "list what to pack"}),
+        text_reply("Opened a topic for it."),
+    )
+    h.model.enqueue_for("list what to pack", text_reply("passport, charger"))
+    h.tg.inject_text("start a packing list in its own topic")
+    await h.tg.wait_until(lambda: bool(h.tg.topics(OWNER)))
+    [topic] = h.tg.topics(OWNER)
+    await h.tg.wait_until(lambda: "passport, charger" in in_topic(h, topic.thread))
+    await h.tg.wait_until(lambda: "Opened a topic for it." in in_topic(h, None))
+    assert topic.name == "Packing list"
+    assert in_topic(h, topic.thread) == ["passport, charger"]
