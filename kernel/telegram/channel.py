@@ -216,6 +216,7 @@ class TelegramChannel:
                 restarts=self.poll_restarts,
             ),
             *mailbox_lines(state.detail, own_row),
+            self.topics.status(),
         ]
         problems = channel_problems(self.polling_state().state, state.state, state.detail)
         return ChannelReport(lines, problems)

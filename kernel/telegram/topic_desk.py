@@ -106,6 +106,15 @@ class TopicDesk:
         except Exception as exc:  # a mark only: the topic still works without it
             log.warning("recording a session's topic failed: %s", type(exc).__name__)
 
+    def status(self) -> str:
+        """/status full's line: whether topics are on, and which run now."""
+        if not self.on:
+            return t("tg.status_topics_off")
+        views = self.deps.views
+        running = [self.name(lane) for lane in sorted(views.tasks) if views.busy(lane)]
+        limit = self.deps.cfg.max_parallel_turns
+        return t("tg.status_topics_on", running=", ".join(running) or "-", limit=limit)
+
     def over_cap(self, lane: int) -> str | None:
         """The notice for a message that would run one turn too many across topics."""
         views = self.deps.views

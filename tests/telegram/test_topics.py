@@ -72,6 +72,13 @@ async def test_general_without_topics_keeps_its_conversation(bot: Factory) -> No
     assert sessions.current_session(f"telegram:{OWNER}") != sessions.current_session(
         CONVERSATION.format(thread=trip)
     )
+    await h.settle()
+    assert "\nTopics: on; running: - (at most 3)\n" in await h.ask("/status full")
+
+
+async def test_status_says_topics_are_off_without_them(bot: Factory) -> None:
+    h = await bot()
+    assert "\nTopics: off (@BotFather → Threaded Mode)\n" in await h.ask("/status full")
 
 
 async def test_a_topic_deleted_mid_turn_delivers_to_general_with_a_note(bot: Factory) -> None:
