@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kernel.telegram.budget import RateBudget
 from kernel.telegram.topics import CONVERSATION, TOPIC_BASE
 from tests.clock import ManualClock
 from tests.cron.test_reminder import DUE, START
@@ -221,3 +222,22 @@ async def test_the_agent_opens_a_topic_and_starts_a_turn_there(bot: Factory) -> 
     await h.tg.wait_until(lambda: "Opened a topic for it." in in_topic(h, None))
     assert topic.name == "Packing list"
     assert in_topic(h, topic.thread) == ["passport, charger"]
+
+
+async def test_a_topics_final_answer_goes_out_while_another_topic_streams(bot: Factory) -> None:
+    """The chat's rate budget is the chat's (Telegram's limit), shared by its topics: a
+    topic that streams (drafts, no token) costs another topic's final answer nothing."""
+    h, (story, quick) = await with_topics(bot, "Story", "Quick")
+    chunks = [f"part {n} " for n in range(30)]
+    h.model.enqueue(Reply(Text("".join(chunks), chunks=chunks), stall_after=12))
+    h.model.enqueue(text_reply("the quick answer"))
+    h.tg.inject_text("tell a long story", thread=story)
+    await h.tg.wait_until(lambda: bool(h.tg.drafts(OWNER, thread=story)))
+    h.tg.inject_text("2+2?", thread=quick)
+    await h.tg.wait_until(lambda: "the quick answer" in in_topic(h, quick))
+    story_conv = CONVERSATION.format(thread=story)
+    assert h.kernel.agent.sessions.is_busy(story_conv)  # still streaming meanwhile
+    budget = h.channel.bot.rate_limiter
+    assert isinstance(budget, RateBudget) and budget.stats()["thinned"].get("final", 0) == 0
+    h.tg.inject_text("/cancel", thread=story)
+    await h.tg.wait_until(lambda: not h.kernel.agent.sessions.is_busy(story_conv))
