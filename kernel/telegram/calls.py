@@ -74,9 +74,10 @@ class Refused(Exception):
 class RowCalls:
     """The outbox worker's calls through ``bot``; ``resent`` counts marked re-sends."""
 
-    def __init__(self, bot: Bot, lanes: Lanes | None = None) -> None:
+    def __init__(self, bot: Bot) -> None:
         self.bot = bot
-        self.lanes = lanes
+        # The owner's topics, when the bot knows them (``polling.py``'s PollingBot).
+        self.lanes: Lanes | None = getattr(bot, "lanes", None)
         self.resent = 0
         self.gone: set[int] = set()  # topics' lanes found deleted: their sends go to General
 

@@ -133,7 +133,6 @@ class TelegramChannel:
             clock=services.clock,
             tz=ZoneInfo(services.config.general.timezone),
             audit=services.audit,
-            lanes=lanes,
         )
         self.board = AskBoard(bot, self.outbox, services.agent.asks)
         self.life = Lifetime(self.outbox, self.owner)

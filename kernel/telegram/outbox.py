@@ -74,7 +74,6 @@ from kernel.telegram.items import (
     unbutton_item,
     unsend_item,
 )
-from kernel.telegram.topics import Lanes
 
 # The builders are ``items.py``'s; importable from here as before.
 __all__ = [
@@ -145,7 +144,6 @@ class Outbox:
         tz: tzinfo | None = None,
         backoff: Backoff = BACKOFF,
         audit: AuditLog | None = None,
-        lanes: Lanes | None = None,
     ) -> None:
         """``clock``: the time rows are stamped with and workers wait on (Kernel's);
         ``backoff``: the delays between tries of a row; ``audit``: where each finished
@@ -179,7 +177,7 @@ class Outbox:
         self._caller_tells: set[int] = set()  # rows whose refusal their caller tells
         self._handed: dict[int, list[OutboxRow]] = {}  # chat → rows put since it looked
         self._audited: set[int] = set()  # rows whose "sent" is on the audit already
-        self._calls = RowCalls(bot, lanes)  # lanes: a topic's sends (``topics.py``)
+        self._calls = RowCalls(bot)
         self.delivered = 0
         self.live_retry = LiveRetry()
 
