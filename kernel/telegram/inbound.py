@@ -85,7 +85,8 @@ class Inbound:
         chat_id = message.chat.id
         if self.busy(chat_id):
             return await self.desk.arrived(chat_id, message, row, self._run_held)
-        others = any(lane != chat_id for lane in self.views.tasks)  # topics ran
+        tasks = self.views.tasks
+        others = len(tasks) > (chat_id in tasks)  # other lanes (topics) had turns
         if others and (over := self.topics.over_cap(chat_id)):
             return told(over)  # turns run in as many topics as they may
         # Handled late (it waited while Kernel was down, or 🔁 runs it again): the
