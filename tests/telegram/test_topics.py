@@ -189,6 +189,9 @@ async def test_new_with_a_title_opens_a_topic_and_resume_finds_it_again(bot: Fac
     assert session is not None
     listing = await h.ask("/history")
     assert f"#{session} " in listing and "🗂" in listing
+    h.tg.inject_text("/history", thread=topic.thread)  # a topic lists the sessions too
+    await h.tg.wait_until(lambda: any(x.startswith("Sessions") for x in in_topic(h, topic.thread)))
+    assert f"#{session} " in in_topic(h, topic.thread)[-1]
     before = len(in_topic(h, topic.thread))
     h.tg.inject_text(f"/resume #{session}")
     await h.tg.wait_until(lambda: len(in_topic(h, topic.thread)) > before)
