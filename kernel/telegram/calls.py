@@ -108,6 +108,10 @@ class RowCalls:
         except (KeyError, TypeError, ValueError) as exc:  # a malformed body: never deliverable
             raise Refused(type(exc).__name__) from None
 
+    def chat(self, lane: int) -> int:
+        """The real chat of a lane (the chat's rate budget is the topics' too)."""
+        return self.lanes.chat(lane) if self.lanes is not None else lane
+
     async def _send_in_topic(self, lane: int, row: OutboxRow) -> int | None:
         """A send to its lane; when the lane's topic is gone, to General."""
         if self.lanes is None or not is_topic(lane):
