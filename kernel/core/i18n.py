@@ -172,7 +172,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "tg.restart_hint": "🆕 Kernel 重启过，这是新对话 · /resume 回到之前的对话",
         "tg.moved_session": "↪ 在会话 {session} 中回答；之后的消息继续这个会话 · /resume 回到别的会话",
         "tg.topic_gone": "⚠️ 话题 #{topic} 已被删除或关闭，它的回复改发到这里（General）。/new <标题> 可开新话题",
-        "tg.topic_general": "General",
+        "tg.topic_general": "General 话题",
         "tg.open_topic_owner_only": "open_topic 只能在主人的 Telegram 对话中使用：这里没有话题",
         "tg.topic_untitled": "新话题",
         "tg.topic_open_failed": "❌ 没能新建话题：请在 @BotFather 为机器人打开话题（Threaded Mode）后再试；当前对话不变",
