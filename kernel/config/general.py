@@ -63,6 +63,9 @@ class TelegramConfig(Section):
     max_parallel_turns: PosInt = Field(
         3, description="turns running at once across the chat's topics"
     )
+    proactive_topic: str = Field(
+        "", max_length=128, description="topic for deliveries that name none (empty: General)"
+    )
 
 
 class GeneralConfig(Section):

@@ -271,7 +271,7 @@ class TelegramChannel:
         self._watchdog.spawn(self.poller.watch(), "telegram-watchdog")
         self.life.started = True
         # Deliveries waiting for Telegram (a missed cron run fired at start) go now.
-        self.services.channel_registry.attach(TelegramOutlet(self.deps))
+        self.services.channel_registry.attach(TelegramOutlet(self.deps, self.topics))
         self._teller = TaskTeller(self.deps)  # background tasks' results, the restart's offer
         self.services.agent.tasks.attach(self._teller)
         if self.topics.on:  # the agent may open a topic (``topic_tool.py``)

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 META = TOPIC_META  # a session's topic (its message_thread_id) in the session's meta
 MAX_NAME = 128  # Telegram's longest topic name
+PROACTIVE = "telegram.proactive_topic"  # setting: "<thread>:<name>" of the topic opened
 
 
 class TopicDesk:
@@ -105,6 +106,24 @@ class TopicDesk:
             await self.deps.agent.store.merge_meta(session_id, {META: thread})
         except Exception as exc:  # a mark only: the topic still works without it
             log.warning("recording a session's topic failed: %s", type(exc).__name__)
+
+    async def proactive(self) -> int:
+        """Where a delivery that names no topic goes: the topic ``proactive_topic``
+        names (opened on first use, its thread kept in the settings), else General."""
+        name, owner = self.deps.cfg.proactive_topic.strip(), self.deps.owner
+        if not name or not self.on:
+            return owner
+        store = self.deps.agent.store
+        try:
+            kept = await store.get_setting(PROACTIVE)
+            if kept and kept.partition(":")[2] == name:  # "<thread>:<name>"
+                return TOPIC_BASE + int(kept.partition(":")[0])
+            lane = await self.open(name)
+            await store.set_setting(PROACTIVE, f"{thread_of(lane)}:{name}")
+        except (TelegramError, ValueError) as exc:  # General, as without the setting
+            log.warning("the proactive topic is unavailable: %s", type(exc).__name__)
+            return owner
+        return lane
 
     def status(self) -> str:
         """/status full's line: whether topics are on, and which run now."""

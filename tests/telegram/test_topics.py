@@ -235,3 +235,26 @@ async def test_a_topics_final_answer_goes_out_while_another_topic_streams(bot: F
     assert isinstance(budget, RateBudget) and budget.stats()["thinned"].get("final", 0) == 0
     h.tg.inject_text("/cancel", thread=story)
     await h.tg.wait_until(lambda: not h.kernel.agent.sessions.is_busy(story_conv))
+
+
+async def test_a_reminder_made_in_general_goes_to_the_configured_topic(bot: Factory) -> None:
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    clock = ManualClock(START)
+    h = await bot(tg=tg, clock=clock, extra='proactive_topic = "Reminders"\n')
+    h.model.enqueue(
+        tool_reply("cron_create", {"name": "tea", "schedule": "2025-06-02T09:00", "text": "tea"}),
+        text_reply("I will remind you."),
+        text_reply("⏰ Tea time!"),
+    )
+    tg.inject_text("remind me about tea")
+    await tg.wait_until(lambda: any(x.startswith("I will remind you.") for x in in_topic(h, None)))
+    clock.advance(to=DUE)
+    await tg.wait_until(lambda: bool(tg.topics(OWNER)))
+    [topic] = tg.topics(OWNER)
+    await tg.wait_until(lambda: "⏰ Tea time!" in in_topic(h, topic.thread))
+    assert topic.name == "Reminders"
+    assert h.kernel.store is not None
+    assert (
+        await h.kernel.store.get_setting("telegram.proactive_topic") == f"{topic.thread}:Reminders"
+    )
