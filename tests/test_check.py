@@ -72,6 +72,9 @@ async def test_all_parts_reachable(
     assert line(lines, "provider main").startswith("[ok  ]")
     assert "model-a answered" in line(lines, "provider main")
     assert line(lines, "telegram").startswith("[ok  ] telegram: getMe answered: @")
+    assert line(lines, "telegram").endswith(
+        "; topics off (turn on Threaded Mode in @BotFather for a session per topic)"
+    )
     assert line(lines, "mcp tools").startswith("[ok  ] mcp tools: connected, ")
     assert line(lines, "cli claude_code").startswith("[ok  ]")
     assert line(lines, "cli codex").startswith("[warn]")  # not installed: Kernel runs anyway

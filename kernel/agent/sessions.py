@@ -52,9 +52,11 @@ class Origin:
     @classmethod
     def of(cls, conversation: str) -> Origin | None:
         """A Telegram chat's own sessions (``telegram:<chat>``); None for the others
-        (the console, ``session:<id>``): they list every channel's sessions."""
+        (the console, ``session:<id>``, a Telegram topic ``telegram:topic:<n>``, which
+        does not name its chat): they list every channel's sessions."""
         channel, _, user = conversation.partition(":")
-        return cls(channel, user) if channel == TELEGRAM and user else None
+        topic = user.startswith("topic:")
+        return cls(channel, user) if channel == TELEGRAM and user and not topic else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -407,7 +407,8 @@ async def _telegram(config: Config) -> CheckLine:
     except TelegramError as exc:
         detail = t("check.telegram_unreachable", api_base=tg.api_base, kind=type(exc).__name__)
         return CheckLine("telegram", "fail", detail)
-    return CheckLine("telegram", "ok", t("check.telegram_ok", bot=me.username or me.id))
+    topics = t("check.telegram_topics_on" if me.has_topics_enabled else "check.telegram_topics_off")
+    return CheckLine("telegram", "ok", t("check.telegram_ok", bot=me.username or me.id) + topics)
 
 
 async def _mcp(config: Config) -> list[CheckLine]:

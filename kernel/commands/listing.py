@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kernel.agent.titles import MAX_TITLE
 from kernel.commands.reply import Button
+from kernel.core.delivery import TOPIC_META
 from kernel.core.errors import SessionError
 from kernel.core.i18n import t
 from kernel.core.messages import Message
@@ -96,6 +97,8 @@ def format_history(
     lines = [header]
     for row in rows:
         mark = t("session.current_mark") if row.id == current else ""
+        if row.meta.get(TOPIC_META):  # it has a Telegram topic (/resume opens it)
+            mark = t("session.topic_mark") + mark
         label = session_label(row, first_words.get(row.id, ""), now, clock)
         lines.append(f"#{row.id} {label}{mark}")
     return "\n".join(lines)

@@ -60,6 +60,12 @@ class TelegramConfig(Section):
     delivery_expiry_hours: PosFloat = Field(
         24.0, description="hours an undeliverable message is retried before it expires"
     )
+    max_parallel_turns: PosInt = Field(
+        3, description="turns running at once across the chat's topics"
+    )
+    proactive_topic: str = Field(
+        "", max_length=128, description="topic for deliveries that name none (empty: General)"
+    )
 
 
 class GeneralConfig(Section):

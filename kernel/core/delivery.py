@@ -34,6 +34,12 @@ from kernel.core.turns import Turn
 log = logging.getLogger(__name__)
 
 
+# A Telegram topic's conversation (``kernel/telegram/topics.py``): a job the agent creates
+# there keeps it as its target's ``session_id``, and its runs are delivered to the topic.
+TOPIC_CONVERSATION = "telegram:topic:"
+TOPIC_META = "telegram_topic"  # a session's topic (message_thread_id), in the session's meta
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where a text goes, in the channel's own terms.

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel.core.delivery import TOPIC_CONVERSATION
 from kernel.core.errors import CronError, ToolError
 from kernel.core.session_modes import READS
 from kernel.cron.jobs import CronJob
 from kernel.cron.scheduler import CronScheduler
 from kernel.cron.spec import BodyText, ChannelName, JobName, JobText, NameText, ScheduleText
-from kernel.tools.registry import ToolRegistry
+from kernel.tools.registry import ToolContext, ToolRegistry
 
 
 def _brief(job: CronJob, scheduler: CronScheduler) -> dict[str, Any]:
@@ -53,13 +54,21 @@ def register(registry: ToolRegistry, scheduler: CronScheduler) -> None:
 
     @registry.tool
     async def cron_create(
-        name: JobName, schedule: ScheduleText, text: JobText, channel: ChannelName | None = None
+        name: JobName,
+        schedule: ScheduleText,
+        text: JobText,
+        channel: ChannelName | None = None,
+        context: ToolContext | None = None,
     ) -> dict[str, Any]:
         """Schedule a job for the owner (a reminder, a recurring summary, a check): when
         it runs, your reply to `text` is delivered to them."""
         body: dict[str, Any] = {"name": name, "schedule": schedule, "text": text}
         if channel:
             body["dispatch"] = {"channel": channel}
+        where = context.conversation if context is not None else ""
+        if where.startswith(TOPIC_CONVERSATION) and channel in (None, "telegram"):
+            # Made in a Telegram topic: its runs are delivered to that topic.
+            body["dispatch"] = {"channel": "telegram", "target": {"session_id": where}}
         job = await call(scheduler.create(body, created_by="agent"))
         return _brief(job, scheduler)
 

@@ -7,7 +7,9 @@ A re-send of an ambiguous row carries ``tg.resent_marker``. A tidy row (a supers
 priority: when the chat's rate budget has no token to spare, :class:`NotNow` says so
 without calling the API. A ``replace`` edits the
 placeholder, or sends anew when it is gone; "message is not modified" and a gone
-message's edit or delete are done; HTML Telegram cannot parse goes as plain text.
+message's edit or delete are done; HTML Telegram cannot parse goes as plain text. A send
+to a topic the owner deleted (or closed) goes to the General topic instead, the first
+one after a note (``topics.py``): never lost.
 
 Public API: :class:`RowCalls`, :class:`RetryLater`, :class:`Refused`, :class:`NotNow`.
 """
@@ -39,6 +41,7 @@ from kernel.telegram.budget import Thinned
 from kernel.telegram.items import is_tidy
 from kernel.telegram.render import html_to_plain
 from kernel.telegram.split import LIMIT, split_html, split_plain, utf16_len
+from kernel.telegram.topics import TOPIC_BASE, Lanes, is_topic, topic_gone
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,10 @@ class RowCalls:
 
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
+        # The owner's topics, when the bot knows them (``polling.py``'s PollingBot).
+        self.lanes: Lanes | None = getattr(bot, "lanes", None)
         self.resent = 0
+        self.gone: set[int] = set()  # topics' lanes found deleted: their sends go to General
 
     async def deliver(self, chat_id: int, row: OutboxRow) -> int | None:
         """One try at ``row``: the message id (None for a delete). Raises
@@ -84,7 +90,7 @@ class RowCalls:
                 return await self._delete(chat_id, int(body["message_id"]))
             if row.kind == "edit":
                 return await self._edit(chat_id, body, tidy=is_tidy(body))
-            return await self._send(chat_id, row)
+            return await self._send_in_topic(chat_id, row)
         except Thinned:
             raise NotNow from None
         except RetryAfter as exc:
@@ -101,6 +107,26 @@ class RowCalls:
             raise RetryLater(None, type(exc).__name__, ambiguous=ambiguous) from None
         except (KeyError, TypeError, ValueError) as exc:  # a malformed body: never deliverable
             raise Refused(type(exc).__name__) from None
+
+    def chat(self, lane: int) -> int:
+        """The real chat of a lane (the chat's rate budget is the topics' too)."""
+        return self.lanes.chat(lane) if self.lanes is not None else lane
+
+    async def _send_in_topic(self, lane: int, row: OutboxRow) -> int | None:
+        """A send to its lane; when the lane's topic is gone, to General."""
+        if self.lanes is None or not is_topic(lane):
+            return await self._send(lane, row)
+        if lane not in self.gone:
+            try:
+                return await self._send(lane, row)
+            except BadRequest as exc:
+                if not topic_gone(exc):
+                    raise
+            log.info("a topic is gone; its messages go to the General topic")
+            self.gone.add(lane)
+            note = t("tg.topic_gone", topic=lane - TOPIC_BASE)
+            await self._send_parts(self.lanes.chat(lane), [note], None, None, silent=True)
+        return await self._send(self.lanes.chat(lane), row)
 
     async def _send(self, chat_id: int, row: OutboxRow) -> int | None:
         body = row.body

@@ -37,6 +37,7 @@ from telegram.ext import (
     filters,
 )
 
+from kernel.agent.agent import UserInput
 from kernel.commands import MENU
 from kernel.commands.listing import DELETE_PATTERN, HISTORY_PATTERN
 from kernel.commands.memory import PATTERN as MEMORY_PATTERN
@@ -69,6 +70,8 @@ from kernel.telegram.picker import PATTERN as PICK_PATTERN
 from kernel.telegram.polling import PollingBot, PollWatch, Unreadable, poll_request
 from kernel.telegram.tasks import PATTERN as TASK_PATTERN
 from kernel.telegram.tasks import TaskTeller
+from kernel.telegram.topic_desk import TopicDesk
+from kernel.telegram.topics import Lanes, is_topic
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,7 @@ class TelegramChannel:
         self._teller: TaskTeller | None = None  # attached to the agent's tasks while running
         self._told_update: object = None  # the update whose failure was told last
         polls = poll_request()
+        lanes = Lanes(cfg.allowed_user)  # the owner's topics (``topics.py``)
         bot = PollingBot(
             cfg.token,
             base_url=f"{cfg.api_base}/bot",
@@ -109,6 +113,7 @@ class TelegramChannel:
                 max_retries=cfg.max_retries_429, clock=pace.monotonic, sleep=pace.sleep
             ),
             clock=services.clock,
+            lanes=lanes,
         )
         self.bot = bot
         self.app: Application[Any, Any, Any, Any, Any, Any] = (
@@ -148,7 +153,8 @@ class TelegramChannel:
         self.mailroom = Mailroom(deps)
         self.files = Files(deps, self.mailroom)  # /files and the owner's downloads
         desk = BusyDesk(deps, self.mailroom.holds)  # a message while the chat is busy
-        self.inbound = Inbound(deps, self.files, desk)
+        self.topics = TopicDesk(deps)  # the owner's topics as sessions
+        self.inbound = Inbound(deps, self.files, desk, self.topics)
         self.mailroom.serve(self.inbound.handle)  # the mailroom applies what it returns
         self.commands = CommandSet(deps, self.inbound, self.mailroom, self.files, self.report)
         bot.poll_listeners.append(self.mailroom.poll_starting)
@@ -210,6 +216,7 @@ class TelegramChannel:
                 restarts=self.poll_restarts,
             ),
             *mailbox_lines(state.detail, own_row),
+            self.topics.status(),
         ]
         problems = channel_problems(self.polling_state().state, state.state, state.detail)
         return ChannelReport(lines, problems)
@@ -265,10 +272,19 @@ class TelegramChannel:
         self._watchdog.spawn(self.poller.watch(), "telegram-watchdog")
         self.life.started = True
         # Deliveries waiting for Telegram (a missed cron run fired at start) go now.
-        self.services.channel_registry.attach(TelegramOutlet(self.deps))
+        self.services.channel_registry.attach(TelegramOutlet(self.deps, self.topics))
         self._teller = TaskTeller(self.deps)  # background tasks' results, the restart's offer
         self.services.agent.tasks.attach(self._teller)
+        if self.topics.on:  # the agent may open a topic (``topic_tool.py``)
+            from kernel.telegram import topic_tool
+
+            topic_tool.register(self.services.agent.tools, self.topics, self._start_in_topic)
         log.info("telegram channel started (api_base=%s)", self.cfg.api_base)
+
+    async def _start_in_topic(self, lane: int, text: str) -> None:
+        """A turn the agent starts in a topic it opened, as if the owner wrote ``text``."""
+        outcome = await self.inbound.start(lane, UserInput(text, channel="telegram"))
+        await self.mailroom.apply(lane, None, outcome)
 
     async def stop(self) -> None:
         await self._watchdog.close()
@@ -284,6 +300,10 @@ class TelegramChannel:
         # Running turns stop now (their history is kept) and their views tell the owner;
         # a reply already being delivered gets a bounded chance to finish.
         self.services.agent.sessions.cancel(conversation_of(self.owner))
+        for lane in list(self.deps.views.tasks):  # and every topic's
+            if is_topic(lane):
+                self.services.agent.sessions.cancel(conversation_of(lane))
+        self.services.agent.tools.unregister("open_topic")
         shutdown_timeout = self.services.config.general.shutdown_timeout
         await self._tasks.wait(shutdown_timeout)
         await self._tasks.close(1.0)
@@ -359,6 +379,8 @@ class TelegramChannel:
         if reason == "other" and unreadable is not None and self._owners(unreadable):
             await self.mailroom.unreadable(update, unreadable.what)
             raise ApplicationHandlerStop
+        if reason == "topic" and update.message is not None:  # its name, for notices
+            self.topics.seen(update.message)
         if reason:
             self.dropped[reason] += 1
             self.mailroom.refused(update)
@@ -390,7 +412,9 @@ class TelegramChannel:
             return "other"
         if message.chat.type != "private":
             return "group"
-        return "" if self._owners_private(message) else "stranger"
+        if not self._owners_private(message):
+            return "stranger"
+        return "topic" if message.forum_topic_created or message.forum_topic_edited else ""
 
 
 # python-telegram-bot 22's Application marks each update's chat and user for a

@@ -107,6 +107,41 @@ class CommandSet:
         assert reply is not None  # every name of SHARED is a command
         await self._render(chat, reply, self._row(update), picker_markup(name, arg, reply))
 
+    async def new(self, update: Update, context: Context) -> None:
+        """``/new <title>`` with topics on opens a topic for the new session
+        (``topic_desk.py``); otherwise the shared /new."""
+        title = " ".join(context.args or [])
+        topics = self.inbound.topics
+        if not title or not topics.on:
+            return await self._shared("new", update, context)
+        chat = self._chat(update)
+        self.inbound.chose_session(chat)
+        await self._render(chat, Reply(await topics.new(chat, title)), self._row(update))
+
+    async def resume(self, update: Update, context: Context) -> None:
+        """``/resume #n`` with topics on opens the session in its topic."""
+        arg = " ".join(context.args or [])
+        topics = self.inbound.topics
+        if not arg or not topics.on:
+            return await self._shared("resume", update, context)
+        number = re.fullmatch(r"#?(\d{1,18})", arg.strip())
+        row = await self.deps.agent.store.get_session(int(number[1])) if number else None
+        if row is None:  # not one session by number: the shared /resume says why
+            return await self._shared("resume", update, context)
+        chat = self._chat(update)
+        try:
+            lane = await topics.topic_of(row)
+        except TelegramError as exc:
+            log.warning("opening a session's topic failed: %s", type(exc).__name__)
+            return await self._render(chat, Reply(t("tg.topic_open_failed")), self._row(update))
+        self.inbound.chose_session(lane)
+        there = await self.commands.run(conversation_of(lane), "resume", arg)
+        assert there is not None
+        if there.error or lane == chat:
+            return await self._render(chat, there, self._row(update))
+        await self._render(lane, there, None)
+        await self._render(chat, Reply(topics.resumed(lane)), self._row(update))
+
     async def start(self, update: Update, context: Context) -> None:
         await self._render(self._chat(update), Reply(welcome()), self._row(update))
 

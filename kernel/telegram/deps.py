@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kernel.core.i18n import t
 from kernel.core.tasks import TaskSet
 from kernel.telegram.outbox import plain_items
+from kernel.telegram.topics import CONVERSATION, TOPIC_BASE
 
 if TYPE_CHECKING:
     from telegram.ext import Application
@@ -47,7 +48,9 @@ log = logging.getLogger(__name__)
 
 
 def conversation_of(chat_id: int) -> str:
-    """The agent's conversation of a Telegram chat."""
+    """The agent's conversation of a Telegram chat, or of a topic's lane (``topics.py``)."""
+    if chat_id >= TOPIC_BASE:
+        return CONVERSATION.format(thread=chat_id - TOPIC_BASE)
     return f"telegram:{chat_id}"
 
 

@@ -36,6 +36,8 @@ from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.download import download
 from kernel.telegram.files import Files
 from kernel.telegram.outcome import ANSWERED, Close, Hold, Later, Outcome, cut, told
+from kernel.telegram.topic_desk import TopicDesk
+from kernel.telegram.topics import is_topic
 from kernel.telegram.view import Chat, Looks, TurnView
 from kernel.telegram.voice import TelegramVoice
 
@@ -47,8 +49,9 @@ __all__ = ["Inbound", "conversation_of"]
 
 
 class Inbound:
-    def __init__(self, deps: Deps, files: Files, desk: BusyDesk) -> None:
+    def __init__(self, deps: Deps, files: Files, desk: BusyDesk, topics: TopicDesk) -> None:
         self.deps = deps
+        self.topics = topics  # the owner's topics: the cap across them, their sessions
         self.files = files
         self.agent = deps.agent
         self.desk = desk
@@ -82,6 +85,10 @@ class Inbound:
         chat_id = message.chat.id
         if self.busy(chat_id):
             return await self.desk.arrived(chat_id, message, row, self._run_held)
+        tasks = self.views.tasks
+        others = len(tasks) > (chat_id in tasks)  # other lanes (topics) had turns
+        if others and (over := self.topics.over_cap(chat_id)):
+            return told(over)  # turns run in as many topics as they may
         # Handled late (it waited while Kernel was down, or 🔁 runs it again): the
         # answer quotes it, and it runs in the session it belonged to.
         quote = message.message_id if late is not None else None
@@ -165,7 +172,10 @@ class Inbound:
     ) -> Outcome:
         """Start the message's turn and show it; ``footer``: a line under its answer
         (the session it moved to); else the restart hint when it is due."""
-        user_input.user_id = user_input.user_id or str(chat_id)  # recorded with a new session
+        # recorded with a new session: the chat's, in a topic too (/history lists it)
+        user_input.user_id = user_input.user_id or str(
+            self.deps.owner if is_topic(chat_id) else chat_id
+        )
         conversation = conversation_of(chat_id)
         # The first message after a start that opens a new session: seed 004's fresh
         # conversation, which the answer says once (with /resume to go back).
@@ -211,7 +221,16 @@ class Inbound:
         )
         shown = self._show_and_speak(view, turn, chat_id) if spoken else view.show(turn)
         shown = self.files.after(shown, chat_id)  # downloads waiting for a session
+        if is_topic(chat_id):  # the session keeps its topic (/resume, /history)
+            shown = self._in_topic(shown, chat_id)
         return Later(self._settled(shown, view, turn), f"tg-{turn.id}", turn=turn)
+
+    async def _in_topic(self, shown: Coroutine[Any, Any, None], lane: int) -> None:
+        try:
+            await shown
+        finally:
+            session = self.agent.sessions.current_session(conversation_of(lane))
+            await self.topics.record(lane, session)
 
     async def _settled(
         self, shown: Coroutine[Any, Any, None], view: TurnView, turn: Turn

@@ -59,6 +59,7 @@ from kernel.telegram.inbox import accessible, kind_of, named, sent_at
 from kernel.telegram.outbox import again_markup, delete_item, edit_item, plain_items
 from kernel.telegram.outcome import Close, Hold, Keep, Later, Outcome
 from kernel.telegram.polling import SINCE_START
+from kernel.telegram.topics import is_topic
 
 log = logging.getLogger(__name__)
 
@@ -485,7 +486,8 @@ class Mailroom:
 
     async def _again(self, row_id: int) -> str:
         row = await self.mailbox.inbox_row(row_id)
-        mine = row is not None and row.channel == CHANNEL and int(row.chat_id) == self.owner
+        chat = int(row.chat_id) if row is not None else 0
+        mine = row is not None and row.channel == CHANNEL and (chat == self.owner or is_topic(chat))
         if row is None or not mine or row.kind == "callback":  # presses are not run again
             return t("tg.waiting.gone")
         if row.state == "open" or row_id in self._claimed:

@@ -414,7 +414,7 @@ class Outbox:
             return True
         if wake.is_set():
             return False
-        return await unless_set(budget.room(chat_id), wake) and not wake.is_set()
+        return await unless_set(budget.room(self._calls.chat(chat_id)), wake) and not wake.is_set()
 
     async def _pause(self, wake: asyncio.Event, seconds: float) -> None:
         """``seconds`` on the clock, or until ``wake`` is set (a put, a nudge)."""

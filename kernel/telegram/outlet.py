@@ -19,9 +19,11 @@ from kernel.core.errors import ChannelError
 from kernel.core.events import AskUser
 from kernel.core.i18n import t
 from kernel.telegram.outbox import reply_items
+from kernel.telegram.topics import lane_of_conversation
 
 if TYPE_CHECKING:
     from kernel.telegram.deps import Deps
+    from kernel.telegram.topic_desk import TopicDesk
 
 PHOTO_TYPES = (".png", ".jpg", ".jpeg")
 MAX_PHOTO = 10 * 1024 * 1024  # Telegram's limit for a photo a bot sends
@@ -30,8 +32,9 @@ MAX_PHOTO = 10 * 1024 * 1024  # Telegram's limit for a photo a bot sends
 class TelegramOutlet:
     name = "telegram"
 
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, topics: TopicDesk | None = None) -> None:
         self.deps = deps
+        self.topics = topics  # a delivery naming no topic may go to the configured one
 
     def unavailable(self) -> str:
         if not self.deps.life.running:
@@ -43,8 +46,11 @@ class TelegramOutlet:
         if target.user_id and target.user_id != str(owner):
             # Kernel talks to its owner only, whatever a job or request names.
             raise ChannelError(ChannelError.DISPATCH_FAILED, t("tg.owner_only"), channel=self.name)
+        lane = lane_of_conversation(target.session_id, owner)  # a topic's job: its topic
+        if lane == owner and self.topics is not None:
+            lane = await self.topics.proactive()
         try:
-            await self.deps.outbox.put(owner, reply_items(text))
+            await self.deps.outbox.put(lane, reply_items(text))
         except Exception as exc:  # the store refused: the delivery is not queued
             raise ChannelError(
                 ChannelError.DISPATCH_FAILED,

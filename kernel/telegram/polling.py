@@ -54,6 +54,7 @@ from telegram.request import HTTPXRequest
 from kernel.core.backoff import Backoff, Retrying
 from kernel.core.clock import Clock, SystemClock
 from kernel.telegram.mending import MendingRequest
+from kernel.telegram.topics import Lanes
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +145,20 @@ SINCE_START: None = None  # a backlog mark: the batch was queued while Kernel wa
 class PollingBot(ExtBot[Any]):
     """An ExtBot whose getUpdates parses updates one by one and keeps ``PollStats``."""
 
-    def __init__(self, token: str, *, clock: Clock | None = None, **kwargs: Any) -> None:
-        """``clock``: what the backoff after a failed poll sleeps on (Kernel's)."""
+    def __init__(
+        self,
+        token: str,
+        *,
+        clock: Clock | None = None,
+        lanes: Lanes | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """``clock``: what the backoff after a failed poll sleeps on (Kernel's);
+        ``lanes``: the owner's chat's topics (``topics.py``): updates from a topic are
+        read into its lane, and calls to a lane go to the topic."""
         super().__init__(token, **kwargs)
         with self._unfrozen():
+            self.lanes = lanes
             self.stats = PollStats()
             self.retrying = Retrying(POLL_BACKOFF, clock or SystemClock())
             # Told as each poll starts how many were answered before it (the mailroom
@@ -289,8 +300,15 @@ class PollingBot(ExtBot[Any]):
             raise UnreadableUpdatesError("getUpdates answered with no usable update")
         return tuple(updates)
 
+    async def _do_post(self, endpoint: str, data: dict[str, Any], **kwargs: Any) -> Any:
+        if self.lanes is not None:
+            self.lanes.address(endpoint, data)
+        return await super()._do_post(endpoint, data, **kwargs)
+
     def _parse_one(self, update_id: int, item: dict[str, Any]) -> Update:
         kind = _kind_of(item)
+        if self.lanes is not None:
+            self.lanes.read(item)
         try:
             return Update.de_json(item, self)
         except Exception as exc:  # whatever PTB raises on a shape it does not know

@@ -12,6 +12,7 @@ from kernel.commands.tasks import RUN, STOP, run_data
 from kernel.core.i18n import t
 from kernel.store.tasks import Claimed, TaskRow, claim
 from kernel.telegram.outbox import plain_items, reply_items
+from kernel.telegram.topics import lane_of_conversation
 
 if TYPE_CHECKING:
     from kernel.telegram.deps import Deps
@@ -34,10 +35,9 @@ class TaskTeller:
         if len(result) > RESULT_SHOWN:
             result = result[:RESULT_SHOWN] + " …"
         text = t(key, id=row.id, title=row.title, result=result)
+        lane = lane_of_conversation(row.conversation, self.deps.owner)  # a topic's: there
         try:
-            await self.deps.outbox.put(
-                self.deps.owner, reply_items(text), also=claim([row.id], "reported_at")
-            )
+            await self.deps.outbox.put(lane, reply_items(text), also=claim([row.id], "reported_at"))
         except Claimed:
             log.info("background task %d: already told", row.id)
 

@@ -14,6 +14,10 @@ Method names are case-insensitive, like Telegram's. A wrong token answers 401 Un
 (what Telegram says for a revoked token; it says 404 for a malformed one); an unknown method
 404 "Not Found: method not found".
 
+Topics in private chats (docs/telegram-topics.md): `enable_topics()`, `user_creates_topic`,
+`inject_text(thread=…)`, createForumTopic and friends; a send to a missing or closed topic
+fails with Telegram's words.
+
 Strictness: text is parsed like Telegram does (`tests.sim.telegram_html`), trimmed of
 surrounding whitespace, and checked against the limits, with Telegram's error descriptions.
 Only chats the simulator knows accept messages: the owner's private chat, chats that
@@ -80,6 +84,11 @@ MAX_DOWNLOAD_SIZE = 20 * 1024 * 1024  # getFile refuses bigger files
 MAX_UPLOAD_SIZE = 50 * 1024 * 1024
 MAX_CALLBACK_DATA = 64
 
+THREAD_NOT_FOUND = "Bad Request: message thread not found"
+TOPIC_CLOSED = "Bad Request: TOPIC_CLOSED"
+NOT_A_FORUM = "Bad Request: the chat is not a forum"
+MAX_TOPIC_NAME = 128
+TOPIC_COLORS = (0x6FB9F0, 0xFFD67E, 0xCB86DB, 0x8EEE98, 0xFF93B2, 0xFB6F5F)
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup "
     "are exactly the same as a current content and reply markup of the message"
@@ -211,6 +220,8 @@ class ChatMessage:
     reply_to: JSON | None = None
     edit_date: int | None = None
     deleted: bool = False
+    thread: int | None = None  # the topic's message_thread_id (None: General, no topics)
+    service: JSON | None = None  # a service message's field, e.g. {"forum_topic_created": ...}
 
     @property
     def chat_id(self) -> int:
@@ -233,6 +244,10 @@ class ChatMessage:
         if self.chat["type"] == "channel":
             message["sender_chat"] = self.chat
         message |= {"chat": self.chat, "date": self.date}
+        if self.thread is not None:
+            message |= {"message_thread_id": self.thread, "is_topic_message": True}
+        if self.service is not None:
+            return message | self.service
         if self.edit_date is not None:
             message["edit_date"] = self.edit_date
         if self.reply_to is not None:
@@ -253,12 +268,28 @@ class ChatMessage:
 
 
 @dataclass
+class Topic:
+    """A topic of a private chat with the bot (or of a forum): its creation message's id
+    is its ``message_thread_id``."""
+
+    thread: int
+    name: str
+    icon_color: int
+    closed: bool = False
+    deleted: bool = False
+
+    def to_json(self) -> JSON:
+        return {"message_thread_id": self.thread, "name": self.name, "icon_color": self.icon_color}
+
+
+@dataclass
 class Draft:
     draft_id: int
     text: str
     entities: list[JSON]
     parse_mode: str | None
     at: float
+    thread: int | None = None
 
 
 @dataclass
@@ -302,6 +333,7 @@ class _Chat:
     messages: dict[int, ChatMessage] = field(default_factory=dict)
     next_message_id: int = 1
     drafts: list[Draft] = field(default_factory=list)
+    topics: dict[int, Topic] = field(default_factory=dict)  # by message_thread_id
 
 
 class _Params:
@@ -375,6 +407,8 @@ class TelegramSim:
         self.allowed_updates: frozenset[str] = DEFAULT_ALLOWED_UPDATES
         self.files: dict[str, StoredFile] = {}
         self.webhook_deleted = 0
+        # The bot's "threaded mode" (BotFather): private chats with the bot have topics.
+        self.topics_enabled = False
         self._updates: deque[JSON] = deque()
         self._update_ids = itertools.count(1)
         self._chats: dict[int, _Chat] = {}
@@ -406,6 +440,11 @@ class TelegramSim:
             "deleteMessages": self._delete_messages,
             "sendChatAction": self._send_chat_action,
             "sendMessageDraft": self._send_message_draft,
+            "createForumTopic": self._create_forum_topic,
+            "editForumTopic": self._edit_forum_topic,
+            "closeForumTopic": lambda params: self._close_forum_topic(params, closed=True),
+            "reopenForumTopic": lambda params: self._close_forum_topic(params, closed=False),
+            "deleteForumTopic": self._delete_forum_topic,
             "getFile": self._get_file,
             "answerCallbackQuery": self._answer_callback_query,
             "setMessageReaction": self._set_message_reaction,
@@ -588,12 +627,19 @@ class TelegramSim:
         chat_id: int | None = None,
         chat_type: ChatType = "private",
         reply_to_message_id: int | None = None,
+        thread: int | None = None,
     ) -> JSON:
-        """A user's text message; a leading /command gets a `bot_command` entity."""
+        """A user's text message; a leading /command gets a `bot_command` entity.
+        ``thread``: written in that topic (it must exist and be open)."""
         entities: list[JSON] = []
         if match := BOT_COMMAND.match(text):
             entities.append({"type": "bot_command", "offset": 0, "length": utf16_len(match[0])})
         message = self._user_message(user_id, chat_id, chat_type, "text", text, entities)
+        if thread is not None:
+            topic = self._chats[message.chat_id].topics.get(thread)
+            if topic is None or topic.deleted or topic.closed:
+                raise LookupError(f"no open topic {thread} in chat {message.chat_id}")
+            message.thread = thread
         if reply_to_message_id is not None:
             target = self._live_message(message.chat_id, reply_to_message_id)
             if target is None:
@@ -853,23 +899,84 @@ class TelegramSim:
 
     # ---- observation --------------------------------------------------------------------
 
-    def chat(self, chat_id: int, *, from_bot: bool | None = None) -> list[ChatMessage]:
-        """The chat's live (not deleted) messages, oldest first; filter by sender side."""
+    def chat(
+        self, chat_id: int, *, from_bot: bool | None = None, thread: int | None | bool = True
+    ) -> list[ChatMessage]:
+        """The chat's live (not deleted) messages, oldest first, service messages left
+        out; filter by sender side, and by topic: ``thread`` a topic's id, None the
+        General topic (no thread), True (the default) every topic."""
         chat = self._chats.get(chat_id)
         if chat is None:
             return []
         return [
             message
             for message in chat.messages.values()
-            if not message.deleted and from_bot in (None, message.from_bot)
+            if not message.deleted
+            and message.service is None
+            and from_bot in (None, message.from_bot)
+            and (thread is True or message.thread == thread)
         ]
+
+    # ---- topics (private chats with the bot, Bot API 9.3+) -------------------------------
+
+    def enable_topics(self) -> None:
+        """The bot's owner turns topics on for it (BotFather's threaded mode): getMe says
+        ``has_topics_enabled``, and createForumTopic works in private chats."""
+        self.topics_enabled = True
+
+    def topic(self, chat_id: int, thread: int) -> Topic | None:
+        chat = self._chats.get(chat_id)
+        return chat.topics.get(thread) if chat else None
+
+    def topics(self, chat_id: int) -> list[Topic]:
+        chat = self._chats.get(chat_id)
+        return [t for t in chat.topics.values() if not t.deleted] if chat else []
+
+    def user_creates_topic(self, name: str, *, chat_id: int | None = None) -> int:
+        """The user opens a topic in their chat with the bot: the bot gets the
+        ``forum_topic_created`` service message, in the topic; returns its thread id."""
+        chat_id = self.owner_id if chat_id is None else chat_id
+        if not self.topics_enabled:
+            raise LookupError("topics are not enabled for the bot")
+        message = self._user_message(None, chat_id, "private", "text", "", [])
+        topic = self._open_topic(chat_id, message, name)
+        return topic.thread
+
+    def user_deletes_topic(self, thread: int, *, chat_id: int | None = None) -> None:
+        """The user deletes a topic: its messages go, and the bot is not told (no update)."""
+        self._drop_topic(self._chats[self.owner_id if chat_id is None else chat_id], thread)
+
+    def user_closes_topic(self, thread: int, *, chat_id: int | None = None) -> None:
+        topic = self._chats[self.owner_id if chat_id is None else chat_id].topics[thread]
+        topic.closed = True
+
+    def _open_topic(self, chat_id: int, message: ChatMessage, name: str) -> Topic:
+        chat = self._chats[chat_id]
+        color = TOPIC_COLORS[len(chat.topics) % len(TOPIC_COLORS)]
+        topic = Topic(message.message_id, name, color)
+        chat.topics[topic.thread] = topic
+        message.kind, message.thread = "service", topic.thread
+        message.service = {"forum_topic_created": {"name": name, "icon_color": color}}
+        if not message.from_bot:  # the bot is not sent its own service messages
+            self.inject_update({"message": message.to_json()})
+        return topic
+
+    def _drop_topic(self, chat: _Chat, thread: int) -> None:
+        topic = chat.topics.get(thread)
+        if topic is None or topic.deleted:
+            raise bad_request("message thread not found")
+        topic.deleted = True
+        for message in chat.messages.values():
+            if message.thread == thread:
+                message.deleted = True
 
     def message(self, chat_id: int, message_id: int) -> ChatMessage | None:
         return self._live_message(chat_id, message_id)
 
-    def drafts(self, chat_id: int) -> list[Draft]:
+    def drafts(self, chat_id: int, *, thread: int | None | bool = True) -> list[Draft]:
         chat = self._chats.get(chat_id)
-        return list(chat.drafts) if chat else []
+        drafts = list(chat.drafts) if chat else []
+        return [d for d in drafts if thread is True or d.thread == thread]
 
     def calls_to(self, method: str) -> list[BotCall]:
         return [call for call in self.calls if call.method.lower() == method.lower()]
@@ -914,13 +1021,16 @@ class TelegramSim:
         await wait_until(condition, timeout=timeout, pause=lambda: event_or_tick(self._pulse))
 
     def get_me_json(self) -> JSON:
-        return self.bot_user | {
+        me = self.bot_user | {
             "can_join_groups": True,
             "can_read_all_group_messages": False,
             "supports_inline_queries": False,
             "can_connect_to_business": False,
             "has_main_web_app": False,
         }
+        if self.topics_enabled:
+            me |= {"has_topics_enabled": True, "allows_users_to_create_topics": True}
+        return me
 
     def _notify(self) -> None:
         self._pulse.set()
@@ -1191,12 +1301,29 @@ class TelegramSim:
     def _send(self, params: _Params, kind: str, text: str, entities: list[JSON]) -> ChatMessage:
         chat = self._chat(params)
         markup = inline_markup(params.get("reply_markup"))
+        thread = self._thread(chat, params)
         reply_to = self._reply_target(chat, params)
+        if thread is None and reply_to is not None:  # a reply goes to its message's topic
+            thread = reply_to.get("message_thread_id")
         message = self._new_message(int(chat.info["id"]), self.bot_user, kind, text, entities)
         message.parse_mode = params.string("parse_mode")
         message.reply_markup = markup
         message.reply_to = reply_to
+        message.thread = thread
         return message
+
+    def _thread(self, chat: _Chat, params: _Params) -> int | None:
+        """The topic a send names with ``message_thread_id``: it must exist (a deleted
+        one, or one in a chat without topics, is "not found") and be open."""
+        if params.get("message_thread_id") is None:
+            return None
+        thread = params.integer("message_thread_id")
+        topic = chat.topics.get(thread)
+        if topic is None or topic.deleted:
+            raise ApiError(400, THREAD_NOT_FOUND)
+        if topic.closed:
+            raise ApiError(400, TOPIC_CLOSED)
+        return thread
 
     def _reply_target(self, chat: _Chat, params: _Params) -> JSON | None:
         """The replied-to message (reply_parameters, or the older reply_to_message_id)."""
@@ -1325,7 +1452,7 @@ class TelegramSim:
         return True
 
     def _send_chat_action(self, params: _Params) -> bool:
-        self._chat(params)
+        self._thread(self._chat(params), params)
         if params.string("action") not in CHAT_ACTIONS:
             raise bad_request("wrong parameter action in request")
         return True
@@ -1337,9 +1464,59 @@ class TelegramSim:
         draft_id = params.integer("draft_id")
         if draft_id == 0:
             raise bad_request("draft_id must be non-zero")
+        thread = self._thread(chat, params)
         text, entities = self._formatted(params, "text", MAX_MESSAGE_LENGTH, trim=False)
         draft = Draft(draft_id, text, entities, params.string("parse_mode"), time.monotonic())
+        draft.thread = thread
         chat.drafts.append(draft)
+        return True
+
+    def _forum(self, params: _Params) -> _Chat:
+        """A chat that has topics: a private chat once the bot's topics are enabled."""
+        chat = self._chat(params)
+        if chat.info["type"] != "private" or not self.topics_enabled:
+            raise ApiError(400, NOT_A_FORUM)
+        return chat
+
+    def _topic_name(self, params: _Params) -> str:
+        name = params.string("name") or ""
+        if not name.strip():
+            raise bad_request("TOPIC_TITLE_EMPTY")
+        if len(name) > MAX_TOPIC_NAME:
+            raise bad_request("TOPIC_TITLE_TOO_LONG")  # the simulator's words (unrecorded)
+        return name
+
+    def _live_topic(self, chat: _Chat, params: _Params) -> Topic:
+        topic = chat.topics.get(params.integer("message_thread_id"))
+        if topic is None or topic.deleted:
+            raise ApiError(400, THREAD_NOT_FOUND)
+        return topic
+
+    def _create_forum_topic(self, params: _Params) -> JSON:
+        chat = self._forum(params)
+        name = self._topic_name(params)
+        message = self._new_message(int(chat.info["id"]), self.bot_user, "service", "", [])
+        topic = self._open_topic(int(chat.info["id"]), message, name)
+        if (color := params.get("icon_color")) is not None:
+            topic.icon_color = int(color)
+        return topic.to_json()
+
+    def _edit_forum_topic(self, params: _Params) -> bool:
+        topic = self._live_topic(self._forum(params), params)
+        if params.get("name") is not None:
+            topic.name = self._topic_name(params)
+        return True
+
+    def _close_forum_topic(self, params: _Params, *, closed: bool) -> bool:
+        topic = self._live_topic(self._forum(params), params)
+        if topic.closed == closed:
+            raise bad_request("TOPIC_NOT_MODIFIED")
+        topic.closed = closed
+        return True
+
+    def _delete_forum_topic(self, params: _Params) -> bool:
+        chat = self._forum(params)
+        self._drop_topic(chat, self._live_topic(chat, params).thread)
         return True
 
     def _get_file(self, params: _Params) -> JSON:

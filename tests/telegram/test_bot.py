@@ -93,6 +93,7 @@ async def test_provider_error_reaches_the_chat_redacted(bot: Factory) -> None:
     assert last.startswith("⚠️ main refused this request") and "bad key" not in last
     full = await h.ask("/status full")
     assert "Last error: main 400 invalid_request_error: bad key" in full
+    assert "\nTopics: off (@BotFather → Threaded Mode)\n" in full  # issue 41
     assert SECRET_KEY not in last and SECRET_KEY not in full
 
 
