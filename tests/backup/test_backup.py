@@ -345,7 +345,7 @@ def test_the_command_line_verbs(
     assert main(["backup", "--list"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert listed[0] == f"backups in {config.data_dir / 'backups'} (newest first):"
-    assert "-manual.kbackup  v21 manual · encrypted" in listed[1]
+    assert f"-manual.kbackup  v{len(MIGRATIONS)} manual · encrypted" in listed[1]
     assert listed[2].endswith(f"{snapshot.name}  automatic snapshot before an upgrade")
     archive = next((config.data_dir / "backups").glob("*.kbackup"))
     assert main(["restore", str(archive)]) == 1
