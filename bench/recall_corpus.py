@@ -653,6 +653,7 @@ class Fact:
     text: str
     language: str
     superseded: bool = False
+    replaces: int | None = None  # the id of the fact this one changes (saved before it)
 
 
 @dataclass
@@ -701,11 +702,13 @@ def build(slots: int = len(SLOTS), people: int = len(PEOPLE), distractors: int =
         for p, person in enumerate(PEOPLE[:people]):
             language = "en" if (s + p) % 2 == 0 else "zh"
             template = slot.fact_en if language == "en" else slot.fact_zh
+            replaces = None
             if p == 0 and slot.changed:
                 old = _fill(template, person, _value(slot.changed, language))
-                corpus.facts.append(Fact(len(corpus.facts) + 1, old, language, superseded=True))
+                replaces = len(corpus.facts) + 1
+                corpus.facts.append(Fact(replaces, old, language, superseded=True))
             text = _fill(template, person, _value(slot.values[p], language))
-            fact = Fact(len(corpus.facts) + 1, text, language)
+            fact = Fact(len(corpus.facts) + 1, text, language, replaces=replaces)
             corpus.facts.append(fact)
             kind = kinds[(s + p) % 3]
             other = "zh" if language == "en" else "en"
