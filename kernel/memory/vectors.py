@@ -126,7 +126,7 @@ class VectorIndex:
             answer = await self.client.embed([text], self.cfg.timeout)
         except EmbeddingError as exc:
             self._resting_until = time.monotonic() + self.cooldown
-            log.info("recall by meaning skipped: %s", exc)
+            log.info("recall by meaning skipped: %s", type(exc).__name__)
             return None
         self._record(answer, 0)
         return answer.vectors[0]
@@ -162,7 +162,11 @@ class VectorIndex:
                 answer, retries = await self.client.embed_retrying([text for _, text in rows])
             except EmbeddingError as exc:
                 self.paused = "down"
-                log.warning("memories not embedded: %s; trying again later", exc)
+                log.warning(
+                    "memories not embedded: %s (transient: %s); trying again later",
+                    type(exc).__name__,
+                    exc.transient,
+                )
                 return self.cooldown
             self.paused = ""
             self._record(answer, retries)

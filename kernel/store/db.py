@@ -186,7 +186,12 @@ class Store(
         except MigrationFailed as exc:
             copy_back(snapshot, conn)
             exc.old, exc.snapshot = get_version(conn), snapshot
-            log.error("%s; the database was put back to v%d", exc, exc.old)
+            log.error(
+                "migration %d (%s) failed; the database was put back to v%d",
+                exc.number,
+                exc.name,
+                exc.old,
+            )
             raise
 
     def _detect_fts5(self, conn: sqlite3.Connection) -> None:
