@@ -374,6 +374,7 @@ class TurnRun:
             if text:
                 self.replies.append(text)
             if not calls:
+                self.turn.reply_whole = True
                 if assistant.content:
                     await self._store(assistant)
                 # Text written before tool calls is part of the answer too.

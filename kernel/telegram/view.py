@@ -159,6 +159,7 @@ class TurnView:
         # The silent placeholder: none while drafts show the progress (issue 37: the
         # answer is the turn's one token); without drafts, sent once a line needs it.
         pending: int | None = None
+        self._draft.whole = lambda: turn.reply_whole
         typing = asyncio.get_running_loop().create_task(self._keep_typing())
         try:
             async for event in turn:
