@@ -173,9 +173,9 @@ class PromptFiles:
         template is missing or does not read as one, an argument is malformed, a
         placeholder has no value or a value has no placeholder. Blocking: call it in a
         thread."""
-        stripped = text.strip()
-        if not stripped.startswith(PREFIX):
+        if not names_template(text):
             return text
+        stripped = text.strip()
         if not self.config.features.prompt_templates:
             raise PromptError("prompt_templates_disabled", t("prompts.disabled"))
         head, *tail = re.split(r"\s", stripped[len(PREFIX) :], maxsplit=1)
@@ -223,6 +223,12 @@ class PromptFiles:
             t(key, name=name or "-", names=", ".join(names) or "-"),
             {"template": name, "templates": names},
         )
+
+
+def names_template(text: str) -> bool:
+    """Whether ``text`` is a ``/prompts:<name> …`` message (only then is there a
+    template to read: ``PromptFiles.expand``). No I/O."""
+    return text.lstrip().startswith(PREFIX)
 
 
 def _identity(path: Path) -> Path:

@@ -19,6 +19,7 @@ from typing import Any
 from kernel.agent.asked_again import unanswered_repeat
 from kernel.agent.context import covered_tools, repair_history, split_layers
 from kernel.agent.failover import Build, ModelCalls
+from kernel.agent.prompt_files import names_template
 from kernel.agent.prompt_modes import MODE_KEY, ModeChoice
 from kernel.agent.requests import Requests
 from kernel.agent.scope import ChatScope, Outlook
@@ -202,7 +203,8 @@ class TurnRun:
         parts, cfg, conv = self.parts, self.parts.config, self.conversation
         # The owner's "/prompts:<name> KEY=VALUE …" is the template filled in, or refused
         # before anything is stored or sent (a guest's text is taken as it is).
-        if not user_input.guest and user_input.expand:
+        # Read in a thread only when it names one (not a hop for every message).
+        if not user_input.guest and user_input.expand and names_template(user_input.text):
             text = await asyncio.to_thread(parts.prompt.files.expand, user_input.text)
             user_input = replace(user_input, text=text)
         # Only the owner's own words invoke a skill, not an attached file's contents.
@@ -374,6 +376,7 @@ class TurnRun:
             if text:
                 self.replies.append(text)
             if not calls:
+                self.turn.reply_whole = True
                 if assistant.content:
                     await self._store(assistant)
                 # Text written before tool calls is part of the answer too.

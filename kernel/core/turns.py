@@ -22,6 +22,9 @@ class Turn:
         self.reply = ""
         self.final: Completed | ErrorEvent | None = None
         self.answer_id: int | None = None  # the stored final answer (what 🔁 retries)
+        # The model's final answer is in hand (only storing it remains): a draft of it
+        # would be replaced at once, so none goes (kernel/telegram/drafts.py).
+        self.reply_whole = False
         self.session_id: int | None = None  # the session it runs in, once known
         self.placed = asyncio.Event()  # set when session_id is known
         self.started = False  # set by the runner once it holds the turn

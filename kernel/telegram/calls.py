@@ -240,9 +240,7 @@ class RowCalls:
         markup = _markup(body.get("reply_markup"))
         try:
             if body.get("text") is None:
-                await self.bot.edit_message_reply_markup(
-                    chat_id=chat_id, message_id=message_id, reply_markup=markup, **self._spare(tidy)
-                )
+                await self._edit_markup(chat_id, message_id, markup, tidy)
                 return message_id
             return await self._edit_text(
                 chat_id, message_id, str(body["text"]), body.get("parse_mode"), markup
@@ -252,12 +250,20 @@ class RowCalls:
                 return message_id  # nothing left to change
             raise
 
-    def _spare(self, tidy: bool) -> dict[str, Any]:
-        """A tidy call's priority: it goes only with a token to spare (a plain Bot, with
-        no rate limiter to ask, just sends)."""
-        if tidy and isinstance(self.bot, ExtBot):
-            return {"rate_limit_args": {"priority": "progress"}}
-        return {}
+    async def _edit_markup(
+        self, chat_id: int, message_id: int, markup: InlineKeyboardMarkup | None, tidy: bool
+    ) -> None:
+        """``editMessageReplyMarkup`` as ``Bot.edit_message_reply_markup`` sends it, but
+        the Message Telegram answers with is not made into objects: nothing of it is read
+        (issue 37: the 🔁 taken away is one such call per exchange). A tidy call goes only
+        with a token to spare (a plain Bot, with no rate limiter to ask, just sends)."""
+        data: dict[str, Any] = {"chat_id": chat_id, "message_id": message_id}
+        if markup is not None:
+            data["reply_markup"] = markup
+        spare = {"priority": "progress"} if tidy and isinstance(self.bot, ExtBot) else None
+        await self.bot._post(
+            "editMessageReplyMarkup", data, api_kwargs=ExtBot._merge_api_rl_kwargs(None, spare)
+        )
 
     async def _delete(self, chat_id: int, message_id: int) -> int | None:
         try:

@@ -6,8 +6,11 @@ shows the newest part of the reply as plain text while it streams and, below it 
 alone while nothing is written yet), the status line: the tool that runs, its progress,
 a retry of the model. One draft at a time, at most one every ``interval`` seconds, and
 always the newest text: a draft the chat's budget thinned is tried again while there is
-something new to show. The first error (a 429 included) turns drafts off for the turn
-(``on``), and the view shows its status lines another way. Best effort throughout.
+something new to show. The reply's first text waits ``FIRST_TEXT_WAIT`` for its first
+draft, and no draft goes once the final answer is in hand (``whole``): a reply whole by
+then gets none, as its answer replaces a draft at once. The first error (a 429
+included) turns drafts off for the turn (``on``), and the view shows its status lines
+another way. Best effort throughout.
 
 Public API: :class:`DraftLine`, :data:`DRAFT_LIMIT`, :data:`DRAFT_SETTLE`.
 """
@@ -19,6 +22,7 @@ import itertools
 import logging
 import math
 import time
+from collections.abc import Callable
 
 from telegram.error import TelegramError
 
@@ -30,6 +34,10 @@ log = logging.getLogger(__name__)
 
 DRAFT_LIMIT = 4096
 DRAFT_SETTLE = 1.0  # seconds a draft in flight may take to land before the final reply
+# The reply's first text waits this long for its first draft: a reply whole by then (an
+# instant model, a short answer in one read) gets none, its answer replaces a draft at
+# once anyway (issue 37). A status line (a tool, a retry) is not held.
+FIRST_TEXT_WAIT = 0.1
 _draft_ids = itertools.count(1)
 
 
@@ -56,9 +64,13 @@ class DraftLine:
         self._parts: list[str] = []
         self._drafted = ""
         self._last = -math.inf
+        self._first_text = math.inf  # when the reply's first text came
         self._tasks = TaskSet("telegram drafts")
         self._sender: asyncio.Task[None] | None = None
         self._sending = False  # a draft is under way (the sender is not just waiting)
+        # True once the final answer is in hand: no draft of it goes (the answer
+        # replaces it at once).
+        self.whole: Callable[[], bool] = lambda: False
 
     @property
     def text(self) -> str:
@@ -66,6 +78,8 @@ class DraftLine:
         return "".join(self._parts)
 
     def add(self, delta: str) -> None:
+        if not self._parts:
+            self._first_text = time.monotonic()
         self._parts.append(delta)
         self._poke()
 
@@ -93,9 +107,9 @@ class DraftLine:
     async def _send_newest(self) -> None:
         while self.on:
             text = self.compose()
-            if not text or text == self._drafted:
+            if not text or text == self._drafted or (self.text and self.whole()):
                 return
-            wait = self._last + self.interval - time.monotonic()
+            wait = self._due() - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
@@ -113,6 +127,14 @@ class DraftLine:
                 self.on = False
             finally:
                 self._sending = False
+
+    def _due(self) -> float:
+        """When the next draft may go: ``interval`` after the last one, and the reply's
+        first text FIRST_TEXT_WAIT after it came."""
+        due = self._last + self.interval
+        if not self._drafted and not self.status:
+            due = max(due, self._first_text + FIRST_TEXT_WAIT)
+        return due
 
     async def settle(self) -> None:
         """Before the final message: no draft follows, and one in flight may land (a

@@ -35,7 +35,7 @@ from kernel.telegram.busy import BusyDesk
 from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.download import download
 from kernel.telegram.files import Files
-from kernel.telegram.outcome import ANSWERED, Close, Hold, Later, Outcome, cut, told
+from kernel.telegram.outcome import ANSWERED, Close, Hold, Keep, Later, Outcome, cut, told
 from kernel.telegram.topic_desk import TopicDesk
 from kernel.telegram.topics import is_topic
 from kernel.telegram.view import Chat, Looks, TurnView
@@ -244,6 +244,8 @@ class Inbound:
             return cut(exc, None if self.deps.life.stopping or view.unqueued else "cancelled")
         except Exception as exc:
             return cut(exc, None if view.unqueued else "failed")
+        if view.settled:  # closed with what the view queued: nothing left to write
+            return Keep()
         final = turn.final
         if isinstance(final, ErrorEvent):
             return Close("failed")

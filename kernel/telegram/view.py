@@ -155,10 +155,16 @@ class TurnView:
         self.delivery: Ticket | None = None  # the queued outcome (wait() = delivered)
         self._asked: set[str] = set()  # the questions this turn showed
 
+    @property
+    def settled(self) -> bool:
+        """The turn's outcome is queued, its inbox row closed in the same transaction."""
+        return self._settled
+
     async def show(self, turn: Turn) -> None:
         # The silent placeholder: none while drafts show the progress (issue 37: the
         # answer is the turn's one token); without drafts, sent once a line needs it.
         pending: int | None = None
+        self._draft.whole = lambda: turn.reply_whole
         typing = asyncio.get_running_loop().create_task(self._keep_typing())
         try:
             async for event in turn:

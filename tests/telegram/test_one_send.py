@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
+from kernel.telegram import drafts
 from tests.sim.script import Error, Reply, Text, ToolUse, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, BotCall, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
@@ -60,6 +63,28 @@ async def test_a_plain_exchange_is_typing_drafts_and_one_send(bot: Factory) -> N
     assert tidy.params["message_id"] == first.message_id
     assert live_retries(h) == [answer]
     assert [m.text for m in h.tg.history(OWNER) if m.from_bot] == ["the first answer", answer]
+
+
+async def test_an_answer_whole_before_its_first_draft_comes_without_one(
+    bot: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The answer is in hand before its first draft would go (an instant model): typing,
+    # then the answer alone (issue 37: the answer would replace that draft at once). A
+    # long hold, so that only "whole", not the machine's pace, decides.
+    monkeypatch.setattr(drafts, "FIRST_TEXT_WAIT", 60.0, raising=False)
+    h = await bot()
+    h.model.enqueue(text_reply("all at once"))
+    since = len(h.tg.calls)
+
+    assert await h.converse("quick one") == "all at once"
+
+    calls = chat_calls(h, since)
+    assert "sendChatAction" in {c.method for c in calls}
+    assert [c.method for c in calls if c.method in {"sendMessageDraft", "sendMessage"}] == [
+        "sendMessage"
+    ]
+    assert h.tg.drafts(OWNER) == []
+    assert [m.text for m in h.tg.history(OWNER) if m.from_bot] == ["all at once"]
 
 
 async def test_back_to_back_answers_never_wait_behind_a_tidy_up(bot: Factory) -> None:
