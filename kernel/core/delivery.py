@@ -83,7 +83,10 @@ class Asker(Protocol):
     """A channel that can put a running turn's question (ask_user, a tool approval) to
     the owner, for turns no channel is watching (cron jobs, QQ messages)."""
 
-    async def show(self, event: AskUser, label: str) -> None: ...
+    async def show(self, event: AskUser, label: str, where: str = "") -> None:
+        """Put ``event`` to the owner headed by ``label``; ``where``: the conversation
+        the turn belongs to (a Telegram topic's, for a job made in one), "" for none."""
+        ...
 
     async def settle(self, tool_call_id: str) -> None:
         """The tool finished: a question still open for it is closed as unanswered."""
@@ -252,11 +255,16 @@ class ChannelRegistry:
 
 
 async def follow_turn(
-    turn: Turn, asker: Asker | None, label: str, switches: list[str] | None = None
+    turn: Turn,
+    asker: Asker | None,
+    label: str,
+    switches: list[str] | None = None,
+    where: str = "",
 ) -> Completed | ErrorEvent:
     """Drain a turn no channel is showing (a cron job, a QQ message): its questions go to
     the owner through ``asker`` (headed by ``label``) and are closed once their tool is
-    done; ``switches`` gets the line of each failover to another model. Cancelling the
+    done (``where``: :meth:`Asker.show`'s); ``switches`` gets the line of each failover to
+    another model. Cancelling the
     caller cancels the turn, which still writes a valid history."""
     shown: set[str] = set()
     try:
@@ -265,7 +273,7 @@ async def follow_turn(
                 switches.append(event.describe())
             elif isinstance(event, AskUser) and asker is not None:
                 try:
-                    await asker.show(event, label)
+                    await asker.show(event, label, where)
                     shown.add(event.tool_call_id)
                 except Exception as exc:  # unanswerable: the wait runs into its timeout
                     log.warning("could not show a question: %s", type(exc).__name__)

@@ -96,7 +96,9 @@ class JobRunner:
         user_input = UserInput(text, channel="cron", interactive=asker is not None)
         turn = agent.start_turn(opened.conversation, user_input)
         switches: list[str] = []
-        final = await follow_turn(turn, asker, t("cron.ask_label", name=job.spec.name), switches)
+        label = t("cron.ask_label", name=job.spec.name)
+        where = job.spec.dispatch.target(job.id).session_id  # a job made in a topic: there
+        final = await follow_turn(turn, asker, label, switches, where)
         # The owner is told which model answered instead, as in a chat; a webhook or a QQ
         # group is not (the owner's providers are not theirs to read).
         told = "".join(f"{line}\n" for line in switches)

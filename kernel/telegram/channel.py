@@ -162,7 +162,7 @@ class TelegramChannel:
         self._register()
         services.status_board.add(self)
         # Questions of unwatched turns come here; deliveries (cron results) once it runs.
-        services.channel_registry.asker = TelegramAsker(deps)
+        services.channel_registry.asker = TelegramAsker(deps, self.topics)
 
     @property
     def running(self) -> bool:

@@ -46,9 +46,7 @@ class TelegramOutlet:
         if target.user_id and target.user_id != str(owner):
             # Kernel talks to its owner only, whatever a job or request names.
             raise ChannelError(ChannelError.DISPATCH_FAILED, t("tg.owner_only"), channel=self.name)
-        lane = lane_of_conversation(target.session_id, owner)  # a topic's job: its topic
-        if lane == owner and self.topics is not None:
-            lane = await self.topics.proactive()
+        lane = await _lane(owner, target.session_id, self.topics)
         try:
             await self.deps.outbox.put(lane, reply_items(text))
         except Exception as exc:  # the store refused: the delivery is not queued
@@ -83,16 +81,27 @@ class TelegramOutlet:
 
 
 class TelegramAsker:
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, topics: TopicDesk | None = None) -> None:
         self.deps = deps
+        self.topics = topics
         self._shown: set[str] = set()  # question ids this asker put on the board
 
-    async def show(self, event: AskUser, label: str) -> None:
+    async def show(self, event: AskUser, label: str, where: str = "") -> None:
+        """In the topic ``where`` names (a job made in a topic), else the configured
+        topic for deliveries (``telegram.proactive_topic``), else General."""
         self._shown.add(event.id)
-        await self.deps.board.show(
-            self.deps.owner, replace(event, question=f"{label}\n\n{event.question}")
-        )
+        lane = await _lane(self.deps.owner, where, self.topics)
+        await self.deps.board.show(lane, replace(event, question=f"{label}\n\n{event.question}"))
 
     async def settle(self, tool_call_id: str) -> None:
         await self.deps.board.close_for_tool(tool_call_id, "unanswered", self._shown)
         self._shown = {i for i in self._shown if self.deps.agent.asks.get(i)}
+
+
+async def _lane(owner: int, conversation: str, topics: TopicDesk | None) -> int:
+    """Where a delivery or a question of an unwatched turn goes: the topic
+    ``conversation`` names (a topic's job), else the configured topic, else General."""
+    lane = lane_of_conversation(conversation, owner)
+    if lane == owner and topics is not None:
+        lane = await topics.proactive()
+    return lane

@@ -163,7 +163,7 @@ class Asker:
         self.shown: list[tuple[AskUser, str]] = []
         self.settled: list[str] = []
 
-    async def show(self, event: AskUser, label: str) -> None:
+    async def show(self, event: AskUser, label: str, where: str = "") -> None:
         self.shown.append((event, label))
 
     async def settle(self, tool_call_id: str) -> None:

@@ -26,7 +26,7 @@ class Owner:
     def __init__(self) -> None:
         self.shown: list[tuple[AskUser, str]] = []
 
-    async def show(self, event: AskUser, label: str) -> None:
+    async def show(self, event: AskUser, label: str, where: str = "") -> None:
         self.shown.append((event, label))
 
     async def settle(self, tool_call_id: str) -> None:

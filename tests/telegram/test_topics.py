@@ -10,11 +10,13 @@ import asyncio
 from kernel.telegram.budget import RateBudget
 from kernel.telegram.topics import CONVERSATION, TOPIC_BASE
 from tests.clock import ManualClock
+from tests.cron.test_approval import APPROVAL
 from tests.cron.test_reminder import DUE, START
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, TelegramSim
 from tests.telegram.conftest import BotHarness, Factory
+from tests.telegram.test_approval import buttons, question
 from tests.waiting import wait_until
 
 
@@ -258,3 +260,29 @@ async def test_a_reminder_made_in_general_goes_to_the_configured_topic(bot: Fact
     assert (
         await h.kernel.store.get_setting("telegram.proactive_topic") == f"{topic.thread}:Reminders"
     )
+
+
+async def test_a_job_made_in_a_topic_asks_its_approval_in_that_topic(bot: Factory) -> None:
+    """A question of a turn no chat shows (a cron run) goes where its job lives."""
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    clock = ManualClock(START)
+    h = await bot(tg=tg, clock=clock, extra=APPROVAL)
+    trip = tg.user_creates_topic("Trip")
+    h.model.enqueue(
+        tool_reply("cron_create", {"name": "tea", "schedule": "2025-06-02T09:00", "text": "tea"}),
+        text_reply("Set."),
+        tool_reply("memory_add", {"text": "likes tea"}),
+        text_reply("Saved."),
+    )
+    tg.inject_text("at 9 tomorrow, remember that I like tea", thread=trip)
+    await tg.wait_until(lambda: "Set." in in_topic(h, trip))
+    clock.advance(to=DUE)
+
+    asked = await question(h)
+    assert asked.thread == trip and asked.text.startswith('The scheduled job "tea" needs')
+    approve, _ = buttons(asked)
+    tg.inject_callback(approve["callback_data"], message_id=asked.message_id)
+    await tg.wait_until(lambda: "Saved." in in_topic(h, trip))
+    assert [m.text for m in await h.kernel.store.list_memories()] == ["likes tea"]
+    assert in_topic(h, None) == []
