@@ -144,3 +144,22 @@ async def test_a_turns_remembered_fact_does_not_wait_for_the_judge(
     [old] = await h.kernel.store.memory_versions(memory.id)
     assert (old.text, old.how) == ("My cat is called Mochi", "superseded")
     assert await changes(h) == [("superseded", "model", memory.id)]
+
+
+async def test_the_next_page_of_a_listing_longer_than_one_message_is_shown(
+    bot: Factory,
+) -> None:
+    """A listing over Telegram's 4096 characters came as two messages; ▶ cannot edit
+    it into one, so the next page comes as new messages, its buttons under the last."""
+    h = await bot()
+    for n in range(7):
+        await h.kernel.memories.remember(f"fact {n} " + "x" * 700, scope="global", actor="t")
+    listing = await picker(h, "/memory")
+    assert len(h.bot_messages()) == 2 and labels(listing)[-1] == "▶"
+
+    await tap(h, listing, "▶")
+
+    last = h.bot_messages()[-1]
+    assert last.message_id != listing.message_id
+    assert labels(last) == ["◀", "#7"]
+    assert last.text.endswith("fact 0 " + "x" * 700)
