@@ -19,13 +19,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from telegram import Message
-from telegram.error import TelegramError
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, TelegramError
 
 from kernel.core.delivery import TOPIC_META
 from kernel.core.i18n import t
 from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.outbox import plain_items
-from kernel.telegram.topics import TOPIC_BASE, is_topic, thread_of
+from kernel.telegram.topics import TOPIC_BASE, is_topic, thread_of, topic_gone
 
 if TYPE_CHECKING:
     from kernel.store.sessions import SessionRow
@@ -85,13 +86,25 @@ class TopicDesk:
 
     async def topic_of(self, row: SessionRow) -> int:
         """``/resume #n``: the session's topic's lane; a topic named after the session
-        is opened when it has none."""
+        is opened when it has none, or when the owner deleted or closed its topic."""
         thread = row.meta.get(META)
-        if isinstance(thread, int) and thread > 0:
+        if isinstance(thread, int) and thread > 0 and await self._alive(TOPIC_BASE + thread):
             return TOPIC_BASE + thread
         lane = await self.open(row.title or f"#{row.id}")
+        self._recorded.discard(row.id)  # its topic is the new one now
         await self.record(lane, row.id)
         return lane
+
+    async def _alive(self, lane: int) -> bool:
+        """The topic is still open (Telegram tells a bot of no deletion: a chat action,
+        which leaves nothing in the chat, finds out)."""
+        try:
+            await self.deps.bot.send_chat_action(lane, ChatAction.TYPING)
+        except BadRequest as exc:
+            if topic_gone(exc):
+                return False
+            raise
+        return True
 
     def resumed(self, lane: int) -> str:
         return t("tg.topic_resumed", title=self.name(lane))

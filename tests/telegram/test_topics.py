@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kernel.core.delivery import TOPIC_META
 from kernel.telegram.budget import RateBudget
 from kernel.telegram.topics import CONVERSATION, TOPIC_BASE
 from tests.clock import ManualClock
@@ -258,3 +259,23 @@ async def test_a_reminder_made_in_general_goes_to_the_configured_topic(bot: Fact
     assert (
         await h.kernel.store.get_setting("telegram.proactive_topic") == f"{topic.thread}:Reminders"
     )
+
+
+async def test_resume_of_a_session_whose_topic_was_deleted_opens_a_new_topic(
+    bot: Factory,
+) -> None:
+    h, (trip,) = await with_topics(bot, "Trip")
+    store = h.kernel.agent.store
+    row = await store.create_session("telegram", title="Lisbon", meta={TOPIC_META: trip})
+    h.tg.user_deletes_topic(trip)
+
+    h.tg.inject_text(f"/resume #{row.id}")
+
+    await h.tg.wait_until(lambda: bool(in_topic(h, None)))
+    await h.settle()
+    [topic] = h.tg.topics(OWNER)  # a new topic, named after the session
+    assert (topic.name, topic.thread != trip) == ("Lisbon", True)
+    assert in_topic(h, None) == ["🗂 The session is open in the topic “Lisbon”: go on there"]
+    assert in_topic(h, topic.thread)[0].startswith("Resumed")
+    session = await store.get_session(row.id)
+    assert session is not None and session.meta[TOPIC_META] == topic.thread
