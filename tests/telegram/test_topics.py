@@ -279,3 +279,20 @@ async def test_resume_of_a_session_whose_topic_was_deleted_opens_a_new_topic(
     assert in_topic(h, topic.thread)[0].startswith("Resumed")
     session = await store.get_session(row.id)
     assert session is not None and session.meta[TOPIC_META] == topic.thread
+
+
+async def test_the_agent_cannot_start_a_turn_in_a_new_topic_past_the_cap(bot: Factory) -> None:
+    """open_topic's turn counts against telegram.max_parallel_turns: a turn that opens
+    topics with turns in them (each of which may open more) stops at the cap."""
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    h = await bot(tg=tg, extra="max_parallel_turns = 1\n")
+    h.model.enqueue(
+        tool_reply("open_topic", {"title": "Packing list", "text": "list what to pack"}),
+        text_reply("Could not open it."),
+    )
+    h.tg.inject_text("start a packing list in its own topic")
+    await h.tg.wait_until(lambda: any(x.startswith("Could not") for x in in_topic(h, None)))
+    await h.settle()
+    assert h.tg.topics(OWNER) == [] and len(h.model.requests) == 2
+    assert "the telegram.max_parallel_turns limit (1)" in str(h.model.requests[1].body)
