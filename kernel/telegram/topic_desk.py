@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 META = TOPIC_META  # a session's topic (its message_thread_id) in the session's meta
 MAX_NAME = 128  # Telegram's longest topic name
+LOOKBACK = 200  # recent sessions looked through for a topic's, after a restart
 PROACTIVE = "telegram.proactive_topic"  # setting: "<thread>:<name>" of the topic opened
 
 
@@ -119,6 +120,16 @@ class TopicDesk:
             await self.deps.agent.store.merge_meta(session_id, {META: thread})
         except Exception as exc:  # a mark only: the topic still works without it
             log.warning("recording a session's topic failed: %s", type(exc).__name__)
+
+    async def session_of(self, lane: int) -> int | None:
+        """The session that ran last in the topic (among the recent ones), if any."""
+        thread = thread_of(lane)
+        try:
+            rows = await self.deps.agent.store.list_sessions(limit=LOOKBACK, channel="telegram")
+        except Exception as exc:  # the topic then starts a session of its own
+            log.warning("finding a topic's session failed: %s", type(exc).__name__)
+            return None
+        return next((row.id for row in rows if row.meta.get(META) == thread), None)
 
     async def proactive(self) -> int:
         """Where a delivery that names no topic goes: the topic ``proactive_topic``

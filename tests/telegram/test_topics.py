@@ -296,3 +296,29 @@ async def test_the_agent_cannot_start_a_turn_in_a_new_topic_past_the_cap(bot: Fa
     await h.settle()
     assert h.tg.topics(OWNER) == [] and len(h.model.requests) == 2
     assert "the telegram.max_parallel_turns limit (1)" in str(h.model.requests[1].body)
+
+
+async def test_a_topic_goes_on_in_its_session_after_a_restart(bot: Factory) -> None:
+    """A topic is a session: the first message in it after a restart is answered with
+    the topic's history (it started a new, empty session, and said nothing)."""
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    model = await AnthropicSim().start()
+    first = await bot(tg=tg, model=model)
+    trip = tg.user_creates_topic("Trip")
+    model.enqueue(text_reply("Lisbon noted"), text_reply("In May"))
+    tg.inject_text("I plan Lisbon", thread=trip)
+    await tg.wait_until(lambda: "Lisbon noted" in in_topic(first, trip))
+    await first.settle()
+    conversation = CONVERSATION.format(thread=trip)
+    session = first.kernel.agent.sessions.current_session(conversation)
+    await first.channel.stop()
+    await first.kernel.stop()
+
+    second = await bot(tg=tg, model=model)
+    tg.inject_text("when?", thread=trip)
+    await tg.wait_until(lambda: "In May" in in_topic(second, trip))
+
+    assert second.kernel.agent.sessions.current_session(conversation) == session
+    assert "I plan Lisbon" in str(model.requests[-1].body["messages"])
+    assert in_topic(second, trip) == ["Lisbon noted", "In May"]
