@@ -97,14 +97,15 @@ class TopicDesk:
         return lane
 
     async def _alive(self, lane: int) -> bool:
-        """The topic is still open (Telegram tells a bot of no deletion: a chat action,
-        which leaves nothing in the chat, finds out)."""
+        """The topic is not known deleted or closed (Telegram tells a bot of no deletion:
+        a chat action, which leaves nothing in the chat, finds out; when Telegram cannot
+        be asked now, the outbox retries there)."""
         try:
             await self.deps.bot.send_chat_action(lane, ChatAction.TYPING)
         except BadRequest as exc:
-            if topic_gone(exc):
-                return False
-            raise
+            return not topic_gone(exc)
+        except TelegramError:
+            return True
         return True
 
     def resumed(self, lane: int) -> str:
@@ -133,7 +134,8 @@ class TopicDesk:
 
     async def proactive(self) -> int:
         """Where a delivery that names no topic goes: the topic ``proactive_topic``
-        names (opened on first use, its thread kept in the settings), else General."""
+        names (opened on first use and again once the owner deleted it, its thread kept
+        in the settings), else General."""
         name, owner = self.deps.cfg.proactive_topic.strip(), self.deps.owner
         if not name or not self.on:
             return owner
@@ -141,7 +143,9 @@ class TopicDesk:
         try:
             kept = await store.get_setting(PROACTIVE)
             if kept and kept.partition(":")[2] == name:  # "<thread>:<name>"
-                return TOPIC_BASE + int(kept.partition(":")[0])
+                lane = TOPIC_BASE + int(kept.partition(":")[0])
+                if await self._alive(lane):  # else the owner deleted it: a new one
+                    return lane
             lane = await self.open(name)
             await store.set_setting(PROACTIVE, f"{thread_of(lane)}:{name}")
         except (TelegramError, ValueError) as exc:  # General, as without the setting

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kernel.core.delivery import TOPIC_META
+from kernel.core.delivery import TOPIC_META, Target
 from kernel.telegram.budget import RateBudget
 from kernel.telegram.topics import CONVERSATION, TOPIC_BASE
 from tests.clock import ManualClock
@@ -322,3 +322,25 @@ async def test_a_topic_goes_on_in_its_session_after_a_restart(bot: Factory) -> N
     assert second.kernel.agent.sessions.current_session(conversation) == session
     assert "I plan Lisbon" in str(model.requests[-1].body["messages"])
     assert in_topic(second, trip) == ["Lisbon noted", "In May"]
+
+
+async def test_the_configured_topic_is_opened_again_once_the_owner_deleted_it(
+    bot: Factory,
+) -> None:
+    """Deliveries keep going to a topic of the configured name: the owner deleting it
+    does not send them to General (with a note) from then on."""
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    h = await bot(tg=tg, extra='proactive_topic = "Reminders"\n')
+    outlet = h.kernel.channel_registry.require("telegram")
+    await outlet.send_text(Target(origin="cron"), "⏰ Tea time!")
+    [first] = tg.topics(OWNER)
+    await tg.wait_until(lambda: "⏰ Tea time!" in in_topic(h, first.thread))
+    tg.user_deletes_topic(first.thread)
+
+    await outlet.send_text(Target(origin="cron"), "⏰ Walk time!")
+
+    [again] = tg.topics(OWNER)
+    await tg.wait_until(lambda: "⏰ Walk time!" in in_topic(h, again.thread))
+    assert again.name == "Reminders" and again.thread != first.thread
+    assert in_topic(h, None) == []
