@@ -36,6 +36,7 @@ from kernel.backup.export import FORMAT, VERSION
 from kernel.core.i18n import t
 from kernel.core.messages import content_from_json, content_to_json
 from kernel.core.session_modes import mode_of
+from kernel.memory.scopes import check_scope
 from kernel.store.memories import MEMORY_CATEGORIES
 from kernel.store.migrations import MIGRATIONS, get_version, memory_key, migrate
 
@@ -177,7 +178,7 @@ def _text(record: dict[str, Any], name: str, *, empty: bool = False) -> str:
 
 def _memory(conn: sqlite3.Connection, record: dict[str, Any]) -> bool:
     text = _text(record, "text").strip()
-    scope = _text(record, "scope")
+    scope = check_scope(_text(record, "scope"))  # ValueError: refused, counted
     category = record.get("category")
     if category is not None and category not in MEMORY_CATEGORIES:
         raise BadRecord("category")
