@@ -173,6 +173,10 @@ async def test_import_refuses_what_is_not_an_export_and_counts_bad_lines(
     stray.write_text('{"text": "not an export"}\n')
     code, _, said = run(capsys, "import", stray, "--db", db)
     assert (code, said) == (2, f"kernel: {t('import.not_export', path=stray)}\n")
+    newer = tmp_path / "newer.jsonl"  # from a Kernel that writes a later format
+    newer.write_text('{"type": "kernel_export", "version": 99, "schema": 99}\n')
+    code, _, said = run(capsys, "import", newer, "--db", db)
+    assert (code, said) == (2, f"kernel: {t('import.newer', path=newer, version=99)}\n")
 
     lines = (out / "memories.jsonl").read_text().splitlines()
     mixed = tmp_path / "mixed.jsonl"
