@@ -67,7 +67,8 @@ def run(args: argparse.Namespace, config: Config, out: IO[str] | None = None) ->
         return _backup(args, config, out)
     except BackupError as exc:
         print(f"kernel: {exc}", file=sys.stderr)
-        return EXIT_USAGE if exc.key.startswith("backup.key_") else EXIT_FAILED
+        unreadable = exc.key.startswith("backup.key_") or exc.key == "backup.unreadable"
+        return EXIT_USAGE if unreadable else EXIT_FAILED
     finally:
         if main:
             signal.signal(signal.SIGTERM, before)

@@ -36,6 +36,7 @@ from kernel.backup.export import FORMAT, VERSION
 from kernel.core.i18n import t
 from kernel.core.messages import content_from_json, content_to_json
 from kernel.core.session_modes import mode_of
+from kernel.memory.scopes import check_scope
 from kernel.store.memories import MEMORY_CATEGORIES
 from kernel.store.migrations import MIGRATIONS, get_version, memory_key, migrate
 
@@ -80,7 +81,10 @@ def import_file(db: Path, source: Path) -> ImportCounts:
 def import_lines(db: Path, lines: Iterable[str], source: Path) -> ImportCounts:
     numbered = ((n, line) for n, line in enumerate(lines, start=1) if line.strip())
     first = next(numbered, None)
-    if first is None or not _is_header(first[1]):
+    version = 0 if first is None else _header_version(first[1])
+    if version > VERSION:
+        raise ImportRefused(t("import.newer", path=source, version=version))
+    if version < 1:
         raise ImportRefused(t("import.not_export", path=source))
     with closing(_connect(db)) as conn:
         counts = ImportCounts()
@@ -96,17 +100,16 @@ def import_lines(db: Path, lines: Iterable[str], source: Path) -> ImportCounts:
         return counts
 
 
-def _is_header(line: str) -> bool:
+def _header_version(line: str) -> int:
+    """The format version an export's header line names; 0 when it is none."""
     try:
         head = json.loads(line)
     except ValueError:
-        return False
-    return (
-        isinstance(head, dict)
-        and head.get("type") == FORMAT
-        and isinstance(head.get("version"), int)
-        and 1 <= head["version"] <= VERSION
-    )
+        return 0
+    if not isinstance(head, dict) or head.get("type") != FORMAT:
+        return 0
+    version = head.get("version")
+    return version if type(version) is int else 0
 
 
 def _connect(db: Path) -> sqlite3.Connection:
@@ -177,7 +180,7 @@ def _text(record: dict[str, Any], name: str, *, empty: bool = False) -> str:
 
 def _memory(conn: sqlite3.Connection, record: dict[str, Any]) -> bool:
     text = _text(record, "text").strip()
-    scope = _text(record, "scope")
+    scope = check_scope(_text(record, "scope"))  # ValueError: refused, counted
     category = record.get("category")
     if category is not None and category not in MEMORY_CATEGORIES:
         raise BadRecord("category")

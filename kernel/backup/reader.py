@@ -52,7 +52,7 @@ def read_header(path: Path) -> dict[str, Any]:
         with open(path, "rb") as fh:
             raw = fh.read(HEADER_BYTES)
     except OSError as exc:
-        raise BackupError("backup.damaged", path=path, detail=exc.strerror or "") from None
+        raise BackupError("backup.unreadable", path=path, detail=exc.strerror or "") from None
     fields = parse_header(raw)
     if fields is None:
         raise BackupError("backup.not_archive", path=path)

@@ -157,6 +157,11 @@ class MemoryCommands:
             self.listed[conversation] = listing
         return listing.index(memory_id) + 1 if memory_id in listing else 0
 
+    async def _same_fact(self, conversation: str, existing: int) -> Reply:
+        """The refusal of a change into a fact another memory holds, named by its #n."""
+        n = await self._number(conversation, existing)
+        return Reply(t("tg.memory_same_fact", n=n), error=True)
+
     async def _buttons(self, conversation: str, row: MemoryRow, n: int) -> tuple[Button, ...]:
         mark = f"{row.id}:{digest(row)}"
         buttons = [Button(t("tg.memory_button_edit"), f"{PRESS}e:{mark}", f"/memory edit #{n}")]
@@ -179,7 +184,7 @@ class MemoryCommands:
             visible = await self._visible(conversation)
             edited = await self.memories.edit(row.id, text, actor=self.actor, scopes=visible)
         except DuplicateMemory as exc:
-            return Reply(t("tg.memory_same_fact", id=exc.existing), error=True)
+            return await self._same_fact(conversation, exc.existing)
         except (KernelError, ValueError) as exc:
             return Reply(_words(exc), error=True)
         if edited is None:
@@ -205,7 +210,7 @@ class MemoryCommands:
         try:
             moved = await self.memories.move(row.id, target, actor=self.actor, scopes=visible)
         except DuplicateMemory as exc:
-            return Reply(t("tg.memory_same_fact", id=exc.existing), error=True)
+            return await self._same_fact(conversation, exc.existing)
         if moved is None:
             return Reply(t("tg.memory_stale"), error=True)
         note = t("tg.memory_moved", scope=scopes.word(target))

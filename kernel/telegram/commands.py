@@ -24,6 +24,7 @@ from kernel.store.mailbox import InboxState
 from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.outbox import CHANNEL, RETRY, edit_item, plain_items
 from kernel.telegram.picker import Picker, picker_markup, take_retry
+from kernel.telegram.split import LIMIT, utf16_len
 from kernel.telegram.tasks import task_arg
 
 if TYPE_CHECKING:
@@ -301,11 +302,12 @@ class CommandSet:
 
     async def _answer_press(self, query: Any, reply: Reply) -> None:
         """The pressed message edited into ``reply`` (its buttons replaced by the
-        reply's, or taken away); a message too old to edit gets a new one."""
+        reply's, or taken away); a message too old to edit, or a reply too long for one
+        message (a long /memory listing's next page), gets new ones."""
         notice = query.message
         chat = notice.chat.id if notice is not None else self.deps.owner
         markup = buttons_markup(reply)
-        if notice is not None and _editable(notice):
+        if notice is not None and _editable(notice) and utf16_len(reply.text) <= LIMIT:
             item = edit_item(notice.message_id, reply.text, markup=markup)
             await self.deps.outbox.put(chat, [item])
         else:

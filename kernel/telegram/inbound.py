@@ -58,6 +58,8 @@ class Inbound:
         self.views = deps.views  # chat → the view showing its turn
         # Chats whose first turn since this start is still to come (the restart hint).
         self._fresh: set[int] = {deps.owner}
+        # Topics whose session was found again (or chosen) since this start.
+        self._placed: set[int] = set()
         self.voice = TelegramVoice(deps.bot, deps.config, deps.agent.meter)
         cfg = deps.cfg
         self._looks = Looks(  # how every turn of the chat is shown
@@ -131,6 +133,19 @@ class Inbound:
         """The owner ran a session command (/new, /resume, a deletion, a history or
         picker press): they chose where the chat is, so no restart hint follows."""
         self._fresh.discard(chat_id)
+        self._placed.add(chat_id)
+
+    async def _back_in_topic(self, lane: int) -> None:
+        """A topic's first message since this start goes on in the topic's session (a
+        topic is a session: a restart does not start it afresh)."""
+        self._placed.add(lane)
+        conversation = conversation_of(lane)
+        if self.agent.sessions.current_session(conversation) is not None:
+            return
+        session_id = await self.topics.session_of(lane)
+        if session_id is not None:
+            with contextlib.suppress(SessionError, BusyError):
+                await self.agent.sessions.resume(conversation, session_id)
 
     async def prepare(
         self,
@@ -177,6 +192,8 @@ class Inbound:
             self.deps.owner if is_topic(chat_id) else chat_id
         )
         conversation = conversation_of(chat_id)
+        if is_topic(chat_id) and chat_id not in self._placed:
+            await self._back_in_topic(chat_id)
         # The first message after a start that opens a new session: seed 004's fresh
         # conversation, which the answer says once (with /resume to go back).
         hint = chat_id in self._fresh and self.agent.sessions.current_session(conversation) is None

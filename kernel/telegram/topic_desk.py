@@ -19,13 +19,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from telegram import Message
-from telegram.error import TelegramError
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, TelegramError
 
 from kernel.core.delivery import TOPIC_META
 from kernel.core.i18n import t
 from kernel.telegram.deps import Deps, conversation_of
 from kernel.telegram.outbox import plain_items
-from kernel.telegram.topics import TOPIC_BASE, is_topic, thread_of
+from kernel.telegram.topics import TOPIC_BASE, is_topic, thread_of, topic_gone
 
 if TYPE_CHECKING:
     from kernel.store.sessions import SessionRow
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 META = TOPIC_META  # a session's topic (its message_thread_id) in the session's meta
 MAX_NAME = 128  # Telegram's longest topic name
+LOOKBACK = 200  # recent sessions looked through for a topic's, after a restart
 PROACTIVE = "telegram.proactive_topic"  # setting: "<thread>:<name>" of the topic opened
 
 
@@ -85,13 +87,26 @@ class TopicDesk:
 
     async def topic_of(self, row: SessionRow) -> int:
         """``/resume #n``: the session's topic's lane; a topic named after the session
-        is opened when it has none."""
+        is opened when it has none, or when the owner deleted or closed its topic."""
         thread = row.meta.get(META)
-        if isinstance(thread, int) and thread > 0:
+        if isinstance(thread, int) and thread > 0 and await self._alive(TOPIC_BASE + thread):
             return TOPIC_BASE + thread
         lane = await self.open(row.title or f"#{row.id}")
+        self._recorded.discard(row.id)  # its topic is the new one now
         await self.record(lane, row.id)
         return lane
+
+    async def _alive(self, lane: int) -> bool:
+        """The topic is not known deleted or closed (Telegram tells a bot of no deletion:
+        a chat action, which leaves nothing in the chat, finds out; when Telegram cannot
+        be asked now, the outbox retries there)."""
+        try:
+            await self.deps.bot.send_chat_action(lane, ChatAction.TYPING)
+        except BadRequest as exc:
+            return not topic_gone(exc)
+        except TelegramError:
+            return True
+        return True
 
     def resumed(self, lane: int) -> str:
         return t("tg.topic_resumed", title=self.name(lane))
@@ -107,9 +122,20 @@ class TopicDesk:
         except Exception as exc:  # a mark only: the topic still works without it
             log.warning("recording a session's topic failed: %s", type(exc).__name__)
 
+    async def session_of(self, lane: int) -> int | None:
+        """The session that ran last in the topic (among the recent ones), if any."""
+        thread = thread_of(lane)
+        try:
+            rows = await self.deps.agent.store.list_sessions(limit=LOOKBACK, channel="telegram")
+        except Exception as exc:  # the topic then starts a session of its own
+            log.warning("finding a topic's session failed: %s", type(exc).__name__)
+            return None
+        return next((row.id for row in rows if row.meta.get(META) == thread), None)
+
     async def proactive(self) -> int:
         """Where a delivery that names no topic goes: the topic ``proactive_topic``
-        names (opened on first use, its thread kept in the settings), else General."""
+        names (opened on first use and again once the owner deleted it, its thread kept
+        in the settings), else General."""
         name, owner = self.deps.cfg.proactive_topic.strip(), self.deps.owner
         if not name or not self.on:
             return owner
@@ -117,7 +143,9 @@ class TopicDesk:
         try:
             kept = await store.get_setting(PROACTIVE)
             if kept and kept.partition(":")[2] == name:  # "<thread>:<name>"
-                return TOPIC_BASE + int(kept.partition(":")[0])
+                lane = TOPIC_BASE + int(kept.partition(":")[0])
+                if await self._alive(lane):  # else the owner deleted it: a new one
+                    return lane
             lane = await self.open(name)
             await store.set_setting(PROACTIVE, f"{thread_of(lane)}:{name}")
         except (TelegramError, ValueError) as exc:  # General, as without the setting

@@ -42,6 +42,8 @@ def register(
         `text`, a turn starts there at once, as if the owner had written it."""
         if not (context.conversation if context is not None else "").startswith("telegram:"):
             raise ToolError(t("tg.open_topic_owner_only"))
+        if text and (busy := topics.over_cap(0)) is not None:  # 0: no lane of its own yet
+            raise ToolError(busy)  # its turn would be one too many (a fan-out of topics)
         try:
             lane = await topics.open(title)
         except TelegramError as exc:

@@ -350,6 +350,12 @@ def test_the_command_line_verbs(
     archive = next((config.data_dir / "backups").glob("*.kbackup"))
     assert main(["restore", str(archive)]) == 1
     assert "is encrypted" in capsys.readouterr().err
+    missing = config.base_dir / "nope.kbackup"  # a typo: named as such, not "damaged"
+    assert main(["restore", str(missing)]) == 2
+    assert capsys.readouterr().err == (
+        f"kernel: cannot read {missing} (No such file or directory): nothing was changed;"
+        " check the backup file's path and permissions\n"
+    )
     assert main(["restore", str(archive), "--key-file", str(key)]) == 0
     assert capsys.readouterr().out.startswith(f"✅ restored from {archive}: database v")
 

@@ -173,16 +173,23 @@ async def test_import_refuses_what_is_not_an_export_and_counts_bad_lines(
     stray.write_text('{"text": "not an export"}\n')
     code, _, said = run(capsys, "import", stray, "--db", db)
     assert (code, said) == (2, f"kernel: {t('import.not_export', path=stray)}\n")
+    newer = tmp_path / "newer.jsonl"  # from a Kernel that writes a later format
+    newer.write_text('{"type": "kernel_export", "version": 99, "schema": 99}\n')
+    code, _, said = run(capsys, "import", newer, "--db", db)
+    assert (code, said) == (2, f"kernel: {t('import.newer', path=newer, version=99)}\n")
 
     lines = (out / "memories.jsonl").read_text().splitlines()
     mixed = tmp_path / "mixed.jsonl"
     good = json.dumps({"type": "memory", "text": "新的事实", "category": None, "scope": "global",
                        "created_at": "2026-12-02T00:00:00+00:00"})  # fmt: skip
-    mixed.write_text("\n".join([lines[0], "{oops", '{"type": "memory", "text": ""}', good]) + "\n")
+    astray = good.replace('"global"', '"project:../../etc"')  # no scope Kernel has
+    mixed.write_text(
+        "\n".join([lines[0], "{oops", '{"type": "memory", "text": ""}', astray, good]) + "\n"
+    )
     code, said, err = run(capsys, "import", mixed, "--db", db)
     assert code == 1
     assert said.splitlines()[0] == done(memories=1)
-    assert err == t("import.refused", refused=2, line=2) + "\n"
+    assert err == t("import.refused", refused=3, line=2) + "\n"
     after = dump(db)
     assert after["memories"] == sorted([*before["memories"], ("新的事实", None, "global",
                                         "2026-12-02T00:00:00+00:00")])  # fmt: skip

@@ -144,3 +144,38 @@ async def test_a_turns_remembered_fact_does_not_wait_for_the_judge(
     [old] = await h.kernel.store.memory_versions(memory.id)
     assert (old.text, old.how) == ("My cat is called Mochi", "superseded")
     assert await changes(h) == [("superseded", "model", memory.id)]
+
+
+async def test_the_next_page_of_a_listing_longer_than_one_message_is_shown(
+    bot: Factory,
+) -> None:
+    """A listing over Telegram's 4096 characters came as two messages; ▶ cannot edit
+    it into one, so the next page comes as new messages, its buttons under the last."""
+    h = await bot()
+    for n in range(7):
+        await h.kernel.memories.remember(f"fact {n} " + "x" * 700, scope="global", actor="t")
+    listing = await picker(h, "/memory")
+    assert len(h.bot_messages()) == 2 and labels(listing)[-1] == "▶"
+
+    await tap(h, listing, "▶")
+
+    last = h.bot_messages()[-1]
+    assert last.message_id != listing.message_id
+    assert labels(last) == ["◀", "#7"]
+    assert last.text.endswith("fact 0 " + "x" * 700)
+
+
+async def test_an_edit_into_another_memorys_fact_names_it_by_its_number(bot: Factory) -> None:
+    """The refusal names the other memory as /forget knows it (#n of the listing), not
+    by its database id (here 1, while /forget #1 would delete the memory edited)."""
+    h = await bot()
+    await h.ask("/remember drinks green tea")
+    await h.ask("/remember waters the roses")
+    await h.ask("/memory")  # #1 the roses, #2 the tea
+
+    answer = await h.ask("/memory edit #1 drinks green tea")
+
+    assert answer == (
+        "The same fact is already memory #2: nothing changed; change that one,"
+        " or forget it first with /forget #2"
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kernel.core.delivery import TOPIC_META, Target
 from kernel.telegram.budget import RateBudget
 from kernel.telegram.topics import CONVERSATION, TOPIC_BASE
 from tests.clock import ManualClock
@@ -285,4 +286,88 @@ async def test_a_job_made_in_a_topic_asks_its_approval_in_that_topic(bot: Factor
     tg.inject_callback(approve["callback_data"], message_id=asked.message_id)
     await tg.wait_until(lambda: "Saved." in in_topic(h, trip))
     assert [m.text for m in await h.kernel.store.list_memories()] == ["likes tea"]
+
+
+async def test_resume_of_a_session_whose_topic_was_deleted_opens_a_new_topic(
+    bot: Factory,
+) -> None:
+    h, (trip,) = await with_topics(bot, "Trip")
+    store = h.kernel.agent.store
+    row = await store.create_session("telegram", title="Lisbon", meta={TOPIC_META: trip})
+    h.tg.user_deletes_topic(trip)
+
+    h.tg.inject_text(f"/resume #{row.id}")
+
+    await h.tg.wait_until(lambda: bool(in_topic(h, None)))
+    await h.settle()
+    [topic] = h.tg.topics(OWNER)  # a new topic, named after the session
+    assert (topic.name, topic.thread != trip) == ("Lisbon", True)
+    assert in_topic(h, None) == ["🗂 The session is open in the topic “Lisbon”: go on there"]
+    assert in_topic(h, topic.thread)[0].startswith("Resumed")
+    session = await store.get_session(row.id)
+    assert session is not None and session.meta[TOPIC_META] == topic.thread
+
+
+async def test_the_agent_cannot_start_a_turn_in_a_new_topic_past_the_cap(bot: Factory) -> None:
+    """open_topic's turn counts against telegram.max_parallel_turns: a turn that opens
+    topics with turns in them (each of which may open more) stops at the cap."""
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    h = await bot(tg=tg, extra="max_parallel_turns = 1\n")
+    h.model.enqueue(
+        tool_reply("open_topic", {"title": "Packing list", "text": "list what to pack"}),
+        text_reply("Could not open it."),
+    )
+    h.tg.inject_text("start a packing list in its own topic")
+    await h.tg.wait_until(lambda: any(x.startswith("Could not") for x in in_topic(h, None)))
+    await h.settle()
+    assert h.tg.topics(OWNER) == [] and len(h.model.requests) == 2
+    assert "the telegram.max_parallel_turns limit (1)" in str(h.model.requests[1].body)
+
+
+async def test_a_topic_goes_on_in_its_session_after_a_restart(bot: Factory) -> None:
+    """A topic is a session: the first message in it after a restart is answered with
+    the topic's history (it started a new, empty session, and said nothing)."""
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    model = await AnthropicSim().start()
+    first = await bot(tg=tg, model=model)
+    trip = tg.user_creates_topic("Trip")
+    model.enqueue(text_reply("Lisbon noted"), text_reply("In May"))
+    tg.inject_text("I plan Lisbon", thread=trip)
+    await tg.wait_until(lambda: "Lisbon noted" in in_topic(first, trip))
+    await first.settle()
+    conversation = CONVERSATION.format(thread=trip)
+    session = first.kernel.agent.sessions.current_session(conversation)
+    await first.channel.stop()
+    await first.kernel.stop()
+
+    second = await bot(tg=tg, model=model)
+    tg.inject_text("when?", thread=trip)
+    await tg.wait_until(lambda: "In May" in in_topic(second, trip))
+
+    assert second.kernel.agent.sessions.current_session(conversation) == session
+    assert "I plan Lisbon" in str(model.requests[-1].body["messages"])
+    assert in_topic(second, trip) == ["Lisbon noted", "In May"]
+
+
+async def test_the_configured_topic_is_opened_again_once_the_owner_deleted_it(
+    bot: Factory,
+) -> None:
+    """Deliveries keep going to a topic of the configured name: the owner deleting it
+    does not send them to General (with a note) from then on."""
+    tg = await TelegramSim().start()
+    tg.enable_topics()
+    h = await bot(tg=tg, extra='proactive_topic = "Reminders"\n')
+    outlet = h.kernel.channel_registry.require("telegram")
+    await outlet.send_text(Target(origin="cron"), "⏰ Tea time!")
+    [first] = tg.topics(OWNER)
+    await tg.wait_until(lambda: "⏰ Tea time!" in in_topic(h, first.thread))
+    tg.user_deletes_topic(first.thread)
+
+    await outlet.send_text(Target(origin="cron"), "⏰ Walk time!")
+
+    [again] = tg.topics(OWNER)
+    await tg.wait_until(lambda: "⏰ Walk time!" in in_topic(h, again.thread))
+    assert again.name == "Reminders" and again.thread != first.thread
     assert in_topic(h, None) == []
