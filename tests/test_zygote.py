@@ -9,13 +9,14 @@ import signal
 from pathlib import Path
 
 import pytest
+from mcp.client.stdio import get_default_environment
 
 from tests import conftest
 from tests.conftest import KernelProcess, _dealt, kernel_env, spawn_kernel, write_config
 from tests.gateway.test_service import started
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
-from tests.zygote import Forked
+from tests.zygote import Forked, python_script
 
 
 async def ran(process: KernelProcess, data: bytes | None = None) -> tuple[int, str, str]:
@@ -123,3 +124,23 @@ async def test_a_garbled_or_silent_caller_does_not_end_the_zygote(tmp_path: Path
     assert isinstance(forked, Forked)
     code, out, _ = await ran(forked)
     assert code == 0 and out.startswith("kernel ")
+
+
+@pytest.mark.slow
+@pytest.mark.posix  # fork
+async def test_a_test_mcp_server_is_forked_from_the_zygote(tmp_path: Path) -> None:
+    """As Kernel starts a test MCP server (the MCP SDK's few variables, in a test that
+    stripped KERNEL_*), the server is the zygote's child, not a fresh interpreter."""
+    zygote = conftest._zygote
+    if not zygote.can_fork(kernel_env()):
+        pytest.skip("no zygote in this run")
+    (await zygote._connect()).close()  # listening
+    script = tmp_path / "parent.py"
+    script.write_text("import os\nprint(os.getppid())\n")
+    command, args = python_script(script)
+    process = await asyncio.create_subprocess_exec(
+        command, *args, env=get_default_environment(), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    assert process.returncode == 0
+    assert int(out) == int(zygote.address.split(":", 1)[0])

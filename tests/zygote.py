@@ -83,6 +83,19 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(data), list(fds)
 
 
+def _same(request: dict[str, Any], interpreter: dict[str, str]) -> bool:
+    """Whether the start's interpreter settings are the zygote's. A test MCP server
+    (``script``) is started by Kernel with the MCP SDK's few variables (no PYTHON*, no
+    LANG; its launcher's Python adds LC_CTYPE when it coerces the C locale) and reads
+    its streams as UTF-8 whatever the locale: the locale and a PYTHON* setting it lacks
+    do not matter, a PYTHON* setting of its own (a PYTHONPATH) does."""
+    asked = _interpreter_env(request["env"])
+    if request.get("script"):
+        own = {name: value for name, value in asked.items() if name.startswith("PYTHON")}
+        return all(interpreter.get(name) == value for name, value in own.items())
+    return asked == interpreter
+
+
 def _become(request: dict[str, Any], fds: list[int], added: dict[str, str]) -> None:
     """In the forked child: the streams, folder, environment and argv of the start."""
     signal.set_wakeup_fd(-1)
@@ -148,14 +161,7 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
                     continue
                 conn.settimeout(None)
                 env = request.get("env") if isinstance(request, dict) else None
-                # A test MCP server (``script``) reads and writes its streams as UTF-8
-                # whatever the locale, and Kernel starts it with the MCP SDK's few
-                # variables (no PYTHON*, LANG): the interpreter's settings do not matter.
-                if (
-                    len(fds) != 3
-                    or not isinstance(env, dict)
-                    or (not request.get("script") and _interpreter_env(env) != interpreter)
-                ):
+                if len(fds) != 3 or not isinstance(env, dict) or not _same(request, interpreter):
                     for fd in fds:
                         os.close(fd)
                     with contextlib.suppress(OSError):
