@@ -6,6 +6,13 @@ key, all sharing one HTTP connection pool (``client.with_options(api_key=…)``)
 in use stays in use until it fails: a 429 or a used-up quota moves to the next key in
 turn (the first stays usable for later calls); a refused key (401/403) is dropped until
 the provider is rebuilt from a changed configuration. Logs name a key by its position.
+
+The clients speak HTTP through aiohttp (the SDKs' own ``DefaultAioHttpClient``, whose
+transport each SDK vendors): the same requests, timeouts, proxies from the environment
+and errors as their default httpx transport, for well under half its CPU per call
+(issue 37: 0.40 against 0.91 ms per loopback request, client and server together).
+aiohttp is already Kernel's (the sidecar); its session opens on the first request, in
+the event loop that makes it.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ class SDKProvider(Provider):
             default_headers=cfg.headers or None,
             timeout=cfg.timeout,
             max_retries=0,  # Kernel retries itself, so /cancel can interrupt the wait
+            http_client=self.sdk.DefaultAioHttpClient(),
         )
         self._clients: list[Any] = [first, *(first.with_options(api_key=k) for k in keys[1:])]
         self._warm(first)

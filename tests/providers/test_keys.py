@@ -162,3 +162,23 @@ def _status_error(provider: SDKProvider, status: int) -> Exception:
     response = httpx.Response(status, request=request, json={"error": {"message": "limited"}})
     error: Exception = provider.sdk.APIStatusError("limited", response=response, body=None)
     return error
+
+
+async def test_every_key_speaks_through_one_aiohttp_session_closed_with_the_provider(
+    sim: Sim, make_provider: Factory
+) -> None:
+    """The SDKs' aiohttp transport (issue 37: well under half httpx's CPU per call), one
+    pool for every key, and no session left open when the provider closes."""
+    import aiohttp
+
+    provider = make_provider(sim, api_keys=["k2"])
+    sim.fail_key("k1", RATE_LIMITED[kind(sim)])
+    sim.enqueue(text_reply("from k2"))
+    assert (await Call(max_retries=1).completion(provider, ask())).text == "from k2"
+    assert sim.keys_seen == ["k1", "k2"]
+    pools = {id(client._client) for client in provider._clients}  # noqa: SLF001
+    assert len(pools) == 1
+    session = provider._clients[0]._client._transport.client  # noqa: SLF001
+    assert isinstance(session, aiohttp.ClientSession) and not session.closed
+    await provider.aclose()
+    assert session.closed
