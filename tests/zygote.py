@@ -122,16 +122,17 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
     """Serve starts at ``path`` until process ``watched`` is gone. Returns (in the forked
     child only) the start to run."""
     before = dict(os.environ)
+    import gc
     import importlib
 
+    gc.disable()  # no collections while the imports build the heap (0.5 s of CPU less)
     for name in PRELOAD:
         importlib.import_module(name)
     added = {k: v for k, v in os.environ.items() if k not in before}
     interpreter = _interpreter_env(before)
-    import gc
-
     gc.collect()
     gc.freeze()  # the children's collections leave the shared pages alone
+    gc.enable()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
