@@ -5,6 +5,7 @@ the tests are handed to xdist's workers in (tests/conftest.py ``_dealt``)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from mcp.client.stdio import get_default_environment
 
 from tests import conftest
 from tests.conftest import KernelProcess, _dealt, kernel_env, spawn_kernel, write_config
+from tests.delegate.conftest import wait_dead
+from tests.delegate.standins import alive
 from tests.gateway.test_service import started
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
@@ -144,3 +147,33 @@ async def test_a_test_mcp_server_is_forked_from_the_zygote(tmp_path: Path) -> No
     out, _ = await process.communicate()
     assert process.returncode == 0
     assert int(out) == int(zygote.address.split(":", 1)[0])
+
+
+@pytest.mark.slow
+@pytest.mark.posix  # fork, process groups
+async def test_a_launched_script_ends_with_its_launcher_and_its_sigkill_comes_back(
+    tmp_path: Path,
+) -> None:
+    """A script forked through tests/mcp/launch.py is not in the launcher's process group
+    (a Delegator's kill of it cannot reach it): its lifeline ends it when the launcher is
+    killed with SIGKILL; and a SIGKILL of the script ends the launcher by SIGKILL too."""
+    zygote = conftest._zygote
+    if not zygote.can_fork(kernel_env()):
+        pytest.skip("no zygote in this run")
+    (await zygote._connect()).close()  # listening
+    script = tmp_path / "wait.py"
+    script.write_text("import os, sys, time\nprint(os.getpid(), flush=True)\ntime.sleep(600)\n")
+    for victim in ("launcher", "script"):
+        command, args = python_script(script)
+        launcher = await asyncio.create_subprocess_exec(
+            command, *args, stdout=asyncio.subprocess.PIPE, start_new_session=True
+        )
+        assert launcher.stdout is not None
+        pid = int(await asyncio.wait_for(launcher.stdout.readline(), timeout=60))
+        assert pid != launcher.pid and alive(pid)
+        if victim == "launcher":
+            os.killpg(launcher.pid, signal.SIGKILL)  # as Kernel ends a coding CLI's group
+        else:
+            os.kill(pid, signal.SIGKILL)
+        assert await asyncio.wait_for(launcher.wait(), timeout=60) == -signal.SIGKILL
+        await wait_dead(pid)

@@ -40,6 +40,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ def _interpreter_env(env: dict[str, str]) -> dict[str, str]:
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     fds = array.array("i")
-    data, ancillary, _, _ = conn.recvmsg(1 << 20, socket.CMSG_LEN(3 * fds.itemsize))
+    data, ancillary, _, _ = conn.recvmsg(1 << 20, socket.CMSG_LEN(4 * fds.itemsize))
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
@@ -97,12 +98,19 @@ def _same(request: dict[str, Any], interpreter: dict[str, str]) -> bool:
 
 
 def _become(request: dict[str, Any], fds: list[int], added: dict[str, str]) -> None:
-    """In the forked child: the streams, folder, environment and argv of the start."""
+    """In the forked child: the streams, folder, environment and argv of the start, and
+    for a script with a lifeline (a fourth descriptor), its end with its launcher's."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for target, fd in enumerate(fds):
+    for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+    first_free = 3
+    if len(fds) == 4:
+        os.dup2(fds[3], LIFELINE, inheritable=False)
+        first_free = LIFELINE + 1
+    os.closerange(first_free, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+    if first_free > LIFELINE:
+        threading.Thread(target=_follow_launcher, name="lifeline", daemon=True).start()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -118,20 +126,39 @@ def _become(request: dict[str, Any], fds: list[int], added: dict[str, str]) -> N
         sys.path[0] = os.getcwd()
 
 
+LIFELINE = 3  # the child's descriptor of its lifeline
+
+
+def _follow_launcher() -> None:
+    """A launcher (tests/mcp/launch.py) holds the only writing end of the lifeline and
+    never writes: end of file means it is gone, also killed with SIGKILL (a kill of its
+    process group, which this child is not in), and the child goes the same way."""
+    while True:
+        try:
+            if not os.read(LIFELINE, 1):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def serve(path: str, watched: int) -> dict[str, Any] | None:
     """Serve starts at ``path`` until process ``watched`` is gone. Returns (in the forked
     child only) the start to run."""
     before = dict(os.environ)
+    import gc
     import importlib
 
+    gc.disable()  # no collections while the imports build the heap (0.5 s of CPU less)
     for name in PRELOAD:
         importlib.import_module(name)
     added = {k: v for k, v in os.environ.items() if k not in before}
     interpreter = _interpreter_env(before)
-    import gc
-
     gc.collect()
     gc.freeze()  # the children's collections leave the shared pages alone
+    gc.enable()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -161,7 +188,12 @@ def serve(path: str, watched: int) -> dict[str, Any] | None:
                     continue
                 conn.settimeout(None)
                 env = request.get("env") if isinstance(request, dict) else None
-                if len(fds) != 3 or not isinstance(env, dict) or not _same(request, interpreter):
+                counts = (3, 4) if isinstance(request, dict) and request.get("script") else (3,)
+                if (
+                    len(fds) not in counts
+                    or not isinstance(env, dict)
+                    or not _same(request, interpreter)
+                ):
                     for fd in fds:
                         os.close(fd)
                     with contextlib.suppress(OSError):

@@ -59,12 +59,32 @@ DEFAULT_CALLS = [{"name": "Bash", "input": {"command": "git status", "descriptio
 SESSION = "s-perm-1"
 
 
+# The executable: this file run by the test's Python, forked from the test run's zygote
+# (which has imported the mcp SDK's client: a second of CPU less a start) through
+# tests/mcp/launch.py when the environment names one, so that the Delegator's process
+# group holds the launcher, which passes its signals on and whose death by SIGKILL ends
+# the stand-in too.
+EXECUTABLE = """#!{python}
+import os, runpy, sys
+address = os.environ.get({address!r}, "")
+if address:
+    sys.argv[1:1] = [address.split(":", 1)[1], {script!r}]
+    runpy.run_path({launch!r}, run_name="__main__")
+else:
+    runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
 def make_permission_cli(folder: Path, name: str = "claude") -> Path:
     """An executable running this file with the test's Python; returns its path."""
+    from tests.zygote import ADDRESS, LAUNCH
+
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     path.write_text(
-        f"#!{sys.executable}\nimport runpy\nrunpy.run_path({str(HERE)!r}, run_name='__main__')\n",
+        EXECUTABLE.format(
+            python=sys.executable, address=ADDRESS, script=str(HERE), launch=str(LAUNCH)
+        ),
         encoding="utf-8",
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

@@ -4,6 +4,7 @@ aiohttp client in front of it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -96,6 +97,14 @@ SidecarFactory = Callable[..., Awaitable[Sidecar]]
 
 @pytest.fixture
 async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
+    async with sidecars(tmp_path) as start:
+        yield start
+
+
+@contextlib.asynccontextmanager
+async def sidecars(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
+    """What the ``sidecar`` fixture gives: a factory of sidecars, each stopped at the end
+    (for a module whose tests share a loop, tests/webconsole/test_browser.py)."""
     running: list[Sidecar] = []
 
     async def start(
@@ -133,6 +142,8 @@ async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
         running.append(sc)
         return sc
 
-    yield start
-    for sc in reversed(running):
-        await sc.stop()
+    try:
+        yield start
+    finally:
+        for sc in reversed(running):
+            await sc.stop()

@@ -4,10 +4,12 @@ live sidecar, with every check on, finds no failure."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import storage_directory
 
 from kernel.gateway.console import is_console
 from kernel.gateway.server import PUBLIC_PATHS, Gateway
@@ -158,6 +160,7 @@ async def test_schemathesis_finds_no_failure_with_every_check(
         guesses = {"max_key_guesses": 100_000, "max_key_guesses_per_client": 100_000}
         sc = await sidecar(model, api_key=API_KEY, gateway=guesses)
         st = Path(sys.executable).parent / "st"
+        hypothesis_home = storage_directory(intent_to_write=False)
         process = await asyncio.create_subprocess_exec(
             str(st),
             "--config-file",
@@ -180,6 +183,9 @@ async def test_schemathesis_finds_no_failure_with_every_check(
             "-H",
             f"X-API-Key: {API_KEY}",
             cwd=tmp_path,
+            # Hypothesis's Unicode tables (2 s of CPU to build) from the run's shared
+            # folder (tests/conftest.py), where the suite's own property tests keep them.
+            env=os.environ | {"HYPOTHESIS_STORAGE_DIRECTORY": str(hypothesis_home.path)},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from kernel.gateway.console.auth import cookie_name
 from tests.agents.kit import agent_file, write_agents
-from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory
+from tests.gateway.conftest import API_KEY, Sidecar, SidecarFactory, sidecars
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Reply, Text, text_reply, tool_reply
 from tests.waiting import wait_until
@@ -39,6 +40,7 @@ playwright = pytest.importorskip(
 )
 from playwright.async_api import (  # noqa: E402 - only once it is known to be there
     Browser,
+    BrowserContext,
     ConsoleMessage,
     Page,
     Request,
@@ -47,7 +49,11 @@ from playwright.async_api import (  # noqa: E402 - only once it is known to be t
     expect,
 )
 
-pytestmark = pytest.mark.timeout(240)  # a loaded two-core machine starts chromium slowly
+# A loaded two-core machine starts chromium slowly. The module's tests (and those of the
+# modules that use its ``console``) share one event loop: Playwright's driver and one
+# chromium are started once per module and worker (0.75 s of CPU each time), and every
+# test opens its own browser context (its own cookies, storage and cache) in it.
+pytestmark = [pytest.mark.timeout(240), pytest.mark.asyncio(loop_scope="module")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(
@@ -94,45 +100,71 @@ class Console:
 Opener = Callable[..., Awaitable[Console]]
 
 
-@pytest.fixture
-async def console(
-    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, tmp_path: Path
-) -> AsyncIterator[Opener]:
-    browsers: list[Browser] = []
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Browser]:
+    """One chromium for the module's tests (each in a context of its own)."""
+    downloads = tmp_path_factory.mktemp("dl")
     async with async_playwright() as driver:
-
-        async def open_console(extra: str = "", zone: str | None = None, **general: Any) -> Console:
-            """``zone``: the browser's own time zone (the machine's, for the page)."""
-            sc = await sidecar(anthropic_sim, api_key=API_KEY, extra=extra, **general)
-            browser = await driver.chromium.launch(
-                executable_path=CHROMIUM, args=ARGS, downloads_path=str(tmp_path / "dl")
-            )
-            browsers.append(browser)
-            context = await browser.new_context(
-                viewport={"width": 1100, "height": 800}, timezone_id=zone
-            )
-            page = await context.new_page()
-            page.set_default_timeout(WAIT)
-            found = Console(sc, anthropic_sim, page)
-
-            def on_console(message: ConsoleMessage) -> None:
-                if "Content Security Policy" in message.text:
-                    found.problems.append(message.text)
-
-            def on_request(request: Request) -> None:
-                if not request.url.startswith(sc.url + "/") and not request.url.startswith("data:"):
-                    found.foreign.append(request.url)
-
-            page.on("console", on_console)
-            page.on("pageerror", lambda error: found.problems.append(str(error)))
-            page.on("request", on_request)
-            return found
-
+        browser = await driver.chromium.launch(
+            executable_path=CHROMIUM, args=ARGS, downloads_path=str(downloads)
+        )
         try:
-            yield open_console
+            yield browser
         finally:
-            for browser in browsers:
-                await browser.close()
+            await browser.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def anthropic_sim() -> AsyncIterator[AnthropicSim]:
+    """tests/conftest.py's, in the module's loop."""
+    sim = AnthropicSim()
+    await sim.start()
+    yield sim
+    await sim.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def sidecar(tmp_path: Path) -> AsyncIterator[SidecarFactory]:
+    """tests/gateway/conftest.py's, in the module's loop."""
+    async with sidecars(tmp_path) as start:
+        yield start
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def console(
+    sidecar: SidecarFactory, anthropic_sim: AnthropicSim, browser: Browser
+) -> AsyncIterator[Opener]:
+    contexts: list[BrowserContext] = []
+
+    async def open_console(extra: str = "", zone: str | None = None, **general: Any) -> Console:
+        """``zone``: the browser's own time zone (the machine's, for the page)."""
+        sc = await sidecar(anthropic_sim, api_key=API_KEY, extra=extra, **general)
+        context = await browser.new_context(
+            viewport={"width": 1100, "height": 800}, timezone_id=zone
+        )
+        contexts.append(context)
+        page = await context.new_page()
+        page.set_default_timeout(WAIT)
+        found = Console(sc, anthropic_sim, page)
+
+        def on_console(message: ConsoleMessage) -> None:
+            if "Content Security Policy" in message.text:
+                found.problems.append(message.text)
+
+        def on_request(request: Request) -> None:
+            if not request.url.startswith(sc.url + "/") and not request.url.startswith("data:"):
+                found.foreign.append(request.url)
+
+        page.on("console", on_console)
+        page.on("pageerror", lambda error: found.problems.append(str(error)))
+        page.on("request", on_request)
+        return found
+
+    try:
+        yield open_console
+    finally:
+        for context in contexts:
+            await context.close()
 
 
 async def test_sign_in(console: Opener) -> None:

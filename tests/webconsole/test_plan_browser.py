@@ -4,9 +4,18 @@ place at each update, in a real headless browser (see test_browser.py)."""
 from __future__ import annotations
 
 from tests.sim.script import Reply, Text, ToolUse, text_reply, tool_reply
-from tests.webconsole.test_browser import Opener, console, expect
+from tests.webconsole.test_browser import (
+    Opener,
+    anthropic_sim,
+    browser,
+    console,
+    expect,
+    pytestmark,
+    sidecar,
+)
 
-__all__ = ["console"]  # the fixture, shared with test_browser.py
+# The fixtures, shared with test_browser.py, and its module-wide event loop.
+__all__ = ["anthropic_sim", "browser", "console", "pytestmark", "sidecar"]
 
 FIRST = [
     {"content": "Find <b>flights</b>", "status": "in_progress"},

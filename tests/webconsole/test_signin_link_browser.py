@@ -5,7 +5,13 @@ browser tests, without chromium or Playwright)."""
 from __future__ import annotations
 
 from tests.webconsole.test_browser import Opener, expect
-from tests.webconsole.test_browser import console as console  # noqa: F401 - the fixture
+
+# The fixtures, shared with test_browser.py, and its module-wide event loop.
+from tests.webconsole.test_browser import anthropic_sim as anthropic_sim  # noqa: F401
+from tests.webconsole.test_browser import browser as browser  # noqa: F401
+from tests.webconsole.test_browser import console as console  # noqa: F401
+from tests.webconsole.test_browser import pytestmark as pytestmark  # noqa: F401
+from tests.webconsole.test_browser import sidecar as sidecar  # noqa: F401
 
 
 async def test_the_link_signs_in_once_and_leaves_the_address_bar(console: Opener) -> None:  # noqa: F811
