@@ -38,6 +38,7 @@ import base64
 import contextlib
 import errno
 import functools
+import io
 import socket
 import urllib.request
 from collections.abc import AsyncIterator
@@ -61,6 +62,7 @@ POOL_TIMEOUT_MESSAGE: Final = (
 )
 _FORM = "application/x-www-form-urlencoded"
 _NO_PROXY: dict[str, Any] = {}
+_IN_ONE_WRITE = 1 << 20  # aiohttp's bound for a body written at once (its ResourceWarning)
 
 
 class PoolTimeout(TimeoutError):
@@ -241,6 +243,8 @@ def multipart(parameters: dict[str, str], files: dict[str, Any]) -> aiohttp.Form
         form.add_field(name, value)
     for name, (filename, content, mime) in files.items():
         filename.encode()
+        if isinstance(content, bytes) and len(content) > _IN_ONE_WRITE:
+            content = io.BytesIO(content)  # written a chunk at a time, as aiohttp asks
         form.add_field(name, content, filename=filename, content_type=mime)
     return form
 

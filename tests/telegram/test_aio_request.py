@@ -16,6 +16,8 @@ import pytest
 from aiohttp import ClientSession, web
 from telegram import Bot, InputFile
 from telegram.error import NetworkError, TelegramError, TimedOut
+from telegram.request import RequestData
+from telegram.request._requestparameter import RequestParameter
 
 from kernel.core.capped import TooLarge
 from kernel.telegram.aio_request import POOL_TIMEOUT_MESSAGE, environment_proxies, proxy_for
@@ -57,11 +59,14 @@ async def test_form_and_multipart_bodies_reach_telegram_as_sent(tg: TelegramSim)
         data = bytes(range(256)) * 4
         document = InputFile(data, filename="报告 v2.bin")
         await bot.send_document(OWNER, document, caption="cap & 你好 + 1")
+        large = bytes(range(256)) * 9000  # past 1 MiB: streamed from a buffer
+        await bot.send_document(OWNER, InputFile(large, filename="large.bin"))
+        assert tg.calls_to("sendDocument")[-1].files["document"] == large
 
     assert tg.chat(OWNER, from_bot=True)[0].text == text
-    sent = tg.calls_to("sendDocument")[-1]
+    sent = tg.calls_to("sendDocument")[0]
     assert sent.files["document"] == data
-    message = tg.chat(OWNER, from_bot=True)[-1]
+    message = tg.chat(OWNER, from_bot=True)[1]
     assert message.text == "cap & 你好 + 1"
     assert message.media["file_name"] == "报告 v2.bin"
     assert message.media["mime_type"] == "application/octet-stream"
@@ -257,3 +262,41 @@ async def test_every_error_is_a_telegram_error(tg: TelegramSim) -> None:
         with pytest.raises(TelegramError) as caught:
             await request.post("http://[bad-url/bot1:secret/getMe")
     assert "secret" not in str(caught.value)
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux's TCP_USER_TIMEOUT")
+async def test_an_upload_the_server_stops_reading_times_out() -> None:
+    """aiohttp has no write timeout: each connection's TCP_USER_TIMEOUT is the longest
+    write timeout, so a write that stays unacknowledged ends the call as TimedOut."""
+    with socket.socket() as server:  # accepts (the backlog) and never reads
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        port = server.getsockname()[1]
+        request = FileRequest(write_timeout=0.5, media_write_timeout=1.0)
+        await request.initialize()
+        upload = InputFile(b"x" * 20_000_000, filename="big.bin")
+        data = RequestData([RequestParameter.from_input("document", upload)])
+        url = f"http://127.0.0.1:{port}/bot{DEFAULT_TOKEN}/sendDocument"
+        try:
+            with pytest.raises(TimedOut) as caught:
+                await request.do_request(url, "POST", data)
+        finally:
+            await request.shutdown()
+    assert not _never_reached(caught.value)  # part of it went: it may have arrived
+    assert TOKEN_PART not in str(caught.value)
+
+
+async def test_each_connection_carries_the_longest_write_timeout(tg: TelegramSim) -> None:
+    if not hasattr(socket, "TCP_USER_TIMEOUT"):
+        pytest.skip("Linux's TCP_USER_TIMEOUT")
+    request = FileRequest(write_timeout=5.0, media_write_timeout=20.0)
+    await request.initialize()
+    try:
+        await request.post(f"{tg.api_base}/bot{DEFAULT_TOKEN}/getMe")
+        assert request._session is not None
+        pooled = request._session.connector._conns  # type: ignore[union-attr]
+        (kept,) = [proto for conns in pooled.values() for proto, _ in conns]
+        sock = kept.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 20_000
+    finally:
+        await request.shutdown()
