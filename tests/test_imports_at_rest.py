@@ -6,8 +6,8 @@ rest), and again after it has answered the owner once.
 
 - The provider's SDK loads on the first call, and only the configured one's: a Claude
   Kernel never imports ``openai``, an OpenAI-compatible one never ``anthropic``.
-- Without the sidecar, no ``aiohttp`` and no ``kernel.gateway``; with it, no console or
-  client code beyond the routes.
+- Without the sidecar, no ``aiohttp`` server (its client is Telegram's) and no
+  ``kernel.gateway``; with it, no console or client code beyond the routes.
 - Without ``[stt]``/``[tts]``, no ``kernel.voice``; never the TUI, the command-line
   client, an MCP client without servers, or ``cryptography`` (python-telegram-bot's
   optional Passport support); never Playwright, even with ``[browser]`` enabled, until
@@ -146,10 +146,13 @@ async def test_a_claude_kernel_with_the_sidecar_rests_without_sdk_voice_or_clien
     assert loaded(after, "openai") == []
 
 
-async def test_without_the_sidecar_no_aiohttp_and_no_gateway(tmp_path: Path) -> None:
+async def test_without_the_sidecar_no_aiohttp_server_and_no_gateway(tmp_path: Path) -> None:
     async with service(tmp_path, "claude", enabled=False) as svc:
         resting = await svc.modules()
-    assert loaded(resting, "aiohttp") == []
+    # aiohttp's client is the Telegram channel's (kernel/telegram/aio_request.py); its
+    # server, the sidecar's, is not there.
+    assert loaded(resting, "kernel.telegram.aio_request")
+    assert [m for m in loaded(resting, "aiohttp") if m.startswith("aiohttp.web")] == []
     # Only the composition root's declaration of what the sidecar would get.
     assert loaded(resting, "kernel.gateway") == ["kernel.gateway", "kernel.gateway.deps"]
     assert loaded(resting, "anthropic") == []

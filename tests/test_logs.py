@@ -122,6 +122,7 @@ def test_setup_logging_file_stream_levels(tmp_path: Path, restore_logging: None)
     assert logging.getLogger("kernel.agent").isEnabledFor(logging.DEBUG)
     assert not logging.getLogger("telegram.ext.ExtBot").isEnabledFor(logging.DEBUG)
     assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("telegram.request.AioRequest").isEnabledFor(logging.INFO)
     assert not logging.getLogger("openai._base_client").isEnabledFor(logging.DEBUG)
 
     logging.getLogger("kernel.test").warning("key %s", KEY)
@@ -137,6 +138,7 @@ def test_log_messages_lifts_the_library_floors(tmp_path: Path, restore_logging: 
     setup_logging(None, [], stream=io.StringIO(), level=logging.DEBUG, log_messages=True)
     assert logging.getLogger("telegram.ext.ExtBot").isEnabledFor(logging.DEBUG)
     assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    assert logging.getLogger("telegram.request.AioRequest").isEnabledFor(logging.INFO)
     assert not (tmp_path / "logs").exists()
 
 

@@ -4,9 +4,10 @@ Three layers keep secrets and the owner's words out of the log (SPEC §10):
 
 1. Kernel's own log calls name events, ids, counts and exception *types*, never message
    text, tool arguments, transcripts, file names or bodies.
-2. Libraries are held at levels where they log no payloads: httpx logs every request URL
-   at INFO (Telegram's carry the bot token); python-telegram-bot and the model SDKs log
-   request parameters at DEBUG. ``general.log_messages = true`` lifts these floors.
+2. Libraries are held at levels where they log no payloads: httpx and Telegram's
+   requests log every request URL at INFO (Telegram's carry the bot token);
+   python-telegram-bot and the model SDKs log request parameters at DEBUG.
+   ``general.log_messages = true`` lifts these floors.
 3. :class:`RedactingFormatter` masks known secrets and credential shapes in the whole
    formatted record, tracebacks included, and hides quoted values (``'…'``) in messages
    and exception messages, where a library quotes what it was given — a search query, a
@@ -53,6 +54,8 @@ LEVELS = {
 # The lowest level each library may log at unless message logging is switched on.
 LIBRARY_FLOORS = {
     "httpx": logging.WARNING,  # "HTTP Request: POST …/bot<token>/…" at INFO
+    # Telegram's requests (kernel/telegram/aio_request.py) log the same line, as httpx did.
+    "telegram.request.AioRequest": logging.WARNING,
     "httpx2": logging.WARNING,
     "httpcore": logging.WARNING,
     "httpcore2": logging.WARNING,

@@ -3,8 +3,9 @@
 Building one reads the whole CA bundle (~30 ms of CPU); httpx builds one for every client
 it makes, even one that only ever speaks plain HTTP to 127.0.0.1, and the Telegram
 channel alone makes two at each start. So the clients that would take httpx's default
-are handed this one (``verify=tls_context()``): Telegram's requests and ``kernel check``'s,
-webhook, QQ, web search and web fetch's guard (``trust_env=False``). It is the context
+are handed this one: Telegram's requests and ``kernel check``'s (aiohttp's ``ssl=``,
+``kernel/telegram/aio_request.py``), webhook, QQ, web search and web fetch's guard
+(httpx's ``verify=tls_context()``, ``trust_env=False``). It is the context
 httpx would build itself: certifi's roots, or SSL_CERT_FILE / SSL_CERT_DIR when
 ``trust_env``. These clients speak HTTP/1.1 (httpcore sets the context's ALPN to it at
 each connection), so sharing it changes nothing a server sees. Not here: the sidecar

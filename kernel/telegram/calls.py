@@ -21,7 +21,6 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-import httpx
 from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.error import (
     BadRequest,
@@ -37,6 +36,7 @@ from telegram.ext import ExtBot
 from kernel.core.i18n import t
 from kernel.core.redact import hide_quoted
 from kernel.store.mailbox import OutboxRow
+from kernel.telegram.aio_request import never_sent
 from kernel.telegram.budget import Thinned
 from kernel.telegram.items import is_tidy
 from kernel.telegram.render import html_to_plain
@@ -45,7 +45,6 @@ from kernel.telegram.topics import TOPIC_BASE, Lanes, is_topic, topic_gone
 
 log = logging.getLogger(__name__)
 
-_NOT_REACHED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _PERMANENT = (Forbidden, BadRequest, InvalidToken, ChatMigrated, EndPointNotFound)
 
 
@@ -284,7 +283,7 @@ def _never_reached(exc: BaseException) -> bool:
     """True when the request provably never got to the API (nothing can duplicate)."""
     cause: BaseException | None = exc
     while cause is not None:
-        if isinstance(cause, _NOT_REACHED):
+        if never_sent(cause):
             return True
         cause = cause.__cause__
     return False

@@ -3,49 +3,46 @@ file server in chunks and refused the moment they pass ``media.MAX_BYTES``: a me
 need not declare its file's size, and getFile need not either, so only the running total
 is sure. Never more than the limit and one chunk is held (``core/capped.py``).
 
-The request goes through the bot's own HTTP client (:class:`FileRequest`, PTB's
-HTTPXRequest: its connection pool, timeouts and proxy rules), to ``base_file_url``;
+The request goes through the bot's own HTTP client (:class:`FileRequest`, an aiohttp
+request: its connection pool, timeouts and proxy rules), to ``base_file_url``;
 python-telegram-bot's own download methods read the whole body first."""
 
 from __future__ import annotations
 
 from urllib.parse import quote, urlsplit, urlunsplit
 
-import httpx
+import aiohttp
 from telegram import Bot
-from telegram.error import NetworkError, TimedOut
+from telegram.error import NetworkError
 
 from kernel.core.capped import BodyRefused, TooLarge, read_capped
 from kernel.telegram import media
+from kernel.telegram.aio_request import translated
 from kernel.telegram.mending import MendingRequest
 
 
 class FileRequest(MendingRequest):
-    """PTB's HTTPXRequest (lone surrogates mended: mending.py) that can also stream a
-    file with a running cap."""
+    """The bot's request (aiohttp, lone surrogates mended: mending.py) that can also
+    stream a file with a running cap."""
 
     async def retrieve_capped(self, url: str, limit: int) -> bytes:
         """The file at ``url``, at most ``limit`` bytes (TooLarge past it); network
         trouble and an error status are TelegramErrors, as PTB's own ``retrieve`` has."""
-        client = self._client
-        if client.is_closed:
-            raise RuntimeError("This HTTPXRequest is not initialized!")
         # Uncompressed: the cap then bounds what is held, never an inflated chunk.
-        headers = {"User-Agent": self.USER_AGENT, "Accept-Encoding": "identity"}
+        streamed = self.stream(url, {"Accept-Encoding": "identity"})
         try:
-            async with client.stream("GET", url, headers=headers) as response:
-                if not 200 <= response.status_code <= 299:
-                    raise NetworkError(f"the file server answered HTTP {response.status_code}")
+            async with self._slot(self.DEFAULT_NONE), streamed as response:
+                if not 200 <= response.status <= 299:
+                    raise NetworkError(f"the file server answered HTTP {response.status}")
                 return await read_capped(
-                    response.aiter_raw(),
+                    response.content.iter_any(),
                     limit,
                     declared=response.headers.get("content-length"),
                     encoding=response.headers.get("content-encoding"),
                 )
-        except httpx.TimeoutException as exc:
-            raise TimedOut from exc
-        except httpx.HTTPError as exc:  # never str(exc): httpx quotes the URL (the token)
-            raise NetworkError(f"httpx.{type(exc).__name__}") from exc
+        # Never str(exc): aiohttp quotes the URL (the token).
+        except (aiohttp.ClientError, OSError) as exc:
+            raise translated(exc) from exc
 
 
 async def download(bot: Bot, file_id: str, kind: media.Kind) -> bytes:

@@ -13,24 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from telegram._utils.types import JSONDict, ODVInput
-from telegram.request import BaseRequest, HTTPXRequest, RequestData
+from telegram.request import BaseRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
 from kernel.core.surrogates import may_carry, mend_all
-from kernel.core.tls import tls_context
+from kernel.telegram.aio_request import AioRequest
 
 
-class MendingRequest(HTTPXRequest):
-    """An :class:`HTTPXRequest` whose answers and requests hold no lone surrogate (and
-    whose client has the process's one TLS context: ``kernel.core.tls``)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("httpx_kwargs", {"verify": tls_context()})
-        super().__init__(**kwargs)
+class MendingRequest(AioRequest):
+    """An :class:`~kernel.telegram.aio_request.AioRequest` (aiohttp, the process's one
+    TLS context) whose answers and requests hold no lone surrogate."""
 
     @staticmethod
     def parse_json_payload(payload: bytes) -> JSONDict:
-        data = HTTPXRequest.parse_json_payload(payload)
+        data = BaseRequest.parse_json_payload(payload)
         if may_carry(payload):  # only an escape brings one: else nothing is walked
             mended: JSONDict = mend_all(data)
             return mended

@@ -49,7 +49,6 @@ from telegram import Update
 from telegram._utils.defaultvalue import DEFAULT_NONE, DefaultValue
 from telegram.error import BadRequest, NetworkError, TelegramError, TimedOut
 from telegram.ext import Application, ExtBot
-from telegram.request import HTTPXRequest
 
 from kernel.core.backoff import Backoff, Retrying
 from kernel.core.clock import Clock, SystemClock
@@ -371,7 +370,7 @@ def _kind_of(item: dict[str, Any]) -> str:
     return "none"
 
 
-def poll_request() -> HTTPXRequest:
+def poll_request() -> MendingRequest:
     """The request object for getUpdates: one connection; PTB adds the long-poll timeout
         to this read timeout, so a poll without an answer ends ``POLL_GRACE`` after it. Its
     updates come with lone surrogates mended (:mod:`kernel.telegram.mending`)."""
@@ -385,7 +384,7 @@ class PollWatch:
         self,
         app: Application[Any, Any, Any, Any, Any, Any],
         bot: PollingBot,
-        request: HTTPXRequest,
+        request: MendingRequest,
         *,
         poll_timeout: int,
         limit: float,

@@ -3,20 +3,26 @@
 
 from __future__ import annotations
 
-import httpx
-
 from kernel.core.tls import tls_context
+from kernel.telegram.aio_request import AioRequest
 from kernel.telegram.mending import MendingRequest
 from kernel.telegram.polling import poll_request
 
 
-def _context_of(client: httpx.AsyncClient) -> object:
-    return client._transport._pool._ssl_context  # type: ignore[attr-defined]
+def _context_of(request: AioRequest) -> object:
+    assert request._session is not None
+    return request._session.connector._ssl  # type: ignore[union-attr]
 
 
-def test_the_telegram_requests_share_the_one_context_httpx_would_build() -> None:
+async def test_the_telegram_requests_share_the_one_context_httpx_would_build() -> None:
     requests = [MendingRequest(), poll_request()]
-    contexts = {id(_context_of(r._client)) for r in requests}
+    for request in requests:
+        await request.initialize()
+    try:
+        contexts = {id(_context_of(r)) for r in requests}
+    finally:
+        for request in requests:
+            await request.shutdown()
     assert contexts == {id(tls_context())}
     assert tls_context() is tls_context() and tls_context(trust_env=False) is not tls_context()
     assert tls_context().verify_mode.name == "CERT_REQUIRED" and tls_context().check_hostname

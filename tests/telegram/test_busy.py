@@ -11,7 +11,6 @@ import asyncio
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from kernel.store.mailbox import InboxState
@@ -205,8 +204,8 @@ async def test_cancel_while_a_message_waits_for_the_stopped_turn_cancels_it(
     bot: Factory,
 ) -> None:
     h = await bot(extra="stream = false\n")  # drafts off: a tool's line needs a message
-    # The held call waits for the test, not PTB's 5 s read timeout (httpx's client).
-    h.channel.bot.request._client.timeout = httpx.Timeout(300.0)  # type: ignore[attr-defined]
+    # The held call waits for the test, not PTB's 5 s read timeout (the request's default).
+    h.channel.bot.request._read = 300.0  # type: ignore[attr-defined]
     release = h.tg.hold("sendMessage")  # the tool line's placeholder: the view outlives its turn
     gate = asyncio.Event()
     h.model.enqueue(tool_reply("memory_add", {"text": "likes tea"}))

@@ -15,11 +15,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
 from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.ext import ExtBot
-from telegram.request import HTTPXRequest
 
 from kernel.core.backoff import Backoff
 from kernel.core.clock import Clock, SystemClock
@@ -28,8 +27,10 @@ from kernel.core.i18n import t
 from kernel.core.turns import Turn
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox, OutboxItem
+from kernel.telegram.aio_request import PoolTimeout
 from kernel.telegram.budget import RateArgs, RateBudget
 from kernel.telegram.calls import _never_reached
+from kernel.telegram.mending import MendingRequest
 from kernel.telegram.outbox import (
     BACKOFF,
     Outbox,
@@ -83,7 +84,7 @@ def make_bot(base: str, clock: Clock | None = None) -> ExtBot[RateArgs]:
     return ExtBot(
         DEFAULT_TOKEN,
         base_url=f"{base}/bot",
-        request=HTTPXRequest(connect_timeout=2.0, read_timeout=2.0),
+        request=MendingRequest(connect_timeout=2.0, read_timeout=2.0),
         rate_limiter=budget,
     )
 
@@ -718,10 +719,10 @@ def caused(error: TelegramError, cause: BaseException) -> TelegramError:
 
 
 def test_only_a_request_that_never_left_counts_as_not_reached() -> None:
-    request = httpx.Request("POST", "http://127.0.0.1/")
-    assert _never_reached(caused(NetworkError("x"), httpx.ConnectError("refused")))
-    assert _never_reached(caused(TimedOut(), httpx.ConnectTimeout("slow connect")))
-    assert _never_reached(caused(TimedOut(), httpx.PoolTimeout("pool")))
-    assert not _never_reached(caused(TimedOut(), httpx.ReadTimeout("read", request=request)))
-    assert not _never_reached(caused(NetworkError("x"), httpx.RemoteProtocolError("cut")))
+    # A refused connection, on the wire: tests/telegram/test_aio_request.py.
+    assert _never_reached(caused(TimedOut(), aiohttp.ConnectionTimeoutError("slow connect")))
+    assert _never_reached(caused(TimedOut(), PoolTimeout()))
+    assert not _never_reached(caused(TimedOut(), aiohttp.SocketTimeoutError("read")))
+    assert not _never_reached(caused(NetworkError("x"), aiohttp.ServerDisconnectedError()))
+    assert not _never_reached(caused(NetworkError("x"), aiohttp.ClientOSError(104, "reset")))
     assert not _never_reached(NetworkError("Bad Gateway"))  # a 5xx: it got there
