@@ -89,13 +89,14 @@ class Trail:
     async def received(
         self,
         session_id: int,
-        message_id: int | None,
+        message_id: int | RowId | None,
         user_input: UserInput,
         turn: Turn,
         subagent: object = None,
     ) -> None:
-        """The turn's input was stored as ``message_id`` (``subagent``: the profile a
-        sub-agent's task runs under, whose sender is the model)."""
+        """The turn's input was stored as ``message_id`` (a RowId: is being stored, by a
+        write queued before this record; ``subagent``: the profile a sub-agent's task
+        runs under, whose sender is the model)."""
         await self._record(
             kinds.MESSAGE_RECEIVED,
             session_id,

@@ -165,7 +165,8 @@ def append_in(
     }
     ids = facts.pop("messages", None)
     if ids:
-        facts["messages"] = _message_refs(conn, [int(i) for i in ids])
+        ids = [i.value if isinstance(i, RowId) else i for i in ids]
+        facts["messages"] = _message_refs(conn, [int(i) for i in ids if i is not None])
     # ASCII JSON: any fact (a lone surrogate in a model's tool name) is stored and hashed.
     text = json.dumps(facts, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
     data_sha = sha256(text)
