@@ -22,6 +22,7 @@ from kernel.agent.turn_parts import UserInput
 from kernel.audit import AuditLog, kinds
 from kernel.core.surrogates import retried_mended
 from kernel.core.turns import Turn
+from kernel.store.database import RowId
 from kernel.store.usage import UsageEntry
 from kernel.tools.registry import ToolOutcome
 
@@ -88,13 +89,14 @@ class Trail:
     async def received(
         self,
         session_id: int,
-        message_id: int | None,
+        message_id: int | RowId | None,
         user_input: UserInput,
         turn: Turn,
         subagent: object = None,
     ) -> None:
-        """The turn's input was stored as ``message_id`` (``subagent``: the profile a
-        sub-agent's task runs under, whose sender is the model)."""
+        """The turn's input was stored as ``message_id`` (a RowId: is being stored, by a
+        write queued before this record; ``subagent``: the profile a sub-agent's task
+        runs under, whose sender is the model)."""
         await self._record(
             kinds.MESSAGE_RECEIVED,
             session_id,
@@ -177,8 +179,9 @@ class Trail:
             turn=turn.id,
         )
 
-    async def model_call(self, entry: UsageEntry, outcome: str) -> None:
-        """The meter's hook: one row per model call, whatever its purpose."""
+    async def model_call(self, entry: UsageEntry, outcome: str, row: RowId) -> None:
+        """The meter's hook: one row per model call, whatever its purpose; ``row``: its
+        ledger row's id, filled when that row is written (the same hop as this one)."""
         usage = entry.usage
         tokens = (
             {
@@ -202,6 +205,6 @@ class Trail:
             cost=entry.cost,
             bound=entry.bound,
             retries=entry.retries or None,
-            ledger=entry.id or None,
+            ledger=row,
             turn=entry.turn_id or None,
         )

@@ -67,6 +67,7 @@ from kernel.skills import wrap_skill
 from kernel.spend import CallTag, Over, money
 from kernel.spend.meter import OWNER_CHANNELS
 from kernel.store.artifacts import ArtifactStore
+from kernel.store.database import RowId
 
 log = logging.getLogger(__name__)
 
@@ -259,18 +260,24 @@ class TurnRun:
         # Each invoked skill is a block of its own before the owner's words, so that
         # slimming can replace exactly it with a marker when storing.
         user_message.content[0:0] = [TextBlock(wrap_skill(s), by="kernel") for s in skills]
-        # The memories recalled while the message is stored: one hop to the database
-        # (the store first: its write reaches the queue a step later, through a shield).
-        _, volatile = await asyncio.gather(
-            self._store(user_message),
+        # The message, its audit row (naming the message's id, known on the database
+        # thread) and the memories recalled meanwhile: one hop to the database. Both
+        # writes are queued now; the recall's read sends the hop. Once queued, the
+        # writes run even if the turn is cancelled.
+        sent = RowId()
+        storing = parts.store.append_messages_soon(
+            self.session_id, [slim_message(user_message)], [sent]
+        )
+        await self.trail.received(self.session_id, sent, user_input, self.turn, outlook.agent)
+        ids, volatile = await asyncio.gather(
+            asyncio.shield(storing),
             parts.prompt.volatile(
                 user_input.full_text, guest_tools=self.guest_tools, outlook=outlook
             ),
         )
+        self.stored.extend(ids)
         layers += volatile
         system, context = split_layers(layers)
-        sent = self.stored[0] if self.stored else None
-        await self.trail.received(self.session_id, sent, user_input, self.turn, outlook.agent)
         if self.turn.cancel_requested:  # cancelled before it began: the message is kept
             raise asyncio.CancelledError
         working = repair_history([*history, user_message])

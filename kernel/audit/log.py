@@ -15,7 +15,7 @@ from kernel.core.errors import StartupError, StoreError
 from kernel.core.fileio import os_cause
 from kernel.core.i18n import t
 from kernel.store.audit import AuditRow, AuditStore, read_chain, read_only
-from kernel.store.database import Database
+from kernel.store.database import Database, RowId
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +263,8 @@ def _facts(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fact(value: Any) -> Any:
+    if isinstance(value, RowId):  # filled when the row is appended (store/audit.py)
+        return value
     if isinstance(value, str):
         return value if len(value) <= MAX_VALUE_CHARS else value[:MAX_VALUE_CHARS] + "…"
     if isinstance(value, bool | int | float) or value is None:

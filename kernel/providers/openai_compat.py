@@ -33,6 +33,7 @@ from kernel.providers.sdk import SDKProvider, sent
 
 class OpenAICompatProvider(SDKProvider):
     sdk = openai
+    aiohttp = False  # its transport calls a refused connection a timeout (sdk.py)
     resources = ("chat",)
 
     def __init__(self, cfg: ProviderConfig) -> None:

@@ -7,12 +7,15 @@ in use stays in use until it fails: a 429 or a used-up quota moves to the next k
 turn (the first stays usable for later calls); a refused key (401/403) is dropped until
 the provider is rebuilt from a changed configuration. Logs name a key by its position.
 
-The clients speak HTTP through aiohttp (the SDKs' own ``DefaultAioHttpClient``, whose
-transport each SDK vendors): the same requests, timeouts, proxies from the environment
-and errors as their default httpx transport, for well under half its CPU per call
-(issue 37: 0.40 against 0.91 ms per loopback request, client and server together).
-aiohttp is already Kernel's (the sidecar); its session opens on the first request, in
-the event loop that makes it.
+Claude's client speaks HTTP through aiohttp (the SDK's own ``DefaultAioHttpClient``,
+whose transport it vendors): the same requests, timeouts, proxies from the environment
+and errors as its default httpx transport, for well under half its CPU per call (issue
+37: 0.40 against 0.91 ms per loopback request, client and server together). aiohttp is
+already Kernel's (the sidecar); its session opens on the first request, in the event
+loop that makes it. The OpenAI SDK's copy of that transport (openai 3.63) reports a
+refused connection as a timeout (its ``AIOHTTP_EXC_MAP``; Anthropic's copy fixes it),
+which would tell the owner to wait instead of to check the address: OpenAI-compatible
+providers keep the default transport (``aiohttp = False``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ async def sent(create: Callable[..., Awaitable[T]], **params: Any) -> T:
 
 class SDKProvider(Provider):
     sdk: ModuleType  # the ``anthropic`` or ``openai`` module
+    aiohttp = True  # HTTP through the SDK's aiohttp transport (see above)
 
     def __init__(self, cfg: ProviderConfig, client_class: Any) -> None:
         # What the endpoint can do is declared once, in the configuration: its listed
@@ -62,7 +66,7 @@ class SDKProvider(Provider):
             default_headers=cfg.headers or None,
             timeout=cfg.timeout,
             max_retries=0,  # Kernel retries itself, so /cancel can interrupt the wait
-            http_client=self.sdk.DefaultAioHttpClient(),
+            http_client=self.sdk.DefaultAioHttpClient() if self.aiohttp else None,
         )
         self._clients: list[Any] = [first, *(first.with_options(api_key=k) for k in keys[1:])]
         self._warm(first)

@@ -55,6 +55,7 @@ from kernel.spend.prices import (
     worst_case,
     writes_cache,
 )
+from kernel.store.database import RowId
 from kernel.store.db import Store
 from kernel.store.usage import Purpose, UsageEntry, UsageFilter, UsageStore
 
@@ -73,7 +74,8 @@ JobBudget = Callable[[str], float | None]
 # Told of every model call once it ended: its ledger row (``id`` 0 when none was
 # written: the call failed before the provider answered) and how it ended ("ok",
 # "cancelled" or the error's code). The audit trail listens (issue 23).
-CallHook = Callable[[UsageEntry, str], Awaitable[None]]
+# (the entry, how the call ended, the id its ledger row gets when written: RowId)
+CallHook = Callable[[UsageEntry, str, RowId], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +361,7 @@ class Meter:
                     turn_id=tag.turn_id,
                     retries=retries,
                 )
-                await asyncio.shield(self._tell(entry, _code(failure)))
+                await asyncio.shield(self._tell(entry, _code(failure), RowId()))
 
     def _unfinished(
         self, provider: Provider, request: ChatRequest, seen: Usage | None, produced: list[str]
@@ -436,27 +438,39 @@ class Meter:
             retries=retries,
             seconds=seconds,
         )
+        # The row is queued, not waited for: the audit row naming it (``on_call``) and
+        # the turn's next records go with it, in one hop (issue 37). Only a warning
+        # to give waits for it: the spend it sums must hold this call.
+        row = RowId()
         try:
-            entry = replace(entry, id=await self.ledger.record(entry))
-            if entry.charged:
+            written = self.ledger.record_soon(entry, row)
+            if entry.charged and self._warns():
+                entry = replace(entry, id=await written)
                 async with self._settings:  # two calls at once warn once
                     await self._warn()
+            else:
+                written.add_done_callback(_unrecorded)
         except KernelError:
             log.warning("could not record a model call's usage", exc_info=True)
-        await self._tell(entry, outcome)
+        await self._tell(entry, outcome, row)
         return entry
 
-    async def _tell(self, entry: UsageEntry, outcome: str) -> None:
+    def _warns(self) -> bool:
+        """Whether a call may bring a warning of spend (a limit set, someone to tell)."""
+        budget = self.config.budget
+        return bool(budget.daily or budget.monthly) and self.notify is not None
+
+    async def _tell(self, entry: UsageEntry, outcome: str, row: RowId) -> None:
         if self.on_call is None:
             return
         try:
-            await self.on_call(entry, outcome)
+            await self.on_call(entry, outcome, row)
         except Exception as exc:  # a listener's failure is never the call's
             log.warning("a model call's listener failed: %s", type(exc).__name__)
 
     async def _warn(self) -> None:
         budget = self.config.budget
-        if not (budget.daily or budget.monthly) or self.notify is None:
+        if not self._warns() or self.notify is None:
             return
         periods = self.periods()
         limits = await self.limits(periods)
@@ -507,3 +521,12 @@ def _ceiling(provider: Provider, request: ChatRequest) -> int:
         or (DEFAULT_MAX_TOKENS)
     )
     return output_ceiling(ceiling, request.thinking)
+
+
+def _unrecorded(written: asyncio.Future[int]) -> None:
+    """A usage row written without a caller waiting: its failure is logged, as an
+    awaited one's is."""
+    if not written.cancelled() and written.exception() is not None:
+        log.warning(
+            "could not record a model call's usage (%s)", type(written.exception()).__name__
+        )

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kernel.store.database import Database
+from kernel.store.database import Database, RowId
 
 GENESIS = "0" * 64
 GLOBAL = "global"
@@ -156,10 +156,17 @@ def append_in(
 ) -> AuditRow:
     """Append one row inside the caller's write transaction and move the heads;
     ``key``: the audit key the row is chained under (None: plain SHA-256)."""
-    facts = dict(data)
+    # A row another write of this hop made names it by its id, known only now.
+    # (None when that write failed: the fact is left out.)
+    facts: dict[str, Any] = {
+        k: v.value if isinstance(v, RowId) else v
+        for k, v in data.items()
+        if not isinstance(v, RowId) or v.value is not None
+    }
     ids = facts.pop("messages", None)
     if ids:
-        facts["messages"] = _message_refs(conn, [int(i) for i in ids])
+        ids = [i.value if isinstance(i, RowId) else i for i in ids]
+        facts["messages"] = _message_refs(conn, [int(i) for i in ids if i is not None])
     # ASCII JSON: any fact (a lone surrogate in a model's tool name) is stored and hashed.
     text = json.dumps(facts, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
     data_sha = sha256(text)

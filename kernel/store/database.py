@@ -45,6 +45,18 @@ SAVEPOINT = "job"
 LINGER = 0.005
 
 
+class RowId:
+    """The id of the row a queued write makes, filled on the database thread when that
+    write runs. A write queued behind it (jobs run in the order queued) names the row
+    with it before any caller has the id: the meter's usage row and the audit row that
+    names it go in one hop (issue 37). ``value`` stays None when the write failed."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: int | None = None
+
+
 @dataclass(slots=True)
 class Job:
     """One call waiting for the db thread; ``future`` gets its result or its error."""

@@ -418,8 +418,8 @@ class Mailbox:
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE outbox SET state = 'sent', message_id = ?, done_at = ?, error = NULL"
-                " WHERE id = ?",
+                "UPDATE outbox SET state = 'sent', message_id = ?, done_at = ?, error = NULL,"
+                " attempts = MAX(attempts, 1) WHERE id = ?",  # (a tidy row's first try)
                 (message_id, stamp(now), row_id),
             )
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Sequence
+from asyncio import Future
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -17,7 +18,7 @@ from typing import Any, cast
 from kernel.core.errors import StoreError
 from kernel.core.messages import Message, Role, content_from_json, content_to_json
 from kernel.store.audit import prune_in
-from kernel.store.database import Database, check_non_negative, dump_json, last_id
+from kernel.store.database import Database, RowId, check_non_negative, dump_json, last_id
 
 log = logging.getLogger(__name__)
 
@@ -300,10 +301,23 @@ class SessionTables(Database):
         """
         if not messages:
             return []
+        return await self._write("append messages", self._appending(session_id, messages, ()))
+
+    def append_messages_soon(
+        self, session_id: int, messages: Sequence[Message], rows: Sequence[RowId]
+    ) -> Future[list[int]]:
+        """:meth:`append_messages` queued without waiting (``write_soon``): ``rows[i]``
+        gets the i-th message's id on the database thread, for the records queued behind
+        it (the turn's ``message.received``: one hop with the message)."""
+        return self.write_soon("append messages", self._appending(session_id, messages, rows))
+
+    def _appending(
+        self, session_id: int, messages: Sequence[Message], rows: Sequence[RowId]
+    ) -> Callable[[sqlite3.Connection], list[int]]:
         now = self._now()
         # Serialised here, not on the db thread, so the stored content is a snapshot
         # even if the caller (e.g. after a cancel) goes on mutating the messages.
-        rows = [
+        values = [
             (m.role, dump_json(content_to_json(m.content), "message content"), m.is_user_input)
             for m in messages
         ]
@@ -312,16 +326,18 @@ class SessionTables(Database):
             cur = conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             _require_session(cur, session_id)
             ids = []
-            for role, content, starts_round in rows:
+            for role, content, starts_round in values:
                 cur = conn.execute(
                     "INSERT INTO messages (session_id, role, content, starts_round, created_at)"
                     " VALUES (?, ?, ?, ?, ?)",
                     (session_id, role, content, int(starts_round), now),
                 )
                 ids.append(last_id(cur))
+            for row, value in zip(rows, ids, strict=False):
+                row.value = value
             return ids
 
-        return await self._write("append messages", op)
+        return op
 
     async def load_messages(self, session_id: int, *, rounds: int | None = None) -> list[Message]:
         """The session's messages in order, as a model is shown them: without the ones

@@ -10,13 +10,14 @@ time zones).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from asyncio import Future
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any, Literal, get_args
 
 from kernel.core.usage import Usage
-from kernel.store.database import last_id, parse_stamp, stamp
+from kernel.store.database import RowId, last_id, parse_stamp, stamp
 from kernel.store.db import Store
 
 Purpose = Literal[
@@ -197,6 +198,14 @@ class UsageStore:
         self.store = store
 
     async def record(self, entry: UsageEntry) -> int:
+        return await self.store.write("record usage", self._recording(entry, RowId()))
+
+    def record_soon(self, entry: UsageEntry, row: RowId) -> Future[int]:
+        """:meth:`record` queued without waiting (``write_soon``): ``row`` gets the id on
+        the database thread, for what is queued behind it."""
+        return self.store.write_soon("record usage", self._recording(entry, row))
+
+    def _recording(self, entry: UsageEntry, row: RowId) -> Callable[[sqlite3.Connection], int]:
         u = entry.usage
         values = (
             stamp(entry.at),
@@ -221,9 +230,11 @@ class UsageStore:
         def op(conn: sqlite3.Connection) -> int:
             columns = _COLUMNS.split(", ", 1)[1]
             marks = ", ".join("?" * len(values))
-            return last_id(conn.execute(f"INSERT INTO usage ({columns}) VALUES ({marks})", values))
+            sql = f"INSERT INTO usage ({columns}) VALUES ({marks})"
+            row.value = last_id(conn.execute(sql, values))
+            return row.value
 
-        return await self.store.write("record usage", op)
+        return op
 
     async def total(self, where: UsageFilter) -> UsageTotal:
         sql, values = where.where()

@@ -7,7 +7,9 @@ Pure builders of :class:`~kernel.store.mailbox.OutboxItem`; nothing here calls T
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import datetime
 from html import escape
 from typing import Any
 
@@ -117,6 +119,25 @@ def unbutton_item(row_id: int) -> OutboxItem:
     return OutboxItem("edit", body)
 
 
+class Delivered:
+    """The message ids of the rows this process delivered last (at most ``size``: the
+    bound, whatever the chats), so that a tidy row's first try names its message
+    without a store call (``Outbox._claim``)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._ids: OrderedDict[int, int] = OrderedDict()
+
+    def note(self, row_id: int, message_id: int | None) -> None:
+        if message_id is not None:
+            self._ids[row_id] = message_id
+            if len(self._ids) > self.size:
+                self._ids.popitem(last=False)
+
+    def get(self, row_id: int) -> int | None:
+        return self._ids.get(row_id)
+
+
 def is_tidy(body: dict[str, Any]) -> bool:
     """Whether an outbox row is a tidy-up (:func:`unbutton_item`): no message of its
     own, no hurry, never ahead of a row that shows something."""
@@ -199,3 +220,11 @@ class LiveRetry:
         """``row_id`` (queued) now carries the chat's 🔁: an answer's retry: or a
         notice's again:, whichever came last."""
         self._rows[chat_id] = row_id
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A stored ISO time (a notice's ``since``), or None."""
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None

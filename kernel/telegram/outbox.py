@@ -18,6 +18,7 @@ at once instead of at the end of their backoff.
 
 A call that may have landed is remembered, so a store failure after it (the row left
 ``sending``) never re-sends unmarked: a known message id is recorded, else re-sent marked.
+A tidy row's first try takes no ``sending`` mark (taking buttons off twice is harmless).
 
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
 speed. Tidy rows (a superseded 🔁 taken away: :func:`unbutton_item`) are the exception:
@@ -63,11 +64,13 @@ from kernel.telegram.calls import NotNow, Refused, RetryLater, RowCalls
 from kernel.telegram.items import (
     CHANNEL,
     RETRY,
+    Delivered,
     LiveRetry,
     again_markup,
     delete_item,
     edit_item,
     is_tidy,
+    parse_time,
     plain_items,
     reply_items,
     retry_markup,
@@ -169,6 +172,7 @@ class Outbox:
         # store failure is then re-sent marked (or only recorded, its message id known).
         self._maybe: set[int] = set()
         self._landed: dict[int, int | None] = {}
+        self._delivered = Delivered()  # the latest rows' message ids
         # Chats whose first row failed for the network: chat → True when the request
         # never reached the API (then any success elsewhere also hurries them).
         self._stalled: dict[int, bool] = {}
@@ -182,7 +186,6 @@ class Outbox:
         self.live_retry = LiveRetry()
 
     # ----- lifecycle -------------------------------------------------------------------
-
     async def start(self) -> None:
         """Rows left ``sending`` by a dead process become ambiguous; every chat with
         unsent rows gets its worker."""
@@ -214,7 +217,6 @@ class Outbox:
         self._futures.clear()
 
     # ----- queueing --------------------------------------------------------------------
-
     async def put(
         self,
         chat_id: int,
@@ -344,7 +346,6 @@ class Outbox:
         }
 
     # ----- the worker ------------------------------------------------------------------
-
     def _ensure_worker(self, chat_id: int) -> None:
         self._wake.setdefault(chat_id, asyncio.Event())
         task = self._workers.get(chat_id)
@@ -481,9 +482,13 @@ class Outbox:
     async def _claim(self, row: OutboxRow) -> OutboxRow | None:
         """The row marked ``sending`` before its call, in one store call with the message
         of the earlier row an edit or delete names (:func:`unbutton_item`,
-        :func:`unsend_item`); None, nothing marked, when that row never landed."""
+        :func:`unsend_item`); None, nothing marked, when that row never landed. A tidy
+        row's first try, its message known, takes no mark and no store call."""
         of_row = row.body.get("of_row")
         named = None if row.kind == "send" or of_row is None else int(of_row)
+        known = self._delivered.get(named) if named is not None and is_tidy(row.body) else None
+        if known is not None and row.attempts == 0:
+            return with_fields(row, body={**row.body, "message_id": known})
         claimed, message_id = await self.mailbox.claim(row.id, named)
         if not claimed:
             return None
@@ -495,6 +500,7 @@ class Outbox:
         self, chat_id: int, row: OutboxRow, message_id: int | None, attempts: int
     ) -> None:
         done = self.mailbox.sent(row.id, message_id, self.now())
+        self._delivered.note(row.id, message_id)
         if row.id not in self._audited:  # queued behind the mark: one hop (a mark that
             self._audited.add(row.id)  # failed is written again, its audit row is not)
             await self._audit(row, "sent", attempts, message_id)
@@ -549,7 +555,7 @@ class Outbox:
         folded = [r for r in rows if r.body.get("notice") == _NOTICE and r not in gone]
         for notice in folded:
             count += int(notice.body.get("count", 1))
-            since = _parse_time(notice.body.get("since"))
+            since = parse_time(notice.body.get("since"))
             earliest = min(earliest, since or earliest)
         when = earliest.astimezone(self.tz).strftime("%m-%d %H:%M")
         body = {
@@ -591,10 +597,3 @@ class Outbox:
             )
         except Exception as exc:  # the delivery stands whether or not its record does
             log.warning("audit: an outbox row was not recorded (%s)", type(exc).__name__)
-
-
-def _parse_time(value: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None

@@ -430,10 +430,13 @@ class PollWatch:
             await self.check()
 
     async def check(self) -> None:
-        """One round: restart polling when it is silent or starved."""
-        self.pending = await self._pending()
+        """One round: restart polling when it is silent or starved. While updates are
+        being consumed, none can be starved: getWebhookInfo is asked only in a round
+        that consumed none (``pending`` keeps the last count it gave)."""
         consumed = self.stats.consumed
         moved, self._seen = consumed != self._seen, consumed
+        if not moved:
+            self.pending = await self._pending()
         if moved or not self.pending:
             self._starved = 0
             self.stalled = False

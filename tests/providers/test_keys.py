@@ -12,6 +12,7 @@ import pytest
 
 from kernel.core.errors import (
     ProviderAuthError,
+    ProviderError,
     QuotaExceededError,
     RateLimitedError,
     failover_cause,
@@ -164,11 +165,13 @@ def _status_error(provider: SDKProvider, status: int) -> Exception:
     return error
 
 
-async def test_every_key_speaks_through_one_aiohttp_session_closed_with_the_provider(
+async def test_every_key_speaks_through_one_pool_aiohttp_for_claude(
     sim: Sim, make_provider: Factory
 ) -> None:
-    """The SDKs' aiohttp transport (issue 37: well under half httpx's CPU per call), one
-    pool for every key, and no session left open when the provider closes."""
+    """Claude's calls go through the SDK's aiohttp transport (issue 37: well under half
+    httpx's CPU per call), one session for every key, closed with the provider; an
+    OpenAI-compatible provider keeps httpx (its SDK's aiohttp copy calls a refused
+    connection a timeout: sdk.py)."""
     import aiohttp
 
     provider = make_provider(sim, api_keys=["k2"])
@@ -178,7 +181,31 @@ async def test_every_key_speaks_through_one_aiohttp_session_closed_with_the_prov
     assert sim.keys_seen == ["k1", "k2"]
     pools = {id(client._client) for client in provider._clients}  # noqa: SLF001
     assert len(pools) == 1
-    session = provider._clients[0]._client._transport.client  # noqa: SLF001
+    transport = provider._clients[0]._client._transport  # noqa: SLF001
+    if kind(sim) == "openai":
+        assert not hasattr(transport, "client")  # httpx's own
+        return
+    session = transport.client
     assert isinstance(session, aiohttp.ClientSession) and not session.closed
     await provider.aclose()
     assert session.closed
+
+
+async def test_a_refused_connection_is_a_connection_error_not_a_timeout(
+    sim: Sim, make_provider: Factory
+) -> None:
+    """What the owner is told depends on it: "could not reach" (check the address), not
+    "did not answer in time" (wait)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    provider = make_provider(sim)
+    provider._clients = [  # noqa: SLF001 (the same client, its address closed)
+        c.with_options(base_url=f"http://127.0.0.1:{port}/v1")
+        for c in provider._clients  # noqa: SLF001
+    ]
+    with pytest.raises(ProviderError) as caught:
+        await Call().completion(provider, ask())
+    assert caught.value.code == "connection_error"

@@ -219,3 +219,37 @@ async def test_after_a_draft_error_a_tool_line_comes_in_a_silent_placeholder(
         ("Let me save that.\n\nSaved.", None),
     ]
     assert h.texts() == ["Let me save that.\n\nSaved."]  # the line went with the answer
+
+
+async def test_taking_the_old_retry_off_marks_nothing_first_and_is_recorded_sent(
+    bot: Factory,
+) -> None:
+    """A tidy row's first try takes no ``sending`` mark (taking buttons off twice is the
+    same as once): its message is known from this process's delivery, so the only store
+    call it costs is the record that it was sent (issue 37: one hop less per exchange)."""
+    h = await bot()
+    h.model.enqueue(text_reply("one"), text_reply("two"))
+    await h.converse("first")
+    mailbox = h.channel.outbox.mailbox
+    claimed: list[int] = []
+    claim = mailbox.claim
+
+    async def watched(row_id: int, of_row: int | None = None) -> tuple[bool, int | None]:
+        claimed.append(row_id)
+        return await claim(row_id, of_row)
+
+    mailbox.claim = watched  # type: ignore[method-assign]
+    await h.converse("second")
+    await h.settle()
+
+    [tidy] = h.tg.calls_to("editMessageReplyMarkup")
+    first = next(m for m in h.bot_messages() if m.text == "one")
+    assert tidy.params["message_id"] == first.message_id
+    [(state, attempts)] = await h.kernel.store.read(
+        "the tidy row",
+        lambda conn: conn.execute(
+            "SELECT state, attempts FROM outbox WHERE kind = 'edit' ORDER BY id DESC LIMIT 1"
+        ).fetchall(),
+    )
+    assert (state, attempts) == ("sent", 1)
+    assert len(claimed) == 1  # the answer's send only

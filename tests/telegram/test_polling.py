@@ -175,6 +175,25 @@ async def test_the_watchdog_leaves_a_healthy_quiet_poll_alone(bot: Factory) -> N
     assert h.channel.polling_state().detail["pending_updates"] == 0
 
 
+async def test_a_watchdog_round_that_saw_updates_consumed_asks_telegram_nothing(
+    bot: Factory,
+) -> None:
+    """Updates being consumed cannot be starved: getWebhookInfo is asked only in a round
+    that consumed none (issue 37: one call less for a busy chat)."""
+    h = await bot()
+    poller = h.channel.poller
+    await h.channel._watchdog.close()  # noqa: SLF001 (only this test's rounds ask)
+    await poller.check()  # whatever came before is seen
+    asked = len(h.tg.calls_to("getWebhookInfo"))
+    h.model.enqueue(text_reply("here"))
+    assert await h.converse("anyone?") == "here"
+    await poller.check()  # the round saw the message consumed
+    assert len(h.tg.calls_to("getWebhookInfo")) == asked
+    await poller.check()  # a quiet round asks
+    assert len(h.tg.calls_to("getWebhookInfo")) == asked + 1
+    assert poller.restarts == 0
+
+
 async def recovered(h: BotHarness, reply: str) -> None:
     """A message sent after the outage is answered and the channel is running again."""
     h.model.enqueue(text_reply(reply))

@@ -28,6 +28,23 @@ def props(reg: ToolRegistry, name: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- schemas
 
 
+def test_each_listing_hands_out_a_schema_of_its_own(reg: ToolRegistry) -> None:
+    """A caller that changes a listed schema (an adapter marking it) changes no later
+    listing: the copy is made from the schema's JSON text, once per listing."""
+
+    @reg.tool
+    def pick(colour: Literal["red", "blue"], count: int = 1) -> str:
+        """Pick."""
+        return colour * count
+
+    first = props(reg, "pick")
+    first["colour"]["enum"].append("green")
+    first["count"]["default"] = 9
+    second = props(reg, "pick")
+    assert second["colour"]["enum"] == ["red", "blue"]
+    assert second["count"]["default"] == 1
+
+
 def test_schema_for_every_supported_annotation(reg: ToolRegistry) -> None:
     @reg.tool
     def everything(
