@@ -12,7 +12,8 @@ rest), and again after it has answered the owner once.
   client, an MCP client without servers, or ``cryptography`` (python-telegram-bot's
   optional Passport support); never Playwright, even with ``[browser]`` enabled, until
   a browser tool runs; never sqlite-vec or the embeddings client without
-  ``[memory.embeddings]`` (issue 39)."""
+  ``[memory.embeddings]`` (issue 39); never croniter while no cron job is planned, at
+  the first start or a later one (its stored jobs loaded)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ NEVER_AT_REST = (
     "sqlite_vec",
     "kernel.memory.vectors",
     "kernel.memory.embeddings",
+    "croniter",  # only a planned cron job needs it; the default job is disabled
+    "dateutil",
 )
 
 
@@ -165,3 +168,16 @@ async def test_an_openai_compatible_kernel_never_imports_anthropic(tmp_path: Pat
         after = await answered_once(svc)
     assert loaded(after, "openai")
     assert loaded(after, "anthropic") == []
+
+
+async def test_a_second_start_loads_its_stored_cron_jobs_without_croniter(
+    tmp_path: Path,
+) -> None:
+    """The disabled default job is stored at the first start and loaded at the next:
+    loading checks its expression's shape, not croniter's parse (0.9 MiB at rest)."""
+    async with service(tmp_path, "claude", enabled=False):
+        pass
+    async with service(tmp_path, "claude", enabled=False) as svc:
+        resting = await svc.modules()
+    assert loaded(resting, "kernel.cron.scheduler")
+    assert loaded(resting, "croniter") == [] and loaded(resting, "dateutil") == []

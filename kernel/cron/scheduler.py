@@ -64,7 +64,7 @@ from kernel.cron.jobs import (
     spec_from_row,
 )
 from kernel.cron.runner import JobRunner, RunOutcome
-from kernel.cron.schedule import Rules
+from kernel.cron.schedule import Rules, Schedule
 from kernel.store.cron import CronRow, CronRun, CronStore
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class CronScheduler:
             return
         spec = JobSpec(
             name=t("cron.default_name"),
-            schedule=schedules.cron(DEFAULT_SCHEDULE, self.rules),
+            schedule=Schedule("cron", cron=DEFAULT_SCHEDULE),  # valid: tests/cron
             text=t("cron.default_text"),
             enabled=False,
             dispatch=Dispatch(DEFAULT_CHANNEL),

@@ -122,3 +122,27 @@ def test_schedules_that_cannot_be_planned_name_the_fix() -> None:
             schedule.check_plannable(parsed, new_york, NOW)
         assert info.value.code == "invalid_cron_schedule"
         assert hint in str(info.value) and "America/New_York" in str(info.value), str(info.value)
+
+
+def test_the_default_jobs_schedule_is_a_valid_cron_expression() -> None:
+    """The scheduler builds the default job's schedule without checking it (croniter is
+    not imported at rest): the constant must be one ``cron`` accepts."""
+    from kernel.cron.jobs import DEFAULT_SCHEDULE
+
+    assert schedule.cron(DEFAULT_SCHEDULE, SHANGHAI) == schedule.Schedule("cron", DEFAULT_SCHEDULE)
+
+
+def test_a_stored_cron_expression_is_checked_in_shape_and_fully_when_planned() -> None:
+    """Loading a stored job (no ``now``) checks the expression's shape only; one croniter
+    refuses still fails when the job is planned, as a schedule that cannot be planned."""
+    stored = schedule.from_dict({"type": "cron", "cron": "61 9 * * *"}, SHANGHAI)
+    assert stored.cron == "61 9 * * *"
+    with pytest.raises(CronError):
+        schedule.from_dict({"type": "cron", "cron": "61 9 * * *"}, SHANGHAI, NOW)
+    with pytest.raises(CronError):
+        stored.next_after(NOW, ZoneInfo("UTC"))
+    with pytest.raises(CronError):  # a wrong shape is refused either way
+        schedule.from_dict({"type": "cron", "cron": "9 * *"}, SHANGHAI)
+    assert schedule.from_dict("61 9 * * *", SHANGHAI).cron == "61 9 * * *"  # text form
+    with pytest.raises(CronError):
+        schedule.from_dict("61 9 * * *", SHANGHAI, NOW)
