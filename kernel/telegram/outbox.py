@@ -487,7 +487,7 @@ class Outbox:
         of_row = row.body.get("of_row")
         named = None if row.kind == "send" or of_row is None else int(of_row)
         known = self._delivered.get(named) if named is not None and is_tidy(row.body) else None
-        if known is not None and row.attempts == 0:
+        if known is not None and row.attempts == 0 and row.error is None:  # (a retry claims)
             return with_fields(row, body={**row.body, "message_id": known})
         claimed, message_id = await self.mailbox.claim(row.id, named)
         if not claimed:
