@@ -29,9 +29,14 @@ class FileRequest(MendingRequest):
         """The file at ``url``, at most ``limit`` bytes (TooLarge past it); network
         trouble and an error status are TelegramErrors, as PTB's own ``retrieve`` has."""
         # Uncompressed: the cap then bounds what is held, never an inflated chunk.
-        streamed = self.stream(url, {"Accept-Encoding": "identity"})
+        self._open_session()  # RuntimeError now, before a slot is waited for
         try:
-            async with self._slot(self.DEFAULT_NONE), streamed as response:
+            # The request is made only once a slot is had: a pool timeout leaves none
+            # half-built (aiohttp's coroutine never awaited).
+            async with (
+                self._slot(self.DEFAULT_NONE),
+                self.stream(url, {"Accept-Encoding": "identity"}) as response,
+            ):
                 if not 200 <= response.status <= 299:
                     raise NetworkError(f"the file server answered HTTP {response.status}")
                 return await read_capped(

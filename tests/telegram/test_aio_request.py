@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import logging
 import socket
+import warnings
 from collections.abc import AsyncIterator
 
 import pytest
@@ -182,6 +184,28 @@ async def test_a_capped_download_is_refused_past_the_cap(
             await request.retrieve_capped(url + ".gone", 5000)
     assert str(caught.value) == "the file server answered HTTP 404"
     never_says_the_token(caught.value, caplog)
+
+
+async def test_a_download_past_a_full_pool_times_out_and_leaves_no_request_behind(
+    tg: TelegramSim,
+) -> None:
+    """A download that found no free connection in time never made its request: none
+    is left half-built (aiohttp's request coroutine never awaited, a RuntimeWarning)."""
+    stored = tg.store_file(b"z" * 10, "documents", "small.bin")
+    url = f"{tg.api_base}/file/bot{DEFAULT_TOKEN}/{stored.file_path}"
+    async with make_bot(tg.api_base, connection_pool_size=1, pool_timeout=0.01) as bot:
+        request = bot.request
+        assert isinstance(request, FileRequest)
+        await request._slots.acquire()  # the one connection is taken
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with pytest.raises(TimedOut, match="Pool timeout") as caught:
+                await request.retrieve_capped(url, 100)
+            del caught  # its traceback's frames, and whatever they hold
+            gc.collect()
+        request._slots.release()
+        assert await request.retrieve_capped(url, 100) == b"z" * 10
+    assert [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)] == []
 
 
 def test_proxies_are_read_from_the_environment_as_httpx_read_them(
