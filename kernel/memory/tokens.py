@@ -72,12 +72,25 @@ def _load(cache_dir: Path) -> Callable[[str], Iterable[str]]:
                 cache_dir.mkdir(parents=True, exist_ok=True)
                 jieba.dt.tmp_dir = str(cache_dir)
                 jieba.dt.cache_file = CACHE_FILE
-                jieba.dt.initialize()
+                before = set(cache_dir.iterdir())
+                try:
+                    jieba.dt.initialize()
+                finally:
+                    _drop_partial_dumps(cache_dir, before)
         except (ImportError, OSError) as exc:
             raise StoreError(f"the word segmenter (jieba) could not load: {exc}") from exc
         _cut = jieba.dt.cut_for_search
         log.info("jieba loaded (dictionary cache in %s)", cache_dir)
         return _cut
+
+
+def _drop_partial_dumps(cache_dir: Path, before: set[Path]) -> None:
+    """jieba writes its cache to a temporary file beside it, then renames it; a dump that
+    fails (a full disk) leaves that file (``tempfile.mkstemp``'s ``tmp…``), megabytes the
+    database then cannot have: a new one is removed."""
+    for path in set(cache_dir.iterdir()) - before:
+        if path.name.startswith("tmp") and path.name != CACHE_FILE:
+            path.unlink(missing_ok=True)
 
 
 class Tokenizer:
