@@ -64,6 +64,7 @@ NEVER_AT_REST = (
     "kernel.memory.embeddings",
     "croniter",  # only a planned cron job needs it; the default job is disabled
     "dateutil",
+    "mistune",  # the first reply renders Markdown
 )
 
 

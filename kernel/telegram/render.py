@@ -8,20 +8,28 @@ output is valid Telegram HTML for any input.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-import mistune
-from mistune.core import BaseRenderer, BlockState
+if TYPE_CHECKING:
+    from mistune import Markdown
+    from mistune.core import BlockState
 
 Token = dict[str, Any]
 
-_PARSER = mistune.create_markdown(
-    renderer=None, plugins=["strikethrough", "table", "task_lists", "url"]
-)
+
+@functools.cache
+def _parser() -> Markdown:
+    """mistune's parser, made on the first reply (issue 37: 0.5 MiB not held at rest)."""
+    import mistune
+
+    return mistune.create_markdown(
+        renderer=None, plugins=["strikethrough", "table", "task_lists", "url"]
+    )
 
 _WRAP = {"emphasis": "i", "strong": "b", "strikethrough": "s"}
 # Nodes whose rendering needs the whole token, not just rendered children.
@@ -41,7 +49,7 @@ _NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
 def render_markdown(md: str) -> str:
     """Render Markdown as Telegram HTML (b, i, s, code, pre, a, blockquote only)."""
     md = _CONTROL.sub("\ufffd", re.sub(r"\r\n?", "\n", md))
-    tokens, state = _PARSER.parse(md)
+    tokens, state = _parser().parse(md)
     assert isinstance(tokens, list)  # no renderer: the parser returns the AST
     out = TelegramHTMLRenderer()(tokens, state)
     return _TRAILING_SPACE.sub("", out).strip()
@@ -87,13 +95,12 @@ def display_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
-class TelegramHTMLRenderer(BaseRenderer):
-    """Renders a mistune AST as Telegram HTML; one instance per document."""
-
-    NAME = "telegram"
+class TelegramHTMLRenderer:
+    """Renders a mistune AST as Telegram HTML; one instance per document. (A renderer
+    of its own, not a mistune ``BaseRenderer``: no plugin registers methods on it, and
+    mistune is then imported only with the parser.)"""
 
     def __init__(self) -> None:
-        super().__init__()
         # Tags open around the node being rendered: Telegram rejects a link inside a
         # link, and a repeated tag inside itself adds nothing.
         self._open: list[str] = []
@@ -119,6 +126,13 @@ class TelegramHTMLRenderer(BaseRenderer):
         if "children" in token:
             return str(func(self.render_tokens(token["children"], state), **attrs))
         return str(func(**attrs))
+
+    def _get_method(self, name: str) -> Callable[..., str]:
+        method: Callable[..., str] = getattr(self, name)  # AttributeError: none
+        return method
+
+    def render_tokens(self, tokens: Iterable[Token], state: BlockState) -> str:
+        return "".join(self.render_token(token, state) for token in tokens)
 
     def _fallback(self, token: Token, state: BlockState) -> str:
         """An element Telegram has no tag for shows as its text."""
