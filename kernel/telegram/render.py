@@ -31,6 +31,7 @@ def _parser() -> Markdown:
         renderer=None, plugins=["strikethrough", "table", "task_lists", "url"]
     )
 
+
 _WRAP = {"emphasis": "i", "strong": "b", "strikethrough": "s"}
 # Nodes whose rendering needs the whole token, not just rendered children.
 _WHOLE_TOKEN = frozenset({"heading", "list", "table", "block_quote", "link", "image"})
