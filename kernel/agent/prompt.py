@@ -105,7 +105,10 @@ class SystemPrompt:
             guide = tool_guide(names) if names else ""
             layers = await asyncio.to_thread(self.modes.layers, mode, guide, model)
             return layers + self._environment(outlook)
-        soul, files, skills = await asyncio.to_thread(self._read_files, guest_tools is None)
+        agents = SUBAGENT_TOOL in names
+        soul, files, skills, usable = await asyncio.to_thread(
+            self._read_files, guest_tools is None, agents
+        )
         layers = [self._soul(soul, names), *files]
         if outlook.persona is not None and outlook.persona.body:
             persona = outlook.persona
@@ -120,10 +123,9 @@ class SystemPrompt:
         if skills:
             where = relative(self.skills.folder, self.config.base_dir)
             layers.append(Layer("skills", skills, where))
-        if SUBAGENT_TOOL in names:
-            agents = await self._agents()
-            if agents:
-                layers.append(Layer("agents", agents, FOLDERS["agent"]))
+        if usable:
+            lines = "\n".join(f"- {a.name}: {a.description}" for a in usable)
+            layers.append(Layer("agents", t("prompt.agents") + "\n" + lines, FOLDERS["agent"]))
         return layers
 
     async def _volatile(self, query: str, outlook: Outlook) -> list[Layer]:
@@ -174,23 +176,19 @@ class SystemPrompt:
             lines.append(project.body)
         return Layer("project", "\n".join(lines), project.source)
 
-    async def _agents(self) -> str:
-        usable = [a for a in await self.profiles.agents.all() if a.usable]
-        if not usable:
-            return ""
-        lines = [f"- {a.name}: {a.description}" for a in usable]
-        return t("prompt.agents") + "\n" + "\n".join(lines)
-
     def _time(self) -> Layer:
         now = self._clock().astimezone(self._tz)
         stamp = now.strftime("%Y-%m-%dT%H:%M:%S%z")
         text = t("prompt.time", stamp=stamp, tz=self.config.general.timezone)
         return Layer("time", text, "clock", volatile=True)
 
-    def _read_files(self, owner: bool) -> tuple[str, list[Layer], str]:
-        """SOUL.md, the owner's prompt files (none for a guest: ``owner`` False) and the
-        skills' summary, read in one go: one thread hop per turn, not three."""
-        return self._read_soul(), self.files.layers() if owner else [], self.skills.summary_now()
+    def _read_files(self, owner: bool, agents: bool) -> tuple[str, list[Layer], str, list[Profile]]:
+        """SOUL.md, the owner's prompt files (none for a guest: ``owner`` False), the
+        skills' summary and the usable agent profiles (when ``agents``: the turn offers
+        delegation), read in one go: one thread hop per turn, not four."""
+        usable = [a for a in self.profiles.agents.scan() if a.usable] if agents else []
+        files = self.files.layers() if owner else []
+        return self._read_soul(), files, self.skills.summary_now(), usable
 
     def _read_soul(self) -> str:
         """SOUL.md; the SOUL.md Kernel ships, left as it came, in the owner's language."""
