@@ -155,7 +155,7 @@ class RowCalls:
         row: OutboxRow,
         text: str,
         mode: str | None,
-        markup: InlineKeyboardMarkup | None,
+        markup: Markup | None,
         reply_to: int | None = None,
         silent: bool = False,
     ) -> int:
@@ -181,7 +181,7 @@ class RowCalls:
         chat_id: int,
         parts: list[str],
         mode: str | None,
-        markup: InlineKeyboardMarkup | None,
+        markup: Markup | None,
         reply_to: int | None = None,
         silent: bool = False,
     ) -> int:
@@ -214,11 +214,12 @@ class RowCalls:
         message_id: int,
         text: str,
         mode: str | None,
-        markup: InlineKeyboardMarkup | None,
+        markup: Markup | None,
     ) -> int:
+        keyboard = InlineKeyboardMarkup.de_json(markup, None) if markup is not None else None
         try:
             await self.bot.edit_message_text(
-                text, chat_id=chat_id, message_id=message_id, parse_mode=mode, reply_markup=markup
+                text, chat_id=chat_id, message_id=message_id, parse_mode=mode, reply_markup=keyboard
             )
         except BadRequest as exc:
             if _not_modified(exc):
@@ -228,7 +229,7 @@ class RowCalls:
             plain = html_to_plain(text)
             try:
                 await self.bot.edit_message_text(
-                    plain, chat_id=chat_id, message_id=message_id, reply_markup=markup
+                    plain, chat_id=chat_id, message_id=message_id, reply_markup=keyboard
                 )
             except BadRequest as again:
                 if not _not_modified(again):
@@ -251,7 +252,7 @@ class RowCalls:
             raise
 
     async def _edit_markup(
-        self, chat_id: int, message_id: int, markup: InlineKeyboardMarkup | None, tidy: bool
+        self, chat_id: int, message_id: int, markup: Markup | None, tidy: bool
     ) -> None:
         """``editMessageReplyMarkup`` as ``Bot.edit_message_reply_markup`` sends it. A
         tidy call goes only with a token to spare (a plain Bot, with no rate limiter to
@@ -284,10 +285,14 @@ class RowCalls:
         return None
 
 
-def _markup(value: Any) -> InlineKeyboardMarkup | None:
-    if not isinstance(value, dict):
-        return None
-    return InlineKeyboardMarkup.de_json(value, None)
+Markup = dict[str, Any]
+"""An inline keyboard as the row stores it: the Bot API's JSON, sent as it is (the
+``InlineKeyboardMarkup`` made of it only for an edit of text, whose method takes no
+other)."""
+
+
+def _markup(value: Any) -> Markup | None:
+    return value if isinstance(value, dict) else None
 
 
 def _never_reached(exc: BaseException) -> bool:
