@@ -177,10 +177,11 @@ class PlanMessage:
         """No edit follows: the timer stops, an edit in flight gets a moment to land
         (bounded), so the final state queued next is the last one shown."""
         self.live = False  # an edit that has not begun now never will
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(HALT_WAIT):
-                await self._sending.acquire()
-                self._sending.release()
+        if self._sending.locked():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(HALT_WAIT):
+                    await self._sending.acquire()
+                    self._sending.release()
         await self._timer.close()
 
     def final_items(self) -> list[OutboxItem]:

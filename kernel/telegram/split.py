@@ -44,11 +44,14 @@ class _Parsed:
     raw_end: list[int]
     # Tags open around each visible character, outermost first.
     stacks: list[tuple[_Tag, ...]]
+    # Whether each visible character is inside a code block (<pre>).
+    in_pre: list[bool]
 
 
 def utf16_len(text: str) -> int:
-    """Length as Telegram counts it: characters outside the BMP take two units."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    """Length as Telegram counts it: characters outside the BMP take two units (a lone
+    surrogate, one)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def split_plain(text: str, limit: int = LIMIT) -> list[str]:
@@ -62,30 +65,32 @@ def split_html(html: str, limit: int = LIMIT) -> list[str]:
     Each chunk is valid Telegram HTML on its own, given valid Telegram HTML.
     """
     parsed = _parse(html)
-    in_pre = [any(tag.name == "pre" for tag in stack) for stack in parsed.stacks]
-    return [_chunk(html, parsed, a, b) for a, b in _ranges(parsed.text, limit, in_pre)]
+    return [_chunk(html, parsed, a, b) for a, b in _ranges(parsed.text, limit, parsed.in_pre)]
 
 
 def _parse(html: str) -> _Parsed:
-    parsed = _Parsed("", [], [], [])
+    parsed = _Parsed("", [], [], [], [])
     chars: list[str] = []
     stack: tuple[_Tag, ...] = ()
+    in_pre = False
     for match in _ATOM.finditer(html):
         start, end = match.span()
         if match.group("name"):
             stack = _apply_tag(stack, match.group("name").lower(), match.group(), match["close"])
+            in_pre = any(tag.name == "pre" for tag in stack)
             continue
-        if match.group("ent"):
+        if match.group("ent"):  # one character, the whole entity its place
             piece = decode_entity(match.group("ent"))
-            offsets = [(start, end)]
-        else:
+            parsed.raw_start.append(start)
+            parsed.raw_end.append(end)
+        else:  # a run of text: each character is its own place in the markup
             piece = match.group()
-            offsets = [(start + i, start + i + 1) for i in range(len(piece))]
+            parsed.raw_start.extend(range(start, end))
+            parsed.raw_end.extend(range(start + 1, end + 1))
+        count = len(piece)
         chars.append(piece)
-        for char_start, char_end in offsets:
-            parsed.raw_start.append(char_start)
-            parsed.raw_end.append(char_end)
-            parsed.stacks.append(stack)
+        parsed.stacks.extend([stack] * count)
+        parsed.in_pre.extend([in_pre] * count)
     parsed.text = "".join(chars)
     return parsed
 
@@ -110,9 +115,11 @@ def _ranges(text: str, limit: int, in_pre: list[bool]) -> list[tuple[int, int]]:
     if limit < 2:
         raise ValueError("limit must leave room for a character outside the BMP")
     # units[i]: UTF-16 length of text[:i]
-    units = [0]
-    for ch in text:
-        units.append(units[-1] + (2 if ord(ch) > 0xFFFF else 1))
+    units: range | list[int] = range(len(text) + 1)
+    if utf16_len(text) != len(text):
+        units = [0]
+        for ch in text:
+            units.append(units[-1] + (2 if ord(ch) > 0xFFFF else 1))
     spans = []
     start = _skip_blank_lines(text, 0)
     while start < len(text):
