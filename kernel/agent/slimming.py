@@ -52,6 +52,21 @@ _FILE_HEAD = re2.compile(marker("history.file", r"[^\]\n]+") + r"\n(`{3,})[^\n]*
 _BACKTICKS = re.compile(r"`+")
 
 
+# Every marker above opens with one of these characters (the catalogue's, in every
+# language): a text holding none of them holds no marker, and no regex runs over it.
+_OPENERS = frozenset(
+    CATALOG[language][key][:1]
+    for language in LANGUAGES
+    for key in ("history.image_done", "history.voice_done", "history.file", "history.file_done")
+    + ("history.voice", "history.skill_done")
+)
+
+
+def _unmarked(text: str) -> bool:
+    # A marker opening with its placeholder could start anywhere: then always look.
+    return "{" not in _OPENERS and not any(opener in text for opener in _OPENERS)
+
+
 def wrap_file(name: str, text: str) -> str:
     """``text`` of the file ``name`` as one block the model (and slimming) can delimit."""
     longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
@@ -63,6 +78,8 @@ def file_blocks(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, name) of each attached file in ``text``, in order: the head, a fence
     of 3+ backticks (and an info string), the content, then the same fence on a line of
     its own not followed by another backtick. Linear in ``text``."""
+    if _unmarked(text):
+        return
     pos = 0
     closed_after: dict[str, int] = {}  # fence → a position after which it never closes
     # One pass of RE2 over the text (each search call would encode the whole text anew).
@@ -111,6 +128,8 @@ VOICE = re2.compile("(?m)" + marker("history.voice", r"[^\n]*") + "$")
 def without_voice(text: str, replace_with: str = "") -> str:
     """``text`` with each voice tag replaced (the wrapper's own sub mangles a non-ASCII
     replacement, so the slices are joined here)."""
+    if _unmarked(text):
+        return text
     out: list[str] = []
     last = 0
     for match in finditer(VOICE, text):
@@ -132,6 +151,7 @@ def media_dropped(message: Message) -> bool:
         if (
             isinstance(block, TextBlock)
             and block.by != "owner"
+            and not _unmarked(block.text)
             and (
                 retried_mended(_IMAGE_DONE.fullmatch, block.text)
                 or retried_mended(_VOICE_DONE.search, block.text)
