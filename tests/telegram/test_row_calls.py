@@ -72,7 +72,7 @@ async def test_a_send_goes_out_as_send_message_sends_it(tg: TelegramSim) -> None
             reply_parameters=ReplyParameters(quoted, allow_sending_without_reply=True),
             disable_notification=True,
         )
-        body = {"text": text, "parse_mode": "HTML", "reply_markup": markup}
+        body: dict[str, Any] = {"text": text, "parse_mode": "HTML", "reply_markup": markup}
         body |= {"reply_to": quoted, "silent": True}
         message_id = await RowCalls(bot).deliver(OWNER, row("send", body))
     theirs, ours = tg.calls_to("sendMessage")
