@@ -13,6 +13,8 @@ their assistant message, unchanged, as a tool loop under thinking requires.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -71,10 +73,7 @@ class ClaudeProvider(SDKProvider):
         usage = _Usage()
         key = self._key  # the key this attempt uses, whatever other calls do meanwhile
         try:
-            raw = await sent(
-                self._clients[key].messages.with_raw_response.create, **params, stream=True
-            )
-            stream = await raw.parse(to=_Events)
+            stream = await sent(functools.partial(_post, self._clients[key]), **params)
             async with stream:
                 async for event in stream:
                     kind = event["type"]
@@ -127,12 +126,64 @@ class ClaudeProvider(SDKProvider):
         )
 
 
-# The stream's events as the JSON objects they arrive as (the SDK's public
-# ``with_raw_response`` and ``parse(to=…)``): the SDK's own stream reads them, so ``error``
-# events, pings, a cut or garbled stream and closing are as before, without a pydantic
-# model built per event (~11 % of a call's CPU). The one change on the wire: the SDK
-# marks such a request ``x-stainless-raw-response: raw``, as any raw call of it does.
+# The stream's events as the JSON objects they arrive as: the SDK's own stream reads
+# them, so ``error`` events, pings, a cut or garbled stream and closing are as before,
+# without a pydantic model built per event (~11 % of a call's CPU).
 _Events = anthropic.AsyncStream[object]
+
+# The body as ``messages.create`` sends it: its keys in that method's order (then
+# ``extra_body``'s), JSON as the SDK encodes it (compact, UTF-8, no NaN).
+_FIELDS = (
+    "max_tokens",
+    "messages",
+    "model",
+    "cache_control",
+    "container",
+    "diagnostics",
+    "inference_geo",
+    "metadata",
+    "output_config",
+    "service_tier",
+    "speed",
+    "stop_sequences",
+    "stream",
+    "system",
+    "thinking",
+    "tool_choice",
+    "tools",
+)
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _body(params: dict[str, Any]) -> dict[str, Any]:
+    if unknown := params.keys() - {*_FIELDS, "extra_body"}:
+        raise TypeError(f"not a Messages API field: {sorted(unknown)}")  # as create() would
+    body = {name: params[name] for name in _FIELDS if name in params}
+    body.update(params.get("extra_body") or {})
+    return body
+
+
+async def _post(client: anthropic.AsyncAnthropic, **params: Any) -> anthropic.AsyncStream[Any]:
+    """``client.messages.create(**params, stream=True)`` through the SDK's public
+    ``client.post``, the same bytes sent: the body encoded here, once, instead of the SDK
+    first deep-copying every message and tool schema (``copy_tree``) to guard against a
+    caller changing them during a retry it never makes (Kernel retries itself, with a new
+    body): 6.2 -> 4.4 M instructions per call of a 20-round conversation (issue 37). A
+    value plain JSON cannot hold is the SDK's to convert, as before; a lone surrogate
+    fails here (UnicodeEncodeError, for :func:`sent`), before anything is sent."""
+    body = _body({**params, "stream": True})
+    try:
+        content: bytes | None = _JSON.encode(body).encode()
+    except TypeError:
+        content = None
+    return await client.post(
+        "/v1/messages",
+        cast_to=object,
+        body=body if content is None else None,
+        content=content,
+        stream=True,
+        stream_cls=_Events,
+    )
 
 
 class _Usage:

@@ -3,28 +3,34 @@ what it leaves off (OpenTelemetry spans Kernel never reads) changes nothing sent
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
+import anthropic
 import pytest
 from aiohttp import web
 
 from kernel.config import ProviderConfig
 from kernel.core.errors import ProviderError, RateLimitedError, TransientProviderError
+from kernel.core.messages import Message, TextBlock, ToolResultBlock, ToolSpec, ToolUseBlock
 from kernel.core.provider import (
+    ChatRequest,
     Completion,
     RawToolCall,
+    Sampling,
     StreamEvent,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ThinkingPart,
     ToolCallStarted,
     UsageSeen,
 )
 from kernel.core.usage import Usage
-from kernel.providers.claude import ClaudeProvider
+from kernel.providers.claude import ClaudeProvider, _params
 from kernel.providers.sdk import SDKProvider
-from tests.providers.wire import Call, Factory, ask
+from tests.providers.wire import Call, Factory, ask, body
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import text_reply
 
@@ -284,3 +290,87 @@ async def test_no_model_is_built_per_event(
     monkeypatch.setattr(base, "construct_type", refuse)
     anthropic_sim.enqueue(text_reply("hello"))
     assert (await Call().completion(make_provider(anthropic_sim), ask())).text == "hello"
+
+
+# ---- the request: the bytes messages.create would send, encoded once ----------------------
+
+
+def full_request() -> ChatRequest:
+    """A request using every part of the body the adapter builds."""
+    history = [
+        Message("user", [TextBlock("héllo 你好 \u2028")]),
+        Message(
+            "assistant",
+            [TextBlock("calling"), ToolUseBlock("functions.x:0", "web.search", {"q": "é"})],
+        ),
+        Message("user", [ToolResultBlock("functions.x:0", "result", is_error=False)]),
+        Message("assistant", [TextBlock("")]),
+        Message("user", [TextBlock("now")]),
+    ]
+    return ChatRequest(
+        "m",
+        "be brief",
+        history,
+        tools=[
+            ToolSpec(
+                "web.search", "Search", {"type": "object", "properties": {"q": {"type": "string"}}}
+            )
+        ],
+        max_tokens=5000,
+        sampling=Sampling(temperature=0.5, top_p=0.9, top_k=3, stop_sequences=["X"]),
+        thinking=Thinking("enabled", budget_tokens=2000),
+        tool_choice={"type": "auto"},
+        history_thinking={1: [{"type": "thinking", "thinking": "hm", "signature": "s"}]},
+        context="<context>now</context>",
+        context_at=4,
+    )
+
+
+async def test_the_body_is_the_bytes_messages_create_sends(
+    anthropic_sim: AnthropicSim, make_provider: Factory
+) -> None:
+    provider = make_provider(anthropic_sim, capabilities=["stream", "tool_call", "reasoning"])
+    request = full_request()
+    params = _params(request, 4096, request.thinking)
+    client = provider._clients[0]  # noqa: SLF001
+    # Whatever the simulator answers (it refuses the made-up thinking signature): the
+    # request is what is compared.
+    with contextlib.suppress(anthropic.APIStatusError):
+        await (await client.messages.create(**params, stream=True)).close()
+    with contextlib.suppress(ProviderError):
+        await Call().completion(provider, request)
+    by_sdk, by_kernel = anthropic_sim.requests[-2:]
+    assert by_kernel.raw == by_sdk.raw
+    assert json.loads(by_kernel.raw)["stream"] is True
+    skip = {"idempotency-key", "x-stainless-retry-count", "x-stainless-read-timeout"}
+    assert {k: v for k, v in by_kernel.headers.items() if k.lower() not in skip} == {
+        k: v for k, v in by_sdk.headers.items() if k.lower() not in skip
+    }
+
+
+async def test_the_request_is_not_deep_copied(
+    anthropic_sim: AnthropicSim, make_provider: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's copy of the whole request (every message, every tool schema), made for
+    retries the SDK never makes for Kernel, cost more than encoding it."""
+    from anthropic._utils import _prepare
+
+    walk = _prepare.copy_tree
+
+    def copy_tree(data: object, **kw: Any) -> Any:
+        assert not data, "the request body was deep-copied"
+        return walk(data, **kw)
+
+    monkeypatch.setattr(_prepare, "copy_tree", copy_tree)
+    anthropic_sim.enqueue(text_reply("hello"))
+    assert (await Call().completion(make_provider(anthropic_sim), ask())).text == "hello"
+
+
+async def test_a_value_plain_json_cannot_hold_is_the_sdk_s_to_convert(
+    anthropic_sim: AnthropicSim, make_provider: Factory
+) -> None:
+    schema = {"type": "object", "properties": {"unit": {"enum": ("c",)}}, "x": {"only"}}
+    anthropic_sim.enqueue(text_reply("hello"))
+    request = ask(tools=[ToolSpec("t", "d", schema)])
+    assert (await Call().completion(make_provider(anthropic_sim), request)).text == "hello"
+    assert body(anthropic_sim)["tools"][0]["input_schema"]["x"] == ["only"]
