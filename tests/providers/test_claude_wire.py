@@ -1,5 +1,7 @@
-"""The Claude adapter's own work per call, through the real SDK against the simulator:
-what it leaves off (OpenTelemetry spans Kernel never reads) changes nothing sent."""
+"""The Claude adapter's own work per call, through the real SDK against the simulator
+(issue 37: its CPU per call): what it leaves off (OpenTelemetry spans Kernel never reads,
+a pydantic model per event, the SDK's deep copy of the request) changes nothing sent and
+nothing Kernel makes of the answer."""
 
 from __future__ import annotations
 
