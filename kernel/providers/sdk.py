@@ -51,6 +51,7 @@ async def sent(create: Callable[..., Awaitable[T]], **params: Any) -> T:
 class SDKProvider(Provider):
     sdk: ModuleType  # the ``anthropic`` or ``openai`` module
     aiohttp = True  # HTTP through the SDK's aiohttp transport (see above)
+    client_options: dict[str, Any] = {}  # more options for the client's constructor
 
     def __init__(self, cfg: ProviderConfig, client_class: Any) -> None:
         # What the endpoint can do is declared once, in the configuration: its listed
@@ -67,6 +68,7 @@ class SDKProvider(Provider):
             timeout=cfg.timeout,
             max_retries=0,  # Kernel retries itself, so /cancel can interrupt the wait
             http_client=self.sdk.DefaultAioHttpClient() if self.aiohttp else None,
+            **self.client_options,
         )
         self._clients: list[Any] = [first, *(first.with_options(api_key=k) for k in keys[1:])]
         self._warm(first)
