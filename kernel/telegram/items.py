@@ -7,6 +7,8 @@ Pure builders of :class:`~kernel.store.mailbox.OutboxItem`; nothing here calls T
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
@@ -15,10 +17,13 @@ from typing import Any
 
 from telegram.constants import ParseMode
 
+from kernel.audit import AuditLog, kinds
 from kernel.core.i18n import t
-from kernel.store.mailbox import Mailbox, OutboxItem
+from kernel.store.mailbox import Mailbox, OutboxItem, OutboxRow
 from kernel.telegram.render import render_markdown
 from kernel.telegram.split import split_html, split_plain
+
+log = logging.getLogger(__name__)
 
 CHANNEL = "telegram"
 RETRY = "retry:"  # the 🔁 under a final reply: retry:<its stored answer's id>
@@ -228,3 +233,52 @@ def parse_time(value: Any) -> datetime | None:
         return datetime.fromisoformat(str(value))
     except ValueError:
         return None
+
+
+class Undeliverable(Exception):
+    """The item will not be delivered: it expired or Telegram refused it for good."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__(state)
+        self.state = state
+
+
+class Ticket:
+    """The rows of one :meth:`Outbox.put`; :meth:`wait` gives their message ids in order
+    (None for a delete, or a row that was not delivered: see :meth:`states`)."""
+
+    def __init__(self, ids: list[int], futures: list[asyncio.Future[tuple[str, int | None]]]):
+        self.ids = ids
+        self._futures = futures
+
+    async def _outcomes(self) -> list[tuple[str, int | None]]:
+        return [await asyncio.shield(future) for future in self._futures]
+
+    async def wait(self) -> list[int | None]:
+        return [message_id for _, message_id in await self._outcomes()]
+
+    async def states(self) -> list[str]:
+        return [state for state, _ in await self._outcomes()]
+
+
+def note_row(
+    audit: AuditLog, row: OutboxRow, outcome: str, attempts: int, message_id: int | None
+) -> None:
+    """A finished outbox row in the audit's global chain (``outbox.sent`` or
+    ``outbox.failed``): what it was and how it ended, no text."""
+    kind = kinds.OUTBOX_SENT if outcome == "sent" else kinds.OUTBOX_FAILED
+    notice = row.body.get("notice")
+    try:  # queued, written with the outbox's next store call
+        audit.note(
+            kind,
+            row=row.id,
+            action=row.kind,
+            chat=row.chat_id,
+            outcome=outcome,
+            attempts=attempts,
+            message=message_id,
+            resent=True if row.ambiguous and row.kind == "send" else None,
+            notice=notice if isinstance(notice, str) else None,
+        )
+    except Exception as exc:  # the delivery stands whether or not its record does
+        log.warning("audit: an outbox row was not recorded (%s)", type(exc).__name__)
