@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kernel.audit.anchor import is_sealed, load_anchor, write_anchor
+from kernel.audit.anchor import load_anchor, move_anchor
 from kernel.audit.key import AuditKey, BadKey, Opened, open_key, read_key
 from kernel.audit.verify import Verdict, verify_chain
 from kernel.core.errors import StartupError, StoreError
@@ -179,13 +180,13 @@ class AuditLog:
         while self._pending is not None and self.anchor is not None and not self._stuck:
             seq, value = self._pending
             self._pending = None
-            if not await self._anchor_holds():
-                return
+            path, key, anew = self.anchor, self.rows.db.audit_key, self._seal_next
             self._writing = True
-            key = self.rows.db.audit_key
-            try:
-                await asyncio.to_thread(write_anchor, self.anchor, seq, value, key)
-                self._seal_next = False
+            try:  # one job on the database thread: check, then write (anchor.py)
+                stays = await self.rows.db.read(
+                    "move the audit anchor",
+                    partial(move_anchor, path=path, seq=seq, value=value, key=key, anew=anew),
+                )
             except OSError as exc:
                 # Kept for the next write; a full disk must not stop the recording.
                 if self._pending is None:
@@ -194,25 +195,10 @@ class AuditLog:
                 return
             finally:
                 self._writing = False
-
-    async def _anchor_holds(self) -> bool:
-        """The anchor moves forward only from a record that still reaches it: a record
-        cut short (or changed) at the anchor's row keeps the old anchor, so verify goes
-        on naming the break instead of the next event hiding it (review R1)."""
-        assert self.anchor is not None
-        known = await asyncio.to_thread(load_anchor, self.anchor)
-        key = self.rows.db.audit_key
-        # A sealed record never gets an anchor anew: a deleted or reset one (a cut record
-        # behind it) stays for verify to name (issue 33).
-        sealed = known is not None and key is not None and is_sealed(known, key)
-        if key is not None and not self._seal_next and not sealed:
-            return self._stick("is missing or not sealed")
-        if known is None:
-            return True
-        found = await self.rows.ghash_at(known.seq) if known.seq >= 1 else None
-        if found == known.hash:
-            return True
-        return self._stick("no longer reached by the record")
+            if stays:
+                self._stick(stays)
+                return
+            self._seal_next = False
 
     def _stick(self, what: str) -> bool:
         self._stuck = True

@@ -530,13 +530,7 @@ class AuditStore:
     async def ghash_at(self, row_id: int) -> str | None:
         """The global link of row ``row_id``, or None when there is no such row."""
 
-        def op(conn: sqlite3.Connection) -> str | None:
-            found = conn.execute(
-                "SELECT ghash FROM audit_events WHERE id = ?", (row_id,)
-            ).fetchone()
-            return str(found[0]) if found is not None else None
-
-        return await self.db.read("audit anchor check", op)
+        return await self.db.read("audit anchor check", lambda conn: ghash_of(conn, row_id))
 
     async def chain(self, session_id: int | None = None) -> Chain:
         """One chain in one snapshot, for verification."""
@@ -563,3 +557,9 @@ class AuditStore:
 
     async def has_chain(self, session_id: int) -> bool:
         return await self.db.read("audit has chain", lambda conn: has_chain(conn, session_id))
+
+
+def ghash_of(conn: sqlite3.Connection, row_id: int) -> str | None:
+    """:meth:`AuditStore.ghash_at` on the database thread (in a job of the caller's)."""
+    found = conn.execute("SELECT ghash FROM audit_events WHERE id = ?", (row_id,)).fetchone()
+    return str(found[0]) if found is not None else None

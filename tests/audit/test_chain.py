@@ -248,3 +248,34 @@ async def test_the_anchor_is_not_moved_past_a_cut_record(store: Store, tmp_path:
     await audit.close()
     verdict = await audit.verify()
     assert (verdict.ok, verdict.reason) == (False, "anchor")
+
+
+async def test_moving_the_anchor_is_one_hop_and_no_thread_of_its_own(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: the anchor's check (the file read, the record's row at it) and its
+    write are one job on the database thread: one hop, where it was a thread to read
+    the file, a hop to look its row up and a thread to write it."""
+    import asyncio
+
+    from kernel.audit.anchor import read_anchor
+
+    anchor = tmp_path / "audit.anchor"
+    first = AuditLog(store, anchor=anchor, anchor_every=3600)
+    await first.record("config.changed", n=0)
+    await first.close()
+    assert read_anchor(anchor) == (1, (await first.events())[-1].ghash)
+    audit = AuditLog(store, anchor=anchor, anchor_every=3600)  # Kernel started again
+    await audit.record("config.changed", n=1)
+    threads: list[object] = []
+    to_thread = asyncio.to_thread
+
+    def counted(fn: object, /, *args: object, **kwargs: object) -> object:
+        threads.append(fn)
+        return to_thread(fn, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    hops = store._courier.hops
+    await audit.close()
+    assert (store._courier.hops - hops, threads) == (1, [])
+    assert read_anchor(anchor) == (2, (await audit.events())[-1].ghash)
