@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel.core.fileio import write_atomic
-from kernel.store.audit import ghash_of, seal
+from kernel.store.audit import ghash_of, last_row, seal
 
 log = logging.getLogger(__name__)
 
@@ -61,27 +61,30 @@ def write_anchor(path: Path, seq: int, value: str, key: bytes | None = None) -> 
 
 
 def move_anchor(
-    conn: sqlite3.Connection, path: Path, seq: int, value: str, key: bytes | None, anew: bool
-) -> str:
-    """On the database thread, in one job (one hop, not a thread to read the anchor, a
-    hop to look its row up and a thread to write it): the anchor moves to ``seq`` and
-    ``value`` only from a record that still reaches it. "" when written; else why it
-    stays: a record cut short (or changed) at the anchor's row keeps the old anchor, so
-    verify goes on naming the break instead of the next event hiding it (review R1);
-    a sealed record (``key``) never gets an anchor anew (a deleted or reset one, a cut
-    record behind it, stays for verify to name: issue 33) unless ``anew`` (the key's
-    first row). ``seq`` is a committed row's: the anchor never leads the database.
-    OSError when the file cannot be written."""
+    conn: sqlite3.Connection, path: Path, key: bytes | None, anew: bool
+) -> tuple[str, int]:
+    """On the database thread, outside any transaction, after every write queued before
+    it committed (one hop, not a thread to read the anchor, a hop to look its row up and
+    a thread to write it): the anchor moves to the record's last row, never ahead of the
+    database, only from a record that still reaches it. ("", the row anchored) when
+    written; else why it stays: a record cut short (or changed) at the anchor's row keeps
+    the old anchor, so verify goes on naming the break instead of the next event hiding
+    it (review R1); a sealed record (``key``) never gets an anchor anew (a deleted or
+    reset one, a cut record behind it, stays for verify to name: issue 33) unless
+    ``anew`` (the key's first row). OSError when the file cannot be written."""
     known = load_anchor(path)
     sealed = known is not None and key is not None and is_sealed(known, key)
     if key is not None and not anew and not sealed:
-        return "is missing or not sealed"
+        return "is missing or not sealed", 0
     if known is not None:
         found = ghash_of(conn, known.seq) if known.seq >= 1 else None
         if found != known.hash:
-            return "no longer reached by the record"
-    write_anchor(path, seq, value, key)
-    return ""
+            return "no longer reached by the record", 0
+    last = last_row(conn)
+    if last is None:
+        return "", 0
+    write_anchor(path, last[0], last[1], key)
+    return "", last[0]
 
 
 def load_anchor(path: Path) -> Anchor | None:

@@ -127,15 +127,22 @@ class AuditLog:
         return row
 
     def note(
-        self, kind: str, *, session_id: int | None = None, actor: str = "kernel", **data: Any
+        self,
+        kind: str,
+        *,
+        session_id: int | None = None,
+        actor: str = "kernel",
+        linger: float | None = None,
+        **data: Any,
     ) -> None:
         """:meth:`record` without waiting for the row: it is queued behind every store
         call made so far and written, in that order, with the next hand-off to the
         database thread and whatever is queued meanwhile (one hop for a turn phase's
-        records). Failures are logged and counted as ``record``'s."""
+        records; ``linger``: how long it may wait for one, ``Database.write_soon``).
+        Failures are logged and counted as ``record``'s."""
         try:
             future = self.rows.append_soon(
-                kind, session_id=session_id, actor=actor, data=_facts(data)
+                kind, session_id=session_id, actor=actor, data=_facts(data), linger=linger
             )
         except (StoreError, ValueError, TypeError) as exc:
             self._failed(kind, exc)
@@ -182,10 +189,9 @@ class AuditLog:
             self._pending = None
             path, key, anew = self.anchor, self.rows.db.audit_key, self._seal_next
             self._writing = True
-            try:  # one job on the database thread: check, then write (anchor.py)
-                stays = await self.rows.db.read(
-                    "move the audit anchor",
-                    partial(move_anchor, path=path, seq=seq, value=value, key=key, anew=anew),
+            try:  # one job on the database thread, once what came before committed
+                stays, at = await self.rows.db.outside(
+                    "move the audit anchor", partial(move_anchor, path=path, key=key, anew=anew)
                 )
             except OSError as exc:
                 # Kept for the next write; a full disk must not stop the recording.
@@ -199,6 +205,8 @@ class AuditLog:
                 self._stick(stays)
                 return
             self._seal_next = False
+            if self._pending is not None and self._pending[0] <= at:
+                self._pending = None  # written in the same hop, before the move: anchored
 
     def _stick(self, what: str) -> bool:
         self._stuck = True

@@ -21,9 +21,10 @@ database, like the history; they never reach a log.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -443,9 +444,12 @@ class Mailbox:
 
         await self.store.write("unclaim messages", op)
 
-    def sent(self, row_id: int, message_id: int | None, now: datetime) -> Awaitable[None]:
+    def sent(
+        self, row_id: int, message_id: int | None, now: datetime, *, linger: float | None = None
+    ) -> asyncio.Future[None]:
         """Queued at once, awaited by the caller: records queued behind it
-        (``write_soon``: the row's audit) go in its hop and transaction."""
+        (``write_soon``: the row's audit) go in its hop and transaction. ``linger``: no
+        one waits for it; it goes with the next hop, at most ``linger`` seconds on."""
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -454,6 +458,8 @@ class Mailbox:
                 (message_id, stamp(now), row_id),
             )
 
+        if linger is not None:
+            return self.store.write_soon("mark a message sent", op, linger=linger)
         return self.store.write_queued("mark a message sent", op)
 
     async def retry_at(

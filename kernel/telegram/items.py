@@ -29,6 +29,9 @@ CHANNEL = "telegram"
 RETRY = "retry:"  # the 🔁 under a final reply: retry:<its stored answer's id>
 UNDELIVERED = ("failed", "expired")  # outbox states of rows that never reached the chat
 RESTORE_SCAN = 200  # rows of a chat looked through at start for the standing 🔁
+# How long a tidy row's "sent" mark may wait for a hop to ride (the audit anchor's next
+# move, the next exchange): a death meanwhile only repeats the edit at the next start.
+TIDY_LINGER = 1.0
 
 
 def reply_items(
@@ -262,15 +265,24 @@ class Ticket:
 
 
 def note_row(
-    audit: AuditLog, row: OutboxRow, outcome: str, attempts: int, message_id: int | None
+    audit: AuditLog | None,
+    row: OutboxRow,
+    outcome: str,
+    attempts: int,
+    message_id: int | None = None,
+    linger: float | None = None,
 ) -> None:
     """A finished outbox row in the audit's global chain (``outbox.sent`` or
-    ``outbox.failed``): what it was and how it ended, no text."""
+    ``outbox.failed``): what it was and how it ended, no text; ``linger``: as long as
+    its row's mark may wait for a hop (a tidy row's, TIDY_LINGER)."""
+    if audit is None:
+        return
     kind = kinds.OUTBOX_SENT if outcome == "sent" else kinds.OUTBOX_FAILED
     notice = row.body.get("notice")
     try:  # queued, written with the outbox's next store call
         audit.note(
             kind,
+            linger=linger,
             row=row.id,
             action=row.kind,
             chat=row.chat_id,
@@ -282,3 +294,18 @@ def note_row(
         )
     except Exception as exc:  # the delivery stands whether or not its record does
         log.warning("audit: an outbox row was not recorded (%s)", type(exc).__name__)
+
+
+def goes_first(items: Sequence[OutboxItem]) -> bool:
+    """A put whose first item may be claimed with it (``Outbox.put``): a send that shows
+    something (a tidy row's first try takes no mark at all). Whether the chat has
+    nothing else unsent is the outbox's to say. A crash after such a put is a crash
+    after the claim (re-sent marked); a stop before the call takes the mark back."""
+    return bool(items) and items[0].kind == "send" and not is_tidy(items[0].body)
+
+
+def logged(done: asyncio.Future[None]) -> None:
+    """A tidy row's "sent" mark no one waited for: a failure is told in the log (the row
+    is tried again at the next start; taking buttons off twice is harmless)."""
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("recording a tidy row sent failed: %s", type(done.exception()).__name__)

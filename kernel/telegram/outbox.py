@@ -18,8 +18,9 @@ at once instead of at the end of their backoff.
 
 A call that may have landed is remembered, so a store failure after it (the row left
 ``sending``) never re-sends unmarked: a known message id is recorded, else re-sent marked.
-A tidy row's first try takes no ``sending`` mark (taking buttons off twice is harmless);
-a send put for a chat with nothing else unsent is marked in the put's own transaction.
+A tidy row's first try takes no ``sending`` mark and its ``sent`` rides a later hop
+(taking buttons off twice is harmless); a send put for a chat with nothing else unsent
+is marked in the put's own transaction.
 
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
 speed. Tidy rows (a superseded 🔁 taken away: :func:`unbutton_item`) are the exception:
@@ -65,6 +66,7 @@ from kernel.telegram.calls import NotNow, Refused, RetryLater, RowCalls
 from kernel.telegram.items import (
     CHANNEL,
     RETRY,
+    TIDY_LINGER,
     Delivered,
     LiveRetry,
     Ticket,
@@ -72,7 +74,9 @@ from kernel.telegram.items import (
     again_markup,
     delete_item,
     edit_item,
+    goes_first,
     is_tidy,
+    logged,
     note_row,
     parse_time,
     plain_items,
@@ -161,6 +165,7 @@ class Outbox:
         self._audited: set[int] = set()  # rows whose "sent" is on the audit already
         self._claimed: set[int] = set()  # rows marked ``sending`` when put, not yet tried
         self._queueing: dict[int, int] = {}  # chat → puts on their way to the table
+        self.tidy_linger = TIDY_LINGER  # how long a tidy row's "sent" waits for a hop
         self._calls = RowCalls(bot)
         self.delivered = 0
         self.live_retry = LiveRetry()
@@ -251,9 +256,7 @@ class Outbox:
                 claimed=claim,
             )
         finally:
-            self._queueing[chat_id] -= 1
-            if not self._queueing[chat_id]:
-                del self._queueing[chat_id]
+            self._queueing[chat_id] -= 1  # (per chat, as the workers)
         ids = [row.id for row in rows]
         if claim and self._stopped:  # nobody calls for it now: the next start sends it
             with contextlib.suppress(Exception):
@@ -281,16 +284,9 @@ class Outbox:
         return Ticket(ids, futures)
 
     def _goes_now(self, chat_id: int, items: Sequence[OutboxItem]) -> bool:
-        """Whether the first of ``items`` is claimed as it is put (its ``sending`` mark
-        in the put's transaction, not a store call of its own before the call): a send
-        that shows something, to a chat with nothing else unsent or being put, so the
-        worker calls for it next. A crash after the put is then a crash after the claim:
-        re-sent marked at the next start, never an unmarked duplicate; a stop before the
-        call takes the mark back (:meth:`stop`)."""
-        if not self._running or self._stopped or not items:
-            return False
-        first = items[0]
-        if first.kind != "send" or is_tidy(first.body):
+        """Whether the first of ``items`` is claimed as it is put (``sending`` in the
+        put's transaction): a send the chat's worker calls for next."""
+        if not self._running or self._stopped or not goes_first(items):
             return False
         return not self._unsent.get(chat_id) and not self._queueing.get(chat_id)
 
@@ -479,7 +475,7 @@ class Outbox:
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
             why = "forbidden" if failed.forbidden else "refused"
-            await self._audit(row, why, row.attempts + 1)
+            note_row(self.audit, row, why, row.attempts + 1)
             told = row.id in self._caller_tells  # (_finish forgets it)
             self._finish(chat_id, row.id, "failed", None)
             await self._tell_refused(chat_id, row, failed, told=told)
@@ -514,12 +510,18 @@ class Outbox:
     async def _record(
         self, chat_id: int, row: OutboxRow, message_id: int | None, attempts: int
     ) -> None:
-        done = self.mailbox.sent(row.id, message_id, self.now())
+        # A tidy row's mark is waited for by no one and harmless to lose (the next
+        # start takes the buttons off once more): it waits for company (TIDY_LINGER).
+        linger = self.tidy_linger if is_tidy(row.body) else None
+        done = self.mailbox.sent(row.id, message_id, self.now(), linger=linger)
         self._delivered.note(row.id, message_id)
         if row.id not in self._audited:  # queued behind the mark: one hop (a mark that
             self._audited.add(row.id)  # failed is written again, its audit row is not)
-            await self._audit(row, "sent", attempts, message_id)
-        await done
+            note_row(self.audit, row, "sent", attempts, message_id, linger)
+        if linger is not None:
+            done.add_done_callback(logged)
+        else:
+            await done
         self._audited.discard(row.id)
         self._landed.pop(row.id, None)
         self._maybe.discard(row.id)
@@ -587,12 +589,5 @@ class Outbox:
     async def _give_up(self, chat_id: int, rows: list[OutboxRow], now: datetime) -> None:
         await self.mailbox.give_up([row.id for row in rows], "expired", "expired", now)
         for row in rows:
-            await self._audit(row, "expired", row.attempts)
+            note_row(self.audit, row, "expired", row.attempts)
             self._finish(chat_id, row.id, "expired", None)
-
-    async def _audit(
-        self, row: OutboxRow, outcome: str, attempts: int, message_id: int | None = None
-    ) -> None:
-        """A finished row in the audit's global chain: what it was and how it ended."""
-        if self.audit is not None:
-            note_row(self.audit, row, outcome, attempts, message_id)

@@ -279,3 +279,23 @@ async def test_moving_the_anchor_is_one_hop_and_no_thread_of_its_own(
     await audit.close()
     assert (store._courier.hops - hops, threads) == (1, [])
     assert read_anchor(anchor) == (2, (await audit.events())[-1].ghash)
+
+
+async def test_the_anchor_takes_in_the_rows_written_in_its_own_hop(
+    store: Store, tmp_path: Path
+) -> None:
+    """The anchor's move runs once the writes queued before it committed, and goes to
+    the record's last row: a record that rode its hop (a tidy row's "sent", lingering)
+    is anchored with it, not by a second move right after."""
+    from kernel.audit.anchor import read_anchor
+
+    anchor = tmp_path / "audit.anchor"
+    audit = AuditLog(store, anchor=anchor, anchor_every=3600)
+    await audit.record("config.changed", n=0)
+    audit.note("config.changed", n=1, linger=3600)  # waits for a hop to ride
+    hops = store._courier.hops
+    await audit._flush()
+    assert store._courier.hops - hops == 1
+    assert read_anchor(anchor) == (2, (await audit.events())[-1].ghash)
+    await audit.close()
+    assert store._courier.hops - hops == 2  # the events' read; the anchor did not move
