@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kernel.audit.anchor import load_anchor, move_anchor
+from kernel.audit.anchor import anchor_target, load_anchor, write_anchor
 from kernel.audit.key import AuditKey, BadKey, Opened, open_key, read_key
 from kernel.audit.verify import Verdict, verify_chain
 from kernel.core.errors import StartupError, StoreError
@@ -188,11 +188,19 @@ class AuditLog:
             seq, value = self._pending
             self._pending = None
             path, key, anew = self.anchor, self.rows.db.audit_key, self._seal_next
+            # Checked in one job on the database thread, once what came before committed.
+            stays, at, link = await self.rows.db.outside(
+                "audit anchor check", partial(anchor_target, path=path, key=key, anew=anew)
+            )
+            if stays:
+                self._stick(stays)
+                return
+            if not at:
+                continue
             self._writing = True
-            try:  # one job on the database thread, once what came before committed
-                stays, at = await self.rows.db.outside(
-                    "move the audit anchor", partial(move_anchor, path=path, key=key, anew=anew)
-                )
+            try:
+                await asyncio.to_thread(write_anchor, path, at, link, key)
+                self._seal_next = False
             except OSError as exc:
                 # Kept for the next write; a full disk must not stop the recording.
                 if self._pending is None:
@@ -201,12 +209,8 @@ class AuditLog:
                 return
             finally:
                 self._writing = False
-            if stays:
-                self._stick(stays)
-                return
-            self._seal_next = False
             if self._pending is not None and self._pending[0] <= at:
-                self._pending = None  # written in the same hop, before the move: anchored
+                self._pending = None  # written in the same hop, before the check: anchored
 
     def _stick(self, what: str) -> bool:
         self._stuck = True
