@@ -3,6 +3,7 @@ every edit, deletion, reorder or unrecorded emptying named by its first broken r
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import closing
@@ -13,6 +14,7 @@ import pytest
 from kernel.audit import AuditLog
 from kernel.core.messages import Message, TextBlock
 from kernel.store.db import Store
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -300,3 +302,13 @@ async def test_the_anchor_takes_in_the_rows_written_in_its_own_hop(
     assert read_anchor(anchor) == (2, (await audit.events())[-1].ghash)
     await audit.close()
     assert store._courier.hops - hops == 2  # the events' read; the anchor did not move
+
+
+async def test_settling_takes_the_rows_still_waiting_for_company_along(store: Store) -> None:
+    """A row noted with a long bound (a tidy outbox row's) is written when the record
+    is settled (verify, close), not after its bound."""
+    audit = AuditLog(store)
+    audit.note("config.changed", n=0, linger=3600)
+    settling = asyncio.ensure_future(audit.settled())
+    await wait_until(settling.done, what="the record settled")
+    assert [event.kind for event in await audit.events()] == ["config.changed"]
