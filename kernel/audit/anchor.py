@@ -1,6 +1,8 @@
 """The audit's anchor outside the database: ``data/audit.anchor``, the global chain's
 last sequence and hash as a small JSON file (0600), rewritten atomically at most once a
-second while events are recorded and at stop.
+second while events are recorded and at stop: checked and written in one job on the
+database thread (:func:`anchor_target`), then written in a thread (the fsync is not the
+database's to wait for).
 
 Inside one SQLite file, whoever deletes every row and the heads leaves a chain that
 verifies empty. The anchor is the record of how far the chain went: verification refuses
@@ -20,11 +22,12 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernel.core.fileio import write_atomic
-from kernel.store.audit import seal
+from kernel.store.audit import ghash_of, last_row, seal
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,30 @@ def write_anchor(path: Path, seq: int, value: str, key: bytes | None = None) -> 
         fields["mac"] = anchor_mac(key, seq, value)
     body = json.dumps(fields, separators=(",", ":")) + "\n"
     write_atomic(path, body.encode("ascii"))
+
+
+def anchor_target(
+    conn: sqlite3.Connection, path: Path, key: bytes | None, anew: bool
+) -> tuple[str, int, str]:
+    """On the database thread, outside any transaction, after every write queued before
+    it committed (one hop with the anchor's read, not a thread and then a hop): where
+    the anchor moves, the record's last row, never ahead of the database, and only from
+    a record that still reaches it. ("", its id, its link) to write (id 0: no row yet);
+    else (why it stays, 0, ""): a record cut short (or changed) at the anchor's row
+    keeps the old anchor, so verify goes on naming the break instead of the next event
+    hiding it (review R1); a sealed record (``key``) never gets an anchor anew (a
+    deleted or reset one, a cut record behind it, stays for verify to name: issue 33)
+    unless ``anew`` (the key's first row)."""
+    known = load_anchor(path)
+    sealed = known is not None and key is not None and is_sealed(known, key)
+    if key is not None and not anew and not sealed:
+        return "is missing or not sealed", 0, ""
+    if known is not None:
+        found = ghash_of(conn, known.seq) if known.seq >= 1 else None
+        if found != known.hash:
+            return "no longer reached by the record", 0, ""
+    last = last_row(conn)
+    return ("", *last) if last is not None else ("", 0, "")
 
 
 def load_anchor(path: Path) -> Anchor | None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kernel.audit.anchor import is_sealed, load_anchor, write_anchor
+from kernel.audit.anchor import anchor_target, load_anchor, write_anchor
 from kernel.audit.key import AuditKey, BadKey, Opened, open_key, read_key
 from kernel.audit.verify import Verdict, verify_chain
 from kernel.core.errors import StartupError, StoreError
@@ -126,15 +127,22 @@ class AuditLog:
         return row
 
     def note(
-        self, kind: str, *, session_id: int | None = None, actor: str = "kernel", **data: Any
+        self,
+        kind: str,
+        *,
+        session_id: int | None = None,
+        actor: str = "kernel",
+        linger: float | None = None,
+        **data: Any,
     ) -> None:
         """:meth:`record` without waiting for the row: it is queued behind every store
         call made so far and written, in that order, with the next hand-off to the
         database thread and whatever is queued meanwhile (one hop for a turn phase's
-        records). Failures are logged and counted as ``record``'s."""
+        records; ``linger``: how long it may wait for one, ``Database.write_soon``).
+        Failures are logged and counted as ``record``'s."""
         try:
             future = self.rows.append_soon(
-                kind, session_id=session_id, actor=actor, data=_facts(data)
+                kind, session_id=session_id, actor=actor, data=_facts(data), linger=linger
             )
         except (StoreError, ValueError, TypeError) as exc:
             self._failed(kind, exc)
@@ -153,7 +161,12 @@ class AuditLog:
             self._failed(kind, exc)
 
     async def settled(self) -> None:
-        """Wait until every row :meth:`note` queued is written (or failed)."""
+        """Wait until every row :meth:`note` queued is written (or failed): a waited
+        call takes the rows still waiting for company along (a tidy row's, up to a
+        second) instead of waiting out their bound."""
+        if self._noting:
+            with contextlib.suppress(StoreError):
+                await self.rows.db.read("audit settled", lambda conn: None)
         if self._noting:
             await asyncio.wait(set(self._noting))
 
@@ -179,12 +192,19 @@ class AuditLog:
         while self._pending is not None and self.anchor is not None and not self._stuck:
             seq, value = self._pending
             self._pending = None
-            if not await self._anchor_holds():
+            path, key, anew = self.anchor, self.rows.db.audit_key, self._seal_next
+            # Checked in one job on the database thread, once what came before committed.
+            stays, at, link = await self.rows.db.outside(
+                "audit anchor check", partial(anchor_target, path=path, key=key, anew=anew)
+            )
+            if stays:
+                self._stick(stays)
                 return
+            if not at:
+                continue
             self._writing = True
-            key = self.rows.db.audit_key
             try:
-                await asyncio.to_thread(write_anchor, self.anchor, seq, value, key)
+                await asyncio.to_thread(write_anchor, path, at, link, key)
                 self._seal_next = False
             except OSError as exc:
                 # Kept for the next write; a full disk must not stop the recording.
@@ -194,25 +214,8 @@ class AuditLog:
                 return
             finally:
                 self._writing = False
-
-    async def _anchor_holds(self) -> bool:
-        """The anchor moves forward only from a record that still reaches it: a record
-        cut short (or changed) at the anchor's row keeps the old anchor, so verify goes
-        on naming the break instead of the next event hiding it (review R1)."""
-        assert self.anchor is not None
-        known = await asyncio.to_thread(load_anchor, self.anchor)
-        key = self.rows.db.audit_key
-        # A sealed record never gets an anchor anew: a deleted or reset one (a cut record
-        # behind it) stays for verify to name (issue 33).
-        sealed = known is not None and key is not None and is_sealed(known, key)
-        if key is not None and not self._seal_next and not sealed:
-            return self._stick("is missing or not sealed")
-        if known is None:
-            return True
-        found = await self.rows.ghash_at(known.seq) if known.seq >= 1 else None
-        if found == known.hash:
-            return True
-        return self._stick("no longer reached by the record")
+            if self._pending is not None and self._pending[0] <= at:
+                self._pending = None  # written in the same hop, before the check: anchored
 
     def _stick(self, what: str) -> bool:
         self._stuck = True

@@ -488,10 +488,11 @@ class AuditStore:
         session_id: int | None = None,
         actor: str = "kernel",
         data: dict[str, Any] | None = None,
+        linger: float | None = None,
     ) -> Future[AuditRow]:
         """:meth:`append` queued without waiting for it (``Database.write_soon``)."""
         op = self._appending(kind, session_id, actor, data)
-        return self.db.write_soon("audit append", op)
+        return self.db.write_soon("audit append", op, linger=linger)
 
     def _appending(
         self, kind: str, session_id: int | None, actor: str, data: dict[str, Any] | None
@@ -530,13 +531,7 @@ class AuditStore:
     async def ghash_at(self, row_id: int) -> str | None:
         """The global link of row ``row_id``, or None when there is no such row."""
 
-        def op(conn: sqlite3.Connection) -> str | None:
-            found = conn.execute(
-                "SELECT ghash FROM audit_events WHERE id = ?", (row_id,)
-            ).fetchone()
-            return str(found[0]) if found is not None else None
-
-        return await self.db.read("audit anchor check", op)
+        return await self.db.read("audit anchor check", lambda conn: ghash_of(conn, row_id))
 
     async def chain(self, session_id: int | None = None) -> Chain:
         """One chain in one snapshot, for verification."""
@@ -563,3 +558,15 @@ class AuditStore:
 
     async def has_chain(self, session_id: int) -> bool:
         return await self.db.read("audit has chain", lambda conn: has_chain(conn, session_id))
+
+
+def ghash_of(conn: sqlite3.Connection, row_id: int) -> str | None:
+    """:meth:`AuditStore.ghash_at` on the database thread (in a job of the caller's)."""
+    found = conn.execute("SELECT ghash FROM audit_events WHERE id = ?", (row_id,)).fetchone()
+    return str(found[0]) if found is not None else None
+
+
+def last_row(conn: sqlite3.Connection) -> tuple[int, str] | None:
+    """The global chain's last row as written: its id and link (None: no row)."""
+    found = conn.execute("SELECT id, ghash FROM audit_events ORDER BY id DESC LIMIT 1").fetchone()
+    return (int(found[0]), str(found[1])) if found is not None else None

@@ -126,7 +126,13 @@ class Database:
         return await self._submit(op, fn, READ)
 
     def _submit(
-        self, op: str, fn: Callable[[sqlite3.Connection], T], kind: str, *, waited: bool = True
+        self,
+        op: str,
+        fn: Callable[[sqlite3.Connection], T],
+        kind: str,
+        *,
+        waited: bool = True,
+        linger: float | None = None,
     ) -> Future[T]:
         """Queue one job for the db thread (:class:`Courier`)."""
         if self._closed:
@@ -134,7 +140,7 @@ class Database:
         if self._executor is None:
             raise StoreError("store is not started")
         future = asyncio.get_running_loop().create_future()
-        return self._courier.send(Job(op, fn, kind, future), waited=waited)
+        return self._courier.send(Job(op, fn, kind, future), waited=waited, linger=linger)
 
     def _connection(self) -> sqlite3.Connection:
         conn = self._conn
@@ -153,13 +159,22 @@ class Database:
         ride its hop and its transaction."""
         return self._submit(op, fn, WRITE)
 
-    def write_soon(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
+    def write_soon(
+        self, op: str, fn: Callable[[sqlite3.Connection], T], *, linger: float | None = None
+    ) -> Future[T]:
         """:meth:`write` for a caller that need not wait for it (a record of what was
         done): queued now, in order behind every call before it, and written with the
         next hop together with what is queued meanwhile, at the latest ``LINGER`` seconds
-        from now. The future tells how it ended; StoreError at once when the store is
+        from now (``linger``: another bound, for a record whose loss in a crash is
+        harmless). The future tells how it ended; StoreError at once when the store is
         closed."""
-        return self._submit(op, fn, WRITE, waited=False)
+        return self._submit(op, fn, WRITE, waited=False, linger=linger)
+
+    async def outside(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on the db thread outside any transaction, once every call
+        queued before it has committed (what it reads is on disk): for work whose effect
+        outside the database must never lead it (the audit anchor)."""
+        return await self._run(op, fn)
 
     async def read(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in one read transaction on the db thread."""
@@ -192,35 +207,45 @@ class Courier:
         self._connection = connection
         self._queue: list[Job] = []  # waiting for the next hop, in order
         self._waited = False  # a caller waits for a job in the queue
+        self._due: float | None = None  # the loop time the queue's records wait until
         self._flying = False  # a hop is on the db thread
         self._next: asyncio.Handle | None = None  # the next hop, scheduled
-        self._lingering = False  # ``_next`` is the LINGER timer
+        self._next_at: float | None = None  # when ``_next`` is a lingering timer
         self.hops = 0  # hand-offs so far
         self.linger = LINGER
 
-    def send(self, job: Job, *, waited: bool = True) -> Future[Any]:
+    def send(self, job: Job, *, waited: bool = True, linger: float | None = None) -> Future[Any]:
+        """Queue ``job``; ``linger``: how long a job no one waits for may wait for company
+        (``LINGER`` unless said): the hop leaves at the earliest of its jobs' bounds."""
+        loop = job.future.get_loop()
         self._queue.append(job)
         self._waited = self._waited or waited
+        if not waited:
+            due = loop.time() + (self.linger if linger is None else linger)
+            self._due = due if self._due is None else min(self._due, due)
         if not self._flying:
-            self._schedule(job.future.get_loop())
+            self._schedule(loop)
         return job.future
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._next is not None and self._lingering and self._waited:
-            self._next.cancel()
-            self._next = None
+        timer, at = self._next, self._next_at  # a lingering timer: leave sooner now?
+        sooner = at is not None and (self._waited or (self._due is not None and self._due < at))
+        if timer is not None and sooner:
+            timer.cancel()
+            self._next = self._next_at = None
         if self._next is None:
-            self._lingering = not self._waited
-            if self._lingering:
-                self._next = loop.call_later(self.linger, self._leave)
-            else:
+            if self._waited or self._due is None:
                 self._next = loop.call_soon(self._leave)
+            else:
+                self._next_at = self._due
+                self._next = loop.call_at(self._due, self._leave)
 
     def _leave(self) -> None:
-        self._next = None
+        self._next = self._next_at = None
         jobs = [job for job in self._queue if not job.future.done()]  # cancelled: never run
         self._queue.clear()
         self._waited = False
+        self._due = None
         if not jobs:
             return
         loop = jobs[0].future.get_loop()

@@ -21,9 +21,10 @@ database, like the history; they never reach a log.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -269,21 +270,38 @@ class Mailbox:
         expires_at: datetime,
         settle: tuple[int, InboxState] | None = None,
         also: Callable[[sqlite3.Connection], None] | None = None,
+        claimed: bool = False,
     ) -> list[OutboxRow]:
         """:meth:`put`, returning the rows as written, as :meth:`unsent` would read them
-        (the outbox's worker takes them without reading them back)."""
+        (the outbox's worker takes them without reading them back). ``claimed``: the
+        first row is written already marked ``sending`` (:meth:`claim`'s mark, in the
+        transaction that puts it), for a worker about to call the platform with it."""
         bodies = [(item.kind, dump_json(item.body, "outbox body")) for item in items]
         created, expires = stamp(now), stamp(expires_at)
         inbox_id = settle[0] if settle else None
+        states = [
+            ("sending", 1) if claimed and n == 0 else ("pending", 0) for n in range(len(items))
+        ]
 
         def op(conn: sqlite3.Connection) -> list[int]:
             ids = []
-            for kind, body in bodies:
+            for (kind, body), (state, attempts) in zip(bodies, states, strict=True):
                 cur = conn.execute(
-                    "INSERT INTO outbox (channel, chat_id, kind, body, state, next_at,"
-                    " expires_at, created_at, inbox_id)"
-                    " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
-                    (channel, chat_id, kind, body, created, expires, created, inbox_id),
+                    "INSERT INTO outbox (channel, chat_id, kind, body, state, attempts,"
+                    " next_at, expires_at, created_at, inbox_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        channel,
+                        chat_id,
+                        kind,
+                        body,
+                        state,
+                        attempts,
+                        created,
+                        expires,
+                        created,
+                        inbox_id,
+                    ),
                 )
                 ids.append(last_id(cur))
             if settle is not None:
@@ -301,9 +319,9 @@ class Mailbox:
                 chat_id=chat_id,
                 kind=kind,
                 body=json.loads(body),
-                state="pending",
+                state=state,
                 ambiguous=False,
-                attempts=0,
+                attempts=attempts,
                 next_at=made,
                 expires_at=ends,
                 created_at=made,
@@ -311,7 +329,7 @@ class Mailbox:
                 error=None,
                 inbox_id=inbox_id,
             )
-            for row_id, (kind, body) in zip(ids, bodies, strict=True)
+            for row_id, (kind, body), (state, attempts) in zip(ids, bodies, states, strict=True)
         ]
 
     async def unsent(self, channel: str, chat_id: str | None = None) -> list[OutboxRow]:
@@ -412,9 +430,26 @@ class Mailbox:
 
         return await self.store.write("mark a message sending", op)
 
-    def sent(self, row_id: int, message_id: int | None, now: datetime) -> Awaitable[None]:
+    async def unclaim(self, row_ids: Sequence[int]) -> None:
+        """Rows claimed when put (:meth:`queue`'s ``claimed``) whose call was never made
+        (the outbox stopped first): back to ``pending`` as if never claimed, so the next
+        start sends them unmarked."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE outbox SET state = 'pending', attempts = MAX(attempts - 1, 0)"
+                " WHERE id = ? AND state = 'sending'",
+                [(row_id,) for row_id in row_ids],
+            )
+
+        await self.store.write("unclaim messages", op)
+
+    def sent(
+        self, row_id: int, message_id: int | None, now: datetime, *, linger: float | None = None
+    ) -> asyncio.Future[None]:
         """Queued at once, awaited by the caller: records queued behind it
-        (``write_soon``: the row's audit) go in its hop and transaction."""
+        (``write_soon``: the row's audit) go in its hop and transaction. ``linger``: no
+        one waits for it; it goes with the next hop, at most ``linger`` seconds on."""
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -423,6 +458,8 @@ class Mailbox:
                 (message_id, stamp(now), row_id),
             )
 
+        if linger is not None:
+            return self.store.write_soon("mark a message sent", op, linger=linger)
         return self.store.write_queued("mark a message sent", op)
 
     async def retry_at(

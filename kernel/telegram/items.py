@@ -7,6 +7,8 @@ Pure builders of :class:`~kernel.store.mailbox.OutboxItem`; nothing here calls T
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
@@ -15,15 +17,21 @@ from typing import Any
 
 from telegram.constants import ParseMode
 
+from kernel.audit import AuditLog, kinds
 from kernel.core.i18n import t
-from kernel.store.mailbox import Mailbox, OutboxItem
+from kernel.store.mailbox import Mailbox, OutboxItem, OutboxRow
 from kernel.telegram.render import render_markdown
 from kernel.telegram.split import split_html, split_plain
+
+log = logging.getLogger(__name__)
 
 CHANNEL = "telegram"
 RETRY = "retry:"  # the 🔁 under a final reply: retry:<its stored answer's id>
 UNDELIVERED = ("failed", "expired")  # outbox states of rows that never reached the chat
 RESTORE_SCAN = 200  # rows of a chat looked through at start for the standing 🔁
+# How long a tidy row's "sent" mark may wait for a hop to ride (the audit anchor's next
+# move, the next exchange): a death meanwhile only repeats the edit at the next start.
+TIDY_LINGER = 1.0
 
 
 def reply_items(
@@ -228,3 +236,76 @@ def parse_time(value: Any) -> datetime | None:
         return datetime.fromisoformat(str(value))
     except ValueError:
         return None
+
+
+class Undeliverable(Exception):
+    """The item will not be delivered: it expired or Telegram refused it for good."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__(state)
+        self.state = state
+
+
+class Ticket:
+    """The rows of one :meth:`Outbox.put`; :meth:`wait` gives their message ids in order
+    (None for a delete, or a row that was not delivered: see :meth:`states`)."""
+
+    def __init__(self, ids: list[int], futures: list[asyncio.Future[tuple[str, int | None]]]):
+        self.ids = ids
+        self._futures = futures
+
+    async def _outcomes(self) -> list[tuple[str, int | None]]:
+        return [await asyncio.shield(future) for future in self._futures]
+
+    async def wait(self) -> list[int | None]:
+        return [message_id for _, message_id in await self._outcomes()]
+
+    async def states(self) -> list[str]:
+        return [state for state, _ in await self._outcomes()]
+
+
+def note_row(
+    audit: AuditLog | None,
+    row: OutboxRow,
+    outcome: str,
+    attempts: int,
+    message_id: int | None = None,
+    linger: float | None = None,
+) -> None:
+    """A finished outbox row in the audit's global chain (``outbox.sent`` or
+    ``outbox.failed``): what it was and how it ended, no text; ``linger``: as long as
+    its row's mark may wait for a hop (a tidy row's, TIDY_LINGER)."""
+    if audit is None:
+        return
+    kind = kinds.OUTBOX_SENT if outcome == "sent" else kinds.OUTBOX_FAILED
+    notice = row.body.get("notice")
+    try:  # queued, written with the outbox's next store call
+        audit.note(
+            kind,
+            linger=linger,
+            row=row.id,
+            action=row.kind,
+            chat=row.chat_id,
+            outcome=outcome,
+            attempts=attempts,
+            message=message_id,
+            resent=True if row.ambiguous and row.kind == "send" else None,
+            notice=notice if isinstance(notice, str) else None,
+        )
+    except Exception as exc:  # the delivery stands whether or not its record does
+        log.warning("audit: an outbox row was not recorded (%s)", type(exc).__name__)
+
+
+def goes_first(items: Sequence[OutboxItem]) -> bool:
+    """A put whose first item may be claimed with it (``Outbox.put``): a send that shows
+    something (a tidy row's first try takes no mark at all). Whether the chat has
+    nothing else unsent is the outbox's to say. A crash after such a put is a crash
+    after the claim (re-sent marked); a stop before the call takes the mark back."""
+    return bool(items) and items[0].kind == "send" and not is_tidy(items[0].body)
+
+
+def logged(done: asyncio.Future[None]) -> None:
+    """A tidy row's "sent" mark no one waited for: a failure is told in the log (the row
+    is tried again at the next start; taking buttons off twice is harmless)."""
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("recording a tidy row sent failed: %s", type(done.exception()).__name__)

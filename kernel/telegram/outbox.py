@@ -18,7 +18,9 @@ at once instead of at the end of their backoff.
 
 A call that may have landed is remembered, so a store failure after it (the row left
 ``sending``) never re-sends unmarked: a known message id is recorded, else re-sent marked.
-A tidy row's first try takes no ``sending`` mark (taking buttons off twice is harmless).
+A tidy row's first try takes no ``sending`` mark and its ``sent`` rides a later hop
+(taking buttons off twice is harmless); a send put for a chat with nothing else unsent
+is marked in the put's own transaction.
 
 A row that cannot be delivered yet blocks the rows behind it: order matters more than
 speed. Tidy rows (a superseded 🔁 taken away: :func:`unbutton_item`) are the exception:
@@ -52,7 +54,7 @@ from typing import Any
 from telegram import Bot
 from telegram.error import TelegramError
 
-from kernel.audit import AuditLog, kinds
+from kernel.audit import AuditLog
 from kernel.core.backoff import Backoff
 from kernel.core.clock import Clock, unless_set
 from kernel.core.i18n import t
@@ -64,12 +66,18 @@ from kernel.telegram.calls import NotNow, Refused, RetryLater, RowCalls
 from kernel.telegram.items import (
     CHANNEL,
     RETRY,
+    TIDY_LINGER,
     Delivered,
     LiveRetry,
+    Ticket,
+    Undeliverable,
     again_markup,
     delete_item,
     edit_item,
+    goes_first,
     is_tidy,
+    logged,
+    note_row,
     parse_time,
     plain_items,
     reply_items,
@@ -106,32 +114,6 @@ STORE_RETRY = 5.0  # seconds before a worker whose store call failed looks again
 _NOTICE = "undelivered"  # body["notice"] of the expiry notice
 _REFUSED = "refused"  # body["notice"] of the "Telegram refused a reply" notice
 _WAITED = "RetryAfter"  # row.error of a 429: its wait is Telegram's, never shortened
-
-
-class Undeliverable(Exception):
-    """The item will not be delivered: it expired or Telegram refused it for good."""
-
-    def __init__(self, state: str) -> None:
-        super().__init__(state)
-        self.state = state
-
-
-class Ticket:
-    """The rows of one :meth:`Outbox.put`; :meth:`wait` gives their message ids in order
-    (None for a delete, or a row that was not delivered: see :meth:`states`)."""
-
-    def __init__(self, ids: list[int], futures: list[asyncio.Future[tuple[str, int | None]]]):
-        self.ids = ids
-        self._futures = futures
-
-    async def _outcomes(self) -> list[tuple[str, int | None]]:
-        return [await asyncio.shield(future) for future in self._futures]
-
-    async def wait(self) -> list[int | None]:
-        return [message_id for _, message_id in await self._outcomes()]
-
-    async def states(self) -> list[str]:
-        return [state for state, _ in await self._outcomes()]
 
 
 class Outbox:
@@ -181,6 +163,9 @@ class Outbox:
         self._caller_tells: set[int] = set()  # rows whose refusal their caller tells
         self._handed: dict[int, list[OutboxRow]] = {}  # chat → rows put since it looked
         self._audited: set[int] = set()  # rows whose "sent" is on the audit already
+        self._claimed: set[int] = set()  # rows marked ``sending`` when put, not yet tried
+        self._queueing: dict[int, int] = {}  # chat → puts on their way to the table
+        self.tidy_linger = TIDY_LINGER  # how long a tidy row's "sent" waits for a hop
         self._calls = RowCalls(bot)
         self.delivered = 0
         self.live_retry = LiveRetry()
@@ -211,6 +196,10 @@ class Outbox:
         self._stopped = True
         await self._tasks.close(5.0)
         self._workers.clear()
+        if self._claimed:  # claimed when put, never called for: pending again, unmarked
+            claimed, self._claimed = sorted(self._claimed), set()
+            with contextlib.suppress(Exception):
+                await self.mailbox.unclaim(claimed)
         for future in self._futures.values():
             if not future.done():
                 future.set_result(("stopped", None))
@@ -253,16 +242,27 @@ class Outbox:
         also: Callable[[sqlite3.Connection], None] | None = None,
     ) -> Ticket:
         now = self.now()
-        rows = await self.mailbox.queue(
-            CHANNEL,
-            str(chat_id),
-            items,
-            now=now,
-            expires_at=now + (expiry or self.expiry),
-            settle=settle,
-            also=also,
-        )
+        claim = self._goes_now(chat_id, items)
+        self._queueing[chat_id] = self._queueing.get(chat_id, 0) + 1
+        try:
+            rows = await self.mailbox.queue(
+                CHANNEL,
+                str(chat_id),
+                items,
+                now=now,
+                expires_at=now + (expiry or self.expiry),
+                settle=settle,
+                also=also,
+                claimed=claim,
+            )
+        finally:
+            self._queueing[chat_id] -= 1  # (per chat, as the workers)
         ids = [row.id for row in rows]
+        if claim and self._stopped:  # nobody calls for it now: the next start sends it
+            with contextlib.suppress(Exception):
+                await self.mailbox.unclaim(ids[:1])
+        elif claim:
+            self._claimed.add(ids[0])
         loop = asyncio.get_running_loop()
         futures = []
         for row_id, item in zip(ids, items, strict=True):
@@ -282,6 +282,13 @@ class Outbox:
             self._ensure_worker(chat_id)
             self._wake[chat_id].set()
         return Ticket(ids, futures)
+
+    def _goes_now(self, chat_id: int, items: Sequence[OutboxItem]) -> bool:
+        """Whether the first of ``items`` is claimed as it is put (``sending`` in the
+        put's transaction): a send the chat's worker calls for next."""
+        if not self._running or self._stopped or not goes_first(items):
+            return False
+        return not self._unsent.get(chat_id) and not self._queueing.get(chat_id)
 
     async def send(self, chat_id: int, item: OutboxItem) -> int:
         """Queue one item and wait for it: its message id. Raises :class:`Undeliverable`."""
@@ -437,7 +444,11 @@ class Outbox:
             # An earlier call of this process may have landed and the store failed
             # before it could say how it ended: never an unmarked second copy.
             row = with_fields(row, ambiguous=True)
-        resolved = await self._claim(row)
+        if row.id in self._claimed:  # its mark went with the put: this is its first try
+            self._claimed.discard(row.id)
+            resolved: OutboxRow | None = with_fields(row, state="pending", attempts=0)
+        else:
+            resolved = await self._claim(row)
         if resolved is None:  # an edit of a message that never landed: nothing to do
             await self._record(chat_id, row, None, row.attempts)
             return True
@@ -464,7 +475,7 @@ class Outbox:
             log.error("telegram refused a %s for good: %s", row.kind, failed)
             await self.mailbox.give_up([row.id], "failed", str(failed), self.now())
             why = "forbidden" if failed.forbidden else "refused"
-            await self._audit(row, why, row.attempts + 1)
+            note_row(self.audit, row, why, row.attempts + 1)
             told = row.id in self._caller_tells  # (_finish forgets it)
             self._finish(chat_id, row.id, "failed", None)
             await self._tell_refused(chat_id, row, failed, told=told)
@@ -499,12 +510,18 @@ class Outbox:
     async def _record(
         self, chat_id: int, row: OutboxRow, message_id: int | None, attempts: int
     ) -> None:
-        done = self.mailbox.sent(row.id, message_id, self.now())
+        # A tidy row's mark is waited for by no one and harmless to lose (the next
+        # start takes the buttons off once more): it waits for company (TIDY_LINGER).
+        linger = self.tidy_linger if is_tidy(row.body) else None
+        done = self.mailbox.sent(row.id, message_id, self.now(), linger=linger)
         self._delivered.note(row.id, message_id)
         if row.id not in self._audited:  # queued behind the mark: one hop (a mark that
             self._audited.add(row.id)  # failed is written again, its audit row is not)
-            await self._audit(row, "sent", attempts, message_id)
-        await done
+            note_row(self.audit, row, "sent", attempts, message_id, linger)
+        if linger is not None:
+            done.add_done_callback(logged)
+        else:
+            await done
         self._audited.discard(row.id)
         self._landed.pop(row.id, None)
         self._maybe.discard(row.id)
@@ -572,28 +589,5 @@ class Outbox:
     async def _give_up(self, chat_id: int, rows: list[OutboxRow], now: datetime) -> None:
         await self.mailbox.give_up([row.id for row in rows], "expired", "expired", now)
         for row in rows:
-            await self._audit(row, "expired", row.attempts)
+            note_row(self.audit, row, "expired", row.attempts)
             self._finish(chat_id, row.id, "expired", None)
-
-    async def _audit(
-        self, row: OutboxRow, outcome: str, attempts: int, message_id: int | None = None
-    ) -> None:
-        """A finished row in the audit's global chain: what it was and how it ended."""
-        if self.audit is None:
-            return
-        kind = kinds.OUTBOX_SENT if outcome == "sent" else kinds.OUTBOX_FAILED
-        notice = row.body.get("notice")
-        try:  # queued, written with the outbox's next store call
-            self.audit.note(
-                kind,
-                row=row.id,
-                action=row.kind,
-                chat=row.chat_id,
-                outcome=outcome,
-                attempts=attempts,
-                message=message_id,
-                resent=True if row.ambiguous and row.kind == "send" else None,
-                notice=notice if isinstance(notice, str) else None,
-            )
-        except Exception as exc:  # the delivery stands whether or not its record does
-            log.warning("audit: an outbox row was not recorded (%s)", type(exc).__name__)

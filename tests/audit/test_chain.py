@@ -3,6 +3,7 @@ every edit, deletion, reorder or unrecorded emptying named by its first broken r
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import closing
@@ -13,6 +14,7 @@ import pytest
 from kernel.audit import AuditLog
 from kernel.core.messages import Message, TextBlock
 from kernel.store.db import Store
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -248,3 +250,65 @@ async def test_the_anchor_is_not_moved_past_a_cut_record(store: Store, tmp_path:
     await audit.close()
     verdict = await audit.verify()
     assert (verdict.ok, verdict.reason) == (False, "anchor")
+
+
+async def test_moving_the_anchor_is_one_hop_and_one_thread(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 37: the anchor's check (the file read, the record's row at it) is one job
+    on the database thread, then the file is written in a thread (its fsync is not the
+    database's to wait for): where it was a thread to read the file, a hop to look its
+    row up and a thread to write it."""
+    import asyncio
+
+    from kernel.audit.anchor import read_anchor, write_anchor
+
+    anchor = tmp_path / "audit.anchor"
+    first = AuditLog(store, anchor=anchor, anchor_every=3600)
+    await first.record("config.changed", n=0)
+    await first.close()
+    assert read_anchor(anchor) == (1, (await first.events())[-1].ghash)
+    audit = AuditLog(store, anchor=anchor, anchor_every=3600)  # Kernel started again
+    await audit.record("config.changed", n=1)
+    threads: list[object] = []
+    to_thread = asyncio.to_thread
+
+    def counted(fn: object, /, *args: object, **kwargs: object) -> object:
+        threads.append(fn)
+        return to_thread(fn, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    hops = store._courier.hops
+    await audit.close()
+    assert (store._courier.hops - hops, threads) == (1, [write_anchor])
+    assert read_anchor(anchor) == (2, (await audit.events())[-1].ghash)
+
+
+async def test_the_anchor_takes_in_the_rows_written_in_its_own_hop(
+    store: Store, tmp_path: Path
+) -> None:
+    """The anchor's move runs once the writes queued before it committed, and goes to
+    the record's last row: a record that rode its hop (a tidy row's "sent", lingering)
+    is anchored with it, not by a second move right after."""
+    from kernel.audit.anchor import read_anchor
+
+    anchor = tmp_path / "audit.anchor"
+    audit = AuditLog(store, anchor=anchor, anchor_every=3600)
+    await audit.record("config.changed", n=0)
+    audit.note("config.changed", n=1, linger=3600)  # waits for a hop to ride
+    hops = store._courier.hops
+    await audit._flush()
+    assert store._courier.hops - hops == 1
+    assert read_anchor(anchor) == (2, (await audit.events())[-1].ghash)
+    await audit.close()
+    assert store._courier.hops - hops == 2  # the events' read; the anchor did not move
+
+
+async def test_settling_takes_the_rows_still_waiting_for_company_along(store: Store) -> None:
+    """A row noted with a long bound (a tidy outbox row's) is written when the record
+    is settled (verify, close), not after its bound."""
+    audit = AuditLog(store)
+    audit.note("config.changed", n=0, linger=3600)
+    settling = asyncio.ensure_future(audit.settled())
+    await wait_until(settling.done, what="the record settled")
+    assert [event.kind for event in await audit.events()] == ["config.changed"]

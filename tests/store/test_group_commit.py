@@ -203,3 +203,27 @@ async def test_close_writes_what_is_queued_first(tmp_path: Path) -> None:
     await store.close()
     assert await soon == 1
     assert on_disk(store.path) == [(1, "queued")]
+
+
+async def test_a_record_given_a_longer_linger_waits_for_company_that_long(store: Store) -> None:
+    """Issue 37: ``write_soon(linger=…)``: a record whose loss in a crash is harmless (a
+    tidy row's "sent") waits past ``LINGER`` for a hop to ride, and goes with the next
+    call that is waited for, in its transaction, in queue order."""
+    hops = store._courier.hops
+    record = store.write_soon("record", insert("later"), linger=3600)
+    await asyncio.sleep(0.05)  # ten times LINGER: a record of the default bound is gone
+    assert (store._courier.hops - hops, record.done()) == (0, False)
+    count = await store._read("count", lambda c: c.execute("SELECT COUNT(*) FROM t").fetchone())
+    assert (await record, count, store._courier.hops - hops) == (1, (1,), 1)
+
+
+async def test_a_hop_leaves_at_the_earliest_bound_of_the_records_it_carries(
+    store: Store,
+) -> None:
+    """A record of the default bound queued behind a long-lingering one takes it along
+    at its own bound: the longest wait is never a later record's."""
+    hops = store._courier.hops
+    first = store.write_soon("first", insert("a"), linger=3600)
+    second = store.write_soon("second", insert("b"))
+    assert await asyncio.gather(first, second) == [1, 2]
+    assert store._courier.hops - hops == 1

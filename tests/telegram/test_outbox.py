@@ -295,6 +295,75 @@ async def test_a_row_cut_mid_send_is_resent_marked_after_restart(rig: Make) -> N
     assert second.texts() == [MARK + "maybe"]
 
 
+async def stuck_worker(r: Rig) -> None:
+    """The outbox's workers never get to a row (the process is about to stop or die)."""
+
+    async def step(*_: object) -> None:
+        await asyncio.Event().wait()
+
+    r.outbox._step = step  # type: ignore[method-assign]
+
+
+async def state_of(r: Rig, row_id: int) -> tuple[str, int]:
+    row = await r.mailbox.outbox_row(row_id)
+    assert row is not None
+    return row.state, row.attempts
+
+
+async def test_a_send_for_now_is_claimed_in_the_put_and_tried_without_a_claim(
+    rig: Make,
+) -> None:
+    """Issue 37: a send the chat's worker calls for next takes its ``sending`` mark in
+    the transaction that puts it, not in a store call of its own before the call; the
+    rows behind it are claimed as before."""
+    r = await rig()
+    claimed: list[int] = []
+    claim = r.mailbox.claim
+
+    async def watched(row_id: int, of_row: int | None = None) -> tuple[bool, int | None]:
+        claimed.append(row_id)
+        return await claim(row_id, of_row)
+
+    r.mailbox.claim = watched  # type: ignore[method-assign]
+    ticket = await r.outbox.put(OWNER, [*plain_items("one"), *plain_items("two")])
+    await ticket.wait()
+    assert r.texts() == ["one", "two"]
+    assert claimed == [ticket.ids[1]]
+    assert [await state_of(r, i) for i in ticket.ids] == [("sent", 1), ("sent", 1)]
+
+
+async def test_a_stop_before_the_call_takes_back_the_claim_made_with_the_put(
+    rig: Make,
+) -> None:
+    """A row claimed as it was put but never called for is pending again after a stop:
+    the next start sends it unmarked, as a row that never left."""
+    first = await rig()
+    await stuck_worker(first)
+    ticket = await first.outbox.put(OWNER, plain_items("not yet"))
+    assert await state_of(first, ticket.ids[0]) == ("sending", 1)
+    await first.outbox.stop(0)
+    assert await state_of(first, ticket.ids[0]) == ("pending", 0)
+    second = await rig(tg=first.tg)
+    await first.tg.wait_until(lambda: len(second.texts()) == 1)
+    assert second.texts() == ["not yet"]
+
+
+async def test_a_death_after_a_put_claimed_for_now_resends_marked(rig: Make) -> None:
+    """A death after the put is a death after the claim: the row may have gone, so it
+    is re-sent marked (never an unmarked duplicate)."""
+    first = await rig()
+    await stuck_worker(first)
+    ticket = await first.outbox.put(OWNER, plain_items("maybe"))
+    second = await rig(tg=first.tg)  # the process died: a new one starts on its table
+    await first.tg.wait_until(lambda: len(second.texts()) == 1)
+    assert second.texts() == [MARK + "maybe"]
+
+    async def recorded() -> bool:
+        return await state_of(second, ticket.ids[0]) == ("sent", 2)
+
+    await wait_until(recorded, what="the re-send recorded sent")
+
+
 async def test_the_placeholder_is_replaced(rig: Make) -> None:
     r = await rig()
     placeholder = (await r.bot.send_message(OWNER, "working…")).message_id
