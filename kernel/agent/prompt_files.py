@@ -83,6 +83,8 @@ class PromptFiles:
             zip(prompts.layers, layer_paths(prompts, base), strict=True)
         ):
             files.append(LayerFile(f"prompt_layer_{index + 1}", path, name))
+        if len(files) == 1:  # AGENTS.md alone (no layers configured): nothing to compare
+            return files
         seen: set[Path] = set()
         unique: list[LayerFile] = []
         for file in files:
