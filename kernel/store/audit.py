@@ -528,11 +528,6 @@ class AuditStore:
 
         return await self.db.read("audit events", op)
 
-    async def ghash_at(self, row_id: int) -> str | None:
-        """The global link of row ``row_id``, or None when there is no such row."""
-
-        return await self.db.read("audit anchor check", lambda conn: ghash_of(conn, row_id))
-
     async def chain(self, session_id: int | None = None) -> Chain:
         """One chain in one snapshot, for verification."""
 
@@ -561,7 +556,8 @@ class AuditStore:
 
 
 def ghash_of(conn: sqlite3.Connection, row_id: int) -> str | None:
-    """:meth:`AuditStore.ghash_at` on the database thread (in a job of the caller's)."""
+    """The global link of row ``row_id``, or None when there is no such row (on the
+    database thread, in a job of the caller's)."""
     found = conn.execute("SELECT ghash FROM audit_events WHERE id = ?", (row_id,)).fetchone()
     return str(found[0]) if found is not None else None
 

@@ -2,7 +2,9 @@
 edits and deletes (of a message, or of the message an earlier row sent), the 🔁
 buttons, and :class:`LiveRetry`, which row of each chat carries the live 🔁.
 
-Pure builders of :class:`~kernel.store.mailbox.OutboxItem`; nothing here calls Telegram.
+Builders of :class:`~kernel.store.mailbox.OutboxItem`, and the outbox's small parts:
+a put's :class:`Ticket`, :class:`Undeliverable`, a finished row's audit note
+(:func:`note_row`). Nothing here calls Telegram or waits for the store.
 """
 
 from __future__ import annotations
