@@ -125,6 +125,58 @@ async def test_an_exception_of_a_call_reaches_only_its_caller(store: Store) -> N
     assert on_disk(store.path) == [(1, "kept")]
 
 
+async def test_a_read_beside_writes_takes_no_savepoint_and_its_failure_is_its_own(
+    store: Store,
+) -> None:
+    statements: list[str] = []
+    await store._run("trace", lambda c: c.set_trace_callback(statements.append))
+    hold = Hold()
+    held = await hold.start(store)
+
+    def failing_read(conn: sqlite3.Connection) -> None:
+        conn.execute("SELECT v FROM t").fetchall()
+        raise ValueError("a read that fails")
+
+    write = asyncio.create_task(store._write("write", insert("kept")))
+    read = asyncio.create_task(
+        store._read("read", lambda c: c.execute("SELECT v FROM t").fetchall())
+    )
+    bad = asyncio.create_task(store._read("bad read", failing_read))
+    later = asyncio.create_task(store._write("later", insert("also kept")))
+    await asyncio.sleep(0)
+    hold.release.set()
+    await held
+    assert await write == 1
+    assert await read == [("kept",)]  # the write before it, in the same transaction
+    with pytest.raises(ValueError, match="a read that fails"):
+        await bad
+    assert await later == 2
+    await store._run("trace", lambda c: c.set_trace_callback(None))
+    assert on_disk(store.path) == [(1, "kept"), (2, "also kept")]
+    assert statements.count("SAVEPOINT job") == 2  # the two writes', none for the reads
+    assert statements.count("RELEASE job") == 2
+
+
+async def test_a_read_that_changes_a_row_fails_its_whole_transaction(store: Store) -> None:
+    hold = Hold()
+    held = await hold.start(store)
+
+    def writes_in_a_read(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t (v) VALUES ('sneaked')")
+
+    write = asyncio.create_task(store._write("write", insert("a")))
+    sneaky = asyncio.create_task(store._read("sneaky", writes_in_a_read))
+    await asyncio.sleep(0)
+    hold.release.set()
+    await held
+    with pytest.raises(StoreError, match="sneaky changed rows in a read"):
+        await sneaky
+    with pytest.raises(StoreError, match="sneaky changed rows in a read"):
+        await write  # undone with it: nothing unguarded is committed
+    assert on_disk(store.path) == []
+    assert not await store._run("test", lambda c: c.in_transaction)
+
+
 async def test_an_error_that_ends_the_transaction_fails_the_writes_it_undid(
     store: Store,
 ) -> None:
