@@ -165,7 +165,7 @@ class Trail:
         results, the final answer) is referenced with its content hash, so an edit of
         any of them shows in verify (review R1)."""
         answer = turn.answer_id
-        written = [i for i in stored[1:] if i != answer]
+        written: list[int | RowId] = [i for i in stored[1:] if i != answer]
         if answer is not None:
             written.append(answer)
         await self._record(

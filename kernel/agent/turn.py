@@ -183,6 +183,34 @@ class TurnRun:
         if message.role == "assistant" and not message.tool_uses and ids:
             self.turn.answer_id = ids[-1]
 
+    def _store_answer(self, message: Message) -> None:
+        """The final answer, queued and not waited for: the turn's end and the reply's
+        outbox row (its 🔁 naming the answer's id: ``turn.answer_id`` is a RowId until
+        it is written) are queued behind it and ride its hop and its transaction (issue
+        37: one hop for "model call done"). Once queued, it is written even if the turn
+        is cancelled, and before any store call made later (the conversation's next
+        turn reads it; the store's close waits for it). A failure leaves the reply
+        shown without its 🔁 and the history without it: logged, the turn answered."""
+        assert self.session_id is not None
+        row = RowId()
+        storing = self.parts.store.append_messages_soon(
+            self.session_id, [slim_message(message)], [row]
+        )
+        self.turn.answer_id = row
+        storing.add_done_callback(self._answer_stored)
+
+    def _answer_stored(self, done: asyncio.Future[list[int]]) -> None:
+        if done.cancelled():
+            return
+        exc = done.exception()
+        if exc is not None:
+            log.warning("turn %s: storing the answer failed: %s", self.turn.id, type(exc).__name__)
+            return
+        ids = done.result()
+        self.stored.extend(ids)
+        if ids:
+            self.turn.answer_id = ids[-1]
+
     async def _cut_repeat(self, user_input: UserInput, start: int | None) -> bool:
         """The question of a failed turn asked again (🔁, or typed anew; ``start``: its
         first message, :func:`unanswered_repeat`): the failed exchange is cut first, so
@@ -385,7 +413,7 @@ class TurnRun:
             if not calls:
                 self.turn.reply_whole = True
                 if assistant.content:
-                    await self._store(assistant)
+                    self._store_answer(assistant)
                 # Text written before tool calls is part of the answer too.
                 reply = "\n\n".join(self.replies)
                 await self.end(Completed(self.step, reply, usage=self.turn.spend()), "answered")
