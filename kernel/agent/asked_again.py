@@ -7,13 +7,14 @@ append it a second time, and the model would receive the question twice, glued i
 message. Before such a turn stores its message, the failed exchange it repeats is cut
 (kept as a branch, like /retry's cut, with its ``history.cut`` record).
 
-Public API: :func:`unanswered_repeat`.
+Public API: :func:`unanswered_repeat`, :func:`repeat_in`.
 """
 
 from __future__ import annotations
 
 from kernel.agent.slimming import media_dropped, owner_text
 from kernel.store.db import Store
+from kernel.store.sessions import StoredMessage
 
 
 async def unanswered_repeat(store: Store, session_id: int, text: str) -> int | None:
@@ -22,7 +23,14 @@ async def unanswered_repeat(store: Store, session_id: int, text: str) -> int | N
     message says exactly ``text``; None otherwise."""
     if not text.strip():
         return None
-    transcript = await store.load_transcript(session_id, rounds=1)
+    return repeat_in(await store.load_transcript(session_id, rounds=1), text)
+
+
+def repeat_in(transcript: list[StoredMessage], text: str) -> int | None:
+    """:func:`unanswered_repeat` of the session's last round as history keeps it (its
+    transcript, failed and cut messages flagged)."""
+    if not text.strip():
+        return None
     live = [s for s in transcript if not s.cut and not s.failed]
     starts = [index for index, s in enumerate(live) if s.starts_round]
     if not starts:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from kernel.core.errors import BusyError, ProtectedSessionError, SessionError
 from kernel.core.i18n import t
@@ -70,6 +71,9 @@ class OpenedSession:
 class Conversation:
     session_id: int | None = None  # None until its first message creates the session
     turn: Turn | None = None  # the latest turn started here
+    # (session id, meta, mode) as the latest turn here read them: the next turn's start
+    # assumes them and checks them in the job that stores its message (issue 37).
+    assumed: tuple[int, dict[str, Any], str] | None = None
 
 
 class EndedTurn:

@@ -78,11 +78,18 @@ class Trail:
     def __init__(self, audit: AuditLog | None) -> None:
         self.audit = audit
 
-    async def _record(self, kind: str, session_id: int | None, actor: str, **facts: Any) -> None:
+    async def _record(
+        self,
+        kind: str,
+        session_id: int | None,
+        actor: str,
+        kept_if: RowId | None = None,
+        **facts: Any,
+    ) -> None:
         if self.audit is None:
             return
         try:  # queued, written with the turn's next store call (one hop per phase)
-            self.audit.note(kind, session_id=session_id, actor=actor, **facts)
+            self.audit.note(kind, session_id=session_id, actor=actor, after=kept_if, **facts)
         except Exception as exc:  # the record is never worth the turn
             log.warning("audit: %s not recorded (%s)", kind, type(exc).__name__)
 
@@ -93,14 +100,18 @@ class Trail:
         user_input: UserInput,
         turn: Turn,
         subagent: object = None,
+        *,
+        tentative: bool = False,
     ) -> None:
         """The turn's input was stored as ``message_id`` (a RowId: is being stored, by a
-        write queued before this record; ``subagent``: the profile a sub-agent's task
-        runs under, whose sender is the model)."""
+        write queued before this record; ``tentative``: a write that may decline to,
+        and then this record is not kept either; ``subagent``: the profile a sub-agent's
+        task runs under, whose sender is the model)."""
         await self._record(
             kinds.MESSAGE_RECEIVED,
             session_id,
             actor_of(user_input, subagent=subagent is not None),
+            message_id if isinstance(message_id, RowId) and tentative else None,
             messages=[message_id] if message_id is not None else None,
             channel=user_input.channel,
             parts=parts_of(user_input),
@@ -165,7 +176,7 @@ class Trail:
         results, the final answer) is referenced with its content hash, so an edit of
         any of them shows in verify (review R1)."""
         answer = turn.answer_id
-        written = [i for i in stored[1:] if i != answer]
+        written: list[int | RowId] = [i for i in stored[1:] if i != answer]
         if answer is not None:
             written.append(answer)
         await self._record(

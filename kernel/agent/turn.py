@@ -29,8 +29,9 @@ from kernel.agent.slimming import (
     slim_message,
     without_files,
 )
-from kernel.agent.trail import Trail, actor_of
+from kernel.agent.trail import Trail
 from kernel.agent.turn_parts import TurnParts, UserInput
+from kernel.agent.turn_start import TurnStart
 from kernel.agent.turn_tools import RepairedCall, ToolRunner, repair_calls, results_message
 from kernel.core.asks import Question
 from kernel.core.errors import (
@@ -74,7 +75,7 @@ log = logging.getLogger(__name__)
 BUDGET_ASK_SECONDS = 600.0  # how long a turn over its budget waits for the owner
 
 
-class TurnRun:
+class TurnRun(TurnStart):
     """The state of one turn while it runs; history is written step by step."""
 
     def __init__(
@@ -183,22 +184,33 @@ class TurnRun:
         if message.role == "assistant" and not message.tool_uses and ids:
             self.turn.answer_id = ids[-1]
 
-    async def _cut_repeat(self, user_input: UserInput, start: int | None) -> bool:
-        """The question of a failed turn asked again (🔁, or typed anew; ``start``: its
-        first message, :func:`unanswered_repeat`): the failed exchange is cut first, so
-        the model receives the question once. True when something was cut."""
+    def _store_answer(self, message: Message) -> None:
+        """The final answer, queued and not waited for: the turn's end and the reply's
+        outbox row (its 🔁 naming the answer's id: ``turn.answer_id`` is a RowId until
+        it is written) are queued behind it and ride its hop and its transaction (issue
+        37: one hop for "model call done"). Once queued, it is written even if the turn
+        is cancelled, and before any store call made later (the conversation's next
+        turn reads it; the store's close waits for it). A failure leaves the reply
+        shown without its 🔁 and the history without it: logged, the turn answered."""
         assert self.session_id is not None
-        if start is None:
-            return False
-        store = self.parts.store
-        branch, count = await asyncio.shield(store.cut_after(self.session_id, start - 1, "retry"))
-        await self.trail.cut(self.session_id, actor_of(user_input), start - 1, branch, count)
-        return True
+        row = RowId()
+        storing = self.parts.store.append_messages_soon(
+            self.session_id, [slim_message(message)], [row]
+        )
+        self.turn.answer_id = row
+        storing.add_done_callback(self._answer_stored)
 
-    async def _history(self) -> list[Message]:
-        assert self.session_id is not None
-        rounds = max(self.parts.config.general.context_rounds - 1, 1)
-        return await self.parts.store.load_messages(self.session_id, rounds=rounds)
+    def _answer_stored(self, done: asyncio.Future[list[int]]) -> None:
+        if done.cancelled():
+            return
+        exc = done.exception()
+        if exc is not None:
+            log.warning("turn %s: storing the answer failed: %s", self.turn.id, type(exc).__name__)
+            return
+        ids = done.result()
+        self.stored.extend(ids)
+        if ids:
+            self.turn.answer_id = ids[-1]
 
     async def execute(self, user_input: UserInput) -> None:
         parts, cfg, conv = self.parts, self.parts.config, self.conversation
@@ -223,58 +235,50 @@ class TurnRun:
             conv.session_id = row.id
         self.session_id = conv.session_id
         self.turn.place(self.session_id)
-        # Read together (one hop to the database thread): the session, whether this
-        # asks a failed turn's question again, and the history (read again after a cut).
-        self._modes_seen = parts.modes.changes
-        session, repeat, history = await asyncio.gather(
-            parts.store.get_session(self.session_id),
-            unanswered_repeat(parts.store, self.session_id, user_input.text),
-            self._history(),
-        )
-        meta = session.meta if session else {}
-        self.session_mode = session.mode if session else ACT
         self.guest_tools = user_input.guest_tools if user_input.guest else None
-        if not self._given_outlook and not user_input.guest:
-            # A broken persona or project file refuses the turn before anything is
-            # stored or sent: going on without it would lift its allow-list silently.
-            self.outlook = await parts.scopes.outlook(ChatScope.of_meta(meta))
-        outlook = self.outlook
-        # The session's prompt mode (a guest's and a sub-agent's turn: default). Its
-        # layers are read before the message is stored: a codex or claude mode whose
-        # files are missing refuses the turn with nothing stored or sent.
-        if not user_input.guest and outlook.agent is None:
-            self.mode = ModeChoice.of_meta(meta)
-        layers = await parts.prompt.layers(
-            user_input.full_text,
-            guest_tools=self.guest_tools,
-            outlook=outlook,
-            mode=self.mode,
-            model=parts.models.model,
-            volatile=False,
-        )
-        if await self._cut_repeat(user_input, repeat):
-            history = await self._history()
-        # A session opened by key (HTTP, QQ, cron) exists before its first message.
-        self.new_session = self.new_session or not history
         user_message = user_input.to_message()
         # Each invoked skill is a block of its own before the owner's words, so that
         # slimming can replace exactly it with a marker when storing.
         user_message.content[0:0] = [TextBlock(wrap_skill(s), by="kernel") for s in skills]
-        # The message, its audit row (naming the message's id, known on the database
-        # thread) and the memories recalled meanwhile: one hop to the database. Both
-        # writes are queued now; the recall's read sends the hop. Once queued, the
-        # writes run even if the turn is cancelled.
-        sent = RowId()
-        storing = parts.store.append_messages_soon(
-            self.session_id, [slim_message(user_message)], [sent]
-        )
-        await self.trail.received(self.session_id, sent, user_input, self.turn, outlook.agent)
-        ids, volatile = await asyncio.gather(
-            asyncio.shield(storing),
-            parts.prompt.volatile(
-                user_input.full_text, guest_tools=self.guest_tools, outlook=outlook
-            ),
-        )
+        self._modes_seen = parts.modes.changes
+        started = await self._begin(user_input, user_message)
+        if started is not None:  # read, checked and (ids) stored in one hop
+            session, repeat, history, ids, layers, volatile = started
+        else:
+            # Read together (one hop to the database thread): the session, whether this
+            # asks a failed turn's question again, and the history (read again after a
+            # cut).
+            ids = None
+            session, repeat, history = await asyncio.gather(
+                parts.store.get_session(self.session_id),
+                unanswered_repeat(parts.store, self.session_id, user_input.text),
+                self._history(),
+            )
+        meta = session.meta if session else {}
+        self.session_mode = session.mode if session else ACT
+        conv.assumed = (self.session_id, meta, self.session_mode) if session else None
+        if ids is None:  # not stored yet: as the session is now
+            layers = await self._prepare(user_input, meta)
+            if await self._cut_repeat(user_input, repeat):
+                history = await self._history()
+            # The message, its audit row (naming the message's id, known on the database
+            # thread) and the memories recalled meanwhile: one hop to the database. Both
+            # writes are queued now; the recall's read sends the hop. Once queued, the
+            # writes run even if the turn is cancelled.
+            sent = RowId()
+            storing = parts.store.append_messages_soon(
+                self.session_id, [slim_message(user_message)], [sent]
+            )
+            await self.trail.received(
+                self.session_id, sent, user_input, self.turn, self.outlook.agent
+            )
+            ids, volatile = await asyncio.gather(
+                asyncio.shield(storing), self._volatile(user_input)
+            )
+        outlook = self.outlook
+        # A session opened by key (HTTP, QQ, cron) exists before its first message.
+        self.new_session = self.new_session or not history
+        assert ids is not None
         self.stored.extend(ids)
         layers += volatile
         system, context = split_layers(layers)
@@ -385,7 +389,7 @@ class TurnRun:
             if not calls:
                 self.turn.reply_whole = True
                 if assistant.content:
-                    await self._store(assistant)
+                    self._store_answer(assistant)
                 # Text written before tool calls is part of the answer too.
                 reply = "\n\n".join(self.replies)
                 await self.end(Completed(self.step, reply, usage=self.turn.spend()), "answered")

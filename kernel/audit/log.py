@@ -52,7 +52,7 @@ class AuditLog:
         self._writing = False  # a write in its thread: awaited at close, never cancelled
         self.key: AuditKey | None = None
         self._seal_next = False  # the next anchor write may make a sealed anchor anew
-        self._noting: set[asyncio.Future[AuditRow]] = set()  # note()'s rows not yet written
+        self._noting: set[asyncio.Future[AuditRow | None]] = set()  # note()'s rows not yet written
 
     async def start(self, key_file: Path) -> None:
         """Open the audit key at ``key_file`` (made, 0600, when there is none) before
@@ -133,16 +133,23 @@ class AuditLog:
         session_id: int | None = None,
         actor: str = "kernel",
         linger: float | None = None,
+        after: RowId | None = None,
         **data: Any,
     ) -> None:
         """:meth:`record` without waiting for the row: it is queued behind every store
         call made so far and written, in that order, with the next hand-off to the
         database thread and whatever is queued meanwhile (one hop for a turn phase's
-        records; ``linger``: how long it may wait for one, ``Database.write_soon``).
-        Failures are logged and counted as ``record``'s."""
+        records; ``linger``: how long it may wait for one, ``Database.write_soon``;
+        ``after``: kept only if the write filling that row made it). Failures are logged
+        and counted as ``record``'s."""
         try:
             future = self.rows.append_soon(
-                kind, session_id=session_id, actor=actor, data=_facts(data), linger=linger
+                kind,
+                session_id=session_id,
+                actor=actor,
+                data=_facts(data),
+                linger=linger,
+                after=after,
             )
         except (StoreError, ValueError, TypeError) as exc:
             self._failed(kind, exc)
@@ -150,13 +157,15 @@ class AuditLog:
         self._noting.add(future)
         future.add_done_callback(lambda done: self._noted(kind, done))
 
-    def _noted(self, kind: str, done: asyncio.Future[AuditRow]) -> None:
+    def _noted(self, kind: str, done: asyncio.Future[AuditRow | None]) -> None:
         self._noting.discard(done)
         if done.cancelled():
             return
         exc = done.exception()
         if exc is None:
-            self._appended(done.result())
+            row = done.result()
+            if row is not None:  # None: not kept (``after``)
+                self._appended(row)
         else:
             self._failed(kind, exc)
 

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 from kernel.core.events import Completed, ErrorEvent, TurnEvent
+from kernel.core.rows import RowId
 from kernel.core.usage import Usage
 
 
@@ -21,7 +22,9 @@ class Turn:
         self.task: asyncio.Task[None] | None = None
         self.reply = ""
         self.final: Completed | ErrorEvent | None = None
-        self.answer_id: int | None = None  # the stored final answer (what 🔁 retries)
+        # The stored final answer (what 🔁 retries): a RowId while it is being stored
+        # (its write queued, the reply's outbox row goes in the same hop: issue 37).
+        self.answer_id: int | RowId | None = None
         # The model's final answer is in hand (only storing it remains): a draft of it
         # would be replaced at once, so none goes (kernel/telegram/drafts.py).
         self.reply_whole = False

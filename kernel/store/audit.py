@@ -489,10 +489,19 @@ class AuditStore:
         actor: str = "kernel",
         data: dict[str, Any] | None = None,
         linger: float | None = None,
-    ) -> Future[AuditRow]:
-        """:meth:`append` queued without waiting for it (``Database.write_soon``)."""
+        after: RowId | None = None,
+    ) -> Future[AuditRow | None]:
+        """:meth:`append` queued without waiting for it (``Database.write_soon``);
+        ``after``: only if the write queued before it that fills that row made it (a
+        turn's ``message.received`` behind its optimistic start), else None."""
         op = self._appending(kind, session_id, actor, data)
-        return self.db.write_soon("audit append", op, linger=linger)
+        if after is None:
+            return self.db.write_soon("audit append", op, linger=linger)
+
+        def if_made(conn: sqlite3.Connection) -> AuditRow | None:
+            return None if after.value is None else op(conn)
+
+        return self.db.write_soon("audit append", if_made, linger=linger)
 
     def _appending(
         self, kind: str, session_id: int | None, actor: str, data: dict[str, Any] | None

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kernel.core.errors import StoreError
+from kernel.core.rows import RowId as RowId  # the store's callers take it from here
 from kernel.core.surrogates import mend_all
 
 log = logging.getLogger(__name__)
@@ -45,18 +46,6 @@ SAVEPOINT, UNDO, RELEASE = "SAVEPOINT job", "ROLLBACK TO job", "RELEASE job"
 # How long a write no caller waits for waits for company before its hop leaves (the
 # longest a record of something done is not yet on disk).
 LINGER = 0.005
-
-
-class RowId:
-    """The id of the row a queued write makes, filled on the database thread when that
-    write runs. A write queued behind it (jobs run in the order queued) names the row
-    with it before any caller has the id: the meter's usage row and the audit row that
-    names it go in one hop (issue 37). ``value`` stays None when the write failed."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value: int | None = None
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from kernel.core.rows import filled, holds_later
 from kernel.store.database import dump_json, last_id, parse_stamp, stamp
 from kernel.store.db import Store
 
@@ -275,8 +276,15 @@ class Mailbox:
         """:meth:`put`, returning the rows as written, as :meth:`unsent` would read them
         (the outbox's worker takes them without reading them back). ``claimed``: the
         first row is written already marked ``sending`` (:meth:`claim`'s mark, in the
-        transaction that puts it), for a worker about to call the platform with it."""
-        bodies = [(item.kind, dump_json(item.body, "outbox body")) for item in items]
+        transaction that puts it), for a worker about to call the platform with it. A
+        body's :class:`~kernel.core.rows.Later` value (the 🔁 naming an answer stored
+        by a write queued before this one) is made on the database thread."""
+        # Serialised here, but for a body naming a row not written yet (issue 37).
+        later = [holds_later(item.body) for item in items]
+        bodies = [
+            (item.kind, "" if wait else dump_json(item.body, "outbox body"))
+            for item, wait in zip(items, later, strict=True)
+        ]
         created, expires = stamp(now), stamp(expires_at)
         inbox_id = settle[0] if settle else None
         states = [
@@ -284,6 +292,11 @@ class Mailbox:
         ]
 
         def op(conn: sqlite3.Connection) -> list[int]:
+            if any(later):
+                bodies[:] = [
+                    (kind, dump_json(filled(item.body), "outbox body") if wait else body)
+                    for (kind, body), item, wait in zip(bodies, items, later, strict=True)
+                ]
             ids = []
             for (kind, body), (state, attempts) in zip(bodies, states, strict=True):
                 cur = conn.execute(

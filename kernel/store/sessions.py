@@ -50,6 +50,17 @@ class StoredMessage:
     starts_round: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """What :meth:`SessionStore.begin_turn_soon` read, and the ids of the messages it
+    stored (None: not stored, the session was not as assumed)."""
+
+    session: SessionRow | None
+    transcript: list[StoredMessage]
+    history: list[Message]
+    ids: list[int] | None
+
+
 _SESSION_SELECT = """
     SELECT s.id, s.channel, s.title, s.meta, s.created_at, s.updated_at,
            (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
@@ -359,10 +370,45 @@ class SessionTables(Database):
     async def _load(
         self, op: str, session_id: int, rounds: int | None, *, with_failed: bool
     ) -> list[StoredMessage]:
+        if rounds == 0:
+            return []
+        return await self._read(op, self._loading(session_id, rounds, with_failed=with_failed))
+
+    def begin_turn_soon(
+        self,
+        session_id: int,
+        *,
+        rounds: int,
+        meta: dict[str, Any],
+        mode: str,
+        fits: Callable[[list[StoredMessage]], bool],
+        messages: Sequence[Message],
+        rows: Sequence[RowId],
+    ) -> Future[Begun]:
+        """A turn's start in one job (issue 37), queued without waiting: the session, its
+        last round as history keeps it (the transcript) and its last ``rounds`` rounds
+        as a model is shown them, read in the transaction that then appends ``messages``
+        (:meth:`append_messages_soon`) only if the session's meta and mode are still
+        ``meta`` and ``mode`` (what the turn assumed, read by the conversation's turn
+        before) and ``fits(transcript)``; else nothing is written (``Begun.ids`` None)."""
+        transcript = self._loading(session_id, 1, with_failed=True)
+        history = self._loading(session_id, rounds, with_failed=False)
+        append = self._appending(session_id, messages, rows)
+
+        def op(conn: sqlite3.Connection) -> Begun:
+            session = _fetch_session(conn, session_id)
+            told = transcript(conn)
+            kept = [s.message for s in history(conn)] if rounds else []
+            same = session is not None and session.meta == meta and session.mode == mode
+            return Begun(session, told, kept, append(conn) if same and fits(told) else None)
+
+        return self.write_soon("begin a turn", op)
+
+    def _loading(
+        self, session_id: int, rounds: int | None, *, with_failed: bool
+    ) -> Callable[[sqlite3.Connection], list[StoredMessage]]:
         if rounds is not None:
             check_non_negative(rounds=rounds)
-            if rounds == 0:
-                return []
         # `starts_round = 1` literally, so the partial index applies.
         only_kept = "" if with_failed else " AND failed = 0 AND cut = 0"
 
@@ -389,7 +435,7 @@ class SessionTables(Database):
                 for r in rows
             ]
 
-        return await self._read(op, fn)
+        return fn
 
     async def mark_failed(self, session_id: int, message_ids: Sequence[int]) -> int:
         """Set these messages of the session aside: kept as history, never loaded for a

@@ -21,6 +21,7 @@ from telegram.constants import ParseMode
 
 from kernel.audit import AuditLog, kinds
 from kernel.core.i18n import t
+from kernel.core.rows import Later, RowId
 from kernel.store.mailbox import Mailbox, OutboxItem, OutboxRow
 from kernel.telegram.render import render_markdown
 from kernel.telegram.split import split_html, split_plain
@@ -34,13 +35,15 @@ RESTORE_SCAN = 200  # rows of a chat looked through at start for the standing �
 # How long a tidy row's "sent" mark may wait for a hop to ride (the audit anchor's next
 # move, the next exchange): a death meanwhile only repeats the edit at the next start.
 TIDY_LINGER = 1.0
+# A message's buttons: made, or made on the database thread (retry_later).
+Markup = dict[str, Any] | Later
 
 
 def reply_items(
     markdown: str,
     *,
     replace: int | None = None,
-    markup: dict[str, Any] | None = None,
+    markup: Markup | None = None,
     reply_to: int | None = None,
     footer: Sequence[str] = (),
     silent: bool = False,
@@ -66,7 +69,7 @@ def plain_items(
     text: str,
     *,
     replace: int | None = None,
-    markup: dict[str, Any] | None = None,
+    markup: Markup | None = None,
     reply_to: int | None = None,
     silent: bool = False,
 ) -> list[OutboxItem]:
@@ -78,7 +81,7 @@ def _items(
     chunks: list[str],
     mode: str | None,
     replace: int | None,
-    markup: dict[str, Any] | None,
+    markup: Markup | None,
     reply_to: int | None = None,
     silent: bool = False,
 ) -> list[OutboxItem]:
@@ -105,7 +108,7 @@ def edit_item(
     text: str | None,
     *,
     parse_mode: str | None = None,
-    markup: dict[str, Any] | None = None,
+    markup: Markup | None = None,
 ) -> OutboxItem:
     """Edit a message's text (and buttons: ``markup`` None takes them away); ``text``
     None edits the buttons only."""
@@ -171,10 +174,22 @@ def _retry_button(markup: Any) -> bool:
     )
 
 
-def retry_markup(answer_id: int) -> dict[str, Any]:
+def retry_markup(answer_id: int, label: str | None = None) -> dict[str, Any]:
     """One 🔁 button under a final reply: answer its message again (issue 20; handled
     by the commands: only the latest answer's press runs)."""
-    return {"inline_keyboard": [[{"text": t("tg.again"), "callback_data": f"{RETRY}{answer_id}"}]]}
+    text = t("tg.again") if label is None else label
+    return {"inline_keyboard": [[{"text": text, "callback_data": f"{RETRY}{answer_id}"}]]}
+
+
+def retry_later(answer: int | RowId) -> Markup:
+    """:func:`retry_markup` for an answer whose id is known (an int) or is being stored
+    (a RowId: the outbox row that carries it is written behind the answer, in the same
+    hop, and made there; no 🔁 when the answer was not stored). The label is taken
+    here: the database thread has not the turn's language."""
+    if isinstance(answer, int):
+        return retry_markup(answer)
+    label = t("tg.again")
+    return Later(answer, lambda answer_id: retry_markup(answer_id, label))
 
 
 def again_markup(inbox_id: int) -> dict[str, Any]:

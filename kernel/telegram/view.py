@@ -55,12 +55,14 @@ from kernel.core.events import (
     ToolResult,
 )
 from kernel.core.i18n import t
+from kernel.core.rows import RowId
 from kernel.core.turns import Turn
 from kernel.delegate.delegator import Delegator
 from kernel.store.mailbox import InboxState, OutboxItem
 from kernel.telegram.asks import AskBoard
 from kernel.telegram.budget import Bot
 from kernel.telegram.drafts import DraftLine
+from kernel.telegram.items import Markup, retry_later
 from kernel.telegram.outbox import (
     Outbox,
     Ticket,
@@ -68,7 +70,6 @@ from kernel.telegram.outbox import (
     delete_item,
     plain_items,
     reply_items,
-    retry_markup,
 )
 from kernel.telegram.plan import PlanMessage
 from kernel.telegram.progress import TOOL_NAME, DelegationProgress
@@ -360,15 +361,18 @@ class TurnView:
     def _again(self) -> dict[str, Any] | None:
         return again_markup(self.inbox_id) if self.inbox_id is not None else None
 
-    async def _answer(self, reply: str, answer_id: int | None, placeholder: int | None) -> None:
+    async def _answer(
+        self, reply: str, answer_id: int | RowId | None, placeholder: int | None
+    ) -> None:
         """The answer as a new message, the one that notifies (the placeholder goes after
-        it); a finished delegation's line folded into it; the 🔁 moves onto it."""
+        it); a finished delegation's line folded into it; the 🔁 moves onto it (naming
+        the answer being stored, a RowId: made in the hop that stores it, issue 37)."""
         footer, gone = [], []
         for progress in self._ran:
             line, items = progress.folded()
             footer += [line] if line else []
             gone += items
-        retry = retry_markup(answer_id) if answer_id else None
+        retry = retry_later(answer_id) if answer_id is not None else None
         shown = f"{reply}\n\n{self.footer}" if self.footer else reply  # the restart hint
         items = reply_items(shown, markup=retry, footer=footer, reply_to=self.reply_to)
         after = [*gone, *(self.outbox.live_retry.supersede(self.chat_id) if retry else [])]
@@ -394,7 +398,7 @@ class TurnView:
         return [delete_item(pending)] if pending is not None else []
 
     async def _finish(
-        self, items: list[OutboxItem], state: InboxState, *, retry: dict[str, Any] | None = None
+        self, items: list[OutboxItem], state: InboxState, *, retry: Markup | None = None
     ) -> None:
         """Queue the turn's outcome, closing its inbox row in the same transaction.
         When the store refuses it, the owner is told directly (best effort) and the row

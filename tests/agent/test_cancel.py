@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from kernel.agent.agent import UserInput
 from kernel.app import Kernel
@@ -14,6 +15,7 @@ from tests.agent.test_turns import CONV, Sim, run, sent
 from tests.conftest import KernelFactory
 from tests.sim.anthropic_sim import AnthropicSim
 from tests.sim.script import Error, Reply, Text, text_reply, tool_reply
+from tests.waiting import wait_until
 
 
 async def next_event(turn: Turn, kind: type) -> list[TurnEvent]:
@@ -173,3 +175,33 @@ async def test_provider_error_after_a_tool_ran_leaves_a_valid_history(
     sim.enqueue(text_reply("recovered"))
     events = await run(kernel, "and now?")
     assert events[-1] == Completed(1, "recovered")  # the strict simulator accepted the history
+
+
+async def test_a_cancel_once_the_answer_is_queued_keeps_it(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    """Issue 37: the final answer is queued, not waited for (its hop is the reply's). A
+    /cancel right after it was queued (the hop not gone yet) loses nothing: the turn
+    stays answered and the next turn's history carries the answer once."""
+    kernel = await make_kernel(anthropic_sim)
+    store = kernel.store
+    store._courier.linger = 3600  # the answer waits for the next waited call
+    queue = store.append_messages_soon
+    cancelled: list[bool] = []
+
+    def queued(session_id: int, messages: Any, rows: Any) -> Any:
+        storing = queue(session_id, messages, rows)
+        if messages[0].role == "assistant":
+            cancelled.append(kernel.agent.sessions.cancel(CONV))
+        return storing
+
+    store.append_messages_soon = queued  # type: ignore[method-assign]
+    anthropic_sim.enqueue(text_reply("the answer"), text_reply("next answer"))
+    turn = kernel.agent.start_turn(CONV, UserInput("a question"))
+    assert await turn.wait() == Completed(1, "the answer")  # answered, not cancelled
+    assert cancelled == [True]
+    await wait_until(lambda: not kernel.agent.sessions.is_busy(CONV), what="the turn ended")
+    events = await run(kernel, "another")
+    assert events[-1] == Completed(1, "next answer")
+    history = json.dumps(sent(anthropic_sim), ensure_ascii=False)
+    assert history.count("the answer") == 1 and "已取消" not in history

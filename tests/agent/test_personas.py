@@ -213,3 +213,60 @@ async def test_a_personas_model_no_longer_configured_is_ignored_not_the_persona(
     assert isinstance(final, Completed) and final.reply == "ok"
     first = anthropic_sim.requests[0].body
     assert sorted(t["name"] for t in first["tools"]) == ["ask_user", "memory_search"]
+
+
+async def audit_kinds(kernel: Kernel) -> list[str]:
+    rows = await kernel.store.read(
+        "kinds", lambda conn: conn.execute("SELECT kind FROM audit_events ORDER BY id").fetchall()
+    )
+    return [row[0] for row in rows]
+
+
+async def test_a_persona_chosen_between_two_turns_is_read_fresh(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    """Issue 37: a turn's start assumes the session as the turn before read it and checks
+    that in the job that stores its message; a persona chosen since is found there, and
+    the turn goes on with it (its message stored once, its audit row once)."""
+    kernel = await make_kernel(anthropic_sim)
+    write_profile(kernel, "personas", "reader", READER)
+    anthropic_sim.enqueue(text_reply("one"), text_reply("two"))
+    assert await kernel.agent.start_turn(CONV, UserInput("first")).wait() == Completed(1, "one")
+    await kernel.agent.scopes.set(CONV, PERSONA, "reader")
+    assert await kernel.agent.start_turn(CONV, UserInput("second")).wait() == Completed(1, "two")
+
+    body = anthropic_sim.requests[1].body
+    assert sorted(t["name"] for t in body["tools"]) == ["ask_user", "memory_search"]
+    assert "librarian" in json.dumps(body["system"], ensure_ascii=False)
+    session = kernel.agent.sessions.current_session(CONV)
+    assert session is not None
+    stored = [m.role for m in await kernel.store.load_messages(session)]
+    assert stored == ["user", "assistant"] * 2
+    assert (await audit_kinds(kernel)).count("message.received") == 2
+
+
+async def test_a_persona_broken_after_a_turn_refuses_the_next_with_nothing_stored(
+    anthropic_sim: AnthropicSim, make_kernel: KernelFactory
+) -> None:
+    kernel = await make_kernel(anthropic_sim, language="en")
+    path = write_profile(kernel, "personas", "reader", READER)
+    await kernel.agent.scopes.set(CONV, PERSONA, "reader")
+    anthropic_sim.enqueue(text_reply("one"), text_reply("two"))
+    assert await kernel.agent.start_turn(CONV, UserInput("first")).wait() == Completed(1, "one")
+    kinds = await audit_kinds(kernel)
+    path.write_text(READER.replace("tools:", "tool:"), encoding="utf-8")  # a typo
+    final = await kernel.agent.start_turn(CONV, UserInput("second")).wait()
+
+    assert isinstance(final, ErrorEvent) and final.code == "profile_invalid"
+    assert len(anthropic_sim.requests) == 1
+    session = kernel.agent.sessions.current_session(CONV)
+    assert session is not None
+    assert [m.role for m in await kernel.store.load_messages(session)] == ["user", "assistant"]
+    assert (await audit_kinds(kernel))[: len(kinds)] == kinds
+    assert "message.received" not in (await audit_kinds(kernel))[len(kinds) :]
+
+    # Left since (the broken one no longer named): the turn the stale one would refuse
+    # goes on, as the session is now.
+    await kernel.agent.scopes.set(CONV, PERSONA, None)
+    assert await kernel.agent.start_turn(CONV, UserInput("third")).wait() == Completed(1, "two")
+    assert len(anthropic_sim.requests[1].body["tools"]) > 2

@@ -5,6 +5,7 @@ same rows a call-by-call store wrote, in the same order (tests/e2e/harness.py's 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kernel.telegram.items import RETRY
 from tests.e2e.harness import Rig, is_draft
 
 pytestmark = [pytest.mark.posix, pytest.mark.slow, pytest.mark.timeout(400)]
@@ -103,6 +105,11 @@ async def test_a_kill_while_the_reply_is_on_its_way_finds_what_was_acknowledged(
         after = snapshot(rig.db)
         states = rig.query("SELECT state, body FROM outbox WHERE kind = 'send' ORDER BY id")
         assert [state for state, body in states if "ok m2" in body] == ["sending"], states
+        # Its 🔁 names m2's answer, stored in the hop that queued the reply (issue 37).
+        ((answer,),) = rig.query("SELECT max(id) FROM messages WHERE role = 'assistant'")
+        (body,) = [json.loads(body) for _, body in states if "ok m2" in body]
+        (button,) = body["reply_markup"]["inline_keyboard"][0]
+        assert button["callback_data"] == f"{RETRY}{answer}", body
         kinds = [row[3] for row in after["audit_events"]]
         turns = [kind for kind in kinds if kind != "outbox.sent"]
         assert turns == ["audit.keyed", *TURN, *TURN], kinds

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kernel.core.messages import Message, TextBlock
+from kernel.core.rows import Later, RowId
 from kernel.store.db import Store
 from kernel.store.mailbox import Mailbox, OutboxItem
 
@@ -111,6 +113,43 @@ async def test_a_failed_put_settles_nothing(mailbox: Mailbox) -> None:
         )
     row = await mailbox.inbox_row(row_id)
     assert row is not None and row.state == "open"
+
+
+def retry(answer: int) -> dict[str, object]:
+    return {"inline_keyboard": [[{"text": "again", "callback_data": f"retry:{answer}"}]]}
+
+
+async def test_a_reply_names_an_answer_stored_in_the_same_hop(mailbox: Mailbox) -> None:
+    """Issue 37: the answer's append is queued, not waited for, and the reply's row
+    behind it names the answer's id (a Later, made on the database thread): one hop,
+    one transaction; the rows come back as written, the 🔁 filled in."""
+    store = mailbox.store
+    session = await store.create_session("telegram")
+    hops = store._courier.hops
+    row = RowId()
+    answer = Message("assistant", [TextBlock("the answer")])
+    storing = store.append_messages_soon(session.id, [answer], [row])
+    items = [OutboxItem("send", {"text": "the answer", "reply_markup": Later(row, retry)})]
+    rows = await mailbox.queue("telegram", "42", items, now=T0, expires_at=T0)
+    (answer_id,) = await storing
+    assert store._courier.hops == hops + 1
+    assert rows[0].body["reply_markup"] == retry(answer_id)
+    (stored,) = await mailbox.unsent("telegram", "42")
+    assert stored.id == rows[0].id and stored.body == rows[0].body
+
+
+async def test_a_reply_whose_answer_was_not_stored_goes_without_its_button(
+    mailbox: Mailbox,
+) -> None:
+    store = mailbox.store
+    row = RowId()
+    failing = store.append_messages_soon(999, [Message("assistant", [TextBlock("x")])], [row])
+    items = [OutboxItem("send", {"text": "x", "reply_markup": Later(row, retry)})]
+    rows = await mailbox.queue("telegram", "42", items, now=T0, expires_at=T0)
+    with pytest.raises(Exception, match="session"):
+        await failing
+    assert rows[0].body == {"text": "x"}
+    assert [r.body for r in await mailbox.unsent("telegram", "42")] == [{"text": "x"}]
 
 
 async def test_a_death_mid_send_is_recovered_as_ambiguous(mailbox: Mailbox) -> None:

@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
 
+from kernel.core.i18n import get_language, speaking
+from kernel.core.rows import Later, RowId
 from kernel.store.mailbox import OutboxRow
 from kernel.telegram.calls import RowCalls
 from kernel.telegram.download import FileRequest
-from kernel.telegram.items import retry_markup
+from kernel.telegram.items import retry_later, retry_markup
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim
 
 
@@ -92,3 +94,15 @@ async def test_buttons_taken_away_go_out_as_edit_message_reply_markup_sends_it(
         assert await RowCalls(bot).deliver(OWNER, row("edit", body)) == sent.message_id
     theirs, ours = tg.calls_to("editMessageReplyMarkup")
     assert ours.params == theirs.params
+
+
+def test_a_button_made_on_the_database_thread_keeps_the_callers_language() -> None:
+    """The 🔁 of an answer being stored is made on the database thread (issue 37), out of
+    the caller's context: its label is the one the caller's language gave."""
+    row = RowId()
+    with speaking("en"):
+        later = retry_later(row)
+        wanted = retry_markup(7)
+    row.value = 7
+    assert isinstance(later, Later) and later.value() == wanted
+    assert wanted != retry_markup(7) or get_language() == "en"
