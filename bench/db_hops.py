@@ -14,7 +14,11 @@ empty and 0.5 s quiet):
 - calls: store calls (each ``op``; several ride one hop when queued together), by op
   and by turn phase: *inbound accepted* (the update read, before the turn starts),
   *turn start* (until the model request arrives), *model call done* (until the first
-  Bot API call that shows the reply), *reply delivered* (the rest);
+  Bot API call that shows the reply), *reply delivered* (the rest). A hop that carries
+  the audit anchor's check is the anchor's own, counted apart: its once-a-second timer
+  (kernel/audit/log.py) sends it ~1 s after the turn's first audit row, with what was
+  queued to wait for company meanwhile (the old 🔁's "sent" mark and its audit row,
+  ``TIDY_LINGER``); at a person's pace every exchange has one;
 - db-thread time: wall time of the calls' own work on the database thread (their SQL,
   BEGIN/SAVEPOINT/COMMIT), not the hand-offs;
 - process CPU: this whole process's CPU time (Kernel, PTB and the simulators together),
@@ -58,6 +62,7 @@ from tests.sim.anthropic_sim import AnthropicSim  # noqa: E402
 from tests.sim.telegram_sim import DEFAULT_TOKEN, OWNER, TelegramSim  # noqa: E402
 
 PHASES = ("inbound accepted", "turn start", "model call done", "reply delivered")
+ANCHOR = "audit anchor check"  # the op of the anchor's timer (kernel/audit/log.py)
 REPLY_METHODS = ("sendMessage", "editMessageText")
 QUIET = 0.5
 MESSAGE = "Benchmark message {n}: what is on my calendar today, in one line?"
@@ -178,7 +183,10 @@ async def exchange(
     turn = watch.turns[0] if watch.turns else asked
     bounds = (turn, asked, shown)
     phases = Counter(PHASES[sum(at >= b for b in bounds)] for at, _op in watch.calls)
-    hop_phases = Counter(PHASES[sum(at >= b for b in bounds)] for at in watch.hops)
+    hop_phases = Counter(
+        "the anchor's timer" if ANCHOR in carried else PHASES[sum(at >= b for b in bounds)]
+        for at, carried in zip(watch.hops, watch.carried, strict=True)
+    )
     return Exchange(
         hops=len(watch.hops),
         busy_ms=sum(watch.busy) * 1000,
@@ -241,6 +249,8 @@ def report(results: list[Exchange], timeline: bool) -> None:
         calls_in = sum(r.phases[phase] for r in results) / count
         hops_in = sum(r.hop_phases[phase] for r in results) / count
         print(f"  {phase:30s} {calls_in:5.1f}  {hops_in:5.1f}")
+    anchor = sum(r.hop_phases["the anchor's timer"] for r in results) / count
+    print(f"  {'the anchor timer (apart)':30s} {'':5s}  {anchor:5.1f}")
     print("calls by op (mean per exchange):")
     ops: Counter[str] = Counter()
     for r in results:
