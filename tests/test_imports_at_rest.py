@@ -164,6 +164,8 @@ async def test_without_the_sidecar_no_aiohttp_server_and_no_gateway(tmp_path: Pa
     # Only the composition root's declaration of what the sidecar would get.
     assert loaded(resting, "kernel.gateway") == ["kernel.gateway", "kernel.gateway.deps"]
     assert loaded(resting, "anthropic") == []
+    if sys.platform == "linux":  # the service's loop is uvloop's (a Linux dependency)
+        assert "uvloop" in resting
 
 
 async def test_an_openai_compatible_kernel_never_imports_anthropic(tmp_path: Path) -> None:
