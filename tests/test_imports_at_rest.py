@@ -13,7 +13,9 @@ rest), and again after it has answered the owner once.
   optional Passport support); never Playwright, even with ``[browser]`` enabled, until
   a browser tool runs; never sqlite-vec or the embeddings client without
   ``[memory.embeddings]`` (issue 39); never croniter while no cron job is planned, at
-  the first start or a later one (its stored jobs loaded)."""
+  the first start or a later one (its stored jobs loaded); never RE2 (``re2``: its
+  library and libstdc++) without routing patterns, nor after a plain exchange (slimming
+  compiles its markers' patterns for the first text that may hold one)."""
 
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ NEVER_AT_REST = (
     "croniter",  # only a planned cron job needs it; the default job is disabled
     "dateutil",
     "mistune",  # the first reply renders Markdown
+    "re2",  # routing patterns (none by default) and slimming's markers, on first need
 )
 
 
@@ -148,6 +151,7 @@ async def test_a_claude_kernel_with_the_sidecar_rests_without_sdk_voice_or_clien
         after = await answered_once(svc)
     assert loaded(after, "anthropic")  # loaded by the first call, not before
     assert loaded(after, "openai") == []
+    assert loaded(after, "re2") == []  # "hello there" may hold no history marker
 
 
 async def test_without_the_sidecar_no_aiohttp_server_and_no_gateway(tmp_path: Path) -> None:
@@ -160,6 +164,8 @@ async def test_without_the_sidecar_no_aiohttp_server_and_no_gateway(tmp_path: Pa
     # Only the composition root's declaration of what the sidecar would get.
     assert loaded(resting, "kernel.gateway") == ["kernel.gateway", "kernel.gateway.deps"]
     assert loaded(resting, "anthropic") == []
+    if sys.platform == "linux":  # the service's loop is uvloop's (a Linux dependency)
+        assert "uvloop" in resting
 
 
 async def test_an_openai_compatible_kernel_never_imports_anthropic(tmp_path: Path) -> None:

@@ -435,11 +435,19 @@ class Zygote:
             shutil.rmtree(self._folder, ignore_errors=True)
 
 
+class _PipeReader(asyncio.StreamReaderProtocol):
+    """A pipe's reader whose transport closes at the end of the pipe: asyncio's closes
+    itself there whatever ``eof_received`` returns, uvloop's only when it returns false
+    (and a loop with a transport still open cannot close: libuv's EBUSY)."""
+
+    def eof_received(self) -> bool:
+        super().eof_received()
+        return False
+
+
 async def _reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
     reader = asyncio.StreamReader()  # asyncio's subprocess limit (64 KiB lines)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
-    )
+    await loop.connect_read_pipe(lambda: _PipeReader(reader), os.fdopen(fd, "rb", buffering=0))
     return reader
 
 

@@ -5,14 +5,14 @@ Nothing here calls a model."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-
-import re2
+from typing import Any
 
 from kernel.core.i18n import CATALOG, LANGUAGES, t
 from kernel.core.messages import Block, ImageBlock, Message, TextBlock, ToolResultBlock
@@ -36,19 +36,44 @@ def marker(key: str, hole: str = "") -> str:
     return "(?:" + "|".join(heads) + ")" + middle + "(?:" + "|".join(tails) + ")"
 
 
-# Markers in the model's history in the owner's language (catalogue ``history.*``): an
-# image, a voice note, a file, a skill's text (in skills/) once slimmed.
-_IMAGE_DONE = re2.compile(marker("history.image_done"))
-_VOICE_DONE = re2.compile(marker("history.voice_done"))
+class _Markers:
+    """The markers' patterns, compiled by RE2 (linear time: the texts are outside input).
+    RE2 (its library and libstdc++, ~2.5 MiB) is imported by the first text that may
+    hold a marker (:func:`_markers`), not at start (issue 37)."""
 
-# An attached file as the model sees it (seed 004 Phase 3): ``[文件: name]`` and a fence
-# longer than any run of backticks inside, so a file's own code fences cannot end it.
-# The text is outside input (a document's own words): its head is found by RE2 (linear
-# time) and its closing fence by str.find, each fence searched to the end at most once
-# (review: the backtracking pattern took minutes on a document full of file heads).
-# RE2 encodes the text as UTF-8: a lone surrogate in it is matched as U+FFFD
-# (kernel.core.surrogates.finditer), never an error that ends the turn.
-_FILE_HEAD = re2.compile(marker("history.file", r"[^\]\n]+") + r"\n(`{3,})[^\n]*\n")
+    def __init__(self) -> None:
+        import re2
+
+        # Markers in the model's history in the owner's language (catalogue
+        # ``history.*``): an image, a voice note, a file, a skill's text (in skills/)
+        # once slimmed.
+        self.image_done: Any = re2.compile(marker("history.image_done"))
+        self.voice_done: Any = re2.compile(marker("history.voice_done"))
+        self.file_done: Any = re2.compile(marker("history.file_done", r"[^\]\n]+"))
+        self.skill_done: Any = re2.compile(marker("history.skill_done", r"[^\]\n]+"))
+        # An attached file as the model sees it (seed 004 Phase 3): ``[文件: name]`` and
+        # a fence longer than any run of backticks inside, so a file's own code fences
+        # cannot end it. The text is outside input (a document's own words): its head is
+        # found by RE2 (linear time) and its closing fence by str.find, each fence
+        # searched to the end at most once (review: the backtracking pattern took
+        # minutes on a document full of file heads). RE2 encodes the text as UTF-8: a
+        # lone surrogate in it is matched as U+FFFD (kernel.core.surrogates.finditer),
+        # never an error that ends the turn.
+        self.file_head: Any = re2.compile(
+            marker("history.file", r"[^\]\n]+") + r"\n(`{3,})[^\n]*\n"
+        )
+        # A transcript is one line (whitespace collapsed) and may hold "]" itself: the
+        # tag ends at the last "]" of its line. RE2: linear on outside text (a line full
+        # of "[语音: ").
+        self.voice: Any = re2.compile("(?m)" + marker("history.voice", r"[^\n]*") + "$")
+
+
+@functools.cache
+def _markers() -> _Markers:
+    """The patterns, compiled once, on first need."""
+    return _Markers()
+
+
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -83,7 +108,7 @@ def file_blocks(text: str) -> Iterator[tuple[int, int, str]]:
     pos = 0
     closed_after: dict[str, int] = {}  # fence → a position after which it never closes
     # One pass of RE2 over the text (each search call would encode the whole text anew).
-    for head in finditer(_FILE_HEAD, text):
+    for head in finditer(_markers().file_head, text):
         if head.start() < pos:  # inside the file before
             continue
         fence = head.group(2)
@@ -120,9 +145,9 @@ def without_files(text: str) -> str:
     return _sub_files(text, lambda name: "")
 
 
-# A transcript is one line (whitespace collapsed) and may hold "]" itself: the tag ends
-# at the last "]" of its line. RE2: linear on outside text (a line full of "[语音: ").
-VOICE = re2.compile("(?m)" + marker("history.voice", r"[^\n]*") + "$")
+def has_voice(text: str) -> bool:
+    """Whether ``text`` holds a voice tag (a transcript)."""
+    return not _unmarked(text) and retried_mended(_markers().voice.search, text) is not None
 
 
 def without_voice(text: str, replace_with: str = "") -> str:
@@ -132,16 +157,12 @@ def without_voice(text: str, replace_with: str = "") -> str:
         return text
     out: list[str] = []
     last = 0
-    for match in finditer(VOICE, text):
+    for match in finditer(_markers().voice, text):
         out.append(text[last : match.start()])
         out.append(replace_with)
         last = match.end()
     out.append(text[last:])
     return "".join(out)
-
-
-_FILE_DONE = re2.compile(marker("history.file_done", r"[^\]\n]+"))
-_SKILL_DONE = re2.compile(marker("history.skill_done", r"[^\]\n]+"))
 
 
 def media_dropped(message: Message) -> bool:
@@ -153,9 +174,9 @@ def media_dropped(message: Message) -> bool:
             and block.by != "owner"
             and not _unmarked(block.text)
             and (
-                retried_mended(_IMAGE_DONE.fullmatch, block.text)
-                or retried_mended(_VOICE_DONE.search, block.text)
-                or retried_mended(_FILE_DONE.search, block.text)
+                retried_mended(_markers().image_done.fullmatch, block.text)
+                or retried_mended(_markers().voice_done.search, block.text)
+                or retried_mended(_markers().file_done.search, block.text)
             )
         ):
             return True
@@ -168,10 +189,13 @@ def owner_text(message: Message) -> str:
     texts = [
         b.text
         for b in message.content
-        if isinstance(b, TextBlock)
-        and (b.by == "owner" or (not b.by and not retried_mended(_SKILL_DONE.fullmatch, b.text)))
+        if isinstance(b, TextBlock) and (b.by == "owner" or (not b.by and not _skill_done(b.text)))
     ]
     return "\n".join(texts)
+
+
+def _skill_done(text: str) -> bool:
+    return not _unmarked(text) and bool(retried_mended(_markers().skill_done.fullmatch, text))
 
 
 def slim_message(message: Message, artifacts: dict[str, str] | None = None) -> Message:

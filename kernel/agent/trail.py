@@ -17,10 +17,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kernel.agent.slimming import VOICE, file_blocks, without_files
+from kernel.agent.slimming import file_blocks, has_voice, without_files
 from kernel.agent.turn_parts import UserInput
 from kernel.audit import AuditLog, kinds
-from kernel.core.surrogates import retried_mended
 from kernel.core.turns import Turn
 from kernel.store.database import RowId
 from kernel.store.usage import UsageEntry
@@ -56,7 +55,7 @@ def parts_of(user_input: UserInput) -> list[str]:
     if next(file_blocks(attached), None) is not None:
         parts.append("file")
         attached = without_files(attached)
-    if retried_mended(VOICE.search, attached):
+    if has_voice(attached):
         parts.append("voice")
     if user_input.text.strip():
         parts.append("text")

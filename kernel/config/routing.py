@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import re2
 from pydantic import Field
 
 from kernel.config.schema import Label, NonNegFloat, NonNegInt, PosFloat, PosInt, Section
@@ -34,7 +33,12 @@ def parse_ref(ref: str) -> tuple[str, str]:
 def compile_pattern(pattern: str) -> Any:
     """A rule's pattern, compiled by RE2: matching takes time linear in the text (the
     owner's words are outside input), and what RE2 cannot promise that for
-    (backreferences, lookaround) is refused. Raises ValueError naming the problem."""
+    (backreferences, lookaround) is refused. Raises ValueError naming the problem.
+
+    RE2 (its library and libstdc++, ~2.5 MiB) is imported here, on the first pattern:
+    a configuration without routing patterns never loads it (issue 37)."""
+    import re2
+
     options = re2.Options()
     options.log_errors = False  # RE2 would print the pattern to stderr itself
     try:

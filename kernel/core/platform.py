@@ -7,7 +7,8 @@ executable, honouring ``PATHEXT`` on Windows so ``claude`` finds ``claude.cmd``)
 parses a task), ``install_stop`` (call back on Ctrl+C / SIGTERM / Ctrl+Break),
 ``replace`` (os.replace that waits out a reader holding the target open on Windows),
 ``flag`` (an ``os.O_*`` flag, 0 where the platform has none), ``set_blocking``,
-``taskkill_argv`` and ``system_program`` (a Windows program by its full path).
+``taskkill_argv`` and ``system_program`` (a Windows program by its full path),
+``run_service`` (the service's event loop: uvloop where it is installed, on Linux).
 
 Every Windows branch takes ``windows=`` (None: :data:`WINDOWS`, read at the call) so the
 tests run it on Linux with fakes; nothing here reads a POSIX-only attribute at import.
@@ -26,8 +27,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 __all__ = [
     "WINDOWS",
@@ -38,6 +41,7 @@ __all__ = [
     "kill_tree",
     "launch_argv",
     "replace",
+    "run_service",
     "set_blocking",
     "system_program",
     "taskkill_argv",
@@ -70,6 +74,18 @@ def set_blocking(fd: int, blocking: bool) -> None:
     setter = getattr(os, "set_blocking", None)
     if setter is not None and not WINDOWS:
         setter(fd, blocking)
+
+
+def run_service(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` on uvloop's event loop (libuv, in C) when uvloop can be
+    imported (a dependency on Linux only), else on asyncio's own. The long-running
+    service's loop: an exchange costs ~9 % fewer instructions on it (issue 37)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
 
 
 def group_spawn_kwargs(*, windows: bool | None = None) -> dict[str, Any]:
