@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ntpath
 import os
 import re
@@ -84,8 +85,19 @@ def run_service(main: Coroutine[Any, Any, T]) -> T:
         import uvloop
     except ImportError:
         return asyncio.run(main)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+    runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    try:
         return runner.run(main)
+    finally:
+        try:
+            runner.close()
+        except OSError as exc:
+            # libuv refuses to close a loop with a handle still open (EBUSY: a child's
+            # pipe another party holds): the service's work is done and its database
+            # closed, so the stop stays a clean one, told in the log.
+            logging.getLogger(__name__).warning(
+                "the event loop did not close cleanly: %s", exc.strerror
+            )
 
 
 def group_spawn_kwargs(*, windows: bool | None = None) -> dict[str, Any]:

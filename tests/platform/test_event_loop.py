@@ -78,3 +78,25 @@ def test_on_uvloop_a_group_is_killed_a_stop_signal_arrives_a_thread_runs() -> No
     assert rest == b"", "a grandchild still holds the pipe"
     assert stopped
     assert thread != threading.main_thread().name
+
+
+class _BusyLoop(asyncio.SelectorEventLoop):
+    """A loop whose close fails as libuv's does with a handle still open (EBUSY)."""
+
+    def close(self) -> None:
+        super().close()
+        raise OSError(16, "Device or resource busy")
+
+
+def test_a_loop_that_will_not_close_leaves_the_stop_clean(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = type(sys)("uvloop")
+    fake.new_event_loop = _BusyLoop  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "uvloop", fake)
+
+    async def service() -> str:
+        return "stopped"
+
+    assert platform.run_service(service()) == "stopped"  # no crash: a clean exit
+    assert "the event loop did not close cleanly: Device or resource busy" in caplog.text
