@@ -13,12 +13,14 @@ from asyncio import Future
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from functools import cached_property
+from typing import Any
 
 from kernel.core.errors import StoreError
-from kernel.core.messages import Message, Role, content_from_json, content_to_json
+from kernel.core.messages import Message, content_to_json
 from kernel.store.audit import prune_in
 from kernel.store.database import Database, RowId, check_non_negative, dump_json, last_id
+from kernel.store.parsed import ParsedMessages, parse_message
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,10 @@ _SESSION_SELECT = """
 
 class SessionTables(Database):
     """The Store's session and message methods."""
+
+    @cached_property
+    def _parsed(self) -> ParsedMessages:
+        return ParsedMessages()  # made and used on the db thread
 
     async def create_session(
         self,
@@ -428,9 +434,10 @@ class SessionTables(Database):
                 " WHERE session_id = ? AND id >= ?" + only_kept + " ORDER BY id",
                 (session_id, start_id),
             ).fetchall()
+            parsed = self._parsed.message
             return [
                 StoredMessage(
-                    _message_from_row(r[:3]), bool(r[3]), int(r[4]), int(r[0]), bool(r[5])
+                    parsed(r[0], r[1], r[2]), bool(r[3]), int(r[4]), int(r[0]), bool(r[5])
                 )
                 for r in rows
             ]
@@ -571,9 +578,4 @@ def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
 
 
 def _message_from_row(row: tuple[Any, ...]) -> Message:
-    message_id, role, content = row
-    try:
-        blocks = content_from_json(json.loads(content))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StoreError(f"message {message_id} has unreadable content") from exc
-    return Message(role=cast(Role, role), content=blocks)
+    return parse_message(*row)
