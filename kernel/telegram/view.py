@@ -3,7 +3,8 @@
 Progress is silent, the answer notifies (issue 34: the owner's lock screen shows the
 answer's first words), and a plain exchange costs the chat's rate budget one token,
 its answer (issue 37: back to back, about one exchange a second, Telegram's limit).
-Progress is shown by what costs no token: the typing action and the draft
+Progress is shown by what costs no token: the typing action (once a turn has run half
+a second: an answer sooner needs none) and the draft
 (``drafts.py``: the reply as it forms and, below it or alone, the status line: the
 tool that runs, its progress, "retrying (2/3)…"). With drafts off (``stream = false``,
 or the turn's first draft error) a silent placeholder is sent once a status line needs
@@ -77,6 +78,11 @@ from kernel.telegram.tool_progress import ToolProgressLine
 from kernel.tools.todo import NAME as PLAN_TOOL
 
 log = logging.getLogger(__name__)
+
+# A turn shows typing once it has run this long: an answer in hand sooner needs none
+# (the Bot API's advice: the action is for a response that takes noticeable time). The
+# instant answer then costs one call, the answer, not two (issue 37).
+TYPING_AFTER = 0.5
 
 
 @dataclass(frozen=True)
@@ -439,6 +445,7 @@ class TurnView:
         await self.outbox.tell_directly(self.chat_id, text, replace=standing)
 
     async def _keep_typing(self) -> None:
+        await asyncio.sleep(TYPING_AFTER)
         while True:
             with contextlib.suppress(TelegramError):
                 await self.bot.send_chat_action(

@@ -9,12 +9,13 @@ is quiet only the newest answer keeps one.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 
-from kernel.telegram import drafts
+from kernel.telegram import drafts, view
 from tests.sim.script import Error, Reply, Text, ToolUse, text_reply, tool_reply
 from tests.sim.telegram_sim import OWNER, BotCall, ChatMessage
 from tests.telegram.conftest import BotHarness, Factory
@@ -68,10 +69,12 @@ async def test_a_plain_exchange_is_typing_drafts_and_one_send(bot: Factory) -> N
 async def test_an_answer_whole_before_its_first_draft_comes_without_one(
     bot: Factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The answer is in hand before its first draft would go (an instant model): typing,
-    # then the answer alone (issue 37: the answer would replace that draft at once). A
-    # long hold, so that only "whole", not the machine's pace, decides.
+    # The answer is in hand before its first draft would go (an instant model): the
+    # answer alone (issue 37: the answer would replace that draft at once), and no
+    # typing either (it shows only once a turn runs past TYPING_AFTER). Long holds, so
+    # that only "whole", not the machine's pace, decides.
     monkeypatch.setattr(drafts, "FIRST_TEXT_WAIT", 60.0, raising=False)
+    monkeypatch.setattr(view, "TYPING_AFTER", 60.0)
     h = await bot()
     h.model.enqueue(text_reply("all at once"))
     since = len(h.tg.calls)
@@ -79,12 +82,31 @@ async def test_an_answer_whole_before_its_first_draft_comes_without_one(
     assert await h.converse("quick one") == "all at once"
 
     calls = chat_calls(h, since)
-    assert "sendChatAction" in {c.method for c in calls}
-    assert [c.method for c in calls if c.method in {"sendMessageDraft", "sendMessage"}] == [
-        "sendMessage"
-    ]
+    assert [c.method for c in calls] == ["sendMessage"]
     assert h.tg.drafts(OWNER) == []
     assert [m.text for m in h.tg.history(OWNER) if m.from_bot] == ["all at once"]
+
+
+async def test_typing_shows_once_the_turn_runs_past_its_grace(
+    bot: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn still running after TYPING_AFTER shows typing (free: no token), refreshed
+    every ``typing_interval``, until its answer comes; the answer is still its one
+    billed call."""
+    monkeypatch.setattr(view, "TYPING_AFTER", 0.05)
+    h = await bot(extra="typing_interval = 0.05\n")
+    gate = asyncio.Event()
+    h.model.enqueue(text_reply("took a while", gate=gate))
+    since = len(h.tg.calls)
+    h.tg.inject_text("think it over")
+    await h.tg.wait_until(lambda: len(h.tg.calls_to("sendChatAction")) >= 2)
+    assert h.bot_messages() == []  # typing while the model is still at it
+    gate.set()
+    await h.tg.wait_until(lambda: [m.text for m in h.bot_messages()] == ["took a while"])
+
+    calls = chat_calls(h, since)
+    assert {c.params["action"] for c in calls if c.method == "sendChatAction"} == {"typing"}
+    assert [c.method for c in calls if c.method in BILLED] == ["sendMessage"]
 
 
 async def test_back_to_back_answers_never_wait_behind_a_tidy_up(bot: Factory) -> None:
