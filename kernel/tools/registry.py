@@ -350,7 +350,7 @@ class ToolRegistry:
                 f"{t.description} {t.rules}"
                 if t.rules and t.name not in without_rules
                 else t.description,
-                t.declaration.schema_copy(),
+                t.declaration.offered(),
             )
             for t in self._tools.values()
             if self._offered(t)

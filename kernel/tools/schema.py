@@ -27,7 +27,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import NoneType
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, cast
 
 from pydantic import (
     AfterValidator,
@@ -41,6 +41,8 @@ from pydantic import (
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic.types import AllowInfNan, Strict
 from pydantic_core import PydanticCustomError, PydanticUndefined, core_schema
+
+from kernel.core.frozen import frozen
 
 # ---------------------------------------------------------------- the scalar types
 
@@ -102,15 +104,14 @@ class Declaration:
     model: type[BaseModel]
     schema: dict[str, Any]
 
-    def schema_copy(self) -> dict[str, Any]:
-        """A copy of ``schema`` of the caller's own, from its JSON text (made once): a
-        third of ``copy.deepcopy``'s CPU, for every tool of every turn (issue 37)."""
-        text = self.__dict__.get("_text")
-        if text is None:
-            text = json.dumps(self.schema)
-            object.__setattr__(self, "_text", text)
-        copied: dict[str, Any] = json.loads(text)
-        return copied
+    def offered(self) -> dict[str, Any]:
+        """``schema`` frozen (kernel/core/frozen.py), made once and shared by every
+        listing: no copy per tool per turn (issue 37), and nobody changes it in place."""
+        shared = self.__dict__.get("_offered")
+        if shared is None:
+            shared = frozen(self.schema)
+            object.__setattr__(self, "_offered", shared)
+        return cast(dict[str, Any], shared)
 
 
 def from_signature(

@@ -96,3 +96,16 @@ def test_the_kept_parses_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     long = text % ("y" * 100)
     assert cache.message(11, "user", long).content == [TextBlock("y" * 100)]
     assert len(cache) == 3 and cache.chars <= 200  # too long to keep: parsed, not kept
+
+
+async def test_the_bound_holds_through_the_store(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parsed, "LIMIT_CHARS", 1_000)
+    s = await store.create_session("cli")
+    said = [Message("user", [TextBlock(f"message {i:03d} " + "x" * 40)]) for i in range(60)]
+    await store.append_messages(s.id, said)
+    assert await store.load_messages(s.id) == said
+    kept = store._parsed
+    assert 0 < len(kept) < 60 and kept.chars <= 1_000
+    assert await store.load_messages(s.id) == said  # the rest parsed again, as before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import threading
@@ -28,9 +29,10 @@ def props(reg: ToolRegistry, name: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- schemas
 
 
-def test_each_listing_hands_out_a_schema_of_its_own(reg: ToolRegistry) -> None:
-    """A caller that changes a listed schema (an adapter marking it) changes no later
-    listing: the copy is made from the schema's JSON text, once per listing."""
+def test_a_listed_schema_is_shared_and_read_only(reg: ToolRegistry) -> None:
+    """Issue 37: every listing shares one frozen copy of a schema (no copy per tool per
+    turn). A caller that changes it in place (an adapter marking it) is refused, so no
+    later listing can change; a copy of it is the caller's own to change."""
 
     @reg.tool
     def pick(colour: Literal["red", "blue"], count: int = 1) -> str:
@@ -38,9 +40,15 @@ def test_each_listing_hands_out_a_schema_of_its_own(reg: ToolRegistry) -> None:
         return colour * count
 
     first = props(reg, "pick")
-    first["colour"]["enum"].append("green")
-    first["count"]["default"] = 9
+    with pytest.raises(TypeError, match="read-only"):
+        first["colour"]["enum"].append("green")
+    with pytest.raises(TypeError, match="read-only"):
+        first["count"]["default"] = 9
+    mine = copy.deepcopy(first)
+    mine["colour"]["enum"].append("green")
+    mine["count"]["default"] = 9
     second = props(reg, "pick")
+    assert second is first  # shared, not made again
     assert second["colour"]["enum"] == ["red", "blue"]
     assert second["count"]["default"] == 1
 
@@ -279,9 +287,12 @@ def test_names_specs_disable_unregister(reg: ToolRegistry) -> None:
     assert reg.names() == ["c"]
 
 
-def test_specs_are_copies(reg: ToolRegistry) -> None:
-    reg.register("t", "d", {"type": "object", "properties": {}}, lambda: "")
-    reg.specs()[0].parameters["properties"]["x"] = {}
+def test_specs_are_read_only(reg: ToolRegistry) -> None:
+    given = {"type": "object", "properties": {}}
+    reg.register("t", "d", given, lambda: "")
+    with pytest.raises(TypeError, match="read-only"):
+        reg.specs()[0].parameters["properties"]["x"] = {}
+    given["properties"]["y"] = {}  # nor does the registrant's own dict reach a listing
     assert reg.specs()[0].parameters == {"type": "object", "properties": {}}
 
 
@@ -581,7 +592,7 @@ def _factory(reg: ToolRegistry, choices: tuple[str, ...], limit: int) -> None:
 def test_a_factorys_tool_is_declared_once_and_a_change_declares_it_anew() -> None:
     """The declaration of the same code, annotations and defaults is built once per
     process (~6 ms a tool at every Kernel start); a different annotation or default
-    (the same code) gets its own, and a spec handed out is a copy."""
+    (the same code) gets its own, and a spec handed out is read-only."""
     first, second, other, wider = (ToolRegistry() for _ in range(4))
     _factory(first, ("a", "b"), 3)
     _factory(second, ("a", "b"), 3)
@@ -593,7 +604,8 @@ def test_a_factorys_tool_is_declared_once_and_a_change_declares_it_anew() -> Non
     assert props(other, "pick")["count"]["default"] == 5
     assert props(wider, "pick")["which"]["enum"] == ["a", "b", "c"]
     assert props(first, "pick")["which"]["enum"] == ["a", "b"]
-    props(first, "pick")["which"]["enum"].append("x")  # a spec is the caller's copy
+    with pytest.raises(TypeError, match="read-only"):  # shared by both registries
+        props(first, "pick")["which"]["enum"].append("x")
     assert props(second, "pick")["which"]["enum"] == ["a", "b"]
 
 
