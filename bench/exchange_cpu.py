@@ -13,7 +13,15 @@ chat), and the Bot API calls per exchange by method.
 The script needs only the simulators and ``tests.conftest.write_config``, so the same
 file measures an older checkout too (copy it there and run it from that root).
 
+``--beside PYTHON`` (another checkout's interpreter: its own ``uv sync``) measures a
+change on a machine whose speed drifts: that build's service and this one's run side by
+side, exchanges alternating between them (each still ``--pace`` apart), and each block
+of ``--block`` exchanges prints both CPU figures and their ratio. Both feel the same
+machine at the same moment, so the ratio holds where a figure alone moves by ±15 %
+from one run to the next (both read higher than alone: they share two cores).
+
     uv run python bench/exchange_cpu.py [--exchanges 100] [--pace 2.5] [--runs 1]
+    uv run python bench/exchange_cpu.py --beside ../before/.venv/bin/python [--block 20]
 """
 
 from __future__ import annotations
@@ -44,6 +52,15 @@ def cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         fields = stat.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_s(pid: int) -> float:
+    """Seconds ``pid``'s threads ran (``schedstat``: nanoseconds, not clock ticks)."""
+    ran = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            ran += int((task / "schedstat").read_text().split()[0])
+    return ran / 1e9
 
 
 async def exchange(tg: TelegramSim, n: int) -> float:
@@ -110,6 +127,45 @@ async def one_run(python: str, args: argparse.Namespace) -> tuple[float, float, 
         return used / args.exchanges * 100, statistics.median(latencies), calls
 
 
+async def side_by_side(args: argparse.Namespace) -> None:
+    """``args.beside``'s service (A) and this one's (B), exchanges alternating."""
+    python = args.python or sys.executable
+    print(
+        f"A {args.beside} beside B {python}: {args.exchanges} exchanges each, {args.pace} s apart"
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        services = []
+        for interpreter in (args.beside, python):
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-cpu-")))
+            tg, proc, _ = await start_service(stack, folder, interpreter)
+            services.append((tg, proc.pid))
+        n, ratios, totals = 0, [], [0.0, 0.0]
+        while n < args.warmup + args.exchanges:
+            began = [run_s(pid) for _, pid in services]
+            block = args.warmup if n == 0 < args.warmup else args.block
+            block = min(block, args.warmup + args.exchanges - n)
+            for _ in range(block):
+                n += 1
+                for tg, _ in services:
+                    await exchange(tg, n)
+                    await asyncio.sleep(args.pace / 2)
+            if n <= args.warmup:
+                continue
+            a, b = (
+                (run_s(pid) - s) / block * 100 for (_, pid), s in zip(services, began, strict=True)
+            )
+            totals = [totals[0] + a * block, totals[1] + b * block]
+            ratios.append(b / a)
+            print(
+                f"  exchanges {n - block + 1}-{n}: A {a:.2f}, B {b:.2f} s per 100, B/A {b / a:.3f}"
+            )
+    a, b = (t / args.exchanges for t in totals)
+    print(
+        f"A {a:.2f}, B {b:.2f} s per 100 exchanges; B/A by block: median "
+        f"{statistics.median(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f})"
+    )
+
+
 async def main_async(args: argparse.Namespace) -> None:
     python = args.python or sys.executable
     print(f"{python}: {args.exchanges} exchanges {args.pace} s apart after {args.warmup}")
@@ -134,7 +190,10 @@ def main() -> None:
     parser.add_argument("--pace", type=float, default=2.5, help="seconds between exchanges")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--python", help="the interpreter that runs kernel (default: this one)")
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--beside", help="another build's interpreter, run side by side (A)")
+    parser.add_argument("--block", type=int, default=20, help="exchanges per --beside block")
+    args = parser.parse_args()
+    asyncio.run(side_by_side(args) if args.beside else main_async(args))
 
 
 if __name__ == "__main__":
