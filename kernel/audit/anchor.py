@@ -1,8 +1,8 @@
 """The audit's anchor outside the database: ``data/audit.anchor``, the global chain's
-last sequence and hash as a small JSON file (0600), rewritten atomically at most once a
-second while events are recorded and at stop: checked and written in one job on the
-database thread (:func:`anchor_target`), then written in a thread (the fsync is not the
-database's to wait for).
+last sequence and hash as a small JSON file (0600), rewritten in place (one synced
+sector, :func:`write_anchor`) at most once a second while events are recorded and at
+stop: checked in one job on the database thread (:func:`anchor_target`), then written
+in a thread (the sync is not the database's to wait for).
 
 Inside one SQLite file, whoever deletes every row and the heads leaves a chain that
 verifies empty. The anchor is the record of how far the chain went: verification refuses
@@ -22,7 +22,9 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 import sqlite3
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from kernel.store.audit import ghash_of, last_row, seal
 log = logging.getLogger(__name__)
 
 ANCHOR_FILE = "audit.anchor"
+RECORD = 256  # bytes of an anchor as written: its JSON (~150) padded, one disk sector
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +56,49 @@ def is_sealed(anchor: Anchor, key: bytes) -> bool:
 
 
 def write_anchor(path: Path, seq: int, value: str, key: bytes | None = None) -> None:
-    """Blocking: run it in a thread. ``key``: the audit key (the anchor is sealed)."""
+    """Blocking: run it in a thread. ``key``: the audit key (the anchor is sealed).
+
+    The anchor is one record of ``RECORD`` bytes (its JSON padded with spaces), rewritten
+    in place and synced (``pwrite``, ``fdatasync``): a write inside the file's first disk
+    sector, old or new after a crash, an eighth of the CPU of a new file made, synced and
+    renamed over it once a second (issue 37). Where it cannot be (no anchor yet, one of
+    another size, or not a plain file of Kernel's own alone: a link, another owner, other
+    permissions), the record is made anew atomically, as every write was before."""
     fields: dict[str, object] = {"seq": seq, "hash": value}
     if key is not None:
         fields["mac"] = anchor_mac(key, seq, value)
-    body = json.dumps(fields, separators=(",", ":")) + "\n"
-    write_atomic(path, body.encode("ascii"))
+    body = json.dumps(fields, separators=(",", ":")).encode("ascii")
+    record = body.ljust(RECORD - 1) + b"\n"
+    if len(record) != RECORD or not _rewrite(path, record):
+        write_atomic(path, record)
+
+
+def _rewrite(path: Path, record: bytes) -> bool:
+    """``record`` written over the anchor in place; False when it is not a file that may
+    be (it is then made anew)."""
+    nofollow, euid = getattr(os, "O_NOFOLLOW", 0), getattr(os, "geteuid", None)
+    if not nofollow or euid is None:  # no way to refuse a link here: made anew
+        return False
+    try:
+        fd = os.open(path, os.O_WRONLY | nofollow | os.O_CLOEXEC)
+    except OSError:  # none yet, a symbolic link, not ours to write
+        return False
+    try:
+        found = os.fstat(fd)
+        if not (
+            stat.S_ISREG(found.st_mode)
+            and found.st_nlink == 1  # a hard link would carry the write elsewhere
+            and found.st_uid == euid()
+            and stat.S_IMODE(found.st_mode) == 0o600
+            and found.st_size == len(record)
+        ):
+            return False
+        if os.pwrite(fd, record, 0) != len(record):
+            return False
+        os.fdatasync(fd)
+        return True
+    finally:
+        os.close(fd)
 
 
 def anchor_target(
@@ -90,7 +130,7 @@ def load_anchor(path: Path) -> Anchor | None:
     as ``Anchor(0, "")`` — present but empty — so verification says ``anchor`` rather
     than ignoring it. Blocking."""
     try:
-        text = path.read_text(encoding="ascii")
+        text = _read_settled(path)
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError):
@@ -103,6 +143,19 @@ def load_anchor(path: Path) -> Anchor | None:
     if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(value, str):
         return Anchor(0, "")
     return Anchor(seq, value, mac if _is_mac(mac) else None)
+
+
+def _read_settled(path: Path) -> str:
+    """The anchor's text, read until two reads agree (at most three tries): a read
+    beside an in-place rewrite (``kernel audit verify`` while Kernel runs) could see
+    part of each; two the same cannot both be."""
+    text = path.read_text(encoding="ascii")
+    for _ in range(2):
+        again = path.read_text(encoding="ascii")
+        if again == text:
+            break
+        text = again
+    return text
 
 
 def _is_mac(value: object) -> bool:
