@@ -7,21 +7,26 @@ cut) or deleted, and their ids (AUTOINCREMENT) are never reused. The stored text
 kept beside its blocks all the same and compared on every read, so a database file
 replaced under the store (a restore) can never be served a stale parse.
 
-Touched only on the db thread (every job runs there). Bounded: at most
-``LIMIT_CHARS`` characters of stored content are kept, the oldest entries leaving
-first; a message longer than ``LONGEST`` is parsed each time, never kept.
+Touched only on the db thread (every job runs there). Bounded by use: a row none of
+the last ``KEEP_READS`` reads returned (it left its session's window, or the session
+went quiet) goes at the next sweep, made every ``SWEEP_EVERY`` rows kept; so what stays
+is the windows read lately, flat once they are full. And by size, whatever the use: at
+most ``LIMIT_CHARS`` characters of stored text, the oldest leaving first; a message
+longer than ``LONGEST`` is parsed each time, never kept.
 """
 
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import Any, cast
 
 from kernel.core.errors import StoreError
 from kernel.core.messages import Block, Message, Role, content_from_json
 
 LIMIT_CHARS = 1_000_000  # ~50 rounds of a dozen long-winded sessions
 LONGEST = 64_000
+KEEP_READS = 64  # a turn reads twice: ~32 turns, across every session
+SWEEP_EVERY = 256
 
 
 class ParsedMessages:
@@ -30,12 +35,22 @@ class ParsedMessages:
     nothing changes in place."""
 
     def __init__(self) -> None:
-        self._kept: dict[int, tuple[str, str, tuple[Block, ...]]] = {}
+        # row id -> [role, stored text, blocks, the read that last returned it]
+        self._kept: dict[int, list[Any]] = {}
         self._chars = 0
+        self._reads = 0
+        self._added = 0  # rows kept since the last sweep
+
+    def read(self) -> None:
+        """A read of some session's rows begins (its rows are stamped with it)."""
+        self._reads += 1
+        if self._added >= SWEEP_EVERY:
+            self._sweep()
 
     def message(self, message_id: int, role: str, content: str) -> Message:
         kept = self._kept.get(message_id)
         if kept is not None and kept[1] == content and kept[0] == role:
+            kept[3] = self._reads
             return Message(cast(Role, role), list(kept[2]))
         message = parse_message(message_id, role, content)
         if len(content) <= LONGEST:
@@ -53,11 +68,18 @@ class ParsedMessages:
         old = self._kept.pop(message_id, None)
         if old is not None:
             self._chars -= len(old[1])
-        self._kept[message_id] = (role, content, blocks)
+        self._kept[message_id] = [role, content, blocks, self._reads]
         self._chars += len(content)
+        self._added += 1
         while self._chars > LIMIT_CHARS:
             oldest = next(iter(self._kept))
             self._chars -= len(self._kept.pop(oldest)[1])
+
+    def _sweep(self) -> None:
+        since = self._reads - KEEP_READS
+        for message_id in [i for i, kept in self._kept.items() if kept[3] < since]:
+            self._chars -= len(self._kept.pop(message_id)[1])
+        self._added = 0
 
 
 def parse_message(message_id: int, role: str, content: str) -> Message:

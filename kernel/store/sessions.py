@@ -434,6 +434,7 @@ class SessionTables(Database):
                 " WHERE session_id = ? AND id >= ?" + only_kept + " ORDER BY id",
                 (session_id, start_id),
             ).fetchall()
+            self._parsed.read()
             parsed = self._parsed.message
             return [
                 StoredMessage(

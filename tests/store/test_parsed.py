@@ -109,3 +109,23 @@ async def test_the_bound_holds_through_the_store(
     kept = store._parsed
     assert 0 < len(kept) < 60 and kept.chars <= 1_000
     assert await store.load_messages(s.id) == said  # the rest parsed again, as before
+
+
+def test_a_row_no_recent_read_returned_goes_at_the_next_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What stays is the windows read lately: a row that left its session's window (or
+    whose session went quiet) is not kept for good, so the cache is flat once the
+    windows are full (memory_soak.py), far below its size bound."""
+    monkeypatch.setattr(parsed, "KEEP_READS", 4)
+    monkeypatch.setattr(parsed, "SWEEP_EVERY", 3)
+    cache = ParsedMessages()
+    text = '[{"type":"text","text":"%s"}]'
+    window = list(range(1, 4))
+    for _ in range(20):  # a window of three rows sliding one row per read
+        cache.read()
+        for i in window:
+            cache.message(i, "user", text % i)
+        window = [*window[1:], window[-1] + 1]
+    assert len(cache) <= 3 + 4 + 3  # the window, what left it within KEEP_READS, a sweep's slack
+    assert cache.chars < 10 * len(text % 20)
