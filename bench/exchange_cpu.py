@@ -1,8 +1,9 @@
 """Kernel's CPU per exchange, as issue 37 measured it: the real service, a person's pace.
 
 ``python -m kernel`` (this interpreter, or ``--python``) in a fresh folder with the default
-configuration: Telegram against the strict Bot API simulator, one Claude provider
-against the Anthropic simulator in echo mode (an instant model), the sidecar on,
+configuration and the SOUL.md Kernel ships (``deploy/setup.sh`` installs it; each build
+its own under ``--beside``): Telegram against the strict Bot API simulator, one Claude
+provider against the Anthropic simulator in echo mode (an instant model), the sidecar on,
 ``poll_timeout`` at its default (30 s: the bot long-polls as it does in service). After
 ``--warmup`` exchanges (the SDK's import, caches), ``--exchanges`` more, each
 ``--pace`` seconds (2.5) after the previous reply arrived. Kernel's CPU is its user +
@@ -30,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -75,10 +77,13 @@ async def exchange(tg: TelegramSim, n: int) -> float:
 
 
 async def start_service(
-    stack: contextlib.AsyncExitStack, folder: Path, python: str
+    stack: contextlib.AsyncExitStack, folder: Path, python: str, soul: Path = ROOT / "SOUL.md"
 ) -> tuple[TelegramSim, asyncio.subprocess.Process, dict[str, str]]:
     """The simulators and ``python -m kernel`` in ``folder`` (stopped when ``stack``
-    closes), once it polls Telegram; the simulator, the process and its environment."""
+    closes), once it polls Telegram; the simulator, the process and its environment.
+    ``soul``: the SOUL.md to start with (a deployed Kernel has the one it ships)."""
+    with contextlib.suppress(FileNotFoundError):  # a checkout older than SOUL.md
+        shutil.copy(soul, folder / "SOUL.md")
     tg = await TelegramSim().start()
     stack.push_async_callback(tg.stop)
     model = await AnthropicSim(fallback="echo").start()
@@ -137,7 +142,8 @@ async def side_by_side(args: argparse.Namespace) -> None:
         services = []
         for interpreter in (args.beside, python):
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-cpu-")))
-            tg, proc, _ = await start_service(stack, folder, interpreter)
+            soul = Path(interpreter).parent.parent.parent / "SOUL.md"  # <checkout>/.venv/bin/
+            tg, proc, _ = await start_service(stack, folder, interpreter, soul)
             services.append((tg, proc.pid))
         n, ratios, totals = 0, [], [0.0, 0.0]
         while n < args.warmup + args.exchanges:

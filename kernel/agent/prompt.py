@@ -155,8 +155,7 @@ class SystemPrompt:
         if soul == t("prompt.soul_fallback"):
             return Layer("soul", soul, "built-in")
         where = relative(self.config.general.soul, self.config.base_dir)
-        text = soul_sections.for_tools(soul, names, self.tools.known())
-        covers = frozenset(soul_sections.covered(text, names))
+        text, covers = soul_sections.for_turn(soul, tuple(names), tuple(self.tools.known()))
         return Layer("soul", text, where, covers=covers)
 
     def _environment(self, outlook: Outlook) -> list[Layer]:
