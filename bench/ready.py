@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -89,8 +90,8 @@ def no_dev_python(venv: Path) -> Path:
 @dataclass(slots=True)
 class Rig:
     """A fresh data folder whose ``config.toml`` is the default configuration against the
-    simulators (Telegram, one Claude provider in echo mode), and the service's
-    environment; everything is torn down with ``stack``."""
+    simulators (Telegram, one Claude provider in echo mode), with the SOUL.md Kernel
+    ships, and the service's environment; everything is torn down with ``stack``."""
 
     folder: Path
     tg: TelegramSim
@@ -111,6 +112,8 @@ class Rig:
         model = await AnthropicSim(fallback="echo").start()
         stack.push_async_callback(model.stop)
         path = write_config(folder, model.base_url, "claude", language="en", gateway=dict(gateway))
+        with contextlib.suppress(FileNotFoundError):  # the SOUL.md setup.sh installs
+            shutil.copy(ROOT / "SOUL.md", folder / "SOUL.md")
         polling = "" if poll_timeout is None else f"poll_timeout = {poll_timeout}\n"
         with path.open("a", encoding="utf-8") as config:
             config.write(f'[telegram]\napi_base = "{tg.api_base}"\n{polling}')
