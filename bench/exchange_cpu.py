@@ -115,10 +115,15 @@ async def start_service(
     return tg, proc, env
 
 
+def shipped_soul(python: str) -> Path:
+    """The SOUL.md of the checkout whose ``.venv/bin/python`` is ``python``."""
+    return Path(python).parent.parent.parent / "SOUL.md"
+
+
 async def one_run(python: str, args: argparse.Namespace) -> tuple[float, float, Counter[str]]:
     async with contextlib.AsyncExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-cpu-")))
-        tg, proc, _ = await start_service(stack, folder, python)
+        tg, proc, _ = await start_service(stack, folder, python, shipped_soul(python))
         for n in range(1, args.warmup + 1):
             await exchange(tg, n)
             await asyncio.sleep(args.pace)
@@ -142,8 +147,7 @@ async def side_by_side(args: argparse.Namespace) -> None:
         services = []
         for interpreter in (args.beside, python):
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernel-cpu-")))
-            soul = Path(interpreter).parent.parent.parent / "SOUL.md"  # <checkout>/.venv/bin/
-            tg, proc, _ = await start_service(stack, folder, interpreter, soul)
+            tg, proc, _ = await start_service(stack, folder, interpreter, shipped_soul(interpreter))
             services.append((tg, proc.pid))
         n, ratios, totals = 0, [], [0.0, 0.0]
         while n < args.warmup + args.exchanges:
