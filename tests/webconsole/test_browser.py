@@ -523,6 +523,10 @@ async def test_sign_out(console: Opener) -> None:
     page = c.page
     name = cookie_name(c.sc.gateway.port)
     [cookie] = [k for k in await page.context.cookies() if k["name"] == name]
+    csrf = await page.evaluate("sessionStorage.getItem('kernel.console.csrf')")
+    # What the page sends (its cookie and CSRF token) reads the chats while signed in.
+    session = {"Cookie": f"{name}={cookie['value']}", "X-CSRF-Token": csrf}
+    assert (await c.sc.call("GET", "/chats", headers=session))[0] == 200
     await page.click("#sign-out")
     await expect(page).to_have_url(c.sc.url + "/console/login")
     await c.shot("signed-out")
@@ -530,7 +534,7 @@ async def test_sign_out(console: Opener) -> None:
     await page.goto(c.url)
     await expect(page).to_have_url(c.sc.url + "/console/login")
     # The old cookie is dead on the server too, not just forgotten by the browser.
-    status, _, _ = await c.sc.call("GET", "/chats", headers={"Cookie": f"{name}={cookie['value']}"})
+    status, _, _ = await c.sc.call("GET", "/chats", headers=session)
     assert status == 401
     c.check()
 
