@@ -36,6 +36,9 @@ from tests.sim.script import (
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL = "claude-sim-1"
 USER_HI: list[Any] = [{"role": "user", "content": "hi"}]
+# A request that should be answered gets all the time a loaded machine needs; the stall
+# tests pass their own short timeout, since timing out is what they expect.
+LOADED = 60.0
 # What a client sees when a stream is cut, garbled or goes silent.
 BROKEN_STREAM = (
     json.JSONDecodeError,
@@ -61,7 +64,7 @@ async def osim() -> AsyncIterator[OpenAISim]:
 @pytest.fixture
 async def claude(asim: AnthropicSim) -> AsyncIterator[anthropic.AsyncAnthropic]:
     client = anthropic.AsyncAnthropic(
-        api_key="sk-test", base_url=asim.base_url, max_retries=0, timeout=0.5
+        api_key="sk-test", base_url=asim.base_url, max_retries=0, timeout=LOADED
     )
     yield client
     await client.close()
@@ -70,7 +73,7 @@ async def claude(asim: AnthropicSim) -> AsyncIterator[anthropic.AsyncAnthropic]:
 @pytest.fixture
 async def oai(osim: OpenAISim) -> AsyncIterator[openai.AsyncOpenAI]:
     client = openai.AsyncOpenAI(
-        api_key="sk-test", base_url=osim.base_url, max_retries=0, timeout=0.5
+        api_key="sk-test", base_url=osim.base_url, max_retries=0, timeout=LOADED
     )
     yield client
     await client.close()
