@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from kernel.store.database import WRITE, Database
-from kernel.store.sessions import _message_from_row
+from kernel.store.parsed import parse_message
 
 BRANCH_LISTING = 50  # the newest this many branches are listed (the total is counted)
 
@@ -274,6 +274,6 @@ def _branch_row(conn: sqlite3.Connection, session_id: int, row: tuple[Any, ...])
         messages=int(count),
         first_id=int(first_id),
         started_at=datetime.fromisoformat(started),
-        first_words=_message_from_row(first).text if first is not None else "",
-        fork_words=_message_from_row(forked).text if forked is not None else "",
+        first_words=parse_message(*first).text if first is not None else "",
+        fork_words=parse_message(*forked).text if forked is not None else "",
     )

@@ -238,7 +238,7 @@ class SessionTables(Database):
                 f" AND session_id IN ({marks}) GROUP BY session_id)",
                 unique,
             ).fetchall()
-            return {int(r[0]): _message_from_row(r[1:]).text for r in rows}
+            return {int(r[0]): parse_message(*r[1:]).text for r in rows}
 
         return await self._read("first words", op)
 
@@ -576,7 +576,3 @@ def _session_from_row(row: tuple[Any, ...]) -> SessionRow:
         external_id=str(external_id or f"session-{sid}"),
         mode=str(mode),
     )
-
-
-def _message_from_row(row: tuple[Any, ...]) -> Message:
-    return parse_message(*row)
